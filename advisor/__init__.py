@@ -1,0 +1,27 @@
+"""dflash-advisor: how to split GPUs between the targets and drafters of an async drafter-training
+pipeline, from its rate logs.
+
+    >>> from advisor import advise
+    >>> adv = advise("fixtures/reference-7x1.jsonl")
+    >>> adv.recommendation.roles
+    {'target': 7, 'drafter': 1}
+
+Heavy modules (pandas, scipy) load on first use, so ``import advisor`` stays cheap.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = ["advise", "advise_numbers", "load_log", "LogError"]
+
+
+def __getattr__(name: str):
+    if name in ("advise", "advise_numbers"):
+        from . import advise as _a
+        return getattr(_a, name)
+    if name == "load_log":
+        from .load import load_log
+        return load_log
+    if name == "LogError":
+        from .schema import LogError
+        return LogError
+    raise AttributeError(f"module 'advisor' has no attribute {name!r}")

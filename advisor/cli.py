@@ -1,0 +1,179 @@
+"""`dflash-advise`: parse, call the library, render, set the exit code. Nothing else lives here.
+
+Exit codes (DESIGN.md contract): 0 ok / gate passes; 1 the gate fails; 2 the input is unusable
+(one line on stderr naming file, line and field; never a traceback). Only typer and the
+standard library are imported at module level so that ``--help`` stays fast.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+COMMANDS = ("advise", "check", "plot", "what-if")
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+    help="How to split GPUs between the targets and drafters of an async drafter-training pipeline. "
+         "`dflash-advise LOG...` is short for `dflash-advise advise LOG...`.")
+
+Logs = Annotated[list[Path], typer.Argument(help="Rate log(s), .jsonl or .jsonl.gz; several logs of one job "
+                                                 "(e.g. at different splits) are fitted together.",
+                                            show_default=False)]
+Gpus = Annotated[Optional[int], typer.Option("--gpus", min=2, help="GPUs to split (default: the log header's).")]
+AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output (schema 1).")]
+AsMarkdown = Annotated[bool, typer.Option("--markdown", help="Markdown, e.g. for a pull-request comment.")]
+RestartCost = Annotated[float, typer.Option("--restart-cost", min=0.0,
+                                            help="Hours a restart costs (reload, warm-up); weighed against the "
+                                                 "ETA gain of a switch.")]
+HsCap = Annotated[Optional[int], typer.Option("--hs-cap", min=0, help="Project with this q_hs depth instead.")]
+TokenBudget = Annotated[Optional[int], typer.Option("--token-budget", min=1,
+                                                    help="Project with this batch token budget instead.")]
+RolesOpt = Annotated[Optional[str], typer.Option("--roles", help="Split to judge, e.g. target=6,drafter=2 "
+                                                                  "(default: the observed one).")]
+
+
+def _die(msg: str, code: int = 2) -> None:
+    typer.echo(f"dflash-advise: {msg}", err=True)
+    raise typer.Exit(code)
+
+
+def _parse_roles(text: str | None) -> dict[str, int] | None:
+    if text is None:
+        return None
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, _, n = part.partition("=")
+        if not name.strip() or not n.strip().isdigit() or int(n) < 1:
+            _die(f"--roles: expected role=count pairs like target=6,drafter=2, got {text!r}")
+        out[name.strip()] = int(n)
+    return out
+
+
+def _format(as_json: bool, as_markdown: bool) -> str:
+    if as_json and as_markdown:
+        _die("--json and --markdown exclude each other")
+    return "json" if as_json else "markdown" if as_markdown else "text"
+
+
+def _advise_or_die(logs: list[Path], **kw):
+    from .advise import advise
+    from .schema import LogError
+    try:
+        return advise(logs, **kw)
+    except LogError as e:
+        _die(str(e))
+    except KeyError as e:
+        _die(f"--roles: {e.args[0]}")
+    except ValueError as e:
+        _die(str(e))
+
+
+@app.command("advise")
+def advise_cmd(logs: Logs, gpus: Gpus = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
+               restart_cost: RestartCost = 1.0, hs_cap: HsCap = None, token_budget: TokenBudget = None,
+               roles: RolesOpt = None,
+               follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the "
+                                                                     "report until its 'end' event or Ctrl-C.")] = False,
+               interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between refreshes "
+                                                                                    "with --follow.")] = 5.0) -> None:
+    """Advice for the run(s): the table of splits, the verdict and its reasons."""
+    fmt = _format(as_json, as_markdown)
+    kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
+              restart_cost_h=restart_cost)
+    if follow:
+        from .follow import follow_logs
+        raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, **kw))
+    from .report import render
+    typer.echo(render(_advise_or_die(logs, **kw), fmt), nl=False)
+
+
+@app.command("check")
+def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config naming the planned split and "
+                                                                 "profile log(s), or rate log(s).",
+                                                            show_default=False)],
+              min_efficiency: Annotated[Optional[float], typer.Option(
+                  "--min-efficiency", min=0.0, max=1.0, help="Fail below this (default: the config's, else 0.9).")] = None,
+              metric: Annotated[Optional[str], typer.Option(
+                  "--metric", help="efficiency or gpu_util (default: the config's, else efficiency).")] = None,
+              roles: RolesOpt = None, gpus: Gpus = None, as_json: AsJson = False,
+              as_markdown: AsMarkdown = False) -> None:
+    """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
+    from .check import run_check
+    from .report import render
+    from .schema import LogError
+    fmt = _format(as_json, as_markdown)
+    try:
+        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=_parse_roles(roles), gpus=gpus)
+    except (LogError, ValueError, KeyError) as e:
+        _die(str(e) if not isinstance(e, KeyError) else str(e.args[0]))
+    g = adv.gate
+    if fmt == "text":
+        verdict = "PASS" if g["passed"] else "FAIL"
+        split = "-".join(str(v) for v in g["roles"].values())
+        typer.echo(f"{verdict}: split {split} ({'-'.join(g['roles'])}) predicted {g['metric']} {g['value']:.3f} "
+                   f"{'>=' if g['passed'] else '<'} {g['threshold']:.3f}; {g['bps']:.3g} b/s, "
+                   f"bottleneck {g['bottleneck']}")
+    else:
+        typer.echo(render(adv, fmt), nl=False)
+    raise typer.Exit(0 if g["passed"] else 1)
+
+
+@app.command("plot")
+def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option("-o", "--out", help="PNG (or PDF/SVG) to write.")] = Path(
+                 "advice.png"),
+             gpus: Gpus = None, min_efficiency: Annotated[float, typer.Option(
+                 "--min-efficiency", min=0.0, max=1.0, help="Gate threshold drawn on the efficiency panel.")] = 0.9,
+             ) -> None:
+    """One figure: tok/s per split, efficiency and gpu_util, rates over time, q_hs occupancy."""
+    adv = _advise_or_die(logs, gpus=gpus)
+    from .plots import plot_advice
+    try:
+        plot_advice(adv, out, min_efficiency=min_efficiency)
+    except OSError as e:
+        _die(f"{out}: cannot write the figure ({e.strerror or e})")
+    typer.echo(f"wrote {out}")
+
+
+@app.command("what-if")
+def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
+                drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
+                target_bps: Annotated[float, typer.Option("--target-bps", min=0.0,
+                                                          help="Capacity of all targets together, batches/s.")],
+                drafter_bps: Annotated[float, typer.Option("--drafter-bps", min=0.0,
+                                                           help="Capacity of all drafters together, batches/s.")],
+                hs_depth: Annotated[int, typer.Option("--hs-depth", min=0, help="q_hs depth.")] = 20,
+                scv: Annotated[Optional[float], typer.Option("--scv", min=0.0, help="Step-time variability "
+                                                                                     "(squared CV).")] = None,
+                sync_every: Annotated[int, typer.Option("--sync-every", min=0, help="Drafter steps per sync.")] = 0,
+                sync_s: Annotated[float, typer.Option("--sync-s", min=0.0, help="Seconds per sync at this "
+                                                                                 "drafter count.")] = 0.0,
+                gpus: Gpus = None, as_json: AsJson = False, as_markdown: AsMarkdown = False) -> None:
+    """Advice from bare numbers, e.g. --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86."""
+    from .advise import advise_numbers
+    from .report import render
+    fmt = _format(as_json, as_markdown)
+    try:
+        adv = advise_numbers({"target": targets, "drafter": drafters},
+                             {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_depth, scv=scv,
+                             sync_every=sync_every, sync_s=sync_s)
+    except ValueError as e:
+        _die(str(e))
+    typer.echo(render(adv, fmt), nl=False)
+
+
+def route(argv: list[str]) -> list[str]:
+    """Make `advise` the default command: `dflash-advise LOG` == `dflash-advise advise LOG`."""
+    if argv and argv[0] not in COMMANDS and argv[0] not in ("--help", "-h"):
+        return ["advise", *argv]
+    return argv
+
+
+def main() -> None:
+    app(args=route(sys.argv[1:]), prog_name="dflash-advise")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,457 @@
+"""Fit the producer/consumer model from the steady part of one or more logs.
+
+Per GPU role r (targets = producer, drafters = consumer):
+
+- capacity comes from busy time, never from throughput: a worker's service rate is
+  ``mu_r = 1 / mean(busy_s)`` over its steady steps (a producer behind a full queue completes at
+  the consumer's pace, which says nothing about what it could do);
+- step time vs tokens: ``busy_s = t0_s + c_s_per_tok * tokens``, a Huber-weighted least-squares
+  fit (IRLS, ``HUBER_K`` robust scale units), so another token budget can be projected;
+- variability: the squared coefficient of variation (SCV) of busy times, which sets the
+  effective queue depth in `advisor.model`;
+- interval: a 95% interval on ``mu_r`` from ``BATCH_MEANS`` batch means of the busy series
+  (time-ordered, so autocorrelation widens it honestly);
+- shares of wall time: busy, starved (``wait``) and blocked, per worker.
+
+Drafter sync (M > 1, data-parallel): one round of ``k = sync_every`` steps per rank costs
+``T(M) = k*m + sqrt(k)*sigma*e_M + T_ar(M)`` where m, sigma are the mean and standard deviation
+of a drafter step, ``e_M`` the expected maximum of M standard normals (the barrier waits for the
+slowest rank), and ``T_ar`` the logged collective time (``sync`` events, ``dur``). Per-rank
+scaling is ``s(M) = k*m / T(M)``. ``T_ar`` is fitted on ``a*(M-1) + b*(M-1)/M`` (latency and ring
+bandwidth terms, non-negative least squares) from the M values seen; with one value the
+bandwidth term alone is scaled; with none (only M = 1 seen) it is unknown: ``T_ar = 0`` is
+assumed, said in an :class:`AssumptionWarning`, and the verdict's sensitivity to it is shown.
+
+Input limit: producers starved for more than ``INPUT_STARVED_SHARE`` of their time while their
+prefetch queues are near empty means the loader caps the pipeline; since an input-bound loader
+is never blocked, its capacity is the producers' completion rate.
+
+From ``rates`` snapshots only: capacities come from ``cap_bps`` when logged; without it only
+the consumer side (behind a full queue) is measured and the producer is a lower bound. Busy
+variability is unknown then and assumed (``DEFAULT_SCV``), with a warning.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .load import RunLog
+from .schema import AssumptionWarning, LogError
+from .steady import SteadyWindow, find_steady
+
+BATCH_MEANS = 20
+T_975 = {19: 2.093, 9: 2.262, 4: 2.776, 2: 4.303}  # Student t, 97.5%, by degrees of freedom
+HUBER_K = 1.345
+DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical (MODELLING.md)
+INPUT_STARVED_SHARE = 0.05
+PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
+
+
+@dataclass(frozen=True)
+class RoleFit:
+    """Service model of one GPU role (per worker)."""
+
+    role: str
+    n_steps: int
+    busy_mean_s: float
+    busy_std_s: float
+    t0_s: float
+    c_s_per_tok: float
+    r2: float
+    mu_bps: float
+    mu_low_bps: float
+    mu_high_bps: float
+    busy_share: float
+    starved_share: float
+    blocked_share: float
+    measured: bool = True          # False: rates-only estimate
+    lower_bound: bool = False      # True: mu is only known to be at least this
+
+    @property
+    def busy_scv(self) -> float:
+        return (self.busy_std_s / self.busy_mean_s) ** 2 if self.busy_mean_s > 0 else 0.0
+
+    def busy_at(self, tokens: float) -> float:
+        """Mean busy seconds of a batch of ``tokens`` tokens."""
+        return max(self.t0_s + self.c_s_per_tok * tokens, 1e-9)
+
+
+@dataclass(frozen=True)
+class SyncFit:
+    """Data-parallel drafter sync: every ``sync_every`` steps, a collective of ``T_ar(M)`` s."""
+
+    sync_every: int
+    latency_s: float             # a in T_ar = a*(M-1) + b*(M-1)/M
+    bandwidth_s: float           # b
+    dur_by_workers: Mapping[int, float] = field(default_factory=dict)
+    measured: bool = False
+
+    def allreduce_s(self, m: int) -> float:
+        if m <= 1:
+            return 0.0
+        return self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
+
+
+@dataclass(frozen=True)
+class LoaderFit:
+    input_bound: bool
+    capacity_bps: float | None   # known when input-bound
+    scv: float
+    producer_starved_share: float
+    pre_mean_depth: float | None
+
+
+@dataclass(frozen=True)
+class ObservedRun:
+    """What one log's steady window shows."""
+
+    path: str
+    roles: Mapping[str, int]
+    bps: float
+    tok_s: float
+    steady: SteadyWindow
+    done: float | None           # fraction of the job done at the log's end
+    eta_s: float | None          # the pipeline's own ETA at the log's end
+    hs_mean_depth: float | None  # time-weighted q_hs depth (from rates), if logged
+    hs_full_share: float | None
+
+
+@dataclass(frozen=True)
+class PipelineFit:
+    """Everything the model needs, fitted from one or more logs of the same job."""
+
+    producer: RoleFit
+    consumer: RoleFit
+    sync: SyncFit
+    loader: LoaderFit
+    hs_cap: int
+    pre_cap: int
+    tokens_mean: float
+    tokens_std: float
+    seqs_mean: float | None
+    source: str                  # "steps" or "rates"
+    observed: tuple[ObservedRun, ...]
+    hs_bytes_per_token: float | None
+    total_batches: float | None  # the whole job, when samples x epochs are known
+
+    @property
+    def roles(self) -> tuple[str, str]:
+        return self.producer.role, self.consumer.role
+
+
+@lru_cache(maxsize=None)
+def expected_max_normal(m: int) -> float:
+    """E[max of m iid standard normals] (e_2 = 0.564, e_8 = 1.424)."""
+    if m <= 1:
+        return 0.0
+    x = np.linspace(-8.0, 8.0, 4001)
+    phi = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    dens = m * phi * cdf ** (m - 1)
+    return float(np.trapezoid(x * dens, x))
+
+
+def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
+    """Per-rank scaling s(M) of data-parallel drafters (1 for M = 1 or no sync)."""
+    k = sync.sync_every
+    if m <= 1 or k <= 0:
+        return 1.0
+    mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
+    sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
+    round_s = k * mean + math.sqrt(k) * sigma * expected_max_normal(m) + sync.allreduce_s(m)
+    return k * mean / round_s
+
+
+def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, float, float]:
+    """Robust fit y = a + b x (Huber IRLS). Returns (a, b, r2). b = 0 when x does not vary."""
+    x = np.asarray(x, float)
+    y = np.asarray(y, float)
+    if len(x) < 3 or np.ptp(x) <= 0:
+        return float(np.mean(y)), 0.0, 0.0
+    w = np.ones_like(y)
+    a = b = 0.0
+    for _ in range(iters):
+        sw = w.sum()
+        xm, ym = (w * x).sum() / sw, (w * y).sum() / sw
+        sxx = (w * (x - xm) ** 2).sum()
+        b_new = (w * (x - xm) * (y - ym)).sum() / sxx if sxx > 0 else 0.0
+        a_new = ym - b_new * xm
+        r = y - a_new - b_new * x
+        scale = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-12
+        u = np.abs(r) / (HUBER_K * scale)
+        w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
+        if abs(b_new - b) <= 1e-12 * max(abs(b), 1e-30) and abs(a_new - a) <= 1e-12 * max(abs(a), 1e-30):
+            a, b = a_new, b_new
+            break
+        a, b = a_new, b_new
+    if a < 0 < b:
+        # a negative fixed cost is an extrapolation artefact (tokens cluster near the budget):
+        # refit through the origin, busy proportional to tokens
+        b = float((w * x * y).sum() / (w * x * x).sum())
+        a = 0.0
+    resid = y - a - b * x
+    ss_tot = ((y - y.mean()) ** 2).sum()
+    r2 = 1.0 - (resid ** 2).sum() / ss_tot if ss_tot > 0 else 0.0
+    return float(a), float(b), float(r2)
+
+
+def _batch_means_interval(series: np.ndarray) -> tuple[float, float]:
+    """95% interval of the mean of a time-ordered series by batch means."""
+    n = len(series)
+    k = BATCH_MEANS if n >= 5 * BATCH_MEANS else (10 if n >= 50 else (5 if n >= 15 else 3))
+    if n < 2 * k:
+        m = float(np.mean(series))
+        return m, m
+    bm = series[: n // k * k].reshape(k, -1).mean(axis=1)
+    half = T_975.get(k - 1, 2.0) * bm.std(ddof=1) / math.sqrt(k)
+    m = float(series.mean())
+    return m - half, m + half
+
+
+def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int) -> RoleFit:
+    busy = steps["busy"].to_numpy()
+    tokens = steps["tokens"].to_numpy(dtype=float)
+    t0, c, r2 = huber_line(tokens, busy)
+    mean = float(busy.mean())
+    lo_busy, hi_busy = _batch_means_interval(busy)
+    denom = max(wall_s * workers, 1e-12)
+    return RoleFit(
+        role=role, n_steps=len(busy), busy_mean_s=mean, busy_std_s=float(busy.std(ddof=1)) if len(busy) > 1 else 0.0,
+        t0_s=t0, c_s_per_tok=c, r2=r2, mu_bps=1.0 / mean,
+        mu_low_bps=1.0 / max(hi_busy, 1e-12), mu_high_bps=1.0 / max(lo_busy, 1e-12),
+        busy_share=float(busy.sum() / denom), starved_share=float(steps["wait"].sum() / denom),
+        blocked_share=float(steps["blocked"].sum() / denom))
+
+
+def _steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
+    s = log.steps
+    return s[s["t"] >= win.start_s]
+
+
+def _time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[float | None, float | None]:
+    col = f"q_{name}"
+    if col not in log.rates or not len(log.rates):
+        return None, None
+    r = log.rates[(log.rates["t"] >= win.start_s)].dropna(subset=[col])
+    if not len(r):
+        return None, None
+    w = r["window"].fillna(1.0).to_numpy() if "window" in r else np.ones(len(r))
+    depth = r[col].to_numpy()
+    cap = next((q.cap for q in log.header.queues if q.name == name), None)
+    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap else None
+    return float(np.average(depth, weights=w)), full
+
+
+def _observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
+    consumer = log.header.consumer
+    hs = log.header.queue_feeding(consumer)
+    depth, full = _time_weighted_queue(log, win, hs.name) if hs else (None, None)
+    done = eta = None
+    if len(log.rates):
+        last = log.rates.iloc[-1]
+        done = float(last["done"]) if "done" in last and pd.notna(last["done"]) else None
+        eta = float(last["eta_s"]) if "eta_s" in last and pd.notna(last["eta_s"]) else None
+    if log.has_steps:
+        st = _steady_steps(log, win)
+        n = int((st["role"] == consumer).sum())
+        bps = n / max(win.duration_s, 1e-12)
+        tok = float(st.loc[st["role"] == consumer, "tokens"].sum()) / max(win.duration_s, 1e-12)
+    else:
+        r = log.rates[log.rates["t"] >= win.start_s]
+        bps = float(r[f"bps_{consumer}"].mean())
+        tok = float(r["tok_s"].mean()) if "tok_s" in r and r["tok_s"].notna().any() else bps * tokens_mean
+    return ObservedRun(path=log.path, roles=dict(log.header.roles), bps=bps, tok_s=tok, steady=win, done=done,
+                       eta_s=eta, hs_mean_depth=depth, hs_full_share=full)
+
+
+def _role_from_rates(role: str, log: RunLog, win: SteadyWindow, producer_side: bool,
+                     hs_full_share: float | None) -> RoleFit:
+    r = log.rates[log.rates["t"] >= win.start_s]
+    n = log.header.roles[role]
+    cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
+    lower = False
+    if cap_col in r and r[cap_col].notna().sum() >= 1:
+        series = r[cap_col].dropna().to_numpy() / n
+    else:
+        series = r[bps_col].dropna().to_numpy() / n
+        # behind a full queue the producer's completions are throttled: only a floor on capacity;
+        # a consumer with a full input queue never starves, so its rate is its capacity
+        consumer_saturated = hs_full_share is not None and hs_full_share > 0.5
+        lower = producer_side or not consumer_saturated
+    mu = float(series.mean())
+    lo, hi = _batch_means_interval(series)
+    busy = 1.0 / mu
+    return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(DEFAULT_SCV), t0_s=0.0,
+                   c_s_per_tok=0.0, r2=0.0, mu_bps=mu, mu_low_bps=lo, mu_high_bps=hi,
+                   busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
+                   measured=False, lower_bound=lower)
+
+
+def _fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: str) -> SyncFit:
+    k = max((lg.header.sync_every for lg in logs), default=0)
+    by_m: dict[int, list[float]] = {}
+    for lg, w in zip(logs, wins):
+        m = lg.header.roles[consumer]
+        if m > 1 and len(lg.syncs):
+            d = lg.syncs.loc[lg.syncs["t"] >= w.start_s, "dur"].dropna()
+            if len(d):
+                by_m.setdefault(m, []).extend(d.tolist())
+            if not lg.header.sync_every:
+                # infer steps per sync from counts when the header does not say
+                n_steps = int(((lg.steps["role"] == consumer) & (lg.steps["t"] >= w.start_s)).sum())
+                if len(d):
+                    k = max(k, int(round(n_steps / m / len(d))))
+    means = {m: float(np.mean(v)) for m, v in by_m.items()}
+    if not means:
+        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, measured=False)
+    ms = np.array(sorted(means), dtype=float)
+    ys = np.array([means[int(m)] for m in ms])
+    if len(ms) == 1:
+        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
+                       dur_by_workers=means, measured=True)
+    from scipy.optimize import nnls
+    a_mat = np.column_stack([ms - 1, (ms - 1) / ms])
+    coef, _ = nnls(a_mat, ys)
+    return SyncFit(sync_every=k, latency_s=float(coef[0]), bandwidth_s=float(coef[1]), dur_by_workers=means,
+                   measured=True)
+
+
+def _fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: RoleFit,
+                observed: Sequence[ObservedRun]) -> LoaderFit:
+    lg, w, ob = logs[0], wins[0], observed[0]
+    pre = lg.header.queue_feeding(lg.header.producer)
+    depth = _time_weighted_queue(lg, w, pre.name)[0] if pre else None
+    starved = producer.starved_share
+    empty = depth is None or depth < PRE_EMPTY_DEPTH
+    bound = bool(np.isfinite(starved) and starved > INPUT_STARVED_SHARE and empty)
+    cap = scv = None
+    if bound and lg.has_steps:
+        st = _steady_steps(lg, w)
+        tgt = st[st["role"] == lg.header.producer]
+        cap = len(tgt) / max(w.duration_s, 1e-12)
+        # a batch reaches a starved target when the loader finishes it: start = t - blocked - busy
+        arrivals = np.sort((tgt["t"] - tgt["blocked"] - tgt["busy"]).to_numpy())
+        gaps = np.diff(arrivals)
+        scv = float(gaps.var() / gaps.mean() ** 2) if len(gaps) > 2 and gaps.mean() > 0 else 1.0
+    return LoaderFit(input_bound=bound, capacity_bps=cap, scv=scv if scv is not None else 1.0,
+                     producer_starved_share=float(starved), pre_mean_depth=depth)
+
+
+def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
+    """Fit one model from logs of the same job (possibly at different splits)."""
+    if not logs:
+        raise LogError("<none>", None, "no log to fit")
+    head = logs[0].header
+    producer, consumer = head.producer, head.consumer
+    for lg in logs[1:]:
+        if (lg.header.producer, lg.header.consumer) != (producer, consumer):
+            raise LogError(lg.path, None, f"has roles {list(lg.header.roles)}, unlike {logs[0].path} "
+                           f"({list(head.roles)}); logs fitted together must be of the same job", "roles")
+    wins = [find_steady(lg) for lg in logs]
+    with_steps = [i for i, lg in enumerate(logs) if lg.has_steps]
+    hs = head.queue_feeding(consumer)
+    pre = head.queue_feeding(producer)
+    if with_steps:
+        source = "steps"
+        parts = {producer: [], consumer: []}
+        walls = {producer: 0.0, consumer: 0.0}
+        for i in with_steps:
+            st = _steady_steps(logs[i], wins[i])
+            for r in (producer, consumer):
+                parts[r].append(st[st["role"] == r])
+                walls[r] += wins[i].duration_s * logs[i].header.roles[r]
+        frames = {r: pd.concat(parts[r], ignore_index=True) for r in parts}
+        for r, f in frames.items():
+            if len(f) < 3:
+                raise LogError(logs[with_steps[0]].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
+        pfit = _role_from_steps(producer, frames[producer], walls[producer], 1)
+        cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1)
+        cons = frames[consumer]
+        tokens_mean = float(cons["tokens"].mean())
+        tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
+        seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
+        observed = tuple(_observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
+    else:
+        source = "rates"
+        lg, w = logs[0], wins[0]
+        r = lg.rates[lg.rates["t"] >= w.start_s]
+        bps = r[f"bps_{consumer}"].mean()
+        tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(head.token_budget or 1)
+        tokens_std = float("nan")
+        seqs_mean = None
+        observed = tuple(_observe(g, ww, tokens_mean) for g, ww in zip(logs, wins))
+        full = observed[0].hs_full_share
+        pfit = _role_from_rates(producer, lg, w, True, full)
+        cfit = _role_from_rates(consumer, lg, w, False, full)
+        # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
+        pfit = _replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
+        cfit = _replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
+        warnings.warn(AssumptionWarning(
+            f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
+            f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=2)
+        for f in (pfit, cfit):
+            if f.lower_bound:
+                warnings.warn(AssumptionWarning(
+                    f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * lg.header.roles[f.role]:.3g} "
+                    f"b/s for {lg.header.roles[f.role]} workers): no 'cap_bps' and its completions are throttled "
+                    f"by the queue"), stacklevel=2)
+    sync = _fit_sync(logs, wins, consumer)
+    loader = _fit_loader(logs, wins, pfit, observed)
+    total = None
+    if head.samples and head.epochs and seqs_mean:
+        total = head.samples * head.epochs / seqs_mean
+    return PipelineFit(producer=pfit, consumer=cfit, sync=sync, loader=loader,
+                       hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
+                       tokens_mean=tokens_mean, tokens_std=tokens_std, seqs_mean=seqs_mean, source=source,
+                       observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total)
+
+
+def _replace(obj, **kw):
+    from dataclasses import replace
+    return replace(obj, **kw)
+
+
+def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = 20,
+                     pre_cap: int = 50, tokens_per_batch: float = 32768.0, scv: float = DEFAULT_SCV,
+                     sync_every: int = 0, sync_s: float = 0.0, observed_bps: float | None = None) -> PipelineFit:
+    """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
+
+    ``cap_bps`` is each role's capacity with its ``roles`` worker count (e.g. 7 targets together
+    0.92 b/s). Variability is assumed (``scv``); the collective time ``sync_s`` is taken as measured
+    at the given drafter count.
+    """
+    names = list(roles)
+    if len(names) != 2:
+        raise ValueError(f"roles must name a producer and a consumer, got {names}")
+    fits = []
+    for r in names:
+        n = roles[r]
+        if n < 1:
+            raise ValueError(f"roles: '{r}' must have at least 1 worker, got {n}")
+        if not cap_bps.get(r, 0) > 0:
+            raise ValueError(f"cap_bps: '{r}' must be > 0, got {cap_bps.get(r)}")
+        mu = cap_bps[r] / n
+        busy = 1.0 / mu
+        fits.append(RoleFit(role=r, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(scv), t0_s=0.0,
+                            c_s_per_tok=busy / tokens_per_batch, r2=0.0, mu_bps=mu, mu_low_bps=mu, mu_high_bps=mu,
+                            busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
+                            measured=False))
+    m = roles[names[1]]
+    sync = SyncFit(sync_every=sync_every, latency_s=0.0,
+                   bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
+                   dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {}, measured=m > 1 and sync_s > 0)
+    x_obs = observed_bps if observed_bps is not None else min(cap_bps[names[0]], cap_bps[names[1]])
+    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
+    ob = ObservedRun(path="<numbers>", roles=dict(roles), bps=x_obs, tok_s=x_obs * tokens_per_batch, steady=win,
+                     done=None, eta_s=None, hs_mean_depth=None, hs_full_share=None)
+    loader = LoaderFit(input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"),
+                       pre_mean_depth=None)
+    return PipelineFit(producer=fits[0], consumer=fits[1], sync=sync, loader=loader, hs_cap=hs_cap, pre_cap=pre_cap,
+                       tokens_mean=tokens_per_batch, tokens_std=float("nan"), seqs_mean=None, source="numbers",
+                       observed=(ob,), hs_bytes_per_token=None, total_batches=None)

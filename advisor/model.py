@@ -1,0 +1,141 @@
+"""Throughput of one split: N producers, M consumers, a finite queue between them.
+
+The chain (exact for exponential service; MODELLING.md section 3). Let y be the batches the
+producers have finished and the consumers have not (queue contents + batches in consumers +
+outputs held by blocked producers), b the queue capacity and K = b + M. Then y is a
+birth-death chain on 0..K+N with
+
+    birth(y) = mu_p * (N - max(0, y - K))      blocked producers do not serve
+    death(y) = mu_c * min(y, M)                idle consumers when y < M
+    pi(y) ~ prod_{i=1..y} birth(i-1) / death(i)        (computed in logs)
+    X = sum_y pi(y) death(y),   producer blocked share = E[(y-K)+] / N,
+    consumer starved share = E[(M-y)+] / M,   mean queue depth = E[min((y-M)+, b)].
+
+General service times: the same chain at an effective buffer
+``b_eff = (b + 1) * 2 / (scv_p + scv_c) - 1``, linearly interpolated between the integer
+buffers around it: smooth services act like a deeper queue, bursty ones like a shallower one.
+
+A split's pipeline: targets -> q_hs -> drafters is one chain, with the drafters' per-rank rate
+scaled by the sync factor s(M) (see `advisor.fit`). When the loader is known to limit input,
+it is a stage in front: a second chain between the loader (one server, capacity lambda_L) and
+the target/drafter block (rate X of the first chain), with the targets' prefetch slots as its
+buffer. Capacities: C_p = N mu_p, C_c = M mu_c s(M); the naive bound is min over stages.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fit import PipelineFit, sync_scaling
+
+MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    x_bps: float
+    producer_blocked: float
+    consumer_starved: float
+    queue_mean: float
+
+
+def _chain_int(n: int, m: int, mu_p: float, mu_c: float, b: int) -> ChainResult:
+    k = b + m
+    y = np.arange(0, k + n + 1)
+    birth = mu_p * (n - np.maximum(0, y - k))            # birth(y) for y = 0..K+N (last is 0)
+    death = mu_c * np.minimum(y, m)                      # death(y)
+    with np.errstate(divide="ignore"):
+        steps = np.log(birth[:-1]) - np.log(death[1:])
+    logpi = np.concatenate(([0.0], np.cumsum(steps)))
+    logpi -= logpi.max()
+    pi = np.exp(logpi)
+    pi /= pi.sum()
+    x = float(pi @ death)
+    blocked = float(pi @ np.maximum(0, y - k)) / n
+    starved = float(pi @ np.maximum(0, m - y)) / m
+    qmean = float(pi @ np.minimum(np.maximum(0, y - m), b))
+    return ChainResult(x, blocked, starved, qmean)
+
+
+def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 1.0,
+          scv_c: float = 1.0) -> ChainResult:
+    """Throughput and shares of N producers feeding M consumers through ``buffer`` slots."""
+    if n < 1 or m < 1:
+        raise ValueError("n and m must be >= 1")
+    if mu_p <= 0 or mu_c <= 0:
+        return ChainResult(0.0, 0.0, 1.0, 0.0)
+    scv = max(scv_p + scv_c, 1e-6)
+    b_eff = min(max((buffer + 1) * 2.0 / scv - 1.0, 0.0), MAX_EFFECTIVE_BUFFER)
+    lo = int(math.floor(b_eff))
+    frac = b_eff - lo
+    r_lo = _chain_int(n, m, mu_p, mu_c, lo)
+    if frac < 1e-9:
+        res = r_lo
+    else:
+        r_hi = _chain_int(n, m, mu_p, mu_c, lo + 1)
+        res = ChainResult(*(a + frac * (b - a) for a, b in zip(
+            (r_lo.x_bps, r_lo.producer_blocked, r_lo.consumer_starved, r_lo.queue_mean),
+            (r_hi.x_bps, r_hi.producer_blocked, r_hi.consumer_starved, r_hi.queue_mean))))
+    # the queue holds at most `buffer` batches whatever the effective depth says
+    scale = buffer / b_eff if b_eff > 0 else 0.0
+    return ChainResult(res.x_bps, res.producer_blocked, res.consumer_starved, min(res.queue_mean * scale, buffer))
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    """One split's projection. Capacities in batches/s; shares of wall time per worker."""
+
+    n_producer: int
+    n_consumer: int
+    x_bps: float
+    tok_s: float
+    producer_cap_bps: float
+    consumer_cap_bps: float
+    loader_cap_bps: float | None
+    bound_bps: float
+    efficiency: float
+    gpu_util: float
+    bottleneck: str
+    producer_blocked: float
+    consumer_starved: float
+    hs_mean_depth: float
+
+
+def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
+                  tokens_per_batch: float | None = None, mu_scale: tuple[float, float] = (1.0, 1.0),
+                  gpus: int | None = None, consumer_scaling: float | None = None) -> SplitResult:
+    """Project one split. ``mu_scale`` multiplies the per-worker rates (interval ends, what-ifs);
+    ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis)."""
+    p, c = fit.producer, fit.consumer
+    tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
+    if tokens_per_batch is None:
+        busy_p, busy_c = p.busy_mean_s, c.busy_mean_s
+    else:
+        busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
+    mu_p = mu_scale[0] / busy_p
+    mu_c_raw = mu_scale[1] / busy_c
+    s = consumer_scaling if consumer_scaling is not None else sync_scaling(c, fit.sync, n_consumer, busy_c)
+    mu_c = mu_c_raw * s
+    b = fit.hs_cap if hs_cap is None else hs_cap
+    res = chain(n_producer, n_consumer, mu_p, mu_c, b, p.busy_scv, c.busy_scv)
+    x = res.x_bps
+    cap_p, cap_c = n_producer * mu_p, n_consumer * mu_c
+    caps = {p.role: cap_p, c.role: cap_c}
+    loader_cap = None
+    if fit.loader.input_bound and fit.loader.capacity_bps:
+        loader_cap = fit.loader.capacity_bps
+        caps["loader"] = loader_cap
+        # the block behind the loader serves like one station of rate x with the targets' SCV
+        front = chain(1, 1, loader_cap, max(x, 1e-12), max(fit.pre_cap * n_producer, 0), fit.loader.scv, p.busy_scv)
+        x = front.x_bps
+    g = gpus if gpus is not None else n_producer + n_consumer
+    gpu_util = (x / mu_p + x / mu_c_raw) / g
+    bottleneck = min(caps, key=caps.get)
+    return SplitResult(
+        n_producer=n_producer, n_consumer=n_consumer, x_bps=x, tok_s=x * tokens,
+        producer_cap_bps=cap_p, consumer_cap_bps=cap_c, loader_cap_bps=loader_cap,
+        bound_bps=min(caps.values()), efficiency=x / max(cap_p, cap_c), gpu_util=gpu_util,
+        bottleneck=bottleneck, producer_blocked=res.producer_blocked, consumer_starved=res.consumer_starved,
+        hs_mean_depth=res.queue_mean)

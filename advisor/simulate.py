@@ -1,0 +1,432 @@
+"""Exact discrete-event simulation of the loader -> targets -> drafters pipeline.
+
+The system (DESIGN.md, MODELLING.md section 4)::
+
+    loader (1 server) --pre_j (cap pre_cap, one per target)--> target j (j < N)
+        --q_hs (one shared FIFO, cap hs_cap)--> drafters (M servers, optional weight sync)
+
+Every batch k has its own service time at every stage (loader_s[k], target_s[k],
+drafter_s[k]); the caller draws them, typically from the batch's token count
+(busy_s = t0 + c * tokens, times a noise), so a batch keeps its identity through the line.
+
+Rules, which are those of the real trainer:
+
+* Loader: one server; after producing batch k it hands it to the prefetch queue holding the
+  fewest items (ties: lowest target index). If every queue holds pre_cap items the loader
+  is BLOCKED holding the batch until a target takes one out. loader_s may be 0 (infinitely
+  fast loader).
+* Target j serves its own queue FIFO. A target that finishes while q_hs holds hs_cap
+  items keeps the output and is BLOCKED (blocking after service) until a drafter pulls from
+  q_hs; blocked targets are released in the order they blocked. The queue counts waiting
+  items only: an item being served, or held by a blocked producer, is not in it. So
+  y = |q_hs| + busy drafters + blocked targets lives on 0..hs_cap + M + N, the birth-death
+  state of MODELLING.md section 3, and with exponential service the simulation must
+  reproduce that chain (one server each side, balanced: X = mu (b + 2) / (b + 3)).
+* Drafters pull FIFO from q_hs; when several are idle the lowest index takes the batch.
+  With sync_every = k > 0 and M > 1 the ranks are data parallel: after each rank's k-th
+  step since the last sync it waits at a barrier; when the last rank arrives, all ranks are
+  busy for one all-reduce of sync_s[r] seconds (round r), then pull again. While a rank
+  waits at the barrier or syncs it pulls nothing, so its q_hs slot stays occupied.
+
+Implementation: one event heap of (time, kind, worker) for loader / target / drafter
+completions and sync ends; everything that follows a completion at the same instant
+(a pull frees a q_hs slot, a blocked target deposits, pulls from its prefetch queue, the
+blocked loader deposits and starts its next batch) is done at once, so the heap holds at
+most 1 + N + M + 1 entries and a batch costs about three pushes and three pops. A loader
+time of 0 never touches the heap. No event library: SimPy-style generators cost ~50x more.
+
+Steady state. The first `warmup_batches` drafter completions are dropped: the window
+starts at the warmup-th drafter completion t_a. It ends at t_b, the loader's departure of
+the last batch: up to then the line cannot know the input is finite (later on, queues
+drain and the rate falls), so [t_a, t_b] is an unbiased steady-state window.
+    bps = drafter completions in (t_a, t_b] / (t_b - t_a)
+Shares per worker are exact interval overlaps with the window: busy = computing,
+blocked = finished but holding output (loader, targets), sync = waiting at the barrier
+plus all-reduce (drafters), starved = the rest (idle for want of input). q_hs depth is the
+exact time-weighted distribution of the number of waiting items over the window.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["RoleShares", "SimTrace", "SimResult", "simulate"]
+
+
+@dataclass(frozen=True)
+class RoleShares:
+    """Time shares of each worker of one role over the steady-state window (arrays of length n_workers)."""
+
+    role: str
+    busy: np.ndarray
+    blocked: np.ndarray
+    starved: np.ndarray
+    sync: np.ndarray
+
+    @property
+    def n_workers(self) -> int:
+        return int(self.busy.shape[0])
+
+
+@dataclass(frozen=True)
+class SimTrace:
+    """Per-batch times of one run, indexed by batch id (the loader's order).
+
+    `loader_queue` is the target whose prefetch queue received the batch. A drafter batch's
+    `drafter_sync_round` is r when that step sent its rank to the barrier of sync round r,
+    else -1; a round index >= len(sync_start_s) is a barrier still open when the input ran out.
+    """
+
+    tokens: np.ndarray
+    loader_start_s: np.ndarray
+    loader_finish_s: np.ndarray
+    loader_departure_s: np.ndarray
+    loader_queue: np.ndarray
+    target_start_s: np.ndarray
+    target_finish_s: np.ndarray
+    target_departure_s: np.ndarray
+    target_worker: np.ndarray
+    drafter_start_s: np.ndarray
+    drafter_finish_s: np.ndarray
+    drafter_worker: np.ndarray
+    drafter_sync_round: np.ndarray
+    sync_start_s: np.ndarray
+    sync_end_s: np.ndarray
+
+
+@dataclass(frozen=True)
+class SimResult:
+    n_target: int
+    n_drafter: int
+    n_batches: int
+    warmup_batches: int
+    t_from_s: float
+    t_to_s: float
+    batches_in_window: int
+    bps: float
+    tok_s: float
+    roles: dict  # "loader" | "target" | "drafter" -> RoleShares
+    hs_depth_mean: float
+    hs_depth_share: np.ndarray  # time share of depth 0..hs_cap
+    pre_depth_mean: np.ndarray  # time-weighted mean depth per target prefetch queue
+    n_syncs: int
+    trace: SimTrace | None
+
+    @property
+    def window_s(self) -> float:
+        return self.t_to_s - self.t_from_s
+
+
+def _as_times(name: str, x, n: int | None) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if a.ndim == 0:
+        if n is None:
+            raise ValueError(f"{name}: a scalar needs the batch count from another array")
+        a = np.full(n, float(a))
+    if a.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array of seconds per batch, got shape {a.shape}")
+    if n is not None and a.shape[0] != n:
+        raise ValueError(f"{name}: has {a.shape[0]} entries, expected {n} (one per batch)")
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"{name}: service times must be finite and >= 0")
+    return a
+
+
+def simulate(
+    *,
+    target_s,
+    drafter_s,
+    n_target: int,
+    n_drafter: int,
+    hs_cap: int,
+    pre_cap: int = 50,
+    loader_s=0.0,
+    tokens=None,
+    sync_every: int = 0,
+    sync_s=0.0,
+    warmup_batches: int | None = None,
+    keep_trace: bool = False,
+) -> SimResult:
+    """Simulate one split exactly; see the module docstring for the rules.
+
+    target_s, drafter_s: seconds of service per batch (length n = number of batches).
+    loader_s: scalar or per-batch seconds (0 = infinitely fast loader).
+    tokens: per-batch token counts (only for tok_s and the trace); default all zero.
+    sync_s: all-reduce seconds, a scalar or an array used cyclically by sync round.
+    warmup_batches: drafter completions dropped before the window; default n // 10.
+    """
+    ts_a = _as_times("target_s", target_s, None)
+    n = int(ts_a.shape[0])
+    ds_a = _as_times("drafter_s", drafter_s, n)
+    ls_a = _as_times("loader_s", loader_s, n)
+    tok_a = np.zeros(n) if tokens is None else np.asarray(tokens, dtype=float)
+    if tok_a.shape != (n,):
+        raise ValueError(f"tokens: expected {n} per-batch counts, got shape {tok_a.shape}")
+    sync_a = np.atleast_1d(np.asarray(sync_s, dtype=float))
+    if sync_a.ndim != 1 or sync_a.size == 0 or np.any(sync_a < 0) or not np.all(np.isfinite(sync_a)):
+        raise ValueError("sync_s: expected seconds >= 0, a scalar or a non-empty 1-D array")
+    for name, v, lo in (("n_target", n_target, 1), ("n_drafter", n_drafter, 1), ("hs_cap", hs_cap, 0),
+                        ("pre_cap", pre_cap, 1), ("sync_every", sync_every, 0)):
+        if int(v) != v or v < lo:
+            raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+    N, M, hs_cap, pre_cap, k_sync = int(n_target), int(n_drafter), int(hs_cap), int(pre_cap), int(sync_every)
+    if warmup_batches is None:
+        warmup_batches = n // 10
+    if not 0 <= warmup_batches < n:
+        raise ValueError(f"warmup_batches: expected 0 <= warmup_batches < {n}, got {warmup_batches}")
+    if k_sync > 0 and M == 1:
+        k_sync = 0  # a single rank has nobody to sync with
+
+    ts = ts_a.tolist()
+    ds = ds_a.tolist()
+    ls = ls_a.tolist()
+    sync_list = sync_a.tolist()
+    n_sync_draws = len(sync_list)
+
+    S0 = [0.0] * n
+    C0 = [0.0] * n
+    D0 = [0.0] * n
+    Q0 = [0] * n
+    S1 = [0.0] * n
+    C1 = [0.0] * n
+    D1 = [0.0] * n
+    W1 = [0] * n
+    S2 = [0.0] * n
+    C2 = [0.0] * n
+    W2 = [0] * n
+    R2 = [-1] * n
+    sync_start: list[float] = []
+    sync_end: list[float] = []
+
+    heap: list = []
+    push = heapq.heappush
+    pop = heapq.heappop
+
+    pre = [deque() for _ in range(N)]
+    pre_len = [0] * N
+    tgt_idle = [True] * N
+    tgt_batch = [-1] * N
+    hs: deque = deque()
+    blocked: deque = deque()  # target indices holding output, in blocking order
+    d_idle = list(range(M))  # heap of idle drafter indices
+    dr_batch = [-1] * M
+    d_steps = [0] * M
+    # Mutable loader/barrier state lives in one list so the nested helpers can update it
+    # without `nonlocal` lookups: [next batch to start, batch held by the blocked loader or -1,
+    # ranks at the barrier, sync rounds started].
+    st = [0, -1, 0, 0]
+
+    def loader_put(b: int, t: float) -> bool:
+        m = min(pre_len)
+        if m >= pre_cap:
+            return False
+        j = pre_len.index(m)
+        D0[b] = t
+        Q0[b] = j
+        if tgt_idle[j]:
+            tgt_idle[j] = False
+            S1[b] = t
+            W1[b] = j
+            tgt_batch[j] = b
+            push(heap, (t + ts[b], 1, j))
+        else:
+            pre[j].append(b)
+            pre_len[j] = m + 1
+        return True
+
+    def loader_run(t: float) -> None:
+        while st[0] < n:
+            b = st[0]
+            st[0] = b + 1
+            S0[b] = t
+            dt = ls[b]
+            if dt > 0.0:
+                push(heap, (t + dt, 0, b))
+                return
+            C0[b] = t
+            if not loader_put(b, t):
+                st[1] = b
+                return
+
+    def tgt_next(j: int, t: float) -> None:
+        if pre_len[j]:
+            b = pre[j].popleft()
+            pre_len[j] -= 1
+            S1[b] = t
+            W1[b] = j
+            tgt_batch[j] = b
+            push(heap, (t + ts[b], 1, j))
+            h = st[1]
+            if h >= 0 and loader_put(h, t):
+                st[1] = -1
+                loader_run(t)
+        else:
+            tgt_idle[j] = True
+
+    def drafter_free(d: int, t: float) -> None:
+        if hs:
+            b = hs.popleft()
+            if blocked:
+                j = blocked.popleft()
+                bb = tgt_batch[j]
+                D1[bb] = t
+                hs.append(bb)
+                tgt_next(j, t)
+        elif blocked:  # only with hs_cap == 0: hand over directly
+            j = blocked.popleft()
+            b = tgt_batch[j]
+            D1[b] = t
+            tgt_next(j, t)
+        else:
+            push(d_idle, d)
+            return
+        S2[b] = t
+        W2[b] = d
+        dr_batch[d] = b
+        push(heap, (t + ds[b], 2, d))
+
+    loader_run(0.0)
+    while heap:
+        t, kind, w = pop(heap)
+        if kind == 2:
+            b = dr_batch[w]
+            C2[b] = t
+            if k_sync:
+                s = d_steps[w] + 1
+                if s == k_sync:
+                    d_steps[w] = 0
+                    R2[b] = st[3]
+                    st[2] += 1
+                    if st[2] == M:
+                        st[2] = 0
+                        dur = sync_list[st[3] % n_sync_draws]
+                        st[3] += 1
+                        sync_start.append(t)
+                        sync_end.append(t + dur)
+                        push(heap, (t + dur, 3, 0))
+                    continue
+                d_steps[w] = s
+            drafter_free(w, t)
+        elif kind == 1:
+            b = tgt_batch[w]
+            C1[b] = t
+            if d_idle:
+                d = pop(d_idle)
+                D1[b] = t
+                S2[b] = t
+                W2[b] = d
+                dr_batch[d] = b
+                push(heap, (t + ds[b], 2, d))
+                tgt_next(w, t)
+            elif len(hs) < hs_cap:
+                D1[b] = t
+                hs.append(b)
+                tgt_next(w, t)
+            else:
+                blocked.append(w)
+        elif kind == 0:
+            C0[w] = t
+            if loader_put(w, t):
+                loader_run(t)
+            else:
+                st[1] = w
+        else:
+            for d in range(M):
+                drafter_free(d, t)
+
+    return _summarise(
+        N, M, hs_cap, n, warmup_batches, tok_a, keep_trace,
+        S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end,
+    )
+
+
+def _overlap_by_worker(start, end, worker, n_workers: int, t_a: float, t_b: float) -> np.ndarray:
+    dur = np.clip(end, t_a, t_b) - np.clip(start, t_a, t_b)
+    return np.bincount(worker, weights=dur, minlength=n_workers)[:n_workers]
+
+
+def _depth_profile(t_in, t_out, t_a: float, t_b: float, cap: int | None):
+    """Exact time-weighted depth of a queue with entries at t_in and removals at t_out over [t_a, t_b]."""
+    times = np.concatenate([t_in, t_out])
+    signs = np.concatenate([np.ones(t_in.shape[0], dtype=np.int64), -np.ones(t_out.shape[0], dtype=np.int64)])
+    # At equal times entries sort first: a pull and the deposit it lets in share an instant,
+    # and the momentary excess has zero duration.
+    order = np.lexsort((-signs, times))
+    times = times[order]
+    depth = np.cumsum(signs[order])
+    seg_end = np.append(times[1:], t_b)
+    w = np.clip(seg_end, t_a, t_b) - np.clip(times, t_a, t_b)
+    span = t_b - t_a
+    mean = float(np.dot(depth, w) / span)
+    if cap is None:
+        return mean, None
+    hist = np.bincount(np.maximum(depth, 0), weights=w, minlength=cap + 1)
+    if hist[cap + 1:].sum() > 1e-9 * span:
+        raise AssertionError("q_hs depth exceeded its capacity for a non-zero time")
+    return mean, hist[: cap + 1] / span
+
+
+def _summarise(N, M, hs_cap, n, warmup, tok_a, keep_trace,
+               S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end) -> SimResult:
+    S0, C0, D0 = np.array(S0), np.array(C0), np.array(D0)
+    S1, C1, D1 = np.array(S1), np.array(C1), np.array(D1)
+    S2, C2 = np.array(S2), np.array(C2)
+    Q0, W1, W2, R2 = (np.array(x, dtype=np.int64) for x in (Q0, W1, W2, R2))
+    ss, se = np.array(sync_start, dtype=float), np.array(sync_end, dtype=float)
+
+    done = np.sort(C2)
+    t_a = float(done[warmup])
+    t_b = float(D0[n - 1])
+    in_window = int(np.count_nonzero((C2 > t_a) & (C2 <= t_b)))
+    if t_b <= t_a or in_window < 2:
+        raise ValueError(
+            f"warmup_batches: the steady window is empty ({in_window} completions between the "
+            f"warm-up end {t_a:.3f} s and the last loader departure {t_b:.3f} s); simulate more "
+            "batches than are in flight (about N * pre_cap + hs_cap + N + M) plus the warm-up")
+    span = t_b - t_a
+    bps = in_window / span
+    tok_s = float(tok_a[(C2 > t_a) & (C2 <= t_b)].sum() / span)
+
+    zeros_l = np.zeros(1)
+    l_busy = _overlap_by_worker(S0, C0, np.zeros(n, dtype=np.int64), 1, t_a, t_b) / span
+    l_blk = _overlap_by_worker(C0, D0, np.zeros(n, dtype=np.int64), 1, t_a, t_b) / span
+    loader = RoleShares("loader", l_busy, l_blk, np.clip(1 - l_busy - l_blk, 0, 1), zeros_l)
+
+    t_busy = _overlap_by_worker(S1, C1, W1, N, t_a, t_b) / span
+    t_blk = _overlap_by_worker(C1, D1, W1, N, t_a, t_b) / span
+    target = RoleShares("target", t_busy, t_blk, np.clip(1 - t_busy - t_blk, 0, 1), np.zeros(N))
+
+    d_busy = _overlap_by_worker(S2, C2, W2, M, t_a, t_b) / span
+    d_sync = np.zeros(M)
+    if ss.size:
+        at_barrier = np.flatnonzero(R2 >= 0)
+        rounds = R2[at_barrier]
+        closed = rounds < ss.size
+        idx = at_barrier[closed]
+        # barrier wait and all-reduce: from the rank's k-th completion to the round's end
+        d_sync = _overlap_by_worker(C2[idx], se[rounds[closed]], W2[idx], M, t_a, t_b) / span
+    drafter = RoleShares("drafter", d_busy, np.zeros(M), np.clip(1 - d_busy - d_sync, 0, 1), d_sync)
+
+    hs_mean, hs_share = _depth_profile(D1, S2, t_a, t_b, hs_cap)
+    pre_mean = np.array([
+        _depth_profile(D0[Q0 == j], S1[W1 == j], t_a, t_b, None)[0] for j in range(N)
+    ])
+
+    trace = None
+    if keep_trace:
+        trace = SimTrace(
+            tokens=tok_a, loader_start_s=S0, loader_finish_s=C0, loader_departure_s=D0, loader_queue=Q0,
+            target_start_s=S1, target_finish_s=C1, target_departure_s=D1, target_worker=W1,
+            drafter_start_s=S2, drafter_finish_s=C2, drafter_worker=W2, drafter_sync_round=R2,
+            sync_start_s=ss, sync_end_s=se,
+        )
+    return SimResult(
+        n_target=N, n_drafter=M, n_batches=n, warmup_batches=warmup, t_from_s=t_a, t_to_s=t_b,
+        batches_in_window=in_window, bps=float(bps), tok_s=tok_s,
+        roles={"loader": loader, "target": target, "drafter": drafter},
+        hs_depth_mean=hs_mean, hs_depth_share=hs_share, pre_depth_mean=pre_mean,
+        n_syncs=int(ss.size), trace=trace,
+    )

@@ -1,0 +1,105 @@
+"""Warm-up detection: where a run's steady state begins.
+
+Rule (MSER-5, White 1997): take the series that measures the pipeline's pace, the consumer's
+inter-completion times when step events exist (else the ``tok_s`` of the rates snapshots), group
+it into means of 5 (``MSER_BATCH``), and choose the truncation d that minimises
+
+    MSER(d) = sum_{i>=d} (Y_i - mean(Y_{d:}))^2 / (n - d)^2,     d <= n / 2,
+
+i.e. the start after which the remaining mean is known most precisely. The steady window is
+[t at d, end]. A minimum in the last ``UNSETTLED_FRACTION`` of the allowed range (close to n/2)
+means the series keeps drifting: the run never settled, and the fit rests on a short, possibly
+still-changing window (a :class:`SteadyStateWarning`). Fewer than ``MIN_STEADY_EVENTS``
+consumer completions in the window is too little to fit: a :class:`LogError`.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from .load import RunLog
+from .schema import LogError, SteadyStateWarning
+
+MSER_BATCH = 5
+MIN_STEADY_EVENTS = 30      # consumer completions (steps) needed after warm-up
+MIN_STEADY_SNAPSHOTS = 3    # rates snapshots needed after warm-up (rates-only logs)
+UNSETTLED_FRACTION = 0.9    # truncation beyond 0.9 * n/2 -> "never settled"
+
+
+@dataclass(frozen=True)
+class SteadyWindow:
+    """The steady part of one log: [start_s, end_s], and how much warm-up was dropped."""
+
+    start_s: float
+    end_s: float
+    warmup_share: float      # share of the run's duration dropped as warm-up
+    settled: bool
+    basis: str               # "steps" or "rates"
+    n_events: int            # consumer completions (or snapshots) inside the window
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
+    """Index into ``y`` where steady state starts, and whether the series settled."""
+    y = np.asarray(y, dtype=float)
+    nb = len(y) // batch
+    if nb < 4:
+        return 0, True
+    yb = y[: nb * batch].reshape(nb, batch).mean(axis=1)
+    # suffix sums give every candidate's mean and squared deviations in O(n)
+    rev = yb[::-1]
+    s1 = np.cumsum(rev)[::-1]
+    s2 = np.cumsum(rev * rev)[::-1]
+    m = np.arange(nb, 0, -1, dtype=float)       # n - d
+    sse = s2 - s1 * s1 / m
+    limit = nb // 2
+    stat = sse[: limit + 1] / m[: limit + 1] ** 2
+    d = int(np.argmin(stat))
+    settled = d < UNSETTLED_FRACTION * limit or limit < 2
+    return d * batch, settled
+
+
+def find_steady(log: RunLog) -> SteadyWindow:
+    """The steady window of ``log``; raises LogError when too little data remains to fit."""
+    end_s = log.duration_s
+    consumer = log.header.consumer
+    if log.has_steps:
+        done = log.steps.loc[log.steps["role"] == consumer, "t"].to_numpy()
+        if len(done) < MIN_STEADY_EVENTS + 1:
+            raise LogError(log.path, None, f"has {len(done)} '{consumer}' steps; at least "
+                           f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
+        gaps = np.diff(done)
+        k, settled = mser_truncation(gaps)
+        start_s = float(done[k])
+        n = int(len(done) - 1 - k)
+        basis = "steps"
+    else:
+        r = log.rates.dropna(subset=["tok_s"]) if "tok_s" in log.rates else log.rates.iloc[0:0]
+        if len(r) == 0:
+            bcol = f"bps_{consumer}"
+            r = log.rates.dropna(subset=[bcol]) if bcol in log.rates else log.rates.iloc[0:0]
+            series = r[bcol].to_numpy() if len(r) else np.array([])
+        else:
+            series = r["tok_s"].to_numpy()
+        if len(series) < MIN_STEADY_SNAPSHOTS:
+            raise LogError(log.path, None, f"has {len(series)} usable 'rates' snapshots and no 'step' events; "
+                           f"at least {MIN_STEADY_SNAPSHOTS} are needed to fit")
+        # snapshots are already window means, so MSER runs unbatched on them
+        k, settled = mser_truncation(series, batch=1)
+        k = min(k, len(series) - MIN_STEADY_SNAPSHOTS)
+        window = r["window"].to_numpy()
+        t = r["t"].to_numpy()
+        start_s = float(t[k] - (window[k] if np.isfinite(window[k]) else 0.0))
+        n = int(len(series) - k)
+        basis = "rates"
+    if not settled:
+        warnings.warn(SteadyStateWarning(
+            f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
+            f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"), stacklevel=2)
+    return SteadyWindow(start_s=max(start_s, 0.0), end_s=end_s, warmup_share=start_s / end_s if end_s > 0 else 0.0,
+                        settled=settled, basis=basis, n_events=n)

@@ -1,0 +1,451 @@
+"""Synthetic rate logs (schema v1) from an exact simulation of a documented generator.
+
+The generator (one `Scenario`, deterministic per seed):
+
+* Token counts. Token-budget batching packs sequences up to `budget` tokens, so a batch is
+  nearly full with a left tail of under-filled batches (the last batch of a bucket):
+  tokens = budget * F, F ~ Beta with mean tokens_mean / budget and coefficient of variation
+  tokens_cv. Sequences per batch (for samples and ETA): seqs = 1 + Poisson(tokens / seq_len -
+  1), mean tokens / seq_len.
+* Service time of batch k at a role: busy_s = (t0_s + per_token_s * tokens_k) * Z_k * W_k,
+  Z_k i.i.d. with mean 1 and squared coefficient of variation `scv` (gamma, or lognormal
+  with sigma^2 = ln(1 + scv)); W_k the warm-up factor 1 + (warmup_factor - 1) *
+  exp(-k / (warmup_tau_s * X0)), X0 = the naive bound min(N mu_t, M mu_d, mu_loader) in
+  batches/s, so the slow-down decays over about warmup_tau_s seconds of run. The loader uses
+  the same form (t0 = per_token = 0: an infinitely fast loader). Service times do not depend
+  on the split, so every split of one scenario sees the same batches (common random numbers).
+* Weight sync (M > 1, sync_every = k > 0): round r's all-reduce lasts sync_s * gamma noise of
+  SCV sync_scv.
+
+The log (DESIGN.md schema v1): `run` header; one `step` per batch per worker with t = when
+the worker was free again (departure: after any blocked time), busy = service, wait =
+starved time before it (since the worker was last free, or since the end of the sync that
+followed its previous step), blocked = held output after it; drafters' steps that end at a
+barrier also carry `barrier` (seconds waiting for the other ranks, an extra field readers
+ignore); a `sync` event per all-reduce (t = its end, dur = the all-reduce alone); `rates`
+every rates_every_s seconds: bps per role = completions in the window / window, cap_bps per
+role = workers * completions / busy seconds of those completions, tok_s = drafter tokens in
+the window / window, q = instantaneous depths (q_hs counts waiting items only), done =
+samples trained / (samples * epochs), eta_s = remaining samples / samples per second in the
+window; `end`. The log stops at the end of the steady window (the loader's last departure)
+or at duration_s, whichever is first, so it never shows the drain of a finite input.
+Events are written in time order.
+"""
+from __future__ import annotations
+
+import gzip
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from advisor.simulate import SimResult, simulate
+
+try:  # orjson writes ~5x faster; plain json is the fallback
+    import orjson
+
+    def _dumps(obj) -> bytes:
+        return orjson.dumps(obj)
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    import json
+
+    def _dumps(obj) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+__all__ = ["ServiceModel", "TokenModel", "Scenario", "ScenarioDraw", "SynthLog", "draw", "run", "write_log",
+           "reference_scenario"]
+
+
+def _check(cond: bool, field_name: str, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"{field_name}: {msg}")
+
+
+def _noise(rng: np.random.Generator, scv: float, dist: str, n: int) -> np.ndarray:
+    if scv == 0:
+        return np.ones(n)
+    if dist == "gamma":
+        return rng.gamma(1.0 / scv, scv, n)
+    sigma2 = math.log1p(scv)
+    return rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), n)
+
+
+@dataclass(frozen=True)
+class ServiceModel:
+    """busy_s = (t0_s + per_token_s * tokens) * noise(mean 1, SCV scv)."""
+
+    t0_s: float = 0.0
+    per_token_s: float = 0.0
+    scv: float = 0.0
+    dist: str = "gamma"
+
+    def __post_init__(self):
+        _check(self.t0_s >= 0, "t0_s", f"must be >= 0, got {self.t0_s}")
+        _check(self.per_token_s >= 0, "per_token_s", f"must be >= 0, got {self.per_token_s}")
+        _check(self.scv >= 0, "scv", f"must be >= 0, got {self.scv}")
+        _check(self.dist in ("gamma", "lognormal"), "dist", f"gamma or lognormal, got {self.dist!r}")
+
+    def mean_s(self, tokens_mean: float) -> float:
+        return self.t0_s + self.per_token_s * tokens_mean
+
+    @classmethod
+    def from_mean(cls, mean_s: float, tokens_mean: float, *, overhead_share: float = 0.05,
+                  scv: float = 0.0, dist: str = "gamma") -> "ServiceModel":
+        """A model whose mean busy at tokens_mean is mean_s, overhead_share of it fixed."""
+        _check(mean_s > 0, "mean_s", f"must be > 0, got {mean_s}")
+        _check(0 <= overhead_share <= 1, "overhead_share", f"must be in [0, 1], got {overhead_share}")
+        return cls(mean_s * overhead_share, mean_s * (1 - overhead_share) / tokens_mean, scv, dist)
+
+
+@dataclass(frozen=True)
+class TokenModel:
+    budget: int = 32768
+    mean: float = 31200.0
+    cv: float = 0.03
+    seq_len: float = 1926.0
+
+    def __post_init__(self):
+        _check(self.budget > 0, "budget", f"must be > 0, got {self.budget}")
+        _check(0 < self.mean < self.budget, "mean", f"must be in (0, budget={self.budget}), got {self.mean}")
+        m = self.mean / self.budget
+        _check(0 <= self.cv and (self.cv * m) ** 2 < m * (1 - m), "cv",
+               f"{self.cv} is too large for a batch mean of {self.mean} under a budget of {self.budget}")
+        _check(self.seq_len > 0, "seq_len", f"must be > 0, got {self.seq_len}")
+
+    def draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        m = self.mean / self.budget
+        if self.cv == 0:
+            tokens = np.full(n, round(self.mean), dtype=np.int64)
+        else:
+            v = (self.cv * m) ** 2
+            nu = m * (1 - m) / v - 1
+            tokens = np.maximum(1, np.rint(self.budget * rng.beta(m * nu, (1 - m) * nu, n))).astype(np.int64)
+        lam = np.maximum(tokens / self.seq_len - 1, 0)
+        seqs = 1 + rng.poisson(lam)
+        return tokens, seqs.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    n_target: int
+    n_drafter: int
+    target: ServiceModel
+    drafter: ServiceModel
+    loader: ServiceModel = field(default_factory=ServiceModel)
+    tokens: TokenModel = field(default_factory=TokenModel)
+    pre_cap: int = 50
+    hs_cap: int = 20
+    sync_every: int = 0
+    sync_s: float = 0.0
+    sync_scv: float = 0.0
+    sync_bytes: float | None = None
+    n_batches: int | None = None
+    duration_s: float | None = None
+    warmup_factor: float = 1.0
+    warmup_tau_s: float = 0.0
+    seed: int = 0
+    samples: int = 902000
+    epochs: int = 6
+    hardware: str = "synthetic"
+    target_model: str = "synthetic-target"
+    drafter_model: str = "synthetic-drafter"
+    hs_bytes_per_token: int | None = None
+
+    def __post_init__(self):
+        for f in ("n_target", "n_drafter", "pre_cap"):
+            v = getattr(self, f)
+            _check(isinstance(v, (int, np.integer)) and v >= 1, f, f"must be an integer >= 1, got {v!r}")
+        for f in ("hs_cap", "sync_every", "seed"):
+            v = getattr(self, f)
+            _check(isinstance(v, (int, np.integer)) and v >= 0, f, f"must be an integer >= 0, got {v!r}")
+        _check(self.sync_s >= 0, "sync_s", f"must be >= 0, got {self.sync_s}")
+        _check(self.sync_scv >= 0, "sync_scv", f"must be >= 0, got {self.sync_scv}")
+        _check(self.warmup_factor >= 1, "warmup_factor", f"must be >= 1, got {self.warmup_factor}")
+        _check(self.warmup_tau_s >= 0, "warmup_tau_s", f"must be >= 0, got {self.warmup_tau_s}")
+        _check((self.n_batches is None) != (self.duration_s is None), "n_batches",
+               "give exactly one of n_batches and duration_s")
+        if self.n_batches is not None:
+            _check(self.n_batches >= 10, "n_batches", f"must be >= 10, got {self.n_batches}")
+        if self.duration_s is not None:
+            _check(self.duration_s > 0, "duration_s", f"must be > 0, got {self.duration_s}")
+        _check(self.target.mean_s(self.tokens.mean) > 0, "target", "mean service time must be > 0")
+        _check(self.drafter.mean_s(self.tokens.mean) > 0, "drafter", "mean service time must be > 0")
+        _check(self.samples > 0 and self.epochs > 0, "samples", "samples and epochs must be > 0")
+
+    @property
+    def gpus(self) -> int:
+        return self.n_target + self.n_drafter
+
+    def split(self, n_target: int, n_drafter: int) -> "Scenario":
+        return replace(self, n_target=n_target, n_drafter=n_drafter)
+
+    def bound_bps(self) -> float:
+        """Naive bound min(N mu_t, M mu_d, mu_loader) at the mean token count, sync ignored."""
+        tm = self.tokens.mean
+        caps = [self.n_target / self.target.mean_s(tm), self.n_drafter / self.drafter.mean_s(tm)]
+        if self.loader.mean_s(tm) > 0:
+            caps.append(1.0 / self.loader.mean_s(tm))
+        return min(caps)
+
+    def in_flight(self) -> int:
+        return self.n_target * (self.pre_cap + 2) + self.hs_cap + self.n_drafter + 1
+
+    def batch_count(self) -> int:
+        if self.n_batches is not None:
+            return int(self.n_batches)
+        # enough batches that the loader's last departure comes after duration_s
+        return int(math.ceil(self.duration_s * self.bound_bps() * 1.1)) + self.in_flight() + 50
+
+
+@dataclass(frozen=True)
+class ScenarioDraw:
+    tokens: np.ndarray
+    seqs: np.ndarray
+    loader_s: np.ndarray
+    target_s: np.ndarray
+    drafter_s: np.ndarray
+    sync_s: np.ndarray
+
+
+def draw(scenario: Scenario, n_batches: int | None = None, *, warmup: bool = True) -> ScenarioDraw:
+    """Draw tokens and per-stage service times of n batches (deterministic per seed).
+
+    The streams are drawn in a fixed order from one generator, so a longer draw of the same
+    scenario starts with the batches of a shorter one (token counts first, for all n).
+    """
+    s = scenario
+    n = s.batch_count() if n_batches is None else int(n_batches)
+    rng = np.random.default_rng(s.seed)
+    streams = rng.spawn(5)
+    tokens, seqs = s.tokens.draw(streams[0], n)
+    factor = np.ones(n)
+    if warmup and s.warmup_factor > 1 and s.warmup_tau_s > 0:
+        tau_batches = s.warmup_tau_s * s.bound_bps()
+        factor = 1 + (s.warmup_factor - 1) * np.exp(-np.arange(n) / tau_batches)
+
+    def service(m: ServiceModel, g: np.random.Generator) -> np.ndarray:
+        base = m.t0_s + m.per_token_s * tokens
+        return base * _noise(g, m.scv, m.dist, n) * factor
+
+    sync = np.full(n // max(s.sync_every, 1) + 1, s.sync_s)
+    if s.sync_scv > 0 and s.sync_s > 0:
+        sync = s.sync_s * _noise(streams[4], s.sync_scv, "gamma", sync.shape[0])
+    return ScenarioDraw(tokens, seqs, service(s.loader, streams[1]), service(s.target, streams[2]),
+                        service(s.drafter, streams[3]), sync)
+
+
+def run(scenario: Scenario, *, n_batches: int | None = None, warmup: bool = True,
+        warmup_batches: int | None = None, keep_trace: bool = False,
+        sample: ScenarioDraw | None = None) -> SimResult:
+    """Simulate the scenario's split (pass `sample` to reuse one draw across splits)."""
+    d = draw(scenario, n_batches, warmup=warmup) if sample is None else sample
+    return simulate(
+        target_s=d.target_s, drafter_s=d.drafter_s, loader_s=d.loader_s, tokens=d.tokens,
+        n_target=scenario.n_target, n_drafter=scenario.n_drafter, hs_cap=scenario.hs_cap,
+        pre_cap=scenario.pre_cap, sync_every=scenario.sync_every, sync_s=d.sync_s,
+        warmup_batches=warmup_batches, keep_trace=keep_trace,
+    )
+
+
+@dataclass(frozen=True)
+class SynthLog:
+    path: Path
+    lines: int
+    steps: int
+    end_s: float
+    result: SimResult
+
+
+def _header(s: Scenario) -> dict:
+    h = {
+        "ev": "run", "v": 1, "t": 0.0, "run": s.name, "gpus": s.gpus,
+        "roles": {"target": s.n_target, "drafter": s.n_drafter},
+        "queues": [{"name": "pre", "feeds": "target", "cap": s.pre_cap, "per_worker": True},
+                   {"name": "hs", "feeds": "drafter", "cap": s.hs_cap}],
+        "token_budget": s.tokens.budget, "samples": s.samples, "epochs": s.epochs,
+        "hardware": s.hardware, "target_model": s.target_model, "drafter_model": s.drafter_model,
+        "sync_every": s.sync_every,
+    }
+    if s.hs_bytes_per_token is not None:
+        h["hs_bytes_per_token"] = s.hs_bytes_per_token
+    return h
+
+
+def _prev_free(start: np.ndarray, free: np.ndarray, worker: np.ndarray) -> np.ndarray:
+    """For each batch, when its worker was last free before starting it (0 for a first batch)."""
+    order = np.lexsort((start, worker))
+    prev = np.zeros(start.shape[0])
+    w = worker[order]
+    f = free[order]
+    same = np.empty(order.shape[0], dtype=bool)
+    same[0] = False
+    same[1:] = w[1:] == w[:-1]
+    shifted = np.concatenate([[0.0], f[:-1]])
+    prev[order] = np.where(same, shifted, 0.0)
+    return prev
+
+
+def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_only: bool = False,
+              end_reason: str | None = None, sample: ScenarioDraw | None = None) -> SynthLog:
+    """Simulate `scenario` and write its schema-v1 log to `path` (gzip if it ends in .gz)."""
+    _check(rates_every_s > 0, "rates_every_s", f"must be > 0, got {rates_every_s}")
+    s = scenario
+    d = draw(s) if sample is None else sample
+    res = run(s, sample=d, keep_trace=True, warmup_batches=0)
+    tr = res.trace
+    t_end = res.t_to_s if s.duration_s is None else min(res.t_to_s, float(s.duration_s))
+    N, M = s.n_target, s.n_drafter
+    rounds = 4
+
+    # --- per-batch step fields ---
+    tgt_free = tr.target_departure_s
+    tgt_prev = _prev_free(tr.target_start_s, tgt_free, tr.target_worker)
+    dr_free = tr.drafter_finish_s.copy()
+    sync_round = tr.drafter_sync_round
+    n_closed = tr.sync_end_s.shape[0]
+    has_sync = sync_round >= 0
+    closed = has_sync & (sync_round < n_closed)
+    # after a step that entered a closed sync round the rank is free at the round's end
+    dr_free_after = dr_free.copy()
+    dr_free_after[closed] = tr.sync_end_s[sync_round[closed]]
+    dr_prev = _prev_free(tr.drafter_start_s, dr_free_after, tr.drafter_worker)
+    barrier = np.zeros_like(dr_free)
+    barrier[closed] = tr.sync_start_s[sync_round[closed]] - dr_free[closed]
+
+    # loss: a decaying curve with noise, deterministic per seed
+    lrng = np.random.default_rng([s.seed, 7])
+    k = np.arange(tr.tokens.shape[0])
+    loss = 2.0 + 3.0 * np.exp(-k / 4000.0) + lrng.normal(0, 0.05, k.shape[0])
+
+    events: list[tuple[float, int, bytes]] = []
+
+    def rnd(a, r=rounds):
+        return np.round(a, r).tolist()
+
+    n_steps = 0
+    if not rates_only:
+        sel = np.flatnonzero(tgt_free <= t_end)
+        tt, bb = rnd(tgt_free[sel]), sel.tolist()
+        tw = tr.target_worker[sel].tolist()
+        tk = tr.tokens[sel].astype(np.int64).tolist()
+        tq = d.seqs[sel].tolist()
+        tbusy = rnd(tr.target_finish_s[sel] - tr.target_start_s[sel], 5)
+        twait = rnd(tr.target_start_s[sel] - tgt_prev[sel], 5)
+        tblk = rnd(tgt_free[sel] - tr.target_finish_s[sel], 5)
+        for i in range(len(bb)):
+            events.append((tt[i], 0, _dumps({
+                "ev": "step", "t": tt[i], "role": "target", "worker": tw[i], "batch": bb[i],
+                "tokens": tk[i], "seqs": tq[i], "busy": tbusy[i], "wait": twait[i], "blocked": tblk[i]})))
+        sel = np.flatnonzero(dr_free <= t_end)
+        dt_, bb = rnd(dr_free[sel]), sel.tolist()
+        dw = tr.drafter_worker[sel].tolist()
+        dk = tr.tokens[sel].astype(np.int64).tolist()
+        dq = d.seqs[sel].tolist()
+        dbusy = rnd(tr.drafter_finish_s[sel] - tr.drafter_start_s[sel], 5)
+        dwait = rnd(tr.drafter_start_s[sel] - dr_prev[sel], 5)
+        dbar = rnd(barrier[sel], 5)
+        dloss = rnd(loss[sel], 4)
+        with_barrier = s.sync_every > 0 and M > 1
+        for i in range(len(bb)):
+            ev = {"ev": "step", "t": dt_[i], "role": "drafter", "worker": dw[i], "batch": bb[i],
+                  "tokens": dk[i], "seqs": dq[i], "busy": dbusy[i], "wait": dwait[i], "blocked": 0.0,
+                  "loss": dloss[i]}
+            if with_barrier:
+                ev["barrier"] = dbar[i]
+            events.append((dt_[i], 1, _dumps(ev)))
+        n_steps = len(events)
+        sel = np.flatnonzero(tr.sync_end_s <= t_end)
+        for r in sel.tolist():
+            te = round(float(tr.sync_end_s[r]), rounds)
+            ev = {"ev": "sync", "t": te, "role": "drafter", "workers": M,
+                  "dur": round(float(d.sync_s[r % d.sync_s.shape[0]]), 5)}
+            if s.sync_bytes is not None:
+                ev["bytes"] = s.sync_bytes
+            events.append((te, 2, _dumps(ev)))
+
+    # --- rates snapshots ---
+    w = float(rates_every_s)
+    snaps = np.arange(1, int(math.floor(t_end / w)) + 1) * w
+    if snaps.size:
+        tgt_sorted = np.sort(tgt_free)
+        t_busy = (tr.target_finish_s - tr.target_start_s)
+        dr_sorted_idx = np.argsort(dr_free)
+        dr_sorted = dr_free[dr_sorted_idx]
+        d_busy = (tr.drafter_finish_s - tr.drafter_start_s)
+        tgt_busy_cum = np.concatenate([[0.0], np.cumsum(t_busy[np.argsort(tgt_free)])])
+        dr_busy_cum = np.concatenate([[0.0], np.cumsum(d_busy[dr_sorted_idx])])
+        dr_tok_cum = np.concatenate([[0.0], np.cumsum(tr.tokens[dr_sorted_idx])])
+        dr_seq_cum = np.concatenate([[0], np.cumsum(d.seqs[dr_sorted_idx])])
+        hs_in = np.sort(tr.target_departure_s)
+        hs_out = np.sort(tr.drafter_start_s)
+        pre_in = [np.sort(tr.loader_departure_s[tr.loader_queue == j]) for j in range(N)]
+        pre_out = [np.sort(tr.target_start_s[tr.target_worker == j]) for j in range(N)]
+        total_samples = s.samples * s.epochs
+
+        def counts(sorted_t, a, b):
+            return np.searchsorted(sorted_t, b, "right") - np.searchsorted(sorted_t, a, "right")
+
+        ta_i = np.searchsorted(tgt_sorted, snaps - w, "right")
+        tb_i = np.searchsorted(tgt_sorted, snaps, "right")
+        da_i = np.searchsorted(dr_sorted, snaps - w, "right")
+        db_i = np.searchsorted(dr_sorted, snaps, "right")
+        hs_depth = np.searchsorted(hs_in, snaps, "right") - np.searchsorted(hs_out, snaps, "right")
+        pre_depth = np.stack([np.searchsorted(pre_in[j], snaps, "right") - np.searchsorted(pre_out[j], snaps, "right")
+                              for j in range(N)], axis=1)
+        for i, t in enumerate(snaps.tolist()):
+            nt, nd = int(tb_i[i] - ta_i[i]), int(db_i[i] - da_i[i])
+            bt = float(tgt_busy_cum[tb_i[i]] - tgt_busy_cum[ta_i[i]])
+            bd = float(dr_busy_cum[db_i[i]] - dr_busy_cum[da_i[i]])
+            cap = {}
+            if nt and bt > 0:
+                cap["target"] = round(N * nt / bt, 4)
+            if nd and bd > 0:
+                cap["drafter"] = round(M * nd / bd, 4)
+            seq_rate = float(dr_seq_cum[db_i[i]] - dr_seq_cum[da_i[i]]) / w
+            done_samples = float(dr_seq_cum[db_i[i]])
+            ev = {"ev": "rates", "t": round(t, rounds), "window": w,
+                  "bps": {"target": round(nt / w, 4), "drafter": round(nd / w, 4)}}
+            if cap:
+                ev["cap_bps"] = cap
+            ev["tok_s"] = round(float(dr_tok_cum[db_i[i]] - dr_tok_cum[da_i[i]]) / w, 1)
+            ev["q"] = {"pre": pre_depth[i].tolist(), "hs": int(hs_depth[i])}
+            if seq_rate > 0:
+                ev["eta_s"] = round(max(total_samples - done_samples, 0.0) / seq_rate, 1)
+            ev["done"] = round(min(done_samples / total_samples, 1.0), 6)
+            events.append((t, 3, _dumps(ev)))
+        final_done = float(dr_seq_cum[np.searchsorted(dr_sorted, t_end, "right")]) / total_samples
+    else:
+        final_done = 0.0
+
+    events.sort(key=lambda e: (e[0], e[1]))
+    reason = end_reason or ("done" if final_done >= 1.0 else "interrupted")
+    end = {"ev": "end", "t": round(t_end, rounds), "reason": reason}
+    path = Path(path)
+    with open(path, "wb") as raw:
+        fh = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
+        fh.write(_dumps(_header(s)) + b"\n")
+        for i in range(0, len(events), 65536):
+            fh.write(b"\n".join(e[2] for e in events[i:i + 65536]) + b"\n")
+        fh.write(_dumps(end) + b"\n")
+        if fh is not raw:
+            fh.close()
+    return SynthLog(path=path, lines=len(events) + 2, steps=n_steps, end_s=t_end, result=res)
+
+
+def reference_scenario(*, duration_s: float = 5400.0, seed: int = 20260415) -> Scenario:
+    """The DESIGN.md reference case as a generator: 8 GPUs, 7 targets of 7/0.92 s mean busy
+    (0.92 b/s together), 1 drafter of 1/0.86 s (0.86 b/s), q_hs 20, q_pre 50 and an
+    infinitely fast loader, 31.2K tokens per batch of a 32768 budget, GPU-like service
+    noise (SCV 0.03), a warm-up 1.5x slower decaying over ~3 minutes."""
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
+    return Scenario(
+        name="v2-kpro6-7x1-softKL-6ep", n_target=7, n_drafter=1,
+        target=ServiceModel.from_mean(7 / 0.92, tm.mean, overhead_share=0.05, scv=0.03),
+        drafter=ServiceModel.from_mean(1 / 0.86, tm.mean, overhead_share=0.07, scv=0.03),
+        tokens=tm, pre_cap=50, hs_cap=20, duration_s=duration_s,
+        warmup_factor=1.5, warmup_tau_s=180.0, seed=seed, samples=902000, epochs=6,
+        hardware="8x RTX PRO 6000 96GB", target_model="Qwen3.6-27B", drafter_model="dflash-b16",
+        hs_bytes_per_token=61440,
+    )
