@@ -198,20 +198,32 @@ def recommend(fit: PipelineFit, splits: pd.DataFrame, gpus: int, *, observed: tu
                              f"{_fmt_split(*choice)}.")
             else:
                 holds.append(f"{role} capacity: no value from {span} of the fit changes the choice.")
-        if runner[1] != choice[1] and max(runner[1], choice[1]) > 1:
-            s, big = _scaling_tie(fit, choice, runner, gpus)
+        def best_where(pred) -> tuple[int, int] | None:
+            sub = others[[pred(int(m)) for m in others[m_col]]]
+            return (int(sub.iloc[0][n_col]), int(sub.iloc[0][m_col])) if len(sub) else None
+
+        fewer = best_where(lambda m: m < choice[1]) if choice[1] > 1 else None
+        more = best_where(lambda m: m > choice[1])
+        for alt in (fewer, more):
+            if alt is None:
+                continue
+            s, big = _scaling_tie(fit, choice, alt, gpus)
             s_fit = sync_scaling(fit.consumer, fit.sync, big[1])
-            thresholds["consumer_scaling"] = s
+            thresholds[f"consumer_scaling_{_fmt_split(*alt)}"] = s
+            if alt == runner:
+                thresholds["consumer_scaling"] = s
             if s is None:
                 holds.append(f"per-{c} scaling of {_fmt_split(*big)}: no value from 5% to 100% changes the choice "
                              f"(fitted {s_fit:.0%}); {_fmt_split(*big)} is {df.at[row_of[big], 'bottleneck']}-bound "
-                             f"even with perfect {c} scaling.")
-            elif big == runner:
-                holds.append(f"each of {big[1]} {c}s of {_fmt_split(*big)} keeps at least {s:.0%} of a lone "
+                             f"even with perfect {c} scaling." if big == alt else
+                             f"per-{c} scaling of {_fmt_split(*big)}: it beats {_fmt_split(*alt)} at any value from "
+                             f"5% to 100% (fitted {s_fit:.0%}).")
+            elif big == alt:
+                holds.append(f"each of the {big[1]} {c}s of {_fmt_split(*big)} keeps at least {s:.0%} of a lone "
                              f"{c}'s rate (fitted {s_fit:.0%}): then {_fmt_split(*big)} wins.")
             else:
-                holds.append(f"each of {big[1]} {c}s keeps less than {s:.0%} of a lone {c}'s rate "
-                             f"(fitted {s_fit:.0%}): then {_fmt_split(*runner)} wins.")
+                holds.append(f"each of the {big[1]} {c}s keeps less than {s:.0%} of a lone {c}'s rate "
+                             f"(fitted {s_fit:.0%}): then {_fmt_split(*alt)} wins.")
     return Recommendation(roles={p: choice[0], c: choice[1]}, verdict=verdict, reasons=tuple(reasons),
                           holds_unless=tuple(holds), gain_pct=100 * gain,
                           eta_saving_s=eta_saving, runner_up={p: runner[0], c: runner[1]} if runner else None,

@@ -12,8 +12,9 @@ The generator (one `Scenario`, deterministic per seed):
   with sigma^2 = ln(1 + scv)); W_k the warm-up factor 1 + (warmup_factor - 1) *
   exp(-k / (warmup_tau_s * X0)), X0 = the naive bound min(N mu_t, M mu_d, mu_loader) in
   batches/s, so the slow-down decays over about warmup_tau_s seconds of run. The loader uses
-  the same form (t0 = per_token = 0: an infinitely fast loader). Service times do not depend
-  on the split, so every split of one scenario sees the same batches (common random numbers).
+  the same form (t0 = per_token = 0: an infinitely fast loader). Without warm-up, service
+  times do not depend on the split, so every split of one scenario sees the same batches
+  (common random numbers); the warm-up decay is scaled by the split's bound.
 * Weight sync (M > 1, sync_every = k > 0): round r's all-reduce lasts sync_s * gamma noise of
   SCV sync_scv.
 
@@ -424,7 +425,7 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
     end = {"ev": "end", "t": round(t_end, rounds), "reason": reason}
     path = Path(path)
     with open(path, "wb") as raw:
-        fh = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
+        fh = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if path.suffix == ".gz" else raw
         fh.write(_dumps(_header(s)) + b"\n")
         for i in range(0, len(events), 65536):
             fh.write(b"\n".join(e[2] for e in events[i:i + 65536]) + b"\n")

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+HEADER = {"ev": "run", "v": 1, "t": 0.0, "run": "t", "gpus": 3, "roles": {"target": 2, "drafter": 1},
+          "queues": [{"name": "pre", "feeds": "target", "cap": 4, "per_worker": True},
+                     {"name": "hs", "feeds": "drafter", "cap": 4}],
+          "token_budget": 1000, "samples": 1000, "epochs": 1}
+
+
+def step(t, role="drafter", worker=0, tokens=900, busy=0.1, **kw):
+    ev = {"ev": "step", "t": t, "role": role, "worker": worker, "batch": 0, "tokens": tokens, "seqs": 3,
+          "busy": busy, "wait": 0.0, "blocked": 0.0}
+    ev.update(kw)
+    return ev
+
+
+def good_lines(n=60):
+    """A small valid log: 2 targets at 0.25 s, 1 drafter at 0.1 s per batch (target-bound)."""
+    lines = [HEADER]
+    for i in range(n):
+        lines.append(step(0.25 * (i + 1), "target", i % 2, busy=0.25))
+        lines.append(step(0.25 * (i + 1) + 0.1, "drafter", 0, busy=0.1, wait=0.15, loss=2.0 - i / n))
+    lines.append({"ev": "end", "t": 0.25 * n + 1, "reason": "done"})
+    return lines
+
+
+@pytest.fixture
+def write_log(tmp_path):
+    def _write(lines, name="log.jsonl", raw: bytes | None = None):
+        p = tmp_path / name
+        if raw is not None:
+            p.write_bytes(raw)
+        else:
+            p.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines))
+        return p
+    return _write
+
+
+@pytest.fixture
+def reference():
+    return FIXTURES / "reference-7x1.jsonl"
+
+
+@pytest.fixture
+def reference_rates():
+    return FIXTURES / "reference-7x1-rates.jsonl"

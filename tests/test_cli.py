@@ -1,0 +1,129 @@
+"""The CLI: one test per exit path (0 ok/pass, 1 gate fails, 2 unusable input), and a cheap --help."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor.cli import app, route
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, route([str(a) for a in args]))
+
+
+def test_default_command_text(reference):
+    r = invoke(reference)
+    assert r.exit_code == 0, r.output
+    assert "STAY with 7-1" in r.output and ">*  7-1" in r.output
+
+
+def test_json_output(reference):
+    r = invoke(reference, "--json")
+    assert r.exit_code == 0
+    j = json.loads(r.stdout)
+    assert j["recommendation"]["roles"] == {"target": 7, "drafter": 1}
+
+
+def test_markdown_output(reference):
+    r = invoke(reference, "--markdown")
+    assert r.exit_code == 0
+    assert r.output.startswith("### dflash-advise") and "| **7-1** |" in r.output
+
+
+def test_json_and_markdown_conflict(reference):
+    r = invoke(reference, "--json", "--markdown")
+    assert r.exit_code == 2
+
+
+def test_unusable_input_one_line_no_traceback(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"ev":"run","v":1,"t":0,"roles":{"target":1,"drafter":1}}\n{"ev":"step","t":1,"role":"target",'
+                   '"worker":0,"tokens":5,"busy":"slow"}\n')
+    r = invoke(bad)
+    assert r.exit_code == 2
+    err = r.stderr.strip()
+    assert err.count("\n") == 0 and f"{bad}:2: field 'busy'" in err and "Traceback" not in r.output
+
+
+def test_missing_file_exit_2(tmp_path):
+    r = invoke(tmp_path / "none.jsonl")
+    assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_bad_roles_option_exit_2(reference):
+    assert invoke(reference, "--roles", "target=x").exit_code == 2
+
+
+def test_token_budget_and_hs_cap_what_ifs(reference):
+    base = json.loads(invoke(reference, "--json").stdout)
+    half = json.loads(invoke(reference, "--json", "--token-budget", "16384").stdout)
+    # half the tokens per batch: more batches/s, tok/s of the drafter-bound split about the same or lower
+    assert half["splits"][0]["bps"] > 1.5 * base["splits"][0]["bps"]
+    shallow = json.loads(invoke(reference, "--json", "--hs-cap", "0").stdout)
+    assert shallow["splits"][0]["bps"] <= base["splits"][0]["bps"]
+
+
+def test_check_passes(reference):
+    r = invoke("check", reference, "--min-efficiency", "0.9")
+    assert r.exit_code == 0 and r.output.startswith("PASS")
+
+
+def test_check_fails(reference):
+    r = invoke("check", reference, "--roles", "target=6,drafter=2", "--min-efficiency", "0.9")
+    assert r.exit_code == 1 and r.output.startswith("FAIL")
+
+
+def test_check_gpu_util_metric(reference):
+    r = invoke("check", reference, "--metric", "gpu_util", "--min-efficiency", "0.99")
+    assert r.exit_code == 1 and "gpu_util" in r.output
+
+
+def test_check_never_passes_unreadable_input(tmp_path):
+    p = tmp_path / "junk.jsonl"
+    p.write_bytes(b"\x00\x01\x02 not a log\n")
+    r = invoke("check", p, "--min-efficiency", "0.0")
+    assert r.exit_code == 2
+
+
+def test_check_split_of_wrong_size_exit_2(reference):
+    r = invoke("check", reference, "--roles", "target=6,drafter=1", "--gpus", "8")
+    assert r.exit_code == 2 and "GPUs" in r.stderr
+
+
+def test_check_markdown_has_gate(reference):
+    r = invoke("check", reference, "--markdown")
+    assert r.exit_code == 0 and "Gate: efficiency" in r.output and "PASS" in r.output
+
+
+def test_what_if_reference_numbers():
+    r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", "0.86",
+               "--json")
+    assert r.exit_code == 0
+    j = json.loads(r.stdout)
+    assert j["recommendation"]["roles"] == {"target": 7, "drafter": 1}
+    six_two = next(s for s in j["splits"] if s["roles"] == {"target": 6, "drafter": 2})
+    assert six_two["bps"] == pytest.approx(6 / 7 * 0.92, abs=0.005)
+
+
+def test_what_if_invalid_numbers_exit_2():
+    r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0", "--drafter-bps", "0.86")
+    assert r.exit_code == 2 and "cap_bps" in r.stderr
+
+
+def test_usage_error_exit_2():
+    assert invoke("what-if", "--targets", "7").exit_code == 2
+
+
+def test_help_does_not_import_heavy_modules():
+    code = ("import sys; from advisor.cli import main; sys.argv=['dflash-advise','--help']\n"
+            "try:\n main()\nexcept SystemExit: pass\n"
+            "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','pyarrow') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out and "check" in out and "what-if" in out
