@@ -26,7 +26,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -153,45 +153,117 @@ def _arrow_schema(header: RunHeader):
     return pa.schema(fields)
 
 
-def _rates_record(obj: Mapping[str, Any], header: RunHeader) -> dict[str, float]:
-    rec: dict[str, float] = {"t": obj.get("t")}
-    for k in ("window", "tok_s", "eta_s", "done"):
-        rec[k] = obj.get(k)
+_RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")
+
+
+def _rates_frame(tab, header: RunHeader) -> pd.DataFrame:
+    """The rates frame from an Arrow table of rates events (columns vectorized, no per-row Python)."""
+    import pyarrow.compute as pc
+
+    n = tab.num_rows
+    out: dict[str, np.ndarray] = {}
+    for k in _RATES_SCALARS:
+        out[k] = (tab.column(k).to_numpy().astype(np.float64, copy=False) if k in tab.column_names
+                  else np.full(n, np.nan))
     for key in ("bps", "cap_bps"):
-        d = obj.get(key) or {}
-        for r in header.roles:
-            rec[f"{key}_{r}"] = d.get(r)
-    q = obj.get("q") or {}
-    names = [s.name for s in header.queues] + [n for n in q if n not in {s.name for s in header.queues}]
-    for name in names:
-        v = q.get(name)
-        vals = [x for x in (v if isinstance(v, list) else [v]) if x is not None]
-        rec[f"q_{name}"] = float(np.mean(vals)) if vals else None
-        rec[f"qmin_{name}"] = float(np.min(vals)) if vals else None
-    return rec
+        col = tab.column(key).combine_chunks() if key in tab.column_names else None
+        for i, r in enumerate(header.roles):
+            out[f"{key}_{r}"] = (pc.struct_field(col, [i]).to_numpy(zero_copy_only=False).astype(np.float64)
+                                 if col is not None else np.full(n, np.nan))
+    q = tab.column("q").combine_chunks() if "q" in tab.column_names else None
+    for i, spec in enumerate(header.queues):
+        if q is None:
+            continue
+        f = pc.struct_field(q, [i])
+        if spec.per_worker:
+            flat = pc.list_flatten(f).to_numpy(zero_copy_only=False).astype(np.float64)
+            parent = pc.list_parent_indices(f).to_numpy(zero_copy_only=False)
+            cnt = np.bincount(parent, minlength=n).astype(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = np.bincount(parent, weights=flat, minlength=n) / cnt
+            low = np.full(n, np.inf)
+            np.minimum.at(low, parent, flat)
+            low[cnt == 0] = np.nan
+        else:
+            mean = low = f.to_numpy(zero_copy_only=False).astype(np.float64)
+        out[f"q_{spec.name}"], out[f"qmin_{spec.name}"] = mean, low
+    df = pd.DataFrame(out)
+    return df.sort_values("t", kind="stable").reset_index(drop=True) if n else df
 
 
-def _frames(cols: Mapping[str, np.ndarray], ev: np.ndarray, rates_objs: list[Mapping[str, Any]],
-            header: RunHeader) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    is_step = ev == "step"
-    steps = pd.DataFrame({c: cols[c][is_step] for c in STEP_COLUMNS})
+def _rates_table(objs: list[Mapping[str, Any]], header: RunHeader):
+    """Arrow table of decoded rates events, coerced to the header's queue shapes (slow path)."""
+    import pyarrow as pa
+
+    rows = []
+    for o in objs:
+        q = {}
+        for spec in header.queues:
+            v = (o.get("q") or {}).get(spec.name)
+            vals = [x for x in (v if isinstance(v, list) else [v]) if x is not None]
+            q[spec.name] = vals if spec.per_worker else (float(np.mean(vals)) if vals else None)
+        rows.append({**{k: o.get(k) for k in _RATES_SCALARS}, "bps": o.get("bps"), "cap_bps": o.get("cap_bps"), "q": q})
+    schema = _arrow_schema(header)
+    keep = pa.schema([schema.field(k) for k in (*_RATES_SCALARS, "bps", "cap_bps", "q") if k in schema.names])
+    return pa.Table.from_pylist(rows, schema=keep)
+
+
+@dataclass
+class _Parsed:
+    """Columns of one log body, split by event type; ``*_rows`` index body rows (for line numbers)."""
+
+    ev: np.ndarray                     # event code per body row: index into ``names``
+    names: list[str]
+    t: np.ndarray                      # every row's t
+    step: dict[str, np.ndarray]        # STEP_COLUMNS, role as codes into header roles (-1: unknown)
+    step_rows: np.ndarray
+    sync: dict[str, np.ndarray]
+    rates: Any                         # Arrow table of the rates events
+    rates_objs: list[Mapping[str, Any]]
+    end_obj: Mapping[str, Any] | None
+
+
+_STEP_NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
+_SYNC_NUMERIC = ("t", "workers", "dur", "bytes")
+
+
+def _frames(p: _Parsed, header: RunHeader) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    cols = dict(p.step)
+    codes = cols.pop("role")
+    steps = pd.DataFrame(cols)
+    steps["role"] = pd.Categorical.from_codes(codes, categories=list(header.roles))
+    steps = steps[list(STEP_COLUMNS)]
     for c in ("wait", "blocked"):
         steps[c] = steps[c].fillna(0.0)
     steps["worker"] = steps["worker"].astype(np.int64)
     steps["tokens"] = steps["tokens"].astype(np.int64)
-    steps["role"] = pd.Categorical(steps["role"], categories=list(header.roles))
-    steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
-    is_sync = ev == "sync"
-    syncs = pd.DataFrame({c: cols[c][is_sync] for c in SYNC_COLUMNS})
-    syncs = syncs.sort_values("t", kind="stable").reset_index(drop=True)
-    rates = pd.DataFrame([_rates_record(o, header) for o in rates_objs])
-    if len(rates):
-        rates = rates.astype(float).sort_values("t", kind="stable").reset_index(drop=True)
-    return steps, syncs, rates
+    if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():
+        steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
+    syncs = pd.DataFrame(p.sync)
+    if len(syncs):
+        syncs = syncs.sort_values("t", kind="stable").reset_index(drop=True)
+    return steps, syncs, _rates_frame(p.rates, header)
 
 
-def _fast_parse(body: bytes, header: RunHeader):
-    """pyarrow path. Returns (columns, ev, rates_objs, end_obj) or None when pyarrow refuses."""
+def _codes(col, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of a string column against ``names`` (unseen values get new codes)."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(col).combine_chunks()
+    dict_vals = enc.dictionary.to_pylist()
+    idx = enc.indices.fill_null(len(dict_vals)).to_numpy(zero_copy_only=False)
+    out_names = list(names)
+    remap = np.empty(len(dict_vals) + 1, dtype=np.int64)
+    for i, v in enumerate(dict_vals):
+        if v not in out_names:
+            out_names.append(v)
+        remap[i] = out_names.index(v)
+    remap[-1] = -1                                  # null
+    return remap[idx.astype(np.int64)], out_names
+
+
+def _fast_parse(body: bytes, header: RunHeader) -> _Parsed | None:
+    """pyarrow path; None when pyarrow refuses the body (the slow path then names the line)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pj
@@ -199,84 +271,123 @@ def _fast_parse(body: bytes, header: RunHeader):
     try:
         table = pj.read_json(io.BytesIO(body), parse_options=pj.ParseOptions(
             explicit_schema=_arrow_schema(header), unexpected_field_behavior="ignore"),
-            read_options=pj.ReadOptions(block_size=16 << 20))
+            read_options=pj.ReadOptions(block_size=1 << 20))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
-    ev = table.column("ev").to_numpy(zero_copy_only=False)
-    cols: dict[str, np.ndarray] = {}
-    for name in _NUMERIC:
-        cols[name] = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    cols["role"] = table.column("role").to_numpy(zero_copy_only=False)
-    mask_rates = pc.equal(table.column("ev"), "rates")
-    rates_tab = table.filter(mask_rates).select([c for c in ("t", "window", "tok_s", "eta_s", "done", "bps",
-                                                              "cap_bps", "q") if c in table.column_names])
-    rates_objs = rates_tab.to_pylist()
+    ev, names = _codes(table.column("ev"), KNOWN_EVENTS)
+    t = table.column("t").to_numpy().astype(np.float64, copy=False)
+
+    def subset(code: int, numeric: Sequence[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        mask = ev == code
+        rows = np.flatnonzero(mask)
+        whole = len(rows) == len(ev)
+        cols = {}
+        for n in numeric:
+            v = table.column(n).to_numpy().astype(np.float64, copy=False)
+            cols[n] = v if whole else v[mask]
+        return cols, rows
+
+    step, step_rows = subset(KNOWN_EVENTS.index("step"), _STEP_NUMERIC)
+    role = _codes(table.column("role"), list(header.roles))[0]
+    step["role"] = role if len(step_rows) == len(ev) else role[step_rows]
+    sync, _ = subset(KNOWN_EVENTS.index("sync"), _SYNC_NUMERIC)
+    keep = [c for c in ("t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q") if c in table.column_names]
+    rates = table.filter(pc.equal(table.column("ev"), "rates")).select(keep)
+    # checked in Python: one snapshot a minute or so, and it names the offending field
+    rates_objs = rates.to_pylist()
     end_tab = table.filter(pc.equal(table.column("ev"), "end")).select(["t", "reason", "msg"])
     end_obj = end_tab.to_pylist()[-1] if end_tab.num_rows else None
-    return cols, ev, rates_objs, end_obj
+    return _Parsed(ev=ev, names=names, t=t, step=step, step_rows=step_rows, sync=sync, rates=rates,
+                   rates_objs=rates_objs,
+                   end_obj=end_obj)
 
 
-def _check_columns(cols: Mapping[str, np.ndarray], ev: np.ndarray, header: RunHeader) -> np.ndarray:
-    """Vectorized schema checks; returns body row indices that violate it (empty when clean)."""
-    bad = np.zeros(len(ev), dtype=bool)
-    bad |= pd.isna(ev)
-    t = cols["t"]
-    bad |= ~np.isfinite(t) | (t < 0)
-    st = ev == "step"
-    if st.any():
+def _bad_rows(p: _Parsed, header: RunHeader) -> np.ndarray:
+    """Vectorized schema checks; body row indices that violate it (empty when clean)."""
+    bad = [np.flatnonzero((p.ev < 0) | ~np.isfinite(p.t) | (p.t < 0))]
+    s = p.step
+    if len(p.step_rows):
+        b = np.zeros(len(p.step_rows), dtype=bool)
         for name in ("worker", "tokens", "busy"):
-            v = cols[name]
-            bad |= st & ~(np.isfinite(v) & (v >= 0))
+            v = s[name]
+            b |= ~(np.isfinite(v) & (v >= 0))
         for name in ("batch", "seqs", "wait", "blocked"):
-            v = cols[name]
-            bad |= st & ~(np.isnan(v) | (np.isfinite(v) & (v >= 0)))
-        for name in ("worker", "tokens"):
-            v = cols[name]
-            with np.errstate(invalid="ignore"):
-                bad |= st & np.isfinite(v) & (np.floor(v) != v)
-        loss = cols["loss"]
-        bad |= st & np.isinf(loss)
-        role = cols["role"]
-        limit = np.full(len(ev), -1.0)
-        for r, n in header.roles.items():
-            limit[role == r] = n
-        bad |= st & ((limit < 0) | (cols["worker"] >= limit))
-    sy = ev == "sync"
-    if sy.any():
-        d = cols["dur"]
-        bad |= sy & ~(np.isfinite(d) & (d >= 0))
-    ra = ev == "rates"
-    if ra.any():
-        for name in ("window", "tok_s", "eta_s", "done"):
-            v = cols[name]
-            bad |= ra & ~(np.isnan(v) | (np.isfinite(v) & (v >= 0)))
-    return np.flatnonzero(bad)
+            v = s[name]
+            b |= ~(np.isnan(v) | (np.isfinite(v) & (v >= 0)))
+        with np.errstate(invalid="ignore"):
+            for name in ("worker", "tokens"):
+                v = s[name]
+                b |= np.isfinite(v) & (np.floor(v) != v)
+        b |= np.isinf(s["loss"])
+        limit = np.array(list(header.roles.values()) + [-1], dtype=float)[s["role"]]
+        b |= (s["role"] < 0) | (s["worker"] >= limit)
+        bad.append(p.step_rows[b])
+    sy = KNOWN_EVENTS.index("sync")
+    if (p.ev == sy).any():
+        d = p.sync["dur"]
+        bad.append(np.flatnonzero(p.ev == sy)[~(np.isfinite(d) & (d >= 0))])
+    ra = np.flatnonzero(p.ev == KNOWN_EVENTS.index("rates"))
+    for row, obj in zip(ra, p.rates_objs):   # few rows: one snapshot a minute or so
+        if not _rates_ok(obj):
+            bad.append(np.array([row]))
+            break
+    return np.sort(np.concatenate(bad))
 
 
-def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, path: str):
-    """Line-by-line exact path: raises at the first bad line; else returns the same as _fast_parse."""
-    evs: list[Any] = []
-    cols: dict[str, list[Any]] = {n: [] for n in (*_NUMERIC, "role")}
+def _rates_ok(obj: Mapping[str, Any]) -> bool:
+    vals = [obj.get(k) for k in ("window", "tok_s", "eta_s", "done")]
+    for key in ("bps", "cap_bps"):
+        vals += list((obj.get(key) or {}).values())
+    for v in (obj.get("q") or {}).values():
+        vals += v if isinstance(v, list) else [v]
+    return all(v is None or (math.isfinite(v) and v >= 0) for v in vals)
+
+
+def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, path: str) -> _Parsed:
+    """Line-by-line exact path: raises at the first bad line; else the same columns as _fast_parse."""
+    names = list(KNOWN_EVENTS)
+    evs: list[int] = []
+    ts: list[float] = []
+    step: dict[str, list[Any]] = {n: [] for n in (*_STEP_NUMERIC, "role")}
+    sync: dict[str, list[Any]] = {n: [] for n in _SYNC_NUMERIC}
+    step_rows: list[int] = []
     rates_objs: list[Mapping[str, Any]] = []
     end_obj = None
+    roles = list(header.roles)
+
+    def num(v: Any) -> float:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+    row = 0
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
         lineno = first_body_line + i
         obj = _decode_line(raw, path, lineno)
         kind = validate_event(obj, header, path, lineno)
-        evs.append(kind)
-        for n in _NUMERIC:
-            v = obj.get(n)
-            cols[n].append(float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan)
-        cols["role"].append(obj.get("role"))
-        if kind == "rates":
+        if kind not in names:
+            names.append(kind)
+        evs.append(names.index(kind))
+        ts.append(num(obj.get("t")))
+        if kind == "step":
+            step_rows.append(row)
+            for n in _STEP_NUMERIC:
+                step[n].append(num(obj.get(n)))
+            step["role"].append(roles.index(obj["role"]))
+        elif kind == "sync":
+            for n in _SYNC_NUMERIC:
+                sync[n].append(num(obj.get(n)))
+        elif kind == "rates":
             rates_objs.append(obj)
         elif kind == "end":
             end_obj = obj
-    out = {n: np.asarray(v, dtype=np.float64) for n, v in cols.items() if n != "role"}
-    out["role"] = np.asarray(cols["role"], dtype=object)
-    return out, np.asarray(evs, dtype=object), rates_objs, end_obj
+        row += 1
+    step_np = {n: np.asarray(v, dtype=np.float64) for n, v in step.items() if n != "role"}
+    step_np["role"] = np.asarray(step["role"], dtype=np.int64)
+    return _Parsed(ev=np.asarray(evs, dtype=np.int64), names=names, t=np.asarray(ts, dtype=np.float64),
+                   step=step_np, step_rows=np.asarray(step_rows, dtype=np.int64),
+                   sync={n: np.asarray(v, dtype=np.float64) for n, v in sync.items()},
+                   rates=_rates_table(rates_objs, header), rates_objs=rates_objs, end_obj=end_obj)
 
 
 def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> RunLog:
@@ -284,7 +395,7 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> RunLo
     path = Path(path)
     spath = str(path)
     data = _read_bytes(path, max_line_bytes)
-    if not data.strip():
+    if not data or data.isspace():
         raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
     # A live log may end mid-line: keep only whole lines, unless the tail is itself complete JSON.
     if not data.endswith(b"\n"):
@@ -314,26 +425,25 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> RunLo
     first_body_line = lineno + 1
     n_lines = lineno + body.count(b"\n")
 
-    parsed = _fast_parse(body, header) if body.strip() else None
+    parsed = _fast_parse(body, header) if body and not body.isspace() else None
     if parsed is not None:
-        cols, ev, rates_objs, end_obj = parsed
-        bad = _check_columns(cols, ev, header)
+        bad = _bad_rows(parsed, header)
         if len(bad):
             line = int(_line_numbers(body, bad[:1])[0])
-            raw_bad = body.split(b"\n")[line - 1]
-            obj = _decode_line(raw_bad, spath, first_body_line + line - 1)
-            validate_event(obj, header, spath, first_body_line + line - 1)
-            raise LogError(spath, first_body_line + line - 1, "violates schema v1")
+            lineno = first_body_line + line - 1
+            validate_event(_decode_line(body.split(b"\n")[line - 1], spath, lineno), header, spath, lineno)
+            raise LogError(spath, lineno, "violates schema v1")
     else:
-        cols, ev, rates_objs, end_obj = _slow_parse(_split_lines(body), first_body_line, header, spath)
-    known = np.isin(ev, KNOWN_EVENTS)
+        parsed = _slow_parse(_split_lines(body), first_body_line, header, spath)
+    n_known = len(KNOWN_EVENTS)
     unknown: dict[str, int] = {}
-    if (~known).any():
-        vals, counts = np.unique(ev[~known].astype(str), return_counts=True)
-        unknown = {str(v): int(c) for v, c in zip(vals, counts)}
-        warnings.warn(LogWarning(f"{spath}: ignored {int((~known).sum())} events of unknown type "
+    if (parsed.ev >= n_known).any():
+        codes, counts = np.unique(parsed.ev[parsed.ev >= n_known], return_counts=True)
+        unknown = {parsed.names[int(c)]: int(k) for c, k in zip(codes, counts)}
+        warnings.warn(LogWarning(f"{spath}: ignored {int(counts.sum())} events of unknown type "
                                  f"({', '.join(f'{k}: {v}' for k, v in unknown.items())})"), stacklevel=2)
-    steps, syncs, rates = _frames(cols, ev, rates_objs, header)
+    steps, syncs, rates = _frames(parsed, header)
+    end_obj = parsed.end_obj
     if end_obj is not None:
         end_obj = {k: v for k, v in end_obj.items() if v is not None}
     return RunLog(path=spath, header=header, steps=steps, syncs=syncs, rates=rates, end=end_obj,

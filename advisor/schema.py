@@ -231,7 +231,10 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
             if not isinstance(d, dict):
                 raise LogError(path, line, "must be an object of role -> batches/s", key)
             for r, v in d.items():
-                check_number(d, r, path, line, minimum=0)
+                try:
+                    check_number(d, r, path, line, minimum=0)
+                except LogError as e:
+                    raise LogError(path, line, e.message, f"{key}.{r}") from None
         q = obj.get("q")
         if q is not None:
             if not isinstance(q, dict):

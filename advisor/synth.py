@@ -15,8 +15,10 @@ The generator (one `Scenario`, deterministic per seed):
   the same form (t0 = per_token = 0: an infinitely fast loader). Without warm-up, service
   times do not depend on the split, so every split of one scenario sees the same batches
   (common random numbers); the warm-up decay is scaled by the split's bound.
-* Weight sync (M > 1, sync_every = k > 0): round r's all-reduce lasts sync_s * gamma noise of
-  SCV sync_scv.
+* Weight sync (M > 1, sync_every = k > 0): round r's all-reduce lasts T_ar(M) * V_r, V_r
+  gamma noise of mean 1 and SCV sync_scv. T_ar(M) follows the ring all-reduce,
+  sync_s * 2 (M - 1) / M (sync_s is its value at M = 2, where 2 (M - 1) / M = 1), or is flat,
+  T_ar(M) = sync_s, with sync_scaling = "flat" (e.g. a switch-offloaded all-reduce).
 
 The log (DESIGN.md schema v1): `run` header; one `step` per batch per worker with t = when
 the worker was free again (departure: after any blocked time), busy = service, wait =
@@ -141,6 +143,7 @@ class Scenario:
     sync_every: int = 0
     sync_s: float = 0.0
     sync_scv: float = 0.0
+    sync_scaling: str = "ring"
     sync_bytes: float | None = None
     n_batches: int | None = None
     duration_s: float | None = None
@@ -163,6 +166,7 @@ class Scenario:
             _check(isinstance(v, (int, np.integer)) and v >= 0, f, f"must be an integer >= 0, got {v!r}")
         _check(self.sync_s >= 0, "sync_s", f"must be >= 0, got {self.sync_s}")
         _check(self.sync_scv >= 0, "sync_scv", f"must be >= 0, got {self.sync_scv}")
+        _check(self.sync_scaling in ("ring", "flat"), "sync_scaling", f"ring or flat, got {self.sync_scaling!r}")
         _check(self.warmup_factor >= 1, "warmup_factor", f"must be >= 1, got {self.warmup_factor}")
         _check(self.warmup_tau_s >= 0, "warmup_tau_s", f"must be >= 0, got {self.warmup_tau_s}")
         _check((self.n_batches is None) != (self.duration_s is None), "n_batches",
@@ -190,6 +194,13 @@ class Scenario:
             caps.append(1.0 / self.loader.mean_s(tm))
         return min(caps)
 
+    def allreduce_s(self, n_drafter: int | None = None) -> float:
+        """Mean all-reduce seconds of one sync round among n_drafter ranks (default: this split)."""
+        m = self.n_drafter if n_drafter is None else n_drafter
+        if m <= 1:
+            return 0.0
+        return self.sync_s * (2.0 * (m - 1) / m if self.sync_scaling == "ring" else 1.0)
+
     def in_flight(self) -> int:
         return self.n_target * (self.pre_cap + 2) + self.hs_cap + self.n_drafter + 1
 
@@ -207,7 +218,7 @@ class ScenarioDraw:
     loader_s: np.ndarray
     target_s: np.ndarray
     drafter_s: np.ndarray
-    sync_s: np.ndarray
+    sync_factor: np.ndarray  # mean-1 noise per sync round; seconds = Scenario.allreduce_s(M) * factor
 
 
 def draw(scenario: Scenario, n_batches: int | None = None, *, warmup: bool = True) -> ScenarioDraw:
@@ -230,9 +241,7 @@ def draw(scenario: Scenario, n_batches: int | None = None, *, warmup: bool = Tru
         base = m.t0_s + m.per_token_s * tokens
         return base * _noise(g, m.scv, m.dist, n) * factor
 
-    sync = np.full(n // max(s.sync_every, 1) + 1, s.sync_s)
-    if s.sync_scv > 0 and s.sync_s > 0:
-        sync = s.sync_s * _noise(streams[4], s.sync_scv, "gamma", sync.shape[0])
+    sync = _noise(streams[4], s.sync_scv, "gamma", n // max(s.sync_every, 1) + 1)
     return ScenarioDraw(tokens, seqs, service(s.loader, streams[1]), service(s.target, streams[2]),
                         service(s.drafter, streams[3]), sync)
 
@@ -245,7 +254,7 @@ def run(scenario: Scenario, *, n_batches: int | None = None, warmup: bool = True
     return simulate(
         target_s=d.target_s, drafter_s=d.drafter_s, loader_s=d.loader_s, tokens=d.tokens,
         n_target=scenario.n_target, n_drafter=scenario.n_drafter, hs_cap=scenario.hs_cap,
-        pre_cap=scenario.pre_cap, sync_every=scenario.sync_every, sync_s=d.sync_s,
+        pre_cap=scenario.pre_cap, sync_every=scenario.sync_every, sync_s=scenario.allreduce_s() * d.sync_factor,
         warmup_batches=warmup_batches, keep_trace=keep_trace,
     )
 
@@ -361,7 +370,7 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
         for r in sel.tolist():
             te = round(float(tr.sync_end_s[r]), rounds)
             ev = {"ev": "sync", "t": te, "role": "drafter", "workers": M,
-                  "dur": round(float(d.sync_s[r % d.sync_s.shape[0]]), 5)}
+                  "dur": round(float(s.allreduce_s() * d.sync_factor[r % d.sync_factor.shape[0]]), 5)}
             if s.sync_bytes is not None:
                 ev["bytes"] = s.sync_bytes
             events.append((te, 2, _dumps(ev)))

@@ -88,29 +88,36 @@ def scenarios() -> dict[str, Case]:
     cases["bursty-hs1"] = Case(sc("bursty-hs1", 6, 2, 4.0, 1 / 0.75, 1.0, 1, seed=103),
                                "SCV 1 (gamma), q_hs 1, logged at the balanced 6-2")
     cases["mid-lognormal-hs4"] = Case(
-        sc("mid-lognormal-hs4", 3, 5, 2.0, 4.0, 0.25, 4, seed=104, dist="lognormal"),
-        "SCV 0.25 (lognormal), q_hs 4, logged at 3-5; balance at 5-3 (targets 0.5, drafters 0.25 b/s)")
+        sc("mid-lognormal-hs4", 5, 3, 2.0, 4.0, 0.25, 4, seed=104, dist="lognormal"),
+        "SCV 0.25 (lognormal), q_hs 4, targets 0.5, drafters 0.25 b/s, logged at 5-3; best near 3-5")
     # loader-bound: a 1.2 b/s loader (SCV 0.3) in front of 0.3 b/s targets and 0.6 b/s drafters
     cases["loader-bound"] = Case(
         sc("loader-bound", 5, 3, 1 / 0.3, 1 / 0.6, 0.05, 8, seed=105,
            loader=ServiceModel(1 / 1.2, 0.0, 0.3)),
         "loader 1.2 b/s (SCV 0.3), targets 0.3, drafters 0.6 b/s, q_hs 8, logged at 5-3 (input-bound)")
-    # data-parallel drafters: sync every step, all-reduce 25% of a step, token CV 0.15
+    # data-parallel drafters (ring all-reduce unless said): sync every 1-4 steps, token CV 0.15-0.2
     tm15 = _tm(cv=0.15)
     cases["sync-k1"] = Case(
         sc("sync-k1", 5, 3, 5.0, 1 / 0.6, 0.05, 20, seed=106, tokens=tm15, sync_every=1,
            sync_s=0.25 / 0.6, sync_scv=0.1),
-        "drafters sync every step (all-reduce 0.42 s = 25% of a step), token CV 0.15, SCV 0.05, logged at 5-3")
+        "drafters sync every step (ring all-reduce, 0.42 s at M=2 = 25% of a step), token CV 0.15, "
+        "SCV 0.05, logged at 5-3")
+    cases["sync-k1-flat"] = Case(
+        sc("sync-k1-flat", 5, 3, 5.0, 1 / 0.6, 0.05, 20, seed=111, tokens=tm15, sync_every=1,
+           sync_s=0.25 / 0.6, sync_scv=0.1, sync_scaling="flat"),
+        "as sync-k1, but the all-reduce costs 0.42 s whatever M (flat), which the advisor's ring "
+        "fit from one M cannot know")
     cases["sync-k2-hs2"] = Case(
         sc("sync-k2-hs2", 4, 4, 4.0, 2.0, 0.2, 2, seed=107, tokens=tm15, sync_every=2, sync_s=0.6,
            sync_scv=0.2),
-        "sync every 2 steps (0.6 s), token CV 0.15, SCV 0.2, q_hs 2, logged at 4-4")
+        "sync every 2 steps (ring, 0.6 s at M=2), token CV 0.15, SCV 0.2, q_hs 2, logged at 4-4")
     # larger hosts
     tm20 = _tm(cv=0.2)
     cases["g32-sync-k4"] = Case(
         sc("g32-sync-k4", 24, 8, 10.0, 2.0, 0.1, 20, seed=108, tokens=tm20, sync_every=4, sync_s=1.0,
            sync_scv=0.1, n_batches=24_000),
-        "G=32: targets 0.1, drafters 0.5 b/s, sync every 4 steps (1 s), token CV 0.2, SCV 0.1, logged at 24-8")
+        "G=32: targets 0.1, drafters 0.5 b/s, sync every 4 steps (ring, 1 s at M=2), token CV 0.2, SCV 0.1, "
+        "logged at 24-8")
     cases["g32-scv0.1"] = Case(sc("g32-scv0.1", 28, 4, 10.0, 1 / 0.35, 0.1, 20, seed=109, n_batches=24_000),
                                "G=32: targets 0.1, drafters 0.35 b/s, SCV 0.1, q_hs 20, logged at 28-4")
     cases["g48-bursty-hs2"] = Case(

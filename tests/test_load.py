@@ -152,3 +152,10 @@ def test_fast_and_slow_paths_agree(write_log):
     fast = load_log(write_log(lines, "fast.jsonl"))
     assert np.allclose(slow.steps["busy"], fast.steps["busy"])
     assert slow.rates["q_hs"].tolist() == fast.rates["q_hs"].tolist() == [3.0]
+
+
+def test_negative_rate_snapshot_named(write_log):
+    lines = good_lines(5)
+    lines.insert(4, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": -1, "drafter": 1},
+                     "q": {"pre": [1, 2], "hs": 3}})
+    expect_error(write_log(lines), 5, "bps.target")

@@ -20,6 +20,10 @@ END = {"kind": "end"}
 POLL_S = 0.0005
 
 
+def is_end(item: dict) -> bool:
+    return item.get("kind") == "end"
+
+
 class Loader(threading.Thread):
     def __init__(self, batches: Iterable, make: Callable[[object], dict], queues: list, cap: int,
                  stop: threading.Event | object):

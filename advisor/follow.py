@@ -1,0 +1,224 @@
+"""`dflash-advise LOG --follow`: re-advise a growing log until the run ends.
+
+Loop, every ``interval_s`` seconds:
+
+1. If a log is missing, wait for it; missing for longer than ``max_wait_s`` -> exit 2 with a
+   message (``max_wait_s=None`` waits for ever: the advisor may be started before the trainer).
+2. If no log changed (size and mtime) since the last pass, do nothing: a stalled run is not
+   re-printed.
+3. Otherwise run `advisor.advise.advise` on the whole file(s) again (the loader skips a last line
+   that is still being written). On a terminal the screen is cleared and the report redrawn in
+   place; otherwise each report is printed after a separator line (``fmt="json"``: one compact
+   JSON document per line and no separators, so the stream is JSON Lines).
+4. Not enough data yet (a `LogError` without a line number: empty log, too few steps, no steady
+   state) -> a "waiting for data (N lines so far)" line with the reason, not a failure. A
+   `LogError` that names a line is a corrupt log: the writer will not fix it, so exit 2.
+
+Stops, with these exit codes:
+
+- every log has its ``end`` event: the final report is shown, 0 (also for ``reason`` "error":
+  the report is valid, the run's own failure is not the advisor's);
+- a log ends before it holds enough data for advice: 2, with the reason;
+- Ctrl-C: 0 when a report was shown (it stays on screen as the final one), 130 (the shell's
+  code for SIGINT) when none ever was;
+- unusable options (e.g. ``--roles`` naming an unknown split): 2.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Sequence, TextIO
+
+CLEAR = "\x1b[H\x1b[2J"   # cursor home + erase screen
+TAIL_BYTES = 64 << 10      # enough of a log's end to find its 'end' event
+EXIT_OK, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 2, 130
+
+_sleep = time.sleep        # swapped by tests to simulate Ctrl-C
+
+
+def _signature(paths: Sequence[Path]) -> tuple[tuple[int, int], ...] | None:
+    """(size, mtime_ns) per log, or None while any is missing."""
+    sig = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return None
+        sig.append((st.st_size, st.st_mtime_ns))
+    return tuple(sig)
+
+
+def _open(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def _count_lines(path: Path) -> int:
+    """Whole lines written so far (a gzip stream still being written counts what decodes)."""
+    n = 0
+    try:
+        with _open(path) as fh:
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                n += chunk.count(b"\n")
+    except (OSError, EOFError, zlib.error):
+        pass
+    return n
+
+
+def _has_ended(path: Path) -> bool:
+    """Whether the log's tail holds an 'end' event (used only when advise could not run)."""
+    try:
+        if path.suffix == ".gz":
+            with _open(path) as fh:
+                data = fh.read()[-TAIL_BYTES:]
+        else:
+            with open(path, "rb") as fh:
+                fh.seek(max(path.stat().st_size - TAIL_BYTES, 0))
+                data = fh.read()
+    except (OSError, EOFError, zlib.error):
+        return False
+    for raw in data.splitlines()[::-1]:
+        if b'"end"' not in raw:
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("ev") == "end":
+            return True
+    return False
+
+
+def _render(adv: Any, fmt: str) -> str:
+    from .report import render
+    if fmt == "json":
+        return json.dumps(adv.to_json(), separators=(",", ":")) + "\n"
+    return render(adv, fmt)
+
+
+class _Screen:
+    """Where reports go: redrawn in place on a terminal, appended with separators elsewhere."""
+
+    def __init__(self, out: TextIO, fmt: str):
+        self.out = out
+        self.fmt = fmt
+        self.tty = bool(getattr(out, "isatty", lambda: False)())
+        self.last_status = None
+
+    def _stamp(self) -> str:
+        return time.strftime("%H:%M:%S")
+
+    def report(self, text: str, lines: int, ended: bool) -> None:
+        state = "run ended" if ended else "following"
+        head = f"{state}; {lines} lines read at {self._stamp()}" + ("" if ended else "; Ctrl-C to stop")
+        if self.tty:
+            self.out.write(f"{CLEAR}{head}\n\n{text}")
+        elif self.fmt == "json":
+            self.out.write(text)
+        else:
+            self.out.write(f"----- {head} -----\n{text}")
+        self.out.flush()
+        self.last_status = None
+
+    def status(self, line: str) -> None:
+        """A waiting line: redrawn on a terminal, printed once per change elsewhere."""
+        if line == self.last_status:
+            return
+        self.last_status = line
+        if self.tty:
+            self.out.write(f"{CLEAR}{line}\n")
+            self.out.flush()
+        else:
+            # keep a JSON stream parseable: status lines go to stderr
+            dest = sys.stderr if self.fmt == "json" else self.out
+            dest.write(line + "\n")
+            dest.flush()
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write(f"dflash-advise: {msg}\n")
+    sys.stderr.flush()
+
+
+def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: float = 5.0,
+                max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
+    """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
+    from .advise import advise
+    from .schema import LogError
+
+    if fmt not in ("text", "markdown", "json"):
+        raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
+    if not interval_s > 0:
+        raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+    paths = [Path(p) for p in paths]
+    if not paths:
+        _err("no log file given")
+        return EXIT_UNUSABLE
+    screen = _Screen(out if out is not None else sys.stdout, fmt)
+    shown = False
+    last_sig = None
+    missing_since: float | None = None
+    try:
+        while True:
+            sig = _signature(paths)
+            if sig is None:
+                now = time.monotonic()
+                missing_since = now if missing_since is None else missing_since
+                gone = [str(p) for p in paths if not p.exists()]
+                if max_wait_s is not None and now - missing_since > max_wait_s:
+                    _err(f"{gone[0]}: no such file (waited {max_wait_s:g} s for it)")
+                    return EXIT_UNUSABLE
+                screen.status(f"waiting for {', '.join(gone)} to appear")
+                last_sig = None
+                _sleep(interval_s)
+                continue
+            missing_since = None
+            for p in paths:
+                if not p.is_file() or not os.access(p, os.R_OK):
+                    _err(f"{p}: not a readable file")
+                    return EXIT_UNUSABLE
+            if sig != last_sig:
+                last_sig = sig
+                # counted before advising so that the count never runs ahead of what was read
+                n_lines = sum(_count_lines(p) for p in paths)
+                try:
+                    adv = advise(paths, **advise_kwargs)
+                except LogError as e:
+                    if e.line is not None:
+                        _err(str(e))
+                        return EXIT_UNUSABLE
+                    if all(_has_ended(p) for p in paths):
+                        _err(f"the run ended before the log held enough data for advice: {e}")
+                        return EXIT_UNUSABLE
+                    screen.status(f"waiting for data ({n_lines} lines so far): {e.message}")
+                except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+                    # a .gz log being written cannot be decoded to its end yet
+                    screen.status(f"waiting for data ({n_lines} lines so far): {e}")
+                except KeyError as e:
+                    _err(f"--roles: {e.args[0]}")
+                    return EXIT_UNUSABLE
+                except ValueError as e:
+                    _err(str(e))
+                    return EXIT_UNUSABLE
+                else:
+                    ended = all(lg.end is not None for lg in adv.logs)
+                    screen.report(_render(adv, fmt), sum(lg.n_lines for lg in adv.logs), ended)
+                    shown = True
+                    if ended:
+                        return EXIT_OK
+            _sleep(interval_s)
+    except KeyboardInterrupt:
+        if shown:
+            if fmt != "json":
+                screen.out.write("\nstopped (Ctrl-C); the report above is the last one\n")
+                screen.out.flush()
+            return EXIT_OK
+        _err("interrupted before any advice could be given")
+        return EXIT_INTERRUPTED

@@ -1,0 +1,9 @@
+"""dflash-train: a small but real asynchronous DFlash drafter-training pipeline that writes rate logs.
+
+Modules, one job each: config (settings, presets), corpus (synthetic data), batching (token-budget
+bucketed batches), models (target backbone, block drafter, loss), compute (one batch per role),
+handoff (hidden states across processes), sync (drafter weight averaging), clock (time base),
+loader (prefetch placement), workers (worker processes and step timing), rates (snapshots),
+logwriter (the JSONL writer), progress (terminal line), emulate (service-time emulation),
+run (orchestration), cli (typer command).
+"""

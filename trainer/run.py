@@ -1,0 +1,338 @@
+"""One run of the pipeline: start the workers, feed them, log everything, stop cleanly.
+
+    loader thread --pre[i] (one per target, cap --pre-queue-depth)--> N target processes
+        --hs (shared, cap --hs-queue-depth)--> M drafter processes (sync every --sync-every)
+    every worker --events--> main thread --> the log (the only writer) and the progress line
+
+Phases:
+1. plan the batches (or draw them from the emulation profile) and start the workers;
+2. wait until every worker has built its model and said ``ready`` (start-up is not logged as
+   steps), then start the clock, write the ``run`` header at t = 0 and release the workers;
+3. relay worker events to the log, write a ``rates`` snapshot every --rates-every seconds, watch
+   the workers;
+4. end, with one of three reasons:
+   - done: all drafters finished the planned batches (the loader's end markers went through);
+   - interrupted: SIGINT or SIGTERM reached the main process (exit code 130);
+   - error: a worker reported an exception, died, or the loader failed (exit code 1).
+   On interrupt/error the main process sets ``stop``; workers leave at their next queue
+   operation; any still alive after --stop-grace seconds is terminated, then killed. The last
+   line is always the ``end`` event; the main process never waits on a worker without a timeout.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+from .config import ConfigError, TrainConfig
+from .logwriter import LogWriter
+from .progress import Progress
+from .rates import RateWindow
+
+EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
+
+
+@dataclass(frozen=True)
+class RunResult:
+    reason: str                  # done | interrupted | error
+    msg: str | None
+    exit_code: int
+    log_path: str
+    drafter_steps: int
+    lines: int
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def assign_devices(cfg: TrainConfig) -> tuple[list[str], int, list[str]]:
+    """Device per worker (targets first, then drafters), GPUs used, and warnings."""
+    if cfg.device == "cpu" or cfg.emulated:
+        return ["cpu"] * cfg.workers, 0, []
+    import torch
+
+    n = torch.cuda.device_count()
+    if n == 0:
+        raise ConfigError("device", "cuda was asked for but no CUDA GPU is visible")
+    devices = [f"cuda:{i % n}" for i in range(cfg.workers)]
+    notes = []
+    if cfg.workers > n:
+        notes.append(f"{cfg.workers} workers share {n} GPU(s): timings include contention between them")
+    return devices, min(n, cfg.workers), notes
+
+
+def _hardware(cfg: TrainConfig, infos: dict, n_gpus: int, profile) -> str:
+    if cfg.emulated:
+        return f"emulated from {os.path.basename(profile.source)} ({profile.header.get('hardware') or 'unknown'})"
+    if cfg.device == "cpu":
+        return f"{os.cpu_count()}-core CPU, {cfg.workers} worker processes of 1 torch thread"
+    names = sorted({i.get("device_name", "GPU") for i in infos.values()})
+    shared = f", shared by {cfg.workers} workers" if cfg.workers > n_gpus else ""
+    return f"{n_gpus}x {'/'.join(names)}{shared}"
+
+
+def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str]) -> dict:
+    if profile is not None:
+        ph = profile.header
+        samples, epochs, budget = ph.get("samples"), ph.get("epochs"), ph.get("token_budget")
+        tmodel, dmodel, hs_bpt = ph.get("target_model"), ph.get("drafter_model"), ph.get("hs_bytes_per_token")
+    else:
+        samples, epochs, budget = cfg.samples, cfg.epochs, cfg.token_budget
+        tmodel, dmodel = cfg.preset.target_label, cfg.preset.drafter_label
+        hs_bpt = next((i["hs_bytes_per_token"] for i in infos.values() if "hs_bytes_per_token" in i), None)
+    h = {"ev": "run", "v": 1, "t": 0.0, "run": cfg.name, "gpus": cfg.workers,
+         "roles": {"target": cfg.targets, "drafter": cfg.drafters},
+         "queues": [{"name": "pre", "feeds": "target", "cap": cfg.pre_queue_depth, "per_worker": True},
+                    {"name": "hs", "feeds": "drafter", "cap": cfg.hs_queue_depth}],
+         "token_budget": budget, "samples": samples, "epochs": epochs,
+         "hardware": _hardware(cfg, infos, n_gpus, profile), "target_model": tmodel, "drafter_model": dmodel,
+         "sync_every": cfg.sync_every if cfg.drafters > 1 else 0, "hs_bytes_per_token": hs_bpt,
+         "mode": "emulate" if cfg.emulated else "real", "device": cfg.device, "seed": cfg.seed,
+         "physical_gpus": n_gpus}
+    if profile is not None:
+        h["source"] = profile.source
+        h["time_scale"] = cfg.time_scale
+    for role in ("target", "drafter"):
+        p = [i["params"] for k, i in infos.items() if k[0] == role and "params" in i]
+        if p:
+            h[f"{role}_params"] = p[0]
+    if notes:
+        h["notes"] = notes
+    return h
+
+
+class _Signals:
+    """SIGINT/SIGTERM -> a flag that the main loop checks; the previous handlers come back after."""
+
+    def __init__(self):
+        self.caught: str | None = None
+        self._old = {}
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, _frame):
+        self.caught = signal.Signals(signum).name
+
+    def __exit__(self, *exc):
+        for sig, h in self._old.items():
+            signal.signal(sig, h)
+
+
+class _Run:
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self.profile = None
+        self.procs: dict[tuple[str, int], mp.Process] = {}
+        self.infos: dict[tuple[str, int], dict] = {}
+        self.done: set[tuple[str, int]] = set()
+        self.error: str | None = None
+        self.error_tb: str | None = None
+        self.writer: LogWriter | None = None
+        self.clock_start: float | None = None
+        self.drafter_steps = 0
+
+    # -- setup --------------------------------------------------------------------------
+    def _plan(self):
+        cfg = self.cfg
+        if cfg.emulated:
+            from .emulate import load_profile
+
+            self.profile = load_profile(cfg.emulate, cfg.sync_s)
+            if cfg.sync_enabled and not self.profile.sync_durs_s:
+                raise ConfigError("sync_s", "the source log has no sync events of several drafters; give --sync-s "
+                                  "(seconds per emulated sync) to emulate M > 1")
+            planned = cfg.steps or self.profile.source_drafter_steps
+            return planned, self.profile.batches(planned, cfg.seed), (lambda item: item)
+        from .batching import BatchPlan
+        from .corpus import SyntheticCorpus
+
+        corpus = SyntheticCorpus(cfg.samples, cfg.preset.target.vocab, cfg.token_budget, cfg.seed)
+        plan = BatchPlan(corpus, cfg.token_budget, cfg.epochs, cfg.seed, cfg.steps)
+        return plan.total, iter(plan), plan.materialise
+
+    def _start_workers(self, ctx, devices, ch) -> None:
+        from .sync import SyncPlan
+        from .workers import WorkerSpec, worker_main
+
+        cfg = self.cfg
+        backend = "gloo"
+        if cfg.device == "cuda" and not cfg.emulated:
+            drafter_devs = devices[cfg.targets:]
+            if len(set(drafter_devs)) == len(drafter_devs):
+                backend = "nccl"
+            elif cfg.sync_enabled:
+                self.notes.append("drafters share a GPU, which NCCL refuses: weights sync through gloo (host memory)")
+        port = _free_port() if cfg.sync_enabled else 0
+        roles = [("target", i) for i in range(cfg.targets)] + [("drafter", i) for i in range(cfg.drafters)]
+        for (role, i), dev in zip(roles, devices):
+            sp = SyncPlan(i, cfg.drafters, port, backend) if role == "drafter" and cfg.sync_enabled else None
+            spec = WorkerSpec(role, i, dev, cfg, sync=sp, profile=self.profile)
+            p = ctx.Process(target=worker_main, args=(spec, ch), name=f"dflash-{role}-{i}", daemon=False)
+            p.start()
+            self.procs[(role, i)] = p
+
+    # -- event relay ----------------------------------------------------------------------
+    def _handle(self, msg: dict, rates: RateWindow | None) -> None:
+        kind = msg.get("kind") or msg.get("ev")
+        if kind == "step":
+            if self.writer is not None:
+                self.writer.write(msg)
+            if rates is not None:
+                rates.add(msg)
+            if msg["role"] == "drafter":
+                self.drafter_steps += 1
+        elif kind == "sync":
+            if self.writer is not None:
+                self.writer.write(msg)
+        elif kind == "ready":
+            self.infos[(msg["role"], msg["index"])] = {**msg.get("info", {}), "pid": msg["pid"]}
+        elif kind == "done":
+            self.done.add((msg["role"], msg["index"]))
+        elif kind == "error":
+            if self.error is None and not self.ch.stop.is_set():
+                self.error = msg["msg"]
+                self.error_tb = msg.get("traceback")
+
+    def _drain(self, rates, timeout: float, limit: int = 500) -> None:
+        try:
+            msg = self.ch.events.get(timeout=timeout)
+        except queue.Empty:
+            return
+        self._handle(msg, rates)
+        for _ in range(limit):
+            try:
+                msg = self.ch.events.get_nowait()
+            except queue.Empty:
+                return
+            self._handle(msg, rates)
+
+    def _check_dead(self) -> None:
+        if self.error is not None or self.ch.stop.is_set():
+            return
+        for key, p in self.procs.items():
+            if p.exitcode is not None and p.exitcode != 0 and key not in self.done:
+                # the error message may still be in the pipe: give it a moment before naming the exit code
+                self._drain(None, 0.5)
+                if self.error is None:
+                    self.error = f"{key[0]} {key[1]} exited with code {p.exitcode} before finishing"
+                return
+
+    # -- main -------------------------------------------------------------------------------
+    def execute(self) -> RunResult:
+        cfg = self.cfg
+        self.notes: list[str] = []
+        planned, batches, make = self._plan()
+        devices, n_gpus, dev_notes = assign_devices(cfg)
+        self.notes.extend(dev_notes)
+        for n in dev_notes:
+            print(f"dflash-train: warning: {n}", file=sys.stderr)
+        ctx = mp.get_context("spawn")
+        from .workers import Channels
+
+        self.ch = ch = Channels(pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
+                                hs=ctx.Queue(maxsize=cfg.hs_queue_depth), events=ctx.Queue(),
+                                stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
+                                start_wall=ctx.Value("d", 0.0), targets_done=ctx.Value("i", 0))
+        progress = Progress(cfg.progress)
+        reason = None
+        rates = None
+        last_rates = None
+        scale = cfg.time_scale if cfg.emulated else 1.0
+        with _Signals() as sigs:
+            self.writer = LogWriter(cfg.out)
+            self._start_workers(ctx, devices, ch)
+            deadline = time.monotonic() + cfg.start_timeout_s
+            while len(self.infos) < cfg.workers and self.error is None and sigs.caught is None:
+                self._drain(None, 0.1)
+                self._check_dead()
+                if time.monotonic() > deadline:
+                    self.error = f"workers did not start within {cfg.start_timeout_s:g} s"
+                progress.update(0.0, None, 0, planned)
+            self.clock_start = time.monotonic()
+            ch.start_wall.value = self.clock_start
+            self.writer.write(_header(cfg, self.infos, n_gpus, self.profile, self.notes))
+            if self.error is None and sigs.caught is None:
+                from .loader import Loader
+
+                loader = Loader(batches, make, ch.pre, cfg.pre_queue_depth, ch.stop)
+                rates = RateWindow({"target": cfg.targets, "drafter": cfg.drafters}, cfg.rates_every_s, planned)
+                ch.go.set()
+                loader.start()
+                next_rates = cfg.rates_every_s
+                drafter_keys = {("drafter", i) for i in range(cfg.drafters)}
+                while True:
+                    self._drain(rates, 0.02)
+                    now = (time.monotonic() - self.clock_start) / scale
+                    if now >= next_rates:
+                        last_rates = rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize())
+                        self.writer.write(last_rates)
+                        next_rates += cfg.rates_every_s * (1 + int((now - next_rates) // cfg.rates_every_s))
+                    progress.update(now, last_rates, self.drafter_steps, planned)
+                    if drafter_keys <= self.done:
+                        ch.release.set()
+                        if all(not p.is_alive() for p in self.procs.values()):
+                            reason = "done"
+                            break
+                    if loader.error is not None and self.error is None:
+                        self.error = f"loader: {type(loader.error).__name__}: {loader.error}"
+                    self._check_dead()
+                    if self.error is not None:
+                        break
+                    if sigs.caught is not None:
+                        break
+            if reason is None:
+                reason = "error" if self.error is not None else "interrupted"
+            self._shutdown(rates, graceful=reason == "done")
+            now = (time.monotonic() - self.clock_start) / scale
+            if reason == "done" and rates is not None:
+                self.writer.write(rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize()))
+            end = {"ev": "end", "t": round(now, 6), "reason": reason}
+            if reason == "error":
+                end["msg"] = self.error
+            elif reason == "interrupted":
+                end["msg"] = f"{sigs.caught} received"
+            self.writer.write(end)
+            lines = self.writer.lines
+            self.writer.close()
+            progress.close()
+        if reason == "error":
+            if self.error_tb:
+                print(self.error_tb, file=sys.stderr, end="")
+            print(f"dflash-train: error: {self.error}", file=sys.stderr)
+        code = {"done": EXIT_DONE, "error": EXIT_ERROR, "interrupted": EXIT_INTERRUPTED}[reason]
+        return RunResult(reason, self.error, code, cfg.out, self.drafter_steps, lines)
+
+    def _shutdown(self, rates, graceful: bool) -> None:
+        ch = self.ch
+        if not graceful:
+            ch.stop.set()
+        ch.release.set()
+        deadline = time.monotonic() + (self.cfg.stop_grace_s if not graceful else 60.0)
+        while any(p.is_alive() for p in self.procs.values()) and time.monotonic() < deadline:
+            self._drain(rates, 0.05)
+        for p in self.procs.values():
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs.values():
+            p.join(2.0)
+            if p.is_alive():
+                p.kill()
+                p.join(2.0)
+        self._drain(rates, 0.0, limit=100000)
+        for q in [*ch.pre, ch.hs, ch.events]:
+            q.cancel_join_thread()   # nothing left there is needed; never block the exit on it
+
+
+def run(cfg: TrainConfig) -> RunResult:
+    return _Run(cfg).execute()
