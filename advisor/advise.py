@@ -20,6 +20,7 @@ from .recommend import DEFAULT_RESTART_COST_H, QueueAdvice, Recommendation, queu
 from .schema import SCHEMA_VERSION, AdvisorWarning, AssumptionWarning
 
 MIN_GPUS = 2
+EXACT_GAP_WARN_PCT = 3.0
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ class Advice:
                            "tok_s": num(r["tok_s"], 1), "bps_low": num(r["bps_low"]), "bps_high": num(r["bps_high"]),
                            "efficiency": num(r["efficiency"]), "gpu_util": num(r["gpu_util"]),
                            "bottleneck": r["bottleneck"], "eta_s": num(r["eta_s"], 0),
-                           "bound_bps": num(r["bound_bps"]), "observed": bool(r["observed"])})
+                           "bound_bps": num(r["bound_bps"]), "observed": bool(r["observed"]),
+                           **({"bps_exact": num(r["bps_exact"])} if "bps_exact" in r else {})})
         rec = self.recommendation
         return {
             "schema": SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
@@ -111,7 +113,7 @@ def _observed(fit: PipelineFit, gpus: int) -> Observed:
 
 def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_budget: int | None,
             restart_cost_h: float, roles: Mapping[str, int] | None, logs: Sequence[RunLog],
-            caught: list[warnings.WarningMessage]) -> Advice:
+            caught: list[warnings.WarningMessage], exact: bool = False) -> Advice:
     if gpus < MIN_GPUS:
         raise ValueError(f"gpus must be >= {MIN_GPUS}, got {gpus}")
     tokens = None
@@ -134,6 +136,16 @@ def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_
                 f"only {ob_split[1]} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
                 f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
         splits = project(fit, gpus, hs_cap=hs_cap, tokens_per_batch=tokens)
+        if exact and fit.source == "steps" and tokens is None:
+            from .exact import simulate_splits
+            splits = simulate_splits(fit, tuple(logs), splits, hs_cap=hs_cap)
+            worst = splits.loc[splits["exact_gap_pct"].abs().idxmax()]
+            if abs(worst["exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
+                warnings.warn(AssumptionWarning(
+                    f"the analytic model and the exact simulation differ by {worst['exact_gap_pct']:+.1f}% at "
+                    f"{int(worst[f'n_{p}'])}-{int(worst[f'n_{c}'])}: trust the simulation there"))
+        elif exact:
+            warnings.warn(AssumptionWarning("--exact needs step events and the log's own token budget; skipped"))
         in_range = ob_split[0] + ob_split[1] == gpus
         rec = recommend(fit, splits, gpus, observed=ob_split if in_range else None, restart_cost_h=restart_cost_h)
         chosen = (rec.roles[p], rec.roles[c])
@@ -151,12 +163,13 @@ def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_
 
 def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
            roles: Mapping[str, int] | None = None, hs_cap: int | None = None, token_budget: int | None = None,
-           restart_cost_h: float = DEFAULT_RESTART_COST_H) -> Advice:
+           restart_cost_h: float = DEFAULT_RESTART_COST_H, exact: bool = False) -> Advice:
     """Advice for the run(s) in ``paths``.
 
     ``gpus`` overrides the header's GPU count; ``roles`` names the split to judge (default: the
     one the first log ran); ``hs_cap`` and ``token_budget`` project another q_hs depth or batch
-    token budget. Raises `advisor.schema.LogError` on unusable input.
+    token budget; ``exact`` adds ``bps_exact``, an exact simulation of every split driven by the
+    log's own service times (`advisor.exact`). Raises `advisor.schema.LogError` on unusable input.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -166,7 +179,7 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
         fit = fit_pipeline(logs)
     head = logs[0].header
     return _finish(fit, gpus or head.gpus, head.run, hs_cap=hs_cap, token_budget=token_budget,
-                   restart_cost_h=restart_cost_h, roles=roles, logs=logs, caught=caught)
+                   restart_cost_h=restart_cost_h, roles=roles, logs=logs, caught=caught, exact=exact)
 
 
 def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, gpus: int | None = None,

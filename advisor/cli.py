@@ -75,6 +75,8 @@ def _advise_or_die(logs: list[Path], **kw):
 def advise_cmd(logs: Logs, gpus: Gpus = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
                restart_cost: RestartCost = 1.0, hs_cap: HsCap = None, token_budget: TokenBudget = None,
                roles: RolesOpt = None,
+               exact: Annotated[bool, typer.Option("--exact", help="Also simulate every split exactly from the "
+                                                                   "log's own step times (slower).")] = False,
                follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the "
                                                                      "report until its 'end' event or Ctrl-C.")] = False,
                interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between refreshes "
@@ -82,7 +84,7 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, as_json: AsJson = False, as_markdo
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown)
     kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
-              restart_cost_h=restart_cost)
+              restart_cost_h=restart_cost, exact=exact)
     if follow:
         from .follow import follow_logs
         raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, **kw))

@@ -164,10 +164,10 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
     width = 0.4
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
-    ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency = X / max capacity", zorder=2)
-    ax.bar(x + width / 2, util, width, color="tab:cyan", label="GPU utilisation (busy share)", zorder=2)
+    ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
+    ax.bar(x + width / 2, util, width, color="tab:cyan", label="GPU utilisation", zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3,
-               label=f"gate: efficiency >= {min_efficiency:.0%}")
+               label=f"gate {min_efficiency:.0%}")
     if len(df) <= MAX_ANNOTATED_SPLITS:
         for xi, v in zip(x, eff):
             if math.isfinite(v):
@@ -177,10 +177,11 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
     p, c = adv.roles
     ax.set_xlabel(f"split ({p}-{c} GPUs)")
     ax.set_ylabel("percent")
-    ax.set_ylim(0, 118)
+    ax.set_ylim(0, 116)
     ax.set_yticks(range(0, 101, 20))
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    ax.legend(loc="upper right", fontsize=8, framealpha=0.9, ncols=1)
+    # one row in the band above 100%, so it never covers a bar
+    ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)
     ax.set_title("Efficiency and GPU utilisation per split")
     return ax
 
@@ -198,6 +199,7 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     ax = _axes(ax)
     if not adv.logs:
         ax.text(0.5, 0.5, "no log: advice from bare numbers", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
         ax.set_title("Completion rates over time")
         return ax
     log = adv.logs[0]
@@ -283,6 +285,7 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     ax.set_title("Hidden-state queue occupancy")
     if not adv.logs:
         ax.text(0.5, 0.5, "no log: advice from bare numbers", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
         return ax
     log = adv.logs[0]
     spec = log.header.queue_feeding(log.header.consumer)

@@ -32,14 +32,18 @@ def _tok(v: float) -> str:
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     p, c = adv.roles
     rec = adv.recommendation.roles
+    exact = "bps_exact" in adv.splits
     head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", "gpu util", "bottleneck", "ETA"]
+    if exact:
+        head.append("exact b/s")
     rows = []
     for _, r in adv.splits.iterrows():
         n, m = int(r[f"n_{p}"]), int(r[f"n_{c}"])
         mark = (">" if (n, m) == (rec[p], rec[c]) else " ") + ("*" if r["observed"] else " ")
         rows.append([mark, f"{n}-{m}", _num(r["bps"], ".3f"), f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}",
                      _tok(r["tok_s"]), _num(r["bound_bps"], ".3f"), _num(100 * r["efficiency"], ".0f") + "%",
-                     _num(100 * r["gpu_util"], ".0f") + "%", r["bottleneck"], _dur(r["eta_s"])])
+                     _num(100 * r["gpu_util"], ".0f") + "%", r["bottleneck"], _dur(r["eta_s"])]
+                    + ([_num(r["bps_exact"], ".3f")] if exact else []))
     return head, rows
 
 

@@ -89,8 +89,8 @@ class DrafterSync:
         dist.all_reduce(dur, op=dist.ReduceOp.MAX)
         if self.plan.rank != 0:
             return False, None
-        return False, {"ev": "sync", "t": self.clock.now(), "role": "drafter", "workers": self.plan.world,
-                       "dur": float(dur.item()), "bytes": nbytes}
+        return False, {"ev": "sync", "t": round(self.clock.now(), 6), "role": "drafter", "workers": self.plan.world,
+                       "dur": round(float(dur.item()), 6), "bytes": nbytes}
 
     def close(self) -> None:
         if dist.is_initialized():

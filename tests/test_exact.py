@@ -1,0 +1,32 @@
+"""The exact cross-check simulates every split from the log's own step times."""
+from __future__ import annotations
+
+import pytest
+
+from advisor.advise import advise
+from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+
+
+def test_exact_agrees_with_analytic_on_reference(reference):
+    adv = advise(reference, exact=True)
+    df = adv.splits
+    assert "bps_exact" in df
+    assert (df["exact_gap_pct"].abs() < 2.0).all(), df[["bps", "bps_exact"]]
+    assert "bps_exact" in adv.to_json()["splits"][0]
+
+
+def test_exact_sees_bursty_small_queue_loss(tmp_path):
+    s = Scenario(name="bursty", n_target=2, n_drafter=2, target=ServiceModel(0.0, 100e-6, 1.0),
+                 drafter=ServiceModel(0.0, 100e-6, 1.0), tokens=TokenModel(8192, 5000, 0.1, 500),
+                 hs_cap=1, pre_cap=4, n_batches=4000, seed=11)
+    write_log(tmp_path / "b.jsonl", s)
+    adv = advise(tmp_path / "b.jsonl", exact=True)
+    row = adv.split_row({"target": 2, "drafter": 2})
+    assert row["bps_exact"] < 0.9 * row["bound_bps"]          # the naive bound is far off
+    assert row["bps"] == pytest.approx(row["bps_exact"], rel=0.05)
+
+
+def test_exact_on_rates_only_is_skipped_with_caveat(reference_rates):
+    adv = advise(reference_rates, exact=True)
+    assert "bps_exact" not in adv.splits
+    assert any("--exact needs step events" in w for w in adv.warnings)
