@@ -44,6 +44,7 @@ WARMUP = "0.88"
 TARGET_BINS = 80                      # time bins over a run for completion rates
 NICE_BIN_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_ANNOTATED_SPLITS = 10             # beyond this many splits, value labels would collide
+MAX_DRAWN_EVENTS = 20000              # queue-depth points drawn per panel
 
 
 def _axes(ax: Any) -> Any:
@@ -309,7 +310,13 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     if source == "rates":
         ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
     else:
-        ax.step(t / scale, depth, where="post", color="tab:red", lw=0.8,
+        # one point per event is millions on a long run: draw the step function sampled on a
+        # fine grid (the distribution below still uses every event)
+        tt, dd = t, depth
+        if len(t) > MAX_DRAWN_EVENTS:
+            tt = np.linspace(t[0], t[-1], MAX_DRAWN_EVENTS)
+            dd = depth[np.searchsorted(t, tt, side="right") - 1]
+        ax.step(tt / scale, dd, where="post", color="tab:red", lw=0.8,
                 label=f"q_{name} depth, reconstructed from steps")
         ax.set_title(f"q_{name} occupancy (capacity {cap})\nno 'rates' snapshots in this log: "
                      f"depth reconstructed from step events", fontsize=11)

@@ -36,6 +36,7 @@ SWITCH_MIN_GAIN = 0.02
 QUEUE_GAIN_WORTH = 0.01
 ROBUST_RANGE = (0.25, 4.0)
 DEFAULT_RESTART_COST_H = 1.0
+LEVER_MIN_SCALING = 0.95       # below this per-rank scaling, advise the sync levers
 
 
 @dataclass(frozen=True)
@@ -224,10 +225,38 @@ def recommend(fit: PipelineFit, splits: pd.DataFrame, gpus: int, *, observed: tu
             else:
                 holds.append(f"each of the {big[1]} {c}s keeps less than {s:.0%} of a lone {c}'s rate "
                              f"(fitted {s_fit:.0%}): then {_fmt_split(*alt)} wins.")
+    for m in sorted({choice[1], observed[1] if observed else 1}):
+        reasons.extend(scaling_levers(fit, m))
     return Recommendation(roles={p: choice[0], c: choice[1]}, verdict=verdict, reasons=tuple(reasons),
                           holds_unless=tuple(holds), gain_pct=100 * gain,
                           eta_saving_s=eta_saving, runner_up={p: runner[0], c: runner[1]} if runner else None,
                           thresholds=thresholds)
+
+
+def scaling_levers(fit: PipelineFit, m: int) -> list[str]:
+    """For M data-parallel drafters with sync: what balancing tokens or syncing less often buys.
+
+    The barrier waits for the slowest rank, so per-rank scaling s(M) loses
+    ``sqrt(k) * sigma * e_M`` per round: the step-time spread sigma partly comes from token-count
+    spread (``c * sd(tokens)``), which balancing tokens across ranks removes, and its weight
+    falls as 1/sqrt(k) with k steps per sync.
+    """
+    from dataclasses import replace as dc_replace
+
+    c = fit.consumer
+    k = fit.sync.sync_every
+    if m <= 1 or k <= 0:
+        return []
+    s_now = sync_scaling(c, fit.sync, m)
+    if s_now >= LEVER_MIN_SCALING:
+        return []
+    tok_sd = fit.tokens_std if fit.tokens_std == fit.tokens_std else 0.0
+    sigma_bal = math.sqrt(max(c.busy_std_s ** 2 - (c.c_s_per_tok * tok_sd) ** 2, 0.0))
+    s_bal = sync_scaling(dc_replace(c, busy_std_s=sigma_bal), fit.sync, m)
+    s_k2 = sync_scaling(c, dc_replace(fit.sync, sync_every=2 * k), m)
+    return [f"with {m} {c.role}s each keeps {s_now:.0%} of a lone {c.role}'s rate (barrier every {k} steps, "
+            f"collective {fit.sync.allreduce_s(m) * 1e3:.0f} ms): balancing tokens across ranks would give "
+            f"{s_bal:.0%}, syncing every {2 * k} steps {s_k2:.0%}."]
 
 
 def queue_advice(fit: PipelineFit, split: tuple[int, int], gpus: int) -> QueueAdvice:

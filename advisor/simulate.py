@@ -216,13 +216,13 @@ def simulate(
     d_steps = [0] * M
     # Mutable loader/barrier state lives in one list so the nested helpers can update it
     # without `nonlocal` lookups: [next batch to start, batch held by the blocked loader or -1,
-    # ranks at the barrier, sync rounds started].
-    st = [0, -1, 0, 0]
+    # ranks at the barrier, sync rounds started, prefetch queues that are full].
+    st = [0, -1, 0, 0, 0]
 
     def loader_put(b: int, t: float) -> bool:
-        m = min(pre_len)
-        if m >= pre_cap:
+        if st[4] == N:  # every prefetch queue is full: the loader blocks
             return False
+        m = min(pre_len)
         j = pre_len.index(m)
         D0[b] = t
         Q0[b] = j
@@ -235,6 +235,8 @@ def simulate(
         else:
             pre[j].append(b)
             pre_len[j] = m + 1
+            if m + 1 == pre_cap:
+                st[4] += 1
         return True
 
     def loader_run(t: float) -> None:
@@ -254,14 +256,22 @@ def simulate(
     def tgt_next(j: int, t: float) -> None:
         if pre_len[j]:
             b = pre[j].popleft()
+            if pre_len[j] == pre_cap:
+                st[4] -= 1
             pre_len[j] -= 1
             S1[b] = t
             W1[b] = j
             tgt_batch[j] = b
             push(heap, (t + ts[b], 1, j))
             h = st[1]
-            if h >= 0 and loader_put(h, t):
+            if h >= 0:
+                # the loader was blocked, so every queue was full: only queue j has room now
                 st[1] = -1
+                D0[h] = t
+                Q0[h] = j
+                pre[j].append(h)
+                pre_len[j] += 1
+                st[4] += 1
                 loader_run(t)
         else:
             tgt_idle[j] = True

@@ -30,7 +30,6 @@ Choosing N + M = G decides the run's speed for days. This notebook
 
 Everything runs from the fixtures in a few seconds."""),
     ("code", """from pathlib import Path
-import math
 import sys
 
 import matplotlib.pyplot as plt
