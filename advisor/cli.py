@@ -80,14 +80,17 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, as_json: AsJson = False, as_markdo
                follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the "
                                                                      "report until its 'end' event or Ctrl-C.")] = False,
                interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between refreshes "
-                                                                                    "with --follow.")] = 5.0) -> None:
+                                                                                    "with --follow.")] = 5.0,
+               max_wait: Annotated[Optional[float], typer.Option(
+                   "--max-wait", min=0.0, help="With --follow: give up (exit 2) if a log is still missing after "
+                                               "this many seconds (default: wait).")] = None) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown)
     kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
               restart_cost_h=restart_cost, exact=exact)
     if follow:
         from .follow import follow_logs
-        raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, **kw))
+        raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
     from .report import render
     typer.echo(render(_advise_or_die(logs, **kw), fmt), nl=False)
 
@@ -136,6 +139,8 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option("-o", "--out", help="
         plot_advice(adv, out, min_efficiency=min_efficiency)
     except OSError as e:
         _die(f"{out}: cannot write the figure ({e.strerror or e})")
+    except ValueError as e:   # matplotlib: unsupported file format
+        _die(f"{out}: {e}")
     typer.echo(f"wrote {out}")
 
 

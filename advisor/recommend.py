@@ -119,7 +119,8 @@ def _scaling_tie(fit: PipelineFit, r: tuple[int, int], a: tuple[int, int], gpus:
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:+.1f}%"
+    v = round(100 * x, 1)
+    return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"   # no "-0.0%"
 
 
 def recommend(fit: PipelineFit, splits: pd.DataFrame, gpus: int, *, observed: tuple[int, int] | None,

@@ -127,3 +127,13 @@ def test_help_does_not_import_heavy_modules():
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out and "check" in out and "what-if" in out
+
+
+def test_plot_unsupported_format_exit_2(reference, tmp_path):
+    r = invoke("plot", reference, "-o", tmp_path / "a.xyz")
+    assert r.exit_code == 2 and "a.xyz" in r.stderr
+
+
+def test_follow_gives_up_on_missing_file(tmp_path):
+    r = invoke(tmp_path / "never.jsonl", "--follow", "--interval", "0.1", "--max-wait", "0.3")
+    assert r.exit_code == 2
