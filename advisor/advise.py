@@ -136,6 +136,9 @@ def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_
                 f"only {ob_split[1]} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
                 f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
         splits = project(fit, gpus, hs_cap=hs_cap, tokens_per_batch=tokens)
+        if fit.sync.sync_every > 0 and fit.source == "steps" and tokens is None:
+            from .exact import refine_synchronised
+            splits = refine_synchronised(fit, tuple(logs), splits, hs_cap=hs_cap)
         if exact and fit.source == "steps" and tokens is None:
             from .exact import simulate_splits
             splits = simulate_splits(fit, tuple(logs), splits, hs_cap=hs_cap)

@@ -313,6 +313,10 @@ def _fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: st
     ms = np.array(sorted(means), dtype=float)
     ys = np.array([means[int(m)] for m in ms])
     if len(ms) == 1:
+        warnings.warn(AssumptionWarning(
+            f"sync cost measured at {int(ms[0])} {consumer}s only ({ys[0] * 1e3:.0f} ms per all-reduce): how it "
+            f"scales with the {consumer} count is assumed (ring all-reduce, (M-1)/M); logs at a second {consumer} "
+            f"count would measure it"), stacklevel=2)
         return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
                        dur_by_workers=means, measured=True)
     from scipy.optimize import nnls

@@ -79,6 +79,10 @@ def test_step_timelines_are_consistent(sync_log):
     n_dr = sum(len(v) for k, v in by_worker.items() if k[0] == "drafter")
     assert len(syncs) == pytest.approx(n_dr / (2 * 2), abs=2)
     assert all(e["workers"] == 2 and e["dur"] >= 0 and e["bytes"] == 1.5e8 for e in syncs)
+    # ring all-reduce: sync_s * 2 (M - 1) / M, with mean-1 noise
+    assert np.mean([e["dur"] for e in syncs]) == pytest.approx(s.allreduce_s(), rel=0.1)
+    assert _scenario(sync_scaling="flat").allreduce_s(8) == 0.1
+    assert s.allreduce_s(8) == pytest.approx(0.1 * 2 * 7 / 8)
 
 
 def test_busy_times_follow_the_service_model(sync_log):
@@ -91,7 +95,7 @@ def test_busy_times_follow_the_service_model(sync_log):
         ratio = busy / base
         assert ratio.mean() == pytest.approx(1.0, abs=0.03)
         assert ratio.var() == pytest.approx(model.scv, rel=0.2)
-        # warm-up: the first batches are slower
+    # warm-up: the first batches are slower
     first = [e["busy"] / (s.target.t0_s + s.target.per_token_s * e["tokens"])
              for e in events if e["ev"] == "step" and e["role"] == "target" and e["batch"] < 30]
     assert np.mean(first) > 1.25

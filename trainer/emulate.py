@@ -9,12 +9,18 @@ Profile of a source log (read with ``advisor.load.load_log``; warm-up cut with
 - the (tokens, seqs) of the source's steady drafter batches;
 - the source's sync durations when it ran M > 1 drafters (else ``--sync-s``).
 
-Emulated run: the loader draws batches (tokens, seqs) with replacement from the source's
-batches; a worker's service time for a batch of n tokens is t0 + c * n + r, with r drawn with
-replacement from its role's residuals (clipped at 0). The fit keeps the per-token cost (so an
-emulated split sees the source's mix of batch sizes) and the residuals keep the variability.
-Expected emulated service time equals the source's mean busy time, so the emulated throughput of
-the source's own split matches the source's (the fidelity test checks within 3%).
+Emulated run: the loader draws batches (tokens, seqs) from the source's batches; a worker's
+service time for a batch of n tokens is t0 + c * n + r, with r drawn from its role's residuals
+(clipped at 0). The fit keeps the per-token cost (so an emulated split sees the source's mix of
+batch sizes) and the residuals keep the variability. Draws are permutation resampling: each
+pass over the source's values visits every value once, in a fresh random order, so the
+distribution (and burstiness at the step level) is the source's while the running mean
+converges to the source's mean in one pass instead of drifting by CV / sqrt(n) as i.i.d.
+draws would. So the emulated throughput of the source's own split matches the source's.
+
+Throughput for comparisons (`steady_throughput`): drafter completions per second between the
+start of steady state (the advisor's warm-up rule) and the moment the first target ran out of
+batches (after that, the pipeline drains with fewer producers: an end effect, not a rate).
 
 Workers sleep until a deadline (`clock.sleep_until`), and subtract their own measured per-cycle
 overhead (queue operations, logging) from the next sleep, so that at --time-scale 0.01 a 0.3 ms
@@ -41,9 +47,24 @@ class ServiceFit:
     residuals_s: tuple[float, ...]
     mean_busy_s: float
 
-    def draw(self, tokens: int, rng: np.random.Generator) -> float:
-        r = self.residuals_s[int(rng.integers(len(self.residuals_s)))]
-        return max(0.0, self.t0_s + self.per_token_s * tokens + r)
+    def service_s(self, tokens: int, residual_s: float) -> float:
+        return max(0.0, self.t0_s + self.per_token_s * tokens + residual_s)
+
+
+class Permuted:
+    """Draws from ``values`` by passes: each pass is a fresh random permutation of all of them."""
+
+    def __init__(self, values, rng: np.random.Generator):
+        self.values = list(values)
+        if not self.values:
+            raise ValueError("nothing to draw from")
+        self.rng = rng
+        self._order: list[int] = []
+
+    def draw(self):
+        if not self._order:
+            self._order = list(self.rng.permutation(len(self.values)))
+        return self.values[self._order.pop()]
 
 
 def fit_service(role: str, tokens: np.ndarray, busy: np.ndarray) -> ServiceFit:
@@ -77,10 +98,10 @@ class EmulationProfile:
         return self.target if role == "target" else self.drafter
 
     def batches(self, total: int, seed: int) -> Iterator[dict]:
-        """The loader's messages of an emulated run: source batches drawn with replacement."""
-        rng = np.random.default_rng([seed, 0xE8])
+        """The loader's messages of an emulated run: source batches in permutation passes."""
+        pick = Permuted(range(len(self.batch_tokens)), np.random.default_rng([seed, 0xE8]))
         for k in range(total):
-            j = int(rng.integers(len(self.batch_tokens)))
+            j = pick.draw()
             yield {"batch": k, "tokens": self.batch_tokens[j], "seqs": self.batch_seqs[j]}
 
 
@@ -141,23 +162,27 @@ class EmulatedCompute:
     def __init__(self, profile: EmulationProfile, role: str, index: int, seed: int):
         self.fit = profile.fit(role)
         self.role = role
-        self.rng = np.random.default_rng([seed, 0xE7, 0 if role == "target" else 1, index])
+        self.residuals = Permuted(self.fit.residuals_s,
+                                  np.random.default_rng([seed, 0xE7, 0 if role == "target" else 1, index]))
 
     def info(self) -> dict:
         return {"t0_s": self.fit.t0_s, "per_token_s": self.fit.per_token_s}
 
     def service_s(self, item: dict) -> float:
-        return self.fit.draw(int(item["tokens"]), self.rng)
+        return self.fit.service_s(int(item["tokens"]), self.residuals.draw())
 
     @staticmethod
     def message(item: dict) -> dict:
         return {"batch": item["batch"], "tokens": item["tokens"], "seqs": item["seqs"]}
 
 
-def steady_bps(t: np.ndarray, skip_share: float = 0.2) -> float:
-    """Completions per second of one role after its first ``skip_share`` of completions."""
-    t = np.sort(np.asarray(t, dtype=float))
-    k = int(len(t) * skip_share)
-    if len(t) - k < 2 or t[-1] <= t[k]:
-        raise ValueError("too few completions to measure a steady rate")
-    return (len(t) - 1 - k) / (t[-1] - t[k])
+def steady_throughput(log) -> tuple[float, float, float]:
+    """(drafter batches/s, window start, window end) of a loaded log; see the module docstring."""
+    steps = log.steps
+    start = steady_start_s(log)
+    ends = steps[steps["role"] == "target"].groupby("worker", observed=True)["t"].max()
+    end = float(ends.min()) if len(ends) else float(steps["t"].max())
+    t = np.sort(steps.loc[(steps["role"] == "drafter") & (steps["t"] >= start) & (steps["t"] <= end), "t"].to_numpy())
+    if len(t) < 2 or t[-1] <= t[0]:
+        raise ValueError(f"{log.path}: too few drafter completions in the steady window to measure a rate")
+    return (len(t) - 1) / (t[-1] - t[0]), float(t[0]), float(t[-1])
