@@ -11,13 +11,13 @@ Heavy modules (pandas, scipy) load on first use, so ``import advisor`` stays che
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["advise", "advise_numbers", "load_log", "LogError"]
+__all__ = ["Advice", "advise", "advise_numbers", "load_log", "LogError"]
 
 
 def __getattr__(name: str):
-    if name in ("advise", "advise_numbers"):
-        from . import advise as _a
-        return getattr(_a, name)
+    if name in ("advise", "advise_numbers", "Advice"):
+        from .advice import Advice, advise, advise_numbers
+        return {"advise": advise, "advise_numbers": advise_numbers, "Advice": Advice}[name]
     if name == "load_log":
         from .load import load_log
         return load_log

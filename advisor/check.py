@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .advise import Advice, advise
+from .advice import Advice, advise
 from .schema import LogError
 
 METRICS = ("efficiency", "gpu_util")

@@ -59,7 +59,7 @@ def _format(as_json: bool, as_markdown: bool) -> str:
 
 
 def _advise_or_die(logs: list[Path], **kw):
-    from .advise import advise
+    from .advice import advise
     from .schema import LogError
     try:
         return advise(logs, **kw)
@@ -159,7 +159,7 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                                                                                  "drafter count.")] = 0.0,
                 gpus: Gpus = None, as_json: AsJson = False, as_markdown: AsMarkdown = False) -> None:
     """Advice from bare numbers, e.g. --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86."""
-    from .advise import advise_numbers
+    from .advice import advise_numbers
     from .report import render
     fmt = _format(as_json, as_markdown)
     try:

@@ -6,7 +6,7 @@ Loop, every ``interval_s`` seconds:
    message (``max_wait_s=None`` waits for ever: the advisor may be started before the trainer).
 2. If no log changed (size and mtime) since the last pass, do nothing: a stalled run is not
    re-printed.
-3. Otherwise run `advisor.advise.advise` on the whole file(s) again (the loader skips a last line
+3. Otherwise run `advisor.advice.advise` on the whole file(s) again (the loader skips a last line
    that is still being written). On a terminal the screen is cleared and the report redrawn in
    place; otherwise each report is printed after a separator line (``fmt="json"``: one compact
    JSON document per line and no separators, so the stream is JSON Lines).
@@ -150,7 +150,7 @@ def _err(msg: str) -> None:
 def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: float = 5.0,
                 max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
     """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
-    from .advise import advise
+    from .advice import advise
     from .schema import LogError
 
     if fmt not in ("text", "markdown", "json"):

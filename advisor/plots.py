@@ -1,4 +1,4 @@
-"""Pictures of an :class:`~advisor.advise.Advice`: one function per panel, and one figure of all four.
+"""Pictures of an :class:`~advisor.advice.Advice`: one function per panel, and one figure of all four.
 
 Each panel function takes the advice and an optional matplotlib ``ax`` and returns the axes it
 drew on (``ax=None`` draws on the current pyplot axes), so they compose into a notebook's own
@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .advise import Advice
+    from .advice import Advice
 
 ROLE_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 PROJECTED = "tab:blue"

@@ -1,4 +1,4 @@
-"""Render an :class:`~advisor.advise.Advice` as terminal text, Markdown or JSON.
+"""Render an :class:`~advisor.advice.Advice` as terminal text, Markdown or JSON.
 
 Text and Markdown carry the same content: a headline (observed split, rate, efficiency,
 bottleneck), the table of splits with the observed (``*``) and recommended (``>``) rows
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from .advise import Advice
+from .advice import Advice
 
 
 def _num(v: float, fmt: str) -> str:

@@ -10,7 +10,7 @@ field. The fast path (`advisor.load`) parses whole files into columns and only f
 to find and name the first bad line.
 
 Errors are :class:`LogError` (the CLI maps them to exit code 2). Results that rest on
-assumptions are reported with the warning categories below; `advisor.advise` collects them as
+assumptions are reported with the warning categories below; `advisor.advice` collects them as
 caveats.
 """
 from __future__ import annotations

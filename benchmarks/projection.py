@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor.advise import advise  # noqa: E402
+from advisor.advice import advise  # noqa: E402
 from advisor.project import project  # noqa: E402
 
 REPEATS = 7

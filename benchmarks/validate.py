@@ -3,7 +3,7 @@
 For each scenario (a documented generator, `advisor.synth.Scenario`):
 
 1. write a schema-v1 log of the scenario at ONE split (with warm-up), as a run would;
-2. run the advisor on that log alone (`advisor.advise.advise`);
+2. run the advisor on that log alone (`advisor.advice.advise`);
 3. measure every split N + M = G by exact simulation (`advisor.simulate`) driven by the TRUE
    generator: `REPS` independent replications of `TRUTH_BATCHES` batches each, without
    warm-up, the first 10% of completions dropped; common random numbers across splits;
@@ -148,7 +148,7 @@ MISS_NOTES = {
 
 def _advise():
     # imported lazily: the advisor is heavy (pandas) and only the parent needs it once per case
-    return importlib.import_module("advisor.advise").advise
+    return importlib.import_module("advisor.advice").advise
 
 
 def truth(scenario: Scenario, gpus: int, *, batches: int = TRUTH_BATCHES, reps: int = REPS):
@@ -268,7 +268,7 @@ def markdown(results: list[CaseResult], *, command: str, elapsed_s: float, truth
         f"    {command}",
         "",
         f"Each scenario's log is written at one split (marked `L`) by `advisor/synth.py` and read by "
-        f"`advisor.advise.advise` alone. Every split is then measured by exact simulation "
+        f"`advisor.advice.advise` alone. Every split is then measured by exact simulation "
         f"(`advisor/simulate.py`) of the TRUE generator: {reps} independent replications of "
         f"{truth_batches} batches each, with the first {int(WARMUP_SHARE * 100)}% of completions dropped. "
         "`err` is (predicted - measured) / measured. `bound err` is the same error for the naive bound "

@@ -52,7 +52,7 @@ try:
 except ImportError:
     sys.path.insert(0, str(ROOT))
 
-from advisor.advise import advise, advise_numbers
+from advisor.advice import advise, advise_numbers
 from advisor.model import chain
 from advisor.plots import plot_efficiency, plot_queue, plot_rates, plot_splits
 from advisor.report import render

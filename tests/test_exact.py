@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.advise import advise
+from advisor.advice import advise
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor import follow
-from advisor.advise import advise
+from advisor.advice import advise
 from advisor.follow import follow_logs
 from advisor.report import render
 

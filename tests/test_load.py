@@ -108,7 +108,7 @@ def test_absurdly_long_line_is_refused_with_bounded_read(write_log):
 
 
 def test_header_only_has_too_little_to_fit(write_log):
-    from advisor.advise import advise
+    from advisor.advice import advise
     p = write_log([HEADER])
     with pytest.raises(LogError) as ei:
         advise(p)

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from advisor import plots  # noqa: E402
-from advisor.advise import advise  # noqa: E402
+from advisor.advice import advise  # noqa: E402
 from advisor.cli import app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

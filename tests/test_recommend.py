@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.advise import advise, advise_numbers
+from advisor.advice import advise, advise_numbers
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
 
 
