@@ -17,9 +17,10 @@ Drafter sync (M > 1, data-parallel): one round of ``k = sync_every`` steps per r
 ``T(M) = k*m + sqrt(k)*sigma*e_M + T_ar(M)`` where m, sigma are the mean and standard deviation
 of a drafter step, ``e_M`` the expected maximum of M standard normals (the barrier waits for the
 slowest rank), and ``T_ar`` the logged collective time (``sync`` events, ``dur``). Per-rank
-scaling is ``s(M) = k*m / T(M)``. ``T_ar`` is fitted on ``a*(M-1) + b*(M-1)/M`` (latency and ring
-bandwidth terms, non-negative least squares) from the M values seen; with one value the
-bandwidth term alone is scaled; with none (only M = 1 seen) it is unknown: ``T_ar = 0`` is
+scaling is ``s(M) = k*m / T(M)``. ``T_ar`` is fitted on ``c + a*(M-1) + b*(M-1)/M`` (constant,
+per-hop latency and ring bandwidth terms, non-negative least squares) from the M values seen
+(several logs of one job); with one value the bandwidth term alone is scaled (an assumption,
+warned); with none (only M = 1 seen) it is unknown: ``T_ar = 0`` is
 assumed, said in an :class:`AssumptionWarning`, and the verdict's sensitivity to it is shown.
 
 Input limit: producers starved for more than ``INPUT_STARVED_SHARE`` of their time while their
@@ -87,15 +88,16 @@ class SyncFit:
     """Data-parallel drafter sync: every ``sync_every`` steps, a collective of ``T_ar(M)`` s."""
 
     sync_every: int
-    latency_s: float             # a in T_ar = a*(M-1) + b*(M-1)/M
+    latency_s: float             # a in T_ar = c + a*(M-1) + b*(M-1)/M
     bandwidth_s: float           # b
     dur_by_workers: Mapping[int, float] = field(default_factory=dict)
     measured: bool = False
+    fixed_s: float = 0.0         # c
 
     def allreduce_s(self, m: int) -> float:
         if m <= 1:
             return 0.0
-        return self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
+        return self.fixed_s + self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
 
 
 @dataclass(frozen=True)
@@ -320,10 +322,11 @@ def _fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: st
         return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
                        dur_by_workers=means, measured=True)
     from scipy.optimize import nnls
-    a_mat = np.column_stack([ms - 1, (ms - 1) / ms])
+    # constant (e.g. a switch-offloaded or latency-dominated collective), per-hop latency, ring bandwidth
+    a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])
     coef, _ = nnls(a_mat, ys)
-    return SyncFit(sync_every=k, latency_s=float(coef[0]), bandwidth_s=float(coef[1]), dur_by_workers=means,
-                   measured=True)
+    return SyncFit(sync_every=k, latency_s=float(coef[1]), bandwidth_s=float(coef[2]), fixed_s=float(coef[0]),
+                   dur_by_workers=means, measured=True)
 
 
 def _fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: RoleFit,

@@ -58,6 +58,7 @@ def _svc(mean_s: float, scv: float, tokens: TokenModel, overhead: float = 0.1, d
 class Case:
     scenario: Scenario   # at the split the log is written at
     what: str
+    also_at: tuple[tuple[int, int], ...] = ()   # further logs of the same job at these splits
 
 
 def scenarios() -> dict[str, Case]:
@@ -107,6 +108,10 @@ def scenarios() -> dict[str, Case]:
            sync_s=0.25 / 0.6, sync_scv=0.1, sync_scaling="flat"),
         "as sync-k1, but the all-reduce costs 0.42 s whatever M (flat), which the advisor's ring "
         "fit from one M cannot know")
+    cases["sync-k1-flat-2logs"] = Case(
+        replace(cases["sync-k1-flat"].scenario, name="sync-k1-flat-2logs"),
+        "sync-k1-flat, with a second log of the same job at 6-2: two drafter counts let the advisor "
+        "fit how the all-reduce scales with M", also_at=((6, 2),))
     cases["sync-k2-hs2"] = Case(
         sc("sync-k2-hs2", 4, 4, 4.0, 2.0, 0.2, 2, seed=107, tokens=tm15, sync_every=2, sync_s=0.6,
            sync_scv=0.2),
@@ -221,9 +226,14 @@ def validate_case(name: str, case: Case, *, truth_batches: int = TRUTH_BATCHES, 
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(tmp) / f"{name}.jsonl"
         write_log(path, s, rates_every_s=60.0)
+        paths = [path]
+        for i, (n, m) in enumerate(case.also_at):
+            extra = Path(tmp) / f"{name}-{n}x{m}.jsonl"
+            write_log(extra, replace(s.split(n, m), seed=s.seed + 1 + i), rates_every_s=60.0)
+            paths.append(extra)
         t1 = time.perf_counter()
         try:
-            adv = _advise()([path])
+            adv = _advise()(paths)
         except Exception as exc:  # reported in the table, not hidden
             return CaseResult(name, case.what, gpus, (s.n_target, s.n_drafter), (0, 0), [],
                               time.perf_counter() - t1, t_truth, f"{type(exc).__name__}: {exc}")

@@ -69,3 +69,16 @@ def test_huber_line_resists_outliers():
     a, b, _ = huber_line(x, y)
     assert b == pytest.approx(2e-5, rel=0.05) and a == pytest.approx(0.01, abs=0.005)
     assert not math.isnan(a)
+
+
+def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
+    # a flat all-reduce (same cost at any M) cannot be told from a ring one with one M; two Ms can
+    s = scenario(n_target=5, n_drafter=3, sync_every=1, sync_s=0.04, sync_scaling="flat")
+    write_log(tmp_path / "m3.jsonl", s)
+    write_log(tmp_path / "m2.jsonl", s.split(6, 2))
+    one = fit_pipeline([load_log(tmp_path / "m3.jsonl")])
+    both = fit_pipeline([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
+    assert one.sync.allreduce_s(2) == pytest.approx(0.04 * 0.75, rel=0.05)     # ring assumption: wrong here
+    assert both.sync.allreduce_s(2) == pytest.approx(0.04, rel=0.05)
+    assert both.sync.allreduce_s(3) == pytest.approx(0.04, rel=0.05)
+    assert sorted(both.sync.dur_by_workers) == [2, 3]

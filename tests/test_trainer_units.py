@@ -116,7 +116,7 @@ def test_rates_snapshot_counts_completions_and_capacity_from_busy_time():
     rw = RateWindow({"target": 2, "drafter": 1}, window_s=10.0, planned_batches=100)
     for i in range(20):
         rw.add({"t": 0.5 * i + 0.5, "role": "target", "busy": 0.8, "tokens": 1000})
-        rw.add({"t": 0.5 * i + 0.6, "role": "drafter", "busy": 0.25, "tokens": 1000})
+        rw.add({"t": 0.5 * i + 0.4, "role": "drafter", "busy": 0.25, "tokens": 1000})
     snap = rw.snapshot(10.0, [3, 4], 5)
     assert snap["bps"] == {"target": 2.0, "drafter": 2.0}
     assert snap["cap_bps"]["target"] == pytest.approx(2 / 0.8) and snap["cap_bps"]["drafter"] == pytest.approx(4.0)

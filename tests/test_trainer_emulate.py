@@ -1,0 +1,76 @@
+"""Emulation: profile fit, permutation draws, and fidelity on the source's own split."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from advisor.load import load_log  # noqa: E402
+from trainer.emulate import Permuted, fit_service, load_profile, steady_throughput  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "fixtures" / "cpu-2x1.jsonl"
+
+
+def test_fit_recovers_a_linear_service_time():
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(1000, 2000, 400)
+    busy = 0.05 + 2e-4 * tokens + rng.normal(0, 0.01, 400)
+    f = fit_service("target", tokens, busy)
+    assert f.t0_s == pytest.approx(0.05, abs=0.01) and f.per_token_s == pytest.approx(2e-4, rel=0.05)
+    assert np.mean(f.residuals_s) == pytest.approx(0.0, abs=1e-9)
+    assert f.service_s(1500, 0.0) == pytest.approx(f.t0_s + 1500 * f.per_token_s)
+
+
+def test_permuted_draws_visit_every_value_once_per_pass():
+    p = Permuted([1, 2, 3, 4, 5], np.random.default_rng(1))
+    first, second = [p.draw() for _ in range(5)], [p.draw() for _ in range(5)]
+    assert sorted(first) == sorted(second) == [1, 2, 3, 4, 5] and first != second
+
+
+def test_profile_of_the_cpu_fixture():
+    prof = load_profile(str(SOURCE))
+    log = load_log(SOURCE)
+    steady = log.steps[log.steps["t"] >= prof.steady_from_s]
+    for role in ("target", "drafter"):
+        assert prof.fit(role).mean_busy_s == pytest.approx(steady[steady["role"] == role]["busy"].mean())
+    assert prof.source_drafter_steps == 240 and prof.sync_durs_s == ()
+
+
+@pytest.mark.slow
+def test_emulation_matches_the_source_throughput_on_its_own_split(tmp_path):
+    out = tmp_path / "emu.jsonl"
+    r = subprocess.run([sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(SOURCE), "--targets", "2",
+                        "--drafters", "1", "--time-scale", "0.1", "--out", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    head = json.loads(out.read_text().splitlines()[0])
+    assert head["mode"] == "emulate" and head["time_scale"] == 0.1 and head["token_budget"] == 2048
+    src, emu = load_log(SOURCE), load_log(out)
+    bps_src, _, _ = steady_throughput(src)
+    bps_emu, _, t_end = steady_throughput(emu)
+    assert bps_emu == pytest.approx(bps_src, rel=0.03)
+    # the log is in emulated seconds: the run lasts about as long as the source, not 10x less
+    assert t_end == pytest.approx(steady_throughput(src)[2], rel=0.15)
+    assert len(emu.steps[emu.steps["role"] == "drafter"]) == 240
+
+
+@pytest.mark.slow
+def test_emulated_two_drafters_need_a_sync_cost_and_report_it(tmp_path):
+    out = tmp_path / "emu2.jsonl"
+    base = [sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(SOURCE), "--targets", "2",
+            "--drafters", "2", "--sync-every", "4", "--time-scale", "0.05", "--steps", "60", "--out", str(out)]
+    r = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "sync_s" in r.stderr
+    r = subprocess.run(base + ["--sync-s", "0.2"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    syncs = emu_syncs = [json.loads(x) for x in out.read_text().splitlines() if '"ev":"sync"' in x]
+    assert len(emu_syncs) >= 6
+    # the emulated collective lasts the drawn 0.2 s (in emulated seconds), plus small overheads
+    assert np.median([s["dur"] for s in syncs]) == pytest.approx(0.2, rel=0.25)

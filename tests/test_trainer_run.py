@@ -1,0 +1,189 @@
+"""The trainer as users run it: real worker processes on CPU, through the command line.
+
+Each test starts `python -m trainer` (the `dflash-train` command) in a subprocess with a hard
+timeout, so a hang fails the test instead of blocking the suite.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+TIMEOUT_S = 240
+
+
+def _cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainer", "--no-progress", *args]
+
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(_cmd(*args), cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env={**os.environ, **(env or {})})
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.add(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+STEP_KEYS = {"ev", "t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked"}
+
+
+def _check_schema(events: list[dict], targets: int, drafters: int) -> None:
+    head = events[0]
+    assert head["ev"] == "run" and head["v"] == 1 and head["t"] == 0.0
+    assert list(head["roles"].items()) == [("target", targets), ("drafter", drafters)]
+    assert head["gpus"] == targets + drafters
+    assert head["queues"] == [{"name": "pre", "feeds": "target", "cap": 50, "per_worker": True},
+                              {"name": "hs", "feeds": "drafter", "cap": 20}]
+    for k in ("token_budget", "samples", "epochs", "hardware", "target_model", "drafter_model", "sync_every",
+              "hs_bytes_per_token"):
+        assert head[k] is not None, k
+    assert events[-1]["ev"] == "end"
+    for ev in events[1:]:
+        assert isinstance(ev, dict) and ev["ev"] in {"step", "sync", "rates", "end"} and ev["t"] >= 0
+        if ev["ev"] == "step":
+            assert STEP_KEYS <= set(ev) and ev["role"] in ("target", "drafter")
+            assert min(ev["busy"], ev["wait"], ev["blocked"]) >= 0 and ev["tokens"] > 0
+        elif ev["ev"] == "rates":
+            assert set(ev["bps"]) == {"target", "drafter"} and len(ev["q"]["pre"]) == targets
+            assert isinstance(ev["q"]["hs"], int) and 0 <= ev["q"]["hs"] <= 20
+        elif ev["ev"] == "sync":
+            assert ev["workers"] == drafters and ev["dur"] >= 0 and ev["bytes"] > 0
+
+
+def test_cpu_smoke_run_writes_a_valid_log_and_the_loss_falls(tmp_path):
+    out = tmp_path / "run.jsonl"
+    r = _run("--targets", "2", "--drafters", "1", "--device", "cpu", "--steps", "24", "--rates-every", "1",
+             "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    events = _lines(out)
+    _check_schema(events, 2, 1)
+    assert events[-1]["reason"] == "done"
+    steps = [e for e in events if e["ev"] == "step"]
+    drafter = [e for e in steps if e["role"] == "drafter"]
+    assert len(drafter) == 24
+    assert {e["worker"] for e in steps if e["role"] == "target"} == {0, 1}
+    assert sorted(e["batch"] for e in drafter) == list(range(24))       # every batch trained once
+    loss = [e["loss"] for e in sorted(drafter, key=lambda e: e["t"])]
+    assert sum(loss[-6:]) / 6 < 0.8 * sum(loss[:6]) / 6
+    # a worker's steps tile its timeline: t' = t + wait + busy + blocked
+    for role in ("target", "drafter"):
+        ts = sorted((e for e in steps if e["role"] == role and e["worker"] == 0), key=lambda e: e["t"])
+        for a, b in zip(ts, ts[1:]):
+            assert b["t"] == pytest.approx(a["t"] + b["wait"] + b["busy"] + b["blocked"], abs=2e-5)
+    assert any(e["ev"] == "rates" for e in events)
+
+    from advisor.load import load_log
+
+    log = load_log(out)
+    assert dict(log.header.roles) == {"target": 2, "drafter": 1} and len(log.steps) == len(steps)
+
+
+def test_two_drafters_sync_weights(tmp_path):
+    out = tmp_path / "m2.jsonl"
+    r = _run("--targets", "1", "--drafters", "2", "--steps", "16", "--sync-every", "2", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    events = _lines(out)
+    _check_schema(events, 1, 2)
+    assert events[0]["sync_every"] == 2
+    steps = [e for e in events if e["ev"] == "step" and e["role"] == "drafter"]
+    assert len(steps) == 16 and {e["worker"] for e in steps} == {0, 1}
+    syncs = [e for e in events if e["ev"] == "sync"]
+    # each rank syncs after every 2nd of its own steps; rounds end when the slower rank is done
+    per_rank = [sum(1 for e in steps if e["worker"] == w) for w in (0, 1)]
+    assert len(syncs) == max(per_rank) // 2
+    assert all(s["workers"] == 2 and s["role"] == "drafter" and 0 < s["dur"] < 5 for s in syncs)
+    assert len({s["bytes"] for s in syncs}) == 1 and syncs[0]["bytes"] > 1e5   # all drafter weights, fp32
+
+
+def _start_and_wait_for_steps(out: Path, n_steps: int, *args: str):
+    p = subprocess.Popen(_cmd(*args, "--out", str(out)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline and p.poll() is None:
+        if out.exists() and out.read_text().count('"ev":"step"') >= n_steps:
+            break
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()[1]
+    return p
+
+
+@pytest.mark.parametrize("sig,mode", [(signal.SIGINT, "real"), (signal.SIGTERM, "emulate")])
+def test_interrupt_stops_cleanly(tmp_path, sig, mode):
+    out = tmp_path / "int.jsonl"
+    args = ["--targets", "2", "--drafters", "1", "--steps", "100000"]
+    if mode == "emulate":
+        args += ["--emulate", str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.2"]
+    p = _start_and_wait_for_steps(out, 6, *args)
+    workers = _children(p.pid)
+    assert len(workers) >= 3
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    events = _lines(out)
+    assert events[-1]["ev"] == "end" and events[-1]["reason"] == "interrupted"
+    assert all(isinstance(e, dict) for e in events)
+    deadline = time.monotonic() + 5
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)
+
+
+def test_crashing_worker_ends_the_run_with_its_error(tmp_path):
+    out = tmp_path / "crash.jsonl"
+    t0 = time.monotonic()
+    r = _run("--targets", "2", "--drafters", "1", "--steps", "1000", "--out", str(out),
+             env={"DFLASH_TRAIN_CRASH": "drafter:0:2"})
+    assert r.returncode == 1
+    end = _lines(out)[-1]
+    assert end["ev"] == "end" and end["reason"] == "error"
+    assert end["msg"] == "drafter 0: RuntimeError: injected crash (DFLASH_TRAIN_CRASH) in drafter 0 at step 2"
+    assert "injected crash" in r.stderr.splitlines()[-1]
+    assert time.monotonic() - t0 < TIMEOUT_S
+
+
+def test_worker_dying_without_a_word_ends_the_run(tmp_path):
+    out = tmp_path / "died.jsonl"
+    r = _run("--targets", "2", "--drafters", "1", "--steps", "1000", "--out", str(out), "--emulate",
+             str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.1", env={"DFLASH_TRAIN_CRASH": "target:1:3:exit"})
+    assert r.returncode == 1
+    end = _lines(out)[-1]
+    assert end["reason"] == "error" and end["msg"] == "target 1 exited with code 3 before finishing"
+
+
+def test_invalid_setting_exits_2_naming_it(tmp_path):
+    r = _run("--targets", "0", "--out", str(tmp_path / "x.jsonl"))
+    assert r.returncode == 2 and "targets" in r.stderr and not (tmp_path / "x.jsonl").exists()
