@@ -33,7 +33,9 @@ class Observed:
     efficiency: float
     bottleneck: str
     steady_from_s: float
+    steady_to_s: float
     warmup_share: float
+    drain_share: float
     capacities_bps: Mapping[str, float]
     hs_mean_depth: float | None
     hs_full_share: float | None
@@ -107,7 +109,8 @@ def _observed(fit: PipelineFit, gpus: int) -> Observed:
     gpu_caps = [caps[p], caps[c]]
     return Observed(roles={p: n, c: m}, bps=ob.bps, tok_s=ob.tok_s, efficiency=ob.bps / max(gpu_caps),
                     bottleneck=min(caps, key=caps.get), steady_from_s=ob.steady.start_s,
-                    warmup_share=ob.steady.warmup_share, capacities_bps=caps, hs_mean_depth=ob.hs_mean_depth,
+                    steady_to_s=ob.steady.end_s, warmup_share=ob.steady.warmup_share,
+                    drain_share=ob.steady.drain_share, capacities_bps=caps, hs_mean_depth=ob.hs_mean_depth,
                     hs_full_share=ob.hs_full_share)
 
 

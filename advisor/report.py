@@ -58,7 +58,8 @@ def _headline(adv: Advice) -> list[str]:
     lines = [f"run {adv.run}: {adv.gpus} GPUs, observed {ob.roles[p]}-{ob.roles[c]} ({p}-{c})",
              f"observed {ob.bps:.3g} b/s = {_tok(ob.tok_s)} tok/s; capacities from {basis}: {caps}; "
              f"efficiency {ob.efficiency:.0%}; bottleneck: {ob.bottleneck}",
-             f"steady state from t = {ob.steady_from_s:.0f} s ({ob.warmup_share:.0%} of the log dropped as warm-up)"]
+             f"steady window t = {ob.steady_from_s:.0f}-{ob.steady_to_s:.0f} s ({ob.warmup_share:.0%} of the log dropped "
+             f"as warm-up" + (f", {ob.drain_share:.0%} as the final drain)" if ob.drain_share >= 0.005 else ")")]
     if ob.hs_mean_depth is not None:
         cap = adv.fit.hs_cap
         lines.append(f"q_hs: mean depth {ob.hs_mean_depth:.1f}/{cap}, full {ob.hs_full_share:.0%} of the time")

@@ -6,8 +6,9 @@ it into means of 5 (``MSER_BATCH``), and choose the truncation d that minimises
 
     MSER(d) = sum_{i>=d} (Y_i - mean(Y_{d:}))^2 / (n - d)^2,     d <= n / 2,
 
-i.e. the start after which the remaining mean is known most precisely. The steady window is
-[t at d, end]. A minimum in the last ``UNSETTLED_FRACTION`` of the allowed range (close to n/2)
+i.e. the start after which the remaining mean is known most precisely. The same rule on the
+reversed remainder finds a drain at the end (the job's input exhausted, workers stopping), which
+is cut too. The steady window is [t at d, t at the drain]. A minimum in the last ``UNSETTLED_FRACTION`` of the allowed range (close to n/2)
 means the series keeps drifting: the run never settled, and the fit rests on a short, possibly
 still-changing window (a :class:`SteadyStateWarning`). Fewer than ``MIN_STEADY_EVENTS``
 consumer completions in the window is too little to fit: a :class:`LogError`.
@@ -38,6 +39,7 @@ class SteadyWindow:
     settled: bool
     basis: str               # "steps" or "rates"
     n_events: int            # consumer completions (or snapshots) inside the window
+    drain_share: float = 0.0  # share of the run's duration cut at the end (input exhausted)
 
     @property
     def duration_s(self) -> float:
@@ -66,7 +68,7 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
 
 def find_steady(log: RunLog) -> SteadyWindow:
     """The steady window of ``log``; raises LogError when too little data remains to fit."""
-    end_s = log.duration_s
+    log_end_s = end_s = log.duration_s
     consumer = log.header.consumer
     if log.has_steps:
         done = log.steps.loc[log.steps["role"] == consumer, "t"].to_numpy()
@@ -75,8 +77,11 @@ def find_steady(log: RunLog) -> SteadyWindow:
                            f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
         gaps = np.diff(done)
         k, settled = mser_truncation(gaps)
+        # the same rule from the end finds a drain (input exhausted, workers stopping)
+        k_end, _ = mser_truncation(gaps[k:][::-1])
         start_s = float(done[k])
-        n = int(len(done) - 1 - k)
+        end_s = float(done[len(done) - 1 - k_end])
+        n = int(len(done) - 1 - k - k_end)
         basis = "steps"
     else:
         r = log.rates.dropna(subset=["tok_s"]) if "tok_s" in log.rates else log.rates.iloc[0:0]
@@ -101,5 +106,7 @@ def find_steady(log: RunLog) -> SteadyWindow:
         warnings.warn(SteadyStateWarning(
             f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
             f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"), stacklevel=2)
-    return SteadyWindow(start_s=max(start_s, 0.0), end_s=end_s, warmup_share=start_s / end_s if end_s > 0 else 0.0,
-                        settled=settled, basis=basis, n_events=n)
+    return SteadyWindow(start_s=max(start_s, 0.0), end_s=end_s,
+                        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
+                        settled=settled, basis=basis, n_events=n,
+                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)

@@ -106,6 +106,8 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
             h[f"{role}_params"] = p[0]
     if notes:
         h["notes"] = notes
+    h["worker_info"] = [{"role": k[0], "worker": k[1], **{n: v for n, v in i.items() if n != "pid"}}
+                        for k, i in sorted(infos.items())]
     return h
 
 
@@ -196,7 +198,8 @@ class _Run:
             if self.writer is not None:
                 self.writer.write(msg)
         elif kind == "ready":
-            self.infos[(msg["role"], msg["index"])] = {**msg.get("info", {}), "pid": msg["pid"]}
+            self.infos[(msg["role"], msg["index"])] = {**msg.get("info", {}), "device": msg["device"],
+                                                       "pid": msg["pid"]}
         elif kind == "done":
             self.done.add((msg["role"], msg["index"]))
         elif kind == "error":
