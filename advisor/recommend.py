@@ -118,6 +118,23 @@ def _scaling_tie(fit: PipelineFit, r: tuple[int, int], a: tuple[int, int], gpus:
     return 0.5 * (lo + hi), big
 
 
+def _bottleneck_reason(fit: PipelineFit, row: pd.Series, split: tuple[int, int]) -> str:
+    """Why the observed split's bottleneck is what it is, from the independent signals."""
+    p, c = fit.roles
+    cap_p = fit.producer.mu_bps * split[0]
+    cap_c = fit.consumer.mu_bps * split[1] * sync_scaling(fit.consumer, fit.sync, split[1])
+    text = (f"at {_fmt_split(*split)} the {row['bottleneck']} is the bottleneck: {p} capacity {cap_p:.3g} b/s vs "
+            f"{c} {cap_c:.3g} b/s ({'busy time' if fit.source == 'steps' else fit.source})")
+    ob = fit.observed[0]
+    signals = []
+    if ob.hs_mean_depth is not None and fit.hs_cap:
+        signals.append(f"q_hs {ob.hs_mean_depth:.1f}/{fit.hs_cap} on average")
+    pb, cs = fit.producer.blocked_share, fit.consumer.starved_share
+    if math.isfinite(pb) and math.isfinite(cs):
+        signals.append(f"{p}s blocked {pb:.0%} of their time, {c}s starved {cs:.0%}")
+    return text + ("; " + ", ".join(signals) if signals else "") + "."
+
+
 def _pct(x: float) -> str:
     v = round(100 * x, 1)
     return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"   # no "-0.0%"
@@ -138,6 +155,7 @@ def recommend(fit: PipelineFit, splits: pd.DataFrame, gpus: int, *, observed: tu
     gain = 0.0
     choice = best
     if observed is not None and observed in row_of:
+        reasons.append(_bottleneck_reason(fit, df.loc[row_of[observed]], observed))
         io = row_of[observed]
         xo, xb = df.at[io, "bps"], df.at[ib, "bps"]
         gain = xb / xo - 1.0 if xo > 0 else math.inf
@@ -186,6 +204,14 @@ def recommend(fit: PipelineFit, splits: pd.DataFrame, gpus: int, *, observed: tu
                        f"{c}{'s' if runner[1] > 1 else ''} could take {ca_c:.3g} b/s: bound by the "
                        f"{df.at[ia, 'bottleneck']} at {xa:.3g} b/s, {_pct(xa / xr - 1)} against "
                        f"{_fmt_split(*choice)}.")
+        lo_r, hi_a = df.at[row_of[choice], "bps_low"], df.at[ia, "bps_high"]
+        if lo_r > hi_a:
+            reasons.append(f"the choice is stable: {_fmt_split(*choice)}'s 95% interval starts at {lo_r:.3g} b/s, "
+                           f"above the runner-up's upper end {hi_a:.3g}.")
+        else:
+            reasons.append(f"the margin is within the fit's uncertainty: {_fmt_split(*choice)}'s interval starts at "
+                           f"{lo_r:.3g} b/s, below the runner-up's upper end {hi_a:.3g}; a longer log would "
+                           f"settle it.")
         fp = _tie_factor(fit, choice, runner, gpus, "producer")
         fc = _tie_factor(fit, choice, runner, gpus, "consumer")
         thresholds["producer_factor"], thresholds["consumer_factor"] = fp, fc
