@@ -53,7 +53,7 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
     for lg, ob in zip(logs, fit.observed):
         if not lg.has_steps:
             continue
-        st = lg.steps[lg.steps["t"] >= ob.steady.start_s]
+        st = lg.steps[ob.steady.mask(lg.steps["t"])]
         for r in parts:
             parts[r].append(st[st["role"] == r])
     frames = {r: pd.concat(v, ignore_index=True) for r, v in parts.items()}
@@ -63,7 +63,7 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
     for lg, ob in zip(logs, fit.observed):
         m = lg.header.roles[c]
         if m > 1 and len(lg.syncs):
-            d = lg.syncs.loc[lg.syncs["t"] >= ob.steady.start_s, "dur"].to_numpy(float)
+            d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float)
             if len(d):
                 sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
     loader_s: float | np.ndarray = 0.0

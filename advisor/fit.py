@@ -192,7 +192,11 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
             a, b = a_new, b_new
             break
         a, b = a_new, b_new
-    if a < 0 < b:
+    if b < 0:
+        # busy time cannot fall with more tokens: the spread of token counts is too narrow to see
+        # the slope under the noise, so the step time is taken as flat
+        a, b = float(np.average(y, weights=w)), 0.0
+    elif a < 0 < b:
         # a negative fixed cost is an extrapolation artefact (tokens cluster near the budget):
         # refit through the origin, busy proportional to tokens
         b = float((w * x * y).sum() / (w * x * x).sum())
@@ -233,14 +237,14 @@ def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int
 
 def _steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
     s = log.steps
-    return s[s["t"] >= win.start_s]
+    return s[win.mask(s["t"])]
 
 
 def _time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[float | None, float | None]:
     col = f"q_{name}"
     if col not in log.rates or not len(log.rates):
         return None, None
-    r = log.rates[(log.rates["t"] >= win.start_s)].dropna(subset=[col])
+    r = log.rates[win.mask(log.rates["t"])].dropna(subset=[col])
     if not len(r):
         return None, None
     w = r["window"].fillna(1.0).to_numpy() if "window" in r else np.ones(len(r))
@@ -265,7 +269,7 @@ def _observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
         bps = n / max(win.duration_s, 1e-12)
         tok = float(st.loc[st["role"] == consumer, "tokens"].sum()) / max(win.duration_s, 1e-12)
     else:
-        r = log.rates[log.rates["t"] >= win.start_s]
+        r = log.rates[win.mask(log.rates["t"])]
         bps = float(r[f"bps_{consumer}"].mean())
         tok = float(r["tok_s"].mean()) if "tok_s" in r and r["tok_s"].notna().any() else bps * tokens_mean
     return ObservedRun(path=log.path, roles=dict(log.header.roles), bps=bps, tok_s=tok, steady=win, done=done,
@@ -274,7 +278,7 @@ def _observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
 
 def _role_from_rates(role: str, log: RunLog, win: SteadyWindow, producer_side: bool,
                      hs_full_share: float | None) -> RoleFit:
-    r = log.rates[log.rates["t"] >= win.start_s]
+    r = log.rates[win.mask(log.rates["t"])]
     n = log.header.roles[role]
     cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
     lower = False
@@ -301,12 +305,12 @@ def _fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: st
     for lg, w in zip(logs, wins):
         m = lg.header.roles[consumer]
         if m > 1 and len(lg.syncs):
-            d = lg.syncs.loc[lg.syncs["t"] >= w.start_s, "dur"].dropna()
+            d = lg.syncs.loc[w.mask(lg.syncs["t"]), "dur"].dropna()
             if len(d):
                 by_m.setdefault(m, []).extend(d.tolist())
             if not lg.header.sync_every:
                 # infer steps per sync from counts when the header does not say
-                n_steps = int(((lg.steps["role"] == consumer) & (lg.steps["t"] >= w.start_s)).sum())
+                n_steps = int(((lg.steps["role"] == consumer) & w.mask(lg.steps["t"])).sum())
                 if len(d):
                     k = max(k, int(round(n_steps / m / len(d))))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
@@ -387,7 +391,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     else:
         source = "rates"
         lg, w = logs[0], wins[0]
-        r = lg.rates[lg.rates["t"] >= w.start_s]
+        r = lg.rates[w.mask(lg.rates["t"])]
         bps = r[f"bps_{consumer}"].mean()
         tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(head.token_budget or 1)
         tokens_std = float("nan")
@@ -408,6 +412,13 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
                     f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * lg.header.roles[f.role]:.3g} "
                     f"b/s for {lg.header.roles[f.role]} workers): no 'cap_bps' and its completions are throttled "
                     f"by the queue"), stacklevel=2)
+    for lg in logs:
+        phys = lg.header.extra.get("physical_gpus")
+        if isinstance(phys, (int, float)) and 0 < phys < sum(lg.header.roles.values()):
+            warnings.warn(AssumptionWarning(
+                f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step times "
+                f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"),
+                stacklevel=2)
     sync = _fit_sync(logs, wins, consumer)
     loader = _fit_loader(logs, wins, pfit, observed)
     total = None

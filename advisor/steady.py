@@ -45,6 +45,10 @@ class SteadyWindow:
     def duration_s(self) -> float:
         return self.end_s - self.start_s
 
+    def mask(self, t):
+        """Which times (array or Series) fall inside the window."""
+        return (t >= self.start_s) & (t <= self.end_s + 1e-9)
+
 
 def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
     """Index into ``y`` where steady state starts, and whether the series settled."""
