@@ -5,5 +5,5 @@ bucketed batches), models (target backbone, block drafter, loss), compute (one b
 handoff (hidden states across processes), sync (drafter weight averaging), clock (time base),
 loader (prefetch placement), workers (worker processes and step timing), rates (snapshots),
 logwriter (the JSONL writer), progress (terminal line), emulate (service-time emulation),
-run (orchestration), cli (typer command).
+run (orchestration), cli (typer command), bench (solo service times of each role).
 """

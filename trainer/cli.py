@@ -36,7 +36,7 @@ def train(
     samples: Optional[int] = typer.Option(None, "--samples", help="corpus size [cpu 4000, cuda 50000]"),
     epochs: int = typer.Option(1, "--epochs", help="passes over the corpus"),
     model: Optional[str] = typer.Option(None, "--model", help="model preset: tiny, 234m, 1b [cpu tiny, cuda 1b]"),
-    lr: float = typer.Option(1e-3, "--lr", help="AdamW learning rate of the drafter"),
+    lr: Optional[float] = typer.Option(None, "--lr", help="AdamW learning rate of the drafter [cpu 1e-3, cuda 3e-4]"),
     handoff: str = typer.Option("auto", "--handoff", help="hidden-state handoff: auto (shared memory / CUDA "
                                 "IPC) or host (through shared host memory)"),
     run_name: Optional[str] = typer.Option(None, "--run-name", help="the header's run name"),

@@ -8,7 +8,8 @@ as ``xfer``.
 
 Drafter: import the hidden states (``xfer``), drafter forward under bf16 autocast on CUDA,
 teacher logits = frozen lm_head at the anchor blocks (no grad), soft-KL, backward, AdamW step,
-``loss.item()`` (which synchronises). Parameters stay fp32 (AdamW on bf16 weights would stall).
+``loss.item()`` (which synchronises). Parameters stay fp32 (AdamW on bf16 weights would stall);
+the global gradient norm is clipped at ``grad_clip`` (1.0).
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ class TargetCompute:
 
 
 class DrafterCompute:
-    def __init__(self, cfg: TrainConfig, device: torch.device, rank: int):
+    def __init__(self, cfg: TrainConfig, device: torch.device):
         self.cfg = cfg
         self.device = device
         tspec, dspec = cfg.preset.target, cfg.preset.drafter
@@ -98,6 +99,7 @@ class DrafterCompute:
         del hs   # releases the producer's shared buffers as early as possible
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.opt.step()
         loss_v = float(loss.item())
         device_sync(self.device)

@@ -69,21 +69,23 @@ class Stopped(Exception):
 
 def _get(q, stop) -> Any:
     while True:
+        if stop.is_set():    # checked first: a full queue must not keep a stopping worker busy
+            raise Stopped
         try:
             return q.get(timeout=0.1)
         except queue.Empty:
-            if stop.is_set():
-                raise Stopped from None
+            continue
 
 
 def _put(q, item, stop) -> None:
     while True:
+        if stop.is_set():
+            raise Stopped
         try:
             q.put(item, timeout=0.1)
             return
         except queue.Full:
-            if stop.is_set():
-                raise Stopped from None
+            continue
 
 
 def _maybe_crash(crash: str | None, role: str, index: int, step: int) -> None:
@@ -136,7 +138,7 @@ def _compute(spec: WorkerSpec, device):
 
     if spec.role == "target":
         return TargetCompute(spec.cfg, device)
-    return DrafterCompute(spec.cfg, device, spec.index)
+    return DrafterCompute(spec.cfg, device)
 
 
 def _ready(spec: WorkerSpec, ch: Channels, device, compute) -> RunClock:
