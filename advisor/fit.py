@@ -265,9 +265,11 @@ def _observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
         eta = float(last["eta_s"]) if "eta_s" in last and pd.notna(last["eta_s"]) else None
     if log.has_steps:
         st = _steady_steps(log, win)
-        n = int((st["role"] == consumer).sum())
+        # the window opens at a consumer completion: count completions after it, not at it
+        n = int(((st["role"] == consumer) & (st["t"] > win.start_s)).sum())
         bps = n / max(win.duration_s, 1e-12)
-        tok = float(st.loc[st["role"] == consumer, "tokens"].sum()) / max(win.duration_s, 1e-12)
+        tok = float(st.loc[(st["role"] == consumer) & (st["t"] > win.start_s), "tokens"].sum()) / max(
+            win.duration_s, 1e-12)
     else:
         r = log.rates[win.mask(log.rates["t"])]
         bps = float(r[f"bps_{consumer}"].mean())
