@@ -52,6 +52,7 @@ HUBER_K = 1.345
 DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical (MODELLING.md)
 INPUT_STARVED_SHARE = 0.05
 PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
+SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as the same budget
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class PipelineFit:
     observed: tuple[ObservedRun, ...]
     hs_bytes_per_token: float | None
     total_batches: float | None  # the whole job, when samples x epochs are known
+    tokens_range: tuple[float, float] = (0.0, 0.0)   # batch sizes the step-time line was fitted on
 
     @property
     def roles(self) -> tuple[str, str]:
@@ -220,10 +222,13 @@ def _batch_means_interval(series: np.ndarray) -> tuple[float, float]:
     return m - half, m + half
 
 
-def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int) -> RoleFit:
+def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int,
+                     line_steps: pd.DataFrame | None = None) -> RoleFit:
+    """Rates, variability and shares from ``steps``; the step-time line from ``line_steps``
+    (all logs, so that logs at other token budgets pin the slope down)."""
     busy = steps["busy"].to_numpy()
-    tokens = steps["tokens"].to_numpy(dtype=float)
-    t0, c, r2 = huber_line(tokens, busy)
+    ls = steps if line_steps is None else line_steps
+    t0, c, r2 = huber_line(ls["tokens"].to_numpy(dtype=float), ls["busy"].to_numpy())
     mean = float(busy.mean())
     lo_busy, hi_busy = _batch_means_interval(busy)
     denom = max(wall_s * workers, 1e-12)
@@ -372,23 +377,36 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     pre = head.queue_feeding(producer)
     if with_steps:
         source = "steps"
+        steady = {i: _steady_steps(logs[i], wins[i]) for i in with_steps}
+        per_log_tokens = {i: float(st.loc[st["role"] == consumer, "tokens"].mean()) for i, st in steady.items()}
+        first = with_steps[0]
+        # logs at another token budget inform the step-time line only; rates and variability
+        # come from the logs whose batches match the observed run's
+        same = [i for i in with_steps
+                if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_BUDGET_TOL]
         parts = {producer: [], consumer: []}
+        line_parts = {producer: [], consumer: []}
         walls = {producer: 0.0, consumer: 0.0}
         for i in with_steps:
-            st = _steady_steps(logs[i], wins[i])
+            st = steady[i]
             for r in (producer, consumer):
-                parts[r].append(st[st["role"] == r])
-                walls[r] += wins[i].duration_s * logs[i].header.roles[r]
+                line_parts[r].append(st[st["role"] == r])
+                if i in same:
+                    parts[r].append(st[st["role"] == r])
+                    walls[r] += wins[i].duration_s * logs[i].header.roles[r]
         frames = {r: pd.concat(parts[r], ignore_index=True) for r in parts}
+        line_frames = {r: pd.concat(line_parts[r], ignore_index=True) for r in line_parts}
         for r, f in frames.items():
             if len(f) < 3:
-                raise LogError(logs[with_steps[0]].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
-        pfit = _role_from_steps(producer, frames[producer], walls[producer], 1)
-        cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1)
+                raise LogError(logs[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
+        pfit = _role_from_steps(producer, frames[producer], walls[producer], 1, line_frames[producer])
+        cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1, line_frames[consumer])
         cons = frames[consumer]
         tokens_mean = float(cons["tokens"].mean())
         tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
         seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
+        all_tok = line_frames[consumer]["tokens"].to_numpy(float)
+        tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
         observed = tuple(_observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
     else:
         source = "rates"
@@ -398,6 +416,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(head.token_budget or 1)
         tokens_std = float("nan")
         seqs_mean = None
+        tokens_range = (tokens_mean, tokens_mean)
         observed = tuple(_observe(g, ww, tokens_mean) for g, ww in zip(logs, wins))
         full = observed[0].hs_full_share
         pfit = _role_from_rates(producer, lg, w, True, full)
@@ -429,6 +448,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     return PipelineFit(producer=pfit, consumer=cfit, sync=sync, loader=loader,
                        hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
                        tokens_mean=tokens_mean, tokens_std=tokens_std, seqs_mean=seqs_mean, source=source,
+                       tokens_range=tokens_range,
                        observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total)
 
 
@@ -474,4 +494,5 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, 
                        pre_mean_depth=None)
     return PipelineFit(producer=fits[0], consumer=fits[1], sync=sync, loader=loader, hs_cap=hs_cap, pre_cap=pre_cap,
                        tokens_mean=tokens_per_batch, tokens_std=float("nan"), seqs_mean=None, source="numbers",
+                       tokens_range=(tokens_per_batch, tokens_per_batch),
                        observed=(ob,), hs_bytes_per_token=None, total_batches=None)

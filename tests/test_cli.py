@@ -137,3 +137,10 @@ def test_plot_unsupported_format_exit_2(reference, tmp_path):
 def test_follow_gives_up_on_missing_file(tmp_path):
     r = invoke(tmp_path / "never.jsonl", "--follow", "--interval", "0.1", "--max-wait", "0.3")
     assert r.exit_code == 2
+
+
+def test_token_budget_outside_logged_range_is_a_caveat(reference):
+    j = json.loads(invoke(reference, "--json", "--token-budget", "8192").stdout)
+    assert any("extrapolated" in w for w in j["warnings"])
+    j = json.loads(invoke(reference, "--json", "--token-budget", "32000").stdout)
+    assert not any("extrapolated" in w for w in j["warnings"])
