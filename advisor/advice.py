@@ -141,8 +141,6 @@ def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_
         ob_split = (roles[p], roles[c])
     with warnings.catch_warnings(record=True) as more:
         warnings.simplefilter("always")
-        if fit.producer.lower_bound or fit.consumer.lower_bound:
-            pass
         if max(ob_split[1], 1) == 1 and not fit.sync.measured and fit.sync.sync_every > 0:
             warnings.warn(AssumptionWarning(
                 f"only {ob_split[1]} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Mapping, Sequence
 
@@ -422,8 +422,8 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         pfit = _role_from_rates(producer, lg, w, True, full)
         cfit = _role_from_rates(consumer, lg, w, False, full)
         # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
-        pfit = _replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
-        cfit = _replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
+        pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
+        cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
         warnings.warn(AssumptionWarning(
             f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
             f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=2)
@@ -450,11 +450,6 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
                        tokens_mean=tokens_mean, tokens_std=tokens_std, seqs_mean=seqs_mean, source=source,
                        tokens_range=tokens_range,
                        observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total)
-
-
-def _replace(obj, **kw):
-    from dataclasses import replace
-    return replace(obj, **kw)
 
 
 def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = 20,
