@@ -82,6 +82,8 @@ class Advice:
                            "efficiency": num(r["efficiency"]), "gpu_util": num(r["gpu_util"]),
                            "bottleneck": r["bottleneck"], "eta_s": num(r["eta_s"], 0),
                            "bound_bps": num(r["bound_bps"]), "observed": bool(r["observed"]),
+                           f"{p}_blocked": num(r["producer_blocked"]), f"{c}_starved": num(r["consumer_starved"]),
+                           "hs_mean_depth": num(r["hs_mean_depth"], 2),
                            **({"bps_exact": num(r["bps_exact"])} if "bps_exact" in r else {})})
         rec = self.recommendation
         return {

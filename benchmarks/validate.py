@@ -139,8 +139,9 @@ MISS_NOTES = {
         "The log shows one drafter count, so how the all-reduce scales with M cannot be measured. The "
         "advisor assumes a ring all-reduce, whose bandwidth term scales as (M-1)/M. Here the true cost is "
         "flat in M, so the advisor under-estimates the sync cost at smaller M and over-predicts the "
-        "drafter-bound splits with fewer drafters. Logs at two drafter counts would resolve it. With "
-        "one count, the advice should state this sensitivity."),
+        "drafter-bound splits with fewer drafters. The advice says so in a caveat (sync cost measured at "
+        "one drafter count, its scaling assumed); given a second log at another drafter count the fit "
+        "measures the scaling, and the miss goes away (sync-k1-flat-2logs)."),
     "sync-k2-hs2": (
         "Every barrier plus all-reduce stops all drafters at once, and with q_hs 2 the targets block "
         "during each pause. The chain model sees only the drafters' step-time variability, not these "
