@@ -84,7 +84,8 @@ class Advice:
                            "bound_bps": num(r["bound_bps"]), "observed": bool(r["observed"]),
                            f"{p}_blocked": num(r["producer_blocked"]), f"{c}_starved": num(r["consumer_starved"]),
                            "hs_mean_depth": num(r["hs_mean_depth"], 2),
-                           **({"bps_exact": num(r["bps_exact"])} if "bps_exact" in r else {})})
+                           **({"bps_exact": num(r["bps_exact"])} if "bps_exact" in r else {}),
+                           **({"method": r["method"]} if "method" in r else {})})
         rec = self.recommendation
         return {
             "schema": SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
@@ -148,9 +149,9 @@ def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_
                 f"only {ob_split[1]} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
                 f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
         splits = project(fit, gpus, hs_cap=hs_cap, tokens_per_batch=tokens)
-        if fit.sync.sync_every > 0 and fit.source == "steps" and tokens is None:
-            from .exact import refine_synchronised
-            splits = refine_synchronised(fit, tuple(logs), splits, hs_cap=hs_cap)
+        if fit.source == "steps" and tokens is None:
+            from .exact import refine_weak_spots
+            splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=hs_cap)
         if exact and fit.source == "steps" and tokens is None:
             from .exact import simulate_splits
             splits = simulate_splits(fit, tuple(logs), splits, hs_cap=hs_cap)

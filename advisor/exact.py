@@ -29,6 +29,8 @@ from .simulate import simulate
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
 REFINE_WITHIN = 0.08
+SHALLOW_QUEUE = 2         # q_hs this shallow ...
+SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
 
 
@@ -93,24 +95,33 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
     return df
 
 
-def refine_synchronised(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
+def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
                         hs_cap: int | None = None) -> pd.DataFrame:
-    """Replace the analytic ``bps`` of decision-relevant splits whose drafters sync by simulation.
+    """Replace the analytic ``bps`` of decision-relevant splits where the chain is weak by simulation.
 
-    The chain model sees a sync round only as a lower drafter rate; the barrier and all-reduce
-    stop all drafters at once, so with a shallow q_hs the targets block during every pause
-    (validation: up to 4% over-prediction). Splits with M > 1 syncing drafters whose analytic
+    Two weak spots (found by benchmarks/validate.py): (1) the chain model sees a sync round only
+    as a lower drafter rate; the barrier and all-reduce stop all drafters at once, so with a
+    shallow q_hs the targets block during every pause (up to 4% over-prediction); (2) nearly
+    deterministic steps through a one- or two-slot q_hs fall into lockstep (2.7%). Splits with M > 1 syncing drafters whose analytic
     rate is within ``REFINE_WITHIN`` of the best are simulated exactly (``REFINE_BATCHES``
     batches, this module's resampling) and their ``bps`` (and interval, shifted alike) replaced;
     ``method`` says which rows. Others keep the analytic value: they do not decide the verdict.
+    (1) applies to splits with M > 1 syncing drafters, (2) to every split, both only within
+    ``REFINE_WITHIN`` of the best.
     """
     p, c = fit.roles
     df = splits.copy()
     df["method"] = "analytic"
-    if fit.source != "steps" or fit.sync.sync_every <= 0:
+    b = fit.hs_cap if hs_cap is None else hs_cap
+    syncing = fit.sync.sync_every > 0
+    # near-deterministic steps through a one- or two-slot queue fall into lockstep, which the
+    # effective-buffer correction (built for random service) misses
+    lockstep = b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
+    if fit.source != "steps" or not (syncing or lockstep):
         return df
     best = df["bps"].max()
-    cand = np.flatnonzero((df[f"n_{c}"].to_numpy() > 1) & (df["bps"].to_numpy() >= (1 - REFINE_WITHIN) * best))
+    near = df["bps"].to_numpy() >= (1 - REFINE_WITHIN) * best
+    cand = np.flatnonzero(near & ((df[f"n_{c}"].to_numpy() > 1) | lockstep))
     if not len(cand):
         return df
     sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap, rows=cand)["bps_exact"].to_numpy()

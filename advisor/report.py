@@ -39,7 +39,8 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     rows = []
     for _, r in adv.splits.iterrows():
         n, m = int(r[f"n_{p}"]), int(r[f"n_{c}"])
-        mark = (">" if (n, m) == (rec[p], rec[c]) else " ") + ("*" if r["observed"] else " ")
+        mark = ((">" if (n, m) == (rec[p], rec[c]) else " ") + ("*" if r["observed"] else " ")
+                + ("s" if r.get("method") == "exact" else ""))
         rows.append([mark, f"{n}-{m}", _num(r["bps"], ".3f"), f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}",
                      _tok(r["tok_s"]), _num(r["bound_bps"], ".3f"), _num(100 * r["efficiency"], ".0f") + "%",
                      _num(100 * r["gpu_util"], ".0f") + "%", r["bottleneck"], _dur(r["eta_s"])]
@@ -94,7 +95,10 @@ def render_text(adv: Advice) -> str:
     fmt = "  ".join("{:<%d}" % w if i in (0, 1, 8) else "{:>%d}" % w for i, w in enumerate(widths))
     lines = _headline(adv) + ["", fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
-    lines += ["  (> recommended, * observed; bound = naive min-capacity bound)", ""]
+    legend = "> recommended, * observed; bound = naive min-capacity bound"
+    if "method" in adv.splits and (adv.splits["method"] == "exact").any():
+        legend += "; s = b/s from exact simulation of the log's step times"
+    lines += [f"  ({legend})", ""]
     lines += _reasoning(adv)
     if adv.warnings:
         lines += ["", "Caveats:"] + [f"- {w}" for w in adv.warnings]
@@ -111,7 +115,7 @@ def render_markdown(adv: Advice) -> str:
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")
     lines.append("|" + "|".join("---" if i in (0, 1, 8) else "---:" for i in range(len(head))) + "|")
     for r in rows:
-        mark = {">*": "**rec, obs**", "> ": "**rec**", " *": "obs"}.get(r[0], "")
+        mark = {">*": "**rec, obs**", "> ": "**rec**", " *": "obs"}.get(r[0][:2], "") + (" (sim)" if r[0][2:] else "")
         cells = [mark, *r[1:]]
         if r[0].startswith(">"):
             cells[1] = f"**{cells[1]}**"

@@ -30,3 +30,18 @@ def test_exact_on_rates_only_is_skipped_with_caveat(reference_rates):
     adv = advise(reference_rates, exact=True)
     assert "bps_exact" not in adv.splits
     assert any("--exact needs step events" in w for w in adv.warnings)
+
+
+def test_lockstep_smooth_one_slot_queue_is_refined(tmp_path):
+    # nearly constant steps through a one-slot q_hs: the analytic path overshoots the balanced
+    # split, so decision-relevant splits are simulated (method "exact") and land below the bound
+    s = Scenario(name="lock", n_target=4, n_drafter=4, target=ServiceModel(0.0, 400e-6, 0.05),
+                 drafter=ServiceModel(0.0, 240e-6, 0.05), tokens=TokenModel(8192, 5000, 0.05, 500),
+                 hs_cap=1, pre_cap=4, n_batches=4000, seed=4)
+    write_log(tmp_path / "l.jsonl", s)
+    adv = advise(tmp_path / "l.jsonl")
+    df = adv.splits
+    refined = df[df["method"] == "exact"]
+    assert len(refined) >= 1
+    assert (refined["bps"] < refined["bound_bps"]).all()
+    assert (df.loc[df["method"] == "analytic", "bps"] < (1 - 0.08) * df["bps"].max() + 1e-9).all()
