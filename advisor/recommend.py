@@ -36,6 +36,7 @@ SWITCH_MIN_GAIN = 0.02
 QUEUE_GAIN_WORTH = 0.01
 ROBUST_RANGE = (0.25, 4.0)
 DEFAULT_RESTART_COST_H = 1.0
+LOADER_TIE = 0.01               # splits this close to the loader's cap count as reaching it
 LEVER_MIN_SCALING = 0.95       # below this per-rank scaling, advise the sync levers
 
 
@@ -123,8 +124,10 @@ def _bottleneck_reason(fit: PipelineFit, row: pd.Series, split: tuple[int, int])
     p, c = fit.roles
     cap_p = fit.producer.mu_bps * split[0]
     cap_c = fit.consumer.mu_bps * split[1] * sync_scaling(fit.consumer, fit.sync, split[1])
+    loader = (f", loader {fit.loader.capacity_bps:.3g} b/s" if fit.loader.input_bound and fit.loader.capacity_bps
+              else "")
     text = (f"at {_fmt_split(*split)} the {row['bottleneck']} is the bottleneck: {p} capacity {cap_p:.3g} b/s vs "
-            f"{c} {cap_c:.3g} b/s ({'busy time' if fit.source == 'steps' else fit.source})")
+            f"{c} {cap_c:.3g} b/s{loader} ({'busy time' if fit.source == 'steps' else fit.source})")
     ob = fit.observed[0]
     signals = []
     if ob.hs_mean_depth is not None and fit.hs_cap:
@@ -156,6 +159,15 @@ def recommend(fit: PipelineFit, splits: pd.DataFrame, gpus: int, *, observed: tu
     choice = best
     if observed is not None and observed in row_of:
         reasons.append(_bottleneck_reason(fit, df.loc[row_of[observed]], observed))
+    if fit.loader.input_bound and fit.loader.capacity_bps:
+        cap_l = fit.loader.capacity_bps
+        at_cap = [_fmt_split(int(a), int(b)) for a, b, x in zip(df[n_col], df[m_col], df["bps"])
+                  if x >= (1 - LOADER_TIE) * cap_l]
+        reasons.append(f"the loader caps the pipeline at {cap_l:.4g} b/s ({p}s starved "
+                       f"{fit.loader.producer_starved_share:.0%} of their time with empty prefetch queues): no split "
+                       f"beats it ({', '.join(at_cap)} all reach it within {LOADER_TIE:.0%}); fix the input "
+                       f"(more loader workers, pre-tokenized data) rather than the split.")
+    if observed is not None and observed in row_of:
         io = row_of[observed]
         xo, xb = df.at[io, "bps"], df.at[ib, "bps"]
         gain = xb / xo - 1.0 if xo > 0 else math.inf
@@ -206,11 +218,11 @@ def recommend(fit: PipelineFit, splits: pd.DataFrame, gpus: int, *, observed: tu
                        f"{_fmt_split(*choice)}.")
         lo_r, hi_a = df.at[row_of[choice], "bps_low"], df.at[ia, "bps_high"]
         if lo_r > hi_a:
-            reasons.append(f"the choice is stable: {_fmt_split(*choice)}'s 95% interval starts at {lo_r:.3g} b/s, "
-                           f"above the runner-up's upper end {hi_a:.3g}.")
+            reasons.append(f"the choice is stable: {_fmt_split(*choice)}'s 95% interval starts at {lo_r:.4g} b/s, "
+                           f"above the runner-up's upper end {hi_a:.4g}.")
         else:
             reasons.append(f"the margin is within the fit's uncertainty: {_fmt_split(*choice)}'s interval starts at "
-                           f"{lo_r:.3g} b/s, below the runner-up's upper end {hi_a:.3g}; a longer log would "
+                           f"{lo_r:.4g} b/s, below the runner-up's upper end {hi_a:.4g}; a longer log would "
                            f"settle it.")
         fp = _tie_factor(fit, choice, runner, gpus, "producer")
         fc = _tie_factor(fit, choice, runner, gpus, "consumer")

@@ -82,10 +82,6 @@ def _reasoning(adv: Advice) -> list[str]:
     out += [f"- {h}" for h in rec.holds_unless]
     for q in adv.queues.values():
         out.append(f"Queue: {q.advice}")
-    if adv.fit.loader.input_bound:
-        out.append(f"Input: the loader caps the pipeline at {adv.fit.loader.capacity_bps:.3g} b/s "
-                   f"({p}s starved {adv.fit.loader.producer_starved_share:.0%} of the time with empty prefetch "
-                   f"queues): no split beats it; add loader workers or pre-tokenize.")
     return out
 
 

@@ -72,3 +72,17 @@ def test_two_drafters_sensitivity_flips_with_scaling():
     assert adv.recommendation.roles == {"target": 6, "drafter": 2}
     assert adv.recommendation.thresholds.get("consumer_scaling_7-1") is not None
     assert any("of a lone drafter's rate" in h for h in adv.recommendation.holds_unless)
+
+
+def test_loader_bound_advice_names_the_input(tmp_path):
+    tm = TokenModel(8192, 6000, 0.1, 600)
+    s = Scenario(name="lb", n_target=5, n_drafter=3, target=ServiceModel(0.0, 500e-6, 0.05),
+                 drafter=ServiceModel(0.0, 250e-6, 0.05), loader=ServiceModel(0.0, 1 / 1.2 / 6000, 0.3),
+                 tokens=tm, hs_cap=8, pre_cap=8, n_batches=3000, seed=9)
+    write_log(tmp_path / "lb.jsonl", s)
+    adv = advise(tmp_path / "lb.jsonl")
+    assert adv.observed.bottleneck == "loader"
+    assert adv.fit.loader.input_bound
+    assert adv.fit.loader.capacity_bps == pytest.approx(1.2, rel=0.05)
+    assert any("loader caps the pipeline" in r for r in adv.recommendation.reasons)
+    assert (adv.splits["bps"] <= 1.2 * 1.05).all()          # no split beats the loader
