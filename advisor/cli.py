@@ -58,9 +58,17 @@ def _format(as_json: bool, as_markdown: bool) -> str:
     return "json" if as_json else "markdown" if as_markdown else "text"
 
 
+BIG_INPUT_BYTES = 20 << 20   # above this, say on a terminal what is being read
+
+
 def _advise_or_die(logs: list[Path], **kw):
     from .advice import advise
     from .schema import LogError
+    size = sum(p.stat().st_size for p in logs if p.is_file())
+    status = sys.stderr.isatty() and size > BIG_INPUT_BYTES
+    if status:
+        typer.echo(f"reading {size / 2**20:.0f} MiB of logs ({len(logs)} file{'s' if len(logs) > 1 else ''})...",
+                   err=True, nl=False)
     try:
         return advise(logs, **kw)
     except LogError as e:
@@ -69,6 +77,9 @@ def _advise_or_die(logs: list[Path], **kw):
         _die(f"--roles: {e.args[0]}")
     except ValueError as e:
         _die(str(e))
+    finally:
+        if status:
+            typer.echo("\r\x1b[K", err=True, nl=False)   # erase the status line
 
 
 @app.command("advise")
