@@ -168,6 +168,21 @@ def _step_event(spec, clock, t_free, item, busy_s, wait_wall, blocked_wall, loss
     return ev
 
 
+def _take(in_q, ch: Channels, spec: WorkerSpec, n: int, t_free: float, emulated: bool):
+    """A worker's next input: (item, when its service starts, seconds starved before it, whether
+    the queue already held it). Emulated workers whose queue held an item did not starve: the get
+    is this process's own overhead, so service starts when the get began."""
+    nonempty = emulated and in_q.qsize() > 0
+    t_a = time.monotonic()
+    item = _get(in_q, ch.stop)
+    t_b = time.monotonic()
+    if is_end(item):
+        return item, t_b, 0.0, nonempty
+    _maybe_crash(spec.cfg.crash, spec.role, spec.index, n)
+    start = t_a if nonempty else t_b
+    return item, start, (0.0 if nonempty else t_b - t_free), nonempty
+
+
 def _serve_target(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> None:
     cfg = spec.cfg
     in_q, out_q = ch.pre[spec.index], ch.hs
@@ -176,15 +191,9 @@ def _serve_target(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> N
     n = 0
     t_free = time.monotonic()
     while True:
-        nonempty = emulated and in_q.qsize() > 0
-        t_a = time.monotonic()
-        item = _get(in_q, ch.stop)
-        t_b = time.monotonic()
+        item, start, wait, nonempty = _take(in_q, ch, spec, n, t_free, emulated)
         if is_end(item):
             break
-        _maybe_crash(cfg.crash, spec.role, spec.index, n)
-        start = t_a if nonempty else t_b
-        wait = 0.0 if nonempty else t_b - t_free
         if emulated:
             s = compute.service_s(item)
             sleep_until(pacer.deadline(start, s))
@@ -234,15 +243,9 @@ def _serve_drafter(spec: WorkerSpec, ch: Channels, compute, clock: RunClock, dev
     t_free = time.monotonic()
     synced = False
     while True:
-        nonempty = emulated and in_q.qsize() > 0
-        t_a = time.monotonic()
-        msg = _get(in_q, ch.stop)
-        t_b = time.monotonic()
+        msg, start, wait, nonempty = _take(in_q, ch, spec, n, t_free, emulated)
         if is_end(msg):
             break
-        _maybe_crash(cfg.crash, spec.role, spec.index, n)
-        start = t_a if nonempty else t_b
-        wait = 0.0 if nonempty else t_b - t_free
         if emulated:
             s = compute.service_s(msg)
             sleep_until(pacer.deadline(start, s))
