@@ -342,7 +342,7 @@ def _fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: st
 
 def _fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: RoleFit,
                 observed: Sequence[ObservedRun]) -> LoaderFit:
-    lg, w, ob = logs[0], wins[0], observed[0]
+    lg, w, _ob = logs[0], wins[0], observed[0]
     pre = lg.header.queue_feeding(lg.header.producer)
     depth = _time_weighted_queue(lg, w, pre.name)[0] if pre else None
     starved = producer.starved_share

@@ -9,7 +9,6 @@ The baseline is the least a Python reader does: ``json.loads`` per line into a l
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys

@@ -9,7 +9,7 @@ import pytest
 
 from advisor.load import load_log
 from advisor.schema import LogError, LogWarning
-from conftest import HEADER, good_lines, step
+from conftest import HEADER, good_lines
 
 
 def test_good_log_frames(write_log):
