@@ -134,9 +134,8 @@ def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_
         if not (1 - TOKEN_RANGE_SLACK) * lo <= tokens <= (1 + TOKEN_RANGE_SLACK) * hi:
             extra.append(
                 f"--token-budget {token_budget}: batches of ~{tokens:.0f} tokens lie outside the logged "
-                f"{lo:.0f}-{hi:.0f}, so the step-time line is extrapolated (BENCHMARKS.md: on an H200, from one log, "
-                f"it erred by -17% and +38% at half and double the budget); a short log at the new budget, given "
-                f"with the others, pins it down")
+                f"{lo:.0f}-{hi:.0f}, so the step-time line is extrapolated (BENCHMARKS.md section 6 measures how "
+                f"far off that can be); a short log at the new budget, given with the others, pins it down")
     p, c = fit.roles
     observed = _observed(fit, gpus)
     ob_split = (observed.roles[p], observed.roles[c])

@@ -37,7 +37,6 @@ MAX_LINE_BYTES = 1 << 20  # a longer line is corruption, not a log event
 CHUNK_BYTES = 8 << 20
 
 STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
-SYNC_COLUMNS = ("t", "role", "workers", "dur", "bytes")
 _NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
             "workers", "dur", "bytes", "window", "tok_s", "eta_s", "done")
 
@@ -122,10 +121,6 @@ def _line_numbers(data: bytes, rows: np.ndarray) -> np.ndarray:
     ends = np.concatenate((nl, [len(arr)]))
     nonblank = np.flatnonzero(ends > starts)
     return nonblank[rows] + 1
-
-
-def _split_lines(data: bytes) -> list[bytes]:
-    return data.split(b"\n")
 
 
 def _decode_line(raw: bytes, path: str, line: int) -> Any:
@@ -434,7 +429,7 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> RunLo
             validate_event(_decode_line(body.split(b"\n")[line - 1], spath, lineno), header, spath, lineno)
             raise LogError(spath, lineno, "violates schema v1")
     else:
-        parsed = _slow_parse(_split_lines(body), first_body_line, header, spath)
+        parsed = _slow_parse(body.split(b"\n"), first_body_line, header, spath)
     n_known = len(KNOWN_EVENTS)
     unknown: dict[str, int] = {}
     if (parsed.ev >= n_known).any():

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from .fit import PipelineFit
@@ -76,7 +75,3 @@ def project(fit: PipelineFit, gpus: int, *, hs_cap: int | None = None, tokens_pe
     df["bottleneck"] = df["bottleneck"].astype(str)
     return df
 
-
-def best_split(df: pd.DataFrame) -> int:
-    """Row index of the highest projected throughput (ties: fewer producers... i.e. first listed)."""
-    return int(np.argmax(df["bps"].to_numpy()))

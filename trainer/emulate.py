@@ -73,6 +73,8 @@ def fit_service(role: str, tokens: np.ndarray, busy: np.ndarray) -> ServiceFit:
     if len(busy) == 0:
         raise ValueError(f"the source log has no steady '{role}' step events to fit")
     if len(busy) >= 3 and np.ptp(tokens) > 0:
+        # least squares, not the advisor's robust line: resampled residuals must average to zero
+        # so that the emulated mean service time is the source's
         c, t0 = np.polyfit(tokens, busy, 1)
     else:
         c, t0 = 0.0, float(busy.mean())
@@ -108,12 +110,13 @@ class EmulationProfile:
 def steady_start_s(log) -> float:
     """Start of the source's steady state (advisor's warm-up rule, else a fixed share)."""
     try:
+        from advisor.schema import LogError
         from advisor.steady import find_steady
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return float(find_steady(log).start_s)
-    except Exception:   # too short for the advisor's rule, or an advisor without steady detection
+    except LogError:   # too short for the advisor's rule
         return STEADY_FALLBACK_SHARE * float(log.duration_s)
 
 
