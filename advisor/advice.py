@@ -1,32 +1,36 @@
 """The one public entry: logs (or bare numbers) in, an :class:`Advice` out.
 
-``advise(paths)`` runs load -> steady -> fit -> project -> recommend and collects every typed
-warning raised on the way as a caveat. The CLI, the notebooks and the plots all call it.
+``advise(paths)`` runs load -> steady -> fit -> settings -> project -> reconcile -> evidence ->
+decide, and collects every typed warning raised on the way as a caveat. The CLI, the notebooks
+and the plots all call it. The options are resolved once into a `~advisor.settings.Settings`
+that every stage receives; the verdict is a `~advisor.decide.Decision` (data) whose wording
+`advisor.report` writes from the same table the report prints.
 """
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .fit import PipelineFit, fit_from_numbers, fit_pipeline, sync_scaling
+from .decide import Decision, decide
+from .evidence import Evidence, gather
+from .fit import PipelineFit, fit_from_numbers, fit_pipeline
 from .load import RunLog, load_logs
-from .project import project
-from .recommend import DEFAULT_RESTART_COST_H, QueueAdvice, Recommendation, queue_advice, recommend
-from .schema import SCHEMA_VERSION, AdvisorWarning, AssumptionWarning
+from .project import Reconciliation, project, reconcile, split_capacities, split_label
+from .schema import SCHEMA_VERSION, AdvisorWarning, AssumptionWarning, SteadyStateWarning
+from .settings import DEFAULT_RESTART_COST_H, Settings, build_settings
 
-MIN_GPUS = 2
 EXACT_GAP_WARN_PCT = 3.0
-TOKEN_RANGE_SLACK = 0.10
 
 
 @dataclass(frozen=True)
 class Observed:
-    """The split the (first) log ran, as measured."""
+    """The split the (first) log ran, as measured; capacities from the same function as the table."""
 
     roles: Mapping[str, int]
     bps: float
@@ -40,151 +44,231 @@ class Observed:
     capacities_bps: Mapping[str, float]
     hs_mean_depth: float | None
     hs_full_share: float | None
+    producer_blocked: float | None = None     # measured shares of wall time (step logs)
+    consumer_starved: float | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The decision in words (for readers of the JSON's ``recommendation`` and old code)."""
+
+    roles: Mapping[str, int]
+    verdict: str
+    reasons: tuple[str, ...]
+    holds_unless: tuple[str, ...]
+    gain_pct: float
 
 
 @dataclass(frozen=True)
 class Advice:
+    """Advice for one job: ``splits`` (DataFrame indexed by "N-M", columns in `advisor.project`),
+    ``decision`` (the verdict as data), ``recommendation`` (the same in words), ``observed``,
+    ``settings`` and the caveats in ``warnings``. ``to_json()`` is the ``--json`` document."""
+
     run: str
     gpus: int
     fit: PipelineFit
     splits: pd.DataFrame
     observed: Observed
-    recommendation: Recommendation
-    queues: Mapping[str, QueueAdvice]
+    decision: Decision
+    settings: Settings
     warnings: tuple[str, ...]
+    reconciliation: tuple[Reconciliation, ...] = ()
     logs: tuple[RunLog, ...] = field(default=(), repr=False)
     gate: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        d = self.decision
+        return (f"<Advice {self.run!r}: {self.gpus} GPUs, {d.verdict.value} {d.recommended} "
+                f"({self.splits.at[d.recommended, 'bps']:.3g} b/s), {len(self.splits)} splits, "
+                f"{len(self.warnings)} caveat(s)>")
 
     @property
     def roles(self) -> tuple[str, str]:
         return self.fit.roles
 
+    @property
+    def queues(self) -> dict[str, Any]:
+        return {"hs": self.decision.queue} if self.decision.queue is not None else {}
+
+    @cached_property
+    def recommendation(self) -> Recommendation:
+        from .report import holds_unless, reasons
+        p, c = self.roles
+        n, m = (int(self.splits.at[self.decision.recommended, f"n_{r}"]) for r in (p, c))
+        return Recommendation(roles={p: n, c: m}, verdict=self.decision.verdict.value, reasons=tuple(reasons(self)),
+                              holds_unless=tuple(holds_unless(self)), gain_pct=self.decision.gain_pct)
+
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
         p, c = self.roles
-        df = self.splits
-        hit = df[(df[f"n_{p}"] == roles[p]) & (df[f"n_{c}"] == roles[c])]
-        if not len(hit):
-            raise KeyError(f"no split {roles} among the projected ones")
-        return hit.iloc[0]
+        label = split_label(roles[p], roles[c])
+        if label not in self.splits.index:
+            raise KeyError(f"no split {label} among the projected ones")
+        return self.splits.loc[label]
+
+    def split_json(self, label: str) -> dict[str, Any]:
+        """One row of the table as the JSON's split object (the one conversion, so they agree)."""
+        p, c = self.roles
+        r = self.splits.loc[label]
+        out = {"roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])}, "bps": _num(r["bps"]),
+               "tok_s": _num(r["tok_s"], 1), "bps_low": _num(r["bps_low"]), "bps_high": _num(r["bps_high"]),
+               "efficiency": _num(r["efficiency"]), "gpu_util": _num(r["gpu_util"]),
+               "bottleneck": str(r["bottleneck"]), "eta_s": _num(r["eta_s"], 0), "bound_bps": _num(r["bound_bps"]),
+               "capacities_bps": {k: _num(r[f"cap_{k}_bps"]) for k in (p, c, "loader")
+                                  if _num(r[f"cap_{k}_bps"]) is not None},
+               "observed": bool(r["observed"]), f"{p}_blocked": _num(r[f"{p}_blocked"]),
+               f"{c}_starved": _num(r[f"{c}_starved"]), "hs_mean_depth": _num(r["hs_mean_depth"], 2),
+               "method": str(r["method"])}
+        if r["observed"] and _num(r["observed_bps"]) is not None:
+            out["observed_bps"] = _num(r["observed_bps"])
+        if "bps_exact" in r:
+            out["bps_exact"] = _num(r["bps_exact"])
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        """The `dflash-advise --json` document (DESIGN.md contract, schema 1)."""
-        p, c = self.roles
-        ob = self.observed
-
-        def num(v: Any, nd: int = 4) -> Any:
-            return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else round(float(v), nd)
-
-        splits = []
-        for _, r in self.splits.iterrows():
-            splits.append({"roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])}, "bps": num(r["bps"]),
-                           "tok_s": num(r["tok_s"], 1), "bps_low": num(r["bps_low"]), "bps_high": num(r["bps_high"]),
-                           "efficiency": num(r["efficiency"]), "gpu_util": num(r["gpu_util"]),
-                           "bottleneck": r["bottleneck"], "eta_s": num(r["eta_s"], 0),
-                           "bound_bps": num(r["bound_bps"]), "observed": bool(r["observed"]),
-                           f"{p}_blocked": num(r["producer_blocked"]), f"{c}_starved": num(r["consumer_starved"]),
-                           "hs_mean_depth": num(r["hs_mean_depth"], 2),
-                           **({"bps_exact": num(r["bps_exact"])} if "bps_exact" in r else {}),
-                           **({"method": r["method"]} if "method" in r else {})})
-        rec = self.recommendation
+        """The `dflash-advise --json` document (schema 1; decision fields additive)."""
+        from .report import queue_text
+        ob, d, rec = self.observed, self.decision, self.recommendation
+        m = d.margin
         return {
             "schema": SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
-            "observed": {"roles": dict(ob.roles), "bps": num(ob.bps), "tok_s": num(ob.tok_s, 1),
-                         "efficiency": num(ob.efficiency), "bottleneck": ob.bottleneck,
-                         "steady_from_s": num(ob.steady_from_s, 1),
-                         "capacities_bps": {k: num(v) for k, v in ob.capacities_bps.items()}},
-            "splits": splits,
-            "recommendation": {"roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
-                               "holds_unless": list(rec.holds_unless), "gain_pct": num(rec.gain_pct, 2)},
-            "queues": {name: {"cap": q.cap, "advice": q.advice, "gain_pct": num(q.gain_pct, 2)}
-                       for name, q in self.queues.items()},
+            "observed": {"roles": dict(ob.roles), "bps": _num(ob.bps), "tok_s": _num(ob.tok_s, 1),
+                         "efficiency": _num(ob.efficiency), "bottleneck": ob.bottleneck,
+                         "steady_from_s": _num(ob.steady_from_s, 1),
+                         "capacities_bps": {k: _num(v) for k, v in ob.capacities_bps.items()}},
+            "splits": [self.split_json(str(lbl)) for lbl in self.splits.index],
+            "recommendation": {
+                "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
+                "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
+                "judged": self.split_json(d.judged) if d.judged else None,
+                "runner_up": ({"roles": self.split_json(d.runner_up)["roles"], "bps": _num(self.splits.at[
+                    d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}
+                    if d.runner_up else None),
+                "margin": ({"stable": m.stable, "best_low": _num(m.best_low), "runner_up_high": _num(m.runner_up_high),
+                            "best": self.split_json(m.higher)["roles"]} if m else None),
+                "settings": self.settings.to_json(),
+            },
+            "queues": ({"hs": {"cap": d.queue.cap, "advice": queue_text(self, d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
+                       if d.queue is not None else {}),
             "warnings": list(self.warnings),
             **({"gate": dict(self.gate)} if self.gate else {}),
         }
 
 
-def _observed(fit: PipelineFit, gpus: int) -> Observed:
+def _num(v: Any, nd: int = 4) -> Any:
+    if v is None:
+        return None
+    v = float(v)
+    return round(v, nd) if math.isfinite(v) else None
+
+
+def _observed(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> Observed:
     ob = fit.observed[0]
     p, c = fit.roles
-    n, m = ob.roles[p], ob.roles[c]
-    caps = {p: n * fit.producer.mu_bps, c: m * fit.consumer.mu_bps * sync_scaling(fit.consumer, fit.sync, m)}
-    if fit.loader.input_bound and fit.loader.capacity_bps:
-        caps["loader"] = fit.loader.capacity_bps
-    gpu_caps = [caps[p], caps[c]]
-    return Observed(roles={p: n, c: m}, bps=ob.bps, tok_s=ob.tok_s, efficiency=ob.bps / max(gpu_caps),
+    n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
+    label = split_label(n, m)
+    if label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap:
+        row = splits.loc[label]
+        caps = {p: float(row[f"cap_{p}_bps"]), c: float(row[f"cap_{c}_bps"])}
+        loader = row["cap_loader_bps"]
+    else:   # the log ran another G or batch size than the table's: its own split, its own size
+        own = replace(settings, roles=None, gpus=max(n + m, 2), token_budget=None, tokens_per_batch=fit.tokens_mean,
+                      hs_cap=fit.hs_cap)
+        res = split_capacities(fit, own, max(n, 1), max(m, 1))
+        caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
+        loader = res.loader_cap_bps
+    if loader is not None and math.isfinite(loader):
+        caps["loader"] = float(loader)
+    steps = fit.source == "steps"
+    return Observed(roles={p: n, c: m}, bps=ob.bps, tok_s=ob.tok_s, efficiency=ob.bps / max(caps[p], caps[c]),
                     bottleneck=min(caps, key=caps.get), steady_from_s=ob.steady.start_s,
                     steady_to_s=ob.steady.end_s, warmup_share=ob.steady.warmup_share,
                     drain_share=ob.steady.drain_share, capacities_bps=caps, hs_mean_depth=ob.hs_mean_depth,
-                    hs_full_share=ob.hs_full_share)
+                    hs_full_share=ob.hs_full_share,
+                    producer_blocked=fit.producer.blocked_share if steps else None,
+                    consumer_starved=fit.consumer.starved_share if steps else None)
 
 
-def _finish(fit: PipelineFit, gpus: int, run: str, *, hs_cap: int | None, token_budget: int | None,
-            restart_cost_h: float, roles: Mapping[str, int] | None, logs: Sequence[RunLog],
-            caught: list[warnings.WarningMessage], exact: bool = False) -> Advice:
-    if gpus < MIN_GPUS:
-        raise ValueError(f"gpus must be >= {MIN_GPUS}, got {gpus}")
-    tokens = None
-    extra: list[str] = []
-    if token_budget is not None:
-        # batches fill the budget to the same degree as in the observed log
-        head_budget = logs[0].header.token_budget if logs else None
-        fill = fit.tokens_mean / head_budget if head_budget else 1.0
-        tokens = token_budget * fill
-        lo, hi = fit.tokens_range
-        if not (1 - TOKEN_RANGE_SLACK) * lo <= tokens <= (1 + TOKEN_RANGE_SLACK) * hi:
-            extra.append(
-                f"--token-budget {token_budget}: batches of ~{tokens:.0f} tokens lie outside the logged "
-                f"{lo:.0f}-{hi:.0f}, so the step-time line is extrapolated (BENCHMARKS.md section 6 measures how "
-                f"far off that can be); a short log at the new budget, given with the others, pins it down")
+def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
+    """A pace that moved by d% inside the window may move as much again: widen every interval."""
+    if not (ev.drifting or not ev.settled):
+        return splits
+    d = min(abs(ev.drift_pct) / 100.0, 0.9)
+    if d <= 0:
+        return splits
+    df = splits.copy()
+    df["bps_low"] = df[["bps_low", "bps"]].min(axis=1) * (1 - d)
+    df["bps_high"] = df[["bps_high", "bps"]].max(axis=1) * (1 + d)
+    warnings.warn(AssumptionWarning(
+        f"the pace moved {ev.drift_pct:+.1f}% between the halves of the steady window: every interval is widened "
+        f"by {100 * d:.0f}%"), stacklevel=2)
+    return df
+
+
+def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str,
+            caught: list[warnings.WarningMessage]) -> Advice:
     p, c = fit.roles
-    observed = _observed(fit, gpus)
-    ob_split = (observed.roles[p], observed.roles[c])
-    if roles is not None:
-        ob_split = (roles[p], roles[c])
     with warnings.catch_warnings(record=True) as more:
         warnings.simplefilter("always")
-        if max(ob_split[1], 1) == 1 and not fit.sync.measured and fit.sync.sync_every > 0:
+        if settings.extrapolated_tokens:
+            lo, hi = settings.logged_tokens_range
             warnings.warn(AssumptionWarning(
-                f"only {ob_split[1]} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
+                f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
+                f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
+                f"budget, given with the others, pins it down"))
+        judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
+        if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
+            warnings.warn(AssumptionWarning(
+                f"only {judged_m} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
                 f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
-        splits = project(fit, gpus, hs_cap=hs_cap, tokens_per_batch=tokens)
-        if fit.source == "steps" and tokens is None:
+        splits = project(fit, settings)
+        if fit.source == "steps" and settings.own_budget:
             from .exact import refine_weak_spots
-            splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=hs_cap)
-        if exact and fit.source == "steps" and tokens is None:
-            from .exact import simulate_splits
-            splits = simulate_splits(fit, tuple(logs), splits, hs_cap=hs_cap)
-            worst = splits.loc[splits["exact_gap_pct"].abs().idxmax()]
-            if abs(worst["exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
-                warnings.warn(AssumptionWarning(
-                    f"the analytic model and the exact simulation differ by {worst['exact_gap_pct']:+.1f}% at "
-                    f"{int(worst[f'n_{p}'])}-{int(worst[f'n_{c}'])}: trust the simulation there"))
-        elif exact:
-            warnings.warn(AssumptionWarning("--exact needs step events and the log's own token budget; skipped"))
-        in_range = ob_split[0] + ob_split[1] == gpus
-        rec = recommend(fit, splits, gpus, observed=ob_split if in_range else None, restart_cost_h=restart_cost_h)
-        chosen = (rec.roles[p], rec.roles[c])
-        qa = queue_advice(fit, chosen, gpus) if (hs_cap is None and tokens is None) else None
-    caught = list(caught) + list(more)
-    texts: list[str] = list(extra)
-    for w in caught:
-        if issubclass(w.category, AdvisorWarning):
-            msg = str(w.message)
-            if msg not in texts:
-                texts.append(msg)
-    return Advice(run=run, gpus=gpus, fit=fit, splits=splits, observed=observed, recommendation=rec,
-                  queues={"hs": qa} if qa else {}, warnings=tuple(texts), logs=tuple(logs))
+            splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
+        if settings.exact:
+            splits = _exact(fit, logs, settings, splits)
+        splits, recon = reconcile(fit, settings, splits)
+        ev = gather(fit, tuple(logs))
+        if ev.thin and fit.source != "numbers":
+            warnings.warn(SteadyStateWarning(
+                f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "
+                f"noise only, so treat the projections as provisional"))
+        splits = _widen_for_drift(splits, ev)
+        decision = decide(fit, splits, settings, ev)
+        observed = _observed(fit, settings, splits)
+    texts: list[str] = []
+    for w in list(caught) + list(more):
+        if issubclass(w.category, AdvisorWarning) and str(w.message) not in texts:
+            texts.append(str(w.message))
+    return Advice(run=run, gpus=settings.gpus, fit=fit, splits=splits, observed=observed, decision=decision,
+                  settings=settings, warnings=tuple(texts), reconciliation=recon, logs=tuple(logs))
+
+
+def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
+    if fit.source != "steps" or not settings.own_budget:
+        warnings.warn(AssumptionWarning("--exact needs step events and the log's own token budget; skipped"))
+        return splits
+    from .exact import simulate_splits
+    out = simulate_splits(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
+    worst = out["exact_gap_pct"].abs().idxmax()
+    if abs(out.at[worst, "exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
+        warnings.warn(AssumptionWarning(
+            f"the analytic model and the exact simulation differ by {out.at[worst, 'exact_gap_pct']:+.1f}% at "
+            f"{worst}: trust the simulation there"))
+    return out
 
 
 def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
            roles: Mapping[str, int] | None = None, hs_cap: int | None = None, token_budget: int | None = None,
-           restart_cost_h: float = DEFAULT_RESTART_COST_H, exact: bool = False) -> Advice:
+           restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False, exact: bool = False) -> Advice:
     """Advice for the run(s) in ``paths``.
 
     ``gpus`` overrides the header's GPU count; ``roles`` names the split to judge (default: the
-    one the first log ran); ``hs_cap`` and ``token_budget`` project another q_hs depth or batch
-    token budget; ``exact`` adds ``bps_exact``, an exact simulation of every split driven by the
-    log's own service times (`advisor.exact`). Raises `advisor.schema.LogError` on unusable input.
+    one the first log ran; must sum to the GPUs split); ``hs_cap`` and ``token_budget`` project
+    another q_hs depth or batch token budget; ``next_run`` asks for the next run's split (implied
+    when the log has ended); ``exact`` adds ``bps_exact``, an exact simulation of every split
+    driven by the log's own service times (`advisor.exact`). Raises `advisor.schema.LogError` on
+    unusable input and `advisor.settings.SettingsError` on unusable options.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -193,14 +277,19 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
         logs = load_logs(paths)
         fit = fit_pipeline(logs)
     head = logs[0].header
-    return _finish(fit, gpus or head.gpus, head.run, hs_cap=hs_cap, token_budget=token_budget,
-                   restart_cost_h=restart_cost_h, roles=roles, logs=logs, caught=caught, exact=exact)
+    p, c = fit.roles
+    settings = build_settings(producer=p, consumer=c, gpus=gpus if gpus is not None else head.gpus,
+                              log_hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
+                              log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
+                              roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
+                              run_ended=logs[0].end is not None, exact=exact)
+    return _finish(fit, logs, settings, head.run, caught)
 
 
 def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, gpus: int | None = None,
                    hs_cap: int = 20, tokens_per_batch: float = 32768.0, scv: float | None = None,
-                   sync_every: int = 0, sync_s: float = 0.0,
-                   restart_cost_h: float = DEFAULT_RESTART_COST_H) -> Advice:
+                   sync_every: int = 0, sync_s: float = 0.0, restart_cost_h: float = DEFAULT_RESTART_COST_H,
+                   next_run: bool = False) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path."""
     kw = {} if scv is None else {"scv": scv}
     with warnings.catch_warnings(record=True) as caught:
@@ -209,6 +298,9 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, gp
                                sync_every=sync_every, sync_s=sync_s, **kw)
         warnings.warn(AssumptionWarning(
             f"from bare numbers: step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
-            f"capacities taken as given"))
-    return _finish(fit, gpus or sum(roles.values()), "what-if", hs_cap=None, token_budget=None,
-                   restart_cost_h=restart_cost_h, roles=None, logs=(), caught=caught)
+            f"capacities taken as given; intervals have no width (no samples)"))
+    p, c = fit.roles
+    settings = build_settings(producer=p, consumer=c, gpus=gpus if gpus is not None else sum(roles.values()),
+                              log_hs_cap=hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
+                              log_token_budget=None, restart_cost_h=restart_cost_h, next_run=next_run)
+    return _finish(fit, (), settings, "what-if", caught)

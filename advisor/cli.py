@@ -7,32 +7,59 @@ standard library are imported at module level so that ``--help`` stays fast.
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 COMMANDS = ("advise", "check", "plot", "what-if")
+TOP_LEVEL = ("--help", "-h", "--version", "-V")
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="How to split GPUs between the targets and drafters of an async drafter-training pipeline. "
          "`dflash-advise LOG...` is short for `dflash-advise advise LOG...`.")
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+        typer.echo(f"dflash-advise {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """How to split GPUs between the targets and drafters of an async drafter-training pipeline."""
 
 Logs = Annotated[list[Path], typer.Argument(help="Rate log(s), .jsonl or .jsonl.gz; several logs of one job "
                                                  "(e.g. at different splits) are fitted together.",
                                             show_default=False)]
 Gpus = Annotated[Optional[int], typer.Option("--gpus", min=2, help="GPUs to split (default: the log header's).")]
-AsJson = Annotated[bool, typer.Option("--json", help="Machine-readable output (schema 1).")]
-AsMarkdown = Annotated[bool, typer.Option("--markdown", help="Markdown, e.g. for a pull-request comment.")]
+AsJson = Annotated[bool, typer.Option("--json", help="Short for --format json: machine-readable (schema 1).")]
+AsMarkdown = Annotated[bool, typer.Option("--markdown", help="Short for --format markdown, e.g. for a pull-request "
+                                                             "comment.")]
+FormatOpt = Annotated[Optional[Format], typer.Option("--format", "-f", help="Output format.", show_default="text")]
 RestartCost = Annotated[float, typer.Option("--restart-cost", min=0.0,
                                             help="Hours a restart costs (reload, warm-up); weighed against the "
                                                  "ETA gain of a switch.")]
-HsCap = Annotated[Optional[int], typer.Option("--hs-cap", min=0, help="Project with this q_hs depth instead.")]
+HsCap = Annotated[Optional[int], typer.Option("--hs-cap", min=0, help="Project with this q_hs depth (batches) "
+                                                                     "instead of the log's.")]
 TokenBudget = Annotated[Optional[int], typer.Option("--token-budget", min=1,
                                                     help="Project with this batch token budget instead.")]
-RolesOpt = Annotated[Optional[str], typer.Option("--roles", help="Split to judge, e.g. target=6,drafter=2 "
-                                                                  "(default: the observed one).")]
+RolesOpt = Annotated[Optional[str], typer.Option("--roles", help="Split to judge, e.g. target=6,drafter=2; must "
+                                                                  "sum to the GPUs split (default: the observed one).")]
+NextRun = Annotated[bool, typer.Option("--next-run", help="Advise the split for the job's next run (no restart cost); "
+                                                          "implied when the log has ended.")]
 
 
 def _die(msg: str, code: int = 2) -> None:
@@ -40,22 +67,31 @@ def _die(msg: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+MAX_ROLE_DIGITS = 4   # counts beyond 9999 GPUs are not a split anyone means
+
+
 def _parse_roles(text: str | None) -> dict[str, int] | None:
     if text is None:
         return None
     out: dict[str, int] = {}
     for part in text.split(","):
-        name, _, n = part.partition("=")
-        if not name.strip() or not n.strip().isdigit() or int(n) < 1:
-            _die(f"--roles: expected role=count pairs like target=6,drafter=2, got {text!r}")
-        out[name.strip()] = int(n)
+        name, eq, n = (x.strip() for x in part.partition("="))
+        if not eq or not name:
+            _die(f"--roles: expected role=count pairs like target=6,drafter=2, got {part.strip()!r} in {text!r}")
+        if not n.isdigit() or len(n) > MAX_ROLE_DIGITS or int(n) < 1:
+            _die(f"--roles: the count of {name!r} must be a whole number from 1 to 9999, got {n!r}")
+        if name in out:
+            _die(f"--roles: {name!r} is given twice in {text!r}")
+        out[name] = int(n)
     return out
 
 
-def _format(as_json: bool, as_markdown: bool) -> str:
-    if as_json and as_markdown:
-        _die("--json and --markdown exclude each other")
-    return "json" if as_json else "markdown" if as_markdown else "text"
+def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
+    chosen = {f for f, on in (("json", as_json), ("markdown", as_markdown), (fmt.value if fmt else None, fmt))
+              if on and f}
+    if len(chosen) > 1:
+        _die(f"output formats {', '.join(sorted(chosen))} exclude each other; give one")
+    return chosen.pop() if chosen else "text"
 
 
 BIG_INPUT_BYTES = 20 << 20   # above this, say on a terminal what is being read
@@ -73,8 +109,6 @@ def _advise_or_die(logs: list[Path], **kw):
         return advise(logs, **kw)
     except LogError as e:
         _die(str(e))
-    except KeyError as e:
-        _die(f"--roles: {e.args[0]}")
     except ValueError as e:
         _die(str(e))
     finally:
@@ -83,9 +117,9 @@ def _advise_or_die(logs: list[Path], **kw):
 
 
 @app.command("advise")
-def advise_cmd(logs: Logs, gpus: Gpus = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
-               restart_cost: RestartCost = 1.0, hs_cap: HsCap = None, token_budget: TokenBudget = None,
-               roles: RolesOpt = None,
+def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: AsJson = False,
+               as_markdown: AsMarkdown = False, restart_cost: RestartCost = 1.0, hs_cap: HsCap = None,
+               token_budget: TokenBudget = None, roles: RolesOpt = None, next_run: NextRun = False,
                exact: Annotated[bool, typer.Option("--exact", help="Also simulate every split exactly from the "
                                                                    "log's own step times (slower).")] = False,
                follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the "
@@ -96,9 +130,9 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, as_json: AsJson = False, as_markdo
                    "--max-wait", min=0.0, help="With --follow: give up (exit 2) if a log is still missing after "
                                                "this many seconds (default: wait).")] = None) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
-    fmt = _format(as_json, as_markdown)
+    fmt = _format(as_json, as_markdown, fmt)
     kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
-              restart_cost_h=restart_cost, exact=exact)
+              restart_cost_h=restart_cost, next_run=next_run, exact=exact)
     if follow:
         from .follow import follow_logs
         raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
@@ -162,21 +196,25 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                                                           help="Capacity of all targets together, batches/s.")],
                 drafter_bps: Annotated[float, typer.Option("--drafter-bps", min=0.0,
                                                            help="Capacity of all drafters together, batches/s.")],
-                hs_depth: Annotated[int, typer.Option("--hs-depth", min=0, help="q_hs depth.")] = 20,
+                hs_cap: Annotated[int, typer.Option("--hs-cap", min=0, help="q_hs depth (batches).")] = 20,
+                tokens_per_batch: Annotated[float, typer.Option("--tokens-per-batch", min=1.0,
+                                                                help="Mean tokens per batch (for tok/s).")] = 32768.0,
                 scv: Annotated[Optional[float], typer.Option("--scv", min=0.0, help="Step-time variability "
                                                                                      "(squared CV).")] = None,
                 sync_every: Annotated[int, typer.Option("--sync-every", min=0, help="Drafter steps per sync.")] = 0,
                 sync_s: Annotated[float, typer.Option("--sync-s", min=0.0, help="Seconds per sync at this "
                                                                                  "drafter count.")] = 0.0,
-                gpus: Gpus = None, as_json: AsJson = False, as_markdown: AsMarkdown = False) -> None:
+                gpus: Gpus = None, next_run: NextRun = False, fmt: FormatOpt = None, as_json: AsJson = False,
+                as_markdown: AsMarkdown = False) -> None:
     """Advice from bare numbers, e.g. --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86."""
     from .advice import advise_numbers
     from .report import render
-    fmt = _format(as_json, as_markdown)
+    fmt = _format(as_json, as_markdown, fmt)
     try:
         adv = advise_numbers({"target": targets, "drafter": drafters},
-                             {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_depth, scv=scv,
-                             sync_every=sync_every, sync_s=sync_s)
+                             {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_cap, scv=scv,
+                             sync_every=sync_every, sync_s=sync_s, tokens_per_batch=tokens_per_batch,
+                             next_run=next_run)
     except ValueError as e:
         _die(str(e))
     typer.echo(render(adv, fmt), nl=False)
@@ -184,7 +222,7 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
 
 def route(argv: list[str]) -> list[str]:
     """Make `advise` the default command: `dflash-advise LOG` == `dflash-advise advise LOG`."""
-    if argv and argv[0] not in COMMANDS and argv[0] not in ("--help", "-h"):
+    if argv and argv[0] not in COMMANDS and argv[0] not in TOP_LEVEL:
         return ["advise", *argv]
     return argv
 

@@ -1,33 +1,79 @@
-"""Project every split N + M = G of one fitted pipeline.
+"""Project every split N + M = G of one fitted pipeline, under one :class:`~advisor.settings.Settings`.
 
-Returns a DataFrame, one row per split (N >= 1 producers, M >= 1 consumers), columns:
+Returns a DataFrame indexed by the split's label (``"7-1"``: N producers - M consumers), one row
+per split (N >= 1, M >= 1), highest N first. Column names equal the keys of a split in the
+``--json`` output where both have the quantity. Columns:
 
 ==================  ===========================================================================
 n_<producer>        producer workers (targets), N
 n_<consumer>        consumer workers (drafters), M
-bps                 projected throughput, batches/s (`advisor.model`)
-bps_low, bps_high   95% interval: the model at the low/high ends of both fitted rates' intervals
+bps                 projected throughput, batches/s (`advisor.model`; exact simulation where
+                    ``method`` says so)
+bps_low, bps_high   95% interval: the model at the low/high ends of both fitted rates' intervals,
+                    widened at an observed split to cover the measured rate (reconciliation)
 tok_s               bps x tokens per batch
-bound_bps           naive bound min(N mu_p, M mu_c s(M)[, loader]) for contrast
-efficiency          bps / max GPU-role capacity (DESIGN.md)
-gpu_util            compute-busy GPU-seconds / all GPU-seconds
-bottleneck          role with the smallest capacity ("loader" when input-bound)
-producer_blocked    share of a producer's time blocked on a full q_hs
-consumer_starved    share of a consumer's time waiting on an empty q_hs
+bound_bps           naive bound min(capacities) for contrast
+cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
+                    (``cap_loader_bps``, NaN unless the loader limits input). `split_capacities`
+                    is the one function that computes them (via `advisor.model.project_split`).
+efficiency          bps / the fastest GPU stage's capacity: how balanced the split is
+gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs
+bottleneck          the stage with the smallest capacity ("loader" when input-bound)
+<producer>_blocked  share of a producer's time blocked on a full q_hs
+<consumer>_starved  share of a consumer's time waiting on an empty q_hs
 hs_mean_depth       mean q_hs depth, batches
-eta_s               time to finish the rest of the job at this split (NaN if the job size is unknown)
-observed            True for the split(s) the logs ran
+eta_s               time to finish the rest of the job at this split (for a next run: the whole
+                    job; NaN if the job size is unknown)
+observed            True for the split(s) the logs ran (at this G)
+observed_bps        the measured rate at an observed split (NaN elsewhere)
+method              "analytic", or "exact" where simulation replaced the analytic rate
+widened             True where reconciliation widened the interval to a measured rate
 ==================  ===========================================================================
+
+Reconciliation: at every split a log ran, the projection is compared with the measured rate
+(at that log's own G and batch size). A gap above ``RECONCILE_PCT`` is reported in a
+:class:`ReconcileWarning` naming the log, and, where the split is in the table, its interval is
+widened to cover the measured rate: the table never claims more certainty than the log supports.
 """
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 from typing import Sequence
 
 import pandas as pd
 
 from .fit import PipelineFit
-from .model import project_split
+from .model import SplitResult, project_split
+from .schema import AdvisorWarning
+from .settings import Settings
+
+RECONCILE_PCT = 3.0
+SAME_BATCH_TOL = 0.10      # a log whose batches are within 10% of the projected size is comparable
+
+
+class ReconcileWarning(AdvisorWarning):
+    """The model does not reproduce a measured rate at a split a log ran."""
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """Projection vs measurement at one observed split."""
+
+    path: str
+    label: str
+    gpus: int
+    observed_bps: float
+    projected_bps: float
+
+    @property
+    def gap_pct(self) -> float:
+        return 100.0 * (self.projected_bps / self.observed_bps - 1.0) if self.observed_bps > 0 else math.nan
+
+
+def split_label(n: int, m: int) -> str:
+    return f"{n}-{m}"
 
 
 def remaining_batches(fit: PipelineFit) -> float | None:
@@ -41,37 +87,108 @@ def remaining_batches(fit: PipelineFit) -> float | None:
     return None
 
 
-def project(fit: PipelineFit, gpus: int, *, hs_cap: int | None = None, tokens_per_batch: float | None = None,
-            splits: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame:
-    """All splits of ``gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
-    if gpus < 2 and splits is None:
-        raise ValueError(f"gpus must be >= 2 to split between two roles, got {gpus}")
+def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
+                     mu_scale: tuple[float, float] = (1.0, 1.0), consumer_scaling: float | None = None,
+                     hs_cap: int | None = None) -> SplitResult:
+    """One split's projection (capacities, rate, shares) under ``settings``: the one place that
+    turns the fit and the options into a split's numbers. ``hs_cap`` overrides the settings' depth
+    (queue what-ifs); ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs."""
+    tokens = None if settings.own_budget else settings.tokens_per_batch
+    return project_split(fit, n, m, hs_cap=settings.hs_cap if hs_cap is None else hs_cap,
+                         tokens_per_batch=tokens, gpus=settings.gpus, mu_scale=mu_scale,
+                         consumer_scaling=consumer_scaling)
+
+
+def _interval_scales(fit: PipelineFit) -> tuple[tuple[float, float], tuple[float, float]]:
+    p, c = fit.producer, fit.consumer
+    return ((p.mu_low_bps / p.mu_bps, c.mu_low_bps / c.mu_bps), (p.mu_high_bps / p.mu_bps, c.mu_high_bps / c.mu_bps))
+
+
+def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame:
+    """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
-    pairs = list(splits) if splits is not None else [(n, gpus - n) for n in range(gpus - 1, 0, -1)]
-    lo_scale = (fit.producer.mu_low_bps / fit.producer.mu_bps, fit.consumer.mu_low_bps / fit.consumer.mu_bps)
-    hi_scale = (fit.producer.mu_high_bps / fit.producer.mu_bps, fit.consumer.mu_high_bps / fit.consumer.mu_bps)
-    left = remaining_batches(fit)
-    tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
-    if tokens_per_batch is not None and left is not None:
-        left = left * fit.tokens_mean / tokens_per_batch   # same tokens to process, other batch size
-    observed = {tuple(o.roles.get(r, 0) for r in (p, c)) for o in fit.observed}
+    g = settings.gpus
+    pairs = list(pairs) if pairs is not None else [(n, g - n) for n in range(g - 1, 0, -1)]
+    lo_scale, hi_scale = _interval_scales(fit)
+    left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
+    tokens = settings.tokens_per_batch
+    if left is not None and not settings.own_budget:
+        left = left * fit.tokens_mean / tokens   # the same tokens to process, in other batches
+    observed = {(o.roles.get(p, 0), o.roles.get(c, 0)): o.bps for o in fit.observed
+                if sum(o.roles.values()) == g and _comparable(fit, o, settings)}
     rows = []
     for n, m in pairs:
-        mid = project_split(fit, n, m, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch, gpus=gpus)
-        low = project_split(fit, n, m, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch, gpus=gpus,
-                            mu_scale=lo_scale).x_bps
-        high = project_split(fit, n, m, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch, gpus=gpus,
-                             mu_scale=hi_scale).x_bps
+        mid = split_capacities(fit, settings, n, m)
+        low = split_capacities(fit, settings, n, m, mu_scale=lo_scale).x_bps
+        high = split_capacities(fit, settings, n, m, mu_scale=hi_scale).x_bps
         rows.append({
             f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
             "bps_high": max(high, mid.x_bps), "tok_s": mid.x_bps * tokens, "bound_bps": mid.bound_bps,
-            "efficiency": mid.efficiency, "gpu_util": mid.gpu_util, "bottleneck": mid.bottleneck,
-            "producer_blocked": mid.producer_blocked, "consumer_starved": mid.consumer_starved,
+            f"cap_{p}_bps": mid.producer_cap_bps, f"cap_{c}_bps": mid.consumer_cap_bps,
+            "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
+            "efficiency": mid.efficiency, "gpu_util": mid.gpu_util, "bottleneck": str(mid.bottleneck),
+            f"{p}_blocked": mid.producer_blocked, f"{c}_starved": mid.consumer_starved,
             "hs_mean_depth": mid.hs_mean_depth,
             "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
-            "observed": (n, m) in observed,
+            "observed": (n, m) in observed, "observed_bps": observed.get((n, m), math.nan),
+            "method": "analytic", "widened": False,
         })
-    df = pd.DataFrame(rows)
-    df["bottleneck"] = df["bottleneck"].astype(str)
+    df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
     return df
 
+
+def _comparable(fit: PipelineFit, ob, settings: Settings) -> bool:
+    """Whether a log's measured rate can be compared with this table (same batch size)."""
+    tokens = ob.tok_s / ob.bps if ob.bps > 0 else fit.tokens_mean
+    return abs(tokens / settings.tokens_per_batch - 1.0) <= SAME_BATCH_TOL
+
+
+def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tuple[pd.DataFrame, tuple[Reconciliation, ...]]:
+    """Compare the projection with every log's measured rate; widen and warn where they differ.
+
+    Each log is compared at its own G and batch size (projected afresh when those differ from the
+    table's), so logs at other splits or budgets are checked too.
+    """
+    p, c = fit.roles
+    df = splits.copy()
+    out = []
+    for ob in fit.observed:
+        n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
+        if n < 1 or m < 1 or not ob.bps > 0:
+            continue
+        label = split_label(n, m)
+        in_table = sum(ob.roles.values()) == settings.gpus and _comparable(fit, ob, settings) and label in df.index
+        if in_table:
+            x = float(df.at[label, "bps"])
+        else:
+            tokens = ob.tok_s / ob.bps
+            x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus=n + m,
+                              tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_BATCH_TOL
+                              else tokens).x_bps
+        rec = Reconciliation(path=ob.path, label=label, gpus=n + m, observed_bps=ob.bps, projected_bps=x)
+        out.append(rec)
+        if abs(rec.gap_pct) <= RECONCILE_PCT:
+            continue
+        why = _why_not(fit, ob)
+        widened = ""
+        if in_table:
+            df.at[label, "bps_low"] = min(df.at[label, "bps_low"], ob.bps)
+            df.at[label, "bps_high"] = max(df.at[label, "bps_high"], ob.bps)
+            df.at[label, "widened"] = True
+            widened = f"; its interval is widened to {df.at[label, 'bps_low']:.3g}-{df.at[label, 'bps_high']:.3g} b/s"
+        warnings.warn(ReconcileWarning(
+            f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "
+            f"({rec.gap_pct:+.1f}%){widened}; {why}"), stacklevel=2)
+    return df, tuple(out)
+
+
+def _why_not(fit: PipelineFit, ob) -> str:
+    """The likeliest reason a log's rate differs from the fit (for the warning's text)."""
+    if len(fit.observed) > 1:
+        return ("the logs fitted together disagree about per-worker speed (contention or a different machine "
+                "load at another split); fit this log alone to compare")
+    if not ob.steady.settled:
+        return "the run had not settled (its pace still drifts)"
+    if fit.loader.input_bound:
+        return "the loader's variability is assumed, not measured"
+    return "step times drift or depend on the split (shared resources); treat the interval as a lower bound on the error"

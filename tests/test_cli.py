@@ -39,6 +39,35 @@ def test_markdown_output(reference):
 def test_json_and_markdown_conflict(reference):
     r = invoke(reference, "--json", "--markdown")
     assert r.exit_code == 2
+    assert invoke(reference, "--format", "json", "--markdown").exit_code == 2
+
+
+def test_format_option_equals_flags(reference):
+    assert invoke(reference, "--format", "json").stdout == invoke(reference, "--json").stdout
+    assert invoke(reference, "-f", "markdown").stdout == invoke(reference, "--markdown").stdout
+
+
+def test_version_and_short_help():
+    from advisor import __version__
+    r = invoke("--version")
+    assert r.exit_code == 0 and r.stdout.strip() == f"dflash-advise {__version__}"
+    assert invoke("-h").exit_code == 0 and "what-if" in invoke("-h").stdout
+    out = subprocess.run([sys.executable, "-m", "advisor", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and __version__ in out.stdout
+
+
+def test_roles_not_summing_to_gpus_exit_2(reference):
+    r = invoke(reference, "--roles", "target=6,drafter=3")
+    assert r.exit_code == 2 and "is 9 GPUs, but 8 are split" in r.stderr and r.stderr.count("\n") == 1
+    r = invoke(reference, "--roles", "target=6")
+    assert r.exit_code == 2 and "missing drafter" in r.stderr
+    r = invoke(reference, "--roles", "target=6,target=2")
+    assert r.exit_code == 2 and "twice" in r.stderr
+
+
+def test_next_run_flag(reference):
+    j = json.loads(invoke(reference, "--json", "--next-run").stdout)
+    assert j["recommendation"]["verdict"] == "next-run" and j["recommendation"]["settings"]["next_run"] is True
 
 
 def test_unusable_input_one_line_no_traceback(tmp_path):
@@ -98,17 +127,18 @@ def test_check_split_of_wrong_size_exit_2(reference):
 
 def test_check_markdown_has_gate(reference):
     r = invoke("check", reference, "--markdown")
-    assert r.exit_code == 0 and "Gate: efficiency" in r.output and "PASS" in r.output
+    assert r.exit_code == 0 and "Gate on 7-1: efficiency" in r.output and "PASS" in r.output
 
 
 def test_what_if_reference_numbers():
     r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", "0.86",
-               "--json")
+               "--hs-cap", "20", "--tokens-per-batch", "30000", "--json")
     assert r.exit_code == 0
     j = json.loads(r.stdout)
     assert j["recommendation"]["roles"] == {"target": 7, "drafter": 1}
     six_two = next(s for s in j["splits"] if s["roles"] == {"target": 6, "drafter": 2})
     assert six_two["bps"] == pytest.approx(6 / 7 * 0.92, abs=0.005)
+    assert six_two["tok_s"] == pytest.approx(six_two["bps"] * 30000, rel=1e-3)
 
 
 def test_what_if_invalid_numbers_exit_2():

@@ -45,7 +45,7 @@ def _wait_for(buf: _Buffer, needle: str, count: int = 1, timeout_s: float = 10.0
 
 def test_follow_picks_up_growth_partial_line_and_stops_at_end(tmp_path):
     lines = FIXTURE.read_bytes().splitlines(keepends=True)
-    assert b'"ev":"end"' in lines[-1]
+    lines.append(b'{"ev":"end","t":5400.0,"reason":"interrupted"}\n')   # the fixture is a live cut
     log = tmp_path / "live.jsonl"
     log.write_bytes(b"")
     buf = _Buffer()
@@ -88,7 +88,7 @@ def test_follow_picks_up_growth_partial_line_and_stops_at_end(tmp_path):
     out = buf.text()
     assert out.index("waiting for data (") < out.index("----- following")
     assert "last line is incomplete" in out
-    assert out.count("----- run ended") == 1 and out.rstrip().endswith(render(advise([FIXTURE])).rstrip())
+    assert out.count("----- run ended") == 1 and out.rstrip().endswith(render(advise([log])).rstrip())
     # the last report is for the whole run, not a stale one
     final = out[out.index("----- run ended"):]
     assert f"{len(lines)} lines read" in final

@@ -1,0 +1,4 @@
+"""`python -m advisor` is `dflash-advise`."""
+from .cli import main
+
+main()

@@ -1,0 +1,205 @@
+"""The verdict, as data: ordered rules over the projected table.
+
+Inputs: the table of `advisor.project` (every number below is read from its rows), the judged
+split J (``--roles``, else the split the current log ran, when it is in the table), the
+`~advisor.settings.Settings` it was computed with and the `~advisor.evidence.Evidence` of the log.
+B is the best split (highest projected b/s), A the runner-up of the recommended split R (the best
+other split), and the margin compares the higher and the lower of R and A: stable when the
+higher one's interval starts above the lower one's upper end.
+
+Rules, in order; the first that fires decides (``rule`` names it):
+
+1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
+   split at this G was observed nor judged: advice for the next run, no restart cost.
+   R = B. If the margin to A is not stable and B's projected lead is at least ``RESOLVE_GAIN``:
+   ``cannot-tell`` (rule ``unresolved``). Otherwise verdict ``next-run``.
+2. ``thin-evidence``: the log is thin (too few steady batches, not settled, or drifting;
+   `advisor.evidence`) and B's interval reaches below the upper end of its rival's (J, or A when
+   B is J): ``cannot-tell``; the needs say how much more log would separate them.
+3. ``already-best``: B is J -> ``stay``.
+4. ``small-gain``: B's lead over J is below ``RESOLVE_GAIN`` (what the model can resolve, not worth
+   a restart) -> ``stay``.
+5. ``overlap``: B's interval reaches below J's upper end -> ``cannot-tell``; a longer log, or a
+   short run at B given with this one, settles it.
+6. ``restart-cost``: finishing the job at B saves no more than ``--restart-cost`` hours -> ``stay``.
+7. ``switch``: otherwise -> ``switch`` to B.
+
+Beside the verdict: the loader cap (when the loader limits input, every split within
+``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R against A
+(`advisor.sensitivity`), and queue advice at R (`advisor.queues`). Wording is `advisor.report`'s.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import pandas as pd
+
+from .evidence import Evidence
+from .fit import PipelineFit
+from .project import split_label
+from .queues import QueueAdvice, queue_advice
+from .sensitivity import Sensitivity, sensitivity
+from .settings import Settings
+
+RESOLVE_GAIN = 0.02          # leads below 2% are within what the model resolves
+LOADER_TIE = 0.01            # splits this close to the loader's cap count as reaching it
+
+
+class Verdict(str, Enum):
+    STAY = "stay"
+    SWITCH = "switch"
+    NEXT_RUN = "next-run"
+    CANNOT_TELL = "cannot-tell"
+
+
+@dataclass(frozen=True)
+class Margin:
+    """Between the recommended split and the runner-up: ``higher`` and ``lower`` by projected b/s."""
+
+    higher: str
+    lower: str
+    stable: bool
+    best_low: float              # the higher one's interval start
+    runner_up_high: float        # the lower one's interval end
+    lead_pct: float              # the higher one's projected lead
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What evidence would settle a choice the log cannot make."""
+
+    longer_factor: float | None   # a steady log this many times as long separates the two
+    extra_steady_s: float | None  # that much more steady time
+    settle: bool                  # the log must first run past warm-up / drift
+    run_at: str | None            # or a short run at this split, given with the log
+    model_gap: tuple[str, ...] = ()                   # rows widened to a measured rate the model misses
+    measured: tuple[tuple[str, float], ...] = ()      # (split, measured b/s) where logs ran them
+
+
+@dataclass(frozen=True)
+class LoaderCap:
+    cap_bps: float
+    starved_share: float
+    at_cap: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    verdict: Verdict
+    rule: str
+    recommended: str
+    judged: str | None
+    observed: str | None
+    best: str
+    runner_up: str | None
+    margin: Margin | None
+    gain_pct: float               # best split's projected lead over the judged split
+    eta_gain_s: float | None      # remaining time saved at the best split (before restart cost)
+    needs: Needs | None
+    loader: LoaderCap | None
+    sensitivity: Sensitivity
+    queue: QueueAdvice | None
+    evidence: Evidence
+    settings: Settings
+    n_splits: int
+
+
+def _split(df: pd.DataFrame, label: str, p: str, c: str) -> tuple[int, int]:
+    return int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
+
+
+def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
+    if b is None:
+        return None
+    hi, lo = (a, b) if df.at[a, "bps"] >= df.at[b, "bps"] else (b, a)
+    lead = 100.0 * (df.at[hi, "bps"] / df.at[lo, "bps"] - 1.0) if df.at[lo, "bps"] > 0 else math.inf
+    return Margin(higher=hi, lower=lo, stable=bool(df.at[hi, "bps_low"] > df.at[lo, "bps_high"]),
+                  best_low=float(df.at[hi, "bps_low"]), runner_up_high=float(df.at[lo, "bps_high"]),
+                  lead_pct=float(lead))
+
+
+def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
+    """A log long enough that the two intervals no longer overlap (half-widths ~ 1/sqrt(length))."""
+    gap = df.at[hi, "bps"] - df.at[lo, "bps"]
+    width = (df.at[hi, "bps"] - df.at[hi, "bps_low"]) + (df.at[lo, "bps_high"] - df.at[lo, "bps"])
+    pair = (hi, lo)
+    gaps = tuple(x for x in pair if bool(df.at[x, "widened"]))
+    measured = tuple((x, float(df.at[x, "observed_bps"])) for x in pair if bool(df.at[x, "observed"]))
+    factor = extra = None
+    if gap > 0 and width > 0 and not gaps:   # sampling noise shrinks with length; a model gap does not
+        factor = max((width / gap) ** 2, 1.0)
+        extra = ev.steady_s * (factor - 1.0)
+    if run_at is not None and bool(df.at[run_at, "observed"]):
+        run_at = None
+    return Needs(longer_factor=factor, extra_steady_s=extra, settle=not ev.settled or ev.drifting, run_at=run_at,
+                 model_gap=gaps, measured=measured)
+
+
+def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
+    if not (fit.loader.input_bound and fit.loader.capacity_bps):
+        return None
+    cap = fit.loader.capacity_bps
+    at = tuple(str(lbl) for lbl, x in df["bps"].items() if x >= (1 - LOADER_TIE) * cap)
+    return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
+
+
+def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None, best: str
+           ) -> tuple[Verdict, str, str, Needs | None]:
+    """(verdict, rule, recommended label, needs) by the ordered rules of the module docstring."""
+    others = df.drop(index=best)["bps"]
+    runner = str(others.idxmax()) if len(others) else None
+    if settings.for_next_run or judged is None:
+        m = _margin(df, best, runner)
+        if m is not None and not m.stable and m.lead_pct >= 100 * RESOLVE_GAIN:
+            return Verdict.CANNOT_TELL, "unresolved", best, _needs(df, ev, best, runner, runner)
+        return Verdict.NEXT_RUN, ("next-run" if settings.for_next_run else "plan"), best, None
+    overlap = df.at[best, "bps_low"] <= df.at[judged, "bps_high"]
+    rival = judged if best != judged else runner
+    if ev.thin and rival is not None and df.at[best, "bps_low"] <= df.at[rival, "bps_high"]:
+        return Verdict.CANNOT_TELL, "thin-evidence", judged, _needs(df, ev, best, rival, rival if rival != judged
+                                                                     else best)
+    if best == judged:
+        return Verdict.STAY, "already-best", judged, None
+    if df.at[best, "bps"] < (1 + RESOLVE_GAIN) * df.at[judged, "bps"]:
+        return Verdict.STAY, "small-gain", judged, None
+    if overlap:
+        return Verdict.CANNOT_TELL, "overlap", judged, _needs(df, ev, best, judged, best)
+    eta_gain = df.at[judged, "eta_s"] - df.at[best, "eta_s"]
+    if math.isfinite(eta_gain) and eta_gain <= settings.restart_cost_h * 3600.0:
+        return Verdict.STAY, "restart-cost", judged, None
+    return Verdict.SWITCH, "switch", best, None
+
+
+def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence: Evidence) -> Decision:
+    """Apply the rules (module docstring) to the projected table."""
+    p, c = fit.roles
+    df = splits
+    observed = next((str(lbl) for lbl, o in df["observed"].items() if o), None)
+    ob0 = fit.observed[0]
+    first = split_label(ob0.roles.get(p, 0), ob0.roles.get(c, 0))
+    observed = first if first in df.index else observed
+    judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else (
+        first if first in df.index else None)
+    best = str(df["bps"].idxmax())
+    verdict, rule, rec, needs = _rules(df, settings, evidence, judged, best)
+    others = df.drop(index=rec)
+    runner = str(others["bps"].idxmax()) if len(others) else None
+    r = _split(df, rec, p, c)
+    m_col = df[f"n_{c}"]
+    fewer = str(others.loc[m_col[others.index] < r[1], "bps"].idxmax()) if (m_col[others.index] < r[1]).any() else None
+    more = str(others.loc[m_col[others.index] > r[1], "bps"].idxmax()) if (m_col[others.index] > r[1]).any() else None
+    sens = sensitivity(
+        fit, settings, r, _split(df, runner, p, c) if runner else None,
+        _split(df, fewer, p, c) if fewer else None, _split(df, more, p, c) if more else None,
+        _split(df, judged, p, c) if judged else r,
+        bottleneck_of=lambda s: str(df.at[split_label(*s), "bottleneck"]),
+        capacity_of=lambda s, i: float(df.at[split_label(*s), f"cap_{(p, c)[i]}_bps"]))
+    gain = 100.0 * (df.at[best, "bps"] / df.at[judged, "bps"] - 1.0) if judged and df.at[judged, "bps"] > 0 else 0.0
+    eta_gain = float(df.at[judged, "eta_s"] - df.at[best, "eta_s"]) if judged else None
+    return Decision(verdict=verdict, rule=rule, recommended=rec, judged=judged, observed=observed, best=best,
+                    runner_up=runner, margin=_margin(df, rec, runner), gain_pct=float(gain),
+                    eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
+                    needs=needs, loader=_loader(fit, df), sensitivity=sens,
+                    queue=queue_advice(fit, settings, r), evidence=evidence, settings=settings, n_splits=len(df))

@@ -1,0 +1,104 @@
+"""How much the log behind the advice can carry: length of the steady part, settling, drift.
+
+The decision rules need to know when the log is too thin to choose on. Three signals, all from
+the first (current) log's steady window:
+
+- ``batches``: consumer completions inside the window; below ``MIN_BATCHES`` the rates rest on
+  too few steps to separate splits a few percent apart.
+- ``settled``: whether warm-up truncation (MSER-5, `advisor.steady`) found a start well before
+  the middle of the log; a run that never settled is still warming up.
+- ``drift_pct``: the consumer's completion rate in the second half of the window against the
+  first half. Its noise is judged from the spread of per-batch-group completion counts
+  (``DRIFT_GROUPS`` groups per half, standard error of the difference); a drift beyond both
+  ``DRIFT_Z`` standard errors and ``DRIFT_PCT`` means the pace is still changing.
+
+When the evidence is thin, the projected intervals are widened by the measured drift (a rate
+that moved by d% inside the window may move as much again) and the decision can say
+``cannot-tell``, naming how much more log would separate the best split from the runner-up:
+interval half-widths shrink as 1/sqrt(duration), so a log ``((w_best + w_runner) / gap)^2``
+times as long separates them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fit import PipelineFit
+from .load import RunLog
+
+MIN_BATCHES = 100
+DRIFT_PCT = 5.0
+DRIFT_Z = 3.0
+DRIFT_GROUPS = 5
+
+
+@dataclass(frozen=True)
+class Evidence:
+    steady_s: float
+    batches: int
+    settled: bool
+    drift_pct: float            # second half vs first half of the window, consumer completion rate
+    drift_z: float
+
+    @property
+    def drifting(self) -> bool:
+        return abs(self.drift_pct) > DRIFT_PCT and self.drift_z > DRIFT_Z
+
+    @property
+    def thin(self) -> bool:
+        return self.batches < MIN_BATCHES or not self.settled or self.drifting
+
+    def why_thin(self) -> list[str]:
+        out = []
+        if self.batches < MIN_BATCHES:
+            out.append(f"only {self.batches} steady batches (at least {MIN_BATCHES} are needed to separate "
+                       f"splits a few percent apart)")
+        if not self.settled:
+            out.append("the run has not settled (still warming up)")
+        if self.drifting:
+            out.append(f"the pace moved {self.drift_pct:+.0f}% between the halves of the steady window")
+        return out
+
+
+def _halves_drift(t: np.ndarray, start_s: float, end_s: float) -> tuple[float, float]:
+    """Rate change (%) between the window's halves and its z-score, from completion times ``t``."""
+    t = t[(t > start_s) & (t <= end_s)]
+    span = end_s - start_s
+    if len(t) < 4 * DRIFT_GROUPS or span <= 0:
+        return 0.0, 0.0
+    edges = np.linspace(start_s, end_s, 2 * DRIFT_GROUPS + 1)
+    counts = np.histogram(t, bins=edges)[0].astype(float) / (span / (2 * DRIFT_GROUPS))
+    a, b = counts[:DRIFT_GROUPS], counts[DRIFT_GROUPS:]
+    if a.mean() <= 0:
+        return 0.0, 0.0
+    se = math.sqrt(a.var(ddof=1) / DRIFT_GROUPS + b.var(ddof=1) / DRIFT_GROUPS)
+    diff = b.mean() - a.mean()
+    z = abs(diff) / se if se > 0 else (math.inf if diff else 0.0)
+    return 100.0 * diff / a.mean(), z
+
+
+def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
+    """Evidence from the first log (the current run) and its steady window."""
+    ob = fit.observed[0]
+    win = ob.steady
+    drift = z = 0.0
+    if logs and logs[0].has_steps:
+        st = logs[0].steps
+        t = st.loc[st["role"] == fit.consumer.role, "t"].to_numpy(float)
+        drift, z = _halves_drift(t, win.start_s, win.end_s)
+    elif logs and len(logs[0].rates):
+        col = f"bps_{fit.consumer.role}"
+        r = logs[0].rates
+        if col in r:
+            r = r[win.mask(r["t"])].dropna(subset=[col])
+            if len(r) >= 4:
+                h = len(r) // 2
+                a, b = r[col].to_numpy()[:h], r[col].to_numpy()[h:]
+                if a.mean() > 0:
+                    drift = 100.0 * (b.mean() / a.mean() - 1.0)
+                    se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)) if len(a) > 1 < len(b) else 0.0
+                    z = abs(b.mean() - a.mean()) / se if se > 0 else 0.0
+    return Evidence(steady_s=win.duration_s, batches=int(win.n_events), settled=bool(win.settled),
+                    drift_pct=float(drift), drift_z=float(z))

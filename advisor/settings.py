@@ -1,0 +1,114 @@
+"""The options every number of one piece of advice is computed with, built once.
+
+`advise()` resolves the user's options against the fit (the log's G, q_hs depth and batch size)
+into one :class:`Settings` and passes it down to projection, simulation, the decision and the
+report, so that no stage re-reads a loose keyword or recomputes a default. Validation happens
+here, at the boundary, with errors that name the option (the CLI turns them into exit 2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+MIN_GPUS = 2
+MAX_GPUS = 4096                 # a bound a user cannot mean more than (one job, one advice)
+DEFAULT_RESTART_COST_H = 1.0
+MAX_RESTART_COST_H = 24.0 * 365
+MAX_HS_CAP = 100_000
+TOKEN_RANGE_SLACK = 0.10        # batches within 10% of the logged range count as interpolation
+
+
+class SettingsError(ValueError):
+    """An option is unusable; the text names the option."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(f"{option}: {message}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Resolved options. ``roles`` is the split to judge (None: the observed one)."""
+
+    gpus: int
+    producer: str
+    consumer: str
+    hs_cap: int
+    tokens_per_batch: float
+    token_budget: int | None = None          # None: the log's own budget
+    log_token_budget: int | None = None
+    roles: Mapping[str, int] | None = None
+    restart_cost_h: float = DEFAULT_RESTART_COST_H
+    next_run: bool = False                   # asked for with --next-run
+    run_ended: bool = False                  # the (first) log has an `end` event
+    exact: bool = False
+    extrapolated_tokens: bool = False        # tokens_per_batch outside the logged range
+    logged_tokens_range: tuple[float, float] = field(default=(0.0, 0.0))
+
+    @property
+    def for_next_run(self) -> bool:
+        """Advice for the job's next run: no restart cost applies."""
+        return self.next_run or self.run_ended
+
+    @property
+    def own_budget(self) -> bool:
+        return self.token_budget is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpus": self.gpus, "token_budget": self.token_budget or self.log_token_budget,
+                "tokens_per_batch": round(self.tokens_per_batch, 1), "hs_cap": self.hs_cap,
+                "restart_cost_h": self.restart_cost_h, "run_ended": self.run_ended, "next_run": self.next_run}
+
+
+def _whole(option: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingsError(option, f"must be a whole number, got {value!r}")
+    if not lo <= value <= hi:
+        raise SettingsError(option, f"must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: int) -> dict[str, int]:
+    """The split to judge, validated against the log's roles and G."""
+    names = set(roles)
+    want = {producer, consumer}
+    if names != want:
+        missing, extra = sorted(want - names), sorted(names - want)
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"unknown {', '.join(extra)}"] if extra else [])
+        raise SettingsError("--roles", f"{'; '.join(parts)} (the log's roles are {producer} and {consumer}, "
+                            f"e.g. {producer}=6,{consumer}=2)")
+    out = {r: _whole(f"--roles {r}", roles[r], 1, MAX_GPUS) for r in (producer, consumer)}
+    total = out[producer] + out[consumer]
+    if total != gpus:
+        raise SettingsError("--roles", f"{producer}={out[producer]} + {consumer}={out[consumer]} is {total} GPUs, "
+                            f"but {gpus} are split (give --gpus {total} to split {total})")
+    return out
+
+
+def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, tokens_mean: float,
+                   tokens_range: tuple[float, float], log_token_budget: int | None, hs_cap: int | None = None,
+                   token_budget: int | None = None, roles: Mapping[str, int] | None = None,
+                   restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
+                   run_ended: bool = False, exact: bool = False) -> Settings:
+    """Validate the options and resolve them against what the log(s) showed."""
+    gpus = _whole("--gpus", gpus, MIN_GPUS, MAX_GPUS)
+    hs = log_hs_cap if hs_cap is None else _whole("--hs-cap", hs_cap, 0, MAX_HS_CAP)
+    if isinstance(restart_cost_h, bool) or not isinstance(restart_cost_h, (int, float)) or not (
+            0.0 <= restart_cost_h <= MAX_RESTART_COST_H):
+        raise SettingsError("--restart-cost", f"must be hours between 0 and {MAX_RESTART_COST_H:g}, "
+                            f"got {restart_cost_h!r}")
+    tokens = tokens_mean
+    extrapolated = False
+    if token_budget is not None:
+        token_budget = _whole("--token-budget", token_budget, 1, 1 << 30)
+        # batches fill the budget to the same degree as in the logged run
+        fill = tokens_mean / log_token_budget if log_token_budget else 1.0
+        tokens = token_budget * fill
+        lo, hi = tokens_range
+        extrapolated = not (1 - TOKEN_RANGE_SLACK) * lo <= tokens <= (1 + TOKEN_RANGE_SLACK) * hi
+    judged = check_roles(roles, producer, consumer, gpus) if roles is not None else None
+    return Settings(gpus=gpus, producer=producer, consumer=consumer, hs_cap=hs, tokens_per_batch=float(tokens),
+                    token_budget=token_budget, log_token_budget=log_token_budget, roles=judged,
+                    restart_cost_h=float(restart_cost_h), next_run=bool(next_run), run_ended=bool(run_ended),
+                    exact=bool(exact), extrapolated_tokens=extrapolated, logged_tokens_range=tuple(tokens_range))

@@ -1,0 +1,195 @@
+"""The decision rules (advisor.decide) and the regression cases of the one-decision-path issue."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisor.advice import advise, advise_numbers
+from advisor.decide import RESOLVE_GAIN, Verdict
+from advisor.report import render
+from advisor.settings import SettingsError
+from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+
+
+def live(path):
+    """Drop the closing `end` line: the log of a run still in progress."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    if b'"ev":"end"' in lines[-1] or b'"ev": "end"' in lines[-1]:
+        path.write_bytes(b"".join(lines[:-1]))
+    return path
+
+
+def target_bound(tmp_path, n_target, n_drafter, samples=902000, ended=False):
+    s = Scenario(name="tb", n_target=n_target, n_drafter=n_drafter, target=ServiceModel(0.0, 60e-6, 0.03),
+                 drafter=ServiceModel(0.0, 40e-6, 0.03), tokens=TokenModel(8192, 6000, 0.1, 600),
+                 hs_cap=10, pre_cap=10, n_batches=3000, seed=5, samples=samples)
+    p = tmp_path / f"{n_target}x{n_drafter}-{samples}.jsonl"
+    write_log(p, s)
+    return p if ended else live(p)
+
+
+@pytest.mark.parametrize("which", ["reference", "reference_rates"])
+def test_reference_verdict(which, request):
+    adv = advise(request.getfixturevalue(which))
+    j = adv.to_json()
+    rec = j["recommendation"]
+    assert rec["roles"] == {"target": 7, "drafter": 1} and rec["verdict"] == "stay" and rec["rule"] == "already-best"
+    assert j["observed"]["bottleneck"] == "drafter" and round(j["observed"]["efficiency"], 2) == 0.93
+    six_two = next(s for s in j["splits"] if s["roles"] == {"target": 6, "drafter": 2})
+    assert six_two["bps"] == pytest.approx(0.79, abs=0.01) and six_two["bottleneck"] == "target"
+    assert rec["runner_up"]["roles"] == {"target": 6, "drafter": 2}
+    assert rec["judged"] == j["splits"][0] and rec["margin"]["stable"] is True
+    holds = " ".join(rec["holds_unless"])
+    assert "target capacity is" in holds and "higher than fitted" in holds
+    assert "even with perfect drafter scaling" in holds   # the reference reading's 60% argument, generalised
+    assert "keep q_hs at 20" in j["queues"]["hs"]["advice"]
+    assert rec["settings"]["gpus"] == 8 and rec["settings"]["run_ended"] is False
+
+
+def test_switch_when_it_pays(tmp_path):
+    adv = advise(target_bound(tmp_path, 2, 6))
+    d = adv.decision
+    assert d.verdict is Verdict.SWITCH and d.rule == "switch"
+    assert adv.recommendation.roles["target"] > 2 and d.gain_pct > 20
+    assert any("sooner" in r for r in adv.recommendation.reasons)
+
+
+def test_stay_when_restart_costs_more_than_it_saves(tmp_path):
+    adv = advise(target_bound(tmp_path, 2, 6, samples=2000), restart_cost_h=100.0)
+    assert adv.decision.verdict is Verdict.STAY and adv.decision.rule == "restart-cost"
+    assert any("restart cost" in r for r in adv.recommendation.reasons)
+
+
+def test_ended_run_gets_the_best_split_for_its_next_run(tmp_path):
+    adv = advise(target_bound(tmp_path, 2, 6, samples=2000, ended=True), restart_cost_h=100.0)
+    assert adv.settings.run_ended and adv.decision.verdict is Verdict.NEXT_RUN
+    assert adv.decision.recommended == adv.splits["bps"].idxmax()
+
+
+def test_next_run_flag_on_a_live_log(tmp_path):
+    p = target_bound(tmp_path, 2, 6, samples=2000)
+    assert advise(p, restart_cost_h=100.0).decision.verdict is Verdict.STAY
+    adv = advise(p, restart_cost_h=100.0, next_run=True)
+    assert adv.decision.verdict is Verdict.NEXT_RUN and adv.decision.recommended == adv.splits["bps"].idxmax()
+
+
+def test_h200_1x2_restart_cost_0_no_longer_stays():
+    # issue example: a finished profiling run projected +100% at 2-1 used to STAY at 1-2
+    adv = advise("fixtures/h200-1x2.jsonl", restart_cost_h=0)
+    assert adv.decision.verdict is Verdict.NEXT_RUN and adv.decision.recommended == "2-1"
+    text = render(adv)
+    assert "the margin is within the fit's uncertainty" not in text     # 2-1's interval is clear of 1-2's
+    m = adv.decision.margin
+    assert m.stable and m.best_low > m.runner_up_high
+    assert "balancing tokens across ranks would give" not in text       # no lever that does not help
+
+
+def test_judged_split_is_described_with_its_own_row(reference):
+    adv = advise(reference, roles={"target": 6, "drafter": 2})
+    first = adv.recommendation.reasons[0]
+    row = adv.splits.loc["6-2"]
+    assert first.startswith("at 6-2") and f"drafters starved {row['drafter_starved']:.0%}" in first
+    assert "19.7/20" not in first                     # the observed 7-1 depth is not 6-2's
+    assert adv.to_json()["recommendation"]["judged"]["roles"] == {"target": 6, "drafter": 2}
+    assert adv.decision.verdict is Verdict.SWITCH and adv.decision.recommended == "7-1"
+
+
+def test_token_budget_moves_every_number_of_the_verdict(reference):
+    base, half = advise(reference), advise(reference, token_budget=16384)
+    r_half = " ".join(half.recommendation.reasons + half.recommendation.holds_unless)
+    assert f"{half.splits.at['6-2', 'cap_target_bps']:.4g} b/s" in r_half
+    assert f"{base.splits.at['6-2', 'cap_target_bps']:.4g} b/s" not in r_half
+    t_base = {t.role: t.factor for t in base.decision.sensitivity.thresholds}
+    t_half = {t.role: t.factor for t in half.decision.sensitivity.thresholds}
+    assert t_half != t_base
+    assert half.decision.queue is not None and "hs" in half.to_json()["queues"]
+
+
+def test_hs_cap_changes_robustness_and_keeps_queue_advice(reference):
+    base, none = advise(reference), advise(reference, hs_cap=0)
+    assert none.splits.at["7-1", "bps"] < base.splits.at["7-1", "bps"]
+    f0 = {t.role: t.factor for t in none.decision.sensitivity.thresholds}
+    f1 = {t.role: t.factor for t in base.decision.sensitivity.thresholds}
+    assert f0 != f1
+    assert none.decision.queue is not None and none.decision.queue.cap == 0
+    assert "q_hs at 0" in render(none) or "q_hs from 0" in render(none)
+
+
+def test_roles_must_sum_to_the_gpus(reference):
+    with pytest.raises(SettingsError, match="is 9 GPUs, but 8 are split"):
+        advise(reference, roles={"target": 6, "drafter": 3})
+    with pytest.raises(SettingsError, match="unknown verifier"):
+        advise(reference, roles={"target": 6, "verifier": 2})
+
+
+def test_several_logs_reconcile_or_say_which_disagrees():
+    adv = advise(["fixtures/h200-1x2.jsonl", "fixtures/h200-2x1.jsonl"])
+    for rc in adv.reconciliation:
+        row = adv.splits.loc[rc.label]
+        assert row["bps_low"] <= rc.observed_bps <= row["bps_high"]      # widened to cover the measurement
+        if abs(rc.gap_pct) > 3:
+            assert any(rc.path in w and rc.label in w for w in adv.warnings)
+    for name, caps in (("1-2", adv.observed.capacities_bps),):
+        assert adv.splits.at[name, "cap_target_bps"] == pytest.approx(caps["target"])
+
+
+def test_short_warming_log_cannot_tell(reference, tmp_path):
+    head = tmp_path / "head.jsonl"
+    head.write_bytes(b"".join(reference.read_bytes().splitlines(keepends=True)[:100]))
+    adv = advise(head)
+    assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "thin-evidence"
+    assert adv.decision.needs is not None
+    assert any("thin evidence" in w for w in adv.warnings)
+    assert "What would settle it" in render(adv)
+
+
+def test_what_if_claims_no_stability_from_zero_width_intervals():
+    adv = advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}, tokens_per_batch=16000)
+    text = render(adv)
+    assert "the choice is stable" not in text and "cannot be told" in text
+    assert adv.splits.at["7-1", "tok_s"] == pytest.approx(adv.splits.at["7-1", "bps"] * 16000)
+
+
+def test_two_drafters_sensitivity_flips_with_scaling():
+    adv = advise_numbers({"target": 6, "drafter": 2}, {"target": 1.2, "drafter": 1.4})
+    assert adv.recommendation.roles == {"target": 6, "drafter": 2}
+    ties = {t.other: t for t in adv.decision.sensitivity.scaling}
+    assert ties[(7, 1)].scaling is not None
+    assert any("of a lone drafter's rate" in h for h in adv.recommendation.holds_unless)
+
+
+def test_small_gain_stays(tmp_path):
+    adv = advise_numbers({"target": 4, "drafter": 4}, {"target": 1.0 * 4, "drafter": 1.0 * 4.05})
+    d = adv.decision
+    if d.best != d.judged:
+        lead = adv.splits.at[d.best, "bps"] / adv.splits.at[d.judged, "bps"] - 1
+        assert (lead < RESOLVE_GAIN) == (d.rule == "small-gain")
+
+
+def test_loader_bound_advice_names_the_input(tmp_path):
+    tm = TokenModel(8192, 6000, 0.1, 600)
+    s = Scenario(name="lb", n_target=5, n_drafter=3, target=ServiceModel(0.0, 500e-6, 0.05),
+                 drafter=ServiceModel(0.0, 250e-6, 0.05), loader=ServiceModel(0.0, 1 / 1.2 / 6000, 0.3),
+                 tokens=tm, hs_cap=8, pre_cap=8, n_batches=3000, seed=9)
+    write_log(tmp_path / "lb.jsonl", s)
+    adv = advise(tmp_path / "lb.jsonl")
+    assert adv.observed.bottleneck == "loader" and adv.fit.loader.input_bound
+    assert adv.fit.loader.capacity_bps == pytest.approx(1.2, rel=0.05)
+    assert adv.decision.loader is not None and adv.decision.loader.at_cap
+    assert any("loader caps the pipeline" in r for r in adv.recommendation.reasons)
+    assert (adv.splits["bps"] <= 1.2 * 1.05).all()          # no split beats the loader
+
+
+def test_json_contract_keys(reference):
+    j = json.loads(json.dumps(advise(reference).to_json()))
+    assert {"schema", "run", "gpus", "observed", "splits", "recommendation", "queues", "warnings"} <= set(j)
+    assert {"roles", "bps", "tok_s", "efficiency", "bottleneck", "steady_from_s"} <= set(j["observed"])
+    for s in j["splits"]:
+        assert {"roles", "bps", "tok_s", "bps_low", "bps_high", "efficiency", "gpu_util", "bottleneck",
+                "eta_s"} <= set(s)
+    assert {"roles", "verdict", "reasons", "holds_unless", "judged", "runner_up", "margin", "settings"} <= set(
+        j["recommendation"])
+    assert {"stable", "best_low", "runner_up_high"} <= set(j["recommendation"]["margin"])
+    assert {"gpus", "token_budget", "hs_cap", "restart_cost_h", "run_ended"} <= set(j["recommendation"]["settings"])
+    assert j["schema"] == 1 and j["gpus"] == 8

@@ -1,0 +1,112 @@
+"""Invariants of the decision over synthetic logs and option combinations (hypothesis).
+
+- the decision fields equal the rows they name; the margin's ``stable`` matches the intervals;
+- an ended run (or --next-run) recommends the best split, or says it cannot tell;
+- every b/s figure quoted in a reason equals, as printed, a number of a split that sentence names;
+- every row has bps_low <= bps <= bps_high.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from advisor.advice import advise
+from advisor.decide import Verdict
+from advisor.report import bps_text
+from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+
+SCENARIOS = {
+    "drafter-bound": dict(n_target=5, n_drafter=1, target=ServiceModel(0.0, 150e-6, 0.05),
+                          drafter=ServiceModel(0.01, 30e-6, 0.05)),
+    "target-bound": dict(n_target=2, n_drafter=4, target=ServiceModel(0.0, 60e-6, 0.3),
+                         drafter=ServiceModel(0.0, 40e-6, 0.3)),
+    "balanced-sync": dict(n_target=4, n_drafter=2, target=ServiceModel(0.0, 120e-6, 0.1),
+                          drafter=ServiceModel(0.005, 50e-6, 0.2), sync_every=4, sync_s=0.01),
+}
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    out = {}
+    for name, kw in SCENARIOS.items():
+        s = Scenario(name=name, tokens=TokenModel(8192, 6000, 0.1, 600), hs_cap=6, pre_cap=6, n_batches=1500,
+                     seed=3, samples=50_000, **kw)
+        p = tmp_path_factory.mktemp("logs") / f"{name}.jsonl"
+        write_log(p, s)
+        lines = p.read_bytes().splitlines(keepends=True)
+        live = p.with_name(f"{name}-live.jsonl")
+        live.write_bytes(b"".join(l for l in lines if b'"end"' not in l))
+        out[name], out[f"{name}-live"] = p, live
+    return out
+
+
+NUM = r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?)"
+
+
+def quoted_bps(sentence: str) -> list[str]:
+    nums = re.findall(NUM + r" b/s", sentence)
+    nums += [a for a, _ in re.findall(NUM + r" vs " + NUM + r" b/s", sentence)]
+    return nums
+
+
+def allowed_bps(adv, sentence: str) -> set[str]:
+    p, c = adv.roles
+    out = set()
+    for label in set(re.findall(r"\b(\d+-\d+)\b", sentence)) & set(adv.splits.index):
+        r = adv.splits.loc[label]
+        for col in ("bps", "bps_low", "bps_high", f"cap_{p}_bps", f"cap_{c}_bps", "cap_loader_bps", "observed_bps"):
+            if math.isfinite(r[col]):
+                out.add(bps_text(r[col]))
+    if adv.decision.loader is not None:
+        out.add(bps_text(adv.decision.loader.cap_bps))
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(sorted(SCENARIOS)), live=st.booleans(), gpus=st.sampled_from([None, 3, 6, 9, 16]),
+       hs_cap=st.sampled_from([None, 0, 2, 40]), budget=st.sampled_from([None, 4096, 12000]),
+       restart=st.sampled_from([0.0, 1.0, 1000.0]), next_run=st.booleans(), judge=st.booleans(),
+       data=st.data())
+def test_decision_invariants(logs, which, live, gpus, hs_cap, budget, restart, next_run, judge, data):
+    path = logs[f"{which}-live" if live else which]
+    g = gpus or sum(SCENARIOS[which][k] for k in ("n_target", "n_drafter"))
+    roles = None
+    if judge:
+        n = data.draw(st.integers(1, g - 1))
+        roles = {"target": n, "drafter": g - n}
+    adv = advise(path, gpus=gpus, hs_cap=hs_cap, token_budget=budget, restart_cost_h=restart, next_run=next_run,
+                 roles=roles)
+    df, d, j = adv.splits, adv.decision, adv.to_json()
+    # every row's interval holds its estimate
+    assert (df["bps_low"] <= df["bps"] + 1e-12).all() and (df["bps"] <= df["bps_high"] + 1e-12).all()
+    # the decision fields equal the rows they name
+    rec = j["recommendation"]
+    by_label = {f"{s['roles']['target']}-{s['roles']['drafter']}": s for s in j["splits"]}
+    if d.judged is not None:
+        assert rec["judged"] == by_label[d.judged]
+    if roles is not None:
+        assert d.judged == f"{roles['target']}-{roles['drafter']}"
+    if d.runner_up is not None:
+        assert rec["runner_up"]["bps"] == by_label[d.runner_up]["bps"]
+        assert rec["runner_up"]["bottleneck"] == by_label[d.runner_up]["bottleneck"]
+    assert by_label[d.recommended]["roles"] == rec["roles"]
+    assert d.best == df["bps"].idxmax()
+    # the margin's `stable` matches the intervals
+    if d.margin is not None:
+        hi, lo = d.margin.higher, d.margin.lower
+        assert df.at[hi, "bps"] >= df.at[lo, "bps"]
+        assert d.margin.stable == (df.at[hi, "bps_low"] > df.at[lo, "bps_high"])
+        assert rec["margin"]["stable"] == d.margin.stable
+    # an ended run (or --next-run) recommends the best split (or says it cannot tell)
+    if adv.settings.for_next_run:
+        assert d.verdict in (Verdict.NEXT_RUN, Verdict.CANNOT_TELL)
+        assert d.recommended == d.best
+    assert adv.settings.run_ended == (not live)
+    # every b/s figure in the prose is a number of a split the sentence names
+    for sentence in adv.recommendation.reasons:
+        allowed = allowed_bps(adv, sentence)
+        for num in quoted_bps(sentence):
+            assert num in allowed, (num, sentence, sorted(allowed))
