@@ -334,22 +334,22 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
     # the same marks as the throughput panel, above the pair of bars (side by side on one split)
     rec = _rec_key(adv)
     rec_i, obs_i = (keys.index(rec) if rec in keys else None), _obs_index(adv)
-    both = rec_i is not None and rec_i == obs_i
-    lift = _above(ax, 9 if many else 20)
+    lift = 9 if many else 20
     if rec_i is not None:
-        ax.plot([x[rec_i] - (width / 2 if both else 0)], [np.nanmax([eff[rec_i], util[rec_i], 0.0])],
-                marker=REC_MARKER, ms=12, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
-                transform=lift, label=f"recommended {_fmt(rec)}")
+        ax.plot([x[rec_i]], [np.nanmax([eff[rec_i], util[rec_i], 0.0])], marker=REC_MARKER, ms=12,
+                color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift),
+                label=f"recommended {_fmt(rec)}")
     if obs_i is not None:
-        ax.plot([x[obs_i] + (width / 2 if both else 0)], [np.nanmax([eff[obs_i], util[obs_i], 0.0])],
-                marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8, ls="none", zorder=5,
-                transform=lift, label=f"observed {_fmt(keys[obs_i])}")
+        # on the recommended split too: stacked above its star
+        ax.plot([x[obs_i]], [np.nanmax([eff[obs_i], util[obs_i], 0.0])], marker=OBS_MARKER, ms=7, color="black",
+                mec="white", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift + (13 if obs_i == rec_i else 0)),
+                label=f"observed {_fmt(keys[obs_i])}")
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
     p, c = adv.roles
     ax.set_xlabel(f"split ({p}-{c} GPUs)")
     ax.set_ylabel("efficiency, GPU utilisation (%)")
-    ax.set_ylim(0, 126)
+    ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
     ax.grid(axis="y", alpha=0.3, zorder=0)
     # the band above the marks, so the legend never covers a bar
@@ -520,16 +520,26 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
 
 def figure_path(path: str | Path) -> Path:
     """The file a figure for ``path`` goes to: ``path`` itself, or ``path/advice.png`` when it is
-    a directory. Raises ValueError when the extension names no format in FORMATS."""
+    a directory. The format is the extension's, one of FORMATS; a device or pipe without one
+    (``/dev/stdout``) gets PNG. Raises ValueError for any other extension or none."""
     out = Path(path)
     if out.is_dir():
         out = out / DEFAULT_NAME
     fmt = out.suffix.lower().lstrip(".")
-    if fmt not in FORMATS:
-        said = f"extension '{out.suffix}'" if out.suffix else "no extension"
-        raise ValueError(f"{out}: {said}; a figure is written as one of "
-                         + ", ".join(f".{f}" for f in FORMATS))
-    return out
+    if fmt in FORMATS or (not out.suffix and _is_special(out)):
+        return out
+    said = f"unknown extension '{out.suffix}'" if out.suffix else "no extension"
+    raise ValueError(f"{out}: {said}; a figure is written as one of " + ", ".join(f".{f}" for f in FORMATS))
+
+
+def _is_special(path: Path) -> bool:
+    """An existing path that is neither a regular file nor a directory: a device, a pipe."""
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
+def _figure_format(path: Path) -> str:
+    """The savefig format for a path :func:`figure_path` returned."""
+    return path.suffix.lower().lstrip(".") or "png"
 
 
 def save_figure(fig: Any, path: str | Path) -> Path:
@@ -541,7 +551,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     """
     out = figure_path(path)
     buf = io.BytesIO()
-    fig.savefig(buf, format=out.suffix.lower().lstrip("."))
+    fig.savefig(buf, format=_figure_format(out))
     existed = out.exists()
     try:
         with open(out, "wb") as f:
