@@ -153,7 +153,7 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
     adv = _advise_or_die(logs, gpus=gpus)
     fig = plot_advice(adv, min_efficiency=min_efficiency)
     try:
-        save_figure(fig, path)
+        path = save_figure(fig, path)
     except OSError as e:
         _die(f"{path}: cannot write the figure: {e.strerror or e}")
     # to a device or pipe (/dev/stdout) the figure is the output: the note goes to stderr

@@ -2,7 +2,8 @@
 
 Each panel function takes the advice and an optional matplotlib ``ax`` and returns the axes it
 drew on (``ax=None`` draws on the current pyplot axes), so they compose into a notebook's own
-figures. ``plot_advice`` builds the 2x2 figure that ``dflash-advise plot`` writes:
+figures. ``plot_advice(adv)`` returns the 2x2 ``Figure`` that ``dflash-advise plot`` writes
+(``plot_advice(adv, path)`` also saves it):
 
 1. ``plot_splits``: projected tokens/s of every split N + M = G with its 95% interval, beside
    the naive bound ``min(capacities) x tokens per batch``; the observed split (with its measured
@@ -11,14 +12,21 @@ figures. ``plot_advice`` builds the 2x2 figure that ``dflash-advise plot`` write
 2. ``plot_efficiency``: efficiency (X / max capacity) and GPU utilisation per split with the
    CI gate's threshold.
 3. ``plot_rates``: completions per role over time. From ``step`` events: completions counted in
-   time bins of a round width (about 80 bins over the run) divided by the bin's width; without
-   steps, the ``rates`` snapshots' ``bps_<role>``. The pool capacities the fit found (from busy
-   time) are drawn over the steady part; the warm-up that was dropped is shaded.
+   time bins of a round width (about 80 bins over the run, never more than MAX_TIME_BINS
+   whatever the log's times) divided by the bin's width; without steps, the ``rates``
+   snapshots' ``bps_<role>``. The pool capacities the fit found (from busy time) are drawn over
+   the steady part; the warm-up that was dropped is shaded.
 4. ``plot_queue``: the depth of the queue feeding the consumer (q_hs) over time, with its
    time-weighted distribution over the steady part in an inset. From ``rates`` snapshots; a
    log with steps but no snapshots gets the exact depth reconstructed from its step events
    (a target's ``t`` is when its batch entered q_hs, a drafter's ``t - busy`` when it left),
    and the panel says so.
+
+Readable at any G: the split panels label every split while the labels fit the drawn axes;
+beyond that every k-th (k = 1, 2, 5, 10, ... splits, on round target counts), always keeping the
+recommended and observed splits, with a minor tick on every split. The recommended split is a
+star over a cross-hatched bar and the observed one a diamond on an outlined bar, so the two
+differ by shape, not only by colour.
 
 matplotlib is imported inside the functions: importing this module costs nothing. Files are
 written through a bare ``Figure`` (Agg canvas), never through pyplot's global state, so
@@ -26,6 +34,7 @@ repeated calls (``--follow``, tests) leak no figures.
 """
 from __future__ import annotations
 
+import functools
 import io
 import math
 from pathlib import Path
@@ -61,6 +70,27 @@ def _axes(ax: Any) -> Any:
         import matplotlib.pyplot as plt
         ax = plt.gca()
     return ax
+
+
+def _title_text(text: str, limit: int = 80) -> str:
+    """A run name cut to fit a title line."""
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def _plain_text(fn: Any) -> Any:
+    """Draw with mathtext off: run, role and queue names come from the log, and a '$' in one
+    would otherwise be parsed as TeX (garbled, or an error when the figure is drawn)."""
+    @functools.wraps(fn)
+    def plain(*args: Any, **kw: Any) -> Any:
+        from matplotlib import rc_context
+
+        with rc_context({"text.parse_math": False}):
+            out = fn(*args, **kw)
+        if hasattr(out, "xaxis"):   # a panel: its title and axis labels predate the context
+            for text in (out.title, out.xaxis.label, out.yaxis.label):
+                text.set_parse_math(False)
+        return out
+    return plain
 
 
 def _fmt(k: tuple[int, int]) -> str:
@@ -244,6 +274,7 @@ def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
                    label=f"warm-up, dropped (first {start / scale:.1f} {_time_axis_unit(scale)})")
 
 
+@_plain_text
 def plot_splits(adv: Advice, ax: Any = None) -> Any:
     """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
     ax = _axes(ax)
@@ -268,28 +299,28 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
     rec_handle = None
     if rec in keys:
-        i = keys.index(rec)
+        r = keys.index(rec)
         # drawn over the blue bar: green, cross-hatched, and a star above it
-        ax.bar(x[i] - width / 2, tok[i], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6,
+        ax.bar(x[r] - width / 2, tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6,
                zorder=3)
-        star = ax.plot([x[i] - width / 2], [high[i] if math.isfinite(high[i]) else tok[i]], marker=REC_MARKER,
+        star = ax.plot([x[r] - width / 2], [high[r] if math.isfinite(high[r]) else tok[r]], marker=REC_MARKER,
                        ms=13, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
                        transform=_above(ax, 9 if many else 20))[0]
         from matplotlib.patches import Patch
         rec_handle = ((Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star),
                       f"recommended split {_fmt(rec)}, projected")
     obs_handle = None
-    i = _obs_index(adv)
-    if i is not None:
-        ax.bar(x[i] - width / 2, tok[i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-        dot = ax.plot([x[i] - width / 2], [ob.tok_s / 1e3], marker=OBS_MARKER, ms=7, color="black", mec="white",
+    obs_i = _obs_index(adv)
+    if obs_i is not None:
+        ax.bar(x[obs_i] - width / 2, tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
+        dot = ax.plot([x[obs_i] - width / 2], [ob.tok_s / 1e3], marker=OBS_MARKER, ms=7, color="black", mec="white",
                       mew=0.8, ls="none", zorder=6)[0]
-        obs_handle = (dot, f"observed split {_fmt(keys[i])}, measured {ob.tok_s / 1e3:.1f}K tok/s")
+        obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {ob.tok_s / 1e3:.1f}K tok/s")
     if not many:
         for j, (xi, v, h) in enumerate(zip(x, tok, high)):
             if math.isfinite(v):
                 # clear of the observed split's diamond, which sits on the bar's top
-                ax.annotate(f"{v:.1f}", (xi - width / 2, h), xytext=(0, 7 if j == i else 3),
+                ax.annotate(f"{v:.1f}", (xi - width / 2, h), xytext=(0, 7 if j == obs_i else 3),
                             textcoords="offset points", ha="center", va="bottom", fontsize=8)
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
@@ -311,6 +342,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     return ax
 
 
+@_plain_text
 def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) -> Any:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
@@ -366,6 +398,7 @@ def _completion_rates(steps: pd.DataFrame, role: str, edges: np.ndarray, end_s: 
     return counts / covered
 
 
+@_plain_text
 def plot_rates(adv: Advice, ax: Any = None) -> Any:
     """Completions per role over time (batches/s), fitted pool capacities over the steady part, warm-up shaded."""
     ax = _axes(ax)
@@ -448,6 +481,7 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     return times, depth, np.clip(hold, 0, None), "steps"
 
 
+@_plain_text
 def plot_queue(adv: Advice, ax: Any = None) -> Any:
     """q_hs depth over time with its steady-state distribution in an inset."""
     ax = _axes(ax)
@@ -563,12 +597,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     return out
 
 
-def _title_text(text: str, limit: int = 80) -> str:
-    """A run name as plain text in a title: '$' would start matplotlib's mathtext; long names are cut."""
-    text = text if len(text) <= limit else text[:limit - 1] + "\u2026"
-    return text.replace("$", r"\$")
-
-
+@_plain_text
 def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: float = 0.9) -> Any:
     """The four panels in one 2x2 figure; returns the matplotlib ``Figure``.
 

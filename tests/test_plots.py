@@ -310,15 +310,26 @@ def test_a_log_spanning_1e15_seconds_plots_under_a_memory_cap(tmp_path):
     assert out.read_bytes().startswith(PNG_MAGIC)
 
 
-def test_run_name_with_dollars_is_plain_text_in_the_title(tmp_path):
+def test_names_with_dollars_are_plain_text(tmp_path):
+    """'$' in a run or queue name is not TeX: the figure draws and shows the name as written."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     lines = (FIXTURES / "cpu-2x1.jsonl").read_text().splitlines()
     head = json.loads(lines[0])
     head["run"] = "cost $5 \\frac{a}{b} $\\nosuchcommand$"
     log = tmp_path / "dollar.jsonl"
     log.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
-    fig = plots.plot_advice(advise([log]), tmp_path / "d.png")
+    a = advise([log])
+    fig = plots.plot_advice(a, tmp_path / "d.png")
     assert (tmp_path / "d.png").read_bytes().startswith(PNG_MAGIC)
-    assert r"\$5" in fig._suptitle.get_text()
+    assert fig._suptitle.get_text().startswith(head["run"])
+    for fn in (plots.plot_splits, plots.plot_efficiency, plots.plot_rates, plots.plot_queue):
+        ax = Figure().add_subplot()         # a notebook's axes, made before the panel draws
+        fn(a, ax=ax)
+        texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts, *ax.get_legend().get_texts()]
+        assert not any(t.get_parse_math() for t in texts), fn.__name__
+        FigureCanvasAgg(ax.figure).draw()
 
 
 # --- plot -o --------------------------------------------------------------------------------
