@@ -55,6 +55,7 @@ TARGET_BINS = 80                      # time bins over a run for completion rate
 MAX_TIME_BINS = 2000                  # whatever the log's times, the rate panel never bins finer
 NICE_BIN_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_ANNOTATED_SPLITS = 10             # beyond this many splits, value labels would collide
+MAX_BAR_SPLITS = 128                  # beyond this many splits, bars under 3 px wide: lines instead
 MAX_MINOR_TICKS = 200                 # one minor tick per split up to this many splits
 MAX_DRAWN_EVENTS = 20000              # queue-depth points drawn per panel
 LABEL_GAP_EM = 1.0                    # free space between two neighbouring split labels, in font sizes
@@ -292,28 +293,38 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     top = np.nanmax(np.concatenate([high, bound, [ob.tok_s / 1e3]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
     many = len(df) > MAX_ANNOTATED_SPLITS
+    bars = len(df) <= MAX_BAR_SPLITS
+    from matplotlib.patches import Patch
     width = 0.4
-    ax.bar(x - width / 2, tok, width, color=PROJECTED, zorder=2,
-           yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
-           error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1})
-    ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
+    at = x - width / 2 if bars else x          # where a split's projection is drawn
+    if bars:
+        ax.bar(at, tok, width, color=PROJECTED, zorder=2,
+               yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
+               error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1})
+        ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
+        proj_handle = Patch(color=PROJECTED)
+        bound_handle = Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
+    else:
+        # bars a pixel wide are a grey smear: the projection as a line in its interval band
+        band = ax.fill_between(x, low, high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
+        proj_handle = (band, ax.plot(x, tok, color=PROJECTED, lw=1.6, zorder=3)[0])
+        bound_handle = ax.plot(x, bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
     rec_handle = None
     if rec in keys:
         r = keys.index(rec)
-        # drawn over the blue bar: green, cross-hatched, and a star above it
-        ax.bar(x[r] - width / 2, tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6,
-               zorder=3)
-        star = ax.plot([x[r] - width / 2], [high[r] if math.isfinite(high[r]) else tok[r]], marker=REC_MARKER,
+        star = ax.plot([at[r]], [high[r] if math.isfinite(high[r]) else tok[r]], marker=REC_MARKER,
                        ms=13, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
                        transform=_above(ax, 9 if many else 20))[0]
-        from matplotlib.patches import Patch
-        rec_handle = ((Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star),
-                      f"recommended split {_fmt(rec)}, projected")
+        rec_handle = (star, f"recommended split {_fmt(rec)}, projected")
+        if bars:   # drawn over the blue bar: green, cross-hatched, under the star
+            ax.bar(at[r], tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
+            rec_handle = ((Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), rec_handle[1])
     obs_handle = None
     obs_i = _obs_index(adv)
     if obs_i is not None:
-        ax.bar(x[obs_i] - width / 2, tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-        dot = ax.plot([x[obs_i] - width / 2], [ob.tok_s / 1e3], marker=OBS_MARKER, ms=7, color="black", mec="white",
+        if bars:
+            ax.bar(at[obs_i], tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
+        dot = ax.plot([at[obs_i]], [ob.tok_s / 1e3], marker=OBS_MARKER, ms=7, color="black", mec="white",
                       mew=0.8, ls="none", zorder=6)[0]
         obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {ob.tok_s / 1e3:.1f}K tok/s")
     if not many:
@@ -330,14 +341,12 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     ax.set_ylim(0, top * 1.4)
     tallest = int(np.nanargmax(high)) if np.isfinite(high).any() else 0
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    from matplotlib.patches import Patch
     # the projected bars have two looks, so the legend is built by hand
-    pairs = [(Patch(color=PROJECTED), "projected, with 95% interval"), rec_handle,
-             (Patch(facecolor=BOUND, hatch="//", edgecolor="0.55"), "naive bound: min capacity x tokens/batch"),
-             obs_handle]
+    pairs = [(proj_handle, "projected, with 95% interval"), rec_handle,
+             (bound_handle, "naive bound: min capacity x tokens/batch"), obs_handle]
     pairs = [h for h in pairs if h is not None]
-    ax.legend([h for h, _ in pairs], [t for _, t in pairs], loc="upper right" if tallest < len(df) / 2 else "upper left",
-              fontsize=8, framealpha=0.9)
+    ax.legend([h for h, _ in pairs], [t for _, t in pairs], fontsize=8, framealpha=0.9,
+              loc="upper right" if tallest < len(df) / 2 else "upper left")
     ax.set_title("Projected throughput per split")
     return ax
 
@@ -352,9 +361,13 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
     width = 0.4
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
-    ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
-    # dark and light: the two bars differ in lightness, not only in hue
-    ax.bar(x + width / 2, util, width, color="tab:cyan", label="GPU utilisation", zorder=2)
+    # dark and light: the two series differ in lightness (and, as lines, in dash), not only in hue
+    if len(df) <= MAX_BAR_SPLITS:
+        ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
+        ax.bar(x + width / 2, util, width, color="tab:cyan", label="GPU utilisation", zorder=2)
+    else:
+        ax.plot(x, eff, color="tab:purple", lw=1.6, label="efficiency (X / max capacity)", zorder=2)
+        ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label="GPU utilisation", zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3,
                label=f"gate {min_efficiency:.0%}")
     many = len(df) > MAX_ANNOTATED_SPLITS
@@ -384,7 +397,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
     ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    # the band above the marks, so the legend never covers a bar
+    # the band above the marks, so the legend never covers the data
     ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)
     ax.set_title("Efficiency and GPU utilisation per split")
     return ax

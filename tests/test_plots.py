@@ -180,8 +180,8 @@ def test_importing_plots_does_not_import_matplotlib():
 
 @pytest.fixture(scope="module")
 def wide():
-    """The reference log projected over G = 8, 32, 64 GPUs."""
-    return {g: advise([STEPS], gpus=g) for g in (8, 32, 64)}
+    """The reference log projected over G = 8, 32, 64, 512 GPUs."""
+    return {g: advise([STEPS], gpus=g) for g in (8, 32, 64, 512)}
 
 
 def test_plot_advice_returns_the_figure_and_writes_only_when_asked(adv, tmp_path, monkeypatch):
@@ -210,7 +210,7 @@ def _assert_apart(labels):
         assert ea.x1 < eb.x0, f"labels {a!r} [{ea.x0:.0f}, {ea.x1:.0f}] and {b!r} [{eb.x0:.0f}, {eb.x1:.0f}] overlap"
 
 
-@pytest.mark.parametrize("g", [8, 32, 64])
+@pytest.mark.parametrize("g", [8, 32, 64, 512])
 def test_split_labels_never_overlap_in_the_cli_figure(wide, g):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -227,9 +227,23 @@ def test_split_labels_never_overlap_in_the_cli_figure(wide, g):
             assert len(texts) == g - 1                 # every split fits: every split labelled
         else:
             assert 5 <= len(texts) < g - 1             # thinned, but still a readable scale
-        # every split keeps a tick: major where labelled, minor elsewhere
-        ticks = set(ax.xaxis.get_minorticklocs()) | set(ax.xaxis.get_majorticklocs())
-        assert ticks == set(range(g - 1))
+        if g - 1 <= plots.MAX_MINOR_TICKS:   # every split keeps a tick: major where labelled, else minor
+            ticks = set(ax.xaxis.get_minorticklocs()) | set(ax.xaxis.get_majorticklocs())
+            assert ticks == set(range(g - 1))
+
+
+def test_many_splits_are_lines_not_a_smear_of_bars(wide):
+    """Past MAX_BAR_SPLITS a bar would be under 3 px wide: both split panels draw lines instead."""
+    from matplotlib.figure import Figure
+
+    for g, bars in ((64, True), (512, False)):
+        for fn in (plots.plot_splits, plots.plot_efficiency):
+            ax = Figure().add_subplot()
+            fn(wide[g], ax=ax)
+            assert (len(ax.patches) >= 2 * (g - 1)) is bars, (g, fn.__name__, len(ax.patches))
+            if not bars:
+                assert len(ax.patches) == 0
+                assert max(len(line.get_xdata()) for line in ax.get_lines()) == g - 1
 
 
 @pytest.mark.parametrize("size_in", [(4.0, 3.0), (6.4, 4.8), (20.0, 4.0)])
