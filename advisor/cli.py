@@ -172,21 +172,26 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
 
 
 @app.command("plot")
-def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option("-o", "--out", help="PNG (or PDF/SVG) to write.")] = Path(
-                 "advice.png"),
+def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
+                 "-o", "--out", help="File to write; its extension picks the format (.png, .pdf, .svg, ...). "
+                                     "A directory gets advice.png.")] = Path("advice.png"),
              gpus: Gpus = None, min_efficiency: Annotated[float, typer.Option(
                  "--min-efficiency", min=0.0, max=1.0, help="Gate threshold drawn on the efficiency panel.")] = 0.9,
              ) -> None:
     """One figure: tok/s per split, efficiency and gpu_util, rates over time, q_hs occupancy."""
+    from .plots import figure_path, plot_advice, save_figure
+    try:   # before the logs are read: a bad -o fails at once
+        path = figure_path(out)
+    except ValueError as e:
+        _die(str(e))
     adv = _advise_or_die(logs, gpus=gpus)
-    from .plots import plot_advice
+    fig = plot_advice(adv, min_efficiency=min_efficiency)
     try:
-        plot_advice(adv, out, min_efficiency=min_efficiency)
+        path = save_figure(fig, path)
     except OSError as e:
-        _die(f"{out}: cannot write the figure ({e.strerror or e})")
-    except ValueError as e:   # matplotlib: unsupported file format
-        _die(f"{out}: {e}")
-    typer.echo(f"wrote {out}")
+        _die(f"{path}: cannot write the figure: {e.strerror or e}")
+    # to a device or pipe (/dev/stdout) the figure is the output: the note goes to stderr
+    typer.echo(f"wrote {path}", err=not path.is_file())
 
 
 @app.command("what-if")

@@ -2,7 +2,8 @@
 
 Each panel function takes the advice and an optional matplotlib ``ax`` and returns the axes it
 drew on (``ax=None`` draws on the current pyplot axes), so they compose into a notebook's own
-figures. ``plot_advice`` builds the 2x2 figure that ``dflash-advise plot`` writes:
+figures. ``plot_advice(adv)`` returns the 2x2 ``Figure`` that ``dflash-advise plot`` writes
+(``plot_advice(adv, path)`` also saves it):
 
 1. ``plot_splits``: projected tokens/s of every split N + M = G with its 95% interval, beside
    the naive bound ``min(capacities) x tokens per batch``; the observed split (with its measured
@@ -11,14 +12,21 @@ figures. ``plot_advice`` builds the 2x2 figure that ``dflash-advise plot`` write
 2. ``plot_efficiency``: efficiency (X / max capacity) and GPU utilisation per split with the
    CI gate's threshold.
 3. ``plot_rates``: completions per role over time. From ``step`` events: completions counted in
-   time bins of a round width (about 80 bins over the run) divided by the bin's width; without
-   steps, the ``rates`` snapshots' ``bps_<role>``. The pool capacities the fit found (from busy
-   time) are drawn over the steady part; the warm-up that was dropped is shaded.
+   time bins of a round width (about 80 bins over the run, never more than MAX_TIME_BINS
+   whatever the log's times) divided by the bin's width; without steps, the ``rates``
+   snapshots' ``bps_<role>``. The pool capacities the fit found (from busy time) are drawn over
+   the steady part; the warm-up that was dropped is shaded.
 4. ``plot_queue``: the depth of the queue feeding the consumer (q_hs) over time, with its
    time-weighted distribution over the steady part in an inset. From ``rates`` snapshots; a
    log with steps but no snapshots gets the exact depth reconstructed from its step events
    (a target's ``t`` is when its batch entered q_hs, a drafter's ``t - busy`` when it left),
    and the panel says so.
+
+Readable at any G: the split panels label every split while the labels fit the drawn axes;
+beyond that every k-th (k = 1, 2, 5, 10, ... splits, on round target counts), always keeping the
+recommended and observed splits, with a minor tick on every split. The recommended split is a
+star over a cross-hatched bar and the observed one a diamond on an outlined bar, so the two
+differ by shape, not only by colour.
 
 matplotlib is imported inside the functions: importing this module costs nothing. Files are
 written through a bare ``Figure`` (Agg canvas), never through pyplot's global state, so
@@ -26,6 +34,8 @@ repeated calls (``--follow``, tests) leak no figures.
 """
 from __future__ import annotations
 
+import functools
+import io
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,9 +52,18 @@ RECOMMENDED = "tab:green"
 BOUND = "0.80"
 WARMUP = "0.88"
 TARGET_BINS = 80                      # time bins over a run for completion rates
+MAX_TIME_BINS = 2000                  # whatever the log's times, the rate panel never bins finer
 NICE_BIN_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 MAX_ANNOTATED_SPLITS = 10             # beyond this many splits, value labels would collide
+MAX_BAR_SPLITS = 128                  # beyond this many splits, bars under 3 px wide: lines instead
+MAX_MINOR_TICKS = 200                 # one minor tick per split up to this many splits
 MAX_DRAWN_EVENTS = 20000              # queue-depth points drawn per panel
+LABEL_GAP_EM = 1.0                    # free space between two neighbouring split labels, in font sizes
+NICE_TICK_STEPS = (1, 2, 5)           # thinned split labels fall on N = multiples of 1, 2, 5 x 10^k
+REC_MARKER, OBS_MARKER = "*", "D"     # shapes, so the two marks differ without colour
+REC_HATCH = "xx"
+FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
+DEFAULT_NAME = "advice.png"           # the file written into a directory given as the output
 
 
 def _axes(ax: Any) -> Any:
@@ -54,17 +73,146 @@ def _axes(ax: Any) -> Any:
     return ax
 
 
+def _title_text(text: str, limit: int = 80) -> str:
+    """A run name cut to fit a title line."""
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+
+
+def _plain_text(fn: Any) -> Any:
+    """Draw with mathtext off: run, role and queue names come from the log, and a '$' in one
+    would otherwise be parsed as TeX (garbled, or an error when the figure is drawn)."""
+    @functools.wraps(fn)
+    def plain(*args: Any, **kw: Any) -> Any:
+        from matplotlib import rc_context
+
+        with rc_context({"text.parse_math": False}):
+            out = fn(*args, **kw)
+        if hasattr(out, "xaxis"):   # a panel: its title and axis labels predate the context
+            for text in (out.title, out.xaxis.label, out.yaxis.label):
+                text.set_parse_math(False)
+        return out
+    return plain
+
+
+def _fmt(k: tuple[int, int]) -> str:
+    return f"{k[0]}-{k[1]}"
+
+
 def _split_keys(adv: Advice) -> tuple[list[tuple[int, int]], list[str]]:
     """(N, M) per row and tick labels that flag the observed and recommended splits."""
     p, c = adv.roles
-    rec = (adv.recommendation.roles[p], adv.recommendation.roles[c])
+    rec = _rec_key(adv)
+    df = adv.splits
+    ns, ms, seen = (df[f"n_{p}"].to_numpy(int), df[f"n_{c}"].to_numpy(int), df["observed"].to_numpy(bool))
     keys, labels = [], []
-    for _, r in adv.splits.iterrows():
-        k = (int(r[f"n_{p}"]), int(r[f"n_{c}"]))
-        tags = (["obs"] if bool(r["observed"]) else []) + (["rec"] if k == rec else [])
+    for n, m, o in zip(ns, ms, seen):
+        k = (int(n), int(m))
+        tags = (["obs"] if o else []) + (["rec"] if k == rec else [])
         keys.append(k)
-        labels.append(f"{k[0]}-{k[1]}" + (f"\n{'+'.join(tags)}" if tags else ""))
+        labels.append(_fmt(k) + (f"\n{'+'.join(tags)}" if tags else ""))
     return keys, labels
+
+
+def _rec_key(adv: Advice) -> tuple[int, int]:
+    p, c = adv.roles
+    return adv.recommendation.roles[p], adv.recommendation.roles[c]
+
+
+def _obs_index(adv: Advice) -> int | None:
+    """Row of the split the log ran, if it is one of the projected splits."""
+    hit = np.flatnonzero(adv.splits["observed"].to_numpy(bool))
+    return int(hit[0]) if len(hit) else None
+
+
+def _label_widths_pt(labels: list[str]) -> tuple[np.ndarray, float]:
+    """Width in points of each tick label (its widest line) in the tick-label font, and its size."""
+    from matplotlib import rcParams
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    prop = FontProperties(size=rcParams["xtick.labelsize"])
+    measure = TextToPath()
+    widths = {}
+    for line in {ln for lab in labels for ln in lab.split("\n")}:
+        widths[line] = measure.get_text_width_height_descent(line, prop, ismath=False)[0]
+    size_pt = prop.get_size_in_points()
+    return np.array([max(widths[ln] for ln in lab.split("\n")) for lab in labels]), size_pt
+
+
+def _nice_step(at_least: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is >= at_least."""
+    mag = 1
+    while True:
+        for s in NICE_TICK_STEPS:
+            if s * mag >= at_least:
+                return s * mag
+        mag *= 10
+
+
+def _choose_split_ticks(widths_pt: np.ndarray, gap_pt: float, pt_per_split: float, targets: np.ndarray,
+                        first: list[int]) -> list[int]:
+    """Indices of the splits to label so that no two labels come closer than ``gap_pt``.
+
+    All of them when they fit. Otherwise the splits in ``first`` (recommended, observed), then
+    those whose target count is a multiple of k, k the smallest of 1, 2, 5, 10, 20, ... that
+    leaves room for the widest label; a label that would come too close to one already chosen
+    is dropped. Two labels i, j fit when their centres are |i - j| * pt_per_split apart and
+    that is at least half of both widths plus the gap.
+    """
+    n = len(widths_pt)
+    if n == 0:
+        return []
+    def fits(i: int, j: int) -> bool:
+        return abs(i - j) * pt_per_split >= (widths_pt[i] + widths_pt[j]) / 2 + gap_pt
+    if all(fits(i, i + 1) for i in range(n - 1)):
+        return list(range(n))
+    step = _nice_step(math.ceil((widths_pt.max() + gap_pt) / max(pt_per_split, 1e-9)))
+    regular = [i for i in range(n) if targets[i] % step == 0]
+    shown: list[int] = []
+    for i in dict.fromkeys(first + regular):
+        if all(fits(i, j) for j in shown):
+            shown.append(i)
+    return sorted(shown)
+
+
+def _set_split_ticks(ax: Any, adv: Advice, x: np.ndarray) -> None:
+    """Split labels chosen when the axes is drawn, from its width then (see _choose_split_ticks).
+
+    A Locator runs at every draw, after the layout has sized the axes, so the labels follow the
+    figure's final size (a notebook's small axes, the CLI's large figure). Every split keeps a
+    minor tick (up to MAX_MINOR_TICKS), so the bars stay countable when labels are thinned.
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, Locator
+
+    keys, labels = _split_keys(adv)
+    widths_pt, size_pt = _label_widths_pt(labels)
+    targets = np.array([k[0] for k in keys])
+    rec = _rec_key(adv)
+    first = [i for i in (keys.index(rec) if rec in keys else None, _obs_index(adv)) if i is not None]
+
+    class SplitLocator(Locator):
+        def __call__(self) -> list[float]:
+            lo, hi = self.axis.get_view_interval()
+            width_pt = self.axis.axes.get_window_extent().width * 72 / self.axis.axes.figure.dpi
+            per = width_pt / max(hi - lo, 1e-9)
+            return [float(x[i]) for i in _choose_split_ticks(widths_pt, LABEL_GAP_EM * size_pt, per, targets,
+                                                             first)]
+
+    def label(v: float, _pos: Any) -> str:
+        i = int(round(v))
+        return labels[i] if 0 <= i < len(labels) and abs(v - i) < 1e-6 else ""
+
+    ax.xaxis.set_major_locator(SplitLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    if len(x) <= MAX_MINOR_TICKS:
+        ax.xaxis.set_minor_locator(FixedLocator(x))
+
+
+def _above(ax: Any, points: float) -> Any:
+    """Data coordinates shifted up by a fixed number of points: a mark sits above a bar's label."""
+    from matplotlib.transforms import offset_copy
+
+    return offset_copy(ax.transData, fig=ax.figure, y=points, units="points")
 
 
 def _tokens_per_batch(adv: Advice) -> np.ndarray:
@@ -76,21 +224,48 @@ def _tokens_per_batch(adv: Advice) -> np.ndarray:
     return np.where(np.isfinite(per), per, adv.fit.tokens_mean)
 
 
+TIME_UNITS = ((86400.0, "d", 3 * 86400), (3600.0, "h", 3 * 3600), (60.0, "min", 600), (1.0, "s", -math.inf))
+
+
 def _time_axis(duration_s: float) -> tuple[float, str]:
     """Divisor and unit for a time axis of this length."""
-    if duration_s > 3 * 3600:
-        return 3600.0, "h"
-    if duration_s > 600:
-        return 60.0, "min"
+    for scale, unit, above in TIME_UNITS:
+        if duration_s > above:
+            return scale, unit
     return 1.0, "s"
 
 
+def _time_axis_unit(scale: float) -> str:
+    return {s: u for s, u, _ in TIME_UNITS}.get(scale, "s")
+
+
 def _bin_width_s(duration_s: float) -> float:
+    """A round bin width giving about TARGET_BINS bins: from NICE_BIN_S up to a day, then
+    1, 2 or 5 x 10^k days, so a log spanning any time gets a bounded number of bins."""
     want = max(duration_s / TARGET_BINS, 1e-9)
     for w in NICE_BIN_S:
         if w >= want:
             return float(w)
-    return float(NICE_BIN_S[-1])
+    days = want / NICE_BIN_S[-1]
+    mag = 10.0 ** math.floor(math.log10(days))
+    step = next(s * mag for s in (*NICE_TICK_STEPS, 10) if s * mag >= days)
+    width = NICE_BIN_S[-1] * step
+    return width if math.isfinite(width) else duration_s
+
+
+def _time_edges(end_s: float) -> tuple[np.ndarray, float]:
+    """Bin edges from 0 to just past end_s, and their width: at most MAX_TIME_BINS bins."""
+    width = _bin_width_s(end_s)
+    n = min(max(math.ceil(end_s / width), 1), MAX_TIME_BINS)
+    return np.arange(n + 1) * width, width
+
+
+def _fmt_span(seconds: float) -> str:
+    """'2 min', '6 h', '5e+10 d': in the largest unit the span is a whole number of, else seconds."""
+    for scale, unit, _ in TIME_UNITS:
+        if seconds >= scale and float(seconds / scale).is_integer():
+            return f"{seconds / scale:g} {unit}"
+    return f"{seconds:g} s"
 
 
 def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
@@ -100,88 +275,129 @@ def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
                    label=f"warm-up, dropped (first {start / scale:.1f} {_time_axis_unit(scale)})")
 
 
-def _time_axis_unit(scale: float) -> str:
-    return {3600.0: "h", 60.0: "min"}.get(scale, "s")
-
-
+@_plain_text
 def plot_splits(adv: Advice, ax: Any = None) -> Any:
     """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
     ax = _axes(ax)
     df = adv.splits
-    keys, labels = _split_keys(adv)
+    keys, _ = _split_keys(adv)
     p, c = adv.roles
-    rec = (adv.recommendation.roles[p], adv.recommendation.roles[c])
+    rec = _rec_key(adv)
     x = np.arange(len(df))
     per_batch = _tokens_per_batch(adv)
     tok = df["tok_s"].to_numpy(float) / 1e3
     low = df["bps_low"].to_numpy(float) * per_batch / 1e3
     high = df["bps_high"].to_numpy(float) * per_batch / 1e3
     bound = df["bound_bps"].to_numpy(float) * per_batch / 1e3
-    colours = [RECOMMENDED if k == rec else PROJECTED for k in keys]
-    width = 0.4
-    ax.bar(x - width / 2, tok, width, color=colours, zorder=2,
-           yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
-           error_kw={"ecolor": "0.15", "capsize": 3, "lw": 1})
-    ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
-    for i in np.flatnonzero(df["observed"].to_numpy(bool)):
-        ax.bar(x[i] - width / 2, tok[i], width, fill=False, edgecolor="black", lw=1.8, zorder=3)
     ob = adv.observed
-    obs_rows = [i for i, k in enumerate(keys) if k == (ob.roles[p], ob.roles[c])]
-    if obs_rows:
-        i = obs_rows[0]
-        ax.plot([x[i] - width / 2], [ob.tok_s / 1e3], marker="D", ms=7, color="black", ls="none", zorder=4,
-                label=f"observed split, measured {ob.tok_s / 1e3:.1f}K")
-    if len(df) <= MAX_ANNOTATED_SPLITS:
-        for xi, v, h in zip(x, tok, high):
-            if math.isfinite(v):
-                ax.annotate(f"{v:.1f}", (xi - width / 2, h), xytext=(0, 3), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(x, labels)
-    ax.set_xlabel(f"split ({p}-{c} GPUs)")
-    ax.set_ylabel("tokens/s (thousands)")
     top = np.nanmax(np.concatenate([high, bound, [ob.tok_s / 1e3]]))
+    top = top if math.isfinite(top) and top > 0 else 1.0
+    many = len(df) > MAX_ANNOTATED_SPLITS
+    bars = len(df) <= MAX_BAR_SPLITS
+    from matplotlib.patches import Patch
+    width = 0.4
+    at = x - width / 2 if bars else x          # where a split's projection is drawn
+    if bars:
+        ax.bar(at, tok, width, color=PROJECTED, zorder=2,
+               yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
+               error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1})
+        ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
+        proj_handle = Patch(color=PROJECTED)
+        bound_handle = Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
+    else:
+        # bars a pixel wide are a grey smear: the projection as a line in its interval band
+        band = ax.fill_between(x, low, high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
+        proj_handle = (band, ax.plot(x, tok, color=PROJECTED, lw=1.6, zorder=3)[0])
+        bound_handle = ax.plot(x, bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
+    rec_handle = None
+    if rec in keys:
+        r = keys.index(rec)
+        star = ax.plot([at[r]], [high[r] if math.isfinite(high[r]) else tok[r]], marker=REC_MARKER,
+                       ms=13, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
+                       transform=_above(ax, 9 if many else 20))[0]
+        rec_handle = (star, f"recommended split {_fmt(rec)}, projected")
+        if bars:   # drawn over the blue bar: green, cross-hatched, under the star
+            ax.bar(at[r], tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
+            rec_handle = ((Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), rec_handle[1])
+    obs_handle = None
+    obs_i = _obs_index(adv)
+    if obs_i is not None:
+        if bars:
+            ax.bar(at[obs_i], tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
+        dot = ax.plot([at[obs_i]], [ob.tok_s / 1e3], marker=OBS_MARKER, ms=7, color="black", mec="white",
+                      mew=0.8, ls="none", zorder=6)[0]
+        obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {ob.tok_s / 1e3:.1f}K tok/s")
+    if not many:
+        for j, (xi, v, h) in enumerate(zip(x, tok, high)):
+            if math.isfinite(v):
+                # clear of the observed split's diamond, which sits on the bar's top
+                ax.annotate(f"{v:.1f}", (xi - width / 2, h), xytext=(0, 7 if j == obs_i else 3),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    _set_split_ticks(ax, adv, x)
+    ax.set_xlim(-0.7, len(df) - 0.3)
+    ax.set_xlabel(f"split ({p}-{c} GPUs)")
+    ax.set_ylabel("throughput (K tok/s)")
     # headroom for the legend, put on the side away from the tallest bar
-    ax.set_ylim(0, top * 1.35 if math.isfinite(top) and top > 0 else 1)
+    ax.set_ylim(0, top * 1.4)
     tallest = int(np.nanargmax(high)) if np.isfinite(high).any() else 0
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    from matplotlib.patches import Patch
-    # the projected bars have two colours, so the legend is built by hand
-    handles = [Patch(color=PROJECTED, label="projected, with 95% interval"),
-               Patch(color=RECOMMENDED, label="projected, recommended split"),
-               Patch(facecolor=BOUND, hatch="//", edgecolor="0.55", label="naive bound: min capacity x tokens/batch"),
-               *ax.get_legend_handles_labels()[0]]
-    ax.legend(handles=handles, loc="upper right" if tallest < len(df) / 2 else "upper left", fontsize=8,
-              framealpha=0.9)
+    # the projected bars have two looks, so the legend is built by hand
+    pairs = [(proj_handle, "projected, with 95% interval"), rec_handle,
+             (bound_handle, "naive bound: min capacity x tokens/batch"), obs_handle]
+    pairs = [h for h in pairs if h is not None]
+    ax.legend([h for h, _ in pairs], [t for _, t in pairs], fontsize=8, framealpha=0.9,
+              loc="upper right" if tallest < len(df) / 2 else "upper left")
     ax.set_title("Projected throughput per split")
     return ax
 
 
+@_plain_text
 def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) -> Any:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
     df = adv.splits
-    _, labels = _split_keys(adv)
+    keys, _ = _split_keys(adv)
     x = np.arange(len(df))
     width = 0.4
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
-    ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
-    ax.bar(x + width / 2, util, width, color="tab:cyan", label="GPU utilisation", zorder=2)
+    # dark and light: the two series differ in lightness (and, as lines, in dash), not only in hue
+    if len(df) <= MAX_BAR_SPLITS:
+        ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
+        ax.bar(x + width / 2, util, width, color="tab:cyan", label="GPU utilisation", zorder=2)
+    else:
+        ax.plot(x, eff, color="tab:purple", lw=1.6, label="efficiency (X / max capacity)", zorder=2)
+        ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label="GPU utilisation", zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3,
                label=f"gate {min_efficiency:.0%}")
-    if len(df) <= MAX_ANNOTATED_SPLITS:
+    many = len(df) > MAX_ANNOTATED_SPLITS
+    if not many:
         for xi, v in zip(x, eff):
             if math.isfinite(v):
                 ax.annotate(f"{v:.0f}", (xi - width / 2, v), xytext=(0, 2), textcoords="offset points",
                             ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(x, labels)
+    # the same marks as the throughput panel, above the pair of bars (side by side on one split)
+    rec = _rec_key(adv)
+    rec_i, obs_i = (keys.index(rec) if rec in keys else None), _obs_index(adv)
+    lift = 9 if many else 20
+    if rec_i is not None:
+        ax.plot([x[rec_i]], [np.nanmax([eff[rec_i], util[rec_i], 0.0])], marker=REC_MARKER, ms=12,
+                color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift),
+                label=f"recommended {_fmt(rec)}")
+    if obs_i is not None:
+        # on the recommended split too: stacked above its star
+        ax.plot([x[obs_i]], [np.nanmax([eff[obs_i], util[obs_i], 0.0])], marker=OBS_MARKER, ms=7, color="black",
+                mec="white", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift + (13 if obs_i == rec_i else 0)),
+                label=f"observed {_fmt(keys[obs_i])}")
+    _set_split_ticks(ax, adv, x)
+    ax.set_xlim(-0.7, len(df) - 0.3)
     p, c = adv.roles
     ax.set_xlabel(f"split ({p}-{c} GPUs)")
-    ax.set_ylabel("percent")
-    ax.set_ylim(0, 116)
+    ax.set_ylabel("efficiency, GPU utilisation (%)")
+    ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    # one row in the band above 100%, so it never covers a bar
+    # the band above the marks, so the legend never covers the data
     ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)
     ax.set_title("Efficiency and GPU utilisation per split")
     return ax
@@ -195,6 +411,7 @@ def _completion_rates(steps: pd.DataFrame, role: str, edges: np.ndarray, end_s: 
     return counts / covered
 
 
+@_plain_text
 def plot_rates(adv: Advice, ax: Any = None) -> Any:
     """Completions per role over time (batches/s), fitted pool capacities over the steady part, warm-up shaded."""
     ax = _axes(ax)
@@ -210,15 +427,12 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     roles = list(log.header.roles)
     colours = {r: ROLE_COLOURS[i % len(ROLE_COLOURS)] for i, r in enumerate(roles)}
     if log.has_steps:
-        width = _bin_width_s(end_s)
-        edges = np.arange(0.0, end_s + width, width)
-        if len(edges) < 2:
-            edges = np.array([0.0, end_s])
+        edges, width = _time_edges(end_s)
         for r in roles:
             rate = _completion_rates(log.steps, r, edges, end_s)
             ax.stairs(rate, edges / scale, baseline=None, color=colours[r], lw=1.4,
                       label=f"{r}s ({log.header.roles[r]}): completions")
-        basis = f"from step events, {width:g} s bins"
+        basis = f"from step events, {_fmt_span(width)} bins"
     else:
         rt = log.rates
         for r in roles:
@@ -239,7 +453,7 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     ax.set_xlim(0, end_s / scale)
     ax.set_ylim(bottom=0)
     ax.set_xlabel(f"time since run start ({unit})")
-    ax.set_ylabel("batches/s (whole pool)")
+    ax.set_ylabel("completions, b/s (whole pool)")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     more = f" (first of {len(adv.logs)} logs)" if len(adv.logs) > 1 else ""
@@ -280,6 +494,7 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     return times, depth, np.clip(hold, 0, None), "steps"
 
 
+@_plain_text
 def plot_queue(adv: Advice, ax: Any = None) -> Any:
     """q_hs depth over time with its steady-state distribution in an inset."""
     ax = _axes(ax)
@@ -350,8 +565,58 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     return ax
 
 
-def plot_advice(adv: Advice, path: str | Path, min_efficiency: float = 0.9) -> Any:
-    """The four panels in one 2x2 figure, saved to ``path`` (format from its suffix). Returns the Figure."""
+def figure_path(path: str | Path) -> Path:
+    """The file a figure for ``path`` goes to: ``path`` itself, or ``path/advice.png`` when it is
+    a directory. The format is the extension's, one of FORMATS; a device or pipe without one
+    (``/dev/stdout``) gets PNG. Raises ValueError for any other extension or none."""
+    out = Path(path)
+    if out.is_dir():
+        out = out / DEFAULT_NAME
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt in FORMATS or (not out.suffix and _is_special(out)):
+        return out
+    said = f"unknown extension '{out.suffix}'" if out.suffix else "no extension"
+    raise ValueError(f"{out}: {said}; a figure is written as one of " + ", ".join(f".{f}" for f in FORMATS))
+
+
+def _is_special(path: Path) -> bool:
+    """An existing path that is neither a regular file nor a directory: a device, a pipe."""
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
+def _figure_format(path: Path) -> str:
+    """The savefig format for a path :func:`figure_path` returned."""
+    return path.suffix.lower().lstrip(".") or "png"
+
+
+def save_figure(fig: Any, path: str | Path) -> Path:
+    """Write ``fig`` to :func:`figure_path` of ``path`` and return that path.
+
+    The figure is rendered in memory first, so a failed write (full disk, unwritable place)
+    raises OSError before or while the bytes go out, never after a silent partial file: a file
+    this call created is removed again when writing it fails.
+    """
+    out = figure_path(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=_figure_format(out))
+    existed = out.exists()
+    try:
+        with open(out, "wb") as f:
+            f.write(buf.getvalue())
+    except OSError:
+        if not existed and out.is_file():
+            out.unlink()
+        raise
+    return out
+
+
+@_plain_text
+def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: float = 0.9) -> Any:
+    """The four panels in one 2x2 figure; returns the matplotlib ``Figure``.
+
+    With ``path`` the figure is also written there (see :func:`save_figure`: a directory gets
+    ``advice.png``; the format comes from the extension).
+    """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(15, 9.5), layout="constrained", dpi=110)
@@ -361,11 +626,12 @@ def plot_advice(adv: Advice, path: str | Path, min_efficiency: float = 0.9) -> A
     plot_rates(adv, axes[1, 0])
     plot_queue(adv, axes[1, 1])
     p, c = adv.roles
-    rec = adv.recommendation
-    verdict = {"stay": "stay with", "switch": "switch to", "best": "best split"}.get(rec.verdict, rec.verdict)
     ob = adv.observed
-    fig.suptitle(f"{adv.run}: {adv.gpus} GPUs, observed {ob.roles[p]}-{ob.roles[c]} at {ob.bps:.3g} b/s "
-                 f"({ob.tok_s / 1e3:.1f}K tok/s), bottleneck {ob.bottleneck}; advice: {verdict} "
-                 f"{rec.roles[p]}-{rec.roles[c]}", fontsize=12)
-    fig.savefig(path)
+    seen, rec = (ob.roles[p], ob.roles[c]), _rec_key(adv)
+    same = " (the observed split)" if seen == rec else ""
+    fig.suptitle(f"{_title_text(adv.run)}: {adv.gpus} GPUs; observed {_fmt(seen)} at {ob.bps:.3g} b/s "
+                 f"({ob.tok_s / 1e3:.1f}K tok/s), bottleneck {ob.bottleneck}; recommended split "
+                 f"{_fmt(rec)}{same}", fontsize=12)
+    if path is not None:
+        save_figure(fig, path)
     return fig

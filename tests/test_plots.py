@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -9,6 +13,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from advisor import plots  # noqa: E402
@@ -18,6 +24,8 @@ from advisor.cli import app  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ROOT / "fixtures" / "reference-7x1.jsonl"
 RATES = ROOT / "fixtures" / "reference-7x1-rates.jsonl"
+FIXTURES = ROOT / "fixtures"
+SMALL = FIXTURES / "cpu-2x1.jsonl"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -62,7 +70,7 @@ def test_plot_advice_has_four_titled_panels(which, request, tmp_path):
     # the gate line sits at the threshold given
     eff_ax = fig.axes[1]
     assert any(list(line.get_ydata()) == [95.0, 95.0] for line in eff_ax.get_lines())
-    assert "stay with 7-1" in fig._suptitle.get_text()
+    assert "recommended split 7-1 (the observed split)" in fig._suptitle.get_text()
 
 
 def test_plot_advice_writes_other_formats(adv, tmp_path):
@@ -115,8 +123,7 @@ def test_rates_panel_from_steps_matches_the_observed_rate(adv):
     import numpy as np
 
     steps = adv.logs[0].steps
-    width = plots._bin_width_s(adv.logs[0].duration_s)
-    edges = np.arange(0.0, adv.logs[0].duration_s + width, width)
+    edges, _ = plots._time_edges(adv.logs[0].duration_s)
     rate = plots._completion_rates(steps, "drafter", edges, adv.logs[0].duration_s)
     steady = edges[:-1] >= adv.observed.steady_from_s
     assert rate[steady].mean() == pytest.approx(adv.observed.bps, rel=0.03)
@@ -166,3 +173,227 @@ def test_importing_plots_does_not_import_matplotlib():
     res = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     assert json.loads(res.stdout) is False
+
+
+# --- the figure object, G = 8 / 32 / 64, bounded time bins, the -o contract --------------------
+
+
+@pytest.fixture(scope="module")
+def wide():
+    """The reference log projected over G = 8, 32, 64, 512 GPUs."""
+    return {g: advise([STEPS], gpus=g) for g in (8, 32, 64, 512)}
+
+
+def test_plot_advice_returns_the_figure_and_writes_only_when_asked(adv, tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    monkeypatch.chdir(tmp_path)
+    fig = plots.plot_advice(adv)
+    assert isinstance(fig, Figure) and len(fig.axes) == 4
+    assert list(tmp_path.iterdir()) == []
+    assert isinstance(plots.plot_advice(adv, tmp_path / "a.pdf"), Figure)
+    assert (tmp_path / "a.pdf").read_bytes().startswith(b"%PDF")
+
+
+def _drawn_split_labels(ax):
+    """(text, window extent) of every shown split label, after a draw."""
+    renderer = ax.figure.canvas.get_renderer()
+    out = []
+    for t in ax.xaxis.get_majorticklabels():
+        if t.get_visible() and t.get_text():
+            out.append((t.get_text(), t.get_window_extent(renderer)))
+    return sorted(out, key=lambda e: e[1].x0)
+
+
+def _assert_apart(labels):
+    for (a, ea), (b, eb) in zip(labels, labels[1:]):
+        assert ea.x1 < eb.x0, f"labels {a!r} [{ea.x0:.0f}, {ea.x1:.0f}] and {b!r} [{eb.x0:.0f}, {eb.x1:.0f}] overlap"
+
+
+@pytest.mark.parametrize("g", [8, 32, 64, 512])
+def test_split_labels_never_overlap_in_the_cli_figure(wide, g):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    a = wide[g]
+    fig = plots.plot_advice(a)
+    FigureCanvasAgg(fig).draw()
+    rec = "{}-{}".format(*(a.recommendation.roles[r] for r in a.roles))
+    for ax in fig.axes[:2]:
+        labels = _drawn_split_labels(ax)
+        _assert_apart(labels)
+        texts = [t for t, _ in labels]
+        assert any(t.startswith(rec + "\n") and "rec" in t for t in texts), texts
+        if g == 8:
+            assert len(texts) == g - 1                 # every split fits: every split labelled
+        else:
+            assert 5 <= len(texts) < g - 1             # thinned, but still a readable scale
+        if g - 1 <= plots.MAX_MINOR_TICKS:   # every split keeps a tick: major where labelled, else minor
+            ticks = set(ax.xaxis.get_minorticklocs()) | set(ax.xaxis.get_majorticklocs())
+            assert ticks == set(range(g - 1))
+
+
+def test_many_splits_are_lines_not_a_smear_of_bars(wide):
+    """Past MAX_BAR_SPLITS a bar would be under 3 px wide: both split panels draw lines instead."""
+    from matplotlib.figure import Figure
+
+    for g, bars in ((64, True), (512, False)):
+        for fn in (plots.plot_splits, plots.plot_efficiency):
+            ax = Figure().add_subplot()
+            fn(wide[g], ax=ax)
+            assert (len(ax.patches) >= 2 * (g - 1)) is bars, (g, fn.__name__, len(ax.patches))
+            if not bars:
+                assert len(ax.patches) == 0
+                assert max(len(line.get_xdata()) for line in ax.get_lines()) == g - 1
+
+
+@pytest.mark.parametrize("size_in", [(4.0, 3.0), (6.4, 4.8), (20.0, 4.0)])
+def test_split_labels_follow_the_axes_size(wide, size_in):
+    """In a notebook's own figure, small or wide, the labels are chosen from its drawn width."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size_in, layout="constrained")
+    ax = fig.add_subplot()
+    plots.plot_splits(wide[64], ax=ax)
+    FigureCanvasAgg(fig).draw()
+    labels = _drawn_split_labels(ax)
+    _assert_apart(labels)
+    assert len(labels) >= 2
+    if size_in[0] >= 20:
+        assert len(labels) > 10
+
+
+def test_choose_split_ticks_keeps_recommended_and_observed_first():
+    import numpy as np
+
+    targets = np.arange(63, 0, -1)
+    widths = np.full(63, 30.0)
+    shown = plots._choose_split_ticks(widths, 10.0, 8.0, targets, [8, 5])
+    assert 8 in shown and 5 not in shown          # 3 splits apart: the recommended one wins
+    shown = plots._choose_split_ticks(widths, 10.0, 8.0, targets, [8, 40])
+    assert {8, 40} <= set(shown)
+    assert all(b - a >= 5 for a, b in zip(shown, shown[1:]))    # 40 pt between centres at 8 pt/split
+    assert plots._choose_split_ticks(widths, 10.0, 41.0, targets, [8]) == list(range(63))
+
+
+@pytest.mark.parametrize("which", ["splits", "efficiency"])
+def test_recommended_and_observed_are_marked_by_shape(adv, which):
+    """Colour-blind safe: the recommended split gets a star, the observed one a diamond."""
+    from matplotlib.figure import Figure
+
+    ax = Figure().add_subplot()
+    getattr(plots, f"plot_{which}")(adv, ax=ax)
+    markers = {line.get_marker() for line in ax.get_lines()}
+    assert {plots.REC_MARKER, plots.OBS_MARKER} <= markers
+    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert "recommended" in legend and "observed" in legend and "7-1" in legend
+
+
+def test_axis_labels_carry_units(adv):
+    fig = plots.plot_advice(adv)
+    ylabels = [ax.get_ylabel() for ax in fig.axes[:4]]
+    assert "tok/s" in ylabels[0] and "%" in ylabels[1] and "b/s" in ylabels[2] and "batches" in ylabels[3]
+    assert all("(min)" in ax.get_xlabel() for ax in fig.axes[2:4])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=1e-12, max_value=1e307, allow_nan=False, allow_infinity=False))
+def test_time_bins_are_bounded_and_cover_the_run(end_s):
+    edges, width = plots._time_edges(end_s)
+    assert 2 <= len(edges) <= plots.MAX_TIME_BINS + 1
+    assert edges[0] == 0 and width > 0 and math.isfinite(width)
+    assert edges[-1] >= end_s * (1 - 1e-12)
+
+
+def test_a_log_spanning_1e15_seconds_plots_under_a_memory_cap(tmp_path):
+    """Once 4.5 GB then MemoryError: now a few bins, inside a 1.5 GB address-space cap."""
+    lines = (FIXTURES / "cpu-2x1.jsonl").read_text().splitlines()
+    assert '"ev":"end"' in lines[-1]
+    end = json.loads(lines[-1])
+    end["t"] = 1e15
+    log = tmp_path / "huge-t.jsonl"
+    log.write_text("\n".join(lines[:-1] + [json.dumps(end)]) + "\n")
+    out = tmp_path / "huge.png"
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20)); "
+            "from advisor.cli import app; sys.argv = ['dflash-advise', 'plot', sys.argv[1], '-o', sys.argv[2]]; app()")
+    # one BLAS thread: OpenBLAS reserves address space per thread, which a cap on it counts
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-c", code, str(log), str(out)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert out.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_names_with_dollars_are_plain_text(tmp_path):
+    """'$' in a run or queue name is not TeX: the figure draws and shows the name as written."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    lines = (FIXTURES / "cpu-2x1.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    head["run"] = "cost $5 \\frac{a}{b} $\\nosuchcommand$"
+    log = tmp_path / "dollar.jsonl"
+    log.write_text("\n".join([json.dumps(head)] + lines[1:]) + "\n")
+    a = advise([log])
+    fig = plots.plot_advice(a, tmp_path / "d.png")
+    assert (tmp_path / "d.png").read_bytes().startswith(PNG_MAGIC)
+    assert fig._suptitle.get_text().startswith(head["run"])
+    for fn in (plots.plot_splits, plots.plot_efficiency, plots.plot_rates, plots.plot_queue):
+        ax = Figure().add_subplot()         # a notebook's axes, made before the panel draws
+        fn(a, ax=ax)
+        texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts, *ax.get_legend().get_texts()]
+        assert not any(t.get_parse_math() for t in texts), fn.__name__
+        FigureCanvasAgg(ax.figure).draw()
+
+
+# --- plot -o --------------------------------------------------------------------------------
+
+
+def _one_line(res) -> str:
+    err = res.stderr.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def test_plot_into_a_directory_writes_advice_png_there_and_says_so(tmp_path):
+    res = CliRunner().invoke(app, ["plot", str(SMALL), "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    written = tmp_path / "advice.png"
+    assert written.read_bytes().startswith(PNG_MAGIC)
+    assert res.stdout.strip() == f"wrote {written}"
+    assert not tmp_path.with_suffix(".png").exists()
+
+
+@pytest.mark.parametrize("name", ["a.foo", "noextension", "a.PNG.txt"])
+def test_plot_to_an_unknown_format_exits_2_before_reading_logs(tmp_path, name):
+    out = tmp_path / name
+    res = CliRunner().invoke(app, ["plot", str(tmp_path / "no-such-log.jsonl"), "-o", str(out)])
+    assert res.exit_code == 2
+    line = _one_line(res)
+    assert line.startswith(f"dflash-advise: {out}:") and ".png" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_plot_write_error_exits_2_naming_the_path():
+    res = CliRunner().invoke(app, ["plot", str(SMALL), "-o", "/dev/full"])
+    assert res.exit_code == 2
+    assert _one_line(res) == "dflash-advise: /dev/full: cannot write the figure: No space left on device"
+    assert "wrote" not in res.stdout
+
+
+def test_plot_into_a_missing_directory_exits_2_and_leaves_nothing(tmp_path):
+    out = tmp_path / "missing" / "a.png"
+    res = CliRunner().invoke(app, ["plot", str(SMALL), "-o", str(out)])
+    assert res.exit_code == 2
+    assert _one_line(res).startswith(f"dflash-advise: {out}: cannot write the figure")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_plot_names_the_file_it_wrote_in_each_format(tmp_path):
+    for suffix, magic in ((".png", PNG_MAGIC), (".pdf", b"%PDF"), (".SVG", b"<?xml")):
+        out = tmp_path / f"f{suffix}"
+        res = CliRunner().invoke(app, ["plot", str(SMALL), "-o", str(out)])
+        assert res.exit_code == 0, res.output
+        assert res.stdout.strip() == f"wrote {out}"
+        assert out.read_bytes().lstrip().startswith(magic)
