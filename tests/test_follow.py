@@ -17,6 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "reference-7x1.jsonl"
 INTERVAL_S = 0.2
 DEADLINE_S = 20.0
+END = b'{"ev":"end","t":5400.0,"reason":"interrupted"}\n'   # the fixture is cut from a live run
+
+
+@pytest.fixture
+def ended(tmp_path):
+    """The reference log with the `end` event of a finished run."""
+    p = tmp_path / "ended.jsonl"
+    p.write_bytes(FIXTURE.read_bytes() + END)
+    return p
 
 
 class _Buffer(io.StringIO):
@@ -44,8 +53,7 @@ def _wait_for(buf: _Buffer, needle: str, count: int = 1, timeout_s: float = 10.0
 
 
 def test_follow_picks_up_growth_partial_line_and_stops_at_end(tmp_path):
-    lines = FIXTURE.read_bytes().splitlines(keepends=True)
-    lines.append(b'{"ev":"end","t":5400.0,"reason":"interrupted"}\n')   # the fixture is a live cut
+    lines = FIXTURE.read_bytes().splitlines(keepends=True) + [END]
     log = tmp_path / "live.jsonl"
     log.write_bytes(b"")
     buf = _Buffer()
@@ -132,27 +140,27 @@ def test_follow_corrupt_line_is_unusable_not_waited_on(tmp_path, capsys):
 def test_follow_ended_without_enough_data_is_unusable(tmp_path, capsys):
     lines = FIXTURE.read_bytes().splitlines(keepends=True)
     log = tmp_path / "short.jsonl"
-    log.write_bytes(b"".join(lines[:20]) + lines[-1])
+    log.write_bytes(b"".join(lines[:20]) + END)
     assert follow_logs([log], interval_s=0.05, out=io.StringIO()) == 2
     assert "ended before" in capsys.readouterr().err
 
 
-def test_follow_on_a_tty_redraws_in_place(tmp_path):
+def test_follow_on_a_tty_redraws_in_place(ended):
     class Tty(io.StringIO):
         def isatty(self):
             return True
 
     out = Tty()
-    assert follow_logs([FIXTURE], interval_s=INTERVAL_S, out=out) == 0
+    assert follow_logs([ended], interval_s=INTERVAL_S, out=out) == 0
     text = out.getvalue()
     assert text.startswith(follow.CLEAR + "run ended; 9199 lines read") and "----- run ended" not in text
 
 
-def test_follow_json_stream_is_json_lines(tmp_path):
+def test_follow_json_stream_is_json_lines(ended):
     import json
 
     out = io.StringIO()
-    assert follow_logs([FIXTURE], fmt="json", interval_s=INTERVAL_S, out=out) == 0
+    assert follow_logs([ended], fmt="json", interval_s=INTERVAL_S, out=out) == 0
     docs = [json.loads(line) for line in out.getvalue().splitlines()]
     assert len(docs) == 1 and docs[0]["recommendation"]["roles"] == {"target": 7, "drafter": 1}
 
