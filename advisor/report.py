@@ -117,6 +117,10 @@ def _needs(adv: Advice) -> str:
     return " What would settle it: " + "; or ".join(bits) + "." if bits else ""
 
 
+def _vs(df, a: str, b: str) -> str:
+    return f"{a} {bps_text(df.at[a, 'bps'])} b/s vs {b} {bps_text(df.at[b, 'bps'])} b/s"
+
+
 def _verdict_reason(adv: Advice) -> str:
     d, df, s = adv.decision, adv.splits, adv.settings
     b, j = d.best, d.judged
@@ -124,12 +128,10 @@ def _verdict_reason(adv: Advice) -> str:
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "small-gain":
-        return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({bps_text(df.at[b, 'bps'])} vs "
-                f"{bps_text(df.at[j, 'bps'])} b/s), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
+        return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
     if d.rule == "overlap":
-        return (f"{b} projects {signed_pct(d.gain_pct)} ({bps_text(df.at[b, 'bps'])} vs {bps_text(df.at[j, 'bps'])} "
-                f"b/s), but its 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {j}'s upper end "
+        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but its 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {j}'s upper end "
                 f"{bps_text(df.at[j, 'bps_high'])}: the evidence cannot separate them; keep {j} until it can."
                 + _needs(adv))
     if d.rule == "thin-evidence":
@@ -142,12 +144,10 @@ def _verdict_reason(adv: Advice) -> str:
                 f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
     if d.rule == "switch":
         if d.eta_gain_s is not None:
-            return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({bps_text(df.at[b, 'bps'])} vs "
-                    f"{bps_text(df.at[j, 'bps'])} b/s) and finishes the job "
+            return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "
                     f"{(d.eta_gain_s - 3600 * s.restart_cost_h) / 3600:.1f} h sooner, after a {s.restart_cost_h:g} h "
                     f"restart.")
-        return f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({bps_text(df.at[b, 'bps'])} vs " \
-               f"{bps_text(df.at[j, 'bps'])} b/s); the job's size is unknown, so the restart cost is not weighed."
+        return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is unknown, so the restart cost is not weighed.")
     why = ("the run has ended" if s.run_ended else "--next-run was given" if s.next_run
            else f"no split of {s.gpus} GPUs was observed")
     if d.rule == "unresolved":

@@ -202,10 +202,9 @@ job were running at 6-2: 7-1 is about 8% faster, which over the 4.5-day job save
 the advisor switches only if the saving beats the restart cost (`restart_cost_h`)."""),
     ("code", """rows = []
 for hours in (0, 1, 4, 8, 12, 24):
-    rec = advise(REF, roles={"target": 6, "drafter": 2}, restart_cost_h=hours).recommendation
-    rows.append({"restart cost h": hours, "verdict": rec.verdict,
-                 "split": f"{rec.roles['target']}-{rec.roles['drafter']}",
-                 "net saving h": None if rec.eta_saving_s is None else rec.eta_saving_s / 3600})
+    d = advise(REF, roles={"target": 6, "drafter": 2}, restart_cost_h=hours).decision
+    rows.append({"restart cost h": hours, "verdict": d.verdict.value, "rule": d.rule, "split": d.recommended,
+                 "net saving h": None if d.eta_gain_s is None else d.eta_gain_s / 3600 - hours})
 pd.DataFrame(rows).set_index("restart cost h")"""),
     ("md", """## 8. Real runs on an H200
 
