@@ -1,0 +1,49 @@
+"""Settings: validated once, errors name the option."""
+from __future__ import annotations
+
+import pytest
+
+from advisor.settings import MAX_GPUS, SettingsError, build_settings, check_roles
+
+
+def make(**kw):
+    base = dict(producer="target", consumer="drafter", gpus=8, log_hs_cap=20, tokens_mean=30000.0,
+                tokens_range=(28000.0, 32000.0), log_token_budget=32768)
+    base.update(kw)
+    return build_settings(**base)
+
+
+def test_defaults_come_from_the_log():
+    s = make()
+    assert s.hs_cap == 20 and s.tokens_per_batch == 30000.0 and s.own_budget and not s.for_next_run
+
+
+def test_token_budget_keeps_the_fill_and_flags_extrapolation():
+    s = make(token_budget=16384)
+    assert s.tokens_per_batch == pytest.approx(16384 * 30000 / 32768)
+    assert s.extrapolated_tokens
+    assert not make(token_budget=32000).extrapolated_tokens
+
+
+@pytest.mark.parametrize("kw, option", [
+    (dict(gpus=1), "--gpus"), (dict(gpus=MAX_GPUS + 1), "--gpus"), (dict(gpus=True), "--gpus"),
+    (dict(hs_cap=-1), "--hs-cap"), (dict(token_budget=0), "--token-budget"),
+    (dict(restart_cost_h=float("inf")), "--restart-cost"), (dict(restart_cost_h=-1.0), "--restart-cost"),
+    (dict(roles={"target": 6, "drafter": 3}), "--roles"), (dict(roles={"target": 8}), "--roles"),
+    (dict(roles={"target": 7, "drafter": 0}), "--roles drafter"),
+])
+def test_bad_options_name_the_option(kw, option):
+    with pytest.raises(SettingsError) as e:
+        make(**kw)
+    assert str(e.value).startswith(option + ":")
+
+
+def test_roles_are_checked_against_the_log_roles_and_g():
+    assert check_roles({"drafter": 2, "target": 6}, "target", "drafter", 8) == {"target": 6, "drafter": 2}
+    with pytest.raises(SettingsError, match="unknown verifier"):
+        check_roles({"target": 6, "verifier": 2}, "target", "drafter", 8)
+
+
+def test_next_run_from_the_flag_or_an_ended_log():
+    assert make(next_run=True).for_next_run and make(run_ended=True).for_next_run
+    assert make(run_ended=True).to_json()["run_ended"] is True
