@@ -14,23 +14,71 @@ Input is either rate log(s) (the planned split defaults to the observed one) or 
     metric = "efficiency"              # efficiency | gpu_util
 
 Command-line options override the config. A gate never passes on input it could not read:
-every problem is a `LogError`/`ValueError` naming the file and key (exit 2).
+every problem is a `LogError`/`ValueError` naming the file, line and key (exit 2). Strict: any
+key or table not shown above (``[role]``, ``min_efficency``) is an error with the closest known
+name, as is a threshold for the metric not chosen; ``[roles]`` must name both roles of the log.
+The config itself must be a small regular file (a FIFO or device is refused before opening).
 """
 from __future__ import annotations
 
-import tomllib
+import difflib
+import os
+import re
+import stat
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
+    import tomli as tomllib
+
 from .advice import Advice, advise
-from .schema import LogError
+from .schema import MAX_GPUS, MAX_QUEUE_CAP, LogError, LogRefused
 
 METRICS = ("efficiency", "gpu_util")
 DEFAULT_MIN = 0.9
+MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
+# every key a config may hold; [roles] takes the profile log's role names (checked once it is read)
+TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate")
+QUEUE_KEYS = ("hs",)
+GATE_KEYS = ("metric", "min_efficiency", "min_gpu_util")
 
 
-def _key(cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, default: Any = None) -> Any:
+def _line_of(text: str, dotted: str) -> int | None:
+    """The line that defines ``dotted`` ("gate.min_efficency", "role"), for the error message."""
+    parts = dotted.split(".")
+    lines = text.splitlines()
+    table = None
+    for i, line in enumerate(lines, 1):
+        m = re.match(r"\s*\[\s*([^\]]+?)\s*\]", line)
+        if m:
+            table = m.group(1).strip().strip('"')
+            if len(parts) == 1 and table == parts[0]:
+                return i
+            continue
+        key = re.match(r"\s*\"?([A-Za-z0-9_.-]+)\"?\s*=", line)
+        if not key:
+            continue
+        full = f"{table}.{key.group(1)}" if table else key.group(1)
+        if full == dotted or (table is None and len(parts) > 1 and key.group(1).startswith(parts[0] + ".")):
+            return i
+    return None
+
+
+def _unknown(text: str, path: str, where: str, keys: Sequence[str], allowed: Sequence[str], what: str) -> None:
+    for k in keys:
+        if k not in allowed:
+            dotted = f"{where}.{k}" if where else k
+            close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
+            hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(allowed)})"
+            raise LogError(path, _line_of(text, dotted), f"is not a {what}{hint}", dotted)
+
+
+def _key(cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, default: Any = None,
+         text: str = "") -> Any:
     node: Any = cfg
     for part in dotted.split("."):
         if not isinstance(node, Mapping) or part not in node:
@@ -38,39 +86,97 @@ def _key(cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, def
         node = node[part]
     if not isinstance(node, kind) or isinstance(node, bool):
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise LogError(path, None, f"must be {want}, got {node!r}", dotted)
+        raise LogError(path, _line_of(text, dotted), f"must be {want}, got {_short(node)}", dotted)
     return node
 
 
-def load_config(path: Path) -> dict[str, Any]:
-    """Read and validate a gate config; paths come back resolved against the config's folder."""
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _read_config(path: Path) -> tuple[dict[str, Any], str]:
+    """Parse the TOML, refusing what is not a small readable regular file (stat before open)."""
     sp = str(path)
     try:
-        cfg = tomllib.loads(path.read_text(encoding="utf-8"))
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise LogRefused(sp, None, "is a directory, not a gate config (a .toml file)")
+        if not stat.S_ISREG(st.st_mode):
+            raise LogRefused(sp, None, "is not a regular file (a FIFO or device may never end); give a .toml file")
+        if st.st_size > MAX_CONFIG_BYTES:
+            raise LogRefused(sp, None, f"is {st.st_size} bytes; a gate config is a few lines (limit "
+                                       f"{MAX_CONFIG_BYTES} bytes)")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise LogRefused(sp, None, "is not a regular file; give a .toml file")
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise LogError(sp, None, "no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise LogError(sp, None, f"is not valid TOML ({e})") from None
+    except PermissionError:
+        raise LogRefused(sp, None, "cannot be read (permission denied)") from None
+    except OSError as e:
+        raise LogRefused(sp, None, f"cannot be read ({e.strerror or e})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise LogError(sp, data.count(b"\n", 0, e.start) + 1, "is not UTF-8 text; a gate config is TOML") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e).splitlines()[0] if str(e) else "syntax error"
+        line = getattr(e, "lineno", None) or (int(m.group(1)) if (m := re.search(r"line (\d+)", msg)) else None)
+        raise LogError(sp, line, f"is not valid TOML ({msg})") from None
+    except RecursionError:
+        raise LogError(sp, None, "is not valid TOML for a gate (nested too deeply)") from None
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """Read and validate a gate config; paths come back resolved against the config's folder.
+
+    Strict: a key or table the gate does not know is an error (a typo must not pass the gate at
+    a default threshold), with the closest known name.
+    """
+    sp = str(path)
+    cfg, text = _read_config(path)
+    _unknown(text, sp, "", list(cfg), TOP_KEYS, "gate config key")
     prof = cfg.get("profile")
     if isinstance(prof, str):
         prof = [prof]
-    if not isinstance(prof, list) or not prof or not all(isinstance(p, str) for p in prof):
-        raise LogError(sp, None, "must name the profile log(s), e.g. profile = [\"run.jsonl\"]", "profile")
-    roles = _key(cfg, "roles", dict, sp)
+    if not isinstance(prof, list) or not prof or not all(isinstance(p, str) and p for p in prof):
+        raise LogError(sp, _line_of(text, "profile"), "must name the profile log(s), e.g. profile = [\"run.jsonl\"]",
+                       "profile")
+    roles = _key(cfg, "roles", dict, sp, text=text)
     if roles is not None:
         for r, n in roles.items():
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise LogError(sp, None, f"must be a whole number >= 1, got {n!r}", f"roles.{r}")
-    metric = _key(cfg, "gate.metric", str, sp, "efficiency")
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_GPUS:
+                raise LogError(sp, _line_of(text, f"roles.{r}"), f"must be a whole number from 1 to {MAX_GPUS}, "
+                               f"got {_short(n)}", f"roles.{r}")
+    queues = _key(cfg, "queues", dict, sp, text=text)
+    _unknown(text, sp, "queues", list(queues or {}), QUEUE_KEYS, "queue the gate can plan")
+    gate = _key(cfg, "gate", dict, sp, text=text)
+    _unknown(text, sp, "gate", list(gate or {}), GATE_KEYS, "gate setting")
+    metric = _key(cfg, "gate.metric", str, sp, "efficiency", text=text)
     if metric not in METRICS:
-        raise LogError(sp, None, f"must be one of {', '.join(METRICS)}, got {metric!r}", "gate.metric")
-    threshold = _key(cfg, f"gate.min_{metric}", (int, float), sp)
+        raise LogError(sp, _line_of(text, "gate.metric"), f"must be one of {', '.join(METRICS)}, got {_short(metric)}",
+                       "gate.metric")
+    other = next(f"min_{m}" for m in METRICS if m != metric)
+    if other in (gate or {}):
+        raise LogError(sp, _line_of(text, f"gate.{other}"), f"is set but the metric is '{metric}': set "
+                       f"min_{metric}, or metric = \"{other[4:]}\"", f"gate.{other}")
+    threshold = _key(cfg, f"gate.min_{metric}", (int, float), sp, text=text)
     if threshold is not None and not 0 <= threshold <= 1:
-        raise LogError(sp, None, f"must be between 0 and 1, got {threshold!r}", f"gate.min_{metric}")
-    gpus = _key(cfg, "gpus", int, sp)
-    hs = _key(cfg, "queues.hs", int, sp)
+        raise LogError(sp, _line_of(text, f"gate.min_{metric}"), f"must be between 0 and 1, got {threshold!r}",
+                       f"gate.min_{metric}")
+    gpus = _key(cfg, "gpus", int, sp, text=text)
+    if gpus is not None and not 2 <= gpus <= MAX_GPUS:
+        raise LogError(sp, _line_of(text, "gpus"), f"must be from 2 to {MAX_GPUS}, got {gpus}", "gpus")
+    hs = _key(cfg, "queues.hs", int, sp, text=text)
+    if hs is not None and not 0 <= hs <= MAX_QUEUE_CAP:
+        raise LogError(sp, _line_of(text, "queues.hs"), f"must be from 0 to {MAX_QUEUE_CAP}, got {hs}", "queues.hs")
     return {"profile": [path.parent / p for p in prof], "roles": dict(roles) if roles else None, "metric": metric,
-            "threshold": threshold, "gpus": gpus, "hs_cap": hs}
+            "threshold": threshold, "gpus": gpus, "hs_cap": hs, "path": sp, "text": text}
 
 
 def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric: str | None = None,
@@ -86,17 +192,31 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
     threshold = min_value if min_value is not None else (cfg["threshold"] if cfg["threshold"] is not None
                                                          else DEFAULT_MIN)
+    from_cli = roles is not None
     planned = roles or cfg["roles"]
     n_gpus = gpus or cfg["gpus"] or (sum(planned.values()) if planned else None)
     adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"])
     p, c = adv.roles
     if planned is None:
         planned = dict(adv.observed.roles)
-    unknown = set(planned) - {p, c}
-    if unknown:
-        raise ValueError(f"roles: {', '.join(sorted(unknown))} not in the log's roles ({p}, {c})")
+
+    def bad_roles(msg: str, key: str = "roles") -> LogError | ValueError:
+        if from_cli or "path" not in cfg:
+            return ValueError(f"--roles: {msg}")
+        return LogError(cfg["path"], _line_of(cfg["text"], key) or _line_of(cfg["text"], "roles"), msg, key)
+
+    for r in planned:
+        if r not in (p, c):
+            close = difflib.get_close_matches(r, (p, c), n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else f"the log's roles are {p}, {c}"
+            raise bad_roles(f"'{r}' is not a role of the profile log; {hint}", f"roles.{r}")
+    for r in (p, c):
+        if r not in planned:
+            raise bad_roles(f"is missing: the planned split names both roles of the log ({p}, {c})"
+                            if not from_cli else f"'{r}' is missing: name both roles of the log ({p}, {c})",
+                            f"roles.{r}")
     if sum(planned.values()) != adv.gpus:
-        raise ValueError(f"roles: the planned split uses {sum(planned.values())} GPUs but {adv.gpus} are split")
+        raise bad_roles(f"the planned split uses {sum(planned.values())} GPUs but {adv.gpus} are split")
     row = adv.split_row(planned)
     value = float(row[metric])
     gate = {"metric": metric, "threshold": float(threshold), "value": value, "passed": value >= threshold,

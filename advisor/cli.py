@@ -6,6 +6,7 @@ standard library are imported at module level so that ``--help`` stays fast.
 """
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -97,10 +98,38 @@ def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
 BIG_INPUT_BYTES = 20 << 20   # above this, say on a terminal what is being read
 
 
+def _inputs(paths: list[Path]) -> str:
+    return ", ".join(str(p) for p in paths) or "no input"
+
+
+def _internal(e: BaseException, inputs: str) -> None:
+    """Exit 2 with one line: an unexpected exception is a bug, never a verdict (1) nor a traceback."""
+    what = " ".join(f"{type(e).__name__}: {e}".split())
+    _die(f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)")
+
+
+def _check_limits(*, gpus: int | None = None, roles: dict[str, int] | None = None,
+                  hs_cap: int | None = None) -> None:
+    """Options past the limits nobody can mean (they would cost time quadratic in G or unbounded memory)."""
+    from .schema import MAX_GPUS, MAX_QUEUE_CAP
+    if gpus is not None and gpus > MAX_GPUS:
+        _die(f"--gpus: {gpus} is more than the limit {MAX_GPUS}")
+    if roles and sum(roles.values()) > MAX_GPUS:
+        _die(f"--roles: the split uses {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}")
+    if hs_cap is not None and hs_cap > MAX_QUEUE_CAP:
+        _die(f"--hs-cap: {hs_cap} is more than the limit {MAX_QUEUE_CAP}")
+
+
 def _advise_or_die(logs: list[Path], **kw):
     from .advice import advise
     from .schema import LogError
-    size = sum(p.stat().st_size for p in logs if p.is_file())
+    _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
+    size = 0
+    for p in logs:
+        try:
+            size += p.stat().st_size if p.is_file() else 0
+        except OSError:
+            pass   # the loader names what is wrong with it
     status = sys.stderr.isatty() and size > BIG_INPUT_BYTES
     if status:
         typer.echo(f"reading {size / 2**20:.0f} MiB of logs ({len(logs)} file{'s' if len(logs) > 1 else ''})...",
@@ -111,6 +140,10 @@ def _advise_or_die(logs: list[Path], **kw):
         _die(str(e))
     except ValueError as e:
         _die(str(e))
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        _internal(e, _inputs(logs))
     finally:
         if status:
             typer.echo("\r\x1b[K", err=True, nl=False)   # erase the status line
@@ -155,10 +188,16 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     from .report import render
     from .schema import LogError
     fmt = _format(as_json, as_markdown)
+    planned = _parse_roles(roles)
+    _check_limits(gpus=gpus, roles=planned)
     try:
-        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=_parse_roles(roles), gpus=gpus)
-    except (LogError, ValueError, KeyError) as e:
-        _die(str(e) if not isinstance(e, KeyError) else str(e.args[0]))
+        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus)
+    except (LogError, ValueError) as e:
+        _die(str(e))
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except Exception as e:   # a crash is "unusable" (2), never "the split fails" (1)
+        _internal(e, _inputs(source))
     g = adv.gate
     if fmt == "text":
         verdict = "PASS" if g["passed"] else "FAIL"
@@ -167,7 +206,11 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
                    f"{'>=' if g['passed'] else '<'} {g['threshold']:.3f}; {g['bps']:.3g} b/s, "
                    f"bottleneck {g['bottleneck']}")
     else:
-        typer.echo(render(adv, fmt), nl=False)
+        try:
+            text = render(adv, fmt)
+        except Exception as e:
+            _internal(e, _inputs(source))
+        typer.echo(text, nl=False)
     raise typer.Exit(0 if g["passed"] else 1)
 
 
@@ -212,9 +255,26 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                 gpus: Gpus = None, next_run: NextRun = False, fmt: FormatOpt = None, as_json: AsJson = False,
                 as_markdown: AsMarkdown = False) -> None:
     """Advice from bare numbers, e.g. --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86."""
+    import math
+
     from .advice import advise_numbers
     from .report import render
+    from .schema import MAX_GPUS, MAX_INT, MAX_QUEUE_CAP
     fmt = _format(as_json, as_markdown, fmt)
+    for name, v in (("--targets", targets), ("--drafters", drafters)):
+        if v > MAX_GPUS:
+            _die(f"{name}: {v} is more than the limit {MAX_GPUS}")
+    _check_limits(gpus=gpus, roles={"target": targets, "drafter": drafters})
+    for name, v in (("--target-bps", target_bps), ("--drafter-bps", drafter_bps)):
+        if not math.isfinite(v):   # 0 and below: the library names the capacity
+            _die(f"{name}: must be a finite number > 0 (batches per second), got {v}")
+    for name, v in (("--scv", scv), ("--sync-s", sync_s), ("--tokens-per-batch", tokens_per_batch)):
+        if v is not None and not math.isfinite(v):
+            _die(f"{name}: must be a finite number, got {v}")
+    if hs_cap > MAX_QUEUE_CAP:
+        _die(f"--hs-cap: {hs_cap} is more than the limit {MAX_QUEUE_CAP}")
+    if sync_every > MAX_INT:
+        _die(f"--sync-every: {sync_every} is more than the limit {MAX_INT}")
     try:
         adv = advise_numbers({"target": targets, "drafter": drafters},
                              {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_cap, scv=scv,
@@ -232,8 +292,71 @@ def route(argv: list[str]) -> list[str]:
     return argv
 
 
-def main() -> None:
-    app(args=route(sys.argv[1:]), prog_name="dflash-advise")
+def _one_line_usage(e, args: list[str]) -> str:
+    """A click usage error as one line, with where to look (and the '--' hint for a file named '-x')."""
+    msg = " ".join(e.format_message().split())
+    bad = next((a for a in args if a.startswith("-") and os.path.exists(a)), None)
+    if bad and "No such option" in msg:
+        return f"{msg} ({bad!r} is a file: write ./{bad} or put -- before it)"
+    where = getattr(getattr(e, "ctx", None), "command_path", None) or "dflash-advise"
+    return f"{msg} (see '{where} --help')"
+
+
+def _click_kinds() -> dict[str, tuple[type, ...]]:
+    """click's exception classes: typer >= 0.25 ships its own copy of click, older ones use click's."""
+    import importlib
+    kinds: dict[str, list[type]] = {"help": [], "usage": [], "click": [], "abort": []}
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            m = importlib.import_module(name)
+        except ImportError:
+            continue
+        for kind, cls in (("help", "NoArgsIsHelpError"), ("usage", "UsageError"), ("click", "ClickException"),
+                          ("abort", "Abort")):
+            if isinstance(getattr(m, cls, None), type):
+                kinds[kind].append(getattr(m, cls))
+    return {k: tuple(v) for k, v in kinds.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `dflash-advise` entry point.
+
+    Runs the app outside click's standalone mode so that every way out is ours: a usage error
+    is one line (exit 2), Ctrl-C is 130, and any unexpected exception, anywhere, is exit 2 with
+    one line naming the input and calling it a bug: never a traceback, and never exit 1, which a
+    CI gate reads as "the split fails".
+    """
+    args = route(list(sys.argv[1:] if argv is None else argv))
+    inputs = [a for a in args[1:] if not a.startswith("-") and os.path.lexists(a)]
+    try:
+        code = app(args=args, prog_name="dflash-advise", standalone_mode=False)
+    except KeyboardInterrupt:
+        typer.echo("dflash-advise: interrupted", err=True)
+        code = 130
+    except MemoryError:
+        typer.echo(f"dflash-advise: out of memory while reading {', '.join(inputs) or 'the input'}; give a part "
+                   f"of the log (the header line and its steady part)", err=True)
+        code = 2
+    except Exception as e:
+        kinds = _click_kinds()
+        if isinstance(e, kinds["help"]):
+            e.show()
+            code = 2
+        elif isinstance(e, kinds["usage"]):
+            typer.echo(f"dflash-advise: {_one_line_usage(e, args)}", err=True)
+            code = 2
+        elif isinstance(e, kinds["click"]):
+            typer.echo(f"dflash-advise: {' '.join(e.format_message().split())}", err=True)
+            code = 2
+        elif isinstance(e, kinds["abort"]):
+            typer.echo("dflash-advise: interrupted", err=True)
+            code = 130
+        else:
+            msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+            typer.echo(f"dflash-advise: internal error while reading {', '.join(inputs) or 'no input'}: {msg} "
+                       f"(a bug in dflash-advise; please report it)", err=True)
+            code = 2
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

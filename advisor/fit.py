@@ -255,7 +255,7 @@ def _time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[flo
     w = r["window"].fillna(1.0).to_numpy() if "window" in r else np.ones(len(r))
     depth = r[col].to_numpy()
     cap = next((q.cap for q in log.header.queues if q.name == name), None)
-    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap else None
+    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap is not None else None   # cap 0: always full
     return float(np.average(depth, weights=w)), full
 
 

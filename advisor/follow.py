@@ -12,7 +12,8 @@ Loop, every ``interval_s`` seconds:
    JSON document per line and no separators, so the stream is JSON Lines).
 4. Not enough data yet (a `LogError` without a line number: empty log, too few steps, no steady
    state) -> a "waiting for data (N lines so far)" line with the reason, not a failure. A
-   `LogError` that names a line is a corrupt log: the writer will not fix it, so exit 2.
+   `LogError` that names a line is a corrupt log: the writer will not fix it, so exit 2; so is
+   a `LogRefused` (a special file, a log past the size limits, a compression bomb).
 
 Stops, with these exit codes:
 
@@ -53,36 +54,48 @@ def _signature(paths: Sequence[Path]) -> tuple[tuple[int, int], ...] | None:
     return tuple(sig)
 
 
-def _open(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+def _chunks(path: Path):
+    """The log's decompressed bytes in chunks, at most the loader's MAX_LOG_BYTES (a bomb stays bounded).
+
+    Opened as the loader opens it: a FIFO or device is refused (LogRefused), never opened.
+    """
+    from .load import MAX_LOG_BYTES, open_log
+    fh, raw = open_log(path)
+    total = 0
+    with fh, raw:
+        while total < MAX_LOG_BYTES:
+            chunk = fh.read(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            yield chunk
 
 
 def _count_lines(path: Path) -> int:
     """Whole lines written so far (a gzip stream still being written counts what decodes)."""
+    from .schema import LogError
     n = 0
     try:
-        with _open(path) as fh:
-            while True:
-                chunk = fh.read(1 << 20)
-                if not chunk:
-                    break
-                n += chunk.count(b"\n")
-    except (OSError, EOFError, zlib.error):
+        for chunk in _chunks(path):
+            n += chunk.count(b"\n")
+    except (OSError, EOFError, zlib.error, LogError):
         pass
     return n
 
 
 def _has_ended(path: Path) -> bool:
     """Whether the log's tail holds an 'end' event (used only when advise could not run)."""
+    from .schema import LogError
     try:
         if path.suffix == ".gz":
-            with _open(path) as fh:
-                data = fh.read()[-TAIL_BYTES:]
+            data = b""
+            for chunk in _chunks(path):
+                data = (data + chunk)[-TAIL_BYTES:]
         else:
             with open(path, "rb") as fh:
                 fh.seek(max(path.stat().st_size - TAIL_BYTES, 0))
-                data = fh.read()
-    except (OSError, EOFError, zlib.error):
+                data = fh.read(TAIL_BYTES)
+    except (OSError, EOFError, zlib.error, LogError):
         return False
     for raw in data.splitlines()[::-1]:
         if b'"end"' not in raw:
@@ -151,7 +164,7 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
                 max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
     """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
     from .advice import advise
-    from .schema import LogError
+    from .schema import LogError, LogRefused
 
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
@@ -161,6 +174,14 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
     if not paths:
         _err("no log file given")
         return EXIT_UNUSABLE
+    for p in paths:
+        try:
+            p.stat()
+        except FileNotFoundError:
+            pass   # may appear later
+        except OSError as e:   # a name too long, a loop of links, ...: waiting will not help
+            _err(f"{p}: cannot be read ({e.strerror or e})")
+            return EXIT_UNUSABLE
     screen = _Screen(out if out is not None else sys.stdout, fmt)
     shown = False
     last_sig = None
@@ -191,7 +212,7 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
                 try:
                     adv = advise(paths, **advise_kwargs)
                 except LogError as e:
-                    if e.line is not None:
+                    if e.line is not None or isinstance(e, LogRefused):   # waiting will not cure it
                         _err(str(e))
                         return EXIT_UNUSABLE
                     if all(_has_ended(p) for p in paths):
@@ -206,6 +227,11 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
                     return EXIT_UNUSABLE
                 except ValueError as e:
                     _err(str(e))
+                    return EXIT_UNUSABLE
+                except Exception as e:   # a bug: one line and 2, never a traceback or a verdict
+                    msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+                    _err(f"internal error while reading {', '.join(map(str, paths))}: {msg} "
+                         f"(a bug in dflash-advise; please report it)")
                     return EXIT_UNUSABLE
                 else:
                     ended = all(lg.end is not None for lg in adv.logs)

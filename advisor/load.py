@@ -19,11 +19,15 @@ counted in ``unknown_events`` and reported, never fatal.
 """
 from __future__ import annotations
 
+import codecs
+import errno
 import gzip
-import io
 import json
 import math
+import os
+import stat
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -31,9 +35,15 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .schema import (KNOWN_EVENTS, LogError, LogWarning, RunHeader, parse_header, validate_event)
+from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
+                     LogRefused, LogWarning, RunHeader, parse_header, validate_event)
 
-MAX_LINE_BYTES = 1 << 20  # a longer line is corruption, not a log event
+# Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
+MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
+MAX_LOG_BYTES = 1 << 30     # decompressed; the loader needs about 3x this in memory
+MAX_LOG_LINES = 10_000_000
+MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
+RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
 CHUNK_BYTES = 8 << 20
 
 STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
@@ -66,56 +76,164 @@ class RunLog:
         return float(max(ts)) if ts else 0.0
 
 
-def _read_bytes(path: Path, max_line_bytes: int) -> bytes:
-    """The file's bytes, refusing (with the line number) any line longer than ``max_line_bytes``.
+def _human(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
 
-    Reads in chunks so that a file that is one giant line fails after ``max_line_bytes``,
-    without loading it all.
+
+def _refuse_special(st: os.stat_result, path: str) -> None:
+    """Refuse anything but a regular file: a FIFO or a device may never end (or never start)."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise LogRefused(path, None, "is a directory, not a log file")
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+    raise LogRefused(path, None, f"is {kind}, not a regular file; the advisor reads log files only "
+                                 f"(a pipe or device may never end): write the log to a file first")
+
+
+def _os_error(e: OSError, path: str) -> LogError:
+    if isinstance(e, FileNotFoundError):
+        return LogError(path, None, "no such file")
+    if isinstance(e, PermissionError):
+        return LogRefused(path, None, "cannot be read (permission denied)")
+    if isinstance(e, NotADirectoryError):
+        return LogRefused(path, None, "no such file (a part of the path is not a folder)")
+    if e.errno == errno.ENAMETOOLONG:
+        return LogRefused(path, None, "cannot be opened: the file name is too long for the file system")
+    return LogRefused(path, None, f"cannot be read ({e.strerror or e})")
+
+
+def open_log(path: str | Path):
+    """A binary stream of the log's (decompressed) bytes; refuses what is not a readable regular file.
+
+    ``stat`` comes before ``open`` so that a FIFO is never opened (opening one without a writer
+    blocks for ever); the file is then opened non-blocking and checked again with ``fstat`` in
+    case it was swapped in between. Gzip is recognised by its magic bytes, whatever the name.
     """
-    opener = gzip.open if path.suffix == ".gz" else open
+    spath = str(path)
+    try:
+        _refuse_special(os.stat(path), spath)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise _os_error(e, spath) from None
+    try:
+        _refuse_special(os.fstat(fd), spath)
+        raw = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+    except OSError as e:
+        raw.close()
+        raise _os_error(e, spath) from None
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    return raw, raw
+
+
+@dataclass
+class _Raw:
+    """A log's bytes and what the reader counted on the way."""
+
+    data: bytes
+    n_newlines: int
+    n_empty: int          # zero-length lines (pyarrow skips them; the row check needs their number)
+
+
+def _read_bytes(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYTES,
+                max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> _Raw:
+    """The file's bytes, read in chunks and refused as soon as a limit is crossed.
+
+    Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
+    bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
+    ``max_ratio`` times once past ``RATIO_CHECK_BYTES`` (a bomb: real logs compress 5-10x);
+    bytes that are not UTF-8 (named by line). So a bomb, a device or one giant line fails after
+    a bounded read, with bounded memory.
+    """
+    spath = str(path)
+    fh, raw = open_log(path)
+    gz = fh is not raw
     parts: list[bytes] = []
+    total = 0
     since_nl = 0  # bytes of the current (unfinished) line
     lines_before = 0
+    n_empty = 0
+    prev_nl = True  # the file start counts as just after a newline
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+
+    def too_long(k: int) -> LogError:
+        return LogError(spath, lines_before + k + 1,
+                        f"line is longer than {max_line_bytes} bytes; not a log event (corrupt file?)")
     try:
-        with opener(path, "rb") as fh:
+        with fh, raw:
             while True:
                 chunk = fh.read(CHUNK_BYTES)
                 if not chunk:
                     break
+                total += len(chunk)
+                if total > max_bytes:
+                    raise LogRefused(spath, None, f"holds more than {max_bytes} bytes ({_human(max_bytes)})"
+                                     f"{' decompressed' if gz else ''}, the limit; no run needs that much for "
+                                     f"advice: give the header line and a part of the log")
+                if gz and total > RATIO_CHECK_BYTES and total > max_ratio * max(raw.tell(), 1):
+                    raise LogRefused(spath, None, f"inflates more than {max_ratio:g} times (to over {_human(total)} "
+                                     f"from {_human(raw.tell())}); a rate log compresses about 10x: not a log "
+                                     f"(a compression bomb?)")
+                if not parts and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
+                    raise LogError(spath, 1, "is UTF-16 text; a rate log is UTF-8 (convert it: "
+                                             "iconv -f UTF-16 -t UTF-8)")
+                pending = utf8.getstate()[0]
+                if pending or not chunk.isascii():
+                    try:
+                        utf8.decode(chunk)
+                    except UnicodeDecodeError as e:
+                        at = max(e.start - len(pending), 0)
+                        raise LogError(spath, lines_before + chunk.count(b"\n", 0, at) + 1,
+                                       "is not UTF-8 text (binary data, or another encoding such as latin-1 "
+                                       "or UTF-16?)") from None
                 arr = np.frombuffer(chunk, dtype=np.uint8)
                 nl = np.flatnonzero(arr == 10)
                 if len(nl) == 0:
                     since_nl += len(chunk)
                     if since_nl > max_line_bytes:
-                        raise LogError(str(path), lines_before + 1,
-                                       f"line is longer than {max_line_bytes} bytes; not a log event (corrupt file?)")
+                        raise too_long(0)
+                    prev_nl = False
                 else:
                     first = since_nl + int(nl[0])
-                    inner = int(np.diff(nl).max()) - 1 if len(nl) > 1 else 0
+                    gaps = np.diff(nl)
+                    inner = int(gaps.max()) - 1 if len(nl) > 1 else 0
                     if max(first, inner) > max_line_bytes:
-                        k = 0 if first > max_line_bytes else int(np.argmax(np.diff(nl))) + 1
-                        raise LogError(str(path), lines_before + k + 1,
-                                       f"line is longer than {max_line_bytes} bytes; not a log event (corrupt file?)")
+                        raise too_long(0 if first > max_line_bytes else int(np.argmax(gaps)) + 1)
                     since_nl = len(chunk) - int(nl[-1]) - 1
                     if since_nl > max_line_bytes:
-                        raise LogError(str(path), lines_before + len(nl) + 1,
-                                       f"line is longer than {max_line_bytes} bytes; not a log event (corrupt file?)")
+                        raise too_long(len(nl))
+                    n_empty += int(np.count_nonzero(gaps == 1)) + int(nl[0] == 0 and prev_nl)
+                    prev_nl = since_nl == 0
                     lines_before += len(nl)
+                    if lines_before > max_lines:
+                        raise LogRefused(spath, None, f"holds more than {max_lines} lines, the limit; no run needs "
+                                         f"that many for advice: give the header line and a part of the log")
                 parts.append(chunk)
-    except FileNotFoundError:
-        raise LogError(str(path), None, "no such file") from None
-    except IsADirectoryError:
-        raise LogError(str(path), None, "is a directory, not a log file") from None
-    except PermissionError:
-        raise LogError(str(path), None, "cannot be read (permission denied)") from None
-    except (OSError, EOFError) as e:  # gzip: bad header or truncated stream
-        raise LogError(str(path), None, f"cannot be read: {e}") from None
-    return b"".join(parts)
+    except LogError:
+        raise
+    except EOFError:    # may still be being written: not refused, so a follower waits
+        raise LogError(spath, None, f"ends inside its gzip stream after {total} bytes ({lines_before} lines): "
+                                    f"truncated, or still being written") from None
+    except (zlib.error, gzip.BadGzipFile) as e:
+        raise LogRefused(spath, None, f"is a corrupt gzip stream ({e}) after {total} bytes "
+                                      f"({lines_before} lines)") from None
+    except OSError as e:
+        raise _os_error(e, spath) from None
+    return _Raw(data=b"".join(parts), n_newlines=lines_before, n_empty=n_empty)
 
 
-def _line_numbers(data: bytes, rows: np.ndarray) -> np.ndarray:
-    """1-based file line numbers of the given body rows (pyarrow skips blank lines)."""
-    arr = np.frombuffer(data, dtype=np.uint8)
+def _line_numbers(data: bytes, rows: np.ndarray, offset: int = 0) -> np.ndarray:
+    """1-based line numbers (counted from ``offset``) of the given body rows (pyarrow skips empty lines)."""
+    arr = np.frombuffer(data, dtype=np.uint8, offset=offset)
     nl = np.flatnonzero(arr == 10)
     starts = np.concatenate(([0], nl + 1))
     ends = np.concatenate((nl, [len(arr)]))
@@ -128,10 +246,17 @@ def _decode_line(raw: bytes, path: str, line: int) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise LogError(path, line, "is not UTF-8 text (binary data in the log?)") from None
+    if text.startswith("\ufeff"):   # a byte-order mark, as some Windows tools write
+        text = text[1:]
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise LogError(path, line, f"is not valid JSON ({e.msg} at column {e.colno})") from None
+        hint = " (NUL bytes: binary data or UTF-16?)" if "\x00" in text else ""
+        raise LogError(path, line, f"is not valid JSON ({e.msg} at column {e.colno}){hint}") from None
+    except RecursionError:
+        raise LogError(path, line, "is not a log event: JSON nested too deeply") from None
+    except ValueError as e:   # e.g. an integer of more than 4300 digits
+        raise LogError(path, line, f"is not a log event ({str(e).split(';')[0]})") from None
 
 
 def _arrow_schema(header: RunHeader):
@@ -216,6 +341,12 @@ class _Parsed:
     rates: Any                         # Arrow table of the rates events
     rates_objs: list[Mapping[str, Any]]
     end_obj: Mapping[str, Any] | None
+    # fast path only: rows that fail checks numpy cannot see. Nulls and NaN literals are both NaN
+    # in the numpy columns; ``nan_lit`` marks rows whose optional number fields hold NaN
+    # literally, ``t_null`` rows without t, ``bad_reason`` end events with an unknown reason.
+    nan_lit: np.ndarray | None = None
+    t_null: np.ndarray | None = None
+    bad_reason: np.ndarray | None = None
 
 
 _STEP_NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
@@ -257,70 +388,102 @@ def _codes(col, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     return remap[idx.astype(np.int64)], out_names
 
 
-def _fast_parse(body: bytes, header: RunHeader) -> _Parsed | None:
-    """pyarrow path; None when pyarrow refuses the body (the slow path then names the line)."""
+def _fast_parse(body, header: RunHeader, n_rows: int) -> _Parsed | None:
+    """pyarrow path over ``body`` (a pyarrow buffer); None when pyarrow refuses it or reads other
+    than ``n_rows`` rows (two objects on one line, one object over two lines, whitespace-only
+    lines): the slow path then decides, and names the line."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pj
 
     try:
-        table = pj.read_json(io.BytesIO(body), parse_options=pj.ParseOptions(
+        table = pj.read_json(pa.BufferReader(body), parse_options=pj.ParseOptions(
             explicit_schema=_arrow_schema(header), unexpected_field_behavior="ignore"),
             read_options=pj.ReadOptions(block_size=1 << 20))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+    except Exception:   # any refusal (ArrowInvalid, invalid UTF-8, ...): the exact reader names it
+        return None
+    if table.num_rows != n_rows:
         return None
     ev, names = _codes(table.column("ev"), KNOWN_EVENTS)
     t = table.column("t").to_numpy().astype(np.float64, copy=False)
+    nan_lit = np.zeros(len(ev), dtype=bool)
 
-    def subset(code: int, numeric: Sequence[str]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    def subset(code: int, spec) -> tuple[dict[str, np.ndarray], np.ndarray]:
         mask = ev == code
         rows = np.flatnonzero(mask)
         whole = len(rows) == len(ev)
         cols = {}
-        for n in numeric:
-            v = table.column(n).to_numpy().astype(np.float64, copy=False)
+        for n, required, _, _ in spec:
+            col = table.column(n)
+            v = col.to_numpy().astype(np.float64, copy=False)
+            if not required and col.null_count < len(col):
+                lit = pc.is_nan(col).fill_null(False).to_numpy(zero_copy_only=False)
+                nan_lit[mask & lit] = True
             cols[n] = v if whole else v[mask]
         return cols, rows
 
-    step, step_rows = subset(KNOWN_EVENTS.index("step"), _STEP_NUMERIC)
+    step_spec = (*STEP_NUMBERS, ("loss", False, False, None))
+    step, step_rows = subset(KNOWN_EVENTS.index("step"), step_spec)
     role = _codes(table.column("role"), list(header.roles))[0]
     step["role"] = role if len(step_rows) == len(ev) else role[step_rows]
-    sync, _ = subset(KNOWN_EVENTS.index("sync"), _SYNC_NUMERIC)
+    sync, _ = subset(KNOWN_EVENTS.index("sync"), SYNC_NUMBERS)
     keep = [c for c in ("t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q") if c in table.column_names]
     rates = table.filter(pc.equal(table.column("ev"), "rates")).select(keep)
     # checked in Python: one snapshot a minute or so, and it names the offending field
     rates_objs = rates.to_pylist()
-    end_tab = table.filter(pc.equal(table.column("ev"), "end")).select(["t", "reason", "msg"])
+    is_end = ev == KNOWN_EVENTS.index("end")
+    reason = table.column("reason")
+    bad_reason = is_end & ~pc.is_in(reason, value_set=pa.array(END_REASONS)).to_numpy(zero_copy_only=False) \
+        & ~reason.is_null().to_numpy(zero_copy_only=False)
+    end_tab = table.filter(pa.array(is_end)).select(["t", "reason", "msg"])
     end_obj = end_tab.to_pylist()[-1] if end_tab.num_rows else None
+    t_null = table.column("t").is_null().to_numpy(zero_copy_only=False)
     return _Parsed(ev=ev, names=names, t=t, step=step, step_rows=step_rows, sync=sync, rates=rates,
-                   rates_objs=rates_objs,
-                   end_obj=end_obj)
+                   rates_objs=rates_objs, end_obj=end_obj, nan_lit=nan_lit, t_null=t_null, bad_reason=bad_reason)
+
+
+def _numbers_ok(cols: Mapping[str, np.ndarray], spec) -> np.ndarray:
+    """Vectorized `schema.check_number` over columns: (name, required, integer, maximum) per field.
+
+    NaN stands for an absent value here; NaN literals are caught by ``_Parsed.nan_lit``.
+    """
+    n = len(next(iter(cols.values()))) if cols else 0
+    ok = np.ones(n, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        for name, required, integer, top in spec:
+            v = cols[name]
+            ok &= (np.isfinite(v) & (v >= 0)) if required else ~(np.isinf(v) | (v < 0))
+            top = MAX_INT if top is None and integer else top
+            if top is not None:
+                ok &= ~(v > top)
+            if integer:
+                ok &= ~(np.isfinite(v) & (np.floor(v) != v))
+    return ok
 
 
 def _bad_rows(p: _Parsed, header: RunHeader) -> np.ndarray:
-    """Vectorized schema checks; body row indices that violate it (empty when clean)."""
-    bad = [np.flatnonzero((p.ev < 0) | ~np.isfinite(p.t) | (p.t < 0))]
+    """Vectorized schema checks, the same as `schema.validate_event`; body rows that violate it."""
+    unknown = p.ev >= len(KNOWN_EVENTS)
+    with np.errstate(invalid="ignore"):
+        t_ok = np.isfinite(p.t) & (p.t >= 0) & (p.t <= MAX_TIME_S)
+    # a null ev, a second 'run' header, a bad t (unknown events may omit it), NaN literals, bad end reason
+    no_ev = p.ev < 0
+    if "" in p.names:
+        no_ev |= p.ev == p.names.index("")
+    bad = [np.flatnonzero(no_ev | (p.ev == KNOWN_EVENTS.index("run")) | ~(t_ok | (unknown & p.t_null))
+                          | p.nan_lit | p.bad_reason)]
     s = p.step
     if len(p.step_rows):
-        b = np.zeros(len(p.step_rows), dtype=bool)
-        for name in ("worker", "tokens", "busy"):
-            v = s[name]
-            b |= ~(np.isfinite(v) & (v >= 0))
-        for name in ("batch", "seqs", "wait", "blocked"):
-            v = s[name]
-            b |= ~(np.isnan(v) | (np.isfinite(v) & (v >= 0)))
-        with np.errstate(invalid="ignore"):
-            for name in ("worker", "tokens"):
-                v = s[name]
-                b |= np.isfinite(v) & (np.floor(v) != v)
+        b = ~_numbers_ok(s, STEP_NUMBERS)
         b |= np.isinf(s["loss"])
-        limit = np.array(list(header.roles.values()) + [-1], dtype=float)[s["role"]]
-        b |= (s["role"] < 0) | (s["worker"] >= limit)
+        codes = s["role"]
+        known = (codes >= 0) & (codes < len(header.roles))
+        limit = np.array(list(header.roles.values()), dtype=float)[np.where(known, codes, 0)]
+        b |= ~known | (s["worker"] >= limit)
         bad.append(p.step_rows[b])
     sy = KNOWN_EVENTS.index("sync")
     if (p.ev == sy).any():
-        d = p.sync["dur"]
-        bad.append(np.flatnonzero(p.ev == sy)[~(np.isfinite(d) & (d >= 0))])
+        bad.append(np.flatnonzero(p.ev == sy)[~_numbers_ok(p.sync, SYNC_NUMBERS)])
     ra = np.flatnonzero(p.ev == KNOWN_EVENTS.index("rates"))
     for row, obj in zip(ra, p.rates_objs):   # few rows: one snapshot a minute or so
         if not _rates_ok(obj):
@@ -329,13 +492,22 @@ def _bad_rows(p: _Parsed, header: RunHeader) -> np.ndarray:
     return np.sort(np.concatenate(bad))
 
 
+def _finite_ok(v: Any, top: float | None = None) -> bool:
+    return v is None or (math.isfinite(v) and v >= 0 and (top is None or v <= top))
+
+
 def _rates_ok(obj: Mapping[str, Any]) -> bool:
-    vals = [obj.get(k) for k in ("window", "tok_s", "eta_s", "done")]
+    """`schema.validate_event` for one rates event as pyarrow decoded it (header roles and queues only)."""
+    if obj.get("bps") is None or not _finite_ok(obj.get("window"), MAX_TIME_S):
+        return False
+    vals = [obj.get(k) for k in ("tok_s", "eta_s", "done")]
     for key in ("bps", "cap_bps"):
         vals += list((obj.get(key) or {}).values())
     for v in (obj.get("q") or {}).values():
+        if isinstance(v, list) and any(x is None for x in v):
+            return False
         vals += v if isinstance(v, list) else [v]
-    return all(v is None or (math.isfinite(v) and v >= 0) for v in vals)
+    return all(_finite_ok(v) for v in vals)
 
 
 def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, path: str) -> _Parsed:
@@ -375,7 +547,7 @@ def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, pat
         elif kind == "rates":
             rates_objs.append(obj)
         elif kind == "end":
-            end_obj = obj
+            end_obj = {k: obj.get(k) for k in ("t", "reason", "msg")}   # the fields the fast path keeps
         row += 1
     step_np = {n: np.asarray(v, dtype=np.float64) for n, v in step.items() if n != "role"}
     step_np["role"] = np.asarray(step["role"], dtype=np.int64)
@@ -385,27 +557,9 @@ def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, pat
                    rates=_rates_table(rates_objs, header), rates_objs=rates_objs, end_obj=end_obj)
 
 
-def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> RunLog:
-    """Parse one rate log. Raises :class:`LogError` (file:line: field ...) on unusable input."""
-    path = Path(path)
-    spath = str(path)
-    data = _read_bytes(path, max_line_bytes)
-    if not data or data.isspace():
-        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
-    # A live log may end mid-line: keep only whole lines, unless the tail is itself complete JSON.
-    if not data.endswith(b"\n"):
-        cut = data.rfind(b"\n")
-        tail = data[cut + 1:]
-        try:
-            json.loads(tail)
-            data = data + b"\n"
-        except (ValueError, UnicodeDecodeError):
-            n_whole = data.count(b"\n", 0, cut + 1)
-            warnings.warn(LogWarning(f"{spath}:{n_whole + 1}: last line is incomplete (a log still being "
-                                     f"written?); skipped {len(tail)} bytes"), stacklevel=2)
-            data = data[:cut + 1]
-    # Header: first non-blank line.
-    pos = 0
+def _header_line(data: bytes, spath: str) -> tuple[bytes, int, int]:
+    """The first non-blank line, its line number, and the offset where the body starts."""
+    pos = 3 if data.startswith(b"\xef\xbb\xbf") else 0   # a UTF-8 byte-order mark
     lineno = 1
     while True:
         nl = data.find(b"\n", pos)
@@ -415,21 +569,74 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> RunLo
         pos, lineno = nl + 1, lineno + 1
     if not raw.strip():
         raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
-    header = parse_header(_decode_line(raw, spath, lineno), spath, lineno)
-    body = data[nl + 1:] if nl >= 0 else b""
-    first_body_line = lineno + 1
-    n_lines = lineno + body.count(b"\n")
+    return raw, lineno, (nl + 1 if nl >= 0 else len(data))
 
-    parsed = _fast_parse(body, header) if body and not body.isspace() else None
+
+def _check_usable(steps: pd.DataFrame, header: RunHeader, spath: str) -> None:
+    """Refuse step logs that no rate can be fitted from (every busy, or every tokens, of a role 0)."""
+    if not len(steps):
+        return
+    codes = steps["role"].cat.codes.to_numpy()
+    cols = {f: steps[f].to_numpy() for f in ("busy", "tokens")}
+    for i, role in enumerate(header.roles):
+        mine = codes == i
+        if not mine.any():
+            continue
+        for field, why in (("busy", "no compute time to fit a service rate from"),
+                           ("tokens", "no batch size to fit the per-token cost from")):
+            if not (cols[field][mine] > 0).any():
+                raise LogError(spath, None, f"is 0 in every '{role}' step: {why}", field)
+
+
+def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
+             max_lines: int = MAX_LOG_LINES) -> RunLog:
+    """Parse one rate log. Raises :class:`LogError` (file:line: field ...) on unusable input.
+
+    The limits (module constants by default) bound the time and memory any input can cost.
+    """
+    path = Path(path)
+    spath = str(path)
+    raw_log = _read_bytes(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
+    data = raw_log.data
+    if not data or data.isspace():
+        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
+    # A live log may end mid-line: keep only whole lines, unless the tail is itself complete JSON.
+    if not data.endswith(b"\n"):
+        cut = data.rfind(b"\n")
+        tail = data[cut + 1:]
+        try:
+            json.loads(tail)
+            data = data + b"\n"
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            if cut < 0:   # not one whole line (yet): not "empty", and not corrupt if it is still being written
+                raise LogError(spath, None, f"holds no complete line yet ({len(data)} bytes and no newline; "
+                                            f"a log still being written, or CR-only line ends?)") from None
+            n_whole = data.count(b"\n", 0, cut + 1)
+            warnings.warn(LogWarning(f"{spath}:{n_whole + 1}: last line is incomplete (a log still being "
+                                     f"written?); skipped {len(tail)} bytes"), stacklevel=2)
+            data = data[:cut + 1]
+    raw, lineno, start = _header_line(data, spath)
+    header = parse_header(_decode_line(raw, spath, lineno), spath, lineno)
+    first_body_line = lineno + 1
+    n_body = data.count(b"\n", start)
+    n_lines = lineno + n_body
+    # empty lines in the body: all the reader counted, less those before the header
+    empty_before = data[:start].split(b"\n")[:-1].count(b"")
+    n_rows = n_body - (raw_log.n_empty - empty_before)
+
+    import pyarrow as pa
+    body = pa.py_buffer(data).slice(start)   # no copy
+    parsed = _fast_parse(body, header, n_rows) if n_rows > 0 else None
     if parsed is not None:
         bad = _bad_rows(parsed, header)
         if len(bad):
-            line = int(_line_numbers(body, bad[:1])[0])
+            line = int(_line_numbers(data, bad[:1], start)[0])
             lineno = first_body_line + line - 1
-            validate_event(_decode_line(body.split(b"\n")[line - 1], spath, lineno), header, spath, lineno)
-            raise LogError(spath, lineno, "violates schema v1")
-    else:
-        parsed = _slow_parse(body.split(b"\n"), first_body_line, header, spath)
+            bad_line = data[start:].split(b"\n", line)[line - 1]
+            validate_event(_decode_line(bad_line, spath, lineno), header, spath, lineno)
+            parsed = None   # the exact reader sees nothing wrong there: let it decide, line by line
+    if parsed is None:
+        parsed = _slow_parse(data[start:].split(b"\n"), first_body_line, header, spath)
     n_known = len(KNOWN_EVENTS)
     unknown: dict[str, int] = {}
     if (parsed.ev >= n_known).any():
@@ -438,6 +645,7 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> RunLo
         warnings.warn(LogWarning(f"{spath}: ignored {int(counts.sum())} events of unknown type "
                                  f"({', '.join(f'{k}: {v}' for k, v in unknown.items())})"), stacklevel=2)
     steps, syncs, rates = _frames(parsed, header)
+    _check_usable(steps, header, spath)
     end_obj = parsed.end_obj
     if end_obj is not None:
         end_obj = {k: v for k, v in end_obj.items() if v is not None}

@@ -9,7 +9,14 @@ This module is the slow, exact path: it validates one decoded event and names th
 field. The fast path (`advisor.load`) parses whole files into columns and only falls back here
 to find and name the first bad line.
 
-Errors are :class:`LogError` (the CLI maps them to exit code 2). Results that rest on
+Errors are :class:`LogError` (the CLI maps them to exit code 2); :class:`LogRefused` is the kind
+that waiting cannot cure (a special file, a file past the size limits, a compressed bomb), so a
+follower stops on it instead of waiting for more data.
+
+Limits where nobody can mean more (a bigger value is corruption or an attack, and would cost
+memory or time quadratic in it): ``MAX_GPUS`` GPUs or workers of a role, ``MAX_QUEUE_CAP`` slots
+in a queue, ``MAX_TIME_S`` seconds for any time (``t``, ``busy``, ...: about three years),
+``MAX_TOKENS`` tokens in one batch, and whole numbers up to 2**53 (exact as floats). Results that rest on
 assumptions are reported with the warning categories below; `advisor.advice` collects them as
 caveats.
 """
@@ -22,6 +29,19 @@ from typing import Any, Mapping
 SCHEMA_VERSION = 1
 KNOWN_EVENTS = ("run", "step", "sync", "rates", "end")
 END_REASONS = ("done", "interrupted", "error")
+MAX_GPUS = 4096
+MAX_QUEUE_CAP = 10_000
+MAX_TIME_S = 1e8
+MAX_TOKENS = 1 << 31
+MAX_INT = 1 << 53
+_FLOAT_MAX = 1.7976931348623157e308
+
+
+def display_path(path: str) -> str:
+    """A file name as one printable line: control characters and undecodable bytes escaped."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
 
 
 class LogError(ValueError):
@@ -32,9 +52,14 @@ class LogError(ValueError):
         self.line = line
         self.field = field
         self.message = message
-        where = self.path if line is None else f"{self.path}:{line}"
+        shown = display_path(self.path)
+        where = shown if line is None else f"{shown}:{line}"
         what = f"field '{field}' {message}" if field else message
         super().__init__(f"{where}: {what}")
+
+
+class LogRefused(LogError):
+    """Unusable input that more data will not fix (special file, over a size limit, bomb)."""
 
 
 class AdvisorWarning(UserWarning):
@@ -106,27 +131,56 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def check_number(obj: Mapping[str, Any], name: str, path: str, line: int, *,
-                 required: bool = True, minimum: float | None = 0.0,
+def _short(v: Any) -> str:
+    """repr of a user value, cut to 40 characters (a 4000-digit number stays one short line)."""
+    r = repr(v) if not isinstance(v, int) or abs(v) < 10 ** 30 else f"a {len(str(abs(v)))}-digit number"
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def check_number(obj: Mapping[str, Any], name: str, path: str, line: int | None, *,
+                 required: bool = True, minimum: float | None = 0.0, maximum: float | None = None,
                  integer: bool = False, default: Any = None) -> Any:
-    """Return ``obj[name]`` checked as a finite number (>= minimum), or ``default`` if optional."""
+    """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or ``default`` if optional.
+
+    Whole numbers are further bounded by 2**53 (beyond it a float cannot hold them exactly).
+    """
     if name not in obj or obj[name] is None:
         if required:
             raise LogError(path, line, "is missing", name)
         return default
     v = obj[name]
     if not _is_number(v):
-        raise LogError(path, line, f"must be a number, got {type(v).__name__} {v!r:.40}", name)
+        raise LogError(path, line, f"must be a number, got {type(v).__name__} {_short(v)}", name)
+    if isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX:   # math.isfinite would overflow
+        raise LogError(path, line, f"is too large ({_short(v)})", name)
     if not math.isfinite(v):
         raise LogError(path, line, f"must be finite, got {v!r}", name)
     if integer and float(v) != int(v):
         raise LogError(path, line, f"must be a whole number, got {v!r}", name)
     if minimum is not None and v < minimum:
-        raise LogError(path, line, f"must be a number >= {minimum:g}, got {v!r}", name)
+        raise LogError(path, line, f"must be a number >= {minimum:g}, got {_short(v)}", name)
+    if maximum is None and integer:
+        maximum = MAX_INT
+    if maximum is not None and v > maximum:
+        raise LogError(path, line, f"is {_short(v)}, more than the limit {maximum:g}", name)
     return int(v) if integer else float(v)
 
 
-def check_string(obj: Mapping[str, Any], name: str, path: str, line: int, *,
+def has_surrogate(s: str) -> bool:
+    """Whether ``s`` holds a lone UTF-16 surrogate (JSON allows "\\ud800"; UTF-8 output does not)."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def printable(s: str) -> str:
+    """``s`` with lone surrogates replaced by U+FFFD, so that it can be printed and written."""
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s) if has_surrogate(s) else s
+
+
+def check_string(obj: Mapping[str, Any], name: str, path: str, line: int | None, *,
                  required: bool = True, default: str | None = None) -> str | None:
     if name not in obj or obj[name] is None:
         if required:
@@ -134,7 +188,16 @@ def check_string(obj: Mapping[str, Any], name: str, path: str, line: int, *,
         return default
     v = obj[name]
     if not isinstance(v, str):
-        raise LogError(path, line, f"must be a string, got {type(v).__name__} {v!r:.40}", name)
+        raise LogError(path, line, f"must be a string, got {type(v).__name__} {_short(v)}", name)
+    return v
+
+
+def _name(obj: Mapping[str, Any], key: str, path: str, line: int, what: str) -> str:
+    """A role or queue name: a non-empty string that can be printed (it keys columns and reports)."""
+    v = check_string(obj, key, path, line) if key in obj else None
+    if not v or has_surrogate(v) or len(v) > 200:
+        raise LogError(path, line, f"{what} must be a non-empty string of at most 200 printable characters, "
+                       f"got {_short(v)}", key)
     return v
 
 
@@ -145,9 +208,9 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     if obj.get("ev") != "run":
         raise LogError(path, line, f"the first event must be the 'run' header, got ev={obj.get('ev')!r}", "ev")
     v = obj.get("v", SCHEMA_VERSION)
-    if v != SCHEMA_VERSION:
+    if v != SCHEMA_VERSION or isinstance(v, bool):
         raise LogError(path, line, f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})", "v")
-    check_number(obj, "t", path, line)
+    check_number(obj, "t", path, line, maximum=MAX_TIME_S)
     roles_raw = obj.get("roles")
     if not isinstance(roles_raw, dict) or not roles_raw:
         raise LogError(path, line, 'must be an object of role -> worker count, e.g. {"target":7,"drafter":1}', "roles")
@@ -155,49 +218,81 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         raise LogError(path, line, "must name at least a producer and a consumer role", "roles")
     roles: dict[str, int] = {}
     for name, n in roles_raw.items():
-        if not _is_number(n) or int(n) != n or n < 1:
-            raise LogError(path, line, f"worker count of role '{name}' must be a whole number >= 1, got {n!r}", "roles")
-        roles[str(name)] = int(n)
-    gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, integer=True)
+        if not name or has_surrogate(name) or len(name) > 200:
+            raise LogError(path, line, f"role names must be non-empty printable strings, got {_short(name)}", "roles")
+        try:
+            roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
+        except LogError as e:
+            raise LogError(path, line, f"worker count of role '{name}' {e.message}", "roles") from None
+    if sum(roles.values()) > MAX_GPUS:
+        raise LogError(path, line, f"use {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}", "roles")
+    gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
     if gpus is None:
         gpus = sum(roles.values())
     if gpus < sum(roles.values()):
         raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
+    queues_raw = obj.get("queues")
+    if queues_raw is not None and not isinstance(queues_raw, list):
+        raise LogError(path, line, f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
+                       f"got {type(queues_raw).__name__} {_short(queues_raw)}", "queues")
     queues = []
-    for i, q in enumerate(obj.get("queues") or []):
+    for i, q in enumerate(queues_raw or []):
         if not isinstance(q, dict):
             raise LogError(path, line, f"entry {i} must be an object", "queues")
-        name = check_string(q, "name", path, line)
-        feeds = check_string(q, "feeds", path, line)
+        try:
+            name = _name(q, "name", path, line, "a queue's name")
+            feeds = check_string(q, "feeds", path, line)
+            cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
+            per_worker = q.get("per_worker", False)
+            if not isinstance(per_worker, bool):
+                raise LogError(path, line, f"must be true or false, got {_short(per_worker)}", "per_worker")
+        except LogError as e:
+            raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
         if feeds not in roles:
             raise LogError(path, line, f"queue '{name}' feeds '{feeds}', which is not a role in 'roles'", "queues")
-        cap = check_number(q, "cap", path, line, minimum=0, integer=True)
-        queues.append(QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=bool(q.get("per_worker", False))))
+        if any(x.name == name for x in queues):
+            raise LogError(path, line, f"queue name '{name}' appears twice", "queues")
+        queues.append(QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker))
     known = {"ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
              "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token"}
+    texts = {k: check_string(obj, k, path, line, required=False)
+             for k in ("run", "hardware", "target_model", "drafter_model")}
+    bad = [k for k, v in texts.items() if v is not None and has_surrogate(v)]
+    if bad:
+        # display-only text: repair it, do not refuse the log over it
+        import warnings
+        warnings.warn(LogWarning(f"{path}:{line}: field '{bad[0]}' holds a lone UTF-16 surrogate; shown as U+FFFD"),
+                      stacklevel=3)
+        texts = {k: printable(v) if v is not None else None for k, v in texts.items()}
     return RunHeader(
-        run=check_string(obj, "run", path, line, required=False, default="run") or "run",
+        run=texts["run"] or "run",
         gpus=gpus,
         roles=roles,
         queues=tuple(queues),
-        token_budget=check_number(obj, "token_budget", path, line, required=False, minimum=1, integer=True),
+        token_budget=check_number(obj, "token_budget", path, line, required=False, minimum=1, maximum=MAX_TOKENS,
+                                  integer=True),
         samples=check_number(obj, "samples", path, line, required=False, minimum=0, integer=True),
-        epochs=check_number(obj, "epochs", path, line, required=False, minimum=0),
-        hardware=check_string(obj, "hardware", path, line, required=False),
-        target_model=check_string(obj, "target_model", path, line, required=False),
-        drafter_model=check_string(obj, "drafter_model", path, line, required=False),
+        epochs=check_number(obj, "epochs", path, line, required=False, minimum=0, maximum=MAX_INT),
+        hardware=texts["hardware"],
+        target_model=texts["target_model"],
+        drafter_model=texts["drafter_model"],
         sync_every=check_number(obj, "sync_every", path, line, required=False, minimum=0, integer=True, default=0),
-        hs_bytes_per_token=check_number(obj, "hs_bytes_per_token", path, line, required=False, minimum=0),
+        hs_bytes_per_token=check_number(obj, "hs_bytes_per_token", path, line, required=False, minimum=0,
+                                        maximum=MAX_INT),
         extra={k: v for k, v in obj.items() if k not in known},
     )
 
 
-# Numeric fields of each event: (name, required, integer)
-STEP_NUMBERS = (("t", True, False), ("worker", True, True), ("batch", False, True), ("tokens", True, True),
-                ("seqs", False, True), ("busy", True, False), ("wait", False, False), ("blocked", False, False))
-SYNC_NUMBERS = (("t", True, False), ("workers", False, True), ("dur", True, False), ("bytes", False, False))
-RATES_NUMBERS = (("t", True, False), ("window", False, False), ("tok_s", False, False),
-                 ("eta_s", False, False), ("done", False, False))
+# Numeric fields of each event: (name, required, integer, maximum); the minimum is 0 for all.
+# advisor.load checks the same bounds column by column (its fast path) from these tables.
+STEP_NUMBERS = (("t", True, False, MAX_TIME_S), ("worker", True, True, MAX_GPUS), ("batch", False, True, MAX_INT),
+                ("tokens", True, True, MAX_TOKENS), ("seqs", False, True, MAX_TOKENS),
+                ("busy", True, False, MAX_TIME_S), ("wait", False, False, MAX_TIME_S),
+                ("blocked", False, False, MAX_TIME_S))
+SYNC_NUMBERS = (("t", True, False, MAX_TIME_S), ("workers", False, True, MAX_GPUS), ("dur", True, False, MAX_TIME_S),
+                ("bytes", False, False, None))
+RATES_NUMBERS = (("t", True, False, MAX_TIME_S), ("window", False, False, MAX_TIME_S), ("tok_s", False, False, None),
+                 ("eta_s", False, False, None), ("done", False, False, None))
 
 
 def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
@@ -205,32 +300,34 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     if not isinstance(obj, dict):
         raise LogError(path, line, f"must be a JSON object, got {type(obj).__name__}")
     ev = obj.get("ev")
-    if not isinstance(ev, str):
-        raise LogError(path, line, "is missing or not a string", "ev")
+    if not isinstance(ev, str) or not ev:
+        raise LogError(path, line, "is missing or not a non-empty string", "ev")
     if ev == "step":
-        for name, req, integer in STEP_NUMBERS:
-            check_number(obj, name, path, line, required=req, integer=integer)
+        for name, req, integer, top in STEP_NUMBERS:
+            check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
         role = check_string(obj, "role", path, line)
         if role not in header.roles:
-            raise LogError(path, line, f"'{role}' is not a role of the header ({', '.join(header.roles)})", "role")
+            raise LogError(path, line, f"{_short(role)} is not a role of the header ({', '.join(header.roles)})", "role")
         if obj["worker"] >= header.roles[role]:
             raise LogError(path, line, f"is {obj['worker']} but the header has {header.roles[role]} '{role}' workers "
                            f"(0..{header.roles[role] - 1})", "worker")
         if "loss" in obj and obj["loss"] is not None:
             check_number(obj, "loss", path, line, minimum=None)
     elif ev == "sync":
-        for name, req, integer in SYNC_NUMBERS:
-            check_number(obj, name, path, line, required=req, integer=integer)
+        for name, req, integer, top in SYNC_NUMBERS:
+            check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
     elif ev == "rates":
-        for name, req, _ in RATES_NUMBERS:
-            check_number(obj, name, path, line, required=req)
+        for name, req, _, top in RATES_NUMBERS:
+            check_number(obj, name, path, line, required=req, maximum=top)
         for key in ("bps", "cap_bps"):
             d = obj.get(key)
             if d is None and key == "cap_bps":
                 continue
             if not isinstance(d, dict):
                 raise LogError(path, line, "must be an object of role -> batches/s", key)
-            for r, v in d.items():
+            for r in d:
+                if r not in header.roles:
+                    continue          # unknown fields are ignored (schema v1)
                 try:
                     check_number(d, r, path, line, minimum=0)
                 except LogError as e:
@@ -239,19 +336,25 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
         if q is not None:
             if not isinstance(q, dict):
                 raise LogError(path, line, "must be an object of queue -> depth (or list of depths)", "q")
+            known = {spec.name for spec in header.queues}
             for name, v in q.items():
+                if name not in known:
+                    continue
                 vals = v if isinstance(v, list) else [v]
                 for x in vals:
-                    if not _is_number(x) or not math.isfinite(x) or x < 0:
-                        raise LogError(path, line, f"depth of queue '{name}' must be numbers >= 0, got {v!r:.60}", "q")
+                    if x is None and not isinstance(v, list):
+                        continue      # not measured this time
+                    if not _is_number(x) or abs(x) > _FLOAT_MAX or not math.isfinite(x) or x < 0:
+                        raise LogError(path, line, f"depth of queue '{name}' must be numbers >= 0, got {_short(v)}",
+                                       "q")
     elif ev == "end":
-        check_number(obj, "t", path, line)
+        check_number(obj, "t", path, line, maximum=MAX_TIME_S)
         reason = check_string(obj, "reason", path, line, required=False, default="done")
         if reason not in END_REASONS:
-            raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {reason!r}", "reason")
+            raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {_short(reason)}", "reason")
     elif ev == "run":
-        raise LogError(path, line, "a second 'run' header; one log holds one run", "ev")
+        raise LogError(path, line, "a second 'run' header: one log holds one run (several logs concatenated? "
+                       "give them as separate files)", "ev")
     else:
-        if "t" in obj:
-            check_number(obj, "t", path, line)
+        check_number(obj, "t", path, line, required=False, maximum=MAX_TIME_S)
     return ev

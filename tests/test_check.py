@@ -1,10 +1,14 @@
 """The gate's TOML config: planned split, profile logs, thresholds; loud errors naming the key."""
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from advisor.check import run_check
 from advisor.schema import LogError
+from conftest import ROOT
 
 
 def config(tmp_path, reference, body):
@@ -57,3 +61,79 @@ def test_invalid_toml(tmp_path):
     p.write_text("profile = [\n")
     with pytest.raises(LogError, match="not valid TOML"):
         run_check([p])
+
+
+# --- strict config: what the gate does not understand is an error, never a default
+
+
+@pytest.mark.parametrize("body,key,line,hint", [
+    ("[gate]\nmin_efficency = 0.95\n", "gate.min_efficency", 3, "did you mean 'min_efficiency'?"),
+    ("[role]\ntarget = 6\ndrafter = 2\n", "role", 2, "did you mean 'roles'?"),
+    ("gpu = 8\n", "gpu", 2, "did you mean 'gpus'?"),
+    ("[queues]\nhs = 2\nqhs = 4\n", "queues.qhs", 4, "did you mean 'hs'?"),
+    ("[roles]\ntarget = 6\ndrafters = 2\n", "roles.drafters", 4, "did you mean 'drafter'?"),
+    ("[roles]\ntarget = 8\n", "roles.drafter", 2, "is missing"),
+    ("[gate]\nmetric = \"gpu_util\"\nmin_efficiency = 0.9\n", "gate.min_efficiency", 4, "metric is 'gpu_util'"),
+    ("gpus = 100000\n", "gpus", 2, "4096"),
+    ("[queues]\nhs = 100000000\n", "queues.hs", 3, "10000"),
+])
+def test_unknown_or_conflicting_keys_are_errors(tmp_path, reference, body, key, line, hint):
+    with pytest.raises(LogError) as ei:
+        run_check([config(tmp_path, reference, body)])
+    e = ei.value
+    assert (e.field, e.line) == (key, line) and hint in str(e) and "gate.toml" in str(e), str(e)
+
+
+def test_typo_no_longer_passes_at_the_default(tmp_path, reference):
+    """The issue's case: a misspelt threshold used to PASS at the default 0.90."""
+    right = config(tmp_path, reference, "[gate]\nmin_efficiency = 0.95\n")
+    assert not run_check([right]).gate["passed"]
+    wrong = config(tmp_path, reference, "[gate]\nmin_efficency = 0.95\n")
+    with pytest.raises(LogError, match="did you mean"):
+        run_check([wrong])
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: p.mkdir(), "directory"),
+    (lambda p: os.mkfifo(p), "regular file"),
+    (lambda p: p.write_bytes(b"x = " + b"[" * 100_000 + b"]" * 100_000), "nested too deeply"),
+    (lambda p: p.write_bytes("profile = ['a']".encode("utf-16")), "UTF-8"),
+    (lambda p: p.write_bytes(b"#" * (2 << 20)), "a few lines"),
+])
+def test_unreadable_configs_are_one_clear_error(tmp_path, make, needle):
+    p = tmp_path / "gate.toml"
+    make(p)
+    signal.alarm(20)    # a FIFO must be refused, not opened (opening one without a writer blocks)
+    try:
+        with pytest.raises(LogError, match=needle) as ei:
+            run_check([p])
+    finally:
+        signal.alarm(0)
+    assert str(ei.value).startswith(str(p)) and "\n" not in str(ei.value)
+
+
+def test_tomli_on_python_3_10(monkeypatch):
+    """Python 3.10 has no tomllib: the gate uses tomli there (declared for < 3.11 in pyproject.toml)."""
+    import importlib
+    import sys
+    import types
+
+    import advisor.check as check
+    fake = types.ModuleType("tomli")
+    fake.loads, fake.TOMLDecodeError = (lambda s: {}), ValueError
+    monkeypatch.setitem(sys.modules, "tomli", fake)
+    monkeypatch.setitem(sys.modules, "tomllib", None)   # import tomllib would fail, as on 3.10
+    monkeypatch.setattr(sys, "version_info", (3, 10, 12, "final", 0))
+    try:
+        assert importlib.reload(check).tomllib is fake
+    finally:
+        monkeypatch.undo()
+        importlib.reload(check)
+    assert check.tomllib.__name__ == "tomllib"
+    deps = " ".join(tomllib_load(ROOT / "pyproject.toml")["project"]["dependencies"])
+    assert 'tomli>=1.1; python_version < "3.11"' in deps
+
+
+def tomllib_load(path):
+    import tomllib
+    return tomllib.loads(path.read_text())

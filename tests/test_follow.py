@@ -170,3 +170,53 @@ def test_follow_rejects_bad_arguments():
         follow_logs([FIXTURE], fmt="html")
     with pytest.raises(ValueError, match="interval_s"):
         follow_logs([FIXTURE], interval_s=0)
+
+
+def _no_sleep(monkeypatch):
+    """A follower that would wait instead of stopping fails fast instead of hanging the suite."""
+    calls = []
+
+    def sleep(s):
+        calls.append(s)
+        if len(calls) > 50:
+            raise AssertionError("the follower kept waiting on input that cannot get better")
+    monkeypatch.setattr(follow, "_sleep", sleep)
+
+
+def test_follow_refused_input_is_not_waited_on(tmp_path, monkeypatch, capsys):
+    """A log past the loader's limits (here: a gzip bomb) ends the follow at once with exit 2."""
+    import gzip
+
+    import advisor.load as load
+    _no_sleep(monkeypatch)
+    line = b'{"ev": "x", "t": 1}\n'
+    log = tmp_path / "bomb.jsonl.gz"
+    log.write_bytes(gzip.compress(line * ((load.RATIO_CHECK_BYTES + 2 * load.CHUNK_BYTES) // len(line))))
+    assert follow_logs([log], interval_s=0.05, out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bomb" in err
+
+
+def test_follow_fifo_is_refused(tmp_path, monkeypatch, capsys):
+    import os
+    import signal
+    _no_sleep(monkeypatch)
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    signal.alarm(20)
+    try:
+        assert follow_logs([fifo], interval_s=0.05, out=io.StringIO()) == 2
+    finally:
+        signal.alarm(0)
+    assert str(fifo) in capsys.readouterr().err
+
+
+def test_follow_crash_is_exit_2_one_line(monkeypatch, capsys):
+    import advisor.advice
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated")
+    monkeypatch.setattr(advisor.advice, "advise", boom)
+    assert follow_logs([FIXTURE], interval_s=0.05, out=io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error" in err and str(FIXTURE) in err

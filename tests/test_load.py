@@ -3,12 +3,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
+import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from advisor.load import load_log
-from advisor.schema import LogError, LogWarning
+from advisor.schema import LogError, LogRefused, LogWarning
 from conftest import HEADER, good_lines
 
 
@@ -159,3 +164,206 @@ def test_negative_rate_snapshot_named(write_log):
     lines.insert(4, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": -1, "drafter": 1},
                      "q": {"pre": [1, 2], "hs": 3}})
     expect_error(write_log(lines), 5, "bps.target")
+
+
+# --- the fast path checks what the exact path checks (issue: the gate passed invalid logs)
+
+
+def test_second_run_header_anywhere(write_log):
+    lines = good_lines(10)
+    lines.insert(7, dict(HEADER, roles={"target": 1, "drafter": 2}))
+    assert "second 'run' header" in expect_error(write_log(lines), 8, "ev")
+
+
+def test_concatenated_runs_are_refused(tmp_path):
+    from conftest import FIXTURES
+    a, b = (FIXTURES / "cpu-2x1.jsonl").read_bytes(), (FIXTURES / "h200-2x1.jsonl").read_bytes()
+    p = tmp_path / "cat.jsonl"
+    p.write_bytes(a + b)
+    expect_error(p, a.count(b"\n") + 1, "ev")
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400"])
+@pytest.mark.parametrize("field", ["wait", "blocked", "batch", "seqs", "loss", "busy", "t"])
+def test_non_finite_in_any_step_field(write_log, field, token):
+    lines = [json.dumps(l) for l in good_lines(10)]
+    obj = json.loads(lines[4])
+    obj[field] = "@@"
+    lines[4] = json.dumps(obj).replace('"@@"', token)
+    assert "finite" in expect_error(write_log(lines), 5, field)
+
+
+@pytest.mark.parametrize("reason", ["crashed", "", "DONE"])
+def test_end_reason_outside_the_contract(write_log, reason):
+    lines = good_lines(5)
+    lines[-1]["reason"] = reason
+    expect_error(write_log(lines), len(lines), "reason")
+
+
+@pytest.mark.parametrize("field", ["busy", "tokens", "wait", "worker"])
+def test_booleans_are_not_numbers(write_log, field):
+    lines = good_lines(5)
+    lines[3][field] = True
+    assert "must be a number" in expect_error(write_log(lines), 4, field)
+
+
+def test_sync_fields_checked_on_the_fast_path(write_log):
+    lines = good_lines(8)
+    lines.insert(5, {"ev": "sync", "t": 1.0, "role": "drafter", "workers": 1.5, "dur": 0.1})
+    assert "whole number" in expect_error(write_log(lines), 6, "workers")
+
+
+def test_unknown_event_may_omit_t_but_not_hold_nan(write_log):
+    lines = [json.dumps(l) for l in good_lines(8)]
+    ok = lines[:3] + ['{"ev": "heartbeat"}'] + lines[3:]
+    with pytest.warns(LogWarning, match="heartbeat"):
+        assert len(load_log(write_log(ok, "ok.jsonl")).steps) == 16
+    bad = lines[:3] + ['{"ev": "heartbeat", "t": NaN}'] + lines[3:]
+    expect_error(write_log(bad, "bad.jsonl"), 4, "t")
+
+
+def test_two_objects_on_one_line(write_log):
+    lines = [json.dumps(l) for l in good_lines(8)]
+    lines[3] = lines[3] + lines[4]
+    assert "not valid JSON" in expect_error(write_log(lines), 4)
+
+
+_SYNC = {"ev": "sync", "t": 1.3, "role": "drafter", "workers": 1, "dur": 0.01, "bytes": 1e6}
+_RATES = {"ev": "rates", "t": 2.0, "window": 1.0, "bps": {"target": 4.0, "drafter": 4.0},
+          "cap_bps": {"target": 8.0, "drafter": 10.0}, "tok_s": 3600.0, "q": {"pre": [1, 2], "hs": 3}}
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10, max_value=10 ** 20),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3),
+                    st.lists(st.one_of(st.none(), st.integers(), st.floats()), max_size=2))
+_FIELDS = ["t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss", "role", "ev", "extra",
+           "workers", "dur", "bytes", "window", "tok_s", "eta_s", "reason", "bps", "cap_bps", "q"]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(_FIELDS),
+       value=st.one_of(_VALUES, st.dictionaries(st.sampled_from(["target", "drafter", "hs", "pre", "x"]), _VALUES,
+                                                max_size=3)),
+       row=st.integers(min_value=1, max_value=19))
+def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row):
+    """Whatever one field of one line holds, the fast path and the line-by-line path give the same verdict."""
+    import advisor.load as load
+    lines = good_lines(8)
+    lines[5:5] = [_SYNC]
+    lines[9:9] = [_RATES]
+    lines[row] = dict(lines[row], **{field: value})
+    p = tmp_path / "h.jsonl"
+    p.write_text("".join(json.dumps(l) + "\n" for l in lines))
+
+    def outcome():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                log = load_log(p)
+        except LogError as e:
+            return ("error", e.line, e.field)
+        return ("ok", log.steps.to_json(), log.rates.to_json(), log.syncs.to_json(), log.end)
+    fast = outcome()
+    monkeypatch.setattr(load, "_fast_parse", lambda *a, **k: None)
+    exact = outcome()
+    monkeypatch.undo()
+    assert fast == exact
+
+
+# --- limits: bounded time and memory whatever the input
+
+
+def test_size_and_line_limits_name_the_numbers(write_log):
+    p = write_log(good_lines(50))
+    with pytest.raises(LogRefused, match="more than 1000 bytes"):
+        load_log(p, max_bytes=1000)
+    with pytest.raises(LogRefused, match="more than 20 lines"):
+        load_log(p, max_lines=20)
+
+
+def test_gzip_bomb_fails_after_a_bounded_read(tmp_path):
+    import advisor.load as load
+    p = tmp_path / "bomb.jsonl.gz"
+    line = b'{"ev": "x", "t": 1}\n'
+    p.write_bytes(gzip.compress(line * ((load.RATIO_CHECK_BYTES + 2 * load.CHUNK_BYTES) // len(line))))
+    with pytest.raises(LogRefused, match="compression bomb"):
+        load_log(p)
+
+
+def test_gzip_corrupt_mid_stream(tmp_path):
+    data = bytearray(gzip.compress("".join(json.dumps(l) + "\n" for l in good_lines(200)).encode()))
+    data[len(data) // 2] ^= 0xFF
+    p = tmp_path / "c.jsonl.gz"
+    p.write_bytes(bytes(data))
+    with pytest.raises(LogError, match="gzip"):
+        load_log(p)
+
+
+def test_gzip_recognised_by_content(tmp_path):
+    p = tmp_path / "plain-name.jsonl"
+    p.write_bytes(gzip.compress("".join(json.dumps(l) + "\n" for l in good_lines(10)).encode()))
+    assert len(load_log(p).steps) == 20
+
+
+def test_fifo_is_refused_without_opening_it(tmp_path):
+    p = tmp_path / "pipe.jsonl"
+    os.mkfifo(p)
+    signal.alarm(20)   # a regression would block in open(); fail instead of hanging the suite
+    try:
+        with pytest.raises(LogRefused, match="FIFO"):
+            load_log(p)
+    finally:
+        signal.alarm(0)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/urandom"), reason="no /dev/urandom")
+def test_character_device_is_refused():
+    with pytest.raises(LogRefused, match="character device"):
+        load_log("/dev/urandom")
+
+
+def test_header_limits(write_log):
+    for over, field in (({"gpus": 4097}, "gpus"), ({"roles": {"target": 1e12, "drafter": 1}}, "roles"),
+                        ({"queues": 5}, "queues"), ({"t": 1e15}, "t")):
+        lines = good_lines(3)
+        lines[0] = dict(HEADER, **over)
+        expect_error(write_log(lines), 1, field)
+
+
+def test_utf8_bom_and_crlf_are_fine(tmp_path):
+    p = tmp_path / "win.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(l) + "\r\n" for l in good_lines(5)).encode())
+    assert len(load_log(p).steps) == 10
+
+
+def test_not_utf8_names_the_line(write_log):
+    raw = "".join(json.dumps(l) + "\n" for l in good_lines(5)).encode()
+    lines = raw.split(b"\n")
+    lines[3] = lines[3].replace(b'"step"', b'"st\xe9p"')
+    assert "UTF-8" in expect_error(write_log(None, raw=b"\n".join(lines)), 4)
+
+
+def test_surrogate_in_run_name_is_repaired_with_a_warning(write_log):
+    lines = good_lines(5)
+    lines[0] = dict(HEADER, run="a\ud800b")
+    p = write_log(None, raw="".join(json.dumps(l) + "\n" for l in lines).encode())
+    with pytest.warns(LogWarning, match="surrogate"):
+        log = load_log(p)
+    assert log.header.run == "a\ufffdb"
+
+
+@pytest.mark.parametrize("field", ["busy", "tokens"])
+def test_every_step_zero_is_unusable(write_log, field):
+    lines = [dict(l, **{field: 0}) if l.get("ev") == "step" else l for l in good_lines(5)]
+    expect_error(write_log(lines), None, field)
+
+
+def test_unreadable_file_is_one_line(write_log, monkeypatch):
+    """chmod 000 (simulated: the suite may run as root, which reads anything)."""
+    import advisor.load as load
+    p = write_log(good_lines(3))
+
+    def denied(*a, **k):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(load.os, "open", denied)
+    with pytest.raises(LogRefused, match="permission denied") as ei:
+        load_log(p)
+    assert str(ei.value) == f"{p}: cannot be read (permission denied)"
