@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
-                     LogRefused, LogWarning, RunHeader, parse_header, validate_event)
+                     LogRefused, LogWarning, RunHeader, display_path, parse_header, validate_event)
 
 # Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
 MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
@@ -557,6 +557,12 @@ def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, pat
                    rates=_rates_table(rates_objs, header), rates_objs=rates_objs, end_obj=end_obj)
 
 
+def _shown(name: str) -> str:
+    """An event name from the log as a short printable token (it goes into the report's caveats)."""
+    text = display_path(name)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _header_line(data: bytes, spath: str) -> tuple[bytes, int, int]:
     """The first non-blank line, its line number, and the offset where the body starts."""
     pos = 3 if data.startswith(b"\xef\xbb\xbf") else 0   # a UTF-8 byte-order mark
@@ -612,7 +618,7 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
                 raise LogError(spath, None, f"holds no complete line yet ({len(data)} bytes and no newline; "
                                             f"a log still being written, or CR-only line ends?)") from None
             n_whole = data.count(b"\n", 0, cut + 1)
-            warnings.warn(LogWarning(f"{spath}:{n_whole + 1}: last line is incomplete (a log still being "
+            warnings.warn(LogWarning(f"{display_path(spath)}:{n_whole + 1}: last line is incomplete (a log still being "
                                      f"written?); skipped {len(tail)} bytes"), stacklevel=2)
             data = data[:cut + 1]
     raw, lineno, start = _header_line(data, spath)
@@ -642,14 +648,16 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
     if (parsed.ev >= n_known).any():
         codes, counts = np.unique(parsed.ev[parsed.ev >= n_known], return_counts=True)
         unknown = {parsed.names[int(c)]: int(k) for c, k in zip(codes, counts)}
-        warnings.warn(LogWarning(f"{spath}: ignored {int(counts.sum())} events of unknown type "
-                                 f"({', '.join(f'{k}: {v}' for k, v in unknown.items())})"), stacklevel=2)
+        warnings.warn(LogWarning(f"{display_path(spath)}: ignored {int(counts.sum())} events of unknown type "
+                                 f"({', '.join(f'{_shown(k)}: {v}' for k, v in list(unknown.items())[:10])}"
+                                 f"{', ...' if len(unknown) > 10 else ''})"), stacklevel=2)
     steps, syncs, rates = _frames(parsed, header)
     _check_usable(steps, header, spath)
     end_obj = parsed.end_obj
     if end_obj is not None:
         end_obj = {k: v for k, v in end_obj.items() if v is not None}
-    return RunLog(path=spath, header=header, steps=steps, syncs=syncs, rates=rates, end=end_obj,
+    # the path is only ever shown (reports, caveats): make it one printable line
+    return RunLog(path=display_path(spath), header=header, steps=steps, syncs=syncs, rates=rates, end=end_obj,
                   n_lines=n_lines, unknown_events=unknown)
 
 

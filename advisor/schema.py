@@ -261,7 +261,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     if bad:
         # display-only text: repair it, do not refuse the log over it
         import warnings
-        warnings.warn(LogWarning(f"{path}:{line}: field '{bad[0]}' holds a lone UTF-16 surrogate; shown as U+FFFD"),
+        warnings.warn(LogWarning(f"{display_path(path)}:{line}: field '{bad[0]}' holds a lone UTF-16 surrogate; shown as U+FFFD"),
                       stacklevel=3)
         texts = {k: printable(v) if v is not None else None for k, v in texts.items()}
     return RunHeader(

@@ -279,6 +279,11 @@ for f in ("ev", "roles", "t"):
     file_case(f"missing-header-{f}", removed(1, f), expect=2, needle=":1: field")
 for f in ("v", "gpus", "queues", "run", "token_budget", "samples", "epochs"):
     file_case(f"missing-header-{f}", removed(1, f), expect=0)
+for vid, name in {"surrogate": "\\ud800", "newline": "a\\nb", "long": "x" * 100_000, "html": "<b>@here</b>"}.items():
+    file_case(f"unknown-event-name-{vid}", lines_text(FULL[:5]) + f'{{"ev": "{name}", "t": 1.0}}\n'
+              + lines_text(FULL[5:]), expect=0)
+file_case("many-unknown-event-names", lines_text(FULL[:5] + [{"ev": f"e{i}", "t": 1.0} for i in range(500)]
+                                                 + FULL[5:]), expect=0)
 file_case("unknown-event-without-t", lines_text(FULL[:5] + [{"ev": "heartbeat"}] + FULL[5:]), expect=0)
 file_case("unknown-event-nan-t", lines_text(FULL[:5]) + '{"ev": "heartbeat", "t": NaN}\n' + lines_text(FULL[5:]),
           expect=2, needle=":6: field 't'")
@@ -615,7 +620,7 @@ for args, named in ((["LOG", "--gpus", "100000"], "--gpus"), (["LOG", "--gpus", 
                     (["LOG", "--roles", "target=" + "9" * 40 + ",drafter=1"], "--roles"),
                     (["LOG", "--roles", "target=5000,drafter=1"], "--roles"),
                     (["LOG", "--hs-cap", "1000000000"], "--hs-cap"),
-                    (["LOG", "--json", "--markdown"], "--json"), (["LOG", "--no-such-option"], "--no-such-option"),
+                    (["LOG", "--json", "--markdown"], "json"), (["LOG", "--no-such-option"], "--no-such-option"),
                     (["check", "LOG", "--metric", "speed"], "--metric"),
                     (["check", "LOG", "--min-efficiency", "nan"], "--min-efficiency"),
                     (["check", "LOG", "--gpus", "99999"], "--gpus")):
@@ -624,7 +629,8 @@ for args in (["LOG", "--token-budget", "1" + "0" * 40], ["LOG", "--restart-cost"
              ["LOG", "--restart-cost", "1e300"], ["LOG", "--gpus", "4096"], ["LOG", "--hs-cap", "10000"],
              ["LOG", "--token-budget", "1"], ["check", "LOG", "--min-efficiency", "0"],
              ["LOG", "--roles", "target=2,drafter=2"], ["LOG", "--roles", "target=1,drafter=1"]):
-    opt_case("ok-" + "-".join(a.strip("-") for a in args[1:])[:60], args, "log.jsonl", expect=None)
+    # usable or not, by the option's own rule: an exit 2 names the option
+    opt_case("either-" + "-".join(a.strip("-") for a in args[1:])[:60], args, args[-2], expect=None)
 
 
 # --- plot on inputs that are usable but odd (one figure each: matplotlib is the slow part)
