@@ -307,10 +307,11 @@ def test_time_bins_are_bounded_and_cover_the_run(end_s):
 
 def test_a_log_spanning_1e15_seconds_plots_under_a_memory_cap(tmp_path):
     """Once 4.5 GB then MemoryError: now a few bins, inside a 1.5 GB address-space cap."""
+    from advisor.schema import MAX_TIME_S
     lines = (FIXTURES / "cpu-2x1.jsonl").read_text().splitlines()
     assert '"ev":"end"' in lines[-1]
     end = json.loads(lines[-1])
-    end["t"] = 1e15
+    end["t"] = MAX_TIME_S   # the longest span the loader accepts; t = 1e15 is refused as corrupt (exit 2)
     log = tmp_path / "huge-t.jsonl"
     log.write_text("\n".join(lines[:-1] + [json.dumps(end)]) + "\n")
     out = tmp_path / "huge.png"
