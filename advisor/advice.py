@@ -99,6 +99,13 @@ class Advice:
         return Recommendation(roles={p: n, c: m}, verdict=self.decision.verdict.value, reasons=tuple(reasons(self)),
                               holds_unless=tuple(holds_unless(self)), gain_pct=self.decision.gain_pct)
 
+    def judge(self, roles: Mapping[str, int]) -> "Advice":
+        """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
+        is re-derived). Raises `advisor.settings.SettingsError` when the split is not one of G."""
+        from .settings import check_roles
+        s = replace(self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus))
+        return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
+
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
         p, c = self.roles
         label = split_label(roles[p], roles[c])

@@ -194,7 +194,9 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
                                                          else DEFAULT_MIN)
     from_cli = roles is not None
     planned = roles or cfg["roles"]
-    n_gpus = gpus or cfg["gpus"] or (sum(planned.values()) if planned else None)
+    # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a
+    # split of the profile's own G, so roles that do not sum to it are an error, not another G
+    n_gpus = gpus or cfg["gpus"] or (sum(planned.values()) if planned and not from_cli else None)
     adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"])
     p, c = adv.roles
     if planned is None:
@@ -217,6 +219,7 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
                             f"roles.{r}")
     if sum(planned.values()) != adv.gpus:
         raise bad_roles(f"the planned split uses {sum(planned.values())} GPUs but {adv.gpus} are split")
+    adv = adv.judge(planned)
     row = adv.split_row(planned)
     value = float(row[metric])
     gate = {"metric": metric, "threshold": float(threshold), "value": value, "passed": value >= threshold,

@@ -133,3 +133,18 @@ def test_tomli_on_python_3_10(monkeypatch):
     deps = " ".join(check.tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
     assert 'tomli>=1.1; python_version < "3.11"' in deps
 
+
+
+def test_cli_roles_not_summing_to_the_logs_gpus_exit_2(reference):
+    """`check LOG --roles target=6,drafter=3` on an 8-GPU log is not a 9-GPU plan: exit 2, one line."""
+    from typer.testing import CliRunner
+
+    from advisor.cli import app, route
+    r = CliRunner().invoke(app, route(["check", str(reference), "--roles", "target=6,drafter=3"]))
+    assert r.exit_code == 2 and "9 GPUs but 8 are split" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_gate_judges_the_planned_split(reference):
+    adv = run_check([reference], roles={"target": 6, "drafter": 2})
+    assert adv.decision.judged == "6-2" and adv.gate["roles"] == {"target": 6, "drafter": 2}
+    assert adv.recommendation.reasons[0].startswith("at 6-2")
