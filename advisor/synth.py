@@ -20,7 +20,7 @@ The generator (one `Scenario`, deterministic per seed):
   sync_s * 2 (M - 1) / M (sync_s is its value at M = 2, where 2 (M - 1) / M = 1), or is flat,
   T_ar(M) = sync_s, with sync_scaling = "flat" (e.g. a switch-offloaded all-reduce).
 
-The log (DESIGN.md schema v1): `run` header; one `step` per batch per worker with t = when
+The log (schema v1, docs/log-schema.md, each line built by `advisor.records`): `run` header; one `step` per batch per worker with t = when
 the worker was free again (departure: after any blocked time), busy = service, wait =
 starved time before it (since the worker was last free, or since the end of the sync that
 followed its previous step), blocked = held output after it; drafters' steps that end at a
@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor.records import End, Queue, Rates, Run, Step, Sync
 from advisor.simulate import SimResult, simulate
 
 try:  # orjson writes ~5x faster; plain json is the fallback
@@ -268,19 +269,13 @@ class SynthLog:
     result: SimResult
 
 
-def _header(s: Scenario) -> dict:
-    h = {
-        "ev": "run", "v": 1, "t": 0.0, "run": s.name, "gpus": s.gpus,
-        "roles": {"target": s.n_target, "drafter": s.n_drafter},
-        "queues": [{"name": "pre", "feeds": "target", "cap": s.pre_cap, "per_worker": True},
-                   {"name": "hs", "feeds": "drafter", "cap": s.hs_cap}],
-        "token_budget": s.tokens.budget, "samples": s.samples, "epochs": s.epochs,
-        "hardware": s.hardware, "target_model": s.target_model, "drafter_model": s.drafter_model,
-        "sync_every": s.sync_every,
-    }
-    if s.hs_bytes_per_token is not None:
-        h["hs_bytes_per_token"] = s.hs_bytes_per_token
-    return h
+def _header(s: Scenario) -> Run:
+    return Run(run=s.name, gpus=s.gpus, roles={"target": s.n_target, "drafter": s.n_drafter},
+               queues=(Queue(name="pre", feeds="target", cap=s.pre_cap, per_worker=True),
+                       Queue(name="hs", feeds="drafter", cap=s.hs_cap)),
+               token_budget=s.tokens.budget, samples=s.samples, epochs=s.epochs, hardware=s.hardware,
+               target_model=s.target_model, drafter_model=s.drafter_model, sync_every=s.sync_every,
+               hs_bytes_per_token=s.hs_bytes_per_token)
 
 
 def _prev_free(start: np.ndarray, free: np.ndarray, worker: np.ndarray) -> np.ndarray:
@@ -345,9 +340,9 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
         twait = rnd(tr.target_start_s[sel] - tgt_prev[sel], 5)
         tblk = rnd(tgt_free[sel] - tr.target_finish_s[sel], 5)
         for i in range(len(bb)):
-            events.append((tt[i], 0, _dumps({
-                "ev": "step", "t": tt[i], "role": "target", "worker": tw[i], "batch": bb[i],
-                "tokens": tk[i], "seqs": tq[i], "busy": tbusy[i], "wait": twait[i], "blocked": tblk[i]})))
+            events.append((tt[i], 0, _dumps(Step(
+                t=tt[i], role="target", worker=tw[i], batch=bb[i], tokens=tk[i], seqs=tq[i], busy=tbusy[i],
+                wait=twait[i], blocked=tblk[i]).to_dict())))
         sel = np.flatnonzero(dr_free <= t_end)
         dt_, bb = rnd(dr_free[sel]), sel.tolist()
         dw = tr.drafter_worker[sel].tolist()
@@ -359,21 +354,17 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
         dloss = rnd(loss[sel], 4)
         with_barrier = s.sync_every > 0 and M > 1
         for i in range(len(bb)):
-            ev = {"ev": "step", "t": dt_[i], "role": "drafter", "worker": dw[i], "batch": bb[i],
-                  "tokens": dk[i], "seqs": dq[i], "busy": dbusy[i], "wait": dwait[i], "blocked": 0.0,
-                  "loss": dloss[i]}
-            if with_barrier:
-                ev["barrier"] = dbar[i]
-            events.append((dt_[i], 1, _dumps(ev)))
+            ev = Step(t=dt_[i], role="drafter", worker=dw[i], batch=bb[i], tokens=dk[i], seqs=dq[i],
+                      busy=dbusy[i], wait=dwait[i], blocked=0.0, loss=dloss[i],
+                      extra={"barrier": dbar[i]} if with_barrier else {})
+            events.append((dt_[i], 1, _dumps(ev.to_dict())))
         n_steps = len(events)
         sel = np.flatnonzero(tr.sync_end_s <= t_end)
         for r in sel.tolist():
             te = round(float(tr.sync_end_s[r]), rounds)
-            ev = {"ev": "sync", "t": te, "role": "drafter", "workers": M,
-                  "dur": round(float(s.allreduce_s() * d.sync_factor[r % d.sync_factor.shape[0]]), 5)}
-            if s.sync_bytes is not None:
-                ev["bytes"] = s.sync_bytes
-            events.append((te, 2, _dumps(ev)))
+            ev = Sync(t=te, role="drafter", workers=M, bytes=s.sync_bytes,
+                      dur=round(float(s.allreduce_s() * d.sync_factor[r % d.sync_factor.shape[0]]), 5))
+            events.append((te, 2, _dumps(ev.to_dict())))
 
     # --- rates snapshots ---
     w = float(rates_every_s)
@@ -415,37 +406,33 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
                 cap["drafter"] = round(M * nd / bd, 4)
             seq_rate = float(dr_seq_cum[db_i[i]] - dr_seq_cum[da_i[i]]) / w
             done_samples = float(dr_seq_cum[db_i[i]])
-            ev = {"ev": "rates", "t": round(t, rounds), "window": w,
-                  "bps": {"target": round(nt / w, 4), "drafter": round(nd / w, 4)}}
-            if cap:
-                ev["cap_bps"] = cap
-            ev["tok_s"] = round(float(dr_tok_cum[db_i[i]] - dr_tok_cum[da_i[i]]) / w, 1)
-            ev["q"] = {"pre": pre_depth[i].tolist(), "hs": int(hs_depth[i])}
-            if seq_rate > 0:
-                ev["eta_s"] = round(max(total_samples - done_samples, 0.0) / seq_rate, 1)
-            ev["done"] = round(min(done_samples / total_samples, 1.0), 6)
-            events.append((t, 3, _dumps(ev)))
+            ev = Rates(t=round(t, rounds), window=w, bps={"target": round(nt / w, 4), "drafter": round(nd / w, 4)},
+                       cap_bps=cap or None, tok_s=round(float(dr_tok_cum[db_i[i]] - dr_tok_cum[da_i[i]]) / w, 1),
+                       q={"pre": pre_depth[i].tolist(), "hs": int(hs_depth[i])},
+                       eta_s=round(max(total_samples - done_samples, 0.0) / seq_rate, 1) if seq_rate > 0 else None,
+                       done=round(min(done_samples / total_samples, 1.0), 6))
+            events.append((t, 3, _dumps(ev.to_dict())))
         final_done = float(dr_seq_cum[np.searchsorted(dr_sorted, t_end, "right")]) / total_samples
     else:
         final_done = 0.0
 
     events.sort(key=lambda e: (e[0], e[1]))
     reason = end_reason or ("done" if final_done >= 1.0 else "interrupted")
-    end = {"ev": "end", "t": round(t_end, rounds), "reason": reason}
+    end = End(t=round(t_end, rounds), reason=reason)
     path = Path(path)
     with open(path, "wb") as raw:
         fh = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if path.suffix == ".gz" else raw
-        fh.write(_dumps(_header(s)) + b"\n")
+        fh.write(_dumps(_header(s).to_dict()) + b"\n")
         for i in range(0, len(events), 65536):
             fh.write(b"\n".join(e[2] for e in events[i:i + 65536]) + b"\n")
-        fh.write(_dumps(end) + b"\n")
+        fh.write(_dumps(end.to_dict()) + b"\n")
         if fh is not raw:
             fh.close()
     return SynthLog(path=path, lines=len(events) + 2, steps=n_steps, end_s=t_end, result=res)
 
 
 def reference_scenario(*, duration_s: float = 5400.0, seed: int = 20260415) -> Scenario:
-    """The DESIGN.md reference case as a generator: 8 GPUs, 7 targets of 7/0.92 s mean busy
+    """The reference case (docs/log-schema.md, worked example) as a generator: 8 GPUs, 7 targets of 7/0.92 s mean busy
     (0.92 b/s together), 1 drafter of 1/0.86 s (0.86 b/s), q_hs 20, q_pre 50 and an
     infinitely fast loader, 31.2K tokens per batch of a 32768 budget, GPU-like service
     noise (SCV 0.03), a warm-up 1.5x slower decaying over ~3 minutes."""
