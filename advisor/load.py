@@ -662,8 +662,20 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
 
 
 def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
-    """Parse several logs (e.g. the same job at different splits)."""
+    """Parse several logs (e.g. the same job at different splits).
+
+    A directory or a (quoted) glob is one run written as per-rank files, and so are plain files
+    that are evidently ranks of one run; see `advisor.ranks` for the rules.
+    """
+    from .ranks import expand, group_ranks, merge
+
     paths = list(paths)
     if not paths:
         raise LogError("<none>", None, "no log file given")
-    return [load_log(p) for p in paths]
+    logs: list[RunLog] = []
+    plain: list[bool] = []
+    for p in paths:
+        files, one_run = expand(p)
+        logs.append(merge([load_log(f) for f in files], str(p)) if one_run else load_log(files[0]))
+        plain.append(not one_run)
+    return group_ranks(logs, plain)

@@ -1,0 +1,415 @@
+"""Instrument any training pipeline to write rate logs (schema v1) that ``dflash-advise`` reads.
+
+Standard library only: importing this loads no pandas, numpy or torch. docs/instrumenting.md
+shows where the calls go; docs/log-schema.md is the format.
+
+One :class:`RateLog` per process, each writing its own file in a shared run directory
+(``DIR/<role>-<worker>.jsonl``), so no process ever locks or waits on another::
+
+    header = records.Run(run="exp1", roles={"target": 3, "drafter": 1}, queues=[...]).stamped()
+    # hand `header` to every process (it pickles; or header.to_json_line() and records.from_dict)
+    with RateLog.open(run_dir, header, role="drafter", worker=0) as log:
+        for batch in loader:
+            with log.step(tokens=n_tokens(batch)) as s:
+                with s.waiting():
+                    x = q_in.get()           # starved time: not busy
+                loss = train_step(x)         # busy (synchronise the device before the block ends)
+                with s.blocking():
+                    q_out.put(y)             # time held by a full output queue: not busy
+                s.loss = loss
+    # leaving the `with` writes `end` (done; error with the message on an exception)
+
+``dflash-advise DIR`` then reads the directory as one run.
+
+Clock. Every ``t`` is seconds since the run start. The header's ``t0_unix`` is the run start as
+Unix wall-clock time, stamped once by whoever starts the run (:meth:`records.Run.stamped`) and
+carried unchanged in every file. Each process reads the wall clock once, when it opens its log,
+to place its own monotonic clock on that axis: ``t = (wall_at_open - t0_unix) + (monotonic() -
+monotonic_at_open)``. So within a process time never jumps (NTP steps do not matter after the
+open), and across processes and hosts the files agree as well as their wall clocks did at open
+(the same host: microseconds; NTP-synced hosts: typically a few milliseconds, against step times
+of tens of milliseconds or more). A header without ``t0_unix`` is stamped at open: fine for a
+single writer, wrong for several (each would count from its own start), so a multi-process run
+must stamp it before handing it out.
+
+Writing. Each line is built by :mod:`advisor.records` (validated) and handed to the kernel with one
+``write()`` on an unbuffered append-only descriptor: nothing waits in a Python buffer, so a
+killed process (even SIGKILL) leaves only whole lines, up to its last event, and a reader of a
+live run sees every event as soon as it is logged. Nothing is fsync'ed except at :meth:`end`
+(a machine crash can lose the page cache's last seconds; a process crash cannot). One write per
+event costs a few microseconds, nothing against a training step.
+
+End. :meth:`end` writes the ``end`` line once (later calls do nothing). Used as a context
+manager, a :class:`RateLog` ends with ``done``, with ``interrupted`` on KeyboardInterrupt, or
+with ``error`` and the exception's text. :meth:`handle_signals` (``handle_sigterm=True`` at open)
+writes ``end`` ``interrupted`` on SIGTERM and then passes the signal on to the handler that was
+installed before (so the default still terminates the process, and a framework's own handler
+still runs).
+
+Rates. A ``rates`` snapshot is a pool-wide view: bps and cap_bps of each role's whole pool,
+queue depths. Write it from one process that sees the counts of every worker (a coordinator, or
+the only process), with a :class:`RateMeter`: fed by the steps this log writes, or by totals
+from shared counters (:meth:`RateMeter.set_totals`); ``rates_every_s`` makes :meth:`tick` (called by
+every step, or by the coordinator's loop) write one every so often, with queue depths from the
+``queue_depths`` callback. Per-worker processes usually log steps only.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from . import records
+from .records import End, EndReason, Rates, Record, Run, Step, Sync
+
+__all__ = ["RateLog", "StepTimer", "RateMeter", "rank_file_name"]
+
+ROUND = 6  # decimals of seconds written (microseconds): shorter lines, no lost precision that matters
+
+
+def rank_file_name(role: str, worker: int) -> str:
+    """The file name of one worker's log in a run directory."""
+    return f"{role}-{int(worker)}.jsonl"
+
+
+def _r(x: float) -> float:
+    return round(float(x), ROUND)
+
+
+@dataclass
+class _Totals:
+    batches: int = 0
+    busy_s: float = 0.0
+    tokens: int = 0
+
+
+class RateMeter:
+    """Pool-wide rates between snapshots, from step completions or cumulative counters.
+
+    Over the window since the previous snapshot (the first: since t = 0), per role r with n_r
+    workers (from the header): ``bps[r] = batches / window``; ``cap_bps[r] = n_r * batches /
+    busy seconds`` (when both are > 0); ``tok_s`` = consumer tokens / window; ``done`` = consumer
+    batches so far / ``planned_batches``; ``eta_s`` = (planned - done) / bps[consumer]. Counts must
+    cover every worker of a role for bps and cap_bps to mean the pool's rates.
+    """
+
+    def __init__(self, header: Run, *, planned_batches: int | None = None):
+        self.roles = dict(header.roles)
+        self.consumer = header.consumer
+        self.planned_batches = planned_batches
+        self._now = {r: _Totals() for r in self.roles}
+        self._last = {r: _Totals() for r in self.roles}
+        self._last_t = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, role: str, *, busy_s: float, tokens: int = 0, batches: int = 1) -> None:
+        """Count completed batches of ``role`` (one step by default)."""
+        with self._lock:
+            c = self._now[role]
+            c.batches += batches
+            c.busy_s += busy_s
+            c.tokens += tokens
+
+    def set_totals(self, role: str, *, batches: int, busy_s: float, tokens: int = 0) -> None:
+        """Set the cumulative counts of ``role`` since the run start (e.g. read from shared counters)."""
+        with self._lock:
+            self._now[role] = _Totals(int(batches), float(busy_s), int(tokens))
+
+    def snapshot(self, t: float, *, q: Mapping[str, Any] | None = None) -> Rates:
+        """The ``rates`` record for the window ending at ``t``; the next window starts here."""
+        with self._lock:
+            window = t - self._last_t
+            if window <= 0:
+                raise ValueError(f"rates snapshot at t={t} is not after the previous one ({self._last_t})")
+            bps, cap = {}, {}
+            for r, n in self.roles.items():
+                db = self._now[r].batches - self._last[r].batches
+                dbusy = self._now[r].busy_s - self._last[r].busy_s
+                bps[r] = round(db / window, 6)
+                if db > 0 and dbusy > 0:
+                    cap[r] = round(n * db / dbusy, 6)
+            cons_now, cons_last = self._now[self.consumer], self._last[self.consumer]
+            tok_s = round((cons_now.tokens - cons_last.tokens) / window, 3)
+            done = eta = None
+            if self.planned_batches:
+                done = round(min(1.0, cons_now.batches / self.planned_batches), 6)
+                if bps[self.consumer] > 0:
+                    eta = round(max(self.planned_batches - cons_now.batches, 0) / bps[self.consumer], 3)
+            self._last = {r: _Totals(c.batches, c.busy_s, c.tokens) for r, c in self._now.items()}
+            self._last_t = t
+        return Rates(t=_r(t), window=_r(window), bps=bps, cap_bps=cap or None, tok_s=tok_s, q=q, eta_s=eta,
+                     done=done)
+
+
+class StepTimer:
+    """Times one step inside ``with log.step(...) as s:``.
+
+    ``busy`` = the block's duration minus the time spent in ``s.waiting()`` and ``s.blocking()``;
+    ``wait`` and ``blocked`` = those times, plus any seconds you add with :meth:`waited` /
+    :meth:`blocked` (measured elsewhere, e.g. by your queue wrapper, and not inside the block).
+    The step is written when the block exits (its ``t``), unless the block raised or
+    :meth:`cancel` was called (e.g. the input was the end-of-data sentinel). ``tokens``,
+    ``seqs``, ``batch``, ``loss`` and ``extra`` may be set inside the block.
+    """
+
+    def __init__(self, log: "RateLog", role: str, worker: int, tokens: int | None, batch: int | None,
+                 seqs: int | None, loss: float | None, extra: Mapping[str, Any] | None):
+        self._log = log
+        self.role, self.worker = role, worker
+        self.tokens, self.batch, self.seqs, self.loss = tokens, batch, seqs, loss
+        self.extra: dict[str, Any] = dict(extra or {})
+        self._start = 0.0
+        self._inner_wait = self._inner_blocked = 0.0
+        self._outer_wait = self._outer_blocked = 0.0
+        self._cancelled = False
+        self.record: Step | None = None   # the step written, after the block
+
+    def __enter__(self) -> "StepTimer":
+        self._start = self._log.now()
+        return self
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Time starved for input (not busy), e.g. around ``q_in.get()``."""
+        t0 = self._log.now()
+        try:
+            yield
+        finally:
+            self._inner_wait += self._log.now() - t0
+
+    @contextmanager
+    def blocking(self) -> Iterator[None]:
+        """Time held by a full output queue (not busy), e.g. around ``q_out.put(x)``."""
+        t0 = self._log.now()
+        try:
+            yield
+        finally:
+            self._inner_blocked += self._log.now() - t0
+
+    def waited(self, seconds: float) -> None:
+        """Add starved seconds measured outside the block (not subtracted from busy)."""
+        self._outer_wait += seconds
+
+    def blocked(self, seconds: float) -> None:
+        """Add blocked seconds measured outside the block (not subtracted from busy)."""
+        self._outer_blocked += seconds
+
+    def cancel(self) -> None:
+        """Write no step for this block (no batch was done)."""
+        self._cancelled = True
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is not None or self._cancelled:
+            return False
+        end = self._log.now()
+        if self.tokens is None:
+            raise records.RecordError("step", "tokens", "was never set: pass tokens= to log.step() or set s.tokens")
+        busy = max(end - self._start - self._inner_wait - self._inner_blocked, 0.0)
+        self.record = self._log.step_done(
+            busy_s=busy, wait_s=self._inner_wait + self._outer_wait,
+            blocked_s=self._inner_blocked + self._outer_blocked, tokens=self.tokens, role=self.role,
+            worker=self.worker, batch=self.batch, seqs=self.seqs, loss=self.loss, t=end, extra=self.extra)
+        return False
+
+
+class RateLog:
+    """One process's rate-log file. See the module docstring for the clock and the write policy.
+
+    ``role`` and ``worker`` are this process's defaults for steps and syncs. ``meter`` (a
+    :class:`RateMeter`) is fed by every step written here; with ``rates_every_s`` each
+    :meth:`tick` writes a snapshot when one is due, with ``queue_depths()`` as its ``q``.
+    """
+
+    def __init__(self, path: str | os.PathLike, header: Run, *, role: str | None = None, worker: int = 0,
+                 meter: RateMeter | None = None, rates_every_s: float | None = None,
+                 queue_depths: Callable[[], Mapping[str, Any]] | None = None, handle_sigterm: bool = False,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
+        if not isinstance(header, Run):
+            raise TypeError(f"header must be an advisor.records.Run, got {type(header).__name__}")
+        if role is not None and role not in header.roles:
+            raise ValueError(f"role {role!r} is not a role of the header ({', '.join(header.roles)})")
+        if role is not None and not 0 <= worker < header.roles[role]:
+            raise ValueError(f"worker {worker} is out of range for {header.roles[role]} '{role}' workers")
+        if rates_every_s is not None and rates_every_s <= 0:
+            raise ValueError(f"rates_every_s must be > 0, got {rates_every_s}")
+        self._clock = clock
+        wall_now, mono_now = wall(), clock()
+        if header.t0_unix is None:
+            header = header.stamped(wall_now)
+        self.header = header
+        self._offset = (wall_now - header.t0_unix) - mono_now
+        self.role, self.worker = role, worker
+        self.meter = meter
+        if rates_every_s is not None and meter is None:
+            self.meter = RateMeter(header)
+        self.rates_every_s = rates_every_s
+        self.queue_depths = queue_depths
+        self._next_rates = rates_every_s
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self._lock = threading.RLock()   # re-entrant: a signal handler may log while the main thread is writing
+        self._ended = False
+        self._prev_handlers: dict[int, Any] = {}
+        self.lines = 0
+        self.write(header)
+        if handle_sigterm:
+            self.handle_signals()
+
+    @classmethod
+    def open(cls, run_dir: str | os.PathLike, header: Run, *, role: str, worker: int = 0, name: str | None = None,
+             **kw: Any) -> "RateLog":
+        """This process's log in ``run_dir``: ``<role>-<worker>.jsonl``, or ``<name>.jsonl`` (e.g. a
+        coordinator that writes only rates)."""
+        fname = f"{name}.jsonl" if name is not None else rank_file_name(role, worker)
+        return cls(Path(run_dir) / fname, header, role=role, worker=worker, **kw)
+
+    # --- clock -------------------------------------------------------------------------------
+    def now(self) -> float:
+        """Seconds since the run start (monotonic; 0 if this process started before t0)."""
+        return max(self._clock() + self._offset, 0.0)
+
+    # --- writing -----------------------------------------------------------------------------
+    def write(self, record: Record) -> None:
+        """Append one record as one whole line (one ``write()`` call)."""
+        data = record.to_json_line().encode("utf-8")
+        with self._lock:
+            if self._fd is None:
+                raise ValueError(f"{self.path}: the log is closed")
+            view = memoryview(data)
+            while view:   # a regular file takes it all at once; loop only for the pathological short write
+                n = os.write(self._fd, view)
+                view = view[n:]
+            self.lines += 1
+
+    def _role(self, role: str | None) -> str:
+        r = role if role is not None else self.role
+        if r is None:
+            raise ValueError("no role: pass role= here or when opening the log")
+        return r
+
+    def step(self, role: str | None = None, worker: int | None = None, *, tokens: int | None = None,
+             batch: int | None = None, seqs: int | None = None, loss: float | None = None,
+             extra: Mapping[str, Any] | None = None) -> StepTimer:
+        """A context manager that times one step (see :class:`StepTimer`)."""
+        return StepTimer(self, self._role(role), self.worker if worker is None else worker, tokens, batch, seqs,
+                         loss, extra)
+
+    def step_done(self, *, busy_s: float, tokens: int, wait_s: float = 0.0, blocked_s: float = 0.0,
+                  role: str | None = None, worker: int | None = None, batch: int | None = None,
+                  seqs: int | None = None, loss: float | None = None, t: float | None = None,
+                  extra: Mapping[str, Any] | None = None) -> Step:
+        """Write a step you timed yourself; ``t`` (default now) is when the worker was free again."""
+        role = self._role(role)
+        rec = Step(t=_r(self.now() if t is None else t), role=role, worker=self.worker if worker is None else worker,
+                   batch=batch, tokens=tokens, seqs=seqs, busy=_r(busy_s), wait=_r(wait_s), blocked=_r(blocked_s),
+                   loss=loss, extra=extra or {})
+        self.write(rec)
+        if self.meter is not None:
+            self.meter.add(role, busy_s=busy_s, tokens=tokens)
+        self.tick(rec.t)
+        return rec
+
+    def sync(self, *, dur_s: float, workers: int | None = None, bytes: float | None = None,
+             role: str | None = None, t: float | None = None) -> Sync:
+        """Write a sync (weight/gradient all-reduce) that took ``dur_s`` and ended at ``t`` (default
+        now). Log each sync once, from one rank (e.g. rank 0), not from every participant."""
+        rec = Sync(t=_r(self.now() if t is None else t), role=self._role(role), dur=_r(dur_s), workers=workers,
+                   bytes=bytes)
+        self.write(rec)
+        return rec
+
+    def rates(self, record: Rates | None = None, **fields: Any) -> Rates:
+        """Write a rates snapshot: a given record, or one from the fields given (``t`` defaults to
+        now), or, with neither, the meter's snapshot now."""
+        if record is None and not fields:
+            if self.meter is None:
+                raise ValueError("no rates given and no meter to compute them")
+            q = dict(self.queue_depths()) if self.queue_depths is not None else None
+            record = self.meter.snapshot(self.now(), q=q)
+        elif record is None:
+            fields.setdefault("t", _r(self.now()))
+            record = Rates(**fields)
+        self.write(record)
+        return record
+
+    def tick(self, t: float | None = None) -> Rates | None:
+        """Write a meter snapshot if one is due (``rates_every_s``); call it from a loop that does
+        not log steps (a coordinator). Returns the snapshot written, if any."""
+        if self._next_rates is None or self._ended:
+            return None
+        now = self.now() if t is None else t
+        if now < self._next_rates:
+            return None
+        while self._next_rates <= now:
+            self._next_rates += self.rates_every_s  # type: ignore[operator]
+        return self.rates()
+
+    def end(self, reason: EndReason | str = EndReason.DONE, msg: str | None = None) -> End | None:
+        """Write the ``end`` line (once; later calls return None) and fsync the file."""
+        with self._lock:
+            if self._ended or self._fd is None:
+                return None
+            self._ended = True
+            rec = End(t=_r(self.now()), reason=reason, msg=msg[:500] if msg else None)
+            self.write(rec)
+            try:
+                os.fsync(self._fd)
+            except OSError:  # e.g. a pipe or a filesystem without fsync: the line is written anyway
+                pass
+        return rec
+
+    def close(self, reason: EndReason | str = EndReason.DONE, msg: str | None = None) -> None:
+        """End the log (if not ended yet) and close the file; restore signal handlers."""
+        self.end(reason, msg)
+        self.restore_signals()
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> "RateLog":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.close(EndReason.DONE)
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.close(EndReason.INTERRUPTED, "KeyboardInterrupt")
+        elif issubclass(exc_type, SystemExit) and exc.code in (0, None):
+            self.close(EndReason.DONE)
+        else:
+            self.close(EndReason.ERROR, f"{exc_type.__name__}: {exc}")
+        return False
+
+    # --- signals -----------------------------------------------------------------------------
+    def handle_signals(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
+        """On each signal: write ``end`` interrupted, then hand the signal to the previous handler
+        (the default one terminates the process as before). Main thread only (a Python rule)."""
+        for sig in signals:
+            self._prev_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def restore_signals(self) -> None:
+        """Put back the handlers that :meth:`handle_signals` replaced."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, prev in self._prev_handlers.items():
+            signal.signal(sig, prev if prev is not None else signal.SIG_DFL)
+        self._prev_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.end(EndReason.INTERRUPTED, f"signal {signal.Signals(signum).name}")
+        prev = self._prev_handlers.get(signum)
+        if callable(prev):
+            prev(signum, frame)
+        elif prev == signal.SIG_IGN:
+            return
+        else:   # SIG_DFL (or a handler not set from Python): do what the signal would have done
+            self.restore_signals()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)

@@ -1,0 +1,187 @@
+"""Per-rank logs: many files of one run read as one :class:`~advisor.load.RunLog`.
+
+A pipeline whose processes each write their own file (one per worker, e.g. with
+:mod:`advisor.instrument`) gives a run directory. Every file of one run starts with the same
+``run`` header; the body events are merged by time.
+
+Which arguments are one run:
+
+* a directory: its ``*.jsonl`` and ``*.jsonl.gz`` files (not recursive);
+* a glob that names no existing file (quote it so the shell leaves it alone: ``'run/*.jsonl'``):
+  the files it matches;
+* several plain files whose headers are equal, where no ``(role, worker)`` has steps in two of
+  them and at most one has no steps at all (a coordinator's rates): per-rank files, e.g. an
+  unquoted ``run/*.jsonl`` that the shell expanded. Files that fail this test (the same job run
+  twice, logs at different splits) stay separate logs, fitted together as before.
+
+For a directory or a glob, files whose headers differ are an error (exit 2) that names the file
+and the first field that differs: they are not one run (a directory left from an earlier run,
+a process started with another config).
+
+The merged log: the first file's header; steps, syncs and rates concatenated and sorted by ``t``
+(ties by role in pipeline order, then worker), worker ids as logged; ``end`` only when every
+file has ended (a run is over when all its processes are), at the latest ``t``, with the worst
+reason (error over interrupted over done) and the messages of the files that gave it; line and
+unknown-event counts summed.
+"""
+from __future__ import annotations
+
+import glob
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .load import RunLog
+from .schema import LogError, RunHeader
+
+GLOB_CHARS = "*?["
+LOG_SUFFIXES = (".jsonl", ".jsonl.gz")
+_REASON_RANK = {"done": 0, "interrupted": 1, "error": 2}
+
+
+def expand(arg: str | Path) -> tuple[list[Path], bool]:
+    """The files of one command-line argument, and whether they form one run (a directory or glob).
+
+    A plain file (existing or not: the loader reports a missing one) is ``([file], False)``.
+    """
+    p = Path(arg)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(LOG_SUFFIXES))
+        if not files:
+            raise LogError(str(p), None, "is a directory with no .jsonl or .jsonl.gz log in it")
+        return files, True
+    s = str(arg)
+    if not p.exists() and any(c in s for c in GLOB_CHARS):
+        files = sorted(Path(f) for f in glob.glob(s) if Path(f).is_file())
+        if not files:
+            raise LogError(s, None, "matches no file")
+        return files, True
+    return [p], False
+
+
+def _header_items(h: RunHeader) -> dict[str, Any]:
+    items = {f.name: getattr(h, f.name) for f in fields(h) if f.name != "extra"}
+    items.update(h.extra)
+    return items
+
+
+def header_difference(a: RunHeader, b: RunHeader) -> str | None:
+    """The first field (in header order) whose value differs between two headers, or None."""
+    ia, ib = _header_items(a), _header_items(b)
+    for k in list(ia) + [k for k in ib if k not in ia]:
+        if ia.get(k) != ib.get(k):
+            return k
+    return None
+
+
+def _describe(v: Any) -> str:
+    s = repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def check_same_header(logs: Sequence[RunLog]) -> None:
+    """Raise :class:`LogError` naming the first file (and field) whose header differs from the first's."""
+    first = logs[0]
+    for lg in logs[1:]:
+        k = header_difference(first.header, lg.header)
+        if k is not None:
+            va, vb = _header_items(first.header).get(k), _header_items(lg.header).get(k)
+            raise LogError(lg.path, 1, f"is {_describe(vb)} here but {_describe(va)} in {first.path}; the files of "
+                                       f"one run must start with the same 'run' header", k)
+
+
+def _concat(frames: list[pd.DataFrame], roles: Sequence[str] | None = None) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)] or frames[:1]
+    if len(frames) == 1:
+        return frames[0]
+    df = pd.concat(frames, ignore_index=True)
+    keys = [df["t"].to_numpy()]
+    if roles is not None and "role" in df:
+        keys = [df["worker"].to_numpy(), df["role"].cat.codes.to_numpy(), keys[0]]
+    order = np.lexsort(keys)   # last key sorts first: t, then role, then worker
+    return df.iloc[order].reset_index(drop=True)
+
+
+def _merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
+    ends = [lg.end for lg in logs]
+    if any(e is None for e in ends):
+        return None
+    worst = max(_REASON_RANK.get(e.get("reason", "done"), 0) for e in ends)
+    reason = next(r for r, k in _REASON_RANK.items() if k == worst)
+    out: dict[str, Any] = {"t": max(float(e.get("t", 0.0)) for e in ends), "reason": reason}
+    msgs = [f"{Path(lg.path).name}: {lg.end['msg']}" for lg in logs
+            if lg.end.get("reason", "done") == reason and lg.end.get("msg")]
+    if msgs:
+        out["msg"] = "; ".join(msgs)
+    return out
+
+
+def merge(logs: Sequence[RunLog], path: str) -> RunLog:
+    """One run from its per-rank logs (headers checked equal); ``path`` names the merged run."""
+    logs = list(logs)
+    if len(logs) == 1:
+        return logs[0]
+    check_same_header(logs)
+    head = logs[0].header
+    unknown: dict[str, int] = {}
+    for lg in logs:
+        for k, v in lg.unknown_events.items():
+            unknown[k] = unknown.get(k, 0) + v
+    return RunLog(path=path, header=head,
+                  steps=_concat([lg.steps for lg in logs], list(head.roles)),
+                  syncs=_concat([lg.syncs for lg in logs]),
+                  rates=_concat([lg.rates for lg in logs]),
+                  end=_merged_end(logs), n_lines=sum(lg.n_lines for lg in logs), unknown_events=unknown)
+
+
+def _workers(lg: RunLog) -> set[tuple[str, int]]:
+    if not len(lg.steps):
+        return set()
+    pairs = lg.steps[["role", "worker"]].drop_duplicates()
+    return {(str(r), int(w)) for r, w in zip(pairs["role"], pairs["worker"])}
+
+
+def _group_name(logs: Sequence[RunLog]) -> str:
+    names = [lg.path for lg in logs]
+    return "+".join(names) if len(names) <= 3 else f"{names[0]}+{len(names) - 1} more"
+
+
+def group_ranks(logs: Sequence[RunLog], eligible: Sequence[bool] | None = None) -> list[RunLog]:
+    """Merge the logs (those marked ``eligible``: plain files) that are per-rank parts of one run
+    (see the module docstring); keep the others as they are. Each merged run takes the place of
+    its first file; the order is otherwise kept."""
+    logs = list(logs)
+    ok = [True] * len(logs) if eligible is None else list(eligible)
+    groups: list[list[int]] = []
+    for i, lg in enumerate(logs):
+        if not ok[i]:
+            continue
+        g = next((g for g in groups if header_difference(logs[g[0]].header, lg.header) is None), None)
+        if g is None:
+            groups.append([i])
+        else:
+            g.append(i)
+    replace: dict[int, RunLog] = {}
+    drop: set[int] = set()
+    for g in groups:
+        members = [logs[i] for i in g]
+        if len(members) > 1 and _are_ranks(members):
+            replace[g[0]] = merge(members, _group_name(members))
+            drop.update(g[1:])
+    return [replace.get(i, lg) for i, lg in enumerate(logs) if i not in drop]
+
+
+def _are_ranks(members: Sequence[RunLog]) -> bool:
+    seen: set[tuple[str, int]] = set()
+    stepless = 0
+    for lg in members:
+        w = _workers(lg)
+        if not w:
+            stepless += 1
+        if w & seen:
+            return False
+        seen |= w
+    return stepless <= 1
