@@ -262,10 +262,12 @@ class RateLog:
             self.handle_signals()
 
     @classmethod
-    def open(cls, run_dir: str | os.PathLike, header: Run, *, role: str, worker: int = 0, name: str | None = None,
-             **kw: Any) -> "RateLog":
+    def open(cls, run_dir: str | os.PathLike, header: Run, *, role: str | None = None, worker: int = 0,
+             name: str | None = None, **kw: Any) -> "RateLog":
         """This process's log in ``run_dir``: ``<role>-<worker>.jsonl``, or ``<name>.jsonl`` (e.g. a
-        coordinator that writes only rates)."""
+        coordinator that writes only rates and needs no role)."""
+        if name is None and role is None:
+            raise ValueError("give role= (the file is <role>-<worker>.jsonl) or name=")
         fname = f"{name}.jsonl" if name is not None else rank_file_name(role, worker)
         return cls(Path(run_dir) / fname, header, role=role, worker=worker, **kw)
 
