@@ -280,8 +280,8 @@ class Step(Record):
     busy: float
     batch: int | None = None
     seqs: int | None = None
-    wait: float | None = 0.0
-    blocked: float | None = 0.0
+    wait: float = 0.0
+    blocked: float = 0.0
     loss: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -294,8 +294,9 @@ class Step(Record):
         for name in ("batch", "seqs"):
             _set(self, name, _number(ev, name, getattr(self, name), optional=True, integer=True))
         _set(self, "busy", _number(ev, "busy", self.busy))
-        for name in ("wait", "blocked"):
-            _set(self, name, _number(ev, name, getattr(self, name), optional=True))
+        for name in ("wait", "blocked"):   # not logged means none: the reader's reading too
+            v = getattr(self, name)
+            _set(self, name, _number(ev, name, 0.0 if v is None else v))
         loss = self.loss
         if isinstance(loss, numbers.Real) and not isinstance(loss, bool) and not math.isfinite(loss):
             loss = None  # a diverged loss is "not logged", not a broken line

@@ -278,9 +278,15 @@ def test_example_pipeline_runs_and_is_advised(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == ["coordinator.jsonl", "drafter-0.jsonl", "target-0.jsonl",
                                                      "target-1.jsonl"]
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "rate-log.schema.json").read_text()))
+    heads = set()
     for p in out.iterdir():
         lines = _lines(p)
         assert lines[0]["ev"] == "run" and lines[-1] == {**lines[-1], "ev": "end", "reason": "done"}
+        assert all(validator.is_valid(x) for x in lines), p.name
+        heads.add(json.dumps(lines[0]))
+    assert len(heads) == 1            # every process wrote the same header
     log = load_log(out / "drafter-0.jsonl")
     assert len(log.steps) >= 40, f"only {len(log.steps)} drafter steps in {took:.0f} s"
     a = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", str(out), "--json"],
