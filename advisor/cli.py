@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-COMMANDS = ("advise", "check", "plot", "what-if")
+COMMANDS = ("advise", "check", "plot", "what-if", "import-tb")
 TOP_LEVEL = ("--help", "-h", "--version", "-V")
 
 app = typer.Typer(
@@ -283,6 +283,41 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
     except ValueError as e:
         _die(str(e))
     typer.echo(render(adv, fmt), nl=False)
+
+
+@app.command("import-tb")
+def import_tb_cmd(
+        events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, or directories searched for "
+                                                          "*tfevents* files.", show_default=False)],
+        out: Annotated[Path, typer.Option("-o", "--out", help="Rate log to write (.jsonl).")],
+        mapping: Annotated[list[str], typer.Option("--map", help="KEY=TAG: which scalar tag holds a rates field; "
+                                                                 "KEY is ROLE.bps, ROLE.cap_bps, tok_s, eta_s, done "
+                                                                 "or q.QUEUE. Repeat it.", show_default=False)],
+        roles: Annotated[str, typer.Option("--roles", help="Workers per role in pipeline order, producer first, "
+                                                           "e.g. target=7,drafter=1.", show_default=False)],
+        queue: Annotated[Optional[list[str]], typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 "
+                                                                           "(repeatable).")] = None,
+        gpus: Gpus = None,
+        token_budget: Annotated[Optional[int], typer.Option("--token-budget", min=1,
+                                                            help="Tokens per batch at most.")] = None,
+        samples: Annotated[Optional[int], typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
+        epochs: Annotated[Optional[float], typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None,
+        run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: the first "
+                                                                             "argument's name).")] = None,
+        ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
+) -> None:
+    """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
+    from .schema import LogError
+    from .tbimport import import_tensorboard, parse_queue, parse_roles
+    try:
+        role_map = parse_roles(roles)
+        queues = [parse_queue(q, list(role_map)) for q in queue or []]
+        path, n = import_tensorboard(events, out, mapping=mapping, roles=role_map, run=run_name, gpus=gpus,
+                                     queues=queues, token_budget=token_budget, samples=samples, epochs=epochs,
+                                     ended=ended)
+    except (LogError, ValueError) as e:
+        _die(str(e))
+    typer.echo(f"wrote {path}: {n} rates snapshots; now run: dflash-advise {path}")
 
 
 def route(argv: list[str]) -> list[str]:

@@ -1,0 +1,398 @@
+"""Rate logs from TensorBoard scalars: per-role throughput a pipeline already logs, as ``rates`` events.
+
+Standard library only (no tensorboard, tensorflow or protobuf package needed): the event files
+are read here directly.
+
+Event files. A TensorBoard event file is a sequence of TFRecords::
+
+    uint64  length            little-endian
+    uint32  masked CRC32C of the 8 length bytes
+    bytes   data[length]      one serialized tensorflow.Event protobuf
+    uint32  masked CRC32C of data
+
+with masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2^32), CRC32C the Castagnoli CRC.
+Both CRCs are verified: a mismatch is a corrupt file and an error naming the file and byte
+offset. A last record cut short (a writer still running) is skipped with a warning. From each
+``Event`` (wall_time = field 1, double; step = 2, int64; summary = 5) the ``Summary.Value``
+entries (field 1) give a tag (1) and a scalar: ``simple_value`` (2, float: what
+``torch.utils.tensorboard`` and TF1 write) or a 0-d ``tensor`` (8: TF2 and new-style writers;
+DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64 from ``float_val``/``double_val``/``int_val``/
+``int64_val`` or ``tensor_content``). Everything else (images, histograms, graphs) is skipped.
+The protobuf decoding is a minimal wire-format reader (varints, fixed 32/64-bit, length-delimited).
+
+Mapping. ``--map KEY=TAG`` names the tag that holds each rates field:
+
+    <role>.bps       completions per second of the role's pool       -> rates.bps[role]
+    <role>.cap_bps   the pool's capacity (workers x batches/busy s)  -> rates.cap_bps[role]
+    tok_s, eta_s, done                                               -> the same rates fields
+    q.<queue>        the queue's depth                               -> rates.q[queue]
+
+At least one ``<role>.bps`` is needed. Snapshots: one per global step at which any mapped
+``bps`` tag was logged; every field takes its tag's latest value at or before that step; a
+snapshot's ``t`` is the latest wall time of the bps values it holds, minus the earliest wall time
+in the files (the writer's start); ``window`` is the time since the previous snapshot. A step
+logged twice (a restart) keeps the later value. The header (roles in pipeline order, GPUs,
+queues, token budget...) is not in TensorBoard and is given by the caller.
+"""
+from __future__ import annotations
+
+import struct
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from .records import End, Queue, Rates, Run
+from .schema import LogError, LogWarning
+
+__all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
+           "import_tensorboard"]
+
+
+# --- CRC32C (Castagnoli, reflected polynomial 0x82F63B78) ------------------------------------
+def _crc_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc_table()
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C of ``data`` (table-driven, about 10 MB/s in pure Python: fine for scalar logs)."""
+    crc = 0xFFFFFFFF
+    table = _TABLE
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked(crc: int) -> int:
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _records(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, data) of each TFRecord; CRCs verified."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise LogError(str(path), None, f"cannot be read: {e.strerror or e}") from None
+    pos, n = 0, len(raw)
+    while pos < n:
+        if n - pos < 12:
+            warnings.warn(LogWarning(f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
+                                     f"skipped {n - pos} bytes"), stacklevel=3)
+            return
+        header = raw[pos:pos + 8]
+        (length,), (len_crc,) = struct.unpack("<Q", header), struct.unpack("<I", raw[pos + 8:pos + 12])
+        if _masked(crc32c(header)) != len_crc:
+            raise LogError(str(path), None, f"record at byte {pos}: length CRC mismatch (not a TensorBoard event "
+                                            f"file, or corrupt)")
+        end = pos + 12 + length + 4
+        if end > n:
+            warnings.warn(LogWarning(f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
+                                     f"skipped {n - pos} bytes"), stacklevel=3)
+            return
+        data = raw[pos + 12:pos + 12 + length]
+        (data_crc,) = struct.unpack("<I", raw[end - 4:end])
+        if _masked(crc32c(data)) != data_crc:
+            raise LogError(str(path), None, f"record at byte {pos}: data CRC mismatch (corrupt event file)")
+        yield pos, data
+        pos = end
+
+
+# --- protobuf wire format -------------------------------------------------------------------
+class _WireError(ValueError):
+    pass
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise _WireError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise _WireError("varint too long")
+
+
+def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
+    """(field number, wire type, value) of a message: int for varints, bytes otherwise."""
+    pos, n = 0, len(buf)
+    while pos < n:
+        key, pos = _varint(buf, pos)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, pos = _varint(buf, pos)
+        elif wt == 1:
+            v, pos = buf[pos:pos + 8], pos + 8
+        elif wt == 2:
+            ln, pos = _varint(buf, pos)
+            v, pos = buf[pos:pos + ln], pos + ln
+        elif wt == 5:
+            v, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise _WireError(f"unsupported wire type {wt}")
+        if pos > n:
+            raise _WireError("truncated field")
+        yield num, wt, v
+
+
+def _signed64(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+_DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64 = 1, 2, 3, 9
+
+
+def _tensor_scalar(buf: bytes) -> float | None:
+    """The value of a 0-d (or one-element) numeric TensorProto, else None."""
+    dtype, content, vals = 0, None, []
+    dims: list[int] = []
+    for num, wt, v in _fields(buf):
+        if num == 1 and wt == 0:
+            dtype = v
+        elif num == 2 and wt == 2:                      # TensorShapeProto: dim = 2, Dim.size = 1
+            for dn, dwt, dv in _fields(v):
+                if dn == 2 and dwt == 2:
+                    size = next((s for sn, swt, s in _fields(dv) if sn == 1 and swt == 0), 0)
+                    dims.append(_signed64(size))
+        elif num == 4 and wt == 2:
+            content = v
+        elif num == 5:                                  # float_val: packed or not
+            vals += list(struct.unpack(f"<{len(v) // 4}f", v)) if wt == 2 else [struct.unpack("<f", v)[0]]
+        elif num == 6:                                  # double_val
+            vals += list(struct.unpack(f"<{len(v) // 8}d", v)) if wt == 2 else [struct.unpack("<d", v)[0]]
+        elif num in (7, 10):                            # int_val, int64_val
+            if wt == 2:
+                p = 0
+                while p < len(v):
+                    x, p = _varint(v, p)
+                    vals.append(_signed64(x))
+            else:
+                vals.append(_signed64(v))
+    if any(d != 1 for d in dims):
+        return None
+    if content is not None:
+        fmt = {_DT_FLOAT: "<f", _DT_DOUBLE: "<d", _DT_INT32: "<i", _DT_INT64: "<q"}.get(dtype)
+        if fmt is None or len(content) != struct.calcsize(fmt):
+            return None
+        v = float(struct.unpack(fmt, content)[0])
+        return _f32(v) if dtype == _DT_FLOAT else v
+    if len(vals) != 1:
+        return None
+    return _f32(vals[0]) if dtype == _DT_FLOAT else float(vals[0])
+
+
+def _f32(v: float) -> float:
+    """A float32 value as the decimal it was most likely logged as (7 significant digits: 0.85,
+    not 0.8500000238418579)."""
+    return float(f"{v:.7g}")
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """One logged scalar: the global step, the Unix wall time it was written, its value."""
+
+    step: int
+    wall_time: float
+    value: float
+
+
+def _event_scalars(data: bytes) -> tuple[float | None, list[tuple[str, int, float]]]:
+    wall, step, summary = None, 0, None
+    for num, wt, v in _fields(data):
+        if num == 1 and wt == 1:
+            wall = struct.unpack("<d", v)[0]
+        elif num == 2 and wt == 0:
+            step = _signed64(v)
+        elif num == 5 and wt == 2:
+            summary = v
+    out = []
+    if summary is not None:
+        for num, wt, v in _fields(summary):
+            if num != 1 or wt != 2:
+                continue
+            tag, value = None, None
+            for vn, vwt, vv in _fields(v):
+                if vn == 1 and vwt == 2:
+                    tag = vv.decode("utf-8", "replace")
+                elif vn == 2 and vwt == 5:
+                    value = _f32(struct.unpack("<f", vv)[0])
+                elif vn == 8 and vwt == 2:
+                    value = _tensor_scalar(vv)
+            if tag is not None and value is not None:
+                out.append((tag, step, value))
+    return wall, out
+
+
+def event_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The event files named by ``paths``: files as given; directories searched (recursively)
+    for files whose name contains ``tfevents``."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and "tfevents" in f.name)
+            if not found:
+                raise LogError(str(p), None, "holds no TensorBoard event file (*tfevents*)")
+            files += found
+        elif p.exists():
+            files.append(p)
+        else:
+            raise LogError(str(p), None, "no such file or directory")
+    return files
+
+
+def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], float | None]:
+    """Every scalar in the event files, by tag, in file order; and the earliest wall time seen."""
+    by_tag: dict[str, list[Scalar]] = {}
+    first_wall: float | None = None
+    for f in event_files(paths):
+        for pos, data in _records(f):
+            try:
+                wall, scalars = _event_scalars(data)
+            except (_WireError, struct.error) as e:
+                raise LogError(str(f), None, f"record at byte {pos}: not a TensorBoard Event ({e})") from None
+            if wall is None:
+                continue
+            first_wall = wall if first_wall is None else min(first_wall, wall)
+            for tag, step, value in scalars:
+                by_tag.setdefault(tag, []).append(Scalar(step, wall, value))
+    return by_tag, first_wall
+
+
+def parse_roles(text: str) -> dict[str, int]:
+    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order)."""
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, n = part.partition("=")
+        name, n = name.strip(), n.strip()
+        if not sep or not name or not n.isdigit() or int(n) < 1:
+            raise ValueError(f"--roles {text!r}: expected role=workers pairs in pipeline order, producer first, "
+                             f"e.g. target=7,drafter=1; {part!r} is not one")
+        if name in out:
+            raise ValueError(f"--roles {text!r}: role {name!r} appears twice")
+        out[name] = int(n)
+    if len(out) < 2:
+        raise ValueError(f"--roles {text!r}: name at least a producer and a consumer role, e.g. target=7,drafter=1")
+    return out
+
+
+def parse_queue(text: str, roles: Sequence[str]) -> Queue:
+    """``"hs:drafter:20"`` (name:feeds:cap) -> a Queue."""
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[2].strip().isdigit():
+        raise ValueError(f"--queue {text!r}: expected NAME:ROLE:CAP, e.g. hs:drafter:20")
+    name, feeds, cap = parts[0].strip(), parts[1].strip(), int(parts[2])
+    if feeds not in roles:
+        raise ValueError(f"--queue {text!r}: {feeds!r} is not a role of --roles ({', '.join(roles)})")
+    return Queue(name=name, feeds=feeds, cap=cap)
+
+
+def parse_map(items: Sequence[str], roles: Sequence[str], queues: Sequence[str] = ()) -> dict[str, str]:
+    """``["drafter.bps=train/drafter_bps", ...]`` -> {rates key: tag}; errors say what is wrong."""
+    out: dict[str, str] = {}
+    allowed = [f"{r}.{k}" for r in roles for k in ("bps", "cap_bps")] + ["tok_s", "eta_s", "done"]
+    allowed += [f"q.{q}" for q in queues]
+    for item in items:
+        key, sep, tag = item.partition("=")
+        key, tag = key.strip(), tag.strip()
+        if not sep or not key or not tag:
+            raise ValueError(f"--map {item!r}: expected KEY=TAG, e.g. drafter.bps=train/drafter_bps")
+        if key not in allowed:
+            raise ValueError(f"--map {item!r}: unknown key {key!r}; one of {', '.join(allowed)}")
+        if key in out:
+            raise ValueError(f"--map {item!r}: {key!r} is mapped twice")
+        out[key] = tag
+    if not any(k.endswith(".bps") for k in out):
+        raise ValueError("--map: map at least one <role>.bps (completions per second of a role's pool), "
+                         f"e.g. {roles[-1]}.bps=TAG")
+    return out
+
+
+def _latest_at(series: list[Scalar], step: int) -> Scalar | None:
+    best = None
+    for s in series:                     # series is short (one value per logging interval)
+        if s.step <= step and (best is None or (s.step, s.wall_time) >= (best.step, best.wall_time)):
+            best = s
+    return best
+
+
+def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: Mapping[str, str],
+               header: Run, *, source: str = "TensorBoard") -> list[Rates]:
+    """The rates snapshots of the mapped tags (see the module docstring for the rules)."""
+    missing = [t for t in mapping.values() if t not in scalars]
+    if missing:
+        have = sorted(scalars)
+        shown = ", ".join(have[:12]) + (f" and {len(have) - 12} more" if len(have) > 12 else "")
+        raise LogError(source, None, f"has no scalar tag {missing[0]!r} (it has: {shown or 'no scalars'})")
+    bps_keys = [k for k in mapping if k.endswith(".bps")]
+    steps = sorted({s.step for k in bps_keys for s in scalars[mapping[k]]})
+    out: list[Rates] = []
+    prev_t = 0.0
+    for step in steps:
+        got: dict[str, Scalar] = {}
+        for key, tag in mapping.items():
+            s = _latest_at(scalars[tag], step)
+            if s is not None:
+                got[key] = s
+        bps_now = {k: s for k, s in got.items() if k in bps_keys and s.step == step}
+        t = round(max(s.wall_time for s in bps_now.values()) - first_wall, 6)
+        if t <= prev_t and out:
+            continue                      # a step logged again earlier in time (a restart): keep the first pass
+        fields = {"t": t, "window": round(t - prev_t, 6) if t > prev_t else None}
+        bps, cap, q = {}, {}, {}
+        for key, s in got.items():
+            v = max(s.value, 0.0) if key != "done" else min(max(s.value, 0.0), 1.0)
+            if key.endswith(".cap_bps"):
+                cap[key[:-len(".cap_bps")]] = v
+            elif key.endswith(".bps"):
+                bps[key[:-len(".bps")]] = v
+            elif key.startswith("q."):
+                q[key[2:]] = v
+            else:
+                fields[key] = v
+        out.append(Rates(bps=bps, cap_bps=cap or None, q=q or None, **fields))
+        prev_t = t
+    if not out:
+        raise LogError(source, None, "the mapped bps tags hold no values")
+    return out
+
+
+def import_tensorboard(paths: Sequence[str | Path], out: str | Path, *, mapping: Sequence[str], roles: Mapping[str, int],
+                       run: str | None = None, gpus: int | None = None, queues: Sequence[Queue] = (),
+                       token_budget: int | None = None, samples: int | None = None,
+                       epochs: float | None = None, hardware: str | None = None,
+                       ended: bool = False) -> tuple[Path, int]:
+    """Write a rate log (header, rates snapshots) from TensorBoard event files; return its path and
+    the number of snapshots. Event files do not say whether the job finished, so the log has no
+    ``end`` line (a live run: a split change weighs the restart cost) unless ``ended`` is true
+    (then ``end`` done: the advice is for the next run)."""
+    scalars, first_wall = read_scalars(paths)
+    source = ", ".join(map(str, paths))
+    if first_wall is None:
+        raise LogError(source, None, "holds no events")
+    m = parse_map(mapping, list(roles), [q.name for q in queues])
+    header = Run(run=run or Path(paths[0]).name, roles=roles, gpus=gpus, queues=queues, token_budget=token_budget,
+                 samples=samples, epochs=epochs, hardware=hardware, t0_unix=first_wall,
+                 extra={"source": f"TensorBoard: {source}", "tb_map": dict(m)})
+    snaps = to_records(scalars, first_wall, m, header, source=source)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as fh:
+        fh.write(header.to_json_line())
+        for r in snaps:
+            fh.write(r.to_json_line())
+        if ended:
+            fh.write(End(t=snaps[-1].t, reason="done").to_json_line())
+    return out, len(snaps)
