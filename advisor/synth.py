@@ -20,8 +20,9 @@ The generator (one `Scenario`, deterministic per seed):
   sync_s * 2 (M - 1) / M (sync_s is its value at M = 2, where 2 (M - 1) / M = 1), or is flat,
   T_ar(M) = sync_s, with sync_scaling = "flat" (e.g. a switch-offloaded all-reduce).
 
-The log (schema v1, docs/log-schema.md, each line built by `advisor.records`): `run` header; one `step` per batch per worker with t = when
-the worker was free again (departure: after any blocked time), busy = service, wait =
+The log (schema v1, docs/log-schema.md; every line built by `advisor.records`): `run` header;
+one `step` per batch per worker with t = when the worker was free again (departure: after
+any blocked time), busy = service, wait =
 starved time before it (since the worker was last free, or since the end of the sync that
 followed its previous step), blocked = held output after it; drafters' steps that end at a
 barrier also carry `barrier` (seconds waiting for the other ranks, an extra field readers

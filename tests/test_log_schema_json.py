@@ -59,6 +59,16 @@ def test_the_schema_knows_the_same_events_as_the_code():
     assert SCHEMA["$defs"]["end"]["properties"]["reason"]["enum"][:-1] == [r.value for r in records.EndReason]
 
 
+def test_the_prose_contract_names_every_field_of_the_json_schema():
+    doc = (ROOT / "docs" / "log-schema.md").read_text()
+    for name in ("run", "step", "sync", "rates", "end"):
+        assert f"### `{name}`" in doc, name
+        for prop in SCHEMA["$defs"][name]["properties"]:
+            assert f"`{prop}`" in doc, f"{name}.{prop} is not described in docs/log-schema.md"
+    for prop in SCHEMA["$defs"]["queue"]["properties"]:
+        assert f'"{prop}"' in doc or f"`{prop}`" in doc, prop
+
+
 FIXTURES = sorted((ROOT / "fixtures").glob("*.jsonl"))
 
 
