@@ -332,7 +332,8 @@ class RateLog:
         if record is None and not fields:
             if self.meter is None:
                 raise ValueError("no rates given and no meter to compute them")
-            q = dict(self.queue_depths()) if self.queue_depths is not None else None
+            depths = self.queue_depths() if self.queue_depths is not None else None
+            q = dict(depths) if depths else None     # the callback may return None: depths unknown
             record = self.meter.snapshot(self.now(), q=q)
         elif record is None:
             fields.setdefault("t", _r(self.now()))

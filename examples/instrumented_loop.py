@@ -12,8 +12,9 @@ Where the calls go (see docs/instrumenting.md):
 - the launcher builds the run header once, stamps its start time (``t0_unix``) when every worker
   is ready, and hands it to the workers;
 - each worker opens its own file ``OUT/<role>-<worker>.jsonl`` and times each step with
-  ``with log.step(...) as s:``: the consumer's ``q.get()`` inside ``s.waiting()`` (starved), the
-  producer's ``q.put()`` inside ``s.blocking()`` (held by a full queue), the rest is busy;
+  ``with log.step(...) as s:``: the consumer's ``q.get()`` from an empty queue inside
+  ``s.waiting()`` (starved; taking a batch that was already there is busy), the producer's
+  ``q.put()`` inside ``s.blocking()`` (held by a full queue), the rest is busy;
 - workers add each step to shared counters; the launcher's own log (``OUT/coordinator.jsonl``)
   turns them into pool-wide ``rates`` snapshots, with the queue depth;
 - every file ends with an ``end`` line: done, error (with the exception) or interrupted (SIGTERM).
@@ -88,6 +89,14 @@ def token_batch(gen: torch.Generator, budget: int, vocab: int) -> tuple[torch.Te
     return torch.randint(0, vocab, (sum(lens),), generator=gen), len(lens)
 
 
+def _waiting_items(q) -> int:
+    """Items in a multiprocessing queue (approximate), or 0 where the platform cannot tell (macOS)."""
+    try:
+        return q.qsize()
+    except NotImplementedError:
+        return 0
+
+
 def _count(counters, busy_s: float, tokens: int) -> None:
     batches, busy, toks = counters
     with batches.get_lock():
@@ -142,12 +151,17 @@ def consumer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
     with RateLog.open(args.out, header, role=CONSUMER, worker=worker, handle_sigterm=True) as log:
         while not stop.is_set():
             with log.step() as s:
-                with s.waiting():                 # an empty q_hs starves the consumer here
-                    try:
-                        hidden, ids = hs_q.get(timeout=0.1)
-                    except queue.Empty:
-                        s.cancel()
-                        continue
+                try:
+                    if _waiting_items(hs_q) > 0:
+                        # a batch is there: receiving it (unpickling, mapping its shared memory) is
+                        # this worker's own work, so it counts as busy, not as starved
+                        hidden, ids = hs_q.get(timeout=1.0)
+                    else:
+                        with s.waiting():         # an empty q_hs starves the consumer here
+                            hidden, ids = hs_q.get(timeout=0.1)
+                except queue.Empty:
+                    s.cancel()
+                    continue
                 s.tokens = len(ids)
                 logits = model(hidden[:-1])
                 loss = nn.functional.cross_entropy(logits, ids[1:])
@@ -213,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     def depths():
         try:
             return {"hs": hs_q.qsize()}
-        except NotImplementedError:   # macOS has no qsize on multiprocessing queues
-            return {}
+        except NotImplementedError:   # macOS has no qsize on multiprocessing queues: leave q out
+            return None
 
     meter = RateMeter(header)
     status = 0
