@@ -51,7 +51,11 @@ queue depths. Write it from one process that sees the counts of every worker (a 
 the only process), with a :class:`RateMeter`: fed by the steps this log writes, or by totals
 from shared counters (:meth:`RateMeter.set_totals`); ``rates_every_s`` makes :meth:`tick` (called by
 every step, or by the coordinator's loop) write one every so often, with queue depths from the
-``queue_depths`` callback. Per-worker processes usually log steps only.
+``queue_depths`` callback (returning None leaves ``q`` out). Per-worker processes usually log
+steps only.
+
+Files are created exclusively: opening a file that exists fails (two processes given the same
+role and worker, or a directory left from an earlier run) unless ``overwrite=True``.
 """
 from __future__ import annotations
 
@@ -227,8 +231,9 @@ class RateLog:
 
     def __init__(self, path: str | os.PathLike, header: Run, *, role: str | None = None, worker: int = 0,
                  meter: RateMeter | None = None, rates_every_s: float | None = None,
-                 queue_depths: Callable[[], Mapping[str, Any]] | None = None, handle_sigterm: bool = False,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
+                 queue_depths: Callable[[], Mapping[str, Any] | None] | None = None, handle_sigterm: bool = False,
+                 overwrite: bool = False, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time):
         if not isinstance(header, Run):
             raise TypeError(f"header must be an advisor.records.Run, got {type(header).__name__}")
         if role is not None and role not in header.roles:
@@ -252,7 +257,15 @@ class RateLog:
         self._next_rates = rates_every_s
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        # exclusive by default: two processes given the same role and worker, or a file left by an
+        # earlier run, must fail loudly rather than mix two streams of events into one file
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if overwrite else os.O_EXCL)
+        try:
+            self._fd: int | None = os.open(self.path, flags, 0o644)
+        except FileExistsError:
+            raise FileExistsError(f"{self.path} exists: another process is writing it (the same role and worker?) "
+                                  f"or it is left from an earlier run; use a fresh run directory, or "
+                                  f"overwrite=True") from None
         self._lock = threading.RLock()   # re-entrant: a signal handler may log while the main thread is writing
         self._ended = False
         self._prev_handlers: dict[int, Any] = {}
@@ -278,9 +291,13 @@ class RateLog:
 
     # --- writing -----------------------------------------------------------------------------
     def write(self, record: Record) -> None:
-        """Append one record as one whole line (one ``write()`` call)."""
+        """Append one record as one whole line (one ``write()`` call). After :meth:`end`, events are
+        dropped: a graceful shutdown after SIGTERM may still finish a step, which must not follow
+        the ``end`` line."""
         data = record.to_json_line().encode("utf-8")
         with self._lock:
+            if self._ended and not isinstance(record, End):
+                return
             if self._fd is None:
                 raise ValueError(f"{self.path}: the log is closed")
             view = memoryview(data)

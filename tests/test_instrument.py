@@ -148,6 +148,26 @@ def test_processes_agree_on_time_through_the_header(tmp_path):
     assert len(heads) == 1 and json.loads(heads.pop())["t0_unix"] == 1_000_000.0
 
 
+def test_a_second_writer_of_one_file_fails_loudly(tmp_path):
+    first = _log(tmp_path, FakeClock(), role="target", worker=1)
+    with pytest.raises(FileExistsError, match="the same role and worker"):
+        _log(tmp_path, FakeClock(), role="target", worker=1)
+    first.close()
+    again = _log(tmp_path, FakeClock(), role="target", worker=1, overwrite=True)
+    again.close()
+    assert [x["ev"] for x in _lines(tmp_path / "target-1.jsonl")] == ["run", "end"]
+
+
+def test_events_after_end_are_dropped(tmp_path):
+    clock = FakeClock()
+    log = _log(tmp_path, clock)
+    log.end("interrupted", "signal SIGTERM")
+    clock.advance(1.0)
+    log.step_done(busy_s=0.5, tokens=10)      # a graceful shutdown finishing its step
+    log.close()
+    assert [x["ev"] for x in _lines(tmp_path / "drafter-0.jsonl")] == ["run", "end"]
+
+
 def test_unstamped_header_is_stamped_at_open(tmp_path):
     log = RateLog(tmp_path / "one.jsonl", HEADER, role="drafter", wall=lambda: 123.5)
     log.close()
