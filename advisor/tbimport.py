@@ -328,8 +328,8 @@ def _latest_at(series: list[Scalar], step: int) -> Scalar | None:
     return best
 
 
-def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: Mapping[str, str],
-               header: Run, *, source: str = "TensorBoard") -> list[Rates]:
+def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: Mapping[str, str], *,
+               source: str = "TensorBoard") -> list[Rates]:
     """The rates snapshots of the mapped tags (see the module docstring for the rules)."""
     missing = [t for t in mapping.values() if t not in scalars]
     if missing:
@@ -386,7 +386,7 @@ def import_tensorboard(paths: Sequence[str | Path], out: str | Path, *, mapping:
     header = Run(run=run or Path(paths[0]).name, roles=roles, gpus=gpus, queues=queues, token_budget=token_budget,
                  samples=samples, epochs=epochs, hardware=hardware, t0_unix=first_wall,
                  extra={"source": f"TensorBoard: {source}", "tb_map": dict(m)})
-    snaps = to_records(scalars, first_wall, m, header, source=source)
+    snaps = to_records(scalars, first_wall, m, source=source)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:
