@@ -289,6 +289,7 @@ def test_importing_the_api_loads_no_heavy_module():
 @pytest.mark.slow
 def test_example_pipeline_runs_and_is_advised(tmp_path):
     """examples/instrumented_loop.py: real torch processes on CPU, a few seconds, then the CLI."""
+    pytest.importorskip("torch")
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t = time.monotonic()
