@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from advisor.instrument import RateLog, RateMeter, rank_file_name
 from advisor.load import load_log, load_logs
@@ -133,6 +135,27 @@ def test_meter_from_cumulative_counters():
     assert b.window == 5.0 and b.bps == {"target": 2.0, "drafter": 0.0} and b.cap_bps == {"target": 2.5}
     with pytest.raises(ValueError, match="not after"):
         m.snapshot(10.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["target", "drafter"]), st.floats(0.01, 5.0), st.integers(0, 5000),
+                          st.booleans()), min_size=1, max_size=60))
+def test_meter_windows_add_up_to_the_totals(events):
+    """Whatever the snapshot times, bps x window summed over the snapshots is every completion,
+    and tok_s x window every consumer token."""
+    m = RateMeter(HEADER)
+    t, snaps = 0.0, []
+    for role, busy, tokens, snap in events:
+        m.add(role, busy_s=busy, tokens=tokens)
+        t += 0.5
+        if snap:
+            snaps.append(m.snapshot(t))
+    snaps.append(m.snapshot(t + 1.0))
+    for role in ("target", "drafter"):
+        n = sum(1 for e in events if e[0] == role)
+        assert sum(r.bps[role] * r.window for r in snaps) == pytest.approx(n, abs=1e-4 * len(snaps))
+    tokens = sum(e[2] for e in events if e[0] == "drafter")
+    assert sum(r.tok_s * r.window for r in snaps) == pytest.approx(tokens, abs=1e-2 * len(snaps))
 
 
 def test_processes_agree_on_time_through_the_header(tmp_path):
