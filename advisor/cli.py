@@ -297,7 +297,8 @@ def import_tb_cmd(
                                                            "e.g. target=7,drafter=1.", show_default=False)],
         queue: Annotated[Optional[list[str]], typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 "
                                                                            "(repeatable).")] = None,
-        gpus: Gpus = None,
+        gpus: Annotated[Optional[int], typer.Option("--gpus", min=2, help="GPUs of the job (default: the sum "
+                                                                          "of --roles).")] = None,
         token_budget: Annotated[Optional[int], typer.Option("--token-budget", min=1,
                                                             help="Tokens per batch at most.")] = None,
         samples: Annotated[Optional[int], typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
