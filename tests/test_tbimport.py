@@ -79,11 +79,12 @@ def test_imported_log_advises_like_the_rates_log_it_came_from(tmp_path):
     assert [s["bps"] for s in got["splits"]] == pytest.approx([s["bps"] for s in want["splits"]], rel=1e-3)
 
 
-def test_ended_flag_writes_end(tmp_path):
+def test_ended_flag_writes_end_and_the_advice_is_for_the_next_run(tmp_path):
     r, out = _import(tmp_path, extra=["--ended"])
     assert r.exit_code == 0, r.output
     end = load_log(out).end
     assert end["reason"] == "done" and end["t"] == pytest.approx(5400.0, abs=0.5)
+    assert advise(out).to_json()["recommendation"]["verdict"] == "next-run"
 
 
 def _one_line_error(r, *words):
