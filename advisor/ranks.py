@@ -48,13 +48,20 @@ def expand(arg: str | Path) -> tuple[list[Path], bool]:
     A plain file (existing or not: the loader reports a missing one) is ``([file], False)``.
     """
     p = Path(arg)
-    if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(LOG_SUFFIXES))
+    try:
+        is_dir, exists = p.is_dir(), p.exists()
+    except OSError:          # e.g. a name too long for the filesystem: the loader reports it
+        return [p], False
+    if is_dir:
+        try:
+            files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(LOG_SUFFIXES))
+        except OSError as e:
+            raise LogError(str(p), None, f"is a directory that cannot be listed ({e.strerror or e})") from None
         if not files:
             raise LogError(str(p), None, "is a directory with no .jsonl or .jsonl.gz log in it")
         return files, True
     s = str(arg)
-    if not p.exists() and any(c in s for c in GLOB_CHARS):
+    if not exists and any(c in s for c in GLOB_CHARS):
         files = sorted(Path(f) for f in glob.glob(s) if Path(f).is_file())
         if not files:
             raise LogError(s, None, "matches no file")

@@ -3,6 +3,7 @@ reads, and advises, exactly like the single file."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -163,9 +164,24 @@ def test_directory_argument_from_the_installed_command(single, tmp_path):
     split_by_rank(single, tmp_path / "run")
     env = {"PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", str(tmp_path / "run"), "--json"],
-                       capture_output=True, text=True, env={**__import__("os").environ, **env}, timeout=120)
+                       capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["observed"]["roles"] == {"target": 2, "drafter": 2}
+
+
+def test_unlistable_directory_and_overlong_name_are_unusable_not_crashes(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        if os.access(locked, os.R_OK):
+            pytest.skip("running as a user that reads any directory")
+        r = _cli([str(locked)])
+        assert r.exit_code == 2 and "cannot be listed" in r.stderr
+    finally:
+        locked.chmod(0o755)
+    r = _cli([str(tmp_path / ("a" * 300 + ".jsonl"))])
+    assert r.exit_code == 2 and "internal error" not in r.stderr
 
 
 def test_missing_file_still_names_it(tmp_path):
