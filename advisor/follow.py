@@ -160,6 +160,19 @@ def _err(msg: str) -> None:
     sys.stderr.flush()
 
 
+def _files(args: Sequence[Path]) -> list[Path]:
+    """The log files the arguments name now (directories and globs expanded; [] while none exist)."""
+    from .ranks import expand
+    from .schema import LogError
+    out: list[Path] = []
+    for a in args:
+        try:
+            out += expand(a)[0]
+        except LogError:
+            return []
+    return out
+
+
 def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: float = 5.0,
                 max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
     """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
@@ -170,11 +183,11 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
     if not interval_s > 0:
         raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
-    paths = [Path(p) for p in paths]
-    if not paths:
+    args = [Path(p) for p in paths]
+    if not args:
         _err("no log file given")
         return EXIT_UNUSABLE
-    for p in paths:
+    for p in args:
         try:
             p.stat()
         except FileNotFoundError:
@@ -188,8 +201,11 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
     missing_since: float | None = None
     try:
         while True:
-            sig = _signature(paths)
+            # a run directory (or glob) may gain per-rank files while it is followed: expand anew
+            paths = _files(args)
+            sig = _signature(paths) if paths else None
             if sig is None:
+                paths = paths or args
                 now = time.monotonic()
                 missing_since = now if missing_since is None else missing_since
                 gone = [str(p) for p in paths if not p.exists()]
@@ -210,7 +226,7 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
                 # counted before advising so that the count never runs ahead of what was read
                 n_lines = sum(_count_lines(p) for p in paths)
                 try:
-                    adv = advise(paths, **advise_kwargs)
+                    adv = advise(args, **advise_kwargs)
                 except LogError as e:
                     if e.line is not None or isinstance(e, LogRefused):   # waiting will not cure it
                         _err(str(e))
