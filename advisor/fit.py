@@ -53,6 +53,28 @@ DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical (MODEL
 INPUT_STARVED_SHARE = 0.05
 PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
 SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as the same budget
+Z_95 = 1.96
+# Contention prior (one split seen): a worker's step time may change by this much (one standard
+# error, relative, per producer added at a fixed G) because workers share a host resource (memory
+# bandwidth, PCIe, host CPU, the loader). The real CPU sweeps in fixtures/sweep/ measured up to
+# +3.6% per target for targets (32 cores, G = 8), not linearly; dedicated GPUs usually show less.
+# Beyond the logged splits the step time is held at the nearest logged split's and this much per
+# worker of distance is carried instead of extrapolating a fitted slope (adjacent splits gave
+# slopes of up to 14% per worker that did not continue).
+CONTENTION_PRIOR_SE = 0.03
+# Token budget with one budget seen and a step-time line the log cannot pin down: busy ~ tokens^p,
+# p between 0.5 (utilisation still rising with the batch) and 1 (saturated, compute-bound); the
+# middle is taken and the range is carried as a 95% interval.
+TOKEN_EXPONENT_PRIOR = 0.75
+TOKEN_EXPONENT_PRIOR_HALF95 = 0.25
+# With two or more budgets the power law is fitted; its curvature is unknown: this much of the
+# exponent (95% half-width) is carried per e-fold of extrapolation from the nearest logged budget.
+TOKEN_EXPONENT_CURVATURE_HALF95 = 0.25
+# A run's level shifts from run to run in ways one log cannot show (repeats of one split on the same
+# host differed by 0.1-2.5% at 32 cores, up to 10% at 16 cores): relative standard error per role.
+RUN_SE = 0.015
+LINE_MIN_SPREAD = 1.5           # q98/q02 of batch tokens needed to trust the in-log step-time line
+LINE_MIN_R2 = 0.3
 
 
 @dataclass(frozen=True)
@@ -74,6 +96,12 @@ class RoleFit:
     blocked_share: float
     measured: bool = True          # False: rates-only estimate
     lower_bound: bool = False      # True: mu is only known to be at least this
+    drift: float = 0.0             # |m1 - m2| / (m1 + m2) of the mean busy time in the two halves of the window
+    tokens_ref: float = 0.0        # mean tokens per batch that busy_mean_s refers to
+    token_model: str = "line"      # "line": t0 + c*tokens; "power": busy_mean * (tokens/tokens_ref)^p
+    token_exponent: float = 1.0    # p of the power law
+    token_exponent_half95: float = 0.0   # 95% half-width of p (at one e-fold of extrapolation)
+    token_range: tuple[float, float] = (0.0, 0.0)   # mean tokens of the logged budgets (lowest, highest)
 
     @property
     def busy_scv(self) -> float:
@@ -81,7 +109,71 @@ class RoleFit:
 
     def busy_at(self, tokens: float) -> float:
         """Mean busy seconds of a batch of ``tokens`` tokens."""
+        if self.token_model == "power" and self.tokens_ref > 0 and tokens > 0:
+            return max(self.busy_mean_s * (tokens / self.tokens_ref) ** self.token_exponent, 1e-9)
         return max(self.t0_s + self.c_s_per_tok * tokens, 1e-9)
+
+    def busy_at_rel_half95(self, tokens: float) -> float:
+        """95% half-width of log(busy_at(tokens)) from the token model alone (0 inside the logged
+        budgets or when the line is trusted)."""
+        if self.token_model != "power" or self.tokens_ref <= 0 or tokens <= 0:
+            return 0.0
+        lo, hi = self.token_range
+        if lo <= tokens <= hi and hi > lo:
+            # between two logged budgets: the curvature between them, over the distance to the nearer one
+            dist = min(math.log(tokens / lo), math.log(hi / tokens))
+        else:
+            near = lo if tokens < lo else hi if hi > 0 else self.tokens_ref
+            dist = abs(math.log(tokens / near))
+        return self.token_exponent_half95 * dist
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContentionFit:
+    """How a worker's step time depends on the split (shared host resources).
+
+    ``busy_r(N) = busy_r(N_ref) * exp(k_r * (N - N_ref))`` for N producers at the fitted G
+    (one producer more = one consumer fewer). ``k_r`` is fitted by weighted least squares of
+    each log's log mean busy time on N when logs at two or more splits of one G are given; its
+    standard error combines each log's sampling error and drift. With one split, ``k_r = 0`` and
+    ``CONTENTION_PRIOR_SE`` stands for it: the interval widens with the distance to the split.
+    Beyond the logged splits the step time is held at the nearest one's, with the prior carried.
+    """
+
+    ref_producers: int
+    gpus: int
+    producer_k: float
+    consumer_k: float
+    producer_se: float
+    consumer_se: float
+    measured: bool
+    lo_producers: int = 0          # the logged producer counts span lo..hi
+    hi_producers: int = 0
+    prior_se: float = CONTENTION_PRIOR_SE
+
+    def _clip(self, n: int) -> int:
+        return min(max(n, self.lo_producers), self.hi_producers)
+
+    def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """Busy-time multipliers (producer, consumer) at ``n_producer`` producers: the fitted line
+        between the logged splits, held at the nearest one beyond them."""
+        if gpus != self.gpus:
+            return 1.0, 1.0
+        d = self._clip(n_producer) - self.ref_producers
+        return math.exp(self.producer_k * d), math.exp(self.consumer_k * d)
+
+    def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """Standard errors of log busy (producer, consumer) at ``n_producer`` producers."""
+        if gpus != self.gpus:
+            return 0.0, 0.0
+        c = self._clip(n_producer)
+        inside, beyond = abs(c - self.ref_producers), abs(n_producer - c)
+        return (self.producer_se * inside + self.prior_se * beyond,
+                self.consumer_se * inside + self.prior_se * beyond)
+
+
+NO_CONTENTION = ContentionFit(ref_producers=0, gpus=0, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
+                              consumer_se=0.0, measured=False)
 
 
 @dataclass(frozen=True)
@@ -143,6 +235,7 @@ class PipelineFit:
     hs_bytes_per_token: float | None
     total_batches: float | None  # the whole job, when samples x epochs are known
     tokens_range: tuple[float, float] = (0.0, 0.0)   # batch sizes the step-time line was fitted on
+    contention: ContentionFit = NO_CONTENTION
 
     @property
     def roles(self) -> tuple[str, str]:
@@ -238,6 +331,96 @@ def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int
         mu_low_bps=1.0 / max(hi_busy, 1e-12), mu_high_bps=1.0 / max(lo_busy, 1e-12),
         busy_share=float(busy.sum() / denom), starved_share=float(steps["wait"].sum() / denom),
         blocked_share=float(steps["blocked"].sum() / denom))
+
+
+def _drift(steps: pd.DataFrame) -> float:
+    """Relative half-difference of the mean busy time between the two halves (by time) of a window."""
+    if len(steps) < 20:
+        return 0.0
+    t = steps["t"].to_numpy()
+    busy = steps["busy"].to_numpy()
+    mid = 0.5 * (t.min() + t.max())
+    a, b = busy[t < mid], busy[t >= mid]
+    if len(a) < 5 or len(b) < 5:
+        return 0.0
+    return float(abs(a.mean() - b.mean()) / (a.mean() + b.mean()))
+
+
+def _log_mean_se(steps: pd.DataFrame) -> float:
+    """Standard error of log(mean busy) of one log: batch means (sampling) and drift together."""
+    busy = steps["busy"].to_numpy()
+    m = float(busy.mean())
+    lo, hi = _batch_means_interval(busy)
+    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + _drift(steps) ** 2 + RUN_SE ** 2)
+
+
+def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, producer: str, consumer: str,
+                    first: int) -> ContentionFit:
+    """Per-role slope of log mean busy time on the producer count, over logs of one G (see ContentionFit)."""
+    g = sum(logs[first].header.roles.values())
+    n_ref = logs[first].header.roles[producer]
+    idx = [i for i in same if sum(logs[i].header.roles.values()) == g]
+    ns = np.array([logs[i].header.roles[producer] for i in idx], float)
+    if len(set(ns.tolist())) < 2:
+        return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0,
+                             producer_se=0.0, consumer_se=0.0, measured=False, lo_producers=n_ref,
+                             hi_producers=n_ref)
+    out = {}
+    for r in (producer, consumer):
+        y = np.array([math.log(per_log[i][r]["busy"].mean()) for i in idx])
+        se = np.array([max(_log_mean_se(per_log[i][r]), 1e-4) for i in idx])
+        w = 1.0 / se ** 2
+        xm = float((w * ns).sum() / w.sum())
+        sxx = float((w * (ns - xm) ** 2).sum())
+        k = float((w * (ns - xm) * (y - (w * y).sum() / w.sum())).sum() / sxx)
+        k_se = math.sqrt(1.0 / sxx)
+        if len(idx) > 2:
+            resid = y - (w * y).sum() / w.sum() - k * (ns - xm)
+            chi2 = float((w * resid ** 2).sum()) / (len(idx) - 2)
+            k_se *= math.sqrt(max(chi2, 1.0))   # scatter beyond the logs' own errors widens it
+        out[r] = (k, k_se)
+    return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=out[producer][0], consumer_k=out[consumer][0],
+                         producer_se=out[producer][1], consumer_se=out[consumer][1], measured=True,
+                         lo_producers=int(ns.min()), hi_producers=int(ns.max()))
+
+
+def _contention_ref_busy(per_log, same, logs, producer: str, role: str, cont: ContentionFit) -> float:
+    """Mean busy time of ``role`` at the reference split, from the fitted line (weighted by steps)."""
+    vals, wts = [], []
+    for i in same:
+        if sum(logs[i].header.roles.values()) != cont.gpus:
+            continue
+        st = per_log[i][role]
+        k = cont.producer_k if role == producer else cont.consumer_k
+        d = logs[i].header.roles[producer] - cont.ref_producers
+        vals.append(math.log(st["busy"].mean()) - k * d)
+        wts.append(len(st))
+    return float(math.exp(np.average(vals, weights=wts)))
+
+
+def _token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_steps, consumer: str) -> RoleFit:
+    """Choose how step time follows the batch's tokens (see RoleFit.busy_at)."""
+    groups: list[list[int]] = []
+    for i in sorted(with_steps, key=lambda j: per_log_tokens[j]):
+        if groups and per_log_tokens[i] / per_log_tokens[groups[-1][0]] - 1.0 <= SAME_BUDGET_TOL:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    if len(groups) >= 2:
+        # power law through the budgets' mean (tokens, busy): log busy = a + p log tokens
+        x = np.array([math.log(np.mean([per_log_tokens[i] for i in gr])) for gr in groups])
+        y = np.array([math.log(np.mean(np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])))
+                      for gr in groups])
+        p = float(np.polyfit(x, y, 1)[0])
+        return replace(rf, token_model="power", tokens_ref=tokens_mean, token_exponent=max(p, 0.0),
+                       token_exponent_half95=TOKEN_EXPONENT_CURVATURE_HALF95,
+                       token_range=(float(math.exp(x.min())), float(math.exp(x.max()))))
+    tok = np.concatenate([per_log[i][consumer]["tokens"].to_numpy(float) for i in with_steps])
+    spread = float(np.quantile(tok, 0.98) / max(np.quantile(tok, 0.02), 1e-9)) if len(tok) else 1.0
+    if spread >= LINE_MIN_SPREAD and rf.r2 >= LINE_MIN_R2 and rf.c_s_per_tok > 0:
+        return replace(rf, token_model="line", tokens_ref=tokens_mean, token_range=(tokens_mean, tokens_mean))
+    return replace(rf, token_model="power", tokens_ref=tokens_mean, token_exponent=TOKEN_EXPONENT_PRIOR,
+                   token_exponent_half95=TOKEN_EXPONENT_PRIOR_HALF95, token_range=(tokens_mean, tokens_mean))
 
 
 def _steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
@@ -403,6 +586,20 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1, line_frames[consumer])
         cons = frames[consumer]
         tokens_mean = float(cons["tokens"].mean())
+        per_log = {i: {r: steady[i][steady[i]["role"] == r] for r in (producer, consumer)} for i in with_steps}
+        contention = _fit_contention(logs, same, per_log, producer, consumer, first)
+        fits = {}
+        for rf in (pfit, cfit):
+            rf = replace(rf, drift=max(_drift(per_log[i][rf.role]) for i in same))
+            if contention.measured:
+                # the line through the logs' means at the observed split replaces the pooled mean
+                ref = _contention_ref_busy(per_log, same, logs, producer, rf.role, contention)
+                f = ref / rf.busy_mean_s
+                rf = replace(rf, busy_mean_s=ref, busy_std_s=rf.busy_std_s * f, t0_s=rf.t0_s * f,
+                             c_s_per_tok=rf.c_s_per_tok * f, mu_bps=rf.mu_bps / f, mu_low_bps=rf.mu_low_bps / f,
+                             mu_high_bps=rf.mu_high_bps / f)
+            fits[rf.role] = _token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
+        pfit, cfit = fits[producer], fits[consumer]
         tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
         seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
         all_tok = line_frames[consumer]["tokens"].to_numpy(float)
@@ -410,6 +607,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         observed = tuple(_observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
     else:
         source = "rates"
+        contention = NO_CONTENTION
         lg, w = logs[0], wins[0]
         r = lg.rates[w.mask(lg.rates["t"])]
         bps = r[f"bps_{consumer}"].mean()
@@ -449,7 +647,8 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
                        hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
                        tokens_mean=tokens_mean, tokens_std=tokens_std, seqs_mean=seqs_mean, source=source,
                        tokens_range=tokens_range,
-                       observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total)
+                       observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
+                       contention=contention)
 
 
 def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = 20,

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fit import PipelineFit, sync_scaling
+from .fit import RUN_SE, Z_95, PipelineFit, sync_scaling
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
+ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
+MODEL_SE = 0.005              # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,9 @@ def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 
 
 @dataclass(frozen=True)
 class SplitResult:
-    """One split's projection. Capacities in batches/s; shares of wall time per worker."""
+    """One split's projection. Capacities in batches/s; shares of wall time per worker.
+
+    ``x_low_bps``/``x_high_bps``: the 95% interval of ``x_bps`` (see `project_split`)."""
 
     n_producer: int
     n_consumer: int
@@ -101,36 +105,79 @@ class SplitResult:
     producer_blocked: float
     consumer_starved: float
     hs_mean_depth: float
+    x_low_bps: float = math.nan
+    x_high_bps: float = math.nan
+    producer_busy_scale: float = 1.0     # step-time multiplier from contention at this split
+    consumer_busy_scale: float = 1.0
+
+
+def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int) -> tuple[float, ChainResult]:
+    """Throughput of the targets -> q_hs -> drafters chain, behind the loader when it binds."""
+    res = chain(n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv)
+    x = res.x_bps
+    if fit.loader.input_bound and fit.loader.capacity_bps:
+        # the block behind the loader serves like one station of rate x with the targets' SCV
+        front = chain(1, 1, fit.loader.capacity_bps, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv,
+                      fit.producer.busy_scv)
+        x = front.x_bps
+    return x, res
+
+
+def _role_log_se(rf, tokens: float | None, cont_se: float) -> float:
+    """Standard error of log(mu) of one role: sampling (batch means), drift between the halves of
+    the window, contention at this split, the token model when projecting another budget, and the
+    run-to-run level shift no single log shows (``RUN_SE``)."""
+    samp = math.log(rf.mu_high_bps / rf.mu_low_bps) / (2 * Z_95) if rf.mu_low_bps > 0 else 0.0
+    tok = rf.busy_at_rel_half95(tokens) / Z_95 if tokens is not None else 0.0
+    return math.sqrt(samp ** 2 + rf.drift ** 2 + cont_se ** 2 + tok ** 2 + RUN_SE ** 2)
 
 
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
                   tokens_per_batch: float | None = None, mu_scale: tuple[float, float] = (1.0, 1.0),
-                  gpus: int | None = None, consumer_scaling: float | None = None) -> SplitResult:
+                  gpus: int | None = None, consumer_scaling: float | None = None,
+                  interval: bool = True) -> SplitResult:
     """Project one split. ``mu_scale`` multiplies the per-worker rates (interval ends, what-ifs);
-    ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis)."""
+    ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis).
+
+    Contention: step times are scaled by ``fit.contention`` for this split (`advisor.fit.ContentionFit`).
+    Interval (``interval=True``): the throughput's elasticities to each role's rate,
+    ``e_r = d ln X / d ln mu_r`` (finite differences), carry each role's log-rate standard error
+    (sampling, drift, contention at this split's distance from the logged ones, token model):
+    ``se(ln X)^2 = e_p^2 se_p^2 + e_c^2 se_c^2 + MODEL_SE^2``, the last for the analytic chain's
+    own error against exact simulation; the interval is ``X exp(+-1.96 se)``.
+    """
     p, c = fit.producer, fit.consumer
     tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
     if tokens_per_batch is None:
         busy_p, busy_c = p.busy_mean_s, c.busy_mean_s
     else:
         busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
+    g = gpus if gpus is not None else n_producer + n_consumer
+    k_p, k_c = fit.contention.scale(n_producer, g)
+    busy_p, busy_c = busy_p * k_p, busy_c * k_c
     mu_p = mu_scale[0] / busy_p
     mu_c_raw = mu_scale[1] / busy_c
     s = consumer_scaling if consumer_scaling is not None else sync_scaling(c, fit.sync, n_consumer, busy_c)
     mu_c = mu_c_raw * s
     b = fit.hs_cap if hs_cap is None else hs_cap
-    res = chain(n_producer, n_consumer, mu_p, mu_c, b, p.busy_scv, c.busy_scv)
-    x = res.x_bps
+    x, res = _pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b)
     cap_p, cap_c = n_producer * mu_p, n_consumer * mu_c
     caps = {p.role: cap_p, c.role: cap_c}
     loader_cap = None
     if fit.loader.input_bound and fit.loader.capacity_bps:
         loader_cap = fit.loader.capacity_bps
         caps["loader"] = loader_cap
-        # the block behind the loader serves like one station of rate x with the targets' SCV
-        front = chain(1, 1, loader_cap, max(x, 1e-12), max(fit.pre_cap * n_producer, 0), fit.loader.scv, p.busy_scv)
-        x = front.x_bps
-    g = gpus if gpus is not None else n_producer + n_consumer
+    lo = hi = math.nan
+    if interval and x > 0:
+        e_p = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p * (1 + ELASTICITY_STEP), mu_c, b)[0] / x) \
+            / math.log1p(ELASTICITY_STEP)
+        e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b)[0] / x) \
+            / math.log1p(ELASTICITY_STEP)
+        cse_p, cse_c = fit.contention.rel_se(n_producer, g)
+        tok = tokens_per_batch
+        var = (e_p * _role_log_se(p, tok, cse_p)) ** 2 + (e_c * _role_log_se(c, tok, cse_c)) ** 2 + MODEL_SE ** 2
+        half = Z_95 * math.sqrt(var)
+        lo, hi = x * math.exp(-half), x * math.exp(half)
     gpu_util = (x / mu_p + x / mu_c_raw) / g
     bottleneck = min(caps, key=caps.get)
     return SplitResult(
@@ -138,4 +185,5 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         producer_cap_bps=cap_p, consumer_cap_bps=cap_c, loader_cap_bps=loader_cap,
         bound_bps=min(caps.values()), efficiency=x / max(cap_p, cap_c), gpu_util=gpu_util,
         bottleneck=bottleneck, producer_blocked=res.producer_blocked, consumer_starved=res.consumer_starved,
-        hs_mean_depth=res.queue_mean)
+        hs_mean_depth=res.queue_mean, x_low_bps=lo, x_high_bps=hi, producer_busy_scale=k_p,
+        consumer_busy_scale=k_c)

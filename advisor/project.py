@@ -99,17 +99,11 @@ def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
                          consumer_scaling=consumer_scaling)
 
 
-def _interval_scales(fit: PipelineFit) -> tuple[tuple[float, float], tuple[float, float]]:
-    p, c = fit.producer, fit.consumer
-    return ((p.mu_low_bps / p.mu_bps, c.mu_low_bps / c.mu_bps), (p.mu_high_bps / p.mu_bps, c.mu_high_bps / c.mu_bps))
-
-
 def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame:
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
     g = settings.gpus
     pairs = list(pairs) if pairs is not None else [(n, g - n) for n in range(g - 1, 0, -1)]
-    lo_scale, hi_scale = _interval_scales(fit)
     left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
     tokens = settings.tokens_per_batch
     if left is not None and not settings.own_budget:
@@ -119,8 +113,7 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
     rows = []
     for n, m in pairs:
         mid = split_capacities(fit, settings, n, m)
-        low = split_capacities(fit, settings, n, m, mu_scale=lo_scale).x_bps
-        high = split_capacities(fit, settings, n, m, mu_scale=hi_scale).x_bps
+        low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.project_split
         rows.append({
             f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
             "bps_high": max(high, mid.x_bps), "tok_s": mid.x_bps * tokens, "bound_bps": mid.bound_bps,

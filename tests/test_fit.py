@@ -6,7 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from advisor.fit import expected_max_normal, fit_pipeline, huber_line, sync_scaling
+from pathlib import Path
+
+from advisor.fit import (CONTENTION_PRIOR_SE, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, expected_max_normal,
+                         fit_pipeline, huber_line, sync_scaling)
 from advisor.load import load_log
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
 
@@ -82,3 +85,66 @@ def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
     assert both.sync.allreduce_s(2) == pytest.approx(0.04, rel=0.05)
     assert both.sync.allreduce_s(3) == pytest.approx(0.04, rel=0.05)
     assert sorted(both.sync.dur_by_workers) == [2, 3]
+
+
+# --- real-hardware sweeps (fixtures/sweep/): contention, drift, token model -----------------------
+SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
+
+
+def _sweep_fit(*names: str):
+    return fit_pipeline([load_log(SWEEP / n) for n in names])
+
+
+def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
+    fit = _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz")
+    c = fit.contention
+    assert not c.measured and c.ref_producers == 6 and c.gpus == 8
+    assert c.scale(3, 8) == (1.0, 1.0)
+    se_near, se_far = c.rel_se(5, 8), c.rel_se(2, 8)
+    assert se_near[0] == pytest.approx(CONTENTION_PRIOR_SE)
+    assert se_far[0] == pytest.approx(4 * CONTENTION_PRIOR_SE)
+    assert c.rel_se(6, 8) == (0.0, 0.0)
+    assert c.rel_se(2, 64) == (0.0, 0.0)   # another G: no split-dependence is claimed
+
+
+def test_two_splits_measure_that_targets_slow_each_other():
+    # 32-core host: target step 132 ms at 2-6, 160 ms at 7-1 (both repeats agree)
+    fit = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
+    c = fit.contention
+    assert c.measured and (c.lo_producers, c.hi_producers) == (2, 7)
+    assert 0.02 < c.producer_k < 0.06
+    assert abs(c.consumer_k) < 0.03
+    # the reference is the first log's split: its step time is that log's own
+    assert fit.producer.busy_mean_s == pytest.approx(0.1595, rel=0.03)
+    assert fit.producer.busy_mean_s * c.scale(2, 8)[0] == pytest.approx(0.1324, rel=0.03)
+    # beyond the logged splits nothing is extrapolated, only carried in the interval
+    assert c.scale(1, 8) == c.scale(2, 8)
+    assert c.rel_se(1, 8)[0] > c.rel_se(2, 8)[0]
+
+
+def test_drift_between_window_halves_is_measured():
+    fit = _sweep_fit("cpu32/cpu32-4x4-r1.jsonl.gz")
+    assert 0.0 <= fit.producer.drift < 0.2
+    assert fit.consumer.drift >= 0.0
+
+
+def test_one_token_budget_uses_the_power_law_prior():
+    fit = _sweep_fit("h200x2-234m/h200x2-234m-1x1-tb32768-r0.jsonl.gz")
+    p = fit.producer
+    assert p.token_model == "power" and p.token_exponent == pytest.approx(TOKEN_EXPONENT_PRIOR)
+    assert p.busy_at(fit.tokens_mean) == pytest.approx(p.busy_mean_s)
+    assert p.busy_at(fit.tokens_mean / 2) < p.busy_mean_s
+    assert p.busy_at_rel_half95(fit.tokens_mean) == 0.0
+    assert p.busy_at_rel_half95(fit.tokens_mean / 2) == pytest.approx(TOKEN_EXPONENT_PRIOR_HALF95 * math.log(2))
+
+
+def test_two_token_budgets_fit_the_exponent():
+    fit = _sweep_fit("h200x2-234m/h200x2-234m-1x1-tb16384-r0.jsonl.gz",
+                     "h200x2-234m/h200x2-234m-1x1-tb49152-r0.jsonl.gz")
+    p = fit.producer
+    assert p.token_model == "power"
+    # measured target steps: 79 ms at ~15.6K tokens, 156 ms at ~46K: exponent ~0.62
+    assert 0.45 < p.token_exponent < 0.8
+    lo, hi = p.token_range
+    assert lo < fit.tokens_mean * 1.1 and hi > 40000
+    assert p.busy_at_rel_half95(lo) == 0.0 and p.busy_at_rel_half95(hi) == pytest.approx(0.0, abs=1e-12)

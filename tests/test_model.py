@@ -66,3 +66,23 @@ def test_chain_matches_exact_simulation_exponential():
                    pre_cap=4, warmup_batches=2000)
     res = chain(2, 1, 0.5, 1.1, 2, 1.0, 1.0)
     assert res.x_bps == pytest.approx(sim.bps, rel=0.02)
+
+
+def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
+    from pathlib import Path
+
+    from advisor.fit import fit_pipeline
+    from advisor.load import load_log
+    from advisor.model import project_split
+
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
+    fit = fit_pipeline([load_log(log)])
+    widths = {}
+    for n in range(7, 1, -1):
+        r = project_split(fit, n, 8 - n, gpus=8)
+        assert r.x_low_bps <= r.x_bps <= r.x_high_bps
+        widths[n] = (r.x_high_bps - r.x_low_bps) / r.x_bps
+    assert widths[6] < widths[4] < widths[2]
+    import math
+
+    assert math.isnan(project_split(fit, 4, 4, gpus=8, interval=False).x_low_bps)

@@ -1,0 +1,196 @@
+"""Projection error on real-hardware sweeps (issue 9): the advisor's projections against what
+the real trainer measured at every split, from each single log and from pairs of logs.
+
+Sweeps (`benchmarks/sweep.py`, logs kept in ``fixtures/sweep/``):
+
+- ``cpu32``: G = 8 on a 32-core host, splits 7-1 .. 2-6, two repeats each;
+- ``cpu16``: G = 6 on a 16-core host, splits 5-1 .. 2-4, two repeats each;
+- ``h200x2-234m``: the 234m target on one H200 and the drafter on another, token budgets
+  16384, 32768 and 49152 (the token-budget check).
+
+Truth of a split = the mean of its repeats' measured steady rates (the advisor's own reading of
+each log's steady window, ``observed.bps``); its noise = half the spread of the repeats.
+For every source (one log, or two logs at different splits), the advisor (`dflash-advise
+advise --json`, the user's path) projects every split of G; the error of a split is
+``projected / truth - 1``; an interval "covers" a split when every repeat's measured rate lies
+inside the projection's 95% interval. Reported: worst |error| per source, mean |error|,
+coverage and the median interval width (high - low, as a share of the projection).
+
+    python3 benchmarks/validate_real.py              # tables to stdout (markdown)
+    python3 benchmarks/validate_real.py --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SWEEPS = {"cpu32": 8, "cpu16": 6}
+BUDGET_SWEEP = "h200x2-234m"
+NAME = re.compile(r"-(\d+)x(\d+)(?:-tb(\d+))?-r(\d+)\.jsonl(?:\.gz)?$")
+
+
+def advise_json(paths: list[Path], *extra: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "advisor.cli", "advise", *map(str, paths), "--json", *extra]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
+    return json.loads(p.stdout)
+
+
+def parse(path: Path) -> tuple[int, int, int | None, int]:
+    m = NAME.search(path.name)
+    if not m:
+        raise ValueError(f"{path}: not a sweep log name")
+    return int(m[1]), int(m[2]), int(m[3]) if m[3] else None, int(m[4])
+
+
+def _split_rows(out: dict) -> dict[tuple[int, int], dict]:
+    return {(s["roles"]["target"], s["roles"]["drafter"]): s for s in out["splits"]}
+
+
+def sweep_table(name: str, gpus: int, pool: ThreadPoolExecutor) -> dict:
+    folder = ROOT / "fixtures" / "sweep" / name
+    logs = sorted(folder.glob("*.jsonl.gz"))
+    by_split: dict[tuple[int, int], list[Path]] = {}
+    for p in logs:
+        n, m, _tb, _r = parse(p)
+        by_split.setdefault((n, m), []).append(p)
+    # measured truth: each log's own steady rate, read by the advisor
+    own = dict(zip(logs, pool.map(lambda p: advise_json([p], "--gpus", str(gpus)), logs)))
+    measured = {k: [own[p]["observed"]["bps"] for p in v] for k, v in by_split.items()}
+    truth = {k: statistics.fmean(v) for k, v in measured.items()}
+    noise = {k: (max(v) - min(v)) / 2 / truth[k] for k, v in measured.items()}
+    singles = [([p], own[p]) for p in logs]
+    pair_srcs = [[by_split[a][0], by_split[b][0]] for a, b in itertools.combinations(sorted(by_split), 2)]
+    pairs = list(zip(pair_srcs, pool.map(lambda ps: advise_json(ps, "--gpus", str(gpus)), pair_srcs)))
+    return {"name": name, "gpus": gpus, "truth": truth, "measured": measured, "noise": noise,
+            "single": [_score(src, out, truth, measured) for src, out in singles],
+            "pair": [_score(src, out, truth, measured) for src, out in pairs]}
+
+
+def _score(src: list[Path], out: dict, truth, measured) -> dict:
+    rows = _split_rows(out)
+    per = {}
+    for k, t in truth.items():
+        r = rows[k]
+        inside = all(r["bps_low"] <= v <= r["bps_high"] for v in measured[k])
+        per[k] = {"bps": r["bps"], "low": r["bps_low"], "high": r["bps_high"], "err": r["bps"] / t - 1.0,
+                  "inside": inside, "width": (r["bps_high"] - r["bps_low"]) / r["bps"], "method": r.get("method")}
+    return {"source": [p.name for p in src], "per_split": per,
+            "worst": max(abs(v["err"]) for v in per.values()),
+            "mean": statistics.fmean(abs(v["err"]) for v in per.values()),
+            "recommended": tuple(out["recommendation"]["roles"][r] for r in ("target", "drafter"))
+            if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None}
+
+
+def budget_table(pool: ThreadPoolExecutor) -> dict:
+    folder = ROOT / "fixtures" / "sweep" / BUDGET_SWEEP
+    logs = {parse(p)[2]: p for p in sorted(folder.glob("*.jsonl.gz"))}
+    own = {b: advise_json([p]) for b, p in logs.items()}
+    truth = {b: o["observed"]["bps"] for b, o in own.items()}
+    cases = []
+    for b_src in logs:
+        for b in logs:
+            if b != b_src:
+                cases.append(([b_src], b))
+    for a, c in itertools.combinations(sorted(logs), 2):
+        for b in logs:
+            if b not in (a, c):
+                cases.append(([a, c], b))
+
+    def one(case):
+        srcs, b = case
+        out = advise_json([logs[s] for s in srcs], "--token-budget", str(b))
+        row = _split_rows(out)[(1, 1)]
+        return {"source": srcs, "budget": b, "bps": row["bps"], "low": row["bps_low"], "high": row["bps_high"],
+                "truth": truth[b], "err": row["bps"] / truth[b] - 1.0,
+                "inside": row["bps_low"] <= truth[b] <= row["bps_high"]}
+    return {"truth": truth, "cases": list(pool.map(one, cases))}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
+
+
+def render(sweeps: list[dict], budget: dict | None) -> str:
+    out = []
+    for sw in sweeps:
+        splits = sorted(sw["truth"], reverse=True)
+        out.append(f"### {sw['name']} (G = {sw['gpus']})\n")
+        head = "| source | " + " | ".join(f"{n}-{m}" for n, m in splits) + " | worst | inside |"
+        out.append("| split | " + " | ".join(f"{n}-{m}" for n, m in splits) + " | | |")
+        out.append("|---|" + "---:|" * (len(splits) + 2))
+        out.append("| measured b/s (repeats) | " + " | ".join(
+            "/".join(f"{v:.2f}" for v in sw["measured"][k]) for k in splits) + " | | |")
+        out.append("| repeat noise (half spread) | " + " | ".join(f"{100 * sw['noise'][k]:.1f}%" for k in splits)
+                   + " | | |")
+        out.append("")
+        out.append(head)
+        out.append("|---|" + "---:|" * (len(splits) + 2))
+        for kind in ("single", "pair"):
+            for s in sw[kind]:
+                cells = []
+                for k in splits:
+                    v = s["per_split"][k]
+                    cells.append(f"{v['bps']:.2f} ({_pct(v['err'])}){'' if v['inside'] else ' x'}")
+                n_in = sum(v["inside"] for v in s["per_split"].values())
+                src = " + ".join(re.sub(r"\.jsonl\.gz$", "", x) for x in s["source"])
+                out.append(f"| {src} | " + " | ".join(cells) + f" | {100 * s['worst']:.1f}% | {n_in}/{len(splits)} |")
+        out.append("")
+    out.append("### Summary\n")
+    out.append("| sweep | sources | worst split error: median / max | mean abs error | coverage | median width |")
+    out.append("|---|---|---:|---:|---:|---:|")
+    for sw in sweeps:
+        for kind in ("single", "pair"):
+            ss = sw[kind]
+            worst = [s["worst"] for s in ss]
+            allv = [v for s in ss for v in s["per_split"].values()]
+            cov = sum(v["inside"] for v in allv) / len(allv)
+            out.append(f"| {sw['name']} | {len(ss)} {kind} | {100 * statistics.median(worst):.1f}% / "
+                       f"{100 * max(worst):.1f}% | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
+                       f"{100 * cov:.0f}% ({sum(v['inside'] for v in allv)}/{len(allv)}) | "
+                       f"{100 * statistics.median(v['width'] for v in allv):.1f}% |")
+    if budget:
+        out.append("\n### Token budget (234m target, H200 + H200, 1-1)\n")
+        out.append("measured: " + ", ".join(f"{b}: {v:.2f} b/s" for b, v in sorted(budget["truth"].items())) + "\n")
+        out.append("| from budget(s) | projected budget | projected b/s [95%] | measured | error | inside |")
+        out.append("|---|---:|---:|---:|---:|---|")
+        for c in budget["cases"]:
+            out.append(f"| {' + '.join(map(str, c['source']))} | {c['budget']} | {c['bps']:.2f} "
+                       f"[{c['low']:.2f}, {c['high']:.2f}] | {c['truth']:.2f} | {_pct(c['err'])} | "
+                       f"{'yes' if c['inside'] else 'no'} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        sweeps = [sweep_table(n, g, pool) for n, g in SWEEPS.items()]
+        budget = budget_table(pool)
+    print(render(sweeps, budget))
+    if args.json:
+        def key(o):
+            if isinstance(o, dict):
+                return {(f"{k[0]}-{k[1]}" if isinstance(k, tuple) else k): key(v) for k, v in o.items()}
+            if isinstance(o, (list, tuple)):
+                return [key(v) for v in o]
+            return o
+        Path(args.json).write_text(json.dumps(key({"sweeps": sweeps, "budget": budget}), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
