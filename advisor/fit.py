@@ -61,7 +61,7 @@ Z_95 = 1.96
 # Beyond the logged splits the step time is held at the nearest logged split's and this much per
 # worker of distance is carried instead of extrapolating a fitted slope (adjacent splits gave
 # slopes of up to 14% per worker that did not continue).
-CONTENTION_PRIOR_SE = 0.03
+CONTENTION_PRIOR_SE = 0.03     # carried only where workers share a host's compute (see _shares_compute)
 # Token budget with one budget seen and a step-time line the log cannot pin down: busy ~ tokens^p,
 # p between 0.5 (utilisation still rising with the batch) and 1 (saturated, compute-bound); the
 # middle is taken and the range is carried as a 95% interval.
@@ -72,7 +72,7 @@ TOKEN_EXPONENT_PRIOR_HALF95 = 0.25
 TOKEN_EXPONENT_CURVATURE_HALF95 = 0.25
 # A run's level shifts from run to run in ways one log cannot show (repeats of one split on the same
 # host differed by 0.1-2.5% at 32 cores, up to 10% at 16 cores): relative standard error per role.
-RUN_SE = 0.015
+RUN_SE = 0.015                 # carried where workers share a host's compute, like the contention prior
 LINE_MIN_SPREAD = 1.5           # q98/q02 of batch tokens needed to trust the in-log step-time line
 LINE_MIN_R2 = 0.3
 
@@ -150,6 +150,7 @@ class ContentionFit:
     lo_producers: int = 0          # the logged producer counts span lo..hi
     hi_producers: int = 0
     prior_se: float = CONTENTION_PRIOR_SE
+    run_se: float = 0.0            # run-to-run level shift per role (RUN_SE on shared hosts)
 
     def _clip(self, n: int) -> int:
         return min(max(n, self.lo_producers), self.hi_producers)
@@ -346,12 +347,22 @@ def _drift(steps: pd.DataFrame) -> float:
     return float(abs(a.mean() - b.mean()) / (a.mean() + b.mean()))
 
 
-def _log_mean_se(steps: pd.DataFrame) -> float:
+def _log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
     """Standard error of log(mean busy) of one log: batch means (sampling) and drift together."""
     busy = steps["busy"].to_numpy()
     m = float(busy.mean())
     lo, hi = _batch_means_interval(busy)
-    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + _drift(steps) ** 2 + RUN_SE ** 2)
+    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + _drift(steps) ** 2 + run_se ** 2)
+
+
+def _shares_compute(log: RunLog) -> bool:
+    """Workers share one host's compute: CPU workers, or more workers than physical GPUs. Only then
+    is a contention prior carried from one split (dedicated GPUs: assumed independent, as the
+    emulated and simulated validation sets are; logs at two splits measure it either way)."""
+    extra = log.header.extra
+    phys = extra.get("physical_gpus")
+    workers = sum(log.header.roles.values())
+    return extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
 
 
 def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, producer: str, consumer: str,
@@ -359,16 +370,18 @@ def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produc
     """Per-role slope of log mean busy time on the producer count, over logs of one G (see ContentionFit)."""
     g = sum(logs[first].header.roles.values())
     n_ref = logs[first].header.roles[producer]
+    prior = CONTENTION_PRIOR_SE if _shares_compute(logs[first]) else 0.0
     idx = [i for i in same if sum(logs[i].header.roles.values()) == g]
     ns = np.array([logs[i].header.roles[producer] for i in idx], float)
     if len(set(ns.tolist())) < 2:
         return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0,
                              producer_se=0.0, consumer_se=0.0, measured=False, lo_producers=n_ref,
-                             hi_producers=n_ref)
+                             hi_producers=n_ref, prior_se=prior,
+                             run_se=RUN_SE if prior else 0.0)
     out = {}
     for r in (producer, consumer):
         y = np.array([math.log(per_log[i][r]["busy"].mean()) for i in idx])
-        se = np.array([max(_log_mean_se(per_log[i][r]), 1e-4) for i in idx])
+        se = np.array([max(_log_mean_se(per_log[i][r], RUN_SE if prior else 0.0), 1e-4) for i in idx])
         w = 1.0 / se ** 2
         xm = float((w * ns).sum() / w.sum())
         sxx = float((w * (ns - xm) ** 2).sum())
@@ -381,7 +394,8 @@ def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produc
         out[r] = (k, k_se)
     return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=out[producer][0], consumer_k=out[consumer][0],
                          producer_se=out[producer][1], consumer_se=out[consumer][1], measured=True,
-                         lo_producers=int(ns.min()), hi_producers=int(ns.max()))
+                         lo_producers=int(ns.min()), hi_producers=int(ns.max()), prior_se=prior,
+                         run_se=RUN_SE if prior else 0.0)
 
 
 def _contention_ref_busy(per_log, same, logs, producer: str, role: str, cont: ContentionFit) -> float:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fit import RUN_SE, Z_95, PipelineFit, sync_scaling
+from .fit import Z_95, PipelineFit, sync_scaling
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
@@ -123,13 +123,13 @@ def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: i
     return x, res
 
 
-def _role_log_se(rf, tokens: float | None, cont_se: float) -> float:
+def _role_log_se(rf, tokens: float | None, cont_se: float, run_se: float) -> float:
     """Standard error of log(mu) of one role: sampling (batch means), drift between the halves of
     the window, contention at this split, the token model when projecting another budget, and the
-    run-to-run level shift no single log shows (``RUN_SE``)."""
+    run-to-run level shift no single log shows (``ContentionFit.run_se``, on shared hosts)."""
     samp = math.log(rf.mu_high_bps / rf.mu_low_bps) / (2 * Z_95) if rf.mu_low_bps > 0 else 0.0
     tok = rf.busy_at_rel_half95(tokens) / Z_95 if tokens is not None else 0.0
-    return math.sqrt(samp ** 2 + rf.drift ** 2 + cont_se ** 2 + tok ** 2 + RUN_SE ** 2)
+    return math.sqrt(samp ** 2 + rf.drift ** 2 + cont_se ** 2 + tok ** 2 + run_se ** 2)
 
 
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
@@ -175,7 +175,9 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
             / math.log1p(ELASTICITY_STEP)
         cse_p, cse_c = fit.contention.rel_se(n_producer, g)
         tok = tokens_per_batch
-        var = (e_p * _role_log_se(p, tok, cse_p)) ** 2 + (e_c * _role_log_se(c, tok, cse_c)) ** 2 + MODEL_SE ** 2
+        rse = fit.contention.run_se
+        var = (e_p * _role_log_se(p, tok, cse_p, rse)) ** 2 + (e_c * _role_log_se(c, tok, cse_c, rse)) ** 2 \
+            + MODEL_SE ** 2
         half = Z_95 * math.sqrt(var)
         lo, hi = x * math.exp(-half), x * math.exp(half)
     gpu_util = (x / mu_p + x / mu_c_raw) / g
