@@ -93,9 +93,16 @@ def _score(src: list[Path], out: dict, truth, measured) -> dict:
             if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None}
 
 
-def budget_table(pool: ThreadPoolExecutor) -> dict:
+def budget_sets() -> dict[str, dict[int, Path]]:
+    """Logs of one split at several token budgets: the two-GPU sweep, and the earlier one-GPU runs."""
     folder = ROOT / "fixtures" / "sweep" / BUDGET_SWEEP
-    logs = {parse(p)[2]: p for p in sorted(folder.glob("*.jsonl.gz"))}
+    fx = ROOT / "fixtures"
+    return {"234m target, H200 + H200 (dedicated), 1-1": {parse(p)[2]: p for p in sorted(folder.glob("*.jsonl.gz"))},
+            "1b target, one shared H200, 1-1": {16384: fx / "h200-1x1-tb16384.jsonl", 32768: fx / "h200-1x1.jsonl",
+                                                65536: fx / "h200-1x1-tb65536.jsonl"}}
+
+
+def budget_table(logs: dict[int, Path], pool: ThreadPoolExecutor) -> dict:
     own = {b: advise_json([p]) for b, p in logs.items()}
     truth = {b: o["observed"]["bps"] for b, o in own.items()}
     cases = []
@@ -160,12 +167,12 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
                        f"{100 * max(worst):.1f}% | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
                        f"{100 * cov:.0f}% ({sum(v['inside'] for v in allv)}/{len(allv)}) | "
                        f"{100 * statistics.median(v['width'] for v in allv):.1f}% |")
-    if budget:
-        out.append("\n### Token budget (234m target, H200 + H200, 1-1)\n")
-        out.append("measured: " + ", ".join(f"{b}: {v:.2f} b/s" for b, v in sorted(budget["truth"].items())) + "\n")
+    for label, bt in (budget or {}).items():
+        out.append(f"\n### Token budget ({label})\n")
+        out.append("measured: " + ", ".join(f"{b}: {v:.2f} b/s" for b, v in sorted(bt["truth"].items())) + "\n")
         out.append("| from budget(s) | projected budget | projected b/s [95%] | measured | error | inside |")
         out.append("|---|---:|---:|---:|---:|---|")
-        for c in budget["cases"]:
+        for c in bt["cases"]:
             out.append(f"| {' + '.join(map(str, c['source']))} | {c['budget']} | {c['bps']:.2f} "
                        f"[{c['low']:.2f}, {c['high']:.2f}] | {c['truth']:.2f} | {_pct(c['err'])} | "
                        f"{'yes' if c['inside'] else 'no'} |")
@@ -179,7 +186,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     with ThreadPoolExecutor(args.jobs) as pool:
         sweeps = [sweep_table(n, g, pool) for n, g in SWEEPS.items()]
-        budget = budget_table(pool)
+        budget = {label: budget_table(logs, pool) for label, logs in budget_sets().items()}
     print(render(sweeps, budget))
     if args.json:
         def key(o):
