@@ -64,7 +64,8 @@ Z_95 = 1.96
 CONTENTION_PRIOR_SE = 0.03     # carried only where workers share a host's compute (see _shares_compute)
 # Token budget with one budget seen and a step-time line the log cannot pin down: busy ~ tokens^p,
 # p between 0.5 (utilisation still rising with the batch) and 1 (saturated, compute-bound); the
-# middle is taken and the range is carried as a 95% interval.
+# middle is taken, moved towards the in-log line's elasticity by the share of variance the line
+# explains, and the range is carried as a 95% interval.
 TOKEN_EXPONENT_PRIOR = 0.75
 TOKEN_EXPONENT_PRIOR_HALF95 = 0.25
 # With two or more budgets the power law is fitted; its curvature is unknown: this much of the
@@ -433,7 +434,13 @@ def _token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_
     spread = float(np.quantile(tok, 0.98) / max(np.quantile(tok, 0.02), 1e-9)) if len(tok) else 1.0
     if spread >= LINE_MIN_SPREAD and rf.r2 >= LINE_MIN_R2 and rf.c_s_per_tok > 0:
         return replace(rf, token_model="line", tokens_ref=tokens_mean, token_range=(tokens_mean, tokens_mean))
-    return replace(rf, token_model="power", tokens_ref=tokens_mean, token_exponent=TOKEN_EXPONENT_PRIOR,
+    # the in-log line's elasticity at the mean batch, c*T/(t0 + c*T), moves the prior by as much as
+    # the line explains (r2): a narrow token range leaves the prior nearly as it is
+    elast = rf.c_s_per_tok * tokens_mean / max(rf.t0_s + rf.c_s_per_tok * tokens_mean, 1e-12)
+    lo_p, hi_p = TOKEN_EXPONENT_PRIOR - TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_EXPONENT_PRIOR + TOKEN_EXPONENT_PRIOR_HALF95
+    w = min(max(rf.r2, 0.0), 1.0)
+    p = TOKEN_EXPONENT_PRIOR + w * (min(max(elast, lo_p), hi_p) - TOKEN_EXPONENT_PRIOR)
+    return replace(rf, token_model="power", tokens_ref=tokens_mean, token_exponent=p,
                    token_exponent_half95=TOKEN_EXPONENT_PRIOR_HALF95, token_range=(tokens_mean, tokens_mean))
 
 

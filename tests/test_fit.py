@@ -131,7 +131,7 @@ def test_drift_between_window_halves_is_measured():
 def test_one_token_budget_uses_the_power_law_prior():
     fit = _sweep_fit("h200x2-234m/h200x2-234m-1x1-tb32768-r0.jsonl.gz")
     p = fit.producer
-    assert p.token_model == "power" and p.token_exponent == pytest.approx(TOKEN_EXPONENT_PRIOR)
+    assert p.token_model == "power" and p.token_exponent == pytest.approx(TOKEN_EXPONENT_PRIOR)   # line r2 < 0
     assert p.busy_at(fit.tokens_mean) == pytest.approx(p.busy_mean_s)
     assert p.busy_at(fit.tokens_mean / 2) < p.busy_mean_s
     assert p.busy_at_rel_half95(fit.tokens_mean) == 0.0
