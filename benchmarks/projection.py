@@ -7,6 +7,7 @@ Timings are medians of ``REPEATS`` in-process runs, reported with the ratio to G
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import sys
 import time
@@ -36,7 +37,8 @@ def main() -> None:
     rows = []
     base = None
     for g in (8, 16, 32, 64, 128):
-        s = median_s(lambda: project(adv.fit, g))
+        st = dataclasses.replace(adv.settings, gpus=g)
+        s = median_s(lambda: project(adv.fit, st))
         base = base or s
         rows.append((f"project all splits, G={g}", s, s / base))
     s_adv = median_s(lambda: advise(ref))
