@@ -11,7 +11,11 @@ log(s):
 - sync rounds: resampled logged ``sync`` durations at that drafter count when seen, otherwise
   the fitted ``T_ar(M)``;
 - loader: when the fit found the pipeline input-bound, exponential-free resampling of the
-  loader's inter-arrival gaps.
+  loader's inter-arrival gaps;
+- contention: service times are scaled by the fit's split-dependent step-time factors
+  (`advisor.fit.ContentionFit`), as the analytic projection is;
+- length: at least ``IN_FLIGHT_FACTOR`` times the batches a split holds in flight
+  (N * pre_cap + hs_cap + N + M), so a split of any G (not only the logs') has a steady window.
 
 The result column ``bps_exact`` sits beside the analytic ``bps``; ``exact_gap_pct`` is their
 difference. ``REPLICATIONS`` independent runs give the simulation's own spread. Intended for
@@ -32,6 +36,7 @@ REFINE_WITHIN = 0.08
 SHALLOW_QUEUE = 2         # q_hs this shallow ...
 SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
+IN_FLIGHT_FACTOR = 4      # simulate at least this many times the batches a split holds in flight
 
 
 def _ratios(fit_role, steps: pd.DataFrame) -> np.ndarray:
@@ -76,18 +81,22 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
     for i in todo:
         row = splits.iloc[int(i)]
         n, m = int(row[f"n_{p}"]), int(row[f"n_{c}"])
-        tok = rng.choice(tokens_pool, n_batches)
-        tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * rng.choice(ratio_p, n_batches)
-        dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * rng.choice(ratio_c, n_batches)
+        # sized for this split, whatever G the logs ran: the window opens after warm-up and closes
+        # at the last loader departure, so the batches held in queues and workers must be few
+        nb = max(n_batches, IN_FLIGHT_FACTOR * (n * max(fit.pre_cap, 1) + b + n + m))
+        k_p, k_c = fit.contention.scale(n, n + m)
+        tok = rng.choice(tokens_pool, nb)
+        tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(ratio_p, nb)
+        dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(ratio_c, nb)
         if fit.loader.input_bound and fit.loader.capacity_bps:
             mean_gap = 1.0 / fit.loader.capacity_bps
             shape = 1.0 / max(fit.loader.scv, 1e-3)
-            loader_s = rng.gamma(shape, mean_gap / shape, n_batches)
+            loader_s = rng.gamma(shape, mean_gap / shape, nb)
         sync = sync_by_m.get(m)
         sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
         res = simulate(target_s=tgt, drafter_s=dft, tokens=tok, loader_s=loader_s, n_target=n, n_drafter=m,
                        hs_cap=b, pre_cap=max(fit.pre_cap, 1), sync_every=fit.sync.sync_every, sync_s=sync_s,
-                       warmup_batches=int(n_batches * WARMUP_SHARE))
+                       warmup_batches=int(nb * WARMUP_SHARE))
         out[int(i)] = res.bps
     df = splits.copy()
     df["bps_exact"] = out

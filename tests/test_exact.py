@@ -45,3 +45,22 @@ def test_lockstep_smooth_one_slot_queue_is_refined(tmp_path):
     assert len(refined) >= 1
     assert (refined["bps"] < refined["bound_bps"]).all()
     assert (df.loc[df["method"] == "analytic", "bps"] < (1 - 0.08) * df["bps"].max() + 1e-9).all()
+
+
+def test_simulation_is_sized_for_the_requested_split_not_the_logs(reference):
+    # 200 targets with 50 prefetch slots each hold 10000 batches in flight: more than the default
+    # simulation length, which left no steady window (exit 2 on `--gpus 256`)
+    import pandas as pd
+
+    from advisor.exact import DEFAULT_BATCHES, simulate_splits
+    from advisor.fit import fit_pipeline
+    from advisor.load import load_log
+
+    log = load_log(reference)
+    fit = fit_pipeline([log])
+    assert 200 * fit.pre_cap > DEFAULT_BATCHES
+    splits = pd.DataFrame({"n_target": [200], "n_drafter": [56], "bps": [1.0]})
+    out = simulate_splits(fit, (log,), splits)
+    # target-bound: 200 targets of ~0.13 b/s each, against 56 drafters' ~48 b/s
+    bound = min(200 * fit.producer.mu_bps, 56 * fit.consumer.mu_bps)
+    assert out["bps_exact"].iloc[0] == pytest.approx(bound, rel=0.05)
