@@ -25,7 +25,10 @@ assumed, said in an :class:`AssumptionWarning`, and the verdict's sensitivity to
 
 Input limit: producers starved for more than ``INPUT_STARVED_SHARE`` of their time while their
 prefetch queues are near empty means the loader caps the pipeline; since an input-bound loader
-is never blocked, its capacity is the producers' completion rate.
+is never blocked, its capacity is the producers' completion rate. A loader close to binding
+(producers starved more than ``LOADER_STARVED_MIN`` while some prefetch queue runs dry in at
+least ``PRE_EMPTY_SHARE`` of the snapshots) is engaged too: its capacity is the one at which the
+model, loader stage included, meets the observed split's rate (``LoaderFit.calibrated``).
 
 From ``rates`` snapshots only: capacities come from ``cap_bps`` when logged; without it only
 the consumer side (behind a full queue) is measured and the producer is a lower bound. Busy
@@ -52,6 +55,13 @@ HUBER_K = 1.345
 DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical (MODELLING.md)
 INPUT_STARVED_SHARE = 0.05
 PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
+# A loader close to binding: producers starved at least this share of their time while some
+# prefetch queue is seen empty in at least PRE_EMPTY_SHARE of the snapshots. Its capacity is then
+# calibrated: the lambda_L that reproduces the observed rate at the observed split, when the
+# model without it over-predicts that split by more than LOADER_MIN_GAP.
+LOADER_STARVED_MIN = 0.01
+PRE_EMPTY_SHARE = 0.05
+LOADER_MIN_GAP = 0.005
 SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as the same budget
 Z_95 = 1.96
 # Contention prior (one split seen): a worker's step time may change by this much (one standard
@@ -202,6 +212,9 @@ class LoaderFit:
     scv: float
     producer_starved_share: float
     pre_mean_depth: float | None
+    pre_empty_share: float | None = None   # share of snapshots with some prefetch queue empty
+    near_binding: bool = False             # starved with queues running dry, below the fixed thresholds
+    calibrated: bool = False               # capacity_bps solved from the observed split's rate
 
 
 @dataclass(frozen=True)
@@ -561,8 +574,44 @@ def _fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: 
         arrivals = np.sort((tgt["t"] - tgt["blocked"] - tgt["busy"]).to_numpy())
         gaps = np.diff(arrivals)
         scv = float(gaps.var() / gaps.mean() ** 2) if len(gaps) > 2 and gaps.mean() > 0 else 1.0
+    empty_share = None
+    if pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
+        q = lg.rates.loc[w.mask(lg.rates["t"]), f"qmin_{pre.name}"].dropna()
+        empty_share = float((q < 0.5).mean()) if len(q) else None
+    near = bool(not bound and np.isfinite(starved) and starved > LOADER_STARVED_MIN
+                and (empty or (empty_share is not None and empty_share >= PRE_EMPTY_SHARE)))
     return LoaderFit(input_bound=bound, capacity_bps=cap, scv=scv if scv is not None else 1.0,
-                     producer_starved_share=float(starved), pre_mean_depth=depth)
+                     producer_starved_share=float(starved), pre_mean_depth=depth, pre_empty_share=empty_share,
+                     near_binding=near)
+
+
+def _calibrate_loader(fit: "PipelineFit") -> "PipelineFit":
+    """Engage a near-binding loader: solve its capacity so the model meets the observed split's rate
+    (bisection in log space; the throughput rises monotonically with the loader's capacity)."""
+    from .model import project_split   # model imports this module
+
+    ob = fit.observed[0]
+    n, m = ob.roles.get(fit.producer.role, 0), ob.roles.get(fit.consumer.role, 0)
+    if n < 1 or m < 1 or ob.bps <= 0 or fit.pre_cap < 1:
+        return fit
+    free = project_split(fit, n, m, interval=False).x_bps
+    if free <= ob.bps * (1 + LOADER_MIN_GAP):
+        return fit   # the pipeline without a loader limit already explains the observed rate
+
+    def x_at(lam: float) -> float:
+        f = replace(fit, loader=replace(fit.loader, input_bound=True, capacity_bps=lam))
+        return project_split(f, n, m, interval=False).x_bps
+
+    lo, hi = ob.bps, 50.0 * ob.bps
+    if x_at(hi) < ob.bps:
+        return fit
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        if x_at(mid) < ob.bps:
+            lo = mid
+        else:
+            hi = mid
+    return replace(fit, loader=replace(fit.loader, input_bound=True, capacity_bps=hi, calibrated=True))
 
 
 def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
@@ -664,12 +713,15 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     total = None
     if head.samples and head.epochs and seqs_mean:
         total = head.samples * head.epochs / seqs_mean
-    return PipelineFit(producer=pfit, consumer=cfit, sync=sync, loader=loader,
+    fit = PipelineFit(producer=pfit, consumer=cfit, sync=sync, loader=loader,
                        hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
                        tokens_mean=tokens_mean, tokens_std=tokens_std, seqs_mean=seqs_mean, source=source,
                        tokens_range=tokens_range,
                        observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
                        contention=contention)
+    if loader.near_binding and source == "steps":
+        fit = _calibrate_loader(fit)
+    return fit
 
 
 def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = 20,

@@ -96,6 +96,14 @@ def scenarios() -> dict[str, Case]:
         sc("loader-bound", 5, 3, 1 / 0.3, 1 / 0.6, 0.05, 8, seed=105,
            loader=ServiceModel(1 / 1.2, 0.0, 0.3)),
         "loader 1.2 b/s (SCV 0.3), targets 0.3, drafters 0.6 b/s, q_hs 8, logged at 5-3 (input-bound)")
+    # a loader close to binding: slightly slower than the targets at 7-1 and bursty, behind 4-slot prefetch
+    # queues, so targets starve a few percent of the time while the queues hold a batch or more on
+    # average (issue 9): not input-bound by the fixed thresholds
+    cases["loader-near"] = Case(
+        sc("loader-near", 7, 1, 7.0, 1 / 1.3, 0.05, 20, seed=112, pre_cap=4,
+           loader=ServiceModel(1 / 0.97, 0.0, 1.0)),
+        "loader 0.97 b/s (SCV 1), targets 1/7 b/s, drafters 1.3 b/s, q_pre 4, q_hs 20, logged at 7-1 "
+        "(loader near binding)")
     # data-parallel drafters (ring all-reduce unless said): sync every 1-4 steps, token CV 0.15-0.2
     tm15 = _tm(cv=0.15)
     cases["sync-k1"] = Case(

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import math
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-
-from pathlib import Path
 
 from advisor.fit import (CONTENTION_PRIOR_SE, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, expected_max_normal,
                          fit_pipeline, huber_line, sync_scaling)
@@ -148,3 +148,28 @@ def test_two_token_budgets_fit_the_exponent():
     lo, hi = p.token_range
     assert lo < fit.tokens_mean * 1.1 and hi > 40000
     assert p.busy_at_rel_half95(lo) == 0.0 and p.busy_at_rel_half95(hi) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
+    # targets 7 x 1/7 b/s, a bursty loader at 0.97 b/s behind 4-slot prefetch queues: targets starve
+    # a few percent of the time with a batch or more queued on average (below the fixed thresholds)
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
+    s = Scenario(name="near", n_target=7, n_drafter=1, tokens=tm, hs_cap=20, pre_cap=4, n_batches=8000, seed=112,
+                 target=ServiceModel.from_mean(7.0, tm.mean, overhead_share=0.1, scv=0.05),
+                 drafter=ServiceModel.from_mean(1 / 1.3, tm.mean, overhead_share=0.1, scv=0.05),
+                 loader=ServiceModel(1 / 0.97, 0.0, 1.0))
+    write_log(tmp_path / "near.jsonl", s, rates_every_s=60.0)
+    fit = fit_pipeline([load_log(tmp_path / "near.jsonl")])
+    ld = fit.loader
+    assert ld.near_binding and ld.calibrated and ld.input_bound
+    assert ld.pre_mean_depth > 1.0   # not input-bound by the fixed thresholds
+    assert 0.9 < ld.capacity_bps < 1.05
+    from advisor.model import project_split
+    # the observed split is reproduced; the loader is why
+    assert project_split(fit, 7, 1).x_bps == pytest.approx(fit.observed[0].bps, rel=2e-3)
+    assert project_split(fit, 7, 1).bottleneck == "loader"
+
+
+def test_a_never_starved_pipeline_leaves_the_loader_alone():
+    fit = fit_pipeline([load_log(SWEEP / "cpu32/cpu32-7x1-r0.jsonl.gz")])
+    assert not fit.loader.near_binding and not fit.loader.input_bound
