@@ -61,8 +61,12 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
         if not lg.has_steps:
             continue
         st = lg.steps[ob.steady.mask(lg.steps["t"])]
-        for r in parts:
-            parts[r].append(st[st["role"] == r])
+        # each log's steps divided by its split's contention factor: the residuals then refer to
+        # the fit's reference split, and the factor of the simulated split is applied below
+        scale = fit.contention.scale(lg.header.roles[p], sum(lg.header.roles.values()))
+        for r, k in zip((p, c), scale):
+            part = st[st["role"] == r]
+            parts[r].append(part.assign(busy=part["busy"] / k) if k != 1.0 else part)
     frames = {r: pd.concat(v, ignore_index=True) for r, v in parts.items()}
     ratio_p, ratio_c = _ratios(fit.producer, frames[p]), _ratios(fit.consumer, frames[c])
     tokens_pool = frames[c]["tokens"].to_numpy(float)

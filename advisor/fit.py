@@ -84,6 +84,17 @@ TOKEN_EXPONENT_CURVATURE_HALF95 = 0.25
 # A run's level shifts from run to run in ways one log cannot show (repeats of one split on the same
 # host differed by 0.1-2.5% at 32 cores, up to 10% at 16 cores): relative standard error per role.
 RUN_SE = 0.015                 # carried where workers share a host's compute, like the contention prior
+# Regimes: the steady window is cut into equal time slices, each about REGIME_SLICE_FILLS times
+# the time the pipeline takes to pass q_hs plus the workers' batches (shorter stretches are
+# absorbed by the queue and show as variability); a role's step time is called regime-switching
+# when the spread of its slice means is REGIME_F_MIN times what sampling alone gives and a
+# (shrunk) slice mean departs REGIME_MIN_DEV from the overall mean. At most REGIME_STATES
+# groups of slices (by their consumer/producer balance) are kept for the projection.
+REGIME_SLICE_FILLS = 2.0
+REGIME_MIN_STEPS = 12           # per role and slice, on average
+REGIME_STATES = 16
+REGIME_F_MIN = 30.0
+REGIME_MIN_DEV = 0.03
 LINE_MIN_SPREAD = 1.5           # q98/q02 of batch tokens needed to trust the in-log step-time line
 LINE_MIN_R2 = 0.3
 
@@ -184,6 +195,32 @@ class ContentionFit:
                 self.consumer_se * inside + self.prior_se * beyond)
 
 
+@dataclass(frozen=True, kw_only=True)
+class RegimeFit:
+    """Time-correlated changes of step time (non-stationarity) over the steady window.
+
+    Per time slice w of the window: each role's mean step time relative to the role's overall
+    mean, shrunk towards 1 by the share of the between-slice variance that sampling explains
+    (James-Stein: ``1 + (1 - 1/F) (m_w/m - 1)``, F = between-slice variance of slice means over
+    its sampling expectation). ``detected``: F >= REGIME_F_MIN for a role and a shrunk slice
+    departs by REGIME_MIN_DEV. Then `advisor.model` projects each slice with its own rates and the
+    within-slice variability, and averages the throughput over the (equal-time) slices: slow
+    stretches are not averaged away inside one mean rate, nor treated as independent draws.
+    """
+
+    producer_scale: tuple[float, ...] = ()
+    consumer_scale: tuple[float, ...] = ()
+    weight: tuple[float, ...] = ()     # share of time of each (grouped) slice
+    producer_scv: float = 0.0          # within-slice SCV
+    consumer_scv: float = 0.0
+    f_producer: float = 0.0
+    f_consumer: float = 0.0
+    detected: bool = False
+
+
+NO_REGIMES = RegimeFit()
+
+
 NO_CONTENTION = ContentionFit(ref_producers=0, gpus=0, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
                               consumer_se=0.0, measured=False)
 
@@ -251,6 +288,7 @@ class PipelineFit:
     total_batches: float | None  # the whole job, when samples x epochs are known
     tokens_range: tuple[float, float] = (0.0, 0.0)   # batch sizes the step-time line was fitted on
     contention: ContentionFit = NO_CONTENTION
+    regimes: RegimeFit = NO_REGIMES
 
     @property
     def roles(self) -> tuple[str, str]:
@@ -377,6 +415,42 @@ def _shares_compute(log: RunLog) -> bool:
     phys = extra.get("physical_gpus")
     workers = sum(log.header.roles.values())
     return extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
+
+
+def _fit_regimes(steps: pd.DataFrame, win: SteadyWindow, producer: str, consumer: str, slice_s: float) -> RegimeFit:
+    """Slice means of each role's step time over the steady window (see RegimeFit)."""
+    t0, t1 = win.start_s, win.end_s
+    counts = [int((steps["role"] == r).sum()) for r in (producer, consumer)]
+    w = int(min((t1 - t0) / max(slice_s, 1e-12), min(counts) / REGIME_MIN_STEPS))
+    if w < 3 or t1 <= t0:
+        return NO_REGIMES
+    edges = np.linspace(t0, t1, w + 1)
+    out = {}
+    for r in (producer, consumer):
+        st = steps[steps["role"] == r]
+        busy = st["busy"].to_numpy(float)
+        sl = np.clip(np.searchsorted(edges, st["t"].to_numpy(float), side="right") - 1, 0, w - 1)
+        n_w = np.bincount(sl, minlength=w)
+        if (n_w < 2).any():
+            return NO_REGIMES
+        m_w = np.bincount(sl, weights=busy, minlength=w) / n_w
+        m = float(busy.mean())
+        within = float(np.sum((busy - m_w[sl]) ** 2) / max(len(busy) - w, 1))
+        expect = within * float(np.mean(1.0 / n_w))
+        between = float(np.var(m_w, ddof=1))
+        f = between / expect if expect > 0 else 0.0
+        shrink = max(0.0, 1.0 - 1.0 / f) if f > 0 else 0.0
+        out[r] = (1.0 + shrink * (m_w / m - 1.0), within / (m * m), f)
+    (sp, scv_p, f_p), (sc, scv_c, f_c) = out[producer], out[consumer]
+    dev = max(float(np.max(np.abs(sp - 1))) if f_p >= REGIME_F_MIN else 0.0,
+              float(np.max(np.abs(sc - 1))) if f_c >= REGIME_F_MIN else 0.0)
+    # group the slices by balance (what the throughput of a slice depends on), equal counts per group
+    order = np.argsort(sc / sp, kind="stable")
+    groups = [g for g in np.array_split(order, min(w, REGIME_STATES)) if len(g)]
+    return RegimeFit(producer_scale=tuple(float(sp[g].mean()) for g in groups),
+                     consumer_scale=tuple(float(sc[g].mean()) for g in groups),
+                     weight=tuple(len(g) / w for g in groups), producer_scv=scv_p, consumer_scv=scv_c,
+                     f_producer=f_p, f_consumer=f_c, detected=dev >= REGIME_MIN_DEV)
 
 
 def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, producer: str, consumer: str,
@@ -658,6 +732,10 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         tokens_mean = float(cons["tokens"].mean())
         per_log = {i: {r: steady[i][steady[i]["role"] == r] for r in (producer, consumer)} for i in with_steps}
         contention = _fit_contention(logs, same, per_log, producer, consumer, first)
+        ob0 = _observe(logs[first], wins[first], tokens_mean)
+        in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
+        regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
+                               REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12))
         fits = {}
         for rf in (pfit, cfit):
             rf = replace(rf, drift=max(_drift(per_log[i][rf.role]) for i in same))
@@ -678,6 +756,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     else:
         source = "rates"
         contention = NO_CONTENTION
+        regimes = NO_REGIMES
         lg, w = logs[0], wins[0]
         r = lg.rates[w.mask(lg.rates["t"])]
         bps = r[f"bps_{consumer}"].mean()
@@ -718,7 +797,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
                        tokens_mean=tokens_mean, tokens_std=tokens_std, seqs_mean=seqs_mean, source=source,
                        tokens_range=tokens_range,
                        observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
-                       contention=contention)
+                       contention=contention, regimes=regimes)
     if loader.near_binding and source == "steps":
         fit = _calibrate_loader(fit)
     return fit

@@ -111,15 +111,29 @@ class SplitResult:
     consumer_busy_scale: float = 1.0
 
 
-def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int) -> tuple[float, ChainResult]:
-    """Throughput of the targets -> q_hs -> drafters chain, behind the loader when it binds."""
-    res = chain(n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv)
+def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, scv_p: float,
+                  scv_c: float) -> tuple[float, ChainResult]:
+    res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
     x = res.x_bps
     if fit.loader.input_bound and fit.loader.capacity_bps:
         # the block behind the loader serves like one station of rate x with the targets' SCV
-        front = chain(1, 1, fit.loader.capacity_bps, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv,
-                      fit.producer.busy_scv)
+        front = chain(1, 1, fit.loader.capacity_bps, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv, scv_p)
         x = front.x_bps
+    return x, res
+
+
+def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int) -> tuple[float, ChainResult]:
+    """Throughput of the targets -> q_hs -> drafters chain, behind the loader when it binds; with
+    regimes (`advisor.fit.RegimeFit`), the mean over the log's time slices of each slice's
+    throughput at its own rates and the within-slice variability."""
+    rg = fit.regimes
+    if not rg.detected:
+        return _stationary_x(fit, n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv)
+    parts = [_stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv)
+             for sp, sc in zip(rg.producer_scale, rg.consumer_scale)]
+    x = sum(w * p[0] for w, p in zip(rg.weight, parts))
+    res = ChainResult(x, *(sum(w * getattr(p[1], f) for w, p in zip(rg.weight, parts))
+                           for f in ("producer_blocked", "consumer_starved", "queue_mean")))
     return x, res
 
 

@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from advisor.synth import Scenario, ServiceModel, TokenModel, draw, reference_scenario, run, write_log  # noqa: E402
+from advisor.synth import (Scenario, ScenarioDraw, ServiceModel, TokenModel, draw, reference_scenario, run,  # noqa: E402
+                           write_log)
 
 ERROR_BAR_PCT = 3.0
 REC_BAR_PCT = 2.0
@@ -59,6 +60,21 @@ class Case:
     scenario: Scenario   # at the split the log is written at
     what: str
     also_at: tuple[tuple[int, int], ...] = ()   # further logs of the same job at these splits
+    # regime switching: (role, factor, period_batches, slow_blocks_of_3): that role's service is
+    # `factor` times slower in one block of `period_batches` consecutive batches out of three
+    regime: tuple[str, float, int] | None = None
+
+
+def with_regime(d: ScenarioDraw, regime: tuple[str, float, int] | None) -> ScenarioDraw:
+    """The draw with a role slowed in every third block of batches (a time-correlated slow-down)."""
+    if regime is None:
+        return d
+    role, factor, period = regime
+    k = np.arange(len(d.tokens))
+    slow = (k // period) % 3 == 0
+    arr = getattr(d, f"{role}_s").copy()
+    arr[slow] *= factor
+    return replace(d, **{f"{role}_s": arr})
 
 
 def scenarios() -> dict[str, Case]:
@@ -104,6 +120,12 @@ def scenarios() -> dict[str, Case]:
            loader=ServiceModel(1 / 0.97, 0.0, 1.0)),
         "loader 0.97 b/s (SCV 1), targets 1/7 b/s, drafters 1.3 b/s, q_pre 4, q_hs 20, logged at 7-1 "
         "(loader near binding)")
+    # drafters 1.5x slower one third of the time, in stretches of 300 batches (~6 minutes at 0.85 b/s)
+    # balanced on average at 6-2 (issue 9: service times are not independent draws)
+    cases["regime-drafter"] = Case(
+        sc("regime-drafter", 6, 2, 7.0, 2.0, 0.05, 20, seed=113, warmup_factor=1.0),
+        "drafters 1.5x slower in one of every three stretches of 300 batches; targets 1/7, drafters 0.5 b/s "
+        "(fast), SCV 0.05, q_hs 20, logged at 6-2", regime=("drafter", 1.5, 300))
     # data-parallel drafters (ring all-reduce unless said): sync every 1-4 steps, token CV 0.15-0.2
     tm15 = _tm(cv=0.15)
     cases["sync-k1"] = Case(
@@ -165,13 +187,13 @@ def _advise():
     return importlib.import_module("advisor.advice").advise
 
 
-def truth(scenario: Scenario, gpus: int, *, batches: int = TRUTH_BATCHES, reps: int = REPS):
+def truth(scenario: Scenario, gpus: int, *, batches: int = TRUTH_BATCHES, reps: int = REPS, regime=None):
     """Measured bps of every split (N from G-1 down to 1): mean and standard error over reps."""
     splits = [(n, gpus - n) for n in range(gpus - 1, 0, -1)]
     out = np.zeros((reps, len(splits)))
     for r in range(reps):
         s_r = replace(scenario, seed=scenario.seed * 1000 + 17 + r)
-        d = draw(s_r, batches, warmup=False)
+        d = with_regime(draw(s_r, batches, warmup=False), regime)
         for i, (n, m) in enumerate(splits):
             res = run(s_r.split(n, m), sample=d, warmup_batches=int(WARMUP_SHARE * batches))
             out[r, i] = res.bps
@@ -230,11 +252,11 @@ def validate_case(name: str, case: Case, *, truth_batches: int = TRUTH_BATCHES, 
     s = case.scenario
     gpus = s.gpus
     t0 = time.perf_counter()
-    splits, meas, se = truth(s, gpus, batches=truth_batches, reps=reps)
+    splits, meas, se = truth(s, gpus, batches=truth_batches, reps=reps, regime=case.regime)
     t_truth = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(tmp) / f"{name}.jsonl"
-        write_log(path, s, rates_every_s=60.0)
+        write_log(path, s, rates_every_s=60.0, sample=with_regime(draw(s), case.regime) if case.regime else None)
         paths = [path]
         for i, (n, m) in enumerate(case.also_at):
             extra = Path(tmp) / f"{name}-{n}x{m}.jsonl"

@@ -1,6 +1,7 @@
 """Fit recovers known parameters from synthetic logs of the documented generator."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from pathlib import Path
@@ -8,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from advisor.fit import (CONTENTION_PRIOR_SE, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, expected_max_normal,
-                         fit_pipeline, huber_line, sync_scaling)
+from advisor.fit import (CONTENTION_PRIOR_SE, NO_REGIMES, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95,
+                         expected_max_normal, fit_pipeline, huber_line, sync_scaling)
 from advisor.load import load_log
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
 
@@ -173,3 +174,39 @@ def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
 def test_a_never_starved_pipeline_leaves_the_loader_alone():
     fit = fit_pipeline([load_log(SWEEP / "cpu32/cpu32-7x1-r0.jsonl.gz")])
     assert not fit.loader.near_binding and not fit.loader.input_bound
+
+
+def _regime_log(tmp_path, factor: float):
+    from dataclasses import replace as dc_replace
+
+    from advisor.synth import draw
+
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
+    s = Scenario(name="regime", n_target=6, n_drafter=2, tokens=tm, hs_cap=20, pre_cap=50, n_batches=6000, seed=113,
+                 target=ServiceModel.from_mean(7.0, tm.mean, overhead_share=0.1, scv=0.05),
+                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.05))
+    d = draw(s)
+    slow = (np.arange(len(d.tokens)) // 300) % 3 == 0
+    d = dc_replace(d, drafter_s=np.where(slow, d.drafter_s * factor, d.drafter_s))
+    path = tmp_path / f"regime-{factor}.jsonl"
+    write_log(path, s, rates_every_s=60.0, sample=d)
+    return fit_pipeline([load_log(path)])
+
+
+def test_regimes_are_detected_and_lower_the_balanced_projection(tmp_path):
+    from advisor.model import project_split
+
+    steady_fit = _regime_log(tmp_path, 1.0)
+    slow_fit = _regime_log(tmp_path, 1.5)
+    assert not steady_fit.regimes.detected
+    rg = slow_fit.regimes
+    assert rg.detected and rg.f_consumer > 30
+    assert max(rg.consumer_scale) > 1.15 and min(rg.consumer_scale) < 0.95
+    assert sum(rg.weight) == pytest.approx(1.0)
+    # within-slice variability is the service's own, not the mixture of regimes
+    assert rg.consumer_scv < slow_fit.consumer.busy_scv
+    # at the balanced 6-2 the slow stretches cost throughput that one mean rate hides
+    x = project_split(slow_fit, 6, 2).x_bps
+    assert x == pytest.approx(slow_fit.observed[0].bps, rel=0.03)
+    no_regimes = project_split(dataclasses.replace(slow_fit, regimes=NO_REGIMES), 6, 2).x_bps
+    assert no_regimes > 1.04 * x
