@@ -33,6 +33,7 @@ from .simulate import simulate
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
 REFINE_WITHIN = 0.08
+MAX_REFINE_ROUNDS = 4
 SHALLOW_QUEUE = 2         # q_hs this shallow ...
 SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
@@ -132,11 +133,28 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
     lockstep = b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
     if fit.source != "steps" or not (syncing or lockstep):
         return df
-    best = df["bps"].max()
-    near = df["bps"].to_numpy() >= (1 - REFINE_WITHIN) * best
-    cand = np.flatnonzero(near & ((df[f"n_{c}"].to_numpy() > 1) | lockstep))
-    if not len(cand):
-        return df
+    done = np.zeros(len(df), dtype=bool)
+    # refine until no unrefined split is within REFINE_WITHIN of the best: refining the best can
+    # lower it (barrier idling), which brings splits that were below the cut into play
+    for _ in range(MAX_REFINE_ROUNDS):
+        best = df["bps"].max()
+        near = df["bps"].to_numpy() >= (1 - REFINE_WITHIN) * best
+        cand = np.flatnonzero(near & ((df[f"n_{c}"].to_numpy() > 1) | lockstep) & ~done)
+        if not len(cand):
+            break
+        sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap,
+                              rows=cand)["bps_exact"].to_numpy()
+        for i in cand:
+            x, x_sim = df.at[df.index[i], "bps"], sim[i]
+            ratio = x_sim / x if x > 0 else 1.0
+            for col in ("bps", "bps_low", "bps_high", "tok_s"):
+                df.at[df.index[i], col] *= ratio
+            df.at[df.index[i], "efficiency"] *= ratio
+            df.at[df.index[i], "gpu_util"] *= ratio
+            df.at[df.index[i], "eta_s"] /= ratio
+            df.at[df.index[i], "method"] = "exact"
+        done[cand] = True
+    return df
     sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap, rows=cand)["bps_exact"].to_numpy()
     for i in cand:
         x, x_sim = df.at[df.index[i], "bps"], sim[i]
