@@ -30,6 +30,17 @@ is never blocked, its capacity is the producers' completion rate. A loader close
 least ``PRE_EMPTY_SHARE`` of the snapshots) is engaged too: its capacity is the one at which the
 model, loader stage included, meets the observed split's rate (``LoaderFit.calibrated``).
 
+Split-dependent step times (`ContentionFit`): workers that share a host resource slow each
+other, so a role's mean step time is modelled as ``busy(N) = busy(N_ref) exp(k (N - N_ref))`` at
+a fixed G, fitted from logs at two or more splits; from one split only a prior (per worker of
+distance) widens the interval, where the log shows shared compute.
+
+Non-stationarity: ``RoleFit.drift`` (the two halves of the window) widens the rate interval;
+clear regimes (`RegimeFit`, time slices of the window) are projected slice by slice.
+
+Token budget: ``RoleFit.busy_at`` follows a power law ``busy ~ tokens^p`` (prior p with its
+range from one budget, fitted across budgets) unless the in-log line is well identified.
+
 From ``rates`` snapshots only: capacities come from ``cap_bps`` when logged; without it only
 the consumer side (behind a full queue) is measured and the producer is a lower bound. Busy
 variability is unknown then and assumed (``DEFAULT_SCV``), with a warning.
