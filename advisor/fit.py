@@ -397,6 +397,10 @@ def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int
         blocked_share=float(steps["blocked"].sum() / denom))
 
 
+def _pct_text(k: float) -> str:
+    return f"{100 * (math.exp(k) - 1):+.1f}%"
+
+
 def _drift(steps: pd.DataFrame) -> float:
     """Relative half-difference of the mean busy time between the two halves (by time) of a window."""
     if len(steps) < 20:
@@ -798,6 +802,18 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
                 f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step times "
                 f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"),
                 stacklevel=2)
+    if contention.measured:
+        warnings.warn(AssumptionWarning(
+            f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
+            f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
+            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {producer}s of "
+            f"{contention.gpus}); beyond that range the nearest split's step times are kept and the interval widens"),
+            stacklevel=2)
+    elif contention.prior_se > 0:
+        warnings.warn(AssumptionWarning(
+            f"{logs[first].path if source == 'steps' else logs[0].path}: workers share a host's compute and one split "
+            f"was logged, so how step times change with the split is unknown: the intervals widen by "
+            f"{100 * contention.prior_se:.0f}% per worker moved; a log at a second split measures it"), stacklevel=2)
     sync = _fit_sync(logs, wins, consumer)
     loader = _fit_loader(logs, wins, pfit, observed)
     total = None

@@ -210,3 +210,15 @@ def test_regimes_are_detected_and_lower_the_balanced_projection(tmp_path):
     assert x == pytest.approx(slow_fit.observed[0].bps, rel=0.03)
     no_regimes = project_split(dataclasses.replace(slow_fit, regimes=NO_REGIMES), 6, 2).x_bps
     assert no_regimes > 1.04 * x
+
+
+def test_the_fitted_or_assumed_contention_is_reported(recwarn):
+    from advisor.schema import AssumptionWarning
+
+    _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
+    said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
+    assert any("each extra target" in m and "+3." in m for m in said), said
+    recwarn.clear()
+    _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")
+    said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
+    assert any("3% per worker moved" in m for m in said), said
