@@ -189,11 +189,11 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
                      workers_pinned=len(assigned), log=log.name)
 
 
-def plan_jobs(splits, repeats: int, budgets, prefix: str) -> list[Job]:
+def plan_jobs(splits, repeats: int, budgets, prefix: str, first_repeat: int = 0) -> list[Job]:
     """Repeat r of every split before repeat r + 1, and each repeat in a rotated order, so a split's
     repeats fall on different lanes and at different times."""
     jobs = []
-    for r in range(repeats):
+    for r in range(first_repeat, first_repeat + repeats):
         order = splits[r % len(splits):] + splits[:r % len(splits)] if r % 2 == 0 else list(reversed(splits))
         for n, m in order:
             for tb in budgets:
@@ -208,6 +208,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gpus", type=int, default=None, help="G: every split must sum to it")
     ap.add_argument("--splits", required=True, help="comma-separated N-M, e.g. 7-1,6-2")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--first-repeat", type=int, default=0, help="index (and seed) of the first repeat")
     ap.add_argument("--duration-s", type=float, default=90.0, help="seconds after the header before SIGINT")
     ap.add_argument("--cores", required=True, help="cores to use, e.g. 0-26")
     ap.add_argument("--lanes", type=int, default=1)
@@ -232,7 +233,7 @@ def main(argv=None) -> int:
     lanes = [cores[i * width:(i + 1) * width] for i in range(args.lanes)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = plan_jobs(splits, args.repeats, budgets, args.prefix)
+    jobs = plan_jobs(splits, args.repeats, budgets, args.prefix, args.first_repeat)
     pending = list(jobs)
     lock = threading.Lock()
     records: list[JobRecord] = []

@@ -6,7 +6,7 @@ Sweeps (`benchmarks/sweep.py`, logs kept in ``fixtures/sweep/``):
 - ``cpu32``: G = 8 on a 32-core host, splits 7-1 .. 2-6, two repeats each;
 - ``cpu16``: G = 6 on a 16-core host, splits 5-1 .. 2-4, two repeats each;
 - ``h200x2-234m``: the 234m target on one H200 and the drafter on another, token budgets
-  16384, 32768 and 49152 (the token-budget check).
+  16384, 24576, 32768, 40960 and 49152, 16384 and 32768 repeated (the token-budget check).
 
 Truth of a split = the mean of its repeats' measured steady rates (the advisor's own reading of
 each log's steady window, ``observed.bps``); its noise = half the spread of the repeats.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import re
 import statistics
@@ -93,36 +94,41 @@ def _score(src: list[Path], out: dict, truth, measured) -> dict:
             if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None}
 
 
-def budget_sets() -> dict[str, dict[int, Path]]:
-    """Logs of one split at several token budgets: the two-GPU sweep, and the earlier one-GPU runs."""
+def budget_sets() -> dict[str, dict[int, list[Path]]]:
+    """Logs of one split at several token budgets (repeats listed): the two-GPU sweep, and the
+    earlier one-GPU runs."""
     folder = ROOT / "fixtures" / "sweep" / BUDGET_SWEEP
     fx = ROOT / "fixtures"
-    return {"234m target, H200 + H200 (dedicated), 1-1": {parse(p)[2]: p for p in sorted(folder.glob("*.jsonl.gz"))},
-            "1b target, one shared H200, 1-1": {16384: fx / "h200-1x1-tb16384.jsonl", 32768: fx / "h200-1x1.jsonl",
-                                                65536: fx / "h200-1x1-tb65536.jsonl"}}
+    two: dict[int, list[Path]] = {}
+    for p in sorted(folder.glob("*.jsonl.gz")):
+        two.setdefault(parse(p)[2], []).append(p)
+    return {"234m target, H200 + H200 (dedicated), 1-1": two,
+            "1b target, one shared H200, 1-1": {16384: [fx / "h200-1x1-tb16384.jsonl"], 32768: [fx / "h200-1x1.jsonl"],
+                                                65536: [fx / "h200-1x1-tb65536.jsonl"]}}
 
 
-def budget_table(logs: dict[int, Path], pool: ThreadPoolExecutor) -> dict:
-    own = {b: advise_json([p]) for b, p in logs.items()}
-    truth = {b: o["observed"]["bps"] for b, o in own.items()}
-    cases = []
-    for b_src in logs:
-        for b in logs:
-            if b != b_src:
-                cases.append(([b_src], b))
-    for a, c in itertools.combinations(sorted(logs), 2):
-        for b in logs:
-            if b not in (a, c):
-                cases.append(([a, c], b))
+def budget_table(logs: dict[int, list[Path]], pool: ThreadPoolExecutor) -> dict:
+    """Every budget projected from each other budget's first log, and from each pair of budgets'
+    first logs; truth = mean of the budget's repeats, all of which must lie inside the interval."""
+    flat = [(b, p) for b, ps in logs.items() for p in ps]
+    rates = dict(zip(flat, pool.map(lambda bp: advise_json([bp[1]])["observed"]["bps"], flat)))
+    measured = {b: [rates[(b, p)] for p in ps] for b, ps in logs.items()}
+    truth = {b: statistics.fmean(v) for b, v in measured.items()}
+    budgets = sorted(logs)
+    cases = [([s], b) for s in budgets for b in budgets if b != s]
+    cases += [([a, c], b) for a, c in itertools.combinations(budgets, 2) for b in budgets if b not in (a, c)]
 
     def one(case):
         srcs, b = case
-        out = advise_json([logs[s] for s in srcs], "--token-budget", str(b))
+        out = advise_json([logs[s][0] for s in srcs], "--token-budget", str(b))
         row = _split_rows(out)[(1, 1)]
         return {"source": srcs, "budget": b, "bps": row["bps"], "low": row["bps_low"], "high": row["bps_high"],
                 "truth": truth[b], "err": row["bps"] / truth[b] - 1.0,
-                "inside": row["bps_low"] <= truth[b] <= row["bps_high"]}
-    return {"truth": truth, "cases": list(pool.map(one, cases))}
+                "inside": all(row["bps_low"] <= v <= row["bps_high"] for v in measured[b]),
+                "kind": "interpolate" if len(srcs) == 2 and min(srcs) < b < max(srcs) else
+                        ("extrapolate" if len(srcs) == 2 else "one log"),
+                "ratio": b / (srcs[0] if len(srcs) == 1 else min(srcs, key=lambda x: abs(math.log(b / x))))}
+    return {"truth": truth, "measured": measured, "cases": list(pool.map(one, cases))}
 
 
 def _pct(x: float) -> str:
@@ -169,13 +175,28 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
                        f"{100 * statistics.median(v['width'] for v in allv):.1f}% |")
     for label, bt in (budget or {}).items():
         out.append(f"\n### Token budget ({label})\n")
-        out.append("measured: " + ", ".join(f"{b}: {v:.2f} b/s" for b, v in sorted(bt["truth"].items())) + "\n")
+        out.append("measured (b/s, repeats): " + ", ".join(
+            f"{b}: {'/'.join(f'{v:.2f}' for v in bt['measured'][b])}" for b in sorted(bt["truth"])) + "\n")
         out.append("| from budget(s) | projected budget | projected b/s [95%] | measured | error | inside |")
         out.append("|---|---:|---:|---:|---:|---|")
         for c in bt["cases"]:
             out.append(f"| {' + '.join(map(str, c['source']))} | {c['budget']} | {c['bps']:.2f} "
                        f"[{c['low']:.2f}, {c['high']:.2f}] | {c['truth']:.2f} | {_pct(c['err'])} | "
                        f"{'yes' if c['inside'] else 'no'} |")
+        out.append("")
+        for kind in ("one log", "interpolate", "extrapolate"):
+            cs = [c for c in bt["cases"] if c["kind"] == kind]
+            if not cs:
+                continue
+            errs = [abs(c["err"]) for c in cs]
+            line = (f"- {kind} ({len(cs)} cases): |error| median {100 * statistics.median(errs):.1f}%, max "
+                    f"{100 * max(errs):.1f}%, inside {sum(c['inside'] for c in cs)}/{len(cs)}")
+            near = [c for c in cs if kind == "one log" and (abs(c["ratio"] - 0.5) < 0.02 or abs(c["ratio"] - 1.5) < 0.02)]
+            if near:
+                line += ("; at half or 1.5x the logged budget: " + ", ".join(
+                    f"{c['source'][0]}->{c['budget']} {_pct(c['err'])}{'' if c['inside'] else ' (outside)'}"
+                    for c in near))
+            out.append(line)
     return "\n".join(out) + "\n"
 
 
