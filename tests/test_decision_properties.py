@@ -63,7 +63,7 @@ def allowed_bps(adv, sentence: str) -> set[str]:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(which=st.sampled_from(sorted(SCENARIOS)), live=st.booleans(), gpus=st.sampled_from([None, 3, 6, 9, 16]),
        hs_cap=st.sampled_from([None, 0, 2, 40]), budget=st.sampled_from([None, 4096, 12000]),
        restart=st.sampled_from([0.0, 1.0, 1000.0]), next_run=st.booleans(), judge=st.booleans(),
