@@ -51,3 +51,10 @@ def reference():
 @pytest.fixture
 def reference_rates():
     return FIXTURES / "reference-7x1-rates.jsonl"
+
+
+# CI runs on a loaded 2-core machine: no per-example deadline, no "too slow" health check
+from hypothesis import HealthCheck, settings as _hsettings  # noqa: E402
+
+_hsettings.register_profile("loaded", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_hsettings.load_profile("loaded")

@@ -238,7 +238,7 @@ _FIELDS = ["t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", 
            "workers", "dur", "bytes", "window", "tok_s", "eta_s", "reason", "bps", "cap_bps", "q"]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(field=st.sampled_from(_FIELDS),
        value=st.one_of(_VALUES, st.dictionaries(st.sampled_from(["target", "drafter", "hs", "pre", "x"]), _VALUES,
                                                 max_size=3)),

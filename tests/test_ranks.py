@@ -96,7 +96,7 @@ def test_merged_frames_equal_the_single_files(single, tmp_path):
     assert many.n_lines == one.n_lines + 4 * 2   # 4 extra copies of the header and of the end line
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.integers(0, 2), min_size=5, max_size=5))
 def test_any_grouping_of_workers_into_files_merges_to_the_same_steps(single, tmp_path_factory, assign):
     src_lines = single.read_text().splitlines()
