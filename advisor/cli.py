@@ -1,6 +1,6 @@
 """`dflash-advise`: parse, call the library, render, set the exit code. Nothing else lives here.
 
-Exit codes (DESIGN.md contract): 0 ok / gate passes; 1 the gate fails; 2 the input is unusable
+Exit codes (the CLI contract, README.md): 0 ok / gate passes; 1 the gate fails; 2 the input is unusable
 (one line on stderr naming file, line and field; never a traceback). Only typer and the
 standard library are imported at module level so that ``--help`` stays fast.
 """

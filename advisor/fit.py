@@ -63,7 +63,7 @@ from .steady import SteadyWindow, find_steady
 BATCH_MEANS = 20
 T_975 = {19: 2.093, 9: 2.262, 4: 2.776, 2: 4.303}  # Student t, 97.5%, by degrees of freedom
 HUBER_K = 1.345
-DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical (MODELLING.md)
+DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical
 INPUT_STARVED_SHARE = 0.05
 PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
 # A loader close to binding: producers starved at least this share of their time while some

@@ -1,6 +1,6 @@
 """Throughput of one split: N producers, M consumers, a finite queue between them.
 
-The chain (exact for exponential service; MODELLING.md section 3). Let y be the batches the
+The chain (exact for exponential service). Let y be the batches the
 producers have finished and the consumers have not (queue contents + batches in consumers +
 outputs held by blocked producers), b the queue capacity and K = b + M. Then y is a
 birth-death chain on 0..K+N with

@@ -1,4 +1,4 @@
-"""The rate-log contract, schema v1 (see DESIGN.md): event types, the run header, and validation.
+"""The rate-log contract, schema v1 (docs/log-schema.md): event types, the run header, and validation.
 
 Every line of a log is one JSON object with ``ev`` (event type) and ``t`` (seconds since the run
 started). Five events are known: ``run`` (the header, first line), ``step`` (one batch on one

@@ -12,7 +12,7 @@ For each scenario (a documented generator, `advisor.synth.Scenario`):
    perfect reading of capacities gives when it ignores queueing, sync and the loader); and
    whether the recommended split is within 2% of the measured best.
 
-Bars (MODELLING.md section 7): |error| <= 3% on every split; the recommended split within
+Bars: |error| <= 3% on every split; the recommended split within
 2% of the best measured one. The harness reports misses; it does not tune anything.
 
     python3 benchmarks/validate.py                  # all scenarios -> benchmarks/VALIDATION.md

@@ -169,7 +169,7 @@ changes (the expert's "even at 60%"):"""),
     ("code", """for line in adv.recommendation.holds_unless:
     print("-", line)"""),
     ("md", """The reference case is target-bound at 6-2 whatever the drafters do, so sync cannot matter
-there. It does when targets are cheap: take a 2:1 case from DESIGN.md (target step 0.07 s,
+there. It does when targets are cheap: take a 2:1 case (target step 0.07 s,
 drafter step 0.035 s) on 8 GPUs, judged at 5-3, and vary the all-reduce time per sync with a
 sync after every step (`advise_numbers(..., sync_every=1, sync_s=...)`, the `what-if` path).
 Even at zero all-reduce cost, waiting for the slowest of M ranks costs something; as the

@@ -11,7 +11,7 @@ from advisor.simulate import simulate
 
 
 def birth_death(mu_t: float, mu_d: float, n: int, m: int, b: int):
-    """MODELLING.md section 3: throughput, target blocked share, drafter starved share."""
+    """The birth-death chain of advisor.model: throughput, target blocked share, drafter starved share."""
     k = b + m
     y = np.arange(k + n + 1)
     birth = mu_t * (n - np.maximum(0, y - k))
