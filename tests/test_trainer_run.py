@@ -147,14 +147,15 @@ def test_interrupt_stops_cleanly(tmp_path, sig, mode):
     args = ["--targets", "2", "--drafters", "1", "--steps", "100000"]
     if mode == "emulate":
         args += ["--emulate", str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.2"]
-    p = _start_and_wait_for_steps(out, 6, *args)
+    p = _start_and_wait_for_steps(out, 6, *args, "--stop-grace", "120")
     workers = _children(p.pid)
     assert len(workers) >= 3
     t_sig = time.monotonic()
     p.send_signal(sig)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert time.monotonic() - t_sig < 8.0      # workers stop at their next queue operation, not after the grace
+    # workers stop at their next queue operation, not after the grace (a bound far from both on a loaded machine)
+    assert time.monotonic() - t_sig < 60.0
     events = _lines(out)
     assert events[-1]["ev"] == "end" and events[-1]["reason"] == "interrupted"
     assert all(isinstance(e, dict) for e in events)

@@ -51,6 +51,23 @@ from .rates import RateWindow
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 BLAME_WAIT_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# a terminal sends these to its whole process group; children start with them blocked (the mask
+# is inherited through fork and exec) so that only the main process acts on them
+GROUP_SIGNALS = {signal.SIGINT, signal.SIGHUP}
+
+
+class _GroupSignalsBlocked:
+    """Block GROUP_SIGNALS while children start: workers then ignore them (`trainer.workers`), and
+    multiprocessing's resource tracker, which ignores SIGINT but not SIGHUP, never sees them (a
+    SIGHUP would kill it, and its relaunch spews tracebacks). Pending signals reach the main
+    process when the block ends."""
+
+    def __enter__(self):
+        self._old = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+        return self
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
 
 
 class SourceError(Exception):
@@ -301,8 +318,12 @@ class _Run:
         for n in dev_notes:
             _say(f"dflash-train: warning: {n}")
         ctx = mp.get_context("spawn")
+        from multiprocessing import resource_tracker
+
         from .workers import Channels
 
+        with _GroupSignalsBlocked():
+            resource_tracker.ensure_running()
         self.ch = ch = Channels(pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
                                 hs=ctx.Queue(maxsize=cfg.hs_queue_depth), events=ctx.Queue(),
                                 stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
@@ -333,7 +354,8 @@ class _Run:
         rates = None
         last_rates = None
         scale = cfg.time_scale if cfg.emulated else 1.0
-        self._start_workers(ctx, devices, ch)
+        with _GroupSignalsBlocked():
+            self._start_workers(ctx, devices, ch)
         deadline = time.monotonic() + cfg.start_timeout_s
         while len(self.infos) < cfg.workers and self.error is None and sigs.caught is None:
             self._drain(None, 0.1)

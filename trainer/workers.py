@@ -343,6 +343,7 @@ def worker_main(spec: WorkerSpec, ch: Channels) -> None:
     bind_to_parent(spec.parent_pid or os.getppid(), spec.role, spec.index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})   # blocked while we started
     try:
         device = _setup(spec)
         compute = _compute(spec, device)
