@@ -282,8 +282,8 @@ class _Run:
     def _check_dead(self) -> None:
         if self.error is not None or self.ch.stop.is_set():
             return
-        for p in self.procs.values():
-            if p.exitcode is not None and p.exitcode != 0:
+        for key, p in self.procs.items():
+            if p.exitcode is not None and p.exitcode != 0 and key not in self.done and key not in self.reported:
                 # the error message may still be in the pipe: give it a moment before naming the exit code
                 self._drain(None, 0.5)
                 if self.error is None:
@@ -320,17 +320,18 @@ class _Run:
         ctx = mp.get_context("spawn")
         from multiprocessing import resource_tracker
 
-        from .workers import Channels
+        from .workers import Channels, HsSlots
 
-        with _GroupSignalsBlocked():
-            resource_tracker.ensure_running()
-        self.ch = ch = Channels(pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
-                                hs=ctx.Queue(maxsize=cfg.hs_queue_depth), events=ctx.Queue(),
-                                stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
-                                start_wall=ctx.Value("d", 0.0), targets_done=ctx.Value("i", 0),
-                                hs_taken=ctx.Value("d", 0.0))
-        progress = Progress(cfg.progress)
         try:
+            with _GroupSignalsBlocked():
+                resource_tracker.ensure_running()
+            self.ch = ch = Channels(pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
+                                    hs=ctx.Queue(maxsize=cfg.hs_queue_depth), events=ctx.Queue(),
+                                    stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
+                                    start_wall=ctx.Value("d", 0.0), targets_done=ctx.Value("i", 0),
+                                    hs_slots=(HsSlots(ctx, cfg.hs_queue_depth, cfg.targets, cfg.drafters)
+                                              if cfg.emulated else None))
+            progress = Progress(cfg.progress)
             with _Signals() as sigs:
                 reason = self._loop(ch, ctx, devices, n_gpus, planned, batches, make, progress, sigs)
         except BaseException:
@@ -365,7 +366,6 @@ class _Run:
             progress.update(0.0, None, 0, planned)
         self.clock_start = time.monotonic()
         ch.start_wall.value = self.clock_start
-        ch.hs_taken.value = self.clock_start
         self.writer.write(_header(cfg, self.infos, n_gpus, self.profile, self.notes))
         self._write_error()
         if self.error is None and sigs.caught is None:

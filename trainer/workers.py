@@ -19,8 +19,8 @@ simulation:
 
     start   = max(free, ready of the item taken)      (loader items are ready at once)
     done    = start + s * scale;   the worker sleeps until then (``clock.sleep_until``)
-    free'   = done, or, when q_hs had no room, max(done, the ideal instant a drafter took
-              an item out: the drafter stores its own ``free`` in ``hs_taken`` before each get)
+    free'   = done if q_hs held fewer than its capacity at ``done`` on the ideal timeline, else
+              the ideal instant of the take that freed a slot (`HsSlots` keeps that state)
     wait    = start - free,  blocked = free' - done,  t = free' (targets) / done (drafters).
 Queue operations, pickling, wake-up latency and the scheduler's delays on a loaded machine
 cost wall time that the ideal instants do not contain; they only shorten the next sleep. So
@@ -75,7 +75,62 @@ class Channels:
     release: Any                     # set by main when all drafters are done: targets may exit
     start_wall: Any                  # mp.Value('d'): time.monotonic() at t = 0
     targets_done: Any                # mp.Value('i'): targets that have seen their end marker
-    hs_taken: Any = None             # mp.Value('d'), emulation: ideal instant of the latest q_hs take
+    hs_slots: Any = None             # emulation: HsSlots, the ideal instants of q_hs takes
+
+
+class HsSlots:
+    """Emulation: the ideal state of q_hs, shared by its producers and consumers.
+
+    Rings of the last ``size`` put instants (an item's ``ready``) and take instants (a drafter's
+    ideal pull), with total counters. A target that has just put an item at ideal instant
+    ``done`` counts what q_hs held at ``done`` on the ideal timeline: earlier puts (those older
+    than the ring all are) minus earlier takes. If that is the capacity C or more, its put waits
+    for the takes after ``done``, in time order, until a slot is free. Counting by ideal instants,
+    not by the order in which processes reached the queue on the wall clock, keeps a worker that
+    runs late on a loaded machine from seeing a queue full that the ideal pipeline had not filled.
+    A drafter claims its take before the get (at its ``free``: an idle drafter pulls at once) and
+    corrects the instant after it (max(free, ready)).
+    """
+
+    def __init__(self, ctx, cap: int, targets: int, drafters: int):
+        self.cap = cap
+        # the ring must reach back past every item still in the queue, held by a blocked target or
+        # claimed by a waiting drafter
+        self.size = cap + targets + drafters + 64
+        self.puts = ctx.Value("q", 0)
+        self.takes = ctx.Value("q", 0)
+        self.put_ring = ctx.Array("d", self.size, lock=False)
+        self.take_ring = ctx.Array("d", self.size, lock=False)
+
+    def claim_take(self, free: float) -> int:
+        with self.takes.get_lock():
+            j = self.takes.value
+            self.take_ring[j % self.size] = free
+            self.takes.value = j + 1
+        return j
+
+    def took(self, j: int, at: float) -> None:
+        with self.takes.get_lock():
+            self.take_ring[j % self.size] = at
+
+    def put_release(self, done: float) -> float:
+        """Record a put made at ideal instant ``done``; returns the instant its producer is free."""
+        n = self.size
+        with self.puts.get_lock():
+            k = self.puts.value
+            self.put_ring[k % n] = done
+            self.puts.value = k + 1
+            later_puts = sum(1 for i in range(max(0, k - n + 1), k) if self.put_ring[i % n] > done)
+        with self.takes.get_lock():
+            t = self.takes.value
+            later_takes = sorted(x for x in (self.take_ring[i % n] for i in range(max(0, t - n), t)) if x > done)
+        held = (k - later_puts) - (t - len(later_takes))
+        if held < self.cap:
+            return done
+        need = held - self.cap + 1
+        if need <= len(later_takes):
+            return later_takes[need - 1]
+        return max([done, *later_takes])    # the freeing take is not recorded yet: the latest known
 
 
 class Stopped(Exception):
@@ -220,13 +275,8 @@ def _serve_target(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> N
 
 def _put_ideal(q, item: dict, ch: Channels, done: float) -> float:
     """Emulation: pass ``item`` on; returns the ideal instant the producer is free again."""
-    try:
-        q.put_nowait(item)
-        return done
-    except queue.Full:
-        pass
     _put(q, item, ch.stop)
-    return max(done, ch.hs_taken.value)
+    return ch.hs_slots.put_release(done)
 
 
 def _serve_target_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> None:
@@ -300,11 +350,12 @@ def _serve_drafter_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunC
     n = 0
     free = clock.start_wall
     while True:
-        ch.hs_taken.value = free            # a target blocked on a full q_hs gets its slot at this instant
+        j = ch.hs_slots.claim_take(free)    # a target waiting for room gets this take's slot
         msg, _ = _take(ch.hs, ch, spec, n)
         if is_end(msg):
             break
         start = max(free, msg["ready"])
+        ch.hs_slots.took(j, start)
         s = compute.service_s(msg)
         done = start + s * scale
         sleep_until(done)
