@@ -206,7 +206,8 @@ def test_output_paths_are_checked_before_any_worker_starts(tmp_path):
     (("--time-scale", "nan"), "dflash-train: --time-scale: must be a number > 0, got nan"),
     (("--steps", "0"), "dflash-train: --steps: must be a whole number from 1"),
     (("--sync-s", "-1"), "dflash-train: --sync-s: must be a number >= 0"),
-    (("--hs-queue-depth", "0"), "dflash-train: --hs-queue-depth: must be a whole number from 1"),
+    (("--hs-queue-depth", "0"), "dflash-train: --hs-cap: must be a whole number from 1"),
+    (("--hs-cap", "0"), "dflash-train: --hs-cap: must be a whole number from 1"),
 ])
 def test_invalid_numbers_exit_2_with_one_line(tmp_path, args, expect):
     out = tmp_path / "x.jsonl"
@@ -239,12 +240,14 @@ def test_an_unusable_emulation_source_exits_2_with_the_advisors_line(tmp_path, c
 
 
 def test_cli_conventions():
-    v = subprocess.run(_cmd("--version"), capture_output=True, text=True, timeout=60, env=_env())
-    assert v.returncode == 0 and v.stdout.startswith("dflash-train ")
+    for flag in ("--version", "-V"):
+        v = subprocess.run(_cmd(flag), capture_output=True, text=True, timeout=60, env=_env())
+        assert v.returncode == 0 and v.stdout.startswith("dflash-train ") and len(v.stdout.splitlines()) == 1
     h1 = subprocess.run(_cmd("-h"), capture_output=True, text=True, timeout=60, env=_env())
     h2 = subprocess.run(_cmd("--help"), capture_output=True, text=True, timeout=60, env=_env())
     assert h1.returncode == 0 and h1.stdout == h2.stdout
-    for opt in ("--device <cpu|cuda>", "--model <tiny|234m|1b>", "--handoff <auto|host>", "--force", "--version"):
+    for opt in ("--device <cpu|cuda>", "--model <tiny|234m|1b>", "--handoff <auto|host>", "--force", "--version",
+                "--hs-cap, --hs-queue-depth"):
         assert opt in h1.stdout, opt
     bad = subprocess.run(_cmd("--device", "tpu"), capture_output=True, text=True, timeout=60, env=_env())
     assert bad.returncode == 2 and "'tpu' is not one of 'cpu', 'cuda'" in bad.stderr

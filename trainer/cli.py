@@ -25,7 +25,7 @@ Model = Enum("Model", {m: m for m in PRESETS}, type=str)
 Handoff = Enum("Handoff", {h: h for h in HANDOFFS}, type=str)
 
 # config field -> the option that sets it, so that a message names what the user typed
-OPTION_OF = {"rates_every_s": "--rates-every", "stop_grace_s": "--stop-grace", "sync_s": "--sync-s",
+OPTION_OF = {"hs_queue_depth": "--hs-cap", "rates_every_s": "--rates-every", "stop_grace_s": "--stop-grace", "sync_s": "--sync-s",
              "crash": CRASH_ENV, "run_name": "--run-name", "start_timeout_s": "start_timeout_s",
              "grad_clip": "grad_clip"}
 
@@ -77,9 +77,11 @@ def train(
     token_budget: Annotated[Optional[int], typer.Option(
         "--token-budget", help="Batch token budget, padded (default: cpu 2048, cuda 32768).")] = None,
     pre_queue_depth: Annotated[int, typer.Option("--pre-queue-depth",
-                                                 help="q_pre depth: capacity of each target's prefetch queue.")] = 50,
-    hs_queue_depth: Annotated[int, typer.Option("--hs-queue-depth",
-                                                help="q_hs depth: capacity of the hidden-state queue.")] = 20,
+                                                 help="q_pre depth (batches): capacity of each target's "
+                                                      "prefetch queue.")] = 50,
+    hs_queue_depth: Annotated[int, typer.Option("--hs-cap", "--hs-queue-depth",
+                                                help="q_hs depth (batches): capacity of the hidden-state "
+                                                     "queue.")] = 20,
     sync_every: Annotated[int, typer.Option("--sync-every", help="Drafter steps per sync when M > 1 "
                                                                  "(0: never).")] = 10,
     rates_every: Annotated[Optional[float], typer.Option(
@@ -105,7 +107,7 @@ def train(
                                                                      "source log ran one drafter.")] = None,
     stop_grace: Annotated[float, typer.Option("--stop-grace", help="Seconds workers get to stop before being "
                                                                    "killed.")] = 10.0,
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+    version: Annotated[Optional[bool], typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                     help="Print the version and exit.")] = None,
 ) -> None:
     """Run the pipeline and write its rate log."""

@@ -23,17 +23,16 @@ simulation:
               the ideal instant of the take that freed a slot (`HsSlots` keeps that state)
     wait    = start - free,  blocked = free' - done,  t = free' (targets) / done (drafters).
 Queue operations, pickling, wake-up latency and the scheduler's delays on a loaded machine
-cost wall time that the ideal instants do not contain; they only shorten the next sleep. So
-they no longer scale up by 1/time-scale into emulated seconds (at --time-scale 0.01 a 0.5 ms
-delay would otherwise log as 50 ms). Each emulated step carries ``lag``: how far (emulated
+cost wall time that the ideal instants do not contain; they only shorten the next sleep, and do
+not scale up by 1/time-scale into emulated seconds (at --time-scale 0.01 a 0.5 ms delay would
+otherwise log as 50 ms). Each emulated step carries ``lag``: how far (emulated
 seconds) the worker ran behind its ideal ``done``. A lag that keeps growing means the machine
 cannot keep up with the time scale; the logged times are still the ideal ones, but the order in
 which workers meet at the queues may then differ from the ideal pipeline's.
 
 Failure handling: a worker dies with the main process (`trainer.lifeline`), ignores SIGINT and
 SIGHUP (a terminal's signals reach the whole process group; the main process owns shutdown, and
-ends the run on them), reports an
-exception as an ``error`` message and exits 1; when the run is stopping, errors caused by the
+ends the run on them), reports an exception as an ``error`` message and exits 1; when the run is stopping, errors caused by the
 stop (a peer gone mid-collective) are not reported. Targets stay alive after their last batch
 until the main process releases them: the drafters still map their shared buffers.
 """
