@@ -141,20 +141,22 @@ def _start_and_wait_for_steps(out: Path, n_steps: int, *args: str):
     return p
 
 
-@pytest.mark.parametrize("sig,mode", [(signal.SIGINT, "real"), (signal.SIGTERM, "emulate")])
-def test_interrupt_stops_cleanly(tmp_path, sig, mode):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_stops_cleanly(tmp_path, sig):
+    # emulated workers, to keep the suite fast; real workers are stopped the same way, after a worker
+    # dies in tests/test_trainer_faults.py::test_a_killed_target_is_named_as_the_cause
     out = tmp_path / "int.jsonl"
-    args = ["--targets", "2", "--drafters", "1", "--steps", "100000"]
-    if mode == "emulate":
-        args += ["--emulate", str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.2"]
-    p = _start_and_wait_for_steps(out, 6, *args)
+    args = ["--targets", "2", "--drafters", "1", "--steps", "100000", "--emulate", str(FIXTURES / "cpu-2x1.jsonl"),
+            "--time-scale", "0.2"]
+    p = _start_and_wait_for_steps(out, 6, *args, "--stop-grace", "120")
     workers = _children(p.pid)
     assert len(workers) >= 3
     t_sig = time.monotonic()
     p.send_signal(sig)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert time.monotonic() - t_sig < 8.0      # workers stop at their next queue operation, not after the grace
+    # workers stop at their next queue operation, not after the grace (a bound far from both on a loaded machine)
+    assert time.monotonic() - t_sig < 60.0
     events = _lines(out)
     assert events[-1]["ev"] == "end" and events[-1]["reason"] == "interrupted"
     assert all(isinstance(e, dict) for e in events)
@@ -167,8 +169,8 @@ def test_interrupt_stops_cleanly(tmp_path, sig, mode):
 def test_crashing_worker_ends_the_run_with_its_error(tmp_path):
     out = tmp_path / "crash.jsonl"
     t0 = time.monotonic()
-    r = _run("--targets", "2", "--drafters", "1", "--steps", "1000", "--out", str(out),
-             env={"DFLASH_TRAIN_CRASH": "drafter:0:2"})
+    r = _run("--targets", "2", "--drafters", "1", "--steps", "1000", "--out", str(out), "--emulate",
+             str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.1", env={"DFLASH_TRAIN_CRASH": "drafter:0:2"})
     assert r.returncode == 1
     end = _lines(out)[-1]
     assert end["ev"] == "end" and end["reason"] == "error"

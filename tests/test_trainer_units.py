@@ -6,6 +6,8 @@ import json
 import queue
 import threading
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -13,8 +15,14 @@ from trainer.batching import BatchPlan, plan_epoch
 from trainer.config import ConfigError, PRESETS, make_config
 from trainer.corpus import SyntheticCorpus
 from trainer.loader import Loader, is_end
-from trainer.logwriter import LogWriter
+import os
+import subprocess
+import sys
+
+from trainer.logwriter import OutputError, open_log
 from trainer.rates import RateWindow
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_config_defaults_follow_device():
@@ -126,12 +134,64 @@ def test_rates_snapshot_counts_completions_and_capacity_from_busy_time():
 
 def test_log_writer_writes_whole_json_lines_and_nulls_nan(tmp_path):
     p = tmp_path / "a.jsonl"
-    w = LogWriter(str(p))
+    w = open_log(str(p))
     w.write({"ev": "step", "t": 1.0, "loss": float("nan")})
     w.write({"ev": "end", "t": 2.0, "reason": "done"})
     w.close()
     lines = p.read_text().splitlines()
     assert [json.loads(x)["ev"] for x in lines] == ["step", "end"] and json.loads(lines[0])["loss"] is None
+    assert w.lines == 2 and w.error is None
+
+
+def test_open_log_refuses_what_cannot_be_a_log(tmp_path):
+    existing = tmp_path / "old.jsonl"
+    existing.write_text("keep me\n")
+    cases = {str(tmp_path / "no" / "x.jsonl"): "does not exist", str(tmp_path): "is a directory",
+             "/dev/full": "character device", str(existing): "exists; give --force"}
+    for path, reason in cases.items():
+        with pytest.raises(OutputError) as e:
+            open_log(path)
+        assert e.value.path == path and reason in e.value.reason and "\n" not in str(e.value)
+    assert existing.read_text() == "keep me\n"
+    w = open_log(str(existing), force=True)     # --force: truncated and rewritten
+    w.write({"ev": "end", "t": 0.0, "reason": "done"})
+    w.close()
+    assert json.loads(existing.read_text())["ev"] == "end"
+
+
+FSIZE_WRITER = """
+import json, resource, sys
+from trainer.logwriter import open_log
+resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_BYTES, FSIZE_BYTES))
+w = open_log(sys.argv[1])
+n = 0
+while w.error is None and n < 100000:
+    w.write({"ev": "step", "t": n * 0.5, "role": "target", "worker": 0, "pad": "x" * (n % 97)})
+    n += 1
+    if n % 7 == 0:
+        w.flush()
+ok = w.write_last({"ev": "end", "t": 1.0, "reason": "error", "msg": str(w.error)})
+w.close()
+print(json.dumps({"errno": w.error.errno, "lines": w.lines, "end_written": ok}))
+"""
+
+
+@pytest.mark.parametrize("limit", [5000, 5003, 12345])
+def test_a_write_error_mid_run_leaves_whole_lines(tmp_path, limit):
+    # a real kernel limit (RLIMIT_FSIZE; Python ignores SIGXFSZ, so write() fails with EFBIG), set in
+    # a child process: the same short write + error as a full disk, at a byte the test chooses
+    p = tmp_path / "full.jsonl"
+    r = subprocess.run([sys.executable, "-c", FSIZE_WRITER.replace("FSIZE_BYTES", str(limit)), str(p)],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    raw = p.read_bytes()
+    assert res["errno"] == 27 and len(raw) <= limit and raw.endswith(b"\n")   # EFBIG
+    lines = [json.loads(x) for x in raw.decode().splitlines()]
+    assert len(lines) == res["lines"]
+    if res["end_written"]:
+        assert lines[-1] == {"ev": "end", "t": 1.0, "reason": "error", "msg": lines[-1]["msg"]}
+    assert all(e["ev"] == "step" for e in lines[:-1])
 
 
 torch = pytest.importorskip("torch")

@@ -1,79 +1,144 @@
 """`dflash-train`: the command line of the trainer (typer only; the work is in `trainer.run`).
 
-Exit codes: 0 the run finished (end reason done); 1 a worker or the loader failed (reason
-error); 130 interrupted by SIGINT/SIGTERM (reason interrupted); 2 invalid settings (a one-line
-message naming the setting, no log written).
+Exit codes: 0 the run finished (end reason done); 1 a worker or the loader failed, or the log
+could not be written (reason error); 130 interrupted by SIGINT, SIGTERM or SIGHUP (reason
+interrupted); 2 unusable input: an invalid setting, an output path that cannot take the log, or
+an --emulate source the advisor cannot read (one line on stderr, no worker started). Only typer,
+the standard library and `trainer.config` (no torch) are imported at module level, so that
+``--help`` and ``--version`` stay fast.
 """
 from __future__ import annotations
 
 import os
 import sys
-from typing import Optional
+from enum import Enum
+from typing import Annotated, Optional
 
 import typer
 
+from .config import DEVICES, HANDOFFS, PRESETS
+
 CRASH_ENV = "DFLASH_TRAIN_CRASH"   # test hook: "role:index:step[:exit]" makes that worker fail
 
-app = typer.Typer(add_completion=False, help="Async DFlash drafter training pipeline that writes a rate log "
-                  "(schema v1), or an emulation of one from a measured log.")
+Device = Enum("Device", {d: d for d in DEVICES}, type=str)
+Model = Enum("Model", {m: m for m in PRESETS}, type=str)
+Handoff = Enum("Handoff", {h: h for h in HANDOFFS}, type=str)
+
+# config field -> the option that sets it, so that a message names what the user typed
+OPTION_OF = {"hs_queue_depth": "--hs-cap", "rates_every_s": "--rates-every", "stop_grace_s": "--stop-grace", "sync_s": "--sync-s",
+             "crash": CRASH_ENV, "run_name": "--run-name", "start_timeout_s": "start_timeout_s",
+             "grad_clip": "grad_clip"}
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Async DFlash drafter training pipeline (N target processes -> q_hs -> M drafter processes) "
+                       "that writes a rate log for dflash-advise, or an emulation of one from a measured log.")
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:       # stderr was a terminal that went away
+        pass
+
+
+def _die(msg: str, code: int = 2) -> None:
+    _say(f"dflash-train: {msg}")
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("dflash-advisor")
+        except PackageNotFoundError:
+            v = "unknown (not installed)"
+        typer.echo(f"dflash-train {v}")
+        raise typer.Exit(0)
+
+
+def _option(field: str) -> str:
+    return OPTION_OF.get(field, "--" + field.replace("_", "-"))
 
 
 @app.command()
 def train(
-    targets: int = typer.Option(1, "--targets", help="target worker processes (N)"),
-    drafters: int = typer.Option(1, "--drafters", help="drafter worker processes (M)"),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda (roles spread over the visible GPUs)"),
-    out: str = typer.Option("run.jsonl", "--out", help="path of the JSONL rate log"),
-    steps: Optional[int] = typer.Option(None, "--steps", help="stop after this many drafter steps (all drafters)"),
-    seed: int = typer.Option(0, "--seed", help="seed of corpus, batching, models and emulation draws"),
-    token_budget: Optional[int] = typer.Option(None, "--token-budget",
-                                               help="padded tokens per batch [cpu 2048, cuda 32768]"),
-    pre_queue_depth: int = typer.Option(50, "--pre-queue-depth", help="capacity of each target's prefetch queue"),
-    hs_queue_depth: int = typer.Option(20, "--hs-queue-depth", help="capacity of the hidden-state queue"),
-    sync_every: int = typer.Option(10, "--sync-every", help="drafter steps between weight syncs when M > 1 (0: never)"),
-    rates_every: Optional[float] = typer.Option(None, "--rates-every", help="seconds between rates snapshots "
-                                                "[cpu 2, cuda 10]"),
-    samples: Optional[int] = typer.Option(None, "--samples", help="corpus size [cpu 4000, cuda 50000]"),
-    epochs: int = typer.Option(1, "--epochs", help="passes over the corpus"),
-    model: Optional[str] = typer.Option(None, "--model", help="model preset: tiny, 234m, 1b [cpu tiny, cuda 1b]"),
-    lr: Optional[float] = typer.Option(None, "--lr", help="AdamW learning rate of the drafter [cpu 1e-3, cuda 3e-4]"),
-    handoff: str = typer.Option("auto", "--handoff", help="hidden-state handoff: auto (shared memory / CUDA "
-                                "IPC) or host (through shared host memory)"),
-    run_name: Optional[str] = typer.Option(None, "--run-name", help="the header's run name"),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress",
-                                            help="live progress line [on when stdout and stderr are terminals]"),
-    emulate: Optional[str] = typer.Option(None, "--emulate", help="emulate from this measured log"),
-    time_scale: float = typer.Option(1.0, "--time-scale", help="emulation: wall seconds per emulated second"),
-    sync_s: Optional[float] = typer.Option(None, "--sync-s", help="emulation: sync duration when the source "
-                                           "log ran one drafter"),
-    stop_grace: float = typer.Option(10.0, "--stop-grace", help="seconds workers get to stop before being killed"),
+    targets: Annotated[int, typer.Option("--targets", help="Target worker processes (N).")] = 1,
+    drafters: Annotated[int, typer.Option("--drafters", help="Drafter worker processes (M).")] = 1,
+    device: Annotated[Device, typer.Option("--device", help="Where workers compute; with cuda, roles are spread "
+                                                            "over the visible GPUs.")] = Device.cpu,
+    out: Annotated[str, typer.Option("--out", "-o", help="JSONL rate log to write (refused if it exists, "
+                                                         "unless --force).")] = "run.jsonl",
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Stop after this many drafter steps, all "
+                                                                 "drafters together (default: the whole plan).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of corpus, batching, models and emulation draws.")] = 0,
+    token_budget: Annotated[Optional[int], typer.Option(
+        "--token-budget", help="Batch token budget, padded (default: cpu 2048, cuda 32768).")] = None,
+    pre_queue_depth: Annotated[int, typer.Option("--pre-queue-depth",
+                                                 help="q_pre depth (batches): capacity of each target's "
+                                                      "prefetch queue.")] = 50,
+    hs_queue_depth: Annotated[int, typer.Option("--hs-cap", "--hs-queue-depth",
+                                                help="q_hs depth (batches): capacity of the hidden-state "
+                                                     "queue.")] = 20,
+    sync_every: Annotated[int, typer.Option("--sync-every", help="Drafter steps per sync when M > 1 "
+                                                                 "(0: never).")] = 10,
+    rates_every: Annotated[Optional[float], typer.Option(
+        "--rates-every", help="Seconds between rates snapshots (default: cpu 2, cuda 10).")] = None,
+    samples: Annotated[Optional[int], typer.Option("--samples", help="Corpus size (default: cpu 4000, "
+                                                                     "cuda 50000).")] = None,
+    epochs: Annotated[int, typer.Option("--epochs", help="Passes over the corpus.")] = 1,
+    model: Annotated[Optional[Model], typer.Option("--model", help="Model preset (default: cpu tiny, "
+                                                                   "cuda 1b).")] = None,
+    lr: Annotated[Optional[float], typer.Option("--lr", help="AdamW learning rate of the drafter (default: cpu "
+                                                             "1e-3, cuda 3e-4).")] = None,
+    handoff: Annotated[Handoff, typer.Option("--handoff", help="Hidden-state handoff: auto (shared memory / CUDA "
+                                                               "IPC) or host (shared host memory).")] = Handoff.auto,
+    run_name: Annotated[Optional[str], typer.Option("--run-name", help="The header's run name.")] = None,
+    progress: Annotated[Optional[bool], typer.Option(
+        "--progress/--no-progress", help="Live progress line (default: on when stdout and stderr are "
+                                         "terminals).")] = None,
+    emulate: Annotated[Optional[str], typer.Option("--emulate", help="Emulate from this measured rate log "
+                                                                     "instead of computing.")] = None,
+    time_scale: Annotated[float, typer.Option("--time-scale", help="Emulation: wall seconds per emulated "
+                                                                   "second.")] = 1.0,
+    sync_s: Annotated[Optional[float], typer.Option("--sync-s", help="Emulation: seconds per sync, when the "
+                                                                     "source log ran one drafter.")] = None,
+    stop_grace: Annotated[float, typer.Option("--stop-grace", help="Seconds workers get to stop before being "
+                                                                   "killed.")] = 10.0,
+    version: Annotated[Optional[bool], typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                                    help="Print the version and exit.")] = None,
 ) -> None:
+    """Run the pipeline and write its rate log."""
     from .config import ConfigError, make_config
+    from .logwriter import OutputError
 
     try:
-        cfg = make_config(targets=targets, drafters=drafters, device=device, out=out, steps=steps, seed=seed,
+        cfg = make_config(targets=targets, drafters=drafters, device=device.value, out=out, steps=steps, seed=seed,
                           token_budget=token_budget, pre_queue_depth=pre_queue_depth, hs_queue_depth=hs_queue_depth,
                           sync_every=sync_every, rates_every_s=rates_every, samples=samples, epochs=epochs,
-                          model=model, lr=lr, handoff=handoff, run_name=run_name, progress=progress,
-                          emulate=emulate, time_scale=time_scale, sync_s=sync_s, stop_grace_s=stop_grace,
+                          model=model.value if model is not None else None, lr=lr, handoff=handoff.value,
+                          run_name=run_name, progress=progress, emulate=emulate, time_scale=time_scale,
+                          sync_s=sync_s, stop_grace_s=stop_grace, force=force,
                           crash=os.environ.get(CRASH_ENV) or None)
-        from .run import run
+        from .run import SourceError, run
 
         result = run(cfg)
     except ConfigError as e:
-        print(f"dflash-train: invalid setting {e}", file=sys.stderr)
-        raise typer.Exit(2)
+        _die(f"{_option(e.field)}: {str(e).split(': ', 1)[1]}")
+    except (OutputError, SourceError) as e:
+        _die(str(e))
     if result.reason == "done":
-        print(f"dflash-train: done: {result.drafter_steps} drafter steps, log {result.log_path} "
-              f"({result.lines} lines)", file=sys.stderr)
+        _say(f"dflash-train: done: {result.drafter_steps} drafter steps, log {result.log_path} "
+             f"({result.lines} lines)")
     elif result.reason == "interrupted":
-        print(f"dflash-train: interrupted after {result.drafter_steps} drafter steps; log {result.log_path}",
-              file=sys.stderr)
+        _say(f"dflash-train: interrupted after {result.drafter_steps} drafter steps; log {result.log_path}")
     raise typer.Exit(result.exit_code)
 
 
 def main() -> None:
-    app()
+    app(prog_name="dflash-train")
 
 
 if __name__ == "__main__":

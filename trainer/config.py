@@ -29,6 +29,9 @@ from pathlib import Path
 
 DEVICES = ("cpu", "cuda")
 HANDOFFS = ("auto", "host")
+MAX_SEED = 2**32 - 1           # torch and numpy seeds; the verifier head's seed is a product of it
+MAX_WORKERS = 4096             # per role: more worker processes than any host (or the advisor) takes
+MAX_COUNT = 10**9              # samples, epochs, steps, queue depths, token budget: past any real run
 
 
 class ConfigError(ValueError):
@@ -139,23 +142,28 @@ class TrainConfig:
     crash: str | None = None                # test hook "role:index:step[:exit]", from DFLASH_TRAIN_CRASH
     start_timeout_s: float = 600.0
     stop_grace_s: float = 10.0
+    force: bool = False                     # overwrite an existing --out file
 
     def __post_init__(self) -> None:
         for name in ("targets", "drafters", "token_budget", "samples", "epochs", "pre_queue_depth",
                      "hs_queue_depth"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(name, f"must be a whole number >= 1, got {v!r}")
+            hi = MAX_WORKERS if name in ("targets", "drafters") else MAX_COUNT
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= hi:
+                raise ConfigError(name, f"must be a whole number from 1 to {hi}, got {v!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError("seed", f"must be a whole number from 0 to {MAX_SEED}, got {self.seed!r}")
         if self.device not in DEVICES:
             raise ConfigError("device", f"must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.model not in PRESETS:
             raise ConfigError("model", f"must be one of {', '.join(PRESETS)}, got {self.model!r}")
         if self.handoff not in HANDOFFS:
             raise ConfigError("handoff", f"must be one of {', '.join(HANDOFFS)}, got {self.handoff!r}")
-        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
-            raise ConfigError("steps", f"must be a whole number >= 1, got {self.steps!r}")
-        if not isinstance(self.sync_every, int) or self.sync_every < 0:
-            raise ConfigError("sync_every", f"must be a whole number >= 0 (0: never), got {self.sync_every!r}")
+        if self.steps is not None and (not isinstance(self.steps, int) or not 1 <= self.steps <= MAX_COUNT):
+            raise ConfigError("steps", f"must be a whole number from 1 to {MAX_COUNT}, got {self.steps!r}")
+        if not isinstance(self.sync_every, int) or not 0 <= self.sync_every <= MAX_COUNT:
+            raise ConfigError("sync_every", f"must be a whole number from 0 (never) to {MAX_COUNT}, "
+                              f"got {self.sync_every!r}")
         for name in ("rates_every_s", "time_scale", "lr", "grad_clip", "start_timeout_s", "stop_grace_s"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -169,7 +177,8 @@ class TrainConfig:
             raise ConfigError("token_budget", f"must be at least {4 * preset.drafter.block} tokens for model "
                               f"'{self.model}' (4 drafter blocks), got {self.token_budget}")
         if self.emulate is not None and not Path(self.emulate).is_file():
-            raise ConfigError("emulate", f"no such log file: {self.emulate}")
+            what = "not a regular file" if Path(self.emulate).exists() else "no such log file"
+            raise ConfigError("emulate", f"{what}: {self.emulate}")
         if self.crash is not None:
             parts = self.crash.split(":")
             if len(parts) not in (3, 4) or parts[0] not in ("target", "drafter") or not parts[1].isdigit() \

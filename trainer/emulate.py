@@ -22,9 +22,10 @@ Throughput for comparisons (`steady_throughput`): drafter completions per second
 start of steady state (the advisor's warm-up rule) and the moment the first target ran out of
 batches (after that, the pipeline drains with fewer producers: an end effect, not a rate).
 
-Workers sleep until a deadline (`clock.sleep_until`), and subtract their own measured per-cycle
-overhead (queue operations, logging) from the next sleep, so that at --time-scale 0.01 a 0.3 ms
-wall sleep still stands for a 30 ms step.
+Workers sleep until deadlines on an ideal timeline (`trainer.workers`): the instants a pipeline
+with free queue operations would reach, so that wall-clock overhead (queue operations, logging,
+a loaded machine's scheduler), which a time scale of 0.01 would multiply by 100, is not in the
+logged times. `trainer.fidelity` measures what remains against an exact simulation.
 """
 from __future__ import annotations
 

@@ -48,10 +48,15 @@ class Progress:
                     f"ETA {_fmt_s(rates['eta_s'])}")
         pad = max(0, self._width - len(line))
         self._width = len(line)
-        self.stream.write("\r" + line + " " * pad)
-        self.stream.flush()
+        self._emit("\r" + line + " " * pad)
+
+    def _emit(self, text: str) -> None:
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError:          # the terminal went away (SIGHUP): the run goes on without the line
+            self.enabled = False
 
     def close(self) -> None:
         if self.enabled and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
+            self._emit("\n")

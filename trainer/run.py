@@ -12,11 +12,25 @@ Phases:
    the workers;
 4. end, with one of three reasons:
    - done: all drafters finished the planned batches (the loader's end markers went through);
-   - interrupted: SIGINT or SIGTERM reached the main process (exit code 130);
-   - error: a worker reported an exception, died, or the loader failed (exit code 1).
+   - interrupted: SIGINT, SIGTERM or SIGHUP (a closed terminal) reached the main process (exit
+     code 130);
+   - error: a worker reported an exception, died, the loader failed, or the log could not be
+     written (exit code 1).
    On interrupt/error the main process sets ``stop``; workers leave at their next queue
    operation; any still alive after --stop-grace seconds is terminated, then killed. The last
-   line is always the ``end`` event; the main process never waits on a worker without a timeout.
+   line is the ``end`` event (when the disk still takes it, see `trainer.logwriter`); the main
+   process never waits on a worker without a timeout.
+
+Before any worker starts, the source log of an emulation is read (`SourceError`, one line, on a
+log the advisor cannot use) and the output path is checked and opened
+(`trainer.logwriter.open_log`): a bad path costs no worker start-up. Workers die with the main
+process even when it is killed outright (`trainer.lifeline`).
+
+Who failed: a worker that dies (killed, or exits without a word) makes its peers fail too, e.g.
+a drafter that maps a dead target's shared memory gets ConnectionResetError. Such a secondary
+error would hide the cause, so on any error the main process looks for a worker that died
+without reporting (waiting up to BLAME_WAIT_S for its exit to show) and names it first, with
+its exit code or signal.
 """
 from __future__ import annotations
 
@@ -35,6 +49,29 @@ from .progress import Progress
 from .rates import RateWindow
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
+BLAME_WAIT_S = 1.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# a terminal sends these to its whole process group; children start with them blocked (the mask
+# is inherited through fork and exec) so that only the main process acts on them
+GROUP_SIGNALS = {signal.SIGINT, signal.SIGHUP}
+
+
+class _GroupSignalsBlocked:
+    """Block GROUP_SIGNALS while children start: workers then ignore them (`trainer.workers`), and
+    multiprocessing's resource tracker, which ignores SIGINT but not SIGHUP, never sees them (a
+    SIGHUP would kill it, and its relaunch spews tracebacks). Pending signals reach the main
+    process when the block ends."""
+
+    def __enter__(self):
+        self._old = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
+        return self
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
+
+
+class SourceError(Exception):
+    """The source log of --emulate cannot be used; ``str()`` is one line naming the file."""
 
 
 @dataclass(frozen=True)
@@ -112,14 +149,14 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
 
 
 class _Signals:
-    """SIGINT/SIGTERM -> a flag that the main loop checks; the previous handlers come back after."""
+    """SIGINT/SIGTERM/SIGHUP -> a flag that the main loop checks; the previous handlers come back after."""
 
     def __init__(self):
         self.caught: str | None = None
         self._old = {}
 
     def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             self._old[sig] = signal.signal(sig, self._handle)
         return self
 
@@ -143,6 +180,7 @@ class _Run:
         self.writer: LogWriter | None = None
         self.clock_start: float | None = None
         self.drafter_steps = 0
+        self.reported: set[tuple[str, int]] = set()     # workers that sent an error message
 
     # -- setup --------------------------------------------------------------------------
     def _plan(self):
@@ -150,7 +188,13 @@ class _Run:
         if cfg.emulated:
             from .emulate import load_profile
 
-            self.profile = load_profile(cfg.emulate, cfg.sync_s)
+            try:
+                self.profile = load_profile(cfg.emulate, cfg.sync_s)
+            except Exception as e:   # noqa: BLE001  (any failure to read the source is unusable input)
+                msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if cfg.emulate not in msg:
+                    msg = f"{cfg.emulate}: {msg}"
+                raise SourceError(msg) from None
             if cfg.sync_enabled and not self.profile.sync_durs_s:
                 raise ConfigError("sync_s", "the source log has no sync events of several drafters; give --sync-s "
                                   "(seconds per emulated sync) to emulate M > 1")
@@ -179,7 +223,7 @@ class _Run:
         roles = [("target", i) for i in range(cfg.targets)] + [("drafter", i) for i in range(cfg.drafters)]
         for (role, i), dev in zip(roles, devices):
             sp = SyncPlan(i, cfg.drafters, port, backend) if role == "drafter" and cfg.sync_enabled else None
-            spec = WorkerSpec(role, i, dev, cfg, sync=sp, profile=self.profile)
+            spec = WorkerSpec(role, i, dev, cfg, sync=sp, profile=self.profile, parent_pid=os.getpid())
             p = ctx.Process(target=worker_main, args=(spec, ch), name=f"dflash-{role}-{i}", daemon=False)
             p.start()
             self.procs[(role, i)] = p
@@ -203,6 +247,7 @@ class _Run:
         elif kind == "done":
             self.done.add((msg["role"], msg["index"]))
         elif kind == "error":
+            self.reported.add((msg["role"], msg["index"]))
             if self.error is None and not self.ch.stop.is_set():
                 self.error = msg["msg"]
                 self.error_tb = msg.get("traceback")
@@ -220,16 +265,45 @@ class _Run:
                 return
             self._handle(msg, rates)
 
+    @staticmethod
+    def _death(key: tuple[str, int], code: int) -> str:
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"{key[0]} {key[1]} was killed by {name} (exit code {code}) before finishing"
+        return f"{key[0]} {key[1]} exited with code {code} before finishing"
+
+    def _silent_deaths(self) -> list[str]:
+        return [self._death(k, p.exitcode) for k, p in self.procs.items()
+                if p.exitcode is not None and p.exitcode != 0 and k not in self.done and k not in self.reported]
+
     def _check_dead(self) -> None:
         if self.error is not None or self.ch.stop.is_set():
             return
         for key, p in self.procs.items():
-            if p.exitcode is not None and p.exitcode != 0 and key not in self.done:
+            if p.exitcode is not None and p.exitcode != 0 and key not in self.done and key not in self.reported:
                 # the error message may still be in the pipe: give it a moment before naming the exit code
                 self._drain(None, 0.5)
                 if self.error is None:
-                    self.error = f"{key[0]} {key[1]} exited with code {p.exitcode} before finishing"
+                    dead = self._silent_deaths()
+                    if dead:
+                        self.error = dead[0]
                 return
+
+    def _blame(self) -> None:
+        """An error was reported: if a worker died without a word, it is the cause; name it first."""
+        deadline = time.monotonic() + BLAME_WAIT_S
+        while True:
+            dead = self._silent_deaths()
+            if dead:
+                if not self.error.startswith(dead[0]):
+                    self.error = f"{dead[0]}; then {self.error}"
+                return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
 
     # -- main -------------------------------------------------------------------------------
     def execute(self) -> RunResult:
@@ -238,83 +312,128 @@ class _Run:
         planned, batches, make = self._plan()
         devices, n_gpus, dev_notes = assign_devices(cfg)
         self.notes.extend(dev_notes)
-        for n in dev_notes:
-            print(f"dflash-train: warning: {n}", file=sys.stderr)
-        ctx = mp.get_context("spawn")
-        from .workers import Channels
+        from .logwriter import open_log
 
-        self.ch = ch = Channels(pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
-                                hs=ctx.Queue(maxsize=cfg.hs_queue_depth), events=ctx.Queue(),
-                                stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
-                                start_wall=ctx.Value("d", 0.0), targets_done=ctx.Value("i", 0))
-        progress = Progress(cfg.progress)
+        self.writer = open_log(cfg.out, cfg.force)       # OutputError before any worker starts
+        for n in dev_notes:
+            _say(f"dflash-train: warning: {n}")
+        ctx = mp.get_context("spawn")
+        from multiprocessing import resource_tracker
+
+        from .workers import Channels, HsSlots
+
+        try:
+            with _GroupSignalsBlocked():
+                resource_tracker.ensure_running()
+            self.ch = ch = Channels(pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
+                                    hs=ctx.Queue(maxsize=cfg.hs_queue_depth), events=ctx.Queue(),
+                                    stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
+                                    start_wall=ctx.Value("d", 0.0), targets_done=ctx.Value("i", 0),
+                                    hs_slots=(HsSlots(ctx, cfg.hs_queue_depth, cfg.targets, cfg.drafters)
+                                              if cfg.emulated else None))
+            progress = Progress(cfg.progress)
+            with _Signals() as sigs:
+                reason = self._loop(ch, ctx, devices, n_gpus, planned, batches, make, progress, sigs)
+        except BaseException:
+            self._emergency_stop()       # never leave workers behind, whatever went wrong here
+            raise
+        if reason == "error":
+            if self.error_tb:
+                _say(self.error_tb, end="")
+            _say(f"dflash-train: error: {self.error}")
+        code = {"done": EXIT_DONE, "error": EXIT_ERROR, "interrupted": EXIT_INTERRUPTED}[reason]
+        return RunResult(reason, self.error, code, cfg.out, self.drafter_steps, self.writer.lines)
+
+    def _write_error(self) -> None:
+        if self.writer.error is not None and self.error is None:
+            e = self.writer.error
+            self.error = f"cannot write the log {self.cfg.out}: {e.strerror or e}"
+
+    def _loop(self, ch, ctx, devices, n_gpus, planned, batches, make, progress, sigs) -> str:
+        cfg = self.cfg
         reason = None
         rates = None
         last_rates = None
         scale = cfg.time_scale if cfg.emulated else 1.0
-        with _Signals() as sigs:
-            self.writer = LogWriter(cfg.out)
+        with _GroupSignalsBlocked():
             self._start_workers(ctx, devices, ch)
-            deadline = time.monotonic() + cfg.start_timeout_s
-            while len(self.infos) < cfg.workers and self.error is None and sigs.caught is None:
-                self._drain(None, 0.1)
-                self._check_dead()
-                if time.monotonic() > deadline:
-                    self.error = f"workers did not start within {cfg.start_timeout_s:g} s"
-                progress.update(0.0, None, 0, planned)
-            self.clock_start = time.monotonic()
-            ch.start_wall.value = self.clock_start
-            self.writer.write(_header(cfg, self.infos, n_gpus, self.profile, self.notes))
-            if self.error is None and sigs.caught is None:
-                from .loader import Loader
+        deadline = time.monotonic() + cfg.start_timeout_s
+        while len(self.infos) < cfg.workers and self.error is None and sigs.caught is None:
+            self._drain(None, 0.1)
+            self._check_dead()
+            if time.monotonic() > deadline:
+                self.error = f"workers did not start within {cfg.start_timeout_s:g} s"
+            progress.update(0.0, None, 0, planned)
+        self.clock_start = time.monotonic()
+        ch.start_wall.value = self.clock_start
+        self.writer.write(_header(cfg, self.infos, n_gpus, self.profile, self.notes))
+        self._write_error()
+        if self.error is None and sigs.caught is None:
+            from .loader import Loader
 
-                loader = Loader(batches, make, ch.pre, cfg.pre_queue_depth, ch.stop)
-                rates = RateWindow({"target": cfg.targets, "drafter": cfg.drafters}, cfg.rates_every_s, planned)
-                ch.go.set()
-                loader.start()
-                next_rates = cfg.rates_every_s
-                drafter_keys = {("drafter", i) for i in range(cfg.drafters)}
-                while True:
-                    self._drain(rates, 0.02)
-                    now = (time.monotonic() - self.clock_start) / scale
-                    if now >= next_rates:
-                        last_rates = rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize())
-                        self.writer.write(last_rates)
-                        next_rates += cfg.rates_every_s * (1 + int((now - next_rates) // cfg.rates_every_s))
-                    progress.update(now, last_rates, self.drafter_steps, planned)
-                    if drafter_keys <= self.done:
-                        ch.release.set()
-                        if all(not p.is_alive() for p in self.procs.values()):
-                            reason = "done"
-                            break
-                    if loader.error is not None and self.error is None:
-                        self.error = f"loader: {type(loader.error).__name__}: {loader.error}"
-                    self._check_dead()
-                    if self.error is not None:
+            loader = Loader(batches, make, ch.pre, cfg.pre_queue_depth, ch.stop)
+            rates = RateWindow({"target": cfg.targets, "drafter": cfg.drafters}, cfg.rates_every_s, planned)
+            ch.go.set()
+            loader.start()
+            next_rates = cfg.rates_every_s
+            drafter_keys = {("drafter", i) for i in range(cfg.drafters)}
+            while True:
+                self._drain(rates, 0.02)
+                now = (time.monotonic() - self.clock_start) / scale
+                if now >= next_rates:
+                    last_rates = rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize())
+                    self.writer.write(last_rates)
+                    next_rates += cfg.rates_every_s * (1 + int((now - next_rates) // cfg.rates_every_s))
+                progress.update(now, last_rates, self.drafter_steps, planned)
+                if sigs.caught is not None:        # before the checks below: a signal's casualties are no error
+                    break
+                self._write_error()
+                if drafter_keys <= self.done:
+                    ch.release.set()
+                    if all(not p.is_alive() for p in self.procs.values()):
+                        reason = "done"
                         break
-                    if sigs.caught is not None:
-                        break
-            if reason is None:
-                reason = "error" if self.error is not None else "interrupted"
-            self._shutdown(rates, graceful=reason == "done")
-            now = (time.monotonic() - self.clock_start) / scale
-            if reason == "done" and rates is not None:
-                self.writer.write(rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize()))
-            end = {"ev": "end", "t": round(now, 6), "reason": reason}
-            if reason == "error":
-                end["msg"] = self.error
-            elif reason == "interrupted":
-                end["msg"] = f"{sigs.caught} received"
-            self.writer.write(end)
-            lines = self.writer.lines
-            self.writer.close()
-            progress.close()
+                if loader.error is not None and self.error is None:
+                    self.error = f"loader: {type(loader.error).__name__}: {loader.error}"
+                self._check_dead()
+                if self.error is not None:
+                    break
+        if reason is None:
+            reason = "interrupted" if sigs.caught is not None and self.error is None else "error"
         if reason == "error":
-            if self.error_tb:
-                print(self.error_tb, file=sys.stderr, end="")
-            print(f"dflash-train: error: {self.error}", file=sys.stderr)
-        code = {"done": EXIT_DONE, "error": EXIT_ERROR, "interrupted": EXIT_INTERRUPTED}[reason]
-        return RunResult(reason, self.error, code, cfg.out, self.drafter_steps, lines)
+            self._blame()
+        self._shutdown(rates, graceful=reason == "done")
+        now = (time.monotonic() - self.clock_start) / scale
+        if reason == "done" and rates is not None:
+            self.writer.write(rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize()))
+        self._write_error()
+        if self.error is not None and reason == "done":
+            reason = "error"
+        end = {"ev": "end", "t": round(now, 6), "reason": reason}
+        if reason == "error":
+            end["msg"] = self.error
+        elif reason == "interrupted":
+            end["msg"] = f"{sigs.caught} received"
+        self.writer.write_last(end)
+        self.writer.close()
+        self._write_error()
+        progress.close()
+        return reason
+
+    def _emergency_stop(self) -> None:
+        ch = getattr(self, "ch", None)
+        if ch is not None:
+            ch.stop.set()
+        for p in self.procs.values():
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs.values():
+            p.join(1.0)
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
+        if self.writer is not None:
+            self.writer.close()
 
     def _shutdown(self, rates, graceful: bool) -> None:
         ch = self.ch
@@ -335,6 +454,14 @@ class _Run:
         self._drain(rates, 0.0, limit=100000)
         for q in [*ch.pre, ch.hs, ch.events]:
             q.cancel_join_thread()   # nothing left there is needed; never block the exit on it
+
+
+def _say(text: str, end: str = "\n") -> None:
+    """A line on stderr; a terminal that went away (SIGHUP) must not turn a clean end into a crash."""
+    try:
+        print(text, file=sys.stderr, end=end, flush=True)
+    except OSError:
+        pass
 
 
 def run(cfg: TrainConfig) -> RunResult:

@@ -15,6 +15,11 @@ rank that has run out of batches keeps entering rounds with flag 0 until the con
 so every collective call on one rank is matched by the same call on every other rank: no rank
 waits on a collective that the others never enter.
 
+Emulation (`round_emulated`): the ranks follow the ideal timeline of `trainer.workers`. The
+timed part starts at the latest ideal ``free`` instant of all ranks (an all-reduce MAX, as the
+barrier would in a pipeline with free communication), lasts the drawn duration, and ends at the
+same ideal instant on every rank; the event's ``dur`` is the drawn duration itself.
+
 Backend: NCCL when every drafter has its own GPU; gloo otherwise (CPU, or drafters sharing a
 GPU, which NCCL refuses), with CUDA parameters staged through host memory.
 """
@@ -40,11 +45,11 @@ class SyncPlan:
 
 
 class DrafterSync:
-    def __init__(self, plan: SyncPlan, device: torch.device, clock: RunClock,
+    def __init__(self, plan: SyncPlan, device: torch.device, clock: RunClock | None,
                  emulated_durs_s: np.ndarray | None = None, emulated_bytes: int = 0, seed: int = 0):
         self.plan = plan
         self.device = device
-        self.clock = clock
+        self.clock = clock              # set once the run's clock starts (the group is joined before)
         self.emulated_durs_s = emulated_durs_s
         self.emulated_bytes = emulated_bytes
         self.seed = seed
@@ -91,6 +96,26 @@ class DrafterSync:
             return False, None
         return False, {"ev": "sync", "t": round(self.clock.now(), 6), "role": "drafter", "workers": self.plan.world,
                        "dur": round(float(dur.item()), 6), "bytes": nbytes}
+
+    def round_emulated(self, training: bool, free_wall: float) -> tuple[bool, float, dict | None]:
+        """One emulated round. Returns (all ranks finished, the ideal instant the round ends, the
+        sync event for rank 0 or None)."""
+        ctrl = self._scalar(1.0 if training else 0.0)
+        dist.all_reduce(ctrl, op=dist.ReduceOp.SUM)
+        if float(ctrl.item()) == 0.0:
+            return True, free_wall, None
+        self.rounds += 1
+        arrived = self._scalar(free_wall - self.clock.start_wall)     # relative: float64 keeps microseconds
+        dist.all_reduce(arrived, op=dist.ReduceOp.MAX)
+        rng = np.random.default_rng([self.seed, 0x5C, self.rounds])
+        dur = float(self.emulated_durs_s[rng.integers(len(self.emulated_durs_s))])
+        end = self.clock.start_wall + float(arrived.item()) + dur * self.clock.scale
+        sleep_until(end)
+        if self.plan.rank != 0:
+            return False, end, None
+        return False, end, {"ev": "sync", "t": round((end - self.clock.start_wall) / self.clock.scale, 6),
+                            "role": "drafter", "workers": self.plan.world, "dur": round(dur, 6),
+                            "bytes": self.emulated_bytes}
 
     def close(self) -> None:
         if dist.is_initialized():

@@ -11,15 +11,28 @@ that closes a compute interval):
     t       = t_free', when the worker was free again; so t' = t + wait + busy + blocked.
 A drafter's sync round sits between two steps and belongs to neither (it is a `sync` event).
 
-Emulated workers follow the same loop with a drawn service time s in place of compute: they
-sleep until start + s * scale - c, where c is their own per-cycle overhead (an integral
-controller on cycles that neither starved nor blocked), log busy = s, and count a queue that
-already held an item (resp. had room) as no wait (resp. no blocking), since the emulated
-pipeline was not starved (blocked) there; at a 100x time scale the real queue overheads would
-otherwise show as emulated milliseconds.
+Emulated workers follow the same loop with a drawn service time s in place of compute, on an
+ideal timeline: wall-clock instants that a pipeline with free queue operations would reach.
+Each worker keeps ``free``, the ideal instant it was last free; every message it passes on
+carries ``ready``, the ideal instant it was produced. Then, exactly as in a discrete-event
+simulation:
 
-Failure handling: a worker ignores SIGINT (the main process owns shutdown), reports an
-exception as an ``error`` message and exits 1; when the run is stopping, errors caused by the
+    start   = max(free, ready of the item taken)      (loader items are ready at once)
+    done    = start + s * scale;   the worker sleeps until then (``clock.sleep_until``)
+    free'   = done if q_hs held fewer than its capacity at ``done`` on the ideal timeline, else
+              the ideal instant of the take that freed a slot (`HsSlots` keeps that state)
+    wait    = start - free,  blocked = free' - done,  t = free' (targets) / done (drafters).
+Queue operations, pickling, wake-up latency and the scheduler's delays on a loaded machine
+cost wall time that the ideal instants do not contain; they only shorten the next sleep, and do
+not scale up by 1/time-scale into emulated seconds (at --time-scale 0.01 a 0.5 ms delay would
+otherwise log as 50 ms). Each emulated step carries ``lag``: how far (emulated
+seconds) the worker ran behind its ideal ``done``. A lag that keeps growing means the machine
+cannot keep up with the time scale; the logged times are still the ideal ones, but the order in
+which workers meet at the queues may then differ from the ideal pipeline's.
+
+Failure handling: a worker dies with the main process (`trainer.lifeline`), ignores SIGINT and
+SIGHUP (a terminal's signals reach the whole process group; the main process owns shutdown, and
+ends the run on them), reports an exception as an ``error`` message and exits 1; when the run is stopping, errors caused by the
 stop (a peer gone mid-collective) are not reported. Targets stay alive after their last batch
 until the main process releases them: the drafters still map their shared buffers.
 """
@@ -36,9 +49,8 @@ from typing import Any
 
 from .clock import RunClock, sleep_until
 from .config import TrainConfig
+from .lifeline import bind_to_parent
 from .loader import END, is_end
-
-CONTROLLER_GAIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,7 @@ class WorkerSpec:
     cfg: TrainConfig
     sync: Any = None                 # SyncPlan for drafters when M > 1 and sync is on
     profile: Any = None              # EmulationProfile in emulation
+    parent_pid: int = 0              # the main process: the worker dies with it
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,62 @@ class Channels:
     release: Any                     # set by main when all drafters are done: targets may exit
     start_wall: Any                  # mp.Value('d'): time.monotonic() at t = 0
     targets_done: Any                # mp.Value('i'): targets that have seen their end marker
+    hs_slots: Any = None             # emulation: HsSlots, the ideal instants of q_hs takes
+
+
+class HsSlots:
+    """Emulation: the ideal state of q_hs, shared by its producers and consumers.
+
+    Rings of the last ``size`` put instants (an item's ``ready``) and take instants (a drafter's
+    ideal pull), with total counters. A target that has just put an item at ideal instant
+    ``done`` counts what q_hs held at ``done`` on the ideal timeline: earlier puts (those older
+    than the ring all are) minus earlier takes. If that is the capacity C or more, its put waits
+    for the takes after ``done``, in time order, until a slot is free. Counting by ideal instants,
+    not by the order in which processes reached the queue on the wall clock, keeps a worker that
+    runs late on a loaded machine from seeing a queue full that the ideal pipeline had not filled.
+    A drafter claims its take before the get (at its ``free``: an idle drafter pulls at once) and
+    corrects the instant after it (max(free, ready)).
+    """
+
+    def __init__(self, ctx, cap: int, targets: int, drafters: int):
+        self.cap = cap
+        # the ring must reach back past every item still in the queue, held by a blocked target or
+        # claimed by a waiting drafter
+        self.size = cap + targets + drafters + 64
+        self.puts = ctx.Value("q", 0)
+        self.takes = ctx.Value("q", 0)
+        self.put_ring = ctx.Array("d", self.size, lock=False)
+        self.take_ring = ctx.Array("d", self.size, lock=False)
+
+    def claim_take(self, free: float) -> int:
+        with self.takes.get_lock():
+            j = self.takes.value
+            self.take_ring[j % self.size] = free
+            self.takes.value = j + 1
+        return j
+
+    def took(self, j: int, at: float) -> None:
+        with self.takes.get_lock():
+            self.take_ring[j % self.size] = at
+
+    def put_release(self, done: float) -> float:
+        """Record a put made at ideal instant ``done``; returns the instant its producer is free."""
+        n = self.size
+        with self.puts.get_lock():
+            k = self.puts.value
+            self.put_ring[k % n] = done
+            self.puts.value = k + 1
+            later_puts = sum(1 for i in range(max(0, k - n + 1), k) if self.put_ring[i % n] > done)
+        with self.takes.get_lock():
+            t = self.takes.value
+            later_takes = sorted(x for x in (self.take_ring[i % n] for i in range(max(0, t - n), t)) if x > done)
+        held = (k - later_puts) - (t - len(later_takes))
+        if held < self.cap:
+            return done
+        need = held - self.cap + 1
+        if need <= len(later_takes):
+            return later_takes[need - 1]
+        return max([done, *later_takes])    # the freeing take is not recorded yet: the latest known
 
 
 class Stopped(Exception):
@@ -103,22 +172,16 @@ def _round(x: float) -> float:
     return round(float(x), 6)
 
 
-class _Pacer:
-    """Emulation: turns a drawn service time into a deadline, net of the worker's own overhead."""
+class _NoDevice:
+    """An emulated worker's device: nothing to compute on, so no torch import (seconds saved per
+    worker start); sync, if any, imports torch itself."""
 
-    def __init__(self, scale: float):
-        self.scale = scale
-        self.overhead_s = 0.0
-
-    def deadline(self, start: float, service_s: float) -> float:
-        return start + max(0.0, service_s * self.scale - self.overhead_s)
-
-    def learn(self, cycle_wall: float, service_s: float) -> None:
-        err = cycle_wall - service_s * self.scale
-        self.overhead_s = max(0.0, self.overhead_s + CONTROLLER_GAIN * err)
+    type = "cpu"
 
 
 def _setup(spec: WorkerSpec):
+    if spec.profile is not None:
+        return _NoDevice()
     import torch
 
     if spec.device == "cpu":
@@ -168,108 +231,144 @@ def _step_event(spec, clock, t_free, item, busy_s, wait_wall, blocked_wall, loss
     return ev
 
 
-def _take(in_q, ch: Channels, spec: WorkerSpec, n: int, t_free: float, emulated: bool):
-    """A worker's next input: (item, when its service starts, seconds starved before it, whether
-    the queue already held it). Emulated workers whose queue held an item did not starve: the get
-    is this process's own overhead, so service starts when the get began."""
-    nonempty = emulated and in_q.qsize() > 0
-    t_a = time.monotonic()
+def _take(in_q, ch: Channels, spec: WorkerSpec, n: int):
+    """A worker's next input and the wall instant it arrived (the crash hook fires here)."""
     item = _get(in_q, ch.stop)
-    t_b = time.monotonic()
-    if is_end(item):
-        return item, t_b, 0.0, nonempty
-    _maybe_crash(spec.cfg.crash, spec.role, spec.index, n)
-    start = t_a if nonempty else t_b
-    return item, start, (0.0 if nonempty else t_b - t_free), nonempty
+    t = time.monotonic()
+    if not is_end(item):
+        _maybe_crash(spec.cfg.crash, spec.role, spec.index, n)
+    return item, t
 
 
-def _serve_target(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> None:
+def _finish_target(spec: WorkerSpec, ch: Channels, n: int) -> None:
     cfg = spec.cfg
-    in_q, out_q = ch.pre[spec.index], ch.hs
-    emulated = spec.profile is not None
-    pacer = _Pacer(clock.scale)
-    n = 0
-    t_free = time.monotonic()
-    while True:
-        item, start, wait, nonempty = _take(in_q, ch, spec, n, t_free, emulated)
-        if is_end(item):
-            break
-        if emulated:
-            s = compute.service_s(item)
-            sleep_until(pacer.deadline(start, s))
-            out, extra = compute.message(item), {}
-        else:
-            res = compute.run(item)
-            out, extra = res.out, res.extra
-        t_c = time.monotonic()
-        busy = s if emulated else t_c - start
-        room = emulated and out_q.qsize() < cfg.hs_queue_depth
-        _put(out_q, out, ch.stop)
-        t_d = time.monotonic()
-        blocked = 0.0 if room else t_d - t_c
-        if emulated and nonempty and room and n > 0:
-            pacer.learn(t_d - t_free, s)
-        t_free = t_d
-        ch.events.put(_step_event(spec, clock, t_free, item, busy, wait, blocked, None, extra))
-        n += 1
     with ch.targets_done.get_lock():
         ch.targets_done.value += 1
         last = ch.targets_done.value == cfg.targets
     if last:   # the last target tells every drafter that no more batches come
         for _ in range(cfg.drafters):
-            _put(out_q, END, ch.stop)
+            _put(ch.hs, END, ch.stop)
     ch.events.put({"kind": "done", "role": spec.role, "index": spec.index, "steps": n})
     while not ch.release.wait(0.1):
         if ch.stop.is_set():
             break
 
 
-def _serve_drafter(spec: WorkerSpec, ch: Channels, compute, clock: RunClock, device) -> None:
-    cfg = spec.cfg
-    in_q = ch.hs
-    emulated = spec.profile is not None
-    pacer = _Pacer(clock.scale)
-    sync = None
-    if spec.sync is not None:
-        import numpy as np
-
-        from .sync import DrafterSync
-
-        durs = np.asarray(spec.profile.sync_durs_s) if emulated else None
-        sync = DrafterSync(spec.sync, device, clock, emulated_durs_s=durs,
-                           emulated_bytes=spec.profile.sync_bytes if emulated else 0, seed=cfg.seed)
-    params = None if emulated else compute.parameters()
+def _serve_target(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> None:
+    in_q, out_q = ch.pre[spec.index], ch.hs
     n = 0
     t_free = time.monotonic()
-    synced = False
     while True:
-        msg, start, wait, nonempty = _take(in_q, ch, spec, n, t_free, emulated)
+        item, start = _take(in_q, ch, spec, n)
+        if is_end(item):
+            break
+        res = compute.run(item)
+        t_c = time.monotonic()
+        _put(out_q, res.out, ch.stop)
+        t_d = time.monotonic()
+        ch.events.put(_step_event(spec, clock, t_d, item, t_c - start, start - t_free, t_d - t_c, None, res.extra))
+        t_free = t_d
+        n += 1
+    _finish_target(spec, ch, n)
+
+
+def _put_ideal(q, item: dict, ch: Channels, done: float) -> float:
+    """Emulation: pass ``item`` on; returns the ideal instant the producer is free again."""
+    _put(q, item, ch.stop)
+    return ch.hs_slots.put_release(done)
+
+
+def _serve_target_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> None:
+    in_q, out_q, scale = ch.pre[spec.index], ch.hs, clock.scale
+    n = 0
+    free = clock.start_wall
+    while True:
+        item, _ = _take(in_q, ch, spec, n)
+        if is_end(item):
+            break
+        start = free                        # the loader is infinitely fast: its batches are ready at once
+        s = compute.service_s(item)
+        done = start + s * scale
+        sleep_until(done)
+        lag = time.monotonic() - done
+        out = {**compute.message(item), "ready": done}
+        new_free = _put_ideal(out_q, out, ch, done)
+        ch.events.put(_step_event(spec, clock, new_free, item, s, start - free, new_free - done, None,
+                                  {"lag": clock.to_log(lag)}))
+        free = new_free
+        n += 1
+    _finish_target(spec, ch, n)
+
+
+def _drafter_sync(spec: WorkerSpec, device):
+    """The drafters' process group, joined before ``ready``: its rendezvous is start-up, not run time."""
+    if spec.sync is None:
+        return None
+    import numpy as np
+
+    from .sync import DrafterSync
+
+    emulated = spec.profile is not None
+    durs = np.asarray(spec.profile.sync_durs_s) if emulated else None
+    return DrafterSync(spec.sync, device, None, emulated_durs_s=durs,
+                       emulated_bytes=spec.profile.sync_bytes if emulated else 0, seed=spec.cfg.seed)
+
+
+def _serve_drafter(spec: WorkerSpec, ch: Channels, compute, clock: RunClock, sync) -> None:
+    cfg = spec.cfg
+    params = compute.parameters()
+    n = 0
+    t_free = time.monotonic()
+    while True:
+        msg, start = _take(ch.hs, ch, spec, n)
         if is_end(msg):
             break
-        if emulated:
-            s = compute.service_s(msg)
-            sleep_until(pacer.deadline(start, s))
-            loss, extra = None, {}
-        else:
-            res = compute.run(msg)
-            loss, extra = res.loss, res.extra
+        res = compute.run(msg)
         t_c = time.monotonic()
-        busy = s if emulated else t_c - start
-        if emulated and nonempty and n > 0 and not synced:
-            pacer.learn(t_c - t_free, s)
-        ch.events.put(_step_event(spec, clock, t_c, msg, busy, wait, 0.0, loss, extra))
+        ch.events.put(_step_event(spec, clock, t_c, msg, t_c - start, start - t_free, 0.0, res.loss, res.extra))
         t_free = t_c
         n += 1
-        synced = False
         if sync is not None and n % cfg.sync_every == 0:
             _, ev = sync.round(True, params)
             if ev is not None:
                 ch.events.put(ev)
             t_free = time.monotonic()
-            synced = True
     if sync is not None:
         while True:
             finished, ev = sync.round(False, params)
+            if ev is not None:
+                ch.events.put(ev)
+            if finished:
+                break
+        sync.close()
+    ch.events.put({"kind": "done", "role": spec.role, "index": spec.index, "steps": n})
+
+
+def _serve_drafter_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunClock, sync) -> None:
+    cfg, scale = spec.cfg, clock.scale
+    n = 0
+    free = clock.start_wall
+    while True:
+        j = ch.hs_slots.claim_take(free)    # a target waiting for room gets this take's slot
+        msg, _ = _take(ch.hs, ch, spec, n)
+        if is_end(msg):
+            break
+        start = max(free, msg["ready"])
+        ch.hs_slots.took(j, start)
+        s = compute.service_s(msg)
+        done = start + s * scale
+        sleep_until(done)
+        lag = time.monotonic() - done
+        ch.events.put(_step_event(spec, clock, done, msg, s, start - free, 0.0, None, {"lag": clock.to_log(lag)}))
+        free = done
+        n += 1
+        if sync is not None and n % cfg.sync_every == 0:
+            _, free, ev = sync.round_emulated(True, free)
+            if ev is not None:
+                ch.events.put(ev)
+    if sync is not None:
+        while True:
+            finished, free, ev = sync.round_emulated(False, free)
             if ev is not None:
                 ch.events.put(ev)
             if finished:
@@ -300,15 +399,22 @@ def _leave(ch: Channels, code: int, flush_data: bool) -> None:
 
 def worker_main(spec: WorkerSpec, ch: Channels) -> None:
     """Entry point of a worker process."""
+    bind_to_parent(spec.parent_pid or os.getppid(), spec.role, spec.index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})   # blocked while we started
     try:
         device = _setup(spec)
         compute = _compute(spec, device)
+        sync = _drafter_sync(spec, device) if spec.role == "drafter" else None
         clock = _ready(spec, ch, device, compute)
+        emulated = spec.profile is not None
         if spec.role == "target":
-            _serve_target(spec, ch, compute, clock)
+            (_serve_target_emulated if emulated else _serve_target)(spec, ch, compute, clock)
         else:
-            _serve_drafter(spec, ch, compute, clock, device)
+            if sync is not None:
+                sync.clock = clock
+            (_serve_drafter_emulated if emulated else _serve_drafter)(spec, ch, compute, clock, sync)
     except BaseException as e:  # noqa: BLE001  (every failure must reach the main process)
         if ch.stop.is_set() or isinstance(e, Stopped):
             _leave(ch, 0, flush_data=False)
