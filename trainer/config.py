@@ -17,7 +17,7 @@ Model presets (target = frozen Qwen3-shaped backbone, random init; drafter = blo
     234m    1024 / 16 / 16 / 8 / 64 / 3072 / 32000               1024 / 2 / 8 / 3072 / 16 / 256
     1b      2048 / 24 / 16 / 8 / 128 / 6144 / 32000              1024 / 2 / 8 / 3072 / 16 / 256
 
-"1b" is the DESIGN.md reference shape (1.27B backbone parameters with its embedding); "234m"
+"1b" is the reference shape of the design brief (1.27B backbone parameters with its embedding); "234m"
 the smaller 2:1 target. Four evenly spaced layers are tapped; the verifier (lm_head) logits
 are computed only at 1/16 of the tokens (the anchor blocks).
 """

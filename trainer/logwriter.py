@@ -1,7 +1,8 @@
 """The one writer of a run's JSONL log, and the check of its path before a run starts.
 
-Only the main process writes, one whole line per event (``json.dumps`` + newline), so lines from
-many workers never tear or interleave mid-line. NaN and infinities, which JSON cannot carry,
+Only the main process writes, one whole line per event (built and validated by
+`advisor.records`, the format's one writer), so lines from many workers never tear or interleave
+mid-line. NaN and infinities, which JSON cannot carry,
 become null.
 
 `open_log` checks the output path before any worker starts and raises `OutputError` (a one-line
@@ -19,11 +20,12 @@ that fails too, so the file is always whole lines.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
 import time
+
+from advisor.records import from_dict
 
 FLUSH_EVERY_S = 1.0
 FLUSH_BYTES = 1 << 20
@@ -51,6 +53,11 @@ def _clean(v):
     if isinstance(v, (list, tuple)):
         return [_clean(x) for x in v]
     return v
+
+
+def _line(event: dict) -> bytes:
+    """One log line, built and validated by the format's one writer (`advisor.records`)."""
+    return from_dict(_clean(event)).to_json_line().encode("utf-8")
 
 
 def open_log(path: str, force: bool = False) -> "LogWriter":
@@ -109,7 +116,7 @@ class LogWriter:
     def write(self, event: dict) -> None:
         if self.error is not None or self.closed:
             return
-        line = (json.dumps(_clean(event), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+        line = _line(event)
         self._buf.append(line)
         self._buf_bytes += len(line)
         self.lines += 1
@@ -155,7 +162,7 @@ class LogWriter:
             self.write(event)
             self.flush()
             return self.error is None
-        line = (json.dumps(_clean(event), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+        line = _line(event)
         self.lines += 1
         return self._write_all(line)
 
