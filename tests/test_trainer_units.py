@@ -135,12 +135,21 @@ def test_rates_snapshot_counts_completions_and_capacity_from_busy_time():
 def test_log_writer_writes_whole_json_lines_and_nulls_nan(tmp_path):
     p = tmp_path / "a.jsonl"
     w = open_log(str(p))
-    w.write({"ev": "step", "t": 1.0, "loss": float("nan")})
+    w.write({"ev": "step", "t": 1.0, "role": "drafter", "worker": 0, "batch": 0, "tokens": 10, "busy": 0.1,
+             "wait": 0.0, "blocked": 0.0, "loss": float("nan")})
     w.write({"ev": "end", "t": 2.0, "reason": "done"})
     w.close()
     lines = p.read_text().splitlines()
-    assert [json.loads(x)["ev"] for x in lines] == ["step", "end"] and json.loads(lines[0])["loss"] is None
+    assert [json.loads(x)["ev"] for x in lines] == ["step", "end"] and json.loads(lines[0]).get("loss") is None
     assert w.lines == 2 and w.error is None
+
+
+def test_log_writer_validates_through_the_records_module(tmp_path):
+    from advisor.records import RecordError
+    w = open_log(str(tmp_path / "b.jsonl"))
+    with pytest.raises(RecordError, match="busy"):
+        w.write({"ev": "step", "t": 1.0, "role": "drafter", "worker": 0, "batch": 0, "tokens": 10, "busy": -1.0})
+    w.close()
 
 
 def test_open_log_refuses_what_cannot_be_a_log(tmp_path):
@@ -166,7 +175,8 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_BYTES, FSIZE_BYTES))
 w = open_log(sys.argv[1])
 n = 0
 while w.error is None and n < 100000:
-    w.write({"ev": "step", "t": n * 0.5, "role": "target", "worker": 0, "pad": "x" * (n % 97)})
+    w.write({"ev": "step", "t": n * 0.5, "role": "target", "worker": 0, "batch": n, "tokens": 100, "busy": 0.1,
+             "pad": "x" * (n % 97)})
     n += 1
     if n % 7 == 0:
         w.flush()
