@@ -30,21 +30,23 @@ import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
                      LogRefused, LogWarning, RunHeader, display_path, parse_header, validate_event)
+from .summary import DEFAULT_SAMPLE_ROWS, Summary, Totals, is_summary, read_summary
 
 # Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
 MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
-MAX_LOG_BYTES = 1 << 30     # decompressed; loading peaks at ~6x the log's size in memory (measured)
-MAX_LOG_LINES = 10_000_000
+MAX_LOG_BYTES = 1 << 40     # decompressed; memory does not grow with the log (streamed), time does
+MAX_LOG_LINES = 10_000_000_000
 MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
 RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
 CHUNK_BYTES = 8 << 20
+PIECE_BYTES = 32 << 20       # whole lines parsed at once: pyarrow's threads get 32 blocks of 1 MiB
 
 STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
 _NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
@@ -63,6 +65,12 @@ class RunLog:
     end: Mapping[str, Any] | None
     n_lines: int
     unknown_events: Mapping[str, int] = field(default_factory=dict)
+    # Large logs (more than ``sample_rows`` steps of a role): ``steps`` is a uniform sample of the
+    # log's steps, and ``totals`` holds its exact time-binned counts and sums (advisor.summary).
+    sampled: bool = False
+    totals: Totals | None = None
+    t_max_s: float | None = None                          # the largest t in the log (None: not known)
+    n_steps: Mapping[str, int] | None = None              # every step of each role, sampled or not
 
     @property
     def has_steps(self) -> bool:
@@ -73,6 +81,8 @@ class RunLog:
         ts = [f["t"].max() for f in (self.steps, self.rates, self.syncs) if len(f)]
         if self.end is not None:
             ts.append(float(self.end.get("t", 0.0)))
+        if self.t_max_s is not None:
+            ts.append(self.t_max_s)
         return float(max(ts)) if ts else 0.0
 
 
@@ -135,18 +145,9 @@ def open_log(path: str | Path):
     return raw, raw
 
 
-@dataclass
-class _Raw:
-    """A log's bytes and what the reader counted on the way."""
-
-    data: bytes
-    n_newlines: int
-    n_empty: int          # zero-length lines (pyarrow skips them; the row check needs their number)
-
-
-def _read_bytes(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYTES,
-                max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> _Raw:
-    """The file's bytes, read in chunks and refused as soon as a limit is crossed.
+def _read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYTES,
+                 max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> Iterator[bytes]:
+    """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out.
 
     Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
     bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
@@ -157,12 +158,10 @@ def _read_bytes(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
     spath = str(path)
     fh, raw = open_log(path)
     gz = fh is not raw
-    parts: list[bytes] = []
+    started = False
     total = 0
     since_nl = 0  # bytes of the current (unfinished) line
     lines_before = 0
-    n_empty = 0
-    prev_nl = True  # the file start counts as just after a newline
     utf8 = codecs.getincrementaldecoder("utf-8")()
 
     def too_long(k: int) -> LogError:
@@ -183,7 +182,7 @@ def _read_bytes(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
                     raise LogRefused(spath, None, f"inflates more than {max_ratio:g} times (to over {_human(total)} "
                                      f"from {_human(raw.tell())}); a rate log compresses about 10x: not a log "
                                      f"(a compression bomb?)")
-                if not parts and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
+                if not started and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
                     raise LogError(spath, 1, "is UTF-16 text; a rate log is UTF-8 (convert it: "
                                              "iconv -f UTF-16 -t UTF-8)")
                 pending = utf8.getstate()[0]
@@ -201,7 +200,6 @@ def _read_bytes(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
                     since_nl += len(chunk)
                     if since_nl > max_line_bytes:
                         raise too_long(0)
-                    prev_nl = False
                 else:
                     first = since_nl + int(nl[0])
                     gaps = np.diff(nl)
@@ -211,13 +209,12 @@ def _read_bytes(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
                     since_nl = len(chunk) - int(nl[-1]) - 1
                     if since_nl > max_line_bytes:
                         raise too_long(len(nl))
-                    n_empty += int(np.count_nonzero(gaps == 1)) + int(nl[0] == 0 and prev_nl)
-                    prev_nl = since_nl == 0
                     lines_before += len(nl)
                     if lines_before > max_lines:
                         raise LogRefused(spath, None, f"holds more than {max_lines} lines, the limit; no run needs "
                                          f"that many for advice: give the header line and a part of the log")
-                parts.append(chunk)
+                started = True
+                yield chunk
     except LogError:
         raise
     except EOFError:    # may still be being written: not refused, so a follower waits
@@ -228,7 +225,6 @@ def _read_bytes(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
                                       f"({lines_before} lines)") from None
     except OSError as e:
         raise _os_error(e, spath) from None
-    return _Raw(data=b"".join(parts), n_newlines=lines_before, n_empty=n_empty)
 
 
 def _line_numbers(data: bytes, rows: np.ndarray, offset: int = 0) -> np.ndarray:
@@ -563,102 +559,207 @@ def _shown(name: str) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _header_line(data: bytes, spath: str) -> tuple[bytes, int, int]:
-    """The first non-blank line, its line number, and the offset where the body starts."""
-    pos = 3 if data.startswith(b"\xef\xbb\xbf") else 0   # a UTF-8 byte-order mark
-    lineno = 1
-    while True:
-        nl = data.find(b"\n", pos)
-        raw = data[pos:nl if nl >= 0 else len(data)]
-        if raw.strip() or nl < 0:
-            break
-        pos, lineno = nl + 1, lineno + 1
-    if not raw.strip():
-        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
-    return raw, lineno, (nl + 1 if nl >= 0 else len(data))
+def _check_usable(summ: Summary, spath: str) -> None:
+    """Refuse step logs that no rate can be fitted from (every busy, or every tokens, of a role 0).
 
-
-def _check_usable(steps: pd.DataFrame, header: RunHeader, spath: str) -> None:
-    """Refuse step logs that no rate can be fitted from (every busy, or every tokens, of a role 0)."""
-    if not len(steps):
-        return
-    codes = steps["role"].cat.codes.to_numpy()
-    cols = {f: steps[f].to_numpy() for f in ("busy", "tokens")}
-    for i, role in enumerate(header.roles):
-        mine = codes == i
-        if not mine.any():
+    Counted over every step of the log (the summary's exact counts), sampled or not."""
+    for role in summ.roles:
+        n, busy_pos, tok_pos = (int(x) for x in summ.counts[role])
+        if not n:
             continue
-        for field, why in (("busy", "no compute time to fit a service rate from"),
-                           ("tokens", "no batch size to fit the per-token cost from")):
-            if not (cols[field][mine] > 0).any():
+        for field, pos, why in (("busy", busy_pos, "no compute time to fit a service rate from"),
+                                ("tokens", tok_pos, "no batch size to fit the per-token cost from")):
+            if not pos:
                 raise LogError(spath, None, f"is 0 in every '{role}' step: {why}", field)
 
 
-def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
-             max_lines: int = MAX_LOG_LINES) -> RunLog:
-    """Parse one rate log. Raises :class:`LogError` (file:line: field ...) on unusable input.
-
-    The limits (module constants by default) bound the time and memory any input can cost.
-    """
-    path = Path(path)
-    spath = str(path)
-    raw_log = _read_bytes(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
-    data = raw_log.data
-    if not data or data.isspace():
-        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
-    # A live log may end mid-line: keep only whole lines, unless the tail is itself complete JSON.
-    if not data.endswith(b"\n"):
-        cut = data.rfind(b"\n")
-        tail = data[cut + 1:]
-        try:
-            json.loads(tail)
-            data = data + b"\n"
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            if cut < 0:   # not one whole line (yet): not "empty", and not corrupt if it is still being written
-                raise LogError(spath, None, f"holds no complete line yet ({len(data)} bytes and no newline; "
-                                            f"a log still being written, or CR-only line ends?)") from None
-            n_whole = data.count(b"\n", 0, cut + 1)
-            warnings.warn(LogWarning(f"{display_path(spath)}:{n_whole + 1}: last line is incomplete (a log still being "
-                                     f"written?); skipped {len(tail)} bytes"), stacklevel=2)
-            data = data[:cut + 1]
-    raw, lineno, start = _header_line(data, spath)
-    header = parse_header(_decode_line(raw, spath, lineno), spath, lineno)
-    first_body_line = lineno + 1
-    n_body = data.count(b"\n", start)
-    n_lines = lineno + n_body
-    # empty lines in the body: all the reader counted, less those before the header
-    empty_before = data[:start].split(b"\n")[:-1].count(b"")
-    n_rows = n_body - (raw_log.n_empty - empty_before)
-
+def _parse_piece(piece: bytes, first_line: int, header: RunHeader, spath: str) -> _Parsed:
+    """Parse and validate whole lines ``piece`` (line ``first_line`` first): the fast path, and
+    the exact line-by-line path to name a bad line or when pyarrow cannot decide."""
     import pyarrow as pa
-    body = pa.py_buffer(data).slice(start)   # no copy
-    parsed = _fast_parse(body, header, n_rows) if n_rows > 0 else None
+
+    arr = np.frombuffer(piece, dtype=np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], nl[:-1] + 1)) if len(nl) else nl
+    n_rows = len(nl) - int(np.count_nonzero(nl == starts))    # pyarrow skips zero-length lines
+    parsed = _fast_parse(pa.py_buffer(piece), header, n_rows) if n_rows > 0 else None
     if parsed is not None:
         bad = _bad_rows(parsed, header)
         if len(bad):
-            line = int(_line_numbers(data, bad[:1], start)[0])
-            lineno = first_body_line + line - 1
-            bad_line = data[start:].split(b"\n", line)[line - 1]
+            line = int(_line_numbers(piece, bad[:1])[0])
+            lineno = first_line + line - 1
+            bad_line = piece.split(b"\n", line)[line - 1]
             validate_event(_decode_line(bad_line, spath, lineno), header, spath, lineno)
             parsed = None   # the exact reader sees nothing wrong there: let it decide, line by line
     if parsed is None:
-        parsed = _slow_parse(data[start:].split(b"\n"), first_body_line, header, spath)
+        parsed = _slow_parse(piece.split(b"\n"), first_line, header, spath)
+    return parsed
+
+
+def _add_parsed(summ: Summary, p: _Parsed, header: RunHeader) -> None:
+    """Fold one parsed piece into the summary (then the piece's columns can go)."""
+    if len(p.step_rows):
+        summ.add_steps(p.step, np.asarray(p.step["role"]))
+    if len(p.sync.get("t", ())):
+        summ.add_syncs(p.sync)
+    if p.rates.num_rows:
+        fr = _rates_frame(p.rates, header)
+        summ.add_rates({c: fr[c].to_numpy(np.float64) for c in fr.columns})
     n_known = len(KNOWN_EVENTS)
-    unknown: dict[str, int] = {}
-    if (parsed.ev >= n_known).any():
-        codes, counts = np.unique(parsed.ev[parsed.ev >= n_known], return_counts=True)
-        unknown = {parsed.names[int(c)]: int(k) for c, k in zip(codes, counts)}
-        warnings.warn(LogWarning(f"{display_path(spath)}: ignored {int(counts.sum())} events of unknown type "
+    if (p.ev >= n_known).any():
+        codes, counts = np.unique(p.ev[p.ev >= n_known], return_counts=True)
+        summ.add_unknown({p.names[int(c)]: int(k) for c, k in zip(codes, counts)})
+    if p.end_obj is not None:
+        summ.set_end(p.end_obj, by_time=False)
+
+
+def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
+                  max_lines: int = MAX_LOG_LINES, sample_rows: int = DEFAULT_SAMPLE_ROWS) -> Summary:
+    """Stream one log (or read a summary file) into a :class:`~advisor.summary.Summary`.
+
+    Memory: one chunk (``PIECE_BYTES``) of bytes and its columns, plus the summary (at most
+    ``sample_rows`` kept steps per role, and the bins); it does not grow with the log. Raises
+    :class:`LogError` (file:line: field ...) on unusable input, as :func:`load_log`.
+    """
+    path = Path(path)
+    spath = str(path)
+    if is_summary(path):
+        return read_summary(path)
+    summ: Summary | None = None
+    header: RunHeader | None = None
+    lines_done = 0            # newlines consumed before the current piece
+    seen_text = False         # anything but whitespace so far
+    carry = b""
+    pending: list[bytes] = []
+    pending_len = 0
+
+    def take(piece: bytes) -> None:
+        nonlocal summ, header, lines_done, seen_text
+        n_nl = piece.count(b"\n")
+        pos = 0
+        if header is None:
+            if not lines_done and piece.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark
+                pos = 3
+            lineno = lines_done + 1
+            while pos < len(piece):
+                nl = piece.find(b"\n", pos)
+                raw = piece[pos:nl]
+                pos = nl + 1
+                if raw.strip():
+                    seen_text = True
+                    obj = _decode_line(raw, spath, lineno)
+                    header = parse_header(obj, spath, lineno)
+                    summ = Summary(obj, header, spath, sample_rows=sample_rows)
+                    break
+                lineno += 1
+            if header is None:
+                lines_done += n_nl
+                return
+            body_first = lineno + 1
+        else:
+            body_first = lines_done + 1
+        lines_done += n_nl
+        body = piece[pos:] if pos else piece
+        if body:
+            if not seen_text and not body.isspace():
+                seen_text = True
+            _add_parsed(summ, _parse_piece(body, body_first, header, spath), header)
+
+    for chunk in _read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines):
+        if chunk.strip():
+            seen_text = True
+        pending.append(chunk)
+        pending_len += len(chunk)
+        if pending_len < PIECE_BYTES:
+            continue
+        buf = carry + b"".join(pending)
+        pending, pending_len = [], 0
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            carry = buf
+            continue
+        carry = buf[cut + 1:]
+        take(buf[:cut + 1])
+    buf = carry + b"".join(pending)
+    pending = []
+    cut = buf.rfind(b"\n")
+    tail = buf[cut + 1:]
+    if cut >= 0:
+        take(buf[:cut + 1])
+    if not seen_text:
+        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
+    # A live log may end mid-line: keep only whole lines, unless the tail is itself complete JSON.
+    if tail:
+        try:
+            json.loads(tail)
+            take(tail + b"\n")
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            if tail.isspace():
+                pass
+            elif cut < 0 and lines_done == 0:   # not one whole line (yet): not "empty", nor corrupt if still written
+                raise LogError(spath, None, f"holds no complete line yet ({len(tail)} bytes and no newline; "
+                                            f"a log still being written, or CR-only line ends?)") from None
+            else:
+                warnings.warn(LogWarning(f"{display_path(spath)}:{lines_done + 1}: last line is incomplete (a log "
+                                         f"still being written?); skipped {len(tail)} bytes"), stacklevel=3)
+    if summ is None:
+        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
+    summ.n_lines = lines_done
+    _check_usable(summ, spath)
+    return summ
+
+
+def runlog_from_summary(summ: Summary, path: str) -> RunLog:
+    """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
+    header = summ.header
+    cols, codes, _ = summ.steps()
+    steps = pd.DataFrame({f: cols[f] for f in STEP_COLUMNS if f != "role"})
+    steps["role"] = pd.Categorical.from_codes(codes, categories=list(header.roles))
+    steps = steps[list(STEP_COLUMNS)]
+    for c in ("wait", "blocked"):
+        steps[c] = steps[c].fillna(0.0)
+    steps["worker"] = steps["worker"].astype(np.int64)
+    steps["tokens"] = steps["tokens"].astype(np.int64)
+    if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():
+        steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
+    syncs = pd.DataFrame(summ.syncs())
+    if len(syncs) > 1 and (np.diff(syncs["t"].to_numpy()) < 0).any():
+        syncs = syncs.sort_values("t", kind="stable").reset_index(drop=True)
+    rc = summ.rates_columns()
+    if rc:
+        rates = pd.DataFrame(rc)
+        if len(summ.paths) > 1 and len(rates) > 1 and (np.diff(rates["t"].to_numpy()) < 0).any():
+            rates = rates.sort_values("t", kind="stable").reset_index(drop=True)
+    else:
+        rates = _rates_frame(_rates_table([], header), header)
+    unknown = dict(summ.unknown)
+    if unknown:
+        warnings.warn(LogWarning(f"{display_path(path)}: ignored {sum(unknown.values())} events of unknown type "
                                  f"({', '.join(f'{_shown(k)}: {v}' for k, v in list(unknown.items())[:10])}"
-                                 f"{', ...' if len(unknown) > 10 else ''})"), stacklevel=2)
-    steps, syncs, rates = _frames(parsed, header)
-    _check_usable(steps, header, spath)
-    end_obj = parsed.end_obj
+                                 f"{', ...' if len(unknown) > 10 else ''})"), stacklevel=3)
+    end_obj = summ.end
     if end_obj is not None:
         end_obj = {k: v for k, v in end_obj.items() if v is not None}
+    sampled = summ.sampled
     # the path is only ever shown (reports, caveats): make it one printable line
-    return RunLog(path=display_path(spath), header=header, steps=steps, syncs=syncs, rates=rates, end=end_obj,
-                  n_lines=n_lines, unknown_events=unknown)
+    return RunLog(path=display_path(path), header=header, steps=steps, syncs=syncs, rates=rates, end=end_obj,
+                  n_lines=summ.n_lines, unknown_events=unknown, sampled=sampled,
+                  totals=summ.totals() if sampled else None,
+                  t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
+                  n_steps={r: summ.n_steps(r) for r in summ.roles})
+
+
+def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
+             max_lines: int = MAX_LOG_LINES, sample_rows: int = DEFAULT_SAMPLE_ROWS) -> RunLog:
+    """Parse one rate log (or a summary written by `dflash-advise summarize`). Raises
+    :class:`LogError` (file:line: field ...) on unusable input.
+
+    The limits (module constants by default) bound the time any input can cost; memory is
+    bounded by the chunk and the sample size (``sample_rows`` steps per role), whatever the log's length.
+    """
+    summ = summarize_log(path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines,
+                         sample_rows=sample_rows)
+    return runlog_from_summary(summ, str(path))
 
 
 def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:

@@ -1,0 +1,545 @@
+"""Mergeable summaries of rate logs: what the advisor needs from a log, in memory that does not grow with it.
+
+A :class:`Summary` is built chunk by chunk by `advisor.load` (or merged from other summaries) and keeps:
+
+- per role: the number of steps, and how many have ``busy > 0`` and ``tokens > 0`` (the usability
+  check);
+- **time-binned sums** over the whole log: for each bin of width ``W = BASE_BIN_S * 2**level``
+  from t = 0 (``NBINS`` bins) and each role, n, sum busy, sum busy^2, sum wait, sum blocked, sum
+  tokens, sum seqs and the count of steps that gave seqs; for syncs, n and sum dur. When a time
+  past the last bin arrives, bins fold pairwise (level + 1). Two summaries align by folding the
+  finer one to the coarser level, after which bins add: sums merge exactly (up to the order of
+  floating-point additions);
+- a **bottom-k sample** of each role's steps (and of the syncs): every row gets a 64-bit key, a
+  hash (splitmix64) of its content (role, t, worker, batch, tokens, busy), and the ``k`` rows with
+  the smallest keys are kept. The keys are uniform, so the kept rows are a uniform sample without
+  replacement; the bottom k of a union is the bottom k of the parts' bottom k, so samples merge
+  exactly and deterministically: the sample of merged per-rank summaries is the very sample of
+  the whole log. While a role has at most ``k`` steps nothing is dropped and its rows stay in
+  log order, so a log below the size threshold reads exactly as if held whole;
+- every rates snapshot (one a minute or so: a week is ~10k rows), the last ``end`` event, the
+  counts of unknown events, the number of lines and the largest t seen.
+
+A summary serialises to one JSON object (``{"dflash_summary": 1, ...}``, arrays as base64 of
+little-endian float64) that `advisor.load.load_log` reads like a log: `dflash-advise summarize`
+maps logs to summaries where they live and reduces them into one, and the advisor reads that.
+
+When a role was sampled (:attr:`Summary.sampled`), counts, rates and shares come from the bins:
+:func:`find_steady_binned` runs the warm-up rule on completions per bin (the whole log), and
+:func:`exact_fit` replaces the sample's counts and sums in a fit by the binned ones; the sample
+serves variability, the step-time line, simulation and plots.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import os
+import stat
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .schema import LogError, RunHeader, SteadyStateWarning, display_path, parse_header
+
+FORMAT_VERSION = 1
+MAGIC = b'{"dflash_summary"'
+DEFAULT_SAMPLE_ROWS = 300_000   # per role: ~24 MB of rows, and a Huber line on them costs ~0.2 s
+NBINS = 8192
+BASE_BIN_S = 1.0 / 16.0
+MAX_SUMMARY_BYTES = 4 << 30
+
+STEP_FIELDS = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
+SYNC_FIELDS = ("t", "workers", "dur", "bytes")
+BIN_FIELDS = ("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs")
+SYNC_BIN_FIELDS = ("n", "dur")
+_KEY_FIELDS = ("t", "worker", "batch", "tokens", "busy")
+
+_C0 = np.uint64(0x9E3779B97F4A7C15)
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser (uint64 arithmetic wraps)."""
+    x = x + _C0
+    x = (x ^ (x >> np.uint64(30))) * _C1
+    x = (x ^ (x >> np.uint64(27))) * _C2
+    return x ^ (x >> np.uint64(31))
+
+
+def row_keys(cols: Mapping[str, np.ndarray], salt: int, fields: Sequence[str] = _KEY_FIELDS) -> np.ndarray:
+    """A 64-bit hash of each row's content: the order key of the bottom-k sample."""
+    n = len(cols[fields[0]])
+    h = np.full(n, np.uint64(salt + 1), dtype=np.uint64)
+    for f in fields:
+        v = np.asarray(cols[f], dtype=np.float64)
+        v = np.where(np.isnan(v), 0.0, v) + 0.0     # one NaN pattern; -0.0 -> 0.0
+        h = _mix(h ^ v.view(np.uint64))
+    return h
+
+
+class _Sample:
+    """Bottom-k sample of rows (columns of float64) by key; compacts when it holds 2k rows."""
+
+    def __init__(self, fields: Sequence[str], k: int):
+        self.fields = tuple(fields)
+        self.k = int(k)
+        self.parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
+        self.held = 0
+        self.pruned = False
+
+    def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False) -> None:
+        self.pruned |= pruned
+        if len(keys):
+            self.parts.append(({f: np.asarray(cols[f], dtype=np.float64) for f in self.fields}, keys))
+            self.held += len(keys)
+            if self.held > 2 * self.k:
+                self.compact()
+
+    def compact(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        if len(self.parts) == 1 and self.held <= self.k:
+            return self.parts[0]
+        if not self.parts:
+            return {f: np.empty(0) for f in self.fields}, np.empty(0, dtype=np.uint64)
+        cols = {f: np.concatenate([p[0][f] for p in self.parts]) for f in self.fields}
+        keys = np.concatenate([p[1] for p in self.parts])
+        if len(keys) > self.k:
+            sel = np.argpartition(keys, self.k - 1)[: self.k]
+            sel.sort()
+            cols = {f: v[sel] for f, v in cols.items()}
+            keys = keys[sel]
+            self.pruned = True
+        self.parts = [(cols, keys)]
+        self.held = len(keys)
+        return cols, keys
+
+
+class _Bins:
+    """Time-binned sums, rows x NBINS, bin i = [i W, (i+1) W), W = BASE_BIN_S * 2**level."""
+
+    def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
+        self.level = level
+        self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
+
+    @property
+    def width_s(self) -> float:
+        return BASE_BIN_S * 2.0 ** self.level
+
+    def fold_to(self, level: int) -> None:
+        if level <= self.level:
+            return
+        f = 2 ** (level - self.level)
+        if f >= NBINS:
+            total = self.arr.sum(axis=1)
+            self.arr = np.zeros_like(self.arr)
+            self.arr[:, 0] = total
+        else:
+            folded = self.arr.reshape(self.arr.shape[0], NBINS // f, f).sum(axis=2)
+            self.arr = np.zeros_like(self.arr)
+            self.arr[:, : NBINS // f] = folded
+        self.level = level
+
+    def level_for(self, t_max: float) -> int:
+        lv = self.level
+        while t_max >= NBINS * BASE_BIN_S * 2.0 ** lv:
+            lv += 1
+        return lv
+
+    def add(self, t: np.ndarray, rows: Sequence[int], values: Sequence[np.ndarray]) -> None:
+        if not len(t):
+            return
+        self.fold_to(self.level_for(float(t.max())))
+        idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
+        for r, v in zip(rows, values):
+            self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A sampled log's exact time-binned sums (see the module docstring); what fit and steady read."""
+
+    roles: tuple[str, ...]
+    width_s: float
+    bins: np.ndarray           # (len(roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS), NBINS)
+    t_max_s: float
+
+    def series(self, role: str, name: str) -> np.ndarray:
+        return self.bins[self.roles.index(role) * len(BIN_FIELDS) + BIN_FIELDS.index(name)]
+
+    def window(self, role: str, start_s: float, end_s: float) -> dict[str, float]:
+        """Sums over the bins inside [start_s, end_s] (window edges from the binned rule fall on bin edges)."""
+        lo = int(math.floor(start_s / self.width_s + 1e-9))
+        hi = int(math.ceil(end_s / self.width_s - 1e-9))
+        return {f: float(self.series(role, f)[lo:hi].sum()) for f in BIN_FIELDS}
+
+
+class Summary:
+    """The mergeable summary of one log, or of several logs of one run (see the module docstring)."""
+
+    def __init__(self, header_obj: Mapping[str, Any], header: RunHeader, path: str, *,
+                 sample_rows: int = DEFAULT_SAMPLE_ROWS):
+        self.header_obj = dict(header_obj)
+        self.header = header
+        self.paths = [path]
+        self.sample_rows = int(sample_rows)
+        self.roles = tuple(header.roles)
+        self.n_lines = 0
+        self.unknown: dict[str, int] = {}
+        self.end: dict[str, Any] | None = None
+        self.t_max_s = -math.inf
+        self.counts = {r: np.zeros(3, dtype=np.int64) for r in self.roles}   # n, busy > 0, tokens > 0
+        self.samples = {r: _Sample(STEP_FIELDS, self.sample_rows) for r in self.roles}
+        self.sync_sample = _Sample(SYNC_FIELDS, self.sample_rows)
+        self.bins = _Bins(len(self.roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS))
+        self.rates: list[dict[str, np.ndarray]] = []
+
+    # --- building
+
+    def add_steps(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray) -> None:
+        t = cols["t"]
+        if len(t):
+            self.t_max_s = max(self.t_max_s, float(t.max()))
+        nb = len(BIN_FIELDS)
+        for i, r in enumerate(self.roles):
+            mine = role_codes == i
+            if not mine.any():
+                continue
+            part = {f: np.asarray(cols[f], dtype=np.float64)[mine] for f in STEP_FIELDS}
+            busy, tok = part["busy"], part["tokens"]
+            wait = np.nan_to_num(part["wait"])
+            blocked = np.nan_to_num(part["blocked"])
+            has_seqs = ~np.isnan(part["seqs"])
+            self.counts[r] += (len(busy), int((busy > 0).sum()), int((tok > 0).sum()))
+            self.bins.add(part["t"], range(i * nb, (i + 1) * nb),
+                          (np.ones(len(busy)), busy, busy * busy, wait, blocked, tok,
+                           np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64)))
+            self.samples[r].add(part, row_keys(part, i))
+
+    def add_syncs(self, cols: Mapping[str, np.ndarray]) -> None:
+        t = np.asarray(cols["t"], dtype=np.float64)
+        if not len(t):
+            return
+        self.t_max_s = max(self.t_max_s, float(t.max()))
+        base = len(self.roles) * len(BIN_FIELDS)
+        dur = np.asarray(cols["dur"], dtype=np.float64)
+        self.bins.add(t, (base, base + 1), (np.ones(len(t)), np.nan_to_num(dur)))
+        self.sync_sample.add(cols, row_keys(cols, len(self.roles), ("t", "workers", "dur")))
+
+    def add_rates(self, cols: Mapping[str, np.ndarray]) -> None:
+        if len(cols.get("t", ())):
+            self.t_max_s = max(self.t_max_s, float(np.nanmax(cols["t"])))
+            self.rates.append({k: np.asarray(v, dtype=np.float64) for k, v in cols.items()})
+
+    def add_unknown(self, counts: Mapping[str, int]) -> None:
+        for k, v in counts.items():
+            self.unknown[k] = self.unknown.get(k, 0) + int(v)
+
+    def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
+        """The run's end: within a file the last ``end`` event; across merged files the latest."""
+        if end is not None and (not by_time or self.end is None
+                                or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)):
+            self.end = dict(end)
+
+    # --- reading
+
+    @property
+    def sampled(self) -> bool:
+        return any(s.pruned for s in self.samples.values()) or self.sync_sample.pruned
+
+    def n_steps(self, role: str) -> int:
+        return int(self.counts[role][0])
+
+    def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
+        """Kept step rows of all roles: columns, role codes, and whether they are in time order already."""
+        cols: dict[str, list[np.ndarray]] = {f: [] for f in STEP_FIELDS}
+        codes = []
+        for i, r in enumerate(self.roles):
+            c, keys = self.samples[r].compact()
+            if self.samples[r].pruned and len(keys):
+                order = np.lexsort((keys, c["t"]))      # a sample's order: by t, ties by key (deterministic)
+                c = {f: v[order] for f, v in c.items()}
+            for f in STEP_FIELDS:
+                cols[f].append(c[f])
+            codes.append(np.full(len(c["t"]), i, dtype=np.int64))
+        out = {f: np.concatenate(v) if v else np.empty(0) for f, v in cols.items()}
+        code = np.concatenate(codes) if codes else np.empty(0, dtype=np.int64)
+        if self.sampled:
+            order = np.argsort(out["t"], kind="stable")
+            return {f: v[order] for f, v in out.items()}, code[order], True
+        return out, code, False
+
+    def syncs(self) -> dict[str, np.ndarray]:
+        c, keys = self.sync_sample.compact()
+        if self.sync_sample.pruned and len(keys):
+            order = np.lexsort((keys, c["t"]))
+            c = {f: v[order] for f, v in c.items()}
+        return c
+
+    def rates_columns(self) -> dict[str, np.ndarray]:
+        if not self.rates:
+            return {}
+        keys = list(self.rates[0])
+        return {k: np.concatenate([r[k] for r in self.rates]) for k in keys}
+
+    def totals(self) -> Totals:
+        return Totals(roles=self.roles, width_s=self.bins.width_s, bins=self.bins.arr.copy(),
+                      t_max_s=self.t_max_s)
+
+    # --- merging
+
+    def merge(self, other: "Summary") -> "Summary":
+        """Fold ``other`` (a summary of another part of the same run) into this one; returns self."""
+        if _comparable(other.header_obj) != _comparable(self.header_obj):
+            raise LogError(other.paths[0], None, f"has another 'run' header than {self.paths[0]}: summaries merge "
+                                                 f"only across the files of one run", "run")
+        self.paths += other.paths
+        self.n_lines += other.n_lines
+        self.add_unknown(other.unknown)
+        self.set_end(other.end)
+        self.t_max_s = max(self.t_max_s, other.t_max_s)
+        self.sample_rows = min(self.sample_rows, other.sample_rows)
+        for r in self.roles:
+            self.counts[r] += other.counts[r]
+            oc, ok = other.samples[r].compact()
+            self.samples[r].k = self.sample_rows
+            self.samples[r].add(oc, ok, other.samples[r].pruned)
+            self.samples[r].compact()
+        oc, ok = other.sync_sample.compact()
+        self.sync_sample.k = self.sample_rows
+        self.sync_sample.add(oc, ok, other.sync_sample.pruned)
+        self.sync_sample.compact()
+        ob = _Bins(other.bins.arr.shape[0], other.bins.level, other.bins.arr.copy())
+        level = max(self.bins.level, ob.level)
+        self.bins.fold_to(level)
+        ob.fold_to(level)
+        self.bins.arr += ob.arr
+        self.rates += other.rates
+        return self
+
+    # --- serialising
+
+    def to_json(self) -> dict[str, Any]:
+        samples = {}
+        for r in self.roles:
+            c, keys = self.samples[r].compact()
+            samples[r] = {"pruned": self.samples[r].pruned, "keys": _enc(keys), **{f: _enc(c[f]) for f in STEP_FIELDS}}
+        c, keys = self.sync_sample.compact()
+        return {
+            "dflash_summary": FORMAT_VERSION,
+            "header": self.header_obj, "paths": self.paths, "sample_rows": self.sample_rows,
+            "n_lines": self.n_lines, "unknown_events": self.unknown, "end": self.end,
+            "t_max_s": self.t_max_s if math.isfinite(self.t_max_s) else None,
+            "counts": {r: self.counts[r].tolist() for r in self.roles},
+            "samples": samples,
+            "syncs": {"pruned": self.sync_sample.pruned, "keys": _enc(keys), **{f: _enc(c[f]) for f in SYNC_FIELDS}},
+            "bins": {"level": self.bins.level, "data": _enc(self.bins.arr)},
+            "rates": {k: _enc(v) for k, v in self.rates_columns().items()},
+        }
+
+    def write(self, path: str | Path) -> None:
+        text = json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
+        Path(path).write_text(text + "\n")
+
+
+def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    # the header's own t may differ by a few ms between ranks; everything else must match
+    return {k: v for k, v in obj.items() if k != "t"}
+
+
+def _enc(a: np.ndarray) -> dict[str, Any]:
+    a = np.ascontiguousarray(a)
+    dt = "<u8" if a.dtype == np.uint64 else "<i8" if a.dtype.kind == "i" else "<f8"
+    return {"dtype": dt, "shape": list(a.shape), "b64": base64.b64encode(a.astype(dt).tobytes()).decode("ascii")}
+
+
+def _dec(obj: Any, path: str, name: str) -> np.ndarray:
+    try:
+        dt = obj["dtype"]
+        if dt not in ("<u8", "<i8", "<f8"):
+            raise ValueError(dt)
+        a = np.frombuffer(base64.b64decode(obj["b64"], validate=True), dtype=dt)
+        return a.reshape([int(x) for x in obj["shape"]]).copy()
+    except (KeyError, TypeError, ValueError, binascii.Error):
+        raise LogError(path, None, "is not a valid summary: a bad array", name) from None
+
+
+def is_summary(path: str | Path) -> bool:
+    """Whether the file starts like a summary (cheap: reads 17 bytes of a regular file; a FIFO is never opened)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def read_summary(path: str | Path) -> Summary:
+    """A summary written by :meth:`Summary.write`; LogError naming the field when it is not one."""
+    spath = str(path)
+    size = os.stat(path).st_size
+    if size > MAX_SUMMARY_BYTES:
+        raise LogError(spath, None, f"is larger than a summary can be ({size} bytes)")
+    try:
+        obj = json.loads(Path(path).read_bytes())
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise LogError(spath, 1, f"is not a valid summary (not JSON: {str(e)[:80]})") from None
+    if not isinstance(obj, dict) or obj.get("dflash_summary") != FORMAT_VERSION:
+        raise LogError(spath, 1, f"is a summary of format {obj.get('dflash_summary')!r} if any; this advisor reads "
+                                 f"format {FORMAT_VERSION}", "dflash_summary")
+    header = parse_header(obj.get("header"), spath, 1)
+    try:
+        s = Summary(obj["header"], header, spath, sample_rows=int(obj["sample_rows"]))
+        s.paths = [str(p) for p in obj["paths"]]
+        s.n_lines = int(obj["n_lines"])
+        s.unknown = {str(k): int(v) for k, v in obj["unknown_events"].items()}
+        s.end = obj["end"]
+        s.t_max_s = -math.inf if obj["t_max_s"] is None else float(obj["t_max_s"])
+        for r in s.roles:
+            s.counts[r] = np.asarray(obj["counts"][r], dtype=np.int64).reshape(3)
+            so = obj["samples"][r]
+            cols = {f: _dec(so[f], spath, f"samples.{r}.{f}") for f in STEP_FIELDS}
+            s.samples[r].add(cols, _dec(so["keys"], spath, f"samples.{r}.keys"), bool(so["pruned"]))
+            s.samples[r].compact()
+        so = obj["syncs"]
+        s.sync_sample.add({f: _dec(so[f], spath, f"syncs.{f}") for f in SYNC_FIELDS},
+                          _dec(so["keys"], spath, "syncs.keys"), bool(so["pruned"]))
+        arr = _dec(obj["bins"]["data"], spath, "bins")
+        if arr.shape != s.bins.arr.shape:
+            raise LogError(spath, None, f"is not a valid summary: bins of shape {arr.shape}", "bins")
+        s.bins = _Bins(arr.shape[0], int(obj["bins"]["level"]), arr)
+        rates = {str(k): _dec(v, spath, f"rates.{k}") for k, v in obj["rates"].items()}
+        if rates:
+            s.rates = [rates]
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise LogError(spath, None, f"is not a valid summary (missing or bad {e})") from None
+    return s
+
+
+def merge_all(summaries: Iterable[Summary]) -> Summary:
+    it = iter(summaries)
+    first = next(it)
+    for s in it:
+        first.merge(s)
+    return first
+
+
+def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
+                    sample_rows: int = DEFAULT_SAMPLE_ROWS) -> Summary:
+    """One merged summary of several logs (or summaries) of one run, parsed in parallel threads.
+
+    pyarrow's JSON reader and numpy release the GIL, so threads use the cores; memory is one
+    summary plus one chunk per worker thread.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .load import summarize_log
+
+    paths = list(paths)
+    if not paths:
+        raise LogError("<none>", None, "no log file given")
+    workers = max(1, min(workers or os.cpu_count() or 1, len(paths)))
+    if workers == 1:
+        return merge_all(summarize_log(p, sample_rows=sample_rows) for p in paths)
+    with ThreadPoolExecutor(workers) as ex:
+        # merged in path order as they finish, so at most `workers` summaries are held at once
+        return merge_all(ex.map(lambda p: summarize_log(p, sample_rows=sample_rows), paths))
+
+
+# --- hooks for fit and steady (only for sampled logs)
+
+
+def find_steady_binned(log) -> Any:
+    """`steady.find_steady` for a sampled log: MSER on the consumer's completions per time bin.
+
+    The bins hold every completion of the whole log, so the warm-up and drain cuts rest on all
+    of it; the window's edges fall on bin edges (the bin width is at most 1/4096 of the span).
+    """
+    from .steady import MIN_STEADY_EVENTS, SteadyWindow, mser_truncation
+
+    tot: Totals = log.totals
+    consumer = log.header.consumer
+    counts = tot.series(consumer, "n")
+    nz = np.flatnonzero(counts)
+    n_all = int(counts.sum())
+    if n_all < MIN_STEADY_EVENTS + 1:
+        raise LogError(log.path, None, f"has {n_all} '{consumer}' steps; at least "
+                       f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
+    first, last = int(nz[0]), int(nz[-1])
+    series = counts[first:last + 1]
+    k, settled = mser_truncation(series, batch=1)
+    k_end, _ = mser_truncation(series[k:][::-1], batch=1)
+    w = tot.width_s
+    log_end_s = log.duration_s
+    start_s = (first + k) * w
+    end_s = min((last + 1 - k_end) * w, log_end_s)
+    n = int(series[k:len(series) - k_end].sum())
+    if not settled:
+        warnings.warn(SteadyStateWarning(
+            f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
+            f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"), stacklevel=3)
+    return SteadyWindow(start_s=start_s, end_s=end_s,
+                        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0, settled=settled,
+                        basis="steps", n_events=n,
+                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)
+
+
+def _window_sums(log, win, role: str) -> dict[str, float]:
+    if getattr(log, "totals", None) is not None:
+        return log.totals.window(role, win.start_s, win.end_s)
+    st = log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
+    busy = st["busy"].to_numpy(float)
+    seqs = st["seqs"].to_numpy(float)
+    return {"n": float(len(st)), "busy": float(busy.sum()), "busy2": float((busy * busy).sum()),
+            "wait": float(st["wait"].sum()), "blocked": float(st["blocked"].sum()),
+            "tokens": float(st["tokens"].sum()), "seqs": float(np.nansum(seqs)), "n_seqs": float((~np.isnan(seqs)).sum())}
+
+
+def exact_fit(logs: Sequence[Any], wins: Sequence[Any], same: Sequence[int], role_fits: Sequence[Any],
+              observed: Sequence[Any]) -> tuple[list[Any], list[Any], float, float | None]:
+    """For fits that include sampled logs: counts, means and shares from the exact binned sums.
+
+    Returns the role fits, the observed runs, the consumer's tokens per batch and seqs per
+    batch. The step-time line, the variability and the interval's relative width stay those of
+    the sample (the interval is then that of a 300k-row sample: wider than the whole log's).
+    """
+    out = []
+    sums_by_role = {}
+    for rf in role_fits:
+        tot = dict.fromkeys(("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs", "wall"), 0.0)
+        for i in same:
+            s = _window_sums(logs[i], wins[i], rf.role)
+            for k in s:
+                tot[k] += s[k]
+            tot["wall"] += wins[i].duration_s * logs[i].header.roles[rf.role]
+        sums_by_role[rf.role] = tot
+        n = tot["n"]
+        if n < 2:
+            out.append(rf)
+            continue
+        mean = tot["busy"] / n
+        var = max(tot["busy2"] - n * mean * mean, 0.0) / (n - 1)
+        scale = rf.busy_mean_s / mean if mean > 0 else 1.0
+        wall = max(tot["wall"], 1e-12)
+        out.append(replace(rf, n_steps=int(n), busy_mean_s=mean, busy_std_s=math.sqrt(var), mu_bps=1.0 / mean,
+                           mu_low_bps=rf.mu_low_bps * scale, mu_high_bps=rf.mu_high_bps * scale,
+                           busy_share=tot["busy"] / wall, starved_share=tot["wait"] / wall,
+                           blocked_share=tot["blocked"] / wall))
+    consumer = role_fits[-1].role
+    obs = []
+    for lg, w, ob in zip(logs, wins, observed):
+        if getattr(lg, "totals", None) is None:
+            obs.append(ob)
+            continue
+        s = lg.totals.window(consumer, w.start_s, w.end_s)
+        d = max(w.duration_s, 1e-12)
+        obs.append(replace(ob, bps=s["n"] / d, tok_s=s["tokens"] / d))
+    c = sums_by_role[consumer]
+    tokens_mean = c["tokens"] / c["n"] if c["n"] else float("nan")
+    seqs_mean = c["seqs"] / c["n_seqs"] if c["n_seqs"] else None
+    return out, obs, tokens_mean, seqs_mean
