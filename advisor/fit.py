@@ -768,6 +768,11 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         all_tok = line_frames[consumer]["tokens"].to_numpy(float)
         tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
         observed = tuple(_observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
+        if any(getattr(logs[i], "sampled", False) for i in with_steps):
+            # sampled large logs (advisor.summary): counts, means and shares from exact binned sums
+            from .summary import exact_fit
+            (pfit, cfit), observed, tokens_mean, seqs_mean = exact_fit(logs, wins, same, (pfit, cfit), observed)
+            observed = tuple(observed)
     else:
         source = "rates"
         contention = NO_CONTENTION

@@ -37,7 +37,8 @@ import pandas as pd
 
 from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
                      LogRefused, LogWarning, RunHeader, display_path, parse_header, validate_event)
-from .summary import DEFAULT_SAMPLE_ROWS, Summary, Totals, is_summary, read_summary
+from . import summary as _summary
+from .summary import Summary, Totals, is_summary, read_summary
 
 # Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
 MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
@@ -614,7 +615,7 @@ def _add_parsed(summ: Summary, p: _Parsed, header: RunHeader) -> None:
 
 
 def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
-                  max_lines: int = MAX_LOG_LINES, sample_rows: int = DEFAULT_SAMPLE_ROWS) -> Summary:
+                  max_lines: int = MAX_LOG_LINES, sample_rows: int | None = None) -> Summary:
     """Stream one log (or read a summary file) into a :class:`~advisor.summary.Summary`.
 
     Memory: one chunk (``PIECE_BYTES``) of bytes and its columns, plus the summary (at most
@@ -623,6 +624,7 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
     """
     path = Path(path)
     spath = str(path)
+    sample_rows = sample_rows or _summary.DEFAULT_SAMPLE_ROWS   # read at call time (tests set it)
     if is_summary(path):
         return read_summary(path)
     summ: Summary | None = None
@@ -666,7 +668,7 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
             _add_parsed(summ, _parse_piece(body, body_first, header, spath), header)
 
     for chunk in _read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines):
-        if chunk.strip():
+        if not seen_text and chunk.strip():
             seen_text = True
         pending.append(chunk)
         pending_len += len(chunk)
@@ -750,7 +752,7 @@ def runlog_from_summary(summ: Summary, path: str) -> RunLog:
 
 
 def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
-             max_lines: int = MAX_LOG_LINES, sample_rows: int = DEFAULT_SAMPLE_ROWS) -> RunLog:
+             max_lines: int = MAX_LOG_LINES, sample_rows: int | None = None) -> RunLog:
     """Parse one rate log (or a summary written by `dflash-advise summarize`). Raises
     :class:`LogError` (file:line: field ...) on unusable input.
 

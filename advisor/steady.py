@@ -72,6 +72,10 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
 
 def find_steady(log: RunLog) -> SteadyWindow:
     """The steady window of ``log``; raises LogError when too little data remains to fit."""
+    if getattr(log, "totals", None) is not None and log.header.consumer in log.totals.pruned:
+        # a sampled large log (advisor.summary): the same rule on all its completions, binned in time
+        from .summary import find_steady_binned
+        return find_steady_binned(log)
     log_end_s = end_s = log.duration_s
     consumer = log.header.consumer
     if log.has_steps:

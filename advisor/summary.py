@@ -52,6 +52,7 @@ DEFAULT_SAMPLE_ROWS = 300_000   # per role: ~24 MB of rows, and a Huber line on 
 NBINS = 8192
 BASE_BIN_S = 1.0 / 16.0
 MAX_SUMMARY_BYTES = 4 << 30
+MIN_GROUP_EVENTS = 25        # completions per point of the binned warm-up rule (on average)
 
 STEP_FIELDS = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
 SYNC_FIELDS = ("t", "workers", "dur", "bytes")
@@ -110,7 +111,7 @@ class _Sample:
         keys = np.concatenate([p[1] for p in self.parts])
         if len(keys) > self.k:
             sel = np.argpartition(keys, self.k - 1)[: self.k]
-            sel.sort()
+            sel = sel[np.argsort(keys[sel], kind="stable")]     # by key: the same order however the rows came
             cols = {f: v[sel] for f, v in cols.items()}
             keys = keys[sel]
             self.pruned = True
@@ -164,6 +165,7 @@ class Totals:
     """A sampled log's exact time-binned sums (see the module docstring); what fit and steady read."""
 
     roles: tuple[str, ...]
+    pruned: tuple[str, ...]    # the roles whose steps were sampled
     width_s: float
     bins: np.ndarray           # (len(roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS), NBINS)
     t_max_s: float
@@ -259,10 +261,7 @@ class Summary:
         cols: dict[str, list[np.ndarray]] = {f: [] for f in STEP_FIELDS}
         codes = []
         for i, r in enumerate(self.roles):
-            c, keys = self.samples[r].compact()
-            if self.samples[r].pruned and len(keys):
-                order = np.lexsort((keys, c["t"]))      # a sample's order: by t, ties by key (deterministic)
-                c = {f: v[order] for f, v in c.items()}
+            c, _ = self.samples[r].compact()     # a sample's rows are in key order: deterministic
             for f in STEP_FIELDS:
                 cols[f].append(c[f])
             codes.append(np.full(len(c["t"]), i, dtype=np.int64))
@@ -274,9 +273,9 @@ class Summary:
         return out, code, False
 
     def syncs(self) -> dict[str, np.ndarray]:
-        c, keys = self.sync_sample.compact()
-        if self.sync_sample.pruned and len(keys):
-            order = np.lexsort((keys, c["t"]))
+        c, _ = self.sync_sample.compact()
+        if self.sync_sample.pruned:
+            order = np.argsort(c["t"], kind="stable")
             c = {f: v[order] for f, v in c.items()}
         return c
 
@@ -287,7 +286,7 @@ class Summary:
         return {k: np.concatenate([r[k] for r in self.rates]) for k in keys}
 
     def totals(self) -> Totals:
-        return Totals(roles=self.roles, width_s=self.bins.width_s, bins=self.bins.arr.copy(),
+        return Totals(roles=self.roles, pruned=tuple(r for r in self.roles if self.samples[r].pruned), width_s=self.bins.width_s, bins=self.bins.arr.copy(),
                       t_max_s=self.t_max_s)
 
     # --- merging
@@ -430,7 +429,7 @@ def merge_all(summaries: Iterable[Summary]) -> Summary:
 
 
 def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
-                    sample_rows: int = DEFAULT_SAMPLE_ROWS) -> Summary:
+                    sample_rows: int | None = None) -> Summary:
     """One merged summary of several logs (or summaries) of one run, parsed in parallel threads.
 
     pyarrow's JSON reader and numpy release the GIL, so threads use the cores; memory is one
@@ -471,14 +470,25 @@ def find_steady_binned(log) -> Any:
         raise LogError(log.path, None, f"has {n_all} '{consumer}' steps; at least "
                        f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
     first, last = int(nz[0]), int(nz[-1])
-    series = counts[first:last + 1]
+    # groups of g bins holding ~MIN_GROUP_EVENTS completions on average: counts of a few events
+    # are too noisy for the rule (the exact path averages 5 gaps per point for the same reason)
+    span = last + 1 - first
+    g = max(1, math.ceil(MIN_GROUP_EVENTS * span / n_all))
+    n_groups = math.ceil(span / g)
+    padded = np.zeros(n_groups * g)
+    padded[:span] = counts[first:last + 1]
+    series = padded.reshape(n_groups, g).sum(axis=1)
+    if n_groups * g > span:     # the last group is partial: compare its rate, not its count
+        series[-1] *= g / (span - (n_groups - 1) * g)
     k, settled = mser_truncation(series, batch=1)
     k_end, _ = mser_truncation(series[k:][::-1], batch=1)
-    w = tot.width_s
+    w = tot.width_s * g
     log_end_s = log.duration_s
-    start_s = (first + k) * w
-    end_s = min((last + 1 - k_end) * w, log_end_s)
-    n = int(series[k:len(series) - k_end].sum())
+    start_s = first * tot.width_s + k * w
+    end_s = min(first * tot.width_s + (n_groups - k_end) * w, log_end_s)
+    lo_bin = first + k * g
+    hi_bin = min(first + (n_groups - k_end) * g, last + 1)
+    n = int(counts[lo_bin:hi_bin].sum())
     if not settled:
         warnings.warn(SteadyStateWarning(
             f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
