@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-COMMANDS = ("advise", "check", "plot", "what-if", "import-tb")
+COMMANDS = ("advise", "check", "plot", "what-if", "import-tb", "summarize")
 TOP_LEVEL = ("--help", "-h", "--version", "-V")
 
 app = typer.Typer(
@@ -319,6 +319,36 @@ def import_tb_cmd(
     except (LogError, ValueError) as e:
         _die(str(e))
     typer.echo(f"wrote {path}: {n} rates snapshots; now run: dflash-advise {path}")
+
+
+@app.command("summarize")
+def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
+                      help="Rate logs (e.g. the per-rank files of one run) and/or summaries to merge.",
+                      show_default=False)],
+                  out: Annotated[Path, typer.Option("--out", "-o", help="The summary file to write (JSON).")],
+                  jobs: Annotated[Optional[int], typer.Option(
+                      "--jobs", "-j", min=1, help="Files read at once (default: the CPU count).")] = None) -> None:
+    """Reduce logs of one run to one mergeable summary (bounded memory); advise from it with `dflash-advise S.json`.
+
+    Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
+    S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
+    """
+    from .schema import LogError
+    from .summary import summarize_paths
+    try:
+        summ = summarize_paths(logs, workers=jobs)
+        summ.write(out)
+    except LogError as e:
+        _die(str(e))
+    except OSError as e:
+        _die(f"{out}: cannot be written ({e.strerror or e})")
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        _internal(e, _inputs(logs))
+    n = sum(summ.n_steps(r) for r in summ.roles)
+    typer.echo(f"{out}: {len(summ.paths)} file(s), {summ.n_lines} lines, {n} steps"
+               f"{' (sampled)' if summ.sampled else ''}", err=True)
 
 
 def route(argv: list[str]) -> list[str]:

@@ -267,10 +267,12 @@ class Summary:
             codes.append(np.full(len(c["t"]), i, dtype=np.int64))
         out = {f: np.concatenate(v) if v else np.empty(0) for f, v in cols.items()}
         code = np.concatenate(codes) if codes else np.empty(0, dtype=np.int64)
-        if self.sampled:
-            order = np.argsort(out["t"], kind="stable")
-            return {f: v[order] for f, v in out.items()}, code[order], True
-        return out, code, False
+        # time order; equal times by role, worker, batch: the same order whichever files the rows came from
+        order = np.argsort(out["t"], kind="stable")
+        ts = out["t"][order]
+        if len(ts) > 1 and (ts[1:] == ts[:-1]).any():
+            order = np.lexsort((out["busy"], out["batch"], out["worker"], code, out["t"]))
+        return {f: v[order] for f, v in out.items()}, code[order], True
 
     def syncs(self) -> dict[str, np.ndarray]:
         c, _ = self.sync_sample.compact()

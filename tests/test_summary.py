@@ -1,0 +1,211 @@
+"""Mergeable summaries: exact merges, bounded samples, and advice from merged per-rank summaries."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor import summary
+from advisor.advice import advise
+from advisor.load import load_log, summarize_log
+from advisor.schema import LogError
+from advisor.summary import merge_all, read_summary, summarize_paths
+from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def sync_log(tmp_path_factory) -> Path:
+    """A 6-2 run with drafter sync: ~12k lines."""
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
+    sc = Scenario(name="sync", n_target=6, n_drafter=2, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
+                  sync_s=0.3, sync_scv=0.1, n_batches=6000, seed=11, warmup_factor=1.5, warmup_tau_s=120.0,
+                  target=ServiceModel.from_mean(6.0, tm.mean, overhead_share=0.1, scv=0.1),
+                  drafter=ServiceModel.from_mean(2.2, tm.mean, overhead_share=0.1, scv=0.1))
+    p = tmp_path_factory.mktemp("sum") / "whole.jsonl"
+    write_log(p, sc)
+    return p
+
+
+def split_by_worker(path: Path, n_files: int) -> list[Path]:
+    """Per-rank files as a multi-node run writes them: the header in each, each worker's steps in
+    one file, syncs, rates and the end event in the first."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    outs: list[list[bytes]] = [[lines[0]] for _ in range(n_files)]
+    for raw in lines[1:]:
+        ev = json.loads(raw)
+        k = ev["worker"] % n_files if ev.get("ev") == "step" else 0
+        outs[k].append(raw)
+    paths = []
+    for i, body in enumerate(outs):
+        p = path.with_name(f"{path.stem}-rank{i}.jsonl")
+        p.write_bytes(b"".join(body))
+        paths.append(p)
+    return paths
+
+
+def _same_advice(a, b) -> None:
+    ja, jb = a.to_json(), b.to_json()
+    ja.pop("warnings"), jb.pop("warnings")
+    assert ja == jb
+    for fa, fb in ((a.fit.producer, b.fit.producer), (a.fit.consumer, b.fit.consumer)):
+        for k in ("n_steps", "busy_mean_s", "busy_std_s", "t0_s", "c_s_per_tok", "mu_bps", "busy_share",
+                  "starved_share", "blocked_share"):
+            assert math.isclose(getattr(fa, k), getattr(fb, k), rel_tol=1e-9, abs_tol=1e-12), k
+    assert math.isclose(a.fit.observed[0].bps, b.fit.observed[0].bps, rel_tol=1e-9)
+
+
+def _advise(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return advise([path])
+
+
+@pytest.mark.parametrize("sample_rows", [None, 700])
+def test_merged_per_rank_summaries_advise_as_the_whole_log(sync_log, tmp_path, monkeypatch, sample_rows):
+    if sample_rows:
+        monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", sample_rows)
+    parts = split_by_worker(sync_log, 3)
+    outs = []
+    for i, p in enumerate(parts):   # map: one summary per rank file, written where the file lives
+        o = tmp_path / f"s{i}.json"
+        summarize_log(p).write(o)
+        outs.append(o)
+    merged = tmp_path / "merged.json"
+    merge_all(read_summary(o) for o in reversed(outs)).write(merged)   # reduce, in any order
+    whole = _advise(sync_log)
+    assert load_log(sync_log).sampled == bool(sample_rows)
+    _same_advice(whole, _advise(merged))
+
+
+def test_sampled_fit_is_close_to_the_whole(sync_log, monkeypatch):
+    whole = _advise(sync_log)
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 500)
+    lg = load_log(sync_log)
+    assert lg.sampled and len(lg.steps) <= 2 * 500
+    full = load_log(sync_log, sample_rows=10**6)
+    assert lg.n_steps == {r: int((full.steps["role"] == r).sum()) for r in full.header.roles}
+    samp = _advise(sync_log)
+    assert samp.recommendation.roles == whole.recommendation.roles
+    for r in ("producer", "consumer"):
+        a, b = getattr(whole.fit, r), getattr(samp.fit, r)
+        assert b.mu_bps == pytest.approx(a.mu_bps, rel=0.03)
+        assert b.busy_share == pytest.approx(a.busy_share, rel=0.05)
+    assert samp.fit.observed[0].bps == pytest.approx(whole.fit.observed[0].bps, rel=0.03)
+
+
+def test_summary_round_trip_is_exact(sync_log, tmp_path):
+    s = summarize_log(sync_log, sample_rows=300)
+    o = tmp_path / "s.json"
+    s.write(o)
+    r = read_summary(o)
+    assert r.n_lines == s.n_lines and r.end == s.end and r.sampled == s.sampled
+    np.testing.assert_array_equal(r.bins.arr, s.bins.arr)
+    for role in s.roles:
+        a, ka = s.samples[role].compact()
+        b, kb = r.samples[role].compact()
+        np.testing.assert_array_equal(ka, kb)
+        for f in summary.STEP_FIELDS:
+            np.testing.assert_array_equal(a[f], b[f])
+
+
+def _rows(n: int, seed: int, t0: float) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"t": t0 + np.cumsum(rng.exponential(1.0, n)), "worker": rng.integers(0, 4, n).astype(float),
+            "batch": np.arange(n, dtype=float) + seed * 100000, "tokens": rng.integers(1, 5000, n).astype(float),
+            "seqs": np.full(n, np.nan), "busy": rng.exponential(1.0, n), "wait": rng.exponential(0.1, n),
+            "blocked": np.zeros(n), "loss": np.full(n, np.nan)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(0, 400), min_size=1, max_size=5), k=st.integers(1, 300),
+       t0s=st.lists(st.floats(0, 5e4), min_size=5, max_size=5))
+def test_merge_equals_one_pass(sizes, k, t0s):
+    """Bins add and bottom-k samples merge exactly: parts merged == the rows summarised at once."""
+    from advisor.schema import parse_header
+    obj = {"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 4, "drafter": 4}}
+    head = parse_header(obj, "x", 1)
+    parts = [_rows(n, i, t0s[i]) for i, n in enumerate(sizes)]
+    codes = [np.arange(len(p["t"])) % 2 for p in parts]
+    one = summary.Summary(obj, head, "all", sample_rows=k)
+    pieces = []
+    for p, c in zip(parts, codes):
+        one.add_steps(p, c)
+        s = summary.Summary(obj, head, "part", sample_rows=k)
+        s.add_steps(p, c)
+        pieces.append(s)
+    merged = merge_all(pieces[::-1])
+    assert merged.bins.level == one.bins.level
+    np.testing.assert_allclose(merged.bins.arr, one.bins.arr, rtol=1e-12, atol=1e-9)
+    for r in one.roles:
+        a, ka = one.samples[r].compact()
+        b, kb = merged.samples[r].compact()
+        np.testing.assert_array_equal(np.sort(ka), np.sort(kb))
+        assert len(ka) == min(k, one.n_steps(r))
+        # it is the bottom k of all the rows' keys
+        allkeys = np.concatenate([summary.row_keys({f: p[f][c == i] for f, _ in p.items()}, i)
+                                  for p, c in zip(parts, codes) for i in [one.roles.index(r)]])
+        np.testing.assert_array_equal(np.sort(ka), np.sort(allkeys)[:k])
+        assert merged.n_steps(r) == one.n_steps(r)
+
+
+def test_merge_refuses_another_run(sync_log, tmp_path):
+    a = summarize_log(sync_log)
+    other = tmp_path / "o.jsonl"
+    lines = sync_log.read_text().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    head["run"] = "another"
+    other.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    with pytest.raises(LogError, match="another 'run' header"):
+        a.merge(summarize_log(other))
+
+
+def test_parallel_summary_equals_serial(sync_log):
+    parts = split_by_worker(sync_log, 4)
+    a = summarize_paths(parts, workers=1, sample_rows=400)
+    b = summarize_paths(parts, workers=3, sample_rows=400)
+    np.testing.assert_allclose(a.bins.arr, b.bins.arr, rtol=1e-12, atol=1e-9)
+    for r in a.roles:
+        np.testing.assert_array_equal(a.samples[r].compact()[1], b.samples[r].compact()[1])
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_cli_summarize_then_advise(sync_log, tmp_path):
+    parts = split_by_worker(sync_log, 2)
+    s0, s1, s = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "ab.json"
+    for p, o in ((parts[0], s0), (parts[1], s1)):
+        r = _cli("summarize", p, "-o", o, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    r = _cli("summarize", s0, s1, "-o", s, "-j", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    whole = _cli(sync_log, "--json", cwd=tmp_path)
+    merged = _cli(s, "--json", cwd=tmp_path)
+    assert whole.returncode == merged.returncode == 0, merged.stderr
+    ja, jb = json.loads(whole.stdout), json.loads(merged.stdout)
+    ja.pop("warnings"), jb.pop("warnings")
+    assert ja == jb
+
+
+def test_cli_bad_summary_is_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"dflash_summary": 1, "header": {"ev": "run"}}\n')
+    r = _cli(bad, cwd=tmp_path)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and str(bad) in r.stderr
+    bad.write_text('{"dflash_summary": 1, "header": {"ev": "run", "v": 1, "t": 0, "run": "x", '
+                   '"roles": {"a": 1, "b": 1}}, "paths": []}\n')
+    r = _cli("summarize", bad, "-o", tmp_path / "o.json", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "summary" in r.stderr
