@@ -367,3 +367,66 @@ def test_unreadable_file_is_one_line(write_log, monkeypatch):
     with pytest.raises(LogRefused, match="permission denied") as ei:
         load_log(p)
     assert str(ei.value) == f"{p}: cannot be read (permission denied)"
+
+
+# --- streaming: a log is read in pieces of whole lines; each piece gets every check
+
+
+def _small_pieces(monkeypatch):
+    import advisor.load as load
+    monkeypatch.setattr(load, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(load, "PIECE_BYTES", 1000)
+
+
+def _frames(p):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        log = load_log(p)
+    return log.steps.to_json(), log.syncs.to_json(), log.rates.to_json(), log.end, log.n_lines
+
+
+def test_pieces_give_the_same_frames(write_log, monkeypatch):
+    lines = good_lines(200)
+    text = [json.dumps(l) for l in lines]
+    text[50:50] = ["", "  "]           # an empty and a blank line inside the body
+    text.insert(120, json.dumps({"ev": "sync", "t": 20.0, "workers": 1, "dur": 0.01}))
+    p = write_log(text)
+    whole = _frames(p)
+    _small_pieces(monkeypatch)
+    assert _frames(p) == whole
+
+
+@pytest.mark.parametrize("row", [3, 90, 333])
+def test_pieces_name_the_bad_line(write_log, monkeypatch, row):
+    lines = good_lines(200)
+    lines[row] = dict(lines[row], busy=-1.0)
+    p = write_log(lines)
+    with pytest.raises(LogError) as whole:
+        load_log(p)
+    _small_pieces(monkeypatch)
+    with pytest.raises(LogError) as pieces:
+        load_log(p)
+    assert whole.value.line == pieces.value.line == row + 1
+    assert pieces.value.field == "busy"
+
+
+def test_pieces_incomplete_last_line(write_log, monkeypatch):
+    lines = good_lines(100)
+    raw = "".join(json.dumps(l) + "\n" for l in lines).encode() + b'{"ev": "step", "t": 99'
+    p = write_log([], raw=raw)
+    _small_pieces(monkeypatch)
+    with pytest.warns(LogWarning, match=f":{len(lines) + 1}: last line is incomplete"):
+        log = load_log(p)
+    assert log.n_lines == len(lines)
+
+
+def test_sampled_log_keeps_exact_counts(write_log):
+    p = write_log(good_lines(400))
+    log = load_log(p, sample_rows=50)
+    assert log.sampled and log.totals is not None
+    assert log.n_steps == {"target": 400, "drafter": 400}
+    assert (log.steps["role"] == "target").sum() == 50
+    assert log.steps["t"].is_monotonic_increasing
+    assert log.duration_s == load_log(p).duration_s
+    assert log.totals.series("target", "n").sum() == 400
+    assert log.totals.series("drafter", "busy").sum() == pytest.approx(400 * 0.1)
