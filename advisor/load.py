@@ -47,7 +47,7 @@ MAX_LOG_LINES = 10_000_000_000
 MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
 RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
 CHUNK_BYTES = 8 << 20
-PIECE_BYTES = 32 << 20       # whole lines parsed at once: pyarrow's threads get 32 blocks of 1 MiB
+PIECE_BYTES = 16 << 20       # whole lines parsed at once (pyarrow's threads share its 1 MiB blocks)
 
 STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
 _NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",

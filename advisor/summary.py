@@ -107,14 +107,17 @@ class _Sample:
             return self.parts[0]
         if not self.parts:
             return {f: np.empty(0) for f in self.fields}, np.empty(0, dtype=np.uint64)
-        cols = {f: np.concatenate([p[0][f] for p in self.parts]) for f in self.fields}
         keys = np.concatenate([p[1] for p in self.parts])
+        sel = None
         if len(keys) > self.k:
             sel = np.argpartition(keys, self.k - 1)[: self.k]
             sel = sel[np.argsort(keys[sel], kind="stable")]     # by key: the same order however the rows came
-            cols = {f: v[sel] for f, v in cols.items()}
             keys = keys[sel]
             self.pruned = True
+        cols = {}
+        for f in self.fields:      # one field at a time: the transient is one column, not the rows
+            v = np.concatenate([p[0][f] for p in self.parts])
+            cols[f] = v if sel is None else v[sel]
         self.parts = [(cols, keys)]
         self.held = len(keys)
         return cols, keys
@@ -261,17 +264,18 @@ class Summary:
         cols: dict[str, list[np.ndarray]] = {f: [] for f in STEP_FIELDS}
         codes = []
         for i, r in enumerate(self.roles):
-            c, _ = self.samples[r].compact()     # a sample's rows are in key order: deterministic
+            c, keys = self.samples[r].compact()
+            if not self.samples[r].pruned:       # (a pruned sample is in key order already)
+                by_key = np.argsort(keys, kind="stable")
+                c = {f: v[by_key] for f, v in c.items()}
             for f in STEP_FIELDS:
                 cols[f].append(c[f])
             codes.append(np.full(len(c["t"]), i, dtype=np.int64))
         out = {f: np.concatenate(v) if v else np.empty(0) for f, v in cols.items()}
         code = np.concatenate(codes) if codes else np.empty(0, dtype=np.int64)
-        # time order; equal times by role, worker, batch: the same order whichever files the rows came from
+        # time order; equal times by role, then by key (content): the same order whichever files
+        # the rows came from, so merged summaries give the very frames of the whole log
         order = np.argsort(out["t"], kind="stable")
-        ts = out["t"][order]
-        if len(ts) > 1 and (ts[1:] == ts[:-1]).any():
-            order = np.lexsort((out["busy"], out["batch"], out["worker"], code, out["t"]))
         return {f: v[order] for f, v in out.items()}, code[order], True
 
     def syncs(self) -> dict[str, np.ndarray]:

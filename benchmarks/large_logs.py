@@ -1,0 +1,172 @@
+"""Large logs: time and peak memory of streaming ingest and end-to-end advice, against json.loads.
+
+    python3 benchmarks/large_logs.py --lines 1000000 5000000 --runs 3
+    python3 benchmarks/large_logs.py --lines 1000000 --split 8 --jobs 1 2   # per-rank files, map-reduce
+
+The log is shaped like a 32-GPU run with drafter sync (24 targets, 8 drafters, an all-reduce every
+4 drafter steps, rates a minute). Up to ~1.2M lines it is generated in one piece with
+`advisor.synth`; longer logs continue a second, warm-up-free simulation of the same scenario
+segment after segment, times shifted (the generator holds a whole simulation in memory).
+
+Each reader runs in a fresh process under ``/usr/bin/time -v`` (peak RSS is its own), readers
+alternating over ``--runs`` rounds; the table gives medians and per-round ratios to the baseline:
+- ``json.loads list``: the least a Python reader does, a json.loads loop into a list of dicts
+  (skipped past ``--list-baseline-max`` lines: it needs ~1.4 GB per million lines);
+- ``json.loads discard``: the same loop keeping nothing (time only; runs at any size);
+- ``load_log``: `advisor.load.load_log` (stream, validate, summarise, frames);
+- ``dflash-advise --json``: the whole CLI, import to report.
+With ``--split K``, the log is also written as K per-rank files (each worker's steps in one
+file, header in each, syncs/rates/end in the first); ``dflash-advise summarize -j J`` reduces
+them, and the merged summary's advice is compared with the whole log's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = HERE / "data"
+SEGMENT_LINES = 1_000_000
+
+READERS = {
+    "json.loads list": [sys.executable, "-c", "import json,sys\nwith open(sys.argv[1],'rb') as f:\n"
+                                              "    rows=[json.loads(l) for l in f]\nprint(len(rows))"],
+    "json.loads discard": [sys.executable, "-c", "import json,sys\nn=0\nwith open(sys.argv[1],'rb') as f:\n"
+                                                 "    for l in f:\n        json.loads(l); n+=1\nprint(n)"],
+    "load_log": [sys.executable, "-c", "import sys\nfrom advisor.load import load_log\n"
+                                       "lg=load_log(sys.argv[1])\nprint(len(lg.steps), lg.sampled)"],
+    "dflash-advise --json": [sys.executable, "-m", "advisor", "--json"],
+}
+
+
+def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
+    sys.path.insert(0, str(ROOT))
+    from advisor.synth import Scenario, ServiceModel, TokenModel
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
+    return Scenario(name="sync32", n_target=24, n_drafter=8, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
+                    sync_s=1.0, sync_scv=0.1, n_batches=n_lines * 100 // 199, seed=seed,
+                    warmup_factor=1.5 if warm else 1.0, warmup_tau_s=600.0,
+                    target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
+                    drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
+
+
+_T = re.compile(rb'"t":([0-9.eE+-]+)')
+
+
+def make_log(path: Path, n_lines: int) -> None:
+    from advisor.synth import write_log
+    if n_lines <= 1.2 * SEGMENT_LINES:
+        write_log(path, scenario(n_lines))
+        return
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        first, cont = Path(tmp) / "a.jsonl", Path(tmp) / "b.jsonl"
+        write_log(first, scenario(SEGMENT_LINES))
+        write_log(cont, scenario(SEGMENT_LINES, seed=109, warm=False))
+        a = first.read_bytes().splitlines(keepends=True)
+        b = cont.read_bytes().splitlines(keepends=True)
+        body_b = [ln for ln in b[1:] if b'"ev":"end"' not in ln]
+        span = float(json.loads(b[-1])["t"])
+        with open(path, "wb") as out:
+            out.writelines(ln for ln in a if b'"ev":"end"' not in ln)
+            offset = float(json.loads(a[-1])["t"])
+            written = len(a) - 1
+            while written < n_lines - 1:
+                shift = offset
+
+                def moved(m, shift=shift):
+                    return b'"t":%.4f' % (float(m.group(1)) + shift)
+                take = body_b[: n_lines - 1 - written]
+                out.writelines(_T.sub(moved, ln, count=1) for ln in take)
+                written += len(take)
+                offset += span
+            out.write(b'{"ev":"end","t":%.4f,"reason":"done"}\n' % offset)
+
+
+def run_timed(cmd: list[str]) -> tuple[float, float]:
+    t = time.perf_counter()
+    r = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t
+    if r.returncode not in (0, 1):
+        raise SystemExit(f"{cmd[-1]} failed: {r.stderr[-500:]}")
+    rss = next(int(ln.split()[-1]) for ln in r.stderr.splitlines() if "Maximum resident" in ln)
+    return wall, rss / 1024
+
+
+def split_by_worker(path: Path, k: int) -> list[Path]:
+    outs = [open(path.with_name(f"{path.stem}-rank{i}.jsonl"), "wb") for i in range(k)]
+    worker = re.compile(rb'"worker":(\d+)')
+    with open(path, "rb") as f:
+        head = f.readline()
+        for o in outs:
+            o.write(head)
+        for ln in f:
+            m = worker.search(ln) if b'"ev":"step"' in ln else None
+            outs[int(m.group(1)) % k if m else 0].write(ln)
+    for o in outs:
+        o.close()
+    return [Path(o.name) for o in outs]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--readers", nargs="+", default=list(READERS), choices=list(READERS))
+    ap.add_argument("--list-baseline-max", type=int, default=6_000_000)
+    ap.add_argument("--split", type=int, default=0, help="also write K per-rank files and reduce them")
+    ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--dir", type=Path, default=DATA)
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    for n in args.lines:
+        path = args.dir / f"sync32-{n}.jsonl"
+        if not path.exists():
+            t = time.perf_counter()
+            make_log(path, n)
+            print(f"made {path} in {time.perf_counter() - t:.0f} s")
+        size = path.stat().st_size / 1e6
+        readers = [r for r in args.readers if not (r == "json.loads list" and n > args.list_baseline_max)]
+        res: dict[str, list[tuple[float, float]]] = {r: [] for r in readers}
+        for _ in range(args.runs):
+            for r in readers:
+                res[r].append(run_timed([*READERS[r], str(path)]))
+        print(f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process")
+        base = "json.loads list" if "json.loads list" in res else "json.loads discard"
+        print(f"| reader | wall s (median) | min-max | peak RSS MB (median) | wall / {base} |")
+        print("|---|---:|---:|---:|---:|")
+        for r, v in res.items():
+            w = [x[0] for x in v]
+            ratio = statistics.median(a[0] / b[0] for a, b in zip(v, res[base])) if base in res else float("nan")
+            print(f"| {r} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
+                  f"{statistics.median(x[1] for x in v):.0f} | {ratio:.2f} |")
+        if args.split:
+            parts = split_by_worker(path, args.split)
+            whole = subprocess.run([sys.executable, "-m", "advisor", "--json", str(path)], capture_output=True,
+                                   text=True, cwd=ROOT)
+            print(f"\nper-rank files: {args.split}; `dflash-advise summarize -j J` then advice from the merged summary")
+            print("| jobs | summarize wall s | peak RSS MB |")
+            print("|---:|---:|---:|")
+            out = args.dir / f"sync32-{n}-summary.json"
+            for j in args.jobs:
+                w, rss = run_timed([sys.executable, "-m", "advisor", "summarize", "-j", str(j), "-o", str(out),
+                                    *map(str, parts)])
+                print(f"| {j} | {w:.2f} | {rss:.0f} |")
+            merged = subprocess.run([sys.executable, "-m", "advisor", "--json", str(out)], capture_output=True,
+                                    text=True, cwd=ROOT)
+            ja, jb = json.loads(whole.stdout), json.loads(merged.stdout)
+            ja.pop("warnings"), jb.pop("warnings")
+            print(f"advice from the merged summary == advice from the whole log: {ja == jb}")
+            for p in parts:
+                p.unlink()
+
+
+if __name__ == "__main__":
+    main()
