@@ -1,12 +1,22 @@
-"""Read rate logs (JSONL or .jsonl.gz) into DataFrames, fast, with errors that name file, line, field.
+"""Read rate logs (JSONL or .jsonl.gz) into DataFrames, fast, in bounded memory, with errors that name file, line, field.
 
-Data flow: bytes -> (line-length guard) -> header via ``json`` -> the whole body through pyarrow's
-multi-threaded JSON reader with an explicit schema built from the header -> vectorized checks
--> DataFrames. No Python object is made per line on this path. When pyarrow rejects the body
-(a non-JSON line, a wrong type, binary garbage) or a vectorized check fails, the slow exact
-path in `advisor.schema` re-reads line by line to name the first offending line and field; if
-the slow path finds nothing wrong (a shape pyarrow cannot unify but the schema allows), its
-decoded events are used instead, so correctness never depends on the fast path.
+Data flow: bytes in chunks (line-length, size, gzip-ratio and UTF-8 guards) -> pieces of whole
+lines (``PIECE_BYTES``) -> header via ``json`` -> each piece through pyarrow's multi-threaded JSON
+reader with an explicit schema built from the header -> vectorized checks -> the piece's columns
+fold into a mergeable :class:`~advisor.summary.Summary` (exact counts, time-binned sums, a
+bounded uniform sample of steps per role) and are dropped -> DataFrames from the summary. No
+Python object is made per line on this path, and memory does not grow with the log. When
+pyarrow rejects a piece (a non-JSON line, a wrong type, binary garbage) or a vectorized check
+fails, the slow exact path in `advisor.schema` re-reads that piece line by line to name the
+first offending line and field; if the slow path finds nothing wrong (a shape pyarrow cannot
+unify but the schema allows), its decoded events are used instead, so correctness never depends
+on the fast path.
+
+Up to ``sample_rows`` (300k) steps per role the frames hold every step, as read. Past that,
+``RunLog.sampled`` is true, ``steps`` is a uniform sample of each larger role's steps, and
+``RunLog.totals`` holds the exact time-binned counts and sums that `steady` and `fit` then use
+for counts, rates and shares (see `advisor.summary`). A file written by `dflash-advise
+summarize` is read the same way (it is recognised by its first bytes).
 
 Frames (documented columns):
 - ``steps``: t, role (category), worker, batch, tokens, seqs, busy, wait, blocked, loss; sorted by t.

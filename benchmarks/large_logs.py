@@ -78,16 +78,17 @@ def make_log(path: Path, n_lines: int) -> None:
             out.writelines(ln for ln in a if b'"ev":"end"' not in ln)
             offset = float(json.loads(a[-1])["t"])
             written = len(a) - 1
+            last_t = offset
             while written < n_lines - 1:
-                shift = offset
-
-                def moved(m, shift=shift):
-                    return b'"t":%.4f' % (float(m.group(1)) + shift)
                 take = body_b[: n_lines - 1 - written]
+                last_t = offset + float(json.loads(take[-1])["t"])
+
+                def moved(m, shift=offset):
+                    return b'"t":%.4f' % (float(m.group(1)) + shift)
                 out.writelines(_T.sub(moved, ln, count=1) for ln in take)
                 written += len(take)
                 offset += span
-            out.write(b'{"ev":"end","t":%.4f,"reason":"done"}\n' % offset)
+            out.write(b'{"ev":"end","t":%.4f,"reason":"done"}\n' % last_t)
 
 
 def run_timed(cmd: list[str]) -> tuple[float, float]:
