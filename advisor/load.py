@@ -774,6 +774,39 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
     return runlog_from_summary(summ, str(path))
 
 
+def load_run(files: Sequence[str | Path], path: str, *, workers: int | None = None) -> RunLog:
+    """One run from its per-rank files, merged as summaries: exact and in bounded memory.
+
+    The files are read in parallel threads (pyarrow releases the GIL) and their summaries merged
+    as they come (advisor.summary), so memory is that of one summary per thread whatever the
+    number and length of the files. Headers must be equal (`ranks.check_same_header`, which
+    names the file and field); the run's end is `ranks`' merged end.
+    """
+    from types import SimpleNamespace
+
+    from .ranks import _merged_end, check_same_header
+    from .summary import merge_all
+
+    files = list(files)
+    if len(files) == 1:
+        return load_log(files[0])
+    seen: list[SimpleNamespace] = []
+
+    def checked(summaries):
+        for f, s in zip(files, summaries):
+            seen.append(SimpleNamespace(header=s.header, path=display_path(str(f)), end=s.end))
+            check_same_header(seen[:1] + seen[-1:])
+            yield s
+    from concurrent.futures import ThreadPoolExecutor
+    n = max(1, min(workers or os.cpu_count() or 1, len(files)))
+    with ThreadPoolExecutor(n) as ex:
+        summ = merge_all(checked(ex.map(summarize_log, files)))
+    end = _merged_end(seen)
+    summ.end = dict(end) if end is not None else None
+    summ.paths = [str(f) for f in files]
+    return runlog_from_summary(summ, path)
+
+
 def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     """Parse several logs (e.g. the same job at different splits).
 
