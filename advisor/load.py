@@ -682,7 +682,9 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
             seen_text = True
         pending.append(chunk)
         pending_len += len(chunk)
-        if pending_len < PIECE_BYTES:
+        # the first piece waits until a gzip bomb would have shown (the ratio is judged past
+        # RATIO_CHECK_BYTES): a bomb is refused as a bomb, not for its first line
+        if pending_len < (PIECE_BYTES if header is not None else max(PIECE_BYTES, RATIO_CHECK_BYTES + CHUNK_BYTES)):
             continue
         buf = carry + b"".join(pending)
         pending, pending_len = [], 0
@@ -813,7 +815,7 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     A directory or a (quoted) glob is one run written as per-rank files, and so are plain files
     that are evidently ranks of one run; see `advisor.ranks` for the rules.
     """
-    from .ranks import expand, group_ranks, merge
+    from .ranks import expand, group_ranks
 
     paths = list(paths)
     if not paths:
@@ -822,6 +824,6 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     plain: list[bool] = []
     for p in paths:
         files, one_run = expand(p)
-        logs.append(merge([load_log(f) for f in files], str(p)) if one_run else load_log(files[0]))
+        logs.append(load_run(files, str(p)) if one_run else load_log(files[0]))
         plain.append(not one_run)
     return group_ranks(logs, plain)

@@ -445,7 +445,9 @@ def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
 
     from .load import summarize_log
 
-    paths = list(paths)
+    from .ranks import expand
+
+    paths = [f for p in paths for f in expand(p)[0]]    # a directory or a quoted glob: its log files
     if not paths:
         raise LogError("<none>", None, "no log file given")
     workers = max(1, min(workers or os.cpu_count() or 1, len(paths)))

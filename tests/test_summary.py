@@ -37,12 +37,16 @@ def sync_log(tmp_path_factory) -> Path:
 
 
 def split_by_worker(path: Path, n_files: int) -> list[Path]:
-    """Per-rank files as a multi-node run writes them: the header in each, each worker's steps in
-    one file, syncs, rates and the end event in the first."""
+    """Per-rank files as a multi-node run writes them: the header and the end event in each, each
+    worker's steps in one file, syncs and rates in the first."""
     lines = path.read_bytes().splitlines(keepends=True)
     outs: list[list[bytes]] = [[lines[0]] for _ in range(n_files)]
     for raw in lines[1:]:
         ev = json.loads(raw)
+        if ev.get("ev") == "end":       # every rank ends its own file
+            for o in outs:
+                o.append(raw)
+            continue
         k = ev["worker"] % n_files if ev.get("ev") == "step" else 0
         outs[k].append(raw)
     paths = []
@@ -209,3 +213,15 @@ def test_cli_bad_summary_is_one_line(tmp_path):
                    '"roles": {"a": 1, "b": 1}}, "paths": []}\n')
     r = _cli("summarize", bad, "-o", tmp_path / "o.json", cwd=tmp_path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "summary" in r.stderr
+
+
+@pytest.mark.parametrize("sample_rows", [None, 600])
+def test_a_directory_of_rank_files_advises_as_the_whole_log(sync_log, tmp_path, monkeypatch, sample_rows):
+    """`dflash-advise DIR` (load_logs -> load.load_run) merges the ranks as summaries: exact when sampled."""
+    if sample_rows:
+        monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", sample_rows)
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for p in split_by_worker(sync_log, 4):
+        p.rename(d / p.name)
+    _same_advice(_advise(sync_log), _advise(d))
