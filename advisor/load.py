@@ -82,6 +82,7 @@ class RunLog:
     totals: Totals | None = None
     t_max_s: float | None = None                          # the largest t in the log (None: not known)
     n_steps: Mapping[str, int] | None = None              # every step of each role, sampled or not
+    source: str | None = None                             # the file read (to re-read a sample's rows exactly)
 
     @property
     def has_steps(self) -> bool:
@@ -760,7 +761,8 @@ def runlog_from_summary(summ: Summary, path: str) -> RunLog:
                   n_lines=summ.n_lines, unknown_events=unknown, sampled=sampled,
                   totals=summ.totals() if sampled else None,
                   t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
-                  n_steps={r: summ.n_steps(r) for r in summ.roles})
+                  n_steps={r: summ.n_steps(r) for r in summ.roles},
+                  source=str(path) if len(summ.paths) == 1 else None)
 
 
 def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,

@@ -132,6 +132,10 @@ def merge(logs: Sequence[RunLog], path: str) -> RunLog:
     if len(logs) == 1:
         return logs[0]
     check_same_header(logs)
+    if any(lg.sampled for lg in logs) and all(lg.source for lg in logs):
+        # large logs hold samples of their steps: merge the files as summaries, exactly (advisor.load)
+        from .load import load_run
+        return load_run([lg.source for lg in logs], path)
     head = logs[0].header
     unknown: dict[str, int] = {}
     for lg in logs:

@@ -225,3 +225,14 @@ def test_a_directory_of_rank_files_advises_as_the_whole_log(sync_log, tmp_path, 
     for p in split_by_worker(sync_log, 4):
         p.rename(d / p.name)
     _same_advice(_advise(sync_log), _advise(d))
+
+
+def test_rank_files_named_one_by_one_merge_exactly_when_sampled(sync_log, tmp_path, monkeypatch):
+    """`dflash-advise rank0.jsonl rank1.jsonl ...` (a shell glob): sampled ranks merge as summaries."""
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 600)
+    parts = split_by_worker(sync_log, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = advise(parts)
+    assert len(one.logs) == 1 and one.logs[0].sampled
+    _same_advice(_advise(sync_log), one)
