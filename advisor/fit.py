@@ -821,6 +821,10 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
             f"{100 * contention.prior_se:.0f}% per worker moved; a log at a second split measures it"), stacklevel=2)
     sync = _fit_sync(logs, wins, consumer)
     loader = _fit_loader(logs, wins, pfit, observed)
+    if any(getattr(lg, "sampled", False) for lg in logs):
+        # sampled large logs (advisor.summary): loader capacity and steps per sync from exact counts
+        from .summary import exact_loader_and_sync
+        sync, loader = exact_loader_and_sync(logs, wins, sync, loader)
     total = None
     if head.samples and head.epochs and seqs_mean:
         total = head.samples * head.epochs / seqs_mean

@@ -236,3 +236,33 @@ def test_rank_files_named_one_by_one_merge_exactly_when_sampled(sync_log, tmp_pa
         one = advise(parts)
     assert len(one.logs) == 1 and one.logs[0].sampled
     _same_advice(_advise(sync_log), one)
+
+
+def test_sampled_loader_bound_run_keeps_its_loader_capacity(tmp_path, monkeypatch):
+    """An input-bound run: the loader's capacity comes from exact counts, not the sample's."""
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
+    sc = Scenario(name="loader", n_target=5, n_drafter=3, tokens=tm, hs_cap=8, pre_cap=50, n_batches=8000,
+                  seed=105, loader=ServiceModel(1 / 1.2, 0.0, 0.3),
+                  target=ServiceModel.from_mean(1 / 0.3, tm.mean, overhead_share=0.1, scv=0.05),
+                  drafter=ServiceModel.from_mean(1 / 0.6, tm.mean, overhead_share=0.1, scv=0.05))
+    p = tmp_path / "loader.jsonl"
+    write_log(p, sc)
+    whole = _advise(p).fit.loader
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 2000)
+    samp = _advise(p).fit.loader
+    assert whole.input_bound and samp.input_bound
+    assert samp.capacity_bps == pytest.approx(whole.capacity_bps, rel=0.03)
+    # the SCV is un-thinned from the sample (exact only for renewal arrivals; see exact_loader_and_sync)
+    assert math.isfinite(samp.scv) and samp.scv >= 0
+
+
+def test_sampled_steps_per_sync_from_exact_counts(sync_log, tmp_path, monkeypatch):
+    lines = sync_log.read_text().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    head.pop("sync_every", None)
+    p = tmp_path / "nosync.jsonl"
+    p.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    whole = _advise(p).fit.sync
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 500)
+    samp = _advise(p).fit.sync
+    assert whole.sync_every == samp.sync_every == 4
