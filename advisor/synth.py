@@ -38,6 +38,7 @@ Events are written in time order.
 from __future__ import annotations
 
 import gzip
+import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,16 +48,12 @@ import numpy as np
 from advisor.records import End, Queue, Rates, Run, Step, Sync
 from advisor.simulate import SimResult, simulate
 
-try:  # orjson writes ~5x faster; plain json is the fallback
-    import orjson
 
-    def _dumps(obj) -> bytes:
-        return orjson.dumps(obj)
-except ImportError:  # pragma: no cover - exercised only where orjson is absent
-    import json
 
-    def _dumps(obj) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
+def _dumps(obj) -> bytes:
+    # the standard library only: the same bytes wherever it runs (committed fixtures are compared
+    # byte for byte; a faster optional encoder would format some floats differently)
+    return json.dumps(obj, separators=(",", ":")).encode()
 
 __all__ = ["ServiceModel", "TokenModel", "Scenario", "ScenarioDraw", "SynthLog", "draw", "run", "write_log",
            "reference_scenario"]
