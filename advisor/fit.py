@@ -58,6 +58,7 @@ import pandas as pd
 
 from .load import RunLog
 from .schema import AssumptionWarning, LogError
+from .observe import ObservedRun, observe, steady_steps, time_weighted_queue
 from .steady import SteadyWindow, find_steady
 
 BATCH_MEANS = 20
@@ -263,21 +264,6 @@ class LoaderFit:
     pre_empty_share: float | None = None   # share of snapshots with some prefetch queue empty
     near_binding: bool = False             # starved with queues running dry, below the fixed thresholds
     calibrated: bool = False               # capacity_bps solved from the observed split's rate
-
-
-@dataclass(frozen=True)
-class ObservedRun:
-    """What one log's steady window shows."""
-
-    path: str
-    roles: Mapping[str, int]
-    bps: float
-    tok_s: float
-    steady: SteadyWindow
-    done: float | None           # fraction of the job done at the log's end
-    eta_s: float | None          # the pipeline's own ETA at the log's end
-    hs_mean_depth: float | None  # time-weighted q_hs depth (from rates), if logged
-    hs_full_share: float | None
 
 
 @dataclass(frozen=True)
@@ -546,49 +532,6 @@ def _token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_
                    token_exponent_half95=TOKEN_EXPONENT_PRIOR_HALF95, token_range=(tokens_mean, tokens_mean))
 
 
-def _steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
-    s = log.steps
-    return s[win.mask(s["t"])]
-
-
-def _time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[float | None, float | None]:
-    col = f"q_{name}"
-    if col not in log.rates or not len(log.rates):
-        return None, None
-    r = log.rates[win.mask(log.rates["t"])].dropna(subset=[col])
-    if not len(r):
-        return None, None
-    w = r["window"].fillna(1.0).to_numpy() if "window" in r else np.ones(len(r))
-    depth = r[col].to_numpy()
-    cap = next((q.cap for q in log.header.queues if q.name == name), None)
-    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap is not None else None   # cap 0: always full
-    return float(np.average(depth, weights=w)), full
-
-
-def _observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
-    consumer = log.header.consumer
-    hs = log.header.queue_feeding(consumer)
-    depth, full = _time_weighted_queue(log, win, hs.name) if hs else (None, None)
-    done = eta = None
-    if len(log.rates):
-        last = log.rates.iloc[-1]
-        done = float(last["done"]) if "done" in last and pd.notna(last["done"]) else None
-        eta = float(last["eta_s"]) if "eta_s" in last and pd.notna(last["eta_s"]) else None
-    if log.has_steps:
-        st = _steady_steps(log, win)
-        # the window opens at a consumer completion: count completions after it, not at it
-        n = int(((st["role"] == consumer) & (st["t"] > win.start_s)).sum())
-        bps = n / max(win.duration_s, 1e-12)
-        tok = float(st.loc[(st["role"] == consumer) & (st["t"] > win.start_s), "tokens"].sum()) / max(
-            win.duration_s, 1e-12)
-    else:
-        r = log.rates[win.mask(log.rates["t"])]
-        bps = float(r[f"bps_{consumer}"].mean())
-        tok = float(r["tok_s"].mean()) if "tok_s" in r and r["tok_s"].notna().any() else bps * tokens_mean
-    return ObservedRun(path=log.path, roles=dict(log.header.roles), bps=bps, tok_s=tok, steady=win, done=done,
-                       eta_s=eta, hs_mean_depth=depth, hs_full_share=full)
-
-
 def _role_from_rates(role: str, log: RunLog, win: SteadyWindow, producer_side: bool,
                      hs_full_share: float | None) -> RoleFit:
     r = log.rates[win.mask(log.rates["t"])]
@@ -650,13 +593,13 @@ def _fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: 
                 observed: Sequence[ObservedRun]) -> LoaderFit:
     lg, w, _ob = logs[0], wins[0], observed[0]
     pre = lg.header.queue_feeding(lg.header.producer)
-    depth = _time_weighted_queue(lg, w, pre.name)[0] if pre else None
+    depth = time_weighted_queue(lg, w, pre.name)[0] if pre else None
     starved = producer.starved_share
     empty = depth is None or depth < PRE_EMPTY_DEPTH
     bound = bool(np.isfinite(starved) and starved > INPUT_STARVED_SHARE and empty)
     cap = scv = None
     if bound and lg.has_steps:
-        st = _steady_steps(lg, w)
+        st = steady_steps(lg, w)
         tgt = st[st["role"] == lg.header.producer]
         cap = len(tgt) / max(w.duration_s, 1e-12)
         # a batch reaches a starved target when the loader finishes it: start = t - blocked - busy
@@ -719,7 +662,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     pre = head.queue_feeding(producer)
     if with_steps:
         source = "steps"
-        steady = {i: _steady_steps(logs[i], wins[i]) for i in with_steps}
+        steady = {i: steady_steps(logs[i], wins[i]) for i in with_steps}
         per_log_tokens = {i: float(st.loc[st["role"] == consumer, "tokens"].mean()) for i, st in steady.items()}
         first = with_steps[0]
         # logs at another token budget inform the step-time line only; rates and variability
@@ -747,7 +690,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         tokens_mean = float(cons["tokens"].mean())
         per_log = {i: {r: steady[i][steady[i]["role"] == r] for r in (producer, consumer)} for i in with_steps}
         contention = _fit_contention(logs, same, per_log, producer, consumer, first)
-        ob0 = _observe(logs[first], wins[first], tokens_mean)
+        ob0 = observe(logs[first], wins[first], tokens_mean)
         in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
         regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
                                REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12))
@@ -767,7 +710,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
         all_tok = line_frames[consumer]["tokens"].to_numpy(float)
         tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
-        observed = tuple(_observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
+        observed = tuple(observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
         if any(getattr(logs[i], "sampled", False) for i in with_steps):
             # sampled large logs (advisor.summary): counts, means and shares from exact binned sums
             from .summary import exact_fit
@@ -784,7 +727,7 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
         tokens_std = float("nan")
         seqs_mean = None
         tokens_range = (tokens_mean, tokens_mean)
-        observed = tuple(_observe(g, ww, tokens_mean) for g, ww in zip(logs, wins))
+        observed = tuple(observe(g, ww, tokens_mean) for g, ww in zip(logs, wins))
         full = observed[0].hs_full_share
         pfit = _role_from_rates(producer, lg, w, True, full)
         cfit = _role_from_rates(consumer, lg, w, False, full)

@@ -403,16 +403,9 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
     return ax
 
 
-def _completion_rates(steps: pd.DataFrame, role: str, edges: np.ndarray, end_s: float, totals: Any = None
-                      ) -> np.ndarray:
-    if totals is not None and role in totals.pruned:
-        # a sampled role: its steps are a sample, so count completions from the exact time-binned
-        # totals (cumulative counts interpolated onto these edges)
-        cum = np.concatenate(([0.0], np.cumsum(totals.series(role, "n"))))
-        counts = np.diff(np.interp(edges, np.arange(len(cum)) * totals.width_s, cum))
-    else:
-        t = steps.loc[steps["role"] == role, "t"].to_numpy(float)
-        counts, _ = np.histogram(t, bins=edges)
+def _completion_rates(log: Any, role: str, edges: np.ndarray, end_s: float) -> np.ndarray:
+    from .observe import completion_counts
+    counts = completion_counts(log, role, edges)
     # the last bin may stick out past the log's end: divide by the time it covers
     covered = np.clip(np.minimum(edges[1:], end_s) - edges[:-1], 1e-9, None)
     return counts / covered
@@ -436,7 +429,7 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     if log.has_steps:
         edges, width = _time_edges(end_s)
         for r in roles:
-            rate = _completion_rates(log.steps, r, edges, end_s, log.totals if log.sampled else None)
+            rate = _completion_rates(log, r, edges, end_s)
             ax.stairs(rate, edges / scale, baseline=None, color=colours[r], lw=1.4,
                       label=f"{r}s ({log.header.roles[r]}): completions")
         basis = f"from step events, {_fmt_span(width)} bins"
@@ -473,12 +466,10 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
 
     ``weight_s`` is how long each depth value holds, for the time-weighted distribution.
     """
-    col = f"q_{name}"
-    rt = log.rates
-    if len(rt) and col in rt and rt[col].notna().any():
-        r = rt.dropna(subset=[col])
-        w = r["window"].fillna(1.0).to_numpy(float) if "window" in r else np.ones(len(r))
-        return r["t"].to_numpy(float), r[col].to_numpy(float), w, "rates"
+    from .observe import queue_series
+    series = queue_series(log, name)
+    if series is not None:
+        return (*series, "rates")
     if not log.has_steps or log.sampled:   # the depth replay needs every step, not a sample
         return None
     st = log.steps

@@ -514,17 +514,6 @@ def find_steady_binned(log) -> Any:
                         drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)
 
 
-def _window_sums(log, win, role: str) -> dict[str, float]:
-    if getattr(log, "totals", None) is not None:
-        return log.totals.window(role, win.start_s, win.end_s)
-    st = log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
-    busy = st["busy"].to_numpy(float)
-    seqs = st["seqs"].to_numpy(float)
-    return {"n": float(len(st)), "busy": float(busy.sum()), "busy2": float((busy * busy).sum()),
-            "wait": float(st["wait"].sum()), "blocked": float(st["blocked"].sum()),
-            "tokens": float(st["tokens"].sum()), "seqs": float(np.nansum(seqs)), "n_seqs": float((~np.isnan(seqs)).sum())}
-
-
 def exact_fit(logs: Sequence[Any], wins: Sequence[Any], same: Sequence[int], role_fits: Sequence[Any],
               observed: Sequence[Any]) -> tuple[list[Any], list[Any], float, float | None]:
     """For fits that include sampled logs: counts, means and shares from the exact binned sums.
@@ -533,12 +522,13 @@ def exact_fit(logs: Sequence[Any], wins: Sequence[Any], same: Sequence[int], rol
     batch. The step-time line, the variability and the interval's relative width stay those of
     the sample (the interval is then that of a 300k-row sample: wider than the whole log's).
     """
+    from .observe import window_sums    # here: advisor.load imports this module
     out = []
     sums_by_role = {}
     for rf in role_fits:
         tot = dict.fromkeys(("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs", "wall"), 0.0)
         for i in same:
-            s = _window_sums(logs[i], wins[i], rf.role)
+            s = window_sums(logs[i], wins[i], rf.role)
             for k in s:
                 tot[k] += s[k]
             tot["wall"] += wins[i].duration_s * logs[i].header.roles[rf.role]
@@ -556,14 +546,7 @@ def exact_fit(logs: Sequence[Any], wins: Sequence[Any], same: Sequence[int], rol
                            busy_share=tot["busy"] / wall, starved_share=tot["wait"] / wall,
                            blocked_share=tot["blocked"] / wall))
     consumer = role_fits[-1].role
-    obs = []
-    for lg, w, ob in zip(logs, wins, observed):
-        if getattr(lg, "totals", None) is None:
-            obs.append(ob)
-            continue
-        s = lg.totals.window(consumer, w.start_s, w.end_s)
-        d = max(w.duration_s, 1e-12)
-        obs.append(replace(ob, bps=s["n"] / d, tok_s=s["tokens"] / d))
+    obs = list(observed)     # advisor.observe already counts sampled logs from their exact sums
     c = sums_by_role[consumer]
     tokens_mean = c["tokens"] / c["n"] if c["n"] else float("nan")
     seqs_mean = c["seqs"] / c["n_seqs"] if c["n_seqs"] else None

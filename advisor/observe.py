@@ -1,0 +1,135 @@
+"""What a run showed: the measured numbers of one log, computed in one place.
+
+The fit (capacities, observed rate), the report's "measured at" reasons and the plots (completion
+rates, q_hs occupancy) all read the log through these functions, so that the observed rate, the
+completion counts and the queue depths are computed once and the same way, whether the log was
+read whole or sampled (`advisor.summary`: a large log keeps a uniform sample of its steps beside
+exact time-binned sums, and every count here then comes from the sums).
+
+- ``steady_steps``: the step rows inside a steady window.
+- ``window_sums``: per role, count and sums of busy, busy^2, wait, blocked, tokens, seqs in a
+  window (exact on sampled logs).
+- ``completions``: consumer completions after the window opens and their tokens: the observed
+  rate is ``n / window`` (the window opens at a completion, so that one is not counted).
+- ``completion_counts``: completions per time bin, for the rates plot.
+- ``queue_series`` and ``time_weighted_queue``: a queue's logged depth over time (``rates``
+  snapshots, weighted by their windows), its mean and the share of time it was full.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .load import RunLog
+from .steady import SteadyWindow
+
+
+@dataclass(frozen=True)
+class ObservedRun:
+    """What one log's steady window shows."""
+
+    path: str
+    roles: Mapping[str, int]
+    bps: float
+    tok_s: float
+    steady: SteadyWindow
+    done: float | None           # fraction of the job done at the log's end
+    eta_s: float | None          # the pipeline's own ETA at the log's end
+    hs_mean_depth: float | None  # time-weighted q_hs depth (from rates), if logged
+    hs_full_share: float | None
+
+
+def _sampled(log: RunLog, role: str) -> bool:
+    tot = getattr(log, "totals", None)
+    return tot is not None and role in tot.pruned
+
+
+def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
+    s = log.steps
+    return s[win.mask(s["t"])]
+
+
+def window_sums(log: RunLog, win: SteadyWindow, role: str) -> dict[str, float]:
+    """Count and sums of one role's steps inside the window (exact binned sums on sampled logs)."""
+    if getattr(log, "totals", None) is not None:
+        return log.totals.window(role, win.start_s, win.end_s)
+    st = log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
+    busy = st["busy"].to_numpy(float)
+    seqs = st["seqs"].to_numpy(float)
+    return {"n": float(len(st)), "busy": float(busy.sum()), "busy2": float((busy * busy).sum()),
+            "wait": float(st["wait"].sum()), "blocked": float(st["blocked"].sum()),
+            "tokens": float(st["tokens"].sum()), "seqs": float(np.nansum(seqs)),
+            "n_seqs": float((~np.isnan(seqs)).sum())}
+
+
+def completions(log: RunLog, win: SteadyWindow, role: str) -> tuple[float, float]:
+    """(completions, their tokens) of ``role`` after the window opens, up to its end."""
+    if _sampled(log, role):
+        s = log.totals.window(role, win.start_s, win.end_s)
+        return s["n"], s["tokens"]
+    st = steady_steps(log, win)
+    done = (st["role"] == role) & (st["t"] > win.start_s)
+    return float(done.sum()), float(st.loc[done, "tokens"].sum())
+
+
+def completion_counts(log: RunLog, role: str, edges: np.ndarray) -> np.ndarray:
+    """Completions of ``role`` per time bin (``edges``, seconds)."""
+    if _sampled(log, role):
+        # cumulative exact counts, interpolated onto the requested edges
+        tot = log.totals
+        cum = np.concatenate(([0.0], np.cumsum(tot.series(role, "n"))))
+        return np.diff(np.interp(edges, np.arange(len(cum)) * tot.width_s, cum))
+    t = log.steps.loc[log.steps["role"] == role, "t"].to_numpy(float)
+    return np.histogram(t, bins=edges)[0].astype(float)
+
+
+def queue_series(log: RunLog, name: str, win: SteadyWindow | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(t, depth, weight) of a queue's logged mean depth over time, from ``rates`` snapshots;
+    weights are the snapshots' windows (1 where unknown). None when the log has no such column."""
+    col = f"q_{name}"
+    rt = log.rates
+    if not len(rt) or col not in rt:
+        return None
+    r = rt if win is None else rt[win.mask(rt["t"])]
+    r = r.dropna(subset=[col])
+    if not len(r):
+        return None
+    w = r["window"].fillna(1.0).to_numpy(float) if "window" in r else np.ones(len(r))
+    return r["t"].to_numpy(float), r[col].to_numpy(float), w
+
+
+def time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[float | None, float | None]:
+    """Mean depth of a queue over the window, and the share of time it was full."""
+    series = queue_series(log, name, win)
+    if series is None:
+        return None, None
+    _, depth, w = series
+    cap = next((q.cap for q in log.header.queues if q.name == name), None)
+    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap is not None else None   # cap 0: always full
+    return float(np.average(depth, weights=w)), full
+
+
+def observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
+    """The observed run: rate and tokens/s over the steady window, q_hs depth, progress."""
+    consumer = log.header.consumer
+    hs = log.header.queue_feeding(consumer)
+    depth, full = time_weighted_queue(log, win, hs.name) if hs else (None, None)
+    done = eta = None
+    if len(log.rates):
+        last = log.rates.iloc[-1]
+        done = float(last["done"]) if "done" in last and pd.notna(last["done"]) else None
+        eta = float(last["eta_s"]) if "eta_s" in last and pd.notna(last["eta_s"]) else None
+    span = max(win.duration_s, 1e-12)
+    if log.has_steps:
+        n, tokens = completions(log, win, consumer)
+        bps, tok = n / span, tokens / span
+    else:
+        r = log.rates[win.mask(log.rates["t"])]
+        bps = float(r[f"bps_{consumer}"].mean())
+        tok = float(r["tok_s"].mean()) if "tok_s" in r and r["tok_s"].notna().any() else bps * tokens_mean
+    return ObservedRun(path=log.path, roles=dict(log.header.roles), bps=bps, tok_s=tok, steady=win, done=done,
+                       eta_s=eta, hs_mean_depth=depth, hs_full_share=full)

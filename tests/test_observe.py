@@ -1,0 +1,52 @@
+"""advisor.observe: the measured numbers of a log, the same whether it was read whole or sampled."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import advisor.summary as summary
+from advisor.fit import fit_pipeline
+from advisor.load import load_log
+from advisor.observe import completion_counts, completions, observe, time_weighted_queue, window_sums
+from advisor.steady import find_steady
+from advisor.synth import reference_scenario, write_log
+
+
+@pytest.fixture(scope="module")
+def ref_log(tmp_path_factory):
+    p = tmp_path_factory.mktemp("obs") / "ref.jsonl"
+    write_log(p, reference_scenario(duration_s=1800.0))
+    return p
+
+
+def test_observed_rate_counts_completions_after_the_window_opens(ref_log):
+    lg = load_log(ref_log)
+    win = find_steady(lg)
+    n, _ = completions(lg, win, "drafter")
+    t = lg.steps.loc[lg.steps["role"] == "drafter", "t"]
+    assert n == ((t > win.start_s) & (t <= win.end_s + 1e-9)).sum()
+    ob = observe(lg, win, 30000.0)
+    assert ob.bps == pytest.approx(n / win.duration_s)
+    assert fit_pipeline([lg]).observed[0].bps == ob.bps        # the fit reads the same number
+
+
+def test_queue_depth_is_time_weighted_and_full_share_bounded(ref_log):
+    lg = load_log(ref_log)
+    depth, full = time_weighted_queue(lg, find_steady(lg), "hs")
+    assert 0 <= depth <= 20 and 0 <= full <= 1 and depth > 15     # the reference is drafter-bound
+
+
+def test_sampled_log_gives_exact_counts(ref_log, monkeypatch):
+    full = load_log(ref_log)
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 300)
+    lg = load_log(ref_log)
+    assert lg.sampled and not full.sampled
+    edges = np.linspace(0.0, 1800.0, 31)
+    exact = completion_counts(full, "drafter", edges)
+    binned = completion_counts(lg, "drafter", edges)
+    assert binned.sum() == pytest.approx(exact.sum(), rel=1e-9)
+    assert np.allclose(binned[5:29], exact[5:29], rtol=0.12)
+    naive = np.histogram(lg.steps.loc[lg.steps["role"] == "drafter", "t"], bins=edges)[0]
+    assert naive[5:29].mean() < 0.5 * exact[5:29].mean()          # the sample alone undercounts
+    win = find_steady(full)
+    assert window_sums(lg, win, "drafter")["n"] == pytest.approx(window_sums(full, win, "drafter")["n"], abs=60)
