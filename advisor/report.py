@@ -155,8 +155,13 @@ def _verdict_reason(adv: Advice) -> str:
         return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
                 f"at {bps_text(m.best_low)} b/s, not above {m.lower}'s upper end {bps_text(m.runner_up_high)}: the "
                 f"evidence cannot separate them." + _needs(adv))
-    return (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
+    text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
             f"({bps_text(df.at[b, 'bps'])} b/s).")
+    m = d.margin
+    if m is not None and not m.stable:
+        text += (f" {m.lower} is within {RESOLVE_GAIN:.0%} of it ({_vs(df, m.higher, m.lower)}), which the "
+                 f"model does not resolve: either will do.")
+    return text
 
 
 def _runner_up(adv: Advice) -> list[str]:

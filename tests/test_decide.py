@@ -193,3 +193,13 @@ def test_json_contract_keys(reference):
     assert {"stable", "best_low", "runner_up_high"} <= set(j["recommendation"]["margin"])
     assert {"gpus", "token_budget", "hs_cap", "restart_cost_h", "run_ended"} <= set(j["recommendation"]["settings"])
     assert j["schema"] == 1 and j["gpus"] == 8
+
+
+def test_next_run_within_resolution_says_either_will_do():
+    adv = advise(["fixtures/h200-1x2.jsonl", "fixtures/h200-2x1.jsonl"])
+    d = adv.decision
+    if d.verdict is Verdict.NEXT_RUN and d.margin is not None and not d.margin.stable:
+        assert d.margin.lead_pct < 100 * RESOLVE_GAIN
+        assert any("either will do" in r for r in adv.recommendation.reasons)
+    else:   # a model change could separate them; then the verdict must say so by its own rule
+        assert d.verdict in (Verdict.NEXT_RUN, Verdict.CANNOT_TELL)
