@@ -646,6 +646,142 @@ def _calibrate_loader(fit: "PipelineFit") -> "PipelineFit":
     return replace(fit, loader=replace(fit.loader, input_bound=True, capacity_bps=hi, calibrated=True))
 
 
+@dataclass(frozen=True)
+class _Roles:
+    """What the step (or rates) branch of `fit_pipeline` fits: both roles and the batch sizes."""
+
+    producer: RoleFit
+    consumer: RoleFit
+    tokens_mean: float
+    tokens_std: float
+    seqs_mean: float | None
+    tokens_range: tuple[float, float]
+    observed: tuple[ObservedRun, ...]
+    contention: ContentionFit
+    regimes: RegimeFit
+    source: str
+    path: str                    # the log the fit rests on (for the caveats)
+
+
+def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps: Sequence[int]) -> _Roles:
+    """Both roles from step events: busy-time rates, the step-time line, contention, drift, regimes."""
+    head = logs[0].header
+    producer, consumer = head.producer, head.consumer
+    hs = head.queue_feeding(consumer)
+    steady = {i: steady_steps(logs[i], wins[i]) for i in with_steps}
+    per_log_tokens = {i: float(st.loc[st["role"] == consumer, "tokens"].mean()) for i, st in steady.items()}
+    first = with_steps[0]
+    # logs at another token budget inform the step-time line only; rates and variability
+    # come from the logs whose batches match the observed run's
+    same = [i for i in with_steps
+            if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_BUDGET_TOL]
+    parts = {producer: [], consumer: []}
+    line_parts = {producer: [], consumer: []}
+    walls = {producer: 0.0, consumer: 0.0}
+    for i in with_steps:
+        st = steady[i]
+        for r in (producer, consumer):
+            line_parts[r].append(st[st["role"] == r])
+            if i in same:
+                parts[r].append(st[st["role"] == r])
+                walls[r] += wins[i].duration_s * logs[i].header.roles[r]
+    frames = {r: pd.concat(parts[r], ignore_index=True) for r in parts}
+    line_frames = {r: pd.concat(line_parts[r], ignore_index=True) for r in line_parts}
+    for r, f in frames.items():
+        if len(f) < 3:
+            raise LogError(logs[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
+    pfit = _role_from_steps(producer, frames[producer], walls[producer], 1, line_frames[producer])
+    cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1, line_frames[consumer])
+    cons = frames[consumer]
+    tokens_mean = float(cons["tokens"].mean())
+    per_log = {i: {r: steady[i][steady[i]["role"] == r] for r in (producer, consumer)} for i in with_steps}
+    contention = _fit_contention(logs, same, per_log, producer, consumer, first)
+    ob0 = observe(logs[first], wins[first], tokens_mean)
+    in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
+    regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
+                           REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12))
+    fits = {}
+    for rf in (pfit, cfit):
+        rf = replace(rf, drift=max(_drift(per_log[i][rf.role]) for i in same))
+        if contention.measured:
+            # the line through the logs' means at the observed split replaces the pooled mean
+            ref = _contention_ref_busy(per_log, same, logs, producer, rf.role, contention)
+            f = ref / rf.busy_mean_s
+            rf = replace(rf, busy_mean_s=ref, busy_std_s=rf.busy_std_s * f, t0_s=rf.t0_s * f,
+                         c_s_per_tok=rf.c_s_per_tok * f, mu_bps=rf.mu_bps / f, mu_low_bps=rf.mu_low_bps / f,
+                         mu_high_bps=rf.mu_high_bps / f)
+        fits[rf.role] = _token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
+    pfit, cfit = fits[producer], fits[consumer]
+    tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
+    seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
+    all_tok = line_frames[consumer]["tokens"].to_numpy(float)
+    tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
+    observed = tuple(observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
+    if any(getattr(logs[i], "sampled", False) for i in with_steps):
+        # sampled large logs (advisor.summary): counts, means and shares from exact binned sums
+        from .summary import exact_fit
+        (pfit, cfit), observed, tokens_mean, seqs_mean = exact_fit(logs, wins, same, (pfit, cfit), observed)
+        observed = tuple(observed)
+    return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=tokens_std,
+                  seqs_mean=seqs_mean, tokens_range=tokens_range, observed=observed, contention=contention,
+                  regimes=regimes, source="steps", path=logs[first].path)
+
+
+def _fit_rates(logs: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> _Roles:
+    """Both roles from `rates` snapshots only (capacities from cap_bps, else bounds; variability assumed)."""
+    head = logs[0].header
+    producer, consumer = head.producer, head.consumer
+    lg, w = logs[0], wins[0]
+    r = lg.rates[w.mask(lg.rates["t"])]
+    bps = r[f"bps_{consumer}"].mean()
+    tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(head.token_budget or 1)
+    observed = tuple(observe(g, ww, tokens_mean) for g, ww in zip(logs, wins))
+    full = observed[0].hs_full_share
+    pfit = _role_from_rates(producer, lg, w, True, full)
+    cfit = _role_from_rates(consumer, lg, w, False, full)
+    # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
+    pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
+    cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
+    warnings.warn(AssumptionWarning(
+        f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
+        f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=3)
+    for f in (pfit, cfit):
+        if f.lower_bound:
+            warnings.warn(AssumptionWarning(
+                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * lg.header.roles[f.role]:.3g} "
+                f"b/s for {lg.header.roles[f.role]} workers): no 'cap_bps' and its completions are throttled "
+                f"by the queue"), stacklevel=3)
+    return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=float("nan"), seqs_mean=None,
+                  tokens_range=(tokens_mean, tokens_mean), observed=observed, contention=NO_CONTENTION,
+                  regimes=NO_REGIMES, source="rates", path=lg.path)
+
+
+def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
+    """Caveats on step times that depend on who else runs: shared GPUs, the split itself."""
+    head = logs[0].header
+    producer, consumer = head.producer, head.consumer
+    contention = roles.contention
+    for lg in logs:
+        phys = lg.header.extra.get("physical_gpus")
+        if isinstance(phys, (int, float)) and 0 < phys < sum(lg.header.roles.values()):
+            warnings.warn(AssumptionWarning(
+                f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step times "
+                f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"),
+                stacklevel=3)
+    if contention.measured:
+        warnings.warn(AssumptionWarning(
+            f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
+            f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
+            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {producer}s of "
+            f"{contention.gpus}); beyond that range the nearest split's step times are kept and the interval widens"),
+            stacklevel=3)
+    elif contention.prior_se > 0:
+        warnings.warn(AssumptionWarning(
+            f"{roles.path}: workers share a host's compute and one split "
+            f"was logged, so how step times change with the split is unknown: the intervals widen by "
+            f"{100 * contention.prior_se:.0f}% per worker moved; a log at a second split measures it"), stacklevel=3)
+
+
 def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     """Fit one model from logs of the same job (possibly at different splits)."""
     if not logs:
@@ -658,126 +794,25 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
                            f"({list(head.roles)}); logs fitted together must be of the same job", "roles")
     wins = [find_steady(lg) for lg in logs]
     with_steps = [i for i, lg in enumerate(logs) if lg.has_steps]
-    hs = head.queue_feeding(consumer)
-    pre = head.queue_feeding(producer)
-    if with_steps:
-        source = "steps"
-        steady = {i: steady_steps(logs[i], wins[i]) for i in with_steps}
-        per_log_tokens = {i: float(st.loc[st["role"] == consumer, "tokens"].mean()) for i, st in steady.items()}
-        first = with_steps[0]
-        # logs at another token budget inform the step-time line only; rates and variability
-        # come from the logs whose batches match the observed run's
-        same = [i for i in with_steps
-                if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_BUDGET_TOL]
-        parts = {producer: [], consumer: []}
-        line_parts = {producer: [], consumer: []}
-        walls = {producer: 0.0, consumer: 0.0}
-        for i in with_steps:
-            st = steady[i]
-            for r in (producer, consumer):
-                line_parts[r].append(st[st["role"] == r])
-                if i in same:
-                    parts[r].append(st[st["role"] == r])
-                    walls[r] += wins[i].duration_s * logs[i].header.roles[r]
-        frames = {r: pd.concat(parts[r], ignore_index=True) for r in parts}
-        line_frames = {r: pd.concat(line_parts[r], ignore_index=True) for r in line_parts}
-        for r, f in frames.items():
-            if len(f) < 3:
-                raise LogError(logs[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
-        pfit = _role_from_steps(producer, frames[producer], walls[producer], 1, line_frames[producer])
-        cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1, line_frames[consumer])
-        cons = frames[consumer]
-        tokens_mean = float(cons["tokens"].mean())
-        per_log = {i: {r: steady[i][steady[i]["role"] == r] for r in (producer, consumer)} for i in with_steps}
-        contention = _fit_contention(logs, same, per_log, producer, consumer, first)
-        ob0 = observe(logs[first], wins[first], tokens_mean)
-        in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
-        regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
-                               REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12))
-        fits = {}
-        for rf in (pfit, cfit):
-            rf = replace(rf, drift=max(_drift(per_log[i][rf.role]) for i in same))
-            if contention.measured:
-                # the line through the logs' means at the observed split replaces the pooled mean
-                ref = _contention_ref_busy(per_log, same, logs, producer, rf.role, contention)
-                f = ref / rf.busy_mean_s
-                rf = replace(rf, busy_mean_s=ref, busy_std_s=rf.busy_std_s * f, t0_s=rf.t0_s * f,
-                             c_s_per_tok=rf.c_s_per_tok * f, mu_bps=rf.mu_bps / f, mu_low_bps=rf.mu_low_bps / f,
-                             mu_high_bps=rf.mu_high_bps / f)
-            fits[rf.role] = _token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
-        pfit, cfit = fits[producer], fits[consumer]
-        tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
-        seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
-        all_tok = line_frames[consumer]["tokens"].to_numpy(float)
-        tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
-        observed = tuple(observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
-        if any(getattr(logs[i], "sampled", False) for i in with_steps):
-            # sampled large logs (advisor.summary): counts, means and shares from exact binned sums
-            from .summary import exact_fit
-            (pfit, cfit), observed, tokens_mean, seqs_mean = exact_fit(logs, wins, same, (pfit, cfit), observed)
-            observed = tuple(observed)
-    else:
-        source = "rates"
-        contention = NO_CONTENTION
-        regimes = NO_REGIMES
-        lg, w = logs[0], wins[0]
-        r = lg.rates[w.mask(lg.rates["t"])]
-        bps = r[f"bps_{consumer}"].mean()
-        tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(head.token_budget or 1)
-        tokens_std = float("nan")
-        seqs_mean = None
-        tokens_range = (tokens_mean, tokens_mean)
-        observed = tuple(observe(g, ww, tokens_mean) for g, ww in zip(logs, wins))
-        full = observed[0].hs_full_share
-        pfit = _role_from_rates(producer, lg, w, True, full)
-        cfit = _role_from_rates(consumer, lg, w, False, full)
-        # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
-        pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
-        cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
-        warnings.warn(AssumptionWarning(
-            f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
-            f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=2)
-        for f in (pfit, cfit):
-            if f.lower_bound:
-                warnings.warn(AssumptionWarning(
-                    f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * lg.header.roles[f.role]:.3g} "
-                    f"b/s for {lg.header.roles[f.role]} workers): no 'cap_bps' and its completions are throttled "
-                    f"by the queue"), stacklevel=2)
-    for lg in logs:
-        phys = lg.header.extra.get("physical_gpus")
-        if isinstance(phys, (int, float)) and 0 < phys < sum(lg.header.roles.values()):
-            warnings.warn(AssumptionWarning(
-                f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step times "
-                f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"),
-                stacklevel=2)
-    if contention.measured:
-        warnings.warn(AssumptionWarning(
-            f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
-            f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
-            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {producer}s of "
-            f"{contention.gpus}); beyond that range the nearest split's step times are kept and the interval widens"),
-            stacklevel=2)
-    elif contention.prior_se > 0:
-        warnings.warn(AssumptionWarning(
-            f"{logs[first].path if source == 'steps' else logs[0].path}: workers share a host's compute and one split "
-            f"was logged, so how step times change with the split is unknown: the intervals widen by "
-            f"{100 * contention.prior_se:.0f}% per worker moved; a log at a second split measures it"), stacklevel=2)
+    roles = _fit_steps(logs, wins, with_steps) if with_steps else _fit_rates(logs, wins)
+    _warn_shared_compute(logs, roles)
     sync = _fit_sync(logs, wins, consumer)
-    loader = _fit_loader(logs, wins, pfit, observed)
+    loader = _fit_loader(logs, wins, roles.producer, roles.observed)
     if any(getattr(lg, "sampled", False) for lg in logs):
         # sampled large logs (advisor.summary): loader capacity and steps per sync from exact counts
         from .summary import exact_loader_and_sync
         sync, loader = exact_loader_and_sync(logs, wins, sync, loader)
     total = None
-    if head.samples and head.epochs and seqs_mean:
-        total = head.samples * head.epochs / seqs_mean
-    fit = PipelineFit(producer=pfit, consumer=cfit, sync=sync, loader=loader,
-                       hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
-                       tokens_mean=tokens_mean, tokens_std=tokens_std, seqs_mean=seqs_mean, source=source,
-                       tokens_range=tokens_range,
-                       observed=observed, hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
-                       contention=contention, regimes=regimes)
-    if loader.near_binding and source == "steps":
+    if head.samples and head.epochs and roles.seqs_mean:
+        total = head.samples * head.epochs / roles.seqs_mean
+    hs, pre = head.queue_feeding(consumer), head.queue_feeding(producer)
+    fit = PipelineFit(producer=roles.producer, consumer=roles.consumer, sync=sync, loader=loader,
+                      hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
+                      tokens_mean=roles.tokens_mean, tokens_std=roles.tokens_std, seqs_mean=roles.seqs_mean,
+                      source=roles.source, tokens_range=roles.tokens_range, observed=roles.observed,
+                      hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
+                      contention=roles.contention, regimes=roles.regimes)
+    if loader.near_binding and roles.source == "steps":
         fit = _calibrate_loader(fit)
     return fit
 
