@@ -155,14 +155,3 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
             df.at[df.index[i], "method"] = "exact"
         done[cand] = True
     return df
-    sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap, rows=cand)["bps_exact"].to_numpy()
-    for i in cand:
-        x, x_sim = df.at[df.index[i], "bps"], sim[i]
-        ratio = x_sim / x if x > 0 else 1.0
-        for col in ("bps", "bps_low", "bps_high", "tok_s"):
-            df.at[df.index[i], col] *= ratio
-        df.at[df.index[i], "efficiency"] *= ratio
-        df.at[df.index[i], "gpu_util"] *= ratio
-        df.at[df.index[i], "eta_s"] /= ratio
-        df.at[df.index[i], "method"] = "exact"
-    return df

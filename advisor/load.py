@@ -361,9 +361,8 @@ _STEP_NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "bloc
 _SYNC_NUMERIC = ("t", "workers", "dur", "bytes")
 
 
-def _frames(p: _Parsed, header: RunHeader) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    cols = dict(p.step)
-    codes = cols.pop("role")
+def _steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:
+    """The documented ``steps`` frame from columns and role codes, sorted by t."""
     steps = pd.DataFrame(cols)
     steps["role"] = pd.Categorical.from_codes(codes, categories=list(header.roles))
     steps = steps[list(STEP_COLUMNS)]
@@ -373,6 +372,13 @@ def _frames(p: _Parsed, header: RunHeader) -> tuple[pd.DataFrame, pd.DataFrame, 
     steps["tokens"] = steps["tokens"].astype(np.int64)
     if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():
         steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
+    return steps
+
+
+def _frames(p: _Parsed, header: RunHeader) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    cols = dict(p.step)
+    codes = cols.pop("role")
+    steps = _steps_frame(cols, codes, header)
     syncs = pd.DataFrame(p.sync)
     if len(syncs):
         syncs = syncs.sort_values("t", kind="stable").reset_index(drop=True)
@@ -727,15 +733,7 @@ def runlog_from_summary(summ: Summary, path: str) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
     header = summ.header
     cols, codes, _ = summ.steps()
-    steps = pd.DataFrame({f: cols[f] for f in STEP_COLUMNS if f != "role"})
-    steps["role"] = pd.Categorical.from_codes(codes, categories=list(header.roles))
-    steps = steps[list(STEP_COLUMNS)]
-    for c in ("wait", "blocked"):
-        steps[c] = steps[c].fillna(0.0)
-    steps["worker"] = steps["worker"].astype(np.int64)
-    steps["tokens"] = steps["tokens"].astype(np.int64)
-    if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():
-        steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
+    steps = _steps_frame({f: cols[f] for f in STEP_COLUMNS if f != "role"}, codes, header)
     syncs = pd.DataFrame(summ.syncs())
     if len(syncs) > 1 and (np.diff(syncs["t"].to_numpy()) < 0).any():
         syncs = syncs.sort_values("t", kind="stable").reset_index(drop=True)
