@@ -90,9 +90,17 @@ CONTENTION_PRIOR_SE = 0.03     # carried only where workers share a host's compu
 # explains, and the range is carried as a 95% interval.
 TOKEN_EXPONENT_PRIOR = 0.75
 TOKEN_EXPONENT_PRIOR_HALF95 = 0.25
-# With two or more budgets the power law is fitted; its curvature is unknown: this much of the
-# exponent (95% half-width) is carried per e-fold of extrapolation from the nearest logged budget.
-TOKEN_EXPONENT_CURVATURE_HALF95 = 0.25
+# With two or more budgets step time is a line through the budgets' means, busy = a + b*tokens
+# (a fixed cost per batch plus a per-token cost; on two H200s, 234m target, five budgets from 16K
+# to 48K tokens lay within 1.5% of one line, where a power law through two of them erred by up to
+# 8.7% in between). Each budget's mean carries its sampling error and TOKEN_RUN_SE, the run-to-run
+# spread of one budget's mean step time between repeats (6.3% pooled over 12 runs at 5 budgets on
+# dedicated H200s: a run at another budget is another run); the line's error follows by least
+# squares. Its curvature is unknown (a 1b target on one shared H200 bent upwards at 64K tokens:
+# attention grows with sequence length): TOKEN_LINE_CURVATURE_HALF95 of log step time (95%
+# half-width) is carried per e-fold of extrapolation beyond the logged budgets.
+TOKEN_RUN_SE = 0.063
+TOKEN_LINE_CURVATURE_HALF95 = 0.2
 # A run's level shifts from run to run in ways one log cannot show (repeats of one split on the same
 # host differed by 0.1-2.5% at 32 cores, up to 10% at 16 cores): relative standard error per role.
 RUN_SE = 0.015                 # carried where workers share a host's compute, like the contention prior
@@ -132,10 +140,13 @@ class RoleFit:
     lower_bound: bool = False      # True: mu is only known to be at least this
     drift: float = 0.0             # |m1 - m2| / (m1 + m2) of the mean busy time in the two halves of the window
     tokens_ref: float = 0.0        # mean tokens per batch that busy_mean_s refers to
-    token_model: str = "line"      # "line": t0 + c*tokens; "power": busy_mean * (tokens/tokens_ref)^p
+    token_model: str = "line"      # "line": t0 + c*tokens (in-log); "power": busy_mean * (tokens/tokens_ref)^p;
+    #                                "budgets": busy_mean * (a + b*tokens) / (a + b*tokens_ref), a line through budgets
     token_exponent: float = 1.0    # p of the power law
     token_exponent_half95: float = 0.0   # 95% half-width of p (at one e-fold of extrapolation)
     token_range: tuple[float, float] = (0.0, 0.0)   # mean tokens of the logged budgets (lowest, highest)
+    budget_line: tuple[float, float] = (0.0, 0.0)   # (a_s, b_s_per_tok) of the line through the budgets' means
+    budget_line_cov: tuple[float, float, float] = (0.0, 0.0, 0.0)   # var(a), cov(a, b), var(b)
 
     @property
     def busy_scv(self) -> float:
@@ -145,21 +156,37 @@ class RoleFit:
         """Mean busy seconds of a batch of ``tokens`` tokens."""
         if self.token_model == "power" and self.tokens_ref > 0 and tokens > 0:
             return max(self.busy_mean_s * (tokens / self.tokens_ref) ** self.token_exponent, 1e-9)
+        if self.token_model == "budgets" and self.tokens_ref > 0:
+            a, b = self.budget_line
+            # the line's shape, anchored at this fit's own level (contention and all) at tokens_ref
+            return max(self.busy_mean_s * (a + b * tokens) / (a + b * self.tokens_ref), 1e-9)
         return max(self.t0_s + self.c_s_per_tok * tokens, 1e-9)
 
-    def busy_at_rel_half95(self, tokens: float) -> float:
-        """95% half-width of log(busy_at(tokens)) from the token model alone (0 inside the logged
-        budgets or when the line is trusted)."""
-        if self.token_model != "power" or self.tokens_ref <= 0 or tokens <= 0:
+    def _budget_line_log_se(self, tokens: float) -> float:
+        """Standard error of log(busy_at(tokens) / busy_at(tokens_ref)) from the line's fit."""
+        a, b = self.budget_line
+        va, cab, vb = self.budget_line_cov
+        y, y0 = a + b * tokens, a + b * self.tokens_ref
+        if y <= 0 or y0 <= 0:
             return 0.0
+        ga, gb = 1.0 / y - 1.0 / y0, tokens / y - self.tokens_ref / y0
+        return math.sqrt(max(ga * ga * va + 2 * ga * gb * cab + gb * gb * vb, 0.0))
+
+    def busy_at_rel_half95(self, tokens: float) -> float:
+        """95% half-width of log(busy_at(tokens)) from the token model alone (0 at the logged
+        budget or when the in-log line is trusted)."""
+        if self.token_model not in ("power", "budgets") or self.tokens_ref <= 0 or tokens <= 0:
+            return 0.0
+        # a run at another budget is another run: the anchor run's own level is off by TOKEN_RUN_SE
+        other = abs(tokens / self.tokens_ref - 1.0) > SAME_BUDGET_TOL
+        run = Z_95 * TOKEN_RUN_SE if other else 0.0
         lo, hi = self.token_range
-        if lo <= tokens <= hi and hi > lo:
-            # between two logged budgets: the curvature between them, over the distance to the nearer one
-            dist = min(math.log(tokens / lo), math.log(hi / tokens))
-        else:
-            near = lo if tokens < lo else hi if hi > 0 else self.tokens_ref
-            dist = abs(math.log(tokens / near))
-        return self.token_exponent_half95 * dist
+        if self.token_model == "budgets":
+            out = 0.0 if lo <= tokens <= hi else abs(math.log(tokens / (lo if tokens < lo else hi)))
+            return math.sqrt((Z_95 * self._budget_line_log_se(tokens)) ** 2
+                             + (TOKEN_LINE_CURVATURE_HALF95 * out) ** 2 + run ** 2)
+        # one budget: the exponent's range over the e-folds from it
+        return math.hypot(self.token_exponent_half95 * abs(math.log(tokens / self.tokens_ref)), run)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -501,6 +528,33 @@ def _contention_ref_busy(per_log, same, logs, producer: str, role: str, cont: Co
     return float(math.exp(np.average(vals, weights=wts)))
 
 
+def _budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups: list[list[int]]) -> RoleFit:
+    """Weighted least-squares line busy = a + b*tokens through the budgets' means (see
+    TOKEN_RUN_SE). A negative fixed cost is not physical: the line is then taken through the
+    origin (busy proportional to tokens), its slope the weighted mean of busy/tokens."""
+    x, y, var = [], [], []
+    for gr in groups:
+        busy = np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])
+        m = float(busy.mean())
+        lo, hi = _batch_means_interval(busy)
+        rel2 = ((hi - lo) / (2 * Z_95 * m)) ** 2 + max(_drift(per_log[i][rf.role]) for i in gr) ** 2 \
+            + TOKEN_RUN_SE ** 2 / len(gr)
+        x.append(float(np.mean([per_log_tokens[i] for i in gr])))
+        y.append(m)
+        var.append(rel2 * m * m)
+    xa, ya, w = np.array(x), np.array(y), 1.0 / np.array(var)
+    design = np.column_stack([np.ones_like(xa), xa])
+    info = design.T @ (design * w[:, None])
+    cov = np.linalg.inv(info)
+    a, b = cov @ (design.T @ (w * ya))
+    if a < 0 or b <= 0:
+        vb = 1.0 / float(np.sum(w * xa * xa))
+        a, b, cov = 0.0, float(np.sum(w * xa * ya)) * vb, np.array([[0.0, 0.0], [0.0, vb]])
+    return replace(rf, token_model="budgets", tokens_ref=tokens_mean, budget_line=(float(a), float(b)),
+                   budget_line_cov=(float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1])),
+                   token_range=(float(xa.min()), float(xa.max())))
+
+
 def _token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_steps, consumer: str) -> RoleFit:
     """Choose how step time follows the batch's tokens (see RoleFit.busy_at)."""
     groups: list[list[int]] = []
@@ -510,14 +564,7 @@ def _token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_
         else:
             groups.append([i])
     if len(groups) >= 2:
-        # power law through the budgets' mean (tokens, busy): log busy = a + p log tokens
-        x = np.array([math.log(np.mean([per_log_tokens[i] for i in gr])) for gr in groups])
-        y = np.array([math.log(np.mean(np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])))
-                      for gr in groups])
-        p = float(np.polyfit(x, y, 1)[0])
-        return replace(rf, token_model="power", tokens_ref=tokens_mean, token_exponent=max(p, 0.0),
-                       token_exponent_half95=TOKEN_EXPONENT_CURVATURE_HALF95,
-                       token_range=(float(math.exp(x.min())), float(math.exp(x.max()))))
+        return _budget_line(rf, tokens_mean, per_log, per_log_tokens, groups)
     tok = np.concatenate([per_log[i][consumer]["tokens"].to_numpy(float) for i in with_steps])
     spread = float(np.quantile(tok, 0.98) / max(np.quantile(tok, 0.02), 1e-9)) if len(tok) else 1.0
     if spread >= LINE_MIN_SPREAD and rf.r2 >= LINE_MIN_R2 and rf.c_s_per_tok > 0:

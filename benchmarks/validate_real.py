@@ -108,26 +108,29 @@ def budget_sets() -> dict[str, dict[int, list[Path]]]:
 
 
 def budget_table(logs: dict[int, list[Path]], pool: ThreadPoolExecutor) -> dict:
-    """Every budget projected from each other budget's first log, and from each pair of budgets'
-    first logs; truth = mean of the budget's repeats, all of which must lie inside the interval."""
+    """Every budget projected from each log of every other budget (each repeat is a source: a
+    user holds one run, not the mean of several), and from each pair of logs at two budgets;
+    truth = mean of the budget's repeats, all of which must lie inside the interval."""
     flat = [(b, p) for b, ps in logs.items() for p in ps]
     rates = dict(zip(flat, pool.map(lambda bp: advise_json([bp[1]])["observed"]["bps"], flat)))
     measured = {b: [rates[(b, p)] for p in ps] for b, ps in logs.items()}
     truth = {b: statistics.fmean(v) for b, v in measured.items()}
     budgets = sorted(logs)
-    cases = [([s], b) for s in budgets for b in budgets if b != s]
-    cases += [([a, c], b) for a, c in itertools.combinations(budgets, 2) for b in budgets if b not in (a, c)]
+    cases = [([s], b) for s in flat for b in budgets if b != s[0]]
+    cases += [([s, u], b) for s, u in itertools.combinations(flat, 2) if s[0] != u[0]
+              for b in budgets if b not in (s[0], u[0])]
 
     def one(case):
         srcs, b = case
-        out = advise_json([logs[s][0] for s in srcs], "--token-budget", str(b))
+        out = advise_json([p for _, p in srcs], "--token-budget", str(b))
         row = _split_rows(out)[(1, 1)]
-        return {"source": srcs, "budget": b, "bps": row["bps"], "low": row["bps_low"], "high": row["bps_high"],
-                "truth": truth[b], "err": row["bps"] / truth[b] - 1.0,
+        tb = [t for t, _ in srcs]
+        return {"source": [f"{t}" if len(logs[t]) == 1 else f"{t}#{logs[t].index(p) + 1}" for t, p in srcs], "budget": b, "bps": row["bps"],
+                "low": row["bps_low"], "high": row["bps_high"], "truth": truth[b], "err": row["bps"] / truth[b] - 1.0,
                 "inside": all(row["bps_low"] <= v <= row["bps_high"] for v in measured[b]),
-                "kind": "interpolate" if len(srcs) == 2 and min(srcs) < b < max(srcs) else
-                        ("extrapolate" if len(srcs) == 2 else "one log"),
-                "ratio": b / (srcs[0] if len(srcs) == 1 else min(srcs, key=lambda x: abs(math.log(b / x))))}
+                "kind": "interpolate" if len(tb) == 2 and min(tb) < b < max(tb) else
+                        ("extrapolate" if len(tb) == 2 else "one log"),
+                "ratio": b / (tb[0] if len(tb) == 1 else min(tb, key=lambda x: abs(math.log(b / x))))}
     return {"truth": truth, "measured": measured, "cases": list(pool.map(one, cases))}
 
 
@@ -177,12 +180,17 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
         out.append(f"\n### Token budget ({label})\n")
         out.append("measured (b/s, repeats): " + ", ".join(
             f"{b}: {'/'.join(f'{v:.2f}' for v in bt['measured'][b])}" for b in sorted(bt["truth"])) + "\n")
-        out.append("| from budget(s) | projected budget | projected b/s [95%] | measured | error | inside |")
-        out.append("|---|---:|---:|---:|---:|---|")
-        for c in bt["cases"]:
-            out.append(f"| {' + '.join(map(str, c['source']))} | {c['budget']} | {c['bps']:.2f} "
-                       f"[{c['low']:.2f}, {c['high']:.2f}] | {c['truth']:.2f} | {_pct(c['err'])} | "
-                       f"{'yes' if c['inside'] else 'no'} |")
+        # one log: a row per source log, a column per projected budget (pairs: summary lines only;
+        # every case is in --json)
+        budgets = sorted(bt["truth"])
+        ones = [c for c in bt["cases"] if c["kind"] == "one log"]
+        out.append("| from one log | " + " | ".join(str(b) for b in budgets) + " |")
+        out.append("|---|" + "---:|" * len(budgets))
+        for src in dict.fromkeys(c["source"][0] for c in ones):
+            cells = {c["budget"]: c for c in ones if c["source"][0] == src}
+            out.append(f"| {src} | " + " | ".join(
+                (f"{cells[b]['bps']:.2f} ({_pct(cells[b]['err'])}){'' if cells[b]['inside'] else ' x'}"
+                 if b in cells else "-") for b in budgets) + " |")
         out.append("")
         for kind in ("one log", "interpolate", "extrapolate"):
             cs = [c for c in bt["cases"] if c["kind"] == kind]
@@ -204,10 +212,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--part", choices=("all", "splits", "budget"), default="all",
+                    help="only the split sweeps, or only the token-budget tables")
     args = ap.parse_args(argv)
     with ThreadPoolExecutor(args.jobs) as pool:
-        sweeps = [sweep_table(n, g, pool) for n, g in SWEEPS.items()]
-        budget = {label: budget_table(logs, pool) for label, logs in budget_sets().items()}
+        sweeps = [sweep_table(n, g, pool) for n, g in SWEEPS.items()] if args.part != "budget" else []
+        budget = ({label: budget_table(logs, pool) for label, logs in budget_sets().items()}
+                  if args.part != "splits" else {})
     print(render(sweeps, budget))
     if args.json:
         def key(o):

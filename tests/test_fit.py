@@ -7,9 +7,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from advisor.fit import (CONTENTION_PRIOR_SE, NO_REGIMES, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95,
+                         TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE,
                          expected_max_normal, fit_pipeline, huber_line, sync_scaling)
 from advisor.load import load_log
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
@@ -136,19 +138,44 @@ def test_one_token_budget_uses_the_power_law_prior():
     assert p.busy_at(fit.tokens_mean) == pytest.approx(p.busy_mean_s)
     assert p.busy_at(fit.tokens_mean / 2) < p.busy_mean_s
     assert p.busy_at_rel_half95(fit.tokens_mean) == 0.0
-    assert p.busy_at_rel_half95(fit.tokens_mean / 2) == pytest.approx(TOKEN_EXPONENT_PRIOR_HALF95 * math.log(2))
+    # the exponent's range over one e-fold of ln 2, and the run-to-run spread of another run's level
+    assert p.busy_at_rel_half95(fit.tokens_mean / 2) == pytest.approx(
+        math.hypot(TOKEN_EXPONENT_PRIOR_HALF95 * math.log(2), 1.96 * TOKEN_RUN_SE))
 
 
-def test_two_token_budgets_fit_the_exponent():
+def test_two_token_budgets_fit_a_line_through_their_means():
     fit = _sweep_fit("h200x2-234m/h200x2-234m-1x1-tb16384-r0.jsonl.gz",
                      "h200x2-234m/h200x2-234m-1x1-tb49152-r0.jsonl.gz")
     p = fit.producer
-    assert p.token_model == "power"
-    # measured target steps: 79 ms at ~15.6K tokens, 156 ms at ~46K: exponent ~0.62
-    assert 0.45 < p.token_exponent < 0.8
+    assert p.token_model == "budgets"
+    # measured target steps: 78 ms at ~15.2K tokens, 157 ms at ~45.5K: a fixed cost of ~38 ms
+    # and ~2.6 us per token
+    a, b = p.budget_line
+    assert 0.025 < a < 0.05 and 2.2e-6 < b < 3.0e-6
+    assert p.busy_at(fit.tokens_mean) == pytest.approx(p.busy_mean_s)
+    # the repeats at 32K measured 104-128 ms; the line says ~117 ms
+    assert p.busy_at(30300) / p.busy_at(fit.tokens_mean) * p.busy_mean_s == pytest.approx(0.117, rel=0.06)
     lo, hi = p.token_range
     assert lo < fit.tokens_mean * 1.1 and hi > 40000
-    assert p.busy_at_rel_half95(lo) == 0.0 and p.busy_at_rel_half95(hi) == pytest.approx(0.0, abs=1e-12)
+    # inside the logged range only the line's own error; beyond it curvature too, growing with distance
+    inside, out1, out2 = (p.busy_at_rel_half95(t) for t in (30300, 2 * hi, 4 * hi))
+    assert 0 < inside < out1 < out2
+    # each e-fold beyond the range adds curvature in quadrature
+    assert out2 ** 2 - out1 ** 2 > (TOKEN_LINE_CURVATURE_HALF95 * math.log(2)) ** 2
+
+
+def test_a_negative_fixed_cost_falls_back_to_a_line_through_the_origin():
+    from advisor.fit import _budget_line
+    rng = np.random.default_rng(3)
+    t = np.arange(400.0)
+    frames = {0: {"target": pd.DataFrame({"t": t, "busy": rng.normal(0.05, 0.001, 400)})},
+              1: {"target": pd.DataFrame({"t": t, "busy": rng.normal(0.15, 0.003, 400)})}}
+    rf = _sweep_fit("h200x2-234m/h200x2-234m-1x1-tb16384-r0.jsonl.gz").producer
+    # busy triples while tokens only double: the line through the means crosses zero at 5K tokens
+    out = _budget_line(rf, 10000.0, frames, {0: 10000.0, 1: 20000.0}, [[0], [1]])
+    a, b = out.budget_line
+    assert a == 0.0 and b > 0
+    assert out.busy_at(20000.0) == pytest.approx(2 * out.busy_at(10000.0))
 
 
 def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
