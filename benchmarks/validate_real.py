@@ -5,6 +5,7 @@ Sweeps (`benchmarks/sweep.py`, logs kept in ``fixtures/sweep/``):
 
 - ``cpu32``: G = 8 on a 32-core host, splits 7-1 .. 2-6, two repeats each;
 - ``cpu16``: G = 6 on a 16-core host, splits 5-1 .. 2-4, two repeats each;
+- ``cpu32g12``: G = 12 on another 32-core host, splits 11-1 .. 4-8, two repeats each;
 - ``h200x2-234m``: the 234m target on one H200 and the drafter on another, token budgets
   16384, 24576, 32768, 40960 and 49152, 16384 and 32768 repeated (the token-budget check).
 
@@ -34,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEPS = {"cpu32": 8, "cpu16": 6}
+SWEEPS = {"cpu32": 8, "cpu16": 6, "cpu32g12": 12}
 BUDGET_SWEEP = "h200x2-234m"
 NAME = re.compile(r"-(\d+)x(\d+)(?:-tb(\d+))?-r(\d+)\.jsonl(?:\.gz)?$")
 
@@ -214,9 +215,12 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--part", choices=("all", "splits", "budget"), default="all",
                     help="only the split sweeps, or only the token-budget tables")
+    ap.add_argument("--sweep", action="append", choices=sorted(SWEEPS), default=None,
+                    help="only this split sweep (repeatable; default: all)")
     args = ap.parse_args(argv)
     with ThreadPoolExecutor(args.jobs) as pool:
-        sweeps = [sweep_table(n, g, pool) for n, g in SWEEPS.items()] if args.part != "budget" else []
+        sweeps = ([sweep_table(n, g, pool) for n, g in SWEEPS.items() if not args.sweep or n in args.sweep]
+                  if args.part != "budget" else [])
         budget = ({label: budget_table(logs, pool) for label, logs in budget_sets().items()}
                   if args.part != "splits" else {})
     print(render(sweeps, budget))
