@@ -20,6 +20,34 @@ scaled by the sync factor s(M) (see `advisor.fit`). When the loader is known to 
 it is a stage in front: a second chain between the loader (one server, capacity lambda_L) and
 the target/drafter block (rate X of the first chain), with the targets' prefetch slots as its
 buffer. Capacities: C_p = N mu_p, C_c = M mu_c s(M); the naive bound is min over stages.
+
+Barrier idling (data-parallel drafters, a barrier every k steps, M > 1). s(M) covers the
+drafter-bound side: a round of k steps per rank waits for the slowest rank. On the target-bound
+side the chain sees ample drafter capacity and returns about the target bound, but each round
+ends in a tail the chain does not model. A round hands M k batches to the ranks; an idle rank
+pulls, the lowest-numbered first (the trainer's and `advisor.simulate`'s rule), and a rank that
+has done its k steps waits at the barrier. With the targets supplying lambda = N mu_p and a
+rank serving c = mu_c (its step rate, before s(M)), about a = min(lambda / c, M) ranks are busy
+at a time, started one after another every k / lambda seconds (fluid approximation). The last
+rank starts when about a ranks are left and needs k / c seconds; in that tail the ranks still
+serving hold, on average, half their work, a k / 2 batches in all, while the targets supply
+lambda k / c = a k: the tail leaves about a k / 2 batches unconsumed, and the all-reduce's T_ar
+seconds add lambda T_ar more. Those batches wait in q_hs and in the hands of blocked targets,
+at most B = b + N of them (the stock that opens the next round, drained at once by M free
+ranks); past B the targets block. Per round the targets are then blocked for
+E / lambda seconds, with the excess
+
+    E = max(0, a k / 2 + lambda T_ar - B),
+
+so the round takes (M k + E) / lambda and the barrier-limited rate is
+
+    X_bar = lambda M k / (M k + E).
+
+The projection is min(X_chain, X_bar): the chain where the drafters bind, the tail where the
+targets do (k = 1 with a 20-slot queue leaves E = 0; 64 GPUs with k = 16 and b = 20 lose up to
+6% at the far target-bound splits, which exact simulation confirms within 1%, see
+benchmarks/VALIDATION.md). Where X_bar binds, the interval carries ``BARRIER_SE_SHARE`` of the
+correction as model error, and the targets' blocked share is at least 1 - X / lambda.
 """
 from __future__ import annotations
 
@@ -33,6 +61,7 @@ from .fit import Z_95, PipelineFit, sync_scaling
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
 MODEL_SE = 0.005              # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
+BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
 
 
 @dataclass(frozen=True)
@@ -111,10 +140,42 @@ class SplitResult:
     consumer_busy_scale: float = 1.0
 
 
+def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float,
+                 buffer: int) -> float:
+    """Barrier-limited rate X_bar of ``m`` data-parallel ranks fed at ``lam_bps`` (module docstring):
+    ``lam M k / (M k + E)``, ``E = max(0, a k / 2 + lam T_ar - (b + N))``, ``a = min(lam / c, M)``.
+    ``inf`` without a barrier (M = 1 or k = 0)."""
+    if m <= 1 or every <= 0 or lam_bps <= 0 or c_bps <= 0:
+        return math.inf
+    a = min(lam_bps / c_bps, float(m))
+    excess = a * every / 2.0 + lam_bps * allreduce_s - (buffer + n)
+    if excess <= 0:
+        return lam_bps
+    return lam_bps * m * every / (m * every + excess)
+
+
+@dataclass(frozen=True)
+class _Barrier:
+    """What `barrier_rate` needs beyond the rates: steps per sync, T_ar, and s(M) (to undo it)."""
+
+    every: int
+    allreduce_s: float
+    scaling: float
+
+
 def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, scv_p: float,
-                  scv_c: float) -> tuple[float, ChainResult]:
+                  scv_c: float, barrier: _Barrier | None = None) -> tuple[float, ChainResult]:
     res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
     x = res.x_bps
+    if barrier is not None:
+        lam = n * mu_p
+        if fit.loader.input_bound and fit.loader.capacity_bps:
+            lam = min(lam, fit.loader.capacity_bps)   # the targets supply no faster than they are fed
+        x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
+        if x_bar < x:
+            # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
+            x = x_bar
+            res = ChainResult(x, max(res.producer_blocked, 1.0 - x / lam), res.consumer_starved, res.queue_mean)
     if fit.loader.input_bound and fit.loader.capacity_bps:
         # the block behind the loader serves like one station of rate x with the targets' SCV
         front = chain(1, 1, fit.loader.capacity_bps, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv, scv_p)
@@ -122,14 +183,16 @@ def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b:
     return x, res
 
 
-def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int) -> tuple[float, ChainResult]:
-    """Throughput of the targets -> q_hs -> drafters chain, behind the loader when it binds; with
-    regimes (`advisor.fit.RegimeFit`), the mean over the log's time slices of each slice's
-    throughput at its own rates and the within-slice variability."""
+def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int,
+                barrier: _Barrier | None = None) -> tuple[float, ChainResult]:
+    """Throughput of the targets -> q_hs -> drafters chain (capped by the barrier tail when the
+    drafters sync), behind the loader when it binds; with regimes (`advisor.fit.RegimeFit`), the
+    mean over the log's time slices of each slice's throughput at its own rates and the
+    within-slice variability."""
     rg = fit.regimes
     if not rg.detected:
-        return _stationary_x(fit, n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv)
-    parts = [_stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv)
+        return _stationary_x(fit, n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv, barrier)
+    parts = [_stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv, barrier)
              for sp, sc in zip(rg.producer_scale, rg.consumer_scale)]
     x = sum(w * p[0] for w, p in zip(rg.weight, parts))
     res = ChainResult(x, *(sum(w * getattr(p[1], f) for w, p in zip(rg.weight, parts))
@@ -157,8 +220,10 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     Interval (``interval=True``): the throughput's elasticities to each role's rate,
     ``e_r = d ln X / d ln mu_r`` (finite differences), carry each role's log-rate standard error
     (sampling, drift, contention at this split's distance from the logged ones, token model):
-    ``se(ln X)^2 = e_p^2 se_p^2 + e_c^2 se_c^2 + MODEL_SE^2``, the last for the analytic chain's
-    own error against exact simulation; the interval is ``X exp(+-1.96 se)``.
+    ``se(ln X)^2 = e_p^2 se_p^2 + e_c^2 se_c^2 + MODEL_SE^2 + se_bar^2``, ``MODEL_SE`` for the
+    analytic chain's own error against exact simulation and ``se_bar = BARRIER_SE_SHARE x
+    ln(X_chain / X)`` for the barrier-tail correction where it binds; the interval is
+    ``X exp(+-1.96 se)``.
     """
     p, c = fit.producer, fit.consumer
     tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
@@ -174,7 +239,9 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     s = consumer_scaling if consumer_scaling is not None else sync_scaling(c, fit.sync, n_consumer, busy_c)
     mu_c = mu_c_raw * s
     b = fit.hs_cap if hs_cap is None else hs_cap
-    x, res = _pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b)
+    k = fit.sync.sync_every
+    bar = _Barrier(k, fit.sync.allreduce_s(n_consumer), s) if k > 0 and n_consumer > 1 and s > 0 else None
+    x, res = _pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b, bar)
     cap_p, cap_c = n_producer * mu_p, n_consumer * mu_c
     caps = {p.role: cap_p, c.role: cap_c}
     loader_cap = None
@@ -183,15 +250,18 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         caps["loader"] = loader_cap
     lo = hi = math.nan
     if interval and x > 0:
-        e_p = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p * (1 + ELASTICITY_STEP), mu_c, b)[0] / x) \
+        e_p = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p * (1 + ELASTICITY_STEP), mu_c, b, bar)[0] / x) \
             / math.log1p(ELASTICITY_STEP)
-        e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b)[0] / x) \
+        e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b, bar)[0] / x) \
             / math.log1p(ELASTICITY_STEP)
+        # the barrier-tail correction is a fluid approximation: part of its size is model error
+        bar_se = BARRIER_SE_SHARE * math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b)[0] / x) \
+            if bar is not None else 0.0
         cse_p, cse_c = fit.contention.rel_se(n_producer, g)
         tok = tokens_per_batch
         rse = fit.contention.run_se
         var = (e_p * _role_log_se(p, tok, cse_p, rse)) ** 2 + (e_c * _role_log_se(c, tok, cse_c, rse)) ** 2 \
-            + MODEL_SE ** 2
+            + MODEL_SE ** 2 + bar_se ** 2
         half = Z_95 * math.sqrt(var)
         lo, hi = x * math.exp(-half), x * math.exp(half)
     gpu_util = (x / mu_p + x / mu_c_raw) / g
