@@ -19,9 +19,16 @@ of a drafter step, ``e_M`` the expected maximum of M standard normals (the barri
 slowest rank), and ``T_ar`` the logged collective time (``sync`` events, ``dur``). Per-rank
 scaling is ``s(M) = k*m / T(M)``. ``T_ar`` is fitted on ``c + a*(M-1) + b*(M-1)/M`` (constant,
 per-hop latency and ring bandwidth terms, non-negative least squares) from the M values seen
-(several logs of one job); with one value the bandwidth term alone is scaled (an assumption,
-warned); with none (only M = 1 seen) it is unknown: ``T_ar = 0`` is
-assumed, said in an :class:`AssumptionWarning`, and the verdict's sensitivity to it is shown.
+(several logs of one job). With one value T_0 at M_0 the scaling is unidentified: the plausible
+extremes are flat (T_0 at every M: a switch-offloaded or latency-bound collective) and ring
+(``T_0 r(M) / r(M_0)``, ``r(M) = (M-1)/M``, bandwidth-bound, NCCL's usual case). Projections
+use the ring, and each split's interval spans the projection at both extremes
+(`sync_scaling_range`, `advisor.model.project_split`); warned. Projecting at the geometric mean
+of the two instead (the minimax choice for T_ar) was measured and rejected: it brings a flat
+truth within 2.1% but takes ring truths from 0.3% to 4.0% at far drafter counts (32 GPUs, 8
+drafters logged, 2 projected; benchmarks/VALIDATION.md). With none (only M = 1 seen) it is
+unknown: ``T_ar = 0`` is assumed, said in an :class:`AssumptionWarning`, and the verdict's
+sensitivity to it is shown.
 
 Input limit: producers starved for more than ``INPUT_STARVED_SHARE`` of their time while their
 prefetch queues are near empty means the loader caps the pipeline; since an input-bound loader
@@ -274,11 +281,27 @@ class SyncFit:
     dur_by_workers: Mapping[int, float] = field(default_factory=dict)
     measured: bool = False
     fixed_s: float = 0.0         # c
+    # measured at one drafter count only: the scaling with M is unidentified; T_ar(M) assumes a
+    # ring and the intervals carry the flat extreme too (allreduce_range_s)
+    scaling_identified: bool = True
 
     def allreduce_s(self, m: int) -> float:
         if m <= 1:
             return 0.0
         return self.fixed_s + self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
+
+    def allreduce_range_s(self, m: int) -> tuple[float, float]:
+        """T_ar(M) between the plausible extremes: equal to the fit where the scaling is identified;
+        from one measured M_0, flat (T_0 at every M, a switch-offloaded or latency-bound collective)
+        and ring (T_0 (M-1)/M / ((M_0-1)/M_0), bandwidth-bound), low first."""
+        if m <= 1:
+            return 0.0, 0.0
+        if self.scaling_identified or not self.dur_by_workers:
+            t = self.fixed_s + self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
+            return t, t
+        m0, t0 = next(iter(self.dur_by_workers.items()))
+        ring = t0 * ((m - 1) / m) / ((m0 - 1) / m0)
+        return min(t0, ring), max(t0, ring)
 
 
 @dataclass(frozen=True)
@@ -333,12 +356,23 @@ def expected_max_normal(m: int) -> float:
 
 def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
     """Per-rank scaling s(M) of data-parallel drafters (1 for M = 1 or no sync)."""
+    return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
+
+
+def sync_scaling_range(consumer: RoleFit, sync: SyncFit, m: int,
+                       busy_mean_s: float | None = None) -> tuple[float, float]:
+    """s(M) at the two ends of ``SyncFit.allreduce_range_s`` (low first; equal where identified)."""
+    lo, hi = sync.allreduce_range_s(m)
+    return _sync_scaling_at(consumer, sync, m, busy_mean_s, hi), _sync_scaling_at(consumer, sync, m, busy_mean_s, lo)
+
+
+def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None, allreduce_s: float) -> float:
     k = sync.sync_every
     if m <= 1 or k <= 0:
         return 1.0
     mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
     sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
-    round_s = k * mean + math.sqrt(k) * sigma * expected_max_normal(m) + sync.allreduce_s(m)
+    round_s = k * mean + math.sqrt(k) * sigma * expected_max_normal(m) + allreduce_s
     return k * mean / round_s
 
 
@@ -624,10 +658,11 @@ def _fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: st
     if len(ms) == 1:
         warnings.warn(AssumptionWarning(
             f"sync cost measured at {int(ms[0])} {consumer}s only ({ys[0] * 1e3:.0f} ms per all-reduce): how it "
-            f"scales with the {consumer} count is assumed (ring all-reduce, (M-1)/M); logs at a second {consumer} "
-            f"count would measure it"), stacklevel=2)
+            f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
+            f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
+            f"second {consumer} count would measure it"), stacklevel=2)
         return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
-                       dur_by_workers=means, measured=True)
+                       dur_by_workers=means, measured=True, scaling_identified=False)
     from scipy.optimize import nnls
     # constant (e.g. a switch-offloaded or latency-dominated collective), per-hop latency, ring bandwidth
     a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fit import Z_95, PipelineFit, sync_scaling
+from .fit import Z_95, PipelineFit, sync_scaling, sync_scaling_range
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
@@ -220,10 +220,12 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     Interval (``interval=True``): the throughput's elasticities to each role's rate,
     ``e_r = d ln X / d ln mu_r`` (finite differences), carry each role's log-rate standard error
     (sampling, drift, contention at this split's distance from the logged ones, token model):
-    ``se(ln X)^2 = e_p^2 se_p^2 + e_c^2 se_c^2 + MODEL_SE^2 + se_bar^2``, ``MODEL_SE`` for the
-    analytic chain's own error against exact simulation and ``se_bar = BARRIER_SE_SHARE x
-    ln(X_chain / X)`` for the barrier-tail correction where it binds; the interval is
-    ``X exp(+-1.96 se)``.
+    ``se(ln X)^2 = e_p^2 se_p^2 + e_c^2 se_c^2 + MODEL_SE^2 + se_bar^2``:
+    ``MODEL_SE`` for the analytic chain's own error against exact simulation, ``se_bar =
+    BARRIER_SE_SHARE x ln(X_chain / X)`` for the barrier-tail correction where it binds; the
+    interval is ``X exp(+-1.96 se)``. Where the sync cost's scaling with M is unidentified (one
+    drafter count logged), it is the union of that interval around X and around
+    ``X (s_end / s)^e_c`` for both ends of `advisor.fit.sync_scaling_range` (flat and ring).
     """
     p, c = fit.producer, fit.consumer
     tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
@@ -264,6 +266,13 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
             + MODEL_SE ** 2 + bar_se ** 2
         half = Z_95 * math.sqrt(var)
         lo, hi = x * math.exp(-half), x * math.exp(half)
+        if consumer_scaling is None and not fit.sync.scaling_identified:
+            # sync cost logged at one drafter count: the interval also spans the projection at the
+            # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
+            for s_end in sync_scaling_range(c, fit.sync, n_consumer, busy_c):
+                if s_end > 0 and s > 0:
+                    x_end = x * (s_end / s) ** e_c
+                    lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
     gpu_util = (x / mu_p + x / mu_c_raw) / g
     bottleneck = min(caps, key=caps.get)
     return SplitResult(
