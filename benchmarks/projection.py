@@ -1,5 +1,6 @@
 """Projection speed: fit once, then project every split of G GPUs with intervals (3 model
-evaluations per split), for G = 8 and G = 64; and a whole `advise()` call on the reference log.
+evaluations per split), for G = 8 to 128, and for a log with syncing drafters at G = 8 and 64;
+and whole `advise()` calls.
 
     python3 benchmarks/projection.py
 
@@ -58,6 +59,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sync.jsonl"
         write_log(path, sc)
+        # the barrier-tail correction (advisor.model.barrier_rate) runs only where drafters sync
+        adv_sync = advise(path)
+        for g in (8, 64):
+            st = dataclasses.replace(adv_sync.settings, gpus=g)
+            s_p = median_s(lambda: project(adv_sync.fit, st))
+            rows.append((f"project all splits of the 24-8 sync log, G={g}", s_p, s_p / base))
         for g in (32, 64):
             s_sync = median_s(lambda: advise(path, gpus=g))
             rows.append((f"advise(24-8 log with drafter sync every 4 steps), G={g}, with exact refinement",
