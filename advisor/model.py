@@ -81,6 +81,7 @@ class ChainResult:
     producer_blocked: float
     consumer_starved: float
     queue_mean: float
+    barrier_cut: float = 0.0     # ln(X_chain / X_bar) where the barrier tail binds, else 0
 
 
 def _chain_int(n: int, m: int, mu_p: float, mu_c: float, b: int) -> ChainResult:
@@ -186,8 +187,9 @@ def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b:
         x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
         if x_bar < x:
             # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
+            cut = math.log(x / x_bar) if x_bar > 0 else 0.0
             x = x_bar
-            res = ChainResult(x, max(res.producer_blocked, 1.0 - x / lam), res.consumer_starved, res.queue_mean)
+            res = ChainResult(x, max(res.producer_blocked, 1.0 - x / lam), res.consumer_starved, res.queue_mean, cut)
     if fit.loader.input_bound and fit.loader.capacity_bps:
         # the block behind the loader serves like one station of rate x with the targets' SCV
         front = chain(1, 1, fit.loader.capacity_bps, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv, scv_p)
@@ -208,7 +210,7 @@ def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: i
              for sp, sc in zip(rg.producer_scale, rg.consumer_scale)]
     x = sum(w * p[0] for w, p in zip(rg.weight, parts))
     res = ChainResult(x, *(sum(w * getattr(p[1], f) for w, p in zip(rg.weight, parts))
-                           for f in ("producer_blocked", "consumer_starved", "queue_mean")))
+                           for f in ("producer_blocked", "consumer_starved", "queue_mean", "barrier_cut")))
     return x, res
 
 
@@ -268,9 +270,8 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
             / math.log1p(ELASTICITY_STEP)
         e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b, bar)[0] / x) \
             / math.log1p(ELASTICITY_STEP)
-        # the barrier-tail correction is a fluid approximation: part of its size is model error
-        bar_se = BARRIER_SE_SHARE * math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b)[0] / x) \
-            if bar is not None else 0.0
+        # the barrier-tail correction is approximate: part of its size is model error
+        bar_se = BARRIER_SE_SHARE * res.barrier_cut
         cse_p, cse_c = fit.contention.rel_se(n_producer, g)
         tok = tokens_per_batch
         rse = fit.contention.run_se
