@@ -34,6 +34,8 @@ DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
 REFINE_WITHIN = 0.08
 MAX_REFINE_ROUNDS = 4
+MAX_REFINED = 12          # at most this many splits simulated per table (the highest projected first) ...
+REFINE_BUDGET = 400_000   # ... and at most this many simulated batches in all (the first always runs)
 SHALLOW_QUEUE = 2         # q_hs this shallow ...
 SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
@@ -44,6 +46,12 @@ def _ratios(fit_role, steps: pd.DataFrame) -> np.ndarray:
     base = fit_role.t0_s + fit_role.c_s_per_tok * steps["tokens"].to_numpy(float)
     r = steps["busy"].to_numpy(float) / np.maximum(base, 1e-12)
     return r[np.isfinite(r) & (r > 0)]
+
+
+def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | None = None) -> int:
+    """Batches simulated for split N-M: ``n_batches``, or more where the split holds more in flight."""
+    b = fit.hs_cap if hs_cap is None else hs_cap
+    return max(n_batches, IN_FLIGHT_FACTOR * (n * max(fit.pre_cap, 1) + b + n + m))
 
 
 def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
@@ -88,7 +96,7 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
         n, m = int(row[f"n_{p}"]), int(row[f"n_{c}"])
         # sized for this split, whatever G the logs ran: the window opens after warm-up and closes
         # at the last loader departure, so the batches held in queues and workers must be few
-        nb = max(n_batches, IN_FLIGHT_FACTOR * (n * max(fit.pre_cap, 1) + b + n + m))
+        nb = batches_for(fit, n, m, n_batches, b)
         k_p, k_c = fit.contention.scale(n, n + m)
         tok = rng.choice(tokens_pool, nb)
         tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(ratio_p, nb)
@@ -121,7 +129,11 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
     batches, this module's resampling) and their ``bps`` (and interval, shifted alike) replaced;
     ``method`` says which rows. Others keep the analytic value: they do not decide the verdict.
     (1) applies to splits with M > 1 syncing drafters, (2) to every split, both only within
-    ``REFINE_WITHIN`` of the best.
+    ``REFINE_WITHIN`` of the best. At most ``MAX_REFINED`` splits and ``REFINE_BUDGET`` simulated
+    batches in all, the highest projected splits first: near the best, splits at large G are many
+    (about a sixth of G - 1 at G = 64) and each simulation grows with G, so without the caps
+    `--gpus 1024` on a syncing log ran for minutes. The splits left analytic carry barrier idling
+    in their projection (`advisor.model.barrier_rate`).
     """
     p, c = fit.roles
     df = splits.copy()
@@ -134,14 +146,23 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
     if fit.source != "steps" or not (syncing or lockstep):
         return df
     done = np.zeros(len(df), dtype=bool)
+    spent = 0
     # refine until no unrefined split is within REFINE_WITHIN of the best: refining the best can
     # lower it (barrier idling), which brings splits that were below the cut into play
     for _ in range(MAX_REFINE_ROUNDS):
         best = df["bps"].max()
         near = df["bps"].to_numpy() >= (1 - REFINE_WITHIN) * best
         cand = np.flatnonzero(near & ((df[f"n_{c}"].to_numpy() > 1) | lockstep) & ~done)
+        left = MAX_REFINED - int(done.sum())
+        if not len(cand) or left <= 0:
+            break
+        cand = cand[np.argsort(-df["bps"].to_numpy()[cand], kind="stable")[:left]]
+        cost = np.cumsum([batches_for(fit, int(df[f"n_{p}"].iat[i]), int(df[f"n_{c}"].iat[i]), REFINE_BATCHES, b)
+                          for i in cand])
+        cand = cand[:max(int((spent + cost <= REFINE_BUDGET).sum()), 1 if not spent else 0)]
         if not len(cand):
             break
+        spent += int(cost[len(cand) - 1])
         sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap,
                               rows=cand)["bps_exact"].to_numpy()
         for i in cand:

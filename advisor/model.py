@@ -32,18 +32,20 @@ at a time. In a fluid picture they start one after another every k / lambda seco
 rank starts when about a ranks are left and needs k / c seconds, during which the targets
 supply lambda k / c = a k batches while the ranks still serving hold on average half their
 work, a k / 2: the tail leaves about D = a k / 2 batches unconsumed. Random service and arrival
-times make the ranks' progress spread like a random walk instead, by about sqrt(k) steps,
-which for long rounds is less than the fluid stagger, so
+times spread the ranks' progress instead, by about k^0.6 steps (a random walk, slightly
+super-diffusive), the slowest of the a competing ranks setting the end (e_a, the expected
+maximum of a standard normals); for long rounds this is less than the fluid stagger, so
 
-    D = a min(k / 2, TAIL_SPREAD sqrt(k)),      TAIL_SPREAD = 2
+    D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.6, 1.0 and 0.5
 
-(the constant is calibrated on exact simulation: 95 target-bound splits of G = 16, 32 and 64,
-k = 4-64, q_hs 2-40, service SCV 0.01-0.5; with it, min(chain, X_bar) is within 1.4% of the
-simulation on average, worst 5.5% (a near-balanced k = 8 split the chain itself misses), against
-3.8% / 17% for the chain alone and 2.2% / 14% for the pure fluid D = a k / 2, which over-corrects
-at k >= 32). The all-reduce's T_ar seconds add lambda T_ar more. Those batches wait in q_hs and
-in the hands of blocked targets, at most B = b + N of them (the stock that opens the next round,
-drained at once by M free ranks); past B the targets block. Per round the targets are then
+(calibrated on exact simulation of 127 target-bound splits: G = 16-128, k = 4-64, q_hs 2-40,
+service SCV 0.01-0.5, a = 1.2-20; with it min(chain, X_bar) is within 1.6% of the simulation on
+average, 3.4% at the 90th percentile, against 6.2% / 13% for the chain alone and 2.6% / 6.4%
+for the pure fluid D = a k / 2, which over-corrects at k >= 32 and under-corrects at a > 10.
+The worst splits, up to 14%, are near-balanced ones with a close to M, where neither the chain
+nor the tail describes the round). The all-reduce's T_ar seconds add lambda T_ar more. Those
+batches wait in q_hs and in the hands of blocked targets, at most B = b + N of them (the stock
+that opens the next round, drained at once by M free ranks); past B the targets block. Per round the targets are then
 blocked for E / lambda seconds, with the excess
 
     E = max(0, D + lambda T_ar - B),
@@ -66,13 +68,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fit import Z_95, PipelineFit, sync_scaling, sync_scaling_range
+from .fit import Z_95, PipelineFit, expected_max_normal, sync_scaling, sync_scaling_range
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
 MODEL_SE = 0.005              # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
 BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
-TAIL_SPREAD = 2.0             # ranks' progress spread at a round's end, in sqrt(k) steps (calibrated, see above)
+# the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
+TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
 
 
 @dataclass(frozen=True)
@@ -155,12 +158,13 @@ class SplitResult:
 def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float,
                  buffer: int) -> float:
     """Barrier-limited rate X_bar of ``m`` data-parallel ranks fed at ``lam_bps`` (module docstring):
-    ``lam M k / (M k + E)``, ``E = max(0, a min(k / 2, TAIL_SPREAD sqrt(k)) + lam T_ar - (b + N))``,
-    ``a = min(lam / c, M)``. ``inf`` without a barrier (M = 1 or k = 0)."""
+    ``lam M k / (M k + E)``, ``E = max(0, D + lam T_ar - (b + N))``, ``a = min(lam / c, M)``,
+    ``D = a min(k / 2, k^0.6 (1 + 0.5 e_a))``. ``inf`` without a barrier (M = 1 or k = 0)."""
     if m <= 1 or every <= 0 or lam_bps <= 0 or c_bps <= 0:
         return math.inf
     a = min(lam_bps / c_bps, float(m))
-    tail = a * min(every / 2.0, TAIL_SPREAD * math.sqrt(every))
+    spread = every ** TAIL_EXP * (TAIL_BASE + TAIL_MAX_WEIGHT * expected_max_normal(max(int(round(a)), 1)))
+    tail = a * min(every / 2.0, spread)
     excess = tail + lam_bps * allreduce_s - (buffer + n)
     if excess <= 0:
         return lam_bps

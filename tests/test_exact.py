@@ -82,3 +82,23 @@ def test_refinement_covers_every_split_near_the_refined_best(tmp_path):
     cut = (1 - REFINE_WITHIN) * df["bps"].max()
     left = df[(df["bps"] >= cut) & (df["n_drafter"] > 1) & (df["method"] == "analytic")]
     assert left.empty, left[["bps", "method"]]
+
+
+def test_refinement_is_bounded_at_large_g(tmp_path):
+    # at 128 GPUs about 21 splits lie within the cut; only MAX_REFINED are simulated (the highest
+    # first), within REFINE_BUDGET batches, and the others keep the analytic projection
+    from advisor.exact import MAX_REFINED, REFINE_BATCHES, REFINE_BUDGET, batches_for
+
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
+    s = Scenario(name="g64", n_target=48, n_drafter=16, tokens=tm, hs_cap=20, pre_cap=50, sync_every=16,
+                 sync_s=2.0, sync_scv=0.1, n_batches=6000, seed=114,
+                 target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
+                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
+    write_log(tmp_path / "g64.jsonl", s)
+    adv = advise(tmp_path / "g64.jsonl", gpus=128)
+    df = adv.splits
+    exact = df[df["method"] == "exact"]
+    assert len(exact) == MAX_REFINED          # uncapped, about 21 splits were simulated here
+    assert df["bps"].idxmax() in exact.index
+    spent = sum(batches_for(adv.fit, int(r.n_target), int(r.n_drafter), REFINE_BATCHES) for r in exact.itertuples())
+    assert spent <= REFINE_BUDGET

@@ -91,19 +91,22 @@ def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
 def test_barrier_rate_closed_form():
     import math
 
-    from advisor.model import TAIL_SPREAD, barrier_rate
+    from advisor.fit import expected_max_normal
+    from advisor.model import barrier_rate
 
     assert barrier_rate(10, 1, 1.0, 0.5, 16, 1.0, 4) == math.inf          # one rank: no barrier
     assert barrier_rate(10, 6, 1.0, 0.5, 0, 1.0, 4) == math.inf           # no sync
     # a deep queue holds the whole tail: the targets never block, the rate is theirs
     assert barrier_rate(10, 6, 1.0, 0.5, 16, 1.0, 200) == 1.0
-    # k = 16: fluid tail a k / 2 = 2 * 8 = 16, plus lambda T_ar = 1, minus b + N = 14: E = 3
-    assert barrier_rate(10, 6, 1.0, 0.5, 16, 1.0, 4) == pytest.approx(96 / 99)
-    # k = 64: the random-walk spread (2 sqrt(64) = 16 < 32) caps the tail: E = 2 * 16 + 1 - 14
-    assert TAIL_SPREAD * 8 < 32
-    assert barrier_rate(10, 6, 1.0, 0.5, 64, 1.0, 4) == pytest.approx(384 / (384 + 2 * TAIL_SPREAD * 8 + 1 - 14))
+    # a = 2 busy ranks; k = 8: the fluid stagger k / 2 = 4 < 8^0.6 (1 + 0.5 e_2) = 4.6, so the tail
+    # holds a k / 2 = 8 batches, plus lambda T_ar = 1, minus b + N = 4 + 1: E = 4
+    assert 4 < 8 ** 0.6 * (1 + 0.5 * expected_max_normal(2))
+    assert barrier_rate(1, 6, 1.0, 0.5, 8, 1.0, 4) == pytest.approx(48 / 52)
+    # k = 64: the random spread 64^0.6 (1 + 0.5 e_2) = 16.6 < 32 caps the tail
+    d = 2 * 64 ** 0.6 * (1 + 0.5 * expected_max_normal(2))
+    assert barrier_rate(10, 6, 1.0, 0.5, 64, 1.0, 4) == pytest.approx(384 / (384 + d + 1 - 14))
     # busy ranks a = lambda / c, never more than M
-    assert barrier_rate(10, 2, 3.0, 0.5, 16, 0.0, 4) == pytest.approx(3.0 * 32 / (32 + 2 * 8 - 14))
+    assert barrier_rate(1, 2, 3.0, 0.5, 8, 0.0, 4) == pytest.approx(3.0 * 16 / (16 + 2 * 4 - 5))
 
 
 @settings(max_examples=100, deadline=None)
