@@ -38,12 +38,13 @@ maximum of a standard normals); for long rounds this is less than the fluid stag
 
     D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.6, 1.0 and 0.5
 
-(calibrated on exact simulation of 127 target-bound splits: G = 16-128, k = 4-64, q_hs 2-40,
-service SCV 0.01-0.5, a = 1.2-20; with it min(chain, X_bar) is within 1.6% of the simulation on
-average, 3.4% at the 90th percentile, against 6.2% / 13% for the chain alone and 2.6% / 6.4%
-for the pure fluid D = a k / 2, which over-corrects at k >= 32 and under-corrects at a > 10.
-The worst splits, up to 14%, are near-balanced ones with a close to M, where neither the chain
-nor the tail describes the round). The all-reduce's T_ar seconds add lambda T_ar more. Those
+(calibrated on exact simulation of 127 starved or near-balanced splits, benchmarks/barrier_tail.py:
+G = 16-128, k = 4-64, q_hs 2-40, service SCV 0.01-0.5, a = 1.2-20; with it min(chain, X_bar)
+is within 1.6% of the simulation on average, 3.4% at the 90th percentile, against 6.2% / 13%
+for the chain alone and 2.6% / 6.4% for the pure fluid D = a k / 2, which over-corrects at
+k >= 32 and under-corrects at a > 10. The worst splits, up to 14%, are near-balanced ones at
+G = 64-128 (a close to M, or k = 8 with 28-58 drafters), where neither the chain nor the tail
+describes the round; the exact refinement covers such splits when they are near the best). The all-reduce's T_ar seconds add lambda T_ar more. Those
 batches wait in q_hs and in the hands of blocked targets, at most B = b + N of them (the stock
 that opens the next round, drained at once by M free ranks); past B the targets block. Per round the targets are then
 blocked for E / lambda seconds, with the excess
