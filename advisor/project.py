@@ -10,7 +10,9 @@ n_<consumer>        consumer workers (drafters), M
 bps                 projected throughput, batches/s (`advisor.model`; exact simulation where
                     ``method`` says so)
 bps_low, bps_high   95% interval from `advisor.model.project_split` (sampling, drift, contention at
-                    this split, token model, run-to-run shift on shared hosts), widened at an observed split to cover the measured rate (reconciliation)
+                    this split, token model, run-to-run shift on shared hosts, the barrier-tail
+                    correction, a sync cost whose scaling with M is unidentified), widened at an
+                    observed split to cover the measured rate (reconciliation)
 tok_s               bps x tokens per batch
 bound_bps           naive bound min(capacities) for contrast
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
