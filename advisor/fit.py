@@ -25,8 +25,8 @@ extremes are flat (T_0 at every M: a switch-offloaded or latency-bound collectiv
 use the ring, and each split's interval spans the projection at both extremes
 (`sync_scaling_range`, `advisor.model.project_split`); warned. Projecting at the geometric mean
 of the two instead (the minimax choice for T_ar) was measured and rejected: it brings a flat
-truth within 2.1% but takes ring truths from 0.3% to 4.0% at far drafter counts (32 GPUs, 8
-drafters logged, 2 projected; benchmarks/VALIDATION.md). With none (only M = 1 seen) it is
+truth within 2.1% but takes ring truths from under 1% to up to 4.0% at far drafter counts (32
+GPUs, 8 drafters logged, 2 projected; benchmarks/VALIDATION.md). With none (only M = 1 seen) it is
 unknown: ``T_ar = 0`` is assumed, said in an :class:`AssumptionWarning`, and the verdict's
 sensitivity to it is shown.
 

@@ -44,10 +44,12 @@ is within 1.6% of the simulation on average, 3.4% at the 90th percentile, agains
 for the chain alone and 2.6% / 6.4% for the pure fluid D = a k / 2, which over-corrects at
 k >= 32 and under-corrects at a > 10. The worst splits, up to 14%, are near-balanced ones at
 G = 64-128 (a close to M, or k = 8 with 28-58 drafters), where neither the chain nor the tail
-describes the round; the exact refinement covers such splits when they are near the best). The all-reduce's T_ar seconds add lambda T_ar more. Those
-batches wait in q_hs and in the hands of blocked targets, at most B = b + N of them (the stock
-that opens the next round, drained at once by M free ranks); past B the targets block. Per round the targets are then
-blocked for E / lambda seconds, with the excess
+describes the round; the exact refinement covers such splits when they are near the best).
+
+The all-reduce's T_ar seconds add lambda T_ar more. Those batches wait in q_hs and in the hands
+of blocked targets, at most B = b + N of them (the stock that opens the next round, drained at
+once by M free ranks); past B the targets block. Per round the targets are then blocked for
+E / lambda seconds, with the excess
 
     E = max(0, D + lambda T_ar - B),
 
