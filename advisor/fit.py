@@ -63,6 +63,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .contention import ContentionWarning, WithinLogContention, estimate_within_log, within_log_text
 from .load import RunLog
 from .schema import AssumptionWarning, LogError
 from .observe import ObservedRun, observe, steady_steps, time_weighted_queue
@@ -85,12 +86,13 @@ SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as t
 Z_95 = 1.96
 # Contention prior (one split seen): a worker's step time may change by this much (one standard
 # error, relative, per producer added at a fixed G) because workers share a host resource (memory
-# bandwidth, PCIe, host CPU, the loader). The real CPU sweeps in fixtures/sweep/ measured up to
-# +3.6% per target for targets (32 cores, G = 8), not linearly; dedicated GPUs usually show less.
-# Beyond the logged splits the step time is held at the nearest logged split's and this much per
-# worker of distance is carried instead of extrapolating a fitted slope (adjacent splits gave
-# slopes of up to 14% per worker that did not continue).
-CONTENTION_PRIOR_SE = 0.03     # carried only where workers share a host's compute (see _shares_compute)
+# bandwidth, PCIe, host CPU, the loader). From the real CPU sweeps in fixtures/sweep/: the RMS
+# difference of a target's log step time between logs d splits apart, less the run-to-run part
+# (RUN_SE), grew by 2.6-3.8% per worker on the 32-core host and 7-10% on the 16-core host (drafters:
+# 1.5-2.5%); pooled, 4.5%. Beyond the logged splits the step time is held at the nearest logged
+# split's and this much per worker of distance is carried instead of extrapolating a fitted slope
+# (adjacent splits gave slopes of up to 14% per worker that did not continue).
+CONTENTION_PRIOR_SE = 0.045    # carried only where workers share a host's compute (see _shares_compute)
 # Token budget with one budget seen and a step-time line the log cannot pin down: busy ~ tokens^p,
 # p between 0.5 (utilisation still rising with the batch) and 1 (saturated, compute-bound); the
 # middle is taken, moved towards the in-log line's elasticity by the share of variance the line
@@ -108,9 +110,12 @@ TOKEN_EXPONENT_PRIOR_HALF95 = 0.25
 # half-width) is carried per e-fold of extrapolation beyond the logged budgets.
 TOKEN_RUN_SE = 0.063
 TOKEN_LINE_CURVATURE_HALF95 = 0.2
-# A run's level shifts from run to run in ways one log cannot show (repeats of one split on the same
-# host differed by 0.1-2.5% at 32 cores, up to 10% at 16 cores): relative standard error per role.
-RUN_SE = 0.015                 # carried where workers share a host's compute, like the contention prior
+# A run's level shifts from run to run in ways one log cannot show: the RMS difference of log step
+# time between two repeats of one split on the same host was 3.2% (targets) / 2.4% (drafters) on
+# the 32-core host and 10.4% / 9.6% on the 16-core host (fixtures/sweep/; co-running lanes, placement
+# on shared cores). A projection predicts another run, so it carries the difference between two
+# runs, pooled over both hosts (targets 7.0%, drafters 6.3%): relative standard error per role.
+RUN_SE = 0.07                  # carried where workers share a host's compute, like the contention prior
 # Regimes: the steady window is cut into equal time slices, each about REGIME_SLICE_FILLS times
 # the time the pipeline takes to pass q_hs plus the workers' batches (shorter stretches are
 # absorbed by the queue and show as variability); a role's step time is called regime-switching
@@ -206,6 +211,13 @@ class ContentionFit:
     standard error combines each log's sampling error and drift. With one split, ``k_r = 0`` and
     ``CONTENTION_PRIOR_SE`` stands for it: the interval widens with the distance to the split.
     Beyond the logged splits the step time is held at the nearest one's, with the prior carried.
+
+    ``within``: the first log's within-log slopes of step time on concurrently busy peers
+    (`advisor.contention`), reported as data. They do not move the projection (inside a log,
+    concurrency is set by the step times themselves, and on the real sweeps the within-log slopes
+    did not predict the step times at other splits); a role whose own slope (per busy worker of
+    its role) is identified and not confounded carries ``sqrt(prior^2 + slope^2)`` per worker of
+    distance instead of the prior alone (``role_prior_se``).
     """
 
     ref_producers: int
@@ -219,9 +231,18 @@ class ContentionFit:
     hi_producers: int = 0
     prior_se: float = CONTENTION_PRIOR_SE
     run_se: float = 0.0            # run-to-run level shift per role (RUN_SE on shared hosts)
+    within: WithinLogContention | None = None
 
     def _clip(self, n: int) -> int:
         return min(max(n, self.lo_producers), self.hi_producers)
+
+    def role_prior_se(self) -> tuple[float, float]:
+        """Per-worker standard error carried beyond the logged splits (producer, consumer)."""
+        if not self.prior_se or self.within is None or not self.within.estimated:
+            return self.prior_se, self.prior_se
+        own_p = self.within.producer.usable("producer")
+        own_c = self.within.consumer.usable("consumer")
+        return math.hypot(self.prior_se, own_p), math.hypot(self.prior_se, own_c)
 
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Busy-time multipliers (producer, consumer) at ``n_producer`` producers: the fitted line
@@ -237,8 +258,9 @@ class ContentionFit:
             return 0.0, 0.0
         c = self._clip(n_producer)
         inside, beyond = abs(c - self.ref_producers), abs(n_producer - c)
-        return (self.producer_se * inside + self.prior_se * beyond,
-                self.consumer_se * inside + self.prior_se * beyond)
+        prior_p, prior_c = self.role_prior_se()
+        return (self.producer_se * inside + prior_p * beyond,
+                self.consumer_se * inside + prior_c * beyond)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -516,22 +538,28 @@ def _fit_regimes(steps: pd.DataFrame, win: SteadyWindow, producer: str, consumer
 
 
 def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, producer: str, consumer: str,
-                    first: int) -> ContentionFit:
-    """Per-role slope of log mean busy time on the producer count, over logs of one G (see ContentionFit)."""
-    g = sum(logs[first].header.roles.values())
-    n_ref = logs[first].header.roles[producer]
-    prior = CONTENTION_PRIOR_SE if _shares_compute(logs[first]) else 0.0
+                    first: int, win: SteadyWindow) -> ContentionFit:
+    """Per-role slope of log mean busy time on the producer count, over logs of one G, and the first
+    log's within-log slopes on busy peers (see ContentionFit)."""
+    lg = logs[first]
+    g = sum(lg.header.roles.values())
+    n_ref = lg.header.roles[producer]
+    prior = CONTENTION_PRIOR_SE if _shares_compute(lg) else 0.0
+    within = estimate_within_log(lg.steps, producer, consumer, n_ref, lg.header.roles[consumer], win.start_s,
+                                 win.end_s, sampled=bool(getattr(lg, "sampled", False)))
     idx = [i for i in same if sum(logs[i].header.roles.values()) == g]
     ns = np.array([logs[i].header.roles[producer] for i in idx], float)
     if len(set(ns.tolist())) < 2:
         return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0,
                              producer_se=0.0, consumer_se=0.0, measured=False, lo_producers=n_ref,
                              hi_producers=n_ref, prior_se=prior,
-                             run_se=RUN_SE if prior else 0.0)
+                             run_se=RUN_SE if prior else 0.0, within=within)
     out = {}
     for r in (producer, consumer):
         y = np.array([math.log(per_log[i][r]["busy"].mean()) for i in idx])
-        se = np.array([max(_log_mean_se(per_log[i][r], RUN_SE if prior else 0.0), 1e-4) for i in idx])
+        # one run's own level shift is RUN_SE / sqrt(2) (RUN_SE is the difference between two runs)
+        se = np.array([max(_log_mean_se(per_log[i][r], RUN_SE / math.sqrt(2) if prior else 0.0), 1e-4)
+                       for i in idx])
         w = 1.0 / se ** 2
         xm = float((w * ns).sum() / w.sum())
         sxx = float((w * (ns - xm) ** 2).sum())
@@ -545,7 +573,7 @@ def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produc
     return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=out[producer][0], consumer_k=out[consumer][0],
                          producer_se=out[producer][1], consumer_se=out[consumer][1], measured=True,
                          lo_producers=int(ns.min()), hi_producers=int(ns.max()), prior_se=prior,
-                         run_se=RUN_SE if prior else 0.0)
+                         run_se=RUN_SE if prior else 0.0, within=within)
 
 
 def _contention_ref_busy(per_log, same, logs, producer: str, role: str, cont: ContentionFit) -> float:
@@ -777,7 +805,7 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
     cons = frames[consumer]
     tokens_mean = float(cons["tokens"].mean())
     per_log = {i: {r: steady[i][steady[i]["role"] == r] for r in (producer, consumer)} for i in with_steps}
-    contention = _fit_contention(logs, same, per_log, producer, consumer, first)
+    contention = _fit_contention(logs, same, per_log, producer, consumer, first, wins[first])
     ob0 = observe(logs[first], wins[first], tokens_mean)
     in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
     regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
@@ -838,6 +866,15 @@ def _fit_rates(logs: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> _Roles:
                   regimes=NO_REGIMES, source="rates", path=lg.path)
 
 
+def _within_shows_contention(w: WithinLogContention | None) -> bool:
+    """Some identified, unconfounded within-log slope departs from zero (dedicated GPUs included)."""
+    if w is None or not w.estimated:
+        return False
+    return any(rc.usable(k) != 0.0 and abs(rc.usable(k)) > 1.96 * se
+               for rc in (w.producer, w.consumer)
+               for k, se in (("producer", rc.per_producer_se), ("consumer", rc.per_consumer_se)))
+
+
 def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
     """Caveats on step times that depend on who else runs: shared GPUs, the split itself."""
     head = logs[0].header
@@ -858,10 +895,17 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
             f"{contention.gpus}); beyond that range the nearest split's step times are kept and the interval widens"),
             stacklevel=3)
     elif contention.prior_se > 0:
+        prior_p, prior_c = contention.role_prior_se()
+        widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
+                 f"{100 * prior_p:.1f}% ({producer}s) and {100 * prior_c:.1f}% ({consumer}s)")
         warnings.warn(AssumptionWarning(
             f"{roles.path}: workers share a host's compute and one split "
             f"was logged, so how step times change with the split is unknown: the intervals widen by "
-            f"{100 * contention.prior_se:.0f}% per worker moved; a log at a second split measures it"), stacklevel=3)
+            f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
+            f"shared host; a log at a second split measures it"), stacklevel=3)
+    text = within_log_text(contention.within, producer, consumer)
+    if text and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
+        warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)
 
 
 def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:

@@ -1,0 +1,344 @@
+"""Contention inside one log: does a worker's step take longer while more peers are busy?
+
+Workers that share a host resource (memory bandwidth, caches, PCIe, host CPU, a shared GPU) slow
+each other. Across logs at several splits this shows as a step time that depends on the split
+(`advisor.fit.ContentionFit`). Inside one log the number of concurrently busy peers varies over
+time (drafters starve and idle, targets block on a full q_hs), which may identify the same effect
+from a single run. This module measures it; `advisor.fit` reports it.
+
+Busy intervals (docs/log-schema.md, trainer/workers.py): a step event's ``t`` is when the worker
+was free again, after ``busy`` seconds of compute and then ``blocked`` seconds held on a full
+output queue, so the compute ran over ``[t - blocked - busy, t - blocked]``. A drafter's sync
+round sits between its steps and is not counted as busy.
+
+Per step i of role r, over its busy interval I_i:
+
+    P_i = mean over I_i of (busy producers) - [r is the producer]     (other busy producers)
+    C_i = mean over I_i of (busy consumers) - [r is the consumer]     (other busy consumers)
+    S_i = 1 when the worker waited (starved) more than STARVED_MIN of a typical step just
+          before, else 0 (back-to-back)
+
+(time averages of the piecewise-constant counts, from their cumulative integrals: O(n log n)).
+Per role, over the steady window, a Huber-weighted (IRLS, k = HUBER_K) least-squares fit
+
+    ln busy_i = a + b_P (P_i - mean P) + b_C (C_i - mean C) + g ln(tokens_i / mean tokens) + d S_i
+
+with one intercept ``a`` per time block (the slopes come from changes of concurrency within a block:
+slow drifts such as a warm-up's tail or a host's changing load move step times and concurrency
+together and would otherwise pass for contention), so ``exp(b_P) - 1`` is the change of a step per
+extra busy producer ("each extra busy target slows targets by x%"), ``exp(d) - 1`` the change of a step taken after a starved wait against a
+back-to-back one (GPUs that idle clock down). Standard errors are cluster-robust over
+``BLOCKS`` contiguous time blocks (sandwich estimator with block score sums, small-sample factor
+B/(B-1), Student t with B-1 degrees of freedom): step times wander together over tens of
+seconds on a shared host, and per-step errors would be far too small.
+
+Identifiable: a regressor enters only when it varies inside the blocks (standard deviation of P_i
+or C_i about its block means at least ``MIN_PEER_SD`` workers; both starved and back-to-back steps at least ``MIN_STARVED_SHARE``), and
+its slope is called identified when its 95% half-width is at most ``MAX_HALF95`` per worker.
+Confounded: concurrency inside a log is not set from outside. Slow stretches of one role idle the
+other (fewer completions reach it) or unblock its own peers, so a naive slope mixes the physical
+effect with this feedback. A slope significantly below zero (more busy peers, faster steps: no
+shared resource does that) is flagged ``confounded`` and never used.
+
+Projection (`scales_at`): at another split each role's step time is scaled by
+``exp(b_P (P' - P) + b_C (C' - C))`` with the identified, unconfounded slopes, where P', C' are
+the busy peers that split would have: ``P' = N u_P - [r = P]``, ``C' = M u_C - [r = C]``, and the
+utilisations u depend on the step times. ``fixed_point`` iterates scales -> utilisations ->
+scales (a contraction for slopes below ~1/G, a few iterations).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .schema import AssumptionWarning
+
+BLOCKS = 20                  # time blocks for the cluster-robust standard errors
+T_975_19 = 2.093             # Student t, 97.5%, 19 degrees of freedom
+HUBER_K = 1.345
+MIN_STEPS = 60               # per role, in the steady window
+MIN_PEER_SD = 0.25           # workers: concurrency that varies less identifies nothing
+MIN_STARVED_SHARE = 0.05     # both starved and back-to-back steps at least this share
+STARVED_MIN = 0.2            # a wait above this share of the median step counts as starved
+MAX_HALF95 = 0.05            # a slope is identified when its 95% half-width is at most this
+
+
+class ContentionWarning(AssumptionWarning):
+    """What one log shows about contention between workers, and what the projection assumes of it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoleContention:
+    """Within-log contention slopes of one role (per extra busy worker, log scale)."""
+
+    role: str
+    n_steps: int
+    producer_peers_mean: float       # other busy producers during a step, mean and sd
+    producer_peers_sd: float
+    consumer_peers_mean: float
+    consumer_peers_sd: float
+    per_producer: float = 0.0        # b_P: d ln busy / d (busy producers)
+    per_producer_se: float = math.inf
+    per_consumer: float = 0.0        # b_C
+    per_consumer_se: float = math.inf
+    starved: float = 0.0             # d: ln busy after a starved wait minus back-to-back
+    starved_se: float = math.inf
+    starved_share: float = 0.0       # share of steps taken after a starved wait
+
+    @staticmethod
+    def _ok(b: float, se: float) -> bool:
+        return math.isfinite(se) and T_975_19 * se <= MAX_HALF95
+
+    @property
+    def producer_identified(self) -> bool:
+        return self._ok(self.per_producer, self.per_producer_se)
+
+    @property
+    def consumer_identified(self) -> bool:
+        return self._ok(self.per_consumer, self.per_consumer_se)
+
+    @property
+    def starved_identified(self) -> bool:
+        return self._ok(self.starved, self.starved_se)
+
+    @property
+    def producer_confounded(self) -> bool:
+        return math.isfinite(self.per_producer_se) and self.per_producer + T_975_19 * self.per_producer_se < 0
+
+    @property
+    def consumer_confounded(self) -> bool:
+        return math.isfinite(self.per_consumer_se) and self.per_consumer + T_975_19 * self.per_consumer_se < 0
+
+    def usable(self, which: str) -> float:
+        """The slope on busy ``which`` ("producer"/"consumer") if identified and not confounded, else 0."""
+        if which == "producer":
+            return self.per_producer if self.producer_identified and not self.producer_confounded else 0.0
+        return self.per_consumer if self.consumer_identified and not self.consumer_confounded else 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class WithinLogContention:
+    """Both roles' within-log slopes, or why none could be estimated (``reason``)."""
+
+    producer: RoleContention | None = None
+    consumer: RoleContention | None = None
+    n_producer: int = 0
+    n_consumer: int = 0
+    reason: str = ""
+
+    @property
+    def estimated(self) -> bool:
+        return self.producer is not None and self.consumer is not None
+
+    @property
+    def identified(self) -> bool:
+        """Some slope on busy peers is identified and not confounded (usable for projection)."""
+        return self.estimated and any(rc.usable(w) != 0.0 for rc in (self.producer, self.consumer)
+                                      for w in ("producer", "consumer"))
+
+    def scales_at(self, n: int, m: int, util_p: float, util_c: float) -> tuple[float, float]:
+        """Step-time multipliers (producer, consumer) at N = n, M = m with these utilisations."""
+        if not self.estimated:
+            return 1.0, 1.0
+        out = []
+        for rc, own_p in ((self.producer, 1.0), (self.consumer, 0.0)):
+            dp = (n * util_p - own_p) - rc.producer_peers_mean
+            dc = (m * util_c - (1.0 - own_p)) - rc.consumer_peers_mean
+            out.append(math.exp(rc.usable("producer") * dp + rc.usable("consumer") * dc))
+        return out[0], out[1]
+
+    def fixed_point(self, n: int, m: int, utilisation: Callable[[float, float], tuple[float, float]],
+                    iters: int = 8) -> tuple[float, float]:
+        """Scales at (n, m) where ``utilisation(scale_p, scale_c) -> (u_p, u_c)`` is the projection's
+        busy share per worker with step times scaled so; iterated to a fixed point."""
+        sp = sc = 1.0
+        for _ in range(iters):
+            up, uc = utilisation(sp, sc)
+            np_, nc = self.scales_at(n, m, up, uc)
+            if abs(np_ - sp) < 1e-6 and abs(nc - sc) < 1e-6:
+                return np_, nc
+            sp, sc = np_, nc
+        return sp, sc
+
+
+def _busy_counts(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Breakpoints, the count of open intervals after each, and the count's integral up to each."""
+    x = np.concatenate([starts, ends])
+    d = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
+    o = np.argsort(x, kind="stable")
+    x, d = x[o], d[o]
+    cnt = np.cumsum(d)
+    cum = np.concatenate([[0.0], np.cumsum(cnt[:-1] * np.diff(x))])
+    return x, cnt, cum
+
+
+def _mean_count(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Time average of the count over [a, b] (the count is 0 before the first breakpoint)."""
+    x, cnt, cum = fn
+    if len(x) == 0:
+        return np.zeros(len(a))
+
+    def integral(u):
+        i = np.searchsorted(x, u, side="right") - 1
+        j = np.clip(i, 0, len(x) - 1)
+        return np.where(i < 0, 0.0, cum[j] + cnt[j] * (u - x[j]))
+
+    return (integral(b) - integral(a)) / np.maximum(b - a, 1e-12)
+
+
+def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str) -> pd.DataFrame:
+    """``steps`` with the busy interval's other busy producers (``peers_p``) and consumers (``peers_c``)."""
+    end = (steps["t"] - steps["blocked"].fillna(0.0)).to_numpy(float)
+    start = end - steps["busy"].to_numpy(float)
+    role = steps["role"].astype(str).to_numpy()
+    out = steps.copy()
+    for r, col in ((producer, "peers_p"), (consumer, "peers_c")):
+        m = role == r
+        fn = _busy_counts(start[m], end[m])
+        out[col] = _mean_count(fn, start, end) - m.astype(float)
+        # busy at the start instant (own step excluded: it opens at that instant)
+        x, cnt, _ = fn
+        i = np.searchsorted(x, start, side="right") - 1
+        out[col + "0"] = np.where(i < 0, 0.0, cnt[np.clip(i, 0, len(x) - 1)]) - m.astype(float)
+    return out
+
+
+def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray,
+                   z: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Huber IRLS coefficients and their cluster-robust standard errors (clusters = ``blocks``);
+    with instruments ``z`` (same shape as ``x``), the just-identified instrumental-variable fit."""
+    z = x if z is None else z
+    w = np.ones(len(y))
+    beta = np.zeros(x.shape[1])
+    for _ in range(30):
+        zw = z * w[:, None]
+        beta_new = np.linalg.lstsq(zw.T @ x, zw.T @ y, rcond=None)[0]
+        e = y - x @ beta_new
+        scale = 1.4826 * float(np.median(np.abs(e - np.median(e)))) or float(np.std(e)) or 1.0
+        w = np.minimum(1.0, HUBER_K / np.maximum(np.abs(e) / scale, 1e-12))
+        if np.allclose(beta_new, beta, atol=1e-9):
+            beta = beta_new
+            break
+        beta = beta_new
+    e = y - x @ beta
+    bread = np.linalg.pinv((z * w[:, None]).T @ x)
+    ub = np.unique(blocks)
+    scores = np.array([((z[blocks == b] * (w[blocks == b] * e[blocks == b])[:, None]).sum(axis=0)) for b in ub])
+    meat = scores.T @ scores
+    g = len(ub)
+    cov = bread @ meat @ bread.T * (g / max(g - 1, 1))
+    return beta, np.sqrt(np.maximum(np.diag(cov), 0.0))
+
+
+def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContention:
+    busy = st["busy"].to_numpy(float)
+    pp, pc = st["peers_p"].to_numpy(float), st["peers_c"].to_numpy(float)
+    base = dict(role=role, n_steps=len(st), producer_peers_mean=float(pp.mean()), producer_peers_sd=float(pp.std()),
+                consumer_peers_mean=float(pc.mean()), consumer_peers_sd=float(pc.std()))
+    wait = st["wait"].fillna(0.0).to_numpy(float)
+    starved = (wait > STARVED_MIN * float(np.median(busy))).astype(float)
+    base["starved_share"] = float(starved.mean())
+    ok = busy > 0
+    t = st["t"].to_numpy(float)[ok]
+    blocks = np.clip(((t - t0) / max(t1 - t0, 1e-12) * BLOCKS).astype(int), 0, BLOCKS - 1)
+    used = np.unique(blocks)
+    # one intercept per time block: slopes come from concurrency changes within a block, not from
+    # slow drifts (warm-up, a host's load) that move step times and concurrency together
+    cols = [(blocks == b).astype(float) for b in used]
+    inst = list(cols)
+    names = [f"block{b}" for b in used]
+    p0, c0 = st["peers_p0"].to_numpy(float)[ok], st["peers_c0"].to_numpy(float)[ok]
+    for name, x, x0 in (("p", pp[ok], p0), ("c", pc[ok], c0)):
+        per_block = np.bincount(blocks, weights=x, minlength=BLOCKS) / np.maximum(np.bincount(blocks, minlength=BLOCKS), 1)
+        within = x - per_block[blocks]
+        if within.std() >= MIN_PEER_SD and x0.std() > 0:
+            cols.append(x - x.mean())
+            inst.append(x0 - x0.mean())
+            names.append(name)
+    tok = st["tokens"].to_numpy(float)[ok]
+    if tok.min() > 0 and np.log(tok).std() > 1e-6:
+        cols.append(np.log(tok / tok.mean()))
+        inst.append(cols[-1])
+        names.append("tok")
+    if MIN_STARVED_SHARE <= starved.mean() <= 1 - MIN_STARVED_SHARE:
+        cols.append(starved[ok] - starved[ok].mean())
+        inst.append(cols[-1])
+        names.append("s")
+    if len(names) == len(used) or ok.sum() < MIN_STEPS or len(used) < 3:
+        return RoleContention(**base)
+    beta, se = _huber_cluster(np.column_stack(cols), np.log(busy[ok]), blocks, np.column_stack(inst))
+    got = dict(zip(names, zip(beta.tolist(), se.tolist())))
+    if "p" in got:
+        base["per_producer"], base["per_producer_se"] = got["p"]
+    if "c" in got:
+        base["per_consumer"], base["per_consumer_se"] = got["c"]
+    if "s" in got:
+        base["starved"], base["starved_se"] = got["s"]
+    return RoleContention(**base)
+
+
+def estimate_within_log(steps: pd.DataFrame, producer: str, consumer: str, n_producer: int, n_consumer: int,
+                        start_s: float, end_s: float, *, sampled: bool = False) -> WithinLogContention:
+    """Within-log contention slopes from all of a log's steps (concurrency) and the steady window
+    ``[start_s, end_s]`` (the fit). ``sampled``: the steps are a sample (`advisor.summary`), so
+    concurrency cannot be reconstructed."""
+    n = dict(n_producer=n_producer, n_consumer=n_consumer)
+    if sampled:
+        return WithinLogContention(reason="the log's steps are sampled (summary), so who was busy when is unknown",
+                                   **n)
+    if steps.empty:
+        return WithinLogContention(reason="no step events", **n)
+    st = peer_concurrency(steps, producer, consumer)
+    st = st[(st["t"] >= start_s) & (st["t"] <= end_s)]
+    roles = st["role"].astype(str)
+    counts = {r: int((roles == r).sum()) for r in (producer, consumer)}
+    few = [r for r, c in counts.items() if c < MIN_STEPS]
+    if few:
+        return WithinLogContention(reason=f"fewer than {MIN_STEPS} steady '{few[0]}' steps", **n)
+    return WithinLogContention(producer=_role_fit(st[roles == producer], producer, start_s, end_s),
+                               consumer=_role_fit(st[roles == consumer], consumer, start_s, end_s), **n)
+
+
+def _pct(b: float) -> str:
+    return f"{100 * (math.exp(b) - 1):+.1f}%"
+
+
+def within_log_text(w: WithinLogContention | None, producer: str, consumer: str) -> str:
+    """One sentence on the within-log slopes, for the advice's caveats ("" when nothing to say)."""
+    if w is None:
+        return ""
+    if not w.estimated:
+        return f"contention inside the log was not estimated: {w.reason}" if w.reason else ""
+    found, odd = [], []
+    for rc in (w.producer, w.consumer):
+        for peer, b, se, ok, conf in ((producer, rc.per_producer, rc.per_producer_se, rc.producer_identified,
+                                       rc.producer_confounded),
+                                      (consumer, rc.per_consumer, rc.per_consumer_se, rc.consumer_identified,
+                                       rc.consumer_confounded)):
+            if not math.isfinite(se):
+                continue
+            part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * T_975_19 * se:.1f}%)"
+            if conf:
+                odd.append(part)
+            elif ok:
+                found.append(part)
+        if rc.starved_identified:
+            found.append(f"a {rc.role}'s step after a starved wait {_pct(rc.starved)} against back-to-back "
+                         f"(95% +-{100 * T_975_19 * rc.starved_se:.1f}%)")
+    if not found and not odd:
+        sds = (f"busy {producer}s sd {w.producer.producer_peers_sd:.2f}, busy {consumer}s sd "
+               f"{w.consumer.consumer_peers_sd:.2f}")
+        return (f"the number of busy workers hardly varied inside the log ({sds}; {MIN_PEER_SD} needed) or its "
+                f"effect was not resolved, so contention could not be measured from this log alone")
+    out = []
+    if found:
+        out.append("inside the log, " + "; ".join(found) + " (data, not projected: inside one log concurrency "
+                   "follows the step times; a role's own slope widens its interval)")
+    if odd:
+        out.append("ignored as confounded (faster with more busy peers: slow stretches idle the peers): "
+                   + "; ".join(odd))
+    return "; ".join(out)
