@@ -87,12 +87,61 @@ def _score(src: list[Path], out: dict, truth, measured) -> dict:
         r = rows[k]
         inside = all(r["bps_low"] <= v <= r["bps_high"] for v in measured[k])
         per[k] = {"bps": r["bps"], "low": r["bps_low"], "high": r["bps_high"], "err": r["bps"] / t - 1.0,
-                  "inside": inside, "width": (r["bps_high"] - r["bps_low"]) / r["bps"], "method": r.get("method")}
+                  "inside": inside, "inside_each": [r["bps_low"] <= v <= r["bps_high"] for v in measured[k]], "width": (r["bps_high"] - r["bps_low"]) / r["bps"], "method": r.get("method")}
     return {"source": [p.name for p in src], "per_split": per,
             "worst": max(abs(v["err"]) for v in per.values()),
             "mean": statistics.fmean(abs(v["err"]) for v in per.values()),
             "recommended": tuple(out["recommendation"]["roles"][r] for r in ("target", "drafter"))
             if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None}
+
+
+def within_table(name: str) -> list[dict]:
+    """Per log of a sweep: the within-log contention estimate (`advisor.contention`, as the fit makes
+    it), the mean step times, and the targets running on the host at the same time (all lanes of
+    the sweep whose runs overlapped this one by more than 20 s, from sweep.json)."""
+    import warnings
+    from advisor.fit import fit_pipeline
+    from advisor.load import load_log
+    folder = ROOT / "fixtures" / "sweep" / name
+    runs = json.loads((folder / "sweep.json").read_text())["runs"]
+    rows = []
+    for r in runs:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = fit_pipeline([load_log(folder / (r["log"] + ".gz"))])
+        w = fit.contention.within
+        co = [q for q in runs if q is not r and q["start_wall_s"] < r["end_wall_s"] - 20
+              and q["end_wall_s"] > r["start_wall_s"] + 20]
+        rows.append({"log": r["name"], "n": r["targets"], "m": r["drafters"],
+                     "host_targets": r["targets"] + sum(q["targets"] for q in co),
+                     "target_ms": 1e3 * fit.producer.busy_mean_s, "drafter_ms": 1e3 * fit.consumer.busy_mean_s,
+                     "t_peers_sd": w.producer.producer_peers_sd, "t_slope": w.producer.per_producer,
+                     "t_se": w.producer.per_producer_se, "d_slope_d": w.consumer.per_consumer,
+                     "d_se_d": w.consumer.per_consumer_se, "d_slope_t": w.consumer.per_producer,
+                     "d_se_t": w.consumer.per_producer_se, "d_confounded": w.consumer.producer_confounded,
+                     "d_starved": w.consumer.starved, "d_starved_se": w.consumer.starved_se,
+                     "d_starved_share": w.consumer.starved_share})
+    return rows
+
+
+def render_within(name: str, rows: list[dict]) -> str:
+    from advisor.contention import T_975_19
+
+    def cell(b, se, flag=False):
+        if not math.isfinite(se):
+            return "-"
+        return f"{100 * (math.exp(b) - 1):+.1f} +-{100 * T_975_19 * se:.1f}{' (confounded)' if flag else ''}"
+    out = [f"#### {name}: within-log contention (95%, % per extra busy worker)\n",
+           "| log | targets on host | target ms | drafter ms | busy targets sd | target per busy target "
+           "| drafter per busy drafter | drafter per busy target | drafter after a starved wait (share) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in sorted(rows, key=lambda r: (-r["n"], r["log"])):
+        starv = cell(r["d_starved"], r["d_starved_se"])
+        out.append(f"| {r['log']} | {r['host_targets']} | {r['target_ms']:.1f} | {r['drafter_ms']:.1f} | "
+                   f"{r['t_peers_sd']:.2f} | {cell(r['t_slope'], r['t_se'])} | {cell(r['d_slope_d'], r['d_se_d'])} | "
+                   f"{cell(r['d_slope_t'], r['d_se_t'], r['d_confounded'])} | {starv} "
+                   f"({100 * r['d_starved_share']:.0f}%) |")
+    return "\n".join(out) + "\n"
 
 
 def budget_sets() -> dict[str, dict[int, list[Path]]]:
@@ -165,17 +214,20 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
                 out.append(f"| {src} | " + " | ".join(cells) + f" | {100 * s['worst']:.1f}% | {n_in}/{len(splits)} |")
         out.append("")
     out.append("### Summary\n")
-    out.append("| sweep | sources | worst split error: median / max | mean abs error | coverage | median width |")
-    out.append("|---|---|---:|---:|---:|---:|")
+    out.append("| sweep | sources | worst split error: median / max | mean abs error | coverage (all repeats) "
+               "| coverage (each repeat) | median width |")
+    out.append("|---|---|---:|---:|---:|---:|---:|")
     for sw in sweeps:
         for kind in ("single", "pair"):
             ss = sw[kind]
             worst = [s["worst"] for s in ss]
             allv = [v for s in ss for v in s["per_split"].values()]
             cov = sum(v["inside"] for v in allv) / len(allv)
+            each = [x for v in allv for x in v["inside_each"]]
             out.append(f"| {sw['name']} | {len(ss)} {kind} | {100 * statistics.median(worst):.1f}% / "
                        f"{100 * max(worst):.1f}% | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
                        f"{100 * cov:.0f}% ({sum(v['inside'] for v in allv)}/{len(allv)}) | "
+                       f"{100 * sum(each) / len(each):.0f}% ({sum(each)}/{len(each)}) | "
                        f"{100 * statistics.median(v['width'] for v in allv):.1f}% |")
     for label, bt in (budget or {}).items():
         out.append(f"\n### Token budget ({label})\n")
@@ -223,7 +275,10 @@ def main(argv=None) -> int:
                   if args.part != "budget" else [])
         budget = ({label: budget_table(logs, pool) for label, logs in budget_sets().items()}
                   if args.part != "splits" else {})
+    within = {sw["name"]: within_table(sw["name"]) for sw in sweeps}
     print(render(sweeps, budget))
+    for n, rows in within.items():
+        print(render_within(n, rows))
     if args.json:
         def key(o):
             if isinstance(o, dict):
@@ -231,7 +286,7 @@ def main(argv=None) -> int:
             if isinstance(o, (list, tuple)):
                 return [key(v) for v in o]
             return o
-        Path(args.json).write_text(json.dumps(key({"sweeps": sweeps, "budget": budget}), indent=1))
+        Path(args.json).write_text(json.dumps(key({"sweeps": sweeps, "budget": budget, "within": within}), indent=1))
     return 0
 
 

@@ -248,4 +248,6 @@ def test_the_fitted_or_assumed_contention_is_reported(recwarn):
     recwarn.clear()
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")
     said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
-    assert any("3% per worker moved" in m for m in said), said
+    assert any(f"{100 * CONTENTION_PRIOR_SE:.1f}% per worker moved" in m for m in said), said
+    # the within-log estimate (advisor.contention) is reported alongside, as data
+    assert any("inside the log" in m and "per extra busy target" in m for m in said), said
