@@ -75,6 +75,7 @@ MIN_PEER_SD = 0.25           # workers: concurrency that varies less identifies 
 MIN_STARVED_SHARE = 0.05     # both starved and back-to-back steps at least this share
 STARVED_MIN = 0.2            # a wait above this share of the median step counts as starved
 MAX_HALF95 = 0.05            # a slope is identified when its 95% half-width is at most this
+MAX_FIT_STEPS = 20_000       # per role: the regression's cost stays bounded on long logs
 
 
 class ContentionWarning(AssumptionWarning):
@@ -200,47 +201,62 @@ def _mean_count(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (integral(b) - integral(a)) / np.maximum(b - a, 1e-12)
 
 
-def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str) -> pd.DataFrame:
-    """``steps`` with the busy interval's other busy producers (``peers_p``) and consumers (``peers_c``)."""
+def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str,
+                     rows: np.ndarray | None = None) -> pd.DataFrame:
+    """Rows ``rows`` (positions; all when None) of ``steps`` with the busy interval's other busy
+    producers (``peers_p``) and consumers (``peers_c``), averaged over the interval, and the same at
+    its start instant (``peers_p0``, ``peers_c0``). Concurrency is counted over all the steps."""
     end = (steps["t"] - steps["blocked"].fillna(0.0)).to_numpy(float)
     start = end - steps["busy"].to_numpy(float)
-    role = steps["role"].astype(str).to_numpy()
-    out = steps.copy()
+    is_role = {r: (steps["role"] == r).to_numpy() for r in (producer, consumer)}
+    sel = np.arange(len(steps)) if rows is None else rows
+    out = steps.iloc[sel].copy()
+    a, b = start[sel], end[sel]
     for r, col in ((producer, "peers_p"), (consumer, "peers_c")):
-        m = role == r
+        m = is_role[r]
+        own = m[sel].astype(float)
         fn = _busy_counts(start[m], end[m])
-        out[col] = _mean_count(fn, start, end) - m.astype(float)
+        out[col] = _mean_count(fn, a, b) - own
         # busy at the start instant (own step excluded: it opens at that instant)
         x, cnt, _ = fn
-        i = np.searchsorted(x, start, side="right") - 1
-        out[col + "0"] = np.where(i < 0, 0.0, cnt[np.clip(i, 0, len(x) - 1)]) - m.astype(float)
+        i = np.searchsorted(x, a, side="right") - 1
+        out[col + "0"] = (np.where(i < 0, 0.0, cnt[np.clip(i, 0, len(x) - 1)]) if len(x) else 0.0) - own
     return out
 
 
-def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray,
-                   z: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Huber IRLS coefficients and their cluster-robust standard errors (clusters = ``blocks``);
-    with instruments ``z`` (same shape as ``x``), the just-identified instrumental-variable fit."""
-    z = x if z is None else z
+def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Huber IRLS with one intercept per block (absorbed: weighted block means are taken out of y, x
+    and the instruments z each round), just-identified IV; cluster-robust standard errors over the
+    blocks. Returns the slopes of the columns of ``x`` and their standard errors."""
+    nb = int(blocks.max()) + 1
     w = np.ones(len(y))
+
+    def demean(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+        sw = np.maximum(np.bincount(blocks, weights=w, minlength=nb), 1e-12)
+        if a.ndim == 1:
+            return a - (np.bincount(blocks, weights=w * a, minlength=nb) / sw)[blocks]
+        return a - np.column_stack([np.bincount(blocks, weights=w * a[:, j], minlength=nb) / sw
+                                    for j in range(a.shape[1])])[blocks]
+
     beta = np.zeros(x.shape[1])
-    for _ in range(30):
-        zw = z * w[:, None]
-        beta_new = np.linalg.lstsq(zw.T @ x, zw.T @ y, rcond=None)[0]
-        e = y - x @ beta_new
+    for _ in range(20):
+        xd, zd, yd = demean(x, w), demean(z, w), demean(y, w)
+        zw = zd * w[:, None]
+        beta_new = np.linalg.lstsq(zw.T @ xd, zw.T @ yd, rcond=None)[0]
+        e = yd - xd @ beta_new
         scale = 1.4826 * float(np.median(np.abs(e - np.median(e)))) or float(np.std(e)) or 1.0
         w = np.minimum(1.0, HUBER_K / np.maximum(np.abs(e) / scale, 1e-12))
-        if np.allclose(beta_new, beta, atol=1e-9):
-            beta = beta_new
-            break
+        done = np.allclose(beta_new, beta, atol=1e-7)
         beta = beta_new
-    e = y - x @ beta
-    bread = np.linalg.pinv((z * w[:, None]).T @ x)
-    ub = np.unique(blocks)
-    scores = np.array([((z[blocks == b] * (w[blocks == b] * e[blocks == b])[:, None]).sum(axis=0)) for b in ub])
-    meat = scores.T @ scores
-    g = len(ub)
-    cov = bread @ meat @ bread.T * (g / max(g - 1, 1))
+        if done:
+            break
+    xd, zd, yd = demean(x, w), demean(z, w), demean(y, w)
+    e = yd - xd @ beta
+    bread = np.linalg.pinv((zd * w[:, None]).T @ xd)
+    u = zd * (w * e)[:, None]
+    scores = np.column_stack([np.bincount(blocks, weights=u[:, j], minlength=nb) for j in range(u.shape[1])])
+    g = len(np.unique(blocks))
+    cov = bread @ (scores.T @ scores) @ bread.T * (g / max(g - 1, 1))
     return beta, np.sqrt(np.maximum(np.diag(cov), 0.0))
 
 
@@ -256,29 +272,27 @@ def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContenti
     t = st["t"].to_numpy(float)[ok]
     blocks = np.clip(((t - t0) / max(t1 - t0, 1e-12) * BLOCKS).astype(int), 0, BLOCKS - 1)
     used = np.unique(blocks)
+    counts = np.bincount(blocks, minlength=BLOCKS)
     # one intercept per time block: slopes come from concurrency changes within a block, not from
     # slow drifts (warm-up, a host's load) that move step times and concurrency together
-    cols = [(blocks == b).astype(float) for b in used]
-    inst = list(cols)
-    names = [f"block{b}" for b in used]
+    cols, inst, names = [], [], []
     p0, c0 = st["peers_p0"].to_numpy(float)[ok], st["peers_c0"].to_numpy(float)[ok]
     for name, x, x0 in (("p", pp[ok], p0), ("c", pc[ok], c0)):
-        per_block = np.bincount(blocks, weights=x, minlength=BLOCKS) / np.maximum(np.bincount(blocks, minlength=BLOCKS), 1)
-        within = x - per_block[blocks]
-        if within.std() >= MIN_PEER_SD and x0.std() > 0:
-            cols.append(x - x.mean())
-            inst.append(x0 - x0.mean())
+        per_block = np.bincount(blocks, weights=x, minlength=BLOCKS) / np.maximum(counts, 1)
+        if (x - per_block[blocks]).std() >= MIN_PEER_SD and x0.std() > 0:
+            cols.append(x)
+            inst.append(x0)
             names.append(name)
     tok = st["tokens"].to_numpy(float)[ok]
     if tok.min() > 0 and np.log(tok).std() > 1e-6:
-        cols.append(np.log(tok / tok.mean()))
+        cols.append(np.log(tok))
         inst.append(cols[-1])
         names.append("tok")
     if MIN_STARVED_SHARE <= starved.mean() <= 1 - MIN_STARVED_SHARE:
-        cols.append(starved[ok] - starved[ok].mean())
+        cols.append(starved[ok])
         inst.append(cols[-1])
         names.append("s")
-    if len(names) == len(used) or ok.sum() < MIN_STEPS or len(used) < 3:
+    if not names or ok.sum() < MIN_STEPS or len(used) < 3:
         return RoleContention(**base)
     beta, se = _huber_cluster(np.column_stack(cols), np.log(busy[ok]), blocks, np.column_stack(inst))
     got = dict(zip(names, zip(beta.tolist(), se.tolist())))
@@ -294,23 +308,28 @@ def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContenti
 def estimate_within_log(steps: pd.DataFrame, producer: str, consumer: str, n_producer: int, n_consumer: int,
                         start_s: float, end_s: float, *, sampled: bool = False) -> WithinLogContention:
     """Within-log contention slopes from all of a log's steps (concurrency) and the steady window
-    ``[start_s, end_s]`` (the fit). ``sampled``: the steps are a sample (`advisor.summary`), so
-    concurrency cannot be reconstructed."""
+    ``[start_s, end_s]`` (the fit: at most ``MAX_FIT_STEPS`` per role, evenly spread over the window).
+    ``sampled``: the steps are a sample (`advisor.summary`), so concurrency cannot be reconstructed."""
     n = dict(n_producer=n_producer, n_consumer=n_consumer)
     if sampled:
         return WithinLogContention(reason="the log's steps are sampled (summary), so who was busy when is unknown",
                                    **n)
     if steps.empty:
         return WithinLogContention(reason="no step events", **n)
-    st = peer_concurrency(steps, producer, consumer)
-    st = st[(st["t"] >= start_s) & (st["t"] <= end_s)]
-    roles = st["role"].astype(str)
-    counts = {r: int((roles == r).sum()) for r in (producer, consumer)}
-    few = [r for r, c in counts.items() if c < MIN_STEPS]
-    if few:
-        return WithinLogContention(reason=f"fewer than {MIN_STEPS} steady '{few[0]}' steps", **n)
-    return WithinLogContention(producer=_role_fit(st[roles == producer], producer, start_s, end_s),
-                               consumer=_role_fit(st[roles == consumer], consumer, start_s, end_s), **n)
+    t = steps["t"].to_numpy(float)
+    inside = (t >= start_s) & (t <= end_s)
+    picked = {}
+    for r in (producer, consumer):
+        idx = np.flatnonzero(inside & (steps["role"] == r).to_numpy())
+        if len(idx) < MIN_STEPS:
+            return WithinLogContention(reason=f"fewer than {MIN_STEPS} steady '{r}' steps", **n)
+        if len(idx) > MAX_FIT_STEPS:
+            idx = idx[np.linspace(0, len(idx) - 1, MAX_FIT_STEPS).astype(int)]
+        picked[r] = idx
+    st = peer_concurrency(steps, producer, consumer, np.concatenate([picked[producer], picked[consumer]]))
+    k = len(picked[producer])
+    return WithinLogContention(producer=_role_fit(st.iloc[:k], producer, start_s, end_s),
+                               consumer=_role_fit(st.iloc[k:], consumer, start_s, end_s), **n)
 
 
 def _pct(b: float) -> str:
