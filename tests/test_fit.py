@@ -110,6 +110,29 @@ def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
     assert c.rel_se(2, 64) == (0.0, 0.0)   # another G: no split-dependence is claimed
 
 
+def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
+    from advisor.fit import RUN_SE
+
+    fit = _sweep_fit("cpu16/cpu16-3x3-r0.jsonl.gz")
+    c = fit.contention
+    assert c.run_se == RUN_SE and c.within is not None and c.within.estimated
+    # the drafters' own slope (per busy drafter) is identified there and widens their prior only
+    d = c.within.consumer
+    assert d.consumer_identified and not d.consumer_confounded
+    prior_p, prior_c = c.role_prior_se()
+    assert prior_p == pytest.approx(CONTENTION_PRIOR_SE)
+    assert prior_c == pytest.approx(math.hypot(CONTENTION_PRIOR_SE, d.per_consumer))
+    assert c.rel_se(2, 6)[1] == pytest.approx(prior_c)
+    # the projection's centre keeps the logged step times
+    assert c.scale(5, 6) == (1.0, 1.0)
+
+
+def test_dedicated_gpus_carry_no_contention_prior_nor_run_shift():
+    fit = fit_pipeline([load_log(Path(__file__).resolve().parent.parent / "fixtures" / "reference-7x1.jsonl")])
+    c = fit.contention
+    assert c.prior_se == 0.0 and c.run_se == 0.0 and c.role_prior_se() == (0.0, 0.0)
+
+
 def test_two_splits_measure_that_targets_slow_each_other():
     # 32-core host: target step 132 ms at 2-6, 160 ms at 7-1 (both repeats agree)
     fit = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
