@@ -40,7 +40,9 @@ model, loader stage included, meets the observed split's rate (``LoaderFit.calib
 Split-dependent step times (`ContentionFit`): workers that share a host resource slow each
 other, so a role's mean step time is modelled as ``busy(N) = busy(N_ref) exp(k (N - N_ref))`` at
 a fixed G, fitted from logs at two or more splits; from one split only a prior (per worker of
-distance) widens the interval, where the log shows shared compute.
+distance) and a run-to-run term widen the interval, where the log shows shared compute. Inside
+one log, `advisor.contention` measures each role's step-time slope on concurrently busy peers:
+reported, and a role's own identified slope widens its prior; it does not move the projection.
 
 Non-stationarity: ``RoleFit.drift`` (the two halves of the window) widens the rate interval;
 clear regimes (`RegimeFit`, time slices of the window) are projected slice by slice.
