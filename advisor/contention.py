@@ -101,20 +101,20 @@ class RoleContention:
     starved_share: float = 0.0       # share of steps taken after a starved wait
 
     @staticmethod
-    def _ok(b: float, se: float) -> bool:
+    def _ok(se: float) -> bool:
         return math.isfinite(se) and T_975_19 * se <= MAX_HALF95
 
     @property
     def producer_identified(self) -> bool:
-        return self._ok(self.per_producer, self.per_producer_se)
+        return self._ok(self.per_producer_se)
 
     @property
     def consumer_identified(self) -> bool:
-        return self._ok(self.per_consumer, self.per_consumer_se)
+        return self._ok(self.per_consumer_se)
 
     @property
     def starved_identified(self) -> bool:
-        return self._ok(self.starved, self.starved_se)
+        return self._ok(self.starved_se)
 
     @property
     def producer_confounded(self) -> bool:

@@ -95,13 +95,18 @@ def _score(src: list[Path], out: dict, truth, measured) -> dict:
             if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None}
 
 
-def within_table(name: str) -> list[dict]:
+def within_table(name: str, truth: dict) -> list[dict]:
     """Per log of a sweep: the within-log contention estimate (`advisor.contention`, as the fit makes
-    it), the mean step times, and the targets running on the host at the same time (all lanes of
-    the sweep whose runs overlapped this one by more than 20 s, from sweep.json)."""
+    it), the mean step times, the targets running on the host at the same time (all lanes of the
+    sweep whose runs overlapped this one by more than 20 s, from sweep.json), and the worst split
+    error of the analytic projection from this log as it is and with the within-log slopes applied
+    (`WithinLogContention.fixed_point` over each split's projected utilisations)."""
     import warnings
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))     # this tree's advisor, as the subprocesses get it
     from advisor.fit import fit_pipeline
     from advisor.load import load_log
+    from advisor.model import project_split
     folder = ROOT / "fixtures" / "sweep" / name
     runs = json.loads((folder / "sweep.json").read_text())["runs"]
     rows = []
@@ -110,6 +115,15 @@ def within_table(name: str) -> list[dict]:
             warnings.simplefilter("ignore")
             fit = fit_pipeline([load_log(folder / (r["log"] + ".gz"))])
         w = fit.contention.within
+        worst = [0.0, 0.0]
+        for (n, m), t in truth.items():
+            def util(sp, sc, n=n, m=m):
+                x = project_split(fit, n, m, mu_scale=(1 / sp, 1 / sc), interval=False)
+                return x.x_bps / x.producer_cap_bps, x.x_bps / x.consumer_cap_bps
+            sp, sc = w.fixed_point(n, m, util)
+            for j, scale in enumerate(((1.0, 1.0), (1 / sp, 1 / sc))):
+                x = project_split(fit, n, m, mu_scale=scale, interval=False).x_bps
+                worst[j] = max(worst[j], abs(x / t - 1.0))
         co = [q for q in runs if q is not r and q["start_wall_s"] < r["end_wall_s"] - 20
               and q["end_wall_s"] > r["start_wall_s"] + 20]
         rows.append({"log": r["name"], "n": r["targets"], "m": r["drafters"],
@@ -120,7 +134,8 @@ def within_table(name: str) -> list[dict]:
                      "d_se_d": w.consumer.per_consumer_se, "d_slope_t": w.consumer.per_producer,
                      "d_se_t": w.consumer.per_producer_se, "d_confounded": w.consumer.producer_confounded,
                      "d_starved": w.consumer.starved, "d_starved_se": w.consumer.starved_se,
-                     "d_starved_share": w.consumer.starved_share})
+                     "d_starved_share": w.consumer.starved_share, "worst_analytic": worst[0],
+                     "worst_within": worst[1]})
     return rows
 
 
@@ -133,14 +148,16 @@ def render_within(name: str, rows: list[dict]) -> str:
         return f"{100 * (math.exp(b) - 1):+.1f} +-{100 * T_975_19 * se:.1f}{' (confounded)' if flag else ''}"
     out = [f"#### {name}: within-log contention (95%, % per extra busy worker)\n",
            "| log | targets on host | target ms | drafter ms | busy targets sd | target per busy target "
-           "| drafter per busy drafter | drafter per busy target | drafter after a starved wait (share) |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "| drafter per busy drafter | drafter per busy target | drafter after a starved wait (share) "
+           "| worst split error: analytic / with these slopes |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: (-r["n"], r["log"])):
         starv = cell(r["d_starved"], r["d_starved_se"])
         out.append(f"| {r['log']} | {r['host_targets']} | {r['target_ms']:.1f} | {r['drafter_ms']:.1f} | "
                    f"{r['t_peers_sd']:.2f} | {cell(r['t_slope'], r['t_se'])} | {cell(r['d_slope_d'], r['d_se_d'])} | "
                    f"{cell(r['d_slope_t'], r['d_se_t'], r['d_confounded'])} | {starv} "
-                   f"({100 * r['d_starved_share']:.0f}%) |")
+                   f"({100 * r['d_starved_share']:.0f}%) | {100 * r['worst_analytic']:.1f}% / "
+                   f"{100 * r['worst_within']:.1f}% |")
     return "\n".join(out) + "\n"
 
 
@@ -275,7 +292,7 @@ def main(argv=None) -> int:
                   if args.part != "budget" else [])
         budget = ({label: budget_table(logs, pool) for label, logs in budget_sets().items()}
                   if args.part != "splits" else {})
-    within = {sw["name"]: within_table(sw["name"]) for sw in sweeps}
+    within = {sw["name"]: within_table(sw["name"], sw["truth"]) for sw in sweeps}
     print(render(sweeps, budget))
     for n, rows in within.items():
         print(render_within(n, rows))
