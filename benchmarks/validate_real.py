@@ -131,7 +131,8 @@ def within_table(name: str, truth: dict) -> list[dict]:
                      "target_ms": 1e3 * fit.producer.busy_mean_s, "drafter_ms": 1e3 * fit.consumer.busy_mean_s,
                      "t_peers_sd": w.producer.producer_peers_sd, "t_slope": w.producer.per_producer,
                      "t_se": w.producer.per_producer_se, "d_slope_d": w.consumer.per_consumer,
-                     "d_se_d": w.consumer.per_consumer_se, "d_slope_t": w.consumer.per_producer,
+                     "d_se_d": w.consumer.per_consumer_se, "d_confounded_d": w.consumer.consumer_confounded,
+                     "d_slope_t": w.consumer.per_producer,
                      "d_se_t": w.consumer.per_producer_se, "d_confounded": w.consumer.producer_confounded,
                      "d_starved": w.consumer.starved, "d_starved_se": w.consumer.starved_se,
                      "d_starved_share": w.consumer.starved_share, "worst_analytic": worst[0],
@@ -154,7 +155,8 @@ def render_within(name: str, rows: list[dict]) -> str:
     for r in sorted(rows, key=lambda r: (-r["n"], r["log"])):
         starv = cell(r["d_starved"], r["d_starved_se"])
         out.append(f"| {r['log']} | {r['host_targets']} | {r['target_ms']:.1f} | {r['drafter_ms']:.1f} | "
-                   f"{r['t_peers_sd']:.2f} | {cell(r['t_slope'], r['t_se'])} | {cell(r['d_slope_d'], r['d_se_d'])} | "
+                   f"{r['t_peers_sd']:.2f} | {cell(r['t_slope'], r['t_se'])} | "
+                   f"{cell(r['d_slope_d'], r['d_se_d'], r['d_confounded_d'])} | "
                    f"{cell(r['d_slope_t'], r['d_se_t'], r['d_confounded'])} | {starv} "
                    f"({100 * r['d_starved_share']:.0f}%) | {100 * r['worst_analytic']:.1f}% / "
                    f"{100 * r['worst_within']:.1f}% |")
