@@ -96,11 +96,14 @@ Z_95 = 1.96
 # (adjacent splits gave slopes of up to 14% per worker that did not continue).
 CONTENTION_PRIOR_SE = 0.045    # carried only where workers share a host's compute (see _shares_compute)
 # Token budget with one budget seen and a step-time line the log cannot pin down: busy ~ tokens^p,
-# p between 0.5 (utilisation still rising with the batch) and 1 (saturated, compute-bound); the
-# middle is taken, moved towards the in-log line's elasticity by the share of variance the line
-# explains, and the range is carried as a 95% interval.
-TOKEN_EXPONENT_PRIOR = 0.75
-TOKEN_EXPONENT_PRIOR_HALF95 = 0.25
+# p between 0.35 (a large fixed cost per batch, utilisation still rising) and 0.95 (nearly
+# saturated, compute-bound). The centre is what real runs showed: the local elasticity
+# b*T/(a + b*T) of the budget lines measured on H200s was 0.52, 0.68 and 0.76 at 16K, 32K and 48K
+# tokens (234m target, five budgets) and 0.53 and 0.71 at 16K and 32K (1b target); it is moved
+# towards the in-log line's elasticity by the share of variance the line explains, and the range
+# is carried as a 95% interval.
+TOKEN_EXPONENT_PRIOR = 0.65
+TOKEN_EXPONENT_PRIOR_HALF95 = 0.3
 # With two or more budgets step time is a line through the budgets' means, busy = a + b*tokens
 # (a fixed cost per batch plus a per-token cost; on two H200s, 234m target, five budgets from 16K
 # to 48K tokens lay within 1.5% of one line, where a power law through two of them erred by up to
