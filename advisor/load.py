@@ -158,8 +158,10 @@ def open_log(path: str | Path):
 
 
 def _read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYTES,
-                 max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> Iterator[bytes]:
-    """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out.
+                 max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> Iterator[tuple[bytes, np.ndarray]]:
+    """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out, with
+    the offsets of its newlines (found once here for the line-length check; the reader reuses
+    them to count lines and rows, so no later pass scans the bytes for newlines again).
 
     Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
     bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
@@ -226,7 +228,7 @@ def _read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BY
                         raise LogRefused(spath, None, f"holds more than {max_lines} lines, the limit; no run needs "
                                          f"that many for advice: give the header line and a part of the log")
                 started = True
-                yield chunk
+                yield chunk, nl
     except LogError:
         raise
     except EOFError:    # may still be being written: not refused, so a follower waits
@@ -239,14 +241,18 @@ def _read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BY
         raise _os_error(e, spath) from None
 
 
-def _line_numbers(data: bytes, rows: np.ndarray, offset: int = 0) -> np.ndarray:
-    """1-based line numbers (counted from ``offset``) of the given body rows (pyarrow skips empty lines)."""
-    arr = np.frombuffer(data, dtype=np.uint8, offset=offset)
-    nl = np.flatnonzero(arr == 10)
-    starts = np.concatenate(([0], nl + 1))
-    ends = np.concatenate((nl, [len(arr)]))
-    nonblank = np.flatnonzero(ends > starts)
-    return nonblank[rows] + 1
+def _line_numbers(nl: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """1-based line numbers of the given body rows, from the body's newline offsets ``nl`` (the
+    body ends with a newline; pyarrow skips zero-length lines, so rows count the others)."""
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    return np.flatnonzero(nl > starts)[rows] + 1
+
+
+def _n_rows(nl: np.ndarray) -> int:
+    """The rows pyarrow reads from a body with newline offsets ``nl``: its lines less the empty ones."""
+    if not len(nl):
+        return 0
+    return len(nl) - int(nl[0] == 0) - int(np.count_nonzero(np.diff(nl) == 1))
 
 
 def _decode_line(raw: bytes, path: str, line: int) -> Any:
@@ -591,25 +597,42 @@ def _check_usable(summ: Summary, spath: str) -> None:
                 raise LogError(spath, None, f"is 0 in every '{role}' step: {why}", field)
 
 
-def _parse_piece(piece: bytes, first_line: int, header: RunHeader, spath: str) -> _Parsed:
-    """Parse and validate whole lines ``piece`` (line ``first_line`` first): the fast path, and
-    the exact line-by-line path to name a bad line or when pyarrow cannot decide."""
+@dataclass(frozen=True)
+class _Piece:
+    """Whole lines of a log body, ``buf[start:end]`` (ending with a newline), parsed as one."""
+
+    buf: bytes
+    start: int
+    end: int
+    nl: np.ndarray       # offsets of its newlines from ``start`` (from the chunk reader)
+    first_line: int      # the line number of its first line
+
+    def text(self) -> bytes:
+        return self.buf[self.start:self.end]
+
+    def line(self, k: int) -> bytes:
+        """Its ``k``-th line (1-based), without the newline."""
+        lo = int(self.nl[k - 2]) + 1 if k > 1 else 0
+        return self.buf[self.start + lo:self.start + int(self.nl[k - 1])]
+
+
+def _parse_piece(piece: _Piece, header: RunHeader, spath: str) -> _Parsed:
+    """Parse and validate one piece of whole lines: the fast path, and the exact line-by-line
+    path to name a bad line or when pyarrow cannot decide."""
     import pyarrow as pa
 
-    # pyarrow skips zero-length lines. Counted in C: a run of several empty lines is undercounted
-    # (non-overlapping matches), the row check then fails and the exact path reads the piece
-    n_rows = piece.count(b"\n") - piece.count(b"\n\n") - piece.startswith(b"\n")
-    parsed = _fast_parse(pa.py_buffer(piece), header, n_rows) if n_rows > 0 else None
+    n_rows = _n_rows(piece.nl)
+    body = pa.py_buffer(piece.buf).slice(piece.start, piece.end - piece.start)   # no copy
+    parsed = _fast_parse(body, header, n_rows) if n_rows > 0 else None
     if parsed is not None:
         bad = _bad_rows(parsed, header)
         if len(bad):
-            line = int(_line_numbers(piece, bad[:1])[0])
-            lineno = first_line + line - 1
-            bad_line = piece.split(b"\n", line)[line - 1]
-            validate_event(_decode_line(bad_line, spath, lineno), header, spath, lineno)
+            line = int(_line_numbers(piece.nl, bad[:1])[0])
+            lineno = piece.first_line + line - 1
+            validate_event(_decode_line(piece.line(line), spath, lineno), header, spath, lineno)
             parsed = None   # the exact reader sees nothing wrong there: let it decide, line by line
     if parsed is None:
-        parsed = _slow_parse(piece.split(b"\n"), first_line, header, spath)
+        parsed = _slow_parse(piece.text().split(b"\n"), piece.first_line, header, spath)
     return parsed
 
 
@@ -647,22 +670,19 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
     header: RunHeader | None = None
     lines_done = 0            # newlines consumed before the current piece
     seen_text = False         # anything but whitespace so far
-    carry = b""
-    pending: list[bytes] = []
-    pending_len = 0
 
-    def take(piece: bytes) -> None:
+    def take(buf: bytes, end: int, nl: np.ndarray) -> _Piece | None:
+        """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``); reads the header first."""
         nonlocal summ, header, lines_done, seen_text
-        n_nl = piece.count(b"\n")
         pos = 0
         if header is None:
-            if not lines_done and piece.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark
+            if not lines_done and buf.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark
                 pos = 3
             lineno = lines_done + 1
-            while pos < len(piece):
-                nl = piece.find(b"\n", pos)
-                raw = piece[pos:nl]
-                pos = nl + 1
+            while pos < end:
+                cut = buf.find(b"\n", pos, end)
+                raw = buf[pos:cut]
+                pos = cut + 1
                 if raw.strip():
                     seen_text = True
                     obj = _decode_line(raw, spath, lineno)
@@ -671,57 +691,97 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
                     break
                 lineno += 1
             if header is None:
-                lines_done += n_nl
-                return
+                lines_done += len(nl)
+                return None
             body_first = lineno + 1
         else:
             body_first = lines_done + 1
-        lines_done += n_nl
-        body = piece[pos:] if pos else piece
-        if body:
-            if not seen_text and not body.isspace():
-                seen_text = True
-            _add_parsed(summ, _parse_piece(body, body_first, header, spath), header)
-
-    for chunk in _read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines):
-        if not seen_text and chunk.strip():
+        lines_done += len(nl)
+        if pos >= end:
+            return None
+        if not seen_text and not buf[pos:end].isspace():
             seen_text = True
-        pending.append(chunk)
-        pending_len += len(chunk)
-        # the first piece waits until a gzip bomb would have shown (the ratio is judged past
-        # RATIO_CHECK_BYTES): a bomb is refused as a bomb, not for its first line
-        if pending_len < (PIECE_BYTES if header is not None else max(PIECE_BYTES, RATIO_CHECK_BYTES + CHUNK_BYTES)):
-            continue
-        buf = carry + b"".join(pending)
-        pending, pending_len = [], 0
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            carry = buf
-            continue
-        carry = buf[cut + 1:]
-        take(buf[:cut + 1])
-    buf = carry + b"".join(pending)
-    pending = []
-    cut = buf.rfind(b"\n")
-    tail = buf[cut + 1:]
-    if cut >= 0:
-        take(buf[:cut + 1])
-    if not seen_text:
-        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
-    # A live log may end mid-line: keep only whole lines, unless the tail is itself complete JSON.
-    if tail:
-        try:
-            json.loads(tail)
-            take(tail + b"\n")
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            if tail.isspace():
+        body_nl = nl[np.searchsorted(nl, pos):] - pos if pos else nl
+        return _Piece(buf=buf, start=pos, end=end, nl=body_nl, first_line=body_first)
+
+    def pieces() -> Iterator[_Piece]:
+        """The body in pieces of about ``PIECE_BYTES`` of whole lines, as the bytes arrive."""
+        nonlocal seen_text
+        carry = b""               # the unfinished line after the last newline
+        pending: list[tuple[bytes, np.ndarray]] = []
+        pending_len = 0
+
+        def joined() -> tuple[bytes, np.ndarray]:
+            buf = b"".join([carry, *(c for c, _ in pending)])
+            offsets = np.cumsum([len(carry)] + [len(c) for c, _ in pending[:-1]])
+            return buf, np.concatenate([n + o for (_, n), o in zip(pending, offsets)] or [np.empty(0, np.int64)])
+        for chunk, nl in _read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines):
+            if not seen_text and chunk.strip():
+                seen_text = True
+            pending.append((chunk, nl))
+            pending_len += len(chunk)
+            # the first piece waits until a gzip bomb would have shown (the ratio is judged past
+            # RATIO_CHECK_BYTES): a bomb is refused as a bomb, not for its first line
+            if pending_len < (PIECE_BYTES if header is not None else max(PIECE_BYTES, RATIO_CHECK_BYTES + CHUNK_BYTES)):
+                continue
+            buf, nls = joined()
+            pending, pending_len = [], 0
+            if not len(nls):
+                carry = buf
+                continue
+            cut = int(nls[-1])
+            carry = buf[cut + 1:]
+            piece = take(buf, cut + 1, nls)
+            if piece is not None:
+                yield piece
+        buf, nls = joined()
+        pending = []
+        cut = int(nls[-1]) if len(nls) else -1
+        tail = buf[cut + 1:]
+        if cut >= 0:
+            piece = take(buf, cut + 1, nls)
+            if piece is not None:
+                yield piece
+        if not seen_text:
+            raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
+        # A live log may end mid-line: keep only whole lines, unless the tail is itself complete
+        # JSON (then it is a whole line, and gets every check)
+        if tail:
+            try:
+                json.loads(tail)
+                complete = True
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                complete = False
+            if complete:
+                piece = take(tail + b"\n", len(tail) + 1, np.array([len(tail)]))
+                if piece is not None:
+                    yield piece
+            elif tail.isspace():
                 pass
             elif cut < 0 and lines_done == 0:   # not one whole line (yet): not "empty", nor corrupt if still written
                 raise LogError(spath, None, f"holds no complete line yet ({len(tail)} bytes and no newline; "
-                                            f"a log still being written, or CR-only line ends?)") from None
+                                            f"a log still being written, or CR-only line ends?)")
             else:
                 warnings.warn(LogWarning(f"{display_path(spath)}:{lines_done + 1}: last line is incomplete (a log "
-                                         f"still being written?); skipped {len(tail)} bytes"), stacklevel=3)
+                                         f"still being written?); skipped {len(tail)} bytes"), stacklevel=4)
+
+    # piece k + 1 is parsed in a worker thread (pyarrow and numpy release the GIL) while piece k is
+    # checked and folded here, and the next piece read; pieces fold, and errors surface, in order
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1, thread_name_prefix="dflash-parse") as ex:
+        ahead = None
+        try:
+            for piece in pieces():
+                nxt = ex.submit(_parse_piece, piece, header, spath)
+                if ahead is not None:
+                    _add_parsed(summ, ahead.result(), header)
+                ahead = nxt
+        except BaseException:
+            if ahead is not None:
+                ahead.result()    # a bad line in the piece before comes first
+            raise
+        if ahead is not None:
+            _add_parsed(summ, ahead.result(), header)
     if summ is None:
         raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
     summ.n_lines = lines_done

@@ -73,10 +73,14 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def row_keys(cols: Mapping[str, np.ndarray], salt: int, fields: Sequence[str] = _KEY_FIELDS) -> np.ndarray:
-    """A 64-bit hash of each row's content: the order key of the bottom-k sample."""
+def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Sequence[str] = _KEY_FIELDS) -> np.ndarray:
+    """A 64-bit hash of each row's content: the order key of the bottom-k sample. ``salt``: one
+    number for every row, or one per row (the role's index)."""
     n = len(cols[fields[0]])
-    h = np.full(n, np.uint64(salt + 1), dtype=np.uint64)
+    if np.ndim(salt):
+        h = np.asarray(salt).astype(np.uint64) + np.uint64(1)
+    else:
+        h = np.full(n, np.uint64(salt + 1), dtype=np.uint64)
     for f in fields:
         v = np.asarray(cols[f], dtype=np.float64)
         v = np.where(np.isnan(v), 0.0, v) + 0.0     # one NaN pattern; -0.0 -> 0.0
@@ -85,7 +89,12 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int, fields: Sequence[str] = 
 
 
 class _Sample:
-    """Bottom-k sample of rows (columns of float64) by key; compacts when it holds 2k rows."""
+    """Bottom-k sample of rows (columns of float64) by key.
+
+    Compacts to the k smallest keys when it holds 1.5 k rows; from the first compaction on, a
+    row whose key is above the k-th smallest key seen (``threshold``) is never copied in: k rows
+    already beat it, so the sample is the same, and a long log costs a copy of a dwindling
+    fraction of its rows."""
 
     def __init__(self, fields: Sequence[str], k: int):
         self.fields = tuple(fields)
@@ -93,13 +102,25 @@ class _Sample:
         self.parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
         self.held = 0
         self.pruned = False
+        self.threshold: np.uint64 | None = None   # the k-th smallest key seen, at the last compaction
+        self._threshold_k = self.k
 
-    def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False) -> None:
+    def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False,
+            rows: np.ndarray | None = None) -> None:
+        """Rows of ``cols`` (those where ``rows`` is true, if given) with their keys."""
         self.pruned |= pruned
+        if self.threshold is not None and self._threshold_k == self.k and len(keys):
+            # (pruned already: a threshold comes from a compaction that dropped rows)
+            under = keys <= self.threshold
+            rows = under if rows is None else rows & under
+        if rows is not None:
+            idx = np.flatnonzero(rows)
+            cols = {f: np.asarray(cols[f], dtype=np.float64)[idx] for f in self.fields}
+            keys = keys[idx]
         if len(keys):
             self.parts.append(({f: np.asarray(cols[f], dtype=np.float64) for f in self.fields}, keys))
             self.held += len(keys)
-            if self.held > 2 * self.k:
+            if 2 * self.held > 3 * self.k:
                 self.compact()
 
     def compact(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -114,6 +135,7 @@ class _Sample:
             sel = sel[np.argsort(keys[sel], kind="stable")]     # by key: the same order however the rows came
             keys = keys[sel]
             self.pruned = True
+            self.threshold, self._threshold_k = keys[-1], self.k
         cols = {}
         for f in self.fields:      # one field at a time: the transient is one column, not the rows
             v = np.concatenate([p[0][f] for p in self.parts])
@@ -162,6 +184,19 @@ class _Bins:
         for r, v in zip(rows, values):
             self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
 
+
+    def add_by_row(self, t: np.ndarray, groups: np.ndarray, bases: Sequence[int],
+                   values: Sequence[np.ndarray | None]) -> None:
+        """Add ``values[j]`` (None: a count) of each entry to row ``bases[group] + j``."""
+        if not len(t):
+            return
+        self.fold_to(self.level_for(float(t.max())))
+        n_groups = len(bases)
+        idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1) + groups * NBINS
+        base = np.asarray(bases)
+        for j, v in enumerate(values):
+            sums = np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS)
+            self.arr[base + j] += sums
 
 @dataclass(frozen=True)
 class Totals:
@@ -213,24 +248,32 @@ class Summary:
     # --- building
 
     def add_steps(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray) -> None:
-        t = cols["t"]
-        if len(t):
-            self.t_max_s = max(self.t_max_s, float(t.max()))
-        nb = len(BIN_FIELDS)
+        """Fold steps (columns of ``STEP_FIELDS``; ``role_codes`` index ``roles``) into the summary.
+
+        Every role at once: one pass per binned sum over all rows, the role folded into the bin
+        index (the same sums as a pass per role)."""
+        t = np.asarray(cols["t"], dtype=np.float64)
+        if not len(t):
+            return
+        self.t_max_s = max(self.t_max_s, float(t.max()))
+        codes = np.asarray(role_codes, dtype=np.int64)
+        n_roles, nb = len(self.roles), len(BIN_FIELDS)
+        part = {f: np.asarray(cols[f], dtype=np.float64) for f in STEP_FIELDS}
+        busy, tok = part["busy"], part["tokens"]
+        n = np.bincount(codes, minlength=n_roles)
+        busy_pos = np.bincount(codes[busy > 0], minlength=n_roles)
+        tok_pos = np.bincount(codes[tok > 0], minlength=n_roles)
+        for j, r in enumerate(self.roles):
+            self.counts[r] += (n[j], busy_pos[j], tok_pos[j])
+        has_seqs = ~np.isnan(part["seqs"])
+        self.bins.add_by_row(t, codes, range(0, n_roles * nb, nb),
+                             (None, busy, busy * busy, np.nan_to_num(part["wait"]), np.nan_to_num(part["blocked"]),
+                              tok, np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64)))
+        keys = row_keys(part, codes)
         for i, r in enumerate(self.roles):
-            mine = role_codes == i
-            if not mine.any():
-                continue
-            part = {f: np.asarray(cols[f], dtype=np.float64)[mine] for f in STEP_FIELDS}
-            busy, tok = part["busy"], part["tokens"]
-            wait = np.nan_to_num(part["wait"])
-            blocked = np.nan_to_num(part["blocked"])
-            has_seqs = ~np.isnan(part["seqs"])
-            self.counts[r] += (len(busy), int((busy > 0).sum()), int((tok > 0).sum()))
-            self.bins.add(part["t"], range(i * nb, (i + 1) * nb),
-                          (np.ones(len(busy)), busy, busy * busy, wait, blocked, tok,
-                           np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64)))
-            self.samples[r].add(part, row_keys(part, i))
+            mine = codes == i
+            if mine.any():
+                self.samples[r].add(part, keys, rows=mine)
 
     def add_syncs(self, cols: Mapping[str, np.ndarray]) -> None:
         t = np.asarray(cols["t"], dtype=np.float64)
