@@ -404,21 +404,40 @@ def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: floa
 
 
 def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, float, float]:
-    """Robust fit y = a + b x (Huber IRLS). Returns (a, b, r2). b = 0 when x does not vary."""
+    """Robust fit y = a + b x (Huber IRLS). Returns (a, b, r2). b = 0 when x does not vary.
+
+    Each round takes two medians (of the residuals, and of their distances to it: the MAD scale).
+    They are found with one single-k ``partition`` and a max over the lower half, the very values
+    ``np.median`` returns (for an even count it partitions around both middle elements, which
+    numpy does several times slower): the same line, bit for bit, at about half the cost on the
+    300k-step samples of a large log.
+    """
     x = np.asarray(x, float)
     y = np.asarray(y, float)
     if len(x) < 3 or np.ptp(x) <= 0:
         return float(np.mean(y)), 0.0, 0.0
+    n, half = len(y), len(y) // 2
+    work = np.empty_like(y)
+
+    def median(v: np.ndarray) -> float:
+        np.copyto(work, v)
+        work.partition(half)
+        hi = work[half]
+        return hi if n % 2 else (work[:half].max() + hi) / 2
+
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        median = np.median      # noqa: F811  (NaN in, NaN out, as np.median has it)
     w = np.ones_like(y)
     a = b = 0.0
     for _ in range(iters):
         sw = w.sum()
         xm, ym = (w * x).sum() / sw, (w * y).sum() / sw
-        sxx = (w * (x - xm) ** 2).sum()
-        b_new = (w * (x - xm) * (y - ym)).sum() / sxx if sxx > 0 else 0.0
+        dx = x - xm
+        sxx = (w * dx ** 2).sum()
+        b_new = (w * dx * (y - ym)).sum() / sxx if sxx > 0 else 0.0
         a_new = ym - b_new * xm
         r = y - a_new - b_new * x
-        scale = 1.4826 * np.median(np.abs(r - np.median(r))) + 1e-12
+        scale = 1.4826 * median(np.abs(r - median(r))) + 1e-12
         u = np.abs(r) / (HUBER_K * scale)
         w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
         if abs(b_new - b) <= 1e-12 * max(abs(b), 1e-30) and abs(a_new - a) <= 1e-12 * max(abs(a), 1e-30):
