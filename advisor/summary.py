@@ -89,12 +89,12 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Seq
 
 
 class _Sample:
-    """Bottom-k sample of rows (columns of float64) by key.
+    """Bottom-k sample of rows (columns of float64) by key; compacts when it holds 2k rows.
 
-    Compacts to the k smallest keys when it holds 1.5 k rows; from the first compaction on, a
-    row whose key is above the k-th smallest key seen (``threshold``) is never copied in: k rows
-    already beat it, so the sample is the same, and a long log costs a copy of a dwindling
-    fraction of its rows."""
+    Once it has held more than k rows it knows a ``threshold``, the k-th smallest key seen (kept
+    up to date every k/2 rows held): a later row with a larger key is never copied in, since k
+    rows already beat it. The sample is the same; a long log copies a dwindling share of its rows.
+    """
 
     def __init__(self, fields: Sequence[str], k: int):
         self.fields = tuple(fields)
@@ -102,17 +102,18 @@ class _Sample:
         self.parts: list[tuple[dict[str, np.ndarray], np.ndarray]] = []
         self.held = 0
         self.pruned = False
-        self.threshold: np.uint64 | None = None   # the k-th smallest key seen, at the last compaction
-        self._threshold_k = self.k
+        self.threshold: np.uint64 | None = None
+        self._threshold_at = (0, self.k)    # rows held, and k, when the threshold was found
 
     def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False,
             rows: np.ndarray | None = None) -> None:
         """Rows of ``cols`` (those where ``rows`` is true, if given) with their keys."""
         self.pruned |= pruned
-        if self.threshold is not None and self._threshold_k == self.k and len(keys):
-            # (pruned already: a threshold comes from a compaction that dropped rows)
+        if self.threshold is not None and self._threshold_at[1] == self.k and len(keys):
             under = keys <= self.threshold
-            rows = under if rows is None else rows & under
+            if not under.all():
+                self.pruned = True
+                rows = under if rows is None else rows & under
         if rows is not None:
             idx = np.flatnonzero(rows)
             cols = {f: np.asarray(cols[f], dtype=np.float64)[idx] for f in self.fields}
@@ -120,8 +121,13 @@ class _Sample:
         if len(keys):
             self.parts.append(({f: np.asarray(cols[f], dtype=np.float64) for f in self.fields}, keys))
             self.held += len(keys)
-            if 2 * self.held > 3 * self.k:
+            if self.held > 2 * self.k:
                 self.compact()
+            elif self.held > self.k and (self.threshold is None or self._threshold_at[1] != self.k
+                                         or 2 * (self.held - self._threshold_at[0]) > self.k):
+                keys_held = np.concatenate([p[1] for p in self.parts])
+                self.threshold = np.partition(keys_held, self.k - 1)[self.k - 1]
+                self._threshold_at = (self.held, self.k)
 
     def compact(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
         if len(self.parts) == 1 and self.held <= self.k:
@@ -135,7 +141,7 @@ class _Sample:
             sel = sel[np.argsort(keys[sel], kind="stable")]     # by key: the same order however the rows came
             keys = keys[sel]
             self.pruned = True
-            self.threshold, self._threshold_k = keys[-1], self.k
+            self.threshold, self._threshold_at = keys[-1], (self.k, self.k)
         cols = {}
         for f in self.fields:      # one field at a time: the transient is one column, not the rows
             v = np.concatenate([p[0][f] for p in self.parts])
