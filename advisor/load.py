@@ -353,7 +353,6 @@ class _Parsed:
     step_rows: np.ndarray
     sync: dict[str, np.ndarray]
     rates: Any                         # Arrow table of the rates events
-    rates_objs: list[Mapping[str, Any]]
     end_obj: Mapping[str, Any] | None
     # fast path only: rows that fail checks numpy cannot see. Nulls and NaN literals are both NaN
     # in the numpy columns; ``nan_lit`` marks rows whose optional number fields hold NaN
@@ -449,8 +448,6 @@ def _fast_parse(body, header: RunHeader, n_rows: int) -> _Parsed | None:
     sync, _ = subset(KNOWN_EVENTS.index("sync"), SYNC_NUMBERS)
     keep = [c for c in ("t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q") if c in table.column_names]
     rates = table.filter(pc.equal(table.column("ev"), "rates")).select(keep)
-    # checked in Python: one snapshot a minute or so, and it names the offending field
-    rates_objs = rates.to_pylist()
     is_end = ev == KNOWN_EVENTS.index("end")
     reason = table.column("reason")
     bad_reason = is_end & ~pc.is_in(reason, value_set=pa.array(END_REASONS)).to_numpy(zero_copy_only=False) \
@@ -459,7 +456,7 @@ def _fast_parse(body, header: RunHeader, n_rows: int) -> _Parsed | None:
     end_obj = end_tab.to_pylist()[-1] if end_tab.num_rows else None
     t_null = table.column("t").is_null().to_numpy(zero_copy_only=False)
     return _Parsed(ev=ev, names=names, t=t, step=step, step_rows=step_rows, sync=sync, rates=rates,
-                   rates_objs=rates_objs, end_obj=end_obj, nan_lit=nan_lit, t_null=t_null, bad_reason=bad_reason)
+                   end_obj=end_obj, nan_lit=nan_lit, t_null=t_null, bad_reason=bad_reason)
 
 
 def _numbers_ok(cols: Mapping[str, np.ndarray], spec) -> np.ndarray:
@@ -505,29 +502,58 @@ def _bad_rows(p: _Parsed, header: RunHeader) -> np.ndarray:
     if (p.ev == sy).any():
         bad.append(np.flatnonzero(p.ev == sy)[~_numbers_ok(p.sync, SYNC_NUMBERS)])
     ra = np.flatnonzero(p.ev == KNOWN_EVENTS.index("rates"))
-    for row, obj in zip(ra, p.rates_objs):   # few rows: one snapshot a minute or so
-        if not _rates_ok(obj):
-            bad.append(np.array([row]))
-            break
+    if len(ra):
+        bad.append(ra[_rates_bad(p.rates, header)])
     return np.sort(np.concatenate(bad))
 
 
-def _finite_ok(v: Any, top: float | None = None) -> bool:
-    return v is None or (math.isfinite(v) and v >= 0 and (top is None or v <= top))
+def _rates_bad(tab, header: RunHeader) -> np.ndarray:
+    """`schema.validate_event`'s checks of rates events (header roles and queues only), vectorized
+    over an Arrow table of them: True where a row fails. A snapshot needs ``bps``; every number in
+    it (``window`` up to MAX_TIME_S, ``tok_s``, ``eta_s``, ``done``, each role's ``bps`` and
+    ``cap_bps``, each queue depth or per-worker depth) is absent or finite and >= 0; a per-worker
+    list holds no null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
+    n = tab.num_rows
+    bad = np.zeros(n, dtype=bool)
+    if not n:
+        return bad
 
-def _rates_ok(obj: Mapping[str, Any]) -> bool:
-    """`schema.validate_event` for one rates event as pyarrow decoded it (header roles and queues only)."""
-    if obj.get("bps") is None or not _finite_ok(obj.get("window"), MAX_TIME_S):
-        return False
-    vals = [obj.get(k) for k in ("tok_s", "eta_s", "done")]
-    for key in ("bps", "cap_bps"):
-        vals += list((obj.get(key) or {}).values())
-    for v in (obj.get("q") or {}).values():
-        if isinstance(v, list) and any(x is None for x in v):
-            return False
-        vals += v if isinstance(v, list) else [v]
-    return all(_finite_ok(v) for v in vals)
+    def col(name: str):
+        return tab.column(name).combine_chunks() if name in tab.column_names else None
+
+    def out_of_range(arr, top: float | None = None) -> np.ndarray:   # null is absent: fine
+        v = arr.fill_null(0.0).to_numpy(zero_copy_only=False)
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(v) & (v >= 0)
+            if top is not None:
+                ok &= v <= top
+        return arr.is_valid().to_numpy(zero_copy_only=False) & ~ok
+
+    for name, top in (("window", MAX_TIME_S), ("tok_s", None), ("eta_s", None), ("done", None)):
+        c = col(name)
+        if c is not None:
+            bad |= out_of_range(c, top)
+    bps = col("bps")
+    bad |= True if bps is None else bps.is_null().to_numpy(zero_copy_only=False)
+    for name in ("bps", "cap_bps", "q"):
+        c = col(name)
+        for i in range(c.type.num_fields if c is not None else 0):
+            f = pc.struct_field(c, [i])      # null where the struct is
+            if not pa.types.is_list(f.type):
+                bad |= out_of_range(f)
+                continue
+            # per-worker depths: element e belongs to row rows[e] (offsets, not list_parent_indices,
+            # which also counts the elements under a null parent)
+            offsets = f.offsets.to_numpy(zero_copy_only=False)
+            rows = np.repeat(np.arange(n), np.diff(offsets))
+            vals = f.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+            elem_bad = ~vals.is_valid().to_numpy(zero_copy_only=False) | out_of_range(vals)
+            live = f.is_valid().to_numpy(zero_copy_only=False)[rows]
+            bad[rows[elem_bad & live]] = True
+    return bad
 
 
 def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, path: str) -> _Parsed:
@@ -574,7 +600,7 @@ def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, pat
     return _Parsed(ev=np.asarray(evs, dtype=np.int64), names=names, t=np.asarray(ts, dtype=np.float64),
                    step=step_np, step_rows=np.asarray(step_rows, dtype=np.int64),
                    sync={n: np.asarray(v, dtype=np.float64) for n, v in sync.items()},
-                   rates=_rates_table(rates_objs, header), rates_objs=rates_objs, end_obj=end_obj)
+                   rates=_rates_table(rates_objs, header), end_obj=end_obj)
 
 
 def _shown(name: str) -> str:
