@@ -2,6 +2,8 @@
 
     python3 benchmarks/large_logs.py --lines 1000000 5000000 --runs 3
     python3 benchmarks/large_logs.py --lines 1000000 --split 8 --jobs 1 2   # per-rank files, map-reduce
+    python3 benchmarks/large_logs.py --lines 1000000 --runs 0 --split 16 --jobs 1 2 4 8 16 --dir /tmp/ll
+        # per-rank files only (no reader rounds), on a many-core host: ~2 minutes, 0.5 GB of disk
 
 The log is shaped like a 32-GPU run with drafter sync (24 targets, 8 drafters, an all-reduce every
 4 drafter steps, rates a minute). Up to ~1.2M lines it is generated in one piece with
@@ -16,8 +18,10 @@ alternating over ``--runs`` rounds; the table gives medians and per-round ratios
 - ``load_log``: `advisor.load.load_log` (stream, validate, summarise, frames);
 - ``dflash-advise --json``: the whole CLI, import to report.
 With ``--split K``, the log is also written as K per-rank files (each worker's steps in one
-file, header in each, syncs/rates/end in the first); ``dflash-advise summarize -j J`` reduces
-them, and the merged summary's advice is compared with the whole log's.
+file, header in each, syncs/rates/end in the first) in a folder of their own;
+``dflash-advise summarize -j J`` reduces them for each J of ``--jobs``, ``dflash-advise --json
+FOLDER`` advises from them directly (one thread per core), and the merged summary's advice is
+compared with the whole log's. ``--runs 0`` skips the reader rounds.
 """
 from __future__ import annotations
 
@@ -101,8 +105,9 @@ def run_timed(cmd: list[str]) -> tuple[float, float]:
     return wall, rss / 1024
 
 
-def split_by_worker(path: Path, k: int) -> list[Path]:
-    outs = [open(path.with_name(f"{path.stem}-rank{i}.jsonl"), "wb") for i in range(k)]
+def split_by_worker(path: Path, k: int, folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    outs = [open(folder / f"rank{i:03d}.jsonl", "wb") for i in range(k)]
     worker = re.compile(rb'"worker":(\d+)')
     with open(path, "rb") as f:
         head = f.readline()
@@ -119,7 +124,7 @@ def split_by_worker(path: Path, k: int) -> list[Path]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000])
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=3, help="rounds of the readers (0: none)")
     ap.add_argument("--readers", nargs="+", default=list(READERS), choices=list(READERS))
     ap.add_argument("--list-baseline-max", type=int, default=6_000_000)
     ap.add_argument("--split", type=int, default=0, help="also write K per-rank files and reduce them")
@@ -139,35 +144,52 @@ def main() -> None:
         for _ in range(args.runs):
             for r in readers:
                 res[r].append(run_timed([*READERS[r], str(path)]))
-        print(f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process")
-        base = "json.loads list" if "json.loads list" in res else "json.loads discard"
-        print(f"| reader | wall s (median) | min-max | peak RSS MB (median) | wall / {base} |")
-        print("|---|---:|---:|---:|---:|")
-        for r, v in res.items():
-            w = [x[0] for x in v]
-            ratio = statistics.median(a[0] / b[0] for a, b in zip(v, res[base])) if base in res else float("nan")
-            print(f"| {r} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
-                  f"{statistics.median(x[1] for x in v):.0f} | {ratio:.2f} |")
+        if args.runs:
+            print(f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process")
+            others = [b for b in ("json.loads list", "json.loads discard") if b in res]
+            print(f"| reader | wall s (median) | min-max | peak RSS MB (median) | "
+                  + " | ".join(f"wall / {b}" for b in others) + " |")
+            print("|---|---:|---:|---:|" + "---:|" * len(others))
+            for r, v in res.items():
+                w = [x[0] for x in v]
+                ratios = [statistics.median(a[0] / b[0] for a, b in zip(v, res[b_])) for b_ in others]
+                print(f"| {r} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
+                      f"{statistics.median(x[1] for x in v):.0f} | " + " | ".join(f"{x:.2f}" for x in ratios) + " |")
         if args.split:
-            parts = split_by_worker(path, args.split)
-            whole = subprocess.run([sys.executable, "-m", "advisor", "--json", str(path)], capture_output=True,
-                                   text=True, cwd=ROOT)
-            print(f"\nper-rank files: {args.split}; `dflash-advise summarize -j J` then advice from the merged summary")
-            print("| jobs | summarize wall s | peak RSS MB |")
-            print("|---:|---:|---:|")
-            out = args.dir / f"sync32-{n}-summary.json"
-            for j in args.jobs:
-                w, rss = run_timed([sys.executable, "-m", "advisor", "summarize", "-j", str(j), "-o", str(out),
-                                    *map(str, parts)])
-                print(f"| {j} | {w:.2f} | {rss:.0f} |")
-            merged = subprocess.run([sys.executable, "-m", "advisor", "--json", str(out)], capture_output=True,
-                                    text=True, cwd=ROOT)
-            ja, jb = json.loads(whole.stdout), json.loads(merged.stdout)
-            ja.pop("warnings"), jb.pop("warnings")
-            print(f"advice from the merged summary == advice from the whole log: {ja == jb}")
-            for p in parts:
-                p.unlink()
+            split_benchmark(args, path, n)
 
+
+def split_benchmark(args, path: Path, n: int) -> None:
+    """Per-rank files: summarize with each --jobs, advice from the folder, and equality with the whole log."""
+    import os
+    import shutil
+
+    folder = args.dir / f"sync32-{n}-ranks{args.split}"
+    shutil.rmtree(folder, ignore_errors=True)
+    parts = split_by_worker(path, args.split, folder)
+    advise = [sys.executable, "-m", "advisor", "--json"]
+    w_whole, rss_whole = run_timed([*advise, str(path)])
+    w_dir, rss_dir = run_timed([*advise, str(folder)])
+    print(f"\nper-rank files: {args.split} in {folder.name}/ ({os.cpu_count()} cores); "
+          f"`dflash-advise summarize -j J` then advice from the merged summary")
+    print(f"`dflash-advise --json` whole log: {w_whole:.2f} s, {rss_whole:.0f} MB; "
+          f"from the folder of rank files: {w_dir:.2f} s, {rss_dir:.0f} MB")
+    print("| jobs | summarize wall s | speed-up vs 1 job | peak RSS MB |")
+    print("|---:|---:|---:|---:|")
+    out = args.dir / f"sync32-{n}-summary.json"
+    one = None
+    for j in args.jobs:
+        w, rss = run_timed([sys.executable, "-m", "advisor", "summarize", "-j", str(j), "-o", str(out),
+                            *map(str, parts)])
+        one = one or w
+        print(f"| {j} | {w:.2f} | {one / w:.2f} | {rss:.0f} |")
+    whole = subprocess.run([*advise, str(path)], capture_output=True, text=True, cwd=ROOT)
+    merged = subprocess.run([*advise, str(out)], capture_output=True, text=True, cwd=ROOT)
+    ja, jb = json.loads(whole.stdout), json.loads(merged.stdout)
+    ja.pop("warnings"), jb.pop("warnings")
+    print(f"advice from the merged summary == advice from the whole log: {ja == jb}")
+    shutil.rmtree(folder)
+    out.unlink()
 
 if __name__ == "__main__":
     main()
