@@ -10,7 +10,7 @@ The log is shaped like a 32-GPU run with drafter sync (24 targets, 8 drafters, a
 `advisor.synth`; longer logs continue a second, warm-up-free simulation of the same scenario
 segment after segment, times shifted (the generator holds a whole simulation in memory).
 
-Each reader runs in a fresh process under ``/usr/bin/time -v`` (peak RSS is its own), readers
+Each reader runs in a fresh process (peak RSS is its own, from ``wait4``), readers
 alternating over ``--runs`` rounds; the table gives medians and per-round ratios to the baseline:
 - ``json.loads list``: the least a Python reader does, a json.loads loop into a list of dicts
   (skipped past ``--list-baseline-max`` lines: it needs ~1.4 GB per million lines);
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -37,6 +38,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))     # the advisor of this checkout, installed or not
 DATA = HERE / "data"
 SEGMENT_LINES = 1_000_000
 
@@ -52,7 +54,6 @@ READERS = {
 
 
 def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
-    sys.path.insert(0, str(ROOT))
     from advisor.synth import Scenario, ServiceModel, TokenModel
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
     return Scenario(name="sync32", n_target=24, n_drafter=8, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
@@ -96,13 +97,17 @@ def make_log(path: Path, n_lines: int) -> None:
 
 
 def run_timed(cmd: list[str]) -> tuple[float, float]:
-    t = time.perf_counter()
-    r = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - t
-    if r.returncode not in (0, 1):
-        raise SystemExit(f"{cmd[-1]} failed: {r.stderr[-500:]}")
-    rss = next(int(ln.split()[-1]) for ln in r.stderr.splitlines() if "Maximum resident" in ln)
-    return wall, rss / 1024
+    """Wall seconds and peak RSS (MB, the child's own, from wait4) of one command in a fresh process."""
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode not in (0, 1):
+            err.seek(0)
+            raise SystemExit(f"{cmd[-1]} failed: {err.read()[-500:].decode(errors='replace')}")
+    return wall, usage.ru_maxrss / 1024
 
 
 def split_by_worker(path: Path, k: int, folder: Path) -> list[Path]:
@@ -161,7 +166,6 @@ def main() -> None:
 
 def split_benchmark(args, path: Path, n: int) -> None:
     """Per-rank files: summarize with each --jobs, advice from the folder, and equality with the whole log."""
-    import os
     import shutil
 
     folder = args.dir / f"sync32-{n}-ranks{args.split}"
