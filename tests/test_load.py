@@ -430,3 +430,62 @@ def test_sampled_log_keeps_exact_counts(write_log):
     assert log.duration_s == load_log(p).duration_s
     assert log.totals.series("target", "n").sum() == 400
     assert log.totals.series("drafter", "busy").sum() == pytest.approx(400 * 0.1)
+
+
+def test_complete_last_line_without_newline_gets_every_check(write_log):
+    """A last line that is whole JSON (only its newline missing) is a line like any other."""
+    lines = [json.dumps(l) for l in good_lines(5)[:-1]]     # ends with a drafter step (busy 0.1)
+    assert '"busy": 0.1' in lines[-1]
+    raw = ("\n".join(lines[:-1]) + "\n" + lines[-1].replace('"busy": 0.1', '"busy": -1')).encode()
+    expect_error(write_log([], raw=raw), len(lines), "busy")
+
+
+_RATE_NUMBERS = ["1.5", "0", "2", "7.5", "null"] * 6 + ["-1", "NaN", "Infinity", "1e20"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fast_rates_check_matches_validate_event(data):
+    """The vectorized rates check flags exactly the snapshots `schema.validate_event` refuses
+    (roles' bps values present as numbers: the Arrow reader cannot tell an explicit null there
+    from an absent role)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from advisor import load
+    from advisor.schema import parse_header, validate_event
+    head = parse_header(HEADER, "x", 1)
+    num = st.sampled_from(_RATE_NUMBERS)
+    some = st.sampled_from([x for x in _RATE_NUMBERS if x != "null"])
+    lines = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        parts = ['"ev": "rates"', '"t": 1.0']
+        for k in ("window", "tok_s", "eta_s", "done"):
+            if data.draw(st.booleans()):
+                parts.append(f'"{k}": {data.draw(num)}')
+        for k in ("bps", "cap_bps"):
+            if data.draw(st.integers(0, 4)):
+                roles = [r for r in head.roles if data.draw(st.booleans())]
+                parts.append(f'"{k}": {{' + ", ".join(f'"{r}": {data.draw(some)}' for r in roles) + "}")
+        if data.draw(st.booleans()):
+            q = []
+            for spec in head.queues:
+                if data.draw(st.booleans()):
+                    v = ("[" + ", ".join(data.draw(st.lists(num, max_size=3))) + "]"
+                         if spec.per_worker and data.draw(st.integers(0, 4)) else data.draw(num))
+                    q.append(f'"{spec.name}": {v}')
+            parts.append('"q": {' + ", ".join(q) + "}")
+        lines.append("{" + ", ".join(parts) + "}")
+    try:
+        tab = pj.read_json(pa.BufferReader(("\n".join(lines) + "\n").encode()), parse_options=pj.ParseOptions(
+            explicit_schema=load._arrow_schema(head), unexpected_field_behavior="ignore"))
+    except pa.ArrowInvalid:    # a shape Arrow cannot read (e.g. a list where a number is declared): the exact path
+        return
+    fast = load._rates_bad(tab, head)
+    for line, flagged in zip(lines, fast):
+        try:
+            validate_event(json.loads(line), head, "x", 1)
+            refused = False
+        except LogError:
+            refused = True
+        assert flagged == refused, line

@@ -266,3 +266,34 @@ def test_sampled_steps_per_sync_from_exact_counts(sync_log, tmp_path, monkeypatc
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 500)
     samp = _advise(p).fit.sync
     assert whole.sync_every == samp.sync_every == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.one_of(st.integers(0, 6).map(float), st.just(math.nan)), max_size=60),
+       as_keys=st.booleans())
+def test_stable_order_is_numpys_stable_argsort(values, as_keys):
+    v = np.array(values, dtype=float)
+    if as_keys:
+        v = np.nan_to_num(v, nan=7.0).astype(np.uint64)
+    np.testing.assert_array_equal(summary.stable_order(v), np.argsort(v, kind="stable"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(batches=st.lists(st.integers(0, 300), min_size=1, max_size=12), k=st.integers(1, 250))
+def test_sample_threshold_keeps_the_same_rows(batches, k):
+    """Rows fed in many batches (the threshold skips rows) give the very sample of one batch."""
+    rows = _rows(sum(batches), 7, 0.0)
+    keys = summary.row_keys(rows, 0)
+    whole = summary._Sample(summary.STEP_FIELDS, k)
+    whole.add(rows, keys)
+    fed = summary._Sample(summary.STEP_FIELDS, k)
+    at = 0
+    for n in batches:
+        fed.add({f: v[at:at + n] for f, v in rows.items()}, keys[at:at + n])
+        at += n
+    a, ka = whole.compact()
+    b, kb = fed.compact()
+    assert fed.pruned == whole.pruned == (sum(batches) > k)
+    np.testing.assert_array_equal(ka, kb)      # pruned: in key order; else in arrival order
+    for f in summary.STEP_FIELDS:
+        np.testing.assert_array_equal(a[f], b[f])
