@@ -1,6 +1,7 @@
 """Ingest speed and memory on a multi-day-sized log (~1M lines), against a plain json.loads loop.
 
-    python3 benchmarks/ingest.py            # makes benchmarks/data/big.jsonl once, then measures
+    python3 benchmarks/ingest.py            # makes benchmarks/data/big-1000000.jsonl once, then measures
+    python3 benchmarks/ingest.py --dir /tmp/ingest   # the log elsewhere (it is 150 MB)
 
 Each reader runs in its own fresh process (so peak RSS is its own), alternating A B A B over
 ``--runs`` rounds; the table reports medians and the per-round ratio advisor/baseline.
@@ -26,7 +27,7 @@ READERS = {
 
 
 def make_log(path: Path, n_lines: int) -> None:
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT))     # the advisor of this checkout, installed or not
     from advisor.synth import reference_scenario, write_log
     from dataclasses import replace
     s = reference_scenario()
@@ -48,9 +49,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--dir", type=Path, default=DATA, help="where the log is made (once) and read")
     args = ap.parse_args()
-    DATA.mkdir(exist_ok=True)
-    path = DATA / f"big-{args.lines}.jsonl"
+    args.dir.mkdir(parents=True, exist_ok=True)
+    path = args.dir / f"big-{args.lines}.jsonl"
     if not path.exists():
         t = time.perf_counter()
         make_log(path, args.lines)
