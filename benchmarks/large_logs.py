@@ -21,7 +21,9 @@ With ``--split K``, the log is also written as K per-rank files (each worker's s
 file, header in each, syncs/rates/end in the first) in a folder of their own;
 ``dflash-advise summarize -j J`` reduces them for each J of ``--jobs``, ``dflash-advise --json
 FOLDER`` advises from them directly (one thread per core), and the merged summary's advice is
-compared with the whole log's. ``--runs 0`` skips the reader rounds.
+compared with the whole log's. ``--runs 0`` skips the reader rounds. CPU s is user + system time of all the process's threads:
+on a shared machine it moves less than wall time. ``--root DIR`` times the advisor of another
+checkout (before/after comparisons in one session).
 """
 from __future__ import annotations
 
@@ -96,18 +98,19 @@ def make_log(path: Path, n_lines: int) -> None:
             out.write(b'{"ev":"end","t":%.4f,"reason":"done"}\n' % last_t)
 
 
-def run_timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB, the child's own, from wait4) of one command in a fresh process."""
+def run_timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds (user + system, all threads) of one command in a
+    fresh process, the child's own (from wait4). ``cwd``: the checkout whose advisor runs."""
     with tempfile.TemporaryFile() as err:
         t = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t
         p.returncode = os.waitstatus_to_exitcode(status)
         if p.returncode not in (0, 1):
             err.seek(0)
             raise SystemExit(f"{cmd[-1]} failed: {err.read()[-500:].decode(errors='replace')}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def split_by_worker(path: Path, k: int, folder: Path) -> list[Path]:
@@ -135,6 +138,8 @@ def main() -> None:
     ap.add_argument("--split", type=int, default=0, help="also write K per-rank files and reduce them")
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--dir", type=Path, default=DATA)
+    ap.add_argument("--root", type=Path, default=ROOT,
+                    help="the checkout whose advisor is timed (default: this one), e.g. another branch's")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     for n in args.lines:
@@ -148,18 +153,22 @@ def main() -> None:
         res: dict[str, list[tuple[float, float]]] = {r: [] for r in readers}
         for _ in range(args.runs):
             for r in readers:
-                res[r].append(run_timed([*READERS[r], str(path)]))
+                res[r].append(run_timed([*READERS[r], str(path)], args.root))
         if args.runs:
-            print(f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process")
+            print(f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process "
+                  f"(advisor of {args.root})")
             others = [b for b in ("json.loads list", "json.loads discard") if b in res]
-            print(f"| reader | wall s (median) | min-max | peak RSS MB (median) | "
-                  + " | ".join(f"wall / {b}" for b in others) + " |")
-            print("|---|---:|---:|---:|" + "---:|" * len(others))
+            print("| reader | wall s (median) | min-max | CPU s (median) | peak RSS MB (median) | "
+                  + " | ".join(f"wall / {b}" for b in others) + " | CPU / json.loads discard |")
+            print("|---|---:|---:|---:|---:|" + "---:|" * (len(others) + 1))
             for r, v in res.items():
                 w = [x[0] for x in v]
                 ratios = [statistics.median(a[0] / b[0] for a, b in zip(v, res[b_])) for b_ in others]
+                cpu = (statistics.median(a[2] / b[2] for a, b in zip(v, res["json.loads discard"]))
+                       if "json.loads discard" in res else float("nan"))
                 print(f"| {r} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
-                      f"{statistics.median(x[1] for x in v):.0f} | " + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+                      f"{statistics.median(x[2] for x in v):.2f} | {statistics.median(x[1] for x in v):.0f} | "
+                      + " | ".join(f"{x:.2f}" for x in ratios) + f" | {cpu:.2f} |")
         if args.split:
             split_benchmark(args, path, n)
 
@@ -172,8 +181,8 @@ def split_benchmark(args, path: Path, n: int) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     parts = split_by_worker(path, args.split, folder)
     advise = [sys.executable, "-m", "advisor", "--json"]
-    w_whole, rss_whole = run_timed([*advise, str(path)])
-    w_dir, rss_dir = run_timed([*advise, str(folder)])
+    w_whole, rss_whole, _ = run_timed([*advise, str(path)], args.root)
+    w_dir, rss_dir, _ = run_timed([*advise, str(folder)], args.root)
     print(f"\nper-rank files: {args.split} in {folder.name}/ ({os.cpu_count()} cores); "
           f"`dflash-advise summarize -j J` then advice from the merged summary")
     print(f"`dflash-advise --json` whole log: {w_whole:.2f} s, {rss_whole:.0f} MB; "
@@ -183,12 +192,12 @@ def split_benchmark(args, path: Path, n: int) -> None:
     out = args.dir / f"sync32-{n}-summary.json"
     one = None
     for j in args.jobs:
-        w, rss = run_timed([sys.executable, "-m", "advisor", "summarize", "-j", str(j), "-o", str(out),
-                            *map(str, parts)])
+        w, rss, _ = run_timed([sys.executable, "-m", "advisor", "summarize", "-j", str(j), "-o", str(out),
+                               *map(str, parts)], args.root)
         one = one or w
         print(f"| {j} | {w:.2f} | {one / w:.2f} | {rss:.0f} |")
-    whole = subprocess.run([*advise, str(path)], capture_output=True, text=True, cwd=ROOT)
-    merged = subprocess.run([*advise, str(out)], capture_output=True, text=True, cwd=ROOT)
+    whole = subprocess.run([*advise, str(path)], capture_output=True, text=True, cwd=args.root)
+    merged = subprocess.run([*advise, str(out)], capture_output=True, text=True, cwd=args.root)
     ja, jb = json.loads(whole.stdout), json.loads(merged.stdout)
     ja.pop("warnings"), jb.pop("warnings")
     print(f"advice from the merged summary == advice from the whole log: {ja == jb}")
