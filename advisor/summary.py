@@ -133,7 +133,7 @@ class _Sample:
         """Rows of ``cols`` (those where ``rows`` is true, if given) with their keys."""
         self.pruned |= pruned
         if self.threshold is not None and self._threshold_at[1] == self.k and len(keys):
-            under = keys <= self.threshold
+            under = keys <= self.threshold      # (pruned: more than k rows were seen)
             if not under.all():
                 self.pruned = True
                 rows = under if rows is None else rows & under
