@@ -792,22 +792,37 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
                                          f"still being written?); skipped {len(tail)} bytes"), stacklevel=4)
 
     # piece k + 1 is parsed in a worker thread (pyarrow and numpy release the GIL) while piece k is
-    # checked and folded here, and the next piece read; pieces fold, and errors surface, in order
+    # checked and folded here, and the next piece read; pieces fold, and errors surface, in order.
+    # A log of one piece is parsed here, with no thread (nothing to overlap; a thread costs
+    # address space, which a capped process may not have)
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(1, thread_name_prefix="dflash-parse") as ex:
-        ahead = None
-        try:
-            for piece in pieces():
-                nxt = ex.submit(_parse_piece, piece, header, spath)
-                if ahead is not None:
-                    _add_parsed(summ, ahead.result(), header)
-                ahead = nxt
-        except BaseException:
-            if ahead is not None:
-                ahead.result()    # a bad line in the piece before comes first
-            raise
-        if ahead is not None:
+    ex: ThreadPoolExecutor | None = None
+    first: _Piece | None = None     # the first piece, held until a second shows there is a pipeline
+    ahead = None                    # the future of the piece being parsed
+    try:
+        for piece in pieces():
+            if ex is None and first is None:
+                first = piece
+                continue
+            if ex is None:
+                ex = ThreadPoolExecutor(1, thread_name_prefix="dflash-parse")
+                ahead, first = ex.submit(_parse_piece, first, header, spath), None
+            nxt = ex.submit(_parse_piece, piece, header, spath)
             _add_parsed(summ, ahead.result(), header)
+            ahead = nxt
+        if first is not None:
+            _add_parsed(summ, _parse_piece(first, header, spath), header)
+        elif ahead is not None:
+            _add_parsed(summ, ahead.result(), header)
+    except LogError:
+        if first is not None:
+            _parse_piece(first, header, spath)     # a bad line in the piece before comes first
+        elif ahead is not None:
+            ahead.result()
+        raise
+    finally:
+        if ex is not None:
+            ex.shutdown(wait=True)
     if summ is None:
         raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
     summ.n_lines = lines_done
