@@ -34,7 +34,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -98,19 +97,29 @@ def make_log(path: Path, n_lines: int) -> None:
             out.write(b'{"ev":"end","t":%.4f,"reason":"done"}\n' % last_t)
 
 
+# The command runs under a small launcher process that waits for it: on Linux a child's peak RSS
+# (ru_maxrss) starts at its parent's at the fork and survives the exec, so timing it straight from
+# this script, which may have just written a large log, would report this script's memory.
+_LAUNCHER = """
+import json, os, subprocess, sys, time
+t = time.perf_counter()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(p.pid, 0)
+print(json.dumps([time.perf_counter() - t, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime,
+                  os.waitstatus_to_exitcode(status)]))
+"""
+
+
 def run_timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float, float]:
     """Wall seconds, peak RSS (MB) and CPU seconds (user + system, all threads) of one command in a
-    fresh process, the child's own (from wait4). ``cwd``: the checkout whose advisor runs."""
-    with tempfile.TemporaryFile() as err:
-        t = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode not in (0, 1):
-            err.seek(0)
-            raise SystemExit(f"{cmd[-1]} failed: {err.read()[-500:].decode(errors='replace')}")
-    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+    fresh process, its own (from wait4, in a small launcher). ``cwd``: the checkout whose advisor runs."""
+    p = subprocess.run([sys.executable, "-c", _LAUNCHER, *cmd], capture_output=True, cwd=cwd)
+    if p.returncode != 0 or not p.stdout.strip():
+        raise SystemExit(f"{cmd[-1]}: launcher failed: {p.stderr[-500:].decode(errors='replace')}")
+    wall, rss, cpu, code = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    if code not in (0, 1):
+        raise SystemExit(f"{cmd[-1]} failed (exit {code}): {p.stderr[-500:].decode(errors='replace')}")
+    return wall, rss, cpu
 
 
 def split_by_worker(path: Path, k: int, folder: Path) -> list[Path]:
