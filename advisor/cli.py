@@ -96,6 +96,10 @@ def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
 
 
 BIG_INPUT_BYTES = 20 << 20   # above this, say on a terminal what is being read
+# pyarrow's JSON reader runs one thread per core, each holding its blocks: a 1M-line log took
+# 0.81 GB on 32 cores and 0.53 GB with 4 threads (1.26x the time; BENCHMARKS.md section 10). The
+# CLI caps the pool there, through the variable pyarrow sizes it from, unless the user set it.
+PARSE_THREADS_MAX = 4
 
 
 def _inputs(paths: list[Path]) -> str:
@@ -393,6 +397,8 @@ def main(argv: list[str] | None = None) -> None:
     CI gate reads as "the split fails".
     """
     args = route(list(sys.argv[1:] if argv is None else argv))
+    # before pyarrow is imported; numpy's BLAS reads it too, harmless for the fit's small matrices
+    os.environ.setdefault("OMP_NUM_THREADS", str(min(PARSE_THREADS_MAX, os.cpu_count() or 1)))
     inputs = [a for a in args[1:] if not a.startswith("-") and os.path.lexists(a)]
     try:
         code = app(args=args, prog_name="dflash-advise", standalone_mode=False)

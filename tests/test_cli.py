@@ -174,3 +174,16 @@ def test_token_budget_outside_logged_range_is_a_caveat(reference):
     assert any("extrapolated" in w for w in j["warnings"])
     j = json.loads(invoke(reference, "--json", "--token-budget", "32000").stdout)
     assert not any("extrapolated" in w for w in j["warnings"])
+
+
+def test_the_cli_caps_pyarrows_reader_threads_unless_the_user_set_them():
+    from advisor.cli import PARSE_THREADS_MAX
+    code = ("import os, sys\nfrom advisor.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "import pyarrow\nprint(os.environ['OMP_NUM_THREADS'], pyarrow.cpu_count(), os.cpu_count())")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    var, pool, cores = map(int, out.stdout.split()[-3:])
+    assert var == pool == min(PARSE_THREADS_MAX, cores)
+    env["OMP_NUM_THREADS"] = "3"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split()[-3:-1] == ["3", "3"]
