@@ -66,18 +66,23 @@ def test_simulation_is_sized_for_the_requested_split_not_the_logs(reference):
     assert out["bps_exact"].iloc[0] == pytest.approx(bound, rel=0.05)
 
 
+def _g64_sync_log(tmp_path, *, n_batches: int):
+    """64 GPUs at 48-16, drafters syncing every 16 steps (the g64-sync-k16 validation scenario)."""
+    tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
+    s = Scenario(name="g64", n_target=48, n_drafter=16, tokens=tm, hs_cap=20, pre_cap=50, sync_every=16,
+                 sync_s=2.0, sync_scv=0.1, n_batches=n_batches, seed=114,
+                 target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
+                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
+    write_log(tmp_path / "g64.jsonl", s)
+    return tmp_path / "g64.jsonl"
+
+
 def test_refinement_covers_every_split_near_the_refined_best(tmp_path):
     # drafters syncing every 16 steps: the analytic path misses barrier idling at splits with
     # starved drafters; after refining, no analytic split with M > 1 is left within the cut
     from advisor.exact import REFINE_WITHIN
 
-    tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    s = Scenario(name="g64", n_target=48, n_drafter=16, tokens=tm, hs_cap=20, pre_cap=50, sync_every=16,
-                 sync_s=2.0, sync_scv=0.1, n_batches=10000, seed=114,
-                 target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
-                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
-    write_log(tmp_path / "g64.jsonl", s)
-    df = advise(tmp_path / "g64.jsonl").splits
+    df = advise(_g64_sync_log(tmp_path, n_batches=10000)).splits
     assert (df["method"] == "exact").any()
     cut = (1 - REFINE_WITHIN) * df["bps"].max()
     left = df[(df["bps"] >= cut) & (df["n_drafter"] > 1) & (df["method"] == "analytic")]
@@ -89,13 +94,7 @@ def test_refinement_is_bounded_at_large_g(tmp_path):
     # first), within REFINE_BUDGET batches, and the others keep the analytic projection
     from advisor.exact import MAX_REFINED, REFINE_BATCHES, REFINE_BUDGET, batches_for
 
-    tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    s = Scenario(name="g64", n_target=48, n_drafter=16, tokens=tm, hs_cap=20, pre_cap=50, sync_every=16,
-                 sync_s=2.0, sync_scv=0.1, n_batches=6000, seed=114,
-                 target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
-                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
-    write_log(tmp_path / "g64.jsonl", s)
-    adv = advise(tmp_path / "g64.jsonl", gpus=128)
+    adv = advise(_g64_sync_log(tmp_path, n_batches=6000), gpus=128)
     df = adv.splits
     exact = df[df["method"] == "exact"]
     assert len(exact) == MAX_REFINED          # uncapped, about 21 splits were simulated here
