@@ -324,7 +324,7 @@ class SyncFit:
         if m <= 1:
             return 0.0, 0.0
         if self.scaling_identified or not self.dur_by_workers:
-            t = self.fixed_s + self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
+            t = self.allreduce_s(m)
             return t, t
         m0, t0 = next(iter(self.dur_by_workers.items()))
         ring = t0 * ((m - 1) / m) / ((m0 - 1) / m0)
