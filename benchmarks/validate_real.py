@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEPS = {"cpu32": 8, "cpu16": 6, "cpu32g12": 12}
+SWEEPS = {"cpu32": 8, "cpu16": 6, "cpu32g12": 12, "ded32": 8, "ded16": 6}
 BUDGET_SWEEP = "h200x2-234m"
 NAME = re.compile(r"-(\d+)x(\d+)(?:-tb(\d+))?-r(\d+)\.jsonl(?:\.gz)?$")
 
