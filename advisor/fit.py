@@ -47,8 +47,15 @@ reported, and a role's own identified slope widens its prior; it does not move t
 Non-stationarity: ``RoleFit.drift`` (the two halves of the window) widens the rate interval;
 clear regimes (`RegimeFit`, time slices of the window) are projected slice by slice.
 
-Token budget: ``RoleFit.busy_at`` follows a power law ``busy ~ tokens^p`` (prior p with its
-range from one budget, fitted across budgets) unless the in-log line is well identified.
+Token budget: ``RoleFit.busy_at`` follows a power law ``busy ~ tokens^p`` from one budget (prior p
+with its range) unless the in-log line is well identified. From two or more budgets it follows a
+line ``busy = L (1 - e + e T / T_mid)`` (a fixed cost ``L (1 - e)`` and a per-token cost; ``e``
+the line's elasticity at the budgets' mid-point ``T_mid``, ``0 <= e <= 1``) whose posterior
+combines the budgets' log mean step times (each with sampling, drift and run-to-run variance)
+with the same prior on ``e``: computed on a grid of ``e``, the level Gaussian given ``e``. The
+projection is the posterior mean of ``log busy(T)`` and its interval the posterior variance
+there (which grows with the lever arm from the logged budgets), another run's level, and a
+curvature term per e-fold beyond the logged budgets.
 
 From ``rates`` snapshots only: capacities come from ``cap_bps`` when logged; without it only
 the consumer side (behind a full queue) is measured and the producer is a lower bound. Busy
@@ -109,10 +116,12 @@ TOKEN_EXPONENT_PRIOR_HALF95 = 0.3
 # to 48K tokens lay within 1.5% of one line, where a power law through two of them erred by up to
 # 8.7% in between). Each budget's mean carries its sampling error and TOKEN_RUN_SE, the run-to-run
 # spread of one budget's mean step time between repeats (6.3% pooled over 12 runs at 5 budgets on
-# dedicated H200s: a run at another budget is another run); the line's error follows by least
-# squares. Its curvature is unknown (a 1b target on one shared H200 bent upwards at 64K tokens:
-# attention grows with sequence length): TOKEN_LINE_CURVATURE_HALF95 of log step time (95%
-# half-width) is carried per e-fold of extrapolation beyond the logged budgets.
+# dedicated H200s: a run at another budget is another run). The line's elasticity at the budgets'
+# mid-point gets the one-budget prior above (`_budget_line`): least squares alone let two close
+# budgets, each a run off by up to 10%, set a slope that extrapolation amplified (up to 48% off
+# on the 234m sweep; with the prior 15%). Its curvature is unknown (a 1b target on one shared H200
+# bent upwards at 64K tokens: attention grows with sequence length): TOKEN_LINE_CURVATURE_HALF95 of
+# log step time (95% half-width) is carried per e-fold of extrapolation beyond the logged budgets.
 TOKEN_RUN_SE = 0.063
 TOKEN_LINE_CURVATURE_HALF95 = 0.2
 TOKEN_LINE_GRID = 101            # grid points of the line's elasticity posterior, 0..1
