@@ -670,7 +670,7 @@ def _budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, group
     anchor = int(np.argmin(np.abs(np.log(xa / tokens_mean))))
     return replace(rf, token_model="budgets", tokens_ref=tokens_mean,
                    budget_line=(level * (1.0 - e_mean), level * e_mean / mid),
-                   budget_posterior=tuple((float(a), float(b), float(c)) for a, b, c in zip(e[keep], lam[keep], post[keep])),
+                   budget_posterior=tuple(zip(e[keep].tolist(), lam[keep].tolist(), post[keep].tolist())),
                    budget_tokens_mid=mid, budget_level_var=float(1.0 / w.sum()),
                    budget_anchor_s=float(math.exp(za[anchor])),
                    token_range=(float(xa.min()), float(xa.max())))

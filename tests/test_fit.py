@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from advisor.fit import (CONTENTION_PRIOR_SE, NO_REGIMES, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95,
                          TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE,
-                         expected_max_normal, fit_pipeline, huber_line, sync_scaling)
+                         RoleFit, expected_max_normal, fit_pipeline, huber_line, sync_scaling)
 from advisor.load import load_log
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
 
@@ -193,7 +193,8 @@ def _frames(levels: dict[float, float], rng, n: int = 400, cv: float = 0.02):
     """Per-log step frames of the target at the given budgets (tokens -> mean busy seconds)."""
     frames, toks = {}, {}
     for i, (tok, busy) in enumerate(levels.items()):
-        frames[i] = {"target": pd.DataFrame({"t": np.arange(float(n)), "busy": busy * rng.gamma(1 / cv ** 2, cv ** 2, n)})}
+        noise = rng.gamma(1 / cv ** 2, cv ** 2, n)
+        frames[i] = {"target": pd.DataFrame({"t": np.arange(float(n)), "busy": busy * noise})}
         toks[i] = tok
     return frames, toks
 
@@ -201,8 +202,10 @@ def _frames(levels: dict[float, float], rng, n: int = 400, cv: float = 0.02):
 def _line_fit(levels: dict[float, float], seed: int = 3):
     from advisor.fit import _budget_line
     frames, toks = _frames(levels, np.random.default_rng(seed))
-    rf = dataclasses.replace(_sweep_fit("h200x2-234m/h200x2-234m-1x1-tb16384-r0.jsonl.gz").producer,
-                             busy_mean_s=float(frames[0]["target"]["busy"].mean()))
+    m = float(frames[0]["target"]["busy"].mean())
+    rf = RoleFit(role="target", n_steps=400, busy_mean_s=m, busy_std_s=0.02 * m, t0_s=0.0, c_s_per_tok=m / toks[0],
+                 r2=0.0, mu_bps=1 / m, mu_low_bps=0.98 / m, mu_high_bps=1.02 / m, busy_share=1.0, starved_share=0.0,
+                 blocked_share=0.0)
     return _budget_line(rf, toks[0], frames, toks, [[i] for i in frames])
 
 
