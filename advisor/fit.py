@@ -47,8 +47,15 @@ reported, and a role's own identified slope widens its prior; it does not move t
 Non-stationarity: ``RoleFit.drift`` (the two halves of the window) widens the rate interval;
 clear regimes (`RegimeFit`, time slices of the window) are projected slice by slice.
 
-Token budget: ``RoleFit.busy_at`` follows a power law ``busy ~ tokens^p`` (prior p with its
-range from one budget, fitted across budgets) unless the in-log line is well identified.
+Token budget: ``RoleFit.busy_at`` follows a power law ``busy ~ tokens^p`` from one budget (prior p
+with its range) unless the in-log line is well identified. From two or more budgets it follows a
+line ``busy = L (1 - e + e T / T_mid)`` (a fixed cost ``L (1 - e)`` and a per-token cost; ``e``
+the line's elasticity at the budgets' mid-point ``T_mid``, ``0 <= e <= 1``) whose posterior
+combines the budgets' log mean step times (each with sampling, drift and run-to-run variance)
+with the same prior on ``e``: computed on a grid of ``e``, the level Gaussian given ``e``. The
+projection is the posterior mean of ``log busy(T)`` and its interval the posterior variance
+there (which grows with the lever arm from the logged budgets), another run's level, and a
+curvature term per e-fold beyond the logged budgets.
 
 From ``rates`` snapshots only: capacities come from ``cap_bps`` when logged; without it only
 the consumer side (behind a full queue) is measured and the producer is a lower bound. Busy
@@ -109,12 +116,15 @@ TOKEN_EXPONENT_PRIOR_HALF95 = 0.3
 # to 48K tokens lay within 1.5% of one line, where a power law through two of them erred by up to
 # 8.7% in between). Each budget's mean carries its sampling error and TOKEN_RUN_SE, the run-to-run
 # spread of one budget's mean step time between repeats (6.3% pooled over 12 runs at 5 budgets on
-# dedicated H200s: a run at another budget is another run); the line's error follows by least
-# squares. Its curvature is unknown (a 1b target on one shared H200 bent upwards at 64K tokens:
-# attention grows with sequence length): TOKEN_LINE_CURVATURE_HALF95 of log step time (95%
-# half-width) is carried per e-fold of extrapolation beyond the logged budgets.
+# dedicated H200s: a run at another budget is another run). The line's elasticity at the budgets'
+# mid-point gets the one-budget prior above (`_budget_line`): least squares alone let two close
+# budgets, each a run off by up to 10%, set a slope that extrapolation amplified (up to 48% off
+# on the 234m sweep; with the prior 15%). Its curvature is unknown (a 1b target on one shared H200
+# bent upwards at 64K tokens: attention grows with sequence length): TOKEN_LINE_CURVATURE_HALF95 of
+# log step time (95% half-width) is carried per e-fold of extrapolation beyond the logged budgets.
 TOKEN_RUN_SE = 0.063
 TOKEN_LINE_CURVATURE_HALF95 = 0.2
+TOKEN_LINE_GRID = 101            # grid points of the line's elasticity posterior, 0..1
 # A run's level shifts from run to run in ways one log cannot show: the RMS difference of log step
 # time between two repeats of one split on the same host was 3.2% (targets) / 2.4% (drafters) on
 # the 32-core host and 10.4% / 9.6% on the 16-core host (fixtures/sweep/; co-running lanes, placement
@@ -162,8 +172,14 @@ class RoleFit:
     token_exponent: float = 1.0    # p of the power law
     token_exponent_half95: float = 0.0   # 95% half-width of p (at one e-fold of extrapolation)
     token_range: tuple[float, float] = (0.0, 0.0)   # mean tokens of the logged budgets (lowest, highest)
-    budget_line: tuple[float, float] = (0.0, 0.0)   # (a_s, b_s_per_tok) of the line through the budgets' means
-    budget_line_cov: tuple[float, float, float] = (0.0, 0.0, 0.0)   # var(a), cov(a, b), var(b)
+    budget_line: tuple[float, float] = (0.0, 0.0)   # (a_s, b_s_per_tok): the posterior mean line through the budgets
+    # the line's posterior (see _budget_line): grid of elasticities e at budget_tokens_mid, each with its
+    # best log level and posterior weight; budget_level_var: variance of the log level given e;
+    # budget_anchor_s: the fitted budgets' mean step time at tokens_ref, the level busy_mean_s stands for
+    budget_posterior: tuple[tuple[float, float, float], ...] = ()
+    budget_tokens_mid: float = 0.0
+    budget_level_var: float = 0.0
+    budget_anchor_s: float = 0.0
 
     @property
     def busy_scv(self) -> float:
@@ -173,21 +189,23 @@ class RoleFit:
         """Mean busy seconds of a batch of ``tokens`` tokens."""
         if self.token_model == "power" and self.tokens_ref > 0 and tokens > 0:
             return max(self.busy_mean_s * (tokens / self.tokens_ref) ** self.token_exponent, 1e-9)
-        if self.token_model == "budgets" and self.tokens_ref > 0:
-            a, b = self.budget_line
-            # the line's shape, anchored at this fit's own level (contention and all) at tokens_ref
-            return max(self.busy_mean_s * (a + b * tokens) / (a + b * self.tokens_ref), 1e-9)
+        if self.token_model == "budgets" and self.tokens_ref > 0 and tokens > 0:
+            # the posterior line's level at tokens relative to the budgets' own mean at tokens_ref,
+            # carried onto this fit's level there (contention and all)
+            mean, _ = self._budget_log_moments(tokens)
+            return max(self.busy_mean_s * math.exp(mean) / self.budget_anchor_s, 1e-9)
         return max(self.t0_s + self.c_s_per_tok * tokens, 1e-9)
 
-    def _budget_line_log_se(self, tokens: float) -> float:
-        """Standard error of log(busy_at(tokens) / busy_at(tokens_ref)) from the line's fit."""
-        a, b = self.budget_line
-        va, cab, vb = self.budget_line_cov
-        y, y0 = a + b * tokens, a + b * self.tokens_ref
-        if y <= 0 or y0 <= 0:
-            return 0.0
-        ga, gb = 1.0 / y - 1.0 / y0, tokens / y - self.tokens_ref / y0
-        return math.sqrt(max(ga * ga * va + 2 * ga * gb * cab + gb * gb * vb, 0.0))
+    def _budget_log_moments(self, tokens: float) -> tuple[float, float]:
+        """Posterior mean and variance of log busy(tokens) (seconds) from the budgets' line."""
+        r = tokens / self.budget_tokens_mid
+        vals, wts = [], []
+        for e, lam, w in self.budget_posterior:
+            vals.append(lam + math.log(max(1.0 - e + e * r, 1e-12)))
+            wts.append(w)
+        mean = sum(w * v for w, v in zip(wts, vals))
+        var = sum(w * (v - mean) ** 2 for w, v in zip(wts, vals))
+        return mean, var + self.budget_level_var
 
     def busy_at_rel_half95(self, tokens: float) -> float:
         """95% half-width of log(busy_at(tokens)) from the token model alone (0 at the logged
@@ -200,8 +218,8 @@ class RoleFit:
         lo, hi = self.token_range
         if self.token_model == "budgets":
             out = 0.0 if lo <= tokens <= hi else abs(math.log(tokens / (lo if tokens < lo else hi)))
-            return math.sqrt((Z_95 * self._budget_line_log_se(tokens)) ** 2
-                             + (TOKEN_LINE_CURVATURE_HALF95 * out) ** 2 + run ** 2)
+            _, var = self._budget_log_moments(tokens)
+            return math.sqrt(Z_95 ** 2 * var + (TOKEN_LINE_CURVATURE_HALF95 * out) ** 2 + run ** 2)
         # one budget: the exponent's range over the e-folds from it
         return math.hypot(self.token_exponent_half95 * abs(math.log(tokens / self.tokens_ref)), run)
 
@@ -615,29 +633,46 @@ def _contention_ref_busy(per_log, same, logs, producer: str, role: str, cont: Co
 
 
 def _budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups: list[list[int]]) -> RoleFit:
-    """Weighted least-squares line busy = a + b*tokens through the budgets' means (see
-    TOKEN_RUN_SE). A negative fixed cost is not physical: the line is then taken through the
-    origin (busy proportional to tokens), its slope the weighted mean of busy/tokens."""
-    x, y, var = [], [], []
+    """The line busy = a + b*tokens through the budgets' means, shrunk towards the elasticity prior
+    (see TOKEN_RUN_SE and TOKEN_EXPONENT_PRIOR).
+
+    Written as busy(T) = L (1 - e + e T / T_mid), with T_mid the (weighted geometric) mid-point of
+    the budgets and e = b T_mid / (a + b T_mid) the line's elasticity there; 0 <= e <= 1 keeps the
+    fixed cost a >= 0. Each budget's log mean step time z_i has variance v_i (sampling, drift and
+    the run-to-run TOKEN_RUN_SE); with a flat prior on log L and the elasticity prior
+    N(TOKEN_EXPONENT_PRIOR, (TOKEN_EXPONENT_PRIOR_HALF95 / 1.96)^2) on e, the posterior of e is
+    computed on a grid (log L is Gaussian given e: its weighted mean, variance 1 / sum(1 / v_i)).
+    Two close, noisy budgets then cannot produce a wild slope, and a projection carries the
+    posterior spread of the line at its budget, which grows with the lever arm."""
+    x, z, var = [], [], []
     for gr in groups:
         busy = np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])
         m = float(busy.mean())
         lo, hi = _batch_means_interval(busy)
-        rel2 = ((hi - lo) / (2 * Z_95 * m)) ** 2 + max(_drift(per_log[i][rf.role]) for i in gr) ** 2 \
-            + TOKEN_RUN_SE ** 2 / len(gr)
+        var.append(((hi - lo) / (2 * Z_95 * m)) ** 2 + max(_drift(per_log[i][rf.role]) for i in gr) ** 2
+                   + TOKEN_RUN_SE ** 2 / len(gr))
         x.append(float(np.mean([per_log_tokens[i] for i in gr])))
-        y.append(m)
-        var.append(rel2 * m * m)
-    xa, ya, w = np.array(x), np.array(y), 1.0 / np.array(var)
-    design = np.column_stack([np.ones_like(xa), xa])
-    info = design.T @ (design * w[:, None])
-    cov = np.linalg.inv(info)
-    a, b = cov @ (design.T @ (w * ya))
-    if a < 0 or b <= 0:
-        vb = 1.0 / float(np.sum(w * xa * xa))
-        a, b, cov = 0.0, float(np.sum(w * xa * ya)) * vb, np.array([[0.0, 0.0], [0.0, vb]])
-    return replace(rf, token_model="budgets", tokens_ref=tokens_mean, budget_line=(float(a), float(b)),
-                   budget_line_cov=(float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1])),
+        z.append(math.log(m))
+    xa, za, w = np.array(x), np.array(z), 1.0 / np.array(var)
+    mid = float(math.exp(np.sum(w * np.log(xa)) / np.sum(w)))
+    e = np.linspace(0.0, 1.0, TOKEN_LINE_GRID)
+    g = np.log(np.maximum(1.0 - e[:, None] + e[:, None] * (xa / mid)[None, :], 1e-12))   # grid x budgets
+    lam = ((za[None, :] - g) * w).sum(axis=1) / w.sum()
+    chi2 = (((za[None, :] - g - lam[:, None]) ** 2) * w).sum(axis=1)
+    sd0 = TOKEN_EXPONENT_PRIOR_HALF95 / Z_95
+    logp = -0.5 * chi2 - 0.5 * ((e - TOKEN_EXPONENT_PRIOR) / sd0) ** 2
+    post = np.exp(logp - logp.max())
+    post /= post.sum()
+    keep = post > 1e-9
+    e_mean = float(np.sum(post * e))
+    level = float(np.exp(np.sum(post * lam)))
+    # the budget group tokens_ref falls in (the anchor): its observed mean is what busy_mean_s stands for
+    anchor = int(np.argmin(np.abs(np.log(xa / tokens_mean))))
+    return replace(rf, token_model="budgets", tokens_ref=tokens_mean,
+                   budget_line=(level * (1.0 - e_mean), level * e_mean / mid),
+                   budget_posterior=tuple(zip(e[keep].tolist(), lam[keep].tolist(), post[keep].tolist())),
+                   budget_tokens_mid=mid, budget_level_var=float(1.0 / w.sum()),
+                   budget_anchor_s=float(math.exp(za[anchor])),
                    token_range=(float(xa.min()), float(xa.max())))
 
 

@@ -269,8 +269,10 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
             if not cs:
                 continue
             errs = [abs(c["err"]) for c in cs]
+            widths = [(c["high"] - c["low"]) / c["bps"] for c in cs]
             line = (f"- {kind} ({len(cs)} cases): |error| median {100 * statistics.median(errs):.1f}%, max "
-                    f"{100 * max(errs):.1f}%, inside {sum(c['inside'] for c in cs)}/{len(cs)}")
+                    f"{100 * max(errs):.1f}%, within 5% {sum(e <= 0.05 for e in errs)}/{len(cs)}, inside "
+                    f"{sum(c['inside'] for c in cs)}/{len(cs)}, median width {100 * statistics.median(widths):.1f}%")
             near = [c for c in cs if kind == "one log" and (abs(c["ratio"] - 0.5) < 0.02 or abs(c["ratio"] - 1.5) < 0.02)]
             if near:
                 line += ("; at half or 1.5x the logged budget: " + ", ".join(
