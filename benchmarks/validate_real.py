@@ -6,6 +6,8 @@ Sweeps (`benchmarks/sweep.py`, logs kept in ``fixtures/sweep/``):
 - ``cpu32``: G = 8 on a 32-core host, splits 7-1 .. 2-6, two repeats each;
 - ``cpu16``: G = 6 on a 16-core host, splits 5-1 .. 2-4, two repeats each;
 - ``cpu32g12``: G = 12 on another 32-core host, splits 11-1 .. 4-8, two repeats each;
+- ``ded32`` / ``ded16``: G = 8 on a 32-core host and G = 6 on a 16-core host, one split at a time
+  with the rest of the host idle (the three above ran lanes side by side), two repeats each;
 - ``h200x2-234m``: the 234m target on one H200 and the drafter on another, token budgets
   16384, 24576, 32768, 40960 and 49152, 16384 and 32768 repeated (the token-budget check).
 
@@ -15,7 +17,8 @@ For every source (one log, or two logs at different splits), the advisor (`dflas
 advise --json`, the user's path) projects every split of G; the error of a split is
 ``projected / truth - 1``; an interval "covers" a split when every repeat's measured rate lies
 inside the projection's 95% interval. Reported: worst |error| per source, mean |error|,
-coverage and the median interval width (high - low, as a share of the projection).
+coverage and the median interval width (high - low, as a share of the projection), and the worst
+error split into the source's level at its own split and the shape across splits.
 
     python3 benchmarks/validate_real.py              # tables to stdout (markdown)
     python3 benchmarks/validate_real.py --json out.json
@@ -88,7 +91,13 @@ def _score(src: list[Path], out: dict, truth, measured) -> dict:
         inside = all(r["bps_low"] <= v <= r["bps_high"] for v in measured[k])
         per[k] = {"bps": r["bps"], "low": r["bps_low"], "high": r["bps_high"], "err": r["bps"] / t - 1.0,
                   "inside": inside, "inside_each": [r["bps_low"] <= v <= r["bps_high"] for v in measured[k]], "width": (r["bps_high"] - r["bps_low"]) / r["bps"], "method": r.get("method")}
-    return {"source": [p.name for p in src], "per_split": per,
+    # the error split in two: the first source's level at its own split (another run of that split
+    # measures the truth; no model can know it) and the shape, each split's projection relative to
+    # that split's, against the truth's ratio (what the model gets right or wrong across splits)
+    own = parse(src[0])[:2]
+    level = per[own]["bps"] / truth[own] - 1.0
+    shape = max(abs((v["bps"] / per[own]["bps"]) / (truth[k] / truth[own]) - 1.0) for k, v in per.items())
+    return {"source": [p.name for p in src], "per_split": per, "level": level, "shape": shape,
             "worst": max(abs(v["err"]) for v in per.values()),
             "mean": statistics.fmean(abs(v["err"]) for v in per.values()),
             "recommended": tuple(out["recommendation"]["roles"][r] for r in ("target", "drafter"))
@@ -207,6 +216,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
+def _med_max(xs) -> str:
+    xs = list(xs)
+    return f"{100 * statistics.median(xs):.1f}% / {100 * max(xs):.1f}%"
+
+
 def render(sweeps: list[dict], budget: dict | None) -> str:
     out = []
     for sw in sweeps:
@@ -233,9 +247,9 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
                 out.append(f"| {src} | " + " | ".join(cells) + f" | {100 * s['worst']:.1f}% | {n_in}/{len(splits)} |")
         out.append("")
     out.append("### Summary\n")
-    out.append("| sweep | sources | worst split error: median / max | mean abs error | coverage (all repeats) "
-               "| coverage (each repeat) | median width |")
-    out.append("|---|---|---:|---:|---:|---:|---:|")
+    out.append("| sweep | sources | worst split error: median / max | own split (level) | across splits (shape) "
+               "| mean abs error | coverage (all repeats) | coverage (each repeat) | median width |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for sw in sweeps:
         for kind in ("single", "pair"):
             ss = sw[kind]
@@ -244,7 +258,8 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
             cov = sum(v["inside"] for v in allv) / len(allv)
             each = [x for v in allv for x in v["inside_each"]]
             out.append(f"| {sw['name']} | {len(ss)} {kind} | {100 * statistics.median(worst):.1f}% / "
-                       f"{100 * max(worst):.1f}% | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
+                       f"{100 * max(worst):.1f}% | {_med_max(abs(s['level']) for s in ss)} | "
+                       f"{_med_max(s['shape'] for s in ss)} | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
                        f"{100 * cov:.0f}% ({sum(v['inside'] for v in allv)}/{len(allv)}) | "
                        f"{100 * sum(each) / len(each):.0f}% ({sum(each)}/{len(each)}) | "
                        f"{100 * statistics.median(v['width'] for v in allv):.1f}% |")
