@@ -152,7 +152,9 @@ class Advice:
                     d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}
                     if d.runner_up else None),
                 "margin": ({"stable": m.stable, "best_low": _num(m.best_low), "runner_up_high": _num(m.runner_up_high),
-                            "best": self.split_json(m.higher)["roles"]} if m else None),
+                            "best": self.split_json(m.higher)["roles"], "separated": m.separated,
+                            "lead_low_pct": _num(m.lead_low_pct, 2), "lead_high_pct": _num(m.lead_high_pct, 2)}
+                           if m else None),
                 "settings": self.settings.to_json(),
             },
             "queues": ({"hs": {"cap": d.queue.cap, "advice": queue_text(self, d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}

@@ -5,22 +5,26 @@ split J (``--roles``, else the split the current log ran, when it is in the tabl
 `~advisor.settings.Settings` it was computed with and the `~advisor.evidence.Evidence` of the log.
 B is the best split (highest projected b/s), A the runner-up of the recommended split R (the best
 other split), and the margin compares the higher and the lower of R and A: stable when the
-higher one's interval starts above the lower one's upper end.
+higher one's interval starts above the lower one's upper end. Two splits are *separated* when
+the margin between them is stable or the lead's own 95% interval lies above 0
+(`advisor.project.lead_interval`: both projections come from one fit, and the run's level and the
+split slope, which dominate each interval on a shared host, move them together and cancel in the
+lead; comparing the two intervals alone would count them twice).
 
 Rules, in order; the first that fires decides (``rule`` names it):
 
 1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
    split at this G was observed nor judged: advice for the next run, no restart cost.
-   R = B. If the margin to A is not stable and B's projected lead is at least ``RESOLVE_GAIN``:
+   R = B. If B and A are not separated and B's projected lead is at least ``RESOLVE_GAIN``:
    ``cannot-tell`` (rule ``unresolved``). Otherwise verdict ``next-run``.
 2. ``thin-evidence``: the log is thin (too few steady batches, not settled, or drifting;
-   `advisor.evidence`) and B's interval reaches below the upper end of its rival's (J, or A when
-   B is J): ``cannot-tell``; the needs say how much more log would separate them.
+   `advisor.evidence`) and B is not separated from its rival (J, or A when B is J):
+   ``cannot-tell``; the needs say how much more log would separate them.
 3. ``already-best``: B is J -> ``stay``.
 4. ``small-gain``: B's lead over J is below ``RESOLVE_GAIN`` (what the model can resolve, not worth
    a restart) -> ``stay``.
-5. ``overlap``: B's interval reaches below J's upper end -> ``cannot-tell``; a longer log, or a
-   short run at B given with this one, settles it.
+5. ``overlap``: B is not separated from J -> ``cannot-tell``; a longer log, or a short run at B
+   given with this one, settles it.
 6. ``restart-cost``: finishing the job at B saves no more than ``--restart-cost`` hours -> ``stay``.
 7. ``switch``: otherwise -> ``switch`` to B.
 
@@ -38,7 +42,7 @@ import pandas as pd
 
 from .evidence import Evidence
 from .fit import PipelineFit
-from .project import split_label
+from .project import lead_interval, split_label
 from .queues import QueueAdvice, queue_advice
 from .sensitivity import Sensitivity, sensitivity
 from .settings import Settings
@@ -56,7 +60,11 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class Margin:
-    """Between the recommended split and the runner-up: ``higher`` and ``lower`` by projected b/s."""
+    """Between the recommended split and the runner-up: ``higher`` and ``lower`` by projected b/s.
+
+    ``stable``: the higher one's interval starts above the lower one's upper end. ``separated``:
+    stable, or the lead's own 95% interval (`advisor.project.lead_interval`: the two projections
+    share the run's level and the split slope, which cancel in the lead) lies above 0."""
 
     higher: str
     lower: str
@@ -64,6 +72,9 @@ class Margin:
     best_low: float              # the higher one's interval start
     runner_up_high: float        # the lower one's interval end
     lead_pct: float              # the higher one's projected lead
+    separated: bool = False
+    lead_low_pct: float | None = None    # the lead's 95% interval (None: no paired form)
+    lead_high_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -115,9 +126,18 @@ def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
         return None
     hi, lo = (a, b) if df.at[a, "bps"] >= df.at[b, "bps"] else (b, a)
     lead = 100.0 * (df.at[hi, "bps"] / df.at[lo, "bps"] - 1.0) if df.at[lo, "bps"] > 0 else math.inf
-    return Margin(higher=hi, lower=lo, stable=bool(df.at[hi, "bps_low"] > df.at[lo, "bps_high"]),
+    stable = bool(df.at[hi, "bps_low"] > df.at[lo, "bps_high"])
+    paired = lead_interval(df, hi, lo)
+    return Margin(higher=hi, lower=lo, stable=stable,
                   best_low=float(df.at[hi, "bps_low"]), runner_up_high=float(df.at[lo, "bps_high"]),
-                  lead_pct=float(lead))
+                  lead_pct=float(lead), separated=stable or (paired is not None and paired[0] > 0),
+                  lead_low_pct=100.0 * paired[0] if paired else None,
+                  lead_high_pct=100.0 * paired[1] if paired else None)
+
+
+def _separated(df: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether the evidence separates split ``a`` (projected higher) from ``b`` (see Margin)."""
+    return _margin(df, a, b).separated
 
 
 def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
@@ -128,6 +148,12 @@ def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None)
     gaps = tuple(x for x in pair if bool(df.at[x, "widened"]))
     measured = tuple((x, float(df.at[x, "observed_bps"])) for x in pair if bool(df.at[x, "observed"]))
     factor = extra = None
+    paired = lead_interval(df, hi, lo)
+    if paired is not None and gap > 0:
+        # the test that separates them is the lead's interval (Margin.separated): its half-width
+        # against the lead, in log terms
+        lead = math.log(df.at[hi, "bps"] / df.at[lo, "bps"])
+        gap, width = lead, (math.log1p(paired[1]) - math.log1p(paired[0])) / 2
     if gap > 0 and width > 0 and not gaps:   # sampling noise shrinks with length; a model gap does not
         factor = max((width / gap) ** 2, 1.0)
         extra = ev.steady_s * (factor - 1.0)
@@ -152,12 +178,12 @@ def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | Non
     runner = str(others.idxmax()) if len(others) else None
     if settings.for_next_run or judged is None:
         m = _margin(df, best, runner)
-        if m is not None and not m.stable and m.lead_pct >= 100 * RESOLVE_GAIN:
+        if m is not None and not m.separated and m.lead_pct >= 100 * RESOLVE_GAIN:
             return Verdict.CANNOT_TELL, "unresolved", best, _needs(df, ev, best, runner, runner)
         return Verdict.NEXT_RUN, ("next-run" if settings.for_next_run else "plan"), best, None
-    overlap = df.at[best, "bps_low"] <= df.at[judged, "bps_high"]
+    overlap = best != judged and not _separated(df, best, judged)
     rival = judged if best != judged else runner
-    if ev.thin and rival is not None and df.at[best, "bps_low"] <= df.at[rival, "bps_high"]:
+    if ev.thin and rival is not None and not _separated(df, best, rival):
         return Verdict.CANNOT_TELL, "thin-evidence", judged, _needs(df, ev, best, rival, rival if rival != judged
                                                                      else best)
     if best == judged:

@@ -156,6 +156,14 @@ class SplitResult:
     x_high_bps: float = math.nan
     producer_busy_scale: float = 1.0     # step-time multiplier from contention at this split
     consumer_busy_scale: float = 1.0
+    # the interval's parts, for comparing two splits of one fit (`advisor.project.lead_interval`):
+    # log-throughput per standard error of each error source every split shares (producer level,
+    # consumer level, producer split slope, consumer split slope; slopes signed by the side of the
+    # logged split), the variance of this split's own terms, and log(x_end / x) at both ends of an
+    # unidentified sync scaling (0, 0 where identified)
+    err_shared: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    err_own_var: float = 0.0
+    err_sync_ends: tuple[float, float] = (0.0, 0.0)
 
 
 def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float,
@@ -282,17 +290,27 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         cse_p, cse_c = fit.contention.rel_se(n_producer, g)
         tok = tokens_per_batch
         rse = fit.contention.run_se
-        var = (e_p * _role_log_se(p, tok, cse_p, rse)) ** 2 + (e_c * _role_log_se(c, tok, cse_c, rse)) ** 2 \
-            + MODEL_SE ** 2 + bar_se ** 2
+        # the split slope is one unknown per role: splits on either side of the logged one move
+        # opposite ways
+        side = 1.0 if n_producer >= fit.contention.ref_producers else -1.0
+        shared = (e_p * _role_log_se(p, tok, 0.0, rse), e_c * _role_log_se(c, tok, 0.0, rse),
+                  side * e_p * cse_p, side * e_c * cse_c)
+        own_var = MODEL_SE ** 2 + bar_se ** 2
+        var = sum(v * v for v in shared) + own_var
         half = Z_95 * math.sqrt(var)
         lo, hi = x * math.exp(-half), x * math.exp(half)
+        ends = [0.0, 0.0]
         if consumer_scaling is None and not fit.sync.scaling_identified:
             # sync cost logged at one drafter count: the interval also spans the projection at the
             # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-            for s_end in sync_scaling_range(c, fit.sync, n_consumer, busy_c):
+            for i, s_end in enumerate(sync_scaling_range(c, fit.sync, n_consumer, busy_c)):
                 if s_end > 0 and s > 0:
-                    x_end = x * (s_end / s) ** e_c
+                    ends[i] = e_c * math.log(s_end / s)
+                    x_end = x * math.exp(ends[i])
                     lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
+        err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1])}
+    else:
+        err = {}
     gpu_util = (x / mu_p + x / mu_c_raw) / g
     bottleneck = min(caps, key=caps.get)
     return SplitResult(
@@ -301,4 +319,4 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         bound_bps=min(caps.values()), efficiency=x / max(cap_p, cap_c), gpu_util=gpu_util,
         bottleneck=bottleneck, producer_blocked=res.producer_blocked, consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean, x_low_bps=lo, x_high_bps=hi, producer_busy_scale=k_p,
-        consumer_busy_scale=k_c)
+        consumer_busy_scale=k_c, **err)

@@ -30,7 +30,20 @@ observed            True for the split(s) the logs ran (at this G)
 observed_bps        the measured rate at an observed split (NaN elsewhere)
 method              "analytic", or "exact" where simulation replaced the analytic rate
 widened             True where reconciliation widened the interval to a measured rate
+err_p_level, ...    the interval's parts (`advisor.model.SplitResult`): ``err_p_level``,
+                    ``err_c_level``, ``err_p_split``, ``err_c_split`` (log b/s per standard error
+                    of the error sources all splits share), ``err_own_var``, ``err_sync_lo``,
+                    ``err_sync_hi``; read by `lead_interval`
 ==================  ===========================================================================
+
+Comparing two splits (`lead_interval`): both projections come from one fit, so most of their
+uncertainty is shared. The run's own level (sampling, drift, the run-to-run shift) moves every
+split the same way, and the unknown split slope moves the splits on one side of the logged split
+together. Two intervals can overlap while the lead of one split over the other is still certain.
+The lead's 95% interval is ``ln(X_a / X_b) +- 1.96 sqrt(sum_k (s_ak - s_bk)^2 + own_a + own_b)``
+over the shared sources k (coefficients ``s``, log b/s per standard error). Where the sync scaling
+is unidentified, it is the union of that interval shifted by the two ends' differences. A widened
+row (a measured rate the model misses) has no paired form; its marginal interval decides.
 
 Reconciliation: at every split a log ran, the projection is compared with the measured rate
 (at that log's own G and batch size). A gap above ``RECONCILE_PCT`` is reported in a
@@ -46,7 +59,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from .fit import PipelineFit
+from .fit import Z_95, PipelineFit
 from .model import SplitResult, project_split
 from .schema import AdvisorWarning
 from .settings import Settings
@@ -127,9 +140,33 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
             "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
             "observed": (n, m) in observed, "observed_bps": observed.get((n, m), math.nan),
             "method": "analytic", "widened": False,
+            "err_p_level": mid.err_shared[0], "err_c_level": mid.err_shared[1], "err_p_split": mid.err_shared[2],
+            "err_c_split": mid.err_shared[3], "err_own_var": mid.err_own_var, "err_sync_lo": mid.err_sync_ends[0],
+            "err_sync_hi": mid.err_sync_ends[1],
         })
     df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
     return df
+
+
+ERR_SHARED = ("err_p_level", "err_c_level", "err_p_split", "err_c_split")
+
+
+def lead_interval(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
+    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``), from the shared and
+    own parts of their intervals (module docstring); None where either row has no paired form."""
+    if "err_own_var" not in df.columns or bool(df.at[a, "widened"]) or bool(df.at[b, "widened"]):
+        return None
+    xa, xb = float(df.at[a, "bps"]), float(df.at[b, "bps"])
+    if not (xa > 0 and xb > 0):
+        return None
+    var = sum((float(df.at[a, k]) - float(df.at[b, k])) ** 2 for k in ERR_SHARED) \
+        + float(df.at[a, "err_own_var"]) + float(df.at[b, "err_own_var"])
+    if not math.isfinite(var):
+        return None
+    half = Z_95 * math.sqrt(var)
+    d = math.log(xa / xb)
+    shifts = [0.0] + [float(df.at[a, k]) - float(df.at[b, k]) for k in ("err_sync_lo", "err_sync_hi")]
+    return math.expm1(d + min(shifts) - half), math.expm1(d + max(shifts) + half)
 
 
 def _comparable(fit: PipelineFit, ob, settings: Settings) -> bool:

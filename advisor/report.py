@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .decide import RESOLVE_GAIN, Verdict
+from .project import lead_interval
 from .sensitivity import ROBUST_RANGE, SCALING_RANGE
 
 if TYPE_CHECKING:
@@ -132,13 +133,13 @@ def _verdict_reason(adv: Advice) -> str:
                 f"restart.")
     if d.rule == "overlap":
         return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but its 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {j}'s upper end "
-                f"{bps_text(df.at[j, 'bps_high'])}: the evidence cannot separate them; keep {j} until it can."
+                f"{bps_text(df.at[j, 'bps_high'])}{_lead_text(df, b, j)}: the evidence cannot separate them; keep {j} until it can."
                 + _needs(adv))
     if d.rule == "thin-evidence":
         rival = j if b != j else d.runner_up
         return (f"the log is too thin to choose on: {'; '.join(d.evidence.why_thin())}. {b}'s 95% interval starts "
                 f"at {bps_text(df.at[b, 'bps_low'])} b/s, not above {rival}'s upper end "
-                f"{bps_text(df.at[rival, 'bps_high'])}." + _needs(adv))
+                f"{bps_text(df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}." + _needs(adv))
     if d.rule == "restart-cost":
         return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
                 f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
@@ -153,15 +154,24 @@ def _verdict_reason(adv: Advice) -> str:
     if d.rule == "unresolved":
         m = d.margin
         return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
-                f"at {bps_text(m.best_low)} b/s, not above {m.lower}'s upper end {bps_text(m.runner_up_high)}: the "
-                f"evidence cannot separate them." + _needs(adv))
+                f"at {bps_text(m.best_low)} b/s, not above {m.lower}'s upper end {bps_text(m.runner_up_high)}"
+                f"{_lead_text(df, m.higher, m.lower)}: the evidence cannot separate them." + _needs(adv))
     text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
             f"({bps_text(df.at[b, 'bps'])} b/s).")
     m = d.margin
-    if m is not None and not m.stable:
+    if m is not None and not m.separated:
         text += (f" {m.lower} is within {RESOLVE_GAIN:.0%} of it ({_vs(df, m.higher, m.lower)}), which the "
                  f"model does not resolve: either will do.")
     return text
+
+
+def _lead_text(df, a: str, b: str) -> str:
+    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.lead_interval`)."""
+    li = lead_interval(df, a, b)
+    if li is None:
+        return ""
+    return (f", and {a}'s lead itself is {signed_pct(100 * li[0])} to {signed_pct(100 * li[1])} "
+            f"(95%, with the uncertainty both share taken out)")
 
 
 def _runner_up(adv: Advice) -> list[str]:
@@ -184,9 +194,16 @@ def _runner_up(adv: Advice) -> list[str]:
     elif mg.stable:
         out.append(f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
                    f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}.")
+    elif mg.separated:
+        out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+                   f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
+                   f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because both "
+                   f"come from one fit: the run's own level and how step time changes with the split move both "
+                   f"splits together, so they drop out of the lead.")
     else:
         out.append(f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
-                   f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}.")
+                   f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                   f"{_lead_text(adv.splits, mg.higher, mg.lower)}.")
     return out
 
 

@@ -101,7 +101,37 @@ def _score(src: list[Path], out: dict, truth, measured) -> dict:
             "worst": max(abs(v["err"]) for v in per.values()),
             "mean": statistics.fmean(abs(v["err"]) for v in per.values()),
             "recommended": tuple(out["recommendation"]["roles"][r] for r in ("target", "drafter"))
-            if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None}
+            if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None,
+            "verdict": (out.get("recommendation") or {}).get("verdict"),
+            "lead": _lead(out, truth),
+            # the recommended split's measured rate below the best measured split's (0 = the best)
+            "regret": _regret(out, truth)}
+
+
+def _lead(out: dict, truth: dict) -> dict | None:
+    """The recommendation's margin: the lead's 95% interval against the truth's lead."""
+    rec = out.get("recommendation") or {}
+    m, ru = rec.get("margin"), rec.get("runner_up")
+    if not m or not ru or m.get("lead_low_pct") is None:
+        return None
+    hi = (m["best"]["target"], m["best"]["drafter"])
+    lo = (ru["roles"]["target"], ru["roles"]["drafter"])
+    if hi == lo:
+        lo = (rec["roles"]["target"], rec["roles"]["drafter"])
+    if hi not in truth or lo not in truth:
+        return None
+    true = 100.0 * (truth[hi] / truth[lo] - 1.0)
+    return {"low_pct": m["lead_low_pct"], "high_pct": m["lead_high_pct"], "true_pct": true,
+            "inside": m["lead_low_pct"] <= true <= m["lead_high_pct"], "separated": m.get("separated")}
+
+
+def _regret(out: dict, truth: dict) -> float | None:
+    rec = out.get("recommendation") or {}
+    roles = rec.get("roles")
+    if not roles:
+        return None
+    key = (roles["target"], roles["drafter"])
+    return 1.0 - truth[key] / max(truth.values()) if key in truth else None
 
 
 def within_table(name: str, truth: dict) -> list[dict]:
@@ -147,6 +177,57 @@ def within_table(name: str, truth: dict) -> list[dict]:
                      "d_starved_share": w.consumer.starved_share, "worst_analytic": worst[0],
                      "worst_within": worst[1]})
     return rows
+
+
+def leads_table(name: str, truth: dict) -> dict:
+    """Every pair of splits projected from each single log of a sweep: the lead of the higher
+    projected over the lower, its 95% interval (`advisor.project.lead_interval`, the interval the
+    verdict's separation rests on) against the truth's lead, and how many pairs the lead interval
+    and the two splits' own intervals separate (and whether in the truth's order)."""
+    import warnings
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from advisor.advice import advise
+    from advisor.project import lead_interval
+    out = {"pairs": 0, "inside": 0, "widths": [], "sep_lead": 0, "sep_lead_right": 0, "sep_marginal": 0,
+           "sep_marginal_right": 0}
+    for path in sorted((ROOT / "fixtures" / "sweep" / name).glob("*.jsonl.gz")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            df = advise([path]).splits
+        rows = {(int(r["n_target"]), int(r["n_drafter"])): lbl for lbl, r in df.iterrows()}
+        keys = [k for k in truth if k in rows]
+        for a, b in itertools.combinations(keys, 2):
+            la, lb = rows[a], rows[b]
+            if df.at[la, "bps"] < df.at[lb, "bps"]:
+                (a, la), (b, lb) = (b, lb), (a, la)
+            li = lead_interval(df, la, lb)
+            if li is None:
+                continue
+            true = truth[a] / truth[b] - 1.0
+            out["pairs"] += 1
+            out["inside"] += li[0] <= true <= li[1]
+            out["widths"].append(li[1] - li[0])
+            if li[0] > 0:
+                out["sep_lead"] += 1
+                out["sep_lead_right"] += true > 0
+            if df.at[la, "bps_low"] > df.at[lb, "bps_high"]:
+                out["sep_marginal"] += 1
+                out["sep_marginal_right"] += true > 0
+    out["median_width"] = statistics.median(out.pop("widths")) if out["pairs"] else math.nan
+    return out
+
+
+def render_leads(leads: dict[str, dict]) -> str:
+    lines = ["#### Leads between splits (every pair of splits, from each single log)\n",
+             "| sweep | pairs | true lead inside its 95% interval | median width | separated by the lead (in the "
+             "truth's order) | separated by the two intervals (in the truth's order) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, o in leads.items():
+        lines.append(f"| {name} | {o['pairs']} | {o['inside']} ({100 * o['inside'] / max(o['pairs'], 1):.0f}%) | "
+                     f"{100 * o['median_width']:.0f} pts | {o['sep_lead']} ({o['sep_lead_right']}) | "
+                     f"{o['sep_marginal']} ({o['sep_marginal_right']}) |")
+    return "\n".join(lines) + "\n"
 
 
 def render_within(name: str, rows: list[dict]) -> str:
@@ -216,6 +297,18 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
+def _leads(ss: list[dict]) -> str:
+    leads = [s["lead"] for s in ss if s.get("lead")]
+    return f"{sum(x['inside'] for x in leads)}/{len(leads)}" if leads else "-"
+
+
+def _verdicts(ss: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for s in ss:
+        counts[str(s.get("verdict"))] = counts.get(str(s.get("verdict")), 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
 def _med_max(xs) -> str:
     xs = list(xs)
     return f"{100 * statistics.median(xs):.1f}% / {100 * max(xs):.1f}%"
@@ -248,8 +341,9 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
         out.append("")
     out.append("### Summary\n")
     out.append("| sweep | sources | worst split error: median / max | own split (level) | across splits (shape) "
-               "| mean abs error | coverage (all repeats) | coverage (each repeat) | median width |")
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+               "| mean abs error | coverage (all repeats) | coverage (each repeat) | median width "
+               "| pick within 2% of the best | verdicts | lead vs runner-up inside its interval |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for sw in sweeps:
         for kind in ("single", "pair"):
             ss = sw[kind]
@@ -262,7 +356,9 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
                        f"{_med_max(s['shape'] for s in ss)} | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
                        f"{100 * cov:.0f}% ({sum(v['inside'] for v in allv)}/{len(allv)}) | "
                        f"{100 * sum(each) / len(each):.0f}% ({sum(each)}/{len(each)}) | "
-                       f"{100 * statistics.median(v['width'] for v in allv):.1f}% |")
+                       f"{100 * statistics.median(v['width'] for v in allv):.1f}% | "
+                       f"{sum(s['regret'] is not None and s['regret'] <= 0.02 for s in ss)}/{len(ss)} | "
+                       f"{_verdicts(ss)} | {_leads(ss)} |")
     for label, bt in (budget or {}).items():
         out.append(f"\n### Token budget ({label})\n")
         out.append("measured (b/s, repeats): " + ", ".join(
@@ -312,7 +408,10 @@ def main(argv=None) -> int:
         budget = ({label: budget_table(logs, pool) for label, logs in budget_sets().items()}
                   if args.part != "splits" else {})
     within = {sw["name"]: within_table(sw["name"], sw["truth"]) for sw in sweeps}
+    leads = {sw["name"]: leads_table(sw["name"], sw["truth"]) for sw in sweeps}
     print(render(sweeps, budget))
+    if leads:
+        print(render_leads(leads))
     for n, rows in within.items():
         print(render_within(n, rows))
     if args.json:
@@ -322,7 +421,7 @@ def main(argv=None) -> int:
             if isinstance(o, (list, tuple)):
                 return [key(v) for v in o]
             return o
-        Path(args.json).write_text(json.dumps(key({"sweeps": sweeps, "budget": budget, "within": within}), indent=1))
+        Path(args.json).write_text(json.dumps(key({"sweeps": sweeps, "budget": budget, "within": within, "leads": leads}), indent=1))
     return 0
 
 

@@ -203,3 +203,35 @@ def test_next_run_within_resolution_says_either_will_do():
         assert any("either will do" in r for r in adv.recommendation.reasons)
     else:   # a model change could separate them; then the verdict must say so by its own rule
         assert d.verdict in (Verdict.NEXT_RUN, Verdict.CANNOT_TELL)
+
+
+def test_overlapping_intervals_with_a_certain_lead_are_separated():
+    # cpu32 (32-core host, 6-2 measured 37.98 b/s, 5-3 33.31): from the 6-2 log the two intervals
+    # overlap, since both carry the run's level and the split slope; the lead itself does not
+    from pathlib import Path
+    from advisor.report import signed_pct
+
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
+    adv = advise(log)
+    d, m = adv.decision, adv.decision.margin
+    assert (m.higher, m.lower) == ("6-2", "5-3")
+    assert not m.stable and m.separated and 0 < m.lead_low_pct < 100 * (37.98 / 33.31 - 1) < m.lead_high_pct
+    assert d.verdict is Verdict.NEXT_RUN and d.recommended == "6-2"
+    text = render(adv)
+    assert f"lead over 5-3 is {signed_pct(m.lead_low_pct)} to {signed_pct(m.lead_high_pct)}" in text
+    assert "either will do" not in text
+    j = adv.to_json()["recommendation"]["margin"]
+    assert j["stable"] is False and j["separated"] is True and j["lead_low_pct"] == round(m.lead_low_pct, 2)
+
+
+def test_an_uncertain_lead_stays_cannot_tell():
+    # ded32 (each split alone on its host; 6-2 measured 37.94 b/s, 5-3 36.27): from the 7-1 log the
+    # drafter-bound 6-2 and the target-bound 5-3 share little, and the lead's interval spans 0
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
+    adv = advise(log)
+    m = adv.decision.margin
+    assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "unresolved"
+    assert not m.separated and m.lead_low_pct < 0 < m.lead_high_pct
+    assert "lead itself is" in render(adv)

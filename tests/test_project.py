@@ -5,12 +5,24 @@ from dataclasses import replace
 
 import numpy as np
 
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from advisor.advice import advise
-from advisor.project import project
+from advisor.fit import Z_95
+from advisor.project import ERR_SHARED, lead_interval, project
+
+SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
 
 COLUMNS = {"n_target", "n_drafter", "bps", "bps_low", "bps_high", "tok_s", "bound_bps", "efficiency", "gpu_util",
            "bottleneck", "target_blocked", "drafter_starved", "hs_mean_depth", "eta_s", "observed", "observed_bps",
-           "cap_target_bps", "cap_drafter_bps", "cap_loader_bps", "method", "widened"}
+           "cap_target_bps", "cap_drafter_bps", "cap_loader_bps", "method", "widened", *ERR_SHARED, "err_own_var",
+           "err_sync_lo", "err_sync_hi"}
 
 
 def test_all_splits_with_documented_columns(reference):
@@ -46,3 +58,55 @@ def test_token_budget_changes_batches_not_work(reference):
     assert (half["bps"] > full["bps"]).all()
     # the same tokens remain to be processed
     assert np.allclose(half["eta_s"] * half["tok_s"], full["eta_s"] * full["tok_s"], rtol=1e-9)
+
+
+def _pair(a_shared, b_shared, own=(0.0, 0.0), sync=((0.0, 0.0), (0.0, 0.0)), bps=(12.0, 10.0), widened=False):
+    rows = []
+    for sh, ov, sy, x in zip((a_shared, b_shared), own, sync, bps):
+        rows.append({"bps": x, "widened": widened, **dict(zip(ERR_SHARED, sh)), "err_own_var": ov,
+                     "err_sync_lo": sy[0], "err_sync_hi": sy[1]})
+    return pd.DataFrame(rows, index=["a", "b"])
+
+
+def test_lead_interval_cancels_what_both_splits_share():
+    shared = (0.05, 0.02, -0.09, 0.0)
+    lo, hi = lead_interval(_pair(shared, shared, own=(0.0001, 0.0001)), "a", "b")
+    half = Z_95 * math.sqrt(0.0002)
+    assert lo == pytest.approx(1.2 * math.exp(-half) - 1) and hi == pytest.approx(1.2 * math.exp(half) - 1)
+    # a source that moves only one of them (different bottleneck roles) does not cancel
+    lo2, hi2 = lead_interval(_pair((0.08, 0.0, 0.0, 0.0), (0.0, 0.08, 0.0, 0.0)), "a", "b")
+    assert math.log1p(hi2) - math.log(1.2) == pytest.approx(Z_95 * math.hypot(0.08, 0.08))
+    # the split slope moves splits on either side of the logged one in opposite directions
+    lo3, hi3 = lead_interval(_pair((0, 0, 0.05, 0), (0, 0, -0.05, 0)), "a", "b")
+    assert math.log1p(hi3) - math.log(1.2) == pytest.approx(Z_95 * 0.1)
+
+
+def test_lead_interval_spans_both_ends_of_an_unidentified_sync_scaling():
+    lo, hi = lead_interval(_pair((0,) * 4, (0,) * 4, own=(1e-4, 1e-4), sync=((-0.1, 0.0), (0.0, 0.05))), "a", "b")
+    half = Z_95 * math.sqrt(2e-4)
+    assert math.log1p(lo) == pytest.approx(math.log(1.2) - 0.1 - half)
+    assert math.log1p(hi) == pytest.approx(math.log(1.2) - 0.05 + half + 0.05)
+
+
+def test_a_widened_row_has_no_paired_form():
+    assert lead_interval(_pair((0.1,) * 4, (0.1,) * 4, widened=True), "a", "b") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-0.3, 0.3), min_size=8, max_size=8), st.floats(0, 0.01), st.floats(0, 0.01),
+       st.floats(0.5, 50), st.floats(0.5, 50))
+def test_lead_interval_holds_the_projected_lead(coef, own_a, own_b, xa, xb):
+    lo, hi = lead_interval(_pair(coef[:4], coef[4:], own=(own_a, own_b), bps=(xa, xb)), "a", "b")
+    assert lo <= xa / xb - 1 <= hi
+    # it is never wider than what the two splits' errors would give if nothing were shared
+    var = sum(c * c for c in coef) + own_a + own_b
+    assert math.log1p(hi) - math.log1p(lo) <= 2 * Z_95 * math.sqrt(var) * (1 + 1e-9) + 1e-12 or \
+        sum(a * b for a, b in zip(coef[:4], coef[4:])) < 0
+
+
+def test_real_sweep_projections_carry_their_interval_parts():
+    df = advise([SWEEP / "cpu32" / "cpu32-6x2-r0.jsonl.gz"]).splits
+    for lbl, r in df.iterrows():
+        var = sum(float(r[k]) ** 2 for k in ERR_SHARED) + float(r["err_own_var"])
+        # the parts add up to the row's own interval (no sync scaling, no widening there)
+        assert math.log(r["bps_high"] / r["bps"]) == pytest.approx(Z_95 * math.sqrt(var), rel=1e-6), lbl
