@@ -307,7 +307,7 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, gp
                                sync_every=sync_every, sync_s=sync_s, **kw)
         warnings.warn(AssumptionWarning(
             f"from bare numbers: step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
-            f"capacities taken as given; intervals have no width (no samples)"))
+            f"capacities taken as given; intervals carry no sampling or run-to-run error (no samples)"))
     p, c = fit.roles
     settings = build_settings(producer=p, consumer=c, gpus=gpus if gpus is not None else sum(roles.values()),
                               log_hs_cap=hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,

@@ -1036,9 +1036,12 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, 
                             busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
                             measured=False))
     m = roles[names[1]]
+    # one drafter count given: how the collective scales with M is unknown, as from a log at one M
+    # (the point assumes a ring; the intervals reach a flat cost)
     sync = SyncFit(sync_every=sync_every, latency_s=0.0,
                    bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
-                   dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {}, measured=m > 1 and sync_s > 0)
+                   dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {}, measured=m > 1 and sync_s > 0,
+                   scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0))
     x_obs = observed_bps if observed_bps is not None else min(cap_bps[names[0]], cap_bps[names[1]])
     win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
     ob = ObservedRun(path="<numbers>", roles=dict(roles), bps=x_obs, tok_s=x_obs * tokens_per_batch, steady=win,

@@ -189,8 +189,9 @@ def _runner_up(adv: Advice) -> list[str]:
     if d.rule in ("unresolved", "overlap", "thin-evidence"):
         return out
     if adv.fit.source == "numbers":
-        out.append("from given numbers the intervals have no width: how stable the choice is cannot be told; "
-                   "a log with step events measures it.")
+        out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
+                   "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
+                   "log: how stable the choice is cannot be told; a log with step events measures it.")
     elif mg.stable:
         out.append(f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
                    f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}.")

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from advisor.advice import advise, advise_numbers
 from advisor.decide import RESOLVE_GAIN, Verdict
+from advisor.model import MODEL_SE
 from advisor.report import render
 from advisor.settings import SettingsError
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
@@ -235,3 +237,17 @@ def test_an_uncertain_lead_stays_cannot_tell():
     assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "unresolved"
     assert not m.separated and m.lead_low_pct < 0 < m.lead_high_pct
     assert "lead itself is" in render(adv)
+
+
+def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
+    # 300 ms per collective given at 4 drafters: other drafter counts are projected for a ring, and
+    # their intervals reach a flat cost (the same 300 ms at any M), as from a log at one M
+    kw = dict(sync_every=2, sync_s=0.3)
+    adv = advise_numbers({"target": 4, "drafter": 4}, {"target": 2.0, "drafter": 2.4}, **kw)
+    assert not adv.fit.sync.scaling_identified
+    df = adv.splits
+    # 6-2 is drafter-bound: a flat cost is heavier at M = 2 than a ring's, so its interval reaches lower
+    assert df.at["6-2", "bps_low"] < df.at["6-2", "bps"] * (1 - 0.02)
+    # 2-6 is target-bound: the sync cost does not move it
+    assert df.at["2-6", "bps_low"] == pytest.approx(df.at["2-6", "bps"] * math.exp(-1.96 * MODEL_SE), rel=1e-3)
+    assert "range of its scaling" in render(adv)
