@@ -199,8 +199,8 @@ def _runner_up(adv: Advice) -> list[str]:
         out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
                    f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
                    f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because both "
-                   f"come from one fit: the run's own level and how step time changes with the split move both "
-                   f"splits together, so they drop out of the lead.")
+                   f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
+                   f"the split moves them the same way, so the lead carries only what differs between them.")
     else:
         out.append(f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
                    f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
