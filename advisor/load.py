@@ -273,7 +273,8 @@ def _decode_line(raw: bytes, path: str, line: int) -> Any:
         raise LogError(path, line, f"is not a log event ({str(e).split(';')[0]})") from None
 
 
-def _arrow_schema(header: RunHeader):
+def _arrow_schema(header: RunHeader, names: Sequence[str] | None = None):
+    """The Arrow schema of every field the advisor reads from a body line (``names``: only those)."""
     import pyarrow as pa
 
     f64 = pa.float64()
@@ -284,7 +285,22 @@ def _arrow_schema(header: RunHeader):
     fields += [("bps", role_struct), ("cap_bps", role_struct)]
     if q_fields:
         fields.append(("q", pa.struct(q_fields)))
+    if names is not None:
+        fields = [f for f in fields if f[0] in names]
     return pa.schema(fields)
+
+
+# The fast path reads a piece in two passes: every line with the fields of steps and syncs (the
+# bulk of a log), then only the rates and end lines (one a minute) with theirs. pyarrow's reader
+# pays for every declared field on every line (a null for each absent one, struct and list
+# children included): declaring the rates' and end's fields for the step lines too cost a third
+# more CPU on a 32-GPU log (0.86 vs 0.57 CPU-s per 64 MB, BENCHMARKS.md section 10). A field a
+# line's event does not read is not checked by `schema.validate_event` either, so leaving it
+# undeclared changes no verdict (before, a wrong type there sent the piece to the exact path, which
+# accepted it).
+_BODY_FIELDS = ("ev", "role", "t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
+                "workers", "dur", "bytes")
+_OTHER_FIELDS = ("ev", "t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q", "reason", "msg")
 
 
 _RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")
@@ -407,21 +423,30 @@ def _codes(col, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     return remap[idx.astype(np.int64)], out_names
 
 
-def _fast_parse(body, header: RunHeader, n_rows: int) -> _Parsed | None:
-    """pyarrow path over ``body`` (a pyarrow buffer); None when pyarrow refuses it or reads other
-    than ``n_rows`` rows (two objects on one line, one object over two lines, whitespace-only
-    lines): the slow path then decides, and names the line."""
+def _read_arrow(buf, schema):
+    """pyarrow's JSON reader over a buffer with an explicit schema; None when it refuses the bytes."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.json as pj
 
     try:
-        table = pj.read_json(pa.BufferReader(body), parse_options=pj.ParseOptions(
-            explicit_schema=_arrow_schema(header), unexpected_field_behavior="ignore"),
+        return pj.read_json(pa.BufferReader(buf), parse_options=pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore"),
             read_options=pj.ReadOptions(block_size=1 << 20))
     except Exception:   # any refusal (ArrowInvalid, invalid UTF-8, ...): the exact reader names it
         return None
-    if table.num_rows != n_rows:
+
+
+def _fast_parse(piece: "_Piece", header: RunHeader, n_rows: int) -> _Parsed | None:
+    """pyarrow path over ``piece``; None when pyarrow refuses it or reads other than ``n_rows``
+    rows (two objects on one line, one object over two lines, whitespace-only lines): the slow
+    path then decides, and names the line. Two passes (see ``_BODY_FIELDS``): the whole piece
+    with the step and sync fields, then its rates and end lines with theirs."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    body = pa.py_buffer(piece.buf).slice(piece.start, piece.end - piece.start)   # no copy
+    table = _read_arrow(body, _arrow_schema(header, _BODY_FIELDS))
+    if table is None or table.num_rows != n_rows:
         return None
     ev, names = _codes(table.column("ev"), KNOWN_EVENTS)
     t = table.column("t").to_numpy().astype(np.float64, copy=False)
@@ -446,13 +471,25 @@ def _fast_parse(body, header: RunHeader, n_rows: int) -> _Parsed | None:
     role = _codes(table.column("role"), list(header.roles))[0]
     step["role"] = role if len(step_rows) == len(ev) else role[step_rows]
     sync, _ = subset(KNOWN_EVENTS.index("sync"), SYNC_NUMBERS)
-    keep = [c for c in ("t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q") if c in table.column_names]
-    rates = table.filter(pc.equal(table.column("ev"), "rates")).select(keep)
-    is_end = ev == KNOWN_EVENTS.index("end")
-    reason = table.column("reason")
-    bad_reason = is_end & ~pc.is_in(reason, value_set=pa.array(END_REASONS)).to_numpy(zero_copy_only=False) \
-        & ~reason.is_null().to_numpy(zero_copy_only=False)
-    end_tab = table.filter(pa.array(is_end)).select(["t", "reason", "msg"])
+    # the rates and end lines, read again alone with their own fields
+    other_schema = _arrow_schema(header, _OTHER_FIELDS)
+    is_rates, is_end = ev == KNOWN_EVENTS.index("rates"), ev == KNOWN_EVENTS.index("end")
+    other_rows = np.flatnonzero(is_rates | is_end)
+    if len(other_rows):
+        lines = _line_numbers(piece.nl, other_rows)
+        others = _read_arrow(pa.py_buffer(b"\n".join([piece.line(int(k)) for k in lines]) + b"\n"), other_schema)
+        if others is None or others.num_rows != len(other_rows):
+            return None
+    else:
+        others = other_schema.empty_table()
+    o_rates = is_rates[other_rows]
+    keep = [c for c in ("t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q") if c in others.column_names]
+    rates = others.filter(pa.array(o_rates)).select(keep)
+    reason = others.column("reason")
+    bad_reason = np.zeros(len(ev), dtype=bool)
+    bad_reason[other_rows] = ~o_rates & ~pc.is_in(reason, value_set=pa.array(END_REASONS)).to_numpy(
+        zero_copy_only=False) & ~reason.is_null().to_numpy(zero_copy_only=False)
+    end_tab = others.filter(pa.array(~o_rates)).select(["t", "reason", "msg"])
     end_obj = end_tab.to_pylist()[-1] if end_tab.num_rows else None
     t_null = table.column("t").is_null().to_numpy(zero_copy_only=False)
     return _Parsed(ev=ev, names=names, t=t, step=step, step_rows=step_rows, sync=sync, rates=rates,
@@ -645,11 +682,8 @@ class _Piece:
 def _parse_piece(piece: _Piece, header: RunHeader, spath: str) -> _Parsed:
     """Parse and validate one piece of whole lines: the fast path, and the exact line-by-line
     path to name a bad line or when pyarrow cannot decide."""
-    import pyarrow as pa
-
     n_rows = _n_rows(piece.nl)
-    body = pa.py_buffer(piece.buf).slice(piece.start, piece.end - piece.start)   # no copy
-    parsed = _fast_parse(body, header, n_rows) if n_rows > 0 else None
+    parsed = _fast_parse(piece, header, n_rows) if n_rows > 0 else None
     if parsed is not None:
         bad = _bad_rows(parsed, header)
         if len(bad):
