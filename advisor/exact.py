@@ -69,7 +69,8 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
     for lg, ob in zip(logs, fit.observed):
         if not lg.has_steps:
             continue
-        st = lg.steps[ob.steady.mask(lg.steps["t"])]
+        # only the columns used (on a sampled log every row copied is one of 600k)
+        st = lg.steps[["role", "tokens", "busy"]][ob.steady.mask(lg.steps["t"])]
         # each log's steps divided by its split's contention factor: the residuals then refer to
         # the fit's reference split, and the factor of the simulated split is applied below
         scale = fit.contention.scale(lg.header.roles[p], sum(lg.header.roles.values()))
