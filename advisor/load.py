@@ -864,8 +864,17 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
     return summ
 
 
-def runlog_from_summary(summ: Summary, path: str) -> RunLog:
-    """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
+def _warn_unknown(summ: Summary, path: str) -> None:
+    unknown = dict(summ.unknown)
+    if unknown:
+        warnings.warn(LogWarning(f"{display_path(path)}: ignored {sum(unknown.values())} events of unknown type "
+                                 f"({', '.join(f'{_shown(k)}: {v}' for k, v in list(unknown.items())[:10])}"
+                                 f"{', ...' if len(unknown) > 10 else ''})"), stacklevel=4)
+
+
+def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
+    """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates.
+    ``warn``: warn of the summary's unknown events (False: the caller did already)."""
     header = summ.header
     cols, codes, _ = summ.steps()
     steps = _steps_frame({f: cols[f] for f in STEP_COLUMNS if f != "role"}, codes, header)
@@ -880,10 +889,8 @@ def runlog_from_summary(summ: Summary, path: str) -> RunLog:
     else:
         rates = _rates_frame(_rates_table([], header), header)
     unknown = dict(summ.unknown)
-    if unknown:
-        warnings.warn(LogWarning(f"{display_path(path)}: ignored {sum(unknown.values())} events of unknown type "
-                                 f"({', '.join(f'{_shown(k)}: {v}' for k, v in list(unknown.items())[:10])}"
-                                 f"{', ...' if len(unknown) > 10 else ''})"), stacklevel=3)
+    if warn:
+        _warn_unknown(summ, path)
     end_obj = summ.end
     if end_obj is not None:
         end_obj = {k: v for k, v in end_obj.items() if v is not None}
@@ -910,6 +917,29 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
     return runlog_from_summary(summ, str(path))
 
 
+def _run_from_summaries(files: Sequence[str | Path], summaries: Iterable[Summary], path: str) -> RunLog:
+    """One run from the summaries of its per-rank ``files`` (in that order), merged as they come:
+    headers checked equal (`ranks.check_same_header`, which names the file and field), the run's
+    end `ranks`' merged end."""
+    from types import SimpleNamespace
+
+    from .ranks import _merged_end, check_same_header
+    from .summary import merge_all
+
+    seen: list[SimpleNamespace] = []
+
+    def checked(summaries):
+        for f, s in zip(files, summaries):
+            seen.append(SimpleNamespace(header=s.header, path=display_path(str(f)), end=s.end))
+            check_same_header(seen[:1] + seen[-1:])
+            yield s
+    summ = merge_all(checked(summaries))
+    end = _merged_end(seen)
+    summ.end = dict(end) if end is not None else None
+    summ.paths = [str(f) for f in files]
+    return runlog_from_summary(summ, path)
+
+
 def load_run(files: Sequence[str | Path], path: str, *, workers: int | None = None) -> RunLog:
     """One run from its per-rank files, merged as summaries: exact and in bounded memory.
 
@@ -918,46 +948,61 @@ def load_run(files: Sequence[str | Path], path: str, *, workers: int | None = No
     number and length of the files. Headers must be equal (`ranks.check_same_header`, which
     names the file and field); the run's end is `ranks`' merged end.
     """
-    from types import SimpleNamespace
-
-    from .ranks import _merged_end, check_same_header
-    from .summary import merge_all
-
     files = list(files)
     if len(files) == 1:
         return load_log(files[0])
-    seen: list[SimpleNamespace] = []
-
-    def checked(summaries):
-        for f, s in zip(files, summaries):
-            seen.append(SimpleNamespace(header=s.header, path=display_path(str(f)), end=s.end))
-            check_same_header(seen[:1] + seen[-1:])
-            yield s
     from concurrent.futures import ThreadPoolExecutor
     n = max(1, min(workers or os.cpu_count() or 1, len(files)))
     with ThreadPoolExecutor(n) as ex:
-        summ = merge_all(checked(ex.map(summarize_log, files)))
-    end = _merged_end(seen)
-    summ.end = dict(end) if end is not None else None
-    summ.paths = [str(f) for f in files]
-    return runlog_from_summary(summ, path)
+        return _run_from_summaries(files, ex.map(summarize_log, files), path)
+
+
+def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
+    """The (role, worker) pairs of a summary's kept steps: those of its RunLog's steps frame."""
+    out: set[tuple[str, int]] = set()
+    for r in summ.roles:
+        cols, _ = summ.samples[r].compact()
+        out.update((r, int(w)) for w in np.unique(cols["worker"]))
+    return out
 
 
 def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     """Parse several logs (e.g. the same job at different splits).
 
     A directory or a (quoted) glob is one run written as per-rank files, and so are plain files
-    that are evidently ranks of one run; see `advisor.ranks` for the rules.
+    that are evidently ranks of one run; see `advisor.ranks` for the rules. Each file is read
+    once: plain files are held as summaries until it is known which are ranks of one run (e.g. a
+    glob the shell expanded), whose summaries then merge, exactly, as a directory's do.
     """
-    from .ranks import expand, group_ranks
+    from .ranks import expand, group_name, merge, rank_groups
 
     paths = list(paths)
     if not paths:
         raise LogError("<none>", None, "no log file given")
-    logs: list[RunLog] = []
-    plain: list[bool] = []
+    logs: list[RunLog | None] = []
+    held: dict[int, tuple[Path, Summary]] = {}     # plain files, as summaries, by position
     for p in paths:
         files, one_run = expand(p)
-        logs.append(load_run(files, str(p)) if one_run else load_log(files[0]))
-        plain.append(not one_run)
-    return group_ranks(logs, plain)
+        if one_run:
+            logs.append(load_run(files, str(p)))
+            continue
+        summ = summarize_log(files[0])
+        _warn_unknown(summ, str(files[0]))        # in file order, where a RunLog of it would have warned
+        held[len(logs)] = (files[0], summ)
+        logs.append(None)
+    headers = [held[i][1].header if lg is None else lg.header for i, lg in enumerate(logs)]
+    groups = rank_groups(headers, lambda i: _summary_workers(held[i][1]), [i in held for i in range(len(logs))])
+    dropped: set[int] = set()
+    for g in groups:
+        members = [held.pop(i) for i in g]
+        name = group_name([display_path(str(f)) for f, _ in members])
+        if any(s.sampled for _, s in members):
+            # samples merge exactly as summaries; frames of samples would not (advisor.summary)
+            logs[g[0]] = _run_from_summaries([f for f, _ in members], (s for _, s in members), name)
+        else:
+            logs[g[0]] = merge([runlog_from_summary(s, str(f), warn=False) for f, s in members], name)
+        dropped.update(g[1:])
+    for i in list(held):
+        f, summ = held.pop(i)
+        logs[i] = runlog_from_summary(summ, str(f), warn=False)
+    return [lg for i, lg in enumerate(logs) if i not in dropped]

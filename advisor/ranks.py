@@ -29,7 +29,7 @@ from __future__ import annotations
 import glob
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -155,9 +155,27 @@ def _workers(lg: RunLog) -> set[tuple[str, int]]:
     return {(str(r), int(w)) for r, w in zip(pairs["role"], pairs["worker"])}
 
 
-def _group_name(logs: Sequence[RunLog]) -> str:
-    names = [lg.path for lg in logs]
-    return "+".join(names) if len(names) <= 3 else f"{names[0]}+{len(names) - 1} more"
+def group_name(paths: Sequence[str]) -> str:
+    """The name of a run merged from the files ``paths`` (as shown)."""
+    return "+".join(paths) if len(paths) <= 3 else f"{paths[0]}+{len(paths) - 1} more"
+
+
+def rank_groups(headers: Sequence[RunHeader], workers: Callable[[int], set[tuple[str, int]]],
+                eligible: Sequence[bool]) -> list[list[int]]:
+    """Groups (two or more positions, in order) of the ``eligible`` logs that are per-rank parts
+    of one run (see the module docstring): equal headers, and ``workers(i)``, the (role, worker)
+    pairs with steps in log ``i``, as the rule asks. ``workers`` is called only within groups of
+    equal headers."""
+    groups: list[list[int]] = []
+    for i, h in enumerate(headers):
+        if not eligible[i]:
+            continue
+        g = next((g for g in groups if header_difference(headers[g[0]], h) is None), None)
+        if g is None:
+            groups.append([i])
+        else:
+            g.append(i)
+    return [g for g in groups if len(g) > 1 and _are_ranks([workers(i) for i in g])]
 
 
 def group_ranks(logs: Sequence[RunLog], eligible: Sequence[bool] | None = None) -> list[RunLog]:
@@ -166,30 +184,19 @@ def group_ranks(logs: Sequence[RunLog], eligible: Sequence[bool] | None = None) 
     its first file; the order is otherwise kept."""
     logs = list(logs)
     ok = [True] * len(logs) if eligible is None else list(eligible)
-    groups: list[list[int]] = []
-    for i, lg in enumerate(logs):
-        if not ok[i]:
-            continue
-        g = next((g for g in groups if header_difference(logs[g[0]].header, lg.header) is None), None)
-        if g is None:
-            groups.append([i])
-        else:
-            g.append(i)
     replace: dict[int, RunLog] = {}
     drop: set[int] = set()
-    for g in groups:
+    for g in rank_groups([lg.header for lg in logs], lambda i: _workers(logs[i]), ok):
         members = [logs[i] for i in g]
-        if len(members) > 1 and _are_ranks(members):
-            replace[g[0]] = merge(members, _group_name(members))
-            drop.update(g[1:])
+        replace[g[0]] = merge(members, group_name([lg.path for lg in members]))
+        drop.update(g[1:])
     return [replace.get(i, lg) for i, lg in enumerate(logs) if i not in drop]
 
 
-def _are_ranks(members: Sequence[RunLog]) -> bool:
+def _are_ranks(worker_sets: Sequence[set[tuple[str, int]]]) -> bool:
     seen: set[tuple[str, int]] = set()
     stepless = 0
-    for lg in members:
-        w = _workers(lg)
+    for w in worker_sets:
         if not w:
             stepless += 1
         if w & seen:

@@ -297,3 +297,25 @@ def test_sample_threshold_keeps_the_same_rows(batches, k):
     np.testing.assert_array_equal(ka, kb)      # pruned: in key order; else in arrival order
     for f in summary.STEP_FIELDS:
         np.testing.assert_array_equal(a[f], b[f])
+
+
+def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
+    """A shell-expanded glob of sampled rank files: each file parsed once (it used to be parsed
+    again, to merge the summaries), and the advice still that of the whole log."""
+    from advisor import load
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 600)
+    parts = split_by_worker(sync_log, 3)
+    reads: list[str] = []
+    real = load.summarize_log
+
+    def counted(path, **kw):
+        reads.append(Path(path).name)
+        return real(path, **kw)
+    monkeypatch.setattr(load, "summarize_log", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = advise(parts)
+    assert sorted(reads) == sorted(p.name for p in parts)
+    assert len(one.logs) == 1 and one.logs[0].sampled
+    monkeypatch.setattr(load, "summarize_log", real)
+    _same_advice(_advise(sync_log), one)
