@@ -125,9 +125,13 @@ def _check_limits(*, gpus: int | None = None, roles: dict[str, int] | None = Non
 
 
 def _advise_or_die(logs: list[Path], **kw):
-    from .advice import advise
     from .schema import LogError
     _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
+    # the log files are read in a background thread while pandas and the advisor's modules
+    # import (~0.4 s); errors and warnings of the read still surface where the logs are loaded
+    from .load import prefetch
+    prefetch(logs)
+    from .advice import advise
     size = 0
     for p in logs:
         try:
@@ -173,8 +177,9 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: As
     if follow:
         from .follow import follow_logs
         raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
+    adv = _advise_or_die(logs, **kw)     # (first: it reads the logs while the modules import)
     from .report import render
-    typer.echo(render(_advise_or_die(logs, **kw), fmt), nl=False)
+    typer.echo(render(adv, fmt), nl=False)
 
 
 @app.command("check")

@@ -36,19 +36,22 @@ import json
 import math
 import os
 import stat
+import threading
 import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 
 from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
                      LogRefused, LogWarning, RunHeader, display_path, parse_header, validate_event)
 from . import summary as _summary
 from .summary import Summary, Totals, is_summary, read_summary
+
+if TYPE_CHECKING:
+    import pandas as pd   # imported where frames are made: reading a log needs only numpy and pyarrow
 
 # Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
 MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
@@ -96,6 +99,18 @@ class RunLog:
         if self.t_max_s is not None:
             ts.append(self.t_max_s)
         return float(max(ts)) if ts else 0.0
+
+
+# Warnings of a log read in the background (`prefetch`) are held, and given when it is used
+_notes = threading.local()
+
+
+def _warn(w: Warning) -> None:
+    sink = getattr(_notes, "sink", None)
+    if sink is not None:
+        sink.append(w)
+    else:
+        warnings.warn(w, stacklevel=4)
 
 
 def _human(n: int) -> str:
@@ -308,6 +323,8 @@ _RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")
 
 def _rates_frame(tab, header: RunHeader) -> pd.DataFrame:
     """The rates frame from an Arrow table of rates events (columns vectorized, no per-row Python)."""
+    import pandas as pd
+
     import pyarrow.compute as pc
 
     n = tab.num_rows
@@ -384,6 +401,8 @@ _SYNC_NUMERIC = ("t", "workers", "dur", "bytes")
 
 def _steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:
     """The documented ``steps`` frame from columns and role codes, sorted by t."""
+    import pandas as pd
+
     steps = pd.DataFrame(cols)
     steps["role"] = pd.Categorical.from_codes(codes, categories=list(header.roles))
     steps = steps[list(STEP_COLUMNS)]
@@ -397,6 +416,8 @@ def _steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) 
 
 
 def _frames(p: _Parsed, header: RunHeader) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    import pandas as pd
+
     cols = dict(p.step)
     codes = cols.pop("role")
     steps = _steps_frame(cols, codes, header)
@@ -848,8 +869,8 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
                 raise LogError(spath, None, f"holds no complete line yet ({len(tail)} bytes and no newline; "
                                             f"a log still being written, or CR-only line ends?)")
             else:
-                warnings.warn(LogWarning(f"{display_path(spath)}:{lines_done + 1}: last line is incomplete (a log "
-                                         f"still being written?); skipped {len(tail)} bytes"), stacklevel=4)
+                _warn(LogWarning(f"{display_path(spath)}:{lines_done + 1}: last line is incomplete (a log "
+                                 f"still being written?); skipped {len(tail)} bytes"))
 
     # piece k + 1 is parsed in a worker thread (pyarrow and numpy release the GIL) while piece k is
     # checked and folded here, and the next piece read; pieces fold, and errors surface, in order.
@@ -901,6 +922,8 @@ def _warn_unknown(summ: Summary, path: str) -> None:
 def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates.
     ``warn``: warn of the summary's unknown events (False: the caller did already)."""
+    import pandas as pd
+
     header = summ.header
     cols, codes, _ = summ.steps()
     steps = _steps_frame({f: cols[f] for f in STEP_COLUMNS if f != "role"}, codes, header)
@@ -992,6 +1015,81 @@ def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
     return out
 
 
+# --- reading ahead (the CLI): the parse of the logs overlaps the import of the advisor's modules
+
+_prefetched: dict[str, Any] = {}          # str(Path(file)) -> Future of (Summary, held warnings)
+_prefetch_stop = [threading.Event()]      # set: the current read-ahead starts no further file
+
+
+def _drop_prefetched() -> None:
+    """Forget what was read ahead (a file not yet started is not read)."""
+    _prefetch_stop[0].set()
+    _prefetched.clear()
+
+
+def prefetch(paths: Iterable[str | Path]) -> None:
+    """Start reading the plain log files among ``paths`` in a background thread, in order;
+    `load_logs` then takes each summary (waiting for it) instead of reading the file itself.
+
+    For the CLI: the parse (pyarrow releases the GIL) then runs while the main thread imports
+    pandas and the advisor's modules, ~0.4 s. Folders and globs are left to `load_logs` (read in
+    parallel there). numpy and pyarrow are imported here, before the thread starts, so that the
+    thread imports no module the main thread may be importing. Warnings of the read are held and
+    given when the summary is taken; an error is raised there, as a read there would raise it;
+    after an error the files not yet started are not read.
+    """
+    import pyarrow  # noqa: F401
+    import pyarrow.compute  # noqa: F401
+    import pyarrow.json  # noqa: F401
+    from concurrent.futures import Future
+
+    _drop_prefetched()
+    stop = _prefetch_stop[0] = threading.Event()
+    todo: list[tuple[Path, Any]] = []
+    for p in paths:
+        key = str(Path(p))
+        if key in _prefetched or not os.path.isfile(p):
+            continue
+        fut: Any = Future()
+        _prefetched[key] = fut
+        todo.append((Path(p), fut))
+    if not todo:
+        return
+
+    def run() -> None:
+        for path, fut in todo:
+            if stop.is_set():
+                fut.cancel()
+                continue
+            if not fut.set_running_or_notify_cancel():
+                continue
+            notes: list[Warning] = []
+            _notes.sink = notes
+            try:
+                fut.set_result((summarize_log(path), notes))
+            except BaseException as e:    # handed to the reader of this file, raised there
+                fut.set_exception(e)
+            finally:
+                _notes.sink = None
+    threading.Thread(target=run, name="dflash-prefetch").start()
+
+
+def _summary_of(path: Path) -> Summary:
+    """The summary of one plain log file: read ahead by `prefetch`, or read now."""
+    fut = _prefetched.pop(str(path), None)
+    if fut is None or fut.cancelled():
+        return summarize_log(path)
+    try:
+        summ, notes = fut.result()
+    except LogError:
+        raise
+    except Exception:     # not a verdict on the file (e.g. an import that failed in the thread): read it here
+        return summarize_log(path)
+    for w in notes:
+        warnings.warn(w, stacklevel=3)
+    return summ
+
+
 def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     """Parse several logs (e.g. the same job at different splits).
 
@@ -1000,11 +1098,18 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     once: plain files are held as summaries until it is known which are ranks of one run (e.g. a
     glob the shell expanded), whose summaries then merge, exactly, as a directory's do.
     """
-    from .ranks import expand, group_name, merge, rank_groups
-
     paths = list(paths)
     if not paths:
         raise LogError("<none>", None, "no log file given")
+    try:
+        return _load_logs(paths)
+    finally:
+        _drop_prefetched()       # (after an error: the files read ahead and not started are not read)
+
+
+def _load_logs(paths: list[str | Path]) -> list[RunLog]:
+    from .ranks import expand, group_name, merge, rank_groups
+
     logs: list[RunLog | None] = []
     held: dict[int, tuple[Path, Summary]] = {}     # plain files, as summaries, by position
     for p in paths:
@@ -1012,7 +1117,7 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
         if one_run:
             logs.append(load_run(files, str(p)))
             continue
-        summ = summarize_log(files[0])
+        summ = _summary_of(files[0])
         _warn_unknown(summ, str(files[0]))        # in file order, where a RunLog of it would have warned
         held[len(logs)] = (files[0], summ)
         logs.append(None)

@@ -187,3 +187,33 @@ def test_the_cli_caps_pyarrows_reader_threads_unless_the_user_set_them():
     env["OMP_NUM_THREADS"] = "3"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split()[-3:-1] == ["3", "3"]
+
+
+def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path):
+    """The CLI reads the logs in a background thread while its modules import (load.prefetch): a
+    warning of the read still reaches the report, once, and the advice is the library's."""
+    from advisor.advice import advise
+    from advisor.report import render
+
+    p = tmp_path / "live.jsonl"
+    p.write_bytes(reference.read_bytes() + b'{"ev": "step", "t": 99')
+    r = invoke(p, "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert sum("last line is incomplete" in w for w in got["warnings"]) == 1
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert got == json.loads(render(advise([p]), "json"))
+
+
+def test_read_ahead_error_names_file_line_field(reference, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    lines = reference.read_text().splitlines(keepends=True)
+    lines[5] = lines[5].replace('"busy":', '"busy": -1, "x":', 1)
+    bad.write_text("".join(lines))
+    r = subprocess.run([sys.executable, "-m", "advisor", "--json", str(bad), str(reference)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert f"{bad}:6:" in r.stderr and "'busy'" in r.stderr
