@@ -124,13 +124,26 @@ def _check_limits(*, gpus: int | None = None, roles: dict[str, int] | None = Non
         _die(f"--hs-cap: {hs_cap} is more than the limit {MAX_QUEUE_CAP}")
 
 
+def _import_advice() -> None:
+    try:
+        from . import advice, report  # noqa: F401
+    except Exception:
+        pass     # imported again in the main thread, which reports what fails
+
+
 def _advise_or_die(logs: list[Path], **kw):
     from .schema import LogError
     _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
-    # the log files are read in a background thread while pandas and the advisor's modules
-    # import (~0.4 s); errors and warnings of the read still surface where the logs are loaded
-    from .load import prefetch
-    prefetch(logs)
+    # pandas and the advisor's modules import in a thread (~0.4 s) while the log files are read
+    # here (the parse releases the GIL); what the reading raises or warns surfaces in `advise`
+    import threading
+    from .load import read_ahead
+    importer = threading.Thread(target=_import_advice, name="dflash-import")
+    importer.start()
+    try:
+        read_ahead(logs)
+    finally:
+        importer.join()
     from .advice import advise
     size = 0
     for p in logs:

@@ -101,7 +101,7 @@ class RunLog:
         return float(max(ts)) if ts else 0.0
 
 
-# Warnings of a log read in the background (`prefetch`) are held, and given when it is used
+# Warnings of a log read ahead (`read_ahead`) are held, and given where `load_logs` takes it
 _notes = threading.local()
 
 
@@ -1017,76 +1017,45 @@ def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
 
 # --- reading ahead (the CLI): the parse of the logs overlaps the import of the advisor's modules
 
-_prefetched: dict[str, Any] = {}          # str(Path(file)) -> Future of (Summary, held warnings)
-_prefetch_stop = [threading.Event()]      # set: the current read-ahead starts no further file
+_read_ahead: dict[str, tuple[Summary | None, BaseException | None, list[Warning]]] = {}
 
 
-def _drop_prefetched() -> None:
-    """Forget what was read ahead (a file not yet started is not read)."""
-    _prefetch_stop[0].set()
-    _prefetched.clear()
+def read_ahead(paths: Iterable[str | Path]) -> None:
+    """Read the plain log files among ``paths`` now, in order, and hold their summaries for
+    `load_logs`, which takes each one instead of reading the file (folders and globs are left
+    to it: it reads them in parallel).
 
-
-def prefetch(paths: Iterable[str | Path]) -> None:
-    """Start reading the plain log files among ``paths`` in a background thread, in order;
-    `load_logs` then takes each summary (waiting for it) instead of reading the file itself.
-
-    For the CLI: the parse (pyarrow releases the GIL) then runs while the main thread imports
-    pandas and the advisor's modules, ~0.4 s. Folders and globs are left to `load_logs` (read in
-    parallel there). numpy and pyarrow are imported here, before the thread starts, so that the
-    thread imports no module the main thread may be importing. Warnings of the read are held and
-    given when the summary is taken; an error is raised there, as a read there would raise it;
-    after an error the files not yet started are not read.
+    For the CLI, which imports pandas and the advisor's modules in a thread meanwhile (~0.4 s):
+    the parse releases the GIL most of the time. What the reading would have raised or warned is
+    held too and given where `load_logs` takes the file, so errors still surface in the order of
+    the arguments; after an error, the files behind it are not read.
     """
-    import pyarrow  # noqa: F401
-    import pyarrow.compute  # noqa: F401
-    import pyarrow.json  # noqa: F401
-    from concurrent.futures import Future
-
-    _drop_prefetched()
-    stop = _prefetch_stop[0] = threading.Event()
-    todo: list[tuple[Path, Any]] = []
+    _read_ahead.clear()
     for p in paths:
         key = str(Path(p))
-        if key in _prefetched or not os.path.isfile(p):
+        if key in _read_ahead or not os.path.isfile(p):
             continue
-        fut: Any = Future()
-        _prefetched[key] = fut
-        todo.append((Path(p), fut))
-    if not todo:
-        return
-
-    def run() -> None:
-        for path, fut in todo:
-            if stop.is_set():
-                fut.cancel()
-                continue
-            if not fut.set_running_or_notify_cancel():
-                continue
-            notes: list[Warning] = []
-            _notes.sink = notes
-            try:
-                fut.set_result((summarize_log(path), notes))
-            except BaseException as e:    # handed to the reader of this file, raised there
-                fut.set_exception(e)
-            finally:
-                _notes.sink = None
-    threading.Thread(target=run, name="dflash-prefetch").start()
+        notes: list[Warning] = []
+        _notes.sink = notes
+        try:
+            _read_ahead[key] = (summarize_log(p), None, notes)
+        except Exception as e:    # given to load_logs, raised where it takes this file
+            _read_ahead[key] = (None, e, notes)
+            return
+        finally:
+            _notes.sink = None
 
 
 def _summary_of(path: Path) -> Summary:
-    """The summary of one plain log file: read ahead by `prefetch`, or read now."""
-    fut = _prefetched.pop(str(path), None)
-    if fut is None or fut.cancelled():
+    """The summary of one plain log file: read ahead (`read_ahead`), or read now."""
+    held = _read_ahead.pop(str(path), None)
+    if held is None:
         return summarize_log(path)
-    try:
-        summ, notes = fut.result()
-    except LogError:
-        raise
-    except Exception:     # not a verdict on the file (e.g. an import that failed in the thread): read it here
-        return summarize_log(path)
+    summ, error, notes = held
     for w in notes:
         warnings.warn(w, stacklevel=3)
+    if error is not None:
+        raise error
     return summ
 
 
@@ -1104,7 +1073,7 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     try:
         return _load_logs(paths)
     finally:
-        _drop_prefetched()       # (after an error: the files read ahead and not started are not read)
+        _read_ahead.clear()      # (after an error: what was read ahead of it is not wanted)
 
 
 def _load_logs(paths: list[str | Path]) -> list[RunLog]:

@@ -190,7 +190,7 @@ def test_the_cli_caps_pyarrows_reader_threads_unless_the_user_set_them():
 
 
 def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path):
-    """The CLI reads the logs in a background thread while its modules import (load.prefetch): a
+    """The CLI reads the logs while its modules import in a thread (load.read_ahead): a
     warning of the read still reaches the report, once, and the advice is the library's."""
     from advisor.advice import advise
     from advisor.report import render
