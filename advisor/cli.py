@@ -124,6 +124,17 @@ def _check_limits(*, gpus: int | None = None, roles: dict[str, int] | None = Non
         _die(f"--hs-cap: {hs_cap} is more than the limit {MAX_QUEUE_CAP}")
 
 
+READ_AHEAD_BYTES = 16 << 20   # logs larger than this are read while the modules import (one parse piece)
+
+
+def _address_space_capped() -> bool:
+    try:
+        import resource
+        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (ImportError, OSError, ValueError, AttributeError):
+        return False
+
+
 def _import_advice() -> None:
     try:
         from . import advice, report  # noqa: F401
@@ -134,17 +145,6 @@ def _import_advice() -> None:
 def _advise_or_die(logs: list[Path], **kw):
     from .schema import LogError
     _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
-    # pandas and the advisor's modules import in a thread (~0.4 s) while the log files are read
-    # here (the parse releases the GIL); what the reading raises or warns surfaces in `advise`
-    import threading
-    from .load import read_ahead
-    importer = threading.Thread(target=_import_advice, name="dflash-import")
-    importer.start()
-    try:
-        read_ahead(logs)
-    finally:
-        importer.join()
-    from .advice import advise
     size = 0
     for p in logs:
         try:
@@ -156,6 +156,20 @@ def _advise_or_die(logs: list[Path], **kw):
         typer.echo(f"reading {size / 2**20:.0f} MiB of logs ({len(logs)} file{'s' if len(logs) > 1 else ''})...",
                    err=True, nl=False)
     try:
+        if size > READ_AHEAD_BYTES and not _address_space_capped():
+            # pandas and the advisor's modules import in a thread (~0.4 s) while the log files are
+            # read here (the parse releases the GIL); what the reading raises or warns surfaces in
+            # `advise`. Small logs read in a blink, and a thread (its stack, its malloc arena)
+            # costs address space that a capped process may not have.
+            import threading
+            from .load import read_ahead
+            importer = threading.Thread(target=_import_advice, name="dflash-import")
+            importer.start()
+            try:
+                read_ahead(logs)
+            finally:
+                importer.join()
+        from .advice import advise
         return advise(logs, **kw)
     except LogError as e:
         _die(str(e))

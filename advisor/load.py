@@ -309,10 +309,14 @@ def _arrow_schema(header: RunHeader, names: Sequence[str] | None = None):
 # bulk of a log), then only the rates and end lines (one a minute) with theirs. pyarrow's reader
 # pays for every declared field on every line (a null for each absent one, struct and list
 # children included): declaring the rates' and end's fields for the step lines too cost a third
-# more CPU on a 32-GPU log (0.86 vs 0.57 CPU-s per 64 MB, BENCHMARKS.md section 10). A field a
+# more CPU on a 32-GPU log (0.86 vs 0.57 CPU-s per 64 MB, pyarrow 26, docs/large-logs.md). A field a
 # line's event does not read is not checked by `schema.validate_event` either, so leaving it
 # undeclared changes no verdict (before, a wrong type there sent the piece to the exact path, which
 # accepted it).
+# A small piece (a small log) is read in one pass with every field: the second pass pays off
+# only on large pieces, and the second call of pyarrow's reader in a process takes a malloc
+# arena of its own (64 MB of address space, which a capped process may not have).
+TWO_PASS_BYTES = 4 << 20
 _BODY_FIELDS = ("ev", "role", "t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
                 "workers", "dur", "bytes")
 _OTHER_FIELDS = ("ev", "t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q", "reason", "msg")
@@ -444,7 +448,7 @@ def _codes(col, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     return remap[idx.astype(np.int64)], out_names
 
 
-def _read_arrow(buf, schema):
+def _read_arrow(buf, schema, *, threads: bool = True):
     """pyarrow's JSON reader over a buffer with an explicit schema; None when it refuses the bytes."""
     import pyarrow as pa
     import pyarrow.json as pj
@@ -452,7 +456,7 @@ def _read_arrow(buf, schema):
     try:
         return pj.read_json(pa.BufferReader(buf), parse_options=pj.ParseOptions(
             explicit_schema=schema, unexpected_field_behavior="ignore"),
-            read_options=pj.ReadOptions(block_size=1 << 20))
+            read_options=pj.ReadOptions(block_size=1 << 20, use_threads=threads))
     except Exception:   # any refusal (ArrowInvalid, invalid UTF-8, ...): the exact reader names it
         return None
 
@@ -460,13 +464,15 @@ def _read_arrow(buf, schema):
 def _fast_parse(piece: "_Piece", header: RunHeader, n_rows: int) -> _Parsed | None:
     """pyarrow path over ``piece``; None when pyarrow refuses it or reads other than ``n_rows``
     rows (two objects on one line, one object over two lines, whitespace-only lines): the slow
-    path then decides, and names the line. Two passes (see ``_BODY_FIELDS``): the whole piece
-    with the step and sync fields, then its rates and end lines with theirs."""
+    path then decides, and names the line. A piece of ``TWO_PASS_BYTES`` or more is read in two
+    passes (see ``_BODY_FIELDS``): the whole piece with the step and sync fields, then its rates
+    and end lines with theirs."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     body = pa.py_buffer(piece.buf).slice(piece.start, piece.end - piece.start)   # no copy
-    table = _read_arrow(body, _arrow_schema(header, _BODY_FIELDS))
+    two_pass = body.size >= TWO_PASS_BYTES
+    table = _read_arrow(body, _arrow_schema(header, _BODY_FIELDS if two_pass else None))
     if table is None or table.num_rows != n_rows:
         return None
     ev, names = _codes(table.column("ev"), KNOWN_EVENTS)
@@ -492,13 +498,16 @@ def _fast_parse(piece: "_Piece", header: RunHeader, n_rows: int) -> _Parsed | No
     role = _codes(table.column("role"), list(header.roles))[0]
     step["role"] = role if len(step_rows) == len(ev) else role[step_rows]
     sync, _ = subset(KNOWN_EVENTS.index("sync"), SYNC_NUMBERS)
-    # the rates and end lines, read again alone with their own fields
     other_schema = _arrow_schema(header, _OTHER_FIELDS)
     is_rates, is_end = ev == KNOWN_EVENTS.index("rates"), ev == KNOWN_EVENTS.index("end")
     other_rows = np.flatnonzero(is_rates | is_end)
-    if len(other_rows):
+    if not two_pass:
+        others = table.filter(pa.array(is_rates | is_end)).select(other_schema.names)
+    elif len(other_rows):
+        # the rates and end lines, read again alone with their own fields
         lines = _line_numbers(piece.nl, other_rows)
-        others = _read_arrow(pa.py_buffer(b"\n".join([piece.line(int(k)) for k in lines]) + b"\n"), other_schema)
+        others = _read_arrow(pa.py_buffer(b"\n".join([piece.line(int(k)) for k in lines]) + b"\n"), other_schema,
+                             threads=False)
         if others is None or others.num_rows != len(other_rows):
             return None
     else:

@@ -189,9 +189,27 @@ def test_the_cli_caps_pyarrows_reader_threads_unless_the_user_set_them():
     assert out.stdout.split()[-3:-1] == ["3", "3"]
 
 
-def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path):
-    """The CLI reads the logs while its modules import in a thread (load.read_ahead): a
-    warning of the read still reaches the report, once, and the advice is the library's."""
+@pytest.fixture
+def read_ahead_spy(monkeypatch):
+    """Read ahead whatever the size (the CLI does so past READ_AHEAD_BYTES); the files read ahead."""
+    from advisor import cli, load
+    monkeypatch.setattr(cli, "READ_AHEAD_BYTES", -1)
+    monkeypatch.setattr(cli, "_address_space_capped", lambda: False)
+    seen: list[str] = []
+    real = load.read_ahead
+
+    def spy(paths):
+        real(paths)
+        seen.extend(load._read_ahead)
+    monkeypatch.setattr(load, "read_ahead", spy)
+    return seen
+
+
+def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path, read_ahead_spy):
+    """A large log is read while the CLI's modules import in a thread (load.read_ahead): a warning
+    of the read still reaches the report, once, and the advice is the library's."""
+    import warnings
+
     from advisor.advice import advise
     from advisor.report import render
 
@@ -199,21 +217,26 @@ def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path):
     p.write_bytes(reference.read_bytes() + b'{"ev": "step", "t": 99')
     r = invoke(p, "--json")
     assert r.exit_code == 0, r.output
+    assert read_ahead_spy == [str(p)]
     got = json.loads(r.stdout)
     assert sum("last line is incomplete" in w for w in got["warnings"]) == 1
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert got == json.loads(render(advise([p]), "json"))
 
 
-def test_read_ahead_error_names_file_line_field(reference, tmp_path):
+def test_read_ahead_errors_surface_in_argument_order(reference, tmp_path, read_ahead_spy):
+    """A bad line in a log read ahead: exit 2, one line naming file, line and field; an error of
+    an argument before it (a folder with no log, not read ahead) comes first, as without it."""
     bad = tmp_path / "bad.jsonl"
     lines = reference.read_text().splitlines(keepends=True)
     lines[5] = lines[5].replace('"busy":', '"busy": -1, "x":', 1)
     bad.write_text("".join(lines))
-    r = subprocess.run([sys.executable, "-m", "advisor", "--json", str(bad), str(reference)],
-                       capture_output=True, text=True)
-    assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
-    assert f"{bad}:6:" in r.stderr and "'busy'" in r.stderr
+    r = invoke(bad, reference, "--json")
+    assert read_ahead_spy == [str(bad)]      # nothing read behind the error
+    assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert f"{bad}:6: field 'busy'" in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = invoke(empty, bad, "--json")
+    assert r.exit_code == 2 and str(empty) in r.stderr and "no .jsonl" in r.stderr

@@ -242,10 +242,12 @@ _FIELDS = ["t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", 
 @given(field=st.sampled_from(_FIELDS),
        value=st.one_of(_VALUES, st.dictionaries(st.sampled_from(["target", "drafter", "hs", "pre", "x"]), _VALUES,
                                                 max_size=3)),
-       row=st.integers(min_value=1, max_value=19))
-def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row):
-    """Whatever one field of one line holds, the fast path and the line-by-line path give the same verdict."""
+       row=st.integers(min_value=1, max_value=19), two_pass=st.booleans())
+def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row, two_pass):
+    """Whatever one field of one line holds, the fast path (in one pass or two: load.TWO_PASS_BYTES)
+    and the line-by-line path give the same verdict."""
     import advisor.load as load
+    monkeypatch.setattr(load, "TWO_PASS_BYTES", 0 if two_pass else 1 << 40)
     lines = good_lines(8)
     lines[5:5] = [_SYNC]
     lines[9:9] = [_RATES]
@@ -268,6 +270,13 @@ def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row):
     assert fast == exact
 
 
+@pytest.fixture(params=["one pass", "two passes"])
+def fast_passes(request, monkeypatch):
+    """The fast path in one pass (small pieces) or in two (large ones: load.TWO_PASS_BYTES)."""
+    import advisor.load as load
+    monkeypatch.setattr(load, "TWO_PASS_BYTES", 0 if request.param == "two passes" else 1 << 40)
+
+
 def _both_paths(monkeypatch, path):
     """load_log's outcome on the fast path and on the exact line-by-line path."""
     import advisor.load as load
@@ -281,14 +290,15 @@ def _both_paths(monkeypatch, path):
             return ("error", str(e), e.line, e.field)
         return ("ok", log.rates.to_json())
     fast = outcome()
+    real = load._fast_parse
     monkeypatch.setattr(load, "_fast_parse", lambda *a, **k: None)
     exact = outcome()
-    monkeypatch.undo()
+    monkeypatch.setattr(load, "_fast_parse", real)
     return fast, exact
 
 
 @pytest.mark.parametrize("key,role", [("bps", "target"), ("bps", "drafter"), ("cap_bps", "drafter")])
-def test_explicit_null_role_rate_is_refused_on_both_paths(write_log, monkeypatch, key, role):
+def test_explicit_null_role_rate_is_refused_on_both_paths(write_log, monkeypatch, fast_passes, key, role):
     """An explicit ``null`` for a role's rate reads in Arrow like an absent role, which the schema
     allows; the fast path has the exact validator judge such rows, so both paths refuse it alike,
     naming file, line and field."""
@@ -300,7 +310,7 @@ def test_explicit_null_role_rate_is_refused_on_both_paths(write_log, monkeypatch
     assert fast[0] == "error" and fast[2] == 10 and fast[3] == f"{key}.{role}" and str(p) in fast[1]
 
 
-def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch):
+def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch, fast_passes):
     lines = good_lines(8)
     lines[9:9] = [dict(_RATES, bps={"drafter": 4.0}, cap_bps={"target": 8.0})]
     fast, exact = _both_paths(monkeypatch, write_log(lines))
@@ -310,7 +320,7 @@ def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch):
 
 
 @pytest.mark.parametrize("null_line,bad_line", [(10, 14), (14, 10)])
-def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch, null_line, bad_line):
+def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch, fast_passes, null_line, bad_line):
     lines = good_lines(8)
     lines.insert(null_line - 1, dict(_RATES, bps={"target": None, "drafter": 4.0}))
     assert lines[bad_line - 1]["ev"] == "step"
