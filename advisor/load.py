@@ -1105,8 +1105,12 @@ def _load_logs(paths: list[str | Path]) -> list[RunLog]:
     for g in groups:
         members = [held.pop(i) for i in g]
         name = group_name([display_path(str(f)) for f, _ in members])
-        if any(s.sampled for _, s in members):
-            # samples merge exactly as summaries; frames of samples would not (advisor.summary)
+        k = min(s.sample_rows for _, s in members)
+        if any(s.sampled for _, s in members) or any(sum(s.n_steps(r) for _, s in members) > k
+                                                     for r in members[0][1].roles):
+            # merged as summaries, exactly (advisor.summary): the run's sample is then the one of
+            # the whole log, as from a folder of the files; frames of samples would not merge so,
+            # and files each below the sample size would together exceed it
             logs[g[0]] = _run_from_summaries([f for f, _ in members], (s for _, s in members), name)
         else:
             logs[g[0]] = merge([runlog_from_summary(s, str(f), warn=False) for f, s in members], name)

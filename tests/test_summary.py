@@ -319,3 +319,16 @@ def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     assert len(one.logs) == 1 and one.logs[0].sampled
     monkeypatch.setattr(load, "summarize_log", real)
     _same_advice(_advise(sync_log), one)
+
+
+def test_rank_files_below_the_sample_size_that_exceed_it_together_merge_as_the_whole(sync_log, monkeypatch):
+    """Plain rank files each below the sample size, together above it: merged as summaries, the
+    run is sampled as the whole log is (concatenated frames would hold every step)."""
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 4000)
+    parts = split_by_worker(sync_log, 2)
+    assert not any(summarize_log(p).sampled for p in parts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = advise(parts)
+    assert len(one.logs) == 1 and one.logs[0].sampled
+    _same_advice(_advise(sync_log), one)
