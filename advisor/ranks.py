@@ -18,6 +18,11 @@ For a directory or a glob, files whose headers differ are an error (exit 2) that
 and the first field that differs: they are not one run (a directory left from an earlier run,
 a process started with another config).
 
+Every file is read once (`advisor.load.load_logs`). A directory or glob is merged as summaries
+(`advisor.summary`: exact, and the sample of the whole log); so are plain files that are ranks of
+one run when any is sampled or their steps together pass the sample size. Otherwise (small
+files) the merged log is as follows.
+
 The merged log: the first file's header; steps, syncs and rates concatenated and sorted by ``t``
 (ties by role in pipeline order, then worker), worker ids as logged; ``end`` only when every
 file has ended (a run is over when all its processes are), at the latest ``t``, with the worst
@@ -133,7 +138,8 @@ def merge(logs: Sequence[RunLog], path: str) -> RunLog:
         return logs[0]
     check_same_header(logs)
     if any(lg.sampled for lg in logs) and all(lg.source for lg in logs):
-        # large logs hold samples of their steps: merge the files as summaries, exactly (advisor.load)
+        # large logs hold samples of their steps: merge the files as summaries, exactly (advisor.load;
+        # `load_logs` merges its own files' summaries and never comes here with sampled logs)
         from .load import load_run
         return load_run([lg.source for lg in logs], path)
     head = logs[0].header
