@@ -366,14 +366,22 @@ def _rates_table(objs: list[Mapping[str, Any]], header: RunHeader):
     """Arrow table of decoded rates events, coerced to the header's queue shapes (slow path)."""
     import pyarrow as pa
 
+    def num(v: Any) -> Any:
+        # a JSON integer as the double the fast path reads (Arrow refuses ints past 2**53 as doubles)
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    def rates(d: Any) -> Any:
+        return {r: num(d.get(r)) for r in header.roles} if isinstance(d, dict) else d
+
     rows = []
     for o in objs:
         q = {}
         for spec in header.queues:
             v = (o.get("q") or {}).get(spec.name)
-            vals = [x for x in (v if isinstance(v, list) else [v]) if x is not None]
+            vals = [num(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
             q[spec.name] = vals if spec.per_worker else (float(np.mean(vals)) if vals else None)
-        rows.append({**{k: o.get(k) for k in _RATES_SCALARS}, "bps": o.get("bps"), "cap_bps": o.get("cap_bps"), "q": q})
+        rows.append({**{k: num(o.get(k)) for k in _RATES_SCALARS}, "bps": rates(o.get("bps")),
+                     "cap_bps": rates(o.get("cap_bps")), "q": q})
     schema = _arrow_schema(header)
     keep = pa.schema([schema.field(k) for k in (*_RATES_SCALARS, "bps", "cap_bps", "q") if k in schema.names])
     return pa.Table.from_pylist(rows, schema=keep)

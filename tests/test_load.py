@@ -319,6 +319,18 @@ def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch, fast
     assert list(rates["bps_target"].values()) == [None] and list(rates["cap_bps_drafter"].values()) == [None]
 
 
+@pytest.mark.parametrize("field,value", [("bps", {"target": 2 ** 53 + 1}), ("window", 2 ** 53 + 1),
+                                         ("q", {"pre": [2 ** 53 + 1, 1], "hs": 2 ** 53 + 1})])
+def test_integer_past_2_53_in_a_rates_line_reads_alike_on_both_paths(write_log, monkeypatch, fast_passes,
+                                                                      field, value):
+    """A JSON integer no double holds exactly is read as the nearest double on both paths (the
+    exact path used to crash building its Arrow table)."""
+    lines = good_lines(8)
+    lines[9:9] = [dict(_RATES, **{field: value})]
+    fast, exact = _both_paths(monkeypatch, write_log(lines))
+    assert fast == exact
+
+
 @pytest.mark.parametrize("null_line,bad_line", [(10, 14), (14, 10)])
 def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch, fast_passes, null_line, bad_line):
     lines = good_lines(8)
