@@ -846,7 +846,8 @@ class _Roles:
 
 
 def _stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """The frames one under the other, numbered from 0 (one frame: itself, renumbered, not copied)."""
+    """The frames one under the other, numbered from 0 (one frame: itself renumbered; copy-on-write,
+    so not copied)."""
     return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
