@@ -41,8 +41,8 @@ from enum import Enum
 import pandas as pd
 
 from .evidence import Evidence
-from .fit import PipelineFit
-from .project import lead_interval, split_label
+from .fit import Z_95, PipelineFit
+from .project import lead_interval, lead_parts, split_label
 from .queues import QueueAdvice, queue_advice
 from .sensitivity import Sensitivity, sensitivity
 from .settings import Settings
@@ -141,20 +141,25 @@ def _separated(df: pd.DataFrame, a: str, b: str) -> bool:
 
 
 def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
-    """A log long enough that the two intervals no longer overlap (half-widths ~ 1/sqrt(length))."""
+    """What would separate them: a log long enough (only its sampling error shrinks with length),
+    settling, or a short run at the other split."""
     gap = df.at[hi, "bps"] - df.at[lo, "bps"]
     width = (df.at[hi, "bps"] - df.at[hi, "bps_low"]) + (df.at[lo, "bps_high"] - df.at[lo, "bps"])
     pair = (hi, lo)
     gaps = tuple(x for x in pair if bool(df.at[x, "widened"]))
     measured = tuple((x, float(df.at[x, "observed_bps"])) for x in pair if bool(df.at[x, "observed"]))
     factor = extra = None
-    paired = lead_interval(df, hi, lo)
-    if paired is not None and gap > 0:
-        # the test that separates them is the lead's interval (Margin.separated): its half-width
-        # against the lead, in log terms
-        lead = math.log(df.at[hi, "bps"] / df.at[lo, "bps"])
-        gap, width = lead, (math.log1p(paired[1]) - math.log1p(paired[0])) / 2
-    if gap > 0 and width > 0 and not gaps:   # sampling noise shrinks with length; a model gap does not
+    parts = lead_parts(df, hi, lo)
+    if parts is not None:
+        # the test that separates them is the lead's interval (Margin.separated); a log f times as
+        # long divides its sampling variance by f, and nothing else: where the rest alone keeps the
+        # interval reaching 0, no length of this log separates them
+        room = parts.log_lead + parts.shift_lo
+        left = (room / Z_95) ** 2 - parts.fixed_var if room > 0 else -1.0
+        if left > 0 and parts.sampling_var > 0 and not gaps:
+            factor = max(parts.sampling_var / left, 1.0)
+            extra = ev.steady_s * (factor - 1.0)
+    elif gap > 0 and width > 0 and not gaps:   # sampling noise shrinks with length; a model gap does not
         factor = max((width / gap) ** 2, 1.0)
         extra = ev.steady_s * (factor - 1.0)
     if run_at is not None and bool(df.at[run_at, "observed"]):

@@ -157,11 +157,11 @@ class SplitResult:
     producer_busy_scale: float = 1.0     # step-time multiplier from contention at this split
     consumer_busy_scale: float = 1.0
     # the interval's parts, for comparing two splits of one fit (`advisor.project.lead_interval`):
-    # log-throughput per standard error of each error source every split shares (producer level,
-    # consumer level, producer split slope, consumer split slope; slopes signed by the side of the
-    # logged split), the variance of this split's own terms, and log(x_end / x) at both ends of an
-    # unidentified sync scaling (0, 0 where identified)
-    err_shared: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    # log-throughput per standard error of each error source every split shares (producer and
+    # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
+    # slope, signed by the side of the logged split), the variance of this split's own terms, and
+    # log(x_end / x) at both ends of an unidentified sync scaling (0, 0 where identified)
+    err_shared: tuple[float, float, float, float, float, float] = (0.0,) * 6
     err_own_var: float = 0.0
     err_sync_ends: tuple[float, float] = (0.0, 0.0)
 
@@ -229,13 +229,22 @@ def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: i
     return x, res
 
 
-def _role_log_se(rf, tokens: float | None, cont_se: float, run_se: float) -> float:
-    """Standard error of log(mu) of one role: sampling (batch means), drift between the halves of
-    the window, contention at this split, the token model when projecting another budget, and the
-    run-to-run level shift no single log shows (``ContentionFit.run_se``, on shared hosts)."""
+def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, float]:
+    """Standard errors of log(mu) of one role that every split shares: (what a longer log of the
+    same split measures better, the rest). The first is sampling (batch means) and the drift
+    between the halves of the window (a longer log shows whether the pace settles); the rest is the
+    token model when projecting another budget and the run-to-run level shift no single log shows
+    (``ContentionFit.run_se``, on shared hosts)."""
     samp = math.log(rf.mu_high_bps / rf.mu_low_bps) / (2 * Z_95) if rf.mu_low_bps > 0 else 0.0
     tok = rf.busy_at_rel_half95(tokens) / Z_95 if tokens is not None else 0.0
-    return math.sqrt(samp ** 2 + rf.drift ** 2 + cont_se ** 2 + tok ** 2 + run_se ** 2)
+    return math.hypot(samp, rf.drift), math.hypot(tok, run_se)
+
+
+def _role_log_se(rf, tokens: float | None, cont_se: float, run_se: float) -> float:
+    """Standard error of log(mu) of one role: the shared parts (`_role_log_parts`) and contention
+    at this split."""
+    samp, rest = _role_log_parts(rf, tokens, run_se)
+    return math.sqrt(samp ** 2 + rest ** 2 + cont_se ** 2)
 
 
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
@@ -293,8 +302,8 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         # the split slope is one unknown per role: splits on either side of the logged one move
         # opposite ways
         side = 1.0 if n_producer >= fit.contention.ref_producers else -1.0
-        shared = (e_p * _role_log_se(p, tok, 0.0, rse), e_c * _role_log_se(c, tok, 0.0, rse),
-                  side * e_p * cse_p, side * e_c * cse_c)
+        (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
+        shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side * e_p * cse_p, side * e_c * cse_c)
         own_var = MODEL_SE ** 2 + bar_se ** 2
         var = sum(v * v for v in shared) + own_var
         half = Z_95 * math.sqrt(var)

@@ -30,10 +30,11 @@ observed            True for the split(s) the logs ran (at this G)
 observed_bps        the measured rate at an observed split (NaN elsewhere)
 method              "analytic", or "exact" where simulation replaced the analytic rate
 widened             True where reconciliation widened the interval to a measured rate
-err_p_level, ...    the interval's parts (`advisor.model.SplitResult`): ``err_p_level``,
-                    ``err_c_level``, ``err_p_split``, ``err_c_split`` (log b/s per standard error
-                    of the error sources all splits share), ``err_own_var``, ``err_sync_lo``,
-                    ``err_sync_hi``; read by `lead_interval`
+err_p_samp, ...     the interval's parts (`advisor.model.SplitResult`): ``err_p_samp``,
+                    ``err_c_samp`` (sampling and drift), ``err_p_level``, ``err_c_level`` (token
+                    model, run-to-run), ``err_p_split``, ``err_c_split`` (split slope): log b/s per
+                    standard error of the error sources all splits share; ``err_own_var``,
+                    ``err_sync_lo``, ``err_sync_hi``; read by `lead_parts`
 ==================  ===========================================================================
 
 Comparing two splits (`lead_interval`): both projections come from one fit, so most of their
@@ -140,33 +141,59 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
             "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
             "observed": (n, m) in observed, "observed_bps": observed.get((n, m), math.nan),
             "method": "analytic", "widened": False,
-            "err_p_level": mid.err_shared[0], "err_c_level": mid.err_shared[1], "err_p_split": mid.err_shared[2],
-            "err_c_split": mid.err_shared[3], "err_own_var": mid.err_own_var, "err_sync_lo": mid.err_sync_ends[0],
-            "err_sync_hi": mid.err_sync_ends[1],
+            **dict(zip(ERR_SHARED, mid.err_shared)), "err_own_var": mid.err_own_var,
+            "err_sync_lo": mid.err_sync_ends[0], "err_sync_hi": mid.err_sync_ends[1],
         })
     df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
     return df
 
 
-ERR_SHARED = ("err_p_level", "err_c_level", "err_p_split", "err_c_split")
+ERR_SAMPLING = ("err_p_samp", "err_c_samp")          # the parts a longer log of the split shrinks
+ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split")
 
 
-def lead_interval(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
-    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``), from the shared and
-    own parts of their intervals (module docstring); None where either row has no paired form."""
+@dataclass(frozen=True)
+class LeadParts:
+    """The lead ``ln(X_a / X_b)`` and its variance, split into what a longer log of the same split
+    shrinks (``sampling_var``) and what it does not (``fixed_var``), and the shifts of the lead at
+    the ends of an unidentified sync scaling (0 included)."""
+
+    log_lead: float
+    sampling_var: float
+    fixed_var: float
+    shift_lo: float
+    shift_hi: float
+
+    def interval(self, sampling_scale: float = 1.0) -> tuple[float, float]:
+        """95% interval of ``X_a / X_b - 1``; ``sampling_scale`` multiplies the sampling variance."""
+        half = Z_95 * math.sqrt(self.fixed_var + self.sampling_var * sampling_scale)
+        return math.expm1(self.log_lead + self.shift_lo - half), math.expm1(self.log_lead + self.shift_hi + half)
+
+
+def lead_parts(df: pd.DataFrame, a: str, b: str) -> LeadParts | None:
+    """The lead of split ``a`` over ``b`` from the shared and own parts of their intervals (module
+    docstring); None where either row has no paired form."""
     if "err_own_var" not in df.columns or bool(df.at[a, "widened"]) or bool(df.at[b, "widened"]):
         return None
     xa, xb = float(df.at[a, "bps"]), float(df.at[b, "bps"])
     if not (xa > 0 and xb > 0):
         return None
-    var = sum((float(df.at[a, k]) - float(df.at[b, k])) ** 2 for k in ERR_SHARED) \
+    diff = {k: float(df.at[a, k]) - float(df.at[b, k]) for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi")}
+    samp = sum(diff[k] ** 2 for k in ERR_SAMPLING)
+    fixed = sum(diff[k] ** 2 for k in ERR_SHARED if k not in ERR_SAMPLING) \
         + float(df.at[a, "err_own_var"]) + float(df.at[b, "err_own_var"])
-    if not math.isfinite(var):
+    if not (math.isfinite(samp) and math.isfinite(fixed)):
         return None
-    half = Z_95 * math.sqrt(var)
-    d = math.log(xa / xb)
-    shifts = [0.0] + [float(df.at[a, k]) - float(df.at[b, k]) for k in ("err_sync_lo", "err_sync_hi")]
-    return math.expm1(d + min(shifts) - half), math.expm1(d + max(shifts) + half)
+    shifts = (0.0, diff["err_sync_lo"], diff["err_sync_hi"])
+    return LeadParts(log_lead=math.log(xa / xb), sampling_var=samp, fixed_var=fixed, shift_lo=min(shifts),
+                     shift_hi=max(shifts))
+
+
+def lead_interval(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
+    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``); None where either row
+    has no paired form."""
+    parts = lead_parts(df, a, b)
+    return parts.interval() if parts is not None else None
 
 
 def _comparable(fit: PipelineFit, ob, settings: Settings) -> bool:

@@ -144,6 +144,8 @@ def test_short_warming_log_cannot_tell(reference, tmp_path):
     assert adv.decision.needs is not None
     assert any("thin evidence" in w for w in adv.warnings)
     assert "What would settle it" in render(adv)
+    # on dedicated GPUs the lead's uncertainty is sampling and drift: a longer log settles it
+    assert adv.decision.needs.longer_factor > 1 and "as long" in render(adv)
 
 
 def test_what_if_claims_no_stability_from_zero_width_intervals():
@@ -237,6 +239,11 @@ def test_an_uncertain_lead_stays_cannot_tell():
     assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "unresolved"
     assert not m.separated and m.lead_low_pct < 0 < m.lead_high_pct
     assert "lead itself is" in render(adv)
+    # most of the lead's uncertainty is how step time changes with the split, which a longer log
+    # at 7-1 does not shrink: only a run at the other split settles it
+    n = adv.decision.needs
+    assert n.longer_factor is None and n.run_at == "5-3"
+    assert "as long" not in render(adv) and "a short run at 5-3" in render(adv)
 
 
 def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
