@@ -143,8 +143,6 @@ def _separated(df: pd.DataFrame, a: str, b: str) -> bool:
 def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
     """What would separate them: a log long enough (only its sampling error shrinks with length),
     settling, or a short run at the other split."""
-    gap = df.at[hi, "bps"] - df.at[lo, "bps"]
-    width = (df.at[hi, "bps"] - df.at[hi, "bps_low"]) + (df.at[lo, "bps_high"] - df.at[lo, "bps"])
     pair = (hi, lo)
     gaps = tuple(x for x in pair if bool(df.at[x, "widened"]))
     measured = tuple((x, float(df.at[x, "observed_bps"])) for x in pair if bool(df.at[x, "observed"]))
@@ -159,9 +157,12 @@ def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None)
         if left > 0 and parts.sampling_var > 0 and not gaps:
             factor = max(parts.sampling_var / left, 1.0)
             extra = ev.steady_s * (factor - 1.0)
-    elif gap > 0 and width > 0 and not gaps:   # sampling noise shrinks with length; a model gap does not
-        factor = max((width / gap) ** 2, 1.0)
-        extra = ev.steady_s * (factor - 1.0)
+    elif not gaps:   # no paired form: the two intervals, as if all of them shrank with length
+        gap = df.at[hi, "bps"] - df.at[lo, "bps"]
+        width = (df.at[hi, "bps"] - df.at[hi, "bps_low"]) + (df.at[lo, "bps_high"] - df.at[lo, "bps"])
+        if gap > 0 and width > 0:
+            factor = max((width / gap) ** 2, 1.0)
+            extra = ev.steady_s * (factor - 1.0)
     if run_at is not None and bool(df.at[run_at, "observed"]):
         run_at = None
     return Needs(longer_factor=factor, extra_steady_s=extra, settle=not ev.settled or ev.drifting, run_at=run_at,
