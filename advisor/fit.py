@@ -106,6 +106,16 @@ Z_95 = 1.96
 # range was tried on the five sweeps' pairs and rejected: G = 12 pairs' worst error went from 25.7%
 # to 39.3% and their coverage from 80% to 68%).
 CONTENTION_PRIOR_SE = 0.045    # carried only where workers share a host's compute (see _shares_compute)
+# The prior's centre: a producer's step grows by CONTENTION_PRIOR_K_PRODUCER (log, per producer
+# added) on a shared host. The slope of a target's log step time on the target count, fitted over
+# all runs of each real sweep, was +6.9% (cpu16), +3.4% (cpu32), +3.4% (cpu32g12), +2.3% (ded16)
+# and +4.6% (ded32): of one sign on every host, 4.1% on average; the drafters' was -4.1% to +2.3%,
+# 0.0% on average (CONTENTION_PRIOR_K_CONSUMER). Left out one sweep at a time (the centre taken
+# from the other four, 3.4-4.6%), the single-log mean error fell on four sweeps (cpu32 6.7% ->
+# 4.2%, cpu16 7.3% -> 5.8%, cpu32g12 9.9% -> 8.3%, ded32 8.4% -> 4.5%) and rose on the one without
+# a target trend (ded16 8.2% -> 9.0%); BENCHMARKS.md section 9.
+CONTENTION_PRIOR_K_PRODUCER = 0.04
+CONTENTION_PRIOR_K_CONSUMER = 0.0
 # Token budget with one budget seen and a step-time line the log cannot pin down: busy ~ tokens^p,
 # p between 0.35 (a large fixed cost per batch, utilisation still rising) and 0.95 (nearly
 # saturated, compute-bound). The centre is what real runs showed: the local elasticity
@@ -239,9 +249,11 @@ class ContentionFit:
     ``busy_r(N) = busy_r(N_ref) * exp(k_r * (N - N_ref))`` for N producers at the fitted G
     (one producer more = one consumer fewer). ``k_r`` is fitted by weighted least squares of
     each log's log mean busy time on N when logs at two or more splits of one G are given; its
-    standard error combines each log's sampling error and drift. With one split, ``k_r = 0`` and
-    ``CONTENTION_PRIOR_SE`` stands for it: the interval widens with the distance to the split.
-    Beyond the logged splits the step time is held at the nearest one's, with the prior carried.
+    standard error combines each log's sampling error and drift. Beyond the logged splits (with one
+    split, everywhere) the slope is the prior's, ``prior_k`` (``CONTENTION_PRIOR_K_PRODUCER`` and
+    ``_CONSUMER`` on a shared host, else 0), and ``CONTENTION_PRIOR_SE`` per worker of distance is
+    carried: ``busy_r(N) = busy_r(clip(N)) * exp(prior_k_r * (N - clip(N)))``, clip(N) the nearest
+    logged producer count.
 
     ``within``: the first log's within-log slopes of step time on concurrently busy peers
     (`advisor.contention`), reported as data. They do not move the projection (inside a log,
@@ -262,6 +274,7 @@ class ContentionFit:
     hi_producers: int = 0
     prior_se: float = CONTENTION_PRIOR_SE
     run_se: float = 0.0            # run-to-run level shift per role (RUN_SE on shared hosts)
+    prior_k: tuple[float, float] = (0.0, 0.0)
     within: WithinLogContention | None = None
 
     def _clip(self, n: int) -> int:
@@ -277,11 +290,13 @@ class ContentionFit:
 
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Busy-time multipliers (producer, consumer) at ``n_producer`` producers: the fitted line
-        between the logged splits, held at the nearest one beyond them."""
+        between the logged splits, the prior's slope beyond them."""
         if gpus != self.gpus:
             return 1.0, 1.0
-        d = self._clip(n_producer) - self.ref_producers
-        return math.exp(self.producer_k * d), math.exp(self.consumer_k * d)
+        c = self._clip(n_producer)
+        d, beyond = c - self.ref_producers, n_producer - c
+        return (math.exp(self.producer_k * d + self.prior_k[0] * beyond),
+                math.exp(self.consumer_k * d + self.prior_k[1] * beyond))
 
     def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy (producer, consumer) at ``n_producer`` producers."""
@@ -600,6 +615,7 @@ def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produc
     g = sum(lg.header.roles.values())
     n_ref = lg.header.roles[producer]
     prior = CONTENTION_PRIOR_SE if _shares_compute(lg) else 0.0
+    prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
     within = estimate_within_log(lg.steps, producer, consumer, n_ref, lg.header.roles[consumer], win.start_s,
                                  win.end_s, sampled=bool(getattr(lg, "sampled", False)))
     idx = [i for i in same if sum(logs[i].header.roles.values()) == g]
@@ -608,7 +624,7 @@ def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produc
         return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0,
                              producer_se=0.0, consumer_se=0.0, measured=False, lo_producers=n_ref,
                              hi_producers=n_ref, prior_se=prior,
-                             run_se=RUN_SE if prior else 0.0, within=within)
+                             run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k)
     out = {}
     for r in (producer, consumer):
         y = np.array([math.log(per_log[i][r]["busy"].mean()) for i in idx])
@@ -628,7 +644,7 @@ def _fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produc
     return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=out[producer][0], consumer_k=out[consumer][0],
                          producer_se=out[producer][1], consumer_se=out[consumer][1], measured=True,
                          lo_producers=int(ns.min()), hi_producers=int(ns.max()), prior_se=prior,
-                         run_se=RUN_SE if prior else 0.0, within=within)
+                         run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k)
 
 
 def _contention_ref_busy(per_log, same, logs, producer: str, role: str, cont: ContentionFit) -> float:
@@ -970,20 +986,30 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
             f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
             f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
             f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {producer}s of "
-            f"{contention.gpus}); beyond that range the nearest split's step times are kept and the interval widens"),
+            f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
+            f"interval widens"),
             stacklevel=3)
     elif contention.prior_se > 0:
         prior_p, prior_c = contention.role_prior_se()
         widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
                  f"{100 * prior_p:.1f}% ({producer}s) and {100 * prior_c:.1f}% ({consumer}s)")
         warnings.warn(AssumptionWarning(
-            f"{roles.path}: workers share a host's compute and one split "
-            f"was logged, so how step times change with the split is unknown: the intervals widen by "
+            f"{roles.path}: workers share a host's compute and one split was logged, so how step times "
+            f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
+            f"(the mean of real shared-host sweeps), and the intervals widen by "
             f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
             f"shared host; a log at a second split measures it"), stacklevel=3)
     text = within_log_text(contention.within, producer, consumer)
     if text and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
         warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)
+
+
+def _prior_slope_text(contention: ContentionFit, producer: str, consumer: str) -> str:
+    kp, kc = contention.prior_k
+    if not kp and not kc:
+        return "the nearest split's step times are kept"
+    parts = [f"a {r}'s step {_pct_text(k)}" for r, k in ((producer, kp), (consumer, kc)) if k]
+    return f"each extra {producer} is taken to change " + " and ".join(parts)
 
 
 def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from advisor.fit import (CONTENTION_PRIOR_SE, NO_REGIMES, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95,
-                         TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE,
+from advisor.fit import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, NO_REGIMES,
+                         TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE,
                          RoleFit, expected_max_normal, fit_pipeline, huber_line, sync_scaling)
 from advisor.load import load_log
 from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
@@ -103,7 +103,11 @@ def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
     fit = _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz")
     c = fit.contention
     assert not c.measured and c.ref_producers == 6 and c.gpus == 8
-    assert c.scale(3, 8) == (1.0, 1.0)
+    # beyond the logged split the prior's slope: three producers fewer, each step faster by its share
+    assert c.prior_k == (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER)
+    assert c.scale(3, 8) == pytest.approx((math.exp(-3 * CONTENTION_PRIOR_K_PRODUCER),
+                                           math.exp(-3 * CONTENTION_PRIOR_K_CONSUMER)))
+    assert c.scale(6, 8) == (1.0, 1.0) and c.scale(3, 64) == (1.0, 1.0)
     se_near, se_far = c.rel_se(5, 8), c.rel_se(2, 8)
     assert se_near[0] == pytest.approx(CONTENTION_PRIOR_SE)
     assert se_far[0] == pytest.approx(4 * CONTENTION_PRIOR_SE)
@@ -124,14 +128,16 @@ def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
     assert prior_p == pytest.approx(CONTENTION_PRIOR_SE)
     assert prior_c == pytest.approx(math.hypot(CONTENTION_PRIOR_SE, d.per_consumer))
     assert c.rel_se(2, 6)[1] == pytest.approx(prior_c)
-    # the projection's centre keeps the logged step times
-    assert c.scale(5, 6) == (1.0, 1.0)
+    # the projection's centre moves by the prior's slope only: the within-log slope is data
+    assert c.scale(5, 6) == pytest.approx((math.exp(2 * CONTENTION_PRIOR_K_PRODUCER),
+                                           math.exp(2 * CONTENTION_PRIOR_K_CONSUMER)))
 
 
 def test_dedicated_gpus_carry_no_contention_prior_nor_run_shift():
     fit = fit_pipeline([load_log(Path(__file__).resolve().parent.parent / "fixtures" / "reference-7x1.jsonl")])
     c = fit.contention
     assert c.prior_se == 0.0 and c.run_se == 0.0 and c.role_prior_se() == (0.0, 0.0)
+    assert c.prior_k == (0.0, 0.0) and c.scale(3, 8) == (1.0, 1.0)
 
 
 def test_two_splits_measure_that_targets_slow_each_other():
@@ -144,16 +150,17 @@ def test_two_splits_measure_that_targets_slow_each_other():
     # the reference is the first log's split: its step time is that log's own
     assert fit.producer.busy_mean_s == pytest.approx(0.1595, rel=0.03)
     assert fit.producer.busy_mean_s * c.scale(2, 8)[0] == pytest.approx(0.1324, rel=0.03)
-    # beyond the logged splits nothing is extrapolated, only carried in the interval
-    assert c.scale(1, 8) == c.scale(2, 8)
+    # beyond the logged splits the prior's slope, not the fitted one, and the interval widens
+    assert c.scale(1, 8)[0] == pytest.approx(c.scale(2, 8)[0] * math.exp(-CONTENTION_PRIOR_K_PRODUCER))
+    assert c.scale(1, 8)[1] == pytest.approx(c.scale(2, 8)[1] * math.exp(-CONTENTION_PRIOR_K_CONSUMER))
     assert c.rel_se(1, 8)[0] > c.rel_se(2, 8)[0]
 
 
 def test_dedicated_host_far_split_lies_inside_the_one_log_interval():
     # ded32: each split alone on a 32-core host; the target step took 157 ms at 7-1 and 121-124 ms
-    # at 2-6 (measured 16.51 / 16.12 b/s). From the 7-1 log alone the projection keeps 157 ms (22%
-    # low at 2-6) and the interval, carrying 4.5% per worker moved and the run-to-run shift, holds
-    # both repeats of 2-6.
+    # at 2-6 (measured 16.51 / 16.12 b/s). From the 7-1 log alone the prior's slope takes 5 targets
+    # off (157 ms -> 128 ms, still low at 2-6) and the interval, carrying 4.5% per worker moved and
+    # the run-to-run shift, holds both repeats of 2-6.
     from advisor.model import project_split
 
     fit = _sweep_fit("ded32/ded32-7x1-r0.jsonl.gz")
@@ -364,5 +371,7 @@ def test_the_fitted_or_assumed_contention_is_reported(recwarn):
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")
     said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
     assert any(f"{100 * CONTENTION_PRIOR_SE:.1f}% per worker moved" in m for m in said), said
+    assert any(f"each extra target is taken to change a target's step +{100 * math.expm1(CONTENTION_PRIOR_K_PRODUCER):.1f}%"
+               in m for m in said), said
     # the within-log estimate (advisor.contention) is reported alongside, as data
     assert any("inside the log" in m and "per extra busy target" in m for m in said), said
