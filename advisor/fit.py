@@ -564,8 +564,12 @@ def _log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
 def _shares_compute(log: RunLog) -> bool:
     """Workers share one host's compute: CPU workers, or more workers than physical GPUs. Only then
     is a contention prior carried from one split (dedicated GPUs: assumed independent, as the
-    emulated and simulated validation sets are; logs at two splits measure it either way)."""
+    emulated and simulated validation sets are; logs at two splits measure it either way). The
+    trainer's emulation mode (``mode: emulate``) replays step times without computing, so its
+    workers share nothing."""
     extra = log.header.extra
+    if extra.get("mode") == "emulate":
+        return False
     phys = extra.get("physical_gpus")
     workers = sum(log.header.roles.values())
     return extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)

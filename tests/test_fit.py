@@ -140,6 +140,22 @@ def test_dedicated_gpus_carry_no_contention_prior_nor_run_shift():
     assert c.prior_k == (0.0, 0.0) and c.scale(3, 8) == (1.0, 1.0)
 
 
+def test_emulated_cpu_workers_share_nothing(tmp_path):
+    # the trainer's emulation mode sleeps through replayed step times: no compute is shared
+    import gzip
+    import json
+
+    lines = gzip.open(SWEEP / "cpu32" / "cpu32-6x2-r0.jsonl.gz", "rt").read().splitlines()
+    head = json.loads(lines[0])
+    assert head["device"] == "cpu"
+    head["mode"] = "emulate"
+    log = tmp_path / "emulated.jsonl"
+    log.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    c = fit_pipeline([load_log(log)]).contention
+    assert c.prior_se == 0.0 and c.run_se == 0.0 and c.prior_k == (0.0, 0.0)
+    assert _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz").contention.prior_se == CONTENTION_PRIOR_SE
+
+
 def test_two_splits_measure_that_targets_slow_each_other():
     # 32-core host: target step 132 ms at 2-6, 160 ms at 7-1 (both repeats agree)
     fit = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
