@@ -121,3 +121,29 @@ def test_a_longer_log_shrinks_only_the_sampling_part_of_the_lead():
     assert lo < lo4 < hi4 < hi
     assert (lo, hi) == lead_interval(_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)),
                                      "a", "b")
+
+
+def test_held_out_sweep_runs_lie_inside_the_one_log_intervals():
+    # fixtures/sweep/hold16 was recorded after the shared-host constants (RUN_SE, the contention
+    # prior's width and centre) were set, and kept out of them: from each of its 12 logs alone,
+    # every split's 95% interval against both measured runs of that split
+    import re
+    import warnings
+
+    logs = sorted((SWEEP / "hold16").glob("*.jsonl.gz"))
+    split = {p: tuple(int(v) for v in re.search(r"-(\d+)x(\d+)-r", p.name).groups()) for p in logs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        advs = {p: advise([p]) for p in logs}
+    measured: dict[tuple[int, int], list[float]] = {}
+    for p, a in advs.items():
+        measured.setdefault(split[p], []).append(float(a.observed.bps))
+    inside = total = 0
+    for a in advs.values():
+        df = a.splits.set_index(["n_target", "n_drafter"])
+        for (n, m), runs in measured.items():
+            lo, hi = df.loc[(n, m), "bps_low"], df.loc[(n, m), "bps_high"]
+            inside += sum(lo <= r <= hi for r in runs)
+            total += len(runs)
+    assert total == 144
+    assert inside / total >= 0.9, f"{inside}/{total} measured runs inside their one-log interval"
