@@ -15,8 +15,11 @@ Rules, in order; the first that fires decides (``rule`` names it):
 
 1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
    split at this G was observed nor judged: advice for the next run, no restart cost.
-   R = B. If B and A are not separated and B's projected lead is at least ``RESOLVE_GAIN``:
-   ``cannot-tell`` (rule ``unresolved``). Otherwise verdict ``next-run``.
+   R = B. If B and A are not separated and either B's projected lead is at least ``RESOLVE_GAIN``
+   or A could lead B by more than ``RESOLVE_GAIN`` (the lead's 95% interval reaches below
+   -``RESOLVE_GAIN``; without a paired form, A's upper end above B's lower end by that much):
+   ``cannot-tell`` (rule ``unresolved``). Otherwise verdict ``next-run`` (with B and A not
+   separated: a tie inside what the model resolves, either will do).
 2. ``thin-evidence``: the log is thin (too few steady batches, not settled, or drifting;
    `advisor.evidence`) and B is not separated from its rival (J, or A when B is J):
    ``cannot-tell``; the needs say how much more log would separate them.
@@ -87,6 +90,7 @@ class Needs:
     run_at: str | None            # or a short run at this split, given with the log
     model_gap: tuple[str, ...] = ()                   # rows widened to a measured rate the model misses
     measured: tuple[tuple[str, float], ...] = ()      # (split, measured b/s) where logs ran them
+    repeats: bool = False         # both splits ran and nothing else would help: repeated runs of each
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,13 @@ def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
                   lead_high_pct=100.0 * paired[1] if paired else None)
 
 
+def _could_trail(m: Margin) -> bool:
+    """Whether the lower split could lead the higher one by more than RESOLVE_GAIN (95%)."""
+    if m.lead_low_pct is not None:
+        return m.lead_low_pct < -100 * RESOLVE_GAIN
+    return m.runner_up_high > (1 + RESOLVE_GAIN) * m.best_low
+
+
 def _separated(df: pd.DataFrame, a: str, b: str) -> bool:
     """Whether the evidence separates split ``a`` (projected higher) from ``b`` (see Margin)."""
     return _margin(df, a, b).separated
@@ -165,8 +176,10 @@ def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None)
             extra = ev.steady_s * (factor - 1.0)
     if run_at is not None and bool(df.at[run_at, "observed"]):
         run_at = None
+    # both ran: what keeps them apart is each run's own level, which only more runs of each measure
+    repeats = len(measured) == 2 and factor is None and run_at is None and not gaps
     return Needs(longer_factor=factor, extra_steady_s=extra, settle=not ev.settled or ev.drifting, run_at=run_at,
-                 model_gap=gaps, measured=measured)
+                 model_gap=gaps, measured=measured, repeats=repeats)
 
 
 def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
@@ -184,7 +197,7 @@ def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | Non
     runner = str(others.idxmax()) if len(others) else None
     if settings.for_next_run or judged is None:
         m = _margin(df, best, runner)
-        if m is not None and not m.separated and m.lead_pct >= 100 * RESOLVE_GAIN:
+        if m is not None and not m.separated and (m.lead_pct >= 100 * RESOLVE_GAIN or _could_trail(m)):
             return Verdict.CANNOT_TELL, "unresolved", best, _needs(df, ev, best, runner, runner)
         return Verdict.NEXT_RUN, ("next-run" if settings.for_next_run else "plan"), best, None
     overlap = best != judged and not _separated(df, best, judged)

@@ -115,6 +115,10 @@ def _needs(adv: Advice) -> str:
         bits.append(f"a steady log about {n.longer_factor:.1f}x as long (~{_dur(n.extra_steady_s)} more)")
     if n.run_at:
         bits.append(f"a short run at {n.run_at}, given with this log, which measures it directly")
+    if n.repeats:
+        measured = " and ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
+        bits.append(f"both splits ran ({measured}), and another run of either may differ by more than their gap: "
+                    f"repeated runs of each, given together, measure that")
     return " What would settle it: " + "; or ".join(bits) + "." if bits else ""
 
 

@@ -8,9 +8,10 @@ Sweeps (`benchmarks/sweep.py`, logs kept in ``fixtures/sweep/``):
 - ``cpu32g12``: G = 12 on another 32-core host, splits 11-1 .. 4-8, two repeats each;
 - ``ded32`` / ``ded16``: G = 8 on a 32-core host and G = 6 on a 16-core host, one split at a time
   with the rest of the host idle (the three above ran lanes side by side), two repeats each;
-- ``hold16``: G = 8 on a 16-core host, one split at a time, two repeats each: recorded after the
-  model's constants (RUN_SE, the contention prior's width and centre) were set from the five
-  sweeps above, and kept out of them, as their test;
+- ``hold16`` / ``hold16g10``: G = 8 (splits 7-1 .. 2-6) and G = 10 (9-1, 8-2, 7-3, 5-5, 3-7) on
+  16-core hosts, one split at a time, two repeats each: recorded after the model's shared-host
+  constants (RUN_SE, the contention prior's centre) were set from the sweeps above, as their
+  held-out test (then pooled into them; BENCHMARKS.md section 9);
 - ``h200x2-234m``: the 234m target on one H200 and the drafter on another, token budgets
   16384, 24576, 32768, 40960 and 49152, 16384 and 32768 repeated (the token-budget check).
 
@@ -41,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEPS = {"cpu32": 8, "cpu16": 6, "cpu32g12": 12, "ded32": 8, "ded16": 6, "hold16": 8}
+SWEEPS = {"cpu32": 8, "cpu16": 6, "cpu32g12": 12, "ded32": 8, "ded16": 6, "hold16": 8, "hold16g10": 10}
 BUDGET_SWEEP = "h200x2-234m"
 NAME = re.compile(r"-(\d+)x(\d+)(?:-tb(\d+))?-r(\d+)\.jsonl(?:\.gz)?$")
 

