@@ -105,14 +105,15 @@ def remaining_batches(fit: PipelineFit) -> float | None:
 
 def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
                      mu_scale: tuple[float, float] = (1.0, 1.0), consumer_scaling: float | None = None,
-                     hs_cap: int | None = None) -> SplitResult:
+                     hs_cap: int | None = None, interval: bool = True) -> SplitResult:
     """One split's projection (capacities, rate, shares) under ``settings``: the one place that
     turns the fit and the options into a split's numbers. ``hs_cap`` overrides the settings' depth
-    (queue what-ifs); ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs."""
+    (queue what-ifs); ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs;
+    ``interval=False`` skips the interval (two more chain solves), for callers of the rate alone."""
     tokens = None if settings.own_budget else settings.tokens_per_batch
     return project_split(fit, n, m, hs_cap=settings.hs_cap if hs_cap is None else hs_cap,
                          tokens_per_batch=tokens, gpus=settings.gpus, mu_scale=mu_scale,
-                         consumer_scaling=consumer_scaling)
+                         consumer_scaling=consumer_scaling, interval=interval)
 
 
 def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame:

@@ -94,7 +94,8 @@ def _bisect_log(diff: Callable[[float], float], lo: float, hi: float) -> float |
 
 
 def _x(fit: PipelineFit, settings: Settings, split: Split, **kw) -> float:
-    return split_capacities(fit, settings, *split, **kw).x_bps
+    # the rate alone: its interval (two more chain solves per call) is not needed here
+    return split_capacities(fit, settings, *split, interval=False, **kw).x_bps
 
 
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
