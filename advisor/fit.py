@@ -522,12 +522,16 @@ def _batch_means_interval(series: np.ndarray) -> tuple[float, float]:
 
 
 def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int,
-                     line_steps: pd.DataFrame | None = None) -> RoleFit:
+                     line_steps: pd.DataFrame | None = None,
+                     line: tuple[float, float, float] | None = None) -> RoleFit:
     """Rates, variability and shares from ``steps``; the step-time line from ``line_steps``
-    (all logs, so that logs at other token budgets pin the slope down)."""
+    (all logs, so that logs at other token budgets pin the slope down), or ``line`` when the
+    caller fitted it already (`huber_line` on those steps)."""
     busy = steps["busy"].to_numpy()
-    ls = steps if line_steps is None else line_steps
-    t0, c, r2 = huber_line(ls["tokens"].to_numpy(dtype=float), ls["busy"].to_numpy())
+    if line is None:
+        ls = steps if line_steps is None else line_steps
+        line = huber_line(ls["tokens"].to_numpy(dtype=float), ls["busy"].to_numpy())
+    t0, c, r2 = line
     mean = float(busy.mean())
     lo_busy, hi_busy = _batch_means_interval(busy)
     denom = max(wall_s * workers, 1e-12)
@@ -578,17 +582,21 @@ def _shares_compute(log: RunLog) -> bool:
     return extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
 
 
-def _fit_regimes(steps: pd.DataFrame, win: SteadyWindow, producer: str, consumer: str, slice_s: float) -> RegimeFit:
-    """Slice means of each role's step time over the steady window (see RegimeFit)."""
+def _fit_regimes(steps: pd.DataFrame, win: SteadyWindow, producer: str, consumer: str, slice_s: float,
+                 by_role: Mapping[str, pd.DataFrame] | None = None) -> RegimeFit:
+    """Slice means of each role's step time over the steady window (see RegimeFit). ``by_role``:
+    the steps of each role, where the caller has them (each a copy of its rows otherwise)."""
     t0, t1 = win.start_s, win.end_s
-    counts = [int((steps["role"] == r).sum()) for r in (producer, consumer)]
+    if by_role is None:
+        by_role = {r: steps[steps["role"] == r] for r in (producer, consumer)}
+    counts = [len(by_role[r]) for r in (producer, consumer)]
     w = int(min((t1 - t0) / max(slice_s, 1e-12), min(counts) / REGIME_MIN_STEPS))
     if w < 3 or t1 <= t0:
         return NO_REGIMES
     edges = np.linspace(t0, t1, w + 1)
     out = {}
     for r in (producer, consumer):
-        st = steps[steps["role"] == r]
+        st = by_role[r]
         busy = st["busy"].to_numpy(float)
         sl = np.clip(np.searchsorted(edges, st["t"].to_numpy(float), side="right") - 1, 0, w - 1)
         n_w = np.bincount(sl, minlength=w)
@@ -868,10 +876,43 @@ class _Roles:
     path: str                    # the log the fit rests on (for the caveats)
 
 
+PARALLEL_LINE_ROWS = 100_000      # steps of both roles from which the step-time lines fit in threads
+
+
 def _stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """The frames one under the other, numbered from 0 (one frame: itself renumbered; copy-on-write,
     so not copied)."""
     return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+class _StepLines:
+    """Each role's step-time line (`huber_line` on its steps' tokens and busy times), fitted on
+    entering; on a large log (``PARALLEL_LINE_ROWS`` steps or more in all) in two worker threads
+    instead, while the caller fits the rest: the Huber rounds are whole-array numpy work, which
+    releases the GIL, and were the largest part of a large log's fit. The same lines either way."""
+
+    def __init__(self, line_frames: Mapping[str, pd.DataFrame]):
+        # the arrays are taken here, in the caller's thread: the workers touch no pandas object
+        self._xy = {r: (f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
+        self._pool = None
+        self._lines: dict[str, object] = {}
+
+    def __enter__(self) -> "_StepLines":
+        if sum(len(x) for x, _ in self._xy.values()) >= PARALLEL_LINE_ROWS:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(len(self._xy), thread_name_prefix="dflash-fit")
+            self._lines = {r: self._pool.submit(huber_line, *xy) for r, xy in self._xy.items()}
+        else:
+            self._lines = {r: huber_line(*xy) for r, xy in self._xy.items()}
+        return self
+
+    def get(self, role: str) -> tuple[float, float, float]:
+        line = self._lines[role]
+        return line.result() if self._pool is not None else line
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps: Sequence[int]) -> _Roles:
@@ -902,15 +943,17 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
     for r, f in frames.items():
         if len(f) < 3:
             raise LogError(logs[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
-    pfit = _role_from_steps(producer, frames[producer], walls[producer], 1, line_frames[producer])
-    cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1, line_frames[consumer])
     cons = frames[consumer]
     tokens_mean = float(cons["tokens"].mean())
-    contention = _fit_contention(logs, same, per_log, producer, consumer, first, wins[first])
-    ob0 = observe(logs[first], wins[first], tokens_mean)
-    in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
-    regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
-                           REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12))
+    with _StepLines(line_frames) as lines:
+        # (the step-time lines are fitted meanwhile, on a large log in worker threads)
+        contention = _fit_contention(logs, same, per_log, producer, consumer, first, wins[first])
+        ob0 = observe(logs[first], wins[first], tokens_mean)
+        in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
+        regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
+                               REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12), by_role=per_log[first])
+        pfit = _role_from_steps(producer, frames[producer], walls[producer], 1, line=lines.get(producer))
+        cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1, line=lines.get(consumer))
     fits = {}
     for rf in (pfit, cfit):
         rf = replace(rf, drift=max(_drift(per_log[i][rf.role]) for i in same))

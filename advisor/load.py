@@ -415,13 +415,24 @@ def _steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) 
     """The documented ``steps`` frame from columns and role codes, sorted by t."""
     import pandas as pd
 
-    steps = pd.DataFrame(cols)
-    steps["role"] = pd.Categorical.from_codes(codes, categories=list(header.roles))
-    steps = steps[list(STEP_COLUMNS)]
-    for c in ("wait", "blocked"):
-        steps[c] = steps[c].fillna(0.0)
-    steps["worker"] = steps["worker"].astype(np.int64)
-    steps["tokens"] = steps["tokens"].astype(np.int64)
+    # the columns as they are, one block each (copy=False): consolidating them into one 2-D block
+    # copied every row of a sampled log once more
+    data: dict[str, Any] = {}
+    for c in STEP_COLUMNS:
+        if c == "role":
+            data[c] = pd.Categorical.from_codes(codes, categories=list(header.roles))
+            continue
+        v = np.asarray(cols[c])
+        if c in ("wait", "blocked") and v.dtype.kind == "f":
+            nan = np.isnan(v)
+            if nan.any():
+                v = np.where(nan, 0.0, v)           # fillna(0.0)
+        elif c in ("worker", "tokens") and v.dtype != np.int64:
+            # pandas' cast where it is plain (its error on a non-finite value otherwise)
+            v = (v.astype(np.int64) if v.dtype.kind == "f" and np.isfinite(v).all()
+                 else pd.Series(v).astype(np.int64).to_numpy())
+        data[c] = v
+    steps = pd.DataFrame(data, copy=False)
     if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():
         steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
     return steps

@@ -48,7 +48,14 @@ def _sampled(log: RunLog, role: str) -> bool:
 
 
 def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
+    """The rows of ``log.steps`` inside the window: ``win.mask``'s rows. Steps in time order (as
+    `advisor.load` gives them) are one run of rows, taken as a slice of the frame, not copied."""
     s = log.steps
+    t = s["t"].to_numpy()
+    if len(t) > 1 and t.dtype.kind == "f" and bool((t[1:] >= t[:-1]).all()):     # sorted, no NaN
+        lo = int(np.searchsorted(t, win.start_s, side="left"))             # first t >= start
+        hi = int(np.searchsorted(t, win.end_s + 1e-9, side="right"))       # past the last t <= end
+        return s.iloc[lo:max(hi, lo)]
     return s[win.mask(s["t"])]
 
 
