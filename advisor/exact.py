@@ -23,6 +23,8 @@ logs with step events (a rates-only log has no residuals to resample).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -42,9 +44,9 @@ WARMUP_SHARE = 0.1
 IN_FLIGHT_FACTOR = 4      # simulate at least this many times the batches a split holds in flight
 
 
-def _ratios(fit_role, steps: pd.DataFrame) -> np.ndarray:
-    base = fit_role.t0_s + fit_role.c_s_per_tok * steps["tokens"].to_numpy(float)
-    r = steps["busy"].to_numpy(float) / np.maximum(base, 1e-12)
+def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    base = fit_role.t0_s + fit_role.c_s_per_tok * tokens
+    r = busy / np.maximum(base, 1e-12)
     return r[np.isfinite(r) & (r > 0)]
 
 
@@ -54,32 +56,35 @@ def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | 
     return max(n_batches, IN_FLIGHT_FACTOR * (n * max(fit.pre_cap, 1) + b + n + m))
 
 
-def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
-                    n_batches: int = DEFAULT_BATCHES, seed: int = 0, hs_cap: int | None = None,
-                    rows: np.ndarray | None = None) -> pd.DataFrame:
-    """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring).
+@dataclass(frozen=True)
+class _Pools:
+    """What the simulations resample, from the logs' steady steps (the same for every split)."""
 
-    ``rows``: positions of the splits to simulate (default all); the others get NaN.
-    """
-    if fit.source != "steps":
-        raise ValueError("an exact simulation needs step events; this fit comes from "
-                         f"{fit.source} only")
+    ratio_p: np.ndarray          # producer busy / fitted line, per step
+    ratio_c: np.ndarray
+    tokens: np.ndarray           # consumer batches' tokens
+    sync_by_m: dict[int, np.ndarray]
+
+
+def _pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> _Pools:
     p, c = fit.roles
-    parts = {p: [], c: []}
+    busy: dict[str, list[np.ndarray]] = {p: [], c: []}
+    tokens: dict[str, list[np.ndarray]] = {p: [], c: []}
     for lg, ob in zip(logs, fit.observed):
         if not lg.has_steps:
             continue
-        # only the columns used (on a sampled log every row copied is one of 600k)
-        st = lg.steps[["role", "tokens", "busy"]][ob.steady.mask(lg.steps["t"])]
+        # only the columns used, as arrays (on a sampled log every row copied is one of 600k)
+        inside = ob.steady.mask(lg.steps["t"].to_numpy())
+        role = lg.steps["role"]
         # each log's steps divided by its split's contention factor: the residuals then refer to
         # the fit's reference split, and the factor of the simulated split is applied below
         scale = fit.contention.scale(lg.header.roles[p], sum(lg.header.roles.values()))
         for r, k in zip((p, c), scale):
-            part = st[st["role"] == r]
-            parts[r].append(part.assign(busy=part["busy"] / k) if k != 1.0 else part)
-    frames = {r: pd.concat(v, ignore_index=True) for r, v in parts.items()}
-    ratio_p, ratio_c = _ratios(fit.producer, frames[p]), _ratios(fit.consumer, frames[c])
-    tokens_pool = frames[c]["tokens"].to_numpy(float)
+            rows = np.flatnonzero(inside & (role == r).to_numpy())
+            b = lg.steps["busy"].to_numpy(float)[rows]
+            busy[r].append(b / k if k != 1.0 else b)
+            tokens[r].append(lg.steps["tokens"].to_numpy()[rows])
+    cat = {r: (np.concatenate(tokens[r]).astype(float), np.concatenate(busy[r])) for r in (p, c)}
     sync_by_m: dict[int, np.ndarray] = {}
     for lg, ob in zip(logs, fit.observed):
         m = lg.header.roles[c]
@@ -87,6 +92,25 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
             d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float)
             if len(d):
                 sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
+    return _Pools(ratio_p=_ratios(fit.producer, *cat[p]), ratio_c=_ratios(fit.consumer, *cat[c]),
+                  tokens=cat[c][0], sync_by_m=sync_by_m)
+
+
+def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
+                    n_batches: int = DEFAULT_BATCHES, seed: int = 0, hs_cap: int | None = None,
+                    rows: np.ndarray | None = None, pools: _Pools | None = None) -> pd.DataFrame:
+    """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring).
+
+    ``rows``: positions of the splits to simulate (default all); the others get NaN. ``pools``:
+    the logs' resampled quantities when the caller has them (`_pools`).
+    """
+    if fit.source != "steps":
+        raise ValueError("an exact simulation needs step events; this fit comes from "
+                         f"{fit.source} only")
+    p, c = fit.roles
+    if pools is None:
+        pools = _pools(fit, logs)
+    ratio_p, ratio_c, tokens_pool, sync_by_m = pools.ratio_p, pools.ratio_c, pools.tokens, pools.sync_by_m
     loader_s: float | np.ndarray = 0.0
     rng = np.random.default_rng(seed)
     out = np.full(len(splits), np.nan)
@@ -148,6 +172,7 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
         return df
     done = np.zeros(len(df), dtype=bool)
     spent = 0
+    pools = None       # (gathered once, for every round)
     # refine until no unrefined split is within REFINE_WITHIN of the best: refining the best can
     # lower it (barrier idling), which brings splits that were below the cut into play
     for _ in range(MAX_REFINE_ROUNDS):
@@ -164,8 +189,9 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
         if not len(cand):
             break
         spent += int(cost[len(cand) - 1])
+        pools = pools or _pools(fit, logs)
         sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap,
-                              rows=cand)["bps_exact"].to_numpy()
+                              rows=cand, pools=pools)["bps_exact"].to_numpy()
         for i in cand:
             x, x_sim = df.at[df.index[i], "bps"], sim[i]
             ratio = x_sim / x if x > 0 else 1.0
