@@ -65,26 +65,38 @@ _C1 = np.uint64(0xBF58476D1CE4E5B9)
 _C2 = np.uint64(0x94D049BB133111EB)
 
 
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser (uint64 arithmetic wraps)."""
-    x = x + _C0
-    x = (x ^ (x >> np.uint64(30))) * _C1
-    x = (x ^ (x >> np.uint64(27))) * _C2
-    return x ^ (x >> np.uint64(31))
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+def _mix(x: np.ndarray, tmp: np.ndarray | None = None) -> np.ndarray:
+    """splitmix64's finaliser (uint64 arithmetic wraps), in place in ``x`` (``tmp``: a scratch
+    array like it): ``x += C0; x = (x ^ x >> 30) * C1; x = (x ^ x >> 27) * C2; x ^= x >> 31``."""
+    tmp = np.empty_like(x) if tmp is None else tmp
+    np.add(x, _C0, out=x)
+    for shift, mult in ((_S30, _C1), (_S27, _C2), (_S31, None)):
+        np.bitwise_xor(x, np.right_shift(x, shift, out=tmp), out=x)
+        if mult is not None:
+            np.multiply(x, mult, out=x)
+    return x
 
 
 def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Sequence[str] = _KEY_FIELDS) -> np.ndarray:
     """A 64-bit hash of each row's content: the order key of the bottom-k sample. ``salt``: one
-    number for every row, or one per row (the role's index)."""
+    number for every row, or one per row (the role's index). Each field's float64 bits enter with
+    one NaN pattern (NaN -> 0.0) and -0.0 as 0.0. (Into buffers allocated once: a large log hashes
+    every step, and fresh temporaries per operation were most of the cost.)"""
     n = len(cols[fields[0]])
     if np.ndim(salt):
         h = np.asarray(salt).astype(np.uint64) + np.uint64(1)
     else:
         h = np.full(n, np.uint64(salt + 1), dtype=np.uint64)
+    v = np.empty(n, dtype=np.float64)
+    tmp = np.empty(n, dtype=np.uint64)
     for f in fields:
-        v = np.asarray(cols[f], dtype=np.float64)
-        v = np.where(np.isnan(v), 0.0, v) + 0.0     # one NaN pattern; -0.0 -> 0.0
-        h = _mix(h ^ v.view(np.uint64))
+        src = np.asarray(cols[f], dtype=np.float64)
+        np.add(src, 0.0, out=v)                      # -0.0 + 0.0 is 0.0; x + 0.0 is x otherwise
+        v[np.isnan(src)] = 0.0
+        _mix(np.bitwise_xor(h, v.view(np.uint64), out=h), tmp)
     return h
 
 
@@ -200,10 +212,7 @@ class _Bins:
         self.level = level
 
     def level_for(self, t_max: float) -> int:
-        lv = self.level
-        while t_max >= NBINS * BASE_BIN_S * 2.0 ** lv:
-            lv += 1
-        return lv
+        return _level_for(self.level, t_max)
 
     def add(self, t: np.ndarray, rows: Sequence[int], values: Sequence[np.ndarray]) -> None:
         if not len(t):
@@ -220,12 +229,62 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        n_groups = len(bases)
-        idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1) + groups * NBINS
+        self.add_sums(self.level, bases, _row_sums(t, groups, len(bases), values, self.level))
+
+    def add_sums(self, level: int, bases: Sequence[int], sums: Sequence[np.ndarray]) -> None:
+        """Add ``_row_sums`` made at ``level`` (the level these bins fold to for their times)."""
+        self.fold_to(level)
+        if level != self.level:
+            raise ValueError(f"sums at bin level {level} added to bins at level {self.level}")
         base = np.asarray(bases)
-        for j, v in enumerate(values):
-            sums = np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS)
-            self.arr[base + j] += sums
+        for j, v in enumerate(sums):
+            self.arr[base + j] += v
+
+
+def _level_for(level: int, t_max: float) -> int:
+    """The first bin level from ``level`` up whose NBINS bins reach past ``t_max``."""
+    lv = level
+    while t_max >= NBINS * BASE_BIN_S * 2.0 ** lv:
+        lv += 1
+    return lv
+
+
+def _row_sums(t: np.ndarray, groups: np.ndarray, n_groups: int, values: Sequence[np.ndarray | None],
+              level: int) -> list[np.ndarray]:
+    """Sums of each of ``values`` (None: a count) by group and bin at ``level``: (n_groups, NBINS) each."""
+    idx = np.minimum((t / (BASE_BIN_S * 2.0 ** level)).astype(np.int64), NBINS - 1) + groups * NBINS
+    return [np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS) for v in values]
+
+
+def _step_values(part: Mapping[str, np.ndarray]) -> tuple[np.ndarray | None, ...]:
+    """The binned quantities of steps, in BIN_FIELDS order (None: the count)."""
+    busy = part["busy"]
+    has_seqs = ~np.isnan(part["seqs"])
+    return (None, busy, busy * busy, np.nan_to_num(part["wait"]), np.nan_to_num(part["blocked"]), part["tokens"],
+            np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64))
+
+
+class StepFold:
+    """What folding steps into a summary computes from the steps alone, whatever the summary holds:
+    the role counts, the binned sums at the finest bin level that holds the steps' times, and the
+    sample keys. `advisor.load` makes it where a piece of a log is parsed (a worker thread), so
+    that the thread folding pieces in order (`Summary.add_steps`) only adds; where the summary's
+    bins are coarser already, the sums are made again at their level (the same sums as then)."""
+
+    def __init__(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray, n_roles: int):
+        self.n_roles = n_roles
+        self.t = np.asarray(cols["t"], dtype=np.float64)
+        self.n = len(self.t)
+        if not self.n:
+            return
+        self.codes = codes = np.asarray(role_codes, dtype=np.int64)
+        self.part = part = {f: np.asarray(cols[f], dtype=np.float64) for f in STEP_FIELDS}
+        self.t_max = float(self.t.max())
+        self.counts = (np.bincount(codes, minlength=n_roles), np.bincount(codes[part["busy"] > 0], minlength=n_roles),
+                       np.bincount(codes[part["tokens"] > 0], minlength=n_roles))
+        self.level = _level_for(0, self.t_max)
+        self.sums = _row_sums(self.t, codes, n_roles, _step_values(part), self.level)
+        self.keys = row_keys(part, codes)
 
 @dataclass(frozen=True)
 class Totals:
@@ -276,33 +335,32 @@ class Summary:
 
     # --- building
 
-    def add_steps(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray) -> None:
-        """Fold steps (columns of ``STEP_FIELDS``; ``role_codes`` index ``roles``) into the summary.
+    def add_steps(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray, fold: StepFold | None = None) -> None:
+        """Fold steps (columns of ``STEP_FIELDS``; ``role_codes`` index ``roles``) into the summary;
+        ``fold``: their `StepFold`, where the caller made it already (from these columns).
 
         Every role at once: one pass per binned sum over all rows, the role folded into the bin
         index (the same sums as a pass per role)."""
-        t = np.asarray(cols["t"], dtype=np.float64)
-        if not len(t):
-            return
-        self.t_max_s = max(self.t_max_s, float(t.max()))
-        codes = np.asarray(role_codes, dtype=np.int64)
         n_roles, nb = len(self.roles), len(BIN_FIELDS)
-        part = {f: np.asarray(cols[f], dtype=np.float64) for f in STEP_FIELDS}
-        busy, tok = part["busy"], part["tokens"]
-        n = np.bincount(codes, minlength=n_roles)
-        busy_pos = np.bincount(codes[busy > 0], minlength=n_roles)
-        tok_pos = np.bincount(codes[tok > 0], minlength=n_roles)
+        if fold is None:
+            fold = StepFold(cols, role_codes, n_roles)
+        if fold.n_roles != n_roles:
+            raise ValueError(f"steps folded for {fold.n_roles} roles added to a summary of {n_roles}")
+        if not fold.n:
+            return
+        self.t_max_s = max(self.t_max_s, fold.t_max)
+        n, busy_pos, tok_pos = fold.counts
         for j, r in enumerate(self.roles):
             self.counts[r] += (n[j], busy_pos[j], tok_pos[j])
-        has_seqs = ~np.isnan(part["seqs"])
-        self.bins.add_by_row(t, codes, range(0, n_roles * nb, nb),
-                             (None, busy, busy * busy, np.nan_to_num(part["wait"]), np.nan_to_num(part["blocked"]),
-                              tok, np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64)))
-        keys = row_keys(part, codes)
+        bases = range(0, n_roles * nb, nb)
+        if self.bins.level_for(fold.t_max) == fold.level:
+            self.bins.add_sums(fold.level, bases, fold.sums)
+        else:
+            self.bins.add_by_row(fold.t, fold.codes, bases, _step_values(fold.part))
         for i, r in enumerate(self.roles):
-            mine = codes == i
+            mine = fold.codes == i
             if mine.any():
-                self.samples[r].add(part, keys, rows=mine)
+                self.samples[r].add(fold.part, fold.keys, rows=mine)
 
     def add_syncs(self, cols: Mapping[str, np.ndarray]) -> None:
         t = np.asarray(cols["t"], dtype=np.float64)
