@@ -101,3 +101,17 @@ def test_refinement_is_bounded_at_large_g(tmp_path):
     assert df["bps"].idxmax() in exact.index
     spent = sum(batches_for(adv.fit, int(r.n_target), int(r.n_drafter), REFINE_BATCHES) for r in exact.itertuples())
     assert spent <= REFINE_BUDGET
+
+
+def test_pools_gathered_once_give_the_same_simulation(reference):
+    """refine_weak_spots gathers the resampled pools once for all rounds: the same bps_exact."""
+    import numpy as np
+
+    from advisor.exact import _pools, simulate_splits
+    adv = advise(reference)
+    logs = adv.logs
+    own = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]))
+    given_pools = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]),
+                                  pools=_pools(adv.fit, logs))
+    np.testing.assert_array_equal(own["bps_exact"].to_numpy(), given_pools["bps_exact"].to_numpy())
+    assert np.isfinite(own["bps_exact"].to_numpy()[[0, 2]]).all()

@@ -1,6 +1,8 @@
 """advisor.observe: the measured numbers of a log, the same whether it was read whole or sampled."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -50,3 +52,17 @@ def test_sampled_log_gives_exact_counts(ref_log, monkeypatch):
     assert naive[5:29].mean() < 0.5 * exact[5:29].mean()          # the sample alone undercounts
     win = find_steady(full)
     assert window_sums(lg, win, "drafter")["n"] == pytest.approx(window_sums(full, win, "drafter")["n"], abs=60)
+
+
+def test_steady_steps_are_the_window_mask_rows(ref_log):
+    """steady_steps slices a time-ordered frame; the rows (and labels) the mask picks, sorted or not."""
+    from advisor.observe import steady_steps
+    lg = load_log(ref_log)
+    win = find_steady(lg)
+    for steps in (lg.steps, lg.steps.iloc[::-1]):
+        got = steady_steps(dataclasses.replace(lg, steps=steps), win)
+        want = steps[win.mask(steps["t"])]
+        assert len(got) == len(want) > 0
+        np.testing.assert_array_equal(got.index.to_numpy(), want.index.to_numpy())
+        for c in steps.columns:
+            np.testing.assert_array_equal(got[c].to_numpy(), want[c].to_numpy())

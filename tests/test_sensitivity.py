@@ -40,3 +40,12 @@ def test_levers_only_when_they_raise_scaling():
     lv = levers(adv.fit, 2)
     assert lv is not None and max(lv.scaling_balanced, lv.scaling_half_sync) > lv.scaling_now
     assert levers(adv.fit, 1) is None
+
+
+def test_rate_without_its_interval_is_the_same_rate(reference):
+    """The tie searches project the rate alone (interval=False): the very rate of the full projection."""
+    adv = advise(reference)
+    for n, m in ((7, 1), (6, 2), (4, 4)):
+        full = split_capacities(adv.fit, adv.settings, n, m, mu_scale=(1.1, 0.9))
+        bare = split_capacities(adv.fit, adv.settings, n, m, mu_scale=(1.1, 0.9), interval=False)
+        assert bare.x_bps == full.x_bps and full.x_low_bps < full.x_bps < full.x_high_bps

@@ -332,3 +332,61 @@ def test_rank_files_below_the_sample_size_that_exceed_it_together_merge_as_the_w
         one = advise(parts)
     assert len(one.logs) == 1 and one.logs[0].sampled
     _same_advice(_advise(sync_log), one)
+
+
+def _splitmix_keys(cols, salt, fields=summary._KEY_FIELDS):
+    """The row keys as the module docstring defines them, written plainly (fresh arrays each step)."""
+    c0, c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    n = len(cols[fields[0]])
+    h = (np.asarray(salt).astype(np.uint64) + np.uint64(1) if np.ndim(salt)
+         else np.full(n, np.uint64(salt + 1), dtype=np.uint64))
+    for f in fields:
+        v = np.asarray(cols[f], dtype=np.float64)
+        x = h ^ (np.where(np.isnan(v), 0.0, v) + 0.0).view(np.uint64)
+        x = x + c0
+        x = (x ^ (x >> np.uint64(30))) * c1
+        x = (x ^ (x >> np.uint64(27))) * c2
+        h = x ^ (x >> np.uint64(31))
+    return h
+
+
+@settings(max_examples=25, deadline=None)
+@given(vals=st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e300, float("nan"), float("inf"), -float("inf"), 7.0]),
+                     min_size=1, max_size=60), salt=st.integers(0, 5))
+def test_row_keys_are_splitmix_of_the_fields(vals, salt):
+    """row_keys (in place, buffers reused) is the plain formula: NaN as 0.0, -0.0 as 0.0."""
+    v = np.array(vals)
+    cols = {f: np.roll(v, i) for i, f in enumerate(summary._KEY_FIELDS)}
+    np.testing.assert_array_equal(summary.row_keys(cols, salt), _splitmix_keys(cols, salt))
+    per_row = np.arange(len(v)) % 3
+    np.testing.assert_array_equal(summary.row_keys(cols, per_row), _splitmix_keys(cols, per_row))
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=5), k=st.integers(1, 200),
+       t0s=st.lists(st.floats(0, 3e4), min_size=5, max_size=5))
+def test_step_fold_made_apart_gives_the_same_summary(sizes, k, t0s):
+    """A StepFold made before the summary folds it (as the parse worker does), at whatever bin level
+    the summary then has, leaves the summary bit for bit as folding the columns directly."""
+    from advisor.schema import parse_header
+    obj = {"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 4, "drafter": 4}}
+    head = parse_header(obj, "x", 1)
+    direct = summary.Summary(obj, head, "a", sample_rows=k)
+    folded = summary.Summary(obj, head, "b", sample_rows=k)
+    # pieces out of time order too: a later piece may need a finer level than the bins have
+    for i, n in enumerate(sizes):
+        p, c = _rows(n, i, t0s[i]), np.arange(n) % 2
+        direct.add_steps(p, c)
+        folded.add_steps(p, c, fold=summary.StepFold(p, c, 2))
+    assert folded.bins.level == direct.bins.level
+    assert folded.bins.arr.tobytes() == direct.bins.arr.tobytes()
+    assert folded.t_max_s == direct.t_max_s
+    for r in direct.roles:
+        np.testing.assert_array_equal(folded.counts[r], direct.counts[r])
+        a, ka = direct.samples[r].compact()
+        b, kb = folded.samples[r].compact()
+        np.testing.assert_array_equal(ka, kb)
+        for f in summary.STEP_FIELDS:
+            np.testing.assert_array_equal(a[f], b[f])
+    with pytest.raises(ValueError):
+        folded.add_steps(p, c, fold=summary.StepFold(p, c, 3))
