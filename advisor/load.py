@@ -48,7 +48,7 @@ import numpy as np
 from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
                      LogRefused, LogWarning, RunHeader, display_path, parse_header, validate_event)
 from . import summary as _summary
-from .summary import StepFold, Summary, Totals, is_summary, read_summary
+from .summary import Summary, Totals, is_summary, read_summary
 
 if TYPE_CHECKING:
     import pandas as pd   # imported where frames are made: reading a log needs only numpy and pyarrow
@@ -405,7 +405,6 @@ class _Parsed:
     nan_lit: np.ndarray | None = None
     t_null: np.ndarray | None = None
     bad_reason: np.ndarray | None = None
-    fold: StepFold | None = None       # the steps' summary fold, where made with the parse (`_parse_and_fold`)
 
 
 _STEP_NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
@@ -772,20 +771,10 @@ def _parse_piece(piece: _Piece, header: RunHeader, spath: str) -> _Parsed:
     return parsed
 
 
-def _parse_and_fold(piece: _Piece, header: RunHeader, spath: str) -> _Parsed:
-    """`_parse_piece`, and the summary fold of its steps (`advisor.summary.StepFold`): in the parse
-    worker, so that the thread folding pieces in order only adds them up."""
-    p = _parse_piece(piece, header, spath)
-    codes = np.asarray(p.step["role"]) if len(p.step_rows) else None
-    if codes is not None and len(codes) and codes.min() >= 0:    # (other codes: as add_steps has them)
-        p.fold = StepFold(p.step, codes, len(header.roles))
-    return p
-
-
 def _add_parsed(summ: Summary, p: _Parsed, header: RunHeader) -> None:
     """Fold one parsed piece into the summary (then the piece's columns can go)."""
     if len(p.step_rows):
-        summ.add_steps(p.step, np.asarray(p.step["role"]), fold=p.fold)
+        summ.add_steps(p.step, np.asarray(p.step["role"]))
     if len(p.sync.get("t", ())):
         summ.add_syncs(p.sync)
     if p.rates.num_rows:
@@ -926,8 +915,8 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
                 continue
             if ex is None:
                 ex = ThreadPoolExecutor(1, thread_name_prefix="dflash-parse")
-                ahead, first = ex.submit(_parse_and_fold, first, header, spath), None
-            nxt = ex.submit(_parse_and_fold, piece, header, spath)
+                ahead, first = ex.submit(_parse_piece, first, header, spath), None
+            nxt = ex.submit(_parse_piece, piece, header, spath)
             _add_parsed(summ, ahead.result(), header)
             ahead = nxt
         if first is not None:

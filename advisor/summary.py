@@ -212,7 +212,10 @@ class _Bins:
         self.level = level
 
     def level_for(self, t_max: float) -> int:
-        return _level_for(self.level, t_max)
+        lv = self.level
+        while t_max >= NBINS * BASE_BIN_S * 2.0 ** lv:
+            lv += 1
+        return lv
 
     def add(self, t: np.ndarray, rows: Sequence[int], values: Sequence[np.ndarray]) -> None:
         if not len(t):
@@ -229,62 +232,12 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        self.add_sums(self.level, bases, _row_sums(t, groups, len(bases), values, self.level))
-
-    def add_sums(self, level: int, bases: Sequence[int], sums: Sequence[np.ndarray]) -> None:
-        """Add ``_row_sums`` made at ``level`` (the level these bins fold to for their times)."""
-        self.fold_to(level)
-        if level != self.level:
-            raise ValueError(f"sums at bin level {level} added to bins at level {self.level}")
+        n_groups = len(bases)
+        idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1) + groups * NBINS
         base = np.asarray(bases)
-        for j, v in enumerate(sums):
-            self.arr[base + j] += v
-
-
-def _level_for(level: int, t_max: float) -> int:
-    """The first bin level from ``level`` up whose NBINS bins reach past ``t_max``."""
-    lv = level
-    while t_max >= NBINS * BASE_BIN_S * 2.0 ** lv:
-        lv += 1
-    return lv
-
-
-def _row_sums(t: np.ndarray, groups: np.ndarray, n_groups: int, values: Sequence[np.ndarray | None],
-              level: int) -> list[np.ndarray]:
-    """Sums of each of ``values`` (None: a count) by group and bin at ``level``: (n_groups, NBINS) each."""
-    idx = np.minimum((t / (BASE_BIN_S * 2.0 ** level)).astype(np.int64), NBINS - 1) + groups * NBINS
-    return [np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS) for v in values]
-
-
-def _step_values(part: Mapping[str, np.ndarray]) -> tuple[np.ndarray | None, ...]:
-    """The binned quantities of steps, in BIN_FIELDS order (None: the count)."""
-    busy = part["busy"]
-    has_seqs = ~np.isnan(part["seqs"])
-    return (None, busy, busy * busy, np.nan_to_num(part["wait"]), np.nan_to_num(part["blocked"]), part["tokens"],
-            np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64))
-
-
-class StepFold:
-    """What folding steps into a summary computes from the steps alone, whatever the summary holds:
-    the role counts, the binned sums at the finest bin level that holds the steps' times, and the
-    sample keys. `advisor.load` makes it where a piece of a log is parsed (a worker thread), so
-    that the thread folding pieces in order (`Summary.add_steps`) only adds; where the summary's
-    bins are coarser already, the sums are made again at their level (the same sums as then)."""
-
-    def __init__(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray, n_roles: int):
-        self.n_roles = n_roles
-        self.t = np.asarray(cols["t"], dtype=np.float64)
-        self.n = len(self.t)
-        if not self.n:
-            return
-        self.codes = codes = np.asarray(role_codes, dtype=np.int64)
-        self.part = part = {f: np.asarray(cols[f], dtype=np.float64) for f in STEP_FIELDS}
-        self.t_max = float(self.t.max())
-        self.counts = (np.bincount(codes, minlength=n_roles), np.bincount(codes[part["busy"] > 0], minlength=n_roles),
-                       np.bincount(codes[part["tokens"] > 0], minlength=n_roles))
-        self.level = _level_for(0, self.t_max)
-        self.sums = _row_sums(self.t, codes, n_roles, _step_values(part), self.level)
-        self.keys = row_keys(part, codes)
+        for j, v in enumerate(values):
+            sums = np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS)
+            self.arr[base + j] += sums
 
 @dataclass(frozen=True)
 class Totals:
@@ -335,32 +288,33 @@ class Summary:
 
     # --- building
 
-    def add_steps(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray, fold: StepFold | None = None) -> None:
-        """Fold steps (columns of ``STEP_FIELDS``; ``role_codes`` index ``roles``) into the summary;
-        ``fold``: their `StepFold`, where the caller made it already (from these columns).
+    def add_steps(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray) -> None:
+        """Fold steps (columns of ``STEP_FIELDS``; ``role_codes`` index ``roles``) into the summary.
 
         Every role at once: one pass per binned sum over all rows, the role folded into the bin
         index (the same sums as a pass per role)."""
-        n_roles, nb = len(self.roles), len(BIN_FIELDS)
-        if fold is None:
-            fold = StepFold(cols, role_codes, n_roles)
-        if fold.n_roles != n_roles:
-            raise ValueError(f"steps folded for {fold.n_roles} roles added to a summary of {n_roles}")
-        if not fold.n:
+        t = np.asarray(cols["t"], dtype=np.float64)
+        if not len(t):
             return
-        self.t_max_s = max(self.t_max_s, fold.t_max)
-        n, busy_pos, tok_pos = fold.counts
+        self.t_max_s = max(self.t_max_s, float(t.max()))
+        codes = np.asarray(role_codes, dtype=np.int64)
+        n_roles, nb = len(self.roles), len(BIN_FIELDS)
+        part = {f: np.asarray(cols[f], dtype=np.float64) for f in STEP_FIELDS}
+        busy, tok = part["busy"], part["tokens"]
+        n = np.bincount(codes, minlength=n_roles)
+        busy_pos = np.bincount(codes[busy > 0], minlength=n_roles)
+        tok_pos = np.bincount(codes[tok > 0], minlength=n_roles)
         for j, r in enumerate(self.roles):
             self.counts[r] += (n[j], busy_pos[j], tok_pos[j])
-        bases = range(0, n_roles * nb, nb)
-        if self.bins.level_for(fold.t_max) == fold.level:
-            self.bins.add_sums(fold.level, bases, fold.sums)
-        else:
-            self.bins.add_by_row(fold.t, fold.codes, bases, _step_values(fold.part))
+        has_seqs = ~np.isnan(part["seqs"])
+        self.bins.add_by_row(t, codes, range(0, n_roles * nb, nb),
+                             (None, busy, busy * busy, np.nan_to_num(part["wait"]), np.nan_to_num(part["blocked"]),
+                              tok, np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64)))
+        keys = row_keys(part, codes)
         for i, r in enumerate(self.roles):
-            mine = fold.codes == i
+            mine = codes == i
             if mine.any():
-                self.samples[r].add(fold.part, fold.keys, rows=mine)
+                self.samples[r].add(part, keys, rows=mine)
 
     def add_syncs(self, cols: Mapping[str, np.ndarray]) -> None:
         t = np.asarray(cols["t"], dtype=np.float64)

@@ -360,33 +360,3 @@ def test_row_keys_are_splitmix_of_the_fields(vals, salt):
     np.testing.assert_array_equal(summary.row_keys(cols, salt), _splitmix_keys(cols, salt))
     per_row = np.arange(len(v)) % 3
     np.testing.assert_array_equal(summary.row_keys(cols, per_row), _splitmix_keys(cols, per_row))
-
-
-@settings(max_examples=25, deadline=None)
-@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=5), k=st.integers(1, 200),
-       t0s=st.lists(st.floats(0, 3e4), min_size=5, max_size=5))
-def test_step_fold_made_apart_gives_the_same_summary(sizes, k, t0s):
-    """A StepFold made before the summary folds it (as the parse worker does), at whatever bin level
-    the summary then has, leaves the summary bit for bit as folding the columns directly."""
-    from advisor.schema import parse_header
-    obj = {"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 4, "drafter": 4}}
-    head = parse_header(obj, "x", 1)
-    direct = summary.Summary(obj, head, "a", sample_rows=k)
-    folded = summary.Summary(obj, head, "b", sample_rows=k)
-    # pieces out of time order too: a later piece may need a finer level than the bins have
-    for i, n in enumerate(sizes):
-        p, c = _rows(n, i, t0s[i]), np.arange(n) % 2
-        direct.add_steps(p, c)
-        folded.add_steps(p, c, fold=summary.StepFold(p, c, 2))
-    assert folded.bins.level == direct.bins.level
-    assert folded.bins.arr.tobytes() == direct.bins.arr.tobytes()
-    assert folded.t_max_s == direct.t_max_s
-    for r in direct.roles:
-        np.testing.assert_array_equal(folded.counts[r], direct.counts[r])
-        a, ka = direct.samples[r].compact()
-        b, kb = folded.samples[r].compact()
-        np.testing.assert_array_equal(ka, kb)
-        for f in summary.STEP_FIELDS:
-            np.testing.assert_array_equal(a[f], b[f])
-    with pytest.raises(ValueError):
-        folded.add_steps(p, c, fold=summary.StepFold(p, c, 3))
