@@ -61,6 +61,7 @@ MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or 
 RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
 CHUNK_BYTES = 8 << 20
 PIECE_BYTES = 16 << 20       # whole lines parsed at once (pyarrow's threads share its 1 MiB blocks)
+PARSE_THREADS = 2            # pieces parsed at once (one's Python-side work overlaps another's Arrow read)
 
 STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
 _NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
@@ -900,38 +901,48 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
                 _warn(LogWarning(f"{display_path(spath)}:{lines_done + 1}: last line is incomplete (a log "
                                  f"still being written?); skipped {len(tail)} bytes"))
 
-    # piece k + 1 is parsed in a worker thread (pyarrow and numpy release the GIL) while piece k is
-    # checked and folded here, and the next piece read; pieces fold, and errors surface, in order.
-    # A log of one piece is parsed here, with no thread (nothing to overlap; a thread costs
-    # address space, which a capped process may not have)
-    from concurrent.futures import ThreadPoolExecutor
+    # the next PARSE_THREADS pieces are parsed in worker threads (pyarrow and numpy release the
+    # GIL) while the oldest is checked and folded here, and the next piece read; pieces fold, and
+    # errors surface, in order. A log of one piece is parsed here, with no thread (nothing to
+    # overlap; a thread costs address space, which a capped process may not have)
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
     ex: ThreadPoolExecutor | None = None
     first: _Piece | None = None     # the first piece, held until a second shows there is a pipeline
-    ahead = None                    # the future of the piece being parsed
+    inflight: deque[Future] = deque()    # the futures of the pieces being parsed, oldest first
+    body = pieces()
     try:
-        for piece in pieces():
+        while True:
+            try:
+                piece = next(body)
+            except StopIteration:
+                break
+            except LogError:
+                # a bad line in a piece before the one that could not be read comes first
+                if first is not None:
+                    _parse_piece(first, header, spath)
+                for f in inflight:
+                    f.result()
+                raise
             if ex is None and first is None:
                 first = piece
                 continue
             if ex is None:
-                ex = ThreadPoolExecutor(1, thread_name_prefix="dflash-parse")
-                ahead, first = ex.submit(_parse_piece, first, header, spath), None
-            nxt = ex.submit(_parse_piece, piece, header, spath)
-            _add_parsed(summ, ahead.result(), header)
-            ahead = nxt
+                ex = ThreadPoolExecutor(PARSE_THREADS, thread_name_prefix="dflash-parse")
+                inflight.append(ex.submit(_parse_piece, first, header, spath))
+                first = None
+            inflight.append(ex.submit(_parse_piece, piece, header, spath))
+            while len(inflight) > PARSE_THREADS:
+                _add_parsed(summ, inflight[0].result(), header)
+                inflight.popleft()
         if first is not None:
             _add_parsed(summ, _parse_piece(first, header, spath), header)
-        elif ahead is not None:
-            _add_parsed(summ, ahead.result(), header)
-    except LogError:
-        if first is not None:
-            _parse_piece(first, header, spath)     # a bad line in the piece before comes first
-        elif ahead is not None:
-            ahead.result()
-        raise
+        while inflight:
+            _add_parsed(summ, inflight[0].result(), header)
+            inflight.popleft()
     finally:
         if ex is not None:
-            ex.shutdown(wait=True)
+            ex.shutdown(wait=True, cancel_futures=True)
     if summ is None:
         raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
     summ.n_lines = lines_done

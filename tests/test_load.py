@@ -579,3 +579,25 @@ def test_steps_frame_columns_and_types():
     bad = dict(cols, tokens=np.array([10.0, np.nan, 30.0]))
     with pytest.raises(ValueError):
         _steps_frame(bad, np.array([0, 1, 0]), head)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_pieces_in_flight_fold_and_fail_in_order(write_log, monkeypatch, threads):
+    """However many pieces parse at once (load.PARSE_THREADS), they fold in order, and the first bad
+    line is the one named, even when a later piece cannot be read at all (a line too long)."""
+    import advisor.load as load
+    lines = good_lines(300)
+    p = write_log(lines)
+    whole = _frames(p)
+    _small_pieces(monkeypatch)
+    monkeypatch.setattr(load, "RATIO_CHECK_BYTES", 0)      # the first piece is cut at once, too
+    monkeypatch.setattr(load, "PARSE_THREADS", threads, raising=False)
+    assert _frames(p) == whole
+    for row in (90, 246, 249):        # far before the long line, in a piece in flight, just before
+        text = [json.dumps(l) for l in lines]
+        text[row] = json.dumps(dict(lines[row], busy=-1.0))
+        text[250] = json.dumps(dict(lines[250], msg="x" * 5000))
+        bad = write_log(text, name="bad.jsonl")
+        with pytest.raises(LogError) as ei:
+            load.load_log(bad, max_line_bytes=2000)
+        assert ei.value.line == row + 1
