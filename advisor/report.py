@@ -31,6 +31,18 @@ LEGEND = ("> recommended, * observed, j judged (--roles); bound = naive min-capa
           "the fastest stage's capacity (balance); gpu util = busy share of all GPU time")
 
 
+def _title(d, markdown: bool = False) -> str:
+    """The verdict line: an open next-run choice names both splits (there is nothing to keep)."""
+    m = d.margin
+    if d.rule == "unresolved" and m is not None:
+        if markdown:
+            return f"cannot tell yet for the next run: **{m.higher}** or **{m.lower}**"
+        return f"CANNOT TELL for the next run: {m.higher} or {m.lower}"
+    if markdown:
+        return f"{MD_TITLES[d.verdict]} **{d.recommended}**"
+    return f"{HEADINGS[d.verdict]} {d.recommended}"
+
+
 def bps_text(x: float) -> str:
     return f"{x:.4g}"
 
@@ -357,7 +369,7 @@ def _cap(text: str) -> str:
 def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     d = adv.decision
     rec = adv.recommendation
-    title = f"{HEADINGS[d.verdict]} {d.recommended}"
+    title = _title(d)
     out = [(title, [_cap(r) for r in rec.reasons])]
     out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
     if d.queue is not None:
@@ -395,7 +407,7 @@ def md_escape(text: str) -> str:
 def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
     d = adv.decision
-    lines = [f"### dflash-advise: {MD_TITLES[d.verdict]} **{d.recommended}** ({md_escape(adv.run)})", ""]
+    lines = [f"### dflash-advise: {_title(d, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")
     lines.append("|" + "|".join("---" if i in (0, 1, 8) else "---:" for i in range(len(head))) + "|")

@@ -39,3 +39,17 @@ def test_caveats_are_listed(reference_rates):
     text = render(adv)
     assert adv.warnings and "Caveats:" in text
     assert all(w in text for w in adv.warnings)
+
+
+def test_an_open_next_run_choice_names_both_splits():
+    # the ded32 7-1 log has ended and cannot separate 6-2 from 5-3: nothing to "keep", two to try
+    from pathlib import Path
+
+    from advisor.report import render_markdown
+
+    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
+    adv = advise(log)
+    assert adv.decision.rule == "unresolved"
+    text = render(adv)
+    assert "CANNOT TELL for the next run: 6-2 or 5-3" in text and "for now keep" not in text
+    assert "cannot tell yet for the next run: **6-2** or **5-3**" in render_markdown(adv).splitlines()[0]
