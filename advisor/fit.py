@@ -117,6 +117,15 @@ CONTENTION_PRIOR_SE = 0.045    # carried only where workers share a host's compu
 # (hold16g10: 11.4% -> 13.1%). The centre is the mean over all seven, 0.033 (+3.4% a target).
 CONTENTION_PRIOR_K_PRODUCER = 0.033
 CONTENTION_PRIOR_K_CONSUMER = 0.0
+# A role with one worker is another regime (a lone drafter never waits for its peers' all-reduce
+# and, feeding on a full queue, never idles): its step time may jump against the same role's at
+# two or more workers. The lone drafter's mean step against the two drafters' (mean of repeats, log)
+# was +0.2% (cpu32), -3.1% (cpu16), +1.7% (cpu32g12), +5.1% (ded32), -15.8% (ded16), -8.6%
+# (hold16) and -19.7% (hold16g10): 11.3% RMS, 8.7% beyond the repeats' noise (RUN_SE / sqrt(2) of
+# the drafters) and one worker of CONTENTION_PRIOR_SE. Carried where a split's count of a role is
+# 1 on one side of the logged one(s) and not the other, as one unknown shared by every such split
+# (no sweep ran a lone target; the producers carry the same by symmetry).
+CONTENTION_SINGLE_SE = 0.087
 # Token budget with one budget seen and a step-time line the log cannot pin down: busy ~ tokens^p,
 # p between 0.35 (a large fixed cost per batch, utilisation still rising) and 0.95 (nearly
 # saturated, compute-bound). The centre is what real runs showed: the local elasticity
@@ -258,6 +267,9 @@ class ContentionFit:
     carried: ``busy_r(N) = busy_r(clip(N)) * exp(prior_k_r * (N - clip(N)))``, clip(N) the nearest
     logged producer count.
 
+    A split whose count of a role is 1 where the logged split's is not (or the reverse) carries
+    ``CONTENTION_SINGLE_SE`` for that role as well (`single_se`): a lone worker is another regime.
+
     ``within``: the first log's within-log slopes of step time on concurrently busy peers
     (`advisor.contention`), reported as data. They do not move the projection (inside a log,
     concurrency is set by the step times themselves, and on the real sweeps the within-log slopes
@@ -300,6 +312,20 @@ class ContentionFit:
         d, beyond = c - self.ref_producers, n_producer - c
         return (math.exp(self.producer_k * d + self.prior_k[0] * beyond),
                 math.exp(self.consumer_k * d + self.prior_k[1] * beyond))
+
+    def single_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """Standard errors of log busy (producer, consumer) for the lone-worker regime
+        (``CONTENTION_SINGLE_SE``): where one side of ``n_producer`` and the logged splits has
+        one worker of the role and the other more, and the logs did not span both."""
+        if gpus != self.gpus or not self.prior_se:
+            return 0.0, 0.0
+        out = []
+        for here, ref, lo, hi in ((n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
+                                  (gpus - n_producer, gpus - self.ref_producers, gpus - self.hi_producers,
+                                   gpus - self.lo_producers)):
+            spanned = lo == 1 < hi
+            out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)
+        return out[0], out[1]
 
     def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy (producer, consumer) at ``n_producer`` producers."""

@@ -159,9 +159,10 @@ class SplitResult:
     # the interval's parts, for comparing two splits of one fit (`advisor.project.lead_interval`):
     # log-throughput per standard error of each error source every split shares (producer and
     # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
-    # slope, signed by the side of the logged split), the variance of this split's own terms, and
-    # log(x_end / x) at both ends of an unidentified sync scaling (0, 0 where identified)
-    err_shared: tuple[float, float, float, float, float, float] = (0.0,) * 6
+    # slope, signed by the side of the logged split, producer and consumer lone-worker regime), the
+    # variance of this split's own terms, and log(x_end / x) at both ends of an unidentified sync
+    # scaling (0, 0 where identified)
+    err_shared: tuple[float, ...] = (0.0,) * 8
     err_own_var: float = 0.0
     err_sync_ends: tuple[float, float] = (0.0, 0.0)
 
@@ -257,7 +258,8 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     Contention: step times are scaled by ``fit.contention`` for this split (`advisor.fit.ContentionFit`).
     Interval (``interval=True``): the throughput's elasticities to each role's rate,
     ``e_r = d ln X / d ln mu_r`` (finite differences), carry each role's log-rate standard error
-    (sampling, drift, contention at this split's distance from the logged ones, token model):
+    (sampling, drift, contention at this split's distance from the logged ones and across the
+    lone-worker regime, token model):
     ``se(ln X)^2 = e_p^2 se_p^2 + e_c^2 se_c^2 + MODEL_SE^2 + se_bar^2``:
     ``MODEL_SE`` for the analytic chain's own error against exact simulation, ``se_bar =
     BARRIER_SE_SHARE x ln(X_chain / X)`` for the barrier-tail correction where it binds; the
@@ -303,7 +305,9 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         # opposite ways
         side = 1.0 if n_producer >= fit.contention.ref_producers else -1.0
         (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
-        shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side * e_p * cse_p, side * e_c * cse_c)
+        one_p, one_c = fit.contention.single_se(n_producer, g)
+        shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side * e_p * cse_p, side * e_c * cse_c,
+                  e_p * one_p, e_c * one_c)
         own_var = MODEL_SE ** 2 + bar_se ** 2
         var = sum(v * v for v in shared) + own_var
         half = Z_95 * math.sqrt(var)

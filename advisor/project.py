@@ -32,7 +32,8 @@ method              "analytic", or "exact" where simulation replaced the analyti
 widened             True where reconciliation widened the interval to a measured rate
 err_p_samp, ...     the interval's parts (`advisor.model.SplitResult`): ``err_p_samp``,
                     ``err_c_samp`` (sampling and drift), ``err_p_level``, ``err_c_level`` (token
-                    model, run-to-run), ``err_p_split``, ``err_c_split`` (split slope): log b/s per
+                    model, run-to-run), ``err_p_split``, ``err_c_split`` (split slope),
+                    ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
                     standard error of the error sources all splits share; ``err_own_var``,
                     ``err_sync_lo``, ``err_sync_hi``; read by `lead_parts`
 ==================  ===========================================================================
@@ -150,7 +151,8 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
 
 
 ERR_SAMPLING = ("err_p_samp", "err_c_samp")          # the parts a longer log of the split shrinks
-ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split")
+ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single",
+                              "err_c_single")
 
 
 @dataclass(frozen=True)
