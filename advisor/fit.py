@@ -1074,7 +1074,8 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
             f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
             f"(the mean of real shared-host sweeps), and the intervals widen by "
             f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
-            f"shared host; a log at a second split measures it"), stacklevel=3)
+            f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
+            f"lone worker of it and the other several; a log at a second split measures it"), stacklevel=3)
     text = within_log_text(contention.within, producer, consumer)
     if text and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
         warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)

@@ -387,6 +387,9 @@ def test_the_fitted_or_assumed_contention_is_reported(recwarn):
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")
     said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
     assert any(f"{100 * CONTENTION_PRIOR_SE:.1f}% per worker moved" in m for m in said), said
+    from advisor.fit import CONTENTION_SINGLE_SE
+    assert any(f"{100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a lone worker"
+               in m for m in said), said
     assert any(f"each extra target is taken to change a target's step +{100 * math.expm1(CONTENTION_PRIOR_K_PRODUCER):.1f}%"
                in m for m in said), said
     # the within-log estimate (advisor.contention) is reported alongside, as data
