@@ -548,15 +548,11 @@ def _batch_means_interval(series: np.ndarray) -> tuple[float, float]:
 
 
 def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int,
-                     line_steps: pd.DataFrame | None = None,
-                     line: tuple[float, float, float] | None = None) -> RoleFit:
-    """Rates, variability and shares from ``steps``; the step-time line from ``line_steps``
-    (all logs, so that logs at other token budgets pin the slope down), or ``line`` when the
-    caller fitted it already (`huber_line` on those steps)."""
+                     line: tuple[float, float, float]) -> RoleFit:
+    """Rates, variability and shares from ``steps``; ``line`` is the role's step-time line
+    (`huber_line` on all logs' steps, so that logs at other token budgets pin the slope down;
+    `_StepLines`)."""
     busy = steps["busy"].to_numpy()
-    if line is None:
-        ls = steps if line_steps is None else line_steps
-        line = huber_line(ls["tokens"].to_numpy(dtype=float), ls["busy"].to_numpy())
     t0, c, r2 = line
     mean = float(busy.mean())
     lo_busy, hi_busy = _batch_means_interval(busy)
@@ -608,13 +604,11 @@ def _shares_compute(log: RunLog) -> bool:
     return extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
 
 
-def _fit_regimes(steps: pd.DataFrame, win: SteadyWindow, producer: str, consumer: str, slice_s: float,
-                 by_role: Mapping[str, pd.DataFrame] | None = None) -> RegimeFit:
-    """Slice means of each role's step time over the steady window (see RegimeFit). ``by_role``:
-    the steps of each role, where the caller has them (each a copy of its rows otherwise)."""
+def _fit_regimes(by_role: Mapping[str, pd.DataFrame], win: SteadyWindow, producer: str, consumer: str,
+                 slice_s: float) -> RegimeFit:
+    """Slice means of each role's step time (``by_role``: each role's steady steps) over the steady
+    window (see RegimeFit)."""
     t0, t1 = win.start_s, win.end_s
-    if by_role is None:
-        by_role = {r: steps[steps["role"] == r] for r in (producer, consumer)}
     counts = [len(by_role[r]) for r in (producer, consumer)]
     w = int(min((t1 - t0) / max(slice_s, 1e-12), min(counts) / REGIME_MIN_STEPS))
     if w < 3 or t1 <= t0:
@@ -976,8 +970,8 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
         contention = _fit_contention(logs, same, per_log, producer, consumer, first, wins[first])
         ob0 = observe(logs[first], wins[first], tokens_mean)
         in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
-        regimes = _fit_regimes(steady[first], wins[first], producer, consumer,
-                               REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12), by_role=per_log[first])
+        regimes = _fit_regimes(per_log[first], wins[first], producer, consumer,
+                               REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12))
         pfit = _role_from_steps(producer, frames[producer], walls[producer], 1, line=lines.get(producer))
         cfit = _role_from_steps(consumer, frames[consumer], walls[consumer], 1, line=lines.get(consumer))
     fits = {}
