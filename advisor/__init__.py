@@ -16,12 +16,12 @@ __all__ = ["Advice", "advise", "advise_numbers", "load_log", "LogError"]
 
 def __getattr__(name: str):
     if name in ("advise", "advise_numbers", "Advice"):
-        from .advice import Advice, advise, advise_numbers
+        from advisor.advice import Advice, advise, advise_numbers
         return {"advise": advise, "advise_numbers": advise_numbers, "Advice": Advice}[name]
     if name == "load_log":
-        from .load import load_log
+        from advisor.ingest.load import load_log
         return load_log
     if name == "LogError":
-        from .schema import LogError
+        from advisor.ingest.schema import LogError
         return LogError
     raise AttributeError(f"module 'advisor' has no attribute {name!r}")

@@ -1,4 +1,4 @@
 """`python -m advisor` is `dflash-advise`."""
-from .cli import main
+from advisor.cli.app import main
 
 main()

@@ -3,8 +3,8 @@
 ``advise(paths)`` runs load -> steady -> fit -> settings -> project -> reconcile -> evidence ->
 decide, and collects every typed warning raised on the way as a caveat. The CLI, the notebooks
 and the plots all call it. The options are resolved once into a `~advisor.settings.Settings`
-that every stage receives; the verdict is a `~advisor.decide.Decision` (data) whose wording
-`advisor.report` writes from the same table the report prints.
+that every stage receives; the verdict is a `~advisor.decide.rules.Decision` (data) whose wording
+`advisor.present.text` writes from the same table the report prints.
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .decide import Decision, decide
-from .evidence import Evidence, gather
-from .fit import PipelineFit, fit_from_numbers, fit_pipeline
-from .load import RunLog, load_logs
-from .project import Reconciliation, project, reconcile, split_capacities, split_label
-from .schema import SCHEMA_VERSION, AdvisorWarning, AssumptionWarning, SteadyStateWarning
-from .settings import DEFAULT_RESTART_COST_H, Settings, build_settings
+from advisor.decide.rules import Decision, decide
+from advisor.decide.evidence import Evidence, gather
+from advisor.fit.pipeline import PipelineFit, fit_from_numbers, fit_pipeline
+from advisor.ingest.load import RunLog, load_logs
+from advisor.project.table import Reconciliation, project, reconcile, split_capacities, split_label
+from advisor.ingest.schema import SCHEMA_VERSION, AdvisorWarning, AssumptionWarning, SteadyStateWarning
+from advisor.settings import DEFAULT_RESTART_COST_H, Settings, build_settings
 
 EXACT_GAP_WARN_PCT = 3.0
 
@@ -61,7 +61,7 @@ class Recommendation:
 
 @dataclass(frozen=True)
 class Advice:
-    """Advice for one job: ``splits`` (DataFrame indexed by "N-M", columns in `advisor.project`),
+    """Advice for one job: ``splits`` (DataFrame indexed by "N-M", columns in `advisor.project.table`),
     ``decision`` (the verdict as data), ``recommendation`` (the same in words), ``observed``,
     ``settings`` and the caveats in ``warnings``. ``to_json()`` is the ``--json`` document."""
 
@@ -93,7 +93,7 @@ class Advice:
 
     @cached_property
     def recommendation(self) -> Recommendation:
-        from .report import holds_unless, reasons
+        from advisor.present.text import holds_unless, reasons
         p, c = self.roles
         n, m = (int(self.splits.at[self.decision.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=self.decision.verdict.value, reasons=tuple(reasons(self)),
@@ -102,7 +102,7 @@ class Advice:
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
         is re-derived). Raises `advisor.settings.SettingsError` when the split is not one of G."""
-        from .settings import check_roles
+        from advisor.settings import check_roles
         s = replace(self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus))
         return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
 
@@ -134,7 +134,7 @@ class Advice:
 
     def to_json(self) -> dict[str, Any]:
         """The `dflash-advise --json` document (schema 1; decision fields additive)."""
-        from .report import queue_text
+        from advisor.present.text import queue_text
         ob, d, rec = self.observed, self.decision, self.recommendation
         m = d.margin
         return {
@@ -232,7 +232,7 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
                 f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
         splits = project(fit, settings)
         if fit.source == "steps" and settings.own_budget:
-            from .exact import refine_weak_spots
+            from advisor.project.exact import refine_weak_spots
             splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
         if settings.exact:
             splits = _exact(fit, logs, settings, splits)
@@ -257,7 +257,7 @@ def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits:
     if fit.source != "steps" or not settings.own_budget:
         warnings.warn(AssumptionWarning("--exact needs step events and the log's own token budget; skipped"))
         return splits
-    from .exact import simulate_splits
+    from advisor.project.exact import simulate_splits
     out = simulate_splits(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     worst = out["exact_gap_pct"].abs().idxmax()
     if abs(out.at[worst, "exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
@@ -276,7 +276,7 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
     one the first log ran; must sum to the GPUs split); ``hs_cap`` and ``token_budget`` project
     another q_hs depth or batch token budget; ``next_run`` asks for the next run's split (implied
     when the log has ended); ``exact`` adds ``bps_exact``, an exact simulation of every split
-    driven by the log's own service times (`advisor.exact`). Raises `advisor.schema.LogError` on
+    driven by the log's own service times (`advisor.project.exact`). Raises `advisor.ingest.schema.LogError` on
     unusable input and `advisor.settings.SettingsError` on unusable options.
     """
     if isinstance(paths, (str, Path)):

@@ -68,8 +68,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from . import records
-from .records import End, EndReason, Rates, Record, Run, Step, Sync
+from advisor import records
+from advisor.records import End, EndReason, Rates, Record, Run, Step, Sync
 
 __all__ = ["RateLog", "StepTimer", "RateMeter", "rank_file_name"]
 

@@ -1,9 +1,9 @@
 """Builders of rate-log lines (schema v1), so that every writer writes the format the same way
-(advisor.synth and advisor.instrument do; any pipeline may).
+(advisor.model.synth and advisor.instrument do; any pipeline may).
 
 Standard library only, so a training script can import it (and :mod:`advisor.instrument`) without
 pandas, numpy or torch. docs/log-schema.md is the format in prose; docs/rate-log.schema.json is
-the same as a JSON Schema; the reader's checks are in :mod:`advisor.schema`.
+the same as a JSON Schema; the reader's checks are in :mod:`advisor.ingest.schema`.
 
 One frozen, keyword-only dataclass per event: :class:`Run` (the header, with its :class:`Queue`
 entries), :class:`Step`, :class:`Sync`, :class:`Rates`, :class:`End`. A field is named exactly

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from .records import End, Queue, Rates, Run
-from .schema import LogError, LogWarning
+from advisor.records import End, Queue, Rates, Run
+from advisor.ingest.schema import LogError, LogWarning
 
 __all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
            "import_tensorboard"]

@@ -22,13 +22,13 @@ DATA = HERE / "data"
 
 READERS = {
     "baseline": "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    rows=[json.loads(l) for l in f]\nprint(len(rows))",
-    "advisor": "import sys\nfrom advisor.load import load_log\nlog=load_log(sys.argv[1])\nprint(len(log.steps))",
+    "advisor": "import sys\nfrom advisor.ingest.load import load_log\nlog=load_log(sys.argv[1])\nprint(len(log.steps))",
 }
 
 
 def make_log(path: Path, n_lines: int) -> None:
     sys.path.insert(0, str(ROOT))     # the advisor of this checkout, installed or not
-    from advisor.synth import reference_scenario, write_log
+    from advisor.model.synth import reference_scenario, write_log
     from dataclasses import replace
     s = reference_scenario()
     # two step lines per batch plus a rates line a minute: batches ~ n_lines / 2

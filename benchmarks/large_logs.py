@@ -7,7 +7,7 @@
 
 The log is shaped like a 32-GPU run with drafter sync (24 targets, 8 drafters, an all-reduce every
 4 drafter steps, rates a minute). Up to ~1.2M lines it is generated in one piece with
-`advisor.synth`; longer logs continue a second, warm-up-free simulation of the same scenario
+`advisor.model.synth`; longer logs continue a second, warm-up-free simulation of the same scenario
 segment after segment, times shifted (the generator holds a whole simulation in memory).
 
 Each reader runs in a fresh process (peak RSS is its own, from ``wait4``), readers
@@ -15,7 +15,7 @@ alternating over ``--runs`` rounds; the table gives medians and per-round ratios
 - ``json.loads list``: the least a Python reader does, a json.loads loop into a list of dicts
   (skipped past ``--list-baseline-max`` lines: it needs ~1.4 GB per million lines);
 - ``json.loads discard``: the same loop keeping nothing (time only; runs at any size);
-- ``load_log``: `advisor.load.load_log` (stream, validate, summarise, frames);
+- ``load_log``: `advisor.ingest.load.load_log` (stream, validate, summarise, frames);
 - ``dflash-advise --json``: the whole CLI, import to report.
 With ``--split K``, the log is also written as K per-rank files (each worker's steps in one
 file, header in each, syncs/rates/end in the first) in a folder of their own;
@@ -49,14 +49,14 @@ READERS = {
                                               "    rows=[json.loads(l) for l in f]\nprint(len(rows))"],
     "json.loads discard": [sys.executable, "-c", "import json,sys\nn=0\nwith open(sys.argv[1],'rb') as f:\n"
                                                  "    for l in f:\n        json.loads(l); n+=1\nprint(n)"],
-    "load_log": [sys.executable, "-c", "import sys\nfrom advisor.load import load_log\n"
+    "load_log": [sys.executable, "-c", "import sys\nfrom advisor.ingest.load import load_log\n"
                                        "lg=load_log(sys.argv[1])\nprint(len(lg.steps), lg.sampled)"],
     "dflash-advise --json": [sys.executable, "-m", "advisor", "--json"],
 }
 
 
 def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
-    from advisor.synth import Scenario, ServiceModel, TokenModel
+    from advisor.model.synth import Scenario, ServiceModel, TokenModel
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
     return Scenario(name="sync32", n_target=24, n_drafter=8, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
                     sync_s=1.0, sync_scv=0.1, n_batches=n_lines * 100 // 199, seed=seed,
@@ -69,7 +69,7 @@ _T = re.compile(rb'"t":([0-9.eE+-]+)')
 
 
 def make_log(path: Path, n_lines: int) -> None:
-    from advisor.synth import write_log
+    from advisor.model.synth import write_log
     if n_lines <= 1.2 * SEGMENT_LINES:
         write_log(path, scenario(n_lines))
         return

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.advice import advise  # noqa: E402
-from advisor.project import project  # noqa: E402
+from advisor.project.table import project  # noqa: E402
 
 REPEATS = 7
 
@@ -50,7 +50,7 @@ def main() -> None:
     rows.append(("advise(..., exact=True), G=8 (7 exact simulations)", s_ex, s_ex / base))
     # synchronised drafters: decision-relevant splits are refined by exact simulation
     import tempfile
-    from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+    from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
     sc = Scenario(name="sync", n_target=24, n_drafter=8, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
                   sync_s=1.0, sync_scv=0.1, n_batches=24_000, seed=108,
@@ -59,7 +59,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sync.jsonl"
         write_log(path, sc)
-        # the barrier-tail correction (advisor.model.barrier_rate) runs only where drafters sync
+        # the barrier-tail correction (advisor.model.chain.barrier_rate) runs only where drafters sync
         adv_sync = advise(path)
         for g in (8, 64):
             st = dataclasses.replace(adv_sync.settings, gpus=g)

@@ -1,10 +1,10 @@
 """Validation of the advisor against exact simulation (issue 4).
 
-For each scenario (a documented generator, `advisor.synth.Scenario`):
+For each scenario (a documented generator, `advisor.model.synth.Scenario`):
 
 1. write a schema-v1 log of the scenario at ONE split (with warm-up), as a run would;
 2. run the advisor on that log alone (`advisor.advice.advise`);
-3. measure every split N + M = G by exact simulation (`advisor.simulate`) driven by the TRUE
+3. measure every split N + M = G by exact simulation (`advisor.model.simulate`) driven by the TRUE
    generator: `REPS` independent replications of `TRUTH_BATCHES` batches each, without
    warm-up, the first 10% of completions dropped; common random numbers across splits;
 4. report per split the predicted vs measured throughput, the error, and the error of the
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from advisor.synth import (Scenario, ScenarioDraw, ServiceModel, TokenModel, draw, reference_scenario, run,  # noqa: E402
+from advisor.model.synth import (Scenario, ScenarioDraw, ServiceModel, TokenModel, draw, reference_scenario, run,  # noqa: E402
                            write_log)
 
 ERROR_BAR_PCT = 3.0

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.advice import advise  # noqa: E402
-from advisor.fit import fit_pipeline  # noqa: E402
-from advisor.load import load_log  # noqa: E402
+from advisor.fit.pipeline import fit_pipeline  # noqa: E402
+from advisor.ingest.load import load_log  # noqa: E402
 
 SOURCES = (  # (log, G, time scale, q_hs depth: None = the log's)
     ("fixtures/h200-2x1.jsonl", 4, 0.2, None),

@@ -49,7 +49,7 @@ NAME = re.compile(r"-(\d+)x(\d+)(?:-tb(\d+))?-r(\d+)\.jsonl(?:\.gz)?$")
 
 def advise_json(paths: list[Path], *extra: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "advisor.cli", "advise", *map(str, paths), "--json", *extra]
+    cmd = [sys.executable, "-m", "advisor.cli.app", "advise", *map(str, paths), "--json", *extra]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
@@ -139,7 +139,7 @@ def _regret(out: dict, truth: dict) -> float | None:
 
 
 def within_table(name: str, truth: dict) -> list[dict]:
-    """Per log of a sweep: the within-log contention estimate (`advisor.contention`, as the fit makes
+    """Per log of a sweep: the within-log contention estimate (`advisor.measure.contention`, as the fit makes
     it), the mean step times, the targets running on the host at the same time (all lanes of the
     sweep whose runs overlapped this one by more than 20 s, from sweep.json), and the worst split
     error of the analytic projection from this log as it is and with the within-log slopes applied
@@ -147,9 +147,9 @@ def within_table(name: str, truth: dict) -> list[dict]:
     import warnings
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))     # this tree's advisor, as the subprocesses get it
-    from advisor.fit import fit_pipeline
-    from advisor.load import load_log
-    from advisor.model import project_split
+    from advisor.fit.pipeline import fit_pipeline
+    from advisor.ingest.load import load_log
+    from advisor.model.chain import project_split
     folder = ROOT / "fixtures" / "sweep" / name
     runs = json.loads((folder / "sweep.json").read_text())["runs"]
     rows = []
@@ -185,14 +185,14 @@ def within_table(name: str, truth: dict) -> list[dict]:
 
 def leads_table(name: str, truth: dict) -> dict:
     """Every pair of splits projected from each single log of a sweep: the lead of the higher
-    projected over the lower, its 95% interval (`advisor.project.lead_interval`, the interval the
+    projected over the lower, its 95% interval (`advisor.project.table.lead_interval`, the interval the
     verdict's separation rests on) against the truth's lead, and how many pairs the lead interval
     and the two splits' own intervals separate (and whether in the truth's order)."""
     import warnings
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from advisor.advice import advise
-    from advisor.project import lead_interval
+    from advisor.project.table import lead_interval
     out = {"pairs": 0, "inside": 0, "widths": [], "sep_lead": 0, "sep_lead_right": 0, "sep_marginal": 0,
            "sep_marginal_right": 0}
     for path in sorted((ROOT / "fixtures" / "sweep" / name).glob("*.jsonl.gz")):
@@ -235,7 +235,7 @@ def render_leads(leads: dict[str, dict]) -> str:
 
 
 def render_within(name: str, rows: list[dict]) -> str:
-    from advisor.contention import T_975_19
+    from advisor.measure.contention import T_975_19
 
     def cell(b, se, flag=False):
         if not math.isfinite(se):

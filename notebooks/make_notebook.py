@@ -53,10 +53,10 @@ except ImportError:
     sys.path.insert(0, str(ROOT))
 
 from advisor.advice import advise, advise_numbers
-from advisor.model import chain
-from advisor.plots import plot_efficiency, plot_queue, plot_rates, plot_splits
-from advisor.report import render
-from advisor.schema import LogError
+from advisor.model.chain import chain
+from advisor.present.plots import plot_efficiency, plot_queue, plot_rates, plot_splits
+from advisor.present.text import render
+from advisor.ingest.schema import LogError
 
 REF = ROOT / "fixtures" / "reference-7x1.jsonl"
 pd.set_option("display.precision", 3)
@@ -138,7 +138,7 @@ by_depth"""),
     ("md", """## 5. Variability
 
 The naive bound `min(capacities)` holds only for perfectly regular service. The model
-(`advisor.model.chain`) is a birth-death chain over the batches between the two pools, evaluated at
+(`advisor.model.chain.chain`) is a birth-death chain over the batches between the two pools, evaluated at
 an effective buffer that shrinks as service gets burstier (squared coefficient of variation,
 SCV, of step times). Below: the loss against the bound for the reference 7-1 (capacities 7%
 apart) and for a perfectly balanced 4-4 at a few queue depths. Balanced pipelines with bursty

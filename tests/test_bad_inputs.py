@@ -15,7 +15,7 @@ Memory: cases whose danger *is* memory or an endless read (compression bombs, a 
 pyarrow's own pool, the interpreter), which tracemalloc cannot see (pyarrow's pool bypasses it),
 and an overrun shows as an "out of memory" line the test rejects. Thread pools are pinned
 to 2 so that the address space a process reserves does not grow with the machine's cores. The
-other cases use small inputs and run in-process (fast), through `advisor.cli.main` itself so
+other cases use small inputs and run in-process (fast), through `advisor.cli.app.main` itself so
 that its guard is part of what is tested, with a strict UTF-8 stdout like a real pipe's.
 """
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import Callable
 
 import pytest
 
-from advisor.cli import main
-from advisor.schema import display_path
+from advisor.cli.app import main
+from advisor.ingest.schema import display_path
 from conftest import FIXTURES, HEADER, ROOT, good_lines, step
 
 MEMORY_CAP_BYTES = 1536 << 20
@@ -87,7 +87,7 @@ def run_subprocess(args: list[str], timeout_s: int = TIMEOUT_S) -> tuple[int, st
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2",
                MKL_NUM_THREADS="2", MALLOC_ARENA_MAX="2", MPLBACKEND="Agg")
     try:
-        r = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", *map(str, args)],
+        r = subprocess.run([sys.executable, "-c", "from advisor.cli.app import main; main()", *map(str, args)],
                            capture_output=True, timeout=timeout_s, preexec_fn=_limits, env=env,
                            stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
@@ -752,22 +752,22 @@ def test_battery_size() -> None:
 
 
 def test_crash_in_check_is_exit_2_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    import advisor.check
+    import advisor.cli.check
 
     def boom(*a, **k):
         raise ImportError("simulated: a module failed to import")
-    monkeypatch.setattr(advisor.check, "advise", boom)
+    monkeypatch.setattr(advisor.cli.check, "advise", boom)
     log = str(FIXTURES / "reference-7x1.jsonl")
     code, out, err = run_inproc(["check", log])
     assert code == 2 and err.count("\n") == 1 and "internal error" in err and log in err and "Traceback" not in err
 
 
 def test_crash_anywhere_is_exit_2_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    import advisor.report
+    import advisor.present.text
 
     def boom(*a, **k):
         raise ZeroDivisionError("simulated")
-    monkeypatch.setattr(advisor.report, "render", boom)
+    monkeypatch.setattr(advisor.present.text, "render", boom)
     log = str(FIXTURES / "cpu-2x1.jsonl")
     for args in ([log], ["check", log, "--markdown"]):
         code, out, err = run_inproc(args)

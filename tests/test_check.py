@@ -6,8 +6,8 @@ import signal
 
 import pytest
 
-from advisor.check import run_check
-from advisor.schema import LogError
+from advisor.cli.check import run_check
+from advisor.ingest.schema import LogError
 from conftest import ROOT
 
 
@@ -118,7 +118,7 @@ def test_tomli_on_python_3_10(monkeypatch):
     import sys
     import types
 
-    import advisor.check as check
+    import advisor.cli.check as check
     fake = types.ModuleType("tomli")
     fake.loads, fake.TOMLDecodeError = (lambda s: {}), ValueError
     monkeypatch.setitem(sys.modules, "tomli", fake)
@@ -139,7 +139,7 @@ def test_cli_roles_not_summing_to_the_logs_gpus_exit_2(reference):
     """`check LOG --roles target=6,drafter=3` on an 8-GPU log is not a 9-GPU plan: exit 2, one line."""
     from typer.testing import CliRunner
 
-    from advisor.cli import app, route
+    from advisor.cli.app import app, route
     r = CliRunner().invoke(app, route(["check", str(reference), "--roles", "target=6,drafter=3"]))
     assert r.exit_code == 2 and "9 GPUs but 8 are split" in r.stderr and r.stderr.count("\n") == 1
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from advisor.cli import app, route
+from advisor.cli.app import app, route
 
 runner = CliRunner()
 
@@ -151,7 +151,7 @@ def test_usage_error_exit_2():
 
 
 def test_help_does_not_import_heavy_modules():
-    code = ("import sys; from advisor.cli import main; sys.argv=['dflash-advise','--help']\n"
+    code = ("import sys; from advisor.cli.app import main; sys.argv=['dflash-advise','--help']\n"
             "try:\n main()\nexcept SystemExit: pass\n"
             "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','pyarrow') if m in sys.modules]\n"
             "print('HEAVY', heavy)")
@@ -177,8 +177,8 @@ def test_token_budget_outside_logged_range_is_a_caveat(reference):
 
 
 def test_the_cli_caps_pyarrows_reader_threads_unless_the_user_set_them():
-    from advisor.cli import PARSE_THREADS_MAX
-    code = ("import os, sys\nfrom advisor.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+    from advisor.cli.app import PARSE_THREADS_MAX
+    code = ("import os, sys\nfrom advisor.cli.app import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
             "import pyarrow\nprint(os.environ['OMP_NUM_THREADS'], pyarrow.cpu_count(), os.cpu_count())")
     env = {k: v for k, v in __import__("os").environ.items() if k != "OMP_NUM_THREADS"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
@@ -192,7 +192,8 @@ def test_the_cli_caps_pyarrows_reader_threads_unless_the_user_set_them():
 @pytest.fixture
 def read_ahead_spy(monkeypatch):
     """Read ahead whatever the size (the CLI does so past READ_AHEAD_BYTES); the files read ahead."""
-    from advisor import cli, load
+    from advisor.cli import app as cli
+    from advisor.ingest import load as load
     monkeypatch.setattr(cli, "READ_AHEAD_BYTES", -1)
     monkeypatch.setattr(cli, "_address_space_capped", lambda: False)
     seen: list[str] = []
@@ -211,7 +212,7 @@ def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path, re
     import warnings
 
     from advisor.advice import advise
-    from advisor.report import render
+    from advisor.present.text import render
 
     p = tmp_path / "live.jsonl"
     p.write_bytes(reference.read_bytes() + b'{"ev": "step", "t": 99')

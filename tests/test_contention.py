@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from advisor.contention import WithinLogContention, estimate_within_log, peer_concurrency, within_log_text
-from advisor.fit import fit_pipeline
-from advisor.load import load_log
+from advisor.measure.contention import WithinLogContention, estimate_within_log, peer_concurrency, within_log_text
+from advisor.fit.pipeline import fit_pipeline
+from advisor.ingest.load import load_log
 
 SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
 

@@ -1,4 +1,4 @@
-"""The decision rules (advisor.decide) and the regression cases of the one-decision-path issue."""
+"""The decision rules (advisor.decide.rules) and the regression cases of the one-decision-path issue."""
 from __future__ import annotations
 
 import json
@@ -7,11 +7,11 @@ import math
 import pytest
 
 from advisor.advice import advise, advise_numbers
-from advisor.decide import RESOLVE_GAIN, Verdict
-from advisor.model import MODEL_SE
-from advisor.report import render
+from advisor.decide.rules import RESOLVE_GAIN, Verdict
+from advisor.model.chain import MODEL_SE
+from advisor.present.text import render
 from advisor.settings import SettingsError
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 
 def live(path):
@@ -236,7 +236,7 @@ def test_overlapping_intervals_with_a_certain_lead_are_separated():
     # cpu32 (32-core host, 6-2 measured 37.98 b/s, 5-3 33.31): from the 6-2 log the two intervals
     # overlap, since both carry the run's level and the split slope; the lead itself does not
     from pathlib import Path
-    from advisor.report import signed_pct
+    from advisor.present.text import signed_pct
 
     log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
     adv = advise(log)
@@ -284,7 +284,7 @@ def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
 
 
 def test_could_trail_reads_the_lead_interval_or_else_the_two_intervals():
-    from advisor.decide import Margin, _could_trail
+    from advisor.decide.rules import Margin, _could_trail
 
     base = dict(higher="6-2", lower="5-3", stable=False, lead_pct=1.0)
     assert _could_trail(Margin(**base, best_low=9.0, runner_up_high=11.0, lead_low_pct=-2.5, lead_high_pct=4.0))

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from advisor.advice import advise
-from advisor.decide import Verdict
-from advisor.report import bps_text
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.decide.rules import Verdict
+from advisor.present.text import bps_text
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 SCENARIOS = {
     "drafter-bound": dict(n_target=5, n_drafter=1, target=ServiceModel(0.0, 150e-6, 0.05),

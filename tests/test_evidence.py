@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from advisor.advice import advise
-from advisor.evidence import _halves_drift
+from advisor.decide.evidence import _halves_drift
 
 
 def test_steady_reference_is_not_thin(reference):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from advisor.advice import advise
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 
 def test_exact_agrees_with_analytic_on_reference(reference):
@@ -52,9 +52,9 @@ def test_simulation_is_sized_for_the_requested_split_not_the_logs(reference):
     # simulation length, which left no steady window (exit 2 on `--gpus 256`)
     import pandas as pd
 
-    from advisor.exact import DEFAULT_BATCHES, simulate_splits
-    from advisor.fit import fit_pipeline
-    from advisor.load import load_log
+    from advisor.project.exact import DEFAULT_BATCHES, simulate_splits
+    from advisor.fit.pipeline import fit_pipeline
+    from advisor.ingest.load import load_log
 
     log = load_log(reference)
     fit = fit_pipeline([log])
@@ -80,7 +80,7 @@ def _g64_sync_log(tmp_path, *, n_batches: int):
 def test_refinement_covers_every_split_near_the_refined_best(tmp_path):
     # drafters syncing every 16 steps: the analytic path misses barrier idling at splits with
     # starved drafters; after refining, no analytic split with M > 1 is left within the cut
-    from advisor.exact import REFINE_WITHIN
+    from advisor.project.exact import REFINE_WITHIN
 
     df = advise(_g64_sync_log(tmp_path, n_batches=10000)).splits
     assert (df["method"] == "exact").any()
@@ -92,7 +92,7 @@ def test_refinement_covers_every_split_near_the_refined_best(tmp_path):
 def test_refinement_is_bounded_at_large_g(tmp_path):
     # at 128 GPUs about 21 splits lie within the cut; only MAX_REFINED are simulated (the highest
     # first), within REFINE_BUDGET batches, and the others keep the analytic projection
-    from advisor.exact import MAX_REFINED, REFINE_BATCHES, REFINE_BUDGET, batches_for
+    from advisor.project.exact import MAX_REFINED, REFINE_BATCHES, REFINE_BUDGET, batches_for
 
     adv = advise(_g64_sync_log(tmp_path, n_batches=6000), gpus=128)
     df = adv.splits
@@ -107,7 +107,7 @@ def test_pools_gathered_once_give_the_same_simulation(reference):
     """refine_weak_spots gathers the resampled pools once for all rounds: the same bps_exact."""
     import numpy as np
 
-    from advisor.exact import _pools, simulate_splits
+    from advisor.project.exact import _pools, simulate_splits
     adv = advise(reference)
     logs = adv.logs
     own = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]))

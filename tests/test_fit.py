@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from advisor.fit import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, NO_REGIMES,
+from advisor.fit.pipeline import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, NO_REGIMES,
                          TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE,
                          RoleFit, expected_max_normal, fit_pipeline, huber_line, sync_scaling)
-from advisor.load import load_log
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.ingest.load import load_log
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 TOKENS = TokenModel(budget=8192, mean=5000.0, cv=0.25, seq_len=500.0)
 
@@ -116,7 +116,7 @@ def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
 
 
 def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
-    from advisor.fit import RUN_SE
+    from advisor.fit.pipeline import RUN_SE
 
     fit = _sweep_fit("cpu16/cpu16-3x3-r0.jsonl.gz")
     c = fit.contention
@@ -177,7 +177,7 @@ def test_dedicated_host_far_split_lies_inside_the_one_log_interval():
     # at 2-6 (measured 16.51 / 16.12 b/s). From the 7-1 log alone the prior's slope takes 5 targets
     # off (157 ms -> 128 ms, still low at 2-6) and the interval, carrying 4.5% per worker moved and
     # the run-to-run shift, holds both repeats of 2-6.
-    from advisor.model import project_split
+    from advisor.model.chain import project_split
 
     fit = _sweep_fit("ded32/ded32-7x1-r0.jsonl.gz")
     r = project_split(fit, 2, 6)
@@ -236,7 +236,7 @@ def _frames(levels: dict[float, float], rng, n: int = 400, cv: float = 0.02):
 
 
 def _line_fit(levels: dict[float, float], seed: int = 3):
-    from advisor.fit import _budget_line
+    from advisor.fit.pipeline import _budget_line
     frames, toks = _frames(levels, np.random.default_rng(seed))
     m = float(frames[0]["target"]["busy"].mean())
     rf = RoleFit(role="target", n_steps=400, busy_mean_s=m, busy_std_s=0.02 * m, t0_s=0.0, c_s_per_tok=m / toks[0],
@@ -330,7 +330,7 @@ def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
     assert ld.near_binding and ld.calibrated and ld.input_bound
     assert ld.pre_mean_depth > 1.0   # not input-bound by the fixed thresholds
     assert 0.9 < ld.capacity_bps < 1.05
-    from advisor.model import project_split
+    from advisor.model.chain import project_split
     # the observed split is reproduced; the loader is why
     assert project_split(fit, 7, 1).x_bps == pytest.approx(fit.observed[0].bps, rel=2e-3)
     assert project_split(fit, 7, 1).bottleneck == "loader"
@@ -344,7 +344,7 @@ def test_a_never_starved_pipeline_leaves_the_loader_alone():
 def _regime_log(tmp_path, factor: float):
     from dataclasses import replace as dc_replace
 
-    from advisor.synth import draw
+    from advisor.model.synth import draw
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
     s = Scenario(name="regime", n_target=6, n_drafter=2, tokens=tm, hs_cap=20, pre_cap=50, n_batches=6000, seed=113,
@@ -359,7 +359,7 @@ def _regime_log(tmp_path, factor: float):
 
 
 def test_regimes_are_detected_and_lower_the_balanced_projection(tmp_path):
-    from advisor.model import project_split
+    from advisor.model.chain import project_split
 
     steady_fit = _regime_log(tmp_path, 1.0)
     slow_fit = _regime_log(tmp_path, 1.5)
@@ -378,7 +378,7 @@ def test_regimes_are_detected_and_lower_the_balanced_projection(tmp_path):
 
 
 def test_the_fitted_or_assumed_contention_is_reported(recwarn):
-    from advisor.schema import AssumptionWarning
+    from advisor.ingest.schema import AssumptionWarning
 
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
     said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
@@ -387,18 +387,18 @@ def test_the_fitted_or_assumed_contention_is_reported(recwarn):
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")
     said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
     assert any(f"{100 * CONTENTION_PRIOR_SE:.1f}% per worker moved" in m for m in said), said
-    from advisor.fit import CONTENTION_SINGLE_SE
+    from advisor.fit.pipeline import CONTENTION_SINGLE_SE
     assert any(f"{100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a lone worker"
                in m for m in said), said
     assert any(f"each extra target is taken to change a target's step +{100 * math.expm1(CONTENTION_PRIOR_K_PRODUCER):.1f}%"
                in m for m in said), said
-    # the within-log estimate (advisor.contention) is reported alongside, as data
+    # the within-log estimate (advisor.measure.contention) is reported alongside, as data
     assert any("inside the log" in m and "per extra busy target" in m for m in said), said
 
 
 def test_step_lines_in_threads_are_the_lines_fitted_in_line(tmp_path, monkeypatch):
     """On a large log the two step-time lines fit in worker threads (fit._StepLines): the same fit."""
-    import advisor.fit as fitmod
+    import advisor.fit.pipeline as fitmod
     write_log(tmp_path / "a.jsonl", scenario(n_batches=3000))
     lg = load_log(tmp_path / "a.jsonl")
     monkeypatch.setattr(fitmod, "PARALLEL_LINE_ROWS", 10 ** 12)

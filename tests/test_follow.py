@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from advisor import follow
+from advisor.cli import follow as follow
 from advisor.advice import advise
-from advisor.follow import follow_logs
-from advisor.report import render
+from advisor.cli.follow import follow_logs
+from advisor.present.text import render
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "reference-7x1.jsonl"
@@ -187,7 +187,7 @@ def test_follow_refused_input_is_not_waited_on(tmp_path, monkeypatch, capsys):
     """A log past the loader's limits (here: a gzip bomb) ends the follow at once with exit 2."""
     import gzip
 
-    import advisor.load as load
+    import advisor.ingest.load as load
     _no_sleep(monkeypatch)
     line = b'{"ev": "x", "t": 1}\n'
     log = tmp_path / "bomb.jsonl.gz"

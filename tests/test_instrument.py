@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.instrument import RateLog, RateMeter, rank_file_name
-from advisor.load import load_log, load_logs
+from advisor.ingest.load import load_log, load_logs
 from advisor.records import Queue, RecordError, Run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -333,7 +333,7 @@ def test_example_pipeline_runs_and_is_advised(tmp_path):
     assert len(heads) == 1            # every process wrote the same header
     log = load_log(out / "drafter-0.jsonl")
     assert len(log.steps) >= 40, f"only {len(log.steps)} drafter steps in {took:.0f} s"
-    a = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", str(out), "--json"],
+    a = subprocess.run([sys.executable, "-c", "from advisor.cli.app import main; main()", str(out), "--json"],
                        capture_output=True, text=True, timeout=300, env=env)
     assert a.returncode == 0, a.stderr
     adv = json.loads(a.stdout)

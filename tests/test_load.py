@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from advisor.load import load_log
-from advisor.schema import LogError, LogRefused, LogWarning
+from advisor.ingest.load import load_log
+from advisor.ingest.schema import LogError, LogRefused, LogWarning
 from conftest import HEADER, good_lines
 
 
@@ -246,7 +246,7 @@ _FIELDS = ["t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", 
 def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row, two_pass):
     """Whatever one field of one line holds, the fast path (in one pass or two: load.TWO_PASS_BYTES)
     and the line-by-line path give the same verdict."""
-    import advisor.load as load
+    import advisor.ingest.load as load
     monkeypatch.setattr(load, "TWO_PASS_BYTES", 0 if two_pass else 1 << 40)
     lines = good_lines(8)
     lines[5:5] = [_SYNC]
@@ -265,13 +265,13 @@ def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row, tw
 @pytest.fixture(params=["one pass", "two passes"])
 def fast_passes(request, monkeypatch):
     """The fast path in one pass (small pieces) or in two (large ones: load.TWO_PASS_BYTES)."""
-    import advisor.load as load
+    import advisor.ingest.load as load
     monkeypatch.setattr(load, "TWO_PASS_BYTES", 0 if request.param == "two passes" else 1 << 40)
 
 
 def _both_paths(monkeypatch, path):
     """load_log's outcome on the fast path and on the exact line-by-line path."""
-    import advisor.load as load
+    import advisor.ingest.load as load
 
     def outcome():
         try:
@@ -346,7 +346,7 @@ def test_size_and_line_limits_name_the_numbers(write_log):
 
 
 def test_gzip_bomb_fails_after_a_bounded_read(tmp_path):
-    import advisor.load as load
+    import advisor.ingest.load as load
     p = tmp_path / "bomb.jsonl.gz"
     line = b'{"ev": "x", "t": 1}\n'
     p.write_bytes(gzip.compress(line * ((load.RATIO_CHECK_BYTES + 2 * load.CHUNK_BYTES) // len(line))))
@@ -424,7 +424,7 @@ def test_every_step_zero_is_unusable(write_log, field):
 
 def test_unreadable_file_is_one_line(write_log, monkeypatch):
     """chmod 000 (simulated: the suite may run as root, which reads anything)."""
-    import advisor.load as load
+    import advisor.ingest.load as load
     p = write_log(good_lines(3))
 
     def denied(*a, **k):
@@ -439,7 +439,7 @@ def test_unreadable_file_is_one_line(write_log, monkeypatch):
 
 
 def _small_pieces(monkeypatch):
-    import advisor.load as load
+    import advisor.ingest.load as load
     monkeypatch.setattr(load, "CHUNK_BYTES", 300)
     monkeypatch.setattr(load, "PIECE_BYTES", 1000)
 
@@ -518,8 +518,8 @@ def test_fast_rates_check_matches_validate_event(data):
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from advisor import load
-    from advisor.schema import parse_header, validate_event
+    from advisor.ingest import load as load
+    from advisor.ingest.schema import parse_header, validate_event
     head = parse_header(HEADER, "x", 1)
     num = st.sampled_from(_RATE_NUMBERS)
     some = st.sampled_from(_RATE_NUMBERS)
@@ -560,8 +560,8 @@ def test_fast_rates_check_matches_validate_event(data):
 def test_steps_frame_columns_and_types():
     """The steps frame keeps its columns as given (no consolidating copy): wait/blocked NaN -> 0,
     worker and tokens int64 (pandas' error on a non-finite one), role categorical, time order."""
-    from advisor.load import STEP_COLUMNS, _steps_frame
-    from advisor.schema import parse_header
+    from advisor.ingest.load import STEP_COLUMNS, _steps_frame
+    from advisor.ingest.schema import parse_header
     head = parse_header({"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 1, "drafter": 1}}, "x", 1)
     cols = {"t": np.array([2.0, 1.0, 3.0]), "worker": np.array([0.0, 0.0, 1.0]), "batch": np.array([1.0, 0.0, 2.0]),
             "tokens": np.array([10.0, 20.0, 30.0]), "seqs": np.array([np.nan, 1.0, 2.0]),
@@ -585,7 +585,7 @@ def test_steps_frame_columns_and_types():
 def test_pieces_in_flight_fold_and_fail_in_order(write_log, monkeypatch, threads):
     """However many pieces parse at once (load.PARSE_THREADS), they fold in order, and the first bad
     line is the one named, even when a later piece cannot be read at all (a line too long)."""
-    import advisor.load as load
+    import advisor.ingest.load as load
     lines = good_lines(300)
     p = write_log(lines)
     whole = _frames(p)

@@ -15,9 +15,9 @@ jsonschema = pytest.importorskip("jsonschema")
 
 from advisor import records  # noqa: E402
 from advisor.instrument import RateLog  # noqa: E402
-from advisor.load import load_log  # noqa: E402
-from advisor.schema import KNOWN_EVENTS, LogError  # noqa: E402
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log  # noqa: E402
+from advisor.ingest.load import load_log  # noqa: E402
+from advisor.ingest.schema import KNOWN_EVENTS, LogError  # noqa: E402
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "rate-log.schema.json").read_text())

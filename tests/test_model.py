@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from advisor.model import chain
+from advisor.model.chain import chain
 
 
 @pytest.mark.parametrize("b", [0, 1, 2, 5, 20])
@@ -57,7 +57,7 @@ def test_burstier_service_costs_throughput():
 
 
 def test_chain_matches_exact_simulation_exponential():
-    from advisor.simulate import simulate
+    from advisor.model.simulate import simulate
     rng = np.random.default_rng(3)
     n = 60000
     tgt = rng.exponential(1 / 0.5, n)     # two targets at 0.5 b/s each
@@ -71,9 +71,9 @@ def test_chain_matches_exact_simulation_exponential():
 def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
     from pathlib import Path
 
-    from advisor.fit import fit_pipeline
-    from advisor.load import load_log
-    from advisor.model import project_split
+    from advisor.fit.pipeline import fit_pipeline
+    from advisor.ingest.load import load_log
+    from advisor.model.chain import project_split
 
     log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
     fit = fit_pipeline([load_log(log)])
@@ -91,8 +91,8 @@ def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
 def test_barrier_rate_closed_form():
     import math
 
-    from advisor.fit import expected_max_normal
-    from advisor.model import barrier_rate
+    from advisor.fit.pipeline import expected_max_normal
+    from advisor.model.chain import barrier_rate
 
     assert barrier_rate(10, 1, 1.0, 0.5, 16, 1.0, 4) == math.inf          # one rank: no barrier
     assert barrier_rate(10, 6, 1.0, 0.5, 0, 1.0, 4) == math.inf           # no sync
@@ -113,7 +113,7 @@ def test_barrier_rate_closed_form():
 @given(n=st.integers(1, 60), m=st.integers(2, 60), lam=st.floats(0.01, 20), c=st.floats(0.01, 5),
        k=st.integers(1, 128), t=st.floats(0, 10), b=st.integers(0, 60))
 def test_barrier_rate_never_exceeds_the_supply_and_deeper_queues_help(n, m, lam, c, k, t, b):
-    from advisor.model import barrier_rate
+    from advisor.model.chain import barrier_rate
 
     x = barrier_rate(n, m, lam, c, k, t, b)
     assert 0 < x <= lam * (1 + 1e-12)
@@ -126,10 +126,10 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
     # projects 10-6 3.6% high and 8-8 1.8% high; with the barrier tail both are within 2.5%.
     from dataclasses import replace
 
-    from advisor.fit import fit_pipeline
-    from advisor.load import load_log
-    from advisor.model import project_split
-    from advisor.synth import Scenario, ServiceModel, TokenModel, draw, run, write_log
+    from advisor.fit.pipeline import fit_pipeline
+    from advisor.ingest.load import load_log
+    from advisor.model.chain import project_split
+    from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, run, write_log
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
     s = Scenario(name="g16", n_target=12, n_drafter=4, tokens=tm, hs_cap=4, pre_cap=8, sync_every=32,
@@ -150,10 +150,10 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
 def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     # sync cost logged at 3 drafters only: 6-2 is projected for a ring all-reduce, and its interval
     # reaches the projection for a flat one; a second drafter count identifies the scaling
-    from advisor.fit import fit_pipeline, sync_scaling_range
-    from advisor.load import load_log
-    from advisor.model import project_split
-    from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+    from advisor.fit.pipeline import fit_pipeline, sync_scaling_range
+    from advisor.ingest.load import load_log
+    from advisor.model.chain import project_split
+    from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.15, seq_len=1926.0)
     s = Scenario(name="flat", n_target=5, n_drafter=3, tokens=tm, hs_cap=20, pre_cap=8, sync_every=1,

@@ -1,4 +1,4 @@
-"""advisor.observe: the measured numbers of a log, the same whether it was read whole or sampled."""
+"""advisor.measure.observe: the measured numbers of a log, the same whether it was read whole or sampled."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-import advisor.summary as summary
-from advisor.fit import fit_pipeline
-from advisor.load import load_log
-from advisor.observe import completion_counts, completions, observe, time_weighted_queue, window_sums
-from advisor.steady import find_steady
-from advisor.synth import reference_scenario, write_log
+import advisor.ingest.summary as summary
+from advisor.fit.pipeline import fit_pipeline
+from advisor.ingest.load import load_log
+from advisor.measure.observe import completion_counts, completions, observe, time_weighted_queue, window_sums
+from advisor.measure.steady import find_steady
+from advisor.model.synth import reference_scenario, write_log
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_sampled_log_gives_exact_counts(ref_log, monkeypatch):
 
 def test_steady_steps_are_the_window_mask_rows(ref_log):
     """steady_steps slices a time-ordered frame; the rows (and labels) the mask picks, sorted or not."""
-    from advisor.observe import steady_steps
+    from advisor.measure.observe import steady_steps
     lg = load_log(ref_log)
     win = find_steady(lg)
     for steps in (lg.steps, lg.steps.iloc[::-1]):

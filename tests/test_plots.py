@@ -17,9 +17,9 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from advisor import plots  # noqa: E402
+from advisor.present import plots as plots  # noqa: E402
 from advisor.advice import advise  # noqa: E402
-from advisor.cli import app  # noqa: E402
+from advisor.cli.app import app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ROOT / "fixtures" / "reference-7x1.jsonl"
@@ -168,7 +168,7 @@ def test_importing_plots_does_not_import_matplotlib():
     import subprocess
     import sys
 
-    code = "import sys, advisor.plots; print(json.dumps('matplotlib' in sys.modules))"
+    code = "import sys, advisor.present.plots; print(json.dumps('matplotlib' in sys.modules))"
     res = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     assert json.loads(res.stdout) is False
@@ -306,7 +306,7 @@ def test_time_bins_are_bounded_and_cover_the_run(end_s):
 
 def test_a_log_spanning_1e15_seconds_plots_under_a_memory_cap(tmp_path):
     """Once 4.5 GB then MemoryError: now a few bins, inside a 1.5 GB address-space cap."""
-    from advisor.schema import MAX_TIME_S
+    from advisor.ingest.schema import MAX_TIME_S
     lines = (FIXTURES / "cpu-2x1.jsonl").read_text().splitlines()
     assert '"ev":"end"' in lines[-1]
     end = json.loads(lines[-1])
@@ -315,7 +315,7 @@ def test_a_log_spanning_1e15_seconds_plots_under_a_memory_cap(tmp_path):
     log.write_text("\n".join(lines[:-1] + [json.dumps(end)]) + "\n")
     out = tmp_path / "huge.png"
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20)); "
-            "from advisor.cli import app; sys.argv = ['dflash-advise', 'plot', sys.argv[1], '-o', sys.argv[2]]; app()")
+            "from advisor.cli.app import app; sys.argv = ['dflash-advise', 'plot', sys.argv[1], '-o', sys.argv[2]]; app()")
     # one BLAS thread: OpenBLAS reserves address space per thread, which a cap on it counts
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     res = subprocess.run([sys.executable, "-c", code, str(log), str(out)], capture_output=True, text=True,

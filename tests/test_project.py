@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.fit import Z_95
-from advisor.project import ERR_SHARED, lead_interval, lead_parts, project
+from advisor.fit.pipeline import Z_95
+from advisor.project.table import ERR_SHARED, lead_interval, lead_parts, project
 
 SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
 
@@ -157,7 +157,7 @@ def test_a_lone_worker_is_another_regime():
     # one drafter against two or more (or one target against two or more) is another regime: a
     # split on the other side of that line from the logged one carries CONTENTION_SINGLE_SE for
     # the role, through its elasticity, as one unknown shared by every such split
-    from advisor.fit import CONTENTION_SINGLE_SE as J
+    from advisor.fit.pipeline import CONTENTION_SINGLE_SE as J
 
     df = advise([SWEEP / "cpu32" / "cpu32-6x2-r0.jsonl.gz"]).splits
     assert df.at["7-1", "bottleneck"] == "drafter" and df.at["7-1", "err_c_single"] > 0.5 * J

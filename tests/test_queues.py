@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from advisor.advice import advise, advise_numbers
-from advisor.queues import QUEUE_GAIN_WORTH
+from advisor.project.queues import QUEUE_GAIN_WORTH
 
 
 def test_bursty_balanced_split_with_a_tiny_queue_should_deepen():

@@ -1,4 +1,4 @@
-"""Per-rank logs (advisor.ranks, advisor.load.load_logs): a run split into one file per worker
+"""Per-rank logs (advisor.ingest.ranks, advisor.ingest.load.load_logs): a run split into one file per worker
 reads, and advises, exactly like the single file."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from advisor import advise
-from advisor.cli import app, route
-from advisor.load import load_log, load_logs
-from advisor.schema import LogError
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.cli.app import app, route
+from advisor.ingest.load import load_log, load_logs
+from advisor.ingest.schema import LogError
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,7 +163,7 @@ def test_empty_directory_or_glob_exits_2(tmp_path, arg, words):
 def test_directory_argument_from_the_installed_command(single, tmp_path):
     split_by_rank(single, tmp_path / "run")
     env = {"PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", "from advisor.cli import main; main()", str(tmp_path / "run"), "--json"],
+    r = subprocess.run([sys.executable, "-c", "from advisor.cli.app import main; main()", str(tmp_path / "run"), "--json"],
                        capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["observed"]["roles"] == {"target": 2, "drafter": 2}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from advisor.cli import app, route
+from advisor.cli.app import app, route
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,8 +12,8 @@ import pytest
 
 from advisor import records
 from advisor.records import End, EndReason, Event, Queue, Rates, RecordError, Run, Step, Sync, from_dict
-from advisor.schema import END_REASONS, KNOWN_EVENTS
-from advisor.synth import reference_scenario, write_log
+from advisor.ingest.schema import END_REASONS, KNOWN_EVENTS
+from advisor.model.synth import reference_scenario, write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from advisor.advice import advise
-from advisor.report import render
+from advisor.present.text import render
 
 
 def test_renderings_agree(reference):
@@ -45,7 +45,7 @@ def test_an_open_next_run_choice_names_both_splits():
     # the ded32 7-1 log has ended and cannot separate 6-2 from 5-3: nothing to "keep", two to try
     from pathlib import Path
 
-    from advisor.report import render_markdown
+    from advisor.present.text import render_markdown
 
     log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
     adv = advise(log)

@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from advisor.advice import advise, advise_numbers
-from advisor.project import split_capacities
-from advisor.sensitivity import levers, tie_factor
+from advisor.project.table import split_capacities
+from advisor.project.sensitivity import levers, tie_factor
 
 
 def test_tie_factor_makes_the_runner_up_match(reference):

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.simulate import simulate
+from advisor.model.simulate import simulate
 
 
 def birth_death(mu_t: float, mu_d: float, n: int, m: int, b: int):
-    """The birth-death chain of advisor.model: throughput, target blocked share, drafter starved share."""
+    """The birth-death chain of advisor.model.chain: throughput, target blocked share, drafter starved share."""
     k = b + m
     y = np.arange(k + n + 1)
     birth = mu_t * (n - np.maximum(0, y - k))

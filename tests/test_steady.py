@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from advisor.load import load_log
-from advisor.schema import SteadyStateWarning
-from advisor.steady import find_steady, mser_truncation
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.ingest.load import load_log
+from advisor.ingest.schema import SteadyStateWarning
+from advisor.measure.steady import find_steady, mser_truncation
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 
 def test_mser_finds_a_level_shift():

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor import summary
+from advisor.ingest import summary as summary
 from advisor.advice import advise
-from advisor.load import load_log, summarize_log
-from advisor.schema import LogError
-from advisor.summary import merge_all, read_summary, summarize_paths
-from advisor.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.ingest.load import load_log, summarize_log
+from advisor.ingest.schema import LogError
+from advisor.ingest.summary import merge_all, read_summary, summarize_paths
+from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,7 +135,7 @@ def _rows(n: int, seed: int, t0: float) -> dict[str, np.ndarray]:
        t0s=st.lists(st.floats(0, 5e4), min_size=5, max_size=5))
 def test_merge_equals_one_pass(sizes, k, t0s):
     """Bins add and bottom-k samples merge exactly: parts merged == the rows summarised at once."""
-    from advisor.schema import parse_header
+    from advisor.ingest.schema import parse_header
     obj = {"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 4, "drafter": 4}}
     head = parse_header(obj, "x", 1)
     parts = [_rows(n, i, t0s[i]) for i, n in enumerate(sizes)]
@@ -302,7 +302,7 @@ def test_sample_threshold_keeps_the_same_rows(batches, k):
 def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     """A shell-expanded glob of sampled rank files: each file parsed once (it used to be parsed
     again, to merge the summaries), and the advice still that of the whole log."""
-    from advisor import load
+    from advisor.ingest import load as load
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 600)
     parts = split_by_worker(sync_log, 3)
     reads: list[str] = []

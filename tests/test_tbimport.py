@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from advisor import advise
-from advisor.cli import app, route
-from advisor.load import load_log
-from advisor.schema import LogError, LogWarning
+from advisor.cli.app import app, route
+from advisor.ingest.load import load_log
+from advisor.ingest.schema import LogError, LogWarning
 from advisor.tbimport import _masked, crc32c, parse_map, read_scalars
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from advisor.load import load_log  # noqa: E402
+from advisor.ingest.load import load_log  # noqa: E402
 from trainer.emulate import Permuted, fit_service, load_profile, steady_throughput  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

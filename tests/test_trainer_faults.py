@@ -229,8 +229,8 @@ def test_an_unusable_emulation_source_exits_2_with_the_advisors_line(tmp_path, c
     line = _one_line(_run("--emulate", str(src), "--out", str(out)))
     assert expect.format(src=src) in line and line.startswith("dflash-train: ")
     if content is not None:
-        from advisor.load import load_log
-        from advisor.schema import LogError
+        from advisor.ingest.load import load_log
+        from advisor.ingest.schema import LogError
 
         try:
             load_log(src)

@@ -106,7 +106,7 @@ def test_cpu_smoke_run_writes_a_valid_log_and_the_loss_falls(tmp_path):
             assert b["t"] == pytest.approx(a["t"] + b["wait"] + b["busy"] + b["blocked"], abs=2e-5)
     assert any(e["ev"] == "rates" for e in events)
 
-    from advisor.load import load_log
+    from advisor.ingest.load import load_log
 
     log = load_log(out)
     assert dict(log.header.roles) == {"target": 2, "drafter": 1} and len(log.steps) == len(steps)

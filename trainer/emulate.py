@@ -1,8 +1,8 @@
 """Emulation: the real processes, queues, blocking and sync, with compute replaced by service
 times drawn from a measured log.
 
-Profile of a source log (read with ``advisor.load.load_log``; warm-up cut with
-``advisor.steady.find_steady``, or the first 20% of the run if the log is too short for it):
+Profile of a source log (read with ``advisor.ingest.load.load_log``; warm-up cut with
+``advisor.measure.steady.find_steady``, or the first 20% of the run if the log is too short for it):
 
 - per role, an ordinary least-squares fit busy_s = t0 + c * tokens over the steady step events,
   and its residuals r_i = busy_i - (t0 + c * tokens_i);
@@ -111,8 +111,8 @@ class EmulationProfile:
 def steady_start_s(log) -> float:
     """Start of the source's steady state (advisor's warm-up rule, else a fixed share)."""
     try:
-        from advisor.schema import LogError
-        from advisor.steady import find_steady
+        from advisor.ingest.schema import LogError
+        from advisor.measure.steady import find_steady
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -122,7 +122,7 @@ def steady_start_s(log) -> float:
 
 
 def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
-    from advisor.load import load_log
+    from advisor.ingest.load import load_log
 
     log = load_log(path)
     steps = log.steps

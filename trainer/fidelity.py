@@ -3,7 +3,7 @@
     python -m trainer.fidelity fixtures/reference-7x1.jsonl --splits 7-1 6-2 --hs-queue-depth 2 \
         --time-scale 0.05 --steps 600
 
-Truth: `advisor.simulate.simulate` (exact discrete-event simulation, no wall clock) of the model
+Truth: `advisor.model.simulate.simulate` (exact discrete-event simulation, no wall clock) of the model
 the emulated workers follow: the profile of SOURCE (`trainer.emulate.load_profile`), per batch
 tokens drawn from the source's batches and service times t0 + c * tokens + residual, residuals
 drawn by permutation passes, TRUTH_BATCHES batches, the same queue capacities, no sync. So any
@@ -32,7 +32,7 @@ TRUTH_BATCHES = 40000
 
 
 def truth_bps(profile, n: int, m: int, hs_cap: int, pre_cap: int, seed: int = 1) -> float:
-    from advisor.simulate import simulate
+    from advisor.model.simulate import simulate
 
     from .emulate import Permuted
 
@@ -56,7 +56,7 @@ def emulate(source: str, n: int, m: int, hs_cap: int, scale: float, steps: int, 
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
     wall = time.perf_counter() - t0
-    from advisor.load import load_log
+    from advisor.ingest.load import load_log
 
     from .emulate import steady_throughput
 

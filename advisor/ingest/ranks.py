@@ -1,4 +1,4 @@
-"""Per-rank logs: many files of one run read as one :class:`~advisor.load.RunLog`.
+"""Per-rank logs: many files of one run read as one :class:`~advisor.ingest.load.RunLog`.
 
 A pipeline whose processes each write their own file (one per worker, e.g. with
 :mod:`advisor.instrument`) gives a run directory. Every file of one run starts with the same
@@ -18,8 +18,8 @@ For a directory or a glob, files whose headers differ are an error (exit 2) that
 and the first field that differs: they are not one run (a directory left from an earlier run,
 a process started with another config).
 
-Every file is read once (`advisor.load.load_logs`). A directory or glob is merged as summaries
-(`advisor.summary`: exact, and the sample of the whole log); so are plain files that are ranks of
+Every file is read once (`advisor.ingest.load.load_logs`). A directory or glob is merged as summaries
+(`advisor.ingest.summary`: exact, and the sample of the whole log); so are plain files that are ranks of
 one run when any is sampled or their steps together pass the sample size. Otherwise (small
 files) the merged log is as follows.
 
@@ -39,8 +39,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .load import RunLog
-from .schema import LogError, RunHeader
+from advisor.ingest.load import RunLog
+from advisor.ingest.schema import LogError, RunHeader
 
 GLOB_CHARS = "*?["
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -138,9 +138,9 @@ def merge(logs: Sequence[RunLog], path: str) -> RunLog:
         return logs[0]
     check_same_header(logs)
     if any(lg.sampled for lg in logs) and all(lg.source for lg in logs):
-        # large logs hold samples of their steps: merge the files as summaries, exactly (advisor.load;
+        # large logs hold samples of their steps: merge the files as summaries, exactly (advisor.ingest.load;
         # `load_logs` merges its own files' summaries and never comes here with sampled logs)
-        from .load import load_run
+        from advisor.ingest.load import load_run
         return load_run([lg.source for lg in logs], path)
     head = logs[0].header
     unknown: dict[str, int] = {}

@@ -35,8 +35,8 @@ if sys.version_info >= (3, 11):
 else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
-from .advice import Advice, advise
-from .schema import MAX_GPUS, MAX_QUEUE_CAP, LogError, LogRefused
+from advisor.advice import Advice, advise
+from advisor.ingest.schema import MAX_GPUS, MAX_QUEUE_CAP, LogError, LogRefused
 
 METRICS = ("efficiency", "gpu_util")
 DEFAULT_MIN = 0.9

@@ -1,6 +1,6 @@
 """Render an :class:`~advisor.advice.Advice` as terminal text, Markdown or JSON.
 
-All wording lives here and is written only from the decision (`advisor.decide`) and the rows of
+All wording lives here and is written only from the decision (`advisor.decide.rules`) and the rows of
 the projected table it names, so a sentence cannot disagree with the table beside it. Every b/s
 figure in the prose is printed with `bps_text` (4 significant digits), shares with `pct_text`.
 Text and Markdown carry the same content: a headline (observed split, rate, efficiency,
@@ -15,13 +15,13 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from .decide import RESOLVE_GAIN, Verdict
-from .project import lead_interval
-from .sensitivity import ROBUST_RANGE, SCALING_RANGE
+from advisor.decide.rules import RESOLVE_GAIN, Verdict
+from advisor.project.table import lead_interval
+from advisor.project.sensitivity import ROBUST_RANGE, SCALING_RANGE
 
 if TYPE_CHECKING:
-    from .advice import Advice
-    from .queues import QueueAdvice
+    from advisor.advice import Advice
+    from advisor.project.queues import QueueAdvice
 
 HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
             Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
@@ -182,7 +182,7 @@ def _verdict_reason(adv: Advice) -> str:
 
 
 def _lead_text(df, a: str, b: str) -> str:
-    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.lead_interval`)."""
+    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.table.lead_interval`)."""
     li = lead_interval(df, a, b)
     if li is None:
         return ""
@@ -235,7 +235,7 @@ def _loader(adv: Advice) -> list[str]:
 
 
 def _levers(adv: Advice) -> list[str]:
-    from .sensitivity import LEVER_MIN_GAIN
+    from advisor.project.sensitivity import LEVER_MIN_GAIN
     c = adv.roles[1]
     out = []
     for lv in adv.decision.sensitivity.levers:

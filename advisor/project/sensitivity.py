@@ -15,7 +15,7 @@ For the recommended split R and its runner-up A (both from the projected table),
   balancing tokens across ranks removes, and its weight falls as 1/sqrt(k). Reported when
   s(M) < ``LEVER_MIN_SCALING`` and a lever would raise it.
 
-Results are data (:class:`Threshold`, :class:`ScalingTie`, :class:`Lever`); `advisor.report`
+Results are data (:class:`Threshold`, :class:`ScalingTie`, :class:`Lever`); `advisor.present.text`
 words them.
 """
 from __future__ import annotations
@@ -24,9 +24,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .fit import PipelineFit, sync_scaling
-from .project import split_capacities
-from .settings import Settings
+from advisor.fit.pipeline import PipelineFit, sync_scaling
+from advisor.project.table import split_capacities
+from advisor.settings import Settings
 
 ROBUST_RANGE = (0.25, 4.0)
 SCALING_RANGE = (0.05, 1.0)

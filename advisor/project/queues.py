@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fit import PipelineFit
-from .project import split_capacities
-from .settings import Settings
+from advisor.fit.pipeline import PipelineFit
+from advisor.project.table import split_capacities
+from advisor.settings import Settings
 
 QUEUE_GAIN_WORTH = 0.01
 

@@ -1,6 +1,6 @@
 """Mergeable summaries of rate logs: what the advisor needs from a log, in memory that does not grow with it.
 
-A :class:`Summary` is built chunk by chunk by `advisor.load` (or merged from other summaries) and keeps:
+A :class:`Summary` is built chunk by chunk by `advisor.ingest.load` (or merged from other summaries) and keeps:
 
 - per role: the number of steps, and how many have ``busy > 0`` and ``tokens > 0`` (the usability
   check);
@@ -21,7 +21,7 @@ A :class:`Summary` is built chunk by chunk by `advisor.load` (or merged from oth
   counts of unknown events, the number of lines and the largest t seen.
 
 A summary serialises to one JSON object (``{"dflash_summary": 1, ...}``, arrays as base64 of
-little-endian float64) that `advisor.load.load_log` reads like a log: `dflash-advise summarize`
+little-endian float64) that `advisor.ingest.load.load_log` reads like a log: `dflash-advise summarize`
 maps logs to summaries where they live and reduces them into one, and the advisor reads that.
 
 When a role was sampled (:attr:`Summary.sampled`), counts, rates and shares come from the bins:
@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .schema import LogError, RunHeader, SteadyStateWarning, display_path, parse_header
+from advisor.ingest.schema import LogError, RunHeader, SteadyStateWarning, display_path, parse_header
 
 FORMAT_VERSION = 1
 MAGIC = b'{"dflash_summary"'
@@ -536,9 +536,9 @@ def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from .load import summarize_log
+    from advisor.ingest.load import summarize_log
 
-    from .ranks import expand
+    from advisor.ingest.ranks import expand
 
     paths = [f for p in paths for f in expand(p)[0]]    # a directory or a quoted glob: its log files
     if not paths:
@@ -560,7 +560,7 @@ def find_steady_binned(log) -> Any:
     The bins hold every completion of the whole log, so the warm-up and drain cuts rest on all
     of it; the window's edges fall on bin edges (the bin width is at most 1/4096 of the span).
     """
-    from .steady import MIN_STEADY_EVENTS, SteadyWindow, mser_truncation
+    from advisor.measure.steady import MIN_STEADY_EVENTS, SteadyWindow, mser_truncation
 
     tot: Totals = log.totals
     consumer = log.header.consumer
@@ -608,7 +608,7 @@ def exact_fit(logs: Sequence[Any], wins: Sequence[Any], same: Sequence[int], rol
     batch. The step-time line, the variability and the interval's relative width stay those of
     the sample (the interval is then that of a 300k-row sample: wider than the whole log's).
     """
-    from .observe import window_sums    # here: advisor.load imports this module
+    from advisor.measure.observe import window_sums    # here: advisor.ingest.load imports this module
     out = []
     sums_by_role = {}
     for rf in role_fits:
@@ -632,7 +632,7 @@ def exact_fit(logs: Sequence[Any], wins: Sequence[Any], same: Sequence[int], rol
                            busy_share=tot["busy"] / wall, starved_share=tot["wait"] / wall,
                            blocked_share=tot["blocked"] / wall))
     consumer = role_fits[-1].role
-    obs = list(observed)     # advisor.observe already counts sampled logs from their exact sums
+    obs = list(observed)     # advisor.measure.observe already counts sampled logs from their exact sums
     c = sums_by_role[consumer]
     tokens_mean = c["tokens"] / c["n"] if c["n"] else float("nan")
     seqs_mean = c["seqs"] / c["n_seqs"] if c["n_seqs"] else None

@@ -16,7 +16,7 @@ General service times: the same chain at an effective buffer
 buffers around it: smooth services act like a deeper queue, bursty ones like a shallower one.
 
 A split's pipeline: targets -> q_hs -> drafters is one chain, with the drafters' per-rank rate
-scaled by the sync factor s(M) (see `advisor.fit`). When the loader is known to limit input,
+scaled by the sync factor s(M) (see `advisor.fit.pipeline`). When the loader is known to limit input,
 it is a stage in front: a second chain between the loader (one server, capacity lambda_L) and
 the target/drafter block (rate X of the first chain), with the targets' prefetch slots as its
 buffer. Capacities: C_p = N mu_p, C_c = M mu_c s(M); the naive bound is min over stages.
@@ -25,7 +25,7 @@ Barrier idling (data-parallel drafters, a barrier every k steps, M > 1). s(M) co
 drafter-bound side: a round of k steps per rank waits for the slowest rank. On the target-bound
 side the chain sees ample drafter capacity and returns about the target bound, but each round
 ends in a tail the chain does not model. A round hands M k batches to the ranks; an idle rank
-pulls, the lowest-numbered first (the trainer's and `advisor.simulate`'s rule), and a rank that
+pulls, the lowest-numbered first (the trainer's and `advisor.model.simulate`'s rule), and a rank that
 has done its k steps waits at the barrier. With the targets supplying lambda = N mu_p and a
 rank serving c = mu_c (its step rate, before s(M)), about a = min(lambda / c, M) ranks are busy
 at a time. In a fluid picture they start one after another every k / lambda seconds; the last
@@ -71,7 +71,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fit import Z_95, PipelineFit, expected_max_normal, sync_scaling, sync_scaling_range
+from advisor.fit.pipeline import Z_95, PipelineFit, expected_max_normal, sync_scaling, sync_scaling_range
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
@@ -156,7 +156,7 @@ class SplitResult:
     x_high_bps: float = math.nan
     producer_busy_scale: float = 1.0     # step-time multiplier from contention at this split
     consumer_busy_scale: float = 1.0
-    # the interval's parts, for comparing two splits of one fit (`advisor.project.lead_interval`):
+    # the interval's parts, for comparing two splits of one fit (`advisor.project.table.lead_interval`):
     # log-throughput per standard error of each error source every split shares (producer and
     # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
     # slope, signed by the side of the logged split, producer and consumer lone-worker regime), the
@@ -216,7 +216,7 @@ def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b:
 def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int,
                 barrier: _Barrier | None = None) -> tuple[float, ChainResult]:
     """Throughput of the targets -> q_hs -> drafters chain (capped by the barrier tail when the
-    drafters sync), behind the loader when it binds; with regimes (`advisor.fit.RegimeFit`), the
+    drafters sync), behind the loader when it binds; with regimes (`advisor.fit.pipeline.RegimeFit`), the
     mean over the log's time slices of each slice's throughput at its own rates and the
     within-slice variability."""
     rg = fit.regimes
@@ -255,7 +255,7 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     """Project one split. ``mu_scale`` multiplies the per-worker rates (interval ends, what-ifs);
     ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis).
 
-    Contention: step times are scaled by ``fit.contention`` for this split (`advisor.fit.ContentionFit`).
+    Contention: step times are scaled by ``fit.contention`` for this split (`advisor.fit.pipeline.ContentionFit`).
     Interval (``interval=True``): the throughput's elasticities to each role's rate,
     ``e_r = d ln X / d ln mu_r`` (finite differences), carry each role's log-rate standard error
     (sampling, drift, contention at this split's distance from the logged ones and across the
@@ -265,7 +265,7 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     BARRIER_SE_SHARE x ln(X_chain / X)`` for the barrier-tail correction where it binds; the
     interval is ``X exp(+-1.96 se)``. Where the sync cost's scaling with M is unidentified (one
     drafter count logged), it is the union of that interval around X and around
-    ``X (s_end / s)^e_c`` for both ends of `advisor.fit.sync_scaling_range` (flat and ring).
+    ``X (s_end / s)^e_c`` for both ends of `advisor.fit.pipeline.sync_scaling_range` (flat and ring).
     """
     p, c = fit.producer, fit.consumer
     tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch

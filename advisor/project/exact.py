@@ -1,6 +1,6 @@
 """Exact cross-check of the analytic projection: simulate every split from the log's own services.
 
-For each split the pipeline of `advisor.simulate` (real queue caps, blocking after service,
+For each split the pipeline of `advisor.model.simulate` (real queue caps, blocking after service,
 drafter barriers) is driven by ``n_batches`` synthetic batches drawn from the steady part of the
 log(s):
 
@@ -13,7 +13,7 @@ log(s):
 - loader: when the fit found the pipeline input-bound, exponential-free resampling of the
   loader's inter-arrival gaps;
 - contention: service times are scaled by the fit's split-dependent step-time factors
-  (`advisor.fit.ContentionFit`), as the analytic projection is;
+  (`advisor.fit.pipeline.ContentionFit`), as the analytic projection is;
 - length: at least ``IN_FLIGHT_FACTOR`` times the batches a split holds in flight
   (N * pre_cap + hs_cap + N + M), so a split of any G (not only the logs') has a steady window.
 
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .fit import PipelineFit
-from .load import RunLog
-from .simulate import simulate
+from advisor.fit.pipeline import PipelineFit
+from advisor.ingest.load import RunLog
+from advisor.model.simulate import simulate
 
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
@@ -158,7 +158,7 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
     batches in all, the highest projected splits first: near the best, splits at large G are many
     (about a sixth of G - 1 at G = 64) and each simulation grows with G, so without the caps
     `--gpus 1024` on a syncing log ran for minutes. The splits left analytic carry barrier idling
-    in their projection (`advisor.model.barrier_rate`).
+    in their projection (`advisor.model.chain.barrier_rate`).
     """
     p, c = fit.roles
     df = splits.copy()

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .advice import Advice
+    from advisor.advice import Advice
 
 ROLE_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 PROJECTED = "tab:blue"
@@ -404,7 +404,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
 
 
 def _completion_rates(log: Any, role: str, edges: np.ndarray, end_s: float) -> np.ndarray:
-    from .observe import completion_counts
+    from advisor.measure.observe import completion_counts
     counts = completion_counts(log, role, edges)
     # the last bin may stick out past the log's end: divide by the time it covers
     covered = np.clip(np.minimum(edges[1:], end_s) - edges[:-1], 1e-9, None)
@@ -466,7 +466,7 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
 
     ``weight_s`` is how long each depth value holds, for the time-weighted distribution.
     """
-    from .observe import queue_series
+    from advisor.measure.observe import queue_series
     series = queue_series(log, name)
     if series is not None:
         return (*series, "rates")

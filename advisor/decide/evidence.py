@@ -5,7 +5,7 @@ the first (current) log's steady window:
 
 - ``batches``: consumer completions inside the window; below ``MIN_BATCHES`` the rates rest on
   too few steps to separate splits a few percent apart.
-- ``settled``: whether warm-up truncation (MSER-5, `advisor.steady`) found a start well before
+- ``settled``: whether warm-up truncation (MSER-5, `advisor.measure.steady`) found a start well before
   the middle of the log; a run that never settled is still warming up.
 - ``drift_pct``: the consumer's completion rate in the second half of the window against the
   first half. Its noise is judged from the spread of per-batch-group completion counts
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fit import PipelineFit
-from .load import RunLog
+from advisor.fit.pipeline import PipelineFit
+from advisor.ingest.load import RunLog
 
 MIN_BATCHES = 100
 DRIFT_PCT = 5.0

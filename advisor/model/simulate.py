@@ -20,7 +20,7 @@ Rules, which are those of the real trainer:
   q_hs; blocked targets are released in the order they blocked. The queue counts waiting
   items only: an item being served, or held by a blocked producer, is not in it. So
   y = |q_hs| + busy drafters + blocked targets lives on 0..hs_cap + M + N, the birth-death
-  state of the birth-death chain of `advisor.model`, and with exponential service the simulation must
+  state of the birth-death chain of `advisor.model.chain`, and with exponential service the simulation must
   reproduce that chain (one server each side, balanced: X = mu (b + 2) / (b + 3)).
 * Drafters pull FIFO from q_hs; when several are idle the lowest index takes the batch.
   With sync_every = k > 0 and M > 1 the ranks are data parallel: after each rank's k-th

@@ -3,7 +3,7 @@
 The fit (capacities, observed rate), the report's "measured at" reasons and the plots (completion
 rates, q_hs occupancy) all read the log through these functions, so that the observed rate, the
 completion counts and the queue depths are computed once and the same way, whether the log was
-read whole or sampled (`advisor.summary`: a large log keeps a uniform sample of its steps beside
+read whole or sampled (`advisor.ingest.summary`: a large log keeps a uniform sample of its steps beside
 exact time-binned sums, and every count here then comes from the sums).
 
 - ``steady_steps``: the step rows inside a steady window.
@@ -23,8 +23,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .load import RunLog
-from .steady import SteadyWindow
+from advisor.ingest.load import RunLog
+from advisor.measure.steady import SteadyWindow
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def _sampled(log: RunLog, role: str) -> bool:
 
 def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
     """The rows of ``log.steps`` inside the window: ``win.mask``'s rows. Steps in time order (as
-    `advisor.load` gives them) are one run of rows, taken as a slice of the frame, not copied."""
+    `advisor.ingest.load` gives them) are one run of rows, taken as a slice of the frame, not copied."""
     s = log.steps
     t = s["t"].to_numpy()
     if len(t) > 1 and t.dtype.kind == "f" and bool((t[1:] >= t[:-1]).all()):     # sorted, no NaN

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .load import RunLog
-from .schema import LogError, SteadyStateWarning
+from advisor.ingest.load import RunLog
+from advisor.ingest.schema import LogError, SteadyStateWarning
 
 MSER_BATCH = 5
 MIN_STEADY_EVENTS = 30      # consumer completions (steps) needed after warm-up
@@ -73,8 +73,8 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
 def find_steady(log: RunLog) -> SteadyWindow:
     """The steady window of ``log``; raises LogError when too little data remains to fit."""
     if getattr(log, "totals", None) is not None and log.header.consumer in log.totals.pruned:
-        # a sampled large log (advisor.summary): the same rule on all its completions, binned in time
-        from .summary import find_steady_binned
+        # a sampled large log (advisor.ingest.summary): the same rule on all its completions, binned in time
+        from advisor.ingest.summary import find_steady_binned
         return find_steady_binned(log)
     log_end_s = end_s = log.duration_s
     consumer = log.header.consumer

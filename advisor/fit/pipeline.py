@@ -8,7 +8,7 @@ Per GPU role r (targets = producer, drafters = consumer):
 - step time vs tokens: ``busy_s = t0_s + c_s_per_tok * tokens``, a Huber-weighted least-squares
   fit (IRLS, ``HUBER_K`` robust scale units), so another token budget can be projected;
 - variability: the squared coefficient of variation (SCV) of busy times, which sets the
-  effective queue depth in `advisor.model`;
+  effective queue depth in `advisor.model.chain`;
 - interval: a 95% interval on ``mu_r`` from ``BATCH_MEANS`` batch means of the busy series
   (time-ordered, so autocorrelation widens it honestly);
 - shares of wall time: busy, starved (``wait``) and blocked, per worker.
@@ -23,7 +23,7 @@ per-hop latency and ring bandwidth terms, non-negative least squares) from the M
 extremes are flat (T_0 at every M: a switch-offloaded or latency-bound collective) and ring
 (``T_0 r(M) / r(M_0)``, ``r(M) = (M-1)/M``, bandwidth-bound, NCCL's usual case). Projections
 use the ring, and each split's interval spans the projection at both extremes
-(`sync_scaling_range`, `advisor.model.project_split`); warned. Projecting at the geometric mean
+(`sync_scaling_range`, `advisor.model.chain.project_split`); warned. Projecting at the geometric mean
 of the two instead (the minimax choice for T_ar) was measured and rejected: it brings a flat
 truth within 2.1% but takes ring truths from under 1% to up to 4.0% at far drafter counts (32
 GPUs, 8 drafters logged, 2 projected; benchmarks/VALIDATION.md). With none (only M = 1 seen) it is
@@ -41,7 +41,7 @@ Split-dependent step times (`ContentionFit`): workers that share a host resource
 other, so a role's mean step time is modelled as ``busy(N) = busy(N_ref) exp(k (N - N_ref))`` at
 a fixed G, fitted from logs at two or more splits; from one split only a prior (per worker of
 distance) and a run-to-run term widen the interval, where the log shows shared compute. Inside
-one log, `advisor.contention` measures each role's step-time slope on concurrently busy peers:
+one log, `advisor.measure.contention` measures each role's step-time slope on concurrently busy peers:
 reported, and a role's own identified slope widens its prior; it does not move the projection.
 
 Non-stationarity: ``RoleFit.drift`` (the two halves of the window) widens the rate interval;
@@ -72,11 +72,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .contention import ContentionWarning, WithinLogContention, estimate_within_log, within_log_text
-from .load import RunLog
-from .schema import AssumptionWarning, LogError
-from .observe import ObservedRun, observe, steady_steps, time_weighted_queue
-from .steady import SteadyWindow, find_steady
+from advisor.measure.contention import ContentionWarning, WithinLogContention, estimate_within_log, within_log_text
+from advisor.ingest.load import RunLog
+from advisor.ingest.schema import AssumptionWarning, LogError
+from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue
+from advisor.measure.steady import SteadyWindow, find_steady
 
 BATCH_MEANS = 20
 T_975 = {19: 2.093, 9: 2.262, 4: 2.776, 2: 4.303}  # Student t, 97.5%, by degrees of freedom
@@ -271,7 +271,7 @@ class ContentionFit:
     ``CONTENTION_SINGLE_SE`` for that role as well (`single_se`): a lone worker is another regime.
 
     ``within``: the first log's within-log slopes of step time on concurrently busy peers
-    (`advisor.contention`), reported as data. They do not move the projection (inside a log,
+    (`advisor.measure.contention`), reported as data. They do not move the projection (inside a log,
     concurrency is set by the step times themselves, and on the real sweeps the within-log slopes
     did not predict the step times at other splits); a role whose own slope (per busy worker of
     its role) is identified and not confounded carries ``sqrt(prior^2 + slope^2)`` per worker of
@@ -346,7 +346,7 @@ class RegimeFit:
     mean, shrunk towards 1 by the share of the between-slice variance that sampling explains
     (James-Stein: ``1 + (1 - 1/F) (m_w/m - 1)``, F = between-slice variance of slice means over
     its sampling expectation). ``detected``: F >= REGIME_F_MIN for a role and a shrunk slice
-    departs by REGIME_MIN_DEV. Then `advisor.model` projects each slice with its own rates and the
+    departs by REGIME_MIN_DEV. Then `advisor.model.chain` projects each slice with its own rates and the
     within-slice variability, and averages the throughput over the (equal-time) slices: slow
     stretches are not averaged away inside one mean rate, nor treated as independent draws.
     """
@@ -853,7 +853,7 @@ def _fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: 
 def _calibrate_loader(fit: "PipelineFit") -> "PipelineFit":
     """Engage a near-binding loader: solve its capacity so the model meets the observed split's rate
     (bisection in log space; the throughput rises monotonically with the loader's capacity)."""
-    from .model import project_split   # model imports this module
+    from advisor.model.chain import project_split   # model imports this module
 
     ob = fit.observed[0]
     n, m = ob.roles.get(fit.producer.role, 0), ob.roles.get(fit.consumer.role, 0)
@@ -992,8 +992,8 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
     tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
     observed = tuple(observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
     if any(getattr(logs[i], "sampled", False) for i in with_steps):
-        # sampled large logs (advisor.summary): counts, means and shares from exact binned sums
-        from .summary import exact_fit
+        # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned sums
+        from advisor.ingest.summary import exact_fit
         (pfit, cfit), observed, tokens_mean, seqs_mean = exact_fit(logs, wins, same, (pfit, cfit), observed)
         observed = tuple(observed)
     return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=tokens_std,
@@ -1100,8 +1100,8 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     sync = _fit_sync(logs, wins, consumer)
     loader = _fit_loader(logs, wins, roles.producer, roles.observed)
     if any(getattr(lg, "sampled", False) for lg in logs):
-        # sampled large logs (advisor.summary): loader capacity and steps per sync from exact counts
-        from .summary import exact_loader_and_sync
+        # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
+        from advisor.ingest.summary import exact_loader_and_sync
         sync, loader = exact_loader_and_sync(logs, wins, sync, loader)
     total = None
     if head.samples and head.epochs and roles.seqs_mean:

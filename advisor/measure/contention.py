@@ -2,9 +2,9 @@
 
 Workers that share a host resource (memory bandwidth, caches, PCIe, host CPU, a shared GPU) slow
 each other. Across logs at several splits this shows as a step time that depends on the split
-(`advisor.fit.ContentionFit`). Inside one log the number of concurrently busy peers varies over
+(`advisor.fit.pipeline.ContentionFit`). Inside one log the number of concurrently busy peers varies over
 time (drafters starve and idle, targets block on a full q_hs), which may identify the same effect
-from a single run. This module measures it; `advisor.fit` reports it.
+from a single run. This module measures it; `advisor.fit.pipeline` reports it.
 
 Busy intervals (docs/log-schema.md, trainer/workers.py): a step event's ``t`` is when the worker
 was free again, after ``busy`` seconds of compute and then ``blocked`` seconds held on a full
@@ -50,7 +50,7 @@ Projection (`scales_at`): at another split each role's step time would be scaled
 ``exp(b_P (P' - P) + b_C (C' - C))`` with the identified, unconfounded slopes, where P', C' are
 the busy peers that split would have: ``P' = N u_P - [r = P]``, ``C' = M u_C - [r = C]``, and the
 utilisations u depend on the step times. ``fixed_point`` iterates scales -> utilisations ->
-scales (a contraction for slopes below ~1/G, a few iterations). `advisor.fit` reports the slopes
+scales (a contraction for slopes below ~1/G, a few iterations). `advisor.fit.pipeline` reports the slopes
 and does not move the projection with them: on the real CPU sweeps (fixtures/sweep/) target
 concurrency varied only in drafter-bound logs (7-1, 6-2 of 8; 5-1 of 6), where the instrumented
 target slopes were -3.8 to +1.6% per busy target (95% +-2 to 7.5%), while the target step rose
@@ -65,7 +65,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .schema import AssumptionWarning
+from advisor.ingest.schema import AssumptionWarning
 
 BLOCKS = 20                  # time blocks for the cluster-robust standard errors
 T_975_19 = 2.093             # Student t, 97.5%, 19 degrees of freedom
@@ -309,7 +309,7 @@ def estimate_within_log(steps: pd.DataFrame, producer: str, consumer: str, n_pro
                         start_s: float, end_s: float, *, sampled: bool = False) -> WithinLogContention:
     """Within-log contention slopes from all of a log's steps (concurrency) and the steady window
     ``[start_s, end_s]`` (the fit: at most ``MAX_FIT_STEPS`` per role, evenly spread over the window).
-    ``sampled``: the steps are a sample (`advisor.summary`), so concurrency cannot be reconstructed."""
+    ``sampled``: the steps are a sample (`advisor.ingest.summary`), so concurrency cannot be reconstructed."""
     n = dict(n_producer=n_producer, n_consumer=n_consumer)
     if sampled:
         return WithinLogContention(reason="the log's steps are sampled (summary), so who was busy when is unknown",

@@ -3,11 +3,11 @@
 Data flow: bytes in chunks (line-length, size, gzip-ratio and UTF-8 guards) -> pieces of whole
 lines (``PIECE_BYTES``) -> header via ``json`` -> each piece through pyarrow's multi-threaded JSON
 reader with an explicit schema built from the header -> vectorized checks -> the piece's columns
-fold into a mergeable :class:`~advisor.summary.Summary` (exact counts, time-binned sums, a
+fold into a mergeable :class:`~advisor.ingest.summary.Summary` (exact counts, time-binned sums, a
 bounded uniform sample of steps per role) and are dropped -> DataFrames from the summary. No
 Python object is made per line on this path, and memory does not grow with the log. When
 pyarrow rejects a piece (a non-JSON line, a wrong type, binary garbage) or a vectorized check
-fails, the slow exact path in `advisor.schema` re-reads that piece line by line to name the
+fails, the slow exact path in `advisor.ingest.schema` re-reads that piece line by line to name the
 first offending line and field; if the slow path finds nothing wrong (a shape pyarrow cannot
 unify but the schema allows), its decoded events are used instead, so correctness never depends
 on the fast path.
@@ -15,7 +15,7 @@ on the fast path.
 Up to ``sample_rows`` (300k) steps per role the frames hold every step, as read. Past that,
 ``RunLog.sampled`` is true, ``steps`` is a uniform sample of each larger role's steps, and
 ``RunLog.totals`` holds the exact time-binned counts and sums that `steady` and `fit` then use
-for counts, rates and shares (see `advisor.summary`). A file written by `dflash-advise
+for counts, rates and shares (see `advisor.ingest.summary`). A file written by `dflash-advise
 summarize` is read the same way (it is recognised by its first bytes).
 
 Frames (documented columns):
@@ -45,10 +45,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
+from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
                      LogRefused, LogWarning, RunHeader, display_path, parse_header, validate_event)
-from . import summary as _summary
-from .summary import Summary, Totals, is_summary, read_summary
+from advisor.ingest import summary as _summary
+from advisor.ingest.summary import Summary, Totals, is_summary, read_summary
 
 if TYPE_CHECKING:
     import pandas as pd   # imported where frames are made: reading a log needs only numpy and pyarrow
@@ -81,7 +81,7 @@ class RunLog:
     n_lines: int
     unknown_events: Mapping[str, int] = field(default_factory=dict)
     # Large logs (more than ``sample_rows`` steps of a role): ``steps`` is a uniform sample of the
-    # log's steps, and ``totals`` holds its exact time-binned counts and sums (advisor.summary).
+    # log's steps, and ``totals`` holds its exact time-binned counts and sums (advisor.ingest.summary).
     sampled: bool = False
     totals: Totals | None = None
     t_max_s: float | None = None                          # the largest t in the log (None: not known)
@@ -791,7 +791,7 @@ def _add_parsed(summ: Summary, p: _Parsed, header: RunHeader) -> None:
 
 def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
                   max_lines: int = MAX_LOG_LINES, sample_rows: int | None = None) -> Summary:
-    """Stream one log (or read a summary file) into a :class:`~advisor.summary.Summary`.
+    """Stream one log (or read a summary file) into a :class:`~advisor.ingest.summary.Summary`.
 
     Memory: one chunk (``PIECE_BYTES``) of bytes and its columns, plus the summary (at most
     ``sample_rows`` kept steps per role, and the bins); it does not grow with the log. Raises
@@ -1011,8 +1011,8 @@ def _run_from_summaries(files: Sequence[str | Path], summaries: Iterable[Summary
     end `ranks`' merged end."""
     from types import SimpleNamespace
 
-    from .ranks import _merged_end, check_same_header
-    from .summary import merge_all
+    from advisor.ingest.ranks import _merged_end, check_same_header
+    from advisor.ingest.summary import merge_all
 
     seen: list[SimpleNamespace] = []
 
@@ -1032,7 +1032,7 @@ def load_run(files: Sequence[str | Path], path: str, *, workers: int | None = No
     """One run from its per-rank files, merged as summaries: exact and in bounded memory.
 
     The files are read in parallel threads (pyarrow releases the GIL) and their summaries merged
-    as they come (advisor.summary), so memory is that of one summary per thread whatever the
+    as they come (advisor.ingest.summary), so memory is that of one summary per thread whatever the
     number and length of the files. Headers must be equal (`ranks.check_same_header`, which
     names the file and field); the run's end is `ranks`' merged end.
     """
@@ -1102,7 +1102,7 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     """Parse several logs (e.g. the same job at different splits).
 
     A directory or a (quoted) glob is one run written as per-rank files, and so are plain files
-    that are evidently ranks of one run; see `advisor.ranks` for the rules. Each file is read
+    that are evidently ranks of one run; see `advisor.ingest.ranks` for the rules. Each file is read
     once: plain files are held as summaries until it is known which are ranks of one run (e.g. a
     glob the shell expanded), whose summaries then merge, exactly, as a directory's do.
     """
@@ -1116,7 +1116,7 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
 
 
 def _load_logs(paths: list[str | Path]) -> list[RunLog]:
-    from .ranks import expand, group_name, merge, rank_groups
+    from advisor.ingest.ranks import expand, group_name, merge, rank_groups
 
     logs: list[RunLog | None] = []
     held: dict[int, tuple[Path, Summary]] = {}     # plain files, as summaries, by position
@@ -1138,7 +1138,7 @@ def _load_logs(paths: list[str | Path]) -> list[RunLog]:
         k = min(s.sample_rows for _, s in members)
         if any(s.sampled for _, s in members) or any(sum(s.n_steps(r) for _, s in members) > k
                                                      for r in members[0][1].roles):
-            # merged as summaries, exactly (advisor.summary): the run's sample is then the one of
+            # merged as summaries, exactly (advisor.ingest.summary): the run's sample is then the one of
             # the whole log, as from a folder of the files; frames of samples would not merge so,
             # and files each below the sample size would together exceed it
             logs[g[0]] = _run_from_summaries([f for f, _ in members], (s for _, s in members), name)

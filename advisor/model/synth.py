@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from advisor.records import End, Queue, Rates, Run, Step, Sync
-from advisor.simulate import SimResult, simulate
+from advisor.model.simulate import SimResult, simulate
 
 
 

@@ -59,7 +59,7 @@ def _chunks(path: Path):
 
     Opened as the loader opens it: a FIFO or device is refused (LogRefused), never opened.
     """
-    from .load import MAX_LOG_BYTES, open_log
+    from advisor.ingest.load import MAX_LOG_BYTES, open_log
     fh, raw = open_log(path)
     total = 0
     with fh, raw:
@@ -73,7 +73,7 @@ def _chunks(path: Path):
 
 def _count_lines(path: Path) -> int:
     """Whole lines written so far (a gzip stream still being written counts what decodes)."""
-    from .schema import LogError
+    from advisor.ingest.schema import LogError
     n = 0
     try:
         for chunk in _chunks(path):
@@ -85,7 +85,7 @@ def _count_lines(path: Path) -> int:
 
 def _has_ended(path: Path) -> bool:
     """Whether the log's tail holds an 'end' event (used only when advise could not run)."""
-    from .schema import LogError
+    from advisor.ingest.schema import LogError
     try:
         if path.suffix == ".gz":
             data = b""
@@ -110,7 +110,7 @@ def _has_ended(path: Path) -> bool:
 
 
 def _render(adv: Any, fmt: str) -> str:
-    from .report import render
+    from advisor.present.text import render
     if fmt == "json":
         return json.dumps(adv.to_json(), separators=(",", ":")) + "\n"
     return render(adv, fmt)
@@ -162,8 +162,8 @@ def _err(msg: str) -> None:
 
 def _files(args: Sequence[Path]) -> list[Path]:
     """The log files the arguments name now (directories and globs expanded; [] while none exist)."""
-    from .ranks import expand
-    from .schema import LogError
+    from advisor.ingest.ranks import expand
+    from advisor.ingest.schema import LogError
     out: list[Path] = []
     for a in args:
         try:
@@ -176,8 +176,8 @@ def _files(args: Sequence[Path]) -> list[Path]:
 def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: float = 5.0,
                 max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
     """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
-    from .advice import advise
-    from .schema import LogError, LogRefused
+    from advisor.advice import advise
+    from advisor.ingest.schema import LogError, LogRefused
 
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")

@@ -1,13 +1,13 @@
 """The verdict, as data: ordered rules over the projected table.
 
-Inputs: the table of `advisor.project` (every number below is read from its rows), the judged
+Inputs: the table of `advisor.project.table` (every number below is read from its rows), the judged
 split J (``--roles``, else the split the current log ran, when it is in the table), the
-`~advisor.settings.Settings` it was computed with and the `~advisor.evidence.Evidence` of the log.
+`~advisor.settings.Settings` it was computed with and the `~advisor.decide.evidence.Evidence` of the log.
 B is the best split (highest projected b/s), A the runner-up of the recommended split R (the best
 other split), and the margin compares the higher and the lower of R and A: stable when the
 higher one's interval starts above the lower one's upper end. Two splits are *separated* when
 the margin between them is stable or the lead's own 95% interval lies above 0
-(`advisor.project.lead_interval`: both projections come from one fit, and the run's level and the
+(`advisor.project.table.lead_interval`: both projections come from one fit, and the run's level and the
 split slope, which dominate each interval on a shared host, move them together and cancel in the
 lead; comparing the two intervals alone would count them twice).
 
@@ -21,7 +21,7 @@ Rules, in order; the first that fires decides (``rule`` names it):
    ``cannot-tell`` (rule ``unresolved``). Otherwise verdict ``next-run`` (with B and A not
    separated: a tie inside what the model resolves, either will do).
 2. ``thin-evidence``: the log is thin (too few steady batches, not settled, or drifting;
-   `advisor.evidence`) and B is not separated from its rival (J, or A when B is J):
+   `advisor.decide.evidence`) and B is not separated from its rival (J, or A when B is J):
    ``cannot-tell``; the needs say how much more log would separate them.
 3. ``already-best``: B is J -> ``stay``.
 4. ``small-gain``: B's lead over J is below ``RESOLVE_GAIN`` (what the model can resolve, not worth
@@ -33,7 +33,7 @@ Rules, in order; the first that fires decides (``rule`` names it):
 
 Beside the verdict: the loader cap (when the loader limits input, every split within
 ``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R against A
-(`advisor.sensitivity`), and queue advice at R (`advisor.queues`). Wording is `advisor.report`'s.
+(`advisor.project.sensitivity`), and queue advice at R (`advisor.project.queues`). Wording is `advisor.present.text`'s.
 """
 from __future__ import annotations
 
@@ -43,12 +43,12 @@ from enum import Enum
 
 import pandas as pd
 
-from .evidence import Evidence
-from .fit import Z_95, PipelineFit
-from .project import lead_interval, lead_parts, split_label
-from .queues import QueueAdvice, queue_advice
-from .sensitivity import Sensitivity, sensitivity
-from .settings import Settings
+from advisor.decide.evidence import Evidence
+from advisor.fit.pipeline import Z_95, PipelineFit
+from advisor.project.table import lead_interval, lead_parts, split_label
+from advisor.project.queues import QueueAdvice, queue_advice
+from advisor.project.sensitivity import Sensitivity, sensitivity
+from advisor.settings import Settings
 
 RESOLVE_GAIN = 0.02          # leads below 2% are within what the model resolves
 LOADER_TIE = 0.01            # splits this close to the loader's cap count as reaching it
@@ -66,7 +66,7 @@ class Margin:
     """Between the recommended split and the runner-up: ``higher`` and ``lower`` by projected b/s.
 
     ``stable``: the higher one's interval starts above the lower one's upper end. ``separated``:
-    stable, or the lead's own 95% interval (`advisor.project.lead_interval`: the two projections
+    stable, or the lead's own 95% interval (`advisor.project.table.lead_interval`: the two projections
     share the run's level and the split slope, which cancel in the lead) lies above 0."""
 
     higher: str

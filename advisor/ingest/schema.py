@@ -6,7 +6,7 @@ worker), ``sync`` (a weight/gradient sync among drafters), ``rates`` (periodic s
 ``end``. Unknown events and unknown fields are counted, never fatal.
 
 This module is the slow, exact path: it validates one decoded event and names the offending
-field. The fast path (`advisor.load`) parses whole files into columns and only falls back here
+field. The fast path (`advisor.ingest.load`) parses whole files into columns and only falls back here
 to find and name the first bad line.
 
 Errors are :class:`LogError` (the CLI maps them to exit code 2); :class:`LogRefused` is the kind
@@ -284,7 +284,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
 
 
 # Numeric fields of each event: (name, required, integer, maximum); the minimum is 0 for all.
-# advisor.load checks the same bounds column by column (its fast path) from these tables.
+# advisor.ingest.load checks the same bounds column by column (its fast path) from these tables.
 STEP_NUMBERS = (("t", True, False, MAX_TIME_S), ("worker", True, True, MAX_GPUS), ("batch", False, True, MAX_INT),
                 ("tokens", True, True, MAX_TOKENS), ("seqs", False, True, MAX_TOKENS),
                 ("busy", True, False, MAX_TIME_S), ("wait", False, False, MAX_TIME_S),

@@ -7,9 +7,9 @@ per split (N >= 1, M >= 1), highest N first. Column names equal the keys of a sp
 ==================  ===========================================================================
 n_<producer>        producer workers (targets), N
 n_<consumer>        consumer workers (drafters), M
-bps                 projected throughput, batches/s (`advisor.model`; exact simulation where
+bps                 projected throughput, batches/s (`advisor.model.chain`; exact simulation where
                     ``method`` says so)
-bps_low, bps_high   95% interval from `advisor.model.project_split` (sampling, drift, contention at
+bps_low, bps_high   95% interval from `advisor.model.chain.project_split` (sampling, drift, contention at
                     this split, token model, run-to-run shift on shared hosts, the barrier-tail
                     correction, a sync cost whose scaling with M is unidentified), widened at an
                     observed split to cover the measured rate (reconciliation)
@@ -17,7 +17,7 @@ tok_s               bps x tokens per batch
 bound_bps           naive bound min(capacities) for contrast
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
                     (``cap_loader_bps``, NaN unless the loader limits input). `split_capacities`
-                    is the one function that computes them (via `advisor.model.project_split`).
+                    is the one function that computes them (via `advisor.model.chain.project_split`).
 efficiency          bps / the fastest GPU stage's capacity: how balanced the split is
 gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs
 bottleneck          the stage with the smallest capacity ("loader" when input-bound)
@@ -30,7 +30,7 @@ observed            True for the split(s) the logs ran (at this G)
 observed_bps        the measured rate at an observed split (NaN elsewhere)
 method              "analytic", or "exact" where simulation replaced the analytic rate
 widened             True where reconciliation widened the interval to a measured rate
-err_p_samp, ...     the interval's parts (`advisor.model.SplitResult`): ``err_p_samp``,
+err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``err_p_samp``,
                     ``err_c_samp`` (sampling and drift), ``err_p_level``, ``err_c_level`` (token
                     model, run-to-run), ``err_p_split``, ``err_c_split`` (split slope),
                     ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
@@ -61,10 +61,10 @@ from typing import Sequence
 
 import pandas as pd
 
-from .fit import Z_95, PipelineFit
-from .model import SplitResult, project_split
-from .schema import AdvisorWarning
-from .settings import Settings
+from advisor.fit.pipeline import Z_95, PipelineFit
+from advisor.model.chain import SplitResult, project_split
+from advisor.ingest.schema import AdvisorWarning
+from advisor.settings import Settings
 
 RECONCILE_PCT = 3.0
 SAME_BATCH_TOL = 0.10      # a log whose batches are within 10% of the projected size is comparable
@@ -131,7 +131,7 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
     rows = []
     for n, m in pairs:
         mid = split_capacities(fit, settings, n, m)
-        low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.project_split
+        low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.chain.project_split
         rows.append({
             f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
             "bps_high": max(high, mid.x_bps), "tok_s": mid.x_bps * tokens, "bound_bps": mid.bound_bps,

@@ -37,7 +37,7 @@ class Format(str, Enum):
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
+        from advisor import __version__
         typer.echo(f"dflash-advise {__version__}")
         raise typer.Exit(0)
 
@@ -120,7 +120,7 @@ def _internal(e: BaseException, inputs: str) -> None:
 def _check_limits(*, gpus: int | None = None, roles: dict[str, int] | None = None,
                   hs_cap: int | None = None) -> None:
     """Options past the limits nobody can mean (they would cost time quadratic in G or unbounded memory)."""
-    from .schema import MAX_GPUS, MAX_QUEUE_CAP
+    from advisor.ingest.schema import MAX_GPUS, MAX_QUEUE_CAP
     if gpus is not None and gpus > MAX_GPUS:
         _die(f"--gpus: {gpus} is more than the limit {MAX_GPUS}")
     if roles and sum(roles.values()) > MAX_GPUS:
@@ -142,13 +142,14 @@ def _address_space_capped() -> bool:
 
 def _import_advice() -> None:
     try:
-        from . import advice, report  # noqa: F401
+        from advisor import advice
+        from advisor.present import text as report  # noqa: F401
     except Exception:
         pass     # imported again in the main thread, which reports what fails
 
 
 def _advise_or_die(logs: list[Path], **kw):
-    from .schema import LogError
+    from advisor.ingest.schema import LogError
     _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
     size = 0
     for p in logs:
@@ -167,14 +168,14 @@ def _advise_or_die(logs: list[Path], **kw):
             # `advise`. Small logs read in a blink, and a thread (its stack, its malloc arena)
             # costs address space that a capped process may not have.
             import threading
-            from .load import read_ahead
+            from advisor.ingest.load import read_ahead
             importer = threading.Thread(target=_import_advice, name="dflash-import")
             importer.start()
             try:
                 read_ahead(logs)
             finally:
                 importer.join()
-        from .advice import advise
+        from advisor.advice import advise
         return advise(logs, **kw)
     except LogError as e:
         _die(str(e))
@@ -207,10 +208,10 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: As
     kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
               restart_cost_h=restart_cost, next_run=next_run, exact=exact)
     if follow:
-        from .follow import follow_logs
+        from advisor.cli.follow import follow_logs
         raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
     adv = _advise_or_die(logs, **kw)     # (first: it reads the logs while the modules import)
-    from .report import render
+    from advisor.present.text import render
     typer.echo(render(adv, fmt), nl=False)
 
 
@@ -225,9 +226,9 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
               roles: RolesOpt = None, gpus: Gpus = None, as_json: AsJson = False,
               as_markdown: AsMarkdown = False) -> None:
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
-    from .check import run_check
-    from .report import render
-    from .schema import LogError
+    from advisor.cli.check import run_check
+    from advisor.present.text import render
+    from advisor.ingest.schema import LogError
     fmt = _format(as_json, as_markdown)
     planned = _parse_roles(roles)
     _check_limits(gpus=gpus, roles=planned)
@@ -263,7 +264,7 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
                  "--min-efficiency", min=0.0, max=1.0, help="Gate threshold drawn on the efficiency panel.")] = 0.9,
              ) -> None:
     """One figure: tok/s per split, efficiency and gpu_util, rates over time, q_hs occupancy."""
-    from .plots import figure_path, plot_advice, save_figure
+    from advisor.present.plots import figure_path, plot_advice, save_figure
     try:   # before the logs are read: a bad -o fails at once
         path = figure_path(out)
     except ValueError as e:
@@ -298,9 +299,9 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
     """Advice from bare numbers, e.g. --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86."""
     import math
 
-    from .advice import advise_numbers
-    from .report import render
-    from .schema import MAX_GPUS, MAX_INT, MAX_QUEUE_CAP
+    from advisor.advice import advise_numbers
+    from advisor.present.text import render
+    from advisor.ingest.schema import MAX_GPUS, MAX_INT, MAX_QUEUE_CAP
     fmt = _format(as_json, as_markdown, fmt)
     for name, v in (("--targets", targets), ("--drafters", drafters)):
         if v > MAX_GPUS:
@@ -349,8 +350,8 @@ def import_tb_cmd(
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
 ) -> None:
     """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
-    from .schema import LogError
-    from .tbimport import import_tensorboard, parse_queue, parse_roles
+    from advisor.ingest.schema import LogError
+    from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
     try:
         role_map = parse_roles(roles)
         queues = [parse_queue(q, list(role_map)) for q in queue or []]
@@ -374,8 +375,8 @@ def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
     S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
     """
-    from .schema import LogError
-    from .summary import summarize_paths
+    from advisor.ingest.schema import LogError
+    from advisor.ingest.summary import summarize_paths
     try:
         summ = summarize_paths(logs, workers=jobs)
         summ.write(out)

@@ -1,0 +1,1 @@
+"""decide: the verdict as data (rules over the table and the evidence) and the sentences written from it."""

@@ -1,0 +1,1 @@
+"""fit: the model's parameters from measured logs (or bare numbers): one PipelineFit."""

@@ -1,0 +1,1 @@
+"""measure: what one log shows (its steady window, observed rate, queue depths, within-log contention)."""

@@ -1,0 +1,1 @@
+"""model: the producer/consumer model (its parameter records, the priors measured on real sweeps, the throughput of one split, the simulator)."""

@@ -1,0 +1,1 @@
+"""project: every split of G GPUs from one PipelineFit: the table, its exact refinement, sensitivity, queue advice."""

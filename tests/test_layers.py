@@ -1,0 +1,195 @@
+"""The package's shape: every import runs downhill along the data flow, none closes a circle.
+
+Read from the source (``ast``), every import counted, module-level or inside a function:
+
+- wings in flow order (``WINGS``); a module may import its own wing or an earlier one, never a
+  later one;
+- no circle among modules (a function-local import counts: hiding one inside a function does
+  not break a circle, it only delays it);
+- no module imports another module's private name (``_x``), and neither do the tests;
+- no module of 1,000 lines or more, and no function over ``MAX_FUNCTION_LINES`` on the advice path.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "advisor"
+
+# the bottom: records, errors, settings and statistics every wing may use; the documented
+# standard-library writers (records, instrument) and the TensorBoard converter sit there too
+BASE = ("advisor.errors", "advisor.settings", "advisor.stats", "advisor.records", "advisor.instrument",
+        "advisor.tbimport")
+WINGS = ("base", "ingest", "measure", "model", "fit", "project", "decide", "advice", "present", "cli")
+FACE = ("advisor", "advisor.__main__")      # the public face: lazy re-exports, above everything
+MAX_MODULE_LINES = 1000
+MAX_FUNCTION_LINES = 80
+# functions over the limit that are not on the advice path (test-data and validation writers)
+LONG_OFF_PATH = {"advisor.model.synth"}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+
+
+def wing(mod: str) -> str:
+    if mod in BASE:
+        return "base"
+    if mod == "advisor.advice":
+        return "advice"
+    parts = mod.split(".")
+    if len(parts) >= 2 and parts[1] in WINGS:
+        return parts[1]
+    raise AssertionError(f"{mod} belongs to no wing: add it to a wing's folder or to BASE")
+
+
+def _resolve(mod: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    is_pkg = MODULES[mod].name == "__init__.py"
+    base = mod.split(".")
+    base = base if is_pkg else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _owner(target: str) -> str | None:
+    """The advisor module an imported dotted name lives in (a module, or a name in one)."""
+    while target:
+        if target in MODULES:
+            return target
+        target = target.rpartition(".")[0]
+    return None
+
+
+def imports_of(mod: str) -> list[tuple[str, list[str], int]]:
+    """(imported module, names taken from it, line) for every advisor import in ``mod``."""
+    tree = ast.parse(MODULES[mod].read_text(), str(MODULES[mod]))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                owner = _owner(a.name)
+                if owner:
+                    out.append((owner, [], node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            src = _resolve(mod, node)
+            for a in node.names:
+                sub = f"{src}.{a.name}"
+                if sub in MODULES:            # `from advisor.ingest import load`: the submodule
+                    out.append((sub, [], node.lineno))
+                elif _owner(src):
+                    out.append((_owner(src), [a.name], node.lineno))
+    return out
+
+
+GRAPH = {m: imports_of(m) for m in MODULES}
+
+
+def test_every_module_belongs_to_a_wing():
+    for m in MODULES:
+        if m not in FACE:
+            wing(m)
+
+
+@pytest.mark.parametrize("mod", [m for m in MODULES if m not in FACE])
+def test_imports_run_downhill(mod):
+    here = WINGS.index(wing(mod))
+    for target, names, line in GRAPH[mod]:
+        if target in FACE:   # only the version string may be read from the face
+            assert all(n == "__version__" for n in names) and names, f"{mod}:{line} imports the face {target}"
+            continue
+        there = WINGS.index(wing(target))
+        assert there <= here, (f"{mod}:{line} ({WINGS[here]}) imports {target} ({WINGS[there]}), a later wing: "
+                               f"move what it needs down, or the caller up")
+
+
+def test_no_import_circles():
+    # Tarjan's strongly connected components over module -> module edges
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    circles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w, _, _ in GRAPH[v]:
+            if w == v:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert not circles, f"import circles: {circles}"
+
+
+def test_no_private_names_across_modules():
+    bad = [f"{m}:{line} takes {n} from {t}" for m, edges in GRAPH.items() for t, names, line in edges
+           for n in names if n.startswith("_") and t != m and not n.startswith("__")]
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)
+
+
+def test_tests_import_public_names():
+    bad = []
+    for p in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("advisor"):
+                bad += [f"{p.name}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "tests import private names:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("mod", list(MODULES))
+def test_module_size(mod):
+    n = len(MODULES[mod].read_text().splitlines())
+    assert n < MAX_MODULE_LINES, f"{mod} has {n} lines: split it by job"
+
+
+def test_functions_on_the_advice_path_are_short():
+    long = []
+    for m, p in MODULES.items():
+        if m in LONG_OFF_PATH:
+            continue
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{m}.{node.name}: {n} lines")
+    assert not long, "functions over the limit:\n" + "\n".join(long)
+
+
+def test_the_checker_sees_a_circle_and_an_upward_import():
+    """The rules above are live: the graph has edges, and the wing order is the flow's."""
+    assert sum(len(v) for v in GRAPH.values()) > 50
+    assert wing("advisor.ingest.load") == "ingest" and wing("advisor.cli.app") == "cli"
+    assert WINGS.index("ingest") < WINGS.index("fit") < WINGS.index("decide") < WINGS.index("present")
