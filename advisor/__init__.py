@@ -22,6 +22,6 @@ def __getattr__(name: str):
         from advisor.ingest.load import load_log
         return load_log
     if name == "LogError":
-        from advisor.ingest.schema import LogError
+        from advisor.errors import LogError
         return LogError
     raise AttributeError(f"module 'advisor' has no attribute {name!r}")

@@ -22,7 +22,8 @@ from advisor.decide.evidence import Evidence, gather
 from advisor.fit.pipeline import PipelineFit, fit_from_numbers, fit_pipeline
 from advisor.ingest.load import RunLog, load_logs
 from advisor.project.table import Reconciliation, project, reconcile, split_capacities, split_label
-from advisor.ingest.schema import SCHEMA_VERSION, AdvisorWarning, AssumptionWarning, SteadyStateWarning
+from advisor.ingest.schema import SCHEMA_VERSION
+from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.settings import DEFAULT_RESTART_COST_H, Settings, build_settings
 
 EXACT_GAP_WARN_PCT = 3.0

@@ -10,20 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from advisor.errors import SettingsError
+
 MIN_GPUS = 2
 MAX_GPUS = 4096                 # a bound a user cannot mean more than (one job, one advice)
 DEFAULT_RESTART_COST_H = 1.0
 MAX_RESTART_COST_H = 24.0 * 365
 MAX_HS_CAP = 100_000
 TOKEN_RANGE_SLACK = 0.10        # batches within 10% of the logged range count as interpolation
-
-
-class SettingsError(ValueError):
-    """An option is unusable; the text names the option."""
-
-    def __init__(self, option: str, message: str):
-        self.option = option
-        super().__init__(f"{option}: {message}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from advisor.records import End, Queue, Rates, Run
-from advisor.ingest.schema import LogError, LogWarning
+from advisor.errors import LogError, LogWarning
 
 __all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
            "import_tensorboard"]

@@ -23,7 +23,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor.fit.pipeline import expected_max_normal  # noqa: E402
+from advisor.stats import expected_max_normal  # noqa: E402
 from advisor.model.chain import barrier_rate, chain  # noqa: E402
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, run  # noqa: E402
 

@@ -39,7 +39,7 @@ from typing import Callable
 import pytest
 
 from advisor.cli.app import main
-from advisor.ingest.schema import display_path
+from advisor.errors import display_path
 from conftest import FIXTURES, HEADER, ROOT, good_lines, step
 
 MEMORY_CAP_BYTES = 1536 << 20

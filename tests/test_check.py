@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from advisor.cli.check import run_check
-from advisor.ingest.schema import LogError
+from advisor.errors import LogError
 from conftest import ROOT
 
 

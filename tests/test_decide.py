@@ -10,7 +10,7 @@ from advisor.advice import advise, advise_numbers
 from advisor.decide.rules import RESOLVE_GAIN, Verdict
 from advisor.model.chain import MODEL_SE
 from advisor.present.text import render
-from advisor.settings import SettingsError
+from advisor.errors import SettingsError
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 

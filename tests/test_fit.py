@@ -11,9 +11,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from advisor.fit.pipeline import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, NO_REGIMES,
-                         TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE,
-                         RoleFit, expected_max_normal, fit_pipeline, huber_line, sync_scaling)
+from advisor.fit.pipeline import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, NO_REGIMES, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE, RoleFit, fit_pipeline, sync_scaling)
+from advisor.stats import expected_max_normal, huber_line
 from advisor.ingest.load import load_log
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
@@ -378,7 +377,7 @@ def test_regimes_are_detected_and_lower_the_balanced_projection(tmp_path):
 
 
 def test_the_fitted_or_assumed_contention_is_reported(recwarn):
-    from advisor.ingest.schema import AssumptionWarning
+    from advisor.errors import AssumptionWarning
 
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
     said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.ingest.load import load_log
-from advisor.ingest.schema import LogError, LogRefused, LogWarning
+from advisor.errors import LogError, LogRefused, LogWarning
 from conftest import HEADER, good_lines
 
 

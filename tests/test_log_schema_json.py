@@ -16,7 +16,8 @@ jsonschema = pytest.importorskip("jsonschema")
 from advisor import records  # noqa: E402
 from advisor.instrument import RateLog  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
-from advisor.ingest.schema import KNOWN_EVENTS, LogError  # noqa: E402
+from advisor.ingest.schema import KNOWN_EVENTS
+from advisor.errors import LogError  # noqa: E402
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -91,7 +91,7 @@ def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
 def test_barrier_rate_closed_form():
     import math
 
-    from advisor.fit.pipeline import expected_max_normal
+    from advisor.stats import expected_max_normal
     from advisor.model.chain import barrier_rate
 
     assert barrier_rate(10, 1, 1.0, 0.5, 16, 1.0, 4) == math.inf          # one rank: no barrier

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.fit.pipeline import Z_95
+from advisor.stats import Z_95
 from advisor.project.table import ERR_SHARED, lead_interval, lead_parts, project
 
 SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"

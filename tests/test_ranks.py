@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from advisor import advise
 from advisor.cli.app import app, route
 from advisor.ingest.load import load_log, load_logs
-from advisor.ingest.schema import LogError
+from advisor.errors import LogError
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 ROOT = Path(__file__).resolve().parent.parent

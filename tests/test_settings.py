@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.settings import MAX_GPUS, SettingsError, build_settings, check_roles
+from advisor.settings import MAX_GPUS, build_settings, check_roles
+from advisor.errors import SettingsError
 
 
 def make(**kw):

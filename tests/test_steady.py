@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from advisor.ingest.load import load_log
-from advisor.ingest.schema import SteadyStateWarning
+from advisor.errors import SteadyStateWarning
 from advisor.measure.steady import find_steady, mser_truncation
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from advisor.ingest import summary as summary
 from advisor.advice import advise
 from advisor.ingest.load import load_log, summarize_log
-from advisor.ingest.schema import LogError
+from advisor.errors import LogError
 from advisor.ingest.summary import merge_all, read_summary, summarize_paths
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 

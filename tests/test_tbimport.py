@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from advisor import advise
 from advisor.cli.app import app, route
 from advisor.ingest.load import load_log
-from advisor.ingest.schema import LogError, LogWarning
+from advisor.errors import LogError, LogWarning
 from advisor.tbimport import _masked, crc32c, parse_map, read_scalars
 
 ROOT = Path(__file__).resolve().parent.parent

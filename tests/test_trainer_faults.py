@@ -230,7 +230,7 @@ def test_an_unusable_emulation_source_exits_2_with_the_advisors_line(tmp_path, c
     assert expect.format(src=src) in line and line.startswith("dflash-train: ")
     if content is not None:
         from advisor.ingest.load import load_log
-        from advisor.ingest.schema import LogError
+        from advisor.errors import LogError
 
         try:
             load_log(src)

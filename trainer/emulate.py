@@ -111,7 +111,7 @@ class EmulationProfile:
 def steady_start_s(log) -> float:
     """Start of the source's steady state (advisor's warm-up rule, else a fixed share)."""
     try:
-        from advisor.ingest.schema import LogError
+        from advisor.errors import LogError
         from advisor.measure.steady import find_steady
 
         with warnings.catch_warnings():

@@ -149,7 +149,7 @@ def _import_advice() -> None:
 
 
 def _advise_or_die(logs: list[Path], **kw):
-    from advisor.ingest.schema import LogError
+    from advisor.errors import LogError
     _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
     size = 0
     for p in logs:
@@ -228,7 +228,7 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
     from advisor.cli.check import run_check
     from advisor.present.text import render
-    from advisor.ingest.schema import LogError
+    from advisor.errors import LogError
     fmt = _format(as_json, as_markdown)
     planned = _parse_roles(roles)
     _check_limits(gpus=gpus, roles=planned)
@@ -350,7 +350,7 @@ def import_tb_cmd(
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
 ) -> None:
     """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
-    from advisor.ingest.schema import LogError
+    from advisor.errors import LogError
     from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
     try:
         role_map = parse_roles(roles)
@@ -375,7 +375,7 @@ def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
     S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
     """
-    from advisor.ingest.schema import LogError
+    from advisor.errors import LogError
     from advisor.ingest.summary import summarize_paths
     try:
         summ = summarize_paths(logs, workers=jobs)

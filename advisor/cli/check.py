@@ -36,7 +36,8 @@ else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
 from advisor.advice import Advice, advise
-from advisor.ingest.schema import MAX_GPUS, MAX_QUEUE_CAP, LogError, LogRefused
+from advisor.ingest.schema import MAX_GPUS, MAX_QUEUE_CAP
+from advisor.errors import LogError, LogRefused
 
 METRICS = ("efficiency", "gpu_util")
 DEFAULT_MIN = 0.9

@@ -73,7 +73,7 @@ def _chunks(path: Path):
 
 def _count_lines(path: Path) -> int:
     """Whole lines written so far (a gzip stream still being written counts what decodes)."""
-    from advisor.ingest.schema import LogError
+    from advisor.errors import LogError
     n = 0
     try:
         for chunk in _chunks(path):
@@ -85,7 +85,7 @@ def _count_lines(path: Path) -> int:
 
 def _has_ended(path: Path) -> bool:
     """Whether the log's tail holds an 'end' event (used only when advise could not run)."""
-    from advisor.ingest.schema import LogError
+    from advisor.errors import LogError
     try:
         if path.suffix == ".gz":
             data = b""
@@ -163,7 +163,7 @@ def _err(msg: str) -> None:
 def _files(args: Sequence[Path]) -> list[Path]:
     """The log files the arguments name now (directories and globs expanded; [] while none exist)."""
     from advisor.ingest.ranks import expand
-    from advisor.ingest.schema import LogError
+    from advisor.errors import LogError
     out: list[Path] = []
     for a in args:
         try:
@@ -177,7 +177,7 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
                 max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
     """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
     from advisor.advice import advise
-    from advisor.ingest.schema import LogError, LogRefused
+    from advisor.errors import LogError, LogRefused
 
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")

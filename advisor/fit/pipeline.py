@@ -66,21 +66,19 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from advisor.measure.contention import ContentionWarning, WithinLogContention, estimate_within_log, within_log_text
+from advisor.errors import ContentionWarning
+from advisor.measure.contention import WithinLogContention, estimate_within_log, within_log_text
 from advisor.ingest.load import RunLog
-from advisor.ingest.schema import AssumptionWarning, LogError
+from advisor.errors import AssumptionWarning, LogError
 from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue
 from advisor.measure.steady import SteadyWindow, find_steady
+from advisor.stats import Z_95, batch_means_interval, expected_max_normal, huber_line
 
-BATCH_MEANS = 20
-T_975 = {19: 2.093, 9: 2.262, 4: 2.776, 2: 4.303}  # Student t, 97.5%, by degrees of freedom
-HUBER_K = 1.345
 DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical
 INPUT_STARVED_SHARE = 0.05
 PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
@@ -92,7 +90,6 @@ LOADER_STARVED_MIN = 0.01
 PRE_EMPTY_SHARE = 0.05
 LOADER_MIN_GAP = 0.005
 SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as the same budget
-Z_95 = 1.96
 # Contention prior (one split seen): a worker's step time may change by this much (one standard
 # error, relative, per producer added at a fixed G) because workers share a host resource (memory
 # bandwidth, PCIe, host CPU, the loader). From the real CPU sweeps in fixtures/sweep/: the RMS
@@ -439,18 +436,6 @@ class PipelineFit:
         return self.producer.role, self.consumer.role
 
 
-@lru_cache(maxsize=None)
-def expected_max_normal(m: int) -> float:
-    """E[max of m iid standard normals] (e_2 = 0.564, e_8 = 1.424)."""
-    if m <= 1:
-        return 0.0
-    x = np.linspace(-8.0, 8.0, 4001)
-    phi = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2)))
-    dens = m * phi * cdf ** (m - 1)
-    return float(np.trapezoid(x * dens, x))
-
-
 def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
     """Per-rank scaling s(M) of data-parallel drafters (1 for M = 1 or no sync)."""
     return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
@@ -473,80 +458,6 @@ def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: floa
     return k * mean / round_s
 
 
-def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, float, float]:
-    """Robust fit y = a + b x (Huber IRLS). Returns (a, b, r2). b = 0 when x does not vary.
-
-    Each round takes two medians (of the residuals, and of their distances to it: the MAD scale).
-    They are found with one single-k ``partition`` and a max over the lower half, the very values
-    ``np.median`` returns (for an even count it partitions around both middle elements, which
-    numpy does several times slower): the same line, bit for bit, at about half the cost on the
-    300k-step samples of a large log.
-    """
-    x = np.asarray(x, float)
-    y = np.asarray(y, float)
-    if len(x) < 3 or np.ptp(x) <= 0:
-        return float(np.mean(y)), 0.0, 0.0
-    n, half = len(y), len(y) // 2
-    work = np.empty_like(y)
-
-    def median(v: np.ndarray) -> float:
-        np.copyto(work, v)
-        work.partition(half)
-        hi = work[half]
-        return hi if n % 2 else (work[:half].max() + hi) / 2
-
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        median = np.median      # noqa: F811  (NaN in, NaN out, as np.median has it)
-    w = np.ones_like(y)
-    # the same operations in the same order as the plain expressions (so the same bits), into
-    # buffers allocated once: fresh 2.4 MB temporaries each round were a fifth of the cost
-    t1, t2, dx, r = (np.empty_like(y) for _ in range(4))
-    a = b = 0.0
-    for _ in range(iters):
-        sw = w.sum()
-        xm, ym = np.multiply(w, x, out=t1).sum() / sw, np.multiply(w, y, out=t1).sum() / sw
-        np.subtract(x, xm, out=dx)
-        sxx = np.multiply(w, np.multiply(dx, dx, out=t1), out=t1).sum()        # (w * dx ** 2).sum()
-        b_new = (np.multiply(np.multiply(w, dx, out=t1), np.subtract(y, ym, out=t2), out=t1).sum() / sxx
-                 if sxx > 0 else 0.0)                                          # (w * dx * (y - ym)).sum() / sxx
-        a_new = ym - b_new * xm
-        np.subtract(np.subtract(y, a_new, out=r), np.multiply(b_new, x, out=t1), out=r)   # y - a - b x
-        scale = 1.4826 * median(np.abs(np.subtract(r, median(r), out=t1), out=t1)) + 1e-12
-        u = np.divide(np.abs(r, out=t1), HUBER_K * scale, out=t1)
-        np.divide(1.0, np.maximum(u, 1e-12, out=t2), out=w)                   # 1 / max(u, 1e-12) ...
-        w[u <= 1] = 1.0                                                        # ... where u > 1, else 1
-        if abs(b_new - b) <= 1e-12 * max(abs(b), 1e-30) and abs(a_new - a) <= 1e-12 * max(abs(a), 1e-30):
-            a, b = a_new, b_new
-            break
-        a, b = a_new, b_new
-    if b < 0:
-        # busy time cannot fall with more tokens: the spread of token counts is too narrow to see
-        # the slope under the noise, so the step time is taken as flat
-        a, b = float(np.average(y, weights=w)), 0.0
-    elif a < 0 < b:
-        # a negative fixed cost is an extrapolation artefact (tokens cluster near the budget):
-        # refit through the origin, busy proportional to tokens
-        b = float((w * x * y).sum() / (w * x * x).sum())
-        a = 0.0
-    resid = y - a - b * x
-    ss_tot = ((y - y.mean()) ** 2).sum()
-    r2 = 1.0 - (resid ** 2).sum() / ss_tot if ss_tot > 0 else 0.0
-    return float(a), float(b), float(r2)
-
-
-def _batch_means_interval(series: np.ndarray) -> tuple[float, float]:
-    """95% interval of the mean of a time-ordered series by batch means."""
-    n = len(series)
-    k = BATCH_MEANS if n >= 5 * BATCH_MEANS else (10 if n >= 50 else (5 if n >= 15 else 3))
-    if n < 2 * k:
-        m = float(np.mean(series))
-        return m, m
-    bm = series[: n // k * k].reshape(k, -1).mean(axis=1)
-    half = T_975.get(k - 1, 2.0) * bm.std(ddof=1) / math.sqrt(k)
-    m = float(series.mean())
-    return m - half, m + half
-
-
 def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int,
                      line: tuple[float, float, float]) -> RoleFit:
     """Rates, variability and shares from ``steps``; ``line`` is the role's step-time line
@@ -555,7 +466,7 @@ def _role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int
     busy = steps["busy"].to_numpy()
     t0, c, r2 = line
     mean = float(busy.mean())
-    lo_busy, hi_busy = _batch_means_interval(busy)
+    lo_busy, hi_busy = batch_means_interval(busy)
     denom = max(wall_s * workers, 1e-12)
     return RoleFit(
         role=role, n_steps=len(busy), busy_mean_s=mean, busy_std_s=float(busy.std(ddof=1)) if len(busy) > 1 else 0.0,
@@ -586,7 +497,7 @@ def _log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
     """Standard error of log(mean busy) of one log: batch means (sampling) and drift together."""
     busy = steps["busy"].to_numpy()
     m = float(busy.mean())
-    lo, hi = _batch_means_interval(busy)
+    lo, hi = batch_means_interval(busy)
     return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + _drift(steps) ** 2 + run_se ** 2)
 
 
@@ -712,7 +623,7 @@ def _budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, group
     for gr in groups:
         busy = np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])
         m = float(busy.mean())
-        lo, hi = _batch_means_interval(busy)
+        lo, hi = batch_means_interval(busy)
         var.append(((hi - lo) / (2 * Z_95 * m)) ** 2 + max(_drift(per_log[i][rf.role]) for i in gr) ** 2
                    + TOKEN_RUN_SE ** 2 / len(gr))
         x.append(float(np.mean([per_log_tokens[i] for i in gr])))
@@ -779,7 +690,7 @@ def _role_from_rates(role: str, log: RunLog, win: SteadyWindow, producer_side: b
         consumer_saturated = hs_full_share is not None and hs_full_share > 0.5
         lower = producer_side or not consumer_saturated
     mu = float(series.mean())
-    lo, hi = _batch_means_interval(series)
+    lo, hi = batch_means_interval(series)
     busy = 1.0 / mu
     return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(DEFAULT_SCV), t0_s=0.0,
                    c_s_per_tok=0.0, r2=0.0, mu_bps=mu, mu_low_bps=lo, mu_high_bps=hi,

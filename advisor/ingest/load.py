@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, LogError,
-                     LogRefused, LogWarning, RunHeader, display_path, parse_header, validate_event)
+from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS, RunHeader, parse_header, validate_event)
+from advisor.errors import LogError, LogRefused, LogWarning, display_path
 from advisor.ingest import summary as _summary
 from advisor.ingest.summary import Summary, Totals, is_summary, read_summary
 

@@ -40,7 +40,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.ingest.load import RunLog
-from advisor.ingest.schema import LogError, RunHeader
+from advisor.errors import LogError
+from advisor.ingest.schema import RunHeader
 
 GLOB_CHARS = "*?["
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz")

@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from advisor.errors import LogError, LogWarning, display_path
+
 SCHEMA_VERSION = 1
 KNOWN_EVENTS = ("run", "step", "sync", "rates", "end")
 END_REASONS = ("done", "interrupted", "error")
@@ -35,47 +37,6 @@ MAX_TIME_S = 1e8
 MAX_TOKENS = 1 << 31
 MAX_INT = 1 << 53
 _FLOAT_MAX = 1.7976931348623157e308
-
-
-def display_path(path: str) -> str:
-    """A file name as one printable line: control characters and undecodable bytes escaped."""
-    if path.isprintable():
-        return path
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
-
-
-class LogError(ValueError):
-    """Unusable input. Its text names the file, the line and the field where known."""
-
-    def __init__(self, path: str, line: int | None, message: str, field: str | None = None):
-        self.path = str(path)
-        self.line = line
-        self.field = field
-        self.message = message
-        shown = display_path(self.path)
-        where = shown if line is None else f"{shown}:{line}"
-        what = f"field '{field}' {message}" if field else message
-        super().__init__(f"{where}: {what}")
-
-
-class LogRefused(LogError):
-    """Unusable input that more data will not fix (special file, over a size limit, bomb)."""
-
-
-class AdvisorWarning(UserWarning):
-    """Base of the advisor's typed warnings; each becomes a caveat in the report."""
-
-
-class LogWarning(AdvisorWarning):
-    """Something in the input was skipped or repaired (partial last line, unknown events)."""
-
-
-class SteadyStateWarning(AdvisorWarning):
-    """Warm-up was long or the run never settled: rates rest on a short window."""
-
-
-class AssumptionWarning(AdvisorWarning):
-    """A number was assumed or bounded rather than measured (e.g. rates-only logs, M=1 sync)."""
 
 
 @dataclass(frozen=True)

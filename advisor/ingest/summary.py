@@ -44,7 +44,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from advisor.ingest.schema import LogError, RunHeader, SteadyStateWarning, display_path, parse_header
+from advisor.errors import LogError, SteadyStateWarning
+from advisor.ingest.schema import RunHeader, parse_header
 
 FORMAT_VERSION = 1
 MAGIC = b'{"dflash_summary"'

@@ -65,21 +65,16 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from advisor.ingest.schema import AssumptionWarning
+from advisor.stats import HUBER_K, T_975
+
 
 BLOCKS = 20                  # time blocks for the cluster-robust standard errors
-T_975_19 = 2.093             # Student t, 97.5%, 19 degrees of freedom
-HUBER_K = 1.345
 MIN_STEPS = 60               # per role, in the steady window
 MIN_PEER_SD = 0.25           # workers: concurrency that varies less identifies nothing
 MIN_STARVED_SHARE = 0.05     # both starved and back-to-back steps at least this share
 STARVED_MIN = 0.2            # a wait above this share of the median step counts as starved
 MAX_HALF95 = 0.05            # a slope is identified when its 95% half-width is at most this
 MAX_FIT_STEPS = 20_000       # per role: the regression's cost stays bounded on long logs
-
-
-class ContentionWarning(AssumptionWarning):
-    """What one log shows about contention between workers, and what the projection assumes of it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +97,7 @@ class RoleContention:
 
     @staticmethod
     def _ok(se: float) -> bool:
-        return math.isfinite(se) and T_975_19 * se <= MAX_HALF95
+        return math.isfinite(se) and T_975[19] * se <= MAX_HALF95
 
     @property
     def producer_identified(self) -> bool:
@@ -118,11 +113,11 @@ class RoleContention:
 
     @property
     def producer_confounded(self) -> bool:
-        return math.isfinite(self.per_producer_se) and self.per_producer + T_975_19 * self.per_producer_se < 0
+        return math.isfinite(self.per_producer_se) and self.per_producer + T_975[19] * self.per_producer_se < 0
 
     @property
     def consumer_confounded(self) -> bool:
-        return math.isfinite(self.per_consumer_se) and self.per_consumer + T_975_19 * self.per_consumer_se < 0
+        return math.isfinite(self.per_consumer_se) and self.per_consumer + T_975[19] * self.per_consumer_se < 0
 
     def usable(self, which: str) -> float:
         """The slope on busy ``which`` ("producer"/"consumer") if identified and not confounded, else 0."""
@@ -350,14 +345,14 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
                                        rc.consumer_confounded)):
             if not math.isfinite(se):
                 continue
-            part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * T_975_19 * se:.1f}%)"
+            part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * T_975[19] * se:.1f}%)"
             if conf:
                 odd.append(part)
             elif ok:
                 found.append(part)
         if rc.starved_identified:
             found.append(f"a {rc.role}'s step after a starved wait {_pct(rc.starved)} against back-to-back "
-                         f"(95% +-{100 * T_975_19 * rc.starved_se:.1f}%)")
+                         f"(95% +-{100 * T_975[19] * rc.starved_se:.1f}%)")
     if not found and not odd:
         sds = (f"busy {producer}s sd {w.producer.producer_peers_sd:.2f}, busy {consumer}s sd "
                f"{w.consumer.consumer_peers_sd:.2f}")

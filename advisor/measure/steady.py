@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.ingest.load import RunLog
-from advisor.ingest.schema import LogError, SteadyStateWarning
+from advisor.errors import LogError, SteadyStateWarning
 
 MSER_BATCH = 5
 MIN_STEADY_EVENTS = 30      # consumer completions (steps) needed after warm-up

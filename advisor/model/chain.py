@@ -71,7 +71,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.fit.pipeline import Z_95, PipelineFit, expected_max_normal, sync_scaling, sync_scaling_range
+from advisor.stats import Z_95, expected_max_normal
+from advisor.fit.pipeline import PipelineFit, sync_scaling, sync_scaling_range
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities

@@ -61,17 +61,14 @@ from typing import Sequence
 
 import pandas as pd
 
-from advisor.fit.pipeline import Z_95, PipelineFit
+from advisor.stats import Z_95
+from advisor.fit.pipeline import PipelineFit
 from advisor.model.chain import SplitResult, project_split
-from advisor.ingest.schema import AdvisorWarning
+from advisor.errors import ReconcileWarning
 from advisor.settings import Settings
 
 RECONCILE_PCT = 3.0
 SAME_BATCH_TOL = 0.10      # a log whose batches are within 10% of the projected size is comparable
-
-
-class ReconcileWarning(AdvisorWarning):
-    """The model does not reproduce a measured rate at a split a log ran."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,67 @@
+"""Every error and typed warning of the advisor, in one place.
+
+Errors are raised at the boundary, loud and specific: a :class:`LogError` names the file, the
+line and the field; a :class:`SettingsError` names the option. The warnings are typed so that
+`advisor.advice` can collect each as a caveat: :class:`AssumptionWarning` for a number that was
+assumed or bounded rather than measured, :class:`SteadyStateWarning` for a short or unsettled
+window, :class:`LogWarning` for input skipped or repaired, and the two refinements of an
+assumption (:class:`ContentionWarning`, :class:`ReconcileWarning`).
+"""
+from __future__ import annotations
+
+
+def display_path(path: str) -> str:
+    """A file name as one printable line: control characters and undecodable bytes escaped."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
+
+
+class LogError(ValueError):
+    """Unusable input. Its text names the file, the line and the field where known."""
+
+    def __init__(self, path: str, line: int | None, message: str, field: str | None = None):
+        self.path = str(path)
+        self.line = line
+        self.field = field
+        self.message = message
+        shown = display_path(self.path)
+        where = shown if line is None else f"{shown}:{line}"
+        what = f"field '{field}' {message}" if field else message
+        super().__init__(f"{where}: {what}")
+
+
+class LogRefused(LogError):
+    """Unusable input that more data will not fix (special file, over a size limit, bomb)."""
+
+
+class AdvisorWarning(UserWarning):
+    """Base of the advisor's typed warnings; each becomes a caveat in the report."""
+
+
+class LogWarning(AdvisorWarning):
+    """Something in the input was skipped or repaired (partial last line, unknown events)."""
+
+
+class SteadyStateWarning(AdvisorWarning):
+    """Warm-up was long or the run never settled: rates rest on a short window."""
+
+
+class AssumptionWarning(AdvisorWarning):
+    """A number was assumed or bounded rather than measured (e.g. rates-only logs, M=1 sync)."""
+
+
+class ContentionWarning(AssumptionWarning):
+    """What one log shows about contention between workers, and what the projection assumes of it."""
+
+
+class ReconcileWarning(AdvisorWarning):
+    """The model does not reproduce a measured rate at a split a log ran."""
+
+
+class SettingsError(ValueError):
+    """An option is unusable; the text names the option."""
+
+    def __init__(self, option: str, message: str):
+        self.option = option
+        super().__init__(f"{option}: {message}")
