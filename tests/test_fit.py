@@ -11,7 +11,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from advisor.fit.pipeline import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, NO_REGIMES, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE, RoleFit, fit_pipeline, sync_scaling)
+from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE)
+from advisor.model.params import NO_REGIMES, RoleFit
+from advisor.fit.pipeline import fit_pipeline
+from advisor.model.chain import sync_scaling
 from advisor.stats import expected_max_normal, huber_line
 from advisor.ingest.load import load_log
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
@@ -115,7 +118,7 @@ def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
 
 
 def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
-    from advisor.fit.pipeline import RUN_SE
+    from advisor.model.priors import RUN_SE
 
     fit = _sweep_fit("cpu16/cpu16-3x3-r0.jsonl.gz")
     c = fit.contention
@@ -235,13 +238,13 @@ def _frames(levels: dict[float, float], rng, n: int = 400, cv: float = 0.02):
 
 
 def _line_fit(levels: dict[float, float], seed: int = 3):
-    from advisor.fit.pipeline import _budget_line
+    from advisor.fit.tokens import budget_line
     frames, toks = _frames(levels, np.random.default_rng(seed))
     m = float(frames[0]["target"]["busy"].mean())
     rf = RoleFit(role="target", n_steps=400, busy_mean_s=m, busy_std_s=0.02 * m, t0_s=0.0, c_s_per_tok=m / toks[0],
                  r2=0.0, mu_bps=1 / m, mu_low_bps=0.98 / m, mu_high_bps=1.02 / m, busy_share=1.0, starved_share=0.0,
                  blocked_share=0.0)
-    return _budget_line(rf, toks[0], frames, toks, [[i] for i in frames])
+    return budget_line(rf, toks[0], frames, toks, [[i] for i in frames])
 
 
 @pytest.mark.parametrize("a_s, b_s", [(0.040, 2.5e-6), (0.005, 3.0e-6), (0.120, 1.0e-6)])
@@ -386,7 +389,7 @@ def test_the_fitted_or_assumed_contention_is_reported(recwarn):
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")
     said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
     assert any(f"{100 * CONTENTION_PRIOR_SE:.1f}% per worker moved" in m for m in said), said
-    from advisor.fit.pipeline import CONTENTION_SINGLE_SE
+    from advisor.model.priors import CONTENTION_SINGLE_SE
     assert any(f"{100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a lone worker"
                in m for m in said), said
     assert any(f"each extra target is taken to change a target's step +{100 * math.expm1(CONTENTION_PRIOR_K_PRODUCER):.1f}%"
@@ -396,8 +399,8 @@ def test_the_fitted_or_assumed_contention_is_reported(recwarn):
 
 
 def test_step_lines_in_threads_are_the_lines_fitted_in_line(tmp_path, monkeypatch):
-    """On a large log the two step-time lines fit in worker threads (fit._StepLines): the same fit."""
-    import advisor.fit.pipeline as fitmod
+    """On a large log the two step-time lines fit in worker threads (fit.StepLines): the same fit."""
+    import advisor.fit.roles as fitmod
     write_log(tmp_path / "a.jsonl", scenario(n_batches=3000))
     lg = load_log(tmp_path / "a.jsonl")
     monkeypatch.setattr(fitmod, "PARALLEL_LINE_ROWS", 10 ** 12)

@@ -150,7 +150,8 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
 def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     # sync cost logged at 3 drafters only: 6-2 is projected for a ring all-reduce, and its interval
     # reaches the projection for a flat one; a second drafter count identifies the scaling
-    from advisor.fit.pipeline import fit_pipeline, sync_scaling_range
+    from advisor.fit.pipeline import fit_pipeline
+    from advisor.model.chain import sync_scaling_range
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split
     from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log

@@ -157,7 +157,7 @@ def test_a_lone_worker_is_another_regime():
     # one drafter against two or more (or one target against two or more) is another regime: a
     # split on the other side of that line from the logged one carries CONTENTION_SINGLE_SE for
     # the role, through its elasticity, as one unknown shared by every such split
-    from advisor.fit.pipeline import CONTENTION_SINGLE_SE as J
+    from advisor.model.priors import CONTENTION_SINGLE_SE as J
 
     df = advise([SWEEP / "cpu32" / "cpu32-6x2-r0.jsonl.gz"]).splits
     assert df.at["7-1", "bottleneck"] == "drafter" and df.at["7-1", "err_c_single"] > 0.5 * J

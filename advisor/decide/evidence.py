@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.fit.pipeline import PipelineFit
+from advisor.model.params import PipelineFit
 from advisor.ingest.load import RunLog
 
 MIN_BATCHES = 100

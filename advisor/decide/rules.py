@@ -45,7 +45,7 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence
 from advisor.stats import Z_95
-from advisor.fit.pipeline import PipelineFit
+from advisor.model.params import PipelineFit
 from advisor.project.table import lead_interval, lead_parts, split_label
 from advisor.project.queues import QueueAdvice, queue_advice
 from advisor.project.sensitivity import Sensitivity, sensitivity

@@ -71,8 +71,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.model.params import PipelineFit, RoleFit, SyncFit
 from advisor.stats import Z_95, expected_max_normal
-from advisor.fit.pipeline import PipelineFit, sync_scaling, sync_scaling_range
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
@@ -334,3 +334,25 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         bottleneck=bottleneck, producer_blocked=res.producer_blocked, consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean, x_low_bps=lo, x_high_bps=hi, producer_busy_scale=k_p,
         consumer_busy_scale=k_c, **err)
+
+
+def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
+    """Per-rank scaling s(M) of data-parallel drafters (1 for M = 1 or no sync)."""
+    return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
+
+
+def sync_scaling_range(consumer: RoleFit, sync: SyncFit, m: int,
+                       busy_mean_s: float | None = None) -> tuple[float, float]:
+    """s(M) at the two ends of ``SyncFit.allreduce_range_s`` (low first; equal where identified)."""
+    lo, hi = sync.allreduce_range_s(m)
+    return _sync_scaling_at(consumer, sync, m, busy_mean_s, hi), _sync_scaling_at(consumer, sync, m, busy_mean_s, lo)
+
+
+def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None, allreduce_s: float) -> float:
+    k = sync.sync_every
+    if m <= 1 or k <= 0:
+        return 1.0
+    mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
+    sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
+    round_s = k * mean + math.sqrt(k) * sigma * expected_max_normal(m) + allreduce_s
+    return k * mean / round_s

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from advisor.fit.pipeline import PipelineFit
+from advisor.model.params import PipelineFit
 from advisor.ingest.load import RunLog
 from advisor.model.simulate import simulate
 

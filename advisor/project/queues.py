@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.fit.pipeline import PipelineFit
+from advisor.model.params import PipelineFit
 from advisor.project.table import split_capacities
 from advisor.settings import Settings
 

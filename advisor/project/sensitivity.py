@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from advisor.fit.pipeline import PipelineFit, sync_scaling
+from advisor.model.params import PipelineFit
+from advisor.model.chain import sync_scaling
 from advisor.project.table import split_capacities
 from advisor.settings import Settings
 

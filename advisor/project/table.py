@@ -62,7 +62,7 @@ from typing import Sequence
 import pandas as pd
 
 from advisor.stats import Z_95
-from advisor.fit.pipeline import PipelineFit
+from advisor.model.params import PipelineFit
 from advisor.model.chain import SplitResult, project_split
 from advisor.errors import ReconcileWarning
 from advisor.settings import Settings

@@ -1,0 +1,114 @@
+"""One GPU role's service model from its steady steps (or from rates snapshots)."""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from advisor.ingest.load import RunLog
+from advisor.measure.steady import SteadyWindow
+from advisor.model.params import RoleFit
+from advisor.model.priors import DEFAULT_SCV
+from advisor.stats import Z_95, batch_means_interval, huber_line
+
+
+def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int,
+                     line: tuple[float, float, float]) -> RoleFit:
+    """Rates, variability and shares from ``steps``; ``line`` is the role's step-time line
+    (`huber_line` on all logs' steps, so that logs at other token budgets pin the slope down;
+    `StepLines`)."""
+    busy = steps["busy"].to_numpy()
+    t0, c, r2 = line
+    mean = float(busy.mean())
+    lo_busy, hi_busy = batch_means_interval(busy)
+    denom = max(wall_s * workers, 1e-12)
+    return RoleFit(
+        role=role, n_steps=len(busy), busy_mean_s=mean, busy_std_s=float(busy.std(ddof=1)) if len(busy) > 1 else 0.0,
+        t0_s=t0, c_s_per_tok=c, r2=r2, mu_bps=1.0 / mean,
+        mu_low_bps=1.0 / max(hi_busy, 1e-12), mu_high_bps=1.0 / max(lo_busy, 1e-12),
+        busy_share=float(busy.sum() / denom), starved_share=float(steps["wait"].sum() / denom),
+        blocked_share=float(steps["blocked"].sum() / denom))
+
+
+def drift(steps: pd.DataFrame) -> float:
+    """Relative half-difference of the mean busy time between the two halves (by time) of a window."""
+    if len(steps) < 20:
+        return 0.0
+    t = steps["t"].to_numpy()
+    busy = steps["busy"].to_numpy()
+    mid = 0.5 * (t.min() + t.max())
+    a, b = busy[t < mid], busy[t >= mid]
+    if len(a) < 5 or len(b) < 5:
+        return 0.0
+    return float(abs(a.mean() - b.mean()) / (a.mean() + b.mean()))
+
+
+def log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
+    """Standard error of log(mean busy) of one log: batch means (sampling) and drift together."""
+    busy = steps["busy"].to_numpy()
+    m = float(busy.mean())
+    lo, hi = batch_means_interval(busy)
+    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + drift(steps) ** 2 + run_se ** 2)
+
+
+def role_from_rates(role: str, log: RunLog, win: SteadyWindow, producer_side: bool,
+                     hs_full_share: float | None) -> RoleFit:
+    r = log.rates[win.mask(log.rates["t"])]
+    n = log.header.roles[role]
+    cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
+    lower = False
+    if cap_col in r and r[cap_col].notna().sum() >= 1:
+        series = r[cap_col].dropna().to_numpy() / n
+    else:
+        series = r[bps_col].dropna().to_numpy() / n
+        # behind a full queue the producer's completions are throttled: only a floor on capacity;
+        # a consumer with a full input queue never starves, so its rate is its capacity
+        consumer_saturated = hs_full_share is not None and hs_full_share > 0.5
+        lower = producer_side or not consumer_saturated
+    mu = float(series.mean())
+    lo, hi = batch_means_interval(series)
+    busy = 1.0 / mu
+    return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(DEFAULT_SCV), t0_s=0.0,
+                   c_s_per_tok=0.0, r2=0.0, mu_bps=mu, mu_low_bps=lo, mu_high_bps=hi,
+                   busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
+                   measured=False, lower_bound=lower)
+
+
+PARALLEL_LINE_ROWS = 100_000      # steps of both roles from which the step-time lines fit in threads
+
+
+def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """The frames one under the other, numbered from 0 (one frame: itself renumbered; copy-on-write,
+    so not copied)."""
+    return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+
+class StepLines:
+    """Each role's step-time line (`huber_line` on its steps' tokens and busy times), fitted on
+    entering; on a large log (``PARALLEL_LINE_ROWS`` steps or more in all) in two worker threads
+    instead, while the caller fits the rest: the Huber rounds are whole-array numpy work, which
+    releases the GIL, and were the largest part of a large log's fit. The same lines either way."""
+
+    def __init__(self, line_frames: Mapping[str, pd.DataFrame]):
+        # the arrays are taken here, in the caller's thread: the workers touch no pandas object
+        self._xy = {r: (f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
+        self._pool = None
+        self._lines: dict[str, object] = {}
+
+    def __enter__(self) -> "StepLines":
+        if sum(len(x) for x, _ in self._xy.values()) >= PARALLEL_LINE_ROWS:
+            self._pool = ThreadPoolExecutor(len(self._xy), thread_name_prefix="dflash-fit")
+            self._lines = {r: self._pool.submit(huber_line, *xy) for r, xy in self._xy.items()}
+        else:
+            self._lines = {r: huber_line(*xy) for r, xy in self._xy.items()}
+        return self
+
+    def get(self, role: str) -> tuple[float, float, float]:
+        line = self._lines[role]
+        return line.result() if self._pool is not None else line
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)

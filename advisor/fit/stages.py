@@ -1,0 +1,115 @@
+"""The stages around the two roles: the drafters' sync and the input loader."""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+
+from advisor.errors import AssumptionWarning
+from advisor.ingest.load import RunLog
+from advisor.measure.observe import ObservedRun, steady_steps, time_weighted_queue
+from advisor.measure.steady import SteadyWindow
+from advisor.model.chain import project_split
+from advisor.model.params import LoaderFit, PipelineFit, RoleFit, SyncFit
+INPUT_STARVED_SHARE = 0.05
+PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
+# A loader close to binding: producers starved at least this share of their time while some
+# prefetch queue is seen empty in at least PRE_EMPTY_SHARE of the snapshots. Its capacity is then
+# calibrated: the lambda_L that reproduces the observed rate at the observed split, when the
+# model without it over-predicts that split by more than LOADER_MIN_GAP.
+LOADER_STARVED_MIN = 0.01
+PRE_EMPTY_SHARE = 0.05
+LOADER_MIN_GAP = 0.005
+
+
+def fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: str) -> SyncFit:
+    k = max((lg.header.sync_every for lg in logs), default=0)
+    by_m: dict[int, list[float]] = {}
+    for lg, w in zip(logs, wins):
+        m = lg.header.roles[consumer]
+        if m > 1 and len(lg.syncs):
+            d = lg.syncs.loc[w.mask(lg.syncs["t"]), "dur"].dropna()
+            if len(d):
+                by_m.setdefault(m, []).extend(d.tolist())
+            if not lg.header.sync_every:
+                # infer steps per sync from counts when the header does not say
+                n_steps = int(((lg.steps["role"] == consumer) & w.mask(lg.steps["t"])).sum())
+                if len(d):
+                    k = max(k, int(round(n_steps / m / len(d))))
+    means = {m: float(np.mean(v)) for m, v in by_m.items()}
+    if not means:
+        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, measured=False)
+    ms = np.array(sorted(means), dtype=float)
+    ys = np.array([means[int(m)] for m in ms])
+    if len(ms) == 1:
+        warnings.warn(AssumptionWarning(
+            f"sync cost measured at {int(ms[0])} {consumer}s only ({ys[0] * 1e3:.0f} ms per all-reduce): how it "
+            f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
+            f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
+            f"second {consumer} count would measure it"), stacklevel=2)
+        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
+                       dur_by_workers=means, measured=True, scaling_identified=False)
+    from scipy.optimize import nnls
+    # constant (e.g. a switch-offloaded or latency-dominated collective), per-hop latency, ring bandwidth
+    a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])
+    coef, _ = nnls(a_mat, ys)
+    return SyncFit(sync_every=k, latency_s=float(coef[1]), bandwidth_s=float(coef[2]), fixed_s=float(coef[0]),
+                   dur_by_workers=means, measured=True)
+
+
+def fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: RoleFit,
+                observed: Sequence[ObservedRun]) -> LoaderFit:
+    lg, w, _ob = logs[0], wins[0], observed[0]
+    pre = lg.header.queue_feeding(lg.header.producer)
+    depth = time_weighted_queue(lg, w, pre.name)[0] if pre else None
+    starved = producer.starved_share
+    empty = depth is None or depth < PRE_EMPTY_DEPTH
+    bound = bool(np.isfinite(starved) and starved > INPUT_STARVED_SHARE and empty)
+    cap = scv = None
+    if bound and lg.has_steps:
+        st = steady_steps(lg, w)
+        tgt = st[st["role"] == lg.header.producer]
+        cap = len(tgt) / max(w.duration_s, 1e-12)
+        # a batch reaches a starved target when the loader finishes it: start = t - blocked - busy
+        arrivals = np.sort((tgt["t"] - tgt["blocked"] - tgt["busy"]).to_numpy())
+        gaps = np.diff(arrivals)
+        scv = float(gaps.var() / gaps.mean() ** 2) if len(gaps) > 2 and gaps.mean() > 0 else 1.0
+    empty_share = None
+    if pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
+        q = lg.rates.loc[w.mask(lg.rates["t"]), f"qmin_{pre.name}"].dropna()
+        empty_share = float((q < 0.5).mean()) if len(q) else None
+    near = bool(not bound and np.isfinite(starved) and starved > LOADER_STARVED_MIN
+                and (empty or (empty_share is not None and empty_share >= PRE_EMPTY_SHARE)))
+    return LoaderFit(input_bound=bound, capacity_bps=cap, scv=scv if scv is not None else 1.0,
+                     producer_starved_share=float(starved), pre_mean_depth=depth, pre_empty_share=empty_share,
+                     near_binding=near)
+
+
+def calibrate_loader(fit: "PipelineFit") -> "PipelineFit":
+    """Engage a near-binding loader: solve its capacity so the model meets the observed split's rate
+    (bisection in log space; the throughput rises monotonically with the loader's capacity)."""
+    ob = fit.observed[0]
+    n, m = ob.roles.get(fit.producer.role, 0), ob.roles.get(fit.consumer.role, 0)
+    if n < 1 or m < 1 or ob.bps <= 0 or fit.pre_cap < 1:
+        return fit
+    free = project_split(fit, n, m, interval=False).x_bps
+    if free <= ob.bps * (1 + LOADER_MIN_GAP):
+        return fit   # the pipeline without a loader limit already explains the observed rate
+
+    def x_at(lam: float) -> float:
+        f = replace(fit, loader=replace(fit.loader, input_bound=True, capacity_bps=lam))
+        return project_split(f, n, m, interval=False).x_bps
+
+    lo, hi = ob.bps, 50.0 * ob.bps
+    if x_at(hi) < ob.bps:
+        return fit
+    for _ in range(40):
+        mid = math.sqrt(lo * hi)
+        if x_at(mid) < ob.bps:
+            lo = mid
+        else:
+            hi = mid
+    return replace(fit, loader=replace(fit.loader, input_bound=True, capacity_bps=hi, calibrated=True))

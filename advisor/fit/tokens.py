@@ -1,0 +1,83 @@
+"""How step time follows the batch's tokens: the in-log line, a power law, or a line through budgets."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from advisor.fit.roles import drift
+from advisor.model.params import SAME_BUDGET_TOL, RoleFit
+from advisor.model.priors import TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_RUN_SE
+from advisor.stats import Z_95, batch_means_interval
+TOKEN_LINE_GRID = 101            # grid points of the line's elasticity posterior, 0..1
+LINE_MIN_SPREAD = 1.5           # q98/q02 of batch tokens needed to trust the in-log step-time line
+LINE_MIN_R2 = 0.3
+
+
+def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups: list[list[int]]) -> RoleFit:
+    """The line busy = a + b*tokens through the budgets' means, shrunk towards the elasticity prior
+    (see TOKEN_RUN_SE and TOKEN_EXPONENT_PRIOR).
+
+    Written as busy(T) = L (1 - e + e T / T_mid), with T_mid the (weighted geometric) mid-point of
+    the budgets and e = b T_mid / (a + b T_mid) the line's elasticity there; 0 <= e <= 1 keeps the
+    fixed cost a >= 0. Each budget's log mean step time z_i has variance v_i (sampling, drift and
+    the run-to-run TOKEN_RUN_SE); with a flat prior on log L and the elasticity prior
+    N(TOKEN_EXPONENT_PRIOR, (TOKEN_EXPONENT_PRIOR_HALF95 / 1.96)^2) on e, the posterior of e is
+    computed on a grid (log L is Gaussian given e: its weighted mean, variance 1 / sum(1 / v_i)).
+    Two close, noisy budgets then cannot produce a wild slope, and a projection carries the
+    posterior spread of the line at its budget, which grows with the lever arm."""
+    x, z, var = [], [], []
+    for gr in groups:
+        busy = np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])
+        m = float(busy.mean())
+        lo, hi = batch_means_interval(busy)
+        var.append(((hi - lo) / (2 * Z_95 * m)) ** 2 + max(drift(per_log[i][rf.role]) for i in gr) ** 2
+                   + TOKEN_RUN_SE ** 2 / len(gr))
+        x.append(float(np.mean([per_log_tokens[i] for i in gr])))
+        z.append(math.log(m))
+    xa, za, w = np.array(x), np.array(z), 1.0 / np.array(var)
+    mid = float(math.exp(np.sum(w * np.log(xa)) / np.sum(w)))
+    e = np.linspace(0.0, 1.0, TOKEN_LINE_GRID)
+    g = np.log(np.maximum(1.0 - e[:, None] + e[:, None] * (xa / mid)[None, :], 1e-12))   # grid x budgets
+    lam = ((za[None, :] - g) * w).sum(axis=1) / w.sum()
+    chi2 = (((za[None, :] - g - lam[:, None]) ** 2) * w).sum(axis=1)
+    sd0 = TOKEN_EXPONENT_PRIOR_HALF95 / Z_95
+    logp = -0.5 * chi2 - 0.5 * ((e - TOKEN_EXPONENT_PRIOR) / sd0) ** 2
+    post = np.exp(logp - logp.max())
+    post /= post.sum()
+    keep = post > 1e-9
+    e_mean = float(np.sum(post * e))
+    level = float(np.exp(np.sum(post * lam)))
+    # the budget group tokens_ref falls in (the anchor): its observed mean is what busy_mean_s stands for
+    anchor = int(np.argmin(np.abs(np.log(xa / tokens_mean))))
+    return replace(rf, token_model="budgets", tokens_ref=tokens_mean,
+                   budget_line=(level * (1.0 - e_mean), level * e_mean / mid),
+                   budget_posterior=tuple(zip(e[keep].tolist(), lam[keep].tolist(), post[keep].tolist())),
+                   budget_tokens_mid=mid, budget_level_var=float(1.0 / w.sum()),
+                   budget_anchor_s=float(math.exp(za[anchor])),
+                   token_range=(float(xa.min()), float(xa.max())))
+
+
+def token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_steps, consumer: str) -> RoleFit:
+    """Choose how step time follows the batch's tokens (see RoleFit.busy_at)."""
+    groups: list[list[int]] = []
+    for i in sorted(with_steps, key=lambda j: per_log_tokens[j]):
+        if groups and per_log_tokens[i] / per_log_tokens[groups[-1][0]] - 1.0 <= SAME_BUDGET_TOL:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    if len(groups) >= 2:
+        return budget_line(rf, tokens_mean, per_log, per_log_tokens, groups)
+    tok = np.concatenate([per_log[i][consumer]["tokens"].to_numpy(float) for i in with_steps])
+    spread = float(np.quantile(tok, 0.98) / max(np.quantile(tok, 0.02), 1e-9)) if len(tok) else 1.0
+    if spread >= LINE_MIN_SPREAD and rf.r2 >= LINE_MIN_R2 and rf.c_s_per_tok > 0:
+        return replace(rf, token_model="line", tokens_ref=tokens_mean, token_range=(tokens_mean, tokens_mean))
+    # the in-log line's elasticity at the mean batch, c*T/(t0 + c*T), moves the prior by as much as
+    # the line explains (r2): a narrow token range leaves the prior nearly as it is
+    elast = rf.c_s_per_tok * tokens_mean / max(rf.t0_s + rf.c_s_per_tok * tokens_mean, 1e-12)
+    lo_p, hi_p = TOKEN_EXPONENT_PRIOR - TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_EXPONENT_PRIOR + TOKEN_EXPONENT_PRIOR_HALF95
+    w = min(max(rf.r2, 0.0), 1.0)
+    p = TOKEN_EXPONENT_PRIOR + w * (min(max(elast, lo_p), hi_p) - TOKEN_EXPONENT_PRIOR)
+    return replace(rf, token_model="power", tokens_ref=tokens_mean, token_exponent=p,
+                   token_exponent_half95=TOKEN_EXPONENT_PRIOR_HALF95, token_range=(tokens_mean, tokens_mean))

@@ -1,0 +1,281 @@
+"""The model's parameters: what a fit hands to the projection (records only, no estimation).
+
+A :class:`PipelineFit` holds one :class:`RoleFit` per GPU role (service model per worker: mean and
+spread of busy time, the step-time line or token model, the rate's interval), the drafters'
+:class:`SyncFit`, the input :class:`LoaderFit`, how step times change with the split
+(:class:`ContentionFit`) and over time (:class:`RegimeFit`), the queues' depths and the batch
+sizes, and the observed runs it rests on. `advisor.fit` builds it; `advisor.model.chain` and
+`advisor.project` read it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from advisor.measure.contention import WithinLogContention
+from advisor.measure.observe import ObservedRun
+from advisor.model.priors import CONTENTION_PRIOR_SE, CONTENTION_SINGLE_SE, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE
+from advisor.stats import Z_95
+
+
+@dataclass(frozen=True)
+class RoleFit:
+    """Service model of one GPU role (per worker)."""
+
+    role: str
+    n_steps: int
+    busy_mean_s: float
+    busy_std_s: float
+    t0_s: float
+    c_s_per_tok: float
+    r2: float
+    mu_bps: float
+    mu_low_bps: float
+    mu_high_bps: float
+    busy_share: float
+    starved_share: float
+    blocked_share: float
+    measured: bool = True          # False: rates-only estimate
+    lower_bound: bool = False      # True: mu is only known to be at least this
+    drift: float = 0.0             # |m1 - m2| / (m1 + m2) of the mean busy time in the two halves of the window
+    tokens_ref: float = 0.0        # mean tokens per batch that busy_mean_s refers to
+    token_model: str = "line"      # "line": t0 + c*tokens (in-log); "power": busy_mean * (tokens/tokens_ref)^p;
+    #                                "budgets": busy_mean * (a + b*tokens) / (a + b*tokens_ref), a line through budgets
+    token_exponent: float = 1.0    # p of the power law
+    token_exponent_half95: float = 0.0   # 95% half-width of p (at one e-fold of extrapolation)
+    token_range: tuple[float, float] = (0.0, 0.0)   # mean tokens of the logged budgets (lowest, highest)
+    budget_line: tuple[float, float] = (0.0, 0.0)   # (a_s, b_s_per_tok): the posterior mean line through the budgets
+    # the line's posterior (see budget_line): grid of elasticities e at budget_tokens_mid, each with its
+    # best log level and posterior weight; budget_level_var: variance of the log level given e;
+    # budget_anchor_s: the fitted budgets' mean step time at tokens_ref, the level busy_mean_s stands for
+    budget_posterior: tuple[tuple[float, float, float], ...] = ()
+    budget_tokens_mid: float = 0.0
+    budget_level_var: float = 0.0
+    budget_anchor_s: float = 0.0
+
+    @property
+    def busy_scv(self) -> float:
+        return (self.busy_std_s / self.busy_mean_s) ** 2 if self.busy_mean_s > 0 else 0.0
+
+    def busy_at(self, tokens: float) -> float:
+        """Mean busy seconds of a batch of ``tokens`` tokens."""
+        if self.token_model == "power" and self.tokens_ref > 0 and tokens > 0:
+            return max(self.busy_mean_s * (tokens / self.tokens_ref) ** self.token_exponent, 1e-9)
+        if self.token_model == "budgets" and self.tokens_ref > 0 and tokens > 0:
+            # the posterior line's level at tokens relative to the budgets' own mean at tokens_ref,
+            # carried onto this fit's level there (contention and all)
+            mean, _ = self._budget_log_moments(tokens)
+            return max(self.busy_mean_s * math.exp(mean) / self.budget_anchor_s, 1e-9)
+        return max(self.t0_s + self.c_s_per_tok * tokens, 1e-9)
+
+    def _budget_log_moments(self, tokens: float) -> tuple[float, float]:
+        """Posterior mean and variance of log busy(tokens) (seconds) from the budgets' line."""
+        r = tokens / self.budget_tokens_mid
+        vals, wts = [], []
+        for e, lam, w in self.budget_posterior:
+            vals.append(lam + math.log(max(1.0 - e + e * r, 1e-12)))
+            wts.append(w)
+        mean = sum(w * v for w, v in zip(wts, vals))
+        var = sum(w * (v - mean) ** 2 for w, v in zip(wts, vals))
+        return mean, var + self.budget_level_var
+
+    def busy_at_rel_half95(self, tokens: float) -> float:
+        """95% half-width of log(busy_at(tokens)) from the token model alone (0 at the logged
+        budget or when the in-log line is trusted)."""
+        if self.token_model not in ("power", "budgets") or self.tokens_ref <= 0 or tokens <= 0:
+            return 0.0
+        # a run at another budget is another run: the anchor run's own level is off by TOKEN_RUN_SE
+        other = abs(tokens / self.tokens_ref - 1.0) > SAME_BUDGET_TOL
+        run = Z_95 * TOKEN_RUN_SE if other else 0.0
+        lo, hi = self.token_range
+        if self.token_model == "budgets":
+            out = 0.0 if lo <= tokens <= hi else abs(math.log(tokens / (lo if tokens < lo else hi)))
+            _, var = self._budget_log_moments(tokens)
+            return math.sqrt(Z_95 ** 2 * var + (TOKEN_LINE_CURVATURE_HALF95 * out) ** 2 + run ** 2)
+        # one budget: the exponent's range over the e-folds from it
+        return math.hypot(self.token_exponent_half95 * abs(math.log(tokens / self.tokens_ref)), run)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContentionFit:
+    """How a worker's step time depends on the split (shared host resources).
+
+    ``busy_r(N) = busy_r(N_ref) * exp(k_r * (N - N_ref))`` for N producers at the fitted G
+    (one producer more = one consumer fewer). ``k_r`` is fitted by weighted least squares of
+    each log's log mean busy time on N when logs at two or more splits of one G are given; its
+    standard error combines each log's sampling error and drift. Beyond the logged splits (with one
+    split, everywhere) the slope is the prior's, ``prior_k`` (``CONTENTION_PRIOR_K_PRODUCER`` and
+    ``_CONSUMER`` on a shared host, else 0), and ``CONTENTION_PRIOR_SE`` per worker of distance is
+    carried: ``busy_r(N) = busy_r(clip(N)) * exp(prior_k_r * (N - clip(N)))``, clip(N) the nearest
+    logged producer count.
+
+    A split whose count of a role is 1 where the logged split's is not (or the reverse) carries
+    ``CONTENTION_SINGLE_SE`` for that role as well (`single_se`): a lone worker is another regime.
+
+    ``within``: the first log's within-log slopes of step time on concurrently busy peers
+    (`advisor.measure.contention`), reported as data. They do not move the projection (inside a log,
+    concurrency is set by the step times themselves, and on the real sweeps the within-log slopes
+    did not predict the step times at other splits); a role whose own slope (per busy worker of
+    its role) is identified and not confounded carries ``sqrt(prior^2 + slope^2)`` per worker of
+    distance instead of the prior alone (``role_prior_se``).
+    """
+
+    ref_producers: int
+    gpus: int
+    producer_k: float
+    consumer_k: float
+    producer_se: float
+    consumer_se: float
+    measured: bool
+    lo_producers: int = 0          # the logged producer counts span lo..hi
+    hi_producers: int = 0
+    prior_se: float = CONTENTION_PRIOR_SE
+    run_se: float = 0.0            # run-to-run level shift per role (RUN_SE on shared hosts)
+    prior_k: tuple[float, float] = (0.0, 0.0)
+    within: WithinLogContention | None = None
+
+    def _clip(self, n: int) -> int:
+        return min(max(n, self.lo_producers), self.hi_producers)
+
+    def role_prior_se(self) -> tuple[float, float]:
+        """Per-worker standard error carried beyond the logged splits (producer, consumer)."""
+        if not self.prior_se or self.within is None or not self.within.estimated:
+            return self.prior_se, self.prior_se
+        own_p = self.within.producer.usable("producer")
+        own_c = self.within.consumer.usable("consumer")
+        return math.hypot(self.prior_se, own_p), math.hypot(self.prior_se, own_c)
+
+    def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """Busy-time multipliers (producer, consumer) at ``n_producer`` producers: the fitted line
+        between the logged splits, the prior's slope beyond them."""
+        if gpus != self.gpus:
+            return 1.0, 1.0
+        c = self._clip(n_producer)
+        d, beyond = c - self.ref_producers, n_producer - c
+        return (math.exp(self.producer_k * d + self.prior_k[0] * beyond),
+                math.exp(self.consumer_k * d + self.prior_k[1] * beyond))
+
+    def single_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """Standard errors of log busy (producer, consumer) for the lone-worker regime
+        (``CONTENTION_SINGLE_SE``): where one side of ``n_producer`` and the logged splits has
+        one worker of the role and the other more, and the logs did not span both."""
+        if gpus != self.gpus or not self.prior_se:
+            return 0.0, 0.0
+        out = []
+        for here, ref, lo, hi in ((n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
+                                  (gpus - n_producer, gpus - self.ref_producers, gpus - self.hi_producers,
+                                   gpus - self.lo_producers)):
+            spanned = lo == 1 < hi
+            out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)
+        return out[0], out[1]
+
+    def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """Standard errors of log busy (producer, consumer) at ``n_producer`` producers."""
+        if gpus != self.gpus:
+            return 0.0, 0.0
+        c = self._clip(n_producer)
+        inside, beyond = abs(c - self.ref_producers), abs(n_producer - c)
+        prior_p, prior_c = self.role_prior_se()
+        return (self.producer_se * inside + prior_p * beyond,
+                self.consumer_se * inside + prior_c * beyond)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegimeFit:
+    """Time-correlated changes of step time (non-stationarity) over the steady window.
+
+    Per time slice w of the window: each role's mean step time relative to the role's overall
+    mean, shrunk towards 1 by the share of the between-slice variance that sampling explains
+    (James-Stein: ``1 + (1 - 1/F) (m_w/m - 1)``, F = between-slice variance of slice means over
+    its sampling expectation). ``detected``: F >= REGIME_F_MIN for a role and a shrunk slice
+    departs by REGIME_MIN_DEV. Then `advisor.model.chain` projects each slice with its own rates and the
+    within-slice variability, and averages the throughput over the (equal-time) slices: slow
+    stretches are not averaged away inside one mean rate, nor treated as independent draws.
+    """
+
+    producer_scale: tuple[float, ...] = ()
+    consumer_scale: tuple[float, ...] = ()
+    weight: tuple[float, ...] = ()     # share of time of each (grouped) slice
+    producer_scv: float = 0.0          # within-slice SCV
+    consumer_scv: float = 0.0
+    f_producer: float = 0.0
+    f_consumer: float = 0.0
+    detected: bool = False
+NO_REGIMES = RegimeFit()
+
+
+NO_CONTENTION = ContentionFit(ref_producers=0, gpus=0, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
+                              consumer_se=0.0, measured=False)
+
+
+@dataclass(frozen=True)
+class SyncFit:
+    """Data-parallel drafter sync: every ``sync_every`` steps, a collective of ``T_ar(M)`` s."""
+
+    sync_every: int
+    latency_s: float             # a in T_ar = c + a*(M-1) + b*(M-1)/M
+    bandwidth_s: float           # b
+    dur_by_workers: Mapping[int, float] = field(default_factory=dict)
+    measured: bool = False
+    fixed_s: float = 0.0         # c
+    # measured at one drafter count only: the scaling with M is unidentified; T_ar(M) assumes a
+    # ring and the intervals carry the flat extreme too (allreduce_range_s)
+    scaling_identified: bool = True
+
+    def allreduce_s(self, m: int) -> float:
+        if m <= 1:
+            return 0.0
+        return self.fixed_s + self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
+
+    def allreduce_range_s(self, m: int) -> tuple[float, float]:
+        """T_ar(M) between the plausible extremes: equal to the fit where the scaling is identified;
+        from one measured M_0, flat (T_0 at every M, a switch-offloaded or latency-bound collective)
+        and ring (T_0 (M-1)/M / ((M_0-1)/M_0), bandwidth-bound), low first."""
+        if m <= 1:
+            return 0.0, 0.0
+        if self.scaling_identified or not self.dur_by_workers:
+            t = self.allreduce_s(m)
+            return t, t
+        m0, t0 = next(iter(self.dur_by_workers.items()))
+        ring = t0 * ((m - 1) / m) / ((m0 - 1) / m0)
+        return min(t0, ring), max(t0, ring)
+
+
+@dataclass(frozen=True)
+class LoaderFit:
+    input_bound: bool
+    capacity_bps: float | None   # known when input-bound
+    scv: float
+    producer_starved_share: float
+    pre_mean_depth: float | None
+    pre_empty_share: float | None = None   # share of snapshots with some prefetch queue empty
+    near_binding: bool = False             # starved with queues running dry, below the fixed thresholds
+    calibrated: bool = False               # capacity_bps solved from the observed split's rate
+
+
+@dataclass(frozen=True)
+class PipelineFit:
+    """Everything the model needs, fitted from one or more logs of the same job."""
+
+    producer: RoleFit
+    consumer: RoleFit
+    sync: SyncFit
+    loader: LoaderFit
+    hs_cap: int
+    pre_cap: int
+    tokens_mean: float
+    tokens_std: float
+    seqs_mean: float | None
+    source: str                  # "steps" or "rates"
+    observed: tuple[ObservedRun, ...]
+    hs_bytes_per_token: float | None
+    total_batches: float | None  # the whole job, when samples x epochs are known
+    tokens_range: tuple[float, float] = (0.0, 0.0)   # batch sizes the step-time line was fitted on
+    contention: ContentionFit = NO_CONTENTION
+    regimes: RegimeFit = NO_REGIMES
+
+    @property
+    def roles(self) -> tuple[str, str]:
+        return self.producer.role, self.consumer.role
+SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as the same budget
