@@ -21,6 +21,7 @@ from advisor.decide.rules import Decision, decide
 from advisor.decide.evidence import Evidence, gather
 from advisor.model.params import PipelineFit
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline
+from advisor.measure.measured import measure_logs
 from advisor.ingest.load import RunLog, load_logs
 from advisor.project.table import Reconciliation, project, reconcile, split_capacities, split_label
 from advisor.ingest.schema import SCHEMA_VERSION
@@ -286,7 +287,7 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         logs = load_logs(paths)
-        fit = fit_pipeline(logs)
+        fit = fit_pipeline(measure_logs(logs))
     head = logs[0].header
     p, c = fit.roles
     settings = build_settings(producer=p, consumer=c, gpus=gpus if gpus is not None else head.gpus,

@@ -72,7 +72,7 @@ def crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def _masked(crc: int) -> int:
+def masked_crc(crc: int) -> int:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
@@ -90,7 +90,7 @@ def _records(path: Path) -> Iterator[tuple[int, bytes]]:
             return
         header = raw[pos:pos + 8]
         (length,), (len_crc,) = struct.unpack("<Q", header), struct.unpack("<I", raw[pos + 8:pos + 12])
-        if _masked(crc32c(header)) != len_crc:
+        if masked_crc(crc32c(header)) != len_crc:
             raise LogError(str(path), None, f"record at byte {pos}: length CRC mismatch (not a TensorBoard event "
                                             f"file, or corrupt)")
         end = pos + 12 + length + 4
@@ -100,7 +100,7 @@ def _records(path: Path) -> Iterator[tuple[int, bytes]]:
             return
         data = raw[pos + 12:pos + 12 + length]
         (data_crc,) = struct.unpack("<I", raw[end - 4:end])
-        if _masked(crc32c(data)) != data_crc:
+        if masked_crc(crc32c(data)) != data_crc:
             raise LogError(str(path), None, f"record at byte {pos}: data CRC mismatch (corrupt event file)")
         yield pos, data
         pos = end

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from advisor.advice import advise  # noqa: E402
-from advisor.fit.pipeline import fit_pipeline  # noqa: E402
+from advisor.fit.pipeline import fit_logs  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
 
 SOURCES = (  # (log, G, time scale, q_hs depth: None = the log's)
@@ -45,7 +45,7 @@ def measure(src: Path, n: int, m: int, steps: int, scale: float, hs: int | None,
     subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fit_pipeline([load_log(out)]).observed[0].bps
+        return fit_logs([load_log(out)]).observed[0].bps
 
 
 def main() -> None:

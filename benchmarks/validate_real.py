@@ -147,7 +147,7 @@ def within_table(name: str, truth: dict) -> list[dict]:
     import warnings
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))     # this tree's advisor, as the subprocesses get it
-    from advisor.fit.pipeline import fit_pipeline
+    from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split
     folder = ROOT / "fixtures" / "sweep" / name
@@ -156,7 +156,7 @@ def within_table(name: str, truth: dict) -> list[dict]:
     for r in runs:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = fit_pipeline([load_log(folder / (r["log"] + ".gz"))])
+            fit = fit_logs([load_log(folder / (r["log"] + ".gz"))])
         w = fit.contention.within
         worst = [0.0, 0.0]
         for (n, m), t in truth.items():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import advisor.ingest.summary as summary
-from advisor.fit.pipeline import fit_pipeline
+from advisor.fit.pipeline import fit_logs
 from advisor.ingest.load import load_log
 from advisor.measure.observe import completion_counts, completions, observe, time_weighted_queue, window_sums
 from advisor.measure.steady import find_steady
@@ -27,9 +27,9 @@ def test_observed_rate_counts_completions_after_the_window_opens(ref_log):
     n, _ = completions(lg, win, "drafter")
     t = lg.steps.loc[lg.steps["role"] == "drafter", "t"]
     assert n == ((t > win.start_s) & (t <= win.end_s + 1e-9)).sum()
-    ob = observe(lg, win, 30000.0)
+    ob = observe(lg, win)
     assert ob.bps == pytest.approx(n / win.duration_s)
-    assert fit_pipeline([lg]).observed[0].bps == ob.bps        # the fit reads the same number
+    assert fit_logs([lg]).observed[0].bps == ob.bps        # the fit reads the same number
 
 
 def test_queue_depth_is_time_weighted_and_full_share_bounded(ref_log):

@@ -17,7 +17,7 @@ from advisor import advise
 from advisor.cli.app import app, route
 from advisor.ingest.load import load_log
 from advisor.errors import LogError, LogWarning
-from advisor.tbimport import _masked, crc32c, parse_map, read_scalars
+from advisor.tbimport import masked_crc, crc32c, parse_map, read_scalars
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "fixtures" / "tensorboard"
@@ -46,7 +46,7 @@ def test_crc32c_known_values():
     assert crc32c(b"") == 0
     assert crc32c(b"123456789") == 0xE3069283            # the standard check value
     assert crc32c(b"\x00" * 32) == 0x8A9136AA             # RFC 3720 B.4
-    assert _masked(0) == 0xA282EAD8
+    assert masked_crc(0) == 0xA282EAD8
 
 
 def test_reads_both_scalar_encodings_of_a_real_writer_and_skips_the_rest():
@@ -168,8 +168,8 @@ def _event(wall: float, step: int, values: list[bytes]) -> bytes:
 
 def _record(data: bytes) -> bytes:
     length = struct.pack("<Q", len(data))
-    return (length + struct.pack("<I", _masked(crc32c(length))) + data
-            + struct.pack("<I", _masked(crc32c(data))))
+    return (length + struct.pack("<I", masked_crc(crc32c(length))) + data
+            + struct.pack("<I", masked_crc(crc32c(data))))
 
 
 def _value(tag: str, tensor: bytes) -> bytes:

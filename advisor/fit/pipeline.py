@@ -78,8 +78,10 @@ from advisor.fit.stages import calibrate_loader, fit_loader, fit_sync
 from advisor.fit.tokens import token_model
 from advisor.ingest.load import RunLog
 from advisor.measure.contention import WithinLogContention, within_log_text
-from advisor.measure.observe import ObservedRun, observe, steady_steps
-from advisor.measure.steady import SteadyWindow, find_steady
+from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
+from advisor.measure.measured import Measurement, measure_logs
+from advisor.measure.observe import ObservedRun
+from advisor.measure.steady import SteadyWindow
 from advisor.model.params import (SAME_BUDGET_TOL, NO_CONTENTION, NO_REGIMES, ContentionFit, LoaderFit, PipelineFit, RegimeFit, RoleFit,
                                   SyncFit)
 from advisor.model.priors import CONTENTION_SINGLE_SE, DEFAULT_SCV
@@ -105,14 +107,12 @@ class _Roles:
     path: str                    # the log the fit rests on (for the caveats)
 
 
-def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps: Sequence[int]) -> _Roles:
+def _fit_steps(measured: Measurement) -> _Roles:
     """Both roles from step events: busy-time rates, the step-time line, contention, drift, regimes."""
-    head = logs[0].header
-    producer, consumer = head.producer, head.consumer
-    hs = head.queue_feeding(consumer)
-    steady = {i: steady_steps(logs[i], wins[i]) for i in with_steps}
-    # each log's steady steps split by role once (on a sampled log each split copies 300k rows)
-    per_log = {i: {r: st[st["role"] == r] for r in (producer, consumer)} for i, st in steady.items()}
+    ms = measured.logs
+    producer, consumer = measured.producer, measured.consumer
+    with_steps = measured.with_steps
+    per_log = {i: ms[i].steps for i in with_steps}
     per_log_tokens = {i: float(per_log[i][consumer]["tokens"].mean()) for i in with_steps}
     first = with_steps[0]
     # logs at another token budget inform the step-time line only; rates and variability
@@ -127,21 +127,21 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
             line_parts[r].append(per_log[i][r])
             if i in same:
                 parts[r].append(per_log[i][r])
-                walls[r] += wins[i].duration_s * logs[i].header.roles[r]
+                walls[r] += ms[i].window.duration_s * ms[i].roles[r]
     frames = {r: stacked(parts[r]) for r in parts}
     line_frames = {r: stacked(line_parts[r]) for r in line_parts}
     for r, f in frames.items():
         if len(f) < 3:
-            raise LogError(logs[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
+            raise LogError(ms[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
     cons = frames[consumer]
     tokens_mean = float(cons["tokens"].mean())
+    hs = ms[0].log.header.queue_feeding(consumer)
     with StepLines(line_frames) as lines:
         # (the step-time lines are fitted meanwhile, on a large log in worker threads)
-        contention = fit_contention(logs, same, per_log, producer, consumer, first, wins[first])
-        ob0 = observe(logs[first], wins[first], tokens_mean)
-        in_pipe = (hs.cap if hs else 0) + sum(logs[first].header.roles.values())
-        regimes = fit_regimes(per_log[first], wins[first], producer, consumer,
-                               REGIME_SLICE_FILLS * in_pipe / max(ob0.bps, 1e-12))
+        contention = fit_contention(ms, same, measured.within, producer, first)
+        in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
+        regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer,
+                              REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12))
         pfit = role_from_steps(producer, frames[producer], walls[producer], 1, line=lines.get(producer))
         cfit = role_from_steps(consumer, frames[consumer], walls[consumer], 1, line=lines.get(consumer))
     fits = {}
@@ -149,7 +149,7 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
         rf = replace(rf, drift=max(drift(per_log[i][rf.role]) for i in same))
         if contention.measured:
             # the line through the logs' means at the observed split replaces the pooled mean
-            ref = contention_ref_busy(per_log, same, logs, producer, rf.role, contention)
+            ref = contention_ref_busy(ms, same, producer, rf.role, contention)
             f = ref / rf.busy_mean_s
             rf = replace(rf, busy_mean_s=ref, busy_std_s=rf.busy_std_s * f, t0_s=rf.t0_s * f,
                          c_s_per_tok=rf.c_s_per_tok * f, mu_bps=rf.mu_bps / f, mu_low_bps=rf.mu_low_bps / f,
@@ -160,29 +160,26 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
     seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
     all_tok = line_frames[consumer]["tokens"].to_numpy(float)
     tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
-    observed = tuple(observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
-    if any(getattr(logs[i], "sampled", False) for i in with_steps):
+    observed = tuple(m.observed.with_tokens(tokens_mean) for m in ms)
+    if any(ms[i].log.sampled for i in with_steps):
         # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned sums
-        from advisor.ingest.summary import exact_fit
-        (pfit, cfit), observed, tokens_mean, seqs_mean = exact_fit(logs, wins, same, (pfit, cfit), observed)
-        observed = tuple(observed)
+        (pfit, cfit), tokens_mean, seqs_mean = sampled_role_fits(ms, same, (pfit, cfit))
     return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=tokens_std,
                   seqs_mean=seqs_mean, tokens_range=tokens_range, observed=observed, contention=contention,
-                  regimes=regimes, source="steps", path=logs[first].path)
+                  regimes=regimes, source="steps", path=ms[first].path)
 
 
-def _fit_rates(logs: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> _Roles:
+def _fit_rates(measured: Measurement) -> _Roles:
     """Both roles from `rates` snapshots only (capacities from cap_bps, else bounds; variability assumed)."""
-    head = logs[0].header
-    producer, consumer = head.producer, head.consumer
-    lg, w = logs[0], wins[0]
-    r = lg.rates[w.mask(lg.rates["t"])]
+    producer, consumer = measured.producer, measured.consumer
+    m0 = measured.logs[0]
+    lg, r = m0.log, m0.rates
     bps = r[f"bps_{consumer}"].mean()
-    tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(head.token_budget or 1)
-    observed = tuple(observe(g, ww, tokens_mean) for g, ww in zip(logs, wins))
+    tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(lg.header.token_budget or 1)
+    observed = tuple(m.observed.with_tokens(tokens_mean) for m in measured.logs)
     full = observed[0].hs_full_share
-    pfit = role_from_rates(producer, lg, w, True, full)
-    cfit = role_from_rates(consumer, lg, w, False, full)
+    pfit = role_from_rates(producer, r, lg.header.roles[producer], True, full)
+    cfit = role_from_rates(consumer, r, lg.header.roles[consumer], False, full)
     # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
     pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
     cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
@@ -253,30 +250,21 @@ def _prior_slope_text(contention: ContentionFit, producer: str, consumer: str) -
     return f"each extra {producer} is taken to change " + " and ".join(parts)
 
 
-def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
-    """Fit one model from logs of the same job (possibly at different splits)."""
-    if not logs:
-        raise LogError("<none>", None, "no log to fit")
+def fit_pipeline(measured: Measurement) -> PipelineFit:
+    """Fit one model from the measured logs of one job (possibly at different splits)."""
+    logs = [m.log for m in measured.logs]
     head = logs[0].header
-    producer, consumer = head.producer, head.consumer
-    for lg in logs[1:]:
-        if (lg.header.producer, lg.header.consumer) != (producer, consumer):
-            raise LogError(lg.path, None, f"has roles {list(lg.header.roles)}, unlike {logs[0].path} "
-                           f"({list(head.roles)}); logs fitted together must be of the same job", "roles")
-    wins = [find_steady(lg) for lg in logs]
-    with_steps = [i for i, lg in enumerate(logs) if lg.has_steps]
-    roles = _fit_steps(logs, wins, with_steps) if with_steps else _fit_rates(logs, wins)
+    roles = _fit_steps(measured) if measured.with_steps else _fit_rates(measured)
     _warn_shared_compute(logs, roles)
-    sync = fit_sync(logs, wins, consumer)
-    loader = fit_loader(logs, wins, roles.producer, roles.observed)
-    if any(getattr(lg, "sampled", False) for lg in logs):
+    sync = fit_sync(measured.logs, measured.consumer)
+    loader = fit_loader(measured.logs[0], roles.producer)
+    if measured.sampled:
         # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
-        from advisor.ingest.summary import exact_loader_and_sync
-        sync, loader = exact_loader_and_sync(logs, wins, sync, loader)
+        sync, loader = sampled_loader_and_sync(measured.logs, sync, loader)
     total = None
     if head.samples and head.epochs and roles.seqs_mean:
         total = head.samples * head.epochs / roles.seqs_mean
-    hs, pre = head.queue_feeding(consumer), head.queue_feeding(producer)
+    hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     fit = PipelineFit(producer=roles.producer, consumer=roles.consumer, sync=sync, loader=loader,
                       hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
                       tokens_mean=roles.tokens_mean, tokens_std=roles.tokens_std, seqs_mean=roles.seqs_mean,
@@ -286,6 +274,11 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     if loader.near_binding and roles.source == "steps":
         fit = calibrate_loader(fit)
     return fit
+
+
+def fit_logs(logs: Sequence[RunLog]) -> PipelineFit:
+    """`fit_pipeline` of `advisor.measure.measured.measure_logs` (for callers holding logs)."""
+    return fit_pipeline(measure_logs(logs))
 
 
 def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = 20,

@@ -7,8 +7,6 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from advisor.ingest.load import RunLog
-from advisor.measure.steady import SteadyWindow
 from advisor.model.params import RoleFit
 from advisor.model.priors import DEFAULT_SCV
 from advisor.stats import Z_95, batch_means_interval, huber_line
@@ -53,10 +51,11 @@ def log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
     return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + drift(steps) ** 2 + run_se ** 2)
 
 
-def role_from_rates(role: str, log: RunLog, win: SteadyWindow, producer_side: bool,
-                     hs_full_share: float | None) -> RoleFit:
-    r = log.rates[win.mask(log.rates["t"])]
-    n = log.header.roles[role]
+def role_from_rates(role: str, rates: pd.DataFrame, n: int, producer_side: bool,
+                    hs_full_share: float | None) -> RoleFit:
+    """One role of ``n`` workers from the steady window's snapshots (``rates``): from ``cap_bps``
+    where logged, else from throughput, which bounds a throttled role's capacity from below."""
+    r = rates
     cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
     lower = False
     if cap_col in r and r[cap_col].notna().sum() >= 1:

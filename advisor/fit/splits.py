@@ -8,8 +8,8 @@ import numpy as np
 
 from advisor.fit.roles import log_mean_se
 from advisor.ingest.load import RunLog
-from advisor.measure.contention import estimate_within_log
-from advisor.measure.steady import SteadyWindow
+from advisor.measure.contention import WithinLogContention
+from advisor.measure.measured import MeasuredLog
 from advisor.model.params import ContentionFit
 from advisor.model.priors import CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, RUN_SE
 
@@ -28,19 +28,17 @@ def shares_compute(log: RunLog) -> bool:
     return extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
 
 
-def fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, producer: str, consumer: str,
-                    first: int, win: SteadyWindow) -> ContentionFit:
-    """Per-role slope of log mean busy time on the producer count, over logs of one G, and the first
-    log's within-log slopes on busy peers (see ContentionFit)."""
-    lg = logs[first]
-    g = sum(lg.header.roles.values())
-    n_ref = lg.header.roles[producer]
-    prior = CONTENTION_PRIOR_SE if shares_compute(lg) else 0.0
+def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None,
+                   producer: str, first: int) -> ContentionFit:
+    """Per-role slope of log mean busy time on the producer count, over logs of one G, with the first
+    step log's within-log slopes on busy peers (``within``, measured; see ContentionFit)."""
+    consumer = measured[first].log.header.consumer
+    g = sum(measured[first].roles.values())
+    n_ref = measured[first].roles[producer]
+    prior = CONTENTION_PRIOR_SE if shares_compute(measured[first].log) else 0.0
     prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
-    within = estimate_within_log(lg.steps, producer, consumer, n_ref, lg.header.roles[consumer], win.start_s,
-                                 win.end_s, sampled=bool(getattr(lg, "sampled", False)))
-    idx = [i for i in same if sum(logs[i].header.roles.values()) == g]
-    ns = np.array([logs[i].header.roles[producer] for i in idx], float)
+    idx = [i for i in same if sum(measured[i].roles.values()) == g]
+    ns = np.array([measured[i].roles[producer] for i in idx], float)
     if len(set(ns.tolist())) < 2:
         return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0,
                              producer_se=0.0, consumer_se=0.0, measured=False, lo_producers=n_ref,
@@ -48,9 +46,9 @@ def fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produce
                              run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k)
     out = {}
     for r in (producer, consumer):
-        y = np.array([math.log(per_log[i][r]["busy"].mean()) for i in idx])
+        y = np.array([math.log(measured[i].steps[r]["busy"].mean()) for i in idx])
         # one run's own level shift is RUN_SE / sqrt(2) (RUN_SE is the difference between two runs)
-        se = np.array([max(log_mean_se(per_log[i][r], RUN_SE / math.sqrt(2) if prior else 0.0), 1e-4)
+        se = np.array([max(log_mean_se(measured[i].steps[r], RUN_SE / math.sqrt(2) if prior else 0.0), 1e-4)
                        for i in idx])
         w = 1.0 / se ** 2
         xm = float((w * ns).sum() / w.sum())
@@ -68,15 +66,16 @@ def fit_contention(logs: Sequence[RunLog], same: Sequence[int], per_log, produce
                          run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k)
 
 
-def contention_ref_busy(per_log, same, logs, producer: str, role: str, cont: ContentionFit) -> float:
+def contention_ref_busy(measured: Sequence[MeasuredLog], same: Sequence[int], producer: str, role: str,
+                        cont: ContentionFit) -> float:
     """Mean busy time of ``role`` at the reference split, from the fitted line (weighted by steps)."""
     vals, wts = [], []
     for i in same:
-        if sum(logs[i].header.roles.values()) != cont.gpus:
+        if sum(measured[i].roles.values()) != cont.gpus:
             continue
-        st = per_log[i][role]
+        st = measured[i].steps[role]
         k = cont.producer_k if role == producer else cont.consumer_k
-        d = logs[i].header.roles[producer] - cont.ref_producers
+        d = measured[i].roles[producer] - cont.ref_producers
         vals.append(math.log(st["busy"].mean()) - k * d)
         wts.append(len(st))
     return float(math.exp(np.average(vals, weights=wts)))

@@ -9,9 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from advisor.errors import AssumptionWarning
-from advisor.ingest.load import RunLog
-from advisor.measure.observe import ObservedRun, steady_steps, time_weighted_queue
-from advisor.measure.steady import SteadyWindow
+from advisor.measure.measured import MeasuredLog
 from advisor.model.chain import project_split
 from advisor.model.params import LoaderFit, PipelineFit, RoleFit, SyncFit
 INPUT_STARVED_SHARE = 0.05
@@ -25,18 +23,20 @@ PRE_EMPTY_SHARE = 0.05
 LOADER_MIN_GAP = 0.005
 
 
-def fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: str) -> SyncFit:
-    k = max((lg.header.sync_every for lg in logs), default=0)
+def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
+    """The drafters' sync: steps per sync and the collective's time by drafter count (see SyncFit)."""
+    k = max((ml.log.header.sync_every for ml in measured), default=0)
     by_m: dict[int, list[float]] = {}
-    for lg, w in zip(logs, wins):
+    for ml in measured:
+        lg = ml.log
         m = lg.header.roles[consumer]
         if m > 1 and len(lg.syncs):
-            d = lg.syncs.loc[w.mask(lg.syncs["t"]), "dur"].dropna()
+            d = ml.syncs["dur"].dropna()
             if len(d):
                 by_m.setdefault(m, []).extend(d.tolist())
             if not lg.header.sync_every:
                 # infer steps per sync from counts when the header does not say
-                n_steps = int(((lg.steps["role"] == consumer) & w.mask(lg.steps["t"])).sum())
+                n_steps = len(ml.steps[consumer]) if consumer in ml.steps else 0
                 if len(d):
                     k = max(k, int(round(n_steps / m / len(d))))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
@@ -60,18 +60,17 @@ def fit_sync(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], consumer: str
                    dur_by_workers=means, measured=True)
 
 
-def fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: RoleFit,
-                observed: Sequence[ObservedRun]) -> LoaderFit:
-    lg, w, _ob = logs[0], wins[0], observed[0]
+def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
+    """The input loader from the first log: input-bound, near binding, or free (see the fit docstring)."""
+    lg, w = ml.log, ml.window
     pre = lg.header.queue_feeding(lg.header.producer)
-    depth = time_weighted_queue(lg, w, pre.name)[0] if pre else None
+    depth = ml.pre_mean_depth
     starved = producer.starved_share
     empty = depth is None or depth < PRE_EMPTY_DEPTH
     bound = bool(np.isfinite(starved) and starved > INPUT_STARVED_SHARE and empty)
     cap = scv = None
     if bound and lg.has_steps:
-        st = steady_steps(lg, w)
-        tgt = st[st["role"] == lg.header.producer]
+        tgt = ml.steps[lg.header.producer]
         cap = len(tgt) / max(w.duration_s, 1e-12)
         # a batch reaches a starved target when the loader finishes it: start = t - blocked - busy
         arrivals = np.sort((tgt["t"] - tgt["blocked"] - tgt["busy"]).to_numpy())
@@ -79,7 +78,7 @@ def fit_loader(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], producer: R
         scv = float(gaps.var() / gaps.mean() ** 2) if len(gaps) > 2 and gaps.mean() > 0 else 1.0
     empty_share = None
     if pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
-        q = lg.rates.loc[w.mask(lg.rates["t"]), f"qmin_{pre.name}"].dropna()
+        q = ml.rates[f"qmin_{pre.name}"].dropna()
         empty_share = float((q < 0.5).mean()) if len(q) else None
     near = bool(not bound and np.isfinite(starved) and starved > LOADER_STARVED_MIN
                 and (empty or (empty_share is not None and empty_share >= PRE_EMPTY_SHARE)))

@@ -92,6 +92,10 @@ class RunLog:
     def has_steps(self) -> bool:
         return len(self.steps) > 0
 
+    def is_sampled(self, role: str) -> bool:
+        """This role's steps are a sample of a large log (exact counts and sums are in ``totals``)."""
+        return self.totals is not None and role in self.totals.pruned
+
     @property
     def duration_s(self) -> float:
         ts = [f["t"].max() for f in (self.steps, self.rates, self.syncs) if len(f)]

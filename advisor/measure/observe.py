@@ -17,7 +17,8 @@ exact time-binned sums, and every count here then comes from the sums).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 import numpy as np
@@ -40,6 +41,10 @@ class ObservedRun:
     eta_s: float | None          # the pipeline's own ETA at the log's end
     hs_mean_depth: float | None  # time-weighted q_hs depth (from rates), if logged
     hs_full_share: float | None
+
+    def with_tokens(self, tokens_per_batch: float) -> "ObservedRun":
+        """The same run with tokens/s from a batch size where the log did not measure it."""
+        return self if not math.isnan(self.tok_s) else replace(self, tok_s=self.bps * tokens_per_batch)
 
 
 def _sampled(log: RunLog, role: str) -> bool:
@@ -120,8 +125,10 @@ def time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[floa
     return float(np.average(depth, weights=w)), full
 
 
-def observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
-    """The observed run: rate and tokens/s over the steady window, q_hs depth, progress."""
+def observe(log: RunLog, win: SteadyWindow) -> ObservedRun:
+    """The observed run: rate and tokens/s over the steady window, q_hs depth, progress. A
+    rates-only log without ``tok_s`` does not measure tokens/s: NaN, which the fit fills in from
+    its batch size (`ObservedRun.with_tokens`)."""
     consumer = log.header.consumer
     hs = log.header.queue_feeding(consumer)
     depth, full = time_weighted_queue(log, win, hs.name) if hs else (None, None)
@@ -137,6 +144,6 @@ def observe(log: RunLog, win: SteadyWindow, tokens_mean: float) -> ObservedRun:
     else:
         r = log.rates[win.mask(log.rates["t"])]
         bps = float(r[f"bps_{consumer}"].mean())
-        tok = float(r["tok_s"].mean()) if "tok_s" in r and r["tok_s"].notna().any() else bps * tokens_mean
+        tok = float(r["tok_s"].mean()) if "tok_s" in r and r["tok_s"].notna().any() else math.nan
     return ObservedRun(path=log.path, roles=dict(log.header.roles), bps=bps, tok_s=tok, steady=win, done=done,
                        eta_s=eta, hs_mean_depth=depth, hs_full_share=full)

@@ -242,11 +242,44 @@ def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, flo
     return math.hypot(samp, rf.drift), math.hypot(tok, run_se)
 
 
-def _role_log_se(rf, tokens: float | None, cont_se: float, run_se: float) -> float:
-    """Standard error of log(mu) of one role: the shared parts (`_role_log_parts`) and contention
-    at this split."""
-    samp, rest = _role_log_parts(rf, tokens, run_se)
-    return math.sqrt(samp ** 2 + rest ** 2 + cont_se ** 2)
+def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: float, state: tuple,
+              res: ChainResult, busy_c: float, s: float, tokens_per_batch: float | None,
+              consumer_scaling: float | None) -> tuple[float, float, dict]:
+    """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`);
+    ``state`` is the chain's (mu_p, mu_c, buffer, barrier) at this split."""
+    p, c = fit.producer, fit.consumer
+    mu_p, mu_c, b, bar = state
+    e_p = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p * (1 + ELASTICITY_STEP), mu_c, b, bar)[0] / x) \
+        / math.log1p(ELASTICITY_STEP)
+    e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b, bar)[0] / x) \
+        / math.log1p(ELASTICITY_STEP)
+    # the barrier-tail correction is approximate: part of its size is model error
+    bar_se = BARRIER_SE_SHARE * res.barrier_cut
+    cse_p, cse_c = fit.contention.rel_se(n_producer, g)
+    tok = tokens_per_batch
+    rse = fit.contention.run_se
+    # the split slope is one unknown per role: splits on either side of the logged one move
+    # opposite ways
+    side = 1.0 if n_producer >= fit.contention.ref_producers else -1.0
+    (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
+    one_p, one_c = fit.contention.single_se(n_producer, g)
+    shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side * e_p * cse_p, side * e_c * cse_c,
+              e_p * one_p, e_c * one_c)
+    own_var = MODEL_SE ** 2 + bar_se ** 2
+    var = sum(v * v for v in shared) + own_var
+    half = Z_95 * math.sqrt(var)
+    lo, hi = x * math.exp(-half), x * math.exp(half)
+    ends = [0.0, 0.0]
+    if consumer_scaling is None and not fit.sync.scaling_identified:
+        # sync cost logged at one drafter count: the interval also spans the projection at the
+        # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
+        for i, s_end in enumerate(sync_scaling_range(c, fit.sync, n_consumer, busy_c)):
+            if s_end > 0 and s > 0:
+                ends[i] = e_c * math.log(s_end / s)
+                x_end = x * math.exp(ends[i])
+                lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
+    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1])}
+    return lo, hi, err
 
 
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
@@ -292,39 +325,10 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         loader_cap = fit.loader.capacity_bps
         caps["loader"] = loader_cap
     lo = hi = math.nan
+    err: dict = {}
     if interval and x > 0:
-        e_p = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p * (1 + ELASTICITY_STEP), mu_c, b, bar)[0] / x) \
-            / math.log1p(ELASTICITY_STEP)
-        e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b, bar)[0] / x) \
-            / math.log1p(ELASTICITY_STEP)
-        # the barrier-tail correction is approximate: part of its size is model error
-        bar_se = BARRIER_SE_SHARE * res.barrier_cut
-        cse_p, cse_c = fit.contention.rel_se(n_producer, g)
-        tok = tokens_per_batch
-        rse = fit.contention.run_se
-        # the split slope is one unknown per role: splits on either side of the logged one move
-        # opposite ways
-        side = 1.0 if n_producer >= fit.contention.ref_producers else -1.0
-        (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
-        one_p, one_c = fit.contention.single_se(n_producer, g)
-        shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side * e_p * cse_p, side * e_c * cse_c,
-                  e_p * one_p, e_c * one_c)
-        own_var = MODEL_SE ** 2 + bar_se ** 2
-        var = sum(v * v for v in shared) + own_var
-        half = Z_95 * math.sqrt(var)
-        lo, hi = x * math.exp(-half), x * math.exp(half)
-        ends = [0.0, 0.0]
-        if consumer_scaling is None and not fit.sync.scaling_identified:
-            # sync cost logged at one drafter count: the interval also spans the projection at the
-            # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-            for i, s_end in enumerate(sync_scaling_range(c, fit.sync, n_consumer, busy_c)):
-                if s_end > 0 and s > 0:
-                    ends[i] = e_c * math.log(s_end / s)
-                    x_end = x * math.exp(ends[i])
-                    lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
-        err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1])}
-    else:
-        err = {}
+        lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, (mu_p, mu_c, b, bar), res, busy_c, s,
+                                tokens_per_batch, consumer_scaling)
     gpu_util = (x / mu_p + x / mu_c_raw) / g
     bottleneck = min(caps, key=caps.get)
     return SplitResult(

@@ -57,7 +57,7 @@ def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | 
 
 
 @dataclass(frozen=True)
-class _Pools:
+class Pools:
     """What the simulations resample, from the logs' steady steps (the same for every split)."""
 
     ratio_p: np.ndarray          # producer busy / fitted line, per step
@@ -66,7 +66,7 @@ class _Pools:
     sync_by_m: dict[int, np.ndarray]
 
 
-def _pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> _Pools:
+def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
     p, c = fit.roles
     busy: dict[str, list[np.ndarray]] = {p: [], c: []}
     tokens: dict[str, list[np.ndarray]] = {p: [], c: []}
@@ -92,24 +92,24 @@ def _pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> _Pools:
             d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float)
             if len(d):
                 sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
-    return _Pools(ratio_p=_ratios(fit.producer, *cat[p]), ratio_c=_ratios(fit.consumer, *cat[c]),
+    return Pools(ratio_p=_ratios(fit.producer, *cat[p]), ratio_c=_ratios(fit.consumer, *cat[c]),
                   tokens=cat[c][0], sync_by_m=sync_by_m)
 
 
 def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
                     n_batches: int = DEFAULT_BATCHES, seed: int = 0, hs_cap: int | None = None,
-                    rows: np.ndarray | None = None, pools: _Pools | None = None) -> pd.DataFrame:
+                    rows: np.ndarray | None = None, pools: Pools | None = None) -> pd.DataFrame:
     """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring).
 
     ``rows``: positions of the splits to simulate (default all); the others get NaN. ``pools``:
-    the logs' resampled quantities when the caller has them (`_pools`).
+    the logs' resampled quantities when the caller has them (`gather_pools`).
     """
     if fit.source != "steps":
         raise ValueError("an exact simulation needs step events; this fit comes from "
                          f"{fit.source} only")
     p, c = fit.roles
     if pools is None:
-        pools = _pools(fit, logs)
+        pools = gather_pools(fit, logs)
     ratio_p, ratio_c, tokens_pool, sync_by_m = pools.ratio_p, pools.ratio_c, pools.tokens, pools.sync_by_m
     loader_s: float | np.ndarray = 0.0
     rng = np.random.default_rng(seed)
@@ -189,7 +189,7 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
         if not len(cand):
             break
         spent += int(cost[len(cand) - 1])
-        pools = pools or _pools(fit, logs)
+        pools = pools or gather_pools(fit, logs)
         sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap,
                               rows=cand, pools=pools)["bps_exact"].to_numpy()
         for i in cand:

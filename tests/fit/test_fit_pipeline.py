@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE)
 from advisor.model.params import NO_REGIMES, RoleFit
-from advisor.fit.pipeline import fit_pipeline
+from advisor.fit.pipeline import fit_logs
 from advisor.model.chain import sync_scaling
 from advisor.stats import expected_max_normal, huber_line
 from advisor.ingest.load import load_log
@@ -32,7 +32,7 @@ def scenario(**kw):
 def test_recovers_step_time_model_and_variability(tmp_path):
     s = scenario()
     write_log(tmp_path / "a.jsonl", s)
-    fit = fit_pipeline([load_log(tmp_path / "a.jsonl")])
+    fit = fit_logs([load_log(tmp_path / "a.jsonl")])
     assert fit.producer.t0_s == pytest.approx(0.05, abs=0.01)
     assert fit.producer.c_s_per_tok == pytest.approx(60e-6, rel=0.05)
     assert fit.consumer.t0_s == pytest.approx(0.02, abs=0.01)
@@ -48,7 +48,7 @@ def test_capacity_comes_from_busy_time_not_throughput(tmp_path):
     # drafter-bound: targets are blocked much of the time; their capacity must still be 1/busy
     s = scenario(n_target=6, n_drafter=1)
     write_log(tmp_path / "b.jsonl", s)
-    fit = fit_pipeline([load_log(tmp_path / "b.jsonl")])
+    fit = fit_logs([load_log(tmp_path / "b.jsonl")])
     true_mu_t = 1 / (0.05 + 60e-6 * fit.tokens_mean)
     assert fit.producer.mu_bps == pytest.approx(true_mu_t, rel=0.02)
     assert fit.producer.blocked_share > 0.2
@@ -59,7 +59,7 @@ def test_capacity_comes_from_busy_time_not_throughput(tmp_path):
 def test_recovers_sync_cost_from_two_drafter_logs(tmp_path):
     s = scenario(n_target=4, n_drafter=2, sync_every=2, sync_s=0.03)
     write_log(tmp_path / "c.jsonl", s)
-    fit = fit_pipeline([load_log(tmp_path / "c.jsonl")])
+    fit = fit_logs([load_log(tmp_path / "c.jsonl")])
     assert fit.sync.sync_every == 2
     assert fit.sync.allreduce_s(2) == pytest.approx(0.03, rel=0.05)
     assert 0.5 < sync_scaling(fit.consumer, fit.sync, 2) < 1.0
@@ -85,8 +85,8 @@ def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
     s = scenario(n_target=5, n_drafter=3, sync_every=1, sync_s=0.04, sync_scaling="flat")
     write_log(tmp_path / "m3.jsonl", s)
     write_log(tmp_path / "m2.jsonl", s.split(6, 2))
-    one = fit_pipeline([load_log(tmp_path / "m3.jsonl")])
-    both = fit_pipeline([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
+    one = fit_logs([load_log(tmp_path / "m3.jsonl")])
+    both = fit_logs([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
     assert one.sync.allreduce_s(2) == pytest.approx(0.04 * 0.75, rel=0.05)     # ring assumption: wrong here
     assert both.sync.allreduce_s(2) == pytest.approx(0.04, rel=0.05)
     assert both.sync.allreduce_s(3) == pytest.approx(0.04, rel=0.05)
@@ -94,11 +94,11 @@ def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
 
 
 # --- real-hardware sweeps (fixtures/sweep/): contention, drift, token model -----------------------
-SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
+SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
 
 def _sweep_fit(*names: str):
-    return fit_pipeline([load_log(SWEEP / n) for n in names])
+    return fit_logs([load_log(SWEEP / n) for n in names])
 
 
 def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
@@ -136,7 +136,7 @@ def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
 
 
 def test_dedicated_gpus_carry_no_contention_prior_nor_run_shift():
-    fit = fit_pipeline([load_log(Path(__file__).resolve().parent.parent / "fixtures" / "reference-7x1.jsonl")])
+    fit = fit_logs([load_log(Path(__file__).resolve().parents[2] / "fixtures" / "reference-7x1.jsonl")])
     c = fit.contention
     assert c.prior_se == 0.0 and c.run_se == 0.0 and c.role_prior_se() == (0.0, 0.0)
     assert c.prior_k == (0.0, 0.0) and c.scale(3, 8) == (1.0, 1.0)
@@ -153,7 +153,7 @@ def test_emulated_cpu_workers_share_nothing(tmp_path):
     head["mode"] = "emulate"
     log = tmp_path / "emulated.jsonl"
     log.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
-    c = fit_pipeline([load_log(log)]).contention
+    c = fit_logs([load_log(log)]).contention
     assert c.prior_se == 0.0 and c.run_se == 0.0 and c.prior_k == (0.0, 0.0)
     assert _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz").contention.prior_se == CONTENTION_PRIOR_SE
 
@@ -327,7 +327,7 @@ def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
                  drafter=ServiceModel.from_mean(1 / 1.3, tm.mean, overhead_share=0.1, scv=0.05),
                  loader=ServiceModel(1 / 0.97, 0.0, 1.0))
     write_log(tmp_path / "near.jsonl", s, rates_every_s=60.0)
-    fit = fit_pipeline([load_log(tmp_path / "near.jsonl")])
+    fit = fit_logs([load_log(tmp_path / "near.jsonl")])
     ld = fit.loader
     assert ld.near_binding and ld.calibrated and ld.input_bound
     assert ld.pre_mean_depth > 1.0   # not input-bound by the fixed thresholds
@@ -339,7 +339,7 @@ def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
 
 
 def test_a_never_starved_pipeline_leaves_the_loader_alone():
-    fit = fit_pipeline([load_log(SWEEP / "cpu32/cpu32-7x1-r0.jsonl.gz")])
+    fit = fit_logs([load_log(SWEEP / "cpu32/cpu32-7x1-r0.jsonl.gz")])
     assert not fit.loader.near_binding and not fit.loader.input_bound
 
 
@@ -357,7 +357,7 @@ def _regime_log(tmp_path, factor: float):
     d = dc_replace(d, drafter_s=np.where(slow, d.drafter_s * factor, d.drafter_s))
     path = tmp_path / f"regime-{factor}.jsonl"
     write_log(path, s, rates_every_s=60.0, sample=d)
-    return fit_pipeline([load_log(path)])
+    return fit_logs([load_log(path)])
 
 
 def test_regimes_are_detected_and_lower_the_balanced_projection(tmp_path):
@@ -404,9 +404,9 @@ def test_step_lines_in_threads_are_the_lines_fitted_in_line(tmp_path, monkeypatc
     write_log(tmp_path / "a.jsonl", scenario(n_batches=3000))
     lg = load_log(tmp_path / "a.jsonl")
     monkeypatch.setattr(fitmod, "PARALLEL_LINE_ROWS", 10 ** 12)
-    inline = fit_pipeline([lg])
+    inline = fit_logs([lg])
     monkeypatch.setattr(fitmod, "PARALLEL_LINE_ROWS", 0)
-    threaded = fit_pipeline([lg])
+    threaded = fit_logs([lg])
     assert threaded == inline
     for rf in (threaded.producer, threaded.consumer):
         x = lg.steps.loc[lg.steps["role"] == rf.role]

@@ -71,12 +71,12 @@ def test_chain_matches_exact_simulation_exponential():
 def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
     from pathlib import Path
 
-    from advisor.fit.pipeline import fit_pipeline
+    from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split
 
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
-    fit = fit_pipeline([load_log(log)])
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
+    fit = fit_logs([load_log(log)])
     widths = {}
     for n in range(7, 1, -1):
         r = project_split(fit, n, 8 - n, gpus=8)
@@ -126,7 +126,7 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
     # projects 10-6 3.6% high and 8-8 1.8% high; with the barrier tail both are within 2.5%.
     from dataclasses import replace
 
-    from advisor.fit.pipeline import fit_pipeline
+    from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split
     from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, run, write_log
@@ -137,7 +137,7 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
                  target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
                  drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
     write_log(tmp_path / "g16.jsonl", s)
-    fit = fit_pipeline([load_log(tmp_path / "g16.jsonl")])
+    fit = fit_logs([load_log(tmp_path / "g16.jsonl")])
     d = draw(replace(s, seed=77), 12000, warmup=False)
     for n, m in ((10, 6), (8, 8)):
         truth = run(s.split(n, m), sample=d, warmup_batches=1200).bps
@@ -150,7 +150,7 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
 def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     # sync cost logged at 3 drafters only: 6-2 is projected for a ring all-reduce, and its interval
     # reaches the projection for a flat one; a second drafter count identifies the scaling
-    from advisor.fit.pipeline import fit_pipeline
+    from advisor.fit.pipeline import fit_logs
     from advisor.model.chain import sync_scaling_range
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split
@@ -163,7 +163,7 @@ def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
                  drafter=ServiceModel.from_mean(1 / 0.6, tm.mean, overhead_share=0.1, scv=0.05))
     write_log(tmp_path / "m3.jsonl", s)
     write_log(tmp_path / "m2.jsonl", s.split(6, 2))
-    one = fit_pipeline([load_log(tmp_path / "m3.jsonl")])
+    one = fit_logs([load_log(tmp_path / "m3.jsonl")])
     assert not one.sync.scaling_identified
     s_flat, s_ring = sync_scaling_range(one.consumer, one.sync, 2)
     assert s_flat < s_ring
@@ -171,7 +171,7 @@ def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     flat = project_split(one, 6, 2, consumer_scaling=s_flat, interval=False).x_bps
     assert flat < 0.97 * ring.x_bps                       # the extremes differ by more than 3% here
     assert ring.x_low_bps <= flat <= ring.x_bps <= ring.x_high_bps
-    both = fit_pipeline([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
+    both = fit_logs([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
     assert both.sync.scaling_identified
     lo, hi = sync_scaling_range(both.consumer, both.sync, 2)
     assert lo == hi

@@ -17,7 +17,7 @@ from advisor.advice import advise
 from advisor.stats import Z_95
 from advisor.project.table import ERR_SHARED, lead_interval, lead_parts, project
 
-SWEEP = Path(__file__).resolve().parent.parent / "fixtures" / "sweep"
+SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
 COLUMNS = {"n_target", "n_drafter", "bps", "bps_low", "bps_high", "tok_s", "bound_bps", "efficiency", "gpu_util",
            "bottleneck", "target_blocked", "drafter_starved", "hs_mean_depth", "eta_s", "observed", "observed_bps",

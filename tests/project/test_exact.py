@@ -53,11 +53,11 @@ def test_simulation_is_sized_for_the_requested_split_not_the_logs(reference):
     import pandas as pd
 
     from advisor.project.exact import DEFAULT_BATCHES, simulate_splits
-    from advisor.fit.pipeline import fit_pipeline
+    from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
 
     log = load_log(reference)
-    fit = fit_pipeline([log])
+    fit = fit_logs([log])
     assert 200 * fit.pre_cap > DEFAULT_BATCHES
     splits = pd.DataFrame({"n_target": [200], "n_drafter": [56], "bps": [1.0]})
     out = simulate_splits(fit, (log,), splits)
@@ -107,11 +107,11 @@ def test_pools_gathered_once_give_the_same_simulation(reference):
     """refine_weak_spots gathers the resampled pools once for all rounds: the same bps_exact."""
     import numpy as np
 
-    from advisor.project.exact import _pools, simulate_splits
+    from advisor.project.exact import gather_pools, simulate_splits
     adv = advise(reference)
     logs = adv.logs
     own = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]))
     given_pools = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]),
-                                  pools=_pools(adv.fit, logs))
+                                  pools=gather_pools(adv.fit, logs))
     np.testing.assert_array_equal(own["bps_exact"].to_numpy(), given_pools["bps_exact"].to_numpy())
     assert np.isfinite(own["bps_exact"].to_numpy()[[0, 2]]).all()

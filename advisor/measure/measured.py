@@ -1,0 +1,123 @@
+"""Every log measured once: the one record the fit takes.
+
+`measure_logs` finds each log's steady window (`advisor.measure.steady`), then reads off it, in
+one place, everything that the fit and the caveats use: the observed run (rate, tokens/s, q_hs
+depth, progress; `advisor.measure.observe`), each role's steady steps, the snapshots and syncs
+inside the window, the producers' input-queue depth, the exact binned sums where a log was
+sampled (`advisor.ingest.summary`), and the first step log's within-log contention
+(`advisor.measure.contention`). Nothing downstream opens a log's frames again to measure them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+from advisor.errors import LogError
+from advisor.ingest.load import RunLog
+from advisor.measure.contention import WithinLogContention, estimate_within_log
+from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue, window_sums
+from advisor.measure.steady import SteadyWindow, find_steady
+
+
+@dataclass(frozen=True)
+class MeasuredLog:
+    """One log and what its steady window shows.
+
+    ``steps``: each role's steady steps (time order; empty without step events); ``rates`` and
+    ``syncs``: the snapshots and syncs inside the window; ``pre_mean_depth``: the time-weighted
+    depth of the producers' input queue (None where not logged); ``sums``: per role, the window's
+    count and sums of busy, busy^2, wait, blocked, tokens, seqs (`window_sums`), and
+    ``sync_count`` the syncs in it, both filled only when some log of the set was sampled.
+    """
+
+    log: RunLog
+    window: SteadyWindow
+    observed: ObservedRun
+    steps: Mapping[str, pd.DataFrame]
+    rates: pd.DataFrame
+    syncs: pd.DataFrame
+    pre_mean_depth: float | None
+    sums: Mapping[str, Mapping[str, float]]
+    sync_count: float | None = None
+
+    @property
+    def path(self) -> str:
+        return self.log.path
+
+    @property
+    def roles(self) -> Mapping[str, int]:
+        return self.log.header.roles
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The measured logs of one job, in the order given, and the first step log's within-log
+    contention (None without step events)."""
+
+    logs: tuple[MeasuredLog, ...]
+    within: WithinLogContention | None
+
+    @property
+    def producer(self) -> str:
+        return self.logs[0].log.header.producer
+
+    @property
+    def consumer(self) -> str:
+        return self.logs[0].log.header.consumer
+
+    @property
+    def with_steps(self) -> list[int]:
+        return [i for i, m in enumerate(self.logs) if m.log.has_steps]
+
+    @property
+    def sampled(self) -> bool:
+        return any(m.log.sampled for m in self.logs)
+
+
+def _in_window(frame: pd.DataFrame, win: SteadyWindow) -> pd.DataFrame:
+    return frame[win.mask(frame["t"])] if len(frame) and "t" in frame else frame
+
+
+def measure_log(log: RunLog, *, with_sums: bool = False) -> MeasuredLog:
+    """One log's steady window and what it shows (see :class:`MeasuredLog`)."""
+    win = find_steady(log)
+    head = log.header
+    roles = (head.producer, head.consumer)
+    steps: dict[str, pd.DataFrame] = {}
+    if log.has_steps:
+        st = steady_steps(log, win)
+        # split by role once (on a sampled log each split copies 300k rows)
+        steps = {r: st[st["role"] == r] for r in roles}
+    pre = head.queue_feeding(head.producer)
+    sums: dict[str, dict[str, float]] = {}
+    sync_count = None
+    if with_sums:
+        sums = {r: window_sums(log, win, r) for r in roles}
+        if log.totals is not None:
+            sync_count = log.totals.sync_window(win.start_s, win.end_s)["n"]
+    return MeasuredLog(log=log, window=win, observed=observe(log, win), steps=steps,
+                       rates=_in_window(log.rates, win), syncs=_in_window(log.syncs, win),
+                       pre_mean_depth=time_weighted_queue(log, win, pre.name)[0] if pre else None,
+                       sums=sums, sync_count=sync_count)
+
+
+def measure_logs(logs: Sequence[RunLog]) -> Measurement:
+    """Measure the logs of one job (they must share their roles); raises LogError otherwise."""
+    if not logs:
+        raise LogError("<none>", None, "no log to fit")
+    head = logs[0].header
+    for lg in logs[1:]:
+        if (lg.header.producer, lg.header.consumer) != (head.producer, head.consumer):
+            raise LogError(lg.path, None, f"has roles {list(lg.header.roles)}, unlike {logs[0].path} "
+                           f"({list(head.roles)}); logs fitted together must be of the same job", "roles")
+    with_sums = any(lg.sampled for lg in logs)
+    measured = tuple(measure_log(lg, with_sums=with_sums) for lg in logs)
+    first = next((m for m in measured if m.log.has_steps), None)
+    within = None
+    if first is not None:
+        lg, w = first.log, first.window
+        within = estimate_within_log(lg.steps, head.producer, head.consumer, lg.header.roles[head.producer],
+                                     lg.header.roles[head.consumer], w.start_s, w.end_s, sampled=bool(lg.sampled))
+    return Measurement(logs=measured, within=within)
