@@ -78,6 +78,8 @@ from advisor.errors import AssumptionWarning, LogError
 from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue
 from advisor.measure.steady import SteadyWindow, find_steady
 from advisor.stats import Z_95, batch_means_interval, expected_max_normal, huber_line
+from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH
+from advisor.settings import SAME_SIZE_TOL as SAME_BUDGET_TOL   # logs whose mean batches are within it: one budget
 
 DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical
 INPUT_STARVED_SHARE = 0.05
@@ -89,7 +91,6 @@ PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
 LOADER_STARVED_MIN = 0.01
 PRE_EMPTY_SHARE = 0.05
 LOADER_MIN_GAP = 0.005
-SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as the same budget
 # Contention prior (one split seen): a worker's step time may change by this much (one standard
 # error, relative, per producer added at a fixed G) because workers share a host resource (memory
 # bandwidth, PCIe, host CPU, the loader). From the real CPU sweeps in fixtures/sweep/: the RMS
@@ -1029,8 +1030,8 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     return fit
 
 
-def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = 20,
-                     pre_cap: int = 50, tokens_per_batch: float = 32768.0, scv: float = DEFAULT_SCV,
+def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = DEFAULT_HS_CAP,
+                     pre_cap: int = DEFAULT_PRE_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float = DEFAULT_SCV,
                      sync_every: int = 0, sync_s: float = 0.0, observed_bps: float | None = None) -> PipelineFit:
     """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
 

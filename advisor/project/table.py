@@ -65,10 +65,9 @@ from advisor.stats import Z_95
 from advisor.fit.pipeline import PipelineFit
 from advisor.model.chain import SplitResult, project_split
 from advisor.errors import ReconcileWarning
-from advisor.settings import Settings
+from advisor.settings import SAME_SIZE_TOL as SAME_BATCH_TOL, Settings
 
 RECONCILE_PCT = 3.0
-SAME_BATCH_TOL = 0.10      # a log whose batches are within 10% of the projected size is comparable
 
 
 @dataclass(frozen=True)
