@@ -26,7 +26,7 @@ from advisor.ingest.load import RunLog, load_logs
 from advisor.project.table import Reconciliation, project, reconcile, split_capacities, split_label
 from advisor.ingest.schema import SCHEMA_VERSION
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
-from advisor.settings import DEFAULT_RESTART_COST_H, Settings, build_settings
+from advisor.settings import DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, Settings, build_settings
 
 EXACT_GAP_WARN_PCT = 3.0
 
@@ -299,7 +299,7 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
 
 
 def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, gpus: int | None = None,
-                   hs_cap: int = 20, tokens_per_batch: float = 32768.0, scv: float | None = None,
+                   hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float | None = None,
                    sync_every: int = 0, sync_s: float = 0.0, restart_cost_h: float = DEFAULT_RESTART_COST_H,
                    next_run: bool = False) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path."""

@@ -12,12 +12,26 @@ from typing import Any, Mapping
 
 from advisor.errors import SettingsError
 
+# Every option's default and limit, once; the CLI's option defaults, the gate and the log's
+# schema (`advisor.ingest.schema`: a log past these limits is refused too) read them from here.
 MIN_GPUS = 2
-MAX_GPUS = 4096                 # a bound a user cannot mean more than (one job, one advice)
-DEFAULT_RESTART_COST_H = 1.0
+MAX_GPUS = 4096                 # GPUs, or workers of a role: more is not a job anyone runs
+MAX_QUEUE_CAP = 10_000          # slots in a queue (--hs-cap, a log's queue caps)
+MAX_TOKEN_BUDGET = 1 << 30      # tokens per batch, --token-budget
+MAX_SYNC_EVERY = 1 << 53        # drafter steps per sync (what-if): whole numbers exact as floats
+DEFAULT_RESTART_COST_H = 1.0    # hours a restart costs (reload, warm-up)
 MAX_RESTART_COST_H = 24.0 * 365
-MAX_HS_CAP = 100_000
-TOKEN_RANGE_SLACK = 0.10        # batches within 10% of the logged range count as interpolation
+DEFAULT_MIN_EFFICIENCY = 0.9    # the gate's threshold when neither --min-efficiency nor the config sets one
+DEFAULT_FOLLOW_INTERVAL_S = 5.0  # seconds between refreshes with --follow
+MIN_FOLLOW_INTERVAL_S = 0.1
+# from bare numbers (what-if), where no log gives them
+DEFAULT_HS_CAP = 20             # q_hs depth, batches
+DEFAULT_PRE_CAP = 50            # prefetch queue depth, batches
+DEFAULT_TOKENS_PER_BATCH = 32768.0
+# Batches within 10% of each other count as the same size: logs at one budget (fit), a log
+# comparable with the projected batch (reconciliation), a budget inside the logged range (not
+# extrapolated).
+SAME_SIZE_TOL = 0.10
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +76,24 @@ def _whole(option: str, value: Any, lo: int, hi: int) -> int:
     return value
 
 
+def check_limits(*, gpus: int | None = None, roles: Mapping[str, int] | None = None, hs_cap: int | None = None,
+                 sync_every: int | None = None, counts: Mapping[str, int] | None = None) -> None:
+    """Options past the limits nobody can mean (time quadratic in G, unbounded memory), checked
+    before any log is read. ``counts`` maps an option to a worker count (``{"--targets": 7}``);
+    ``roles`` is a split, limited in its sum."""
+    for option, n in (counts or {}).items():
+        if n > MAX_GPUS:
+            raise SettingsError(option, f"{n} is more than the limit {MAX_GPUS}")
+    if gpus is not None and gpus > MAX_GPUS:
+        raise SettingsError("--gpus", f"{gpus} is more than the limit {MAX_GPUS}")
+    if roles and sum(roles.values()) > MAX_GPUS:
+        raise SettingsError("--roles", f"the split uses {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}")
+    if hs_cap is not None and hs_cap > MAX_QUEUE_CAP:
+        raise SettingsError("--hs-cap", f"{hs_cap} is more than the limit {MAX_QUEUE_CAP}")
+    if sync_every is not None and sync_every > MAX_SYNC_EVERY:
+        raise SettingsError("--sync-every", f"{sync_every} is more than the limit {MAX_SYNC_EVERY}")
+
+
 def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: int) -> dict[str, int]:
     """The split to judge, validated against the log's roles and G."""
     names = set(roles)
@@ -87,7 +119,7 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
                    run_ended: bool = False, exact: bool = False) -> Settings:
     """Validate the options and resolve them against what the log(s) showed."""
     gpus = _whole("--gpus", gpus, MIN_GPUS, MAX_GPUS)
-    hs = log_hs_cap if hs_cap is None else _whole("--hs-cap", hs_cap, 0, MAX_HS_CAP)
+    hs = log_hs_cap if hs_cap is None else _whole("--hs-cap", hs_cap, 0, MAX_QUEUE_CAP)
     if isinstance(restart_cost_h, bool) or not isinstance(restart_cost_h, (int, float)) or not (
             0.0 <= restart_cost_h <= MAX_RESTART_COST_H):
         raise SettingsError("--restart-cost", f"must be hours between 0 and {MAX_RESTART_COST_H:g}, "
@@ -95,12 +127,12 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
     tokens = tokens_mean
     extrapolated = False
     if token_budget is not None:
-        token_budget = _whole("--token-budget", token_budget, 1, 1 << 30)
+        token_budget = _whole("--token-budget", token_budget, 1, MAX_TOKEN_BUDGET)
         # batches fill the budget to the same degree as in the logged run
         fill = tokens_mean / log_token_budget if log_token_budget else 1.0
         tokens = token_budget * fill
         lo, hi = tokens_range
-        extrapolated = not (1 - TOKEN_RANGE_SLACK) * lo <= tokens <= (1 + TOKEN_RANGE_SLACK) * hi
+        extrapolated = not (1 - SAME_SIZE_TOL) * lo <= tokens <= (1 + SAME_SIZE_TOL) * hi
     judged = check_roles(roles, producer, consumer, gpus) if roles is not None else None
     return Settings(gpus=gpus, producer=producer, consumer=consumer, hs_cap=hs, tokens_per_batch=float(tokens),
                     token_budget=token_budget, log_token_budget=log_token_budget, roles=judged,

@@ -48,3 +48,25 @@ def test_roles_are_checked_against_the_log_roles_and_g():
 def test_next_run_from_the_flag_or_an_ended_log():
     assert make(next_run=True).for_next_run and make(run_ended=True).for_next_run
     assert make(run_ended=True).to_json()["run_ended"] is True
+
+
+def test_one_limit_for_queue_caps_and_gpus_the_logs_and_the_options():
+    from advisor.ingest import schema
+    from advisor.settings import MAX_QUEUE_CAP
+    assert schema.MAX_QUEUE_CAP is MAX_QUEUE_CAP and schema.MAX_GPUS is MAX_GPUS
+    assert make(hs_cap=MAX_QUEUE_CAP).hs_cap == MAX_QUEUE_CAP
+    with pytest.raises(SettingsError, match="^--hs-cap:"):
+        make(hs_cap=MAX_QUEUE_CAP + 1)
+
+
+@pytest.mark.parametrize("kw, option", [
+    (dict(gpus=MAX_GPUS + 1), "--gpus"), (dict(roles={"a": MAX_GPUS, "b": 1}), "--roles"),
+    (dict(hs_cap=10_001), "--hs-cap"), (dict(sync_every=(1 << 53) + 1), "--sync-every"),
+    (dict(counts={"--targets": MAX_GPUS + 1}), "--targets"),
+])
+def test_check_limits_names_the_option(kw, option):
+    from advisor.settings import check_limits
+    with pytest.raises(SettingsError) as e:
+        check_limits(**kw)
+    assert str(e.value).startswith(option + ": ") and "more than the limit" in str(e.value)
+    check_limits(gpus=MAX_GPUS, roles={"a": MAX_GPUS - 1, "b": 1}, hs_cap=10_000, sync_every=1 << 53)

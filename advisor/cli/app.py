@@ -1,8 +1,9 @@
 """`dflash-advise`: parse, call the library, render, set the exit code. Nothing else lives here.
 
 Exit codes (the CLI contract, README.md): 0 ok / gate passes; 1 the gate fails; 2 the input is unusable
-(one line on stderr naming file, line and field; never a traceback). Only typer and the
-standard library are imported at module level so that ``--help`` stays fast.
+(one line on stderr naming file, line and field; never a traceback). Only typer, the
+standard library and the advisor's option defaults (`advisor.settings`, `advisor.errors`: no
+numpy) are imported at module level so that ``--help`` stays fast.
 """
 from __future__ import annotations
 
@@ -13,6 +14,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from advisor import __version__
+from advisor.errors import LogError, SettingsError
+from advisor.settings import (DEFAULT_FOLLOW_INTERVAL_S, DEFAULT_HS_CAP, DEFAULT_MIN_EFFICIENCY,
+                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MIN_FOLLOW_INTERVAL_S, MIN_GPUS,
+                              check_limits)
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -37,7 +44,6 @@ class Format(str, Enum):
 
 def _version(value: bool) -> None:
     if value:
-        from advisor import __version__
         typer.echo(f"dflash-advise {__version__}")
         raise typer.Exit(0)
 
@@ -50,7 +56,7 @@ def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_ver
 Logs = Annotated[list[Path], typer.Argument(help="Rate log(s), .jsonl or .jsonl.gz; several logs of one job "
                                                  "(e.g. at different splits) are fitted together.",
                                             show_default=False)]
-Gpus = Annotated[Optional[int], typer.Option("--gpus", min=2, help="GPUs to split (default: the log header's).")]
+Gpus = Annotated[Optional[int], typer.Option("--gpus", min=MIN_GPUS, help="GPUs to split (default: the log header's).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Short for --format json: machine-readable (schema 1).")]
 AsMarkdown = Annotated[bool, typer.Option("--markdown", help="Short for --format markdown, e.g. for a pull-request "
                                                              "comment.")]
@@ -117,16 +123,12 @@ def _internal(e: BaseException, inputs: str) -> None:
     _die(f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)")
 
 
-def _check_limits(*, gpus: int | None = None, roles: dict[str, int] | None = None,
-                  hs_cap: int | None = None) -> None:
-    """Options past the limits nobody can mean (they would cost time quadratic in G or unbounded memory)."""
-    from advisor.ingest.schema import MAX_GPUS, MAX_QUEUE_CAP
-    if gpus is not None and gpus > MAX_GPUS:
-        _die(f"--gpus: {gpus} is more than the limit {MAX_GPUS}")
-    if roles and sum(roles.values()) > MAX_GPUS:
-        _die(f"--roles: the split uses {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}")
-    if hs_cap is not None and hs_cap > MAX_QUEUE_CAP:
-        _die(f"--hs-cap: {hs_cap} is more than the limit {MAX_QUEUE_CAP}")
+def _check_limits(**options) -> None:
+    """Exit 2 on options past `advisor.settings`' limits, before any log is read."""
+    try:
+        check_limits(**options)
+    except SettingsError as e:
+        _die(str(e))
 
 
 READ_AHEAD_BYTES = 16 << 20   # logs larger than this are read while the modules import (one parse piece)
@@ -142,14 +144,13 @@ def _address_space_capped() -> bool:
 
 def _import_advice() -> None:
     try:
-        from advisor import advice
+        from advisor import advice  # noqa: F401
         from advisor.present import text as report  # noqa: F401
     except Exception:
         pass     # imported again in the main thread, which reports what fails
 
 
 def _advise_or_die(logs: list[Path], **kw):
-    from advisor.errors import LogError
     _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
     size = 0
     for p in logs:
@@ -192,14 +193,15 @@ def _advise_or_die(logs: list[Path], **kw):
 
 @app.command("advise")
 def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: AsJson = False,
-               as_markdown: AsMarkdown = False, restart_cost: RestartCost = 1.0, hs_cap: HsCap = None,
+               as_markdown: AsMarkdown = False, restart_cost: RestartCost = DEFAULT_RESTART_COST_H, hs_cap: HsCap = None,
                token_budget: TokenBudget = None, roles: RolesOpt = None, next_run: NextRun = False,
                exact: Annotated[bool, typer.Option("--exact", help="Also simulate every split exactly from the "
                                                                    "log's own step times (slower).")] = False,
                follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the "
                                                                      "report until its 'end' event or Ctrl-C.")] = False,
-               interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between refreshes "
-                                                                                    "with --follow.")] = 5.0,
+               interval: Annotated[float, typer.Option(
+                   "--interval", min=MIN_FOLLOW_INTERVAL_S,
+                   help="Seconds between refreshes with --follow.")] = DEFAULT_FOLLOW_INTERVAL_S,
                max_wait: Annotated[Optional[float], typer.Option(
                    "--max-wait", min=0.0, help="With --follow: give up (exit 2) if a log is still missing after "
                                                "this many seconds (default: wait).")] = None) -> None:
@@ -220,7 +222,8 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
                                                                  "profile log(s), or rate log(s).",
                                                             show_default=False)],
               min_efficiency: Annotated[Optional[float], typer.Option(
-                  "--min-efficiency", min=0.0, max=1.0, help="Fail below this (default: the config's, else 0.9).")] = None,
+                  "--min-efficiency", min=0.0, max=1.0,
+                  help=f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).")] = None,
               metric: Annotated[Optional[str], typer.Option(
                   "--metric", help="efficiency or gpu_util (default: the config's, else efficiency).")] = None,
               roles: RolesOpt = None, gpus: Gpus = None, as_json: AsJson = False,
@@ -228,7 +231,6 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
     from advisor.cli.check import run_check
     from advisor.present.text import render
-    from advisor.errors import LogError
     fmt = _format(as_json, as_markdown)
     planned = _parse_roles(roles)
     _check_limits(gpus=gpus, roles=planned)
@@ -261,7 +263,7 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
                  "-o", "--out", help="File to write; its extension picks the format (.png, .pdf, .svg, ...). "
                                      "A directory gets advice.png.")] = Path("advice.png"),
              gpus: Gpus = None, min_efficiency: Annotated[float, typer.Option(
-                 "--min-efficiency", min=0.0, max=1.0, help="Gate threshold drawn on the efficiency panel.")] = 0.9,
+                 "--min-efficiency", min=0.0, max=1.0, help="Gate threshold drawn on the efficiency panel.")] = DEFAULT_MIN_EFFICIENCY,
              ) -> None:
     """One figure: tok/s per split, efficiency and gpu_util, rates over time, q_hs occupancy."""
     from advisor.present.plots import figure_path, plot_advice, save_figure
@@ -286,9 +288,9 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                                                           help="Capacity of all targets together, batches/s.")],
                 drafter_bps: Annotated[float, typer.Option("--drafter-bps", min=0.0,
                                                            help="Capacity of all drafters together, batches/s.")],
-                hs_cap: Annotated[int, typer.Option("--hs-cap", min=0, help="q_hs depth (batches).")] = 20,
+                hs_cap: Annotated[int, typer.Option("--hs-cap", min=0, help="q_hs depth (batches).")] = DEFAULT_HS_CAP,
                 tokens_per_batch: Annotated[float, typer.Option("--tokens-per-batch", min=1.0,
-                                                                help="Mean tokens per batch (for tok/s).")] = 32768.0,
+                                                                help="Mean tokens per batch (for tok/s).")] = DEFAULT_TOKENS_PER_BATCH,
                 scv: Annotated[Optional[float], typer.Option("--scv", min=0.0, help="Step-time variability "
                                                                                      "(squared CV).")] = None,
                 sync_every: Annotated[int, typer.Option("--sync-every", min=0, help="Drafter steps per sync.")] = 0,
@@ -301,22 +303,16 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
 
     from advisor.advice import advise_numbers
     from advisor.present.text import render
-    from advisor.ingest.schema import MAX_GPUS, MAX_INT, MAX_QUEUE_CAP
     fmt = _format(as_json, as_markdown, fmt)
-    for name, v in (("--targets", targets), ("--drafters", drafters)):
-        if v > MAX_GPUS:
-            _die(f"{name}: {v} is more than the limit {MAX_GPUS}")
-    _check_limits(gpus=gpus, roles={"target": targets, "drafter": drafters})
+    _check_limits(counts={"--targets": targets, "--drafters": drafters}, gpus=gpus,
+                  roles={"target": targets, "drafter": drafters})
     for name, v in (("--target-bps", target_bps), ("--drafter-bps", drafter_bps)):
         if not math.isfinite(v):   # 0 and below: the library names the capacity
             _die(f"{name}: must be a finite number > 0 (batches per second), got {v}")
     for name, v in (("--scv", scv), ("--sync-s", sync_s), ("--tokens-per-batch", tokens_per_batch)):
         if v is not None and not math.isfinite(v):
             _die(f"{name}: must be a finite number, got {v}")
-    if hs_cap > MAX_QUEUE_CAP:
-        _die(f"--hs-cap: {hs_cap} is more than the limit {MAX_QUEUE_CAP}")
-    if sync_every > MAX_INT:
-        _die(f"--sync-every: {sync_every} is more than the limit {MAX_INT}")
+    _check_limits(hs_cap=hs_cap, sync_every=sync_every)
     try:
         adv = advise_numbers({"target": targets, "drafter": drafters},
                              {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_cap, scv=scv,
@@ -339,7 +335,7 @@ def import_tb_cmd(
                                                            "e.g. target=7,drafter=1.", show_default=False)],
         queue: Annotated[Optional[list[str]], typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 "
                                                                            "(repeatable).")] = None,
-        gpus: Annotated[Optional[int], typer.Option("--gpus", min=2, help="GPUs of the job (default: the sum "
+        gpus: Annotated[Optional[int], typer.Option("--gpus", min=MIN_GPUS, help="GPUs of the job (default: the sum "
                                                                           "of --roles).")] = None,
         token_budget: Annotated[Optional[int], typer.Option("--token-budget", min=1,
                                                             help="Tokens per batch at most.")] = None,
@@ -350,7 +346,6 @@ def import_tb_cmd(
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
 ) -> None:
     """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
-    from advisor.errors import LogError
     from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
     try:
         role_map = parse_roles(roles)
@@ -375,7 +370,6 @@ def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
     S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
     """
-    from advisor.errors import LogError
     from advisor.ingest.summary import summarize_paths
     try:
         summ = summarize_paths(logs, workers=jobs)

@@ -36,11 +36,10 @@ else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
 from advisor.advice import Advice, advise
-from advisor.ingest.schema import MAX_GPUS, MAX_QUEUE_CAP
 from advisor.errors import LogError, LogRefused
+from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, MIN_GPUS
 
 METRICS = ("efficiency", "gpu_util")
-DEFAULT_MIN = 0.9
 MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
 # every key a config may hold; [roles] takes the profile log's role names (checked once it is read)
 TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate")
@@ -171,8 +170,8 @@ def load_config(path: Path) -> dict[str, Any]:
         raise LogError(sp, _line_of(text, f"gate.min_{metric}"), f"must be between 0 and 1, got {threshold!r}",
                        f"gate.min_{metric}")
     gpus = _key(cfg, "gpus", int, sp, text=text)
-    if gpus is not None and not 2 <= gpus <= MAX_GPUS:
-        raise LogError(sp, _line_of(text, "gpus"), f"must be from 2 to {MAX_GPUS}, got {gpus}", "gpus")
+    if gpus is not None and not MIN_GPUS <= gpus <= MAX_GPUS:
+        raise LogError(sp, _line_of(text, "gpus"), f"must be from {MIN_GPUS} to {MAX_GPUS}, got {gpus}", "gpus")
     hs = _key(cfg, "queues.hs", int, sp, text=text)
     if hs is not None and not 0 <= hs <= MAX_QUEUE_CAP:
         raise LogError(sp, _line_of(text, "queues.hs"), f"must be from 0 to {MAX_QUEUE_CAP}, got {hs}", "queues.hs")
@@ -192,7 +191,7 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
     if metric not in METRICS:
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
     threshold = min_value if min_value is not None else (cfg["threshold"] if cfg["threshold"] is not None
-                                                         else DEFAULT_MIN)
+                                                         else DEFAULT_MIN_EFFICIENCY)
     from_cli = roles is not None
     planned = roles or cfg["roles"]
     # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a

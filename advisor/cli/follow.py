@@ -35,6 +35,13 @@ import zlib
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
+from advisor import advice      # advice.advise looked up per pass (tests replace it)
+from advisor.errors import LogError, LogRefused
+from advisor.ingest.load import MAX_LOG_BYTES, open_log
+from advisor.ingest.ranks import expand
+from advisor.present.text import render
+from advisor.settings import DEFAULT_FOLLOW_INTERVAL_S
+
 CLEAR = "\x1b[H\x1b[2J"   # cursor home + erase screen
 TAIL_BYTES = 64 << 10      # enough of a log's end to find its 'end' event
 EXIT_OK, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 2, 130
@@ -59,7 +66,6 @@ def _chunks(path: Path):
 
     Opened as the loader opens it: a FIFO or device is refused (LogRefused), never opened.
     """
-    from advisor.ingest.load import MAX_LOG_BYTES, open_log
     fh, raw = open_log(path)
     total = 0
     with fh, raw:
@@ -73,7 +79,6 @@ def _chunks(path: Path):
 
 def _count_lines(path: Path) -> int:
     """Whole lines written so far (a gzip stream still being written counts what decodes)."""
-    from advisor.errors import LogError
     n = 0
     try:
         for chunk in _chunks(path):
@@ -85,7 +90,6 @@ def _count_lines(path: Path) -> int:
 
 def _has_ended(path: Path) -> bool:
     """Whether the log's tail holds an 'end' event (used only when advise could not run)."""
-    from advisor.errors import LogError
     try:
         if path.suffix == ".gz":
             data = b""
@@ -110,7 +114,6 @@ def _has_ended(path: Path) -> bool:
 
 
 def _render(adv: Any, fmt: str) -> str:
-    from advisor.present.text import render
     if fmt == "json":
         return json.dumps(adv.to_json(), separators=(",", ":")) + "\n"
     return render(adv, fmt)
@@ -124,6 +127,7 @@ class _Screen:
         self.fmt = fmt
         self.tty = bool(getattr(out, "isatty", lambda: False)())
         self.last_status = None
+        self.shown = False       # a report is on screen
 
     def _stamp(self) -> str:
         return time.strftime("%H:%M:%S")
@@ -139,6 +143,7 @@ class _Screen:
             self.out.write(f"----- {head} -----\n{text}")
         self.out.flush()
         self.last_status = None
+        self.shown = True
 
     def status(self, line: str) -> None:
         """A waiting line: redrawn on a terminal, printed once per change elsewhere."""
@@ -162,8 +167,6 @@ def _err(msg: str) -> None:
 
 def _files(args: Sequence[Path]) -> list[Path]:
     """The log files the arguments name now (directories and globs expanded; [] while none exist)."""
-    from advisor.ingest.ranks import expand
-    from advisor.errors import LogError
     out: list[Path] = []
     for a in args:
         try:
@@ -173,20 +176,11 @@ def _files(args: Sequence[Path]) -> list[Path]:
     return out
 
 
-def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: float = 5.0,
-                max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
-    """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
-    from advisor.advice import advise
-    from advisor.errors import LogError, LogRefused
-
-    if fmt not in ("text", "markdown", "json"):
-        raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
-    if not interval_s > 0:
-        raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
-    args = [Path(p) for p in paths]
+def _unusable_args(args: Sequence[Path]) -> bool:
+    """No log named, or one that waiting will not make readable (said on stderr)."""
     if not args:
         _err("no log file given")
-        return EXIT_UNUSABLE
+        return True
     for p in args:
         try:
             p.stat()
@@ -194,9 +188,89 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
             pass   # may appear later
         except OSError as e:   # a name too long, a loop of links, ...: waiting will not help
             _err(f"{p}: cannot be read ({e.strerror or e})")
+            return True
+    return False
+
+
+def _unreadable(paths: Sequence[Path]) -> bool:
+    for p in paths:
+        if not p.is_file() or not os.access(p, os.R_OK):
+            _err(f"{p}: not a readable file")
+            return True
+    return False
+
+
+def _wait_missing(paths: Sequence[Path], screen: _Screen, missing_since: float | None,
+                  max_wait_s: float | None) -> float | None:
+    """Show which logs are awaited; returns since when, or None once waited past ``max_wait_s`` (said)."""
+    now = time.monotonic()
+    missing_since = now if missing_since is None else missing_since
+    gone = [str(p) for p in paths if not p.exists()]
+    if max_wait_s is not None and now - missing_since > max_wait_s:
+        _err(f"{gone[0]}: no such file (waited {max_wait_s:g} s for it)")
+        return None
+    screen.status(f"waiting for {', '.join(gone)} to appear")
+    return missing_since
+
+
+def _advise_pass(args: Sequence[Path], paths: Sequence[Path], screen: _Screen, fmt: str,
+                 advise_kwargs: dict[str, Any]) -> int | None:
+    """Advise on changed logs: a report, or a waiting line; the exit code when following must stop."""
+    # counted before advising so that the count never runs ahead of what was read
+    n_lines = sum(_count_lines(p) for p in paths)
+    try:
+        adv = advice.advise(args, **advise_kwargs)
+    except LogError as e:
+        if e.line is not None or isinstance(e, LogRefused):   # waiting will not cure it
+            _err(str(e))
             return EXIT_UNUSABLE
+        if all(_has_ended(p) for p in paths):
+            _err(f"the run ended before the log held enough data for advice: {e}")
+            return EXIT_UNUSABLE
+        screen.status(f"waiting for data ({n_lines} lines so far): {e.message}")
+        return None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        # a .gz log being written cannot be decoded to its end yet
+        screen.status(f"waiting for data ({n_lines} lines so far): {e}")
+        return None
+    except KeyError as e:
+        _err(f"--roles: {e.args[0]}")
+        return EXIT_UNUSABLE
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_UNUSABLE
+    except Exception as e:   # a bug: one line and 2, never a traceback or a verdict
+        msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
+        _err(f"internal error while reading {', '.join(map(str, paths))}: {msg} "
+             f"(a bug in dflash-advise; please report it)")
+        return EXIT_UNUSABLE
+    ended = all(lg.end is not None for lg in adv.logs)
+    screen.report(_render(adv, fmt), sum(lg.n_lines for lg in adv.logs), ended)
+    return EXIT_OK if ended else None
+
+
+def _interrupted(screen: _Screen, fmt: str) -> int:
+    """Ctrl-C: the last report stays as the final one (0); with none shown, 130."""
+    if screen.shown:
+        if fmt != "json":
+            screen.out.write("\nstopped (Ctrl-C); the report above is the last one\n")
+            screen.out.flush()
+        return EXIT_OK
+    _err("interrupted before any advice could be given")
+    return EXIT_INTERRUPTED
+
+
+def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: float = DEFAULT_FOLLOW_INTERVAL_S,
+                max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
+    """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
+    if fmt not in ("text", "markdown", "json"):
+        raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
+    if not interval_s > 0:
+        raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+    args = [Path(p) for p in paths]
+    if _unusable_args(args):
+        return EXIT_UNUSABLE
     screen = _Screen(out if out is not None else sys.stdout, fmt)
-    shown = False
     last_sig = None
     missing_since: float | None = None
     try:
@@ -205,62 +279,20 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
             paths = _files(args)
             sig = _signature(paths) if paths else None
             if sig is None:
-                paths = paths or args
-                now = time.monotonic()
-                missing_since = now if missing_since is None else missing_since
-                gone = [str(p) for p in paths if not p.exists()]
-                if max_wait_s is not None and now - missing_since > max_wait_s:
-                    _err(f"{gone[0]}: no such file (waited {max_wait_s:g} s for it)")
+                missing_since = _wait_missing(paths or args, screen, missing_since, max_wait_s)
+                if missing_since is None:
                     return EXIT_UNUSABLE
-                screen.status(f"waiting for {', '.join(gone)} to appear")
                 last_sig = None
                 _sleep(interval_s)
                 continue
             missing_since = None
-            for p in paths:
-                if not p.is_file() or not os.access(p, os.R_OK):
-                    _err(f"{p}: not a readable file")
-                    return EXIT_UNUSABLE
+            if _unreadable(paths):
+                return EXIT_UNUSABLE
             if sig != last_sig:
                 last_sig = sig
-                # counted before advising so that the count never runs ahead of what was read
-                n_lines = sum(_count_lines(p) for p in paths)
-                try:
-                    adv = advise(args, **advise_kwargs)
-                except LogError as e:
-                    if e.line is not None or isinstance(e, LogRefused):   # waiting will not cure it
-                        _err(str(e))
-                        return EXIT_UNUSABLE
-                    if all(_has_ended(p) for p in paths):
-                        _err(f"the run ended before the log held enough data for advice: {e}")
-                        return EXIT_UNUSABLE
-                    screen.status(f"waiting for data ({n_lines} lines so far): {e.message}")
-                except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-                    # a .gz log being written cannot be decoded to its end yet
-                    screen.status(f"waiting for data ({n_lines} lines so far): {e}")
-                except KeyError as e:
-                    _err(f"--roles: {e.args[0]}")
-                    return EXIT_UNUSABLE
-                except ValueError as e:
-                    _err(str(e))
-                    return EXIT_UNUSABLE
-                except Exception as e:   # a bug: one line and 2, never a traceback or a verdict
-                    msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-                    _err(f"internal error while reading {', '.join(map(str, paths))}: {msg} "
-                         f"(a bug in dflash-advise; please report it)")
-                    return EXIT_UNUSABLE
-                else:
-                    ended = all(lg.end is not None for lg in adv.logs)
-                    screen.report(_render(adv, fmt), sum(lg.n_lines for lg in adv.logs), ended)
-                    shown = True
-                    if ended:
-                        return EXIT_OK
+                code = _advise_pass(args, paths, screen, fmt, advise_kwargs)
+                if code is not None:
+                    return code
             _sleep(interval_s)
     except KeyboardInterrupt:
-        if shown:
-            if fmt != "json":
-                screen.out.write("\nstopped (Ctrl-C); the report above is the last one\n")
-                screen.out.flush()
-            return EXIT_OK
-        _err("interrupted before any advice could be given")
-        return EXIT_INTERRUPTED
+        return _interrupted(screen, fmt)

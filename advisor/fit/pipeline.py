@@ -82,9 +82,11 @@ from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
 from advisor.measure.measured import Measurement, measure_logs
 from advisor.measure.observe import ObservedRun
 from advisor.measure.steady import SteadyWindow
-from advisor.model.params import (SAME_BUDGET_TOL, NO_CONTENTION, NO_REGIMES, ContentionFit, LoaderFit, PipelineFit, RegimeFit, RoleFit,
+from advisor.model.params import (NO_CONTENTION, NO_REGIMES, ContentionFit, LoaderFit, PipelineFit, RegimeFit, RoleFit,
                                   SyncFit)
 from advisor.model.priors import CONTENTION_SINGLE_SE, DEFAULT_SCV
+from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH
+from advisor.settings import SAME_SIZE_TOL
 
 def _pct_text(k: float) -> str:
     return f"{100 * (math.exp(k) - 1):+.1f}%"
@@ -118,7 +120,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
     # logs at another token budget inform the step-time line only; rates and variability
     # come from the logs whose batches match the observed run's
     same = [i for i in with_steps
-            if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_BUDGET_TOL]
+            if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_SIZE_TOL]
     parts = {producer: [], consumer: []}
     line_parts = {producer: [], consumer: []}
     walls = {producer: 0.0, consumer: 0.0}
@@ -281,8 +283,8 @@ def fit_logs(logs: Sequence[RunLog]) -> PipelineFit:
     return fit_pipeline(measure_logs(logs))
 
 
-def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = 20,
-                     pre_cap: int = 50, tokens_per_batch: float = 32768.0, scv: float = DEFAULT_SCV,
+def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = DEFAULT_HS_CAP,
+                     pre_cap: int = DEFAULT_PRE_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float = DEFAULT_SCV,
                      sync_every: int = 0, sync_s: float = 0.0, observed_bps: float | None = None) -> PipelineFit:
     """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
 

@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 
 from advisor.fit.roles import drift
-from advisor.model.params import SAME_BUDGET_TOL, RoleFit
+from advisor.model.params import RoleFit
+from advisor.settings import SAME_SIZE_TOL
 from advisor.model.priors import TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_RUN_SE
 from advisor.stats import Z_95, batch_means_interval
 TOKEN_LINE_GRID = 101            # grid points of the line's elasticity posterior, 0..1
@@ -63,7 +64,7 @@ def token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_s
     """Choose how step time follows the batch's tokens (see RoleFit.busy_at)."""
     groups: list[list[int]] = []
     for i in sorted(with_steps, key=lambda j: per_log_tokens[j]):
-        if groups and per_log_tokens[i] / per_log_tokens[groups[-1][0]] - 1.0 <= SAME_BUDGET_TOL:
+        if groups and per_log_tokens[i] / per_log_tokens[groups[-1][0]] - 1.0 <= SAME_SIZE_TOL:
             groups[-1].append(i)
         else:
             groups.append([i])

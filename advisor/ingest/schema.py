@@ -27,12 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from advisor.errors import LogError, LogWarning, display_path
+from advisor.settings import MAX_GPUS, MAX_QUEUE_CAP
 
 SCHEMA_VERSION = 1
 KNOWN_EVENTS = ("run", "step", "sync", "rates", "end")
 END_REASONS = ("done", "interrupted", "error")
-MAX_GPUS = 4096
-MAX_QUEUE_CAP = 10_000
 MAX_TIME_S = 1e8
 MAX_TOKENS = 1 << 31
 MAX_INT = 1 << 53

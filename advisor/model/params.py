@@ -15,6 +15,7 @@ from typing import Mapping
 
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.observe import ObservedRun
+from advisor.settings import SAME_SIZE_TOL
 from advisor.model.priors import CONTENTION_PRIOR_SE, CONTENTION_SINGLE_SE, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE
 from advisor.stats import Z_95
 
@@ -86,7 +87,7 @@ class RoleFit:
         if self.token_model not in ("power", "budgets") or self.tokens_ref <= 0 or tokens <= 0:
             return 0.0
         # a run at another budget is another run: the anchor run's own level is off by TOKEN_RUN_SE
-        other = abs(tokens / self.tokens_ref - 1.0) > SAME_BUDGET_TOL
+        other = abs(tokens / self.tokens_ref - 1.0) > SAME_SIZE_TOL
         run = Z_95 * TOKEN_RUN_SE if other else 0.0
         lo, hi = self.token_range
         if self.token_model == "budgets":
@@ -278,4 +279,3 @@ class PipelineFit:
     @property
     def roles(self) -> tuple[str, str]:
         return self.producer.role, self.consumer.role
-SAME_BUDGET_TOL = 0.10          # logs whose mean batch is within 10% count as the same budget

@@ -65,10 +65,9 @@ from advisor.stats import Z_95
 from advisor.model.params import PipelineFit
 from advisor.model.chain import SplitResult, project_split
 from advisor.errors import ReconcileWarning
-from advisor.settings import Settings
+from advisor.settings import SAME_SIZE_TOL, Settings
 
 RECONCILE_PCT = 3.0
-SAME_BATCH_TOL = 0.10      # a log whose batches are within 10% of the projected size is comparable
 
 
 @dataclass(frozen=True)
@@ -199,7 +198,7 @@ def lead_interval(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | Non
 def _comparable(fit: PipelineFit, ob, settings: Settings) -> bool:
     """Whether a log's measured rate can be compared with this table (same batch size)."""
     tokens = ob.tok_s / ob.bps if ob.bps > 0 else fit.tokens_mean
-    return abs(tokens / settings.tokens_per_batch - 1.0) <= SAME_BATCH_TOL
+    return abs(tokens / settings.tokens_per_batch - 1.0) <= SAME_SIZE_TOL
 
 
 def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tuple[pd.DataFrame, tuple[Reconciliation, ...]]:
@@ -222,7 +221,7 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
         else:
             tokens = ob.tok_s / ob.bps
             x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus=n + m,
-                              tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_BATCH_TOL
+                              tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
                               else tokens).x_bps
         rec = Reconciliation(path=ob.path, label=label, gpus=n + m, observed_bps=ob.bps, projected_bps=x)
         out.append(rec)

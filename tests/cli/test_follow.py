@@ -1,4 +1,4 @@
-"""`follow_logs` on a log that grows while it is followed (advisor/follow.py)."""
+"""`follow_logs` on a log that grows while it is followed (advisor/cli/follow.py)."""
 from __future__ import annotations
 
 import io
@@ -13,7 +13,7 @@ from advisor.advice import advise
 from advisor.cli.follow import follow_logs
 from advisor.present.text import render
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "reference-7x1.jsonl"
 INTERVAL_S = 0.2
 DEADLINE_S = 20.0

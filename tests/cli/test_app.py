@@ -241,3 +241,50 @@ def test_read_ahead_errors_surface_in_argument_order(reference, tmp_path, read_a
     empty.mkdir()
     r = invoke(empty, bad, "--json")
     assert r.exit_code == 2 and str(empty) in r.stderr and "no .jsonl" in r.stderr
+
+
+def test_option_defaults_and_limits_are_the_settings():
+    """The CLI re-types no default: every option's default, and the gate's, comes from advisor.settings."""
+    import inspect
+
+    import typer.main
+
+    from advisor import settings
+    from advisor.advice import advise_numbers
+    from advisor.cli.follow import follow_logs
+    from advisor.fit.pipeline import fit_from_numbers
+    commands = typer.main.get_command(app).commands
+
+    def param(cmd, name):
+        return next(p for p in commands[cmd].params if p.name == name)
+
+    assert param("advise", "restart_cost").default == settings.DEFAULT_RESTART_COST_H
+    assert param("advise", "interval").default == settings.DEFAULT_FOLLOW_INTERVAL_S
+    assert param("advise", "interval").min == settings.MIN_FOLLOW_INTERVAL_S
+    assert param("what-if", "hs_cap").default == settings.DEFAULT_HS_CAP
+    assert param("what-if", "tokens_per_batch").default == settings.DEFAULT_TOKENS_PER_BATCH
+    assert param("plot", "min_efficiency").default == settings.DEFAULT_MIN_EFFICIENCY
+    assert f"else {settings.DEFAULT_MIN_EFFICIENCY:g})" in param("check", "min_efficiency").help
+    for cmd in ("advise", "check", "plot", "what-if", "import-tb"):
+        assert param(cmd, "gpus").min == settings.MIN_GPUS, cmd
+    # the library's own defaults for the same options
+    for fn in (advise_numbers, fit_from_numbers):
+        sig = inspect.signature(fn).parameters
+        assert sig["hs_cap"].default == settings.DEFAULT_HS_CAP
+        assert sig["tokens_per_batch"].default == settings.DEFAULT_TOKENS_PER_BATCH
+    assert inspect.signature(fit_from_numbers).parameters["pre_cap"].default == settings.DEFAULT_PRE_CAP
+    assert inspect.signature(follow_logs).parameters["interval_s"].default == settings.DEFAULT_FOLLOW_INTERVAL_S
+
+
+@pytest.mark.parametrize("args, message", [
+    (["LOG", "--hs-cap", "10001"], "--hs-cap: 10001 is more than the limit 10000"),
+    (["LOG", "--gpus", "4097"], "--gpus: 4097 is more than the limit 4096"),
+    (["what-if", "--targets", "7", "--drafters", "1", "--target-bps", "1", "--drafter-bps", "1", "--hs-cap", "10001"],
+     "--hs-cap: 10001 is more than the limit 10000"),
+    (["what-if", "--targets", "4097", "--drafters", "1", "--target-bps", "1", "--drafter-bps", "1"],
+     "--targets: 4097 is more than the limit 4096"),
+])
+def test_limits_are_the_settings_checked_before_reading(tmp_path, args, message):
+    """Past settings' limits: exit 2 naming the option, before the log is read (here it does not exist)."""
+    r = invoke(*[tmp_path / "never.jsonl" if a == "LOG" else a for a in args])
+    assert r.exit_code == 2 and r.stderr == f"dflash-advise: {message}\n"
