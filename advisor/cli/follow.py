@@ -59,7 +59,7 @@ def _chunks(path: Path):
 
     Opened as the loader opens it: a FIFO or device is refused (LogRefused), never opened.
     """
-    from advisor.ingest.load import MAX_LOG_BYTES, open_log
+    from advisor.ingest.reader import MAX_LOG_BYTES, open_log
     fh, raw = open_log(path)
     total = 0
     with fh, raw:

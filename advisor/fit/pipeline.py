@@ -73,7 +73,7 @@ import pandas as pd
 
 from advisor.errors import ContentionWarning
 from advisor.measure.contention import WithinLogContention, estimate_within_log, within_log_text
-from advisor.ingest.load import RunLog
+from advisor.ingest.runlog import RunLog
 from advisor.errors import AssumptionWarning, LogError
 from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue
 from advisor.measure.steady import SteadyWindow, find_steady
@@ -904,8 +904,8 @@ def _fit_steps(logs: Sequence[RunLog], wins: Sequence[SteadyWindow], with_steps:
     observed = tuple(observe(lg, w, tokens_mean) for lg, w in zip(logs, wins))
     if any(getattr(logs[i], "sampled", False) for i in with_steps):
         # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned sums
-        from advisor.ingest.summary import exact_fit
-        (pfit, cfit), observed, tokens_mean, seqs_mean = exact_fit(logs, wins, same, (pfit, cfit), observed)
+        from advisor.fit.sampled import sampled_role_fits
+        (pfit, cfit), observed, tokens_mean, seqs_mean = sampled_role_fits(logs, wins, same, (pfit, cfit), observed)
         observed = tuple(observed)
     return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=tokens_std,
                   seqs_mean=seqs_mean, tokens_range=tokens_range, observed=observed, contention=contention,
@@ -1012,8 +1012,8 @@ def fit_pipeline(logs: Sequence[RunLog]) -> PipelineFit:
     loader = _fit_loader(logs, wins, roles.producer, roles.observed)
     if any(getattr(lg, "sampled", False) for lg in logs):
         # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
-        from advisor.ingest.summary import exact_loader_and_sync
-        sync, loader = exact_loader_and_sync(logs, wins, sync, loader)
+        from advisor.fit.sampled import sampled_loader_and_sync
+        sync, loader = sampled_loader_and_sync(logs, wins, sync, loader)
     total = None
     if head.samples and head.epochs and roles.seqs_mean:
         total = head.samples * head.epochs / roles.seqs_mean
