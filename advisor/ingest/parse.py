@@ -64,6 +64,7 @@ def _n_rows(nl: np.ndarray) -> int:
 
 
 def decode_line(raw: bytes, path: str, line: int) -> Any:
+    """One line's JSON value; a LogError naming the line when it is not UTF-8 or not JSON."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
