@@ -22,7 +22,8 @@ from advisor.decide.evidence import Evidence, gather
 from advisor.model.params import PipelineFit
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline
 from advisor.measure.measured import measure_logs
-from advisor.ingest.load import RunLog, load_logs
+from advisor.ingest.load import load_logs
+from advisor.ingest.runlog import RunLog
 from advisor.project.table import Reconciliation, project, reconcile, split_capacities, split_label
 from advisor.ingest.schema import SCHEMA_VERSION
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning

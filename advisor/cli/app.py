@@ -370,7 +370,7 @@ def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
     S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
     """
-    from advisor.ingest.summary import summarize_paths
+    from advisor.ingest.load import summarize_paths
     try:
         summ = summarize_paths(logs, workers=jobs)
         summ.write(out)

@@ -37,7 +37,7 @@ from typing import Any, Sequence, TextIO
 
 from advisor import advice      # advice.advise looked up per pass (tests replace it)
 from advisor.errors import LogError, LogRefused
-from advisor.ingest.load import MAX_LOG_BYTES, open_log
+from advisor.ingest.reader import MAX_LOG_BYTES, open_log
 from advisor.ingest.ranks import expand
 from advisor.present.text import render
 from advisor.settings import DEFAULT_FOLLOW_INTERVAL_S

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.model.params import PipelineFit
-from advisor.ingest.load import RunLog
+from advisor.ingest.runlog import RunLog
 
 MIN_BATCHES = 100
 DRIFT_PCT = 5.0

@@ -76,7 +76,7 @@ from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps
 from advisor.fit.splits import contention_ref_busy, fit_contention
 from advisor.fit.stages import calibrate_loader, fit_loader, fit_sync
 from advisor.fit.tokens import token_model
-from advisor.ingest.load import RunLog
+from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention, within_log_text
 from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
 from advisor.measure.measured import Measurement, measure_logs

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from advisor.fit.roles import log_mean_se
-from advisor.ingest.load import RunLog
+from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import ContentionFit

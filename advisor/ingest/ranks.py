@@ -1,4 +1,4 @@
-"""Per-rank logs: many files of one run read as one :class:`~advisor.ingest.load.RunLog`.
+"""Per-rank logs: many files of one run read as one :class:`~advisor.ingest.runlog.RunLog`.
 
 A pipeline whose processes each write their own file (one per worker, e.g. with
 :mod:`advisor.instrument`) gives a run directory. Every file of one run starts with the same
@@ -34,14 +34,16 @@ from __future__ import annotations
 import glob
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
-import pandas as pd
 
-from advisor.ingest.load import RunLog
 from advisor.errors import LogError
+from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import RunHeader
+
+if TYPE_CHECKING:
+    import pandas as pd   # imported where frames are merged: reading a log needs only numpy and pyarrow
 
 GLOB_CHARS = "*?["
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -107,6 +109,8 @@ def check_same_header(logs: Sequence[RunLog]) -> None:
 
 
 def _concat(frames: list[pd.DataFrame], roles: Sequence[str] | None = None) -> pd.DataFrame:
+    import pandas as pd
+
     frames = [f for f in frames if len(f)] or frames[:1]
     if len(frames) == 1:
         return frames[0]
@@ -118,7 +122,9 @@ def _concat(frames: list[pd.DataFrame], roles: Sequence[str] | None = None) -> p
     return df.iloc[order].reset_index(drop=True)
 
 
-def _merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
+def merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
+    """The end of a run from its files' ends (``.end``, ``.path``): None until every file has
+    ended; else at the latest ``t``, with the worst reason and the messages of the files that gave it."""
     ends = [lg.end for lg in logs]
     if any(e is None for e in ends):
         return None
@@ -138,11 +144,6 @@ def merge(logs: Sequence[RunLog], path: str) -> RunLog:
     if len(logs) == 1:
         return logs[0]
     check_same_header(logs)
-    if any(lg.sampled for lg in logs) and all(lg.source for lg in logs):
-        # large logs hold samples of their steps: merge the files as summaries, exactly (advisor.ingest.load;
-        # `load_logs` merges its own files' summaries and never comes here with sampled logs)
-        from advisor.ingest.load import load_run
-        return load_run([lg.source for lg in logs], path)
     head = logs[0].header
     unknown: dict[str, int] = {}
     for lg in logs:
@@ -152,14 +153,7 @@ def merge(logs: Sequence[RunLog], path: str) -> RunLog:
                   steps=_concat([lg.steps for lg in logs], list(head.roles)),
                   syncs=_concat([lg.syncs for lg in logs]),
                   rates=_concat([lg.rates for lg in logs]),
-                  end=_merged_end(logs), n_lines=sum(lg.n_lines for lg in logs), unknown_events=unknown)
-
-
-def _workers(lg: RunLog) -> set[tuple[str, int]]:
-    if not len(lg.steps):
-        return set()
-    pairs = lg.steps[["role", "worker"]].drop_duplicates()
-    return {(str(r), int(w)) for r, w in zip(pairs["role"], pairs["worker"])}
+                  end=merged_end(logs), n_lines=sum(lg.n_lines for lg in logs), unknown_events=unknown)
 
 
 def group_name(paths: Sequence[str]) -> str:
@@ -183,21 +177,6 @@ def rank_groups(headers: Sequence[RunHeader], workers: Callable[[int], set[tuple
         else:
             g.append(i)
     return [g for g in groups if len(g) > 1 and _are_ranks([workers(i) for i in g])]
-
-
-def group_ranks(logs: Sequence[RunLog], eligible: Sequence[bool] | None = None) -> list[RunLog]:
-    """Merge the logs (those marked ``eligible``: plain files) that are per-rank parts of one run
-    (see the module docstring); keep the others as they are. Each merged run takes the place of
-    its first file; the order is otherwise kept."""
-    logs = list(logs)
-    ok = [True] * len(logs) if eligible is None else list(eligible)
-    replace: dict[int, RunLog] = {}
-    drop: set[int] = set()
-    for g in rank_groups([lg.header for lg in logs], lambda i: _workers(logs[i]), ok):
-        members = [logs[i] for i in g]
-        replace[g[0]] = merge(members, group_name([lg.path for lg in members]))
-        drop.update(g[1:])
-    return [replace.get(i, lg) for i, lg in enumerate(logs) if i not in drop]
 
 
 def _are_ranks(worker_sets: Sequence[set[tuple[str, int]]]) -> bool:

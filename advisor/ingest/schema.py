@@ -6,7 +6,7 @@ worker), ``sync`` (a weight/gradient sync among drafters), ``rates`` (periodic s
 ``end``. Unknown events and unknown fields are counted, never fatal.
 
 This module is the slow, exact path: it validates one decoded event and names the offending
-field. The fast path (`advisor.ingest.load`) parses whole files into columns and only falls back here
+field. The fast path (`advisor.ingest.parse`) parses whole files into columns and only falls back here
 to find and name the first bad line.
 
 Errors are :class:`LogError` (the CLI maps them to exit code 2); :class:`LogRefused` is the kind
@@ -23,6 +23,7 @@ caveats.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -220,7 +221,6 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     bad = [k for k, v in texts.items() if v is not None and has_surrogate(v)]
     if bad:
         # display-only text: repair it, do not refuse the log over it
-        import warnings
         warnings.warn(LogWarning(f"{display_path(path)}:{line}: field '{bad[0]}' holds a lone UTF-16 surrogate; shown as U+FFFD"),
                       stacklevel=3)
         texts = {k: printable(v) if v is not None else None for k, v in texts.items()}
@@ -244,7 +244,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
 
 
 # Numeric fields of each event: (name, required, integer, maximum); the minimum is 0 for all.
-# advisor.ingest.load checks the same bounds column by column (its fast path) from these tables.
+# advisor.ingest.parse checks the same bounds column by column (its fast path) from these tables.
 STEP_NUMBERS = (("t", True, False, MAX_TIME_S), ("worker", True, True, MAX_GPUS), ("batch", False, True, MAX_INT),
                 ("tokens", True, True, MAX_TOKENS), ("seqs", False, True, MAX_TOKENS),
                 ("busy", True, False, MAX_TIME_S), ("wait", False, False, MAX_TIME_S),

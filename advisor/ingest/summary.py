@@ -1,6 +1,6 @@
 """Mergeable summaries of rate logs: what the advisor needs from a log, in memory that does not grow with it.
 
-A :class:`Summary` is built chunk by chunk by `advisor.ingest.load` (or merged from other summaries) and keeps:
+A :class:`Summary` is built chunk by chunk by `advisor.ingest.stream` (or merged from other summaries) and keeps:
 
 - per role: the number of steps, and how many have ``busy > 0`` and ``tokens > 0`` (the usability
   check);
@@ -22,12 +22,14 @@ A :class:`Summary` is built chunk by chunk by `advisor.ingest.load` (or merged f
 
 A summary serialises to one JSON object (``{"dflash_summary": 1, ...}``, arrays as base64 of
 little-endian float64) that `advisor.ingest.load.load_log` reads like a log: `dflash-advise summarize`
-maps logs to summaries where they live and reduces them into one, and the advisor reads that.
+maps logs to summaries where they live and reduces them into one (`advisor.ingest.load.summarize_paths`),
+and the advisor reads that.
 
-When a role was sampled (:attr:`Summary.sampled`), counts, rates and shares come from the bins:
-:func:`find_steady_binned` runs the warm-up rule on completions per bin (the whole log), and
-:func:`exact_fit` replaces the sample's counts and sums in a fit by the binned ones; the sample
-serves variability, the step-time line, simulation and plots.
+When a role was sampled (:attr:`Summary.sampled`), counts, rates and shares come from the bins
+(:class:`Totals`): `advisor.measure.steady.find_steady_binned` runs the warm-up rule on
+completions per bin (the whole log), and `advisor.fit.sampled.sampled_role_fits` replaces the
+sample's counts and sums in a fit by the binned ones; the sample serves variability, the
+step-time line, simulation and plots.
 """
 from __future__ import annotations
 
@@ -37,14 +39,13 @@ import json
 import math
 import os
 import stat
-import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from advisor.errors import LogError, SteadyStateWarning
+from advisor.errors import LogError
 from advisor.ingest.schema import RunHeader, parse_header
 
 FORMAT_VERSION = 1
@@ -53,7 +54,6 @@ DEFAULT_SAMPLE_ROWS = 300_000   # per role: ~24 MB of rows, and a Huber line on 
 NBINS = 8192
 BASE_BIN_S = 1.0 / 16.0
 MAX_SUMMARY_BYTES = 4 << 30
-MIN_GROUP_EVENTS = 25        # completions per point of the binned warm-up rule (on average)
 
 STEP_FIELDS = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
 SYNC_FIELDS = ("t", "workers", "dur", "bytes")
@@ -526,150 +526,3 @@ def merge_all(summaries: Iterable[Summary]) -> Summary:
     for s in it:
         first.merge(s)
     return first
-
-
-def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
-                    sample_rows: int | None = None) -> Summary:
-    """One merged summary of several logs (or summaries) of one run, parsed in parallel threads.
-
-    pyarrow's JSON reader and numpy release the GIL, so threads use the cores; memory is one
-    summary plus one chunk per worker thread.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from advisor.ingest.load import summarize_log
-
-    from advisor.ingest.ranks import expand
-
-    paths = [f for p in paths for f in expand(p)[0]]    # a directory or a quoted glob: its log files
-    if not paths:
-        raise LogError("<none>", None, "no log file given")
-    workers = max(1, min(workers or os.cpu_count() or 1, len(paths)))
-    if workers == 1:
-        return merge_all(summarize_log(p, sample_rows=sample_rows) for p in paths)
-    with ThreadPoolExecutor(workers) as ex:
-        # merged in path order as they finish, so at most `workers` summaries are held at once
-        return merge_all(ex.map(lambda p: summarize_log(p, sample_rows=sample_rows), paths))
-
-
-# --- hooks for fit and steady (only for sampled logs)
-
-
-def find_steady_binned(log) -> Any:
-    """`steady.find_steady` for a sampled log: MSER on the consumer's completions per time bin.
-
-    The bins hold every completion of the whole log, so the warm-up and drain cuts rest on all
-    of it; the window's edges fall on bin edges (the bin width is at most 1/4096 of the span).
-    """
-    from advisor.measure.steady import MIN_STEADY_EVENTS, SteadyWindow, mser_truncation
-
-    tot: Totals = log.totals
-    consumer = log.header.consumer
-    counts = tot.series(consumer, "n")
-    nz = np.flatnonzero(counts)
-    n_all = int(counts.sum())
-    if n_all < MIN_STEADY_EVENTS + 1:
-        raise LogError(log.path, None, f"has {n_all} '{consumer}' steps; at least "
-                       f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
-    first, last = int(nz[0]), int(nz[-1])
-    # groups of g bins holding ~MIN_GROUP_EVENTS completions on average: counts of a few events
-    # are too noisy for the rule (the exact path averages 5 gaps per point for the same reason)
-    span = last + 1 - first
-    g = max(1, math.ceil(MIN_GROUP_EVENTS * span / n_all))
-    n_groups = math.ceil(span / g)
-    padded = np.zeros(n_groups * g)
-    padded[:span] = counts[first:last + 1]
-    series = padded.reshape(n_groups, g).sum(axis=1)
-    if n_groups * g > span:     # the last group is partial: compare its rate, not its count
-        series[-1] *= g / (span - (n_groups - 1) * g)
-    k, settled = mser_truncation(series, batch=1)
-    k_end, _ = mser_truncation(series[k:][::-1], batch=1)
-    w = tot.width_s * g
-    log_end_s = log.duration_s
-    start_s = first * tot.width_s + k * w
-    end_s = min(first * tot.width_s + (n_groups - k_end) * w, log_end_s)
-    lo_bin = first + k * g
-    hi_bin = min(first + (n_groups - k_end) * g, last + 1)
-    n = int(counts[lo_bin:hi_bin].sum())
-    if not settled:
-        warnings.warn(SteadyStateWarning(
-            f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
-            f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"), stacklevel=3)
-    return SteadyWindow(start_s=start_s, end_s=end_s,
-                        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0, settled=settled,
-                        basis="steps", n_events=n,
-                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)
-
-
-def exact_fit(logs: Sequence[Any], wins: Sequence[Any], same: Sequence[int], role_fits: Sequence[Any],
-              observed: Sequence[Any]) -> tuple[list[Any], list[Any], float, float | None]:
-    """For fits that include sampled logs: counts, means and shares from the exact binned sums.
-
-    Returns the role fits, the observed runs, the consumer's tokens per batch and seqs per
-    batch. The step-time line, the variability and the interval's relative width stay those of
-    the sample (the interval is then that of a 300k-row sample: wider than the whole log's).
-    """
-    from advisor.measure.observe import window_sums    # here: advisor.ingest.load imports this module
-    out = []
-    sums_by_role = {}
-    for rf in role_fits:
-        tot = dict.fromkeys(("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs", "wall"), 0.0)
-        for i in same:
-            s = window_sums(logs[i], wins[i], rf.role)
-            for k in s:
-                tot[k] += s[k]
-            tot["wall"] += wins[i].duration_s * logs[i].header.roles[rf.role]
-        sums_by_role[rf.role] = tot
-        n = tot["n"]
-        if n < 2:
-            out.append(rf)
-            continue
-        mean = tot["busy"] / n
-        var = max(tot["busy2"] - n * mean * mean, 0.0) / (n - 1)
-        scale = rf.busy_mean_s / mean if mean > 0 else 1.0
-        wall = max(tot["wall"], 1e-12)
-        out.append(replace(rf, n_steps=int(n), busy_mean_s=mean, busy_std_s=math.sqrt(var), mu_bps=1.0 / mean,
-                           mu_low_bps=rf.mu_low_bps * scale, mu_high_bps=rf.mu_high_bps * scale,
-                           busy_share=tot["busy"] / wall, starved_share=tot["wait"] / wall,
-                           blocked_share=tot["blocked"] / wall))
-    consumer = role_fits[-1].role
-    obs = list(observed)     # advisor.measure.observe already counts sampled logs from their exact sums
-    c = sums_by_role[consumer]
-    tokens_mean = c["tokens"] / c["n"] if c["n"] else float("nan")
-    seqs_mean = c["seqs"] / c["n_seqs"] if c["n_seqs"] else None
-    return out, obs, tokens_mean, seqs_mean
-
-
-def exact_loader_and_sync(logs: Sequence[Any], wins: Sequence[Any], sync: Any, loader: Any) -> tuple[Any, Any]:
-    """For fits with sampled logs: the input-bound loader's capacity from the exact count of
-    producer steps, its arrival SCV un-thinned, and the steps per sync (when no header gives it)
-    from exact counts of consumer steps and syncs.
-
-    A uniform sample keeps each arrival with probability p (kept / all); thinning a renewal
-    process with inter-arrival SCV c2 gives SCV p c2 + (1 - p), so c2 = (scv_sample - (1 - p)) / p.
-    Real arrival streams are not quite renewal (consecutive gaps correlate), so this SCV is an
-    estimate: on the loader-bound test scenario, 0.34 +- 0.12 at p = 0.25 against 0.60 from all
-    arrivals (the raw sample's would be ~0.9).
-    """
-    lg, w = logs[0], wins[0]
-    tot = getattr(lg, "totals", None)
-    producer, consumer = lg.header.producer, lg.header.consumer
-    if tot is not None and loader.capacity_bps is not None and producer in tot.pruned:
-        n = tot.window(producer, w.start_s, w.end_s)["n"]
-        kept = int((lg.steps["role"] == producer).sum())
-        p = kept / max(lg.n_steps[producer], 1)
-        scv = max((loader.scv - (1.0 - p)) / p, 0.0) if p > 0 else loader.scv
-        loader = replace(loader, capacity_bps=n / max(w.duration_s, 1e-12), scv=scv)
-    if not any(g.header.sync_every for g in logs) and sync.measured:
-        ks = []
-        for g, gw in zip(logs, wins):
-            gt = getattr(g, "totals", None)
-            m = g.header.roles[consumer]
-            if gt is None or m < 2:
-                continue
-            n_sync = gt.sync_window(gw.start_s, gw.end_s)["n"]
-            if n_sync:
-                ks.append(int(round(gt.window(consumer, gw.start_s, gw.end_s)["n"] / m / n_sync)))
-        if ks:
-            sync = replace(sync, sync_every=max(ks))
-    return sync, loader

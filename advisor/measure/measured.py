@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from advisor.errors import LogError
-from advisor.ingest.load import RunLog
+from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention, estimate_within_log
 from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue, window_sums
 from advisor.measure.steady import SteadyWindow, find_steady

@@ -24,7 +24,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from advisor.ingest.load import RunLog
+from advisor.ingest.runlog import RunLog
 from advisor.measure.steady import SteadyWindow
 
 
@@ -45,11 +45,6 @@ class ObservedRun:
     def with_tokens(self, tokens_per_batch: float) -> "ObservedRun":
         """The same run with tokens/s from a batch size where the log did not measure it."""
         return self if not math.isnan(self.tok_s) else replace(self, tok_s=self.bps * tokens_per_batch)
-
-
-def _sampled(log: RunLog, role: str) -> bool:
-    tot = getattr(log, "totals", None)
-    return tot is not None and role in tot.pruned
 
 
 def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
@@ -79,7 +74,7 @@ def window_sums(log: RunLog, win: SteadyWindow, role: str) -> dict[str, float]:
 
 def completions(log: RunLog, win: SteadyWindow, role: str) -> tuple[float, float]:
     """(completions, their tokens) of ``role`` after the window opens, up to its end."""
-    if _sampled(log, role):
+    if log.is_sampled(role):
         s = log.totals.window(role, win.start_s, win.end_s)
         return s["n"], s["tokens"]
     st = steady_steps(log, win)
@@ -89,7 +84,7 @@ def completions(log: RunLog, win: SteadyWindow, role: str) -> tuple[float, float
 
 def completion_counts(log: RunLog, role: str, edges: np.ndarray) -> np.ndarray:
     """Completions of ``role`` per time bin (``edges``, seconds)."""
-    if _sampled(log, role):
+    if log.is_sampled(role):
         # cumulative exact counts, interpolated onto the requested edges
         tot = log.totals
         cum = np.concatenate(([0.0], np.cumsum(tot.series(role, "n"))))

@@ -12,21 +12,26 @@ is cut too. The steady window is [t at d, t at the drain]. A minimum in the last
 means the series keeps drifting: the run never settled, and the fit rests on a short, possibly
 still-changing window (a :class:`SteadyStateWarning`). Fewer than ``MIN_STEADY_EVENTS``
 consumer completions in the window is too little to fit: a :class:`LogError`.
+
+A sampled large log (`RunLog.is_sampled`: its consumer's steps are a sample) runs the same rule
+on all its completions, counted per time bin (`find_steady_binned`).
 """
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.ingest.load import RunLog
 from advisor.errors import LogError, SteadyStateWarning
+from advisor.ingest.runlog import RunLog
 
 MSER_BATCH = 5
 MIN_STEADY_EVENTS = 30      # consumer completions (steps) needed after warm-up
 MIN_STEADY_SNAPSHOTS = 3    # rates snapshots needed after warm-up (rates-only logs)
 UNSETTLED_FRACTION = 0.9    # truncation beyond 0.9 * n/2 -> "never settled"
+MIN_GROUP_EVENTS = 25        # completions per point of the binned warm-up rule (on average)
 
 
 @dataclass(frozen=True)
@@ -72,9 +77,8 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
 
 def find_steady(log: RunLog) -> SteadyWindow:
     """The steady window of ``log``; raises LogError when too little data remains to fit."""
-    if getattr(log, "totals", None) is not None and log.header.consumer in log.totals.pruned:
+    if log.is_sampled(log.header.consumer):
         # a sampled large log (advisor.ingest.summary): the same rule on all its completions, binned in time
-        from advisor.ingest.summary import find_steady_binned
         return find_steady_binned(log)
     log_end_s = end_s = log.duration_s
     consumer = log.header.consumer
@@ -117,4 +121,48 @@ def find_steady(log: RunLog) -> SteadyWindow:
     return SteadyWindow(start_s=max(start_s, 0.0), end_s=end_s,
                         warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
                         settled=settled, basis=basis, n_events=n,
+                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)
+
+
+def find_steady_binned(log: RunLog) -> SteadyWindow:
+    """`find_steady` for a sampled log: MSER on the consumer's completions per time bin.
+
+    The bins hold every completion of the whole log, so the warm-up and drain cuts rest on all
+    of it; the window's edges fall on bin edges (the bin width is at most 1/4096 of the span).
+    """
+    tot = log.totals
+    consumer = log.header.consumer
+    counts = tot.series(consumer, "n")
+    nz = np.flatnonzero(counts)
+    n_all = int(counts.sum())
+    if n_all < MIN_STEADY_EVENTS + 1:
+        raise LogError(log.path, None, f"has {n_all} '{consumer}' steps; at least "
+                       f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
+    first, last = int(nz[0]), int(nz[-1])
+    # groups of g bins holding ~MIN_GROUP_EVENTS completions on average: counts of a few events
+    # are too noisy for the rule (the exact path averages 5 gaps per point for the same reason)
+    span = last + 1 - first
+    g = max(1, math.ceil(MIN_GROUP_EVENTS * span / n_all))
+    n_groups = math.ceil(span / g)
+    padded = np.zeros(n_groups * g)
+    padded[:span] = counts[first:last + 1]
+    series = padded.reshape(n_groups, g).sum(axis=1)
+    if n_groups * g > span:     # the last group is partial: compare its rate, not its count
+        series[-1] *= g / (span - (n_groups - 1) * g)
+    k, settled = mser_truncation(series, batch=1)
+    k_end, _ = mser_truncation(series[k:][::-1], batch=1)
+    w = tot.width_s * g
+    log_end_s = log.duration_s
+    start_s = first * tot.width_s + k * w
+    end_s = min(first * tot.width_s + (n_groups - k_end) * w, log_end_s)
+    lo_bin = first + k * g
+    hi_bin = min(first + (n_groups - k_end) * g, last + 1)
+    n = int(counts[lo_bin:hi_bin].sum())
+    if not settled:
+        warnings.warn(SteadyStateWarning(
+            f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
+            f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"), stacklevel=3)
+    return SteadyWindow(start_s=start_s, end_s=end_s,
+                        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0, settled=settled,
+                        basis="steps", n_events=n,
                         drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.model.params import PipelineFit
-from advisor.ingest.load import RunLog
+from advisor.ingest.runlog import RunLog
 from advisor.model.simulate import simulate
 
 DEFAULT_BATCHES = 6000

@@ -187,11 +187,11 @@ def test_follow_refused_input_is_not_waited_on(tmp_path, monkeypatch, capsys):
     """A log past the loader's limits (here: a gzip bomb) ends the follow at once with exit 2."""
     import gzip
 
-    import advisor.ingest.load as load
+    import advisor.ingest.reader as reader
     _no_sleep(monkeypatch)
     line = b'{"ev": "x", "t": 1}\n'
     log = tmp_path / "bomb.jsonl.gz"
-    log.write_bytes(gzip.compress(line * ((load.RATIO_CHECK_BYTES + 2 * load.CHUNK_BYTES) // len(line))))
+    log.write_bytes(gzip.compress(line * ((reader.RATIO_CHECK_BYTES + 2 * reader.CHUNK_BYTES) // len(line))))
     assert follow_logs([log], interval_s=0.05, out=io.StringIO()) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bomb" in err

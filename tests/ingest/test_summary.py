@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from advisor.ingest import summary as summary
 from advisor.advice import advise
-from advisor.ingest.load import load_log, summarize_log
+from advisor.ingest.load import load_log, summarize_paths
+from advisor.ingest.stream import summarize_log
 from advisor.errors import LogError
-from advisor.ingest.summary import merge_all, read_summary, summarize_paths
+from advisor.ingest.summary import merge_all, read_summary
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +253,7 @@ def test_sampled_loader_bound_run_keeps_its_loader_capacity(tmp_path, monkeypatc
     samp = _advise(p).fit.loader
     assert whole.input_bound and samp.input_bound
     assert samp.capacity_bps == pytest.approx(whole.capacity_bps, rel=0.03)
-    # the SCV is un-thinned from the sample (exact only for renewal arrivals; see exact_loader_and_sync)
+    # the SCV is un-thinned from the sample (exact only for renewal arrivals; see advisor.fit.sampled.sampled_loader_and_sync)
     assert math.isfinite(samp.scv) and samp.scv >= 0
 
 

@@ -19,7 +19,7 @@ from advisor.ingest.load import load_log, load_logs
 from advisor.errors import LogError
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _scenario(**kw) -> Scenario:

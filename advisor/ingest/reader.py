@@ -1,0 +1,202 @@
+"""The byte guards of reading a log: a readable regular file in, checked chunks of bytes out.
+
+`open_log` refuses what is not a readable regular file (a FIFO, a device, a directory) before
+opening it, and recognises gzip by its magic bytes. `read_chunks` gives the (decompressed) bytes
+in chunks of ``CHUNK_BYTES``, each checked before it is given out: line length, total size and
+line count, gzip inflation ratio (a bomb), UTF-16 and UTF-8. So a bomb, a device or one giant
+line fails after a bounded read, with bounded memory, and every refusal names the limit. OS
+errors become one-line :class:`~advisor.errors.LogError` s naming the file.
+"""
+from __future__ import annotations
+
+import codecs
+import errno
+import gzip
+import os
+import stat
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from advisor.errors import LogError, LogRefused
+
+# Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
+MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
+MAX_LOG_BYTES = 1 << 40     # decompressed; memory does not grow with the log (streamed), time does
+MAX_LOG_LINES = 10_000_000_000
+MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
+RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
+CHUNK_BYTES = 8 << 20
+
+
+def _human(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def _refuse_special(st: os.stat_result, path: str) -> None:
+    """Refuse anything but a regular file: a FIFO or a device may never end (or never start)."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise LogRefused(path, None, "is a directory, not a log file")
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+    raise LogRefused(path, None, f"is {kind}, not a regular file; the advisor reads log files only "
+                                 f"(a pipe or device may never end): write the log to a file first")
+
+
+def _os_error(e: OSError, path: str) -> LogError:
+    if isinstance(e, FileNotFoundError):
+        return LogError(path, None, "no such file")
+    if isinstance(e, PermissionError):
+        return LogRefused(path, None, "cannot be read (permission denied)")
+    if isinstance(e, NotADirectoryError):
+        return LogRefused(path, None, "no such file (a part of the path is not a folder)")
+    if e.errno == errno.ENAMETOOLONG:
+        return LogRefused(path, None, "cannot be opened: the file name is too long for the file system")
+    return LogRefused(path, None, f"cannot be read ({e.strerror or e})")
+
+
+def open_log(path: str | Path):
+    """A binary stream of the log's (decompressed) bytes; refuses what is not a readable regular file.
+
+    ``stat`` comes before ``open`` so that a FIFO is never opened (opening one without a writer
+    blocks for ever); the file is then opened non-blocking and checked again with ``fstat`` in
+    case it was swapped in between. Gzip is recognised by its magic bytes, whatever the name.
+    """
+    spath = str(path)
+    try:
+        _refuse_special(os.stat(path), spath)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise _os_error(e, spath) from None
+    try:
+        _refuse_special(os.fstat(fd), spath)
+        raw = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
+    except OSError as e:
+        raw.close()
+        raise _os_error(e, spath) from None
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    return raw, raw
+
+
+class _ChunkGuard:
+    """The checks of `read_chunks`, chunk after chunk, and what they count: bytes out, lines
+    before the current chunk, the bytes of the current (unfinished) line, the UTF-8 state."""
+
+    def __init__(self, spath: str, raw, gz: bool, max_line_bytes: int, max_bytes: int, max_lines: int,
+                 max_ratio: float):
+        self.spath, self.raw, self.gz = spath, raw, gz
+        self.max_line_bytes, self.max_bytes, self.max_lines, self.max_ratio = (max_line_bytes, max_bytes,
+                                                                               max_lines, max_ratio)
+        self.started = False
+        self.total = 0
+        self.since_nl = 0  # bytes of the current (unfinished) line
+        self.lines_before = 0
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()
+
+    def check(self, chunk: bytes) -> np.ndarray:
+        """Raise if ``chunk`` breaks a limit; else the offsets of its newlines."""
+        self._size(chunk)
+        self._text(chunk)
+        nl = self._lines(chunk)
+        self.started = True
+        return nl
+
+    def _size(self, chunk: bytes) -> None:
+        spath, max_bytes, max_ratio = self.spath, self.max_bytes, self.max_ratio
+        self.total += len(chunk)
+        total, raw = self.total, self.raw
+        if total > max_bytes:
+            raise LogRefused(spath, None, f"holds more than {max_bytes} bytes ({_human(max_bytes)})"
+                             f"{' decompressed' if self.gz else ''}, the limit; no run needs that much for "
+                             f"advice: give the header line and a part of the log")
+        if self.gz and total > RATIO_CHECK_BYTES and total > max_ratio * max(raw.tell(), 1):
+            raise LogRefused(spath, None, f"inflates more than {max_ratio:g} times (to over {_human(total)} "
+                             f"from {_human(raw.tell())}); a rate log compresses about 10x: not a log "
+                             f"(a compression bomb?)")
+
+    def _text(self, chunk: bytes) -> None:
+        if not self.started and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise LogError(self.spath, 1, "is UTF-16 text; a rate log is UTF-8 (convert it: "
+                                          "iconv -f UTF-16 -t UTF-8)")
+        pending = self.utf8.getstate()[0]
+        if pending or not chunk.isascii():
+            try:
+                self.utf8.decode(chunk)
+            except UnicodeDecodeError as e:
+                at = max(e.start - len(pending), 0)
+                raise LogError(self.spath, self.lines_before + chunk.count(b"\n", 0, at) + 1,
+                               "is not UTF-8 text (binary data, or another encoding such as latin-1 "
+                               "or UTF-16?)") from None
+
+    def _too_long(self, k: int) -> LogError:
+        return LogError(self.spath, self.lines_before + k + 1,
+                        f"line is longer than {self.max_line_bytes} bytes; not a log event (corrupt file?)")
+
+    def _lines(self, chunk: bytes) -> np.ndarray:
+        max_line_bytes = self.max_line_bytes
+        arr = np.frombuffer(chunk, dtype=np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        if len(nl) == 0:
+            self.since_nl += len(chunk)
+            if self.since_nl > max_line_bytes:
+                raise self._too_long(0)
+            return nl
+        first = self.since_nl + int(nl[0])
+        gaps = np.diff(nl)
+        inner = int(gaps.max()) - 1 if len(nl) > 1 else 0
+        if max(first, inner) > max_line_bytes:
+            raise self._too_long(0 if first > max_line_bytes else int(np.argmax(gaps)) + 1)
+        self.since_nl = len(chunk) - int(nl[-1]) - 1
+        if self.since_nl > max_line_bytes:
+            raise self._too_long(len(nl))
+        self.lines_before += len(nl)
+        if self.lines_before > self.max_lines:
+            raise LogRefused(self.spath, None, f"holds more than {self.max_lines} lines, the limit; no run needs "
+                             f"that many for advice: give the header line and a part of the log")
+        return nl
+
+
+def read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYTES,
+                max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> Iterator[tuple[bytes, np.ndarray]]:
+    """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out, with
+    the offsets of its newlines (found once here for the line-length check; the reader reuses
+    them to count lines and rows, so no later pass scans the bytes for newlines again).
+
+    Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
+    bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
+    ``max_ratio`` times once past ``RATIO_CHECK_BYTES`` (a bomb: real logs compress 5-10x);
+    bytes that are not UTF-8 (named by line). So a bomb, a device or one giant line fails after
+    a bounded read, with bounded memory.
+    """
+    spath = str(path)
+    fh, raw = open_log(path)
+    guard = _ChunkGuard(spath, raw, fh is not raw, max_line_bytes, max_bytes, max_lines, max_ratio)
+    try:
+        with fh, raw:
+            while True:
+                chunk = fh.read(CHUNK_BYTES)
+                if not chunk:
+                    break
+                yield chunk, guard.check(chunk)
+    except LogError:
+        raise
+    except EOFError:    # may still be being written: not refused, so a follower waits
+        raise LogError(spath, None, f"ends inside its gzip stream after {guard.total} bytes "
+                                    f"({guard.lines_before} lines): truncated, or still being written") from None
+    except (zlib.error, gzip.BadGzipFile) as e:
+        raise LogRefused(spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes "
+                                      f"({guard.lines_before} lines)") from None
+    except OSError as e:
+        raise _os_error(e, spath) from None

@@ -1,0 +1,189 @@
+"""The fast pyarrow path and the exact line-by-line path (advisor.ingest.parse) give the same verdict and the same frames."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from advisor.ingest.load import load_log
+from advisor.errors import LogError
+from conftest import HEADER, good_lines
+
+
+def test_fast_and_slow_paths_agree(write_log):
+    """A shape pyarrow cannot unify (q.hs given as a list) falls back to the exact reader."""
+    lines = good_lines(8)
+    lines.insert(5, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": 1, "drafter": 1},
+                     "q": {"pre": [1, 2], "hs": [3]}})
+    slow = load_log(write_log(lines, "slow.jsonl"))
+    lines[5]["q"]["hs"] = 3
+    fast = load_log(write_log(lines, "fast.jsonl"))
+    assert np.allclose(slow.steps["busy"], fast.steps["busy"])
+    assert slow.rates["q_hs"].tolist() == fast.rates["q_hs"].tolist() == [3.0]
+
+
+_SYNC = {"ev": "sync", "t": 1.3, "role": "drafter", "workers": 1, "dur": 0.01, "bytes": 1e6}
+
+
+_RATES = {"ev": "rates", "t": 2.0, "window": 1.0, "bps": {"target": 4.0, "drafter": 4.0},
+          "cap_bps": {"target": 8.0, "drafter": 10.0}, "tok_s": 3600.0, "q": {"pre": [1, 2], "hs": 3}}
+
+
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10, max_value=10 ** 20),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3),
+                    st.lists(st.one_of(st.none(), st.integers(), st.floats()), max_size=2))
+
+
+_FIELDS = ["t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss", "role", "ev", "extra",
+           "workers", "dur", "bytes", "window", "tok_s", "eta_s", "reason", "bps", "cap_bps", "q"]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(field=st.sampled_from(_FIELDS),
+       value=st.one_of(_VALUES, st.dictionaries(st.sampled_from(["target", "drafter", "hs", "pre", "x"]), _VALUES,
+                                                max_size=3)),
+       row=st.integers(min_value=1, max_value=19), two_pass=st.booleans())
+def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row, two_pass):
+    """Whatever one field of one line holds, the fast path (in one pass or two: parse.TWO_PASS_BYTES)
+    and the line-by-line path give the same verdict."""
+    import advisor.ingest.parse as parse
+    monkeypatch.setattr(parse, "TWO_PASS_BYTES", 0 if two_pass else 1 << 40)
+    lines = good_lines(8)
+    lines[5:5] = [_SYNC]
+    lines[9:9] = [_RATES]
+    lines[row] = dict(lines[row], **{field: value})
+    p = tmp_path / "h.jsonl"
+    p.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    fast, exact = _both_paths(monkeypatch, p)
+    monkeypatch.undo()
+
+    def verdict(o):      # an error's line and field (its wording is not compared here)
+        return (o[0], o[2], o[3]) if o[0] == "error" else o
+    assert verdict(fast) == verdict(exact)
+
+
+@pytest.fixture(params=["one pass", "two passes"])
+def fast_passes(request, monkeypatch):
+    """The fast path in one pass (small pieces) or in two (large ones: parse.TWO_PASS_BYTES)."""
+    import advisor.ingest.parse as parse
+    monkeypatch.setattr(parse, "TWO_PASS_BYTES", 0 if request.param == "two passes" else 1 << 40)
+
+
+def _both_paths(monkeypatch, path):
+    """load_log's outcome on the fast path and on the exact line-by-line path."""
+    import advisor.ingest.parse as parse
+
+    def outcome():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                log = load_log(path)
+        except LogError as e:
+            return ("error", str(e), e.line, e.field)
+        return ("ok", log.steps.to_json(), log.rates.to_json(), log.syncs.to_json(), log.end)
+    fast = outcome()
+    real = parse._fast_parse
+    monkeypatch.setattr(parse, "_fast_parse", lambda *a, **k: None)
+    exact = outcome()
+    monkeypatch.setattr(parse, "_fast_parse", real)
+    return fast, exact
+
+
+@pytest.mark.parametrize("key,role", [("bps", "target"), ("bps", "drafter"), ("cap_bps", "drafter")])
+def test_explicit_null_role_rate_is_refused_on_both_paths(write_log, monkeypatch, fast_passes, key, role):
+    """An explicit ``null`` for a role's rate reads in Arrow like an absent role, which the schema
+    allows; the fast path has the exact validator judge such rows, so both paths refuse it alike,
+    naming file, line and field."""
+    lines = good_lines(8)
+    lines[9:9] = [dict(_RATES, **{key: dict(_RATES[key], **{role: None})})]
+    p = write_log(lines)
+    fast, exact = _both_paths(monkeypatch, p)
+    assert fast == exact
+    assert fast[0] == "error" and fast[2] == 10 and fast[3] == f"{key}.{role}" and str(p) in fast[1]
+
+
+def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch, fast_passes):
+    lines = good_lines(8)
+    lines[9:9] = [dict(_RATES, bps={"drafter": 4.0}, cap_bps={"target": 8.0})]
+    fast, exact = _both_paths(monkeypatch, write_log(lines))
+    assert fast == exact and fast[0] == "ok"
+    rates = json.loads(fast[2])
+    assert list(rates["bps_target"].values()) == [None] and list(rates["cap_bps_drafter"].values()) == [None]
+
+
+@pytest.mark.parametrize("field,value", [("bps", {"target": 2 ** 53 + 1}), ("window", 2 ** 53 + 1),
+                                         ("q", {"pre": [2 ** 53 + 1, 1], "hs": 2 ** 53 + 1})])
+def test_integer_past_2_53_in_a_rates_line_reads_alike_on_both_paths(write_log, monkeypatch, fast_passes,
+                                                                      field, value):
+    """A JSON integer no double holds exactly is read as the nearest double on both paths (the
+    exact path used to crash building its Arrow table)."""
+    lines = good_lines(8)
+    lines[9:9] = [dict(_RATES, **{field: value})]
+    fast, exact = _both_paths(monkeypatch, write_log(lines))
+    assert fast == exact
+
+
+@pytest.mark.parametrize("null_line,bad_line", [(10, 14), (14, 10)])
+def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch, fast_passes, null_line, bad_line):
+    lines = good_lines(8)
+    lines.insert(null_line - 1, dict(_RATES, bps={"target": None, "drafter": 4.0}))
+    assert lines[bad_line - 1]["ev"] == "step"
+    lines[bad_line - 1] = dict(lines[bad_line - 1], busy=-1.0)
+    fast, exact = _both_paths(monkeypatch, write_log(lines))
+    assert fast == exact
+    assert fast[2] == 10 and fast[3] == ("bps.target" if null_line == 10 else "busy")
+
+
+_RATE_NUMBERS = ["1.5", "0", "2", "7.5", "null"] * 6 + ["-1", "NaN", "Infinity", "1e20"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fast_rates_check_matches_validate_event(data):
+    """The vectorized rates check flags exactly the snapshots `schema.validate_event` refuses,
+    but for an explicit null as a role's rate, which Arrow reads as an absent role: such rows are
+    flagged unsure (`parse._rates_unsure`), and the fast path has the exact validator judge them."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from advisor.ingest import parse as parse
+    from advisor.ingest.schema import parse_header, validate_event
+    head = parse_header(HEADER, "x", 1)
+    num = st.sampled_from(_RATE_NUMBERS)
+    some = st.sampled_from(_RATE_NUMBERS)
+    lines = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        parts = ['"ev": "rates"', '"t": 1.0']
+        for k in ("window", "tok_s", "eta_s", "done"):
+            if data.draw(st.booleans()):
+                parts.append(f'"{k}": {data.draw(num)}')
+        for k in ("bps", "cap_bps"):
+            if data.draw(st.integers(0, 4)):
+                roles = [r for r in head.roles if data.draw(st.booleans())]
+                parts.append(f'"{k}": {{' + ", ".join(f'"{r}": {data.draw(some)}' for r in roles) + "}")
+        if data.draw(st.booleans()):
+            q = []
+            for spec in head.queues:
+                if data.draw(st.booleans()):
+                    v = ("[" + ", ".join(data.draw(st.lists(num, max_size=3))) + "]"
+                         if spec.per_worker and data.draw(st.integers(0, 4)) else data.draw(num))
+                    q.append(f'"{spec.name}": {v}')
+            parts.append('"q": {' + ", ".join(q) + "}")
+        lines.append("{" + ", ".join(parts) + "}")
+    try:
+        tab = pj.read_json(pa.BufferReader(("\n".join(lines) + "\n").encode()), parse_options=pj.ParseOptions(
+            explicit_schema=parse._arrow_schema(head), unexpected_field_behavior="ignore"))
+    except pa.ArrowInvalid:    # a shape Arrow cannot read (e.g. a list where a number is declared): the exact path
+        return
+    fast, unsure = parse._rates_bad(tab, head), parse._rates_unsure(tab, head)
+    for line, flagged, judged_exactly in zip(lines, fast, unsure):
+        try:
+            validate_event(json.loads(line), head, "x", 1)
+            refused = False
+        except LogError:
+            refused = True
+        assert flagged == refused or (judged_exactly and refused and not flagged), line
