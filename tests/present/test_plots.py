@@ -120,7 +120,6 @@ def test_rates_panel_from_steps_matches_the_observed_rate(adv):
     ax = Figure().add_subplot()
     plots.plot_rates(adv, ax=ax)
     # the drafter's binned completion rate, averaged over the steady part, is the observed rate
-
     edges, _ = plots._time_edges(adv.logs[0].duration_s)
     rate = plots._completion_rates(adv.logs[0], "drafter", edges, adv.logs[0].duration_s)
     steady = edges[:-1] >= adv.observed.steady_from_s
