@@ -1,10 +1,12 @@
 """The one public entry: logs (or bare numbers) in, an :class:`Advice` out.
 
-``advise(paths)`` runs load -> steady -> fit -> settings -> project -> reconcile -> evidence ->
-decide, and collects every typed warning raised on the way as a caveat. The CLI, the notebooks
-and the plots all call it. The options are resolved once into a `~advisor.settings.Settings`
-that every stage receives; the verdict is a `~advisor.decide.rules.Decision` (data) whose wording
-`advisor.present.text` writes from the same table the report prints.
+``advise(paths)`` runs load -> fit (steady window, measured run) -> settings -> project ->
+reconcile -> evidence -> decide, each wing once with the record the one before produced, and
+collects every typed warning raised on the way as a caveat. The CLI, the notebooks and the plots
+all call it. The options are resolved once into a `~advisor.settings.Settings` that every stage
+receives; the verdict is a `~advisor.decide.rules.Decision` (data) whose wording
+`advisor.decide.reasons` writes from the same table the report prints
+(`advisor.present.text` lays it out).
 """
 from __future__ import annotations
 
@@ -17,39 +19,23 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from advisor.decide.rules import Decision, decide
 from advisor.decide.evidence import Evidence, gather
-from advisor.model.params import PipelineFit
+from advisor.decide.observed import ObservedSplit, observed_split
+from advisor.decide.reasons import holds_unless, queue_text, reasons
+from advisor.decide.rules import Decision, decide
+from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline
-from advisor.measure.measured import measure_logs
 from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
-from advisor.project.table import Reconciliation, project, reconcile, split_capacities, split_label
 from advisor.ingest.schema import SCHEMA_VERSION
-from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
-from advisor.settings import DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, Settings, build_settings
+from advisor.measure.measured import measure_logs
+from advisor.model.params import PipelineFit
+from advisor.project.exact import refine_weak_spots, simulate_splits
+from advisor.project.table import Reconciliation, project, reconcile, split_label
+from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, Settings, build_settings,
+                              check_roles)
 
 EXACT_GAP_WARN_PCT = 3.0
-
-
-@dataclass(frozen=True)
-class Observed:
-    """The split the (first) log ran, as measured; capacities from the same function as the table."""
-
-    roles: Mapping[str, int]
-    bps: float
-    tok_s: float
-    efficiency: float
-    bottleneck: str
-    steady_from_s: float
-    steady_to_s: float
-    warmup_share: float
-    drain_share: float
-    capacities_bps: Mapping[str, float]
-    hs_mean_depth: float | None
-    hs_full_share: float | None
-    producer_blocked: float | None = None     # measured shares of wall time (step logs)
-    consumer_starved: float | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +59,7 @@ class Advice:
     gpus: int
     fit: PipelineFit
     splits: pd.DataFrame
-    observed: Observed
+    observed: ObservedSplit
     decision: Decision
     settings: Settings
     warnings: tuple[str, ...]
@@ -97,16 +83,16 @@ class Advice:
 
     @cached_property
     def recommendation(self) -> Recommendation:
-        from advisor.present.text import holds_unless, reasons
+        d = self.decision
         p, c = self.roles
-        n, m = (int(self.splits.at[self.decision.recommended, f"n_{r}"]) for r in (p, c))
-        return Recommendation(roles={p: n, c: m}, verdict=self.decision.verdict.value, reasons=tuple(reasons(self)),
-                              holds_unless=tuple(holds_unless(self)), gain_pct=self.decision.gain_pct)
+        n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
+        return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
+                              reasons=tuple(reasons(d, self.splits, self.fit, self.observed)),
+                              holds_unless=tuple(holds_unless(d)), gain_pct=d.gain_pct)
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
         is re-derived). Raises `advisor.settings.SettingsError` when the split is not one of G."""
-        from advisor.settings import check_roles
         s = replace(self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus))
         return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
 
@@ -138,7 +124,6 @@ class Advice:
 
     def to_json(self) -> dict[str, Any]:
         """The `dflash-advise --json` document (schema 1; decision fields additive)."""
-        from advisor.present.text import queue_text
         ob, d, rec = self.observed, self.decision, self.recommendation
         m = d.margin
         return {
@@ -161,7 +146,7 @@ class Advice:
                            if m else None),
                 "settings": self.settings.to_json(),
             },
-            "queues": ({"hs": {"cap": d.queue.cap, "advice": queue_text(self, d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
+            "queues": ({"hs": {"cap": d.queue.cap, "advice": queue_text(d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
                        if d.queue is not None else {}),
             "warnings": list(self.warnings),
             **({"gate": dict(self.gate)} if self.gate else {}),
@@ -173,33 +158,6 @@ def _num(v: Any, nd: int = 4) -> Any:
         return None
     v = float(v)
     return round(v, nd) if math.isfinite(v) else None
-
-
-def _observed(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> Observed:
-    ob = fit.observed[0]
-    p, c = fit.roles
-    n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
-    label = split_label(n, m)
-    if label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap:
-        row = splits.loc[label]
-        caps = {p: float(row[f"cap_{p}_bps"]), c: float(row[f"cap_{c}_bps"])}
-        loader = row["cap_loader_bps"]
-    else:   # the log ran another G or batch size than the table's: its own split, its own size
-        own = replace(settings, roles=None, gpus=max(n + m, 2), token_budget=None, tokens_per_batch=fit.tokens_mean,
-                      hs_cap=fit.hs_cap)
-        res = split_capacities(fit, own, max(n, 1), max(m, 1))
-        caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
-        loader = res.loader_cap_bps
-    if loader is not None and math.isfinite(loader):
-        caps["loader"] = float(loader)
-    steps = fit.source == "steps"
-    return Observed(roles={p: n, c: m}, bps=ob.bps, tok_s=ob.tok_s, efficiency=ob.bps / max(caps[p], caps[c]),
-                    bottleneck=min(caps, key=caps.get), steady_from_s=ob.steady.start_s,
-                    steady_to_s=ob.steady.end_s, warmup_share=ob.steady.warmup_share,
-                    drain_share=ob.steady.drain_share, capacities_bps=caps, hs_mean_depth=ob.hs_mean_depth,
-                    hs_full_share=ob.hs_full_share,
-                    producer_blocked=fit.producer.blocked_share if steps else None,
-                    consumer_starved=fit.consumer.starved_share if steps else None)
 
 
 def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
@@ -218,50 +176,37 @@ def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
     return df
 
 
-def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str,
-            caught: list[warnings.WarningMessage]) -> Advice:
-    p, c = fit.roles
-    with warnings.catch_warnings(record=True) as more:
-        warnings.simplefilter("always")
-        if settings.extrapolated_tokens:
-            lo, hi = settings.logged_tokens_range
-            warnings.warn(AssumptionWarning(
-                f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
-                f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
-                f"budget, given with the others, pins it down"))
-        judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
-        if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
-            warnings.warn(AssumptionWarning(
-                f"only {judged_m} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
-                f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
-        splits = project(fit, settings)
-        if fit.source == "steps" and settings.own_budget:
-            from advisor.project.exact import refine_weak_spots
-            splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
-        if settings.exact:
-            splits = _exact(fit, logs, settings, splits)
-        splits, recon = reconcile(fit, settings, splits)
-        ev = gather(fit, tuple(logs))
-        if ev.thin and fit.source != "numbers":
-            warnings.warn(SteadyStateWarning(
-                f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "
-                f"noise only, so treat the projections as provisional"))
-        splits = _widen_for_drift(splits, ev)
-        decision = decide(fit, splits, settings, ev)
-        observed = _observed(fit, settings, splits)
-    texts: list[str] = []
-    for w in list(caught) + list(more):
-        if issubclass(w.category, AdvisorWarning) and str(w.message) not in texts:
-            texts.append(str(w.message))
-    return Advice(run=run, gpus=settings.gpus, fit=fit, splits=splits, observed=observed, decision=decision,
-                  settings=settings, warnings=tuple(texts), reconciliation=recon, logs=tuple(logs))
+def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
+    """The caveats the options and the fit carry before anything is projected."""
+    c = fit.roles[1]
+    if settings.extrapolated_tokens:
+        lo, hi = settings.logged_tokens_range
+        warnings.warn(AssumptionWarning(
+            f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
+            f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
+            f"budget, given with the others, pins it down"))
+    judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
+    if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
+        warnings.warn(AssumptionWarning(
+            f"only {judged_m} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
+            f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
+
+
+def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
+    """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
+    against the log's own service times where the log has step events at its own budget."""
+    splits = project(fit, settings)
+    if fit.source == "steps" and settings.own_budget:
+        splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
+    if settings.exact:
+        splits = _exact(fit, logs, settings, splits)
+    return splits
 
 
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
     if fit.source != "steps" or not settings.own_budget:
         warnings.warn(AssumptionWarning("--exact needs step events and the log's own token budget; skipped"))
         return splits
-    from advisor.project.exact import simulate_splits
     out = simulate_splits(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     worst = out["exact_gap_pct"].abs().idxmax()
     if abs(out.at[worst, "exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
@@ -269,6 +214,41 @@ def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits:
             f"the analytic model and the exact simulation differ by {out.at[worst, 'exact_gap_pct']:+.1f}% at "
             f"{worst}: trust the simulation there"))
     return out
+
+
+def _evidence(fit: PipelineFit, logs: Sequence[RunLog]) -> Evidence:
+    """What the first log can carry (`advisor.decide.evidence`), with a caveat when it is thin."""
+    ev = gather(fit, tuple(logs))
+    if ev.thin and fit.source != "numbers":
+        warnings.warn(SteadyStateWarning(
+            f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "
+            f"noise only, so treat the projections as provisional"))
+    return ev
+
+
+def _caveats(*batches: Sequence[warnings.WarningMessage]) -> tuple[str, ...]:
+    """Every typed warning's text, once, in the order raised."""
+    texts: list[str] = []
+    for w in (w for batch in batches for w in batch):
+        if issubclass(w.category, AdvisorWarning) and str(w.message) not in texts:
+            texts.append(str(w.message))
+    return tuple(texts)
+
+
+def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str,
+            caught: list[warnings.WarningMessage]) -> Advice:
+    """From the fit on: project -> reconcile -> evidence -> decide, then the Advice."""
+    with warnings.catch_warnings(record=True) as more:
+        warnings.simplefilter("always")
+        _warn_assumptions(fit, settings)
+        splits = _project(fit, logs, settings)
+        splits, recon = reconcile(fit, settings, splits)
+        ev = _evidence(fit, logs)
+        splits = _widen_for_drift(splits, ev)
+        decision = decide(fit, splits, settings, ev)
+        observed = observed_split(fit, settings, splits)
+    return Advice(run=run, gpus=settings.gpus, fit=fit, splits=splits, observed=observed, decision=decision,
+                  settings=settings, warnings=_caveats(caught, more), reconciliation=recon, logs=tuple(logs))
 
 
 def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,

@@ -62,7 +62,7 @@ class Evidence:
         return out
 
 
-def _halves_drift(t: np.ndarray, start_s: float, end_s: float) -> tuple[float, float]:
+def halves_drift(t: np.ndarray, start_s: float, end_s: float) -> tuple[float, float]:
     """Rate change (%) between the window's halves and its z-score, from completion times ``t``."""
     t = t[(t > start_s) & (t <= end_s)]
     span = end_s - start_s
@@ -87,7 +87,7 @@ def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
     if logs and logs[0].has_steps:
         st = logs[0].steps
         t = st.loc[st["role"] == fit.consumer.role, "t"].to_numpy(float)
-        drift, z = _halves_drift(t, win.start_s, win.end_s)
+        drift, z = halves_drift(t, win.start_s, win.end_s)
     elif logs and len(logs[0].rates):
         col = f"bps_{fit.consumer.role}"
         r = logs[0].rates

@@ -33,7 +33,7 @@ Rules, in order; the first that fires decides (``rule`` names it):
 
 Beside the verdict: the loader cap (when the loader limits input, every split within
 ``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R against A
-(`advisor.project.sensitivity`), and queue advice at R (`advisor.project.queues`). Wording is `advisor.present.text`'s.
+(`advisor.project.sensitivity`), and queue advice at R (`advisor.project.queues`). Wording is `advisor.decide.reasons`'s.
 """
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
                   lead_high_pct=100.0 * paired[1] if paired else None)
 
 
-def _could_trail(m: Margin) -> bool:
+def could_trail(m: Margin) -> bool:
     """Whether the lower split could lead the higher one by more than RESOLVE_GAIN (95%)."""
     if m.lead_low_pct is not None:
         return m.lead_low_pct < -100 * RESOLVE_GAIN
@@ -198,7 +198,7 @@ def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | Non
     runner = str(others.idxmax()) if len(others) else None
     if settings.for_next_run or judged is None:
         m = _margin(df, best, runner)
-        if m is not None and not m.separated and (m.lead_pct >= 100 * RESOLVE_GAIN or _could_trail(m)):
+        if m is not None and not m.separated and (m.lead_pct >= 100 * RESOLVE_GAIN or could_trail(m)):
             return Verdict.CANNOT_TELL, "unresolved", best, _needs(df, ev, best, runner, runner)
         return Verdict.NEXT_RUN, ("next-run" if settings.for_next_run else "plan"), best, None
     overlap = best != judged and not _separated(df, best, judged)

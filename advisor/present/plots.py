@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+from advisor.measure.observe import completion_counts, queue_series
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor.advice import Advice
@@ -404,7 +405,6 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) ->
 
 
 def _completion_rates(log: Any, role: str, edges: np.ndarray, end_s: float) -> np.ndarray:
-    from advisor.measure.observe import completion_counts
     counts = completion_counts(log, role, edges)
     # the last bin may stick out past the log's end: divide by the time it covers
     covered = np.clip(np.minimum(edges[1:], end_s) - edges[:-1], 1e-9, None)
@@ -466,7 +466,6 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
 
     ``weight_s`` is how long each depth value holds, for the time-weighted distribution.
     """
-    from advisor.measure.observe import queue_series
     series = queue_series(log, name)
     if series is not None:
         return (*series, "rates")

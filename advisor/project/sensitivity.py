@@ -15,7 +15,7 @@ For the recommended split R and its runner-up A (both from the projected table),
   balancing tokens across ranks removes, and its weight falls as 1/sqrt(k). Reported when
   s(M) < ``LEVER_MIN_SCALING`` and a lever would raise it.
 
-Results are data (:class:`Threshold`, :class:`ScalingTie`, :class:`Lever`); `advisor.present.text`
+Results are data (:class:`Threshold`, :class:`ScalingTie`, :class:`Lever`); `advisor.decide.reasons`
 words them.
 """
 from __future__ import annotations

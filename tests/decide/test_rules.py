@@ -214,7 +214,7 @@ def test_a_small_lead_with_a_wide_interval_is_cannot_tell():
     # interval spans -30% to +45% (measured: 7-3 53.2 b/s, 8-2 45.5): not a tie, an open question
     from pathlib import Path
 
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "hold16g10" / "hold16g10-9x1-r0.jsonl.gz"
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "hold16g10" / "hold16g10-9x1-r0.jsonl.gz"
     adv = advise(log)
     d, m = adv.decision, adv.decision.margin
     assert m.lead_pct < 100 * RESOLVE_GAIN and m.lead_low_pct < -100 * RESOLVE_GAIN
@@ -236,9 +236,9 @@ def test_overlapping_intervals_with_a_certain_lead_are_separated():
     # cpu32 (32-core host, 6-2 measured 37.98 b/s, 5-3 33.31): from the 6-2 log the two intervals
     # overlap, since both carry the run's level and the split slope; the lead itself does not
     from pathlib import Path
-    from advisor.present.text import signed_pct
+    from advisor.decide.reasons import signed_pct
 
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
     adv = advise(log)
     d, m = adv.decision, adv.decision.margin
     assert (m.higher, m.lower) == ("6-2", "5-3")
@@ -256,7 +256,7 @@ def test_an_uncertain_lead_stays_cannot_tell():
     # drafter-bound 6-2 and the target-bound 5-3 share little, and the lead's interval spans 0
     from pathlib import Path
 
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
     adv = advise(log)
     m = adv.decision.margin
     assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "unresolved"
@@ -284,11 +284,11 @@ def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
 
 
 def test_could_trail_reads_the_lead_interval_or_else_the_two_intervals():
-    from advisor.decide.rules import Margin, _could_trail
+    from advisor.decide.rules import Margin, could_trail
 
     base = dict(higher="6-2", lower="5-3", stable=False, lead_pct=1.0)
-    assert _could_trail(Margin(**base, best_low=9.0, runner_up_high=11.0, lead_low_pct=-2.5, lead_high_pct=4.0))
-    assert not _could_trail(Margin(**base, best_low=9.0, runner_up_high=11.0, lead_low_pct=-1.5, lead_high_pct=4.0))
+    assert could_trail(Margin(**base, best_low=9.0, runner_up_high=11.0, lead_low_pct=-2.5, lead_high_pct=4.0))
+    assert not could_trail(Margin(**base, best_low=9.0, runner_up_high=11.0, lead_low_pct=-1.5, lead_high_pct=4.0))
     # no paired form: the runner-up's upper end against the best's lower end
-    assert _could_trail(Margin(**base, best_low=10.0, runner_up_high=10.3))
-    assert not _could_trail(Margin(**base, best_low=10.0, runner_up_high=10.1))
+    assert could_trail(Margin(**base, best_low=10.0, runner_up_high=10.3))
+    assert not could_trail(Margin(**base, best_low=10.0, runner_up_high=10.1))

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from advisor.advice import advise
-from advisor.decide.evidence import _halves_drift
+from advisor.decide.evidence import halves_drift
 
 
 def test_steady_reference_is_not_thin(reference):
@@ -25,8 +24,8 @@ def test_drift_recovers_a_rate_step():
     slow = np.cumsum(rng.exponential(1.0, 2000))
     fast = slow[-1] + np.cumsum(rng.exponential(1 / 1.3, 2600))
     t = np.concatenate([slow, fast])
-    d, z = _halves_drift(t, 0.0, float(t[-1]))
+    d, z = halves_drift(t, 0.0, float(t[-1]))
     assert d > 15 and z > 3
     flat = np.cumsum(rng.exponential(1.0, 4000))
-    d, z = _halves_drift(flat, 0.0, float(flat[-1]))
+    d, z = halves_drift(flat, 0.0, float(flat[-1]))
     assert abs(d) < 5 and z < 3

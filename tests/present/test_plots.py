@@ -21,7 +21,7 @@ from advisor.present import plots as plots  # noqa: E402
 from advisor.advice import advise  # noqa: E402
 from advisor.cli.app import app  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STEPS = ROOT / "fixtures" / "reference-7x1.jsonl"
 RATES = ROOT / "fixtures" / "reference-7x1-rates.jsonl"
 FIXTURES = ROOT / "fixtures"
@@ -120,8 +120,6 @@ def test_rates_panel_from_steps_matches_the_observed_rate(adv):
     ax = Figure().add_subplot()
     plots.plot_rates(adv, ax=ax)
     # the drafter's binned completion rate, averaged over the steady part, is the observed rate
-    import numpy as np
-
     edges, _ = plots._time_edges(adv.logs[0].duration_s)
     rate = plots._completion_rates(adv.logs[0], "drafter", edges, adv.logs[0].duration_s)
     steady = edges[:-1] >= adv.observed.steady_from_s

@@ -47,7 +47,7 @@ def test_an_open_next_run_choice_names_both_splits():
 
     from advisor.present.text import render_markdown
 
-    log = Path(__file__).resolve().parent.parent / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
     adv = advise(log)
     assert adv.decision.rule == "unresolved"
     text = render(adv)

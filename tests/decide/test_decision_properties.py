@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from advisor.advice import advise
 from advisor.decide.rules import Verdict
-from advisor.present.text import bps_text
+from advisor.decide.reasons import bps_text
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 SCENARIOS = {

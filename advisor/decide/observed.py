@@ -1,0 +1,93 @@
+"""The split the (first) log ran, as the table sees it: the measured run and its capacities.
+
+`advisor.measure.observe` measures what one log's steady window shows (rate, tokens/s, window,
+q_hs depth): an `~advisor.measure.observe.ObservedRun`. :class:`ObservedSplit` holds that run and
+adds what the projected table makes of the split it ran: the pool capacities (from the same
+function as the table's rows, `advisor.project.table.split_capacities`), the efficiency, the
+bottleneck and, for step logs, the measured blocked/starved shares. The headline, the "measured
+at" reason, the JSON's ``observed`` object and the plots all read it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+import pandas as pd
+
+from advisor.fit.pipeline import PipelineFit
+from advisor.measure.observe import ObservedRun
+from advisor.project.table import split_capacities, split_label
+from advisor.settings import Settings
+
+
+@dataclass(frozen=True)
+class ObservedSplit:
+    """The observed split: ``run`` as measured, ``roles`` in the pipeline's order (producer,
+    consumer), and the capacities, efficiency and bottleneck the table's function gives it."""
+
+    run: ObservedRun
+    roles: Mapping[str, int]
+    capacities_bps: Mapping[str, float]
+    efficiency: float
+    bottleneck: str
+    producer_blocked: float | None = None     # measured shares of wall time (step logs)
+    consumer_starved: float | None = None
+
+    @property
+    def bps(self) -> float:
+        return self.run.bps
+
+    @property
+    def tok_s(self) -> float:
+        return self.run.tok_s
+
+    @property
+    def steady_from_s(self) -> float:
+        return self.run.steady.start_s
+
+    @property
+    def steady_to_s(self) -> float:
+        return self.run.steady.end_s
+
+    @property
+    def warmup_share(self) -> float:
+        return self.run.steady.warmup_share
+
+    @property
+    def drain_share(self) -> float:
+        return self.run.steady.drain_share
+
+    @property
+    def hs_mean_depth(self) -> float | None:
+        return self.run.hs_mean_depth
+
+    @property
+    def hs_full_share(self) -> float | None:
+        return self.run.hs_full_share
+
+
+def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> ObservedSplit:
+    """The first log's split: its capacities from its row of ``splits`` when the table projects
+    that split as the log ran it, else from its own split and batch size."""
+    ob = fit.observed[0]
+    p, c = fit.roles
+    n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
+    label = split_label(n, m)
+    if label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap:
+        row = splits.loc[label]
+        caps = {p: float(row[f"cap_{p}_bps"]), c: float(row[f"cap_{c}_bps"])}
+        loader = row["cap_loader_bps"]
+    else:   # the log ran another G or batch size than the table's: its own split, its own size
+        own = replace(settings, roles=None, gpus=max(n + m, 2), token_budget=None, tokens_per_batch=fit.tokens_mean,
+                      hs_cap=fit.hs_cap)
+        res = split_capacities(fit, own, max(n, 1), max(m, 1))
+        caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
+        loader = res.loader_cap_bps
+    if loader is not None and math.isfinite(loader):
+        caps["loader"] = float(loader)
+    steps = fit.source == "steps"
+    return ObservedSplit(run=ob, roles={p: n, c: m}, capacities_bps=caps, efficiency=ob.bps / max(caps[p], caps[c]),
+                         bottleneck=min(caps, key=caps.get),
+                         producer_blocked=fit.producer.blocked_share if steps else None,
+                         consumer_starved=fit.consumer.starved_share if steps else None)

@@ -1,0 +1,282 @@
+"""The decision in words: every sentence of the reasons, what the verdict holds unless, the queue advice.
+
+Each sentence is written only from what it describes: the `~advisor.decide.rules.Decision` (which
+carries the `~advisor.settings.Settings` it was made with), the rows of the projected table it
+names, the fit's roles and basis, and, for the "measured at" reason, the observed split
+(`advisor.decide.observed`). So a sentence cannot disagree with the table beside it. Every b/s
+figure is printed with `bps_text` (4 significant digits), shares with `pct_text`, signed leads
+with `signed_pct` and durations with `dur_text`; `advisor.present.text` lays them out with the
+same formatting.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from advisor.decide.observed import ObservedSplit
+from advisor.decide.rules import RESOLVE_GAIN, Decision
+from advisor.fit.pipeline import PipelineFit
+from advisor.project.queues import QueueAdvice
+from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
+from advisor.project.table import lead_interval
+
+
+def bps_text(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def pct_text(share: float) -> str:
+    return f"{share:.0%}" if math.isfinite(share) else "-"
+
+
+def signed_pct(pct: float) -> str:
+    v = round(pct, 1)
+    return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"   # no "-0.0%"
+
+
+def dur_text(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "-"
+    if s >= 86400:
+        return f"{s / 86400:.1f} d"
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    if s >= 60:
+        return f"{s / 60:.0f} min"
+    return f"{s:.0f} s"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+# ---------------------------------------------------------------- reasons, from the decision
+
+def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -> str:
+    p, c = fit.roles
+    r = rows.loc[label]
+    loader = f", loader {bps_text(r['cap_loader_bps'])} b/s" if math.isfinite(r["cap_loader_bps"]) else ""
+    basis = {"steps": "busy time", "rates": "'rates' snapshots", "numbers": "given numbers"}.get(fit.source, fit.source)
+    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s vs "
+            f"{c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from {basis}); projected at {label}: "
+            f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
+            f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
+
+
+def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
+    """The log's own signals at the observed split (measured, not projected)."""
+    p, c = fit.roles
+    r = rows.loc[label]
+    parts = []
+    if ob.hs_mean_depth is not None and ob.hs_full_share is not None:
+        parts.append(f"q_hs {ob.hs_mean_depth:.1f}/{fit.hs_cap} on average (full {pct_text(ob.hs_full_share)} "
+                     f"of the time)")
+    if ob.producer_blocked is not None and ob.consumer_starved is not None:
+        parts.append(f"{p}s blocked {pct_text(ob.producer_blocked)} of their time, {c}s starved "
+                     f"{pct_text(ob.consumer_starved)}")
+    if math.isfinite(r["observed_bps"]):
+        parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
+    return f"measured at {label} (the log): " + "; ".join(parts) + "." if parts else None
+
+
+def _needs(d: Decision) -> str:
+    n = d.needs
+    if n is None:
+        return ""
+    bits = []
+    if n.model_gap:
+        measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
+        bits.append(f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
+                    + (f"; the logs themselves measured {measured}" if measured else "")
+                    + "; logs on dedicated GPUs, one per split, would compare the splits directly")
+    if n.settle:
+        bits.append("a log that runs past warm-up (its pace steady over the second half of the window)")
+    if n.longer_factor is not None and n.extra_steady_s is not None:
+        bits.append(f"a steady log about {n.longer_factor:.1f}x as long (~{dur_text(n.extra_steady_s)} more)")
+    if n.run_at:
+        bits.append(f"a short run at {n.run_at}, given with this log, which measures it directly")
+    if n.repeats:
+        measured = " and ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
+        bits.append(f"both splits ran ({measured}), and another run of either may differ by more than their gap: "
+                    f"repeated runs of each, given together, measure that")
+    return " What would settle it: " + "; or ".join(bits) + "." if bits else ""
+
+
+def _vs(df: pd.DataFrame, a: str, b: str) -> str:
+    return f"{a} {bps_text(df.at[a, 'bps'])} b/s vs {b} {bps_text(df.at[b, 'bps'])} b/s"
+
+
+def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
+    s = d.settings
+    b, j = d.best, d.judged
+    of = f"of the {_plural(d.n_splits, 'split')} of {s.gpus} GPUs"
+    if d.rule == "already-best":
+        return f"{j} is already the best {of}."
+    if d.rule == "small-gain":
+        return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
+                f"restart.")
+    if d.rule == "overlap":
+        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but its 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {j}'s upper end "
+                f"{bps_text(df.at[j, 'bps_high'])}{_lead_text(df, b, j)}: the evidence cannot separate them; keep {j} until it can."
+                + _needs(d))
+    if d.rule == "thin-evidence":
+        rival = j if b != j else d.runner_up
+        return (f"the log is too thin to choose on: {'; '.join(d.evidence.why_thin())}. {b}'s 95% interval starts "
+                f"at {bps_text(df.at[b, 'bps_low'])} b/s, not above {rival}'s upper end "
+                f"{bps_text(df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}." + _needs(d))
+    if d.rule == "restart-cost":
+        return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
+                f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
+    if d.rule == "switch":
+        if d.eta_gain_s is not None:
+            return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "
+                    f"{(d.eta_gain_s - 3600 * s.restart_cost_h) / 3600:.1f} h sooner, after a {s.restart_cost_h:g} h "
+                    f"restart.")
+        return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is unknown, so the restart cost is not weighed.")
+    why = ("the run has ended" if s.run_ended else "--next-run was given" if s.next_run
+           else f"no split of {s.gpus} GPUs was observed")
+    if d.rule == "unresolved":
+        m = d.margin
+        return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
+                f"at {bps_text(m.best_low)} b/s, not above {m.lower}'s upper end {bps_text(m.runner_up_high)}"
+                f"{_lead_text(df, m.higher, m.lower)}: the evidence cannot separate them." + _needs(d))
+    text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
+            f"({bps_text(df.at[b, 'bps'])} b/s).")
+    m = d.margin
+    if m is not None and not m.separated:
+        text += (f" {m.lower} is within {RESOLVE_GAIN:.0%} of it ({_vs(df, m.higher, m.lower)}), which the "
+                 f"model does not resolve: either will do.")
+    return text
+
+
+def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
+    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.table.lead_interval`)."""
+    li = lead_interval(df, a, b)
+    if li is None:
+        return ""
+    return (f", and {a}'s lead itself is {signed_pct(100 * li[0])} to {signed_pct(100 * li[1])} "
+            f"(95%, with the uncertainty both share taken out)")
+
+
+def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
+    p, c = fit.roles
+    a, r = d.runner_up, d.recommended
+    if a is None:
+        return []
+    m = int(df.at[a, f"n_{c}"])
+    out = [f"the runner-up {a} would give {p}s {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
+           f"{_plural(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
+           f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
+           f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."]
+    mg = d.margin
+    if d.rule in ("unresolved", "overlap", "thin-evidence"):
+        return out
+    if fit.source == "numbers":
+        out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
+                   "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
+                   "log: how stable the choice is cannot be told; a log with step events measures it.")
+    elif mg.stable:
+        out.append(f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
+                   f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}.")
+    elif mg.separated:
+        out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+                   f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
+                   f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because both "
+                   f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
+                   f"the split moves them the same way, so the lead carries only what differs between them.")
+    else:
+        out.append(f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
+                   f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                   f"{_lead_text(df, mg.higher, mg.lower)}.")
+    return out
+
+
+def _loader(d: Decision) -> list[str]:
+    ld = d.loader
+    if ld is None:
+        return []
+    p = d.settings.producer
+    return [f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({p}s starved {pct_text(ld.starved_share)} of "
+            f"their time with empty prefetch queues): no split beats it ({', '.join(ld.at_cap) or 'none'} reach it "
+            f"within 1%); fix the input (more loader workers, pre-tokenized data) rather than the split."]
+
+
+def _levers(d: Decision) -> list[str]:
+    c = d.settings.consumer
+    out = []
+    for lv in d.sensitivity.levers:
+        opts = [f"{what} would give {pct_text(s)}" for what, s in (
+            ("balancing tokens across ranks", lv.scaling_balanced),
+            (f"syncing every {2 * lv.sync_every} steps", lv.scaling_half_sync)) if s >= lv.scaling_now + LEVER_MIN_GAIN]
+        out.append(f"with {lv.drafters} {c}s each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier every "
+                   f"{lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}.")
+    return out
+
+
+def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: ObservedSplit) -> list[str]:
+    """The reasons, first the judged split's bottleneck (DESIGN: 'judged' is what it describes).
+
+    ``rows`` is the projected table the decision was made on; ``observed`` the split the log ran
+    (its measured signals are said when that split is the one described first)."""
+    d = decision
+    first = d.judged or d.recommended
+    out = [_bottleneck(d, rows, fit, first)]
+    if d.observed == first:
+        m = _measured(rows, fit, observed, first)
+        if m:
+            out.append(m)
+    out += _loader(d)
+    out.append(_verdict_reason(d, rows))
+    out += _runner_up(d, rows, fit)
+    out += _levers(d)
+    return out
+
+
+def holds_unless(decision: Decision) -> list[str]:
+    """What the verdict depends on: the capacity thresholds and per-consumer scaling ties of the
+    decision's sensitivity (`advisor.project.sensitivity`)."""
+    d = decision
+    c = d.settings.consumer
+    out = []
+    span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
+    for th in d.sensitivity.thresholds:
+        if th.factor is None:
+            out.append(f"{th.role} capacity: no value from {span} of the fit changes the choice.")
+            continue
+        word = "higher" if th.factor > 1 else "lower"
+        out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than fitted "
+                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {_plural(th.workers, 'GPU')}, not "
+                   f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}.")
+    lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"
+    for tie in d.sensitivity.scaling:
+        big, other = "-".join(map(str, tie.big)), "-".join(map(str, tie.other))
+        if tie.scaling is None:
+            if tie.big_wins_at_fit:
+                out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} (fitted "
+                           f"{pct_text(tie.fitted)}).")
+            else:
+                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice (fitted "
+                           f"{pct_text(tie.fitted)}); {big} is {tie.big_bottleneck}-bound even with perfect {c} "
+                           f"scaling.")
+        elif not tie.big_wins_at_fit:
+            out.append(f"each of the {tie.big[1]} {c}s of {big} keeps at least {pct_text(tie.scaling)} of a lone "
+                       f"{c}'s rate (fitted {pct_text(tie.fitted)}): then {big} beats {other}.")
+        else:
+            out.append(f"each of the {tie.big[1]} {c}s of {big} keeps less than {pct_text(tie.scaling)} of a lone "
+                       f"{c}'s rate (fitted {pct_text(tie.fitted)}): then {other} beats {big}.")
+    return out
+
+
+def queue_text(q: QueueAdvice) -> str:
+    """The queue advice at the recommended split (`advisor.project.queues`)."""
+    label = "-".join(map(str, q.split))
+    mem = f" (+{q.extra_bytes / 2**30:.1f} GiB for {q.doubled_cap - q.cap} more slots)" if q.extra_bytes else ""
+    if q.bps <= 0:
+        return f"q_hs at {q.cap}: no throughput is projected at {label}, so no queue advice."
+    if q.deepen:
+        return (f"deepen q_hs from {q.cap} to {q.doubled_cap} at {label}: {signed_pct(q.gain_pct)} throughput{mem}; "
+                f"x4 would give {signed_pct(q.quad_gain_pct)}.")
+    half = f"halving it loses {q.loss_pct_half:.1f}%" if round(q.loss_pct_half, 1) > 0 else "halving it loses nothing"
+    return (f"keep q_hs at {q.cap} at {label}: doubling it gains {signed_pct(q.gain_pct)}{mem}, {half}; "
+            f"the steady rate is set by capacity, not by buffering.")

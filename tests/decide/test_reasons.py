@@ -1,0 +1,68 @@
+"""The sentences (advisor.decide.reasons): written from the decision and the rows it names, nothing else."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from advisor.advice import advise
+from advisor.decide.reasons import bps_text, dur_text, holds_unless, pct_text, queue_text, reasons, signed_pct
+from advisor.project.queues import QueueAdvice
+
+
+def test_the_recommendation_is_the_sentences_of_its_decision(reference):
+    adv = advise(reference)
+    d = adv.decision
+    assert tuple(reasons(d, adv.splits, adv.fit, adv.observed)) == adv.recommendation.reasons
+    assert tuple(holds_unless(d)) == adv.recommendation.holds_unless
+    assert adv.to_json()["queues"]["hs"]["advice"] == queue_text(d.queue)
+
+
+def test_a_reason_reads_the_rows_it_is_given(reference):
+    adv = advise(reference)
+    d = adv.decision
+    rows = adv.splits.copy()
+    rows.loc[d.judged, "cap_drafter_bps"] = 1.2345
+    first = reasons(d, rows, adv.fit, adv.observed)[0]
+    assert first.startswith(f"at {d.judged} the ") and "drafter 1.234 b/s" in first
+    assert "drafter 1.234 b/s" not in adv.recommendation.reasons[0]
+
+
+def test_the_measured_reason_comes_from_the_observed_split(reference):
+    adv = advise(reference)
+    ob = adv.observed
+    measured = reasons(adv.decision, adv.splits, adv.fit, ob)[1]
+    assert measured.startswith(f"measured at {adv.decision.observed} (the log): ")
+    assert f"q_hs {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap} on average (full {pct_text(ob.hs_full_share)}" in measured
+    assert f"targets blocked {pct_text(ob.producer_blocked)}" in measured
+
+
+def test_holds_unless_names_the_decisions_consumer(reference):
+    adv = advise(reference, roles={"target": 6, "drafter": 2})
+    assert adv.decision.settings.consumer == "drafter"
+    assert any("per-drafter scaling" in h for h in holds_unless(adv.decision))
+
+
+def _queue(bps: float, double: float, half: float, bytes_per_slot: float | None = None) -> QueueAdvice:
+    return QueueAdvice(name="hs", cap=20, split=(7, 1), bps=bps, bps_double=double, bps_quad=double, bps_half=half,
+                       bytes_per_slot=bytes_per_slot)
+
+
+def test_queue_text_keeps_deepens_or_says_nothing():
+    assert queue_text(_queue(1.0, 1.001, 1.0)).startswith("keep q_hs at 20 at 7-1: doubling it gains +0.1%, "
+                                                           "halving it loses nothing;")
+    deepen = queue_text(_queue(1.0, 1.1, 0.9, bytes_per_slot=2**30))
+    assert deepen.startswith("deepen q_hs from 20 to 40 at 7-1: +10.0% throughput (+20.0 GiB for 20 more slots)")
+    assert queue_text(_queue(0.0, 0.0, 0.0)) == "q_hs at 20: no throughput is projected at 7-1, so no queue advice."
+
+
+@pytest.mark.parametrize("value,text", [(0.85514, "0.8551"), (12345.6, "1.235e+04"), (1.0, "1")])
+def test_bps_text_has_four_significant_digits(value, text):
+    assert bps_text(value) == text
+
+
+def test_number_words():
+    assert signed_pct(-0.04) == "0.0%" and signed_pct(2.345) == "+2.3%" and signed_pct(-7.6) == "-7.6%"
+    assert pct_text(0.934) == "93%" and pct_text(math.nan) == "-"
+    assert [dur_text(s) for s in (None, math.inf, 42, 600, 7200, 4 * 86400)] == ["-", "-", "42 s", "10 min",
+                                                                                "2.0 h", "4.0 d"]

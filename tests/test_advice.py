@@ -1,0 +1,47 @@
+"""advise(): the pipeline's records, each built once from the one before."""
+from __future__ import annotations
+
+import pytest
+
+from advisor.advice import advise, advise_numbers
+from advisor.decide.observed import ObservedSplit
+
+
+def test_the_observed_split_is_the_measured_run_plus_the_tables_capacities(reference):
+    adv = advise(reference)
+    ob = adv.observed
+    run = adv.fit.observed[0]
+    assert isinstance(ob, ObservedSplit) and ob.run is run
+    assert (ob.bps, ob.tok_s, ob.hs_mean_depth, ob.hs_full_share) == (run.bps, run.tok_s, run.hs_mean_depth,
+                                                                      run.hs_full_share)
+    assert (ob.steady_from_s, ob.steady_to_s) == (run.steady.start_s, run.steady.end_s)
+    assert (ob.warmup_share, ob.drain_share) == (run.steady.warmup_share, run.steady.drain_share)
+    assert list(ob.roles) == list(adv.roles) and ob.roles == {"target": 7, "drafter": 1}
+    row = adv.splits.loc["7-1"]
+    assert ob.capacities_bps["drafter"] == pytest.approx(row["cap_drafter_bps"])
+    assert ob.bottleneck == "drafter" and ob.efficiency == pytest.approx(ob.bps / ob.capacities_bps["target"])
+    assert ob.producer_blocked == adv.fit.producer.blocked_share
+
+
+def test_a_rates_log_has_no_measured_shares(reference_rates):
+    ob = advise(reference_rates).observed
+    assert ob.producer_blocked is None and ob.consumer_starved is None
+
+
+def test_another_g_gives_the_log_its_own_capacities(reference):
+    adv = advise(reference, gpus=16)
+    assert "7-1" not in adv.splits.index
+    assert set(adv.observed.capacities_bps) >= {"target", "drafter"} and adv.observed.roles == {"target": 7,
+                                                                                                "drafter": 1}
+
+
+def test_judge_rederives_the_decision_on_the_same_table(reference):
+    adv = advise(reference)
+    judged = adv.judge({"target": 6, "drafter": 2})
+    assert judged.splits is adv.splits and judged.decision.judged == "6-2"
+    assert judged.decision.settings is judged.settings
+
+
+def test_what_if_observed_split():
+    adv = advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86})
+    assert adv.observed.roles == {"target": 7, "drafter": 1} and adv.observed.bottleneck == "drafter"
