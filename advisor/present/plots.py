@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.measure.observe import completion_counts, queue_series
+from advisor.settings import DEFAULT_MIN_EFFICIENCY
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor.advice import Advice
@@ -353,7 +354,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
 
 
 @_plain_text
-def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = 0.9) -> Any:
+def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
     df = adv.splits
@@ -608,7 +609,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
 
 
 @_plain_text
-def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: float = 0.9) -> Any:
+def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
     """The four panels in one 2x2 figure; returns the matplotlib ``Figure``.
 
     With ``path`` the figure is also written there (see :func:`save_figure`: a directory gets
