@@ -92,7 +92,7 @@ class Advice:
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
-        is re-derived). Raises `advisor.settings.SettingsError` when the split is not one of G."""
+        is re-derived). Raises `advisor.errors.SettingsError` when the split is not one of G."""
         s = replace(self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus))
         return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
 
@@ -260,8 +260,8 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
     one the first log ran; must sum to the GPUs split); ``hs_cap`` and ``token_budget`` project
     another q_hs depth or batch token budget; ``next_run`` asks for the next run's split (implied
     when the log has ended); ``exact`` adds ``bps_exact``, an exact simulation of every split
-    driven by the log's own service times (`advisor.project.exact`). Raises `advisor.ingest.schema.LogError` on
-    unusable input and `advisor.settings.SettingsError` on unusable options.
+    driven by the log's own service times (`advisor.project.exact`). Raises `advisor.errors.LogError` on
+    unusable input and `advisor.errors.SettingsError` on unusable options.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from advisor.fit.pipeline import PipelineFit
+from advisor.model.params import PipelineFit
 from advisor.measure.observe import ObservedRun
 from advisor.project.table import split_capacities, split_label
 from advisor.settings import Settings

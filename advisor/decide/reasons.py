@@ -16,7 +16,7 @@ import pandas as pd
 
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
-from advisor.fit.pipeline import PipelineFit
+from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval

@@ -12,10 +12,9 @@ import math
 from dataclasses import replace
 from typing import Sequence
 
+from advisor.ingest.summary import BIN_FIELDS
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import LoaderFit, RoleFit, SyncFit
-
-SUM_FIELDS = ("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs")
 
 
 def sampled_role_fits(measured: Sequence[MeasuredLog], same: Sequence[int], role_fits: Sequence[RoleFit]
@@ -25,7 +24,7 @@ def sampled_role_fits(measured: Sequence[MeasuredLog], same: Sequence[int], role
     out = []
     sums_by_role = {}
     for rf in role_fits:
-        tot = dict.fromkeys((*SUM_FIELDS, "wall"), 0.0)
+        tot = dict.fromkeys((*BIN_FIELDS, "wall"), 0.0)
         for i in same:
             s = measured[i].sums[rf.role]
             for k in s:

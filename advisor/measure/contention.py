@@ -2,7 +2,7 @@
 
 Workers that share a host resource (memory bandwidth, caches, PCIe, host CPU, a shared GPU) slow
 each other. Across logs at several splits this shows as a step time that depends on the split
-(`advisor.fit.pipeline.ContentionFit`). Inside one log the number of concurrently busy peers varies over
+(`advisor.model.params.ContentionFit`). Inside one log the number of concurrently busy peers varies over
 time (drafters starve and idle, targets block on a full q_hs), which may identify the same effect
 from a single run. This module measures it; `advisor.fit.pipeline` reports it.
 

@@ -94,7 +94,7 @@ def measure_log(log: RunLog, *, with_sums: bool = False) -> MeasuredLog:
     sums: dict[str, dict[str, float]] = {}
     sync_count = None
     if with_sums:
-        sums = {r: window_sums(log, win, r) for r in roles}
+        sums = {r: window_sums(log, win, r, steps.get(r)) for r in roles}
         if log.totals is not None:
             sync_count = log.totals.sync_window(win.start_s, win.end_s)["n"]
     return MeasuredLog(log=log, window=win, observed=observe(log, win), steps=steps,

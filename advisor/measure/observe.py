@@ -59,11 +59,12 @@ def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
     return s[win.mask(s["t"])]
 
 
-def window_sums(log: RunLog, win: SteadyWindow, role: str) -> dict[str, float]:
-    """Count and sums of one role's steps inside the window (exact binned sums on sampled logs)."""
-    if getattr(log, "totals", None) is not None:
+def window_sums(log: RunLog, win: SteadyWindow, role: str, steps: pd.DataFrame | None = None) -> dict[str, float]:
+    """Count and sums of one role's steps inside the window (exact binned sums on sampled logs);
+    ``steps``: that role's steady steps where the caller has already cut them."""
+    if log.totals is not None:
         return log.totals.window(role, win.start_s, win.end_s)
-    st = log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
+    st = steps if steps is not None else log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
     busy = st["busy"].to_numpy(float)
     seqs = st["seqs"].to_numpy(float)
     return {"n": float(len(st)), "busy": float(busy.sum()), "busy2": float((busy * busy).sum()),

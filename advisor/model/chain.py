@@ -217,7 +217,7 @@ def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b:
 def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int,
                 barrier: _Barrier | None = None) -> tuple[float, ChainResult]:
     """Throughput of the targets -> q_hs -> drafters chain (capped by the barrier tail when the
-    drafters sync), behind the loader when it binds; with regimes (`advisor.fit.pipeline.RegimeFit`), the
+    drafters sync), behind the loader when it binds; with regimes (`advisor.model.params.RegimeFit`), the
     mean over the log's time slices of each slice's throughput at its own rates and the
     within-slice variability."""
     rg = fit.regimes
@@ -289,7 +289,7 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     """Project one split. ``mu_scale`` multiplies the per-worker rates (interval ends, what-ifs);
     ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis).
 
-    Contention: step times are scaled by ``fit.contention`` for this split (`advisor.fit.pipeline.ContentionFit`).
+    Contention: step times are scaled by ``fit.contention`` for this split (`advisor.model.params.ContentionFit`).
     Interval (``interval=True``): the throughput's elasticities to each role's rate,
     ``e_r = d ln X / d ln mu_r`` (finite differences), carry each role's log-rate standard error
     (sampling, drift, contention at this split's distance from the logged ones and across the
@@ -299,7 +299,7 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     BARRIER_SE_SHARE x ln(X_chain / X)`` for the barrier-tail correction where it binds; the
     interval is ``X exp(+-1.96 se)``. Where the sync cost's scaling with M is unidentified (one
     drafter count logged), it is the union of that interval around X and around
-    ``X (s_end / s)^e_c`` for both ends of `advisor.fit.pipeline.sync_scaling_range` (flat and ring).
+    ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
     """
     p, c = fit.producer, fit.consumer
     tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch

@@ -13,7 +13,7 @@ log(s):
 - loader: when the fit found the pipeline input-bound, exponential-free resampling of the
   loader's inter-arrival gaps;
 - contention: service times are scaled by the fit's split-dependent step-time factors
-  (`advisor.fit.pipeline.ContentionFit`), as the analytic projection is;
+  (`advisor.model.params.ContentionFit`), as the analytic projection is;
 - length: at least ``IN_FLIGHT_FACTOR`` times the batches a split holds in flight
   (N * pre_cap + hs_cap + N + M), so a split of any G (not only the logs') has a steady window.
 

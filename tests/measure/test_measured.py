@@ -51,7 +51,7 @@ def test_rates_only_tokens_per_second_is_filled_by_the_fit():
     ob = m.logs[0].observed
     unmeasured = replace(ob, tok_s=math.nan)
     assert unmeasured.with_tokens(1000.0).tok_s == pytest.approx(ob.bps * 1000.0)
-    assert ob.with_tokens(1000.0) is ob or not math.isnan(ob.tok_s)
+    assert not math.isnan(ob.tok_s) and ob.with_tokens(1000.0) is ob    # a measured tok_s is kept
 
 
 def test_logs_of_another_job_are_refused(ref, tmp_path):
