@@ -142,6 +142,10 @@ def producer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
 
 
 def consumer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, counters) -> None:
+    # ``stop`` here is the consumers' own event, set before the producers': a tensor taken off q_hs
+    # is mapped through its producer's process (torch shares memory by file descriptor), so every
+    # producer must outlive the last get
+
     torch.set_num_threads(1)
     torch.manual_seed(worker)
     model = Drafter(args.vocab, args.hidden, args.drafter_layers)
@@ -202,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
                  hs_bytes_per_token=4 * args.hidden)
     ctx = mp.get_context("spawn")
     hs_q = ctx.Queue(maxsize=args.hs_cap)
-    go, stop = ctx.Event(), ctx.Event()
+    go, stop, stop_consumers = ctx.Event(), ctx.Event(), ctx.Event()
     t0, ready = ctx.Value("d", 0.0), ctx.Value("i", 0)
     counters = {r: (ctx.Value("l", 0), ctx.Value("d", 0.0), ctx.Value("l", 0)) for r in header.roles}
     procs = [ctx.Process(target=producer, args=(i, args, header, t0, ready, go, stop, hs_q, counters[PRODUCER]),
                          name=f"{PRODUCER}-{i}") for i in range(args.producers)]
-    procs += [ctx.Process(target=consumer, args=(i, args, header, t0, ready, go, stop, hs_q, counters[CONSUMER]),
+    procs += [ctx.Process(target=consumer, args=(i, args, header, t0, ready, go, stop_consumers, hs_q,
+                                                 counters[CONSUMER]),
                           name=f"{CONSUMER}-{i}") for i in range(args.consumers)]
     for p in procs:
         p.start()
@@ -215,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         dead = [p for p in procs if not p.is_alive()]
         if dead:
             stop.set()
+            stop_consumers.set()
             for p in procs:
                 p.terminate()
             print(f"worker {dead[0].name} failed while starting (exit code {dead[0].exitcode})", file=sys.stderr)
@@ -244,8 +250,12 @@ def main(argv: list[str] | None = None) -> int:
                 if dead:
                     raise RuntimeError(f"worker {dead[0].name} exited early (exit code {dead[0].exitcode})")
         finally:
-            stop.set()
-            for p in procs:
+            # consumers first, then producers: a batch still in flight is mapped from its producer
+            stop_consumers.set()
+            consumers_first = procs[args.producers:] + procs[:args.producers]
+            for i, p in enumerate(consumers_first):
+                if i == args.consumers:
+                    stop.set()
                 p.join(timeout=30)
                 if p.is_alive():
                     p.terminate()
