@@ -105,6 +105,17 @@ def train(
                                                                    "second.")] = 1.0,
     sync_s: Annotated[Optional[float], typer.Option("--sync-s", help="Emulation: seconds per sync, when the "
                                                                      "source log ran one drafter.")] = None,
+    target_tp: Annotated[int, typer.Option("--target-tp", help="GPUs (processes) per target engine, running "
+                                                               "the target with tensor parallelism; --targets "
+                                                               "counts engines.")] = 1,
+    gpus_per_node: Annotated[Optional[int], typer.Option(
+        "--gpus-per-node", help="Emulation: GPUs per node; engines are placed on nodes (--placement).")] = None,
+    link_bytes_s: Annotated[Optional[float], typer.Option(
+        "--link-bytes-s", help="Emulation: bandwidth (bytes/s) of the one link between nodes, shared by every "
+                               "cross-node hand-off.")] = None,
+    placement: Annotated[Optional[str], typer.Option(
+        "--placement", help="Emulation: node of each engine, e.g. 'target=0,0,1;drafter=1,1' (default: fill "
+                            "node 0, then node 1, ..., targets first).")] = None,
     stop_grace: Annotated[float, typer.Option("--stop-grace", help="Seconds workers get to stop before being "
                                                                    "killed.")] = 10.0,
     version: Annotated[Optional[bool], typer.Option("--version", "-V", callback=_version, is_eager=True,
@@ -120,7 +131,8 @@ def train(
                           sync_every=sync_every, rates_every_s=rates_every, samples=samples, epochs=epochs,
                           model=model.value if model is not None else None, lr=lr, handoff=handoff.value,
                           run_name=run_name, progress=progress, emulate=emulate, time_scale=time_scale,
-                          sync_s=sync_s, stop_grace_s=stop_grace, force=force,
+                          sync_s=sync_s, stop_grace_s=stop_grace, force=force, target_tp=target_tp,
+                          gpus_per_node=gpus_per_node, link_bytes_s=link_bytes_s, placement=placement,
                           crash=os.environ.get(CRASH_ENV) or None)
         from .run import SourceError, run
 

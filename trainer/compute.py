@@ -1,7 +1,7 @@
 """Real compute of one batch, per role. Each `run` leaves the device synchronised, so the
 worker's clock reading after it closes an honest compute interval.
 
-Target: input ids -> backbone forward (bf16 on CUDA, fp32 on CPU, no autograd) -> taps and the
+Target: input ids (broadcast to the other ranks of a tensor-parallel engine, `trainer.tp`) -> backbone forward (bf16 on CUDA, fp32 on CPU, no autograd) -> taps and the
 teacher hidden states at the anchor blocks -> exported for the drafter (shared memory / CUDA
 IPC, see `handoff`). The export is part of the target's busy time and is also reported alone
 as ``xfer``.
@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from .clock import device_sync
 from .config import TrainConfig
 from .handoff import export_tensors, import_tensors
+from .tp import broadcast_batch, broadcast_stop, join_group, leave_group, shard_backbone
 from .models import (BlockDrafter, TargetBackbone, choose_anchors, count_params, gather_teacher_hidden, soft_kl,
                      verifier_head)
 
@@ -39,21 +40,51 @@ def _peak_mem(device: torch.device) -> dict:
 
 
 class TargetCompute:
-    def __init__(self, cfg: TrainConfig, device: torch.device):
+    """One target engine's rank: the whole backbone (``tp_size`` 1) or its share of a
+    tensor-parallel group (`trainer.tp`); rank 0 is the one that runs batches with `run`, the
+    others `follow` it."""
+
+    def __init__(self, cfg: TrainConfig, device: torch.device, tp_rank: int = 0, tp_port: int = 0):
         self.cfg = cfg
         self.device = device
         self.spec = cfg.preset.target
         self.dspec = cfg.preset.drafter
+        self.tp_size, self.tp_rank = cfg.target_tp, tp_rank
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         self.backbone = TargetBackbone(self.spec, device, dtype, cfg.seed)
+        self.params = count_params(self.backbone.model)        # the whole engine's, before sharding
+        if self.tp_size > 1:
+            mesh = join_group(tp_rank, self.tp_size, tp_port, device)
+            shard_backbone(self.backbone.model, mesh, self.spec.layers)
         self.mode = cfg.handoff
         self.hs_bytes_per_token = self.spec.taps * self.spec.hidden * (2 if dtype == torch.bfloat16 else 4)
 
     def info(self) -> dict:
-        return {"params": count_params(self.backbone.model), "hs_bytes_per_token": self.hs_bytes_per_token}
+        out = {"params": self.params, "hs_bytes_per_token": self.hs_bytes_per_token}
+        if self.tp_size > 1:
+            out["tp_size"] = self.tp_size
+        return out
+
+    def follow(self) -> int:
+        """A follower rank: run the forward of every batch the leader broadcasts, until stop;
+        returns the batches run."""
+        n = 0
+        while (got := broadcast_batch(None, 0, self.device)) is not None:
+            self.backbone.forward(got[0])
+            n += 1
+        return n
+
+    def close(self) -> None:
+        """The leader releases its followers (between two forwards) and every rank leaves the group."""
+        if self.tp_size > 1:
+            if self.tp_rank == 0:
+                broadcast_stop(self.device)
+            leave_group()
 
     def run(self, item: dict) -> StepResult:
         ids = torch.from_numpy(item["ids"]).to(self.device, dtype=torch.long)
+        if self.tp_size > 1:
+            broadcast_batch(ids, int(item["batch"]), self.device)
         taps, final = self.backbone.forward(ids)
         anchors_np = choose_anchors(item["lens"], self.dspec.block, self.dspec.anchor_share, self.cfg.seed,
                                     item["batch"])

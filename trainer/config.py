@@ -66,6 +66,14 @@ class TargetSpec:
         return self.layers * (attn + mlp + 2 * self.hidden) + self.vocab * self.hidden + self.hidden
 
 
+def check_divisible(spec: TargetSpec, k: int) -> str | None:
+    """Why ``spec`` cannot be split over ``k`` tensor-parallel ranks (None: it can)."""
+    for name, v in (("heads", spec.heads), ("kv_heads", spec.kv_heads), ("ffn", spec.ffn)):
+        if v % k:
+            return f"the target's {name} ({v}) is not a multiple of {k}"
+    return None
+
+
 @dataclass(frozen=True)
 class DrafterSpec:
     hidden: int
@@ -143,6 +151,10 @@ class TrainConfig:
     start_timeout_s: float = 600.0
     stop_grace_s: float = 10.0
     force: bool = False                     # overwrite an existing --out file
+    target_tp: int = 1                      # processes (GPUs) per target engine: tensor parallelism
+    gpus_per_node: int | None = None        # emulation: GPUs per node (several nodes: a link between them)
+    link_bytes_s: float | None = None       # emulation: bandwidth of the link between nodes
+    placement: str | None = None            # emulation: "target=0,0,1;drafter=1" node of each engine
 
     def __post_init__(self) -> None:
         for name in ("targets", "drafters", "token_budget", "samples", "epochs", "pre_queue_depth",
@@ -168,6 +180,14 @@ class TrainConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise ConfigError(name, f"must be a number > 0, got {v!r}")
+        if not isinstance(self.target_tp, int) or isinstance(self.target_tp, bool) \
+                or not 1 <= self.target_tp <= MAX_WORKERS:
+            raise ConfigError("target_tp", f"must be a whole number from 1 to {MAX_WORKERS}, got {self.target_tp!r}")
+        if self.target_tp > 1 and not self.emulated:
+            why = check_divisible(PRESETS[self.model].target, self.target_tp)
+            if why:
+                raise ConfigError("target_tp", f"{why} (model '{self.model}')")
+        self._check_nodes()
         if self.sync_s is not None and (not math.isfinite(self.sync_s) or self.sync_s < 0):
             raise ConfigError("sync_s", f"must be a number >= 0, got {self.sync_s!r}")
         if not self.out:
@@ -185,6 +205,48 @@ class TrainConfig:
                     or not parts[2].isdigit() or (len(parts) == 4 and parts[3] != "exit"):
                 raise ConfigError("crash", f"must be 'role:index:step[:exit]', got {self.crash!r}")
 
+    def _check_nodes(self) -> None:
+        if self.gpus_per_node is not None and (not isinstance(self.gpus_per_node, int)
+                                               or isinstance(self.gpus_per_node, bool)
+                                               or not 1 <= self.gpus_per_node <= MAX_WORKERS):
+            raise ConfigError("gpus_per_node", f"must be a whole number from 1 to {MAX_WORKERS}, "
+                              f"got {self.gpus_per_node!r}")
+        if self.link_bytes_s is not None and (not isinstance(self.link_bytes_s, (int, float))
+                                              or not math.isfinite(self.link_bytes_s) or self.link_bytes_s <= 0):
+            raise ConfigError("link_bytes_s", f"must be a number > 0, got {self.link_bytes_s!r}")
+        for name in ("gpus_per_node", "link_bytes_s", "placement"):
+            if getattr(self, name) is not None and not self.emulated:
+                raise ConfigError(name, "is emulated only: give --emulate LOG (a real run uses one host)")
+        if (self.link_bytes_s is not None or self.placement is not None) and self.gpus_per_node is None:
+            raise ConfigError("gpus_per_node", "is needed with a link or a placement (the GPUs of one node)")
+        if self.gpus_per_node is not None:
+            from .placement import PlacementError, place
+
+            try:
+                place(self.engines, self.gpus_per_worker, self.gpus_per_node, self.placement)
+            except PlacementError as e:
+                raise ConfigError("placement", str(e)) from None
+
+    @property
+    def engines(self) -> dict[str, int]:
+        """Engines per role, in pipeline order (the header's ``roles``)."""
+        return {"target": self.targets, "drafter": self.drafters}
+
+    @property
+    def gpus_per_worker(self) -> dict[str, int]:
+        """GPUs (processes) one engine of each role holds."""
+        return {"target": self.target_tp, "drafter": 1}
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the job: every rank of every engine."""
+        return self.targets * self.target_tp + self.drafters
+
+    @property
+    def processes(self) -> int:
+        """Worker processes started: every rank of a real run; one per engine in emulation."""
+        return self.workers if self.emulated else self.gpus
+
     @property
     def preset(self) -> ModelPreset:
         return PRESETS[self.model]
@@ -195,6 +257,7 @@ class TrainConfig:
 
     @property
     def workers(self) -> int:
+        """Engines (target and drafter workers); a tensor-parallel engine is one worker."""
         return self.targets + self.drafters
 
     @property
@@ -206,7 +269,8 @@ class TrainConfig:
         if self.run_name:
             return self.run_name
         mode = "emulate" if self.emulated else self.device
-        return f"dflash-{mode}-{self.model}-{self.targets}x{self.drafters}"
+        tp = f"-tp{self.target_tp}" if self.target_tp > 1 else ""
+        return f"dflash-{mode}-{self.model}-{self.targets}x{self.drafters}{tp}"
 
 
 def make_config(*, device: str = "cpu", model: str | None = None, token_budget: int | None = None,
@@ -228,4 +292,4 @@ def make_config(*, device: str = "cpu", model: str | None = None, token_budget: 
                        lr=lr if lr is not None else d["lr"], **kwargs)
 
 
-__all__ = ["ConfigError", "TrainConfig", "TargetSpec", "DrafterSpec", "ModelPreset", "PRESETS", "make_config"]
+__all__ = ["check_divisible", "ConfigError", "TrainConfig", "TargetSpec", "DrafterSpec", "ModelPreset", "PRESETS", "make_config"]

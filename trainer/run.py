@@ -90,29 +90,39 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def worker_slots(cfg: TrainConfig) -> list[tuple[str, int, int]]:
+    """(role, engine, tp rank) of every worker process, targets first (rank by rank), then drafters."""
+    k = 1 if cfg.emulated else cfg.target_tp
+    return [("target", i, r) for i in range(cfg.targets) for r in range(k)] + \
+        [("drafter", i, 0) for i in range(cfg.drafters)]
+
+
 def assign_devices(cfg: TrainConfig) -> tuple[list[str], int, list[str]]:
-    """Device per worker (targets first, then drafters), GPUs used, and warnings."""
+    """Device per worker process (in `worker_slots` order), GPUs used, and warnings."""
     if cfg.device == "cpu" or cfg.emulated:
-        return ["cpu"] * cfg.workers, 0, []
+        return ["cpu"] * cfg.processes, 0, []
     import torch
 
     n = torch.cuda.device_count()
     if n == 0:
         raise ConfigError("device", "cuda was asked for but no CUDA GPU is visible")
-    devices = [f"cuda:{i % n}" for i in range(cfg.workers)]
+    if cfg.target_tp > n:
+        raise ConfigError("target_tp", f"a tensor-parallel engine needs {cfg.target_tp} distinct GPUs (NCCL "
+                          f"refuses two ranks of a group on one GPU); {n} visible")
+    devices = [f"cuda:{i % n}" for i in range(cfg.processes)]
     notes = []
-    if cfg.workers > n:
-        notes.append(f"{cfg.workers} workers share {n} GPU(s): timings include contention between them")
-    return devices, min(n, cfg.workers), notes
+    if cfg.processes > n:
+        notes.append(f"{cfg.processes} worker processes share {n} GPU(s): timings include contention between them")
+    return devices, min(n, cfg.processes), notes
 
 
 def _hardware(cfg: TrainConfig, infos: dict, n_gpus: int, profile) -> str:
     if cfg.emulated:
         return f"emulated from {os.path.basename(profile.source)} ({profile.header.get('hardware') or 'unknown'})"
     if cfg.device == "cpu":
-        return f"{os.cpu_count()}-core CPU, {cfg.workers} worker processes of 1 torch thread"
+        return f"{os.cpu_count()}-core CPU, {cfg.processes} worker processes of 1 torch thread"
     names = sorted({i.get("device_name", "GPU") for i in infos.values()})
-    shared = f", shared by {cfg.workers} workers" if cfg.workers > n_gpus else ""
+    shared = f", shared by {cfg.processes} workers" if cfg.processes > n_gpus else ""
     return f"{n_gpus}x {'/'.join(names)}{shared}"
 
 
@@ -125,8 +135,8 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
         samples, epochs, budget = cfg.samples, cfg.epochs, cfg.token_budget
         tmodel, dmodel = cfg.preset.target_label, cfg.preset.drafter_label
         hs_bpt = next((i["hs_bytes_per_token"] for i in infos.values() if "hs_bytes_per_token" in i), None)
-    h = {"ev": "run", "v": 1, "t": 0.0, "run": cfg.name, "gpus": cfg.workers,
-         "roles": {"target": cfg.targets, "drafter": cfg.drafters},
+    h = {"ev": "run", "v": 1, "t": 0.0, "run": cfg.name, "gpus": cfg.gpus,
+         "roles": cfg.engines,
          "queues": [{"name": "pre", "feeds": "target", "cap": cfg.pre_queue_depth, "per_worker": True},
                     {"name": "hs", "feeds": "drafter", "cap": cfg.hs_queue_depth}],
          "token_budget": budget, "samples": samples, "epochs": epochs,
@@ -134,9 +144,12 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
          "sync_every": cfg.sync_every if cfg.drafters > 1 else 0, "hs_bytes_per_token": hs_bpt,
          "mode": "emulate" if cfg.emulated else "real", "device": cfg.device, "seed": cfg.seed,
          "physical_gpus": n_gpus}
+    if cfg.target_tp > 1:
+        h["gpus_per_worker"] = {"target": cfg.target_tp}
     if profile is not None:
         h["source"] = profile.source
         h["time_scale"] = cfg.time_scale
+    h.update(_node_fields(cfg))
     for role in ("target", "drafter"):
         p = [i["params"] for k, i in infos.items() if k[0] == role and "params" in i]
         if p:
@@ -146,6 +159,20 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
     h["worker_info"] = [{"role": k[0], "worker": k[1], **{n: v for n, v in i.items() if n != "pid"}}
                         for k, i in sorted(infos.items())]
     return h
+
+
+def _node_fields(cfg: TrainConfig) -> dict:
+    """Header fields of emulated nodes: gpus_per_node, placement, link_bytes_s (`trainer.placement`)."""
+    if cfg.gpus_per_node is None:
+        return {}
+    from .placement import place
+
+    out = {"gpus_per_node": cfg.gpus_per_node,
+           "placement": {r: list(v) for r, v in place(cfg.engines, cfg.gpus_per_worker, cfg.gpus_per_node,
+                                                       cfg.placement).items()}}
+    if cfg.link_bytes_s is not None:
+        out["link_bytes_s"] = cfg.link_bytes_s
+    return out
 
 
 class _Signals:
@@ -173,7 +200,8 @@ class _Run:
         self.cfg = cfg
         self.profile = None
         self.procs: dict[tuple[str, int], mp.Process] = {}
-        self.infos: dict[tuple[str, int], dict] = {}
+        self.infos: dict[tuple[str, int], dict] = {}                # engines (tp rank 0)
+        self.followers: dict[tuple[str, int, int], dict] = {}       # other ranks of tensor-parallel engines
         self.done: set[tuple[str, int]] = set()
         self.error: str | None = None
         self.error_tb: str | None = None
@@ -198,6 +226,9 @@ class _Run:
             if cfg.sync_enabled and not self.profile.sync_durs_s:
                 raise ConfigError("sync_s", "the source log has no sync events of several drafters; give --sync-s "
                                   "(seconds per emulated sync) to emulate M > 1")
+            if cfg.link_bytes_s is not None and not self.profile.header.get("hs_bytes_per_token"):
+                raise SourceError(f"{cfg.emulate}: the source log has no hs_bytes_per_token, which a link between "
+                                  "nodes needs (bytes per batch = tokens * hs_bytes_per_token)")
             planned = cfg.steps or self.profile.source_drafter_steps
             return planned, self.profile.batches(planned, cfg.seed), (lambda item: item)
         from .batching import BatchPlan
@@ -220,13 +251,31 @@ class _Run:
             elif cfg.sync_enabled:
                 self.notes.append("drafters share a GPU, which NCCL refuses: weights sync through gloo (host memory)")
         port = _free_port() if cfg.sync_enabled else 0
-        roles = [("target", i) for i in range(cfg.targets)] + [("drafter", i) for i in range(cfg.drafters)]
-        for (role, i), dev in zip(roles, devices):
+        slots = worker_slots(cfg)
+        tp_ports = {i: _free_port() for role, i, r in slots if role == "target" and r == 0 and cfg.target_tp > 1
+                    and not cfg.emulated}
+        for (role, i, r), dev in zip(slots, devices):
             sp = SyncPlan(i, cfg.drafters, port, backend) if role == "drafter" and cfg.sync_enabled else None
-            spec = WorkerSpec(role, i, dev, cfg, sync=sp, profile=self.profile, parent_pid=os.getpid())
-            p = ctx.Process(target=worker_main, args=(spec, ch), name=f"dflash-{role}-{i}", daemon=False)
+            spec = WorkerSpec(role, i, dev, cfg, sync=sp, profile=self.profile, parent_pid=os.getpid(),
+                              tp_rank=r, tp_port=tp_ports.get(i, 0) if role == "target" else 0,
+                              **self._link_spec(role, i))
+            name = f"dflash-{role}-{i}" + (f"-tp{r}" if r else "")
+            p = ctx.Process(target=worker_main, args=(spec, ch), name=name, daemon=False)
             p.start()
-            self.procs[(role, i)] = p
+            self.procs[(role, i) if r == 0 else (role, i, r)] = p
+
+    def _link_spec(self, role: str, i: int) -> dict:
+        """WorkerSpec fields of an emulated engine on a node (`trainer.placement`)."""
+        cfg = self.cfg
+        if cfg.gpus_per_node is None:
+            return {}
+        from .placement import place
+
+        node = place(cfg.engines, cfg.gpus_per_worker, cfg.gpus_per_node, cfg.placement)[role][i]
+        if cfg.link_bytes_s is None:
+            return {"node": node}
+        return {"node": node, "link_s_per_byte": 1.0 / cfg.link_bytes_s,
+                "hs_bytes_per_token": float(self.profile.header.get("hs_bytes_per_token") or 0.0)}
 
     # -- event relay ----------------------------------------------------------------------
     def _handle(self, msg: dict, rates: RateWindow | None) -> None:
@@ -242,8 +291,11 @@ class _Run:
             if self.writer is not None:
                 self.writer.write(msg)
         elif kind == "ready":
-            self.infos[(msg["role"], msg["index"])] = {**msg.get("info", {}), "device": msg["device"],
-                                                       "pid": msg["pid"]}
+            info = {**msg.get("info", {}), "device": msg["device"], "pid": msg["pid"]}
+            if msg.get("tp_rank", 0):
+                self.followers[(msg["role"], msg["index"], msg["tp_rank"])] = info
+            else:
+                self.infos[(msg["role"], msg["index"])] = info
         elif kind == "done":
             self.done.add((msg["role"], msg["index"]))
         elif kind == "error":
@@ -266,14 +318,15 @@ class _Run:
             self._handle(msg, rates)
 
     @staticmethod
-    def _death(key: tuple[str, int], code: int) -> str:
+    def _death(key: tuple, code: int) -> str:
+        who = f"{key[0]} {key[1]}" + (f" (tensor-parallel rank {key[2]})" if len(key) > 2 else "")
         if code < 0:
             try:
                 name = signal.Signals(-code).name
             except ValueError:
                 name = f"signal {-code}"
-            return f"{key[0]} {key[1]} was killed by {name} (exit code {code}) before finishing"
-        return f"{key[0]} {key[1]} exited with code {code} before finishing"
+            return f"{who} was killed by {name} (exit code {code}) before finishing"
+        return f"{who} exited with code {code} before finishing"
 
     def _silent_deaths(self) -> list[str]:
         return [self._death(k, p.exitcode) for k, p in self.procs.items()
@@ -320,7 +373,7 @@ class _Run:
         ctx = mp.get_context("spawn")
         from multiprocessing import resource_tracker
 
-        from .workers import Channels, HsSlots
+        from .workers import Channels, HsSlots, LinkState
 
         try:
             with _GroupSignalsBlocked():
@@ -330,7 +383,8 @@ class _Run:
                                     stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
                                     start_wall=ctx.Value("d", 0.0), targets_done=ctx.Value("i", 0),
                                     hs_slots=(HsSlots(ctx, cfg.hs_queue_depth, cfg.targets, cfg.drafters)
-                                              if cfg.emulated else None))
+                                              if cfg.emulated else None),
+                                    link=LinkState(ctx) if cfg.link_bytes_s is not None else None)
             progress = Progress(cfg.progress)
             with _Signals() as sigs:
                 reason = self._loop(ch, ctx, devices, n_gpus, planned, batches, make, progress, sigs)
@@ -358,7 +412,7 @@ class _Run:
         with _GroupSignalsBlocked():
             self._start_workers(ctx, devices, ch)
         deadline = time.monotonic() + cfg.start_timeout_s
-        while len(self.infos) < cfg.workers and self.error is None and sigs.caught is None:
+        while len(self.infos) + len(self.followers) < cfg.processes and self.error is None and sigs.caught is None:
             self._drain(None, 0.1)
             self._check_dead()
             if time.monotonic() > deadline:

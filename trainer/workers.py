@@ -62,6 +62,11 @@ class WorkerSpec:
     sync: Any = None                 # SyncPlan for drafters when M > 1 and sync is on
     profile: Any = None              # EmulationProfile in emulation
     parent_pid: int = 0              # the main process: the worker dies with it
+    tp_rank: int = 0                 # rank in its target engine's tensor-parallel group (0: the leader)
+    tp_port: int = 0                 # that group's rendezvous port (tensor parallelism only)
+    node: int = 0                    # emulation: the engine's node (`trainer.placement`)
+    link_s_per_byte: float = 0.0     # emulation: seconds per byte across the link between nodes (0: none)
+    hs_bytes_per_token: float = 0.0  # emulation: bytes a batch's token carries across the link
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,7 @@ class Channels:
     start_wall: Any                  # mp.Value('d'): time.monotonic() at t = 0
     targets_done: Any                # mp.Value('i'): targets that have seen their end marker
     hs_slots: Any = None             # emulation: HsSlots, the ideal instants of q_hs takes
+    link: Any = None                 # emulation across nodes: LinkState
 
 
 class HsSlots:
@@ -130,6 +136,20 @@ class HsSlots:
         if need <= len(later_takes):
             return later_takes[need - 1]
         return max([done, *later_takes])    # the freeing take is not recorded yet: the latest known
+
+
+class LinkState:
+    """Emulation: the one link between nodes (`trainer.placement`), as the ideal instant it is free."""
+
+    def __init__(self, ctx):
+        self.free = ctx.Value("d", 0.0)
+
+    def transfer(self, start: float, dur: float) -> float:
+        """A transfer of ``dur`` wall seconds asked for at ideal instant ``start``: its end."""
+        with self.free.get_lock():
+            end = max(start, self.free.value) + dur
+            self.free.value = end
+        return end
 
 
 class Stopped(Exception):
@@ -200,7 +220,7 @@ def _compute(spec: WorkerSpec, device):
     from .compute import DrafterCompute, TargetCompute
 
     if spec.role == "target":
-        return TargetCompute(spec.cfg, device)
+        return TargetCompute(spec.cfg, device, spec.tp_rank, spec.tp_port)
     return DrafterCompute(spec.cfg, device)
 
 
@@ -211,8 +231,8 @@ def _ready(spec: WorkerSpec, ch: Channels, device, compute) -> RunClock:
 
         info["device_name"] = torch.cuda.get_device_name(device)
         info["mem_after_build"] = int(torch.cuda.memory_allocated(device))
-    ch.events.put({"kind": "ready", "role": spec.role, "index": spec.index, "pid": os.getpid(),
-                   "device": spec.device, "info": info})
+    ch.events.put({"kind": "ready", "role": spec.role, "index": spec.index, "tp_rank": spec.tp_rank,
+                   "pid": os.getpid(), "device": spec.device, "info": info})
     while not ch.go.wait(0.1):
         if ch.stop.is_set():
             raise Stopped
@@ -269,6 +289,7 @@ def _serve_target(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> N
         ch.events.put(_step_event(spec, clock, t_d, item, t_c - start, start - t_free, t_d - t_c, None, res.extra))
         t_free = t_d
         n += 1
+    compute.close()      # a tensor-parallel leader releases its followers
     _finish_target(spec, ch, n)
 
 
@@ -291,7 +312,7 @@ def _serve_target_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunCl
         done = start + s * scale
         sleep_until(done)
         lag = time.monotonic() - done
-        out = {**compute.message(item), "ready": done}
+        out = {**compute.message(item), "ready": done, "node": spec.node}
         new_free = _put_ideal(out_q, out, ch, done)
         ch.events.put(_step_event(spec, clock, new_free, item, s, start - free, new_free - done, None,
                                   {"lag": clock.to_log(lag)}))
@@ -355,11 +376,19 @@ def _serve_drafter_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunC
             break
         start = max(free, msg["ready"])
         ch.hs_slots.took(j, start)
+        begin = start
+        if ch.link is not None and msg["node"] != spec.node:
+            nbytes = int(msg["tokens"]) * spec.hs_bytes_per_token
+            begin = ch.link.transfer(start, nbytes * spec.link_s_per_byte * scale)
+        xfer = (begin - start) / scale
         s = compute.service_s(msg)
-        done = start + s * scale
+        done = begin + s * scale
         sleep_until(done)
         lag = time.monotonic() - done
-        ch.events.put(_step_event(spec, clock, done, msg, s, start - free, 0.0, None, {"lag": clock.to_log(lag)}))
+        extra = {"lag": clock.to_log(lag)}
+        if ch.link is not None:
+            extra["xfer"] = xfer
+        ch.events.put(_step_event(spec, clock, done, msg, xfer + s, start - free, 0.0, None, extra))
         free = done
         n += 1
         if sync is not None and n % cfg.sync_every == 0:
@@ -397,15 +426,36 @@ def _leave(ch: Channels, code: int, flush_data: bool) -> None:
     os._exit(code)
 
 
+def _follow(spec: WorkerSpec, ch: Channels, device, compute) -> None:
+    """A follower rank of a tensor-parallel target engine: ready, then the leader's batches until
+    it says stop; it logs nothing (the leader's steps are the engine's)."""
+    _ready(spec, ch, device, compute)
+    compute.follow()
+    compute.close()
+    _leave(ch, 0, flush_data=False)
+
+
+def _release_followers(compute) -> None:
+    """A stopping leader sends stop to its followers (it stops between two forwards, where they
+    wait in the broadcast); a failure here must not hide why the run stopped."""
+    try:
+        compute.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def worker_main(spec: WorkerSpec, ch: Channels) -> None:
     """Entry point of a worker process."""
     bind_to_parent(spec.parent_pid or os.getppid(), spec.role, spec.index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})   # blocked while we started
+    compute = None
     try:
         device = _setup(spec)
         compute = _compute(spec, device)
+        if spec.tp_rank > 0:
+            _follow(spec, ch, device, compute)
         sync = _drafter_sync(spec, device) if spec.role == "drafter" else None
         clock = _ready(spec, ch, device, compute)
         emulated = spec.profile is not None
@@ -417,6 +467,9 @@ def worker_main(spec: WorkerSpec, ch: Channels) -> None:
             (_serve_drafter_emulated if emulated else _serve_drafter)(spec, ch, compute, clock, sync)
     except BaseException as e:  # noqa: BLE001  (every failure must reach the main process)
         if ch.stop.is_set() or isinstance(e, Stopped):
+            if isinstance(e, Stopped) and spec.role == "target" and spec.tp_rank == 0 \
+                    and spec.cfg.target_tp > 1 and spec.profile is None and compute is not None:
+                _release_followers(compute)
             _leave(ch, 0, flush_data=False)
         ch.events.put({"kind": "error", "role": spec.role, "index": spec.index,
                        "msg": f"{spec.role} {spec.index}: {type(e).__name__}: {e}",
