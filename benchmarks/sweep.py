@@ -4,6 +4,18 @@ dedicated compute units, repeat each split, and collect the logs into one archiv
     python3 benchmarks/sweep.py --gpus 8 --splits 7-1,6-2,5-3,4-4,3-5,2-6 --repeats 2 \
         --duration-s 90 --cores 0-26 --lanes 3 --out sweep-32c --tar sweep-32c.tar.gz
 
+Tensor-parallel targets (``--target-tp k``): each target engine is k trainer processes
+(`trainer.tp`), one core per rank, so a split N-M of G needs N * k + M = G, e.g. with G = 8 and
+k = 2 the splits 1-6, 2-4, 3-2:
+
+    python3 benchmarks/sweep.py --gpus 8 --target-tp 2 --splits 1-6,2-4,3-2 --repeats 2 --model tp-cpu \
+        --duration-s 70 --budget-s 530 --cores 0-8 --out /tmp/sweep-tp2 --tar sweep-tp2.tar.gz
+
+Budget. With ``--budget-s``, a lane does not start a run that would end past the budget (its
+expected length: ``--duration-s`` plus the longest start-up and stop seen so far, or
+``START_GUESS_S`` before the first); skipped runs are listed in ``sweep.json``, and the archive is
+written in any case, so a wall-clock limit on the whole call never loses the runs already done.
+
 Placement. The given cores are cut into ``--lanes`` lanes of G + 1 cores each. A lane runs its
 share of the runs one after another; lanes run side by side (they share the host's memory
 bandwidth and caches, as GPUs of one node share PCIe and host memory; say so when you report).
@@ -38,6 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPIN_S = 2.0
+START_GUESS_S = 20.0             # start-up + stop of a run before one has been measured
 HEADER_TIMEOUT_S = 300.0
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,6 +62,11 @@ class Job:
     drafters: int
     repeat: int
     token_budget: int | None
+    target_tp: int = 1
+
+    @property
+    def processes(self) -> int:
+        return self.targets * self.target_tp + self.drafters
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +76,7 @@ class JobRecord:
     drafters: int
     repeat: int
     token_budget: int | None
+    target_tp: int
     lane: int
     cores: list[int]
     start_wall_s: float
@@ -83,14 +102,21 @@ def parse_cores(text: str) -> list[int]:
     return out
 
 
-def parse_splits(text: str, gpus: int | None) -> list[tuple[int, int]]:
+def parse_splits(text: str, gpus: int | None, target_tp: int = 1) -> list[tuple[int, int]]:
+    """'1-6,2-4' -> [(1, 6), (2, 4)]: N target engines of ``target_tp`` GPUs and M drafters, N*k + M = G."""
     out = []
+    k = "" if target_tp == 1 else f"{target_tp} * "
     for part in text.split(","):
         n, m = (int(v) for v in part.strip().split("-"))
-        if n < 1 or m < 1 or (gpus is not None and n + m != gpus):
-            raise SystemExit(f"sweep: split {part!r} is not N-M with N, M >= 1 and N + M = {gpus}")
+        if n < 1 or m < 1 or (gpus is not None and n * target_tp + m != gpus):
+            raise SystemExit(f"sweep: split {part!r} is not N-M with N, M >= 1 and {k}N + M = {gpus}")
         out.append((n, m))
     return out
+
+
+def feasible_splits(gpus: int, target_tp: int = 1) -> list[tuple[int, int]]:
+    """Every split N-M of ``gpus`` with N target engines of ``target_tp`` GPUs: N*k + M = G, N, M >= 1."""
+    return [(n, gpus - n * target_tp) for n in range(1, gpus) if gpus - n * target_tp >= 1]
 
 
 def _children(pid: int) -> list[int]:
@@ -148,6 +174,8 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
            "--targets", str(job.targets), "--drafters", str(job.drafters), "--seed", str(job.repeat),
            "--rates-every", str(args.rates_every), "--run-name", job.name, "--out", str(log),
            "--epochs", str(args.epochs)]
+    if job.target_tp > 1:
+        cmd += ["--target-tp", str(job.target_tp)]
     if args.model:
         cmd += ["--model", args.model]
     if job.token_budget:
@@ -173,7 +201,7 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
             for kid, core in assigned.items():
                 _pin(kid, {core})
             _pin(proc.pid, {main_core})
-            next_pin = now + (0.2 if len(assigned) < job.targets + job.drafters else REPIN_S)
+            next_pin = now + (0.2 if len(assigned) < job.processes else REPIN_S)
         if header_at is None and _header_written(log):
             header_at = now
         if not stop_sent and (header_at is not None and now - header_at >= args.duration_s
@@ -184,12 +212,12 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
     errf.close()
     t_end = time.time()
     return JobRecord(name=job.name, targets=job.targets, drafters=job.drafters, repeat=job.repeat,
-                     token_budget=job.token_budget, lane=lane, cores=cores, start_wall_s=round(t_start, 3),
+                     token_budget=job.token_budget, target_tp=job.target_tp, lane=lane, cores=cores, start_wall_s=round(t_start, 3),
                      end_wall_s=round(t_end, 3), run_s=round(t_end - t_start, 3), exit_code=proc.returncode,
                      workers_pinned=len(assigned), log=log.name)
 
 
-def plan_jobs(splits, repeats: int, budgets, prefix: str, first_repeat: int = 0) -> list[Job]:
+def plan_jobs(splits, repeats: int, budgets, prefix: str, first_repeat: int = 0, target_tp: int = 1) -> list[Job]:
     """Repeat r of every split before repeat r + 1, and each repeat in a rotated order, so a split's
     repeats fall on different lanes and at different times."""
     jobs = []
@@ -197,16 +225,28 @@ def plan_jobs(splits, repeats: int, budgets, prefix: str, first_repeat: int = 0)
         order = splits[r % len(splits):] + splits[:r % len(splits)] if r % 2 == 0 else list(reversed(splits))
         for n, m in order:
             for tb in budgets:
-                tag = f"-tb{tb}" if tb else ""
+                tag = (f"-tp{target_tp}" if target_tp > 1 else "") + (f"-tb{tb}" if tb else "")
                 jobs.append(Job(name=f"{prefix}-{n}x{m}{tag}-r{r}", targets=n, drafters=m, repeat=r,
-                                token_budget=tb))
+                                token_budget=tb, target_tp=target_tp))
     return jobs
+
+
+def fits_budget(budget_s: float | None, elapsed_s: float, duration_s: float, done: list[JobRecord]) -> bool:
+    """Whether a run started now ends within ``budget_s`` (None: no budget); see the docstring."""
+    if budget_s is None:
+        return True
+    overhead = max((r.run_s - duration_s for r in done), default=START_GUESS_S)
+    return elapsed_s + duration_s + max(overhead, 0.0) <= budget_s
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=None, help="G: every split must sum to it")
-    ap.add_argument("--splits", required=True, help="comma-separated N-M, e.g. 7-1,6-2")
+    ap.add_argument("--splits", default="all", help="comma-separated N-M, e.g. 7-1,6-2; 'all': every feasible "
+                                                    "split of --gpus")
+    ap.add_argument("--target-tp", type=int, default=1, help="GPUs (cores) per target engine (tensor parallelism)")
+    ap.add_argument("--budget-s", type=float, default=None, help="start no run that would end past this many "
+                                                                 "seconds of the sweep's wall clock")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--first-repeat", type=int, default=0, help="index (and seed) of the first repeat")
     ap.add_argument("--duration-s", type=float, default=90.0, help="seconds after the header before SIGINT")
@@ -224,19 +264,28 @@ def main(argv=None) -> int:
     ap.add_argument("--cwd", default=str(ROOT), help="where `python -m trainer` is importable")
     args = ap.parse_args(argv)
 
-    splits = parse_splits(args.splits, args.gpus)
+    if args.target_tp < 1:
+        raise SystemExit(f"sweep: --target-tp must be >= 1, got {args.target_tp}")
+    if args.splits == "all":
+        if args.gpus is None:
+            raise SystemExit("sweep: --splits all needs --gpus")
+        splits = feasible_splits(args.gpus, args.target_tp)
+    else:
+        splits = parse_splits(args.splits, args.gpus, args.target_tp)
     budgets = [int(b) for b in args.token_budgets.split(",") if b.strip()] or [None]
     cores = parse_cores(args.cores)
-    width = max(n + m for n, m in splits) + 1
+    width = max(n * args.target_tp + m for n, m in splits) + 1
     if args.lanes * width > len(cores):
         raise SystemExit(f"sweep: {args.lanes} lanes of {width} cores need {args.lanes * width}, got {len(cores)}")
     lanes = [cores[i * width:(i + 1) * width] for i in range(args.lanes)]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = plan_jobs(splits, args.repeats, budgets, args.prefix, args.first_repeat)
+    jobs = plan_jobs(splits, args.repeats, budgets, args.prefix, args.first_repeat, args.target_tp)
     pending = list(jobs)
     lock = threading.Lock()
     records: list[JobRecord] = []
+    skipped: list[str] = []
+    t0 = time.monotonic()
 
     def lane_loop(i: int) -> None:
         while True:
@@ -244,6 +293,10 @@ def main(argv=None) -> int:
                 if not pending:
                     return
                 job = pending.pop(0)
+                if not fits_budget(args.budget_s, time.monotonic() - t0, args.duration_s, records):
+                    skipped.append(job.name)
+                    print(f"sweep: {job.name} skipped: it would end past --budget-s {args.budget_s:g}", flush=True)
+                    continue
             rec = run_job(job, i, lanes[i], args, out)
             with lock:
                 records.append(rec)
@@ -256,7 +309,7 @@ def main(argv=None) -> int:
         t.join()
     records.sort(key=lambda r: r.start_wall_s)
     meta = {"argv": sys.argv[1:], "cpu_count": os.cpu_count(), "lanes": lanes,
-            "runs": [asdict(r) for r in records]}
+            "runs": [asdict(r) for r in records], "skipped": skipped}
     (out / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     if args.tar:
         with tarfile.open(args.tar, "w:gz") as tf:

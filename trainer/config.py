@@ -16,10 +16,13 @@ Model presets (target = frozen Qwen3-shaped backbone, random init; drafter = blo
     tiny    128 / 6 / 4 / 2 / 32 / 384 / 2048                    128 / 2 / 4 / 384 / 8 / 64
     234m    1024 / 16 / 16 / 8 / 64 / 3072 / 32000               1024 / 2 / 8 / 3072 / 16 / 256
     1b      2048 / 24 / 16 / 8 / 128 / 6144 / 32000              1024 / 2 / 8 / 3072 / 16 / 256
+    tp-cpu  128 / 6 / 4 / 2 / 32 / 384 / 2048                    256 / 2 / 4 / 768 / 8 / 64, anchors 1/4
 
 "1b" is the reference shape of the design brief (1.27B backbone parameters with its embedding); "234m"
-the smaller 2:1 target. Four evenly spaced layers are tapped; the verifier (lm_head) logits
-are computed only at 1/16 of the tokens (the anchor blocks).
+the smaller 2:1 target. "tp-cpu" is the tiny target with a drafter about as costly per batch
+on one CPU core (verifier logits at 1/4 of the tokens), so that a CPU sweep of TP-2 target engines
+has splits bound by either role (benchmarks/TRAINER.md). Four evenly spaced layers are tapped; the verifier (lm_head) logits
+are computed only at 1/16 of the tokens (the anchor blocks) unless the preset says otherwise.
 """
 from __future__ import annotations
 
@@ -113,6 +116,8 @@ PRESETS: dict[str, ModelPreset] = {
     "234m": ModelPreset("234m", TargetSpec(1024, 16, 16, 8, 64, 3072, 32000),
                         DrafterSpec(1024, 2, 8, 3072, 16, 256)),
     "1b": ModelPreset("1b", TargetSpec(2048, 24, 16, 8, 128, 6144, 32000), DrafterSpec(1024, 2, 8, 3072, 16, 256)),
+    "tp-cpu": ModelPreset("tp-cpu", TargetSpec(128, 6, 4, 2, 32, 384, 2048),
+                          DrafterSpec(256, 2, 4, 768, 8, 64, anchor_share=0.25)),
 }
 
 _DEVICE_DEFAULTS = {
