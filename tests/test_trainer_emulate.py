@@ -101,3 +101,81 @@ def test_emulated_two_drafters_need_a_sync_cost_and_report_it(tmp_path):
     # the emulated collective lasts the drawn 0.2 s (in emulated seconds) exactly: overheads are not in it
     assert all(s["dur"] == 0.2 for s in syncs)
     _check_ideal_timeline(out, check_drafters=False)
+
+
+def _emulate(tmp_path, source: Path, *args: str, name: str = "emu") -> Path:
+    out = tmp_path / f"{name}.jsonl"
+    r = subprocess.run([sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(source), "--sync-every",
+                        "0", "--time-scale", "0.01", "--out", str(out), *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=240)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _steps(out: Path, role: str) -> list[dict]:
+    return [e for e in map(json.loads, out.read_text().splitlines()) if e.get("ev") == "step" and e["role"] == role]
+
+
+@pytest.mark.slow
+def test_a_batch_from_another_node_takes_its_bytes_over_the_link_in_xfer_and_busy(tmp_path):
+    """One target on node 0, one drafter on node 1: every batch crosses an uncontended link, so
+    each drafter step's xfer is exactly tokens * hs_bytes_per_token / link_bytes_s, inside busy;
+    the same split on one node has xfer 0. The header says where every engine sat."""
+    source = ROOT / "fixtures" / "h200-1x1.jsonl"
+    link = 2.5e10
+    out = _emulate(tmp_path, source, "--targets", "1", "--drafters", "1", "--gpus-per-node", "1",
+                   "--link-bytes-s", str(link), "--steps", "80")
+    head = json.loads(out.read_text().splitlines()[0])
+    assert head["gpus_per_node"] == 1 and head["link_bytes_s"] == link
+    assert head["placement"] == {"target": [0], "drafter": [1]}
+    bpt = head["hs_bytes_per_token"]
+    prof = load_profile(str(source))
+    for e in _steps(out, "drafter"):
+        assert e["xfer"] == pytest.approx(e["tokens"] * bpt / link, abs=2e-6)
+        assert e["busy"] - e["xfer"] >= 0 and e["busy"] - e["xfer"] <= max(prof.drafter.residuals_s) + \
+            prof.drafter.t0_s + prof.drafter.per_token_s * e["tokens"] + 1e-5
+    same = _emulate(tmp_path, source, "--targets", "1", "--drafters", "1", "--gpus-per-node", "2",
+                    "--link-bytes-s", str(link), "--steps", "40", name="same")
+    assert json.loads(same.read_text().splitlines()[0])["placement"] == {"target": [0], "drafter": [0]}
+    assert all(e["xfer"] == 0 for e in _steps(same, "drafter"))
+    # an emulation of the emulated log fits the drafter's compute without the link's time
+    again = load_profile(str(out))
+    compute = [e["busy"] - e["xfer"] for e in _steps(out, "drafter") if e["t"] >= again.steady_from_s]
+    assert again.drafter.mean_busy_s == pytest.approx(float(np.mean(compute)), rel=1e-4)
+
+
+@pytest.mark.slow
+def test_a_link_slower_than_both_roles_sets_the_throughput(tmp_path):
+    """Two targets on node 0 feed two drafters on node 1 through a link of 1.5 cross-node batches
+    a second, below the targets' ~7 b/s and the drafters' ~50 b/s: the steady rate is the link's,
+    transfers queue for it (xfer above one batch's bytes / bandwidth), and a placement that keeps
+    every hand-off on one node runs at the targets' rate."""
+    source = ROOT / "fixtures" / "h200-1x1.jsonl"
+    src = load_log(source)
+    bpt = src.header.hs_bytes_per_token
+    mean_tokens = float(src.steps[src.steps["role"] == "drafter"]["tokens"].mean())
+    link = 1.5 * mean_tokens * bpt
+    out = _emulate(tmp_path, source, "--targets", "2", "--drafters", "2", "--gpus-per-node", "2",
+                   "--link-bytes-s", str(link), "--steps", "150")
+    bps, _, _ = steady_throughput(load_log(out))
+    assert bps == pytest.approx(1.5, rel=0.05)
+    steps = _steps(out, "drafter")
+    assert max(e["xfer"] - e["tokens"] * bpt / link for e in steps) > 0.1     # waited for the link
+    local = _emulate(tmp_path, source, "--targets", "2", "--drafters", "2", "--gpus-per-node", "2",
+                     "--link-bytes-s", str(link), "--placement", "target=0,1;drafter=0,1", "--steps", "150",
+                     name="local")
+    crossed = [e for e in _steps(local, "drafter") if e["xfer"] > 0]
+    assert 0 < len(crossed) < len(_steps(local, "drafter"))     # only batches from the other node cross
+    assert steady_throughput(load_log(local))[0] > bps
+
+
+def test_a_link_needs_the_sources_hidden_state_size(tmp_path):
+    src = tmp_path / "nohs.jsonl"
+    lines = (ROOT / "fixtures" / "h200-1x1.jsonl").read_text().splitlines()
+    head = json.loads(lines[0])
+    head.pop("hs_bytes_per_token")
+    src.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    r = subprocess.run([sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(src), "--gpus-per-node",
+                        "1", "--link-bytes-s", "1e9", "--out", str(tmp_path / "o.jsonl")], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "no hs_bytes_per_token" in r.stderr

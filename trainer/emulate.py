@@ -9,6 +9,11 @@ Profile of a source log (read with ``advisor.ingest.load.load_log``; warm-up cut
 - the (tokens, seqs) of the source's steady drafter batches;
 - the source's sync durations when it ran M > 1 drafters (else ``--sync-s``).
 
+A source whose header has ``link_bytes_s`` (a run across nodes) has the link's time in its
+drafters' ``busy`` (as ``xfer``); that time depends on the placement, not on the drafter, so the
+drafter's fit is on ``busy - xfer`` and an emulation across nodes adds its own link time
+(`trainer.placement`).
+
 Emulated run: the loader draws batches (tokens, seqs) from the source's batches; a worker's
 service time for a batch of n tokens is t0 + c * n + r, with r drawn from its role's residuals
 (clipped at 0). The fit keeps the per-token cost (so an emulated split sees the source's mix of
@@ -121,6 +126,26 @@ def steady_start_s(log) -> float:
         return STEADY_FALLBACK_SHARE * float(log.duration_s)
 
 
+def _drafter_xfer_s(path: str) -> dict[tuple[int, int], float]:
+    """(worker, batch) -> xfer seconds of the drafter steps of a log (the reader keeps no xfer)."""
+    import gzip
+    import json
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    out = {}
+    with opener(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if '"xfer"' not in line or '"drafter"' not in line:
+                continue
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("ev") == "step" and e.get("role") == "drafter" and isinstance(e.get("xfer"), (int, float)):
+                out[(int(e["worker"]), int(e.get("batch", -1)))] = float(e["xfer"])
+    return out
+
+
 def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
     from advisor.ingest.load import load_log
 
@@ -132,12 +157,17 @@ def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
     start = steady_start_s(log)
     steady = steps[steps["t"] >= start]
     fits = {}
+    h = log.header
+    xfer = _drafter_xfer_s(path) if h.extra.get("link_bytes_s") is not None else {}
     for role in ("target", "drafter"):
         s = steady[steady["role"] == role]
         if len(s) < 3:                      # a very short log: fit on everything but each worker's first step
             s = steps[steps["role"] == role]
             s = s[s.groupby("worker", observed=True).cumcount() > 0]
-        fits[role] = fit_service(role, s["tokens"].to_numpy(), s["busy"].to_numpy())
+        busy = s["busy"].to_numpy(float)
+        if role == "drafter" and xfer:
+            busy = busy - np.array([xfer.get((int(w), int(b)), 0.0) for w, b in zip(s["worker"], s["batch"])])
+        fits[role] = fit_service(role, s["tokens"].to_numpy(), busy)
     d = steady[steady["role"] == "drafter"]
     if len(d) == 0:
         d = steps[steps["role"] == "drafter"]
@@ -149,7 +179,6 @@ def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
     else:
         durs = (float(sync_s),) if sync_s is not None else ()
         nbytes = 0
-    h = log.header
     header = {"samples": h.samples, "epochs": h.epochs, "token_budget": h.token_budget, "hardware": h.hardware,
               "target_model": h.target_model, "drafter_model": h.drafter_model,
               "hs_bytes_per_token": h.hs_bytes_per_token}
