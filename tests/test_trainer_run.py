@@ -191,3 +191,34 @@ def test_worker_dying_without_a_word_ends_the_run(tmp_path):
 def test_invalid_setting_exits_2_naming_it(tmp_path):
     r = _run("--targets", "0", "--out", str(tmp_path / "x.jsonl"))
     assert r.returncode == 2 and "targets" in r.stderr and not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_tensor_parallel_target_engine_runs_as_k_processes_and_counts_as_one_worker(tmp_path):
+    out = tmp_path / "tp.jsonl"
+    r = _run("--targets", "1", "--drafters", "1", "--target-tp", "2", "--steps", "6", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    events = _lines(out)
+    head = events[0]
+    assert head["gpus"] == 3 and head["roles"] == {"target": 1, "drafter": 1}
+    assert head["gpus_per_worker"] == {"target": 2} and head["run"].endswith("-tp2")
+    assert [w["tp_size"] for w in head["worker_info"] if w["role"] == "target"] == [2]
+    steps = [e for e in events if e["ev"] == "step"]
+    assert {e["worker"] for e in steps if e["role"] == "target"} == {0}        # the leader logs the engine's steps
+    assert sum(e["role"] == "drafter" for e in steps) == 6 and events[-1]["reason"] == "done"
+
+
+def test_an_interrupted_tensor_parallel_run_releases_its_followers_at_once(tmp_path):
+    out = tmp_path / "tpint.jsonl"
+    p = _start_and_wait_for_steps(out, 3, "--targets", "1", "--drafters", "1", "--target-tp", "2", "--steps",
+                                  "100000", "--stop-grace", "120")
+    workers = _children(p.pid)
+    t_sig = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=150)
+    assert p.returncode == 130, err
+    assert time.monotonic() - t_sig < 60.0        # the follower left on the leader's stop, not after the grace
+    assert _lines(out)[-1]["reason"] == "interrupted"
+    deadline = time.monotonic() + 5
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)
