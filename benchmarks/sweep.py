@@ -262,6 +262,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--tar", default=None, help="write this .tar.gz of the output folder")
     ap.add_argument("--cwd", default=str(ROOT), help="where `python -m trainer` is importable")
+    ap.add_argument("--dry-run", action="store_true", help="print the lanes and the runs in order, run nothing")
     args = ap.parse_args(argv)
 
     if args.target_tp < 1:
@@ -278,9 +279,15 @@ def main(argv=None) -> int:
     if args.lanes * width > len(cores):
         raise SystemExit(f"sweep: {args.lanes} lanes of {width} cores need {args.lanes * width}, got {len(cores)}")
     lanes = [cores[i * width:(i + 1) * width] for i in range(args.lanes)]
+    jobs = plan_jobs(splits, args.repeats, budgets, args.prefix, args.first_repeat, args.target_tp)
+    if args.dry_run:
+        print(f"sweep: {len(lanes)} lane(s) {lanes}; {len(jobs)} runs of {args.duration_s:g} s after the header:")
+        for j in jobs:
+            print(f"  {j.name}: {j.targets} target engine(s) x {j.target_tp} + {j.drafters} drafter(s) = "
+                  f"{j.processes} worker processes")
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = plan_jobs(splits, args.repeats, budgets, args.prefix, args.first_repeat, args.target_tp)
     pending = list(jobs)
     lock = threading.Lock()
     records: list[JobRecord] = []
