@@ -1,8 +1,14 @@
 """One run of the pipeline: start the workers, feed them, log everything, stop cleanly.
 
-    loader thread --pre[i] (one per target, cap --pre-queue-depth)--> N target processes
+    loader thread --pre[i] (one per target, cap --pre-queue-depth)--> N target engines
         --hs (shared, cap --hs-queue-depth)--> M drafter processes (sync every --sync-every)
     every worker --events--> main thread --> the log (the only writer) and the progress line
+
+A target engine is one process, or with --target-tp k a tensor-parallel group of k processes
+(`trainer.tp`): its rank 0 is the worker above (queues, events, steps); ranks 1..k-1 only compute
+with it. Every process says ``ready``; the header counts engines in ``roles`` and processes (GPUs)
+in ``gpus``, with ``gpus_per_worker``. An emulated run starts one process per engine and may sit
+on several emulated nodes with a link between them (`trainer.placement`).
 
 Phases:
 1. plan the batches (or draw them from the emulation profile) and start the workers;
