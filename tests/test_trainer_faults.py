@@ -246,8 +246,8 @@ def test_cli_conventions():
     h1 = subprocess.run(_cmd("-h"), capture_output=True, text=True, timeout=60, env=_env())
     h2 = subprocess.run(_cmd("--help"), capture_output=True, text=True, timeout=60, env=_env())
     assert h1.returncode == 0 and h1.stdout == h2.stdout
-    for opt in ("--device <cpu|cuda>", "--model <tiny|234m|1b>", "--handoff <auto|host>", "--force", "--version",
-                "--hs-cap, --hs-queue-depth"):
+    for opt in ("--device <cpu|cuda>", "--model <tiny|234m|1b|tp-cpu>", "--handoff <auto|host>", "--force", "--version",
+                "--hs-cap, --hs-queue-depth", "--target-tp <int>", "--gpus-per-node <int>", "--placement <str>"):
         assert opt in h1.stdout, opt
     bad = subprocess.run(_cmd("--device", "tpu"), capture_output=True, text=True, timeout=60, env=_env())
     assert bad.returncode == 2 and "'tpu' is not one of 'cpu', 'cuda'" in bad.stderr
