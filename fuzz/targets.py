@@ -112,7 +112,8 @@ def _run_cli(argv: list[str]) -> tuple[int, str, str]:
     """`dflash-advise ARGV` in this process: (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     code: object = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+        warnings.simplefilter("always")     # every input shows its warnings (not once per process)
         try:
             cli_app.main(argv)
         except SystemExit as e:
@@ -120,13 +121,15 @@ def _run_cli(argv: list[str]) -> tuple[int, str, str]:
     return (code if isinstance(code, int) else 0 if code is None else 2), out.getvalue(), err.getvalue()
 
 
-def _check_cli(code: int, out: str, err: str, *, allowed: tuple[int, ...] = (0, 2)) -> None:
+def check_cli(code: int, out: str, err: str, *, allowed: tuple[int, ...] = (0, 2)) -> None:
     _require(code in allowed, f"exit {code} (allowed {allowed}); stderr: {err[-500:]!r}")
     _require("Traceback" not in err, f"a traceback on stderr: {err[-800:]!r}")
     _require("internal error" not in err, f"internal error: {err.strip()[:800]!r}")
+    lines = [ln for ln in err.strip("\n").split("\n") if ln]
+    said = lines[:-1] if code == 2 else lines
+    _require(all(ln.startswith("dflash-advise: warning: ") for ln in said), f"stderr is not one line each: {err!r}")
     if code == 2:
-        lines = err.strip("\n").split("\n")
-        _require(len(lines) == 1 and lines[0].startswith("dflash-advise: "), f"exit 2 not as one line: {err!r}")
+        _require(len(lines) >= 1 and lines[-1].startswith("dflash-advise: "), f"exit 2 not as one line: {err!r}")
     else:
         _require(out.strip() != "", f"exit {code} with nothing on stdout")
 
@@ -189,7 +192,7 @@ def fuzz_log(data: bytes) -> None:
         for lg in logs:
             _check_runlog(lg)
         if then_advise:
-            _check_cli(*_run_cli(["advise", "--json", *args]))
+            check_cli(*_run_cli(["advise", "--json", *args]))
 
 
 # --- the summary reader (`dflash-advise summarize` output) --------------------------------
@@ -260,7 +263,7 @@ def fuzz_check(data: bytes) -> None:
         cfg = d / "gate.toml"
         cfg.write_bytes(data)
         code, out, err = _run_cli(["check", str(cfg)])
-        _check_cli(code, out, err, allowed=(0, 1, 2))
+        check_cli(code, out, err, allowed=(0, 1, 2))
         if code in (0, 1):
             _require(out.startswith("PASS: " if code == 0 else "FAIL: "), f"exit {code} says {out[:200]!r}")
 
@@ -287,7 +290,7 @@ def fuzz_tb(data: bytes) -> None:
         ev.write_bytes(body)
         out = d / "imported.jsonl"
         code, so, se = _run_cli(["import-tb", str(ev), "-o", str(out), *TB_ARGS])
-        _check_cli(code, so, se)
+        check_cli(code, so, se)
         if code == 0:     # what import-tb writes, the advisor reads
             try:
                 with _typed_warnings_only():
@@ -305,7 +308,7 @@ def fuzz_what_if(data: bytes) -> None:
     words = text.split(ARG_SEP.decode()) if ARG_SEP in data else text.split()
     words = [w for w in words if w != ""][:64]
     code, out, err = _run_cli(["what-if", *words])
-    _check_cli(code, out, err)
+    check_cli(code, out, err)
     if code == 0 and ("--json" in words or any(w in ("json",) for w in words)) and out.lstrip().startswith("{"):
         try:
             json.loads(out)
