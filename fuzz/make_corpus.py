@@ -120,6 +120,49 @@ def _check_seeds() -> dict[str, bytes]:
     }.items()}
 
 
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([b])
+        out += bytes([b | 0x80])
+
+
+def _field(num: int, wt: int, v: bytes | int) -> bytes:
+    key = _varint(num << 3 | wt)
+    if wt == 0:
+        return key + _varint(int(v))
+    return key + (_varint(len(v)) + v if wt == 2 else v)
+
+
+def event(tag: bytes, value: bytes, wall: float = 1.0, step: int = 1) -> bytes:
+    """A TensorBoard Event payload with one Summary.Value: ``value`` is its field bytes after the tag."""
+    summary = _field(1, 2, _field(1, 2, tag) + value)
+    return _field(1, 1, struct.pack("<d", wall)) + _field(2, 0, step) + _field(5, 2, summary)
+
+
+def _tb_hostile() -> dict[str, bytes]:
+    """Events with a value field of the wrong wire type, odd floats and walls (framed)."""
+    bps = b"pipeline/target_bps"
+    other = event(b"pipeline/drafter_bps", _field(2, 5, struct.pack("<f", 0.9)))
+    cases = {
+        "tensor-varint-float": _field(8, 2, _field(1, 0, 1) + _field(5, 0, 3)),
+        "tensor-fixed64-int": _field(8, 2, _field(1, 0, 3) + _field(7, 1, b"\x01" * 8)),
+        "tensor-packed-odd": _field(8, 2, _field(1, 0, 1) + _field(5, 2, b"\x01" * 6)),
+        "tensor-shape-2": _field(8, 2, _field(1, 0, 1) + _field(2, 2, _field(2, 2, _field(1, 0, 2)))
+                                 + _field(5, 2, b"\x00" * 8)),
+        "simple-nan": _field(2, 5, struct.pack("<f", math.nan)),
+        "simple-inf": _field(2, 5, struct.pack("<f", math.inf)),
+    }
+    out = {name: b"\x00" + FRAME_SEP.join([event(bps, v), other]) for name, v in cases.items()}
+    good = _field(2, 5, struct.pack("<f", 0.8))
+    out["wall-nan"] = b"\x00" + FRAME_SEP.join([event(bps, good, wall=math.nan), other])
+    out["wall-huge"] = b"\x00" + FRAME_SEP.join([event(bps, good, wall=1e308), event(bps, good, -1e308, 2), other])
+    out["step-negative"] = b"\x00" + FRAME_SEP.join([event(bps, good, step=2**64 - 1), other])
+    return out
+
+
 def _tb_seeds() -> dict[str, bytes]:
     raw = (FIX / "tensorboard" / "events.out.tfevents.reference-7x1").read_bytes()
     payloads, pos = [], 0
@@ -135,6 +178,7 @@ def _tb_seeds() -> dict[str, bytes]:
         "framed-garbage": b"\x00" + FRAME_SEP.join([payloads[0], b"\x0d\x00\x00\x00", b"\x2a\x05\x0a\x03abc",
                                                     b"\x08" + b"\xff" * 11, payloads[3]]),
         "empty": b"\x01",
+        **_tb_hostile(),
     }
 
 
