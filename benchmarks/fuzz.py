@@ -61,7 +61,7 @@ def _env() -> dict[str, str]:
 
 def _signature(text: str) -> str:
     """Where a crash raised: the last advisor/fuzz frame and the exception line (numbers dropped)."""
-    lines = text.splitlines()
+    lines = re.sub(r"/tmp/dflash-fuzz-[^/\s'\"]+", "TMP", text).splitlines()
     frames = [m for ln in lines if (m := FRAME.search(ln))]
     exc = next((ln.strip() for ln in reversed(lines) if re.match(r"^\s*[A-Za-z_.]+(Error|Exception|Broken|Exit)\b", ln)
                 or ln.strip().startswith(("fuzz.targets.ContractBroken", "ContractBroken"))), "")
