@@ -28,6 +28,11 @@ MIN_FOLLOW_INTERVAL_S = 0.1
 DEFAULT_HS_CAP = 20             # q_hs depth, batches
 DEFAULT_PRE_CAP = 50            # prefetch queue depth, batches
 DEFAULT_TOKENS_PER_BATCH = 32768.0
+# a role's capacity from bare numbers (what-if --target-bps/--drafter-bps), batches/s: below, a
+# batch takes 30 years; above, a billion a second. Past them the chain's arithmetic leaves float64
+# (5e-324 gave a division by zero: found by fuzzing, fuzz/)
+MIN_CAPACITY_BPS = 1e-9
+MAX_CAPACITY_BPS = 1e9
 # Batches within 10% of each other count as the same size: logs at one budget (fit), a log
 # comparable with the projected batch (reconciliation), a budget inside the logged range (not
 # extrapolated).

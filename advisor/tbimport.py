@@ -153,6 +153,9 @@ def _signed64(v: int) -> int:
 
 
 _DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64 = 1, 2, 3, 9
+# the wire types a TensorProto's value fields can have: packed (2) or one fixed32/fixed64/varint;
+# any other is a corrupt record, not a value (a varint float_val crashed the reader: found by fuzzing)
+_VALUE_WIRE = {5: (2, 5), 6: (2, 1), 7: (2, 0), 10: (2, 0)}
 
 
 def _tensor_scalar(buf: bytes) -> float | None:
@@ -160,6 +163,8 @@ def _tensor_scalar(buf: bytes) -> float | None:
     dtype, content, vals = 0, None, []
     dims: list[int] = []
     for num, wt, v in _fields(buf):
+        if num in _VALUE_WIRE and wt not in _VALUE_WIRE[num]:
+            raise _WireError(f"tensor field {num} has wire type {wt}")
         if num == 1 and wt == 0:
             dtype = v
         elif num == 2 and wt == 2:                      # TensorShapeProto: dim = 2, Dim.size = 1

@@ -225,3 +225,31 @@ def test_importing_the_reader_loads_no_heavy_module():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+
+
+# --- found by fuzzing (fuzz/targets.py: fuzz_tb); the inputs are in fuzz/corpus/tb/ too ----------
+@pytest.mark.parametrize("field", [
+    _field(5, 0, _varint(3)),                 # float_val as a varint
+    _field(7, 1, b"\x01" * 8),                # int_val as fixed64
+    _field(6, 5, b"\x01" * 4),                # double_val as fixed32
+])
+def test_a_tensor_value_of_the_wrong_wire_type_is_a_corrupt_record(tmp_path, field):
+    p = tmp_path / "events.out.tfevents.odd"
+    p.write_bytes(_record(_event(101.0, 1, [_value("a", _field(1, 0, _varint(1)) + field)])))
+    with pytest.raises(LogError, match=r"record at byte 0: not a TensorBoard Event \(tensor field \d+ has wire type"):
+        read_scalars([p])
+    r, _ = _import(tmp_path, events=p)
+    _one_line_error(r, str(p), "wire type")
+
+
+def test_import_warnings_are_one_line_each_on_stderr(tmp_path):
+    """A cut record is a warning said in one line (Python's warning format took two)."""
+    cut = tmp_path / "events.out.tfevents.cut"
+    cut.write_bytes(b"\x01\x02\x03")
+    r = subprocess.run([sys.executable, "-m", "advisor", "import-tb", str(cut), "-o", str(tmp_path / "x.jsonl"),
+                        "--roles", "target=7,drafter=1", "--map", "drafter.bps=x"],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("dflash-advise: warning: ") and "incomplete" in lines[0], lines
+    assert lines[1] == f"dflash-advise: {cut}: holds no events"

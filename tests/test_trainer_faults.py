@@ -215,6 +215,21 @@ def test_invalid_numbers_exit_2_with_one_line(tmp_path, args, expect):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args,expect", [
+    (("--device", "gpu"), "dflash-train: Invalid value for '--device': 'gpu' is not one of 'cpu', 'cuda'"),
+    (("--model", "70b"), "dflash-train: Invalid value for '--model': '70b' is not one of 'tiny', '234m', '1b'"),
+    (("--handoff", "x"), "dflash-train: Invalid value for '--handoff': 'x' is not one of 'auto', 'host'"),
+    (("--targets", "x"), "dflash-train: Invalid value for '--targets'"),
+    (("--bogus",), "dflash-train: No such option: --bogus"),
+])
+def test_bad_flags_exit_2_with_one_line_naming_the_flag(tmp_path, args, expect):
+    """Choices and types that click checks: one line like every other bad flag, not a usage box."""
+    out = tmp_path / "x.jsonl"
+    line = _one_line(_run(*args, "--out", str(out)))
+    assert line.startswith(expect) and "dflash-train --help" in line, line
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("content,expect", [
     ('{"ev":"run"\n', "{src}:1: is not valid JSON"),
     ("", "{src}"),

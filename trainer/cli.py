@@ -149,8 +149,37 @@ def train(
     raise typer.Exit(result.exit_code)
 
 
-def main() -> None:
-    app(prog_name="dflash-train")
+def _usage_line(e: Exception) -> str:
+    """A click usage error as one line that names the flag and, for a choice, the valid values
+    (click prints a three-line box; every other bad flag here is one line)."""
+    msg = " ".join(e.format_message().split()).replace("Value error, ", "")
+    return f"{msg} (see 'dflash-train --help')"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The `dflash-train` entry point: usage errors in one line (exit 2), like `dflash-advise`'s."""
+    import importlib
+
+    usage: list[type] = []
+    aborts: list[type] = []
+    for name in ("typer._click.exceptions", "click.exceptions"):   # typer >= 0.25 ships its own click
+        try:
+            m = importlib.import_module(name)
+        except ImportError:
+            continue
+        usage += [c for c in (getattr(m, "UsageError", None),) if isinstance(c, type)]
+        aborts += [c for c in (getattr(m, "Abort", None),) if isinstance(c, type)]
+    try:
+        code = app(args=sys.argv[1:] if argv is None else argv, prog_name="dflash-train", standalone_mode=False)
+    except tuple(usage) as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            raise
+        _say(f"dflash-train: {_usage_line(e)}")
+        code = 2
+    except tuple(aborts):
+        _say("dflash-train: interrupted")
+        code = 130
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

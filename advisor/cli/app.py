@@ -18,8 +18,8 @@ import typer
 from advisor import __version__
 from advisor.errors import LogError, SettingsError
 from advisor.settings import (DEFAULT_FOLLOW_INTERVAL_S, DEFAULT_HS_CAP, DEFAULT_MIN_EFFICIENCY,
-                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MIN_FOLLOW_INTERVAL_S, MIN_GPUS,
-                              check_limits)
+                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_CAPACITY_BPS, MIN_CAPACITY_BPS,
+                              MIN_FOLLOW_INTERVAL_S, MIN_GPUS, check_limits)
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -309,6 +309,8 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
     for name, v in (("--target-bps", target_bps), ("--drafter-bps", drafter_bps)):
         if not math.isfinite(v):   # 0 and below: the library names the capacity
             _die(f"{name}: must be a finite number > 0 (batches per second), got {v}")
+        if v > 0 and not MIN_CAPACITY_BPS <= v <= MAX_CAPACITY_BPS:
+            _die(f"{name}: must be from {MIN_CAPACITY_BPS:g} to {MAX_CAPACITY_BPS:g} batches per second, got {v:g}")
     for name, v in (("--scv", scv), ("--sync-s", sync_s), ("--tokens-per-batch", tokens_per_batch)):
         if v is not None and not math.isfinite(v):
             _die(f"{name}: must be a finite number, got {v}")
@@ -321,6 +323,11 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
     except ValueError as e:
         _die(str(e))
     typer.echo(render(adv, fmt), nl=False)
+
+
+def _warn_lines(seen: list) -> None:
+    for w in seen:
+        typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
 @app.command("import-tb")
@@ -346,15 +353,21 @@ def import_tb_cmd(
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
 ) -> None:
     """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
+    import warnings
+
     from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
-    try:
-        role_map = parse_roles(roles)
-        queues = [parse_queue(q, list(role_map)) for q in queue or []]
-        path, n = import_tensorboard(events, out, mapping=mapping, roles=role_map, run=run_name, gpus=gpus,
-                                     queues=queues, token_budget=token_budget, samples=samples, epochs=epochs,
-                                     ended=ended)
-    except (LogError, ValueError) as e:
-        _die(str(e))
+    with warnings.catch_warnings(record=True) as seen:   # each said in one line, not as Python prints them
+        warnings.simplefilter("always")
+        try:
+            role_map = parse_roles(roles)
+            queues = [parse_queue(q, list(role_map)) for q in queue or []]
+            path, n = import_tensorboard(events, out, mapping=mapping, roles=role_map, run=run_name, gpus=gpus,
+                                         queues=queues, token_budget=token_budget, samples=samples, epochs=epochs,
+                                         ended=ended)
+        except (LogError, ValueError) as e:
+            _warn_lines(seen)
+            _die(str(e))
+    _warn_lines(seen)
     typer.echo(f"wrote {path}: {n} rates snapshots; now run: dflash-advise {path}")
 
 

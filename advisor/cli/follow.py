@@ -22,13 +22,16 @@ Stops, with these exit codes:
 - a log ends before it holds enough data for advice: 2, with the reason;
 - Ctrl-C: 0 when a report was shown (it stays on screen as the final one), 130 (the shell's
   code for SIGINT) when none ever was;
-- unusable options (e.g. ``--roles`` naming an unknown split): 2.
+- unusable options (e.g. ``--roles`` naming an unknown split): 2;
+- a followed path changes type (a log file replaced by a folder, or the reverse): 2, in one
+  line (a missing path is no change: it is waited for).
 """
 from __future__ import annotations
 
 import gzip
 import json
 import os
+import stat
 import sys
 import time
 import zlib
@@ -192,6 +195,30 @@ def _unusable_args(args: Sequence[Path]) -> bool:
     return False
 
 
+def _kind(p: Path) -> str | None:
+    """What a followed argument is now: a file, a folder, another kind (FIFO, device...), or None (missing)."""
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return "file" if stat.S_ISREG(st.st_mode) else "folder" if stat.S_ISDIR(st.st_mode) else "special file"
+
+
+def _kind_changed(args: Sequence[Path], kinds: dict[Path, str]) -> bool:
+    """An argument that was a file and is now a folder (or any other change of type): said, and True.
+
+    A missing path is no change (a log rotated or re-created); the first kind seen is remembered."""
+    for a in args:
+        now = _kind(a)
+        if now is None:
+            continue
+        was = kinds.setdefault(a, now)
+        if now != was:
+            _err(f"{a}: was a {was} and is now a {now}; --follow reads what it started on: start it again")
+            return True
+    return False
+
+
 def _unreadable(paths: Sequence[Path]) -> bool:
     for p in paths:
         if not p.is_file() or not os.access(p, os.R_OK):
@@ -273,8 +300,11 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
     screen = _Screen(out if out is not None else sys.stdout, fmt)
     last_sig = None
     missing_since: float | None = None
+    kinds: dict[Path, str] = {}
     try:
         while True:
+            if _kind_changed(args, kinds):
+                return EXIT_UNUSABLE
             # a run directory (or glob) may gain per-rank files while it is followed: expand anew
             paths = _files(args)
             sig = _signature(paths) if paths else None

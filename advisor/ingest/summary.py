@@ -492,6 +492,7 @@ def read_summary(path: str | Path) -> Summary:
         raise LogError(spath, 1, f"is a summary of format {obj.get('dflash_summary')!r} if any; this advisor reads "
                                  f"format {FORMAT_VERSION}", "dflash_summary")
     header = parse_header(obj.get("header"), spath, 1)
+    _check_columns(obj, spath)
     try:
         s = Summary(obj["header"], header, spath, sample_rows=int(obj["sample_rows"]))
         s.paths = [str(p) for p in obj["paths"]]
@@ -518,6 +519,48 @@ def read_summary(path: str | Path) -> Summary:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise LogError(spath, None, f"is not a valid summary (missing or bad {e})") from None
     return s
+
+
+MAX_BIN_LEVEL = 1000     # bins of 2**1000 / 16 s: past any run (and float64's range is 2**1024)
+
+
+def _check_columns(obj: Mapping[str, Any], path: str) -> None:
+    """What the arrays of a summary must agree on before they are decoded: counts at least one
+    (a line, a sample row), equal lengths within a table (a sample's columns and keys, the syncs,
+    the rates), a bin level in range. LogError naming the field (found by fuzzing: fuzz/)."""
+    def whole(name: str, v: Any, lo: int, hi: int | None = None) -> None:
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
+            raise LogError(path, None, f"must be a whole number from {lo}{f' to {hi}' if hi is not None else ' up'}, "
+                                       f"got {_shown(v)} (not a valid summary)", name)
+
+    def same_length(name: str, table: Any) -> None:
+        if not isinstance(table, Mapping):
+            return     # decoding names what is missing
+        shapes = {k: v.get("shape") for k, v in table.items() if isinstance(v, Mapping)}
+        if len({json.dumps(v) for v in shapes.values()}) > 1:
+            raise LogError(path, None, "is not a valid summary: its columns differ in length "
+                                       f"({', '.join(f'{k}: {v}' for k, v in list(shapes.items())[:4])})", name)
+
+    whole("sample_rows", obj.get("sample_rows"), 1)
+    whole("n_lines", obj.get("n_lines"), 1)
+    bins = obj.get("bins")
+    if isinstance(bins, Mapping):
+        whole("bins.level", bins.get("level"), 0, MAX_BIN_LEVEL)
+    samples = obj.get("samples")
+    for r, table in (samples.items() if isinstance(samples, Mapping) else ()):
+        same_length(f"samples.{r}", table)
+    same_length("syncs", obj.get("syncs"))
+    same_length("rates", obj.get("rates"))
+    counts = obj.get("counts")
+    for r, c in (counts.items() if isinstance(counts, Mapping) else ()):
+        if not isinstance(c, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in c):
+            raise LogError(path, None, f"is not a valid summary: counts {_shown(c)} are not whole numbers >= 0",
+                           f"counts.{r}")
+
+
+def _shown(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def merge_all(summaries: Iterable[Summary]) -> Summary:

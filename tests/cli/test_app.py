@@ -146,6 +146,16 @@ def test_what_if_invalid_numbers_exit_2():
     assert r.exit_code == 2 and "cap_bps" in r.stderr
 
 
+@pytest.mark.parametrize("flag, value", [("--target-bps", "1e-320"), ("--drafter-bps", "5e-324"),
+                                         ("--target-bps", "1e12")])
+def test_what_if_capacity_past_the_limits_exit_2_naming_it(flag, value):
+    """5e-324 batches/s divided by zero in the chain (found by fuzzing: fuzz/corpus/what_if/tiny)."""
+    args = {"--target-bps": "0.92", "--drafter-bps": "0.86", flag: value}
+    r = invoke("what-if", "--targets", "7", "--drafters", "1", *[x for kv in args.items() for x in kv])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.count("\n") == 1 and f"{flag}: must be from 1e-09 to 1e+09 batches per second" in r.stderr
+
+
 def test_usage_error_exit_2():
     assert invoke("what-if", "--targets", "7").exit_code == 2
 

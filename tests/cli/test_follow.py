@@ -239,3 +239,35 @@ def test_follow_a_run_directory_of_per_rank_files(tmp_path):
     out = io.StringIO()
     assert follow_logs([run], interval_s=INTERVAL_S, out=out) == 0
     assert "run ended" in out.getvalue() and render(advise([run])).rstrip() in out.getvalue()
+
+
+@pytest.mark.parametrize("into", ["folder", "empty folder", "file"])
+def test_follow_a_path_that_changes_type_ends_with_exit_2(tmp_path, monkeypatch, capsys, into):
+    """A followed log replaced by a folder (or a followed folder by a file) ends the follow in one
+    line; it used to wait for ever on an empty folder."""
+    import shutil
+    calls = []
+    path = tmp_path / "live.jsonl"
+    if into == "file":
+        path.mkdir()
+        (path / "r0.jsonl").write_bytes(FIXTURE.read_bytes()[:5000])
+    else:
+        path.write_bytes(FIXTURE.read_bytes()[:5000])
+
+    def sleep(s):
+        calls.append(s)
+        if len(calls) == 2:     # while followed: the path becomes the other kind
+            if into == "file":
+                shutil.rmtree(path)
+                path.write_bytes(b"")
+            else:
+                path.unlink()
+                path.mkdir()
+                if into == "folder":
+                    (path / "r0.jsonl").write_bytes(FIXTURE.read_bytes()[:5000])
+        if len(calls) > 20:
+            raise AssertionError("the follower kept waiting after the path changed type")
+    monkeypatch.setattr(follow, "_sleep", sleep)
+    assert follow_logs([path], interval_s=0.05, out=io.StringIO()) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "is now a" in err[0], err

@@ -24,6 +24,9 @@ from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 ROOT = Path(__file__).resolve().parents[2]
 
 
+FIXTURE_2X1 = Path(__file__).resolve().parents[2] / "fixtures" / "cpu-2x1.jsonl"
+
+
 @pytest.fixture(scope="module")
 def sync_log(tmp_path_factory) -> Path:
     """A 6-2 run with drafter sync: ~12k lines."""
@@ -361,3 +364,27 @@ def test_row_keys_are_splitmix_of_the_fields(vals, salt):
     np.testing.assert_array_equal(summary.row_keys(cols, salt), _splitmix_keys(cols, salt))
     per_row = np.arange(len(v)) % 3
     np.testing.assert_array_equal(summary.row_keys(cols, per_row), _splitmix_keys(cols, per_row))
+
+
+# --- found by fuzzing (fuzz/targets.py: fuzz_summary); the inputs are in fuzz/corpus/summary/ --------
+@pytest.mark.parametrize("patch, field", [
+    ({"n_lines": -1}, "n_lines"),
+    ({"sample_rows": 0}, "sample_rows"),                     # IndexError before
+    ({"bins": {"level": 10 ** 6}}, "bins.level"),
+    ({"counts": {"target": [1, -2, 3]}}, "counts.target"),
+    ({"rates": {"t": {"dtype": "<f8", "shape": [2], "b64": "AAAAAAAA+H8AAAAAAADwPw=="}}}, "rates"),   # ValueError
+    ({"samples": {"target": {"t": {"dtype": "<f8", "shape": [2], "b64": "AAAAAAAA+H8AAAAAAADwPw=="}}}},
+     "samples.target"),                                      # IndexError before
+])
+def test_a_summary_out_of_range_is_a_log_error_naming_the_field(tmp_path, patch, field):
+    src = tmp_path / "run.jsonl"
+    src.write_bytes(FIXTURE_2X1.read_bytes())
+    obj = summarize_paths([src], workers=1).to_json()
+    for k, v in patch.items():
+        obj[k] = {**obj[k], **{kk: ({**obj[k][kk], **vv} if isinstance(vv, dict) else vv) for kk, vv in v.items()}} \
+            if isinstance(v, dict) else v
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(obj))
+    with pytest.raises(LogError) as e:
+        load_log(p)
+    assert e.value.field == field and str(e.value).startswith(str(p)) and "\n" not in str(e.value)
