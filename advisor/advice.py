@@ -88,7 +88,7 @@ class Advice:
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
                               reasons=tuple(reasons(d, self.splits, self.fit, self.observed)),
-                              holds_unless=tuple(holds_unless(d)), gain_pct=d.gain_pct)
+                              holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct)
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
@@ -136,7 +136,7 @@ class Advice:
             "recommendation": {
                 "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
                 "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
-                "judged": self.split_json(d.judged) if d.judged else None,
+                "judged": self.split_json(d.described),
                 "runner_up": ({"roles": self.split_json(d.runner_up)["roles"], "bps": _num(self.splits.at[
                     d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}
                     if d.runner_up else None),
@@ -275,7 +275,8 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
                               log_hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
                               log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
                               roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
-                              run_ended=logs[0].end is not None, exact=exact)
+                              run_ended=logs[0].end is not None, exact=exact,
+                              cpu=head.extra.get("device") == "cpu")
     return _finish(fit, logs, settings, head.run, caught)
 
 

@@ -57,11 +57,18 @@ class Settings:
     exact: bool = False
     extrapolated_tokens: bool = False        # tokens_per_batch outside the logged range
     logged_tokens_range: tuple[float, float] = field(default=(0.0, 0.0))
+    cpu: bool = False                        # the log's workers ran on CPU (header device "cpu")
 
     @property
     def for_next_run(self) -> bool:
         """Advice for the job's next run: no restart cost applies."""
         return self.next_run or self.run_ended
+
+    def units(self, n: int | None = None) -> str:
+        """``n`` (default G) with the word for what is split: "8 GPUs", or "3 CPU workers" when the
+        log's workers ran on CPU (header ``device: cpu``)."""
+        n = self.gpus if n is None else n
+        return f"{n} {'CPU worker' if self.cpu else 'GPU'}{'s' if n != 1 else ''}"
 
     @property
     def own_budget(self) -> bool:
@@ -121,7 +128,7 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
                    tokens_range: tuple[float, float], log_token_budget: int | None, hs_cap: int | None = None,
                    token_budget: int | None = None, roles: Mapping[str, int] | None = None,
                    restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
-                   run_ended: bool = False, exact: bool = False) -> Settings:
+                   run_ended: bool = False, exact: bool = False, cpu: bool = False) -> Settings:
     """Validate the options and resolve them against what the log(s) showed."""
     gpus = _whole("--gpus", gpus, MIN_GPUS, MAX_GPUS)
     hs = log_hs_cap if hs_cap is None else _whole("--hs-cap", hs_cap, 0, MAX_QUEUE_CAP)
@@ -142,4 +149,5 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
     return Settings(gpus=gpus, producer=producer, consumer=consumer, hs_cap=hs, tokens_per_batch=float(tokens),
                     token_budget=token_budget, log_token_budget=log_token_budget, roles=judged,
                     restart_cost_h=float(restart_cost_h), next_run=bool(next_run), run_ended=bool(run_ended),
-                    exact=bool(exact), extrapolated_tokens=extrapolated, logged_tokens_range=tuple(tokens_range))
+                    exact=bool(exact), extrapolated_tokens=extrapolated, logged_tokens_range=tuple(tokens_range),
+                    cpu=bool(cpu))

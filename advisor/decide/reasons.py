@@ -110,7 +110,7 @@ def _vs(df: pd.DataFrame, a: str, b: str) -> str:
 def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     s = d.settings
     b, j = d.best, d.judged
-    of = f"of the {_plural(d.n_splits, 'split')} of {s.gpus} GPUs"
+    of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "small-gain":
@@ -135,7 +135,7 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
                     f"restart.")
         return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is unknown, so the restart cost is not weighed.")
     why = ("the run has ended" if s.run_ended else "--next-run was given" if s.next_run
-           else f"no split of {s.gpus} GPUs was observed")
+           else f"no split of {s.units()} was observed")
     if d.rule == "unresolved":
         m = d.margin
         return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
@@ -220,7 +220,7 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
     ``rows`` is the projected table the decision was made on; ``observed`` the split the log ran
     (its measured signals are said when that split is the one described first)."""
     d = decision
-    first = d.judged or d.recommended
+    first = d.described
     out = [_bottleneck(d, rows, fit, first)]
     if d.observed == first:
         m = _measured(rows, fit, observed, first)
@@ -233,9 +233,21 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
     return out
 
 
-def holds_unless(decision: Decision) -> list[str]:
+def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
+    """The per-consumer scaling ``share`` at ``m`` consumers and where it comes from: the logs (a
+    sync measured, or ``m`` consumers logged: fitted), or nothing (assumed)."""
+    c = fit.roles[1]
+    logged = sorted({o.roles.get(c, 0) for o in fit.observed})
+    if fit.sync.measured or m in logged:
+        return f"fitted {pct_text(share)}"
+    ran = " and ".join(_plural(x, c) for x in logged)
+    return f"assumed {pct_text(share)}, not measured: the log{'s' if len(fit.observed) > 1 else ''} ran {ran}"
+
+
+def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     """What the verdict depends on: the capacity thresholds and per-consumer scaling ties of the
-    decision's sensitivity (`advisor.project.sensitivity`)."""
+    decision's sensitivity (`advisor.project.sensitivity`); each scaling says whether the logs
+    measured it or it is assumed."""
     d = decision
     c = d.settings.consumer
     out = []
@@ -246,25 +258,24 @@ def holds_unless(decision: Decision) -> list[str]:
             continue
         word = "higher" if th.factor > 1 else "lower"
         out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than fitted "
-                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {_plural(th.workers, 'GPU')}, not "
+                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(th.workers)}, not "
                    f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}.")
     lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"
     for tie in d.sensitivity.scaling:
         big, other = "-".join(map(str, tie.big)), "-".join(map(str, tie.other))
+        fitted = _scaling_basis(fit, tie.big[1], tie.fitted)
         if tie.scaling is None:
             if tie.big_wins_at_fit:
-                out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} (fitted "
-                           f"{pct_text(tie.fitted)}).")
+                out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} ({fitted}).")
             else:
-                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice (fitted "
-                           f"{pct_text(tie.fitted)}); {big} is {tie.big_bottleneck}-bound even with perfect {c} "
+                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is {tie.big_bottleneck}-bound even with perfect {c} "
                            f"scaling.")
         elif not tie.big_wins_at_fit:
             out.append(f"each of the {tie.big[1]} {c}s of {big} keeps at least {pct_text(tie.scaling)} of a lone "
-                       f"{c}'s rate (fitted {pct_text(tie.fitted)}): then {big} beats {other}.")
+                       f"{c}'s rate ({fitted}): then {big} beats {other}.")
         else:
             out.append(f"each of the {tie.big[1]} {c}s of {big} keeps less than {pct_text(tie.scaling)} of a lone "
-                       f"{c}'s rate (fitted {pct_text(tie.fitted)}): then {other} beats {big}.")
+                       f"{c}'s rate ({fitted}): then {other} beats {big}.")
     return out
 
 

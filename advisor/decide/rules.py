@@ -121,6 +121,12 @@ class Decision:
     settings: Settings
     n_splits: int
 
+    @property
+    def described(self) -> str:
+        """The split the first reason describes (the JSON's ``judged``): the judged split, else (no
+        split of G judged nor observed) the recommended one."""
+        return self.judged or self.recommended
+
 
 def _split(df: pd.DataFrame, label: str, p: str, c: str) -> tuple[int, int]:
     return int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])

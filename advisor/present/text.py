@@ -17,6 +17,7 @@ import re
 from advisor.advice import Advice
 from advisor.decide.reasons import bps_text, dur_text, pct_text, queue_text
 from advisor.decide.rules import Decision, Verdict
+from advisor.project.table import split_label
 
 HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
             Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
@@ -81,22 +82,67 @@ def _headline(adv: Advice) -> list[str]:
         return [f"what-if: {adv.gpus} GPUs, now {ob.roles[p]}-{ob.roles[c]} ({p}-{c}); given capacities: {caps}; "
                 f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}"]
     basis = "busy time" if adv.fit.source == "steps" else "'rates' snapshots"
-    lines = [f"run {adv.run}: {adv.gpus} GPUs, observed {ob.roles[p]}-{ob.roles[c]} ({p}-{c})"
+    runs = adv.fit.observed
+    labels = list(dict.fromkeys(split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs))
+    at = f" at {labels[0]}:" if len(runs) > 1 else ""
+    lines = [f"run {adv.run}: {s.units()}{_gpus_from(adv)}, observed {', '.join(labels)} ({p}-{c})"
              + (", run ended" if s.run_ended else "") + projected,
-             f"observed {bps_text(ob.bps)} b/s = {_tok(ob.tok_s)} tok/s; capacities from {basis}: {caps}; "
+             f"observed{at} {bps_text(ob.bps)} b/s = {_tok(ob.tok_s)} tok/s; capacities from {basis}: {caps}; "
              f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}",
              f"steady window t = {ob.steady_from_s:.0f}-{ob.steady_to_s:.0f} s ({pct_text(ob.warmup_share)} of the log "
              f"dropped as warm-up" + (f", {pct_text(ob.drain_share)} as the final drain)" if ob.drain_share >= 0.005
                                       else ")")]
+    for o in runs[1:]:
+        lines.append(f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): "
+                     f"{bps_text(o.bps)} b/s = {_tok(o.tok_s)} tok/s")
+    absent = [lbl for lbl in labels if lbl not in adv.splits.index]
+    if absent:
+        lines.append(f"{' and '.join(absent)} {'is not a split' if len(absent) == 1 else 'are not splits'} of "
+                     f"{s.units()}: the table marks (*) only the observed splits it has")
     if ob.hs_mean_depth is not None:
         lines.append(f"q_hs: mean depth {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap}, full {pct_text(ob.hs_full_share)} "
                      f"of the time")
-    fp, fc = adv.fit.producer, adv.fit.consumer
     if adv.fit.source == "steps":
-        lines.append(f"step time: {p} {fp.t0_s * 1e3:.1f} ms + {fp.c_s_per_tok * 1e6:.2f} "
-                     f"us/token (SCV {fp.busy_scv:.3f}), {c} {fc.t0_s * 1e3:.1f} ms + {fc.c_s_per_tok * 1e6:.2f} "
-                     f"us/token (SCV {fc.busy_scv:.3f})")
+        lines.append(_step_time(adv))
     return lines
+
+
+def _step_time(adv: Advice) -> str:
+    """Each role's step time as the projections use it: the in-log line where it is resolved (a
+    fixed cost clamped at 0 said so), the line through the budgets' means, or, where the log's
+    token counts vary too little to split fixed from per-token cost, the mean step and the
+    exponent other batch sizes are scaled by (`advisor.fit.tokens`)."""
+    parts, unresolved = [], False
+    for rf in (adv.fit.producer, adv.fit.consumer):
+        notes = [f"SCV {rf.busy_scv:.3f}"]
+        if rf.token_model == "line":
+            text = f"{rf.t0_s * 1e3:.1f} ms + {rf.c_s_per_tok * 1e6:.2f} us/token"
+            if rf.t0_s == 0 and rf.c_s_per_tok > 0:
+                notes.append("fixed cost clamped at 0: not resolved")
+        elif rf.token_model == "budgets":
+            a, b = rf.budget_line
+            text = f"{a * 1e3:.1f} ms + {b * 1e6:.2f} us/token"
+            notes.append("the line through the budgets' means")
+        else:
+            unresolved = True
+            text = (f"{rf.busy_mean_s * 1e3:.1f} ms" if rf.busy_mean_s < 1 else f"{rf.busy_mean_s:.3f} s") + " per batch"
+            notes.append(f"x tokens^{rf.token_exponent:.2f} at other batch sizes")
+        parts.append(f"{rf.role} {text} ({'; '.join(notes)})")
+    tail = (f"; at ~{_tok(adv.fit.tokens_mean)} tokens per batch: the log's token counts vary too little to split "
+            f"fixed from per-token cost" if unresolved else "")
+    return "step time: " + ", ".join(parts) + tail
+
+
+def _gpus_from(adv: Advice) -> str:
+    """Where G came from, when that is not plain: ``--gpus`` other than the logs', or logs that ran
+    different G (the first log's is taken)."""
+    ran = list(dict.fromkeys(log.header.gpus for log in adv.logs))
+    if not ran or ran == [adv.gpus]:
+        return ""
+    logs = f"the log ran {ran[0]}" if len(ran) == 1 else f"the logs ran {' and '.join(map(str, ran))}"
+    if adv.gpus != ran[0]:
+        return f" (--gpus; {logs})"
+    return f" (the first log's; {logs}: --gpus G projects another)"
 
 
 def _cap(text: str) -> str:
@@ -108,7 +154,8 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     rec = adv.recommendation
     title = _title(d)
     out = [(title, [_cap(r) for r in rec.reasons])]
-    out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
+    if rec.holds_unless:    # never an empty heading (one split of G: nothing to hold against)
+        out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
     if d.queue is not None:
         out.append(("Queue:", [_cap(queue_text(d.queue))]))
     return out

@@ -292,3 +292,14 @@ def test_could_trail_reads_the_lead_interval_or_else_the_two_intervals():
     # no paired form: the runner-up's upper end against the best's lower end
     assert could_trail(Margin(**base, best_low=10.0, runner_up_high=10.3))
     assert not could_trail(Margin(**base, best_low=10.0, runner_up_high=10.1))
+
+
+def test_judged_follows_the_first_reason_when_no_split_of_g_was_observed(reference):
+    """--gpus other than the log's: no split of G is judged, and `judged` is the split the first
+    reason describes (the recommended one), not null."""
+    adv = advise(reference, gpus=16)
+    assert adv.decision.judged is None and adv.decision.rule == "plan"
+    rec = adv.to_json()["recommendation"]
+    label = adv.decision.recommended
+    assert adv.recommendation.reasons[0].startswith(f"at {label} the ")
+    assert rec["judged"] == adv.split_json(label) and rec["judged"]["roles"] == rec["roles"]
