@@ -21,7 +21,7 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
-from advisor.decide.reasons import holds_unless, queue_text, reasons
+from advisor.decide.reasons import holds_unless, provisional, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline
@@ -136,6 +136,7 @@ class Advice:
             "recommendation": {
                 "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
                 "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
+                "provisional": provisional(d, self.fit),
                 "judged": self.split_json(d.described),
                 "runner_up": ({"roles": self.split_json(d.runner_up)["roles"], "bps": _num(self.splits.at[
                     d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}

@@ -191,7 +191,7 @@ def _advise_or_die(logs: list[Path], **kw):
             typer.echo("\r\x1b[K", err=True, nl=False)   # erase the status line
 
 
-@app.command("advise")
+@app.command("advise", short_help="Advice for the run(s): the table of splits, the verdict and its reasons.")
 def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: AsJson = False,
                as_markdown: AsMarkdown = False, restart_cost: RestartCost = DEFAULT_RESTART_COST_H, hs_cap: HsCap = None,
                token_budget: TokenBudget = None, roles: RolesOpt = None, next_run: NextRun = False,
@@ -217,7 +217,7 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: As
     typer.echo(render(adv, fmt), nl=False)
 
 
-@app.command("check")
+@app.command("check", short_help="CI gate on a planned split: exit 0 pass, 1 fail, 2 unusable input.")
 def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config naming the planned split and "
                                                                  "profile log(s), or rate log(s).",
                                                             show_default=False)],
@@ -258,7 +258,7 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     raise typer.Exit(0 if g["passed"] else 1)
 
 
-@app.command("plot")
+@app.command("plot", short_help="One figure: the splits, efficiency, rates over time and q_hs.")
 def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
                  "-o", "--out", help="File to write; its extension picks the format (.png, .pdf, .svg, ...). "
                                      "A directory gets advice.png.")] = Path("advice.png"),
@@ -281,7 +281,7 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
     typer.echo(f"wrote {path}", err=not path.is_file())
 
 
-@app.command("what-if")
+@app.command("what-if", short_help="Advice from bare numbers: worker counts and pool capacities.")
 def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
                 drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
                 target_bps: Annotated[float, typer.Option("--target-bps", min=0.0,
@@ -298,7 +298,8 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                                                                                  "drafter count.")] = 0.0,
                 gpus: Gpus = None, next_run: NextRun = False, fmt: FormatOpt = None, as_json: AsJson = False,
                 as_markdown: AsMarkdown = False) -> None:
-    """Advice from bare numbers, e.g. --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86."""
+    """Advice from bare numbers: worker counts and pool capacities in batches/s (for example --targets 7
+    --drafters 1 --target-bps 0.92 --drafter-bps 0.86)."""
     import math
 
     from advisor.advice import advise_numbers
@@ -330,7 +331,7 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
-@app.command("import-tb")
+@app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
 def import_tb_cmd(
         events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, or directories searched for "
                                                           "*tfevents* files.", show_default=False)],
@@ -371,7 +372,7 @@ def import_tb_cmd(
     typer.echo(f"wrote {path}: {n} rates snapshots; now run: dflash-advise {path}")
 
 
-@app.command("summarize")
+@app.command("summarize", short_help="Reduce logs of one run to one mergeable summary.")
 def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
                       help="Rate logs (e.g. the per-rank files of one run) and/or summaries to merge.",
                       show_default=False)],

@@ -172,7 +172,19 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     mg = d.margin
     if d.rule in ("unresolved", "overlap", "thin-evidence"):
         return out
-    if fit.source == "numbers":
+    if provisional(d, fit):
+        if mg.stable or mg.separated:
+            sep = (f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above {mg.lower}'s upper end "
+                   f"{bps_text(mg.runner_up_high)}" if mg.stable else
+                   f"{mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+                   f"{signed_pct(mg.lead_high_pct)} (95%)")
+            out.append(f"the choice is provisional, not yet stable: {sep}, but on thin evidence the intervals cover "
+                       f"sampling noise only.")
+        else:
+            out.append(f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
+                       f"not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                       f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin.")
+    elif fit.source == "numbers":
         out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
                    "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
                    "log: how stable the choice is cannot be told; a log with step events measures it.")
@@ -190,6 +202,12 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                    f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
                    f"{_lead_text(df, mg.higher, mg.lower)}.")
     return out
+
+
+def provisional(d: Decision, fit: PipelineFit) -> bool:
+    """Whether the verdict is provisional: a log whose evidence is thin (`advisor.decide.evidence`;
+    bare numbers carry no such evidence). Then no sentence calls the choice stable."""
+    return d.evidence.thin and fit.source != "numbers"
 
 
 def _loader(d: Decision) -> list[str]:
@@ -228,6 +246,9 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
             out.append(m)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
+    if provisional(d, fit) and d.rule != "thin-evidence":
+        out.append(f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or "
+                   f"overturns it.")
     out += _runner_up(d, rows, fit)
     out += _levers(d)
     return out

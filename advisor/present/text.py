@@ -15,7 +15,7 @@ import math
 import re
 
 from advisor.advice import Advice
-from advisor.decide.reasons import bps_text, dur_text, pct_text, queue_text
+from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.project.table import split_label
 
@@ -23,12 +23,30 @@ HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT
             Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
 MD_TITLES = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:",
              Verdict.CANNOT_TELL: "cannot tell yet; keep"}
-LEGEND = ("> recommended, * observed, j judged (--roles); bound = naive min-capacity bound; efficiency = b/s over "
-          "the fastest stage's capacity (balance); gpu util = busy share of all GPU time")
+def legend(adv: Advice, bound: bool) -> str:
+    """The table's legend: ``bound`` only where the column is shown, the worker word of the log,
+    and what ETA counts (the rest of the job, or for a next run the whole job)."""
+    bound_text = "bound = naive min-capacity bound; " if bound else ""
+    busy = "all CPU worker time" if adv.settings.cpu else "all GPU time"
+    eta = ("ETA = the whole job at that split (a next run starts over)" if adv.settings.for_next_run
+           else "ETA = the rest of the job at that split")
+    text = (f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
+            f"capacity (balance); gpu util = busy share of {busy}; {eta}")
+    if (adv.splits["method"] == "exact").any():
+        text += "; s = b/s from exact simulation of the log's step times"
+    return text
 
 
-def _title(d: Decision, markdown: bool = False) -> str:
-    """The verdict line: an open next-run choice names both splits (there is nothing to keep)."""
+def _title(adv: Advice, markdown: bool = False) -> str:
+    """The verdict line: an open next-run choice names both splits (there is nothing to keep); a
+    verdict on thin evidence says it is provisional."""
+    d = adv.decision
+    if provisional(d, adv.fit) and d.verdict is not Verdict.CANNOT_TELL:
+        return _verdict_title(d, markdown) + (" (provisional: thin evidence)" if not markdown else " (provisional)")
+    return _verdict_title(d, markdown)
+
+
+def _verdict_title(d: Decision, markdown: bool) -> str:
     m = d.margin
     if d.rule == "unresolved" and m is not None:
         if markdown:
@@ -49,7 +67,14 @@ def _tok(v: float) -> str:
 
 # ---------------------------------------------------------------- layouts
 
+def shows_bound(adv: Advice) -> bool:
+    """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
+    row as printed (the JSON always carries ``bound_bps``)."""
+    return any(_num(r["bound_bps"], ".3f") != _num(r["bps"], ".3f") for _, r in adv.splits.iterrows())
+
+
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
+    """The table's header and rows, as text cells; the ``bound b/s`` column only where it differs."""
     d = adv.decision
     exact = "bps_exact" in adv.splits
     head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", "gpu util", "bottleneck", "ETA"]
@@ -65,6 +90,9 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
                      _num(r["bound_bps"], ".3f"), _num(100 * r["efficiency"], ".0f") + "%",
                      _num(100 * r["gpu_util"], ".0f") + "%", str(r["bottleneck"]), dur_text(r["eta_s"])]
                     + ([_num(r["bps_exact"], ".3f")] if exact else []))
+    if not shows_bound(adv):
+        i = head.index("bound b/s")
+        head, rows = head[:i] + head[i + 1:], [r[:i] + r[i + 1:] for r in rows]
     return head, rows
 
 
@@ -152,7 +180,7 @@ def _cap(text: str) -> str:
 def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     d = adv.decision
     rec = adv.recommendation
-    title = _title(d)
+    title = _title(adv)
     out = [(title, [_cap(r) for r in rec.reasons])]
     if rec.holds_unless:    # never an empty heading (one split of G: nothing to hold against)
         out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
@@ -164,13 +192,11 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
 def render_text(adv: Advice) -> str:
     head, rows = _rows(adv)
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
-    fmt = "  ".join("{:<%d}" % w if i in (0, 1, 8) else "{:>%d}" % w for i, w in enumerate(widths))
+    left = (0, 1, head.index("bottleneck"))
+    fmt = "  ".join("{:<%d}" % w if i in left else "{:>%d}" % w for i, w in enumerate(widths))
     lines = _headline(adv) + ["", fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
-    legend = LEGEND
-    if (adv.splits["method"] == "exact").any():
-        legend += "; s = b/s from exact simulation of the log's step times"
-    lines += [f"  ({legend})"]
+    lines += [f"  ({legend(adv, 'bound b/s' in head)})"]
     for title, items in _sections(adv):
         lines += ["", title] + [f"- {x}" for x in items]
     if adv.warnings:
@@ -191,17 +217,18 @@ def md_escape(text: str) -> str:
 def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
     d = adv.decision
-    lines = [f"### dflash-advise: {_title(d, markdown=True)} ({md_escape(adv.run)})", ""]
+    lines = [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")
-    lines.append("|" + "|".join("---" if i in (0, 1, 8) else "---:" for i in range(len(head))) + "|")
+    left = (0, 1, head.index("bottleneck"))
+    lines.append("|" + "|".join("---" if i in left else "---:" for i in range(len(head))) + "|")
     names = {">": "**rec**", "*": "obs", "j": "judged", "s": "sim"}
     for r in rows:
         cells = [", ".join(names[ch] for ch in r[0] if ch in names), *r[1:]]
         if r[0].startswith(">"):
             cells[1] = f"**{cells[1]}**"
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"_{LEGEND}_"]
+    lines += ["", f"_{legend(adv, 'bound b/s' in head)}_"]
     for title, items in _sections(adv):
         lines += ["", f"**{title}**", ""] + [f"- {md_escape(x)}" for x in items]
     if adv.warnings:
