@@ -353,6 +353,16 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     return ax
 
 
+def measured_efficiency(adv: Advice, i: int) -> float:
+    """The measured efficiency (%) of row ``i``, an observed split: its measured rate over the
+    fastest stage's capacity of the same row, the numbers the efficiency bar divides
+    (`advisor.project.table`); NaN where the row has no measured rate."""
+    r = adv.splits.iloc[i]
+    p, c = adv.roles
+    fastest = max(float(r[f"cap_{p}_bps"]), float(r[f"cap_{c}_bps"]))
+    return 100.0 * float(r["observed_bps"]) / fastest if fastest > 0 else math.nan
+
+
 @_plain_text
 def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
@@ -386,11 +396,11 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
         ax.plot([x[rec_i]], [np.nanmax([eff[rec_i], util[rec_i], 0.0])], marker=REC_MARKER, ms=12,
                 color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift),
                 label=f"recommended {_fmt(rec)}")
-    if obs_i is not None:
-        # on the recommended split too: stacked above its star
-        ax.plot([x[obs_i]], [np.nanmax([eff[obs_i], util[obs_i], 0.0])], marker=OBS_MARKER, ms=7, color="black",
-                mec="white", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift + (13 if obs_i == rec_i else 0)),
-                label=f"observed {_fmt(keys[obs_i])}")
+    measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
+    if obs_i is not None and math.isfinite(measured):
+        # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log
+        ax.plot([x[obs_i] - width / 2], [measured], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8,
+                ls="none", zorder=5, label=f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%")
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
     p, c = adv.roles
