@@ -27,11 +27,11 @@ def legend(adv: Advice, bound: bool) -> str:
     """The table's legend: ``bound`` only where the column is shown, the worker word of the log,
     and what ETA counts (the rest of the job, or for a next run the whole job)."""
     bound_text = "bound = naive min-capacity bound; " if bound else ""
-    busy = "all CPU worker time" if adv.settings.cpu else "all GPU time"
+    util = "worker util = busy share of all CPU worker time" if adv.settings.cpu else "gpu util = busy share of all GPU time"
     eta = ("ETA = the whole job at that split (a next run starts over)" if adv.settings.for_next_run
            else "ETA = the rest of the job at that split")
     text = (f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
-            f"capacity (balance); gpu util = busy share of {busy}; {eta}")
+            f"capacity (balance); {util}; {eta}")
     if (adv.splits["method"] == "exact").any():
         text += "; s = b/s from exact simulation of the log's step times"
     return text
@@ -77,7 +77,8 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows, as text cells; the ``bound b/s`` column only where it differs."""
     d = adv.decision
     exact = "bps_exact" in adv.splits
-    head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", "gpu util", "bottleneck", "ETA"]
+    util = "worker util" if adv.settings.cpu else "gpu util"
+    head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", util, "bottleneck", "ETA"]
     if exact:
         head.append("exact b/s")
     rows = []
