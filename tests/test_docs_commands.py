@@ -102,7 +102,8 @@ def test_the_parser_finds_the_commands_readers_see():
     tb = next(c for c in inst if "import-tb" in c)
     assert "--map q.hs=queues/hs_depth" in tb and "\\" not in tb        # continuations joined
     assert substitute("dflash-advise LOG --follow") == f"dflash-advise {ENDED} --follow"
-    assert substitute("dflash-advise check LOG --x [--metric gpu_util]") == f"dflash-advise check {LOG} --x --metric gpu_util"
+    assert (substitute("dflash-advise check LOG --x [--metric gpu_util]")
+            == f"dflash-advise check {LOG} --x --metric gpu_util")
 
 
 def test_install_lines_name_what_exists():

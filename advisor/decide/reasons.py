@@ -289,8 +289,8 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
             if tie.big_wins_at_fit:
                 out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} ({fitted}).")
             else:
-                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is {tie.big_bottleneck}-bound even with perfect {c} "
-                           f"scaling.")
+                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is "
+                           f"{tie.big_bottleneck}-bound even with perfect {c} scaling.")
         elif not tie.big_wins_at_fit:
             out.append(f"each of the {tie.big[1]} {c}s of {big} keeps at least {pct_text(tie.scaling)} of a lone "
                        f"{c}'s rate ({fitted}): then {big} beats {other}.")

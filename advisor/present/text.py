@@ -23,11 +23,14 @@ HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT
             Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
 MD_TITLES = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:",
              Verdict.CANNOT_TELL: "cannot tell yet; keep"}
+
+
 def legend(adv: Advice, bound: bool) -> str:
     """The table's legend: ``bound`` only where the column is shown, the worker word of the log,
     and what ETA counts (the rest of the job, or for a next run the whole job)."""
     bound_text = "bound = naive min-capacity bound; " if bound else ""
-    util = "worker util = busy share of all CPU worker time" if adv.settings.cpu else "gpu util = busy share of all GPU time"
+    util = ("worker util = busy share of all CPU worker time" if adv.settings.cpu
+            else "gpu util = busy share of all GPU time")
     eta = ("ETA = the whole job at that split (a next run starts over)" if adv.settings.for_next_run
            else "ETA = the rest of the job at that split")
     text = (f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
@@ -154,7 +157,8 @@ def _step_time(adv: Advice) -> str:
             notes.append("the line through the budgets' means")
         else:
             unresolved = True
-            text = (f"{rf.busy_mean_s * 1e3:.1f} ms" if rf.busy_mean_s < 1 else f"{rf.busy_mean_s:.3f} s") + " per batch"
+            mean = f"{rf.busy_mean_s * 1e3:.1f} ms" if rf.busy_mean_s < 1 else f"{rf.busy_mean_s:.3f} s"
+            text = f"{mean} per batch"
             notes.append(f"x tokens^{rf.token_exponent:.2f} at other batch sizes")
         parts.append(f"{rf.role} {text} ({'; '.join(notes)})")
     tail = (f"; at ~{_tok(adv.fit.tokens_mean)} tokens per batch: the log's token counts vary too little to split "
