@@ -21,10 +21,10 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
-from advisor.decide.reasons import holds_unless, provisional, queue_text, reasons
+from advisor.decide.reasons import basis_text, holds_unless, provisional, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
-from advisor.fit.pipeline import fit_from_numbers, fit_pipeline
+from advisor.fit.pipeline import fit_from_numbers, fit_pipeline, gpu_priors_text
 from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import SCHEMA_VERSION
@@ -32,8 +32,8 @@ from advisor.measure.measured import measure_logs
 from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.table import Reconciliation, project, reconcile, split_label
-from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, Settings, build_settings,
-                              check_roles)
+from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, Capacity, Settings,
+                              build_settings, check_roles)
 
 EXACT_GAP_WARN_PCT = 3.0
 
@@ -122,6 +122,17 @@ class Advice:
             out["bps_exact"] = _num(r["bps_exact"])
         return out
 
+    def capacity_basis(self) -> dict[str, Any]:
+        """What each role's capacity rests on (`advisor.model.params.Basis`), with the known range
+        of the pool's capacity at the observed split (``high_bps`` None: open, a lower bound)."""
+        ob = self.fit.observed[0]
+        out = {}
+        for rf in (self.fit.producer, self.fit.consumer):
+            n = ob.roles.get(rf.role, 0)
+            lo, hi = (rf.mu_range_bps if rf.ranged else (rf.mu_bps, rf.mu_bps))
+            out[rf.role] = {"kind": rf.basis.value, "low_bps": _num(lo * n), "high_bps": _num(hi * n)}
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """The `dflash-advise --json` document (schema 1; decision fields additive)."""
         ob, d, rec = self.observed, self.decision, self.recommendation
@@ -150,6 +161,7 @@ class Advice:
             "queues": ({"hs": {"cap": d.queue.cap, "advice": queue_text(d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
                        if d.queue is not None else {}),
             "warnings": list(self.warnings),
+            "capacity_basis": self.capacity_basis(),
             **({"gate": dict(self.gate)} if self.gate else {}),
         }
 
@@ -281,21 +293,30 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
     return _finish(fit, logs, settings, head.run, caught)
 
 
-def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, gpus: int | None = None,
-                   hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float | None = None,
-                   sync_every: int = 0, sync_s: float = 0.0, restart_cost_h: float = DEFAULT_RESTART_COST_H,
-                   next_run: bool = False) -> Advice:
-    """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path."""
+def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str], *,
+                   gpus: int | None = None, hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH,
+                   scv: float | None = None, sync_every: int = 0, sync_s: float = 0.0,
+                   restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
+                   hardware_priors: bool = True) -> Advice:
+    """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
+
+    Each capacity is a value, a range (``(0.88, 0.95)``, ``"0.88..0.95"``) or a lower bound
+    (``">=39"``; `advisor.settings.as_capacity`). ``hardware_priors`` (default): the projections
+    carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline.gpu_priors`)."""
     kw = {} if scv is None else {"scv": scv}
+    g = gpus if gpus is not None else sum(roles.values())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch,
-                               sync_every=sync_every, sync_s=sync_s, **kw)
+                               sync_every=sync_every, sync_s=sync_s, gpus=g, hardware_priors=hardware_priors, **kw)
+        p, c = fit.roles
+        kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
+        carried = (gpu_priors_text(fit.contention, p, c) if fit.contention.role_se else
+                   "intervals carry no sampling or run-to-run error (no samples)")
         warnings.warn(AssumptionWarning(
-            f"from bare numbers: step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
-            f"capacities taken as given; intervals carry no sampling or run-to-run error (no samples)"))
-    p, c = fit.roles
-    settings = build_settings(producer=p, consumer=c, gpus=gpus if gpus is not None else sum(roles.values()),
+            f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
+            f"{carried}"))
+    settings = build_settings(producer=p, consumer=c, gpus=g,
                               log_hs_cap=hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
                               log_token_budget=None, restart_cost_h=restart_cost_h, next_run=next_run)
     return _finish(fit, (), settings, "what-if", caught)

@@ -7,6 +7,7 @@ here, at the boundary, with errors that name the option (the CLI turns them into
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -37,6 +38,80 @@ MAX_CAPACITY_BPS = 1e9
 # comparable with the projected batch (reconciliation), a budget inside the logged range (not
 # extrapolated).
 SAME_SIZE_TOL = 0.10
+
+
+CAPACITY_FORMS = "a value (0.92), a range (0.88..0.95) or a lower bound ('>=39')"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capacity:
+    """A role's pool capacity (batches/s, all its workers together) as the user knows it: a value
+    (``low == high``), a range (``low < high``) or a lower bound (``high`` is ``inf``)."""
+
+    low: float
+    high: float
+
+    @property
+    def kind(self) -> str:
+        return "value" if self.low == self.high else "bound" if math.isinf(self.high) else "range"
+
+    @property
+    def point(self) -> float:
+        """The capacity a split is projected at: the value, a range's geometric middle, a bound's end."""
+        return self.low if self.kind != "range" else math.sqrt(self.low * self.high)
+
+    def text(self) -> str:
+        k = self.kind
+        return (f"{self.low:.4g}" if k == "value" else f">={self.low:.4g}" if k == "bound"
+                else f"{self.low:.4g}..{self.high:.4g}")
+
+
+def as_capacity(option: str, value: Any) -> Capacity:
+    """A capacity from a number, a (low, high) pair, a `Capacity` or text in one of
+    ``CAPACITY_FORMS``; a `SettingsError` naming ``option`` and the accepted forms otherwise."""
+    if isinstance(value, Capacity):
+        low, high = value.low, value.high
+    elif isinstance(value, bool):
+        raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
+    elif isinstance(value, (int, float)):
+        low = high = float(value)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        try:
+            low, high = float(value[0]), float(value[1])
+        except (TypeError, ValueError):
+            raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}") from None
+    elif isinstance(value, str):
+        low, high = _parse_capacity(option, value)
+    else:
+        raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
+    if not (math.isfinite(low) and low > 0):
+        raise SettingsError(option, f"must be a finite number > 0 (batches per second), got {low:g}; expected "
+                            f"{CAPACITY_FORMS}")
+    if not (high >= low) or (math.isnan(high)):
+        raise SettingsError(option, f"a range's upper end must not be below its lower end, got {low:g}..{high:g}")
+    for v in (low, high):
+        if math.isfinite(v) and not MIN_CAPACITY_BPS <= v <= MAX_CAPACITY_BPS:
+            raise SettingsError(option, f"must be from {MIN_CAPACITY_BPS:g} to {MAX_CAPACITY_BPS:g} batches per "
+                                f"second, got {v:g}")
+    return Capacity(low=low, high=high)
+
+
+def _parse_capacity(option: str, text: str) -> tuple[float, float]:
+    """``x``, ``lo..hi`` or ``>=x``; each number as Python reads one (``float``)."""
+    body = text.strip()
+    try:
+        if body.startswith(">="):
+            return float(body[2:]), math.inf
+        if ".." in body:
+            lo, hi = (float(x) for x in body.split("..", 1))
+            if not math.isfinite(hi):
+                raise SettingsError(option, f"a range's upper end must be finite, got {text!r} (a lower bound is "
+                                    f"written '>=x')")
+            return lo, hi
+        x = float(body)
+        return x, x
+    except ValueError:
+        raise SettingsError(option, f"cannot read {text!r}: expected {CAPACITY_FORMS}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,8 +18,8 @@ import typer
 from advisor import __version__
 from advisor.errors import LogError, SettingsError
 from advisor.settings import (DEFAULT_FOLLOW_INTERVAL_S, DEFAULT_HS_CAP, DEFAULT_MIN_EFFICIENCY,
-                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_CAPACITY_BPS, MIN_CAPACITY_BPS,
-                              MIN_FOLLOW_INTERVAL_S, MIN_GPUS, check_limits)
+                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MIN_FOLLOW_INTERVAL_S, MIN_GPUS,
+                              as_capacity, check_limits)
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -284,10 +284,12 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
 @app.command("what-if", short_help="Advice from bare numbers: worker counts and pool capacities.")
 def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
                 drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
-                target_bps: Annotated[float, typer.Option("--target-bps", min=0.0,
-                                                          help="Capacity of all targets together, batches/s.")],
-                drafter_bps: Annotated[float, typer.Option("--drafter-bps", min=0.0,
-                                                           help="Capacity of all drafters together, batches/s.")],
+                target_bps: Annotated[str, typer.Option("--target-bps", help="Capacity of all targets together, "
+                                                        "batches/s: a value (0.92), a range (0.88..0.95) or a lower "
+                                                        "bound ('>=0.9').")],
+                drafter_bps: Annotated[str, typer.Option("--drafter-bps", help="Capacity of all drafters together, "
+                                                         "batches/s: a value, a range (lo..hi) or a lower bound "
+                                                         "('>=x').")],
                 hs_cap: Annotated[int, typer.Option("--hs-cap", min=0, help="q_hs depth (batches).")] = DEFAULT_HS_CAP,
                 tokens_per_batch: Annotated[float, typer.Option("--tokens-per-batch", min=1.0,
                                                                 help="Mean tokens per batch (for tok/s).")] = DEFAULT_TOKENS_PER_BATCH,
@@ -307,18 +309,17 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
     fmt = _format(as_json, as_markdown, fmt)
     _check_limits(counts={"--targets": targets, "--drafters": drafters}, gpus=gpus,
                   roles={"target": targets, "drafter": drafters})
-    for name, v in (("--target-bps", target_bps), ("--drafter-bps", drafter_bps)):
-        if not math.isfinite(v):   # 0 and below: the library names the capacity
-            _die(f"{name}: must be a finite number > 0 (batches per second), got {v}")
-        if v > 0 and not MIN_CAPACITY_BPS <= v <= MAX_CAPACITY_BPS:
-            _die(f"{name}: must be from {MIN_CAPACITY_BPS:g} to {MAX_CAPACITY_BPS:g} batches per second, got {v:g}")
+    try:
+        caps = {"target": as_capacity("--target-bps", target_bps), "drafter": as_capacity("--drafter-bps", drafter_bps)}
+    except SettingsError as e:
+        _die(str(e))
     for name, v in (("--scv", scv), ("--sync-s", sync_s), ("--tokens-per-batch", tokens_per_batch)):
         if v is not None and not math.isfinite(v):
             _die(f"{name}: must be a finite number, got {v}")
     _check_limits(hs_cap=hs_cap, sync_every=sync_every)
     try:
         adv = advise_numbers({"target": targets, "drafter": drafters},
-                             {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_cap, scv=scv,
+                             caps, gpus=gpus, hs_cap=hs_cap, scv=scv,
                              sync_every=sync_every, sync_s=sync_s, tokens_per_batch=tokens_per_batch,
                              next_run=next_run)
     except ValueError as e:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
-from advisor.model.params import PipelineFit
+from advisor.model.params import Basis, PipelineFit, RoleFit
 from advisor.project.queues import QueueAdvice
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval
@@ -53,19 +53,56 @@ def _plural(n: int, word: str) -> str:
 
 # ---------------------------------------------------------------- reasons, from the decision
 
+def basis_text(rf: RoleFit, workers: int) -> str:
+    """What one role's capacity rests on, in words: "given", "given as 0.88..0.95 b/s", "at least
+    39 b/s (a bound)", "measured from rates snapshots"."""
+    if rf.ranged:
+        lo, hi = (workers * v for v in rf.mu_range_bps)
+        if not math.isfinite(hi):
+            return f"at least {bps_text(lo)} b/s on {_plural(workers, 'GPU')}, a bound"
+        return f"given as {bps_text(lo)}..{bps_text(hi)} b/s on {_plural(workers, 'GPU')}"
+    return rf.basis.word()
+
+
+def _role_cap_text(rf: RoleFit, row: pd.Series, ob: ObservedSplit | None, fit: PipelineFit) -> str:
+    """A role's capacity at a split and what it rests on; where the given capacity is not the one at
+    this split (another count, the sync cost), both are said."""
+    cap = float(row[f"cap_{rf.role}_bps"])
+    n = int(row[f"n_{rf.role}"])
+    own = f"{bps_text(cap)} b/s"
+    if fit.source == "steps":
+        return own
+    given_n = fit.observed[0].roles.get(rf.role, 0)
+    base = rf.mu_bps * given_n
+    if rf.basis in (Basis.GIVEN, Basis.BOUND) or fit.source == "numbers":
+        if n == given_n and abs(cap / base - 1.0) > 0.005:
+            return f"{own} ({bps_text(base)} b/s {basis_text(rf, given_n)}, {pct_text(cap / base)} of it after the sync)"
+        if n != given_n:
+            return f"{own} ({bps_text(base)} b/s on {_plural(given_n, 'GPU')} {basis_text(rf, given_n)}, carried to {n})"
+        return f"{own} ({basis_text(rf, given_n)})"
+    return f"{own} ({basis_text(rf, given_n)})"
+
+
 def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -> str:
     p, c = fit.roles
     r = rows.loc[label]
     loader = f", loader {bps_text(r['cap_loader_bps'])} b/s" if math.isfinite(r["cap_loader_bps"]) else ""
-    basis = {"steps": "busy time", "rates": "'rates' snapshots", "numbers": "given numbers"}.get(fit.source, fit.source)
-    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s vs "
-            f"{c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from {basis}); projected at {label}: "
+    if fit.source == "steps":
+        return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
+                f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
+                f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
+                f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
+    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, None, fit)} "
+            f"vs {c} {_role_cap_text(fit.consumer, r, None, fit)}{loader}; projected at {label}: "
             f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
             f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
 
 
 def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
-    """The log's own signals at the observed split (measured, not projected)."""
+    """The log's own signals at the observed split (measured, not projected); none from bare numbers
+    (no log: the "observed" rate is the given capacities' minimum, nothing measured it)."""
+    if fit.source == "numbers":
+        return None
     p, c = fit.roles
     r = rows.loc[label]
     parts = []
@@ -77,7 +114,8 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
                      f"{pct_text(ob.consumer_starved)}")
     if math.isfinite(r["observed_bps"]):
         parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
-    return f"measured at {label} (the log): " + "; ".join(parts) + "." if parts else None
+    where = "(the log)" if fit.source == "steps" else "(the log's rates snapshots)"
+    return f"measured at {label} {where}: " + "; ".join(parts) + "." if parts else None
 
 
 def _needs(d: Decision) -> str:
@@ -85,6 +123,9 @@ def _needs(d: Decision) -> str:
     if n is None:
         return ""
     bits = []
+    if n.unknown:
+        bits.append(" and ".join(f"the {r} capacity measured (step events of the {r}s, or 'cap_bps' in their rates "
+                                 f"snapshots)" for r in n.unknown))
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
@@ -95,7 +136,8 @@ def _needs(d: Decision) -> str:
     if n.longer_factor is not None and n.extra_steady_s is not None:
         bits.append(f"a steady log about {n.longer_factor:.1f}x as long (~{dur_text(n.extra_steady_s)} more)")
     if n.run_at:
-        bits.append(f"a short run at {n.run_at}, given with this log, which measures it directly")
+        with_what = "" if d.evidence.basis == "numbers" else ", given with this log"
+        bits.append(f"a short run at {n.run_at}{with_what}, which measures it directly")
     if n.repeats:
         measured = " and ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(f"both splits ran ({measured}), and another run of either may differ by more than their gap: "
@@ -113,6 +155,13 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
+    if d.rule == "unknown-capacity":
+        rival = d.needs.run_at or d.runner_up
+        what = " and ".join(f"the {r} capacity" for r in d.needs.unknown)
+        at = "" if rival is None else (f": where {what} lies inside what is known of it, {rival} could lead {b}, "
+                                       f"though {b} projects {bps_text(df.at[b, 'bps'])} b/s at the point given")
+        keep = f"; keep {d.recommended} until it is measured" if d.recommended != b or j else ""
+        return (f"{what} is only known as a range or a bound, and it decides the pick{at}{keep}." + _needs(d))
     if d.rule == "small-gain":
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
@@ -184,7 +233,7 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
             out.append(f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
                        f"not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
                        f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin.")
-    elif fit.source == "numbers":
+    elif fit.source == "numbers" and not fit.contention.role_se:
         out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
                    "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
                    "log: how stable the choice is cannot be told; a log with step events measures it.")
@@ -268,17 +317,24 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
 def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     """What the verdict depends on: the capacity thresholds and per-consumer scaling ties of the
     decision's sensitivity (`advisor.project.sensitivity`); each scaling says whether the logs
-    measured it or it is assumed."""
+    measured it or it is assumed, and each capacity what it rests on (fitted from steps, measured
+    from rates, given, a bound)."""
     d = decision
+    rests = {}
+    if fit is not None:
+        rests = {rf.role: {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value]
+                 for rf in (fit.producer, fit.consumer)}
     c = d.settings.consumer
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
     for th in d.sensitivity.thresholds:
         if th.factor is None:
-            out.append(f"{th.role} capacity: no value from {span} of the fit changes the choice.")
+            of = {"fitted": "of the fit", "measured": "of the measured value", "given": "of the given value",
+                  "the bound": "of the bound"}[rests.get(th.role, "fitted")]
+            out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
             continue
         word = "higher" if th.factor > 1 else "lower"
-        out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than fitted "
+        out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
                    f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(th.workers)}, not "
                    f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}.")
     lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"

@@ -80,6 +80,9 @@ MODEL_SE = 0.005              # the analytic chain against exact simulation: mea
 BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
 TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
+# a capacity known only from below is projected, at its open end, this many times its bound: far
+# enough that the other role (or the loader) alone binds
+BOUND_OPEN_FACTOR = 1e3
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,9 @@ class SplitResult:
     err_shared: tuple[float, ...] = (0.0,) * 8
     err_own_var: float = 0.0
     err_sync_ends: tuple[float, float] = (0.0, 0.0)
+    # log(x_corner / x) at the corners of the roles' capacity ranges (`RoleFit.mu_range_bps`):
+    # (producer low, consumer low), (low, high), (high, low), (high, high); 0 where no role is ranged
+    err_corners: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
 def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float,
@@ -278,8 +284,33 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
                 ends[i] = e_c * math.log(s_end / s)
                 x_end = x * math.exp(ends[i])
                 lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
-    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1])}
+    corners = _corners(fit, n_producer, n_consumer, x, state)
+    for shift in corners:
+        lo, hi = min(lo, x * math.exp(shift - half)), max(hi, x * math.exp(shift + half))
+    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1]), "err_corners": corners}
     return lo, hi, err
+
+
+def range_ends(rf: RoleFit) -> tuple[float, float]:
+    """Multipliers of a role's projected rate at the two ends of its capacity range (1, 1 for a
+    point; the open end of a bound at ``BOUND_OPEN_FACTOR``)."""
+    if not rf.ranged or rf.mu_bps <= 0:
+        return 1.0, 1.0
+    lo, hi = rf.mu_range_bps
+    return lo / rf.mu_bps, (hi / rf.mu_bps if math.isfinite(hi) else BOUND_OPEN_FACTOR)
+
+
+def _corners(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float, float, float]:
+    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one)."""
+    if not (fit.producer.ranged or fit.consumer.ranged) or x <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    mu_p, mu_c, b, bar = state
+    out = []
+    for a in range_ends(fit.producer):
+        for c in range_ends(fit.consumer):
+            xc = _pipeline_x(fit, n, m, mu_p * a, mu_c * c, b, bar)[0]
+            out.append(math.log(xc / x) if xc > 0 else 0.0)
+    return out[0], out[1], out[2], out[3]
 
 
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,

@@ -18,6 +18,7 @@ from advisor.advice import Advice
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.project.table import split_label
+from advisor.settings import Capacity
 
 HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
             Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
@@ -111,8 +112,19 @@ def _headline(adv: Advice) -> list[str]:
         opts.append(f"--hs-cap {s.hs_cap}")
     projected = f"; projected with {', '.join(opts)}" if opts else ""
     if adv.fit.source == "numbers":
-        return [f"what-if: {adv.gpus} GPUs, now {ob.roles[p]}-{ob.roles[c]} ({p}-{c}); given capacities: {caps}; "
-                f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}"]
+        given = []
+        for rf in (adv.fit.producer, adv.fit.consumer):
+            n = ob.roles[rf.role]
+            g = rf.mu_bps * n
+            at = ob.capacities_bps[rf.role]
+            text = (f"{rf.role} {Capacity(low=rf.mu_range_bps[0] * n, high=rf.mu_range_bps[1] * n).text()}"
+                    if rf.ranged else f"{rf.role} {bps_text(g)}") + " b/s"
+            if abs(at / g - 1.0) > 0.005:
+                text += f" ({bps_text(at)} b/s after the sync)"
+            given.append(text)
+        return [f"what-if: {adv.gpus} GPUs, now {ob.roles[p]}-{ob.roles[c]} ({p}-{c}); given capacities: "
+                f"{', '.join(given)}; projected there {bps_text(ob.bps)} b/s, efficiency {pct_text(ob.efficiency)}; "
+                f"bottleneck: {ob.bottleneck}"]
     basis = "busy time" if adv.fit.source == "steps" else "'rates' snapshots"
     runs = adv.fit.observed
     labels = list(dict.fromkeys(split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs))
