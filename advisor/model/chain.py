@@ -266,10 +266,10 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
     rse = fit.contention.run_se
     # the split slope is one unknown per role: splits on either side of the logged one move
     # opposite ways
-    side = 1.0 if n_producer >= fit.contention.ref_producers else -1.0
+    side_p, side_c = fit.contention.sides(n_producer, g)
     (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
     one_p, one_c = fit.contention.single_se(n_producer, g)
-    shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side * e_p * cse_p, side * e_c * cse_c,
+    shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side_p * e_p * cse_p, side_c * e_c * cse_c,
               e_p * one_p, e_c * one_c)
     own_var = MODEL_SE ** 2 + bar_se ** 2
     var = sum(v * v for v in shared) + own_var

@@ -176,6 +176,20 @@ class ContentionFit:
     # role (real GPUs without a step log: `advisor.model.priors.GPU_SPLIT_SE`); empty: prior_se for both
     role_se: tuple[float, ...] = ()
 
+    def _own_counts(self, n_producer: int, gpus: int) -> tuple[int, int]:
+        """Per-role priors (``role_se``: real GPUs without a step log) at any G: the producers added
+        and the consumers removed against the given split, each role by its own count."""
+        return n_producer - self.ref_producers, (self.gpus - self.ref_producers) - (gpus - n_producer)
+
+    def sides(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """The sign of each role's split term at ``n_producer`` (one unknown slope per role moves the
+        splits on either side of the given one opposite ways)."""
+        if self.role_se:
+            dp, dc = self._own_counts(n_producer, gpus)
+            return (1.0 if dp >= 0 else -1.0), (1.0 if dc >= 0 else -1.0)
+        side = 1.0 if n_producer >= self.ref_producers else -1.0
+        return side, side
+
     def _clip(self, n: int) -> int:
         return min(max(n, self.lo_producers), self.hi_producers)
 
@@ -192,6 +206,9 @@ class ContentionFit:
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Busy-time multipliers (producer, consumer) at ``n_producer`` producers: the fitted line
         between the logged splits, the prior's slope beyond them."""
+        if self.role_se:
+            dp, dc = self._own_counts(n_producer, gpus)
+            return math.exp(self.prior_k[0] * dp), math.exp(self.prior_k[1] * dc)
         if gpus != self.gpus:
             return 1.0, 1.0
         c = self._clip(n_producer)
@@ -203,18 +220,22 @@ class ContentionFit:
         """Standard errors of log busy (producer, consumer) for the lone-worker regime
         (``CONTENTION_SINGLE_SE``): where one side of ``n_producer`` and the logged splits has
         one worker of the role and the other more, and the logs did not span both."""
-        if gpus != self.gpus or not (self.prior_se or self.role_se):
+        if (gpus != self.gpus and not self.role_se) or not (self.prior_se or self.role_se):
             return 0.0, 0.0
+        g = self.gpus   # the logged (given) split's G: each role's count there
         out = []
         for here, ref, lo, hi in ((n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
-                                  (gpus - n_producer, gpus - self.ref_producers, gpus - self.hi_producers,
-                                   gpus - self.lo_producers)):
+                                  (gpus - n_producer, g - self.ref_producers, g - self.hi_producers,
+                                   g - self.lo_producers)):
             spanned = lo == 1 < hi
             out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)
         return out[0], out[1]
 
     def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy (producer, consumer) at ``n_producer`` producers."""
+        if self.role_se:
+            dp, dc = self._own_counts(n_producer, gpus)
+            return self.role_se[0] * abs(dp), self.role_se[1] * abs(dc)
         if gpus != self.gpus:
             return 0.0, 0.0
         c = self._clip(n_producer)
