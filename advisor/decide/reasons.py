@@ -156,12 +156,13 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "unknown-capacity":
-        rival = d.needs.run_at or d.runner_up
-        what = " and ".join(f"the {r} capacity" for r in d.needs.unknown)
-        at = "" if rival is None else (f": where {what} lies inside what is known of it, {rival} could lead {b}, "
-                                       f"though {b} projects {bps_text(df.at[b, 'bps'])} b/s at the point given")
-        keep = f"; keep {d.recommended} until it is measured" if d.recommended != b or j else ""
-        return (f"{what} is only known as a range or a bound, and it decides the pick{at}{keep}." + _needs(d))
+        n = d.needs
+        what = " and ".join(f"the {r} capacity" for r in n.unknown)
+        verb = "are" if len(n.unknown) > 1 else "is"
+        keep = f"; keep {d.recommended} until it is measured" if d.recommended != b else ""
+        return (f"{what} {verb} only known as a range or a bound, and that decides the pick: at one end of what is "
+                f"known, {n.rival} leads {b}, which projects {bps_text(df.at[b, 'bps'])} b/s at the point given"
+                f"{keep}." + _needs(d))
     if d.rule == "small-gain":
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
@@ -314,6 +315,20 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
     return f"assumed {pct_text(share)}, not measured: the log{'s' if len(fit.observed) > 1 else ''} ran {ran}"
 
 
+def _outside_range(fit: PipelineFit | None, role: str, factor: float) -> str:
+    """Where a capacity threshold lies outside what is known of a ranged capacity, say so."""
+    rf = next((r for r in (fit.producer, fit.consumer) if r.role == role), None) if fit is not None else None
+    if rf is None or not rf.ranged:
+        return ""
+    lo, hi = rf.mu_range_bps
+    mu = rf.mu_bps * factor
+    if mu < lo * (1 - 1e-9):
+        return " (below its bound, so not expected)" if not math.isfinite(hi) else " (below the given range)"
+    if mu > hi * (1 + 1e-9):
+        return " (above the given range)"
+    return " (inside what is known of it)"
+
+
 def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     """What the verdict depends on: the capacity thresholds and per-consumer scaling ties of the
     decision's sensitivity (`advisor.project.sensitivity`); each scaling says whether the logs
@@ -322,7 +337,8 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     d = decision
     rests = {}
     if fit is not None:
-        rests = {rf.role: {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value]
+        rests = {rf.role: ("the given range's middle" if rf.ranged and rf.basis is Basis.GIVEN else
+                           {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value])
                  for rf in (fit.producer, fit.consumer)}
     c = d.settings.consumer
     out = []
@@ -330,13 +346,15 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     for th in d.sensitivity.thresholds:
         if th.factor is None:
             of = {"fitted": "of the fit", "measured": "of the measured value", "given": "of the given value",
-                  "the bound": "of the bound"}[rests.get(th.role, "fitted")]
+                  "the bound": "of the bound", "the given range's middle": "of the given range's middle"}[
+                rests.get(th.role, "fitted")]
             out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
             continue
         word = "higher" if th.factor > 1 else "lower"
         out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
                    f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(th.workers)}, not "
-                   f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}.")
+                   f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}"
+                   f"{_outside_range(fit, th.role, th.factor)}.")
     lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"
     for tie in d.sensitivity.scaling:
         big, other = "-".join(map(str, tie.big)), "-".join(map(str, tie.other))

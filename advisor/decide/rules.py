@@ -99,6 +99,7 @@ class Needs:
     measured: tuple[tuple[str, float], ...] = ()      # (split, measured b/s) where logs ran them
     repeats: bool = False         # both splits ran and nothing else would help: repeated runs of each
     unknown: tuple[str, ...] = ()     # roles whose capacity is only a range or a bound and decides the pick
+    rival: str | None = None          # the split that leads the best at some end of those ranges
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,7 @@ def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | Non
         return Verdict.CANNOT_TELL, "unknown-capacity", keep, Needs(
             longer_factor=None, extra_steady_s=None, settle=False,
             run_at=rival if not bool(df.at[rival, "observed"]) else (best if best != rival else None),
-            unknown=unknown)
+            unknown=unknown, rival=rival)
     if settings.for_next_run or judged is None:
         m = _margin(df, best, runner)
         if m is not None and not m.separated and (m.lead_pct >= 100 * RESOLVE_GAIN or could_trail(m)):

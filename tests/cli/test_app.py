@@ -339,3 +339,20 @@ def test_logs_at_two_splits_say_which_g_and_every_observed_split():
     js = json.loads(CliRunner().invoke(app, route(logs + ["--gpus", "3", "--json"])).stdout)
     row = next(s for s in js["splits"] if s["observed"])
     assert row["roles"] == {"target": 1, "drafter": 2} and f"{row['observed_bps']:.4g}" == "3.622"
+
+
+def test_what_if_takes_a_range_and_a_bound():
+    r = invoke("what-if", "--targets", "1", "--drafters", "7", "--target-bps", "52..57", "--drafter-bps", ">=50.1",
+               "--json")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    assert j["capacity_basis"] == {"target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
+                                   "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None}}
+    assert j["recommendation"]["verdict"] == "cannot-tell" and j["recommendation"]["rule"] == "unknown-capacity"
+
+
+@pytest.mark.parametrize("bad", ["fast", "1..0.5", ">0.9"])
+def test_what_if_capacity_parse_errors_name_the_option_and_the_forms(bad):
+    r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", bad)
+    assert r.exit_code == 2 and r.stderr.startswith("dflash-advise: --drafter-bps")
+    assert "0.88..0.95" in r.stderr or "upper end" in r.stderr
