@@ -17,8 +17,8 @@ Rules, in order; the first that fires decides (``rule`` names it):
    snapshots of a throttled role: `advisor.model.params.Basis`), and at some corner of the ranges
    (`advisor.model.chain.range_ends`, the table's ``err_corner_*``) another split than B leads B by
    more than ``RESOLVE_GAIN``: the unknown side decides the pick -> ``cannot-tell``; R is J (B
-   without one). The needs name that split (a short run there measures it) and the roles whose
-   capacity would settle it, measured.
+   without one, or for the next run). The needs name the nearest such split to B (a short run
+   there measures it) and the roles whose capacity would settle it, measured.
 1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
    split at this G was observed nor judged: advice for the next run, no restart cost.
    R = B. If B and A are not separated and either B's projected lead is at least ``RESOLVE_GAIN``
@@ -205,17 +205,24 @@ def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
     return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
 
 
-def corner_rival(df: pd.DataFrame, best: str) -> str | None:
-    """The split that leads ``best`` by more than RESOLVE_GAIN at some corner of the capacity ranges
-    (the largest such lead), None where the ranges do not move the pick."""
+def corner_rival(df: pd.DataFrame, best: str, producer: str) -> str | None:
+    """Of the splits that lead ``best`` by more than RESOLVE_GAIN at some corner of the capacity
+    ranges, the nearest to it (fewest GPUs moved; then the largest lead): a short run there is the
+    cheapest that could overturn the pick. None where the ranges do not move the pick."""
     cols = [k for k in ERR_CORNERS if k in df.columns]
-    rival, lead = None, RESOLVE_GAIN
+    leads: dict[str, float] = {}
     for k in cols:
         at = df["bps"] * df[k].map(math.exp)
-        top = str(at.idxmax())
-        if top != best and at[best] > 0 and at[top] / at[best] - 1.0 > lead:
-            rival, lead = top, at[top] / at[best] - 1.0
-    return rival
+        if not at[best] > 0:
+            continue
+        for label, x in at.items():
+            lead = x / at[best] - 1.0
+            if label != best and lead > RESOLVE_GAIN:
+                leads[str(label)] = max(leads.get(str(label), 0.0), lead)
+    if not leads:
+        return None
+    n_best = int(df.at[best, f"n_{producer}"])
+    return min(leads, key=lambda lbl: (abs(int(df.at[lbl, f"n_{producer}"]) - n_best), -leads[lbl]))
 
 
 def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None, best: str,
@@ -224,7 +231,7 @@ def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | Non
     ``unknown``: the roles whose capacity is a range or a bound."""
     others = df.drop(index=best)["bps"]
     runner = str(others.idxmax()) if len(others) else None
-    rival = corner_rival(df, best) if unknown else None
+    rival = corner_rival(df, best, settings.producer) if unknown else None
     if rival is not None:
         keep = judged if judged is not None and not settings.for_next_run else best
         return Verdict.CANNOT_TELL, "unknown-capacity", keep, Needs(

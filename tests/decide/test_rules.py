@@ -271,3 +271,34 @@ def test_judged_follows_the_first_reason_when_no_split_of_g_was_observed(referen
     label = adv.decision.recommended
     assert adv.recommendation.reasons[0].startswith(f"at {label} the ")
     assert rec["judged"] == adv.split_json(label) and rec["judged"]["roles"] == rec["roles"]
+
+
+def test_a_throttled_producer_in_a_rates_log_is_a_bound_that_can_decide(tmp_path, reference_rates):
+    # without cap_bps, a producer behind a full queue is known only from below: the bound is carried
+    # into every row, and the verdict says the unknown side decides, naming the nearest split to try
+    lines = []
+    for line in open(reference_rates):
+        d = json.loads(line)
+        d.pop("cap_bps", None)
+        lines.append(json.dumps(d))
+    p = tmp_path / "nocap.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    adv = advise(p)
+    assert adv.fit.producer.basis.value == "bound" and adv.fit.consumer.basis.value == "rates"
+    d = adv.decision
+    assert d.verdict is Verdict.CANNOT_TELL and d.rule == "unknown-capacity"
+    assert d.needs.unknown == ("target",) and d.needs.rival == "6-2" and d.needs.run_at == "6-2"
+    assert adv.to_json()["capacity_basis"]["target"]["high_bps"] is None
+
+
+def test_corner_rival_is_the_nearest_split_that_leads_at_some_end():
+    import pandas as pd
+
+    from advisor.decide.rules import corner_rival
+    df = pd.DataFrame({"n_target": [3, 2, 1], "bps": [1.0, 0.9, 0.8],
+                       "err_corner_ll": [0.0, 0.0, 0.0], "err_corner_lh": [0.0, 0.0, 0.0],
+                       "err_corner_hl": [0.0, 0.3, 0.5], "err_corner_hh": [0.0, 0.0, 0.0]},
+                      index=["3-1", "2-2", "1-3"])
+    assert corner_rival(df, "3-1", "target") == "2-2"        # both lead there; 2-2 is nearer
+    df["err_corner_hl"] = 0.0
+    assert corner_rival(df, "3-1", "target") is None          # no end moves the pick
