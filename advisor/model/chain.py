@@ -248,6 +248,25 @@ def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, flo
     return math.hypot(samp, rf.drift), math.hypot(tok, run_se)
 
 
+def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float]:
+    """d ln X / d ln mu of each role by a forward step of ``ELASTICITY_STEP``. Without step events
+    (bare numbers, rates snapshots) the capacities are uncertain by far more than a step, and at a
+    balanced split X ~ min(C_p, C_c) has a kink where the forward step sees neither role: there the
+    larger of the forward and the backward elasticity is taken (a fall of either role's rate lowers
+    the throughput)."""
+    mu_p, mu_c, b, bar = state
+    h = math.log1p(ELASTICITY_STEP)
+
+    def at(fp: float, fc: float) -> float:
+        return math.log(_pipeline_x(fit, n, m, mu_p * fp, mu_c * fc, b, bar)[0] / x) / h
+
+    e_p, e_c = at(1 + ELASTICITY_STEP, 1.0), at(1.0, 1 + ELASTICITY_STEP)
+    if fit.source != "steps":
+        back = 1.0 / (1 + ELASTICITY_STEP)
+        e_p, e_c = max(e_p, -at(back, 1.0)), max(e_c, -at(1.0, back))
+    return e_p, e_c
+
+
 def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: float, state: tuple,
               res: ChainResult, busy_c: float, s: float, tokens_per_batch: float | None,
               consumer_scaling: float | None) -> tuple[float, float, dict]:
@@ -255,10 +274,7 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
     ``state`` is the chain's (mu_p, mu_c, buffer, barrier) at this split."""
     p, c = fit.producer, fit.consumer
     mu_p, mu_c, b, bar = state
-    e_p = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p * (1 + ELASTICITY_STEP), mu_c, b, bar)[0] / x) \
-        / math.log1p(ELASTICITY_STEP)
-    e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b, bar)[0] / x) \
-        / math.log1p(ELASTICITY_STEP)
+    e_p, e_c = _elasticities(fit, n_producer, n_consumer, x, state)
     # the barrier-tail correction is approximate: part of its size is model error
     bar_se = BARRIER_SE_SHARE * res.barrier_cut
     cse_p, cse_c = fit.contention.rel_se(n_producer, g)
