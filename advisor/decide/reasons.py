@@ -64,23 +64,19 @@ def basis_text(rf: RoleFit, workers: int) -> str:
     return rf.basis.word()
 
 
-def _role_cap_text(rf: RoleFit, row: pd.Series, ob: ObservedSplit | None, fit: PipelineFit) -> str:
-    """A role's capacity at a split and what it rests on; where the given capacity is not the one at
-    this split (another count, the sync cost), both are said."""
+def _role_cap_text(rf: RoleFit, row: pd.Series, fit: PipelineFit) -> str:
+    """A role's capacity at a split and what it rests on; where it is not the capacity given or
+    read at the observed split (another worker count, the sync cost), that one is said beside it."""
     cap = float(row[f"cap_{rf.role}_bps"])
     n = int(row[f"n_{rf.role}"])
-    own = f"{bps_text(cap)} b/s"
-    if fit.source == "steps":
-        return own
     given_n = fit.observed[0].roles.get(rf.role, 0)
     base = rf.mu_bps * given_n
-    if rf.basis in (Basis.GIVEN, Basis.BOUND) or fit.source == "numbers":
-        if n == given_n and abs(cap / base - 1.0) > 0.005:
-            return f"{own} ({bps_text(base)} b/s {basis_text(rf, given_n)}, {pct_text(cap / base)} of it after the sync)"
-        if n != given_n:
-            return f"{own} ({bps_text(base)} b/s on {_plural(given_n, 'GPU')} {basis_text(rf, given_n)}, carried to {n})"
-        return f"{own} ({basis_text(rf, given_n)})"
-    return f"{own} ({basis_text(rf, given_n)})"
+    basis = basis_text(rf, given_n)
+    if n != given_n:
+        return f"{bps_text(cap)} b/s ({bps_text(base)} b/s on {_plural(given_n, 'GPU')} {basis}, carried to {n})"
+    if abs(cap / base - 1.0) > 0.005:
+        return f"{bps_text(cap)} b/s ({bps_text(base)} b/s {basis}, {pct_text(cap / base)} of it after the sync)"
+    return f"{bps_text(cap)} b/s ({basis})"
 
 
 def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -> str:
@@ -92,8 +88,8 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
                 f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
                 f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
                 f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
-    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, None, fit)} "
-            f"vs {c} {_role_cap_text(fit.consumer, r, None, fit)}{loader}; projected at {label}: "
+    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
+            f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
             f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
             f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
 
