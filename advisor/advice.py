@@ -308,7 +308,7 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch,
-                               sync_every=sync_every, sync_s=sync_s, gpus=g, hardware_priors=hardware_priors, **kw)
+                               sync_every=sync_every, sync_s=sync_s, hardware_priors=hardware_priors, **kw)
         p, c = fit.roles
         kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
         carried = (gpu_priors_text(fit.contention, p, c) if fit.contention.role_se else

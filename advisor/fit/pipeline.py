@@ -310,7 +310,8 @@ def fit_logs(logs: Sequence[RunLog]) -> PipelineFit:
 def gpu_priors(n_producer: int, gpus: int) -> ContentionFit:
     """How step times change with the split on real GPUs where no step log measures it (bare
     numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
-    published split tables, around the given split of ``gpus``."""
+    published split tables, around the given split (``n_producer`` of ``gpus``; projections at
+    any G count each role's distance by its own count: `ContentionFit.role_se`)."""
     return ContentionFit(ref_producers=n_producer, gpus=gpus, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
                          consumer_se=0.0, measured=False, lo_producers=n_producer, hi_producers=n_producer,
                          prior_se=max(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER), run_se=GPU_RUN_SE,
@@ -338,7 +339,7 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Cap
                      hs_cap: int = DEFAULT_HS_CAP, pre_cap: int = DEFAULT_PRE_CAP,
                      tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float = DEFAULT_SCV,
                      sync_every: int = 0, sync_s: float = 0.0, observed_bps: float | None = None,
-                     gpus: int | None = None, hardware_priors: bool = True) -> PipelineFit:
+                     hardware_priors: bool = True) -> PipelineFit:
     """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
 
     ``cap_bps`` is each role's capacity with its ``roles`` worker count (e.g. 7 targets together
@@ -347,7 +348,7 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Cap
     Variability is assumed (``scv``); the collective time ``sync_s`` is taken as measured at the
     given drafter count. ``hardware_priors``: carry what real GPUs do and the numbers cannot show
     (`gpu_priors`: per-GPU rates that change with a role's count and with the other role's, and
-    run-to-run shift) around the given split of ``gpus`` (default: the split's sum).
+    run-to-run shift) around the given split, each role by its own count (so at any G).
     """
     names = list(roles)
     if len(names) != 2:
@@ -374,8 +375,7 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Cap
                      done=None, eta_s=None, hs_mean_depth=None, hs_full_share=None)
     loader = LoaderFit(input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"),
                        pre_mean_depth=None)
-    g = gpus if gpus is not None else sum(roles.values())
-    contention = gpu_priors(roles[names[0]], g) if hardware_priors else NO_CONTENTION
+    contention = gpu_priors(roles[names[0]], sum(roles.values())) if hardware_priors else NO_CONTENTION
     return PipelineFit(producer=fits[0], consumer=fits[1], sync=sync, loader=loader, hs_cap=hs_cap, pre_cap=pre_cap,
                        tokens_mean=tokens_per_batch, tokens_std=float("nan"), seqs_mean=None, source="numbers",
                        tokens_range=(tokens_per_batch, tokens_per_batch),

@@ -153,3 +153,12 @@ def test_every_value_inside_a_given_range_is_inside_each_rows_interval(n, lo, f,
         point = advise_numbers({"target": n, "drafter": 8 - n}, {"target": x, "drafter": c}).splits
         assert (point["bps"] >= ranged["bps_low"] * (1 - 1e-6)).all()
         assert (point["bps"] <= ranged["bps_high"] * (1 + 1e-6)).all()
+
+
+def test_the_gpu_priors_count_each_roles_distance_by_its_own_count_at_another_g():
+    # 7-1 given, projected onto 16 GPUs: 15-1 keeps the lone drafter of the given split (only the
+    # targets moved, and the row is drafter-bound), so it is narrower than 14-2, whose drafters doubled
+    df = advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}, gpus=16).splits
+    width = (df["bps_high"] / df["bps_low"]).map(math.log)
+    assert width["15-1"] < width["14-2"]
+    assert df.at["15-1", "bps_low"] <= 0.86 <= df.at["15-1", "bps_high"]
