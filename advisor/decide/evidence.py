@@ -66,7 +66,8 @@ class Evidence:
     def why_thin(self) -> list[str]:
         out = []
         if self.batches < MIN_BATCHES:
-            out.append(f"only {self.count_text()} (at least {MIN_BATCHES} batches are needed to separate "
+            unit = " batches" if self.basis == "rates" else ""
+            out.append(f"only {self.count_text()} (at least {MIN_BATCHES}{unit} are needed to separate "
                        f"splits a few percent apart)")
         if not self.settled:
             out.append("the run has not settled (still warming up)")
