@@ -104,14 +104,14 @@ def _parse_capacity(option: str, text: str) -> tuple[float, float]:
             return float(body[2:]), math.inf
         if ".." in body:
             lo, hi = (float(x) for x in body.split("..", 1))
-            if not math.isfinite(hi):
-                raise SettingsError(option, f"a range's upper end must be finite, got {text!r} (a lower bound is "
-                                    f"written '>=x')")
-            return lo, hi
-        x = float(body)
-        return x, x
+        else:
+            lo = hi = float(body)
     except ValueError:
         raise SettingsError(option, f"cannot read {text!r}: expected {CAPACITY_FORMS}") from None
+    if lo != hi and not math.isfinite(hi):
+        raise SettingsError(option, f"a range's upper end must be finite, got {text!r} (a lower bound is written "
+                            f"'>=x')")
+    return lo, hi
 
 
 @dataclass(frozen=True, kw_only=True)
