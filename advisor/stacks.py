@@ -329,7 +329,7 @@ def stack_mapping(stack: Stack, roles: Sequence[str], scalars: Mapping[str, list
                 have = sorted(scalars)
                 shown = ", ".join(have[:12]) + (f" and {len(have) - 12} more" if len(have) > 12 else "")
                 raise LogError(source, None, f"--stack {stack.name}: no tag {missing[0]!r} for {key} "
-                                             f"(it has: {shown or 'no scalars'})")
+                                             f"(it has: {shown or 'no scalars'}); see {stack.doc}")
             continue
         values = derive(f, scalars, consumer_workers)
         if values:
