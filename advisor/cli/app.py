@@ -334,14 +334,19 @@ def _warn_lines(seen: list) -> None:
 
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
 def import_tb_cmd(
-        events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, or directories searched for "
-                                                          "*tfevents* files.", show_default=False)],
+        events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, directories searched for "
+                                                          "*tfevents* files, or .csv histories exported from wandb "
+                                                          "or MLflow.", show_default=False)],
         out: Annotated[Path, typer.Option("-o", "--out", help="Rate log to write (.jsonl).")],
-        mapping: Annotated[list[str], typer.Option("--map", help="KEY=TAG: which scalar tag holds a rates field; "
-                                                                 "KEY is ROLE.bps, ROLE.cap_bps, tok_s, eta_s, done "
-                                                                 "or q.QUEUE. Repeat it.", show_default=False)],
         roles: Annotated[str, typer.Option("--roles", help="Workers per role in pipeline order, producer first, "
                                                            "e.g. target=7,drafter=1.", show_default=False)],
+        mapping: Annotated[Optional[list[str]], typer.Option(
+            "--map", help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
+                          "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
+                          "fields.", show_default=False)] = None,
+        stack: Annotated[Optional[str], typer.Option(
+            "--stack", help="Read the metrics this stack logs by name: torchspec, specforge or speculators "
+                            "(docs/stacks/).")] = None,
         queue: Annotated[Optional[list[str]], typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 "
                                                                            "(repeatable).")] = None,
         gpus: Annotated[Optional[int], typer.Option("--gpus", min=MIN_GPUS, help="GPUs of the job (default: the sum "
@@ -354,18 +359,24 @@ def import_tb_cmd(
                                                                              "argument's name).")] = None,
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
 ) -> None:
-    """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
+    """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
+    from advisor.stacks import import_stack
     from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
+    if stack is None and not mapping:
+        _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
     with warnings.catch_warnings(record=True) as seen:   # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
             role_map = parse_roles(roles)
             queues = [parse_queue(q, list(role_map)) for q in queue or []]
-            path, n = import_tensorboard(events, out, mapping=mapping, roles=role_map, run=run_name, gpus=gpus,
-                                         queues=queues, token_budget=token_budget, samples=samples, epochs=epochs,
-                                         ended=ended)
+            header = dict(roles=role_map, run=run_name, gpus=gpus, queues=queues, token_budget=token_budget,
+                          samples=samples, epochs=epochs, ended=ended)
+            if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
+                path, n = import_tensorboard(events, out, mapping=mapping or [], **header)
+            else:
+                path, n = import_stack(events, out, stack=stack, mapping=mapping or [], **header)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))
