@@ -13,7 +13,7 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 - ``one core``: the serial loop pinned to one core (``sched_setaffinity``): the baseline;
 - ``serial``: the serial loop on every core (pyarrow's parse threads use them);
 - ``parallel``: worker processes on every core, the crossover ignored (one per core);
-- ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`).
+- ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only).
 
 Medians of ``--runs`` rounds, the four back to back in each. ``--scan`` lines: the same for
 smaller runs of 16 and 256 files (serial vs parallel, ``--scan-runs`` rounds), to find where worker processes start to
@@ -122,6 +122,7 @@ from advisor.ingest import parallel
 from advisor.ingest.load import summarize_paths
 if mode == "parallel":
     parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
+    parallel.free_cores = parallel.available_cores      # every core, whatever the load average
 workers = 1 if mode in ("one core", "serial") else None
 t = time.perf_counter()
 s = summarize_paths([folder], workers=workers)

@@ -15,25 +15,25 @@ one's, file:line:field.
 
 When processes pay (the crossover, measured by benchmarks/parallel_ranks.py): at least two
 files and ``PARALLEL_MIN_BYTES`` of them in all, and then one worker per ``BYTES_PER_WORKER`` of
-input, at most one per core (or the caller's ``workers``). Smaller runs are read in this process,
+input, at most one per free core (`advisor.processes.free_cores`; or the caller's ``workers``). Smaller runs are read in this process,
 one file after another (each file's parse is already multi-threaded by pyarrow). Each worker
 gives pyarrow a share of the cores (``cores // workers``, at least one), so that the processes
 do not oversubscribe the host. Workers start from a fork server that has imported the reader
-once (a fork of this process could inherit a lock held by one of pyarrow's threads). At most
+once (`advisor.processes`). At most
 ``2 * workers`` summaries are in flight or waiting, so memory is bounded whatever the number of
 files: about a worker's read (a piece and a summary, ~0.4 GB for a sampled file) per process.
+A main script without a ``__main__`` guard reads here (`advisor.processes.workers_allowed`).
 """
 from __future__ import annotations
 
-import multiprocessing
-import os
 import warnings
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Iterator, Sequence
 
 from advisor.errors import LogError
+from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
 from advisor.ingest.stream import summarize_log, warnings_held
 from advisor.ingest.summary import Summary
 
@@ -41,14 +41,6 @@ PARALLEL_MIN_BYTES = 64 << 20   # below this much input in all, the files are re
 BYTES_PER_WORKER = 32 << 20     # ... and above it, one worker process per this much input (a process
                                 # costs ~0.1 s to start and to send its summary back)
 _PRELOAD = ["advisor.ingest.stream", "pyarrow.json", "pyarrow.compute"]
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def _size(p: Path) -> int:
@@ -60,12 +52,12 @@ def _size(p: Path) -> int:
 
 def plan_workers(paths: Sequence[Path], workers: int | None = None) -> int:
     """Worker processes for reading ``paths``: 1 (read here, in order) below the crossover."""
-    if len(paths) < 2:
+    if len(paths) < 2 or not workers_allowed():
         return 1
     total = sum(_size(p) for p in paths)
     if total < PARALLEL_MIN_BYTES:
         return 1
-    cap = available_cores() if workers is None else workers
+    cap = free_cores() if workers is None else workers
     return max(1, min(cap, len(paths), total // BYTES_PER_WORKER))
 
 
@@ -88,16 +80,6 @@ def _read_one(path: Path, sample_rows: int | None) -> tuple[Summary | None, LogE
     return summ, None, notes + [w.message for w in other]
 
 
-def _pool(n: int) -> ProcessPoolExecutor:
-    try:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(_PRELOAD)
-    except ValueError:          # no fork server on this platform (Windows): fresh interpreters
-        ctx = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(n, mp_context=ctx, initializer=_init_worker,
-                               initargs=(max(1, available_cores() // n),))
-
-
 def summaries_in_order(paths: Sequence[str | Path], *, workers: int | None = None,
                        sample_rows: int | None = None) -> Iterator[Summary]:
     """The summary of each of ``paths``, in order: read in worker processes past the crossover
@@ -108,7 +90,7 @@ def summaries_in_order(paths: Sequence[str | Path], *, workers: int | None = Non
         for p in paths:
             yield summarize_log(p, sample_rows=sample_rows)
         return
-    ex = _pool(n)
+    ex = process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
     pending: deque[Future] = deque()
     todo = iter(paths)
     try:

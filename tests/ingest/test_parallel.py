@@ -46,14 +46,14 @@ def always_parallel(monkeypatch):
     """Worker processes whatever the input's size (two at least), as past the crossover."""
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(parallel, "BYTES_PER_WORKER", 1)
-    monkeypatch.setattr(parallel, "available_cores", lambda: 3)
+    monkeypatch.setattr(parallel, "free_cores", lambda: 3)
 
 
 def test_small_runs_stay_serial_and_large_ones_use_a_worker_per_share(ranks, monkeypatch):
     assert plan_workers(ranks) == 1                     # a few hundred kB: read here
     assert plan_workers(ranks[:1]) == 1
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(parallel, "available_cores", lambda: 4)
+    monkeypatch.setattr(parallel, "free_cores", lambda: 4)
     size = sum(p.stat().st_size for p in ranks)
     monkeypatch.setattr(parallel, "BYTES_PER_WORKER", size // 2)
     assert plan_workers(ranks) == 2                     # one worker per share of the input
