@@ -14,14 +14,15 @@ are not merged (their reads are cancelled or dropped). So the first bad line nam
 one's, file:line:field.
 
 When processes pay (the crossover, measured by benchmarks/parallel_ranks.py): at least two
-files and ``PARALLEL_MIN_BYTES`` of them in all, and then one worker per ``BYTES_PER_WORKER`` of
-input, at most one per free core (`advisor.processes.free_cores`; or the caller's ``workers``). Smaller runs are read in this process,
-one file after another (each file's parse is already multi-threaded by pyarrow). Each worker
-gives pyarrow a share of the cores (``cores // workers``, at least one), so that the processes
-do not oversubscribe the host. Workers start from a fork server that has imported the reader
-once (`advisor.processes`). At most
-``2 * workers`` summaries are in flight or waiting, so memory is bounded whatever the number of
-files: about a worker's read (a piece and a summary, ~0.4 GB for a sampled file) per process.
+files and ``PARALLEL_MIN_BYTES`` of them in all, and then one worker per ``BYTES_PER_WORKER``
+of input, at most one per free core (`advisor.processes.free_cores`) or the caller's
+``workers``. Smaller runs are read in this process, one file after another (each file's parse
+is already multi-threaded by pyarrow). Each worker gives pyarrow a share of the cores
+(``cores // workers``, at least one), so that the processes do not oversubscribe the host.
+Workers start from a fork server that has imported the reader once (`advisor.processes`). At
+most ``2 * workers`` summaries are in flight or waiting, so memory is bounded whatever the
+number of files: about a worker's read (a piece and a summary, ~0.4 GB for a sampled file) per
+process.
 A main script without a ``__main__`` guard reads here (`advisor.processes.workers_allowed`).
 """
 from __future__ import annotations
@@ -33,9 +34,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from advisor.errors import LogError
-from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
 from advisor.ingest.stream import summarize_log, warnings_held
+from advisor.ingest import summary
 from advisor.ingest.summary import Summary
+from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
 
 PARALLEL_MIN_BYTES = 64 << 20   # below this much input in all, the files are read one after another here
 BYTES_PER_WORKER = 32 << 20     # ... and above it, one worker process per this much input (a process
@@ -90,6 +92,8 @@ def summaries_in_order(paths: Sequence[str | Path], *, workers: int | None = Non
         for p in paths:
             yield summarize_log(p, sample_rows=sample_rows)
         return
+    # the sample size as this process sees it (a worker would read its own module's default)
+    sample_rows = sample_rows or summary.DEFAULT_SAMPLE_ROWS
     ex = process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
     pending: deque[Future] = deque()
     todo = iter(paths)

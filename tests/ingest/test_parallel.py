@@ -9,7 +9,7 @@ import pytest
 
 from advisor import advise
 from advisor.errors import LogError, LogWarning
-from advisor.ingest import parallel
+from advisor.ingest import parallel, summary
 from advisor.ingest.load import load_run, summarize_paths
 from advisor.ingest.parallel import plan_workers, summaries_in_order
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
@@ -62,10 +62,15 @@ def test_small_runs_stay_serial_and_large_ones_use_a_worker_per_share(ranks, mon
     assert plan_workers(ranks, workers=2) == 2          # or the caller's cap
 
 
-def test_parallel_summary_equals_the_serial_one_bit_for_bit(ranks, always_parallel):
+@pytest.mark.parametrize("sample_rows", [None, 150])
+def test_parallel_summary_equals_the_serial_one_bit_for_bit(ranks, always_parallel, monkeypatch, sample_rows):
+    if sample_rows:      # sampled files (the workers take the sample size this process has)
+        monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", sample_rows)
     serial = summarize_paths(ranks, workers=1).to_json()
     par = summarize_paths(ranks).to_json()
     assert par == serial
+    assert (serial["sample_rows"] == sample_rows) if sample_rows else serial["sample_rows"] > 150
+    assert any(s["pruned"] for s in serial["samples"].values()) == bool(sample_rows)
 
 
 def test_parallel_run_advises_as_the_serial_one(ranks, always_parallel, monkeypatch):
