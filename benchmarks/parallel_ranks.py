@@ -161,13 +161,13 @@ def measure(folder: Path, modes: list[str], runs: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lines", type=int, default=2_000_000, help="lines of the run in each set of files")
+    ap.add_argument("--lines", type=int, default=1_500_000, help="lines of the run in each set of files")
     ap.add_argument("--files", type=int, nargs="+", default=[16, 256, 1024])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--scan", type=int, nargs="*", default=[20_000, 100_000, 400_000],
+    ap.add_argument("--scan", type=int, nargs="*", default=[30_000, 200_000],
                     help="smaller runs (lines) of 16 and 256 files: serial vs parallel, for the crossover")
     ap.add_argument("--scan-runs", type=int, default=2)
-    ap.add_argument("--budget-s", type=float, default=200.0, help="no new scan size starts past this many seconds")
+    ap.add_argument("--budget-s", type=float, default=170.0, help="no new scan size starts past this many seconds")
     ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
