@@ -287,4 +287,6 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
     body = _Body(str(path), sample_rows)
     chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
     _fold(body, _pieces(body, chunks))
-    return _finish(body)
+    summ = _finish(body)
+    summ.set_source(path)
+    return summ
