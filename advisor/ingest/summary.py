@@ -282,6 +282,7 @@ class Summary:
         self.roles = tuple(header.roles)
         self.n_lines = 0
         self.unknown: dict[str, int] = {}
+        self.unknown_fields: dict[str, int] = {}   # "ev.field" -> times seen (advisor.ingest.schema.unknown_fields)
         self.end: dict[str, Any] | None = None
         self.t_max_s = -math.inf
         self.counts = {r: np.zeros(3, dtype=np.int64) for r in self.roles}   # n, busy > 0, tokens > 0
@@ -338,6 +339,11 @@ class Summary:
     def add_unknown(self, counts: Mapping[str, int]) -> None:
         for k, v in counts.items():
             self.unknown[k] = self.unknown.get(k, 0) + int(v)
+
+    def add_unknown_fields(self, counts: Mapping[str, int]) -> None:
+        """Count unknown fields, keyed ``"ev.field"``."""
+        for k, v in counts.items():
+            self.unknown_fields[k] = self.unknown_fields.get(k, 0) + int(v)
 
     def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
         """The run's end: within a file the last ``end`` event; across merged files the latest."""
@@ -444,6 +450,7 @@ class Summary:
         self.given.update(other.given)
         self.n_lines += other.n_lines
         self.add_unknown(other.unknown)
+        self.add_unknown_fields(other.unknown_fields)
         self.set_end(other.end)
         self.t_max_s = max(self.t_max_s, other.t_max_s)
         self.sample_rows = min(self.sample_rows, other.sample_rows)
@@ -476,7 +483,8 @@ class Summary:
         return {
             "dflash_summary": FORMAT_VERSION,
             "header": self.header_obj, "paths": self.paths, "sources": self.sources, "sample_rows": self.sample_rows,
-            "n_lines": self.n_lines, "unknown_events": self.unknown, "end": self.end,
+            "n_lines": self.n_lines, "unknown_events": self.unknown,
+            "unknown_fields": self.unknown_fields, "end": self.end,
             "t_max_s": self.t_max_s if math.isfinite(self.t_max_s) else None,
             "counts": {r: self.counts[r].tolist() for r in self.roles},
             "samples": samples,
@@ -546,6 +554,7 @@ def read_summary(path: str | Path) -> Summary:
         s.given = {x["path"]: spath for x in s.sources} or {spath: spath}
         s.n_lines = int(obj["n_lines"])
         s.unknown = {str(k): int(v) for k, v in obj["unknown_events"].items()}
+        s.unknown_fields = {str(k): int(v) for k, v in obj.get("unknown_fields", {}).items()}   # (additive)
         s.end = obj["end"]
         s.t_max_s = -math.inf if obj["t_max_s"] is None else float(obj["t_max_s"])
         for r in s.roles:
