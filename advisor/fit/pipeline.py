@@ -73,7 +73,7 @@ import numpy as np
 from advisor.errors import AssumptionWarning, ContentionWarning, LogError
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
-from advisor.fit.splits import contention_ref_busy, fit_contention
+from advisor.fit.splits import contention_ref_busy, fit_contention, shares_compute
 from advisor.fit.stages import calibrate_loader, fit_loader, fit_sync
 from advisor.fit.tokens import token_model
 from advisor.ingest.runlog import RunLog
@@ -232,8 +232,11 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
         prior_p, prior_c = contention.role_prior_se()
         widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
                  f"{100 * prior_p:.1f}% ({producer}s) and {100 * prior_c:.1f}% ({consumer}s)")
+        why = ("workers share a host's compute and" if shares_compute(logs[0]) else
+               "the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
+               "log a step slows with busy peers (below), so the workers are taken to share a host's compute;")
         warnings.warn(AssumptionWarning(
-            f"{roles.path}: workers share a host's compute and one split was logged, so how step times "
+            f"{roles.path}: {why} one split was logged, so how step times "
             f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
             f"(the mean of real shared-host sweeps), and the intervals widen by "
             f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "

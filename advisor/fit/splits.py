@@ -1,4 +1,14 @@
-"""How step times change with the split: contention across logs of one G (see `ContentionFit`)."""
+"""How step times change with the split: contention across logs of one G (see `ContentionFit`).
+
+Where workers share a host's compute a contention prior is carried from one split. The header
+says so (`shares_compute`): ``device: "cpu"``, or ``physical_gpus`` below the worker count
+(docs/log-schema.md). A header that says neither leaves it to the log (`sharing_shown_within`):
+when a within-log slope of step time on busy peers (`advisor.measure.contention`) is identified,
+not confounded, at least ``WITHIN_SHARED_SLOPE`` per busy worker and beyond its 95% half-width,
+the workers evidently share something, and the log is fitted as a shared host's (the prior, the
+run-to-run term, and the role's own slope in its interval: ``ContentionFit.role_prior_se``). A
+header that declares dedicated devices is believed.
+"""
 from __future__ import annotations
 
 import math
@@ -11,7 +21,26 @@ from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import ContentionFit
+from advisor.stats import T_975
 from advisor.model.priors import CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, RUN_SE
+
+
+WITHIN_SHARED_SLOPE = 0.05   # ln step time per busy peer: a within-log slope this large shows shared compute
+
+
+def declares_device(log: RunLog) -> bool:
+    """Whether the header says where the workers ran (``device`` or ``physical_gpus``, or emulation)."""
+    extra = log.header.extra
+    return "device" in extra or "physical_gpus" in extra or extra.get("mode") == "emulate"
+
+
+def sharing_shown_within(log: RunLog, within: WithinLogContention | None) -> bool:
+    """A header silent on devices, and a large, identified, unconfounded within-log slope (module docstring)."""
+    if declares_device(log) or within is None or not within.estimated:
+        return False
+    return any((b := rc.usable(k)) >= WITHIN_SHARED_SLOPE and b > T_975[19] * se
+               for rc in (within.producer, within.consumer)
+               for k, se in (("producer", rc.per_producer_se), ("consumer", rc.per_consumer_se)))
 
 
 def shares_compute(log: RunLog) -> bool:
@@ -35,7 +64,8 @@ def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within:
     consumer = measured[first].log.header.consumer
     g = sum(measured[first].roles.values())
     n_ref = measured[first].roles[producer]
-    prior = CONTENTION_PRIOR_SE if shares_compute(measured[first].log) else 0.0
+    lg = measured[first].log
+    prior = CONTENTION_PRIOR_SE if shares_compute(lg) or sharing_shown_within(lg, within) else 0.0
     prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
     idx = [i for i in same if sum(measured[i].roles.values()) == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
