@@ -298,3 +298,24 @@ def test_limits_are_the_settings_checked_before_reading(tmp_path, args, message)
     """Past settings' limits: exit 2 naming the option, before the log is read (here it does not exist)."""
     r = invoke(*[tmp_path / "never.jsonl" if a == "LOG" else a for a in args])
     assert r.exit_code == 2 and r.stderr == f"dflash-advise: {message}\n"
+
+
+@pytest.mark.parametrize("end,drained", [("interrupted", False), (None, False), ("done", True)])
+def test_a_slower_tail_is_a_drain_only_when_the_input_ran_out(write_log, end, drained):
+    """End to end: an interrupted or live log keeps its slower last 40% (said in the caveats);
+    a finished one drops it as the final drain."""
+    import random
+    from conftest import HEADER, step
+    rng = random.Random(3)
+    lines, t = [HEADER], 0.0
+    for i in range(1000):
+        t += (0.1 if i < 600 else 0.115) * rng.uniform(0.97, 1.03)
+        lines.append(step(round(t, 6), "drafter", 0, busy=0.09))
+        if i % 2:
+            lines.append(step(round(t, 6), "target", i // 2 % 2, busy=0.15))
+    if end:
+        lines.append({"ev": "end", "t": t + 0.01, "reason": end})
+    r = invoke(write_log(lines))
+    assert r.exit_code == 0, r.output
+    assert ("as the final drain" in r.output) == drained
+    assert ("kept in the window, not cut as a drain" in r.output) == (not drained)
