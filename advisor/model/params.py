@@ -120,6 +120,10 @@ class ContentionFit:
     did not predict the step times at other splits); a role whose own slope (per busy worker of
     its role) is identified and not confounded carries ``sqrt(prior^2 + slope^2)`` per worker of
     distance instead of the prior alone (``role_prior_se``).
+
+    ``shown_slope``: on a header silent about devices, the largest within-log slope that showed
+    shared compute (`advisor.fit.splits.within_sharing`); both roles then carry
+    ``sqrt(prior^2 + max(own, shown)^2)`` per worker of distance.
     """
 
     ref_producers: int
@@ -135,6 +139,7 @@ class ContentionFit:
     run_se: float = 0.0            # run-to-run level shift per role (RUN_SE on shared hosts)
     prior_k: tuple[float, float] = (0.0, 0.0)
     within: WithinLogContention | None = None
+    shown_slope: float = 0.0
 
     def _clip(self, n: int) -> int:
         return min(max(n, self.lo_producers), self.hi_producers)
@@ -145,6 +150,8 @@ class ContentionFit:
             return self.prior_se, self.prior_se
         own_p = self.within.producer.usable("producer")
         own_c = self.within.consumer.usable("consumer")
+        if self.shown_slope:
+            own_p, own_c = max(own_p, self.shown_slope), max(own_c, self.shown_slope)
         return math.hypot(self.prior_se, own_p), math.hypot(self.prior_se, own_c)
 
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:

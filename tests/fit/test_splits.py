@@ -12,7 +12,7 @@ import pytest
 
 from advisor.errors import AssumptionWarning
 from advisor.fit.pipeline import fit_logs
-from advisor.fit.splits import WITHIN_SHARED_SLOPE, declares_device, sharing_shown_within, shares_compute
+from advisor.fit.splits import WITHIN_SHARED_SLOPE, declares_device, shares_compute, within_sharing
 from advisor.ingest.load import load_log
 from advisor.model.priors import CONTENTION_PRIOR_SE, RUN_SE
 
@@ -46,11 +46,13 @@ def test_a_silent_header_and_a_large_within_log_slope_count_as_shared_compute(tm
     assert not declares_device(lg) and not shares_compute(lg)
     fit, texts = _fit(p)
     c = fit.contention
-    assert sharing_shown_within(lg, c.within)
-    assert c.within.consumer.usable("consumer") >= WITHIN_SHARED_SLOPE
+    shown, text = within_sharing(lg, c.within)
+    assert shown == c.shown_slope == c.within.consumer.per_consumer >= WITHIN_SHARED_SLOPE
+    assert "a drafter's step +6.0% per extra busy drafter" in text
     assert c.prior_se == CONTENTION_PRIOR_SE and c.run_se == RUN_SE
-    assert c.role_prior_se()[1] == pytest.approx(math.hypot(CONTENTION_PRIOR_SE, c.within.consumer.per_consumer))
-    assert any("does not say where the workers ran" in t for t in texts)
+    # both roles carry the slope per worker moved (before: no prior, sampling noise only)
+    assert c.role_prior_se() == pytest.approx((math.hypot(CONTENTION_PRIOR_SE, shown),) * 2)
+    assert any("does not say where the workers ran" in t and text in t for t in texts)
 
 
 def test_a_header_that_declares_dedicated_gpus_is_believed(tmp_path):
@@ -64,5 +66,5 @@ def test_a_silent_header_with_a_small_slope_stays_dedicated(tmp_path):
     """cpu32-6x2-r0: +1.6% per busy target inside the log, below WITHIN_SHARED_SLOPE."""
     p = _with_header(tmp_path, "cpu32/cpu32-6x2-r0.jsonl.gz", drop=("device", "physical_gpus"))
     fit, _ = _fit(p)
-    assert not sharing_shown_within(load_log(p), fit.contention.within)
-    assert fit.contention.prior_se == 0.0
+    assert within_sharing(load_log(p), fit.contention.within) == (0.0, "")
+    assert fit.contention.prior_se == 0.0 and fit.contention.shown_slope == 0.0
