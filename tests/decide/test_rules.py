@@ -210,18 +210,19 @@ def test_a_tie_inside_what_the_model_resolves_says_either_will_do():
 
 
 def test_a_small_lead_with_a_wide_interval_is_cannot_tell():
-    # hold16g10 (G = 10, 16-core host): from the 9-1 log, 8-2 projects 1% above 7-3, but the lead's
-    # interval spans -30% to +45% (measured: 7-3 53.2 b/s, 8-2 45.5): not a tie, an open question
+    # hold16g10 (G = 10, 16-core host): from the 9-1 log (its slower last third kept: it ended
+    # interrupted, so no drain), 7-3 projects 2.8% above 8-2, but the lead's interval spans -31% to
+    # +53% (measured: 7-3 53.2 b/s, 8-2 45.5): not a tie, an open question
     from pathlib import Path
 
     log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "hold16g10" / "hold16g10-9x1-r0.jsonl.gz"
     adv = advise(log)
     d, m = adv.decision, adv.decision.margin
-    assert m.lead_pct < 100 * RESOLVE_GAIN and m.lead_low_pct < -100 * RESOLVE_GAIN
+    assert m.lead_pct < 5 and m.lead_low_pct < -100 * RESOLVE_GAIN < 100 * RESOLVE_GAIN < m.lead_high_pct
     assert d.verdict is Verdict.CANNOT_TELL and d.rule == "unresolved"
-    assert d.needs.run_at == "7-3"
+    assert d.needs.run_at == m.lower == "8-2"
     text = render(adv)
-    assert "either will do" not in text and "a short run at 7-3" in text
+    assert "either will do" not in text and "a short run at 8-2" in text
 
 
 def test_two_logs_at_the_two_splits_ask_for_repeats():
