@@ -401,7 +401,8 @@ file_case("gzip-valid", GZ, name="log.jsonl.gz", expect=0)
 file_case("gzip-named-jsonl", GZ, name="log.jsonl", expect=0)
 file_case("plain-named-gz", RAW, name="log.jsonl.gz", expect=0)
 for frac in (0.1, 0.5, 0.9, 0.99):
-    file_case(f"gzip-truncated-{frac}", GZ[:int(len(GZ) * frac)], name="log.jsonl.gz", expect=2)
+    # the whole lines that decode are kept, as from a plain file cut mid-line (tests/ingest/test_reader.py)
+    file_case(f"gzip-truncated-{frac}", GZ[:int(len(GZ) * frac)], name="log.jsonl.gz")
 for frac in (0.3, 0.6):
     flipped = bytearray(GZ)
     flipped[int(len(GZ) * frac)] ^= 0xFF

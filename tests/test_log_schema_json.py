@@ -240,3 +240,11 @@ def test_trainer_output_validates(tmp_path):
     events = [_parse(x)["ev"] for x in out.read_text().splitlines()]
     assert validate_file(out) == len(events)
     assert {"run", "step", "sync", "rates", "end"} <= set(events)
+
+
+def test_the_json_schema_and_the_readers_field_tables_agree():
+    """The fields the JSON schema defines per event are the ones the reader knows (unknown fields
+    are reported against these tables, advisor.ingest.schema.EVENT_FIELDS)."""
+    from advisor.ingest.schema import EVENT_FIELDS
+    for ev, fields in EVENT_FIELDS.items():
+        assert set(SCHEMA["$defs"][ev]["properties"]) | {"ev", "t"} == set(fields) | {"ev", "t"}, ev

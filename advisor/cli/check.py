@@ -16,12 +16,15 @@ Input is either rate log(s) (the planned split defaults to the observed one) or 
 Command-line options override the config. A gate never passes on input it could not read:
 every problem is a `LogError`/`ValueError` naming the file, line and key (exit 2). Strict: any
 key or table not shown above (``[role]``, ``min_efficency``) is an error with the closest known
-name, as is a threshold for the metric not chosen; ``[roles]`` must name both roles of the log.
+name, as is a threshold for the metric not chosen; ``[roles]`` must name both roles of the log;
+a ``profile`` entry that names no file (a glob that matches none) is an error of the config's
+line, not only of the log.
 The config itself must be a small regular file (a FIFO or device is refused before opening).
 """
 from __future__ import annotations
 
 import difflib
+import glob
 import os
 import re
 import stat
@@ -37,6 +40,7 @@ else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
 
 from advisor.advice import Advice, advise
 from advisor.errors import LogError, LogRefused
+from advisor.ingest.ranks import GLOB_CHARS
 from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, MIN_GPUS
 
 METRICS = ("efficiency", "gpu_util")
@@ -132,6 +136,21 @@ def _read_config(path: Path) -> tuple[dict[str, Any], str]:
         raise LogError(sp, None, "is not valid TOML for a gate (nested too deeply)") from None
 
 
+def _check_profile_paths(path: Path, prof: Sequence[str], text: str) -> None:
+    """A profile entry that names nothing is an error of the config: its file, line and key."""
+    start = _line_of(text, "profile") or 1
+    lines = text.splitlines()
+    for entry in prof:
+        p = path.parent / entry
+        if p.exists() or (any(c in entry for c in GLOB_CHARS) and glob.glob(str(p))):
+            continue
+        # the line of the entry itself (a list may span lines), else the line of `profile`
+        line = next((i for i in range(start, len(lines) + 1) if entry in lines[i - 1]), start)
+        what = "matches no file" if any(c in entry for c in GLOB_CHARS) else "names no such file"
+        raise LogError(str(path), line, f"{what} '{entry}' (looked for {p}: paths are relative to the config's "
+                                        f"folder)", "profile")
+
+
 def load_config(path: Path) -> dict[str, Any]:
     """Read and validate a gate config; paths come back resolved against the config's folder.
 
@@ -147,6 +166,7 @@ def load_config(path: Path) -> dict[str, Any]:
     if not isinstance(prof, list) or not prof or not all(isinstance(p, str) and p for p in prof):
         raise LogError(sp, _line_of(text, "profile"), "must name the profile log(s), e.g. profile = [\"run.jsonl\"]",
                        "profile")
+    _check_profile_paths(path, prof, text)
     roles = _key(cfg, "roles", dict, sp, text=text)
     if roles is not None:
         for r, n in roles.items():

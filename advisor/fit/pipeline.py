@@ -73,7 +73,7 @@ import numpy as np
 from advisor.errors import AssumptionWarning, ContentionWarning, LogError
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
-from advisor.fit.splits import contention_ref_busy, fit_contention, shares_compute
+from advisor.fit.splits import contention_ref_busy, fit_contention, shares_compute, within_sharing
 from advisor.fit.stages import calibrate_loader, fit_loader, fit_sync
 from advisor.fit.tokens import token_model
 from advisor.ingest.runlog import RunLog
@@ -245,15 +245,21 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
         prior_p, prior_c = contention.role_prior_se()
         widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
                  f"{100 * prior_p:.1f}% ({producer}s) and {100 * prior_c:.1f}% ({consumer}s)")
+        _, shown = within_sharing(logs[0], contention.within)
+        why = ("workers share a host's compute and" if not shown else
+               f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
+               f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
+               f"slope per worker moved;")
         warnings.warn(AssumptionWarning(
-            f"{roles.path}: workers share a host's compute and one split was logged, so how step times "
+            f"{roles.path}: {why} one split was logged, so how step times "
             f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
             f"(the mean of real shared-host sweeps), and the intervals widen by "
             f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
             f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
             f"lone worker of it and the other several; a log at a second split measures it"), stacklevel=3)
     text = within_log_text(contention.within, producer, consumer)
-    if text and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
+    shown_only = bool(contention.shown_slope) and not contention.within.identified   # (said above)
+    if text and not shown_only and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
         warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)
 
 

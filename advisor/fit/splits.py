@@ -1,4 +1,19 @@
-"""How step times change with the split: contention across logs of one G (see `ContentionFit`)."""
+"""How step times change with the split: contention across logs of one G (see `ContentionFit`).
+
+Where workers share a host's compute a contention prior is carried from one split. The header
+says so (`shares_compute`): ``device: "cpu"``, or ``physical_gpus`` below the worker count
+(docs/log-schema.md); the prior's size was measured on the real CPU sweeps (a core per worker).
+A header that says neither leaves it to the log (`within_sharing`): when a within-log slope of a
+step time on busy peers (`advisor.measure.contention`; per busy target or per busy drafter) is
+at least ``WITHIN_SHARED_SLOPE`` (ln, per busy peer) at the low end of its 95% interval, the
+workers evidently share something (a slope merely beyond its half-width is not enough: of the
+four slopes a log gives, one passes that by chance too often; a synthetic log without
+contention showed +13.0% +-11.9% per busy drafter), and on a host of unknown shape that slope is
+the only measure of how much. The log is then fitted as a shared host's (the prior's slope for
+the centre, the run-to-run term) and both roles carry ``hypot(prior, slope)`` per worker moved
+(``ContentionFit.shown_slope``), so the intervals of other splits cover a change of that size; a
+log at a second split measures it. A header that declares dedicated devices is believed.
+"""
 from __future__ import annotations
 
 import math
@@ -11,7 +26,34 @@ from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import ContentionFit
+from advisor.stats import T_975
 from advisor.model.priors import CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, RUN_SE
+
+
+WITHIN_SHARED_SLOPE = 0.05   # ln step time per busy peer, at a slope's 95% low end: shows shared compute
+
+
+def declares_device(log: RunLog) -> bool:
+    """Whether the header says where the workers ran (``device`` or ``physical_gpus``, or emulation)."""
+    extra = log.header.extra
+    return "device" in extra or "physical_gpus" in extra or extra.get("mode") == "emulate"
+
+
+def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[float, str]:
+    """The largest within-log slope that shows shared compute on a header silent about devices
+    (module docstring), and its sentence; (0, "") when the header speaks or no slope shows it."""
+    if declares_device(log) or within is None or not within.estimated:
+        return 0.0, ""
+    best, text = 0.0, ""
+    for rc in (within.producer, within.consumer):
+        for peer, b, se in ((log.header.producer, rc.per_producer, rc.per_producer_se),
+                            (log.header.consumer, rc.per_consumer, rc.per_consumer_se)):
+            half = T_975[19] * se
+            if math.isfinite(se) and b - half >= WITHIN_SHARED_SLOPE and b > best:
+                best = b
+                text = (f"a {rc.role}'s step {100 * math.expm1(b):+.1f}% per extra busy {peer} "
+                        f"(95% +-{100 * half:.1f}%)")
+    return best, text
 
 
 def shares_compute(log: RunLog) -> bool:
@@ -35,7 +77,9 @@ def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within:
     consumer = measured[first].log.header.consumer
     g = sum(measured[first].roles.values())
     n_ref = measured[first].roles[producer]
-    prior = CONTENTION_PRIOR_SE if shares_compute(measured[first].log) else 0.0
+    lg = measured[first].log
+    shown, _ = within_sharing(lg, within)
+    prior = CONTENTION_PRIOR_SE if shares_compute(lg) or shown else 0.0
     prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
     idx = [i for i in same if sum(measured[i].roles.values()) == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
@@ -43,7 +87,7 @@ def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within:
         return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0,
                              producer_se=0.0, consumer_se=0.0, measured=False, lo_producers=n_ref,
                              hi_producers=n_ref, prior_se=prior,
-                             run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k)
+                             run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k, shown_slope=shown)
     out = {}
     for r in (producer, consumer):
         y = np.array([math.log(measured[i].steps[r]["busy"].mean()) for i in idx])
@@ -63,7 +107,7 @@ def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within:
     return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=out[producer][0], consumer_k=out[consumer][0],
                          producer_se=out[producer][1], consumer_se=out[consumer][1], measured=True,
                          lo_producers=int(ns.min()), hi_producers=int(ns.max()), prior_se=prior,
-                         run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k)
+                         run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k, shown_slope=shown)
 
 
 def contention_ref_busy(measured: Sequence[MeasuredLog], same: Sequence[int], producer: str, role: str,

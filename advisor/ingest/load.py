@@ -34,6 +34,7 @@ from advisor.ingest.parse import rates_table
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
+from advisor.ingest.schema import nearest_field
 from advisor.ingest.stream import summarize_log, warnings_held
 from advisor.ingest.summary import Summary, merge_all
 
@@ -45,6 +46,13 @@ def _shown(name: str) -> str:
 
 
 def _warn_unknown(summ: Summary, path: str) -> None:
+    for key, n in summ.unknown_fields.items():
+        ev, name = key.split(".", 1)
+        near = nearest_field(ev, name)
+        if near is not None:      # a likely misspelling; other unknown fields are the writer's own (counted)
+            where = "the header" if ev == "run" else f"{n} '{ev}' line{'s' if n != 1 else ''}"
+            warnings.warn(LogWarning(f"{display_path(path)}: unknown field '{_shown(name)}' in {where} ignored; "
+                                     f"did you mean '{near}'? ('{near}' reads as not logged there)"), stacklevel=4)
     unknown = dict(summ.unknown)
     if unknown:
         warnings.warn(LogWarning(f"{display_path(path)}: ignored {sum(unknown.values())} events of unknown type "
@@ -71,7 +79,8 @@ def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLo
     sampled = summ.sampled
     # the path is only ever shown (reports, caveats): make it one printable line
     return RunLog(path=display_path(path), header=header, steps=steps, syncs=syncs, rates=rates, end=end_obj,
-                  n_lines=summ.n_lines, unknown_events=unknown, sampled=sampled,
+                  n_lines=summ.n_lines, unknown_events=unknown, unknown_fields=dict(summ.unknown_fields),
+                  sampled=sampled,
                   totals=summ.totals() if sampled else None,
                   t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
                   n_steps={r: summ.n_steps(r) for r in summ.roles},

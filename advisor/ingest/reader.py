@@ -14,13 +14,14 @@ import errno
 import gzip
 import os
 import stat
+import warnings
 import zlib
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
-from advisor.errors import LogError, LogRefused
+from advisor.errors import LogError, LogRefused, LogWarning, display_path
 
 # Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
 MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
@@ -168,6 +169,48 @@ class _ChunkGuard:
         return nl
 
 
+def _decoded_after(path: Path, skip: int) -> Iterator[bytes]:
+    """The bytes a gzip file decodes to, past the first ``skip``, up to where its data ends
+    (no EOFError: a truncated stream gives what it holds). Members follow one another."""
+    with open(path, "rb") as raw:
+        d = zlib.decompressobj(wbits=31)
+        while True:
+            data = raw.read(CHUNK_BYTES)
+            while data:
+                out = d.decompress(data)
+                if skip:
+                    cut = min(skip, len(out))
+                    out, skip = out[cut:], skip - cut
+                if out:
+                    yield out
+                data = d.unused_data
+                if d.eof and data:
+                    d = zlib.decompressobj(wbits=31)      # the next member
+                else:
+                    data = b""
+            if raw.tell() >= os.fstat(raw.fileno()).st_size:
+                break
+
+
+def _truncated_tail(path: Path, guard: "_ChunkGuard") -> Iterator[tuple[bytes, np.ndarray]]:
+    """After a gzip stream ended early (a cut file, or one still being written): the bytes that it
+    does decode past what was given out, checked as every chunk, and a LogWarning saying how much
+    was read and what is kept (the whole lines; a cut last line is skipped where the lines are split)."""
+    try:
+        for out in _decoded_after(path, guard.total):
+            for i in range(0, len(out), CHUNK_BYTES):
+                chunk = out[i:i + CHUNK_BYTES]
+                yield chunk, guard.check(chunk)
+    except zlib.error as e:
+        raise LogRefused(guard.spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes "
+                                            f"({guard.lines_before} lines)") from None
+    warnings.warn(LogWarning(
+        f"{display_path(guard.spath)}: ends inside its gzip stream (truncated, or still being written): "
+        f"{guard.total} bytes decoded before the cut, {guard.lines_before} whole lines; those lines are kept"
+        f"{f', the {guard.since_nl} bytes of the cut line after them are not' if guard.since_nl else ''}"),
+        stacklevel=5)
+
+
 def read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYTES,
                 max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> Iterator[tuple[bytes, np.ndarray]]:
     """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out, with
@@ -192,9 +235,8 @@ def read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
                 yield chunk, guard.check(chunk)
     except LogError:
         raise
-    except EOFError:    # may still be being written: not refused, so a follower waits
-        raise LogError(spath, None, f"ends inside its gzip stream after {guard.total} bytes "
-                                    f"({guard.lines_before} lines): truncated, or still being written") from None
+    except EOFError:    # may still be being written: what decodes is kept (a follower reads on)
+        yield from _truncated_tail(path, guard)
     except (zlib.error, gzip.BadGzipFile) as e:
         raise LogRefused(spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes "
                                       f"({guard.lines_before} lines)") from None

@@ -13,7 +13,8 @@ Frames (documented columns):
   (mean depth over the queue's workers) and ``qmin_<queue>`` (the emptiest worker's queue).
 
 A last line cut mid-write (a live log) is skipped with a :class:`LogWarning`; unknown events are
-counted in ``unknown_events`` and reported, never fatal.
+counted in ``unknown_events`` and reported, never fatal; unknown fields are counted in
+``unknown_fields`` (a likely misspelling of a known field is reported, `advisor.ingest.schema`).
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class RunLog:
     end: Mapping[str, Any] | None
     n_lines: int
     unknown_events: Mapping[str, int] = field(default_factory=dict)
+    unknown_fields: Mapping[str, int] = field(default_factory=dict)   # "ev.field" -> times seen (ingest.schema)
     # Large logs (more than ``sample_rows`` steps of a role): ``steps`` is a uniform sample of the
     # log's steps, and ``totals`` holds its exact time-binned counts and sums (advisor.ingest.summary).
     sampled: bool = False

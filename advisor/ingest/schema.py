@@ -5,6 +5,12 @@ started). Five events are known: ``run`` (the header, first line), ``step`` (one
 worker), ``sync`` (a weight/gradient sync among drafters), ``rates`` (periodic snapshot) and
 ``end``. Unknown events and unknown fields are counted, never fatal.
 
+Unknown fields: a field that is not in ``EVENT_FIELDS`` for its event is ignored (you may add
+your own: ``xfer``, ``mem``). Its name is counted (`unknown_fields`), and when it is close to a
+known field of the event (difflib ratio >= ``FIELD_MATCH_CUTOFF``, e.g. ``blokced`` for
+``blocked``) it is a likely misspelling: `advisor.ingest.load` reports it once per name, with the
+known name, as a :class:`LogWarning` (the known field then reads as not logged).
+
 This module is the slow, exact path: it validates one decoded event and names the offending
 field. The fast path (`advisor.ingest.parse`) parses whole files into columns and only falls back here
 to find and name the first bad line.
@@ -22,6 +28,7 @@ caveats.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -37,6 +44,32 @@ MAX_TIME_S = 1e8
 MAX_TOKENS = 1 << 31
 MAX_INT = 1 << 53
 _FLOAT_MAX = 1.7976931348623157e308
+HEADER_FIELDS = ("ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
+                 "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "t0_unix",
+                 "device", "physical_gpus")
+# the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
+EVENT_FIELDS = {
+    "run": HEADER_FIELDS,
+    "step": ("ev", "t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss"),
+    "sync": ("ev", "t", "dur", "role", "workers", "bytes"),
+    "rates": ("ev", "t", "window", "bps", "cap_bps", "tok_s", "q", "eta_s", "done"),
+    "end": ("ev", "t", "reason", "msg"),
+}
+FIELD_MATCH_CUTOFF = 0.75    # difflib ratio from which an unknown field name is taken for a misspelling
+
+
+def unknown_fields(obj: Any) -> list[str]:
+    """The top-level fields of a decoded known event that the schema does not define."""
+    if not isinstance(obj, dict):
+        return []
+    known = EVENT_FIELDS.get(obj.get("ev")) if isinstance(obj.get("ev"), str) else None
+    return [] if known is None else [k for k in obj if k not in known]
+
+
+def nearest_field(ev: str, name: str) -> str | None:
+    """The known field of event ``ev`` that ``name`` most likely misspells, or None (difflib)."""
+    close = difflib.get_close_matches(name, EVENT_FIELDS.get(ev, ()), n=1, cutoff=FIELD_MATCH_CUTOFF)
+    return close[0] if close else None
 
 
 @dataclass(frozen=True)

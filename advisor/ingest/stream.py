@@ -32,9 +32,10 @@ from advisor.ingest import summary as _summary
 from advisor.ingest.frames import rates_frame
 from advisor.ingest.parse import Parsed, Piece, decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, read_chunks
-from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header
+from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
+FIELD_PROBE_LINES = 64       # lines of each piece decoded to find unknown fields
 PIECE_BYTES = 16 << 20       # whole lines parsed at once (pyarrow's threads share its 1 MiB blocks)
 PARSE_THREADS = 2            # pieces parsed at once (one's Python-side work overlaps another's Arrow read)
 
@@ -73,6 +74,7 @@ class _Body:
         self.header: RunHeader | None = None
         self.lines_done = 0            # newlines consumed before the current piece
         self.seen_text = False         # anything but whitespace so far
+        self.fields: set[tuple[str, str]] = set()   # unknown (event, field) names found so far
 
     def take(self, buf: bytes, end: int, nl: np.ndarray) -> Piece | None:
         """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``); reads the header first."""
@@ -91,7 +93,26 @@ class _Body:
         if not self.seen_text and not buf[pos:end].isspace():
             self.seen_text = True
         body_nl = nl[np.searchsorted(nl, pos):] - pos if pos else nl
+        self._count_fields(buf, pos, end, body_nl)
         return Piece(buf=buf, start=pos, end=end, nl=body_nl, first_line=body_first)
+
+    def _count_fields(self, buf: bytes, start: int, end: int, nl: np.ndarray) -> None:
+        """Unknown fields (`schema.unknown_fields`): found on the first ``FIELD_PROBE_LINES`` lines of
+        each piece, then counted as ``"name":`` over the piece's bytes (no decode per line)."""
+        lo = start
+        for k in range(min(FIELD_PROBE_LINES, len(nl))):
+            hi = start + int(nl[k])
+            try:
+                obj = json.loads(buf[lo:hi])
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                obj = None        # (the parse names a bad line)
+            lo = hi + 1
+            for name in unknown_fields(obj):
+                self.fields.add((obj["ev"], name))
+        if self.fields:
+            self.summ.add_unknown_fields({
+                f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
+                for ev, name in self.fields})
 
     def _header(self, buf: bytes, end: int) -> tuple[int, int]:
         """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
@@ -109,6 +130,7 @@ class _Body:
                 obj = decode_line(raw, self.spath, lineno)
                 self.header = parse_header(obj, self.spath, lineno)
                 self.summ = Summary(obj, self.header, self.spath, sample_rows=self.sample_rows)
+                self.summ.add_unknown_fields({f"run.{name}": 1 for name in unknown_fields(obj)})
                 break
             lineno += 1
         return pos, lineno
@@ -287,4 +309,6 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
     body = _Body(str(path), sample_rows)
     chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
     _fold(body, _pieces(body, chunks))
-    return _finish(body)
+    summ = _finish(body)
+    summ.set_source(path)
+    return summ

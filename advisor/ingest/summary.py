@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from advisor.errors import LogError
+from advisor.errors import LogError, display_path
 from advisor.ingest.schema import RunHeader, parse_header
 
 FORMAT_VERSION = 1
@@ -275,10 +275,14 @@ class Summary:
         self.header_obj = dict(header_obj)
         self.header = header
         self.paths = [path]
+        # the log files folded in (resolved path, size): a run's identity, so the same log is never merged twice
+        self.sources: list[dict[str, Any]] = []
+        self.given: dict[str, str] = {}      # source path -> the file it came in by (a log or a summary), for messages
         self.sample_rows = int(sample_rows)
         self.roles = tuple(header.roles)
         self.n_lines = 0
         self.unknown: dict[str, int] = {}
+        self.unknown_fields: dict[str, int] = {}   # "ev.field" -> times seen (advisor.ingest.schema.unknown_fields)
         self.end: dict[str, Any] | None = None
         self.t_max_s = -math.inf
         self.counts = {r: np.zeros(3, dtype=np.int64) for r in self.roles}   # n, busy > 0, tokens > 0
@@ -336,6 +340,11 @@ class Summary:
         for k, v in counts.items():
             self.unknown[k] = self.unknown.get(k, 0) + int(v)
 
+    def add_unknown_fields(self, counts: Mapping[str, int]) -> None:
+        """Count unknown fields, keyed ``"ev.field"``."""
+        for k, v in counts.items():
+            self.unknown_fields[k] = self.unknown_fields.get(k, 0) + int(v)
+
     def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
         """The run's end: within a file the last ``end`` event; across merged files the latest."""
         if end is not None and (not by_time or self.end is None
@@ -391,14 +400,57 @@ class Summary:
 
     # --- merging
 
+    def set_source(self, path: str | Path) -> None:
+        """Record ``path`` as the one log file this summary was read from (its identity for merges)."""
+        p = Path(path)
+        try:
+            size = p.stat().st_size
+            key = str(p.resolve())
+        except OSError:
+            size, key = None, str(p)
+        self.sources = [{"path": key, "bytes": size}]
+        self.given = {key: str(path)}
+
+    def _names(self) -> str:
+        """The files this summary came in by, for a message."""
+        names = list(dict.fromkeys(self.given.values())) or self.paths[:1]
+        return ", ".join(display_path(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+
+    def _check_not_merged(self, other: "Summary") -> None:
+        """Refuse ``other`` when it holds a log this summary holds already (by file, or by identical steps)."""
+        mine = {s["path"]: s for s in self.sources}
+        for s in other.sources:
+            if s["path"] in mine:
+                held = self.given.get(s["path"], s["path"])
+                by = other.given.get(s["path"], s["path"])
+                if held == by:
+                    raise LogError(by, None, "is given twice: merged, its steps would count twice; give each file once")
+                raise LogError(by, None, f"holds the log {display_path(s['path'])}, which {display_path(held)} holds "
+                                         f"already: merged, its steps would count twice; give each log once")
+        for r in self.roles:
+            _, ka = self.samples[r].compact()
+            _, kb = other.samples[r].compact()
+            same = int(np.isin(kb, ka, assume_unique=False).sum()) if len(ka) and len(kb) else 0
+            if same:
+                a, b = self._names(), other._names()
+                raise LogError(b, None, f"has {same} '{r}' steps identical to steps in {a} (the same log twice, "
+                                        f"or a copy of it): merged, they would count twice; give each log once")
+
     def merge(self, other: "Summary") -> "Summary":
-        """Fold ``other`` (a summary of another part of the same run) into this one; returns self."""
+        """Fold ``other`` (a summary of another part of the same run) into this one; returns self.
+
+        Refused (LogError naming both files) when ``other`` holds a log already in this one: the
+        same file (``sources``), or steps identical to this one's (a copy), which would count twice."""
         if _comparable(other.header_obj) != _comparable(self.header_obj):
             raise LogError(other.paths[0], None, f"has another 'run' header than {self.paths[0]}: summaries merge "
                                                  f"only across the files of one run", "run")
+        self._check_not_merged(other)
         self.paths += other.paths
+        self.sources += other.sources
+        self.given.update(other.given)
         self.n_lines += other.n_lines
         self.add_unknown(other.unknown)
+        self.add_unknown_fields(other.unknown_fields)
         self.set_end(other.end)
         self.t_max_s = max(self.t_max_s, other.t_max_s)
         self.sample_rows = min(self.sample_rows, other.sample_rows)
@@ -430,8 +482,9 @@ class Summary:
         c, keys = self.sync_sample.compact()
         return {
             "dflash_summary": FORMAT_VERSION,
-            "header": self.header_obj, "paths": self.paths, "sample_rows": self.sample_rows,
-            "n_lines": self.n_lines, "unknown_events": self.unknown, "end": self.end,
+            "header": self.header_obj, "paths": self.paths, "sources": self.sources, "sample_rows": self.sample_rows,
+            "n_lines": self.n_lines, "unknown_events": self.unknown,
+            "unknown_fields": self.unknown_fields, "end": self.end,
             "t_max_s": self.t_max_s if math.isfinite(self.t_max_s) else None,
             "counts": {r: self.counts[r].tolist() for r in self.roles},
             "samples": samples,
@@ -496,8 +549,12 @@ def read_summary(path: str | Path) -> Summary:
     try:
         s = Summary(obj["header"], header, spath, sample_rows=int(obj["sample_rows"]))
         s.paths = [str(p) for p in obj["paths"]]
+        # (additive: a summary written before it has no sources; its steps still refuse a second merge)
+        s.sources = [{"path": str(x["path"]), "bytes": x.get("bytes")} for x in obj.get("sources", [])]
+        s.given = {x["path"]: spath for x in s.sources} or {spath: spath}
         s.n_lines = int(obj["n_lines"])
         s.unknown = {str(k): int(v) for k, v in obj["unknown_events"].items()}
+        s.unknown_fields = {str(k): int(v) for k, v in obj.get("unknown_fields", {}).items()}   # (additive)
         s.end = obj["end"]
         s.t_max_s = -math.inf if obj["t_max_s"] is None else float(obj["t_max_s"])
         for r in s.roles:

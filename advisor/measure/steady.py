@@ -1,19 +1,29 @@
-"""Warm-up detection: where a run's steady state begins.
+"""Where a run's steady state begins and ends: the warm-up cut, and the drain cut where one exists.
 
-Rule (MSER-5, White 1997): take the series that measures the pipeline's pace, the consumer's
+Warm-up (MSER-5, White 1997): take the series that measures the pipeline's pace, the consumer's
 inter-completion times when step events exist (else the ``tok_s`` of the rates snapshots), group
 it into means of 5 (``MSER_BATCH``), and choose the truncation d that minimises
 
     MSER(d) = sum_{i>=d} (Y_i - mean(Y_{d:}))^2 / (n - d)^2,     d <= n / 2,
 
-i.e. the start after which the remaining mean is known most precisely. The same rule on the
-reversed remainder finds a drain at the end (the job's input exhausted, workers stopping), which
-is cut too. The steady window is [t at d, t at the drain]. A minimum in the last ``UNSETTLED_FRACTION`` of the allowed range (close to n/2)
-means the series keeps drifting: the run never settled, and the fit rests on a short, possibly
-still-changing window (a :class:`SteadyStateWarning`). Fewer than ``MIN_STEADY_EVENTS``
-consumer completions in the window is too little to fit: a :class:`LogError`.
+i.e. the start after which the remaining mean is known most precisely. A minimum in the last
+``UNSETTLED_FRACTION`` of the allowed range (close to n/2) means the series keeps drifting: the
+run never settled, and the fit rests on a short, possibly still-changing window (a
+:class:`SteadyStateWarning`). Fewer than ``MIN_STEADY_EVENTS`` consumer completions in the
+window is too little to fit: a :class:`LogError`.
 
-A sampled large log (`RunLog.is_sampled`: its consumer's steps are a sample) runs the same rule
+The end (rule): the same MSER rule on the reversed remainder finds where the pace changes last
+(the *tail*, ``SteadyWindow.tail_share``). **A drain exists only where the input ran out**: the
+log's ``end`` has reason ``done`` (the job finished: its loader or corpus was exhausted, the
+workers stopped one by one), or its last ``rates`` snapshot has ``done`` >= 1. Only then is the
+tail cut, as the final drain (``drain_share``). Elsewhere (an ``end`` with reason
+``interrupted`` or ``error``, or no ``end``: a run still going, read under ``--follow``) nothing
+ran out: a slower tail is the run's own behaviour (drift, a regime, a neighbour on the host)
+and stays in the window, and when it is ``TAIL_REPORT_SLOWER`` or more slower than the window
+before it, and keeping it lowers the window's rate by ``TAIL_REPORT_EFFECT`` or more, a
+:class:`SteadyStateWarning` says by how much, and that it is kept.
+
+A sampled large log (`RunLog.is_sampled`: its consumer's steps are a sample) runs the same rules
 on all its completions, counted per time bin (`find_steady_binned`).
 """
 from __future__ import annotations
@@ -32,6 +42,8 @@ MIN_STEADY_EVENTS = 30      # consumer completions (steps) needed after warm-up
 MIN_STEADY_SNAPSHOTS = 3    # rates snapshots needed after warm-up (rates-only logs)
 UNSETTLED_FRACTION = 0.9    # truncation beyond 0.9 * n/2 -> "never settled"
 MIN_GROUP_EVENTS = 25        # completions per point of the binned warm-up rule (on average)
+TAIL_REPORT_SLOWER = 0.05    # a kept tail this much slower than the window before it is reported ...
+TAIL_REPORT_EFFECT = 0.01    # ... when keeping it lowers the window's rate by this much or more
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,8 @@ class SteadyWindow:
     basis: str               # "steps" or "rates"
     n_events: int            # consumer completions (or snapshots) inside the window
     drain_share: float = 0.0  # share of the run's duration cut at the end (input exhausted)
+    tail_share: float = 0.0   # share the end rule found (cut as drain_share only where input ran out)
+    tail_slower: float = 0.0  # how much slower the tail's pace is than the window before it (0.12: 12%)
 
     @property
     def duration_s(self) -> float:
@@ -75,6 +89,62 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
     return d * batch, settled
 
 
+def input_ran_out(log: RunLog) -> tuple[bool, str]:
+    """Whether the log shows its input running out (the one case with a drain), and how it ended."""
+    end = log.end
+    reason = str(end.get("reason", "done")) if end is not None else None
+    if reason == "done":
+        return True, "it ended 'done'"
+    r = log.rates
+    if "done" in r and len(r):
+        share = r["done"].dropna()
+        if len(share) and float(share.iloc[-1]) >= 1.0:
+            return True, "its last snapshot has done = 1"
+    return False, f"it ended '{reason}'" if reason else "it has no 'end': the run goes on"
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The end rule's tail: [start_s, last_s] holding ``n`` completions, after ``n_before`` from ``from_s``."""
+
+    from_s: float
+    start_s: float
+    last_s: float
+    n_before: int
+    n: int
+
+    def slower(self) -> float:
+        """How much slower the tail's pace is than the window's before it (negative: faster)."""
+        if self.n <= 0 or self.last_s <= self.start_s or self.start_s <= self.from_s or self.n_before <= 0:
+            return 0.0
+        return 1.0 - (self.n / (self.last_s - self.start_s)) / (self.n_before / (self.start_s - self.from_s))
+
+    def effect(self) -> float:
+        """How much lower the window's rate is with the tail kept than without it."""
+        if self.n_before <= 0 or self.start_s <= self.from_s or self.last_s <= self.from_s:
+            return 0.0
+        return 1.0 - ((self.n_before + self.n) / (self.last_s - self.from_s)) / (self.n_before / (self.start_s - self.from_s))
+
+
+def _end_of_window(log: RunLog, tail: _Tail, stacklevel: int) -> tuple[float, float, bool]:
+    """Where the window ends (the tail cut only where input ran out), the tail's slowdown, and
+    whether it was cut; warns of a slower tail that is kept (the module's rule)."""
+    ran_out, how = input_ran_out(log)
+    slower = tail.slower()
+    if ran_out or tail.n <= 0:
+        return tail.start_s, slower, True
+    effect = tail.effect()
+    if slower >= TAIL_REPORT_SLOWER and effect >= TAIL_REPORT_EFFECT:
+        span = log.duration_s
+        share = (span - tail.start_s) / span if span > 0 else 0.0
+        warnings.warn(SteadyStateWarning(
+            f"{log.path}: the last {100 * share:.0f}% of the run is {100 * slower:.1f}% slower than the steady part "
+            f"before it; it is kept in the window, not cut as a drain, because the log does not show its input "
+            f"running out ({how}): a slower tail is then the run's own pace (drift, a regime); kept, it lowers the "
+            f"observed rate by {100 * effect:.1f}%"), stacklevel=stacklevel)
+    return tail.last_s, slower, False
+
+
 def find_steady(log: RunLog) -> SteadyWindow:
     """The steady window of ``log``; raises LogError when too little data remains to fit."""
     if log.is_sampled(log.header.consumer):
@@ -89,11 +159,14 @@ def find_steady(log: RunLog) -> SteadyWindow:
                            f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
         gaps = np.diff(done)
         k, settled = mser_truncation(gaps)
-        # the same rule from the end finds a drain (input exhausted, workers stopping)
+        # the same rule from the end finds the tail; a drain only where input ran out (module docstring)
         k_end, _ = mser_truncation(gaps[k:][::-1])
         start_s = float(done[k])
-        end_s = float(done[len(done) - 1 - k_end])
-        n = int(len(done) - 1 - k - k_end)
+        tail = _Tail(from_s=start_s, start_s=float(done[len(done) - 1 - k_end]), last_s=float(done[-1]),
+                     n_before=int(len(done) - 1 - k - k_end), n=int(k_end))
+        tail_start_s = tail.start_s
+        end_s, tail_slower, cut = _end_of_window(log, tail, stacklevel=3)
+        n = tail.n_before + (0 if cut else tail.n)
         basis = "steps"
     else:
         r = log.rates.dropna(subset=["tok_s"]) if "tok_s" in log.rates else log.rates.iloc[0:0]
@@ -114,6 +187,7 @@ def find_steady(log: RunLog) -> SteadyWindow:
         start_s = float(t[k] - (window[k] if np.isfinite(window[k]) else 0.0))
         n = int(len(series) - k)
         basis = "rates"
+        tail_start_s, tail_slower = end_s, 0.0
     if not settled:
         warnings.warn(SteadyStateWarning(
             f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
@@ -121,7 +195,9 @@ def find_steady(log: RunLog) -> SteadyWindow:
     return SteadyWindow(start_s=max(start_s, 0.0), end_s=end_s,
                         warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
                         settled=settled, basis=basis, n_events=n,
-                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)
+                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
+                        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
+                        tail_slower=tail_slower)
 
 
 def find_steady_binned(log: RunLog) -> SteadyWindow:
@@ -154,10 +230,13 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     w = tot.width_s * g
     log_end_s = log.duration_s
     start_s = first * tot.width_s + k * w
-    end_s = min(first * tot.width_s + (n_groups - k_end) * w, log_end_s)
+    tail_start_s = min(first * tot.width_s + (n_groups - k_end) * w, log_end_s)
     lo_bin = first + k * g
     hi_bin = min(first + (n_groups - k_end) * g, last + 1)
-    n = int(counts[lo_bin:hi_bin].sum())
+    tail = _Tail(from_s=start_s, start_s=tail_start_s, last_s=min(first * tot.width_s + n_groups * w, log_end_s),
+                 n_before=int(counts[lo_bin:hi_bin].sum()), n=int(counts[hi_bin:last + 1].sum()))
+    end_s, tail_slower, cut = _end_of_window(log, tail, stacklevel=4)
+    n = tail.n_before + (0 if cut else tail.n)
     if not settled:
         warnings.warn(SteadyStateWarning(
             f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
@@ -165,4 +244,6 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     return SteadyWindow(start_s=start_s, end_s=end_s,
                         warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0, settled=settled,
                         basis="steps", n_events=n,
-                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0)
+                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
+                        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
+                        tail_slower=tail_slower)

@@ -157,6 +157,10 @@ class ContentionFit:
     did not predict the step times at other splits); a role whose own slope (per busy worker of
     its role) is identified and not confounded carries ``sqrt(prior^2 + slope^2)`` per worker of
     distance instead of the prior alone (``role_prior_se``).
+
+    ``shown_slope``: on a header silent about devices, the largest within-log slope that showed
+    shared compute (`advisor.fit.splits.within_sharing`); both roles then carry
+    ``sqrt(prior^2 + max(own, shown)^2)`` per worker of distance.
     """
 
     ref_producers: int
@@ -175,6 +179,7 @@ class ContentionFit:
     # per role (producer, consumer): the prior's standard error per worker moved where it differs by
     # role (real GPUs without a step log: `advisor.model.priors.GPU_SPLIT_SE`); empty: prior_se for both
     role_se: tuple[float, ...] = ()
+    shown_slope: float = 0.0
 
     def _own_counts(self, n_producer: int, gpus: int) -> tuple[int, int]:
         """Per-role priors (``role_se``: real GPUs without a step log) at any G: the producers added
@@ -201,6 +206,8 @@ class ContentionFit:
             return self.prior_se, self.prior_se
         own_p = self.within.producer.usable("producer")
         own_c = self.within.consumer.usable("consumer")
+        if self.shown_slope:
+            own_p, own_c = max(own_p, self.shown_slope), max(own_c, self.shown_slope)
         return math.hypot(self.prior_se, own_p), math.hypot(self.prior_se, own_c)
 
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -444,3 +445,55 @@ def reference_scenario(*, duration_s: float = 5400.0, seed: int = 20260415) -> S
         hardware="8x RTX PRO 6000 96GB", target_model="Qwen3.6-27B", drafter_model="dflash-b16",
         hs_bytes_per_token=61440,
     )
+
+
+def shared_cores_log(path, n: int, m: int, *, cores: float = 2.0, work_t: float = 0.10, work_d: float = 0.06,
+                     hs_cap: int = 4, seconds: float = 120.0, dt: float = 0.0005, seed: int = 0) -> Path:
+    """A rate log of n targets and m drafters on a host of ``cores`` cores, its header silent on
+    devices (no ``device``, ``physical_gpus``): every busy worker gets min(1, cores / busy workers)
+    of a core (processor sharing), so a step takes longer while more peers are busy. Time-stepped
+    (``dt``): a target holds a finished batch while q_hs (``hs_cap``) is full, a drafter waits while
+    it is empty; ``work_t``, ``work_d`` are one core's seconds per batch (gamma, SCV 0.1). Ends
+    ``interrupted`` at ``seconds`` (benchmarks/shared_cores.py, issue 21)."""
+    rng = random.Random(seed)
+    draw = lambda mean: mean * rng.gammavariate(10.0, 0.1)   # noqa: E731
+    tgt = [{"state": "busy", "left": draw(work_t), "start": 0.0, "done": 0.0} for _ in range(n)]
+    dft = [{"state": "idle", "left": 0.0, "start": 0.0, "free": 0.0, "wait": 0.0} for _ in range(m)]
+    queue, held, rows, batch = 0, [], [], 0
+    for k in range(1, int(seconds / dt) + 1):
+        now = k * dt
+        busy = sum(w["state"] == "busy" for w in tgt) + sum(d["state"] == "busy" for d in dft)
+        rate = min(1.0, cores / max(busy, 1))
+        for i, w in enumerate(tgt):
+            if w["state"] == "busy":
+                w["left"] -= dt * rate
+                if w["left"] <= 0:
+                    w.update(state="held", done=now)
+                    held.append(i)
+        while held and queue < hs_cap:
+            w = tgt[held.pop(0)]
+            queue += 1
+            batch += 1
+            rows.append({"ev": "step", "t": round(now, 4), "role": "target", "worker": tgt.index(w), "batch": batch,
+                         "tokens": 1000, "busy": round(w["done"] - w["start"], 5), "wait": 0.0,
+                         "blocked": round(now - w["done"], 5)})
+            w.update(state="busy", left=draw(work_t), start=now)
+        for j, d in enumerate(dft):
+            if d["state"] == "busy":
+                d["left"] -= dt * rate
+                if d["left"] <= 0:
+                    rows.append({"ev": "step", "t": round(now, 4), "role": "drafter", "worker": j, "batch": batch,
+                                 "tokens": 1000, "busy": round(now - d["start"], 5), "wait": round(d["wait"], 5),
+                                 "blocked": 0.0})
+                    d.update(state="idle", free=now)
+            if d["state"] == "idle" and queue > 0:
+                queue -= 1
+                d.update(state="busy", left=draw(work_d), start=now, wait=now - d["free"])
+    rows.sort(key=lambda r: r["t"])
+    head = {"ev": "run", "v": 1, "t": 0.0, "run": f"shared-cores-{n}x{m}", "gpus": n + m,
+            "roles": {"target": n, "drafter": m}, "queues": [{"name": "hs", "feeds": "drafter", "cap": hs_cap}],
+            "token_budget": 1000}
+    path = Path(path)
+    path.write_text("".join(json.dumps(o) + "\n" for o in [head, *rows, {"ev": "end", "t": seconds,
+                                                                       "reason": "interrupted"}]))
+    return path

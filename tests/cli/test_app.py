@@ -356,3 +356,22 @@ def test_what_if_capacity_parse_errors_name_the_option_and_the_forms(bad):
     r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", bad)
     assert r.exit_code == 2 and r.stderr.startswith("dflash-advise: --drafter-bps")
     assert "0.88..0.95" in r.stderr or "upper end" in r.stderr
+@pytest.mark.parametrize("end,drained", [("interrupted", False), (None, False), ("done", True)])
+def test_a_slower_tail_is_a_drain_only_when_the_input_ran_out(write_log, end, drained):
+    """End to end: an interrupted or live log keeps its slower last 40% (said in the caveats);
+    a finished one drops it as the final drain."""
+    import random
+    from conftest import HEADER, step
+    rng = random.Random(3)
+    lines, t = [HEADER], 0.0
+    for i in range(1000):
+        t += (0.1 if i < 600 else 0.115) * rng.uniform(0.97, 1.03)
+        lines.append(step(round(t, 6), "drafter", 0, busy=0.09))
+        if i % 2:
+            lines.append(step(round(t, 6), "target", i // 2 % 2, busy=0.15))
+    if end:
+        lines.append({"ev": "end", "t": t + 0.01, "reason": end})
+    r = invoke(write_log(lines))
+    assert r.exit_code == 0, r.output
+    assert ("as the final drain" in r.output) == drained
+    assert ("kept in the window, not cut as a drain" in r.output) == (not drained)

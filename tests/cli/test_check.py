@@ -148,3 +148,15 @@ def test_gate_judges_the_planned_split(reference):
     adv = run_check([reference], roles={"target": 6, "drafter": 2})
     assert adv.decision.judged == "6-2" and adv.gate["roles"] == {"target": 6, "drafter": 2}
     assert adv.recommendation.reasons[0].startswith("at 6-2")
+
+
+def test_a_missing_profile_log_names_the_config_line_and_key(tmp_path, reference):
+    """The error names the TOML file, the line of the entry and the key, not only the log."""
+    p = tmp_path / "gate.toml"
+    p.write_text(f'gpus = 8\nprofile = [\n  "{reference}",\n  "runs/x.jsonl",\n]\n')
+    with pytest.raises(LogError, match=r"gate\.toml:4: field 'profile' names no such file 'runs/x\.jsonl'") as e:
+        run_check([p])
+    assert e.value.line == 4 and e.value.field == "profile"
+    p.write_text('profile = "runs/*.jsonl"\n')
+    with pytest.raises(LogError, match=r"gate\.toml:1: field 'profile' matches no file 'runs/\*\.jsonl'"):
+        run_check([p])

@@ -233,6 +233,68 @@ def test_rates_of_a_gpu_run_projected_onto_more_gpus_cannot_tell():
     assert n.longer_factor is None and n.run_at is not None and f"a short run at {n.run_at}" in render(adv)
 
 
+
+def test_a_small_lead_with_a_wide_interval_is_cannot_tell():
+    # hold16g10 (G = 10, 16-core host): from the 9-1 log (its slower last third kept: it ended
+    # interrupted, so no drain), 7-3 projects 2.8% above 8-2, but the lead's interval spans -31% to
+    # +53% (measured: 7-3 53.2 b/s, 8-2 45.5): not a tie, an open question
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "hold16g10" / "hold16g10-9x1-r0.jsonl.gz"
+    adv = advise(log)
+    d, m = adv.decision, adv.decision.margin
+    assert m.lead_pct < 5 and m.lead_low_pct < -100 * RESOLVE_GAIN < 100 * RESOLVE_GAIN < m.lead_high_pct
+    assert d.verdict is Verdict.CANNOT_TELL and d.rule == "unresolved"
+    assert d.needs.run_at == m.lower == "8-2"
+    text = render(adv)
+    assert "either will do" not in text and "a short run at 8-2" in text
+
+
+def test_two_logs_at_the_two_splits_ask_for_repeats():
+    # both splits ran (on one shared GPU, 0.7% apart): only more runs of each can separate them
+    adv = advise(["fixtures/h200-1x2.jsonl", "fixtures/h200-2x1.jsonl"])
+    d = adv.decision
+    assert d.verdict is Verdict.CANNOT_TELL and d.needs.repeats and d.needs.run_at is None
+    assert "repeated runs of each" in render(adv)
+
+
+def test_overlapping_intervals_with_a_certain_lead_are_separated():
+    # cpu32 (32-core host, 6-2 measured 37.98 b/s, 5-3 33.31): from the 6-2 log the two intervals
+    # overlap, since both carry the run's level and the split slope; the lead itself does not
+    from pathlib import Path
+    from advisor.decide.reasons import signed_pct
+
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
+    adv = advise(log)
+    d, m = adv.decision, adv.decision.margin
+    assert (m.higher, m.lower) == ("6-2", "5-3")
+    assert not m.stable and m.separated and 0 < m.lead_low_pct < 100 * (37.98 / 33.31 - 1) < m.lead_high_pct
+    assert d.verdict is Verdict.NEXT_RUN and d.recommended == "6-2"
+    text = render(adv)
+    assert f"lead over 5-3 is {signed_pct(m.lead_low_pct)} to {signed_pct(m.lead_high_pct)}" in text
+    assert "either will do" not in text
+    j = adv.to_json()["recommendation"]["margin"]
+    assert j["stable"] is False and j["separated"] is True and j["lead_low_pct"] == round(m.lead_low_pct, 2)
+
+
+def test_an_uncertain_lead_stays_cannot_tell():
+    # ded32 (each split alone on its host; 6-2 measured 37.94 b/s, 5-3 36.27): from the 7-1 log the
+    # drafter-bound 6-2 and the target-bound 5-3 share little, and the lead's interval spans 0
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
+    adv = advise(log)
+    m = adv.decision.margin
+    assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "unresolved"
+    assert not m.separated and m.lead_low_pct < 0 < m.lead_high_pct
+    assert "lead itself is" in render(adv)
+    # most of the lead's uncertainty is how step time changes with the split, which a longer log
+    # at 7-1 does not shrink: only a run at the other split settles it
+    n = adv.decision.needs
+    assert n.longer_factor is None and n.run_at == "5-3"
+    assert "as long" not in render(adv) and "a short run at 5-3" in render(adv)
+
+
 def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
     # 300 ms per collective given at 4 drafters: other drafter counts are projected for a ring, and
     # their intervals reach a flat cost (the same 300 ms at any M), as from a log at one M

@@ -404,8 +404,11 @@ def test_the_fitted_or_assumed_contention_is_reported():
     _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz", caveats=said)
     assert any("each extra target" in m and "+3." in m for m in said), said
     said = []
-    _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", caveats=said)
-    assert any(f"{100 * CONTENTION_PRIOR_SE:.1f}% per worker moved" in m for m in said), said
+    c = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", caveats=said).contention
+    # the prior per worker moved, widened by a role's own identified within-log slope
+    prior_p, prior_c = c.role_prior_se()
+    assert prior_p >= CONTENTION_PRIOR_SE and prior_c >= CONTENTION_PRIOR_SE
+    assert any(f"widen by {100 * prior_p:.1f}%" in m and "per worker moved" in m for m in said), said
     from advisor.model.priors import CONTENTION_SINGLE_SE
     assert any(f"{100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a lone worker"
                in m for m in said), said

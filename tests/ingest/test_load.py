@@ -130,7 +130,35 @@ def test_unknown_events_and_fields_are_counted_not_fatal(write_log):
     with pytest.warns(LogWarning, match="heartbeat"):
         log = load_log(write_log(lines))
     assert log.unknown_events == {"heartbeat": 2}
+    assert log.unknown_fields == {"step.extra_field": 1}
     assert len(log.steps) == 10
+
+
+def test_a_misspelled_field_is_reported_once_with_the_known_name(write_log, monkeypatch):
+    """`blokced` on every step line: exit 0 as before, and one warning naming `blocked` and the count."""
+    from advisor.ingest import reader, stream
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 300)
+    monkeypatch.setattr(stream, "PIECE_BYTES", 1000)     # many pieces: the count spans them all
+    lines = good_lines(60)
+    for ev in lines:
+        if ev["ev"] == "step":
+            ev["blokced"] = ev.pop("blocked", 0.0)
+            ev["mem"] = 1.0            # the writer's own field: counted, not reported
+    with pytest.warns(LogWarning) as got:
+        log = load_log(write_log(lines))
+    texts = [str(w.message) for w in got]
+    typo = [t for t in texts if "blokced" in t]
+    assert len(typo) == 1 and "in 120 'step' lines ignored; did you mean 'blocked'?" in typo[0]
+    assert not any("'mem'" in t for t in texts)
+    assert log.unknown_fields == {"step.blokced": 120, "step.mem": 120}
+    assert (log.steps["blocked"].fillna(0) == 0).all()
+
+
+def test_a_misspelled_header_field_is_reported(write_log):
+    lines = good_lines(5)
+    lines[0] = {**lines[0], "gpu": 3}
+    with pytest.warns(LogWarning, match=r"unknown field 'gpu' in the header ignored; did you mean 'gpus'\?"):
+        load_log(write_log(lines))
 
 
 def test_blank_lines_keep_line_numbers(write_log):

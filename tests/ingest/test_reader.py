@@ -73,3 +73,28 @@ def test_unreadable_file_is_one_line(write_log, monkeypatch):
     with pytest.raises(LogRefused, match="permission denied") as ei:
         load_log(p)
     assert str(ei.value) == f"{p}: cannot be read (permission denied)"
+
+
+@pytest.mark.parametrize("frac", [0.5, 0.9])
+def test_a_truncated_gzip_keeps_what_it_decodes(tmp_path, frac):
+    """Half a .gz: the message says how many bytes and whole lines were decoded before the cut,
+    and those lines are kept, as from the plain file cut at the same byte."""
+    import warnings
+    from advisor.errors import LogWarning
+    raw = "".join(json.dumps(l) + "\n" for l in good_lines(400)).encode()
+    gz = gzip.compress(raw, mtime=0)
+    p = tmp_path / "cut.jsonl.gz"
+    p.write_bytes(gz[:int(len(gz) * frac)])
+    with pytest.warns(LogWarning) as got:
+        log = load_log(p)
+    msg = next(str(w.message) for w in got if "gzip stream" in str(w.message))
+    d = __import__("zlib").decompressobj(wbits=31).decompress(p.read_bytes())
+    whole = d.count(b"\n")
+    assert f"{len(d)} bytes decoded before the cut, {whole} whole lines; those lines are kept" in msg
+    assert 0 < whole < 801 and log.n_lines == whole
+    plain = tmp_path / "cut.jsonl"
+    plain.write_bytes(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = load_log(plain)
+    assert ref.steps.equals(log.steps)

@@ -388,3 +388,44 @@ def test_a_summary_out_of_range_is_a_log_error_naming_the_field(tmp_path, patch,
     with pytest.raises(LogError) as e:
         load_log(p)
     assert e.value.field == field and str(e.value).startswith(str(p)) and "\n" not in str(e.value)
+
+
+def test_summaries_carry_their_sources(sync_log, tmp_path):
+    s = summarize_log(sync_log)
+    assert s.sources == [{"path": str(sync_log.resolve()), "bytes": sync_log.stat().st_size}]
+    o = tmp_path / "s.json"
+    s.write(o)
+    assert read_summary(o).sources == s.sources
+
+
+def test_the_same_log_twice_is_refused_naming_the_files(sync_log, tmp_path):
+    o = tmp_path / "s.json"
+    summarize_log(sync_log).write(o)
+    with pytest.raises(LogError, match=r"s\.json: is given twice"):
+        merge_all([read_summary(o), read_summary(o)])
+    with pytest.raises(LogError, match=r"s\.json: holds the log .*whole\.jsonl, which .*whole\.jsonl holds already"):
+        merge_all([summarize_log(sync_log), read_summary(o)])
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(sync_log.read_bytes())
+    with pytest.raises(LogError, match=r"copy\.jsonl: has \d+ 'target' steps identical to steps in .*whole\.jsonl"):
+        merge_all([summarize_log(sync_log), summarize_log(copy)])
+
+
+def test_a_summary_without_sources_still_refuses_a_copy(sync_log, tmp_path):
+    """A summary written before ``sources`` existed: identical steps still refuse the merge."""
+    o = tmp_path / "old.json"
+    obj = summarize_log(sync_log).to_json()
+    obj.pop("sources")
+    o.write_text(json.dumps(obj))
+    assert read_summary(o).sources == []
+    with pytest.raises(LogError, match=r"old\.json: has \d+ 'target' steps identical"):
+        merge_all([read_summary(o), read_summary(o)])
+
+
+def test_cli_summarize_the_same_twice_exits_2(sync_log, tmp_path):
+    s = tmp_path / "S.json"
+    assert _cli("summarize", sync_log, "-o", s, cwd=tmp_path).returncode == 0
+    r = _cli("summarize", s, s, "-o", tmp_path / "S2.json", cwd=tmp_path)
+    assert r.returncode == 2 and "S.json: is given twice" in r.stderr and not (tmp_path / "S2.json").exists()
+    r = _cli("summarize", sync_log, sync_log, "-o", tmp_path / "S3.json", cwd=tmp_path)
+    assert r.returncode == 2 and "whole.jsonl: is given twice" in r.stderr

@@ -1,0 +1,29 @@
+"""The log contract's field tables (advisor.ingest.schema): unknown fields and their nearest known names."""
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from advisor.ingest.schema import EVENT_FIELDS, nearest_field, unknown_fields
+
+
+def test_unknown_fields_of_known_events_only():
+    assert unknown_fields({"ev": "step", "t": 1, "blokced": 0.1, "busy": 1}) == ["blokced"]
+    assert unknown_fields({"ev": "heartbeat", "x": 1}) == []        # an unknown event is counted as such
+    assert unknown_fields({"ev": "run", "t": 0, "device": "cpu", "physical_gpus": 2, "notes": "x"}) == ["notes"]
+    assert unknown_fields([1, 2]) == [] and unknown_fields({"t": 1}) == []
+
+
+def test_nearest_field_finds_misspellings_not_own_fields():
+    assert nearest_field("step", "blokced") == "blocked"
+    assert nearest_field("step", "bussy") == "busy"
+    assert nearest_field("run", "gpu") == "gpus"
+    for own in ("mem", "xfer", "lr", "barrier", "grad_norm"):
+        assert nearest_field("step", own) is None
+
+
+@given(ev=st.sampled_from(sorted(EVENT_FIELDS)), data=st.data())
+def test_a_known_field_is_its_own_nearest(ev, data):
+    name = data.draw(st.sampled_from(EVENT_FIELDS[ev]))
+    assert nearest_field(ev, name) == name
+    assert unknown_fields({"ev": ev, name: 1}) == []
