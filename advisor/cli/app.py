@@ -74,6 +74,19 @@ NextRun = Annotated[bool, typer.Option("--next-run", help="Advise the split for 
                                                           "implied when the log has ended.")]
 
 
+GpusPerWorker = Annotated[Optional[str], typer.Option(
+    "--gpus-per-worker", help="GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: the "
+                              "log's (1 if it says none). Splits are enumerated in engines.")]
+EngineScaling = Annotated[Optional[str], typer.Option(
+    "--engine-scaling", help="With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine size "
+                             "to the logged one, e.g. target=0.9 (1: linear). An assumption you give.")]
+GpusPerNode = Annotated[Optional[int], typer.Option("--gpus-per-node", min=1, help="GPUs of one node (default: "
+                                                    "the log's; none: one node holds all).")]
+LinkGBs = Annotated[Optional[float], typer.Option("--link-gbytes-s", help="Inter-node link bandwidth, GB/s (1e9 "
+                                                  "bytes/s), one per node pair direction (default: measured from the "
+                                                  "log's xfer, else its header's link_bytes_s).")]
+
+
 def _die(msg: str, code: int = 2) -> None:
     typer.echo(f"dflash-advise: {msg}", err=True)
     raise typer.Exit(code)
@@ -204,11 +217,16 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: As
                    help="Seconds between refreshes with --follow.")] = DEFAULT_FOLLOW_INTERVAL_S,
                max_wait: Annotated[Optional[float], typer.Option(
                    "--max-wait", min=0.0, help="With --follow: give up (exit 2) if a log is still missing after "
-                                               "this many seconds (default: wait).")] = None) -> None:
+                                               "this many seconds (default: wait).")] = None,
+               gpus_per_worker: GpusPerWorker = None, engine_scaling: EngineScaling = None,
+               gpus_per_node: GpusPerNode = None, link_gbytes_s: LinkGBs = None) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
     kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
               restart_cost_h=restart_cost, next_run=next_run, exact=exact)
+    kw.update({k: v for k, v in dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling,
+                                     gpus_per_node=gpus_per_node, link_gbytes_s=link_gbytes_s).items()
+               if v is not None})
     if follow:
         from advisor.cli.follow import follow_logs
         raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
@@ -227,7 +245,9 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
               metric: Annotated[Optional[str], typer.Option(
                   "--metric", help="efficiency or gpu_util (default: the config's, else efficiency).")] = None,
               roles: RolesOpt = None, gpus: Gpus = None, as_json: AsJson = False,
-              as_markdown: AsMarkdown = False) -> None:
+              as_markdown: AsMarkdown = False, gpus_per_worker: GpusPerWorker = None,
+              engine_scaling: EngineScaling = None, gpus_per_node: GpusPerNode = None,
+              link_gbytes_s: LinkGBs = None) -> None:
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
     from advisor.cli.check import run_check
     from advisor.present.text import render
@@ -235,7 +255,10 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     planned = _parse_roles(roles)
     _check_limits(gpus=gpus, roles=planned)
     try:
-        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus)
+        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus,
+                        engines={k: v for k, v in dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling,
+                                                       gpus_per_node=gpus_per_node,
+                                                       link_gbytes_s=link_gbytes_s).items() if v is not None})
     except (LogError, ValueError) as e:
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):
@@ -294,6 +317,7 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                 scv: Annotated[Optional[float], typer.Option("--scv", min=0.0, help="Step-time variability "
                                                                                      "(squared CV).")] = None,
                 sync_every: Annotated[int, typer.Option("--sync-every", min=0, help="Drafter steps per sync.")] = 0,
+                gpus_per_worker: GpusPerWorker = None,
                 sync_s: Annotated[float, typer.Option("--sync-s", min=0.0, help="Seconds per sync at this "
                                                                                  "drafter count.")] = 0.0,
                 gpus: Gpus = None, next_run: NextRun = False, fmt: FormatOpt = None, as_json: AsJson = False,
@@ -319,7 +343,7 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
         adv = advise_numbers({"target": targets, "drafter": drafters},
                              {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_cap, scv=scv,
                              sync_every=sync_every, sync_s=sync_s, tokens_per_batch=tokens_per_batch,
-                             next_run=next_run)
+                             next_run=next_run, gpus_per_worker=gpus_per_worker)
     except ValueError as e:
         _die(str(e))
     typer.echo(render(adv, fmt), nl=False)
