@@ -21,7 +21,7 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
-from advisor.decide.reasons import holds_unless, queue_text, reasons
+from advisor.decide.reasons import holds_unless, placement_reasons, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline
@@ -88,7 +88,8 @@ class Advice:
         p, c = self.roles
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
-                              reasons=tuple(reasons(d, self.splits, self.fit, self.observed)),
+                              reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
+                                            + placement_reasons(d, self.splits, self.fit)),
                               holds_unless=tuple(holds_unless(d)), gain_pct=d.gain_pct)
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":

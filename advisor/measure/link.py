@@ -6,10 +6,17 @@ Its **link seconds** are its ``xfer`` less the mean ``xfer`` of the drafter step
 their node (the local import, which every batch pays; 0 where none stayed), clipped at 0. The
 drafter's own service (the ``busy`` the fit takes) is its ``busy`` less its link seconds: the link
 is a stage of its own (`advisor.model.link`), so its wait and transfer are not counted twice.
+
+Each crossing batch's **transfer** alone (without its wait), from the link's first-come-first-
+served order: the drafter asked for the link when it started the batch, ``r = t - busy`` (a
+drafter's ``t`` is its batch's end), and got it back at ``e = r + link_s``; in end order, a
+transfer began at ``max(r, e_prev)`` (its request, or the end of the one before), so it took
+``d = e - max(r, e_prev)``. Exact for one FCFS link; on a link with other traffic ``d`` still
+excludes the wait behind the logged transfers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,6 +33,7 @@ class LinkSample:
     bytes_: np.ndarray           # hs bytes of each crossing batch
     link_s: np.ndarray           # its link seconds
     local_xfer_s: float
+    transfer_s: np.ndarray = field(default_factory=lambda: np.empty(0))   # its transfer alone (FCFS order)
 
 
 def crossing(log: RunLog, drafter_steps: pd.DataFrame) -> np.ndarray | None:
@@ -46,6 +54,18 @@ def crossing(log: RunLog, drafter_steps: pd.DataFrame) -> np.ndarray | None:
     return out
 
 
+def fcfs_transfers(request_s: np.ndarray, link_s: np.ndarray) -> np.ndarray:
+    """Each transfer's own duration on one FCFS link (module docstring), in the input's order."""
+    end = request_s + link_s
+    order = np.argsort(end, kind="stable")
+    e = end[order]
+    prev = np.concatenate(([-np.inf], e[:-1]))
+    d = e - np.maximum(request_s[order], prev)
+    out = np.empty_like(d)
+    out[order] = d
+    return out
+
+
 def measure_link(log: RunLog, drafter_steps: pd.DataFrame) -> tuple[LinkSample | None, pd.DataFrame]:
     """The log's crossing sample and the drafter steps with the link seconds taken out of ``busy``
     (the steps unchanged, and None, where the log does not span nodes or lacks ``xfer``)."""
@@ -59,8 +79,11 @@ def measure_link(log: RunLog, drafter_steps: pd.DataFrame) -> tuple[LinkSample |
     link_s = np.where(crossed, np.maximum(xfer - local, 0.0), 0.0)
     hs = log.header.hs_bytes_per_token or 0.0
     tokens = drafter_steps["tokens"].to_numpy(dtype=float)
+    busy = drafter_steps["busy"].to_numpy(dtype=float)
+    req = drafter_steps["t"].to_numpy(dtype=float)[crossed] - busy[crossed]
     sample = LinkSample(crossed=int(crossed.sum()), steps=int(np.isfinite(cross).sum()),
-                        bytes_=hs * tokens[crossed], link_s=link_s[crossed], local_xfer_s=local)
+                        bytes_=hs * tokens[crossed], link_s=link_s[crossed], local_xfer_s=local,
+                        transfer_s=fcfs_transfers(req, link_s[crossed]))
     out = drafter_steps.copy()
     out["busy"] = out["busy"].to_numpy(dtype=float) - link_s
     return sample, out

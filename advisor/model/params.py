@@ -268,6 +268,9 @@ class LinkFit:
     spans_nodes: bool = False            # some log ran on more than one node
     gpus_per_worker: tuple[int, int] = (1, 1)
     gpus_per_node: int | None = None
+    # the first log's placement, engines per node (empty: one node)
+    producers_by_node: tuple[int, ...] = ()
+    consumers_by_node: tuple[int, ...] = ()
 
 
 NO_LINK = LinkFit()

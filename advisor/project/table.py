@@ -27,6 +27,8 @@ gpus_per_<role>     GPUs one engine of the role holds (k_p, k_c; ``--gpus-per-wo
 placement           where the engines sit, e.g. "node 0: 4 targets; node 1: 2 targets + 4 drafters"
                     (`advisor.project.placement`; empty on one node)
 cap_link_bps        the link stage's capacity (inf on one node or with a free link)
+bps_free_link       the rate at this placement were the link free: what the link costs
+bps_logged_place    at the split the log ran, on the log's nodes: the rate at the log's own placement
 link_util           the busiest link's utilisation at ``bps``
 crossing_share      share of batches that cross a node
 bottleneck          the stage with the smallest capacity ("loader" when input-bound)
@@ -73,6 +75,7 @@ import pandas as pd
 from advisor.stats import Z_95
 from advisor.model.params import PipelineFit
 from advisor.model.chain import LinkStage, SplitResult, project_split
+from advisor.model.link import Placement
 from advisor.project.placement import PlacedPool, best_placement
 from advisor.errors import ReconcileWarning
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
@@ -127,6 +130,24 @@ def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
     placed = place_split(fit, settings, n, m, free.consumer_compute_s)
     return project_split(fit, n, m, interval=interval, link=LinkStage(
         placed.placement, link_xfer_s(fit, settings), link_scv(fit)), **kw)
+
+
+def placed_split(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement) -> SplitResult:
+    """Split (n, m) at a given placement (a log's own, a placement to compare), rate only."""
+    tokens = None if settings.own_budget else settings.tokens_per_batch
+    mu_scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
+    return project_split(fit, n, m, hs_cap=settings.hs_cap, tokens_per_batch=tokens, gpus=settings.gpus,
+                         mu_scale=mu_scale, gpus_per_worker=settings.gpus_per_worker, interval=False,
+                         link=LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit)))
+
+
+def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
+    """The first log's placement where the table's nodes are the log's, else None."""
+    lk = fit.link
+    if not lk.producers_by_node or len(lk.producers_by_node) != settings.nodes \
+            or lk.gpus_per_node != settings.gpus_per_node:
+        return None
+    return Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
 
 
 def engine_rate_scale(settings: Settings, i: int) -> float:
@@ -231,9 +252,17 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
     out: dict = {f"gpus_{p}": n * kp, f"gpus_{c}": m * kc, f"gpus_per_{p}": kp, f"gpus_per_{c}": kc}
     if settings.nodes > 1 and mid.placement is not None:
         pl = mid.placement
+        free = split_capacities(fit, replace(settings, link_bytes_s=None), n, m, interval=False).x_bps \
+            if settings.link_bytes_s else mid.x_bps
+        logged = logged_placement(fit, settings)
+        ob = fit.observed[0].roles
+        at_log = (placed_split(fit, settings, n, m, logged).x_bps
+                  if logged is not None and (ob.get(p), ob.get(c)) == (n, m) else math.nan)
         out.update({"placement": pl.describe(p, c), "nodes_" + p: pl.producers,
                     "nodes_" + c: pl.consumers, "cap_link_bps": mid.link_cap_bps,
-                    "link_util": mid.link_util, "crossing_share": mid.crossing_share})
+                    "link_util": mid.link_util, "crossing_share": mid.crossing_share, "bps_free_link": free,
+                    "bps_logged_place": at_log,
+                    "logged_placement": logged.describe(p, c) if logged is not None else ""})
     return out
 
 
@@ -308,7 +337,10 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
         label = split_label(n, m)
         in_table = (settings.split_gpus(n, m) == settings.gpus and not settings.engines_changed
                     and _comparable(fit, ob, settings) and label in df.index)
-        if in_table:
+        logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
+        if in_table and logged is not None:
+            x = placed_split(fit, settings, n, m, logged).x_bps    # as the log ran: its own placement
+        elif in_table:
             x = float(df.at[label, "bps"])
         else:
             tokens = ob.tok_s / ob.bps
