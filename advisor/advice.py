@@ -29,6 +29,7 @@ from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import SCHEMA_VERSION
 from advisor.measure.measured import measure_logs
+from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.table import Reconciliation, project, reconcile, split_label
@@ -37,6 +38,7 @@ from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TO
                               parse_role_map)
 
 EXACT_GAP_WARN_PCT = 3.0
+CROSSING_GAP = 0.05      # crossing share measured vs uniform mixing: a caveat past 5 points
 
 
 @dataclass(frozen=True)
@@ -227,18 +229,37 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
         warnings.warn(AssumptionWarning(
             f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken as "
             f"free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed nodes"))
-    elif settings.link_source != "measured":
+    _warn_crossing(fit)
+    if settings.link_source == "measured":
+        return
+    if settings.link_source is not None:
         whence = "given (--link-gbytes-s)" if settings.link_source == "given" else "the header's link_bytes_s"
         warnings.warn(AssumptionWarning(
             f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured from "
             f"batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"))
 
 
+def _warn_crossing(fit: PipelineFit) -> None:
+    """Where the log's batches crossed nodes: its crossing share against uniform mixing, the
+    analytic link stage's assumption (`advisor.model.link`)."""
+    lk = fit.link
+    if not lk.producers_by_node or not lk.steps_known:
+        return
+    pl = Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
+    uniform, seen = pl.crossing_share(), lk.first_crossed / lk.steps_known
+    if abs(seen - uniform) > CROSSING_GAP:
+        warnings.warn(AssumptionWarning(
+            f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
+            f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the shared "
+            f"queue's order ties origin to drafter, so at placements that mix targets and drafters on a node the "
+            f"link carries more (or less) than projected; compare placements by short logs of each"))
+
+
 def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
     splits = project(fit, settings)
-    if fit.source == "steps" and settings.own_budget:
+    if fit.source == "steps" and settings.own_budget and settings.nodes <= 1:
         splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     if settings.exact:
         splits = _exact(fit, logs, settings, splits)

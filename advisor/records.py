@@ -241,7 +241,7 @@ class Run(Record):
         need = sum(n * k.get(r, 1) for r, n in roles.items())
         gpus = need if self.gpus is None else _number(ev, "gpus", self.gpus, integer=True, minimum=1)
         if gpus < need:
-            raise RecordError(ev, "gpus", f"is {gpus} but the roles' engines use {need}")
+            raise RecordError(ev, "gpus", f"is {gpus} but the roles use {need}")
         _set(self, "gpus", gpus)
         _set(self, "t", _number(ev, "t", self.t))
         for name in ("token_budget", "samples", "sync_every"):

@@ -10,7 +10,9 @@ the best one? An exhaustive emulated check on 2 nodes.
 2. Every split N x 2 + M = 16 and every placement of it on the two nodes
    (`advisor.project.placement.placements`) is emulated; its rate is the emulation's steady
    drafter throughput (`trainer.emulate.steady_throughput`), and the projection at that placement
-   is `advisor.project.table.placed_split` from the profile's fit alone.
+   is `advisor.project.table.placed_split` from the profile's fit alone (the analytic link stage);
+   beside it, `advisor.project.exact.simulate_placed` (exact simulation of the queue and link with
+   the profile's resampled services), to tell the model's error from the emulation's dynamics.
 3. Per split, the placement the advisor recommends (the table's) against the best emulated one.
 
 Pass: every projection within ``TOL_PCT`` (3%) of its emulation, and at every split the
@@ -33,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from advisor.advice import advise  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
 from advisor.model.link import Placement  # noqa: E402
+from advisor.project.exact import gather_pools, simulate_placed  # noqa: E402
 from advisor.project.placement import placements  # noqa: E402
 from advisor.project.table import placed_split  # noqa: E402
 from trainer.emulate import steady_throughput  # noqa: E402
@@ -65,8 +68,8 @@ def main() -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--source", default="fixtures/reference-7x1.jsonl")
     ap.add_argument("--link-bytes-s", type=float, default=8e8)
-    ap.add_argument("--time-scale", type=float, default=0.02)
-    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--time-scale", type=float, default=0.01)
+    ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="three splits only")
     args = ap.parse_args()
@@ -74,6 +77,7 @@ def main() -> int:
     profile = emulate(args.out / "profile-6x4.jsonl", args, 6, 4, None)
     adv = advise(profile)
     fit, settings = adv.fit, adv.settings
+    pools = gather_pools(fit, adv.logs)
     rows = []
     for n, m in settings.engine_pairs():
         if args.quick and (n, m) not in ((7, 2), (6, 4), (4, 8)):
@@ -83,10 +87,17 @@ def main() -> int:
             log = emulate(args.out / f"{n}x{m}-p{i}.jsonl", args, n, m, pl)
             x_em = steady_throughput(load_log(log))[0]
             x_model = placed_split(fit, settings, n, m, pl).x_bps
+            x_sim, cross_sim = simulate_placed(fit, pools, n, m, pl, fit.link.bytes_s)
+            lk = advise(log).fit.link
             emulated.append({"placement": pl.describe("target", "drafter"), "emulated_bps": x_em,
-                             "model_bps": x_model, "err_pct": 100 * (x_model / x_em - 1)})
-            print(f"{n}-{m}  {pl.describe('target', 'drafter'):52s} emulated {x_em:.4f}  model {x_model:.4f}  "
-                  f"{emulated[-1]['err_pct']:+.1f}%", flush=True)
+                             "model_bps": x_model, "err_pct": 100 * (x_model / x_em - 1), "sim_bps": x_sim,
+                             "sim_err_pct": 100 * (x_sim / x_em - 1), "uniform_crossing": pl.crossing_share(),
+                             "emulated_crossing": lk.first_crossed / max(lk.steps_known, 1),
+                             "sim_crossing": cross_sim})
+            e = emulated[-1]
+            print(f"{n}-{m}  {pl.describe('target', 'drafter'):52s} emulated {x_em:.4f}  model {x_model:.4f} "
+                  f"({e['err_pct']:+.1f}%)  sim {x_sim:.4f} ({e['sim_err_pct']:+.1f}%)  crossing uniform "
+                  f"{e['uniform_crossing']:.2f} emulated {e['emulated_crossing']:.2f} sim {cross_sim:.2f}", flush=True)
         label = f"{n}-{m}"
         rec = str(adv.splits.at[label, "placement"])
         best = max(emulated, key=lambda e: e["emulated_bps"])

@@ -18,8 +18,8 @@ import typer
 from advisor import __version__
 from advisor.errors import LogError, SettingsError
 from advisor.settings import (DEFAULT_FOLLOW_INTERVAL_S, DEFAULT_HS_CAP, DEFAULT_MIN_EFFICIENCY,
-                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_CAPACITY_BPS, MIN_CAPACITY_BPS,
-                              MIN_FOLLOW_INTERVAL_S, MIN_GPUS, check_limits)
+                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_CAPACITY_BPS, MAX_GPUS_PER_WORKER,
+                              MIN_CAPACITY_BPS, MIN_FOLLOW_INTERVAL_S, MIN_GPUS, check_limits, parse_role_map)
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -375,6 +375,8 @@ def import_tb_cmd(
         run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: the first "
                                                                              "argument's name).")] = None,
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
+        gpus_per_worker: GpusPerWorker = None,
+        gpus_per_node: GpusPerNode = None,
 ) -> None:
     """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
     import warnings
@@ -385,9 +387,11 @@ def import_tb_cmd(
         try:
             role_map = parse_roles(roles)
             queues = [parse_queue(q, list(role_map)) for q in queue or []]
+            k = parse_role_map("--gpus-per-worker", gpus_per_worker, tuple(role_map)[::len(role_map) - 1],
+                               whole=True, lo=1, hi=MAX_GPUS_PER_WORKER) if gpus_per_worker else None
             path, n = import_tensorboard(events, out, mapping=mapping, roles=role_map, run=run_name, gpus=gpus,
                                          queues=queues, token_budget=token_budget, samples=samples, epochs=epochs,
-                                         ended=ended)
+                                         ended=ended, gpus_per_worker=k, gpus_per_node=gpus_per_node)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))

@@ -43,8 +43,7 @@ else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
 
 from advisor.advice import Advice, advise
 from advisor.errors import LogError, LogRefused
-from advisor.settings import (DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MIN_GPUS,
-                              parse_role_map)
+from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, MIN_GPUS
 
 METRICS = ("efficiency", "gpu_util")
 MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
@@ -218,12 +217,13 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
     # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a
     # split of the profile's own G, so roles that do not sum to it are an error, not another G
     eng = {**cfg.get("engines", {}), **(engines or {})}
-    k = eng.get("gpus_per_worker")
-    k = parse_role_map("gpus_per_worker", k, tuple(planned), whole=True, lo=1, hi=MAX_GPUS_PER_WORKER) \
-        if isinstance(k, Mapping) and planned else {}
-    n_gpus = gpus or cfg["gpus"] or (sum(n * k.get(r, 1) for r, n in planned.items()) if planned and not from_cli
-                                     else None)
+    n_gpus = gpus or cfg["gpus"]
     adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"], **eng)
+    if planned and not from_cli and n_gpus is None and set(planned) == set(adv.roles):
+        # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
+        need = adv.settings.split_gpus(planned[adv.roles[0]], planned[adv.roles[1]])
+        if need != adv.gpus:
+            adv = advise(cfg["profile"], gpus=need, hs_cap=cfg["hs_cap"], **eng)
     p, c = adv.roles
     if planned is None:
         planned = dict(adv.observed.roles)

@@ -76,7 +76,11 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
         parts.append(f"{p}s blocked {pct_text(ob.producer_blocked)} of their time, {c}s starved "
                      f"{pct_text(ob.consumer_starved)}")
     if math.isfinite(r["observed_bps"]):
-        parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
+        logged = r.get("bps_logged_place", math.nan)
+        if isinstance(logged, float) and math.isfinite(logged):   # across nodes: as the log placed it
+            parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(logged)} projected at its placement")
+        else:
+            parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
     return f"measured at {label} (the log): " + "; ".join(parts) + "." if parts else None
 
 

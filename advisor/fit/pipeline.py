@@ -71,7 +71,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from advisor.errors import AssumptionWarning, ContentionWarning, LogError
-from advisor.fit.link import fit_link
+from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
 from advisor.fit.splits import contention_ref_busy, fit_contention

@@ -16,7 +16,7 @@ import pandas as pd
 
 from advisor.errors import LogError
 from advisor.ingest.runlog import RunLog
-from advisor.measure.link import LinkSample, measure_link
+from advisor.measure.crossing import LinkSample, measure_link
 from advisor.measure.contention import WithinLogContention, estimate_within_log
 from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue, window_sums
 from advisor.measure.steady import SteadyWindow, find_steady
@@ -42,7 +42,7 @@ class MeasuredLog:
     pre_mean_depth: float | None
     sums: Mapping[str, Mapping[str, float]]
     sync_count: float | None = None
-    link: LinkSample | None = None       # drafter steps that crossed a node (`advisor.measure.link`)
+    link: LinkSample | None = None       # drafter steps that crossed a node (`advisor.measure.crossing`)
 
     @property
     def path(self) -> str:
@@ -94,7 +94,7 @@ def measure_log(log: RunLog, *, with_sums: bool = False) -> MeasuredLog:
         steps = {r: st[st["role"] == r] for r in roles}
     link = None
     if head.gpus_per_node and steps:
-        # the drafter's own service: its busy less the link's wait and transfer (advisor.measure.link)
+        # the drafter's own service: its busy less the link's wait and transfer (advisor.measure.crossing)
         link, steps[head.consumer] = measure_link(log, steps[head.consumer])
     pre = head.queue_feeding(head.producer)
     sums: dict[str, dict[str, float]] = {}

@@ -257,13 +257,15 @@ class LoaderFit:
 
 @dataclass(frozen=True)
 class LinkFit:
-    """The inter-node link as the logs show it (`advisor.fit.link`): bytes/s and where it came from
+    """The inter-node link as the logs show it (`advisor.fit.bandwidth`): bytes/s and where it came from
     ("measured" from crossing batches' ``xfer``, "header" from ``link_bytes_s``, None: unknown),
     the crossing steps it rests on, and the logs' GPUs per engine and node layout."""
 
     bytes_s: float | None = None
     source: str | None = None
     crossed_steps: int = 0
+    steps_known: int = 0                 # the first log's steady drafter steps whose origin node is known
+    first_crossed: int = 0               # ... and of them, those that crossed
     local_xfer_s: float = 0.0
     spans_nodes: bool = False            # some log ran on more than one node
     gpus_per_worker: tuple[int, int] = (1, 1)

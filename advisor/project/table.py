@@ -342,6 +342,14 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
             x = placed_split(fit, settings, n, m, logged).x_bps    # as the log ran: its own placement
         elif in_table:
             x = float(df.at[label, "bps"])
+        elif fit.link.producers_by_node and ob is fit.observed[0]:
+            # the log across its own nodes, at its own placement, G and engine sizes
+            own = replace(settings, gpus=settings.split_gpus(n, m) if not settings.engines_changed else
+                          n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1],
+                          gpus_per_node=fit.link.gpus_per_node, gpus_per_worker=settings.log_gpus_per_worker,
+                          engine_scaling=(1.0, 1.0), log_gpus_per_worker=settings.log_gpus_per_worker)
+            x = placed_split(fit, own, n, m, Placement(producers=fit.link.producers_by_node,
+                                                      consumers=fit.link.consumers_by_node)).x_bps
         else:
             tokens = ob.tok_s / ob.bps
             x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus_per_worker=settings.log_gpus_per_worker,

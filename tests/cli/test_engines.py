@@ -70,3 +70,17 @@ def test_what_if_engines():
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert [s["roles"]["target"] for s in d["splits"]] == [3, 2, 1]
+
+
+def test_gate_toml_counts_gpus(tp2_log, tmp_path):
+    cfg = tmp_path / "gate.toml"
+    cfg.write_text(f'profile = ["{tp2_log}"]\n[roles]\ntarget = 2\ndrafter = 4\n[gpus_per_worker]\ntarget = 2\n'
+                   '[gate]\nmin_gpu_util = 0.1\nmetric = "gpu_util"\n')
+    r = runner.invoke(app, ["check", str(cfg), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["gate"]["roles"] == {"target": 2, "drafter": 4}
+    planned = tmp_path / "plan.toml"        # no gpus: the GPUs of the planned engines, 3 x 2 + 4
+    planned.write_text(f'profile = ["{tp2_log}"]\n[roles]\ntarget = 3\ndrafter = 4\n')
+    r = runner.invoke(app, ["check", str(planned), "--json"])
+    assert r.exit_code in (0, 1), r.output
+    assert json.loads(r.output)["gpus"] == 10

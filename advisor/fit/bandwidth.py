@@ -1,6 +1,6 @@
 """The link's bandwidth and the engines' shape from the measured logs.
 
-Bandwidth, measured: over the crossing drafter steps of the logs (`advisor.measure.link`), each
+Bandwidth, measured: over the crossing drafter steps of the logs (`advisor.measure.crossing`), each
 transfer's own seconds (its wait behind earlier transfers taken out, from the link's first-come-
 first-served order) per hidden-state byte; the bandwidth is the bytes over the median of those
 seconds per byte (``TRANSFER_QUANTILE``), so that a few transfers slowed by other traffic do not set it. At least
@@ -37,6 +37,8 @@ def fit_link(ms: Measurement) -> LinkFit:
     spans = any(m.log.header.gpus_per_node and m.log.header.nodes > 1 for m in ms.logs)
     samples = [m.link for m in ms.logs if m.link is not None and m.link.crossed]
     crossed = sum(s.crossed for s in samples)
+    first = ms.logs[0].link
+    known = (first.steps, first.crossed) if first is not None else (0, 0)
     local = float(np.mean([s.local_xfer_s for s in samples])) if samples else 0.0
     if crossed >= MIN_CROSSED:
         b = np.concatenate([s.bytes_ for s in samples])
@@ -44,10 +46,12 @@ def fit_link(ms: Measurement) -> LinkFit:
         ok = (b > 0) & (t > 0)
         if ok.sum() >= MIN_CROSSED:
             per_byte = float(np.quantile(t[ok] / b[ok], TRANSFER_QUANTILE))
-            return LinkFit(bytes_s=1.0 / per_byte, source="measured", crossed_steps=crossed, local_xfer_s=local,
+            return LinkFit(bytes_s=1.0 / per_byte, source="measured", crossed_steps=crossed, steps_known=known[0],
+                           first_crossed=known[1], local_xfer_s=local,
                            spans_nodes=spans, gpus_per_worker=k, gpus_per_node=head.gpus_per_node,
                            producers_by_node=prod, consumers_by_node=cons)
     given = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
-    return LinkFit(bytes_s=given, source="header" if given else None, crossed_steps=crossed, local_xfer_s=local,
+    return LinkFit(bytes_s=given, source="header" if given else None, crossed_steps=crossed, steps_known=known[0],
+                   first_crossed=known[1], local_xfer_s=local,
                    spans_nodes=spans, gpus_per_worker=k, gpus_per_node=head.gpus_per_node,
                    producers_by_node=prod, consumers_by_node=cons)
