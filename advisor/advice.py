@@ -32,6 +32,7 @@ from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, simulate_splits
+from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
 from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, ENGINE_SCALING_SE,
                               LINK_SE, MAX_GPUS_PER_WORKER, Settings, build_settings, check_roles,
@@ -259,7 +260,9 @@ def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
     splits = project(fit, settings)
-    if fit.source == "steps" and settings.own_budget and settings.nodes <= 1:
+    if fit.source == "steps" and settings.own_budget and settings.nodes > 1:
+        splits = refine_placements(fit, tuple(logs), settings, splits)   # the queue and link, simulated
+    elif fit.source == "steps" and settings.own_budget:
         splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     if settings.exact:
         splits = _exact(fit, logs, settings, splits)

@@ -15,9 +15,11 @@ the best one? An exhaustive emulated check on 2 nodes.
    the profile's resampled services), to tell the model's error from the emulation's dynamics.
 3. Per split, the placement the advisor recommends (the table's) against the best emulated one.
 
-Pass: every projection within ``TOL_PCT`` (3%) of its emulation, and at every split the
-recommended placement's emulated rate within ``NOISE_PCT`` of the best emulated placement's (two
-placements closer than the emulation's own run-to-run noise cannot be told apart). Writes
+Pass: the advisor's rate at every split and placement (the exact simulation of the link,
+`advisor.project.linked`, which the table uses near the best) within ``TOL_PCT`` (3%) of its
+emulation, and at every split the recommended placement's emulated rate within ``NOISE_PCT`` of
+the best emulated placement's (two placements closer than the emulation's own run-to-run noise
+cannot be told apart). The analytic stage's error is reported beside it. Writes
 ``results.json`` and prints a table. Wall time: about 20-30 s per emulated run on a loaded 2-core
 machine at --time-scale 0.02 (13 runs).
 """
@@ -104,13 +106,16 @@ def main() -> int:
         rec_em = next(e["emulated_bps"] for e in emulated if e["placement"] == rec)
         rows.append({"split": label, "placements": emulated, "recommended": rec, "best_emulated": best["placement"],
                      "recommended_short_pct": 100 * (1 - rec_em / best["emulated_bps"])})
-    worst = max(abs(e["err_pct"]) for r in rows for e in r["placements"])
+    worst = max(abs(e["sim_err_pct"]) for r in rows for e in r["placements"])
+    worst_analytic = max(abs(e["err_pct"]) for r in rows for e in r["placements"])
     short = max(r["recommended_short_pct"] for r in rows)
     ok = worst <= TOL_PCT and short <= NOISE_PCT
     summary = {"link_bytes_s": args.link_bytes_s, "measured_link_bytes_s": fit.link.bytes_s, "worst_err_pct": worst,
+               "worst_analytic_err_pct": worst_analytic,
                "worst_recommended_short_pct": short, "passed": ok, "splits": rows}
     (args.out / "results.json").write_text(json.dumps(summary, indent=1))
-    print(f"link {args.link_bytes_s:.3g} B/s, measured {fit.link.bytes_s:.3g}; worst projection error {worst:.2f}% "
+    print(f"link {args.link_bytes_s:.3g} B/s, measured {fit.link.bytes_s:.3g}; worst error {worst:.2f}% "
+          f"(analytic stage alone {worst_analytic:.2f}%) "
           f"(tolerance {TOL_PCT}%); recommended placement at most {short:.2f}% below the best emulated "
           f"({'PASS' if ok else 'FAIL'})")
     return 0 if ok else 1
