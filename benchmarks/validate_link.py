@@ -55,6 +55,8 @@ def placement_text(pl: Placement) -> str:
 
 
 def emulate(out: Path, args, n: int, m: int, pl: Placement | None) -> Path:
+    if args.reuse and out.exists():
+        return out
     cmd = [sys.executable, "-m", "trainer", "--emulate", args.source, "--targets", str(n), "--drafters", str(m),
            "--target-tp", str(KP), "--gpus-per-node", str(GPN), "--link-bytes-s", str(args.link_bytes_s),
            "--time-scale", str(args.time_scale), "--steps", str(args.steps), "--sync-every", "0",
@@ -74,6 +76,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="three splits only")
+    ap.add_argument("--reuse", action="store_true", help="keep emulated logs already in --out (re-check only)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     profile = emulate(args.out / "profile-6x4.jsonl", args, 6, 4, None)

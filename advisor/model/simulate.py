@@ -39,7 +39,10 @@ Nodes and the link (``link_s``, ``target_node``, ``drafter_node``): a batch whos
 differs from its drafter's holds the one shared link for ``link_s[b]`` seconds when the drafter
 starts it, first come first served (``link_free``: when the link is next free), and the drafter
 computes after the transfer; its time on the link is part of its busy time (docs/log-schema.md,
-"Which batches cross, and the link"; the trainer's emulated link follows the same rule).
+"Which batches cross, and the link"; the trainer's emulated link follows the same rule). With a
+link, an idle drafter pulls in the order the drafters became idle (the longest idle first, as
+processes blocked on one queue are served), not lowest index first: which drafter takes a batch
+decides whether it crosses.
 
 Steady state. The first `warmup_batches` drafter completions are dropped: the window
 starts at the warmup-th drafter completion t_a. It ends at t_b, the loader's departure of
@@ -317,7 +320,10 @@ def simulate(
             D1[b] = t
             tgt_next(j, t)
         else:
-            push(d_idle, d)
+            if linked:
+                d_idle.append(d)        # across nodes: the drafter idle longest takes first
+            else:
+                push(d_idle, d)
             return
         S2[b] = t
         W2[b] = d
@@ -350,7 +356,7 @@ def simulate(
             b = tgt_batch[w]
             C1[b] = t
             if d_idle:
-                d = pop(d_idle)
+                d = d_idle.pop(0) if linked else pop(d_idle)
                 D1[b] = t
                 S2[b] = t
                 W2[b] = d
