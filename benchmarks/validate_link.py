@@ -108,11 +108,11 @@ def main() -> int:
         best = max(emulated, key=lambda e: e["emulated_bps"])
         rec_em = next(e["emulated_bps"] for e in emulated if e["placement"] == rec)
         rows.append({"split": label, "placements": emulated, "recommended": rec, "best_emulated": best["placement"],
-                     "recommended_short_pct": 100 * (1 - rec_em / best["emulated_bps"])})
+                     "recommended_short_pct": float(100 * (1 - rec_em / best["emulated_bps"]))})
     worst = max(abs(e["sim_err_pct"]) for r in rows for e in r["placements"])
     worst_analytic = max(abs(e["err_pct"]) for r in rows for e in r["placements"])
     short = max(r["recommended_short_pct"] for r in rows)
-    ok = worst <= TOL_PCT and short <= NOISE_PCT
+    ok = bool(worst <= TOL_PCT and short <= NOISE_PCT)
     summary = {"link_bytes_s": args.link_bytes_s, "measured_link_bytes_s": fit.link.bytes_s, "worst_err_pct": worst,
                "worst_analytic_err_pct": worst_analytic,
                "worst_recommended_short_pct": short, "passed": ok, "splits": rows}
