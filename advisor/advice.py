@@ -21,10 +21,10 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
-from advisor.decide.reasons import holds_unless, placement_reasons, queue_text, reasons
+from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, provisional, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
-from advisor.fit.pipeline import fit_from_numbers, fit_pipeline
+from advisor.fit.pipeline import fit_from_numbers, fit_pipeline, gpu_priors_text
 from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import SCHEMA_VERSION
@@ -35,7 +35,7 @@ from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
 from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, ENGINE_SCALING_SE,
-                              LINK_SE, MAX_GPUS_PER_WORKER, Settings, build_settings, check_roles,
+                              LINK_SE, MAX_GPUS_PER_WORKER, Capacity, Settings, build_settings, check_roles,
                               parse_role_map)
 
 EXACT_GAP_WARN_PCT = 3.0
@@ -93,7 +93,7 @@ class Advice:
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
                               reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
                                             + placement_reasons(d, self.splits, self.fit)),
-                              holds_unless=tuple(holds_unless(d)), gain_pct=d.gain_pct)
+                              holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct)
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
@@ -129,6 +129,17 @@ class Advice:
         out.update(engine_json(r, p, c))
         return out
 
+    def capacity_basis(self) -> dict[str, Any]:
+        """What each role's capacity rests on (`advisor.model.params.Basis`), with the known range
+        of the pool's capacity at the observed split (``high_bps`` None: open, a lower bound)."""
+        ob = self.fit.observed[0]
+        out = {}
+        for rf in (self.fit.producer, self.fit.consumer):
+            n = ob.roles.get(rf.role, 0)
+            lo, hi = (rf.mu_range_bps if rf.ranged else (rf.mu_bps, rf.mu_bps))
+            out[rf.role] = {"kind": rf.basis.value, "low_bps": _num(lo * n), "high_bps": _num(hi * n)}
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """The `dflash-advise --json` document (schema 1; decision fields additive)."""
         ob, d, rec = self.observed, self.decision, self.recommendation
@@ -143,7 +154,8 @@ class Advice:
             "recommendation": {
                 "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
                 "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
-                "judged": self.split_json(d.judged) if d.judged else None,
+                "provisional": provisional(d, self.fit),
+                "judged": self.split_json(d.described),
                 "runner_up": ({"roles": self.split_json(d.runner_up)["roles"], "bps": _num(self.splits.at[
                     d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}
                     if d.runner_up else None),
@@ -156,6 +168,7 @@ class Advice:
             "queues": ({"hs": {"cap": d.queue.cap, "advice": queue_text(d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
                        if d.queue is not None else {}),
             "warnings": list(self.warnings),
+            "capacity_basis": self.capacity_basis(),
             **({"gate": dict(self.gate)} if self.gate else {}),
         }
 
@@ -348,6 +361,7 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
                               log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
                               roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
                               run_ended=logs[0].end is not None, exact=exact,
+                              cpu=head.extra.get("device") == "cpu",
                               log_gpus_per_worker=fit.link.gpus_per_worker, gpus_per_worker=gpus_per_worker,
                               engine_scaling=engine_scaling,
                               gpus_per_node=gpus_per_node if gpus_per_node is not None else head.gpus_per_node,
@@ -359,25 +373,34 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
     return _finish(fit, logs, settings, head.run, caught)
 
 
-def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, gpus: int | None = None,
-                   hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float | None = None,
-                   sync_every: int = 0, sync_s: float = 0.0, restart_cost_h: float = DEFAULT_RESTART_COST_H,
-                   next_run: bool = False, gpus_per_worker: Mapping[str, int] | str | None = None) -> Advice:
+def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str], *,
+                   gpus: int | None = None, hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH,
+                   scv: float | None = None, sync_every: int = 0, sync_s: float = 0.0,
+                   restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
+                   hardware_priors: bool = True, gpus_per_worker: Mapping[str, int] | str | None = None) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
+
+    Each capacity is a value, a range (``(0.88, 0.95)``, ``"0.88..0.95"``) or a lower bound
+    (``">=39"``; `advisor.settings.as_capacity`). ``hardware_priors`` (default): the projections
+    carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline.gpu_priors`).
     ``gpus_per_worker``: role -> GPUs per engine of those counts (``roles`` counts engines)."""
     kw = {} if scv is None else {"scv": scv}
+    g = gpus if gpus is not None else sum(roles.values())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch,
-                               sync_every=sync_every, sync_s=sync_s, **kw)
+                               sync_every=sync_every, sync_s=sync_s, hardware_priors=hardware_priors, **kw)
+        p, c = fit.roles
+        kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
+        carried = (gpu_priors_text(fit.contention, p, c) if fit.contention.role_se else
+                   "intervals carry no sampling or run-to-run error (no samples)")
         warnings.warn(AssumptionWarning(
-            f"from bare numbers: step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
-            f"capacities taken as given; intervals carry no sampling or run-to-run error (no samples)"))
-    p, c = fit.roles
+            f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
+            f"{carried}"))
     k = parse_role_map("--gpus-per-worker", gpus_per_worker, (p, c), whole=True, lo=1, hi=MAX_GPUS_PER_WORKER)
     log_k = (k.get(p, 1), k.get(c, 1))
-    settings = build_settings(producer=p, consumer=c,
-                              gpus=gpus if gpus is not None else roles[p] * log_k[0] + roles[c] * log_k[1],
+    g = gpus if gpus is not None else roles[p] * log_k[0] + roles[c] * log_k[1]
+    settings = build_settings(producer=p, consumer=c, gpus=g,
                               log_hs_cap=hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
                               log_token_budget=None, restart_cost_h=restart_cost_h, next_run=next_run,
                               log_gpus_per_worker=log_k)

@@ -30,6 +30,11 @@ class LogError(ValueError):
         what = f"field '{field}' {message}" if field else message
         super().__init__(f"{where}: {what}")
 
+    def __reduce__(self):
+        # rebuilt from its parts (the default would call __init__ with the text alone): a file
+        # read in a worker process (`advisor.ingest.parallel`) raises it in the parent as it was
+        return type(self), (self.path, self.line, self.message, self.field)
+
 
 class LogRefused(LogError):
     """Unusable input that more data will not fix (special file, over a size limit, bomb)."""

@@ -7,6 +7,7 @@ here, at the boundary, with errors that name the option (the CLI turns them into
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -46,6 +47,80 @@ LINK_SE = 0.10                  # a link bandwidth not measured from this log's 
 MAX_LINK_GBYTES_S = 1e4         # GB/s: 10 TB/s is past any link
 
 
+CAPACITY_FORMS = "a value (0.92), a range (0.88..0.95) or a lower bound ('>=39')"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capacity:
+    """A role's pool capacity (batches/s, all its workers together) as the user knows it: a value
+    (``low == high``), a range (``low < high``) or a lower bound (``high`` is ``inf``)."""
+
+    low: float
+    high: float
+
+    @property
+    def kind(self) -> str:
+        return "value" if self.low == self.high else "bound" if math.isinf(self.high) else "range"
+
+    @property
+    def point(self) -> float:
+        """The capacity a split is projected at: the value, a range's geometric middle, a bound's end."""
+        return self.low if self.kind != "range" else math.sqrt(self.low * self.high)
+
+    def text(self) -> str:
+        k = self.kind
+        return (f"{self.low:.4g}" if k == "value" else f">={self.low:.4g}" if k == "bound"
+                else f"{self.low:.4g}..{self.high:.4g}")
+
+
+def as_capacity(option: str, value: Any) -> Capacity:
+    """A capacity from a number, a (low, high) pair, a `Capacity` or text in one of
+    ``CAPACITY_FORMS``; a `SettingsError` naming ``option`` and the accepted forms otherwise."""
+    if isinstance(value, Capacity):
+        low, high = value.low, value.high
+    elif isinstance(value, bool):
+        raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
+    elif isinstance(value, (int, float)):
+        low = high = float(value)
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        try:
+            low, high = float(value[0]), float(value[1])
+        except (TypeError, ValueError):
+            raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}") from None
+    elif isinstance(value, str):
+        low, high = _parse_capacity(option, value)
+    else:
+        raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
+    if not (math.isfinite(low) and low > 0):
+        raise SettingsError(option, f"must be a finite number > 0 (batches per second), got {low:g}; expected "
+                            f"{CAPACITY_FORMS}")
+    if not (high >= low) or (math.isnan(high)):
+        raise SettingsError(option, f"a range's upper end must not be below its lower end, got {low:g}..{high:g}")
+    for v in (low, high):
+        if math.isfinite(v) and not MIN_CAPACITY_BPS <= v <= MAX_CAPACITY_BPS:
+            raise SettingsError(option, f"must be from {MIN_CAPACITY_BPS:g} to {MAX_CAPACITY_BPS:g} batches per "
+                                f"second, got {v:g}")
+    return Capacity(low=low, high=high)
+
+
+def _parse_capacity(option: str, text: str) -> tuple[float, float]:
+    """``x``, ``lo..hi`` or ``>=x``; each number as Python reads one (``float``)."""
+    body = text.strip()
+    try:
+        if body.startswith(">="):
+            return float(body[2:]), math.inf
+        if ".." in body:
+            lo, hi = (float(x) for x in body.split("..", 1))
+        else:
+            lo = hi = float(body)
+    except ValueError:
+        raise SettingsError(option, f"cannot read {text!r}: expected {CAPACITY_FORMS}") from None
+    if lo != hi and not math.isfinite(hi):
+        raise SettingsError(option, f"a range's upper end must be finite, got {text!r} (a lower bound is written "
+                            f"'>=x')")
+    return lo, hi
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Resolved options. ``roles`` is the split to judge (None: the observed one)."""
@@ -64,6 +139,7 @@ class Settings:
     exact: bool = False
     extrapolated_tokens: bool = False        # tokens_per_batch outside the logged range
     logged_tokens_range: tuple[float, float] = field(default=(0.0, 0.0))
+    cpu: bool = False                        # the log's workers ran on CPU (header device "cpu")
     # engines of several GPUs (producer, consumer): GPUs per engine projected, and in the log(s)
     gpus_per_worker: tuple[int, int] = (1, 1)
     log_gpus_per_worker: tuple[int, int] = (1, 1)
@@ -93,6 +169,12 @@ class Settings:
     def for_next_run(self) -> bool:
         """Advice for the job's next run: no restart cost applies."""
         return self.next_run or self.run_ended
+
+    def units(self, n: int | None = None) -> str:
+        """``n`` (default G) with the word for what is split: "8 GPUs", or "3 CPU workers" when the
+        log's workers ran on CPU (header ``device: cpu``)."""
+        n = self.gpus if n is None else n
+        return f"{n} {'CPU worker' if self.cpu else 'GPU'}{'s' if n != 1 else ''}"
 
     @property
     def own_budget(self) -> bool:
@@ -236,7 +318,8 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
                    tokens_range: tuple[float, float], log_token_budget: int | None, hs_cap: int | None = None,
                    token_budget: int | None = None, roles: Mapping[str, int] | None = None,
                    restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
-                   run_ended: bool = False, exact: bool = False, log_gpus_per_worker: tuple[int, int] = (1, 1),
+                   run_ended: bool = False, exact: bool = False, cpu: bool = False,
+                   log_gpus_per_worker: tuple[int, int] = (1, 1),
                    gpus_per_worker: Mapping[str, int] | str | None = None,
                    engine_scaling: Mapping[str, float] | str | None = None, gpus_per_node: int | None = None,
                    link_gbytes_s: float | None = None) -> Settings:
@@ -270,5 +353,5 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
                     token_budget=token_budget, log_token_budget=log_token_budget, roles=judged,
                     restart_cost_h=float(restart_cost_h), next_run=bool(next_run), run_ended=bool(run_ended),
                     exact=bool(exact), extrapolated_tokens=extrapolated, logged_tokens_range=tuple(tokens_range),
-                    gpus_per_worker=k, log_gpus_per_worker=tuple(log_gpus_per_worker), engine_scaling=es,
-                    gpus_per_node=gpn, link_bytes_s=link)
+                    cpu=bool(cpu), gpus_per_worker=k, log_gpus_per_worker=tuple(log_gpus_per_worker),
+                    engine_scaling=es, gpus_per_node=gpn, link_bytes_s=link)

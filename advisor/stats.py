@@ -18,14 +18,24 @@ HUBER_K = 1.345
 Z_95 = 1.96
 
 
+@lru_cache(maxsize=1)
+def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The grid of `expected_max_normal`, its density and distribution function, made once: the
+    erf of 4001 points costs ~1 ms, which ``--gpus 1024`` paid for each of its 1,023 values of m."""
+    x = np.linspace(-8.0, 8.0, 4001)
+    phi = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    for a in (x, phi, cdf):
+        a.flags.writeable = False
+    return x, phi, cdf
+
+
 @lru_cache(maxsize=None)
 def expected_max_normal(m: int) -> float:
     """E[max of m iid standard normals] (e_2 = 0.564, e_8 = 1.424)."""
     if m <= 1:
         return 0.0
-    x = np.linspace(-8.0, 8.0, 4001)
-    phi = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    x, phi, cdf = _normal_grid()
     dens = m * phi * cdf ** (m - 1)
     return float(np.trapezoid(x * dens, x))
 

@@ -46,7 +46,7 @@ from advisor.records import End, Queue, Rates, Run
 from advisor.errors import LogError, LogWarning
 
 __all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
-           "import_tensorboard"]
+           "import_tensorboard", "write_rate_log"]
 
 
 # --- CRC32C (Castagnoli, reflected polynomial 0x82F63B78) ------------------------------------
@@ -304,8 +304,10 @@ def parse_queue(text: str, roles: Sequence[str]) -> Queue:
     return Queue(name=name, feeds=feeds, cap=cap)
 
 
-def parse_map(items: Sequence[str], roles: Sequence[str], queues: Sequence[str] = ()) -> dict[str, str]:
-    """``["drafter.bps=train/drafter_bps", ...]`` -> {rates key: tag}; errors say what is wrong."""
+def parse_map(items: Sequence[str], roles: Sequence[str], queues: Sequence[str] = (), *,
+              require_bps: bool = True) -> dict[str, str]:
+    """``["drafter.bps=train/drafter_bps", ...]`` -> {rates key: tag}; errors say what is wrong.
+    ``require_bps=False`` when the mapping only adds to a stack's built-in one (advisor.stacks)."""
     out: dict[str, str] = {}
     allowed = [f"{r}.{k}" for r in roles for k in ("bps", "cap_bps")] + ["tok_s", "eta_s", "done"]
     allowed += [f"q.{q}" for q in queues]
@@ -319,7 +321,7 @@ def parse_map(items: Sequence[str], roles: Sequence[str], queues: Sequence[str] 
         if key in out:
             raise ValueError(f"--map {item!r}: {key!r} is mapped twice")
         out[key] = tag
-    if not any(k.endswith(".bps") for k in out):
+    if require_bps and not any(k.endswith(".bps") for k in out):
         raise ValueError("--map: map at least one <role>.bps (completions per second of a role's pool), "
                          f"e.g. {roles[-1]}.bps=TAG")
     return out
@@ -394,7 +396,12 @@ def import_tensorboard(paths: Sequence[str | Path], out: str | Path, *, mapping:
                  samples=samples, epochs=epochs, hardware=hardware, t0_unix=first_wall,
                  gpus_per_worker=dict(gpus_per_worker) if gpus_per_worker else None, gpus_per_node=gpus_per_node,
                  extra={"source": f"TensorBoard: {source}", "tb_map": dict(m)})
-    snaps = to_records(scalars, first_wall, m, source=source)
+    return write_rate_log(header, to_records(scalars, first_wall, m, source=source), out, ended=ended)
+
+
+def write_rate_log(header: Run, snaps: Sequence[Rates], out: str | Path, *, ended: bool = False) -> tuple[Path, int]:
+    """Write ``header`` and the rates snapshots (and ``end`` done when ``ended``); return the path and
+    the number of snapshots."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:

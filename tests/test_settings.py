@@ -1,9 +1,12 @@
 """Settings: validated once, errors name the option."""
 from __future__ import annotations
 
-import pytest
+import math
 
-from advisor.settings import MAX_GPUS, build_settings, check_roles
+import pytest
+from hypothesis import given as _given, strategies as _st
+
+from advisor.settings import MAX_GPUS, Capacity, as_capacity, build_settings, check_roles
 from advisor.errors import SettingsError
 
 
@@ -70,3 +73,30 @@ def test_check_limits_names_the_option(kw, option):
         check_limits(**kw)
     assert str(e.value).startswith(option + ": ") and "more than the limit" in str(e.value)
     check_limits(gpus=MAX_GPUS, roles={"a": MAX_GPUS - 1, "b": 1}, hs_cap=10_000, sync_every=1 << 53)
+
+
+# ---------------------------------------------------------------- capacities: value, range, bound
+
+def test_a_capacity_is_a_value_a_range_or_a_lower_bound():
+    assert as_capacity("--target-bps", "0.92").kind == "value"
+    r = as_capacity("--target-bps", "0.88..0.95")
+    assert (r.kind, r.low, r.high) == ("range", 0.88, 0.95) and r.point == pytest.approx(math.sqrt(0.88 * 0.95))
+    b = as_capacity("--target-bps", ">=39")
+    assert (b.kind, b.low, b.point) == ("bound", 39.0, 39.0) and math.isinf(b.high)
+    assert as_capacity("x", (1, 2)).kind == "range" and as_capacity("x", 3).kind == "value"
+
+
+@pytest.mark.parametrize("text", ["abc", "1..", "..2", ">39", "<=3", "2..1", "0", ">=0", "-1", "nan", "inf", ""])
+def test_a_bad_capacity_names_the_option_and_the_forms(text):
+    with pytest.raises(SettingsError) as e:
+        as_capacity("--drafter-bps", text)
+    msg = str(e.value)
+    assert msg.startswith("--drafter-bps") and ("0.88..0.95" in msg or "upper end" in msg)
+
+
+@_given(lo=_st.floats(1e-3, 1e6), f=_st.floats(1.0, 10.0), kind=_st.sampled_from(["value", "range", "bound"]))
+def test_a_capacity_reads_back_from_its_own_text(lo, f, kind):
+    c = Capacity(low=lo, high={"value": lo, "range": lo * f, "bound": float("inf")}[kind])
+    back = as_capacity("--target-bps", c.text())
+    assert back.kind == c.kind or (kind == "range" and back.kind == "value")
+    assert back.low == pytest.approx(c.low, rel=1e-3)

@@ -47,7 +47,7 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .config import ConfigError, TrainConfig
 from .logwriter import LogWriter
@@ -230,8 +230,10 @@ class _Run:
                     msg = f"{cfg.emulate}: {msg}"
                 raise SourceError(msg) from None
             if cfg.sync_enabled and not self.profile.sync_durs_s:
-                raise ConfigError("sync_s", "the source log has no sync events of several drafters; give --sync-s "
-                                  "(seconds per emulated sync) to emulate M > 1")
+                # nothing to resample and no --sync-s: emulate what the source shows, no weight sync
+                _say(f"dflash-train: {cfg.emulate} has no sync of several drafters: emulating {cfg.drafters} "
+                     f"drafters without weight sync (the log says sync_every 0; --sync-s SECONDS emulates one)")
+                self.cfg = cfg = replace(cfg, sync_every=0)
             if cfg.link_bytes_s is not None and not self.profile.header.get("hs_bytes_per_token"):
                 raise SourceError(f"{cfg.emulate}: the source log has no hs_bytes_per_token, which a link between "
                                   "nodes needs (bytes per batch = tokens * hs_bytes_per_token)")

@@ -18,8 +18,8 @@ import typer
 from advisor import __version__
 from advisor.errors import LogError, SettingsError
 from advisor.settings import (DEFAULT_FOLLOW_INTERVAL_S, DEFAULT_HS_CAP, DEFAULT_MIN_EFFICIENCY,
-                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_CAPACITY_BPS, MAX_GPUS_PER_WORKER,
-                              MIN_CAPACITY_BPS, MIN_FOLLOW_INTERVAL_S, MIN_GPUS, check_limits, parse_role_map)
+                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_GPUS_PER_WORKER,
+                              MIN_FOLLOW_INTERVAL_S, MIN_GPUS, as_capacity, check_limits, parse_role_map)
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -204,7 +204,7 @@ def _advise_or_die(logs: list[Path], **kw):
             typer.echo("\r\x1b[K", err=True, nl=False)   # erase the status line
 
 
-@app.command("advise")
+@app.command("advise", short_help="Advice for the run(s): the table of splits, the verdict and its reasons.")
 def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: AsJson = False,
                as_markdown: AsMarkdown = False, restart_cost: RestartCost = DEFAULT_RESTART_COST_H, hs_cap: HsCap = None,
                token_budget: TokenBudget = None, roles: RolesOpt = None, next_run: NextRun = False,
@@ -235,7 +235,7 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: As
     typer.echo(render(adv, fmt), nl=False)
 
 
-@app.command("check")
+@app.command("check", short_help="CI gate on a planned split: exit 0 pass, 1 fail, 2 unusable input.")
 def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config naming the planned split and "
                                                                  "profile log(s), or rate log(s).",
                                                             show_default=False)],
@@ -281,7 +281,7 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     raise typer.Exit(0 if g["passed"] else 1)
 
 
-@app.command("plot")
+@app.command("plot", short_help="One figure: the splits, efficiency, rates over time and q_hs.")
 def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
                  "-o", "--out", help="File to write; its extension picks the format (.png, .pdf, .svg, ...). "
                                      "A directory gets advice.png.")] = Path("advice.png"),
@@ -304,13 +304,15 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
     typer.echo(f"wrote {path}", err=not path.is_file())
 
 
-@app.command("what-if")
+@app.command("what-if", short_help="Advice from bare numbers: worker counts and pool capacities.")
 def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
                 drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
-                target_bps: Annotated[float, typer.Option("--target-bps", min=0.0,
-                                                          help="Capacity of all targets together, batches/s.")],
-                drafter_bps: Annotated[float, typer.Option("--drafter-bps", min=0.0,
-                                                           help="Capacity of all drafters together, batches/s.")],
+                target_bps: Annotated[str, typer.Option("--target-bps", help="Capacity of all targets together, "
+                                                        "batches/s: a value (0.92), a range (0.88..0.95) or a lower "
+                                                        "bound ('>=0.9').")],
+                drafter_bps: Annotated[str, typer.Option("--drafter-bps", help="Capacity of all drafters together, "
+                                                         "batches/s: a value, a range (lo..hi) or a lower bound "
+                                                         "('>=x').")],
                 hs_cap: Annotated[int, typer.Option("--hs-cap", min=0, help="q_hs depth (batches).")] = DEFAULT_HS_CAP,
                 tokens_per_batch: Annotated[float, typer.Option("--tokens-per-batch", min=1.0,
                                                                 help="Mean tokens per batch (for tok/s).")] = DEFAULT_TOKENS_PER_BATCH,
@@ -322,7 +324,8 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                                                                                  "drafter count.")] = 0.0,
                 gpus: Gpus = None, next_run: NextRun = False, fmt: FormatOpt = None, as_json: AsJson = False,
                 as_markdown: AsMarkdown = False) -> None:
-    """Advice from bare numbers, e.g. --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86."""
+    """Advice from bare numbers: worker counts and pool capacities in batches/s (for example --targets 7
+    --drafters 1 --target-bps 0.92 --drafter-bps 0.86)."""
     import math
 
     from advisor.advice import advise_numbers
@@ -330,18 +333,17 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
     fmt = _format(as_json, as_markdown, fmt)
     _check_limits(counts={"--targets": targets, "--drafters": drafters}, gpus=gpus,
                   roles={"target": targets, "drafter": drafters})
-    for name, v in (("--target-bps", target_bps), ("--drafter-bps", drafter_bps)):
-        if not math.isfinite(v):   # 0 and below: the library names the capacity
-            _die(f"{name}: must be a finite number > 0 (batches per second), got {v}")
-        if v > 0 and not MIN_CAPACITY_BPS <= v <= MAX_CAPACITY_BPS:
-            _die(f"{name}: must be from {MIN_CAPACITY_BPS:g} to {MAX_CAPACITY_BPS:g} batches per second, got {v:g}")
+    try:
+        caps = {"target": as_capacity("--target-bps", target_bps), "drafter": as_capacity("--drafter-bps", drafter_bps)}
+    except SettingsError as e:
+        _die(str(e))
     for name, v in (("--scv", scv), ("--sync-s", sync_s), ("--tokens-per-batch", tokens_per_batch)):
         if v is not None and not math.isfinite(v):
             _die(f"{name}: must be a finite number, got {v}")
     _check_limits(hs_cap=hs_cap, sync_every=sync_every)
     try:
         adv = advise_numbers({"target": targets, "drafter": drafters},
-                             {"target": target_bps, "drafter": drafter_bps}, gpus=gpus, hs_cap=hs_cap, scv=scv,
+                             caps, gpus=gpus, hs_cap=hs_cap, scv=scv,
                              sync_every=sync_every, sync_s=sync_s, tokens_per_batch=tokens_per_batch,
                              next_run=next_run, gpus_per_worker=gpus_per_worker)
     except ValueError as e:
@@ -354,16 +356,21 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
-@app.command("import-tb")
+@app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
 def import_tb_cmd(
-        events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, or directories searched for "
-                                                          "*tfevents* files.", show_default=False)],
+        events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, directories searched for "
+                                                          "*tfevents* files, or .csv histories exported from wandb "
+                                                          "or MLflow.", show_default=False)],
         out: Annotated[Path, typer.Option("-o", "--out", help="Rate log to write (.jsonl).")],
-        mapping: Annotated[list[str], typer.Option("--map", help="KEY=TAG: which scalar tag holds a rates field; "
-                                                                 "KEY is ROLE.bps, ROLE.cap_bps, tok_s, eta_s, done "
-                                                                 "or q.QUEUE. Repeat it.", show_default=False)],
         roles: Annotated[str, typer.Option("--roles", help="Workers per role in pipeline order, producer first, "
                                                            "e.g. target=7,drafter=1.", show_default=False)],
+        mapping: Annotated[Optional[list[str]], typer.Option(
+            "--map", help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
+                          "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
+                          "fields.", show_default=False)] = None,
+        stack: Annotated[Optional[str], typer.Option(
+            "--stack", help="Read the metrics this stack logs by name: torchspec, specforge or speculators "
+                            "(docs/stacks/).")] = None,
         queue: Annotated[Optional[list[str]], typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 "
                                                                            "(repeatable).")] = None,
         gpus: Annotated[Optional[int], typer.Option("--gpus", min=MIN_GPUS, help="GPUs of the job (default: the sum "
@@ -378,10 +385,13 @@ def import_tb_cmd(
         gpus_per_worker: GpusPerWorker = None,
         gpus_per_node: GpusPerNode = None,
 ) -> None:
-    """Rate log from TensorBoard scalars: per-role throughput/capacity tags mapped to rates events."""
+    """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
+    from advisor.stacks import import_stack
     from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
+    if stack is None and not mapping:
+        _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
     with warnings.catch_warnings(record=True) as seen:   # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
@@ -389,9 +399,13 @@ def import_tb_cmd(
             queues = [parse_queue(q, list(role_map)) for q in queue or []]
             k = parse_role_map("--gpus-per-worker", gpus_per_worker, tuple(role_map)[::len(role_map) - 1],
                                whole=True, lo=1, hi=MAX_GPUS_PER_WORKER) if gpus_per_worker else None
-            path, n = import_tensorboard(events, out, mapping=mapping, roles=role_map, run=run_name, gpus=gpus,
-                                         queues=queues, token_budget=token_budget, samples=samples, epochs=epochs,
-                                         ended=ended, gpus_per_worker=k, gpus_per_node=gpus_per_node)
+            header = dict(roles=role_map, run=run_name, gpus=gpus, queues=queues, token_budget=token_budget,
+                          samples=samples, epochs=epochs, ended=ended)
+            if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
+                path, n = import_tensorboard(events, out, mapping=mapping or [], gpus_per_worker=k,
+                                             gpus_per_node=gpus_per_node, **header)
+            else:
+                path, n = import_stack(events, out, stack=stack, mapping=mapping or [], **header)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))
@@ -399,7 +413,7 @@ def import_tb_cmd(
     typer.echo(f"wrote {path}: {n} rates snapshots; now run: dflash-advise {path}")
 
 
-@app.command("summarize")
+@app.command("summarize", short_help="Reduce logs of one run to one mergeable summary.")
 def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
                       help="Rate logs (e.g. the per-rank files of one run) and/or summaries to merge.",
                       show_default=False)],

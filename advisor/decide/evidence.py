@@ -4,7 +4,10 @@ The decision rules need to know when the log is too thin to choose on. Three sig
 the first (current) log's steady window:
 
 - ``batches``: consumer completions inside the window; below ``MIN_BATCHES`` the rates rest on
-  too few steps to separate splits a few percent apart.
+  too few steps to separate splits a few percent apart. Each count is counted in its own unit: a
+  rates-only log's window holds ``snapshots`` (each a window of many batches), and its batches
+  are the consumer's logged rate times the window's length; bare numbers (``basis`` "numbers")
+  have no log to be thin (what they cannot show is carried by priors, `advisor.model.priors`).
 - ``settled``: whether warm-up truncation (MSER-5, `advisor.measure.steady`) found a start well before
   the middle of the log; a run that never settled is still warming up.
 - ``drift_pct``: the consumer's completion rate in the second half of the window against the
@@ -41,6 +44,8 @@ class Evidence:
     settled: bool
     drift_pct: float            # second half vs first half of the window, consumer completion rate
     drift_z: float
+    basis: str = "steps"        # "steps", "rates" (snapshots only) or "numbers" (no log)
+    snapshots: int = 0          # rates snapshots inside the window (rates-only logs)
 
     @property
     def drifting(self) -> bool:
@@ -48,12 +53,21 @@ class Evidence:
 
     @property
     def thin(self) -> bool:
+        if self.basis == "numbers":
+            return False
         return self.batches < MIN_BATCHES or not self.settled or self.drifting
+
+    def count_text(self) -> str:
+        """The window's length in its own units ("812 steady batches", "70 rates snapshots (~3,600 batches)")."""
+        if self.basis == "rates":
+            return f"{self.snapshots} rates snapshots (~{self.batches:,} batches)"
+        return f"{self.batches} steady batches"
 
     def why_thin(self) -> list[str]:
         out = []
         if self.batches < MIN_BATCHES:
-            out.append(f"only {self.batches} steady batches (at least {MIN_BATCHES} are needed to separate "
+            unit = " batches" if self.basis == "rates" else ""
+            out.append(f"only {self.count_text()} (at least {MIN_BATCHES}{unit} are needed to separate "
                        f"splits a few percent apart)")
         if not self.settled:
             out.append("the run has not settled (still warming up)")
@@ -100,5 +114,12 @@ def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
                     drift = 100.0 * (b.mean() / a.mean() - 1.0)
                     se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)) if len(a) > 1 < len(b) else 0.0
                     z = abs(b.mean() - a.mean()) / se if se > 0 else 0.0
+    if fit.source == "numbers":
+        return Evidence(steady_s=0.0, batches=0, settled=True, drift_pct=0.0, drift_z=0.0, basis="numbers")
+    if fit.source == "rates":
+        # the window holds snapshots; its batches are the consumer's completions over it
+        batches = int(round(ob.bps * win.duration_s)) if ob.bps > 0 else 0
+        return Evidence(steady_s=win.duration_s, batches=batches, settled=bool(win.settled), drift_pct=float(drift),
+                        drift_z=float(z), basis="rates", snapshots=int(win.n_events))
     return Evidence(steady_s=win.duration_s, batches=int(win.n_events), settled=bool(win.settled),
                     drift_pct=float(drift), drift_z=float(z))

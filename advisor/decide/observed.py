@@ -89,6 +89,9 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
     if loader is not None and math.isfinite(loader):
         caps["loader"] = float(loader)
     steps = fit.source == "steps"
+    if fit.source == "numbers" and label in splits.index:
+        # bare numbers: no rate was measured; the split's rate is the projection from the given capacities
+        ob = replace(ob, bps=float(splits.at[label, "bps"]), tok_s=float(splits.at[label, "tok_s"]))
     return ObservedSplit(run=ob, roles={p: n, c: m}, capacities_bps=caps, efficiency=ob.bps / max(caps[p], caps[c]),
                          bottleneck=min(caps, key=caps.get),
                          producer_blocked=fit.producer.blocked_share if steps else None,

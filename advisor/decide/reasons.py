@@ -16,7 +16,7 @@ import pandas as pd
 
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
-from advisor.model.params import PipelineFit
+from advisor.model.params import Basis, PipelineFit, RoleFit
 from advisor.project.queues import QueueAdvice
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval
@@ -53,19 +53,52 @@ def _plural(n: int, word: str) -> str:
 
 # ---------------------------------------------------------------- reasons, from the decision
 
+def basis_text(rf: RoleFit, workers: int) -> str:
+    """What one role's capacity rests on, in words: "given", "given as 0.88..0.95 b/s", "at least
+    39 b/s (a bound)", "measured from rates snapshots"."""
+    if rf.ranged:
+        lo, hi = (workers * v for v in rf.mu_range_bps)
+        if not math.isfinite(hi):
+            return f"at least {bps_text(lo)} b/s on {_plural(workers, 'GPU')}, a bound"
+        return f"given as {bps_text(lo)}..{bps_text(hi)} b/s on {_plural(workers, 'GPU')}"
+    return rf.basis.word()
+
+
+def _role_cap_text(rf: RoleFit, row: pd.Series, fit: PipelineFit) -> str:
+    """A role's capacity at a split and what it rests on; where it is not the capacity given or
+    read at the observed split (another worker count, the sync cost), that one is said beside it."""
+    cap = float(row[f"cap_{rf.role}_bps"])
+    n = int(row[f"n_{rf.role}"])
+    given_n = fit.observed[0].roles.get(rf.role, 0)
+    base = rf.mu_bps * given_n
+    basis = basis_text(rf, given_n)
+    if n != given_n:
+        return f"{bps_text(cap)} b/s ({bps_text(base)} b/s on {_plural(given_n, 'GPU')} {basis}, carried to {n})"
+    if abs(cap / base - 1.0) > 0.005:
+        return f"{bps_text(cap)} b/s ({bps_text(base)} b/s {basis}, {pct_text(cap / base)} of it after the sync)"
+    return f"{bps_text(cap)} b/s ({basis})"
+
+
 def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -> str:
     p, c = fit.roles
     r = rows.loc[label]
     loader = f", loader {bps_text(r['cap_loader_bps'])} b/s" if math.isfinite(r["cap_loader_bps"]) else ""
-    basis = {"steps": "busy time", "rates": "'rates' snapshots", "numbers": "given numbers"}.get(fit.source, fit.source)
-    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s vs "
-            f"{c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from {basis}); projected at {label}: "
+    if fit.source == "steps":
+        return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
+                f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
+                f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
+                f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
+    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
+            f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
             f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
             f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
 
 
 def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
-    """The log's own signals at the observed split (measured, not projected)."""
+    """The log's own signals at the observed split (measured, not projected); none from bare numbers
+    (no log: the "observed" rate is the given capacities' minimum, nothing measured it)."""
+    if fit.source == "numbers":
+        return None
     p, c = fit.roles
     r = rows.loc[label]
     parts = []
@@ -81,7 +114,8 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
             parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(logged)} projected at its placement")
         else:
             parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
-    return f"measured at {label} (the log): " + "; ".join(parts) + "." if parts else None
+    where = "(the log)" if fit.source == "steps" else "(the log's rates snapshots)"
+    return f"measured at {label} {where}: " + "; ".join(parts) + "." if parts else None
 
 
 def _needs(d: Decision) -> str:
@@ -89,6 +123,9 @@ def _needs(d: Decision) -> str:
     if n is None:
         return ""
     bits = []
+    if n.unknown:
+        bits.append(" and ".join(f"the {r} capacity measured (step events of the {r}s, or 'cap_bps' in their rates "
+                                 f"snapshots)" for r in n.unknown))
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
@@ -99,7 +136,8 @@ def _needs(d: Decision) -> str:
     if n.longer_factor is not None and n.extra_steady_s is not None:
         bits.append(f"a steady log about {n.longer_factor:.1f}x as long (~{dur_text(n.extra_steady_s)} more)")
     if n.run_at:
-        bits.append(f"a short run at {n.run_at}, given with this log, which measures it directly")
+        with_what = "" if d.evidence.basis == "numbers" else ", given with this log"
+        bits.append(f"a short run at {n.run_at}{with_what}, which measures it directly")
     if n.repeats:
         measured = " and ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(f"both splits ran ({measured}), and another run of either may differ by more than their gap: "
@@ -114,9 +152,17 @@ def _vs(df: pd.DataFrame, a: str, b: str) -> str:
 def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     s = d.settings
     b, j = d.best, d.judged
-    of = f"of the {_plural(d.n_splits, 'split')} of {s.gpus} GPUs"
+    of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
+    if d.rule == "unknown-capacity":
+        n = d.needs
+        what = " and ".join(f"the {r} capacity" for r in n.unknown)
+        verb = "are" if len(n.unknown) > 1 else "is"
+        keep = f"; keep {d.recommended} until it is measured" if d.recommended != b else ""
+        return (f"{what} {verb} only known as a range or a bound, and that decides the pick: at one end of what is "
+                f"known, {n.rival} leads {b}, which projects {bps_text(df.at[b, 'bps'])} b/s at the point given"
+                f"{keep}." + _needs(d))
     if d.rule == "small-gain":
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
@@ -139,7 +185,7 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
                     f"restart.")
         return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is unknown, so the restart cost is not weighed.")
     why = ("the run has ended" if s.run_ended else "--next-run was given" if s.next_run
-           else f"no split of {s.gpus} GPUs was observed")
+           else f"no split of {s.units()} was observed")
     if d.rule == "unresolved":
         m = d.margin
         return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
@@ -176,7 +222,19 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     mg = d.margin
     if d.rule in ("unresolved", "overlap", "thin-evidence"):
         return out
-    if fit.source == "numbers":
+    if provisional(d, fit):
+        if mg.stable or mg.separated:
+            sep = (f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above {mg.lower}'s upper end "
+                   f"{bps_text(mg.runner_up_high)}" if mg.stable else
+                   f"{mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+                   f"{signed_pct(mg.lead_high_pct)} (95%)")
+            out.append(f"the choice is provisional, not yet stable: {sep}, but on thin evidence the intervals cover "
+                       f"sampling noise only.")
+        else:
+            out.append(f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
+                       f"not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                       f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin.")
+    elif fit.source == "numbers" and not fit.contention.role_se:
         out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
                    "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
                    "log: how stable the choice is cannot be told; a log with step events measures it.")
@@ -194,6 +252,12 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                    f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
                    f"{_lead_text(df, mg.higher, mg.lower)}.")
     return out
+
+
+def provisional(d: Decision, fit: PipelineFit) -> bool:
+    """Whether the verdict is provisional: a log whose evidence is thin (`advisor.decide.evidence`;
+    bare numbers carry no such evidence). Then no sentence calls the choice stable."""
+    return d.evidence.thin and fit.source != "numbers"
 
 
 def _loader(d: Decision) -> list[str]:
@@ -224,7 +288,7 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
     ``rows`` is the projected table the decision was made on; ``observed`` the split the log ran
     (its measured signals are said when that split is the one described first)."""
     d = decision
-    first = d.judged or d.recommended
+    first = d.described
     out = [_bottleneck(d, rows, fit, first)]
     if d.observed == first:
         m = _measured(rows, fit, observed, first)
@@ -232,6 +296,9 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
             out.append(m)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
+    if provisional(d, fit) and d.rule != "thin-evidence":
+        out.append(f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or "
+                   f"overturns it.")
     out += _runner_up(d, rows, fit)
     out += _levers(d)
     return out
@@ -265,39 +332,74 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
     return out
 
 
-def holds_unless(decision: Decision) -> list[str]:
+def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
+    """The per-consumer scaling ``share`` at ``m`` consumers and where it comes from: the logs (a
+    sync measured, or ``m`` consumers logged: fitted), or nothing (assumed)."""
+    c = fit.roles[1]
+    logged = sorted({o.roles.get(c, 0) for o in fit.observed})
+    if fit.sync.measured or m in logged:
+        return f"fitted {pct_text(share)}"
+    ran = " and ".join(_plural(x, c) for x in logged)
+    return f"assumed {pct_text(share)}, not measured: the log{'s' if len(fit.observed) > 1 else ''} ran {ran}"
+
+
+def _outside_range(fit: PipelineFit | None, role: str, factor: float) -> str:
+    """Where a capacity threshold lies outside what is known of a ranged capacity, say so."""
+    rf = next((r for r in (fit.producer, fit.consumer) if r.role == role), None) if fit is not None else None
+    if rf is None or not rf.ranged:
+        return ""
+    lo, hi = rf.mu_range_bps
+    mu = rf.mu_bps * factor
+    if mu < lo * (1 - 1e-9):
+        return " (below its bound, so not expected)" if not math.isfinite(hi) else " (below the given range)"
+    if mu > hi * (1 + 1e-9):
+        return " (above the given range)"
+    return " (inside what is known of it)"
+
+
+def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     """What the verdict depends on: the capacity thresholds and per-consumer scaling ties of the
-    decision's sensitivity (`advisor.project.sensitivity`)."""
+    decision's sensitivity (`advisor.project.sensitivity`); each scaling says whether the logs
+    measured it or it is assumed, and each capacity what it rests on (fitted from steps, measured
+    from rates, given, a bound)."""
     d = decision
+    rests = {}
+    if fit is not None:
+        rests = {rf.role: ("the given range's middle" if rf.ranged and rf.basis is Basis.GIVEN else
+                           {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value])
+                 for rf in (fit.producer, fit.consumer)}
     c = d.settings.consumer
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
     for th in d.sensitivity.thresholds:
         if th.factor is None:
-            out.append(f"{th.role} capacity: no value from {span} of the fit changes the choice.")
+            of = {"fitted": "of the fit", "measured": "of the measured value", "given": "of the given value",
+                  "the bound": "of the bound", "the given range's middle": "of the given range's middle"}[
+                rests.get(th.role, "fitted")]
+            out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
             continue
         word = "higher" if th.factor > 1 else "lower"
         gpus = th.workers * d.settings.gpus_per_worker[0 if th.role == d.settings.producer else 1]
-        out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than fitted "
-                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {_plural(gpus, 'GPU')}, not "
-                   f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}.")
+        out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
+                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
+                   f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}"
+                   f"{_outside_range(fit, th.role, th.factor)}.")
     lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"
     for tie in d.sensitivity.scaling:
         big, other = "-".join(map(str, tie.big)), "-".join(map(str, tie.other))
+        fitted = _scaling_basis(fit, tie.big[1], tie.fitted)
         if tie.scaling is None:
             if tie.big_wins_at_fit:
-                out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} (fitted "
-                           f"{pct_text(tie.fitted)}).")
+                out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} ({fitted}).")
             else:
-                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice (fitted "
-                           f"{pct_text(tie.fitted)}); {big} is {tie.big_bottleneck}-bound even with perfect {c} "
-                           f"scaling.")
+                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is "
+                           f"{tie.big_bottleneck}-bound even with perfect {c} scaling.")
         elif not tie.big_wins_at_fit:
             out.append(f"each of the {tie.big[1]} {c}s of {big} keeps at least {pct_text(tie.scaling)} of a lone "
-                       f"{c}'s rate (fitted {pct_text(tie.fitted)}): then {big} beats {other}.")
+                       f"{c}'s rate ({fitted}): then {big} beats {other}.")
         else:
             out.append(f"each of the {tie.big[1]} {c}s of {big} keeps less than {pct_text(tie.scaling)} of a lone "
-                       f"{c}'s rate (fitted {pct_text(tie.fitted)}): then {other} beats {big}.")
+                       f"{c}'s rate ({fitted}): then {other} beats {big}.")
     return out
 
 

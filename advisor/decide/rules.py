@@ -13,6 +13,12 @@ lead; comparing the two intervals alone would count them twice).
 
 Rules, in order; the first that fires decides (``rule`` names it):
 
+0. ``unknown-capacity``: a role's capacity is only a range or a bound (given so, or read from
+   snapshots of a throttled role: `advisor.model.params.Basis`), and at some corner of the ranges
+   (`advisor.model.chain.range_ends`, the table's ``err_corner_*``) another split than B leads B by
+   more than ``RESOLVE_GAIN``: the unknown side decides the pick -> ``cannot-tell``; R is J (B
+   without one, or for the next run). The needs name the nearest such split to B (a short run
+   there measures it) and the roles whose capacity would settle it, measured.
 1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
    split at this G was observed nor judged: advice for the next run, no restart cost.
    R = B. If B and A are not separated and either B's projected lead is at least ``RESOLVE_GAIN``
@@ -46,7 +52,7 @@ import pandas as pd
 from advisor.decide.evidence import Evidence
 from advisor.stats import Z_95
 from advisor.model.params import PipelineFit
-from advisor.project.table import lead_interval, lead_parts, split_label
+from advisor.project.table import ERR_CORNERS, lead_interval, lead_parts, split_label
 from advisor.project.queues import QueueAdvice, queue_advice
 from advisor.project.sensitivity import Sensitivity, sensitivity
 from advisor.settings import Settings
@@ -92,6 +98,8 @@ class Needs:
     model_gap: tuple[str, ...] = ()                   # rows widened to a measured rate the model misses
     measured: tuple[tuple[str, float], ...] = ()      # (split, measured b/s) where logs ran them
     repeats: bool = False         # both splits ran and nothing else would help: repeated runs of each
+    unknown: tuple[str, ...] = ()     # roles whose capacity is only a range or a bound and decides the pick
+    rival: str | None = None          # the split that leads the best at some end of those ranges
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,12 @@ class Decision:
     evidence: Evidence
     settings: Settings
     n_splits: int
+
+    @property
+    def described(self) -> str:
+        """The split the first reason describes (the JSON's ``judged``): the judged split, else (no
+        split of G judged nor observed) the recommended one."""
+        return self.judged or self.recommended
 
 
 def _split(df: pd.DataFrame, label: str, p: str, c: str) -> tuple[int, int]:
@@ -191,11 +205,39 @@ def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
     return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
 
 
-def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None, best: str
-           ) -> tuple[Verdict, str, str, Needs | None]:
-    """(verdict, rule, recommended label, needs) by the ordered rules of the module docstring."""
+def corner_rival(df: pd.DataFrame, best: str, producer: str) -> str | None:
+    """Of the splits that lead ``best`` by more than RESOLVE_GAIN at some corner of the capacity
+    ranges, the nearest to it (fewest GPUs moved; then the largest lead): a short run there is the
+    cheapest that could overturn the pick. None where the ranges do not move the pick."""
+    cols = [k for k in ERR_CORNERS if k in df.columns]
+    leads: dict[str, float] = {}
+    for k in cols:
+        at = df["bps"] * df[k].map(math.exp)
+        if not at[best] > 0:
+            continue
+        for label, x in at.items():
+            lead = x / at[best] - 1.0
+            if label != best and lead > RESOLVE_GAIN:
+                leads[str(label)] = max(leads.get(str(label), 0.0), lead)
+    if not leads:
+        return None
+    n_best = int(df.at[best, f"n_{producer}"])
+    return min(leads, key=lambda lbl: (abs(int(df.at[lbl, f"n_{producer}"]) - n_best), -leads[lbl]))
+
+
+def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None, best: str,
+           unknown: tuple[str, ...] = ()) -> tuple[Verdict, str, str, Needs | None]:
+    """(verdict, rule, recommended label, needs) by the ordered rules of the module docstring;
+    ``unknown``: the roles whose capacity is a range or a bound."""
     others = df.drop(index=best)["bps"]
     runner = str(others.idxmax()) if len(others) else None
+    rival = corner_rival(df, best, settings.producer) if unknown else None
+    if rival is not None:
+        keep = judged if judged is not None and not settings.for_next_run else best
+        return Verdict.CANNOT_TELL, "unknown-capacity", keep, Needs(
+            longer_factor=None, extra_steady_s=None, settle=False,
+            run_at=rival if not bool(df.at[rival, "observed"]) else (best if best != rival else None),
+            unknown=unknown, rival=rival)
     if settings.for_next_run or judged is None:
         m = _margin(df, best, runner)
         if m is not None and not m.separated and (m.lead_pct >= 100 * RESOLVE_GAIN or could_trail(m)):
@@ -229,7 +271,8 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
     judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else (
         first if first in df.index else None)
     best = str(df["bps"].idxmax())
-    verdict, rule, rec, needs = _rules(df, settings, evidence, judged, best)
+    unknown = tuple(rf.role for rf in (fit.producer, fit.consumer) if rf.ranged)
+    verdict, rule, rec, needs = _rules(df, settings, evidence, judged, best, unknown)
     others = df.drop(index=rec)
     runner = str(others["bps"].idxmax()) if len(others) else None
     r = _split(df, rec, p, c)

@@ -74,7 +74,7 @@ from advisor.errors import AssumptionWarning, ContentionWarning, LogError
 from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
-from advisor.fit.splits import contention_ref_busy, fit_contention
+from advisor.fit.splits import contention_ref_busy, fit_contention, shares_compute
 from advisor.fit.stages import calibrate_loader, fit_loader, fit_sync
 from advisor.fit.tokens import token_model
 from advisor.ingest.runlog import RunLog
@@ -83,10 +83,12 @@ from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
 from advisor.measure.measured import Measurement, measure_logs
 from advisor.measure.observe import ObservedRun
 from advisor.measure.steady import SteadyWindow
-from advisor.model.params import (NO_CONTENTION, NO_REGIMES, ContentionFit, LoaderFit, PipelineFit, RegimeFit, RoleFit,
-                                  SyncFit)
-from advisor.model.priors import CONTENTION_SINGLE_SE, DEFAULT_SCV
-from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH
+from advisor.model.params import (NO_CONTENTION, NO_REGIMES, Basis, ContentionFit, LoaderFit, PipelineFit, RegimeFit,
+                                  RoleFit, SyncFit)
+from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE,
+                                  CONTENTION_SINGLE_SE, DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER,
+                                  GPU_RUN_SE, GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, RUN_SE)
+from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH, Capacity, as_capacity
 from advisor.settings import SAME_SIZE_TOL
 
 def _pct_text(k: float) -> str:
@@ -195,8 +197,16 @@ def _fit_rates(measured: Measurement) -> _Roles:
                 f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * lg.header.roles[f.role]:.3g} "
                 f"b/s for {lg.header.roles[f.role]} workers): no 'cap_bps' and its completions are throttled "
                 f"by the queue"), stacklevel=3)
+    n_ref, g = m0.roles[producer], sum(m0.roles.values())
+    if shares_compute(lg):   # as a step log of one split on a shared host (advisor.fit.splits)
+        contention = ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
+                                   consumer_se=0.0, measured=False, lo_producers=n_ref, hi_producers=n_ref,
+                                   prior_se=CONTENTION_PRIOR_SE, run_se=RUN_SE,
+                                   prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER))
+    else:
+        contention = gpu_priors(n_ref, g)
     return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=float("nan"), seqs_mean=None,
-                  tokens_range=(tokens_mean, tokens_mean), observed=observed, contention=NO_CONTENTION,
+                  tokens_range=(tokens_mean, tokens_mean), observed=observed, contention=contention,
                   regimes=NO_REGIMES, source="rates", path=lg.path)
 
 
@@ -229,6 +239,9 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
             f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
             f"interval widens"),
             stacklevel=3)
+    elif contention.role_se:
+        warnings.warn(AssumptionWarning(f"{roles.path}: {gpu_priors_text(contention, producer, consumer)}"),
+                      stacklevel=3)
     elif contention.prior_se > 0:
         prior_p, prior_c = contention.role_prior_se()
         widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
@@ -243,6 +256,17 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
     text = within_log_text(contention.within, producer, consumer)
     if text and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
         warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)
+
+
+def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> str:
+    """The caveat of `gpu_priors`: what is carried, and what would measure it."""
+    sp, sc = contention.role_prior_se()
+    return (f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
+            f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
+            f"per-GPU rate moves with its own count and with the other role's on one host), the intervals widen by "
+            f"{100 * sp:.0f}% ({producer}s) and {100 * sc:.0f}% ({consumer}s) per GPU moved, and carry "
+            f"{100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second split "
+            f"measures it")
 
 
 def _prior_slope_text(contention: ContentionFit, producer: str, consumer: str) -> str:
@@ -284,14 +308,48 @@ def fit_logs(logs: Sequence[RunLog]) -> PipelineFit:
     return fit_pipeline(measure_logs(logs))
 
 
-def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, hs_cap: int = DEFAULT_HS_CAP,
-                     pre_cap: int = DEFAULT_PRE_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float = DEFAULT_SCV,
-                     sync_every: int = 0, sync_s: float = 0.0, observed_bps: float | None = None) -> PipelineFit:
+def gpu_priors(n_producer: int, gpus: int) -> ContentionFit:
+    """How step times change with the split on real GPUs where no step log measures it (bare
+    numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
+    published split tables, around the given split (``n_producer`` of ``gpus``; projections at
+    any G count each role's distance by its own count: `ContentionFit.role_se`)."""
+    return ContentionFit(ref_producers=n_producer, gpus=gpus, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
+                         consumer_se=0.0, measured=False, lo_producers=n_producer, hi_producers=n_producer,
+                         prior_se=max(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER), run_se=GPU_RUN_SE,
+                         prior_k=(GPU_PRIOR_K_PRODUCER, GPU_PRIOR_K_CONSUMER),
+                         role_se=(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER))
+
+
+def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -> RoleFit:
+    """One role from a given capacity (a value, a range or a lower bound; `advisor.settings.as_capacity`)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
+        raise ValueError(f"cap_bps: '{role}' must be > 0, got {value}")
+    cap = as_capacity(f"cap_bps: '{role}'", value)
+    mu = cap.point / n
+    busy = 1.0 / mu
+    kind = cap.kind
+    return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(scv), t0_s=0.0,
+                   c_s_per_tok=busy / tokens_per_batch, r2=0.0, mu_bps=mu, mu_low_bps=mu, mu_high_bps=mu,
+                   busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
+                   measured=False, lower_bound=kind == "bound",
+                   basis=Basis.BOUND if kind == "bound" else Basis.GIVEN,
+                   mu_range_bps=() if kind == "value" else (cap.low / n, cap.high / n))
+
+
+def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str], *,
+                     hs_cap: int = DEFAULT_HS_CAP, pre_cap: int = DEFAULT_PRE_CAP,
+                     tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float = DEFAULT_SCV,
+                     sync_every: int = 0, sync_s: float = 0.0, observed_bps: float | None = None,
+                     hardware_priors: bool = True) -> PipelineFit:
     """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
 
     ``cap_bps`` is each role's capacity with its ``roles`` worker count (e.g. 7 targets together
-    0.92 b/s). Variability is assumed (``scv``); the collective time ``sync_s`` is taken as measured
-    at the given drafter count.
+    0.92 b/s): a value, a range (``(0.88, 0.95)`` or ``"0.88..0.95"``) or a lower bound
+    (``">=39"``, `advisor.settings.Capacity`); each role's ``basis`` says which (given, bound).
+    Variability is assumed (``scv``); the collective time ``sync_s`` is taken as measured at the
+    given drafter count. ``hardware_priors``: carry what real GPUs do and the numbers cannot show
+    (`gpu_priors`: per-GPU rates that change with a role's count and with the other role's, and
+    run-to-run shift) around the given split, each role by its own count (so at any G).
     """
     names = list(roles)
     if len(names) != 2:
@@ -301,14 +359,9 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, 
         n = roles[r]
         if n < 1:
             raise ValueError(f"roles: '{r}' must have at least 1 worker, got {n}")
-        if not cap_bps.get(r, 0) > 0:
-            raise ValueError(f"cap_bps: '{r}' must be > 0, got {cap_bps.get(r)}")
-        mu = cap_bps[r] / n
-        busy = 1.0 / mu
-        fits.append(RoleFit(role=r, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(scv), t0_s=0.0,
-                            c_s_per_tok=busy / tokens_per_batch, r2=0.0, mu_bps=mu, mu_low_bps=mu, mu_high_bps=mu,
-                            busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
-                            measured=False))
+        if r not in cap_bps:
+            raise ValueError(f"cap_bps: '{r}' must be > 0, got None")
+        fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
     m = roles[names[1]]
     # one drafter count given: how the collective scales with M is unknown, as from a log at one M
     # (the point assumes a ring; the intervals reach a flat cost)
@@ -316,13 +369,15 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float], *, 
                    bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
                    dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {}, measured=m > 1 and sync_s > 0,
                    scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0))
-    x_obs = observed_bps if observed_bps is not None else min(cap_bps[names[0]], cap_bps[names[1]])
+    caps = [f.mu_bps * roles[f.role] for f in fits]
+    x_obs = observed_bps if observed_bps is not None else min(caps)
     win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
     ob = ObservedRun(path="<numbers>", roles=dict(roles), bps=x_obs, tok_s=x_obs * tokens_per_batch, steady=win,
                      done=None, eta_s=None, hs_mean_depth=None, hs_full_share=None)
     loader = LoaderFit(input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"),
                        pre_mean_depth=None)
+    contention = gpu_priors(roles[names[0]], sum(roles.values())) if hardware_priors else NO_CONTENTION
     return PipelineFit(producer=fits[0], consumer=fits[1], sync=sync, loader=loader, hs_cap=hs_cap, pre_cap=pre_cap,
                        tokens_mean=tokens_per_batch, tokens_std=float("nan"), seqs_mean=None, source="numbers",
                        tokens_range=(tokens_per_batch, tokens_per_batch),
-                       observed=(ob,), hs_bytes_per_token=None, total_batches=None)
+                       observed=(ob,), hs_bytes_per_token=None, total_batches=None, contention=contention)

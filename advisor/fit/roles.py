@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from advisor.model.params import RoleFit
+from advisor.model.params import Basis, RoleFit
 from advisor.model.priors import DEFAULT_SCV
 from advisor.stats import Z_95, batch_means_interval, huber_line
 
@@ -69,10 +69,13 @@ def role_from_rates(role: str, rates: pd.DataFrame, n: int, producer_side: bool,
     mu = float(series.mean())
     lo, hi = batch_means_interval(series)
     busy = 1.0 / mu
+    # a throttled role's completions bound its capacity from below only: every split is projected
+    # at the bound and with the capacity open (`advisor.model.chain.range_ends`)
     return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(DEFAULT_SCV), t0_s=0.0,
                    c_s_per_tok=0.0, r2=0.0, mu_bps=mu, mu_low_bps=lo, mu_high_bps=hi,
                    busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
-                   measured=False, lower_bound=lower)
+                   measured=False, lower_bound=lower, basis=Basis.BOUND if lower else Basis.RATES,
+                   mu_range_bps=(mu, math.inf) if lower else ())
 
 
 PARALLEL_LINE_ROWS = 100_000      # steps of both roles from which the step-time lines fit in threads

@@ -29,6 +29,7 @@ import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, rates_frame, steps_frame, syncs_frame
+from advisor.ingest.parallel import summaries_in_order
 from advisor.ingest.parse import rates_table
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
@@ -111,39 +112,28 @@ def _run_from_summaries(files: Sequence[str | Path], summaries: Iterable[Summary
 def load_run(files: Sequence[str | Path], path: str, *, workers: int | None = None) -> RunLog:
     """One run from its per-rank files, merged as summaries: exact and in bounded memory.
 
-    The files are read in parallel threads (pyarrow releases the GIL) and their summaries merged
-    as they come (advisor.ingest.summary), so memory is that of one summary per thread whatever the
-    number and length of the files. Headers must be equal (`ranks.check_same_header`, which
-    names the file and field); the run's end is `ranks`' merged end.
+    Past the crossover the files are read in worker processes, one per core (``workers``: at
+    most this many), and their summaries merged in file order as they come
+    (`advisor.ingest.parallel`), so memory is that of a few summaries per worker whatever the
+    number and length of the files, and errors are the serial loop's. Headers must be equal
+    (`ranks.check_same_header`, which names the file and field); the run's end is `ranks`'
+    merged end.
     """
     files = list(files)
     if len(files) == 1:
         return load_log(files[0])
-    from concurrent.futures import ThreadPoolExecutor
-    n = max(1, min(workers or os.cpu_count() or 1, len(files)))
-    with ThreadPoolExecutor(n) as ex:
-        return _run_from_summaries(files, ex.map(summarize_log, files), path)
-
+    return _run_from_summaries(files, summaries_in_order(files, workers=workers), path)
 
 
 def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
                     sample_rows: int | None = None) -> Summary:
-    """One merged summary of several logs (or summaries) of one run, parsed in parallel threads.
-
-    pyarrow's JSON reader and numpy release the GIL, so threads use the cores; memory is one
-    summary plus one chunk per worker thread.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
+    """One merged summary of several logs (or summaries) of one run, read as `load_run` reads
+    them (worker processes past the crossover; merged in path order)."""
     paths = [f for p in paths for f in expand(p)[0]]    # a directory or a quoted glob: its log files
     if not paths:
         raise LogError("<none>", None, "no log file given")
-    workers = max(1, min(workers or os.cpu_count() or 1, len(paths)))
-    if workers == 1:
-        return merge_all(summarize_log(p, sample_rows=sample_rows) for p in paths)
-    with ThreadPoolExecutor(workers) as ex:
-        # merged in path order as they finish, so at most `workers` summaries are held at once
-        return merge_all(ex.map(lambda p: summarize_log(p, sample_rows=sample_rows), paths))
+    return merge_all(summaries_in_order(paths, workers=workers, sample_rows=sample_rows))
+
 
 def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
     """The (role, worker) pairs of a summary's kept steps: those of its RunLog's steps frame."""

@@ -89,6 +89,9 @@ MODEL_SE = 0.005              # the analytic chain against exact simulation: mea
 BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
 TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
+# a capacity known only from below is projected, at its open end, this many times its bound: far
+# enough that the other role (or the loader) alone binds
+BOUND_OPEN_FACTOR = 1e3
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,9 @@ class SplitResult:
     err_shared: tuple[float, ...] = (0.0,) * 8
     err_own_var: float = 0.0
     err_sync_ends: tuple[float, float] = (0.0, 0.0)
+    # log(x_corner / x) at the corners of the roles' capacity ranges (`RoleFit.mu_range_bps`):
+    # (producer low, consumer low), (low, high), (high, low), (high, high); 0 where no role is ranged
+    err_corners: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     consumer_compute_s: float = math.nan   # a drafter's compute seconds per batch (without the link)
     link_cap_bps: float = math.inf         # the link stage's capacity (inf: no batch crosses a node)
     link_util: float = 0.0                 # the busiest link's utilisation
@@ -265,6 +271,25 @@ def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, flo
     return math.hypot(samp, rf.drift), math.hypot(tok, run_se)
 
 
+def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float]:
+    """d ln X / d ln mu of each role by a forward step of ``ELASTICITY_STEP``. Without step events
+    (bare numbers, rates snapshots) the capacities are uncertain by far more than a step, and at a
+    balanced split X ~ min(C_p, C_c) has a kink where the forward step sees neither role: there the
+    larger of the forward and the backward elasticity is taken (a fall of either role's rate lowers
+    the throughput)."""
+    mu_p, mu_c, b, bar = state
+    h = math.log1p(ELASTICITY_STEP)
+
+    def at(fp: float, fc: float) -> float:
+        return math.log(_pipeline_x(fit, n, m, mu_p * fp, mu_c * fc, b, bar)[0] / x) / h
+
+    e_p, e_c = at(1 + ELASTICITY_STEP, 1.0), at(1.0, 1 + ELASTICITY_STEP)
+    if fit.source != "steps":
+        back = 1.0 / (1 + ELASTICITY_STEP)
+        e_p, e_c = max(e_p, -at(back, 1.0)), max(e_c, -at(1.0, back))
+    return e_p, e_c
+
+
 def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: float, state: tuple,
               res: ChainResult, busy_c: float, s: float, tokens_per_batch: float | None,
               consumer_scaling: float | None) -> tuple[float, float, dict]:
@@ -272,10 +297,7 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
     ``state`` is the chain's (mu_p, mu_c, buffer, barrier) at this split."""
     p, c = fit.producer, fit.consumer
     mu_p, mu_c, b, bar = state
-    e_p = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p * (1 + ELASTICITY_STEP), mu_c, b, bar)[0] / x) \
-        / math.log1p(ELASTICITY_STEP)
-    e_c = math.log(_pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c * (1 + ELASTICITY_STEP), b, bar)[0] / x) \
-        / math.log1p(ELASTICITY_STEP)
+    e_p, e_c = _elasticities(fit, n_producer, n_consumer, x, state)
     # the barrier-tail correction is approximate: part of its size is model error
     bar_se = BARRIER_SE_SHARE * res.barrier_cut
     cse_p, cse_c = fit.contention.rel_se(n_producer, g)
@@ -283,10 +305,10 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
     rse = fit.contention.run_se
     # the split slope is one unknown per role: splits on either side of the logged one move
     # opposite ways
-    side = 1.0 if n_producer >= fit.contention.ref_producers else -1.0
+    side_p, side_c = fit.contention.sides(n_producer, g)
     (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
     one_p, one_c = fit.contention.single_se(n_producer, g)
-    shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side * e_p * cse_p, side * e_c * cse_c,
+    shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side_p * e_p * cse_p, side_c * e_c * cse_c,
               e_p * one_p, e_c * one_c)
     own_var = MODEL_SE ** 2 + bar_se ** 2
     var = sum(v * v for v in shared) + own_var
@@ -301,8 +323,33 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
                 ends[i] = e_c * math.log(s_end / s)
                 x_end = x * math.exp(ends[i])
                 lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
-    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1])}
+    corners = _corners(fit, n_producer, n_consumer, x, state)
+    for shift in corners:
+        lo, hi = min(lo, x * math.exp(shift - half)), max(hi, x * math.exp(shift + half))
+    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1]), "err_corners": corners}
     return lo, hi, err
+
+
+def range_ends(rf: RoleFit) -> tuple[float, float]:
+    """Multipliers of a role's projected rate at the two ends of its capacity range (1, 1 for a
+    point; the open end of a bound at ``BOUND_OPEN_FACTOR``)."""
+    if not rf.ranged or rf.mu_bps <= 0:
+        return 1.0, 1.0
+    lo, hi = rf.mu_range_bps
+    return lo / rf.mu_bps, (hi / rf.mu_bps if math.isfinite(hi) else BOUND_OPEN_FACTOR)
+
+
+def _corners(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float, float, float]:
+    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one)."""
+    if not (fit.producer.ranged or fit.consumer.ranged) or x <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    mu_p, mu_c, b, bar = state
+    out = []
+    for a in range_ends(fit.producer):
+        for c in range_ends(fit.consumer):
+            xc = _pipeline_x(fit, n, m, mu_p * a, mu_c * c, b, bar)[0]
+            out.append(math.log(xc / x) if xc > 0 else 0.0)
+    return out[0], out[1], out[2], out[3]
 
 
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,

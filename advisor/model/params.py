@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Mapping
 
 from advisor.measure.contention import WithinLogContention
@@ -20,9 +21,39 @@ from advisor.model.priors import CONTENTION_PRIOR_SE, CONTENTION_SINGLE_SE, TOKE
 from advisor.stats import Z_95
 
 
+class Basis(str, Enum):
+    """What a role's capacity rests on (``RoleFit.basis``; the ``--json`` ``capacity_basis``).
+
+    ``steps``: measured from step events (busy time); ``rates``: measured from ``rates`` snapshots
+    (``cap_bps``, or the completions of a role that was neither starved nor throttled); ``given``:
+    a number (or a range) the user gave; ``bound``: only bounded (below, and above when
+    ``RoleFit.mu_range_bps``'s upper end is finite), given as such or read from snapshots of a role
+    whose completions were throttled by the queue (a blocked producer, a starved consumer)."""
+
+    STEPS = "steps"
+    RATES = "rates"
+    GIVEN = "given"
+    BOUND = "bound"
+
+    @property
+    def measured(self) -> bool:
+        return self in (Basis.STEPS, Basis.RATES)
+
+    def word(self) -> str:
+        """How a sentence names the basis ("measured from steps", "given", ...)."""
+        return {"steps": "measured from steps", "rates": "measured from rates snapshots", "given": "given",
+                "bound": "a bound"}[self.value]
+
+
 @dataclass(frozen=True)
 class RoleFit:
-    """Service model of one GPU role (per worker)."""
+    """Service model of one GPU role (per worker).
+
+    ``basis`` says what the capacity rests on (`Basis`). ``mu_range_bps``: where the capacity is
+    known only to lie in a range (a given range, or a bound: the upper end ``inf``), the per-worker
+    rate's ends; ``mu_bps`` is then the point projected (a range's geometric middle, a bound's
+    known end) and every split is projected at the ends too (`advisor.model.chain.project_split`).
+    Empty: a point (with the sampling interval ``mu_low_bps``-``mu_high_bps``)."""
 
     role: str
     n_steps: int
@@ -54,6 +85,12 @@ class RoleFit:
     budget_tokens_mid: float = 0.0
     budget_level_var: float = 0.0
     budget_anchor_s: float = 0.0
+    basis: Basis = Basis.STEPS
+    mu_range_bps: tuple[float, float] = ()
+
+    @property
+    def ranged(self) -> bool:
+        return len(self.mu_range_bps) == 2
 
     @property
     def busy_scv(self) -> float:
@@ -135,12 +172,31 @@ class ContentionFit:
     run_se: float = 0.0            # run-to-run level shift per role (RUN_SE on shared hosts)
     prior_k: tuple[float, float] = (0.0, 0.0)
     within: WithinLogContention | None = None
+    # per role (producer, consumer): the prior's standard error per worker moved where it differs by
+    # role (real GPUs without a step log: `advisor.model.priors.GPU_SPLIT_SE`); empty: prior_se for both
+    role_se: tuple[float, ...] = ()
+
+    def _own_counts(self, n_producer: int, gpus: int) -> tuple[int, int]:
+        """Per-role priors (``role_se``: real GPUs without a step log) at any G: the producers added
+        and the consumers removed against the given split, each role by its own count."""
+        return n_producer - self.ref_producers, (self.gpus - self.ref_producers) - (gpus - n_producer)
+
+    def sides(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """The sign of each role's split term at ``n_producer`` (one unknown slope per role moves the
+        splits on either side of the given one opposite ways)."""
+        if self.role_se:
+            dp, dc = self._own_counts(n_producer, gpus)
+            return (1.0 if dp >= 0 else -1.0), (1.0 if dc >= 0 else -1.0)
+        side = 1.0 if n_producer >= self.ref_producers else -1.0
+        return side, side
 
     def _clip(self, n: int) -> int:
         return min(max(n, self.lo_producers), self.hi_producers)
 
     def role_prior_se(self) -> tuple[float, float]:
         """Per-worker standard error carried beyond the logged splits (producer, consumer)."""
+        if len(self.role_se) == 2:
+            return self.role_se[0], self.role_se[1]
         if not self.prior_se or self.within is None or not self.within.estimated:
             return self.prior_se, self.prior_se
         own_p = self.within.producer.usable("producer")
@@ -150,6 +206,9 @@ class ContentionFit:
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Busy-time multipliers (producer, consumer) at ``n_producer`` producers: the fitted line
         between the logged splits, the prior's slope beyond them."""
+        if self.role_se:
+            dp, dc = self._own_counts(n_producer, gpus)
+            return math.exp(self.prior_k[0] * dp), math.exp(self.prior_k[1] * dc)
         if gpus != self.gpus:
             return 1.0, 1.0
         c = self._clip(n_producer)
@@ -161,18 +220,22 @@ class ContentionFit:
         """Standard errors of log busy (producer, consumer) for the lone-worker regime
         (``CONTENTION_SINGLE_SE``): where one side of ``n_producer`` and the logged splits has
         one worker of the role and the other more, and the logs did not span both."""
-        if gpus != self.gpus or not self.prior_se:
+        if (gpus != self.gpus and not self.role_se) or not (self.prior_se or self.role_se):
             return 0.0, 0.0
+        g = self.gpus   # the logged (given) split's G: each role's count there
         out = []
         for here, ref, lo, hi in ((n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
-                                  (gpus - n_producer, gpus - self.ref_producers, gpus - self.hi_producers,
-                                   gpus - self.lo_producers)):
+                                  (gpus - n_producer, g - self.ref_producers, g - self.hi_producers,
+                                   g - self.lo_producers)):
             spanned = lo == 1 < hi
             out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)
         return out[0], out[1]
 
     def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy (producer, consumer) at ``n_producer`` producers."""
+        if self.role_se:
+            dp, dc = self._own_counts(n_producer, gpus)
+            return self.role_se[0] * abs(dp), self.role_se[1] * abs(dc)
         if gpus != self.gpus:
             return 0.0, 0.0
         c = self._clip(n_producer)
@@ -207,7 +270,7 @@ NO_REGIMES = RegimeFit()
 
 
 NO_CONTENTION = ContentionFit(ref_producers=0, gpus=0, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
-                              consumer_se=0.0, measured=False)
+                              consumer_se=0.0, measured=False, prior_se=0.0)
 
 
 @dataclass(frozen=True)

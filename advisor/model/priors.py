@@ -76,3 +76,35 @@ TOKEN_LINE_CURVATURE_HALF95 = 0.2
 # (cpu32g12, a host whose pace moved by up to 25% within minutes: 16.5% / 17.5%) is kept out of the
 # pool as a test of it.
 RUN_SE = 0.09                  # carried where workers share a host's compute, like the contention prior
+
+
+# ---------------------------------------------------------------- real GPUs, no step log
+# Bare numbers (`what-if`) and rates-only logs of a GPU run carry the terms a step log of one split
+# cannot measure either, from priors: a role's per-GPU rate changes with its own count and with the
+# other role's on one host (shared PCIe, host CPU, NIC, NVLink), and another run differs from this
+# one. Published split tables of other stacks (benchmarks/published_runs.json, with each source's
+# repository, commit and path; BENCHMARKS.md section 17):
+#
+# - SpecForge, Qwen3-8B Domino/DFlash on one 8xH200 node (sgl-project/SpecForge @ a6b6b023,
+#   docs/benchmarks/domino-disaggregated-performance.md, "The pipeline is a supply/demand
+#   seesaw"): 1 capture server + 7 FSDP trainers 50.1 samples/s (supply-bound: each trainer's
+#   capacity at least 7.16), 2 + 6 39.0/s (demand-bound: 6.50 a trainer). Moving one GPU from the
+#   trainers to a second server raised each trainer's step time by at least ln(7.16 / 6.50) = 9.7%,
+#   although there was one trainer rank fewer.
+#
+# That is the one split pair of one GPU total found published (TorchSpec's tables, with FSDP trainers
+# losing per-GPU rate with more ranks, could not be located; verl's give one split per GPU total).
+# It sets the width, not the centre: one pair, which is also the benchmark's own test, would fit the
+# centre to the test; and our own sweeps' drafter slopes went either way (mean 0.0%,
+# CONTENTION_PRIOR_K_CONSUMER). So the consumer's step time per GPU moved has centre 0 and a
+# standard error of 10% (the one published departure, at least 9.7%, as one draw's RMS):
+# GPU_SPLIT_SE_CONSUMER. No published table measures a producer's per-GPU rate at two counts; its
+# width is our sweeps' per-worker figure for targets (CONTENTION_PRIOR_SE, 4.5%): GPU_SPLIT_SE_PRODUCER.
+# Carried per GPU of distance from the given split, for each role by its own count (at any G).
+GPU_PRIOR_K_CONSUMER = 0.0
+GPU_PRIOR_K_PRODUCER = 0.0
+GPU_SPLIT_SE_CONSUMER = 0.10
+GPU_SPLIT_SE_PRODUCER = CONTENTION_PRIOR_SE
+# Run to run on dedicated GPUs: TOKEN_RUN_SE (12 runs at 5 budgets on dedicated H200s) is the one
+# measured spread of a repeat's mean step time on real GPUs; carried per role.
+GPU_RUN_SE = TOKEN_RUN_SE

@@ -62,7 +62,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RoleShares", "SimTrace", "SimResult", "simulate"]
+__all__ = ["RoleShares", "SimTrace", "SimResult", "simulate", "simulated_bps"]
+
+HEAP_QUEUES = 128   # past this many targets the loader finds the shortest prefetch queue by a heap
 
 
 @dataclass(frozen=True)
@@ -248,11 +250,24 @@ def simulate(
     # ranks at the barrier, sync rounds started, prefetch queues that are full].
     st = [0, -1, 0, 0, 0]
 
+    # (length, target) of every prefetch queue, lazily: an entry whose length is no longer the
+    # queue's is dropped when it comes to the top. The top is then min(pre_len) at its lowest
+    # index, the loader's choice, in O(log N) instead of a scan of N queues per batch.
+    # (below HEAP_QUEUES targets the scan is faster, and the choice is the same)
+    big = N > HEAP_QUEUES
+    shortest = [(0, j) for j in range(N)] if big else []
+
     def loader_put(b: int, t: float) -> bool:
         if st[4] == N:  # every prefetch queue is full: the loader blocks
             return False
-        m = min(pre_len)
-        j = pre_len.index(m)
+        if big:
+            m, j = shortest[0]
+            while pre_len[j] != m:
+                pop(shortest)
+                m, j = shortest[0]
+        else:
+            m = min(pre_len)
+            j = pre_len.index(m)
         D0[b] = t
         Q0[b] = j
         if tgt_idle[j]:
@@ -264,6 +279,8 @@ def simulate(
         else:
             pre[j].append(b)
             pre_len[j] = m + 1
+            if big:
+                push(shortest, (m + 1, j))
             if m + 1 == pre_cap:
                 st[4] += 1
         return True
@@ -288,6 +305,8 @@ def simulate(
             if pre_len[j] == pre_cap:
                 st[4] -= 1
             pre_len[j] -= 1
+            if big:
+                push(shortest, (pre_len[j], j))
             S1[b] = t
             W1[b] = j
             tgt_batch[j] = b
@@ -300,6 +319,8 @@ def simulate(
                 Q0[h] = j
                 pre[j].append(h)
                 pre_len[j] += 1
+                if big:
+                    push(shortest, (pre_len[j], j))
                 st[4] += 1
                 loader_run(t)
         else:
@@ -453,9 +474,14 @@ def _summarise(N, M, hs_cap, n, warmup, tok_a, keep_trace,
     drafter = RoleShares("drafter", d_busy, np.zeros(M), np.clip(1 - d_busy - d_sync, 0, 1), d_sync)
 
     hs_mean, hs_share = _depth_profile(D1, S2, t_a, t_b, hs_cap)
-    pre_mean = np.array([
-        _depth_profile(D0[Q0 == j], S1[W1 == j], t_a, t_b, None)[0] for j in range(N)
-    ])
+    # each prefetch queue's entries and removals in batch order, as D0[Q0 == j] and S1[W1 == j]
+    # give them, grouped by one stable sort each (not a mask of all n batches per queue)
+    if N > HEAP_QUEUES:
+        ins = np.split(D0[np.argsort(Q0, kind="stable")], np.cumsum(np.bincount(Q0, minlength=N))[:-1])
+        outs = np.split(S1[np.argsort(W1, kind="stable")], np.cumsum(np.bincount(W1, minlength=N))[:-1])
+    else:
+        ins, outs = [D0[Q0 == j] for j in range(N)], [S1[W1 == j] for j in range(N)]
+    pre_mean = np.array([_depth_profile(ins[j], outs[j], t_a, t_b, None)[0] for j in range(N)])
 
     trace = None
     if keep_trace:
@@ -472,3 +498,9 @@ def _summarise(N, M, hs_cap, n, warmup, tok_a, keep_trace,
         hs_depth_mean=hs_mean, hs_depth_share=hs_share, pre_depth_mean=pre_mean,
         n_syncs=int(ss.size), trace=trace,
     )
+
+
+def simulated_bps(kw: dict) -> float:
+    """``simulate(**kw).bps``: one run's throughput, as a worker process computes it (a
+    module-level function of this module, so a worker needs numpy and nothing heavier)."""
+    return simulate(**kw).bps

@@ -337,7 +337,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
                             textcoords="offset points", ha="center", va="bottom", fontsize=8)
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
-    ax.set_xlabel(f"split ({p}-{c} GPUs)")
+    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
     ax.set_ylabel("throughput (K tok/s)")
     # headroom for the legend, put on the side away from the tallest bar
     ax.set_ylim(0, top * 1.4)
@@ -353,6 +353,21 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     return ax
 
 
+def _unit(adv: Advice) -> str:
+    """What the splits divide: GPUs, or CPU workers when the log ran on CPU."""
+    return "CPU worker" if adv.settings.cpu else "GPU"
+
+
+def measured_efficiency(adv: Advice, i: int) -> float:
+    """The measured efficiency (%) of row ``i``, an observed split: its measured rate over the
+    fastest stage's capacity of the same row, the numbers the efficiency bar divides
+    (`advisor.project.table`); NaN where the row has no measured rate."""
+    r = adv.splits.iloc[i]
+    p, c = adv.roles
+    fastest = max(float(r[f"cap_{p}_bps"]), float(r[f"cap_{c}_bps"]))
+    return 100.0 * float(r["observed_bps"]) / fastest if fastest > 0 else math.nan
+
+
 @_plain_text
 def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
@@ -366,10 +381,10 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     # dark and light: the two series differ in lightness (and, as lines, in dash), not only in hue
     if len(df) <= MAX_BAR_SPLITS:
         ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
-        ax.bar(x + width / 2, util, width, color="tab:cyan", label="GPU utilisation", zorder=2)
+        ax.bar(x + width / 2, util, width, color="tab:cyan", label=f"{_unit(adv)} utilisation", zorder=2)
     else:
         ax.plot(x, eff, color="tab:purple", lw=1.6, label="efficiency (X / max capacity)", zorder=2)
-        ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label="GPU utilisation", zorder=2)
+        ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=f"{_unit(adv)} utilisation", zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3,
                label=f"gate {min_efficiency:.0%}")
     many = len(df) > MAX_ANNOTATED_SPLITS
@@ -386,22 +401,22 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
         ax.plot([x[rec_i]], [np.nanmax([eff[rec_i], util[rec_i], 0.0])], marker=REC_MARKER, ms=12,
                 color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift),
                 label=f"recommended {_fmt(rec)}")
-    if obs_i is not None:
-        # on the recommended split too: stacked above its star
-        ax.plot([x[obs_i]], [np.nanmax([eff[obs_i], util[obs_i], 0.0])], marker=OBS_MARKER, ms=7, color="black",
-                mec="white", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift + (13 if obs_i == rec_i else 0)),
-                label=f"observed {_fmt(keys[obs_i])}")
+    measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
+    if obs_i is not None and math.isfinite(measured):
+        # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log
+        ax.plot([x[obs_i] - width / 2], [measured], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8,
+                ls="none", zorder=5, label=f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%")
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
     p, c = adv.roles
-    ax.set_xlabel(f"split ({p}-{c} GPUs)")
-    ax.set_ylabel("efficiency, GPU utilisation (%)")
+    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
+    ax.set_ylabel(f"efficiency, {_unit(adv)} utilisation (%)")
     ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
     ax.grid(axis="y", alpha=0.3, zorder=0)
     # the band above the marks, so the legend never covers the data
     ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)
-    ax.set_title("Efficiency and GPU utilisation per split")
+    ax.set_title(f"Efficiency and {_unit(adv)} utilisation per split")
     return ax
 
 
@@ -627,7 +642,7 @@ def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: flo
     ob = adv.observed
     seen, rec = (ob.roles[p], ob.roles[c]), _rec_key(adv)
     same = " (the observed split)" if seen == rec else ""
-    fig.suptitle(f"{_title_text(adv.run)}: {adv.gpus} GPUs; observed {_fmt(seen)} at {ob.bps:.3g} b/s "
+    fig.suptitle(f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s "
                  f"({ob.tok_s / 1e3:.1f}K tok/s), bottleneck {ob.bottleneck}; recommended split "
                  f"{_fmt(rec)}{same}", fontsize=12)
     if path is not None:

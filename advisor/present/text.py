@@ -15,19 +15,42 @@ import math
 import re
 
 from advisor.advice import Advice
-from advisor.decide.reasons import bps_text, dur_text, pct_text, queue_text
+from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
+from advisor.project.table import split_label
+from advisor.settings import Capacity
 
 HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
             Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
 MD_TITLES = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:",
              Verdict.CANNOT_TELL: "cannot tell yet; keep"}
-LEGEND = ("> recommended, * observed, j judged (--roles); bound = naive min-capacity bound; efficiency = b/s over "
-          "the fastest stage's capacity (balance); gpu util = busy share of all GPU time")
 
 
-def _title(d: Decision, markdown: bool = False) -> str:
-    """The verdict line: an open next-run choice names both splits (there is nothing to keep)."""
+def legend(adv: Advice, bound: bool) -> str:
+    """The table's legend: ``bound`` only where the column is shown, the worker word of the log,
+    and what ETA counts (the rest of the job, or for a next run the whole job)."""
+    bound_text = "bound = naive min-capacity bound; " if bound else ""
+    util = ("worker util = busy share of all CPU worker time" if adv.settings.cpu
+            else "gpu util = busy share of all GPU time")
+    eta = ("ETA = the whole job at that split (a next run starts over)" if adv.settings.for_next_run
+           else "ETA = the rest of the job at that split")
+    text = (f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
+            f"capacity (balance); {util}; {eta}")
+    if (adv.splits["method"] == "exact").any():
+        text += "; s = b/s from exact simulation of the log's step times"
+    return text
+
+
+def _title(adv: Advice, markdown: bool = False) -> str:
+    """The verdict line: an open next-run choice names both splits (there is nothing to keep); a
+    verdict on thin evidence says it is provisional."""
+    d = adv.decision
+    if provisional(d, adv.fit) and d.verdict is not Verdict.CANNOT_TELL:
+        return _verdict_title(d, markdown) + (" (provisional: thin evidence)" if not markdown else " (provisional)")
+    return _verdict_title(d, markdown)
+
+
+def _verdict_title(d: Decision, markdown: bool) -> str:
     m = d.margin
     if d.rule == "unresolved" and m is not None:
         if markdown:
@@ -48,10 +71,18 @@ def _tok(v: float) -> str:
 
 # ---------------------------------------------------------------- layouts
 
+def shows_bound(adv: Advice) -> bool:
+    """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
+    row as printed (the JSON always carries ``bound_bps``)."""
+    return any(_num(r["bound_bps"], ".3f") != _num(r["bps"], ".3f") for _, r in adv.splits.iterrows())
+
+
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
+    """The table's header and rows, as text cells; the ``bound b/s`` column only where it differs."""
     d = adv.decision
     exact = "bps_exact" in adv.splits
-    head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", "gpu util", "bottleneck", "ETA"]
+    util = "worker util" if adv.settings.cpu else "gpu util"
+    head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", util, "bottleneck", "ETA"]
     if exact:
         head.append("exact b/s")
     p, c = adv.roles
@@ -73,6 +104,9 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
                     + ([_num(r["bps_exact"], ".3f")] if exact else [])
                     + ([f"{int(r[f'gpus_{p}'])}-{int(r[f'gpus_{c}'])}"] if engines else [])
                     + ([_num(100 * r["link_util"], ".0f") + "%", str(r["placement"])] if nodes else []))
+    if not shows_bound(adv):
+        i = head.index("bound b/s")
+        head, rows = head[:i] + head[i + 1:], [r[:i] + r[i + 1:] for r in rows]
     return head, rows
 
 
@@ -87,25 +121,82 @@ def _headline(adv: Advice) -> list[str]:
         opts.append(f"--hs-cap {s.hs_cap}")
     projected = f"; projected with {', '.join(opts)}" if opts else ""
     if adv.fit.source == "numbers":
-        return [f"what-if: {adv.gpus} GPUs, now {ob.roles[p]}-{ob.roles[c]} ({p}-{c}); given capacities: {caps}; "
-                f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}"]
+        given = []
+        for rf in (adv.fit.producer, adv.fit.consumer):
+            n = ob.roles[rf.role]
+            g = rf.mu_bps * n
+            at = ob.capacities_bps[rf.role]
+            text = (f"{rf.role} {Capacity(low=rf.mu_range_bps[0] * n, high=rf.mu_range_bps[1] * n).text()}"
+                    if rf.ranged else f"{rf.role} {bps_text(g)}") + " b/s"
+            if abs(at / g - 1.0) > 0.005:
+                text += f" ({bps_text(at)} b/s after the sync)"
+            given.append(text)
+        return [f"what-if: {adv.gpus} GPUs, now {ob.roles[p]}-{ob.roles[c]} ({p}-{c}); given capacities: "
+                f"{', '.join(given)}; projected there {bps_text(ob.bps)} b/s, efficiency {pct_text(ob.efficiency)}; "
+                f"bottleneck: {ob.bottleneck}"]
     basis = "busy time" if adv.fit.source == "steps" else "'rates' snapshots"
-    lines = [f"run {adv.run}: {adv.gpus} GPUs, observed {ob.roles[p]}-{ob.roles[c]} ({p}-{c})"
+    runs = adv.fit.observed
+    labels = list(dict.fromkeys(split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs))
+    at = f" at {labels[0]}:" if len(runs) > 1 else ""
+    lines = [f"run {adv.run}: {s.units()}{_gpus_from(adv)}, observed {', '.join(labels)} ({p}-{c})"
              + (", run ended" if s.run_ended else "") + projected,
-             f"observed {bps_text(ob.bps)} b/s = {_tok(ob.tok_s)} tok/s; capacities from {basis}: {caps}; "
+             f"observed{at} {bps_text(ob.bps)} b/s = {_tok(ob.tok_s)} tok/s; capacities from {basis}: {caps}; "
              f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}",
              f"steady window t = {ob.steady_from_s:.0f}-{ob.steady_to_s:.0f} s ({pct_text(ob.warmup_share)} of the log "
              f"dropped as warm-up" + (f", {pct_text(ob.drain_share)} as the final drain)" if ob.drain_share >= 0.005
                                       else ")")]
+    for o in runs[1:]:
+        lines.append(f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): "
+                     f"{bps_text(o.bps)} b/s = {_tok(o.tok_s)} tok/s")
+    absent = [lbl for lbl in labels if lbl not in adv.splits.index]
+    if absent:
+        lines.append(f"{' and '.join(absent)} {'is not a split' if len(absent) == 1 else 'are not splits'} of "
+                     f"{s.units()}: the table marks (*) only the observed splits it has")
     if ob.hs_mean_depth is not None:
         lines.append(f"q_hs: mean depth {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap}, full {pct_text(ob.hs_full_share)} "
                      f"of the time")
-    fp, fc = adv.fit.producer, adv.fit.consumer
     if adv.fit.source == "steps":
-        lines.append(f"step time: {p} {fp.t0_s * 1e3:.1f} ms + {fp.c_s_per_tok * 1e6:.2f} "
-                     f"us/token (SCV {fp.busy_scv:.3f}), {c} {fc.t0_s * 1e3:.1f} ms + {fc.c_s_per_tok * 1e6:.2f} "
-                     f"us/token (SCV {fc.busy_scv:.3f})")
+        lines.append(_step_time(adv))
     return lines
+
+
+def _step_time(adv: Advice) -> str:
+    """Each role's step time as the projections use it: the in-log line where it is resolved (a
+    fixed cost clamped at 0 said so), the line through the budgets' means, or, where the log's
+    token counts vary too little to split fixed from per-token cost, the mean step and the
+    exponent other batch sizes are scaled by (`advisor.fit.tokens`)."""
+    parts, unresolved = [], False
+    for rf in (adv.fit.producer, adv.fit.consumer):
+        notes = [f"SCV {rf.busy_scv:.3f}"]
+        if rf.token_model == "line":
+            text = f"{rf.t0_s * 1e3:.1f} ms + {rf.c_s_per_tok * 1e6:.2f} us/token"
+            if rf.t0_s == 0 and rf.c_s_per_tok > 0:
+                notes.append("fixed cost clamped at 0: not resolved")
+        elif rf.token_model == "budgets":
+            a, b = rf.budget_line
+            text = f"{a * 1e3:.1f} ms + {b * 1e6:.2f} us/token"
+            notes.append("the line through the budgets' means")
+        else:
+            unresolved = True
+            mean = f"{rf.busy_mean_s * 1e3:.1f} ms" if rf.busy_mean_s < 1 else f"{rf.busy_mean_s:.3f} s"
+            text = f"{mean} per batch"
+            notes.append(f"x tokens^{rf.token_exponent:.2f} at other batch sizes")
+        parts.append(f"{rf.role} {text} ({'; '.join(notes)})")
+    tail = (f"; at ~{_tok(adv.fit.tokens_mean)} tokens per batch: the log's token counts vary too little to split "
+            f"fixed from per-token cost" if unresolved else "")
+    return "step time: " + ", ".join(parts) + tail
+
+
+def _gpus_from(adv: Advice) -> str:
+    """Where G came from, when that is not plain: ``--gpus`` other than the logs', or logs that ran
+    different G (the first log's is taken)."""
+    ran = list(dict.fromkeys(log.header.gpus for log in adv.logs))
+    if not ran or ran == [adv.gpus]:
+        return ""
+    logs = f"the log ran {ran[0]}" if len(ran) == 1 else f"the logs ran {' and '.join(map(str, ran))}"
+    if adv.gpus != ran[0]:
+        return f" (--gpus; {logs})"
+    return f" (the first log's; {logs}: --gpus G projects another)"
 
 
 def _cap(text: str) -> str:
@@ -115,9 +206,10 @@ def _cap(text: str) -> str:
 def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     d = adv.decision
     rec = adv.recommendation
-    title = _title(d)
+    title = _title(adv)
     out = [(title, [_cap(r) for r in rec.reasons])]
-    out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
+    if rec.holds_unless:    # never an empty heading (one split of G: nothing to hold against)
+        out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
     if d.queue is not None:
         out.append(("Queue:", [_cap(queue_text(d.queue))]))
     return out
@@ -139,14 +231,11 @@ def engine_legend(adv: Advice) -> str:
 def render_text(adv: Advice) -> str:
     head, rows = _rows(adv)
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
-    fmt = "  ".join("{:<%d}" % w if i in (0, 1, 8) else "{:>%d}" % w for i, w in enumerate(widths))
+    left = (0, 1, head.index("bottleneck"))
+    fmt = "  ".join("{:<%d}" % w if i in left else "{:>%d}" % w for i, w in enumerate(widths))
     lines = _headline(adv) + ["", fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
-    legend = LEGEND
-    if (adv.splits["method"] == "exact").any():
-        legend += "; s = b/s from exact simulation of the log's step times"
-    legend += engine_legend(adv)
-    lines += [f"  ({legend})"]
+    lines += [f"  ({legend(adv, 'bound b/s' in head)}{engine_legend(adv)})"]
     for title, items in _sections(adv):
         lines += ["", title] + [f"- {x}" for x in items]
     if adv.warnings:
@@ -167,17 +256,18 @@ def md_escape(text: str) -> str:
 def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
     d = adv.decision
-    lines = [f"### dflash-advise: {_title(d, markdown=True)} ({md_escape(adv.run)})", ""]
+    lines = [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")
-    lines.append("|" + "|".join("---" if i in (0, 1, 8) else "---:" for i in range(len(head))) + "|")
+    left = (0, 1, head.index("bottleneck"))
+    lines.append("|" + "|".join("---" if i in left else "---:" for i in range(len(head))) + "|")
     names = {">": "**rec**", "*": "obs", "j": "judged", "s": "sim"}
     for r in rows:
         cells = [", ".join(names[ch] for ch in r[0] if ch in names), *r[1:]]
         if r[0].startswith(">"):
             cells[1] = f"**{cells[1]}**"
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"_{LEGEND}_"]
+    lines += ["", f"_{legend(adv, 'bound b/s' in head)}_"]
     for title, items in _sections(adv):
         lines += ["", f"**{title}**", ""] + [f"- {md_escape(x)}" for x in items]
     if adv.warnings:

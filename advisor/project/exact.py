@@ -21,6 +21,11 @@ The result column ``bps_exact`` sits beside the analytic ``bps``; ``exact_gap_pc
 difference. ``REPLICATIONS`` independent runs give the simulation's own spread. Intended for
 logs with step events (a rates-only log has no residuals to resample).
 
+Every split's inputs are drawn first, in order, from one generator; the simulations then run
+in worker processes, one per free core (`advisor.processes.free_cores`), when they are
+several and hold ``PARALLEL_SIM_BATCHES`` batches or more in all (at large G: ``--gpus 1024`` simulates ~140k batches a split), else in
+this process. A simulation is deterministic in its inputs, so the numbers are the same either way.
+
 Across nodes (`simulate_placed`): the same batches with each worker on its node of a placement
 and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
 log that spans nodes gives its drafters' busy less their link seconds (`advisor.measure.crossing`),
@@ -28,16 +33,19 @@ so the link is not counted twice.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
 from advisor.model.params import PipelineFit
 from advisor.ingest.runlog import RunLog
+from advisor.model.simulate import simulate, simulated_bps
+from advisor.processes import free_cores, process_pool, workers_allowed
 from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement
-from advisor.model.simulate import simulate
 
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
@@ -49,6 +57,7 @@ SHALLOW_QUEUE = 2         # q_hs this shallow ...
 SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
 IN_FLIGHT_FACTOR = 4      # simulate at least this many times the batches a split holds in flight
+PARALLEL_SIM_BATCHES = 100_000   # splits holding this many simulated batches in all run on every core
 
 
 def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -148,35 +157,56 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
     if pools is None:
         pools = gather_pools(fit, logs)
     ratio_p, ratio_c, tokens_pool, sync_by_m = pools.ratio_p, pools.ratio_c, pools.tokens, pools.sync_by_m
-    loader_s: float | np.ndarray = 0.0
     rng = np.random.default_rng(seed)
     out = np.full(len(splits), np.nan)
     b = fit.hs_cap if hs_cap is None else hs_cap
-    todo = range(len(splits)) if rows is None else rows
-    for i in todo:
-        row = splits.iloc[int(i)]
-        n, m = int(row[f"n_{p}"]), int(row[f"n_{c}"])
-        # sized for this split, whatever G the logs ran: the window opens after warm-up and closes
-        # at the last loader departure, so the batches held in queues and workers must be few
-        nb = batches_for(fit, n, m, n_batches, b)
-        k_p, k_c = fit.contention.scale(n, n + m)
-        tok = rng.choice(tokens_pool, nb)
-        tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(ratio_p, nb)
-        dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(ratio_c, nb)
-        if fit.loader.input_bound and fit.loader.capacity_bps:
-            mean_gap = 1.0 / fit.loader.capacity_bps
-            shape = 1.0 / max(fit.loader.scv, 1e-3)
-            loader_s = rng.gamma(shape, mean_gap / shape, nb)
-        sync = sync_by_m.get(m)
-        sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
-        res = simulate(target_s=tgt, drafter_s=dft, tokens=tok, loader_s=loader_s, n_target=n, n_drafter=m,
+    todo = [int(i) for i in (range(len(splits)) if rows is None else rows)]
+    # sized for each split, whatever G the logs ran: the window opens after warm-up and closes
+    # at the last loader departure, so the batches held in queues and workers must be few
+    sizes = [(int(splits[f"n_{p}"].iat[i]), int(splits[f"n_{c}"].iat[i])) for i in todo]
+    sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in sizes]
+
+    def runs():      # every split's inputs, drawn in order from the one generator as it is simulated
+        loader_s: float | np.ndarray = 0.0
+        for n, m, nb in sizes:
+            k_p, k_c = fit.contention.scale(n, n + m)
+            tok = rng.choice(tokens_pool, nb)
+            tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(ratio_p, nb)
+            dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(ratio_c, nb)
+            if fit.loader.input_bound and fit.loader.capacity_bps:
+                mean_gap = 1.0 / fit.loader.capacity_bps
+                shape = 1.0 / max(fit.loader.scv, 1e-3)
+                loader_s = rng.gamma(shape, mean_gap / shape, nb)
+            sync = sync_by_m.get(m)
+            sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
+            yield dict(target_s=tgt, drafter_s=dft, tokens=tok, loader_s=loader_s, n_target=n, n_drafter=m,
                        hs_cap=b, pre_cap=max(fit.pre_cap, 1), sync_every=fit.sync.sync_every, sync_s=sync_s,
                        warmup_batches=int(nb * WARMUP_SHARE))
-        out[int(i)] = res.bps
+    out[todo] = _simulate_all(runs(), len(todo), sum(nb for _, _, nb in sizes))
     df = splits.copy()
     df["bps_exact"] = out
     df["exact_gap_pct"] = 100.0 * (df["bps"] / df["bps_exact"] - 1.0)
     return df
+
+
+def _simulate_all(runs: Iterator[dict], n_runs: int, n_batches: int) -> list[float]:
+    """``simulate(**kw).bps`` of each of ``n_runs`` runs (``n_batches`` batches in all), in
+    order: in worker processes, one per core, when they are several and hold
+    ``PARALLEL_SIM_BATCHES`` batches or more in all (a large G: each simulation grows with the
+    batches in flight), else here. Each run is deterministic in its inputs (drawn in order as
+    runs are sent, at most two per worker ahead), so the numbers are the same either way."""
+    n = min(n_runs, free_cores())
+    if n < 2 or n_batches < PARALLEL_SIM_BATCHES or not workers_allowed():
+        return [simulated_bps(kw) for kw in runs]
+    out: list[float] = []
+    with process_pool(n, ["advisor.model.simulate"]) as ex:
+        pending: deque = deque()
+        for kw in runs:
+            pending.append(ex.submit(simulated_bps, kw))
+            if len(pending) >= 2 * n:
+                out.append(pending.popleft().result())
+        out.extend(f.result() for f in pending)
+    return out
 
 
 def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,

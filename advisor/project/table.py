@@ -47,6 +47,9 @@ err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``
                     ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
                     standard error of the error sources all splits share; ``err_own_var``,
                     ``err_sync_lo``, ``err_sync_hi``; read by `lead_parts`
+err_corner_ll, ...  log(b/s at a corner / bps) at the corners of the roles' capacity ranges
+                    (a given range or a bound: ``RoleFit.mu_range_bps``), producer end then
+                    consumer end (``l`` low, ``h`` high); 0 where no capacity is ranged
 ==================  ===========================================================================
 
 Comparing two splits (`lead_interval`): both projections come from one fit, so most of their
@@ -185,7 +188,9 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
     tokens = settings.tokens_per_batch
     if left is not None and not settings.own_budget:
         left = left * fit.tokens_mean / tokens   # the same tokens to process, in other batches
-    observed = {(o.roles.get(p, 0), o.roles.get(c, 0)): o.bps for o in fit.observed
+    # bare numbers: the given split is marked, but nothing measured its rate
+    observed = {(o.roles.get(p, 0), o.roles.get(c, 0)): (o.bps if fit.source != "numbers" else math.nan)
+                for o in fit.observed
                 if settings.split_gpus(o.roles.get(p, 0), o.roles.get(c, 0)) == g and not settings.engines_changed
                 and _comparable(fit, o, settings)}
     rows = []
@@ -205,6 +210,7 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
             "method": "analytic", "widened": False,
             **dict(zip(ERR_SHARED, mid.err_shared)), "err_own_var": mid.err_own_var,
             "err_sync_lo": mid.err_sync_ends[0], "err_sync_hi": mid.err_sync_ends[1],
+            **dict(zip(ERR_CORNERS, mid.err_corners)),
             **engine_columns(fit, settings, n, m, mid),
         })
     df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
@@ -243,6 +249,9 @@ def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame
         df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
         df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
     return df
+
+
+ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
 
 
 def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> dict:
@@ -297,13 +306,16 @@ def lead_parts(df: pd.DataFrame, a: str, b: str) -> LeadParts | None:
     xa, xb = float(df.at[a, "bps"]), float(df.at[b, "bps"])
     if not (xa > 0 and xb > 0):
         return None
-    diff = {k: float(df.at[a, k]) - float(df.at[b, k]) for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi")}
+    corners = tuple(k for k in ERR_CORNERS if k in df.columns)
+    diff = {k: float(df.at[a, k]) - float(df.at[b, k]) for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi") + corners}
     samp = sum(diff[k] ** 2 for k in ERR_SAMPLING)
     fixed = sum(diff[k] ** 2 for k in ERR_SHARED if k not in ERR_SAMPLING) \
         + float(df.at[a, "err_own_var"]) + float(df.at[b, "err_own_var"])
     if not (math.isfinite(samp) and math.isfinite(fixed)):
         return None
-    shifts = (0.0, diff["err_sync_lo"], diff["err_sync_hi"])
+    # the ends of an unidentified sync scaling, and the corners of the capacity ranges: one unknown
+    # shared by every split, so the lead is compared at the same end
+    shifts = (0.0, diff["err_sync_lo"], diff["err_sync_hi"]) + tuple(diff[k] for k in corners)
     return LeadParts(log_lead=math.log(xa / xb), sampling_var=samp, fixed_var=fixed, shift_lo=min(shifts),
                      shift_hi=max(shifts))
 
@@ -330,6 +342,8 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
     p, c = fit.roles
     df = splits.copy()
     out = []
+    if fit.source == "numbers":   # no log: no measured rate to reconcile with
+        return df, ()
     for ob in fit.observed:
         n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
         if n < 1 or m < 1 or not ob.bps > 0:

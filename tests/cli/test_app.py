@@ -4,13 +4,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from advisor.cli.app import app, route
+from advisor.cli.app import COMMANDS, app, route
 
 runner = CliRunner()
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def invoke(*args):
@@ -143,7 +145,7 @@ def test_what_if_reference_numbers():
 
 def test_what_if_invalid_numbers_exit_2():
     r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0", "--drafter-bps", "0.86")
-    assert r.exit_code == 2 and "cap_bps" in r.stderr
+    assert r.exit_code == 2 and "--target-bps" in r.stderr and "> 0" in r.stderr
 
 
 @pytest.mark.parametrize("flag, value", [("--target-bps", "1e-320"), ("--drafter-bps", "5e-324"),
@@ -298,3 +300,59 @@ def test_limits_are_the_settings_checked_before_reading(tmp_path, args, message)
     """Past settings' limits: exit 2 naming the option, before the log is read (here it does not exist)."""
     r = invoke(*[tmp_path / "never.jsonl" if a == "LOG" else a for a in args])
     assert r.exit_code == 2 and r.stderr == f"dflash-advise: {message}\n"
+
+
+def test_help_is_whole_sentences():
+    """`-h` lists each command with a whole sentence (click cuts a docstring at its first '.', which
+    left "Advice from bare numbers, e.g."), and no line ends cut with '...'."""
+    r = CliRunner().invoke(app, ["-h"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    entries: list[str] = []
+    for line in r.stdout.split("Commands:")[1].strip().splitlines():   # wrapped lines continue an entry
+        if line.startswith("  ") and line.split()[0] in COMMANDS or not entries:
+            entries.append(line.strip())
+        else:
+            entries[-1] += " " + line.strip()
+    assert [e.split()[0] for e in entries] == list(COMMANDS)
+    for entry in entries:
+        text = entry.split(None, 1)[1]
+        assert text.endswith(".") and not text.endswith("e.g.") and "..." not in text, entry
+    r = CliRunner().invoke(app, ["what-if", "-h"], env={"COLUMNS": "200"})
+    assert "(for example --targets 7 --drafters 1 --target-bps 0.92 --drafter-bps 0.86)." in " ".join(r.stdout.split())
+
+
+def test_logs_at_two_splits_say_which_g_and_every_observed_split():
+    """Two logs that ran different G: the headline says which G (and where it came from) and every
+    observed split with its measured rate; a split the table lacks is said; no empty heading."""
+    logs = [str(FIX / "h200-1x1.jsonl"), str(FIX / "h200-1x2.jsonl")]
+    out = CliRunner().invoke(app, route(logs)).stdout
+    first = out.splitlines()[0]
+    assert "2 GPUs (the first log's; the logs ran 2 and 3: --gpus G projects another), observed 1-1, 1-2" in first
+    assert f"observed at 1-2 ({logs[1]}): 3.622 b/s" in out
+    assert "1-2 is not a split of 2 GPUs" in out
+    assert "The verdict holds unless:\n\n" not in out and not out.rstrip().endswith(":")
+    for title in ("The verdict holds unless:", "Queue:", "Caveats:"):   # a heading is followed by an item
+        assert all(out.split(title)[i].startswith("\n- ") for i in range(1, out.count(title) + 1)), title
+    out3 = CliRunner().invoke(app, route(logs + ["--gpus", "3"])).stdout
+    assert out3.splitlines()[0].startswith("run h200-1x1: 3 GPUs (--gpus; the logs ran 2 and 3), observed 1-1, 1-2 ")
+    assert "1-1 is not a split of 3 GPUs" in out3 and f"observed at 1-2 ({logs[1]}): 3.622 b/s" in out3
+    js = json.loads(CliRunner().invoke(app, route(logs + ["--gpus", "3", "--json"])).stdout)
+    row = next(s for s in js["splits"] if s["observed"])
+    assert row["roles"] == {"target": 1, "drafter": 2} and f"{row['observed_bps']:.4g}" == "3.622"
+
+
+def test_what_if_takes_a_range_and_a_bound():
+    r = invoke("what-if", "--targets", "1", "--drafters", "7", "--target-bps", "52..57", "--drafter-bps", ">=50.1",
+               "--json")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    assert j["capacity_basis"] == {"target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
+                                   "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None}}
+    assert j["recommendation"]["verdict"] == "cannot-tell" and j["recommendation"]["rule"] == "unknown-capacity"
+
+
+@pytest.mark.parametrize("bad", ["fast", "1..0.5", ">0.9"])
+def test_what_if_capacity_parse_errors_name_the_option_and_the_forms(bad):
+    r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", bad)
+    assert r.exit_code == 2 and r.stderr.startswith("dflash-advise: --drafter-bps")
+    assert "0.88..0.95" in r.stderr or "upper end" in r.stderr

@@ -83,8 +83,9 @@ def test_decision_invariants(logs, which, live, gpus, hs_cap, budget, restart, n
     # the decision fields equal the rows they name
     rec = j["recommendation"]
     by_label = {f"{s['roles']['target']}-{s['roles']['drafter']}": s for s in j["splits"]}
-    if d.judged is not None:
-        assert rec["judged"] == by_label[d.judged]
+    # `judged` is the split the first reason describes: the judged one, else the recommended one
+    assert rec["judged"] == by_label[d.judged or d.recommended]
+    assert rec["reasons"][0].startswith(f"at {d.judged or d.recommended} the ")
     if roles is not None:
         assert d.judged == f"{roles['target']}-{roles['drafter']}"
     if d.runner_up is not None:

@@ -14,7 +14,7 @@ def test_the_recommendation_is_the_sentences_of_its_decision(reference):
     adv = advise(reference)
     d = adv.decision
     assert tuple(reasons(d, adv.splits, adv.fit, adv.observed)) == adv.recommendation.reasons
-    assert tuple(holds_unless(d)) == adv.recommendation.holds_unless
+    assert tuple(holds_unless(d, adv.fit)) == adv.recommendation.holds_unless
     assert adv.to_json()["queues"]["hs"]["advice"] == queue_text(d.queue)
 
 
@@ -40,7 +40,7 @@ def test_the_measured_reason_comes_from_the_observed_split(reference):
 def test_holds_unless_names_the_decisions_consumer(reference):
     adv = advise(reference, roles={"target": 6, "drafter": 2})
     assert adv.decision.settings.consumer == "drafter"
-    assert any("per-drafter scaling" in h for h in holds_unless(adv.decision))
+    assert any("per-drafter scaling" in h for h in holds_unless(adv.decision, adv.fit))
 
 
 def _queue(bps: float, double: float, half: float, bytes_per_slot: float | None = None) -> QueueAdvice:

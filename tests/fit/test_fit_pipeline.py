@@ -8,11 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import warnings
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE)
 from advisor.model.params import NO_REGIMES, RoleFit
+from advisor.errors import AdvisorWarning, AssumptionWarning
 from advisor.fit.pipeline import fit_logs
 from advisor.model.chain import sync_scaling
 from advisor.stats import expected_max_normal, huber_line
@@ -59,7 +62,8 @@ def test_capacity_comes_from_busy_time_not_throughput(tmp_path):
 def test_recovers_sync_cost_from_two_drafter_logs(tmp_path):
     s = scenario(n_target=4, n_drafter=2, sync_every=2, sync_s=0.03)
     write_log(tmp_path / "c.jsonl", s)
-    fit = fit_logs([load_log(tmp_path / "c.jsonl")])
+    with pytest.warns(AssumptionWarning, match="sync cost measured at 2 drafters only"):
+        fit = fit_logs([load_log(tmp_path / "c.jsonl")])
     assert fit.sync.sync_every == 2
     assert fit.sync.allreduce_s(2) == pytest.approx(0.03, rel=0.05)
     assert 0.5 < sync_scaling(fit.consumer, fit.sync, 2) < 1.0
@@ -85,8 +89,10 @@ def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
     s = scenario(n_target=5, n_drafter=3, sync_every=1, sync_s=0.04, sync_scaling="flat")
     write_log(tmp_path / "m3.jsonl", s)
     write_log(tmp_path / "m2.jsonl", s.split(6, 2))
-    one = fit_logs([load_log(tmp_path / "m3.jsonl")])
-    both = fit_logs([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
+    with pytest.warns(AssumptionWarning, match="sync cost measured at 3 drafters only"):
+        one = fit_logs([load_log(tmp_path / "m3.jsonl")])
+    with pytest.warns(AssumptionWarning, match="step times depend on the split"):
+        both = fit_logs([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
     assert one.sync.allreduce_s(2) == pytest.approx(0.04 * 0.75, rel=0.05)     # ring assumption: wrong here
     assert both.sync.allreduce_s(2) == pytest.approx(0.04, rel=0.05)
     assert both.sync.allreduce_s(3) == pytest.approx(0.04, rel=0.05)
@@ -97,12 +103,22 @@ def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
 
-def _sweep_fit(*names: str):
-    return fit_logs([load_log(SWEEP / n) for n in names])
+def _sweep_fit(*names: str, caveats: list[str] | None = None):
+    """The fit of sweep logs; its typed warnings (the caveats advise() lists) go to ``caveats``, for
+    the tests that assert them, instead of the suite's output."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        fit = fit_logs([load_log(SWEEP / n) for n in names])
+    assert all(issubclass(w.category, AdvisorWarning) for w in rec), [str(w.message) for w in rec]
+    if caveats is not None:
+        caveats.extend(str(w.message) for w in rec)
+    return fit
 
 
 def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
-    fit = _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz")
+    said: list[str] = []
+    fit = _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz", caveats=said)
+    assert any("one split was logged, so how step times change with the split is not measured" in x for x in said)
     c = fit.contention
     assert not c.measured and c.ref_producers == 6 and c.gpus == 8
     # beyond the logged split the prior's slope: three producers fewer, each step faster by its share
@@ -120,7 +136,9 @@ def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
 def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
     from advisor.model.priors import RUN_SE
 
-    fit = _sweep_fit("cpu16/cpu16-3x3-r0.jsonl.gz")
+    said: list[str] = []
+    fit = _sweep_fit("cpu16/cpu16-3x3-r0.jsonl.gz", caveats=said)
+    assert any("inside the log, a drafter's step" in x for x in said)
     c = fit.contention
     assert c.run_se == RUN_SE and c.within is not None and c.within.estimated
     # the drafters' own slope (per busy drafter) is identified there and widens their prior only
@@ -153,7 +171,9 @@ def test_emulated_cpu_workers_share_nothing(tmp_path):
     head["mode"] = "emulate"
     log = tmp_path / "emulated.jsonl"
     log.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
-    c = fit_logs([load_log(log)]).contention
+    with pytest.warns(AdvisorWarning) as rec:     # the fit's caveats (sync at one drafter count)
+        c = fit_logs([load_log(log)]).contention
+    assert not any("share a host's compute" in str(w.message) for w in rec)   # emulated workers share nothing
     assert c.prior_se == 0.0 and c.run_se == 0.0 and c.prior_k == (0.0, 0.0)
     assert _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz").contention.prior_se == CONTENTION_PRIOR_SE
 
@@ -339,7 +359,7 @@ def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
 
 
 def test_a_never_starved_pipeline_leaves_the_loader_alone():
-    fit = fit_logs([load_log(SWEEP / "cpu32/cpu32-7x1-r0.jsonl.gz")])
+    fit = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")      # its caveats are the one-split ones, asserted above
     assert not fit.loader.near_binding and not fit.loader.input_bound
 
 
@@ -379,15 +399,12 @@ def test_regimes_are_detected_and_lower_the_balanced_projection(tmp_path):
     assert no_regimes > 1.04 * x
 
 
-def test_the_fitted_or_assumed_contention_is_reported(recwarn):
-    from advisor.errors import AssumptionWarning
-
-    _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
-    said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
+def test_the_fitted_or_assumed_contention_is_reported():
+    said: list[str] = []
+    _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz", caveats=said)
     assert any("each extra target" in m and "+3." in m for m in said), said
-    recwarn.clear()
-    _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")
-    said = [str(w.message) for w in recwarn if issubclass(w.category, AssumptionWarning)]
+    said = []
+    _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", caveats=said)
     assert any(f"{100 * CONTENTION_PRIOR_SE:.1f}% per worker moved" in m for m in said), said
     from advisor.model.priors import CONTENTION_SINGLE_SE
     assert any(f"{100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a lone worker"

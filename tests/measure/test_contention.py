@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from advisor.measure.contention import WithinLogContention, estimate_within_log, peer_concurrency, within_log_text
+from advisor.errors import AdvisorWarning, ContentionWarning
 from advisor.fit.pipeline import fit_logs
 from advisor.ingest.load import load_log
 
@@ -138,7 +139,9 @@ def test_fixed_point_applies_identified_slopes_only():
 
 def test_sweep_target_bound_log_cannot_see_target_contention():
     # 4-4 on 32 cores: the targets are never starved nor blocked, all four busy all the time
-    fit = fit_logs([load_log(SWEEP / "cpu32" / "cpu32-4x4-r0.jsonl.gz")])
+    with pytest.warns(AdvisorWarning) as rec:      # the fit's caveats: one split on a shared host
+        fit = fit_logs([load_log(SWEEP / "cpu32" / "cpu32-4x4-r0.jsonl.gz")])
+    assert any(issubclass(w.category, ContentionWarning) for w in rec)
     w = fit.contention.within
     assert w is not None and w.estimated
     assert w.producer.producer_peers_sd < 0.1
@@ -150,7 +153,9 @@ def test_sweep_drafter_bound_log_shows_no_target_contention_within_and_flags_con
     # 7-1 on 32 cores: the targets block, so their concurrency varies (sd ~0.7 per step); inside
     # the log their step time does not rise with it (the across-split rise comes from elsewhere),
     # and the drafter's negative slope on busy targets is the feedback, flagged
-    fit = fit_logs([load_log(SWEEP / "cpu32" / "cpu32-7x1-r1.jsonl.gz")])
+    with pytest.warns(AdvisorWarning) as rec:      # the fit's caveats: one split on a shared host
+        fit = fit_logs([load_log(SWEEP / "cpu32" / "cpu32-7x1-r1.jsonl.gz")])
+    assert any(issubclass(w.category, ContentionWarning) for w in rec)
     w = fit.contention.within
     t, d = w.producer, w.consumer
     assert t.producer_peers_sd > 0.5

@@ -396,3 +396,26 @@ def test_plot_names_the_file_it_wrote_in_each_format(tmp_path):
         assert res.stdout.strip() == f"wrote {out}"
         assert out.read_bytes().lstrip().startswith(magic)
 
+
+
+@pytest.mark.parametrize("log", ["reference-7x1.jsonl", "cpu-2x1.jsonl"])
+def test_observed_marker_sits_at_the_measured_efficiency(log):
+    """The diamond of the efficiency panel is the observed split's measured efficiency: its measured
+    rate over the fastest capacity of its row, the numbers its bar (projected rate / the same
+    capacity) divides, drawn over that bar."""
+    from matplotlib.figure import Figure
+
+    a = advise([FIXTURES / log])
+    ax = Figure().add_subplot()
+    plots.plot_efficiency(a, ax=ax)
+    (dot,) = [ln for ln in ax.get_lines() if ln.get_marker() == plots.OBS_MARKER]
+    i = int(a.splits["observed"].to_numpy().nonzero()[0][0])
+    row = a.splits.iloc[i]
+    fastest = max(row["cap_target_bps"], row["cap_drafter_bps"])
+    want = 100 * row["observed_bps"] / fastest
+    assert dot.get_ydata()[0] == pytest.approx(want, rel=1e-12)
+    assert 100 * row["efficiency"] == pytest.approx(100 * row["bps"] / fastest, rel=1e-9)   # the bar's numbers
+    bar = next(p for p in ax.patches if abs(p.get_height() - 100 * row["efficiency"]) < 1e-9)
+    assert bar.get_x() <= dot.get_xdata()[0] <= bar.get_x() + bar.get_width()
+    assert f"measured {want:.0f}%" in dot.get_label()
+    assert want == pytest.approx(100 * a.observed.efficiency, rel=0.02)

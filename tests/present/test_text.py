@@ -53,3 +53,104 @@ def test_an_open_next_run_choice_names_both_splits():
     text = render(adv)
     assert "CANNOT TELL for the next run: 6-2 or 5-3" in text and "for now keep" not in text
     assert "cannot tell yet for the next run: **6-2** or **5-3**" in render_markdown(adv).splitlines()[0]
+
+
+# ---------------------------------------------------------------- words that mislead (issue 21)
+
+FIX = __import__("pathlib").Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def test_scaling_from_one_drafter_is_assumed_not_fitted(reference):
+    """Nothing was fitted from a log of one drafter: the per-drafter scaling is said to be assumed."""
+    adv = advise(reference)
+    text = render(adv)
+    assert "(assumed 100%, not measured: the log ran 1 drafter)" in text and "fitted 100%" not in text
+    two = render(advise([FIX / "h200-1x1.jsonl", FIX / "h200-1x2.jsonl"], gpus=3))
+    assert "(fitted 47%)" in two          # logs at 1 and 2 drafters measured the sync: fitted
+
+
+def _step_line(text: str) -> str:
+    return next(x for x in text.splitlines() if x.startswith("step time:"))
+
+
+def test_step_time_says_what_is_resolved(reference):
+    """The step-time line prints what the projections use: an intercept clamped to 0 is said to be
+    clamped, and where the token counts cannot split fixed from per-token cost (the reference log,
+    whose 0.0 ms intercept was a clamp), the mean step and the exponent, not a line."""
+    from dataclasses import replace
+
+    adv = advise(reference)
+    assert adv.fit.producer.token_model == "power" and adv.fit.producer.t0_s == 0.0
+    line = _step_line(render(adv))
+    assert "0.0 ms +" not in line and "us/token" not in line
+    assert f"target {adv.fit.producer.busy_mean_s:.3f} s per batch" in line
+    assert f"x tokens^{adv.fit.producer.token_exponent:.2f} at other batch sizes" in line
+    assert "vary too little to split fixed from per-token cost" in line
+    clamped = replace(adv, fit=replace(adv.fit, producer=replace(adv.fit.producer, token_model="line")))
+    line = _step_line(render(clamped))
+    assert "target 0.0 ms + 242.19 us/token (SCV 0.031; fixed cost clamped at 0: not resolved)" in line
+
+
+def test_follow_refreshes_never_print_an_unresolved_intercept(write_log):
+    """What --follow renders at each refresh: a log growing line by line. An intercept the log does
+    not resolve (it moved 325.6 -> 0.0 -> 98.6 ms between refreshes) is never printed as a number."""
+    lines = [__import__("json").loads(x) for x in (FIX / "h200-1x1.jsonl").read_text().splitlines()]
+    for n in (120, 200, len(lines)):
+        adv = advise(write_log(lines[:n], name=f"cut{n}.jsonl"))
+        line = _step_line(render(adv))
+        for rf in (adv.fit.producer, adv.fit.consumer):
+            if rf.token_model != "line":
+                assert f"{rf.role} {rf.t0_s * 1e3:.1f} ms +" not in line and f"{rf.role} " in line
+
+
+def test_bound_column_only_where_it_differs(reference):
+    """`bound b/s` equal to `b/s` on every row is not shown (the JSON keeps it); shown once it differs."""
+    import json
+
+    adv = advise(reference)
+    text, md = render(adv), render(adv, "markdown")
+    assert "bound b/s" not in text and "bound b/s" not in md and "bound = " not in text
+    assert all("bound_bps" in s for s in json.loads(render(adv, "json"))["splits"])
+    df = adv.splits.copy()
+    df.loc["6-2", "bound_bps"] = df.at["6-2", "bps"] * 1.1
+    from dataclasses import replace
+
+    shown = render(replace(adv, splits=df))
+    assert "bound b/s" in shown and "bound = naive min-capacity bound" in shown
+    row = next(x for x in shown.splitlines() if x.split()[:1] == ["6-2"])
+    assert f"{df.at['6-2', 'bound_bps']:.3f}" in row
+
+
+def test_eta_is_explained_and_follows_next_run(reference):
+    live, nxt = render(advise(reference)), render(advise(reference, next_run=True))
+    assert "ETA = the rest of the job at that split" in live
+    assert "ETA = the whole job at that split (a next run starts over)" in nxt
+    readme = (FIX.parent / "README.md").read_text().split("## Glossary")[1]
+    assert "- **ETA**:" in readme and "--next-run" in readme
+
+
+def test_cpu_workers_are_not_called_gpus():
+    text = render(advise(FIX / "cpu-2x1.jsonl"))
+    assert "3 CPU workers" in text and "of 3 CPU workers" in text
+    assert "GPU" not in text.upper(), [x for x in text.splitlines() if "GPU" in x.upper()]
+    assert "8 GPUs" in render(advise(FIX / "reference-7x1.jsonl"))
+
+
+def test_thin_evidence_makes_every_sentence_provisional(write_log):
+    """A first --follow refresh on a short log: the verdict is provisional in the title, in its own
+    sentence and in the margin's, and the choice is never called stable."""
+    import gzip
+    import json
+
+    raw = gzip.open(FIX / "sweep" / "cpu16" / "cpu16-2x4-r0.jsonl.gz", "rt").read().splitlines()[:150]
+    adv = advise(write_log([json.loads(x) for x in raw]))
+    assert adv.decision.evidence.thin and adv.decision.verdict.value != "cannot-tell"
+    text = render(adv)
+    verdict_title = next(x for x in text.splitlines() if x.split()[:1] in (["STAY"], ["SWITCH"], ["NEXT"]))
+    assert verdict_title.endswith("(provisional: thin evidence)")
+    assert "This verdict is provisional: only" in text
+    assert "The choice is provisional, not yet stable:" in text
+    assert "The choice is stable" not in text and "stable:" not in text.replace("not yet stable:", "")
+    assert "(provisional)" in render(adv, "markdown").splitlines()[0]
+    assert json.loads(render(adv, "json"))["recommendation"]["provisional"] is True
+    assert json.loads(render(advise(FIX / "reference-7x1.jsonl"), "json"))["recommendation"]["provisional"] is False

@@ -115,3 +115,27 @@ def test_pools_gathered_once_give_the_same_simulation(reference):
                                   pools=gather_pools(adv.fit, logs))
     np.testing.assert_array_equal(own["bps_exact"].to_numpy(), given_pools["bps_exact"].to_numpy())
     assert np.isfinite(own["bps_exact"].to_numpy()[[0, 2]]).all()
+
+
+def test_simulations_in_worker_processes_give_the_same_numbers(reference, monkeypatch):
+    """Past PARALLEL_SIM_BATCHES the splits are simulated in worker processes: the same bps_exact."""
+    import numpy as np
+
+    from advisor.project import exact
+    adv = advise(reference)
+    rows = np.array([0, 1, 3])
+    here = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
+    monkeypatch.setattr(exact, "PARALLEL_SIM_BATCHES", 0)
+    monkeypatch.setattr(exact, "free_cores", lambda: 2)
+    monkeypatch.setattr(exact, "process_pool", _counting_pool(exact.process_pool, calls := []))
+    there = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
+    assert calls == [2]
+    np.testing.assert_array_equal(here["bps_exact"].to_numpy(), there["bps_exact"].to_numpy())
+    assert np.isfinite(there["bps_exact"].to_numpy()[rows]).all()
+
+
+def _counting_pool(pool, calls):
+    def counted(n, *a, **k):
+        calls.append(n)
+        return pool(n, *a, **k)
+    return counted

@@ -1,0 +1,77 @@
+"""Worker processes for work that holds Python's GIL: how many cores, and a pool to run it on.
+
+`available_cores` counts the cores this process may run on (its CPU affinity, which a batch
+scheduler or ``taskset`` sets, not the host's count); `free_cores` those of them the load
+average leaves free (on a shared, busy host, processes beyond it only slow each other down). `process_pool` starts a
+`concurrent.futures.ProcessPoolExecutor` whose workers fork from a fork server that has
+imported ``preload`` once: a worker starts in milliseconds with its modules loaded, and never
+inherits a lock held by one of the parent's threads (pyarrow's pool, an importer thread), as a
+plain fork of a multi-threaded parent can. Where there is no fork server (Windows), workers
+are fresh interpreters. Used by `advisor.ingest.parallel` (many log files) and
+`advisor.project.exact` (the exact simulations of a large G).
+
+A worker imports the parent's main script again (as ``__mp_main__``, Python's rule for
+processes that do not fork the parent), so a script that calls the advisor at its top level,
+unguarded, would run again in every worker. `workers_allowed` is therefore False for a main
+script whose source has no ``if __name__ == "__main__"`` guard; the callers then work in this
+process, with the same result. The command line (`advisor.__main__`, the ``dflash-advise``
+script), ``python -c``, a notebook and the interactive prompt are fine.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
+from typing import Any, Callable, Sequence
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@lru_cache(maxsize=8)
+def _guarded(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return False
+    return "__name__" in text and "__main__" in text
+
+
+def workers_allowed() -> bool:
+    """Whether worker processes may start: the main module is no unguarded script (see above)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or getattr(getattr(main, "__spec__", None), "name", None):
+        return True     # a prompt, a notebook, ``-c``, or a module run with ``-m`` (imported by name)
+    return _guarded(os.path.abspath(path))
+
+
+def free_cores() -> int:
+    """The cores that worker processes would get now: `available_cores` less the load the
+    others put on them (the one-minute load average, this process not counted), at least 1.
+    On a host already busy with other work, more processes would only share the same cores."""
+    cores = available_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return cores
+    return max(1, min(cores, int(cores - max(load - 1.0, 0.0) + 0.5)))
+
+
+def process_pool(n: int, preload: Sequence[str], initializer: Callable[..., Any] | None = None,
+                 initargs: tuple = ()) -> ProcessPoolExecutor:
+    """A pool of ``n`` worker processes forked from a server that imported ``preload``."""
+    try:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(list(preload))
+    except ValueError:          # no fork server on this platform: fresh interpreters
+        ctx = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(n, mp_context=ctx, initializer=initializer, initargs=initargs)

@@ -1,0 +1,227 @@
+"""Reading a run directory of per-rank files with every core (advisor.ingest.parallel).
+
+    python3 benchmarks/parallel_ranks.py --out result.json                 # the device run (16 cores)
+    python3 benchmarks/parallel_ranks.py --lines 60000 --files 16 64 --runs 1 --scan 4000 20000 \
+        --out /tmp/pr.json                                                   # a quick local check
+
+Writes a 1024-GPU-shaped run (768 targets, 256 syncing drafters, a rates snapshot a minute with
+768 per-target prefetch depths) as 16, 256 and 1,024 rank files (each file the header and the
+steps of 1024/K workers; the first file also the syncs and rates; every file the end line),
+the same ``--lines`` in all for each K. Then, each in a fresh process, the read
+(`advisor.ingest.load.summarize_paths` of the folder, timed inside the process, imports excluded):
+
+- ``one core``: the serial loop pinned to one core (``sched_setaffinity``): the baseline;
+- ``serial``: the serial loop on every core (pyarrow's parse threads use them);
+- ``parallel``: worker processes on every core, the crossover ignored (one per core);
+- ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only).
+
+Medians of ``--runs`` rounds, the four back to back in each. ``--scan`` lines: the same for
+smaller runs of 16 and 256 files (serial vs parallel, ``--scan-runs`` rounds), to find where worker processes start to
+pay; the result says the smallest size at which ``parallel`` beat ``serial`` and the crossover
+the advisor uses. Every merged summary is checked equal to the serial one (``same``). The JSON
+result goes to ``--out``; a table is printed. Generation writes files in parallel processes too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+N_T, N_D, GPUS = 768, 256, 1024
+SYNC_EVERY = 4
+HEADER = {"ev": "run", "v": 1, "t": 0.0, "run": "ranks1024", "gpus": GPUS, "roles": {"target": N_T, "drafter": N_D},
+          "queues": [{"name": "pre", "feeds": "target", "cap": 50, "per_worker": True},
+                     {"name": "hs", "feeds": "drafter", "cap": 64}],
+          "token_budget": 32768, "samples": 90_000_000, "epochs": 1, "hardware": "synthetic", "sync_every": SYNC_EVERY}
+
+
+def _worker_lines(role: str, w: int, n: int, seed: int) -> tuple[list[str], float]:
+    """``n`` step lines of one worker (target: ~10 s a step, drafter: ~2.6 s, gamma noise)."""
+    rng = np.random.default_rng(seed)
+    mean = 10.0 if role == "target" else 2.6
+    busy = rng.gamma(10.0, mean / 10.0, n)
+    wait = rng.exponential(0.05 * mean, n)
+    tokens = np.minimum(rng.normal(31200, 6000, n), 32768).clip(2000).astype(int)
+    t = np.cumsum(busy + wait) + 30.0
+    seqs = np.maximum(tokens // 1926, 1)
+    if role == "target":
+        out = [f'{{"ev":"step","t":{a:.4f},"role":"target","worker":{w},"batch":{b},"tokens":{k},"seqs":{s},'
+               f'"busy":{u:.5f},"wait":{v:.4f},"blocked":0.0}}'
+               for a, b, k, s, u, v in zip(t.tolist(), range(w, w + N_T * n, N_T), tokens.tolist(), seqs.tolist(),
+                                           busy.tolist(), wait.tolist())]
+    else:
+        out = [f'{{"ev":"step","t":{a:.4f},"role":"drafter","worker":{w},"batch":{b},"tokens":{k},"seqs":{s},'
+               f'"busy":{u:.5f},"wait":{v:.4f},"blocked":0.0,"loss":{2 + 3 / (1 + a / 3e4):.4f}}}'
+               for a, b, k, s, u, v in zip(t.tolist(), range(w, w + N_D * n, N_D), tokens.tolist(), seqs.tolist(),
+                                           busy.tolist(), wait.tolist())]
+    return out, float(t[-1]) if n else 0.0
+
+
+def _coordinator_lines(t_end: float, n_sync: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    ts = np.sort(rng.uniform(30.0, t_end, n_sync))
+    out = [f'{{"ev":"sync","t":{a:.4f},"role":"drafter","workers":{N_D},"dur":{d:.5f}}}'
+           for a, d in zip(ts.tolist(), rng.gamma(10.0, 0.1, n_sync).tolist())]
+    pre = ",".join(["50"] * N_T)
+    for k, a in enumerate(np.arange(60.0, t_end, 60.0).tolist()):
+        out.append(f'{{"ev":"rates","t":{a:.1f},"window":60.0,"bps":{{"target":70.1,"drafter":70.0}},'
+                   f'"cap_bps":{{"target":76.8,"drafter":98.4}},"tok_s":2184000.0,"q":{{"pre":[{pre}],"hs":40}},'
+                   f'"eta_s":{max(1.0, 1.3e6 - a):.1f},"done":{min(a / 1.3e6, 1.0):.6f}}}')
+    out.sort(key=lambda s: float(s.split('"t":', 1)[1].split(",", 1)[0]))
+    return out
+
+
+def _write_rank(args) -> None:
+    path, workers, per_worker, with_coord, t_span = args
+    head = json.dumps(HEADER, separators=(",", ":"))
+    with open(path, "w") as f:
+        f.write(head + "\n")
+        t_end = 0.0
+        for role, w in workers:
+            lines, te = _worker_lines(role, w, per_worker, seed=(0 if role == "target" else 100_000) + w)
+            f.write("\n".join(lines) + "\n")
+            t_end = max(t_end, te)
+        if with_coord:
+            n_sync = int(per_worker * N_D / SYNC_EVERY / N_D)      # drafter steps per drafter / sync_every
+            f.write("\n".join(_coordinator_lines(t_span, max(n_sync, 1), 7)) + "\n")
+        f.write(f'{{"ev":"end","t":{t_span:.4f},"reason":"done"}}\n')
+
+
+def write_run(folder: Path, n_files: int, lines: int) -> int:
+    """A 1024-GPU run of about ``lines`` lines as ``n_files`` rank files; its size in bytes."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    every = [("target", w) for w in range(N_T)] + [("drafter", w) for w in range(N_D)]
+    per_worker = max(lines // GPUS, 2)
+    t_span = per_worker * 10.5 + 40.0
+    groups = [every[i::n_files] for i in range(n_files)]
+    jobs = [(folder / f"rank{i:04d}.jsonl", g, per_worker, i == 0, t_span) for i, g in enumerate(groups)]
+    with ProcessPoolExecutor(os.cpu_count() or 1) as ex:
+        list(ex.map(_write_rank, jobs, chunksize=max(1, len(jobs) // (4 * (os.cpu_count() or 1)))))
+    return sum(p.stat().st_size for p in folder.iterdir())
+
+
+CHILD = r'''
+import json, os, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+folder, mode, digest = sys.argv[2], sys.argv[3], sys.argv[4]
+if mode == "one core":
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from advisor.ingest import parallel
+from advisor.ingest.load import summarize_paths
+if mode == "parallel":
+    parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
+    parallel.free_cores = parallel.available_cores      # every core, whatever the load average
+workers = 1 if mode in ("one core", "serial") else None
+t = time.perf_counter()
+s = summarize_paths([folder], workers=workers)
+wall = time.perf_counter() - t
+text = json.dumps(s.to_json(), sort_keys=True)
+if digest == "write":
+    open(folder + ".ref", "w").write(text)
+same = digest == "write" or text == open(folder + ".ref").read()
+rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024,
+                  "workers": parallel.plan_workers([p for p in __import__("pathlib").Path(folder).iterdir()
+                                                    if p.suffix == ".jsonl"], workers)}))
+'''
+
+
+def timed(folder: Path, mode: str, first: bool) -> dict:
+    p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(folder), mode, "write" if first else "check"],
+                       capture_output=True, text=True)
+    if p.returncode:
+        raise SystemExit(f"{mode} on {folder}: {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def measure(folder: Path, modes: list[str], runs: int) -> dict:
+    res: dict[str, list[dict]] = {m: [] for m in modes}
+    for r in range(runs):
+        for i, m in enumerate(modes):
+            res[m].append(timed(folder, m, first=(r == 0 and i == 0)))
+    out = {}
+    for m, v in res.items():
+        out[m] = {"wall_s": statistics.median(x["wall_s"] for x in v), "walls_s": [x["wall_s"] for x in v],
+                  "same": all(x["same"] for x in v), "max_rss_mb": max(x["max_rss_mb"] for x in v),
+                  "workers": v[0]["workers"]}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=1_500_000, help="lines of the run in each set of files")
+    ap.add_argument("--files", type=int, nargs="+", default=[16, 256, 1024])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--scan", type=int, nargs="*", default=[30_000, 200_000],
+                    help="smaller runs (lines) of 16 and 256 files: serial vs parallel, for the crossover")
+    ap.add_argument("--scan-runs", type=int, default=2)
+    ap.add_argument("--budget-s", type=float, default=170.0, help="no new scan size starts past this many seconds")
+    ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    from advisor.ingest import parallel
+    base = args.dir or Path(tempfile.mkdtemp(prefix="ranks-"))
+    result = {"cores": parallel.available_cores(), "python": sys.version.split()[0], "lines": args.lines,
+              "crossover_bytes": parallel.PARALLEL_MIN_BYTES, "bytes_per_worker": parallel.BYTES_PER_WORKER,
+              "sets": [], "scan": []}
+    t0 = time.perf_counter()
+    for k in args.files:
+        folder = base / f"k{k}"
+        size = write_run(folder, k, args.lines)
+        m = measure(folder, ["one core", "serial", "parallel", "auto"], args.runs)
+        one = m["one core"]["wall_s"]
+        row = {"files": k, "bytes": size, **{f"{mode}": v for mode, v in m.items()},
+               "speedup_parallel_vs_one_core": one / m["parallel"]["wall_s"],
+               "speedup_auto_vs_one_core": one / m["auto"]["wall_s"],
+               "speedup_parallel_vs_serial": m["serial"]["wall_s"] / m["parallel"]["wall_s"]}
+        result["sets"].append(row)
+        print(f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, serial {m['serial']['wall_s']:.2f} s, "
+              f"parallel {m['parallel']['wall_s']:.2f} s ({row['speedup_parallel_vs_one_core']:.1f}x one core, "
+              f"{row['speedup_parallel_vs_serial']:.1f}x serial), auto {m['auto']['wall_s']:.2f} s "
+              f"({m['auto']['workers']} workers); same summary: {all(v['same'] for v in m.values())}; "
+              f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB", flush=True)
+        shutil.rmtree(folder)
+        os.unlink(str(folder) + ".ref")
+        args.out.write_text(json.dumps(result, indent=1))
+    for k in (16, 256):
+        for n in args.scan:
+            if time.perf_counter() - t0 > args.budget_s:
+                result["scan_cut_short"] = True
+                break
+            folder = base / f"scan{k}-{n}"
+            size = write_run(folder, k, n)
+            m = measure(folder, ["serial", "parallel", "auto"], max(1, args.scan_runs))
+            row = {"files": k, "lines": n, "bytes": size, **m,
+                   "parallel_wins": m["parallel"]["wall_s"] < m["serial"]["wall_s"]}
+            result["scan"].append(row)
+            print(f"scan {k} files, {n} lines, {size / 1e6:.1f} MB: serial {m['serial']['wall_s']:.3f} s, "
+                  f"parallel {m['parallel']['wall_s']:.3f} s, auto {m['auto']['wall_s']:.3f} s "
+                  f"({m['auto']['workers']} workers)", flush=True)
+            shutil.rmtree(folder)
+            os.unlink(str(folder) + ".ref")
+            args.out.write_text(json.dumps(result, indent=1))
+    wins = [r["bytes"] for r in result["scan"] if r["parallel_wins"]]
+    result["smallest_size_parallel_won_bytes"] = min(wins) if wins else None
+    result["total_s"] = time.perf_counter() - t0
+    args.out.write_text(json.dumps(result, indent=1))
+    print(f"parallel first beat serial at {result['smallest_size_parallel_won_bytes']} bytes; the advisor's "
+          f"crossover: {parallel.PARALLEL_MIN_BYTES} bytes, then {parallel.BYTES_PER_WORKER} bytes per worker; "
+          f"{result['total_s']:.0f} s in all")
+    if args.dir is None:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""advisor.processes: the cores to use, and worker processes from a fork server."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cores_are_the_affinity_and_the_free_ones_fewer(monkeypatch):
+    n = available_cores()
+    assert 1 <= n <= (os.cpu_count() or 1)
+    assert 1 <= free_cores() <= n
+    monkeypatch.setattr(os, "getloadavg", lambda: (n + 5.0, 0.0, 0.0))
+    assert free_cores() == 1                       # a host busy with others: no spare core
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert free_cores() == n
+
+
+def test_a_pool_runs_work_in_other_processes():
+    with process_pool(2, ["os"]) as ex:
+        pids = set(ex.map(_pid, range(4)))
+    assert os.getpid() not in pids and pids
+
+
+def _pid(_: int) -> int:
+    return os.getpid()
+
+
+def _allowed_in(tmp_path: Path, source: str) -> str:
+    script = tmp_path / "main.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{source}")
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_workers_only_where_the_main_script_is_guarded(tmp_path):
+    assert workers_allowed()       # pytest's main module is guarded
+    call = "from advisor.processes import workers_allowed\nprint(workers_allowed())\n"
+    assert _allowed_in(tmp_path, call) == "False"                        # runs again in every worker
+    assert _allowed_in(tmp_path, "if __name__ == '__main__':\n    " + call.replace("\n", "\n    ")) == "True"
+    out = subprocess.run([sys.executable, "-c", call], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    assert out == "True"

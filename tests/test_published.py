@@ -1,0 +1,58 @@
+"""benchmarks/published.py and published_runs.json: every split's rates agree with its measured
+throughput and regime, sources carry a commit, and the script's rows are what what-if says."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = json.loads((ROOT / "benchmarks" / "published_runs.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def published():
+    spec = importlib.util.spec_from_file_location("published_script", ROOT / "benchmarks" / "published.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_rates_follow_the_regime_each_table_states():
+    for table in DATA["tables"]:
+        assert re.fullmatch(r"[0-9a-f]{40}", table["source"]["commit"]) and table["source"]["commit"] in table["source"]["url"]
+        for s in table["splits"]:
+            assert s["targets"] + s["drafters"] == table["gpus"]
+            bound, other = s["bound_by"], ("drafter" if s["bound_by"] == "target" else "target")
+            assert s["rates"][bound]["value"] == s["bps"]          # the binding side: its capacity is the flow
+            assert s["rates"][other]["lower"] == s["bps"]          # the other side: at least the flow
+            lo_hi = s["rates"][bound].get("range")
+            assert lo_hi is None or lo_hi[0] <= lo_hi[1]
+
+
+def test_specforge_per_trainer_figures(published):
+    sf = next(t for t in DATA["tables"] if t["id"] == "specforge-domino-8xh200")
+    per = {(s["targets"], s["config"]): s["bps"] / s["drafters"] for s in sf["splits"]}
+    assert per[(1, "batch 2, accum 8")] == pytest.approx(7.16, abs=0.005)
+    assert per[(2, "batch 2, accum 8")] == pytest.approx(6.50, abs=0.005)
+
+
+def test_rate_arguments_by_mode(published):
+    assert published.rate_arg({"lower": 39.0}, "values") == "39"
+    assert published.rate_arg({"lower": 39.0}, "bounds") == ">=39"
+    assert published.rate_arg({"value": 50.1, "range": [52.0, 57.0]}, "bounds") == "50.1"
+    assert published.rate_arg({"value": 50.1, "range": [52.0, 57.0]}, "ranges") == "52..57"
+
+
+def test_rows_are_read_off_what_if(published):
+    modes, rows, errors = published.run(ROOT)
+    assert not errors and "values" in modes
+    r = next(x for x in rows if x["mode"] == "values" and x["from"] == "1+7")
+    assert r["to"] == "2+6" and r["measured"] == 39.0
+    assert r["naive"] == pytest.approx(6 * 50.1 / 7)
+    assert r["error"] == pytest.approx((r["projected"] - 39.0) / 39.0)
