@@ -21,7 +21,7 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
-from advisor.decide.reasons import basis_text, holds_unless, provisional, queue_text, reasons
+from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, provisional, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline, gpu_priors_text
@@ -29,13 +29,17 @@ from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import SCHEMA_VERSION
 from advisor.measure.measured import measure_logs
+from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, simulate_splits
+from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
-from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, Capacity, Settings,
-                              build_settings, check_roles)
+from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, ENGINE_SCALING_SE,
+                              LINK_SE, MAX_GPUS_PER_WORKER, Capacity, Settings, build_settings, check_roles,
+                              parse_role_map)
 
 EXACT_GAP_WARN_PCT = 3.0
+CROSSING_GAP = 0.05      # crossing share measured vs uniform mixing: a caveat past 5 points
 
 
 @dataclass(frozen=True)
@@ -87,13 +91,15 @@ class Advice:
         p, c = self.roles
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
-                              reasons=tuple(reasons(d, self.splits, self.fit, self.observed)),
+                              reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
+                                            + placement_reasons(d, self.splits, self.fit)),
                               holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct)
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
         is re-derived). Raises `advisor.errors.SettingsError` when the split is not one of G."""
-        s = replace(self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus))
+        s = replace(self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus,
+                                                     self.settings.gpus_per_worker))
         return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
@@ -120,6 +126,7 @@ class Advice:
             out["observed_bps"] = _num(r["observed_bps"])
         if "bps_exact" in r:
             out["bps_exact"] = _num(r["bps_exact"])
+        out.update(engine_json(r, p, c))
         return out
 
     def capacity_basis(self) -> dict[str, Any]:
@@ -166,6 +173,20 @@ class Advice:
         }
 
 
+def engine_json(r: pd.Series, p: str, c: str) -> dict[str, Any]:
+    """A row's GPUs per role and, across nodes, its placement and link (additive JSON fields)."""
+    out: dict[str, Any] = {}
+    if f"gpus_{p}" in r:
+        out["gpus_by_role"] = {p: int(r[f"gpus_{p}"]), c: int(r[f"gpus_{c}"])}
+        out["gpus_per_worker"] = {p: int(r[f"gpus_per_{p}"]), c: int(r[f"gpus_per_{c}"])}
+    if "placement" in r and isinstance(r["placement"], str):
+        out["placement"] = [{p: int(a), c: int(b)} for a, b in zip(r[f"nodes_{p}"], r[f"nodes_{c}"])]
+        out["placement_text"] = r["placement"]
+        out["link"] = {"cap_bps": _num(r["cap_link_bps"]), "util": _num(r["link_util"]),
+                       "crossing_share": _num(r["crossing_share"])}
+    return out
+
+
 def _num(v: Any, nd: int = 4) -> Any:
     if v is None:
         return None
@@ -198,6 +219,7 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
             f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
             f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
             f"budget, given with the others, pins it down"))
+    _warn_engines(fit, settings)
     judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
     if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
         warnings.warn(AssumptionWarning(
@@ -205,11 +227,55 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
             f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
 
 
+def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
+    """What the log cannot tell about engines of another size and about the link (caveats)."""
+    for i, role in enumerate(fit.roles):
+        k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
+        if k != k_log:
+            warnings.warn(AssumptionWarning(
+                f"{role} engines of {k} GPUs projected from a log of {k_log}-GPU engines: an engine's rate is taken "
+                f"as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged one; the "
+                f"intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per engine measures it"))
+    if settings.nodes <= 1:
+        return
+    if not settings.link_bytes_s or not fit.hs_bytes_per_token:
+        what = "its bandwidth is unknown" if fit.hs_bytes_per_token else "the log has no hs_bytes_per_token"
+        warnings.warn(AssumptionWarning(
+            f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken as "
+            f"free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed nodes"))
+    _warn_crossing(fit)
+    if settings.link_source == "measured":
+        return
+    if settings.link_source is not None:
+        whence = "given (--link-gbytes-s)" if settings.link_source == "given" else "the header's link_bytes_s"
+        warnings.warn(AssumptionWarning(
+            f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured from "
+            f"batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"))
+
+
+def _warn_crossing(fit: PipelineFit) -> None:
+    """Where the log's batches crossed nodes: its crossing share against uniform mixing, the
+    analytic link stage's assumption (`advisor.model.link`)."""
+    lk = fit.link
+    if not lk.producers_by_node or not lk.steps_known:
+        return
+    pl = Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
+    uniform, seen = pl.crossing_share(), lk.first_crossed / lk.steps_known
+    if abs(seen - uniform) > CROSSING_GAP:
+        warnings.warn(AssumptionWarning(
+            f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
+            f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the shared "
+            f"queue's order ties origin to drafter, so at placements that mix targets and drafters on a node the "
+            f"link carries more (or less) than projected; compare placements by short logs of each"))
+
+
 def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
     splits = project(fit, settings)
-    if fit.source == "steps" and settings.own_budget:
+    if fit.source == "steps" and settings.own_budget and settings.nodes > 1:
+        splits = refine_placements(fit, tuple(logs), settings, splits)   # the queue and link, simulated
+    elif fit.source == "steps" and settings.own_budget:
         splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     if settings.exact:
         splits = _exact(fit, logs, settings, splits)
@@ -266,15 +332,21 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
 
 def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
            roles: Mapping[str, int] | None = None, hs_cap: int | None = None, token_budget: int | None = None,
-           restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False, exact: bool = False) -> Advice:
+           restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False, exact: bool = False,
+           gpus_per_worker: Mapping[str, int] | str | None = None, engine_scaling: Mapping[str, float] | str | None = None,
+           gpus_per_node: int | None = None, link_gbytes_s: float | None = None) -> Advice:
     """Advice for the run(s) in ``paths``.
 
     ``gpus`` overrides the header's GPU count; ``roles`` names the split to judge (default: the
     one the first log ran; must sum to the GPUs split); ``hs_cap`` and ``token_budget`` project
     another q_hs depth or batch token budget; ``next_run`` asks for the next run's split (implied
     when the log has ended); ``exact`` adds ``bps_exact``, an exact simulation of every split
-    driven by the log's own service times (`advisor.project.exact`). Raises `advisor.errors.LogError` on
-    unusable input and `advisor.errors.SettingsError` on unusable options.
+    driven by the log's own service times (`advisor.project.exact`). ``gpus_per_worker`` (role -> GPUs
+    per engine; the log's by default), ``engine_scaling`` (role -> per-GPU rate ratio, needed where a
+    role's engine size changes), ``gpus_per_node`` (the log's by default) and ``link_gbytes_s`` (the
+    link's GB/s; measured from the log or its header by default) project engines of several GPUs on
+    several nodes (docs/deployed.md). Raises `advisor.errors.LogError` on unusable input and
+    `advisor.errors.SettingsError` on unusable options.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -289,7 +361,15 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
                               log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
                               roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
                               run_ended=logs[0].end is not None, exact=exact,
-                              cpu=head.extra.get("device") == "cpu")
+                              cpu=head.extra.get("device") == "cpu",
+                              log_gpus_per_worker=fit.link.gpus_per_worker, gpus_per_worker=gpus_per_worker,
+                              engine_scaling=engine_scaling,
+                              gpus_per_node=gpus_per_node if gpus_per_node is not None else head.gpus_per_node,
+                              link_gbytes_s=link_gbytes_s)
+    if link_gbytes_s is None and fit.link.bytes_s:
+        settings = replace(settings, link_bytes_s=fit.link.bytes_s, link_source=fit.link.source)
+    elif link_gbytes_s is not None:
+        settings = replace(settings, link_source="given")
     return _finish(fit, logs, settings, head.run, caught)
 
 
@@ -297,12 +377,13 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
                    gpus: int | None = None, hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH,
                    scv: float | None = None, sync_every: int = 0, sync_s: float = 0.0,
                    restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
-                   hardware_priors: bool = True) -> Advice:
+                   hardware_priors: bool = True, gpus_per_worker: Mapping[str, int] | str | None = None) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
 
     Each capacity is a value, a range (``(0.88, 0.95)``, ``"0.88..0.95"``) or a lower bound
     (``">=39"``; `advisor.settings.as_capacity`). ``hardware_priors`` (default): the projections
-    carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline.gpu_priors`)."""
+    carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline.gpu_priors`).
+    ``gpus_per_worker``: role -> GPUs per engine of those counts (``roles`` counts engines)."""
     kw = {} if scv is None else {"scv": scv}
     g = gpus if gpus is not None else sum(roles.values())
     with warnings.catch_warnings(record=True) as caught:
@@ -316,7 +397,11 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
         warnings.warn(AssumptionWarning(
             f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
             f"{carried}"))
+    k = parse_role_map("--gpus-per-worker", gpus_per_worker, (p, c), whole=True, lo=1, hi=MAX_GPUS_PER_WORKER)
+    log_k = (k.get(p, 1), k.get(c, 1))
+    g = gpus if gpus is not None else roles[p] * log_k[0] + roles[c] * log_k[1]
     settings = build_settings(producer=p, consumer=c, gpus=g,
                               log_hs_cap=hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
-                              log_token_budget=None, restart_cost_h=restart_cost_h, next_run=next_run)
+                              log_token_budget=None, restart_cost_h=restart_cost_h, next_run=next_run,
+                              log_gpus_per_worker=log_k)
     return _finish(fit, (), settings, "what-if", caught)

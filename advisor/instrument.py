@@ -170,6 +170,7 @@ class StepTimer:
         self._start = 0.0
         self._inner_wait = self._inner_blocked = 0.0
         self._outer_wait = self._outer_blocked = 0.0
+        self._xfer = None                 # seconds importing hidden states (`transferring`), part of busy
         self._cancelled = False
         self.record: Step | None = None   # the step written, after the block
 
@@ -195,6 +196,17 @@ class StepTimer:
         finally:
             self._inner_blocked += self._log.now() - t0
 
+    @contextmanager
+    def transferring(self) -> Iterator[None]:
+        """Time a drafter spends importing the batch's hidden states (busy, logged as ``xfer``):
+        around the receive from the capture server, so a batch from another node logs its link
+        time (docs/deployed.md)."""
+        t0 = self._log.now()
+        try:
+            yield
+        finally:
+            self._xfer = (self._xfer or 0.0) + self._log.now() - t0
+
     def waited(self, seconds: float) -> None:
         """Add starved seconds measured outside the block (not subtracted from busy)."""
         self._outer_wait += seconds
@@ -217,7 +229,8 @@ class StepTimer:
         self.record = self._log.step_done(
             busy_s=busy, wait_s=self._inner_wait + self._outer_wait,
             blocked_s=self._inner_blocked + self._outer_blocked, tokens=self.tokens, role=self.role,
-            worker=self.worker, batch=self.batch, seqs=self.seqs, loss=self.loss, t=end, extra=self.extra)
+            worker=self.worker, batch=self.batch, seqs=self.seqs, loss=self.loss, t=end,
+            extra={**self.extra, "xfer": _r(self._xfer)} if self._xfer is not None else self.extra)
         return False
 
 

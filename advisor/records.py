@@ -185,7 +185,8 @@ class Run(Record):
     EVENT: ClassVar[Event] = Event.RUN
     KEYS: ClassVar[tuple[str, ...]] = ("v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples",
                                        "epochs", "hardware", "target_model", "drafter_model", "sync_every",
-                                       "hs_bytes_per_token", "t0_unix")
+                                       "hs_bytes_per_token", "t0_unix", "gpus_per_worker", "gpus_per_node",
+                                       "placement", "link_bytes_s")
     run: str
     roles: Mapping[str, int]
     queues: Sequence[Queue] = ()
@@ -201,6 +202,10 @@ class Run(Record):
     sync_every: int | None = 0
     hs_bytes_per_token: float | None = None
     t0_unix: float | None = None
+    gpus_per_worker: Mapping[str, int] | None = None    # role -> GPUs per engine (docs/log-schema.md)
+    gpus_per_node: int | None = None
+    placement: Mapping[str, Sequence[int]] | None = None
+    link_bytes_s: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
@@ -232,9 +237,11 @@ class Run(Record):
         if len({q.name for q in queues}) != len(queues):
             raise RecordError(ev, "queues", "names must be distinct")
         _set(self, "queues", tuple(queues))
-        gpus = sum(roles.values()) if self.gpus is None else _number(ev, "gpus", self.gpus, integer=True, minimum=1)
-        if gpus < sum(roles.values()):
-            raise RecordError(ev, "gpus", f"is {gpus} but the roles use {sum(roles.values())}")
+        k = self._engines(ev, roles)
+        need = sum(n * k.get(r, 1) for r, n in roles.items())
+        gpus = need if self.gpus is None else _number(ev, "gpus", self.gpus, integer=True, minimum=1)
+        if gpus < need:
+            raise RecordError(ev, "gpus", f"is {gpus} but the roles use {need}")
         _set(self, "gpus", gpus)
         _set(self, "t", _number(ev, "t", self.t))
         for name in ("token_budget", "samples", "sync_every"):
@@ -245,6 +252,31 @@ class Run(Record):
         for name in ("hardware", "target_model", "drafter_model"):
             _string(ev, name, getattr(self, name), optional=True)
         _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
+
+    def _engines(self, ev: str, roles: Mapping[str, int]) -> dict[str, int]:
+        """Check and normalise gpus_per_worker, gpus_per_node, placement, link_bytes_s; the GPUs per engine."""
+        k: dict[str, int] = {}
+        if self.gpus_per_worker is not None:
+            if not isinstance(self.gpus_per_worker, Mapping):
+                raise RecordError(ev, "gpus_per_worker", 'must map roles to GPUs per worker, e.g. {"target": 2}')
+            for r, n in self.gpus_per_worker.items():
+                if r not in roles:
+                    raise RecordError(ev, "gpus_per_worker", f"names '{r}', which is not a role ({', '.join(roles)})")
+                k[r] = _number(ev, f"gpus_per_worker.{r}", n, integer=True, minimum=1)
+            _set(self, "gpus_per_worker", dict(k))
+        _set(self, "gpus_per_node", _number(ev, "gpus_per_node", self.gpus_per_node, optional=True, integer=True,
+                                            minimum=1))
+        if self.placement is not None:
+            if not isinstance(self.placement, Mapping):
+                raise RecordError(ev, "placement", 'must map roles to node lists, e.g. {"target": [0, 1]}')
+            out = {}
+            for r, nodes in self.placement.items():
+                if r not in roles or len(list(nodes)) != roles[r]:
+                    raise RecordError(ev, "placement", f"'{r}' must be a role with one node index per worker")
+                out[r] = [_number(ev, f"placement.{r}", x, integer=True) for x in nodes]
+            _set(self, "placement", out)
+        _set(self, "link_bytes_s", _number(ev, "link_bytes_s", self.link_bytes_s, optional=True))
+        return k
 
     def to_dict(self) -> dict[str, Any]:
         d = super().to_dict()

@@ -38,6 +38,13 @@ MAX_CAPACITY_BPS = 1e9
 # comparable with the projected batch (reconciliation), a budget inside the logged range (not
 # extrapolated).
 SAME_SIZE_TOL = 0.10
+# Engines, nodes and the link (docs/log-schema.md "Engines of several GPUs").
+MAX_GPUS_PER_WORKER = 64        # GPUs one engine holds (TP x PP of a deployed engine: 1-16 in practice)
+MAX_PLACEMENTS = 20_000         # placements of one split tried exhaustively; past this, the candidate families
+MIN_ENGINE_SCALING, MAX_ENGINE_SCALING = 0.05, 2.0   # per-GPU rate ratio of an engine at another size
+ENGINE_SCALING_SE = 0.10        # a given --engine-scaling is a guess: intervals span +-10% of it
+LINK_SE = 0.10                  # a link bandwidth not measured from this log's crossings: intervals span +-10%
+MAX_LINK_GBYTES_S = 1e4         # GB/s: 10 TB/s is past any link
 
 
 CAPACITY_FORMS = "a value (0.92), a range (0.88..0.95) or a lower bound ('>=39')"
@@ -133,6 +140,30 @@ class Settings:
     extrapolated_tokens: bool = False        # tokens_per_batch outside the logged range
     logged_tokens_range: tuple[float, float] = field(default=(0.0, 0.0))
     cpu: bool = False                        # the log's workers ran on CPU (header device "cpu")
+    # engines of several GPUs (producer, consumer): GPUs per engine projected, and in the log(s)
+    gpus_per_worker: tuple[int, int] = (1, 1)
+    log_gpus_per_worker: tuple[int, int] = (1, 1)
+    # per-GPU rate ratio of an engine at the projected size to one at the logged size (given); 1 where equal
+    engine_scaling: tuple[float, float] = (1.0, 1.0)
+    gpus_per_node: int | None = None          # None: one node holds all G
+    link_bytes_s: float | None = None         # the inter-node link's bandwidth (None: unknown, taken as free)
+    link_source: str | None = None            # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
+
+    def split_gpus(self, n: int, m: int) -> int:
+        """GPUs of a split of ``n`` producer and ``m`` consumer engines."""
+        return n * self.gpus_per_worker[0] + m * self.gpus_per_worker[1]
+
+    @property
+    def nodes(self) -> int:
+        return self.gpus // self.gpus_per_node if self.gpus_per_node else 1
+
+    @property
+    def engines_changed(self) -> bool:
+        return self.gpus_per_worker != self.log_gpus_per_worker
+
+    def engine_pairs(self) -> list[tuple[int, int]]:
+        """Every split (N, M) of engines that uses all G GPUs, N >= 1, M >= 1, highest N first."""
+        return engine_pairs(self.gpus, *self.gpus_per_worker)
 
     @property
     def for_next_run(self) -> bool:
@@ -150,9 +181,90 @@ class Settings:
         return self.token_budget is None
 
     def to_json(self) -> dict[str, Any]:
-        return {"gpus": self.gpus, "token_budget": self.token_budget or self.log_token_budget,
-                "tokens_per_batch": round(self.tokens_per_batch, 1), "hs_cap": self.hs_cap,
-                "restart_cost_h": self.restart_cost_h, "run_ended": self.run_ended, "next_run": self.next_run}
+        out = {"gpus": self.gpus, "token_budget": self.token_budget or self.log_token_budget,
+               "tokens_per_batch": round(self.tokens_per_batch, 1), "hs_cap": self.hs_cap,
+               "restart_cost_h": self.restart_cost_h, "run_ended": self.run_ended, "next_run": self.next_run}
+        if self.gpus_per_worker != (1, 1) or self.engines_changed:
+            out["gpus_per_worker"] = dict(zip((self.producer, self.consumer), self.gpus_per_worker))
+        if self.engines_changed:
+            out["engine_scaling"] = dict(zip((self.producer, self.consumer), self.engine_scaling))
+        if self.gpus_per_node:
+            out["gpus_per_node"] = self.gpus_per_node
+        if self.link_bytes_s:
+            out["link_bytes_s"] = self.link_bytes_s
+        return out
+
+
+def engine_pairs(gpus: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
+    """Every (N, M) with N k_p + M k_c = gpus, N >= 1, M >= 1, highest N first."""
+    return [(n, (gpus - n * k_p) // k_c) for n in range((gpus - k_c) // k_p, 0, -1)
+            if (gpus - n * k_p) > 0 and (gpus - n * k_p) % k_c == 0]
+
+
+def parse_role_map(option: str, text: str | Mapping[str, Any] | None, roles: tuple[str, str], *, whole: bool,
+                   lo: float, hi: float) -> dict[str, Any]:
+    """``role=value,...`` (or a mapping) for ``option``: names among ``roles``, values in [lo, hi]."""
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        items = list(text.items())
+    else:
+        items = []
+        for part in (x.strip() for x in str(text).split(",") if x.strip()):
+            name, eq, val = part.partition("=")
+            if not eq:
+                raise SettingsError(option, f"expected role=value pairs like {roles[0]}=2, got {part!r}")
+            try:
+                num: Any = int(val) if whole else float(val)
+            except ValueError:
+                raise SettingsError(option, f"{name.strip()}: {val!r} is not a {'whole ' if whole else ''}number") from None
+            items.append((name.strip(), num))
+    out: dict[str, Any] = {}
+    for name, v in items:
+        if name not in roles:
+            raise SettingsError(option, f"unknown role {name!r} (the roles are {roles[0]} and {roles[1]})")
+        if whole:
+            out[name] = _whole(f"{option} {name}", v, int(lo), int(hi))
+        else:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+                raise SettingsError(f"{option} {name}", f"must be a number between {lo:g} and {hi:g}, got {v!r}")
+            out[name] = float(v)
+    return out
+
+
+def _engines(producer: str, consumer: str, gpus: int, log_k: tuple[int, int],
+             gpus_per_worker: Mapping[str, int] | None, engine_scaling: Mapping[str, float] | None,
+             gpus_per_node: int | None) -> tuple[tuple[int, int], tuple[float, float], int | None]:
+    """GPUs per engine projected (the log's unless given), the per-GPU scaling where it changes,
+    and the node size, validated against G."""
+    given = parse_role_map("--gpus-per-worker", gpus_per_worker, (producer, consumer), whole=True, lo=1,
+                           hi=MAX_GPUS_PER_WORKER)
+    k = (given.get(producer, log_k[0]), given.get(consumer, log_k[1]))
+    scale = parse_role_map("--engine-scaling", engine_scaling, (producer, consumer), whole=False,
+                           lo=MIN_ENGINE_SCALING, hi=MAX_ENGINE_SCALING)
+    for i, role in enumerate((producer, consumer)):
+        if role in scale and k[i] == log_k[i]:
+            raise SettingsError("--engine-scaling", f"{role}: the {role} engines keep their logged {log_k[i]} "
+                                f"GPU(s); give --gpus-per-worker {role}=K to project engines of another size")
+        if k[i] != log_k[i] and role not in scale:
+            raise SettingsError("--engine-scaling", f"{role} engines of {k[i]} GPUs from a log of {log_k[i]}-GPU "
+                                f"engines: the log cannot tell how an engine's rate scales with its GPUs; give the "
+                                f"per-GPU rate ratio, e.g. --engine-scaling {role}=0.9 (1: linear)")
+    es = (scale.get(producer, 1.0), scale.get(consumer, 1.0))
+    if not engine_pairs(gpus, *k):
+        raise SettingsError("--gpus", f"{gpus} GPUs cannot be split into {producer} engines of {k[0]} and "
+                            f"{consumer} engines of {k[1]} GPUs (N x {k[0]} + M x {k[1]} = {gpus}, N, M >= 1); "
+                            f"give --gpus as such a sum or another --gpus-per-worker")
+    if gpus_per_node is not None:
+        gpus_per_node = _whole("--gpus-per-node", gpus_per_node, 1, MAX_GPUS)
+        if gpus % gpus_per_node:
+            raise SettingsError("--gpus-per-node", f"{gpus} GPUs are not whole nodes of {gpus_per_node}")
+        if max(k) > gpus_per_node:
+            raise SettingsError("--gpus-per-node", f"an engine of {max(k)} GPUs does not fit in a node of "
+                                f"{gpus_per_node} (an engine never spans nodes)")
+        if gpus_per_node == gpus:
+            gpus_per_node = None
+    return k, es, gpus_per_node
 
 
 def _whole(option: str, value: Any, lo: int, hi: int) -> int:
@@ -181,8 +293,9 @@ def check_limits(*, gpus: int | None = None, roles: Mapping[str, int] | None = N
         raise SettingsError("--sync-every", f"{sync_every} is more than the limit {MAX_SYNC_EVERY}")
 
 
-def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: int) -> dict[str, int]:
-    """The split to judge, validated against the log's roles and G."""
+def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: int,
+                gpus_per_worker: tuple[int, int] = (1, 1)) -> dict[str, int]:
+    """The split to judge (engines), validated against the log's roles and G."""
     names = set(roles)
     want = {producer, consumer}
     if names != want:
@@ -192,9 +305,11 @@ def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: in
         raise SettingsError("--roles", f"{'; '.join(parts)} (the log's roles are {producer} and {consumer}, "
                             f"e.g. {producer}=6,{consumer}=2)")
     out = {r: _whole(f"--roles {r}", roles[r], 1, MAX_GPUS) for r in (producer, consumer)}
-    total = out[producer] + out[consumer]
+    kp, kc = gpus_per_worker
+    total = out[producer] * kp + out[consumer] * kc
     if total != gpus:
-        raise SettingsError("--roles", f"{producer}={out[producer]} + {consumer}={out[consumer]} is {total} GPUs, "
+        each = f" (engines of {kp} and {kc} GPUs)" if (kp, kc) != (1, 1) else ""
+        raise SettingsError("--roles", f"{producer}={out[producer]} + {consumer}={out[consumer]} is {total} GPUs{each}, "
                             f"but {gpus} are split (give --gpus {total} to split {total})")
     return out
 
@@ -203,9 +318,22 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
                    tokens_range: tuple[float, float], log_token_budget: int | None, hs_cap: int | None = None,
                    token_budget: int | None = None, roles: Mapping[str, int] | None = None,
                    restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
-                   run_ended: bool = False, exact: bool = False, cpu: bool = False) -> Settings:
+                   run_ended: bool = False, exact: bool = False, cpu: bool = False,
+                   log_gpus_per_worker: tuple[int, int] = (1, 1),
+                   gpus_per_worker: Mapping[str, int] | str | None = None,
+                   engine_scaling: Mapping[str, float] | str | None = None, gpus_per_node: int | None = None,
+                   link_gbytes_s: float | None = None) -> Settings:
     """Validate the options and resolve them against what the log(s) showed."""
     gpus = _whole("--gpus", gpus, MIN_GPUS, MAX_GPUS)
+    k, es, gpn = _engines(producer, consumer, gpus, log_gpus_per_worker, gpus_per_worker, engine_scaling,
+                          gpus_per_node)
+    link = None
+    if link_gbytes_s is not None:
+        if isinstance(link_gbytes_s, bool) or not isinstance(link_gbytes_s, (int, float)) or not (
+                0 < link_gbytes_s <= MAX_LINK_GBYTES_S):
+            raise SettingsError("--link-gbytes-s", f"must be GB/s above 0 and at most {MAX_LINK_GBYTES_S:g}, "
+                                f"got {link_gbytes_s!r}")
+        link = float(link_gbytes_s) * 1e9
     hs = log_hs_cap if hs_cap is None else _whole("--hs-cap", hs_cap, 0, MAX_QUEUE_CAP)
     if isinstance(restart_cost_h, bool) or not isinstance(restart_cost_h, (int, float)) or not (
             0.0 <= restart_cost_h <= MAX_RESTART_COST_H):
@@ -220,9 +348,10 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
         tokens = token_budget * fill
         lo, hi = tokens_range
         extrapolated = not (1 - SAME_SIZE_TOL) * lo <= tokens <= (1 + SAME_SIZE_TOL) * hi
-    judged = check_roles(roles, producer, consumer, gpus) if roles is not None else None
+    judged = check_roles(roles, producer, consumer, gpus, k) if roles is not None else None
     return Settings(gpus=gpus, producer=producer, consumer=consumer, hs_cap=hs, tokens_per_batch=float(tokens),
                     token_budget=token_budget, log_token_budget=log_token_budget, roles=judged,
                     restart_cost_h=float(restart_cost_h), next_run=bool(next_run), run_ended=bool(run_ended),
                     exact=bool(exact), extrapolated_tokens=extrapolated, logged_tokens_range=tuple(tokens_range),
-                    cpu=bool(cpu))
+                    cpu=bool(cpu), gpus_per_worker=k, log_gpus_per_worker=tuple(log_gpus_per_worker),
+                    engine_scaling=es, gpus_per_node=gpn, link_bytes_s=link)

@@ -380,11 +380,13 @@ def import_tensorboard(paths: Sequence[str | Path], out: str | Path, *, mapping:
                        run: str | None = None, gpus: int | None = None, queues: Sequence[Queue] = (),
                        token_budget: int | None = None, samples: int | None = None,
                        epochs: float | None = None, hardware: str | None = None,
-                       ended: bool = False) -> tuple[Path, int]:
+                       ended: bool = False, gpus_per_worker: Mapping[str, int] | None = None,
+                       gpus_per_node: int | None = None) -> tuple[Path, int]:
     """Write a rate log (header, rates snapshots) from TensorBoard event files; return its path and
     the number of snapshots. Event files do not say whether the job finished, so the log has no
     ``end`` line (a live run: a split change weighs the restart cost) unless ``ended`` is true
-    (then ``end`` done: the advice is for the next run)."""
+    (then ``end`` done: the advice is for the next run). ``gpus_per_worker`` (role -> GPUs per
+    engine; ``roles`` counts engines) and ``gpus_per_node`` go into the header as they are."""
     scalars, first_wall = read_scalars(paths)
     source = ", ".join(map(str, paths))
     if first_wall is None:
@@ -392,6 +394,7 @@ def import_tensorboard(paths: Sequence[str | Path], out: str | Path, *, mapping:
     m = parse_map(mapping, list(roles), [q.name for q in queues])
     header = Run(run=run or Path(paths[0]).name, roles=roles, gpus=gpus, queues=queues, token_budget=token_budget,
                  samples=samples, epochs=epochs, hardware=hardware, t0_unix=first_wall,
+                 gpus_per_worker=dict(gpus_per_worker) if gpus_per_worker else None, gpus_per_node=gpus_per_node,
                  extra={"source": f"TensorBoard: {source}", "tb_map": dict(m)})
     return write_rate_log(header, to_records(scalars, first_wall, m, source=source), out, ended=ended)
 

@@ -340,3 +340,16 @@ def test_example_pipeline_runs_and_is_advised(tmp_path):
     assert adv["observed"]["roles"] == {"target": 2, "drafter": 1}
     assert adv["recommendation"]["verdict"] in ("stay", "switch", "next-run", "cannot-tell")
     assert {tuple(s["roles"].values()) for s in adv["splits"]} == {(2, 1), (1, 2)}
+
+
+def test_transferring_logs_xfer(tmp_path):
+    import json
+    from advisor.instrument import RateLog
+    from advisor.records import Run
+    head = Run(run="x", roles={"target": 1, "drafter": 1}).stamped()
+    with RateLog(tmp_path / "d.jsonl", head, role="drafter") as log:
+        with log.step(tokens=10) as s:
+            with s.transferring():
+                pass
+    steps = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines() if '"step"' in x]
+    assert "xfer" in steps[0] and steps[0]["xfer"] <= steps[0]["busy"] + 1e-6

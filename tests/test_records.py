@@ -150,3 +150,13 @@ def test_importing_records_loads_no_heavy_module():
 
 def test_public_names():
     assert set(records.__all__) >= {"Event", "EndReason", "Run", "Step", "Sync", "Rates", "End", "Queue", "from_dict"}
+
+
+def test_run_engines_fields():
+    from advisor.records import RecordError, Run
+    r = Run(run="x", roles={"target": 3, "drafter": 2}, gpus_per_worker={"target": 2}, gpus_per_node=8)
+    assert r.gpus == 8 and r.to_dict()["gpus_per_worker"] == {"target": 2}
+    assert "gpus_per_worker" not in Run(run="x", roles={"target": 1, "drafter": 1}).to_dict()
+    import pytest
+    with pytest.raises(RecordError):
+        Run(run="x", roles={"target": 3, "drafter": 2}, gpus_per_worker={"tgt": 2})

@@ -257,6 +257,10 @@ def test_import_warnings_are_one_line_each_on_stderr(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("dflash-advise: warning: ") and "incomplete" in lines[0], lines
     assert lines[1] == f"dflash-advise: {cut}: holds no events"
+def test_gpus_per_worker_goes_into_the_header(tmp_path):
+    r, out = _import(tmp_path, extra=["--gpus-per-worker", "drafter=1"])
+    assert r.exit_code == 0, r.output
+    assert load_log(out).header.gpus_per_worker == {"drafter": 1}
 
 
 def test_an_imported_gpu_run_gets_gpu_caveats_and_its_snapshots_counted(tmp_path):

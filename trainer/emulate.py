@@ -158,7 +158,7 @@ def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
     steady = steps[steps["t"] >= start]
     fits = {}
     h = log.header
-    xfer = _drafter_xfer_s(path) if h.extra.get("link_bytes_s") is not None else {}
+    xfer = _drafter_xfer_s(path) if h.link_bytes_s is not None else {}   # (a header field since issue 19)
     for role in ("target", "drafter"):
         s = steady[steady["role"] == role]
         if len(s) < 3:                      # a very short log: fit on everything but each worker's first step

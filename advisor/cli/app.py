@@ -18,8 +18,8 @@ import typer
 from advisor import __version__
 from advisor.errors import LogError, SettingsError
 from advisor.settings import (DEFAULT_FOLLOW_INTERVAL_S, DEFAULT_HS_CAP, DEFAULT_MIN_EFFICIENCY,
-                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MIN_FOLLOW_INTERVAL_S, MIN_GPUS,
-                              as_capacity, check_limits)
+                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_GPUS_PER_WORKER,
+                              MIN_FOLLOW_INTERVAL_S, MIN_GPUS, as_capacity, check_limits, parse_role_map)
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -72,6 +72,19 @@ RolesOpt = Annotated[Optional[str], typer.Option("--roles", help="Split to judge
                                                                   "sum to the GPUs split (default: the observed one).")]
 NextRun = Annotated[bool, typer.Option("--next-run", help="Advise the split for the job's next run (no restart cost); "
                                                           "implied when the log has ended.")]
+
+
+GpusPerWorker = Annotated[Optional[str], typer.Option(
+    "--gpus-per-worker", help="GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: the "
+                              "log's (1 if it says none). Splits are enumerated in engines.")]
+EngineScaling = Annotated[Optional[str], typer.Option(
+    "--engine-scaling", help="With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine size "
+                             "to the logged one, e.g. target=0.9 (1: linear). An assumption you give.")]
+GpusPerNode = Annotated[Optional[int], typer.Option("--gpus-per-node", min=1, help="GPUs of one node (default: "
+                                                    "the log's; none: one node holds all).")]
+LinkGBs = Annotated[Optional[float], typer.Option("--link-gbytes-s", help="Inter-node link bandwidth, GB/s (1e9 "
+                                                  "bytes/s), one per node pair direction (default: measured from the "
+                                                  "log's xfer, else its header's link_bytes_s).")]
 
 
 def _die(msg: str, code: int = 2) -> None:
@@ -204,11 +217,16 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: As
                    help="Seconds between refreshes with --follow.")] = DEFAULT_FOLLOW_INTERVAL_S,
                max_wait: Annotated[Optional[float], typer.Option(
                    "--max-wait", min=0.0, help="With --follow: give up (exit 2) if a log is still missing after "
-                                               "this many seconds (default: wait).")] = None) -> None:
+                                               "this many seconds (default: wait).")] = None,
+               gpus_per_worker: GpusPerWorker = None, engine_scaling: EngineScaling = None,
+               gpus_per_node: GpusPerNode = None, link_gbytes_s: LinkGBs = None) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
     kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
               restart_cost_h=restart_cost, next_run=next_run, exact=exact)
+    kw.update({k: v for k, v in dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling,
+                                     gpus_per_node=gpus_per_node, link_gbytes_s=link_gbytes_s).items()
+               if v is not None})
     if follow:
         from advisor.cli.follow import follow_logs
         raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
@@ -227,7 +245,9 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
               metric: Annotated[Optional[str], typer.Option(
                   "--metric", help="efficiency or gpu_util (default: the config's, else efficiency).")] = None,
               roles: RolesOpt = None, gpus: Gpus = None, as_json: AsJson = False,
-              as_markdown: AsMarkdown = False) -> None:
+              as_markdown: AsMarkdown = False, gpus_per_worker: GpusPerWorker = None,
+              engine_scaling: EngineScaling = None, gpus_per_node: GpusPerNode = None,
+              link_gbytes_s: LinkGBs = None) -> None:
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
     from advisor.cli.check import run_check
     from advisor.present.text import render
@@ -235,7 +255,10 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     planned = _parse_roles(roles)
     _check_limits(gpus=gpus, roles=planned)
     try:
-        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus)
+        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus,
+                        engines={k: v for k, v in dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling,
+                                                       gpus_per_node=gpus_per_node,
+                                                       link_gbytes_s=link_gbytes_s).items() if v is not None})
     except (LogError, ValueError) as e:
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):
@@ -296,6 +319,7 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                 scv: Annotated[Optional[float], typer.Option("--scv", min=0.0, help="Step-time variability "
                                                                                      "(squared CV).")] = None,
                 sync_every: Annotated[int, typer.Option("--sync-every", min=0, help="Drafter steps per sync.")] = 0,
+                gpus_per_worker: GpusPerWorker = None,
                 sync_s: Annotated[float, typer.Option("--sync-s", min=0.0, help="Seconds per sync at this "
                                                                                  "drafter count.")] = 0.0,
                 gpus: Gpus = None, next_run: NextRun = False, fmt: FormatOpt = None, as_json: AsJson = False,
@@ -321,7 +345,7 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
         adv = advise_numbers({"target": targets, "drafter": drafters},
                              caps, gpus=gpus, hs_cap=hs_cap, scv=scv,
                              sync_every=sync_every, sync_s=sync_s, tokens_per_batch=tokens_per_batch,
-                             next_run=next_run)
+                             next_run=next_run, gpus_per_worker=gpus_per_worker)
     except ValueError as e:
         _die(str(e))
     typer.echo(render(adv, fmt), nl=False)
@@ -358,6 +382,8 @@ def import_tb_cmd(
         run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: the first "
                                                                              "argument's name).")] = None,
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
+        gpus_per_worker: GpusPerWorker = None,
+        gpus_per_node: GpusPerNode = None,
 ) -> None:
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
@@ -371,10 +397,13 @@ def import_tb_cmd(
         try:
             role_map = parse_roles(roles)
             queues = [parse_queue(q, list(role_map)) for q in queue or []]
+            k = parse_role_map("--gpus-per-worker", gpus_per_worker, tuple(role_map)[::len(role_map) - 1],
+                               whole=True, lo=1, hi=MAX_GPUS_PER_WORKER) if gpus_per_worker else None
             header = dict(roles=role_map, run=run_name, gpus=gpus, queues=queues, token_budget=token_budget,
                           samples=samples, epochs=epochs, ended=ended)
             if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, mapping=mapping or [], **header)
+                path, n = import_tensorboard(events, out, mapping=mapping or [], gpus_per_worker=k,
+                                             gpus_per_node=gpus_per_node, **header)
             else:
                 path, n = import_stack(events, out, stack=stack, mapping=mapping or [], **header)
         except (LogError, ValueError) as e:

@@ -3,7 +3,13 @@
 Input is either rate log(s) (the planned split defaults to the observed one) or a TOML config::
 
     profile = ["runs/7x1.jsonl"]       # log(s) to fit; relative to the config file
-    gpus = 8                           # optional; default: sum of roles
+    gpus = 8                           # optional; default: the GPUs of the roles' engines
+    gpus_per_node = 8                  # optional: the cluster's nodes (default: the log's)
+    link_gbytes_s = 25.0               # optional: the inter-node link, GB/s
+    [gpus_per_worker]                  # optional: GPUs per engine (default: the log's)
+    target = 2
+    [engine_scaling]                   # with a gpus_per_worker unlike the log's: per-GPU rate ratio
+    target = 0.9
     [roles]                            # the planned split, in pipeline order
     target = 6
     drafter = 2
@@ -46,7 +52,8 @@ from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, MI
 METRICS = ("efficiency", "gpu_util")
 MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
 # every key a config may hold; [roles] takes the profile log's role names (checked once it is read)
-TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate")
+TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate", "gpus_per_worker", "engine_scaling", "gpus_per_node",
+            "link_gbytes_s")
 QUEUE_KEYS = ("hs",)
 GATE_KEYS = ("metric", "min_efficiency", "min_gpu_util")
 
@@ -196,11 +203,24 @@ def load_config(path: Path) -> dict[str, Any]:
     if hs is not None and not 0 <= hs <= MAX_QUEUE_CAP:
         raise LogError(sp, _line_of(text, "queues.hs"), f"must be from 0 to {MAX_QUEUE_CAP}, got {hs}", "queues.hs")
     return {"profile": [path.parent / p for p in prof], "roles": dict(roles) if roles else None, "metric": metric,
-            "threshold": threshold, "gpus": gpus, "hs_cap": hs, "path": sp, "text": text}
+            "threshold": threshold, "gpus": gpus, "hs_cap": hs, "path": sp, "text": text,
+            "engines": _engine_keys(cfg, sp, text)}
+
+
+def _engine_keys(cfg: Mapping[str, Any], sp: str, text: str) -> dict[str, Any]:
+    """The config's engine and node keys, as `advise` takes them (validated there, by option name)."""
+    out: dict[str, Any] = {}
+    for key, kind in (("gpus_per_worker", dict), ("engine_scaling", dict), ("gpus_per_node", int),
+                      ("link_gbytes_s", (int, float))):
+        v = _key(cfg, key, kind, sp, text=text)
+        if v is not None:
+            out[key] = float(v) if key == "link_gbytes_s" else v
+    return out
 
 
 def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric: str | None = None,
-              roles: Mapping[str, int] | None = None, gpus: int | None = None) -> Advice:
+              roles: Mapping[str, int] | None = None, gpus: int | None = None,
+              engines: Mapping[str, Any] | None = None) -> Advice:
     """Advise on the planned split and attach the gate's outcome as ``Advice.gate``."""
     sources = [Path(s) for s in sources]
     cfg: dict[str, Any] = {"profile": sources, "roles": None, "metric": "efficiency", "threshold": None,
@@ -216,8 +236,14 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
     planned = roles or cfg["roles"]
     # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a
     # split of the profile's own G, so roles that do not sum to it are an error, not another G
-    n_gpus = gpus or cfg["gpus"] or (sum(planned.values()) if planned and not from_cli else None)
-    adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"])
+    eng = {**cfg.get("engines", {}), **(engines or {})}
+    n_gpus = gpus or cfg["gpus"]
+    adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"], **eng)
+    if planned and not from_cli and n_gpus is None and set(planned) == set(adv.roles):
+        # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
+        need = adv.settings.split_gpus(planned[adv.roles[0]], planned[adv.roles[1]])
+        if need != adv.gpus:
+            adv = advise(cfg["profile"], gpus=need, hs_cap=cfg["hs_cap"], **eng)
     p, c = adv.roles
     if planned is None:
         planned = dict(adv.observed.roles)
@@ -237,8 +263,9 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
             raise bad_roles(f"is missing: the planned split names both roles of the log ({p}, {c})"
                             if not from_cli else f"'{r}' is missing: name both roles of the log ({p}, {c})",
                             f"roles.{r}")
-    if sum(planned.values()) != adv.gpus:
-        raise bad_roles(f"the planned split uses {sum(planned.values())} GPUs but {adv.gpus} are split")
+    used = adv.settings.split_gpus(planned[p], planned[c])
+    if used != adv.gpus:
+        raise bad_roles(f"the planned split uses {used} GPUs but {adv.gpus} are split")
     adv = adv.judge(planned)
     row = adv.split_row(planned)
     value = float(row[metric])

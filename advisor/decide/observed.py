@@ -79,8 +79,10 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
         caps = {p: float(row[f"cap_{p}_bps"]), c: float(row[f"cap_{c}_bps"])}
         loader = row["cap_loader_bps"]
     else:   # the log ran another G or batch size than the table's: its own split, its own size
-        own = replace(settings, roles=None, gpus=max(n + m, 2), token_budget=None, tokens_per_batch=fit.tokens_mean,
-                      hs_cap=fit.hs_cap)
+        k = settings.log_gpus_per_worker
+        own = replace(settings, roles=None, gpus=max(n * k[0] + m * k[1], 2), token_budget=None,
+                      tokens_per_batch=fit.tokens_mean, hs_cap=fit.hs_cap, gpus_per_worker=k, engine_scaling=(1.0, 1.0),
+                      gpus_per_node=None)
         res = split_capacities(fit, own, max(n, 1), max(m, 1))
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
         loader = res.loader_cap_bps

@@ -109,7 +109,11 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
         parts.append(f"{p}s blocked {pct_text(ob.producer_blocked)} of their time, {c}s starved "
                      f"{pct_text(ob.consumer_starved)}")
     if math.isfinite(r["observed_bps"]):
-        parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
+        logged = r.get("bps_logged_place", math.nan)
+        if isinstance(logged, float) and math.isfinite(logged):   # across nodes: as the log placed it
+            parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(logged)} projected at its placement")
+        else:
+            parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
     where = "(the log)" if fit.source == "steps" else "(the log's rates snapshots)"
     return f"measured at {label} {where}: " + "; ".join(parts) + "." if parts else None
 
@@ -300,6 +304,34 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
     return out
 
 
+def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) -> list[str]:
+    """Across nodes: where the recommended split's engines sit, what the link carries and costs
+    (from the row's ``placement``, ``crossing_share``, ``link_util``, ``cap_link_bps``,
+    ``bps_free_link``) and, where the log ran that split elsewhere, its own placement's rate
+    (``bps_logged_place``). Empty on one node."""
+    d = decision
+    label = d.recommended
+    if "placement" not in rows.columns or not isinstance(rows.at[label, "placement"], str):
+        return []
+    r = rows.loc[label]
+    s = d.settings
+    out = [f"at {label} place {r['placement']} ({bps_text(r['bps'])} b/s)"]
+    if not s.link_bytes_s or not fit.hs_bytes_per_token:
+        out[0] += "; the link between nodes is taken as free (its bandwidth is unknown)."
+        return out
+    whence = {"measured": "measured from this log's crossing batches", "given": "given",
+              "header": "the log header's"}.get(s.link_source or "", "given")
+    cost = 100 * (1 - float(r["bps"]) / float(r["bps_free_link"])) if r["bps_free_link"] > 0 else 0.0
+    out[0] += (f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} GB/s "
+               f"link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} b/s; "
+               f"the link costs {cost:.1f}% against a free one.")
+    logged = r.get("bps_logged_place", math.nan)
+    if isinstance(logged, float) and math.isfinite(logged) and r["logged_placement"] != r["placement"]:
+        out.append(f"the log ran {label} as {r['logged_placement']}: {bps_text(logged)} b/s projected there; "
+                   f"the placement above gives {signed_pct(100 * (float(r['bps']) / logged - 1))}.")
+    return out
+
+
 def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
     """The per-consumer scaling ``share`` at ``m`` consumers and where it comes from: the logs (a
     sync measured, or ``m`` consumers logged: fitted), or nothing (assumed)."""
@@ -347,8 +379,9 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
             out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
             continue
         word = "higher" if th.factor > 1 else "lower"
+        gpus = th.workers * d.settings.gpus_per_worker[0 if th.role == d.settings.producer else 1]
         out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
-                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(th.workers)}, not "
+                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
                    f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}"
                    f"{_outside_range(fit, th.role, th.factor)}.")
     lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"

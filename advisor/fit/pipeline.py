@@ -71,6 +71,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from advisor.errors import AssumptionWarning, ContentionWarning, LogError
+from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
 from advisor.fit.splits import contention_ref_busy, fit_contention, shares_compute, within_sharing
@@ -302,7 +303,7 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
                       tokens_mean=roles.tokens_mean, tokens_std=roles.tokens_std, seqs_mean=roles.seqs_mean,
                       source=roles.source, tokens_range=roles.tokens_range, observed=roles.observed,
                       hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
-                      contention=roles.contention, regimes=roles.regimes)
+                      contention=roles.contention, regimes=roles.regimes, link=fit_link(measured))
     if loader.near_binding and roles.source == "steps":
         fit = calibrate_loader(fit)
     return fit

@@ -27,7 +27,7 @@ def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -
     # the columns as they are, one block each (copy=False): consolidating them into one 2-D block
     # copied every row of a sampled log once more
     data: dict[str, Any] = {}
-    for c in STEP_COLUMNS:
+    for c in STEP_COLUMNS + (("xfer",) if "xfer" in cols else ()):
         if c == "role":
             data[c] = pd.Categorical.from_codes(codes, categories=list(header.roles))
             continue

@@ -65,7 +65,7 @@ def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLo
     ``warn``: warn of the summary's unknown events (False: the caller did already)."""
     header = summ.header
     cols, codes, _ = summ.steps()
-    steps = steps_frame({f: cols[f] for f in STEP_COLUMNS if f != "role"}, codes, header)
+    steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
     syncs = syncs_frame(summ.syncs())
     rc = summ.rates_columns()
     rates = (rates_columns_frame(rc, merged=len(summ.paths) > 1) if rc

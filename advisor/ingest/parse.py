@@ -21,8 +21,8 @@ import numpy as np
 
 from advisor.errors import LogError
 from advisor.ingest.frames import RATES_SCALARS
-from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, STEP_NUMBERS, SYNC_NUMBERS,
-                                   RunHeader, validate_event)
+from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, SYNC_NUMBERS, RunHeader,
+                                   step_numbers, validate_event)
 
 _NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
             "workers", "dur", "bytes", "window", "tok_s", "eta_s", "done")
@@ -91,6 +91,8 @@ def _arrow_schema(header: RunHeader, names: Sequence[str] | None = None):
     q_fields = [(q.name, pa.list_(f64) if q.per_worker else f64) for q in header.queues]
     fields = [("ev", pa.string()), ("role", pa.string()), ("reason", pa.string()), ("msg", pa.string())]
     fields += [(n, f64) for n in _NUMERIC]
+    if header.gpus_per_node:
+        fields.append(("xfer", f64))      # read only from logs that span nodes (docs/log-schema.md)
     fields += [("bps", role_struct), ("cap_bps", role_struct)]
     if q_fields:
         fields.append(("q", pa.struct(q_fields)))
@@ -112,7 +114,7 @@ def _arrow_schema(header: RunHeader, names: Sequence[str] | None = None):
 # arena of its own (64 MB of address space, which a capped process may not have).
 TWO_PASS_BYTES = 4 << 20
 _BODY_FIELDS = ("ev", "role", "t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
-                "workers", "dur", "bytes")
+                "workers", "dur", "bytes", "xfer")
 _OTHER_FIELDS = ("ev", "t", "window", "tok_s", "eta_s", "done", "bps", "cap_bps", "q", "reason", "msg")
 
 
@@ -223,7 +225,7 @@ def _fast_parse(piece: "Piece", header: RunHeader, n_rows: int) -> Parsed | None
             cols[n] = v if whole else v[mask]
         return cols, rows
 
-    step_spec = (*STEP_NUMBERS, ("loss", False, False, None))
+    step_spec = (*step_numbers(header), ("loss", False, False, None))
     step, step_rows = subset(KNOWN_EVENTS.index("step"), step_spec)
     role = _codes(table.column("role"), list(header.roles))[0]
     step["role"] = role if len(step_rows) == len(ev) else role[step_rows]
@@ -288,7 +290,7 @@ def _bad_rows(p: Parsed, header: RunHeader) -> np.ndarray:
                           | p.nan_lit | p.bad_reason)]
     s = p.step
     if len(p.step_rows):
-        b = ~_numbers_ok(s, STEP_NUMBERS)
+        b = ~_numbers_ok(s, step_numbers(header))
         b |= np.isinf(s["loss"])
         codes = s["role"]
         known = (codes >= 0) & (codes < len(header.roles))
@@ -376,7 +378,8 @@ def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, pat
     names = list(KNOWN_EVENTS)
     evs: list[int] = []
     ts: list[float] = []
-    step: dict[str, list[Any]] = {n: [] for n in (*_STEP_NUMERIC, "role")}
+    step_fields = _STEP_NUMERIC + (("xfer",) if header.gpus_per_node else ())
+    step: dict[str, list[Any]] = {n: [] for n in (*step_fields, "role")}
     sync: dict[str, list[Any]] = {n: [] for n in _SYNC_NUMERIC}
     step_rows: list[int] = []
     rates_objs: list[Mapping[str, Any]] = []
@@ -399,7 +402,7 @@ def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, pat
         ts.append(num(obj.get("t")))
         if kind == "step":
             step_rows.append(row)
-            for n in _STEP_NUMERIC:
+            for n in step_fields:
                 step[n].append(num(obj.get(n)))
             step["role"].append(roles.index(obj["role"]))
         elif kind == "sync":

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from advisor.errors import LogError, LogWarning, display_path
-from advisor.settings import MAX_GPUS, MAX_QUEUE_CAP
+from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP
 
 SCHEMA_VERSION = 1
 KNOWN_EVENTS = ("run", "step", "sync", "rates", "end")
@@ -99,6 +99,32 @@ class RunHeader:
     sync_every: int = 0
     hs_bytes_per_token: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # engines of several GPUs, nodes and the link (docs/log-schema.md): role -> GPUs per worker
+    # (roles not named hold 1), GPUs per node (None: one node), role -> node of each worker
+    # (None: packed, `default_placement`), the link's bytes/s (None: not given)
+    gpus_per_worker: Mapping[str, int] = field(default_factory=dict)
+    gpus_per_node: int | None = None
+    placement: Mapping[str, tuple[int, ...]] | None = None
+    link_bytes_s: float | None = None
+
+    def k(self, role: str) -> int:
+        """GPUs one worker (engine) of ``role`` holds."""
+        return int(self.gpus_per_worker.get(role, 1))
+
+    @property
+    def engine_gpus(self) -> int:
+        """GPUs the roles' engines hold together."""
+        return sum(n * self.k(r) for r, n in self.roles.items())
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.gpus // self.gpus_per_node) if self.gpus_per_node else 1
+
+    def node_of(self, role: str) -> tuple[int, ...]:
+        """The node of each worker of ``role``: the header's placement, else packed."""
+        if self.placement is not None and role in self.placement:
+            return tuple(self.placement[role])
+        return default_placement(self.roles, self.gpus_per_worker, self.gpus_per_node)[role]
 
     @property
     def role_names(self) -> tuple[str, ...]:
@@ -119,6 +145,78 @@ class RunHeader:
             if q.feeds == role:
                 return q
         return None
+
+
+def default_placement(roles: Mapping[str, int], gpus_per_worker: Mapping[str, int],
+                      gpus_per_node: int | None) -> dict[str, tuple[int, ...]]:
+    """Packed placement: the workers in pipeline order (a role's worker 0 first) fill node 0, then
+    node 1, ...; a worker that does not fit in what is left of a node starts the next one."""
+    out: dict[str, tuple[int, ...]] = {}
+    node, used = 0, 0
+    for role, n in roles.items():
+        k = int(gpus_per_worker.get(role, 1))
+        nodes = []
+        for _ in range(n):
+            if gpus_per_node and used + k > gpus_per_node:
+                node, used = node + 1, 0
+            nodes.append(node)
+            used += k
+        out[role] = tuple(nodes)
+    return out
+
+
+def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int | None, path: str, line: int):
+    """gpus_per_worker, gpus_per_node, placement and link_bytes_s of a header, checked against the roles."""
+    raw = obj.get("gpus_per_worker")
+    k: dict[str, int] = {}
+    if raw is not None:
+        if not isinstance(raw, dict):
+            raise LogError(path, line, 'must be an object of role -> GPUs per worker, e.g. {"target": 2}',
+                           "gpus_per_worker")
+        for name in raw:
+            if name not in roles:
+                raise LogError(path, line, f"names '{_short(name)}', which is not a role in 'roles'", "gpus_per_worker")
+            try:
+                k[name] = check_number(raw, name, path, line, minimum=1, maximum=MAX_GPUS_PER_WORKER, integer=True)
+            except LogError as e:
+                raise LogError(path, line, f"GPUs per worker of role '{name}' {e.message}", "gpus_per_worker") from None
+    need = sum(n * k.get(r, 1) for r, n in roles.items())
+    if need > MAX_GPUS:
+        raise LogError(path, line, f"the engines hold {need} GPUs, more than the limit {MAX_GPUS}", "gpus_per_worker")
+    g = need if gpus is None else gpus
+    if g < need:
+        raise LogError(path, line, f"is {g} but the roles' engines hold {need} GPUs", "gpus")
+    gpn = check_number(obj, "gpus_per_node", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
+    if gpn is not None and max([1, *k.values()]) > gpn:
+        raise LogError(path, line, f"is {gpn}, but an engine holds {max(k.values())} GPUs (an engine never spans "
+                       f"nodes)", "gpus_per_node")
+    placement = None
+    praw = obj.get("placement")
+    if praw is not None:
+        if not isinstance(praw, dict):
+            raise LogError(path, line, 'must be an object of role -> node of each worker, e.g. {"target": [0, 1]}',
+                           "placement")
+        nodes = -(-g // gpn) if gpn else 1
+        placement = {}
+        for name, lst in praw.items():
+            if name not in roles:
+                raise LogError(path, line, f"names '{_short(name)}', which is not a role in 'roles'", "placement")
+            if (not isinstance(lst, list) or len(lst) != roles[name]
+                    or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < nodes for x in lst)):
+                raise LogError(path, line, f"'{name}' must list one node index (0..{nodes - 1}) per worker, "
+                               f"{roles[name]} in all", "placement")
+            placement[name] = tuple(lst)
+        if gpn:
+            full = default_placement(roles, k, gpn)
+            full.update(placement)
+            for node in range(nodes):
+                held = sum(k.get(r, 1) for r, lst in full.items() for x in lst if x == node)
+                if held > gpn:
+                    raise LogError(path, line, f"puts {held} GPUs on node {node}, which holds {gpn}", "placement")
+    link = check_number(obj, "link_bytes_s", path, line, required=False, minimum=0, maximum=MAX_INT)
+    if link is not None and not link > 0:
+        raise LogError(path, line, "must be bytes/s above 0", "link_bytes_s")
+    return k, g, gpn, placement, link
 
 
 def _is_number(v: Any) -> bool:
@@ -221,10 +319,9 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     if sum(roles.values()) > MAX_GPUS:
         raise LogError(path, line, f"use {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}", "roles")
     gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
-    if gpus is None:
-        gpus = sum(roles.values())
-    if gpus < sum(roles.values()):
+    if gpus is not None and gpus < sum(roles.values()):
         raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
+    k, gpus, gpn, placement, link = _engines_header(obj, roles, gpus, path, line)
     queues_raw = obj.get("queues")
     if queues_raw is not None and not isinstance(queues_raw, list):
         raise LogError(path, line, f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
@@ -248,7 +345,8 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
             raise LogError(path, line, f"queue name '{name}' appears twice", "queues")
         queues.append(QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker))
     known = {"ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
-             "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token"}
+             "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "gpus_per_worker",
+             "gpus_per_node", "placement", "link_bytes_s"}
     texts = {k: check_string(obj, k, path, line, required=False)
              for k in ("run", "hardware", "target_model", "drafter_model")}
     bad = [k for k, v in texts.items() if v is not None and has_surrogate(v)]
@@ -272,7 +370,8 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         sync_every=check_number(obj, "sync_every", path, line, required=False, minimum=0, integer=True, default=0),
         hs_bytes_per_token=check_number(obj, "hs_bytes_per_token", path, line, required=False, minimum=0,
                                         maximum=MAX_INT),
-        extra={k: v for k, v in obj.items() if k not in known},
+        extra={key: v for key, v in obj.items() if key not in known},
+        gpus_per_worker=k, gpus_per_node=gpn, placement=placement, link_bytes_s=link,
     )
 
 
@@ -282,6 +381,15 @@ STEP_NUMBERS = (("t", True, False, MAX_TIME_S), ("worker", True, True, MAX_GPUS)
                 ("tokens", True, True, MAX_TOKENS), ("seqs", False, True, MAX_TOKENS),
                 ("busy", True, False, MAX_TIME_S), ("wait", False, False, MAX_TIME_S),
                 ("blocked", False, False, MAX_TIME_S))
+# a drafter step's link-inclusive import seconds, read (and checked) where the header spans nodes
+XFER_NUMBER = ("xfer", False, False, MAX_TIME_S)
+
+
+def step_numbers(header: RunHeader) -> tuple:
+    """The step fields read from a log of this header: ``xfer`` too where it spans nodes."""
+    return STEP_NUMBERS + (XFER_NUMBER,) if header.gpus_per_node else STEP_NUMBERS
+
+
 SYNC_NUMBERS = (("t", True, False, MAX_TIME_S), ("workers", False, True, MAX_GPUS), ("dur", True, False, MAX_TIME_S),
                 ("bytes", False, False, None))
 RATES_NUMBERS = (("t", True, False, MAX_TIME_S), ("window", False, False, MAX_TIME_S), ("tok_s", False, False, None),
@@ -296,7 +404,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     if not isinstance(ev, str) or not ev:
         raise LogError(path, line, "is missing or not a non-empty string", "ev")
     if ev == "step":
-        for name, req, integer, top in STEP_NUMBERS:
+        for name, req, integer, top in step_numbers(header):
             check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
         role = check_string(obj, "role", path, line)
         if role not in header.roles:

@@ -286,7 +286,8 @@ class Summary:
         self.end: dict[str, Any] | None = None
         self.t_max_s = -math.inf
         self.counts = {r: np.zeros(3, dtype=np.int64) for r in self.roles}   # n, busy > 0, tokens > 0
-        self.samples = {r: _Sample(STEP_FIELDS, self.sample_rows) for r in self.roles}
+        self.step_fields = STEP_FIELDS + (("xfer",) if header.gpus_per_node else ())
+        self.samples = {r: _Sample(self.step_fields, self.sample_rows) for r in self.roles}
         self.sync_sample = _Sample(SYNC_FIELDS, self.sample_rows)
         self.bins = _Bins(len(self.roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS))
         self.rates: list[dict[str, np.ndarray]] = []
@@ -304,7 +305,7 @@ class Summary:
         self.t_max_s = max(self.t_max_s, float(t.max()))
         codes = np.asarray(role_codes, dtype=np.int64)
         n_roles, nb = len(self.roles), len(BIN_FIELDS)
-        part = {f: np.asarray(cols[f], dtype=np.float64) for f in STEP_FIELDS}
+        part = {f: np.asarray(cols[f], dtype=np.float64) for f in self.step_fields}
         busy, tok = part["busy"], part["tokens"]
         n = np.bincount(codes, minlength=n_roles)
         busy_pos = np.bincount(codes[busy > 0], minlength=n_roles)
@@ -372,13 +373,13 @@ class Summary:
             codes.append(np.full(len(keys), i, dtype=np.int64))
             start += len(keys)
         if not parts:
-            return {f: np.empty(0) for f in STEP_FIELDS}, np.empty(0, dtype=np.int64), True
+            return {f: np.empty(0) for f in self.step_fields}, np.empty(0, dtype=np.int64), True
         rows = np.concatenate(by_key)
         t = np.concatenate([c["t"] for c in parts])[rows]
         # time order; equal times by role, then by key (content): the same order whichever files
         # the rows came from, so merged summaries give the very frames of the whole log
         rows = rows[stable_order(t)]
-        out = {f: np.concatenate([c[f] for c in parts])[rows] for f in STEP_FIELDS}
+        out = {f: np.concatenate([c[f] for c in parts])[rows] for f in self.step_fields}
         return out, np.concatenate(codes)[rows], True
 
     def syncs(self) -> dict[str, np.ndarray]:
@@ -478,7 +479,8 @@ class Summary:
         samples = {}
         for r in self.roles:
             c, keys = self.samples[r].compact()
-            samples[r] = {"pruned": self.samples[r].pruned, "keys": _enc(keys), **{f: _enc(c[f]) for f in STEP_FIELDS}}
+            samples[r] = {"pruned": self.samples[r].pruned, "keys": _enc(keys),
+                          **{f: _enc(c[f]) for f in self.step_fields}}
         c, keys = self.sync_sample.compact()
         return {
             "dflash_summary": FORMAT_VERSION,
@@ -560,7 +562,7 @@ def read_summary(path: str | Path) -> Summary:
         for r in s.roles:
             s.counts[r] = np.asarray(obj["counts"][r], dtype=np.int64).reshape(3)
             so = obj["samples"][r]
-            cols = {f: _dec(so[f], spath, f"samples.{r}.{f}") for f in STEP_FIELDS}
+            cols = {f: _dec(so[f], spath, f"samples.{r}.{f}") for f in s.step_fields}
             s.samples[r].add(cols, _dec(so["keys"], spath, f"samples.{r}.keys"), bool(so["pruned"]))
             s.samples[r].compact()
         so = obj["syncs"]

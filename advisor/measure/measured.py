@@ -16,6 +16,7 @@ import pandas as pd
 
 from advisor.errors import LogError
 from advisor.ingest.runlog import RunLog
+from advisor.measure.crossing import LinkSample, measure_link
 from advisor.measure.contention import WithinLogContention, estimate_within_log
 from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue, window_sums
 from advisor.measure.steady import SteadyWindow, find_steady
@@ -41,6 +42,7 @@ class MeasuredLog:
     pre_mean_depth: float | None
     sums: Mapping[str, Mapping[str, float]]
     sync_count: float | None = None
+    link: LinkSample | None = None       # drafter steps that crossed a node (`advisor.measure.crossing`)
 
     @property
     def path(self) -> str:
@@ -90,6 +92,10 @@ def measure_log(log: RunLog, *, with_sums: bool = False) -> MeasuredLog:
         st = steady_steps(log, win)
         # split by role once (on a sampled log each split copies 300k rows)
         steps = {r: st[st["role"] == r] for r in roles}
+    link = None
+    if head.gpus_per_node and steps:
+        # the drafter's own service: its busy less the link's wait and transfer (advisor.measure.crossing)
+        link, steps[head.consumer] = measure_link(log, steps[head.consumer])
     pre = head.queue_feeding(head.producer)
     sums: dict[str, dict[str, float]] = {}
     sync_count = None
@@ -100,7 +106,7 @@ def measure_log(log: RunLog, *, with_sums: bool = False) -> MeasuredLog:
     return MeasuredLog(log=log, window=win, observed=observe(log, win), steps=steps,
                        rates=_in_window(log.rates, win), syncs=_in_window(log.syncs, win),
                        pre_mean_depth=time_weighted_queue(log, win, pre.name)[0] if pre else None,
-                       sums=sums, sync_count=sync_count)
+                       sums=sums, sync_count=sync_count, link=link)
 
 
 def measure_logs(logs: Sequence[RunLog]) -> Measurement:

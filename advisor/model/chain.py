@@ -63,6 +63,14 @@ targets do (k = 1 with a 20-slot queue leaves E = 0; 64 GPUs with k = 16 and b =
 benchmarks/VALIDATION.md). Where X_bar binds, the interval carries ``BARRIER_SE_SHARE`` of the
 correction as model error, and the targets' blocked share is at least 1 - X / lambda. Cost: O(1)
 per split.
+
+Engines of several GPUs (``gpus_per_worker = (k_p, k_c)``): N, M, mu_p and mu_c are engines and
+their rates, as logged; GPU-seconds count k GPUs per engine, so the busy share of the G GPUs is
+``(X k_p / mu_p + X k_c / mu_c) / G`` (compute only: a drafter waiting on the link is not busy).
+Across nodes (``link``): the drafters' rate is that of their pool with the links of the split's
+placement (`advisor.model.link.link_pool`: the link's wait and transfer added to each drafter's
+batches that cross), the link a stage with its own capacity (``link_cap_bps``, the pipeline rate
+at which the busiest link saturates) beside the targets' and the drafters'.
 """
 from __future__ import annotations
 
@@ -71,6 +79,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit, RoleFit, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
@@ -172,6 +181,20 @@ class SplitResult:
     # log(x_corner / x) at the corners of the roles' capacity ranges (`RoleFit.mu_range_bps`):
     # (producer low, consumer low), (low, high), (high, low), (high, high); 0 where no role is ranged
     err_corners: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    consumer_compute_s: float = math.nan   # a drafter's compute seconds per batch (without the link)
+    link_cap_bps: float = math.inf         # the link stage's capacity (inf: no batch crosses a node)
+    link_util: float = 0.0                 # the busiest link's utilisation
+    crossing_share: float = 0.0            # share of batches that cross a node
+    placement: Placement | None = None     # where the engines sit (None: one node)
+
+
+@dataclass(frozen=True)
+class LinkStage:
+    """The link of one split: where the engines sit, a crossing batch's transfer seconds and their SCV."""
+
+    placement: Placement
+    xfer_s: float
+    scv_x: float = 0.0
 
 
 def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float,
@@ -332,7 +355,8 @@ def _corners(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
                   tokens_per_batch: float | None = None, mu_scale: tuple[float, float] = (1.0, 1.0),
                   gpus: int | None = None, consumer_scaling: float | None = None,
-                  interval: bool = True) -> SplitResult:
+                  interval: bool = True, gpus_per_worker: tuple[int, int] = (1, 1),
+                  link: LinkStage | None = None) -> SplitResult:
     """Project one split. ``mu_scale`` multiplies the per-worker rates (interval ends, what-ifs);
     ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis).
 
@@ -347,6 +371,7 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     interval is ``X exp(+-1.96 se)``. Where the sync cost's scaling with M is unidentified (one
     drafter count logged), it is the union of that interval around X and around
     ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
+    ``gpus_per_worker`` and ``link``: engines of several GPUs and the link (module docstring).
     """
     p, c = fit.producer, fit.consumer
     tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
@@ -354,11 +379,17 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         busy_p, busy_c = p.busy_mean_s, c.busy_mean_s
     else:
         busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
-    g = gpus if gpus is not None else n_producer + n_consumer
-    k_p, k_c = fit.contention.scale(n_producer, g)
+    g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
+    workers = n_producer + n_consumer if gpus_per_worker != (1, 1) else g   # contention counts engines
+    k_p, k_c = fit.contention.scale(n_producer, workers)
     busy_p, busy_c = busy_p * k_p, busy_c * k_c
     mu_p = mu_scale[0] / busy_p
-    mu_c_raw = mu_scale[1] / busy_c
+    mu_c_compute = mu_scale[1] / busy_c
+    mu_c_raw = mu_c_compute
+    pool = None
+    if link is not None and link.xfer_s > 0:
+        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
+        mu_c_raw = 1.0 / pool.consumer_s
     s = consumer_scaling if consumer_scaling is not None else sync_scaling(c, fit.sync, n_consumer, busy_c)
     mu_c = mu_c_raw * s
     b = fit.hs_cap if hs_cap is None else hs_cap
@@ -367,6 +398,8 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     x, res = _pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b, bar)
     cap_p, cap_c = n_producer * mu_p, n_consumer * mu_c
     caps = {p.role: cap_p, c.role: cap_c}
+    if pool is not None and math.isfinite(pool.link_cap_bps) and pool.link_cap_bps <= min(caps.values()):
+        caps["link"] = pool.link_cap_bps
     loader_cap = None
     if fit.loader.input_bound and fit.loader.capacity_bps:
         loader_cap = fit.loader.capacity_bps
@@ -374,9 +407,9 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     lo = hi = math.nan
     err: dict = {}
     if interval and x > 0:
-        lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, (mu_p, mu_c, b, bar), res, busy_c, s,
+        lo, hi, err = _interval(fit, n_producer, n_consumer, workers, x, (mu_p, mu_c, b, bar), res, busy_c, s,
                                 tokens_per_batch, consumer_scaling)
-    gpu_util = (x / mu_p + x / mu_c_raw) / g
+    gpu_util = (x / mu_p * gpus_per_worker[0] + x / mu_c_compute * gpus_per_worker[1]) / g
     bottleneck = min(caps, key=caps.get)
     return SplitResult(
         n_producer=n_producer, n_consumer=n_consumer, x_bps=x, tok_s=x * tokens,
@@ -384,7 +417,11 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         bound_bps=min(caps.values()), efficiency=x / max(cap_p, cap_c), gpu_util=gpu_util,
         bottleneck=bottleneck, producer_blocked=res.producer_blocked, consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean, x_low_bps=lo, x_high_bps=hi, producer_busy_scale=k_p,
-        consumer_busy_scale=k_c, **err)
+        consumer_busy_scale=k_c, consumer_compute_s=1.0 / mu_c_compute,
+        link_cap_bps=pool.link_cap_bps if pool is not None else math.inf,
+        link_util=pool.link_util(x) if pool is not None else 0.0,
+        crossing_share=pool.crossing_share if pool is not None else 0.0,
+        placement=link.placement if link is not None else None, **err)
 
 
 def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:

@@ -326,6 +326,29 @@ class LoaderFit:
 
 
 @dataclass(frozen=True)
+class LinkFit:
+    """The inter-node link as the logs show it (`advisor.fit.bandwidth`): bytes/s and where it came from
+    ("measured" from crossing batches' ``xfer``, "header" from ``link_bytes_s``, None: unknown),
+    the crossing steps it rests on, and the logs' GPUs per engine and node layout."""
+
+    bytes_s: float | None = None
+    source: str | None = None
+    crossed_steps: int = 0
+    steps_known: int = 0                 # the first log's steady drafter steps whose origin node is known
+    first_crossed: int = 0               # ... and of them, those that crossed
+    local_xfer_s: float = 0.0
+    spans_nodes: bool = False            # some log ran on more than one node
+    gpus_per_worker: tuple[int, int] = (1, 1)
+    gpus_per_node: int | None = None
+    # the first log's placement, engines per node (empty: one node)
+    producers_by_node: tuple[int, ...] = ()
+    consumers_by_node: tuple[int, ...] = ()
+
+
+NO_LINK = LinkFit()
+
+
+@dataclass(frozen=True)
 class PipelineFit:
     """Everything the model needs, fitted from one or more logs of the same job."""
 
@@ -345,6 +368,7 @@ class PipelineFit:
     tokens_range: tuple[float, float] = (0.0, 0.0)   # batch sizes the step-time line was fitted on
     contention: ContentionFit = NO_CONTENTION
     regimes: RegimeFit = NO_REGIMES
+    link: LinkFit = NO_LINK
 
     @property
     def roles(self) -> tuple[str, str]:

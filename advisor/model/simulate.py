@@ -35,6 +35,15 @@ blocked loader deposits and starts its next batch) is done at once, so the heap 
 most 1 + N + M + 1 entries and a batch costs about three pushes and three pops. A loader
 time of 0 never touches the heap. No event library: SimPy-style generators cost ~50x more.
 
+Nodes and the link (``link_s``, ``target_node``, ``drafter_node``): a batch whose target's node
+differs from its drafter's holds the one shared link for ``link_s[b]`` seconds when the drafter
+starts it, first come first served (``link_free``: when the link is next free), and the drafter
+computes after the transfer; its time on the link is part of its busy time (docs/log-schema.md,
+"Which batches cross, and the link"; the trainer's emulated link follows the same rule). With a
+link, an idle drafter pulls in the order the drafters became idle (the longest idle first, as
+processes blocked on one queue are served), not lowest index first: which drafter takes a batch
+decides whether it crosses.
+
 Steady state. The first `warmup_batches` drafter completions are dropped: the window
 starts at the warmup-th drafter completion t_a. It ends at t_b, the loader's departure of
 the last batch: up to then the line cannot know the input is finite (later on, queues
@@ -151,6 +160,9 @@ def simulate(
     sync_s=0.0,
     warmup_batches: int | None = None,
     keep_trace: bool = False,
+    link_s=None,
+    target_node=None,
+    drafter_node=None,
 ) -> SimResult:
     """Simulate one split exactly; see the module docstring for the rules.
 
@@ -159,6 +171,8 @@ def simulate(
     tokens: per-batch token counts (only for tok_s and the trace); default all zero.
     sync_s: all-reduce seconds, a scalar or an array used cyclically by sync round.
     warmup_batches: drafter completions dropped before the window; default n // 10.
+    link_s, target_node, drafter_node: per-batch transfer seconds and each worker's node (the
+    link, module docstring); None: one node.
     """
     ts_a = _as_times("target_s", target_s, None)
     n = int(ts_a.shape[0])
@@ -184,6 +198,21 @@ def simulate(
 
     ts = ts_a.tolist()
     ds = ds_a.tolist()
+    linked = link_s is not None
+    xs = _as_times("link_s", link_s, n).tolist() if linked else []
+    tnode = list(target_node) if linked else []
+    dnode = list(drafter_node) if linked else []
+    if linked and (len(tnode) != int(n_target) or len(dnode) != int(n_drafter)):
+        raise ValueError("target_node, drafter_node: one node per worker")
+    link_free = [0.0]
+
+    def begin(b: int, d: int, t: float) -> float:
+        """When drafter d computes batch b that it took at t: after the link where b crosses."""
+        if not linked or tnode[W1[b]] == dnode[d]:
+            return t
+        start = link_free[0] if link_free[0] > t else t
+        link_free[0] = start + xs[b]
+        return link_free[0]
     ls = ls_a.tolist()
     sync_list = sync_a.tolist()
     n_sync_draws = len(sync_list)
@@ -312,12 +341,15 @@ def simulate(
             D1[b] = t
             tgt_next(j, t)
         else:
-            push(d_idle, d)
+            if linked:
+                d_idle.append(d)        # across nodes: the drafter idle longest takes first
+            else:
+                push(d_idle, d)
             return
         S2[b] = t
         W2[b] = d
         dr_batch[d] = b
-        push(heap, (t + ds[b], 2, d))
+        push(heap, ((begin(b, d, t) if linked else t) + ds[b], 2, d))
 
     loader_run(0.0)
     while heap:
@@ -345,12 +377,12 @@ def simulate(
             b = tgt_batch[w]
             C1[b] = t
             if d_idle:
-                d = pop(d_idle)
+                d = d_idle.pop(0) if linked else pop(d_idle)
                 D1[b] = t
                 S2[b] = t
                 W2[b] = d
                 dr_batch[d] = b
-                push(heap, (t + ds[b], 2, d))
+                push(heap, ((begin(b, d, t) if linked else t) + ds[b], 2, d))
                 tgt_next(w, t)
             elif len(hs) < hs_cap:
                 D1[b] = t

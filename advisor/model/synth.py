@@ -156,6 +156,7 @@ class Scenario:
     target_model: str = "synthetic-target"
     drafter_model: str = "synthetic-drafter"
     hs_bytes_per_token: int | None = None
+    gpus_per_target: int = 1          # GPUs one target engine holds (a TP-k engine); the log's gpus_per_worker
 
     def __post_init__(self):
         for f in ("n_target", "n_drafter", "pre_cap"):
@@ -181,7 +182,7 @@ class Scenario:
 
     @property
     def gpus(self) -> int:
-        return self.n_target + self.n_drafter
+        return self.n_target * self.gpus_per_target + self.n_drafter
 
     def split(self, n_target: int, n_drafter: int) -> "Scenario":
         return replace(self, n_target=n_target, n_drafter=n_drafter)
@@ -274,7 +275,8 @@ def _header(s: Scenario) -> Run:
                        Queue(name="hs", feeds="drafter", cap=s.hs_cap)),
                token_budget=s.tokens.budget, samples=s.samples, epochs=s.epochs, hardware=s.hardware,
                target_model=s.target_model, drafter_model=s.drafter_model, sync_every=s.sync_every,
-               hs_bytes_per_token=s.hs_bytes_per_token)
+               hs_bytes_per_token=s.hs_bytes_per_token,
+               gpus_per_worker={"target": s.gpus_per_target} if s.gpus_per_target != 1 else None)
 
 
 def _prev_free(start: np.ndarray, free: np.ndarray, worker: np.ndarray) -> np.ndarray:

@@ -85,6 +85,13 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", util, "bottleneck", "ETA"]
     if exact:
         head.append("exact b/s")
+    p, c = adv.roles
+    engines = adv.settings.gpus_per_worker != (1, 1)
+    nodes = "placement" in adv.splits.columns
+    if engines:
+        head.append("GPUs")
+    if nodes:
+        head += ["link", "placement"]
     rows = []
     for label, r in adv.splits.iterrows():
         mark = ((">" if label == d.recommended else " ") + ("*" if r["observed"] else " ")
@@ -94,7 +101,9 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
                      f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}", _tok(r["tok_s"]),
                      _num(r["bound_bps"], ".3f"), _num(100 * r["efficiency"], ".0f") + "%",
                      _num(100 * r["gpu_util"], ".0f") + "%", str(r["bottleneck"]), dur_text(r["eta_s"])]
-                    + ([_num(r["bps_exact"], ".3f")] if exact else []))
+                    + ([_num(r["bps_exact"], ".3f")] if exact else [])
+                    + ([f"{int(r[f'gpus_{p}'])}-{int(r[f'gpus_{c}'])}"] if engines else [])
+                    + ([_num(100 * r["link_util"], ".0f") + "%", str(r["placement"])] if nodes else []))
     if not shows_bound(adv):
         i = head.index("bound b/s")
         head, rows = head[:i] + head[i + 1:], [r[:i] + r[i + 1:] for r in rows]
@@ -206,6 +215,19 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     return out
 
 
+def engine_legend(adv: Advice) -> str:
+    """The legend's words for engines of several GPUs and for nodes (empty otherwise)."""
+    p, c = adv.roles
+    kp, kc = adv.settings.gpus_per_worker
+    out = ""
+    if (kp, kc) != (1, 1):
+        out += (f"; a split counts engines ({p}s of {kp} GPU{'s' if kp > 1 else ''}, {c}s of {kc}), "
+                f"GPUs = GPUs per role")
+    if "placement" in adv.splits.columns:
+        out += "; link = the inter-node link's busy share at that placement"
+    return out
+
+
 def render_text(adv: Advice) -> str:
     head, rows = _rows(adv)
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
@@ -213,7 +235,7 @@ def render_text(adv: Advice) -> str:
     fmt = "  ".join("{:<%d}" % w if i in left else "{:>%d}" % w for i, w in enumerate(widths))
     lines = _headline(adv) + ["", fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
-    lines += [f"  ({legend(adv, 'bound b/s' in head)})"]
+    lines += [f"  ({legend(adv, 'bound b/s' in head)}{engine_legend(adv)})"]
     for title, items in _sections(adv):
         lines += ["", title] + [f"- {x}" for x in items]
     if adv.warnings:

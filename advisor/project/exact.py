@@ -25,6 +25,11 @@ Every split's inputs are drawn first, in order, from one generator; the simulati
 in worker processes, one per free core (`advisor.processes.free_cores`), when they are
 several and hold ``PARALLEL_SIM_BATCHES`` batches or more in all (at large G: ``--gpus 1024`` simulates ~140k batches a split), else in
 this process. A simulation is deterministic in its inputs, so the numbers are the same either way.
+
+Across nodes (`simulate_placed`): the same batches with each worker on its node of a placement
+and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
+log that spans nodes gives its drafters' busy less their link seconds (`advisor.measure.crossing`),
+so the link is not counted twice.
 """
 from __future__ import annotations
 
@@ -39,6 +44,8 @@ from advisor.model.params import PipelineFit
 from advisor.ingest.runlog import RunLog
 from advisor.model.simulate import simulate, simulated_bps
 from advisor.processes import free_cores, process_pool, workers_allowed
+from advisor.measure.crossing import measure_link
+from advisor.model.link import Placement
 
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
@@ -91,6 +98,8 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
         for r, k in zip((p, c), scale):
             rows = np.flatnonzero(inside & (role == r).to_numpy())
             b = lg.steps["busy"].to_numpy(float)[rows]
+            if r == c and lg.header.gpus_per_node:
+                b = measure_link(lg, lg.steps.iloc[rows])[1]["busy"].to_numpy(float)   # the link out
             busy[r].append(b / k if k != 1.0 else b)
             tokens[r].append(lg.steps["tokens"].to_numpy()[rows])
     cat = {r: (np.concatenate(tokens[r]).astype(float), np.concatenate(busy[r])) for r in (p, c)}
@@ -103,6 +112,34 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
                 sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
     return Pools(ratio_p=_ratios(fit.producer, *cat[p]), ratio_c=_ratios(fit.consumer, *cat[c]),
                   tokens=cat[c][0], sync_by_m=sync_by_m)
+
+
+PLACED_BATCHES = 12000
+
+
+def simulate_placed(fit: PipelineFit, pools: Pools, n: int, m: int, placement: Placement, link_bytes_s: float | None,
+                    *, hs_cap: int | None = None, n_batches: int = PLACED_BATCHES, seed: int = 0,
+                    scale: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float]:
+    """(rate b/s, share of batches that crossed) of split (n, m) at ``placement`` with the shared
+    link of ``link_bytes_s`` (None: free), from the logs' resampled services (module docstring);
+    ``scale`` multiplies each role's per-engine rate (engines of another size)."""
+    rng = np.random.default_rng([seed, n, m])
+    b = fit.hs_cap if hs_cap is None else hs_cap
+    nb = batches_for(fit, n, m, n_batches, b)
+    k_p, k_c = fit.contention.scale(n, n + m)
+    tok = rng.choice(pools.tokens, nb)
+    tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb) / scale[0]
+    dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(pools.ratio_c, nb) / scale[1]
+    tnode = [a for a, k in enumerate(placement.producers) for _ in range(k)]
+    dnode = [a for a, k in enumerate(placement.consumers) for _ in range(k)]
+    link = tok * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
+    res = simulate(target_s=tgt, drafter_s=dft, tokens=tok, n_target=n, n_drafter=m, hs_cap=b,
+                   pre_cap=max(fit.pre_cap, 1), sync_every=fit.sync.sync_every, sync_s=fit.sync.allreduce_s(m),
+                   warmup_batches=int(nb * WARMUP_SHARE), link_s=link, keep_trace=True,
+                   target_node=tnode if link is not None else None, drafter_node=dnode if link is not None else None)
+    tr = res.trace
+    crossed = np.asarray(tnode)[tr.target_worker] != np.asarray(dnode)[tr.drafter_worker]
+    return res.bps, float(crossed.mean())
 
 
 def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,

@@ -18,8 +18,19 @@ bound_bps           naive bound min(capacities) for contrast
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
                     (``cap_loader_bps``, NaN unless the loader limits input). `split_capacities`
                     is the one function that computes them (via `advisor.model.chain.project_split`).
-efficiency          bps / the fastest GPU stage's capacity: how balanced the split is
-gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs
+efficiency          bps / the fastest GPU stage's capacity: how balanced the split is (a ratio of
+                    rates: the same whether an engine holds one GPU or k)
+gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs, an
+                    engine of k GPUs counting k
+gpus_<role>         GPUs the role's engines hold at this split: N k_p, M k_c (N k_p + M k_c = G)
+gpus_per_<role>     GPUs one engine of the role holds (k_p, k_c; ``--gpus-per-worker``)
+placement           where the engines sit, e.g. "node 0: 4 targets; node 1: 2 targets + 4 drafters"
+                    (`advisor.project.placement`; empty on one node)
+cap_link_bps        the link stage's capacity (inf on one node or with a free link)
+bps_free_link       the rate at this placement were the link free: what the link costs
+bps_logged_place    at the split the log ran, on the log's nodes: the rate at the log's own placement
+link_util           the busiest link's utilisation at ``bps``
+crossing_share      share of batches that cross a node
 bottleneck          the stage with the smallest capacity ("loader" when input-bound)
 <producer>_blocked  share of a producer's time blocked on a full q_hs
 <consumer>_starved  share of a consumer's time waiting on an empty q_hs
@@ -59,16 +70,18 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import pandas as pd
 
 from advisor.stats import Z_95
 from advisor.model.params import PipelineFit
-from advisor.model.chain import SplitResult, project_split
+from advisor.model.chain import LinkStage, SplitResult, project_split
+from advisor.model.link import Placement
+from advisor.project.placement import PlacedPool, best_placement
 from advisor.errors import ReconcileWarning
-from advisor.settings import SAME_SIZE_TOL, Settings
+from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 
 RECONCILE_PCT = 3.0
 
@@ -111,23 +124,75 @@ def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
     (queue what-ifs); ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs;
     ``interval=False`` skips the interval (two more chain solves), for callers of the rate alone."""
     tokens = None if settings.own_budget else settings.tokens_per_batch
-    return project_split(fit, n, m, hs_cap=settings.hs_cap if hs_cap is None else hs_cap,
-                         tokens_per_batch=tokens, gpus=settings.gpus, mu_scale=mu_scale,
-                         consumer_scaling=consumer_scaling, interval=interval)
+    mu_scale = (mu_scale[0] * engine_rate_scale(settings, 0), mu_scale[1] * engine_rate_scale(settings, 1))
+    kw = dict(hs_cap=settings.hs_cap if hs_cap is None else hs_cap, tokens_per_batch=tokens, gpus=settings.gpus,
+              mu_scale=mu_scale, consumer_scaling=consumer_scaling, gpus_per_worker=settings.gpus_per_worker)
+    if settings.nodes <= 1:
+        return project_split(fit, n, m, interval=interval, **kw)
+    free = project_split(fit, n, m, interval=False, **kw)
+    placed = place_split(fit, settings, n, m, free.consumer_compute_s)
+    return project_split(fit, n, m, interval=interval, link=LinkStage(
+        placed.placement, link_xfer_s(fit, settings), link_scv(fit)), **kw)
+
+
+def placed_split(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement) -> SplitResult:
+    """Split (n, m) at a given placement (a log's own, a placement to compare), rate only."""
+    tokens = None if settings.own_budget else settings.tokens_per_batch
+    mu_scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
+    return project_split(fit, n, m, hs_cap=settings.hs_cap, tokens_per_batch=tokens, gpus=settings.gpus,
+                         mu_scale=mu_scale, gpus_per_worker=settings.gpus_per_worker, interval=False,
+                         link=LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit)))
+
+
+def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
+    """The first log's placement where the table's nodes are the log's, else None."""
+    lk = fit.link
+    if not lk.producers_by_node or len(lk.producers_by_node) != settings.nodes \
+            or lk.gpus_per_node != settings.gpus_per_node:
+        return None
+    return Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
+
+
+def engine_rate_scale(settings: Settings, i: int) -> float:
+    """An engine's rate at the projected size over one at the logged size: (k / k_log) x the given
+    per-GPU ratio (`Settings.engine_scaling`); 1 where the size is the logged one."""
+    k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
+    return 1.0 if k == k_log else k / k_log * settings.engine_scaling[i]
+
+
+def link_xfer_s(fit: PipelineFit, settings: Settings) -> float:
+    """Seconds a crossing batch holds its link: hs_bytes_per_token x tokens / bandwidth (0: free)."""
+    if not settings.link_bytes_s or not fit.hs_bytes_per_token:
+        return 0.0
+    return fit.hs_bytes_per_token * settings.tokens_per_batch / settings.link_bytes_s
+
+
+def link_scv(fit: PipelineFit) -> float:
+    """The transfer's SCV: that of the batch's tokens."""
+    scv = (fit.tokens_std / fit.tokens_mean) ** 2 if fit.tokens_mean > 0 else 0.0
+    return scv if math.isfinite(scv) else 0.0
+
+
+def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s: float) -> PlacedPool:
+    """The best placement of split (n, m) on the settings' nodes (`advisor.project.placement`)."""
+    return best_placement(n, m, settings.nodes, int(settings.gpus_per_node or settings.gpus),
+                          *settings.gpus_per_worker, consumer_s, link_xfer_s(fit, settings), link_scv(fit))
 
 
 def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame:
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
     g = settings.gpus
-    pairs = list(pairs) if pairs is not None else [(n, g - n) for n in range(g - 1, 0, -1)]
+    pairs = list(pairs) if pairs is not None else settings.engine_pairs()
     left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
     tokens = settings.tokens_per_batch
     if left is not None and not settings.own_budget:
         left = left * fit.tokens_mean / tokens   # the same tokens to process, in other batches
     # bare numbers: the given split is marked, but nothing measured its rate
     observed = {(o.roles.get(p, 0), o.roles.get(c, 0)): (o.bps if fit.source != "numbers" else math.nan)
-                for o in fit.observed if sum(o.roles.values()) == g and _comparable(fit, o, settings)}
+                for o in fit.observed
+                if settings.split_gpus(o.roles.get(p, 0), o.roles.get(c, 0)) == g and not settings.engines_changed
+                and _comparable(fit, o, settings)}
     rows = []
     for n, m in pairs:
         mid = split_capacities(fit, settings, n, m)
@@ -146,12 +211,70 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
             **dict(zip(ERR_SHARED, mid.err_shared)), "err_own_var": mid.err_own_var,
             "err_sync_lo": mid.err_sync_ends[0], "err_sync_hi": mid.err_sync_ends[1],
             **dict(zip(ERR_CORNERS, mid.err_corners)),
+            **engine_columns(fit, settings, n, m, mid),
         })
     df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
+    return widen_for_assumptions(fit, settings, df, pairs)
+
+
+def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs) -> pd.DataFrame:
+    """Where a role's engine size changes (a given per-GPU ratio) or a link not measured from this
+    log carries the projection, every row's interval also spans the rate at that number +-
+    ``ENGINE_SCALING_SE`` / ``LINK_SE``: the spread is added to the row's own variance (so leads
+    carry it too) and the interval grown to match."""
+    knobs = [i for i in (0, 1) if settings.gpus_per_worker[i] != settings.log_gpus_per_worker[i]]
+    link = settings.nodes > 1 and bool(settings.link_bytes_s) and settings.link_source != "measured"
+    if not knobs and not link:
+        return df
+    df = df.copy()
+    for (n, m), label in zip(pairs, df.index):
+        x = float(df.at[label, "bps"])
+        if not x > 0:
+            continue
+        var = 0.0
+        for i in knobs:
+            lo_s, hi_s = [1.0, 1.0], [1.0, 1.0]
+            lo_s[i], hi_s[i] = 1 - ENGINE_SCALING_SE, 1 + ENGINE_SCALING_SE
+            lo = split_capacities(fit, settings, n, m, mu_scale=tuple(lo_s), interval=False).x_bps
+            hi = split_capacities(fit, settings, n, m, mu_scale=tuple(hi_s), interval=False).x_bps
+            var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
+        if link:
+            ends = [split_capacities(fit, replace(settings, link_bytes_s=settings.link_bytes_s * f), n, m,
+                                     interval=False).x_bps for f in (1 - LINK_SE, 1 + LINK_SE)]
+            var += (math.log(max(ends[1], 1e-300) / max(ends[0], 1e-300)) / (2 * Z_95)) ** 2
+        own = float(df.at[label, "err_own_var"])
+        half = math.log(float(df.at[label, "bps_high"]) / x) if df.at[label, "bps_high"] > 0 else 0.0
+        grown = math.sqrt(half ** 2 + Z_95 ** 2 * var)
+        df.at[label, "err_own_var"] = own + var
+        df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
+        df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
     return df
 
 
 ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
+
+
+def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> dict:
+    """The row's GPUs per role and, across nodes, its placement and link (documented above)."""
+    p, c = fit.roles
+    kp, kc = settings.gpus_per_worker
+    out: dict = {f"gpus_{p}": n * kp, f"gpus_{c}": m * kc, f"gpus_per_{p}": kp, f"gpus_per_{c}": kc}
+    if settings.nodes > 1 and mid.placement is not None:
+        pl = mid.placement
+        free = split_capacities(fit, replace(settings, link_bytes_s=None), n, m, interval=False).x_bps \
+            if settings.link_bytes_s else mid.x_bps
+        logged = logged_placement(fit, settings)
+        ob = fit.observed[0].roles
+        at_log = (placed_split(fit, settings, n, m, logged).x_bps
+                  if logged is not None and (ob.get(p), ob.get(c)) == (n, m) else math.nan)
+        out.update({"placement": pl.describe(p, c), "nodes_" + p: pl.producers,
+                    "nodes_" + c: pl.consumers, "cap_link_bps": mid.link_cap_bps,
+                    "link_util": mid.link_util, "crossing_share": mid.crossing_share, "bps_free_link": free,
+                    "bps_logged_place": at_log,
+                    "logged_placement": logged.describe(p, c) if logged is not None else ""})
+    return out
+
+
 ERR_SAMPLING = ("err_p_samp", "err_c_samp")          # the parts a longer log of the split shrinks
 ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single",
                               "err_c_single")
@@ -226,15 +349,28 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
         if n < 1 or m < 1 or not ob.bps > 0:
             continue
         label = split_label(n, m)
-        in_table = sum(ob.roles.values()) == settings.gpus and _comparable(fit, ob, settings) and label in df.index
-        if in_table:
+        in_table = (settings.split_gpus(n, m) == settings.gpus and not settings.engines_changed
+                    and _comparable(fit, ob, settings) and label in df.index)
+        logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
+        if in_table and logged is not None:
+            x = placed_split(fit, settings, n, m, logged).x_bps    # as the log ran: its own placement
+        elif in_table:
             x = float(df.at[label, "bps"])
+        elif fit.link.producers_by_node and ob is fit.observed[0]:
+            # the log across its own nodes, at its own placement, G and engine sizes
+            own = replace(settings, gpus=settings.split_gpus(n, m) if not settings.engines_changed else
+                          n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1],
+                          gpus_per_node=fit.link.gpus_per_node, gpus_per_worker=settings.log_gpus_per_worker,
+                          engine_scaling=(1.0, 1.0), log_gpus_per_worker=settings.log_gpus_per_worker)
+            x = placed_split(fit, own, n, m, Placement(producers=fit.link.producers_by_node,
+                                                      consumers=fit.link.consumers_by_node)).x_bps
         else:
             tokens = ob.tok_s / ob.bps
-            x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus=n + m,
+            x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus_per_worker=settings.log_gpus_per_worker,
                               tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
                               else tokens).x_bps
-        rec = Reconciliation(path=ob.path, label=label, gpus=n + m, observed_bps=ob.bps, projected_bps=x)
+        rec = Reconciliation(path=ob.path, label=label, gpus=n * settings.log_gpus_per_worker[0]
+                             + m * settings.log_gpus_per_worker[1], observed_bps=ob.bps, projected_bps=x)
         out.append(rec)
         if abs(rec.gap_pct) <= RECONCILE_PCT:
             continue

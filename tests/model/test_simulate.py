@@ -168,3 +168,14 @@ def test_errors_name_the_field():
     with pytest.raises(ValueError, match="warmup_batches"):
         simulate(target_s=np.ones(100), drafter_s=np.ones(100), n_target=2, n_drafter=1, hs_cap=2,
                  pre_cap=50, warmup_batches=10)
+
+
+def test_link_caps_the_drafters_on_another_node():
+    # two fast targets on node 0, one drafter on node 1: every batch crosses a 1 s link
+    n = 2000
+    res = simulate(target_s=np.full(n, 0.1), drafter_s=np.full(n, 0.01), n_target=2, n_drafter=1, hs_cap=4,
+                   link_s=np.full(n, 1.0), target_node=[0, 0], drafter_node=[1])
+    assert abs(res.bps - 1 / 1.01) < 0.01
+    local = simulate(target_s=np.full(n, 0.1), drafter_s=np.full(n, 0.01), n_target=2, n_drafter=1, hs_cap=4,
+                     link_s=np.full(n, 1.0), target_node=[1, 1], drafter_node=[1])
+    assert local.bps > 15

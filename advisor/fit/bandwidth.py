@@ -1,0 +1,57 @@
+"""The link's bandwidth and the engines' shape from the measured logs.
+
+Bandwidth, measured: over the crossing drafter steps of the logs (`advisor.measure.crossing`), each
+transfer's own seconds (its wait behind earlier transfers taken out, from the link's first-come-
+first-served order) per hidden-state byte; the bandwidth is the bytes over the median of those
+seconds per byte (``TRANSFER_QUANTILE``), so that a few transfers slowed by other traffic do not set it. At least
+``MIN_CROSSED`` crossing steps are needed; else the header's ``link_bytes_s`` (source "header");
+else unknown (the projection treats the link as free and says so). ``--link-gbytes-s`` overrides
+both (`advisor.settings`). The engines' GPUs and node size are the first log's header's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.measure.measured import Measurement
+from advisor.model.params import LinkFit
+
+TRANSFER_QUANTILE = 0.5
+MIN_CROSSED = 5
+
+
+def by_node(head) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Engines of each role per node of a header that spans nodes (empty on one node)."""
+    if not head.gpus_per_node or head.nodes <= 1:
+        return (), ()
+    out = []
+    for role in (head.producer, head.consumer):
+        nodes = head.node_of(role)
+        out.append(tuple(sum(1 for x in nodes if x == a) for a in range(head.nodes)))
+    return out[0], out[1]
+
+
+def fit_link(ms: Measurement) -> LinkFit:
+    head = ms.logs[0].log.header
+    k = (head.k(head.producer), head.k(head.consumer))
+    prod, cons = by_node(head)
+    spans = any(m.log.header.gpus_per_node and m.log.header.nodes > 1 for m in ms.logs)
+    samples = [m.link for m in ms.logs if m.link is not None and m.link.crossed]
+    crossed = sum(s.crossed for s in samples)
+    first = ms.logs[0].link
+    known = (first.steps, first.crossed) if first is not None else (0, 0)
+    local = float(np.mean([s.local_xfer_s for s in samples])) if samples else 0.0
+    if crossed >= MIN_CROSSED:
+        b = np.concatenate([s.bytes_ for s in samples])
+        t = np.concatenate([s.transfer_s for s in samples])
+        ok = (b > 0) & (t > 0)
+        if ok.sum() >= MIN_CROSSED:
+            per_byte = float(np.quantile(t[ok] / b[ok], TRANSFER_QUANTILE))
+            return LinkFit(bytes_s=1.0 / per_byte, source="measured", crossed_steps=crossed, steps_known=known[0],
+                           first_crossed=known[1], local_xfer_s=local,
+                           spans_nodes=spans, gpus_per_worker=k, gpus_per_node=head.gpus_per_node,
+                           producers_by_node=prod, consumers_by_node=cons)
+    given = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
+    return LinkFit(bytes_s=given, source="header" if given else None, crossed_steps=crossed, steps_known=known[0],
+                   first_crossed=known[1], local_xfer_s=local,
+                   spans_nodes=spans, gpus_per_worker=k, gpus_per_node=head.gpus_per_node,
+                   producers_by_node=prod, consumers_by_node=cons)

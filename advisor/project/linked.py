@@ -1,0 +1,114 @@
+"""Across nodes, the splits near the best from exact simulation of the queue and the link.
+
+The analytic link stage (`advisor.model.link`) assumes that a batch's origin is independent of
+the drafter that takes it (uniform mixing: a drafter of node b crosses for ``(N - N_b) / N`` of
+its batches). Where drafters share nodes with targets, the one FIFO q_hs breaks that: blocked
+targets are released in a cyclic order and a drafter that stayed on its node comes back sooner,
+so in the trainer's emulation of 6 TP-2 targets and 4 drafters spread over two nodes 64% of the
+batches crossed, not 50%, and the rate was 20% below the analytic one; the exact simulation of
+the same rules (`advisor.project.exact.simulate_placed`: the log's resampled services, the
+queue's and the link's first-come-first-served order) found 64% and came within 1% of the
+emulation (BENCHMARKS.md section 16.1). Where drafters sit only on nodes without targets, or only
+with all of them, the crossing share is fixed by conservation and the analytic stage is exact
+to within its MVA error.
+
+So the splits within ``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``, the highest first)
+are simulated at their ``CANDIDATES`` best placements by the analytic stage and the packed one;
+a row's ``bps`` becomes the best simulated placement's rate (its interval and tok/s scaled
+alike and widened by ``SIM_SE``, the simulation's error against the emulation; ``method``
+"exact"), ``placement`` that placement, ``crossing_share`` the simulated share
+and ``link_util`` the link's busy share from it. A log without step events, or a table at
+another batch size, keeps the analytic rows.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from advisor.ingest.runlog import RunLog
+from advisor.model.link import Placement, link_pool
+from advisor.model.params import PipelineFit
+from advisor.project.exact import gather_pools, simulate_placed
+from advisor.project.placement import packed, placements
+from advisor.project.table import engine_rate_scale, link_xfer_s
+from advisor.settings import Settings
+from advisor.stats import Z_95
+
+REFINE_WITHIN = 0.25
+CANDIDATES = 3
+MAX_REFINED = 8
+# one standard error of the simulated rate against the trainer's emulated pipeline: the largest gap
+# over the 13 split-placements of BENCHMARKS.md 16.1 was 3.5% (about 1.96 x 0.018)
+SIM_SE = 0.02
+
+
+def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Placement]:
+    """The ``CANDIDATES`` best placements of split (n, m) by the analytic stage, and the packed one."""
+    gpn = int(settings.gpus_per_node or settings.gpus)
+    every = placements(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
+    s_c = fit.consumer.busy_mean_s / engine_rate_scale(settings, 1)
+    x_s = link_xfer_s(fit, settings)
+    ranked = sorted(every, key=lambda pl: -link_pool(pl, s_c, x_s).consumer_cap_bps)[:CANDIDATES]
+    pack = packed(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
+    return ranked + ([pack] if pack not in ranked and pack in every else [])
+
+
+def refine_placements(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings,
+                      splits: pd.DataFrame) -> pd.DataFrame:
+    """``splits`` with the rows near the best refined by simulation of the link (module docstring)."""
+    df = splits.copy()
+    if "method" not in df:
+        df["method"] = "analytic"
+    if (fit.source != "steps" or not settings.own_budget or settings.nodes <= 1 or not settings.link_bytes_s
+            or not fit.hs_bytes_per_token or "placement" not in df):
+        return df
+    p, c = fit.roles
+    pools = gather_pools(fit, logs)
+    scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
+    best = float(df["bps"].max())
+    order = np.argsort(-df["bps"].to_numpy(), kind="stable")
+    todo = [i for i in order if df["bps"].iat[i] >= (1 - REFINE_WITHIN) * best][:MAX_REFINED]
+    x_s = link_xfer_s(fit, settings)
+    for col in (f"nodes_{p}", f"nodes_{c}"):
+        df[col] = df[col].astype(object)
+    for i in todo:
+        label = df.index[i]
+        n, m = int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
+        rates = [(*simulate_placed(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap,
+                                   scale=scale), pl) for pl in candidates(fit, settings, n, m)]
+        x, cross, pl = max(rates, key=lambda r: r[0])
+        _set_row(df, label, x, cross, pl, (p, c), x_s)
+    return df
+
+
+def _set_row(df: pd.DataFrame, label, x: float, cross: float, pl: Placement, roles: tuple[str, str],
+             x_s: float) -> None:
+    """One row at its simulated rate and placement: the rate's columns scaled alike (interval,
+    tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated crossing
+    share, and the link as the bottleneck where it is the smallest capacity."""
+    p, c = roles
+    old = float(df.at[label, "bps"])
+    f = x / old if old > 0 else 1.0
+    for col in ("bps_low", "bps_high", "tok_s", "gpu_util", "efficiency"):
+        df.at[label, col] = float(df.at[label, col]) * f
+    df.at[label, "eta_s"] = float(df.at[label, "eta_s"]) / f if f > 0 else math.nan
+    # the simulation's own error against the emulated pipeline: into the row's own variance
+    half = math.log(float(df.at[label, "bps_high"]) / x) if x > 0 and df.at[label, "bps_high"] > 0 else 0.0
+    grown = math.sqrt(half ** 2 + (Z_95 * SIM_SE) ** 2)
+    df.at[label, "err_own_var"] = float(df.at[label, "err_own_var"]) + SIM_SE ** 2
+    df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
+    df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
+    df.at[label, "bps"] = x
+    df.at[label, "method"] = "exact"
+    df.at[label, "placement"] = pl.describe(p, c)
+    df.at[label, f"nodes_{p}"] = pl.producers
+    df.at[label, f"nodes_{c}"] = pl.consumers
+    df.at[label, "crossing_share"] = cross
+    cap = 1.0 / (cross * x_s) if cross * x_s > 0 else math.inf
+    df.at[label, "cap_link_bps"] = cap
+    df.at[label, "link_util"] = x / cap if math.isfinite(cap) else 0.0
+    caps = {p: float(df.at[label, f"cap_{p}_bps"]), c: float(df.at[label, f"cap_{c}_bps"]), "link": cap}
+    df.at[label, "bound_bps"] = min(caps.values())
+    df.at[label, "bottleneck"] = min(caps, key=caps.get)

@@ -1,0 +1,100 @@
+"""Where the engines of one split sit: every placement on the nodes, and the best one.
+
+The split's engines use all G = L x gpus_per_node GPUs and no engine spans nodes, so every node
+is full: node a holds N_a targets and M_a drafters with ``N_a k_p + M_a k_c = gpus_per_node``.
+Nodes are alike (one link per ordered pair, all of one bandwidth: `advisor.model.link`), so a
+placement is a multiset of such node compositions, enumerated once each (non-increasing order),
+up to ``MAX_PLACEMENTS``; past that, the packed placement (targets fill the first nodes) and the
+spread one (each node as close to the split's own mix as whole engines allow) are the candidates.
+
+The best placement of a split is the one whose drafter pool, links included, has the highest
+capacity (`advisor.model.link.link_pool`): the chain's rate rises with the consumers' rate, so
+it is also the one of the highest projected rate. Ties (within ``TIE_REL``: a free link, or a
+link far from binding) go to the placement that sends fewer batches across nodes, then to the
+packed one: crossing a node is chosen only when the numbers say it pays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from advisor.model.link import LinkResult, Placement, link_pool
+from advisor.settings import MAX_PLACEMENTS
+
+TIE_REL = 1e-9
+
+
+def node_mixes(gpus_per_node: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
+    """(targets, drafters) that fill one node exactly, most targets first."""
+    return [(a, (gpus_per_node - a * k_p) // k_c) for a in range(gpus_per_node // k_p, -1, -1)
+            if (gpus_per_node - a * k_p) % k_c == 0]
+
+
+def _multisets(mixes: list[tuple[int, int]], nodes: int, n: int, m: int, start: int = 0) -> Iterator[tuple]:
+    if nodes == 0:
+        if n == 0 and m == 0:
+            yield ()
+        return
+    for i in range(start, len(mixes)):
+        a, b = mixes[i]
+        if a <= n and b <= m:
+            for rest in _multisets(mixes, nodes - 1, n - a, m - b, i):
+                yield ((a, b),) + rest
+
+
+def packed(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> Placement:
+    """Targets fill node 0, 1, ...; drafters the GPUs left (the log's default placement)."""
+    prod, cons = [0] * nodes, [0] * nodes
+    node, used = 0, 0
+    for count, k, out in ((n, k_p, prod), (m, k_c, cons)):
+        for _ in range(count):
+            if used + k > gpus_per_node:
+                node, used = node + 1, 0
+            out[min(node, nodes - 1)] += 1
+            used += k
+    return Placement(producers=tuple(prod), consumers=tuple(cons))
+
+
+def placements(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> list[Placement]:
+    """Every placement of ``n`` targets and ``m`` drafters on ``nodes`` full nodes (module docstring)."""
+    mixes = node_mixes(gpus_per_node, k_p, k_c)
+    out = []
+    for combo in _multisets(mixes, nodes, n, m):
+        out.append(Placement(producers=tuple(a for a, _ in combo), consumers=tuple(b for _, b in combo)))
+        if len(out) > MAX_PLACEMENTS:
+            return _families(n, m, nodes, gpus_per_node, k_p, k_c)
+    return out or [packed(n, m, nodes, gpus_per_node, k_p, k_c)]
+
+
+def _families(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> list[Placement]:
+    out = [packed(n, m, nodes, gpus_per_node, k_p, k_c)]
+    prod = [n // nodes + (1 if a < n % nodes else 0) for a in range(nodes)]
+    cons = [(gpus_per_node - p * k_p) // k_c for p in prod]
+    if sum(cons) == m and all(p * k_p + c * k_c == gpus_per_node for p, c in zip(prod, cons)):
+        out.append(Placement(producers=tuple(prod), consumers=tuple(cons)))
+    return out
+
+
+@dataclass(frozen=True)
+class PlacedPool:
+    """The best placement of one split and its drafter pool with the link."""
+
+    placement: Placement
+    pool: LinkResult
+    candidates: int
+
+
+def best_placement(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int, consumer_s: float,
+                   xfer_s: float, scv_x: float) -> PlacedPool:
+    """The placement of the highest drafter-pool capacity (ties: fewer crossings, then packed)."""
+    cands = placements(n, m, nodes, gpus_per_node, k_p, k_c)
+    pack = packed(n, m, nodes, gpus_per_node, k_p, k_c)
+    best: tuple | None = None
+    for pl in cands:
+        pool = link_pool(pl, consumer_s, xfer_s, scv_x)
+        key = (pool.consumer_cap_bps, -pool.crossing_share, pl == pack)
+        if best is None or key[0] > best[0][0] * (1 + TIE_REL) or (
+                key[0] >= best[0][0] * (1 - TIE_REL) and key[1:] > best[0][1:]):
+            best = (key, pl, pool)
+    assert best is not None
+    return PlacedPool(placement=best[1], pool=best[2], candidates=len(cands))
