@@ -45,6 +45,9 @@ SUBSTITUTIONS = [
     # the large-log benchmark at a small size: its shape (split, jobs, the merge check), not its timing
     (r"--lines 1000000", "--lines 20000"), (r"--split 16", "--split 4"), (r"--jobs 1 2 4 8 16", "--jobs 1 2"),
     (r"--dir /tmp/ll", "--dir {scratch}/ll"),                              # the benchmark runs in the repo
+    # the rank-file benchmark at a small size: two file counts, one run, no crossover scan
+    (r"parallel_ranks\.py --out /tmp/parallel_ranks\.json",
+     "parallel_ranks.py --lines 20000 --files 4 16 --runs 1 --scan --out {scratch}/parallel_ranks.json"),
 ]
 NOT_RUN = ("pip install", "-m pytest")
 PRELUDE = ('dflash-advise() { "$PY" -m advisor "$@"; }\ndflash-train() { "$PY" -m trainer "$@"; }\n'
