@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                  token_budget=args.token_budget, hardware=f"CPU, {os.cpu_count()} cores, shared by all workers",
                  target_model=f"mlp-d{args.hidden}-l{args.target_layers} (frozen, random init)",
                  drafter_model=f"mlp-d{args.hidden}-l{args.drafter_layers}",
-                 hs_bytes_per_token=4 * args.hidden)
+                 hs_bytes_per_token=4 * args.hidden,
+                 extra={"device": "cpu"})   # the workers share this host's cores: say so (docs/log-schema.md)
     ctx = mp.get_context("spawn")
     hs_q = ctx.Queue(maxsize=args.hs_cap)
     go, stop, stop_consumers = ctx.Event(), ctx.Event(), ctx.Event()
