@@ -11,7 +11,10 @@ from __future__ import annotations
 
 
 def display_path(path: str) -> str:
-    """A file name as one printable line: control characters and undecodable bytes escaped."""
+    """A file name, or any text taken from the input (a role, queue or tag name), as one printable
+    line: control characters and undecodable bytes escaped (``\\r``, ``\\x1b``, ``\\udc80``).
+    Every :class:`LogError` passes its whole text through it, so no name echoed from a log can
+    break the one-line refusal or reach a terminal as a control sequence (found by fuzzing: fuzz/)."""
     if path.isprintable():
         return path
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
@@ -28,7 +31,7 @@ class LogError(ValueError):
         shown = display_path(self.path)
         where = shown if line is None else f"{shown}:{line}"
         what = f"field '{field}' {message}" if field else message
-        super().__init__(f"{where}: {what}")
+        super().__init__(f"{where}: {display_path(what)}")
 
     def __reduce__(self):
         # rebuilt from its parts (the default would call __init__ with the text alone): a file

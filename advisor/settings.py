@@ -18,6 +18,7 @@ from advisor.errors import SettingsError
 MIN_GPUS = 2
 MAX_GPUS = 4096                 # GPUs, or workers of a role: more is not a job anyone runs
 MAX_QUEUE_CAP = 10_000          # slots in a queue (--hs-cap, a log's queue caps)
+MAX_TIME_S = 1e8                # seconds, any time in a log (t, busy, ...: about three years); import-tb too
 MAX_TOKEN_BUDGET = 1 << 30      # tokens per batch, --token-budget
 MAX_SYNC_EVERY = 1 << 53        # drafter steps per sync (what-if): whole numbers exact as floats
 DEFAULT_RESTART_COST_H = 1.0    # hours a restart costs (reload, warm-up)

@@ -44,6 +44,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 from advisor.records import End, Queue, Rates, Run
 from advisor.errors import LogError, LogWarning
+from advisor.settings import MAX_TIME_S
 
 __all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
            "import_tensorboard", "write_rate_log"]
@@ -355,6 +356,9 @@ def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: 
                 got[key] = s
         bps_now = {k: s for k, s in got.items() if k in bps_keys and s.step == step}
         t = round(max(s.wall_time for s in bps_now.values()) - first_wall, 6)
+        if t > MAX_TIME_S:                # what a log's reader refuses, import-tb does not write
+            raise LogError(source, None, f"step {step}: wall time {t:g} s after the first event is more than the "
+                           f"limit of a log's time ({MAX_TIME_S:g} s; a corrupt wall_time?)")
         if t <= prev_t and out:
             continue                      # a step logged again earlier in time (a restart): keep the first pass
         fields = {"t": t, "window": round(t - prev_t, 6) if t > prev_t else None}

@@ -35,12 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from advisor.errors import LogError, LogWarning, display_path
-from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP
+from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MAX_TIME_S
 
 SCHEMA_VERSION = 1
 KNOWN_EVENTS = ("run", "step", "sync", "rates", "end")
 END_REASONS = ("done", "interrupted", "error")
-MAX_TIME_S = 1e8
 MAX_TOKENS = 1 << 31
 MAX_INT = 1 << 53
 _FLOAT_MAX = 1.7976931348623157e308

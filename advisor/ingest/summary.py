@@ -46,7 +46,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from advisor.errors import LogError, display_path
-from advisor.ingest.schema import RunHeader, parse_header
+from advisor.ingest.schema import RunHeader, parse_header, validate_event
 
 FORMAT_VERSION = 1
 MAGIC = b'{"dflash_summary"'
@@ -548,6 +548,9 @@ def read_summary(path: str | Path) -> Summary:
                                  f"format {FORMAT_VERSION}", "dflash_summary")
     header = parse_header(obj.get("header"), spath, 1)
     _check_columns(obj, spath)
+    if "end" not in obj:
+        raise LogError(spath, None, "is not a valid summary (missing 'end')", "end")
+    end = _checked_end(obj["end"], header, spath)
     try:
         s = Summary(obj["header"], header, spath, sample_rows=int(obj["sample_rows"]))
         s.paths = [str(p) for p in obj["paths"]]
@@ -557,7 +560,7 @@ def read_summary(path: str | Path) -> Summary:
         s.n_lines = int(obj["n_lines"])
         s.unknown = {str(k): int(v) for k, v in obj["unknown_events"].items()}
         s.unknown_fields = {str(k): int(v) for k, v in obj.get("unknown_fields", {}).items()}   # (additive)
-        s.end = obj["end"]
+        s.end = end
         s.t_max_s = -math.inf if obj["t_max_s"] is None else float(obj["t_max_s"])
         for r in s.roles:
             s.counts[r] = np.asarray(obj["counts"][r], dtype=np.int64).reshape(3)
@@ -578,6 +581,20 @@ def read_summary(path: str | Path) -> Summary:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise LogError(spath, None, f"is not a valid summary (missing or bad {e})") from None
     return s
+
+
+def _checked_end(end: Any, header: RunHeader, path: str) -> dict[str, Any] | None:
+    """A summary's ``end``: none, or an ``end`` event as a log's reader checks it (merging compares
+    its ``t``: a string there was an internal error, found by fuzzing: fuzz/)."""
+    if end is None:
+        return None
+    if not isinstance(end, dict) or end.get("ev", "end") != "end":
+        raise LogError(path, None, "is not an 'end' event (not a valid summary)", "end")
+    try:
+        validate_event({**end, "ev": "end"}, header, path, 1)
+    except LogError as e:
+        raise LogError(path, None, f"is an end event whose field '{e.field}' {e.message}", "end") from None
+    return end
 
 
 MAX_BIN_LEVEL = 1000     # bins of 2**1000 / 16 s: past any run (and float64's range is 2**1024)
