@@ -275,3 +275,17 @@ def test_an_imported_gpu_run_gets_gpu_caveats_and_its_snapshots_counted(tmp_path
     ev = adv.decision.evidence
     assert ev.basis == "rates" and ev.snapshots < 100 < ev.batches and not ev.thin
     assert adv.to_json()["capacity_basis"]["target"]["kind"] == "rates"
+
+
+def test_a_wall_time_past_the_readers_limit_is_refused_not_written(tmp_path):
+    """Found by fuzzing (fuzz/corpus/tb/crash-*): a first event at wall time ~0 beside real ones put
+    ``t`` past the reader's MAX_TIME_S, and import-tb wrote a log the advisor then refused."""
+    def simple(tag, v):
+        return _field(1, 2, tag.encode()) + _field(2, 5, struct.pack("<f", v))
+    p = tmp_path / "events.out.tfevents.x"
+    p.write_bytes(_record(_field(1, 1, struct.pack("<d", 0.0)) + _field(3, 2, b"brain.Event:2"))
+                  + _record(_event(1.7e9, 3, [simple("tput", 2.0)])))
+    out = tmp_path / "o.jsonl"
+    r = _cli(["import-tb", str(p), "-o", str(out), "--roles", "target=1,drafter=1", "--map", "drafter.bps=tput"])
+    _one_line_error(r, str(p), "step 3", "1.7e+09 s", "more than the limit")
+    assert not out.exists()

@@ -21,6 +21,10 @@ EXPECTED = {
     "tb": {"file": OK, "framed": OK, "file-badcrc": REFUSED, "tensor-varint-float": REFUSED},
     "what_if": {"readme": OK, "json": OK, "tiny": REFUSED, "nan": REFUSED, "bad-format": REFUSED},
 }
+# the inputs of the crashes device fuzzing found (BENCHMARKS.md section 14), kept under their
+# libFuzzer names: each is now a refusal in one line (control characters in echoed names escaped,
+# a summary's end checked, import-tb refusing a wall time past the reader's limit)
+CRASHES = {"log": 1, "summary": 3, "tb": 34}
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -29,6 +33,8 @@ def test_corpus_meets_the_contract(target):
     got = replay(target)
     assert {k: got[k] for k in EXPECTED[target]} == EXPECTED[target]
     assert set(got.values()) == {OK, REFUSED}
+    crashes = {k: v for k, v in got.items() if k.startswith("crash-")}
+    assert len(crashes) == CRASHES.get(target, 0) and set(crashes.values()) <= {REFUSED}
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 < RSS_LIMIT_MB
 
 

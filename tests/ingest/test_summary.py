@@ -429,3 +429,22 @@ def test_cli_summarize_the_same_twice_exits_2(sync_log, tmp_path):
     assert r.returncode == 2 and "S.json: is given twice" in r.stderr and not (tmp_path / "S2.json").exists()
     r = _cli("summarize", sync_log, sync_log, "-o", tmp_path / "S3.json", cwd=tmp_path)
     assert r.returncode == 2 and "whole.jsonl: is given twice" in r.stderr
+
+
+@pytest.mark.parametrize("end, words", [
+    ({"ev": "end", "t": "x", "reason": "done"}, "field 'end' is an end event whose field 't' must be a number"),
+    ({"ev": "ed", "t": 1.0}, "field 'end' is not an 'end' event"),
+    ([1], "field 'end' is not an 'end' event"),
+])
+def test_a_summarys_end_is_checked_like_a_logs(tmp_path, end, words):
+    """Found by fuzzing (fuzz/corpus/summary/crash-*): an end with t "x" read, then merging two
+    summaries compared it as a float (an internal error)."""
+    obj = summarize_paths([FIXTURE_2X1], workers=1).to_json()
+    obj["end"] = end
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(obj))
+    with pytest.raises(LogError, match=words):
+        read_summary(p)
+    obj["end"] = None
+    p.write_text(json.dumps(obj))
+    assert read_summary(p).end is None
