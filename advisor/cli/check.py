@@ -149,7 +149,7 @@ def _check_profile_paths(path: Path, prof: Sequence[str], text: str) -> None:
     lines = text.splitlines()
     for entry in prof:
         p = path.parent / entry
-        if p.exists() or (any(c in entry for c in GLOB_CHARS) and glob.glob(str(p))):
+        if os.path.exists(p) or (any(c in entry for c in GLOB_CHARS) and glob.glob(str(p))):  # False on ENAMETOOLONG
             continue
         # the line of the entry itself (a list may span lines), else the line of `profile`
         line = next((i for i in range(start, len(lines) + 1) if entry in lines[i - 1]), start)

@@ -160,3 +160,12 @@ def test_a_missing_profile_log_names_the_config_line_and_key(tmp_path, reference
     p.write_text('profile = "runs/*.jsonl"\n')
     with pytest.raises(LogError, match=r"gate\.toml:1: field 'profile' matches no file 'runs/\*\.jsonl'"):
         run_check([p])
+
+
+def test_a_profile_name_too_long_for_the_os_is_no_such_file(tmp_path):
+    """Found by fuzzing (a device-corpus input in fuzz/corpus/check/): a 300-character name made
+    Path.exists raise ENAMETOOLONG, an internal error."""
+    p = tmp_path / "gate.toml"
+    p.write_text(f'profile = ["{"y" * 300}.jsonl"]\n')
+    with pytest.raises(LogError, match=r"gate\.toml:1: field 'profile' names no such file 'y{300}\.jsonl'"):
+        run_check([p])
