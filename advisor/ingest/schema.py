@@ -45,11 +45,11 @@ MAX_INT = 1 << 53
 _FLOAT_MAX = 1.7976931348623157e308
 HEADER_FIELDS = ("ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
                  "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "t0_unix",
-                 "device", "physical_gpus")
+                 "device", "physical_gpus", "gpus_per_worker", "gpus_per_node", "placement", "link_bytes_s")
 # the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
 EVENT_FIELDS = {
     "run": HEADER_FIELDS,
-    "step": ("ev", "t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss"),
+    "step": ("ev", "t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss", "xfer"),
     "sync": ("ev", "t", "dur", "role", "workers", "bytes"),
     "rates": ("ev", "t", "window", "bps", "cap_bps", "tok_s", "q", "eta_s", "done"),
     "end": ("ev", "t", "reason", "msg"),
