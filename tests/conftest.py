@@ -58,3 +58,36 @@ from hypothesis import HealthCheck, settings as _hsettings  # noqa: E402
 
 _hsettings.register_profile("loaded", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _hsettings.load_profile("loaded")
+
+
+def split_by_rank(src: Path, out: Path, *, end_in_all: bool = True) -> list[Path]:
+    """Write one file per (role, worker) with the steps, and a coordinator file with syncs and
+    rates; every file starts with the header and (by default) ends with the end line."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = src.read_text().splitlines()
+    head, body = lines[0], lines[1:]
+    files: dict[str, list[str]] = {}
+    end = None
+    for ln in body:
+        o = json.loads(ln)
+        if o["ev"] == "step":
+            files.setdefault(f"{o['role']}-{o['worker']}", []).append(ln)
+        elif o["ev"] == "end":
+            end = ln
+        else:
+            files.setdefault("coordinator", []).append(ln)
+    paths = []
+    for name, ls in files.items():
+        p = out / f"{name}.jsonl"
+        p.write_text("\n".join([head, *ls, *([end] if end and end_in_all else [])]) + "\n")
+        paths.append(p)
+    return sorted(paths)
+
+
+def one_line_error(r, *words):
+    """A CLI refusal: exit 2 and one ``dflash-advise:`` line on stderr holding every one of ``words``."""
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dflash-advise: "), r.stderr
+    for w in words:
+        assert w in err[0], err[0]

@@ -16,6 +16,7 @@ from advisor.cli.app import app, route
 from advisor.errors import LogError
 from advisor.stacks import STACKS, Field, derive, read_csv_scalars
 from advisor.tbimport import Scalar, crc32c, masked_crc
+from conftest import one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -124,26 +125,18 @@ def test_a_map_replaces_a_stack_field_and_adds_a_queue(tmp_path):
     assert snap["cap_bps"]["target"] == 20.0 and snap["q"] == {"pool": 3.0}
 
 
-def _one_line_error(r, *words):
-    assert r.exit_code == 2, r.output
-    err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("dflash-advise: "), r.stderr
-    for w in words:
-        assert w in err[0], err[0]
-
-
 def test_errors_name_the_stack_the_missing_tag_and_the_csv_line(tmp_path):
     ev = write_events(tmp_path / "events.out.tfevents.x", 1.0, [(1, 1.0, {"train/loss": 2.0})])
     r = _cli(["import-tb", ev, "--stack", "specforge", "--roles", "a=1,b=1", "-o", tmp_path / "o.jsonl"])
-    _one_line_error(r, "--stack specforge", "train/perf/global_samples_per_second", "train/loss")
+    one_line_error(r, "--stack specforge", "train/perf/global_samples_per_second", "train/loss")
     r = _cli(["import-tb", ev, "--stack", "nemo", "--roles", "a=1,b=1", "-o", tmp_path / "o.jsonl"])
-    _one_line_error(r, "--stack 'nemo'", "torchspec")
+    one_line_error(r, "--stack 'nemo'", "torchspec")
     r = _cli(["import-tb", ev, "--roles", "a=1,b=1", "-o", tmp_path / "o.jsonl"])
-    _one_line_error(r, "--stack", "--map")
+    one_line_error(r, "--stack", "--map")
     bad = tmp_path / "bad.csv"
     bad.write_text("step,_timestamp,x\n1,10,0.5\n2,11,fast\n")
     r = _cli(["import-tb", bad, "--roles", "a=1,b=1", "--map", "b.bps=x", "-o", tmp_path / "o.jsonl"])
-    _one_line_error(r, f"{bad}:3", "'x'", "'fast'")
+    one_line_error(r, f"{bad}:3", "'x'", "'fast'")
     notime = tmp_path / "notime.csv"
     notime.write_text("step,x\n1,0.5\n")
     with pytest.raises(LogError, match="time column"):

@@ -18,6 +18,7 @@ from advisor.cli.app import app, route
 from advisor.ingest.load import load_log
 from advisor.errors import LogError, LogWarning
 from advisor.tbimport import masked_crc, crc32c, parse_map, read_scalars
+from conftest import one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "fixtures" / "tensorboard"
@@ -92,21 +93,13 @@ def test_ended_flag_writes_end_and_the_advice_is_for_the_next_run(tmp_path):
     assert rec["verdict"] == ("next-run" if rec["rule"] == "next-run" else "cannot-tell")
 
 
-def _one_line_error(r, *words):
-    assert r.exit_code == 2, r.output
-    err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("dflash-advise: "), r.stderr
-    for w in words:
-        assert w in err[0], err[0]
-
-
 def test_corrupt_event_file_exits_2_naming_it(tmp_path):
     bad = tmp_path / "events.out.tfevents.bad"
     data = bytearray(EVENTS.read_bytes())
     data[len(data) // 2] ^= 0xFF
     bad.write_bytes(bytes(data))
     r, _ = _import(tmp_path, events=bad)
-    _one_line_error(r, str(bad), "CRC mismatch")
+    one_line_error(r, str(bad), "CRC mismatch")
 
 
 def test_cut_last_record_is_skipped_with_a_warning(tmp_path):
@@ -121,7 +114,7 @@ def test_cut_last_record_is_skipped_with_a_warning(tmp_path):
 def test_unknown_tag_lists_what_the_file_has(tmp_path):
     out = tmp_path / "x.jsonl"
     r = _cli(["import-tb", str(TB), "-o", str(out), "--roles", "target=7,drafter=1", "--map", "drafter.bps=train/bps"])
-    _one_line_error(r, "'train/bps'", "pipeline/drafter_bps")
+    one_line_error(r, "'train/bps'", "pipeline/drafter_bps")
     assert not out.exists()
 
 
@@ -136,13 +129,13 @@ def test_unknown_tag_lists_what_the_file_has(tmp_path):
 ])
 def test_bad_options_exit_2_saying_what_is_wrong(tmp_path, args, words):
     r = _cli(["import-tb", str(TB), "-o", str(tmp_path / "x.jsonl"), *args])
-    _one_line_error(r, *words)
+    one_line_error(r, *words)
 
 
 def test_missing_input_and_directory_without_event_files(tmp_path):
     r = _cli(["import-tb", str(tmp_path / "nope"), "-o", str(tmp_path / "x.jsonl"), "--roles", "a=1,b=1",
               "--map", "b.bps=x"])
-    _one_line_error(r, "nope", "no such file")
+    one_line_error(r, "nope", "no such file")
     (tmp_path / "empty").mkdir()
     with pytest.raises(LogError, match="no TensorBoard event file"):
         read_scalars([tmp_path / "empty"])
@@ -243,7 +236,7 @@ def test_a_tensor_value_of_the_wrong_wire_type_is_a_corrupt_record(tmp_path, fie
     with pytest.raises(LogError, match=r"record at byte 0: not a TensorBoard Event \(tensor field \d+ has wire type"):
         read_scalars([p])
     r, _ = _import(tmp_path, events=p)
-    _one_line_error(r, str(p), "wire type")
+    one_line_error(r, str(p), "wire type")
 
 
 def test_import_warnings_are_one_line_each_on_stderr(tmp_path):
@@ -287,5 +280,5 @@ def test_a_wall_time_past_the_readers_limit_is_refused_not_written(tmp_path):
                   + _record(_event(1.7e9, 3, [simple("tput", 2.0)])))
     out = tmp_path / "o.jsonl"
     r = _cli(["import-tb", str(p), "-o", str(out), "--roles", "target=1,drafter=1", "--map", "drafter.bps=tput"])
-    _one_line_error(r, str(p), "step 3", "1.7e+09 s", "more than the limit")
+    one_line_error(r, str(p), "step 3", "1.7e+09 s", "more than the limit")
     assert not out.exists()

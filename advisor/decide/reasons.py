@@ -167,14 +167,13 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
     if d.rule == "overlap":
-        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but its 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {j}'s upper end "
-                f"{bps_text(df.at[j, 'bps_high'])}{_lead_text(df, b, j)}: the evidence cannot separate them; keep {j} until it can."
-                + _needs(d))
+        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but {_not_above(df, 'its', b, j)}: the "
+                f"evidence cannot separate them; keep {j} until it can." + _needs(d))
     if d.rule == "thin-evidence":
         rival = j if b != j else d.runner_up
-        return (f"the log is too thin to choose on: {'; '.join(d.evidence.why_thin())}. {b}'s 95% interval starts "
-                f"at {bps_text(df.at[b, 'bps_low'])} b/s, not above {rival}'s upper end "
-                f"{bps_text(df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}." + _needs(d))
+        whose = f"{b}'s"
+        return (f"the log is too thin to choose on: {'; '.join(d.evidence.why_thin())}. "
+                f"{_not_above(df, whose, b, rival)}." + _needs(d))
     if d.rule == "restart-cost":
         return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
                 f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
@@ -198,6 +197,12 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         text += (f" {m.lower} is within {RESOLVE_GAIN:.0%} of it ({_vs(df, m.higher, m.lower)}), which the "
                  f"model does not resolve: either will do.")
     return text
+
+
+def _not_above(df: pd.DataFrame, whose: str, b: str, rival: str) -> str:
+    """``whose`` 95% interval (b's) starts below ``rival``'s upper end: the two are not separated."""
+    return (f"{whose} 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {rival}'s upper end "
+            f"{bps_text(df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}")
 
 
 def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:

@@ -12,6 +12,7 @@ from advisor.cli import follow as follow
 from advisor.advice import advise
 from advisor.cli.follow import follow_logs
 from advisor.present.text import render
+from conftest import split_by_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "reference-7x1.jsonl"
@@ -224,18 +225,8 @@ def test_follow_crash_is_exit_2_one_line(monkeypatch, capsys):
 
 def test_follow_a_run_directory_of_per_rank_files(tmp_path):
     """`dflash-advise DIR --follow`: the per-rank files of a run directory are followed as one run."""
-    import json as _json
-    src = (ROOT / "fixtures" / "h200-1x2.jsonl").read_text().splitlines()
-    files: dict[str, list[str]] = {}
-    for line in src[1:]:
-        ev = _json.loads(line)
-        key = f"{ev['role']}-{ev['worker']}" if ev["ev"] == "step" else "main-0"
-        files.setdefault(key, []).append(line)
     run = tmp_path / "run"
-    run.mkdir()
-    end = next(x for x in src if '"end"' in x)
-    for k, v in files.items():
-        (run / f"{k}.jsonl").write_text("\n".join([src[0], *v] + ([] if end in v else [end])) + "\n")
+    split_by_rank(ROOT / "fixtures" / "h200-1x2.jsonl", run)    # every file ends with the end line
     out = io.StringIO()
     assert follow_logs([run], interval_s=INTERVAL_S, out=out) == 0
     assert "run ended" in out.getvalue() and render(advise([run])).rstrip() in out.getvalue()

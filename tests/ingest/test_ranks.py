@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from advisor import advise
+from conftest import split_by_rank
 from advisor.cli.app import app, route
 from advisor.ingest.load import load_log, load_logs
 from advisor.errors import LogError
@@ -36,30 +37,6 @@ def single(tmp_path_factory) -> Path:
     p = tmp_path_factory.mktemp("single") / "run.jsonl"
     write_log(p, _scenario(), rates_every_s=10.0)
     return p
-
-
-def split_by_rank(src: Path, out: Path, *, end_in_all: bool = True) -> list[Path]:
-    """Write one file per (role, worker) with the steps, and a coordinator file with syncs and
-    rates; every file starts with the header and (by default) ends with the end line."""
-    out.mkdir(parents=True, exist_ok=True)
-    lines = src.read_text().splitlines()
-    head, body = lines[0], lines[1:]
-    files: dict[str, list[str]] = {}
-    end = None
-    for ln in body:
-        o = json.loads(ln)
-        if o["ev"] == "step":
-            files.setdefault(f"{o['role']}-{o['worker']}", []).append(ln)
-        elif o["ev"] == "end":
-            end = ln
-        else:
-            files.setdefault("coordinator", []).append(ln)
-    paths = []
-    for name, ls in files.items():
-        p = out / f"{name}.jsonl"
-        p.write_text("\n".join([head, *ls, *([end] if end and end_in_all else [])]) + "\n")
-        paths.append(p)
-    return sorted(paths)
 
 
 def _without_paths(adv, *paths) -> str:
