@@ -222,3 +222,32 @@ def test_an_interrupted_tensor_parallel_run_releases_its_followers_at_once(tmp_p
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(w) for w in workers)
+
+
+_THREADS_AFTER_RUN = """
+import sys, threading
+from trainer.cli import main
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1:])
+    except SystemExit as e:
+        code = e.code
+    print("threads:", sorted(t.name for t in threading.enumerate()), "code:", code)
+"""
+
+
+@pytest.mark.parametrize("crash", [None, "drafter:0:2"])
+def test_a_run_joins_its_queue_feeder_threads_before_it_returns(tmp_path, crash):
+    # a feeder thread left to the exit hook can run a semaphore's finalizer while the interpreter shuts
+    # down, and the resource tracker then warns of a "leaked semaphore" (CI, Python 3.11)
+    script = tmp_path / "probe.py"
+    script.write_text(_THREADS_AFTER_RUN)
+    args = ["--no-progress", "--targets", "2", "--drafters", "1", "--steps", "40", "--out", str(tmp_path / "t.jsonl"),
+            "--emulate", str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.05"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if crash:
+        env["DFLASH_TRAIN_CRASH"] = crash
+    r = subprocess.run([sys.executable, str(script), *args], cwd=ROOT, capture_output=True, text=True,
+                       timeout=TIMEOUT_S, env=env)
+    assert r.stdout.strip() == f"threads: ['MainThread'] code: {1 if crash else 0}", r.stderr
+    assert "resource_tracker" not in r.stderr

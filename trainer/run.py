@@ -56,6 +56,8 @@ from .rates import RateWindow
 
 EXIT_DONE, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 BLAME_WAIT_S = 1.0
+# the loader's last put, and the gap after which a drained prefetch queue counts as empty
+RETIRE_WAIT_S, RETIRE_POLL_S = 2.0, 0.05
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # a terminal sends these to its whole process group; children start with them blocked (the mask
 # is inherited through fork and exec) so that only the main process acts on them
@@ -215,6 +217,7 @@ class _Run:
         self.clock_start: float | None = None
         self.drafter_steps = 0
         self.reported: set[tuple[str, int]] = set()     # workers that sent an error message
+        self.loader = None
 
     # -- setup --------------------------------------------------------------------------
     def _plan(self):
@@ -433,7 +436,7 @@ class _Run:
         if self.error is None and sigs.caught is None:
             from .loader import Loader
 
-            loader = Loader(batches, make, ch.pre, cfg.pre_queue_depth, ch.stop)
+            self.loader = loader = Loader(batches, make, ch.pre, cfg.pre_queue_depth, ch.stop)
             rates = RateWindow({"target": cfg.targets, "drafter": cfg.drafters}, cfg.rates_every_s, planned)
             ch.go.set()
             loader.start()
@@ -514,8 +517,32 @@ class _Run:
                 p.kill()
                 p.join(2.0)
         self._drain(rates, 0.0, limit=100000)
-        for q in [*ch.pre, ch.hs, ch.events]:
+        self._retire_feeders()
+        for q in [ch.hs, ch.events]:
             q.cancel_join_thread()   # nothing left there is needed; never block the exit on it
+
+    def _retire_feeders(self) -> None:
+        """End this process's queue feeder threads here, in the main thread, with the queues alive.
+
+        The loader's puts start one feeder thread per prefetch queue. Left running, such a thread
+        ends only at exit, when multiprocessing's exit hook wakes it; if the queue object was
+        already collected, the thread then holds the last reference to the queue's semaphores and
+        runs their finalizer itself (unlink, then tell the resource tracker) while the interpreter
+        shuts down. The tracker can miss that last message and warns of a "leaked semaphore" (seen
+        on CI, Python 3.11). Every worker has exited by now, so nobody else reads these queues:
+        what is left is drained, then each feeder gets its sentinel and is joined.
+        """
+        self.ch.stop.set()              # a loader still placing batches gives up
+        if self.loader is not None:
+            self.loader.join(RETIRE_WAIT_S)
+        for q in self.ch.pre:
+            while True:
+                try:
+                    q.get(timeout=RETIRE_POLL_S)
+                except (queue.Empty, OSError, EOFError):
+                    break
+            q.close()
+            q.join_thread()
 
 
 def _say(text: str, end: str = "\n") -> None:
