@@ -197,14 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     if stale:
         ap.error(f"{args.out} already holds logs ({stale[0].name}, ...): use a fresh directory per run")
 
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     header = Run(run=f"instrumented-loop-{args.producers}x{args.consumers}",
                  roles={PRODUCER: args.producers, CONSUMER: args.consumers},
                  queues=[Queue(name="hs", feeds=CONSUMER, cap=args.hs_cap)],
-                 token_budget=args.token_budget, hardware=f"CPU, {os.cpu_count()} cores, shared by all workers",
+                 token_budget=args.token_budget, hardware=f"CPU, {cores} cores, shared by all workers",
                  target_model=f"mlp-d{args.hidden}-l{args.target_layers} (frozen, random init)",
                  drafter_model=f"mlp-d{args.hidden}-l{args.drafter_layers}",
                  hs_bytes_per_token=4 * args.hidden,
-                 extra={"device": "cpu"})   # the workers share this host's cores: say so (docs/log-schema.md)
+                 # the workers share this host's cores: say so, and how many (docs/log-schema.md)
+                 extra={"device": "cpu", "cores": cores})
     ctx = mp.get_context("spawn")
     hs_q = ctx.Queue(maxsize=args.hs_cap)
     go, stop, stop_consumers = ctx.Event(), ctx.Event(), ctx.Event()

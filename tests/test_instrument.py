@@ -331,6 +331,8 @@ def test_example_pipeline_runs_and_is_advised(tmp_path):
         assert all(validator.is_valid(x) for x in lines), p.name
         heads.add(json.dumps(lines[0]))
     assert len(heads) == 1            # every process wrote the same header
+    head = json.loads(heads.pop())    # the cores the workers shared, stated (docs/log-schema.md)
+    assert head["device"] == "cpu" and head["cores"] == len(os.sched_getaffinity(0))
     log = load_log(out / "drafter-0.jsonl")
     assert len(log.steps) >= 40, f"only {len(log.steps)} drafter steps in {took:.0f} s"
     a = subprocess.run([sys.executable, "-c", "from advisor.cli.app import main; main()", str(out), "--json"],

@@ -92,6 +92,7 @@ def test_cpu_smoke_run_writes_a_valid_log_and_the_loss_falls(tmp_path):
     events = _lines(out)
     _check_schema(events, 2, 1)
     assert events[-1]["reason"] == "done"
+    assert events[0]["device"] == "cpu" and events[0]["cores"] == len(os.sched_getaffinity(0))
     steps = [e for e in events if e["ev"] == "step"]
     drafter = [e for e in steps if e["role"] == "drafter"]
     assert len(drafter) == 24

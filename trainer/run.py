@@ -152,6 +152,8 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
          "sync_every": cfg.sync_every if cfg.drafters > 1 else 0, "hs_bytes_per_token": hs_bpt,
          "mode": "emulate" if cfg.emulated else "real", "device": cfg.device, "seed": cfg.seed,
          "physical_gpus": n_gpus}
+    if cfg.device == "cpu" and not cfg.emulated and hasattr(os, "sched_getaffinity"):
+        h["cores"] = len(os.sched_getaffinity(0))   # fewer than the workers: the advisor widens for it
     if cfg.target_tp > 1:
         h["gpus_per_worker"] = {"target": cfg.target_tp}
     if profile is not None:

@@ -130,7 +130,7 @@ def _needs(d: Decision) -> str:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
                     + (f"; the logs themselves measured {measured}" if measured else "")
-                    + "; logs on dedicated GPUs, one per split, would compare the splits directly")
+                    + "; logs on dedicated devices (a GPU or a CPU core per worker), one per split, would compare the splits directly")
     if n.settle:
         bits.append("a log that runs past warm-up (its pace steady over the second half of the window)")
     if n.longer_factor is not None and n.extra_steady_s is not None:

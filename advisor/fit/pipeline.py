@@ -74,7 +74,8 @@ from advisor.errors import AssumptionWarning, ContentionWarning, LogError
 from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
-from advisor.fit.splits import contention_ref_busy, fit_contention, shares_compute, within_sharing
+from advisor.fit.splits import (contention_ref_busy, fit_contention, oversubscription, shared_prior_se, shares_compute,
+                                within_sharing)
 from advisor.fit.stages import calibrate_loader, fit_loader, fit_sync
 from advisor.fit.tokens import token_model
 from advisor.ingest.runlog import RunLog
@@ -87,7 +88,8 @@ from advisor.model.params import (NO_CONTENTION, NO_REGIMES, Basis, ContentionFi
                                   RoleFit, SyncFit)
 from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE,
                                   CONTENTION_SINGLE_SE, DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER,
-                                  GPU_RUN_SE, GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, RUN_SE)
+                                  GPU_RUN_SE, GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, OVERSUBSCRIBED_SOURCE,
+                                  RUN_SE)
 from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH, Capacity, as_capacity
 from advisor.settings import SAME_SIZE_TOL
 
@@ -201,7 +203,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
     if shares_compute(lg):   # as a step log of one split on a shared host (advisor.fit.splits)
         contention = ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
                                    consumer_se=0.0, measured=False, lo_producers=n_ref, hi_producers=n_ref,
-                                   prior_se=CONTENTION_PRIOR_SE, run_se=RUN_SE,
+                                   prior_se=shared_prior_se(lg), run_se=RUN_SE,
                                    prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER))
     else:
         contention = gpu_priors(n_ref, g)
@@ -247,10 +249,15 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
         widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
                  f"{100 * prior_p:.1f}% ({producer}s) and {100 * prior_c:.1f}% ({consumer}s)")
         _, shown = within_sharing(logs[0], contention.within)
+        over = oversubscription(logs[0])
         why = ("workers share a host's compute and" if not shown else
                f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
                f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
                f"slope per worker moved;")
+        if over:
+            why = (f"{over[0]} workers ran on {over[1]} CPU cores (header 'cores'), so a busy worker's step time is "
+                   f"set by how many others are busy, which the split changes ({OVERSUBSCRIBED_SOURCE}), and")
+            widen += f" (ln({over[0]}/{over[1]}), for the cores)"
         warnings.warn(AssumptionWarning(
             f"{roles.path}: {why} one split was logged, so how step times "
             f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "

@@ -13,6 +13,11 @@ the only measure of how much. The log is then fitted as a shared host's (the pri
 the centre, the run-to-run term) and both roles carry ``hypot(prior, slope)`` per worker moved
 (``ContentionFit.shown_slope``), so the intervals of other splits cover a change of that size; a
 log at a second split measures it. A header that declares dedicated devices is believed.
+
+A header whose ``cores`` is below the worker processes (`oversubscription`) says more: a busy
+worker's step time is set by how many others are busy, and the split changes that, so the prior
+per worker moved is ln(workers / cores) where that exceeds the sweeps' figure (`shared_prior_se`,
+`advisor.model.priors.oversubscribed_se`).
 """
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ from advisor.measure.contention import WithinLogContention
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import ContentionFit
 from advisor.stats import T_975
-from advisor.model.priors import CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, RUN_SE
+from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, RUN_SE,
+                                  oversubscribed_se)
 
 
 WITHIN_SHARED_SLOPE = 0.05   # ln step time per busy peer, at a slope's 95% low end: shows shared compute
@@ -56,6 +62,23 @@ def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[flo
     return best, text
 
 
+def oversubscription(log: RunLog) -> tuple[int, int] | None:
+    """(worker processes, cores) when the header's ``cores`` is below the processes the roles'
+    engines hold (``engine_gpus``): the host is oversubscribed. None otherwise."""
+    cores = log.header.extra.get("cores")
+    workers = log.header.engine_gpus
+    if isinstance(cores, int) and not isinstance(cores, bool) and 0 < cores < workers:
+        return workers, cores
+    return None
+
+
+def shared_prior_se(log: RunLog) -> float:
+    """The contention prior's standard error per worker moved for a log whose workers share a host:
+    ``CONTENTION_PRIOR_SE``, or ln(workers / cores) on an oversubscribed host where larger."""
+    over = oversubscription(log)
+    return max(CONTENTION_PRIOR_SE, oversubscribed_se(*over) if over else 0.0)
+
+
 def shares_compute(log: RunLog) -> bool:
     """Workers share one host's compute: CPU workers, or more workers than physical GPUs. Only then
     is a contention prior carried from one split (dedicated GPUs: assumed independent, as the
@@ -67,7 +90,8 @@ def shares_compute(log: RunLog) -> bool:
         return False
     phys = extra.get("physical_gpus")
     workers = sum(log.header.roles.values())
-    return extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
+    return (extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
+            or oversubscription(log) is not None)
 
 
 def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None,
@@ -79,7 +103,7 @@ def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within:
     n_ref = measured[first].roles[producer]
     lg = measured[first].log
     shown, _ = within_sharing(lg, within)
-    prior = CONTENTION_PRIOR_SE if shares_compute(lg) or shown else 0.0
+    prior = shared_prior_se(lg) if shares_compute(lg) or shown else 0.0
     prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
     idx = [i for i in same if sum(measured[i].roles.values()) == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)

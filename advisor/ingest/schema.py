@@ -45,7 +45,8 @@ MAX_INT = 1 << 53
 _FLOAT_MAX = 1.7976931348623157e308
 HEADER_FIELDS = ("ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
                  "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "t0_unix",
-                 "device", "physical_gpus", "gpus_per_worker", "gpus_per_node", "placement", "link_bytes_s")
+                 "device", "physical_gpus", "cores", "gpus_per_worker", "gpus_per_node", "placement",
+                 "link_bytes_s")
 # the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
 EVENT_FIELDS = {
     "run": HEADER_FIELDS,
@@ -343,6 +344,8 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         if any(x.name == name for x in queues):
             raise LogError(path, line, f"queue name '{name}' appears twice", "queues")
         queues.append(QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker))
+    # CPU cores the workers shared: kept in ``extra`` with ``device`` (read by advisor.fit.splits)
+    check_number(obj, "cores", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
     known = {"ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
              "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "gpus_per_worker",
              "gpus_per_node", "placement", "link_bytes_s"}

@@ -6,6 +6,8 @@ what a projection assumes about step times that change with the split (contentio
 host, the lone-worker regime), with another token budget, and from run to run.
 """
 from __future__ import annotations
+
+import math
 DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical
 # Contention prior (one split seen): a worker's step time may change by this much (one standard
 # error, relative, per producer added at a fixed G) because workers share a host resource (memory
@@ -20,6 +22,23 @@ DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical
 # this prior and carried over the whole range was tried on the five sweeps' pairs and rejected:
 # G = 12 pairs' worst error went from 25.7% to 39.3% and their coverage from 80% to 68%).
 CONTENTION_PRIOR_SE = 0.045    # carried only where workers share a host's compute (see shares_compute)
+# A host with fewer CPU cores than workers (header `cores`): a busy worker's step time is set by how
+# many others are busy with it, which the split changes. Processor sharing bounds the move between
+# two splits by a factor workers/cores (1.5 for 3 workers on 2 cores). Measured on real pairs of
+# 3 workers of examples/instrumented_loop.py on 2 cores, 30 s each (fixtures/oversub2/, this dev
+# host, two repeats): between 1-2 and 2-1 a drafter's mean step moved by a factor 1.47 and 1.39, a
+# target's by 1.36 and 1.41; a pair on the device host pinned to 2 cores (BENCHMARKS.md section 18)
+# moved a drafter's by 1.63, beyond the bound. So ln(workers / cores) is carried as one standard
+# error per worker moved (95%: a factor (workers/cores)^+-1.96), not as a limit, in place of
+# CONTENTION_PRIOR_SE where it is larger.
+OVERSUBSCRIBED_SOURCE = ("3 workers on 2 cores moved their steps by a factor 1.36-1.63 between 1-2 and 2-1: "
+                         "fixtures/oversub2, BENCHMARKS.md section 18")
+
+
+def oversubscribed_se(workers: int, cores: int) -> float:
+    """The per-worker standard error of a step time on a host of ``cores`` cores for ``workers``
+    workers (0 when every worker has a core)."""
+    return math.log(workers / cores) if 0 < cores < workers else 0.0
 
 
 # The prior's centre: a producer's step grows by CONTENTION_PRIOR_K_PRODUCER (log, per producer

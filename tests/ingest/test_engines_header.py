@@ -27,8 +27,16 @@ def test_packed_default_placement():
     ({"gpus_per_node": 8, "placement": {"target": [0, 0, 0, 0, 0, 0], "drafter": [0, 0, 0, 1]}}, "placement"),
     ({"gpus_per_node": 5, "placement": {"target": [0, 1]}}, "placement"),
     ({"link_bytes_s": 0}, "link_bytes_s"),
+    ({"cores": 0}, "cores"),
+    ({"cores": 2.5}, "cores"),
+    ({"cores": "2"}, "cores"),
 ])
 def test_bad_fields_name_the_field(extra, field):
     with pytest.raises(LogError) as e:
         parse_header({**BASE, **extra}, "x", 1)
     assert e.value.field == field
+
+
+def test_cores_is_kept_with_the_device_fields():
+    h = parse_header({**BASE, "device": "cpu", "cores": 4}, "x", 1)
+    assert h.extra["cores"] == 4 and h.extra["device"] == "cpu"
