@@ -35,9 +35,10 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run from a checkout without installing
 
 from advisor.instrument import RateLog, RateMeter  # noqa: E402
-from advisor.records import Queue, Run  # noqa: E402
+from advisor.records import EndReason, Queue, Run  # noqa: E402
 
 PRODUCER, CONSUMER = "target", "drafter"
+TIME_LIMIT_MSG = "time limit (--seconds)"
 
 
 class Block(nn.Module):
@@ -138,6 +139,7 @@ def producer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
             if s.record is not None:
                 _count(counters, s.record.busy, s.record.tokens)
             batch += 1
+        log.end(EndReason.INTERRUPTED, TIME_LIMIT_MSG)   # stopped by the launcher's timer, input left
     hs_q.cancel_join_thread()   # at shutdown, do not wait to flush batches nobody will take
 
 
@@ -174,6 +176,7 @@ def consumer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
                 opt.step()
                 s.loss = round(loss.item(), 4)    # .item() also waits for the device: busy ends here
             _count(counters, s.record.busy, s.record.tokens)
+        log.end(EndReason.INTERRUPTED, TIME_LIMIT_MSG)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
                 dead = [p for p in procs if not p.is_alive()]
                 if dead:
                     raise RuntimeError(f"worker {dead[0].name} exited early (exit code {dead[0].exitcode})")
+            # a time limit, not the end of the input: the schema's "interrupted" (docs/log-schema.md),
+            # so the advisor keeps the tail of the run rather than cutting it as a final drain
+            log.end(EndReason.INTERRUPTED, TIME_LIMIT_MSG)
         finally:
             # consumers first, then producers: a batch still in flight is mapped from its producer
             stop_consumers.set()

@@ -166,7 +166,9 @@ def default_placement(roles: Mapping[str, int], gpus_per_worker: Mapping[str, in
 
 
 def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int | None, path: str, line: int):
-    """gpus_per_worker, gpus_per_node, placement and link_bytes_s of a header, checked against the roles."""
+    """gpus_per_worker, gpus_per_node, placement and link_bytes_s of a header, checked against the roles
+    (and, first, the fields of where the workers computed: `_check_device_fields`)."""
+    _check_device_fields(obj, path, line)
     raw = obj.get("gpus_per_worker")
     k: dict[str, int] = {}
     if raw is not None:
@@ -293,6 +295,13 @@ def _name(obj: Mapping[str, Any], key: str, path: str, line: int, what: str) -> 
     return v
 
 
+def _check_device_fields(obj: Mapping[str, Any], path: str, line: int) -> None:
+    """Where the workers computed (docs/log-schema.md): kept in ``extra``, read by advisor.fit.splits."""
+    check_string(obj, "device", path, line, required=False)
+    check_number(obj, "physical_gpus", path, line, required=False, minimum=0, maximum=MAX_INT, integer=True)
+    check_number(obj, "cores", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+
+
 def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     """Validate the first event of a log and return it as a :class:`RunHeader`."""
     if not isinstance(obj, dict):
@@ -344,8 +353,6 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         if any(x.name == name for x in queues):
             raise LogError(path, line, f"queue name '{name}' appears twice", "queues")
         queues.append(QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker))
-    # CPU cores the workers shared: kept in ``extra`` with ``device`` (read by advisor.fit.splits)
-    check_number(obj, "cores", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
     known = {"ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
              "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "gpus_per_worker",
              "gpus_per_node", "placement", "link_bytes_s"}

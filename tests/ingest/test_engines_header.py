@@ -30,6 +30,8 @@ def test_packed_default_placement():
     ({"cores": 0}, "cores"),
     ({"cores": 2.5}, "cores"),
     ({"cores": "2"}, "cores"),
+    ({"physical_gpus": -1}, "physical_gpus"),
+    ({"device": 3}, "device"),
 ])
 def test_bad_fields_name_the_field(extra, field):
     with pytest.raises(LogError) as e:
