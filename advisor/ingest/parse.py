@@ -165,11 +165,14 @@ class Parsed:
 
 def _codes(col, names: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Integer codes of a string column against ``names`` (unseen values get new codes)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     enc = pc.dictionary_encode(col).combine_chunks()
     dict_vals = enc.dictionary.to_pylist()
-    idx = enc.indices.fill_null(len(dict_vals)).to_numpy(zero_copy_only=False)
+    # a scalar of the indices' own type: a Python int sends fill_null through a cast (25 ms a
+    # 16 MiB piece, pyarrow 26; 0.03 ms typed)
+    idx = pc.fill_null(enc.indices, pa.scalar(len(dict_vals), enc.indices.type)).to_numpy(zero_copy_only=False)
     out_names = list(names)
     remap = np.empty(len(dict_vals) + 1, dtype=np.int64)
     for i, v in enumerate(dict_vals):
@@ -219,7 +222,9 @@ def _fast_parse(piece: "Piece", header: RunHeader, n_rows: int) -> Parsed | None
         for n, required, _, _ in spec:
             col = table.column(n)
             v = col.to_numpy().astype(np.float64, copy=False)
-            if not required and col.null_count < len(col):
+            # nulls read as NaN too: a NaN literal shows only as more NaNs than nulls (rare, so
+            # the exact mask, an Arrow kernel pass, is made only then)
+            if not required and int(np.isnan(v).sum()) > col.null_count:
                 lit = pc.is_nan(col).fill_null(False).to_numpy(zero_copy_only=False)
                 nan_lit[mask & lit] = True
             cols[n] = v if whole else v[mask]

@@ -140,6 +140,9 @@ class _Sample:
         self.pruned = False
         self.threshold: np.uint64 | None = None
         self._threshold_at = (0, self.k)    # rows held, and k, when the threshold was found
+        # the held keys in ascending order, kept once asked for (`sorted_keys`: merges of many
+        # files test each file's keys against it); None: not kept (one file's read never asks)
+        self._sorted: np.ndarray | None = None
 
     def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False,
             rows: np.ndarray | None = None) -> None:
@@ -157,6 +160,9 @@ class _Sample:
         if len(keys):
             self.parts.append(({f: np.asarray(cols[f], dtype=np.float64) for f in self.fields}, keys))
             self.held += len(keys)
+            if self._sorted is not None:
+                new = np.sort(keys)
+                self._sorted = np.insert(self._sorted, np.searchsorted(self._sorted, new), new)
             if self.held > 2 * self.k:
                 self.compact()
             elif self.held > self.k and (self.threshold is None or self._threshold_at[1] != self.k
@@ -178,6 +184,8 @@ class _Sample:
             keys = keys[sel]
             self.pruned = True
             self.threshold, self._threshold_at = keys[-1], (self.k, self.k)
+            if self._sorted is not None:
+                self._sorted = keys            # (in key order, as kept)
         cols = {}
         for f in self.fields:      # one field at a time: the transient is one column, not the rows
             v = np.concatenate([p[0][f] for p in self.parts])
@@ -187,12 +195,30 @@ class _Sample:
         return cols, keys
 
 
+    def sorted_keys(self) -> np.ndarray:
+        """The keys of the sample (`compact`), ascending; kept up to date from the first call on."""
+        keys = self.compact()[1]
+        if self._sorted is None:
+            self._sorted = np.sort(keys)
+        return self._sorted
+
+    def count_held(self, keys: np.ndarray) -> int:
+        """How many of ``keys`` are held here (binary search in `sorted_keys`: a merge of the
+        n-th of many files costs its own keys' logarithms, not a hash of every key held)."""
+        held = self.sorted_keys()
+        if not len(held) or not len(keys):
+            return 0
+        at = np.minimum(np.searchsorted(held, keys), len(held) - 1)
+        return int((held[at] == keys).sum())
+
+
 class _Bins:
     """Time-binned sums, rows x NBINS, bin i = [i W, (i+1) W), W = BASE_BIN_S * 2**level."""
 
     def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
         self.level = level
         self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
+        self.empty = arr is None       # nothing added yet: a fold is only a change of level
 
     @property
     def width_s(self) -> float:
@@ -202,7 +228,9 @@ class _Bins:
         if level <= self.level:
             return
         f = 2 ** (level - self.level)
-        if f >= NBINS:
+        if self.empty:
+            pass
+        elif f >= NBINS:
             total = self.arr.sum(axis=1)
             self.arr = np.zeros_like(self.arr)
             self.arr[:, 0] = total
@@ -222,6 +250,7 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
+        self.empty = False
         idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
         for r, v in zip(rows, values):
             self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
@@ -233,6 +262,7 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
+        self.empty = False
         n_groups = len(bases)
         idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1) + groups * NBINS
         base = np.asarray(bases)
@@ -429,9 +459,7 @@ class Summary:
                 raise LogError(by, None, f"holds the log {display_path(s['path'])}, which {display_path(held)} holds "
                                          f"already: merged, its steps would count twice; give each log once")
         for r in self.roles:
-            _, ka = self.samples[r].compact()
-            _, kb = other.samples[r].compact()
-            same = int(np.isin(kb, ka, assume_unique=False).sum()) if len(ka) and len(kb) else 0
+            same = self.samples[r].count_held(other.samples[r].compact()[1])
             if same:
                 a, b = self._names(), other._names()
                 raise LogError(b, None, f"has {same} '{r}' steps identical to steps in {a} (the same log twice, "
@@ -465,11 +493,12 @@ class Summary:
         self.sync_sample.k = self.sample_rows
         self.sync_sample.add(oc, ok, other.sync_sample.pruned)
         self.sync_sample.compact()
-        ob = _Bins(other.bins.arr.shape[0], other.bins.level, other.bins.arr.copy())
+        ob = _Bins(other.bins.arr.shape[0], other.bins.level, other.bins.arr)   # (a fold makes new arrays)
         level = max(self.bins.level, ob.level)
         self.bins.fold_to(level)
         ob.fold_to(level)
         self.bins.arr += ob.arr
+        self.bins.empty = False
         self.rates += other.rates
         return self
 

@@ -303,6 +303,46 @@ def test_sample_threshold_keeps_the_same_rows(batches, k):
         np.testing.assert_array_equal(a[f], b[f])
 
 
+@settings(max_examples=25, deadline=None)
+@given(batches=st.lists(st.integers(0, 300), min_size=1, max_size=12), k=st.integers(1, 250),
+       ask_at=st.integers(0, 12))
+def test_sorted_keys_follow_the_sample_and_count_what_is_held(batches, k, ask_at):
+    """The kept key order (asked for after any batch) is the held keys sorted, through adds and
+    compactions; `count_held` counts as np.isin does (the duplicate check of merges)."""
+    rows = _rows(sum(batches), 7, 0.0)
+    keys = summary.row_keys(rows, 0)
+    fed = summary._Sample(summary.STEP_FIELDS, k)
+    at = 0
+    for i, n in enumerate(batches):
+        if i == ask_at:
+            fed.sorted_keys()
+        fed.add({f: v[at:at + n] for f, v in rows.items()}, keys[at:at + n])
+        at += n
+        np.testing.assert_array_equal(fed.sorted_keys(), np.sort(fed.compact()[1]))
+    probe = np.concatenate([keys[::3], summary.row_keys(_rows(50, 8, 0.0), 1)])
+    assert fed.count_held(probe) == int(np.isin(probe, fed.compact()[1]).sum())
+
+
+def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
+    """An empty set of bins changes level without summing zeros; a merge reads the other
+    summary's bins and leaves them as they were."""
+    b = summary._Bins(3)
+    b.fold_to(4)
+    assert b.level == 4 and b.empty and not b.arr.any()
+    b.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
+    ref = summary._Bins(3, 4)
+    ref.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
+    np.testing.assert_array_equal(b.arr, ref.arr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parts = split_by_worker(sync_log, 2)
+        a, other = summarize_log(parts[0]), summarize_log(parts[1])
+    before = other.bins.arr.copy()
+    merged = a.merge(other)
+    np.testing.assert_array_equal(other.bins.arr, before)
+    assert merged.bins.arr is not other.bins.arr
+
+
 def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     """A shell-expanded glob of sampled rank files: each file parsed once (it used to be parsed
     again, to merge the summaries), and the advice still that of the whole log."""
