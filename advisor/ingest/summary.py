@@ -197,9 +197,10 @@ class _Sample:
 
     def sorted_keys(self) -> np.ndarray:
         """The keys of the sample (`compact`), ascending; kept up to date from the first call on."""
-        keys = self.compact()[1]
+        if self.held > self.k:
+            self.compact()             # (the sample is the bottom k: the rest goes first)
         if self._sorted is None:
-            self._sorted = np.sort(keys)
+            self._sorted = np.sort(np.concatenate([p[1] for p in self.parts])) if self.parts else np.empty(0, np.uint64)
         return self._sorted
 
     def count_held(self, keys: np.ndarray) -> int:
@@ -219,6 +220,44 @@ class _Bins:
         self.level = level
         self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
         self.empty = arr is None       # nothing added yet: a fold is only a change of level
+        self._used: tuple[np.ndarray, int] | None = None   # `used`, where known (unpickled, then folded)
+
+    def used(self) -> tuple[np.ndarray, int]:
+        """The rows that hold anything, and the bins up to the last one used in any row."""
+        if self._used is not None:
+            return self._used
+        rows = np.flatnonzero(self.arr.any(axis=1))
+        if not len(rows):
+            return rows, 0
+        cols = np.flatnonzero(self.arr[rows].any(axis=0))
+        return rows, int(cols[-1]) + 1
+
+    def __getstate__(self) -> dict:
+        # sent back by a reading worker (advisor.ingest.parallel): one file of a rank directory
+        # fills a few rows (its own roles) of ~8,192 bins each; only those travel, and the parent
+        # gets zeroed memory it never touches outside them
+        rows, cols = self.used()
+        return {"level": self.level, "shape": self.arr.shape, "rows": rows, "block": self.arr[rows, :cols]}
+
+    def __setstate__(self, state: dict) -> None:
+        self.level = state["level"]
+        self.arr = np.zeros(state["shape"])
+        block = state["block"]
+        self.arr[state["rows"], :block.shape[1]] = block
+        self.empty = not len(state["rows"])
+        self._used = (state["rows"], block.shape[1])
+
+    def add_bins(self, other: "_Bins") -> None:
+        """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
+        level = max(self.level, other.level)
+        self.fold_to(level)
+        ob = _Bins(other.arr.shape[0], other.level, other.arr)   # (a fold makes new arrays)
+        ob.empty, ob._used = other.empty, other._used
+        ob.fold_to(level)
+        rows, cols = ob.used()
+        self.arr[rows, :cols] += ob.arr[rows, :cols]
+        self.empty = self.empty and not len(rows)
+        self._used = None
 
     @property
     def width_s(self) -> float:
@@ -228,16 +267,21 @@ class _Bins:
         if level <= self.level:
             return
         f = 2 ** (level - self.level)
+        rows = np.arange(self.arr.shape[0]) if self._used is None else self._used[0]
         if self.empty:
             pass
         elif f >= NBINS:
-            total = self.arr.sum(axis=1)
+            total = self.arr[rows].sum(axis=1)
             self.arr = np.zeros_like(self.arr)
-            self.arr[:, 0] = total
+            self.arr[rows, 0] = total
         else:
-            folded = self.arr.reshape(self.arr.shape[0], NBINS // f, f).sum(axis=2)
+            # only the rows that hold anything, where known (`used`): the others stay zero
+            folded = self.arr[rows].reshape(len(rows), NBINS // f, f).sum(axis=2)
             self.arr = np.zeros_like(self.arr)
-            self.arr[:, : NBINS // f] = folded
+            self.arr[rows, : NBINS // f] = folded
+        if self._used is not None:
+            cols = self._used[1]
+            self._used = (rows, min(-(-cols // f), NBINS) if cols else 0)
         self.level = level
 
     def level_for(self, t_max: float) -> int:
@@ -250,7 +294,7 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        self.empty = False
+        self.empty, self._used = False, None
         idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
         for r, v in zip(rows, values):
             self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
@@ -262,7 +306,7 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        self.empty = False
+        self.empty, self._used = False, None
         n_groups = len(bases)
         idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1) + groups * NBINS
         base = np.asarray(bases)
@@ -307,6 +351,7 @@ class Summary:
         self.paths = [path]
         # the log files folded in (resolved path, size): a run's identity, so the same log is never merged twice
         self.sources: list[dict[str, Any]] = []
+        self._paths_seen: tuple[list, int, set[str]] | None = None   # (`_source_paths`)
         self.given: dict[str, str] = {}      # source path -> the file it came in by (a log or a summary), for messages
         self.sample_rows = int(sample_rows)
         self.roles = tuple(header.roles)
@@ -447,9 +492,20 @@ class Summary:
         names = list(dict.fromkeys(self.given.values())) or self.paths[:1]
         return ", ".join(display_path(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
 
+    def _source_paths(self) -> set[str]:
+        """The paths of ``sources``, kept across merges (rebuilt if the list was replaced): the
+        n-th of many merges looks its files up, it does not list every file held."""
+        cached = self._paths_seen
+        if cached is None or cached[0] is not self.sources:
+            cached = (self.sources, 0, set())
+        lst, n, seen = cached
+        seen.update(x["path"] for x in lst[n:])
+        self._paths_seen = (lst, len(lst), seen)
+        return seen
+
     def _check_not_merged(self, other: "Summary") -> None:
         """Refuse ``other`` when it holds a log this summary holds already (by file, or by identical steps)."""
-        mine = {s["path"]: s for s in self.sources}
+        mine = self._source_paths()
         for s in other.sources:
             if s["path"] in mine:
                 held = self.given.get(s["path"], s["path"])
@@ -487,18 +543,13 @@ class Summary:
             self.counts[r] += other.counts[r]
             oc, ok = other.samples[r].compact()
             self.samples[r].k = self.sample_rows
+            # (parts pile up to 2k rows before a compaction, as when one file is read: the same
+            # sample, without concatenating everything held at every merge)
             self.samples[r].add(oc, ok, other.samples[r].pruned)
-            self.samples[r].compact()
         oc, ok = other.sync_sample.compact()
         self.sync_sample.k = self.sample_rows
         self.sync_sample.add(oc, ok, other.sync_sample.pruned)
-        self.sync_sample.compact()
-        ob = _Bins(other.bins.arr.shape[0], other.bins.level, other.bins.arr)   # (a fold makes new arrays)
-        level = max(self.bins.level, ob.level)
-        self.bins.fold_to(level)
-        ob.fold_to(level)
-        self.bins.arr += ob.arr
-        self.bins.empty = False
+        self.bins.add_bins(other.bins)
         self.rates += other.rates
         return self
 

@@ -343,6 +343,25 @@ def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
     assert merged.bins.arr is not other.bins.arr
 
 
+def test_bins_travel_as_their_used_rows_and_merge_the_same(sync_log):
+    """A worker's summary crosses the process boundary (pickle) with only the bins it used; the
+    parent merges those exactly as the summaries read in-process, bit for bit."""
+    import pickle
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parts = split_by_worker(sync_log, 3)
+        here = [summarize_log(p) for p in parts]
+    wire = [pickle.dumps(x) for x in here]
+    sent = [pickle.loads(b) for b in wire]
+    for a, b in zip(here, sent):
+        np.testing.assert_array_equal(a.bins.arr, b.bins.arr)
+        rows, cols = a.bins.used()
+        assert len(pickle.dumps(a.bins)) <= 8 * len(rows) * cols + 1024 < a.bins.arr.nbytes
+    merged_sent, merged_here = merge_all(sent), merge_all(here)
+    np.testing.assert_array_equal(merged_sent.bins.arr, merged_here.bins.arr)
+    assert merged_sent.to_json() == merged_here.to_json()
+
+
 def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     """A shell-expanded glob of sampled rank files: each file parsed once (it used to be parsed
     again, to merge the summaries), and the advice still that of the whole log."""
