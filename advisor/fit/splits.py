@@ -64,7 +64,10 @@ def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[flo
 
 def oversubscription(log: RunLog) -> tuple[int, int] | None:
     """(worker processes, cores) when the header's ``cores`` is below the processes the roles'
-    engines hold (``engine_gpus``): the host is oversubscribed. None otherwise."""
+    engines hold (``engine_gpus``) and the workers compute on CPU (``device`` "cpu", or not said):
+    the host is oversubscribed. None otherwise (GPU workers need no core each to compute)."""
+    if log.header.extra.get("device") not in (None, "cpu"):
+        return None
     cores = log.header.extra.get("cores")
     workers = log.header.engine_gpus
     if isinstance(cores, int) and not isinstance(cores, bool) and 0 < cores < workers:

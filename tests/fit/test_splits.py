@@ -90,9 +90,11 @@ def test_a_silent_header_with_a_small_slope_stays_dedicated(tmp_path):
 OVERSUB = SWEEP.parent / "oversub2"
 
 
-@pytest.mark.parametrize("cores, over", [(2, (3, 2)), (3, None), (16, None), (None, None)])
-def test_cores_below_the_workers_mark_the_host_oversubscribed(tmp_path, cores, over):
-    p = _with_header(tmp_path, "cpu16/cpu16-3x3-r0.jsonl.gz", drop=("cores",), **({"cores": cores} if cores else {}))
+@pytest.mark.parametrize("cores, device, over", [(2, "cpu", (3, 2)), (2, None, (3, 2)), (2, "cuda", None),
+                                                 (3, "cpu", None), (16, "cpu", None), (None, "cpu", None)])
+def test_cores_below_the_workers_mark_the_host_oversubscribed(tmp_path, cores, device, over):
+    set_ = {**({"cores": cores} if cores else {}), **({"device": device} if device else {})}
+    p = _with_header(tmp_path, "cpu16/cpu16-3x3-r0.jsonl.gz", drop=("cores", "device"), **set_)
     head = json.loads(p.read_text().splitlines()[0])
     lines = p.read_text().splitlines()
     head["roles"] = {"target": 2, "drafter": 1}
@@ -102,7 +104,7 @@ def test_cores_below_the_workers_mark_the_host_oversubscribed(tmp_path, cores, o
     lg = load_log(p)
     assert oversubscription(lg) == over
     assert shared_prior_se(lg) == (pytest.approx(math.log(1.5)) if over else CONTENTION_PRIOR_SE)
-    assert shares_compute(lg)        # device "cpu" either way
+    assert shares_compute(lg) == (device == "cpu" or over is not None)
 
 
 @pytest.mark.parametrize("given, other", [("1x2-r0", "2x1"), ("1x2-r1", "2x1"), ("2x1-r0", "1x2"), ("2x1-r1", "1x2")])
