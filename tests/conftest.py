@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,15 @@ def good_lines(n=60):
         lines.append(step(0.25 * (i + 1) + 0.1, "drafter", 0, busy=0.1, wait=0.15, loss=2.0 - i / n))
     lines.append({"ev": "end", "t": 0.25 * n + 1, "reason": "done"})
     return lines
+
+
+def load_script(rel: str, name: str):
+    """A script of the repository (benchmarks/, notebooks/) imported as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture

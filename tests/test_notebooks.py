@@ -5,6 +5,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import load_script
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,11 +33,7 @@ def test_notebook_executes(path):
 
 
 def test_committed_notebook_is_what_the_generator_writes():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_notebook", ROOT / "notebooks" / "make_notebook.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("notebooks/make_notebook.py", "make_notebook")
     committed = nbformat.read(ROOT / "notebooks" / "compare_splits.ipynb", as_version=4)
     fresh = mod.build()
     assert [c.source for c in committed.cells] == [c.source for c in fresh.cells], \

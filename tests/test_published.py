@@ -2,13 +2,12 @@
 throughput and regime, sources carry a commit, and the script's rows are what what-if says."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = json.loads((ROOT / "benchmarks" / "published_runs.json").read_text())
@@ -16,11 +15,7 @@ DATA = json.loads((ROOT / "benchmarks" / "published_runs.json").read_text())
 
 @pytest.fixture(scope="module")
 def published():
-    spec = importlib.util.spec_from_file_location("published_script", ROOT / "benchmarks" / "published.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/published.py", "published_script")
 
 
 def test_rates_follow_the_regime_each_table_states():

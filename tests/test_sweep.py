@@ -5,24 +5,19 @@ is checked, and one short real run on two cores pins workers and collects a log.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("sweep_script", ROOT / "benchmarks" / "sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/sweep.py", "sweep_script")
 
 
 def test_cores_and_splits_parse(sweep):

@@ -7,22 +7,17 @@ reported in benchmarks/VALIDATION.md, not asserted here.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def validate():
-    spec = importlib.util.spec_from_file_location("validate_harness", ROOT / "benchmarks" / "validate.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses and the worker pool look the module up by name
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/validate.py", "validate_harness")
 
 
 @pytest.fixture(scope="module")

@@ -219,8 +219,9 @@ class _Bins:
     def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
         self.level = level
         self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
-        self.empty = arr is None       # nothing added yet: a fold is only a change of level
-        self._used: tuple[np.ndarray, int] | None = None   # `used`, where known (unpickled, then folded)
+        # `used`, where known: nothing yet for new bins (a fold is then only a change of level),
+        # what arrived for unpickled ones; kept through folds, forgotten when sums are added
+        self._used: tuple[np.ndarray, int] | None = (np.empty(0, np.int64), 0) if arr is None else None
 
     def used(self) -> tuple[np.ndarray, int]:
         """The rows that hold anything, and the bins up to the last one used in any row."""
@@ -244,7 +245,6 @@ class _Bins:
         self.arr = np.zeros(state["shape"])
         block = state["block"]
         self.arr[state["rows"], :block.shape[1]] = block
-        self.empty = not len(state["rows"])
         self._used = (state["rows"], block.shape[1])
 
     def add_bins(self, other: "_Bins") -> None:
@@ -252,11 +252,10 @@ class _Bins:
         level = max(self.level, other.level)
         self.fold_to(level)
         ob = _Bins(other.arr.shape[0], other.level, other.arr)   # (a fold makes new arrays)
-        ob.empty, ob._used = other.empty, other._used
+        ob._used = other._used
         ob.fold_to(level)
         rows, cols = ob.used()
         self.arr[rows, :cols] += ob.arr[rows, :cols]
-        self.empty = self.empty and not len(rows)
         self._used = None
 
     @property
@@ -268,7 +267,7 @@ class _Bins:
             return
         f = 2 ** (level - self.level)
         rows = np.arange(self.arr.shape[0]) if self._used is None else self._used[0]
-        if self.empty:
+        if not len(rows):
             pass
         elif f >= NBINS:
             total = self.arr[rows].sum(axis=1)
@@ -294,7 +293,7 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        self.empty, self._used = False, None
+        self._used = None
         idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
         for r, v in zip(rows, values):
             self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
@@ -306,7 +305,7 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        self.empty, self._used = False, None
+        self._used = None
         n_groups = len(bases)
         idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1) + groups * NBINS
         base = np.asarray(bases)
@@ -351,7 +350,6 @@ class Summary:
         self.paths = [path]
         # the log files folded in (resolved path, size): a run's identity, so the same log is never merged twice
         self.sources: list[dict[str, Any]] = []
-        self._paths_seen: tuple[list, int, set[str]] | None = None   # (`_source_paths`)
         self.given: dict[str, str] = {}      # source path -> the file it came in by (a log or a summary), for messages
         self.sample_rows = int(sample_rows)
         self.roles = tuple(header.roles)
@@ -492,23 +490,11 @@ class Summary:
         names = list(dict.fromkeys(self.given.values())) or self.paths[:1]
         return ", ".join(display_path(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
 
-    def _source_paths(self) -> set[str]:
-        """The paths of ``sources``, kept across merges (rebuilt if the list was replaced): the
-        n-th of many merges looks its files up, it does not list every file held."""
-        cached = self._paths_seen
-        if cached is None or cached[0] is not self.sources:
-            cached = (self.sources, 0, set())
-        lst, n, seen = cached
-        seen.update(x["path"] for x in lst[n:])
-        self._paths_seen = (lst, len(lst), seen)
-        return seen
-
     def _check_not_merged(self, other: "Summary") -> None:
         """Refuse ``other`` when it holds a log this summary holds already (by file, or by identical steps)."""
-        mine = self._source_paths()
         for s in other.sources:
-            if s["path"] in mine:
-                held = self.given.get(s["path"], s["path"])
+            if s["path"] in self.given:   # (keyed by the sources' paths)
+                held = self.given[s["path"]]
                 by = other.given.get(s["path"], s["path"])
                 if held == by:
                     raise LogError(by, None, "is given twice: merged, its steps would count twice; give each file once")

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import HEADER, good_lines
 
 from advisor.errors import AssumptionWarning
 from advisor.fit.pipeline import fit_logs
@@ -92,16 +93,10 @@ OVERSUB = SWEEP.parent / "oversub2"
 
 @pytest.mark.parametrize("cores, device, over", [(2, "cpu", (3, 2)), (2, None, (3, 2)), (2, "cuda", None),
                                                  (3, "cpu", None), (16, "cpu", None), (None, "cpu", None)])
-def test_cores_below_the_workers_mark_the_host_oversubscribed(tmp_path, cores, device, over):
-    set_ = {**({"cores": cores} if cores else {}), **({"device": device} if device else {})}
-    p = _with_header(tmp_path, "cpu16/cpu16-3x3-r0.jsonl.gz", drop=("cores", "device"), **set_)
-    head = json.loads(p.read_text().splitlines()[0])
-    lines = p.read_text().splitlines()
-    head["roles"] = {"target": 2, "drafter": 1}
-    head["gpus"] = 3
-    keep = [x for x in lines[1:] if '"worker":' not in x or json.loads(x).get("worker", 0) < (2 if '"target"' in x else 1)]
-    p.write_text("\n".join([json.dumps(head), *keep]) + "\n")
-    lg = load_log(p)
+def test_cores_below_the_workers_mark_the_host_oversubscribed(write_log, cores, device, over):
+    lines = good_lines()               # 2 targets and a drafter
+    lines[0] = {**HEADER, **({"cores": cores} if cores else {}), **({"device": device} if device else {})}
+    lg = load_log(write_log(lines))
     assert oversubscription(lg) == over
     assert shared_prior_se(lg) == (pytest.approx(math.log(1.5)) if over else CONTENTION_PRIOR_SE)
     assert shares_compute(lg) == (device == "cpu" or over is not None)

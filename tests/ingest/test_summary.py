@@ -328,7 +328,7 @@ def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
     summary's bins and leaves them as they were."""
     b = summary._Bins(3)
     b.fold_to(4)
-    assert b.level == 4 and b.empty and not b.arr.any()
+    assert b.level == 4 and not len(b.used()[0]) and not b.arr.any()
     b.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
     ref = summary._Bins(3, 4)
     ref.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
