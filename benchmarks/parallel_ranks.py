@@ -13,6 +13,7 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 - ``one core``: the serial loop pinned to one core (``sched_setaffinity``): the baseline;
 - ``serial``: the serial loop on every core (pyarrow's parse threads use them);
 - ``parallel``: worker processes on every core, the crossover ignored (one per core);
+- ``parallel-K`` (``--workers K ...``): the same with K worker processes;
 - ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only).
 
 Medians of ``--runs`` rounds, the four back to back in each. ``--scan`` lines: the same for
@@ -120,10 +121,10 @@ if mode == "one core":
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 from advisor.ingest import parallel
 from advisor.ingest.load import summarize_paths
-if mode == "parallel":
+if mode.startswith("parallel"):
     parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
     parallel.free_cores = parallel.available_cores      # every core, whatever the load average
-workers = 1 if mode in ("one core", "serial") else None
+workers = 1 if mode in ("one core", "serial") else int(mode[9:]) if mode.startswith("parallel-") else None
 t = time.perf_counter()
 s = summarize_paths([folder], workers=workers)
 wall = time.perf_counter() - t
@@ -164,6 +165,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1_500_000, help="lines of the run in each set of files")
     ap.add_argument("--files", type=int, nargs="+", default=[16, 256, 1024])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", type=int, nargs="*", default=[], help="also time K worker processes, each K")
     ap.add_argument("--scan", type=int, nargs="*", default=[30_000, 200_000],
                     help="smaller runs (lines) of 16 and 256 files: serial vs parallel, for the crossover")
     ap.add_argument("--scan-runs", type=int, default=2)
@@ -180,16 +182,20 @@ def main() -> None:
     for k in args.files:
         folder = base / f"k{k}"
         size = write_run(folder, k, args.lines)
-        m = measure(folder, ["one core", "serial", "parallel", "auto"], args.runs)
+        m = measure(folder, ["one core", "serial", "parallel", *(f"parallel-{w}" for w in args.workers), "auto"],
+                    args.runs)
         one = m["one core"]["wall_s"]
         row = {"files": k, "bytes": size, **{f"{mode}": v for mode, v in m.items()},
+               **{f"speedup_parallel-{w}_vs_one_core": one / m[f"parallel-{w}"]["wall_s"] for w in args.workers},
                "speedup_parallel_vs_one_core": one / m["parallel"]["wall_s"],
                "speedup_auto_vs_one_core": one / m["auto"]["wall_s"],
                "speedup_parallel_vs_serial": m["serial"]["wall_s"] / m["parallel"]["wall_s"]}
         result["sets"].append(row)
         print(f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, serial {m['serial']['wall_s']:.2f} s, "
               f"parallel {m['parallel']['wall_s']:.2f} s ({row['speedup_parallel_vs_one_core']:.1f}x one core, "
-              f"{row['speedup_parallel_vs_serial']:.1f}x serial), auto {m['auto']['wall_s']:.2f} s "
+              f"{row['speedup_parallel_vs_serial']:.1f}x serial), "
+              + "".join(f"{w} workers {m[f'parallel-{w}']['wall_s']:.2f} s, " for w in args.workers)
+              + f"auto {m['auto']['wall_s']:.2f} s "
               f"({m['auto']['workers']} workers); same summary: {all(v['same'] for v in m.values())}; "
               f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB", flush=True)
         shutil.rmtree(folder)

@@ -22,21 +22,20 @@ import math
 import os
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, rates_frame, steps_frame, syncs_frame
-from advisor.ingest.parallel import summaries_in_order
+from advisor.ingest.parallel import FileRead, fold_held, fold_run
 from advisor.ingest.parse import rates_table
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import nearest_field
 from advisor.ingest.stream import summarize_log, warnings_held
-from advisor.ingest.summary import Summary, merge_all
+from advisor.ingest.summary import Summary
 
 
 def _shown(name: str) -> str:
@@ -100,19 +99,15 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
     return runlog_from_summary(summ, str(path))
 
 
-def _run_from_summaries(files: Sequence[str | Path], summaries: Iterable[Summary], path: str) -> RunLog:
-    """One run from the summaries of its per-rank ``files`` (in that order), merged as they come:
-    headers checked equal (`ranks.check_same_header`, which names the file and field), the run's
-    end `ranks`' merged end."""
-    seen: list[SimpleNamespace] = []
+def _same_header(first: FileRead, this: FileRead) -> None:
+    check_same_header([first, this])
 
-    def checked(summaries):
-        for f, s in zip(files, summaries):
-            seen.append(SimpleNamespace(header=s.header, path=display_path(str(f)), end=s.end))
-            check_same_header(seen[:1] + seen[-1:])
-            yield s
-    summ = merge_all(checked(summaries))
-    end = merged_end(seen)
+
+def _run_from_fold(files: Sequence[str | Path], folded: tuple[Summary, list[FileRead]], path: str) -> RunLog:
+    """One run from the fold of its per-rank ``files`` (`advisor.ingest.parallel`): the run's end
+    `ranks`' merged end of the files' own ends."""
+    summ, reads = folded
+    end = merged_end(reads)
     summ.end = dict(end) if end is not None else None
     summ.paths = [str(f) for f in files]
     return runlog_from_summary(summ, path)
@@ -122,26 +117,23 @@ def load_run(files: Sequence[str | Path], path: str, *, workers: int | None = No
     """One run from its per-rank files, merged as summaries: exact and in bounded memory.
 
     Past the crossover the files are read in worker processes, one per core (``workers``: at
-    most this many), and their summaries merged in file order as they come
-    (`advisor.ingest.parallel`), so memory is that of a few summaries per worker whatever the
-    number and length of the files, and errors are the serial loop's. Headers must be equal
-    (`ranks.check_same_header`, which names the file and field); the run's end is `ranks`'
-    merged end.
+    most this many), and folded by groups of consecutive files (`advisor.ingest.parallel`), so
+    memory is that of a few summaries per worker whatever the number and length of the files,
+    and errors are the file-by-file loop's. Headers must be equal (`ranks.check_same_header`,
+    which names the file and field); the run's end is `ranks`' merged end.
     """
     files = list(files)
     if len(files) == 1:
         return load_log(files[0])
-    return _run_from_summaries(files, summaries_in_order(files, workers=workers), path)
+    return _run_from_fold(files, fold_run(files, workers=workers, check=_same_header), path)
 
 
 def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
                     sample_rows: int | None = None) -> Summary:
     """One merged summary of several logs (or summaries) of one run, read as `load_run` reads
-    them (worker processes past the crossover; merged in path order)."""
+    them (worker processes past the crossover; folded in path order)."""
     paths = [f for p in paths for f in expand(p)[0]]    # a directory or a quoted glob: its log files
-    if not paths:
-        raise LogError("<none>", None, "no log file given")
-    return merge_all(summaries_in_order(paths, workers=workers, sample_rows=sample_rows))
+    return fold_run(paths, workers=workers, sample_rows=sample_rows)[0]
 
 
 def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
@@ -236,7 +228,8 @@ def _load_logs(paths: list[str | Path]) -> list[RunLog]:
             # merged as summaries, exactly (advisor.ingest.summary): the run's sample is then the one of
             # the whole log, as from a folder of the files; frames of samples would not merge so,
             # and files each below the sample size would together exceed it
-            logs[g[0]] = _run_from_summaries([f for f, _ in members], (s for _, s in members), name)
+            files = [f for f, _ in members]
+            logs[g[0]] = _run_from_fold(files, fold_held(files, [s for _, s in members], check=_same_header), name)
         else:
             logs[g[0]] = merge([runlog_from_summary(s, str(f), warn=False) for f, s in members], name)
         dropped.update(g[1:])

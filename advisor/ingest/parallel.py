@@ -1,48 +1,94 @@
-"""Many log files read with every core: one worker process per core, summaries back in order.
+"""Many log files of one run read with every core, folded into one summary in file order.
 
 Reading a file is mostly pyarrow's parse, but the checks and the folding of each piece into its
 summary hold Python's GIL, so threads reading files side by side gain little past two (BENCHMARKS.md
-section 10). `summaries_in_order` therefore reads the files of a run directory in worker
-processes (`concurrent.futures.ProcessPoolExecutor`) and hands their summaries back **in file
-order**, to be merged by the caller exactly as the serial loop merges them (the same left fold,
-so the same sums, bit for bit, whatever the number of workers).
+section 10). `fold_run` therefore reads the files of a run directory in worker processes
+(`concurrent.futures.ProcessPoolExecutor`).
 
-Errors and warnings are those of the serial loop, in the same order: a worker returns a file's
-warnings (a last line cut mid-write) with its summary or its `LogError`, and the parent gives
-them out, then raises the error, when it reaches that file; the files after the first bad one
-are not merged (their reads are cancelled or dropped). So the first bad line named is the serial
-one's, file:line:field.
+**Groups.** The files are cut into groups of consecutive files of about ``GROUP_BYTES`` or more
+each (`file_groups`; a file of that size is a group of its own). A group's files are read and
+folded into one summary by one worker (a left fold, in file order), and this process folds the
+groups' summaries, in order. So this process merges one summary per group, not per file: a run
+of 1,024 small rank files costs it ~100 merges (a merge of one rank file's summary costs ~1.4 ms
+here, more than a worker's read of it shared by 16 cores; BENCHMARKS.md section 15.w). The
+groups depend on the files' sizes alone, and a read in this process (below the crossover, or
+``workers=1``) folds the same groups the same way, so the summary is the same, bit for bit,
+whatever the number of workers. (Bins are float sums: another grouping would round
+differently in the last bits; counts and samples are exact under any grouping.)
 
-When processes pay (the crossover, measured by benchmarks/parallel_ranks.py): at least two
-files and ``PARALLEL_MIN_BYTES`` of them in all, and then one worker per ``BYTES_PER_WORKER``
-of input, at most one per free core (`advisor.processes.free_cores`) or the caller's
-``workers``. Smaller runs are read in this process, one file after another (each file's parse
-is already multi-threaded by pyarrow). Each worker gives pyarrow a share of the cores
-(``cores // workers``, at least one), so that the processes do not oversubscribe the host.
-Workers start from a fork server that has imported the reader once (`advisor.processes`). At
-most ``2 * workers`` summaries are in flight or waiting, so memory is bounded whatever the
-number of files: about a worker's read (a piece and a summary, ~0.4 GB for a sampled file) per
-process.
+**Errors and warnings are the file-by-file loop's.** A group whose read or fold failed (a bad
+line, a header that differs, the same steps twice), or whose summary this process cannot merge,
+is folded again here file by file (`_Fold`): each file read, its warnings given, checked
+(``check``, e.g. the same 'run' header as the first file's) and merged, as the plain loop does,
+so the first error raised names the same file, line and field. A group that folded cleanly gives
+its files' warnings and checks in file order; the files after the first bad one are not merged
+(the reads of later groups are cancelled or dropped).
+
+**When processes pay** (the crossover, measured by benchmarks/parallel_ranks.py): at least two
+groups and ``PARALLEL_MIN_BYTES`` of input in all, and then one worker per ``BYTES_PER_WORKER``
+of input, at most one per group and per free core (`advisor.processes.free_cores`) or the
+caller's ``workers``. Smaller runs are read in this process (each file's parse is already
+multi-threaded by pyarrow). Each worker gives pyarrow a share of the cores (``cores // workers``,
+at least one), so that the processes do not oversubscribe the host. Workers start from a fork
+server that has imported the reader once (`advisor.processes`). At most ``2 * workers`` group
+summaries are in flight or waiting, so memory is bounded whatever the number of files: about a
+worker's read (a piece and a summary, ~0.4 GB for a sampled file) per process. While the pool
+starts, this process folds the first groups itself (up to ``HEAD_BYTES``), by the same code.
 A main script without a ``__main__`` guard reads here (`advisor.processes.workers_allowed`).
 """
 from __future__ import annotations
 
 import warnings
 from collections import deque
+from contextlib import nullcontext
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from advisor.errors import LogError
-from advisor.ingest.stream import summarize_log, warnings_held
+from advisor.errors import LogError, display_path
 from advisor.ingest import summary
+from advisor.ingest.schema import RunHeader
+from advisor.ingest.stream import summarize_log, warnings_held
 from advisor.ingest.summary import Summary
 from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
 
 PARALLEL_MIN_BYTES = 64 << 20   # below this much input in all, the files are read one after another here
 BYTES_PER_WORKER = 32 << 20     # ... and above it, one worker process per this much input (a process
                                 # costs ~0.1 s to start and to send its summary back)
+GROUP_BYTES = 2 << 20           # consecutive files folded by one worker into one summary, about this much
+                                # input a group (~100 groups for a 1024-GPU run of 200 MB: few merges here,
+                                # enough groups to keep 16 workers busy to the end)
+HEAD_BYTES = 8 << 20            # the leading groups this process reads itself while the workers start (a pool
+                                # of 16 takes ~0.5 s to import and fork on a 16-core host: ~10 MB of reading)
 _PRELOAD = ["advisor.ingest.stream", "pyarrow.json", "pyarrow.compute"]
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """What one file of a run gave besides its summary: for the checks across the run's files
+    (`advisor.ingest.ranks.check_same_header`, `advisor.ingest.ranks.merged_end`)."""
+
+    path: str                   # as shown in messages
+    header: RunHeader
+    end: dict[str, Any] | None  # the file's own last 'end' event
+
+    @classmethod
+    def of(cls, path: Path, summ: Summary) -> "FileRead":
+        return cls(display_path(str(path)), summ.header, dict(summ.end) if summ.end is not None else None)
+
+
+Check = Callable[[FileRead, FileRead], None]   # (the run's first file, this one): raises LogError
+
+
+@dataclass
+class _Group:
+    """A group's files folded into one summary, with each file's `FileRead` and warnings, in
+    order; ``summ`` None: a file could not be read or merged (it is folded again file by file)."""
+
+    summ: Summary | None
+    reads: list[FileRead]
+    notes: list[list[Warning]]
 
 
 def _size(p: Path) -> int:
@@ -52,15 +98,30 @@ def _size(p: Path) -> int:
         return 0        # the reader names what is wrong with it
 
 
+def file_groups(paths: Sequence[Path]) -> list[list[Path]]:
+    """``paths`` cut into runs of consecutive files of at least ``GROUP_BYTES`` each (the last
+    group may be smaller): the unit a worker reads and folds."""
+    groups: list[list[Path]] = []
+    size = GROUP_BYTES
+    for p in paths:
+        if size >= GROUP_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(p)
+        size += _size(p)
+    return groups
+
+
 def plan_workers(paths: Sequence[Path], workers: int | None = None) -> int:
     """Worker processes for reading ``paths``: 1 (read here, in order) below the crossover."""
-    if len(paths) < 2 or not workers_allowed():
+    n_groups = len(file_groups(paths))
+    if n_groups < 2 or not workers_allowed():
         return 1
     total = sum(_size(p) for p in paths)
     if total < PARALLEL_MIN_BYTES:
         return 1
     cap = free_cores() if workers is None else workers
-    return max(1, min(cap, len(paths), total // BYTES_PER_WORKER))
+    return max(1, min(cap, n_groups, total // BYTES_PER_WORKER))
 
 
 def _init_worker(arrow_threads: int) -> None:
@@ -69,48 +130,156 @@ def _init_worker(arrow_threads: int) -> None:
     pa.set_io_thread_count(arrow_threads)
 
 
-def _read_one(path: Path, sample_rows: int | None) -> tuple[Summary | None, LogError | None, list[Warning]]:
-    """One file's summary (or its LogError), with the warnings its read gave, in order."""
-    notes: list[Warning] = []
-    with warnings.catch_warnings(record=True) as other:
-        warnings.simplefilter("always")
-        with warnings_held(notes):
+def _fold_group(paths: Sequence[Path], sample_rows: int | None, *, catch_all: bool = False) -> _Group:
+    """The left fold of one group's files, each file's `LogWarning` s held (``catch_all``, in a
+    worker: every warning, for the parent to give)."""
+    acc: Summary | None = None
+    reads: list[FileRead] = []
+    notes: list[list[Warning]] = []
+    for p in paths:
+        held: list[Warning] = []
+        with warnings.catch_warnings(record=True) if catch_all else nullcontext() as other:
+            if catch_all:
+                warnings.simplefilter("always")
+            with warnings_held(held):
+                try:
+                    summ = summarize_log(p, sample_rows=sample_rows)
+                except LogError:
+                    return _Group(None, reads, notes)
+        reads.append(FileRead.of(p, summ))
+        notes.append(held + [w.message for w in other or ()])
+        try:
+            acc = summ if acc is None else acc.merge(summ)
+        except LogError:
+            return _Group(None, reads, notes)
+    return _Group(acc, reads, notes)
+
+
+def _worker_fold(paths: Sequence[Path], sample_rows: int) -> _Group:
+    return _fold_group(paths, sample_rows, catch_all=True)
+
+
+def held_group(paths: Sequence[Path], summaries: Sequence[Summary]) -> _Group:
+    """A group of files read already (their warnings given), folded here: as `_fold_group` would."""
+    acc: Summary | None = None
+    for s in summaries:
+        try:
+            acc = s if acc is None else acc.merge(s)
+        except LogError:
+            return _Group(None, [], [])
+    return _Group(acc, [FileRead.of(p, s) for p, s in zip(paths, summaries)], [[] for _ in paths])
+
+
+class _Fold:
+    """The run's summary so far, folded group by group in file order, and every file's `FileRead`."""
+
+    def __init__(self, check: Check | None, sample_rows: int | None, *, reread_quietly: bool = False):
+        self.check = check
+        self.sample_rows = sample_rows
+        self.reread_quietly = reread_quietly    # files read (and their warnings given) before
+        self.summ: Summary | None = None
+        self.reads: list[FileRead] = []
+
+    def _checked(self, read: FileRead) -> None:
+        if self.check is not None and self.reads:
+            self.check(self.reads[0], read)
+        self.reads.append(read)
+
+    def add(self, paths: Sequence[Path], group: _Group) -> None:
+        """Fold one group in: its summary if it folded cleanly and merges here, else its files
+        again one by one (read here, warnings given, checked, merged: the plain loop's errors)."""
+        if group.summ is not None:
             try:
-                summ = summarize_log(path, sample_rows=sample_rows)
-            except LogError as e:
-                return None, e, notes + [w.message for w in other]
-    return summ, None, notes + [w.message for w in other]
-
-
-def summaries_in_order(paths: Sequence[str | Path], *, workers: int | None = None,
-                       sample_rows: int | None = None) -> Iterator[Summary]:
-    """The summary of each of ``paths``, in order: read in worker processes past the crossover
-    (`plan_workers`), else here one after another; errors and warnings as the serial loop's."""
-    paths = [Path(p) for p in paths]
-    n = plan_workers(paths, workers)
-    if n <= 1:
+                # (a merge checks before it changes anything: a refused one leaves self.summ as it was)
+                merged = group.summ if self.summ is None else self.summ.merge(group.summ)
+            except LogError:
+                pass
+            else:
+                for read, notes in zip(group.reads, group.notes):
+                    for w in notes:
+                        warnings.warn(w, stacklevel=4)
+                    self._checked(read)
+                self.summ = merged
+                return
         for p in paths:
-            yield summarize_log(p, sample_rows=sample_rows)
-        return
+            with warnings_held([]) if self.reread_quietly else nullcontext():
+                summ = summarize_log(p, sample_rows=self.sample_rows)
+            self._checked(FileRead.of(p, summ))
+            self.summ = summ if self.summ is None else self.summ.merge(summ)
+
+
+def _head(groups: list[list[Path]]) -> int:
+    """How many leading groups this process folds itself while the pool starts (``HEAD_BYTES``)."""
+    size = 0
+    for i, g in enumerate(groups[:-1]):
+        size += sum(_size(p) for p in g)
+        if size > HEAD_BYTES:
+            return i
+    return 0
+
+
+class _GroupReads:
+    """The folds of ``groups`` by ``n`` worker processes, handed out in order, at most ``2 n``
+    in flight or waiting; the pool starts (and takes its first groups) when this is made."""
+
+    def __init__(self, groups: list[list[Path]], n: int, sample_rows: int):
+        self.ex = process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
+        self.sample_rows = sample_rows
+        self.todo = iter(groups)
+        self.pending: deque[Future] = deque()
+        for g in self.todo:
+            self.pending.append(self.ex.submit(_worker_fold, g, sample_rows))
+            if len(self.pending) >= 2 * n:
+                break
+
+    def __iter__(self) -> Iterator[_Group]:
+        while self.pending:
+            got = self.pending.popleft().result()
+            nxt = next(self.todo, None)
+            if nxt is not None:
+                self.pending.append(self.ex.submit(_worker_fold, nxt, self.sample_rows))
+            yield got
+
+    def close(self) -> None:
+        self.ex.shutdown(wait=True, cancel_futures=True)
+
+
+def fold_run(paths: Sequence[str | Path], *, workers: int | None = None, sample_rows: int | None = None,
+             check: Check | None = None) -> tuple[Summary, list[FileRead]]:
+    """The summary of the files of one run, folded in order by groups (`file_groups`), and each
+    file's `FileRead`: read in worker processes past the crossover (`plan_workers`), else here;
+    errors and warnings are the file-by-file loop's (see the module docstring)."""
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise LogError("<none>", None, "no log file given")
     # the sample size as this process sees it (a worker would read its own module's default)
     sample_rows = sample_rows or summary.DEFAULT_SAMPLE_ROWS
-    ex = process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
-    pending: deque[Future] = deque()
-    todo = iter(paths)
+    groups = file_groups(paths)
+    n = plan_workers(paths, workers)
+    fold = _Fold(check, sample_rows)
+    if n <= 1:
+        for g in groups:
+            fold.add(g, _fold_group(g, sample_rows))
+        return fold.summ, fold.reads
+    head = _head(groups)
+    reads = _GroupReads(groups[head:], n, sample_rows)
     try:
-        for p in todo:
-            pending.append(ex.submit(_read_one, p, sample_rows))
-            if len(pending) >= 2 * n:
-                break
-        while pending:
-            summ, error, notes = pending.popleft().result()
-            nxt = next(todo, None)
-            if nxt is not None:
-                pending.append(ex.submit(_read_one, nxt, sample_rows))
-            for w in notes:
-                warnings.warn(w, stacklevel=2)
-            if error is not None:
-                raise error
-            yield summ
+        for g in groups[:head]:          # (the same folds as the workers', while they start)
+            fold.add(g, _fold_group(g, sample_rows))
+        for g, got in zip(groups[head:], reads):
+            fold.add(g, got)
     finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+        reads.close()
+    return fold.summ, fold.reads
+
+
+def fold_held(paths: Sequence[Path], summaries: Sequence[Summary], *,
+              check: Check | None = None) -> tuple[Summary, list[FileRead]]:
+    """`fold_run` of files read already (``summaries``, in the order of ``paths``, their warnings
+    given): the same groups and folds, so the same summary as their folder's."""
+    fold = _Fold(check, None, reread_quietly=True)
+    at = 0
+    for g in file_groups(paths):
+        fold.add(g, held_group(g, summaries[at: at + len(g)]))
+        at += len(g)
+    return fold.summ, fold.reads

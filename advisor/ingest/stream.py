@@ -47,11 +47,12 @@ _notes = threading.local()
 @contextmanager
 def warnings_held(sink: list[Warning]) -> Iterator[None]:
     """The warnings of the logs read in this thread inside the block go to ``sink``, not out."""
+    before = getattr(_notes, "sink", None)
     _notes.sink = sink
     try:
         yield
     finally:
-        _notes.sink = None
+        _notes.sink = before
 
 
 def _warn(w: Warning) -> None:

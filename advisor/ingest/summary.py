@@ -196,19 +196,20 @@ class _Sample:
 
 
     def sorted_keys(self) -> np.ndarray:
-        """The keys of the sample (`compact`), ascending; kept up to date from the first call on."""
-        if self.held > self.k:
-            self.compact()             # (the sample is the bottom k: the rest goes first)
+        """The keys of every row held (the sample and the rows not yet compacted away), ascending;
+        kept up to date from the first call on."""
         if self._sorted is None:
             self._sorted = np.sort(np.concatenate([p[1] for p in self.parts])) if self.parts else np.empty(0, np.uint64)
         return self._sorted
 
     def count_held(self, keys: np.ndarray) -> int:
-        """How many of ``keys`` are held here (binary search in `sorted_keys`: a merge of the
-        n-th of many files costs its own keys' logarithms, not a hash of every key held)."""
-        held = self.sorted_keys()
+        """How many of ``keys`` are in the sample (binary search in the bottom k of `sorted_keys`:
+        a merge of the n-th of many files costs its own keys' logarithms, with no compaction and
+        no hash of every key held)."""
+        held = self.sorted_keys()[: self.k]     # (the rows held are a superset of the bottom k)
         if not len(held) or not len(keys):
             return 0
+        keys = np.sort(keys)                    # (ascending needles: a search starts where the last ended)
         at = np.minimum(np.searchsorted(held, keys), len(held) - 1)
         return int((held[at] == keys).sum())
 

@@ -1,17 +1,21 @@
-"""advisor.ingest.parallel: many files read in worker processes give what the serial loop gives:
-the same merged summary, bit for bit, the same first bad line, the same warnings."""
+"""advisor.ingest.parallel: many files read in worker processes, folded by groups, give what the
+read here gives: the same merged summary, bit for bit, and the file-by-file loop's first bad
+line, duplicate and warnings."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from advisor import advise
 from advisor.errors import LogError, LogWarning
 from advisor.ingest import parallel, summary
-from advisor.ingest.load import load_run, summarize_paths
-from advisor.ingest.parallel import plan_workers, summaries_in_order
+from advisor.ingest.load import load_logs, load_run, summarize_paths
+from advisor.ingest.parallel import file_groups, fold_run, plan_workers
+from advisor.ingest.stream import summarize_log
+from advisor.ingest.summary import merge_all
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 
@@ -41,18 +45,42 @@ def ranks(tmp_path_factory) -> list[Path]:
     return sorted(out.iterdir())
 
 
-@pytest.fixture
-def always_parallel(monkeypatch):
-    """Worker processes whatever the input's size (two at least), as past the crossover."""
+@pytest.fixture(params=["one file", "two files", "head"])
+def always_parallel(monkeypatch, ranks, request):
+    """Worker processes whatever the input's size (two at least), as past the crossover; groups
+    of one file, or of about two (the group size between one and two files' bytes), or of one
+    file with the first two read here while the workers start (``head``)."""
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(parallel, "BYTES_PER_WORKER", 1)
     monkeypatch.setattr(parallel, "free_cores", lambda: 3)
+    sizes = sorted(p.stat().st_size for p in ranks)
+    monkeypatch.setattr(parallel, "GROUP_BYTES", sizes[len(sizes) // 2] + 1 if request.param == "two files" else 1)
+    if request.param == "head":
+        monkeypatch.setattr(parallel, "HEAD_BYTES", sum(p.stat().st_size for p in ranks[:2]))
+        assert parallel._head(file_groups(ranks)) == 2
+    else:
+        assert parallel._head(file_groups(ranks)) == 0
+    assert 2 <= len(file_groups(ranks)) < len(ranks) or request.param != "two files"
+
+
+def test_groups_are_consecutive_files_of_the_group_size(ranks, monkeypatch):
+    """Each group but the last holds at least GROUP_BYTES, and none more files than it needs."""
+    sizes = {p: p.stat().st_size for p in ranks}
+    for group_bytes in (1, min(sizes.values()), sum(sizes.values()) // 3, 1 << 40):
+        monkeypatch.setattr(parallel, "GROUP_BYTES", group_bytes)
+        groups = file_groups(ranks)
+        assert [p for g in groups for p in g] == list(ranks)
+        for g in groups[:-1]:
+            assert sum(sizes[p] for p in g) >= group_bytes > sum(sizes[p] for p in g[:-1])
+    assert len(groups) == 1
 
 
 def test_small_runs_stay_serial_and_large_ones_use_a_worker_per_share(ranks, monkeypatch):
     assert plan_workers(ranks) == 1                     # a few hundred kB: read here
     assert plan_workers(ranks[:1]) == 1
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    assert plan_workers(ranks) == 1                     # one group (GROUP_BYTES): one worker's work
+    monkeypatch.setattr(parallel, "GROUP_BYTES", 1)
     monkeypatch.setattr(parallel, "free_cores", lambda: 4)
     size = sum(p.stat().st_size for p in ranks)
     monkeypatch.setattr(parallel, "BYTES_PER_WORKER", size // 2)
@@ -129,7 +157,71 @@ def test_warnings_of_files_read_in_workers_are_given_in_order(ranks, tmp_path, a
         q.write_text(text + ('{"ev":"step","t":1' if i in (1, 3) else ""))   # a last line cut mid-write
         files.append(q)
     with pytest.warns(LogWarning) as got:
-        summ = list(summaries_in_order(files))
+        _, reads = fold_run(files)
     cut = [str(w.message) for w in got if "last line is incomplete" in str(w.message)]
-    assert len(summ) == len(files) and len(cut) == 2
+    assert len(reads) == len(files) and len(cut) == 2
     assert files[1].name in cut[0] and files[3].name in cut[1]
+
+
+def test_a_copy_inside_or_across_groups_is_named_as_the_file_by_file_loop_names_it(ranks, tmp_path, always_parallel):
+    """The same steps twice (a file and its copy under another name): a group that cannot fold,
+    or cannot be merged here, is folded again file by file, so the error is the plain loop's."""
+    files = []
+    for i, p in enumerate(ranks):
+        q = tmp_path / f"{i:02d}-{p.name}"
+        q.write_text(p.read_text())
+        files.append(q)
+    src = next(i for i, p in enumerate(ranks) if "coordinator" not in p.name)    # a file of steps
+    for at in (src + 1, len(files) - 1):    # the copy next to its original (one group), or far from it
+        copy = tmp_path / f"{at:02d}-copy.jsonl"
+        copy.write_text(files[src].read_text())
+        run = files[:at] + [copy] + files[at:]
+        with pytest.raises(LogError) as plain:
+            merge_all(summarize_log(f) for f in run)
+        for workers in (1, None):
+            with pytest.raises(LogError) as got:
+                summarize_paths(run, workers=workers)
+            assert str(got.value) == str(plain.value)
+        assert copy.name in str(plain.value) and "identical" in str(plain.value)
+        copy.unlink()
+
+
+def test_rank_files_named_one_by_one_fold_by_the_folders_groups(ranks, always_parallel, monkeypatch):
+    """Sampled plain files that are ranks of one run (a shell-expanded glob), read first one by
+    one: folded by the same groups as their folder, so the very summary and advice of the folder."""
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 150)
+    (by_folder,), (by_file,) = load_logs([str(ranks[0].parent)]), load_logs([str(p) for p in ranks])
+    assert by_folder.sampled and by_file.sampled
+    assert by_folder.totals.bins.tobytes() == by_file.totals.bins.tobytes()     # the same sums, bit for bit
+    folder = advise([str(ranks[0].parent)])
+    one_by_one = advise([str(p) for p in ranks])
+    assert len(one_by_one.logs) == 1
+    assert json.dumps(folder.to_json(), sort_keys=True) == json.dumps(one_by_one.to_json(), sort_keys=True)
+
+
+def test_sums_add_by_groups_the_same_in_every_reader(tmp_path, monkeypatch):
+    """Bins add in the groups' order, (a) + (b + c), not file by file, (a + b) + c: sums that round
+    apart show it. The fold here, the workers' and the fold of files read already agree bit for bit."""
+    from conftest import HEADER, step
+
+    head = dict(HEADER, gpus=4, roles={"target": 3, "drafter": 1})
+    tiny = 2.0 ** -53      # 1 + tiny rounds back to 1; tiny + tiny does not
+    files = []
+    for w, (busy, n) in enumerate([(1.0, 40), (tiny, 3), (tiny, 3)]):
+        p = tmp_path / f"rank{w}.jsonl"
+        lines = [head] + [step(5.0 if i == 0 else 10.0 + i, "target", w, busy=busy if i == 0 else 0.5) for i in range(n)]
+        p.write_text("".join(json.dumps(o) + "\n" for o in lines))
+        files.append(p)
+    monkeypatch.setattr(parallel, "GROUP_BYTES", files[0].stat().st_size)
+    assert file_groups(files) == [files[:1], files[1:]]
+    here = fold_run(files, workers=1)[0].bins.arr
+    plain = merge_all(summarize_log(f) for f in files).bins.arr
+    assert here.tobytes() != plain.tobytes()
+    np.testing.assert_allclose(here, plain, rtol=1e-15)
+    held = parallel.fold_held(files, [summarize_log(f) for f in files])[0].bins.arr
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel, "BYTES_PER_WORKER", 1)
+    monkeypatch.setattr(parallel, "free_cores", lambda: 2)
+    assert plan_workers(files) == 2
+    in_workers = fold_run(files)[0].bins.arr
+    assert here.tobytes() == held.tobytes() == in_workers.tobytes()
