@@ -16,7 +16,10 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 - ``parallel-K`` (``--workers K ...``): the same with K worker processes;
 - ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only).
 
-Medians of ``--runs`` rounds, the four back to back in each. ``--scan`` lines: the same for
+Medians of ``--runs`` rounds, the reads back to back in each (``--modes``: which of them).
+Environment: ``GROUP_BYTES`` sets `advisor.ingest.parallel.GROUP_BYTES` in the timed process;
+``TRACE=1`` records, for the parallel reads, when the first group's summary reached the parent,
+how long the parent folded in all, and when the last group arrived (``traces`` in the result). ``--scan`` lines: the same for
 smaller runs of 16 and 256 files (serial vs parallel, ``--scan-runs`` rounds), to find where worker processes start to
 pay; the result says the smallest size at which ``parallel`` beat ``serial`` and the crossover
 the advisor uses. Every merged summary is checked equal to the serial one (``same``). The JSON
@@ -121,11 +124,22 @@ if mode == "one core":
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 from advisor.ingest import parallel
 from advisor.ingest.load import summarize_paths
+if os.environ.get("GROUP_BYTES"):
+    parallel.GROUP_BYTES = int(os.environ["GROUP_BYTES"])
+trace, T0 = {}, [0.0]
+if os.environ.get("TRACE") and mode.startswith("parallel"):    # when the parent waits, and how long it folds
+    real_add = parallel._Fold.add
+    def add(self, paths, group):
+        t = time.perf_counter(); trace.setdefault("first_group_s", t - T0[0])
+        real_add(self, paths, group); trace["fold_s"] = trace.get("fold_s", 0.0) + time.perf_counter() - t
+        trace["last_group_s"] = time.perf_counter() - T0[0]
+    parallel._Fold.add = add
 if mode.startswith("parallel"):
     parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
     parallel.free_cores = parallel.available_cores      # every core, whatever the load average
 workers = 1 if mode in ("one core", "serial") else int(mode[9:]) if mode.startswith("parallel-") else None
 t = time.perf_counter()
+T0[0] = t
 s = summarize_paths([folder], workers=workers)
 wall = time.perf_counter() - t
 text = json.dumps(s.to_json(), sort_keys=True)
@@ -133,7 +147,7 @@ if digest == "write":
     open(folder + ".ref", "w").write(text)
 same = digest == "write" or text == open(folder + ".ref").read()
 rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024,
+print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024, "trace": trace,
                   "workers": parallel.plan_workers([p for p in __import__("pathlib").Path(folder).iterdir()
                                                     if p.suffix == ".jsonl"], workers)}))
 '''
@@ -156,7 +170,7 @@ def measure(folder: Path, modes: list[str], runs: int) -> dict:
     for m, v in res.items():
         out[m] = {"wall_s": statistics.median(x["wall_s"] for x in v), "walls_s": [x["wall_s"] for x in v],
                   "same": all(x["same"] for x in v), "max_rss_mb": max(x["max_rss_mb"] for x in v),
-                  "workers": v[0]["workers"]}
+                  "workers": v[0]["workers"], "traces": [x["trace"] for x in v]}
     return out
 
 
@@ -166,6 +180,8 @@ def main() -> None:
     ap.add_argument("--files", type=int, nargs="+", default=[16, 256, 1024])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--workers", type=int, nargs="*", default=[], help="also time K worker processes, each K")
+    ap.add_argument("--modes", nargs="+", default=["one core", "serial", "parallel", "auto"],
+                    help="which reads to time (one core and parallel at least)")
     ap.add_argument("--scan", type=int, nargs="*", default=[30_000, 200_000],
                     help="smaller runs (lines) of 16 and 256 files: serial vs parallel, for the crossover")
     ap.add_argument("--scan-runs", type=int, default=2)
@@ -182,21 +198,22 @@ def main() -> None:
     for k in args.files:
         folder = base / f"k{k}"
         size = write_run(folder, k, args.lines)
-        m = measure(folder, ["one core", "serial", "parallel", *(f"parallel-{w}" for w in args.workers), "auto"],
-                    args.runs)
+        m = measure(folder, [*args.modes, *(f"parallel-{w}" for w in args.workers)], args.runs)
+        nan = {"wall_s": float("nan"), "workers": None}
+        m_get = {k: m.get(k, nan) for k in ("serial", "auto")}
         one = m["one core"]["wall_s"]
         row = {"files": k, "bytes": size, **{f"{mode}": v for mode, v in m.items()},
                **{f"speedup_parallel-{w}_vs_one_core": one / m[f"parallel-{w}"]["wall_s"] for w in args.workers},
                "speedup_parallel_vs_one_core": one / m["parallel"]["wall_s"],
-               "speedup_auto_vs_one_core": one / m["auto"]["wall_s"],
-               "speedup_parallel_vs_serial": m["serial"]["wall_s"] / m["parallel"]["wall_s"]}
+               "speedup_auto_vs_one_core": one / m_get["auto"]["wall_s"],
+               "speedup_parallel_vs_serial": m_get["serial"]["wall_s"] / m["parallel"]["wall_s"]}
         result["sets"].append(row)
-        print(f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, serial {m['serial']['wall_s']:.2f} s, "
+        print(f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, serial {m_get['serial']['wall_s']:.2f} s, "
               f"parallel {m['parallel']['wall_s']:.2f} s ({row['speedup_parallel_vs_one_core']:.1f}x one core, "
               f"{row['speedup_parallel_vs_serial']:.1f}x serial), "
               + "".join(f"{w} workers {m[f'parallel-{w}']['wall_s']:.2f} s, " for w in args.workers)
-              + f"auto {m['auto']['wall_s']:.2f} s "
-              f"({m['auto']['workers']} workers); same summary: {all(v['same'] for v in m.values())}; "
+              + f"auto {m_get['auto']['wall_s']:.2f} s "
+              f"({m_get['auto']['workers']} workers); same summary: {all(v['same'] for v in m.values())}; "
               f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB", flush=True)
         shutil.rmtree(folder)
         os.unlink(str(folder) + ".ref")

@@ -26,14 +26,13 @@ its files' warnings and checks in file order; the files after the first bad one 
 
 **When processes pay** (the crossover, measured by benchmarks/parallel_ranks.py): at least two
 groups and ``PARALLEL_MIN_BYTES`` of input in all, and then one worker per ``BYTES_PER_WORKER``
-of input, at most one per group and per free core (`advisor.processes.free_cores`) or the
+of input or per ``FILES_PER_WORKER`` files, whichever gives more, at most one per group and per free core (`advisor.processes.free_cores`) or the
 caller's ``workers``. Smaller runs are read in this process (each file's parse is already
 multi-threaded by pyarrow). Each worker gives pyarrow a share of the cores (``cores // workers``,
 at least one), so that the processes do not oversubscribe the host. Workers start from a fork
 server that has imported the reader once (`advisor.processes`). At most ``2 * workers`` group
 summaries are in flight or waiting, so memory is bounded whatever the number of files: about a
-worker's read (a piece and a summary, ~0.4 GB for a sampled file) per process. While the pool
-starts, this process folds the first groups itself (up to ``HEAD_BYTES``), by the same code.
+worker's read (a piece and a summary, ~0.4 GB for a sampled file) per process.
 A main script without a ``__main__`` guard reads here (`advisor.processes.workers_allowed`).
 """
 from __future__ import annotations
@@ -56,11 +55,12 @@ from advisor.processes import available_cores, free_cores, process_pool, workers
 PARALLEL_MIN_BYTES = 64 << 20   # below this much input in all, the files are read one after another here
 BYTES_PER_WORKER = 32 << 20     # ... and above it, one worker process per this much input (a process
                                 # costs ~0.1 s to start and to send its summary back)
+FILES_PER_WORKER = 16           # ... or one per this many files, if that is more: a file's fixed costs are
+                                # the work then (on 16 cores, 217 MB as 256 or 1,024 files: 16 workers
+                                # 1.9-2.0 s, 6 workers 2.3-2.9 s; as 16 files, 6 workers beat 16; BENCHMARKS 15.w)
 GROUP_BYTES = 2 << 20           # consecutive files folded by one worker into one summary, about this much
                                 # input a group (~100 groups for a 1024-GPU run of 200 MB: few merges here,
                                 # enough groups to keep 16 workers busy to the end)
-HEAD_BYTES = 8 << 20            # the leading groups this process reads itself while the workers start (a pool
-                                # of 16 takes ~0.5 s to import and fork on a 16-core host: ~10 MB of reading)
 _PRELOAD = ["advisor.ingest.stream", "pyarrow.json", "pyarrow.compute"]
 
 
@@ -121,7 +121,7 @@ def plan_workers(paths: Sequence[Path], workers: int | None = None) -> int:
     if total < PARALLEL_MIN_BYTES:
         return 1
     cap = free_cores() if workers is None else workers
-    return max(1, min(cap, n_groups, total // BYTES_PER_WORKER))
+    return max(1, min(cap, n_groups, max(total // BYTES_PER_WORKER, len(paths) // FILES_PER_WORKER)))
 
 
 def _init_worker(arrow_threads: int) -> None:
@@ -208,16 +208,6 @@ class _Fold:
             self.summ = summ if self.summ is None else self.summ.merge(summ)
 
 
-def _head(groups: list[list[Path]]) -> int:
-    """How many leading groups this process folds itself while the pool starts (``HEAD_BYTES``)."""
-    size = 0
-    for i, g in enumerate(groups[:-1]):
-        size += sum(_size(p) for p in g)
-        if size > HEAD_BYTES:
-            return i
-    return 0
-
-
 class _GroupReads:
     """The folds of ``groups`` by ``n`` worker processes, handed out in order, at most ``2 n``
     in flight or waiting; the pool starts (and takes its first groups) when this is made."""
@@ -261,12 +251,9 @@ def fold_run(paths: Sequence[str | Path], *, workers: int | None = None, sample_
         for g in groups:
             fold.add(g, _fold_group(g, sample_rows))
         return fold.summ, fold.reads
-    head = _head(groups)
-    reads = _GroupReads(groups[head:], n, sample_rows)
+    reads = _GroupReads(groups, n, sample_rows)
     try:
-        for g in groups[:head]:          # (the same folds as the workers', while they start)
-            fold.add(g, _fold_group(g, sample_rows))
-        for g, got in zip(groups[head:], reads):
+        for g, got in zip(groups, reads):
             fold.add(g, got)
     finally:
         reads.close()

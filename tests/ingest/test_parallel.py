@@ -45,21 +45,15 @@ def ranks(tmp_path_factory) -> list[Path]:
     return sorted(out.iterdir())
 
 
-@pytest.fixture(params=["one file", "two files", "head"])
+@pytest.fixture(params=["one file", "two files"])
 def always_parallel(monkeypatch, ranks, request):
     """Worker processes whatever the input's size (two at least), as past the crossover; groups
-    of one file, or of about two (the group size between one and two files' bytes), or of one
-    file with the first two read here while the workers start (``head``)."""
+    of one file, or of about two (the group size between one and two files' bytes)."""
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(parallel, "BYTES_PER_WORKER", 1)
     monkeypatch.setattr(parallel, "free_cores", lambda: 3)
     sizes = sorted(p.stat().st_size for p in ranks)
     monkeypatch.setattr(parallel, "GROUP_BYTES", sizes[len(sizes) // 2] + 1 if request.param == "two files" else 1)
-    if request.param == "head":
-        monkeypatch.setattr(parallel, "HEAD_BYTES", sum(p.stat().st_size for p in ranks[:2]))
-        assert parallel._head(file_groups(ranks)) == 2
-    else:
-        assert parallel._head(file_groups(ranks)) == 0
     assert 2 <= len(file_groups(ranks)) < len(ranks) or request.param != "two files"
 
 
@@ -88,6 +82,10 @@ def test_small_runs_stay_serial_and_large_ones_use_a_worker_per_share(ranks, mon
     monkeypatch.setattr(parallel, "BYTES_PER_WORKER", 1)
     assert plan_workers(ranks) == 4                     # at most one per core
     assert plan_workers(ranks, workers=2) == 2          # or the caller's cap
+    monkeypatch.setattr(parallel, "BYTES_PER_WORKER", size)
+    assert plan_workers(ranks) == 1                     # one share of bytes ...
+    monkeypatch.setattr(parallel, "FILES_PER_WORKER", len(ranks) // 3)
+    assert plan_workers(ranks) == 3                     # ... but many files: one worker per FILES_PER_WORKER
 
 
 @pytest.mark.parametrize("sample_rows", [None, 150])
