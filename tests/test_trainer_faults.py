@@ -191,7 +191,6 @@ def test_output_paths_are_checked_before_any_worker_starts(tmp_path):
         ro.mkdir(mode=0o555)
         cases.append((ro / "x.jsonl", "permission denied"))
     for p, reason in cases:
-        t0 = time.monotonic()
         line = _one_line(_run("--out", str(p)))
         assert line == f"dflash-train: {p}: {reason.format(p=p)}"
     assert existing.read_text() == "{}\n"

@@ -86,10 +86,9 @@ from advisor.measure.observe import ObservedRun
 from advisor.measure.steady import SteadyWindow
 from advisor.model.params import (NO_CONTENTION, NO_REGIMES, Basis, ContentionFit, LoaderFit, PipelineFit, RegimeFit,
                                   RoleFit, SyncFit)
-from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE,
-                                  CONTENTION_SINGLE_SE, DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER,
-                                  GPU_RUN_SE, GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, OVERSUBSCRIBED_SOURCE,
-                                  RUN_SE)
+from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_SINGLE_SE,
+                                  DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER, GPU_RUN_SE,
+                                  GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, OVERSUBSCRIBED_SOURCE, RUN_SE)
 from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH, Capacity, as_capacity
 from advisor.settings import SAME_SIZE_TOL
 

@@ -255,7 +255,6 @@ def md_escape(text: str) -> str:
 
 def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
-    d = adv.decision
     lines = [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from advisor.advice import advise, advise_numbers
