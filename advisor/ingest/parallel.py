@@ -161,13 +161,14 @@ def _worker_fold(paths: Sequence[Path], sample_rows: int) -> _Group:
 
 def held_group(paths: Sequence[Path], summaries: Sequence[Summary]) -> _Group:
     """A group of files read already (their warnings given), folded here: as `_fold_group` would."""
+    reads = [FileRead.of(p, s) for p, s in zip(paths, summaries)]    # (before the merges change the first)
     acc: Summary | None = None
     for s in summaries:
         try:
             acc = s if acc is None else acc.merge(s)
         except LogError:
             return _Group(None, [], [])
-    return _Group(acc, [FileRead.of(p, s) for p, s in zip(paths, summaries)], [[] for _ in paths])
+    return _Group(acc, reads, [[] for _ in paths])
 
 
 class _Fold:

@@ -223,3 +223,21 @@ def test_sums_add_by_groups_the_same_in_every_reader(tmp_path, monkeypatch):
     assert plan_workers(files) == 2
     in_workers = fold_run(files)[0].bins.arr
     assert here.tobytes() == held.tobytes() == in_workers.tobytes()
+
+
+def test_each_files_own_end_is_kept_through_the_groups_folds(ranks, tmp_path, always_parallel, monkeypatch):
+    """The run's end comes from every file's own end (the worst reason wins), read by folder or
+    one by one: a group's fold must not hand its first file the group's end."""
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 150)       # sampled: files one by one fold too
+    files = []
+    for i, p in enumerate(ranks):
+        lines = [ln for ln in p.read_text().splitlines() if '"ev": "end"' not in ln and '"ev":"end"' not in ln]
+        end = {"ev": "end", "t": 1.0e6 + i, "reason": "done"}
+        if i == 0:
+            end = {"ev": "end", "t": 1.0, "reason": "error", "msg": "oom"}   # the earliest, and the worst
+        q = tmp_path / p.name
+        q.write_text("\n".join(lines + [json.dumps(end)]) + "\n")
+        files.append(q)
+    (by_folder,), (by_file,) = load_logs([str(tmp_path)]), load_logs([str(f) for f in files])
+    assert by_folder.end["reason"] == by_file.end["reason"] == "error"
+    assert by_folder.end == by_file.end
