@@ -334,7 +334,8 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
            roles: Mapping[str, int] | None = None, hs_cap: int | None = None, token_budget: int | None = None,
            restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False, exact: bool = False,
            gpus_per_worker: Mapping[str, int] | str | None = None, engine_scaling: Mapping[str, float] | str | None = None,
-           gpus_per_node: int | None = None, link_gbytes_s: float | None = None) -> Advice:
+           gpus_per_node: int | None = None, link_gbytes_s: float | None = None,
+           gpus_of: Mapping[str, int] | None = None) -> Advice:
     """Advice for the run(s) in ``paths``.
 
     ``gpus`` overrides the header's GPU count; ``roles`` names the split to judge (default: the
@@ -345,7 +346,9 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
     per engine; the log's by default), ``engine_scaling`` (role -> per-GPU rate ratio, needed where a
     role's engine size changes), ``gpus_per_node`` (the log's by default) and ``link_gbytes_s`` (the
     link's GB/s; measured from the log or its header by default) project engines of several GPUs on
-    several nodes (docs/deployed.md). Raises `advisor.errors.LogError` on unusable input and
+    several nodes (docs/deployed.md). ``gpus_of`` (with ``gpus`` None): a planned split, role ->
+    engines, whose engines' GPUs are the G to split where it names both roles (the gate's planned
+    cluster; the logs are read once). Raises `advisor.errors.LogError` on unusable input and
     `advisor.errors.SettingsError` on unusable options.
     """
     if isinstance(paths, (str, Path)):
@@ -356,16 +359,20 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
         fit = fit_pipeline(measure_logs(logs))
     head = logs[0].header
     p, c = fit.roles
-    settings = build_settings(producer=p, consumer=c, gpus=gpus if gpus is not None else head.gpus,
-                              log_hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
-                              log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
-                              roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
-                              run_ended=logs[0].end is not None, exact=exact,
-                              cpu=head.extra.get("device") == "cpu",
-                              log_gpus_per_worker=fit.link.gpus_per_worker, gpus_per_worker=gpus_per_worker,
-                              engine_scaling=engine_scaling,
-                              gpus_per_node=gpus_per_node if gpus_per_node is not None else head.gpus_per_node,
-                              link_gbytes_s=link_gbytes_s)
+    opts = dict(producer=p, consumer=c, gpus=gpus if gpus is not None else head.gpus,
+                log_hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
+                log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
+                roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
+                run_ended=logs[0].end is not None, exact=exact, cpu=head.extra.get("device") == "cpu",
+                log_gpus_per_worker=fit.link.gpus_per_worker, gpus_per_worker=gpus_per_worker,
+                engine_scaling=engine_scaling,
+                gpus_per_node=gpus_per_node if gpus_per_node is not None else head.gpus_per_node,
+                link_gbytes_s=link_gbytes_s)
+    settings = build_settings(**opts)
+    if gpus is None and gpus_of is not None and set(gpus_of) == {p, c}:
+        need = settings.split_gpus(gpus_of[p], gpus_of[c])
+        if need != settings.gpus:
+            settings = build_settings(**{**opts, "gpus": need})
     if link_gbytes_s is None and fit.link.bytes_s:
         settings = replace(settings, link_bytes_s=fit.link.bytes_s, link_source=fit.link.source)
     elif link_gbytes_s is not None:
@@ -385,7 +392,6 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
     carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline.gpu_priors`).
     ``gpus_per_worker``: role -> GPUs per engine of those counts (``roles`` counts engines)."""
     kw = {} if scv is None else {"scv": scv}
-    g = gpus if gpus is not None else sum(roles.values())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch,

@@ -87,6 +87,14 @@ LinkGBs = Annotated[Optional[float], typer.Option("--link-gbytes-s", help="Inter
                                                   "log's xfer, else its header's link_bytes_s).")]
 
 
+def _engine_options(gpus_per_worker: str | None, engine_scaling: str | None, gpus_per_node: int | None,
+                    link_gbytes_s: float | None) -> dict:
+    """The engine and node options given, as `advise` takes them (those not given: the log's)."""
+    given = dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling, gpus_per_node=gpus_per_node,
+                 link_gbytes_s=link_gbytes_s)
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _die(msg: str, code: int = 2) -> None:
     typer.echo(f"dflash-advise: {msg}", err=True)
     raise typer.Exit(code)
@@ -224,9 +232,7 @@ def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: As
     fmt = _format(as_json, as_markdown, fmt)
     kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
               restart_cost_h=restart_cost, next_run=next_run, exact=exact)
-    kw.update({k: v for k, v in dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling,
-                                     gpus_per_node=gpus_per_node, link_gbytes_s=link_gbytes_s).items()
-               if v is not None})
+    kw.update(_engine_options(gpus_per_worker, engine_scaling, gpus_per_node, link_gbytes_s))
     if follow:
         from advisor.cli.follow import follow_logs
         raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
@@ -256,9 +262,7 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     _check_limits(gpus=gpus, roles=planned)
     try:
         adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus,
-                        engines={k: v for k, v in dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling,
-                                                       gpus_per_node=gpus_per_node,
-                                                       link_gbytes_s=link_gbytes_s).items() if v is not None})
+                        engines=_engine_options(gpus_per_worker, engine_scaling, gpus_per_node, link_gbytes_s))
     except (LogError, ValueError) as e:
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):

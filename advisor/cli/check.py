@@ -238,12 +238,9 @@ def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric
     # split of the profile's own G, so roles that do not sum to it are an error, not another G
     eng = {**cfg.get("engines", {}), **(engines or {})}
     n_gpus = gpus or cfg["gpus"]
-    adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"], **eng)
-    if planned and not from_cli and n_gpus is None and set(planned) == set(adv.roles):
-        # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
-        need = adv.settings.split_gpus(planned[adv.roles[0]], planned[adv.roles[1]])
-        if need != adv.gpus:
-            adv = advise(cfg["profile"], gpus=need, hs_cap=cfg["hs_cap"], **eng)
+    # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
+    plan = planned if planned and not from_cli and n_gpus is None else None
+    adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"], gpus_of=plan, **eng)
     p, c = adv.roles
     if planned is None:
         planned = dict(adv.observed.roles)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.measure.measured import Measurement
+from advisor.model.link import Placement
 from advisor.model.params import LinkFit
 
 TRANSFER_QUANTILE = 0.5
@@ -23,11 +24,8 @@ def by_node(head) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Engines of each role per node of a header that spans nodes (empty on one node)."""
     if not head.gpus_per_node or head.nodes <= 1:
         return (), ()
-    out = []
-    for role in (head.producer, head.consumer):
-        nodes = head.node_of(role)
-        out.append(tuple(sum(1 for x in nodes if x == a) for a in range(head.nodes)))
-    return out[0], out[1]
+    pl = Placement.of_nodes(head.node_of(head.producer), head.node_of(head.consumer), head.nodes)
+    return pl.producers, pl.consumers
 
 
 def fit_link(ms: Measurement) -> LinkFit:
@@ -40,18 +38,21 @@ def fit_link(ms: Measurement) -> LinkFit:
     first = ms.logs[0].link
     known = (first.steps, first.crossed) if first is not None else (0, 0)
     local = float(np.mean([s.local_xfer_s for s in samples])) if samples else 0.0
-    if crossed >= MIN_CROSSED:
-        b = np.concatenate([s.bytes_ for s in samples])
-        t = np.concatenate([s.transfer_s for s in samples])
-        ok = (b > 0) & (t > 0)
-        if ok.sum() >= MIN_CROSSED:
-            per_byte = float(np.quantile(t[ok] / b[ok], TRANSFER_QUANTILE))
-            return LinkFit(bytes_s=1.0 / per_byte, source="measured", crossed_steps=crossed, steps_known=known[0],
-                           first_crossed=known[1], local_xfer_s=local,
-                           spans_nodes=spans, gpus_per_worker=k, gpus_per_node=head.gpus_per_node,
-                           producers_by_node=prod, consumers_by_node=cons)
+    measured = _measured_bytes_s(samples) if crossed >= MIN_CROSSED else None
     given = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
-    return LinkFit(bytes_s=given, source="header" if given else None, crossed_steps=crossed, steps_known=known[0],
+    bytes_s, source = (measured, "measured") if measured is not None else (given, "header" if given else None)
+    return LinkFit(bytes_s=bytes_s, source=source, crossed_steps=crossed, steps_known=known[0],
                    first_crossed=known[1], local_xfer_s=local,
                    spans_nodes=spans, gpus_per_worker=k, gpus_per_node=head.gpus_per_node,
                    producers_by_node=prod, consumers_by_node=cons)
+
+
+def _measured_bytes_s(samples) -> float | None:
+    """Bytes over the ``TRANSFER_QUANTILE`` of the crossing transfers' seconds per byte (None: fewer
+    than ``MIN_CROSSED`` usable transfers)."""
+    b = np.concatenate([s.bytes_ for s in samples])
+    t = np.concatenate([s.transfer_s for s in samples])
+    ok = (b > 0) & (t > 0)
+    if ok.sum() < MIN_CROSSED:
+        return None
+    return 1.0 / float(np.quantile(t[ok] / b[ok], TRANSFER_QUANTILE))

@@ -90,9 +90,7 @@ def _arrow_schema(header: RunHeader, names: Sequence[str] | None = None):
     role_struct = pa.struct([(r, f64) for r in header.roles])
     q_fields = [(q.name, pa.list_(f64) if q.per_worker else f64) for q in header.queues]
     fields = [("ev", pa.string()), ("role", pa.string()), ("reason", pa.string()), ("msg", pa.string())]
-    fields += [(n, f64) for n in _NUMERIC]
-    if header.gpus_per_node:
-        fields.append(("xfer", f64))      # read only from logs that span nodes (docs/log-schema.md)
+    fields += [(n, f64) for n in _NUMERIC + header.node_step_fields]   # (docs/log-schema.md)
     fields += [("bps", role_struct), ("cap_bps", role_struct)]
     if q_fields:
         fields.append(("q", pa.struct(q_fields)))
@@ -383,7 +381,7 @@ def _slow_parse(lines: list[bytes], first_body_line: int, header: RunHeader, pat
     names = list(KNOWN_EVENTS)
     evs: list[int] = []
     ts: list[float] = []
-    step_fields = _STEP_NUMERIC + (("xfer",) if header.gpus_per_node else ())
+    step_fields = _STEP_NUMERIC + header.node_step_fields
     step: dict[str, list[Any]] = {n: [] for n in (*step_fields, "role")}
     sync: dict[str, list[Any]] = {n: [] for n in _SYNC_NUMERIC}
     step_rows: list[int] = []

@@ -107,6 +107,11 @@ class RunHeader:
     placement: Mapping[str, tuple[int, ...]] | None = None
     link_bytes_s: float | None = None
 
+    @property
+    def node_step_fields(self) -> tuple[str, ...]:
+        """The step fields read only from a log that spans nodes (it says ``gpus_per_node``): ``xfer``."""
+        return ("xfer",) if self.gpus_per_node else ()
+
     def k(self, role: str) -> int:
         """GPUs one worker (engine) of ``role`` holds."""
         return int(self.gpus_per_worker.get(role, 1))
@@ -396,7 +401,7 @@ XFER_NUMBER = ("xfer", False, False, MAX_TIME_S)
 
 def step_numbers(header: RunHeader) -> tuple:
     """The step fields read from a log of this header: ``xfer`` too where it spans nodes."""
-    return STEP_NUMBERS + (XFER_NUMBER,) if header.gpus_per_node else STEP_NUMBERS
+    return STEP_NUMBERS + ((XFER_NUMBER,) if header.node_step_fields else ())
 
 
 SYNC_NUMBERS = (("t", True, False, MAX_TIME_S), ("workers", False, True, MAX_GPUS), ("dur", True, False, MAX_TIME_S),

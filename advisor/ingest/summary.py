@@ -360,7 +360,7 @@ class Summary:
         self.end: dict[str, Any] | None = None
         self.t_max_s = -math.inf
         self.counts = {r: np.zeros(3, dtype=np.int64) for r in self.roles}   # n, busy > 0, tokens > 0
-        self.step_fields = STEP_FIELDS + (("xfer",) if header.gpus_per_node else ())
+        self.step_fields = STEP_FIELDS + header.node_step_fields
         self.samples = {r: _Sample(self.step_fields, self.sample_rows) for r in self.roles}
         self.sync_sample = _Sample(SYNC_FIELDS, self.sample_rows)
         self.bins = _Bins(len(self.roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS))

@@ -52,6 +52,16 @@ class Placement:
     producers: tuple[int, ...]
     consumers: tuple[int, ...]
 
+    @classmethod
+    def of_nodes(cls, producer_nodes, consumer_nodes, nodes: int) -> "Placement":
+        """From the node of each worker (a node past the last counts as the last)."""
+        def count(of):
+            out = [0] * nodes
+            for a in of:
+                out[min(a, nodes - 1)] += 1
+            return tuple(out)
+        return cls(producers=count(producer_nodes), consumers=count(consumer_nodes))
+
     @property
     def nodes(self) -> int:
         return len(self.producers)

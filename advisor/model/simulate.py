@@ -207,8 +207,9 @@ def simulate(
     link_free = [0.0]
 
     def begin(b: int, d: int, t: float) -> float:
-        """When drafter d computes batch b that it took at t: after the link where b crosses."""
-        if not linked or tnode[W1[b]] == dnode[d]:
+        """When drafter d computes batch b that it took at t: after the link where b crosses
+        (called only with a link)."""
+        if tnode[W1[b]] == dnode[d]:
             return t
         start = link_free[0] if link_free[0] > t else t
         link_free[0] = start + xs[b]

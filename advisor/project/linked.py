@@ -32,9 +32,8 @@ from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit
 from advisor.project.exact import gather_pools, simulate_placed
 from advisor.project.placement import packed, placements
-from advisor.project.table import engine_rate_scale, link_xfer_s
+from advisor.project.table import engine_rate_scale, link_xfer_s, widen_row
 from advisor.settings import Settings
-from advisor.stats import Z_95
 
 REFINE_WITHIN = 0.25
 CANDIDATES = 3
@@ -94,12 +93,7 @@ def _set_row(df: pd.DataFrame, label, x: float, cross: float, pl: Placement, rol
     for col in ("bps_low", "bps_high", "tok_s", "gpu_util", "efficiency"):
         df.at[label, col] = float(df.at[label, col]) * f
     df.at[label, "eta_s"] = float(df.at[label, "eta_s"]) / f if f > 0 else math.nan
-    # the simulation's own error against the emulated pipeline: into the row's own variance
-    half = math.log(float(df.at[label, "bps_high"]) / x) if x > 0 and df.at[label, "bps_high"] > 0 else 0.0
-    grown = math.sqrt(half ** 2 + (Z_95 * SIM_SE) ** 2)
-    df.at[label, "err_own_var"] = float(df.at[label, "err_own_var"]) + SIM_SE ** 2
-    df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
-    df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
+    widen_row(df, label, x, SIM_SE ** 2)   # the simulation's own error against the emulated pipeline
     df.at[label, "bps"] = x
     df.at[label, "method"] = "exact"
     df.at[label, "placement"] = pl.describe(p, c)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from advisor.ingest.schema import default_placement
 from advisor.model.link import LinkResult, Placement, link_pool
 from advisor.settings import MAX_PLACEMENTS
 
@@ -43,16 +44,10 @@ def _multisets(mixes: list[tuple[int, int]], nodes: int, n: int, m: int, start: 
 
 
 def packed(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> Placement:
-    """Targets fill node 0, 1, ...; drafters the GPUs left (the log's default placement)."""
-    prod, cons = [0] * nodes, [0] * nodes
-    node, used = 0, 0
-    for count, k, out in ((n, k_p, prod), (m, k_c, cons)):
-        for _ in range(count):
-            if used + k > gpus_per_node:
-                node, used = node + 1, 0
-            out[min(node, nodes - 1)] += 1
-            used += k
-    return Placement(producers=tuple(prod), consumers=tuple(cons))
+    """Targets fill node 0, 1, ...; drafters the GPUs left: a log's default placement
+    (`advisor.ingest.schema.default_placement`), counted per node."""
+    where = default_placement({"p": n, "c": m}, {"p": k_p, "c": k_c}, gpus_per_node)
+    return Placement.of_nodes(where["p"], where["c"], nodes)
 
 
 def placements(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> list[Placement]:

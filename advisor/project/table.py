@@ -242,13 +242,18 @@ def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame
             ends = [split_capacities(fit, replace(settings, link_bytes_s=settings.link_bytes_s * f), n, m,
                                      interval=False).x_bps for f in (1 - LINK_SE, 1 + LINK_SE)]
             var += (math.log(max(ends[1], 1e-300) / max(ends[0], 1e-300)) / (2 * Z_95)) ** 2
-        own = float(df.at[label, "err_own_var"])
-        half = math.log(float(df.at[label, "bps_high"]) / x) if df.at[label, "bps_high"] > 0 else 0.0
-        grown = math.sqrt(half ** 2 + Z_95 ** 2 * var)
-        df.at[label, "err_own_var"] = own + var
-        df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
-        df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
+        widen_row(df, label, x, var)
     return df
+
+
+def widen_row(df: pd.DataFrame, label, x: float, var: float) -> None:
+    """Row ``label`` at rate ``x`` carries ``var`` more (log) variance of its own: into
+    ``err_own_var`` (so leads carry it) and its interval grown to match, never narrowed."""
+    half = math.log(float(df.at[label, "bps_high"]) / x) if x > 0 and df.at[label, "bps_high"] > 0 else 0.0
+    grown = math.sqrt(half ** 2 + Z_95 ** 2 * var)
+    df.at[label, "err_own_var"] = float(df.at[label, "err_own_var"]) + var
+    df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
+    df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
 
 
 ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
@@ -349,6 +354,7 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
         if n < 1 or m < 1 or not ob.bps > 0:
             continue
         label = split_label(n, m)
+        log_gpus = n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1]   # as the log ran
         in_table = (settings.split_gpus(n, m) == settings.gpus and not settings.engines_changed
                     and _comparable(fit, ob, settings) and label in df.index)
         logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
@@ -358,9 +364,8 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
             x = float(df.at[label, "bps"])
         elif fit.link.producers_by_node and ob is fit.observed[0]:
             # the log across its own nodes, at its own placement, G and engine sizes
-            own = replace(settings, gpus=settings.split_gpus(n, m) if not settings.engines_changed else
-                          n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1],
-                          gpus_per_node=fit.link.gpus_per_node, gpus_per_worker=settings.log_gpus_per_worker,
+            own = replace(settings, gpus=log_gpus, gpus_per_node=fit.link.gpus_per_node,
+                          gpus_per_worker=settings.log_gpus_per_worker,
                           engine_scaling=(1.0, 1.0), log_gpus_per_worker=settings.log_gpus_per_worker)
             x = placed_split(fit, own, n, m, Placement(producers=fit.link.producers_by_node,
                                                       consumers=fit.link.consumers_by_node)).x_bps
@@ -369,8 +374,7 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
             x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus_per_worker=settings.log_gpus_per_worker,
                               tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
                               else tokens).x_bps
-        rec = Reconciliation(path=ob.path, label=label, gpus=n * settings.log_gpus_per_worker[0]
-                             + m * settings.log_gpus_per_worker[1], observed_bps=ob.bps, projected_bps=x)
+        rec = Reconciliation(path=ob.path, label=label, gpus=log_gpus, observed_bps=ob.bps, projected_bps=x)
         out.append(rec)
         if abs(rec.gap_pct) <= RECONCILE_PCT:
             continue

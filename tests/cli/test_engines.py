@@ -84,3 +84,16 @@ def test_gate_toml_counts_gpus(tp2_log, tmp_path):
     r = runner.invoke(app, ["check", str(planned), "--json"])
     assert r.exit_code in (0, 1), r.output
     assert json.loads(r.output)["gpus"] == 10
+
+
+def test_a_planned_cluster_of_another_size_reads_the_profile_once(tp2_log, tmp_path, monkeypatch):
+    """The gate sizes G from the planned engines inside one advice: the logs are read once."""
+    from advisor import advice
+    from advisor.cli.check import run_check
+    reads = []
+    real = advice.load_logs
+    monkeypatch.setattr(advice, "load_logs", lambda paths: reads.append(list(paths)) or real(paths))
+    planned = tmp_path / "plan.toml"
+    planned.write_text(f'profile = ["{tp2_log}"]\n[roles]\ntarget = 3\ndrafter = 4\n')
+    adv = run_check([planned])
+    assert adv.gpus == 10 and len(reads) == 1

@@ -12,9 +12,10 @@ def _two_node_log(path, bw=2e8, hs=1000.0):
     lines, t_link, tgt_t, dr_t = [head], 0.0, [0.0, 0.0], [0.0, 0.0]
     for b in range(600):
         j = b % 2
-        tgt_t[j] += 1.0 + 0.01 * ((b * 7) % 5)
+        busy = 1.0 + 0.01 * ((b * 7) % 5)
+        tgt_t[j] += busy
         lines.append({"ev": "step", "t": tgt_t[j], "role": "target", "worker": j, "batch": b, "tokens": 1000,
-                      "busy": tgt_t[j] - (tgt_t[j] - 1.0 - 0.01 * ((b * 7) % 5))})
+                      "busy": busy})
         d = 0 if dr_t[0] <= dr_t[1] else 1
         start = max(dr_t[d], tgt_t[j])
         xfer = 0.0
