@@ -3,12 +3,17 @@
 `available_cores` counts the cores this process may run on (its CPU affinity, which a batch
 scheduler or ``taskset`` sets, not the host's count); `free_cores` those of them the load
 average leaves free (on a shared, busy host, processes beyond it only slow each other down). `process_pool` starts a
-`concurrent.futures.ProcessPoolExecutor` whose workers fork from a fork server that has
-imported ``preload`` once: a worker starts in milliseconds with its modules loaded, and never
-inherits a lock held by one of the parent's threads (pyarrow's pool, an importer thread), as a
-plain fork of a multi-threaded parent can. Where there is no fork server (Windows), workers
-are fresh interpreters. Used by `advisor.ingest.parallel` (many log files) and
-`advisor.project.exact` (the exact simulations of a large G).
+`concurrent.futures.ProcessPoolExecutor` whose workers start in milliseconds with this process's
+modules loaded: forked from this process itself where it runs no other Python thread (no thread
+of it can hold a lock that a child would inherit locked; the native threads that numpy's BLAS,
+pyarrow's pools and its allocator start are re-armed in the child by their at-fork handlers, as
+those libraries document), else from a fork server that has imported ``preload`` once (a parent
+with another Python thread, an importer or a notebook's, could fork it while it holds a lock).
+A fork server costs a fresh interpreter and its imports before the first worker runs (~0.25 s on
+the 2-core host, and its workers start one at a time: 16 workers 0.27 s to start against 0.04 s
+forked; BENCHMARKS.md section 15.v). Where there is no fork (Windows), workers are fresh
+interpreters. Used by `advisor.ingest.parallel` (many log files) and `advisor.project.exact`
+(the exact simulations of a large G).
 
 A worker imports the parent's main script again (as ``__mp_main__``, Python's rule for
 processes that do not fork the parent), so a script that calls the advisor at its top level,
@@ -22,6 +27,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import threading
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from typing import Any, Callable, Sequence
@@ -66,9 +73,27 @@ def free_cores() -> int:
     return max(1, min(cores, int(cores - max(load - 1.0, 0.0) + 0.5)))
 
 
+def _forks_safely() -> bool:
+    """Whether this process may fork its workers: fork exists and no other Python thread runs."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def _noop() -> None:
+    return None
+
+
 def process_pool(n: int, preload: Sequence[str], initializer: Callable[..., Any] | None = None,
                  initargs: tuple = ()) -> ProcessPoolExecutor:
-    """A pool of ``n`` worker processes forked from a server that imported ``preload``."""
+    """A pool of ``n`` worker processes, forked from this process where that is safe, else from
+    a server that imported ``preload`` (see the module docstring); started when this returns."""
+    if _forks_safely():
+        ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=initializer,
+                                 initargs=initargs)
+        with warnings.catch_warnings():
+            # Python 3.12+ warns at any fork of a process with native threads; those here fork safely (above)
+            warnings.filterwarnings("ignore", message=r".*multi-threaded, use of fork\(\)", category=DeprecationWarning)
+            ex.submit(_noop).result()    # the first submit forks all n workers, before the pool's own threads start
+        return ex
     try:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(list(preload))

@@ -1,9 +1,10 @@
-"""advisor.processes: the cores to use, and worker processes from a fork server."""
+"""advisor.processes: the cores to use, and worker processes (forked here, or from a fork server)."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
@@ -29,6 +30,32 @@ def test_a_pool_runs_work_in_other_processes():
 
 def _pid(_: int) -> int:
     return os.getpid()
+
+
+_MARK = {"set": "at import"}       # changed by a test after import: seen by a forked worker only
+
+
+def _mark(_: int) -> str:
+    return _MARK["set"]
+
+
+def test_workers_fork_from_here_when_no_other_thread_runs():
+    _MARK["set"] = "by the test"
+    try:
+        assert threading.active_count() == 1
+        with process_pool(2, ["os"]) as ex:
+            assert set(ex.map(_mark, range(2))) == {"by the test"}     # this process's memory: forked
+        stop = threading.Event()
+        other = threading.Thread(target=stop.wait)
+        other.start()
+        try:
+            with process_pool(2, ["os"]) as ex:                           # a thread could hold a lock:
+                assert set(ex.map(_mark, range(2))) == {"at import"}   # from the fork server instead
+        finally:
+            stop.set()
+            other.join()
+    finally:
+        _MARK["set"] = "at import"
 
 
 def _allowed_in(tmp_path: Path, source: str) -> str:
