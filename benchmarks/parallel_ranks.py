@@ -14,6 +14,8 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 - ``serial``: the serial loop on every core (pyarrow's parse threads use them);
 - ``parallel``: worker processes on every core, the crossover ignored (one per core);
 - ``parallel-K`` (``--workers K ...``): the same with K worker processes;
+- ``parallel server``: as ``parallel``, its workers started from a fork server (as before they
+  forked from the reading process: `advisor.processes`);
 - ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only).
 
 Medians of ``--runs`` rounds, the reads back to back in each (``--modes``: which of them).
@@ -134,6 +136,9 @@ if os.environ.get("TRACE") and mode.startswith("parallel"):    # when the parent
         real_add(self, paths, group); trace["fold_s"] = trace.get("fold_s", 0.0) + time.perf_counter() - t
         trace["last_group_s"] = time.perf_counter() - T0[0]
     parallel._Fold.add = add
+if mode == "parallel server":
+    from advisor import processes
+    processes._forks_safely = lambda: False
 if mode.startswith("parallel"):
     parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
     parallel.free_cores = parallel.available_cores      # every core, whatever the load average
@@ -212,6 +217,8 @@ def main() -> None:
               f"parallel {m['parallel']['wall_s']:.2f} s ({row['speedup_parallel_vs_one_core']:.1f}x one core, "
               f"{row['speedup_parallel_vs_serial']:.1f}x serial), "
               + "".join(f"{w} workers {m[f'parallel-{w}']['wall_s']:.2f} s, " for w in args.workers)
+              + "".join(f"{mode} {m[mode]['wall_s']:.2f} s, " for mode in args.modes
+                        if mode not in ("one core", "serial", "parallel", "auto"))
               + f"auto {m_get['auto']['wall_s']:.2f} s "
               f"({m_get['auto']['workers']} workers); same summary: {all(v['same'] for v in m.values())}; "
               f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB", flush=True)
