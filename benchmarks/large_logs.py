@@ -23,7 +23,8 @@ file, header in each, syncs/rates/end in the first) in a folder of their own;
 FOLDER`` advises from them directly (one thread per core), and the merged summary's advice is
 compared with the whole log's. ``--runs 0`` skips the reader rounds. CPU s is user + system time of all the process's threads:
 on a shared machine it moves less than wall time. ``--root DIR`` times the advisor of another
-checkout (before/after comparisons in one session).
+checkout (before/after comparisons in one session); ``--base DIR`` also times the CLI of the
+checkout DIR, in the same rounds ("dflash-advise --json (base)").
 """
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ READERS = {
                                        "lg=load_log(sys.argv[1])\nprint(len(lg.steps), lg.sampled)"],
     "dflash-advise --json": [sys.executable, "-m", "advisor", "--json"],
 }
+BASE = "dflash-advise --json (base)"    # the same command, of the --base checkout
 
 
 def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
@@ -150,6 +152,8 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=DATA)
     ap.add_argument("--root", type=Path, default=ROOT,
                     help="the checkout whose advisor is timed (default: this one), e.g. another branch's")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="also time `dflash-advise --json` of this checkout, in the same rounds ('... (base)')")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     for n in args.lines:
@@ -160,10 +164,14 @@ def main() -> None:
             print(f"made {path} in {time.perf_counter() - t:.0f} s")
         size = path.stat().st_size / 1e6
         readers = [r for r in args.readers if not (r == "json.loads list" and n > args.list_baseline_max)]
+        roots = {r: args.root for r in readers}
+        if args.base is not None:
+            roots[BASE] = args.base
+            readers.append(BASE)
         res: dict[str, list[tuple[float, float]]] = {r: [] for r in readers}
         for _ in range(args.runs):
             for r in readers:
-                res[r].append(run_timed([*READERS[r], str(path)], args.root))
+                res[r].append(run_timed([*READERS.get(r, READERS["dflash-advise --json"]), str(path)], roots[r]))
         if args.runs:
             print(f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process "
                   f"(advisor of {args.root})")

@@ -186,17 +186,18 @@ def _advise_or_die(logs: list[Path], **kw):
     try:
         if size > READ_AHEAD_BYTES and not _address_space_capped():
             # pandas and the advisor's modules import in a thread (~0.4 s) while the log files are
-            # read here (the parse releases the GIL); what the reading raises or warns surfaces in
+            # read here (the parse releases the GIL; a large file's pieces go to worker processes,
+            # forked before the thread starts); what the reading raises or warns surfaces in
             # `advise`. Small logs read in a blink, and a thread (its stack, its malloc arena)
             # costs address space that a capped process may not have.
             import threading
             from advisor.ingest.load import read_ahead
             importer = threading.Thread(target=_import_advice, name="dflash-import")
-            importer.start()
             try:
-                read_ahead(logs)
+                read_ahead(logs, meanwhile=importer.start)
             finally:
-                importer.join()
+                if importer.is_alive() or importer.ident is not None:
+                    importer.join()
         from advisor.advice import advise
         return advise(logs, **kw)
     except LogError as e:

@@ -22,19 +22,20 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, rates_frame, steps_frame, syncs_frame
 from advisor.ingest.parallel import FileRead, fold_held, fold_run
+from advisor.ingest.pieces import piece_pool, plan_piece_workers, summarize_file
 from advisor.ingest.parse import rates_table
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import nearest_field
-from advisor.ingest.stream import summarize_log, warnings_held
+from advisor.ingest.stream import warnings_held
 from advisor.ingest.summary import Summary
 
 
@@ -94,8 +95,8 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
     The limits (module constants by default) bound the time any input can cost; memory is
     bounded by the chunk and the sample size (``sample_rows`` steps per role), whatever the log's length.
     """
-    summ = summarize_log(path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines,
-                         sample_rows=sample_rows)
+    summ = summarize_file(path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines,
+                          sample_rows=sample_rows)
     return runlog_from_summary(summ, str(path))
 
 
@@ -150,35 +151,44 @@ def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
 _read_ahead: dict[str, tuple[Summary | None, BaseException | None, list[Warning]]] = {}
 
 
-def read_ahead(paths: Iterable[str | Path]) -> None:
+def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None = None) -> None:
     """Read the plain log files among ``paths`` now, in order, and hold their summaries for
     `load_logs`, which takes each one instead of reading the file (folders and globs are left
     to it: it reads them in parallel).
 
-    For the CLI, which imports pandas and the advisor's modules in a thread meanwhile (~0.4 s):
-    the parse releases the GIL most of the time. What the reading would have raised or warned is
-    held too and given where `load_logs` takes the file, so errors still surface in the order of
-    the arguments; after an error, the files behind it are not read.
+    For the CLI, which imports pandas and the advisor's modules meanwhile (~0.4 s): ``meanwhile``
+    starts that (a thread) once the worker processes for the large files are forked
+    (`advisor.ingest.pieces`: a fork must come before any other thread), and the files are then
+    read here (the parse releases the GIL most of the time, and a large file's pieces are parsed
+    in those processes). What the reading would have raised or warned is held too and given
+    where `load_logs` takes the file, so errors still surface in the order of the arguments;
+    after an error, the files behind it are not read.
     """
     _read_ahead.clear()
-    for p in paths:
-        key = str(Path(p))
-        if key in _read_ahead or not os.path.isfile(p):
-            continue
-        notes: list[Warning] = []
-        with warnings_held(notes):
-            try:
-                _read_ahead[key] = (summarize_log(p), None, notes)
-            except Exception as e:    # given to load_logs, raised where it takes this file
-                _read_ahead[key] = (None, e, notes)
-                return
+    files = list(dict.fromkeys(str(Path(p)) for p in paths if os.path.isfile(p)))
+    n = max((plan_piece_workers(p) for p in files), default=1)
+    pool = piece_pool(n) if n > 1 else None
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        for key in files:
+            notes: list[Warning] = []
+            with warnings_held(notes):
+                try:
+                    _read_ahead[key] = (summarize_file(key, pool=pool), None, notes)
+                except Exception as e:    # given to load_logs, raised where it takes this file
+                    _read_ahead[key] = (None, e, notes)
+                    return
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _summary_of(path: Path) -> Summary:
     """The summary of one plain log file: read ahead (`read_ahead`), or read now."""
     held = _read_ahead.pop(str(path), None)
     if held is None:
-        return summarize_log(path)
+        return summarize_file(path)
     summ, error, notes = held
     for w in notes:
         warnings.warn(w, stacklevel=3)

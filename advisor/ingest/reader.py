@@ -242,3 +242,44 @@ def read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
                                       f"({guard.lines_before} lines)") from None
     except OSError as e:
         raise _os_error(e, spath) from None
+
+
+def line_start_before(path: str | Path, at: int, max_line_bytes: int) -> int:
+    """Where the line holding byte ``at - 1`` of a plain file starts: one past the last newline
+    before ``at`` (a piece cut at ``at`` ends there). Searched in the ``max_line_bytes + 1``
+    bytes before ``at``; none there is a line too long (refused, as `read_chunks` refuses it)."""
+    spath = str(path)
+    lo = max(0, at - max_line_bytes - 1)
+    try:
+        with open(path, "rb") as f:
+            f.seek(lo)
+            window = f.read(at - lo)
+    except OSError as e:
+        raise _os_error(e, spath) from None
+    nl = window.rfind(b"\n")
+    if nl < 0:
+        if lo == 0:
+            return 0
+        raise LogError(spath, None, f"has a line longer than {max_line_bytes} bytes before byte {at}; "
+                                    f"not a log event (corrupt file?)")
+    return lo + nl + 1
+
+
+def read_span(path: str | Path, lo: int, hi: int | None, max_line_bytes: int) -> tuple[bytes, np.ndarray]:
+    """Bytes ``lo`` to ``hi`` (None: to the end) of a plain log file, ``lo`` 0 or the start of a
+    line, checked as `read_chunks` checks each chunk (line length, UTF-8; at the file's start also
+    UTF-16), with the offsets of their newlines. Refused: a gzip file (it has no byte ranges)."""
+    spath = str(path)
+    fh, raw = open_log(path)
+    with fh, raw:
+        if fh is not raw:
+            raise LogRefused(spath, None, "is gzip: it is read as one stream, not by byte ranges")
+        try:
+            raw.seek(lo)
+            data = raw.read() if hi is None else raw.read(hi - lo)
+        except OSError as e:
+            raise _os_error(e, spath) from None
+    guard = _ChunkGuard(spath, raw, False, max_line_bytes, MAX_LOG_BYTES, MAX_LOG_LINES, MAX_GZIP_RATIO)
+    guard.started = lo > 0
+    return data, guard.check(data)
+

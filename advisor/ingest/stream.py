@@ -3,12 +3,19 @@
 `summarize_log` is a small pipeline of named steps:
 
 1. `advisor.ingest.reader.read_chunks`: the file's bytes in checked chunks, with their newlines;
-2. `_pieces`: the chunks cut into pieces of about ``PIECE_BYTES`` of whole lines; the first
-   lines give the header (`_Body.take`), and the end of the file its last, maybe incomplete,
-   line (`_last_pieces`);
+2. `_pieces`: the chunks cut into pieces of whole lines where `piece_cut` says: piece j ends at
+   the last newline before ``PieceGeometry.limit(j)`` bytes of the file (about ``PIECE_BYTES``
+   apart), so the cuts depend on the bytes alone; the first lines give the header (`_Body.take`),
+   and the end of the file its last, maybe incomplete, line (`_last_pieces`);
 3. `_fold`: each piece parsed (`advisor.ingest.parse.parse_piece`, ``PARSE_THREADS`` at once in
-   worker threads) and folded into the summary in order (`_add_parsed`), its columns then dropped;
+   worker threads) into a summary of its own (`_add_parsed`), its columns then dropped, and the
+   pieces' summaries folded in order into the file's (`Summary.extend`);
 4. `_finish`: the line count, and the check that a rate can be fitted at all.
+
+Since the cuts are fixed by the bytes and the file's summary is the left fold of its pieces',
+a piece can be read alone, in another process (`read_piece`: its bytes found by the same cuts,
+checked, parsed and folded as here), and the pieces' summaries folded here give the very summary
+of this serial read, bit for bit (`advisor.ingest.pieces` does so for large files).
 
 No Python object is made per line on this path, and memory does not grow with the log. A last
 line cut mid-write (a live log) is skipped with a :class:`~advisor.errors.LogWarning`. A file
@@ -21,8 +28,9 @@ import threading
 import warnings
 from collections import deque
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -38,6 +46,31 @@ from advisor.ingest.summary import Summary, is_summary, read_summary
 FIELD_PROBE_LINES = 64       # lines of each piece decoded to find unknown fields
 PIECE_BYTES = 16 << 20       # whole lines parsed at once (pyarrow's threads share its 1 MiB blocks)
 PARSE_THREADS = 2            # pieces parsed at once (one's Python-side work overlaps another's Arrow read)
+
+
+@dataclass(frozen=True)
+class PieceGeometry:
+    """Where a log's pieces are cut: piece ``j`` (from 0) ends at the last newline before
+    ``limit(j)`` bytes of the (decompressed) file, whole chunks read. The first piece waits until
+    a gzip bomb would have shown (its ratio is judged past ``RATIO_CHECK_BYTES``): a bomb is
+    refused as a bomb, not for its first line."""
+
+    first_bytes: int
+    step_bytes: int
+
+    @classmethod
+    def now(cls) -> "PieceGeometry":
+        """From the module constants as they are now (tests set small ones)."""
+        chunk = reader.CHUNK_BYTES
+        whole = lambda n: -(-n // chunk) * chunk      # noqa: E731  (whole chunks: a cut comes after a read)
+        return cls(whole(max(PIECE_BYTES, reader.RATIO_CHECK_BYTES + chunk)), whole(PIECE_BYTES))
+
+    def limit(self, j: int) -> int:
+        return self.first_bytes + j * self.step_bytes
+
+    def cuts(self, size: int) -> int:
+        """The cuts in a file of ``size`` bytes (its pieces are one more)."""
+        return 0 if size < self.first_bytes else (size - self.first_bytes) // self.step_bytes + 1
 
 # Warnings of a log read ahead (`advisor.ingest.load.read_ahead`) are held, and given where
 # `load_logs` takes it
@@ -55,29 +88,50 @@ def warnings_held(sink: list[Warning]) -> Iterator[None]:
         _notes.sink = before
 
 
-def _warn(w: Warning) -> None:
+def _warn(w: Warning, stacklevel: int = 7) -> None:
     sink = getattr(_notes, "sink", None)
     if sink is not None:
         sink.append(w)
     else:
-        # _warn < _last_pieces < _pieces < _fold < summarize_log < its caller
-        warnings.warn(w, stacklevel=6)
+        # _warn < _Body.cut_tail < _last_pieces < _pieces < _fold < summarize_log < its caller
+        warnings.warn(w, stacklevel=stacklevel)
 
 
 class _Body:
-    """What reading one log has found so far: its header and summary (from its first line),
-    the newlines consumed before the current piece, and whether anything but whitespace came."""
+    """What reading one log has found so far: its header, the file's summary (the header's, then
+    each piece's folded in), the newlines consumed before the current piece, and whether anything
+    but whitespace came. ``tail_note``: give the warning of a cut last line (False: a piece read
+    alone, whose line numbers are its own, only records the bytes skipped, ``tail_skipped``)."""
 
-    def __init__(self, spath: str, sample_rows: int):
+    def __init__(self, spath: str, sample_rows: int, *, tail_note: bool = True, starts_file: bool = True):
         self.spath = spath
         self.sample_rows = sample_rows
         self.summ: Summary | None = None
         self.header: RunHeader | None = None
+        self.header_obj: dict[str, Any] | None = None
         self.lines_done = 0            # newlines consumed before the current piece
         self.seen_text = False         # anything but whitespace so far
-        self.fields: set[tuple[str, str]] = set()   # unknown (event, field) names found so far
+        self.tail_note = tail_note
+        self.tail_skipped = 0          # bytes of a cut last line skipped (when not warned of here)
+        self.starts_file = starts_file   # False: a piece read alone, past the file's first
 
-    def take(self, buf: bytes, end: int, nl: np.ndarray) -> Piece | None:
+    def read_header(self, path: Path, max_line_bytes: int) -> None:
+        """The header from the start of the file (for a piece read alone past the first); the
+        line count is left at 0 (the piece's own)."""
+        head, nl = reader.read_span(path, 0, max_line_bytes + 4, max_line_bytes)
+        end = int(nl[-1]) + 1 if len(nl) else 0
+        self._header(head, end)
+        if self.header is None:
+            raise LogError(self.spath, None, "has no 'run' header on its first line")
+        self.seen_text = True
+
+    def piece_summary(self, fields: dict[str, int]) -> Summary:
+        """A new summary for one piece, with the unknown fields found in it."""
+        summ = Summary(self.header_obj, self.header, self.spath, sample_rows=self.sample_rows)
+        summ.add_unknown_fields(fields)
+        return summ
+
+    def take(self, buf: bytes, end: int, nl: np.ndarray) -> "_Taken | None":
         """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``); reads the header first."""
         pos = 0
         if self.header is None:
@@ -94,26 +148,8 @@ class _Body:
         if not self.seen_text and not buf[pos:end].isspace():
             self.seen_text = True
         body_nl = nl[np.searchsorted(nl, pos):] - pos if pos else nl
-        self._count_fields(buf, pos, end, body_nl)
-        return Piece(buf=buf, start=pos, end=end, nl=body_nl, first_line=body_first)
-
-    def _count_fields(self, buf: bytes, start: int, end: int, nl: np.ndarray) -> None:
-        """Unknown fields (`schema.unknown_fields`): found on the first ``FIELD_PROBE_LINES`` lines of
-        each piece, then counted as ``"name":`` over the piece's bytes (no decode per line)."""
-        lo = start
-        for k in range(min(FIELD_PROBE_LINES, len(nl))):
-            hi = start + int(nl[k])
-            try:
-                obj = json.loads(buf[lo:hi])
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                obj = None        # (the parse names a bad line)
-            lo = hi + 1
-            for name in unknown_fields(obj):
-                self.fields.add((obj["ev"], name))
-        if self.fields:
-            self.summ.add_unknown_fields({
-                f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
-                for ev, name in self.fields})
+        return _Taken(Piece(buf=buf, start=pos, end=end, nl=body_nl, first_line=body_first),
+                      _count_fields(buf, pos, end, body_nl))
 
     def _header(self, buf: bytes, end: int) -> tuple[int, int]:
         """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
@@ -130,11 +166,52 @@ class _Body:
                 self.seen_text = True
                 obj = decode_line(raw, self.spath, lineno)
                 self.header = parse_header(obj, self.spath, lineno)
+                self.header_obj = obj
                 self.summ = Summary(obj, self.header, self.spath, sample_rows=self.sample_rows)
                 self.summ.add_unknown_fields({f"run.{name}": 1 for name in unknown_fields(obj)})
                 break
             lineno += 1
         return pos, lineno
+
+    def cut_tail(self, n_bytes: int) -> None:
+        """The last line, ``n_bytes`` long, is incomplete: skipped (and warned of, where known)."""
+        if self.tail_note:
+            _warn(tail_warning(self.spath, self.lines_done + 1, n_bytes))
+        else:
+            self.tail_skipped = n_bytes
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """A piece of whole body lines, and the unknown fields found on its first lines."""
+
+    piece: Piece
+    fields: dict[str, int]
+
+
+def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
+    """The warning of a log whose last line, ``line``, was cut mid-write and skipped."""
+    return LogWarning(f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); "
+                      f"skipped {n_bytes} bytes")
+
+
+def _count_fields(buf: bytes, start: int, end: int, nl: np.ndarray) -> dict[str, int]:
+    """Unknown fields (`schema.unknown_fields`) of one piece: found on its first
+    ``FIELD_PROBE_LINES`` lines, then counted as ``"name":`` over its bytes (no decode per line).
+    Per piece, so that a piece read alone counts as it does here."""
+    fields: set[tuple[str, str]] = set()
+    lo = start
+    for k in range(min(FIELD_PROBE_LINES, len(nl))):
+        hi = start + int(nl[k])
+        try:
+            obj = json.loads(buf[lo:hi])
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            obj = None        # (the parse names a bad line)
+        lo = hi + 1
+        for name in unknown_fields(obj):
+            fields.add((obj["ev"], name))
+    return {f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
+            for ev, name in sorted(fields)}
 
 
 def _joined(carry: bytes, pending: list[tuple[bytes, np.ndarray]]) -> tuple[bytes, np.ndarray]:
@@ -144,37 +221,37 @@ def _joined(carry: bytes, pending: list[tuple[bytes, np.ndarray]]) -> tuple[byte
     return buf, np.concatenate([n + o for (_, n), o in zip(pending, offsets)] or [np.empty(0, np.int64)])
 
 
-def _pieces(body: _Body, chunks: Iterator[tuple[bytes, np.ndarray]]) -> Iterator[Piece]:
-    """The body in pieces of about ``PIECE_BYTES`` of whole lines, as the bytes arrive."""
+def _pieces(body: _Body, chunks: Iterator[tuple[bytes, np.ndarray]]) -> Iterator[_Taken]:
+    """The body in pieces of whole lines, cut where `PieceGeometry` says, as the bytes arrive."""
+    geometry = PieceGeometry.now()
     carry = b""               # the unfinished line after the last newline
     pending: list[tuple[bytes, np.ndarray]] = []
-    pending_len = 0
+    read_to, j = 0, 0         # bytes read; the piece being gathered
     for chunk, nl in chunks:
         if not body.seen_text and chunk.strip():
             body.seen_text = True
         pending.append((chunk, nl))
-        pending_len += len(chunk)
-        # the first piece waits until a gzip bomb would have shown (the ratio is judged past
-        # RATIO_CHECK_BYTES): a bomb is refused as a bomb, not for its first line
-        if pending_len < (PIECE_BYTES if body.header is not None
-                          else max(PIECE_BYTES, reader.RATIO_CHECK_BYTES + reader.CHUNK_BYTES)):
+        read_to += len(chunk)
+        if read_to < geometry.limit(j):
             continue
+        while geometry.limit(j) <= read_to:
+            j += 1
         buf, nls = _joined(carry, pending)
-        pending, pending_len = [], 0
+        pending = []
         if not len(nls):
             carry = buf
             continue
         cut = int(nls[-1])
         carry = buf[cut + 1:]
-        piece = body.take(buf, cut + 1, nls)
-        if piece is not None:
-            yield piece
+        taken = body.take(buf, cut + 1, nls)
+        if taken is not None:
+            yield taken
     buf, nls = _joined(carry, pending)
     pending = []              # (the chunks are in ``buf`` now)
     yield from _last_pieces(body, buf, nls)
 
 
-def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[Piece]:
+def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
     """The pieces of what is left at the end of the file: its whole lines, and the last line if
     it is complete. A live log may end mid-line: only whole lines are kept, unless the tail is
     itself complete JSON (then it is a whole line, and gets every check)."""
@@ -182,9 +259,9 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[Piece]:
     cut = int(nls[-1]) if len(nls) else -1
     tail = buf[cut + 1:]
     if cut >= 0:
-        piece = body.take(buf, cut + 1, nls)
-        if piece is not None:
-            yield piece
+        taken = body.take(buf, cut + 1, nls)
+        if taken is not None:
+            yield taken
     if not body.seen_text:
         raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
     if not tail:
@@ -195,17 +272,17 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[Piece]:
     except (ValueError, UnicodeDecodeError, RecursionError):
         complete = False
     if complete:
-        piece = body.take(tail + b"\n", len(tail) + 1, np.array([len(tail)]))
-        if piece is not None:
-            yield piece
+        taken = body.take(tail + b"\n", len(tail) + 1, np.array([len(tail)]))
+        if taken is not None:
+            yield taken
     elif tail.isspace():
         pass
-    elif cut < 0 and body.lines_done == 0:   # not one whole line (yet): not "empty", nor corrupt if still written
+    elif cut < 0 and body.lines_done == 0 and body.starts_file:
+        # not one whole line (yet): not "empty", nor corrupt if still written
         raise LogError(spath, None, f"holds no complete line yet ({len(tail)} bytes and no newline; "
                                     f"a log still being written, or CR-only line ends?)")
     else:
-        _warn(LogWarning(f"{display_path(spath)}:{body.lines_done + 1}: last line is incomplete (a log "
-                         f"still being written?); skipped {len(tail)} bytes"))
+        body.cut_tail(len(tail))
 
 
 def _add_parsed(summ: Summary, p: Parsed, header: RunHeader) -> None:
@@ -225,7 +302,14 @@ def _add_parsed(summ: Summary, p: Parsed, header: RunHeader) -> None:
         summ.set_end(p.end_obj, by_time=False)
 
 
-def _fold(body: _Body, pieces: Iterator[Piece]) -> None:
+def _fold_piece(body: _Body, taken: _Taken, parsed: Parsed) -> None:
+    """One parsed piece into a summary of its own, folded into the file's (then its columns go)."""
+    summ = body.piece_summary(taken.fields)
+    _add_parsed(summ, parsed, body.header)
+    body.summ.extend(summ)
+
+
+def _fold(body: _Body, pieces: Iterator[_Taken]) -> None:
     """Parse the pieces and fold them into the body's summary, in order.
 
     The next ``PARSE_THREADS`` pieces are parsed in worker threads (pyarrow and numpy release the
@@ -235,37 +319,37 @@ def _fold(body: _Body, pieces: Iterator[Piece]) -> None:
     """
     from concurrent.futures import Future, ThreadPoolExecutor
     ex: ThreadPoolExecutor | None = None
-    first: Piece | None = None     # the first piece, held until a second shows there is a pipeline
-    inflight: deque[Future] = deque()    # the futures of the pieces being parsed, oldest first
+    first: _Taken | None = None     # the first piece, held until a second shows there is a pipeline
+    inflight: deque[tuple[_Taken, Future]] = deque()    # the pieces being parsed, oldest first
     try:
         while True:
             try:
-                piece = next(pieces)
+                taken = next(pieces)
             except StopIteration:
                 break
             except LogError:
                 # a bad line in a piece before the one that could not be read comes first
                 if first is not None:
-                    parse_piece(first, body.header, body.spath)
-                for f in inflight:
+                    parse_piece(first.piece, body.header, body.spath)
+                for _, f in inflight:
                     f.result()
                 raise
             if ex is None and first is None:
-                first = piece
+                first = taken
                 continue
             if ex is None:
                 ex = ThreadPoolExecutor(PARSE_THREADS, thread_name_prefix="dflash-parse")
-                inflight.append(ex.submit(parse_piece, first, body.header, body.spath))
+                inflight.append((first, ex.submit(parse_piece, first.piece, body.header, body.spath)))
                 first = None
-            inflight.append(ex.submit(parse_piece, piece, body.header, body.spath))
+            inflight.append((taken, ex.submit(parse_piece, taken.piece, body.header, body.spath)))
             while len(inflight) > PARSE_THREADS:
-                _add_parsed(body.summ, inflight[0].result(), body.header)
-                inflight.popleft()
+                done, f = inflight.popleft()
+                _fold_piece(body, done, f.result())
         if first is not None:
-            _add_parsed(body.summ, parse_piece(first, body.header, body.spath), body.header)
+            _fold_piece(body, first, parse_piece(first.piece, body.header, body.spath))
         while inflight:
-            _add_parsed(body.summ, inflight[0].result(), body.header)
-            inflight.popleft()
+            done, f = inflight.popleft()
+            _fold_piece(body, done, f.result())
     finally:
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
@@ -292,6 +376,70 @@ def _finish(body: _Body) -> Summary:
         raise LogError(body.spath, None, "is empty: a log starts with a 'run' header line")
     summ.n_lines = body.lines_done
     _check_usable(summ, body.spath)
+    return summ
+
+
+@dataclass(frozen=True)
+class PieceRead:
+    """Piece ``j`` of a plain log file read on its own (`read_piece`), for its file's fold."""
+
+    head: Summary | None          # piece 0: the file's summary before any piece (its header's); else None
+    parts: list[Summary]          # the summaries of its whole lines, in order (a last piece whose
+                                  # complete last line has no newline gives two)
+    lines: int                    # the newlines it holds (+1 for that last line): its share of the count
+    tail_skipped: int = 0         # the last piece: bytes of a cut last line skipped
+
+
+def read_piece(path: str | Path, j: int, n_cuts: int, geometry: PieceGeometry, max_line_bytes: int,
+               sample_rows: int) -> PieceRead:
+    """Piece ``j`` of the plain log file ``path`` (of ``n_cuts`` cuts, so ``n_cuts + 1`` pieces),
+    read, checked, parsed and folded into its summaries as `summarize_log` folds it. Its line
+    numbers are its own (errors and warnings name lines counted from the piece: the caller reads
+    the file again to name the file's); the header is read from the file's start."""
+    path = Path(path)
+    spath = str(path)
+    lo = 0 if j == 0 else reader.line_start_before(path, geometry.limit(j - 1), max_line_bytes)
+    last = j >= n_cuts
+    hi = None if last else reader.line_start_before(path, geometry.limit(j), max_line_bytes)
+    buf, nl = reader.read_span(path, lo, hi, max_line_bytes)
+    body = _Body(spath, sample_rows, tail_note=False, starts_file=j == 0)
+    if j:
+        body.read_header(path, max_line_bytes)
+    if last:
+        taken = list(_last_pieces(body, buf, nl))
+    else:
+        got = body.take(buf, len(buf), nl) if len(buf) else None
+        taken = [got] if got is not None else []
+    head = body.summ if j == 0 else None
+    if j == 0 and head is None:
+        raise LogError(spath, None, "has no 'run' header in its first piece")
+    parts = []
+    for t in taken:
+        summ = body.piece_summary(t.fields)
+        _add_parsed(summ, parse_piece(t.piece, body.header, spath), body.header)
+        parts.append(summ)
+    return PieceRead(head=head, parts=parts, lines=body.lines_done,
+                     tail_skipped=body.tail_skipped)
+
+
+def fold_pieces(path: str | Path, reads: Iterator[PieceRead]) -> Summary:
+    """The summary of a file from its pieces read alone (`read_piece`, in order): the very
+    summary `summarize_log` gives, and the warning of a cut last line it gives."""
+    path = Path(path)
+    summ: Summary | None = None
+    lines = tail = 0
+    for r in reads:
+        if summ is None:
+            summ = r.head
+        for part in r.parts:
+            summ.extend(part)
+        lines += r.lines
+        tail = r.tail_skipped
+    if tail:
+        _warn(tail_warning(str(path), lines + 1, tail), stacklevel=4)
+    summ.n_lines = lines
+    _check_usable(summ, str(path))
+    summ.set_source(path)
     return summ
 
 

@@ -521,9 +521,22 @@ class Summary:
         self.sources += other.sources
         self.given.update(other.given)
         self.n_lines += other.n_lines
+        self.set_end(other.end)
+        return self._absorb(other)
+
+    def extend(self, other: "Summary") -> "Summary":
+        """Fold in ``other``, the summary of the next piece of the same file (`advisor.ingest.stream`
+        reads a file as a left fold of its pieces' summaries, so that pieces read in other
+        processes fold to the same bits); returns self. Nothing is checked (one file's steps may
+        repeat), the end is the last in file order, and the line count is the reader's."""
+        if other.end is not None:
+            self.end = dict(other.end)
+        return self._absorb(other)
+
+    def _absorb(self, other: "Summary") -> "Summary":
+        """What `merge` and `extend` both fold in: counts, samples, bins, rates, unknowns, t max."""
         self.add_unknown(other.unknown)
         self.add_unknown_fields(other.unknown_fields)
-        self.set_end(other.end)
         self.t_max_s = max(self.t_max_s, other.t_max_s)
         self.sample_rows = min(self.sample_rows, other.sample_rows)
         for r in self.roles:

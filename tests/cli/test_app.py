@@ -211,8 +211,8 @@ def read_ahead_spy(monkeypatch):
     seen: list[str] = []
     real = load.read_ahead
 
-    def spy(paths):
-        real(paths)
+    def spy(paths, meanwhile=None):
+        real(paths, meanwhile)
         seen.extend(load._read_ahead)
     monkeypatch.setattr(load, "read_ahead", spy)
     return seen

@@ -372,18 +372,18 @@ def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 600)
     parts = split_by_worker(sync_log, 3)
     reads: list[str] = []
-    real = load.summarize_log
+    real = load.summarize_file
 
     def counted(path, **kw):
         reads.append(Path(path).name)
         return real(path, **kw)
-    monkeypatch.setattr(load, "summarize_log", counted)
+    monkeypatch.setattr(load, "summarize_file", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         one = advise(parts)
     assert sorted(reads) == sorted(p.name for p in parts)
     assert len(one.logs) == 1 and one.logs[0].sampled
-    monkeypatch.setattr(load, "summarize_log", real)
+    monkeypatch.setattr(load, "summarize_file", real)
     _same_advice(_advise(sync_log), one)
 
 
