@@ -73,7 +73,7 @@ def free_cores() -> int:
     return max(1, min(cores, int(cores - max(load - 1.0, 0.0) + 0.5)))
 
 
-def _forks_safely() -> bool:
+def forks_here() -> bool:
     """Whether this process may fork its workers: fork exists and no other Python thread runs."""
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
@@ -86,7 +86,7 @@ def process_pool(n: int, preload: Sequence[str], initializer: Callable[..., Any]
                  initargs: tuple = ()) -> ProcessPoolExecutor:
     """A pool of ``n`` worker processes, forked from this process where that is safe, else from
     a server that imported ``preload`` (see the module docstring); started when this returns."""
-    if _forks_safely():
+    if forks_here():
         ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=initializer,
                                  initargs=initargs)
         with warnings.catch_warnings():

@@ -138,7 +138,7 @@ if os.environ.get("TRACE") and mode.startswith("parallel"):    # when the parent
     parallel._Fold.add = add
 if mode == "parallel server":
     from advisor import processes
-    processes._forks_safely = lambda: False
+    processes.forks_here = lambda: False
 if mode.startswith("parallel"):
     parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
     parallel.free_cores = parallel.available_cores      # every core, whatever the load average

@@ -22,17 +22,26 @@ is folded again here file by file (`_Fold`): each file read, its warnings given,
 (``check``, e.g. the same 'run' header as the first file's) and merged, as the plain loop does,
 so the first error raised names the same file, line and field. A group that folded cleanly gives
 its files' warnings and checks in file order; the files after the first bad one are not merged
-(the reads of later groups are cancelled or dropped).
+(the reads of later groups are cancelled or dropped). With worker processes, this process's
+merges do not each test the group's steps for copies of steps merged before (that test, a
+binary search and an insertion into every key held, was most of this process's time: 0.69 ->
+0.23 s for 96 groups on the 2-core host, BENCHMARKS.md section 15.v); the sample keys of every
+group are tested once at the end instead (`summary.copied_keys`), and what the pass warned or
+raised is held until then. If that finds a key twice (a copied file, or a step repeated inside
+one), the run is folded again with a test at every merge: the plain loop's error, warnings and
+summary.
 
 **When processes pay** (the crossover, measured by benchmarks/parallel_ranks.py): at least two
 groups and ``PARALLEL_MIN_BYTES`` of input in all, and then one worker per ``BYTES_PER_WORKER``
 of input or per ``FILES_PER_WORKER`` files, whichever gives more, at most one per group and per free core (`advisor.processes.free_cores`) or the
 caller's ``workers``. Smaller runs are read in this process (each file's parse is already
 multi-threaded by pyarrow). Each worker gives pyarrow a share of the cores (``cores // workers``,
-at least one), so that the processes do not oversubscribe the host. Workers start from a fork
-server that has imported the reader once (`advisor.processes`). At most ``2 * workers`` group
-summaries are in flight or waiting, so memory is bounded whatever the number of files: about a
-worker's read (a piece and a summary, ~0.4 GB for a sampled file) per process.
+at least one), so that the processes do not oversubscribe the host. Workers fork from this process
+where that is safe, else from a fork server that has imported the reader once
+(`advisor.processes`). At most ``2 * workers`` group summaries, or as many as hold
+``IN_FLIGHT_BYTES`` of input, are in flight or waiting, so memory is bounded whatever the number
+of files: about a worker's read (a piece and a summary, ~0.4 GB for a sampled file) per process,
+and here the summaries waiting.
 A main script without a ``__main__`` guard reads here (`advisor.processes.workers_allowed`).
 """
 from __future__ import annotations
@@ -61,6 +70,8 @@ FILES_PER_WORKER = 16           # ... or one per this many files, if that is mor
 GROUP_BYTES = 2 << 20           # consecutive files folded by one worker into one summary, about this much
                                 # input a group (~100 groups for a 1024-GPU run of 200 MB: few merges here,
                                 # enough groups to keep 16 workers busy to the end)
+IN_FLIGHT_BYTES = 128 << 20     # groups read ahead of this process's fold while they hold less input than this
+                                # (their summaries wait here: at most about as many bytes)
 _PRELOAD = ["advisor.ingest.stream", "pyarrow.json", "pyarrow.compute"]
 
 
@@ -156,7 +167,11 @@ def _fold_group(paths: Sequence[Path], sample_rows: int | None, *, catch_all: bo
 
 
 def _worker_fold(paths: Sequence[Path], sample_rows: int) -> _Group:
-    return _fold_group(paths, sample_rows, catch_all=True)
+    group = _fold_group(paths, sample_rows, catch_all=True)
+    if group.summ is not None:     # compacted here, not in the parent (the same sample either way)
+        for sample in (*group.summ.samples.values(), group.summ.sync_sample):
+            sample.compact()
+    return group
 
 
 def held_group(paths: Sequence[Path], summaries: Sequence[Summary]) -> _Group:
@@ -172,19 +187,34 @@ def held_group(paths: Sequence[Path], summaries: Sequence[Summary]) -> _Group:
 
 
 class _Fold:
-    """The run's summary so far, folded group by group in file order, and every file's `FileRead`."""
+    """The run's summary so far, folded group by group in file order, and every file's `FileRead`.
+    ``copies_at_end``: merges skip their test for copied steps; each summary's sample keys are
+    kept instead (``keys``), for one test of them all at the end (`copies_found`)."""
 
-    def __init__(self, check: Check | None, sample_rows: int | None, *, reread_quietly: bool = False):
+    def __init__(self, check: Check | None, sample_rows: int | None, *, reread_quietly: bool = False,
+                 copies_at_end: bool = False):
         self.check = check
         self.sample_rows = sample_rows
         self.reread_quietly = reread_quietly    # files read (and their warnings given) before
         self.summ: Summary | None = None
         self.reads: list[FileRead] = []
+        self.keys: dict[str, list] | None = {} if copies_at_end else None
 
     def _checked(self, read: FileRead) -> None:
         if self.check is not None and self.reads:
             self.check(self.reads[0], read)
         self.reads.append(read)
+
+    def _merged(self, summ: Summary) -> Summary:
+        """This fold's summary with ``summ`` merged in (not yet kept: a refused merge changes nothing)."""
+        if self.keys is not None:
+            for r in summ.roles:        # (before a merge: the first summary becomes the fold's own)
+                self.keys.setdefault(r, []).append(summ.samples[r].compact()[1])
+        return summ if self.summ is None else self.summ.merge(summ, copies=self.keys is None)
+
+    def copies_found(self) -> bool:
+        """Whether the merges that skipped their test could have found a copy (then fold again with it)."""
+        return self.keys is not None and any(summary.copied_keys(ks) for ks in self.keys.values())
 
     def add(self, paths: Sequence[Path], group: _Group) -> None:
         """Fold one group in: its summary if it folded cleanly and merges here, else its files
@@ -192,7 +222,7 @@ class _Fold:
         if group.summ is not None:
             try:
                 # (a merge checks before it changes anything: a refused one leaves self.summ as it was)
-                merged = group.summ if self.summ is None else self.summ.merge(group.summ)
+                merged = self._merged(group.summ)
             except LogError:
                 pass
             else:
@@ -206,29 +236,39 @@ class _Fold:
             with warnings_held([]) if self.reread_quietly else nullcontext():
                 summ = summarize_log(p, sample_rows=self.sample_rows)
             self._checked(FileRead.of(p, summ))
-            self.summ = summ if self.summ is None else self.summ.merge(summ)
+            self.summ = self._merged(summ)
 
 
 class _GroupReads:
-    """The folds of ``groups`` by ``n`` worker processes, handed out in order, at most ``2 n``
-    in flight or waiting; the pool starts (and takes its first groups) when this is made."""
+    """The folds of ``groups`` by ``n`` worker processes, handed out in order; at most ``2 n``
+    in flight or waiting, or more while they hold under ``IN_FLIGHT_BYTES`` of input (so workers
+    keep reading while this process waits on a slow group: the first file of a run often holds
+    its syncs and rates); the pool starts (and takes its first groups) when this is made."""
 
     def __init__(self, groups: list[list[Path]], n: int, sample_rows: int):
         self.ex = process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
         self.sample_rows = sample_rows
+        self.n = n
         self.todo = iter(groups)
-        self.pending: deque[Future] = deque()
-        for g in self.todo:
-            self.pending.append(self.ex.submit(_worker_fold, g, sample_rows))
-            if len(self.pending) >= 2 * n:
-                break
+        self.pending: deque[tuple[Future, int]] = deque()
+        self.pending_bytes = 0
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while len(self.pending) < 2 * self.n or self.pending_bytes < IN_FLIGHT_BYTES:
+            g = next(self.todo, None)
+            if g is None:
+                return
+            size = sum(_size(p) for p in g)
+            self.pending.append((self.ex.submit(_worker_fold, g, self.sample_rows), size))
+            self.pending_bytes += size
 
     def __iter__(self) -> Iterator[_Group]:
         while self.pending:
-            got = self.pending.popleft().result()
-            nxt = next(self.todo, None)
-            if nxt is not None:
-                self.pending.append(self.ex.submit(_worker_fold, nxt, self.sample_rows))
+            fut, size = self.pending.popleft()
+            self.pending_bytes -= size
+            got = fut.result()
+            self._top_up()
             yield got
 
     def close(self) -> None:
@@ -252,13 +292,36 @@ def fold_run(paths: Sequence[str | Path], *, workers: int | None = None, sample_
         for g in groups:
             fold.add(g, _fold_group(g, sample_rows))
         return fold.summ, fold.reads
+    # the merges here test for copied steps once, at the end (a test per merge was most of this
+    # process's time); what this pass warns or raises is held until that test has passed. If it
+    # finds any, the run is folded again, each merge testing: the plain loop's errors and warnings
+    with warnings.catch_warnings(record=True) as held:
+        warnings.simplefilter("always")
+        fold = _Fold(check, sample_rows, copies_at_end=True)
+        try:
+            _fold_groups(fold, groups, n, sample_rows)
+            error = None
+        except LogError as e:
+            error = e
+    if fold.copies_found():
+        fold = _Fold(check, sample_rows)
+        _fold_groups(fold, groups, n, sample_rows)
+        return fold.summ, fold.reads
+    for w in held:
+        warnings.warn(w.message, stacklevel=2)
+    if error is not None:
+        raise error
+    return fold.summ, fold.reads
+
+
+def _fold_groups(fold: _Fold, groups: list[list[Path]], n: int, sample_rows: int) -> None:
+    """The groups read by ``n`` worker processes, folded into ``fold`` in order."""
     reads = _GroupReads(groups, n, sample_rows)
     try:
         for g, got in zip(groups, reads):
             fold.add(g, got)
     finally:
         reads.close()
-    return fold.summ, fold.reads
 
 
 def fold_held(paths: Sequence[Path], summaries: Sequence[Summary], *,

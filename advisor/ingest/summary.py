@@ -144,6 +144,11 @@ class _Sample:
         # files test each file's keys against it); None: not kept (one file's read never asks)
         self._sorted: np.ndarray | None = None
 
+    def __getstate__(self) -> dict:
+        # the sorted keys are derived (and kept up to date only where merges test for copies):
+        # a summary sent to another process leaves them behind
+        return {**self.__dict__, "_sorted": None}
+
     def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False,
             rows: np.ndarray | None = None) -> None:
         """Rows of ``cols`` (those where ``rows`` is true, if given) with their keys."""
@@ -491,8 +496,10 @@ class Summary:
         names = list(dict.fromkeys(self.given.values())) or self.paths[:1]
         return ", ".join(display_path(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
 
-    def _check_not_merged(self, other: "Summary") -> None:
-        """Refuse ``other`` when it holds a log this summary holds already (by file, or by identical steps)."""
+    def _check_not_merged(self, other: "Summary", copies: bool = True) -> None:
+        """Refuse ``other`` when it holds a log this summary holds already (by file, or by identical
+        steps; ``copies`` False: by file only, the caller tests the steps of all its merges at once,
+        `copied_keys`)."""
         for s in other.sources:
             if s["path"] in self.given:   # (keyed by the sources' paths)
                 held = self.given[s["path"]]
@@ -501,22 +508,24 @@ class Summary:
                     raise LogError(by, None, "is given twice: merged, its steps would count twice; give each file once")
                 raise LogError(by, None, f"holds the log {display_path(s['path'])}, which {display_path(held)} holds "
                                          f"already: merged, its steps would count twice; give each log once")
-        for r in self.roles:
+        for r in self.roles if copies else ():
             same = self.samples[r].count_held(other.samples[r].compact()[1])
             if same:
                 a, b = self._names(), other._names()
                 raise LogError(b, None, f"has {same} '{r}' steps identical to steps in {a} (the same log twice, "
                                         f"or a copy of it): merged, they would count twice; give each log once")
 
-    def merge(self, other: "Summary") -> "Summary":
+    def merge(self, other: "Summary", *, copies: bool = True) -> "Summary":
         """Fold ``other`` (a summary of another part of the same run) into this one; returns self.
 
         Refused (LogError naming both files) when ``other`` holds a log already in this one: the
-        same file (``sources``), or steps identical to this one's (a copy), which would count twice."""
+        same file (``sources``), or steps identical to this one's (a copy), which would count twice
+        (``copies`` False: not tested here; the caller tests all its merges' steps at once with
+        `copied_keys`, and merges again with the test where that finds any)."""
         if _comparable(other.header_obj) != _comparable(self.header_obj):
             raise LogError(other.paths[0], None, f"has another 'run' header than {self.paths[0]}: summaries merge "
                                                  f"only across the files of one run", "run")
-        self._check_not_merged(other)
+        self._check_not_merged(other, copies)
         self.paths += other.paths
         self.sources += other.sources
         self.given.update(other.given)
@@ -717,6 +726,17 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
 def _shown(v: Any) -> str:
     r = repr(v)
     return r if len(r) <= 40 else r[:37] + "..."
+
+
+def copied_keys(keys: Sequence[np.ndarray]) -> bool:
+    """Whether any sample key occurs twice among ``keys`` (each role's sample keys of the summaries
+    merged with ``copies=False``): if none does, no merge of them would have found a copy (a
+    merge tests the keys of its sample against those the summary holds, a part of these); if one
+    does (a copy, or a step repeated inside one file), the caller merges again with the test."""
+    if len(keys) < 2:
+        return False
+    held = np.sort(np.concatenate(keys))
+    return bool(len(held) > 1 and (held[1:] == held[:-1]).any())
 
 
 def merge_all(summaries: Iterable[Summary]) -> Summary:

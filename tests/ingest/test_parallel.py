@@ -241,3 +241,43 @@ def test_each_files_own_end_is_kept_through_the_groups_folds(ranks, tmp_path, al
     (by_folder,), (by_file,) = load_logs([str(tmp_path)]), load_logs([str(f) for f in files])
     assert by_folder.end["reason"] == by_file.end["reason"] == "error"
     assert by_folder.end == by_file.end
+
+
+def test_merges_here_test_for_copies_once_at_the_end(ranks, always_parallel, monkeypatch):
+    """With worker processes, this process's merges skip the per-merge test for copied steps
+    (binary searches into every key held) and test all keys once: the same summary."""
+    calls: list[int] = []
+    real = summary._Sample.count_held
+
+    def counted(self, keys):
+        calls.append(len(keys))
+        return real(self, keys)
+    monkeypatch.setattr(summary._Sample, "count_held", counted)
+    got = summarize_paths(ranks)
+    assert calls == []
+    assert json.dumps(got.to_json(), sort_keys=True) == json.dumps(summarize_paths(ranks, workers=1).to_json(),
+                                                                   sort_keys=True)
+    assert calls            # (the read here tests at every merge)
+
+
+def test_a_copy_after_a_cut_line_warns_once_and_is_named_as_the_plain_loop_names_it(ranks, tmp_path,
+                                                                                     always_parallel):
+    """The end test finds the copy: the run is folded again, testing at every merge; the warnings
+    of the first pass are not given (only the second pass's, once), and the error is the plain loop's."""
+    files = []
+    for i, p in enumerate(ranks):
+        q = tmp_path / f"{i:02d}-{p.name}"
+        q.write_text(p.read_text() + ('{"ev":"step","t":1' if i == 1 else ""))
+        files.append(q)
+    src = next(i for i, p in enumerate(ranks) if "coordinator" not in p.name and i != 1)
+    copy = tmp_path / "99-copy.jsonl"
+    copy.write_text(files[src].read_text())
+    run = files + [copy]
+    with pytest.warns(LogWarning) as plain_notes, pytest.raises(LogError) as plain:
+        merge_all(summarize_log(f) for f in run)
+    with pytest.warns(LogWarning) as notes, pytest.raises(LogError) as got:
+        summarize_paths(run)
+    assert str(got.value) == str(plain.value) and "identical" in str(got.value)
+    cut = [str(w.message) for w in notes if "last line is incomplete" in str(w.message)]
+    assert cut == [str(w.message) for w in plain_notes if "last line is incomplete" in str(w.message)]
+    assert len(cut) == 1
