@@ -9,12 +9,14 @@ finds its bytes by the same cuts, checks, parses and folds them as the serial re
 milliseconds) and folds their summaries here, in file order, as they come: the same summary,
 bit for bit, as `stream.summarize_log` reading the file alone, whatever the number of workers.
 
-**Errors and warnings are the serial read's.** A piece that raised or warned anything (a bad
-line, a line too long, text that is not UTF-8, a surrogate) names lines counted from its own
+**Errors and warnings are the serial read's.** A piece that raised, or gave a `LogWarning` (a
+bad line, a line too long, text that is not UTF-8, a surrogate), names lines counted from its own
 start, which only a read of the whole file can number; so the fold stops, and the file is read
 again here by `stream.summarize_log`, which raises or warns as it always does. The one warning a
 good log can give, a last line cut mid-write (a log still being written), is given here with
-the file's line number (`stream.fold_pieces`).
+the file's line number (`stream.fold_pieces`). A library's warning in a worker (numpy, pandas:
+a deprecation) is given here, where this process's filters judge it as they judge the serial
+read's.
 
 **When processes pay** (the crossover, measured by benchmarks/large_logs.py; BENCHMARKS.md
 section 15.v): a plain (not gzip) file of ``SPLIT_MIN_BYTES`` or more, two free cores or more;
@@ -34,6 +36,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
+from advisor.errors import LogWarning
 from advisor.ingest import summary
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.stream import PieceGeometry, PieceRead, fold_pieces, read_piece, summarize_log, warnings_held
@@ -90,9 +93,10 @@ def piece_pool(n: int) -> ProcessPoolExecutor:
 
 
 def _worker_piece(path: str, j: int, n_cuts: int, geometry: PieceGeometry, max_line_bytes: int,
-                  sample_rows: int) -> PieceRead | None:
-    """`stream.read_piece` in a worker; None if it raised or warned (the parent reads the file
-    again itself, to name the file's line)."""
+                  sample_rows: int) -> tuple[PieceRead | None, list[Warning]]:
+    """`stream.read_piece` in a worker, and the warnings it gave that are not the log's (a
+    library's: this process's filters then judge them, as the serial read's); no piece if it
+    raised or gave a `LogWarning` (which names lines: the parent reads the file again itself)."""
     held: list[Warning] = []
     with warnings.catch_warnings(record=True) as other:
         warnings.simplefilter("always")
@@ -100,8 +104,11 @@ def _worker_piece(path: str, j: int, n_cuts: int, geometry: PieceGeometry, max_l
             try:
                 got = read_piece(path, j, n_cuts, geometry, max_line_bytes, sample_rows)
             except Exception:      # whatever it is, the read here meets it again and reports it
-                return None
-    return None if held or other else got
+                return None, []
+    notes = [w.message for w in other]
+    if held or any(isinstance(w, LogWarning) for w in notes):
+        return None, []
+    return got, notes
 
 
 class _Unread(Exception):
@@ -130,11 +137,13 @@ class _PieceReads:
     def __iter__(self) -> Iterator[PieceRead]:
         while self.pending:
             try:
-                got = self.pending.popleft().result()
+                got, notes = self.pending.popleft().result()
             except Exception:      # a worker died (killed, out of memory): read here
-                got = None
+                got, notes = None, []
             if got is None:
                 raise _Unread
+            for w in notes:
+                warnings.warn(w, stacklevel=4)
             nxt = next(self.todo, None)
             if nxt is not None:
                 self.pending.append(self._submit(nxt))

@@ -155,3 +155,20 @@ def test_small_gzip_and_summary_files_are_read_here(write_log, tmp_path, small_p
     monkeypatch.setattr(pieces, "SPLIT_MIN_BYTES", p.stat().st_size + 1)
     assert plan_piece_workers(p, 4) == 1
     assert _same(summarize_file(gz, workers=4), summarize_log(gz))
+
+
+def test_a_librarys_warning_in_a_piece_is_given_here_and_the_piece_kept(synth, small_pieces, monkeypatch):
+    """A warning that is not the log's (numpy, pandas: a deprecation) does not send the file to
+    the serial read: it is given here, where this process's filters judge it."""
+    import warnings
+    real = stream._add_parsed
+
+    def noisy(summ, p, header):
+        warnings.warn("a library changes its mind", FutureWarning)
+        return real(summ, p, header)
+    monkeypatch.setattr(stream, "_add_parsed", noisy)
+    serial = summarize_log(synth)
+    monkeypatch.setattr(pieces, "summarize_log", lambda *a, **k: pytest.fail("read again here"))
+    with pytest.warns(FutureWarning, match="changes its mind"):
+        got = summarize_file(synth, workers=3)
+    assert _same(got, serial)
