@@ -21,7 +21,8 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 Medians of ``--runs`` rounds, the reads back to back in each (``--modes``: which of them).
 Environment: ``GROUP_BYTES`` sets `advisor.ingest.parallel.GROUP_BYTES` in the timed process;
 ``TRACE=1`` records, for the parallel reads, when the first group's summary reached the parent,
-how long the parent folded in all, and when the last group arrived (``traces`` in the result). ``--scan`` lines: the same for
+how long the parent folded in all, when the last group arrived, and the seconds the workers
+spent on the groups in all and on the slowest one (``traces`` in the result). ``--scan`` lines: the same for
 smaller runs of 16 and 256 files (serial vs parallel, ``--scan-runs`` rounds), to find where worker processes start to
 pay; the result says the smallest size at which ``parallel`` beat ``serial`` and the crossover
 the advisor uses. Every merged summary is checked equal to the serial one (``same``). The JSON
@@ -136,6 +137,17 @@ if os.environ.get("TRACE") and mode.startswith("parallel"):    # when the parent
         real_add(self, paths, group); trace["fold_s"] = trace.get("fold_s", 0.0) + time.perf_counter() - t
         trace["last_group_s"] = time.perf_counter() - T0[0]
     parallel._Fold.add = add
+    real_fold = parallel._worker_fold
+    def worker_fold(paths, sample_rows):       # (forked workers run this one: the time each group took there)
+        t = time.perf_counter(); g = real_fold(paths, sample_rows); g.worker_s = time.perf_counter() - t
+        return g
+    parallel._worker_fold = worker_fold
+    real_add2 = parallel._Fold.add
+    def add2(self, paths, group):
+        w = getattr(group, "worker_s", 0.0)
+        trace["worker_s"] = trace.get("worker_s", 0.0) + w; trace["slowest_group_s"] = max(trace.get("slowest_group_s", 0.0), w)
+        real_add2(self, paths, group)
+    parallel._Fold.add = add2
 if mode == "parallel server":
     from advisor import processes
     processes.forks_here = lambda: False

@@ -43,7 +43,11 @@ from advisor.ingest.stream import PieceGeometry, PieceRead, fold_pieces, read_pi
 from advisor.ingest.summary import Summary
 from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
 
-SPLIT_MIN_BYTES = 48 << 20     # smaller files are read here: their few pieces parse in threads
+SPLIT_MIN_BYTES = 320 << 20    # smaller files are read here, their pieces parsed in threads: on the device's
+                               # 16 cores a 154 MB log read by pieces took 1.86 s in process against 1.54 s
+                               # here (its first piece alone, on one of pyarrow's threads, is as long as the
+                               # whole read here), and a 757 MB log 3.15-3.51 s in the CLI against 4.90-4.99 s;
+                               # between the two sizes it is not measured (BENCHMARKS.md section 15.v)
 MIN_WORKERS = 4                # with fewer free cores, a file is read here: on the 2-core host, 2 workers
                                # lost to the threads of the serial read (the CLI on a 1M-line log: 2.53 s
                                # against 2.20 s, the import's thread competing for the cores)

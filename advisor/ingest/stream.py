@@ -199,19 +199,29 @@ def _count_fields(buf: bytes, start: int, end: int, nl: np.ndarray) -> dict[str,
     """Unknown fields (`schema.unknown_fields`) of one piece: found on its first
     ``FIELD_PROBE_LINES`` lines, then counted as ``"name":`` over its bytes (no decode per line).
     Per piece, so that a piece read alone counts as it does here."""
-    fields: set[tuple[str, str]] = set()
-    lo = start
+    lines, lo = [], start
     for k in range(min(FIELD_PROBE_LINES, len(nl))):
         hi = start + int(nl[k])
-        try:
-            obj = json.loads(buf[lo:hi])
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            obj = None        # (the parse names a bad line)
+        lines.append(buf[lo:hi])
         lo = hi + 1
-        for name in unknown_fields(obj):
-            fields.add((obj["ev"], name))
+    try:    # the probe lines as one JSON array: one decode, not one a line (many small rank files)
+        objs = json.loads(b"[" + b",".join(lines) + b"]")
+        if len(objs) != len(lines):
+            raise ValueError("a line held more than one value")
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        objs = [_decoded(raw) for raw in lines]     # (a bad line: the parse names it)
+    fields: set[tuple[str, str]] = set()
+    for shape in {(o.get("ev"), tuple(o)) for o in objs if isinstance(o, dict) and isinstance(o.get("ev"), str)}:
+        fields.update((shape[0], name) for name in unknown_fields(dict.fromkeys(shape[1]) | {"ev": shape[0]}))
     return {f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
             for ev, name in sorted(fields)}
+
+
+def _decoded(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
 
 
 def _joined(carry: bytes, pending: list[tuple[bytes, np.ndarray]]) -> tuple[bytes, np.ndarray]:
