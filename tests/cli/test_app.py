@@ -238,6 +238,38 @@ def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path, re
         assert got == json.loads(render(advise([p]), "json"))
 
 
+def test_a_large_log_read_ahead_by_pieces_forks_before_the_import_thread(reference, read_ahead_spy, monkeypatch):
+    """Past the pieces' crossover the log is read by worker processes forked before the import's
+    thread starts (a fork must come first), and the report is the library's."""
+    import threading
+    import warnings
+
+    from advisor import processes
+    from advisor.advice import advise
+    from advisor.ingest import load, pieces, reader, stream
+    from advisor.present.text import render
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(reader, "RATIO_CHECK_BYTES", 0)
+    monkeypatch.setattr(stream, "PIECE_BYTES", 64 << 10)
+    monkeypatch.setattr(pieces, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(pieces, "MIN_WORKERS", 2)
+    monkeypatch.setattr(pieces, "free_cores", lambda: 2)
+    started: list[tuple[int, bool]] = []
+    real = load.piece_pool
+
+    def pool(n):
+        started.append((threading.active_count(), processes.forks_here()))
+        return real(n)
+    monkeypatch.setattr(load, "piece_pool", pool)
+    monkeypatch.setattr(pieces, "summarize_log", lambda *a, **k: pytest.fail("read in one process"))
+    r = invoke(reference, "--json")
+    assert r.exit_code == 0, r.output
+    assert started == [(1, True)] and read_ahead_spy == [str(reference)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert json.loads(r.stdout) == json.loads(render(advise([reference]), "json"))
+
+
 def test_read_ahead_errors_surface_in_argument_order(reference, tmp_path, read_ahead_spy):
     """A bad line in a log read ahead: exit 2, one line naming file, line and field; an error of
     an argument before it (a folder with no log, not read ahead) comes first, as without it."""
