@@ -196,7 +196,7 @@ def _advise_or_die(logs: list[Path], **kw):
             try:
                 read_ahead(logs, meanwhile=importer.start)
             finally:
-                if importer.is_alive() or importer.ident is not None:
+                if importer.ident is not None:       # (started: read_ahead got as far as forking)
                     importer.join()
         from advisor.advice import advise
         return advise(logs, **kw)

@@ -71,17 +71,22 @@ def _plain_size(path: Path) -> int | None:
     return st.st_size
 
 
+def _plan(path: Path, workers: int | None, max_bytes: int, max_lines: int) -> tuple[int, int]:
+    """The workers for reading ``path`` by pieces (1: read here), and its cuts."""
+    size = _plain_size(path)
+    if size is None or size < SPLIT_MIN_BYTES or size > max_bytes or size > max_lines or not workers_allowed():
+        return 1, 0
+    cuts = PieceGeometry.now().cuts(size)
+    cap = free_cores() if workers is None else workers
+    return (1 if cap < MIN_WORKERS else min(cap, cuts + 1)), cuts
+
+
 def plan_piece_workers(path: str | Path, workers: int | None = None, *, max_bytes: int = MAX_LOG_BYTES,
                        max_lines: int = MAX_LOG_LINES) -> int:
     """Worker processes for reading the file ``path`` by pieces: 1 (read here) below the
     crossover, for gzip and summary files, and for a file that may break a limit (the serial read
     refuses it by name)."""
-    size = _plain_size(Path(path))
-    if size is None or size < SPLIT_MIN_BYTES or size > max_bytes or size > max_lines or not workers_allowed():
-        return 1
-    pieces = PieceGeometry.now().cuts(size) + 1
-    cap = free_cores() if workers is None else workers
-    return 1 if cap < MIN_WORKERS else min(cap, pieces)
+    return _plan(Path(path), workers, max_bytes, max_lines)[0]
 
 
 def _init_worker(arrow_threads: int) -> None:
@@ -167,11 +172,10 @@ def summarize_file(path: str | Path, *, workers: int | None = None, sample_rows:
     summary, and the same errors and warnings (see the module docstring)."""
     path = Path(path)
     sample_rows = sample_rows or summary.DEFAULT_SAMPLE_ROWS   # as this process sees it
-    n = plan_piece_workers(path, workers, max_bytes=max_bytes, max_lines=max_lines)
+    n, n_cuts = _plan(path, workers, max_bytes, max_lines)
     serial = dict(max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines, sample_rows=sample_rows)
     if n <= 1:
         return summarize_log(path, **serial)
-    n_cuts = PieceGeometry.now().cuts(_plain_size(path) or 0)
     ex = pool or piece_pool(n)
     reads = _PieceReads(ex, n, path, n_cuts, max_line_bytes, sample_rows)
     try:

@@ -3,14 +3,14 @@
 `summarize_log` is a small pipeline of named steps:
 
 1. `advisor.ingest.reader.read_chunks`: the file's bytes in checked chunks, with their newlines;
-2. `_pieces`: the chunks cut into pieces of whole lines where `piece_cut` says: piece j ends at
+2. `_pieces`: the chunks cut into pieces of whole lines where `PieceGeometry` says: piece j ends at
    the last newline before ``PieceGeometry.limit(j)`` bytes of the file (about ``PIECE_BYTES``
    apart), so the cuts depend on the bytes alone; the first lines give the header (`_Body.take`),
    and the end of the file its last, maybe incomplete, line (`_last_pieces`);
 3. `_fold`: each piece parsed (`advisor.ingest.parse.parse_piece`, ``PARSE_THREADS`` at once in
    worker threads) into a summary of its own (`_add_parsed`), its columns then dropped, and the
    pieces' summaries folded in order into the file's (`Summary.extend`);
-4. `_finish`: the line count, and the check that a rate can be fitted at all.
+4. `_finished`: the line count and source, and the check that a rate can be fitted at all.
 
 Since the cuts are fixed by the bytes and the file's summary is the left fold of its pieces',
 a piece can be read alone, in another process (`read_piece`: its bytes found by the same cuts,
@@ -28,7 +28,7 @@ import threading
 import warnings
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -48,6 +48,10 @@ PIECE_BYTES = 16 << 20       # whole lines parsed at once (pyarrow's threads sha
 PARSE_THREADS = 2            # pieces parsed at once (one's Python-side work overlaps another's Arrow read)
 
 
+def _whole_chunks(n_bytes: int, chunk: int) -> int:
+    return -(-n_bytes // chunk) * chunk
+
+
 @dataclass(frozen=True)
 class PieceGeometry:
     """Where a log's pieces are cut: piece ``j`` (from 0) ends at the last newline before
@@ -60,10 +64,11 @@ class PieceGeometry:
 
     @classmethod
     def now(cls) -> "PieceGeometry":
-        """From the module constants as they are now (tests set small ones)."""
+        """From the module constants as they are now (tests set small ones); in whole chunks, since
+        a cut comes after a chunk's read."""
         chunk = reader.CHUNK_BYTES
-        whole = lambda n: -(-n // chunk) * chunk      # noqa: E731  (whole chunks: a cut comes after a read)
-        return cls(whole(max(PIECE_BYTES, reader.RATIO_CHECK_BYTES + chunk)), whole(PIECE_BYTES))
+        return cls(_whole_chunks(max(PIECE_BYTES, reader.RATIO_CHECK_BYTES + chunk), chunk),
+                   _whole_chunks(PIECE_BYTES, chunk))
 
     def limit(self, j: int) -> int:
         return self.first_bytes + j * self.step_bytes
@@ -379,13 +384,13 @@ def _check_usable(summ: Summary, spath: str) -> None:
                 raise LogError(spath, None, f"is 0 in every '{role}' step: {why}", field)
 
 
-def _finish(body: _Body) -> Summary:
-    """The summary of the whole file: its line count set, and checked usable."""
-    summ = body.summ
+def _finished(summ: Summary | None, n_lines: int, path: Path) -> Summary:
+    """The summary of the whole file: its line count and source set, and checked usable."""
     if summ is None:
-        raise LogError(body.spath, None, "is empty: a log starts with a 'run' header line")
-    summ.n_lines = body.lines_done
-    _check_usable(summ, body.spath)
+        raise LogError(str(path), None, "is empty: a log starts with a 'run' header line")
+    summ.n_lines = n_lines
+    _check_usable(summ, str(path))
+    summ.set_source(path)
     return summ
 
 
@@ -447,10 +452,7 @@ def fold_pieces(path: str | Path, reads: Iterator[PieceRead]) -> Summary:
         tail = r.tail_skipped
     if tail:
         _warn(tail_warning(str(path), lines + 1, tail), stacklevel=4)
-    summ.n_lines = lines
-    _check_usable(summ, str(path))
-    summ.set_source(path)
-    return summ
+    return _finished(summ, lines, path)
 
 
 def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
@@ -468,6 +470,4 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
     body = _Body(str(path), sample_rows)
     chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
     _fold(body, _pieces(body, chunks))
-    summ = _finish(body)
-    summ.set_source(path)
-    return summ
+    return _finished(body.summ, body.lines_done, path)
