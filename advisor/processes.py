@@ -74,8 +74,10 @@ def free_cores() -> int:
 
 
 def forks_here() -> bool:
-    """Whether this process may fork its workers: fork exists and no other Python thread runs."""
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+    """Whether this process may fork its workers: on Linux (macOS's system libraries are not safe
+    to use after a fork, which is why Python starts its workers otherwise there), with no other
+    Python thread running."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
 
 
 def _noop() -> None:
