@@ -4,7 +4,7 @@
 scheduler or ``taskset`` sets, not the host's count); `free_cores` those of them the load
 average leaves free (on a shared, busy host, processes beyond it only slow each other down). `process_pool` starts a
 `concurrent.futures.ProcessPoolExecutor` whose workers start in milliseconds with this process's
-modules loaded: forked from this process itself where it runs no other Python thread (no thread
+modules loaded: on Linux, forked from this process itself where it runs no other Python thread (no thread
 of it can hold a lock that a child would inherit locked; the native threads that numpy's BLAS,
 pyarrow's pools and its allocator start are re-armed in the child by their at-fork handlers, as
 those libraries document), else from a fork server that has imported ``preload`` once (a parent
