@@ -224,10 +224,30 @@ class _Bins:
 
     def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
         self.level = level
-        self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
+        self.n_rows = n_rows
+        self._arr = arr
         # `used`, where known: nothing yet for new bins (a fold is then only a change of level),
-        # what arrived for unpickled ones; kept through folds, forgotten when sums are added
+        # what arrived for unpickled ones, the rows and bins sums were added to since; kept
+        # through folds, forgotten where unknown (then found by a scan)
         self._used: tuple[np.ndarray, int] | None = (np.empty(0, np.int64), 0) if arr is None else None
+
+    @property
+    def arr(self) -> np.ndarray:
+        if self._arr is None:
+            # made at the first use: a file's summary before its first piece takes the piece's
+            # bins (`Summary.extend`) and never needs its own 1.2 MB of zeros
+            self._arr = np.zeros((self.n_rows, NBINS))
+        return self._arr
+
+    @arr.setter
+    def arr(self, value: np.ndarray) -> None:
+        self._arr = value
+
+    def _also_used(self, rows: np.ndarray, cols: int) -> None:
+        """Sums were added to ``rows`` up to bin ``cols``: `used` stays known, where it was."""
+        if self._used is not None:
+            held, held_cols = self._used
+            self._used = (np.union1d(held, rows).astype(np.int64), max(held_cols, cols))
 
     def used(self) -> tuple[np.ndarray, int]:
         """The rows that hold anything, and the bins up to the last one used in any row."""
@@ -248,6 +268,7 @@ class _Bins:
 
     def __setstate__(self, state: dict) -> None:
         self.level = state["level"]
+        self.n_rows = state["shape"][0]
         self.arr = np.zeros(state["shape"])
         block = state["block"]
         self.arr[state["rows"], :block.shape[1]] = block
@@ -257,12 +278,12 @@ class _Bins:
         """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
         level = max(self.level, other.level)
         self.fold_to(level)
-        ob = _Bins(other.arr.shape[0], other.level, other.arr)   # (a fold makes new arrays)
+        ob = _Bins(other.n_rows, other.level, other.arr)   # (a fold makes new arrays)
         ob._used = other._used
         ob.fold_to(level)
         rows, cols = ob.used()
         self.arr[rows, :cols] += ob.arr[rows, :cols]
-        self._used = None
+        self._also_used(rows, cols)
 
     @property
     def width_s(self) -> float:
@@ -299,11 +320,10 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        self._used = None
         idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
         for r, v in zip(rows, values):
             self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
-
+        self._also_used(np.asarray(rows, dtype=np.int64), int(idx.max()) + 1)
 
     def add_by_row(self, t: np.ndarray, groups: np.ndarray, bases: Sequence[int],
                    values: Sequence[np.ndarray | None]) -> None:
@@ -311,13 +331,16 @@ class _Bins:
         if not len(t):
             return
         self.fold_to(self.level_for(float(t.max())))
-        self._used = None
         n_groups = len(bases)
-        idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1) + groups * NBINS
-        base = np.asarray(bases)
+        at = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
+        idx = at + groups * NBINS
+        present = np.unique(groups)          # (the other groups' sums are zeros: nothing to add)
+        base = np.asarray(bases)[present]
         for j, v in enumerate(values):
             sums = np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS)
-            self.arr[base + j] += sums
+            self.arr[base + j] += sums[present]
+        self._also_used((base[:, None] + np.arange(len(values))).ravel(), int(at.max()) + 1)
+
 
 @dataclass(frozen=True)
 class Totals:
