@@ -22,7 +22,7 @@ Medians of ``--runs`` rounds, the reads back to back in each (``--modes``: which
 Environment: ``GROUP_BYTES`` sets `advisor.ingest.parallel.GROUP_BYTES` in the timed process;
 ``TRACE=1`` records, for the parallel reads, when the first group's summary reached the parent,
 how long the parent folded in all, when the last group arrived, and the seconds the workers
-spent on the groups in all and on the slowest one (``traces`` in the result). ``--scan`` lines: the same for
+spent on the groups in all and on the slowest one (not for ``parallel server``: ``traces`` in the result). ``--scan`` lines: the same for
 smaller runs of 16 and 256 files (serial vs parallel, ``--scan-runs`` rounds), to find where worker processes start to
 pay; the result says the smallest size at which ``parallel`` beat ``serial`` and the crossover
 the advisor uses. Every merged summary is checked equal to the serial one (``same``). The JSON
@@ -137,8 +137,10 @@ if os.environ.get("TRACE") and mode.startswith("parallel"):    # when the parent
         real_add(self, paths, group); trace["fold_s"] = trace.get("fold_s", 0.0) + time.perf_counter() - t
         trace["last_group_s"] = time.perf_counter() - T0[0]
     parallel._Fold.add = add
+if os.environ.get("TRACE") and mode.startswith("parallel") and mode != "parallel server":
+    # (forked workers run this one, defined here: a fork server's could not unpickle it)
     real_fold = parallel._worker_fold
-    def worker_fold(paths, sample_rows):       # (forked workers run this one: the time each group took there)
+    def worker_fold(paths, sample_rows):       # the time each group took in its worker
         t = time.perf_counter(); g = real_fold(paths, sample_rows); g.worker_s = time.perf_counter() - t
         return g
     parallel._worker_fold = worker_fold
@@ -153,7 +155,8 @@ if mode == "parallel server":
     processes.forks_here = lambda: False
 if mode.startswith("parallel"):
     parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
-    parallel.free_cores = parallel.available_cores      # every core, whatever the load average
+    from advisor.processes import available_cores
+    parallel.free_cores = available_cores      # every core, whatever the load average
 workers = 1 if mode in ("one core", "serial") else int(mode[9:]) if mode.startswith("parallel-") else None
 t = time.perf_counter()
 T0[0] = t
@@ -207,8 +210,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     from advisor.ingest import parallel
+    from advisor.processes import available_cores
     base = args.dir or Path(tempfile.mkdtemp(prefix="ranks-"))
-    result = {"cores": parallel.available_cores(), "python": sys.version.split()[0], "lines": args.lines,
+    result = {"cores": available_cores(), "python": sys.version.split()[0], "lines": args.lines,
               "crossover_bytes": parallel.PARALLEL_MIN_BYTES, "bytes_per_worker": parallel.BYTES_PER_WORKER,
               "sets": [], "scan": []}
     t0 = time.perf_counter()

@@ -29,7 +29,7 @@ import numpy as np
 from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, rates_frame, steps_frame, syncs_frame
 from advisor.ingest.parallel import FileRead, fold_held, fold_run
-from advisor.ingest.pieces import piece_pool, plan_piece_workers, summarize_file
+from advisor.ingest.pieces import reader_pool, plan_piece_workers, summarize_file
 from advisor.ingest.parse import rates_table
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
@@ -167,7 +167,7 @@ def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None
     _read_ahead.clear()
     files = list(dict.fromkeys(str(Path(p)) for p in paths if os.path.isfile(p)))
     n = max((plan_piece_workers(p) for p in files), default=1)
-    pool = piece_pool(n) if n > 1 else None
+    pool = reader_pool(n) if n > 1 else None
     try:
         if meanwhile is not None:
             meanwhile()

@@ -56,10 +56,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 from advisor.errors import LogError, display_path
 from advisor.ingest import summary
+from advisor.ingest.pieces import reader_pool
 from advisor.ingest.schema import RunHeader
 from advisor.ingest.stream import summarize_log, warnings_held
 from advisor.ingest.summary import Summary
-from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
+from advisor.processes import free_cores, workers_allowed
 
 PARALLEL_MIN_BYTES = 64 << 20   # below this much input in all, the files are read one after another here
 BYTES_PER_WORKER = 32 << 20     # ... and above it, one worker process per this much input (a process
@@ -72,7 +73,6 @@ GROUP_BYTES = 2 << 20           # consecutive files folded by one worker into on
                                 # enough groups to keep 16 workers busy to the end)
 IN_FLIGHT_BYTES = 128 << 20     # groups read ahead of this process's fold while they hold less input than this
                                 # (their summaries wait here: at most about as many bytes)
-_PRELOAD = ["advisor.ingest.stream", "pyarrow.json", "pyarrow.compute"]
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,6 @@ def plan_workers(paths: Sequence[Path], workers: int | None = None) -> int:
         return 1
     cap = free_cores() if workers is None else workers
     return max(1, min(cap, n_groups, max(total // BYTES_PER_WORKER, len(paths) // FILES_PER_WORKER)))
-
-
-def _init_worker(arrow_threads: int) -> None:
-    import pyarrow as pa
-    pa.set_cpu_count(arrow_threads)
-    pa.set_io_thread_count(arrow_threads)
 
 
 def _fold_group(paths: Sequence[Path], sample_rows: int | None, *, catch_all: bool = False) -> _Group:
@@ -246,7 +240,7 @@ class _GroupReads:
     its syncs and rates); the pool starts (and takes its first groups) when this is made."""
 
     def __init__(self, groups: list[list[Path]], n: int, sample_rows: int):
-        self.ex = process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
+        self.ex = reader_pool(n)
         self.sample_rows = sample_rows
         self.n = n
         self.todo = iter(groups)
@@ -287,8 +281,8 @@ def fold_run(paths: Sequence[str | Path], *, workers: int | None = None, sample_
     sample_rows = sample_rows or summary.DEFAULT_SAMPLE_ROWS
     groups = file_groups(paths)
     n = plan_workers(paths, workers)
-    fold = _Fold(check, sample_rows)
     if n <= 1:
+        fold = _Fold(check, sample_rows)
         for g in groups:
             fold.add(g, _fold_group(g, sample_rows))
         return fold.summ, fold.reads

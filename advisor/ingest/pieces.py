@@ -38,7 +38,7 @@ from typing import Iterator
 
 from advisor.errors import LogWarning
 from advisor.ingest import summary
-from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
+from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.stream import PieceGeometry, PieceRead, fold_pieces, read_piece, summarize_log, warnings_held
 from advisor.ingest.summary import Summary
 from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
@@ -53,7 +53,6 @@ MIN_WORKERS = 4                # with fewer free cores, a file is read here: on 
                                # against 2.20 s, the import's thread competing for the cores)
 IN_FLIGHT_EXTRA = 2            # pieces read ahead of the workers' count (each waits ~9 MB here)
 _PRELOAD = ["advisor.ingest.stream", "pyarrow.json", "pyarrow.compute"]
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _plain_size(path: Path) -> int | None:
@@ -66,7 +65,7 @@ def _plain_size(path: Path) -> int | None:
             head = f.read(len(summary.MAGIC))
     except OSError:
         return None
-    if head.startswith(_GZIP_MAGIC) or head.startswith(summary.MAGIC):
+    if head.startswith(GZIP_MAGIC) or head.startswith(summary.MAGIC):
         return None
     return st.st_size
 
@@ -95,9 +94,10 @@ def _init_worker(arrow_threads: int) -> None:
     pa.set_io_thread_count(arrow_threads)
 
 
-def piece_pool(n: int) -> ProcessPoolExecutor:
-    """``n`` worker processes for reading pieces (forked now where that is safe: make the pool
-    before starting a thread), pyarrow's threads shared out between them."""
+def reader_pool(n: int) -> ProcessPoolExecutor:
+    """``n`` worker processes for reading logs (pieces here, groups of files in
+    `advisor.ingest.parallel`), forked now where that is safe (make the pool before starting a
+    thread), pyarrow's threads shared out between them."""
     return process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
 
 
@@ -168,7 +168,7 @@ def summarize_file(path: str | Path, *, workers: int | None = None, sample_rows:
                    max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
                    max_lines: int = MAX_LOG_LINES, pool: ProcessPoolExecutor | None = None) -> Summary:
     """`stream.summarize_log` of one file, read by pieces in worker processes past the crossover
-    (`plan_piece_workers`; ``pool``: a `piece_pool` to use, else one made for the file): the same
+    (`plan_piece_workers`; ``pool``: a `reader_pool` to use, else one made for the file): the same
     summary, and the same errors and warnings (see the module docstring)."""
     path = Path(path)
     sample_rows = sample_rows or summary.DEFAULT_SAMPLE_ROWS   # as this process sees it
@@ -176,7 +176,7 @@ def summarize_file(path: str | Path, *, workers: int | None = None, sample_rows:
     serial = dict(max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines, sample_rows=sample_rows)
     if n <= 1:
         return summarize_log(path, **serial)
-    ex = pool or piece_pool(n)
+    ex = pool or reader_pool(n)
     reads = _PieceReads(ex, n, path, n_cuts, max_line_bytes, sample_rows)
     try:
         return fold_pieces(path, iter(reads))

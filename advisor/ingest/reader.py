@@ -30,6 +30,7 @@ MAX_LOG_LINES = 10_000_000_000
 MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
 RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
 CHUNK_BYTES = 8 << 20
+GZIP_MAGIC = b"\x1f\x8b"       # a gzip stream's first bytes, whatever the file's name
 
 
 def _human(n: int) -> str:
@@ -86,7 +87,7 @@ def open_log(path: str | Path):
     except OSError as e:
         raw.close()
         raise _os_error(e, spath) from None
-    if magic == b"\x1f\x8b":
+    if magic == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw, mode="rb"), raw
     return raw, raw
 

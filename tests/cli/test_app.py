@@ -255,12 +255,12 @@ def test_a_large_log_read_ahead_by_pieces_forks_before_the_import_thread(referen
     monkeypatch.setattr(pieces, "MIN_WORKERS", 2)
     monkeypatch.setattr(pieces, "free_cores", lambda: 2)
     started: list[tuple[int, bool]] = []
-    real = load.piece_pool
+    real = load.reader_pool
 
     def pool(n):
         started.append((threading.active_count(), processes.forks_here()))
         return real(n)
-    monkeypatch.setattr(load, "piece_pool", pool)
+    monkeypatch.setattr(load, "reader_pool", pool)
     monkeypatch.setattr(pieces, "summarize_log", lambda *a, **k: pytest.fail("read in one process"))
     r = invoke(reference, "--json")
     assert r.exit_code == 0, r.output
