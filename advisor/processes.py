@@ -24,6 +24,7 @@ script), ``python -c``, a notebook and the interactive prompt are fine.
 """
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import sys
@@ -86,9 +87,13 @@ def _noop() -> None:
 
 def process_pool(n: int, preload: Sequence[str], initializer: Callable[..., Any] | None = None,
                  initargs: tuple = ()) -> ProcessPoolExecutor:
-    """A pool of ``n`` worker processes, forked from this process where that is safe, else from
-    a server that imported ``preload`` (see the module docstring); started when this returns."""
+    """A pool of ``n`` worker processes that start with ``preload`` imported: forked from this
+    process where that is safe (``preload`` imported here first, once rather than in each
+    worker), else from a server that imported it (see the module docstring); started when this
+    returns."""
     if forks_here():
+        for name in preload:
+            importlib.import_module(name)
         ex = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"), initializer=initializer,
                                  initargs=initargs)
         with warnings.catch_warnings():

@@ -24,7 +24,9 @@ FOLDER`` advises from them directly (one thread per core), and the merged summar
 compared with the whole log's. ``--runs 0`` skips the reader rounds. CPU s is user + system time of all the process's threads:
 on a shared machine it moves less than wall time. ``--root DIR`` times the advisor of another
 checkout (before/after comparisons in one session); ``--base DIR`` also times the CLI of the
-checkout DIR, in the same rounds ("dflash-advise --json (base)").
+checkout DIR, in the same rounds ("dflash-advise --json (base)"); ``--pieces-from MIB`` also times
+the CLI with one file read by pieces in worker processes from MIB MiB on (`advisor.ingest.pieces`),
+for the crossover.
 """
 from __future__ import annotations
 
@@ -55,6 +57,13 @@ READERS = {
     "dflash-advise --json": [sys.executable, "-m", "advisor", "--json"],
 }
 BASE = "dflash-advise --json (base)"    # the same command, of the --base checkout
+# the CLI with another crossover for reading one file by pieces (--pieces-from)
+PIECES_FROM = ("import sys\nimport advisor.ingest.pieces as P\nP.SPLIT_MIN_BYTES = {bytes}\n"
+               "from advisor.cli.app import script\nsys.argv = ['dflash-advise', '--json', *sys.argv[1:]]\nscript()")
+
+
+def pieces_reader(mib: int) -> str:
+    return f"dflash-advise --json (pieces from {mib} MiB)"
 
 
 def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
@@ -154,7 +163,12 @@ def main() -> None:
                     help="the checkout whose advisor is timed (default: this one), e.g. another branch's")
     ap.add_argument("--base", type=Path, default=None,
                     help="also time `dflash-advise --json` of this checkout, in the same rounds ('... (base)')")
+    ap.add_argument("--pieces-from", type=int, nargs="*", default=[], metavar="MIB",
+                    help="also time `dflash-advise --json` reading a file by pieces in worker processes from MIB "
+                         "MiB on (advisor.ingest.pieces.SPLIT_MIN_BYTES), for each MIB")
     args = ap.parse_args()
+    for mib in args.pieces_from:
+        READERS[pieces_reader(mib)] = [sys.executable, "-c", PIECES_FROM.format(bytes=mib << 20)]
     args.dir.mkdir(parents=True, exist_ok=True)
     for n in args.lines:
         path = args.dir / f"sync32-{n}.jsonl"
@@ -164,6 +178,7 @@ def main() -> None:
             print(f"made {path} in {time.perf_counter() - t:.0f} s")
         size = path.stat().st_size / 1e6
         readers = [r for r in args.readers if not (r == "json.loads list" and n > args.list_baseline_max)]
+        readers += [pieces_reader(mib) for mib in args.pieces_from]
         roots = {r: args.root for r in readers}
         if args.base is not None:
             roots[BASE] = args.base

@@ -16,7 +16,12 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 - ``parallel-K`` (``--workers K ...``): the same with K worker processes;
 - ``parallel server``: as ``parallel``, its workers started from a fork server (as before they
   forked from the reading process: `advisor.processes`);
-- ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only).
+- ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only);
+- ``cli``: ``dflash-advise --json FOLDER`` as a whole, timed from outside (its imports, its
+  advice, its exit); ``same``: its report is the first CLI run's.
+
+``--base DIR`` also times ``parallel`` and ``cli`` (where ``--modes`` has them) with the advisor
+of the checkout DIR, in the same rounds (``parallel (base)``, ``cli (base)``).
 
 Medians of ``--runs`` rounds, the reads back to back in each (``--modes``: which of them).
 Environment: ``GROUP_BYTES`` sets `advisor.ingest.parallel.GROUP_BYTES` in the timed process;
@@ -173,19 +178,42 @@ print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024, "trace
 '''
 
 
-def timed(folder: Path, mode: str, first: bool) -> dict:
-    p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(folder), mode, "write" if first else "check"],
+def _cli(folder: Path, root: Path) -> dict:
+    """``dflash-advise --json FOLDER`` of the checkout ``root`` in a fresh process, timed from
+    outside (imports and all); ``same``: its report is the first CLI run's, byte for byte."""
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "advisor", "--json", str(folder)], cwd=root,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"cli on {folder} ({root}) failed")
+    ref = Path(str(folder) + ".cli")
+    if not ref.exists():
+        ref.write_bytes(out)
+    return {"wall_s": wall, "same": out == ref.read_bytes(), "max_rss_mb": usage.ru_maxrss / 1024, "trace": {},
+            "workers": None}
+
+
+def timed(folder: Path, mode: str, first: bool, base: Path | None = None) -> dict:
+    """One read of ``folder`` in ``mode`` (a mode ending in " (base)": by the checkout ``base``)."""
+    root = base if mode.endswith(" (base)") else ROOT
+    name = mode.removesuffix(" (base)")
+    if name == "cli":
+        return _cli(folder, root)
+    p = subprocess.run([sys.executable, "-c", CHILD, str(root), str(folder), name, "write" if first else "check"],
                        capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"{mode} on {folder}: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def measure(folder: Path, modes: list[str], runs: int) -> dict:
+def measure(folder: Path, modes: list[str], runs: int, base: Path | None = None) -> dict:
     res: dict[str, list[dict]] = {m: [] for m in modes}
     for r in range(runs):
         for i, m in enumerate(modes):
-            res[m].append(timed(folder, m, first=(r == 0 and i == 0)))
+            res[m].append(timed(folder, m, first=(r == 0 and i == 0), base=base))
     out = {}
     for m, v in res.items():
         out[m] = {"wall_s": statistics.median(x["wall_s"] for x in v), "walls_s": [x["wall_s"] for x in v],
@@ -207,6 +235,8 @@ def main() -> None:
     ap.add_argument("--scan-runs", type=int, default=2)
     ap.add_argument("--budget-s", type=float, default=170.0, help="no new scan size starts past this many seconds")
     ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="also time the 'parallel' and 'cli' modes of this checkout's advisor, in the same rounds")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     from advisor.ingest import parallel
@@ -219,7 +249,10 @@ def main() -> None:
     for k in args.files:
         folder = base / f"k{k}"
         size = write_run(folder, k, args.lines)
-        m = measure(folder, [*args.modes, *(f"parallel-{w}" for w in args.workers)], args.runs)
+        modes = [*args.modes, *(f"parallel-{w}" for w in args.workers)]
+        if args.base is not None:
+            modes += [f"{m} (base)" for m in args.modes if m in ("parallel", "cli")]
+        m = measure(folder, modes, args.runs, args.base)
         nan = {"wall_s": float("nan"), "workers": None}
         m_get = {k: m.get(k, nan) for k in ("serial", "auto")}
         one = m["one core"]["wall_s"]
@@ -233,13 +266,15 @@ def main() -> None:
               f"parallel {m['parallel']['wall_s']:.2f} s ({row['speedup_parallel_vs_one_core']:.1f}x one core, "
               f"{row['speedup_parallel_vs_serial']:.1f}x serial), "
               + "".join(f"{w} workers {m[f'parallel-{w}']['wall_s']:.2f} s, " for w in args.workers)
-              + "".join(f"{mode} {m[mode]['wall_s']:.2f} s, " for mode in args.modes
-                        if mode not in ("one core", "serial", "parallel", "auto"))
+              + "".join(f"{mode} {m[mode]['wall_s']:.2f} s, " for mode in modes
+                        if mode not in ("one core", "serial", "parallel", "auto") and not mode.startswith("parallel-"))
               + f"auto {m_get['auto']['wall_s']:.2f} s "
               f"({m_get['auto']['workers']} workers); same summary: {all(v['same'] for v in m.values())}; "
               f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB", flush=True)
         shutil.rmtree(folder)
-        os.unlink(str(folder) + ".ref")
+        for end in (".ref", ".cli"):
+            if os.path.exists(str(folder) + end):
+                os.unlink(str(folder) + end)
         args.out.write_text(json.dumps(result, indent=1))
     for k in (16, 256):
         for n in args.scan:

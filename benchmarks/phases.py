@@ -78,7 +78,7 @@ timed_iter(S, "read_chunks", "read")
 timed(S, "parse_piece", "parse")
 for m in ("add_steps", "add_syncs", "add_rates", "add_unknown", "set_end"):
     timed(SU.Summary, m, "fold")
-timed(S, "rates_frame", "fold")
+timed(S, "rates_columns", "fold")
 timed(L, "runlog_from_summary", "frames")
 timed(A, "load_logs", "ingest wall")
 for n in ("measure_logs", "fit_pipeline"):

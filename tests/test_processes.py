@@ -71,3 +71,16 @@ def test_workers_only_where_the_main_script_is_guarded(tmp_path):
     assert _allowed_in(tmp_path, "if __name__ == '__main__':\n    " + call.replace("\n", "\n    ")) == "True"
     out = subprocess.run([sys.executable, "-c", call], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     assert out == "True"
+
+
+def test_forked_workers_find_preload_imported_here():
+    # a module no test imports: imported here, once, before the fork (not in each worker)
+    sys.modules.pop("xml.dom.minidom", None)
+    assert threading.active_count() == 1
+    with process_pool(1, ["xml.dom.minidom"]) as ex:
+        assert "xml.dom.minidom" in sys.modules
+        assert ex.submit(_has, "xml.dom.minidom").result()
+
+
+def _has(name: str) -> bool:
+    return name in sys.modules

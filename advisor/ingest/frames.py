@@ -1,9 +1,10 @@
 """Frames from columns: the documented ``steps`` and ``rates`` DataFrames of a `RunLog`.
 
-Column arrays (numpy; role as codes into the header's roles) and Arrow tables of rates events
-become the frames documented in `advisor.ingest.runlog`, vectorized (no Python object per row);
-the ``syncs`` frame is its columns as they are. pandas and pyarrow are imported where a frame is
-made: reading a log needs only numpy and pyarrow.
+Column arrays (numpy; role as codes into the header's roles) become the frames documented in
+`advisor.ingest.runlog`, vectorized (no Python object per row); an Arrow table of rates events
+becomes the rates frame's columns (`rates_columns`, numpy only), the ``syncs`` frame is its
+columns as they are. pandas is imported where a frame is made: reading a log needs only numpy
+and pyarrow.
 """
 from __future__ import annotations
 
@@ -47,10 +48,10 @@ def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -
     return steps
 
 
-def rates_frame(tab, header: RunHeader) -> pd.DataFrame:
-    """The rates frame from an Arrow table of rates events (columns vectorized, no per-row Python)."""
-    import pandas as pd
-
+def rates_columns(tab, header: RunHeader) -> dict[str, np.ndarray]:
+    """The rates frame's columns from an Arrow table of rates events, sorted by t (stable, NaN
+    last, as pandas sorts): vectorized, no per-row Python, and no pandas (a worker process that
+    reads logs goes without it, `advisor.processes`)."""
     import pyarrow.compute as pc
 
     n = tab.num_rows
@@ -80,8 +81,10 @@ def rates_frame(tab, header: RunHeader) -> pd.DataFrame:
         else:
             mean = low = f.to_numpy(zero_copy_only=False).astype(np.float64)
         out[f"q_{spec.name}"], out[f"qmin_{spec.name}"] = mean, low
-    df = pd.DataFrame(out)
-    return df.sort_values("t", kind="stable").reset_index(drop=True) if n else df
+    if (n > 1 and (np.diff(out["t"]) < 0).any()) or np.isnan(out["t"]).any():
+        order = np.argsort(out["t"], kind="stable")
+        out = {k: v[order] for k, v in out.items()}
+    return out
 
 
 def syncs_frame(cols: Mapping[str, np.ndarray]) -> pd.DataFrame:

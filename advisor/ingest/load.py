@@ -27,7 +27,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
-from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, rates_frame, steps_frame, syncs_frame
+from advisor.ingest.frames import STEP_COLUMNS, rates_columns, rates_columns_frame, steps_frame, syncs_frame
 from advisor.ingest.parallel import FileRead, fold_held, fold_run
 from advisor.ingest.pieces import reader_pool, plan_piece_workers, summarize_file
 from advisor.ingest.parse import rates_table
@@ -68,8 +68,7 @@ def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLo
     steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
     syncs = syncs_frame(summ.syncs())
     rc = summ.rates_columns()
-    rates = (rates_columns_frame(rc, merged=len(summ.paths) > 1) if rc
-             else rates_frame(rates_table([], header), header))
+    rates = rates_columns_frame(rc or rates_columns(rates_table([], header), header), merged=len(summ.paths) > 1)
     unknown = dict(summ.unknown)
     if warn:
         _warn_unknown(summ, path)

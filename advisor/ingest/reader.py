@@ -28,7 +28,7 @@ MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
 MAX_LOG_BYTES = 1 << 40     # decompressed; memory does not grow with the log (streamed), time does
 MAX_LOG_LINES = 10_000_000_000
 MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
-RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged only past this much output (tiny files may repeat)
+RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged once this much is out (tiny files may repeat)
 CHUNK_BYTES = 8 << 20
 GZIP_MAGIC = b"\x1f\x8b"       # a gzip stream's first bytes, whatever the file's name
 
@@ -123,7 +123,7 @@ class _ChunkGuard:
             raise LogRefused(spath, None, f"holds more than {max_bytes} bytes ({_human(max_bytes)})"
                              f"{' decompressed' if self.gz else ''}, the limit; no run needs that much for "
                              f"advice: give the header line and a part of the log")
-        if self.gz and total > RATIO_CHECK_BYTES and total > max_ratio * max(raw.tell(), 1):
+        if self.gz and total >= RATIO_CHECK_BYTES and total > max_ratio * max(raw.tell(), 1):
             raise LogRefused(spath, None, f"inflates more than {max_ratio:g} times (to over {_human(total)} "
                              f"from {_human(raw.tell())}); a rate log compresses about 10x: not a log "
                              f"(a compression bomb?)")
@@ -220,7 +220,7 @@ def read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
 
     Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
     bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
-    ``max_ratio`` times once past ``RATIO_CHECK_BYTES`` (a bomb: real logs compress 5-10x);
+    ``max_ratio`` times once ``RATIO_CHECK_BYTES`` are out (a bomb: real logs compress 5-10x);
     bytes that are not UTF-8 (named by line). So a bomb, a device or one giant line fails after
     a bounded read, with bounded memory.
     """

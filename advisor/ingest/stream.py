@@ -37,7 +37,7 @@ import numpy as np
 from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest import reader
 from advisor.ingest import summary as _summary
-from advisor.ingest.frames import rates_frame
+from advisor.ingest.frames import rates_columns
 from advisor.ingest.parse import Parsed, Piece, decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, read_chunks
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
@@ -56,8 +56,9 @@ def _whole_chunks(n_bytes: int, chunk: int) -> int:
 class PieceGeometry:
     """Where a log's pieces are cut: piece ``j`` (from 0) ends at the last newline before
     ``limit(j)`` bytes of the (decompressed) file, whole chunks read. The first piece waits until
-    a gzip bomb would have shown (its ratio is judged past ``RATIO_CHECK_BYTES``): a bomb is
-    refused as a bomb, not for its first line."""
+    a gzip bomb would have shown (its ratio is judged once ``RATIO_CHECK_BYTES`` are out, which
+    with the defaults is the other pieces' length): a bomb is refused as a bomb, not for its
+    first line."""
 
     first_bytes: int
     step_bytes: int
@@ -67,7 +68,7 @@ class PieceGeometry:
         """From the module constants as they are now (tests set small ones); in whole chunks, since
         a cut comes after a chunk's read."""
         chunk = reader.CHUNK_BYTES
-        return cls(_whole_chunks(max(PIECE_BYTES, reader.RATIO_CHECK_BYTES + chunk), chunk),
+        return cls(_whole_chunks(max(PIECE_BYTES, reader.RATIO_CHECK_BYTES), chunk),
                    _whole_chunks(PIECE_BYTES, chunk))
 
     def limit(self, j: int) -> int:
@@ -307,8 +308,7 @@ def _add_parsed(summ: Summary, p: Parsed, header: RunHeader) -> None:
     if len(p.sync.get("t", ())):
         summ.add_syncs(p.sync)
     if p.rates.num_rows:
-        fr = rates_frame(p.rates, header)
-        summ.add_rates({c: fr[c].to_numpy(np.float64) for c in fr.columns})
+        summ.add_rates(rates_columns(p.rates, header))
     n_known = len(KNOWN_EVENTS)
     if (p.ev >= n_known).any():
         codes, counts = np.unique(p.ev[p.ev >= n_known], return_counts=True)

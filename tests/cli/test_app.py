@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ from typer.testing import CliRunner
 from advisor.cli.app import COMMANDS, app, route
 
 runner = CliRunner()
-FIX = Path(__file__).resolve().parents[2] / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "fixtures"
 
 
 def invoke(*args):
@@ -108,6 +110,63 @@ def test_check_passes(reference):
 def test_check_fails(reference):
     r = invoke("check", reference, "--roles", "target=6,drafter=2", "--min-efficiency", "0.9")
     assert r.exit_code == 1 and r.output.startswith("FAIL")
+
+
+@pytest.mark.parametrize("args, code", [(["--json"], 0), (["check", "--roles", "target=6,drafter=2",
+                                                            "--min-efficiency", "0.9"], 1),
+                                         (["--roles", "target=9,drafter=9"], 2)])
+def test_the_script_ends_with_mains_code_and_output(reference, args, code):
+    """`script` (the console script) ends the process without the interpreter's teardown: the
+    same exit code and every byte of the output that `main` gives; a pool's helper processes
+    ended; also where stdout is a closed pipe."""
+    argv = ([args[0]] if args[0] == "check" else []) + [str(reference)] + [a for a in args if a != "check"]
+    runs = {}
+    for entry in ("main", "script"):
+        code_ = f"import sys; from advisor.cli.app import {entry}; sys.argv = ['dflash-advise', *sys.argv[1:]]; {entry}()"
+        runs[entry] = subprocess.run([sys.executable, "-c", code_, *argv], capture_output=True, text=True, cwd=ROOT)
+    assert runs["script"].returncode == runs["main"].returncode == code
+    assert runs["script"].stdout == runs["main"].stdout and runs["script"].stderr == runs["main"].stderr
+    if code == 0:
+        assert json.loads(runs["script"].stdout)["splits"]
+    closed = subprocess.Popen([sys.executable, "-m", "advisor", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              cwd=ROOT)
+    closed.stdout.close()
+    err = closed.stderr.read()
+    assert closed.wait() in (code, 1) and b"Traceback" not in err
+
+
+def test_the_script_runs_the_exit_handlers_and_leaves_no_worker_behind(tmp_path):
+    """The exit handlers run before the script ends the process (multiprocessing's among them),
+    and a pool of worker processes (forked, and from a fork server: another thread ran) leaves
+    nothing behind (no leaked-semaphore warning)."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import atexit, sys, threading\n"
+        "from advisor.processes import process_pool\n"
+        "from advisor.cli import app\n"
+        "def noop(x): return x\n"
+        "if __name__ == '__main__':\n"
+        "    hold = threading.Event()\n"
+        "    if sys.argv[1] == 'server':\n"
+        "        t = threading.Thread(target=hold.wait); t.start()\n"
+        "    ex = process_pool(2, ['os'])\n"
+        "    assert list(ex.map(noop, range(3))) == [0, 1, 2]\n"
+        "    ex.shutdown()\n"
+        "    hold.set()\n"
+        "    if sys.argv[1] == 'server':\n"
+        "        t.join()\n"
+        "    print('pids', *sorted(p.pid for p in __import__('multiprocessing').active_children()))\n"
+        "    atexit.register(print, 'exit handler ran')\n"
+        "    sys.argv = ['dflash-advise', '--version']\n"
+        "    app.script()\n")
+    for mode in ("fork", "server"):
+        out = subprocess.run([sys.executable, str(prog), mode], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0, out.stderr
+        assert "leaked" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert out.stdout.splitlines()[0] == "pids"          # (no child process left)
+        assert out.stdout.splitlines()[-2].startswith("dflash-advise")
+        assert out.stdout.splitlines()[-1] == "exit handler ran"
 
 
 def test_check_gpu_util_metric(reference):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,8 @@ from advisor.ingest.pieces import plan_piece_workers, summarize_file
 from advisor.ingest.stream import PieceGeometry, summarize_log
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log as synth_log
 from conftest import good_lines, step
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _same(a, b) -> bool:
@@ -173,3 +178,19 @@ def test_a_librarys_warning_in_a_piece_is_given_here_and_the_piece_kept(synth, s
     with pytest.warns(FutureWarning, match="changes its mind"):
         got = summarize_file(synth, workers=3)
     assert _same(got, serial)
+
+
+def test_reading_workers_go_without_pandas_and_still_read(synth):
+    """pyarrow would import pandas in each worker at its first conversion (0.2 s each, for
+    nothing): a worker of a process without pandas reads its piece without it, and no piece
+    falls back to a read here."""
+    code = f"""
+import sys
+from advisor.ingest import pieces, stream
+ex = pieces.reader_pool(1)
+got = ex.submit(pieces._worker_piece, {str(synth)!r}, 0, 0, stream.PieceGeometry.now(), 1 << 20, 1000).result()
+print(got[0] is not None, ex.submit(eval, "'pandas' in __import__('sys').modules").result(),
+      "pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["True", "False", "False"], out.stderr
