@@ -24,6 +24,9 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 of the checkout DIR, in the same rounds (``parallel (base)``, ``cli (base)``).
 
 Medians of ``--runs`` rounds, the reads back to back in each (``--modes``: which of them).
+Each timed process imports pyarrow (its JSON reader and compute functions) and pandas, which the
+read would import at its first use, before its clock starts (``IMPORTS=lazy``: not, as up to
+BENCHMARKS.md section 15.v, where the one-core read paid them once and each worker its own share).
 Environment: ``GROUP_BYTES`` sets `advisor.ingest.parallel.GROUP_BYTES` in the timed process;
 ``TRACE=1`` records, for the parallel reads, when the first group's summary reached the parent,
 how long the parent folded in all, when the last group arrived, and the seconds the workers
@@ -132,6 +135,10 @@ if mode == "one core":
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 from advisor.ingest import parallel
 from advisor.ingest.load import summarize_paths
+if os.environ.get("IMPORTS") != "lazy":
+    # the libraries the read imports at its first use, imported before the clock starts (a CLI run
+    # imports them anyway): the timed reads compare reading, not a one-off import (~0.6 s on the device)
+    import pyarrow.json, pyarrow.compute, pandas
 if os.environ.get("GROUP_BYTES"):
     parallel.GROUP_BYTES = int(os.environ["GROUP_BYTES"])
 trace, T0 = {}, [0.0]

@@ -174,7 +174,10 @@ def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None
             notes: list[Warning] = []
             with warnings_held(notes):
                 try:
-                    _read_ahead[key] = (summarize_file(key, pool=pool), None, notes)
+                    summ = summarize_file(key, pool=pool)
+                    if meanwhile is not None:
+                        summ.settle()     # the frames' compaction, done while the import runs
+                    _read_ahead[key] = (summ, None, notes)
                 except Exception as e:    # given to load_logs, raised where it takes this file
                     _read_ahead[key] = (None, e, notes)
                     return

@@ -19,7 +19,7 @@ a deprecation) is given here, where this process's filters judge it as they judg
 read's.
 
 **When processes pay** (the crossover, measured by benchmarks/large_logs.py; BENCHMARKS.md
-section 15.v): a plain (not gzip) file of ``SPLIT_MIN_BYTES`` or more, two free cores or more;
+section 15.vi): a plain (not gzip) file of ``SPLIT_MIN_BYTES`` or more, ``MIN_WORKERS`` free cores or more;
 then one worker per piece (about 16 MiB), at most one per free core (`advisor.processes.free_cores`)
 or the caller's ``workers``. Each worker gives pyarrow a share of the cores. At most
 ``workers + IN_FLIGHT_EXTRA`` pieces are read or waiting at once, so memory is bounded whatever
@@ -44,11 +44,11 @@ from advisor.ingest.stream import PieceGeometry, PieceRead, fold_pieces, read_pi
 from advisor.ingest.summary import Summary
 from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
 
-SPLIT_MIN_BYTES = 320 << 20    # smaller files are read here, their pieces parsed in threads: on the device's
-                               # 16 cores a 154 MB log read by pieces took 1.86 s in process against 1.54 s
-                               # here (its first piece alone, on one of pyarrow's threads, is as long as the
-                               # whole read here), and a 757 MB log 3.15-3.51 s in the CLI against 4.90-4.99 s;
-                               # between the two sizes it is not measured (BENCHMARKS.md section 15.v)
+SPLIT_MIN_BYTES = 64 << 20     # smaller files are read here, their pieces parsed in threads. On the device's
+                               # 16 cores, the CLI with workers that neither import pandas nor wait on a
+                               # longer first piece: a 154 MB log 2.02 s against 2.45 s read here, a 46 MB one
+                               # 1.49 s against 1.61 s for 2.9x the CPU time; from 64 MiB (four pieces) on
+                               # the gain is worth the cores (BENCHMARKS.md section 15.vi)
 MIN_WORKERS = 4                # with fewer free cores, a file is read here: on the 2-core host, 2 workers
                                # lost to the threads of the serial read (the CLI on a 1M-line log: 2.53 s
                                # against 2.20 s, the import's thread competing for the cores)

@@ -463,6 +463,12 @@ class Summary:
     def n_steps(self, role: str) -> int:
         return int(self.counts[role][0])
 
+    def settle(self) -> None:
+        """Compact the samples now (each keeps its compact rows: `steps` and `syncs` then find
+        them so); the CLI does it while its import thread runs."""
+        for sample in (*self.samples.values(), self.sync_sample):
+            sample.compact()
+
     def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
         """Kept step rows of all roles: columns, role codes, and whether they are in time order already."""
         parts, by_key, codes = [], [], []

@@ -126,6 +126,19 @@ def test_summary_round_trip_is_exact(sync_log, tmp_path):
             np.testing.assert_array_equal(a[f], b[f])
 
 
+def test_a_settled_summary_gives_the_same_rows(sync_log):
+    a, b = summarize_log(sync_log, sample_rows=300), summarize_log(sync_log, sample_rows=300)
+    b.settle()
+    assert all(len(sm.parts) == 1 and sm.held <= sm.k for sm in (*b.samples.values(), b.sync_sample))
+    (ca, ra, _), (cb, rb, _) = a.steps(), b.steps()
+    np.testing.assert_array_equal(ra, rb)
+    for f in ca:
+        np.testing.assert_array_equal(ca[f], cb[f])
+    for f, v in a.syncs().items():
+        np.testing.assert_array_equal(v, b.syncs()[f])
+    assert json.dumps(a.to_json(), sort_keys=True) == json.dumps(b.to_json(), sort_keys=True)
+
+
 def _rows(n: int, seed: int, t0: float) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"t": t0 + np.cumsum(rng.exponential(1.0, n)), "worker": rng.integers(0, 4, n).astype(float),
