@@ -24,9 +24,9 @@ FOLDER`` advises from them directly (one thread per core), and the merged summar
 compared with the whole log's. ``--runs 0`` skips the reader rounds. CPU s is user + system time of all the process's threads:
 on a shared machine it moves less than wall time. ``--root DIR`` times the advisor of another
 checkout (before/after comparisons in one session); ``--base DIR`` also times the CLI of the
-checkout DIR, in the same rounds ("dflash-advise --json (base)"); ``--pieces-from MIB`` also times
-the CLI with one file read by pieces in worker processes from MIB MiB on (`advisor.ingest.pieces`),
-for the crossover.
+checkout DIR, in the same rounds ("dflash-advise --json (base)"); ``--setting MODULE.NAME=VALUE``
+(repeatable) also times the CLI with that module constant set otherwise as the module is imported
+(e.g. ``advisor.ingest.pieces.SPLIT_MIN_BYTES=0``: every file read by pieces), for crossovers.
 """
 from __future__ import annotations
 
@@ -57,13 +57,41 @@ READERS = {
     "dflash-advise --json": [sys.executable, "-m", "advisor", "--json"],
 }
 BASE = "dflash-advise --json (base)"    # the same command, of the --base checkout
-# the CLI with another crossover for reading one file by pieces (--pieces-from)
-PIECES_FROM = ("import sys\nimport advisor.ingest.pieces as P\nP.SPLIT_MIN_BYTES = {bytes}\n"
-               "from advisor.cli.app import script\nsys.argv = ['dflash-advise', '--json', *sys.argv[1:]]\nscript()")
+# the CLI with one module constant set otherwise (--setting MODULE.NAME=VALUE): set as the module is
+# imported, wherever that is (the CLI imports most of the advisor in a thread), so that the run is
+# otherwise the CLI's own
+SETTING = r"""
+import importlib.abc, importlib.machinery, os, sys
+mod, name, value = sys.argv[1], sys.argv[2], eval(sys.argv[3])
+class SetOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname != mod:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            if not hasattr(module, name):      # (a typo must not time the default)
+                print(f"{mod} has no {name}", file=sys.stderr, flush=True)
+                os._exit(3)
+            setattr(module, name, value)
+        spec.loader.exec_module = exec_module
+        return spec
+sys.meta_path.insert(0, SetOnImport())
+from advisor.cli.app import script
+sys.argv = ['dflash-advise', '--json', *sys.argv[4:]]
+script()
+"""
 
 
-def pieces_reader(mib: int) -> str:
-    return f"dflash-advise --json (pieces from {mib} MiB)"
+def setting_reader(setting: str) -> tuple[str, list[str]]:
+    """The reader of ``--setting MODULE.NAME=VALUE``: its name, and its command (the log appended)."""
+    target, _, value = setting.partition("=")
+    mod, _, name = target.rpartition(".")
+    if not (mod and name and value):
+        raise SystemExit(f"--setting {setting!r}: expected MODULE.NAME=VALUE")
+    return f"dflash-advise --json ({name}={value})", [sys.executable, "-c", SETTING, mod, name, value]
 
 
 def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
@@ -163,12 +191,12 @@ def main() -> None:
                     help="the checkout whose advisor is timed (default: this one), e.g. another branch's")
     ap.add_argument("--base", type=Path, default=None,
                     help="also time `dflash-advise --json` of this checkout, in the same rounds ('... (base)')")
-    ap.add_argument("--pieces-from", type=int, nargs="*", default=[], metavar="MIB",
-                    help="also time `dflash-advise --json` reading a file by pieces in worker processes from MIB "
-                         "MiB on (advisor.ingest.pieces.SPLIT_MIN_BYTES), for each MIB")
+    ap.add_argument("--setting", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="also time `dflash-advise --json` with this module constant set otherwise (repeatable, "
+                         "one reader each), e.g. advisor.ingest.pieces.SPLIT_MIN_BYTES=0")
     args = ap.parse_args()
-    for mib in args.pieces_from:
-        READERS[pieces_reader(mib)] = [sys.executable, "-c", PIECES_FROM.format(bytes=mib << 20)]
+    settings = [setting_reader(x) for x in args.setting]
+    READERS.update(settings)
     args.dir.mkdir(parents=True, exist_ok=True)
     for n in args.lines:
         path = args.dir / f"sync32-{n}.jsonl"
@@ -178,7 +206,7 @@ def main() -> None:
             print(f"made {path} in {time.perf_counter() - t:.0f} s")
         size = path.stat().st_size / 1e6
         readers = [r for r in args.readers if not (r == "json.loads list" and n > args.list_baseline_max)]
-        readers += [pieces_reader(mib) for mib in args.pieces_from]
+        readers += [name for name, _ in settings]
         roots = {r: args.root for r in readers}
         if args.base is not None:
             roots[BASE] = args.base
