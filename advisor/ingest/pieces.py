@@ -115,9 +115,7 @@ def reader_pool(n: int) -> ProcessPoolExecutor:
     """``n`` worker processes for reading logs (pieces here, groups of files in
     `advisor.ingest.parallel`), forked now where that is safe (make the pool before starting a
     thread), pyarrow's threads shared out between them, and without pandas (`_init_worker`)."""
-    # rounded up: a file of 10 pieces on 16 cores gets 2 threads a worker (its parse is the
-    # worker's longest step), not 1 and six cores idle
-    return process_pool(n, _PRELOAD, _init_worker, (max(1, -(-available_cores() // n)),))
+    return process_pool(n, _PRELOAD, _init_worker, (max(1, available_cores() // n),))
 
 
 def _worker_piece(path: str, j: int, n_cuts: int, geometry: PieceGeometry, max_line_bytes: int,

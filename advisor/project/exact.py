@@ -23,11 +23,8 @@ logs with step events (a rates-only log has no residuals to resample).
 
 Every split's inputs are drawn first, in order, from one generator; the simulations then run
 in worker processes, one per free core (`advisor.processes.free_cores`), when they are
-several and hold ``PARALLEL_SIM_BATCHES`` batches or more in all (at large G: ``--gpus 1024``
-simulates ~140k batches a split), or ``FORKED_SIM_BATCHES`` or more where the workers fork from
-this process (`advisor.processes.forks_here`, milliseconds to start) and each run has a free core
-of its own (the refinement of a 32-GPU log: three runs of 12,000 batches); else in this process.
-A simulation is deterministic in its inputs, so the numbers are the same either way.
+several and hold ``PARALLEL_SIM_BATCHES`` batches or more in all (at large G: ``--gpus 1024`` simulates ~140k batches a split), else in
+this process. A simulation is deterministic in its inputs, so the numbers are the same either way.
 
 Across nodes (`simulate_placed`): the same batches with each worker on its node of a placement
 and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
@@ -46,7 +43,7 @@ import pandas as pd
 from advisor.model.params import PipelineFit
 from advisor.ingest.runlog import RunLog
 from advisor.model.simulate import simulate, simulated_bps
-from advisor.processes import forks_here, free_cores, process_pool, workers_allowed
+from advisor.processes import free_cores, process_pool, workers_allowed
 from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement
 
@@ -61,7 +58,6 @@ SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
 IN_FLIGHT_FACTOR = 4      # simulate at least this many times the batches a split holds in flight
 PARALLEL_SIM_BATCHES = 100_000   # splits holding this many simulated batches in all run on every core
-FORKED_SIM_BATCHES = 24_000      # ... or this many, where workers fork and each run has a core (BENCHMARKS.md 15.vi)
 
 
 def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -200,8 +196,7 @@ def _simulate_all(runs: Iterator[dict], n_runs: int, n_batches: int) -> list[flo
     batches in flight), else here. Each run is deterministic in its inputs (drawn in order as
     runs are sent, at most two per worker ahead), so the numbers are the same either way."""
     n = min(n_runs, free_cores())
-    forked = n == n_runs and n_batches >= FORKED_SIM_BATCHES and forks_here()
-    if n < 2 or not (n_batches >= PARALLEL_SIM_BATCHES or forked) or not workers_allowed():
+    if n < 2 or n_batches < PARALLEL_SIM_BATCHES or not workers_allowed():
         return [simulated_bps(kw) for kw in runs]
     out: list[float] = []
     with process_pool(n, ["advisor.model.simulate"]) as ex:

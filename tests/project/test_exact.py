@@ -134,25 +134,6 @@ def test_simulations_in_worker_processes_give_the_same_numbers(reference, monkey
     assert np.isfinite(there["bps_exact"].to_numpy()[rows]).all()
 
 
-@pytest.mark.parametrize("cores, forks, pooled", [(3, True, True), (2, True, False), (3, False, False)])
-def test_a_small_refinement_forks_only_where_each_run_has_a_core(reference, monkeypatch, cores, forks, pooled):
-    """Under PARALLEL_SIM_BATCHES, the runs go to forked workers only with a free core each
-    (`FORKED_SIM_BATCHES`): the same numbers either way."""
-    import numpy as np
-
-    from advisor.project import exact
-    adv = advise(reference)
-    rows = np.array([0, 1, 3])
-    here = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-    monkeypatch.setattr(exact, "FORKED_SIM_BATCHES", 0)
-    monkeypatch.setattr(exact, "free_cores", lambda: cores)
-    monkeypatch.setattr(exact, "forks_here", lambda: forks)
-    monkeypatch.setattr(exact, "process_pool", _counting_pool(exact.process_pool, calls := []))
-    there = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-    assert calls == ([3] if pooled else [])
-    np.testing.assert_array_equal(here["bps_exact"].to_numpy(), there["bps_exact"].to_numpy())
-
-
 def _counting_pool(pool, calls):
     def counted(n, *a, **k):
         calls.append(n)
