@@ -51,7 +51,7 @@ def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -
 def rates_columns(tab, header: RunHeader) -> dict[str, np.ndarray]:
     """The rates frame's columns from an Arrow table of rates events, sorted by t (stable, NaN
     last, as pandas sorts): vectorized, no per-row Python, and no pandas (a worker process that
-    reads logs goes without it, `advisor.processes`)."""
+    reads logs goes without it, `advisor.ingest.pieces`)."""
     import pyarrow.compute as pc
 
     n = tab.num_rows

@@ -19,8 +19,8 @@ a deprecation) is given here, where this process's filters judge it as they judg
 read's.
 
 **When processes pay** (the crossover, measured by benchmarks/large_logs.py; BENCHMARKS.md
-section 15.vi): a plain (not gzip) file of ``SPLIT_MIN_BYTES`` or more, ``MIN_WORKERS`` free cores or more;
-then one worker per piece (about 16 MiB), at most one per free core (`advisor.processes.free_cores`)
+section 15.vi): a plain (not gzip) file of ``SPLIT_MIN_BYTES`` or more, ``MIN_WORKERS`` free
+cores or more; then one worker per piece (16 MiB), at most one per free core (`advisor.processes.free_cores`)
 or the caller's ``workers``. Each worker gives pyarrow a share of the cores. At most
 ``workers + IN_FLIGHT_EXTRA`` pieces are read or waiting at once, so memory is bounded whatever
 the file's length: a piece's bytes and columns per worker, and here a few piece summaries (a
@@ -91,7 +91,7 @@ def plan_piece_workers(path: str | Path, workers: int | None = None, *, max_byte
 
 class _NoPandas:
     """An import finder that refuses pandas: pyarrow tries to import it at its first conversion
-    (``pa.array``, ``to_numpy``, ...; pyarrow 26.0.1) and reads the same without it. Reading a
+    (``pa.array``, ``to_numpy``, ...; pyarrow 25 and 26) and reads the same without it. Reading a
     log needs no pandas, and each worker would otherwise pay its import (0.20-0.25 s on the
     2-core host) at its first piece. (A None in ``sys.modules`` does not do: pyarrow's compiled
     import takes the None for the module.)"""
