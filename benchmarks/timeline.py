@@ -21,10 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+from phases import BARE      # the bare json.loads loop, timed as phases.py times it
+
 ROOT = Path(__file__).resolve().parent.parent
 
-BARE = ("import json,sys,time\nt=time.perf_counter()\nwith open(sys.argv[1],'rb') as f:\n"
-        "    for l in f:\n        json.loads(l)\nprint(time.perf_counter()-t)")
 
 # Run in a fresh process (argv: checkout, log, start time): the CLI with a note at each step.
 CHILD = r'''

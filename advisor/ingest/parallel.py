@@ -163,8 +163,7 @@ def _fold_group(paths: Sequence[Path], sample_rows: int | None, *, catch_all: bo
 def _worker_fold(paths: Sequence[Path], sample_rows: int) -> _Group:
     group = _fold_group(paths, sample_rows, catch_all=True)
     if group.summ is not None:     # compacted here, not in the parent (the same sample either way)
-        for sample in (*group.summ.samples.values(), group.summ.sync_sample):
-            sample.compact()
+        group.summ.settle()
     return group
 
 

@@ -465,7 +465,7 @@ class Summary:
 
     def settle(self) -> None:
         """Compact the samples now (each keeps its compact rows: `steps` and `syncs` then find
-        them so); the CLI does it while its import thread runs."""
+        them so): a reading worker before it sends a summary, the CLI while its import thread runs."""
         for sample in (*self.samples.values(), self.sync_sample):
             sample.compact()
 

@@ -120,19 +120,18 @@ def test_the_script_ends_with_mains_code_and_output(reference, args, code):
     same exit code and every byte of the output that `main` gives; a pool's helper processes
     ended; also where stdout is a closed pipe."""
     argv = ([args[0]] if args[0] == "check" else []) + [str(reference)] + [a for a in args if a != "check"]
-    runs = {}
-    for entry in ("main", "script"):
-        code_ = f"import sys; from advisor.cli.app import {entry}; sys.argv = ['dflash-advise', *sys.argv[1:]]; {entry}()"
-        runs[entry] = subprocess.run([sys.executable, "-c", code_, *argv], capture_output=True, text=True, cwd=ROOT)
+    def command(entry: str) -> list[str]:
+        return [sys.executable, "-c", f"import sys; from advisor.cli.app import {entry}; "
+                                      f"sys.argv = ['dflash-advise', *sys.argv[1:]]; {entry}()", *argv]
+    runs = {entry: subprocess.run(command(entry), capture_output=True, text=True, cwd=ROOT)
+            for entry in ("main", "script")}
     assert runs["script"].returncode == runs["main"].returncode == code
     assert runs["script"].stdout == runs["main"].stdout and runs["script"].stderr == runs["main"].stderr
     if code == 0:
         assert json.loads(runs["script"].stdout)["splits"]
     ends = {}
     for entry in ("main", "script"):       # stdout a pipe that nobody reads: closed at once
-        code_ = f"import sys; from advisor.cli.app import {entry}; sys.argv = ['dflash-advise', *sys.argv[1:]]; {entry}()"
-        closed = subprocess.Popen([sys.executable, "-c", code_, *argv], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, cwd=ROOT)
+        closed = subprocess.Popen(command(entry), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         closed.stdout.close()
         ends[entry] = (closed.stderr.read(), closed.wait())
     assert ends["script"] == ends["main"] and b"Traceback" not in ends["script"][0]
