@@ -101,10 +101,11 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Seq
     return h
 
 
-def stable_order(v: np.ndarray) -> np.ndarray:
+def stable_order(v: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
     """``np.argsort(v, kind="stable")``, the same permutation at a fraction of the cost: numpy's
     default sort (several times faster on floats and 64-bit keys), then each run of equal values
-    put back in index order (ties are rare here: times and 64-bit hashes)."""
+    put back in index order (ties are rare here: times and 64-bit hashes). ``ties``: equal values
+    ordered by it first (then by index), as ``np.lexsort((index, ties, v))`` orders them."""
     v = np.asarray(v)
     order = np.argsort(v)
     if len(v) < 2:
@@ -120,12 +121,33 @@ def stable_order(v: np.ndarray) -> np.ndarray:
         at = np.flatnonzero(tied)
         run = np.cumsum(np.concatenate(([True], ~same)))[at]      # the run of equal values of each
         sub = order[at]
-        order[at] = sub[np.lexsort((sub, run))]
+        order[at] = sub[np.lexsort((sub, run) if ties is None else (sub, np.asarray(ties)[sub], run))]
+    return order
+
+
+def merged_order(runs: Sequence[np.ndarray]) -> np.ndarray:
+    """``stable_order(np.concatenate(runs))`` for runs each in order already (NaN last, as a sort
+    leaves them): one binary search of each run into the merge of those before it, not a sort."""
+    order = np.arange(len(runs[0]) if runs else 0)
+    merged = np.asarray(runs[0]) if runs else np.empty(0)
+    start = len(order)
+    for run in runs[1:]:
+        at = np.searchsorted(merged, run, side="right") + np.arange(len(run))  # equal values: after those before
+        taken = np.ones(len(merged) + len(run), dtype=bool)
+        taken[at] = False
+        new_order = np.empty(len(taken), dtype=np.int64)
+        new_order[at], new_order[taken] = start + np.arange(len(run)), order
+        new_merged = np.empty(len(taken), dtype=merged.dtype)
+        new_merged[at], new_merged[taken] = run, merged
+        order, merged, start = new_order, new_merged, start + len(run)
     return order
 
 
 class _Sample:
-    """Bottom-k sample of rows (columns of float64) by key; compacts when it holds 2k rows.
+    """Bottom-k sample of rows (columns of float64, the first the time) by key; compacts when it
+    holds 2k rows. Once compacted (pruned), its rows are in time order, equal times by key: the
+    same order however the rows came, and the order the frames want (`Summary.steps`), so the
+    frames' gathers run along memory instead of jumping across it.
 
     Once it has held more than k rows it knows a ``threshold``, the k-th smallest key seen (kept
     up to date every k/2 rows held): a later row with a larger key is never copied in, since k
@@ -184,13 +206,17 @@ class _Sample:
         keys = np.concatenate([p[1] for p in self.parts])
         sel = None
         if len(keys) > self.k:
-            sel = np.argpartition(keys, self.k - 1)[: self.k]
-            sel = sel[stable_order(keys[sel])]     # by key: the same order however the rows came
+            kth = np.partition(keys, self.k - 1)[self.k - 1]
+            sel = np.flatnonzero(keys <= kth)          # (in the order the rows came: mostly by time)
+            if len(sel) > self.k:       # copies of the k-th key (rows of the same content): the first
+                sel = np.delete(sel, np.flatnonzero(keys[sel] == kth)[self.k - len(sel):])
+            t = np.concatenate([p[0][self.fields[0]] for p in self.parts])[sel]
+            sel = sel[stable_order(t, keys[sel])]     # by time, then key: the same order however the rows came
             keys = keys[sel]
             self.pruned = True
-            self.threshold, self._threshold_at = keys[-1], (self.k, self.k)
+            self.threshold, self._threshold_at = kth, (self.k, self.k)
             if self._sorted is not None:
-                self._sorted = keys            # (in key order, as kept)
+                self._sorted = np.sort(keys)
         cols = {}
         for f in self.fields:      # one field at a time: the transient is one column, not the rows
             v = np.concatenate([p[0][f] for p in self.parts])
@@ -471,22 +497,23 @@ class Summary:
 
     def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
         """Kept step rows of all roles: columns, role codes, and whether they are in time order already."""
-        parts, by_key, codes = [], [], []
+        parts, by_time, times, codes = [], [], [], []
         start = 0
         for i, r in enumerate(self.roles):
             c, keys = self.samples[r].compact()
             parts.append(c)
-            # (a pruned sample is in key order already)
-            by_key.append(start + (np.arange(len(keys)) if self.samples[r].pruned else stable_order(keys)))
+            # (a pruned sample is in this order already: its sort costs little; a summary file of
+            # an older version holds it by key)
+            order = stable_order(c["t"], keys)
+            by_time.append(start + order)
+            times.append(c["t"][order])
             codes.append(np.full(len(keys), i, dtype=np.int64))
             start += len(keys)
         if not parts:
             return {f: np.empty(0) for f in self.step_fields}, np.empty(0, dtype=np.int64), True
-        rows = np.concatenate(by_key)
-        t = np.concatenate([c["t"] for c in parts])[rows]
         # time order; equal times by role, then by key (content): the same order whichever files
         # the rows came from, so merged summaries give the very frames of the whole log
-        rows = rows[stable_order(t)]
+        rows = np.concatenate(by_time)[merged_order(times)]
         out = {f: np.concatenate([c[f] for c in parts])[rows] for f in self.step_fields}
         return out, np.concatenate(codes)[rows], True
 

@@ -311,9 +311,73 @@ def test_sample_threshold_keeps_the_same_rows(batches, k):
     a, ka = whole.compact()
     b, kb = fed.compact()
     assert fed.pruned == whole.pruned == (sum(batches) > k)
-    np.testing.assert_array_equal(ka, kb)      # pruned: in key order; else in arrival order
+    np.testing.assert_array_equal(ka, kb)      # pruned: by time, then key; else in arrival order
     for f in summary.STEP_FIELDS:
         np.testing.assert_array_equal(a[f], b[f])
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.one_of(st.integers(0, 4).map(float), st.just(math.nan)), max_size=60),
+       seed=st.integers(0, 99))
+def test_stable_order_breaks_ties_by_the_second_array_then_index(values, seed):
+    v = np.array(values, dtype=float)
+    ties = np.random.default_rng(seed).integers(0, 3, len(v)).astype(np.uint64)
+    np.testing.assert_array_equal(summary.stable_order(v, ties), np.lexsort((np.arange(len(v)), ties, v)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(runs=st.lists(st.lists(st.one_of(st.integers(0, 6).map(float), st.just(math.nan)), max_size=30),
+                     max_size=5))
+def test_merged_order_is_the_stable_sort_of_the_runs_end_to_end(runs):
+    runs = [np.sort(np.array(r, dtype=float)) for r in runs]      # (each in order, NaN last)
+    whole = np.concatenate(runs) if runs else np.empty(0)
+    np.testing.assert_array_equal(summary.merged_order(runs), np.argsort(whole, kind="stable"))
+
+
+@settings(max_examples=25, deadline=None)
+@given(batches=st.lists(st.integers(0, 300), min_size=1, max_size=8), k=st.integers(1, 250), seed=st.integers(0, 9))
+def test_a_pruned_sample_is_the_bottom_k_by_time_then_key_whatever_the_arrival(batches, k, seed):
+    """Compacted, a sample holds the k rows of smallest key in time order (equal times by key),
+    the same however its rows came; frames from a sample held by key (a summary file of an older
+    version) are the same frames."""
+    rows = _rows(sum(batches), 7, 0.0)
+    rows["t"] = np.round(rows["t"] / 3.0)          # many equal times: ties go by key
+    keys = summary.row_keys(rows, 0)
+    shuffled = np.random.default_rng(seed).permutation(len(keys))
+    got = []
+    for order in (np.arange(len(keys)), shuffled):
+        s = summary._Sample(summary.STEP_FIELDS, k)
+        at = 0
+        for n in batches:
+            idx = order[at:at + n]
+            s.add({f: v[idx] for f, v in rows.items()}, keys[idx])
+            at += n
+        got.append(s.compact())
+    (a, ka), (b, kb) = got
+    if len(keys) <= k:
+        return      # (nothing dropped: the rows stay in the order they came)
+    for f in summary.STEP_FIELDS:
+        np.testing.assert_array_equal(a[f], b[f])
+    np.testing.assert_array_equal(ka, kb)
+    np.testing.assert_array_equal(np.sort(ka), np.sort(keys)[:k])
+    np.testing.assert_array_equal(np.lexsort((ka, a["t"])), np.arange(k))
+
+
+def test_steps_are_the_same_from_a_sample_held_by_key(sync_log, monkeypatch):
+    """A summary file written before samples were kept by time holds them by key: `steps` sorts
+    them into the very frames (role, time, key) as from one kept by time."""
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 500)
+    summ = summarize_log(sync_log, sample_rows=500)
+    assert summ.sampled
+    want_cols, want_codes, _ = summ.steps()
+    for r in summ.roles:
+        c, keys = summ.samples[r].compact()
+        by_key = np.argsort(keys, kind="stable")
+        summ.samples[r].parts = [({f: v[by_key] for f, v in c.items()}, keys[by_key])]
+    cols, codes, _ = summ.steps()
+    np.testing.assert_array_equal(codes, want_codes)
+    for f in want_cols:
+        np.testing.assert_array_equal(cols[f], want_cols[f])
 
 
 @settings(max_examples=25, deadline=None)
