@@ -13,7 +13,9 @@ A fork server costs a fresh interpreter and its imports before the first worker 
 the 2-core host, and its workers start one at a time: 16 workers 0.27 s to start against 0.04 s
 forked; BENCHMARKS.md section 15.v). Where there is no fork (Windows), workers are fresh
 interpreters. Used by `advisor.ingest.parallel` (many log files) and `advisor.project.exact`
-(the exact simulations of a large G).
+(the exact simulations of a large G). A pool done with its work can be kept for a later stage
+of the same command (`keep`): the CLI's reading workers then run the refinement's few
+simulations, which a fresh fork of the by then large process would not pay for.
 
 A worker imports the parent's main script again (as ``__mp_main__``, Python's rule for
 processes that do not fork the parent), so a script that calls the advisor at its top level,
@@ -85,12 +87,38 @@ def _noop() -> None:
     return None
 
 
+# A pool whose workers are idle and kept for a later stage of the same command (`keep`): the
+# CLI's reading workers, forked before its import thread, run the refinement's simulations
+# after the read, where a fresh fork of the by then large process would cost more than they save.
+_kept: list[tuple[ProcessPoolExecutor, int]] = []
+
+
+def keep(pool: ProcessPoolExecutor, n: int) -> None:
+    """Hold ``pool`` (``n`` idle workers) for later work of this process instead of shutting it
+    down (a pool kept before is shut down); `release_kept` ends it, and so does the next
+    `process_pool` (its own thread would stop a fork)."""
+    release_kept()
+    _kept.append((pool, n))
+
+
+def kept_pool() -> tuple[ProcessPoolExecutor, int] | None:
+    """The kept pool and its worker count, if any."""
+    return _kept[0] if _kept else None
+
+
+def release_kept() -> None:
+    """Shut the kept pool down (its idle workers exit at once)."""
+    while _kept:
+        _kept.pop()[0].shutdown(wait=True, cancel_futures=True)
+
+
 def process_pool(n: int, preload: Sequence[str], initializer: Callable[..., Any] | None = None,
                  initargs: tuple = ()) -> ProcessPoolExecutor:
     """A pool of ``n`` worker processes that start with ``preload`` imported: forked from this
     process where that is safe (``preload`` imported here first, once rather than in each
     worker), else from a server that imported it (see the module docstring); started when this
-    returns."""
+    returns. A kept pool (`keep`) is shut down first."""
+    release_kept()
     if forks_here():
         for name in preload:
             importlib.import_module(name)

@@ -15,6 +15,9 @@ import numpy as np
 BATCH_MEANS = 20
 T_975 = {19: 2.093, 9: 2.262, 4: 2.776, 2: 4.303}  # Student t, 97.5%, by degrees of freedom
 HUBER_K = 1.345
+HUBER_TOL = 1e-9     # IRLS stops when a round moves a and b by less than this share: the fit's own
+                     # error is ~1e-3 of them; a 300k-step sample of a 1M-line log converges in 12
+                     # rounds against 16 at 1e-12, at the same a and b to 1e-10
 Z_95 = 1.96
 
 
@@ -82,7 +85,7 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
         u = np.divide(np.abs(r, out=t1), HUBER_K * scale, out=t1)
         np.divide(1.0, np.maximum(u, 1e-12, out=t2), out=w)                   # 1 / max(u, 1e-12) ...
         w[u <= 1] = 1.0                                                        # ... where u > 1, else 1
-        if abs(b_new - b) <= 1e-12 * max(abs(b), 1e-30) and abs(a_new - a) <= 1e-12 * max(abs(a), 1e-30):
+        if abs(b_new - b) <= HUBER_TOL * max(abs(b), 1e-30) and abs(a_new - a) <= HUBER_TOL * max(abs(a), 1e-30):
             a, b = a_new, b_new
             break
         a, b = a_new, b_new

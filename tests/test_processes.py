@@ -7,7 +7,8 @@ import sys
 import threading
 from pathlib import Path
 
-from advisor.processes import available_cores, free_cores, process_pool, workers_allowed
+from advisor.processes import (available_cores, free_cores, keep, kept_pool, process_pool, release_kept,
+                               workers_allowed)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,3 +85,25 @@ def test_forked_workers_find_preload_imported_here():
 
 def _has(name: str) -> bool:
     return name in sys.modules
+
+
+def test_a_kept_pool_serves_later_work_until_released_or_a_new_pool():
+    """`keep` holds an idle pool for a later stage; `release_kept` ends it, and so does the next
+    `process_pool` (whose fork the kept pool's thread would stop)."""
+    first = process_pool(1, [])
+    keep(first, 1)
+    assert kept_pool() == (first, 1)
+    assert first.submit(os.getpid).result() != os.getpid()
+    with process_pool(1, []) as second:
+        assert kept_pool() is None
+        assert second.submit(os.getpid).result() != os.getpid()
+    try:
+        first.submit(os.getpid)
+        raise AssertionError("the kept pool still takes work")
+    except RuntimeError:        # (shut down)
+        pass
+    other = process_pool(1, [])
+    keep(other, 1)
+    release_kept()
+    assert kept_pool() is None
+    release_kept()              # (nothing kept: nothing to do)

@@ -173,6 +173,11 @@ def _import_advice() -> None:
         pass     # imported again in the main thread, which reports what fails
 
 
+def _advise(logs: list[Path], **kw):
+    from advisor.advice import advise
+    return advise(logs, **kw)
+
+
 def _advise_or_die(logs: list[Path], **kw):
     _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
     size = 0
@@ -194,14 +199,18 @@ def _advise_or_die(logs: list[Path], **kw):
             # costs address space that a capped process may not have.
             import threading
             from advisor.ingest.load import read_ahead
+            from advisor.processes import release_kept
             importer = threading.Thread(target=_import_advice, name="dflash-import")
             try:
                 read_ahead(logs, meanwhile=importer.start)
             finally:
                 if importer.ident is not None:       # (started: read_ahead got as far as forking)
                     importer.join()
-        from advisor.advice import advise
-        return advise(logs, **kw)
+            try:
+                return _advise(logs, **kw)
+            finally:
+                release_kept()      # the reading workers, kept for the refinement's simulations
+        return _advise(logs, **kw)
     except LogError as e:
         _die(str(e))
     except ValueError as e:

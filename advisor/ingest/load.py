@@ -37,6 +37,7 @@ from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import nearest_field
 from advisor.ingest.stream import warnings_held
 from advisor.ingest.summary import Summary
+from advisor.processes import keep
 
 
 def _shown(name: str) -> str:
@@ -159,7 +160,8 @@ def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None
     starts that (a thread) once the worker processes for the large files are forked
     (`advisor.ingest.pieces`: a fork must come before any other thread), and the files are then
     read here (the parse releases the GIL most of the time, and a large file's pieces are parsed
-    in those processes). What the reading would have raised or warned is held too and given
+    in those processes). Those processes are then kept (`advisor.processes.keep`) for the
+    refinement's simulations; the caller ends them (`advisor.processes.release_kept`). What the reading would have raised or warned is held too and given
     where `load_logs` takes the file, so errors still surface in the order of the arguments;
     after an error, the files behind it are not read.
     """
@@ -167,6 +169,7 @@ def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None
     files = list(dict.fromkeys(str(Path(p)) for p in paths if os.path.isfile(p)))
     n = max((plan_piece_workers(p) for p in files), default=1)
     pool = reader_pool(n) if n > 1 else None
+    done = False
     try:
         if meanwhile is not None:
             meanwhile()
@@ -181,8 +184,11 @@ def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None
                 except Exception as e:    # given to load_logs, raised where it takes this file
                     _read_ahead[key] = (None, e, notes)
                     return
+        done = True
     finally:
-        if pool is not None:
+        if pool is not None and done and meanwhile is not None:
+            keep(pool, n)     # its idle workers run the refinement's simulations (the CLI releases it)
+        elif pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -34,6 +34,7 @@ so the link is not counted twice.
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -43,7 +44,7 @@ import pandas as pd
 from advisor.model.params import PipelineFit
 from advisor.ingest.runlog import RunLog
 from advisor.model.simulate import simulate, simulated_bps
-from advisor.processes import free_cores, process_pool, workers_allowed
+from advisor.processes import free_cores, kept_pool, process_pool, workers_allowed
 from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement
 
@@ -193,19 +194,42 @@ def _simulate_all(runs: Iterator[dict], n_runs: int, n_batches: int) -> list[flo
     """``simulate(**kw).bps`` of each of ``n_runs`` runs (``n_batches`` batches in all), in
     order: in worker processes, one per core, when they are several and hold
     ``PARALLEL_SIM_BATCHES`` batches or more in all (a large G: each simulation grows with the
-    batches in flight), else here. Each run is deterministic in its inputs (drawn in order as
-    runs are sent, at most two per worker ahead), so the numbers are the same either way."""
+    batches in flight), else here; on the idle workers of a kept pool (`advisor.processes.keep`:
+    the CLI's reading workers) whenever it has one per run or per free core. Each run is
+    deterministic in its inputs (drawn in order as runs are sent, at most two per worker ahead),
+    so the numbers are the same either way."""
     n = min(n_runs, free_cores())
+    kept = kept_pool()
+    if n >= 2 and kept is not None and kept[1] >= n:
+        return _on_pool(kept[0], kept[1], runs)
     if n < 2 or n_batches < PARALLEL_SIM_BATCHES or not workers_allowed():
         return [simulated_bps(kw) for kw in runs]
-    out: list[float] = []
     with process_pool(n, ["advisor.model.simulate"]) as ex:
-        pending: deque = deque()
-        for kw in runs:
-            pending.append(ex.submit(simulated_bps, kw))
-            if len(pending) >= 2 * n:
-                out.append(pending.popleft().result())
-        out.extend(f.result() for f in pending)
+        return _on_pool(ex, n, runs)
+
+
+def _on_pool(ex, n: int, runs: Iterator[dict]) -> list[float]:
+    """The runs on the pool ``ex`` of ``n`` workers, in order; a run whose worker died runs here."""
+    out: list[float] = []
+    pending: deque = deque()
+
+    def result(kw: dict, fut) -> float:
+        try:
+            return fut.result()
+        except BrokenExecutor:     # (killed, out of memory: the same run here gives the same number)
+            return simulated_bps(kw)
+
+    for kw in runs:
+        try:
+            pending.append((kw, ex.submit(simulated_bps, kw)))
+        except BrokenExecutor:
+            out.extend(result(*p) for p in pending)
+            pending.clear()
+            out.append(simulated_bps(kw))
+            continue
+        if len(pending) >= 2 * n:
+            out.append(result(*pending.popleft()))
+    out.extend(result(*p) for p in pending)
     return out
 
 

@@ -326,6 +326,7 @@ def test_a_large_log_read_ahead_by_pieces_forks_before_the_import_thread(referen
     r = invoke(reference, "--json")
     assert r.exit_code == 0, r.output
     assert started == [(1, True)] and read_ahead_spy == [str(reference)]
+    assert processes.kept_pool() is None       # the reading workers, kept for the simulations, are ended
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert json.loads(r.stdout) == json.loads(render(advise([reference]), "json"))

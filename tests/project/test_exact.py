@@ -1,6 +1,10 @@
 """The exact cross-check simulates every split from the log's own step times."""
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
 from advisor.advice import advise
@@ -132,6 +136,36 @@ def test_simulations_in_worker_processes_give_the_same_numbers(reference, monkey
     assert calls == [2]
     np.testing.assert_array_equal(here["bps_exact"].to_numpy(), there["bps_exact"].to_numpy())
     assert np.isfinite(there["bps_exact"].to_numpy()[rows]).all()
+
+
+def test_simulations_on_a_kept_pool_give_the_same_numbers_and_survive_its_death(reference, monkeypatch):
+    """The CLI's reading workers, kept (`advisor.processes.keep`), run the simulations whatever
+    their size: the same bps_exact; a run whose pool broke runs here, with the same number."""
+    import numpy as np
+
+    from advisor import processes
+    from advisor.project import exact
+    adv = advise(reference)
+    rows = np.array([0, 1, 3])
+    here = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
+    monkeypatch.setattr(exact, "free_cores", lambda: 2)
+    monkeypatch.setattr(exact, "process_pool", lambda *a, **k: pytest.fail("a new pool while one is kept"))
+    pool = processes.process_pool(2, ["advisor.model.simulate"])
+    processes.keep(pool, 2)
+    try:
+        there = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
+        np.testing.assert_array_equal(here["bps_exact"].to_numpy(), there["bps_exact"].to_numpy())
+        for pid in list(pool._processes):      # a worker killed (out of memory, say): the pool is broken
+            os.kill(pid, signal.SIGKILL)
+        for _ in range(200):
+            if pool._broken:
+                break
+            time.sleep(0.05)
+        assert pool._broken
+        broken = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
+        np.testing.assert_array_equal(here["bps_exact"].to_numpy(), broken["bps_exact"].to_numpy())
+    finally:
+        processes.release_kept()
 
 
 def _counting_pool(pool, calls):
