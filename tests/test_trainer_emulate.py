@@ -77,7 +77,11 @@ def test_emulation_matches_the_source_throughput_on_its_own_split(tmp_path, name
     assert head["token_budget"] == src.header.token_budget and dict(emu.header.roles) == dict(src.header.roles)
     bps_src, _, t_end_src = steady_throughput(src)
     bps_emu, _, t_end = steady_throughput(emu)
-    assert bps_emu == pytest.approx(bps_src, rel=0.03)
+    # the emulated rate rides on the host's scheduling (at scale 0.1 a step is ~10 ms of wall time):
+    # on the 2-core host, 17 emulations of cpu-2x1 read 5.69-5.83 b/s against the source's 5.63
+    # (+1.1% to +3.6%), so 3% failed now and then (CI, 2026-12-02); 5% is still a tenth of what a
+    # wrong service fit or queue would give
+    assert bps_emu == pytest.approx(bps_src, rel=0.05)
     # the log is in emulated seconds on the ideal timeline: the run lasts about as long as the source
     # (not 1/scale less), and wall-clock overhead, which a loaded machine multiplies, is not in it
     assert t_end == pytest.approx(t_end_src, rel=0.2)

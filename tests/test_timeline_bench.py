@@ -1,0 +1,42 @@
+"""benchmarks/timeline.py: one CLI run's steps on its critical path, per piece with --pieces, with
+module constants set by --setting (a typo refused, not timed as the default)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "timeline.py"
+# read ahead and by pieces whatever the size: small pieces, every file split, two workers
+BY_PIECES = ["advisor.cli.app.READ_AHEAD_BYTES=-1", "advisor.ingest.pieces.SPLIT_MIN_BYTES=0",
+             "advisor.ingest.pieces.MIN_WORKERS=2", "advisor.ingest.pieces.free_cores=lambda: 2",
+             "advisor.ingest.reader.CHUNK_BYTES=4096", "advisor.ingest.reader.RATIO_CHECK_BYTES=0",
+             "advisor.ingest.stream.PIECE_BYTES=64<<10"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+
+
+def test_a_read_by_pieces_is_timed_step_by_step_and_piece_by_piece(reference):
+    settings = [a for s in BY_PIECES for a in ("--setting", s)]
+    p = _run(str(reference), "--runs", "1", "--pieces", *settings)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    for step in ("read ahead", "import", "fit_pipeline", "refine_weak_spots", "main returned", "process"):
+        assert f"| {step} |" in out
+    assert "whole process / bare loop:" in out
+    rows = [ln for ln in out.splitlines() if ln.startswith("| 0 |") or ln.startswith("| 1 |")]
+    assert len(rows) == 2, out          # the 600 kB fixture: pieces 0 and 1 at least, each timed
+    for ln in rows:
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        read_from, read_to, back, folded = map(float, cells[1:5])
+        assert read_from <= read_to <= back <= folded + 0.01
+
+
+def test_a_setting_that_names_nothing_is_refused(reference):
+    p = _run(str(reference), "--runs", "1", "--setting", "advisor.ingest.pieces.NO_SUCH_NAME=1")
+    assert p.returncode != 0
+    assert "has no NO_SUCH_NAME" in (p.stderr + p.stdout)
