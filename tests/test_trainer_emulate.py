@@ -79,8 +79,7 @@ def test_emulation_matches_the_source_throughput_on_its_own_split(tmp_path, name
     bps_emu, _, t_end = steady_throughput(emu)
     # the emulated rate rides on the host's scheduling (at scale 0.1 a step is ~10 ms of wall time):
     # on the 2-core host, 17 emulations of cpu-2x1 read 5.69-5.83 b/s against the source's 5.63
-    # (+1.1% to +3.6%), so 3% failed now and then (CI, 2026-12-02); 5% is still a tenth of what a
-    # wrong service fit or queue would give
+    # (+1.1% to +3.6%), so 3% failed now and then (CI, 2026-12-02)
     assert bps_emu == pytest.approx(bps_src, rel=0.05)
     # the log is in emulated seconds on the ideal timeline: the run lasts about as long as the source
     # (not 1/scale less), and wall-clock overhead, which a loaded machine multiplies, is not in it

@@ -34,7 +34,7 @@ so the link is not counted twice.
 from __future__ import annotations
 
 from collections import deque
-from concurrent.futures import BrokenExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -208,12 +208,12 @@ def _simulate_all(runs: Iterator[dict], n_runs: int, n_batches: int) -> list[flo
         return _on_pool(ex, n, runs)
 
 
-def _on_pool(ex, n: int, runs: Iterator[dict]) -> list[float]:
+def _on_pool(ex: Executor, n: int, runs: Iterator[dict]) -> list[float]:
     """The runs on the pool ``ex`` of ``n`` workers, in order; a run whose worker died runs here."""
     out: list[float] = []
     pending: deque = deque()
 
-    def result(kw: dict, fut) -> float:
+    def result(kw: dict, fut: Future) -> float:
         try:
             return fut.result()
         except BrokenExecutor:     # (killed, out of memory: the same run here gives the same number)
