@@ -91,7 +91,7 @@ if sys.argv[4]:      # --pieces: when each piece was read in its worker, handed 
         t0 = time.time() - START
         got = real_piece(path, j, *a)
         with open(os.path.join(trace, f"{j}"), "w") as f:
-            f.write(json.dumps({"pid": os.getpid(), "read": [t0, time.time() - START]}))
+            f.write(json.dumps([t0, time.time() - START]))
         return got
     worker_piece.__module__, worker_piece.__qualname__ = P.__name__, "_worker_piece"   # (pickled by name)
     P._worker_piece = worker_piece
@@ -128,8 +128,7 @@ def one_round(log: Path, root: Path, pieces: bool, settings: list[str]) -> dict:
             raise SystemExit(p.stderr[-2000:])
         marks = json.loads(p.stdout.strip().splitlines()[-1])
         for f in Path(trace).iterdir():
-            got = json.loads(f.read_text())
-            marks[f"piece {f.name} read"], marks[f"piece {f.name} pid"] = got["read"], got["pid"]
+            marks[f"piece {f.name} read"] = json.loads(f.read_text())
     marks["process"] = wall
     marks["bare json.loads loop"] = bare
     return marks

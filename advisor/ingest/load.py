@@ -161,9 +161,10 @@ def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None
     (`advisor.ingest.pieces`: a fork must come before any other thread), and the files are then
     read here (the parse releases the GIL most of the time, and a large file's pieces are parsed
     in those processes). Those processes are then kept (`advisor.processes.keep`) for the
-    refinement's simulations; the caller ends them (`advisor.processes.release_kept`). What the reading would have raised or warned is held too and given
-    where `load_logs` takes the file, so errors still surface in the order of the arguments;
-    after an error, the files behind it are not read.
+    refinement's simulations; the caller ends them (`advisor.processes.release_kept`). What the
+    reading would have raised or warned is held too and given where `load_logs` takes the file,
+    so errors still surface in the order of the arguments; after an error, the files behind it
+    are not read.
     """
     _read_ahead.clear()
     files = list(dict.fromkeys(str(Path(p)) for p in paths if os.path.isfile(p)))

@@ -209,24 +209,26 @@ def _simulate_all(runs: Iterator[dict], n_runs: int, n_batches: int) -> list[flo
 
 
 def _on_pool(ex: Executor, n: int, runs: Iterator[dict]) -> list[float]:
-    """The runs on the pool ``ex`` of ``n`` workers, in order; a run whose worker died runs here."""
+    """The runs on the pool ``ex`` of ``n`` workers, in order; a run whose pool broke (a worker
+    killed, out of memory) runs here, with the same number."""
     out: list[float] = []
     pending: deque = deque()
+    broken = False
 
-    def result(kw: dict, fut: Future) -> float:
+    def result(kw: dict, fut: Future | None) -> float:
         try:
-            return fut.result()
-        except BrokenExecutor:     # (killed, out of memory: the same run here gives the same number)
+            return simulated_bps(kw) if fut is None else fut.result()
+        except BrokenExecutor:
             return simulated_bps(kw)
 
     for kw in runs:
-        try:
-            pending.append((kw, ex.submit(simulated_bps, kw)))
-        except BrokenExecutor:
-            out.extend(result(*p) for p in pending)
-            pending.clear()
-            out.append(simulated_bps(kw))
-            continue
+        fut = None
+        if not broken:
+            try:
+                fut = ex.submit(simulated_bps, kw)
+            except BrokenExecutor:
+                broken = True
+        pending.append((kw, fut))
         if len(pending) >= 2 * n:
             out.append(result(*pending.popleft()))
     out.extend(result(*p) for p in pending)
