@@ -1,7 +1,7 @@
 """When each step of one ``dflash-advise --json LOG`` run starts and ends: the CLI's critical path.
 
     python3 benchmarks/timeline.py LOG [--runs 3] [--root OTHER_CHECKOUT] [--json rounds.json]
-        [--pieces] [--setting MODULE.NAME=VALUE ...]
+        [--pieces] [--setting MODULE.NAME=VALUE ...] [--gpus G]
 
 `benchmarks/phases.py` adds up what each step costs; here the CLI runs as a user runs it, in a
 fresh process (`advisor.cli.app.script`, its imports overlapping its read), and the seconds since
@@ -14,7 +14,8 @@ fresh processes; a bare ``json.loads`` loop over the same file in each round giv
 ``--pieces``: also a row per piece of a file read by pieces (`advisor.ingest.pieces`): when its
 worker read it, when its summary was back here, when the fold took it. ``--setting``: a module
 constant set otherwise before the CLI runs (the module imported first if it was not: for the
-reader's modules, which the CLI imports before its read anyway).
+reader's modules, which the CLI imports before its read anyway). ``--gpus G``: the CLI's own
+``--gpus`` (the advice for G GPUs, not the log's), for the large-G path.
 """
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ if sys.argv[4]:      # --pieces: when each piece was read in its worker, handed 
 out = sys.stdout
 atexit.register(lambda: print(json.dumps(marks), file=out, flush=True))   # (script runs these, then ends)
 sys.stdout = open(os.devnull, "w")
-sys.argv = ["dflash-advise", "--json", sys.argv[2]]
+sys.argv = ["dflash-advise", "--json", *json.loads(sys.argv[6]), sys.argv[2]]
 app.script()
 '''
 
@@ -115,13 +116,13 @@ ORDER = ("cli imported", "read ahead", "import", "load_logs", "measure_logs", "f
          "refine_weak_spots", "reconcile", "gather", "decide", "observed_split", "main returned", "process")
 
 
-def one_round(log: Path, root: Path, pieces: bool, settings: list[str]) -> dict:
+def one_round(log: Path, root: Path, pieces: bool, settings: list[str], cli_args: list[str]) -> dict:
     bare = float(subprocess.run([sys.executable, "-c", BARE, str(log)], capture_output=True, text=True,
                                 check=True).stdout.split()[-1])
     with tempfile.TemporaryDirectory() as trace:
         start = time.time()
         p = subprocess.run([sys.executable, "-c", CHILD, str(root), str(log), repr(start), trace if pieces else "",
-                            json.dumps(settings)],
+                            json.dumps(settings), json.dumps(cli_args)],
                            capture_output=True, text=True, cwd=root)
         wall = time.time() - start
         if p.returncode:
@@ -158,10 +159,14 @@ def main() -> None:
     ap.add_argument("--pieces", action="store_true", help="also time each piece of a file read by pieces")
     ap.add_argument("--setting", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="set a module constant before the CLI runs (the module imported first, if it was not)")
+    ap.add_argument("--gpus", type=int, default=None, help="the CLI's --gpus (advice for G GPUs, not the log's)")
     args = ap.parse_args()
-    rounds = [one_round(args.log.resolve(), args.root.resolve(), args.pieces, args.setting) for _ in range(args.runs)]
+    cli_args = [] if args.gpus is None else ["--gpus", str(args.gpus)]
+    rounds = [one_round(args.log.resolve(), args.root.resolve(), args.pieces, args.setting, cli_args)
+              for _ in range(args.runs)]
     bare = statistics.median(r["bare json.loads loop"] for r in rounds)
-    print(f"{args.log.name}, advisor of {args.root}{''.join(', ' + x for x in args.setting)}; median of "
+    print(f"{args.log.name}{' '.join([''] + cli_args)}, advisor of {args.root}"
+          f"{''.join(', ' + x for x in args.setting)}; median of "
           f"{args.runs} runs; bare json.loads loop {bare:.2f} s")
     print("| step | starts s | ends s | takes s |")
     print("|---|---:|---:|---:|")

@@ -57,6 +57,7 @@ exact time-weighted distribution of the number of waiting items over the window.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -174,6 +175,49 @@ def simulate(
     link_s, target_node, drafter_node: per-batch transfer seconds and each worker's node (the
     link, module docstring); None: one node.
     """
+    ev = _events(target_s=target_s, drafter_s=drafter_s, n_target=n_target, n_drafter=n_drafter,
+                 hs_cap=hs_cap, pre_cap=pre_cap, loader_s=loader_s, tokens=tokens, sync_every=sync_every,
+                 sync_s=sync_s, warmup_batches=warmup_batches, link_s=link_s, target_node=target_node,
+                 drafter_node=drafter_node)
+    return _summarise(ev, keep_trace)
+
+
+@dataclass(frozen=True)
+class _Events:
+    """One run's raw record: per batch (by loader order) the times and workers of the loop below,
+    as Python lists (``S`` start, ``C`` completion, ``D`` departure; 0 loader, 1 target, 2 drafter;
+    ``Q0`` the prefetch queue, ``W`` the worker, ``R2`` the sync round), and the sync rounds."""
+
+    N: int
+    M: int
+    hs_cap: int
+    n: int
+    warmup: int
+    tok_a: np.ndarray
+    S0: list
+    C0: list
+    D0: list
+    Q0: list
+    S1: list
+    C1: list
+    D1: list
+    W1: list
+    S2: list
+    C2: list
+    W2: list
+    R2: list
+    sync_start: list
+    sync_end: list
+
+
+def _events(*, target_s, drafter_s, n_target: int, n_drafter: int, hs_cap: int, pre_cap: int = 50,
+            loader_s=0.0, tokens=None, sync_every: int = 0, sync_s=0.0, warmup_batches: int | None = None,
+            link_s=None, target_node=None, drafter_node=None, window_only: bool = False) -> _Events:
+    """The inputs checked (`simulate`'s arguments) and the event loop run: the raw record that
+    `_summarise` turns into a result and `simulated_bps` into a rate alone. ``window_only``: stop
+    at the first event past the steady window's end (the last loader departure): the queues'
+    drain after it (N pre_cap batches and more at a large G, a quarter of the run) changes no
+    completion inside the window; a batch not completed by then has completion time inf."""
     ts_a = _as_times("target_s", target_s, None)
     n = int(ts_a.shape[0])
     ds_a = _as_times("drafter_s", drafter_s, n)
@@ -227,7 +271,7 @@ def simulate(
     D1 = [0.0] * n
     W1 = [0] * n
     S2 = [0.0] * n
-    C2 = [0.0] * n
+    C2 = [math.inf] * n     # (every batch completes, unless the run stops at the window's end)
     W2 = [0] * n
     R2 = [-1] * n
     sync_start: list[float] = []
@@ -250,6 +294,10 @@ def simulate(
     # without `nonlocal` lookups: [next batch to start, batch held by the blocked loader or -1,
     # ranks at the barrier, sync rounds started, prefetch queues that are full].
     st = [0, -1, 0, 0, 0]
+    # with window_only, the time the last batch left the loader (the window's end) is noted in
+    # stop: the loop ends at the first event after it
+    last = n - 1 if window_only else -1
+    stop = [math.inf]
 
     # (length, target) of every prefetch queue, lazily: an entry whose length is no longer the
     # queue's is dropped when it comes to the top. The top is then min(pre_len) at its lowest
@@ -270,6 +318,8 @@ def simulate(
             m = min(pre_len)
             j = pre_len.index(m)
         D0[b] = t
+        if b == last:
+            stop[0] = t
         Q0[b] = j
         if tgt_idle[j]:
             tgt_idle[j] = False
@@ -303,27 +353,27 @@ def simulate(
     def tgt_next(j: int, t: float) -> None:
         if pre_len[j]:
             b = pre[j].popleft()
-            if pre_len[j] == pre_cap:
-                st[4] -= 1
-            pre_len[j] -= 1
-            if big:
-                push(shortest, (pre_len[j], j))
             S1[b] = t
             W1[b] = j
             tgt_batch[j] = b
             push(heap, (t + ts[b], 1, j))
             h = st[1]
             if h >= 0:
-                # the loader was blocked, so every queue was full: only queue j has room now
+                # the loader was blocked, so every queue was full: only queue j has room now, and
+                # it is full again at once (its heap entry (pre_cap, j) stays the valid one)
                 st[1] = -1
                 D0[h] = t
+                if h == last:
+                    stop[0] = t
                 Q0[h] = j
                 pre[j].append(h)
-                pre_len[j] += 1
-                if big:
-                    push(shortest, (pre_len[j], j))
-                st[4] += 1
                 loader_run(t)
+                return
+            if pre_len[j] == pre_cap:
+                st[4] -= 1
+            pre_len[j] -= 1
+            if big:
+                push(shortest, (pre_len[j], j))
         else:
             tgt_idle[j] = True
 
@@ -355,6 +405,8 @@ def simulate(
     loader_run(0.0)
     while heap:
         t, kind, w = pop(heap)
+        if t > stop[0]:
+            break
         if kind == 2:
             b = dr_batch[w]
             C2[b] = t
@@ -401,10 +453,8 @@ def simulate(
             for d in range(M):
                 drafter_free(d, t)
 
-    return _summarise(
-        N, M, hs_cap, n, warmup_batches, tok_a, keep_trace,
-        S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end,
-    )
+    return _Events(N, M, hs_cap, n, warmup_batches, tok_a,
+                   S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end)
 
 
 def _overlap_by_worker(start, end, worker, n_workers: int, t_a: float, t_b: float) -> np.ndarray:
@@ -433,26 +483,33 @@ def _depth_profile(t_in, t_out, t_a: float, t_b: float, cap: int | None):
     return mean, hist[: cap + 1] / span
 
 
-def _summarise(N, M, hs_cap, n, warmup, tok_a, keep_trace,
-               S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end) -> SimResult:
-    S0, C0, D0 = np.array(S0), np.array(C0), np.array(D0)
-    S1, C1, D1 = np.array(S1), np.array(C1), np.array(D1)
-    S2, C2 = np.array(S2), np.array(C2)
-    Q0, W1, W2, R2 = (np.array(x, dtype=np.int64) for x in (Q0, W1, W2, R2))
-    ss, se = np.array(sync_start, dtype=float), np.array(sync_end, dtype=float)
-
-    done = np.sort(C2)
-    t_a = float(done[warmup])
-    t_b = float(D0[n - 1])
-    in_window = int(np.count_nonzero((C2 > t_a) & (C2 <= t_b)))
+def _window(C2: np.ndarray, ev: _Events) -> tuple[float, float, np.ndarray]:
+    """The steady window (module docstring): (t_a, t_b, which drafter completions fall in it)."""
+    t_a = float(np.partition(C2, ev.warmup)[ev.warmup])     # the warmup-th completion, as a sort gives it
+    t_b = float(ev.D0[ev.n - 1])
+    inside = (C2 > t_a) & (C2 <= t_b)
+    in_window = int(np.count_nonzero(inside))
     if t_b <= t_a or in_window < 2:
         raise ValueError(
             f"warmup_batches: the steady window is empty ({in_window} completions between the "
             f"warm-up end {t_a:.3f} s and the last loader departure {t_b:.3f} s); simulate more "
             "batches than are in flight (about N * pre_cap + hs_cap + N + M) plus the warm-up")
+    return t_a, t_b, inside
+
+
+def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
+    N, M, hs_cap, n, warmup, tok_a = ev.N, ev.M, ev.hs_cap, ev.n, ev.warmup, ev.tok_a
+    S0, C0, D0 = np.array(ev.S0), np.array(ev.C0), np.array(ev.D0)
+    S1, C1, D1 = np.array(ev.S1), np.array(ev.C1), np.array(ev.D1)
+    S2, C2 = np.array(ev.S2), np.array(ev.C2)
+    Q0, W1, W2, R2 = (np.array(x, dtype=np.int64) for x in (ev.Q0, ev.W1, ev.W2, ev.R2))
+    ss, se = np.array(ev.sync_start, dtype=float), np.array(ev.sync_end, dtype=float)
+
+    t_a, t_b, inside = _window(C2, ev)
+    in_window = int(np.count_nonzero(inside))
     span = t_b - t_a
     bps = in_window / span
-    tok_s = float(tok_a[(C2 > t_a) & (C2 <= t_b)].sum() / span)
+    tok_s = float(tok_a[inside].sum() / span)
 
     zeros_l = np.zeros(1)
     l_busy = _overlap_by_worker(S0, C0, np.zeros(n, dtype=np.int64), 1, t_a, t_b) / span
@@ -502,6 +559,10 @@ def _summarise(N, M, hs_cap, n, warmup, tok_a, keep_trace,
 
 
 def simulated_bps(kw: dict) -> float:
-    """``simulate(**kw).bps``: one run's throughput, as a worker process computes it (a
-    module-level function of this module, so a worker needs numpy and nothing heavier)."""
-    return simulate(**kw).bps
+    """``simulate(**kw).bps``, the same number, without the shares and depth profiles that
+    `simulate` also derives (a fifth of a large G's run): one run's throughput, as a worker
+    process computes it (a module-level function of this module, so a worker needs numpy and
+    nothing heavier). ``keep_trace`` in ``kw`` is ignored."""
+    ev = _events(**{k: v for k, v in kw.items() if k != "keep_trace"}, window_only=True)
+    t_a, t_b, inside = _window(np.array(ev.C2), ev)
+    return float(int(np.count_nonzero(inside)) / (t_b - t_a))

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.model.simulate import simulate
+import advisor.model.simulate as simulate_module
+from advisor.model.simulate import simulate, simulated_bps
 
 
 def birth_death(mu_t: float, mu_d: float, n: int, m: int, b: int):
@@ -179,3 +180,47 @@ def test_link_caps_the_drafters_on_another_node():
     local = simulate(target_s=np.full(n, 0.1), drafter_s=np.full(n, 0.01), n_target=2, n_drafter=1, hs_cap=4,
                      link_s=np.full(n, 1.0), target_node=[1, 1], drafter_node=[1])
     assert local.bps > 15
+
+
+def _run_kw(n_target, n_drafter, hs_cap, pre_cap, sync_every, loader_mean, seed, n=600):
+    rng = np.random.default_rng(seed)
+    # service times on a 0.1 s grid: many events at one instant (ties in every queue)
+    return dict(target_s=np.round(rng.gamma(2.0, 0.5, n) * n_target, 1),
+                drafter_s=np.round(rng.gamma(2.0, 0.5, n) * n_drafter, 1),
+                loader_s=np.round(rng.exponential(loader_mean, n), 1) if loader_mean else 0.0,
+                n_target=n_target, n_drafter=n_drafter, hs_cap=hs_cap, pre_cap=pre_cap, sync_every=sync_every,
+                sync_s=rng.exponential(0.3, 50), warmup_batches=50)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n_target=st.integers(1, 6), n_drafter=st.integers(1, 4), hs_cap=st.integers(0, 6),
+    pre_cap=st.integers(1, 4), sync_every=st.integers(0, 3), loader_mean=st.sampled_from([0.0, 0.05, 0.2]),
+    seed=st.integers(0, 10_000),
+)
+def test_the_rate_alone_is_the_full_runs_rate(n_target, n_drafter, hs_cap, pre_cap, sync_every, loader_mean, seed):
+    """simulated_bps stops at the window's end and skips the shares: the same number, bit for bit."""
+    kw = _run_kw(n_target, n_drafter, hs_cap, pre_cap, sync_every, loader_mean, seed)
+    assert simulated_bps({**kw, "keep_trace": True}) == simulate(**kw).bps
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n_target=st.integers(1, 6), n_drafter=st.integers(1, 4), hs_cap=st.integers(0, 4),
+    pre_cap=st.integers(1, 4), loader_mean=st.sampled_from([0.0, 0.05]), seed=st.integers(0, 10_000),
+)
+def test_the_shortest_queue_heap_chooses_as_the_scan_does(n_target, n_drafter, hs_cap, pre_cap, loader_mean, seed):
+    """Past HEAP_QUEUES targets the loader's choice comes from a lazy heap (no entry pushed while a
+    blocked loader refills the queue just emptied): every batch goes where the scan sends it."""
+    kw = _run_kw(n_target, n_drafter, hs_cap, pre_cap, 2, loader_mean, seed)
+    scan = simulate(**kw, keep_trace=True)
+    old = simulate_module.HEAP_QUEUES
+    try:
+        simulate_module.HEAP_QUEUES = 0
+        heap = simulate(**kw, keep_trace=True)
+        heap_bps = simulated_bps(kw)
+    finally:
+        simulate_module.HEAP_QUEUES = old
+    for name in scan.trace.__dataclass_fields__:
+        np.testing.assert_array_equal(getattr(scan.trace, name), getattr(heap.trace, name), err_msg=name)
+    assert heap.bps == scan.bps == heap_bps
