@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -31,7 +32,7 @@ from advisor.ingest.schema import SCHEMA_VERSION
 from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
-from advisor.project.exact import refine_weak_spots, simulate_splits
+from advisor.project.exact import refine_weak_spots, refined_ratios, refines_aside, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
 from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, ENGINE_SCALING_SE,
@@ -197,7 +198,9 @@ def _num(v: Any, nd: int = 4) -> Any:
     if v is None:
         return None
     v = float(v)
-    return round(v, nd) if math.isfinite(v) else None
+    # + 0.0: a value that rounds to zero from below is 0.0, not -0.0 (a last-bit difference in a
+    # lead of nothing must not print as a sign)
+    return round(v, nd) + 0.0 if math.isfinite(v) else None
 
 
 def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
@@ -278,14 +281,28 @@ def _warn_crossing(fit: PipelineFit) -> None:
 def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
-    splits = project(fit, settings)
     if fit.source == "steps" and settings.own_budget and settings.nodes > 1:
-        splits = refine_placements(fit, tuple(logs), settings, splits)   # the queue and link, simulated
+        splits = refine_placements(fit, tuple(logs), settings, project(fit, settings))   # the queue and link, simulated
     elif fit.source == "steps" and settings.own_budget:
-        splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
+        splits = _refined(fit, tuple(logs), settings)
+    else:
+        splits = project(fit, settings)
     if settings.exact:
         splits = _exact(fit, logs, settings, splits)
     return splits
+
+
+def _refined(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings) -> pd.DataFrame:
+    """The table, refined where the chain is weak (`refine_weak_spots`). Where the simulations run
+    in other processes on a large table (`refines_aside`), they start from the rates alone, which
+    decide what is simulated, and run while this thread computes the intervals: the same table."""
+    if not refines_aside(len(settings.engine_pairs())):
+        return refine_weak_spots(fit, logs, project(fit, settings), hs_cap=settings.hs_cap)
+    rates = project(fit, settings, interval=False)
+    with ThreadPoolExecutor(1, thread_name_prefix="dflash-refine") as ex:
+        ratios = ex.submit(refined_ratios, fit, logs, rates, hs_cap=settings.hs_cap)
+        splits = project(fit, settings)
+        return refine_weak_spots(fit, logs, splits, hs_cap=settings.hs_cap, ratios=ratios.result())
 
 
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:

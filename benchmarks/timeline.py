@@ -41,6 +41,8 @@ sys.path.insert(0, sys.argv[1])
 marks = {}
 def note(name, t0=None):
     now = time.time() - START
+    if t0 is not None and name in marks:     # a step run twice (the rates, then the table): each its row
+        name += " (again)"
     marks[name] = now if t0 is None else [t0, now]
 import advisor.cli.app as app
 note("cli imported")
@@ -50,7 +52,7 @@ def imported():
     real_import()
     note("import", t0)
     import advisor.advice as A
-    for name in ("load_logs", "measure_logs", "fit_pipeline", "project", "refine_weak_spots", "reconcile",
+    for name in ("load_logs", "measure_logs", "fit_pipeline", "project", "refined_ratios", "refine_weak_spots", "reconcile",
                  "gather", "decide", "observed_split"):
         def timed(*a, _f=getattr(A, name), _n=name, **k):
             t = time.time() - START
@@ -113,7 +115,7 @@ app.script()
 '''
 
 ORDER = ("cli imported", "read ahead", "import", "load_logs", "measure_logs", "fit_pipeline", "project",
-         "refine_weak_spots", "reconcile", "gather", "decide", "observed_split", "main returned", "process")
+         "refined_ratios", "project (again)", "refine_weak_spots", "reconcile", "gather", "decide", "observed_split", "main returned", "process")
 
 
 def one_round(log: Path, root: Path, pieces: bool, settings: list[str], cli_args: list[str]) -> dict:

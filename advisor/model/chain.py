@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -84,6 +85,9 @@ from advisor.model.params import PipelineFit, RoleFit, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
 MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
+# chain shapes (N, M, buffer) kept: a split's solves use two or three, and the loader's chain of
+# N pre_cap slots can be ~50k states (2.4 MB a shape), so a few
+CHAIN_SHAPES_KEPT = 8
 ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
 MODEL_SE = 0.005              # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
 BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
@@ -103,22 +107,33 @@ class ChainResult:
     barrier_cut: float = 0.0     # ln(X_chain / X_bar) where the barrier tail binds, else 0
 
 
-def _chain_int(n: int, m: int, mu_p: float, mu_c: float, b: int) -> ChainResult:
+@lru_cache(maxsize=CHAIN_SHAPES_KEPT)
+def _chain_shape(n: int, m: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the chain's law at (N, M, b) owes to the counts alone: y, L(y) and the moments'
+    weights. With birth(y) = mu_p nb(y) and death(y) = mu_c dc(y) (module docstring),
+    ``log pi(y) = y log(mu_p / mu_c) + L(y)``, ``L(y) = sum_{i<=y} log nb(i-1) - log dc(i)``:
+    the rates enter through one tilt, so a split's chains at other rates (the interval's
+    elasticities, the regimes' slices) share L. Columns of the weights: dc(y), (y - K)+ / N,
+    (M - y)+ / M, min((y - M)+, b)."""
     k = b + m
     y = np.arange(0, k + n + 1)
-    birth = mu_p * (n - np.maximum(0, y - k))            # birth(y) for y = 0..K+N (last is 0)
-    death = mu_c * np.minimum(y, m)                      # death(y)
-    with np.errstate(divide="ignore"):
-        steps = np.log(birth[:-1]) - np.log(death[1:])
-    logpi = np.concatenate(([0.0], np.cumsum(steps)))
-    logpi -= logpi.max()
-    pi = np.exp(logpi)
-    pi /= pi.sum()
-    x = float(pi @ death)
-    blocked = float(pi @ np.maximum(0, y - k)) / n
-    starved = float(pi @ np.maximum(0, m - y)) / m
-    qmean = float(pi @ np.minimum(np.maximum(0, y - m), b))
-    return ChainResult(x, blocked, starved, qmean)
+    nb = n - np.maximum(0, y - k)                        # births per mu_p, y = 0..K+N (the last is 0)
+    dc = np.minimum(y, m)                                # deaths per mu_c
+    level = np.concatenate(([0.0], np.cumsum(np.log(nb[:-1]) - np.log(dc[1:]))))
+    weights = np.stack([dc, np.maximum(0, y - k) / n, np.maximum(0, m - y) / m,
+                        np.minimum(np.maximum(0, y - m), b)], axis=1).astype(float)
+    out = (y.astype(float), level, weights)
+    for a in out:
+        a.flags.writeable = False      # (shared by every caller of the cache)
+    return out
+
+
+def _chain_int(n: int, m: int, mu_p: float, mu_c: float, b: int) -> ChainResult:
+    y, level, weights = _chain_shape(n, m, b)
+    logpi = level + y * math.log(mu_p / mu_c)
+    pi = np.exp(logpi - logpi.max())
+    x_per_mu_c, blocked, starved, qmean = (pi @ weights) / pi.sum()
+    return ChainResult(float(mu_c * x_per_mu_c), float(blocked), float(starved), float(qmean))
 
 
 def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 1.0,

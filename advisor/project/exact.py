@@ -59,6 +59,7 @@ SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
 IN_FLIGHT_FACTOR = 4      # simulate at least this many times the batches a split holds in flight
 PARALLEL_SIM_BATCHES = 100_000   # splits holding this many simulated batches in all run on every core
+OVERLAP_SPLITS = 128     # a table of this many splits computes its intervals while the refinement simulates
 
 
 def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -235,8 +236,61 @@ def _on_pool(ex: Executor, n: int, runs: Iterator[dict]) -> list[float]:
     return out
 
 
+def refines_aside(n_splits: int) -> bool:
+    """Whether a caller gains by computing a table's intervals while its refinement simulates:
+    the simulations run in other processes (the kept pool, `advisor.processes.keep`) and the
+    table holds ``OVERLAP_SPLITS`` splits or more (at G = 1024 its intervals are ~0.3 s of work)."""
+    kept = kept_pool()
+    return n_splits >= OVERLAP_SPLITS and kept is not None and min(kept[1], free_cores()) >= 2
+
+
+def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
+                   hs_cap: int | None = None) -> dict[int, float]:
+    """The refinement of `refine_weak_spots` as data: row position -> simulated / analytic rate,
+    for the rows it simulates. It reads ``splits``' split counts and ``bps`` alone, so a table
+    without intervals (`advisor.project.table.project` with ``interval=False``) gives the same
+    ratios as the full one: the caller can simulate while the intervals are computed."""
+    p, c = fit.roles
+    b = fit.hs_cap if hs_cap is None else hs_cap
+    syncing = fit.sync.sync_every > 0
+    # near-deterministic steps through a one- or two-slot queue fall into lockstep, which the
+    # effective-buffer correction (built for random service) misses
+    lockstep = b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
+    if fit.source != "steps" or not (syncing or lockstep):
+        return {}
+    bps = splits["bps"].to_numpy(dtype=float).copy()
+    n_p, n_c = (splits[f"n_{r}"].to_numpy() for r in (p, c))
+    done = np.zeros(len(bps), dtype=bool)
+    ratios: dict[int, float] = {}
+    spent = 0
+    pools = None       # (gathered once, for every round)
+    # refine until no unrefined split is within REFINE_WITHIN of the best: refining the best can
+    # lower it (barrier idling), which brings splits that were below the cut into play
+    for _ in range(MAX_REFINE_ROUNDS):
+        near = bps >= (1 - REFINE_WITHIN) * bps.max()
+        cand = np.flatnonzero(near & ((n_c > 1) | lockstep) & ~done)
+        left = MAX_REFINED - int(done.sum())
+        if not len(cand) or left <= 0:
+            break
+        cand = cand[np.argsort(-bps[cand], kind="stable")[:left]]
+        cost = np.cumsum([batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, b) for i in cand])
+        cand = cand[:max(int((spent + cost <= REFINE_BUDGET).sum()), 1 if not spent else 0)]
+        if not len(cand):
+            break
+        spent += int(cost[len(cand) - 1])
+        pools = pools or gather_pools(fit, logs)
+        sim = simulate_splits(fit, logs, splits, n_batches=REFINE_BATCHES, hs_cap=hs_cap,
+                              rows=cand, pools=pools)["bps_exact"].to_numpy()
+        for i in cand:
+            x = bps[i]
+            ratios[int(i)] = sim[i] / x if x > 0 else 1.0
+            bps[i] *= ratios[int(i)]
+        done[cand] = True
+    return ratios
+
+
 def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
-                        hs_cap: int | None = None) -> pd.DataFrame:
+                      hs_cap: int | None = None, ratios: dict[int, float] | None = None) -> pd.DataFrame:
     """Replace the analytic ``bps`` of decision-relevant splits where the chain is weak by simulation.
 
     Two weak spots (found by benchmarks/validate.py): (1) the chain model sees a sync round only
@@ -251,48 +305,19 @@ def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.Dat
     batches in all, the highest projected splits first: near the best, splits at large G are many
     (about a sixth of G - 1 at G = 64) and each simulation grows with G, so without the caps
     `--gpus 1024` on a syncing log ran for minutes. The splits left analytic carry barrier idling
-    in their projection (`advisor.model.chain.barrier_rate`).
+    in their projection (`advisor.model.chain.barrier_rate`). ``ratios``: `refined_ratios` of
+    this table, where the caller has simulated already (else simulated here).
     """
-    p, c = fit.roles
     df = splits.copy()
     df["method"] = "analytic"
-    b = fit.hs_cap if hs_cap is None else hs_cap
-    syncing = fit.sync.sync_every > 0
-    # near-deterministic steps through a one- or two-slot queue fall into lockstep, which the
-    # effective-buffer correction (built for random service) misses
-    lockstep = b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
-    if fit.source != "steps" or not (syncing or lockstep):
-        return df
-    done = np.zeros(len(df), dtype=bool)
-    spent = 0
-    pools = None       # (gathered once, for every round)
-    # refine until no unrefined split is within REFINE_WITHIN of the best: refining the best can
-    # lower it (barrier idling), which brings splits that were below the cut into play
-    for _ in range(MAX_REFINE_ROUNDS):
-        best = df["bps"].max()
-        near = df["bps"].to_numpy() >= (1 - REFINE_WITHIN) * best
-        cand = np.flatnonzero(near & ((df[f"n_{c}"].to_numpy() > 1) | lockstep) & ~done)
-        left = MAX_REFINED - int(done.sum())
-        if not len(cand) or left <= 0:
-            break
-        cand = cand[np.argsort(-df["bps"].to_numpy()[cand], kind="stable")[:left]]
-        cost = np.cumsum([batches_for(fit, int(df[f"n_{p}"].iat[i]), int(df[f"n_{c}"].iat[i]), REFINE_BATCHES, b)
-                          for i in cand])
-        cand = cand[:max(int((spent + cost <= REFINE_BUDGET).sum()), 1 if not spent else 0)]
-        if not len(cand):
-            break
-        spent += int(cost[len(cand) - 1])
-        pools = pools or gather_pools(fit, logs)
-        sim = simulate_splits(fit, logs, df, n_batches=REFINE_BATCHES, hs_cap=hs_cap,
-                              rows=cand, pools=pools)["bps_exact"].to_numpy()
-        for i in cand:
-            x, x_sim = df.at[df.index[i], "bps"], sim[i]
-            ratio = x_sim / x if x > 0 else 1.0
-            for col in ("bps", "bps_low", "bps_high", "tok_s"):
-                df.at[df.index[i], col] *= ratio
-            df.at[df.index[i], "efficiency"] *= ratio
-            df.at[df.index[i], "gpu_util"] *= ratio
-            df.at[df.index[i], "eta_s"] /= ratio
-            df.at[df.index[i], "method"] = "exact"
-        done[cand] = True
+    if ratios is None:
+        ratios = refined_ratios(fit, logs, splits, hs_cap=hs_cap)
+    for i, ratio in ratios.items():
+        label = df.index[i]
+        for col in ("bps", "bps_low", "bps_high", "tok_s"):
+            df.at[label, col] *= ratio
+        df.at[label, "efficiency"] *= ratio
+        df.at[label, "gpu_util"] *= ratio
+        df.at[label, "eta_s"] /= ratio
+        df.at[label, "method"] = "exact"
     return df

@@ -179,8 +179,11 @@ def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s
                           *settings.gpus_per_worker, consumer_s, link_xfer_s(fit, settings), link_scv(fit))
 
 
-def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame:
-    """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
+def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None,
+            interval: bool = True) -> pd.DataFrame:
+    """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above.
+    ``interval=False``: the rates alone (a third of the chain solves), the interval columns NaN
+    and the parts 0: the same ``bps``, for what reads the rates only (`advisor.project.exact.refined_ratios`)."""
     p, c = fit.roles
     g = settings.gpus
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
@@ -195,7 +198,7 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
                 and _comparable(fit, o, settings)}
     rows = []
     for n, m in pairs:
-        mid = split_capacities(fit, settings, n, m)
+        mid = split_capacities(fit, settings, n, m, interval=interval)
         low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.chain.project_split
         rows.append({
             f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
@@ -214,7 +217,7 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
             **engine_columns(fit, settings, n, m, mid),
         })
     df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
-    return widen_for_assumptions(fit, settings, df, pairs)
+    return widen_for_assumptions(fit, settings, df, pairs) if interval else df
 
 
 def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs) -> pd.DataFrame:
