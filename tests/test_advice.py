@@ -45,3 +45,22 @@ def test_judge_rederives_the_decision_on_the_same_table(reference):
 def test_what_if_observed_split():
     adv = advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86})
     assert adv.observed.roles == {"target": 7, "drafter": 1} and adv.observed.bottleneck == "drafter"
+
+
+def test_the_json_splits_are_the_tables_rows_and_never_print_minus_zero(reference):
+    """Every split object of the JSON is its table row (read once as dicts), and a value that
+    rounds to zero from below prints as 0.0: at 64 GPUs the queue advice's gain is ~-1e-14."""
+    import json
+    import math
+
+    adv = advise(reference, gpus=64)
+    doc = adv.to_json()
+    assert len(doc["splits"]) == len(adv.splits) == 63
+    for obj, (label, row) in zip(doc["splits"], adv.splits.iterrows()):
+        assert obj["roles"] == {"target": int(row["n_target"]), "drafter": int(row["n_drafter"])}
+        assert obj["bps"] == round(float(row["bps"]), 4) and obj["method"] == row["method"]
+        assert obj["hs_mean_depth"] == round(float(row["hs_mean_depth"]), 2)
+    text = json.dumps(doc)
+    assert "-0.0," not in text and "-0.0}" not in text and "-0.0\n" not in text
+    gain = doc["queues"]["hs"]["gain_pct"]
+    assert gain == 0.0 and math.copysign(1.0, gain) == 1.0

@@ -31,7 +31,7 @@ MAX_FUNCTION_LINES = 80
 LONG_OFF_PATH = {"advisor.model.synth"}
 # the exact simulator's event loop: its handlers are closures over one shared state, the fastest
 # form CPython runs (a class with methods costs an attribute lookup per access in the hot loop)
-LONG_HOT_LOOPS = {"advisor.model.simulate.simulate"}
+LONG_HOT_LOOPS = {"advisor.model.simulate._events"}   # the event loop: one function, its helpers closures
 
 
 def _module_name(path: Path) -> str:

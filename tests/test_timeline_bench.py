@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "timeline.py"
 # read ahead and by pieces whatever the size: small pieces, every file split, two workers
@@ -40,3 +42,26 @@ def test_a_setting_that_names_nothing_is_refused(reference):
     p = _run(str(reference), "--runs", "1", "--setting", "advisor.ingest.pieces.NO_SUCH_NAME=1")
     assert p.returncode != 0
     assert "has no NO_SUCH_NAME" in (p.stderr + p.stdout)
+
+
+def test_the_large_g_path_is_timed_with_gpus(reference):
+    """--gpus G runs the CLI's own --gpus: the steps of the large-G advice, each in its row."""
+    p = _run(str(reference), "--runs", "1", "--gpus", "16", "--setting", "advisor.cli.app.READ_AHEAD_BYTES=-1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0].startswith("reference-7x1.jsonl --gpus 16,")
+    for step in ("project", "refine_weak_spots", "main returned", "process"):
+        assert f"| {step} |" in p.stdout
+
+
+def test_large_g_pairs_own_g_with_the_large_g_and_compares_the_checkouts(reference):
+    """benchmarks/large_g.py: own G against --gpus G, round by round, and a base checkout's
+    outputs compared byte for byte (here the same checkout: identical)."""
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "large_g.py"), str(reference), "--gpus", "16",
+                        "--runs", "1", "--base", str(ROOT)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| this |") or ln.startswith("| base |")]
+    assert len(rows) == 2
+    own, large, ratio = (float(c.strip().rstrip("x")) for c in rows[0].strip("|").split("|")[1:4])
+    assert own > 0 and large > 0 and ratio == pytest.approx(large / own, rel=0.02, abs=0.01)
+    assert "own G: the two checkouts' outputs are identical" in p.stdout
+    assert "--gpus 16: the two checkouts' outputs are identical" in p.stdout

@@ -173,3 +173,48 @@ def _counting_pool(pool, calls):
         calls.append(n)
         return pool(n, *a, **k)
     return counted
+
+
+def test_the_rates_alone_decide_the_same_refinement(tmp_path):
+    """refined_ratios reads the split counts and bps only: a table without intervals gives the
+    same ratios as the full one, and the table refined with them is the table refined here."""
+    import pandas as pd
+
+    from advisor.project.exact import refine_weak_spots, refined_ratios
+    from advisor.project.table import project
+    adv = advise(_g64_sync_log(tmp_path, n_batches=6000), gpus=128)
+    fit, logs, s = adv.fit, adv.logs, adv.settings
+    full, rates = project(fit, s), project(fit, s, interval=False)
+    pd.testing.assert_series_equal(full["bps"], rates["bps"])
+    assert rates["bps_low"].isna().all()
+    ratios = refined_ratios(fit, logs, rates, hs_cap=s.hs_cap)
+    assert ratios and ratios == refined_ratios(fit, logs, full, hs_cap=s.hs_cap)
+    pd.testing.assert_frame_equal(refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap, ratios=ratios),
+                                  refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap))
+
+
+def test_a_large_table_computes_its_intervals_while_a_kept_pool_simulates(tmp_path, monkeypatch):
+    """With a kept pool and a large table (refines_aside), the refinement starts from the rates and
+    runs beside the intervals: the same advice as the one step after the other."""
+    import pandas as pd
+
+    import advisor.advice as advice_module
+    from advisor import processes
+    from advisor.project import exact
+    log = _g64_sync_log(tmp_path, n_batches=6000)
+    plain = advise(log, gpus=128)
+    assert not exact.refines_aside(len(plain.splits))        # no kept pool: one step after the other
+    monkeypatch.setattr(exact, "OVERLAP_SPLITS", 64)
+    monkeypatch.setattr(exact, "free_cores", lambda: 2)
+    calls = []
+    real = advice_module.project
+    monkeypatch.setattr(advice_module, "project", lambda *a, **k: calls.append(k.get("interval", True)) or real(*a, **k))
+    processes.keep(processes.process_pool(2, ["advisor.model.simulate"]), 2)
+    try:
+        assert exact.refines_aside(len(plain.splits))
+        beside = advise(log, gpus=128)
+    finally:
+        processes.release_kept()
+    assert calls == [False, True]
+    pd.testing.assert_frame_equal(beside.splits, plain.splits)
+    assert beside.to_json() == plain.to_json()
