@@ -33,6 +33,21 @@ def good_lines(n=60):
     return lines
 
 
+def birth_death_law(mu_p: float, mu_c: float, n: int, m: int, b: int) -> tuple[float, float, float, float]:
+    """The birth-death chain of advisor.model.chain at integer buffer b, term by term from its rates
+    (an independent reference): throughput, producer blocked and consumer starved shares, mean queue."""
+    import numpy as np
+    k = b + m
+    y = np.arange(k + n + 1)
+    birth = mu_p * (n - np.maximum(0, y - k))
+    death = mu_c * np.minimum(y, m)
+    logp = np.concatenate([[0.0], np.cumsum(np.log(birth[:-1]) - np.log(death[1:]))])
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    return (float(p @ death), float(p @ np.maximum(0, y - k)) / n, float(p @ np.maximum(0, m - y)) / m,
+            float(p @ np.minimum(np.maximum(0, y - m), b)))
+
+
 def load_script(rel: str, name: str):
     """A script of the repository (benchmarks/, notebooks/) imported as module ``name``."""
     spec = importlib.util.spec_from_file_location(name, ROOT / rel)

@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from advisor.errors import AdvisorWarning, AssumptionWarning
 from advisor.model.chain import chain
+from conftest import birth_death_law
 
 
 @pytest.mark.parametrize("b", [0, 1, 2, 5, 20])
@@ -34,19 +35,6 @@ def test_deep_smooth_queue_reaches_the_bound():
     assert res.consumer_starved < 0.01
 
 
-def _law(n, m, mu_p, mu_c, b):
-    """The birth-death chain's law at integer buffer b, term by term from its rates (module docstring)."""
-    k = b + m
-    y = np.arange(k + n + 1)
-    birth = mu_p * (n - np.maximum(0, y - k))
-    death = mu_c * np.minimum(y, m)
-    logp = np.concatenate([[0.0], np.cumsum(np.log(birth[:-1]) - np.log(death[1:]))])
-    p = np.exp(logp - logp.max())
-    p /= p.sum()
-    return (float(p @ death), float(p @ np.maximum(0, y - k)) / n, float(p @ np.maximum(0, m - y)) / m,
-            float(p @ np.minimum(np.maximum(0, y - m), b)))
-
-
 @settings(max_examples=200, deadline=None)
 @given(n=st.integers(1, 300), m=st.integers(1, 300), mu_p=st.floats(0.001, 100), mu_c=st.floats(0.001, 100),
        b=st.integers(0, 200))
@@ -54,7 +42,7 @@ def test_the_shared_shape_gives_the_law_of_the_rates(n, m, mu_p, mu_c, b):
     """The law from the counts' cached shape and one tilt by the rates is the law from the rates
     term by term (chain with SCV 1 + 1 is the integer buffer); the same call twice, the same bits."""
     got = chain(n, m, mu_p, mu_c, b, 1.0, 1.0)
-    want = _law(n, m, mu_p, mu_c, b)
+    want = birth_death_law(mu_p, mu_c, n, m, b)
     for a, w in zip((got.x_bps, got.producer_blocked, got.consumer_starved, got.queue_mean), want):
         assert a == pytest.approx(w, rel=1e-9, abs=1e-12)
     assert chain(n, m, mu_p, mu_c, b, 1.0, 1.0) == got

@@ -9,18 +9,7 @@ from hypothesis import strategies as st
 
 import advisor.model.simulate as simulate_module
 from advisor.model.simulate import simulate, simulated_bps
-
-
-def birth_death(mu_t: float, mu_d: float, n: int, m: int, b: int):
-    """The birth-death chain of advisor.model.chain: throughput, target blocked share, drafter starved share."""
-    k = b + m
-    y = np.arange(k + n + 1)
-    birth = mu_t * (n - np.maximum(0, y - k))
-    death = mu_d * np.minimum(y, m)
-    logp = np.concatenate([[0.0], np.cumsum(np.log(birth[:-1]) - np.log(death[1:]))])
-    p = np.exp(logp - logp.max())
-    p /= p.sum()
-    return float(p @ death), float(p @ np.maximum(y - k, 0)) / n, float(p @ np.maximum(m - y, 0)) / m
+from conftest import birth_death_law
 
 
 @pytest.mark.parametrize("n,m,b,mu_t,mu_d", [
@@ -35,7 +24,7 @@ def test_exponential_service_matches_birth_death_chain(n, m, b, mu_t, mu_d):
     size = 120_000
     r = simulate(target_s=rng.exponential(1 / mu_t, size), drafter_s=rng.exponential(1 / mu_d, size),
                  n_target=n, n_drafter=m, hs_cap=b, pre_cap=3, warmup_batches=2000)
-    x, blocked, starved = birth_death(mu_t, mu_d, n, m, b)
+    x, blocked, starved, _ = birth_death_law(mu_t, mu_d, n, m, b)
     assert r.bps == pytest.approx(x, rel=0.015)
     assert r.roles["target"].blocked.mean() == pytest.approx(blocked, abs=0.01)
     assert r.roles["drafter"].starved.mean() == pytest.approx(starved, abs=0.01)
