@@ -107,22 +107,42 @@ class ChainResult:
     barrier_cut: float = 0.0     # ln(X_chain / X_bar) where the barrier tail binds, else 0
 
 
+@lru_cache(maxsize=None)
+def _log_factorials(size: int) -> np.ndarray:
+    """log(i!) for i < ``size`` (sizes are powers of two, so a few tables serve every chain)."""
+    out = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, size)))))
+    out.flags.writeable = False
+    return out
+
+
 @lru_cache(maxsize=CHAIN_SHAPES_KEPT)
 def _chain_shape(n: int, m: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What the chain's law at (N, M, b) owes to the counts alone: y, L(y) and the moments'
     weights. With birth(y) = mu_p nb(y) and death(y) = mu_c dc(y) (module docstring),
     ``log pi(y) = y log(mu_p / mu_c) + L(y)``, ``L(y) = sum_{i<=y} log nb(i-1) - log dc(i)``:
     the rates enter through one tilt, so a split's chains at other rates (the interval's
-    elasticities, the regimes' slices) share L. Columns of the weights: dc(y), (y - K)+ / N,
-    (M - y)+ / M, min((y - M)+, b)."""
+    elasticities, the regimes' slices) share L. In closed form, K = b + M:
+    ``L(y) = y log N - log y!`` up to y = M, then a step of log(N / M) up to y = K + 1, then
+    ``L(K + 1) + log((N - 1)! / (N - 1 - j)!) - j log M`` at y = K + 1 + j. Rows of the weights:
+    dc(y), (y - K)+ / N, (M - y)+ / M, min((y - M)+, b)."""
     k = b + m
-    y = np.arange(0, k + n + 1)
-    nb = n - np.maximum(0, y - k)                        # births per mu_p, y = 0..K+N (the last is 0)
-    dc = np.minimum(y, m)                                # deaths per mu_c
-    level = np.concatenate(([0.0], np.cumsum(np.log(nb[:-1]) - np.log(dc[1:]))))
-    weights = np.stack([dc, np.maximum(0, y - k) / n, np.maximum(0, m - y) / m,
-                        np.minimum(np.maximum(0, y - m), b)], axis=1).astype(float)
-    out = (y.astype(float), level, weights)
+    size = k + n + 1
+    lf = _log_factorials(1 << max(n, m + 1).bit_length())
+    ln_n, ln_m = math.log(n), math.log(m)
+    level = np.empty(size)
+    level[:m + 1] = np.arange(m + 1) * ln_n - lf[:m + 1]
+    level[m:k + 2] = level[m] + np.arange(k + 2 - m) * (ln_n - ln_m)
+    j = np.arange(1, n)
+    level[k + 2:] = level[k + 1] + (lf[n - 1] - lf[n - 1 - j]) - j * ln_m
+    y = np.arange(size, dtype=float)
+    weights = np.empty((4, size))
+    np.minimum(y, m, out=weights[0])
+    np.maximum(y - k, 0.0, out=weights[1])
+    weights[1] /= n
+    np.maximum(m - y, 0.0, out=weights[2])
+    weights[2] /= m
+    np.clip(y - m, 0.0, b, out=weights[3])
+    out = (y, level, weights)
     for a in out:
         a.flags.writeable = False      # (shared by every caller of the cache)
     return out
@@ -132,7 +152,7 @@ def _chain_int(n: int, m: int, mu_p: float, mu_c: float, b: int) -> ChainResult:
     y, level, weights = _chain_shape(n, m, b)
     logpi = level + y * math.log(mu_p / mu_c)
     pi = np.exp(logpi - logpi.max())
-    x_per_mu_c, blocked, starved, qmean = (pi @ weights) / pi.sum()
+    x_per_mu_c, blocked, starved, qmean = (weights @ pi) / pi.sum()
     return ChainResult(float(mu_c * x_per_mu_c), float(blocked), float(starved), float(qmean))
 
 
