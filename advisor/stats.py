@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from functools import lru_cache
 
 import numpy as np
@@ -33,14 +34,38 @@ def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, phi, cdf
 
 
-@lru_cache(maxsize=None)
+class _ExpectedMaxTable:
+    """`expected_max_normal` of m = 0, 1, 2, ..., made in order and kept: the power Phi^(m-1)
+    grows by one product per m (a fresh ``cdf ** (m - 1)`` per m cost ~0.2 ms, a fifth of a
+    second for the 1,023 values of ``--gpus 1024``). A value is the same whenever it is asked
+    for (the same products in the same order); the table at least doubles when it grows."""
+
+    def __init__(self) -> None:
+        self._values = [0.0, 0.0]
+        self._power: np.ndarray | None = None      # Phi^(m-1) for the last m made
+        self._lock = threading.Lock()              # (the projection and the refinement may ask at once)
+
+    def __call__(self, m: int) -> float:
+        if m < len(self._values):
+            return self._values[m]
+        with self._lock:
+            x, phi, cdf = _normal_grid()
+            if self._power is None:
+                self._power = np.ones_like(cdf)
+            x_phi = x * phi
+            for k in range(len(self._values), max(m + 1, 2 * len(self._values))):
+                self._power *= cdf
+                self._values.append(float(k * np.trapezoid(x_phi * self._power, x)))
+        return self._values[m]
+
+
+_expected_max = _ExpectedMaxTable()
+
+
 def expected_max_normal(m: int) -> float:
-    """E[max of m iid standard normals] (e_2 = 0.564, e_8 = 1.424)."""
-    if m <= 1:
-        return 0.0
-    x, phi, cdf = _normal_grid()
-    dens = m * phi * cdf ** (m - 1)
-    return float(np.trapezoid(x * dens, x))
+    """E[max of m iid standard normals] (e_2 = 0.564, e_8 = 1.424): the integral of
+    ``x m phi(x) Phi(x)^(m-1)`` on a grid of 4001 points over [-8, 8]."""
+    return _expected_max(int(m)) if m > 1 else 0.0
 
 
 def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, float, float]:

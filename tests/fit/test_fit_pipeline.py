@@ -72,6 +72,25 @@ def test_recovers_sync_cost_from_two_drafter_logs(tmp_path):
 def test_expected_max_of_normals():
     for m, e in ((2, 0.564), (3, 0.846), (4, 1.029), (8, 1.424), (16, 1.766)):
         assert expected_max_normal(m) == pytest.approx(e, abs=2e-3)
+    # closed forms: e_2 = 1 / sqrt(pi), e_3 = 3 / (2 sqrt(pi))
+    assert expected_max_normal(2) == pytest.approx(1 / np.sqrt(np.pi), rel=1e-9)
+    assert expected_max_normal(3) == pytest.approx(3 / (2 * np.sqrt(np.pi)), rel=1e-9)
+
+
+@pytest.mark.parametrize("order", [[4099, 7, 1024, 2], [2, 7, 1024, 4099]])
+def test_expected_max_is_the_integral_whatever_the_order_asked(order):
+    """The table made by one product per m is the integral of x m phi Phi^(m-1) on the grid, for
+    small and large m, asked in any order."""
+    import math
+
+    x = np.linspace(-8.0, 8.0, 4001)
+    phi = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1.0 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
+    got = [expected_max_normal(m) for m in order]
+    for m, e in zip(order, got):
+        assert e == pytest.approx(float(np.trapezoid(x * m * phi * cdf ** (m - 1), x)), rel=1e-12)
+        assert expected_max_normal(m) == e
+    assert expected_max_normal(1) == expected_max_normal(0) == 0.0
 
 
 def test_huber_line_resists_outliers():
