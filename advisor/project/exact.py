@@ -196,12 +196,14 @@ def _simulate_all(runs: Iterator[dict], n_runs: int, n_batches: int) -> list[flo
     order: in worker processes, one per core, when they are several and hold
     ``PARALLEL_SIM_BATCHES`` batches or more in all (a large G: each simulation grows with the
     batches in flight), else here; on the idle workers of a kept pool (`advisor.processes.keep`:
-    the CLI's reading workers) whenever it has one per run or per free core. Each run is
+    the CLI's reading workers) whenever it has two or more, even where runs or free cores are
+    more: a fresh pool would fork the by then large process, or start a fork server where another
+    thread runs (`advisor.advice` simulates beside the table's intervals). Each run is
     deterministic in its inputs (drawn in order as runs are sent, at most two per worker ahead),
     so the numbers are the same either way."""
     n = min(n_runs, free_cores())
     kept = kept_pool()
-    if n >= 2 and kept is not None and kept[1] >= n:
+    if n >= 2 and kept is not None and kept[1] >= 2:
         return _on_pool(kept[0], kept[1], runs)
     if n < 2 or n_batches < PARALLEL_SIM_BATCHES or not workers_allowed():
         return [simulated_bps(kw) for kw in runs]

@@ -155,6 +155,10 @@ def test_simulations_on_a_kept_pool_give_the_same_numbers_and_survive_its_death(
     try:
         there = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
         np.testing.assert_array_equal(here["bps_exact"].to_numpy(), there["bps_exact"].to_numpy())
+        # more runs and free cores than the kept workers: still the kept pool (no fork of this process)
+        monkeypatch.setattr(exact, "free_cores", lambda: 8)
+        more = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
+        np.testing.assert_array_equal(here["bps_exact"].to_numpy(), more["bps_exact"].to_numpy())
         for pid in list(pool._processes):      # a worker killed (out of memory, say): the pool is broken
             os.kill(pid, signal.SIGKILL)
         for _ in range(200):
