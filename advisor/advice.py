@@ -296,7 +296,7 @@ def _refined(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings) -> 
     """The table, refined where the chain is weak (`refine_weak_spots`). Where the simulations run
     in other processes on a large table (`refines_aside`), they start from the rates alone, which
     decide what is simulated, and run while this thread computes the intervals: the same table."""
-    if not refines_aside(len(settings.engine_pairs())):
+    if not refines_aside(fit, len(settings.engine_pairs()), settings.hs_cap):
         return refine_weak_spots(fit, logs, project(fit, settings), hs_cap=settings.hs_cap)
     rates = project(fit, settings, interval=False)
     with ThreadPoolExecutor(1, thread_name_prefix="dflash-refine") as ex:

@@ -238,12 +238,27 @@ def _on_pool(ex: Executor, n: int, runs: Iterator[dict]) -> list[float]:
     return out
 
 
-def refines_aside(n_splits: int) -> bool:
+def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
+    """Near-deterministic steps through a one- or two-slot queue: they fall into lockstep, which
+    the effective-buffer correction (built for random service) misses."""
+    b = fit.hs_cap if hs_cap is None else hs_cap
+    return b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
+
+
+def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
+    """Whether `refine_weak_spots` may simulate at all: step events, and drafters that sync or a
+    queue in lockstep (its docstring)."""
+    return fit.source == "steps" and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
+
+
+def refines_aside(fit: PipelineFit, n_splits: int, hs_cap: int | None = None) -> bool:
     """Whether a caller gains by computing a table's intervals while its refinement simulates:
-    the simulations run in other processes (the kept pool, `advisor.processes.keep`) and the
-    table holds ``OVERLAP_SPLITS`` splits or more (at G = 1024 its intervals are ~0.3 s of work)."""
+    there is a refinement (`has_weak_spots`), its simulations run in other processes (the kept
+    pool, `advisor.processes.keep`) and the table holds ``OVERLAP_SPLITS`` splits or more (at
+    G = 1024 its intervals are ~0.3 s of work)."""
     kept = kept_pool()
-    return n_splits >= OVERLAP_SPLITS and kept is not None and min(kept[1], free_cores()) >= 2
+    return (n_splits >= OVERLAP_SPLITS and kept is not None and min(kept[1], free_cores()) >= 2
+            and has_weak_spots(fit, hs_cap))
 
 
 def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
@@ -254,11 +269,8 @@ def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFr
     ratios as the full one: the caller can simulate while the intervals are computed."""
     p, c = fit.roles
     b = fit.hs_cap if hs_cap is None else hs_cap
-    syncing = fit.sync.sync_every > 0
-    # near-deterministic steps through a one- or two-slot queue fall into lockstep, which the
-    # effective-buffer correction (built for random service) misses
-    lockstep = b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
-    if fit.source != "steps" or not (syncing or lockstep):
+    lockstep = _lockstep(fit, hs_cap)
+    if not has_weak_spots(fit, hs_cap):
         return {}
     bps = splits["bps"].to_numpy(dtype=float).copy()
     n_p, n_c = (splits[f"n_{r}"].to_numpy() for r in (p, c))

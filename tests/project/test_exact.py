@@ -197,7 +197,7 @@ def test_the_rates_alone_decide_the_same_refinement(tmp_path):
                                   refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap))
 
 
-def test_a_large_table_computes_its_intervals_while_a_kept_pool_simulates(tmp_path, monkeypatch):
+def test_a_large_table_computes_its_intervals_while_a_kept_pool_simulates(tmp_path, monkeypatch, reference):
     """With a kept pool and a large table (refines_aside), the refinement starts from the rates and
     runs beside the intervals: the same advice as the one step after the other."""
     import pandas as pd
@@ -207,7 +207,7 @@ def test_a_large_table_computes_its_intervals_while_a_kept_pool_simulates(tmp_pa
     from advisor.project import exact
     log = _g64_sync_log(tmp_path, n_batches=6000)
     plain = advise(log, gpus=128)
-    assert not exact.refines_aside(len(plain.splits))        # no kept pool: one step after the other
+    assert not exact.refines_aside(plain.fit, len(plain.splits))     # no kept pool: one step after the other
     monkeypatch.setattr(exact, "OVERLAP_SPLITS", 64)
     monkeypatch.setattr(exact, "free_cores", lambda: 2)
     calls = []
@@ -215,7 +215,12 @@ def test_a_large_table_computes_its_intervals_while_a_kept_pool_simulates(tmp_pa
     monkeypatch.setattr(advice_module, "project", lambda *a, **k: calls.append(k.get("interval", True)) or real(*a, **k))
     processes.keep(processes.process_pool(2, ["advisor.model.simulate"]), 2)
     try:
-        assert exact.refines_aside(len(plain.splits))
+        assert exact.refines_aside(plain.fit, len(plain.splits))
+        # a log whose drafters do not sync, with a deep queue: nothing to refine, nothing aside
+        calm = advise(reference, gpus=256)
+        assert not exact.has_weak_spots(calm.fit) and not exact.refines_aside(calm.fit, len(calm.splits))
+        assert calls == [True]         # one table, with intervals: no pass of the rates alone
+        calls.clear()
         beside = advise(log, gpus=128)
     finally:
         processes.release_kept()
