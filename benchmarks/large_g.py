@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from phases import bytecode_note
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,6 +45,8 @@ def main() -> None:
     log = str(args.log.resolve())
     roots = {"this": ROOT} | ({"base": args.base.resolve()} if args.base else {})
     modes = {"own G": [log], f"--gpus {args.gpus}": ["--gpus", str(args.gpus), log]}
+    for note in filter(None, (bytecode_note(root) for root in roots.values())):
+        print(note, flush=True)
     rounds: list[dict[str, float]] = []
     outputs: dict[tuple[str, str], str] = {}
     for i in range(args.runs):

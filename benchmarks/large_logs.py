@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from phases import bytecode_note  # noqa: E402  (a sibling script: the bytecode check of phases.py)
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))     # the advisor of this checkout, installed or not
 DATA = HERE / "data"
@@ -198,6 +200,8 @@ def main() -> None:
     settings = [setting_reader(x) for x in args.setting]
     READERS.update(settings)
     args.dir.mkdir(parents=True, exist_ok=True)
+    for note in filter(None, (bytecode_note(r.resolve()) for r in {args.root, args.base} if r is not None)):
+        print(note, flush=True)
     for n in args.lines:
         path = args.dir / f"sync32-{n}.jsonl"
         if not path.exists():

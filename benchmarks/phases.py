@@ -25,7 +25,9 @@ round). ``--root`` times another checkout's advisor (e.g. main), for before/afte
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +35,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+def bytecode_note(root: Path) -> str | None:
+    """A line to print where the advisor of ``root`` runs without its bytecode: Python may not
+    write it (``PYTHONDONTWRITEBYTECODE``, as on the device) and none is there, so every run
+    compiles the advisor from source, a cost no installed package pays (BENCHMARKS.md 15.ix)."""
+    if not (sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")):
+        return None
+    if os.path.exists(importlib.util.cache_from_source(str(root / "advisor" / "__init__.py"))):
+        return None
+    return (f"note: {root}'s advisor has no bytecode and PYTHONDONTWRITEBYTECODE is set: every run compiles it "
+            f"from source; `python3 -m compileall -q {root / 'advisor'}` first times it as installed")
+
 
 BARE = ("import json,sys,time\nt=time.perf_counter()\nn=0\nwith open(sys.argv[1],'rb') as f:\n"
         "    for l in f:\n        json.loads(l); n+=1\nprint(time.perf_counter()-t)")
@@ -125,6 +139,8 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=ROOT)
     ap.add_argument("--json", type=Path, default=None, help="also write the rounds here")
     args = ap.parse_args()
+    for note in filter(None, [bytecode_note(args.root.resolve())]):
+        print(note, flush=True)
     rounds = [one_round(args.log.resolve(), args.gpus, args.root.resolve()) for _ in range(args.runs)]
     keys = [k for k in (*ORDER, "dflash-advise --json", "bare json.loads loop") if any(k in r for r in rounds)]
     print(f"{args.log.name}, --gpus {args.gpus or 'own'}, advisor of {args.root}; median of {args.runs}")

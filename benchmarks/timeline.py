@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from phases import BARE      # the bare json.loads loop, timed as phases.py times it
+from phases import BARE, bytecode_note      # the bare json.loads loop, timed as phases.py times it
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,6 +164,8 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=None, help="the CLI's --gpus (advice for G GPUs, not the log's)")
     args = ap.parse_args()
     cli_args = [] if args.gpus is None else ["--gpus", str(args.gpus)]
+    for note in filter(None, [bytecode_note(args.root.resolve())]):
+        print(note, flush=True)
     rounds = [one_round(args.log.resolve(), args.root.resolve(), args.pieces, args.setting, cli_args)
               for _ in range(args.runs)]
     bare = statistics.median(r["bare json.loads loop"] for r in rounds)

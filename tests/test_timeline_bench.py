@@ -53,12 +53,24 @@ def test_the_large_g_path_is_timed_with_gpus(reference):
         assert f"| {step} |" in p.stdout
 
 
-def test_large_g_pairs_own_g_with_the_large_g_and_compares_the_checkouts(reference):
+def test_large_g_pairs_own_g_with_the_large_g_and_compares_the_checkouts(reference, tmp_path):
     """benchmarks/large_g.py: own G against --gpus G, round by round, and a base checkout's
-    outputs compared byte for byte (here the same checkout: identical)."""
+    outputs compared byte for byte (here a copy of this one: identical). A checkout run without
+    its bytecode where Python may not write it (the device) is named: each run compiles it."""
+    import os
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(ROOT / "advisor", base / "advisor", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPYCACHEPREFIX", None)
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "large_g.py"), str(reference), "--gpus", "16",
-                        "--runs", "1", "--base", str(ROOT)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                        "--runs", "1", "--base", str(base)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env=env)
     assert p.returncode == 0, p.stderr
+    notes = [ln for ln in p.stdout.splitlines() if ln.startswith("note:")]
+    # (this checkout has its bytecode unless the suite itself runs without writing any)
+    assert any(str(base) in n and "compiles it from source" in n for n in notes), p.stdout
     rows = [ln for ln in p.stdout.splitlines() if ln.startswith("| this |") or ln.startswith("| base |")]
     assert len(rows) == 2
     own, large, ratio = (float(c.strip().rstrip("x")) for c in rows[0].strip("|").split("|")[1:4])
