@@ -36,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 def bytecode_note(root: Path) -> str | None:
     """A line to print where the advisor of ``root`` runs without its bytecode: Python may not
     write it (``PYTHONDONTWRITEBYTECODE``, as on the device) and none is there, so every run
@@ -139,7 +140,8 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=ROOT)
     ap.add_argument("--json", type=Path, default=None, help="also write the rounds here")
     args = ap.parse_args()
-    for note in filter(None, [bytecode_note(args.root.resolve())]):
+    note = bytecode_note(args.root.resolve())
+    if note:
         print(note, flush=True)
     rounds = [one_round(args.log.resolve(), args.gpus, args.root.resolve()) for _ in range(args.runs)]
     keys = [k for k in (*ORDER, "dflash-advise --json", "bare json.loads loop") if any(k in r for r in rounds)]

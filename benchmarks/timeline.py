@@ -164,7 +164,8 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=None, help="the CLI's --gpus (advice for G GPUs, not the log's)")
     args = ap.parse_args()
     cli_args = [] if args.gpus is None else ["--gpus", str(args.gpus)]
-    for note in filter(None, [bytecode_note(args.root.resolve())]):
+    note = bytecode_note(args.root.resolve())
+    if note:
         print(note, flush=True)
     rounds = [one_round(args.log.resolve(), args.root.resolve(), args.pieces, args.setting, cli_args)
               for _ in range(args.runs)]

@@ -268,10 +268,10 @@ def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFr
     without intervals (`advisor.project.table.project` with ``interval=False``) gives the same
     ratios as the full one: the caller can simulate while the intervals are computed."""
     p, c = fit.roles
-    b = fit.hs_cap if hs_cap is None else hs_cap
-    lockstep = _lockstep(fit, hs_cap)
     if not has_weak_spots(fit, hs_cap):
         return {}
+    b = fit.hs_cap if hs_cap is None else hs_cap
+    lockstep = _lockstep(fit, hs_cap)
     bps = splits["bps"].to_numpy(dtype=float).copy()
     n_p, n_c = (splits[f"n_{r}"].to_numpy() for r in (p, c))
     done = np.zeros(len(bps), dtype=bool)
