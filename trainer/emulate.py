@@ -31,6 +31,11 @@ Workers sleep until deadlines on an ideal timeline (`trainer.workers`): the inst
 with free queue operations would reach, so that wall-clock overhead (queue operations, logging,
 a loaded machine's scheduler), which a time scale of 0.01 would multiply by 100, is not in the
 logged times. `trainer.fidelity` measures what remains against an exact simulation.
+
+The emulated run ends at its last step: the `end` event and the closing `rates` snapshot take the
+latest logged instant (`trainer.run`), and no periodic snapshot is written once the planned
+batches are done. The wall time the processes take to exit is not pipeline time; divided by the
+time scale it would add tens of emulated seconds of idle tail that the advisor would cut as a drain.
 """
 from __future__ import annotations
 
