@@ -15,6 +15,7 @@ The README's example output is compared byte for byte in tests/test_readme.py.
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
@@ -108,6 +109,22 @@ def test_the_parser_finds_the_commands_readers_see():
     assert substitute("dflash-advise LOG --follow") == f"dflash-advise {ENDED} --follow"
     assert (substitute("dflash-advise check LOG --x [--metric gpu_util]")
             == f"dflash-advise check {LOG} --x --metric gpu_util")
+
+
+# a path of this repository as documents name it (not the tail of a longer path or address)
+REPO_PATH = re.compile(r"(?<![\w/.-])(?:advisor|trainer|benchmarks|notebooks|examples|docs|tests|fuzz|fixtures)"
+                       r"/[\w./*-]*\w")
+
+
+def test_every_repository_path_a_document_names_exists():
+    """README, every page under docs/ and the example gate and workflow name only files that exist
+    (docs/gate.example.toml sent readers to advisor/check.py, which had moved to advisor/cli/)."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docs").glob("*.toml")),
+            *sorted((ROOT / "docs").glob("*.yml"))]
+    named = {(doc.name, p) for doc in docs for p in REPO_PATH.findall(doc.read_text())}
+    assert len(named) > 20 and ("gate.example.toml", "advisor/cli/check.py") in named
+    missing = sorted((doc, p) for doc, p in named if not glob.glob(str(ROOT / p)))
+    assert not missing, missing
 
 
 def test_install_lines_name_what_exists():
