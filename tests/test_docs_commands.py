@@ -9,7 +9,9 @@ writes ``run.jsonl`` leaves it for the next one, as a reader's shell would), thr
 for small fixtures by ``SUBSTITUTIONS`` (named, in order; the one benchmark keeps its shape at a
 smaller size). Not run: ``pip install`` (it would reinstall the package this suite tests) and
 ``pytest`` (the suite itself); their parts are checked instead (the files and extras they name
-exist). Python blocks run when they are whole programs (the README's library calls, the schema
+exist). The notebook's ``jupyter nbconvert`` line runs in tests/test_notebooks.py, and the
+commands of docs/stacks/ and docs/deployed.md's console block in tests/test_stacks.py and
+tests/test_deployed_doc.py. Python blocks run when they are whole programs (the README's library calls, the schema
 check) and are compiled when they are snippets of someone else's loop (docs/instrumenting.md).
 The README's example output is compared byte for byte in tests/test_readme.py.
 """
@@ -50,10 +52,12 @@ SUBSTITUTIONS = [
     (r"parallel_ranks\.py --out /tmp/parallel_ranks\.json",
      "parallel_ranks.py --lines 20000 --files 4 16 --runs 1 --scan --out {scratch}/parallel_ranks.json"),
 ]
-# sbatch and the advice on what its job writes: tests/test_slurm_summarize.py runs the script's steps
-NOT_RUN = ("pip install", "-m pytest", "sbatch ", "RUN_DIR/summaries/")
+# sbatch and the advice on what its job writes: tests/test_slurm_summarize.py runs the script's steps;
+# the notebook's nbconvert line: tests/test_notebooks.py runs it as written, in a scratch folder
+NOT_RUN = ("pip install", "-m pytest", "sbatch ", "RUN_DIR/summaries/", "jupyter nbconvert")
 PRELUDE = ('dflash-advise() { "$PY" -m advisor "$@"; }\ndflash-train() { "$PY" -m trainer "$@"; }\n'
-           'python() { "$PY" "$@"; }\npython3() { "$PY" "$@"; }\nset -o pipefail\n')
+           'python() { "$PY" "$@"; }\npython3() { "$PY" "$@"; }\njupyter() { "$PY" -m jupyter "$@"; }\n'
+           'set -o pipefail\n')
 
 
 def shell_commands(text: str) -> list[str]:
