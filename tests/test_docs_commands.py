@@ -13,7 +13,9 @@ exist). The notebook's ``jupyter nbconvert`` line runs in tests/test_notebooks.p
 commands of docs/stacks/ and docs/deployed.md's console block in tests/test_stacks.py and
 tests/test_deployed_doc.py. Python blocks run when they are whole programs (the README's library calls, the schema
 check) and are compiled when they are snippets of someone else's loop (docs/instrumenting.md).
-The README's example output is compared byte for byte in tests/test_readme.py.
+The example gate and workflow (docs/*.toml, docs/*.yml) run the commands their comments and
+steps show, the same way. The README's example output is compared byte for byte in
+tests/test_readme.py.
 """
 from __future__ import annotations
 
@@ -142,11 +144,37 @@ def test_install_lines_name_what_exists():
                 assert set(group.split(",")) <= set(extras), cmd
 
 
+def config_commands(text: str) -> list[str]:
+    """The commands of an example config or workflow (docs/*.toml, docs/*.yml): the indented lines,
+    or indented comment lines, that start with ``dflash-advise``, without a trailing comment."""
+    return [m.strip() for m in re.findall(r"^(?:#[ \t]{2,}|[ \t]+)(dflash-advise [^#\n]*)", text, re.MULTILINE)]
+
+
+EXAMPLES = [*sorted((ROOT / "docs").glob("*.toml")), *sorted((ROOT / "docs").glob("*.yml"))]
+
+
+def test_the_examples_commands_are_found():
+    gate = config_commands((ROOT / "docs" / "gate.example.toml").read_text())
+    assert gate == ["dflash-advise check docs/gate.example.toml", "dflash-advise check docs/gate.example.toml --markdown"]
+    ci = config_commands((ROOT / "docs" / "ci-example.yml").read_text())
+    assert ci == ["dflash-advise check gate.toml --markdown > advice.md 2> advice.err"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc", EXAMPLES, ids=lambda p: p.name)
+def test_every_command_of_the_example_gate_and_workflow_runs(doc, tmp_path):
+    cmds = config_commands(doc.read_text())
+    assert cmds, f"{doc.name} shows no command"
+    _run_in_order(doc, cmds, _scratch(tmp_path))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_shell_command_of_the_doc_runs(doc, tmp_path):
-    cwd = _scratch(tmp_path)
-    cmds = shell_commands(doc.read_text())
+    _run_in_order(doc, shell_commands(doc.read_text()), _scratch(tmp_path))
+
+
+def _run_in_order(doc: Path, cmds: list[str], cwd: Path) -> None:
     for cmd in cmds:
         parts = [p.strip() for p in cmd.split("&&")]
         runnable = " && ".join(p for p in parts if not any(x in p for x in NOT_RUN))
@@ -157,8 +185,10 @@ def test_every_shell_command_of_the_doc_runs(doc, tmp_path):
         gate = " check " in f" {line} "
         assert r.returncode in ((0, 1) if gate else (0,)), f"{doc.name}: `{line}` exited {r.returncode}:\n{r.stderr}"
         assert "Traceback" not in r.stderr, f"{doc.name}: `{line}`:\n{r.stderr}"
-        if gate:   # a gate's exit code is its verdict, and says so
-            assert ("PASS" if r.returncode == 0 else "FAIL") in r.stdout, line
+        if gate:   # a gate's exit code is its verdict, and says so (in the file stdout went to, if any)
+            out = re.search(r"(?<![0-9&])> (\S+)", line)
+            said = (cwd / out.group(1)).read_text() if out else r.stdout
+            assert ("PASS" if r.returncode == 0 else "FAIL") in said, line
         if line.startswith("dflash-advise --version"):
             assert r.stdout.startswith("dflash-advise "), r.stdout
         if "dflash-train --emulate" in line:
