@@ -8,6 +8,7 @@ import pytest
 
 from advisor.cli.check import run_check
 from advisor.errors import LogError
+from advisor.settings import DEFAULT_MIN_EFFICIENCY
 from conftest import ROOT
 
 
@@ -221,3 +222,36 @@ def test_the_markdown_comment_opens_with_the_gates_verdict(reference, roles, ver
     first = r.stdout.splitlines()[0]
     assert first.startswith(f"**{verdict}**: gate on {roles[7]}-{roles[-1]}: efficiency "), first
     assert r.stdout.count(verdict) == 1
+
+
+_METRICS = ("efficiency", "gpu_util")
+
+
+@pytest.mark.parametrize("cfg_metric", [None, *_METRICS])
+@pytest.mark.parametrize("cfg_threshold", [False, True])
+@pytest.mark.parametrize("cli_metric", [None, *_METRICS])
+@pytest.mark.parametrize("cli_given", [(), ("efficiency",), ("gpu_util",), _METRICS])
+def test_a_threshold_reaches_only_its_own_metric(tmp_path, reference, cfg_metric, cfg_threshold, cli_metric,
+                                                 cli_given):
+    """Every mix of config and command line: the gate checks metric m (--metric, else the config's,
+    else efficiency) against a threshold given for m, or refuses, naming the option; a threshold
+    is never carried over to the other metric."""
+    m = cli_metric or cfg_metric or "efficiency"
+    gate = ([f'metric = "{cfg_metric}"'] if cfg_metric else []) + \
+        ([f"min_{cfg_metric or 'efficiency'} = 0.25"] if cfg_threshold else [])
+    p = config(tmp_path, reference, "[gate]\n" + "\n".join(gate) + "\n")
+    values = {"efficiency": 0.5, "gpu_util": 0.75}
+    kw = {"min_value": values["efficiency"] if "efficiency" in cli_given else None,
+          "min_gpu_util": values["gpu_util"] if "gpu_util" in cli_given else None}
+    cfg_for = (cfg_metric or "efficiency") if cfg_threshold else None
+    refused = len(cli_given) > 1 or (cli_given and cli_given[0] != m) or (not cli_given and cfg_for not in (None, m))
+    if refused:
+        option = {"efficiency": "--min-efficiency", "gpu_util": "--min-gpu-util"}
+        want = ("--min-gpu-util: give one threshold" if len(cli_given) > 1
+                else f"{option[cli_given[0]]}: the gate's metric is '{m}'" if cli_given else "--metric: ")
+        with pytest.raises(ValueError, match="^" + want):
+            run_check([p], metric=cli_metric, **kw)
+        return
+    g = run_check([p], metric=cli_metric, **kw).gate
+    want = values[m] if cli_given else 0.25 if cfg_for else DEFAULT_MIN_EFFICIENCY
+    assert g["metric"] == m and g["threshold"] == want
