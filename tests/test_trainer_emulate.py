@@ -197,15 +197,15 @@ def test_the_readme_emulation_ends_at_its_last_step_and_advises_on_a_steady_wind
     """README's line: 6-2 emulated at --time-scale 0.01. The pipeline ends with its last step; the
     seconds its processes take to exit are wall time, which 1/time-scale would blow up 100-fold, so
     neither the `end` nor a `rates` snapshot may lie past the last step (one had the end at 36.7 s
-    after a last step at 3.58 s, and the advisor cut 92% of the log as the final drain)."""
+    after a last step at 3.58 s, and the advisor cut 92% of the log as the final drain). Nor may a
+    snapshot taken while a worker runs late on a loaded machine."""
     out = _emulate(tmp_path, SOURCE, "--targets", "6", "--drafters", "2", "--steps", "600")
     events = [json.loads(x) for x in out.read_text().splitlines()]
     last_step = max(e["t"] for e in events if e["ev"] in ("step", "sync"))
     end = events[-1]
     assert end["ev"] == "end" and end["reason"] == "done"
-    rates_every = 2.0       # --rates-every's default on cpu
-    assert last_step <= end["t"] <= last_step + rates_every, (last_step, end["t"])
-    assert all(e["t"] <= end["t"] for e in events)
+    # on the ideal timeline, whatever the machine's load: nothing after the last step, which ends the run
+    assert end["t"] == last_step and all(e["t"] <= end["t"] for e in events), (last_step, end["t"])
     snaps = [e for e in events if e["ev"] == "rates"]
     assert snaps and snaps[-1]["t"] == end["t"] and snaps[-1]["done"] == 1.0
 
@@ -214,4 +214,10 @@ def test_the_readme_emulation_ends_at_its_last_step_and_advises_on_a_steady_wind
     adv = advise([str(out)])
     ob = adv.observed
     assert ob.drain_share < 0.2, ob.drain_share
-    assert "provisional" not in " ".join(adv.recommendation.reasons)
+    # a drafter starves only on an empty q_hs: the two measured shares cannot both be large
+    # (the short log had q_hs "full 100% of the time" beside "drafters starved 13%")
+    if ob.hs_full_share is not None and ob.consumer_starved is not None:
+        assert ob.hs_full_share + ob.consumer_starved <= 1.05, (ob.hs_full_share, ob.consumer_starved)
+    # 600 batches: the steady window is not thin evidence (the 60 of the old line left "only 29 steady batches")
+    said = " ".join([*adv.recommendation.reasons, *adv.warnings])
+    assert " steady batches (at least" not in said, said

@@ -450,6 +450,8 @@ class _Run:
             while True:
                 self._drain(rates, 0.02)
                 now = (time.monotonic() - self.clock_start) / scale
+                if cfg.emulated:    # the log's clock is the ideal timeline: never past its latest logged instant
+                    now = min(now, self.last_event_t)
                 if now >= next_rates and not (cfg.emulated and self.drafter_steps >= planned):
                     last_rates = rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize())
                     self.writer.write(last_rates)
@@ -477,7 +479,7 @@ class _Run:
         if cfg.emulated and reason == "done":
             # the emulated pipeline ends at its last step; the wall time its processes took to exit,
             # scaled by 1/time-scale, is no part of its timeline
-            now = max(self.last_event_t, last_rates["t"] if last_rates else 0.0)
+            now = self.last_event_t
         if reason == "done" and rates is not None:
             self.writer.write(rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize()))
         self._write_error()
