@@ -218,6 +218,7 @@ class _Run:
         self.writer: LogWriter | None = None
         self.clock_start: float | None = None
         self.drafter_steps = 0
+        self.last_event_t = 0.0          # the latest t of a logged step or sync
         self.reported: set[tuple[str, int]] = set()     # workers that sent an error message
         self.loader = None
 
@@ -300,9 +301,11 @@ class _Run:
                 rates.add(msg)
             if msg["role"] == "drafter":
                 self.drafter_steps += 1
+            self.last_event_t = max(self.last_event_t, msg["t"])
         elif kind == "sync":
             if self.writer is not None:
                 self.writer.write(msg)
+            self.last_event_t = max(self.last_event_t, msg["t"])
         elif kind == "ready":
             info = {**msg.get("info", {}), "device": msg["device"], "pid": msg["pid"]}
             if msg.get("tp_rank", 0):
@@ -447,7 +450,9 @@ class _Run:
             while True:
                 self._drain(rates, 0.02)
                 now = (time.monotonic() - self.clock_start) / scale
-                if now >= next_rates:
+                if cfg.emulated:    # the log's clock is the ideal timeline: never past its latest logged instant
+                    now = min(now, self.last_event_t)
+                if now >= next_rates and not (cfg.emulated and self.drafter_steps >= planned):
                     last_rates = rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize())
                     self.writer.write(last_rates)
                     next_rates += cfg.rates_every_s * (1 + int((now - next_rates) // cfg.rates_every_s))
@@ -471,6 +476,10 @@ class _Run:
             self._blame()
         self._shutdown(rates, graceful=reason == "done")
         now = (time.monotonic() - self.clock_start) / scale
+        if cfg.emulated and reason == "done":
+            # the emulated pipeline ends at its last step; the wall time its processes took to exit,
+            # scaled by 1/time-scale, is no part of its timeline
+            now = self.last_event_t
         if reason == "done" and rates is not None:
             self.writer.write(rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize()))
         self._write_error()

@@ -259,7 +259,10 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
                                                             show_default=False)],
               min_efficiency: Annotated[Optional[float], typer.Option(
                   "--min-efficiency", min=0.0, max=1.0,
-                  help=f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).")] = None,
+                  help=f"Fail below this efficiency (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).")] = None,
+              min_gpu_util: Annotated[Optional[float], typer.Option(
+                  "--min-gpu-util", min=0.0, max=1.0,
+                  help="Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).")] = None,
               metric: Annotated[Optional[str], typer.Option(
                   "--metric", help="efficiency or gpu_util (default: the config's, else efficiency).")] = None,
               roles: RolesOpt = None, gpus: Gpus = None, as_json: AsJson = False,
@@ -273,7 +276,7 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
     planned = _parse_roles(roles)
     _check_limits(gpus=gpus, roles=planned)
     try:
-        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus,
+        adv = run_check(source, min_value=min_efficiency, min_gpu_util=min_gpu_util, metric=metric, roles=planned, gpus=gpus,
                         engines=_engine_options(gpus_per_worker, engine_scaling, gpus_per_node, link_gbytes_s))
     except (LogError, ValueError) as e:
         _die(str(e))

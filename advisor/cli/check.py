@@ -19,7 +19,9 @@ Input is either rate log(s) (the planned split defaults to the observed one) or 
     min_efficiency = 0.9               # or min_gpu_util = 0.85
     metric = "efficiency"              # efficiency | gpu_util
 
-Command-line options override the config. A gate never passes on input it could not read:
+Command-line options override the config; a threshold applies to its own metric only
+(``--min-efficiency`` on a gpu_util gate is an error, as ``min_efficiency`` is in such a
+config). A gate never passes on input it could not read:
 every problem is a `LogError`/`ValueError` naming the file, line and key (exit 2). Strict: any
 key or table not shown above (``[role]``, ``min_efficency``) is an error with the closest known
 name, as is a threshold for the metric not chosen; ``[roles]`` must name both roles of the log;
@@ -218,20 +220,62 @@ def _engine_keys(cfg: Mapping[str, Any], sp: str, text: str) -> dict[str, Any]:
     return out
 
 
-def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric: str | None = None,
-              roles: Mapping[str, int] | None = None, gpus: int | None = None,
+def _option(metric: str) -> str:
+    """The command-line option of a metric's threshold: --min-efficiency, --min-gpu-util."""
+    return "--min-" + metric.replace("_", "-")
+
+
+def _threshold(cfg: Mapping[str, Any], metric: str, metric_given: bool, given: Mapping[str, float]) -> float:
+    """The gate's threshold for ``metric``: the command line's, else the config's, else the default.
+
+    As in the config, a threshold applies to its own metric only: one given for the other metric
+    (``--min-efficiency`` on a gpu_util gate, or ``--metric gpu_util`` over a config's
+    ``min_efficiency``) is an error naming the option, never silently moved across.
+    """
+    if len(given) > 1:
+        raise ValueError(f"{_option(METRICS[1])}: give one threshold, {' or '.join(map(_option, METRICS))}")
+    if given:
+        (m, value), = given.items()
+        if m != metric:
+            why = ("--metric" if metric_given else f"gate.metric of {cfg['path']}" if "path" in cfg
+                   else "the default metric")
+            raise ValueError(f"{_option(m)}: the gate's metric is '{metric}' (from {why}), so {_option(m)} would "
+                             f"not apply; give {_option(metric)}, or --metric {m}")
+        return value
+    if cfg["threshold"] is not None:
+        if cfg["metric"] != metric:
+            raise ValueError(f"--metric: {cfg['path']} sets min_{cfg['metric']}, a threshold of "
+                             f"'{cfg['metric']}', not of '{metric}'; give {_option(metric)} too")
+        return cfg["threshold"]
+    return DEFAULT_MIN_EFFICIENCY
+
+
+def run_check(sources: Sequence[Path], *, min_value: float | None = None, min_gpu_util: float | None = None,
+              metric: str | None = None, roles: Mapping[str, int] | None = None, gpus: int | None = None,
               engines: Mapping[str, Any] | None = None) -> Advice:
-    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``."""
+    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``.
+
+    Args:
+        sources: a TOML config, or rate log(s) whose observed split is planned.
+        min_value: the efficiency threshold (``--min-efficiency``); ``min_gpu_util`` the gpu_util one
+            (``--min-gpu-util``). Each applies only when the gate's metric is its own (`_threshold`).
+        metric: ``--metric``, overriding the config's.
+        roles, gpus, engines: the command line's planned split, GPUs, and engine and node options.
+
+    Returns:
+        The advice judged at the planned split, with ``gate`` = metric, threshold, value, passed.
+    """
     sources = [Path(s) for s in sources]
     cfg: dict[str, Any] = {"profile": sources, "roles": None, "metric": "efficiency", "threshold": None,
                            "gpus": None, "hs_cap": None}
     if len(sources) == 1 and sources[0].suffix == ".toml":
         cfg = load_config(sources[0])
+    metric_given = metric is not None
     metric = metric or cfg["metric"]
     if metric not in METRICS:
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    threshold = min_value if min_value is not None else (cfg["threshold"] if cfg["threshold"] is not None
-                                                         else DEFAULT_MIN_EFFICIENCY)
+    given = {m: v for m, v in zip(METRICS, (min_value, min_gpu_util)) if v is not None}
+    threshold = _threshold(cfg, metric, metric_given, given)
     from_cli = roles is not None
     planned = roles or cfg["roles"]
     # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a

@@ -255,7 +255,13 @@ def md_escape(text: str) -> str:
 
 def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
-    lines = [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
+    lines = []
+    if adv.gate:    # a gate's comment opens with its verdict; the advice's own headline follows
+        g = adv.gate
+        split = "-".join(str(v) for v in g["roles"].values())
+        lines += [(f"**{'PASS' if g['passed'] else 'FAIL'}**: gate on {split}: {g['metric']} {g['value']:.3f} "
+                   f"{'>=' if g['passed'] else '<'} {g['threshold']:.3f}"), ""]
+    lines += [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")
     left = (0, 1, head.index("bottleneck"))
@@ -272,11 +278,6 @@ def render_markdown(adv: Advice) -> str:
     if adv.warnings:
         lines += ["", "<details><summary>Caveats</summary>", ""] + [f"- {md_escape(w)}" for w in adv.warnings] + [
             "", "</details>"]
-    if adv.gate:
-        g = adv.gate
-        split = "-".join(str(v) for v in g["roles"].values())
-        lines += ["", f"Gate on {split}: {g['metric']} {g['value']:.3f} {'>=' if g['passed'] else '<'} "
-                      f"{g['threshold']:.3f}: **{'PASS' if g['passed'] else 'FAIL'}**"]
     return "\n".join(lines) + "\n"
 
 
