@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from trainer.config import ConfigError, make_config  # noqa: E402
-from trainer.probe import ProbePlan, check_plan, parse_splits, segment_log  # noqa: E402
+from trainer.config import ConfigError, make_config
+from trainer.probe import ProbePlan, check_plan, parse_splits, segment_log
 
 pytestmark = pytest.mark.slow
 
@@ -27,12 +27,12 @@ TIMEOUT_S = 300
 
 def _train(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "trainer", "--no-progress", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          text=True, check=False, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def _advise(*paths: Path) -> dict:
     r = subprocess.run([sys.executable, "-m", "advisor", *map(str, paths), "--json"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                       text=True, check=False, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -15,8 +15,9 @@ in segment order. Only the first line of each file is read here.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from advisor.errors import LogError
 from advisor.ingest.reader import MAX_LINE_BYTES, open_log

@@ -25,8 +25,8 @@ sums cannot be shifted); a split with one segment is measured as any log.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import pandas as pd
 
