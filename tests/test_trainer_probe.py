@@ -175,3 +175,15 @@ def test_the_segments_together_decide_between_the_probed_splits(emulated_probe):
     # single segment gives, and its low end is above the weakest single segment's
     assert hi - lo < widths[len(widths) // 2], (lo, hi, widths)
     assert lo > min(low for low, _ in map(_lead, alone))
+
+
+def test_a_time_limit_ends_one_run_interrupted_with_exit_code_0(tmp_path):
+    out = tmp_path / "run.jsonl"
+    r = _train("--emulate", str(SOURCE), "--time-scale", "0.1", "--steps", "5000", "--time-limit", "5",
+               "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    end = json.loads(out.read_text().splitlines()[-1])
+    assert end["reason"] == "interrupted" and end["msg"] == "time limit of 5 s reached" and end["t"] >= 5.0
+    assert "dflash-train: time limit:" in r.stderr.splitlines()[-1]
+    bad = _train("--time-limit", "0", "--out", str(tmp_path / "x.jsonl"))
+    assert bad.returncode == 2 and "--time-limit: must be a number > 0" in bad.stderr

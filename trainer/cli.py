@@ -173,11 +173,11 @@ def train(
     if result.reason == "done":
         _say(f"dflash-train: done: {result.drafter_steps} drafter steps, log {result.log_path} "
              f"({result.lines} lines)")
+    elif result.timed_out:
+        _say(f"dflash-train: time limit: {result.drafter_steps} drafter steps in {result.seconds:.1f} s, log "
+             f"{result.log_path} ({result.lines} lines)")
     elif result.reason == "interrupted":
         _say(f"dflash-train: interrupted after {result.drafter_steps} drafter steps; log {result.log_path}")
-    elif result.timed_out:
-        _say(f"dflash-train: time limit: {result.drafter_steps} drafter steps in {result.seconds:g} s, log "
-             f"{result.log_path} ({result.lines} lines)")
     raise typer.Exit(result.exit_code)
 
 
