@@ -378,8 +378,9 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
         paths = [paths]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        logs = load_logs(paths)
-        fit = fit_pipeline(measure_logs(logs))
+        measured = measure_logs(load_logs(paths))
+        logs = [m.log for m in measured.logs]      # as measured: a probe's segments pooled per split
+        fit = fit_pipeline(measured)
     head = logs[0].header
     p, c = fit.roles
     opts = dict(producer=p, consumer=c, gpus=gpus if gpus is not None else head.gpus,

@@ -46,7 +46,7 @@ _FLOAT_MAX = 1.7976931348623157e308
 HEADER_FIELDS = ("ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
                  "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "t0_unix",
                  "device", "physical_gpus", "cores", "gpus_per_worker", "gpus_per_node", "placement",
-                 "link_bytes_s")
+                 "link_bytes_s", "probe")
 # the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
 EVENT_FIELDS = {
     "run": HEADER_FIELDS,
@@ -305,6 +305,28 @@ def _check_device_fields(obj: Mapping[str, Any], path: str, line: int) -> None:
     check_string(obj, "device", path, line, required=False)
     check_number(obj, "physical_gpus", path, line, required=False, minimum=0, maximum=MAX_INT, integer=True)
     check_number(obj, "cores", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+    check_probe(obj, path, line)
+
+
+def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, Any] | None:
+    """The header's ``probe`` (docs/log-schema.md): ``{"id", "segment", "segments", "round"}``, the
+    run as one segment of a probe; None where the header has none. Kept in ``extra``."""
+    raw = obj.get("probe")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise LogError(path, line, 'must be an object like {"id": "p1", "segment": 1, "segments": 4, "round": 1}, '
+                       f"got {_short(raw)}", "probe")
+    try:
+        _name(raw, "id", path, line, "a probe's id")
+        seg = check_number(raw, "segment", path, line, minimum=1, maximum=MAX_INT, integer=True)
+        segs = check_number(raw, "segments", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+        check_number(raw, "round", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+    except LogError as e:
+        raise LogError(path, line, f"{e.field or ''} {e.message}".strip(), "probe") from None
+    if segs is not None and seg > segs:
+        raise LogError(path, line, f"segment {seg} of {segs}: a segment's number is at most 'segments'", "probe")
+    return raw
 
 
 def parse_header(obj: Any, path: str, line: int) -> RunHeader:
