@@ -45,7 +45,7 @@ else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
 from advisor.advice import Advice, advise
-from advisor.errors import LogError, LogRefused
+from advisor.errors import LogError, LogRefused, short_repr
 from advisor.ingest.ranks import GLOB_CHARS
 from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, MIN_GPUS
 
@@ -97,13 +97,8 @@ def _key(cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, def
         node = node[part]
     if not isinstance(node, kind) or isinstance(node, bool):
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise LogError(path, _line_of(text, dotted), f"must be {want}, got {_short(node)}", dotted)
+        raise LogError(path, _line_of(text, dotted), f"must be {want}, got {short_repr(node)}", dotted)
     return node
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def _read_config(path: Path) -> tuple[dict[str, Any], str]:
@@ -179,14 +174,15 @@ def load_config(path: Path) -> dict[str, Any]:
         for r, n in roles.items():
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_GPUS:
                 raise LogError(sp, _line_of(text, f"roles.{r}"), f"must be a whole number from 1 to {MAX_GPUS}, "
-                               f"got {_short(n)}", f"roles.{r}")
+                               f"got {short_repr(n)}", f"roles.{r}")
     queues = _key(cfg, "queues", dict, sp, text=text)
     _unknown(text, sp, "queues", list(queues or {}), QUEUE_KEYS, "queue the gate can plan")
     gate = _key(cfg, "gate", dict, sp, text=text)
     _unknown(text, sp, "gate", list(gate or {}), GATE_KEYS, "gate setting")
     metric = _key(cfg, "gate.metric", str, sp, "efficiency", text=text)
     if metric not in METRICS:
-        raise LogError(sp, _line_of(text, "gate.metric"), f"must be one of {', '.join(METRICS)}, got {_short(metric)}",
+        raise LogError(sp, _line_of(text, "gate.metric"), f"must be one of {', '.join(METRICS)}, "
+                       f"got {short_repr(metric)}",
                        "gate.metric")
     other = next(f"min_{m}" for m in METRICS if m != metric)
     if other in (gate or {}):
