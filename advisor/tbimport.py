@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from advisor.records import End, Queue, Rates, Run
-from advisor.errors import LogError, LogWarning
-from advisor.settings import MAX_TIME_S
+from advisor.errors import LogError, LogWarning, SettingsError, short_repr
+from advisor.settings import MAX_GPUS, MAX_TIME_S, parse_role_values
 
 __all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
            "import_tensorboard", "write_rate_log"]
@@ -278,19 +278,12 @@ def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], 
 
 
 def parse_roles(text: str) -> dict[str, int]:
-    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order)."""
-    out: dict[str, int] = {}
-    for part in text.split(","):
-        name, sep, n = part.partition("=")
-        name, n = name.strip(), n.strip()
-        if not sep or not name or not n.isdigit() or int(n) < 1:
-            raise ValueError(f"--roles {text!r}: expected role=workers pairs in pipeline order, producer first, "
-                             f"e.g. target=7,drafter=1; {part!r} is not one")
-        if name in out:
-            raise ValueError(f"--roles {text!r}: role {name!r} appears twice")
-        out[name] = int(n)
+    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order):
+    `advisor.settings.parse_role_values`, with at least a producer and a consumer role."""
+    out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS)
     if len(out) < 2:
-        raise ValueError(f"--roles {text!r}: name at least a producer and a consumer role, e.g. target=7,drafter=1")
+        raise SettingsError("--roles", f"name at least a producer and a consumer role, e.g. target=7,drafter=1; got "
+                            f"{short_repr(text)}")
     return out
 
 

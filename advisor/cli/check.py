@@ -44,12 +44,11 @@ if sys.version_info >= (3, 11):
 else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
-from advisor.advice import Advice, advise
+from advisor.advice import Advice, fit_logs
 from advisor.errors import LogError, LogRefused, short_repr
 from advisor.ingest.ranks import GLOB_CHARS
-from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, MIN_GPUS
+from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, METRICS, MIN_GPUS, Options
 
-METRICS = ("efficiency", "gpu_util")
 MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
 # every key a config may hold; [roles] takes the profile log's role names (checked once it is read)
 TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate", "gpus_per_worker", "engine_scaling", "gpus_per_node",
@@ -214,29 +213,35 @@ def _engine_keys(cfg: Mapping[str, Any], sp: str, text: str) -> dict[str, Any]:
     return out
 
 
-def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric: str | None = None,
-              roles: Mapping[str, int] | None = None, gpus: int | None = None,
-              engines: Mapping[str, Any] | None = None) -> Advice:
-    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``."""
+def run_check(sources: Sequence[Path], options: Options | None = None, /, **given: Any) -> Advice:
+    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``.
+
+    ``options`` (`advisor.settings.Options`; fields in ``given`` replace its own) are put over a
+    config's: ``min_efficiency``, ``metric``, ``roles`` (the split to judge), ``gpus`` and the
+    engine and node options."""
+    options = Options.of(options, **given)
     sources = [Path(s) for s in sources]
     cfg: dict[str, Any] = {"profile": sources, "roles": None, "metric": "efficiency", "threshold": None,
                            "gpus": None, "hs_cap": None}
     if len(sources) == 1 and sources[0].suffix == ".toml":
         cfg = load_config(sources[0])
-    metric = metric or cfg["metric"]
+    metric = options.metric or cfg["metric"]
     if metric not in METRICS:
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    threshold = min_value if min_value is not None else (cfg["threshold"] if cfg["threshold"] is not None
-                                                         else DEFAULT_MIN_EFFICIENCY)
-    from_cli = roles is not None
-    planned = roles or cfg["roles"]
+    threshold = options.min_efficiency if options.min_efficiency is not None else (
+        cfg["threshold"] if cfg["threshold"] is not None else DEFAULT_MIN_EFFICIENCY)
+    from_cli = options.roles is not None
+    planned = options.roles or cfg["roles"]
     # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a
     # split of the profile's own G, so roles that do not sum to it are an error, not another G
-    eng = {**cfg.get("engines", {}), **(engines or {})}
-    n_gpus = gpus or cfg["gpus"]
-    # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
-    plan = planned if planned and not from_cli and n_gpus is None else None
-    adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"], gpus_of=plan, **eng)
+    n_gpus = options.gpus or cfg["gpus"]
+    profile = replace(options.over(Options(hs_cap=cfg["hs_cap"], **cfg.get("engines", {}))), gpus=n_gpus, roles=None)
+    fitted = fit_logs(cfg["profile"])
+    p, c = fitted.fit.roles
+    if planned and not from_cli and n_gpus is None and set(planned) == {p, c}:
+        # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
+        profile = replace(profile, gpus=fitted.settings(profile).split_gpus(planned[p], planned[c]))
+    adv = fitted.advise(profile)
     p, c = adv.roles
     if planned is None:
         planned = dict(adv.observed.roles)

@@ -182,8 +182,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                            "gpus_per_worker")
         for name in raw:
             if name not in roles:
-                raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'",
-                               "gpus_per_worker")
+                raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker")
             try:
                 k[name] = check_number(raw, name, path, line, minimum=1, maximum=MAX_GPUS_PER_WORKER, integer=True)
             except LogError as e:
@@ -320,8 +319,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     roles: dict[str, int] = {}
     for name, n in roles_raw.items():
         if not name or has_surrogate(name) or len(name) > 200:
-            raise LogError(path, line, f"role names must be non-empty printable strings, got {short_repr(name)}",
-                           "roles")
+            raise LogError(path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles")
         try:
             roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
         except LogError as e:

@@ -34,7 +34,7 @@ def test_config_gpu_util_metric_and_queue(tmp_path, reference):
 def test_command_line_overrides_config(tmp_path, reference):
     p = config(tmp_path, reference, "[gate]\nmin_efficiency = 0.99\n")
     assert not run_check([p]).gate["passed"]
-    assert run_check([p], min_value=0.5).gate["passed"]
+    assert run_check([p], min_efficiency=0.5).gate["passed"]
 
 
 @pytest.mark.parametrize("body,key", [
