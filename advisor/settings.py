@@ -273,8 +273,8 @@ def parse_role_values(option: str, text: str | Mapping[str, Any], *, whole: bool
             try:
                 items.append((name, int(val) if whole else float(val)))
             except ValueError:
-                raise SettingsError(option, f"{name}: {short_repr(val)} is not a {'whole ' if whole else ''}"
-                                    f"number") from None
+                raise SettingsError(option, f"{short_repr(part.strip())}: {short_repr(val)} is not a "
+                                    f"{'whole ' if whole else ''}number") from None
     else:
         raise SettingsError(option, f"expected role=value pairs like {example}, got {short_repr(text)}")
     out: dict[str, Any] = {}
