@@ -9,7 +9,8 @@ builds its `Options` with `options_of`. Adding a field to `Options` (with the co
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -32,7 +33,7 @@ def option_param(command: str, name: str) -> inspect.Parameter:
         limits["min"] = flag.lo
     if flag.click_hi:
         limits["max"] = flag.hi
-    kind = flag.cli if default is not None or flag.cli is bool else Optional[flag.cli]
+    kind = flag.cli if default is not None or flag.cli is bool else flag.cli | None
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[kind, typer.Option(flag.name, help=flag.help_for(command), **limits)])
 
