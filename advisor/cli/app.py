@@ -304,6 +304,7 @@ def import_tb_cmd(
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
+    from advisor.records import Run
     from advisor.stacks import import_stack
     from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
     if stack is None and not mapping:
@@ -316,13 +317,13 @@ def import_tb_cmd(
             queues = [parse_queue(q, list(role_map)) for q in queue or []]
             k = check_role_names("--gpus-per-worker", options.gpus_per_worker,
                                  tuple(role_map)[::len(role_map) - 1]) or None
-            header = dict(roles=role_map, run=run_name, gpus=options.gpus, queues=queues, token_budget=token_budget,
-                          samples=samples, epochs=epochs, ended=ended)
+            header = Run(run=run_name or Path(events[0]).name, roles=role_map, gpus=options.gpus, queues=queues,
+                         token_budget=token_budget, samples=samples, epochs=epochs, gpus_per_worker=k,
+                         gpus_per_node=options.gpus_per_node)
             if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, mapping=mapping or [], gpus_per_worker=k,
-                                             gpus_per_node=options.gpus_per_node, **header)
+                path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
             else:
-                path, n = import_stack(events, out, stack=stack, mapping=mapping or [], **header)
+                path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))
