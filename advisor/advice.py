@@ -35,7 +35,7 @@ from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, refined_ratios, refines_aside, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
-from advisor.settings import (DEFAULT_HS_CAP, ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
+from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
                               build_settings, check_role_names, check_roles)
 
 EXACT_GAP_WARN_PCT = 3.0
@@ -421,12 +421,9 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
     `advisor.fit.pipeline.gpu_priors`) and ``gpus_per_worker`` (role -> GPUs per engine of those
     counts; ``roles`` counts engines)."""
     o = Options.of(options, **given)
-    hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
-    kw = {} if o.scv is None else {"scv": o.scv}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = fit_from_numbers(roles, cap_bps, hs_cap=hs_cap, tokens_per_batch=o.tokens_per_batch,
-                               sync_every=o.sync_every, sync_s=o.sync_s, hardware_priors=o.hardware_priors, **kw)
+        fit = fit_from_numbers(roles, cap_bps, o)
         p, c = fit.roles
         kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
         carried = (gpu_priors_text(fit.contention, p, c) if fit.contention.role_se else
@@ -436,7 +433,7 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
             f"{carried}"))
     k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
     log_k = (k.get(p, 1), k.get(c, 1))
-    logged = Logged(roles=(p, c), gpus=roles[p] * log_k[0] + roles[c] * log_k[1], hs_cap=hs_cap,
+    logged = Logged(roles=(p, c), gpus=roles[p] * log_k[0] + roles[c] * log_k[1], hs_cap=fit.hs_cap,
                     tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range, gpus_per_worker=log_k)
     numbers = Options(gpus=o.gpus, restart_cost_h=o.restart_cost_h, next_run=o.next_run)   # what applies here
     return _finish(fit, (), build_settings(numbers, logged), "what-if", caught)

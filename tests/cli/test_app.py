@@ -384,10 +384,9 @@ def test_option_defaults_and_limits_are_the_options():
     # the library's own defaults for the same options
     assert settings.Options().tokens_per_batch == settings.DEFAULT_TOKENS_PER_BATCH
     assert settings.Options().interval_s == settings.DEFAULT_FOLLOW_INTERVAL_S
-    sig = inspect.signature(fit_from_numbers).parameters
-    assert sig["hs_cap"].default == settings.DEFAULT_HS_CAP
-    assert sig["tokens_per_batch"].default == settings.DEFAULT_TOKENS_PER_BATCH
-    assert sig["pre_cap"].default == settings.DEFAULT_PRE_CAP
+    fit = fit_from_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86})
+    assert (fit.hs_cap, fit.tokens_mean) == (settings.DEFAULT_HS_CAP, settings.DEFAULT_TOKENS_PER_BATCH)
+    assert inspect.signature(fit_from_numbers).parameters["pre_cap"].default == settings.DEFAULT_PRE_CAP
 
 
 @pytest.mark.parametrize("args, message", [
