@@ -70,6 +70,7 @@ class Flag:
     click_hi: bool = False
     cli_default: Mapping[str, Any] = field(default_factory=dict)
     role_map: bool = False                     # role=value pairs (text or a mapping)
+    example: str = ""                          # a role map's example, for its errors
 
     def help_for(self, command: str) -> str:
         return self.help if isinstance(self.help, str) else self.help[command]
@@ -104,7 +105,8 @@ class Options:
     """GPUs to split (None: the log header's; from bare numbers, the counts' GPUs)."""
     roles: Mapping[str, int] | None = _opt(
         None, "--roles", "Split to judge, e.g. target=6,drafter=2; must sum to the GPUs split (default: the observed "
-                         "one).", *_ENGINES, lo=1, hi=MAX_GPUS, role_map=True)
+                         "one).", *_ENGINES, lo=1, hi=MAX_GPUS, role_map=True,
+        example="target=6,drafter=2")
     """The split to judge, role -> engines (None: the observed one)."""
     hs_cap: int | None = _opt(None, "--hs-cap", {"advise": "Project with this q_hs depth (batches) instead of the "
                                                            "log's.", "what-if": "q_hs depth (batches)."},
@@ -134,12 +136,12 @@ class Options:
     gpus_per_worker: Mapping[str, int] | None = _opt(
         None, "--gpus-per-worker", "GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: "
                                    "the log's (1 if it says none). Splits are enumerated in engines.",
-        *_ENGINES, "what-if", "import-tb", lo=1, hi=MAX_GPUS_PER_WORKER, role_map=True)
+        *_ENGINES, "what-if", "import-tb", lo=1, hi=MAX_GPUS_PER_WORKER, role_map=True, example="target=2")
     """GPUs per engine, role -> GPUs (roles not named: the log's; from bare numbers 1)."""
     engine_scaling: Mapping[str, float] | None = _opt(
         None, "--engine-scaling", "With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine "
                                   "size to the logged one, e.g. target=0.9 (1: linear). An assumption you give.",
-        *_ENGINES, cli=str, lo=MIN_ENGINE_SCALING, hi=MAX_ENGINE_SCALING, role_map=True)
+        *_ENGINES, cli=str, lo=MIN_ENGINE_SCALING, hi=MAX_ENGINE_SCALING, role_map=True, example="target=0.9")
     """Per-GPU rate ratio of an engine at the projected size to one at the logged size, role -> ratio."""
     gpus_per_node: int | None = _opt(None, "--gpus-per-node", "GPUs of one node (default: the log's; none: one node "
                                                               "holds all).", *_ENGINES, "import-tb", cli=int, lo=1,
@@ -212,7 +214,7 @@ def _checked(flag: Flag, value: Any) -> Any:
         return None
     if flag.role_map:
         whole = flag.name != "--engine-scaling"
-        return parse_role_values(flag.name, value, whole=whole, lo=flag.lo, hi=flag.hi)
+        return parse_role_values(flag.name, value, whole=whole, lo=flag.lo, hi=flag.hi, example=flag.example)
     if flag.cli is bool:
         if not isinstance(value, bool):
             raise SettingsError(flag.name, f"must be true or false, got {short_repr(value)}")
@@ -251,14 +253,14 @@ def _real(option: str, value: Any, lo: float | None, hi: float | None, *, lo_ope
 
 
 def parse_role_values(option: str, text: str | Mapping[str, Any], *, whole: bool = True, lo: float | None = None,
-                      hi: float | None = None) -> dict[str, Any]:
+                      hi: float | None = None, example: str = "") -> dict[str, Any]:
     """``role=value,...`` (or a mapping) for ``option``, in the order given: each value a whole
     number (``whole``) or a number, in [lo, hi]; a role named twice is an error.
 
     The one reader of role maps: ``--roles``, ``--gpus-per-worker``, ``--engine-scaling`` and the
     TensorBoard import's ``--roles``. Role names are checked against a log by `check_role_names`.
     """
-    example = "target=2" if whole else "target=0.9"
+    example = example or ("target=2" if whole else "target=0.9")
     if isinstance(text, Mapping):
         items = [(str(k), v) for k, v in text.items()]
     elif isinstance(text, str):

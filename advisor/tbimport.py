@@ -280,7 +280,7 @@ def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], 
 def parse_roles(text: str) -> dict[str, int]:
     """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order):
     `advisor.settings.parse_role_values`, with at least a producer and a consumer role."""
-    out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS)
+    out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS, example="target=7,drafter=1")
     if len(out) < 2:
         raise SettingsError("--roles", f"name at least a producer and a consumer role, e.g. target=7,drafter=1; got "
                             f"{short_repr(text)}")
