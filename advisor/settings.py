@@ -57,11 +57,11 @@ class Flag:
 
     ``lo`` is the least value (click checks it too, as the option's ``min``); ``hi`` the greatest
     (checked here, so the message names the limit; click checks it as well where ``click_hi``).
-    ``lo_open``: the value must be above ``lo``, not equal to it. ``help`` and ``cli_default`` may
-    differ by command (a mapping command -> text or value)."""
+    ``lo_open``: the value must be above ``lo``, not equal to it. ``help_in`` and ``cli_default``
+    give a command its own help or default (command -> text or value)."""
 
     name: str                                  # the flag, e.g. "--gpus"; every error names it
-    help: str | Mapping[str, str]
+    help: str
     commands: tuple[str, ...]                  # the CLI commands that take it
     cli: type = str                            # its type on the command line
     lo: float | None = None
@@ -71,12 +71,13 @@ class Flag:
     cli_default: Mapping[str, Any] = field(default_factory=dict)
     role_map: bool = False                     # role=value pairs (text or a mapping)
     example: str = ""                          # a role map's example, for its errors
+    help_in: Mapping[str, str] = field(default_factory=dict)
 
     def help_for(self, command: str) -> str:
-        return self.help if isinstance(self.help, str) else self.help[command]
+        return self.help_in.get(command, self.help)
 
 
-def _opt(default: Any, flag: str, help: str | Mapping[str, str], *commands: str, **kw: Any) -> Any:
+def _opt(default: Any, flag: str, help: str, *commands: str, **kw: Any) -> Any:
     """A field of `Options`: its default, and its `Flag` as the field's metadata."""
     return field(default=default, metadata={"flag": Flag(name=flag, help=help, commands=commands, **kw)})
 
@@ -96,22 +97,18 @@ class Options:
     the what-if numbers). Raises `advisor.errors.SettingsError` naming the flag.
     """
 
-    gpus: int | None = _opt(None, "--gpus", {"advise": "GPUs to split (default: the log header's).",
-                                             "check": "GPUs to split (default: the log header's).",
-                                             "plot": "GPUs to split (default: the log header's).",
-                                             "what-if": "GPUs to split (default: the log header's).",
-                                             "import-tb": "GPUs of the job (default: the sum of --roles)."},
-                            "advise", "check", "plot", "what-if", "import-tb", cli=int, lo=MIN_GPUS, hi=MAX_GPUS)
+    gpus: int | None = _opt(None, "--gpus", "GPUs to split (default: the log header's).", "advise", "check", "plot",
+                            "what-if", "import-tb", cli=int, lo=MIN_GPUS, hi=MAX_GPUS,
+                            help_in={"import-tb": "GPUs of the job (default: the sum of --roles)."})
     """GPUs to split (None: the log header's; from bare numbers, the counts' GPUs)."""
     roles: Mapping[str, int] | None = _opt(
         None, "--roles", "Split to judge, e.g. target=6,drafter=2; must sum to the GPUs split (default: the observed "
                          "one).", *_ENGINES, lo=1, hi=MAX_GPUS, role_map=True,
         example="target=6,drafter=2")
     """The split to judge, role -> engines (None: the observed one)."""
-    hs_cap: int | None = _opt(None, "--hs-cap", {"advise": "Project with this q_hs depth (batches) instead of the "
-                                                           "log's.", "what-if": "q_hs depth (batches)."},
+    hs_cap: int | None = _opt(None, "--hs-cap", "Project with this q_hs depth (batches) instead of the log's.",
                               "advise", "what-if", cli=int, lo=0, hi=MAX_QUEUE_CAP,
-                              cli_default={"what-if": DEFAULT_HS_CAP})
+                              help_in={"what-if": "q_hs depth (batches)."}, cli_default={"what-if": DEFAULT_HS_CAP})
     """q_hs depth to project, batches (None: the log's; from bare numbers `DEFAULT_HS_CAP`)."""
     token_budget: int | None = _opt(None, "--token-budget", "Project with this batch token budget instead.",
                                     "advise", cli=int, lo=1, hi=MAX_TOKEN_BUDGET)
@@ -153,10 +150,9 @@ class Options:
                                        *_ENGINES, cli=float, lo=0.0, lo_open=True, hi=MAX_LINK_GBYTES_S)
     """The inter-node link's bandwidth, GB/s (None: measured from the log, else its header's)."""
     min_efficiency: float | None = _opt(
-        None, "--min-efficiency", {"check": f"Fail below this (default: the config's, else "
-                                            f"{DEFAULT_MIN_EFFICIENCY:g}).",
-                                   "plot": "Gate threshold drawn on the efficiency panel."},
-        "check", "plot", cli=float, lo=0.0, hi=1.0, click_hi=True, cli_default={"plot": DEFAULT_MIN_EFFICIENCY})
+        None, "--min-efficiency", f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).",
+        "check", "plot", cli=float, lo=0.0, hi=1.0, click_hi=True,
+        help_in={"plot": "Gate threshold drawn on the efficiency panel."}, cli_default={"plot": DEFAULT_MIN_EFFICIENCY})
     """The gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
     metric: str | None = _opt(None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).",
                               "check")
@@ -177,8 +173,10 @@ class Options:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            flag: Flag = f.metadata["flag"]
-            object.__setattr__(self, f.name, _checked(flag, getattr(self, f.name)))
+            value = getattr(self, f.name)
+            if value is None and f.default is not None:
+                raise SettingsError(f.metadata["flag"].name, f"must be given (default {f.default!r}), got None")
+            object.__setattr__(self, f.name, _checked(f.metadata["flag"], value))
         if self.roles and sum(self.roles.values()) > MAX_GPUS:
             raise SettingsError("--roles", f"the split uses {sum(self.roles.values())} GPUs, more than the limit "
                                 f"{MAX_GPUS}")

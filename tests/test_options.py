@@ -40,7 +40,8 @@ ADVISE_FIELDS = [name for name, flag in FLAGS.items() if "advise" in flag.comman
     ("link_gbytes_s", 0.0), ("link_gbytes_s", 1e9), ("min_efficiency", 1.5), ("metric", "speed"), ("metric", 3),
     ("tokens_per_batch", 0.5), ("scv", -0.1), ("scv", math.inf), ("sync_every", -1), ("sync_s", -1.0),
     ("roles", "target=6,target=2"), ("roles", "target=6;drafter=2"), ("roles", {"target": 0}),
-    ("roles", {"target": MAX_GPUS, "drafter": 1}), ("roles", 8), ("hardware_priors", None or 0),
+    ("roles", {"target": MAX_GPUS, "drafter": 1}), ("roles", 8), ("hardware_priors", 0),
+    ("restart_cost_h", None), ("next_run", None), ("interval_s", None), ("sync_every", None),
 ])
 def test_a_bad_value_is_refused_naming_its_flag(name, value):
     with pytest.raises(SettingsError) as e:
