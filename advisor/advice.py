@@ -35,9 +35,8 @@ from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, refined_ratios, refines_aside, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
-from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, ENGINE_SCALING_SE,
-                              LINK_SE, MAX_GPUS_PER_WORKER, Capacity, Settings, build_settings, check_roles,
-                              parse_role_map)
+from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
+                              build_settings, check_role_names, check_roles)
 
 EXACT_GAP_WARN_PCT = 3.0
 CROSSING_GAP = 0.05      # crossing share measured vs uniform mixing: a caveat past 5 points
@@ -353,27 +352,41 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
                   settings=settings, warnings=_caveats(caught, more), reconciliation=recon, logs=tuple(logs))
 
 
-def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
-           roles: Mapping[str, int] | None = None, hs_cap: int | None = None, token_budget: int | None = None,
-           restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False, exact: bool = False,
-           gpus_per_worker: Mapping[str, int] | str | None = None, engine_scaling: Mapping[str, float] | str | None = None,
-           gpus_per_node: int | None = None, link_gbytes_s: float | None = None,
-           gpus_of: Mapping[str, int] | None = None) -> Advice:
-    """Advice for the run(s) in ``paths``.
+@dataclass(frozen=True)
+class Fitted:
+    """Logs read and fitted once, before any option: `advise` under one `Options` or several.
 
-    ``gpus`` overrides the header's GPU count; ``roles`` names the split to judge (default: the
-    one the first log ran; must sum to the GPUs split); ``hs_cap`` and ``token_budget`` project
-    another q_hs depth or batch token budget; ``next_run`` asks for the next run's split (implied
-    when the log has ended); ``exact`` adds ``bps_exact``, an exact simulation of every split
-    driven by the log's own service times (`advisor.project.exact`). ``gpus_per_worker`` (role -> GPUs
-    per engine; the log's by default), ``engine_scaling`` (role -> per-GPU rate ratio, needed where a
-    role's engine size changes), ``gpus_per_node`` (the log's by default) and ``link_gbytes_s`` (the
-    link's GB/s; measured from the log or its header by default) project engines of several GPUs on
-    several nodes (docs/deployed.md). ``gpus_of`` (with ``gpus`` None): a planned split, role ->
-    engines, whose engines' GPUs are the G to split where it names both roles (the gate's planned
-    cluster; the logs are read once). Raises `advisor.errors.LogError` on unusable input and
-    `advisor.errors.SettingsError` on unusable options.
-    """
+    ``caught`` holds the warnings the reading and the fit raised (caveats of every advice made
+    from it)."""
+
+    logs: tuple[RunLog, ...]
+    fit: PipelineFit
+    caught: tuple[warnings.WarningMessage, ...] = field(default=(), repr=False)
+
+    @property
+    def logged(self) -> Logged:
+        """What the logs showed, that an option not given falls back to."""
+        head, fit = self.logs[0].header, self.fit
+        return Logged(roles=fit.roles, gpus=head.gpus, hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean,
+                      tokens_range=fit.tokens_range, token_budget=head.token_budget,
+                      run_ended=self.logs[0].end is not None, cpu=head.extra.get("device") == "cpu",
+                      gpus_per_worker=fit.link.gpus_per_worker, gpus_per_node=head.gpus_per_node,
+                      link_bytes_s=fit.link.bytes_s or None, link_source=fit.link.source if fit.link.bytes_s else None)
+
+    def settings(self, options: Options | None = None, **given: Any) -> Settings:
+        """The options resolved against the logs (`advisor.settings.build_settings`)."""
+        return build_settings(Options.of(options, **given), self.logged)
+
+    def advise(self, options: Options | None = None, **given: Any) -> Advice:
+        """Advice under ``options`` (fields in ``given`` replace its own): project -> reconcile ->
+        evidence -> decide."""
+        return _finish(self.fit, self.logs, self.settings(options, **given), self.logs[0].header.run,
+                       list(self.caught))
+
+
+def fit_logs(paths: str | Path | Sequence[str | Path]) -> Fitted:
+    """Read and fit the run(s) in ``paths`` once (`Fitted.advise` then advises under any options).
+    Raises `advisor.errors.LogError` on unusable input."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     with warnings.catch_warnings(record=True) as caught:
@@ -381,45 +394,37 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
         measured = measure_logs(load_logs(paths))
         logs = [m.log for m in measured.logs]      # as measured: a probe's segments pooled per split
         fit = fit_pipeline(measured)
-    head = logs[0].header
-    p, c = fit.roles
-    opts = dict(producer=p, consumer=c, gpus=gpus if gpus is not None else head.gpus,
-                log_hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
-                log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
-                roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
-                run_ended=logs[0].end is not None, exact=exact, cpu=head.extra.get("device") == "cpu",
-                log_gpus_per_worker=fit.link.gpus_per_worker, gpus_per_worker=gpus_per_worker,
-                engine_scaling=engine_scaling,
-                gpus_per_node=gpus_per_node if gpus_per_node is not None else head.gpus_per_node,
-                link_gbytes_s=link_gbytes_s)
-    settings = build_settings(**opts)
-    if gpus is None and gpus_of is not None and set(gpus_of) == {p, c}:
-        need = settings.split_gpus(gpus_of[p], gpus_of[c])
-        if need != settings.gpus:
-            settings = build_settings(**{**opts, "gpus": need})
-    if link_gbytes_s is None and fit.link.bytes_s:
-        settings = replace(settings, link_bytes_s=fit.link.bytes_s, link_source=fit.link.source)
-    elif link_gbytes_s is not None:
-        settings = replace(settings, link_source="given")
-    return _finish(fit, logs, settings, head.run, caught)
+    return Fitted(logs=tuple(logs), fit=fit, caught=tuple(caught))
 
 
-def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str], *,
-                   gpus: int | None = None, hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH,
-                   scv: float | None = None, sync_every: int = 0, sync_s: float = 0.0,
-                   restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
-                   hardware_priors: bool = True, gpus_per_worker: Mapping[str, int] | str | None = None) -> Advice:
+def advise(paths: str | Path | Sequence[str | Path], options: Options | None = None, /, **given: Any) -> Advice:
+    """Advice for the run(s) in ``paths`` under ``options`` (`advisor.settings.Options`).
+
+    Any `Options` field may be given by name instead, or on top of ``options``:
+    ``advise(paths, gpus=16, roles={"target": 12, "drafter": 4})`` is
+    ``advise(paths, Options(gpus=16, roles=...))``. Raises `advisor.errors.LogError` on unusable
+    input and `advisor.errors.SettingsError` (naming the option) on unusable options, the latter
+    before any log is read.
+    """
+    options = Options.of(options, **given)
+    return fit_logs(paths).advise(options)
+
+
+def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
+                   options: Options | None = None, /, **given: Any) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
 
     Each capacity is a value, a range (``(0.88, 0.95)``, ``"0.88..0.95"``) or a lower bound
-    (``">=39"``; `advisor.settings.as_capacity`). ``hardware_priors`` (default): the projections
-    carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline.gpu_priors`).
-    ``gpus_per_worker``: role -> GPUs per engine of those counts (``roles`` counts engines)."""
-    kw = {} if scv is None else {"scv": scv}
+    (``">=39"``; `advisor.settings.as_capacity`). Of the `Options` (given as for `advise`), these
+    apply: ``gpus``, ``hs_cap`` (default `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``,
+    ``sync_every``, ``sync_s``, ``restart_cost_h``, ``next_run``, ``hardware_priors`` (default on:
+    the projections carry what real GPUs do that the numbers cannot show,
+    `advisor.fit.pipeline.gpu_priors`) and ``gpus_per_worker`` (role -> GPUs per engine of those
+    counts; ``roles`` counts engines)."""
+    o = Options.of(options, **given)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = fit_from_numbers(roles, cap_bps, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch,
-                               sync_every=sync_every, sync_s=sync_s, hardware_priors=hardware_priors, **kw)
+        fit = fit_from_numbers(roles, cap_bps, o)
         p, c = fit.roles
         kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
         carried = (gpu_priors_text(fit.contention, p, c) if fit.contention.role_se else
@@ -427,11 +432,9 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
         warnings.warn(AssumptionWarning(
             f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
             f"{carried}"))
-    k = parse_role_map("--gpus-per-worker", gpus_per_worker, (p, c), whole=True, lo=1, hi=MAX_GPUS_PER_WORKER)
+    k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
     log_k = (k.get(p, 1), k.get(c, 1))
-    g = gpus if gpus is not None else roles[p] * log_k[0] + roles[c] * log_k[1]
-    settings = build_settings(producer=p, consumer=c, gpus=g,
-                              log_hs_cap=hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
-                              log_token_budget=None, restart_cost_h=restart_cost_h, next_run=next_run,
-                              log_gpus_per_worker=log_k)
-    return _finish(fit, (), settings, "what-if", caught)
+    logged = Logged(roles=(p, c), gpus=roles[p] * log_k[0] + roles[c] * log_k[1], hs_cap=fit.hs_cap,
+                    tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range, gpus_per_worker=log_k)
+    numbers = Options(gpus=o.gpus, restart_cost_h=o.restart_cost_h, next_run=o.next_run)   # what applies here
+    return _finish(fit, (), build_settings(numbers, logged), "what-if", caught)

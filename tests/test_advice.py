@@ -1,6 +1,8 @@
 """advise(): the pipeline's records, each built once from the one before."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from advisor.advice import advise, advise_numbers
@@ -64,3 +66,14 @@ def test_the_json_splits_are_the_tables_rows_and_never_print_minus_zero(referenc
     assert "-0.0," not in text and "-0.0}" not in text and "-0.0\n" not in text
     gain = doc["queues"]["hs"]["gain_pct"]
     assert gain == 0.0 and math.copysign(1.0, gain) == 1.0
+
+
+def test_logs_fitted_once_advise_as_advise_does():
+    """`fit_logs` reads and fits once; its advice under any options is `advise`'s, and an option
+    given by name is the same as in an `Options`."""
+    from advisor.advice import fit_logs
+    from advisor.settings import Options
+    ref = Path(__file__).parent.parent / "fixtures" / "reference-7x1.jsonl"
+    fitted = fit_logs(ref)
+    for opts in (Options(), Options(gpus=16), Options(roles="target=6,drafter=2", restart_cost_h=3.0)):
+        assert fitted.advise(opts).to_json() == advise(ref, opts).to_json() == advise(ref, **opts.given()).to_json()

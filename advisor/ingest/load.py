@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from advisor.errors import LogError, LogWarning, display_path
+from advisor.errors import LogError, LogWarning, cut_text, display_path
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns, rates_columns_frame, steps_frame, syncs_frame
 from advisor.ingest.parallel import FileRead, fold_held, fold_run
 from advisor.ingest.pieces import reader_pool, plan_piece_workers, summarize_file
@@ -43,8 +43,7 @@ from advisor.processes import keep
 
 def _shown(name: str) -> str:
     """An event name from the log as a short printable token (it goes into the report's caveats)."""
-    text = display_path(name)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return cut_text(display_path(name))
 
 
 def _warn_unknown(summ: Summary, path: str) -> None:

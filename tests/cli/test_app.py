@@ -349,37 +349,44 @@ def test_read_ahead_errors_surface_in_argument_order(reference, tmp_path, read_a
     assert r.exit_code == 2 and str(empty) in r.stderr and "no .jsonl" in r.stderr
 
 
-def test_option_defaults_and_limits_are_the_settings():
-    """The CLI re-types no default: every option's default, and the gate's, comes from advisor.settings."""
+def test_option_defaults_and_limits_are_the_options():
+    """The CLI re-types no default: each command's option of an `Options` field has that field's
+    flag, default, least value and help (advisor.settings), and every command takes its fields."""
     import inspect
 
     import typer.main
 
     from advisor import settings
-    from advisor.advice import advise_numbers
-    from advisor.cli.follow import follow_logs
     from advisor.fit.pipeline import fit_from_numbers
     commands = typer.main.get_command(app).commands
 
     def param(cmd, name):
         return next(p for p in commands[cmd].params if p.name == name)
 
-    assert param("advise", "restart_cost").default == settings.DEFAULT_RESTART_COST_H
-    assert param("advise", "interval").default == settings.DEFAULT_FOLLOW_INTERVAL_S
-    assert param("advise", "interval").min == settings.MIN_FOLLOW_INTERVAL_S
+    seen = 0
+    for name, f in settings.option_fields().items():
+        flag = f.metadata["flag"]
+        for cmd in flag.commands:
+            p = param(cmd, name)
+            assert p.opts == [flag.name] and p.help == flag.help_for(cmd), (cmd, name)
+            assert p.default == flag.cli_default.get(cmd, f.default), (cmd, name)
+            if flag.lo is not None and not flag.role_map and not flag.lo_open:
+                assert p.min == flag.lo, (cmd, name)
+            seen += 1
+    assert seen >= 30
+    assert param("advise", "restart_cost_h").default == settings.DEFAULT_RESTART_COST_H
+    assert param("advise", "interval_s").min == settings.MIN_FOLLOW_INTERVAL_S
     assert param("what-if", "hs_cap").default == settings.DEFAULT_HS_CAP
-    assert param("what-if", "tokens_per_batch").default == settings.DEFAULT_TOKENS_PER_BATCH
     assert param("plot", "min_efficiency").default == settings.DEFAULT_MIN_EFFICIENCY
     assert f"else {settings.DEFAULT_MIN_EFFICIENCY:g})" in param("check", "min_efficiency").help
     for cmd in ("advise", "check", "plot", "what-if", "import-tb"):
         assert param(cmd, "gpus").min == settings.MIN_GPUS, cmd
     # the library's own defaults for the same options
-    for fn in (advise_numbers, fit_from_numbers):
-        sig = inspect.signature(fn).parameters
-        assert sig["hs_cap"].default == settings.DEFAULT_HS_CAP
-        assert sig["tokens_per_batch"].default == settings.DEFAULT_TOKENS_PER_BATCH
+    assert settings.Options().tokens_per_batch == settings.DEFAULT_TOKENS_PER_BATCH
+    assert settings.Options().interval_s == settings.DEFAULT_FOLLOW_INTERVAL_S
+    fit = fit_from_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86})
+    assert (fit.hs_cap, fit.tokens_mean) == (settings.DEFAULT_HS_CAP, settings.DEFAULT_TOKENS_PER_BATCH)
     assert inspect.signature(fit_from_numbers).parameters["pre_cap"].default == settings.DEFAULT_PRE_CAP
-    assert inspect.signature(follow_logs).parameters["interval_s"].default == settings.DEFAULT_FOLLOW_INTERVAL_S
 
 
 @pytest.mark.parametrize("args, message", [

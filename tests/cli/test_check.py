@@ -35,7 +35,7 @@ def test_config_gpu_util_metric_and_queue(tmp_path, reference):
 def test_command_line_overrides_config(tmp_path, reference):
     p = config(tmp_path, reference, "[gate]\nmin_efficiency = 0.99\n")
     assert not run_check([p]).gate["passed"]
-    assert run_check([p], min_value=0.5).gate["passed"]
+    assert run_check([p], min_efficiency=0.5).gate["passed"]
 
 
 @pytest.mark.parametrize("body,key", [
@@ -189,7 +189,7 @@ def test_a_threshold_for_the_other_metric_is_refused_naming_the_option(tmp_path,
     assert r.stderr.startswith("dflash-advise: --min-efficiency: the gate's metric is 'gpu_util' (from gate.metric of")
     assert "give --min-gpu-util, or --metric efficiency" in r.stderr
     with pytest.raises(ValueError, match="^--min-efficiency: the gate's metric is 'gpu_util'"):
-        run_check([p], min_value=0.8)
+        run_check([p], min_efficiency=0.8)
     # --metric over a config whose threshold is another metric's
     q = config(tmp_path, reference, "[gate]\nmin_efficiency = 0.5\n")
     r = _cli(q, "--metric", "gpu_util")
@@ -241,7 +241,7 @@ def test_a_threshold_reaches_only_its_own_metric(tmp_path, reference, cfg_metric
         ([f"min_{cfg_metric or 'efficiency'} = 0.25"] if cfg_threshold else [])
     p = config(tmp_path, reference, "[gate]\n" + "\n".join(gate) + "\n")
     values = {"efficiency": 0.5, "gpu_util": 0.75}
-    kw = {"min_value": values["efficiency"] if "efficiency" in cli_given else None,
+    kw = {"min_efficiency": values["efficiency"] if "efficiency" in cli_given else None,
           "min_gpu_util": values["gpu_util"] if "gpu_util" in cli_given else None}
     cfg_for = (cfg_metric or "efficiency") if cfg_threshold else None
     refused = len(cli_given) > 1 or (cli_given and cli_given[0] != m) or (not cli_given and cfg_for not in (None, m))
