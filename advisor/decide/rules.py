@@ -50,6 +50,8 @@ from enum import Enum
 import pandas as pd
 
 from advisor.decide.evidence import Evidence
+from advisor.decide.odds import RESOLUTION, Odds, split_odds
+from advisor.decide.probe import Probe
 from advisor.stats import Z_95
 from advisor.model.params import PipelineFit
 from advisor.project.table import ERR_CORNERS, lead_interval, lead_parts, split_label
@@ -57,7 +59,7 @@ from advisor.project.queues import QueueAdvice, queue_advice
 from advisor.project.sensitivity import Sensitivity, sensitivity
 from advisor.settings import Settings
 
-RESOLVE_GAIN = 0.02          # leads below 2% are within what the model resolves
+RESOLVE_GAIN = RESOLUTION    # leads below 2% are within what the model resolves
 LOADER_TIE = 0.01            # splits this close to the loader's cap count as reaching it
 
 
@@ -128,6 +130,35 @@ class Decision:
     evidence: Evidence
     settings: Settings
     n_splits: int
+    odds: Odds | None = None      # every split's odds from one joint draw (`advisor.decide.odds`)
+    probe: Probe | None = None    # the best candidate probe and its worth (`advisor.decide.probe`)
+
+    @property
+    def p_best(self) -> float | None:
+        """How likely the recommended split is within the resolution (2%) of the best (0-1)."""
+        return self.odds.of(self.recommended).p_best if self.odds is not None else None
+
+    @property
+    def expected_regret_pct(self) -> float | None:
+        """The recommended split's expected shortfall against the best, in % of the best."""
+        return self.odds.of(self.recommended).regret_pct if self.odds is not None else None
+
+    @property
+    def expected_gain_pct(self) -> float | None:
+        """The recommended split's expected lead: over the judged split where the verdict
+        switches, else over the best other split (negative where it trails)."""
+        if self.odds is None:
+            return None
+        rec = self.odds.of(self.recommended)
+        if self.verdict is Verdict.SWITCH and self.judged is not None and self.judged != self.recommended:
+            base = self.odds.of(self.judged).value_bps
+            return 100.0 * (rec.value_bps / base - 1.0) if base > 0 else None
+        return rec.gain_pct
+
+    @property
+    def close_call(self) -> bool:
+        """The two best splits' expected regrets are both below the resolution: either will do."""
+        return self.odds is not None and self.odds.close_call
 
     @property
     def described(self) -> str:
@@ -285,10 +316,14 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         _split(df, judged, p, c) if judged else r,
         bottleneck_of=lambda s: str(df.at[split_label(*s), "bottleneck"]),
         capacity_of=lambda s, i: float(df.at[split_label(*s), f"cap_{(p, c)[i]}_bps"]))
+    in_run = judged is not None and not settings.for_next_run
+    odds = split_odds(df, judged=judged if in_run else None, restart_s=settings.restart_cost_h * 3600.0 if in_run
+                      else 0.0)
     gain = 100.0 * (df.at[best, "bps"] / df.at[judged, "bps"] - 1.0) if judged and df.at[judged, "bps"] > 0 else 0.0
     eta_gain = float(df.at[judged, "eta_s"] - df.at[best, "eta_s"]) if judged else None
     return Decision(verdict=verdict, rule=rule, recommended=rec, judged=judged, observed=observed, best=best,
                     runner_up=runner, margin=_margin(df, rec, runner), gain_pct=float(gain),
                     eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
                     needs=needs, loader=_loader(fit, df), sensitivity=sens,
-                    queue=queue_advice(fit, settings, r), evidence=evidence, settings=settings, n_splits=len(df))
+                    queue=queue_advice(fit, settings, r), evidence=evidence, settings=settings, n_splits=len(df),
+                    odds=odds)

@@ -218,7 +218,7 @@ def test_json_contract_keys(reference):
         j["recommendation"])
     assert {"stable", "best_low", "runner_up_high"} <= set(j["recommendation"]["margin"])
     assert {"gpus", "token_budget", "hs_cap", "restart_cost_h", "run_ended"} <= set(j["recommendation"]["settings"])
-    assert j["schema"] == 1 and j["gpus"] == 8
+    assert j["schema"] == 2 and j["gpus"] == 8
 
 
 def test_rates_of_a_gpu_run_projected_onto_more_gpus_cannot_tell():
