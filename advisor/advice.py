@@ -22,6 +22,7 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
+from advisor.decide.odds_text import odds_sentence
 from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, provisional, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
@@ -97,6 +98,7 @@ class Advice:
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
                               reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
+                                            + [x for x in (odds_sentence(d),) if x]
                                             + placement_reasons(d, self.splits, self.fit)),
                               holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct,
                               p_best=d.p_best, expected_gain_pct=d.expected_gain_pct,
@@ -184,6 +186,7 @@ class Advice:
                 "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
                 "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
                 "provisional": provisional(d, self.fit),
+                "action": (d.action or d.verdict).value,
                 "p_best": _num(rec.p_best), "expected_gain_pct": _num(rec.expected_gain_pct, 2),
                 "expected_regret_pct": _num(rec.expected_regret_pct, 2), "close_call": rec.close_call,
                 "probe": self.probe_json(),

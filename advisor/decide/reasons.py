@@ -177,6 +177,14 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     if d.rule == "restart-cost":
         return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
                 f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
+    if d.rule == "expected-best":
+        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but with its uncertainty"
+                f"{' and the restart' if d.odds.restart_s > 0 else ''} {j} is expected within "
+                f"{RESOLVE_GAIN:.0%} of the best (expected regret {d.expected_regret_pct:.1f}%): not worth a restart.")
+    if d.rule == "probe":
+        return _probe_reason(d)
+    if d.rule == "switch" and d.recommended != b:
+        return _expected_switch(d, df)
     if d.rule == "switch":
         if d.eta_gain_s is not None:
             return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "
@@ -190,13 +198,37 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
                 f"at {bps_text(m.best_low)} b/s, not above {m.lower}'s upper end {bps_text(m.runner_up_high)}"
                 f"{_lead_text(df, m.higher, m.lower)}: the evidence cannot separate them." + _needs(d))
+    b = d.recommended
     text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
             f"({bps_text(df.at[b, 'bps'])} b/s).")
     m = d.margin
-    if m is not None and not m.separated:
-        text += (f" {m.lower} is within {RESOLVE_GAIN:.0%} of it ({_vs(df, m.higher, m.lower)}), which the "
-                 f"model does not resolve: either will do.")
+    if m is not None and d.close_call:
+        other = m.lower if m.higher == b else m.higher
+        text += (f" {other} is expected within {RESOLVE_GAIN:.0%} of the best too ({_vs(df, m.higher, m.lower)}), "
+                 f"which the model does not resolve: either will do.")
     return text
+
+
+def _expected_switch(d: Decision, df: pd.DataFrame) -> str:
+    """A switch the odds make to a split that is not the projected best (what is unknown favours it)."""
+    r, j = d.recommended, d.judged
+    return (f"{r} projects {bps_text(df.at[r, 'bps'])} b/s against {j}'s {bps_text(df.at[j, 'bps'])} at the point "
+            f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
+            f"{j}" + (f" by the rest of the job, the {d.settings.restart_cost_h:g} h restart included" if d.odds.restart_s > 0
+                      else " (the job's size is unknown, so the restart cost is not weighed)") + ": switch to it.")
+
+
+def _probe_reason(d: Decision) -> str:
+    """What the probe is, what it costs and is worth, and the action without it (rule ``probe``)."""
+    pr = d.probe
+    words = {"stay": f"stay with {d.recommended}", "switch": f"switch to {d.recommended}",
+             "next-run": f"run {d.recommended} next"}[d.action.value]
+    return (f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)}, "
+            f"alternating (A B A B, so the host's drift cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
+            f"expected to cut the expected regret from {pr.regret_now_pct:.1f}% to {pr.regret_after_pct:.1f}%: "
+            f"worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's remaining time, against "
+            f"{dur_text(pr.cost_s)} for the probe and two restarts. Without a probe, {words} "
+            f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d))
 
 
 def _not_above(df: pd.DataFrame, whose: str, b: str, rival: str) -> str:

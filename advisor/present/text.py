@@ -15,15 +15,12 @@ import math
 import re
 
 from advisor.advice import Advice
+from advisor.decide.odds_text import headline
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.project.table import split_label
 from advisor.settings import Capacity
 
-HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
-            Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
-MD_TITLES = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:",
-             Verdict.CANNOT_TELL: "cannot tell yet; keep"}
 
 
 def legend(adv: Advice, bound: bool) -> str:
@@ -51,14 +48,8 @@ def _title(adv: Advice, markdown: bool = False) -> str:
 
 
 def _verdict_title(d: Decision, markdown: bool) -> str:
-    m = d.margin
-    if d.rule == "unresolved" and m is not None:
-        if markdown:
-            return f"cannot tell yet for the next run: **{m.higher}** or **{m.lower}**"
-        return f"CANNOT TELL for the next run: {m.higher} or {m.lower}"
-    if markdown:
-        return f"{MD_TITLES[d.verdict]} **{d.recommended}**"
-    return f"{HEADINGS[d.verdict]} {d.recommended}"
+    """The action with its odds (`advisor.decide.odds_text.headline`)."""
+    return headline(d, markdown)
 
 
 def _num(v: float, fmt: str) -> str:

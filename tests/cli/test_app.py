@@ -442,7 +442,13 @@ def test_what_if_takes_a_range_and_a_bound():
     j = json.loads(r.stdout)
     assert j["capacity_basis"] == {"target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
                                    "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None}}
-    assert j["recommendation"]["verdict"] == "cannot-tell" and j["recommendation"]["rule"] == "unknown-capacity"
+    # issue 34: no job to weigh a probe against, so an action with its odds: stay with the
+    # measured best, less sure than from points (the bound leaves 2-6 a chance)
+    rec = j["recommendation"]
+    assert rec["verdict"] == "stay" and rec["roles"] == {"target": 1, "drafter": 7} and rec["close_call"] is False
+    assert 0.5 < rec["p_best"] < 0.99 and rec["probe"]["worth_it"] is False
+    two_six = next(s for s in j["splits"] if s["roles"] == {"target": 2, "drafter": 6})
+    assert 0.01 < two_six["p_best"] < rec["p_best"]
 
 
 @pytest.mark.parametrize("bad", ["fast", "1..0.5", ">0.9"])
