@@ -475,3 +475,22 @@ def test_a_slower_tail_is_a_drain_only_when_the_input_ran_out(write_log, end, dr
     assert r.exit_code == 0, r.output
     assert ("as the final drain" in r.output) == drained
     assert ("kept in the window, not cut as a drain" in r.output) == (not drained)
+
+
+def test_what_if_names_the_specforge_qwen_pick_with_its_odds():
+    """Issue 34: SpecForge's Qwen3.8-27B DFlash2 recipe on 8xH200 (4 + 4: 2.25 prompts/s per capture
+    server, 3.7 samples/s per trainer rank; measured 5+3 10.65, 4+4 9.05) said CANNOT TELL; it names
+    5-3, the measured best, with its odds, and the headline's numbers are the JSON's."""
+    args = ("what-if", "--targets", "4", "--drafters", "4", "--target-bps", "9.0", "--drafter-bps", "14.8",
+            "--next-run")
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    assert "CANNOT TELL" not in r.stdout
+    j = json.loads(invoke(*args, "--json").stdout)
+    rec = j["recommendation"]
+    assert rec["verdict"] == "next-run" and rec["action"] == "next-run" and rec["roles"] == {"target": 5, "drafter": 3}
+    assert rec["p_best"] >= 0.8 and rec["expected_gain_pct"] > 0 and rec["close_call"] is False
+    assert rec["probe"] is None or rec["probe"]["worth_it"] is False
+    title = f"NEXT RUN: 5-3, ~{100 * rec['p_best']:.0f}% likely the best, expected +{rec['expected_gain_pct']:.1f}% over 4-4"
+    assert title in r.stdout.splitlines()
+    assert max(j["splits"], key=lambda s: s["p_best"])["roles"] == rec["roles"]

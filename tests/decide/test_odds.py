@@ -1,14 +1,21 @@
-"""The odds of every split from one joint draw (advisor.decide.odds): invariants and the table's reader."""
+"""The odds of every split from one joint draw (advisor.decide.odds), and what a probe is worth
+(advisor.decide.probe): invariants, the table's reader, and the decisions they make."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from advisor.advice import advise
 from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds
+from advisor.decide.probe import ProbeCosts, ProbeNoise, best_probe
+from advisor.decide.reasons import bps_text, reasons, signed_pct
+from advisor.decide.rules import Verdict
+from advisor.present.text import render
 from advisor.project.table import ERR_CORNERS, ERR_SHARED, lead_interval
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -21,7 +28,7 @@ def table(bps, own=None, shared=None, widened=None, low=None, high=None, eta=Non
     for i in range(k):
         r = {"bps": bps[i], "widened": bool(widened[i]) if widened else False,
              "bps_low": low[i] if low else bps[i] * 0.9, "bps_high": high[i] if high else bps[i] * 1.1,
-             "err_own_var": own[i] if own else 0.0, "eta_s": eta / bps[i] if eta else math.nan,
+             "err_own_var": own[i] if own else 0.0, "eta_s": eta / bps[i] if eta is not None else math.nan,
              "err_sync_lo": sync[i][0] if sync else 0.0, "err_sync_hi": sync[i][1] if sync else 0.0}
         for j, c in enumerate(ERR_SHARED):
             r[c] = shared[i][j] if shared else 0.0
@@ -157,3 +164,118 @@ def test_a_close_call_is_two_splits_both_within_the_resolution():
     assert tie.close_call
     apart = split_odds(table([1.2, 1.0], own=[1e-4, 1e-4]))
     assert not apart.close_call and apart.of("2-1").p_best == 1.0
+
+
+# ---------------------------------------------------------------- the decision's odds and probe
+
+def test_the_reference_run_stays_with_high_odds_and_nothing_to_probe(reference):
+    """README's run: 7-1 leads 6-2 by 8% with a narrow lead interval: stay, almost surely the best,
+    and no probe (nothing for one to remove)."""
+    d = advise(reference).decision
+    assert d.verdict is Verdict.STAY and d.recommended == "7-1"
+    assert d.p_best >= 0.99 and d.expected_regret_pct < 0.1 and not d.close_call and d.probe is None
+    assert d.odds.restart_s == 3600.0          # a switch pays the default 1 h restart
+
+
+def test_a_close_call_says_either_will_do(reference):
+    """Projected onto 16 GPUs, 13-3 and 14-2 are both expected within 2% of the best: a close call,
+    in the headline, the reasons and the JSON alike."""
+    adv = advise(reference, gpus=16)
+    d = adv.decision
+    assert d.close_call and {d.odds.best, d.odds.runner_up} == {"13-3", "14-2"}
+    assert all(d.odds.of(x).regret_pct < 2.0 for x in ("13-3", "14-2"))
+    text = render(adv)
+    assert "close call: 13-3 or 14-2 will do" in text and "either will do" in text
+    assert adv.to_json()["recommendation"]["close_call"] is True
+
+
+def test_cannot_tell_only_where_the_probe_is_worth_it(reference_rates):
+    """The rates log projected onto 16 GPUs for a next run: an open question over a whole job.
+    Whatever the restart costs, the verdict is cannot-tell exactly where the probe is worth it, and
+    the action without it is the same."""
+    verdicts = set()
+    for hours in (0.0, 1.0, 20.0, 500.0):
+        adv = advise(reference_rates, gpus=16, next_run=True, restart_cost_h=hours)
+        d = adv.decision
+        assert (d.verdict is Verdict.CANNOT_TELL) == (d.probe is not None and d.probe.worth_it)
+        assert d.action is Verdict.NEXT_RUN
+        assert d.probe.cost_s == pytest.approx(2 * d.probe.seconds_each + 2 * 3600.0 * hours)
+        verdicts.add(d.verdict)
+    assert verdicts == {Verdict.CANNOT_TELL, Verdict.NEXT_RUN}     # dear restarts make it not worth it
+
+
+def _inputs(k: int, left: float | None = None) -> DrawInputs:
+    return DrawInputs(labels=tuple(f"s{i}" for i in range(k)), bps=np.ones(k), shared=np.zeros((k, 1)),
+                      own_var=np.zeros(k), ends=np.zeros((k, 0)), widened=np.zeros(k, bool),
+                      low_bps=np.ones(k), high_bps=np.ones(k), left_batches=left)
+
+
+@FAST
+@given(st.floats(0.0, 0.3), st.floats(0.01, 0.3), st.integers(0, 2**31 - 1))
+def test_a_probe_never_adds_regret_and_a_sharper_one_removes_more(lead, spread, seed):
+    """Two splits: a probe's regret after is never above the regret now, and a probe 100 times as
+    precise removes at least as much, up to the simulation's noise."""
+    rng = np.random.default_rng(seed)
+    x = np.column_stack([np.exp(lead + spread * rng.standard_normal(2000)), np.ones(2000)])
+    inp = _inputs(2, left=1e6)
+    o = odds_of(x, inp)
+    costs = ProbeCosts(remaining_s=1e6, restart_s=0.0, gpus=8)
+    probes = [best_probe(x, x, inp, o, o.best, ProbeNoise(var_s={"s0": v, "s1": v}), costs, seed=seed)
+              for v in (100.0, 1.0)]
+    if probes[0] is None:          # nothing to gain: no probe, however sharp
+        assert probes[1] is None and o.of(o.best).regret_pct < 0.01
+        return
+    noisy, sharp = probes
+    for p in probes:
+        assert 0.0 <= p.regret_after_pct <= p.regret_now_pct and p.value_s >= 0.0
+    assert sharp.regret_after_pct <= noisy.regret_after_pct + 0.1 * noisy.regret_now_pct + 0.05
+
+
+def test_a_probe_is_never_worth_it_without_the_jobs_size_nor_of_splits_already_run_that_long():
+    rng = np.random.default_rng(3)
+    x = np.column_stack([np.exp(0.05 + 0.1 * rng.standard_normal(2000)), np.ones(2000)])
+    inp = _inputs(2)
+    o = odds_of(x, inp)
+    noise = ProbeNoise(var_s={"s0": 1.0, "s1": 1.0})
+    unknown = best_probe(x, x, inp, o, o.best, noise, ProbeCosts(remaining_s=None, restart_s=0.0, gpus=8))
+    assert unknown is not None and not unknown.worth_it and unknown.value_s == 0.0
+    known = best_probe(x, x, inp, o, o.best, noise, ProbeCosts(remaining_s=1e7, restart_s=0.0, gpus=8))
+    assert known.worth_it and known.gpu_hours == pytest.approx(2 * known.seconds_each * 8 / 3600)
+    ran = ProbeNoise(var_s=noise.var_s, ran_s={"s0": 1e9, "s1": 1e9})
+    assert best_probe(x, x, inp, o, o.best, ran, ProbeCosts(remaining_s=1e7, restart_s=0.0, gpus=8)) is None
+    one_ran = ProbeNoise(var_s=noise.var_s, ran_s={"s0": 1e9})
+    p = best_probe(x, x, inp, o, o.best, one_ran, ProbeCosts(remaining_s=1e7, restart_s=0.0, gpus=8))
+    assert p.split == "s1" and set(p.splits) == {"s0", "s1"}
+
+
+def test_the_probe_starts_from_the_length_that_resolves_the_lead():
+    """L = 2 (z sigma / delta)^2 of each split, delta the expected lead: with the job's size unknown,
+    that length is the probe named."""
+    x = np.column_stack([np.full(1000, 1.1), np.ones(1000)])
+    x[:100, 0] = 0.9                      # 10% of draws reverse the order: something to gain
+    inp = _inputs(2)
+    o = odds_of(x, inp)
+    sigma2 = 2.0
+    p = best_probe(x, x, inp, o, o.best, ProbeNoise(var_s={"s0": sigma2, "s1": sigma2}),
+                   ProbeCosts(remaining_s=None, restart_s=0.0, gpus=1))
+    delta = math.log(x[:, 0].mean() / x[:, 1].mean())
+    assert p.seconds_each == pytest.approx(2 * (1.96 ** 2) * sigma2 / delta ** 2)
+
+
+def test_nothing_left_of_the_job_never_repays_a_restart():
+    df = table([1.5, 1.0], own=[1e-6, 1e-6], eta=0.0)
+    assert draw_inputs(df).left_batches == 0.0
+    o = split_odds(df, judged="1-2", restart_s=60.0)
+    assert o.best == "1-2" and o.of("1-2").p_top == 1.0
+
+
+def test_a_switch_the_odds_make_says_so_from_the_table(reference):
+    """A switch to a split that is not the projected best (what the fit leaves open favours it) is
+    written from that split's row and the decision's expected gain."""
+    from dataclasses import replace
+
+    adv = advise(reference)
+    d = replace(adv.decision, verdict=Verdict.SWITCH, action=Verdict.SWITCH, rule="switch", recommended="6-2")
+    text = " ".join(reasons(d, adv.splits, adv.fit, adv.observed))
+    assert f"6-2 projects {bps_text(adv.splits.at['6-2', 'bps'])} b/s against 7-1's" in text
+    assert f"expected {signed_pct(d.expected_gain_pct)} ahead of 7-1 by the rest of the job" in text
