@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -50,6 +51,8 @@ from advisor.stats import Z_95
 
 RESOLUTION = 0.02       # splits within 2% of the best count as the best (what the model resolves)
 DEFAULT_DRAWS = 4000
+MAX_CELLS = 2_000_000   # draws x splits at most: a table of more than 500 splits gets fewer draws
+MIN_DRAWS = 1000
 SEED = 34
 END_CAP_LOG = math.log(1.25)  # a capacity corner's shift drawn to at most x1.25 (or /1.25) of the point projection
 
@@ -98,10 +101,11 @@ def draw_inputs(df: pd.DataFrame) -> DrawInputs:
 
 
 def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) -> np.ndarray:
-    """``draws`` x K rates (b/s), one joint draw per row (module docstring); a split without a
-    positive finite projection is 0 in every draw."""
+    """``draws`` x K rates (b/s), one joint draw per row (module docstring; fewer rows for a large
+    table: `draws_for`); a split without a positive finite projection is 0 in every draw."""
     rng = np.random.default_rng(seed)
     k = len(inp.labels)
+    draws = draws_for(k, draws)
     z = rng.standard_normal((draws, inp.shared.shape[1]))
     log = z @ inp.shared.T + rng.standard_normal((draws, k)) * np.sqrt(np.maximum(inp.own_var, 0.0))
     if inp.ends.shape[1]:
@@ -117,6 +121,12 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
         log[:, wide] = np.where(e < 0, e * below, e * above)
     out = np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
     return out
+
+
+def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
+    """Draws for a table of ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) where
+    ``draws x k`` would pass ``MAX_CELLS`` (at G = 1024 the table has 1,023 splits)."""
+    return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
 
 
 def _spread(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -165,12 +175,13 @@ class Odds:
     seed: int
     resolution: float = RESOLUTION
 
+    @cached_property
+    def _by_label(self) -> dict[str, SplitOdds]:
+        return {s.label: s for s in self.splits}
+
     def of(self, label: str) -> SplitOdds:
         """The odds of split ``label``; KeyError where the table has none."""
-        for s in self.splits:
-            if s.label == label:
-                return s
-        raise KeyError(label)
+        return self._by_label[label]
 
 
 def odds_of(rates: np.ndarray, inp: DrawInputs, *, judged: str | None = None, restart_s: float = 0.0,
@@ -193,6 +204,7 @@ def odds_of(rates: np.ndarray, inp: DrawInputs, *, judged: str | None = None, re
     mean_v = v.mean(axis=0)
     p_best = (v >= (1.0 - resolution) * top).mean(axis=0)
     p_top = np.bincount(v.argmax(axis=1), minlength=len(inp.labels)) / len(v)
+    mean_x = rates.mean(axis=0)
     regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
     order = np.argsort(-mean_v, kind="stable")
     rows = []
@@ -201,7 +213,7 @@ def odds_of(rates: np.ndarray, inp: DrawInputs, *, judged: str | None = None, re
         gain = 100.0 * (mean_v[i] / mean_v[other] - 1.0) if other is not None and mean_v[other] > 0 else 0.0
         rows.append(SplitOdds(label=label, p_best=float(p_best[i]), p_top=float(p_top[i]),
                               regret_pct=float(max(regret[i], 0.0)), gain_pct=float(gain),
-                              mean_bps=float(rates[:, i].mean()), value_bps=float(mean_v[i])))
+                              mean_bps=float(mean_x[i]), value_bps=float(mean_v[i])))
     best = inp.labels[order[0]]
     runner = inp.labels[order[1]] if len(order) > 1 else None
     close = runner is not None and all(rows[j].regret_pct < 100 * resolution for j in order[:2])

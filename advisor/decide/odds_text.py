@@ -7,7 +7,8 @@ of `advisor.decide.reasons`. Shares print as whole percentages, ``>99%`` and ``<
 
 Headline forms (text; the Markdown title is the same with the split in bold):
 
-- ``SWITCH to 5-3: ~96% likely the best, expected +23.8% over 4-4``
+- ``SWITCH to 7-1: >99% likely the best, expected +7.2% over 6-2, restart included`` (the
+  remaining-job time compared; the gain over the split that runs now)
 - ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
 - ``STAY with 4-2: close call: 4-2 or 3-3 will do (each within 2% of the best, expected)``
 - ``CANNOT TELL without a probe: 2 min each at 5-3 and 4-4 (0.5 GPU-hours) is worth it; until then
@@ -55,6 +56,8 @@ def _odds_clause(d: Decision) -> str:
     alt = alternative(d)
     if alt is not None and d.expected_gain_pct is not None:
         text += f", expected {signed_pct(d.expected_gain_pct)} over {alt}"
+        if o.restart_s > 0 and o.judged in (alt, rec):
+            text += ", restart included"
     return text
 
 
