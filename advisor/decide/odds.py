@@ -14,9 +14,8 @@ shared by every split: ``c`` one of the non-zero ends (sync scaling's two, the c
 four corners), each equally likely, and ``t`` uniform on [0, 1] (the truth anywhere between the
 point projection and that end; the lead's interval spans the same hull). A corner beyond 1.25x or
 1/1.25x of the point (``END_CAP_LOG``) is drawn to there at most: the open end of a bound sits at
-1000x, and where a bound could be checked the truth lay near it (the reference run's blocked
-targets, read as a bound from its rates, have 7% more capacity by their busy time; SpecForge's
-1 + 7 trainers, bounded below by 50.1/s, gave 39.0/s as 6 at 2 + 6, below the bound's 42.9). A widened row (a
+1000x, and where a bound could be checked the truth lay near it (CHANGELOG.md, issue 34). A
+widened row (a
 measured rate the model misses: no paired form) is drawn alone from its marginal interval, a
 normal in ln X with median ``x_k`` and each side's spread from that side of the interval
 (``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96`` above). The drift widening of a thin log

@@ -238,9 +238,9 @@ def probe_noise(fit: PipelineFit, df: pd.DataFrame, ev: Evidence) -> ProbeNoise:
     segments' run-to-run level, and how long the logs already ran each split of the table."""
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
     steady = ev.steady_s if ev.basis != "numbers" else 0.0
-    var_s = {str(lbl): noise_var_s(float(r["bps"]), (float(r.get("err_p_samp", 0.0)), float(r.get("err_c_samp", 0.0))),
-                                   steady, scv)
-             for lbl, r in df.iterrows()}
+    zero = pd.Series(0.0, index=df.index)
+    cols = zip(df.index, df["bps"], df.get("err_p_samp", zero), df.get("err_c_samp", zero))
+    var_s = {str(lbl): noise_var_s(float(x), (float(sp), float(sc)), steady, scv) for lbl, x, sp, sc in cols}
     ran: dict[str, float] = {}
     if fit.source != "numbers":
         p, c = fit.roles
