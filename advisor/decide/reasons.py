@@ -155,25 +155,9 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
-    if d.rule == "unknown-capacity":
-        n = d.needs
-        what = " and ".join(f"the {r} capacity" for r in n.unknown)
-        verb = "are" if len(n.unknown) > 1 else "is"
-        keep = f"; keep {d.recommended} until it is measured" if d.recommended != b else ""
-        return (f"{what} {verb} only known as a range or a bound, and that decides the pick: at one end of what is "
-                f"known, {n.rival} leads {b}, which projects {bps_text(df.at[b, 'bps'])} b/s at the point given"
-                f"{keep}." + _needs(d))
     if d.rule == "small-gain":
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
-    if d.rule == "overlap":
-        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but {_not_above(df, 'its', b, j)}: the "
-                f"evidence cannot separate them; keep {j} until it can." + _needs(d))
-    if d.rule == "thin-evidence":
-        rival = j if b != j else d.runner_up
-        whose = f"{b}'s"
-        return (f"the log is too thin to choose on: {'; '.join(d.evidence.why_thin())}. "
-                f"{_not_above(df, whose, b, rival)}." + _needs(d))
     if d.rule == "restart-cost":
         return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
                 f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
@@ -193,11 +177,6 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is unknown, so the restart cost is not weighed.")
     why = ("the run has ended" if s.run_ended else "--next-run was given" if s.next_run
            else f"no split of {s.units()} was observed")
-    if d.rule == "unresolved":
-        m = d.margin
-        return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
-                f"at {bps_text(m.best_low)} b/s, not above {m.lower}'s upper end {bps_text(m.runner_up_high)}"
-                f"{_lead_text(df, m.higher, m.lower)}: the evidence cannot separate them." + _needs(d))
     b = d.recommended
     text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
             f"({bps_text(df.at[b, 'bps'])} b/s).")
@@ -231,12 +210,6 @@ def _probe_reason(d: Decision) -> str:
             f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d))
 
 
-def _not_above(df: pd.DataFrame, whose: str, b: str, rival: str) -> str:
-    """``whose`` 95% interval (b's) starts below ``rival``'s upper end: the two are not separated."""
-    return (f"{whose} 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {rival}'s upper end "
-            f"{bps_text(df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}")
-
-
 def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
     """The lead of ``a`` over ``b`` with its own interval (`advisor.project.table.lead_interval`)."""
     li = lead_interval(df, a, b)
@@ -257,8 +230,6 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
            f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
            f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."]
     mg = d.margin
-    if d.rule in ("unresolved", "overlap", "thin-evidence"):
-        return out
     if provisional(d, fit):
         if mg.stable or mg.separated:
             sep = (f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above {mg.lower}'s upper end "
