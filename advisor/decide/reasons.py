@@ -304,7 +304,7 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
             out.append(m)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
-    if provisional(d, fit) and d.rule != "thin-evidence":
+    if provisional(d, fit):
         out.append(f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or "
                    f"overturns it.")
     out += _runner_up(d, rows, fit)

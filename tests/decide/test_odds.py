@@ -279,3 +279,18 @@ def test_a_switch_the_odds_make_says_so_from_the_table(reference):
     text = " ".join(reasons(d, adv.splits, adv.fit, adv.observed))
     assert f"6-2 projects {bps_text(adv.splits.at['6-2', 'bps'])} b/s against 7-1's" in text
     assert f"expected {signed_pct(d.expected_gain_pct)} ahead of 7-1 by the rest of the job" in text
+
+
+def test_a_stay_the_odds_make_gives_the_judged_splits_expected_regret(reference):
+    """Rule expected-best (the projected best leads, but the odds leave the judged split within the
+    resolution): the sentence names both rates from the table and the judged split's regret."""
+    from dataclasses import replace
+
+    adv = advise(reference, roles={"target": 6, "drafter": 2})
+    d = replace(adv.decision, verdict=Verdict.STAY, action=Verdict.STAY, rule="expected-best", recommended="6-2")
+    text = " ".join(reasons(d, adv.splits, adv.fit, adv.observed))
+    df = adv.splits
+    lead = signed_pct(100 * (df.at["7-1", "bps"] / df.at["6-2", "bps"] - 1))
+    vs = f"7-1 {bps_text(df.at['7-1', 'bps'])} b/s vs 6-2 {bps_text(df.at['6-2', 'bps'])} b/s"
+    assert f"7-1 projects {lead} ({vs}), but with its uncertainty and the restart 6-2 is expected within 2%" in text
+    assert f"(expected regret {d.odds.of('6-2').regret_pct:.1f}%)" in text
