@@ -157,3 +157,21 @@ def test_thin_evidence_makes_every_sentence_provisional(write_log):
     assert "(provisional)" in render(adv, "markdown").splitlines()[0]
     assert json.loads(render(adv, "json"))["recommendation"]["provisional"] is True
     assert json.loads(render(advise(FIX / "reference-7x1.jsonl"), "json"))["recommendation"]["provisional"] is False
+
+
+def test_the_table_shows_each_splits_odds_from_the_decisions_draw(reference):
+    """Issue 34: a `p best` column beside the interval, each split's odds as the JSON has them."""
+    import json
+
+    from advisor.decide.odds_text import share_text
+
+    adv = advise(reference, gpus=16)
+    text, js = render(adv), json.loads(render(adv, "json"))
+    head = next(x for x in text.splitlines() if x.lstrip().startswith("split"))
+    assert head.split()[:6] == ["split", "b/s", "95%", "interval", "p", "best"]
+    assert "p best = how likely the split is within 2% of the best" in text
+    for s in js["splits"]:
+        label = f"{s['roles']['target']}-{s['roles']['drafter']}"
+        row = next(t for t in (x.split() for x in text.splitlines()) if label in t[:2] and len(t) > 6)
+        assert row[row.index(label) + 3] == share_text(adv.decision.odds.of(label).p_best).lstrip("~")
+        assert s["p_best"] == round(adv.decision.odds.of(label).p_best, 4)
