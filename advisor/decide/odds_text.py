@@ -10,9 +10,9 @@ Headline forms (text; the Markdown title is the same with the split in bold):
 - ``SWITCH to 7-1: >99% likely the best, expected +7.2% over 6-2, restart included`` (the
   remaining-job time compared; the gain over the split that runs now)
 - ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
-- ``STAY with 4-2: close call: 4-2 or 3-3 will do (each within 2% of the best, expected)``
-- ``CANNOT TELL without a probe: 2 min each at 5-3 and 4-4 (0.5 GPU-hours) is worth it; until then
-  SWITCH to 5-3, ~60% likely the best``
+- ``NEXT RUN: 13-3, close call: 13-3 or 14-2 will do (each expected within 2% of the best)``
+- ``CANNOT TELL without a probe: 1 min each at 13-3 and 14-2 (0.62 GPU-hours) is worth it; until
+  then NEXT RUN: 13-3, ~53% likely the best``
 
 The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
 """
@@ -51,7 +51,7 @@ def _odds_clause(d: Decision) -> str:
     rec = d.recommended
     if d.close_call and o.runner_up is not None:
         other = o.runner_up if o.best == rec else o.best
-        return f"close call: {rec} or {other} will do (each within {o.resolution:.0%} of the best, expected)"
+        return f"close call: {rec} or {other} will do (each expected within {o.resolution:.0%} of the best)"
     text = f"{share_text(d.p_best)} likely the best"
     alt = alternative(d)
     if alt is not None and d.expected_gain_pct is not None:
