@@ -138,8 +138,8 @@ class Decision:
     def expected_gain_pct(self) -> float | None:
         """The recommended split's expected lead: over the judged split where the verdict
         switches, else over the best other split (negative where it trails)."""
-        if self.odds is None:
-            return None
+        if self.odds is None or self.odds.runner_up is None:
+            return None      # one split: nothing to gain over
         rec = self.odds.of(self.recommended)
         if self.verdict is Verdict.SWITCH and self.judged is not None and self.judged != self.recommended:
             base = self.odds.of(self.judged).value_bps

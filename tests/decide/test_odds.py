@@ -294,3 +294,9 @@ def test_a_stay_the_odds_make_gives_the_judged_splits_expected_regret(reference)
     vs = f"7-1 {bps_text(df.at['7-1', 'bps'])} b/s vs 6-2 {bps_text(df.at['6-2', 'bps'])} b/s"
     assert f"7-1 projects {lead} ({vs}), but with its uncertainty and the restart 6-2 is expected within 2%" in text
     assert f"(expected regret {d.odds.of('6-2').regret_pct:.1f}%)" in text
+
+
+def test_one_split_is_surely_the_best_with_nothing_to_gain_over(reference):
+    d = advise(reference, gpus=2).decision
+    assert d.n_splits == 1 and d.p_best == 1.0 and d.expected_regret_pct == 0.0
+    assert d.expected_gain_pct is None and d.probe is None and not d.close_call
