@@ -179,7 +179,11 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
            else f"no split of {s.units()} was observed")
     b = d.recommended
     text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
-            f"({bps_text(df.at[b, 'bps'])} b/s).")
+            f"({bps_text(df.at[b, 'bps'])} b/s)." if b == d.best else
+            f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it projects "
+            f"{bps_text(df.at[b, 'bps'])} b/s against {d.best}'s {bps_text(df.at[d.best, 'bps'])} at the point "
+            f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
+            f"{d.odds.runner_up}.")
     m = d.margin
     if m is not None and d.close_call:
         other = m.lower if m.higher == b else m.higher

@@ -300,3 +300,19 @@ def test_one_split_is_surely_the_best_with_nothing_to_gain_over(reference):
     d = advise(reference, gpus=2).decision
     assert d.n_splits == 1 and d.p_best == 1.0 and d.expected_regret_pct == 0.0
     assert d.expected_gain_pct is None and d.probe is None and not d.close_call
+
+
+def test_a_next_run_pick_against_the_point_projection_says_why():
+    """oversub2 (3 CPU workers on 2 cores; measured 1-2 73.09 and 72.60 b/s, 2-1 67.39 and 66.92):
+    from the 2-1 log the point projection prefers 2-1, but 1-2's wide upside makes it the larger
+    expected rate; the verdict names 1-2 and the sentence says the point and the expectation."""
+    from pathlib import Path
+
+    adv = advise(Path(__file__).resolve().parents[2] / "fixtures" / "oversub2" / "2x1-r0")
+    d, df = adv.decision, adv.splits
+    assert d.best == "2-1" and d.recommended == "1-2" and d.verdict is Verdict.NEXT_RUN
+    assert d.odds.of("1-2").value_bps > d.odds.of("2-1").value_bps
+    text = render(adv)
+    assert (f"it projects {bps_text(df.at['1-2', 'bps'])} b/s against 2-1's {bps_text(df.at['2-1', 'bps'])} at the "
+            f"point estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} "
+            f"ahead of 2-1") in text
