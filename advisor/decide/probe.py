@@ -16,9 +16,10 @@ Its worth (expected value of sample information) comes from the same joint draws
 ``y = d(r') + N(0, v)`` is simulated; every draw r is weighted by the outcome's likelihood
 ``exp(-(y - d(r))^2 / 2v)`` (the draws grouped by ``d`` into ``BINS`` groups of equal count, each
 at its mean ``d``); the action re-decided on the weighted draws (the largest expected
-effective rate among the ``REDECIDE`` likeliest splits) and scored on draw r'. The regret left
-after the probe is the mean over outcomes; the regret now is the action's without it. The probe
-is worth it when
+effective rate among the probed two and the ``REDECIDE`` splits of largest expected rate) and
+scored on draw r'. The regret it removes is the mean over outcomes of the re-decided split's
+rate less the action's, on the same draws r'; the regret after is the action's expected regret
+less that. The probe is worth it when
 
     (regret now - regret after) x remaining job time  >  2 L + 2 restarts
 
