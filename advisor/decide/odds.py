@@ -19,7 +19,8 @@ widened row (a
 measured rate the model misses: no paired form) is drawn alone from its marginal interval, a
 normal in ln X with median ``x_k`` and each side's spread from that side of the interval
 (``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96`` above). The drift widening of a thin log
-(`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn.
+(`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn
+(except inside a widened row's marginal interval, which carries it).
 
 With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
 by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
