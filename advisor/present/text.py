@@ -22,7 +22,6 @@ from advisor.project.table import split_label
 from advisor.settings import Capacity
 
 
-
 def legend(adv: Advice, bound: bool) -> str:
     """The table's legend: ``bound`` only where the column is shown, the worker word of the log,
     and what ETA counts (the rest of the job, or for a next run the whole job)."""
