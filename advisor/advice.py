@@ -22,13 +22,13 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
+from advisor.decide.odds_text import odds_sentence
 from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, provisional, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline, gpu_priors_text
 from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
-from advisor.ingest.schema import SCHEMA_VERSION
 from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
@@ -39,6 +39,7 @@ from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Opti
                               build_settings, check_role_names, check_roles)
 
 EXACT_GAP_WARN_PCT = 3.0
+JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
 CROSSING_GAP = 0.05      # crossing share measured vs uniform mixing: a caveat past 5 points
 
 
@@ -51,6 +52,10 @@ class Recommendation:
     reasons: tuple[str, ...]
     holds_unless: tuple[str, ...]
     gain_pct: float
+    p_best: float | None = None               # the recommended split within 2% of the best (0-1)
+    expected_gain_pct: float | None = None    # `advisor.decide.rules.Decision.expected_gain_pct`
+    expected_regret_pct: float | None = None  # expected shortfall against the best, %
+    close_call: bool = False                  # the two best splits both within the resolution
 
 
 @dataclass(frozen=True)
@@ -92,8 +97,11 @@ class Advice:
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
                               reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
+                                            + [x for x in (odds_sentence(d),) if x]
                                             + placement_reasons(d, self.splits, self.fit)),
-                              holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct)
+                              holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct,
+                              p_best=d.p_best, expected_gain_pct=d.expected_gain_pct,
+                              expected_regret_pct=d.expected_regret_pct, close_call=d.close_call)
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
@@ -132,8 +140,23 @@ class Advice:
             out["observed_bps"] = _num(r["observed_bps"])
         if "bps_exact" in r:
             out["bps_exact"] = _num(r["bps_exact"])
+        if self.decision.odds is not None:
+            o = self.decision.odds.of(label)
+            out.update({"p_best": _num(o.p_best), "p_top": _num(o.p_top),
+                        "expected_regret_pct": _num(o.regret_pct, 2)})
         out.update(engine_json(r, p, c))
         return out
+
+    def probe_json(self) -> dict[str, Any] | None:
+        """The best candidate probe (`advisor.decide.probe`): the split it measures, the splits it
+        runs, seconds of each, GPU-hours, whether it is worth its cost; None without one."""
+        pr = self.decision.probe
+        if pr is None:
+            return None
+        return {"split": self.split_json(pr.split)["roles"],
+                "splits": [self.split_json(x)["roles"] for x in pr.splits],
+                "seconds": _num(pr.seconds_each, 0), "gpu_hours": _num(pr.gpu_hours, 3), "worth_it": pr.worth_it,
+                "regret_now_pct": _num(pr.regret_now_pct, 2), "regret_after_pct": _num(pr.regret_after_pct, 2)}
 
     def capacity_basis(self) -> dict[str, Any]:
         """What each role's capacity rests on (`advisor.model.params.Basis`), with the known range
@@ -147,11 +170,12 @@ class Advice:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The `dflash-advise --json` document (schema 1; decision fields additive)."""
+        """The `dflash-advise --json` document (``schema`` `JSON_SCHEMA_VERSION`; CHANGELOG.md says
+        what each version added)."""
         ob, d, rec = self.observed, self.decision, self.recommendation
         m = d.margin
         return {
-            "schema": SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
+            "schema": JSON_SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
             "observed": {"roles": dict(ob.roles), "bps": _num(ob.bps), "tok_s": _num(ob.tok_s, 1),
                          "efficiency": _num(ob.efficiency), "bottleneck": ob.bottleneck,
                          "steady_from_s": _num(ob.steady_from_s, 1),
@@ -161,6 +185,10 @@ class Advice:
                 "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
                 "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
                 "provisional": provisional(d, self.fit),
+                "action": (d.action or d.verdict).value,
+                "p_best": _num(rec.p_best), "expected_gain_pct": _num(rec.expected_gain_pct, 2),
+                "expected_regret_pct": _num(rec.expected_regret_pct, 2), "close_call": rec.close_call,
+                "probe": self.probe_json(),
                 "judged": self.split_json(d.described),
                 "runner_up": ({"roles": self.split_json(d.runner_up)["roles"], "bps": _num(self.splits.at[
                     d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}

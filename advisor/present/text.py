@@ -15,15 +15,11 @@ import math
 import re
 
 from advisor.advice import Advice
+from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.project.table import split_label
 from advisor.settings import Capacity
-
-HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
-            Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
-MD_TITLES = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:",
-             Verdict.CANNOT_TELL: "cannot tell yet; keep"}
 
 
 def legend(adv: Advice, bound: bool) -> str:
@@ -36,6 +32,8 @@ def legend(adv: Advice, bound: bool) -> str:
            else "ETA = the rest of the job at that split")
     text = (f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
             f"capacity (balance); {util}; {eta}")
+    if adv.decision.odds is not None:
+        text += "; p best = how likely the split is within 2% of the best"
     if (adv.splits["method"] == "exact").any():
         text += "; s = b/s from exact simulation of the log's step times"
     return text
@@ -51,14 +49,8 @@ def _title(adv: Advice, markdown: bool = False) -> str:
 
 
 def _verdict_title(d: Decision, markdown: bool) -> str:
-    m = d.margin
-    if d.rule == "unresolved" and m is not None:
-        if markdown:
-            return f"cannot tell yet for the next run: **{m.higher}** or **{m.lower}**"
-        return f"CANNOT TELL for the next run: {m.higher} or {m.lower}"
-    if markdown:
-        return f"{MD_TITLES[d.verdict]} **{d.recommended}**"
-    return f"{HEADINGS[d.verdict]} {d.recommended}"
+    """The action with its odds (`advisor.decide.odds_text.headline`)."""
+    return headline(d, markdown)
 
 
 def _num(v: float, fmt: str) -> str:
@@ -107,7 +99,18 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     if not shows_bound(adv):
         i = head.index("bound b/s")
         head, rows = head[:i] + head[i + 1:], [r[:i] + r[i + 1:] for r in rows]
-    return head, rows
+    return odds_column(adv, head, rows)
+
+
+def odds_column(adv: Advice, head: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The ``p best`` column after the interval: how likely each split is within the resolution
+    (2%) of the best, from the decision's joint draw (`advisor.decide.odds`), as the headline says it."""
+    o = adv.decision.odds
+    if o is None:
+        return head, rows
+    i = head.index("95% interval") + 1
+    cells = [share_text(o.of(r[1]).p_best).lstrip("~") for r in rows]
+    return head[:i] + ["p best"] + head[i:], [r[:i] + [x] + r[i:] for r, x in zip(rows, cells)]
 
 
 def _headline(adv: Advice) -> list[str]:

@@ -449,7 +449,13 @@ def test_what_if_takes_a_range_and_a_bound():
     j = json.loads(r.stdout)
     assert j["capacity_basis"] == {"target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
                                    "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None}}
-    assert j["recommendation"]["verdict"] == "cannot-tell" and j["recommendation"]["rule"] == "unknown-capacity"
+    # issue 34: no job to weigh a probe against, so an action with its odds: stay with the
+    # measured best, less sure than from points (the bound leaves 2-6 a chance)
+    rec = j["recommendation"]
+    assert rec["verdict"] == "stay" and rec["roles"] == {"target": 1, "drafter": 7} and rec["close_call"] is False
+    assert 0.5 < rec["p_best"] < 0.99 and rec["probe"]["worth_it"] is False
+    two_six = next(s for s in j["splits"] if s["roles"] == {"target": 2, "drafter": 6})
+    assert 0.01 < two_six["p_best"] < rec["p_best"]
 
 
 @pytest.mark.parametrize("bad", ["fast", "1..0.5", ">0.9"])
@@ -476,3 +482,22 @@ def test_a_slower_tail_is_a_drain_only_when_the_input_ran_out(write_log, end, dr
     assert r.exit_code == 0, r.output
     assert ("as the final drain" in r.output) == drained
     assert ("kept in the window, not cut as a drain" in r.output) == (not drained)
+
+
+def test_what_if_names_the_specforge_qwen_pick_with_its_odds():
+    """Issue 34: SpecForge's Qwen3.8-27B DFlash2 recipe on 8xH200 (4 + 4: 2.25 prompts/s per capture
+    server, 3.7 samples/s per trainer rank; measured 5+3 10.65, 4+4 9.05) said CANNOT TELL; it names
+    5-3, the measured best, with its odds, and the headline's numbers are the JSON's."""
+    args = ("what-if", "--targets", "4", "--drafters", "4", "--target-bps", "9.0", "--drafter-bps", "14.8",
+            "--next-run")
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    assert "CANNOT TELL" not in r.stdout
+    j = json.loads(invoke(*args, "--json").stdout)
+    rec = j["recommendation"]
+    assert rec["verdict"] == "next-run" and rec["action"] == "next-run" and rec["roles"] == {"target": 5, "drafter": 3}
+    assert rec["p_best"] >= 0.8 and rec["expected_gain_pct"] > 0 and rec["close_call"] is False
+    assert rec["probe"] is None or rec["probe"]["worth_it"] is False
+    title = f"NEXT RUN: 5-3, ~{100 * rec['p_best']:.0f}% likely the best, expected +{rec['expected_gain_pct']:.1f}% over 4-4"
+    assert title in r.stdout.splitlines()
+    assert max(j["splits"], key=lambda s: s["p_best"])["roles"] == rec["roles"]
