@@ -30,7 +30,7 @@ import pandas as pd
 from advisor.ingest.runlog import RunLog
 from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit
-from advisor.project.exact import gather_pools, simulate_placed
+from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
 from advisor.project.placement import packed, placements
 from advisor.project.table import engine_rate_scale, link_xfer_s, widen_row
 from advisor.settings import Settings
@@ -69,25 +69,32 @@ def refine_placements(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Sett
     best = float(df["bps"].max())
     order = np.argsort(-df["bps"].to_numpy(), kind="stable")
     todo = [i for i in order if df["bps"].iat[i] >= (1 - REFINE_WITHIN) * best][:MAX_REFINED]
-    x_s = link_xfer_s(fit, settings)
     for col in (f"nodes_{p}", f"nodes_{c}"):
         df[col] = df[col].astype(object)
     for i in todo:
         label = df.index[i]
+        if df.at[label, "layout"] == "node-local":
+            continue     # no batch crosses: each node's pipeline is the analytic chain's own case
         n, m = int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
-        rates = [(*simulate_placed(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap,
-                                   scale=scale), pl) for pl in candidates(fit, settings, n, m)]
-        x, cross, pl = max(rates, key=lambda r: r[0])
-        _set_row(df, label, x, cross, pl, (p, c), x_s)
+        runs = [(simulate_placed_run(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap,
+                                     scale=scale), pl) for pl in candidates(fit, settings, n, m)]
+        run, pl = max(runs, key=lambda r: r[0].bps)
+        free = simulate_placed_run(fit, pools, n, m, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
+        _set_row(df, label, run, free, pl, (p, c))
     return df
 
 
-def _set_row(df: pd.DataFrame, label, x: float, cross: float, pl: Placement, roles: tuple[str, str],
-             x_s: float) -> None:
+def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Placement,
+             roles: tuple[str, str]) -> None:
     """One row at its simulated rate and placement: the rate's columns scaled alike (interval,
-    tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated crossing
-    share, and the link as the bottleneck where it is the smallest capacity."""
+    tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated link seconds
+    per batch, and the link as the bottleneck where it is the smallest capacity. No long-run rate
+    passes a stage's capacity, so a simulated window above the smallest one (its noise) is taken at
+    it; the free-link rate is simulated alike, and never below the linked one."""
     p, c = roles
+    cap = 1.0 / run.link_s_per_batch if run.link_s_per_batch > 0 else math.inf
+    caps = {p: float(df.at[label, f"cap_{p}_bps"]), c: float(df.at[label, f"cap_{c}_bps"]), "link": cap}
+    x = min(run.bps, min(caps.values()))
     old = float(df.at[label, "bps"])
     f = x / old if old > 0 else 1.0
     for col in ("bps_low", "bps_high", "tok_s", "gpu_util", "efficiency"):
@@ -99,10 +106,9 @@ def _set_row(df: pd.DataFrame, label, x: float, cross: float, pl: Placement, rol
     df.at[label, "placement"] = pl.describe(p, c)
     df.at[label, f"nodes_{p}"] = pl.producers
     df.at[label, f"nodes_{c}"] = pl.consumers
-    df.at[label, "crossing_share"] = cross
-    cap = 1.0 / (cross * x_s) if cross * x_s > 0 else math.inf
+    df.at[label, "crossing_share"] = run.crossing_share
     df.at[label, "cap_link_bps"] = cap
     df.at[label, "link_util"] = x / cap if math.isfinite(cap) else 0.0
-    caps = {p: float(df.at[label, f"cap_{p}_bps"]), c: float(df.at[label, f"cap_{c}_bps"]), "link": cap}
+    df.at[label, "bps_free_link"] = max(min(free_bps, caps[p], caps[c]), x)
     df.at[label, "bound_bps"] = min(caps.values())
     df.at[label, "bottleneck"] = min(caps, key=caps.get)

@@ -77,13 +77,14 @@ import pandas as pd
 
 from advisor.stats import Z_95
 from advisor.model.params import PipelineFit
-from advisor.model.chain import LinkStage, SplitResult, project_split
-from advisor.model.link import Placement
+from advisor.model.chain import LinkStage, SplitResult, project_local, project_split
+from advisor.model.link import Placement, sync_link_s
 from advisor.project.placement import PlacedPool, best_placement
 from advisor.errors import ReconcileWarning
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 
 RECONCILE_PCT = 3.0
+LAYOUT_TIE_REL = 1e-9      # node-local pipelines replace the shared queue only at a higher rate
 
 
 @dataclass(frozen=True)
@@ -131,17 +132,45 @@ def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
         return project_split(fit, n, m, interval=interval, **kw)
     free = project_split(fit, n, m, interval=False, **kw)
     placed = place_split(fit, settings, n, m, free.consumer_compute_s)
-    return project_split(fit, n, m, interval=interval, link=LinkStage(
-        placed.placement, link_xfer_s(fit, settings), link_scv(fit)), **kw)
+    shared = _at_placement(fit, settings, n, m, placed.placement, interval=interval, **kw)
+    local = local_placement(settings, n, m)
+    if local is None:
+        return shared
+    node_local = _at_placement(fit, settings, n, m, local, interval=interval, **kw)
+    # the layout of the higher rate; a tie keeps the one shared queue
+    best, other = (node_local, shared) if node_local.x_bps > shared.x_bps * (1 + LAYOUT_TIE_REL) else (shared,
+                                                                                                     node_local)
+    return replace(best, other_layout_bps=other.x_bps)
+
+
+def local_placement(settings: Settings, n: int, m: int) -> Placement | None:
+    """Split (n, m) as alike node-local pipelines, one per node (N / L targets and M / L drafters on
+    each), where it divides so; else None."""
+    nodes = settings.nodes
+    kp, kc = settings.gpus_per_worker
+    gpn = int(settings.gpus_per_node or settings.gpus)
+    if nodes <= 1 or n % nodes or m % nodes or (n // nodes) * kp + (m // nodes) * kc != gpn:
+        return None
+    return Placement(producers=(n // nodes,) * nodes, consumers=(m // nodes,) * nodes, routing="local")
+
+
+def _at_placement(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement, *, interval: bool,
+                  **kw) -> SplitResult:
+    """Split (n, m) at ``placement``, in its routing (`advisor.model.chain.project_local` node-locally)."""
+    stage = LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit),
+                      sync_xfer_s=sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s))
+    if placement.local:
+        return project_local(fit, n, m, stage, interval=interval, **kw)
+    return project_split(fit, n, m, interval=interval, link=stage, **kw)
 
 
 def placed_split(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement) -> SplitResult:
     """Split (n, m) at a given placement (a log's own, a placement to compare), rate only."""
     tokens = None if settings.own_budget else settings.tokens_per_batch
     mu_scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
-    return project_split(fit, n, m, hs_cap=settings.hs_cap, tokens_per_batch=tokens, gpus=settings.gpus,
-                         mu_scale=mu_scale, gpus_per_worker=settings.gpus_per_worker, interval=False,
-                         link=LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit)))
+    return _at_placement(fit, settings, n, m, placement, interval=False, hs_cap=settings.hs_cap,
+                         tokens_per_batch=tokens, gpus=settings.gpus, mu_scale=mu_scale,
+                         gpus_per_worker=settings.gpus_per_worker)
 
 
 def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
@@ -259,6 +288,7 @@ def widen_row(df: pd.DataFrame, label, x: float, var: float) -> None:
     df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
 
 
+LAYOUTS = {"shared": "shared", "local": "node-local"}
 ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
 
 
@@ -269,8 +299,9 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
     out: dict = {f"gpus_{p}": n * kp, f"gpus_{c}": m * kc, f"gpus_per_{p}": kp, f"gpus_per_{c}": kc}
     if settings.nodes > 1 and mid.placement is not None:
         pl = mid.placement
-        free = split_capacities(fit, replace(settings, link_bytes_s=None), n, m, interval=False).x_bps \
+        free = placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps \
             if settings.link_bytes_s else mid.x_bps
+        busy = mid.link_util > 0
         logged = logged_placement(fit, settings)
         ob = fit.observed[0].roles
         at_log = (placed_split(fit, settings, n, m, logged).x_bps
@@ -278,7 +309,10 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
         out.update({"placement": pl.describe(p, c), "nodes_" + p: pl.producers,
                     "nodes_" + c: pl.consumers, "cap_link_bps": mid.link_cap_bps,
                     "link_util": mid.link_util, "crossing_share": mid.crossing_share, "bps_free_link": free,
-                    "bps_logged_place": at_log,
+                    "bps_logged_place": at_log, "layout": LAYOUTS[pl.routing],
+                    "bps_other_layout": mid.other_layout_bps,
+                    "link_hs_share": 1.0 - mid.link_sync_share if busy else 0.0,
+                    "link_sync_share": mid.link_sync_share if busy else 0.0,
                     "logged_placement": logged.describe(p, c) if logged is not None else ""})
     return out
 
