@@ -342,7 +342,8 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
               "header": "the log header's"}.get(s.link_source or "", "given")
     cost = link_cost_pct(r)
     if r.get("layout") == "node-local":
-        out[0] = f"at {label} run one pipeline per node, {r['placement']} ({bps_text(r['bps'])} b/s)"
+        where = str(r["placement"]).removeprefix("node-local: ")
+        out[0] = f"at {label} run one pipeline per node ({where}; {bps_text(r['bps'])} b/s)"
         out[0] += f": each node's batches stay on it; {_local_sync_text(fit, r, s.link_bytes_s / 1e9, whence, cost)}"
         other = float(r["bps_other_layout"])
         if math.isfinite(other) and other > 0:

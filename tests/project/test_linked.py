@@ -41,3 +41,38 @@ def test_rows_near_the_best_are_simulated(tmp_path):
     assert ((exact["crossing_share"] >= 0) & (exact["crossing_share"] <= 1)).all()
     assert (exact["bps"] <= exact["bound_bps"] * 1.05).all()
     assert set(df["bottleneck"]) <= {"target", "drafter", "link"}
+
+
+def test_a_simulated_row_stays_within_its_bound(reference):
+    """Issue 35: 7-9 on two nodes of 8 was simulated at 0.921 b/s above its own bound 0.918 (the link's
+    capacity from the mean batch, not from the batches simulated)."""
+    from dataclasses import replace
+
+    from advisor.ingest.load import load_logs
+    from advisor.project.linked import refine_placements
+    from advisor.project.table import project
+    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8)
+    st = adv.settings
+    df = refine_placements(adv.fit, tuple(load_logs([reference])), st, project(adv.fit, st, pairs=[(7, 9), (9, 7)]))
+    assert (df["method"] == "exact").all()
+    assert (df["bps"] <= df["bound_bps"]).all() and (df["bps"] <= df["cap_link_bps"]).all()
+    assert (df["bps_free_link"] >= df["bps"]).all()
+    # with a free link nothing crosses a capacity of the link
+    free = refine_placements(adv.fit, tuple(load_logs([reference])), replace(st, link_bytes_s=None),
+                             project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)]))
+    assert (free["bps"] <= free["bound_bps"]).all()
+
+
+def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
+    """Issue 35: "At 7-9 the link is the bottleneck" beside "the link costs 0.1% against a free one": the
+    sentence names the link's capacity and the cost from the same row as the placement sentence."""
+    from advisor.decide.reasons import bps_text
+    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8, roles={"target": 9, "drafter": 7})
+    r = adv.splits.loc["9-7"]
+    assert r["bottleneck"] == "link"
+    first = adv.recommendation.reasons[0]
+    assert first.lower().startswith("at 9-7 the link is the bottleneck")
+    assert f"its capacity {bps_text(r['cap_link_bps'])} b/s" in first
+    cost = 100 * (1 - r["bps"] / r["bps_free_link"])
+    assert cost > 0 and f"{cost:.1f}% more than" in first
+    assert r["bps"] <= r["cap_link_bps"] * (1 + 1e-9)
