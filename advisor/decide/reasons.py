@@ -325,8 +325,9 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
 
 def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) -> list[str]:
     """Across nodes: where the recommended split's engines sit, what the link carries and costs
-    (from the row's ``placement``, ``crossing_share``, ``link_util``, ``cap_link_bps``,
-    ``bps_free_link``) and, where the log ran that split elsewhere, its own placement's rate
+    (from the row's ``placement``, ``layout``, ``crossing_share``, ``link_util``, ``cap_link_bps``,
+    ``bps_free_link``), the split's other layout (``bps_other_layout``: node-local pipelines against
+    one shared q_hs) and, where the log ran that split elsewhere, its own placement's rate
     (``bps_logged_place``). Empty on one node."""
     d = decision
     label = d.recommended
@@ -341,22 +342,19 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
     whence = {"measured": "measured from this log's crossing batches", "given": "given",
               "header": "the log header's"}.get(s.link_source or "", "given")
     cost = link_cost_pct(r)
+    other = float(r.get("bps_other_layout", math.nan))
+    vs = f"{bps_text(other)} b/s ({signed_pct(100 * (other / float(r['bps']) - 1))})" if other > 0 else ""
     if r.get("layout") == "node-local":
         where = str(r["placement"]).removeprefix("node-local: ")
-        out[0] = f"at {label} run one pipeline per node ({where}; {bps_text(r['bps'])} b/s)"
-        out[0] += f": each node's batches stay on it; {_local_sync_text(fit, r, s.link_bytes_s / 1e9, whence, cost)}"
-        other = float(r["bps_other_layout"])
-        if math.isfinite(other) and other > 0:
-            out[0] += (f"; one shared q_hs at the best placement would give {bps_text(other)} b/s "
-                       f"({signed_pct(100 * (other / float(r['bps']) - 1))}).")
-        return out
-    out[0] += (f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} GB/s "
-               f"link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} b/s; "
-               f"the link costs {cost:.1f}% against a free one.")
-    other = float(r.get("bps_other_layout", math.nan))
-    if math.isfinite(other) and other > 0:
-        out.append(f"one pipeline per node at {label} would give {bps_text(other)} b/s "
-                   f"({signed_pct(100 * (other / float(r['bps']) - 1))}).")
+        out[0] = (f"at {label} run one pipeline per node ({where}; {bps_text(r['bps'])} b/s): each node's batches "
+                  f"stay on it; {_local_sync_text(fit, r, s.link_bytes_s / 1e9, whence, cost)}"
+                  + (f"; one shared q_hs at the best placement would give {vs}." if vs else "."))
+    else:
+        out[0] += (f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} "
+                   f"GB/s link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} "
+                   f"b/s; the link costs {cost:.1f}% against a free one.")
+        if vs:
+            out.append(f"one pipeline per node at {label} would give {vs}.")
     logged = r.get("bps_logged_place", math.nan)
     if isinstance(logged, float) and math.isfinite(logged) and r["logged_placement"] != r["placement"]:
         out.append(f"the log ran {label} as {r['logged_placement']}: {bps_text(logged)} b/s projected there; "

@@ -70,7 +70,12 @@ their rates, as logged; GPU-seconds count k GPUs per engine, so the busy share o
 Across nodes (``link``): the drafters' rate is that of their pool with the links of the split's
 placement (`advisor.model.link.link_pool`: the link's wait and transfer added to each drafter's
 batches that cross), the link a stage with its own capacity (``link_cap_bps``, the pipeline rate
-at which the busiest link saturates) beside the targets' and the drafters'.
+at which the busiest link saturates) beside the targets' and the drafters'. Where the drafters
+sync across nodes, their all-reduce holds the link ``T_link`` a round more (``LinkStage.sync_xfer_s``),
+added to the round's ``T_ar`` in s(M) and the barrier; a round then takes k of a drafter's
+batches with the link's wait and transfer in them, so s(M) is taken at that mean, and the link's
+capacity counts hidden state and sync per batch (`advisor.model.link`): with it, no split's rate
+passes its bound. Node-local pipelines (`project_local`): one node's pipeline, times the nodes.
 """
 from __future__ import annotations
 

@@ -16,9 +16,14 @@ So the splits within ``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``, the
 are simulated at their ``CANDIDATES`` best placements by the analytic stage and the packed one;
 a row's ``bps`` becomes the best simulated placement's rate (its interval and tok/s scaled
 alike and widened by ``SIM_SE``, the simulation's error against the emulation; ``method``
-"exact"), ``placement`` that placement, ``crossing_share`` the simulated share
-and ``link_util`` the link's busy share from it. A log without step events, or a table at
-another batch size, keeps the analytic rows.
+"exact"), ``placement`` that placement, ``crossing_share`` the simulated share,
+``cap_link_bps`` one over the simulated link seconds per batch (hidden state of the batches
+that crossed, and the drafters' sync over the link), ``link_util`` the link's busy share and
+``bps_free_link`` the same placement simulated with a free link. A simulated window's rate above
+the smallest capacity is its noise: the row is taken at that capacity. Node-local rows stay
+analytic (no batch crosses, each node's pipeline is the chain's own case); where the simulated
+shared queue falls below the split's node-local pipelines, the row becomes theirs. A log without
+step events, or a table at another batch size, keeps the analytic rows.
 """
 from __future__ import annotations
 
@@ -31,8 +36,8 @@ from advisor.ingest.runlog import RunLog
 from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit
 from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
-from advisor.project.placement import packed, placements
-from advisor.project.table import engine_rate_scale, link_xfer_s, widen_row
+from advisor.project.placement import packed, placements, pool_rate
+from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link, widen_row
 from advisor.settings import Settings
 
 REFINE_WITHIN = 0.25
@@ -49,7 +54,8 @@ def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Pla
     every = placements(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
     s_c = fit.consumer.busy_mean_s / engine_rate_scale(settings, 1)
     x_s = link_xfer_s(fit, settings)
-    ranked = sorted(every, key=lambda pl: -link_pool(pl, s_c, x_s).consumer_cap_bps)[:CANDIDATES]
+    sync = sync_over_link(fit, settings)
+    ranked = sorted(every, key=lambda pl: -pool_rate(pl, link_pool(pl, s_c, x_s), sync))[:CANDIDATES]
     pack = packed(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
     return ranked + ([pack] if pack not in ranked and pack in every else [])
 
@@ -81,6 +87,12 @@ def refine_placements(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Sett
         run, pl = max(runs, key=lambda r: r[0].bps)
         free = simulate_placed_run(fit, pools, n, m, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
         _set_row(df, label, run, free, pl, (p, c))
+        if float(df.at[label, "bps_other_layout"]) > float(df.at[label, "bps"]):
+            # simulated, the shared queue falls below the node-local pipelines: the row becomes theirs
+            local = project(fit, settings, pairs=[(n, m)], routing="local")
+            local["bps_other_layout"] = float(df.at[label, "bps"])
+            for col in local.columns:
+                df.at[label, col] = local.at[label, col]
     return df
 
 

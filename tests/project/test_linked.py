@@ -76,3 +76,26 @@ def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
     cost = 100 * (1 - r["bps"] / r["bps_free_link"])
     assert cost > 0 and f"{cost:.1f}% more than" in first
     assert r["bps"] <= r["cap_link_bps"] * (1 + 1e-9)
+
+
+def test_a_shared_queue_simulated_below_node_local_pipelines_gives_way(tmp_path, monkeypatch):
+    """Where the simulated shared queue falls below the split's node-local pipelines, the row becomes
+    the node-local one, the simulated rate kept as the other layout's."""
+    from advisor.project import linked
+    from advisor.ingest.load import load_logs
+    from advisor.project.exact import PlacedRun
+    from advisor.project.table import project
+    path = _two_node_log(tmp_path / "two.jsonl")
+    adv = advise(path)
+    st = adv.settings
+    df = project(adv.fit, st, pairs=[(2, 2)], routing="shared")
+    local = project(adv.fit, st, pairs=[(2, 2)], routing="local")
+    assert df.at["2-2", "layout"] == "shared" and local.at["2-2", "layout"] == "node-local"
+    df["bps_other_layout"] = local.at["2-2", "bps"]
+    slow = 0.5 * float(local.at["2-2", "bps"])
+    monkeypatch.setattr(linked, "simulate_placed_run",
+                        lambda *a, **k: PlacedRun(bps=slow, crossing_share=0.5, link_s_per_batch=0.01))
+    out = linked.refine_placements(adv.fit, tuple(load_logs([path])), st, df)
+    assert out.at["2-2", "layout"] == "node-local" and out.at["2-2", "method"] == "analytic"
+    assert out.at["2-2", "bps"] == local.at["2-2", "bps"]
+    assert out.at["2-2", "bps_other_layout"] == slow
