@@ -99,3 +99,14 @@ def test_a_shared_queue_simulated_below_node_local_pipelines_gives_way(tmp_path,
     assert out.at["2-2", "layout"] == "node-local" and out.at["2-2", "method"] == "analytic"
     assert out.at["2-2", "bps"] == local.at["2-2", "bps"]
     assert out.at["2-2", "bps_other_layout"] == slow
+
+
+def test_the_observed_split_keeps_the_capacities_of_the_queue_it_ran(tmp_path):
+    """Where the table lays the observed split out node-locally, the observed line still describes the
+    one shared q_hs the log ran, at the log's own placement."""
+    from advisor.project.table import logged_placement, placed_split
+    adv = advise(_two_node_log(tmp_path / "two.jsonl", bw=5e7))
+    assert adv.splits.at["2-2", "layout"] == "node-local" and adv.splits.at["2-2", "observed"]
+    own = placed_split(adv.fit, adv.settings, 2, 2, logged_placement(adv.fit, adv.settings))
+    assert adv.observed.capacities_bps["drafter"] == own.consumer_cap_bps
+    assert own.consumer_cap_bps < adv.splits.at["2-2", "cap_drafter_bps"]   # the link slows the shared queue
