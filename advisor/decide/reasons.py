@@ -93,9 +93,9 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
     if r["bottleneck"] == "link":
         # the link's own capacity, and its cost from the same row as the placement sentence's
         return (f"at {label} the link is the bottleneck: its capacity {bps_text(r['cap_link_bps'])} b/s vs {p} "
-                f"{bps_text(r[f'cap_{p}_bps'])} b/s and {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader}; a free link "
-                f"would give {bps_text(r['bps_free_link'])} b/s, {link_cost_pct(r):.1f}% more than the "
-                f"{bps_text(r['bps'])} b/s projected; q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked "
+                f"{bps_text(r[f'cap_{p}_bps'])} b/s and {c} {bps_text(r[f'cap_{c}_bps'])} b/s (their waits on the link "
+                f"included){loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
+                f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked "
                 f"{pct_text(r[f'{p}_blocked'])}, {c}s starved {pct_text(r[f'{c}_starved'])}.")
     if fit.source == "steps":
         return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "

@@ -98,6 +98,10 @@ MODEL_SE = 0.005              # the analytic chain against exact simulation: mea
 BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
 TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
+# the link is the bottleneck where it is this busy (the drafters' pool capacity, their waits on it
+# included, then equals the link's), or its capacity within LINK_SATURATED_CAP of the smallest
+LINK_SATURATED = 0.99
+LINK_SATURATED_CAP = 1.0 + 1e-6
 # a capacity known only from below is projected, at its open end, this many times its bound: far
 # enough that the other role (or the loader) alone binds
 BOUND_OPEN_FACTOR = 1e3
@@ -476,7 +480,10 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
                                 (ranks, busy_round, sync_link), s,
                                 tokens_per_batch, consumer_scaling)
     gpu_util = (x / mu_p * gpus_per_worker[0] + x / mu_c_compute * gpus_per_worker[1]) / g
-    bottleneck = min(caps, key=caps.get)
+    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
+        caps["link"] = link_cap          # the drafters wait on a saturated link: it sets the pace
+    bottleneck = "link" if "link" in caps and caps["link"] <= LINK_SATURATED_CAP * min(caps.values()) \
+        else min(caps, key=caps.get)
     return SplitResult(
         n_producer=n_producer, n_consumer=n_consumer, x_bps=x, tok_s=x * tokens,
         producer_cap_bps=cap_p, consumer_cap_bps=cap_c, loader_cap_bps=loader_cap,

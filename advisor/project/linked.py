@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.ingest.runlog import RunLog
+from advisor.model.chain import LINK_SATURATED, LINK_SATURATED_CAP
 from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit
 from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
@@ -123,4 +124,5 @@ def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Place
     df.at[label, "link_util"] = x / cap if math.isfinite(cap) else 0.0
     df.at[label, "bps_free_link"] = max(min(free_bps, caps[p], caps[c]), x)
     df.at[label, "bound_bps"] = min(caps.values())
-    df.at[label, "bottleneck"] = min(caps, key=caps.get)
+    saturated = math.isfinite(cap) and (x >= LINK_SATURATED * cap or cap <= LINK_SATURATED_CAP * min(caps.values()))
+    df.at[label, "bottleneck"] = "link" if saturated else min(caps, key=caps.get)

@@ -74,7 +74,7 @@ def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
     assert first.lower().startswith("at 9-7 the link is the bottleneck")
     assert f"its capacity {bps_text(r['cap_link_bps'])} b/s" in first
     cost = 100 * (1 - r["bps"] / r["bps_free_link"])
-    assert cost > 0 and f"{cost:.1f}% more than" in first
+    assert cost > 0 and f"the link costs {cost:.1f}% against a free one" in first
     assert r["bps"] <= r["cap_link_bps"] * (1 + 1e-9)
 
 
