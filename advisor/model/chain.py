@@ -502,7 +502,8 @@ def project_local(fit: PipelineFit, n_producer: int, n_consumer: int, link: Link
     targets feed M / L drafters through a q_hs of their own; `advisor.model.link`): one node's
     projection (`project_split` at N / L, M / L on gpus / L GPUs, its sync an all-reduce of all M
     drafters that holds the link ``link.sync_xfer_s`` a round) times L. Rates, capacities and the
-    interval scale by L; shares, efficiency and GPU utilisation are one node's. The link carries
+    interval scale by L (each node has its own loader, as the logged node had); shares, efficiency
+    and GPU utilisation are one node's, and so is ``hs_mean_depth`` (each node's q_hs). The link carries
     sync only: its capacity ``M k / T_link`` (the pipeline rate at which the sync alone would fill
     it), never below the drafters' (whose round holds T_link and more)."""
     pl = link.placement

@@ -109,9 +109,6 @@ class Placement:
         """Every node that holds engines holds the same mix (node-local pipelines all alike)."""
         return len({(nb, mb) for nb, mb in zip(self.producers, self.consumers) if nb or mb}) == 1
 
-    def routed(self, routing: str) -> Placement:
-        return Placement(producers=self.producers, consumers=self.consumers, routing=routing)
-
     def crossing_share(self) -> float:
         """Share of all batches that cross a node (at equal drafter speed per node; 0 node-locally)."""
         n, m = sum(self.producers), sum(self.consumers)

@@ -234,3 +234,19 @@ def test_node_local_pipelines_are_a_layout_of_the_reference_on_two_nodes(referen
     assert set(adv.splits["layout"]) == {"shared", "node-local"}
     assert adv.splits.loc["13-3", "layout"] == "shared"       # 13 targets do not divide over two nodes
     assert math.isnan(adv.splits.loc["13-3", "bps_other_layout"])
+
+
+def test_node_local_drafters_sync_over_the_link():
+    """A log with sync events and their bytes: node-local pipelines put only the all-reduce on the link,
+    2 (L - 1) x its bytes a round of M k batches, and a free link would be faster."""
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "h200-1x2.jsonl"
+    adv = advise(path, gpus=6, gpus_per_node=3, link_gbytes_s=1.0)
+    fit, df = adv.fit, adv.splits
+    r = df.loc["4-2"]
+    assert r["layout"] == "node-local" and fit.sync.sync_every > 0 and fit.sync.bytes_per_sync
+    t_link = 2 * (2 - 1) * fit.sync.bytes_per_sync / 1e9
+    assert r["link_util"] == pytest.approx(r["bps"] * t_link / (2 * fit.sync.sync_every), rel=1e-9)
+    assert r["link_sync_share"] == 1.0 and r["link_hs_share"] == 0.0
+    assert r["bps_free_link"] > r["bps"]
+    text = " ".join(adv.recommendation.reasons)
+    assert adv.decision.recommended == "4-2" and "only the drafters' sync crosses the 1 GB/s link" in text
