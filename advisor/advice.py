@@ -34,7 +34,7 @@ from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, refined_ratios, refines_aside, simulate_splits
 from advisor.project.linked import refine_placements
-from advisor.project.table import Reconciliation, project, reconcile, split_label
+from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
 from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
                               build_settings, check_role_names, check_roles)
 
@@ -216,8 +216,11 @@ def engine_json(r: Mapping[str, Any], p: str, c: str) -> dict[str, Any]:
     if "placement" in r and isinstance(r["placement"], str):
         out["placement"] = [{p: int(a), c: int(b)} for a, b in zip(r[f"nodes_{p}"], r[f"nodes_{c}"])]
         out["placement_text"] = r["placement"]
+        out["layout"] = r["layout"]
+        out["other_layout_bps"] = _num(r["bps_other_layout"])
         out["link"] = {"cap_bps": _num(r["cap_link_bps"]), "util": _num(r["link_util"]),
-                       "crossing_share": _num(r["crossing_share"])}
+                       "crossing_share": _num(r["crossing_share"]), "hs_share": _num(r["link_hs_share"]),
+                       "sync_share": _num(r["link_sync_share"])}
     return out
 
 
@@ -280,6 +283,7 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
             f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken as "
             f"free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed nodes"))
     _warn_crossing(fit)
+    _warn_local_sync(fit, settings)
     if settings.link_source == "measured":
         return
     if settings.link_source is not None:
@@ -287,6 +291,22 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
         warnings.warn(AssumptionWarning(
             f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured from "
             f"batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"))
+
+
+def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
+    """Node-local pipelines sync their drafters over the link: a caveat where the log cannot size that
+    sync (no sync, or sync events without bytes) and some split can run node-locally."""
+    if not settings.link_bytes_s or (fit.sync.sync_every > 0 and fit.sync.bytes_per_sync):
+        return
+    if not any(local_placement(settings, n, m) is not None for n, m in settings.engine_pairs()):
+        return
+    c = fit.roles[1]
+    why = (f"the log's {c}s do not sync (sync_every 0)" if fit.sync.sync_every <= 0
+           else "its sync events carry no bytes")
+    warnings.warn(AssumptionWarning(
+        f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over the "
+        f"link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} scaling "
+        f"the verdict needs, and a log with sync events (and their bytes) measures it"))
 
 
 def _warn_crossing(fit: PipelineFit) -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from advisor.model.params import PipelineFit
 from advisor.measure.observe import ObservedRun
-from advisor.project.table import split_capacities, split_label
+from advisor.project.table import logged_placement, placed_split, split_capacities, split_label
 from advisor.settings import Settings
 
 
@@ -74,7 +74,15 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
     p, c = fit.roles
     n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
     label = split_label(n, m)
-    if label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap:
+    if label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap \
+            and splits.get("layout", pd.Series(dtype=object)).get(label) == "node-local":
+        # the log ran one shared q_hs: its capacities at its own placement (else the best shared one)
+        logged = logged_placement(fit, settings)
+        res = (placed_split(fit, settings, n, m, logged) if logged is not None
+               else split_capacities(fit, settings, n, m, interval=False, routing="shared"))
+        caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
+        loader = res.loader_cap_bps
+    elif label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap:
         row = splits.loc[label]
         caps = {p: float(row[f"cap_{p}_bps"]), c: float(row[f"cap_{c}_bps"])}
         loader = row["cap_loader_bps"]

@@ -79,10 +79,24 @@ def _role_cap_text(rf: RoleFit, row: pd.Series, fit: PipelineFit) -> str:
     return f"{bps_text(cap)} b/s ({basis})"
 
 
+def link_cost_pct(r: pd.Series) -> float:
+    """What the link costs at a row: its rate below the same placement's with a free link, in %
+    (the one number the bottleneck and placement sentences state)."""
+    free = float(r.get("bps_free_link", math.nan))
+    return 100 * (1 - float(r["bps"]) / free) if free > 0 else 0.0
+
+
 def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -> str:
     p, c = fit.roles
     r = rows.loc[label]
     loader = f", loader {bps_text(r['cap_loader_bps'])} b/s" if math.isfinite(r["cap_loader_bps"]) else ""
+    if r["bottleneck"] == "link":
+        # the link's own capacity, and its cost from the same row as the placement sentence's
+        return (f"at {label} the link is the bottleneck: its capacity {bps_text(r['cap_link_bps'])} b/s vs {p} "
+                f"{bps_text(r[f'cap_{p}_bps'])} b/s and {c} {bps_text(r[f'cap_{c}_bps'])} b/s (their waits on the link "
+                f"included){loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
+                f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked "
+                f"{pct_text(r[f'{p}_blocked'])}, {c}s starved {pct_text(r[f'{c}_starved'])}.")
     if fit.source == "steps":
         return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
                 f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
@@ -318,8 +332,9 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
 
 def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) -> list[str]:
     """Across nodes: where the recommended split's engines sit, what the link carries and costs
-    (from the row's ``placement``, ``crossing_share``, ``link_util``, ``cap_link_bps``,
-    ``bps_free_link``) and, where the log ran that split elsewhere, its own placement's rate
+    (from the row's ``placement``, ``layout``, ``crossing_share``, ``link_util``, ``cap_link_bps``,
+    ``bps_free_link``), the split's other layout (``bps_other_layout``: node-local pipelines against
+    one shared q_hs) and, where the log ran that split elsewhere, its own placement's rate
     (``bps_logged_place``). Empty on one node."""
     d = decision
     label = d.recommended
@@ -333,15 +348,35 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
         return out
     whence = {"measured": "measured from this log's crossing batches", "given": "given",
               "header": "the log header's"}.get(s.link_source or "", "given")
-    cost = 100 * (1 - float(r["bps"]) / float(r["bps_free_link"])) if r["bps_free_link"] > 0 else 0.0
-    out[0] += (f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} GB/s "
-               f"link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} b/s; "
-               f"the link costs {cost:.1f}% against a free one.")
+    cost = link_cost_pct(r)
+    other = float(r.get("bps_other_layout", math.nan))
+    vs = f"{bps_text(other)} b/s ({signed_pct(100 * (other / float(r['bps']) - 1))})" if other > 0 else ""
+    if r.get("layout") == "node-local":
+        where = str(r["placement"]).removeprefix("node-local: ")
+        out[0] = (f"at {label} run one pipeline per node ({where}; {bps_text(r['bps'])} b/s): each node's batches "
+                  f"stay on it; {_local_sync_text(fit, r, s.link_bytes_s / 1e9, whence, cost)}"
+                  + (f"; one shared q_hs at the best placement would give {vs}." if vs else "."))
+    else:
+        out[0] += (f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} "
+                   f"GB/s link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} "
+                   f"b/s; the link costs {cost:.1f}% against a free one.")
+        if vs:
+            out.append(f"one pipeline per node at {label} would give {vs}.")
     logged = r.get("bps_logged_place", math.nan)
     if isinstance(logged, float) and math.isfinite(logged) and r["logged_placement"] != r["placement"]:
         out.append(f"the log ran {label} as {r['logged_placement']}: {bps_text(logged)} b/s projected there; "
                    f"the placement above gives {signed_pct(100 * (float(r['bps']) / logged - 1))}.")
     return out
+
+
+def _local_sync_text(fit: PipelineFit, r: pd.Series, gbytes_s: float, whence: str, cost: float) -> str:
+    """What the link carries for node-local pipelines: the drafters' sync, or why none is counted."""
+    if fit.sync.sync_every <= 0:
+        return "the log's drafters do not sync (sync_every 0), so nothing is counted on the link"
+    if not fit.sync.bytes_per_sync:
+        return "the log's sync events carry no bytes, so the sync's time on the link is not counted"
+    return (f"only the drafters' sync crosses the {gbytes_s:.3g} GB/s link ({whence}), "
+            f"{pct_text(r['link_util'])} busy, costing {cost:.1f}% against a free link")
 
 
 def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:

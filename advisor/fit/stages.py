@@ -27,11 +27,14 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     """The drafters' sync: steps per sync and the collective's time by drafter count (see SyncFit)."""
     k = max((ml.log.header.sync_every for ml in measured), default=0)
     by_m: dict[int, list[float]] = {}
+    sizes: list[float] = []
     for ml in measured:
         lg = ml.log
         m = lg.header.roles[consumer]
         if m > 1 and len(lg.syncs):
             d = ml.syncs["dur"].dropna()
+            if "bytes" in ml.syncs:
+                sizes.extend(float(b) for b in ml.syncs["bytes"].dropna() if b > 0)
             if len(d):
                 by_m.setdefault(m, []).extend(d.tolist())
             if not lg.header.sync_every:
@@ -40,8 +43,9 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
                 if len(d):
                     k = max(k, int(round(n_steps / m / len(d))))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
+    size = float(np.mean(sizes)) if sizes else None
     if not means:
-        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, measured=False)
+        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, measured=False, bytes_per_sync=size)
     ms = np.array(sorted(means), dtype=float)
     ys = np.array([means[int(m)] for m in ms])
     if len(ms) == 1:
@@ -51,13 +55,13 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
             f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
             f"second {consumer} count would measure it"), stacklevel=2)
         return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
-                       dur_by_workers=means, measured=True, scaling_identified=False)
+                       dur_by_workers=means, measured=True, scaling_identified=False, bytes_per_sync=size)
     from scipy.optimize import nnls
     # constant (e.g. a switch-offloaded or latency-dominated collective), per-hop latency, ring bandwidth
     a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])
     coef, _ = nnls(a_mat, ys)
     return SyncFit(sync_every=k, latency_s=float(coef[1]), bandwidth_s=float(coef[2]), fixed_s=float(coef[0]),
-                   dur_by_workers=means, measured=True)
+                   dur_by_workers=means, measured=True, bytes_per_sync=size)
 
 
 def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:

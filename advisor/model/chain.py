@@ -70,12 +70,17 @@ their rates, as logged; GPU-seconds count k GPUs per engine, so the busy share o
 Across nodes (``link``): the drafters' rate is that of their pool with the links of the split's
 placement (`advisor.model.link.link_pool`: the link's wait and transfer added to each drafter's
 batches that cross), the link a stage with its own capacity (``link_cap_bps``, the pipeline rate
-at which the busiest link saturates) beside the targets' and the drafters'.
+at which the busiest link saturates) beside the targets' and the drafters'. Where the drafters
+sync across nodes, their all-reduce holds the link ``T_link`` a round more (``LinkStage.sync_xfer_s``),
+added to the round's ``T_ar`` in s(M) and the barrier; a round then takes k of a drafter's
+batches with the link's wait and transfer in them, so s(M) is taken at that mean, and the link's
+capacity counts hidden state and sync per batch (`advisor.model.link`): with it, no split's rate
+passes its bound. Node-local pipelines (`project_local`): one node's pipeline, times the nodes.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -93,6 +98,10 @@ MODEL_SE = 0.005              # the analytic chain against exact simulation: mea
 BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
 TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
+# the link is the bottleneck where it is this busy (the drafters' pool capacity, their waits on it
+# included, then equals the link's), or its capacity within LINK_SATURATED_CAP of the smallest
+LINK_SATURATED = 0.99
+LINK_SATURATED_CAP = 1.0 + 1e-6
 # a capacity known only from below is projected, at its open end, this many times its bound: far
 # enough that the other role (or the loader) alone binds
 BOUND_OPEN_FACTOR = 1e3
@@ -221,15 +230,21 @@ class SplitResult:
     link_util: float = 0.0                 # the busiest link's utilisation
     crossing_share: float = 0.0            # share of batches that cross a node
     placement: Placement | None = None     # where the engines sit (None: one node)
+    link_sync_share: float = 0.0           # share of the link's busy time that carries the drafters' sync
+    other_layout_bps: float = math.nan     # the split's rate in its other routing (shared / node-local)
 
 
 @dataclass(frozen=True)
 class LinkStage:
-    """The link of one split: where the engines sit, a crossing batch's transfer seconds and their SCV."""
+    """The link of one split: where the engines sit, a crossing batch's transfer seconds and their SCV,
+    the seconds one sync round's all-reduce holds the link (`advisor.model.link.sync_link_s`) and the
+    ranks of that all-reduce (None: the split's drafters; node-locally, all nodes' drafters)."""
 
     placement: Placement
     xfer_s: float
     scv_x: float = 0.0
+    sync_xfer_s: float = 0.0
+    sync_ranks: int | None = None
 
 
 def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float,
@@ -326,10 +341,11 @@ def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> t
 
 
 def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: float, state: tuple,
-              res: ChainResult, busy_c: float, s: float, tokens_per_batch: float | None,
+              res: ChainResult, sync_at: tuple[int, float, float], s: float, tokens_per_batch: float | None,
               consumer_scaling: float | None) -> tuple[float, float, dict]:
     """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`);
-    ``state`` is the chain's (mu_p, mu_c, buffer, barrier) at this split."""
+    ``state`` is the chain's (mu_p, mu_c, buffer, barrier) at this split; ``sync_at`` the sync's
+    ranks, a drafter's seconds per batch in a round and the link's seconds per all-reduce."""
     p, c = fit.producer, fit.consumer
     mu_p, mu_c, b, bar = state
     e_p, e_c = _elasticities(fit, n_producer, n_consumer, x, state)
@@ -353,7 +369,8 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
     if consumer_scaling is None and not fit.sync.scaling_identified:
         # sync cost logged at one drafter count: the interval also spans the projection at the
         # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-        for i, s_end in enumerate(sync_scaling_range(c, fit.sync, n_consumer, busy_c)):
+        ranks, busy_round, extra_s = sync_at
+        for i, s_end in enumerate(sync_scaling_range(c, fit.sync, ranks, busy_round, extra_s)):
             if s_end > 0 and s > 0:
                 ends[i] = e_c * math.log(s_end / s)
                 x_end = x * math.exp(ends[i])
@@ -385,6 +402,16 @@ def _corners(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[
             xc = _pipeline_x(fit, n, m, mu_p * a, mu_c * c, b, bar)[0]
             out.append(math.log(xc / x) if xc > 0 else 0.0)
     return out[0], out[1], out[2], out[3]
+
+
+def _link_capacity(pool, sync_s_per_batch: float) -> tuple[float, float]:
+    """The link's capacity (b/s) and the sync's share of its busy time: per batch it holds ``c x`` of
+    hidden state (``1 / pool.link_cap_bps``) and ``T_link / (M k)`` of sync (`advisor.model.link`)."""
+    if pool is None:
+        return math.inf, 0.0
+    hs_s = 1.0 / pool.link_cap_bps if math.isfinite(pool.link_cap_bps) and pool.link_cap_bps > 0 else 0.0
+    per_batch = hs_s + sync_s_per_batch
+    return (1.0 / per_batch, sync_s_per_batch / per_batch) if per_batch > 0 else (math.inf, 0.0)
 
 
 def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
@@ -422,19 +449,26 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     mu_c_compute = mu_scale[1] / busy_c
     mu_c_raw = mu_c_compute
     pool = None
-    if link is not None and link.xfer_s > 0:
+    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
         pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
         mu_c_raw = 1.0 / pool.consumer_s
-    s = consumer_scaling if consumer_scaling is not None else sync_scaling(c, fit.sync, n_consumer, busy_c)
+    ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
+    sync_link = link.sync_xfer_s if link is not None and ranks > 1 and fit.sync.sync_every > 0 else 0.0
+    # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
+    busy_round = busy_c * mu_c_compute / mu_c_raw
+    s = consumer_scaling if consumer_scaling is not None else _sync_scaling_at(
+        c, fit.sync, ranks, busy_round, fit.sync.allreduce_s(ranks) + sync_link)
     mu_c = mu_c_raw * s
     b = fit.hs_cap if hs_cap is None else hs_cap
     k = fit.sync.sync_every
-    bar = _Barrier(k, fit.sync.allreduce_s(n_consumer), s) if k > 0 and n_consumer > 1 and s > 0 else None
+    bar = (_Barrier(k, fit.sync.allreduce_s(ranks) + sync_link, s) if k > 0 and ranks > 1 and n_consumer >= 1
+           and s > 0 else None)
     x, res = _pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b, bar)
     cap_p, cap_c = n_producer * mu_p, n_consumer * mu_c
     caps = {p.role: cap_p, c.role: cap_c}
-    if pool is not None and math.isfinite(pool.link_cap_bps) and pool.link_cap_bps <= min(caps.values()):
-        caps["link"] = pool.link_cap_bps
+    link_cap, sync_share = _link_capacity(pool, sync_link / (ranks * k) if sync_link > 0 else 0.0)
+    if math.isfinite(link_cap) and link_cap <= min(caps.values()):
+        caps["link"] = link_cap
     loader_cap = None
     if fit.loader.input_bound and fit.loader.capacity_bps:
         loader_cap = fit.loader.capacity_bps
@@ -442,10 +476,14 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     lo = hi = math.nan
     err: dict = {}
     if interval and x > 0:
-        lo, hi, err = _interval(fit, n_producer, n_consumer, workers, x, (mu_p, mu_c, b, bar), res, busy_c, s,
+        lo, hi, err = _interval(fit, n_producer, n_consumer, workers, x, (mu_p, mu_c, b, bar), res,
+                                (ranks, busy_round, sync_link), s,
                                 tokens_per_batch, consumer_scaling)
     gpu_util = (x / mu_p * gpus_per_worker[0] + x / mu_c_compute * gpus_per_worker[1]) / g
-    bottleneck = min(caps, key=caps.get)
+    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
+        caps["link"] = link_cap          # the drafters wait on a saturated link: it sets the pace
+    bottleneck = "link" if "link" in caps and caps["link"] <= LINK_SATURATED_CAP * min(caps.values()) \
+        else min(caps, key=caps.get)
     return SplitResult(
         n_producer=n_producer, n_consumer=n_consumer, x_bps=x, tok_s=x * tokens,
         producer_cap_bps=cap_p, consumer_cap_bps=cap_c, loader_cap_bps=loader_cap,
@@ -453,10 +491,42 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
         bottleneck=bottleneck, producer_blocked=res.producer_blocked, consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean, x_low_bps=lo, x_high_bps=hi, producer_busy_scale=k_p,
         consumer_busy_scale=k_c, consumer_compute_s=1.0 / mu_c_compute,
-        link_cap_bps=pool.link_cap_bps if pool is not None else math.inf,
-        link_util=pool.link_util(x) if pool is not None else 0.0,
+        link_cap_bps=link_cap, link_util=x / link_cap if math.isfinite(link_cap) else 0.0,
         crossing_share=pool.crossing_share if pool is not None else 0.0,
-        placement=link.placement if link is not None else None, **err)
+        placement=link.placement if link is not None else None, link_sync_share=sync_share, **err)
+
+
+def project_local(fit: PipelineFit, n_producer: int, n_consumer: int, link: LinkStage, *, gpus: int,
+                  **kw) -> SplitResult:
+    """Split (N, M) as node-local pipelines (``link.placement`` routed "local", every node alike: N / L
+    targets feed M / L drafters through a q_hs of their own; `advisor.model.link`): one node's
+    projection (`project_split` at N / L, M / L on gpus / L GPUs, its sync an all-reduce of all M
+    drafters that holds the link ``link.sync_xfer_s`` a round) times L. Rates, capacities and the
+    interval scale by L (each node has its own loader, as the logged node had); shares, efficiency
+    and GPU utilisation are one node's, and so is ``hs_mean_depth`` (each node's q_hs). The link carries
+    sync only: its capacity ``M k / T_link`` (the pipeline rate at which the sync alone would fill
+    it), never below the drafters' (whose round holds T_link and more)."""
+    pl = link.placement
+    if not pl.local or not pl.uniform():
+        raise ValueError("project_local needs a node-local placement whose nodes are alike")
+    nodes = sum(1 for nb in pl.producers if nb)
+    if n_producer % nodes or n_consumer % nodes or gpus % nodes:
+        raise ValueError(f"{n_producer}-{n_consumer} on {gpus} GPUs does not divide over {nodes} nodes")
+    n, m = n_producer // nodes, n_consumer // nodes
+    one = Placement(producers=(n,), consumers=(m,), routing="local")
+    each = project_split(fit, n, m, gpus=gpus // nodes, link=LinkStage(
+        one, 0.0, link.scv_x, sync_xfer_s=link.sync_xfer_s, sync_ranks=n_consumer), **kw)
+    k = fit.sync.sync_every
+    sync_s = link.sync_xfer_s if k > 0 and n_consumer > 1 else 0.0
+    link_cap = n_consumer * k / sync_s if sync_s > 0 else math.inf
+    x = nodes * each.x_bps
+    caps = [nodes * each.bound_bps] + ([link_cap] if math.isfinite(link_cap) else [])
+    scaled = {f: nodes * getattr(each, f) for f in ("x_bps", "tok_s", "producer_cap_bps", "consumer_cap_bps",
+                                                    "x_low_bps", "x_high_bps")}
+    return replace(each, n_producer=n_producer, n_consumer=n_consumer, **scaled,
+                   loader_cap_bps=nodes * each.loader_cap_bps if each.loader_cap_bps is not None else None,
+                   bound_bps=min(caps), link_cap_bps=link_cap, link_util=x / link_cap if sync_s > 0 else 0.0,
+                   crossing_share=0.0, placement=pl, link_sync_share=1.0 if sync_s > 0 else 0.0)
 
 
 def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
@@ -464,11 +534,13 @@ def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | 
     return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
 
 
-def sync_scaling_range(consumer: RoleFit, sync: SyncFit, m: int,
-                       busy_mean_s: float | None = None) -> tuple[float, float]:
-    """s(M) at the two ends of ``SyncFit.allreduce_range_s`` (low first; equal where identified)."""
+def sync_scaling_range(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None,
+                       extra_s: float = 0.0) -> tuple[float, float]:
+    """s(M) at the two ends of ``SyncFit.allreduce_range_s`` (low first; equal where identified);
+    ``extra_s``: the link's seconds added to every all-reduce (`advisor.model.link.sync_link_s`)."""
     lo, hi = sync.allreduce_range_s(m)
-    return _sync_scaling_at(consumer, sync, m, busy_mean_s, hi), _sync_scaling_at(consumer, sync, m, busy_mean_s, lo)
+    return (_sync_scaling_at(consumer, sync, m, busy_mean_s, hi + extra_s),
+            _sync_scaling_at(consumer, sync, m, busy_mean_s, lo + extra_s))
 
 
 def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None, allreduce_s: float) -> float:

@@ -37,12 +37,31 @@ link's wait and transfer included, is ``M / sum_b X_b(M)``: the chain (`advisor.
 takes it as the consumer's rate. With ``w_b = X_b / sum X_b`` node b's share of consumption, the
 crossing share is ``c = sum_b w_b v_b``, the link's utilisation at pipeline rate X is ``X c x``
 and its capacity (the pipeline rate at which it saturates) ``1 / (c x)``.
+
+Routing. The above is the **shared** routing: one q_hs, any drafter takes any batch. A placement
+may instead route **node-locally**: every node holding targets also holds drafters, and each
+node's batches go to its own drafters through a queue of its own (one pipeline per node), so no
+hidden state crosses. The drafters still form one data-parallel job: every ``sync_every`` steps
+they all-reduce their gradients, and where they sit on ``L_c >= 2`` nodes that all-reduce crosses
+the link. Ring all-reduce over the nodes (the drafters of one node reduce among themselves
+first): each of the ``L_c`` ring edges between nodes carries ``2 (L_c - 1) / L_c`` of the
+``S`` synced bytes, all of them over the one shared link, so a sync round holds it
+
+    T_link = 2 (L_c - 1) S / B   seconds            (`sync_link_s`)
+
+which adds to the collective's own ``T_ar`` (the fit's, measured within a node). The drafters are
+all at the barrier while it runs, so it never shares the link with a hidden-state transfer: per
+batch the link carries ``c x`` seconds of hidden state and ``T_link / (M k)`` of sync (M k
+batches a round), and its capacity is ``1 / (c x + T_link / (M k))``. This holds in both routings
+(shared routing with drafters on several nodes pays the same sync).
 """
 from __future__ import annotations
 
 import itertools
 import math
 from dataclasses import dataclass
+
+ROUTINGS = ("shared", "local")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +70,13 @@ class Placement:
 
     producers: tuple[int, ...]
     consumers: tuple[int, ...]
+    routing: str = "shared"          # "shared": one q_hs for all; "local": each node its own pipeline
+
+    def __post_init__(self):
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, got {self.routing!r}")
+        if self.routing == "local" and not self.can_route_locally():
+            raise ValueError("node-local routing needs targets and drafters on every node that holds either")
 
     @classmethod
     def of_nodes(cls, producer_nodes, consumer_nodes, nodes: int) -> "Placement":
@@ -66,24 +92,51 @@ class Placement:
     def nodes(self) -> int:
         return len(self.producers)
 
+    @property
+    def local(self) -> bool:
+        return self.routing == "local"
+
+    @property
+    def consumer_nodes(self) -> int:
+        """Nodes holding at least one drafter (the all-reduce's nodes, ``L_c``)."""
+        return sum(1 for mb in self.consumers if mb)
+
+    def can_route_locally(self) -> bool:
+        """Every node holds both roles or neither (and some node holds them)."""
+        return any(self.producers) and all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
+
+    def uniform(self) -> bool:
+        """Every node that holds engines holds the same mix (node-local pipelines all alike)."""
+        return len({(nb, mb) for nb, mb in zip(self.producers, self.consumers) if nb or mb}) == 1
+
     def crossing_share(self) -> float:
-        """Share of all batches that cross a node (at equal drafter speed per node)."""
+        """Share of all batches that cross a node (at equal drafter speed per node; 0 node-locally)."""
         n, m = sum(self.producers), sum(self.consumers)
-        if n == 0 or m == 0:
+        if n == 0 or m == 0 or self.local:
             return 0.0
         return sum(mb * (n - nb) for nb, mb in zip(self.producers, self.consumers)) / (n * m)
 
     def describe(self, producer: str, consumer: str) -> str:
-        """``node 0: 8 targets; node 1: 4 targets + 4 drafters`` (empty nodes left out)."""
-        parts = []
+        """``node 0: 8 targets; node 1: 4 targets + 4 drafters`` (empty nodes left out); node-locally
+        ``node-local: node 0: 7 targets + 1 drafter; node 1: ...``."""
+        parts = ["node-local:"] if self.local else []
         for a, (n, m) in enumerate(zip(self.producers, self.consumers)):
             held = [f"{k} {role}{'s' if k != 1 else ''}" for k, role in ((n, producer), (m, consumer)) if k]
             if held:
                 parts.append(f"node {a}: {' + '.join(held)}")
-        return "; ".join(parts)
+        return (parts[0] + " " + "; ".join(parts[1:])) if self.local else "; ".join(parts)
 
     def to_json(self, producer: str, consumer: str) -> list[dict[str, int]]:
         return [{producer: n, consumer: m} for n, m in zip(self.producers, self.consumers)]
+
+
+def sync_link_s(placement: Placement, sync_bytes: float | None, link_bytes_s: float | None) -> float:
+    """Seconds one all-reduce of ``sync_bytes`` holds the shared link: ``2 (L_c - 1) S / B`` (module
+    docstring); 0 with the drafters on one node, no bytes known, or a free link."""
+    lc = placement.consumer_nodes
+    if lc <= 1 or not sync_bytes or not link_bytes_s:
+        return 0.0
+    return 2.0 * (lc - 1) * sync_bytes / link_bytes_s
 
 
 @dataclass(frozen=True)
@@ -160,7 +213,7 @@ def link_pool(placement: Placement, consumer_s: float, xfer_s: float, scv_x: flo
     m = sum(placement.consumers)
     if n <= 0 or m <= 0 or consumer_s <= 0:
         raise ValueError("a placement needs producers, consumers and a positive service time")
-    visits = tuple((n - nb) / n for nb in placement.producers)
+    visits = tuple(0.0 if placement.local else (n - nb) / n for nb in placement.producers)
     if xfer_s > 0 and any(v > 0 and mb > 0 for v, mb in zip(visits, placement.consumers)):
         rates = pool_mva(tuple(placement.consumers), consumer_s, visits, xfer_s, scv_x)
     else:

@@ -293,6 +293,7 @@ class SyncFit:
     # measured at one drafter count only: the scaling with M is unidentified; T_ar(M) assumes a
     # ring and the intervals carry the flat extreme too (allreduce_range_s)
     scaling_identified: bool = True
+    bytes_per_sync: float | None = None   # the sync events' mean ``bytes`` (None: not logged)
 
     def allreduce_s(self, m: int) -> float:
         if m <= 1:

@@ -46,7 +46,7 @@ from advisor.ingest.runlog import RunLog
 from advisor.model.simulate import simulate, simulated_bps
 from advisor.processes import free_cores, kept_pool, process_pool, workers_allowed
 from advisor.measure.crossing import measure_link
-from advisor.model.link import Placement
+from advisor.model.link import Placement, sync_link_s
 
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
@@ -119,12 +119,33 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
 PLACED_BATCHES = 12000
 
 
+@dataclass(frozen=True)
+class PlacedRun:
+    """One simulated placement: its rate (b/s of the window), the share of batches that crossed and
+    the link's seconds per batch (hidden state of the crossing batches, and the sync's link time
+    spread over a round's batches), so that ``1 / link_s_per_batch`` is the link's capacity."""
+
+    bps: float
+    crossing_share: float
+    link_s_per_batch: float
+
+
 def simulate_placed(fit: PipelineFit, pools: Pools, n: int, m: int, placement: Placement, link_bytes_s: float | None,
                     *, hs_cap: int | None = None, n_batches: int = PLACED_BATCHES, seed: int = 0,
                     scale: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float]:
     """(rate b/s, share of batches that crossed) of split (n, m) at ``placement`` with the shared
     link of ``link_bytes_s`` (None: free), from the logs' resampled services (module docstring);
     ``scale`` multiplies each role's per-engine rate (engines of another size)."""
+    run = simulate_placed_run(fit, pools, n, m, placement, link_bytes_s, hs_cap=hs_cap, n_batches=n_batches,
+                              seed=seed, scale=scale)
+    return run.bps, run.crossing_share
+
+
+def simulate_placed_run(fit: PipelineFit, pools: Pools, n: int, m: int, placement: Placement,
+                        link_bytes_s: float | None, *, hs_cap: int | None = None, n_batches: int = PLACED_BATCHES,
+                        seed: int = 0, scale: tuple[float, float] = (1.0, 1.0)) -> PlacedRun:
+    """`simulate_placed` with the link's seconds per batch; the drafters' all-reduce holds the link
+    `advisor.model.link.sync_link_s` more each round where they sit on several nodes."""
     rng = np.random.default_rng([seed, n, m])
     b = fit.hs_cap if hs_cap is None else hs_cap
     nb = batches_for(fit, n, m, n_batches, b)
@@ -135,13 +156,17 @@ def simulate_placed(fit: PipelineFit, pools: Pools, n: int, m: int, placement: P
     tnode = [a for a, k in enumerate(placement.producers) for _ in range(k)]
     dnode = [a for a, k in enumerate(placement.consumers) for _ in range(k)]
     link = tok * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
+    every = fit.sync.sync_every
+    sync_link = sync_link_s(placement, fit.sync.bytes_per_sync, link_bytes_s) if every > 0 and m > 1 else 0.0
     res = simulate(target_s=tgt, drafter_s=dft, tokens=tok, n_target=n, n_drafter=m, hs_cap=b,
-                   pre_cap=max(fit.pre_cap, 1), sync_every=fit.sync.sync_every, sync_s=fit.sync.allreduce_s(m),
+                   pre_cap=max(fit.pre_cap, 1), sync_every=every, sync_s=fit.sync.allreduce_s(m) + sync_link,
                    warmup_batches=int(nb * WARMUP_SHARE), link_s=link, keep_trace=True,
                    target_node=tnode if link is not None else None, drafter_node=dnode if link is not None else None)
     tr = res.trace
     crossed = np.asarray(tnode)[tr.target_worker] != np.asarray(dnode)[tr.drafter_worker]
-    return res.bps, float(crossed.mean())
+    hs_s = float(np.mean(np.where(crossed, link[: crossed.size], 0.0))) if link is not None else 0.0
+    return PlacedRun(bps=res.bps, crossing_share=float(crossed.mean()),
+                     link_s_per_batch=hs_s + (sync_link / (m * every) if sync_link > 0 else 0.0))
 
 
 def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,

@@ -16,9 +16,14 @@ So the splits within ``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``, the
 are simulated at their ``CANDIDATES`` best placements by the analytic stage and the packed one;
 a row's ``bps`` becomes the best simulated placement's rate (its interval and tok/s scaled
 alike and widened by ``SIM_SE``, the simulation's error against the emulation; ``method``
-"exact"), ``placement`` that placement, ``crossing_share`` the simulated share
-and ``link_util`` the link's busy share from it. A log without step events, or a table at
-another batch size, keeps the analytic rows.
+"exact"), ``placement`` that placement, ``crossing_share`` the simulated share,
+``cap_link_bps`` one over the simulated link seconds per batch (hidden state of the batches
+that crossed, and the drafters' sync over the link), ``link_util`` the link's busy share and
+``bps_free_link`` the same placement simulated with a free link. A simulated window's rate above
+the smallest capacity is its noise: the row is taken at that capacity. Node-local rows stay
+analytic (no batch crosses, each node's pipeline is the chain's own case); where the simulated
+shared queue falls below the split's node-local pipelines, the row becomes theirs. A log without
+step events, or a table at another batch size, keeps the analytic rows.
 """
 from __future__ import annotations
 
@@ -28,11 +33,12 @@ import numpy as np
 import pandas as pd
 
 from advisor.ingest.runlog import RunLog
+from advisor.model.chain import LINK_SATURATED, LINK_SATURATED_CAP
 from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit
-from advisor.project.exact import gather_pools, simulate_placed
-from advisor.project.placement import packed, placements
-from advisor.project.table import engine_rate_scale, link_xfer_s, widen_row
+from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
+from advisor.project.placement import packed, placements, pool_rate
+from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link, widen_row
 from advisor.settings import Settings
 
 REFINE_WITHIN = 0.25
@@ -49,7 +55,8 @@ def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Pla
     every = placements(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
     s_c = fit.consumer.busy_mean_s / engine_rate_scale(settings, 1)
     x_s = link_xfer_s(fit, settings)
-    ranked = sorted(every, key=lambda pl: -link_pool(pl, s_c, x_s).consumer_cap_bps)[:CANDIDATES]
+    sync = sync_over_link(fit, settings)
+    ranked = sorted(every, key=lambda pl: -pool_rate(pl, link_pool(pl, s_c, x_s), sync))[:CANDIDATES]
     pack = packed(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
     return ranked + ([pack] if pack not in ranked and pack in every else [])
 
@@ -69,25 +76,38 @@ def refine_placements(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Sett
     best = float(df["bps"].max())
     order = np.argsort(-df["bps"].to_numpy(), kind="stable")
     todo = [i for i in order if df["bps"].iat[i] >= (1 - REFINE_WITHIN) * best][:MAX_REFINED]
-    x_s = link_xfer_s(fit, settings)
     for col in (f"nodes_{p}", f"nodes_{c}"):
         df[col] = df[col].astype(object)
     for i in todo:
         label = df.index[i]
+        if df.at[label, "layout"] == "node-local":
+            continue     # no batch crosses: each node's pipeline is the analytic chain's own case
         n, m = int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
-        rates = [(*simulate_placed(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap,
-                                   scale=scale), pl) for pl in candidates(fit, settings, n, m)]
-        x, cross, pl = max(rates, key=lambda r: r[0])
-        _set_row(df, label, x, cross, pl, (p, c), x_s)
+        runs = [(simulate_placed_run(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap,
+                                     scale=scale), pl) for pl in candidates(fit, settings, n, m)]
+        run, pl = max(runs, key=lambda r: r[0].bps)
+        free = simulate_placed_run(fit, pools, n, m, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
+        _set_row(df, label, run, free, pl, (p, c))
+        if float(df.at[label, "bps_other_layout"]) > float(df.at[label, "bps"]):
+            # simulated, the shared queue falls below the node-local pipelines: the row becomes theirs
+            local = project(fit, settings, pairs=[(n, m)], routing="local")
+            local["bps_other_layout"] = float(df.at[label, "bps"])
+            for col in local.columns:
+                df.at[label, col] = local.at[label, col]
     return df
 
 
-def _set_row(df: pd.DataFrame, label, x: float, cross: float, pl: Placement, roles: tuple[str, str],
-             x_s: float) -> None:
+def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Placement,
+             roles: tuple[str, str]) -> None:
     """One row at its simulated rate and placement: the rate's columns scaled alike (interval,
-    tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated crossing
-    share, and the link as the bottleneck where it is the smallest capacity."""
+    tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated link seconds
+    per batch, and the link as the bottleneck where it is the smallest capacity. No long-run rate
+    passes a stage's capacity, so a simulated window above the smallest one (its noise) is taken at
+    it; the free-link rate is simulated alike, and never below the linked one."""
     p, c = roles
+    cap = 1.0 / run.link_s_per_batch if run.link_s_per_batch > 0 else math.inf
+    caps = {p: float(df.at[label, f"cap_{p}_bps"]), c: float(df.at[label, f"cap_{c}_bps"]), "link": cap}
+    x = min(run.bps, min(caps.values()))
     old = float(df.at[label, "bps"])
     f = x / old if old > 0 else 1.0
     for col in ("bps_low", "bps_high", "tok_s", "gpu_util", "efficiency"):
@@ -99,10 +119,10 @@ def _set_row(df: pd.DataFrame, label, x: float, cross: float, pl: Placement, rol
     df.at[label, "placement"] = pl.describe(p, c)
     df.at[label, f"nodes_{p}"] = pl.producers
     df.at[label, f"nodes_{c}"] = pl.consumers
-    df.at[label, "crossing_share"] = cross
-    cap = 1.0 / (cross * x_s) if cross * x_s > 0 else math.inf
+    df.at[label, "crossing_share"] = run.crossing_share
     df.at[label, "cap_link_bps"] = cap
     df.at[label, "link_util"] = x / cap if math.isfinite(cap) else 0.0
-    caps = {p: float(df.at[label, f"cap_{p}_bps"]), c: float(df.at[label, f"cap_{c}_bps"]), "link": cap}
+    df.at[label, "bps_free_link"] = max(min(free_bps, caps[p], caps[c]), x)
     df.at[label, "bound_bps"] = min(caps.values())
-    df.at[label, "bottleneck"] = min(caps, key=caps.get)
+    saturated = math.isfinite(cap) and (x >= LINK_SATURATED * cap or cap <= LINK_SATURATED_CAP * min(caps.values()))
+    df.at[label, "bottleneck"] = "link" if saturated else min(caps, key=caps.get)

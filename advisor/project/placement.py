@@ -9,7 +9,13 @@ spread one (each node as close to the split's own mix as whole engines allow) ar
 
 The best placement of a split is the one whose drafter pool, links included, has the highest
 capacity (`advisor.model.link.link_pool`): the chain's rate rises with the consumers' rate, so
-it is also the one of the highest projected rate. Ties (within ``TIE_REL``: a free link, or a
+it is also the one of the highest projected rate. Where the drafters sync over the link (their
+all-reduce of known bytes every k steps, `advisor.model.link.sync_link_s`), that capacity is a
+round's M k batches over the round's pool time plus the sync's link time,
+``M k / (M k / C + T_link)``, so placements that keep the drafters on fewer nodes gain by it.
+These placements route every batch through one shared q_hs; node-local pipelines (routing
+"local": each node's batches stay on it) are the other layout of a split
+(`advisor.project.table.local_placement`). Ties (within ``TIE_REL``: a free link, or a
 link far from binding) go to the placement that sends fewer batches across nodes, then to the
 packed one: crossing a node is chosen only when the numbers say it pays.
 """
@@ -19,7 +25,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from advisor.ingest.schema import default_placement
-from advisor.model.link import LinkResult, Placement, link_pool
+from advisor.model.link import LinkResult, Placement, link_pool, sync_link_s
 from advisor.settings import MAX_PLACEMENTS
 
 TIE_REL = 1e-9
@@ -79,15 +85,33 @@ class PlacedPool:
     candidates: int
 
 
+@dataclass(frozen=True)
+class SyncOverLink:
+    """The drafters' sync as the link sees it: steps per sync, bytes per all-reduce, the link's bytes/s."""
+
+    every: int = 0
+    bytes_: float | None = None
+    link_bytes_s: float | None = None
+
+
+def pool_rate(pl: Placement, pool: LinkResult, sync: SyncOverLink) -> float:
+    """The drafter pool's capacity at ``pl`` with its sync's link time per round (module docstring)."""
+    m = sum(pl.consumers)
+    t_link = sync_link_s(pl, sync.bytes_, sync.link_bytes_s) if sync.every > 0 and m > 1 else 0.0
+    cap = pool.consumer_cap_bps
+    return m * sync.every / (m * sync.every / cap + t_link) if t_link > 0 and cap > 0 else cap
+
+
 def best_placement(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int, consumer_s: float,
-                   xfer_s: float, scv_x: float) -> PlacedPool:
-    """The placement of the highest drafter-pool capacity (ties: fewer crossings, then packed)."""
+                   xfer_s: float, scv_x: float, sync: SyncOverLink = SyncOverLink()) -> PlacedPool:
+    """The placement of the highest drafter-pool capacity, its sync over the link included (ties:
+    fewer crossings, then packed)."""
     cands = placements(n, m, nodes, gpus_per_node, k_p, k_c)
     pack = packed(n, m, nodes, gpus_per_node, k_p, k_c)
     best: tuple | None = None
     for pl in cands:
         pool = link_pool(pl, consumer_s, xfer_s, scv_x)
-        key = (pool.consumer_cap_bps, -pool.crossing_share, pl == pack)
+        key = (pool_rate(pl, pool, sync), -pool.crossing_share, pl == pack)
         if best is None or key[0] > best[0][0] * (1 + TIE_REL) or (
                 key[0] >= best[0][0] * (1 - TIE_REL) and key[1:] > best[0][1:]):
             best = (key, pl, pool)

@@ -14,7 +14,8 @@ bps_low, bps_high   95% interval from `advisor.model.chain.project_split` (sampl
                     correction, a sync cost whose scaling with M is unidentified), widened at an
                     observed split to cover the measured rate (reconciliation)
 tok_s               bps x tokens per batch
-bound_bps           naive bound min(capacities) for contrast
+bound_bps           naive bound min(capacities) for contrast, the link's among them across nodes:
+                    ``bps`` never passes it
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
                     (``cap_loader_bps``, NaN unless the loader limits input). `split_capacities`
                     is the one function that computes them (via `advisor.model.chain.project_split`).
@@ -25,12 +26,24 @@ gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share o
 gpus_<role>         GPUs the role's engines hold at this split: N k_p, M k_c (N k_p + M k_c = G)
 gpus_per_<role>     GPUs one engine of the role holds (k_p, k_c; ``--gpus-per-worker``)
 placement           where the engines sit, e.g. "node 0: 4 targets; node 1: 2 targets + 4 drafters"
-                    (`advisor.project.placement`; empty on one node)
-cap_link_bps        the link stage's capacity (inf on one node or with a free link)
-bps_free_link       the rate at this placement were the link free: what the link costs
+                    (`advisor.project.placement`; empty on one node); "node-local: ..." for
+                    node-local pipelines
+layout              "shared" (one q_hs: any drafter takes any node's batch) or "node-local" (each
+                    node its own pipeline, the drafters syncing over the link; `split_capacities`
+                    keeps the layout of the higher rate; JSON ``layout``)
+bps_other_layout    the split's rate in its other layout (NaN where the split does not divide over
+                    the nodes; JSON ``other_layout_bps``)
+cap_link_bps        the link stage's capacity: the pipeline rate at which hidden state and sync
+                    together fill it (inf on one node or with a free link; JSON ``link.cap_bps``)
+bps_free_link       the rate at this placement and layout were the link free: what the link costs
 bps_logged_place    at the split the log ran, on the log's nodes: the rate at the log's own placement
-link_util           the busiest link's utilisation at ``bps``
-crossing_share      share of batches that cross a node
+link_util           the busiest link's utilisation at ``bps`` (JSON ``link.util``)
+link_hs_share       share of the link's busy time that carries hidden states (0 where idle; JSON
+                    ``link.hs_share``)
+link_sync_share     share that carries the drafters' all-reduce (`advisor.model.link.sync_link_s`;
+                    ``link_hs_share + link_sync_share`` is 1 where the link is busy; JSON
+                    ``link.sync_share``)
+crossing_share      share of batches that cross a node (JSON ``link.crossing_share``)
 bottleneck          the stage with the smallest capacity ("loader" when input-bound)
 <producer>_blocked  share of a producer's time blocked on a full q_hs
 <consumer>_starved  share of a consumer's time waiting on an empty q_hs
@@ -77,13 +90,14 @@ import pandas as pd
 
 from advisor.stats import Z_95
 from advisor.model.params import PipelineFit
-from advisor.model.chain import LinkStage, SplitResult, project_split
-from advisor.model.link import Placement
-from advisor.project.placement import PlacedPool, best_placement
+from advisor.model.chain import LinkStage, SplitResult, project_local, project_split
+from advisor.model.link import Placement, sync_link_s
+from advisor.project.placement import PlacedPool, SyncOverLink, best_placement
 from advisor.errors import ReconcileWarning
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 
 RECONCILE_PCT = 3.0
+LAYOUT_TIE_REL = 1e-6      # rates this close are a tie between the layouts of a split
 
 
 @dataclass(frozen=True)
@@ -118,11 +132,15 @@ def remaining_batches(fit: PipelineFit) -> float | None:
 
 def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
                      mu_scale: tuple[float, float] = (1.0, 1.0), consumer_scaling: float | None = None,
-                     hs_cap: int | None = None, interval: bool = True) -> SplitResult:
+                     hs_cap: int | None = None, interval: bool = True, routing: str | None = None) -> SplitResult:
     """One split's projection (capacities, rate, shares) under ``settings``: the one place that
     turns the fit and the options into a split's numbers. ``hs_cap`` overrides the settings' depth
     (queue what-ifs); ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs;
-    ``interval=False`` skips the interval (two more chain solves), for callers of the rate alone."""
+    ``interval=False`` skips the interval (two more chain solves), for callers of the rate alone.
+    Across nodes, the split's layout of the higher rate: one shared q_hs at its best placement, or
+    node-local pipelines where the split divides over the nodes (a tie within ``LAYOUT_TIE_REL``
+    goes to these: they leave the link to the sync alone); ``routing`` "shared" or "local" forces
+    one ("local" where the split does not divide gives the shared one)."""
     tokens = None if settings.own_budget else settings.tokens_per_batch
     mu_scale = (mu_scale[0] * engine_rate_scale(settings, 0), mu_scale[1] * engine_rate_scale(settings, 1))
     kw = dict(hs_cap=settings.hs_cap if hs_cap is None else hs_cap, tokens_per_batch=tokens, gpus=settings.gpus,
@@ -131,17 +149,47 @@ def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
         return project_split(fit, n, m, interval=interval, **kw)
     free = project_split(fit, n, m, interval=False, **kw)
     placed = place_split(fit, settings, n, m, free.consumer_compute_s)
-    return project_split(fit, n, m, interval=interval, link=LinkStage(
-        placed.placement, link_xfer_s(fit, settings), link_scv(fit)), **kw)
+    local = local_placement(settings, n, m)
+    if local is not None and routing == "local":
+        return _at_placement(fit, settings, n, m, local, interval=interval, **kw)
+    shared = _at_placement(fit, settings, n, m, placed.placement, interval=interval, **kw)
+    if local is None or routing == "shared":
+        return shared
+    node_local = _at_placement(fit, settings, n, m, local, interval=interval, **kw)
+    # the layout of the higher rate; a tie goes to the node-local pipelines, which send no hidden state across
+    best, other = ((node_local, shared) if node_local.x_bps >= shared.x_bps * (1 - LAYOUT_TIE_REL)
+                   else (shared, node_local))
+    return replace(best, other_layout_bps=other.x_bps)
+
+
+def local_placement(settings: Settings, n: int, m: int) -> Placement | None:
+    """Split (n, m) as alike node-local pipelines, one per node (N / L targets and M / L drafters on
+    each), where it divides so; else None."""
+    nodes = settings.nodes
+    kp, kc = settings.gpus_per_worker
+    gpn = int(settings.gpus_per_node or settings.gpus)
+    if nodes <= 1 or n % nodes or m % nodes or (n // nodes) * kp + (m // nodes) * kc != gpn:
+        return None
+    return Placement(producers=(n // nodes,) * nodes, consumers=(m // nodes,) * nodes, routing="local")
+
+
+def _at_placement(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement, *, interval: bool,
+                  **kw) -> SplitResult:
+    """Split (n, m) at ``placement``, in its routing (`advisor.model.chain.project_local` node-locally)."""
+    stage = LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit),
+                      sync_xfer_s=sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s))
+    if placement.local:
+        return project_local(fit, n, m, stage, interval=interval, **kw)
+    return project_split(fit, n, m, interval=interval, link=stage, **kw)
 
 
 def placed_split(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement) -> SplitResult:
     """Split (n, m) at a given placement (a log's own, a placement to compare), rate only."""
     tokens = None if settings.own_budget else settings.tokens_per_batch
     mu_scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
-    return project_split(fit, n, m, hs_cap=settings.hs_cap, tokens_per_batch=tokens, gpus=settings.gpus,
-                         mu_scale=mu_scale, gpus_per_worker=settings.gpus_per_worker, interval=False,
-                         link=LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit)))
+    return _at_placement(fit, settings, n, m, placement, interval=False, hs_cap=settings.hs_cap,
+                         tokens_per_batch=tokens, gpus=settings.gpus, mu_scale=mu_scale,
+                         gpus_per_worker=settings.gpus_per_worker)
 
 
 def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
@@ -176,14 +224,21 @@ def link_scv(fit: PipelineFit) -> float:
 def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s: float) -> PlacedPool:
     """The best placement of split (n, m) on the settings' nodes (`advisor.project.placement`)."""
     return best_placement(n, m, settings.nodes, int(settings.gpus_per_node or settings.gpus),
-                          *settings.gpus_per_worker, consumer_s, link_xfer_s(fit, settings), link_scv(fit))
+                          *settings.gpus_per_worker, consumer_s, link_xfer_s(fit, settings), link_scv(fit),
+                          sync_over_link(fit, settings))
+
+
+def sync_over_link(fit: PipelineFit, settings: Settings) -> SyncOverLink:
+    """The drafters' sync as the link sees it (`advisor.project.placement.pool_rate`)."""
+    return SyncOverLink(every=fit.sync.sync_every, bytes_=fit.sync.bytes_per_sync, link_bytes_s=settings.link_bytes_s)
 
 
 def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None,
-            interval: bool = True) -> pd.DataFrame:
+            interval: bool = True, routing: str | None = None) -> pd.DataFrame:
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above.
     ``interval=False``: the rates alone (a third of the chain solves), the interval columns NaN
-    and the parts 0: the same ``bps``, for what reads the rates only (`advisor.project.exact.refined_ratios`)."""
+    and the parts 0: the same ``bps``, for what reads the rates only (`advisor.project.exact.refined_ratios`).
+    ``routing``: force one layout across nodes (`split_capacities`)."""
     p, c = fit.roles
     g = settings.gpus
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
@@ -198,7 +253,7 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
                 and _comparable(fit, o, settings)}
     rows = []
     for n, m in pairs:
-        mid = split_capacities(fit, settings, n, m, interval=interval)
+        mid = split_capacities(fit, settings, n, m, interval=interval, routing=routing)
         low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.chain.project_split
         rows.append({
             f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
@@ -217,10 +272,11 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
             **engine_columns(fit, settings, n, m, mid),
         })
     df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
-    return widen_for_assumptions(fit, settings, df, pairs) if interval else df
+    return widen_for_assumptions(fit, settings, df, pairs, routing) if interval else df
 
 
-def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs) -> pd.DataFrame:
+def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs,
+                          routing: str | None = None) -> pd.DataFrame:
     """Where a role's engine size changes (a given per-GPU ratio) or a link not measured from this
     log carries the projection, every row's interval also spans the rate at that number +-
     ``ENGINE_SCALING_SE`` / ``LINK_SE``: the spread is added to the row's own variance (so leads
@@ -238,12 +294,12 @@ def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame
         for i in knobs:
             lo_s, hi_s = [1.0, 1.0], [1.0, 1.0]
             lo_s[i], hi_s[i] = 1 - ENGINE_SCALING_SE, 1 + ENGINE_SCALING_SE
-            lo = split_capacities(fit, settings, n, m, mu_scale=tuple(lo_s), interval=False).x_bps
-            hi = split_capacities(fit, settings, n, m, mu_scale=tuple(hi_s), interval=False).x_bps
+            lo = split_capacities(fit, settings, n, m, mu_scale=tuple(lo_s), interval=False, routing=routing).x_bps
+            hi = split_capacities(fit, settings, n, m, mu_scale=tuple(hi_s), interval=False, routing=routing).x_bps
             var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
         if link:
             ends = [split_capacities(fit, replace(settings, link_bytes_s=settings.link_bytes_s * f), n, m,
-                                     interval=False).x_bps for f in (1 - LINK_SE, 1 + LINK_SE)]
+                                     interval=False, routing=routing).x_bps for f in (1 - LINK_SE, 1 + LINK_SE)]
             var += (math.log(max(ends[1], 1e-300) / max(ends[0], 1e-300)) / (2 * Z_95)) ** 2
         widen_row(df, label, x, var)
     return df
@@ -259,6 +315,7 @@ def widen_row(df: pd.DataFrame, label, x: float, var: float) -> None:
     df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
 
 
+LAYOUTS = {"shared": "shared", "local": "node-local"}
 ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
 
 
@@ -269,8 +326,9 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
     out: dict = {f"gpus_{p}": n * kp, f"gpus_{c}": m * kc, f"gpus_per_{p}": kp, f"gpus_per_{c}": kc}
     if settings.nodes > 1 and mid.placement is not None:
         pl = mid.placement
-        free = split_capacities(fit, replace(settings, link_bytes_s=None), n, m, interval=False).x_bps \
+        free = placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps \
             if settings.link_bytes_s else mid.x_bps
+        busy = mid.link_util > 0
         logged = logged_placement(fit, settings)
         ob = fit.observed[0].roles
         at_log = (placed_split(fit, settings, n, m, logged).x_bps
@@ -278,7 +336,10 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
         out.update({"placement": pl.describe(p, c), "nodes_" + p: pl.producers,
                     "nodes_" + c: pl.consumers, "cap_link_bps": mid.link_cap_bps,
                     "link_util": mid.link_util, "crossing_share": mid.crossing_share, "bps_free_link": free,
-                    "bps_logged_place": at_log,
+                    "bps_logged_place": at_log, "layout": LAYOUTS[pl.routing],
+                    "bps_other_layout": mid.other_layout_bps,
+                    "link_hs_share": 1.0 - mid.link_sync_share if busy else 0.0,
+                    "link_sync_share": mid.link_sync_share if busy else 0.0,
                     "logged_placement": logged.describe(p, c) if logged is not None else ""})
     return out
 

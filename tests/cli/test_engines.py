@@ -97,3 +97,25 @@ def test_a_planned_cluster_of_another_size_reads_the_profile_once(tp2_log, tmp_p
     planned.write_text(f'profile = ["{tp2_log}"]\n[roles]\ntarget = 3\ndrafter = 4\n')
     adv = run_check([planned])
     assert adv.gpus == 10 and len(reads) == 1
+
+
+def test_two_nodes_json_carries_the_layout_and_the_links_traffic():
+    """Issue 35: the reference on two nodes: node-local 14-2 is a candidate layout, and every split
+    says its layout and what the link carries (hidden state against sync)."""
+    from pathlib import Path
+    ref = Path(__file__).resolve().parents[2] / "fixtures" / "reference-7x1.jsonl"
+    r = runner.invoke(app, ["advise", str(ref), "--gpus", "16", "--gpus-per-node", "8", "--link-gbytes-s", "0.8",
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    by = {f"{s['roles']['target']}-{s['roles']['drafter']}": s for s in d["splits"]}
+    assert by["14-2"]["layout"] == "node-local" and by["14-2"]["other_layout_bps"] < by["14-2"]["bps"]
+    assert by["13-3"]["layout"] == "shared" and by["13-3"]["other_layout_bps"] is None
+    for s in d["splits"]:
+        link = s["link"]
+        assert {"hs_share", "sync_share"} <= set(link)
+        assert s["bps"] <= s["bound_bps"] * (1 + 1e-4)
+        if link["util"] > 0:
+            assert link["hs_share"] + link["sync_share"] == pytest.approx(1.0, abs=1e-3)
+    assert d["recommendation"]["roles"] == {"target": 14, "drafter": 2}
+    assert any("sync_every 0" in w for w in d["warnings"])

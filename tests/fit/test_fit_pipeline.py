@@ -450,3 +450,14 @@ def test_step_lines_in_threads_are_the_lines_fitted_in_line(tmp_path, monkeypatc
     for rf in (threaded.producer, threaded.consumer):
         x = lg.steps.loc[lg.steps["role"] == rf.role]
         assert (rf.t0_s, rf.c_s_per_tok) != (0.0, 0.0) and len(x) > 0
+
+
+def test_sync_bytes_are_fitted_from_the_sync_events():
+    """The all-reduce's bytes size the sync's time on a link between nodes (issue 35)."""
+    import json as _json
+
+    from advisor.advice import advise
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "h200-1x2.jsonl"
+    sizes = [o["bytes"] for o in map(_json.loads, path.read_text().splitlines()) if o.get("ev") == "sync"]
+    fit = advise(path).fit
+    assert fit.sync.bytes_per_sync == pytest.approx(float(np.mean(sizes)))

@@ -197,3 +197,42 @@ def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     assert lo == hi
     r2 = project_split(both, 6, 2)
     assert (r2.x_high_bps - r2.x_low_bps) / r2.x_bps < (ring.x_high_bps - ring.x_low_bps) / ring.x_bps
+
+
+def _sync_fit(every: int, bytes_: float | None):
+    from dataclasses import replace as _replace
+
+    from advisor.fit.pipeline import fit_from_numbers
+    from advisor.settings import Options
+    fit = fit_from_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86},
+                           Options(sync_every=every, hardware_priors=False))
+    return _replace(fit, hs_bytes_per_token=1000.0, sync=_replace(fit.sync, bytes_per_sync=bytes_))
+
+
+def test_node_local_pipelines_are_one_node_times_the_nodes():
+    import math
+
+    from advisor.model.chain import LinkStage, project_local, project_split
+    from advisor.model.link import Placement
+    fit = _sync_fit(0, None)
+    one = project_split(fit, 7, 1, gpus=8)
+    both = project_local(fit, 14, 2, LinkStage(Placement(producers=(7, 7), consumers=(1, 1), routing="local"), 1.0),
+                         gpus=16)
+    assert both.x_bps == pytest.approx(2 * one.x_bps, rel=1e-12)
+    assert both.x_low_bps == pytest.approx(2 * one.x_low_bps, rel=1e-12)
+    assert both.gpu_util == pytest.approx(one.gpu_util) and both.crossing_share == 0.0
+    assert both.link_util == 0.0 and math.isinf(both.link_cap_bps)
+    assert both.x_bps <= both.bound_bps * (1 + 1e-12)
+
+
+def test_node_local_sync_over_the_link_costs_what_the_round_holds():
+    from advisor.model.chain import LinkStage, project_local
+    from advisor.model.link import Placement
+    fit = _sync_fit(4, 1e9)
+    pl = Placement(producers=(7, 7), consumers=(1, 1), routing="local")
+    free = project_local(fit, 14, 2, LinkStage(pl, 0.0), gpus=16)
+    slow = project_local(fit, 14, 2, LinkStage(pl, 0.0, sync_xfer_s=2.0), gpus=16)
+    assert slow.x_bps < free.x_bps
+    # the link is busy T_link per round of M k batches, and carries only sync
+    assert slow.link_util == pytest.approx(slow.x_bps * 2.0 / (2 * 4))
+    assert slow.link_sync_share == 1.0 and slow.x_bps <= slow.bound_bps * (1 + 1e-12)

@@ -47,3 +47,31 @@ def test_pool_below_both_bounds(n0, n1, m1, s, x):
     r = link_pool(pl, consumer_s=s, xfer_s=x)
     assert r.consumer_cap_bps <= (1 + m1) / s * (1 + 1e-9)      # never faster than compute alone
     assert math.isinf(r.link_cap_bps) or r.consumer_cap_bps <= r.link_cap_bps * (1 + 1e-6)
+
+
+def test_node_local_routing_needs_both_roles_on_every_node():
+    import pytest
+    local = Placement(producers=(7, 7), consumers=(1, 1), routing="local")
+    assert local.crossing_share() == 0.0 and local.uniform()
+    assert local.describe("target", "drafter") == ("node-local: node 0: 7 targets + 1 drafter; "
+                                                   "node 1: 7 targets + 1 drafter")
+    with pytest.raises(ValueError, match="node-local"):
+        Placement(producers=(8, 6), consumers=(0, 2), routing="local")
+    with pytest.raises(ValueError, match="routing"):
+        Placement(producers=(8,), consumers=(0,), routing="ring")
+
+
+def test_node_local_pool_sends_nothing_over_the_link():
+    pool = link_pool(Placement(producers=(7, 7), consumers=(1, 1), routing="local"), 1.0, 5.0)
+    assert pool.crossing_share == 0.0 and math.isinf(pool.link_cap_bps)
+    assert pool.consumer_cap_bps == 2.0
+
+
+def test_sync_crosses_the_link_only_between_nodes_of_drafters():
+    from advisor.model.link import sync_link_s
+    # a ring over L_c nodes: 2 (L_c - 1) S bytes over the one shared link
+    assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), 1e9, 1e9) == 2.0
+    assert sync_link_s(Placement(producers=(6, 6, 6), consumers=(2, 2, 2)), 1e9, 2e9) == 2.0
+    assert sync_link_s(Placement(producers=(8, 6), consumers=(0, 2)), 1e9, 1e9) == 0.0    # one node of drafters
+    assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), None, 1e9) == 0.0   # bytes unknown
+    assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), 1e9, None) == 0.0   # free link

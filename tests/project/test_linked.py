@@ -41,3 +41,72 @@ def test_rows_near_the_best_are_simulated(tmp_path):
     assert ((exact["crossing_share"] >= 0) & (exact["crossing_share"] <= 1)).all()
     assert (exact["bps"] <= exact["bound_bps"] * 1.05).all()
     assert set(df["bottleneck"]) <= {"target", "drafter", "link"}
+
+
+def test_a_simulated_row_stays_within_its_bound(reference):
+    """Issue 35: 7-9 on two nodes of 8 was simulated at 0.921 b/s above its own bound 0.918 (the link's
+    capacity from the mean batch, not from the batches simulated)."""
+    from dataclasses import replace
+
+    from advisor.ingest.load import load_logs
+    from advisor.project.linked import refine_placements
+    from advisor.project.table import project
+    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8)
+    st = adv.settings
+    df = refine_placements(adv.fit, tuple(load_logs([reference])), st, project(adv.fit, st, pairs=[(7, 9), (9, 7)]))
+    assert (df["method"] == "exact").all()
+    assert (df["bps"] <= df["bound_bps"]).all() and (df["bps"] <= df["cap_link_bps"]).all()
+    assert (df["bps_free_link"] >= df["bps"]).all()
+    # with a free link nothing crosses a capacity of the link
+    free = refine_placements(adv.fit, tuple(load_logs([reference])), replace(st, link_bytes_s=None),
+                             project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)]))
+    assert (free["bps"] <= free["bound_bps"]).all()
+
+
+def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
+    """Issue 35: "At 7-9 the link is the bottleneck" beside "the link costs 0.1% against a free one": the
+    sentence names the link's capacity and the cost from the same row as the placement sentence."""
+    from advisor.decide.reasons import bps_text
+    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8, roles={"target": 9, "drafter": 7})
+    r = adv.splits.loc["9-7"]
+    assert r["bottleneck"] == "link"
+    first = adv.recommendation.reasons[0]
+    assert first.lower().startswith("at 9-7 the link is the bottleneck")
+    assert f"its capacity {bps_text(r['cap_link_bps'])} b/s" in first
+    cost = 100 * (1 - r["bps"] / r["bps_free_link"])
+    assert cost > 0 and f"the link costs {cost:.1f}% against a free one" in first
+    assert r["bps"] <= r["cap_link_bps"] * (1 + 1e-9)
+
+
+def test_a_shared_queue_simulated_below_node_local_pipelines_gives_way(tmp_path, monkeypatch):
+    """Where the simulated shared queue falls below the split's node-local pipelines, the row becomes
+    the node-local one, the simulated rate kept as the other layout's."""
+    from advisor.project import linked
+    from advisor.ingest.load import load_logs
+    from advisor.project.exact import PlacedRun
+    from advisor.project.table import project
+    path = _two_node_log(tmp_path / "two.jsonl")
+    adv = advise(path)
+    st = adv.settings
+    df = project(adv.fit, st, pairs=[(2, 2)], routing="shared")
+    local = project(adv.fit, st, pairs=[(2, 2)], routing="local")
+    assert df.at["2-2", "layout"] == "shared" and local.at["2-2", "layout"] == "node-local"
+    df["bps_other_layout"] = local.at["2-2", "bps"]
+    slow = 0.5 * float(local.at["2-2", "bps"])
+    monkeypatch.setattr(linked, "simulate_placed_run",
+                        lambda *a, **k: PlacedRun(bps=slow, crossing_share=0.5, link_s_per_batch=0.01))
+    out = linked.refine_placements(adv.fit, tuple(load_logs([path])), st, df)
+    assert out.at["2-2", "layout"] == "node-local" and out.at["2-2", "method"] == "analytic"
+    assert out.at["2-2", "bps"] == local.at["2-2", "bps"]
+    assert out.at["2-2", "bps_other_layout"] == slow
+
+
+def test_the_observed_split_keeps_the_capacities_of_the_queue_it_ran(tmp_path):
+    """Where the table lays the observed split out node-locally, the observed line still describes the
+    one shared q_hs the log ran, at the log's own placement."""
+    from advisor.project.table import logged_placement, placed_split
+    adv = advise(_two_node_log(tmp_path / "two.jsonl", bw=5e7))
+    assert adv.splits.at["2-2", "layout"] == "node-local" and adv.splits.at["2-2", "observed"]
+    own = placed_split(adv.fit, adv.settings, 2, 2, logged_placement(adv.fit, adv.settings))
+    assert adv.observed.capacities_bps["drafter"] == own.consumer_cap_bps
+    assert own.consumer_cap_bps < adv.splits.at["2-2", "cap_drafter_bps"]   # the link slows the shared queue

@@ -34,3 +34,12 @@ def test_every_placement_fills_every_node(kp, kc, gpn, nodes, n):
     for pl in placements(n, m, nodes, gpn, kp, kc):
         assert sum(pl.producers) == n and sum(pl.consumers) == m
         assert all(a * kp + b * kc == gpn for a, b in zip(pl.producers, pl.consumers))
+
+
+def test_a_costly_sync_keeps_the_drafters_on_one_node():
+    from advisor.project.placement import SyncOverLink
+    spread = best_placement(12, 4, 2, 8, 1, 1, consumer_s=1.0, xfer_s=0.0, scv_x=0.0)
+    assert spread.placement.consumers == (2, 2)          # a free link: fewer crossings
+    sync = SyncOverLink(every=1, bytes_=1e9, link_bytes_s=1e8)
+    one = best_placement(12, 4, 2, 8, 1, 1, consumer_s=1.0, xfer_s=0.0, scv_x=0.0, sync=sync)
+    assert sorted(one.placement.consumers) == [0, 4]     # 20 s of sync a step outweighs the crossings

@@ -171,3 +171,83 @@ def test_a_lone_worker_is_another_regime():
     # logs at one and at three drafters measure it: nothing carried for the drafters
     df3 = advise([SWEEP / "cpu32" / "cpu32-7x1-r0.jsonl.gz", SWEEP / "cpu32" / "cpu32-5x3-r0.jsonl.gz"]).splits
     assert (df3["err_c_single"] == 0.0).all()
+
+
+def _numbers_fit(every: int, sync_bytes: float | None, hs_bytes: float, caps: tuple[float, float], sync_s: float):
+    from advisor.fit.pipeline import fit_from_numbers
+    from advisor.settings import Options
+    fit = fit_from_numbers({"target": 3, "drafter": 1}, {"target": caps[0], "drafter": caps[1]},
+                           Options(sync_every=every, sync_s=sync_s, hardware_priors=False))
+    return replace(fit, hs_bytes_per_token=hs_bytes, sync=replace(fit.sync, bytes_per_sync=sync_bytes))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([2, 4, 8]), st.integers(2, 4), st.sampled_from([1, 2]),
+       st.one_of(st.none(), st.floats(0.02, 50.0)), st.sampled_from([0, 1, 4]),
+       st.sampled_from([None, 1e8, 2e9]), st.sampled_from([1e3, 6e4]), st.floats(0.2, 5.0), st.floats(0.2, 5.0),
+       st.sampled_from([0.0, 0.3]), st.randoms(use_true_random=False))
+def test_no_projection_above_its_bound_across_nodes(gpn, nodes, kp, gbytes, every, sync_bytes, hs_bytes, cap_p,
+                                                    cap_c, sync_s, rnd):
+    """Over G, nodes, every placement in both routings and link speeds: b/s <= the bound, and the bound
+    <= every stage's capacity, the link's included (issue 35: 7-9 at 0.921 above its bound 0.918)."""
+    from advisor.project.placement import placements
+    from advisor.project.table import local_placement, placed_split
+    from advisor.settings import Settings as Opts
+    if kp > gpn:
+        return
+    g = gpn * nodes
+    fit = _numbers_fit(every, sync_bytes, hs_bytes, (cap_p, cap_c), sync_s)
+    opts = Opts(gpus=g, producer="target", consumer="drafter", hs_cap=4, tokens_per_batch=fit.tokens_mean,
+                gpus_per_worker=(kp, 1), log_gpus_per_worker=(kp, 1), gpus_per_node=gpn,
+                link_bytes_s=gbytes * 1e9 if gbytes else None)
+    pairs = opts.engine_pairs()
+    for n, m in rnd.sample(pairs, min(3, len(pairs))):
+        every_pl = placements(n, m, nodes, gpn, kp, 1)
+        local = local_placement(opts, n, m)
+        for pl in every_pl + ([local] if local is not None else []):
+            res = placed_split(fit, opts, n, m, pl)
+            assert res.x_bps <= res.bound_bps * (1 + 1e-9)
+            assert res.bound_bps <= min(res.producer_cap_bps, res.consumer_cap_bps, res.link_cap_bps) * (1 + 1e-9)
+            assert 0.0 <= res.link_util <= 1.0 + 1e-9
+    df = project(fit, opts, interval=False)
+    assert (df["bps"] <= df["bound_bps"] * (1 + 1e-9)).all()
+    assert (df["bound_bps"] <= df["cap_link_bps"] * (1 + 1e-9)).all()
+    assert ((df["link_hs_share"] + df["link_sync_share"]).round(9).isin([0.0, 1.0])).all()
+    # a bottleneck sentence states the link's cost from these columns: it names the link where the link
+    # is saturated, and there a free link never gives less
+    from advisor.model.chain import LINK_SATURATED
+    assert (df.loc[df["link_util"] >= LINK_SATURATED, "bottleneck"] == "link").all()
+    link = df["bottleneck"] == "link"
+    assert (df.loc[link, "bps_free_link"] >= df.loc[link, "bps"] * (1 - 1e-9)).all()
+
+
+def test_node_local_pipelines_are_a_layout_of_the_reference_on_two_nodes(reference):
+    """Issue 35: two node-local 7-1 pipelines (2 x 0.855 b/s, the drafters not syncing in this log) beat
+    14-2 through one shared queue, whose every batch may go to any drafter."""
+    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8)
+    r = adv.splits.loc["14-2"]
+    one = advise(reference).splits.loc["7-1"]
+    assert r["layout"] == "node-local" and r["placement"].startswith("node-local:")
+    assert r["bps"] == pytest.approx(2 * one["bps"], rel=0.01)
+    assert r["bps_other_layout"] < 0.5 * r["bps"]        # the shared queue sends half its batches across
+    assert r["crossing_share"] == 0.0 and r["link_hs_share"] == 0.0 and r["link_sync_share"] == 0.0
+    assert adv.decision.recommended == "14-2"
+    assert set(adv.splits["layout"]) == {"shared", "node-local"}
+    assert adv.splits.loc["13-3", "layout"] == "shared"       # 13 targets do not divide over two nodes
+    assert math.isnan(adv.splits.loc["13-3", "bps_other_layout"])
+
+
+def test_node_local_drafters_sync_over_the_link():
+    """A log with sync events and their bytes: node-local pipelines put only the all-reduce on the link,
+    2 (L - 1) x its bytes a round of M k batches, and a free link would be faster."""
+    path = Path(__file__).resolve().parents[2] / "fixtures" / "h200-1x2.jsonl"
+    adv = advise(path, gpus=6, gpus_per_node=3, link_gbytes_s=1.0)
+    fit, df = adv.fit, adv.splits
+    r = df.loc["4-2"]
+    assert r["layout"] == "node-local" and fit.sync.sync_every > 0 and fit.sync.bytes_per_sync
+    t_link = 2 * (2 - 1) * fit.sync.bytes_per_sync / 1e9
+    assert r["link_util"] == pytest.approx(r["bps"] * t_link / (2 * fit.sync.sync_every), rel=1e-9)
+    assert r["link_sync_share"] == 1.0 and r["link_hs_share"] == 0.0
+    assert r["bps_free_link"] > r["bps"]
+    text = " ".join(adv.recommendation.reasons)
+    assert adv.decision.recommended == "4-2" and "only the drafters' sync crosses the 1 GB/s link" in text
