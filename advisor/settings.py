@@ -158,6 +158,11 @@ class Options:
         None, "--min-gpu-util", "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).",
         "check", cli=float, lo=0.0, hi=1.0, click_hi=True)
     """The gpu_util gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
+    min_confidence: float | None = _opt(
+        None, "--min-confidence", "Also fail unless the planned split is at least this likely (0-1) to be within 2% "
+                                  "of the best split: its p_best (default: the config's, else no such condition).",
+        "check", cli=float, lo=0.0, hi=1.0, click_hi=True)
+    """The gate's least p_best of the planned split, 0-1 (None: the config's, else no such condition)."""
     metric: str | None = _opt(None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).",
                               "check")
     """What the gate compares: one of `METRICS` (None: the config's, else efficiency)."""
