@@ -162,11 +162,13 @@ def _advise_or_die(logs: list[Path], options: Options):
 
 @app.command("advise", short_help="Advice for the run(s): the table of splits, the verdict and its reasons.")
 @with_options("advise", "logs", "gpus", "fmt", "as_json", "as_markdown", "restart_cost_h", "hs_cap", "token_budget",
-              "roles", "next_run", "exact", "follow", "interval_s", "max_wait_s", "gpus_per_worker", "engine_scaling",
-              "gpus_per_node", "link_gbytes_s")
+              "roles", "next_run", "exact", "follow", "interval_s", "max_wait_s", "settle_tol", "gpus_per_worker",
+              "engine_scaling", "gpus_per_node", "link_gbytes_s")
 def advise_cmd(logs: Logs, fmt: FormatOpt = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
                follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the report "
-                                                                     "until its 'end' event or Ctrl-C.")] = False,
+                                                                     "until its 'end' event or Ctrl-C; each refresh "
+                                                                     "shows the verdict's odds and whether they have "
+                                                                     "settled (--settle-tol).")] = False,
                **given: Any) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
