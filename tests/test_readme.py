@@ -29,7 +29,7 @@ def test_readme_gate_example_is_current():
     """The CI gate section's PASS/FAIL line is the gate's own output (exit 1: it fails)."""
     import shlex
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"```\n\$ dflash-advise (check [^\n]*)\n(.*?)```", text, re.S)
+    block = re.search(r"```\n\$ dflash-advise (check [^\n]*)\n(.*?)```", text, re.DOTALL)
     assert block, "README lost its gate example"
     args = shlex.split(block.group(1))
     args[1] = str(ROOT / args[1])

@@ -268,7 +268,7 @@ def test_follow_a_path_that_changes_type_ends_with_exit_2(tmp_path, monkeypatch,
 # --- live odds: each refresh shows the verdict's odds and whether they have settled
 
 
-_HEAD = re.compile(r"^----- (?:following|run ended);", re.M)   # a report's separator line
+_HEAD = re.compile(r"^----- (?:following|run ended);", re.MULTILINE)   # a report's separator line
 
 
 def _expected_odds(content: bytes, tmp_path: Path):
@@ -334,7 +334,7 @@ def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
                     time.sleep(0.02)
                 tmp.write_bytes(content)
                 os.replace(tmp, log)     # the whole step at once: no pass reads half of it
-        except BaseException as e:  # surfaced by the main thread
+        except BaseException as e:  # noqa: BLE001  (surfaced by the main thread)
             errors.append(e)
 
     result: dict[str, int] = {}
