@@ -26,6 +26,8 @@ MAX_RESTART_COST_H = 24.0 * 365
 DEFAULT_MIN_EFFICIENCY = 0.9    # the gate's threshold when neither --min-efficiency nor the config sets one
 DEFAULT_FOLLOW_INTERVAL_S = 5.0  # seconds between refreshes with --follow
 MIN_FOLLOW_INTERVAL_S = 0.1
+DEFAULT_SETTLE_TOL = 0.02        # --follow: the odds have settled when p_best moves at most this (and see cli/follow.py)
+SETTLE_REFRESHES = 3             # --follow: ... over this many refreshes in a row, with the pick unchanged
 # from bare numbers (what-if), where no log gives them
 DEFAULT_HS_CAP = 20             # q_hs depth, batches
 DEFAULT_PRE_CAP = 50            # prefetch queue depth, batches
@@ -130,6 +132,11 @@ class Options:
                                                          "after this many seconds (default: wait).", "advise",
                                     cli=float, lo=0.0)
     """With ``--follow``: seconds to wait for a missing log before giving up (None: for ever)."""
+    settle_tol: float = _opt(DEFAULT_SETTLE_TOL, "--settle-tol", f"With --follow: the odds have settled when, over "
+                             f"the last {SETTLE_REFRESHES} refreshes, the action and split are unchanged and p_best "
+                             f"(0-1) and the expected regret (/100) each moved at most this.", "advise", cli=float,
+                             lo=0.0, hi=1.0, click_hi=True)
+    """With ``--follow``: how far p_best (0-1) and the expected regret (/100) may move over the last refreshes."""
     gpus_per_worker: Mapping[str, int] | None = _opt(
         None, "--gpus-per-worker", "GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: "
                                    "the log's (1 if it says none). Splits are enumerated in engines.",
@@ -158,6 +165,11 @@ class Options:
         None, "--min-gpu-util", "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).",
         "check", cli=float, lo=0.0, hi=1.0, click_hi=True)
     """The gpu_util gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
+    min_confidence: float | None = _opt(
+        None, "--min-confidence", "Also fail unless the planned split is at least this likely (0-1) to be within 2% "
+                                  "of the best split: its p_best (default: the config's, else no such condition).",
+        "check", cli=float, lo=0.0, hi=1.0, click_hi=True)
+    """The gate's least p_best of the planned split, 0-1 (None: the config's, else no such condition)."""
     metric: str | None = _opt(None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).",
                               "check")
     """What the gate compares: one of `METRICS` (None: the config's, else efficiency)."""

@@ -162,11 +162,13 @@ def _advise_or_die(logs: list[Path], options: Options):
 
 @app.command("advise", short_help="Advice for the run(s): the table of splits, the verdict and its reasons.")
 @with_options("advise", "logs", "gpus", "fmt", "as_json", "as_markdown", "restart_cost_h", "hs_cap", "token_budget",
-              "roles", "next_run", "exact", "follow", "interval_s", "max_wait_s", "gpus_per_worker", "engine_scaling",
-              "gpus_per_node", "link_gbytes_s")
+              "roles", "next_run", "exact", "follow", "interval_s", "max_wait_s", "settle_tol", "gpus_per_worker",
+              "engine_scaling", "gpus_per_node", "link_gbytes_s")
 def advise_cmd(logs: Logs, fmt: FormatOpt = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
                follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the report "
-                                                                     "until its 'end' event or Ctrl-C.")] = False,
+                                                                     "until its 'end' event or Ctrl-C; each refresh "
+                                                                     "shows the verdict's odds and whether they have "
+                                                                     "settled (--settle-tol).")] = False,
                **given: Any) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
@@ -180,13 +182,14 @@ def advise_cmd(logs: Logs, fmt: FormatOpt = None, as_json: AsJson = False, as_ma
 
 
 @app.command("check", short_help="CI gate on a planned split: exit 0 pass, 1 fail, 2 unusable input.")
-@with_options("check", "source", "min_efficiency", "min_gpu_util", "metric", "roles", "gpus", "as_json", "as_markdown",
-              "gpus_per_worker", "engine_scaling", "gpus_per_node", "link_gbytes_s")
+@with_options("check", "source", "min_efficiency", "min_gpu_util", "metric", "min_confidence", "roles", "gpus",
+              "as_json", "as_markdown", "gpus_per_worker", "engine_scaling", "gpus_per_node", "link_gbytes_s")
 def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config naming the planned split and "
                                                                  "profile log(s), or rate log(s).",
                                                             show_default=False)],
               as_json: AsJson = False, as_markdown: AsMarkdown = False, **given: Any) -> None:
-    """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
+    """CI gate: exit 0 if the planned split's predicted metric meets the threshold (and, with
+    --min-confidence, it is at least that likely within 2% of the best split), 1 if not, 2 if unusable."""
     from advisor.cli.check import run_check
     from advisor.present.text import render
     fmt = _format(as_json, as_markdown)
@@ -201,11 +204,8 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
         _internal(e, _inputs(source))
     g = adv.gate
     if fmt == "text":
-        verdict = "PASS" if g["passed"] else "FAIL"
-        split = "-".join(str(v) for v in g["roles"].values())
-        typer.echo(f"{verdict}: split {split} ({'-'.join(g['roles'])}) predicted {g['metric']} {g['value']:.3f} "
-                   f"{'>=' if g['passed'] else '<'} {g['threshold']:.3f}; {g['bps']:.3g} b/s, "
-                   f"bottleneck {g['bottleneck']}")
+        from advisor.present.text import gate_line
+        typer.echo(gate_line(g))
     else:
         try:
             text = render(adv, fmt)

@@ -18,6 +18,15 @@ Input is either rate log(s) (the planned split defaults to the observed one) or 
     [gate]
     min_efficiency = 0.9               # or min_gpu_util = 0.85
     metric = "efficiency"              # efficiency | gpu_util
+    min_confidence = 0.8               # optional: least p_best of the planned split (0-1)
+
+The planned split passes when its predicted metric is at least the threshold and, with a
+``min_confidence`` (or ``--min-confidence``), when it is at least that likely to be within the
+resolution (2%) of the best split: its own ``p_best`` from the decision's odds
+(`advisor.decide.odds`, one joint draw over every split; the same odds as the report's table:
+while the profile log's run has not ended, every split but the planned one pays a restart, as
+in the advice on that split). The outcome names each condition that failed, with its number
+(``gate["failed"]``: the metric's name and/or ``"confidence"``).
 
 Command-line options override the config; a threshold applies to its own metric only
 (``--min-efficiency`` on a gpu_util gate is an error, as ``min_efficiency`` is in such a
@@ -56,7 +65,7 @@ MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
 TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate", "gpus_per_worker", "engine_scaling", "gpus_per_node",
             "link_gbytes_s")
 QUEUE_KEYS = ("hs",)
-GATE_KEYS = ("metric", "min_efficiency", "min_gpu_util")
+GATE_KEYS = ("metric", "min_efficiency", "min_gpu_util", "min_confidence")
 
 
 def _line_of(text: str, dotted: str) -> int | None:
@@ -193,6 +202,10 @@ def load_config(path: Path) -> dict[str, Any]:
     if threshold is not None and not 0 <= threshold <= 1:
         raise LogError(sp, _line_of(text, f"gate.min_{metric}"), f"must be between 0 and 1, got {threshold!r}",
                        f"gate.min_{metric}")
+    confidence = _key(cfg, "gate.min_confidence", (int, float), sp, text=text)
+    if confidence is not None and not 0 <= confidence <= 1:
+        raise LogError(sp, _line_of(text, "gate.min_confidence"), f"must be between 0 and 1 (a probability), got "
+                       f"{confidence!r}", "gate.min_confidence")
     gpus = _key(cfg, "gpus", int, sp, text=text)
     if gpus is not None and not MIN_GPUS <= gpus <= MAX_GPUS:
         raise LogError(sp, _line_of(text, "gpus"), f"must be from {MIN_GPUS} to {MAX_GPUS}, got {gpus}", "gpus")
@@ -200,7 +213,7 @@ def load_config(path: Path) -> dict[str, Any]:
     if hs is not None and not 0 <= hs <= MAX_QUEUE_CAP:
         raise LogError(sp, _line_of(text, "queues.hs"), f"must be from 0 to {MAX_QUEUE_CAP}, got {hs}", "queues.hs")
     return {"profile": [path.parent / p for p in prof], "roles": dict(roles) if roles else None, "metric": metric,
-            "threshold": threshold, "gpus": gpus, "hs_cap": hs, "path": sp, "text": text,
+            "threshold": threshold, "min_confidence": confidence, "gpus": gpus, "hs_cap": hs, "path": sp, "text": text,
             "engines": _engine_keys(cfg, sp, text)}
 
 
@@ -252,16 +265,18 @@ def run_check(sources: Sequence[Path], options: Options | None = None, /, **give
         sources: a TOML config, or rate log(s) whose observed split is planned.
         options: `advisor.settings.Options` (fields in ``given`` replace its own), put over a
             config's: ``min_efficiency`` and ``min_gpu_util`` (each applies only when the gate's
-            metric is its own: `_threshold`), ``metric``, ``roles`` (the split to judge), ``gpus``
+            metric is its own: `_threshold`), ``min_confidence``, ``metric``, ``roles`` (the split to judge), ``gpus``
             and the engine and node options.
 
     Returns:
-        The advice judged at the planned split, with ``gate`` = metric, threshold, value, passed.
+        The advice judged at the planned split, with ``gate`` = metric, threshold, value,
+        min_confidence (None: no such condition), p_best, failed (the conditions not met: the
+        metric's name, ``"confidence"``), passed (none failed).
     """
     options = Options.of(options, **given)
     sources = [Path(s) for s in sources]
     cfg: dict[str, Any] = {"profile": sources, "roles": None, "metric": "efficiency", "threshold": None,
-                           "gpus": None, "hs_cap": None}
+                           "min_confidence": None, "gpus": None, "hs_cap": None}
     if len(sources) == 1 and sources[0].suffix == ".toml":
         cfg = load_config(sources[0])
     metric_given = options.metric is not None
@@ -307,7 +322,27 @@ def run_check(sources: Sequence[Path], options: Options | None = None, /, **give
     adv = adv.judge(planned)
     row = adv.split_row(planned)
     value = float(row[metric])
-    gate = {"metric": metric, "threshold": float(threshold), "value": value, "passed": value >= threshold,
-            "roles": {p: int(planned[p]), c: int(planned[c])}, "bps": float(row["bps"]),
+    min_confidence = options.min_confidence if options.min_confidence is not None else cfg["min_confidence"]
+    p_best = _p_best(adv, str(row.name))
+    failed = [metric] if not value >= threshold else []
+    if min_confidence is not None:
+        if p_best is None:
+            raise ValueError(f"--min-confidence: the advice has no odds for split {row.name} to check it against")
+        if not p_best >= min_confidence:
+            failed.append("confidence")
+    gate = {"metric": metric, "threshold": float(threshold), "value": value, "passed": not failed,
+            "min_confidence": None if min_confidence is None else float(min_confidence), "p_best": p_best,
+            "failed": failed, "roles": {p: int(planned[p]), c: int(planned[c])}, "bps": float(row["bps"]),
             "bottleneck": str(row["bottleneck"])}
     return replace(adv, gate=gate)
+
+
+def _p_best(adv: Advice, label: str) -> float | None:
+    """How likely split ``label`` is within the resolution of the best, from the decision's odds."""
+    odds = adv.decision.odds
+    if odds is None:
+        return None
+    try:
+        return float(odds.of(label).p_best)
+    except KeyError:
+        return None

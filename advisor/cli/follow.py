@@ -16,6 +16,23 @@ Loop, every ``interval_s`` seconds:
    `LogError` that names a line is a corrupt log: the writer will not fix it, so exit 2; so is
    a `LogRefused` (a special file, a log past the size limits, a compression bomb).
 
+Each report opens with the odds of its verdict (`advisor.decide.odds`, the decision's own): the
+action and split, ``p_best`` (how likely the split is within 2% of the best), the expected regret
+and whether it is a close call, and whether the odds have settled:
+
+    settled: the last ``SETTLE_REFRESHES`` (3) reports agree on the action, the recommended split
+    and the close call, and over them ``p_best`` (0-1) and the expected regret (as a share,
+    regret_pct / 100) each span at most ``settle_tol`` (an `Options` field, ``--settle-tol``,
+    default 0.02: two points of p_best, two percentage points of regret).
+
+Fewer reports than that are not settled; odds that move again after settling are not settled
+either. Only reports count (a pass that waits for data is none), so a stalled log neither
+settles the odds nor unsettles them. Text and Markdown print it as one line: ``odds so far:``
+(fewer reports than the rule needs), ``odds moving:`` (with what moved) or ``odds settled:``; with ``fmt="json"`` each document gains ``follow``: ``refresh`` (1, 2, ...),
+``odds`` (``action``, ``split``, ``p_best``, ``expected_regret_pct``, ``close_call``),
+``settled``, ``spread`` (p_best's and the regret's span over the last reports) and the rule's
+``settle_tol`` and ``settle_refreshes``.
+
 Stops, with these exit codes:
 
 - every log has its ``end`` event: the final report is shown, 0 (also for ``reason`` "error":
@@ -36,15 +53,18 @@ import stat
 import sys
 import time
 import zlib
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from advisor import advice      # advice.advise looked up per pass (tests replace it)
+from advisor.decide.odds_text import ACTIONS, share_text
 from advisor.errors import LogError, LogRefused
 from advisor.ingest.reader import MAX_LOG_BYTES, open_log
 from advisor.ingest.ranks import expand
 from advisor.present.text import render
-from advisor.settings import Options
+from advisor.settings import SETTLE_REFRESHES, Options
 
 CLEAR = "\x1b[H\x1b[2J"   # cursor home + erase screen
 TAIL_BYTES = 64 << 10      # enough of a log's end to find its 'end' event
@@ -117,10 +137,92 @@ def _has_ended(path: Path) -> bool:
     return False
 
 
-def _render(adv: Any, fmt: str) -> str:
+@dataclass(frozen=True)
+class OddsPoint:
+    """The odds of one report's verdict: what settling compares from report to report."""
+
+    action: str                  # the action without a probe: stay, switch, next-run
+    split: str                   # the recommended split, "N-M"
+    p_best: float                # 0-1: the split within the resolution of the best
+    regret_pct: float            # expected shortfall against the best, %
+    close_call: bool
+
+    @classmethod
+    def of(cls, adv: Any) -> OddsPoint | None:
+        """The point of an advice's decision (None where it has no odds)."""
+        d = adv.decision
+        if d.odds is None:
+            return None
+        return cls(action=(d.action or d.verdict).value, split=d.recommended, p_best=float(d.p_best),
+                   regret_pct=float(d.expected_regret_pct), close_call=bool(d.close_call))
+
+
+class Settling:
+    """Whether the odds have settled over the last ``refreshes`` reports (module docstring)."""
+
+    def __init__(self, tol: float, refreshes: int = SETTLE_REFRESHES):
+        self.tol = tol
+        self.refreshes = refreshes
+        self.count = 0
+        self.points: deque[OddsPoint | None] = deque(maxlen=refreshes)
+
+    def add(self, point: OddsPoint | None) -> None:
+        self.count += 1
+        self.points.append(point)
+
+    def spread(self) -> tuple[float, float] | None:
+        """p_best's span (0-1) and the expected regret's (%) over the last reports (None without odds)."""
+        pts = list(self.points)
+        if not pts or any(p is None for p in pts):
+            return None
+        return (max(p.p_best for p in pts) - min(p.p_best for p in pts),
+                max(p.regret_pct for p in pts) - min(p.regret_pct for p in pts))
+
+    @property
+    def settled(self) -> bool:
+        sp = self.spread()
+        if sp is None or len(self.points) < self.refreshes:
+            return False
+        if len({(p.action, p.split, p.close_call) for p in self.points}) > 1:
+            return False
+        return sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12
+
+    def line(self) -> str:
+        """``odds settled: STAY with 7-1, >99% likely the best, expected regret 0.00%; ...``."""
+        pt = self.points[-1] if self.points else None
+        if pt is None:
+            return "odds: none (the advice has no odds)"
+        act = next((w for v, w in ACTIONS.items() if v.value == pt.action), pt.action)
+        odds = (f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.regret_pct:.2f}%"
+                + (", a close call" if pt.close_call else ""))
+        n = len(self.points)
+        rule = f"p_best and regret within {self.tol:g}"
+        if self.settled:
+            return f"odds settled: {odds}; unchanged, {rule}, over the last {n} refreshes"
+        sp = self.spread()
+        if n < self.refreshes:
+            return f"odds so far: {odds}; {n} of the {self.refreshes} refreshes needed to tell whether they settle"
+        if len({(p.action, p.split, p.close_call) for p in self.points}) > 1:
+            why = f"the pick changed within the last {n} refreshes"
+        else:
+            why = f"p_best moved {sp[0]:.3f}, regret {sp[1]:.2f} points over the last {n} refreshes ({rule})"
+        return f"odds moving: {odds}; {why}"
+
+    def to_json(self) -> dict[str, Any]:
+        pt = self.points[-1] if self.points else None
+        sp = self.spread()
+        return {"refresh": self.count, "settled": self.settled, "settle_tol": self.tol,
+                "settle_refreshes": self.refreshes,
+                "odds": None if pt is None else {"action": pt.action, "split": pt.split, "p_best": round(pt.p_best, 4),
+                                                 "expected_regret_pct": round(pt.regret_pct, 2),
+                                                 "close_call": pt.close_call},
+                "spread": None if sp is None else {"p_best": round(sp[0], 4), "expected_regret_pct": round(sp[1], 2)}}
+
+
+def _render(adv: Any, fmt: str, settling: Settling) -> str:
     if fmt == "json":
-        return json.dumps(adv.to_json(), separators=(",", ":")) + "\n"
-    return render(adv, fmt)
+        return json.dumps({**adv.to_json(), "follow": settling.to_json()}, separators=(",", ":")) + "\n"
+    return f"{settling.line()}\n\n{render(adv, fmt)}"
 
 
 class _Screen:
@@ -242,7 +344,7 @@ def _wait_missing(paths: Sequence[Path], screen: _Screen, missing_since: float |
 
 
 def _advise_pass(args: Sequence[Path], paths: Sequence[Path], screen: _Screen, fmt: str,
-                 options: Options) -> int | None:
+                 options: Options, settling: Settling) -> int | None:
     """Advise on changed logs: a report, or a waiting line; the exit code when following must stop."""
     # counted before advising so that the count never runs ahead of what was read
     n_lines = sum(_count_lines(p) for p in paths)
@@ -273,7 +375,8 @@ def _advise_pass(args: Sequence[Path], paths: Sequence[Path], screen: _Screen, f
              f"(a bug in dflash-advise; please report it)")
         return EXIT_UNUSABLE
     ended = all(lg.end is not None for lg in adv.logs)
-    screen.report(_render(adv, fmt), sum(lg.n_lines for lg in adv.logs), ended)
+    settling.add(OddsPoint.of(adv))
+    screen.report(_render(adv, fmt, settling), sum(lg.n_lines for lg in adv.logs), ended)
     return EXIT_OK if ended else None
 
 
@@ -293,7 +396,8 @@ def follow_logs(paths: Sequence[str | Path], options: Options | None = None, /, 
     """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring).
 
     ``options`` (`advisor.settings.Options`; fields in ``given`` replace its own) are the advice's,
-    with ``interval_s`` between passes and ``max_wait_s`` for a missing log."""
+    with ``interval_s`` between passes, ``max_wait_s`` for a missing log and ``settle_tol`` for
+    when the odds have settled."""
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
     options = Options.of(options, **given)
@@ -305,6 +409,7 @@ def follow_logs(paths: Sequence[str | Path], options: Options | None = None, /, 
     last_sig = None
     missing_since: float | None = None
     kinds: dict[Path, str] = {}
+    settling = Settling(options.settle_tol)
     try:
         while True:
             if _kind_changed(args, kinds):
@@ -324,7 +429,7 @@ def follow_logs(paths: Sequence[str | Path], options: Options | None = None, /, 
                 return EXIT_UNUSABLE
             if sig != last_sig:
                 last_sig = sig
-                code = _advise_pass(args, paths, screen, fmt, options)
+                code = _advise_pass(args, paths, screen, fmt, options, settling)
                 if code is not None:
                     return code
             _sleep(interval_s)

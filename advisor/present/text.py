@@ -260,10 +260,7 @@ def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
     lines = []
     if adv.gate:    # a gate's comment opens with its verdict; the advice's own headline follows
-        g = adv.gate
-        split = "-".join(str(v) for v in g["roles"].values())
-        lines += [(f"**{'PASS' if g['passed'] else 'FAIL'}**: gate on {split}: {g['metric']} {g['value']:.3f} "
-                   f"{'>=' if g['passed'] else '<'} {g['threshold']:.3f}"), ""]
+        lines += [gate_line(adv.gate, markdown=True), ""]
     lines += [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")
@@ -282,6 +279,30 @@ def render_markdown(adv: Advice) -> str:
         lines += ["", "<details><summary>Caveats</summary>", ""] + [f"- {md_escape(w)}" for w in adv.warnings] + [
             "", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def gate_line(g: dict, markdown: bool = False) -> str:
+    """The gate's verdict in one line: PASS or FAIL, each condition with its number, and the
+    conditions that failed (`advisor.cli.check.run_check`'s ``gate``).
+
+    Text: ``FAIL: split 6-2 (target-drafter) predicted efficiency 0.462 >= 0.400, p_best 0.000 <
+    min confidence 0.800; failed on confidence; 0.79 b/s, bottleneck target``. Markdown: ``**FAIL**:
+    gate on 6-2: efficiency 0.462 >= 0.400, ...; failed on confidence``."""
+    failed = list(g.get("failed", [] if g["passed"] else [g["metric"]]))
+    verdict = "PASS" if not failed else "FAIL"
+    split = "-".join(str(v) for v in g["roles"].values())
+    met = g["metric"] not in failed
+    conds = [f"{g['metric']} {g['value']:.3f} {'>=' if met else '<'} {g['threshold']:.3f}"]
+    if g.get("min_confidence") is not None:
+        ok = "confidence" not in failed
+        p = g.get("p_best")
+        conds.append(f"p_best {'n/a' if p is None else f'{p:.3f}'} {'>=' if ok else '<'} min confidence "
+                     f"{g['min_confidence']:.3f}")
+    why = f"; failed on {' and '.join(failed)}" if failed else ""
+    if markdown:
+        return f"**{verdict}**: gate on {split}: {', '.join(conds)}{why}"
+    return (f"{verdict}: split {split} ({'-'.join(g['roles'])}) predicted {', '.join(conds)}{why}; "
+            f"{g['bps']:.3g} b/s, bottleneck {g['bottleneck']}")
 
 
 def render_json(adv: Advice) -> str:

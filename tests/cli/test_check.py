@@ -255,3 +255,95 @@ def test_a_threshold_reaches_only_its_own_metric(tmp_path, reference, cfg_metric
     g = run_check([p], metric=cli_metric, **kw).gate
     want = values[m] if cli_given else 0.25 if cfg_for else DEFAULT_MIN_EFFICIENCY
     assert g["metric"] == m and g["threshold"] == want
+
+
+# --- min_confidence: the planned split must also be at least that likely within 2% of the best
+
+
+def _gate_numbers(reference, roles):
+    """The planned split's metric and p_best, as the advice (not the gate) states them."""
+    from advisor.advice import advise
+    from advisor.project.table import split_label
+    adv = advise([reference], roles=roles)
+    label = split_label(roles["target"], roles["drafter"])
+    return float(adv.splits.at[label, "efficiency"]), adv.decision.odds.of(label).p_best
+
+
+@pytest.mark.parametrize("roles,fails", [
+    ("target=7,drafter=1", []),                        # the best split, well above the threshold: pass
+    ("target=6,drafter=2", ["confidence"]),            # metric met, but 6-2 is not likely the best
+    ("target=7,drafter=1", ["efficiency"]),            # likely the best, metric missed
+])
+def test_gate_exit_paths_with_min_confidence(reference, roles, fails):
+    """Each exit path of the two conditions, in text, Markdown and JSON; each names the condition
+    that failed, with its number."""
+    import json
+    planned = {k: int(v) for k, v in (x.split("=") for x in roles.split(","))}
+    value, p_best = _gate_numbers(reference, planned)
+    min_eff = value + 0.01 if "efficiency" in fails else value - 0.01
+    min_conf = min(p_best + 0.1, 1.0) if "confidence" in fails else max(p_best - 0.1, 0.0)
+    assert ("confidence" in fails) == (p_best < min_conf)
+    args = (reference, "--roles", roles, "--min-efficiency", f"{min_eff:.3f}", "--min-confidence", f"{min_conf:.3f}")
+    code = 1 if fails else 0
+    r = _cli(*args)
+    assert r.exit_code == code, r.output
+    assert r.stdout.startswith("FAIL" if fails else "PASS")
+    assert f"p_best {p_best:.3f} {'<' if 'confidence' in fails else '>='} min confidence {min_conf:.3f}" in r.stdout
+    assert f"efficiency {value:.3f} {'<' if 'efficiency' in fails else '>='} {min_eff:.3f}" in r.stdout
+    assert ("failed on " + " and ".join(fails)) in r.stdout if fails else "failed" not in r.stdout
+    md = _cli(*args, "--markdown")
+    assert md.exit_code == code
+    first = md.stdout.splitlines()[0]
+    assert first.startswith(f"**{'FAIL' if fails else 'PASS'}**: gate on {roles[7]}-{roles[-1]}: efficiency ")
+    assert f"p_best {p_best:.3f}" in first and (("failed on " + " and ".join(fails)) in first if fails else True)
+    js = _cli(*args, "--json")
+    assert js.exit_code == code
+    g = json.loads(js.stdout)["gate"]
+    assert g["passed"] is (not fails) and g["failed"] == fails
+    assert g["p_best"] == pytest.approx(p_best) and g["min_confidence"] == pytest.approx(float(f"{min_conf:.3f}"))
+
+
+@pytest.mark.parametrize("value,needle", [('"high"', "must be int or float"), ("1.5", "between 0 and 1"),
+                                          ("-0.1", "between 0 and 1"), ("nan", "between 0 and 1"),
+                                          ("true", "must be int or float")])
+def test_a_bad_min_confidence_in_the_config_exits_2_naming_the_key(tmp_path, reference, value, needle):
+    p = config(tmp_path, reference, f"[gate]\nmin_efficiency = 0.5\nmin_confidence = {value}\n")
+    with pytest.raises(LogError) as ei:
+        run_check([p])
+    assert (ei.value.field, ei.value.line) == ("gate.min_confidence", 4) and needle in str(ei.value)
+    r = _cli(p)
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "gate.min_confidence" in r.stderr, r.output
+    assert not r.stdout
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.2", "x", "nan", "inf"])
+def test_a_bad_min_confidence_on_the_command_line_exits_2_naming_the_option(reference, value):
+    r = _cli(reference, "--min-confidence", value)
+    assert r.exit_code == 2 and "--min-confidence" in r.stderr and not r.stdout, r.output
+
+
+def test_a_misspelt_min_confidence_key_is_an_error(tmp_path, reference):
+    p = config(tmp_path, reference, "[gate]\nmin_confidnce = 0.8\n")
+    with pytest.raises(LogError, match="did you mean 'min_confidence'"):
+        run_check([p])
+
+
+@pytest.mark.parametrize("cfg_conf", [None, "low", "high"])
+@pytest.mark.parametrize("cli_conf", [None, "low", "high"])
+def test_min_confidence_from_the_config_or_the_command_line(tmp_path, reference, cfg_conf, cli_conf):
+    """The command line's --min-confidence over the config's min_confidence; neither: no condition.
+    At 6-2 (met metric, p_best below `high`, at or above `low`) the gate fails only on `high`."""
+    value, p_best = _gate_numbers(reference, {"target": 6, "drafter": 2})
+    levels = {"low": p_best, "high": min(p_best + 0.2, 1.0)}
+    assert levels["high"] > p_best
+    body = "[roles]\ntarget = 6\ndrafter = 2\n[gate]\n" + f"min_efficiency = {value - 0.01:.3f}\n"
+    body += f"min_confidence = {levels[cfg_conf]}\n" if cfg_conf else ""
+    p = config(tmp_path, reference, body)
+    g = run_check([p], min_confidence=levels[cli_conf] if cli_conf else None).gate
+    applies = cli_conf or cfg_conf
+    assert g["min_confidence"] == (levels[applies] if applies else None)
+    assert g["passed"] is (applies != "high")
+    assert g["failed"] == (["confidence"] if applies == "high" else [])
+    r = _cli(p, *(["--min-confidence", str(levels[cli_conf])] if cli_conf else []))
+    assert r.exit_code == (1 if applies == "high" else 0), r.output
+    assert ("min confidence" in r.stdout) is bool(applies)

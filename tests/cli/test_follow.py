@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 from pathlib import Path
@@ -262,3 +263,135 @@ def test_follow_a_path_that_changes_type_ends_with_exit_2(tmp_path, monkeypatch,
     assert follow_logs([path], interval_s=0.1, out=io.StringIO()) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and "is now a" in err[0], err
+
+
+# --- live odds: each refresh shows the verdict's odds and whether they have settled
+
+
+_HEAD = re.compile(r"^----- (?:following|run ended);", re.MULTILINE)   # a report's separator line
+
+
+def _expected_odds(content: bytes, tmp_path: Path):
+    """The odds `advise` gives on ``content`` read as a finished file (not through the follower)."""
+    from advisor.cli.follow import OddsPoint
+    p = tmp_path / "copy.jsonl"
+    p.write_bytes(content)
+    return OddsPoint.of(advise([p]))
+
+
+def _settled_by_rule(points, tol: float, k: int) -> list[bool]:
+    """The settle rule of advisor/cli/follow.py's docstring, applied to a list of points."""
+    out = []
+    for i in range(len(points)):
+        last = points[max(0, i - k + 1):i + 1]
+        same = len({(p.action, p.split, p.close_call) for p in last}) == 1
+        spread_p = max(p.p_best for p in last) - min(p.p_best for p in last)
+        spread_r = max(p.regret_pct for p in last) - min(p.regret_pct for p in last)
+        out.append(len(last) == k and same and spread_p <= tol and spread_r / 100 <= tol)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
+    """The log grows (its odds move), then gains only lines that leave the odds as they are (unknown
+    events, counted and ignored): the odds are printed at every refresh, and 'settled' appears from
+    the refresh whose last SETTLE_REFRESHES agree, not before."""
+    import json
+    import os
+
+    from advisor.decide.odds_text import share_text
+    from advisor.settings import SETTLE_REFRESHES
+    tol = 0.001
+    lines = FIXTURE.read_bytes().splitlines(keepends=True)
+    t_last = json.loads(lines[2999])["t"]
+    pad = b'{"ev":"note","t":%.3f}\n' % t_last
+    steps = [b"".join(lines[:1000]), b"".join(lines[:3000])]
+    steps += [steps[-1] + pad * k for k in (1, 2, 3)]
+    steps.append(steps[-1] + END)
+    want = [_expected_odds(c, tmp_path) for c in steps]
+    assert abs(want[0].p_best - want[1].p_best) > tol          # the growing part moves the odds
+    assert want[1] == want[2] == want[3] == want[4]            # the padding leaves them as they are
+    settled = _settled_by_rule(want, tol, SETTLE_REFRESHES)
+    assert settled.index(True) == 3                            # (so the test can tell early from late)
+
+    log = tmp_path / "live.jsonl"
+    tmp = tmp_path / "next.jsonl"
+    log.write_bytes(steps[0])
+    buf = _Buffer()
+    errors: list[BaseException] = []
+
+    def reports() -> int:
+        text = buf.text()
+        return len(text.splitlines()) if fmt == "json" else len(_HEAD.findall(text))
+
+    def writer():
+        try:
+            for i, content in enumerate(steps[1:], 1):
+                end = time.monotonic() + 60.0
+                while reports() < i:
+                    if time.monotonic() > end:
+                        raise AssertionError(f"no report {i}; output so far:\n{buf.text()[-2000:]}")
+                    time.sleep(0.02)
+                tmp.write_bytes(content)
+                os.replace(tmp, log)     # the whole step at once: no pass reads half of it
+        except BaseException as e:  # noqa: BLE001  (surfaced by the main thread)
+            errors.append(e)
+
+    result: dict[str, int] = {}
+    follower = threading.Thread(target=lambda: result.setdefault("rc", follow_logs(
+        [log], fmt=fmt, interval_s=INTERVAL_S, settle_tol=tol, out=buf)), daemon=True)
+    follower.start()
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    follower.join(120.0)
+    assert not follower.is_alive(), buf.text()[-2000:]
+    w.join(1.0)
+    assert not errors, errors
+    assert result["rc"] == 0
+    if fmt == "json":
+        docs = [json.loads(x) for x in buf.text().splitlines()]
+        assert len(docs) == len(steps)
+        for i, (doc, pt, st) in enumerate(zip(docs, want, settled), 1):
+            f = doc["follow"]
+            assert f["refresh"] == i and f["settled"] is st and f["settle_tol"] == tol
+            assert f["odds"]["split"] == pt.split and f["odds"]["action"] == pt.action
+            assert f["odds"]["p_best"] == pytest.approx(pt.p_best, abs=1e-4)
+            assert f["odds"]["p_best"] == pytest.approx(doc["recommendation"]["p_best"], abs=1e-4)
+            assert f["odds"]["expected_regret_pct"] == pytest.approx(pt.regret_pct, abs=0.01)
+            assert f["odds"]["close_call"] is pt.close_call
+        return
+    blocks = _HEAD.split(buf.text())[1:]
+    assert len(blocks) == len(steps)
+    for block, pt, st in zip(blocks, want, settled):
+        odds_line = block.splitlines()[1]
+        assert odds_line.startswith("odds settled:" if st else ("odds so far:", "odds moving:")), odds_line
+        assert f"{pt.split}, {share_text(pt.p_best)} likely the best" in odds_line
+        assert f"expected regret {pt.regret_pct:.2f}%" in odds_line
+    assert sum("odds settled:" in b for b in blocks) == sum(settled)
+
+
+def test_settle_tol_is_an_option_with_limits():
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app, route
+    r = CliRunner().invoke(app, route([str(FIXTURE), "--follow", "--settle-tol", "1.5"]))
+    assert r.exit_code == 2 and "--settle-tol" in r.stderr
+    with pytest.raises(ValueError, match="--settle-tol"):
+        follow_logs([FIXTURE], settle_tol=-0.1)
+
+
+def test_follow_cli_json_on_an_ended_log_carries_the_odds_not_settled(ended):
+    """One report of a finished log: its odds, and not settled (one refresh cannot tell)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app, route
+    r = CliRunner().invoke(app, route([str(ended), "--follow", "--json", "--interval", "0.1"]))
+    assert r.exit_code == 0, r.output
+    docs = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(docs) == 1
+    f, rec = docs[0]["follow"], docs[0]["recommendation"]
+    assert f["refresh"] == 1 and f["settled"] is False
+    assert f["odds"]["p_best"] == pytest.approx(rec["p_best"], abs=1e-4)
+    assert f["odds"]["close_call"] is rec["close_call"]
