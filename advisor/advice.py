@@ -390,7 +390,7 @@ def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
                 log_gpus_per_worker=fit.link.gpus_per_worker, gpus_per_worker=gpus_per_worker,
                 engine_scaling=engine_scaling,
                 gpus_per_node=gpus_per_node if gpus_per_node is not None else head.gpus_per_node,
-                link_gbytes_s=link_gbytes_s)
+                link_gbytes_s=link_gbytes_s, tokens_measured=fit.tokens_measured)
     settings = build_settings(**opts)
     if gpus is None and gpus_of is not None and set(gpus_of) == {p, c}:
         need = settings.split_gpus(gpus_of[p], gpus_of[c])

@@ -323,8 +323,10 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
                    log_gpus_per_worker: tuple[int, int] = (1, 1),
                    gpus_per_worker: Mapping[str, int] | str | None = None,
                    engine_scaling: Mapping[str, float] | str | None = None, gpus_per_node: int | None = None,
-                   link_gbytes_s: float | None = None) -> Settings:
-    """Validate the options and resolve them against what the log(s) showed."""
+                   link_gbytes_s: float | None = None, tokens_measured: bool = True) -> Settings:
+    """Validate the options and resolve them against what the log(s) showed (``tokens_measured``:
+    whether some log measured tokens; without them and without a logged budget, a batch's size is
+    unknown and ``--token-budget`` has nothing to scale)."""
     gpus = _whole("--gpus", gpus, MIN_GPUS, MAX_GPUS)
     k, es, gpn = _engines(producer, consumer, gpus, log_gpus_per_worker, gpus_per_worker, engine_scaling,
                           gpus_per_node)
@@ -344,6 +346,10 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
     extrapolated = False
     if token_budget is not None:
         token_budget = _whole("--token-budget", token_budget, 1, MAX_TOKEN_BUDGET)
+        if not tokens_measured and not log_token_budget:
+            raise SettingsError("--token-budget", "the log measured no tokens (no step events, no 'tok_s' in its "
+                                "rates) and its header gives no token_budget, so its batches' size is unknown: "
+                                "add token_budget to the header (import-tb --token-budget) or log tok_s")
         # batches fill the budget to the same degree as in the logged run
         fill = tokens_mean / log_token_budget if log_token_budget else 1.0
         tokens = token_budget * fill

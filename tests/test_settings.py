@@ -29,6 +29,17 @@ def test_token_budget_keeps_the_fill_and_flags_extrapolation():
     assert not make(token_budget=32000).extrapolated_tokens
 
 
+def test_token_budget_needs_a_batch_size_from_the_log():
+    """No tokens measured and no logged budget: a batch's size is unknown, so a budget what-if is
+    refused; with a logged budget the nominal batch is that budget, filled as logged."""
+    with pytest.raises(SettingsError) as e:
+        make(tokens_mean=1.0, tokens_range=(1.0, 1.0), log_token_budget=None, tokens_measured=False, token_budget=8192)
+    assert str(e.value).startswith("--token-budget:") and "no tokens" in str(e.value)
+    s = make(tokens_mean=32768.0, tokens_range=(32768.0, 32768.0), tokens_measured=False, token_budget=8192)
+    assert s.tokens_per_batch == 8192
+    assert make(tokens_mean=1.0, tokens_range=(1.0, 1.0), log_token_budget=None, tokens_measured=False).own_budget
+
+
 @pytest.mark.parametrize("kw, option", [
     (dict(gpus=1), "--gpus"), (dict(gpus=MAX_GPUS + 1), "--gpus"), (dict(gpus=True), "--gpus"),
     (dict(hs_cap=-1), "--hs-cap"), (dict(token_budget=0), "--token-budget"),

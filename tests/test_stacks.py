@@ -189,3 +189,29 @@ def test_the_docs_page_commands_run(name, tmp_path, monkeypatch):
         args = [str(tmp_path / Path(a).name) if a.startswith("/tmp/") else a for a in cmd[1:]]
         r = _cli(args)
         assert r.exit_code == 0, (cmd, r.output)
+
+
+STACK_FIXTURES = [("specforge-1x7.csv", "specforge", "target=1,drafter=7", "1-7"),
+                  ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3", "1-3")]
+
+
+@pytest.mark.parametrize("name, stack, roles, label", STACK_FIXTURES)
+def test_an_imported_stack_without_tokens_advises_in_b_s_without_nan(tmp_path, name, stack, roles, label):
+    """Issue 35 item 1, as a new user runs it: the stack's metrics carry no tokens, so tok/s is
+    unknown, the observed split is marked and measured, and no output says nan."""
+    out = tmp_path / "s.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / name, "--stack", stack, "--roles", roles, "-o", out])
+    assert r.exit_code == 0, r.output
+    text = _cli([out])
+    js = _cli([out, "--json"])
+    md = _cli([out, "--markdown"])
+    for res in (text, js, md):
+        assert res.exit_code == 0, res.output
+        assert not re.search(r"\bnan\b", res.output, re.IGNORECASE), res.output
+    doc = json.loads(js.stdout)
+    assert [s["observed"] for s in doc["splits"]].count(True) == 1
+    assert next(s for s in doc["splits"] if s["observed"])["roles"] == dict(
+        (k, int(v)) for k, v in (kv.split("=") for kv in roles.split(",")))
+    assert doc["observed"]["tok_s"] is None
+    assert f"Measured at {label}" in text.stdout
+    assert any(re.match(rf"^>?\*\s+{label}\s", line.strip()) for line in text.stdout.splitlines()), text.stdout

@@ -111,6 +111,7 @@ class _Roles:
     regimes: RegimeFit
     source: str
     path: str                    # the log the fit rests on (for the caveats)
+    tokens_measured: bool = True  # False: no log gave tokens; ``tokens_mean`` is a nominal batch
 
 
 def _fit_steps(measured: Measurement) -> _Roles:
@@ -181,8 +182,11 @@ def _fit_rates(measured: Measurement) -> _Roles:
     m0 = measured.logs[0]
     lg, r = m0.log, m0.rates
     bps = r[f"bps_{consumer}"].mean()
-    tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(lg.header.token_budget or 1)
-    observed = tuple(m.observed.with_tokens(tokens_mean) for m in measured.logs)
+    # tokens/s only where the snapshots logged it; else a nominal batch (the budget, or 1) sizes the
+    # model's batches, and tokens/s stays unknown (NaN) in every output
+    tokens_measured = "tok_s" in r and bool(r["tok_s"].notna().any()) and bps > 0
+    tokens_mean = float(r["tok_s"].mean() / bps) if tokens_measured else float(lg.header.token_budget or 1)
+    observed = tuple(m.observed.with_tokens(tokens_mean) if tokens_measured else m.observed for m in measured.logs)
     full = observed[0].hs_full_share
     pfit = role_from_rates(producer, r, lg.header.roles[producer], True, full)
     cfit = role_from_rates(consumer, r, lg.header.roles[consumer], False, full)
@@ -208,7 +212,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
         contention = gpu_priors(n_ref, g)
     return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=float("nan"), seqs_mean=None,
                   tokens_range=(tokens_mean, tokens_mean), observed=observed, contention=contention,
-                  regimes=NO_REGIMES, source="rates", path=lg.path)
+                  regimes=NO_REGIMES, source="rates", path=lg.path, tokens_measured=tokens_measured)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
@@ -309,7 +313,8 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
                       tokens_mean=roles.tokens_mean, tokens_std=roles.tokens_std, seqs_mean=roles.seqs_mean,
                       source=roles.source, tokens_range=roles.tokens_range, observed=roles.observed,
                       hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
-                      contention=roles.contention, regimes=roles.regimes, link=fit_link(measured))
+                      contention=roles.contention, regimes=roles.regimes, link=fit_link(measured),
+                      tokens_measured=roles.tokens_measured)
     if loader.near_binding and roles.source == "steps":
         fit = calibrate_loader(fit)
     return fit

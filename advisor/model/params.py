@@ -369,6 +369,9 @@ class PipelineFit:
     contention: ContentionFit = NO_CONTENTION
     regimes: RegimeFit = NO_REGIMES
     link: LinkFit = NO_LINK
+    # False: no log measured tokens (rates without ``tok_s``); ``tokens_mean`` is then a nominal
+    # batch (the header's budget, else 1) that sizes the model's batches, and tokens/s is unknown
+    tokens_measured: bool = True
 
     @property
     def roles(self) -> tuple[str, str]:

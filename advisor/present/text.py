@@ -69,6 +69,12 @@ def _tok(v: float) -> str:
     return f"{v / 1000:.1f}K" if math.isfinite(v) else "-"
 
 
+def _rate(bps: float, tok_s: float) -> str:
+    """A measured rate in b/s and, where the log measured tokens, tok/s."""
+    tok = f" = {_tok(tok_s)} tok/s" if math.isfinite(tok_s) else " (tok/s unknown: the log has no tokens)"
+    return f"{bps_text(bps)} b/s{tok}"
+
+
 # ---------------------------------------------------------------- layouts
 
 def shows_bound(adv: Advice) -> bool:
@@ -140,14 +146,14 @@ def _headline(adv: Advice) -> list[str]:
     at = f" at {labels[0]}:" if len(runs) > 1 else ""
     lines = [f"run {adv.run}: {s.units()}{_gpus_from(adv)}, observed {', '.join(labels)} ({p}-{c})"
              + (", run ended" if s.run_ended else "") + projected,
-             f"observed{at} {bps_text(ob.bps)} b/s = {_tok(ob.tok_s)} tok/s; capacities from {basis}: {caps}; "
+             f"observed{at} {_rate(ob.bps, ob.tok_s)}; capacities from {basis}: {caps}; "
              f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}",
              f"steady window t = {ob.steady_from_s:.0f}-{ob.steady_to_s:.0f} s ({pct_text(ob.warmup_share)} of the log "
              f"dropped as warm-up" + (f", {pct_text(ob.drain_share)} as the final drain)" if ob.drain_share >= 0.005
                                       else ")")]
     for o in runs[1:]:
         lines.append(f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): "
-                     f"{bps_text(o.bps)} b/s = {_tok(o.tok_s)} tok/s")
+                     f"{_rate(o.bps, o.tok_s)}")
     absent = [lbl for lbl in labels if lbl not in adv.splits.index]
     if absent:
         lines.append(f"{' and '.join(absent)} {'is not a split' if len(absent) == 1 else 'are not splits'} of "

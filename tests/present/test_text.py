@@ -154,3 +154,25 @@ def test_thin_evidence_makes_every_sentence_provisional(write_log):
     assert "(provisional)" in render(adv, "markdown").splitlines()[0]
     assert json.loads(render(adv, "json"))["recommendation"]["provisional"] is True
     assert json.loads(render(advise(FIX / "reference-7x1.jsonl"), "json"))["recommendation"]["provisional"] is False
+
+
+def _nan_free(text: str) -> bool:
+    import re
+    return re.search(r"\bnan\b", text, re.IGNORECASE) is None
+
+
+def test_a_rates_log_without_tokens_reads_in_b_s_with_its_split_marked(tmp_path, reference_rates):
+    """Another stack's metrics give no tokens: b/s throughout, tok/s said to be unknown, the
+    observed split marked (*, "observed": true, its "Measured at" reason), no NaN anywhere."""
+    from conftest import rates_without_tokens
+    adv = advise(rates_without_tokens(reference_rates, tmp_path / "r.jsonl"))
+    text, md, raw = render(adv, "text"), render(adv, "markdown"), render(adv, "json")
+    for out in (text, md, raw, *adv.warnings):
+        assert _nan_free(out), out
+    js = json.loads(raw)
+    row = next(s for s in js["splits"] if s["roles"] == {"target": 7, "drafter": 1})
+    assert row["observed"] is True and row["tok_s"] is None and js["observed"]["tok_s"] is None
+    assert [s["observed"] for s in js["splits"]].count(True) == 1
+    assert any(line.lstrip(">").startswith("*") and "7-1" in line for line in text.splitlines())
+    assert "Measured at 7-1" in text and "Measured at 7-1" in md
+    assert "tok/s unknown" in text.splitlines()[1]
