@@ -17,7 +17,7 @@ import pandas as pd
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
 from advisor.model.params import Basis, PipelineFit, RoleFit
-from advisor.project.queues import QueueAdvice
+from advisor.project.queues import QueueAdvice, has_hs_queue
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval
 
@@ -83,15 +83,15 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
     p, c = fit.roles
     r = rows.loc[label]
     loader = f", loader {bps_text(r['cap_loader_bps'])} b/s" if math.isfinite(r["cap_loader_bps"]) else ""
+    # a pipeline without a q_hs (none declared, none given) has no depth to project
+    hs = f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, " if has_hs_queue(fit, d.settings) else ""
     if fit.source == "steps":
         return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
                 f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
-                f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
-                f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
+                f"{hs}{p}s blocked {pct_text(r[f'{p}_blocked'])}, {c}s starved {pct_text(r[f'{c}_starved'])}.")
     return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
             f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
-            f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
-            f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
+            f"{hs}{p}s blocked {pct_text(r[f'{p}_blocked'])}, {c}s starved {pct_text(r[f'{c}_starved'])}.")
 
 
 def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:

@@ -236,7 +236,7 @@ def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | Non
         keep = judged if judged is not None and not settings.for_next_run else best
         return Verdict.CANNOT_TELL, "unknown-capacity", keep, Needs(
             longer_factor=None, extra_steady_s=None, settle=False,
-            run_at=rival if not bool(df.at[rival, "observed"]) else (best if best != rival else None),
+            run_at=next((x for x in (rival, best) if not bool(df.at[x, "observed"])), None),   # a split not run
             unknown=unknown, rival=rival)
     if settings.for_next_run or judged is None:
         m = _margin(df, best, runner)

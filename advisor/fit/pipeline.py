@@ -196,12 +196,17 @@ def _fit_rates(measured: Measurement) -> _Roles:
     warnings.warn(AssumptionWarning(
         f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
         f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=3)
-    for f in (pfit, cfit):
+    hs = lg.header.queue_feeding(consumer)
+    for f, other, side in ((pfit, consumer, "it feeds"), (cfit, producer, "that feed it")):
         if f.lower_bound:
+            n = lg.header.roles[f.role]
+            # the role's completions are the flow, which the other side paces: through q_hs where
+            # the log declares it, else through the hand-off itself
+            via = " through q_hs" if hs is not None else ""
             warnings.warn(AssumptionWarning(
-                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * lg.header.roles[f.role]:.3g} "
-                f"b/s for {lg.header.roles[f.role]} workers): no 'cap_bps' and its completions are throttled "
-                f"by the queue"), stacklevel=3)
+                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {n} "
+                f"worker{'s' if n != 1 else ''}): no 'cap_bps', and its completions are paced{via} by the "
+                f"'{other}' workers {side}"), stacklevel=3)
     n_ref, g = m0.roles[producer], sum(m0.roles.values())
     if shares_compute(lg):   # as a step log of one split on a shared host (advisor.fit.splits)
         contention = ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
@@ -308,13 +313,19 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     if head.samples and head.epochs and roles.seqs_mean:
         total = head.samples * head.epochs / roles.seqs_mean
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
+    if hs is None:
+        warnings.warn(AssumptionWarning(
+            f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
+            f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
+            f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
+            f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"), stacklevel=2)
     fit = PipelineFit(producer=roles.producer, consumer=roles.consumer, sync=sync, loader=loader,
                       hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
                       tokens_mean=roles.tokens_mean, tokens_std=roles.tokens_std, seqs_mean=roles.seqs_mean,
                       source=roles.source, tokens_range=roles.tokens_range, observed=roles.observed,
                       hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
                       contention=roles.contention, regimes=roles.regimes, link=fit_link(measured),
-                      tokens_measured=roles.tokens_measured)
+                      tokens_measured=roles.tokens_measured, hs_declared=hs is not None)
     if loader.near_binding and roles.source == "steps":
         fit = calibrate_loader(fit)
     return fit

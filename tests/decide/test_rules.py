@@ -364,3 +364,27 @@ def test_corner_rival_is_the_nearest_split_that_leads_at_some_end():
     assert corner_rival(df, "3-1", "target") == "2-2"        # both lead there; 2-2 is nearer
     df["err_corner_hl"] = 0.0
     assert corner_rival(df, "3-1", "target") is None          # no end moves the pick
+
+
+@pytest.mark.parametrize("name, stack, roles", [("specforge-1x7.csv", "specforge", "target=1,drafter=7"),
+                                                ("speculators-1x2.csv", "speculators", "vllm=1,trainer=2"),
+                                                ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3")])
+def test_what_would_settle_it_never_names_a_split_the_evidence_ran(tmp_path, name, stack, roles):
+    """Issue 35 item 2: "a short run at X, given with this log" where the log ran X asks for
+    nothing new; the split named is one no log ran (or none)."""
+    from pathlib import Path
+    from typer.testing import CliRunner
+    from advisor.cli.app import app
+    from advisor.project.table import split_label
+    out = tmp_path / "s.jsonl"
+    src = Path(__file__).resolve().parents[2] / "fixtures" / "stacks" / name
+    r = CliRunner().invoke(app, ["import-tb", str(src), "--stack", stack, "--roles", roles, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    for kw in ({}, {"next_run": True}):
+        adv = advise(out, **kw)
+        p, c = adv.fit.roles
+        ran = {split_label(o.roles[p], o.roles[c]) for o in adv.fit.observed}
+        n = adv.decision.needs
+        assert n is None or n.run_at not in ran, (n, ran)
+        text = render(adv)
+        assert not [x for x in ran if f"a short run at {x}" in text], text
