@@ -163,6 +163,9 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         return (f"{what} {verb} only known as a range or a bound, and that decides the pick: at one end of what is "
                 f"known, {n.rival} leads {b}, which projects {bps_text(df.at[b, 'bps'])} b/s at the point given"
                 f"{keep}." + _needs(d))
+    if d.rule == "small-gain" and d.best_is_running:
+        return (f"{b}, the split the log runs, leads the judged {j} by only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), "
+                f"below the {RESOLVE_GAIN:.0%} the model resolves: either will do, and keeping {b} needs no restart.")
     if d.rule == "small-gain":
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
@@ -177,6 +180,10 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     if d.rule == "restart-cost":
         return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
                 f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
+    if d.rule == "switch" and d.best_is_running:
+        sooner = (f" and finishes the job {d.eta_gain_s / 3600:.1f} h sooner" if d.eta_gain_s is not None else "")
+        return (f"{b}, the split the log runs, gains {signed_pct(d.gain_pct)} throughput over the judged {j} "
+                f"({_vs(df, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one.")
     if d.rule == "switch":
         if d.eta_gain_s is not None:
             return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "

@@ -34,7 +34,8 @@ Rules, in order; the first that fires decides (``rule`` names it):
    a restart) -> ``stay``.
 5. ``overlap``: B is not separated from J -> ``cannot-tell``; a longer log, or a short run at B
    given with this one, settles it.
-6. ``restart-cost``: finishing the job at B saves no more than ``--restart-cost`` hours -> ``stay``.
+6. ``restart-cost``: finishing the job at B saves no more than ``--restart-cost`` hours -> ``stay``
+   (not where B is the split the log runs and J another: reaching B then needs no restart).
 7. ``switch``: otherwise -> ``switch`` to B.
 
 Beside the verdict: the loader cap (when the loader limits input, every split within
@@ -128,6 +129,13 @@ class Decision:
     evidence: Evidence
     settings: Settings
     n_splits: int
+
+    @property
+    def best_is_running(self) -> bool:
+        """The best split is the one the log runs and the judged one (``--roles``) is another: reaching
+        the best needs no restart (moving to the judged split would)."""
+        return (self.evidence.basis != "numbers" and self.observed is not None and self.best == self.observed
+                and self.judged is not None and self.judged != self.observed)
 
     @property
     def described(self) -> str:
@@ -226,9 +234,10 @@ def corner_rival(df: pd.DataFrame, best: str, producer: str) -> str | None:
 
 
 def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None, best: str,
-           unknown: tuple[str, ...] = ()) -> tuple[Verdict, str, str, Needs | None]:
+           unknown: tuple[str, ...] = (), running: str | None = None) -> tuple[Verdict, str, str, Needs | None]:
     """(verdict, rule, recommended label, needs) by the ordered rules of the module docstring;
-    ``unknown``: the roles whose capacity is a range or a bound."""
+    ``unknown``: the roles whose capacity is a range or a bound; ``running``: the split the log runs
+    (reaching it costs no restart)."""
     others = df.drop(index=best)["bps"]
     runner = str(others.idxmax()) if len(others) else None
     rival = corner_rival(df, best, settings.producer) if unknown else None
@@ -255,7 +264,7 @@ def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | Non
     if overlap:
         return Verdict.CANNOT_TELL, "overlap", judged, _needs(df, ev, best, judged, best)
     eta_gain = df.at[judged, "eta_s"] - df.at[best, "eta_s"]
-    if math.isfinite(eta_gain) and eta_gain <= settings.restart_cost_h * 3600.0:
+    if best != running and math.isfinite(eta_gain) and eta_gain <= settings.restart_cost_h * 3600.0:
         return Verdict.STAY, "restart-cost", judged, None
     return Verdict.SWITCH, "switch", best, None
 
@@ -272,7 +281,8 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         first if first in df.index else None)
     best = str(df["bps"].idxmax())
     unknown = tuple(rf.role for rf in (fit.producer, fit.consumer) if rf.ranged)
-    verdict, rule, rec, needs = _rules(df, settings, evidence, judged, best, unknown)
+    running = observed if evidence.basis != "numbers" else None
+    verdict, rule, rec, needs = _rules(df, settings, evidence, judged, best, unknown, running)
     others = df.drop(index=rec)
     runner = str(others["bps"].idxmax()) if len(others) else None
     r = _split(df, rec, p, c)

@@ -56,6 +56,10 @@ def _verdict_title(d: Decision, markdown: bool) -> str:
         if markdown:
             return f"cannot tell yet for the next run: **{m.higher}** or **{m.lower}**"
         return f"CANNOT TELL for the next run: {m.higher} or {m.lower}"
+    if d.verdict is Verdict.SWITCH and d.best_is_running:   # nothing to switch: the log runs it
+        if markdown:
+            return f"keep **{d.recommended}** (the split the log runs), not {d.judged}"
+        return f"KEEP {d.recommended} (the split the log runs), not {d.judged}"
     if markdown:
         return f"{MD_TITLES[d.verdict]} **{d.recommended}**"
     return f"{HEADINGS[d.verdict]} {d.recommended}"

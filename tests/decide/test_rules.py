@@ -388,3 +388,20 @@ def test_what_would_settle_it_never_names_a_split_the_evidence_ran(tmp_path, nam
         assert n is None or n.run_at not in ran, (n, ran)
         text = render(adv)
         assert not [x for x in ran if f"a short run at {x}" in text], text
+
+
+@pytest.mark.parametrize("restart_cost_h", [1.0, 100.0])
+def test_judging_another_split_than_the_log_runs_keeps_the_running_one(reference, restart_cost_h):
+    """Issue 35 item 6: the log runs 7-1, --roles judges 6-2, and 7-1 is best: no restart reaches
+    7-1 (one would reach 6-2), so the advice keeps 7-1 whatever a restart costs, and says so."""
+    adv = advise(reference, roles={"target": 6, "drafter": 2}, restart_cost_h=restart_cost_h)
+    d = adv.decision
+    assert d.observed == d.best == d.recommended == "7-1" and d.judged == "6-2" and d.best_is_running
+    text = render(adv)
+    title = text.split("\n\n")[2].splitlines()[0]
+    assert title == "KEEP 7-1 (the split the log runs), not 6-2", title
+    assert "SWITCH to 7-1" not in text and "switching to 7-1" not in text and "STAY with 6-2" not in text
+    said = adv.recommendation.reasons[1]
+    assert said.startswith("7-1, the split the log runs, gains") and "needs no restart" in said
+    assert f"{d.eta_gain_s / 3600:.1f} h sooner" in said        # no restart taken off: none is needed
+    assert "keep **7-1** (the split the log runs), not 6-2" in render(adv, "markdown")
