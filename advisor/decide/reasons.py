@@ -345,12 +345,19 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
 
 
 def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
-    """The per-consumer scaling ``share`` at ``m`` consumers and where it comes from: the logs (a
-    sync measured, or ``m`` consumers logged: fitted), or nothing (assumed)."""
+    """The per-consumer scaling ``share`` at ``m`` consumers and where it comes from: fitted where
+    logged sync events measured the collective, from the given sync time (bare numbers), else
+    assumed, with why: no log (bare numbers), the consumer counts the logs ran, or (at a count a
+    log ran) no sync events, so a lone consumer's rate is not measured. Every split's scaling
+    rests on the same sync fit, so one table never says "fitted" and "assumed" of the same share."""
     c = fit.roles[1]
+    if fit.sync.measured:
+        return f"{pct_text(share)}, from the given sync time" if fit.source == "numbers" else f"fitted {pct_text(share)}"
+    if fit.source == "numbers":
+        return f"assumed {pct_text(share)}, not measured: no log, and no sync time was given"
     logged = sorted({o.roles.get(c, 0) for o in fit.observed})
-    if fit.sync.measured or m in logged:
-        return f"fitted {pct_text(share)}"
+    if m in logged:
+        return f"assumed {pct_text(share)}, not measured: no 'sync' events were logged"
     ran = " and ".join(_plural(x, c) for x in logged)
     return f"assumed {pct_text(share)}, not measured: the log{'s' if len(fit.observed) > 1 else ''} ran {ran}"
 

@@ -176,3 +176,28 @@ def test_a_rates_log_without_tokens_reads_in_b_s_with_its_split_marked(tmp_path,
     assert any(line.lstrip(">").startswith("*") and "7-1" in line for line in text.splitlines())
     assert "Measured at 7-1" in text and "Measured at 7-1" in md
     assert "tok/s unknown" in text.splitlines()[1]
+
+
+def test_what_if_scaling_is_never_said_to_come_from_a_log():
+    """Issue 35 item 6: bare numbers have no log, so no sentence says "the log ran"; the given
+    sync time is named as the source where one was given."""
+    from advisor.advice import advise_numbers
+    bare = render(advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}))
+    assert "the log ran" not in bare and "fitted" not in bare
+    assert "(assumed 100%, not measured: no log, and no sync time was given)" in bare
+    synced = render(advise_numbers({"target": 6, "drafter": 2}, {"target": 0.92, "drafter": 1.7},
+                                   sync_every=10, sync_s=0.1))
+    assert "the log ran" not in synced and "fitted" not in synced and ", from the given sync time)" in synced
+
+
+def test_one_log_never_calls_the_same_scaling_fitted_and_assumed(tmp_path, reference_rates):
+    """A log at 2 drafters without sync events: the scaling at 2 is as unmeasured as at 3 (no lone
+    drafter ran, no collective was timed), so neither is "fitted"."""
+    import json as _json
+    rows = [_json.loads(x) for x in reference_rates.read_text().splitlines()]
+    rows[0]["roles"] = {"target": 6, "drafter": 2}
+    p = tmp_path / "6x2.jsonl"
+    p.write_text("\n".join(_json.dumps(r) for r in rows) + "\n")
+    text = render(advise(p))
+    assert "fitted" not in text, text
+    assert "assumed 100%, not measured: no 'sync' events were logged" in text
