@@ -122,6 +122,7 @@ class Advice:
         r = self._rows[label]
         out = {"roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])}, "bps": _num(r["bps"]),
                "tok_s": _num(r["tok_s"], 1), "bps_low": _num(r["bps_low"]), "bps_high": _num(r["bps_high"]),
+               "bps_high_open": bool(r.get("bps_high_open", False)),
                "efficiency": _num(r["efficiency"]), "gpu_util": _num(r["gpu_util"]),
                "bottleneck": str(r["bottleneck"]), "eta_s": _num(r["eta_s"], 0), "bound_bps": _num(r["bound_bps"]),
                "capacities_bps": {k: _num(r[f"cap_{k}_bps"]) for k in (p, c, "loader")

@@ -195,7 +195,7 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     if d.rule == "unresolved":
         m = d.margin
         return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
-                f"at {bps_text(m.best_low)} b/s, not above {m.lower}'s upper end {bps_text(m.runner_up_high)}"
+                f"at {bps_text(m.best_low)} b/s, not above {_upper_end(df, m.lower, m.runner_up_high)}"
                 f"{_lead_text(df, m.higher, m.lower)}: the evidence cannot separate them." + _needs(d))
     text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
             f"({bps_text(df.at[b, 'bps'])} b/s).")
@@ -208,8 +208,16 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
 
 def _not_above(df: pd.DataFrame, whose: str, b: str, rival: str) -> str:
     """``whose`` 95% interval (b's) starts below ``rival``'s upper end: the two are not separated."""
-    return (f"{whose} 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above {rival}'s upper end "
-            f"{bps_text(df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}")
+    return (f"{whose} 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above "
+            f"{_upper_end(df, rival, df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}")
+
+
+def _upper_end(df: pd.DataFrame, label: str, high: float) -> str:
+    """``label``'s upper end in words: the value, or open where it rests on the open end of a
+    capacity known only from below (the table's ``bps_high_open``)."""
+    if "bps_high_open" in df.columns and bool(df.at[label, "bps_high_open"]):
+        return f"{label}'s upper end, which is open (a capacity known only from below)"
+    return f"{label}'s upper end {bps_text(high)}"
 
 
 def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
@@ -244,7 +252,7 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                        f"sampling noise only.")
         else:
             out.append(f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
-                       f"not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                       f"not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
                        f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin.")
     elif fit.source == "numbers" and not fit.contention.role_se:
         out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
@@ -256,12 +264,12 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     elif mg.separated:
         out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
                    f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
-                   f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because both "
+                   f"{bps_text(mg.best_low)} b/s, {_upper_end(df, mg.lower, mg.runner_up_high)}) because both "
                    f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
                    f"the split moves them the same way, so the lead carries only what differs between them.")
     else:
         out.append(f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
-                   f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                   f"{bps_text(mg.best_low)} b/s, not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
                    f"{_lead_text(df, mg.higher, mg.lower)}.")
     return out
 

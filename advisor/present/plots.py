@@ -307,8 +307,13 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     bound = df["bound_bps"].to_numpy(float) * per_batch
     ob = adv.observed
     ob_rate = ob.tok_s / 1e3 if adv.fit.tokens_measured else ob.bps
-    top = np.nanmax(np.concatenate([high, bound, [ob_rate]]))
+    # an upper end resting on a capacity known only from below is open: it sets no scale, and its
+    # whisker runs to the top of the axes
+    open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
+    top = np.nanmax(np.concatenate([np.where(open_hi, tok, high), bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
+    mark_at = np.where(open_hi, tok, high)     # where a row's label and star sit
+    high = np.where(open_hi, top * 1.4, high)
     many = len(df) > MAX_ANNOTATED_SPLITS
     bars = len(df) <= MAX_BAR_SPLITS
     from matplotlib.patches import Patch
@@ -329,7 +334,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     rec_handle = None
     if rec in keys:
         r = keys.index(rec)
-        star = ax.plot([at[r]], [high[r] if math.isfinite(high[r]) else tok[r]], marker=REC_MARKER,
+        star = ax.plot([at[r]], [mark_at[r] if math.isfinite(mark_at[r]) else tok[r]], marker=REC_MARKER,
                        ms=13, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
                        transform=_above(ax, 9 if many else 20))[0]
         rec_handle = (star, f"recommended split {_fmt(rec)}, projected")
@@ -345,7 +350,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
                       mew=0.8, ls="none", zorder=6)[0]
         obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}")
     if not many:
-        for j, (xi, v, h) in enumerate(zip(x, tok, high)):
+        for j, (xi, v, h) in enumerate(zip(x, tok, mark_at)):
             if math.isfinite(v):
                 # clear of the observed split's diamond, which sits on the bar's top
                 ax.annotate(f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}", (xi - width / 2, h), xytext=(0, 7 if j == obs_i else 3),
@@ -356,7 +361,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     ax.set_ylabel(f"throughput ({unit})")
     # headroom for the legend, put on the side away from the tallest bar
     ax.set_ylim(0, top * 1.4)
-    tallest = int(np.nanargmax(high)) if np.isfinite(high).any() else 0
+    tallest = int(np.nanargmax(mark_at)) if np.isfinite(mark_at).any() else 0
     ax.grid(axis="y", alpha=0.3, zorder=0)
     # the projected bars have two looks, so the legend is built by hand
     pairs = [(proj_handle, "projected, with 95% interval"), rec_handle,

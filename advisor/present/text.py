@@ -73,6 +73,14 @@ def _tok(v: float) -> str:
     return f"{v / 1000:.1f}K" if math.isfinite(v) else "-"
 
 
+def _interval_text(r) -> str:
+    """A row's 95% interval; "at least LOW" where its upper end rests on a capacity known only
+    from below (``bps_high_open``): no finite upper end is known."""
+    if bool(r.get("bps_high_open", False)):
+        return f"at least {_num(r['bps_low'], '.3f')}"
+    return f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}"
+
+
 def _rate(bps: float, tok_s: float) -> str:
     """A measured rate in b/s and, where the log measured tokens, tok/s."""
     tok = f" = {_tok(tok_s)} tok/s" if math.isfinite(tok_s) else " (tok/s unknown: the log has no tokens)"
@@ -108,7 +116,7 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
                 + ("j" if adv.settings.roles and label == d.judged else " ")
                 + ("s" if r.get("method") == "exact" else ""))
         rows.append([mark.rstrip(), str(label), _num(r["bps"], ".3f"),
-                     f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}", _tok(r["tok_s"]),
+                     _interval_text(r), _tok(r["tok_s"]),
                      _num(r["bound_bps"], ".3f"), _num(100 * r["efficiency"], ".0f") + "%",
                      _num(100 * r["gpu_util"], ".0f") + "%", str(r["bottleneck"]), dur_text(r["eta_s"])]
                     + ([_num(r["bps_exact"], ".3f")] if exact else [])

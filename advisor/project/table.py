@@ -13,6 +13,8 @@ bps_low, bps_high   95% interval from `advisor.model.chain.project_split` (sampl
                     this split, token model, run-to-run shift on shared hosts, the barrier-tail
                     correction, a sync cost whose scaling with M is unidentified), widened at an
                     observed split to cover the measured rate (reconciliation)
+bps_high_open       True where ``bps_high`` rests on the open end of a capacity known only from
+                    below: the rate is then bounded from below only ("at least bps_low")
 tok_s               bps x tokens per batch (NaN where no log measured tokens: ``PipelineFit.tokens_measured``)
 bound_bps           naive bound min(capacities) for contrast
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
@@ -202,7 +204,7 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
         low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.chain.project_split
         rows.append({
             f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
-            "bps_high": max(high, mid.x_bps), "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
+            "bps_high": max(high, mid.x_bps), "bps_high_open": bool(mid.x_high_open), "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
             "bound_bps": mid.bound_bps,
             f"cap_{p}_bps": mid.producer_cap_bps, f"cap_{c}_bps": mid.consumer_cap_bps,
             "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,

@@ -5,6 +5,7 @@ import json
 
 from advisor.advice import advise
 from advisor.present.text import render
+from advisor.decide.reasons import bps_text
 
 
 def test_renderings_agree(reference):
@@ -201,3 +202,23 @@ def test_one_log_never_calls_the_same_scaling_fitted_and_assumed(tmp_path, refer
     text = render(advise(p))
     assert "fitted" not in text, text
     assert "assumed 100%, not measured: no 'sync' events were logged" in text
+
+
+def test_an_open_ended_bound_prints_at_least_not_a_finite_interval():
+    """Issue 35 item 6: with the drafters known only from below (">=50.1"), a split they bind has no
+    finite upper end; the table says "at least", the JSON flags it, and no sentence quotes it."""
+    from advisor.advice import advise_numbers
+    adv = advise_numbers({"target": 1, "drafter": 7}, {"target": "52..57", "drafter": ">=50.1"})
+    text = render(adv)
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["7-1"])
+    assert f"at least {adv.splits.at['7-1', 'bps_low']:.3f}" in row, row
+    js = json.loads(render(adv, "json"))
+    for s in js["splits"]:
+        assert s["bps_high_open"] is bool(adv.splits.at[f"{s['roles']['target']}-{s['roles']['drafter']}",
+                                                         "bps_high_open"])
+    assert js["splits"][0]["bps_high_open"] is True
+    for label in adv.splits.index[adv.splits["bps_high_open"]]:
+        assert f"{adv.splits.at[label, 'bps_high']:.3f}" not in text
+        assert bps_text(adv.splits.at[label, "bps_high"]) not in text
+    closed = render(advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}))
+    assert "at least" not in closed.split("\n\n")[1]
