@@ -3,6 +3,7 @@ written here, and the commands of docs/stacks/*.md run as written."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import struct
@@ -215,3 +216,31 @@ def test_an_imported_stack_without_tokens_advises_in_b_s_without_nan(tmp_path, n
     assert doc["observed"]["tok_s"] is None
     assert f"Measured at {label}" in text.stdout
     assert any(re.match(rf"^>?\*\s+{label}\s", line.strip()) for line in text.stdout.splitlines()), text.stdout
+
+
+def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
+    """Issue 35 item 6: TorchSpec's docs call perf/infer_capacity an upper estimate while slots sit
+    idle and perf/train_capacity a lower bound: the import says so in the header, and the advice
+    treats the engines' capacity as between their throughput and that estimate, never measured."""
+    out = tmp_path / "ts.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv", "--stack", "torchspec",
+              "--roles", "target=1,drafter=3", "-o", out])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text().splitlines()[0])["cap_bps_kind"] == {"target": "upper", "drafter": "lower"}
+    snaps = _rates(out)
+    adv = advise(out)
+    tgt, dft = adv.fit.producer, adv.fit.consumer
+    assert tgt.basis.value == "bound" and dft.basis.value == "bound"
+    lo, hi = tgt.mu_range_bps
+    assert lo < hi and lo <= adv.fit.observed[0].bps * (1 + 1e-9) and math.isfinite(hi)
+    assert hi <= max(s["cap_bps"]["target"] for s in snaps) and dft.mu_range_bps[1] == math.inf
+    text = _cli([out]).stdout
+    assert "(measured from rates snapshots)" not in text and "between" in text and "upper estimate" in text
+    js = adv.to_json()["capacity_basis"]
+    assert js["target"]["kind"] == "bound" and js["target"]["high_bps"] is not None and js["drafter"]["high_bps"] is None
+    # a --map that replaces the stack's field is the user's own capacity: no kind is claimed for it
+    out2 = tmp_path / "ts2.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv", "--stack", "torchspec",
+              "--roles", "target=1,drafter=3", "--map", "target.cap_bps=perf/infer_capacity", "-o", out2])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out2.read_text().splitlines()[0])["cap_bps_kind"] == {"drafter": "lower"}

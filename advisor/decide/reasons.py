@@ -60,6 +60,8 @@ def basis_text(rf: RoleFit, workers: int) -> str:
         lo, hi = (workers * v for v in rf.mu_range_bps)
         if not math.isfinite(hi):
             return f"at least {bps_text(lo)} b/s on {_plural(workers, 'GPU')}, a bound"
+        if rf.basis is Basis.BOUND:   # read from a log: its throughput up to an upper estimate
+            return f"between {bps_text(lo)} and {bps_text(hi)} b/s on {_plural(workers, 'GPU')}, a bound"
         return f"given as {bps_text(lo)}..{bps_text(hi)} b/s on {_plural(workers, 'GPU')}"
     return rf.basis.word()
 
@@ -124,8 +126,8 @@ def _needs(d: Decision) -> str:
         return ""
     bits = []
     if n.unknown:
-        bits.append(" and ".join(f"the {r} capacity measured (step events of the {r}s, or 'cap_bps' in their rates "
-                                 f"snapshots)" for r in n.unknown))
+        bits.append(" and ".join(f"the {r} capacity measured (step events of the {r}s, or a 'cap_bps' in their rates "
+                                 f"snapshots that is not only a bound)" for r in n.unknown))
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
@@ -377,10 +379,11 @@ def _outside_range(fit: PipelineFit | None, role: str, factor: float) -> str:
         return ""
     lo, hi = rf.mu_range_bps
     mu = rf.mu_bps * factor
+    given = "given" if rf.basis is Basis.GIVEN else "known"
     if mu < lo * (1 - 1e-9):
-        return " (below its bound, so not expected)" if not math.isfinite(hi) else " (below the given range)"
+        return " (below its bound, so not expected)" if not math.isfinite(hi) else f" (below the {given} range)"
     if mu > hi * (1 + 1e-9):
-        return " (above the given range)"
+        return f" (above the {given} range)"
     return " (inside what is known of it)"
 
 
@@ -393,6 +396,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     rests = {}
     if fit is not None:
         rests = {rf.role: ("the given range's middle" if rf.ranged and rf.basis is Basis.GIVEN else
+                           "the known range's middle" if rf.ranged and math.isfinite(rf.mu_range_bps[1]) else
                            {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value])
                  for rf in (fit.producer, fit.consumer)}
     c = d.settings.consumer
@@ -401,7 +405,8 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     for th in d.sensitivity.thresholds:
         if th.factor is None:
             of = {"fitted": "of the fit", "measured": "of the measured value", "given": "of the given value",
-                  "the bound": "of the bound", "the given range's middle": "of the given range's middle"}[
+                  "the bound": "of the bound", "the given range's middle": "of the given range's middle",
+                  "the known range's middle": "of the known range's middle"}[
                 rests.get(th.role, "fitted")]
             out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
             continue

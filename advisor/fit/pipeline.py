@@ -188,8 +188,9 @@ def _fit_rates(measured: Measurement) -> _Roles:
     tokens_mean = float(r["tok_s"].mean() / bps) if tokens_measured else float(lg.header.token_budget or 1)
     observed = tuple(m.observed.with_tokens(tokens_mean) if tokens_measured else m.observed for m in measured.logs)
     full = observed[0].hs_full_share
-    pfit = role_from_rates(producer, r, lg.header.roles[producer], True, full)
-    cfit = role_from_rates(consumer, r, lg.header.roles[consumer], False, full)
+    kinds = lg.header.extra.get("cap_bps_kind") or {}
+    pfit = role_from_rates(producer, r, lg.header.roles[producer], True, full, kinds.get(producer))
+    cfit = role_from_rates(consumer, r, lg.header.roles[consumer], False, full, kinds.get(consumer))
     # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
     pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
     cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
@@ -198,7 +199,17 @@ def _fit_rates(measured: Measurement) -> _Roles:
         f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=3)
     hs = lg.header.queue_feeding(consumer)
     for f, other, side in ((pfit, consumer, "it feeds"), (cfit, producer, "that feed it")):
-        if f.lower_bound:
+        kind = kinds.get(f.role)
+        if kind is not None and f.ranged:
+            n = lg.header.roles[f.role]
+            lo, hi = (n * v for v in f.mu_range_bps)
+            known = (f"at least {lo:.3g} b/s" if kind == "lower" else
+                     f"between {lo:.3g} b/s (its throughput) and {hi:.3g} b/s")
+            warnings.warn(AssumptionWarning(
+                f"{lg.path}: '{f.role}' cap_bps is logged as {'a lower bound' if kind == 'lower' else 'an upper estimate'}"
+                f" (header cap_bps_kind), so its capacity is known only as {known} for {n} "
+                f"worker{'s' if n != 1 else ''}"), stacklevel=3)
+        elif f.lower_bound:
             n = lg.header.roles[f.role]
             # the role's completions are the flow, which the other side paces: through q_hs where
             # the log declares it, else through the hand-off itself
