@@ -37,7 +37,7 @@ from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
 from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, ENGINE_SCALING_SE,
                               LINK_SE, MAX_GPUS_PER_WORKER, Capacity, Settings, build_settings, check_roles,
-                              parse_role_map)
+                              parse_role_map, role_count, role_plural)
 
 EXACT_GAP_WARN_PCT = 3.0
 CROSSING_GAP = 0.05      # crossing share measured vs uniform mixing: a caveat past 5 points
@@ -233,7 +233,8 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
     judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
     if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
         warnings.warn(AssumptionWarning(
-            f"only {judged_m} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
+            f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
+            f"assumed 0; "
             f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
 
 

@@ -315,6 +315,28 @@ def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: in
     return out
 
 
+# role names that read as English nouns (target, drafter, trainer, engine, ...) take an "s" in the
+# plural; any other name (a product or an acronym: vllm, sglang) is a label, counted in workers
+ROLE_NOUN_ENDINGS = ("er", "or", "et", "nt", "ne", "el", "le", "ist", "ant")
+
+
+def role_is_noun(role: str) -> bool:
+    """Whether a role's name reads as an English noun (its plural adds "s"), not a label."""
+    return role.islower() and role.isalpha() and role.endswith(ROLE_NOUN_ENDINGS)
+
+
+def role_plural(role: str) -> str:
+    """The workers of a role in a sentence: "targets", "drafters", "vllm workers"."""
+    return f"{role}s" if role_is_noun(role) else f"{role} workers"
+
+
+def role_count(n: int, role: str) -> str:
+    """``n`` workers of a role: "1 drafter", "7 drafters", "1 vllm worker", "2 vllm workers"."""
+    if n == 1:
+        return f"1 {role}" if role_is_noun(role) else f"1 {role} worker"
+    return f"{n} {role_plural(role)}"
+
+
 def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, tokens_mean: float,
                    tokens_range: tuple[float, float], log_token_budget: int | None, hs_cap: int | None = None,
                    token_budget: int | None = None, roles: Mapping[str, int] | None = None,

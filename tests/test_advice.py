@@ -64,3 +64,4 @@ def test_the_json_splits_are_the_tables_rows_and_never_print_minus_zero(referenc
     assert "-0.0," not in text and "-0.0}" not in text and "-0.0\n" not in text
     gain = doc["queues"]["hs"]["gain_pct"]
     assert gain == 0.0 and math.copysign(1.0, gain) == 1.0
+

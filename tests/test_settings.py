@@ -111,3 +111,15 @@ def test_a_capacity_reads_back_from_its_own_text(lo, f, kind):
     back = as_capacity("--target-bps", c.text())
     assert back.kind == c.kind or (kind == "range" and back.kind == "value")
     assert back.low == pytest.approx(c.low, rel=1e-3)
+
+
+@pytest.mark.parametrize("role, plural, one", [
+    ("target", "targets", "1 target"), ("drafter", "drafters", "1 drafter"), ("trainer", "trainers", "1 trainer"),
+    ("engine", "engines", "1 engine"), ("vllm", "vllm workers", "1 vllm worker"),
+    ("sglang", "sglang workers", "1 sglang worker"), ("GPU0", "GPU0 workers", "1 GPU0 worker")])
+def test_role_names_pluralise_as_nouns_or_as_labels(role, plural, one):
+    """Issue 35 item 6: "vllms blocked", "for 1 workers": a role named like a noun takes an "s", any
+    other name is a label counted in workers; one worker is singular."""
+    from advisor.settings import role_count, role_plural
+    assert role_plural(role) == plural and role_count(1, role) == one
+    assert role_count(3, role) == f"3 {plural}"

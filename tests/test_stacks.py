@@ -244,3 +244,16 @@ def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
               "--roles", "target=1,drafter=3", "--map", "target.cap_bps=perf/infer_capacity", "-o", out2])
     assert r.exit_code == 0, r.output
     assert json.loads(out2.read_text().splitlines()[0])["cap_bps_kind"] == {"drafter": "lower"}
+
+
+def test_role_names_read_as_words_in_every_sentence(tmp_path):
+    """Issue 35 item 6: roles named vllm and trainer: no "vllms", no "Vllm" at a sentence's start,
+    no "1 workers" or "1 trainers"."""
+    out = tmp_path / "sp.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "speculators-1x2.csv", "--stack", "speculators",
+              "--roles", "vllm=1,trainer=2", "-o", out])
+    assert r.exit_code == 0, r.output
+    for args in ([out], [out, "--markdown"], [out, "--roles", "vllm=2,trainer=1"], [out, "--gpus", "5"]):
+        text = _cli(args).stdout
+        assert not re.search(r"\bvllms\b|\bVllm\b|\b1 workers\b|\b1 trainers\b|\b1 vllm workers\b", text), text
+        assert "vllm workers" in text or "vllm worker" in text or "--gpus" in args

@@ -20,6 +20,7 @@ from advisor.model.params import Basis, PipelineFit, RoleFit
 from advisor.project.queues import QueueAdvice, has_hs_queue
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval
+from advisor.settings import role_count, role_plural
 
 
 def bps_text(x: float) -> str:
@@ -90,10 +91,12 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
     if fit.source == "steps":
         return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
                 f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
-                f"{hs}{p}s blocked {pct_text(r[f'{p}_blocked'])}, {c}s starved {pct_text(r[f'{c}_starved'])}.")
+                f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
+                f"{pct_text(r[f'{c}_starved'])}.")
     return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
             f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
-            f"{hs}{p}s blocked {pct_text(r[f'{p}_blocked'])}, {c}s starved {pct_text(r[f'{c}_starved'])}.")
+            f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
+            f"{pct_text(r[f'{c}_starved'])}.")
 
 
 def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
@@ -108,7 +111,7 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
         parts.append(f"q_hs {ob.hs_mean_depth:.1f}/{fit.hs_cap} on average (full {pct_text(ob.hs_full_share)} "
                      f"of the time)")
     if ob.producer_blocked is not None and ob.consumer_starved is not None:
-        parts.append(f"{p}s blocked {pct_text(ob.producer_blocked)} of their time, {c}s starved "
+        parts.append(f"{role_plural(p)} blocked {pct_text(ob.producer_blocked)} of their time, {role_plural(c)} starved "
                      f"{pct_text(ob.consumer_starved)}")
     if math.isfinite(r["observed_bps"]):
         logged = r.get("bps_logged_place", math.nan)
@@ -126,7 +129,7 @@ def _needs(d: Decision) -> str:
         return ""
     bits = []
     if n.unknown:
-        bits.append(" and ".join(f"the {r} capacity measured (step events of the {r}s, or a 'cap_bps' in their rates "
+        bits.append(" and ".join(f"the {r} capacity measured (step events of the {role_plural(r)}, or a 'cap_bps' in their rates "
                                  f"snapshots that is not only a bound)" for r in n.unknown))
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
@@ -237,8 +240,8 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     if a is None:
         return []
     m = int(df.at[a, f"n_{c}"])
-    out = [f"the runner-up {a} would give {p}s {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
-           f"{_plural(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
+    out = [f"the runner-up {a} would give {role_plural(p)} {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
+           f"{role_count(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
            f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
            f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."]
     mg = d.margin
@@ -287,7 +290,7 @@ def _loader(d: Decision) -> list[str]:
     if ld is None:
         return []
     p = d.settings.producer
-    return [f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({p}s starved {pct_text(ld.starved_share)} of "
+    return [f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(p)} starved {pct_text(ld.starved_share)} of "
             f"their time with empty prefetch queues): no split beats it ({', '.join(ld.at_cap) or 'none'} reach it "
             f"within 1%); fix the input (more loader workers, pre-tokenized data) rather than the split."]
 
@@ -299,7 +302,7 @@ def _levers(d: Decision) -> list[str]:
         opts = [f"{what} would give {pct_text(s)}" for what, s in (
             ("balancing tokens across ranks", lv.scaling_balanced),
             (f"syncing every {2 * lv.sync_every} steps", lv.scaling_half_sync)) if s >= lv.scaling_now + LEVER_MIN_GAIN]
-        out.append(f"with {lv.drafters} {c}s each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier every "
+        out.append(f"with {role_count(lv.drafters, c)} each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier every "
                    f"{lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}.")
     return out
 
@@ -368,7 +371,7 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
     logged = sorted({o.roles.get(c, 0) for o in fit.observed})
     if m in logged:
         return f"assumed {pct_text(share)}, not measured: no 'sync' events were logged"
-    ran = " and ".join(_plural(x, c) for x in logged)
+    ran = " and ".join(role_count(x, c) for x in logged)
     return f"assumed {pct_text(share)}, not measured: the log{'s' if len(fit.observed) > 1 else ''} ran {ran}"
 
 
@@ -427,10 +430,10 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
                 out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is "
                            f"{tie.big_bottleneck}-bound even with perfect {c} scaling.")
         elif not tie.big_wins_at_fit:
-            out.append(f"each of the {tie.big[1]} {c}s of {big} keeps at least {pct_text(tie.scaling)} of a lone "
+            out.append(f"each of the {role_count(tie.big[1], c)} of {big} keeps at least {pct_text(tie.scaling)} of a lone "
                        f"{c}'s rate ({fitted}): then {big} beats {other}.")
         else:
-            out.append(f"each of the {tie.big[1]} {c}s of {big} keeps less than {pct_text(tie.scaling)} of a lone "
+            out.append(f"each of the {role_count(tie.big[1], c)} of {big} keeps less than {pct_text(tie.scaling)} of a lone "
                        f"{c}'s rate ({fitted}): then {other} beats {big}.")
     return out
 

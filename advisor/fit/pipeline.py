@@ -90,7 +90,7 @@ from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_
                                   DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER, GPU_RUN_SE,
                                   GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, OVERSUBSCRIBED_SOURCE, RUN_SE)
 from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH, Capacity, as_capacity
-from advisor.settings import SAME_SIZE_TOL
+from advisor.settings import SAME_SIZE_TOL, role_plural
 
 def _pct_text(k: float) -> str:
     return f"{100 * (math.exp(k) - 1):+.1f}%"
@@ -256,7 +256,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
         warnings.warn(AssumptionWarning(
             f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
             f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
-            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {producer}s of "
+            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
             f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
             f"interval widens"),
             stacklevel=3)
@@ -266,7 +266,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
     elif contention.prior_se > 0:
         prior_p, prior_c = contention.role_prior_se()
         widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
-                 f"{100 * prior_p:.1f}% ({producer}s) and {100 * prior_c:.1f}% ({consumer}s)")
+                 f"{100 * prior_p:.1f}% ({role_plural(producer)}) and {100 * prior_c:.1f}% ({role_plural(consumer)})")
         _, shown = within_sharing(logs[0], contention.within)
         over = oversubscription(logs[0])
         why = ("workers share a host's compute and" if not shown else
@@ -296,7 +296,8 @@ def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> 
     return (f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
             f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
             f"per-GPU rate moves with its own count and with the other role's on one host), the intervals widen by "
-            f"{100 * sp:.0f}% ({producer}s) and {100 * sc:.0f}% ({consumer}s) per GPU moved, and carry "
+            f"{100 * sp:.0f}% ({role_plural(producer)}) and {100 * sc:.0f}% ({role_plural(consumer)}) per GPU moved, "
+            f"and carry "
             f"{100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second split "
             f"measures it")
 

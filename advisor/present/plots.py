@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.measure.observe import completion_counts, queue_series
-from advisor.settings import DEFAULT_MIN_EFFICIENCY
+from advisor.settings import DEFAULT_MIN_EFFICIENCY, role_plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor.advice import Advice
@@ -468,7 +468,7 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
         for r in roles:
             rate = _completion_rates(log, r, edges, end_s)
             ax.stairs(rate, edges / scale, baseline=None, color=colours[r], lw=1.4,
-                      label=f"{r}s ({log.header.roles[r]}): completions")
+                      label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
         basis = f"from step events, {_fmt_span(width)} bins"
     else:
         rt = log.rates
@@ -476,11 +476,11 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
             col = f"bps_{r}"
             if col in rt and rt[col].notna().any():
                 ax.step(rt["t"] / scale, rt[col], where="pre", color=colours[r], lw=1.4,
-                        label=f"{r}s ({log.header.roles[r]}): completions")
+                        label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
             cap = f"cap_bps_{r}"
             if cap in rt and rt[cap].notna().any():
                 ax.step(rt["t"] / scale, rt[cap], where="pre", color=colours[r], lw=0.9, ls=":",
-                        label=f"{r}s: logged capacity")
+                        label=f"{role_plural(r)}: logged capacity")
         basis = "from 'rates' snapshots"
     start = adv.observed.steady_from_s
     for r, cap in adv.observed.capacities_bps.items():

@@ -18,7 +18,7 @@ from advisor.advice import Advice
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.project.table import split_label
-from advisor.settings import Capacity
+from advisor.settings import Capacity, role_is_noun, role_plural
 
 HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
             Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
@@ -217,7 +217,11 @@ def _gpus_from(adv: Advice) -> str:
     return f" (the first log's; {logs}: --gpus G projects another)"
 
 
-def _cap(text: str) -> str:
+def _cap(text: str, names: tuple[str, ...] = ()) -> str:
+    """The sentence with a capital first letter, unless it opens with one of ``names`` that is a
+    label, not a noun (a role named "vllm" is not written "Vllm")."""
+    if any(text.startswith(n + " ") and not role_is_noun(n) for n in names):
+        return text
     return text[:1].upper() + text[1:]
 
 
@@ -225,9 +229,10 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     d = adv.decision
     rec = adv.recommendation
     title = _title(adv)
-    out = [(title, [_cap(r) for r in rec.reasons])]
+    names = tuple(adv.roles)
+    out = [(title, [_cap(r, names) for r in rec.reasons])]
     if rec.holds_unless:    # never an empty heading (one split of G: nothing to hold against)
-        out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
+        out.append(("The verdict holds unless:", [_cap(h, names) for h in rec.holds_unless]))
     if d.queue is not None:
         out.append(("Queue:", [_cap(queue_text(d.queue))]))
     return out
@@ -239,7 +244,8 @@ def engine_legend(adv: Advice) -> str:
     kp, kc = adv.settings.gpus_per_worker
     out = ""
     if (kp, kc) != (1, 1):
-        out += (f"; a split counts engines ({p}s of {kp} GPU{'s' if kp > 1 else ''}, {c}s of {kc}), "
+        out += (f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, {role_plural(c)} of "
+                f"{kc}), "
                 f"GPUs = GPUs per role")
     if "placement" in adv.splits.columns:
         out += "; link = the inter-node link's busy share at that placement"
