@@ -230,12 +230,31 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
             f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
             f"budget, given with the others, pins it down"))
     _warn_engines(fit, settings)
+    _warn_slope_at_another_g(fit, settings)
     judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
     if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
         warnings.warn(AssumptionWarning(
             f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
             f"assumed 0; "
             f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
+
+
+def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> None:
+    """The fit's caveat gives how step times move with the split at the G the logs ran; a table at
+    another G does not carry that slope (`advisor.model.params.ContentionFit.scale`: one producer
+    more is one consumer fewer only at that G), so say so beside it."""
+    ct = fit.contention
+    if ct.role_se or settings.gpus_per_worker != (1, 1) or settings.gpus == ct.gpus:
+        return
+    if not (ct.measured or any(ct.prior_k)):
+        return
+    p = fit.roles[0]
+    warnings.warn(AssumptionWarning(
+        f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
+        f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
+        f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
+        f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
+        f"{settings.units()} measure it"))
 
 
 def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
