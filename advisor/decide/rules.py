@@ -18,7 +18,8 @@ Rules, in order; the first that fires decides (``rule`` names it):
    (`advisor.model.chain.range_ends`, the table's ``err_corner_*``) another split than B leads B by
    more than ``RESOLVE_GAIN``: the unknown side decides the pick -> ``cannot-tell``; R is J (B
    without one, or for the next run). The needs name the nearest such split to B (a short run
-   there measures it) and the roles whose capacity would settle it, measured.
+   there measures it; where a log ran it, B, unless a log ran B too: never a split already run)
+   and the roles whose capacity would settle it, measured.
 1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
    split at this G was observed nor judged: advice for the next run, no restart cost.
    R = B. If B and A are not separated and either B's projected lead is at least ``RESOLVE_GAIN``

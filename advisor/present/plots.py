@@ -540,7 +540,8 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     log = adv.logs[0]
     spec = log.header.queue_feeding(log.header.consumer)
     if spec is None:
-        ax.text(0.5, 0.5, f"the log's header names no queue feeding the {log.header.consumer}s",
+        ax.text(0.5, 0.5, f"the log's header names no queue feeding the {role_plural(log.header.consumer)}: "
+                          f"the hand-off is modelled without a buffer",
                 ha="center", va="center", transform=ax.transAxes, wrap=True)
         return ax
     name, cap = spec.name, spec.cap
