@@ -362,8 +362,8 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
                 x_end = x * math.exp(ends[i])
                 lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
     corners = _corners(fit, n_producer, n_consumer, x, state)
-    opens = [not (math.isfinite(a) and math.isfinite(c)) for a in _range_highs(fit.producer)
-             for c in _range_highs(fit.consumer)]
+    opens = [not (math.isfinite(a) and math.isfinite(c)) for a in _capacity_ends(fit.producer)
+             for c in _capacity_ends(fit.consumer)]
     open_hi = 0.0
     for shift, is_open in zip(corners, opens):
         lo = min(lo, x * math.exp(shift - half))
@@ -378,8 +378,8 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
     return lo, hi, err
 
 
-def _range_highs(rf: RoleFit) -> tuple[float, float]:
-    """The two ends of a role's capacity range as `range_ends` walks them, inf at an open end."""
+def _capacity_ends(rf: RoleFit) -> tuple[float, float]:
+    """A role's capacity range, per worker, in the order `range_ends` walks it (inf: an open end)."""
     if not rf.ranged or rf.mu_bps <= 0:
         return 1.0, 1.0
     return rf.mu_range_bps[0], rf.mu_range_bps[1]
