@@ -216,6 +216,10 @@ def test_an_imported_stack_without_tokens_advises_in_b_s_without_nan(tmp_path, n
     assert doc["observed"]["tok_s"] is None
     assert f"Measured at {label}" in text.stdout
     assert any(re.match(rf"^>?\*\s+{label}\s", line.strip()) for line in text.stdout.splitlines()), text.stdout
+    # item 2: the header declares no queue ("queues": []): no q_hs, no queue advice, nothing "by the queue"
+    for res in (text, md):
+        assert "q_hs" not in res.stdout and "Queue:" not in res.stdout and "by the queue" not in res.stdout
+    assert doc["queues"] == {}
 
 
 def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
