@@ -70,8 +70,9 @@ def test_a_table_at_another_g_says_the_split_slope_is_not_carried():
     """Issue 35 item 6: logs at 2 and 3 GPUs of a shared host, projected at 3: the fit's caveat gives
     +3.4% per extra target, and the table keeps the logged step times (2-1 is twice 1-2's target
     capacity); a caveat says the slope is for the logged G, so the two agree."""
-    import pytest
     from pathlib import Path
+
+    import pytest
     fix = Path(__file__).resolve().parent.parent / "fixtures"
     adv = advise([fix / "h200-1x1.jsonl", fix / "h200-1x2.jsonl"], gpus=3)
     ct = adv.fit.contention

@@ -211,8 +211,8 @@ def test_an_imported_stack_without_tokens_advises_in_b_s_without_nan(tmp_path, n
         assert not re.search(r"\bnan\b", res.output, re.IGNORECASE), res.output
     doc = json.loads(js.stdout)
     assert [s["observed"] for s in doc["splits"]].count(True) == 1
-    assert next(s for s in doc["splits"] if s["observed"])["roles"] == dict(
-        (k, int(v)) for k, v in (kv.split("=") for kv in roles.split(",")))
+    assert next(s for s in doc["splits"] if s["observed"])["roles"] == {
+        k: int(v) for k, v in (kv.split("=") for kv in roles.split(","))}
     assert doc["observed"]["tok_s"] is None
     assert f"Measured at {label}" in text.stdout
     assert any(re.match(rf"^>?\*\s+{label}\s", line.strip()) for line in text.stdout.splitlines()), text.stdout

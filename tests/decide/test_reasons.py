@@ -72,7 +72,9 @@ def test_a_pipeline_without_a_queue_is_not_told_about_one(tmp_path, reference_ra
     """Issue 35 item 2: no queue declared: no q_hs depth, no queue advice, and nothing throttled
     "by the queue"; the caveat says the hand-off is modelled without a buffer."""
     import re
+
     from conftest import rates_without_tokens
+
     from advisor.present.text import render
     adv = advise(rates_without_tokens(reference_rates, tmp_path / "r.jsonl", queues=False))
     out = render(adv) + render(adv, "markdown")

@@ -373,7 +373,9 @@ def test_what_would_settle_it_never_names_a_split_the_evidence_ran(tmp_path, nam
     """Issue 35 item 2: "a short run at X, given with this log" where the log ran X asks for
     nothing new; the split named is one no log ran (or none)."""
     from pathlib import Path
+
     from typer.testing import CliRunner
+
     from advisor.cli.app import app
     from advisor.project.table import split_label
     out = tmp_path / "s.jsonl"

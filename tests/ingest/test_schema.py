@@ -33,6 +33,7 @@ def test_cap_bps_kind_names_header_roles_and_known_kinds():
     """The header's cap_bps_kind (docs/log-schema.md): role -> lower | upper; anything else is
     refused naming the field."""
     import pytest
+
     from advisor.errors import LogError
     from advisor.ingest.schema import parse_header
     head = {"ev": "run", "v": 1, "t": 0.0, "roles": {"target": 1, "drafter": 3}}

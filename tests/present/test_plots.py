@@ -425,6 +425,7 @@ def test_a_rates_log_without_tokens_plots_b_s_without_nan_or_warnings(tmp_path):
     """No tokens logged: the splits panel is in b/s with the observed split marked, no title or
     legend says nan, and nothing warns (no All-NaN slice)."""
     import warnings
+
     from conftest import rates_without_tokens
     adv = advise(rates_without_tokens(RATES, tmp_path / "r.jsonl"))
     with warnings.catch_warnings(record=True) as caught:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 from advisor.advice import advise
-from advisor.present.text import render
 from advisor.decide.reasons import bps_text
+from advisor.present.text import render
 
 
 def test_renderings_agree(reference):

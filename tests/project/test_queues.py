@@ -26,6 +26,7 @@ def test_a_pipeline_without_a_declared_queue_gets_no_queue_advice(tmp_path, refe
     """Issue 35 item 2: the header declares no queue feeding the drafters: nothing to deepen or keep
     (the hand-off is modelled without a buffer); a depth given with --hs-cap is a q_hs to advise on."""
     from conftest import rates_without_tokens
+
     from advisor.project.queues import has_hs_queue, queue_advice
     path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl", queues=False)
     adv = advise(path)

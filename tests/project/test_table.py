@@ -177,7 +177,9 @@ def test_a_rates_log_without_tokens_marks_and_reconciles_its_split(tmp_path, ref
     """No tokens logged: the split the log ran is still the observed row, reconciled in b/s (no
     NaN gap in the warning), and every row's tok/s is unknown (NaN), never a guess."""
     import warnings
+
     from conftest import rates_without_tokens
+
     from advisor.errors import ReconcileWarning
     from advisor.project.table import reconcile
     path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl")
