@@ -149,6 +149,7 @@ class Settings:
     gpus_per_node: int | None = None          # None: one node holds all G
     link_bytes_s: float | None = None         # the inter-node link's bandwidth (None: unknown, taken as free)
     link_source: str | None = None            # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
+    tokens_measured: bool = True              # False: no log measured tokens; tokens_per_batch is nominal
 
     def split_gpus(self, n: int, m: int) -> int:
         """GPUs of a split of ``n`` producer and ``m`` consumer engines."""
@@ -183,7 +184,8 @@ class Settings:
 
     def to_json(self) -> dict[str, Any]:
         out = {"gpus": self.gpus, "token_budget": self.token_budget or self.log_token_budget,
-               "tokens_per_batch": round(self.tokens_per_batch, 1), "hs_cap": self.hs_cap,
+               "tokens_per_batch": round(self.tokens_per_batch, 1) if self.tokens_measured else None,
+               "hs_cap": self.hs_cap,
                "restart_cost_h": self.restart_cost_h, "run_ended": self.run_ended, "next_run": self.next_run}
         if self.gpus_per_worker != (1, 1) or self.engines_changed:
             out["gpus_per_worker"] = dict(zip((self.producer, self.consumer), self.gpus_per_worker))
@@ -383,4 +385,4 @@ def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, 
                     restart_cost_h=float(restart_cost_h), next_run=bool(next_run), run_ended=bool(run_ended),
                     exact=bool(exact), extrapolated_tokens=extrapolated, logged_tokens_range=tuple(tokens_range),
                     cpu=bool(cpu), gpus_per_worker=k, log_gpus_per_worker=tuple(log_gpus_per_worker),
-                    engine_scaling=es, gpus_per_node=gpn, link_bytes_s=link)
+                    engine_scaling=es, gpus_per_node=gpn, link_bytes_s=link, tokens_measured=bool(tokens_measured))

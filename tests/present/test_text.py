@@ -173,6 +173,7 @@ def test_a_rates_log_without_tokens_reads_in_b_s_with_its_split_marked(tmp_path,
     js = json.loads(raw)
     row = next(s for s in js["splits"] if s["roles"] == {"target": 7, "drafter": 1})
     assert row["observed"] is True and row["tok_s"] is None and js["observed"]["tok_s"] is None
+    assert js["recommendation"]["settings"]["tokens_per_batch"] is None      # nominal, not measured
     assert [s["observed"] for s in js["splits"]].count(True) == 1
     assert any(line.lstrip(">").startswith("*") and "7-1" in line for line in text.splitlines())
     assert "Measured at 7-1" in text and "Measured at 7-1" in md
