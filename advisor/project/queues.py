@@ -72,6 +72,8 @@ def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -
     x2 = split_capacities(fit, settings, *split, hs_cap=max(2 * cap, 1)).x_bps
     x4 = split_capacities(fit, settings, *split, hs_cap=max(4 * cap, 2)).x_bps
     xh = split_capacities(fit, settings, *split, hs_cap=cap // 2).x_bps
-    per_slot = fit.hs_bytes_per_token * settings.tokens_per_batch if fit.hs_bytes_per_token else None
+    # a slot's bytes need the batch's tokens: none where no log measured them (the batch is nominal)
+    per_slot = (fit.hs_bytes_per_token * settings.tokens_per_batch
+                if fit.hs_bytes_per_token and fit.tokens_measured else None)
     return QueueAdvice(name="hs", cap=cap, split=split, bps=x, bps_double=x2, bps_quad=x4, bps_half=xh,
                        bytes_per_slot=per_slot)

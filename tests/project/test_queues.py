@@ -36,3 +36,12 @@ def test_a_pipeline_without_a_declared_queue_gets_no_queue_advice(tmp_path, refe
     given = advise(path, hs_cap=8)
     assert given.decision.queue is not None and given.decision.queue.cap == 8
     assert advise(reference_rates).fit.hs_declared
+
+
+def test_a_log_without_tokens_prices_no_queue_slot(tmp_path, reference_rates):
+    """The slots' memory is hs_bytes_per_token x tokens: with no tokens measured the batch size is
+    nominal, so no memory figure is given (the advice itself stays)."""
+    from conftest import rates_without_tokens
+    q = advise(rates_without_tokens(reference_rates, tmp_path / "r.jsonl")).decision.queue
+    assert q is not None and q.bytes_per_slot is None and q.extra_bytes is None
+    assert advise(reference_rates).decision.queue.bytes_per_slot > 0
