@@ -22,24 +22,24 @@ import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
+from advisor.decide.odds_text import odds_sentence
 from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, provisional, queue_text, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline, gpu_priors_text
 from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
-from advisor.ingest.schema import SCHEMA_VERSION
 from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, refined_ratios, refines_aside, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, project, reconcile, split_label
-from advisor.settings import (DEFAULT_HS_CAP, DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, ENGINE_SCALING_SE,
-                              LINK_SE, MAX_GPUS_PER_WORKER, Capacity, Settings, build_settings, check_roles,
-                              parse_role_map, role_count, role_plural)
+from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
+                              build_settings, check_role_names, check_roles, role_count, role_plural)
 
 EXACT_GAP_WARN_PCT = 3.0
+JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
 CROSSING_GAP = 0.05      # crossing share measured vs uniform mixing: a caveat past 5 points
 
 
@@ -52,6 +52,10 @@ class Recommendation:
     reasons: tuple[str, ...]
     holds_unless: tuple[str, ...]
     gain_pct: float
+    p_best: float | None = None               # the recommended split within 2% of the best (0-1)
+    expected_gain_pct: float | None = None    # `advisor.decide.rules.Decision.expected_gain_pct`
+    expected_regret_pct: float | None = None  # expected shortfall against the best, %
+    close_call: bool = False                  # the two best splits both within the resolution
 
 
 @dataclass(frozen=True)
@@ -93,8 +97,11 @@ class Advice:
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
                               reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
+                                            + [x for x in (odds_sentence(d),) if x]
                                             + placement_reasons(d, self.splits, self.fit)),
-                              holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct)
+                              holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct,
+                              p_best=d.p_best, expected_gain_pct=d.expected_gain_pct,
+                              expected_regret_pct=d.expected_regret_pct, close_call=d.close_call)
 
     def judge(self, roles: Mapping[str, int]) -> "Advice":
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
@@ -134,8 +141,23 @@ class Advice:
             out["observed_bps"] = _num(r["observed_bps"])
         if "bps_exact" in r:
             out["bps_exact"] = _num(r["bps_exact"])
+        if self.decision.odds is not None:
+            o = self.decision.odds.of(label)
+            out.update({"p_best": _num(o.p_best), "p_top": _num(o.p_top),
+                        "expected_regret_pct": _num(o.regret_pct, 2)})
         out.update(engine_json(r, p, c))
         return out
+
+    def probe_json(self) -> dict[str, Any] | None:
+        """The best candidate probe (`advisor.decide.probe`): the split it measures, the splits it
+        runs, seconds of each, GPU-hours, whether it is worth its cost; None without one."""
+        pr = self.decision.probe
+        if pr is None:
+            return None
+        return {"split": self.split_json(pr.split)["roles"],
+                "splits": [self.split_json(x)["roles"] for x in pr.splits],
+                "seconds": _num(pr.seconds_each, 0), "gpu_hours": _num(pr.gpu_hours, 3), "worth_it": pr.worth_it,
+                "regret_now_pct": _num(pr.regret_now_pct, 2), "regret_after_pct": _num(pr.regret_after_pct, 2)}
 
     def capacity_basis(self) -> dict[str, Any]:
         """What each role's capacity rests on (`advisor.model.params.Basis`), with the known range
@@ -149,11 +171,12 @@ class Advice:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The `dflash-advise --json` document (schema 1; decision fields additive)."""
+        """The `dflash-advise --json` document (``schema`` `JSON_SCHEMA_VERSION`; CHANGELOG.md says
+        what each version added)."""
         ob, d, rec = self.observed, self.decision, self.recommendation
         m = d.margin
         return {
-            "schema": SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
+            "schema": JSON_SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
             "observed": {"roles": dict(ob.roles), "bps": _num(ob.bps), "tok_s": _num(ob.tok_s, 1),
                          "efficiency": _num(ob.efficiency), "bottleneck": ob.bottleneck,
                          "steady_from_s": _num(ob.steady_from_s, 1),
@@ -163,6 +186,10 @@ class Advice:
                 "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
                 "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
                 "provisional": provisional(d, self.fit),
+                "action": (d.action or d.verdict).value,
+                "p_best": _num(rec.p_best), "expected_gain_pct": _num(rec.expected_gain_pct, 2),
+                "expected_regret_pct": _num(rec.expected_regret_pct, 2), "close_call": rec.close_call,
+                "probe": self.probe_json(),
                 "judged": self.split_json(d.described),
                 "runner_up": ({"roles": self.split_json(d.runner_up)["roles"], "bps": _num(self.splits.at[
                     d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}
@@ -374,72 +401,80 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
                   settings=settings, warnings=_caveats(caught, more), reconciliation=recon, logs=tuple(logs))
 
 
-def advise(paths: str | Path | Sequence[str | Path], *, gpus: int | None = None,
-           roles: Mapping[str, int] | None = None, hs_cap: int | None = None, token_budget: int | None = None,
-           restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False, exact: bool = False,
-           gpus_per_worker: Mapping[str, int] | str | None = None, engine_scaling: Mapping[str, float] | str | None = None,
-           gpus_per_node: int | None = None, link_gbytes_s: float | None = None,
-           gpus_of: Mapping[str, int] | None = None) -> Advice:
-    """Advice for the run(s) in ``paths``.
+@dataclass(frozen=True)
+class Fitted:
+    """Logs read and fitted once, before any option: `advise` under one `Options` or several.
 
-    ``gpus`` overrides the header's GPU count; ``roles`` names the split to judge (default: the
-    one the first log ran; must sum to the GPUs split); ``hs_cap`` and ``token_budget`` project
-    another q_hs depth or batch token budget; ``next_run`` asks for the next run's split (implied
-    when the log has ended); ``exact`` adds ``bps_exact``, an exact simulation of every split
-    driven by the log's own service times (`advisor.project.exact`). ``gpus_per_worker`` (role -> GPUs
-    per engine; the log's by default), ``engine_scaling`` (role -> per-GPU rate ratio, needed where a
-    role's engine size changes), ``gpus_per_node`` (the log's by default) and ``link_gbytes_s`` (the
-    link's GB/s; measured from the log or its header by default) project engines of several GPUs on
-    several nodes (docs/deployed.md). ``gpus_of`` (with ``gpus`` None): a planned split, role ->
-    engines, whose engines' GPUs are the G to split where it names both roles (the gate's planned
-    cluster; the logs are read once). Raises `advisor.errors.LogError` on unusable input and
-    `advisor.errors.SettingsError` on unusable options.
-    """
+    ``caught`` holds the warnings the reading and the fit raised (caveats of every advice made
+    from it)."""
+
+    logs: tuple[RunLog, ...]
+    fit: PipelineFit
+    caught: tuple[warnings.WarningMessage, ...] = field(default=(), repr=False)
+
+    @property
+    def logged(self) -> Logged:
+        """What the logs showed, that an option not given falls back to."""
+        head, fit = self.logs[0].header, self.fit
+        return Logged(roles=fit.roles, gpus=head.gpus, hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean,
+                      tokens_range=fit.tokens_range, token_budget=head.token_budget,
+                      run_ended=self.logs[0].end is not None, cpu=head.extra.get("device") == "cpu",
+                      gpus_per_worker=fit.link.gpus_per_worker, gpus_per_node=head.gpus_per_node,
+                      link_bytes_s=fit.link.bytes_s or None, link_source=fit.link.source if fit.link.bytes_s else None,
+                      tokens_measured=fit.tokens_measured)
+
+    def settings(self, options: Options | None = None, **given: Any) -> Settings:
+        """The options resolved against the logs (`advisor.settings.build_settings`)."""
+        return build_settings(Options.of(options, **given), self.logged)
+
+    def advise(self, options: Options | None = None, **given: Any) -> Advice:
+        """Advice under ``options`` (fields in ``given`` replace its own): project -> reconcile ->
+        evidence -> decide."""
+        return _finish(self.fit, self.logs, self.settings(options, **given), self.logs[0].header.run,
+                       list(self.caught))
+
+
+def fit_logs(paths: str | Path | Sequence[str | Path]) -> Fitted:
+    """Read and fit the run(s) in ``paths`` once (`Fitted.advise` then advises under any options).
+    Raises `advisor.errors.LogError` on unusable input."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        logs = load_logs(paths)
-        fit = fit_pipeline(measure_logs(logs))
-    head = logs[0].header
-    p, c = fit.roles
-    opts = dict(producer=p, consumer=c, gpus=gpus if gpus is not None else head.gpus,
-                log_hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
-                log_token_budget=head.token_budget, hs_cap=hs_cap, token_budget=token_budget,
-                roles=roles, restart_cost_h=restart_cost_h, next_run=next_run,
-                run_ended=logs[0].end is not None, exact=exact, cpu=head.extra.get("device") == "cpu",
-                log_gpus_per_worker=fit.link.gpus_per_worker, gpus_per_worker=gpus_per_worker,
-                engine_scaling=engine_scaling,
-                gpus_per_node=gpus_per_node if gpus_per_node is not None else head.gpus_per_node,
-                link_gbytes_s=link_gbytes_s, tokens_measured=fit.tokens_measured)
-    settings = build_settings(**opts)
-    if gpus is None and gpus_of is not None and set(gpus_of) == {p, c}:
-        need = settings.split_gpus(gpus_of[p], gpus_of[c])
-        if need != settings.gpus:
-            settings = build_settings(**{**opts, "gpus": need})
-    if link_gbytes_s is None and fit.link.bytes_s:
-        settings = replace(settings, link_bytes_s=fit.link.bytes_s, link_source=fit.link.source)
-    elif link_gbytes_s is not None:
-        settings = replace(settings, link_source="given")
-    return _finish(fit, logs, settings, head.run, caught)
+        measured = measure_logs(load_logs(paths))
+        logs = [m.log for m in measured.logs]      # as measured: a probe's segments pooled per split
+        fit = fit_pipeline(measured)
+    return Fitted(logs=tuple(logs), fit=fit, caught=tuple(caught))
 
 
-def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str], *,
-                   gpus: int | None = None, hs_cap: int = DEFAULT_HS_CAP, tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH,
-                   scv: float | None = None, sync_every: int = 0, sync_s: float = 0.0,
-                   restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
-                   hardware_priors: bool = True, gpus_per_worker: Mapping[str, int] | str | None = None) -> Advice:
+def advise(paths: str | Path | Sequence[str | Path], options: Options | None = None, /, **given: Any) -> Advice:
+    """Advice for the run(s) in ``paths`` under ``options`` (`advisor.settings.Options`).
+
+    Any `Options` field may be given by name instead, or on top of ``options``:
+    ``advise(paths, gpus=16, roles={"target": 12, "drafter": 4})`` is
+    ``advise(paths, Options(gpus=16, roles=...))``. Raises `advisor.errors.LogError` on unusable
+    input and `advisor.errors.SettingsError` (naming the option) on unusable options, the latter
+    before any log is read.
+    """
+    options = Options.of(options, **given)
+    return fit_logs(paths).advise(options)
+
+
+def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
+                   options: Options | None = None, /, **given: Any) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
 
     Each capacity is a value, a range (``(0.88, 0.95)``, ``"0.88..0.95"``) or a lower bound
-    (``">=39"``; `advisor.settings.as_capacity`). ``hardware_priors`` (default): the projections
-    carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline.gpu_priors`).
-    ``gpus_per_worker``: role -> GPUs per engine of those counts (``roles`` counts engines)."""
-    kw = {} if scv is None else {"scv": scv}
+    (``">=39"``; `advisor.settings.as_capacity`). Of the `Options` (given as for `advise`), these
+    apply: ``gpus``, ``hs_cap`` (default `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``,
+    ``sync_every``, ``sync_s``, ``restart_cost_h``, ``next_run``, ``hardware_priors`` (default on:
+    the projections carry what real GPUs do that the numbers cannot show,
+    `advisor.fit.pipeline.gpu_priors`) and ``gpus_per_worker`` (role -> GPUs per engine of those
+    counts; ``roles`` counts engines)."""
+    o = Options.of(options, **given)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = fit_from_numbers(roles, cap_bps, hs_cap=hs_cap, tokens_per_batch=tokens_per_batch,
-                               sync_every=sync_every, sync_s=sync_s, hardware_priors=hardware_priors, **kw)
+        fit = fit_from_numbers(roles, cap_bps, o)
         p, c = fit.roles
         kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
         carried = (gpu_priors_text(fit.contention, p, c) if fit.contention.role_se else
@@ -447,11 +482,9 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
         warnings.warn(AssumptionWarning(
             f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
             f"{carried}"))
-    k = parse_role_map("--gpus-per-worker", gpus_per_worker, (p, c), whole=True, lo=1, hi=MAX_GPUS_PER_WORKER)
+    k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
     log_k = (k.get(p, 1), k.get(c, 1))
-    g = gpus if gpus is not None else roles[p] * log_k[0] + roles[c] * log_k[1]
-    settings = build_settings(producer=p, consumer=c, gpus=g,
-                              log_hs_cap=hs_cap, tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range,
-                              log_token_budget=None, restart_cost_h=restart_cost_h, next_run=next_run,
-                              log_gpus_per_worker=log_k)
-    return _finish(fit, (), settings, "what-if", caught)
+    logged = Logged(roles=(p, c), gpus=roles[p] * log_k[0] + roles[c] * log_k[1], hs_cap=fit.hs_cap,
+                    tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range, gpus_per_worker=log_k)
+    numbers = Options(gpus=o.gpus, restart_cost_h=o.restart_cost_h, next_run=o.next_run)   # what applies here
+    return _finish(fit, (), build_settings(numbers, logged), "what-if", caught)

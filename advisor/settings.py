@@ -8,10 +8,10 @@ here, at the boundary, with errors that name the option (the CLI turns them into
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping, Sequence
 
-from advisor.errors import SettingsError
+from advisor.errors import SettingsError, short_repr
 
 # Every option's default and limit, once; the CLI's option defaults, the gate and the log's
 # schema (`advisor.ingest.schema`: a log past these limits is refused too) read them from here.
@@ -46,6 +46,254 @@ MIN_ENGINE_SCALING, MAX_ENGINE_SCALING = 0.05, 2.0   # per-GPU rate ratio of an 
 ENGINE_SCALING_SE = 0.10        # a given --engine-scaling is a guess: intervals span +-10% of it
 LINK_SE = 0.10                  # a link bandwidth not measured from this log's crossings: intervals span +-10%
 MAX_LINK_GBYTES_S = 1e4         # GB/s: 10 TB/s is past any link
+
+
+METRICS = ("efficiency", "gpu_util")   # what the gate compares with its threshold
+
+
+@dataclass(frozen=True, kw_only=True)
+class Flag:
+    """How one `Options` field reads on the command line, and the limits it is checked against.
+
+    ``lo`` is the least value (click checks it too, as the option's ``min``); ``hi`` the greatest
+    (checked here, so the message names the limit; click checks it as well where ``click_hi``).
+    ``lo_open``: the value must be above ``lo``, not equal to it. ``help_in`` and ``cli_default``
+    give a command its own help or default (command -> text or value)."""
+
+    name: str                                  # the flag, e.g. "--gpus"; every error names it
+    help: str
+    commands: tuple[str, ...]                  # the CLI commands that take it
+    cli: type = str                            # its type on the command line
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    click_hi: bool = False
+    cli_default: Mapping[str, Any] = field(default_factory=dict)
+    role_map: bool = False                     # role=value pairs (text or a mapping)
+    example: str = ""                          # a role map's example, for its errors
+    help_in: Mapping[str, str] = field(default_factory=dict)
+
+    def help_for(self, command: str) -> str:
+        return self.help_in.get(command, self.help)
+
+
+def _opt(default: Any, flag: str, help: str, *commands: str, **kw: Any) -> Any:
+    """A field of `Options`: its default, and its `Flag` as the field's metadata."""
+    return field(default=default, metadata={"flag": Flag(name=flag, help=help, commands=commands, **kw)})
+
+
+_ENGINES = ("advise", "check")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """Every option the advice, the gate and ``--follow`` take: given once, validated here, passed whole.
+
+    Each field's metadata is its `Flag`: the flag, help, limits and commands the CLI builds its
+    options from, so a default or limit is written only here. Role maps (``roles``,
+    ``gpus_per_worker``, ``engine_scaling``) are given as ``role=value`` text or a mapping; their
+    role names are checked against the log when the options are resolved (`build_settings`). A
+    field a path does not use is ignored there (the gate's threshold by `advise`, ``--exact`` by
+    the what-if numbers). Raises `advisor.errors.SettingsError` naming the flag.
+    """
+
+    gpus: int | None = _opt(None, "--gpus", "GPUs to split (default: the log header's).", "advise", "check", "plot",
+                            "what-if", "import-tb", cli=int, lo=MIN_GPUS, hi=MAX_GPUS,
+                            help_in={"import-tb": "GPUs of the job (default: the sum of --roles)."})
+    """GPUs to split (None: the log header's; from bare numbers, the counts' GPUs)."""
+    roles: Mapping[str, int] | None = _opt(
+        None, "--roles", "Split to judge, e.g. target=6,drafter=2; must sum to the GPUs split (default: the observed "
+                         "one).", *_ENGINES, lo=1, hi=MAX_GPUS, role_map=True,
+        example="target=6,drafter=2")
+    """The split to judge, role -> engines (None: the observed one)."""
+    hs_cap: int | None = _opt(None, "--hs-cap", "Project with this q_hs depth (batches) instead of the log's.",
+                              "advise", "what-if", cli=int, lo=0, hi=MAX_QUEUE_CAP,
+                              help_in={"what-if": "q_hs depth (batches)."}, cli_default={"what-if": DEFAULT_HS_CAP})
+    """q_hs depth to project, batches (None: the log's; from bare numbers `DEFAULT_HS_CAP`)."""
+    token_budget: int | None = _opt(None, "--token-budget", "Project with this batch token budget instead.",
+                                    "advise", cli=int, lo=1, hi=MAX_TOKEN_BUDGET)
+    """Batch token budget to project, tokens (None: the log's own)."""
+    restart_cost_h: float = _opt(DEFAULT_RESTART_COST_H, "--restart-cost", "Hours a restart costs (reload, "
+                                 "warm-up); weighed against the ETA gain of a switch.", "advise", cli=float, lo=0.0,
+                                 hi=MAX_RESTART_COST_H)
+    """Hours a restart costs (reload, warm-up), weighed against a switch's ETA gain."""
+    next_run: bool = _opt(False, "--next-run", "Advise the split for the job's next run (no restart cost); implied "
+                                               "when the log has ended.", "advise", "what-if", cli=bool)
+    """Advise the job's next run (no restart cost); implied when the log has ended."""
+    exact: bool = _opt(False, "--exact", "Also simulate every split exactly from the log's own step times (slower).",
+                       "advise", cli=bool)
+    """Also simulate every split exactly from the log's own step times (``bps_exact``)."""
+    interval_s: float = _opt(DEFAULT_FOLLOW_INTERVAL_S, "--interval", "Seconds between refreshes with --follow.",
+                             "advise", cli=float, lo=MIN_FOLLOW_INTERVAL_S)
+    """Seconds between refreshes with ``--follow``."""
+    max_wait_s: float | None = _opt(None, "--max-wait", "With --follow: give up (exit 2) if a log is still missing "
+                                                         "after this many seconds (default: wait).", "advise",
+                                    cli=float, lo=0.0)
+    """With ``--follow``: seconds to wait for a missing log before giving up (None: for ever)."""
+    gpus_per_worker: Mapping[str, int] | None = _opt(
+        None, "--gpus-per-worker", "GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: "
+                                   "the log's (1 if it says none). Splits are enumerated in engines.",
+        *_ENGINES, "what-if", "import-tb", lo=1, hi=MAX_GPUS_PER_WORKER, role_map=True, example="target=2")
+    """GPUs per engine, role -> GPUs (roles not named: the log's; from bare numbers 1)."""
+    engine_scaling: Mapping[str, float] | None = _opt(
+        None, "--engine-scaling", "With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine "
+                                  "size to the logged one, e.g. target=0.9 (1: linear). An assumption you give.",
+        *_ENGINES, cli=str, lo=MIN_ENGINE_SCALING, hi=MAX_ENGINE_SCALING, role_map=True, example="target=0.9")
+    """Per-GPU rate ratio of an engine at the projected size to one at the logged size, role -> ratio."""
+    gpus_per_node: int | None = _opt(None, "--gpus-per-node", "GPUs of one node (default: the log's; none: one node "
+                                                              "holds all).", *_ENGINES, "import-tb", cli=int, lo=1,
+                                     hi=MAX_GPUS)
+    """GPUs of one node (None: the log's; none there: one node holds all)."""
+    link_gbytes_s: float | None = _opt(None, "--link-gbytes-s", "Inter-node link bandwidth, GB/s (1e9 bytes/s), one "
+                                                                "per node pair direction (default: measured from the "
+                                                                "log's xfer, else its header's link_bytes_s).",
+                                       *_ENGINES, cli=float, lo=0.0, lo_open=True, hi=MAX_LINK_GBYTES_S)
+    """The inter-node link's bandwidth, GB/s (None: measured from the log, else its header's)."""
+    min_efficiency: float | None = _opt(
+        None, "--min-efficiency", f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).",
+        "check", "plot", cli=float, lo=0.0, hi=1.0, click_hi=True,
+        help_in={"plot": "Gate threshold drawn on the efficiency panel."}, cli_default={"plot": DEFAULT_MIN_EFFICIENCY})
+    """The gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
+    min_gpu_util: float | None = _opt(
+        None, "--min-gpu-util", "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).",
+        "check", cli=float, lo=0.0, hi=1.0, click_hi=True)
+    """The gpu_util gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
+    metric: str | None = _opt(None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).",
+                              "check")
+    """What the gate compares: one of `METRICS` (None: the config's, else efficiency)."""
+    tokens_per_batch: float = _opt(DEFAULT_TOKENS_PER_BATCH, "--tokens-per-batch", "Mean tokens per batch (for "
+                                                                                  "tok/s).", "what-if", cli=float,
+                                   lo=1.0)
+    """From bare numbers: mean tokens per batch (for tok/s)."""
+    scv: float | None = _opt(None, "--scv", "Step-time variability (squared CV).", "what-if", cli=float, lo=0.0)
+    """From bare numbers: step-time variability, squared CV (None: the prior's)."""
+    sync_every: int = _opt(0, "--sync-every", "Drafter steps per sync.", "what-if", cli=int, lo=0,
+                           hi=MAX_SYNC_EVERY)
+    """From bare numbers: consumer steps per weight sync (0: none)."""
+    sync_s: float = _opt(0.0, "--sync-s", "Seconds per sync at this drafter count.", "what-if", cli=float, lo=0.0)
+    """From bare numbers: seconds per sync at the given consumer count."""
+    hardware_priors: bool = _opt(True, "hardware_priors", "", cli=bool)
+    """From bare numbers: carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline`)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is not None:
+                raise SettingsError(f.metadata["flag"].name, f"must be given (default {f.default!r}), got None")
+            object.__setattr__(self, f.name, _checked(f.metadata["flag"], value))
+        if self.roles and sum(self.roles.values()) > MAX_GPUS:
+            raise SettingsError("--roles", f"the split uses {sum(self.roles.values())} GPUs, more than the limit "
+                                f"{MAX_GPUS}")
+        if self.metric is not None and self.metric not in METRICS:
+            raise SettingsError("--metric", f"must be one of {', '.join(METRICS)}, got {self.metric!r}")
+
+    @classmethod
+    def of(cls, options: Options | None = None, **given: Any) -> Options:
+        """``options`` (default: all defaults) with the fields in ``given`` replaced, validated."""
+        base = options if options is not None else cls()
+        if not isinstance(base, Options):
+            raise TypeError(f"options must be an Options, got {type(base).__name__}")
+        return replace(base, **given) if given else base
+
+    def given(self) -> dict[str, Any]:
+        """The fields that differ from their defaults (what a user set)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+
+    def over(self, base: Options) -> Options:
+        """``base`` with the fields set here (not None) put over it: the command line over a config."""
+        return replace(base, **{f.name: getattr(self, f.name) for f in fields(self)
+                                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default})
+
+
+def option_fields() -> dict[str, Any]:
+    """The `Options` fields by name (`dataclasses.Field`, each with its `Flag` as ``metadata["flag"]``)."""
+    return {f.name: f for f in fields(Options)}
+
+
+def _checked(flag: Flag, value: Any) -> Any:
+    """One option's value, checked against its `Flag` (type and limits) and normalized."""
+    if value is None:
+        return None
+    if flag.role_map:
+        whole = flag.name != "--engine-scaling"
+        return parse_role_values(flag.name, value, whole=whole, lo=flag.lo, hi=flag.hi, example=flag.example)
+    if flag.cli is bool:
+        if not isinstance(value, bool):
+            raise SettingsError(flag.name, f"must be true or false, got {short_repr(value)}")
+        return value
+    if flag.cli is str:
+        if not isinstance(value, str):
+            raise SettingsError(flag.name, f"must be text, got {short_repr(value)}")
+        return value
+    if flag.cli is int:
+        return _whole(flag.name, value, flag.lo, flag.hi)
+    return _real(flag.name, value, flag.lo, flag.hi, lo_open=flag.lo_open)
+
+
+def _whole(option: str, value: Any, lo: float | None, hi: float | None) -> int:
+    """A whole number from ``lo`` to ``hi``; past ``hi`` the message names the limit."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SettingsError(option, f"must be a whole number, got {short_repr(value)}")
+    if hi is not None and value > hi:
+        raise SettingsError(option, f"{value} is more than the limit {int(hi)}")
+    if lo is not None and value < lo:
+        raise SettingsError(option, f"must be at least {int(lo)}, got {value}")
+    return value
+
+
+def _real(option: str, value: Any, lo: float | None, hi: float | None, *, lo_open: bool = False) -> float:
+    """A finite number in [lo, hi] (above ``lo`` where ``lo_open``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingsError(option, f"must be a number, got {short_repr(value)}")
+    if not math.isfinite(value):
+        raise SettingsError(option, f"must be a finite number, got {value}")
+    if hi is not None and value > hi:
+        raise SettingsError(option, f"{value:g} is more than the limit {hi:g}")
+    if lo is not None and (value <= lo if lo_open else value < lo):
+        raise SettingsError(option, f"must be {'above' if lo_open else 'at least'} {lo:g}, got {value:g}")
+    return float(value)
+
+
+def parse_role_values(option: str, text: str | Mapping[str, Any], *, whole: bool = True, lo: float | None = None,
+                      hi: float | None = None, example: str = "") -> dict[str, Any]:
+    """``role=value,...`` (or a mapping) for ``option``, in the order given: each value a whole
+    number (``whole``) or a number, in [lo, hi]; a role named twice is an error.
+
+    The one reader of role maps: ``--roles``, ``--gpus-per-worker``, ``--engine-scaling`` and the
+    TensorBoard import's ``--roles``. Role names are checked against a log by `check_role_names`.
+    """
+    example = example or ("target=2" if whole else "target=0.9")
+    if isinstance(text, Mapping):
+        items = [(str(k), v) for k, v in text.items()]
+    elif isinstance(text, str):
+        items = []
+        for part in text.split(","):
+            name, eq, val = (x.strip() for x in part.partition("="))
+            if not eq or not name:
+                raise SettingsError(option, f"expected role=value pairs like {example}, got {part.strip()!r} in "
+                                    f"{short_repr(text)}")
+            if any(name == n for n, _ in items):
+                raise SettingsError(option, f"{name!r} is given twice in {short_repr(text)}")
+            try:
+                items.append((name, int(val) if whole else float(val)))
+            except ValueError:
+                raise SettingsError(option, f"{short_repr(part.strip())}: {short_repr(val)} is not a "
+                                    f"{'whole ' if whole else ''}number") from None
+    else:
+        raise SettingsError(option, f"expected role=value pairs like {example}, got {short_repr(text)}")
+    out: dict[str, Any] = {}
+    for name, v in items:
+        out[name] = (_whole if whole else _real)(f"{option} {name}", v, lo, hi)
+    return out
+
+
+def check_role_names(option: str, given: Mapping[str, Any] | None, roles: Sequence[str]) -> dict[str, Any]:
+    """``given`` (a parsed role map) with each name among ``roles``; `SettingsError` naming ``option`` otherwise."""
+    for name in given or {}:
+        if name not in roles:
+            raise SettingsError(option, f"unknown role {name!r} (the roles are {' and '.join(roles)})")
+    return dict(given or {})
+
 
 
 CAPACITY_FORMS = "a value (0.92), a range (0.88..0.95) or a lower bound ('>=39')"
@@ -204,48 +452,15 @@ def engine_pairs(gpus: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
             if (gpus - n * k_p) > 0 and (gpus - n * k_p) % k_c == 0]
 
 
-def parse_role_map(option: str, text: str | Mapping[str, Any] | None, roles: tuple[str, str], *, whole: bool,
-                   lo: float, hi: float) -> dict[str, Any]:
-    """``role=value,...`` (or a mapping) for ``option``: names among ``roles``, values in [lo, hi]."""
-    if text is None:
-        return {}
-    if isinstance(text, Mapping):
-        items = list(text.items())
-    else:
-        items = []
-        for part in (x.strip() for x in str(text).split(",") if x.strip()):
-            name, eq, val = part.partition("=")
-            if not eq:
-                raise SettingsError(option, f"expected role=value pairs like {roles[0]}=2, got {part!r}")
-            try:
-                num: Any = int(val) if whole else float(val)
-            except ValueError:
-                raise SettingsError(option, f"{name.strip()}: {val!r} is not a {'whole ' if whole else ''}number") from None
-            items.append((name.strip(), num))
-    out: dict[str, Any] = {}
-    for name, v in items:
-        if name not in roles:
-            raise SettingsError(option, f"unknown role {name!r} (the roles are {roles[0]} and {roles[1]})")
-        if whole:
-            out[name] = _whole(f"{option} {name}", v, int(lo), int(hi))
-        else:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-                raise SettingsError(f"{option} {name}", f"must be a number between {lo:g} and {hi:g}, got {v!r}")
-            out[name] = float(v)
-    return out
-
-
-def _engines(producer: str, consumer: str, gpus: int, log_k: tuple[int, int],
-             gpus_per_worker: Mapping[str, int] | None, engine_scaling: Mapping[str, float] | None,
-             gpus_per_node: int | None) -> tuple[tuple[int, int], tuple[float, float], int | None]:
+def _engines(options: Options, logged: Logged, gpus: int) -> tuple[tuple[int, int], tuple[float, float], int | None]:
     """GPUs per engine projected (the log's unless given), the per-GPU scaling where it changes,
     and the node size, validated against G."""
-    given = parse_role_map("--gpus-per-worker", gpus_per_worker, (producer, consumer), whole=True, lo=1,
-                           hi=MAX_GPUS_PER_WORKER)
+    producer, consumer = roles = logged.roles
+    log_k = logged.gpus_per_worker
+    given = check_role_names("--gpus-per-worker", options.gpus_per_worker, roles)
     k = (given.get(producer, log_k[0]), given.get(consumer, log_k[1]))
-    scale = parse_role_map("--engine-scaling", engine_scaling, (producer, consumer), whole=False,
-                           lo=MIN_ENGINE_SCALING, hi=MAX_ENGINE_SCALING)
-    for i, role in enumerate((producer, consumer)):
+    scale = check_role_names("--engine-scaling", options.engine_scaling, roles)
+    for i, role in enumerate(roles):
         if role in scale and k[i] == log_k[i]:
             raise SettingsError("--engine-scaling", f"{role}: the {role} engines keep their logged {log_k[i]} "
                                 f"GPU(s); give --gpus-per-worker {role}=K to project engines of another size")
@@ -258,6 +473,7 @@ def _engines(producer: str, consumer: str, gpus: int, log_k: tuple[int, int],
         raise SettingsError("--gpus", f"{gpus} GPUs cannot be split into {producer} engines of {k[0]} and "
                             f"{consumer} engines of {k[1]} GPUs (N x {k[0]} + M x {k[1]} = {gpus}, N, M >= 1); "
                             f"give --gpus as such a sum or another --gpus-per-worker")
+    gpus_per_node = options.gpus_per_node if options.gpus_per_node is not None else logged.gpus_per_node
     if gpus_per_node is not None:
         gpus_per_node = _whole("--gpus-per-node", gpus_per_node, 1, MAX_GPUS)
         if gpus % gpus_per_node:
@@ -268,32 +484,6 @@ def _engines(producer: str, consumer: str, gpus: int, log_k: tuple[int, int],
         if gpus_per_node == gpus:
             gpus_per_node = None
     return k, es, gpus_per_node
-
-
-def _whole(option: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SettingsError(option, f"must be a whole number, got {value!r}")
-    if not lo <= value <= hi:
-        raise SettingsError(option, f"must be between {lo} and {hi}, got {value}")
-    return value
-
-
-def check_limits(*, gpus: int | None = None, roles: Mapping[str, int] | None = None, hs_cap: int | None = None,
-                 sync_every: int | None = None, counts: Mapping[str, int] | None = None) -> None:
-    """Options past the limits nobody can mean (time quadratic in G, unbounded memory), checked
-    before any log is read. ``counts`` maps an option to a worker count (``{"--targets": 7}``);
-    ``roles`` is a split, limited in its sum."""
-    for option, n in (counts or {}).items():
-        if n > MAX_GPUS:
-            raise SettingsError(option, f"{n} is more than the limit {MAX_GPUS}")
-    if gpus is not None and gpus > MAX_GPUS:
-        raise SettingsError("--gpus", f"{gpus} is more than the limit {MAX_GPUS}")
-    if roles and sum(roles.values()) > MAX_GPUS:
-        raise SettingsError("--roles", f"the split uses {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}")
-    if hs_cap is not None and hs_cap > MAX_QUEUE_CAP:
-        raise SettingsError("--hs-cap", f"{hs_cap} is more than the limit {MAX_QUEUE_CAP}")
-    if sync_every is not None and sync_every > MAX_SYNC_EVERY:
-        raise SettingsError("--sync-every", f"{sync_every} is more than the limit {MAX_SYNC_EVERY}")
 
 
 def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: int,
@@ -339,50 +529,69 @@ def role_count(n: int, role: str) -> str:
     return f"{n} {role_plural(role)}"
 
 
-def build_settings(*, producer: str, consumer: str, gpus: int, log_hs_cap: int, tokens_mean: float,
-                   tokens_range: tuple[float, float], log_token_budget: int | None, hs_cap: int | None = None,
-                   token_budget: int | None = None, roles: Mapping[str, int] | None = None,
-                   restart_cost_h: float = DEFAULT_RESTART_COST_H, next_run: bool = False,
-                   run_ended: bool = False, exact: bool = False, cpu: bool = False,
-                   log_gpus_per_worker: tuple[int, int] = (1, 1),
-                   gpus_per_worker: Mapping[str, int] | str | None = None,
-                   engine_scaling: Mapping[str, float] | str | None = None, gpus_per_node: int | None = None,
-                   link_gbytes_s: float | None = None, tokens_measured: bool = True) -> Settings:
-    """Validate the options and resolve them against what the log(s) showed (``tokens_measured``:
-    whether some log measured tokens; without them and without a logged budget, a batch's size is
-    unknown and ``--token-budget`` has nothing to scale)."""
-    gpus = _whole("--gpus", gpus, MIN_GPUS, MAX_GPUS)
-    k, es, gpn = _engines(producer, consumer, gpus, log_gpus_per_worker, gpus_per_worker, engine_scaling,
-                          gpus_per_node)
-    link = None
-    if link_gbytes_s is not None:
-        if isinstance(link_gbytes_s, bool) or not isinstance(link_gbytes_s, (int, float)) or not (
-                0 < link_gbytes_s <= MAX_LINK_GBYTES_S):
-            raise SettingsError("--link-gbytes-s", f"must be GB/s above 0 and at most {MAX_LINK_GBYTES_S:g}, "
-                                f"got {link_gbytes_s!r}")
-        link = float(link_gbytes_s) * 1e9
-    hs = log_hs_cap if hs_cap is None else _whole("--hs-cap", hs_cap, 0, MAX_QUEUE_CAP)
-    if isinstance(restart_cost_h, bool) or not isinstance(restart_cost_h, (int, float)) or not (
-            0.0 <= restart_cost_h <= MAX_RESTART_COST_H):
-        raise SettingsError("--restart-cost", f"must be hours between 0 and {MAX_RESTART_COST_H:g}, "
-                            f"got {restart_cost_h!r}")
-    tokens = tokens_mean
-    extrapolated = False
-    if token_budget is not None:
-        token_budget = _whole("--token-budget", token_budget, 1, MAX_TOKEN_BUDGET)
-        if not tokens_measured and not log_token_budget:
+@dataclass(frozen=True, kw_only=True)
+class Logged:
+    """What the log(s) (or the what-if numbers) showed: what an option not given falls back to."""
+
+    roles: tuple[str, str]                  # (producer, consumer)
+    gpus: int                               # the header's G
+    hs_cap: int                             # q_hs depth, batches
+    tokens_mean: float                      # mean tokens per batch
+    tokens_range: tuple[float, float]       # the logged batches' range of tokens
+    token_budget: int | None = None         # the header's batch token budget
+    run_ended: bool = False                 # the (first) log has an `end` event
+    cpu: bool = False                       # the workers ran on CPU (header device "cpu")
+    gpus_per_worker: tuple[int, int] = (1, 1)
+    gpus_per_node: int | None = None        # the header's node size
+    link_bytes_s: float | None = None       # the link's bandwidth measured from the log (or its header)
+    link_source: str | None = None          # "measured" (the log's xfer) or "header"
+    tokens_measured: bool = True            # False: no log measured tokens; the batch size is nominal
+
+
+def build_settings(options: Options, logged: Logged) -> Settings:
+    """The options resolved against what the log(s) showed: G, the q_hs depth, the batch size,
+    the split to judge, engines, nodes and the link. Raises `SettingsError` naming the option.
+
+    A ``token_budget`` keeps the logged fill (tokens per batch / budget); batches more than
+    `SAME_SIZE_TOL` outside the logged range are flagged as extrapolated. Where no log measured
+    tokens (``logged.tokens_measured`` false) and the header gives no budget, a batch's size is
+    unknown and ``--token-budget`` has nothing to scale."""
+    producer, consumer = logged.roles
+    gpus = _whole("--gpus", options.gpus if options.gpus is not None else logged.gpus, MIN_GPUS, MAX_GPUS)
+    k, es, gpn = _engines(options, logged, gpus)
+    if options.link_gbytes_s is not None:
+        link, source = options.link_gbytes_s * 1e9, "given"
+    else:
+        link, source = (logged.link_bytes_s, logged.link_source) if logged.link_bytes_s else (None, None)
+    tokens, extrapolated = logged.tokens_mean, False
+    if options.token_budget is not None:
+        if not logged.tokens_measured and not logged.token_budget:
             raise SettingsError("--token-budget", "the log measured no tokens (no step events, no 'tok_s' in its "
                                 "rates) and its header gives no token_budget, so its batches' size is unknown: "
                                 "add token_budget to the header (import-tb --token-budget) or log tok_s")
         # batches fill the budget to the same degree as in the logged run
-        fill = tokens_mean / log_token_budget if log_token_budget else 1.0
-        tokens = token_budget * fill
-        lo, hi = tokens_range
+        fill = logged.tokens_mean / logged.token_budget if logged.token_budget else 1.0
+        tokens = options.token_budget * fill
+        lo, hi = logged.tokens_range
         extrapolated = not (1 - SAME_SIZE_TOL) * lo <= tokens <= (1 + SAME_SIZE_TOL) * hi
-    judged = check_roles(roles, producer, consumer, gpus, k) if roles is not None else None
-    return Settings(gpus=gpus, producer=producer, consumer=consumer, hs_cap=hs, tokens_per_batch=float(tokens),
-                    token_budget=token_budget, log_token_budget=log_token_budget, roles=judged,
-                    restart_cost_h=float(restart_cost_h), next_run=bool(next_run), run_ended=bool(run_ended),
-                    exact=bool(exact), extrapolated_tokens=extrapolated, logged_tokens_range=tuple(tokens_range),
-                    cpu=bool(cpu), gpus_per_worker=k, log_gpus_per_worker=tuple(log_gpus_per_worker),
-                    engine_scaling=es, gpus_per_node=gpn, link_bytes_s=link, tokens_measured=bool(tokens_measured))
+    judged = check_roles(options.roles, producer, consumer, gpus, k) if options.roles is not None else None
+    return Settings(gpus=gpus, producer=producer, consumer=consumer,
+                    hs_cap=logged.hs_cap if options.hs_cap is None else options.hs_cap,
+                    tokens_per_batch=float(tokens), token_budget=options.token_budget,
+                    log_token_budget=logged.token_budget, roles=judged, restart_cost_h=options.restart_cost_h,
+                    next_run=options.next_run, run_ended=logged.run_ended, exact=options.exact,
+                    extrapolated_tokens=extrapolated, logged_tokens_range=tuple(logged.tokens_range), cpu=logged.cpu,
+                    gpus_per_worker=k, log_gpus_per_worker=tuple(logged.gpus_per_worker), engine_scaling=es,
+                    gpus_per_node=gpn, link_bytes_s=link, link_source=source,
+                    tokens_measured=logged.tokens_measured)
+
+
+def check_counts(counts: Mapping[str, int]) -> None:
+    """Worker counts given by option (``{"--targets": 7, "--drafters": 1}``): each, and all together,
+    at most `MAX_GPUS`. Raises `SettingsError` naming the option."""
+    for option, n in counts.items():
+        if n > MAX_GPUS:
+            raise SettingsError(option, f"{n} is more than the limit {MAX_GPUS}")
+    if sum(counts.values()) > MAX_GPUS:
+        raise SettingsError(" + ".join(counts), f"the split uses {sum(counts.values())} GPUs, more than the limit "
+                            f"{MAX_GPUS}")

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from advisor.errors import LogError
-from advisor.records import Queue, Run
+from advisor.records import Run
 from advisor.tbimport import Scalar, parse_map, read_scalars, to_records, write_rate_log
 
 __all__ = ["Metric", "Field", "Stack", "STACKS", "stack_names", "read_csv_scalars", "read_any", "derive",
@@ -351,24 +351,33 @@ def cap_kinds(stack: Stack, roles: Sequence[str], built: set[str]) -> dict[str, 
     return out
 
 
-def import_stack(paths: Sequence[str | Path], out: str | Path, *, stack: str | None, mapping: Sequence[str] = (),
-                 roles: Mapping[str, int], run: str | None = None, gpus: int | None = None,
-                 queues: Sequence[Queue] = (), token_budget: int | None = None, samples: int | None = None,
-                 epochs: float | None = None, hardware: str | None = None,
-                 ended: bool = False) -> tuple[Path, int]:
+def import_stack(paths: Sequence[str | Path], out: str | Path, header: Run, *, stack: str | None,
+                 mapping: Sequence[str] = (), ended: bool = False) -> tuple[Path, int]:
     """A rate log from event files and/or CSV histories: the stack's built-in fields (if ``stack``),
-    then each ``--map KEY=TAG`` (which replaces a built-in field of the same key)."""
+    then each ``--map KEY=TAG`` (which replaces a built-in field of the same key).
+
+    Args:
+        paths: event files, folders of them, or CSV histories (wandb, MLflow).
+        out: the rate log to write.
+        header: the run's header as the user knows it; its start time and source come from the input.
+        stack: the stack whose metric names to read (`STACKS`), or None (``mapping`` only).
+        mapping: ``KEY=TAG`` pairs, added to (or replacing) the stack's fields.
+        ended: the job has finished (an ``end`` line is written).
+
+    Returns:
+        The log's path and the number of rates snapshots written.
+    """
     if stack is not None and stack not in STACKS:
         raise ValueError(f"--stack {stack!r}: one of {', '.join(STACKS)}")
     scalars, first_wall = read_any(paths)
     source = ", ".join(map(str, paths))
     if first_wall is None or not scalars:
         raise LogError(source, None, "holds no scalars")
-    names = list(roles)
-    user = parse_map(mapping, names, [q.name for q in queues], require_bps=stack is None)
+    names = list(header.roles)
+    user = parse_map(mapping, names, [q.name for q in header.queues], require_bps=stack is None)
     built: dict[str, str] = {}
     if stack is not None:
-        built, series = stack_mapping(STACKS[stack], names, scalars, roles[names[-1]], source=source)
+        built, series = stack_mapping(STACKS[stack], names, scalars, header.roles[names[-1]], source=source)
         scalars = {**scalars, **series}
     m = {**built, **user}
     extra = {"source": source, "tb_map": dict(m)}
@@ -377,6 +386,5 @@ def import_stack(paths: Sequence[str | Path], out: str | Path, *, stack: str | N
         kinds = cap_kinds(STACKS[stack], names, {k for k in built if k not in user})
         if kinds:
             extra["cap_bps_kind"] = kinds
-    header = Run(run=run or Path(paths[0]).name, roles=roles, gpus=gpus, queues=queues, token_budget=token_budget,
-                 samples=samples, epochs=epochs, hardware=hardware, t0_unix=first_wall, extra=extra)
+    header = replace(header, t0_unix=first_wall, extra=extra)
     return write_rate_log(header, to_records(scalars, first_wall, m, source=source), out, ended=ended)

@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import struct
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 from advisor.records import End, Queue, Rates, Run
-from advisor.errors import LogError, LogWarning
-from advisor.settings import MAX_TIME_S
+from advisor.errors import LogError, LogWarning, SettingsError, short_repr
+from advisor.settings import MAX_GPUS, MAX_TIME_S, parse_role_values
 
 __all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
            "import_tensorboard", "write_rate_log"]
@@ -278,19 +278,12 @@ def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], 
 
 
 def parse_roles(text: str) -> dict[str, int]:
-    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order)."""
-    out: dict[str, int] = {}
-    for part in text.split(","):
-        name, sep, n = part.partition("=")
-        name, n = name.strip(), n.strip()
-        if not sep or not name or not n.isdigit() or int(n) < 1:
-            raise ValueError(f"--roles {text!r}: expected role=workers pairs in pipeline order, producer first, "
-                             f"e.g. target=7,drafter=1; {part!r} is not one")
-        if name in out:
-            raise ValueError(f"--roles {text!r}: role {name!r} appears twice")
-        out[name] = int(n)
+    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order):
+    `advisor.settings.parse_role_values`, with at least a producer and a consumer role."""
+    out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS, example="target=7,drafter=1")
     if len(out) < 2:
-        raise ValueError(f"--roles {text!r}: name at least a producer and a consumer role, e.g. target=7,drafter=1")
+        raise SettingsError("--roles", f"name at least a producer and a consumer role, e.g. target=7,drafter=1; got "
+                            f"{short_repr(text)}")
     return out
 
 
@@ -380,26 +373,31 @@ def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: 
     return out
 
 
-def import_tensorboard(paths: Sequence[str | Path], out: str | Path, *, mapping: Sequence[str], roles: Mapping[str, int],
-                       run: str | None = None, gpus: int | None = None, queues: Sequence[Queue] = (),
-                       token_budget: int | None = None, samples: int | None = None,
-                       epochs: float | None = None, hardware: str | None = None,
-                       ended: bool = False, gpus_per_worker: Mapping[str, int] | None = None,
-                       gpus_per_node: int | None = None) -> tuple[Path, int]:
-    """Write a rate log (header, rates snapshots) from TensorBoard event files; return its path and
-    the number of snapshots. Event files do not say whether the job finished, so the log has no
-    ``end`` line (a live run: a split change weighs the restart cost) unless ``ended`` is true
-    (then ``end`` done: the advice is for the next run). ``gpus_per_worker`` (role -> GPUs per
-    engine; ``roles`` counts engines) and ``gpus_per_node`` go into the header as they are."""
+def import_tensorboard(paths: Sequence[str | Path], out: str | Path, header: Run, *, mapping: Sequence[str],
+                       ended: bool = False) -> tuple[Path, int]:
+    """Write a rate log (header, rates snapshots) from TensorBoard event files.
+
+    Event files do not say whether the job finished, so the log has no ``end`` line (a live run:
+    a split change weighs the restart cost) unless ``ended`` is true (then ``end`` done: the
+    advice is for the next run).
+
+    Args:
+        paths: event files, or folders searched for them.
+        out: the rate log to write.
+        header: the run's header as the user knows it (roles in pipeline order, G, queues, batch
+            budget, engines, nodes); its start time and source are set from the events.
+        mapping: ``KEY=TAG`` pairs, which scalar tag holds which rates field (`parse_map`).
+        ended: the job has finished.
+
+    Returns:
+        The log's path and the number of rates snapshots written.
+    """
     scalars, first_wall = read_scalars(paths)
     source = ", ".join(map(str, paths))
     if first_wall is None:
         raise LogError(source, None, "holds no events")
-    m = parse_map(mapping, list(roles), [q.name for q in queues])
-    header = Run(run=run or Path(paths[0]).name, roles=roles, gpus=gpus, queues=queues, token_budget=token_budget,
-                 samples=samples, epochs=epochs, hardware=hardware, t0_unix=first_wall,
-                 gpus_per_worker=dict(gpus_per_worker) if gpus_per_worker else None, gpus_per_node=gpus_per_node,
-                 extra={"source": f"TensorBoard: {source}", "tb_map": dict(m)})
+    m = parse_map(mapping, list(header.roles), [q.name for q in header.queues])
+    header = replace(header, t0_unix=first_wall, extra={"source": f"TensorBoard: {source}", "tb_map": dict(m)})
     return write_rate_log(header, to_records(scalars, first_wall, m, source=source), out, ended=ended)
 
 

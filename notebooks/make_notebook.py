@@ -175,9 +175,9 @@ sync after every step (`advise_numbers(..., sync_every=1, sync_s=...)`, the `wha
 Even at zero all-reduce cost, waiting for the slowest of M ranks costs something; as the
 all-reduce grows, per-rank scaling falls and the best split moves towards more drafters. The
 "highest projected" column is the split with the most projected b/s; the advice beside it says
-whether the given numbers can choose it (from bare numbers on real GPUs, how per-GPU rates move
-with the split is carried as a prior, so a lead inside that uncertainty is "cannot-tell", and the
-advice keeps 5-3 until a run at the other split measures it)."""),
+what to do with its odds (from bare numbers on real GPUs, how per-GPU rates move with the split
+is carried as a prior, so a small lead is a modest `p_best`; bare numbers give no job to weigh a
+probe against, so the advice names an action rather than "cannot-tell")."""),
     ("code", """sync_costs = [0.0, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08]   # seconds
 rows, curves = [], {}
 for sync_s in sync_costs:
@@ -188,7 +188,8 @@ for sync_s in sync_costs:
     rec = a.recommendation
     rows.append({"all-reduce ms (at M=3)": 1e3 * sync_s, "highest projected": f"{top[0]}-{top[1]}",
                  "its b/s": s["bps"].max(), "5-3 b/s": s.loc[(5, 3), "bps"],
-                 "advice at 5-3": f"{rec.verdict} {rec.roles['target']}-{rec.roles['drafter']}"})
+                 "advice at 5-3": f"{rec.verdict} {rec.roles['target']}-{rec.roles['drafter']}",
+                 "p_best": round(rec.p_best, 2)})
     for k, v in s["bps"].items():
         curves.setdefault(f"{k[0]}-{k[1]}", []).append(v)
 display(pd.DataFrame(rows).set_index("all-reduce ms (at M=3)"))
@@ -205,12 +206,14 @@ plt.show()"""),
 
 A split change means stopping the run, reloading and warming up again. Suppose the reference
 job were running at 6-2: 7-1 is about 8% faster, which over the 4.5-day job saves hours, and
-the advisor switches only if the saving beats the restart cost (`restart_cost_h`)."""),
+the advisor switches only if the saving beats the restart cost (`restart_cost_h`) by more than
+what the model resolves (2% of the remaining time: the expected regret of staying)."""),
     ("code", """rows = []
 for hours in (0, 1, 4, 8, 12, 24):
     d = advise(REF, roles={"target": 6, "drafter": 2}, restart_cost_h=hours).decision
     rows.append({"restart cost h": hours, "verdict": d.verdict.value, "rule": d.rule, "split": d.recommended,
-                 "net saving h": None if d.eta_gain_s is None else d.eta_gain_s / 3600 - hours})
+                 "net saving h": None if d.eta_gain_s is None else d.eta_gain_s / 3600 - hours,
+                 "regret of staying %": d.odds.of("6-2").regret_pct})
 pd.DataFrame(rows).set_index("restart cost h")"""),
     ("md", """## 8. Real runs on an H200
 

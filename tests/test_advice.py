@@ -1,6 +1,8 @@
 """advise(): the pipeline's records, each built once from the one before."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from advisor.advice import advise, advise_numbers
@@ -82,3 +84,14 @@ def test_a_table_at_another_g_says_the_split_slope_is_not_carried():
     said = [w for w in adv.warnings if "step-time slope with the split" in w]
     assert len(said) == 1 and "is for 2 GPUs" in said[0] and "every split keeps the logged step times" in said[0]
     assert not [w for w in advise(fix / "h200-1x1.jsonl").warnings if "step-time slope with the split" in w]
+
+
+def test_logs_fitted_once_advise_as_advise_does():
+    """`fit_logs` reads and fits once; its advice under any options is `advise`'s, and an option
+    given by name is the same as in an `Options`."""
+    from advisor.advice import fit_logs
+    from advisor.settings import Options
+    ref = Path(__file__).parent.parent / "fixtures" / "reference-7x1.jsonl"
+    fitted = fit_logs(ref)
+    for opts in (Options(), Options(gpus=16), Options(roles="target=6,drafter=2", restart_cost_h=3.0)):
+        assert fitted.advise(opts).to_json() == advise(ref, opts).to_json() == advise(ref, **opts.given()).to_json()

@@ -757,7 +757,7 @@ def test_crash_in_check_is_exit_2_one_line(monkeypatch: pytest.MonkeyPatch) -> N
 
     def boom(*a, **k):
         raise ImportError("simulated: a module failed to import")
-    monkeypatch.setattr(advisor.cli.check, "advise", boom)
+    monkeypatch.setattr(advisor.cli.check, "fit_logs", boom)
     log = str(FIXTURES / "reference-7x1.jsonl")
     code, out, err = run_inproc(["check", log])
     assert code == 2 and err.count("\n") == 1 and "internal error" in err and log in err and "Traceback" not in err

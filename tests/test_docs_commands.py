@@ -9,12 +9,17 @@ writes ``run.jsonl`` leaves it for the next one, as a reader's shell would), thr
 for small fixtures by ``SUBSTITUTIONS`` (named, in order; the one benchmark keeps its shape at a
 smaller size). Not run: ``pip install`` (it would reinstall the package this suite tests) and
 ``pytest`` (the suite itself); their parts are checked instead (the files and extras they name
-exist). Python blocks run when they are whole programs (the README's library calls, the schema
+exist). The notebook's ``jupyter nbconvert`` line runs in tests/test_notebooks.py, and the
+commands of docs/stacks/ and docs/deployed.md's console block in tests/test_stacks.py and
+tests/test_deployed_doc.py. Python blocks run when they are whole programs (the README's library calls, the schema
 check) and are compiled when they are snippets of someone else's loop (docs/instrumenting.md).
-The README's example output is compared byte for byte in tests/test_readme.py.
+The example gate and workflow (docs/*.toml, docs/*.yml) run the commands their comments and
+steps show, the same way. The README's example output is compared byte for byte in
+tests/test_readme.py.
 """
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
@@ -49,10 +54,12 @@ SUBSTITUTIONS = [
     (r"parallel_ranks\.py --out /tmp/parallel_ranks\.json",
      "parallel_ranks.py --lines 20000 --files 4 16 --runs 1 --scan --out {scratch}/parallel_ranks.json"),
 ]
-# sbatch and the advice on what its job writes: tests/test_slurm_summarize.py runs the script's steps
-NOT_RUN = ("pip install", "-m pytest", "sbatch ", "RUN_DIR/summaries/")
+# sbatch and the advice on what its job writes: tests/test_slurm_summarize.py runs the script's steps;
+# the notebook's nbconvert line: tests/test_notebooks.py runs it as written, in a scratch folder
+NOT_RUN = ("pip install", "-m pytest", "sbatch ", "RUN_DIR/summaries/", "jupyter nbconvert")
 PRELUDE = ('dflash-advise() { "$PY" -m advisor "$@"; }\ndflash-train() { "$PY" -m trainer "$@"; }\n'
-           'python() { "$PY" "$@"; }\npython3() { "$PY" "$@"; }\nset -o pipefail\n')
+           'python() { "$PY" "$@"; }\npython3() { "$PY" "$@"; }\njupyter() { "$PY" -m jupyter "$@"; }\n'
+           'set -o pipefail\n')
 
 
 def shell_commands(text: str) -> list[str]:
@@ -110,6 +117,22 @@ def test_the_parser_finds_the_commands_readers_see():
             == f"dflash-advise check {LOG} --x --metric gpu_util")
 
 
+# a path of this repository as documents name it (not the tail of a longer path or address)
+REPO_PATH = re.compile(r"(?<![\w/.-])(?:advisor|trainer|benchmarks|notebooks|examples|docs|tests|fuzz|fixtures)"
+                       r"/[\w./*-]*\w")
+
+
+def test_every_repository_path_a_document_names_exists():
+    """README, every page under docs/ and the example gate and workflow name only files that exist
+    (docs/gate.example.toml sent readers to advisor/check.py, which had moved to advisor/cli/)."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docs").glob("*.toml")),
+            *sorted((ROOT / "docs").glob("*.yml"))]
+    named = {(doc.name, p) for doc in docs for p in REPO_PATH.findall(doc.read_text())}
+    assert len(named) > 20 and ("gate.example.toml", "advisor/cli/check.py") in named
+    missing = sorted((doc, p) for doc, p in named if not glob.glob(str(ROOT / p)))
+    assert not missing, missing
+
+
 def test_install_lines_name_what_exists():
     """The install and test lines are not run here; what they name must exist."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
@@ -121,11 +144,37 @@ def test_install_lines_name_what_exists():
                 assert set(group.split(",")) <= set(extras), cmd
 
 
+def config_commands(text: str) -> list[str]:
+    """The commands of an example config or workflow (docs/*.toml, docs/*.yml): the indented lines,
+    or indented comment lines, that start with ``dflash-advise``, without a trailing comment."""
+    return [m.strip() for m in re.findall(r"^(?:#[ \t]{2,}|[ \t]+)(dflash-advise [^#\n]*)", text, re.MULTILINE)]
+
+
+EXAMPLES = [*sorted((ROOT / "docs").glob("*.toml")), *sorted((ROOT / "docs").glob("*.yml"))]
+
+
+def test_the_examples_commands_are_found():
+    gate = config_commands((ROOT / "docs" / "gate.example.toml").read_text())
+    assert gate == ["dflash-advise check docs/gate.example.toml", "dflash-advise check docs/gate.example.toml --markdown"]
+    ci = config_commands((ROOT / "docs" / "ci-example.yml").read_text())
+    assert ci == ["dflash-advise check gate.toml --markdown > advice.md 2> advice.err"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc", EXAMPLES, ids=lambda p: p.name)
+def test_every_command_of_the_example_gate_and_workflow_runs(doc, tmp_path):
+    cmds = config_commands(doc.read_text())
+    assert cmds, f"{doc.name} shows no command"
+    _run_in_order(doc, cmds, _scratch(tmp_path))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_shell_command_of_the_doc_runs(doc, tmp_path):
-    cwd = _scratch(tmp_path)
-    cmds = shell_commands(doc.read_text())
+    _run_in_order(doc, shell_commands(doc.read_text()), _scratch(tmp_path))
+
+
+def _run_in_order(doc: Path, cmds: list[str], cwd: Path) -> None:
     for cmd in cmds:
         parts = [p.strip() for p in cmd.split("&&")]
         runnable = " && ".join(p for p in parts if not any(x in p for x in NOT_RUN))
@@ -136,8 +185,10 @@ def test_every_shell_command_of_the_doc_runs(doc, tmp_path):
         gate = " check " in f" {line} "
         assert r.returncode in ((0, 1) if gate else (0,)), f"{doc.name}: `{line}` exited {r.returncode}:\n{r.stderr}"
         assert "Traceback" not in r.stderr, f"{doc.name}: `{line}`:\n{r.stderr}"
-        if gate:   # a gate's exit code is its verdict, and says so
-            assert ("PASS" if r.returncode == 0 else "FAIL") in r.stdout, line
+        if gate:   # a gate's exit code is its verdict, and says so (in the file stdout went to, if any)
+            out = re.search(r"(?<![0-9&])> (\S+)", line)
+            said = (cwd / out.group(1)).read_text() if out else r.stdout
+            assert ("PASS" if r.returncode == 0 else "FAIL") in said, line
         if line.startswith("dflash-advise --version"):
             assert r.stdout.startswith("dflash-advise "), r.stdout
         if "dflash-train --emulate" in line:

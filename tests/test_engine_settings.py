@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from advisor.errors import SettingsError
-from advisor.settings import build_settings, engine_pairs
+from advisor.settings import Logged, Options, build_settings, engine_pairs
 
 
 @hsettings(max_examples=200, deadline=None)
@@ -19,9 +19,10 @@ def test_tp2_on_8():
     assert engine_pairs(8, 2, 1) == [(3, 2), (2, 4), (1, 6)]
 
 
-def _build(**kw):
-    return build_settings(producer="target", consumer="drafter", log_hs_cap=20, tokens_mean=1000.0,
-                          tokens_range=(900.0, 1100.0), log_token_budget=None, **kw)
+def _build(gpus, log_gpus_per_worker=(1, 1), **kw):
+    logged = Logged(roles=("target", "drafter"), gpus=gpus, hs_cap=20, tokens_mean=1000.0, tokens_range=(900.0, 1100.0),
+                    gpus_per_worker=log_gpus_per_worker)
+    return build_settings(Options(**kw), logged)
 
 
 def test_indivisible_gpus_name_the_option():

@@ -6,15 +6,17 @@ import math
 import pytest
 from hypothesis import given as _given, strategies as _st
 
-from advisor.settings import MAX_GPUS, Capacity, as_capacity, build_settings, check_roles
+from dataclasses import replace
+
+from advisor.settings import MAX_GPUS, Capacity, Logged, Options, as_capacity, build_settings, check_roles
 from advisor.errors import SettingsError
 
+LOGGED = Logged(roles=("target", "drafter"), gpus=8, hs_cap=20, tokens_mean=30000.0, tokens_range=(28000.0, 32000.0),
+                token_budget=32768)
 
-def make(**kw):
-    base = dict(producer="target", consumer="drafter", gpus=8, log_hs_cap=20, tokens_mean=30000.0,
-                tokens_range=(28000.0, 32000.0), log_token_budget=32768)
-    base.update(kw)
-    return build_settings(**base)
+
+def make(logged: Logged = LOGGED, **kw):
+    return build_settings(Options(**kw), logged)
 
 
 def test_defaults_come_from_the_log():
@@ -32,12 +34,14 @@ def test_token_budget_keeps_the_fill_and_flags_extrapolation():
 def test_token_budget_needs_a_batch_size_from_the_log():
     """No tokens measured and no logged budget: a batch's size is unknown, so a budget what-if is
     refused; with a logged budget the nominal batch is that budget, filled as logged."""
+    unknown = replace(LOGGED, tokens_mean=1.0, tokens_range=(1.0, 1.0), token_budget=None, tokens_measured=False)
     with pytest.raises(SettingsError) as e:
-        make(tokens_mean=1.0, tokens_range=(1.0, 1.0), log_token_budget=None, tokens_measured=False, token_budget=8192)
+        make(unknown, token_budget=8192)
     assert str(e.value).startswith("--token-budget:") and "no tokens" in str(e.value)
-    s = make(tokens_mean=32768.0, tokens_range=(32768.0, 32768.0), tokens_measured=False, token_budget=8192)
-    assert s.tokens_per_batch == 8192
-    assert make(tokens_mean=1.0, tokens_range=(1.0, 1.0), log_token_budget=None, tokens_measured=False).own_budget
+    nominal = replace(LOGGED, tokens_mean=32768.0, tokens_range=(32768.0, 32768.0), tokens_measured=False)
+    s = make(nominal, token_budget=8192)
+    assert s.tokens_per_batch == 8192 and not s.tokens_measured
+    assert make(unknown).own_budget
 
 
 @pytest.mark.parametrize("kw, option", [
@@ -60,8 +64,9 @@ def test_roles_are_checked_against_the_log_roles_and_g():
 
 
 def test_next_run_from_the_flag_or_an_ended_log():
-    assert make(next_run=True).for_next_run and make(run_ended=True).for_next_run
-    assert make(run_ended=True).to_json()["run_ended"] is True
+    ended = replace(LOGGED, run_ended=True)
+    assert make(next_run=True).for_next_run and make(ended).for_next_run
+    assert make(ended).to_json()["run_ended"] is True
 
 
 def test_one_limit_for_queue_caps_and_gpus_the_logs_and_the_options():
@@ -76,14 +81,22 @@ def test_one_limit_for_queue_caps_and_gpus_the_logs_and_the_options():
 @pytest.mark.parametrize("kw, option", [
     (dict(gpus=MAX_GPUS + 1), "--gpus"), (dict(roles={"a": MAX_GPUS, "b": 1}), "--roles"),
     (dict(hs_cap=10_001), "--hs-cap"), (dict(sync_every=(1 << 53) + 1), "--sync-every"),
-    (dict(counts={"--targets": MAX_GPUS + 1}), "--targets"),
 ])
-def test_check_limits_names_the_option(kw, option):
-    from advisor.settings import check_limits
+def test_limits_name_the_option(kw, option):
+    """Options past the limits nobody can mean fail when the options are made, before any log is read."""
     with pytest.raises(SettingsError) as e:
-        check_limits(**kw)
+        Options(**kw)
     assert str(e.value).startswith(option + ": ") and "more than the limit" in str(e.value)
-    check_limits(gpus=MAX_GPUS, roles={"a": MAX_GPUS - 1, "b": 1}, hs_cap=10_000, sync_every=1 << 53)
+    Options(gpus=MAX_GPUS, roles={"a": MAX_GPUS - 1, "b": 1}, hs_cap=10_000, sync_every=1 << 53)
+
+
+def test_worker_counts_are_limited_each_and_together():
+    from advisor.settings import check_counts
+    with pytest.raises(SettingsError, match="^--targets: .* more than the limit"):
+        check_counts({"--targets": MAX_GPUS + 1, "--drafters": 1})
+    with pytest.raises(SettingsError, match=r"^--targets \+ --drafters: the split uses"):
+        check_counts({"--targets": MAX_GPUS, "--drafters": 1})
+    check_counts({"--targets": MAX_GPUS - 1, "--drafters": 1})
 
 
 # ---------------------------------------------------------------- capacities: value, range, bound

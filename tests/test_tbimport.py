@@ -88,9 +88,12 @@ def test_ended_flag_writes_end_and_the_advice_is_for_the_next_run(tmp_path):
     assert end["reason"] == "done" and end["t"] == pytest.approx(5400.0, abs=0.5)
     rec = advise(out).to_json()["recommendation"]
     # advice for the next run: no restart cost; a rates-only GPU log carries the GPU priors, which
-    # may leave 7-1 and 6-2 unresolved (cannot-tell for the next run) rather than a confident one
-    assert rec["settings"]["run_ended"] is True and rec["rule"] in ("next-run", "unresolved")
+    # may leave 7-1 and 6-2 open: cannot-tell only where a probe is worth buying (issue 34), and the
+    # action for the next run either way
+    assert rec["settings"]["run_ended"] is True and rec["rule"] in ("next-run", "probe")
     assert rec["verdict"] == ("next-run" if rec["rule"] == "next-run" else "cannot-tell")
+    worth = bool(rec["probe"] and rec["probe"]["worth_it"])
+    assert rec["action"] == "next-run" and (rec["verdict"] == "cannot-tell") == worth
 
 
 def test_corrupt_event_file_exits_2_naming_it(tmp_path):

@@ -190,3 +190,34 @@ def test_a_link_needs_the_sources_hidden_state_size(tmp_path):
                         "1", "--link-bytes-s", "1e9", "--out", str(tmp_path / "o.jsonl")], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no hs_bytes_per_token" in r.stderr
+
+
+@pytest.mark.slow
+def test_the_readme_emulation_ends_at_its_last_step_and_advises_on_a_steady_window(tmp_path):
+    """README's line: 6-2 emulated at --time-scale 0.01. The pipeline ends with its last step; the
+    seconds its processes take to exit are wall time, which 1/time-scale would blow up 100-fold, so
+    neither the `end` nor a `rates` snapshot may lie past the last step (one had the end at 36.7 s
+    after a last step at 3.58 s, and the advisor cut 92% of the log as the final drain). Nor may a
+    snapshot taken while a worker runs late on a loaded machine."""
+    out = _emulate(tmp_path, SOURCE, "--targets", "6", "--drafters", "2", "--steps", "600")
+    events = [json.loads(x) for x in out.read_text().splitlines()]
+    last_step = max(e["t"] for e in events if e["ev"] in ("step", "sync"))
+    end = events[-1]
+    assert end["ev"] == "end" and end["reason"] == "done"
+    # on the ideal timeline, whatever the machine's load: nothing after the last step, which ends the run
+    assert end["t"] == last_step and all(e["t"] <= end["t"] for e in events), (last_step, end["t"])
+    snaps = [e for e in events if e["ev"] == "rates"]
+    assert snaps and snaps[-1]["t"] == end["t"] and snaps[-1]["done"] == 1.0
+
+    from advisor import advise
+
+    adv = advise([str(out)])
+    ob = adv.observed
+    assert ob.drain_share < 0.2, ob.drain_share
+    # a drafter starves only on an empty q_hs: the two measured shares cannot both be large
+    # (the short log had q_hs "full 100% of the time" beside "drafters starved 13%")
+    if ob.hs_full_share is not None and ob.consumer_starved is not None:
+        assert ob.hs_full_share + ob.consumer_starved <= 1.05, (ob.hs_full_share, ob.consumer_starved)
+    # 600 batches: the steady window is not thin evidence (the 60 of the old line left "only 29 steady batches")
+    said = " ".join([*adv.recommendation.reasons, *adv.warnings])
+    assert " steady batches (at least" not in said, said

@@ -1,9 +1,11 @@
 """`dflash-train`: the command line of the trainer (typer only; the work is in `trainer.run`).
 
-Exit codes: 0 the run finished (end reason done); 1 a worker or the loader failed, or the log
+Exit codes: 0 the run finished (end reason done) or reached --time-limit; 1 a worker or the loader failed, or the log
 could not be written (reason error); 130 interrupted by SIGINT, SIGTERM or SIGHUP (reason
 interrupted); 2 unusable input: an invalid setting, an output path that cannot take the log, or
-an --emulate source the advisor cannot read (one line on stderr, no worker started). Only typer,
+an --emulate source the advisor cannot read (one line on stderr, no worker started). With
+--probe (`trainer.probe`): 0 when every segment ran, else the code of the segment that did not
+(1 or 130), 2 for a bad split list or one that does not fit the GPUs. Only typer,
 the standard library and `trainer.config` (no torch) are imported at module level, so that
 ``--help`` and ``--version`` stay fast.
 """
@@ -27,7 +29,8 @@ Handoff = Enum("Handoff", {h: h for h in HANDOFFS}, type=str)
 # config field -> the option that sets it, so that a message names what the user typed
 OPTION_OF = {"hs_queue_depth": "--hs-cap", "rates_every_s": "--rates-every", "stop_grace_s": "--stop-grace", "sync_s": "--sync-s",
              "crash": CRASH_ENV, "run_name": "--run-name", "start_timeout_s": "start_timeout_s",
-             "grad_clip": "grad_clip"}
+             "grad_clip": "grad_clip", "time_limit_s": "--time-limit", "probe": "--probe",
+             "probe_seconds": "--probe-seconds", "probe_rounds": "--probe-rounds"}
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Async DFlash drafter training pipeline (N target processes -> q_hs -> M drafter processes) "
@@ -64,12 +67,14 @@ def _option(field: str) -> str:
 
 @app.command()
 def train(
-    targets: Annotated[int, typer.Option("--targets", help="Target worker processes (N).")] = 1,
-    drafters: Annotated[int, typer.Option("--drafters", help="Drafter worker processes (M).")] = 1,
+    targets: Annotated[Optional[int], typer.Option("--targets", help="Target worker processes (N; default 1).")] = None,
+    drafters: Annotated[Optional[int], typer.Option("--drafters", help="Drafter worker processes (M; default "
+                                                                       "1).")] = None,
     device: Annotated[Device, typer.Option("--device", help="Where workers compute; with cuda, roles are spread "
                                                             "over the visible GPUs.")] = Device.cpu,
-    out: Annotated[str, typer.Option("--out", "-o", help="JSONL rate log to write (refused if it exists, "
-                                                         "unless --force).")] = "run.jsonl",
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="JSONL rate log to write (refused if it exists, "
+                                                                   "unless --force; default run.jsonl); with --probe "
+                                                                   "a directory (default probe).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out file.")] = False,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Stop after this many drafter steps, all "
                                                                  "drafters together (default: the whole plan).")] = None,
@@ -118,15 +123,33 @@ def train(
                             "node 0, then node 1, ..., targets first).")] = None,
     stop_grace: Annotated[float, typer.Option("--stop-grace", help="Seconds workers get to stop before being "
                                                                    "killed.")] = 10.0,
+    probe: Annotated[Optional[str], typer.Option(
+        "--probe", help="Probe these splits, e.g. 5-3,4-4 (targets-drafters, one G): short runs in alternating "
+                        "order A B A B, one log each in the --out directory, for 'dflash-advise DIR'.")] = None,
+    probe_seconds: Annotated[float, typer.Option("--probe-seconds", help="Probe: seconds of each segment, from "
+                                                                         "its header (emulated seconds in "
+                                                                         "emulation).")] = 120.0,
+    probe_rounds: Annotated[int, typer.Option("--probe-rounds", help="Probe: rounds; each runs every split "
+                                                                     "once.")] = 2,
+    time_limit: Annotated[Optional[float], typer.Option(
+        "--time-limit", help="Stop after this many seconds from the header (the log ends 'interrupted', exit "
+                             "code 0).")] = None,
     version: Annotated[Optional[bool], typer.Option("--version", "-V", callback=_version, is_eager=True,
                                                     help="Print the version and exit.")] = None,
 ) -> None:
-    """Run the pipeline and write its rate log."""
+    """Run the pipeline and write its rate log (or, with --probe, a directory of short runs)."""
     from .config import ConfigError, make_config
     from .logwriter import OutputError
 
+    splits = None
     try:
-        cfg = make_config(targets=targets, drafters=drafters, device=device.value, out=out, steps=steps, seed=seed,
+        if probe is not None:
+            splits = _probe_splits(probe, targets, drafters, target_tp)
+            targets, drafters = splits[0]
+            out = out if out is not None else "probe"
+        cfg = make_config(targets=targets if targets is not None else 1, drafters=drafters if drafters is not None
+                          else 1, device=device.value, out=out if out is not None else "run.jsonl", steps=steps,
+                          seed=seed, time_limit_s=time_limit,
                           token_budget=token_budget, pre_queue_depth=pre_queue_depth, hs_queue_depth=hs_queue_depth,
                           sync_every=sync_every, rates_every_s=rates_every, samples=samples, epochs=epochs,
                           model=model.value if model is not None else None, lr=lr, handoff=handoff.value,
@@ -136,6 +159,12 @@ def train(
                           crash=os.environ.get(CRASH_ENV) or None)
         from .run import SourceError, run
 
+        if splits is not None:
+            from .probe import ProbePlan, run_probe
+
+            plan = ProbePlan(splits=splits, seconds=probe_seconds, rounds=probe_rounds)
+            _check_probe(plan, cfg)
+            raise typer.Exit(run_probe(cfg, plan, cfg.out, _say).exit_code)
         result = run(cfg)
     except ConfigError as e:
         _die(f"{_option(e.field)}: {str(e).split(': ', 1)[1]}")
@@ -144,9 +173,34 @@ def train(
     if result.reason == "done":
         _say(f"dflash-train: done: {result.drafter_steps} drafter steps, log {result.log_path} "
              f"({result.lines} lines)")
+    elif result.timed_out:
+        _say(f"dflash-train: time limit: {result.drafter_steps} drafter steps in {result.seconds:.1f} s, log "
+             f"{result.log_path} ({result.lines} lines)")
     elif result.reason == "interrupted":
         _say(f"dflash-train: interrupted after {result.drafter_steps} drafter steps; log {result.log_path}")
     raise typer.Exit(result.exit_code)
+
+
+def _probe_splits(text: str, targets: int | None, drafters: int | None, target_tp: int) -> tuple:
+    """The --probe splits; ConfigError where --targets or --drafters is given too (the probe sets them)."""
+    from .config import ConfigError
+    from .probe import parse_splits
+
+    if targets is not None or drafters is not None:
+        raise ConfigError("probe", "sets the split of each segment: leave out --targets and --drafters")
+    return parse_splits(text, target_tp)
+
+
+def _check_probe(plan, cfg) -> None:
+    """The probe's checks that need the devices: CUDA GPUs visible (not for CPU or emulation)."""
+    from .probe import check_plan
+
+    visible = None
+    if cfg.device == "cuda" and not cfg.emulated:
+        import torch
+
+        visible = torch.cuda.device_count()
+    check_plan(plan, cfg, visible)
 
 
 def _usage_line(e: Exception) -> str:

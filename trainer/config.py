@@ -127,6 +127,19 @@ _DEVICE_DEFAULTS = {
 
 
 @dataclass(frozen=True)
+class ProbeMark:
+    """The header's ``probe`` object: which segment of which probe a run is (docs/log-schema.md)."""
+
+    id: str              # the probe's name, shared by its segments
+    segment: int         # 1-based place of this run in the probe's order
+    segments: int        # segments of the probe
+    round: int           # 1-based round (each round runs every split once)
+
+    def as_header(self) -> dict:
+        return {"id": self.id, "segment": self.segment, "segments": self.segments, "round": self.round}
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything a run needs. Built by `make_config`, which fills device defaults and validates."""
 
@@ -160,6 +173,8 @@ class TrainConfig:
     gpus_per_node: int | None = None        # emulation: GPUs per node (several nodes: a link between them)
     link_bytes_s: float | None = None       # emulation: bandwidth of the link between nodes
     placement: str | None = None            # emulation: "target=0,0,1;drafter=1" node of each engine
+    time_limit_s: float | None = None       # stop this many log seconds after the header (end reason interrupted)
+    probe: ProbeMark | None = None          # this run is one segment of a probe (`trainer.probe`)
 
     def __post_init__(self) -> None:
         for name in ("targets", "drafters", "token_budget", "samples", "epochs", "pre_queue_depth",
@@ -181,9 +196,12 @@ class TrainConfig:
         if not isinstance(self.sync_every, int) or not 0 <= self.sync_every <= MAX_COUNT:
             raise ConfigError("sync_every", f"must be a whole number from 0 (never) to {MAX_COUNT}, "
                               f"got {self.sync_every!r}")
-        for name in ("rates_every_s", "time_scale", "lr", "grad_clip", "start_timeout_s", "stop_grace_s"):
+        for name in ("rates_every_s", "time_scale", "lr", "grad_clip", "start_timeout_s", "stop_grace_s",
+                     "time_limit_s"):
             v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            if name == "time_limit_s" and v is None:
+                continue
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
                 raise ConfigError(name, f"must be a number > 0, got {v!r}")
         if not isinstance(self.target_tp, int) or isinstance(self.target_tp, bool) \
                 or not 1 <= self.target_tp <= MAX_WORKERS:
@@ -297,4 +315,4 @@ def make_config(*, device: str = "cpu", model: str | None = None, token_budget: 
                        lr=lr if lr is not None else d["lr"], **kwargs)
 
 
-__all__ = ["check_divisible", "ConfigError", "TrainConfig", "TargetSpec", "DrafterSpec", "ModelPreset", "PRESETS", "make_config"]
+__all__ = ["check_divisible", "ConfigError", "ProbeMark", "TrainConfig", "TargetSpec", "DrafterSpec", "ModelPreset", "PRESETS", "make_config"]

@@ -31,6 +31,13 @@ Workers sleep until deadlines on an ideal timeline (`trainer.workers`): the inst
 with free queue operations would reach, so that wall-clock overhead (queue operations, logging,
 a loaded machine's scheduler), which a time scale of 0.01 would multiply by 100, is not in the
 logged times. `trainer.fidelity` measures what remains against an exact simulation.
+
+The log's clock is the ideal timeline (`trainer.run`): a `rates` snapshot is taken at the wall
+clock's time but never later than the latest logged step or sync (a worker running late on a loaded
+machine must not put a snapshot past the pipeline's own progress), none once the planned batches
+are done, and the `end` event and the closing snapshot sit at the last step. The wall time the
+processes take to exit is not pipeline time; divided by the time scale it would add tens of
+emulated seconds of idle tail that the advisor would cut as a drain.
 """
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ Phases:
 4. end, with one of three reasons:
    - done: all drafters finished the planned batches (the loader's end markers went through);
    - interrupted: SIGINT, SIGTERM or SIGHUP (a closed terminal) reached the main process (exit
-     code 130);
+     code 130), or the log's clock reached --time-limit (exit code 0: the run lasted what was
+     asked; the end's ``msg`` says which);
    - error: a worker reported an exception, died, the loader failed, or the log could not be
      written (exit code 1).
    On interrupt/error the main process sets ``stop``; workers leave at their next queue
@@ -90,6 +91,8 @@ class RunResult:
     log_path: str
     drafter_steps: int
     lines: int
+    timed_out: bool = False      # ended by --time-limit (reason interrupted, exit code 0)
+    seconds: float | None = None  # the log's last t: seconds from the header to the end (emulated seconds in emulation)
 
 
 def _free_port() -> int:
@@ -156,6 +159,8 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
         h["cores"] = len(os.sched_getaffinity(0))   # fewer than the workers: the advisor widens for it
     if cfg.target_tp > 1:
         h["gpus_per_worker"] = {"target": cfg.target_tp}
+    if cfg.probe is not None:
+        h["probe"] = cfg.probe.as_header()
     if profile is not None:
         h["source"] = profile.source
         h["time_scale"] = cfg.time_scale
@@ -217,8 +222,11 @@ class _Run:
         self.error_tb: str | None = None
         self.writer: LogWriter | None = None
         self.clock_start: float | None = None
+        self.seconds: float | None = None
         self.drafter_steps = 0
+        self.last_event_t = 0.0          # the latest t of a logged step or sync
         self.reported: set[tuple[str, int]] = set()     # workers that sent an error message
+        self.timed_out = False                           # the run reached --time-limit
         self.loader = None
 
     # -- setup --------------------------------------------------------------------------
@@ -300,9 +308,11 @@ class _Run:
                 rates.add(msg)
             if msg["role"] == "drafter":
                 self.drafter_steps += 1
+            self.last_event_t = max(self.last_event_t, msg["t"])
         elif kind == "sync":
             if self.writer is not None:
                 self.writer.write(msg)
+            self.last_event_t = max(self.last_event_t, msg["t"])
         elif kind == "ready":
             info = {**msg.get("info", {}), "device": msg["device"], "pid": msg["pid"]}
             if msg.get("tp_rank", 0):
@@ -409,7 +419,11 @@ class _Run:
                 _say(self.error_tb, end="")
             _say(f"dflash-train: error: {self.error}")
         code = {"done": EXIT_DONE, "error": EXIT_ERROR, "interrupted": EXIT_INTERRUPTED}[reason]
-        return RunResult(reason, self.error, code, cfg.out, self.drafter_steps, self.writer.lines)
+        timed_out = reason == "interrupted" and self.timed_out
+        if timed_out:
+            code = EXIT_DONE           # the run lasted what was asked: the log ends "interrupted", the exit is clean
+        return RunResult(reason, self.error, code, cfg.out, self.drafter_steps, self.writer.lines,
+                         timed_out=timed_out, seconds=self.seconds)
 
     def _write_error(self) -> None:
         if self.writer.error is not None and self.error is None:
@@ -447,12 +461,17 @@ class _Run:
             while True:
                 self._drain(rates, 0.02)
                 now = (time.monotonic() - self.clock_start) / scale
-                if now >= next_rates:
+                if cfg.emulated:    # the log's clock is the ideal timeline: never past its latest logged instant
+                    now = min(now, self.last_event_t)
+                if now >= next_rates and not (cfg.emulated and self.drafter_steps >= planned):
                     last_rates = rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize())
                     self.writer.write(last_rates)
                     next_rates += cfg.rates_every_s * (1 + int((now - next_rates) // cfg.rates_every_s))
                 progress.update(now, last_rates, self.drafter_steps, planned)
                 if sigs.caught is not None:        # before the checks below: a signal's casualties are no error
+                    break
+                if cfg.time_limit_s is not None and now >= cfg.time_limit_s and self.error is None:
+                    self.timed_out = True
                     break
                 self._write_error()
                 if drafter_keys <= self.done:
@@ -465,22 +484,30 @@ class _Run:
                 self._check_dead()
                 if self.error is not None:
                     break
+        if sigs.caught is not None:
+            self.timed_out = False         # a signal came first, or during the stop: that is the reason
         if reason is None:
-            reason = "interrupted" if sigs.caught is not None and self.error is None else "error"
+            reason = "interrupted" if (sigs.caught is not None or self.timed_out) and self.error is None else "error"
         if reason == "error":
             self._blame()
         self._shutdown(rates, graceful=reason == "done")
         now = (time.monotonic() - self.clock_start) / scale
+        if cfg.emulated and reason == "done":
+            # the emulated pipeline ends at its last step; the wall time its processes took to exit,
+            # scaled by 1/time-scale, is no part of its timeline
+            now = self.last_event_t
         if reason == "done" and rates is not None:
             self.writer.write(rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize()))
         self._write_error()
         if self.error is not None and reason == "done":
             reason = "error"
-        end = {"ev": "end", "t": round(now, 6), "reason": reason}
+        self.seconds = round(now, 6)
+        end = {"ev": "end", "t": self.seconds, "reason": reason}
         if reason == "error":
             end["msg"] = self.error
         elif reason == "interrupted":
-            end["msg"] = f"{sigs.caught} received"
+            end["msg"] = f"{sigs.caught} received" if sigs.caught is not None else \
+                f"time limit of {cfg.time_limit_s:g} s reached"
         self.writer.write_last(end)
         self.writer.close()
         self._write_error()

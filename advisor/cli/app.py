@@ -13,15 +13,14 @@ import sys
 import threading
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from advisor import __version__
+from advisor.cli.flags import options_of, with_options
 from advisor.errors import LogError, SettingsError
-from advisor.settings import (DEFAULT_FOLLOW_INTERVAL_S, DEFAULT_HS_CAP, DEFAULT_MIN_EFFICIENCY,
-                              DEFAULT_RESTART_COST_H, DEFAULT_TOKENS_PER_BATCH, MAX_GPUS_PER_WORKER,
-                              MIN_FOLLOW_INTERVAL_S, MIN_GPUS, as_capacity, check_limits, parse_role_map)
+from advisor.settings import Options, as_capacity, check_counts, check_role_names
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -58,67 +57,13 @@ def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_ver
 Logs = Annotated[list[Path], typer.Argument(help="Rate log(s), .jsonl or .jsonl.gz; several logs of one job "
                                                  "(e.g. at different splits) are fitted together.",
                                             show_default=False)]
-Gpus = Annotated[Optional[int], typer.Option("--gpus", min=MIN_GPUS, help="GPUs to split (default: the log header's).")]
 AsJson = Annotated[bool, typer.Option("--json", help="Short for --format json: machine-readable (schema 1).")]
 AsMarkdown = Annotated[bool, typer.Option("--markdown", help="Short for --format markdown, e.g. for a pull-request "
                                                              "comment.")]
 FormatOpt = Annotated[Optional[Format], typer.Option("--format", "-f", help="Output format.", show_default="text")]
-RestartCost = Annotated[float, typer.Option("--restart-cost", min=0.0,
-                                            help="Hours a restart costs (reload, warm-up); weighed against the "
-                                                 "ETA gain of a switch.")]
-HsCap = Annotated[Optional[int], typer.Option("--hs-cap", min=0, help="Project with this q_hs depth (batches) "
-                                                                     "instead of the log's.")]
-TokenBudget = Annotated[Optional[int], typer.Option("--token-budget", min=1,
-                                                    help="Project with this batch token budget instead.")]
-RolesOpt = Annotated[Optional[str], typer.Option("--roles", help="Split to judge, e.g. target=6,drafter=2; must "
-                                                                  "sum to the GPUs split (default: the observed one).")]
-NextRun = Annotated[bool, typer.Option("--next-run", help="Advise the split for the job's next run (no restart cost); "
-                                                          "implied when the log has ended.")]
-
-
-GpusPerWorker = Annotated[Optional[str], typer.Option(
-    "--gpus-per-worker", help="GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: the "
-                              "log's (1 if it says none). Splits are enumerated in engines.")]
-EngineScaling = Annotated[Optional[str], typer.Option(
-    "--engine-scaling", help="With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine size "
-                             "to the logged one, e.g. target=0.9 (1: linear). An assumption you give.")]
-GpusPerNode = Annotated[Optional[int], typer.Option("--gpus-per-node", min=1, help="GPUs of one node (default: "
-                                                    "the log's; none: one node holds all).")]
-LinkGBs = Annotated[Optional[float], typer.Option("--link-gbytes-s", help="Inter-node link bandwidth, GB/s (1e9 "
-                                                  "bytes/s), one per node pair direction (default: measured from the "
-                                                  "log's xfer, else its header's link_bytes_s).")]
-
-
-def _engine_options(gpus_per_worker: str | None, engine_scaling: str | None, gpus_per_node: int | None,
-                    link_gbytes_s: float | None) -> dict:
-    """The engine and node options given, as `advise` takes them (those not given: the log's)."""
-    given = dict(gpus_per_worker=gpus_per_worker, engine_scaling=engine_scaling, gpus_per_node=gpus_per_node,
-                 link_gbytes_s=link_gbytes_s)
-    return {k: v for k, v in given.items() if v is not None}
-
-
 def _die(msg: str, code: int = 2) -> None:
     typer.echo(f"dflash-advise: {msg}", err=True)
     raise typer.Exit(code)
-
-
-MAX_ROLE_DIGITS = 4   # counts beyond 9999 GPUs are not a split anyone means
-
-
-def _parse_roles(text: str | None) -> dict[str, int] | None:
-    if text is None:
-        return None
-    out: dict[str, int] = {}
-    for part in text.split(","):
-        name, eq, n = (x.strip() for x in part.partition("="))
-        if not eq or not name:
-            _die(f"--roles: expected role=count pairs like target=6,drafter=2, got {part.strip()!r} in {text!r}")
-        if not n.isdigit() or len(n) > MAX_ROLE_DIGITS or int(n) < 1:
-            _die(f"--roles: the count of {name!r} must be a whole number from 1 to 9999, got {n!r}")
-        if name in out:
-            _die(f"--roles: {name!r} is given twice in {text!r}")
-        out[name] = int(n)
-    return out
 
 
 def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
@@ -146,14 +91,6 @@ def _internal(e: BaseException, inputs: str) -> None:
     _die(f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)")
 
 
-def _check_limits(**options) -> None:
-    """Exit 2 on options past `advisor.settings`' limits, before any log is read."""
-    try:
-        check_limits(**options)
-    except SettingsError as e:
-        _die(str(e))
-
-
 READ_AHEAD_BYTES = 16 << 20   # logs larger than this are read while the modules import (one parse piece)
 
 
@@ -173,13 +110,12 @@ def _import_advice() -> None:
         pass     # imported again in the main thread, which reports what fails
 
 
-def _advise(logs: list[Path], **kw):
+def _advise(logs: list[Path], options: Options):
     from advisor.advice import advise
-    return advise(logs, **kw)
+    return advise(logs, options)
 
 
-def _advise_or_die(logs: list[Path], **kw):
-    _check_limits(gpus=kw.get("gpus"), roles=kw.get("roles"), hs_cap=kw.get("hs_cap"))
+def _advise_or_die(logs: list[Path], options: Options):
     size = 0
     for p in logs:
         try:
@@ -207,10 +143,10 @@ def _advise_or_die(logs: list[Path], **kw):
                 if importer.ident is not None:       # (started: read_ahead got as far as forking)
                     importer.join()
             try:
-                return _advise(logs, **kw)
+                return _advise(logs, options)
             finally:
                 release_kept()      # the reading workers, kept for the refinement's simulations
-        return _advise(logs, **kw)
+        return _advise(logs, options)
     except LogError as e:
         _die(str(e))
     except ValueError as e:
@@ -225,56 +161,38 @@ def _advise_or_die(logs: list[Path], **kw):
 
 
 @app.command("advise", short_help="Advice for the run(s): the table of splits, the verdict and its reasons.")
-def advise_cmd(logs: Logs, gpus: Gpus = None, fmt: FormatOpt = None, as_json: AsJson = False,
-               as_markdown: AsMarkdown = False, restart_cost: RestartCost = DEFAULT_RESTART_COST_H, hs_cap: HsCap = None,
-               token_budget: TokenBudget = None, roles: RolesOpt = None, next_run: NextRun = False,
-               exact: Annotated[bool, typer.Option("--exact", help="Also simulate every split exactly from the "
-                                                                   "log's own step times (slower).")] = False,
-               follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the "
-                                                                     "report until its 'end' event or Ctrl-C.")] = False,
-               interval: Annotated[float, typer.Option(
-                   "--interval", min=MIN_FOLLOW_INTERVAL_S,
-                   help="Seconds between refreshes with --follow.")] = DEFAULT_FOLLOW_INTERVAL_S,
-               max_wait: Annotated[Optional[float], typer.Option(
-                   "--max-wait", min=0.0, help="With --follow: give up (exit 2) if a log is still missing after "
-                                               "this many seconds (default: wait).")] = None,
-               gpus_per_worker: GpusPerWorker = None, engine_scaling: EngineScaling = None,
-               gpus_per_node: GpusPerNode = None, link_gbytes_s: LinkGBs = None) -> None:
+@with_options("advise", "logs", "gpus", "fmt", "as_json", "as_markdown", "restart_cost_h", "hs_cap", "token_budget",
+              "roles", "next_run", "exact", "follow", "interval_s", "max_wait_s", "gpus_per_worker", "engine_scaling",
+              "gpus_per_node", "link_gbytes_s")
+def advise_cmd(logs: Logs, fmt: FormatOpt = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
+               follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the report "
+                                                                     "until its 'end' event or Ctrl-C.")] = False,
+               **given: Any) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
-    kw = dict(gpus=gpus, roles=_parse_roles(roles), hs_cap=hs_cap, token_budget=token_budget,
-              restart_cost_h=restart_cost, next_run=next_run, exact=exact)
-    kw.update(_engine_options(gpus_per_worker, engine_scaling, gpus_per_node, link_gbytes_s))
+    options = options_of(given)
     if follow:
         from advisor.cli.follow import follow_logs
-        raise typer.Exit(follow_logs(logs, fmt=fmt, interval_s=interval, max_wait_s=max_wait, **kw))
-    adv = _advise_or_die(logs, **kw)     # (first: it reads the logs while the modules import)
+        raise typer.Exit(follow_logs(logs, options, fmt=fmt))
+    adv = _advise_or_die(logs, options)     # (first: it reads the logs while the modules import)
     from advisor.present.text import render
     typer.echo(render(adv, fmt), nl=False)
 
 
 @app.command("check", short_help="CI gate on a planned split: exit 0 pass, 1 fail, 2 unusable input.")
+@with_options("check", "source", "min_efficiency", "min_gpu_util", "metric", "roles", "gpus", "as_json", "as_markdown",
+              "gpus_per_worker", "engine_scaling", "gpus_per_node", "link_gbytes_s")
 def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config naming the planned split and "
                                                                  "profile log(s), or rate log(s).",
                                                             show_default=False)],
-              min_efficiency: Annotated[Optional[float], typer.Option(
-                  "--min-efficiency", min=0.0, max=1.0,
-                  help=f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).")] = None,
-              metric: Annotated[Optional[str], typer.Option(
-                  "--metric", help="efficiency or gpu_util (default: the config's, else efficiency).")] = None,
-              roles: RolesOpt = None, gpus: Gpus = None, as_json: AsJson = False,
-              as_markdown: AsMarkdown = False, gpus_per_worker: GpusPerWorker = None,
-              engine_scaling: EngineScaling = None, gpus_per_node: GpusPerNode = None,
-              link_gbytes_s: LinkGBs = None) -> None:
+              as_json: AsJson = False, as_markdown: AsMarkdown = False, **given: Any) -> None:
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold, 1 if not, 2 if unusable."""
     from advisor.cli.check import run_check
     from advisor.present.text import render
     fmt = _format(as_json, as_markdown)
-    planned = _parse_roles(roles)
-    _check_limits(gpus=gpus, roles=planned)
+    options = options_of(given)
     try:
-        adv = run_check(source, min_value=min_efficiency, metric=metric, roles=planned, gpus=gpus,
-                        engines=_engine_options(gpus_per_worker, engine_scaling, gpus_per_node, link_gbytes_s))
+        adv = run_check(source, options)
     except (LogError, ValueError) as e:
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):
@@ -298,20 +216,20 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
 
 
 @app.command("plot", short_help="One figure: the splits, efficiency, rates over time and q_hs.")
+@with_options("plot", "logs", "out", "gpus", "min_efficiency")
 def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
                  "-o", "--out", help="File to write; its extension picks the format (.png, .pdf, .svg, ...). "
                                      "A directory gets advice.png.")] = Path("advice.png"),
-             gpus: Gpus = None, min_efficiency: Annotated[float, typer.Option(
-                 "--min-efficiency", min=0.0, max=1.0, help="Gate threshold drawn on the efficiency panel.")] = DEFAULT_MIN_EFFICIENCY,
-             ) -> None:
+             **given: Any) -> None:
     """One figure: tok/s per split, efficiency and gpu_util, rates over time, q_hs occupancy."""
     from advisor.present.plots import figure_path, plot_advice, save_figure
     try:   # before the logs are read: a bad -o fails at once
         path = figure_path(out)
     except ValueError as e:
         _die(str(e))
-    adv = _advise_or_die(logs, gpus=gpus)
-    fig = plot_advice(adv, min_efficiency=min_efficiency)
+    options = options_of(given)
+    adv = _advise_or_die(logs, options)
+    fig = plot_advice(adv, min_efficiency=options.min_efficiency)
     try:
         path = save_figure(fig, path)
     except OSError as e:
@@ -321,6 +239,8 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
 
 
 @app.command("what-if", short_help="Advice from bare numbers: worker counts and pool capacities.")
+@with_options("what-if", "targets", "drafters", "target_bps", "drafter_bps", "hs_cap", "tokens_per_batch", "scv",
+              "sync_every", "gpus_per_worker", "sync_s", "gpus", "next_run", "fmt", "as_json", "as_markdown")
 def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
                 drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
                 target_bps: Annotated[str, typer.Option("--target-bps", help="Capacity of all targets together, "
@@ -329,39 +249,21 @@ def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="T
                 drafter_bps: Annotated[str, typer.Option("--drafter-bps", help="Capacity of all drafters together, "
                                                          "batches/s: a value, a range (lo..hi) or a lower bound "
                                                          "('>=x').")],
-                hs_cap: Annotated[int, typer.Option("--hs-cap", min=0, help="q_hs depth (batches).")] = DEFAULT_HS_CAP,
-                tokens_per_batch: Annotated[float, typer.Option("--tokens-per-batch", min=1.0,
-                                                                help="Mean tokens per batch (for tok/s).")] = DEFAULT_TOKENS_PER_BATCH,
-                scv: Annotated[Optional[float], typer.Option("--scv", min=0.0, help="Step-time variability "
-                                                                                     "(squared CV).")] = None,
-                sync_every: Annotated[int, typer.Option("--sync-every", min=0, help="Drafter steps per sync.")] = 0,
-                gpus_per_worker: GpusPerWorker = None,
-                sync_s: Annotated[float, typer.Option("--sync-s", min=0.0, help="Seconds per sync at this "
-                                                                                 "drafter count.")] = 0.0,
-                gpus: Gpus = None, next_run: NextRun = False, fmt: FormatOpt = None, as_json: AsJson = False,
-                as_markdown: AsMarkdown = False) -> None:
+                fmt: FormatOpt = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
+                **given: Any) -> None:
     """Advice from bare numbers: worker counts and pool capacities in batches/s (for example --targets 7
     --drafters 1 --target-bps 0.92 --drafter-bps 0.86)."""
-    import math
-
     from advisor.advice import advise_numbers
     from advisor.present.text import render
     fmt = _format(as_json, as_markdown, fmt)
-    _check_limits(counts={"--targets": targets, "--drafters": drafters}, gpus=gpus,
-                  roles={"target": targets, "drafter": drafters})
     try:
-        caps = {"target": as_capacity("--target-bps", target_bps), "drafter": as_capacity("--drafter-bps", drafter_bps)}
+        check_counts({"--targets": targets, "--drafters": drafters})
     except SettingsError as e:
         _die(str(e))
-    for name, v in (("--scv", scv), ("--sync-s", sync_s), ("--tokens-per-batch", tokens_per_batch)):
-        if v is not None and not math.isfinite(v):
-            _die(f"{name}: must be a finite number, got {v}")
-    _check_limits(hs_cap=hs_cap, sync_every=sync_every)
+    options = options_of(given)
     try:
-        adv = advise_numbers({"target": targets, "drafter": drafters},
-                             caps, gpus=gpus, hs_cap=hs_cap, scv=scv,
-                             sync_every=sync_every, sync_s=sync_s, tokens_per_batch=tokens_per_batch,
-                             next_run=next_run, gpus_per_worker=gpus_per_worker)
+        caps = {"target": as_capacity("--target-bps", target_bps), "drafter": as_capacity("--drafter-bps", drafter_bps)}
+        adv = advise_numbers({"target": targets, "drafter": drafters}, caps, options)
     except ValueError as e:
         _die(str(e))
     typer.echo(render(adv, fmt), nl=False)
@@ -373,6 +275,8 @@ def _warn_lines(seen: list) -> None:
 
 
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
+@with_options("import-tb", "events", "out", "roles", "mapping", "stack", "queue", "gpus", "token_budget", "samples",
+              "epochs", "run_name", "ended", "gpus_per_worker", "gpus_per_node")
 def import_tb_cmd(
         events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, directories searched for "
                                                           "*tfevents* files, or .csv histories exported from wandb "
@@ -389,8 +293,6 @@ def import_tb_cmd(
                             "(docs/stacks/).")] = None,
         queue: Annotated[Optional[list[str]], typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 "
                                                                            "(repeatable).")] = None,
-        gpus: Annotated[Optional[int], typer.Option("--gpus", min=MIN_GPUS, help="GPUs of the job (default: the sum "
-                                                                          "of --roles).")] = None,
         token_budget: Annotated[Optional[int], typer.Option("--token-budget", min=1,
                                                             help="Tokens per batch at most.")] = None,
         samples: Annotated[Optional[int], typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
@@ -398,30 +300,30 @@ def import_tb_cmd(
         run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: the first "
                                                                              "argument's name).")] = None,
         ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
-        gpus_per_worker: GpusPerWorker = None,
-        gpus_per_node: GpusPerNode = None,
-) -> None:
+        **given: Any) -> None:
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
+    from advisor.records import Run
     from advisor.stacks import import_stack
     from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
     if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
+    options = options_of(given)
     with warnings.catch_warnings(record=True) as seen:   # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
             role_map = parse_roles(roles)
             queues = [parse_queue(q, list(role_map)) for q in queue or []]
-            k = parse_role_map("--gpus-per-worker", gpus_per_worker, tuple(role_map)[::len(role_map) - 1],
-                               whole=True, lo=1, hi=MAX_GPUS_PER_WORKER) if gpus_per_worker else None
-            header = dict(roles=role_map, run=run_name, gpus=gpus, queues=queues, token_budget=token_budget,
-                          samples=samples, epochs=epochs, ended=ended)
+            k = check_role_names("--gpus-per-worker", options.gpus_per_worker,
+                                 tuple(role_map)[::len(role_map) - 1]) or None
+            header = Run(run=run_name or Path(events[0]).name, roles=role_map, gpus=options.gpus, queues=queues,
+                         token_budget=token_budget, samples=samples, epochs=epochs, gpus_per_worker=k,
+                         gpus_per_node=options.gpus_per_node)
             if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, mapping=mapping or [], gpus_per_worker=k,
-                                             gpus_per_node=gpus_per_node, **header)
+                path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
             else:
-                path, n = import_stack(events, out, stack=stack, mapping=mapping or [], **header)
+                path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))

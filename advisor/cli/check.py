@@ -19,7 +19,9 @@ Input is either rate log(s) (the planned split defaults to the observed one) or 
     min_efficiency = 0.9               # or min_gpu_util = 0.85
     metric = "efficiency"              # efficiency | gpu_util
 
-Command-line options override the config. A gate never passes on input it could not read:
+Command-line options override the config; a threshold applies to its own metric only
+(``--min-efficiency`` on a gpu_util gate is an error, as ``min_efficiency`` is in such a
+config). A gate never passes on input it could not read:
 every problem is a `LogError`/`ValueError` naming the file, line and key (exit 2). Strict: any
 key or table not shown above (``[role]``, ``min_efficency``) is an error with the closest known
 name, as is a threshold for the metric not chosen; ``[roles]`` must name both roles of the log;
@@ -44,12 +46,11 @@ if sys.version_info >= (3, 11):
 else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
-from advisor.advice import Advice, advise
-from advisor.errors import LogError, LogRefused
+from advisor.advice import Advice, fit_logs
+from advisor.errors import LogError, LogRefused, short_repr
 from advisor.ingest.ranks import GLOB_CHARS
-from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, MIN_GPUS
+from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, METRICS, MIN_GPUS, Options
 
-METRICS = ("efficiency", "gpu_util")
 MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
 # every key a config may hold; [roles] takes the profile log's role names (checked once it is read)
 TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate", "gpus_per_worker", "engine_scaling", "gpus_per_node",
@@ -97,13 +98,8 @@ def _key(cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, def
         node = node[part]
     if not isinstance(node, kind) or isinstance(node, bool):
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise LogError(path, _line_of(text, dotted), f"must be {want}, got {_short(node)}", dotted)
+        raise LogError(path, _line_of(text, dotted), f"must be {want}, got {short_repr(node)}", dotted)
     return node
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def _read_config(path: Path) -> tuple[dict[str, Any], str]:
@@ -179,14 +175,15 @@ def load_config(path: Path) -> dict[str, Any]:
         for r, n in roles.items():
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_GPUS:
                 raise LogError(sp, _line_of(text, f"roles.{r}"), f"must be a whole number from 1 to {MAX_GPUS}, "
-                               f"got {_short(n)}", f"roles.{r}")
+                               f"got {short_repr(n)}", f"roles.{r}")
     queues = _key(cfg, "queues", dict, sp, text=text)
     _unknown(text, sp, "queues", list(queues or {}), QUEUE_KEYS, "queue the gate can plan")
     gate = _key(cfg, "gate", dict, sp, text=text)
     _unknown(text, sp, "gate", list(gate or {}), GATE_KEYS, "gate setting")
     metric = _key(cfg, "gate.metric", str, sp, "efficiency", text=text)
     if metric not in METRICS:
-        raise LogError(sp, _line_of(text, "gate.metric"), f"must be one of {', '.join(METRICS)}, got {_short(metric)}",
+        raise LogError(sp, _line_of(text, "gate.metric"), f"must be one of {', '.join(METRICS)}, "
+                       f"got {short_repr(metric)}",
                        "gate.metric")
     other = next(f"min_{m}" for m in METRICS if m != metric)
     if other in (gate or {}):
@@ -218,29 +215,73 @@ def _engine_keys(cfg: Mapping[str, Any], sp: str, text: str) -> dict[str, Any]:
     return out
 
 
-def run_check(sources: Sequence[Path], *, min_value: float | None = None, metric: str | None = None,
-              roles: Mapping[str, int] | None = None, gpus: int | None = None,
-              engines: Mapping[str, Any] | None = None) -> Advice:
-    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``."""
+def _option(metric: str) -> str:
+    """The command-line option of a metric's threshold: --min-efficiency, --min-gpu-util."""
+    return "--min-" + metric.replace("_", "-")
+
+
+def _threshold(cfg: Mapping[str, Any], metric: str, metric_given: bool, given: Mapping[str, float]) -> float:
+    """The gate's threshold for ``metric``: the command line's, else the config's, else the default.
+
+    As in the config, a threshold applies to its own metric only: one given for the other metric
+    (``--min-efficiency`` on a gpu_util gate, or ``--metric gpu_util`` over a config's
+    ``min_efficiency``) is an error naming the option, never silently moved across.
+    """
+    if len(given) > 1:
+        raise ValueError(f"{_option(METRICS[1])}: give one threshold, {' or '.join(map(_option, METRICS))}")
+    if given:
+        (m, value), = given.items()
+        if m != metric:
+            why = ("--metric" if metric_given else f"gate.metric of {cfg['path']}" if "path" in cfg
+                   else "the default metric")
+            raise ValueError(f"{_option(m)}: the gate's metric is '{metric}' (from {why}), so {_option(m)} would "
+                             f"not apply; give {_option(metric)}, or --metric {m}")
+        return value
+    if cfg["threshold"] is not None:
+        if cfg["metric"] != metric:
+            raise ValueError(f"--metric: {cfg['path']} sets min_{cfg['metric']}, a threshold of "
+                             f"'{cfg['metric']}', not of '{metric}'; give {_option(metric)} too")
+        return cfg["threshold"]
+    return DEFAULT_MIN_EFFICIENCY
+
+
+def run_check(sources: Sequence[Path], options: Options | None = None, /, **given: Any) -> Advice:
+    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``.
+
+    Args:
+        sources: a TOML config, or rate log(s) whose observed split is planned.
+        options: `advisor.settings.Options` (fields in ``given`` replace its own), put over a
+            config's: ``min_efficiency`` and ``min_gpu_util`` (each applies only when the gate's
+            metric is its own: `_threshold`), ``metric``, ``roles`` (the split to judge), ``gpus``
+            and the engine and node options.
+
+    Returns:
+        The advice judged at the planned split, with ``gate`` = metric, threshold, value, passed.
+    """
+    options = Options.of(options, **given)
     sources = [Path(s) for s in sources]
     cfg: dict[str, Any] = {"profile": sources, "roles": None, "metric": "efficiency", "threshold": None,
                            "gpus": None, "hs_cap": None}
     if len(sources) == 1 and sources[0].suffix == ".toml":
         cfg = load_config(sources[0])
-    metric = metric or cfg["metric"]
+    metric_given = options.metric is not None
+    metric = options.metric or cfg["metric"]
     if metric not in METRICS:
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    threshold = min_value if min_value is not None else (cfg["threshold"] if cfg["threshold"] is not None
-                                                         else DEFAULT_MIN_EFFICIENCY)
-    from_cli = roles is not None
-    planned = roles or cfg["roles"]
+    given_thresholds = {m: v for m, v in zip(METRICS, (options.min_efficiency, options.min_gpu_util)) if v is not None}
+    threshold = _threshold(cfg, metric, metric_given, given_thresholds)
+    from_cli = options.roles is not None
+    planned = options.roles or cfg["roles"]
     # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a
     # split of the profile's own G, so roles that do not sum to it are an error, not another G
-    eng = {**cfg.get("engines", {}), **(engines or {})}
-    n_gpus = gpus or cfg["gpus"]
-    # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
-    plan = planned if planned and not from_cli and n_gpus is None else None
-    adv = advise(cfg["profile"], gpus=n_gpus, hs_cap=cfg["hs_cap"], gpus_of=plan, **eng)
+    n_gpus = options.gpus or cfg["gpus"]
+    profile = replace(options.over(Options(hs_cap=cfg["hs_cap"], **cfg.get("engines", {}))), gpus=n_gpus, roles=None)
+    fitted = fit_logs(cfg["profile"])
+    p, c = fitted.fit.roles
+    if planned and not from_cli and n_gpus is None and set(planned) == {p, c}:
+        # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
+        profile = replace(profile, gpus=fitted.settings(profile).split_gpus(planned[p], planned[c]))
+    adv = fitted.advise(profile)
     p, c = adv.roles
     if planned is None:
         planned = dict(adv.observed.roles)

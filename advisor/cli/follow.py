@@ -2,8 +2,9 @@
 
 Loop, every ``interval_s`` seconds:
 
-1. If a log is missing, wait for it; missing for longer than ``max_wait_s`` -> exit 2 with a
-   message (``max_wait_s=None`` waits for ever: the advisor may be started before the trainer).
+1. If a log is missing, wait for it; missing for longer than ``max_wait_s`` (an `Options` field,
+   as is ``interval_s``) -> exit 2 with a message (None waits for ever: the advisor may be
+   started before the trainer).
 2. If no log changed (size and mtime) since the last pass, do nothing: a stalled run is not
    re-printed.
 3. Otherwise run `advisor.advice.advise` on the whole file(s) again (the loader skips a last line
@@ -43,7 +44,7 @@ from advisor.errors import LogError, LogRefused
 from advisor.ingest.reader import MAX_LOG_BYTES, open_log
 from advisor.ingest.ranks import expand
 from advisor.present.text import render
-from advisor.settings import DEFAULT_FOLLOW_INTERVAL_S
+from advisor.settings import Options
 
 CLEAR = "\x1b[H\x1b[2J"   # cursor home + erase screen
 TAIL_BYTES = 64 << 10      # enough of a log's end to find its 'end' event
@@ -241,12 +242,12 @@ def _wait_missing(paths: Sequence[Path], screen: _Screen, missing_since: float |
 
 
 def _advise_pass(args: Sequence[Path], paths: Sequence[Path], screen: _Screen, fmt: str,
-                 advise_kwargs: dict[str, Any]) -> int | None:
+                 options: Options) -> int | None:
     """Advise on changed logs: a report, or a waiting line; the exit code when following must stop."""
     # counted before advising so that the count never runs ahead of what was read
     n_lines = sum(_count_lines(p) for p in paths)
     try:
-        adv = advice.advise(args, **advise_kwargs)
+        adv = advice.advise(args, options)
     except LogError as e:
         if e.line is not None or isinstance(e, LogRefused):   # waiting will not cure it
             _err(str(e))
@@ -287,13 +288,16 @@ def _interrupted(screen: _Screen, fmt: str) -> int:
     return EXIT_INTERRUPTED
 
 
-def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: float = DEFAULT_FOLLOW_INTERVAL_S,
-                max_wait_s: float | None = None, out: TextIO | None = None, **advise_kwargs: Any) -> int:
-    """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring)."""
+def follow_logs(paths: Sequence[str | Path], options: Options | None = None, /, *, fmt: str = "text",
+                out: TextIO | None = None, **given: Any) -> int:
+    """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring).
+
+    ``options`` (`advisor.settings.Options`; fields in ``given`` replace its own) are the advice's,
+    with ``interval_s`` between passes and ``max_wait_s`` for a missing log."""
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
-    if not interval_s > 0:
-        raise ValueError(f"interval_s must be > 0, got {interval_s!r}")
+    options = Options.of(options, **given)
+    interval_s, max_wait_s = options.interval_s, options.max_wait_s
     args = [Path(p) for p in paths]
     if _unusable_args(args):
         return EXIT_UNUSABLE
@@ -320,7 +324,7 @@ def follow_logs(paths: Sequence[str | Path], *, fmt: str = "text", interval_s: f
                 return EXIT_UNUSABLE
             if sig != last_sig:
                 last_sig = sig
-                code = _advise_pass(args, paths, screen, fmt, advise_kwargs)
+                code = _advise_pass(args, paths, screen, fmt, options)
                 if code is not None:
                     return code
             _sleep(interval_s)

@@ -160,35 +160,27 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
-    if d.rule == "unknown-capacity":
-        n = d.needs
-        what = " and ".join(f"the {r} capacity" for r in n.unknown)
-        verb = "are" if len(n.unknown) > 1 else "is"
-        keep = f"; keep {d.recommended} until it is measured" if d.recommended != b else ""
-        return (f"{what} {verb} only known as a range or a bound, and that decides the pick: at one end of what is "
-                f"known, {n.rival} leads {b}, which projects {bps_text(df.at[b, 'bps'])} b/s at the point given"
-                f"{keep}." + _needs(d))
     if d.rule == "small-gain" and d.best_is_running:
         return (f"{b}, the split the log runs, leads the judged {j} by only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), "
                 f"below the {RESOLVE_GAIN:.0%} the model resolves: either will do, and keeping {b} needs no restart.")
     if d.rule == "small-gain":
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
-    if d.rule == "overlap":
-        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but {_not_above(df, 'its', b, j)}: the "
-                f"evidence cannot separate them; keep {j} until it can." + _needs(d))
-    if d.rule == "thin-evidence":
-        rival = j if b != j else d.runner_up
-        whose = f"{b}'s"
-        return (f"the log is too thin to choose on: {'; '.join(d.evidence.why_thin())}. "
-                f"{_not_above(df, whose, b, rival)}." + _needs(d))
     if d.rule == "restart-cost":
         return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
                 f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
+    if d.rule == "expected-best":
+        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but with its uncertainty"
+                f"{' and the restart' if d.odds.restart_s > 0 else ''} {j} is expected within "
+                f"{RESOLVE_GAIN:.0%} of the best (expected regret {d.expected_regret_pct:.1f}%): not worth a restart.")
+    if d.rule == "probe":
+        return _probe_reason(d)
     if d.rule == "switch" and d.best_is_running:
         sooner = (f" and finishes the job {d.eta_gain_s / 3600:.1f} h sooner" if d.eta_gain_s is not None else "")
         return (f"{b}, the split the log runs, gains {signed_pct(d.gain_pct)} throughput over the judged {j} "
                 f"({_vs(df, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one.")
+    if d.rule == "switch" and d.recommended != b:
+        return _expected_switch(d, df)
     if d.rule == "switch":
         if d.eta_gain_s is not None:
             return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "
@@ -197,24 +189,19 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is unknown, so the restart cost is not weighed.")
     why = ("the run has ended" if s.run_ended else "--next-run was given" if s.next_run
            else f"no split of {s.units()} was observed")
-    if d.rule == "unresolved":
-        m = d.margin
-        return (f"{why}: {m.higher} leads {m.lower} by {signed_pct(m.lead_pct)}, but {m.higher}'s 95% interval starts "
-                f"at {bps_text(m.best_low)} b/s, not above {_upper_end(df, m.lower, m.runner_up_high)}"
-                f"{_lead_text(df, m.higher, m.lower)}: the evidence cannot separate them." + _needs(d))
+    b = d.recommended
     text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
-            f"({bps_text(df.at[b, 'bps'])} b/s).")
+            f"({bps_text(df.at[b, 'bps'])} b/s)." if b == d.best else
+            f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it projects "
+            f"{bps_text(df.at[b, 'bps'])} b/s against {d.best}'s {bps_text(df.at[d.best, 'bps'])} at the point "
+            f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
+            f"{d.odds.runner_up}.")
     m = d.margin
-    if m is not None and not m.separated:
-        text += (f" {m.lower} is within {RESOLVE_GAIN:.0%} of it ({_vs(df, m.higher, m.lower)}), which the "
-                 f"model does not resolve: either will do.")
+    if m is not None and d.close_call:
+        other = m.lower if m.higher == b else m.higher
+        text += (f" {other} is expected within {RESOLVE_GAIN:.0%} of the best too ({_vs(df, m.higher, m.lower)}), "
+                 f"which the model does not resolve: either will do.")
     return text
-
-
-def _not_above(df: pd.DataFrame, whose: str, b: str, rival: str) -> str:
-    """``whose`` 95% interval (b's) starts below ``rival``'s upper end: the two are not separated."""
-    return (f"{whose} 95% interval starts at {bps_text(df.at[b, 'bps_low'])} b/s, not above "
-            f"{_upper_end(df, rival, df.at[rival, 'bps_high'])}{_lead_text(df, b, rival)}")
 
 
 def _upper_end(df: pd.DataFrame, label: str, high: float) -> str:
@@ -223,6 +210,28 @@ def _upper_end(df: pd.DataFrame, label: str, high: float) -> str:
     if "bps_high_open" in df.columns and bool(df.at[label, "bps_high_open"]):
         return f"{label}'s upper end, which is open (a capacity known only from below)"
     return f"{label}'s upper end {bps_text(high)}"
+
+
+def _expected_switch(d: Decision, df: pd.DataFrame) -> str:
+    """A switch the odds make to a split that is not the projected best (what is unknown favours it)."""
+    r, j = d.recommended, d.judged
+    return (f"{r} projects {bps_text(df.at[r, 'bps'])} b/s against {j}'s {bps_text(df.at[j, 'bps'])} at the point "
+            f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
+            f"{j}" + (f" by the rest of the job, the {d.settings.restart_cost_h:g} h restart included" if d.odds.restart_s > 0
+                      else " (the job's size is unknown, so the restart cost is not weighed)") + ": switch to it.")
+
+
+def _probe_reason(d: Decision) -> str:
+    """What the probe is, what it costs and is worth, and the action without it (rule ``probe``)."""
+    pr = d.probe
+    words = {"stay": f"stay with {d.recommended}", "switch": f"switch to {d.recommended}",
+             "next-run": f"run {d.recommended} next"}[d.action.value]
+    return (f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)}, "
+            f"alternating (A B A B, so the host's drift cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
+            f"expected to cut the expected regret from {pr.regret_now_pct:.1f}% to {pr.regret_after_pct:.1f}%: "
+            f"worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's remaining time, against "
+            f"{dur_text(pr.cost_s)} for the probe and two restarts. Without a probe, {words} "
+            f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d))
 
 
 def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
@@ -245,8 +254,6 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
            f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
            f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."]
     mg = d.margin
-    if d.rule in ("unresolved", "overlap", "thin-evidence"):
-        return out
     if provisional(d, fit):
         if mg.stable or mg.separated:
             sep = (f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above {mg.lower}'s upper end "
@@ -321,7 +328,7 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
             out.append(m)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
-    if provisional(d, fit) and d.rule != "thin-evidence":
+    if provisional(d, fit):
         out.append(f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or "
                    f"overturns it.")
     out += _runner_up(d, rows, fit)

@@ -1,47 +1,36 @@
-"""The verdict, as data: ordered rules over the projected table.
+"""The verdict, as data: an action with its odds, and cannot-tell only where a probe is worth buying.
 
 Inputs: the table of `advisor.project.table` (every number below is read from its rows), the judged
 split J (``--roles``, else the split the current log ran, when it is in the table), the
 `~advisor.settings.Settings` it was computed with and the `~advisor.decide.evidence.Evidence` of the log.
 B is the best split (highest projected b/s), A the runner-up of the recommended split R (the best
-other split), and the margin compares the higher and the lower of R and A: stable when the
-higher one's interval starts above the lower one's upper end. Two splits are *separated* when
-the margin between them is stable or the lead's own 95% interval lies above 0
-(`advisor.project.table.lead_interval`: both projections come from one fit, and the run's level and the
-split slope, which dominate each interval on a shared host, move them together and cancel in the
-lead; comparing the two intervals alone would count them twice).
+other split). The odds are `advisor.decide.odds`'s: one joint draw of the fit's uncertainty over
+every split, compared by remaining-job time where a switch means a restart (J runs now and the
+job's size is known), else by rate; the Bayes action is the split of least expected regret.
 
-Rules, in order; the first that fires decides (``rule`` names it):
+The action, by rules in order; the first that fires decides (``rule`` names it):
 
-0. ``unknown-capacity``: a role's capacity is only a range or a bound (given so, or read from
-   snapshots of a throttled role: `advisor.model.params.Basis`), and at some corner of the ranges
-   (`advisor.model.chain.range_ends`, the table's ``err_corner_*``) another split than B leads B by
-   more than ``RESOLVE_GAIN``: the unknown side decides the pick -> ``cannot-tell``; R is J (B
-   without one, or for the next run). The needs name the nearest such split to B (a short run
-   there measures it; where a log ran it, B, unless a log ran B too: never a split already run)
-   and the roles whose capacity would settle it, measured.
 1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
-   split at this G was observed nor judged: advice for the next run, no restart cost.
-   R = B. If B and A are not separated and either B's projected lead is at least ``RESOLVE_GAIN``
-   or A could lead B by more than ``RESOLVE_GAIN`` (the lead's 95% interval reaches below
-   -``RESOLVE_GAIN``; without a paired form, A's upper end above B's lower end by that much):
-   ``cannot-tell`` (rule ``unresolved``). Otherwise verdict ``next-run`` (with B and A not
-   separated: a tie inside what the model resolves, either will do).
-2. ``thin-evidence``: the log is thin (too few steady batches, not settled, or drifting;
-   `advisor.decide.evidence`) and B is not separated from its rival (J, or A when B is J):
-   ``cannot-tell``; the needs say how much more log would separate them.
-3. ``already-best``: B is J -> ``stay``.
-4. ``small-gain``: B's lead over J is below ``RESOLVE_GAIN`` (what the model can resolve, not worth
-   a restart) -> ``stay``.
-5. ``overlap``: B is not separated from J -> ``cannot-tell``; a longer log, or a short run at B
-   given with this one, settles it.
-6. ``restart-cost``: finishing the job at B saves no more than ``--restart-cost`` hours -> ``stay``
-   (not where B is the split the log runs and J another: reaching B then needs no restart).
-7. ``switch``: otherwise -> ``switch`` to B.
+   split at this G was observed nor judged: advice for the next run, no restart cost; R is the
+   Bayes action (``next-run``).
+2. ``switch``: the Bayes action is not J and J's expected regret is at least ``RESOLVE_GAIN`` -> switch
+   to it.
+3. Otherwise stay at J, by why: ``already-best`` (B is J), ``small-gain`` (B's projected lead over J
+   is below ``RESOLVE_GAIN``, what the model resolves), ``restart-cost`` (finishing the job at B
+   saves no more than ``--restart-cost`` hours; not where B is the split the log runs and J another:
+   reaching B then needs no restart), ``expected-best`` (B projects more, but the odds,
+   restart included, leave J within the resolution or ahead).
 
-Beside the verdict: the loader cap (when the loader limits input, every split within
-``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R against A
-(`advisor.project.sensitivity`), and queue advice at R (`advisor.project.queues`). Wording is `advisor.decide.reasons`'s.
+Then the probe (`advisor.decide.probe`): the best candidate probe against R, and its expected
+value of information over the job's remaining time against its GPU time and two restarts. Where
+it is worth it the verdict is ``cannot-tell`` (rule ``probe``) and ``action`` keeps the action to
+take without it (R is that action's split); ``needs`` says what else would settle the choice.
+
+Beside the verdict: the margin between R and A (both intervals, and the lead's own 95% interval:
+`advisor.project.table.lead_interval`), the loader cap (when the loader limits input, every
+split within ``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R
+against A (`advisor.project.sensitivity`), and queue advice at R (`advisor.project.queues`).
+Wording is `advisor.decide.reasons`'s.
 """
 from __future__ import annotations
 
@@ -52,14 +41,16 @@ from enum import Enum
 import pandas as pd
 
 from advisor.decide.evidence import Evidence
-from advisor.stats import Z_95
+from advisor.decide.odds import RESOLUTION, Odds, draw_inputs, draw_rates, effective, odds_of
+from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
-from advisor.project.table import ERR_CORNERS, lead_interval, lead_parts, split_label
 from advisor.project.queues import QueueAdvice, queue_advice
 from advisor.project.sensitivity import Sensitivity, sensitivity
+from advisor.project.table import lead_interval, lead_parts, split_label
 from advisor.settings import Settings
+from advisor.stats import Z_95
 
-RESOLVE_GAIN = 0.02          # leads below 2% are within what the model resolves
+RESOLVE_GAIN = RESOLUTION    # leads below 2% are within what the model resolves
 LOADER_TIE = 0.01            # splits this close to the loader's cap count as reaching it
 
 
@@ -130,6 +121,36 @@ class Decision:
     evidence: Evidence
     settings: Settings
     n_splits: int
+    odds: Odds | None = None      # every split's odds from one joint draw (`advisor.decide.odds`)
+    probe: Probe | None = None    # the best candidate probe and its worth (`advisor.decide.probe`)
+    action: Verdict | None = None  # the action without a probe (the verdict, unless cannot-tell)
+
+    @property
+    def p_best(self) -> float | None:
+        """How likely the recommended split is within the resolution (2%) of the best (0-1)."""
+        return self.odds.of(self.recommended).p_best if self.odds is not None else None
+
+    @property
+    def expected_regret_pct(self) -> float | None:
+        """The recommended split's expected shortfall against the best, in % of the best."""
+        return self.odds.of(self.recommended).regret_pct if self.odds is not None else None
+
+    @property
+    def expected_gain_pct(self) -> float | None:
+        """The recommended split's expected lead: over the judged split where the verdict
+        switches, else over the best other split (negative where it trails)."""
+        if self.odds is None or self.odds.runner_up is None:
+            return None      # one split: nothing to gain over
+        rec = self.odds.of(self.recommended)
+        if self.verdict is Verdict.SWITCH and self.judged is not None and self.judged != self.recommended:
+            base = self.odds.of(self.judged).value_bps
+            return 100.0 * (rec.value_bps / base - 1.0) if base > 0 else None
+        return rec.gain_pct
+
+    @property
+    def close_call(self) -> bool:
+        """The two best splits' expected regrets are both below the resolution: either will do."""
+        return self.odds is not None and self.odds.close_call
 
     @property
     def best_is_running(self) -> bool:
@@ -161,18 +182,6 @@ def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
                   lead_pct=float(lead), separated=stable or (paired is not None and paired[0] > 0),
                   lead_low_pct=100.0 * paired[0] if paired else None,
                   lead_high_pct=100.0 * paired[1] if paired else None)
-
-
-def could_trail(m: Margin) -> bool:
-    """Whether the lower split could lead the higher one by more than RESOLVE_GAIN (95%)."""
-    if m.lead_low_pct is not None:
-        return m.lead_low_pct < -100 * RESOLVE_GAIN
-    return m.runner_up_high > (1 + RESOLVE_GAIN) * m.best_low
-
-
-def _separated(df: pd.DataFrame, a: str, b: str) -> bool:
-    """Whether the evidence separates split ``a`` (projected higher) from ``b`` (see Margin)."""
-    return _margin(df, a, b).separated
 
 
 def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
@@ -214,60 +223,63 @@ def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
     return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
 
 
-def corner_rival(df: pd.DataFrame, best: str, producer: str) -> str | None:
-    """Of the splits that lead ``best`` by more than RESOLVE_GAIN at some corner of the capacity
-    ranges, the nearest to it (fewest GPUs moved; then the largest lead): a short run there is the
-    cheapest that could overturn the pick. None where the ranges do not move the pick."""
-    cols = [k for k in ERR_CORNERS if k in df.columns]
-    leads: dict[str, float] = {}
-    for k in cols:
-        at = df["bps"] * df[k].map(math.exp)
-        if not at[best] > 0:
-            continue
-        for label, x in at.items():
-            lead = x / at[best] - 1.0
-            if label != best and lead > RESOLVE_GAIN:
-                leads[str(label)] = max(leads.get(str(label), 0.0), lead)
-    if not leads:
-        return None
-    n_best = int(df.at[best, f"n_{producer}"])
-    return min(leads, key=lambda lbl: (abs(int(df.at[lbl, f"n_{producer}"]) - n_best), -leads[lbl]))
-
-
-def _rules(df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None, best: str,
-           unknown: tuple[str, ...] = (), running: str | None = None) -> tuple[Verdict, str, str, Needs | None]:
-    """(verdict, rule, recommended label, needs) by the ordered rules of the module docstring;
-    ``unknown``: the roles whose capacity is a range or a bound; ``running``: the split the log runs
-    (reaching it costs no restart)."""
-    others = df.drop(index=best)["bps"]
-    runner = str(others.idxmax()) if len(others) else None
-    rival = corner_rival(df, best, settings.producer) if unknown else None
-    if rival is not None:
-        keep = judged if judged is not None and not settings.for_next_run else best
-        return Verdict.CANNOT_TELL, "unknown-capacity", keep, Needs(
-            longer_factor=None, extra_steady_s=None, settle=False,
-            run_at=next((x for x in (rival, best) if not bool(df.at[x, "observed"])), None),   # a split not run
-            unknown=unknown, rival=rival)
+def _action(df: pd.DataFrame, settings: Settings, judged: str | None, best: str, odds: Odds,
+            running: str | None = None) -> tuple[Verdict, str, str]:
+    """(action, rule, recommended label) by the ordered rules of the module docstring, before
+    the probe's worth is weighed; ``running``: the split the log runs (reaching it costs no restart)."""
     if settings.for_next_run or judged is None:
-        m = _margin(df, best, runner)
-        if m is not None and not m.separated and (m.lead_pct >= 100 * RESOLVE_GAIN or could_trail(m)):
-            return Verdict.CANNOT_TELL, "unresolved", best, _needs(df, ev, best, runner, runner)
-        return Verdict.NEXT_RUN, ("next-run" if settings.for_next_run else "plan"), best, None
-    overlap = best != judged and not _separated(df, best, judged)
-    rival = judged if best != judged else runner
-    if ev.thin and rival is not None and not _separated(df, best, rival):
-        return Verdict.CANNOT_TELL, "thin-evidence", judged, _needs(df, ev, best, rival, rival if rival != judged
-                                                                     else best)
+        return Verdict.NEXT_RUN, ("next-run" if settings.for_next_run else "plan"), odds.best
+    if odds.best != judged and odds.of(judged).regret_pct >= 100 * RESOLVE_GAIN:
+        return Verdict.SWITCH, "switch", odds.best
     if best == judged:
-        return Verdict.STAY, "already-best", judged, None
+        return Verdict.STAY, "already-best", judged
     if df.at[best, "bps"] < (1 + RESOLVE_GAIN) * df.at[judged, "bps"]:
-        return Verdict.STAY, "small-gain", judged, None
-    if overlap:
-        return Verdict.CANNOT_TELL, "overlap", judged, _needs(df, ev, best, judged, best)
+        return Verdict.STAY, "small-gain", judged
     eta_gain = df.at[judged, "eta_s"] - df.at[best, "eta_s"]
     if best != running and math.isfinite(eta_gain) and eta_gain <= settings.restart_cost_h * 3600.0:
-        return Verdict.STAY, "restart-cost", judged, None
-    return Verdict.SWITCH, "switch", best, None
+        return Verdict.STAY, "restart-cost", judged
+    return Verdict.STAY, "expected-best", judged
+
+
+def probe_noise(fit: PipelineFit, df: pd.DataFrame, ev: Evidence) -> ProbeNoise:
+    """Each split's per-time noise as a probe would measure it (`advisor.decide.probe`), the
+    segments' run-to-run level, and how long the logs already ran each split of the table."""
+    scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
+    steady = ev.steady_s if ev.basis != "numbers" else 0.0
+    zero = pd.Series(0.0, index=df.index)
+    cols = zip(df.index, df["bps"], df.get("err_p_samp", zero), df.get("err_c_samp", zero))
+    var_s = {str(lbl): noise_var_s(float(x), (float(sp), float(sc)), steady, scv) for lbl, x, sp, sc in cols}
+    ran: dict[str, float] = {}
+    if fit.source != "numbers":
+        p, c = fit.roles
+        for o in fit.observed:
+            lbl = split_label(o.roles.get(p, 0), o.roles.get(c, 0))
+            if lbl in df.index and bool(df.at[lbl, "observed"]):
+                ran[lbl] = max(ran.get(lbl, 0.0), float(o.steady.duration_s))
+    return ProbeNoise(var_s=var_s, level_var=fit.contention.run_se ** 2, ran_s=ran)
+
+
+def _weigh(fit: PipelineFit, df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None,
+           best: str, running: str | None = None) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
+    """The odds, the action, and the probe against it: (verdict, action, rule, recommended, odds,
+    probe); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
+    in_run = judged is not None and not settings.for_next_run
+    restart_s = settings.restart_cost_h * 3600.0
+    inp = draw_inputs(df)
+    rates = draw_rates(inp)
+    # the split that needs no restart: the judged one, but the one the log runs where --roles judges
+    # another and the running split is the best (reaching it is keeping it)
+    free = running if in_run and running is not None and best == running else judged
+    odds = odds_of(rates, inp, judged=free if in_run else None, restart_s=restart_s if in_run else 0.0)
+    action, rule, rec = _action(df, settings, judged, best, odds, running)
+    values = effective(rates, inp, odds.judged, odds.restart_s)
+    value = odds.of(rec).value_bps
+    remaining = inp.left_batches / value if inp.left_batches and value > 0 else None
+    probe = best_probe(rates, values, inp, odds, rec, probe_noise(fit, df, ev),
+                       ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus))
+    if probe is not None and probe.worth_it:
+        return Verdict.CANNOT_TELL, action, "probe", rec, odds, probe
+    return action, action, rule, rec, odds, probe
 
 
 def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence: Evidence) -> Decision:
@@ -281,9 +293,12 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
     judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else (
         first if first in df.index else None)
     best = str(df["bps"].idxmax())
-    unknown = tuple(rf.role for rf in (fit.producer, fit.consumer) if rf.ranged)
     running = observed if evidence.basis != "numbers" else None
-    verdict, rule, rec, needs = _rules(df, settings, evidence, judged, best, unknown, running)
+    verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, running)
+    needs = None
+    if probe is not None and verdict is Verdict.CANNOT_TELL:
+        hi, lo = sorted(probe.splits, key=lambda x: -float(df.at[x, "bps"]))
+        needs = _needs(df, evidence, hi, lo, probe.split)
     others = df.drop(index=rec)
     runner = str(others["bps"].idxmax()) if len(others) else None
     r = _split(df, rec, p, c)
@@ -302,4 +317,5 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
                     runner_up=runner, margin=_margin(df, rec, runner), gain_pct=float(gain),
                     eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
                     needs=needs, loader=_loader(fit, df), sensitivity=sens,
-                    queue=queue_advice(fit, settings, r), evidence=evidence, settings=settings, n_splits=len(df))
+                    queue=queue_advice(fit, settings, r), evidence=evidence, settings=settings, n_splits=len(df),
+                    odds=odds, probe=probe, action=action)

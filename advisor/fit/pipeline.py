@@ -89,7 +89,7 @@ from advisor.model.params import (NO_CONTENTION, NO_REGIMES, Basis, ContentionFi
 from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_SINGLE_SE,
                                   DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER, GPU_RUN_SE,
                                   GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, OVERSUBSCRIBED_SOURCE, RUN_SE)
-from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, DEFAULT_TOKENS_PER_BATCH, Capacity, as_capacity
+from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, Capacity, Options, as_capacity
 from advisor.settings import SAME_SIZE_TOL, role_plural
 
 def _pct_text(k: float) -> str:
@@ -376,21 +376,24 @@ def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -
                    mu_range_bps=() if kind == "value" else (cap.low / n, cap.high / n))
 
 
-def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str], *,
-                     hs_cap: int = DEFAULT_HS_CAP, pre_cap: int = DEFAULT_PRE_CAP,
-                     tokens_per_batch: float = DEFAULT_TOKENS_PER_BATCH, scv: float = DEFAULT_SCV,
-                     sync_every: int = 0, sync_s: float = 0.0, observed_bps: float | None = None,
-                     hardware_priors: bool = True) -> PipelineFit:
+def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
+                     options: Options | None = None, /, *, pre_cap: int = DEFAULT_PRE_CAP) -> PipelineFit:
     """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
 
     ``cap_bps`` is each role's capacity with its ``roles`` worker count (e.g. 7 targets together
     0.92 b/s): a value, a range (``(0.88, 0.95)`` or ``"0.88..0.95"``) or a lower bound
     (``">=39"``, `advisor.settings.Capacity`); each role's ``basis`` says which (given, bound).
-    Variability is assumed (``scv``); the collective time ``sync_s`` is taken as measured at the
-    given drafter count. ``hardware_priors``: carry what real GPUs do and the numbers cannot show
-    (`gpu_priors`: per-GPU rates that change with a role's count and with the other role's, and
-    run-to-run shift) around the given split, each role by its own count (so at any G).
+    Of the `advisor.settings.Options`: ``hs_cap`` (None: `DEFAULT_HS_CAP`), ``tokens_per_batch``;
+    variability is assumed (``scv``, None: `DEFAULT_SCV`); the collective time ``sync_s`` (every
+    ``sync_every`` consumer steps) is taken as measured at the given drafter count;
+    ``hardware_priors``: carry what real GPUs do and the numbers cannot show (`gpu_priors`:
+    per-GPU rates that change with a role's count and with the other role's, and run-to-run
+    shift) around the given split, each role by its own count (so at any G).
     """
+    o = options if options is not None else Options()
+    hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
+    scv = DEFAULT_SCV if o.scv is None else o.scv
+    tokens_per_batch, sync_every, sync_s = o.tokens_per_batch, o.sync_every, o.sync_s
     names = list(roles)
     if len(names) != 2:
         raise ValueError(f"roles must name a producer and a consumer, got {names}")
@@ -410,13 +413,13 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Cap
                    dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {}, measured=m > 1 and sync_s > 0,
                    scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0))
     caps = [f.mu_bps * roles[f.role] for f in fits]
-    x_obs = observed_bps if observed_bps is not None else min(caps)
+    x_obs = min(caps)
     win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
     ob = ObservedRun(path="<numbers>", roles=dict(roles), bps=x_obs, tok_s=x_obs * tokens_per_batch, steady=win,
                      done=None, eta_s=None, hs_mean_depth=None, hs_full_share=None)
     loader = LoaderFit(input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"),
                        pre_mean_depth=None)
-    contention = gpu_priors(roles[names[0]], sum(roles.values())) if hardware_priors else NO_CONTENTION
+    contention = gpu_priors(roles[names[0]], sum(roles.values())) if o.hardware_priors else NO_CONTENTION
     return PipelineFit(producer=fits[0], consumer=fits[1], sync=sync, loader=loader, hs_cap=hs_cap, pre_cap=pre_cap,
                        tokens_mean=tokens_per_batch, tokens_std=float("nan"), seqs_mean=None, source="numbers",
                        tokens_range=(tokens_per_batch, tokens_per_batch),

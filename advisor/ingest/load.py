@@ -26,10 +26,11 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from advisor.errors import LogError, LogWarning, display_path
+from advisor.errors import LogError, LogWarning, cut_text, display_path
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns, rates_columns_frame, steps_frame, syncs_frame
 from advisor.ingest.parallel import FileRead, fold_held, fold_run
 from advisor.ingest.pieces import reader_pool, plan_piece_workers, summarize_file
+from advisor.ingest.probes import probe_segments
 from advisor.ingest.parse import rates_table
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
@@ -42,8 +43,7 @@ from advisor.processes import keep
 
 def _shown(name: str) -> str:
     """An event name from the log as a short printable token (it goes into the report's caveats)."""
-    text = display_path(name)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return cut_text(display_path(name))
 
 
 def _warn_unknown(summ: Summary, path: str) -> None:
@@ -210,7 +210,9 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     """Parse several logs (e.g. the same job at different splits).
 
     A directory or a (quoted) glob is one run written as per-rank files, and so are plain files
-    that are evidently ranks of one run; see `advisor.ingest.ranks` for the rules. Each file is read
+    that are evidently ranks of one run; see `advisor.ingest.ranks` for the rules. A directory
+    of probe segments (headers with ``probe``) gives one log per segment, in segment order
+    (`advisor.ingest.probes`). Each file is read
     once: plain files are held as summaries until it is known which are ranks of one run (e.g. a
     glob the shell expanded), whose summaries then merge, exactly, as a directory's do.
     """
@@ -228,6 +230,10 @@ def _load_logs(paths: list[str | Path]) -> list[RunLog]:
     held: dict[int, tuple[Path, Summary]] = {}     # plain files, as summaries, by position
     for p in paths:
         files, one_run = expand(p)
+        segments = probe_segments(files) if one_run and len(files) > 1 else None
+        if segments is not None:      # a probe's directory: one log per segment (advisor.ingest.probes)
+            logs.extend(load_run(g, group_name([display_path(str(f)) for f in g])) for g in segments)
+            continue
         if one_run:
             logs.append(load_run(files, str(p)))
             continue

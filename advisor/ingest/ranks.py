@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from advisor.errors import LogError
+from advisor.errors import LogError, short_repr
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import RunHeader
 
@@ -92,11 +92,6 @@ def header_difference(a: RunHeader, b: RunHeader) -> str | None:
     return None
 
 
-def _describe(v: Any) -> str:
-    s = repr(v)
-    return s if len(s) <= 40 else s[:37] + "..."
-
-
 def check_same_header(logs: Sequence[RunLog]) -> None:
     """Raise :class:`LogError` naming the first file (and field) whose header differs from the first's."""
     first = logs[0]
@@ -104,7 +99,7 @@ def check_same_header(logs: Sequence[RunLog]) -> None:
         k = header_difference(first.header, lg.header)
         if k is not None:
             va, vb = _header_items(first.header).get(k), _header_items(lg.header).get(k)
-            raise LogError(lg.path, 1, f"is {_describe(vb)} here but {_describe(va)} in {first.path}; the files of "
+            raise LogError(lg.path, 1, f"is {short_repr(vb)} here but {short_repr(va)} in {first.path}; the files of "
                                        f"one run must start with the same 'run' header", k)
 
 

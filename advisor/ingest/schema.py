@@ -34,7 +34,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from advisor.errors import LogError, LogWarning, display_path
+from advisor.errors import LogError, LogWarning, display_path, short_repr
 from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MAX_TIME_S
 
 SCHEMA_VERSION = 1
@@ -46,7 +46,7 @@ _FLOAT_MAX = 1.7976931348623157e308
 HEADER_FIELDS = ("ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
                  "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "t0_unix",
                  "device", "physical_gpus", "cores", "gpus_per_worker", "gpus_per_node", "placement",
-                 "link_bytes_s", "cap_bps_kind")
+                 "link_bytes_s", "cap_bps_kind", "probe")
 CAP_BPS_KINDS = ("lower", "upper")   # what a role's logged cap_bps is: a lower bound, an upper estimate
 # the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
 EVENT_FIELDS = {
@@ -184,7 +184,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                            "gpus_per_worker")
         for name in raw:
             if name not in roles:
-                raise LogError(path, line, f"names '{_short(name)}', which is not a role in 'roles'", "gpus_per_worker")
+                raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker")
             try:
                 k[name] = check_number(raw, name, path, line, minimum=1, maximum=MAX_GPUS_PER_WORKER, integer=True)
             except LogError as e:
@@ -209,7 +209,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
         placement = {}
         for name, lst in praw.items():
             if name not in roles:
-                raise LogError(path, line, f"names '{_short(name)}', which is not a role in 'roles'", "placement")
+                raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "placement")
             if (not isinstance(lst, list) or len(lst) != roles[name]
                     or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < nodes for x in lst)):
                 raise LogError(path, line, f"'{name}' must list one node index (0..{nodes - 1}) per worker, "
@@ -232,12 +232,6 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _short(v: Any) -> str:
-    """repr of a user value, cut to 40 characters (a 4000-digit number stays one short line)."""
-    r = repr(v) if not isinstance(v, int) or abs(v) < 10 ** 30 else f"a {len(str(abs(v)))}-digit number"
-    return r if len(r) <= 40 else r[:37] + "..."
-
-
 def check_number(obj: Mapping[str, Any], name: str, path: str, line: int | None, *,
                  required: bool = True, minimum: float | None = 0.0, maximum: float | None = None,
                  integer: bool = False, default: Any = None) -> Any:
@@ -251,19 +245,19 @@ def check_number(obj: Mapping[str, Any], name: str, path: str, line: int | None,
         return default
     v = obj[name]
     if not _is_number(v):
-        raise LogError(path, line, f"must be a number, got {type(v).__name__} {_short(v)}", name)
+        raise LogError(path, line, f"must be a number, got {type(v).__name__} {short_repr(v)}", name)
     if isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX:   # math.isfinite would overflow
-        raise LogError(path, line, f"is too large ({_short(v)})", name)
+        raise LogError(path, line, f"is too large ({short_repr(v)})", name)
     if not math.isfinite(v):
         raise LogError(path, line, f"must be finite, got {v!r}", name)
     if integer and float(v) != int(v):
         raise LogError(path, line, f"must be a whole number, got {v!r}", name)
     if minimum is not None and v < minimum:
-        raise LogError(path, line, f"must be a number >= {minimum:g}, got {_short(v)}", name)
+        raise LogError(path, line, f"must be a number >= {minimum:g}, got {short_repr(v)}", name)
     if maximum is None and integer:
         maximum = MAX_INT
     if maximum is not None and v > maximum:
-        raise LogError(path, line, f"is {_short(v)}, more than the limit {maximum:g}", name)
+        raise LogError(path, line, f"is {short_repr(v)}, more than the limit {maximum:g}", name)
     return int(v) if integer else float(v)
 
 
@@ -289,7 +283,7 @@ def check_string(obj: Mapping[str, Any], name: str, path: str, line: int | None,
         return default
     v = obj[name]
     if not isinstance(v, str):
-        raise LogError(path, line, f"must be a string, got {type(v).__name__} {_short(v)}", name)
+        raise LogError(path, line, f"must be a string, got {type(v).__name__} {short_repr(v)}", name)
     return v
 
 
@@ -298,7 +292,7 @@ def _name(obj: Mapping[str, Any], key: str, path: str, line: int, what: str) -> 
     v = check_string(obj, key, path, line) if key in obj else None
     if not v or has_surrogate(v) or len(v) > 200:
         raise LogError(path, line, f"{what} must be a non-empty string of at most 200 printable characters, "
-                       f"got {_short(v)}", key)
+                       f"got {short_repr(v)}", key)
     return v
 
 
@@ -307,6 +301,28 @@ def _check_device_fields(obj: Mapping[str, Any], path: str, line: int) -> None:
     check_string(obj, "device", path, line, required=False)
     check_number(obj, "physical_gpus", path, line, required=False, minimum=0, maximum=MAX_INT, integer=True)
     check_number(obj, "cores", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+    check_probe(obj, path, line)
+
+
+def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, Any] | None:
+    """The header's ``probe`` (docs/log-schema.md): ``{"id", "segment", "segments", "round"}``, the
+    run as one segment of a probe; None where the header has none. Kept in ``extra``."""
+    raw = obj.get("probe")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise LogError(path, line, 'must be an object like {"id": "p1", "segment": 1, "segments": 4, "round": 1}, '
+                       f"got {short_repr(raw)}", "probe")
+    try:
+        _name(raw, "id", path, line, "a probe's id")
+        seg = check_number(raw, "segment", path, line, minimum=1, maximum=MAX_INT, integer=True)
+        segs = check_number(raw, "segments", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+        check_number(raw, "round", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+    except LogError as e:
+        raise LogError(path, line, f"{e.field or ''} {e.message}".strip(), "probe") from None
+    if segs is not None and seg > segs:
+        raise LogError(path, line, f"segment {seg} of {segs}: a segment's number is at most 'segments'", "probe")
+    return raw
 
 
 def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> None:
@@ -316,13 +332,13 @@ def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: 
     if raw is None:
         return
     if not isinstance(raw, dict):
-        raise LogError(path, line, f"must be an object of role -> kind, got {_short(raw)}", "cap_bps_kind")
+        raise LogError(path, line, f"must be an object of role -> kind, got {short_repr(raw)}", "cap_bps_kind")
     for name, kind in raw.items():
         if name not in roles:
-            raise LogError(path, line, f"names '{_short(name)}', which is not a role in 'roles'", "cap_bps_kind")
+            raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "cap_bps_kind")
         if kind not in CAP_BPS_KINDS:
             raise LogError(path, line, f"kind of role '{name}' must be one of {', '.join(CAP_BPS_KINDS)}, "
-                           f"got {_short(kind)}", "cap_bps_kind")
+                           f"got {short_repr(kind)}", "cap_bps_kind")
 
 
 def parse_header(obj: Any, path: str, line: int) -> RunHeader:
@@ -343,7 +359,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     roles: dict[str, int] = {}
     for name, n in roles_raw.items():
         if not name or has_surrogate(name) or len(name) > 200:
-            raise LogError(path, line, f"role names must be non-empty printable strings, got {_short(name)}", "roles")
+            raise LogError(path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles")
         try:
             roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
         except LogError as e:
@@ -357,7 +373,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     queues_raw = obj.get("queues")
     if queues_raw is not None and not isinstance(queues_raw, list):
         raise LogError(path, line, f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
-                       f"got {type(queues_raw).__name__} {_short(queues_raw)}", "queues")
+                       f"got {type(queues_raw).__name__} {short_repr(queues_raw)}", "queues")
     queues = []
     for i, q in enumerate(queues_raw or []):
         if not isinstance(q, dict):
@@ -368,7 +384,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
             cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
             per_worker = q.get("per_worker", False)
             if not isinstance(per_worker, bool):
-                raise LogError(path, line, f"must be true or false, got {_short(per_worker)}", "per_worker")
+                raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
         except LogError as e:
             raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
         if feeds not in roles:
@@ -440,7 +456,8 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
             check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
         role = check_string(obj, "role", path, line)
         if role not in header.roles:
-            raise LogError(path, line, f"{_short(role)} is not a role of the header ({', '.join(header.roles)})", "role")
+            raise LogError(path, line, f"{short_repr(role)} is not a role of the header ({', '.join(header.roles)})",
+                           "role")
         if obj["worker"] >= header.roles[role]:
             raise LogError(path, line, f"is {obj['worker']} but the header has {header.roles[role]} '{role}' workers "
                            f"(0..{header.roles[role] - 1})", "worker")
@@ -478,13 +495,13 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                     if x is None and not isinstance(v, list):
                         continue      # not measured this time
                     if not _is_number(x) or abs(x) > _FLOAT_MAX or not math.isfinite(x) or x < 0:
-                        raise LogError(path, line, f"depth of queue '{name}' must be numbers >= 0, got {_short(v)}",
+                        raise LogError(path, line, f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}",
                                        "q")
     elif ev == "end":
         check_number(obj, "t", path, line, maximum=MAX_TIME_S)
         reason = check_string(obj, "reason", path, line, required=False, default="done")
         if reason not in END_REASONS:
-            raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {_short(reason)}", "reason")
+            raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
     elif ev == "run":
         raise LogError(path, line, "a second 'run' header: one log holds one run (several logs concatenated? "
                        "give them as separate files)", "ev")

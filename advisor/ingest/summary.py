@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from advisor.errors import LogError, display_path
+from advisor.errors import LogError, display_path, short_repr
 from advisor.ingest.schema import RunHeader, parse_header, validate_event
 
 FORMAT_VERSION = 1
@@ -774,7 +774,7 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
     def whole(name: str, v: Any, lo: int, hi: int | None = None) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
             raise LogError(path, None, f"must be a whole number from {lo}{f' to {hi}' if hi is not None else ' up'}, "
-                                       f"got {_shown(v)} (not a valid summary)", name)
+                                       f"got {short_repr(v)} (not a valid summary)", name)
 
     def same_length(name: str, table: Any) -> None:
         if not isinstance(table, Mapping):
@@ -797,13 +797,8 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
     counts = obj.get("counts")
     for r, c in (counts.items() if isinstance(counts, Mapping) else ()):
         if not isinstance(c, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in c):
-            raise LogError(path, None, f"is not a valid summary: counts {_shown(c)} are not whole numbers >= 0",
+            raise LogError(path, None, f"is not a valid summary: counts {short_repr(c)} are not whole numbers >= 0",
                            f"counts.{r}")
-
-
-def _shown(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def copied_keys(keys: Sequence[np.ndarray]) -> bool:

@@ -1,6 +1,8 @@
 """Every log measured once: the one record the fit takes.
 
-`measure_logs` finds each log's steady window (`advisor.measure.steady`), then reads off it, in
+`measure_logs` finds each log's steady window (`advisor.measure.steady`; a probe's segments at
+one split are pooled first, each segment's window found on its own: `advisor.measure.probes`),
+then reads off it, in
 one place, everything that the fit and the caveats use: the observed run (rate, tokens/s, q_hs
 depth, progress; `advisor.measure.observe`), each role's steady steps, the snapshots and syncs
 inside the window, the producers' input-queue depth, the exact binned sums where a log was
@@ -19,6 +21,7 @@ from advisor.ingest.runlog import RunLog
 from advisor.measure.crossing import LinkSample, measure_link
 from advisor.measure.contention import WithinLogContention, estimate_within_log
 from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue, window_sums
+from advisor.measure.probes import pooled_logs
 from advisor.measure.steady import SteadyWindow, find_steady
 
 
@@ -82,9 +85,10 @@ def _in_window(frame: pd.DataFrame, win: SteadyWindow) -> pd.DataFrame:
     return frame[win.mask(frame["t"])] if len(frame) and "t" in frame else frame
 
 
-def measure_log(log: RunLog, *, with_sums: bool = False) -> MeasuredLog:
-    """One log's steady window and what it shows (see :class:`MeasuredLog`)."""
-    win = find_steady(log)
+def measure_log(log: RunLog, *, with_sums: bool = False, window: SteadyWindow | None = None) -> MeasuredLog:
+    """One log's steady window and what it shows (see :class:`MeasuredLog`); ``window``: the
+    window where it is already known (a probe's pooled segments, `advisor.measure.probes`)."""
+    win = window if window is not None else find_steady(log)
     head = log.header
     roles = (head.producer, head.consumer)
     steps: dict[str, pd.DataFrame] = {}
@@ -119,7 +123,7 @@ def measure_logs(logs: Sequence[RunLog]) -> Measurement:
             raise LogError(lg.path, None, f"has roles {list(lg.header.roles)}, unlike {logs[0].path} "
                            f"({list(head.roles)}); logs fitted together must be of the same job", "roles")
     with_sums = any(lg.sampled for lg in logs)
-    measured = tuple(measure_log(lg, with_sums=with_sums) for lg in logs)
+    measured = tuple(measure_log(lg, with_sums=with_sums, window=w) for lg, w in pooled_logs(logs))
     first = next((m for m in measured if m.log.has_steps), None)
     within = None
     if first is not None:

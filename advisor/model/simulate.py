@@ -59,7 +59,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -147,39 +148,40 @@ def _as_times(name: str, x, n: int | None) -> np.ndarray:
     return a
 
 
-def simulate(
-    *,
-    target_s,
-    drafter_s,
-    n_target: int,
-    n_drafter: int,
-    hs_cap: int,
-    pre_cap: int = 50,
-    loader_s=0.0,
-    tokens=None,
-    sync_every: int = 0,
-    sync_s=0.0,
-    warmup_batches: int | None = None,
-    keep_trace: bool = False,
-    link_s=None,
-    target_node=None,
-    drafter_node=None,
-) -> SimResult:
+@dataclass(frozen=True, kw_only=True, eq=False)   # arrays: compared by identity
+class SimInput:
+    """One split's run to simulate (module docstring): every batch's service times and the
+    pipeline's shape. Checked when it is simulated; a bad field is a ``ValueError`` naming it."""
+
+    target_s: Any                       # seconds of target service per batch (length n: the batches)
+    drafter_s: Any                      # seconds of drafter service per batch (length n)
+    n_target: int                       # target workers N
+    n_drafter: int                      # drafter workers M
+    hs_cap: int                         # q_hs depth, batches
+    pre_cap: int = 50                   # each target's prefetch queue depth, batches
+    loader_s: Any = 0.0                 # loader seconds, a scalar or per batch (0: an infinitely fast loader)
+    tokens: Any = None                  # per-batch token counts (tok_s and the trace only); None: zeros
+    sync_every: int = 0                 # drafter steps per weight sync (0: none)
+    sync_s: Any = 0.0                   # all-reduce seconds, a scalar or one per sync round (used cyclically)
+    warmup_batches: int | None = None   # drafter completions dropped before the window; None: n // 10
+    link_s: Any = None                  # per-batch transfer seconds where a batch crosses nodes; None: one node
+    target_node: Any = None             # each target's node (with link_s)
+    drafter_node: Any = None            # each drafter's node (with link_s)
+
+
+def simulate(run: SimInput | None = None, /, *, keep_trace: bool = False, **given: Any) -> SimResult:
     """Simulate one split exactly; see the module docstring for the rules.
 
-    target_s, drafter_s: seconds of service per batch (length n = number of batches).
-    loader_s: scalar or per-batch seconds (0 = infinitely fast loader).
-    tokens: per-batch token counts (only for tok_s and the trace); default all zero.
-    sync_s: all-reduce seconds, a scalar or an array used cyclically by sync round.
-    warmup_batches: drafter completions dropped before the window; default n // 10.
-    link_s, target_node, drafter_node: per-batch transfer seconds and each worker's node (the
-    link, module docstring); None: one node.
+    Args:
+        run: the run's inputs; `SimInput` fields given by name replace its own (or make it:
+            ``simulate(target_s=..., drafter_s=..., n_target=7, n_drafter=1, hs_cap=20)``).
+        keep_trace: keep every batch's times and workers (`SimTrace`).
+
+    Returns:
+        The run's `SimResult`: its rate in the steady window, each role's shares, queue depths.
     """
-    ev = _events(target_s=target_s, drafter_s=drafter_s, n_target=n_target, n_drafter=n_drafter,
-                 hs_cap=hs_cap, pre_cap=pre_cap, loader_s=loader_s, tokens=tokens, sync_every=sync_every,
-                 sync_s=sync_s, warmup_batches=warmup_batches, link_s=link_s, target_node=target_node,
-                 drafter_node=drafter_node)
-    return _summarise(ev, keep_trace)
+    run = SimInput(**given) if run is None else replace(run, **given)
+    return _summarise(_events(run), keep_trace)
 
 
 @dataclass(frozen=True)
@@ -210,14 +212,14 @@ class _Events:
     sync_end: list
 
 
-def _events(*, target_s, drafter_s, n_target: int, n_drafter: int, hs_cap: int, pre_cap: int = 50,
-            loader_s=0.0, tokens=None, sync_every: int = 0, sync_s=0.0, warmup_batches: int | None = None,
-            link_s=None, target_node=None, drafter_node=None, window_only: bool = False) -> _Events:
-    """The inputs checked (`simulate`'s arguments) and the event loop run: the raw record that
+def _events(run: SimInput, *, window_only: bool = False) -> _Events:
+    """The inputs checked (`SimInput`'s fields) and the event loop run: the raw record that
     `_summarise` turns into a result and `simulated_bps` into a rate alone. ``window_only``: stop
     at the first event past the steady window's end (the last loader departure): the queues'
     drain after it (N pre_cap batches and more at a large G, a quarter of the run) changes no
     completion inside the window; a batch not completed by then has completion time inf."""
+    (target_s, drafter_s, n_target, n_drafter, hs_cap, pre_cap, loader_s, tokens, sync_every, sync_s,
+     warmup_batches, link_s, target_node, drafter_node) = (getattr(run, f.name) for f in fields(SimInput))
     ts_a = _as_times("target_s", target_s, None)
     n = int(ts_a.shape[0])
     ds_a = _as_times("drafter_s", drafter_s, n)
@@ -563,6 +565,6 @@ def simulated_bps(kw: dict) -> float:
     `simulate` also derives (a fifth of a large G's run): one run's throughput, as a worker
     process computes it (a module-level function of this module, so a worker needs numpy and
     nothing heavier). ``keep_trace`` in ``kw`` is ignored."""
-    ev = _events(**{k: v for k, v in kw.items() if k != "keep_trace"}, window_only=True)
+    ev = _events(SimInput(**{k: v for k, v in kw.items() if k != "keep_trace"}), window_only=True)
     t_a, t_b, inside = _window(np.array(ev.C2), ev)
     return float(int(np.count_nonzero(inside)) / (t_b - t_a))

@@ -10,7 +10,8 @@ figures. ``plot_advice(adv)`` returns the 2x2 ``Figure`` that ``dflash-advise pl
    rate) and the recommended split are marked. Where the projection sits below the bound,
    finite queues and variable step times are costing throughput.
 2. ``plot_efficiency``: efficiency (X / max capacity) and GPU utilisation per split with the
-   CI gate's threshold.
+   CI gate's threshold; every mark on its percentage axis reads 0-100% (the recommended split's
+   star sits on the split axis under its bars, the observed diamond at its measured efficiency).
 3. ``plot_rates``: completions per role over time. From ``step`` events: completions counted in
    time bins of a round width (about 80 bins over the run, never more than MAX_TIME_BINS
    whatever the log's times) divided by the bin's width; without steps, the ``rates``
@@ -414,14 +415,14 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
             if math.isfinite(v):
                 ax.annotate(f"{v:.0f}", (xi - width / 2, v), xytext=(0, 2), textcoords="offset points",
                             ha="center", va="bottom", fontsize=8)
-    # the same marks as the throughput panel, above the pair of bars (side by side on one split)
+    # the same marks as the throughput panel. The axis is a percentage, so the star, which marks a
+    # split and is no value, sits on the split axis under the pair of bars: lifted above the bars it
+    # read as a share over 100%
     rec = _rec_key(adv)
     rec_i, obs_i = (keys.index(rec) if rec in keys else None), _obs_index(adv)
-    lift = 9 if many else 20
     if rec_i is not None:
-        ax.plot([x[rec_i]], [np.nanmax([eff[rec_i], util[rec_i], 0.0])], marker=REC_MARKER, ms=12,
-                color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5, transform=_above(ax, lift),
-                label=f"recommended {_fmt(rec)}")
+        ax.plot([x[rec_i]], [0.0], marker=REC_MARKER, ms=12, color=RECOMMENDED, mec="black", mew=0.8, ls="none",
+                zorder=5, clip_on=False, label=f"recommended {_fmt(rec)}")
     measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
     if obs_i is not None and math.isfinite(measured):
         # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log

@@ -15,15 +15,11 @@ import math
 import re
 
 from advisor.advice import Advice
+from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.project.table import split_label
 from advisor.settings import Capacity, role_is_noun, role_plural
-
-HEADINGS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:",
-            Verdict.CANNOT_TELL: "CANNOT TELL; for now keep"}
-MD_TITLES = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:",
-             Verdict.CANNOT_TELL: "cannot tell yet; keep"}
 
 
 def legend(adv: Advice, bound: bool) -> str:
@@ -36,6 +32,8 @@ def legend(adv: Advice, bound: bool) -> str:
            else "ETA = the rest of the job at that split")
     text = (f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
             f"capacity (balance); {util}; {eta}")
+    if adv.decision.odds is not None:
+        text += "; p best = how likely the split is within 2% of the best"
     if (adv.splits["method"] == "exact").any():
         text += "; s = b/s from exact simulation of the log's step times"
     return text
@@ -51,18 +49,8 @@ def _title(adv: Advice, markdown: bool = False) -> str:
 
 
 def _verdict_title(d: Decision, markdown: bool) -> str:
-    m = d.margin
-    if d.rule == "unresolved" and m is not None:
-        if markdown:
-            return f"cannot tell yet for the next run: **{m.higher}** or **{m.lower}**"
-        return f"CANNOT TELL for the next run: {m.higher} or {m.lower}"
-    if d.verdict is Verdict.SWITCH and d.best_is_running:   # nothing to switch: the log runs it
-        if markdown:
-            return f"keep **{d.recommended}** (the split the log runs), not {d.judged}"
-        return f"KEEP {d.recommended} (the split the log runs), not {d.judged}"
-    if markdown:
-        return f"{MD_TITLES[d.verdict]} **{d.recommended}**"
-    return f"{HEADINGS[d.verdict]} {d.recommended}"
+    """The action with its odds (`advisor.decide.odds_text.headline`)."""
+    return headline(d, markdown)
 
 
 def _num(v: float, fmt: str) -> str:
@@ -125,7 +113,18 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     if not shows_bound(adv):
         i = head.index("bound b/s")
         head, rows = head[:i] + head[i + 1:], [r[:i] + r[i + 1:] for r in rows]
-    return head, rows
+    return odds_column(adv, head, rows)
+
+
+def odds_column(adv: Advice, head: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The ``p best`` column after the interval: how likely each split is within the resolution
+    (2%) of the best, from the decision's joint draw (`advisor.decide.odds`), as the headline says it."""
+    o = adv.decision.odds
+    if o is None:
+        return head, rows
+    i = head.index("95% interval") + 1
+    cells = [share_text(o.of(r[1]).p_best).lstrip("~") for r in rows]
+    return head[:i] + ["p best"] + head[i:], [r[:i] + [x] + r[i:] for r, x in zip(rows, cells)]
 
 
 def _headline(adv: Advice) -> list[str]:
@@ -279,7 +278,13 @@ def md_escape(text: str) -> str:
 
 def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
-    lines = [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
+    lines = []
+    if adv.gate:    # a gate's comment opens with its verdict; the advice's own headline follows
+        g = adv.gate
+        split = "-".join(str(v) for v in g["roles"].values())
+        lines += [(f"**{'PASS' if g['passed'] else 'FAIL'}**: gate on {split}: {g['metric']} {g['value']:.3f} "
+                   f"{'>=' if g['passed'] else '<'} {g['threshold']:.3f}"), ""]
+    lines += [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
     lines.append("| " + " | ".join(h or "mark" for h in head) + " |")
     left = (0, 1, head.index("bottleneck"))
@@ -296,11 +301,6 @@ def render_markdown(adv: Advice) -> str:
     if adv.warnings:
         lines += ["", "<details><summary>Caveats</summary>", ""] + [f"- {md_escape(w)}" for w in adv.warnings] + [
             "", "</details>"]
-    if adv.gate:
-        g = adv.gate
-        split = "-".join(str(v) for v in g["roles"].values())
-        lines += ["", f"Gate on {split}: {g['metric']} {g['value']:.3f} {'>=' if g['passed'] else '<'} "
-                      f"{g['threshold']:.3f}: **{'PASS' if g['passed'] else 'FAIL'}**"]
     return "\n".join(lines) + "\n"
 
 

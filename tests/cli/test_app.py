@@ -179,7 +179,7 @@ def test_the_script_runs_the_exit_handlers_and_leaves_no_worker_behind(tmp_path)
 
 
 def test_check_gpu_util_metric(reference):
-    r = invoke("check", reference, "--metric", "gpu_util", "--min-efficiency", "0.99")
+    r = invoke("check", reference, "--metric", "gpu_util", "--min-gpu-util", "0.99")
     assert r.exit_code == 1 and "gpu_util" in r.output
 
 
@@ -197,7 +197,7 @@ def test_check_split_of_wrong_size_exit_2(reference):
 
 def test_check_markdown_has_gate(reference):
     r = invoke("check", reference, "--markdown")
-    assert r.exit_code == 0 and "Gate on 7-1: efficiency" in r.output and "PASS" in r.output
+    assert r.exit_code == 0 and r.output.startswith("**PASS**: gate on 7-1: efficiency")
 
 
 def test_what_if_reference_numbers():
@@ -356,37 +356,44 @@ def test_read_ahead_errors_surface_in_argument_order(reference, tmp_path, read_a
     assert r.exit_code == 2 and str(empty) in r.stderr and "no .jsonl" in r.stderr
 
 
-def test_option_defaults_and_limits_are_the_settings():
-    """The CLI re-types no default: every option's default, and the gate's, comes from advisor.settings."""
+def test_option_defaults_and_limits_are_the_options():
+    """The CLI re-types no default: each command's option of an `Options` field has that field's
+    flag, default, least value and help (advisor.settings), and every command takes its fields."""
     import inspect
 
     import typer.main
 
     from advisor import settings
-    from advisor.advice import advise_numbers
-    from advisor.cli.follow import follow_logs
     from advisor.fit.pipeline import fit_from_numbers
     commands = typer.main.get_command(app).commands
 
     def param(cmd, name):
         return next(p for p in commands[cmd].params if p.name == name)
 
-    assert param("advise", "restart_cost").default == settings.DEFAULT_RESTART_COST_H
-    assert param("advise", "interval").default == settings.DEFAULT_FOLLOW_INTERVAL_S
-    assert param("advise", "interval").min == settings.MIN_FOLLOW_INTERVAL_S
+    seen = 0
+    for name, f in settings.option_fields().items():
+        flag = f.metadata["flag"]
+        for cmd in flag.commands:
+            p = param(cmd, name)
+            assert p.opts == [flag.name] and p.help == flag.help_for(cmd), (cmd, name)
+            assert p.default == flag.cli_default.get(cmd, f.default), (cmd, name)
+            if flag.lo is not None and not flag.role_map and not flag.lo_open:
+                assert p.min == flag.lo, (cmd, name)
+            seen += 1
+    assert seen >= 30
+    assert param("advise", "restart_cost_h").default == settings.DEFAULT_RESTART_COST_H
+    assert param("advise", "interval_s").min == settings.MIN_FOLLOW_INTERVAL_S
     assert param("what-if", "hs_cap").default == settings.DEFAULT_HS_CAP
-    assert param("what-if", "tokens_per_batch").default == settings.DEFAULT_TOKENS_PER_BATCH
     assert param("plot", "min_efficiency").default == settings.DEFAULT_MIN_EFFICIENCY
     assert f"else {settings.DEFAULT_MIN_EFFICIENCY:g})" in param("check", "min_efficiency").help
     for cmd in ("advise", "check", "plot", "what-if", "import-tb"):
         assert param(cmd, "gpus").min == settings.MIN_GPUS, cmd
     # the library's own defaults for the same options
-    for fn in (advise_numbers, fit_from_numbers):
-        sig = inspect.signature(fn).parameters
-        assert sig["hs_cap"].default == settings.DEFAULT_HS_CAP
-        assert sig["tokens_per_batch"].default == settings.DEFAULT_TOKENS_PER_BATCH
+    assert settings.Options().tokens_per_batch == settings.DEFAULT_TOKENS_PER_BATCH
+    assert settings.Options().interval_s == settings.DEFAULT_FOLLOW_INTERVAL_S
+    fit = fit_from_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86})
+    assert (fit.hs_cap, fit.tokens_mean) == (settings.DEFAULT_HS_CAP, settings.DEFAULT_TOKENS_PER_BATCH)
     assert inspect.signature(fit_from_numbers).parameters["pre_cap"].default == settings.DEFAULT_PRE_CAP
-    assert inspect.signature(follow_logs).parameters["interval_s"].default == settings.DEFAULT_FOLLOW_INTERVAL_S
 
 
 @pytest.mark.parametrize("args, message", [
@@ -449,7 +456,13 @@ def test_what_if_takes_a_range_and_a_bound():
     j = json.loads(r.stdout)
     assert j["capacity_basis"] == {"target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
                                    "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None}}
-    assert j["recommendation"]["verdict"] == "cannot-tell" and j["recommendation"]["rule"] == "unknown-capacity"
+    # issue 34: no job to weigh a probe against, so an action with its odds: stay with the
+    # measured best, less sure than from points (the bound leaves 2-6 a chance)
+    rec = j["recommendation"]
+    assert rec["verdict"] == "stay" and rec["roles"] == {"target": 1, "drafter": 7} and rec["close_call"] is False
+    assert 0.5 < rec["p_best"] < 0.99 and rec["probe"]["worth_it"] is False
+    two_six = next(s for s in j["splits"] if s["roles"] == {"target": 2, "drafter": 6})
+    assert 0.01 < two_six["p_best"] < rec["p_best"]
 
 
 @pytest.mark.parametrize("bad", ["fast", "1..0.5", ">0.9"])
@@ -476,3 +489,22 @@ def test_a_slower_tail_is_a_drain_only_when_the_input_ran_out(write_log, end, dr
     assert r.exit_code == 0, r.output
     assert ("as the final drain" in r.output) == drained
     assert ("kept in the window, not cut as a drain" in r.output) == (not drained)
+
+
+def test_what_if_names_the_specforge_qwen_pick_with_its_odds():
+    """Issue 34: SpecForge's Qwen3.8-27B DFlash2 recipe on 8xH200 (4 + 4: 2.25 prompts/s per capture
+    server, 3.7 samples/s per trainer rank; measured 5+3 10.65, 4+4 9.05) said CANNOT TELL; it names
+    5-3, the measured best, with its odds, and the headline's numbers are the JSON's."""
+    args = ("what-if", "--targets", "4", "--drafters", "4", "--target-bps", "9.0", "--drafter-bps", "14.8",
+            "--next-run")
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    assert "CANNOT TELL" not in r.stdout
+    j = json.loads(invoke(*args, "--json").stdout)
+    rec = j["recommendation"]
+    assert rec["verdict"] == "next-run" and rec["action"] == "next-run" and rec["roles"] == {"target": 5, "drafter": 3}
+    assert rec["p_best"] >= 0.8 and rec["expected_gain_pct"] > 0 and rec["close_call"] is False
+    assert rec["probe"] is None or rec["probe"]["worth_it"] is False
+    title = f"NEXT RUN: 5-3, ~{100 * rec['p_best']:.0f}% likely the best, expected +{rec['expected_gain_pct']:.1f}% over 4-4"
+    assert title in r.stdout.splitlines()
+    assert max(j["splits"], key=lambda s: s["p_best"])["roles"] == rec["roles"]

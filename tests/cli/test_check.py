@@ -8,6 +8,7 @@ import pytest
 
 from advisor.cli.check import run_check
 from advisor.errors import LogError
+from advisor.settings import DEFAULT_MIN_EFFICIENCY
 from conftest import ROOT
 
 
@@ -34,7 +35,7 @@ def test_config_gpu_util_metric_and_queue(tmp_path, reference):
 def test_command_line_overrides_config(tmp_path, reference):
     p = config(tmp_path, reference, "[gate]\nmin_efficiency = 0.99\n")
     assert not run_check([p]).gate["passed"]
-    assert run_check([p], min_value=0.5).gate["passed"]
+    assert run_check([p], min_efficiency=0.5).gate["passed"]
 
 
 @pytest.mark.parametrize("body,key", [
@@ -169,3 +170,88 @@ def test_a_profile_name_too_long_for_the_os_is_no_such_file(tmp_path):
     p.write_text(f'profile = ["{"y" * 300}.jsonl"]\n')
     with pytest.raises(LogError, match=r"gate\.toml:1: field 'profile' names no such file 'y{300}\.jsonl'"):
         run_check([p])
+
+
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app, route
+    return CliRunner().invoke(app, route(["check", *map(str, args)]))
+
+
+def test_a_threshold_for_the_other_metric_is_refused_naming_the_option(tmp_path, reference):
+    """`check fail.toml --min-efficiency 0.8` on a gpu_util gate applied 0.8 to gpu_util and printed
+    PASS; the config refuses that mix (min_efficiency under metric = "gpu_util"), so the command
+    line does too: exit 2, one line naming the option and the metric, in both directions."""
+    p = config(tmp_path, reference, "[gate]\nmetric = \"gpu_util\"\nmin_gpu_util = 0.99\n")
+    r = _cli(p, "--min-efficiency", "0.8")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
+    assert r.stderr.startswith("dflash-advise: --min-efficiency: the gate's metric is 'gpu_util' (from gate.metric of")
+    assert "give --min-gpu-util, or --metric efficiency" in r.stderr
+    with pytest.raises(ValueError, match="^--min-efficiency: the gate's metric is 'gpu_util'"):
+        run_check([p], min_efficiency=0.8)
+    # --metric over a config whose threshold is another metric's
+    q = config(tmp_path, reference, "[gate]\nmin_efficiency = 0.5\n")
+    r = _cli(q, "--metric", "gpu_util")
+    assert r.exit_code == 2 and "--metric: " in r.stderr and "sets min_efficiency" in r.stderr, r.output
+    assert "give --min-gpu-util too" in r.stderr
+    # on a log, with the default metric (efficiency), as the config without `metric` refuses min_gpu_util
+    r = _cli(reference, "--min-gpu-util", "0.5")
+    assert r.exit_code == 2 and "--min-gpu-util: the gate's metric is 'efficiency' (from the default metric)" in r.stderr
+    r = _cli(reference, "--min-gpu-util", "0.5", "--min-efficiency", "0.5")
+    assert r.exit_code == 2 and "give one threshold" in r.stderr
+
+
+def test_a_threshold_of_the_gates_metric_applies(tmp_path, reference):
+    p = config(tmp_path, reference, "[gate]\nmetric = \"gpu_util\"\nmin_gpu_util = 0.99\n")
+    value = run_check([p]).gate["value"]
+    r = _cli(p, "--min-gpu-util", f"{value - 0.01:.3f}")
+    assert r.exit_code == 0 and r.stdout.startswith("PASS") and "gpu_util" in r.stdout
+    r = _cli(reference, "--metric", "gpu_util", "--min-gpu-util", f"{value + 0.01:.3f}")
+    assert r.exit_code == 1 and r.stdout.startswith("FAIL")
+    assert run_check([reference], metric="gpu_util", min_gpu_util=value + 0.01).gate["threshold"] == \
+        pytest.approx(value + 0.01)
+
+
+@pytest.mark.parametrize("roles,verdict", [("target=6,drafter=2", "FAIL"), ("target=7,drafter=1", "PASS")])
+def test_the_markdown_comment_opens_with_the_gates_verdict(reference, roles, verdict):
+    """A failing gate's pull-request comment opened with the advice's headline ("switch to
+    **7-1**") and said FAIL only on its last line."""
+    r = _cli(reference, "--roles", roles, "--min-efficiency", "0.9", "--markdown")
+    assert r.exit_code == (1 if verdict == "FAIL" else 0)
+    first = r.stdout.splitlines()[0]
+    assert first.startswith(f"**{verdict}**: gate on {roles[7]}-{roles[-1]}: efficiency "), first
+    assert r.stdout.count(verdict) == 1
+
+
+_METRICS = ("efficiency", "gpu_util")
+
+
+@pytest.mark.parametrize("cfg_metric", [None, *_METRICS])
+@pytest.mark.parametrize("cfg_threshold", [False, True])
+@pytest.mark.parametrize("cli_metric", [None, *_METRICS])
+@pytest.mark.parametrize("cli_given", [(), ("efficiency",), ("gpu_util",), _METRICS])
+def test_a_threshold_reaches_only_its_own_metric(tmp_path, reference, cfg_metric, cfg_threshold, cli_metric,
+                                                 cli_given):
+    """Every mix of config and command line: the gate checks metric m (--metric, else the config's,
+    else efficiency) against a threshold given for m, or refuses, naming the option; a threshold
+    is never carried over to the other metric."""
+    m = cli_metric or cfg_metric or "efficiency"
+    gate = ([f'metric = "{cfg_metric}"'] if cfg_metric else []) + \
+        ([f"min_{cfg_metric or 'efficiency'} = 0.25"] if cfg_threshold else [])
+    p = config(tmp_path, reference, "[gate]\n" + "\n".join(gate) + "\n")
+    values = {"efficiency": 0.5, "gpu_util": 0.75}
+    kw = {"min_efficiency": values["efficiency"] if "efficiency" in cli_given else None,
+          "min_gpu_util": values["gpu_util"] if "gpu_util" in cli_given else None}
+    cfg_for = (cfg_metric or "efficiency") if cfg_threshold else None
+    refused = len(cli_given) > 1 or (cli_given and cli_given[0] != m) or (not cli_given and cfg_for not in (None, m))
+    if refused:
+        option = {"efficiency": "--min-efficiency", "gpu_util": "--min-gpu-util"}
+        want = ("--min-gpu-util: give one threshold" if len(cli_given) > 1
+                else f"{option[cli_given[0]]}: the gate's metric is '{m}'" if cli_given else "--metric: ")
+        with pytest.raises(ValueError, match="^" + want):
+            run_check([p], metric=cli_metric, **kw)
+        return
+    g = run_check([p], metric=cli_metric, **kw).gate
+    want = values[m] if cli_given else 0.25 if cfg_for else DEFAULT_MIN_EFFICIENCY
+    assert g["metric"] == m and g["threshold"] == want

@@ -99,10 +99,12 @@ def test_decision_invariants(logs, which, live, gpus, hs_cap, budget, restart, n
         assert df.at[hi, "bps"] >= df.at[lo, "bps"]
         assert d.margin.stable == (df.at[hi, "bps_low"] > df.at[lo, "bps_high"])
         assert rec["margin"]["stable"] == d.margin.stable
-    # an ended run (or --next-run) recommends the best split (or says it cannot tell)
+    # an ended run (or --next-run) recommends the split of least expected regret, the Bayes action
+    # (the projected best where the odds agree; or says a probe is worth buying)
     if adv.settings.for_next_run:
         assert d.verdict in (Verdict.NEXT_RUN, Verdict.CANNOT_TELL)
-        assert d.recommended == d.best
+        assert d.recommended == d.odds.best
+        assert d.odds.of(d.recommended).regret_pct <= d.odds.of(d.best).regret_pct + 1e-9
     assert adv.settings.run_ended == (not live)
     # every b/s figure in the prose is a number of a split the sentence names
     for sentence in adv.recommendation.reasons:

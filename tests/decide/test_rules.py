@@ -142,16 +142,18 @@ def test_several_logs_reconcile_or_say_which_disagrees():
         assert adv.splits.at[name, "cap_target_bps"] == pytest.approx(caps["target"])
 
 
-def test_short_warming_log_cannot_tell(reference, tmp_path):
+def test_a_short_warming_log_names_its_action_with_lower_odds(reference, tmp_path):
+    # issue 34: thin evidence no longer withholds the action; it lowers the odds, and the probe
+    # that would settle it is named but not worth two restarts when the action is this likely
     head = tmp_path / "head.jsonl"
     head.write_bytes(b"".join(reference.read_bytes().splitlines(keepends=True)[:100]))
     adv = advise(head)
-    assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "thin-evidence"
-    assert adv.decision.needs is not None
-    assert any("thin evidence" in w for w in adv.warnings)
-    assert "What would settle it" in render(adv)
-    # on dedicated GPUs the lead's uncertainty is sampling and drift: a longer log settles it
-    assert adv.decision.needs.longer_factor > 1 and "as long" in render(adv)
+    d = adv.decision
+    assert d.evidence.thin and any("thin evidence" in w for w in adv.warnings)
+    assert d.verdict is Verdict.STAY and d.recommended == "7-1"
+    assert d.p_best < advise(reference).decision.p_best
+    assert d.probe is not None and not d.probe.worth_it and d.probe.value_s < d.probe.cost_s
+    assert "(provisional: thin evidence)" in render(adv)
 
 
 def test_what_if_claims_no_stability_from_zero_width_intervals():
@@ -218,44 +220,58 @@ def test_json_contract_keys(reference):
         j["recommendation"])
     assert {"stable", "best_low", "runner_up_high"} <= set(j["recommendation"]["margin"])
     assert {"gpus", "token_budget", "hs_cap", "restart_cost_h", "run_ended"} <= set(j["recommendation"]["settings"])
-    assert j["schema"] == 1 and j["gpus"] == 8
+    assert j["schema"] == 2 and j["gpus"] == 8
 
 
-def test_rates_of_a_gpu_run_projected_onto_more_gpus_cannot_tell():
+def test_rates_of_a_gpu_run_projected_onto_more_gpus_cannot_tell_and_name_the_probe():
     # a rates-only log of 7-1 on GPUs projected onto 16: each role's per-GPU rate at another count
-    # is a prior (published split tables), so the two best splits, both far from 7-1, cannot be told
-    # apart; a run at the other split settles it
+    # is a prior (published split tables), so the two best splits, both far from 7-1, are an open
+    # question over a whole job: a probe of the two is worth its two restarts, and the verdict says
+    # which, how long, and what to run without it
     adv = advise("fixtures/reference-7x1-rates.jsonl", gpus=16, next_run=True)
     d, m = adv.decision, adv.decision.margin
-    assert d.verdict is Verdict.CANNOT_TELL and d.rule == "unresolved" and not m.separated
-    assert m.lead_low_pct < -100 * RESOLVE_GAIN
-    n = d.needs
-    assert n.longer_factor is None and n.run_at is not None and f"a short run at {n.run_at}" in render(adv)
+    assert not m.separated and m.lead_low_pct < -100 * RESOLVE_GAIN
+    assert d.verdict is Verdict.CANNOT_TELL and d.rule == "probe" and d.action is Verdict.NEXT_RUN
+    pr = d.probe
+    assert pr.worth_it and pr.value_s > pr.cost_s and pr.regret_after_pct < pr.regret_now_pct
+    assert d.recommended in pr.splits and pr.split in pr.splits and pr.split != d.recommended
+    rec = adv.to_json()["recommendation"]
+    assert rec["verdict"] == "cannot-tell" and rec["action"] == "next-run" and rec["probe"]["worth_it"] is True
+    assert rec["probe"]["gpu_hours"] == round(pr.gpu_hours, 3) and rec["probe"]["seconds"] == round(pr.seconds_each)
+    text = render(adv)
+    assert text.count("CANNOT TELL without a probe") == 1 and f"until then NEXT RUN: {d.recommended}" in text
+    assert "short probe is worth buying" in text and f"run {d.recommended} next" in text
 
 
 
-def test_a_small_lead_with_a_wide_interval_is_cannot_tell():
+def test_a_small_lead_with_a_wide_interval_is_an_action_at_modest_odds():
     # hold16g10 (G = 10, 16-core host): from the 9-1 log (its slower last third kept: it ended
     # interrupted, so no drain), 7-3 projects 2.8% above 8-2, but the lead's interval spans -31% to
-    # +53% (measured: 7-3 53.2 b/s, 8-2 45.5): not a tie, an open question
+    # +53% (measured: 7-3 53.2 b/s, 8-2 45.5): not a tie, and no sure pick either. Issue 34: the
+    # verdict names 7-3 (the measured best) with its modest odds; a probe over a job of minutes
+    # is not worth two restarts, so it is not cannot-tell
     from pathlib import Path
 
     log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "hold16g10" / "hold16g10-9x1-r0.jsonl.gz"
     adv = advise(log)
     d, m = adv.decision, adv.decision.margin
     assert m.lead_pct < 5 and m.lead_low_pct < -100 * RESOLVE_GAIN < 100 * RESOLVE_GAIN < m.lead_high_pct
-    assert d.verdict is Verdict.CANNOT_TELL and d.rule == "unresolved"
-    assert d.needs.run_at == m.lower == "8-2"
+    assert d.verdict is Verdict.NEXT_RUN and d.recommended == "7-3"
+    assert 0.3 < d.p_best < 0.9 and d.expected_regret_pct > 100 * RESOLVE_GAIN and not d.close_call
+    assert d.probe is not None and not d.probe.worth_it and "8-2" in d.probe.splits
     text = render(adv)
-    assert "either will do" not in text and "a short run at 8-2" in text
+    assert "either will do" not in text and "close call" not in text
+    assert f"NEXT RUN: 7-3, ~{100 * d.p_best:.0f}% likely the best" in text
 
 
-def test_two_logs_at_the_two_splits_ask_for_repeats():
-    # both splits ran (on one shared GPU, 0.7% apart): only more runs of each can separate them
+def test_two_logs_at_the_two_splits_probe_longer_than_they_ran():
+    # both splits ran (on one shared GPU, 0.7% apart): the pick is named with its odds, and a probe,
+    # if one is named, runs longer than the logs already ran either split
     adv = advise(["fixtures/h200-1x2.jsonl", "fixtures/h200-2x1.jsonl"])
     d = adv.decision
-    assert d.verdict is Verdict.CANNOT_TELL and d.needs.repeats and d.needs.run_at is None
-    assert "repeated runs of each" in render(adv)
+    assert d.verdict is Verdict.NEXT_RUN and d.p_best < 0.9
+    ran = max(o.steady.duration_s for o in adv.fit.observed)
+    assert d.probe is None or d.probe.seconds_each > ran
 
 
 def test_overlapping_intervals_with_a_certain_lead_are_separated():
@@ -277,22 +293,20 @@ def test_overlapping_intervals_with_a_certain_lead_are_separated():
     assert j["stable"] is False and j["separated"] is True and j["lead_low_pct"] == round(m.lead_low_pct, 2)
 
 
-def test_an_uncertain_lead_stays_cannot_tell():
+def test_an_uncertain_lead_names_the_pick_and_the_split_a_probe_would_run():
     # ded32 (each split alone on its host; 6-2 measured 37.94 b/s, 5-3 36.27): from the 7-1 log the
-    # drafter-bound 6-2 and the target-bound 5-3 share little, and the lead's interval spans 0
+    # drafter-bound 6-2 and the target-bound 5-3 share little, and the lead's interval spans 0;
+    # issue 34: 6-2 (the measured best) is named with its odds, and the probe it would take runs
+    # 5-3, which no log ran
     from pathlib import Path
 
     log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
     adv = advise(log)
-    m = adv.decision.margin
-    assert adv.decision.verdict is Verdict.CANNOT_TELL and adv.decision.rule == "unresolved"
+    d, m = adv.decision, adv.decision.margin
     assert not m.separated and m.lead_low_pct < 0 < m.lead_high_pct
+    assert d.verdict is Verdict.NEXT_RUN and d.recommended == "6-2" and d.p_best < 1
+    assert d.probe.split == "5-3" and set(d.probe.splits) == {"6-2", "5-3"}
     assert "lead itself is" in render(adv)
-    # most of the lead's uncertainty is how step time changes with the split, which a longer log
-    # at 7-1 does not shrink: only a run at the other split settles it
-    n = adv.decision.needs
-    assert n.longer_factor is None and n.run_at == "5-3"
-    assert "as long" not in render(adv) and "a short run at 5-3" in render(adv)
 
 
 def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
@@ -313,22 +327,11 @@ def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
     assert "range of its scaling" in render(bare)
 
 
-def test_could_trail_reads_the_lead_interval_or_else_the_two_intervals():
-    from advisor.decide.rules import Margin, could_trail
-
-    base = dict(higher="6-2", lower="5-3", stable=False, lead_pct=1.0)
-    assert could_trail(Margin(**base, best_low=9.0, runner_up_high=11.0, lead_low_pct=-2.5, lead_high_pct=4.0))
-    assert not could_trail(Margin(**base, best_low=9.0, runner_up_high=11.0, lead_low_pct=-1.5, lead_high_pct=4.0))
-    # no paired form: the runner-up's upper end against the best's lower end
-    assert could_trail(Margin(**base, best_low=10.0, runner_up_high=10.3))
-    assert not could_trail(Margin(**base, best_low=10.0, runner_up_high=10.1))
-
-
 def test_judged_follows_the_first_reason_when_no_split_of_g_was_observed(reference):
     """--gpus other than the log's: no split of G is judged, and `judged` is the split the first
     reason describes (the recommended one), not null."""
     adv = advise(reference, gpus=16)
-    assert adv.decision.judged is None and adv.decision.rule in ("plan", "unresolved")
+    assert adv.decision.judged is None and adv.decision.rule in ("plan", "probe")
     rec = adv.to_json()["recommendation"]
     label = adv.decision.recommended
     assert adv.recommendation.reasons[0].startswith(f"at {label} the ")
@@ -337,7 +340,9 @@ def test_judged_follows_the_first_reason_when_no_split_of_g_was_observed(referen
 
 def test_a_throttled_producer_in_a_rates_log_is_a_bound_that_can_decide(tmp_path, reference_rates):
     # without cap_bps, a producer behind a full queue is known only from below: the bound is carried
-    # into every row, and the verdict says the unknown side decides, naming the nearest split to try
+    # into every row; at the bound 7-1 projects best, above it 6-2 can (its targets, blocked, may
+    # have room): issue 34, the action keeps 7-1 (by busy time the targets have 7% more than the
+    # bound, and 6-2 stays behind) at lower odds, and names the probe of 6-2 against it
     lines = []
     for line in open(reference_rates):
         d = json.loads(line)
@@ -348,22 +353,11 @@ def test_a_throttled_producer_in_a_rates_log_is_a_bound_that_can_decide(tmp_path
     adv = advise(p)
     assert adv.fit.producer.basis.value == "bound" and adv.fit.consumer.basis.value == "rates"
     d = adv.decision
-    assert d.verdict is Verdict.CANNOT_TELL and d.rule == "unknown-capacity"
-    assert d.needs.unknown == ("target",) and d.needs.rival == "6-2" and d.needs.run_at == "6-2"
+    assert d.best == "7-1" and d.recommended == "7-1" and d.verdict is Verdict.STAY
+    full = advise(reference_rates).decision
+    assert d.p_best < full.p_best and d.odds.of("6-2").p_best > full.odds.of("6-2").p_best + 0.1
+    assert d.probe is not None and set(d.probe.splits) == {"6-2", "7-1"} and d.probe.split == "6-2"
     assert adv.to_json()["capacity_basis"]["target"]["high_bps"] is None
-
-
-def test_corner_rival_is_the_nearest_split_that_leads_at_some_end():
-    import pandas as pd
-
-    from advisor.decide.rules import corner_rival
-    df = pd.DataFrame({"n_target": [3, 2, 1], "bps": [1.0, 0.9, 0.8],
-                       "err_corner_ll": [0.0, 0.0, 0.0], "err_corner_lh": [0.0, 0.0, 0.0],
-                       "err_corner_hl": [0.0, 0.3, 0.5], "err_corner_hh": [0.0, 0.0, 0.0]},
-                      index=["3-1", "2-2", "1-3"])
-    assert corner_rival(df, "3-1", "target") == "2-2"        # both lead there; 2-2 is nearer
-    df["err_corner_hl"] = 0.0
-    assert corner_rival(df, "3-1", "target") is None          # no end moves the pick
 
 
 @pytest.mark.parametrize("name, stack, roles", [("specforge-1x7.csv", "specforge", "target=1,drafter=7"),
@@ -401,9 +395,10 @@ def test_judging_another_split_than_the_log_runs_keeps_the_running_one(reference
     assert d.observed == d.best == d.recommended == "7-1" and d.judged == "6-2" and d.best_is_running
     text = render(adv)
     title = text.split("\n\n")[2].splitlines()[0]
-    assert title == "KEEP 7-1 (the split the log runs), not 6-2", title
+    assert title.startswith("KEEP 7-1 (the split the log runs), not 6-2: "), title
     assert "SWITCH to 7-1" not in text and "switching to 7-1" not in text and "STAY with 6-2" not in text
     said = adv.recommendation.reasons[1]
     assert said.startswith("7-1, the split the log runs, gains") and "needs no restart" in said
     assert f"{d.eta_gain_s / 3600:.1f} h sooner" in said        # no restart taken off: none is needed
     assert "keep **7-1** (the split the log runs), not 6-2" in render(adv, "markdown")
+    assert d.odds.judged == "7-1" and "restart at any split but 7-1" in text    # the odds charge 6-2 one

@@ -441,3 +441,21 @@ def test_a_rates_log_without_tokens_plots_b_s_without_nan_or_warnings(tmp_path):
     heights = [p.get_height() for p in ax.patches]
     for bps in adv.splits["bps"]:        # a bar per split at its b/s
         assert any(h == pytest.approx(bps, rel=1e-9) for h in heights), (bps, heights)
+
+
+@pytest.mark.parametrize("log", ["reference-7x1.jsonl", "cpu-2x1.jsonl"])
+def test_no_mark_of_the_efficiency_panel_sits_above_100_percent(log):
+    """The axis is a percentage: every mark drawn on it, wherever its transform places it, reads
+    between 0 and 100% (the recommended split's star was lifted above the bars to about 103%)."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    a = advise([FIXTURES / log])
+    ax = Figure(figsize=(7, 4.8)).add_subplot()
+    plots.plot_efficiency(a, ax=ax)
+    marks = [ln for ln in ax.get_lines() if ln.get_marker() not in ("None", "", None)]
+    assert plots.REC_MARKER in {ln.get_marker() for ln in marks}
+    for ln in marks:
+        shown = ln.get_transform().transform(np.c_[ln.get_xdata(), ln.get_ydata()])
+        y = ax.transData.inverted().transform(shown)[:, 1]
+        assert ((y >= -1e-9) & (y <= 100 + 1e-9)).all(), (ln.get_label(), y)

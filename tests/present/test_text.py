@@ -42,18 +42,21 @@ def test_caveats_are_listed(reference_rates):
     assert all(w in text for w in adv.warnings)
 
 
-def test_an_open_next_run_choice_names_both_splits():
-    # the ded32 7-1 log has ended and cannot separate 6-2 from 5-3: nothing to "keep", two to try
+def test_an_open_next_run_choice_names_the_pick_with_its_odds():
+    # the ded32 7-1 log has ended and cannot separate 6-2 from 5-3 at 95%: issue 34, the title names
+    # the pick (6-2, the measured best) with its odds and expected gain, in text and Markdown alike
     from pathlib import Path
 
     from advisor.present.text import render_markdown
 
     log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
     adv = advise(log)
-    assert adv.decision.rule == "unresolved"
-    text = render(adv)
-    assert "CANNOT TELL for the next run: 6-2 or 5-3" in text and "for now keep" not in text
-    assert "cannot tell yet for the next run: **6-2** or **5-3**" in render_markdown(adv).splitlines()[0]
+    d = adv.decision
+    assert not d.margin.separated and d.verdict.value == "next-run" and d.recommended == "6-2"
+    odds = f"~{100 * d.p_best:.0f}% likely the best, expected +{d.expected_gain_pct:.1f}% over 5-3"
+    assert f"NEXT RUN: 6-2, {odds}" in render(adv).splitlines()
+    assert f"next run: **6-2**, {odds}" in render_markdown(adv).splitlines()[0]
+    assert "CANNOT TELL" not in render(adv)
 
 
 # ---------------------------------------------------------------- words that mislead (issue 21)
@@ -223,3 +226,21 @@ def test_an_open_ended_bound_prints_at_least_not_a_finite_interval():
         assert bps_text(adv.splits.at[label, "bps_high"]) not in text
     closed = render(advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}))
     assert "at least" not in closed.split("\n\n")[1]
+
+
+def test_the_table_shows_each_splits_odds_from_the_decisions_draw(reference):
+    """Issue 34: a `p best` column beside the interval, each split's odds as the JSON has them."""
+    import json
+
+    from advisor.decide.odds_text import share_text
+
+    adv = advise(reference, gpus=16)
+    text, js = render(adv), json.loads(render(adv, "json"))
+    head = next(x for x in text.splitlines() if x.lstrip().startswith("split"))
+    assert head.split()[:6] == ["split", "b/s", "95%", "interval", "p", "best"]
+    assert "p best = how likely the split is within 2% of the best" in text
+    for s in js["splits"]:
+        label = f"{s['roles']['target']}-{s['roles']['drafter']}"
+        row = next(t for t in (x.split() for x in text.splitlines()) if label in t[:2] and len(t) > 6)
+        assert row[row.index(label) + 3] == share_text(adv.decision.odds.of(label).p_best).lstrip("~")
+        assert s["p_best"] == round(adv.decision.odds.of(label).p_best, 4)

@@ -1,0 +1,238 @@
+"""The odds of every split: one joint draw of the fit's uncertainty, and what it says of each choice.
+
+Each split k's projected rate carries the parts of its 95% interval (`advisor.project.table`):
+coefficients ``s_kj`` (log b/s per standard error) of the error sources every split shares (the
+run's level, sampling, the split slope, the lone-worker regime), its own variance ``v_k``, the
+shifts ``e_k`` of its rate at the ends of an unidentified sync scaling and at the corners of
+the roles' capacity ranges. One draw r of all splits together:
+
+    ln X_k^(r) = ln x_k + sum_j s_kj Z_j^(r) + sqrt(v_k) eps_k^(r) + t^(r) e_k,c(r)
+
+with ``Z_j``, ``eps_k`` independent standard normals (a shared source drawn once per draw, so it
+cancels in every lead exactly as in `advisor.project.table.lead_interval`), and one unknown end
+shared by every split: ``c`` one of the non-zero ends (sync scaling's two, the capacity ranges'
+four corners), each equally likely, and ``t`` uniform on [0, 1] (the truth anywhere between the
+point projection and that end; the lead's interval spans the same hull). A corner beyond 1.25x or
+1/1.25x of the point (``END_CAP_LOG``) is drawn to there at most: the open end of a bound sits at
+1000x, and where a bound could be checked the truth lay near it (CHANGELOG.md, issue 34). A
+widened row (a
+measured rate the model misses: no paired form) is drawn alone from its marginal interval, a
+normal in ln X with median ``x_k`` and each side's spread from that side of the interval
+(``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96`` above). The drift widening of a thin log
+(`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn
+(except inside a widened row's marginal interval, which carries it).
+
+With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
+by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
+below is read on the effective rate ``V_k = left / T_k`` (the rate itself where no restart is
+weighed). Per split, with ``M = max_j V_j`` of each draw and ``RESOLUTION`` = 2%:
+
+    p_best(k)    = share of draws with V_k >= (1 - RESOLUTION) M        (within the resolution)
+    p_top(k)     = share of draws where k is the best (ties to the first), summing to 1
+    regret(k)    = E[M - V_k] / E[M]                                    (expected shortfall)
+    gain(k)      = E[V_k] / E[V_other] - 1, other the best other split by E[V]
+
+The Bayes action is the split of least expected regret (the largest ``E[V_k]``). A close call:
+the two best splits' expected regrets are both below the resolution (either will do).
+
+The draws are seeded (``SEED``): the same table gives the same odds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.stats import Z_95
+
+RESOLUTION = 0.02       # splits within 2% of the best count as the best (what the model resolves)
+DEFAULT_DRAWS = 4000
+MAX_CELLS = 2_000_000   # draws x splits at most: a table of more than 500 splits gets fewer draws
+MIN_DRAWS = 1000
+SEED = 34
+END_CAP_LOG = math.log(1.25)  # a capacity corner's shift drawn to at most x1.25 (or /1.25) of the point projection
+
+
+@dataclass(frozen=True, eq=False)
+class DrawInputs:
+    """What the draw reads from the table, one entry per split in the table's order (arrays of
+    length K; ``shared`` K x sources, ``ends`` K x ends, only the ends non-zero somewhere)."""
+
+    labels: tuple[str, ...]
+    bps: np.ndarray
+    shared: np.ndarray
+    own_var: np.ndarray
+    ends: np.ndarray
+    widened: np.ndarray
+    low_bps: np.ndarray
+    high_bps: np.ndarray
+    left_batches: float | None     # batches left in the job (None: its size is unknown)
+
+
+def draw_inputs(df: pd.DataFrame) -> DrawInputs:
+    """The draw's inputs from the projected table's rows (the one reader of the table here)."""
+    labels = tuple(str(x) for x in df.index)
+    k = len(labels)
+
+    def col(name: str, default: float = 0.0) -> np.ndarray:
+        if name not in df.columns:
+            return np.full(k, default)
+        return pd.to_numeric(df[name], errors="coerce").to_numpy(float)
+
+    bps = col("bps", math.nan)
+    shared = np.column_stack([col(c) for c in ERR_SHARED]) if k else np.zeros((0, len(ERR_SHARED)))
+    sync = np.column_stack([col("err_sync_lo"), col("err_sync_hi")]) if k else np.zeros((0, 2))
+    corners = np.column_stack([col(c) for c in ERR_CORNERS]) if k else np.zeros((0, 4))
+    ends = np.hstack([np.nan_to_num(sync), np.clip(np.nan_to_num(corners), -END_CAP_LOG, END_CAP_LOG)])
+    ends = ends[:, np.abs(ends).max(axis=0) > 0] if k else ends
+    widened = (df["widened"].to_numpy(bool) if "widened" in df.columns else np.zeros(k, bool))
+    if "err_own_var" not in df.columns:      # no parts: every row drawn from its own interval
+        widened = np.ones(k, bool)
+    eta = col("eta_s", math.nan)
+    left = eta * bps
+    left = left[np.isfinite(left) & (left >= 0)]
+    return DrawInputs(labels=labels, bps=bps, shared=np.nan_to_num(shared), own_var=np.nan_to_num(col("err_own_var")),
+                      ends=ends, widened=widened, low_bps=col("bps_low", math.nan), high_bps=col("bps_high", math.nan),
+                      left_batches=float(np.median(left)) if len(left) else None)
+
+
+def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) -> np.ndarray:
+    """``draws`` x K rates (b/s), one joint draw per row (module docstring; fewer rows for a large
+    table: `draws_for`); a split without a positive finite projection is 0 in every draw."""
+    rng = np.random.default_rng(seed)
+    k = len(inp.labels)
+    draws = draws_for(k, draws)
+    z = rng.standard_normal((draws, inp.shared.shape[1]))
+    log = z @ inp.shared.T + rng.standard_normal((draws, k)) * np.sqrt(np.maximum(inp.own_var, 0.0))
+    if inp.ends.shape[1]:
+        which = rng.integers(0, inp.ends.shape[1], draws)
+        log += rng.uniform(0.0, 1.0, draws)[:, None] * inp.ends[:, which].T
+    ok = np.isfinite(inp.bps) & (inp.bps > 0)
+    wide = inp.widened & ok
+    if wide.any():
+        x = inp.bps[wide]
+        below = _spread(inp.low_bps[wide], x)
+        above = _spread(x, inp.high_bps[wide])
+        e = rng.standard_normal((draws, int(wide.sum())))
+        log[:, wide] = np.where(e < 0, e * below, e * above)
+    out = np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
+    return out
+
+
+def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
+    """Draws for a table of ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) where
+    ``draws x k`` would pass ``MAX_CELLS`` (at G = 1024 the table has 1,023 splits)."""
+    return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
+
+
+def _spread(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """One side's standard deviation in ln X from that side of a 95% interval (0 where absent)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.log(hi / lo) / Z_95
+    return np.where(np.isfinite(s) & (s > 0), s, 0.0)
+
+
+def effective(rates: np.ndarray, inp: DrawInputs, judged: str | None, restart_s: float) -> np.ndarray:
+    """Rates as remaining-job time compares them: ``left / (left / X_k + restart_s [k != J])``; the
+    rates themselves where no restart is weighed (no judged split, no cost, the job's size unknown)."""
+    if judged is None or judged not in inp.labels or not restart_s > 0 or inp.left_batches is None:
+        return rates
+    pay = np.full(len(inp.labels), restart_s / max(inp.left_batches, 1e-12))   # nothing left: never worth it
+    pay[inp.labels.index(judged)] = 0.0
+    with np.errstate(divide="ignore"):
+        inv = np.where(rates > 0, 1.0 / np.where(rates > 0, rates, 1.0), np.inf)
+    return 1.0 / (inv + pay)
+
+
+@dataclass(frozen=True)
+class SplitOdds:
+    """One split's odds (module docstring): all shares 0-1, percentages in %."""
+
+    label: str
+    p_best: float          # within RESOLUTION of the best
+    p_top: float           # the best itself
+    regret_pct: float      # expected shortfall against the best, % of the best's expected rate
+    gain_pct: float        # expected lead over the best other split (negative: it trails)
+    mean_bps: float        # expected rate (b/s), before any restart
+    value_bps: float       # expected effective rate: batches left / remaining time, restart included
+
+
+@dataclass(frozen=True)
+class Odds:
+    """Every split's odds from one joint draw, the Bayes action and the close call."""
+
+    splits: tuple[SplitOdds, ...]     # in the table's order
+    best: str                         # the Bayes action: least expected regret
+    runner_up: str | None             # the next by expected regret
+    close_call: bool                  # both best splits' expected regrets below the resolution
+    judged: str | None                # the split that runs now (restart weighed against it)
+    restart_s: float                  # the restart weighed (0: rates compared as they are)
+    draws: int
+    seed: int
+    resolution: float = RESOLUTION
+
+    @cached_property
+    def _by_label(self) -> dict[str, SplitOdds]:
+        return {s.label: s for s in self.splits}
+
+    def of(self, label: str) -> SplitOdds:
+        """The odds of split ``label``; KeyError where the table has none."""
+        return self._by_label[label]
+
+
+def odds_of(rates: np.ndarray, inp: DrawInputs, *, judged: str | None = None, restart_s: float = 0.0,
+            seed: int = SEED, resolution: float = RESOLUTION) -> Odds:
+    """The odds (module docstring) from drawn ``rates`` (draws x K, `draw_rates`).
+
+    Args:
+        rates: the joint draws of every split's rate.
+        inp: the table's draw inputs (labels, the job's size).
+        judged: the split that runs now; with ``restart_s`` > 0 and the job's size known, the
+            others pay the restart (remaining-job time compared).
+        restart_s: seconds a restart costs.
+    Returns:
+        The `Odds`, one `SplitOdds` per split in the table's order.
+    """
+    v = effective(rates, inp, judged, restart_s)
+    weighed = v is not rates
+    top = v.max(axis=1, keepdims=True)
+    e_max = float(top.mean())
+    mean_v = v.mean(axis=0)
+    p_best = (v >= (1.0 - resolution) * top).mean(axis=0)
+    p_top = np.bincount(v.argmax(axis=1), minlength=len(inp.labels)) / len(v)
+    mean_x = rates.mean(axis=0)
+    regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
+    order = np.argsort(-mean_v, kind="stable")
+    rows = []
+    for i, label in enumerate(inp.labels):
+        other = order[0] if order[0] != i else (order[1] if len(order) > 1 else None)
+        gain = 100.0 * (mean_v[i] / mean_v[other] - 1.0) if other is not None and mean_v[other] > 0 else 0.0
+        rows.append(SplitOdds(label=label, p_best=float(p_best[i]), p_top=float(p_top[i]),
+                              regret_pct=float(max(regret[i], 0.0)), gain_pct=float(gain),
+                              mean_bps=float(mean_x[i]), value_bps=float(mean_v[i])))
+    best = inp.labels[order[0]]
+    runner = inp.labels[order[1]] if len(order) > 1 else None
+    close = runner is not None and all(rows[j].regret_pct < 100 * resolution for j in order[:2])
+    return Odds(splits=tuple(rows), best=best, runner_up=runner, close_call=bool(close), judged=judged,
+                restart_s=float(restart_s) if weighed else 0.0, draws=len(rates), seed=seed, resolution=resolution)
+
+
+def split_odds(df: pd.DataFrame, *, judged: str | None = None, restart_s: float = 0.0, draws: int = DEFAULT_DRAWS,
+               seed: int = SEED) -> Odds:
+    """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored.
+
+    Args:
+        df: the table of `advisor.project.table.project` (after reconciliation).
+        judged: the split that runs now, where a switch means a restart.
+        restart_s: seconds a restart costs (weighed only with ``judged`` and the job's size known).
+        draws: joint draws of the fit's uncertainty.
+        seed: the draws' seed.
+    Returns:
+        The `Odds`.
+    """
+    inp = draw_inputs(df)
+    return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)

@@ -1,0 +1,106 @@
+"""The odds in words: the headline's action with its odds, and the odds sentence.
+
+Every number is the decision's own (`advisor.decide.rules.Decision`: its `~advisor.decide.odds.Odds`
+and `~advisor.decide.probe.Probe`, one joint draw for all of them), printed with the formatting
+of `advisor.decide.reasons`. Shares print as whole percentages, ``>99%`` and ``<1%`` at the ends
+(a share of draws is not a certainty).
+
+Headline forms (text; the Markdown title is the same with the split in bold):
+
+- ``SWITCH to 7-1: >99% likely the best, expected +7.2% over 6-2, restart included`` (the
+  remaining-job time compared; the gain over the split that runs now)
+- ``KEEP 7-1 (the split the log runs), not 6-2: >99% likely the best, expected +7.2% over 6-2,
+  its restart included`` (``--roles`` judging another split than the log runs, where the running
+  split is best: keeping it needs no restart, `Decision.best_is_running`)
+- ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
+- ``NEXT RUN: 13-3, close call: 13-3 or 14-2 will do (each expected within 2% of the best)``
+- ``CANNOT TELL without a probe: 1 min each at 13-3 and 14-2 (0.62 GPU-hours) is worth it; until
+  then NEXT RUN: 13-3, ~53% likely the best``
+
+The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
+"""
+from __future__ import annotations
+
+from advisor.decide.reasons import dur_text, signed_pct
+from advisor.decide.rules import Decision, Verdict
+
+ACTIONS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:"}
+MD_ACTIONS = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:"}
+
+
+def share_text(p: float) -> str:
+    """A share of draws as a whole percentage: ``~96%``, ``>99%``, ``<1%``."""
+    if p >= 0.995:
+        return ">99%"
+    if p <= 0.005:
+        return "<1%"
+    return f"~{100 * p:.0f}%"
+
+
+def alternative(d: Decision) -> str | None:
+    """The split the expected gain is counted over: the judged one where the verdict switches,
+    else the best other split by the odds."""
+    o = d.odds
+    if o is None:
+        return None
+    if d.action is Verdict.SWITCH and d.judged is not None and d.judged != d.recommended:
+        return d.judged
+    return o.best if o.best != d.recommended else o.runner_up
+
+
+def _odds_clause(d: Decision) -> str:
+    """``~96% likely the best, expected +23.8% over 4-4`` (or the close call's words)."""
+    o = d.odds
+    rec = d.recommended
+    if d.close_call and o.runner_up is not None:
+        other = o.runner_up if o.best == rec else o.best
+        return f"close call: {rec} or {other} will do (each expected within {o.resolution:.0%} of the best)"
+    text = f"{share_text(d.p_best)} likely the best"
+    alt = alternative(d)
+    if alt is not None and d.expected_gain_pct is not None:
+        text += f", expected {signed_pct(d.expected_gain_pct)} over {alt}"
+        if o.restart_s > 0 and d.best_is_running and o.judged == rec:
+            text += ", its restart included"
+        elif o.restart_s > 0 and o.judged in (alt, rec):
+            text += ", restart included"
+    return text
+
+
+def headline(d: Decision, markdown: bool = False) -> str:
+    """The verdict line: the action and its odds; where a probe is worth buying, the probe and the
+    action to take until then."""
+    rec = f"**{d.recommended}**" if markdown else d.recommended
+    action = d.action or d.verdict
+    words = (MD_ACTIONS if markdown else ACTIONS)[action] if action in ACTIONS else str(action.value)
+    if d.odds is None:
+        return f"{words} {rec}"
+    if d.verdict is Verdict.CANNOT_TELL and d.probe is not None:
+        pr = d.probe
+        splits = " and ".join(f"**{x}**" if markdown else x for x in pr.splits)
+        lead = "cannot tell without a probe" if markdown else "CANNOT TELL without a probe"
+        return (f"{lead}: {dur_text(pr.seconds_each)} each at {splits} ({pr.gpu_hours:.2g} GPU-hours) is worth it; "
+                f"until then {words} {rec}, {share_text(d.p_best)} likely the best")
+    sep = "," if action is Verdict.NEXT_RUN else ":"
+    if action is Verdict.SWITCH and d.best_is_running:   # nothing to switch: the log runs it
+        keep = "keep" if markdown else "KEEP"
+        return f"{keep} {rec} (the split the log runs), not {d.judged}{sep} {_odds_clause(d)}"
+    return f"{words} {rec}{sep} {_odds_clause(d)}"
+
+
+def odds_sentence(d: Decision) -> str | None:
+    """Where the odds come from and what they say of the leading splits (None without odds)."""
+    o = d.odds
+    if o is None or len(o.splits) < 2:
+        return None
+    lead = sorted(o.splits, key=lambda s: s.regret_pct)[:3]
+    shown = [s for s in lead if s.p_best > 0.005 or s.label == d.recommended] or lead[:1]
+    if o.runner_up is not None and all(s.label != o.runner_up for s in shown):
+        shown.append(o.of(o.runner_up))
+    first, rest = shown[0], shown[1:]
+    within = f"{first.label} is within {o.resolution:.0%} of the best split in {share_text(first.p_best)} of them" + "".join(
+        f", {s.label} in {share_text(s.p_best)}" for s in rest)
+    regrets = ", ".join(f"{s.regret_pct:.1f}% at {s.label}" for s in shown)
+    how = (f"remaining-job time compared, a {dur_text(o.restart_s)} restart at any split but {o.judged}"
+           if o.restart_s > 0 and o.judged is not None else "rates compared")
+    return (f"odds from {o.draws:,} joint draws of the projections' uncertainty (what the splits share moves them together; "
+            f"{how}): {within}; expected regret {regrets}.")

@@ -1,0 +1,116 @@
+"""A probe's segments at one split pooled into one log: one body of evidence per split.
+
+A probe (``dflash-train --probe``; docs/instrumenting.md) measures two or more splits in short
+segments run in alternating order, A B A B, each segment its own log whose header carries
+``probe`` (`advisor.ingest.probes`). Each segment starts cold, so each has its own warm-up; and
+a host that drifts over the probe moves the segments of every split alike only when they are
+taken together. So, per probe and split:
+
+1. each segment's steady window is found on its own (`advisor.measure.steady.find_steady`:
+   warm-up dropped per segment, a drain cut where its input ran out);
+2. the windows are laid end to end, in segment order: segment k's rows inside its window are
+   shifted by ``offset_k - start_k``, where ``offset_k`` is the total length of the windows
+   before it; a later segment's opening completion (the instant its window starts, not counted
+   by `advisor.measure.observe.completions`) is left out, so the pooled rate is
+
+       X = (n_1 + ... + n_K) / (d_1 + ... + d_K)
+
+   with n_k the completions inside window k and d_k its length: every steady second of the
+   split weighs the same, whichever round it ran in;
+3. the pooled log's window is all of it, [0, sum d_k]; its warm-up and drain shares are the
+   dropped seconds over the segments' whole length.
+
+Segments of a sampled log (exact binned sums, `advisor.ingest.summary`) are not pooled (their
+sums cannot be shifted); a split with one segment is measured as any log.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pandas as pd
+
+from advisor.ingest.ranks import group_name, merged_end
+from advisor.ingest.runlog import RunLog
+from advisor.measure.steady import SteadyWindow, find_steady
+
+
+def probe_key(log: RunLog) -> tuple | None:
+    """(probe id, split) of a probe segment that can be pooled; None for any other log."""
+    mark = log.header.extra.get("probe")
+    if not isinstance(mark, dict) or log.sampled:
+        return None
+    return str(mark.get("id")), tuple(log.header.roles.items())
+
+
+def _shifted(frame: pd.DataFrame, win: SteadyWindow, offset_s: float, *, keep_start: bool) -> pd.DataFrame:
+    if not len(frame):
+        return frame
+    t = frame["t"]
+    inside = win.mask(t) if keep_start else (t > win.start_s) & (t <= win.end_s + 1e-9)
+    out = frame[inside].copy()
+    out["t"] = out["t"] - win.start_s + offset_s
+    return out
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    kept = [f for f in frames if len(f)]
+    if not kept:
+        return frames[0]
+    return pd.concat(kept, ignore_index=True)
+
+
+def pool_segments(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow]:
+    """One log of a split's probe segments (module docstring) and its window."""
+    wins = [find_steady(lg) for lg in segments]
+    steps, syncs, rates = [], [], []
+    offset = 0.0
+    for k, (lg, w) in enumerate(zip(segments, wins)):
+        steps.append(_shifted(lg.steps, w, offset, keep_start=k == 0))
+        syncs.append(_shifted(lg.syncs, w, offset, keep_start=k == 0))
+        rates.append(_shifted(lg.rates, w, offset, keep_start=k == 0))
+        offset += w.duration_s
+    total_s = sum(lg.duration_s for lg in segments)
+    warm = sum(w.warmup_share * lg.duration_s for lg, w in zip(segments, wins))
+    drain = sum(w.drain_share * lg.duration_s for lg, w in zip(segments, wins))
+    end = merged_end(segments)
+    if end is not None:
+        end = {**end, "t": offset}
+    first = segments[0]
+    pooled_steps = _concat(steps)
+    n_steps = ({str(r): int(n) for r, n in pooled_steps["role"].value_counts().items()}
+               if len(pooled_steps) else {})
+    log = replace(first, path=group_name([lg.path for lg in segments]), steps=pooled_steps, syncs=_concat(syncs),
+                  rates=_concat(rates), end=end, n_lines=sum(lg.n_lines for lg in segments), t_max_s=offset,
+                  n_steps=n_steps, source=None, totals=None)
+    win = SteadyWindow(start_s=0.0, end_s=offset, warmup_share=warm / total_s if total_s > 0 else 0.0,
+                       settled=all(w.settled for w in wins), basis=wins[0].basis,
+                       n_events=sum(w.n_events for w in wins), drain_share=drain / total_s if total_s > 0 else 0.0)
+    return log, win
+
+
+def pooled_logs(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None]]:
+    """The logs with each probe's segments at one split pooled (`pool_segments`), in the order of
+    each split's first segment; other logs as given, with None (their window is found as usual)."""
+    groups: dict[tuple, list[RunLog]] = {}
+    order: list[tuple | int] = []
+    for i, lg in enumerate(logs):
+        key = probe_key(lg)
+        if key is None:
+            order.append(i)
+        else:
+            if key not in groups:
+                order.append(key)
+            groups.setdefault(key, []).append(lg)
+    out: list[tuple[RunLog, SteadyWindow | None]] = []
+    for item in order:
+        if isinstance(item, int):
+            out.append((logs[item], None))
+        elif len(groups[item]) == 1:
+            out.append((groups[item][0], None))
+        else:
+            out.append(pool_segments(groups[item]))
+    return out
+
+
+__all__ = ["pool_segments", "pooled_logs", "probe_key"]

@@ -1,0 +1,46 @@
+"""A probe's segments at one split pooled into one measured log."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.ingest.load import load_log
+from advisor.measure.measured import measure_log, measure_logs
+from advisor.measure.probes import pooled_logs, probe_key
+from advisor.measure.steady import find_steady
+
+SOURCE = Path(__file__).resolve().parents[2] / "fixtures" / "cpu-2x1.jsonl"
+
+
+def _segment(path: Path, k: int, cut_s: float | None = None) -> Path:
+    """The fixture as probe segment ``k``; ``cut_s``: only its events up to that time (and its end)."""
+    lines = SOURCE.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["probe"] = {"id": "p", "segment": k}
+    body = [x for x in lines[1:] if cut_s is None or json.loads(x)["t"] <= cut_s or '"ev":"end"' in x]
+    path.write_text("\n".join([json.dumps(head), *body]) + "\n")
+    return path
+
+
+def test_the_pooled_rate_is_every_steady_second_of_the_segments(tmp_path):
+    a = load_log(_segment(tmp_path / "a.jsonl", 1))
+    b = load_log(_segment(tmp_path / "b.jsonl", 2, cut_s=25.0))
+    (pooled, win), = pooled_logs([a, b])
+    wa, wb = find_steady(a), find_steady(b)
+    assert win.start_s == 0.0 and win.end_s == pytest.approx(wa.duration_s + wb.duration_s)
+    ma, mb, mp = measure_log(a), measure_log(b), measure_log(pooled, window=win)
+    # completions add up (each window's opening completion not counted) over the summed windows
+    n = ma.observed.bps * wa.duration_s + mb.observed.bps * wb.duration_s
+    assert mp.observed.bps == pytest.approx(n / win.duration_s, rel=1e-9)
+    assert pooled.steps["t"].is_monotonic_increasing and "+" in pooled.path
+
+
+def test_segments_of_other_splits_and_other_logs_stay_apart(tmp_path):
+    a = load_log(_segment(tmp_path / "a.jsonl", 1))
+    plain = load_log(SOURCE)
+    assert probe_key(plain) is None and probe_key(a) is not None
+    out = pooled_logs([plain, a])
+    assert [w for _, w in out] == [None, None]            # one segment of a split: measured as any log
+    assert len(measure_logs([plain, a]).logs) == 2

@@ -1,0 +1,198 @@
+"""Options: one record, validated by itself, whose flags, defaults and limits the CLI reads."""
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import pytest
+import typer
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import advisor.cli.app as app_module
+from advisor.cli.app import app
+from advisor.errors import SettingsError
+from advisor.settings import (
+    DEFAULT_HS_CAP,
+    DEFAULT_RESTART_COST_H,
+    MAX_GPUS,
+    MAX_QUEUE_CAP,
+    METRICS,
+    Options,
+    option_fields,
+    parse_role_values,
+)
+
+FLAGS = {name: f.metadata["flag"] for name, f in option_fields().items()}
+ADVISE_FIELDS = [name for name, flag in FLAGS.items() if "advise" in flag.commands]
+
+
+# ---------------------------------------------------------------- validation names the option
+
+@pytest.mark.parametrize("name, value", [
+    ("gpus", 1), ("gpus", MAX_GPUS + 1), ("gpus", True), ("gpus", 8.0), ("hs_cap", -1), ("hs_cap", MAX_QUEUE_CAP + 1),
+    ("token_budget", 0), ("restart_cost_h", -1.0), ("restart_cost_h", math.inf), ("restart_cost_h", math.nan),
+    ("restart_cost_h", "1"), ("next_run", 1), ("exact", "yes"), ("interval_s", 0.0), ("max_wait_s", -1.0),
+    ("gpus_per_worker", "target=0"), ("gpus_per_worker", "target"), ("gpus_per_worker", {"target": 2.5}),
+    ("engine_scaling", "target=9"), ("engine_scaling", "target=x"), ("gpus_per_node", 0),
+    ("link_gbytes_s", 0.0), ("link_gbytes_s", 1e9), ("min_efficiency", 1.5), ("metric", "speed"), ("metric", 3),
+    ("tokens_per_batch", 0.5), ("scv", -0.1), ("scv", math.inf), ("sync_every", -1), ("sync_s", -1.0),
+    ("roles", "target=6,target=2"), ("roles", "target=6;drafter=2"), ("roles", {"target": 0}),
+    ("roles", {"target": MAX_GPUS, "drafter": 1}), ("roles", 8), ("hardware_priors", 0),
+    ("restart_cost_h", None), ("next_run", None), ("interval_s", None), ("sync_every", None),
+])
+def test_a_bad_value_is_refused_naming_its_flag(name, value):
+    with pytest.raises(SettingsError) as e:
+        Options(**{name: value})
+    assert e.value.option.split()[0] == FLAGS[name].name, str(e.value)
+    assert str(e.value).startswith(FLAGS[name].name)
+
+
+def test_an_unknown_option_is_refused():
+    with pytest.raises(TypeError, match="min_effciency"):
+        Options(min_effciency=0.9)
+
+
+def test_options_are_keyword_only_and_frozen():
+    with pytest.raises(TypeError):
+        Options(8)   # type: ignore[misc]
+    o = Options(gpus=8)
+    with pytest.raises(AttributeError):
+        o.gpus = 16   # type: ignore[misc]
+
+
+def test_every_field_has_a_flag_and_one_docstring_line():
+    import ast
+    import inspect
+
+    from advisor import settings
+    tree = ast.parse(inspect.getsource(settings.Options))
+    body = tree.body[0].body
+    documented = {body[i].target.id for i in range(len(body) - 1)
+                  if isinstance(body[i], ast.AnnAssign) and isinstance(body[i + 1], ast.Expr)
+                  and isinstance(body[i + 1].value, ast.Constant) and "\n" not in body[i + 1].value.value.strip()}
+    assert documented == {f.name for f in fields(Options)}
+    assert all(flag.name.startswith("--") for name, flag in FLAGS.items() if flag.commands)
+
+
+# ---------------------------------------------------------------- role maps: one reader
+
+def test_role_values_read_text_and_mappings_alike():
+    assert parse_role_values("--x", "target=6, drafter=2") == {"target": 6, "drafter": 2}
+    assert parse_role_values("--x", {"target": 6, "drafter": 2}) == {"target": 6, "drafter": 2}
+    assert parse_role_values("--x", "target=0.9", whole=False, lo=0.05, hi=2.0) == {"target": 0.9}
+    assert list(parse_role_values("--x", "drafter=1,target=7")) == ["drafter", "target"]   # the order given
+    assert Options(roles="target=6,drafter=2") == Options(roles={"target": 6, "drafter": 2})
+
+
+@pytest.mark.parametrize("text, words", [
+    ("target", ["expected role=value pairs"]), ("=3", ["expected role=value pairs"]),
+    ("target=6,", ["expected role=value pairs"]), ("target=6,target=2", ["'target' is given twice"]),
+    ("target=six", ["'target=six'", "not a whole number"]), ("target=0", ["--x target:", "at least 1"]),
+])
+def test_role_values_say_what_is_wrong(text, words):
+    with pytest.raises(SettingsError) as e:
+        parse_role_values("--x", text, lo=1, hi=MAX_GPUS)
+    for w in words:
+        assert w in str(e.value)
+
+
+# ---------------------------------------------------------------- defaults in one place
+
+def _help(cmd):
+    r = CliRunner().invoke(app, [cmd, "--help"])
+    assert r.exit_code == 0
+    return " ".join(r.stdout.split())
+
+
+def test_the_cli_help_shows_the_options_defaults():
+    """The help of each command shows the Options default (or the command's own, from the Flag)."""
+    assert Options().restart_cost_h == DEFAULT_RESTART_COST_H
+    text = _help("advise")
+    assert f"[default: {Options().restart_cost_h}; x>=0.0]" in text
+    assert f"[default: {Options().interval_s}; x>={FLAGS['interval_s'].lo}]" in text
+    text = _help("what-if")
+    assert f"q_hs depth (batches). [default: {DEFAULT_HS_CAP}; x>=0]" in text
+    assert f"[default: {Options().tokens_per_batch}; x>=1.0]" in text
+    for cmd in {c for flag in FLAGS.values() for c in flag.commands}:
+        text = _help(cmd)
+        for name, flag in FLAGS.items():
+            if cmd in flag.commands:
+                assert flag.name in text and " ".join(flag.help_for(cmd).split()) in text, (cmd, name)
+
+
+# ---------------------------------------------------------------- round trips (hypothesis)
+
+def _values(name):
+    """Valid values of one field, from its Flag's limits."""
+    flag = FLAGS[name]
+    default = option_fields()[name].default
+    if flag.role_map:
+        whole = name != "engine_scaling"
+        v = st.integers(int(flag.lo), min(int(flag.hi), 1000)) if whole else st.floats(flag.lo, flag.hi)
+        s = st.dictionaries(st.sampled_from(["target", "drafter", "verifier"]), v, min_size=1, max_size=3)
+    elif flag.cli is bool:
+        s = st.booleans()
+    elif flag.cli is str:
+        s = st.sampled_from(METRICS)
+    elif flag.cli is int:
+        lo = int(flag.lo or 0)
+        s = st.integers(lo, int(flag.hi) if flag.hi is not None else lo + 10 ** 9)
+    else:
+        s = st.floats(flag.lo, flag.hi if flag.hi is not None else 1e12, exclude_min=flag.lo_open)
+    return st.one_of(st.none(), s) if default is None else s
+
+
+def _options(names):
+    return st.fixed_dictionaries({}, optional={n: _values(n) for n in names}).map(lambda kw: Options(**kw))
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(_options(list(FLAGS)))
+def test_any_valid_options_round_trip(o):
+    assert Options(**{f.name: getattr(o, f.name) for f in fields(Options)}) == o
+    assert Options(**o.given()) == o and Options.of(None, **o.given()) == o
+    assert Options().over(o) == o and o.over(Options()) == o
+    for name in ("roles", "gpus_per_worker", "engine_scaling"):
+        m = getattr(o, name)
+        if m:
+            assert Options(**{name: ",".join(f"{k}={v!r}" for k, v in m.items())}) == Options(**{name: m})
+
+
+def _argv(o):
+    argv = []
+    for name in ADVISE_FIELDS:
+        v = getattr(o, name)
+        if v is None or v is False:
+            continue
+        flag = FLAGS[name].name
+        if v is True:
+            argv.append(flag)
+        elif isinstance(v, dict):
+            argv += [flag, ",".join(f"{k}={x!r}" for k, x in v.items())]
+        else:
+            argv += [flag, repr(v)]
+    return argv
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(_options(ADVISE_FIELDS))
+def test_the_command_line_builds_the_same_options(o):
+    """`dflash-advise LOG <flags of o>` hands the library exactly ``o``."""
+    seen = []
+
+    def capture(logs, options):
+        seen.append(options)
+        raise typer.Exit(0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(app_module, "_advise_or_die", capture)
+        r = CliRunner().invoke(app, ["advise", "LOG", *_argv(o)])
+    assert r.exit_code == 0, r.output
+    assert seen == [o]
+
+
+def test_a_bad_option_on_the_command_line_is_exit_2_naming_it(tmp_path):
+    r = CliRunner().invoke(app, ["advise", str(tmp_path / "never.jsonl"), "--roles", "target=6,,drafter=2"])
+    assert r.exit_code == 2 and r.stderr.startswith("dflash-advise: --roles: expected role=value pairs")

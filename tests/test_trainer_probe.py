@@ -1,0 +1,189 @@
+"""`dflash-train --probe`: segments at alternating splits, one log each, decided together.
+
+The emulated probes run on the ideal timeline of `trainer.emulate` (sleeps, not compute), so
+what they log barely depends on the machine's load; the real-CPU probe only checks the files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from trainer.config import ConfigError, make_config
+from trainer.probe import ProbePlan, check_plan, parse_splits, segment_log
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ROOT / "fixtures" / "cpu-2x1.jsonl"
+TIMEOUT_S = 300
+
+
+def _train(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainer", "--no-progress", *args], cwd=ROOT, capture_output=True,
+                          text=True, check=False, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _advise(*paths: Path) -> dict:
+    r = subprocess.run([sys.executable, "-m", "advisor", *map(str, paths), "--json"], cwd=ROOT, capture_output=True,
+                       text=True, check=False, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _header(path: Path) -> dict:
+    with path.open() as f:
+        return json.loads(f.readline())
+
+
+def _lead(doc: dict) -> tuple[float, float]:
+    """The 95% interval (%) of 6-2's lead over 5-3, from the JSON's margin (the recommended
+    split's lead over the runner-up)."""
+    rec = doc["recommendation"]
+    m = rec["margin"]
+    assert m["lead_low_pct"] is not None, m        # a paired lead interval, not a widened table
+    lo, hi = m["lead_low_pct"], m["lead_high_pct"]
+    if rec["roles"] == {"target": 6, "drafter": 2}:
+        return lo, hi
+    return 100 * (100 / (100 + hi) - 1), 100 * (100 / (100 + lo) - 1)
+
+
+# -- the split list and the plan ---------------------------------------------------------------
+
+def test_splits_parse_in_the_order_given():
+    assert parse_splits("5-3,4-4") == ((5, 3), (4, 4))
+    assert parse_splits(" 6x2 , 5+3 ") == ((6, 2), (5, 3))
+    assert parse_splits("2-2,1-4", target_tp=2) == ((2, 2), (1, 4))
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("", "TARGETS-DRAFTERS"), ("5-3", "two or more"), ("5-3,5-3", "listed twice"), ("5-3,a", "'a' is not a split"),
+    ("5-3,0-8", "at least one target"), ("5-3,4-3", "one number of GPUs"),
+])
+def test_a_bad_split_list_names_the_option(text, words):
+    with pytest.raises(ConfigError) as e:
+        parse_splits(text)
+    assert e.value.field == "probe" and words in str(e.value)
+
+
+def test_the_order_alternates_the_splits_round_by_round():
+    plan = ProbePlan(splits=((5, 3), (4, 4)), seconds=10.0, rounds=3)
+    assert [s for _, _, s in plan.order] == [(5, 3), (4, 4)] * 3
+    assert [r for _, r, _ in plan.order] == [1, 1, 2, 2, 3, 3]
+    assert [k for k, _, _ in plan.order] == list(range(1, 7))
+    assert segment_log(1, (5, 3)) == "probe-01-5x3.jsonl"
+
+
+def test_splits_that_need_more_gpus_than_are_visible_are_refused():
+    cfg = make_config(targets=5, drafters=3, out="p")
+    plan = ProbePlan(splits=((5, 3), (4, 4)), seconds=10.0, rounds=2)
+    with pytest.raises(ConfigError) as e:
+        check_plan(plan, cfg, visible_gpus=4)
+    assert e.value.field == "probe" and "8 GPUs and 4 are visible" in str(e.value)
+    check_plan(plan, cfg, visible_gpus=8)
+    check_plan(plan, cfg, visible_gpus=None)       # CPU or emulation: any size runs
+    with pytest.raises(ConfigError) as e:
+        check_plan(ProbePlan(splits=plan.splits, seconds=10.0, rounds=0), cfg, None)
+    assert e.value.field == "probe_rounds"
+
+
+# -- the command line's exit paths ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--probe", "5-3"], "--probe: a probe compares two or more splits"),
+    (["--probe", "5-3,4-4", "--targets", "2"], "--probe: sets the split of each segment"),
+    (["--probe", "5-3,4-4", "--probe-seconds", "0"], "--probe-seconds: must be a number > 0"),
+    (["--probe", "5-3,4-4", "--probe-rounds", "0"], "--probe-rounds: must be a whole number"),
+])
+def test_bad_probe_options_exit_2_naming_the_option(tmp_path, args, words):
+    r = _train(*args, "--out", str(tmp_path / "p"))
+    assert r.returncode == 2 and words in r.stderr, r.stderr
+    assert not list(tmp_path.glob("p/*"))
+
+
+def test_a_probe_refuses_a_directory_that_holds_logs(tmp_path):
+    (tmp_path / "old.jsonl").write_text("{}\n")
+    r = _train("--probe", "2-1,1-2", "--emulate", str(SOURCE), "--out", str(tmp_path))
+    assert r.returncode == 2 and "--out:" in r.stderr and "old.jsonl" in r.stderr
+
+
+# -- probes that run ---------------------------------------------------------------------------------
+
+def test_a_cpu_probe_writes_one_log_per_segment_in_alternating_order(tmp_path):
+    out = tmp_path / "probe"
+    r = _train("--probe", "2-1,1-2", "--probe-seconds", "3", "--probe-rounds", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    man = json.loads((out / "probe.json").read_text())
+    assert man["order"] == ["2-1", "1-2"] and man["mode"] == "cpu"
+    assert [s["log"] for s in man["segments"]] == ["probe-01-2x1.jsonl", "probe-02-1x2.jsonl"]
+    for k, s in enumerate(man["segments"], 1):
+        head = _header(out / s["log"])
+        assert head["roles"] == s["split"] and head["probe"] == {"id": "probe", "segment": k, "segments": 2,
+                                                                  "round": 1}
+        end = json.loads((out / s["log"]).read_text().splitlines()[-1])
+        assert s["exit_code"] == 0
+        # the time limit, or the plan running out first on a fast machine
+        assert end["reason"] == "done" or end["msg"] == "time limit of 3 s reached"
+    assert "probe segment 1/2 (round 1): 2-1" in r.stderr and "dflash-advise" in r.stderr.splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def emulated_probe(tmp_path_factory) -> Path:
+    """6-2 against 5-3 of 8 emulated workers, two rounds of 30 emulated seconds: a lead of a few
+    percent, about what the sampling noise of one segment spans."""
+    out = tmp_path_factory.mktemp("probe") / "p"
+    r = _train("--emulate", str(SOURCE), "--time-scale", "0.1", "--steps", "5000", "--probe", "6-2,5-3",
+               "--probe-seconds", "30", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_an_emulated_probe_alternates_and_each_segment_stops_at_its_time_limit(emulated_probe):
+    man = json.loads((emulated_probe / "probe.json").read_text())
+    assert man["mode"] == "emulate" and man["order"] == ["6-2", "5-3", "6-2", "5-3"]
+    rounds = [s["round"] for s in man["segments"]]
+    seeds = [s["seed"] for s in man["segments"]]
+    assert rounds == [1, 1, 2, 2] and seeds[0] == seeds[1] != seeds[2] == seeds[3]   # a seed per round
+    for s in man["segments"]:
+        lines = (emulated_probe / s["log"]).read_text().splitlines()
+        end = json.loads(lines[-1])
+        assert s["timed_out"] and end == {"ev": "end", "t": end["t"], "reason": "interrupted",
+                                          "msg": "time limit of 30 s reached"}
+        assert end["t"] >= 30.0
+
+
+def test_the_segments_together_decide_between_the_probed_splits(emulated_probe):
+    doc = _advise(emulated_probe)
+    rec = doc["recommendation"]
+    probed = [{"target": 6, "drafter": 2}, {"target": 5, "drafter": 3}]
+    assert rec["roles"] in probed and rec["runner_up"]["roles"] in probed and rec["roles"] != rec["runner_up"]["roles"]
+    # one pooled log per split: the first segment's split is the observed one, and its window
+    # spans both of its segments' steady parts (each about 30 s, warm-up cut)
+    assert doc["observed"]["roles"] == probed[0]
+    alone = [_advise(p) for p in sorted(emulated_probe.glob("probe-*.jsonl"))]
+    assert all(a["observed"]["roles"] == _header(p)["roles"]
+               for a, p in zip(alone, sorted(emulated_probe.glob("probe-*.jsonl"))))
+    lo, hi = _lead(doc)
+    widths = sorted(h - low for low, h in map(_lead, alone))
+    # the segments together measure both splits: their lead interval is narrower than what a
+    # single segment gives, and its low end is above the weakest single segment's
+    assert hi - lo < widths[len(widths) // 2], (lo, hi, widths)
+    assert lo > min(low for low, _ in map(_lead, alone))
+
+
+def test_a_time_limit_ends_one_run_interrupted_with_exit_code_0(tmp_path):
+    out = tmp_path / "run.jsonl"
+    r = _train("--emulate", str(SOURCE), "--time-scale", "0.1", "--steps", "5000", "--time-limit", "5",
+               "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    end = json.loads(out.read_text().splitlines()[-1])
+    assert end["reason"] == "interrupted" and end["msg"] == "time limit of 5 s reached" and end["t"] >= 5.0
+    assert "dflash-train: time limit:" in r.stderr.splitlines()[-1]
+    bad = _train("--time-limit", "0", "--out", str(tmp_path / "x.jsonl"))
+    assert bad.returncode == 2 and "--time-limit: must be a number > 0" in bad.stderr
