@@ -36,7 +36,7 @@ from advisor.project.exact import refine_weak_spots, refined_ratios, refines_asi
 from advisor.project.linked import refine_placements
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
 from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
-                              build_settings, check_role_names, check_roles)
+                              build_settings, check_role_names, check_roles, role_count, role_plural)
 
 EXACT_GAP_WARN_PCT = 3.0
 JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
@@ -129,6 +129,7 @@ class Advice:
         r = self._rows[label]
         out = {"roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])}, "bps": _num(r["bps"]),
                "tok_s": _num(r["tok_s"], 1), "bps_low": _num(r["bps_low"]), "bps_high": _num(r["bps_high"]),
+               "bps_high_open": bool(r.get("bps_high_open", False)),
                "efficiency": _num(r["efficiency"]), "gpu_util": _num(r["gpu_util"]),
                "bottleneck": str(r["bottleneck"]), "eta_s": _num(r["eta_s"], 0), "bound_bps": _num(r["bound_bps"]),
                "capacities_bps": {k: _num(r[f"cap_{k}_bps"]) for k in (p, c, "loader")
@@ -259,11 +260,31 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
             f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
             f"budget, given with the others, pins it down"))
     _warn_engines(fit, settings)
+    _warn_slope_at_another_g(fit, settings)
     judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
     if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
         warnings.warn(AssumptionWarning(
-            f"only {judged_m} {c} observed: the sync cost of several {c}s is unknown and assumed 0; "
+            f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
+            f"assumed 0; "
             f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
+
+
+def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> None:
+    """The fit's caveat gives how step times move with the split at the G the logs ran; a table at
+    another G does not carry that slope (`advisor.model.params.ContentionFit.scale`: one producer
+    more is one consumer fewer only at that G), so say so beside it."""
+    ct = fit.contention
+    if ct.role_se or settings.gpus_per_worker != (1, 1) or settings.gpus == ct.gpus:
+        return
+    if not (ct.measured or any(ct.prior_k)):
+        return
+    p = fit.roles[0]
+    warnings.warn(AssumptionWarning(
+        f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
+        f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
+        f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
+        f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
+        f"{settings.units()} measure it"))
 
 
 def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
@@ -419,7 +440,8 @@ class Fitted:
                       tokens_range=fit.tokens_range, token_budget=head.token_budget,
                       run_ended=self.logs[0].end is not None, cpu=head.extra.get("device") == "cpu",
                       gpus_per_worker=fit.link.gpus_per_worker, gpus_per_node=head.gpus_per_node,
-                      link_bytes_s=fit.link.bytes_s or None, link_source=fit.link.source if fit.link.bytes_s else None)
+                      link_bytes_s=fit.link.bytes_s or None, link_source=fit.link.source if fit.link.bytes_s else None,
+                      tokens_measured=fit.tokens_measured)
 
     def settings(self, options: Options | None = None, **given: Any) -> Settings:
         """The options resolved against the logs (`advisor.settings.build_settings`)."""

@@ -409,6 +409,7 @@ class Settings:
     gpus_per_node: int | None = None          # None: one node holds all G
     link_bytes_s: float | None = None         # the inter-node link's bandwidth (None: unknown, taken as free)
     link_source: str | None = None            # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
+    tokens_measured: bool = True              # False: no log measured tokens; tokens_per_batch is nominal
 
     def split_gpus(self, n: int, m: int) -> int:
         """GPUs of a split of ``n`` producer and ``m`` consumer engines."""
@@ -443,7 +444,8 @@ class Settings:
 
     def to_json(self) -> dict[str, Any]:
         out = {"gpus": self.gpus, "token_budget": self.token_budget or self.log_token_budget,
-               "tokens_per_batch": round(self.tokens_per_batch, 1), "hs_cap": self.hs_cap,
+               "tokens_per_batch": round(self.tokens_per_batch, 1) if self.tokens_measured else None,
+               "hs_cap": self.hs_cap,
                "restart_cost_h": self.restart_cost_h, "run_ended": self.run_ended, "next_run": self.next_run}
         if self.gpus_per_worker != (1, 1) or self.engines_changed:
             out["gpus_per_worker"] = dict(zip((self.producer, self.consumer), self.gpus_per_worker))
@@ -517,6 +519,26 @@ def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: in
     return out
 
 
+# role names that read as English nouns (target, drafter, trainer, engine, ...) take an "s" in the
+# plural; any other name (a product or an acronym: vllm, sglang) is a label, counted in workers
+ROLE_NOUN_ENDINGS = ("er", "or", "et", "nt", "ne", "el", "le", "ist", "ant")
+
+
+def role_is_noun(role: str) -> bool:
+    """Whether a role's name reads as an English noun (its plural adds "s"), not a label."""
+    return role.islower() and role.isalpha() and role.endswith(ROLE_NOUN_ENDINGS)
+
+
+def role_plural(role: str) -> str:
+    """The workers of a role in a sentence: "targets", "drafters", "vllm workers"."""
+    return f"{role}s" if role_is_noun(role) else f"{role} workers"
+
+
+def role_count(n: int, role: str) -> str:
+    """``n`` workers of a role: "1 drafter", "7 drafters", "1 vllm worker", "2 vllm workers"."""
+    if n == 1:
+        return f"1 {role}" if role_is_noun(role) else f"1 {role} worker"
+    return f"{n} {role_plural(role)}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -535,6 +557,7 @@ class Logged:
     gpus_per_node: int | None = None        # the header's node size
     link_bytes_s: float | None = None       # the link's bandwidth measured from the log (or its header)
     link_source: str | None = None          # "measured" (the log's xfer) or "header"
+    tokens_measured: bool = True            # False: no log measured tokens; the batch size is nominal
 
 
 def build_settings(options: Options, logged: Logged) -> Settings:
@@ -542,7 +565,9 @@ def build_settings(options: Options, logged: Logged) -> Settings:
     the split to judge, engines, nodes and the link. Raises `SettingsError` naming the option.
 
     A ``token_budget`` keeps the logged fill (tokens per batch / budget); batches more than
-    `SAME_SIZE_TOL` outside the logged range are flagged as extrapolated."""
+    `SAME_SIZE_TOL` outside the logged range are flagged as extrapolated. Where no log measured
+    tokens (``logged.tokens_measured`` false) and the header gives no budget, a batch's size is
+    unknown and ``--token-budget`` has nothing to scale."""
     producer, consumer = logged.roles
     gpus = _whole("--gpus", options.gpus if options.gpus is not None else logged.gpus, MIN_GPUS, MAX_GPUS)
     k, es, gpn = _engines(options, logged, gpus)
@@ -552,6 +577,10 @@ def build_settings(options: Options, logged: Logged) -> Settings:
         link, source = (logged.link_bytes_s, logged.link_source) if logged.link_bytes_s else (None, None)
     tokens, extrapolated = logged.tokens_mean, False
     if options.token_budget is not None:
+        if not logged.tokens_measured and not logged.token_budget:
+            raise SettingsError("--token-budget", "the log measured no tokens (no step events, no 'tok_s' in its "
+                                "rates) and its header gives no token_budget, so its batches' size is unknown: "
+                                "add token_budget to the header (import-tb --token-budget) or log tok_s")
         # batches fill the budget to the same degree as in the logged run
         fill = logged.tokens_mean / logged.token_budget if logged.token_budget else 1.0
         tokens = options.token_budget * fill
@@ -565,7 +594,8 @@ def build_settings(options: Options, logged: Logged) -> Settings:
                     next_run=options.next_run, run_ended=logged.run_ended, exact=options.exact,
                     extrapolated_tokens=extrapolated, logged_tokens_range=tuple(logged.tokens_range), cpu=logged.cpu,
                     gpus_per_worker=k, log_gpus_per_worker=tuple(logged.gpus_per_worker), engine_scaling=es,
-                    gpus_per_node=gpn, link_bytes_s=link, link_source=source)
+                    gpus_per_node=gpn, link_bytes_s=link, link_source=source,
+                    tokens_measured=logged.tokens_measured)
 
 
 def check_counts(counts: Mapping[str, int]) -> None:

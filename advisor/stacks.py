@@ -46,7 +46,7 @@ from advisor.records import Run
 from advisor.tbimport import Scalar, parse_map, read_scalars, to_records, write_rate_log
 
 __all__ = ["Metric", "Field", "Stack", "STACKS", "stack_names", "read_csv_scalars", "read_any", "derive",
-           "stack_mapping", "import_stack"]
+           "stack_mapping", "cap_kinds", "import_stack"]
 
 KINDS = ("throughput", "capacity", "capacity >=", "capacity <=")
 
@@ -338,6 +338,19 @@ def stack_mapping(stack: Stack, roles: Sequence[str], scalars: Mapping[str, list
     return mapping, series
 
 
+def cap_kinds(stack: Stack, roles: Sequence[str], built: set[str]) -> dict[str, str]:
+    """role -> "lower" or "upper" (the header's ``cap_bps_kind``, docs/log-schema.md) for each
+    ``cap_bps`` the stack's fields built (``built``: rates keys, not replaced by ``--map``) that is
+    only a bound: ``capacity >=`` a lower bound, ``capacity <=`` an upper estimate."""
+    keys = {"producer": roles[0], "consumer": roles[-1]}
+    out = {}
+    for f in stack.fields:
+        side, _, what = f.key.partition(".")
+        if what == "cap_bps" and f"{keys[side]}.cap_bps" in built and f.kind in ("capacity >=", "capacity <="):
+            out[keys[side]] = "lower" if f.kind == "capacity >=" else "upper"
+    return out
+
+
 def import_stack(paths: Sequence[str | Path], out: str | Path, header: Run, *, stack: str | None,
                  mapping: Sequence[str] = (), ended: bool = False) -> tuple[Path, int]:
     """A rate log from event files and/or CSV histories: the stack's built-in fields (if ``stack``),
@@ -370,5 +383,8 @@ def import_stack(paths: Sequence[str | Path], out: str | Path, header: Run, *, s
     extra = {"source": source, "tb_map": dict(m)}
     if stack is not None:
         extra |= {"stack": stack, "unit": STACKS[stack].unit}
+        kinds = cap_kinds(STACKS[stack], names, {k for k in built if k not in user})
+        if kinds:
+            extra["cap_bps_kind"] = kinds
     header = replace(header, t0_unix=first_wall, extra=extra)
     return write_rate_log(header, to_records(scalars, first_wall, m, source=source), out, ended=ended)

@@ -117,3 +117,26 @@ def one_line_error(r, *words):
     assert len(err) == 1 and err[0].startswith("dflash-advise: "), r.stderr
     for w in words:
         assert w in err[0], err[0]
+
+
+def rates_without_tokens(src: Path, out: Path, *, budget: bool = True, queues: bool = True) -> Path:
+    """A rates-only log as another stack's metrics give it: ``src``'s snapshots without ``tok_s``
+    (so no log measures tokens), its header without ``token_budget`` unless ``budget``, without
+    queues (and the snapshots' depths) unless ``queues``."""
+    rows = []
+    for ln in Path(src).read_text().splitlines():
+        o = json.loads(ln)
+        if o["ev"] == "run":
+            if not budget:
+                o.pop("token_budget", None)
+            if not queues:
+                o["queues"] = []
+        elif o["ev"] == "rates":
+            o.pop("tok_s", None)
+            if not queues:
+                o.pop("q", None)
+        elif o["ev"] == "step":
+            continue
+        rows.append(json.dumps(o))
+    out.write_text("\n".join(rows) + "\n")
+    return out

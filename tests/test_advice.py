@@ -68,6 +68,24 @@ def test_the_json_splits_are_the_tables_rows_and_never_print_minus_zero(referenc
     assert gain == 0.0 and math.copysign(1.0, gain) == 1.0
 
 
+def test_a_table_at_another_g_says_the_split_slope_is_not_carried():
+    """Issue 35 item 6: logs at 2 and 3 GPUs of a shared host, projected at 3: the fit's caveat gives
+    +3.4% per extra target, and the table keeps the logged step times (2-1 is twice 1-2's target
+    capacity); a caveat says the slope is for the logged G, so the two agree."""
+    from pathlib import Path
+
+    import pytest
+    fix = Path(__file__).resolve().parent.parent / "fixtures"
+    adv = advise([fix / "h200-1x1.jsonl", fix / "h200-1x2.jsonl"], gpus=3)
+    ct = adv.fit.contention
+    assert ct.gpus == 2 and any(ct.prior_k) and not ct.role_se
+    df = adv.splits
+    assert df.at["2-1", "cap_target_bps"] == pytest.approx(2 * df.at["1-2", "cap_target_bps"])
+    said = [w for w in adv.warnings if "step-time slope with the split" in w]
+    assert len(said) == 1 and "is for 2 GPUs" in said[0] and "every split keeps the logged step times" in said[0]
+    assert not [w for w in advise(fix / "h200-1x1.jsonl").warnings if "step-time slope with the split" in w]
+
+
 def test_logs_fitted_once_advise_as_advise_does():
     """`fit_logs` reads and fits once; its advice under any options is `advise`'s, and an option
     given by name is the same as in an `Options`."""

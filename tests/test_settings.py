@@ -31,6 +31,19 @@ def test_token_budget_keeps_the_fill_and_flags_extrapolation():
     assert not make(token_budget=32000).extrapolated_tokens
 
 
+def test_token_budget_needs_a_batch_size_from_the_log():
+    """No tokens measured and no logged budget: a batch's size is unknown, so a budget what-if is
+    refused; with a logged budget the nominal batch is that budget, filled as logged."""
+    unknown = replace(LOGGED, tokens_mean=1.0, tokens_range=(1.0, 1.0), token_budget=None, tokens_measured=False)
+    with pytest.raises(SettingsError) as e:
+        make(unknown, token_budget=8192)
+    assert str(e.value).startswith("--token-budget:") and "no tokens" in str(e.value)
+    nominal = replace(LOGGED, tokens_mean=32768.0, tokens_range=(32768.0, 32768.0), tokens_measured=False)
+    s = make(nominal, token_budget=8192)
+    assert s.tokens_per_batch == 8192 and not s.tokens_measured
+    assert make(unknown).own_budget
+
+
 @pytest.mark.parametrize("kw, option", [
     (dict(gpus=1), "--gpus"), (dict(gpus=MAX_GPUS + 1), "--gpus"), (dict(gpus=True), "--gpus"),
     (dict(hs_cap=-1), "--hs-cap"), (dict(token_budget=0), "--token-budget"),
@@ -111,3 +124,15 @@ def test_a_capacity_reads_back_from_its_own_text(lo, f, kind):
     back = as_capacity("--target-bps", c.text())
     assert back.kind == c.kind or (kind == "range" and back.kind == "value")
     assert back.low == pytest.approx(c.low, rel=1e-3)
+
+
+@pytest.mark.parametrize("role, plural, one", [
+    ("target", "targets", "1 target"), ("drafter", "drafters", "1 drafter"), ("trainer", "trainers", "1 trainer"),
+    ("engine", "engines", "1 engine"), ("vllm", "vllm workers", "1 vllm worker"),
+    ("sglang", "sglang workers", "1 sglang worker"), ("GPU0", "GPU0 workers", "1 GPU0 worker")])
+def test_role_names_pluralise_as_nouns_or_as_labels(role, plural, one):
+    """Issue 35 item 6: "vllms blocked", "for 1 workers": a role named like a noun takes an "s", any
+    other name is a label counted in workers; one worker is singular."""
+    from advisor.settings import role_count, role_plural
+    assert role_plural(role) == plural and role_count(1, role) == one
+    assert role_count(3, role) == f"3 {plural}"

@@ -3,6 +3,7 @@ written here, and the commands of docs/stacks/*.md run as written."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import struct
@@ -189,3 +190,74 @@ def test_the_docs_page_commands_run(name, tmp_path, monkeypatch):
         args = [str(tmp_path / Path(a).name) if a.startswith("/tmp/") else a for a in cmd[1:]]
         r = _cli(args)
         assert r.exit_code == 0, (cmd, r.output)
+
+
+STACK_FIXTURES = [("specforge-1x7.csv", "specforge", "target=1,drafter=7", "1-7"),
+                  ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3", "1-3")]
+
+
+@pytest.mark.parametrize("name, stack, roles, label", STACK_FIXTURES)
+def test_an_imported_stack_without_tokens_advises_in_b_s_without_nan(tmp_path, name, stack, roles, label):
+    """Issue 35 item 1, as a new user runs it: the stack's metrics carry no tokens, so tok/s is
+    unknown, the observed split is marked and measured, and no output says nan."""
+    out = tmp_path / "s.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / name, "--stack", stack, "--roles", roles, "-o", out])
+    assert r.exit_code == 0, r.output
+    text = _cli([out])
+    js = _cli([out, "--json"])
+    md = _cli([out, "--markdown"])
+    for res in (text, js, md):
+        assert res.exit_code == 0, res.output
+        assert not re.search(r"\bnan\b", res.output, re.IGNORECASE), res.output
+    doc = json.loads(js.stdout)
+    assert [s["observed"] for s in doc["splits"]].count(True) == 1
+    assert next(s for s in doc["splits"] if s["observed"])["roles"] == {
+        k: int(v) for k, v in (kv.split("=") for kv in roles.split(","))}
+    assert doc["observed"]["tok_s"] is None
+    assert f"Measured at {label}" in text.stdout
+    assert any(re.match(rf"^>?\*\s+{label}\s", line.strip()) for line in text.stdout.splitlines()), text.stdout
+    # item 2: the header declares no queue ("queues": []): no q_hs, no queue advice, nothing "by the queue"
+    for res in (text, md):
+        assert "q_hs" not in res.stdout and "Queue:" not in res.stdout and "by the queue" not in res.stdout
+    assert doc["queues"] == {}
+
+
+def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
+    """Issue 35 item 6: TorchSpec's docs call perf/infer_capacity an upper estimate while slots sit
+    idle and perf/train_capacity a lower bound: the import says so in the header, and the advice
+    treats the engines' capacity as between their throughput and that estimate, never measured."""
+    out = tmp_path / "ts.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv", "--stack", "torchspec",
+              "--roles", "target=1,drafter=3", "-o", out])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text().splitlines()[0])["cap_bps_kind"] == {"target": "upper", "drafter": "lower"}
+    snaps = _rates(out)
+    adv = advise(out)
+    tgt, dft = adv.fit.producer, adv.fit.consumer
+    assert tgt.basis.value == "bound" and dft.basis.value == "bound"
+    lo, hi = tgt.mu_range_bps
+    assert lo < hi and lo <= adv.fit.observed[0].bps * (1 + 1e-9) and math.isfinite(hi)
+    assert hi <= max(s["cap_bps"]["target"] for s in snaps) and dft.mu_range_bps[1] == math.inf
+    text = _cli([out]).stdout
+    assert "(measured from rates snapshots)" not in text and "between" in text and "upper estimate" in text
+    js = adv.to_json()["capacity_basis"]
+    assert js["target"]["kind"] == "bound" and js["target"]["high_bps"] is not None and js["drafter"]["high_bps"] is None
+    # a --map that replaces the stack's field is the user's own capacity: no kind is claimed for it
+    out2 = tmp_path / "ts2.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv", "--stack", "torchspec",
+              "--roles", "target=1,drafter=3", "--map", "target.cap_bps=perf/infer_capacity", "-o", out2])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out2.read_text().splitlines()[0])["cap_bps_kind"] == {"drafter": "lower"}
+
+
+def test_role_names_read_as_words_in_every_sentence(tmp_path):
+    """Issue 35 item 6: roles named vllm and trainer: no "vllms", no "Vllm" at a sentence's start,
+    no "1 workers" or "1 trainers"."""
+    out = tmp_path / "sp.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "speculators-1x2.csv", "--stack", "speculators",
+              "--roles", "vllm=1,trainer=2", "-o", out])
+    assert r.exit_code == 0, r.output
+    for args in ([out], [out, "--markdown"], [out, "--roles", "vllm=2,trainer=1"], [out, "--gpus", "5"]):
+        text = _cli(args).stdout
+        assert not re.search(r"\bvllms\b|\bVllm\b|\b1 workers\b|\b1 trainers\b|\b1 vllm workers\b", text), text
+        assert "vllm workers" in text or "vllm worker" in text or "--gpus" in args

@@ -285,3 +285,22 @@ def test_a_wall_time_past_the_readers_limit_is_refused_not_written(tmp_path):
     r = _cli(["import-tb", str(p), "-o", str(out), "--roles", "target=1,drafter=1", "--map", "drafter.bps=tput"])
     one_line_error(r, str(p), "step 3", "1.7e+09 s", "more than the limit")
     assert not out.exists()
+
+
+def test_the_instrumenting_guides_import_advises_without_nan(tmp_path):
+    """Issue 35 item 1: docs/instrumenting.md's import-tb example maps no tok_s: its advice is in
+    b/s, marks and measures the split it ran (6-2 as the guide says), and prints no nan."""
+    import re
+    out = tmp_path / "exp-17.jsonl"
+    args = ["import-tb", str(TB), "-o", str(out), "--roles", "target=6,drafter=2", "--queue", "hs:drafter:20",
+            "--token-budget", "32768"]
+    for m in MAP[:4] + ["q.hs=queues/hs_depth"]:
+        args += ["--map", m]
+    r = _cli(args)
+    assert r.exit_code == 0, r.output
+    text, js = _cli([str(out)]), _cli([str(out), "--json"])
+    for res in (text, js):
+        assert res.exit_code == 0 and not re.search(r"\bnan\b", res.output, re.IGNORECASE), res.output
+    assert "Measured at 6-2" in text.stdout and re.search(r"^>?\*\s+6-2\s", text.stdout, re.MULTILINE)
+    doc = json.loads(js.stdout)
+    assert [s["roles"] for s in doc["splits"] if s["observed"]] == [{"target": 6, "drafter": 2}]

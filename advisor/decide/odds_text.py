@@ -9,6 +9,9 @@ Headline forms (text; the Markdown title is the same with the split in bold):
 
 - ``SWITCH to 7-1: >99% likely the best, expected +7.2% over 6-2, restart included`` (the
   remaining-job time compared; the gain over the split that runs now)
+- ``KEEP 7-1 (the split the log runs), not 6-2: >99% likely the best, expected +7.2% over 6-2,
+  its restart included`` (``--roles`` judging another split than the log runs, where the running
+  split is best: keeping it needs no restart, `Decision.best_is_running`)
 - ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
 - ``NEXT RUN: 13-3, close call: 13-3 or 14-2 will do (each expected within 2% of the best)``
 - ``CANNOT TELL without a probe: 1 min each at 13-3 and 14-2 (0.62 GPU-hours) is worth it; until
@@ -56,7 +59,9 @@ def _odds_clause(d: Decision) -> str:
     alt = alternative(d)
     if alt is not None and d.expected_gain_pct is not None:
         text += f", expected {signed_pct(d.expected_gain_pct)} over {alt}"
-        if o.restart_s > 0 and o.judged in (alt, rec):
+        if o.restart_s > 0 and d.best_is_running and o.judged == rec:
+            text += ", its restart included"
+        elif o.restart_s > 0 and o.judged in (alt, rec):
             text += ", restart included"
     return text
 
@@ -76,6 +81,9 @@ def headline(d: Decision, markdown: bool = False) -> str:
         return (f"{lead}: {dur_text(pr.seconds_each)} each at {splits} ({pr.gpu_hours:.2g} GPU-hours) is worth it; "
                 f"until then {words} {rec}, {share_text(d.p_best)} likely the best")
     sep = "," if action is Verdict.NEXT_RUN else ":"
+    if action is Verdict.SWITCH and d.best_is_running:   # nothing to switch: the log runs it
+        keep = "keep" if markdown else "KEEP"
+        return f"{keep} {rec} (the split the log runs), not {d.judged}{sep} {_odds_clause(d)}"
     return f"{words} {rec}{sep} {_odds_clause(d)}"
 
 

@@ -17,9 +17,10 @@ import pandas as pd
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
 from advisor.model.params import Basis, PipelineFit, RoleFit
-from advisor.project.queues import QueueAdvice
+from advisor.project.queues import QueueAdvice, has_hs_queue
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval
+from advisor.settings import role_count, role_plural
 
 
 def bps_text(x: float) -> str:
@@ -60,6 +61,8 @@ def basis_text(rf: RoleFit, workers: int) -> str:
         lo, hi = (workers * v for v in rf.mu_range_bps)
         if not math.isfinite(hi):
             return f"at least {bps_text(lo)} b/s on {_plural(workers, 'GPU')}, a bound"
+        if rf.basis is Basis.BOUND:   # read from a log: its throughput up to an upper estimate
+            return f"between {bps_text(lo)} and {bps_text(hi)} b/s on {_plural(workers, 'GPU')}, a bound"
         return f"given as {bps_text(lo)}..{bps_text(hi)} b/s on {_plural(workers, 'GPU')}"
     return rf.basis.word()
 
@@ -90,22 +93,24 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
     p, c = fit.roles
     r = rows.loc[label]
     loader = f", loader {bps_text(r['cap_loader_bps'])} b/s" if math.isfinite(r["cap_loader_bps"]) else ""
+    # a pipeline without a q_hs (none declared, none given) has no depth to project
+    hs = f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, " if has_hs_queue(fit, d.settings) else ""
     if r["bottleneck"] == "link":
         # the link's own capacity, and its cost from the same row as the placement sentence's
         return (f"at {label} the link is the bottleneck: its capacity {bps_text(r['cap_link_bps'])} b/s vs {p} "
                 f"{bps_text(r[f'cap_{p}_bps'])} b/s and {c} {bps_text(r[f'cap_{c}_bps'])} b/s (their waits on the link "
                 f"included){loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
-                f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked "
-                f"{pct_text(r[f'{p}_blocked'])}, {c}s starved {pct_text(r[f'{c}_starved'])}.")
+                f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: {hs}{role_plural(p)} blocked "
+                f"{pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved {pct_text(r[f'{c}_starved'])}.")
     if fit.source == "steps":
         return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
                 f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
-                f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
-                f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
+                f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
+                f"{pct_text(r[f'{c}_starved'])}.")
     return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
             f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
-            f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, {p}s blocked {pct_text(r[f'{p}_blocked'])}, "
-            f"{c}s starved {pct_text(r[f'{c}_starved'])}.")
+            f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
+            f"{pct_text(r[f'{c}_starved'])}.")
 
 
 def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
@@ -120,7 +125,7 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
         parts.append(f"q_hs {ob.hs_mean_depth:.1f}/{fit.hs_cap} on average (full {pct_text(ob.hs_full_share)} "
                      f"of the time)")
     if ob.producer_blocked is not None and ob.consumer_starved is not None:
-        parts.append(f"{p}s blocked {pct_text(ob.producer_blocked)} of their time, {c}s starved "
+        parts.append(f"{role_plural(p)} blocked {pct_text(ob.producer_blocked)} of their time, {role_plural(c)} starved "
                      f"{pct_text(ob.consumer_starved)}")
     if math.isfinite(r["observed_bps"]):
         logged = r.get("bps_logged_place", math.nan)
@@ -138,8 +143,8 @@ def _needs(d: Decision) -> str:
         return ""
     bits = []
     if n.unknown:
-        bits.append(" and ".join(f"the {r} capacity measured (step events of the {r}s, or 'cap_bps' in their rates "
-                                 f"snapshots)" for r in n.unknown))
+        bits.append(" and ".join(f"the {r} capacity measured (step events of the {role_plural(r)}, or a 'cap_bps' in their rates "
+                                 f"snapshots that is not only a bound)" for r in n.unknown))
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
@@ -169,6 +174,9 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
+    if d.rule == "small-gain" and d.best_is_running:
+        return (f"{b}, the split the log runs, leads the judged {j} by only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), "
+                f"below the {RESOLVE_GAIN:.0%} the model resolves: either will do, and keeping {b} needs no restart.")
     if d.rule == "small-gain":
         return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
                 f"restart.")
@@ -181,6 +189,10 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
                 f"{RESOLVE_GAIN:.0%} of the best (expected regret {d.expected_regret_pct:.1f}%): not worth a restart.")
     if d.rule == "probe":
         return _probe_reason(d)
+    if d.rule == "switch" and d.best_is_running:
+        sooner = (f" and finishes the job {d.eta_gain_s / 3600:.1f} h sooner" if d.eta_gain_s is not None else "")
+        return (f"{b}, the split the log runs, gains {signed_pct(d.gain_pct)} throughput over the judged {j} "
+                f"({_vs(df, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one.")
     if d.rule == "switch" and d.recommended != b:
         return _expected_switch(d, df)
     if d.rule == "switch":
@@ -204,6 +216,14 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         text += (f" {other} is expected within {RESOLVE_GAIN:.0%} of the best too ({_vs(df, m.higher, m.lower)}), "
                  f"which the model does not resolve: either will do.")
     return text
+
+
+def _upper_end(df: pd.DataFrame, label: str, high: float) -> str:
+    """``label``'s upper end in words: the value, or open where it rests on the open end of a
+    capacity known only from below (the table's ``bps_high_open``)."""
+    if "bps_high_open" in df.columns and bool(df.at[label, "bps_high_open"]):
+        return f"{label}'s upper end, which is open (a capacity known only from below)"
+    return f"{label}'s upper end {bps_text(high)}"
 
 
 def _expected_switch(d: Decision, df: pd.DataFrame) -> str:
@@ -243,8 +263,8 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     if a is None:
         return []
     m = int(df.at[a, f"n_{c}"])
-    out = [f"the runner-up {a} would give {p}s {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
-           f"{_plural(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
+    out = [f"the runner-up {a} would give {role_plural(p)} {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
+           f"{role_count(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
            f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
            f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."]
     mg = d.margin
@@ -258,7 +278,7 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                        f"sampling noise only.")
         else:
             out.append(f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
-                       f"not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                       f"not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
                        f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin.")
     elif fit.source == "numbers" and not fit.contention.role_se:
         out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
@@ -270,12 +290,12 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     elif mg.separated:
         out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
                    f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
-                   f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because both "
+                   f"{bps_text(mg.best_low)} b/s, {_upper_end(df, mg.lower, mg.runner_up_high)}) because both "
                    f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
                    f"the split moves them the same way, so the lead carries only what differs between them.")
     else:
         out.append(f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
-                   f"{bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper end {bps_text(mg.runner_up_high)}"
+                   f"{bps_text(mg.best_low)} b/s, not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
                    f"{_lead_text(df, mg.higher, mg.lower)}.")
     return out
 
@@ -291,7 +311,7 @@ def _loader(d: Decision) -> list[str]:
     if ld is None:
         return []
     p = d.settings.producer
-    return [f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({p}s starved {pct_text(ld.starved_share)} of "
+    return [f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(p)} starved {pct_text(ld.starved_share)} of "
             f"their time with empty prefetch queues): no split beats it ({', '.join(ld.at_cap) or 'none'} reach it "
             f"within 1%); fix the input (more loader workers, pre-tokenized data) rather than the split."]
 
@@ -303,7 +323,7 @@ def _levers(d: Decision) -> list[str]:
         opts = [f"{what} would give {pct_text(s)}" for what, s in (
             ("balancing tokens across ranks", lv.scaling_balanced),
             (f"syncing every {2 * lv.sync_every} steps", lv.scaling_half_sync)) if s >= lv.scaling_now + LEVER_MIN_GAIN]
-        out.append(f"with {lv.drafters} {c}s each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier every "
+        out.append(f"with {role_count(lv.drafters, c)} each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier every "
                    f"{lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}.")
     return out
 
@@ -380,13 +400,20 @@ def _local_sync_text(fit: PipelineFit, r: pd.Series, gbytes_s: float, whence: st
 
 
 def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
-    """The per-consumer scaling ``share`` at ``m`` consumers and where it comes from: the logs (a
-    sync measured, or ``m`` consumers logged: fitted), or nothing (assumed)."""
+    """The per-consumer scaling ``share`` at ``m`` consumers and where it comes from: fitted where
+    logged sync events measured the collective, from the given sync time (bare numbers), else
+    assumed, with why: no log (bare numbers), the consumer counts the logs ran, or (at a count a
+    log ran) no sync events, so a lone consumer's rate is not measured. Every split's scaling
+    rests on the same sync fit, so one table never says "fitted" and "assumed" of the same share."""
     c = fit.roles[1]
+    if fit.sync.measured:
+        return f"{pct_text(share)}, from the given sync time" if fit.source == "numbers" else f"fitted {pct_text(share)}"
+    if fit.source == "numbers":
+        return f"assumed {pct_text(share)}, not measured: no log, and no sync time was given"
     logged = sorted({o.roles.get(c, 0) for o in fit.observed})
-    if fit.sync.measured or m in logged:
-        return f"fitted {pct_text(share)}"
-    ran = " and ".join(_plural(x, c) for x in logged)
+    if m in logged:
+        return f"assumed {pct_text(share)}, not measured: no 'sync' events were logged"
+    ran = " and ".join(role_count(x, c) for x in logged)
     return f"assumed {pct_text(share)}, not measured: the log{'s' if len(fit.observed) > 1 else ''} ran {ran}"
 
 
@@ -397,10 +424,11 @@ def _outside_range(fit: PipelineFit | None, role: str, factor: float) -> str:
         return ""
     lo, hi = rf.mu_range_bps
     mu = rf.mu_bps * factor
+    given = "given" if rf.basis is Basis.GIVEN else "known"
     if mu < lo * (1 - 1e-9):
-        return " (below its bound, so not expected)" if not math.isfinite(hi) else " (below the given range)"
+        return " (below its bound, so not expected)" if not math.isfinite(hi) else f" (below the {given} range)"
     if mu > hi * (1 + 1e-9):
-        return " (above the given range)"
+        return f" (above the {given} range)"
     return " (inside what is known of it)"
 
 
@@ -413,6 +441,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     rests = {}
     if fit is not None:
         rests = {rf.role: ("the given range's middle" if rf.ranged and rf.basis is Basis.GIVEN else
+                           "the known range's middle" if rf.ranged and math.isfinite(rf.mu_range_bps[1]) else
                            {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value])
                  for rf in (fit.producer, fit.consumer)}
     c = d.settings.consumer
@@ -421,7 +450,8 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     for th in d.sensitivity.thresholds:
         if th.factor is None:
             of = {"fitted": "of the fit", "measured": "of the measured value", "given": "of the given value",
-                  "the bound": "of the bound", "the given range's middle": "of the given range's middle"}[
+                  "the bound": "of the bound", "the given range's middle": "of the given range's middle",
+                  "the known range's middle": "of the known range's middle"}[
                 rests.get(th.role, "fitted")]
             out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
             continue
@@ -442,10 +472,10 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
                 out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is "
                            f"{tie.big_bottleneck}-bound even with perfect {c} scaling.")
         elif not tie.big_wins_at_fit:
-            out.append(f"each of the {tie.big[1]} {c}s of {big} keeps at least {pct_text(tie.scaling)} of a lone "
+            out.append(f"each of the {role_count(tie.big[1], c)} of {big} keeps at least {pct_text(tie.scaling)} of a lone "
                        f"{c}'s rate ({fitted}): then {big} beats {other}.")
         else:
-            out.append(f"each of the {tie.big[1]} {c}s of {big} keeps less than {pct_text(tie.scaling)} of a lone "
+            out.append(f"each of the {role_count(tie.big[1], c)} of {big} keeps less than {pct_text(tie.scaling)} of a lone "
                        f"{c}'s rate ({fitted}): then {other} beats {big}.")
     return out
 

@@ -17,7 +17,8 @@ The action, by rules in order; the first that fires decides (``rule`` names it):
    to it.
 3. Otherwise stay at J, by why: ``already-best`` (B is J), ``small-gain`` (B's projected lead over J
    is below ``RESOLVE_GAIN``, what the model resolves), ``restart-cost`` (finishing the job at B
-   saves no more than ``--restart-cost`` hours), ``expected-best`` (B projects more, but the odds,
+   saves no more than ``--restart-cost`` hours; not where B is the split the log runs and J another:
+   reaching B then needs no restart), ``expected-best`` (B projects more, but the odds,
    restart included, leave J within the resolution or ahead).
 
 Then the probe (`advisor.decide.probe`): the best candidate probe against R, and its expected
@@ -152,6 +153,13 @@ class Decision:
         return self.odds is not None and self.odds.close_call
 
     @property
+    def best_is_running(self) -> bool:
+        """The best split is the one the log runs and the judged one (``--roles``) is another: reaching
+        the best needs no restart (moving to the judged split would)."""
+        return (self.evidence.basis != "numbers" and self.observed is not None and self.best == self.observed
+                and self.judged is not None and self.judged != self.observed)
+
+    @property
     def described(self) -> str:
         """The split the first reason describes (the JSON's ``judged``): the judged split, else (no
         split of G judged nor observed) the recommended one."""
@@ -215,10 +223,10 @@ def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
     return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
 
 
-def _action(df: pd.DataFrame, settings: Settings, judged: str | None, best: str,
-            odds: Odds) -> tuple[Verdict, str, str]:
+def _action(df: pd.DataFrame, settings: Settings, judged: str | None, best: str, odds: Odds,
+            running: str | None = None) -> tuple[Verdict, str, str]:
     """(action, rule, recommended label) by the ordered rules of the module docstring, before
-    the probe's worth is weighed."""
+    the probe's worth is weighed; ``running``: the split the log runs (reaching it costs no restart)."""
     if settings.for_next_run or judged is None:
         return Verdict.NEXT_RUN, ("next-run" if settings.for_next_run else "plan"), odds.best
     if odds.best != judged and odds.of(judged).regret_pct >= 100 * RESOLVE_GAIN:
@@ -228,7 +236,7 @@ def _action(df: pd.DataFrame, settings: Settings, judged: str | None, best: str,
     if df.at[best, "bps"] < (1 + RESOLVE_GAIN) * df.at[judged, "bps"]:
         return Verdict.STAY, "small-gain", judged
     eta_gain = df.at[judged, "eta_s"] - df.at[best, "eta_s"]
-    if math.isfinite(eta_gain) and eta_gain <= settings.restart_cost_h * 3600.0:
+    if best != running and math.isfinite(eta_gain) and eta_gain <= settings.restart_cost_h * 3600.0:
         return Verdict.STAY, "restart-cost", judged
     return Verdict.STAY, "expected-best", judged
 
@@ -252,15 +260,18 @@ def probe_noise(fit: PipelineFit, df: pd.DataFrame, ev: Evidence) -> ProbeNoise:
 
 
 def _weigh(fit: PipelineFit, df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None,
-           best: str) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
+           best: str, running: str | None = None) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
     """The odds, the action, and the probe against it: (verdict, action, rule, recommended, odds,
     probe); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
     in_run = judged is not None and not settings.for_next_run
     restart_s = settings.restart_cost_h * 3600.0
     inp = draw_inputs(df)
     rates = draw_rates(inp)
-    odds = odds_of(rates, inp, judged=judged if in_run else None, restart_s=restart_s if in_run else 0.0)
-    action, rule, rec = _action(df, settings, judged, best, odds)
+    # the split that needs no restart: the judged one, but the one the log runs where --roles judges
+    # another and the running split is the best (reaching it is keeping it)
+    free = running if in_run and running is not None and best == running else judged
+    odds = odds_of(rates, inp, judged=free if in_run else None, restart_s=restart_s if in_run else 0.0)
+    action, rule, rec = _action(df, settings, judged, best, odds, running)
     values = effective(rates, inp, odds.judged, odds.restart_s)
     value = odds.of(rec).value_bps
     remaining = inp.left_batches / value if inp.left_batches and value > 0 else None
@@ -282,7 +293,8 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
     judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else (
         first if first in df.index else None)
     best = str(df["bps"].idxmax())
-    verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best)
+    running = observed if evidence.basis != "numbers" else None
+    verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, running)
     needs = None
     if probe is not None and verdict is Verdict.CANNOT_TELL:
         hi, lo = sorted(probe.splits, key=lambda x: -float(df.at[x, "bps"]))

@@ -90,7 +90,7 @@ from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_
                                   DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER, GPU_RUN_SE,
                                   GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, OVERSUBSCRIBED_SOURCE, RUN_SE)
 from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, Capacity, Options, as_capacity
-from advisor.settings import SAME_SIZE_TOL
+from advisor.settings import SAME_SIZE_TOL, role_plural
 
 def _pct_text(k: float) -> str:
     return f"{100 * (math.exp(k) - 1):+.1f}%"
@@ -111,6 +111,7 @@ class _Roles:
     regimes: RegimeFit
     source: str
     path: str                    # the log the fit rests on (for the caveats)
+    tokens_measured: bool = True  # False: no log gave tokens; ``tokens_mean`` is a nominal batch
 
 
 def _fit_steps(measured: Measurement) -> _Roles:
@@ -181,23 +182,42 @@ def _fit_rates(measured: Measurement) -> _Roles:
     m0 = measured.logs[0]
     lg, r = m0.log, m0.rates
     bps = r[f"bps_{consumer}"].mean()
-    tokens_mean = float(r["tok_s"].mean() / bps) if "tok_s" in r and bps > 0 else float(lg.header.token_budget or 1)
-    observed = tuple(m.observed.with_tokens(tokens_mean) for m in measured.logs)
+    # tokens/s only where the snapshots logged it; else a nominal batch (the budget, or 1) sizes the
+    # model's batches, and tokens/s stays unknown (NaN) in every output
+    tokens_measured = "tok_s" in r and bool(r["tok_s"].notna().any()) and bps > 0
+    tokens_mean = float(r["tok_s"].mean() / bps) if tokens_measured else float(lg.header.token_budget or 1)
+    observed = tuple(m.observed.with_tokens(tokens_mean) if tokens_measured else m.observed for m in measured.logs)
     full = observed[0].hs_full_share
-    pfit = role_from_rates(producer, r, lg.header.roles[producer], True, full)
-    cfit = role_from_rates(consumer, r, lg.header.roles[consumer], False, full)
+    kinds = lg.header.extra.get("cap_bps_kind") or {}
+    pfit = role_from_rates(producer, r, lg.header.roles[producer], True, full, kinds.get(producer))
+    cfit = role_from_rates(consumer, r, lg.header.roles[consumer], False, full, kinds.get(consumer))
     # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
     pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
     cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
     warnings.warn(AssumptionWarning(
         f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
         f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=3)
-    for f in (pfit, cfit):
-        if f.lower_bound:
+    hs = lg.header.queue_feeding(consumer)
+    for f, other, side in ((pfit, consumer, "it feeds"), (cfit, producer, "that feed it")):
+        kind = kinds.get(f.role)
+        if kind is not None and f.ranged:
+            n = lg.header.roles[f.role]
+            lo, hi = (n * v for v in f.mu_range_bps)
+            known = (f"at least {lo:.3g} b/s" if kind == "lower" else
+                     f"between {lo:.3g} b/s (its throughput) and {hi:.3g} b/s")
             warnings.warn(AssumptionWarning(
-                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * lg.header.roles[f.role]:.3g} "
-                f"b/s for {lg.header.roles[f.role]} workers): no 'cap_bps' and its completions are throttled "
-                f"by the queue"), stacklevel=3)
+                f"{lg.path}: '{f.role}' cap_bps is logged as {'a lower bound' if kind == 'lower' else 'an upper estimate'}"
+                f" (header cap_bps_kind), so its capacity is known only as {known} for {n} "
+                f"worker{'s' if n != 1 else ''}"), stacklevel=3)
+        elif f.lower_bound:
+            n = lg.header.roles[f.role]
+            # the role's completions are the flow, which the other side paces: through q_hs where
+            # the log declares it, else through the hand-off itself
+            via = " through q_hs" if hs is not None else ""
+            warnings.warn(AssumptionWarning(
+                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {n} "
+                f"worker{'s' if n != 1 else ''}): no 'cap_bps', and its completions are paced{via} by the "
+                f"'{other}' workers {side}"), stacklevel=3)
     n_ref, g = m0.roles[producer], sum(m0.roles.values())
     if shares_compute(lg):   # as a step log of one split on a shared host (advisor.fit.splits)
         contention = ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
@@ -208,7 +228,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
         contention = gpu_priors(n_ref, g)
     return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=float("nan"), seqs_mean=None,
                   tokens_range=(tokens_mean, tokens_mean), observed=observed, contention=contention,
-                  regimes=NO_REGIMES, source="rates", path=lg.path)
+                  regimes=NO_REGIMES, source="rates", path=lg.path, tokens_measured=tokens_measured)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
@@ -236,7 +256,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
         warnings.warn(AssumptionWarning(
             f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
             f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
-            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {producer}s of "
+            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
             f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
             f"interval widens"),
             stacklevel=3)
@@ -246,7 +266,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
     elif contention.prior_se > 0:
         prior_p, prior_c = contention.role_prior_se()
         widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
-                 f"{100 * prior_p:.1f}% ({producer}s) and {100 * prior_c:.1f}% ({consumer}s)")
+                 f"{100 * prior_p:.1f}% ({role_plural(producer)}) and {100 * prior_c:.1f}% ({role_plural(consumer)})")
         _, shown = within_sharing(logs[0], contention.within)
         over = oversubscription(logs[0])
         why = ("workers share a host's compute and" if not shown else
@@ -276,7 +296,8 @@ def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> 
     return (f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
             f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
             f"per-GPU rate moves with its own count and with the other role's on one host), the intervals widen by "
-            f"{100 * sp:.0f}% ({producer}s) and {100 * sc:.0f}% ({consumer}s) per GPU moved, and carry "
+            f"{100 * sp:.0f}% ({role_plural(producer)}) and {100 * sc:.0f}% ({role_plural(consumer)}) per GPU moved, "
+            f"and carry "
             f"{100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second split "
             f"measures it")
 
@@ -304,12 +325,19 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     if head.samples and head.epochs and roles.seqs_mean:
         total = head.samples * head.epochs / roles.seqs_mean
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
+    if hs is None:
+        warnings.warn(AssumptionWarning(
+            f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
+            f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
+            f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
+            f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"), stacklevel=2)
     fit = PipelineFit(producer=roles.producer, consumer=roles.consumer, sync=sync, loader=loader,
                       hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
                       tokens_mean=roles.tokens_mean, tokens_std=roles.tokens_std, seqs_mean=roles.seqs_mean,
                       source=roles.source, tokens_range=roles.tokens_range, observed=roles.observed,
                       hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
-                      contention=roles.contention, regimes=roles.regimes, link=fit_link(measured))
+                      contention=roles.contention, regimes=roles.regimes, link=fit_link(measured),
+                      tokens_measured=roles.tokens_measured, hs_declared=hs is not None)
     if loader.near_binding and roles.source == "steps":
         fit = calibrate_loader(fit)
     return fit

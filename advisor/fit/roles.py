@@ -52,13 +52,26 @@ def log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
 
 
 def role_from_rates(role: str, rates: pd.DataFrame, n: int, producer_side: bool,
-                    hs_full_share: float | None) -> RoleFit:
+                    hs_full_share: float | None, cap_kind: str | None = None) -> RoleFit:
     """One role of ``n`` workers from the steady window's snapshots (``rates``): from ``cap_bps``
-    where logged, else from throughput, which bounds a throttled role's capacity from below."""
+    where logged, else from throughput, which bounds a throttled role's capacity from below.
+
+    ``cap_kind`` (the header's ``cap_bps_kind``): where the logged ``cap_bps`` is only a bound, the
+    capacity is a range (`Basis.BOUND`): "lower", at least ``cap_bps``; "upper", an upper estimate,
+    between the role's throughput (a capacity is never below what the role completed) and
+    ``cap_bps``, projected at their geometric middle."""
     r = rates
     cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
     lower = False
-    if cap_col in r and r[cap_col].notna().sum() >= 1:
+    logged = cap_col in r and r[cap_col].notna().sum() >= 1
+    if logged and cap_kind == "upper":
+        hi = float(r[cap_col].dropna().mean()) / n
+        lo = min(float(r[bps_col].dropna().mean()) / n, hi)
+        return _bounded(role, math.sqrt(lo * hi), (lo, hi), lower=False)
+    if logged and cap_kind == "lower":
+        mu = float(r[cap_col].dropna().mean()) / n
+        return _bounded(role, mu, (mu, math.inf), lower=True)
+    if logged:
         series = r[cap_col].dropna().to_numpy() / n
     else:
         series = r[bps_col].dropna().to_numpy() / n
@@ -76,6 +89,15 @@ def role_from_rates(role: str, rates: pd.DataFrame, n: int, producer_side: bool,
                    busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
                    measured=False, lower_bound=lower, basis=Basis.BOUND if lower else Basis.RATES,
                    mu_range_bps=(mu, math.inf) if lower else ())
+
+
+def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool) -> RoleFit:
+    """A role known only to lie in ``mu_range`` (per worker), projected at ``mu``."""
+    busy = 1.0 / mu
+    return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(DEFAULT_SCV), t0_s=0.0,
+                   c_s_per_tok=0.0, r2=0.0, mu_bps=mu, mu_low_bps=mu, mu_high_bps=mu, busy_share=float("nan"),
+                   starved_share=float("nan"), blocked_share=float("nan"), measured=False, lower_bound=lower,
+                   basis=Basis.BOUND, mu_range_bps=mu_range)
 
 
 PARALLEL_LINE_ROWS = 100_000      # steps of both roles from which the step-time lines fit in threads

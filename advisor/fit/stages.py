@@ -12,6 +12,7 @@ from advisor.errors import AssumptionWarning
 from advisor.measure.measured import MeasuredLog
 from advisor.model.chain import project_split
 from advisor.model.params import LoaderFit, PipelineFit, RoleFit, SyncFit
+from advisor.settings import role_count
 INPUT_STARVED_SHARE = 0.05
 PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
 # A loader close to binding: producers starved at least this share of their time while some
@@ -50,7 +51,7 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     ys = np.array([means[int(m)] for m in ms])
     if len(ms) == 1:
         warnings.warn(AssumptionWarning(
-            f"sync cost measured at {int(ms[0])} {consumer}s only ({ys[0] * 1e3:.0f} ms per all-reduce): how it "
+            f"sync cost measured at {role_count(int(ms[0]), consumer)} only ({ys[0] * 1e3:.0f} ms per all-reduce): how it "
             f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
             f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
             f"second {consumer} count would measure it"), stacklevel=2)

@@ -46,7 +46,8 @@ _FLOAT_MAX = 1.7976931348623157e308
 HEADER_FIELDS = ("ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
                  "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "t0_unix",
                  "device", "physical_gpus", "cores", "gpus_per_worker", "gpus_per_node", "placement",
-                 "link_bytes_s", "probe")
+                 "link_bytes_s", "cap_bps_kind", "probe")
+CAP_BPS_KINDS = ("lower", "upper")   # what a role's logged cap_bps is: a lower bound, an upper estimate
 # the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
 EVENT_FIELDS = {
     "run": HEADER_FIELDS,
@@ -174,6 +175,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
     """gpus_per_worker, gpus_per_node, placement and link_bytes_s of a header, checked against the roles
     (and, first, the fields of where the workers computed: `_check_device_fields`)."""
     _check_device_fields(obj, path, line)
+    _check_cap_bps_kind(obj, roles, path, line)
     raw = obj.get("gpus_per_worker")
     k: dict[str, int] = {}
     if raw is not None:
@@ -321,6 +323,22 @@ def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, An
     if segs is not None and seg > segs:
         raise LogError(path, line, f"segment {seg} of {segs}: a segment's number is at most 'segments'", "probe")
     return raw
+
+
+def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> None:
+    """``cap_bps_kind`` (docs/log-schema.md): role -> "lower" or "upper", what that role's logged
+    ``cap_bps`` is; kept in ``extra``, read by `advisor.fit.roles.role_from_rates`."""
+    raw = obj.get("cap_bps_kind")
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        raise LogError(path, line, f"must be an object of role -> kind, got {short_repr(raw)}", "cap_bps_kind")
+    for name, kind in raw.items():
+        if name not in roles:
+            raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "cap_bps_kind")
+        if kind not in CAP_BPS_KINDS:
+            raise LogError(path, line, f"kind of role '{name}' must be one of {', '.join(CAP_BPS_KINDS)}, "
+                           f"got {short_repr(kind)}", "cap_bps_kind")
 
 
 def parse_header(obj: Any, path: str, line: int) -> RunHeader:

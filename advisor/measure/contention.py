@@ -65,6 +65,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from advisor.settings import role_plural
 from advisor.stats import HUBER_K, T_975
 
 
@@ -354,7 +355,7 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
             found.append(f"a {rc.role}'s step after a starved wait {_pct(rc.starved)} against back-to-back "
                          f"(95% +-{100 * T_975[19] * rc.starved_se:.1f}%)")
     if not found and not odd:
-        sds = (f"busy {producer}s sd {w.producer.producer_peers_sd:.2f}, busy {consumer}s sd "
+        sds = (f"busy {role_plural(producer)} sd {w.producer.producer_peers_sd:.2f}, busy {role_plural(consumer)} sd "
                f"{w.consumer.consumer_peers_sd:.2f}")
         return (f"the number of busy workers hardly varied inside the log ({sds}; {MIN_PEER_SD} needed) or its "
                 f"effect was not resolved, so contention could not be measured from this log alone")

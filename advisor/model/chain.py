@@ -232,6 +232,9 @@ class SplitResult:
     placement: Placement | None = None     # where the engines sit (None: one node)
     link_sync_share: float = 0.0           # share of the link's busy time that carries the drafters' sync
     other_layout_bps: float = math.nan     # the split's rate in its other routing (shared / node-local)
+    # the upper end rests on the open end of a capacity known only from below (a bound): it is
+    # where the model puts that end (``BOUND_OPEN_FACTOR``), not a limit anything measured
+    x_high_open: bool = False
 
 
 @dataclass(frozen=True)
@@ -376,10 +379,27 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
                 x_end = x * math.exp(ends[i])
                 lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
     corners = _corners(fit, n_producer, n_consumer, x, state)
-    for shift in corners:
-        lo, hi = min(lo, x * math.exp(shift - half)), max(hi, x * math.exp(shift + half))
-    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1]), "err_corners": corners}
+    opens = [not (math.isfinite(a) and math.isfinite(c)) for a in _capacity_ends(fit.producer)
+             for c in _capacity_ends(fit.consumer)]
+    open_hi = 0.0
+    for shift, is_open in zip(corners, opens):
+        lo = min(lo, x * math.exp(shift - half))
+        if is_open:
+            open_hi = max(open_hi, x * math.exp(shift + half))
+        else:
+            hi = max(hi, x * math.exp(shift + half))
+    high_open = open_hi > hi * (1 + 1e-9)
+    hi = max(hi, open_hi)
+    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1]), "err_corners": corners,
+           "x_high_open": high_open}
     return lo, hi, err
+
+
+def _capacity_ends(rf: RoleFit) -> tuple[float, float]:
+    """A role's capacity range, per worker, in the order `range_ends` walks it (inf: an open end)."""
+    if not rf.ranged or rf.mu_bps <= 0:
+        return 1.0, 1.0
+    return rf.mu_range_bps[0], rf.mu_range_bps[1]
 
 
 def range_ends(rf: RoleFit) -> tuple[float, float]:

@@ -370,6 +370,12 @@ class PipelineFit:
     contention: ContentionFit = NO_CONTENTION
     regimes: RegimeFit = NO_REGIMES
     link: LinkFit = NO_LINK
+    # False: no log measured tokens (rates without ``tok_s``); ``tokens_mean`` is then a nominal
+    # batch (the header's budget, else 1) that sizes the model's batches, and tokens/s is unknown
+    tokens_measured: bool = True
+    # False: the logs declare no queue feeding the consumer; ``hs_cap`` 0 then models a hand-off
+    # without a buffer (a producer holds its batch until a consumer takes it), and no queue is advised
+    hs_declared: bool = True
 
     @property
     def roles(self) -> tuple[str, str]:

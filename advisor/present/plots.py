@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.measure.observe import completion_counts, queue_series
-from advisor.settings import DEFAULT_MIN_EFFICIENCY
+from advisor.settings import DEFAULT_MIN_EFFICIENCY, role_plural
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor.advice import Advice
@@ -227,6 +227,20 @@ def _tokens_per_batch(adv: Advice) -> np.ndarray:
     return np.where(np.isfinite(per), per, adv.fit.tokens_mean)
 
 
+def _throughput_unit(adv: Advice) -> tuple[np.ndarray, str]:
+    """Per row, the factor from b/s to the splits panel's unit, and the unit: K tok/s where the
+    log measured tokens, else b/s (a rates log without tokens: its tok/s is unknown)."""
+    if adv.fit.tokens_measured:
+        return _tokens_per_batch(adv) / 1e3, "K tok/s"
+    return np.ones(len(adv.splits)), "b/s"
+
+
+def _observed_rate_text(adv: Advice) -> str:
+    """The observed rate in tok/s for a title, or the b/s alone where tok/s is unknown."""
+    ob = adv.observed
+    return f"{ob.tok_s / 1e3:.1f}K tok/s" if math.isfinite(ob.tok_s) else f"{ob.bps:.3g} b/s"
+
+
 TIME_UNITS = ((86400.0, "d", 3 * 86400), (3600.0, "h", 3 * 3600), (60.0, "min", 600), (1.0, "s", -math.inf))
 
 
@@ -287,14 +301,20 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     p, c = adv.roles
     rec = _rec_key(adv)
     x = np.arange(len(df))
-    per_batch = _tokens_per_batch(adv)
-    tok = df["tok_s"].to_numpy(float) / 1e3
-    low = df["bps_low"].to_numpy(float) * per_batch / 1e3
-    high = df["bps_high"].to_numpy(float) * per_batch / 1e3
-    bound = df["bound_bps"].to_numpy(float) * per_batch / 1e3
+    per_batch, unit = _throughput_unit(adv)
+    tok = df["bps"].to_numpy(float) * per_batch
+    low = df["bps_low"].to_numpy(float) * per_batch
+    high = df["bps_high"].to_numpy(float) * per_batch
+    bound = df["bound_bps"].to_numpy(float) * per_batch
     ob = adv.observed
-    top = np.nanmax(np.concatenate([high, bound, [ob.tok_s / 1e3]]))
+    ob_rate = ob.tok_s / 1e3 if adv.fit.tokens_measured else ob.bps
+    # an upper end resting on a capacity known only from below is open: it sets no scale, and its
+    # whisker runs to the top of the axes
+    open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
+    top = np.nanmax(np.concatenate([np.where(open_hi, tok, high), bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
+    mark_at = np.where(open_hi, tok, high)     # where a row's label and star sit
+    high = np.where(open_hi, top * 1.4, high)
     many = len(df) > MAX_ANNOTATED_SPLITS
     bars = len(df) <= MAX_BAR_SPLITS
     from matplotlib.patches import Patch
@@ -315,7 +335,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     rec_handle = None
     if rec in keys:
         r = keys.index(rec)
-        star = ax.plot([at[r]], [high[r] if math.isfinite(high[r]) else tok[r]], marker=REC_MARKER,
+        star = ax.plot([at[r]], [mark_at[r] if math.isfinite(mark_at[r]) else tok[r]], marker=REC_MARKER,
                        ms=13, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
                        transform=_above(ax, 9 if many else 20))[0]
         rec_handle = (star, f"recommended split {_fmt(rec)}, projected")
@@ -327,26 +347,27 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     if obs_i is not None:
         if bars:
             ax.bar(at[obs_i], tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-        dot = ax.plot([at[obs_i]], [ob.tok_s / 1e3], marker=OBS_MARKER, ms=7, color="black", mec="white",
+        dot = ax.plot([at[obs_i]], [ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white",
                       mew=0.8, ls="none", zorder=6)[0]
-        obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {ob.tok_s / 1e3:.1f}K tok/s")
+        obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}")
     if not many:
-        for j, (xi, v, h) in enumerate(zip(x, tok, high)):
+        for j, (xi, v, h) in enumerate(zip(x, tok, mark_at)):
             if math.isfinite(v):
                 # clear of the observed split's diamond, which sits on the bar's top
-                ax.annotate(f"{v:.1f}", (xi - width / 2, h), xytext=(0, 7 if j == obs_i else 3),
+                ax.annotate(f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}", (xi - width / 2, h), xytext=(0, 7 if j == obs_i else 3),
                             textcoords="offset points", ha="center", va="bottom", fontsize=8)
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
     ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
-    ax.set_ylabel("throughput (K tok/s)")
+    ax.set_ylabel(f"throughput ({unit})")
     # headroom for the legend, put on the side away from the tallest bar
     ax.set_ylim(0, top * 1.4)
-    tallest = int(np.nanargmax(high)) if np.isfinite(high).any() else 0
+    tallest = int(np.nanargmax(mark_at)) if np.isfinite(mark_at).any() else 0
     ax.grid(axis="y", alpha=0.3, zorder=0)
     # the projected bars have two looks, so the legend is built by hand
     pairs = [(proj_handle, "projected, with 95% interval"), rec_handle,
-             (bound_handle, "naive bound: min capacity x tokens/batch"), obs_handle]
+             (bound_handle, "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")),
+             obs_handle]
     pairs = [h for h in pairs if h is not None]
     ax.legend([h for h, _ in pairs], [t for _, t in pairs], fontsize=8, framealpha=0.9,
               loc="upper right" if tallest < len(df) / 2 else "upper left")
@@ -448,7 +469,7 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
         for r in roles:
             rate = _completion_rates(log, r, edges, end_s)
             ax.stairs(rate, edges / scale, baseline=None, color=colours[r], lw=1.4,
-                      label=f"{r}s ({log.header.roles[r]}): completions")
+                      label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
         basis = f"from step events, {_fmt_span(width)} bins"
     else:
         rt = log.rates
@@ -456,11 +477,11 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
             col = f"bps_{r}"
             if col in rt and rt[col].notna().any():
                 ax.step(rt["t"] / scale, rt[col], where="pre", color=colours[r], lw=1.4,
-                        label=f"{r}s ({log.header.roles[r]}): completions")
+                        label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
             cap = f"cap_bps_{r}"
             if cap in rt and rt[cap].notna().any():
                 ax.step(rt["t"] / scale, rt[cap], where="pre", color=colours[r], lw=0.9, ls=":",
-                        label=f"{r}s: logged capacity")
+                        label=f"{role_plural(r)}: logged capacity")
         basis = "from 'rates' snapshots"
     start = adv.observed.steady_from_s
     for r, cap in adv.observed.capacities_bps.items():
@@ -520,7 +541,8 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     log = adv.logs[0]
     spec = log.header.queue_feeding(log.header.consumer)
     if spec is None:
-        ax.text(0.5, 0.5, f"the log's header names no queue feeding the {log.header.consumer}s",
+        ax.text(0.5, 0.5, f"the log's header names no queue feeding the {role_plural(log.header.consumer)}: "
+                          f"the hand-off is modelled without a buffer",
                 ha="center", va="center", transform=ax.transAxes, wrap=True)
         return ax
     name, cap = spec.name, spec.cap
@@ -643,8 +665,9 @@ def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: flo
     ob = adv.observed
     seen, rec = (ob.roles[p], ob.roles[c]), _rec_key(adv)
     same = " (the observed split)" if seen == rec else ""
-    fig.suptitle(f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s "
-                 f"({ob.tok_s / 1e3:.1f}K tok/s), bottleneck {ob.bottleneck}; recommended split "
+    tok = f" ({ob.tok_s / 1e3:.1f}K tok/s)" if math.isfinite(ob.tok_s) else ""
+    fig.suptitle(f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
+                 f"{tok}, bottleneck {ob.bottleneck}; recommended split "
                  f"{_fmt(rec)}{same}", fontsize=12)
     if path is not None:
         save_figure(fig, path)

@@ -19,7 +19,7 @@ from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.project.table import split_label
-from advisor.settings import Capacity
+from advisor.settings import Capacity, role_is_noun, role_plural
 
 
 def legend(adv: Advice, bound: bool) -> str:
@@ -61,6 +61,20 @@ def _tok(v: float) -> str:
     return f"{v / 1000:.1f}K" if math.isfinite(v) else "-"
 
 
+def _interval_text(r) -> str:
+    """A row's 95% interval; "at least LOW" where its upper end rests on a capacity known only
+    from below (``bps_high_open``): no finite upper end is known."""
+    if bool(r.get("bps_high_open", False)):
+        return f"at least {_num(r['bps_low'], '.3f')}"
+    return f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}"
+
+
+def _rate(bps: float, tok_s: float) -> str:
+    """A measured rate in b/s and, where the log measured tokens, tok/s."""
+    tok = f" = {_tok(tok_s)} tok/s" if math.isfinite(tok_s) else " (tok/s unknown: the log has no tokens)"
+    return f"{bps_text(bps)} b/s{tok}"
+
+
 # ---------------------------------------------------------------- layouts
 
 def shows_bound(adv: Advice) -> bool:
@@ -90,7 +104,7 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
                 + ("j" if adv.settings.roles and label == d.judged else " ")
                 + ("s" if r.get("method") == "exact" else ""))
         rows.append([mark.rstrip(), str(label), _num(r["bps"], ".3f"),
-                     f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}", _tok(r["tok_s"]),
+                     _interval_text(r), _tok(r["tok_s"]),
                      _num(r["bound_bps"], ".3f"), _num(100 * r["efficiency"], ".0f") + "%",
                      _num(100 * r["gpu_util"], ".0f") + "%", str(r["bottleneck"]), dur_text(r["eta_s"])]
                     + ([_num(r["bps_exact"], ".3f")] if exact else [])
@@ -143,14 +157,14 @@ def _headline(adv: Advice) -> list[str]:
     at = f" at {labels[0]}:" if len(runs) > 1 else ""
     lines = [f"run {adv.run}: {s.units()}{_gpus_from(adv)}, observed {', '.join(labels)} ({p}-{c})"
              + (", run ended" if s.run_ended else "") + projected,
-             f"observed{at} {bps_text(ob.bps)} b/s = {_tok(ob.tok_s)} tok/s; capacities from {basis}: {caps}; "
+             f"observed{at} {_rate(ob.bps, ob.tok_s)}; capacities from {basis}: {caps}; "
              f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}",
              f"steady window t = {ob.steady_from_s:.0f}-{ob.steady_to_s:.0f} s ({pct_text(ob.warmup_share)} of the log "
              f"dropped as warm-up" + (f", {pct_text(ob.drain_share)} as the final drain)" if ob.drain_share >= 0.005
                                       else ")")]
     for o in runs[1:]:
         lines.append(f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): "
-                     f"{bps_text(o.bps)} b/s = {_tok(o.tok_s)} tok/s")
+                     f"{_rate(o.bps, o.tok_s)}")
     absent = [lbl for lbl in labels if lbl not in adv.splits.index]
     if absent:
         lines.append(f"{' and '.join(absent)} {'is not a split' if len(absent) == 1 else 'are not splits'} of "
@@ -202,7 +216,11 @@ def _gpus_from(adv: Advice) -> str:
     return f" (the first log's; {logs}: --gpus G projects another)"
 
 
-def _cap(text: str) -> str:
+def _cap(text: str, names: tuple[str, ...] = ()) -> str:
+    """The sentence with a capital first letter, unless it opens with one of ``names`` that is a
+    label, not a noun (a role named "vllm" is not written "Vllm")."""
+    if any(text.startswith(n + " ") and not role_is_noun(n) for n in names):
+        return text
     return text[:1].upper() + text[1:]
 
 
@@ -210,9 +228,10 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     d = adv.decision
     rec = adv.recommendation
     title = _title(adv)
-    out = [(title, [_cap(r) for r in rec.reasons])]
+    names = tuple(adv.roles)
+    out = [(title, [_cap(r, names) for r in rec.reasons])]
     if rec.holds_unless:    # never an empty heading (one split of G: nothing to hold against)
-        out.append(("The verdict holds unless:", [_cap(h) for h in rec.holds_unless]))
+        out.append(("The verdict holds unless:", [_cap(h, names) for h in rec.holds_unless]))
     if d.queue is not None:
         out.append(("Queue:", [_cap(queue_text(d.queue))]))
     return out
@@ -224,7 +243,8 @@ def engine_legend(adv: Advice) -> str:
     kp, kc = adv.settings.gpus_per_worker
     out = ""
     if (kp, kc) != (1, 1):
-        out += (f"; a split counts engines ({p}s of {kp} GPU{'s' if kp > 1 else ''}, {c}s of {kc}), "
+        out += (f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, {role_plural(c)} of "
+                f"{kc}), "
                 f"GPUs = GPUs per role")
     if "placement" in adv.splits.columns:
         out += "; link = the inter-node link's busy share at that placement"

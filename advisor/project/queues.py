@@ -3,7 +3,9 @@
 Throughput at the recommended split with q_hs at half, double and quadruple the depth the table
 was computed with (the log's, or ``--hs-cap``), at the same batch size. A deeper queue is worth
 advising only when doubling gains at least ``QUEUE_GAIN_WORTH``; each slot holds one hidden-state
-batch of ``hs_bytes_per_token x tokens per batch`` bytes, which is what deepening costs.
+batch of ``hs_bytes_per_token x tokens per batch`` bytes, which is what deepening costs. A pipeline
+whose logs declare no queue feeding the consumer (and no ``--hs-cap``) gets no queue advice: there
+is no queue to deepen, and its hand-off is modelled without a buffer.
 """
 from __future__ import annotations
 
@@ -14,6 +16,12 @@ from advisor.project.table import split_capacities
 from advisor.settings import Settings
 
 QUEUE_GAIN_WORTH = 0.01
+
+
+def has_hs_queue(fit: PipelineFit, settings: Settings) -> bool:
+    """Whether the projected pipeline has a q_hs: the logs declare one, or ``--hs-cap`` gives one
+    (a pipeline without it hands each batch straight from a producer to a free consumer)."""
+    return fit.hs_declared or settings.hs_cap != fit.hs_cap
 
 
 @dataclass(frozen=True)
@@ -54,12 +62,18 @@ class QueueAdvice:
         return None if self.bytes_per_slot is None else (self.doubled_cap - self.cap) * self.bytes_per_slot
 
 
-def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -> QueueAdvice:
+def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -> QueueAdvice | None:
+    """The advice at ``split``; None where the pipeline has no queue to advise on: its logs declare
+    none feeding the consumer and ``--hs-cap`` adds none (`PipelineFit.hs_declared`)."""
+    if not has_hs_queue(fit, settings):
+        return None
     cap = settings.hs_cap
     x = split_capacities(fit, settings, *split).x_bps
     x2 = split_capacities(fit, settings, *split, hs_cap=max(2 * cap, 1)).x_bps
     x4 = split_capacities(fit, settings, *split, hs_cap=max(4 * cap, 2)).x_bps
     xh = split_capacities(fit, settings, *split, hs_cap=cap // 2).x_bps
-    per_slot = fit.hs_bytes_per_token * settings.tokens_per_batch if fit.hs_bytes_per_token else None
+    # a slot's bytes need the batch's tokens: none where no log measured them (the batch is nominal)
+    per_slot = (fit.hs_bytes_per_token * settings.tokens_per_batch
+                if fit.hs_bytes_per_token and fit.tokens_measured else None)
     return QueueAdvice(name="hs", cap=cap, split=split, bps=x, bps_double=x2, bps_quad=x4, bps_half=xh,
                        bytes_per_slot=per_slot)

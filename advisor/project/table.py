@@ -13,7 +13,9 @@ bps_low, bps_high   95% interval from `advisor.model.chain.project_split` (sampl
                     this split, token model, run-to-run shift on shared hosts, the barrier-tail
                     correction, a sync cost whose scaling with M is unidentified), widened at an
                     observed split to cover the measured rate (reconciliation)
-tok_s               bps x tokens per batch
+bps_high_open       True where ``bps_high`` rests on the open end of a capacity known only from
+                    below: the rate is then bounded from below only ("at least bps_low")
+tok_s               bps x tokens per batch (NaN where no log measured tokens: ``PipelineFit.tokens_measured``)
 bound_bps           naive bound min(capacities) for contrast, the link's among them across nodes:
                     ``bps`` never passes it
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
@@ -257,7 +259,8 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
         low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.chain.project_split
         rows.append({
             f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
-            "bps_high": max(high, mid.x_bps), "tok_s": mid.x_bps * tokens, "bound_bps": mid.bound_bps,
+            "bps_high": max(high, mid.x_bps), "bps_high_open": bool(mid.x_high_open), "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
+            "bound_bps": mid.bound_bps,
             f"cap_{p}_bps": mid.producer_cap_bps, f"cap_{c}_bps": mid.consumer_cap_bps,
             "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
             "efficiency": mid.efficiency, "gpu_util": mid.gpu_util, "bottleneck": str(mid.bottleneck),
@@ -398,8 +401,14 @@ def lead_interval(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | Non
 
 def _comparable(fit: PipelineFit, ob, settings: Settings) -> bool:
     """Whether a log's measured rate can be compared with this table (same batch size)."""
-    tokens = ob.tok_s / ob.bps if ob.bps > 0 else fit.tokens_mean
+    tokens = _log_tokens(fit, ob)
     return abs(tokens / settings.tokens_per_batch - 1.0) <= SAME_SIZE_TOL
+
+
+def _log_tokens(fit: PipelineFit, ob) -> float:
+    """A log's tokens per batch: from its tokens/s where it measured them, else the fit's batch."""
+    tokens = ob.tok_s / ob.bps if ob.bps > 0 else math.nan
+    return tokens if math.isfinite(tokens) else fit.tokens_mean
 
 
 def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tuple[pd.DataFrame, tuple[Reconciliation, ...]]:
@@ -434,7 +443,7 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
             x = placed_split(fit, own, n, m, Placement(producers=fit.link.producers_by_node,
                                                       consumers=fit.link.consumers_by_node)).x_bps
         else:
-            tokens = ob.tok_s / ob.bps
+            tokens = _log_tokens(fit, ob)
             x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus_per_worker=settings.log_gpus_per_worker,
                               tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
                               else tokens).x_bps

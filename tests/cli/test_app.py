@@ -102,6 +102,13 @@ def test_token_budget_and_hs_cap_what_ifs(reference):
     assert shallow["splits"][0]["bps"] <= base["splits"][0]["bps"]
 
 
+def test_token_budget_on_a_log_without_tokens_or_budget_exits_2(tmp_path, reference_rates):
+    from conftest import one_line_error, rates_without_tokens
+    path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl", budget=False)
+    assert invoke(path).exit_code == 0
+    one_line_error(invoke(path, "--token-budget", "16384"), "--token-budget", "no tokens", "token_budget")
+
+
 def test_check_passes(reference):
     r = invoke("check", reference, "--min-efficiency", "0.9")
     assert r.exit_code == 0 and r.output.startswith("PASS")

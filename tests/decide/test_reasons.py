@@ -68,3 +68,20 @@ def test_number_words():
     assert pct_text(0.934) == "93%" and pct_text(math.nan) == "-"
     assert [dur_text(s) for s in (None, math.inf, 42, 600, 7200, 4 * 86400)] == ["-", "-", "42 s", "10 min",
                                                                                 "2.0 h", "4.0 d"]
+
+
+def test_a_pipeline_without_a_queue_is_not_told_about_one(tmp_path, reference_rates):
+    """Issue 35 item 2: no queue declared: no q_hs depth, no queue advice, and nothing throttled
+    "by the queue"; the caveat says the hand-off is modelled without a buffer."""
+    import re
+
+    from conftest import rates_without_tokens
+
+    from advisor.present.text import render
+    adv = advise(rates_without_tokens(reference_rates, tmp_path / "r.jsonl", queues=False))
+    out = render(adv) + render(adv, "markdown")
+    assert "q_hs" not in out and "Queue:" not in out and "by the queue" not in out, out
+    assert not re.search(r"\bdeepen\b|\bkeep q_\w+ at\b", out, re.IGNORECASE)
+    assert any("declares no queue feeding 'drafter'" in w and "no buffer" in w for w in adv.warnings)
+    with_queue = advise(reference_rates)
+    assert f"q_hs {with_queue.splits.at['7-1', 'hs_mean_depth']:.1f}/20" in with_queue.recommendation.reasons[0]

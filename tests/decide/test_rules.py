@@ -358,3 +358,47 @@ def test_a_throttled_producer_in_a_rates_log_is_a_bound_that_can_decide(tmp_path
     assert d.p_best < full.p_best and d.odds.of("6-2").p_best > full.odds.of("6-2").p_best + 0.1
     assert d.probe is not None and set(d.probe.splits) == {"6-2", "7-1"} and d.probe.split == "6-2"
     assert adv.to_json()["capacity_basis"]["target"]["high_bps"] is None
+
+
+@pytest.mark.parametrize("name, stack, roles", [("specforge-1x7.csv", "specforge", "target=1,drafter=7"),
+                                                ("speculators-1x2.csv", "speculators", "vllm=1,trainer=2"),
+                                                ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3")])
+def test_what_would_settle_it_never_names_a_split_the_evidence_ran(tmp_path, name, stack, roles):
+    """Issue 35 item 2: "a short run at X, given with this log" where the log ran X asks for
+    nothing new; the split named is one no log ran (or none)."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app
+    from advisor.project.table import split_label
+    out = tmp_path / "s.jsonl"
+    src = Path(__file__).resolve().parents[2] / "fixtures" / "stacks" / name
+    r = CliRunner().invoke(app, ["import-tb", str(src), "--stack", stack, "--roles", roles, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    for kw in ({}, {"next_run": True}):
+        adv = advise(out, **kw)
+        p, c = adv.fit.roles
+        ran = {split_label(o.roles[p], o.roles[c]) for o in adv.fit.observed}
+        n = adv.decision.needs
+        assert n is None or n.run_at not in ran, (n, ran)
+        text = render(adv)
+        assert not [x for x in ran if f"a short run at {x}" in text], text
+
+
+@pytest.mark.parametrize("restart_cost_h", [1.0, 100.0])
+def test_judging_another_split_than_the_log_runs_keeps_the_running_one(reference, restart_cost_h):
+    """Issue 35 item 6: the log runs 7-1, --roles judges 6-2, and 7-1 is best: no restart reaches
+    7-1 (one would reach 6-2), so the advice keeps 7-1 whatever a restart costs, and says so."""
+    adv = advise(reference, roles={"target": 6, "drafter": 2}, restart_cost_h=restart_cost_h)
+    d = adv.decision
+    assert d.observed == d.best == d.recommended == "7-1" and d.judged == "6-2" and d.best_is_running
+    text = render(adv)
+    title = text.split("\n\n")[2].splitlines()[0]
+    assert title.startswith("KEEP 7-1 (the split the log runs), not 6-2: "), title
+    assert "SWITCH to 7-1" not in text and "switching to 7-1" not in text and "STAY with 6-2" not in text
+    said = adv.recommendation.reasons[1]
+    assert said.startswith("7-1, the split the log runs, gains") and "needs no restart" in said
+    assert f"{d.eta_gain_s / 3600:.1f} h sooner" in said        # no restart taken off: none is needed
+    assert "keep **7-1** (the split the log runs), not 6-2" in render(adv, "markdown")
+    assert d.odds.judged == "7-1" and "restart at any split but 7-1" in text    # the odds charge 6-2 one

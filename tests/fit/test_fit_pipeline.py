@@ -461,3 +461,26 @@ def test_sync_bytes_are_fitted_from_the_sync_events():
     sizes = [o["bytes"] for o in map(_json.loads, path.read_text().splitlines()) if o.get("ev") == "sync"]
     fit = advise(path).fit
     assert fit.sync.bytes_per_sync == pytest.approx(float(np.mean(sizes)))
+
+
+@pytest.mark.parametrize("budget", [True, False])
+def test_rates_without_tokens_leave_tok_s_unknown_and_size_batches_nominally(tmp_path, reference_rates, budget):
+    """A rates log without tok_s measures no tokens: the fit says so, its batch is the header's
+    budget (else 1 token, a unit), finite either way, and the observed tokens/s stays unknown."""
+    from conftest import rates_without_tokens
+    path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl", budget=budget)
+    log = load_log(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_logs([log])
+    assert not fit.tokens_measured
+    assert fit.tokens_mean == (log.header.token_budget if budget else 1.0)
+    assert math.isnan(fit.observed[0].tok_s) and fit.observed[0].bps > 0
+    assert math.isfinite(fit.consumer.c_s_per_tok) and math.isfinite(fit.producer.c_s_per_tok)
+
+
+def test_rates_with_tokens_measure_them(reference_rates):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_logs([load_log(reference_rates)])
+    assert fit.tokens_measured and fit.observed[0].tok_s > 0

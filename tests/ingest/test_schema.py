@@ -27,3 +27,20 @@ def test_a_known_field_is_its_own_nearest(ev, data):
     name = data.draw(st.sampled_from(EVENT_FIELDS[ev]))
     assert nearest_field(ev, name) == name
     assert unknown_fields({"ev": ev, name: 1}) == []
+
+
+def test_cap_bps_kind_names_header_roles_and_known_kinds():
+    """The header's cap_bps_kind (docs/log-schema.md): role -> lower | upper; anything else is
+    refused naming the field."""
+    import pytest
+
+    from advisor.errors import LogError
+    from advisor.ingest.schema import parse_header
+    head = {"ev": "run", "v": 1, "t": 0.0, "roles": {"target": 1, "drafter": 3}}
+    ok = parse_header({**head, "cap_bps_kind": {"target": "upper", "drafter": "lower"}}, "x.jsonl", 1)
+    assert ok.extra["cap_bps_kind"] == {"target": "upper", "drafter": "lower"}
+    assert unknown_fields({**head, "cap_bps_kind": {}}) == []
+    for bad, words in (({"loader": "upper"}, "not a role"), ({"target": "exact"}, "lower, upper"), ("upper", "object")):
+        with pytest.raises(LogError) as e:
+            parse_header({**head, "cap_bps_kind": bad}, "x.jsonl", 1)
+        assert "cap_bps_kind" in str(e.value) and words in str(e.value)

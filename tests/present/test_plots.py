@@ -421,6 +421,28 @@ def test_observed_marker_sits_at_the_measured_efficiency(log):
     assert want == pytest.approx(100 * a.observed.efficiency, rel=0.02)
 
 
+def test_a_rates_log_without_tokens_plots_b_s_without_nan_or_warnings(tmp_path):
+    """No tokens logged: the splits panel is in b/s with the observed split marked, no title or
+    legend says nan, and nothing warns (no All-NaN slice)."""
+    import warnings
+
+    from conftest import rates_without_tokens
+    adv = advise(rates_without_tokens(RATES, tmp_path / "r.jsonl"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = plots.plot_advice(adv, tmp_path / "a.png")
+    assert not caught, [str(w.message) for w in caught]
+    ax = fig.axes[0]
+    texts = [fig._suptitle.get_text(), ax.get_ylabel()] + [t.get_text() for a in fig.axes if a.get_legend()
+                                                            for t in a.get_legend().get_texts()]
+    assert not [t for t in texts if "nan" in t.lower()], texts
+    assert ax.get_ylabel() == "throughput (b/s)"
+    assert any(t.startswith("observed split 7-1, measured") and t.endswith("b/s") for t in texts), texts
+    heights = [p.get_height() for p in ax.patches]
+    for bps in adv.splits["bps"]:        # a bar per split at its b/s
+        assert any(h == pytest.approx(bps, rel=1e-9) for h in heights), (bps, heights)
+
+
 @pytest.mark.parametrize("log", ["reference-7x1.jsonl", "cpu-2x1.jsonl"])
 def test_no_mark_of_the_efficiency_panel_sits_above_100_percent(log):
     """The axis is a percentage: every mark drawn on it, wherever its transform places it, reads
