@@ -26,9 +26,10 @@ removed; the residuals ``e_kr = y_kr - m_r`` give
 
 so that for two splits ``v_A + v_B = var_r(d_r) / R``, ``d_r = y_Ar - y_Br``: the variance of the
 mean paired difference. Few rounds estimate that variance poorly (one degree of freedom at two
-rounds), so it is never taken below the sampling variance the fit gives the row itself
-(``sum of squares of ERR_SAMPLING``: what one log of that length would carry); with one round it
-is that floor alone.
+rounds), so it is never taken below the sampling variance of one pooled log: the least the fit
+gives any probed row (``sum of squares of ERR_SAMPLING``, at the row whose own log the fit reads
+most directly; at the others it is that log's sampling carried through the model, not what their
+own, equally long logs carry); with one round it is that floor alone.
 """
 from __future__ import annotations
 
@@ -96,9 +97,10 @@ def compare_probed(fit: PipelineFit, df: pd.DataFrame) -> pd.DataFrame:
     parts = [k for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi") + ERR_CORNERS if k in out.columns]
     mean = {k: float(pd.to_numeric(out.loc[labels, k], errors="coerce").fillna(0.0).mean()) for k in parts}
     shared_var = sum(mean[k] ** 2 for k in ERR_SHARED if k in mean)
+    floors = [sum(float(out.at[lab, k]) ** 2 for k in ERR_SAMPLING if k in out.columns) for lab in labels]
+    floor = min((f for f in floors if math.isfinite(f)), default=0.0)
     for lab in labels:
-        floor = sum(float(out.at[lab, k]) ** 2 for k in ERR_SAMPLING if k in out.columns)
-        own = max(paired[lab], floor if math.isfinite(floor) else 0.0)
+        own = max(paired[lab], floor)
         x = float(out.at[lab, "observed_bps"])
         half = Z_95 * math.sqrt(own + shared_var)
         for k in parts:
