@@ -251,8 +251,9 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                    "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
                    "log: how stable the choice is cannot be told; a log with step events measures it.")
     elif mg.stable:
+        by = f"; {probe_text(df, mg.higher, mg.lower)}" if probed_pair(df, mg.higher, mg.lower) else ""
         out.append(f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
-                   f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}.")
+                   f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}{by}.")
     elif mg.separated and probed_pair(df, mg.higher, mg.lower):
         out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
                    f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
