@@ -34,6 +34,7 @@ from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
 from advisor.project.exact import refine_weak_spots, refined_ratios, refines_aside, simulate_splits
 from advisor.project.linked import refine_placements
+from advisor.project.probed import compare_probed
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
 from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
                               build_settings, check_role_names, check_roles, role_count, role_plural)
@@ -90,6 +91,13 @@ class Advice:
     def queues(self) -> dict[str, Any]:
         return {"hs": self.decision.queue} if self.decision.queue is not None else {}
 
+    @property
+    def probed(self) -> tuple[str, ...]:
+        """The splits a probe measured, compared directly (`advisor.project.probed`); () for none."""
+        if "probe_segments" not in self.splits.columns:
+            return ()
+        return tuple(str(k) for k, n in self.splits["probe_segments"].items() if int(n) > 0)
+
     @cached_property
     def recommendation(self) -> Recommendation:
         d = self.decision
@@ -97,7 +105,7 @@ class Advice:
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
         return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
                               reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
-                                            + [x for x in (odds_sentence(d),) if x]
+                                            + [x for x in (odds_sentence(d, self.probed),) if x]
                                             + placement_reasons(d, self.splits, self.fit)),
                               holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct,
                               p_best=d.p_best, expected_gain_pct=d.expected_gain_pct,
@@ -413,8 +421,10 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
         _warn_assumptions(fit, settings)
         splits = _project(fit, logs, settings)
         splits, recon = reconcile(fit, settings, splits)
+        splits = compare_probed(fit, splits)
         ev = _evidence(fit, logs)
-        splits = _widen_for_drift(splits, ev)
+        if "probe_segments" not in splits.columns:     # a probe's rounds carry the drift in its rows' noise
+            splits = _widen_for_drift(splits, ev)
         decision = decide(fit, splits, settings, ev)
         observed = observed_split(fit, settings, splits)
     return Advice(run=run, gpus=settings.gpus, fit=fit, splits=splits, observed=observed, decision=decision,

@@ -433,6 +433,7 @@ class _Run:
     def _loop(self, ch, ctx, devices, n_gpus, planned, batches, make, progress, sigs) -> str:
         cfg = self.cfg
         reason = None
+        stop_t = None
         rates = None
         last_rates = None
         scale = cfg.time_scale if cfg.emulated else 1.0
@@ -472,6 +473,7 @@ class _Run:
                     break
                 if cfg.time_limit_s is not None and now >= cfg.time_limit_s and self.error is None:
                     self.timed_out = True
+                    stop_t = now
                     break
                 self._write_error()
                 if drafter_keys <= self.done:
@@ -496,6 +498,10 @@ class _Run:
             # the emulated pipeline ends at its last step; the wall time its processes took to exit,
             # scaled by 1/time-scale, is no part of its timeline
             now = self.last_event_t
+        elif self.timed_out and stop_t is not None:
+            # stopped by its time limit: the run ends at the limit, or at the last step that finished
+            # after it; the seconds spent stopping the processes are no part of the run
+            now = max(stop_t, self.last_event_t)
         if reason == "done" and rates is not None:
             self.writer.write(rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize()))
         self._write_error()

@@ -21,6 +21,8 @@ The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from advisor.decide.reasons import dur_text, signed_pct
 from advisor.decide.rules import Decision, Verdict
 
@@ -87,8 +89,9 @@ def headline(d: Decision, markdown: bool = False) -> str:
     return f"{words} {rec}{sep} {_odds_clause(d)}"
 
 
-def odds_sentence(d: Decision) -> str | None:
-    """Where the odds come from and what they say of the leading splits (None without odds)."""
+def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
+    """Where the odds come from and what they say of the leading splits (None without odds);
+    ``probed``: the splits a probe measured (drawn from its measured noise, `advisor.project.probed`)."""
     o = d.odds
     if o is None or len(o.splits) < 2:
         return None
@@ -102,5 +105,9 @@ def odds_sentence(d: Decision) -> str | None:
     regrets = ", ".join(f"{s.regret_pct:.1f}% at {s.label}" for s in shown)
     how = (f"remaining-job time compared, a {dur_text(o.restart_s)} restart at any split but {o.judged}"
            if o.restart_s > 0 and o.judged is not None else "rates compared")
-    return (f"odds from {o.draws:,} joint draws of the projections' uncertainty (what the splits share moves them together; "
+    source = "the projections' uncertainty"
+    if probed:
+        source = (f"the probe's measured noise at {' and '.join(probed)} (paired by round) and the projections' "
+                  f"uncertainty elsewhere")
+    return (f"odds from {o.draws:,} joint draws of {source} (what the splits share moves them together; "
             f"{how}): {within}; expected regret {regrets}.")

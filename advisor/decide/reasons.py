@@ -285,19 +285,45 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                    "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
                    "log: how stable the choice is cannot be told; a log with step events measures it.")
     elif mg.stable:
+        by = f"; {probe_text(df, mg.higher, mg.lower)}" if probed_pair(df, mg.higher, mg.lower) else ""
         out.append(f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
-                   f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}.")
+                   f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}{by}.")
+    elif mg.separated and probed_pair(df, mg.higher, mg.lower):
+        out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+                   f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
+                   f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because "
+                   f"{probe_text(df, mg.higher, mg.lower)}: the host's level moves both alike, so the lead carries "
+                   f"only the noise between rounds.")
     elif mg.separated:
         out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
                    f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
                    f"{bps_text(mg.best_low)} b/s, {_upper_end(df, mg.lower, mg.runner_up_high)}) because both "
                    f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
                    f"the split moves them the same way, so the lead carries only what differs between them.")
+    elif probed_pair(df, mg.higher, mg.lower):
+        out.append(f"the margin is within the probe's noise: {probe_text(df, mg.higher, mg.lower)}, and "
+                   f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper "
+                   f"end {bps_text(mg.runner_up_high)}{_lead_text(df, mg.higher, mg.lower)}.")
     else:
         out.append(f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
                    f"{bps_text(mg.best_low)} b/s, not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
                    f"{_lead_text(df, mg.higher, mg.lower)}.")
     return out
+
+
+def probed_pair(df: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`): their lead
+    is then the measured rates compared, not two projections of one fit."""
+    if "probe_segments" not in df.columns or a not in df.index or b not in df.index:
+        return False
+    return int(df.at[a, "probe_segments"]) > 0 and int(df.at[b, "probe_segments"]) > 0
+
+
+def probe_text(df: pd.DataFrame, a: str, b: str) -> str:
+    """The evidence of a probed pair in words: "both were measured by a probe of N segments ..."."""
+    n = int(df.at[a, "probe_segments"]) + int(df.at[b, "probe_segments"])
+    return (f"both were measured by a probe of {n} segments in alternating order ({a}: "
+            f"{int(df.at[a, 'probe_segments'])}, {b}: {int(df.at[b, 'probe_segments'])}), compared round by round")
 
 
 def provisional(d: Decision, fit: PipelineFit) -> bool:

@@ -11,7 +11,7 @@ sampled (`advisor.ingest.summary`), and the first step log's within-log contenti
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -20,8 +20,8 @@ from advisor.errors import LogError
 from advisor.ingest.runlog import RunLog
 from advisor.measure.crossing import LinkSample, measure_link
 from advisor.measure.contention import WithinLogContention, estimate_within_log
-from advisor.measure.observe import ObservedRun, observe, steady_steps, time_weighted_queue, window_sums
-from advisor.measure.probes import pooled_logs
+from advisor.measure.observe import ObservedRun, SegmentRate, observe, steady_steps, time_weighted_queue, window_sums
+from advisor.measure.probes import pooled_with_rates
 from advisor.measure.steady import SteadyWindow, find_steady
 
 
@@ -85,9 +85,11 @@ def _in_window(frame: pd.DataFrame, win: SteadyWindow) -> pd.DataFrame:
     return frame[win.mask(frame["t"])] if len(frame) and "t" in frame else frame
 
 
-def measure_log(log: RunLog, *, with_sums: bool = False, window: SteadyWindow | None = None) -> MeasuredLog:
+def measure_log(log: RunLog, *, with_sums: bool = False, window: SteadyWindow | None = None,
+                segments: tuple[SegmentRate, ...] = ()) -> MeasuredLog:
     """One log's steady window and what it shows (see :class:`MeasuredLog`); ``window``: the
-    window where it is already known (a probe's pooled segments, `advisor.measure.probes`)."""
+    window where it is already known, ``segments`` the segments' own rates (a probe's pooled
+    segments, `advisor.measure.probes`)."""
     win = window if window is not None else find_steady(log)
     head = log.header
     roles = (head.producer, head.consumer)
@@ -107,7 +109,8 @@ def measure_log(log: RunLog, *, with_sums: bool = False, window: SteadyWindow | 
         sums = {r: window_sums(log, win, r, steps.get(r)) for r in roles}
         if log.totals is not None:
             sync_count = log.totals.sync_window(win.start_s, win.end_s)["n"]
-    return MeasuredLog(log=log, window=win, observed=observe(log, win), steps=steps,
+    observed = replace(observe(log, win), segments=tuple(segments))
+    return MeasuredLog(log=log, window=win, observed=observed, steps=steps,
                        rates=_in_window(log.rates, win), syncs=_in_window(log.syncs, win),
                        pre_mean_depth=time_weighted_queue(log, win, pre.name)[0] if pre else None,
                        sums=sums, sync_count=sync_count, link=link)
@@ -123,7 +126,8 @@ def measure_logs(logs: Sequence[RunLog]) -> Measurement:
             raise LogError(lg.path, None, f"has roles {list(lg.header.roles)}, unlike {logs[0].path} "
                            f"({list(head.roles)}); logs fitted together must be of the same job", "roles")
     with_sums = any(lg.sampled for lg in logs)
-    measured = tuple(measure_log(lg, with_sums=with_sums, window=w) for lg, w in pooled_logs(logs))
+    measured = tuple(measure_log(lg, with_sums=with_sums, window=w, segments=r)
+                     for lg, w, r in pooled_with_rates(logs))
     first = next((m for m in measured if m.log.has_steps), None)
     within = None
     if first is not None:

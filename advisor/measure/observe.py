@@ -29,8 +29,20 @@ from advisor.measure.steady import SteadyWindow
 
 
 @dataclass(frozen=True)
+class SegmentRate:
+    """One probe segment's own rate (`advisor.measure.probes`): its segment and round, the
+    completions over its steady window (b/s) and that window's length."""
+
+    segment: int
+    round: int
+    bps: float
+    window_s: float
+
+
+@dataclass(frozen=True)
 class ObservedRun:
-    """What one log's steady window shows."""
+    """What one log's steady window shows; ``segments``: where the log is a probe's segments at
+    one split pooled, each segment's own rate (empty for any other log)."""
 
     path: str
     roles: Mapping[str, int]
@@ -41,6 +53,7 @@ class ObservedRun:
     eta_s: float | None          # the pipeline's own ETA at the log's end
     hs_mean_depth: float | None  # time-weighted q_hs depth (from rates), if logged
     hs_full_share: float | None
+    segments: tuple[SegmentRate, ...] = ()
 
     def with_tokens(self, tokens_per_batch: float) -> "ObservedRun":
         """The same run with tokens/s from a batch size where the log did not measure it."""

@@ -20,6 +20,10 @@ taken together. So, per probe and split:
 3. the pooled log's window is all of it, [0, sum d_k]; its warm-up and drain shares are the
    dropped seconds over the segments' whole length.
 
+Each segment's own rate (its completions over its own window, ``n_k / d_k``) is kept beside the
+pooled log (`advisor.measure.observe.SegmentRate`, with the segment's round), so that the
+splits a probe measured can be compared round by round (`advisor.project.probed`).
+
 Segments of a sampled log (exact binned sums, `advisor.ingest.summary`) are not pooled (their
 sums cannot be shifted); a split with one segment is measured as any log.
 """
@@ -32,6 +36,7 @@ import pandas as pd
 
 from advisor.ingest.ranks import group_name, merged_end
 from advisor.ingest.runlog import RunLog
+from advisor.measure.observe import SegmentRate, observe
 from advisor.measure.steady import SteadyWindow, find_steady
 
 
@@ -60,8 +65,26 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True)
 
 
+def segment_rates(segments: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> tuple[SegmentRate, ...]:
+    """Each segment's own rate over its own steady window, with its segment number and round
+    (from the header's ``probe`` mark; 0 where absent)."""
+    out = []
+    for lg, w in zip(segments, wins):
+        mark = lg.header.extra.get("probe")
+        mark = mark if isinstance(mark, dict) else {}
+        out.append(SegmentRate(segment=int(mark.get("segment", 0) or 0), round=int(mark.get("round", 0) or 0),
+                               bps=float(observe(lg, w).bps), window_s=float(w.duration_s)))
+    return tuple(out)
+
+
 def pool_segments(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow]:
     """One log of a split's probe segments (module docstring) and its window."""
+    log, win, _ = pool_with_rates(segments)
+    return log, win
+
+
+def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, tuple[SegmentRate, ...]]:
+    """`pool_segments`, and each segment's own rate (`segment_rates`)."""
     wins = [find_steady(lg) for lg in segments]
     steps, syncs, rates = [], [], []
     offset = 0.0
@@ -86,12 +109,17 @@ def pool_segments(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow]:
     win = SteadyWindow(start_s=0.0, end_s=offset, warmup_share=warm / total_s if total_s > 0 else 0.0,
                        settled=all(w.settled for w in wins), basis=wins[0].basis,
                        n_events=sum(w.n_events for w in wins), drain_share=drain / total_s if total_s > 0 else 0.0)
-    return log, win
+    return log, win, segment_rates(segments, wins)
 
 
 def pooled_logs(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None]]:
     """The logs with each probe's segments at one split pooled (`pool_segments`), in the order of
     each split's first segment; other logs as given, with None (their window is found as usual)."""
+    return [(lg, w) for lg, w, _ in pooled_with_rates(logs)]
+
+
+def pooled_with_rates(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None, tuple[SegmentRate, ...]]]:
+    """`pooled_logs`, each pooled log with its segments' own rates (empty for any other log)."""
     groups: dict[tuple, list[RunLog]] = {}
     order: list[tuple | int] = []
     for i, lg in enumerate(logs):
@@ -102,15 +130,15 @@ def pooled_logs(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | Non
             if key not in groups:
                 order.append(key)
             groups.setdefault(key, []).append(lg)
-    out: list[tuple[RunLog, SteadyWindow | None]] = []
+    out: list[tuple[RunLog, SteadyWindow | None, tuple[SegmentRate, ...]]] = []
     for item in order:
         if isinstance(item, int):
-            out.append((logs[item], None))
+            out.append((logs[item], None, ()))
         elif len(groups[item]) == 1:
-            out.append((groups[item][0], None))
+            out.append((groups[item][0], None, ()))
         else:
-            out.append(pool_segments(groups[item]))
+            out.append(pool_with_rates(groups[item]))
     return out
 
 
-__all__ = ["pool_segments", "pooled_logs", "probe_key"]
+__all__ = ["pool_segments", "pool_with_rates", "pooled_logs", "pooled_with_rates", "probe_key", "segment_rates"]

@@ -44,3 +44,18 @@ def test_segments_of_other_splits_and_other_logs_stay_apart(tmp_path):
     out = pooled_logs([plain, a])
     assert [w for _, w in out] == [None, None]            # one segment of a split: measured as any log
     assert len(measure_logs([plain, a]).logs) == 2
+
+
+def test_each_segment_keeps_its_own_rate_and_round_beside_the_pooled_log(tmp_path):
+    a = load_log(_segment(tmp_path / "a.jsonl", 1))
+    b = load_log(_segment(tmp_path / "b.jsonl", 3, cut_s=25.0))
+    m = measure_logs([a, b]).logs
+    assert len(m) == 1
+    rates = m[0].observed.segments
+    assert [s.segment for s in rates] == [1, 3]
+    assert [s.bps for s in rates] == pytest.approx([measure_log(a).observed.bps, measure_log(b).observed.bps])
+    assert [s.window_s for s in rates] == pytest.approx([find_steady(a).duration_s, find_steady(b).duration_s])
+    # the pooled rate weighs every steady second alike: the segments' rates weighted by their windows
+    pooled = sum(s.bps * s.window_s for s in rates) / sum(s.window_s for s in rates)
+    assert m[0].observed.bps == pytest.approx(pooled, rel=1e-9)
+    assert measure_logs([load_log(SOURCE)]).logs[0].observed.segments == ()
