@@ -190,10 +190,11 @@ def test_merge_refuses_another_run(sync_log, tmp_path):
         a.merge(summarize_log(other))
 
 
-def test_parallel_summary_equals_serial(sync_log):
+def test_summary_of_rank_files_equals_the_whole_log(sync_log):
+    """The per-rank files' summaries, merged, hold the whole log's bins and sample."""
     parts = split_by_worker(sync_log, 4)
-    a = summarize_paths(parts, workers=1, sample_rows=400)
-    b = summarize_paths(parts, workers=3, sample_rows=400)
+    a = summarize_paths(parts, sample_rows=400)
+    b = summarize_log(sync_log, sample_rows=400)
     np.testing.assert_allclose(a.bins.arr, b.bins.arr, rtol=1e-12, atol=1e-9)
     for r in a.roles:
         np.testing.assert_array_equal(a.samples[r].compact()[1], b.samples[r].compact()[1])
@@ -449,18 +450,18 @@ def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 600)
     parts = split_by_worker(sync_log, 3)
     reads: list[str] = []
-    real = load.summarize_file
+    real = load.summarize_log
 
     def counted(path, **kw):
         reads.append(Path(path).name)
         return real(path, **kw)
-    monkeypatch.setattr(load, "summarize_file", counted)
+    monkeypatch.setattr(load, "summarize_log", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         one = advise(parts)
     assert sorted(reads) == sorted(p.name for p in parts)
     assert len(one.logs) == 1 and one.logs[0].sampled
-    monkeypatch.setattr(load, "summarize_file", real)
+    monkeypatch.setattr(load, "summarize_log", real)
     _same_advice(_advise(sync_log), one)
 
 
@@ -518,7 +519,7 @@ def test_row_keys_are_splitmix_of_the_fields(vals, salt):
 def test_a_summary_out_of_range_is_a_log_error_naming_the_field(tmp_path, patch, field):
     src = tmp_path / "run.jsonl"
     src.write_bytes(FIXTURE_2X1.read_bytes())
-    obj = summarize_paths([src], workers=1).to_json()
+    obj = summarize_paths([src]).to_json()
     for k, v in patch.items():
         obj[k] = {**obj[k], **{kk: ({**obj[k][kk], **vv} if isinstance(vv, dict) else vv) for kk, vv in v.items()}} \
             if isinstance(v, dict) else v
@@ -578,7 +579,7 @@ def test_cli_summarize_the_same_twice_exits_2(sync_log, tmp_path):
 def test_a_summarys_end_is_checked_like_a_logs(tmp_path, end, words):
     """Found by fuzzing (fuzz/corpus/summary/crash-*): an end with t "x" read, then merging two
     summaries compared it as a float (an internal error)."""
-    obj = summarize_paths([FIXTURE_2X1], workers=1).to_json()
+    obj = summarize_paths([FIXTURE_2X1]).to_json()
     obj["end"] = end
     p = tmp_path / "s.json"
     p.write_text(json.dumps(obj))
