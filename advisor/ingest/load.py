@@ -31,8 +31,10 @@ from advisor.ingest.ranks import check_same_header, expand, group_name, merge, m
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import RunHeader, nearest_field
+from advisor.ingest import summary
+from advisor.ingest.scan import scan_run
 from advisor.ingest.stream import summarize_log
-from advisor.ingest.summary import Summary, copied_keys
+from advisor.ingest.summary import Summary, copied_keys, is_summary
 
 
 def _shown(name: str) -> str:
@@ -137,9 +139,20 @@ class _Copies(Exception):
 
 def _fold_run(files: Sequence[Path], *, check: bool, sample_rows: int | None = None,
               held: Sequence[Summary] | None = None) -> tuple[Summary, list[FileRead]]:
-    """The files of one run read (or ``held``, read already) and merged, in order."""
+    """The files of one run read (or ``held``, read already) and merged, in order: all at once by
+    the fast pass where it can (`advisor.ingest.scan.scan_run`), else one by one."""
     if not files:
         raise LogError("<none>", None, "no log file given")
+    if held is None and len(files) > 1 and not any(is_summary(f) for f in files):
+        got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
+        if got is not None:
+            summ, per_file = got
+            reads = [FileRead(display_path(str(f)), h, dict(e) if e is not None else None)
+                     for f, (h, e) in zip(files, per_file)]
+            if check:
+                for read in reads[1:]:
+                    check_same_header([reads[0], read])
+            return summ, reads
 
     def read(quiet: bool) -> Iterable[Summary]:
         for i, f in enumerate(files):

@@ -22,10 +22,8 @@ which also refuses bytes that are not UTF-8.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import math
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -33,20 +31,17 @@ import numpy as np
 
 from advisor.errors import LogError
 from advisor.ingest.frames import RATES_SCALARS
-from advisor.ingest.parse import rates_columns
 from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, read_chunks
-from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, SYNC_NUMBERS, RunHeader,
-                                   parse_header, step_numbers, unknown_fields, validate_event)
+from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, RATES_NUMBERS, SYNC_NUMBERS,
+                                   RunHeader, parse_header, step_numbers, unknown_fields)
 from advisor.ingest.summary import Summary
 
-BLOCK_ROWS = 1 << 18          # rows checked and folded at once (polars' batches are a few thousand)
-PROBE_LINES = 64              # lines decoded at each probe offset, to find unknown fields
-PROBE_EVERY_BYTES = 16 << 20  # a probe at the start and every this many bytes
-MEMORY_GZIP_BYTES = 64 << 20  # a gzip log inflating to more is spilled to a temporary file
+RANGE_BYTES = 16 << 20        # whole lines parsed, checked and folded at once
+PROBE_LINES = 64              # lines of each range decoded to find unknown fields
 _NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
             "workers", "dur", "bytes", "window", "tok_s", "eta_s", "done")
 _TEXT = ("ev", "role", "reason", "msg")
-_OBJECTS = ("bps", "cap_bps", "q")     # read as their JSON text, decoded per snapshot (`_Scan._rates`)
+_OBJECTS = ("bps", "cap_bps", "q")     # rates' objects; the first two read as JSON text (`_Scan._rates`)
 
 
 class _GiveUp(Exception):
@@ -59,44 +54,53 @@ def _schema(header: RunHeader, extra: tuple[str, ...]) -> dict[str, Any]:
 
     schema: dict[str, Any] = {n: pl.String for n in _TEXT + _OBJECTS}
     schema.update({n: pl.Float64 for n in _NUMERIC + header.node_step_fields})
+    if header.queues:
+        schema["q"] = pl.Struct({q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues})
+    else:
+        del schema["q"]
     schema.update({n: pl.String for n in extra if n not in schema})
     return schema
 
 
-def _probe(source: Path | bytes, max_line_bytes: int) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """The header (the first line) and the unknown (event, field) pairs on the probe lines: the
-    first ``PROBE_LINES`` lines, and as many after every ``PROBE_EVERY_BYTES``."""
+def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
+    """The header (``first``: the range starts the file, and its first line is the header) and the
+    unknown (event, field) pairs on the first ``PROBE_LINES`` lines of one range."""
     fields: set[tuple[str, str]] = set()
-    header_obj: dict[str, Any] | None = None
-    span = min(max_line_bytes, PROBE_LINES * 4096)
-    size = source.stat().st_size if isinstance(source, Path) else len(source)
-    with open(source, "rb") if isinstance(source, Path) else _nothing() as f:
-        for at in range(0, max(size, 1), PROBE_EVERY_BYTES):
-            if f is None:
-                head = source[at:at + span]
-            else:
-                f.seek(at)
-                head = f.read(span)
-            lines = head.split(b"\n")[1 if at else 0:-1]
-            for k, raw in enumerate(lines[:PROBE_LINES]):
-                try:
-                    obj = json.loads(raw)
-                except (ValueError, RecursionError):
-                    raise _GiveUp from None
-                if not isinstance(obj, dict) or not isinstance(obj.get("ev"), str):
-                    raise _GiveUp
-                if at == 0 and k == 0:
-                    header_obj = obj
-                elif obj["ev"] in KNOWN_EVENTS:
-                    fields.update((obj["ev"], n) for n in unknown_fields(obj))
-    if header_obj is None or header_obj.get("ev") != "run":
+    header_obj = None
+    for k, raw in enumerate(buf.split(b"\n", PROBE_LINES)[:PROBE_LINES]):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise _GiveUp from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("ev"), str):
+            raise _GiveUp
+        if first and k == 0:
+            header_obj = obj
+        elif obj["ev"] in KNOWN_EVENTS:
+            fields.update((obj["ev"], n) for n in unknown_fields(obj))
+    if first and (header_obj is None or header_obj.get("ev") != "run"):
         raise _GiveUp
-    return header_obj, sorted(fields)
+    return header_obj, fields
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
+def _role_rate(d: Any, role: str) -> float:
+    """A role's rate in a decoded ``bps`` or ``cap_bps`` (NaN: absent); `_GiveUp` where
+    `schema.validate_event` refuses it (not an object, a value not a number >= 0)."""
+    if d is None:
+        return math.nan
+    if not isinstance(d, dict):
+        raise _GiveUp
+    if role not in d:
+        return math.nan
+    v = d[role]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _GiveUp
+    v = float(v)
+    if not (math.isfinite(v) and v >= 0):
+        raise _GiveUp
+    return v
 
 
 def _looks_coerced(values: Any) -> bool:
@@ -124,200 +128,338 @@ def _numbers_ok(cols: dict[str, np.ndarray], spec) -> bool:
 
 
 class _Scan:
-    """One file's fast pass: its summary so far, and what the checks need across blocks."""
+    """A fast pass over the rows of one log, or of several files of one run: the summary so far,
+    the unknown fields counted, and each file's last ``end`` event."""
 
-    def __init__(self, header_obj: dict[str, Any], header: RunHeader, spath: str, sample_rows: int,
-                 fields: list[tuple[str, str]]):
+    def __init__(self, header_obj: dict[str, Any], header: RunHeader, spath: str, sample_rows: int):
         self.header = header
         self.summ = Summary(header_obj, header, spath, sample_rows=sample_rows)
         self.summ.add_unknown_fields({f"run.{n}": 1 for n in unknown_fields(header_obj)})
-        self.fields = fields
-        self.field_counts = dict.fromkeys(fields, 0)
+        self.field_counts: dict[tuple[str, str], int] = {}
+        self.ends: dict[int, dict[str, Any]] = {}     # file -> its last end event
         self.rows = 0
+        self.many = False                              # the rows of several files (`scan_run`)
 
-    def block(self, df) -> None:
-        """Check one block of rows and fold it into the summary; `_GiveUp` where unsure."""
+    def expect(self, fields: set[tuple[str, str]]) -> None:
+        """Count these unknown (event, field) pairs from the next block on."""
+        for f in fields:
+            self.field_counts.setdefault(f, 0)
+
+    def block(self, df, heads: np.ndarray, files: np.ndarray) -> None:
+        """Check one block of rows and fold it into the summary; `_GiveUp` where unsure. ``heads``:
+        the rows that are the files' 'run' headers; ``files``: the file of each row."""
         import polars as pl
 
-        if self.rows == 0:
-            if df["ev"][0] != "run":
-                raise _GiveUp
-            df = df.slice(1)
-        self.rows += len(df) + (self.rows == 0)
+        self.rows += len(df)
         ev = df["ev"]
-        if ev.null_count() or (ev == "").any() or (ev == "run").any():
+        masks = {name: (ev == name).fill_null(False).to_numpy() for name in KNOWN_EVENTS}
+        known = np.logical_or.reduce(list(masks.values()))
+        if not np.array_equal(np.flatnonzero(masks["run"]), heads) or ev.null_count() or (ev == "").any():
             raise _GiveUp
-        unknown = df.filter(~pl.col("ev").is_in(KNOWN_EVENTS)).group_by("ev").agg(
-            pl.len(), (pl.col("t").is_null() | ((pl.col("t") >= 0) & (pl.col("t") <= MAX_TIME_S))).all().alias("ok"))
-        if not unknown["ok"].all() or _looks_coerced(unknown["ev"]):
-            raise _GiveUp
-        self.summ.add_unknown(dict(zip(unknown["ev"].to_list(), unknown["len"].to_list())))
-        known = df.filter(pl.col("ev").is_in(KNOWN_EVENTS))
-        t = known["t"].to_numpy()
+        t = df["t"].to_numpy()
+        if not known.all():
+            t_ok = pl.col("t").is_null() | ((pl.col("t") >= 0) & (pl.col("t") <= MAX_TIME_S))
+            unknown = df.filter(pl.Series(~known)).group_by("ev").agg(pl.len(), t_ok.all().alias("ok"))
+            if not unknown["ok"].all() or _looks_coerced(unknown["ev"]):
+                raise _GiveUp
+            self.summ.add_unknown(dict(zip(unknown["ev"].to_list(), unknown["len"].to_list())))
+        body = known & ~masks["run"]
         with np.errstate(invalid="ignore"):
-            if not (np.isfinite(t) & (t >= 0) & (t <= MAX_TIME_S)).all():
+            if not (np.isfinite(t[body]) & (t[body] >= 0) & (t[body] <= MAX_TIME_S)).all():
                 raise _GiveUp
         for (ev_name, name), n in self.field_counts.items():
-            given = df.filter((pl.col("ev") == ev_name) & pl.col(name).is_not_null())
-            self.field_counts[ev_name, name] = n + given.height
-        self._steps(known.filter(pl.col("ev") == "step"))
-        self._syncs(known.filter(pl.col("ev") == "sync"))
-        self._rates(known.filter(pl.col("ev") == "rates"))
-        self._end(known.filter(pl.col("ev") == "end"))
+            self.field_counts[ev_name, name] = n + int((masks[ev_name] & df[name].is_not_null().to_numpy()).sum())
+        self._steps(df, masks["step"], files)
+        self._syncs(df, masks["sync"])
+        if masks["rates"].any():
+            rates = df.select(*RATES_SCALARS, *[c for c in _OBJECTS if c in df.columns])
+            self._rates(rates.filter(pl.Series(masks["rates"])))
+        self._ends(df, np.flatnonzero(masks["end"]), files)
 
-    def _steps(self, steps) -> None:
-        import polars as pl
-
-        if not len(steps):
+    def _steps(self, df, mask: np.ndarray, files: np.ndarray) -> None:
+        if not mask.any():
             return
-        roles = list(self.header.roles)
-        codes = steps.select(pl.col("role").replace_strict(roles, list(range(len(roles))), default=-1,
-                                                           return_dtype=pl.Int64).fill_null(-1))["role"].to_numpy()
+        role = df["role"]
+        codes = np.full(len(df), -1, dtype=np.int64)
+        for i, r in enumerate(self.header.roles):
+            codes[(role == r).fill_null(False).to_numpy()] = i
+        codes = codes[mask]
         if (codes < 0).any():
             raise _GiveUp
         spec = step_numbers(self.header)
-        cols = {n: steps[n].cast(pl.Float64).fill_null(float("nan")).to_numpy()
-                for n in (*[s[0] for s in spec], "loss")}
+        cols = {n: df[n].to_numpy()[mask] for n in (*[s[0] for s in spec], "loss")}
         limit = np.array(list(self.header.roles.values()), dtype=float)[codes]
         if not _numbers_ok(cols, spec) or np.isinf(cols["loss"]).any() or (cols["worker"] >= limit).any():
             raise _GiveUp
+        # a file with steps of a role that are all busy 0 (or all tokens 0) is refused by the exact
+        # pass, which names it: checked per file and role where the rows are of several files
+        if self.many:
+            key = files[mask] * len(self.header.roles) + codes
+            n = np.bincount(key)
+            for c in (cols["busy"], cols["tokens"]):
+                if ((n > 0) & (np.bincount(key[c > 0], minlength=len(n)) == 0)).any():
+                    raise _GiveUp
         self.summ.add_steps(cols, codes)
 
     def _rates(self, rates) -> None:
-        """The rates snapshots (one a minute or so), each decoded and checked by `schema.validate_event`:
-        polars gives ``bps``, ``cap_bps`` and ``q`` as their JSON text, so an absent role and an
-        explicit null (refused) stay apart."""
+        """The rates snapshots (one a minute or so), checked as `schema.validate_event` checks them.
+
+        ``bps`` and ``cap_bps`` come as their JSON text and are decoded here, so that an absent
+        role (allowed) and an explicit null (refused) stay apart; the numbers and the queue depths
+        are checked column by column."""
+        import polars as pl
+
         if not len(rates):
             return
-        objs = []
-        for row in rates.select(*RATES_SCALARS, *_OBJECTS).iter_rows(named=True):
-            obj = {k: v for k, v in row.items() if v is not None}
-            for k in _OBJECTS:
-                if k in obj:
-                    obj[k] = json.loads(obj[k])      # (a ValueError: the exact pass names the line)
-            obj["ev"] = "rates"
-            validate_event(obj, self.header, self.summ.paths[0], None)   # (a LogError: likewise)
-            objs.append(obj)
-        self.summ.add_rates(rates_columns(objs, self.header))
+        cols = {k: rates[k].fill_null(math.nan).to_numpy() for k in RATES_SCALARS}
+        for name, _, _, top in RATES_NUMBERS[1:]:
+            v = cols[name]
+            with np.errstate(invalid="ignore"):
+                if (np.isinf(v) | (v < 0) | ((v > top) if top is not None else False)).any():
+                    raise _GiveUp
+        if rates["bps"].null_count():
+            raise _GiveUp
+        for key in ("bps", "cap_bps"):
+            objs = json.loads("[" + ",".join(rates[key].fill_null("null").to_list()) + "]")
+            for r in self.header.roles:
+                cols[f"{key}_{r}"] = np.array([_role_rate(d, r) for d in objs], dtype=np.float64)
+        for q in self.header.queues:
+            v = pl.col("q").struct.field(q.name)
+            if q.per_worker:
+                e = pl.element()
+                ok = v.is_null() | v.list.eval(e.is_not_null() & (e >= 0) & e.is_finite()).list.all()
+                mean, low = v.list.mean(), v.list.min()
+            else:
+                ok, mean, low = v.is_null() | ((v >= 0) & v.is_finite()), v, v
+            got = rates.select(ok.all().alias("ok"), mean.alias("mean"), low.alias("low"))
+            if not got["ok"][0]:
+                raise _GiveUp
+            cols[f"q_{q.name}"] = got["mean"].cast(pl.Float64).fill_null(math.nan).to_numpy()
+            cols[f"qmin_{q.name}"] = got["low"].cast(pl.Float64).fill_null(math.nan).to_numpy()
+        order = np.argsort(cols["t"], kind="stable")
+        self.summ.add_rates({k: v[order] for k, v in cols.items()})
 
-    def _syncs(self, syncs) -> None:
-        if not len(syncs):
+    def _syncs(self, df, mask: np.ndarray) -> None:
+        if not mask.any():
             return
-        cols = {n: syncs[n].fill_null(float("nan")).to_numpy() for n, *_ in SYNC_NUMBERS}
+        cols = {n: df[n].to_numpy()[mask] for n, *_ in SYNC_NUMBERS}
         if not _numbers_ok(cols, SYNC_NUMBERS):
             raise _GiveUp
         self.summ.add_syncs(cols)
 
-    def _end(self, ends) -> None:
-        if not len(ends):
+    def _ends(self, df, rows: np.ndarray, files: np.ndarray) -> None:
+        """Each file's last end event (the reason checked; a message polars made text of: `_GiveUp`)."""
+        if not len(rows):
             return
+        ends = df.select("t", "reason", "msg")[rows]
         reason, msg = ends["reason"], ends["msg"]
         if not reason.drop_nulls().is_in(END_REASONS).all() or _looks_coerced(msg.drop_nulls().to_list()):
             raise _GiveUp
-        last = ends.row(len(ends) - 1, named=True)
-        self.summ.set_end({k: last[k] for k in ("t", "reason", "msg")}, by_time=False)
+        for k, row in zip(files[rows], ends.iter_rows(named=True)):
+            self.ends[int(k)] = row
+        self.summ.set_end(self.ends[int(files[rows[-1]])], by_time=False)
 
-    def finish(self, n_lines: int) -> Summary:
-        if not self.rows:
-            raise _GiveUp
-        self.summ.n_lines = n_lines
+    def finish(self) -> Summary:
+        """The summary, with the unknown fields counted."""
         self.summ.add_unknown_fields({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()})
         return self.summ
 
 
-def _lines(source: Path | bytes, max_line_bytes: int) -> int:
-    """The lines of a log (as the exact pass counts them), checked: none longer than
-    ``max_line_bytes``, all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
+def _lines(buf: bytes, max_line_bytes: int) -> int:
+    """The lines of one range of a plain log (as the exact pass counts them), checked: none longer
+    than ``max_line_bytes``, all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
     import polars as pl
 
-    if isinstance(source, bytes):        # (inflated through the reader's guards already)
-        return source.count(b"\n") + (not source.endswith(b"\n") and bool(source))
-    longest, n = pl.scan_lines(source).select(pl.col("line").str.len_bytes().max(), pl.len()).collect().row(0)
+    longest, n = pl.scan_lines(buf).select(pl.col("line").str.len_bytes().max(), pl.len()).collect().row(0)
     if longest is not None and longest > max_line_bytes:
         raise _GiveUp
     return int(n)
 
 
-def _blocks(batches: Iterator[Any]) -> Iterator[Any]:
-    """polars' batches joined into blocks of at least ``BLOCK_ROWS`` rows."""
-    import polars as pl
-
-    held, n = [], 0
-    for b in batches:
-        held.append(b)
-        n += len(b)
-        if n >= BLOCK_ROWS:
-            yield pl.concat(held, rechunk=False)
-            held, n = [], 0
-    if held:
-        yield pl.concat(held, rechunk=False)
-
-
-def _inflated(path: Path, max_bytes: int, max_lines: int, keep: list[Path]) -> Path | bytes:
-    """A gzip log's bytes (in memory, or a temporary file past ``MEMORY_GZIP_BYTES``, its path added
-    to ``keep`` for the caller to delete), through the reader's guards; `_GiveUp` on any refusal."""
-    held: list[bytes] = []
-    size = 0
-    out = None
+def _chunks(path: Path, gz: bool, max_bytes: int, max_lines: int) -> Iterator[bytes]:
+    """The (inflated) bytes of a log in chunks; a gzip log's through `advisor.ingest.reader`'s
+    guards (anything it refuses or warns of: `_GiveUp`)."""
+    if not gz:
+        with open(path, "rb") as f:
+            yield from iter(lambda: f.read(RANGE_BYTES), b"")
+        return
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
             for chunk, _ in read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines):
-                size += len(chunk)
-                if out is None and size > MEMORY_GZIP_BYTES:
-                    fd, name = tempfile.mkstemp(suffix=".jsonl")
-                    keep.append(Path(name))
-                    out = os.fdopen(fd, "wb")
-                    out.writelines(held)
-                    held = []
-                if out is not None:
-                    out.write(chunk)
-                else:
-                    held.append(chunk)
+                if notes:
+                    raise _GiveUp
+                yield chunk
+        if notes:
+            raise _GiveUp
     except LogError:
         raise _GiveUp from None
-    finally:
-        if out is not None:
-            out.close()
-    if notes:
-        raise _GiveUp
-    return keep[-1] if out is not None else b"".join(held)
+
+
+def _ranges(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The bytes in ranges of whole lines of about ``RANGE_BYTES`` (the last may end without a newline)."""
+    held: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        held.append(chunk)
+        size += len(chunk)
+        if size < RANGE_BYTES:
+            continue
+        buf = b"".join(held)
+        cut = buf.rfind(b"\n") + 1
+        held, size = [buf[cut:]], len(buf) - cut
+        if cut:
+            yield buf[:cut]
+    buf = b"".join(held)
+    if buf:
+        yield buf
+
+
+def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]]):
+    """One range of whole lines read by polars, the unknown fields found so far read as text."""
+    import polars as pl
+
+    scan.expect(fields)
+    names = tuple(n for _, n in sorted(fields))
+    return pl.read_ndjson(buf, schema=_schema(scan.header, names))
 
 
 def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int,
              max_line_bytes: int = MAX_LINE_BYTES) -> Summary | None:
     """The summary of one log file by the fast pass, or None where the exact pass must read it
     (see the module docstring). The file is a regular file (`advisor.ingest.reader.open_log`
-    checked it) and not a summary."""
-    import polars as pl
+    checked it) and not a summary.
 
+    Args:
+        path: the log file, plain or gzip.
+        sample_rows: the steps kept per role.
+        max_bytes, max_lines, max_line_bytes: the limits (`advisor.ingest.reader`); a file past
+            one is left to the exact pass, which refuses it by name.
+
+    Returns:
+        The file's summary (not yet checked usable nor given its source), or None.
+    """
     path = Path(path)
-    spill: list[Path] = []
     try:
-        size = path.stat().st_size
         with open(path, "rb") as f:
             gz = f.read(2) == GZIP_MAGIC
-        if size > max_bytes and not gz:
+        if not gz and path.stat().st_size > max_bytes:
             return None
-        source: Path | bytes = _inflated(path, max_bytes, max_lines, spill) if gz else path
-        header_obj, fields = _probe(source, max_line_bytes)
-        try:
-            header = parse_header(header_obj, str(path), 1)
-        except LogError:
+        scan: _Scan | None = None
+        n_lines = 0
+        fields: set[tuple[str, str]] = set()
+        for buf in _ranges(_chunks(path, gz, max_bytes, max_lines)):
+            n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
+            if n_lines > max_lines:
+                return None
+            header_obj, found = _probe(buf, scan is None)
+            heads = np.zeros(1 if scan is None else 0, dtype=np.int64)
+            if scan is None:
+                scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
+            df = _parsed(buf, scan, fields | found)
+            fields |= found
+            scan.block(df, heads, np.zeros(len(df), dtype=np.int64))
+        if scan is None or not scan.rows:
             return None
-        n_lines = _lines(source, max_line_bytes)
-        if n_lines > max_lines:
-            return None
-        scan = _Scan(header_obj, header, str(path), sample_rows, fields)
-        names = tuple(n for _, n in fields)
-        lf = pl.scan_ndjson(source, schema=_schema(header, names))
-        for block in _blocks(lf.collect_batches(engine="streaming")):
-            scan.block(block)
-        return scan.finish(n_lines)
+        scan.summ.n_lines = n_lines
+        return scan.finish()
     except (_GiveUp, LogError):
         return None
     except Exception:     # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
         return None
-    finally:
-        for p in spill:
-            p.unlink(missing_ok=True)
+
+
+def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k != "t"}
+
+
+def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+    """The merged summary of the files of one run by the fast pass, read together (many small rank
+    files make a few large ranges, which polars parses with all its threads), and each file's
+    header and last end event; None where the files must be read one by one (the exact pass,
+    the checks of merges and their errors): a file that is gzip, over ``RANGE_BYTES``, with a
+    blank line or no newline at its end; headers that differ; a file given twice; steps that
+    repeat; and anything the fast pass of one file gives up on.
+
+    Args:
+        files: the run's files, in order.
+        sample_rows: the steps kept per role.
+
+    Returns:
+        (summary, [(header, end) per file]) or None. The summary is checked usable per file and
+        holds every file as a source.
+    """
+    try:
+        return _scan_run(files, sample_rows)
+    except (_GiveUp, LogError, OSError):
+        return None
+    except Exception:     # noqa: BLE001  anything polars or numpy refuses: the files are read one by one
+        return None
+
+
+def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+    import polars as pl
+
+    if len({f.resolve() for f in files}) < len(files):
+        raise _GiveUp
+    scan: _Scan | None = None
+    headers: list[RunHeader] = []
+    fields: set[tuple[str, str]] = set()
+    first_obj: dict[str, Any] | None = None
+    batch: list[bytes] = []
+    size = 0
+    done = 0                                      # files folded
+
+    def flush() -> None:
+        """The files held read as one range (each starts with its header row)."""
+        nonlocal batch, size, done
+        buf = b"".join(batch)
+        shortest, longest = pl.scan_lines(buf).select(pl.col("line").str.len_bytes().min(),
+                                                      pl.col("line").str.len_bytes().max()).collect().row(0)
+        if shortest == 0 or longest > MAX_LINE_BYTES:
+            raise _GiveUp
+        counts = np.array([b.count(b"\n") for b in batch])
+        df = _parsed(buf, scan, fields)
+        if len(df) != counts.sum():       # (a line of blanks: polars skips it)
+            raise _GiveUp
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        scan.block(df, starts, np.repeat(np.arange(done, done + len(batch)), counts))
+        scan.summ.n_lines += int(counts.sum())
+        done += len(batch)
+        batch, size = [], 0
+
+    for f in files:
+        with open(f, "rb") as fh:
+            data = fh.read(RANGE_BYTES + 1)
+        if len(data) > RANGE_BYTES or data[:2] == GZIP_MAGIC or not data.endswith(b"\n"):
+            raise _GiveUp
+        header_obj, found = _probe(data, True)
+        if first_obj is None:
+            first_obj = header_obj
+            scan = _Scan(header_obj, parse_header(header_obj, str(f), 1), str(files[0]), sample_rows)
+            scan.many = True
+        elif _comparable(header_obj) != _comparable(first_obj):
+            raise _GiveUp
+        headers.append(parse_header(header_obj, str(f), 1))
+        fields |= found
+        batch.append(data)
+        size += len(data)
+        if size >= RANGE_BYTES:
+            flush()
+    if batch:
+        flush()
+    summ = scan.finish()
+    for r in summ.roles:
+        keys = np.sort(summ.samples[r].compact()[1])
+        if (keys[1:] == keys[:-1]).any():      # a step twice: a copied file, or one repeated
+            raise _GiveUp
+    summ.sources, summ.given = [], {}
+    for f in files:
+        summ.add_source(f)
+    summ.end = None
+    ends = [scan.ends.get(i) for i in range(len(files))]
+    for end in ends:
+        summ.set_end(end)
+    summ.paths = [str(f) for f in files]
+    summ.add_unknown_fields({f"run.{n}": len(files) - 1 for n in unknown_fields(first_obj)} if len(files) > 1 else {})
+    return summ, list(zip(headers, ends))

@@ -531,21 +531,27 @@ class Summary:
         return {k: np.concatenate([r[k] for r in self.rates]) for k in keys}
 
     def totals(self) -> Totals:
-        return Totals(roles=self.roles, pruned=tuple(r for r in self.roles if self.samples[r].pruned), width_s=self.bins.width_s, bins=self.bins.arr.copy(),
+        return Totals(roles=self.roles, pruned=tuple(r for r in self.roles if self.samples[r].pruned),
+                      width_s=self.bins.width_s, bins=self.bins.arr.copy(),
                       t_max_s=self.t_max_s)
 
     # --- merging
 
     def set_source(self, path: str | Path) -> None:
         """Record ``path`` as the one log file this summary was read from (its identity for merges)."""
+        self.sources, self.given = [], {}
+        self.add_source(path)
+
+    def add_source(self, path: str | Path) -> None:
+        """Record ``path`` as one more log file this summary was read from (a run read at once)."""
         p = Path(path)
         try:
             size = p.stat().st_size
             key = str(p.resolve())
         except OSError:
             size, key = None, str(p)
-        self.sources = [{"path": key, "bytes": size}]
-        self.given = {key: str(path)}
+        self.sources.append({"path": key, "bytes": size})
+        self.given[key] = str(path)
 
     def _names(self) -> str:
         """The files this summary came in by, for a message."""
