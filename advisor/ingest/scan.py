@@ -1,23 +1,23 @@
-"""The fast pass over one log file: polars' ``scan_ndjson`` into a :class:`~advisor.ingest.summary.Summary`.
+"""The fast pass over a log: polars' NDJSON reader into a :class:`~advisor.ingest.summary.Summary`.
 
-The file is scanned lazily with an explicit schema built from its header (every field the advisor
-reads; unknown fields found on probe lines are read as text to be counted) by polars' streaming
-engine, in batches, so memory is bounded by a block of rows and the summary whatever the log's
-length; polars' own threads do the parse. Each block of rows is checked column by column with
-the rules of `advisor.ingest.schema.validate_event`, and folded into the file's summary (counts,
-time bins, the bottom-k sample: `advisor.ingest.summary`).
+A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each range with its own
+threads, with an explicit schema built from the header (every field the advisor reads; unknown
+fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps``
+as their JSON text, so that an absent role and an explicit null stay apart), and counts and
+measures its lines (``scan_lines``: the line limit, and UTF-8). Each range's rows are checked
+column by column with the rules of `advisor.ingest.schema.validate_event` and folded into the
+summary (counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range
+and the summary, whatever the log's length. The files of one run (`scan_run`) are read together,
+many small rank files making one range, each file's header row and end event kept apart.
 
-The fast pass never reports a bad line: it gives up (returns None) wherever it cannot be sure,
-and `advisor.ingest.stream` then reads the file with the exact line-by-line pass, which names the
-file, line and field of the first bad line, or reads a shape polars cannot. It gives up on:
-anything polars refuses (not JSON, a wrong type, a NaN literal, bytes that are not UTF-8, a line
-cut mid-write), any row a column check refuses, a value polars turned into text that JSON did
-not hold as text (``"ev": 5``), a rates snapshot whose role rate is null (absent and ``null``
-read alike, and only the second is refused), a header that is not the first line, and a file
-over the line limit. A gzip file is inflated first, in chunks, through `advisor.ingest.reader`'s
-guards (size, line length, ratio, UTF-8); anything that reader warns of or refuses is left to
-the exact pass too. A plain file's lines are counted and measured by polars' ``scan_lines``,
-which also refuses bytes that are not UTF-8.
+The fast pass never reports a bad line: it gives up (None) wherever it cannot be sure, and the
+exact pass (`advisor.ingest.stream`) reads the file line by line and names the file, line and
+field of the first bad one, or reads a shape polars cannot. It gives up on anything polars
+refuses (not JSON, a wrong type, a NaN literal, bytes that are not UTF-8, a line cut mid-write),
+a line past the limit, any row a column check refuses, a value that polars made text of where
+JSON held no text (``"ev": 5``), and a header that is not the first line. A gzip file is
+inflated in chunks through `advisor.ingest.reader`'s guards (size, line length, ratio, UTF-8);
+anything that reader warns of or refuses is left to the exact pass too.
 """
 from __future__ import annotations
 
@@ -65,23 +65,22 @@ def _schema(header: RunHeader, extra: tuple[str, ...]) -> dict[str, Any]:
 def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
     """The header (``first``: the range starts the file, and its first line is the header) and the
     unknown (event, field) pairs on the first ``PROBE_LINES`` lines of one range."""
-    fields: set[tuple[str, str]] = set()
-    header_obj = None
-    for k, raw in enumerate(buf.split(b"\n", PROBE_LINES)[:PROBE_LINES]):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise _GiveUp from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("ev"), str):
-            raise _GiveUp
-        if first and k == 0:
-            header_obj = obj
-        elif obj["ev"] in KNOWN_EVENTS:
-            fields.update((obj["ev"], n) for n in unknown_fields(obj))
-    if first and (header_obj is None or header_obj.get("ev") != "run"):
+    lines = buf.split(b"\n", PROBE_LINES)[:PROBE_LINES]
+    if first and not lines[0].strip():
         raise _GiveUp
+    lines = [raw for raw in lines if raw.strip()]
+    try:     # one decode of them all, as a JSON array
+        objs = json.loads(b"[" + b",".join(lines) + b"]")
+    except (ValueError, RecursionError):
+        raise _GiveUp from None
+    if len(objs) != len(lines) or not all(isinstance(o, dict) and isinstance(o.get("ev"), str) for o in objs):
+        raise _GiveUp
+    header_obj = objs[0] if first else None
+    if first and header_obj.get("ev") != "run":
+        raise _GiveUp
+    fields: set[tuple[str, str]] = set()
+    for ev, keys in {(o["ev"], tuple(o)) for o in objs[1 if first else 0:] if o["ev"] in KNOWN_EVENTS}:
+        fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
     return header_obj, fields
 
 
@@ -414,8 +413,8 @@ def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[
         """The files held read as one range (each starts with its header row)."""
         nonlocal batch, size, done
         buf = b"".join(batch)
-        shortest, longest = pl.scan_lines(buf).select(pl.col("line").str.len_bytes().min(),
-                                                      pl.col("line").str.len_bytes().max()).collect().row(0)
+        n = pl.col("line").str.len_bytes()
+        shortest, longest = pl.scan_lines(buf).select(n.min().alias("lo"), n.max().alias("hi")).collect().row(0)
         if shortest == 0 or longest > MAX_LINE_BYTES:
             raise _GiveUp
         counts = np.array([b.count(b"\n") for b in batch])
@@ -440,7 +439,7 @@ def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[
             scan.many = True
         elif _comparable(header_obj) != _comparable(first_obj):
             raise _GiveUp
-        headers.append(parse_header(header_obj, str(f), 1))
+        headers.append(scan.header)        # (the same header: equal but for its t)
         fields |= found
         batch.append(data)
         size += len(data)

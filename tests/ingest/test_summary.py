@@ -588,3 +588,32 @@ def test_a_summarys_end_is_checked_like_a_logs(tmp_path, end, words):
     obj["end"] = None
     p.write_text(json.dumps(obj))
     assert read_summary(p).end is None
+
+
+def test_rank_files_read_together_give_the_summary_of_each_read_alone(sync_log, monkeypatch):
+    """The fast pass reads a run's rank files at once (`scan.scan_run`): the same counts, bins,
+    sample, ends, lines and sources as the files read one by one and merged."""
+    from advisor.ingest import load as load
+    from advisor.ingest import scan
+    parts = split_by_worker(sync_log, 3)
+    together = scan.scan_run(parts, sample_rows=400)
+    assert together is not None
+    a, per_file = together
+    monkeypatch.setattr(load, "scan_run", lambda *args, **kw: None)
+    b = summarize_paths(parts, sample_rows=400)
+    np.testing.assert_allclose(a.bins.arr, b.bins.arr, rtol=1e-12, atol=1e-9)
+    for r in a.roles:
+        np.testing.assert_array_equal(a.samples[r].compact()[1], b.samples[r].compact()[1])
+        assert a.counts[r].tolist() == b.counts[r].tolist()
+    assert (a.n_lines, a.end, a.sources, a.paths, a.unknown_fields) == (b.n_lines, b.end, b.sources, b.paths,
+                                                                       b.unknown_fields)
+    assert [e for _, e in per_file] == [summarize_log(p).end for p in parts]
+
+
+def test_rank_files_with_a_copy_are_refused_as_one_by_one(sync_log, tmp_path):
+    """A copied rank file makes the fast pass give up; the merge one by one names the copy."""
+    parts = split_by_worker(sync_log, 3)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(parts[1].read_bytes())
+    with pytest.raises(LogError, match="identical"):
+        summarize_paths([*parts, copy])
