@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Iterator
@@ -275,40 +276,54 @@ def _lines(buf: bytes, max_line_bytes: int) -> int:
     return int(n)
 
 
-def _chunks(path: Path, gz: bool, max_bytes: int, max_lines: int) -> Iterator[bytes]:
-    """The (inflated) bytes of a log in chunks; a gzip log's through `advisor.ingest.reader`'s
-    guards (anything it refuses or warns of: `_GiveUp`)."""
-    if not gz:
-        with open(path, "rb") as f:
-            yield from iter(lambda: f.read(RANGE_BYTES), b"")
-        return
+def _plain_ranges(path: Path) -> Iterator[bytes]:
+    """A plain log's bytes in ranges of whole lines of about ``RANGE_BYTES`` (the last may end
+    without a newline): each range's end found first in a small window, so that the range is read
+    once, without a copy."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos < size:
+            end = min(pos + RANGE_BYTES, size)
+            if end < size:
+                window = min(MAX_LINE_BYTES + 1, end - pos)
+                f.seek(end - window)
+                cut = f.read(window).rfind(b"\n")
+                if cut < 0:
+                    raise _GiveUp        # (a line past the limit: the exact pass names it)
+                end = end - window + cut + 1
+            f.seek(pos)
+            buf = f.read(end - pos)
+            if not buf:
+                return
+            yield buf
+            pos += len(buf)
+
+
+def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
+    """A gzip log's inflated bytes, through `advisor.ingest.reader`'s guards (anything it refuses or
+    warns of: `_GiveUp`), in ranges of whole lines of about ``RANGE_BYTES``."""
+    held: list[bytes] = []
+    size = 0
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
             for chunk, _ in read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines):
                 if notes:
                     raise _GiveUp
-                yield chunk
+                held.append(chunk)
+                size += len(chunk)
+                if size < RANGE_BYTES:
+                    continue
+                buf = b"".join(held)
+                cut = buf.rfind(b"\n") + 1
+                held, size = [buf[cut:]], len(buf) - cut
+                if cut:
+                    yield buf[:cut]
         if notes:
             raise _GiveUp
     except LogError:
         raise _GiveUp from None
-
-
-def _ranges(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """The bytes in ranges of whole lines of about ``RANGE_BYTES`` (the last may end without a newline)."""
-    held: list[bytes] = []
-    size = 0
-    for chunk in chunks:
-        held.append(chunk)
-        size += len(chunk)
-        if size < RANGE_BYTES:
-            continue
-        buf = b"".join(held)
-        cut = buf.rfind(b"\n") + 1
-        held, size = [buf[cut:]], len(buf) - cut
-        if cut:
-            yield buf[:cut]
     buf = b"".join(held)
     if buf:
         yield buf
@@ -347,7 +362,7 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         scan: _Scan | None = None
         n_lines = 0
         fields: set[tuple[str, str]] = set()
-        for buf in _ranges(_chunks(path, gz, max_bytes, max_lines)):
+        for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
             n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
             if n_lines > max_lines:
                 return None
