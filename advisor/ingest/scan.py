@@ -104,9 +104,14 @@ def _role_rate(d: Any, role: str) -> float:
 
 
 def _looks_coerced(values: Any) -> bool:
-    """Whether any text value could be one polars made of a JSON number, literal, array or object."""
+    """Whether any text value could be one polars made of a JSON number, literal, array or object
+    (polars reads those as their JSON text where the schema says text): text that is JSON itself."""
     for v in values:
-        if v and (v[0] in "-0123456789[{" or v in ("true", "false", "null")):
+        if v and v[0] in "-0123456789[{tfn":
+            try:
+                json.loads(v)
+            except (ValueError, RecursionError):
+                continue
             return True
     return False
 
