@@ -334,13 +334,19 @@ def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
         yield buf
 
 
-def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]]):
-    """One range of whole lines read by polars, the unknown fields found so far read as text."""
+def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False):
+    """One range of whole lines read by polars (the unknown fields found so far as text): its
+    frame, or (``background``) polars' query still running on its threads (`_result` waits)."""
     import polars as pl
 
     scan.expect(fields)
     names = tuple(n for _, n in sorted(fields))
-    return pl.read_ndjson(buf, schema=_schema(scan.header, names))
+    return pl.scan_ndjson(buf, schema=_schema(scan.header, names)).collect(background=background)
+
+
+def _result(query):
+    """The frame of a range read in the background (`_parsed`)."""
+    return query.fetch_blocking()
 
 
 def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int,
@@ -367,17 +373,26 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         scan: _Scan | None = None
         n_lines = 0
         fields: set[tuple[str, str]] = set()
-        for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
-            n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
-            if n_lines > max_lines:
-                return None
-            header_obj, found = _probe(buf, scan is None)
-            heads = np.zeros(1 if scan is None else 0, dtype=np.int64)
-            if scan is None:
-                scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
-            df = _parsed(buf, scan, fields | found)
-            fields |= found
-            scan.block(df, heads, np.zeros(len(df), dtype=np.int64))
+        pending = None          # the range polars reads while the one before is checked and folded
+        try:
+            for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
+                n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
+                if n_lines > max_lines:
+                    return None
+                header_obj, found = _probe(buf, scan is None)
+                first = scan is None
+                if first:
+                    scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
+                fields |= found
+                prev, pending = pending, (_parsed(buf, scan, fields, background=True), first)
+                if prev is not None:
+                    _fold_range(scan, *prev)
+            if pending is not None:
+                query, pending = pending, None
+                _fold_range(scan, *query)
+        finally:
+            if pending is not None:
+                pending[0].cancel()
         if scan is None or not scan.rows:
             return None
         scan.summ.n_lines = n_lines
@@ -386,6 +401,12 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         return None
     except Exception:     # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
         return None
+
+
+def _fold_range(scan: _Scan, query, first: bool) -> None:
+    """A range read in the background, checked and folded (the file's first: its header row)."""
+    df = _result(query)
+    scan.block(df, np.zeros(1 if first else 0, dtype=np.int64), np.zeros(len(df), dtype=np.int64))
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
