@@ -126,19 +126,6 @@ def test_summary_round_trip_is_exact(sync_log, tmp_path):
             np.testing.assert_array_equal(a[f], b[f])
 
 
-def test_a_settled_summary_gives_the_same_rows(sync_log):
-    a, b = summarize_log(sync_log, sample_rows=300), summarize_log(sync_log, sample_rows=300)
-    b.settle()
-    assert all(len(sm.parts) == 1 and sm.held <= sm.k for sm in (*b.samples.values(), b.sync_sample))
-    (ca, ra, _), (cb, rb, _) = a.steps(), b.steps()
-    np.testing.assert_array_equal(ra, rb)
-    for f in ca:
-        np.testing.assert_array_equal(ca[f], cb[f])
-    for f, v in a.syncs().items():
-        np.testing.assert_array_equal(v, b.syncs()[f])
-    assert json.dumps(a.to_json(), sort_keys=True) == json.dumps(b.to_json(), sort_keys=True)
-
-
 def _rows(n: int, seed: int, t0: float) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"t": t0 + np.cumsum(rng.exponential(1.0, n)), "worker": rng.integers(0, 4, n).astype(float),
@@ -422,25 +409,6 @@ def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
     merged = a.merge(other)
     np.testing.assert_array_equal(other.bins.arr, before)
     assert merged.bins.arr is not other.bins.arr
-
-
-def test_bins_travel_as_their_used_rows_and_merge_the_same(sync_log):
-    """A worker's summary crosses the process boundary (pickle) with only the bins it used; the
-    parent merges those exactly as the summaries read in-process, bit for bit."""
-    import pickle
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        parts = split_by_worker(sync_log, 3)
-        here = [summarize_log(p) for p in parts]
-    wire = [pickle.dumps(x) for x in here]
-    sent = [pickle.loads(b) for b in wire]
-    for a, b in zip(here, sent):
-        np.testing.assert_array_equal(a.bins.arr, b.bins.arr)
-        rows, cols = a.bins.used()
-        assert len(pickle.dumps(a.bins)) <= 8 * len(rows) * cols + 1024 < a.bins.arr.nbytes
-    merged_sent, merged_here = merge_all(sent), merge_all(here)
-    np.testing.assert_array_equal(merged_sent.bins.arr, merged_here.bins.arr)
-    assert merged_sent.to_json() == merged_here.to_json()
 
 
 def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
