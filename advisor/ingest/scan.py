@@ -25,16 +25,27 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from advisor.errors import LogError
 from advisor.ingest.frames import RATES_SCALARS
 from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, read_chunks
-from advisor.ingest.schema import (END_REASONS, KNOWN_EVENTS, MAX_INT, MAX_TIME_S, RATES_NUMBERS, SYNC_NUMBERS,
-                                   RunHeader, parse_header, step_numbers, unknown_fields)
+from advisor.ingest.schema import (
+    END_REASONS,
+    KNOWN_EVENTS,
+    MAX_INT,
+    MAX_TIME_S,
+    RATES_NUMBERS,
+    SYNC_NUMBERS,
+    RunHeader,
+    parse_header,
+    step_numbers,
+    unknown_fields,
+)
 from advisor.ingest.summary import Summary
 
 RANGE_BYTES = 16 << 20        # whole lines parsed, checked and folded at once
