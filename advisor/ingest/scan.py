@@ -184,7 +184,8 @@ class _Scan:
             if not (np.isfinite(t[body]) & (t[body] >= 0) & (t[body] <= MAX_TIME_S)).all():
                 raise _GiveUp
         for (ev_name, name), n in self.field_counts.items():
-            self.field_counts[ev_name, name] = n + int((masks[ev_name] & df[name].is_not_null().to_numpy()).sum())
+            if name in df.columns:       # (a field found after this range was sent counts from the next)
+                self.field_counts[ev_name, name] = n + int((masks[ev_name] & df[name].is_not_null().to_numpy()).sum())
         self._steps(df, masks["step"], files)
         self._syncs(df, masks["sync"])
         if masks["rates"].any():
@@ -448,57 +449,88 @@ def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tupl
         return None
 
 
-def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
-    import polars as pl
+class _Batches:
+    """The files of a run joined into ranges of about ``RANGE_BYTES`` (each file starts with its
+    header row), each read by polars in the background while the range before is folded."""
 
-    if len({f.resolve() for f in files}) < len(files):
-        raise _GiveUp
-    scan: _Scan | None = None
-    headers: list[RunHeader] = []
-    fields: set[tuple[str, str]] = set()
-    first_obj: dict[str, Any] | None = None
-    batch: list[bytes] = []
-    size = 0
-    done = 0                                      # files folded
+    def __init__(self, scan: _Scan, fields: set[tuple[str, str]]):
+        self.scan, self.fields = scan, fields
+        self.held: list[bytes] = []
+        self.size = 0
+        self.done = 0                 # files sent to polars
+        self.pending = None           # (query, counts, first file) of the range polars reads
 
-    def flush() -> None:
-        """The files held read as one range (each starts with its header row)."""
-        nonlocal batch, size, done
-        buf = b"".join(batch)
+    def add(self, data: bytes) -> None:
+        self.held.append(data)
+        self.size += len(data)
+        if self.size >= RANGE_BYTES:
+            self.send()
+
+    def send(self) -> None:
+        """The files held, checked (line lengths, no blank line) and sent to polars as one range."""
+        import polars as pl
+
+        if not self.held:
+            return
+        buf = b"".join(self.held)
         n = pl.col("line").str.len_bytes()
         shortest, longest = pl.scan_lines(buf).select(n.min().alias("lo"), n.max().alias("hi")).collect().row(0)
         if shortest == 0 or longest > MAX_LINE_BYTES:
             raise _GiveUp
-        counts = np.array([b.count(b"\n") for b in batch])
-        df = _parsed(buf, scan, fields)
+        counts = np.array([b.count(b"\n") for b in self.held])
+        prev, self.pending = self.pending, (_parsed(buf, self.scan, self.fields, background=True), counts, self.done)
+        self.done += len(self.held)
+        self.held, self.size = [], 0
+        if prev is not None:
+            self._fold(*prev)
+
+    def finish(self) -> None:
+        """Send what is held, and fold the last range."""
+        self.send()
+        prev, self.pending = self.pending, None
+        if prev is not None:
+            self._fold(*prev)
+
+    def cancel(self) -> None:
+        if self.pending is not None:
+            self.pending[0].cancel()
+
+    def _fold(self, query, counts: np.ndarray, first: int) -> None:
+        df = _result(query)
         if len(df) != counts.sum():       # (a line of blanks: polars skips it)
             raise _GiveUp
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        scan.block(df, starts, np.repeat(np.arange(done, done + len(batch)), counts))
-        scan.summ.n_lines += int(counts.sum())
-        done += len(batch)
-        batch, size = [], 0
+        self.scan.block(df, starts, np.repeat(np.arange(first, first + len(counts)), counts))
+        self.scan.summ.n_lines += int(counts.sum())
 
-    for f in files:
-        with open(f, "rb") as fh:
-            data = fh.read(RANGE_BYTES + 1)
-        if len(data) > RANGE_BYTES or data[:2] == GZIP_MAGIC or not data.endswith(b"\n"):
-            raise _GiveUp
-        header_obj, found = _probe(data, True)
-        if first_obj is None:
-            first_obj = header_obj
-            scan = _Scan(header_obj, parse_header(header_obj, str(f), 1), str(files[0]), sample_rows)
-            scan.many = True
-        elif _comparable(header_obj) != _comparable(first_obj):
-            raise _GiveUp
-        headers.append(scan.header)        # (the same header: equal but for its t)
-        fields |= found
-        batch.append(data)
-        size += len(data)
-        if size >= RANGE_BYTES:
-            flush()
-    if batch:
-        flush()
+
+def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+    if len({f.resolve() for f in files}) < len(files):
+        raise _GiveUp
+    scan: _Scan | None = None
+    batches: _Batches | None = None
+    fields: set[tuple[str, str]] = set()
+    first_obj: dict[str, Any] | None = None
+    try:
+        for f in files:
+            with open(f, "rb") as fh:
+                data = fh.read(RANGE_BYTES + 1)
+            if len(data) > RANGE_BYTES or data[:2] == GZIP_MAGIC or not data.endswith(b"\n"):
+                raise _GiveUp
+            header_obj, found = _probe(data, True)
+            if first_obj is None:
+                first_obj = header_obj
+                scan = _Scan(header_obj, parse_header(header_obj, str(f), 1), str(files[0]), sample_rows)
+                scan.many = True
+                batches = _Batches(scan, fields)
+            elif _comparable(header_obj) != _comparable(first_obj):
+                raise _GiveUp
+            fields |= found           # (the batches hold this set: new fields are read from the next range on)
+            batches.add(data)
+        batches.finish()
+    finally:
+        if batches is not None:
+            batches.cancel()
     summ = scan.finish()
     for r in summ.roles:
         keys = np.sort(summ.samples[r].compact()[1])
@@ -513,4 +545,4 @@ def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[
         summ.set_end(end)
     summ.paths = [str(f) for f in files]
     summ.add_unknown_fields({f"run.{n}": len(files) - 1 for n in unknown_fields(first_obj)} if len(files) > 1 else {})
-    return summ, list(zip(headers, ends))
+    return summ, [(scan.header, end) for end in ends]
