@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.errors import LogError
+from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest.frames import RATES_SCALARS
 from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, read_chunks
 from advisor.ingest.schema import (
@@ -54,6 +54,30 @@ _NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked",
             "workers", "dur", "bytes", "window", "tok_s", "eta_s", "done")
 _TEXT = ("ev", "role", "reason", "msg")
 _OBJECTS = ("bps", "cap_bps", "q")     # rates' objects; the first two read as JSON text (`_Scan._rates`)
+
+
+def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
+    """The warning of a log whose last line, ``line``, was cut mid-write and skipped."""
+    return LogWarning(f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); "
+                      f"skipped {n_bytes} bytes")
+
+
+def _without_cut_tail(buf: bytes) -> tuple[bytes, int]:
+    """The last range of a log less a last line cut mid-write (a live log), and that line's bytes
+    (0: none cut; a complete last line without its newline stays, blanks after the last newline go)."""
+    if buf.endswith(b"\n"):
+        return buf, 0
+    cut = buf.rfind(b"\n")
+    if cut < 0:
+        raise _GiveUp        # (no whole line yet: the exact pass says so)
+    tail = buf[cut + 1:]
+    if tail.isspace():
+        return buf[:cut + 1], 0
+    try:
+        json.loads(tail)
+        return buf, 0
+    except (ValueError, RecursionError):
+        return buf[:cut + 1], len(tail)
 
 
 class _GiveUp(Exception):
@@ -386,8 +410,11 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         n_lines = 0
         fields: set[tuple[str, str]] = set()
         pending = None          # the range polars reads while the one before is checked and folded
+        cut_bytes = 0           # a last line cut mid-write, skipped
         try:
             for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
+                if not gz:
+                    buf, cut_bytes = _without_cut_tail(buf)
                 n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
                 if n_lines > max_lines:
                     return None
@@ -408,6 +435,8 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         if scan is None or not scan.rows:
             return None
         scan.summ.n_lines = n_lines
+        if cut_bytes:
+            warnings.warn(tail_warning(str(path), n_lines + 1, cut_bytes), stacklevel=4)
         return scan.finish()
     except (_GiveUp, LogError):
         return None

@@ -27,12 +27,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from advisor.errors import LogError, LogWarning, display_path
+from advisor.errors import LogError
 from advisor.ingest import reader
 from advisor.ingest import summary as _summary
 from advisor.ingest.parse import Parsed, Piece, decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
-from advisor.ingest.scan import scan_log
+from advisor.ingest.scan import scan_log, tail_warning
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
@@ -111,12 +111,6 @@ class _Taken:
 
     piece: Piece
     fields: dict[str, int]
-
-
-def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
-    """The warning of a log whose last line, ``line``, was cut mid-write and skipped."""
-    return LogWarning(f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); "
-                      f"skipped {n_bytes} bytes")
 
 
 def _count_fields(buf: bytes, start: int, end: int) -> dict[str, int]:

@@ -189,3 +189,17 @@ def test_fast_pass_reads_real_logs_as_the_exact_pass(name, monkeypatch):
     assert scan.scan_log(path, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
     fast, exact = _both_paths(monkeypatch, path)
     assert fast == exact and fast[0] == "ok"
+
+
+def test_a_live_log_is_read_by_the_fast_pass_with_the_exact_pass_warning(write_log, monkeypatch):
+    """A last line cut mid-write: the fast pass skips it with the exact pass's warning (the same
+    line number and bytes), and the frames are the exact pass's."""
+    from advisor.errors import LogWarning
+    from advisor.ingest import scan
+    lines = good_lines(20)
+    raw = "".join(json.dumps(x) + "\n" for x in lines).encode() + b'{"ev": "step", "t": 9'
+    p = write_log([], raw=raw)
+    with pytest.warns(LogWarning, match=f":{len(lines) + 1}: last line is incomplete.*skipped 21 bytes"):
+        assert scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
+    fast, exact = _both_paths(monkeypatch, p)
+    assert fast == exact and fast[0] == "ok"
