@@ -62,15 +62,15 @@ def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
                       f"skipped {n_bytes} bytes")
 
 
-def _without_cut_tail(buf: bytes) -> tuple[bytes, int]:
+def _without_cut_tail(buf: bytes, max_line_bytes: int) -> tuple[bytes, int]:
     """The last range of a log less a last line cut mid-write (a live log), and that line's bytes
     (0: none cut; a complete last line without its newline stays, blanks after the last newline go)."""
     if buf.endswith(b"\n"):
         return buf, 0
     cut = buf.rfind(b"\n")
-    if cut < 0:
-        raise _GiveUp        # (no whole line yet: the exact pass says so)
     tail = buf[cut + 1:]
+    if cut < 0 or len(tail) > max_line_bytes:
+        raise _GiveUp        # (no whole line yet, or a line past the limit: the exact pass says so)
     if tail.isspace():
         return buf[:cut + 1], 0
     try:
@@ -414,7 +414,7 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         try:
             for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
                 if not gz:
-                    buf, cut_bytes = _without_cut_tail(buf)
+                    buf, cut_bytes = _without_cut_tail(buf, max_line_bytes)
                 n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
                 if n_lines > max_lines:
                     return None
