@@ -190,7 +190,7 @@ def test_usage_error_exit_2():
 def test_help_does_not_import_heavy_modules():
     code = ("import sys; from advisor.cli.app import main; sys.argv=['dflash-advise','--help']\n"
             "try:\n main()\nexcept SystemExit: pass\n"
-            "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','pyarrow') if m in sys.modules]\n"
+            "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','polars') if m in sys.modules]\n"
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out and "check" in out and "what-if" in out
