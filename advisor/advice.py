@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -32,7 +31,7 @@ from advisor.ingest.runlog import RunLog
 from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
 from advisor.model.params import PipelineFit
-from advisor.project.exact import refine_weak_spots, refined_ratios, refines_aside, simulate_splits
+from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.probed import compare_probed
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
@@ -369,16 +368,8 @@ def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd
 
 
 def _refined(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings) -> pd.DataFrame:
-    """The table, refined where the chain is weak (`refine_weak_spots`). Where the simulations run
-    in other processes on a large table (`refines_aside`), they start from the rates alone, which
-    decide what is simulated, and run while this thread computes the intervals: the same table."""
-    if not refines_aside(fit, len(settings.engine_pairs()), settings.hs_cap):
-        return refine_weak_spots(fit, logs, project(fit, settings), hs_cap=settings.hs_cap)
-    rates = project(fit, settings, interval=False)
-    with ThreadPoolExecutor(1, thread_name_prefix="dflash-refine") as ex:
-        ratios = ex.submit(refined_ratios, fit, logs, rates, hs_cap=settings.hs_cap)
-        splits = project(fit, settings)
-        return refine_weak_spots(fit, logs, splits, hs_cap=settings.hs_cap, ratios=ratios.result())
+    """The table, refined where the chain is weak (`refine_weak_spots`)."""
+    return refine_weak_spots(fit, logs, project(fit, settings), hs_cap=settings.hs_cap)
 
 
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:

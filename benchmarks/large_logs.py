@@ -20,13 +20,13 @@ alternating over ``--runs`` rounds; the table gives medians and per-round ratios
 With ``--split K``, the log is also written as K per-rank files (each worker's steps in one
 file, header in each, syncs/rates/end in the first) in a folder of their own;
 ``dflash-advise summarize -j J`` reduces them for each J of ``--jobs``, ``dflash-advise --json
-FOLDER`` advises from them directly (one thread per core), and the merged summary's advice is
+FOLDER`` advises from them directly (polars' threads), and the merged summary's advice is
 compared with the whole log's. ``--runs 0`` skips the reader rounds. CPU s is user + system time of all the process's threads:
 on a shared machine it moves less than wall time. ``--root DIR`` times the advisor of another
 checkout (before/after comparisons in one session); ``--base DIR`` also times the CLI of the
 checkout DIR, in the same rounds ("dflash-advise --json (base)"); ``--setting MODULE.NAME=VALUE``
 (repeatable) also times the CLI with that module constant set otherwise as the module is imported
-(e.g. ``advisor.ingest.pieces.SPLIT_MIN_BYTES=0``: every file read by pieces), for crossovers.
+(e.g. ``advisor.ingest.scan.RANGE_BYTES=4<<20``: smaller ranges), for crossovers.
 """
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ def main() -> None:
                     help="also time `dflash-advise --json` of this checkout, in the same rounds ('... (base)')")
     ap.add_argument("--setting", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="also time `dflash-advise --json` with this module constant set otherwise (repeatable, "
-                         "one reader each), e.g. advisor.ingest.pieces.SPLIT_MIN_BYTES=0")
+                         "one reader each), e.g. advisor.ingest.scan.RANGE_BYTES=4<<20")
     args = ap.parse_args()
     settings = [setting_reader(x) for x in args.setting]
     READERS.update(settings)

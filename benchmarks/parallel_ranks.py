@@ -1,4 +1,4 @@
-"""Reading a run directory of per-rank files with every core (advisor.ingest.parallel).
+"""Reading a run directory of per-rank files with every core (polars' threads, `advisor.ingest.scan.scan_run`).
 
     python3 benchmarks/parallel_ranks.py --out result.json                 # the device run (16 cores)
     python3 benchmarks/parallel_ranks.py --lines 60000 --files 16 64 --runs 1 --scan 4000 20000 \
@@ -10,31 +10,19 @@ steps of 1024/K workers; the first file also the syncs and rates; every file the
 the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 (`advisor.ingest.load.summarize_paths` of the folder, timed inside the process, imports excluded):
 
-- ``one core``: the serial loop pinned to one core (``sched_setaffinity``): the baseline;
-- ``serial``: the serial loop on every core (pyarrow's parse threads use them);
-- ``parallel``: worker processes on every core, the crossover ignored (one per core);
-- ``parallel-K`` (``--workers K ...``): the same with K worker processes;
-- ``parallel server``: as ``parallel``, its workers started from a fork server (as before they
-  forked from the reading process: `advisor.processes`);
-- ``auto``: what `dflash-advise` does (the crossover of `advisor.ingest.parallel`, free cores only);
+- ``one core``: the read pinned to one core (``sched_setaffinity`` before polars starts its
+  threads, and ``POLARS_MAX_THREADS=1``): the baseline;
+- ``all cores``: the read on every core the process may use (polars' threads);
 - ``cli``: ``dflash-advise --json FOLDER`` as a whole, timed from outside (its imports, its
   advice, its exit); ``same``: its report is the first CLI run's.
 
-``--base DIR`` also times ``parallel`` and ``cli`` (where ``--modes`` has them) with the advisor
-of the checkout DIR, in the same rounds (``parallel (base)``, ``cli (base)``).
-
-Medians of ``--runs`` rounds, the reads back to back in each (``--modes``: which of them).
-Each timed process imports pyarrow (its JSON reader and compute functions) and pandas, which the
-read would import at its first use, before its clock starts (``IMPORTS=lazy``: not, as up to
-BENCHMARKS.md section 15.v, where the one-core read paid them once and each worker its own share).
-Environment: ``GROUP_BYTES`` sets `advisor.ingest.parallel.GROUP_BYTES` in the timed process;
-``TRACE=1`` records, for the parallel reads, when the first group's summary reached the parent,
-how long the parent folded in all, when the last group arrived, and the seconds the workers
-spent on the groups in all and on the slowest one (not for ``parallel server``: ``traces`` in the result). ``--scan`` lines: the same for
-smaller runs of 16 and 256 files (serial vs parallel, ``--scan-runs`` rounds), to find where worker processes start to
-pay; the result says the smallest size at which ``parallel`` beat ``serial`` and the crossover
-the advisor uses. Every merged summary is checked equal to the serial one (``same``). The JSON
-result goes to ``--out``; a table is printed. Generation writes files in parallel processes too.
+``--base DIR`` also times ``cli`` (where ``--modes`` has it) with the advisor of the checkout
+DIR, in the same rounds (``cli (base)``). Medians of ``--runs`` rounds, the reads back to back in
+each (``--modes``: which of them). Each timed process imports polars and pandas before its
+clock starts. ``--scan`` lines: the same for smaller runs of 16 and 256 files (one core vs all
+cores, ``--scan-runs`` rounds). Every merged summary is checked equal to the first read's
+(``same``). The JSON result goes to ``--out``; a table is printed. Generation writes files in
+parallel processes.
 """
 from __future__ import annotations
 
@@ -133,55 +121,18 @@ sys.path.insert(0, sys.argv[1])
 folder, mode, digest = sys.argv[2], sys.argv[3], sys.argv[4]
 if mode == "one core":
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-from advisor.ingest import parallel
+    os.environ["POLARS_MAX_THREADS"] = "1"
+import polars, pandas   # imported before the clock starts (a CLI run imports them anyway)
 from advisor.ingest.load import summarize_paths
-if os.environ.get("IMPORTS") != "lazy":
-    # the libraries the read imports at its first use, imported before the clock starts (a CLI run
-    # imports them anyway): the timed reads compare reading, not a one-off import (~0.6 s on the device)
-    import pyarrow.json, pyarrow.compute, pandas
-if os.environ.get("GROUP_BYTES"):
-    parallel.GROUP_BYTES = int(os.environ["GROUP_BYTES"])
-trace, T0 = {}, [0.0]
-if os.environ.get("TRACE") and mode.startswith("parallel"):    # when the parent waits, and how long it folds
-    real_add = parallel._Fold.add
-    def add(self, paths, group):
-        t = time.perf_counter(); trace.setdefault("first_group_s", t - T0[0])
-        real_add(self, paths, group); trace["fold_s"] = trace.get("fold_s", 0.0) + time.perf_counter() - t
-        trace["last_group_s"] = time.perf_counter() - T0[0]
-    parallel._Fold.add = add
-if os.environ.get("TRACE") and mode.startswith("parallel") and mode != "parallel server":
-    # (forked workers run this one, defined here: a fork server's could not unpickle it)
-    real_fold = parallel._worker_fold
-    def worker_fold(paths, sample_rows):       # the time each group took in its worker
-        t = time.perf_counter(); g = real_fold(paths, sample_rows); g.worker_s = time.perf_counter() - t
-        return g
-    parallel._worker_fold = worker_fold
-    real_add2 = parallel._Fold.add
-    def add2(self, paths, group):
-        w = getattr(group, "worker_s", 0.0)
-        trace["worker_s"] = trace.get("worker_s", 0.0) + w; trace["slowest_group_s"] = max(trace.get("slowest_group_s", 0.0), w)
-        real_add2(self, paths, group)
-    parallel._Fold.add = add2
-if mode == "parallel server":
-    from advisor import processes
-    processes.forks_here = lambda: False
-if mode.startswith("parallel"):
-    parallel.PARALLEL_MIN_BYTES, parallel.BYTES_PER_WORKER = 0, 1
-    from advisor.processes import available_cores
-    parallel.free_cores = available_cores      # every core, whatever the load average
-workers = 1 if mode in ("one core", "serial") else int(mode[9:]) if mode.startswith("parallel-") else None
 t = time.perf_counter()
-T0[0] = t
-s = summarize_paths([folder], workers=workers)
+s = summarize_paths([folder])
 wall = time.perf_counter() - t
 text = json.dumps(s.to_json(), sort_keys=True)
 if digest == "write":
     open(folder + ".ref", "w").write(text)
 same = digest == "write" or text == open(folder + ".ref").read()
-rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024, "trace": trace,
-                  "workers": parallel.plan_workers([p for p in __import__("pathlib").Path(folder).iterdir()
-                                                    if p.suffix == ".jsonl"], workers)}))
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024, "threads": polars.thread_pool_size()}))
 '''
 
 
@@ -199,8 +150,7 @@ def _cli(folder: Path, root: Path) -> dict:
     ref = Path(str(folder) + ".cli")
     if not ref.exists():
         ref.write_bytes(out)
-    return {"wall_s": wall, "same": out == ref.read_bytes(), "max_rss_mb": usage.ru_maxrss / 1024, "trace": {},
-            "workers": None}
+    return {"wall_s": wall, "same": out == ref.read_bytes(), "max_rss_mb": usage.ru_maxrss / 1024, "threads": None}
 
 
 def timed(folder: Path, mode: str, first: bool, base: Path | None = None) -> dict:
@@ -225,7 +175,7 @@ def measure(folder: Path, modes: list[str], runs: int, base: Path | None = None)
     for m, v in res.items():
         out[m] = {"wall_s": statistics.median(x["wall_s"] for x in v), "walls_s": [x["wall_s"] for x in v],
                   "same": all(x["same"] for x in v), "max_rss_mb": max(x["max_rss_mb"] for x in v),
-                  "workers": v[0]["workers"], "traces": [x["trace"] for x in v]}
+                  "threads": v[0]["threads"]}
     return out
 
 
@@ -234,49 +184,34 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1_500_000, help="lines of the run in each set of files")
     ap.add_argument("--files", type=int, nargs="+", default=[16, 256, 1024])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--workers", type=int, nargs="*", default=[], help="also time K worker processes, each K")
-    ap.add_argument("--modes", nargs="+", default=["one core", "serial", "parallel", "auto"],
-                    help="which reads to time (one core and parallel at least)")
+    ap.add_argument("--modes", nargs="+", default=["one core", "all cores"],
+                    help="which reads to time (one core and all cores at least)")
     ap.add_argument("--scan", type=int, nargs="*", default=[30_000, 200_000],
-                    help="smaller runs (lines) of 16 and 256 files: serial vs parallel, for the crossover")
+                    help="smaller runs (lines) of 16 and 256 files: one core vs all cores")
     ap.add_argument("--scan-runs", type=int, default=2)
     ap.add_argument("--budget-s", type=float, default=170.0, help="no new scan size starts past this many seconds")
     ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
     ap.add_argument("--base", type=Path, default=None,
-                    help="also time the 'parallel' and 'cli' modes of this checkout's advisor, in the same rounds")
+                    help="also time the 'cli' mode of this checkout's advisor, in the same rounds")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    from advisor.ingest import parallel
-    from advisor.processes import available_cores
     base = args.dir or Path(tempfile.mkdtemp(prefix="ranks-"))
-    result = {"cores": available_cores(), "python": sys.version.split()[0], "lines": args.lines,
-              "crossover_bytes": parallel.PARALLEL_MIN_BYTES, "bytes_per_worker": parallel.BYTES_PER_WORKER,
+    result = {"cores": len(os.sched_getaffinity(0)), "python": sys.version.split()[0], "lines": args.lines,
               "sets": [], "scan": []}
     t0 = time.perf_counter()
     for k in args.files:
         folder = base / f"k{k}"
         size = write_run(folder, k, args.lines)
-        modes = [*args.modes, *(f"parallel-{w}" for w in args.workers)]
-        if args.base is not None:
-            modes += [f"{m} (base)" for m in args.modes if m in ("parallel", "cli")]
+        modes = list(args.modes) + ([f"{m} (base)" for m in args.modes if m == "cli"] if args.base else [])
         m = measure(folder, modes, args.runs, args.base)
-        nan = {"wall_s": float("nan"), "workers": None}
-        m_get = {k: m.get(k, nan) for k in ("serial", "auto")}
         one = m["one core"]["wall_s"]
-        row = {"files": k, "bytes": size, **{f"{mode}": v for mode, v in m.items()},
-               **{f"speedup_parallel-{w}_vs_one_core": one / m[f"parallel-{w}"]["wall_s"] for w in args.workers},
-               "speedup_parallel_vs_one_core": one / m["parallel"]["wall_s"],
-               "speedup_auto_vs_one_core": one / m_get["auto"]["wall_s"],
-               "speedup_parallel_vs_serial": m_get["serial"]["wall_s"] / m["parallel"]["wall_s"]}
+        row = {"files": k, "bytes": size, **m, "speedup_all_cores_vs_one_core": one / m["all cores"]["wall_s"]}
         result["sets"].append(row)
-        print(f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, serial {m_get['serial']['wall_s']:.2f} s, "
-              f"parallel {m['parallel']['wall_s']:.2f} s ({row['speedup_parallel_vs_one_core']:.1f}x one core, "
-              f"{row['speedup_parallel_vs_serial']:.1f}x serial), "
-              + "".join(f"{w} workers {m[f'parallel-{w}']['wall_s']:.2f} s, " for w in args.workers)
+        print(f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, all cores {m['all cores']['wall_s']:.2f} s "
+              f"({row['speedup_all_cores_vs_one_core']:.1f}x one core, {m['all cores']['threads']} threads), "
               + "".join(f"{mode} {m[mode]['wall_s']:.2f} s, " for mode in modes
-                        if mode not in ("one core", "serial", "parallel", "auto") and not mode.startswith("parallel-"))
-              + f"auto {m_get['auto']['wall_s']:.2f} s "
-              f"({m_get['auto']['workers']} workers); same summary: {all(v['same'] for v in m.values())}; "
+                        if mode not in ("one core", "all cores"))
+              + f"same summary: {all(v['same'] for v in m.values())}; "
               f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB", flush=True)
         shutil.rmtree(folder)
         for end in (".ref", ".cli"):
@@ -290,23 +225,16 @@ def main() -> None:
                 break
             folder = base / f"scan{k}-{n}"
             size = write_run(folder, k, n)
-            m = measure(folder, ["serial", "parallel", "auto"], max(1, args.scan_runs))
-            row = {"files": k, "lines": n, "bytes": size, **m,
-                   "parallel_wins": m["parallel"]["wall_s"] < m["serial"]["wall_s"]}
-            result["scan"].append(row)
-            print(f"scan {k} files, {n} lines, {size / 1e6:.1f} MB: serial {m['serial']['wall_s']:.3f} s, "
-                  f"parallel {m['parallel']['wall_s']:.3f} s, auto {m['auto']['wall_s']:.3f} s "
-                  f"({m['auto']['workers']} workers)", flush=True)
+            m = measure(folder, ["one core", "all cores"], max(1, args.scan_runs))
+            result["scan"].append({"files": k, "lines": n, "bytes": size, **m})
+            print(f"scan {k} files, {n} lines, {size / 1e6:.1f} MB: one core {m['one core']['wall_s']:.3f} s, "
+                  f"all cores {m['all cores']['wall_s']:.3f} s", flush=True)
             shutil.rmtree(folder)
             os.unlink(str(folder) + ".ref")
             args.out.write_text(json.dumps(result, indent=1))
-    wins = [r["bytes"] for r in result["scan"] if r["parallel_wins"]]
-    result["smallest_size_parallel_won_bytes"] = min(wins) if wins else None
     result["total_s"] = time.perf_counter() - t0
     args.out.write_text(json.dumps(result, indent=1))
-    print(f"parallel first beat serial at {result['smallest_size_parallel_won_bytes']} bytes; the advisor's "
-          f"crossover: {parallel.PARALLEL_MIN_BYTES} bytes, then {parallel.BYTES_PER_WORKER} bytes per worker; "
-          f"{result['total_s']:.0f} s in all")
+    print(f"{result['total_s']:.0f} s in all")
     if args.dir is None:
         shutil.rmtree(base, ignore_errors=True)
 

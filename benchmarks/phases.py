@@ -7,11 +7,13 @@ the advisor with a timer wrapped around each public step `advisor.advice.advise`
 ``dflash-advise --json`` as a whole (its own process, so its imports and its overlap of reading
 with importing count). The phases:
 
-- ``import``: ``advisor.advice`` and ``advisor.present.text`` (numpy, pandas, pyarrow, ...);
-- ``read``: the file's bytes in checked chunks (`advisor.ingest.reader.read_chunks`, main thread);
-- ``parse``: `advisor.ingest.parse.parse_piece`, the sum of its calls' wall seconds (it runs
-  in worker threads, overlapped with read and fold, so it is not a share of the whole);
-- ``fold``: the summary's ``add_*`` and ``set_end`` and the rates frames of each piece;
+- ``import``: ``advisor.advice`` and ``advisor.present.text`` (numpy, pandas, polars, ...);
+- ``read``: the file's bytes in ranges of whole lines, and polars' count and check of their lines
+  (`advisor.ingest.scan`);
+- ``parse``: the wait for polars' NDJSON reader over each range (`scan._result`; it reads a
+  range on its threads while the range before is checked and folded);
+- ``fold``: each range's column checks and the summary's ``add_*`` (`scan._Scan.block`);
+- ``exact``: the exact line-by-line pass (`advisor.ingest.parse.parse_piece`), where it runs;
 - ``frames``: the RunLog of the summary (`advisor.ingest.load.runlog_from_summary`);
 - ``measure+fit``: `measure_logs` and `fit_pipeline`;
 - ``project``: the table of every split and its exact refinement (`project`, `refine_weak_spots`);
@@ -63,7 +65,7 @@ t0 = time.perf_counter()
 import advisor.advice as A
 from advisor.present.text import render
 add("import", time.perf_counter() - t0)
-from advisor.ingest import load as L, stream as S, summary as SU
+from advisor.ingest import load as L, stream as S, scan as SC
 lock = threading.Lock()
 def timed(mod, name, phase, clock=time.perf_counter):
     f = getattr(mod, name)
@@ -89,11 +91,12 @@ def timed_iter(mod, name, phase):
             add(phase, time.perf_counter() - t)
             yield x
     setattr(mod, name, g)
-timed_iter(S, "read_chunks", "read")
-timed(S, "parse_piece", "parse")
-for m in ("add_steps", "add_syncs", "add_rates", "add_unknown", "set_end"):
-    timed(SU.Summary, m, "fold")
-timed(S, "rates_columns", "fold")
+timed_iter(SC, "_plain_ranges", "read")
+timed_iter(SC, "_gzip_ranges", "read")
+timed(SC, "_lines", "read")
+timed(SC, "_result", "parse")
+timed(SC._Scan, "block", "fold")
+timed(S, "parse_piece", "exact")
 timed(L, "runlog_from_summary", "frames")
 timed(A, "load_logs", "ingest wall")
 for n in ("measure_logs", "fit_pipeline"):
@@ -112,7 +115,7 @@ add("advise wall", t1 - t)
 print(json.dumps(spent))
 '''
 
-ORDER = ("import", "read", "parse", "fold", "frames", "ingest wall", "measure+fit", "project", "decide", "render",
+ORDER = ("import", "read", "parse", "fold", "exact", "frames", "ingest wall", "measure+fit", "project", "decide", "render",
          "advise wall")
 
 

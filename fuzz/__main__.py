@@ -1,7 +1,7 @@
 """Run one fuzz target under atheris (coverage-guided, libFuzzer): ``python3 -m fuzz TARGET [libFuzzer args]``.
 
 The advisor's modules are imported inside ``atheris.instrument_imports`` so that their lines
-count as coverage (pandas, numpy and pyarrow are not instrumented: the advisor's own branches are
+count as coverage (pandas, numpy and polars are not instrumented: the advisor's own branches are
 what is explored). The per-input time and memory bounds are libFuzzer's ``-timeout`` and
 ``-rss_limit_mb`` (`benchmarks/fuzz.py` passes them from `fuzz.targets`). atheris is the
 optional extra ``fuzz`` (pyproject.toml); CI replays the corpus without it (tests/fuzz).

@@ -212,7 +212,7 @@ _BASE_SUMMARY: list[dict] = []
 def _base_summary() -> dict:
     """The summary of GATE_PROFILE as JSON (made once): what a patch input is laid over."""
     if not _BASE_SUMMARY:
-        _BASE_SUMMARY.append(summarize_paths([GATE_PROFILE], workers=1).to_json())
+        _BASE_SUMMARY.append(summarize_paths([GATE_PROFILE]).to_json())
     return _BASE_SUMMARY[0]
 
 

@@ -12,7 +12,7 @@ refused, and the gate's own inputs; `what-if` for its options) and asserts:
 Memory: cases whose danger *is* memory or an endless read (compression bombs, a 64 MiB line,
 /dev/urandom, a FIFO, a plot spanning years) run as subprocesses under ``RLIMIT_AS`` =
 ``MEMORY_CAP_BYTES`` (set in ``preexec_fn``): the kernel bound covers every allocator (numpy,
-pyarrow's own pool, the interpreter), which tracemalloc cannot see (pyarrow's pool bypasses it),
+polars' own, the interpreter), which tracemalloc cannot see (polars' allocator bypasses it),
 and an overrun shows as an "out of memory" line the test rejects. Thread pools are pinned
 to 2 so that the address space a process reserves does not grow with the machine's cores. The
 other cases use small inputs and run in-process (fast), through `advisor.cli.app.main` itself so
@@ -84,8 +84,8 @@ def _limits() -> None:   # runs in the child, before exec
 
 
 def run_subprocess(args: list[str], timeout_s: int = TIMEOUT_S) -> tuple[int, str, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2", OPENBLAS_NUM_THREADS="2",
-               MKL_NUM_THREADS="2", MALLOC_ARENA_MAX="2", MPLBACKEND="Agg")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2", POLARS_MAX_THREADS="2",
+               OPENBLAS_NUM_THREADS="2", MKL_NUM_THREADS="2", MALLOC_ARENA_MAX="2", MPLBACKEND="Agg")
     try:
         r = subprocess.run([sys.executable, "-c", "from advisor.cli.app import main; main()", *map(str, args)],
                            capture_output=True, timeout=timeout_s, preexec_fn=_limits, env=env,

@@ -302,7 +302,7 @@ def test_per_process_files_read_back_as_one_run(tmp_path):
 
 def test_importing_the_api_loads_no_heavy_module():
     code = ("import sys; import advisor.instrument, advisor.records; "
-            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'pyarrow', 'scipy') if m in sys.modules))")
+            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'polars', 'scipy') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0, r.stderr

@@ -22,7 +22,7 @@ PKG = ROOT / "advisor"
 # the bottom: records, errors, settings and statistics every wing may use; the documented
 # standard-library writers (records, instrument) and the TensorBoard converter sit there too
 BASE = ("advisor.errors", "advisor.settings", "advisor.stats", "advisor.records", "advisor.instrument",
-        "advisor.tbimport", "advisor.stacks", "advisor.processes")
+        "advisor.tbimport", "advisor.stacks")
 WINGS = ("base", "ingest", "measure", "model", "fit", "project", "decide", "advice", "present", "cli")
 FACE = ("advisor", "advisor.__main__")      # the public face: lazy re-exports, above everything
 MAX_MODULE_LINES = 1000

@@ -142,7 +142,7 @@ def test_unknown_event_in_from_dict_names_it():
 
 def test_importing_records_loads_no_heavy_module():
     code = ("import sys, advisor.records; "
-            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'pyarrow', 'scipy') if m in sys.modules))")
+            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'polars', 'scipy') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr

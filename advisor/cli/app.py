@@ -7,10 +7,8 @@ numpy) are imported at module level so that ``--help`` stays fast.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import sys
-import threading
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -75,10 +73,6 @@ def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
 
 
 BIG_INPUT_BYTES = 20 << 20   # above this, say on a terminal what is being read
-# pyarrow's JSON reader runs one thread per core, each holding its blocks: a 1M-line log took
-# 0.81 GB on 32 cores and 0.53 GB with 4 threads (1.26x the time; BENCHMARKS.md section 10). The
-# CLI caps the pool there, through the variable pyarrow sizes it from, unless the user set it.
-PARSE_THREADS_MAX = 4
 
 
 def _inputs(paths: list[Path]) -> str:
@@ -89,25 +83,6 @@ def _internal(e: BaseException, inputs: str) -> None:
     """Exit 2 with one line: an unexpected exception is a bug, never a verdict (1) nor a traceback."""
     what = " ".join(f"{type(e).__name__}: {e}".split())
     _die(f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)")
-
-
-READ_AHEAD_BYTES = 16 << 20   # logs larger than this are read while the modules import (one parse piece)
-
-
-def _address_space_capped() -> bool:
-    try:
-        import resource
-        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-    except (ImportError, OSError, ValueError, AttributeError):
-        return False
-
-
-def _import_advice() -> None:
-    try:
-        from advisor import advice  # noqa: F401
-        from advisor.present import text as report  # noqa: F401
-    except Exception:
-        pass     # imported again in the main thread, which reports what fails
 
 
 def _advise(logs: list[Path], options: Options):
@@ -127,25 +102,6 @@ def _advise_or_die(logs: list[Path], options: Options):
         typer.echo(f"reading {size / 2**20:.0f} MiB of logs ({len(logs)} file{'s' if len(logs) > 1 else ''})...",
                    err=True, nl=False)
     try:
-        if size > READ_AHEAD_BYTES and not _address_space_capped():
-            # pandas and the advisor's modules import in a thread (~0.4 s) while the log files are
-            # read here (the parse releases the GIL; a large file's pieces go to worker processes,
-            # forked before the thread starts); what the reading raises or warns surfaces in
-            # `advise`. Small logs read in a blink, and a thread (its stack, its malloc arena)
-            # costs address space that a capped process may not have.
-            import threading
-            from advisor.ingest.load import read_ahead
-            from advisor.processes import release_kept
-            importer = threading.Thread(target=_import_advice, name="dflash-import")
-            try:
-                read_ahead(logs, meanwhile=importer.start)
-            finally:
-                if importer.ident is not None:       # (started: read_ahead got as far as forking)
-                    importer.join()
-            try:
-                return _advise(logs, options)
-            finally:
-                release_kept()      # the reading workers, kept for the refinement's simulations
         return _advise(logs, options)
     except LogError as e:
         _die(str(e))
@@ -337,7 +293,7 @@ def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
                       show_default=False)],
                   out: Annotated[Path, typer.Option("--out", "-o", help="The summary file to write (JSON).")],
                   jobs: Annotated[Optional[int], typer.Option(
-                      "--jobs", "-j", min=1, help="Files read at once (default: the CPU count).")] = None) -> None:
+                      "--jobs", "-j", min=1, help="Ignored (kept for old scripts): polars reads with every core.")] = None) -> None:
     """Reduce logs of one run to one mergeable summary (bounded memory); advise from it with `dflash-advise S.json`.
 
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
@@ -345,7 +301,7 @@ def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
     """
     from advisor.ingest.load import summarize_paths
     try:
-        summ = summarize_paths(logs, workers=jobs)
+        summ = summarize_paths(logs)
         summ.write(out)
     except LogError as e:
         _die(str(e))
@@ -402,8 +358,6 @@ def main(argv: list[str] | None = None) -> None:
     CI gate reads as "the split fails".
     """
     args = route(list(sys.argv[1:] if argv is None else argv))
-    # before pyarrow is imported; numpy's BLAS reads it too, harmless for the fit's small matrices
-    os.environ.setdefault("OMP_NUM_THREADS", str(min(PARSE_THREADS_MAX, os.cpu_count() or 1)))
     inputs = [a for a in args[1:] if not a.startswith("-") and os.path.lexists(a)]
     try:
         code = app(args=args, prog_name="dflash-advise", standalone_mode=False)
@@ -437,33 +391,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def script() -> None:
-    """The ``dflash-advise`` console script and ``python -m advisor``: `main`, then out at once.
-
-    Past the report, the interpreter's own teardown (every module and object freed one by one)
-    took ~0.2 s of a 2.4 s run on a 1M-line log (2-core host), for nothing a user sees. So, where
-    no other thread runs, the streams are flushed, the exit handlers run (``atexit``: among them
-    multiprocessing's, which end its helper processes and release what they registered), and
-    the process ends with `main`'s code. Anything else (a thread still running, a stream that
-    cannot be flushed, such as a closed pipe) exits as Python always does.
-    """
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code
-        run_exit = getattr(atexit, "_run_exitfuncs", None)
-        if not isinstance(code, int) or run_exit is None or threading.active_count() > 1:
-            raise
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            raise e from None
-        run_exit()
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    """The ``dflash-advise`` console script and ``python -m advisor``."""
+    main()
 
 
 if __name__ == "__main__":

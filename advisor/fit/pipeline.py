@@ -144,7 +144,6 @@ def _fit_steps(measured: Measurement) -> _Roles:
     tokens_mean = float(cons["tokens"].mean())
     hs = ms[0].log.header.queue_feeding(consumer)
     with StepLines(line_frames) as lines:
-        # (the step-time lines are fitted meanwhile, on a large log in worker threads)
         contention = fit_contention(ms, same, measured.within, producer, first)
         in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
         regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer,

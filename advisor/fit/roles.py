@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Mapping, Sequence
 
 import pandas as pd
@@ -100,9 +99,6 @@ def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool
                    basis=Basis.BOUND, mu_range_bps=mu_range)
 
 
-PARALLEL_LINE_ROWS = 100_000      # steps of both roles from which the step-time lines fit in threads
-
-
 def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """The frames one under the other, numbered from 0 (one frame: itself renumbered; copy-on-write,
     so not copied)."""
@@ -111,28 +107,18 @@ def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 class StepLines:
     """Each role's step-time line (`huber_line` on its steps' tokens and busy times), fitted on
-    entering; on a large log (``PARALLEL_LINE_ROWS`` steps or more in all) in two worker threads
-    instead, while the caller fits the rest: the Huber rounds are whole-array numpy work, which
-    releases the GIL, and were the largest part of a large log's fit. The same lines either way."""
+    entering."""
 
     def __init__(self, line_frames: Mapping[str, pd.DataFrame]):
-        # the arrays are taken here, in the caller's thread: the workers touch no pandas object
         self._xy = {r: (f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
-        self._pool = None
-        self._lines: dict[str, object] = {}
+        self._lines: dict[str, tuple[float, float, float]] = {}
 
     def __enter__(self) -> "StepLines":
-        if sum(len(x) for x, _ in self._xy.values()) >= PARALLEL_LINE_ROWS:
-            self._pool = ThreadPoolExecutor(len(self._xy), thread_name_prefix="dflash-fit")
-            self._lines = {r: self._pool.submit(huber_line, *xy) for r, xy in self._xy.items()}
-        else:
-            self._lines = {r: huber_line(*xy) for r, xy in self._xy.items()}
+        self._lines = {r: huber_line(*xy) for r, xy in self._xy.items()}
         return self
 
     def get(self, role: str) -> tuple[float, float, float]:
-        line = self._lines[role]
-        return line.result() if self._pool is not None else line
+        return self._lines[role]
 
     def __exit__(self, *exc) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        return None

@@ -1,10 +1,8 @@
 """Frames from columns: the documented ``steps`` and ``rates`` DataFrames of a `RunLog`.
 
 Column arrays (numpy; role as codes into the header's roles) become the frames documented in
-`advisor.ingest.runlog`, vectorized (no Python object per row); an Arrow table of rates events
-becomes the rates frame's columns (`rates_columns`, numpy only), the ``syncs`` frame is its
-columns as they are. pandas is imported where a frame is made: reading a log needs only numpy
-and pyarrow.
+`advisor.ingest.runlog`, vectorized (no Python object per row); the ``syncs`` and ``rates``
+frames are their columns as they are. pandas is imported where a frame is made.
 """
 from __future__ import annotations
 
@@ -46,45 +44,6 @@ def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -
     if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():
         steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
     return steps
-
-
-def rates_columns(tab, header: RunHeader) -> dict[str, np.ndarray]:
-    """The rates frame's columns from an Arrow table of rates events, sorted by t (stable, NaN
-    last, as pandas sorts): vectorized, no per-row Python, and no pandas (a worker process that
-    reads logs goes without it, `advisor.ingest.pieces`)."""
-    import pyarrow.compute as pc
-
-    n = tab.num_rows
-    out: dict[str, np.ndarray] = {}
-    for k in RATES_SCALARS:
-        out[k] = (tab.column(k).to_numpy().astype(np.float64, copy=False) if k in tab.column_names
-                  else np.full(n, np.nan))
-    for key in ("bps", "cap_bps"):
-        col = tab.column(key).combine_chunks() if key in tab.column_names else None
-        for i, r in enumerate(header.roles):
-            out[f"{key}_{r}"] = (pc.struct_field(col, [i]).to_numpy(zero_copy_only=False).astype(np.float64)
-                                 if col is not None else np.full(n, np.nan))
-    q = tab.column("q").combine_chunks() if "q" in tab.column_names else None
-    for i, spec in enumerate(header.queues):
-        if q is None:
-            continue
-        f = pc.struct_field(q, [i])
-        if spec.per_worker:
-            flat = pc.list_flatten(f).to_numpy(zero_copy_only=False).astype(np.float64)
-            parent = pc.list_parent_indices(f).to_numpy(zero_copy_only=False)
-            cnt = np.bincount(parent, minlength=n).astype(float)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean = np.bincount(parent, weights=flat, minlength=n) / cnt
-            low = np.full(n, np.inf)
-            np.minimum.at(low, parent, flat)
-            low[cnt == 0] = np.nan
-        else:
-            mean = low = f.to_numpy(zero_copy_only=False).astype(np.float64)
-        out[f"q_{spec.name}"], out[f"qmin_{spec.name}"] = mean, low
-    if (n > 1 and (np.diff(out["t"]) < 0).any()) or np.isnan(out["t"]).any():
-        order = np.argsort(out["t"], kind="stable")
-        out = {k: v[order] for k, v in out.items()}
-    return out
 
 
 def syncs_frame(cols: Mapping[str, np.ndarray]) -> pd.DataFrame:

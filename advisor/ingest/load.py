@@ -1,44 +1,41 @@
-"""Read rate logs (JSONL or .jsonl.gz) into :class:`~advisor.ingest.runlog.RunLog` s, fast, in bounded memory, with errors that name file, line, field.
+"""Read rate logs (JSONL or .jsonl.gz) into :class:`~advisor.ingest.runlog.RunLog` s, in bounded memory.
 
-Data flow: bytes in chunks (line-length, size, gzip-ratio and UTF-8 guards: `advisor.ingest.reader`)
--> pieces of whole lines -> header via ``json`` -> each piece through pyarrow's multi-threaded
-JSON reader with an explicit schema built from the header, vectorized checks, and the slow exact
-path that names a bad line (`advisor.ingest.parse`) -> the piece's columns fold into a mergeable
-:class:`~advisor.ingest.summary.Summary` (exact counts, time-binned sums, a bounded uniform sample
-of steps per role) and are dropped (`advisor.ingest.stream`) -> DataFrames from the summary
-(`advisor.ingest.frames`). No Python object is made per line on this path, and memory does not
-grow with the log.
+Errors name file, line and field.
+
+Data flow: each file through `advisor.ingest.stream.summarize_log` (polars' scan, or the exact
+line-by-line pass that names a bad line) into a mergeable :class:`~advisor.ingest.summary.Summary`
+(exact counts, time-binned sums, a bounded uniform sample of steps per role); the files of one
+run merged as summaries, in order; DataFrames from the summary (`advisor.ingest.frames`).
 
 Here: the public loaders. `load_log` (one file), `load_logs` (the command line's arguments: plain
 files, directories and globs of per-rank files, `advisor.ingest.ranks`), `load_run` (the files of
 one run, merged as summaries), `summarize_paths` (one merged summary, for `dflash-advise
-summarize`), `runlog_from_summary`, and `read_ahead` (the CLI's overlap of reading and importing).
-The frames and the sampling of large logs are documented in `advisor.ingest.runlog`; a file
-written by `dflash-advise summarize` is read the same way (it is recognised by its first bytes).
+summarize`) and `runlog_from_summary`. The frames and the sampling of large logs are documented
+in `advisor.ingest.runlog`; a file written by `dflash-advise summarize` is read the same way (it
+is recognised by its first bytes).
 """
 from __future__ import annotations
 
 import math
-import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, cut_text, display_path
-from advisor.ingest.frames import STEP_COLUMNS, rates_columns, rates_columns_frame, steps_frame, syncs_frame
-from advisor.ingest.parallel import FileRead, fold_held, fold_run
-from advisor.ingest.pieces import reader_pool, plan_piece_workers, summarize_file
+from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, steps_frame, syncs_frame
+from advisor.ingest.parse import rates_columns
 from advisor.ingest.probes import probe_segments
-from advisor.ingest.parse import rates_table
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
-from advisor.ingest.schema import nearest_field
-from advisor.ingest.stream import warnings_held
-from advisor.ingest.summary import Summary
-from advisor.processes import keep
+from advisor.ingest.schema import RunHeader, nearest_field
+from advisor.ingest import summary
+from advisor.ingest.scan import scan_run
+from advisor.ingest.stream import summarize_log
+from advisor.ingest.summary import Summary, copied_keys, is_summary
 
 
 def _shown(name: str) -> str:
@@ -69,7 +66,7 @@ def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLo
     steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
     syncs = syncs_frame(summ.syncs())
     rc = summ.rates_columns()
-    rates = rates_columns_frame(rc or rates_columns(rates_table([], header), header), merged=len(summ.paths) > 1)
+    rates = rates_columns_frame(rc or rates_columns([], header), merged=len(summ.paths) > 1)
     unknown = dict(summ.unknown)
     if warn:
         _warn_unknown(summ, path)
@@ -95,18 +92,86 @@ def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_byte
     The limits (module constants by default) bound the time any input can cost; memory is
     bounded by the chunk and the sample size (``sample_rows`` steps per role), whatever the log's length.
     """
-    summ = summarize_file(path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines,
+    summ = summarize_log(path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines,
                           sample_rows=sample_rows)
     return runlog_from_summary(summ, str(path))
 
 
-def _same_header(first: FileRead, this: FileRead) -> None:
-    check_same_header([first, this])
+@dataclass(frozen=True)
+class FileRead:
+    """What one file of a run gave besides its summary: for the checks across the run's files
+    (`advisor.ingest.ranks.check_same_header`, `advisor.ingest.ranks.merged_end`)."""
+
+    path: str                   # as shown in messages
+    header: RunHeader
+    end: dict[str, Any] | None  # the file's own last 'end' event
+
+    @classmethod
+    def of(cls, path: Path, summ: Summary) -> "FileRead":
+        return cls(display_path(str(path)), summ.header, dict(summ.end) if summ.end is not None else None)
 
 
-def _run_from_fold(files: Sequence[str | Path], folded: tuple[Summary, list[FileRead]], path: str) -> RunLog:
-    """One run from the fold of its per-rank ``files`` (`advisor.ingest.parallel`): the run's end
-    `ranks`' merged end of the files' own ends."""
+def _fold(files: Sequence[Path], summaries: Iterable[Summary], *, check: bool,
+          copies: bool = False) -> tuple[Summary, list[FileRead]]:
+    """The summaries of one run's ``files`` merged in order, each file's `FileRead` kept (``check``:
+    each header checked against the first file's). The merges skip their test for copied steps
+    (``copies`` False) and the sample keys of all are tested once at the end (`summary.copied_keys`):
+    where that finds a key twice, the caller folds again with the test at every merge."""
+    acc: Summary | None = None
+    reads: list[FileRead] = []
+    keys: dict[str, list[np.ndarray]] = {}
+    for f, summ in zip(files, summaries):
+        read = FileRead.of(f, summ)
+        if check and reads:
+            check_same_header([reads[0], read])
+        reads.append(read)
+        for r in summ.roles:
+            keys.setdefault(r, []).append(summ.samples[r].compact()[1])
+        acc = summ if acc is None else acc.merge(summ, copies=copies)
+    if not copies and any(copied_keys(k) for k in keys.values()):
+        raise _Copies
+    return acc, reads
+
+
+class _Copies(Exception):
+    """Some steps of the files folded are copies: fold again, testing each merge (its error names them)."""
+
+
+def _fold_run(files: Sequence[Path], *, check: bool, sample_rows: int | None = None,
+              held: Sequence[Summary] | None = None) -> tuple[Summary, list[FileRead]]:
+    """The files of one run read (or ``held``, read already) and merged, in order: all at once by
+    the fast pass where it can (`advisor.ingest.scan.scan_run`), else one by one."""
+    if not files:
+        raise LogError("<none>", None, "no log file given")
+    if held is None and len(files) > 1 and not any(is_summary(f) for f in files):
+        got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
+        if got is not None:
+            summ, per_file = got
+            reads = [FileRead(display_path(str(f)), h, dict(e) if e is not None else None)
+                     for f, (h, e) in zip(files, per_file)]
+            if check:
+                for read in reads[1:]:
+                    check_same_header([reads[0], read])
+            return summ, reads
+
+    def read(quiet: bool) -> Iterable[Summary]:
+        for i, f in enumerate(files):
+            if held is not None and not quiet:
+                yield held[i]
+                continue
+            with warnings.catch_warnings():
+                if quiet:
+                    warnings.simplefilter("ignore")
+                yield summarize_log(f, sample_rows=sample_rows)
+    try:
+        return _fold(files, read(False), check=check)
+    except _Copies:
+        return _fold(files, read(True), check=check, copies=True)
+
+
+def _run_from_fold(files: Sequence[Path], folded: tuple[Summary, list[FileRead]], path: str) -> RunLog:
+    """One run from the fold of its per-rank ``files``: the run's end is `ranks`' merged end of
+    the files' own ends."""
     summ, reads = folded
     end = merged_end(reads)
     summ.end = dict(end) if end is not None else None
@@ -114,27 +179,23 @@ def _run_from_fold(files: Sequence[str | Path], folded: tuple[Summary, list[File
     return runlog_from_summary(summ, path)
 
 
-def load_run(files: Sequence[str | Path], path: str, *, workers: int | None = None) -> RunLog:
+def load_run(files: Sequence[str | Path], path: str) -> RunLog:
     """One run from its per-rank files, merged as summaries: exact and in bounded memory.
 
-    Past the crossover the files are read in worker processes, one per core (``workers``: at
-    most this many), and folded by groups of consecutive files (`advisor.ingest.parallel`), so
-    memory is that of a few summaries per worker whatever the number and length of the files,
-    and errors are the file-by-file loop's. Headers must be equal (`ranks.check_same_header`,
-    which names the file and field); the run's end is `ranks`' merged end.
+    Headers must be equal (`ranks.check_same_header`, which names the file and field); the run's
+    end is `ranks`' merged end; the same steps in two files are refused (`Summary.merge`).
     """
-    files = list(files)
+    files = [Path(f) for f in files]
     if len(files) == 1:
         return load_log(files[0])
-    return _run_from_fold(files, fold_run(files, workers=workers, check=_same_header), path)
+    return _run_from_fold(files, _fold_run(files, check=True), path)
 
 
-def summarize_paths(paths: Sequence[str | Path], *, workers: int | None = None,
-                    sample_rows: int | None = None) -> Summary:
-    """One merged summary of several logs (or summaries) of one run, read as `load_run` reads
-    them (worker processes past the crossover; folded in path order)."""
-    paths = [f for p in paths for f in expand(p)[0]]    # a directory or a quoted glob: its log files
-    return fold_run(paths, workers=workers, sample_rows=sample_rows)[0]
+def summarize_paths(paths: Sequence[str | Path], *, sample_rows: int | None = None) -> Summary:
+    """One merged summary of several logs (or summaries) of one run, folded in path order (a
+    directory or a quoted glob: its log files)."""
+    files = [f for p in paths for f in expand(p)[0]]
+    return _fold_run(files, check=False, sample_rows=sample_rows)[0]
 
 
 def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
@@ -144,66 +205,6 @@ def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
         cols, _ = summ.samples[r].compact()
         out.update((r, int(w)) for w in np.unique(cols["worker"]))
     return out
-
-
-# --- reading ahead (the CLI): the parse of the logs overlaps the import of the advisor's modules
-
-_read_ahead: dict[str, tuple[Summary | None, BaseException | None, list[Warning]]] = {}
-
-
-def read_ahead(paths: Iterable[str | Path], meanwhile: Callable[[], None] | None = None) -> None:
-    """Read the plain log files among ``paths`` now, in order, and hold their summaries for
-    `load_logs`, which takes each one instead of reading the file (folders and globs are left
-    to it: it reads them in parallel).
-
-    For the CLI, which imports pandas and the advisor's modules meanwhile (~0.4 s): ``meanwhile``
-    starts that (a thread) once the worker processes for the large files are forked
-    (`advisor.ingest.pieces`: a fork must come before any other thread), and the files are then
-    read here (the parse releases the GIL most of the time, and a large file's pieces are parsed
-    in those processes). Those processes are then kept (`advisor.processes.keep`) for the
-    refinement's simulations; the caller ends them (`advisor.processes.release_kept`). What the
-    reading would have raised or warned is held too and given where `load_logs` takes the file,
-    so errors still surface in the order of the arguments; after an error, the files behind it
-    are not read.
-    """
-    _read_ahead.clear()
-    files = list(dict.fromkeys(str(Path(p)) for p in paths if os.path.isfile(p)))
-    n = max((plan_piece_workers(p) for p in files), default=1)
-    pool = reader_pool(n) if n > 1 else None
-    done = False
-    try:
-        if meanwhile is not None:
-            meanwhile()
-        for key in files:
-            notes: list[Warning] = []
-            with warnings_held(notes):
-                try:
-                    summ = summarize_file(key, pool=pool)
-                    if meanwhile is not None:
-                        summ.settle()     # the frames' compaction, done while the import runs
-                    _read_ahead[key] = (summ, None, notes)
-                except Exception as e:    # given to load_logs, raised where it takes this file
-                    _read_ahead[key] = (None, e, notes)
-                    return
-        done = True
-    finally:
-        if pool is not None and done and meanwhile is not None:
-            keep(pool, n)     # its idle workers run the refinement's simulations (the CLI releases it)
-        elif pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _summary_of(path: Path) -> Summary:
-    """The summary of one plain log file: read ahead (`read_ahead`), or read now."""
-    held = _read_ahead.pop(str(path), None)
-    if held is None:
-        return summarize_file(path)
-    summ, error, notes = held
-    for w in notes:
-        warnings.warn(w, stacklevel=3)
-    if error is not None:
-        raise error
-    return summ
 
 
 def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
@@ -219,13 +220,6 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     paths = list(paths)
     if not paths:
         raise LogError("<none>", None, "no log file given")
-    try:
-        return _load_logs(paths)
-    finally:
-        _read_ahead.clear()      # (after an error: what was read ahead of it is not wanted)
-
-
-def _load_logs(paths: list[str | Path]) -> list[RunLog]:
     logs: list[RunLog | None] = []
     held: dict[int, tuple[Path, Summary]] = {}     # plain files, as summaries, by position
     for p in paths:
@@ -237,7 +231,7 @@ def _load_logs(paths: list[str | Path]) -> list[RunLog]:
         if one_run:
             logs.append(load_run(files, str(p)))
             continue
-        summ = _summary_of(files[0])
+        summ = summarize_log(files[0])
         _warn_unknown(summ, str(files[0]))        # in file order, where a RunLog of it would have warned
         held[len(logs)] = (files[0], summ)
         logs.append(None)
@@ -254,7 +248,7 @@ def _load_logs(paths: list[str | Path]) -> list[RunLog]:
             # the whole log, as from a folder of the files; frames of samples would not merge so,
             # and files each below the sample size would together exceed it
             files = [f for f, _ in members]
-            logs[g[0]] = _run_from_fold(files, fold_held(files, [s for _, s in members], check=_same_header), name)
+            logs[g[0]] = _run_from_fold(files, _fold_run(files, check=True, held=[s for _, s in members]), name)
         else:
             logs[g[0]] = merge([runlog_from_summary(s, str(f), warn=False) for f, s in members], name)
         dropped.update(g[1:])

@@ -43,7 +43,7 @@ from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import RunHeader
 
 if TYPE_CHECKING:
-    import pandas as pd   # imported where frames are merged: reading a log needs only numpy and pyarrow
+    import pandas as pd   # imported where frames are merged
 
 GLOB_CHARS = "*?["
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz")

@@ -25,7 +25,7 @@ from advisor.ingest.schema import RunHeader
 from advisor.ingest.summary import Totals
 
 if TYPE_CHECKING:
-    import pandas as pd   # imported where frames are made: reading a log needs only numpy and pyarrow
+    import pandas as pd   # imported where frames are made
 
 
 @dataclass(frozen=True)

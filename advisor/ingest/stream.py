@@ -1,115 +1,51 @@
-"""Streaming one log file into a :class:`~advisor.ingest.summary.Summary`, in bounded memory.
+"""Reading one log file into a :class:`~advisor.ingest.summary.Summary`: the fast pass, and the exact one.
 
-`summarize_log` is a small pipeline of named steps:
+`summarize_log` reads a summary file as the summary it is (recognised by its first bytes); a log
+first by the fast pass (`advisor.ingest.scan`: polars), and, where that gives up, by the exact
+pass here, a small pipeline of named steps:
 
 1. `advisor.ingest.reader.read_chunks`: the file's bytes in checked chunks, with their newlines;
-2. `_pieces`: the chunks cut into pieces of whole lines where `PieceGeometry` says: piece j ends at
-   the last newline before ``PieceGeometry.limit(j)`` bytes of the file (about ``PIECE_BYTES``
-   apart), so the cuts depend on the bytes alone; the first lines give the header (`_Body.take`),
-   and the end of the file its last, maybe incomplete, line (`_last_pieces`);
-3. `_fold`: each piece parsed (`advisor.ingest.parse.parse_piece`, ``PARSE_THREADS`` at once in
-   worker threads) into a summary of its own (`_add_parsed`), its columns then dropped, and the
-   pieces' summaries folded in order into the file's (`Summary.extend`);
+2. `_pieces`: the chunks cut into pieces of whole lines about ``PIECE_BYTES`` long (the first
+   waits until a gzip bomb would have shown, ``reader.RATIO_CHECK_BYTES``); the first lines give
+   the header (`_Body.take`), and the end of the file its last, maybe incomplete, line
+   (`_last_pieces`);
+3. `_fold`: each piece decoded and checked line by line (`advisor.ingest.parse.parse_piece`),
+   which raises at the first bad line naming file, line and field, into a summary of its own,
+   folded in order into the file's (`Summary.extend`);
 4. `_finished`: the line count and source, and the check that a rate can be fitted at all.
 
-Since the cuts are fixed by the bytes and the file's summary is the left fold of its pieces',
-a piece can be read alone, in another process (`read_piece`: its bytes found by the same cuts,
-checked, parsed and folded as here), and the pieces' summaries folded here give the very summary
-of this serial read, bit for bit (`advisor.ingest.pieces` does so for large files).
-
-No Python object is made per line on this path, and memory does not grow with the log. A last
-line cut mid-write (a live log) is skipped with a :class:`~advisor.errors.LogWarning`. A file
-written by `dflash-advise summarize` is read as the summary it is (recognised by its first bytes).
+Memory does not grow with the log on either pass. A last line cut mid-write (a live log) is
+skipped with a :class:`~advisor.errors.LogWarning`.
 """
 from __future__ import annotations
 
 import json
-import threading
 import warnings
-from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from advisor.errors import LogError, LogWarning, display_path
+from advisor.errors import LogError
 from advisor.ingest import reader
 from advisor.ingest import summary as _summary
-from advisor.ingest.frames import rates_columns
 from advisor.ingest.parse import Parsed, Piece, decode_line, parse_piece
-from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, read_chunks
+from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
+from advisor.ingest.scan import scan_log, tail_warning
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
 FIELD_PROBE_LINES = 64       # lines of each piece decoded to find unknown fields
-PIECE_BYTES = 16 << 20       # whole lines parsed at once (pyarrow's threads share its 1 MiB blocks)
-PARSE_THREADS = 2            # pieces parsed at once (one's Python-side work overlaps another's Arrow read)
-
-
-def _whole_chunks(n_bytes: int, chunk: int) -> int:
-    return -(-n_bytes // chunk) * chunk
-
-
-@dataclass(frozen=True)
-class PieceGeometry:
-    """Where a log's pieces are cut: piece ``j`` (from 0) ends at the last newline before
-    ``limit(j)`` bytes of the (decompressed) file, whole chunks read. The first piece waits until
-    a gzip bomb would have shown (its ratio is judged once ``RATIO_CHECK_BYTES`` are out, which
-    with the defaults is the other pieces' length): a bomb is refused as a bomb, not for its
-    first line."""
-
-    first_bytes: int
-    step_bytes: int
-
-    @classmethod
-    def now(cls) -> "PieceGeometry":
-        """From the module constants as they are now (tests set small ones); in whole chunks, since
-        a cut comes after a chunk's read."""
-        chunk = reader.CHUNK_BYTES
-        return cls(_whole_chunks(max(PIECE_BYTES, reader.RATIO_CHECK_BYTES), chunk),
-                   _whole_chunks(PIECE_BYTES, chunk))
-
-    def limit(self, j: int) -> int:
-        return self.first_bytes + j * self.step_bytes
-
-    def cuts(self, size: int) -> int:
-        """The cuts in a file of ``size`` bytes (its pieces are one more)."""
-        return 0 if size < self.first_bytes else (size - self.first_bytes) // self.step_bytes + 1
-
-# Warnings of a log read ahead (`advisor.ingest.load.read_ahead`) are held, and given where
-# `load_logs` takes it
-_notes = threading.local()
-
-
-@contextmanager
-def warnings_held(sink: list[Warning]) -> Iterator[None]:
-    """The warnings of the logs read in this thread inside the block go to ``sink``, not out."""
-    before = getattr(_notes, "sink", None)
-    _notes.sink = sink
-    try:
-        yield
-    finally:
-        _notes.sink = before
-
-
-def _warn(w: Warning, stacklevel: int = 7) -> None:
-    sink = getattr(_notes, "sink", None)
-    if sink is not None:
-        sink.append(w)
-    else:
-        # _warn < _Body.cut_tail < _last_pieces < _pieces < _fold < summarize_log < its caller
-        warnings.warn(w, stacklevel=stacklevel)
+PIECE_BYTES = 16 << 20       # whole lines decoded and folded at once
 
 
 class _Body:
     """What reading one log has found so far: its header, the file's summary (the header's, then
     each piece's folded in), the newlines consumed before the current piece, and whether anything
-    but whitespace came. ``tail_note``: give the warning of a cut last line (False: a piece read
-    alone, whose line numbers are its own, only records the bytes skipped, ``tail_skipped``)."""
+    but whitespace came."""
 
-    def __init__(self, spath: str, sample_rows: int, *, tail_note: bool = True, starts_file: bool = True):
+    def __init__(self, spath: str, sample_rows: int):
         self.spath = spath
         self.sample_rows = sample_rows
         self.summ: Summary | None = None
@@ -117,19 +53,6 @@ class _Body:
         self.header_obj: dict[str, Any] | None = None
         self.lines_done = 0            # newlines consumed before the current piece
         self.seen_text = False         # anything but whitespace so far
-        self.tail_note = tail_note
-        self.tail_skipped = 0          # bytes of a cut last line skipped (when not warned of here)
-        self.starts_file = starts_file   # False: a piece read alone, past the file's first
-
-    def read_header(self, path: Path, max_line_bytes: int) -> None:
-        """The header from the start of the file (for a piece read alone past the first); the
-        line count is left at 0 (the piece's own)."""
-        head, nl = reader.read_span(path, 0, max_line_bytes + 4, max_line_bytes)
-        end = int(nl[-1]) + 1 if len(nl) else 0
-        self._header(head, end)
-        if self.header is None:
-            raise LogError(self.spath, None, "has no 'run' header on its first line")
-        self.seen_text = True
 
     def piece_summary(self, fields: dict[str, int]) -> Summary:
         """A new summary for one piece, with the unknown fields found in it."""
@@ -153,9 +76,7 @@ class _Body:
             return None
         if not self.seen_text and not buf[pos:end].isspace():
             self.seen_text = True
-        body_nl = nl[np.searchsorted(nl, pos):] - pos if pos else nl
-        return _Taken(Piece(buf=buf, start=pos, end=end, nl=body_nl, first_line=body_first),
-                      _count_fields(buf, pos, end, body_nl))
+        return _Taken(Piece(buf=buf, start=pos, end=end, first_line=body_first), _count_fields(buf, pos, end))
 
     def _header(self, buf: bytes, end: int) -> tuple[int, int]:
         """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
@@ -181,10 +102,7 @@ class _Body:
 
     def cut_tail(self, n_bytes: int) -> None:
         """The last line, ``n_bytes`` long, is incomplete: skipped (and warned of, where known)."""
-        if self.tail_note:
-            _warn(tail_warning(self.spath, self.lines_done + 1, n_bytes))
-        else:
-            self.tail_skipped = n_bytes
+        warnings.warn(tail_warning(self.spath, self.lines_done + 1, n_bytes), stacklevel=7)
 
 
 @dataclass(frozen=True)
@@ -195,27 +113,11 @@ class _Taken:
     fields: dict[str, int]
 
 
-def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
-    """The warning of a log whose last line, ``line``, was cut mid-write and skipped."""
-    return LogWarning(f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); "
-                      f"skipped {n_bytes} bytes")
-
-
-def _count_fields(buf: bytes, start: int, end: int, nl: np.ndarray) -> dict[str, int]:
+def _count_fields(buf: bytes, start: int, end: int) -> dict[str, int]:
     """Unknown fields (`schema.unknown_fields`) of one piece: found on its first
-    ``FIELD_PROBE_LINES`` lines, then counted as ``"name":`` over its bytes (no decode per line).
-    Per piece, so that a piece read alone counts as it does here."""
-    lines, lo = [], start
-    for k in range(min(FIELD_PROBE_LINES, len(nl))):
-        hi = start + int(nl[k])
-        lines.append(buf[lo:hi])
-        lo = hi + 1
-    try:    # the probe lines as one JSON array: one decode, not one a line (many small rank files)
-        objs = json.loads(b"[" + b",".join(lines) + b"]")
-        if len(objs) != len(lines):
-            raise ValueError("a line held more than one value")
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        objs = [_decoded(raw) for raw in lines]     # (a bad line: the parse names it)
+    ``FIELD_PROBE_LINES`` lines, then counted as ``"name":`` over its bytes (no decode per line)."""
+    lines = buf[start:end].split(b"\n", FIELD_PROBE_LINES)[:FIELD_PROBE_LINES]
+    objs = [_decoded(raw) for raw in lines if raw.strip()]
     fields: set[tuple[str, str]] = set()
     for shape in {(o.get("ev"), tuple(o)) for o in objs if isinstance(o, dict) and isinstance(o.get("ev"), str)}:
         fields.update((shape[0], name) for name in unknown_fields(dict.fromkeys(shape[1]) | {"ev": shape[0]}))
@@ -238,20 +140,19 @@ def _joined(carry: bytes, pending: list[tuple[bytes, np.ndarray]]) -> tuple[byte
 
 
 def _pieces(body: _Body, chunks: Iterator[tuple[bytes, np.ndarray]]) -> Iterator[_Taken]:
-    """The body in pieces of whole lines, cut where `PieceGeometry` says, as the bytes arrive."""
-    geometry = PieceGeometry.now()
+    """The body in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive."""
     carry = b""               # the unfinished line after the last newline
     pending: list[tuple[bytes, np.ndarray]] = []
-    read_to, j = 0, 0         # bytes read; the piece being gathered
+    held = 0                  # bytes in ``pending``
+    limit = max(PIECE_BYTES, reader.RATIO_CHECK_BYTES)
     for chunk, nl in chunks:
         if not body.seen_text and chunk.strip():
             body.seen_text = True
         pending.append((chunk, nl))
-        read_to += len(chunk)
-        if read_to < geometry.limit(j):
+        held += len(chunk)
+        if held < limit:
             continue
-        while geometry.limit(j) <= read_to:
-            j += 1
+        limit, held = PIECE_BYTES, 0
         buf, nls = _joined(carry, pending)
         pending = []
         if not len(nls):
@@ -293,7 +194,7 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
             yield taken
     elif tail.isspace():
         pass
-    elif cut < 0 and body.lines_done == 0 and body.starts_file:
+    elif cut < 0 and body.lines_done == 0:
         # not one whole line (yet): not "empty", nor corrupt if still written
         raise LogError(spath, None, f"holds no complete line yet ({len(tail)} bytes and no newline; "
                                     f"a log still being written, or CR-only line ends?)")
@@ -301,14 +202,14 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
         body.cut_tail(len(tail))
 
 
-def _add_parsed(summ: Summary, p: Parsed, header: RunHeader) -> None:
+def _add_parsed(summ: Summary, p: Parsed) -> None:
     """Fold one parsed piece into the summary (then the piece's columns can go)."""
-    if len(p.step_rows):
-        summ.add_steps(p.step, np.asarray(p.step["role"]))
-    if len(p.sync.get("t", ())):
+    if len(p.step["role"]):
+        summ.add_steps(p.step, p.step["role"])
+    if len(p.sync["t"]):
         summ.add_syncs(p.sync)
-    if p.rates.num_rows:
-        summ.add_rates(rates_columns(p.rates, header))
+    if len(p.rates["t"]):
+        summ.add_rates(p.rates)
     n_known = len(KNOWN_EVENTS)
     if (p.ev >= n_known).any():
         codes, counts = np.unique(p.ev[p.ev >= n_known], return_counts=True)
@@ -317,57 +218,12 @@ def _add_parsed(summ: Summary, p: Parsed, header: RunHeader) -> None:
         summ.set_end(p.end_obj, by_time=False)
 
 
-def _fold_piece(body: _Body, taken: _Taken, parsed: Parsed) -> None:
-    """One parsed piece into a summary of its own, folded into the file's (then its columns go)."""
-    summ = body.piece_summary(taken.fields)
-    _add_parsed(summ, parsed, body.header)
-    body.summ.extend(summ)
-
-
 def _fold(body: _Body, pieces: Iterator[_Taken]) -> None:
-    """Parse the pieces and fold them into the body's summary, in order.
-
-    The next ``PARSE_THREADS`` pieces are parsed in worker threads (pyarrow and numpy release the
-    GIL) while the oldest is checked and folded here, and the next piece read; pieces fold, and
-    errors surface, in order. A log of one piece is parsed here, with no thread (nothing to
-    overlap; a thread costs address space, which a capped process may not have).
-    """
-    from concurrent.futures import Future, ThreadPoolExecutor
-    ex: ThreadPoolExecutor | None = None
-    first: _Taken | None = None     # the first piece, held until a second shows there is a pipeline
-    inflight: deque[tuple[_Taken, Future]] = deque()    # the pieces being parsed, oldest first
-    try:
-        while True:
-            try:
-                taken = next(pieces)
-            except StopIteration:
-                break
-            except LogError:
-                # a bad line in a piece before the one that could not be read comes first
-                if first is not None:
-                    parse_piece(first.piece, body.header, body.spath)
-                for _, f in inflight:
-                    f.result()
-                raise
-            if ex is None and first is None:
-                first = taken
-                continue
-            if ex is None:
-                ex = ThreadPoolExecutor(PARSE_THREADS, thread_name_prefix="dflash-parse")
-                inflight.append((first, ex.submit(parse_piece, first.piece, body.header, body.spath)))
-                first = None
-            inflight.append((taken, ex.submit(parse_piece, taken.piece, body.header, body.spath)))
-            while len(inflight) > PARSE_THREADS:
-                done, f = inflight.popleft()
-                _fold_piece(body, done, f.result())
-        if first is not None:
-            _fold_piece(body, first, parse_piece(first.piece, body.header, body.spath))
-        while inflight:
-            done, f = inflight.popleft()
-            _fold_piece(body, done, f.result())
-    finally:
-        if ex is not None:
-            ex.shutdown(wait=True, cancel_futures=True)
+    """Decode and check the pieces, and fold them into the body's summary, in order."""
+    for taken in pieces:
+        summ = body.piece_summary(taken.fields)
+        _add_parsed(summ, parse_piece(taken.piece, body.header, body.spath))
+        body.summ.extend(summ)
 
 
 def _check_usable(summ: Summary, spath: str) -> None:
@@ -394,80 +250,59 @@ def _finished(summ: Summary | None, n_lines: int, path: Path) -> Summary:
     return summ
 
 
-@dataclass(frozen=True)
-class PieceRead:
-    """Piece ``j`` of a plain log file read on its own (`read_piece`), for its file's fold."""
+def exact_summary(path: str | Path, *, sample_rows: int, max_line_bytes: int = MAX_LINE_BYTES,
+                  max_bytes: int = MAX_LOG_BYTES, max_lines: int = MAX_LOG_LINES) -> Summary:
+    """The exact pass over a log: every line decoded and checked (see the module docstring).
 
-    head: Summary | None          # piece 0: the file's summary before any piece (its header's); else None
-    parts: list[Summary]          # the summaries of its whole lines, in order (a last piece whose
-                                  # complete last line has no newline gives two)
-    lines: int                    # the newlines it holds (+1 for that last line): its share of the count
-    tail_skipped: int = 0         # the last piece: bytes of a cut last line skipped
+    Args:
+        path: the log file (plain or gzip).
+        sample_rows: the steps kept per role.
+        max_line_bytes, max_bytes, max_lines: the limits (`advisor.ingest.reader`).
 
-
-def read_piece(path: str | Path, j: int, n_cuts: int, geometry: PieceGeometry, max_line_bytes: int,
-               sample_rows: int) -> PieceRead:
-    """Piece ``j`` of the plain log file ``path`` (of ``n_cuts`` cuts, so ``n_cuts + 1`` pieces),
-    read, checked, parsed and folded into its summaries as `summarize_log` folds it. Its line
-    numbers are its own (errors and warnings name lines counted from the piece: the caller reads
-    the file again to name the file's); the header is read from the file's start."""
+    Returns:
+        The file's summary, not yet checked usable nor given its source (`summarize_log` does).
+        Raises :class:`LogError` at the first bad line, naming file, line and field.
+    """
     path = Path(path)
-    spath = str(path)
-    lo = 0 if j == 0 else reader.line_start_before(path, geometry.limit(j - 1), max_line_bytes)
-    last = j >= n_cuts
-    hi = None if last else reader.line_start_before(path, geometry.limit(j), max_line_bytes)
-    buf, nl = reader.read_span(path, lo, hi, max_line_bytes)
-    body = _Body(spath, sample_rows, tail_note=False, starts_file=j == 0)
-    if j:
-        body.read_header(path, max_line_bytes)
-    if last:
-        taken = list(_last_pieces(body, buf, nl))
-    else:
-        got = body.take(buf, len(buf), nl) if len(buf) else None
-        taken = [got] if got is not None else []
-    head = body.summ if j == 0 else None
-    if j == 0 and head is None:
-        raise LogError(spath, None, "has no 'run' header in its first piece")
-    parts = []
-    for t in taken:
-        summ = body.piece_summary(t.fields)
-        _add_parsed(summ, parse_piece(t.piece, body.header, spath), body.header)
-        parts.append(summ)
-    return PieceRead(head=head, parts=parts, lines=body.lines_done,
-                     tail_skipped=body.tail_skipped)
-
-
-def fold_pieces(path: str | Path, reads: Iterator[PieceRead]) -> Summary:
-    """The summary of a file from its pieces read alone (`read_piece`, in order): the very
-    summary `summarize_log` gives, and the warning of a cut last line it gives."""
-    path = Path(path)
-    summ: Summary | None = None
-    lines = tail = 0
-    for r in reads:
-        if summ is None:
-            summ = r.head
-        for part in r.parts:
-            summ.extend(part)
-        lines += r.lines
-        tail = r.tail_skipped
-    if tail:
-        _warn(tail_warning(str(path), lines + 1, tail), stacklevel=4)
-    return _finished(summ, lines, path)
+    body = _Body(str(path), sample_rows)
+    chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
+    _fold(body, _pieces(body, chunks))
+    if body.summ is None:
+        raise LogError(str(path), None, "is empty: a log starts with a 'run' header line")
+    body.summ.n_lines = body.lines_done
+    return body.summ
 
 
 def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
                   max_lines: int = MAX_LOG_LINES, sample_rows: int | None = None) -> Summary:
-    """Stream one log (or read a summary file) into a :class:`~advisor.ingest.summary.Summary`.
+    """Read one log (or a summary file) into a :class:`~advisor.ingest.summary.Summary`.
 
-    Memory: one chunk (``PIECE_BYTES``) of bytes and its columns, plus the summary (at most
-    ``sample_rows`` kept steps per role, and the bins); it does not grow with the log. Raises
-    :class:`LogError` (file:line: field ...) on unusable input, as `advisor.ingest.load.load_log`.
+    The fast pass first (`advisor.ingest.scan`), the exact pass where it gives up; a tighter line
+    limit than the default (``max_line_bytes``) is checked by the exact pass. Memory is bounded by
+    a block of rows and the summary (at most ``sample_rows`` kept steps per role, and the bins),
+    whatever the log's length.
+
+    Args:
+        path: the log file (plain or gzip) or a summary written by `dflash-advise summarize`.
+        max_line_bytes, max_bytes, max_lines: the limits (`advisor.ingest.reader`).
+        sample_rows: the steps kept per role (None: ``summary.DEFAULT_SAMPLE_ROWS``).
+
+    Returns:
+        The file's summary. Raises :class:`LogError` (file:line: field ...) on unusable input.
     """
     path = Path(path)
     sample_rows = sample_rows or _summary.DEFAULT_SAMPLE_ROWS   # read at call time (tests set it)
     if is_summary(path):
         return read_summary(path)
-    body = _Body(str(path), sample_rows)
-    chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
-    _fold(body, _pieces(body, chunks))
-    return _finished(body.summ, body.lines_done, path)
+    fh, raw = open_log(path)       # what is not a readable regular file is refused here, by name
+    fh.close()
+    raw.close()
+    summ = None
+    if max_line_bytes == MAX_LINE_BYTES:
+        summ = scan_log(path, sample_rows=sample_rows, max_bytes=max_bytes, max_lines=max_lines)
+    if summ is None:
+        summ = exact_summary(path, sample_rows=sample_rows, max_line_bytes=max_line_bytes, max_bytes=max_bytes,
+                             max_lines=max_lines)
+    _check_usable(summ, str(path))
+    summ.set_source(path)
+    return summ

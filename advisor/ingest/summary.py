@@ -166,11 +166,6 @@ class _Sample:
         # files test each file's keys against it); None: not kept (one file's read never asks)
         self._sorted: np.ndarray | None = None
 
-    def __getstate__(self) -> dict:
-        # the sorted keys are derived (and kept up to date only where merges test for copies):
-        # a summary sent to another process leaves them behind
-        return {**self.__dict__, "_sorted": None}
-
     def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False,
             rows: np.ndarray | None = None) -> None:
         """Rows of ``cols`` (those where ``rows`` is true, if given) with their keys."""
@@ -284,21 +279,6 @@ class _Bins:
             return rows, 0
         cols = np.flatnonzero(self.arr[rows].any(axis=0))
         return rows, int(cols[-1]) + 1
-
-    def __getstate__(self) -> dict:
-        # sent back by a reading worker (advisor.ingest.parallel): one file of a rank directory
-        # fills a few rows (its own roles) of ~8,192 bins each; only those travel, and the parent
-        # gets zeroed memory it never touches outside them
-        rows, cols = self.used()
-        return {"level": self.level, "shape": self.arr.shape, "rows": rows, "block": self.arr[rows, :cols]}
-
-    def __setstate__(self, state: dict) -> None:
-        self.level = state["level"]
-        self.n_rows = state["shape"][0]
-        self.arr = np.zeros(state["shape"])
-        block = state["block"]
-        self.arr[state["rows"], :block.shape[1]] = block
-        self._used = (state["rows"], block.shape[1])
 
     def add_bins(self, other: "_Bins") -> None:
         """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
@@ -489,12 +469,6 @@ class Summary:
     def n_steps(self, role: str) -> int:
         return int(self.counts[role][0])
 
-    def settle(self) -> None:
-        """Compact the samples now (each keeps its compact rows: `steps` and `syncs` then find
-        them so): a reading worker before it sends a summary, the CLI while its import thread runs."""
-        for sample in (*self.samples.values(), self.sync_sample):
-            sample.compact()
-
     def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
         """Kept step rows of all roles: columns, role codes, and whether they are in time order already."""
         parts, by_time, times, codes = [], [], [], []
@@ -531,21 +505,27 @@ class Summary:
         return {k: np.concatenate([r[k] for r in self.rates]) for k in keys}
 
     def totals(self) -> Totals:
-        return Totals(roles=self.roles, pruned=tuple(r for r in self.roles if self.samples[r].pruned), width_s=self.bins.width_s, bins=self.bins.arr.copy(),
+        return Totals(roles=self.roles, pruned=tuple(r for r in self.roles if self.samples[r].pruned),
+                      width_s=self.bins.width_s, bins=self.bins.arr.copy(),
                       t_max_s=self.t_max_s)
 
     # --- merging
 
     def set_source(self, path: str | Path) -> None:
         """Record ``path`` as the one log file this summary was read from (its identity for merges)."""
+        self.sources, self.given = [], {}
+        self.add_source(path)
+
+    def add_source(self, path: str | Path) -> None:
+        """Record ``path`` as one more log file this summary was read from (a run read at once)."""
         p = Path(path)
         try:
             size = p.stat().st_size
             key = str(p.resolve())
         except OSError:
             size, key = None, str(p)
-        self.sources = [{"path": key, "bytes": size}]
-        self.given = {key: str(path)}
+        self.sources.append({"path": key, "bytes": size})
+        self.given[key] = str(path)
 
     def _names(self) -> str:
         """The files this summary came in by, for a message."""
@@ -590,9 +570,9 @@ class Summary:
         return self._absorb(other)
 
     def extend(self, other: "Summary") -> "Summary":
-        """Fold in ``other``, the summary of the next piece of the same file (`advisor.ingest.stream`
-        reads a file as a left fold of its pieces' summaries, so that pieces read in other
-        processes fold to the same bits); returns self. Nothing is checked (one file's steps may
+        """Fold in ``other``, the summary of the next piece of the same file (the exact pass of
+        `advisor.ingest.stream` reads a file as a left fold of its pieces' summaries); returns
+        self. Nothing is checked (one file's steps may
         repeat), the end is the last in file order, and the line count is the reader's."""
         if other.end is not None:
             self.end = dict(other.end)

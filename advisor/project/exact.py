@@ -21,10 +21,8 @@ The result column ``bps_exact`` sits beside the analytic ``bps``; ``exact_gap_pc
 difference. ``REPLICATIONS`` independent runs give the simulation's own spread. Intended for
 logs with step events (a rates-only log has no residuals to resample).
 
-Every split's inputs are drawn first, in order, from one generator; the simulations then run
-in worker processes, one per free core (`advisor.processes.free_cores`), when they are
-several and hold ``PARALLEL_SIM_BATCHES`` batches or more in all (at large G: ``--gpus 1024`` simulates ~140k batches a split), else in
-this process. A simulation is deterministic in its inputs, so the numbers are the same either way.
+Every split's inputs are drawn in order from one generator, and each split is simulated in turn,
+in this process; a simulation is deterministic in its inputs.
 
 Across nodes (`simulate_placed`): the same batches with each worker on its node of a placement
 and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
@@ -33,10 +31,7 @@ so the link is not counted twice.
 """
 from __future__ import annotations
 
-from collections import deque
-from concurrent.futures import BrokenExecutor, Executor, Future
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -44,7 +39,6 @@ import pandas as pd
 from advisor.model.params import PipelineFit
 from advisor.ingest.runlog import RunLog
 from advisor.model.simulate import simulate, simulated_bps
-from advisor.processes import free_cores, kept_pool, process_pool, workers_allowed
 from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement, sync_link_s
 
@@ -58,8 +52,6 @@ SHALLOW_QUEUE = 2         # q_hs this shallow ...
 SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
 IN_FLIGHT_FACTOR = 4      # simulate at least this many times the batches a split holds in flight
-PARALLEL_SIM_BATCHES = 100_000   # splits holding this many simulated batches in all run on every core
-OVERLAP_SPLITS = 128     # a table of this many splits computes its intervals while the refinement simulates
 
 
 def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -209,58 +201,11 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
             yield dict(target_s=tgt, drafter_s=dft, tokens=tok, loader_s=loader_s, n_target=n, n_drafter=m,
                        hs_cap=b, pre_cap=max(fit.pre_cap, 1), sync_every=fit.sync.sync_every, sync_s=sync_s,
                        warmup_batches=int(nb * WARMUP_SHARE))
-    out[todo] = _simulate_all(runs(), len(todo), sum(nb for _, _, nb in sizes))
+    out[todo] = [simulated_bps(kw) for kw in runs()]
     df = splits.copy()
     df["bps_exact"] = out
     df["exact_gap_pct"] = 100.0 * (df["bps"] / df["bps_exact"] - 1.0)
     return df
-
-
-def _simulate_all(runs: Iterator[dict], n_runs: int, n_batches: int) -> list[float]:
-    """``simulate(**kw).bps`` of each of ``n_runs`` runs (``n_batches`` batches in all), in
-    order: in worker processes, one per core, when they are several and hold
-    ``PARALLEL_SIM_BATCHES`` batches or more in all (a large G: each simulation grows with the
-    batches in flight), else here; on the idle workers of a kept pool (`advisor.processes.keep`:
-    the CLI's reading workers) whenever it has two or more, even where runs or free cores are
-    more: a fresh pool would fork the by then large process, or start a fork server where another
-    thread runs (`advisor.advice` simulates beside the table's intervals). Each run is
-    deterministic in its inputs (drawn in order as runs are sent, at most two per worker ahead),
-    so the numbers are the same either way."""
-    n = min(n_runs, free_cores())
-    kept = kept_pool()
-    if n >= 2 and kept is not None and kept[1] >= 2:
-        return _on_pool(kept[0], kept[1], runs)
-    if n < 2 or n_batches < PARALLEL_SIM_BATCHES or not workers_allowed():
-        return [simulated_bps(kw) for kw in runs]
-    with process_pool(n, ["advisor.model.simulate"]) as ex:
-        return _on_pool(ex, n, runs)
-
-
-def _on_pool(ex: Executor, n: int, runs: Iterator[dict]) -> list[float]:
-    """The runs on the pool ``ex`` of ``n`` workers, in order; a run whose pool broke (a worker
-    killed, out of memory) runs here, with the same number."""
-    out: list[float] = []
-    pending: deque = deque()
-    broken = False
-
-    def result(kw: dict, fut: Future | None) -> float:
-        try:
-            return simulated_bps(kw) if fut is None else fut.result()
-        except BrokenExecutor:
-            return simulated_bps(kw)
-
-    for kw in runs:
-        fut = None
-        if not broken:
-            try:
-                fut = ex.submit(simulated_bps, kw)
-            except BrokenExecutor:
-                broken = True
-        pending.append((kw, fut))
-        if len(pending) >= 2 * n:
-            out.append(result(*pending.popleft()))
-    out.extend(result(*p) for p in pending)
-    return out
 
 
 def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
@@ -274,16 +219,6 @@ def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
     """Whether `refine_weak_spots` may simulate at all: step events, and drafters that sync or a
     queue in lockstep (its docstring)."""
     return fit.source == "steps" and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
-
-
-def refines_aside(fit: PipelineFit, n_splits: int, hs_cap: int | None = None) -> bool:
-    """Whether a caller gains by computing a table's intervals while its refinement simulates:
-    there is a refinement (`has_weak_spots`), its simulations run in other processes (the kept
-    pool, `advisor.processes.keep`) and the table holds ``OVERLAP_SPLITS`` splits or more (at
-    G = 1024 its intervals are ~0.3 s of work)."""
-    kept = kept_pool()
-    return (n_splits >= OVERLAP_SPLITS and kept is not None and min(kept[1], free_cores()) >= 2
-            and has_weak_spots(fit, hs_cap))
 
 
 def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,

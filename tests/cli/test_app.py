@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,9 +122,8 @@ def test_check_fails(reference):
                                                             "--min-efficiency", "0.9"], 1),
                                          (["--roles", "target=9,drafter=9"], 2)])
 def test_the_script_ends_with_mains_code_and_output(reference, args, code):
-    """`script` (the console script) ends the process without the interpreter's teardown: the
-    same exit code and every byte of the output that `main` gives; a pool's helper processes
-    ended; also where stdout is a closed pipe."""
+    """`script` (the console script) gives the exit code and every byte of the output that `main`
+    gives, also where stdout is a closed pipe."""
     argv = ([args[0]] if args[0] == "check" else []) + [str(reference)] + [a for a in args if a != "check"]
     def command(entry: str) -> list[str]:
         return [sys.executable, "-c", f"import sys; from advisor.cli.app import {entry}; "
@@ -142,40 +140,6 @@ def test_the_script_ends_with_mains_code_and_output(reference, args, code):
         closed.stdout.close()
         ends[entry] = (closed.stderr.read(), closed.wait())
     assert ends["script"] == ends["main"] and b"Traceback" not in ends["script"][0]
-
-
-def test_the_script_runs_the_exit_handlers_and_leaves_no_worker_behind(tmp_path):
-    """The exit handlers run before the script ends the process (multiprocessing's among them),
-    and a pool of worker processes (forked, and from a fork server: another thread ran) leaves
-    nothing behind (no leaked-semaphore warning)."""
-    prog = tmp_path / "prog.py"
-    prog.write_text(
-        "import atexit, sys, threading\n"
-        "from advisor.processes import process_pool\n"
-        "from advisor.cli import app\n"
-        "def noop(x): return x\n"
-        "if __name__ == '__main__':\n"
-        "    hold = threading.Event()\n"
-        "    if sys.argv[1] == 'server':\n"
-        "        t = threading.Thread(target=hold.wait); t.start()\n"
-        "    ex = process_pool(2, ['os'])\n"
-        "    assert list(ex.map(noop, range(3))) == [0, 1, 2]\n"
-        "    ex.shutdown()\n"
-        "    hold.set()\n"
-        "    if sys.argv[1] == 'server':\n"
-        "        t.join()\n"
-        "    print('pids', *sorted(p.pid for p in __import__('multiprocessing').active_children()))\n"
-        "    atexit.register(print, 'exit handler ran')\n"
-        "    sys.argv = ['dflash-advise', '--version']\n"
-        "    app.script()\n")
-    for mode in ("fork", "server"):
-        out = subprocess.run([sys.executable, str(prog), mode], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-        assert out.returncode == 0, out.stderr
-        assert "leaked" not in out.stderr and "Traceback" not in out.stderr, out.stderr
-        assert out.stdout.splitlines()[0] == "pids"          # (no child process left)
-        assert out.stdout.splitlines()[-2].startswith("dflash-advise")
-        assert out.stdout.splitlines()[-1] == "exit handler ran"
 
 
 def test_check_gpu_util_metric(reference):
@@ -233,7 +197,7 @@ def test_usage_error_exit_2():
 def test_help_does_not_import_heavy_modules():
     code = ("import sys; from advisor.cli.app import main; sys.argv=['dflash-advise','--help']\n"
             "try:\n main()\nexcept SystemExit: pass\n"
-            "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','pyarrow') if m in sys.modules]\n"
+            "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','polars') if m in sys.modules]\n"
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out and "check" in out and "what-if" in out
@@ -256,39 +220,9 @@ def test_token_budget_outside_logged_range_is_a_caveat(reference):
     assert not any("extrapolated" in w for w in j["warnings"])
 
 
-def test_the_cli_caps_pyarrows_reader_threads_unless_the_user_set_them():
-    from advisor.cli.app import PARSE_THREADS_MAX
-    code = ("import os, sys\nfrom advisor.cli.app import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
-            "import pyarrow\nprint(os.environ['OMP_NUM_THREADS'], pyarrow.cpu_count(), os.cpu_count())")
-    env = {k: v for k, v in __import__("os").environ.items() if k != "OMP_NUM_THREADS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    var, pool, cores = map(int, out.stdout.split()[-3:])
-    assert var == pool == min(PARSE_THREADS_MAX, cores)
-    env["OMP_NUM_THREADS"] = "3"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.split()[-3:-1] == ["3", "3"]
-
-
-@pytest.fixture
-def read_ahead_spy(monkeypatch):
-    """Read ahead whatever the size (the CLI does so past READ_AHEAD_BYTES); the files read ahead."""
-    from advisor.cli import app as cli
-    from advisor.ingest import load as load
-    monkeypatch.setattr(cli, "READ_AHEAD_BYTES", -1)
-    monkeypatch.setattr(cli, "_address_space_capped", lambda: False)
-    seen: list[str] = []
-    real = load.read_ahead
-
-    def spy(paths, meanwhile=None):
-        real(paths, meanwhile)
-        seen.extend(load._read_ahead)
-    monkeypatch.setattr(load, "read_ahead", spy)
-    return seen
-
-
-def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path, read_ahead_spy):
-    """A large log is read while the CLI's modules import in a thread (load.read_ahead): a warning
-    of the read still reaches the report, once, and the advice is the library's."""
+def test_a_live_log_keeps_its_warning_and_its_advice(reference, tmp_path):
+    """A log cut mid-line (still being written): the warning of the read reaches the report, once,
+    and the advice is the library's."""
     import warnings
 
     from advisor.advice import advise
@@ -298,7 +232,6 @@ def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path, re
     p.write_bytes(reference.read_bytes() + b'{"ev": "step", "t": 99')
     r = invoke(p, "--json")
     assert r.exit_code == 0, r.output
-    assert read_ahead_spy == [str(p)]
     got = json.loads(r.stdout)
     assert sum("last line is incomplete" in w for w in got["warnings"]) == 1
     with warnings.catch_warnings():
@@ -306,48 +239,14 @@ def test_read_ahead_log_keeps_its_warning_and_its_advice(reference, tmp_path, re
         assert got == json.loads(render(advise([p]), "json"))
 
 
-def test_a_large_log_read_ahead_by_pieces_forks_before_the_import_thread(reference, read_ahead_spy, monkeypatch):
-    """Past the pieces' crossover the log is read by worker processes forked before the import's
-    thread starts (a fork must come first), and the report is the library's."""
-    import threading
-    import warnings
-
-    from advisor import processes
-    from advisor.advice import advise
-    from advisor.ingest import load, pieces, reader, stream
-    from advisor.present.text import render
-    monkeypatch.setattr(reader, "CHUNK_BYTES", 4096)
-    monkeypatch.setattr(reader, "RATIO_CHECK_BYTES", 0)
-    monkeypatch.setattr(stream, "PIECE_BYTES", 64 << 10)
-    monkeypatch.setattr(pieces, "SPLIT_MIN_BYTES", 0)
-    monkeypatch.setattr(pieces, "MIN_WORKERS", 2)
-    monkeypatch.setattr(pieces, "free_cores", lambda: 2)
-    started: list[tuple[int, bool]] = []
-    real = load.reader_pool
-
-    def pool(n):
-        started.append((threading.active_count(), processes.forks_here()))
-        return real(n)
-    monkeypatch.setattr(load, "reader_pool", pool)
-    monkeypatch.setattr(pieces, "summarize_log", lambda *a, **k: pytest.fail("read in one process"))
-    r = invoke(reference, "--json")
-    assert r.exit_code == 0, r.output
-    assert started == [(1, True)] and read_ahead_spy == [str(reference)]
-    assert processes.kept_pool() is None       # the reading workers, kept for the simulations, are ended
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert json.loads(r.stdout) == json.loads(render(advise([reference]), "json"))
-
-
-def test_read_ahead_errors_surface_in_argument_order(reference, tmp_path, read_ahead_spy):
-    """A bad line in a log read ahead: exit 2, one line naming file, line and field; an error of
-    an argument before it (a folder with no log, not read ahead) comes first, as without it."""
+def test_errors_surface_in_argument_order(reference, tmp_path):
+    """A bad line in a log: exit 2, one line naming file, line and field; an error of an argument
+    before it (a folder with no log) comes first."""
     bad = tmp_path / "bad.jsonl"
     lines = reference.read_text().splitlines(keepends=True)
     lines[5] = lines[5].replace('"busy":', '"busy": -1, "x":', 1)
     bad.write_text("".join(lines))
     r = invoke(bad, reference, "--json")
-    assert read_ahead_spy == [str(bad)]      # nothing read behind the error
     assert r.exit_code == 2 and r.stdout == "" and r.stderr.count("\n") == 1
     assert f"{bad}:6: field 'busy'" in r.stderr
     empty = tmp_path / "empty"

@@ -437,21 +437,6 @@ def test_the_fitted_or_assumed_contention_is_reported():
     assert any("inside the log" in m and "per extra busy target" in m for m in said), said
 
 
-def test_step_lines_in_threads_are_the_lines_fitted_in_line(tmp_path, monkeypatch):
-    """On a large log the two step-time lines fit in worker threads (fit.StepLines): the same fit."""
-    import advisor.fit.roles as fitmod
-    write_log(tmp_path / "a.jsonl", scenario(n_batches=3000))
-    lg = load_log(tmp_path / "a.jsonl")
-    monkeypatch.setattr(fitmod, "PARALLEL_LINE_ROWS", 10 ** 12)
-    inline = fit_logs([lg])
-    monkeypatch.setattr(fitmod, "PARALLEL_LINE_ROWS", 0)
-    threaded = fit_logs([lg])
-    assert threaded == inline
-    for rf in (threaded.producer, threaded.consumer):
-        x = lg.steps.loc[lg.steps["role"] == rf.role]
-        assert (rf.t0_s, rf.c_s_per_tok) != (0.0, 0.0) and len(x) > 0
-
-
 def test_sync_bytes_are_fitted_from_the_sync_events():
     """The all-reduce's bytes size the sync's time on a link between nodes (issue 35)."""
     import json as _json

@@ -1,4 +1,4 @@
-"""The fast pyarrow path and the exact line-by-line path (advisor.ingest.parse) give the same verdict and the same frames."""
+"""The fast pass (advisor.ingest.scan, polars) and the exact line-by-line pass (advisor.ingest.parse) give the same verdict and frames."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ from conftest import HEADER, good_lines
 
 
 def test_fast_and_slow_paths_agree(write_log):
-    """A shape pyarrow cannot unify (q.hs given as a list) falls back to the exact reader."""
+    """A shape polars cannot read (q.hs given as a list) falls back to the exact reader."""
     lines = good_lines(8)
     lines.insert(5, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": 1, "drafter": 1},
                      "q": {"pre": [1, 2], "hs": [3]}})
@@ -46,12 +46,9 @@ _FIELDS = ["t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", 
 @given(field=st.sampled_from(_FIELDS),
        value=st.one_of(_VALUES, st.dictionaries(st.sampled_from(["target", "drafter", "hs", "pre", "x"]), _VALUES,
                                                 max_size=3)),
-       row=st.integers(min_value=1, max_value=19), two_pass=st.booleans())
-def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row, two_pass):
-    """Whatever one field of one line holds, the fast path (in one pass or two: parse.TWO_PASS_BYTES)
-    and the line-by-line path give the same verdict."""
-    import advisor.ingest.parse as parse
-    monkeypatch.setattr(parse, "TWO_PASS_BYTES", 0 if two_pass else 1 << 40)
+       row=st.integers(min_value=1, max_value=19))
+def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row):
+    """Whatever one field of one line holds, the fast pass and the line-by-line pass give the same verdict."""
     lines = good_lines(8)
     lines[5:5] = [_SYNC]
     lines[9:9] = [_RATES]
@@ -66,16 +63,9 @@ def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row, tw
     assert verdict(fast) == verdict(exact)
 
 
-@pytest.fixture(params=["one pass", "two passes"])
-def fast_passes(request, monkeypatch):
-    """The fast path in one pass (small pieces) or in two (large ones: parse.TWO_PASS_BYTES)."""
-    import advisor.ingest.parse as parse
-    monkeypatch.setattr(parse, "TWO_PASS_BYTES", 0 if request.param == "two passes" else 1 << 40)
-
-
 def _both_paths(monkeypatch, path):
-    """load_log's outcome on the fast path and on the exact line-by-line path."""
-    import advisor.ingest.parse as parse
+    """load_log's outcome on the fast pass and on the exact line-by-line pass."""
+    import advisor.ingest.stream as stream
 
     def outcome():
         try:
@@ -86,18 +76,17 @@ def _both_paths(monkeypatch, path):
             return ("error", str(e), e.line, e.field)
         return ("ok", log.steps.to_json(), log.rates.to_json(), log.syncs.to_json(), log.end)
     fast = outcome()
-    real = parse._fast_parse
-    monkeypatch.setattr(parse, "_fast_parse", lambda *a, **k: None)
+    real = stream.scan_log
+    monkeypatch.setattr(stream, "scan_log", lambda *a, **k: None)
     exact = outcome()
-    monkeypatch.setattr(parse, "_fast_parse", real)
+    monkeypatch.setattr(stream, "scan_log", real)
     return fast, exact
 
 
 @pytest.mark.parametrize("key,role", [("bps", "target"), ("bps", "drafter"), ("cap_bps", "drafter")])
-def test_explicit_null_role_rate_is_refused_on_both_paths(write_log, monkeypatch, fast_passes, key, role):
-    """An explicit ``null`` for a role's rate reads in Arrow like an absent role, which the schema
-    allows; the fast path has the exact validator judge such rows, so both paths refuse it alike,
-    naming file, line and field."""
+def test_explicit_null_role_rate_is_refused_on_both_paths(write_log, monkeypatch, key, role):
+    """An explicit ``null`` for a role's rate is refused, an absent role allowed: both passes
+    tell them apart (the fast one reads the objects as JSON text), naming file, line and field."""
     lines = good_lines(8)
     lines[9:9] = [dict(_RATES, **{key: dict(_RATES[key], **{role: None})})]
     p = write_log(lines)
@@ -106,7 +95,7 @@ def test_explicit_null_role_rate_is_refused_on_both_paths(write_log, monkeypatch
     assert fast[0] == "error" and fast[2] == 10 and fast[3] == f"{key}.{role}" and str(p) in fast[1]
 
 
-def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch, fast_passes):
+def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch):
     lines = good_lines(8)
     lines[9:9] = [dict(_RATES, bps={"drafter": 4.0}, cap_bps={"target": 8.0})]
     fast, exact = _both_paths(monkeypatch, write_log(lines))
@@ -117,10 +106,9 @@ def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch, fast
 
 @pytest.mark.parametrize("field,value", [("bps", {"target": 2 ** 53 + 1}), ("window", 2 ** 53 + 1),
                                          ("q", {"pre": [2 ** 53 + 1, 1], "hs": 2 ** 53 + 1})])
-def test_integer_past_2_53_in_a_rates_line_reads_alike_on_both_paths(write_log, monkeypatch, fast_passes,
+def test_integer_past_2_53_in_a_rates_line_reads_alike_on_both_paths(write_log, monkeypatch,
                                                                       field, value):
-    """A JSON integer no double holds exactly is read as the nearest double on both paths (the
-    exact path used to crash building its Arrow table)."""
+    """A JSON integer no double holds exactly is read as the nearest double on both passes."""
     lines = good_lines(8)
     lines[9:9] = [dict(_RATES, **{field: value})]
     fast, exact = _both_paths(monkeypatch, write_log(lines))
@@ -128,7 +116,7 @@ def test_integer_past_2_53_in_a_rates_line_reads_alike_on_both_paths(write_log, 
 
 
 @pytest.mark.parametrize("null_line,bad_line", [(10, 14), (14, 10)])
-def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch, fast_passes, null_line, bad_line):
+def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch, null_line, bad_line):
     lines = good_lines(8)
     lines.insert(null_line - 1, dict(_RATES, bps={"target": None, "drafter": 4.0}))
     assert lines[bad_line - 1]["ev"] == "step"
@@ -138,23 +126,22 @@ def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch,
     assert fast[2] == 10 and fast[3] == ("bps.target" if null_line == 10 else "busy")
 
 
-_RATE_NUMBERS = ["1.5", "0", "2", "7.5", "null"] * 6 + ["-1", "NaN", "Infinity", "1e20"]
+_RATE_NUMBERS = ["1.5", "0", "2", "7.5", "null"] * 6 + ["-1", "NaN", "Infinity", "1e20", "true", '"x"']
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_fast_rates_check_matches_validate_event(data):
-    """The vectorized rates check flags exactly the snapshots `schema.validate_event` refuses,
-    but for an explicit null as a role's rate, which Arrow reads as an absent role: such rows are
-    flagged unsure (`parse._rates_unsure`), and the fast path has the exact validator judge them."""
-    import pyarrow as pa
-    import pyarrow.json as pj
+def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, data):
+    """Rates snapshots of any shape: where `schema.validate_event` refuses one, the fast pass
+    gives up (the exact pass then names it); where it takes them all, the fast pass reads them as
+    the exact pass does, or gives up."""
+    from pathlib import Path
 
-    from advisor.ingest import parse as parse
+    from advisor.ingest import scan, stream
+    from advisor.ingest.load import runlog_from_summary
     from advisor.ingest.schema import parse_header, validate_event
     head = parse_header(HEADER, "x", 1)
     num = st.sampled_from(_RATE_NUMBERS)
-    some = st.sampled_from(_RATE_NUMBERS)
     lines = []
     for _ in range(data.draw(st.integers(1, 6))):
         parts = ['"ev": "rates"', '"t": 1.0']
@@ -164,7 +151,7 @@ def test_fast_rates_check_matches_validate_event(data):
         for k in ("bps", "cap_bps"):
             if data.draw(st.integers(0, 4)):
                 roles = [r for r in head.roles if data.draw(st.booleans())]
-                parts.append(f'"{k}": {{' + ", ".join(f'"{r}": {data.draw(some)}' for r in roles) + "}")
+                parts.append(f'"{k}": {{' + ", ".join(f'"{r}": {data.draw(num)}' for r in roles) + "}")
         if data.draw(st.booleans()):
             q = []
             for spec in head.queues:
@@ -174,16 +161,45 @@ def test_fast_rates_check_matches_validate_event(data):
                     q.append(f'"{spec.name}": {v}')
             parts.append('"q": {' + ", ".join(q) + "}")
         lines.append("{" + ", ".join(parts) + "}")
-    try:
-        tab = pj.read_json(pa.BufferReader(("\n".join(lines) + "\n").encode()), parse_options=pj.ParseOptions(
-            explicit_schema=parse._arrow_schema(head), unexpected_field_behavior="ignore"))
-    except pa.ArrowInvalid:    # a shape Arrow cannot read (e.g. a list where a number is declared): the exact path
-        return
-    fast, unsure = parse._rates_bad(tab, head), parse._rates_unsure(tab, head)
-    for line, flagged, judged_exactly in zip(lines, fast, unsure):
+    refused = False
+    for line in lines:
         try:
             validate_event(json.loads(line), head, "x", 1)
-            refused = False
         except LogError:
             refused = True
-        assert flagged == refused or (judged_exactly and refused and not flagged), line
+    body = [json.dumps(x) for x in good_lines(4)]
+    p = Path(tmp_path_factory.mktemp("rates")) / "r.jsonl"
+    p.write_text("\n".join(body[:3] + lines + body[3:]) + "\n")
+    fast = scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40)
+    if refused:
+        assert fast is None, lines
+    elif fast is not None:
+        exact = stream.exact_summary(p, sample_rows=1000)
+        a, b = runlog_from_summary(fast, str(p), warn=False), runlog_from_summary(exact, str(p), warn=False)
+        assert a.rates.equals(b.rates), lines
+
+
+@pytest.mark.parametrize("name", ["reference-7x1.jsonl", "sweep/h200x2-234m/h200x2-234m-1x1-tb32768-r0.jsonl.gz"])
+def test_fast_pass_reads_real_logs_as_the_exact_pass(name, monkeypatch):
+    """A real log (snapshots that omit a role, unknown fields, gzip) is read by the fast pass,
+    into the very frames of the exact pass."""
+    from advisor.ingest import scan
+    from conftest import FIXTURES
+    path = FIXTURES / name
+    assert scan.scan_log(path, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
+    fast, exact = _both_paths(monkeypatch, path)
+    assert fast == exact and fast[0] == "ok"
+
+
+def test_a_live_log_is_read_by_the_fast_pass_with_the_exact_pass_warning(write_log, monkeypatch):
+    """A last line cut mid-write: the fast pass skips it with the exact pass's warning (the same
+    line number and bytes), and the frames are the exact pass's."""
+    from advisor.errors import LogWarning
+    from advisor.ingest import scan
+    lines = good_lines(20)
+    raw = "".join(json.dumps(x) + "\n" for x in lines).encode() + b'{"ev": "step", "t": 9'
+    p = write_log([], raw=raw)
+    with pytest.warns(LogWarning, match=f":{len(lines) + 1}: last line is incomplete.*skipped 21 bytes"):
+        assert scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
+    fast, exact = _both_paths(monkeypatch, p)
+    assert fast == exact and fast[0] == "ok"

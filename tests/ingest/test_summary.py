@@ -126,19 +126,6 @@ def test_summary_round_trip_is_exact(sync_log, tmp_path):
             np.testing.assert_array_equal(a[f], b[f])
 
 
-def test_a_settled_summary_gives_the_same_rows(sync_log):
-    a, b = summarize_log(sync_log, sample_rows=300), summarize_log(sync_log, sample_rows=300)
-    b.settle()
-    assert all(len(sm.parts) == 1 and sm.held <= sm.k for sm in (*b.samples.values(), b.sync_sample))
-    (ca, ra, _), (cb, rb, _) = a.steps(), b.steps()
-    np.testing.assert_array_equal(ra, rb)
-    for f in ca:
-        np.testing.assert_array_equal(ca[f], cb[f])
-    for f, v in a.syncs().items():
-        np.testing.assert_array_equal(v, b.syncs()[f])
-    assert json.dumps(a.to_json(), sort_keys=True) == json.dumps(b.to_json(), sort_keys=True)
-
-
 def _rows(n: int, seed: int, t0: float) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"t": t0 + np.cumsum(rng.exponential(1.0, n)), "worker": rng.integers(0, 4, n).astype(float),
@@ -190,10 +177,11 @@ def test_merge_refuses_another_run(sync_log, tmp_path):
         a.merge(summarize_log(other))
 
 
-def test_parallel_summary_equals_serial(sync_log):
+def test_summary_of_rank_files_equals_the_whole_log(sync_log):
+    """The per-rank files' summaries, merged, hold the whole log's bins and sample."""
     parts = split_by_worker(sync_log, 4)
-    a = summarize_paths(parts, workers=1, sample_rows=400)
-    b = summarize_paths(parts, workers=3, sample_rows=400)
+    a = summarize_paths(parts, sample_rows=400)
+    b = summarize_log(sync_log, sample_rows=400)
     np.testing.assert_allclose(a.bins.arr, b.bins.arr, rtol=1e-12, atol=1e-9)
     for r in a.roles:
         np.testing.assert_array_equal(a.samples[r].compact()[1], b.samples[r].compact()[1])
@@ -423,25 +411,6 @@ def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
     assert merged.bins.arr is not other.bins.arr
 
 
-def test_bins_travel_as_their_used_rows_and_merge_the_same(sync_log):
-    """A worker's summary crosses the process boundary (pickle) with only the bins it used; the
-    parent merges those exactly as the summaries read in-process, bit for bit."""
-    import pickle
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        parts = split_by_worker(sync_log, 3)
-        here = [summarize_log(p) for p in parts]
-    wire = [pickle.dumps(x) for x in here]
-    sent = [pickle.loads(b) for b in wire]
-    for a, b in zip(here, sent):
-        np.testing.assert_array_equal(a.bins.arr, b.bins.arr)
-        rows, cols = a.bins.used()
-        assert len(pickle.dumps(a.bins)) <= 8 * len(rows) * cols + 1024 < a.bins.arr.nbytes
-    merged_sent, merged_here = merge_all(sent), merge_all(here)
-    np.testing.assert_array_equal(merged_sent.bins.arr, merged_here.bins.arr)
-    assert merged_sent.to_json() == merged_here.to_json()
-
-
 def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     """A shell-expanded glob of sampled rank files: each file parsed once (it used to be parsed
     again, to merge the summaries), and the advice still that of the whole log."""
@@ -449,18 +418,18 @@ def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 600)
     parts = split_by_worker(sync_log, 3)
     reads: list[str] = []
-    real = load.summarize_file
+    real = load.summarize_log
 
     def counted(path, **kw):
         reads.append(Path(path).name)
         return real(path, **kw)
-    monkeypatch.setattr(load, "summarize_file", counted)
+    monkeypatch.setattr(load, "summarize_log", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         one = advise(parts)
     assert sorted(reads) == sorted(p.name for p in parts)
     assert len(one.logs) == 1 and one.logs[0].sampled
-    monkeypatch.setattr(load, "summarize_file", real)
+    monkeypatch.setattr(load, "summarize_log", real)
     _same_advice(_advise(sync_log), one)
 
 
@@ -518,7 +487,7 @@ def test_row_keys_are_splitmix_of_the_fields(vals, salt):
 def test_a_summary_out_of_range_is_a_log_error_naming_the_field(tmp_path, patch, field):
     src = tmp_path / "run.jsonl"
     src.write_bytes(FIXTURE_2X1.read_bytes())
-    obj = summarize_paths([src], workers=1).to_json()
+    obj = summarize_paths([src]).to_json()
     for k, v in patch.items():
         obj[k] = {**obj[k], **{kk: ({**obj[k][kk], **vv} if isinstance(vv, dict) else vv) for kk, vv in v.items()}} \
             if isinstance(v, dict) else v
@@ -578,7 +547,7 @@ def test_cli_summarize_the_same_twice_exits_2(sync_log, tmp_path):
 def test_a_summarys_end_is_checked_like_a_logs(tmp_path, end, words):
     """Found by fuzzing (fuzz/corpus/summary/crash-*): an end with t "x" read, then merging two
     summaries compared it as a float (an internal error)."""
-    obj = summarize_paths([FIXTURE_2X1], workers=1).to_json()
+    obj = summarize_paths([FIXTURE_2X1]).to_json()
     obj["end"] = end
     p = tmp_path / "s.json"
     p.write_text(json.dumps(obj))
@@ -587,3 +556,32 @@ def test_a_summarys_end_is_checked_like_a_logs(tmp_path, end, words):
     obj["end"] = None
     p.write_text(json.dumps(obj))
     assert read_summary(p).end is None
+
+
+def test_rank_files_read_together_give_the_summary_of_each_read_alone(sync_log, monkeypatch):
+    """The fast pass reads a run's rank files at once (`scan.scan_run`): the same counts, bins,
+    sample, ends, lines and sources as the files read one by one and merged."""
+    from advisor.ingest import load as load
+    from advisor.ingest import scan
+    parts = split_by_worker(sync_log, 3)
+    together = scan.scan_run(parts, sample_rows=400)
+    assert together is not None
+    a, per_file = together
+    monkeypatch.setattr(load, "scan_run", lambda *args, **kw: None)
+    b = summarize_paths(parts, sample_rows=400)
+    np.testing.assert_allclose(a.bins.arr, b.bins.arr, rtol=1e-12, atol=1e-9)
+    for r in a.roles:
+        np.testing.assert_array_equal(a.samples[r].compact()[1], b.samples[r].compact()[1])
+        assert a.counts[r].tolist() == b.counts[r].tolist()
+    assert (a.n_lines, a.end, a.sources, a.paths, a.unknown_fields) == (b.n_lines, b.end, b.sources, b.paths,
+                                                                       b.unknown_fields)
+    assert [e for _, e in per_file] == [summarize_log(p).end for p in parts]
+
+
+def test_rank_files_with_a_copy_are_refused_as_one_by_one(sync_log, tmp_path):
+    """A copied rank file makes the fast pass give up; the merge one by one names the copy."""
+    parts = split_by_worker(sync_log, 3)
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(parts[1].read_bytes())
+    with pytest.raises(LogError, match="identical"):
+        summarize_paths([*parts, copy])

@@ -1,9 +1,6 @@
 """The exact cross-check simulates every split from the log's own step times."""
 from __future__ import annotations
 
-import os
-import signal
-import time
 
 import pytest
 
@@ -121,64 +118,6 @@ def test_pools_gathered_once_give_the_same_simulation(reference):
     assert np.isfinite(own["bps_exact"].to_numpy()[[0, 2]]).all()
 
 
-def test_simulations_in_worker_processes_give_the_same_numbers(reference, monkeypatch):
-    """Past PARALLEL_SIM_BATCHES the splits are simulated in worker processes: the same bps_exact."""
-    import numpy as np
-
-    from advisor.project import exact
-    adv = advise(reference)
-    rows = np.array([0, 1, 3])
-    here = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-    monkeypatch.setattr(exact, "PARALLEL_SIM_BATCHES", 0)
-    monkeypatch.setattr(exact, "free_cores", lambda: 2)
-    monkeypatch.setattr(exact, "process_pool", _counting_pool(exact.process_pool, calls := []))
-    there = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-    assert calls == [2]
-    np.testing.assert_array_equal(here["bps_exact"].to_numpy(), there["bps_exact"].to_numpy())
-    assert np.isfinite(there["bps_exact"].to_numpy()[rows]).all()
-
-
-def test_simulations_on_a_kept_pool_give_the_same_numbers_and_survive_its_death(reference, monkeypatch):
-    """The CLI's reading workers, kept (`advisor.processes.keep`), run the simulations whatever
-    their size: the same bps_exact; a run whose pool broke runs here, with the same number."""
-    import numpy as np
-
-    from advisor import processes
-    from advisor.project import exact
-    adv = advise(reference)
-    rows = np.array([0, 1, 3])
-    here = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-    monkeypatch.setattr(exact, "free_cores", lambda: 2)
-    monkeypatch.setattr(exact, "process_pool", lambda *a, **k: pytest.fail("a new pool while one is kept"))
-    pool = processes.process_pool(2, ["advisor.model.simulate"])
-    processes.keep(pool, 2)
-    try:
-        there = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-        np.testing.assert_array_equal(here["bps_exact"].to_numpy(), there["bps_exact"].to_numpy())
-        # more runs and free cores than the kept workers: still the kept pool (no fork of this process)
-        monkeypatch.setattr(exact, "free_cores", lambda: 8)
-        more = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-        np.testing.assert_array_equal(here["bps_exact"].to_numpy(), more["bps_exact"].to_numpy())
-        for pid in list(pool._processes):      # a worker killed (out of memory, say): the pool is broken
-            os.kill(pid, signal.SIGKILL)
-        for _ in range(200):
-            if pool._broken:
-                break
-            time.sleep(0.05)
-        assert pool._broken
-        broken = exact.simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=rows)
-        np.testing.assert_array_equal(here["bps_exact"].to_numpy(), broken["bps_exact"].to_numpy())
-    finally:
-        processes.release_kept()
-
-
-def _counting_pool(pool, calls):
-    def counted(n, *a, **k):
-        calls.append(n)
-        return pool(n, *a, **k)
-    return counted
-
-
 def test_the_rates_alone_decide_the_same_refinement(tmp_path):
     """refined_ratios reads the split counts and bps only: a table without intervals gives the
     same ratios as the full one, and the table refined with them is the table refined here."""
@@ -195,35 +134,3 @@ def test_the_rates_alone_decide_the_same_refinement(tmp_path):
     assert ratios and ratios == refined_ratios(fit, logs, full, hs_cap=s.hs_cap)
     pd.testing.assert_frame_equal(refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap, ratios=ratios),
                                   refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap))
-
-
-def test_a_large_table_computes_its_intervals_while_a_kept_pool_simulates(tmp_path, monkeypatch, reference):
-    """With a kept pool and a large table (refines_aside), the refinement starts from the rates and
-    runs beside the intervals: the same advice as the one step after the other."""
-    import pandas as pd
-
-    import advisor.advice as advice_module
-    from advisor import processes
-    from advisor.project import exact
-    log = _g64_sync_log(tmp_path, n_batches=6000)
-    plain = advise(log, gpus=128)
-    assert not exact.refines_aside(plain.fit, len(plain.splits))     # no kept pool: one step after the other
-    monkeypatch.setattr(exact, "OVERLAP_SPLITS", 64)
-    monkeypatch.setattr(exact, "free_cores", lambda: 2)
-    calls = []
-    real = advice_module.project
-    monkeypatch.setattr(advice_module, "project", lambda *a, **k: calls.append(k.get("interval", True)) or real(*a, **k))
-    processes.keep(processes.process_pool(2, ["advisor.model.simulate"]), 2)
-    try:
-        assert exact.refines_aside(plain.fit, len(plain.splits))
-        # a log whose drafters do not sync, with a deep queue: nothing to refine, nothing aside
-        calm = advise(reference, gpus=256)
-        assert not exact.has_weak_spots(calm.fit) and not exact.refines_aside(calm.fit, len(calm.splits))
-        assert calls == [True]         # one table, with intervals: no pass of the rates alone
-        calls.clear()
-        beside = advise(log, gpus=128)
-    finally:
-        processes.release_kept()
-    assert calls == [False, True]
-    pd.testing.assert_frame_equal(beside.splits, plain.splits)
-    assert beside.to_json() == plain.to_json()

@@ -1,0 +1,577 @@
+"""The fast pass over a log: polars' NDJSON reader into a :class:`~advisor.ingest.summary.Summary`.
+
+A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each range with its own
+threads, with an explicit schema built from the header (every field the advisor reads; unknown
+fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps``
+as their JSON text, so that an absent role and an explicit null stay apart), and counts and
+measures its lines (``scan_lines``: the line limit, and UTF-8). Each range's rows are checked
+column by column with the rules of `advisor.ingest.schema.validate_event` and folded into the
+summary (counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range
+and the summary, whatever the log's length. The files of one run (`scan_run`) are read together,
+many small rank files making one range, each file's header row and end event kept apart.
+
+The fast pass never reports a bad line: it gives up (None) wherever it cannot be sure, and the
+exact pass (`advisor.ingest.stream`) reads the file line by line and names the file, line and
+field of the first bad one, or reads a shape polars cannot. It gives up on anything polars
+refuses (not JSON, a wrong type, a NaN literal, bytes that are not UTF-8, a line cut mid-write),
+a line past the limit, any row a column check refuses, a value that polars made text of where
+JSON held no text (``"ev": 5``), and a header that is not the first line. A gzip file is
+inflated in chunks through `advisor.ingest.reader`'s guards (size, line length, ratio, UTF-8);
+anything that reader warns of or refuses is left to the exact pass too.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from advisor.errors import LogError, LogWarning, display_path
+from advisor.ingest.frames import RATES_SCALARS
+from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, read_chunks
+from advisor.ingest.schema import (
+    END_REASONS,
+    KNOWN_EVENTS,
+    MAX_INT,
+    MAX_TIME_S,
+    RATES_NUMBERS,
+    SYNC_NUMBERS,
+    RunHeader,
+    parse_header,
+    step_numbers,
+    unknown_fields,
+)
+from advisor.ingest.summary import Summary
+
+RANGE_BYTES = 16 << 20        # whole lines parsed, checked and folded at once
+PROBE_LINES = 64              # lines of each range decoded to find unknown fields
+_NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
+            "workers", "dur", "bytes", "window", "tok_s", "eta_s", "done")
+_TEXT = ("ev", "role", "reason", "msg")
+_OBJECTS = ("bps", "cap_bps", "q")     # rates' objects; the first two read as JSON text (`_Scan._rates`)
+
+
+def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
+    """The warning of a log whose last line, ``line``, was cut mid-write and skipped."""
+    return LogWarning(f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); "
+                      f"skipped {n_bytes} bytes")
+
+
+def _without_cut_tail(buf: bytes, max_line_bytes: int) -> tuple[bytes, int]:
+    """The last range of a log less a last line cut mid-write (a live log), and that line's bytes
+    (0: none cut; a complete last line without its newline stays, blanks after the last newline go)."""
+    if buf.endswith(b"\n"):
+        return buf, 0
+    cut = buf.rfind(b"\n")
+    tail = buf[cut + 1:]
+    if cut < 0 or len(tail) > max_line_bytes:
+        raise _GiveUp        # (no whole line yet, or a line past the limit: the exact pass says so)
+    if tail.isspace():
+        return buf[:cut + 1], 0
+    try:
+        json.loads(tail)
+        return buf, 0
+    except (ValueError, RecursionError):
+        return buf[:cut + 1], len(tail)
+
+
+class _GiveUp(Exception):
+    """The fast pass cannot be sure of this file: the exact pass reads it."""
+
+
+def _schema(header: RunHeader, extra: tuple[str, ...]) -> dict[str, Any]:
+    """The polars schema of every field the advisor reads from a body line, and ``extra`` as text."""
+    import polars as pl
+
+    schema: dict[str, Any] = {n: pl.String for n in _TEXT + _OBJECTS}
+    schema.update({n: pl.Float64 for n in _NUMERIC + header.node_step_fields})
+    if header.queues:
+        schema["q"] = pl.Struct({q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues})
+    else:
+        del schema["q"]
+    schema.update({n: pl.String for n in extra if n not in schema})
+    return schema
+
+
+def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
+    """The header (``first``: the range starts the file, and its first line is the header) and the
+    unknown (event, field) pairs on the first ``PROBE_LINES`` lines of one range."""
+    lines = buf.split(b"\n", PROBE_LINES)[:PROBE_LINES]
+    if first and not lines[0].strip():
+        raise _GiveUp
+    lines = [raw for raw in lines if raw.strip()]
+    try:     # one decode of them all, as a JSON array
+        objs = json.loads(b"[" + b",".join(lines) + b"]")
+    except (ValueError, RecursionError):
+        raise _GiveUp from None
+    if len(objs) != len(lines) or not all(isinstance(o, dict) and isinstance(o.get("ev"), str) for o in objs):
+        raise _GiveUp
+    header_obj = objs[0] if first else None
+    if first and header_obj.get("ev") != "run":
+        raise _GiveUp
+    fields: set[tuple[str, str]] = set()
+    for ev, keys in {(o["ev"], tuple(o)) for o in objs[1 if first else 0:] if o["ev"] in KNOWN_EVENTS}:
+        fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
+    return header_obj, fields
+
+
+def _role_rate(d: Any, role: str) -> float:
+    """A role's rate in a decoded ``bps`` or ``cap_bps`` (NaN: absent); `_GiveUp` where
+    `schema.validate_event` refuses it (not an object, a value not a number >= 0)."""
+    if d is None:
+        return math.nan
+    if not isinstance(d, dict):
+        raise _GiveUp
+    if role not in d:
+        return math.nan
+    v = d[role]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _GiveUp
+    v = float(v)
+    if not (math.isfinite(v) and v >= 0):
+        raise _GiveUp
+    return v
+
+
+def _looks_coerced(values: Any) -> bool:
+    """Whether any text value could be one polars made of a JSON number, literal, array or object
+    (polars reads those as their JSON text where the schema says text): text that is JSON itself."""
+    for v in values:
+        if v and v[0] in "-0123456789[{tfn":
+            try:
+                json.loads(v)
+            except (ValueError, RecursionError):
+                continue
+            return True
+    return False
+
+
+def _numbers_ok(cols: dict[str, np.ndarray], spec) -> bool:
+    """`schema.check_number` over columns, (name, required, integer, maximum) per field (NaN: absent)."""
+    with np.errstate(invalid="ignore"):
+        for name, required, integer, top in spec:
+            v = cols[name]
+            ok = (np.isfinite(v) & (v >= 0)) if required else ~(np.isinf(v) | (v < 0))
+            top = MAX_INT if top is None and integer else top
+            if top is not None:
+                ok &= ~(v > top)
+            if integer:
+                ok &= ~(np.isfinite(v) & (np.floor(v) != v))
+            if not ok.all():
+                return False
+    return True
+
+
+class _Scan:
+    """A fast pass over the rows of one log, or of several files of one run: the summary so far,
+    the unknown fields counted, and each file's last ``end`` event."""
+
+    def __init__(self, header_obj: dict[str, Any], header: RunHeader, spath: str, sample_rows: int):
+        self.header = header
+        self.summ = Summary(header_obj, header, spath, sample_rows=sample_rows)
+        self.summ.add_unknown_fields({f"run.{n}": 1 for n in unknown_fields(header_obj)})
+        self.field_counts: dict[tuple[str, str], int] = {}
+        self.ends: dict[int, dict[str, Any]] = {}     # file -> its last end event
+        self.rows = 0
+        self.many = False                              # the rows of several files (`scan_run`)
+
+    def expect(self, fields: set[tuple[str, str]]) -> None:
+        """Count these unknown (event, field) pairs from the next block on."""
+        for f in fields:
+            self.field_counts.setdefault(f, 0)
+
+    def block(self, df, heads: np.ndarray, files: np.ndarray) -> None:
+        """Check one block of rows and fold it into the summary; `_GiveUp` where unsure. ``heads``:
+        the rows that are the files' 'run' headers; ``files``: the file of each row."""
+        import polars as pl
+
+        self.rows += len(df)
+        ev = df["ev"]
+        masks = {name: (ev == name).fill_null(False).to_numpy() for name in KNOWN_EVENTS}
+        known = np.logical_or.reduce(list(masks.values()))
+        if not np.array_equal(np.flatnonzero(masks["run"]), heads) or ev.null_count() or (ev == "").any():
+            raise _GiveUp
+        t = df["t"].to_numpy()
+        if not known.all():
+            t_ok = pl.col("t").is_null() | ((pl.col("t") >= 0) & (pl.col("t") <= MAX_TIME_S))
+            unknown = df.filter(pl.Series(~known)).group_by("ev").agg(pl.len(), t_ok.all().alias("ok"))
+            if not unknown["ok"].all() or _looks_coerced(unknown["ev"]):
+                raise _GiveUp
+            self.summ.add_unknown(dict(zip(unknown["ev"].to_list(), unknown["len"].to_list())))
+        body = known & ~masks["run"]
+        with np.errstate(invalid="ignore"):
+            if not (np.isfinite(t[body]) & (t[body] >= 0) & (t[body] <= MAX_TIME_S)).all():
+                raise _GiveUp
+        for (ev_name, name), n in self.field_counts.items():
+            if name in df.columns:       # (a field found after this range was sent counts from the next)
+                self.field_counts[ev_name, name] = n + int((masks[ev_name] & df[name].is_not_null().to_numpy()).sum())
+        self._steps(df, masks["step"], files)
+        self._syncs(df, masks["sync"])
+        if masks["rates"].any():
+            rates = df.select(*RATES_SCALARS, *[c for c in _OBJECTS if c in df.columns])
+            self._rates(rates.filter(pl.Series(masks["rates"])))
+        self._ends(df, np.flatnonzero(masks["end"]), files)
+
+    def _steps(self, df, mask: np.ndarray, files: np.ndarray) -> None:
+        if not mask.any():
+            return
+        role = df["role"]
+        codes = np.full(len(df), -1, dtype=np.int64)
+        for i, r in enumerate(self.header.roles):
+            codes[(role == r).fill_null(False).to_numpy()] = i
+        codes = codes[mask]
+        if (codes < 0).any():
+            raise _GiveUp
+        spec = step_numbers(self.header)
+        cols = {n: df[n].to_numpy()[mask] for n in (*[s[0] for s in spec], "loss")}
+        limit = np.array(list(self.header.roles.values()), dtype=float)[codes]
+        if not _numbers_ok(cols, spec) or np.isinf(cols["loss"]).any() or (cols["worker"] >= limit).any():
+            raise _GiveUp
+        # a file with steps of a role that are all busy 0 (or all tokens 0) is refused by the exact
+        # pass, which names it: checked per file and role where the rows are of several files
+        if self.many:
+            key = files[mask] * len(self.header.roles) + codes
+            n = np.bincount(key)
+            for c in (cols["busy"], cols["tokens"]):
+                if ((n > 0) & (np.bincount(key[c > 0], minlength=len(n)) == 0)).any():
+                    raise _GiveUp
+        self.summ.add_steps(cols, codes)
+
+    def _rates(self, rates) -> None:
+        """The rates snapshots (one a minute or so), checked as `schema.validate_event` checks them.
+
+        ``bps`` and ``cap_bps`` come as their JSON text and are decoded here, so that an absent
+        role (allowed) and an explicit null (refused) stay apart; the numbers and the queue depths
+        are checked column by column."""
+        import polars as pl
+
+        if not len(rates):
+            return
+        cols = {k: rates[k].fill_null(math.nan).to_numpy() for k in RATES_SCALARS}
+        for name, _, _, top in RATES_NUMBERS[1:]:
+            v = cols[name]
+            with np.errstate(invalid="ignore"):
+                if (np.isinf(v) | (v < 0) | ((v > top) if top is not None else False)).any():
+                    raise _GiveUp
+        if rates["bps"].null_count():
+            raise _GiveUp
+        for key in ("bps", "cap_bps"):
+            objs = json.loads("[" + ",".join(rates[key].fill_null("null").to_list()) + "]")
+            for r in self.header.roles:
+                cols[f"{key}_{r}"] = np.array([_role_rate(d, r) for d in objs], dtype=np.float64)
+        for q in self.header.queues:
+            v = pl.col("q").struct.field(q.name)
+            if q.per_worker:
+                e = pl.element()
+                ok = v.is_null() | v.list.eval(e.is_not_null() & (e >= 0) & e.is_finite()).list.all()
+                mean, low = v.list.mean(), v.list.min()
+            else:
+                ok, mean, low = v.is_null() | ((v >= 0) & v.is_finite()), v, v
+            got = rates.select(ok.all().alias("ok"), mean.alias("mean"), low.alias("low"))
+            if not got["ok"][0]:
+                raise _GiveUp
+            cols[f"q_{q.name}"] = got["mean"].cast(pl.Float64).fill_null(math.nan).to_numpy()
+            cols[f"qmin_{q.name}"] = got["low"].cast(pl.Float64).fill_null(math.nan).to_numpy()
+        order = np.argsort(cols["t"], kind="stable")
+        self.summ.add_rates({k: v[order] for k, v in cols.items()})
+
+    def _syncs(self, df, mask: np.ndarray) -> None:
+        if not mask.any():
+            return
+        cols = {n: df[n].to_numpy()[mask] for n, *_ in SYNC_NUMBERS}
+        if not _numbers_ok(cols, SYNC_NUMBERS):
+            raise _GiveUp
+        self.summ.add_syncs(cols)
+
+    def _ends(self, df, rows: np.ndarray, files: np.ndarray) -> None:
+        """Each file's last end event (the reason checked; a message polars made text of: `_GiveUp`)."""
+        if not len(rows):
+            return
+        ends = df.select("t", "reason", "msg")[rows]
+        reason, msg = ends["reason"], ends["msg"]
+        if not reason.drop_nulls().is_in(END_REASONS).all() or _looks_coerced(msg.drop_nulls().to_list()):
+            raise _GiveUp
+        for k, row in zip(files[rows], ends.iter_rows(named=True)):
+            self.ends[int(k)] = row
+        self.summ.set_end(self.ends[int(files[rows[-1]])], by_time=False)
+
+    def finish(self) -> Summary:
+        """The summary, with the unknown fields counted."""
+        self.summ.add_unknown_fields({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()})
+        return self.summ
+
+
+def _lines(buf: bytes, max_line_bytes: int) -> int:
+    """The lines of one range of a plain log (as the exact pass counts them), checked: none longer
+    than ``max_line_bytes``, all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
+    import polars as pl
+
+    longest, n = pl.scan_lines(buf).select(pl.col("line").str.len_bytes().max(), pl.len()).collect().row(0)
+    if longest is not None and longest > max_line_bytes:
+        raise _GiveUp
+    return int(n)
+
+
+def _plain_ranges(path: Path) -> Iterator[bytes]:
+    """A plain log's bytes in ranges of whole lines of about ``RANGE_BYTES`` (the last may end
+    without a newline): each range's end found first in a small window, so that the range is read
+    once, without a copy."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos < size:
+            end = min(pos + RANGE_BYTES, size)
+            if end < size:
+                window = min(MAX_LINE_BYTES + 1, end - pos)
+                f.seek(end - window)
+                cut = f.read(window).rfind(b"\n")
+                if cut < 0:
+                    raise _GiveUp        # (a line past the limit: the exact pass names it)
+                end = end - window + cut + 1
+            f.seek(pos)
+            buf = f.read(end - pos)
+            if not buf:
+                return
+            yield buf
+            pos += len(buf)
+
+
+def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
+    """A gzip log's inflated bytes, through `advisor.ingest.reader`'s guards (anything it refuses or
+    warns of: `_GiveUp`), in ranges of whole lines of about ``RANGE_BYTES``."""
+    held: list[bytes] = []
+    size = 0
+    try:
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always")
+            for chunk, _ in read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines):
+                if notes:
+                    raise _GiveUp
+                held.append(chunk)
+                size += len(chunk)
+                if size < RANGE_BYTES:
+                    continue
+                buf = b"".join(held)
+                cut = buf.rfind(b"\n") + 1
+                held, size = [buf[cut:]], len(buf) - cut
+                if cut:
+                    yield buf[:cut]
+        if notes:
+            raise _GiveUp
+    except LogError:
+        raise _GiveUp from None
+    buf = b"".join(held)
+    if buf:
+        yield buf
+
+
+def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False):
+    """One range of whole lines read by polars (the unknown fields found so far as text): its
+    frame, or (``background``) polars' query still running on its threads (`_result` waits)."""
+    import polars as pl
+
+    scan.expect(fields)
+    names = tuple(n for _, n in sorted(fields))
+    return pl.scan_ndjson(buf, schema=_schema(scan.header, names)).collect(background=background)
+
+
+def _result(query):
+    """The frame of a range read in the background (`_parsed`)."""
+    return query.fetch_blocking()
+
+
+def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int,
+             max_line_bytes: int = MAX_LINE_BYTES) -> Summary | None:
+    """The summary of one log file by the fast pass, or None where the exact pass must read it
+    (see the module docstring). The file is a regular file (`advisor.ingest.reader.open_log`
+    checked it) and not a summary.
+
+    Args:
+        path: the log file, plain or gzip.
+        sample_rows: the steps kept per role.
+        max_bytes, max_lines, max_line_bytes: the limits (`advisor.ingest.reader`); a file past
+            one is left to the exact pass, which refuses it by name.
+
+    Returns:
+        The file's summary (not yet checked usable nor given its source), or None.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == GZIP_MAGIC
+        if not gz and path.stat().st_size > max_bytes:
+            return None
+        scan: _Scan | None = None
+        n_lines = 0
+        fields: set[tuple[str, str]] = set()
+        pending = None          # the range polars reads while the one before is checked and folded
+        cut_bytes = 0           # a last line cut mid-write, skipped
+        try:
+            for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
+                if not gz:
+                    buf, cut_bytes = _without_cut_tail(buf, max_line_bytes)
+                n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
+                if n_lines > max_lines:
+                    return None
+                header_obj, found = _probe(buf, scan is None)
+                first = scan is None
+                if first:
+                    scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
+                fields |= found
+                prev, pending = pending, (_parsed(buf, scan, fields, background=True), first)
+                if prev is not None:
+                    _fold_range(scan, *prev)
+            if pending is not None:
+                query, pending = pending, None
+                _fold_range(scan, *query)
+        finally:
+            if pending is not None:
+                pending[0].cancel()
+        if scan is None or not scan.rows:
+            return None
+        scan.summ.n_lines = n_lines
+        if cut_bytes:
+            warnings.warn(tail_warning(str(path), n_lines + 1, cut_bytes), stacklevel=4)
+        return scan.finish()
+    except (_GiveUp, LogError):
+        return None
+    except Exception:     # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
+        return None
+
+
+def _fold_range(scan: _Scan, query, first: bool) -> None:
+    """A range read in the background, checked and folded (the file's first: its header row)."""
+    df = _result(query)
+    scan.block(df, np.zeros(1 if first else 0, dtype=np.int64), np.zeros(len(df), dtype=np.int64))
+
+
+def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k != "t"}
+
+
+def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+    """The merged summary of the files of one run by the fast pass, read together (many small rank
+    files make a few large ranges, which polars parses with all its threads), and each file's
+    header and last end event; None where the files must be read one by one (the exact pass,
+    the checks of merges and their errors): a file that is gzip, over ``RANGE_BYTES``, with a
+    blank line or no newline at its end; headers that differ; a file given twice; steps that
+    repeat; and anything the fast pass of one file gives up on.
+
+    Args:
+        files: the run's files, in order.
+        sample_rows: the steps kept per role.
+
+    Returns:
+        (summary, [(header, end) per file]) or None. The summary is checked usable per file and
+        holds every file as a source.
+    """
+    try:
+        return _scan_run(files, sample_rows)
+    except (_GiveUp, LogError, OSError):
+        return None
+    except Exception:     # noqa: BLE001  anything polars or numpy refuses: the files are read one by one
+        return None
+
+
+class _Batches:
+    """The files of a run joined into ranges of about ``RANGE_BYTES`` (each file starts with its
+    header row), each read by polars in the background while the range before is folded."""
+
+    def __init__(self, scan: _Scan, fields: set[tuple[str, str]]):
+        self.scan, self.fields = scan, fields
+        self.held: list[bytes] = []
+        self.size = 0
+        self.done = 0                 # files sent to polars
+        self.pending = None           # (query, counts, first file) of the range polars reads
+
+    def add(self, data: bytes) -> None:
+        self.held.append(data)
+        self.size += len(data)
+        if self.size >= RANGE_BYTES:
+            self.send()
+
+    def send(self) -> None:
+        """The files held, checked (line lengths, no blank line) and sent to polars as one range."""
+        import polars as pl
+
+        if not self.held:
+            return
+        buf = b"".join(self.held)
+        n = pl.col("line").str.len_bytes()
+        shortest, longest = pl.scan_lines(buf).select(n.min().alias("lo"), n.max().alias("hi")).collect().row(0)
+        if shortest == 0 or longest > MAX_LINE_BYTES:
+            raise _GiveUp
+        counts = np.array([b.count(b"\n") for b in self.held])
+        prev, self.pending = self.pending, (_parsed(buf, self.scan, self.fields, background=True), counts, self.done)
+        self.done += len(self.held)
+        self.held, self.size = [], 0
+        if prev is not None:
+            self._fold(*prev)
+
+    def finish(self) -> None:
+        """Send what is held, and fold the last range."""
+        self.send()
+        prev, self.pending = self.pending, None
+        if prev is not None:
+            self._fold(*prev)
+
+    def cancel(self) -> None:
+        if self.pending is not None:
+            self.pending[0].cancel()
+
+    def _fold(self, query, counts: np.ndarray, first: int) -> None:
+        df = _result(query)
+        if len(df) != counts.sum():       # (a line of blanks: polars skips it)
+            raise _GiveUp
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        self.scan.block(df, starts, np.repeat(np.arange(first, first + len(counts)), counts))
+        self.scan.summ.n_lines += int(counts.sum())
+
+
+def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+    if len({f.resolve() for f in files}) < len(files):
+        raise _GiveUp
+    scan: _Scan | None = None
+    batches: _Batches | None = None
+    fields: set[tuple[str, str]] = set()
+    first_obj: dict[str, Any] | None = None
+    try:
+        for f in files:
+            with open(f, "rb") as fh:
+                data = fh.read(RANGE_BYTES + 1)
+            if len(data) > RANGE_BYTES or data[:2] == GZIP_MAGIC or not data.endswith(b"\n"):
+                raise _GiveUp
+            header_obj, found = _probe(data, True)
+            if first_obj is None:
+                first_obj = header_obj
+                scan = _Scan(header_obj, parse_header(header_obj, str(f), 1), str(files[0]), sample_rows)
+                scan.many = True
+                batches = _Batches(scan, fields)
+            elif _comparable(header_obj) != _comparable(first_obj):
+                raise _GiveUp
+            fields |= found           # (the batches hold this set: new fields are read from the next range on)
+            batches.add(data)
+        batches.finish()
+    finally:
+        if batches is not None:
+            batches.cancel()
+    summ = scan.finish()
+    for r in summ.roles:
+        keys = np.sort(summ.samples[r].compact()[1])
+        if (keys[1:] == keys[:-1]).any():      # a step twice: a copied file, or one repeated
+            raise _GiveUp
+    summ.sources, summ.given = [], {}
+    for f in files:
+        summ.add_source(f)
+    summ.end = None
+    ends = [scan.ends.get(i) for i in range(len(files))]
+    for end in ends:
+        summ.set_end(end)
+    summ.paths = [str(f) for f in files]
+    summ.add_unknown_fields({f"run.{n}": len(files) - 1 for n in unknown_fields(first_obj)} if len(files) > 1 else {})
+    return summ, [(scan.header, end) for end in ends]
