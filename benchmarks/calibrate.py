@@ -18,7 +18,9 @@ tree ``--root`` (default: this one), and scored:
 - share of verdicts that name an action (any verdict but ``cannot-tell``);
 - interval coverage: of the splits a source did not log, the share of their measured repeat rates
   inside the projection's 95% interval ``[bps_low, bps_high]``, and the median width
-  ``(bps_high - bps_low) / bps``, per sweep.
+  ``(bps_high - bps_low) / bps``, per sweep; in ``--json`` each rate's ``used`` share of its side
+  of the interval (``|ln(v / bps)| / |ln(end / bps)|``, inside iff <= 1) and the split's
+  ``distance`` in target engines from the nearest logged split.
 
 The acceptance lines (issue 34): an action on >= 90% of sources, mean regret <= 2% and max <= 10%,
 every decile with >= 10 cases within 10 points of its observed share, coverage 90-97% on every
@@ -68,6 +70,13 @@ def _key(roles: dict) -> tuple[int, int]:
     return int(roles["target"]), int(roles["drafter"])
 
 
+def _used(v: float, x: float, lo: float, hi: float) -> float:
+    """How much of its side of the interval a measured rate ``v`` uses, in log b/s (1 at the end:
+    inside iff <= 1)."""
+    end = hi if v >= x else lo
+    return abs(math.log(v / x)) / abs(math.log(end / x)) if end > 0 and end != x else math.inf
+
+
 def score(out: dict, logged: set[tuple[int, int]], truth: dict, measured: dict) -> dict:
     """One source's advice against the sweep's truth (module docstring)."""
     rec = out.get("recommendation") or {}
@@ -84,6 +93,9 @@ def score(out: dict, logged: set[tuple[int, int]], truth: dict, measured: dict) 
         if not row["logged"] and s.get("bps_low") is not None and s.get("bps"):
             row["inside"] = [s["bps_low"] <= v <= s["bps_high"] for v in measured[k]]
             row["width"] = (s["bps_high"] - s["bps_low"]) / s["bps"]
+            row.update(bps=s["bps"], low=s["bps_low"], high=s["bps_high"], measured=measured[k])
+            row["used"] = [_used(v, s["bps"], s["bps_low"], s["bps_high"]) for v in measured[k]]
+            row["distance"] = min(abs(k[0] - n) for n, _ in logged)
         splits.append(row)
     return {"pick": f"{pick[0]}-{pick[1]}" if pick else None, "verdict": rec.get("verdict"),
             "p_best": rec.get("p_best"), "expected_regret_pct": rec.get("expected_regret_pct"),
