@@ -18,8 +18,10 @@ every other measured split T of the same table and config is read off the projec
 per (S, T, mode): the projected b/s at T and its error against the measured; whether the
 measured value is inside the 95% interval; the interval's width (share of the projection);
 the naive bound min(N x p, M x c) from S's per-GPU rates (values); the pick (the recommended
-split; whether it is measured, and if so within 2% of the best measured split of the table) and
-whether the verdict is cannot-tell. ``--tree`` runs another checkout's advisor (PYTHONPATH).
+split; whether it is measured, and if so within 2% of the best measured split of the table), the
+verdict and, where the advisor states one, ``recommendation.p_best``. Issue 34's check: no pick
+stated at least 80% likely (``CONFIDENT``) measured more than 2% below the best (one count per
+what-if call). ``--tree`` runs another checkout's advisor (PYTHONPATH).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "published_runs.json"
 PICK_TOL = 0.02          # a pick within 2% of the best measured split counts as right
 MODES = ("values", "bounds", "ranges")
+CONFIDENT = 0.8          # issue 34: no pick stated at least this likely may measure > PICK_TOL below the best
 
 
 def what_if(tree: Path, targets: int, drafters: int, target_bps: str, drafter_bps: str,
@@ -99,6 +102,7 @@ def compare(table: dict, src: dict, adv: dict, mode: str, group: list[dict]) -> 
             "pick": f"{pick['target']}+{pick['drafter']}", "pick_measured": picked is not None,
             "pick_ok": None if picked is None else picked["bps"] >= best * (1 - PICK_TOL),
             "cannot_tell": adv["recommendation"]["verdict"] == "cannot-tell",
+            "verdict": adv["recommendation"]["verdict"], "p_best": adv["recommendation"].get("p_best"),
             "args": adv.get("_args"),
         })
     return out
@@ -130,18 +134,31 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def confident_misses(rows: list[dict], at: float = CONFIDENT) -> tuple[int, list[dict]]:
+    """Picks stated at least ``at`` likely (``recommendation.p_best``) and their misses: a measured
+    pick more than PICK_TOL below the best measured split (one per what-if call, not per row)."""
+    calls = {(r["table"], r["mode"], r["from"]): r for r in rows if r["p_best"] is not None and r["p_best"] >= at}
+    return len(calls), [r for r in calls.values() if r["pick_measured"] and not r["pick_ok"]]
+
+
 def markdown(rows: list[dict]) -> str:
     head = ("| table | mode | from -> to | what-if rates | measured | projected (error) | inside 95% | width "
-            "| naive bound (error) | pick (ok) | cannot-tell |\n|---|---|---|---|---|---|---|---|---|---|---|")
+            "| naive bound (error) | pick (ok) | verdict (p_best) |\n|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         proj = "-" if r["projected"] is None else f"{r['projected']:.2f} ({pct(r['error'])})"
         inside = "-" if r["inside"] is None else ("yes" if r["inside"] else "no")
         width = "-" if r["width"] is None else f"{100 * r['width']:.1f}%"
         ok = "unmeasured" if not r["pick_measured"] else ("yes" if r["pick_ok"] else "no")
+        odds = "" if r["p_best"] is None else f" ({r['p_best']:.2f})"
         lines.append(f"| {r['table']} | {r['mode']} | {r['from']} -> {r['to']} | `{r['args']}` | {r['measured']:g} "
                      f"| {proj} | {inside} | {width} | {r['naive']:.2f} ({pct(r['naive_error'])}) "
-                     f"| {r['pick']} ({ok}) | {'yes' if r['cannot_tell'] else 'no'} |")
+                     f"| {r['pick']} ({ok}) | {r['verdict']}{odds} |")
+    n, misses = confident_misses(rows)
+    if any(r["p_best"] is not None for r in rows):
+        lines.append(f"\nPicks stated >= {CONFIDENT:.0%} likely: {n} what-if calls; of those measured more than "
+                     f"{PICK_TOL:.0%} below the best: {len(misses)}"
+                     + "".join(f"; {m['table']} {m['mode']} from {m['from']}: {m['pick']}" for m in misses) + ".")
     return "\n".join(lines)
 
 

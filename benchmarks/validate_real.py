@@ -44,13 +44,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SWEEPS = {"cpu32": 8, "cpu16": 6, "cpu32g12": 12, "ded32": 8, "ded16": 6, "hold16": 8, "hold16g10": 10}
 BUDGET_SWEEP = "h200x2-234m"
-NAME = re.compile(r"-(\d+)x(\d+)(?:-tb(\d+))?-r(\d+)\.jsonl(?:\.gz)?$")
+NAME = re.compile(r"-(\d+)x(\d+)(?:-tp\d+)?(?:-tb(\d+))?-r(\d+)\.jsonl(?:\.gz)?$")
 
 
-def advise_json(paths: list[Path], *extra: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+def advise_json(paths: list[Path], *extra: str, root: Path = ROOT) -> dict:
+    """`dflash-advise advise PATHS --json` (the user's path) with the advisor of the tree ``root``."""
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "advisor.cli.app", "advise", *map(str, paths), "--json", *extra]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: {p.stderr.strip()[-400:]}")
     return json.loads(p.stdout)
@@ -67,20 +68,37 @@ def _split_rows(out: dict) -> dict[tuple[int, int], dict]:
     return {(s["roles"]["target"], s["roles"]["drafter"]): s for s in out["splits"]}
 
 
-def sweep_table(name: str, gpus: int, pool: ThreadPoolExecutor) -> dict:
-    folder = ROOT / "fixtures" / "sweep" / name
-    logs = sorted(folder.glob("*.jsonl.gz"))
+def sweep_logs(folder: Path) -> dict[tuple[int, int], list[Path]]:
+    """A sweep folder's logs by split (N target engines, M drafters), repeats in name order."""
     by_split: dict[tuple[int, int], list[Path]] = {}
-    for p in logs:
+    for p in sorted(folder.glob("*.jsonl.gz")):
         n, m, _tb, _r = parse(p)
         by_split.setdefault((n, m), []).append(p)
+    return by_split
+
+
+def pair_sources(by_split: dict[tuple[int, int], list[Path]]) -> list[list[Path]]:
+    """The pairs a user could hold: the first repeat of each two splits (every log alone is the
+    other kind of source)."""
+    return [[by_split[a][0], by_split[b][0]] for a, b in itertools.combinations(sorted(by_split), 2)]
+
+
+def measured_truth(by_split: dict, own: dict[Path, dict]) -> tuple[dict, dict]:
+    """Each split's measured rates (every repeat's ``observed.bps``, the advisor's reading of
+    that log's steady window) and its truth, the mean of its repeats."""
+    measured = {k: [own[p]["observed"]["bps"] for p in v] for k, v in by_split.items()}
+    return measured, {k: statistics.fmean(v) for k, v in measured.items()}
+
+
+def sweep_table(name: str, gpus: int, pool: ThreadPoolExecutor) -> dict:
+    by_split = sweep_logs(ROOT / "fixtures" / "sweep" / name)
+    logs = [p for v in by_split.values() for p in v]
     # measured truth: each log's own steady rate, read by the advisor
     own = dict(zip(logs, pool.map(lambda p: advise_json([p], "--gpus", str(gpus)), logs)))
-    measured = {k: [own[p]["observed"]["bps"] for p in v] for k, v in by_split.items()}
-    truth = {k: statistics.fmean(v) for k, v in measured.items()}
+    measured, truth = measured_truth(by_split, own)
     noise = {k: (max(v) - min(v)) / 2 / truth[k] for k, v in measured.items()}
-    singles = [([p], own[p]) for p in logs]
-    pair_srcs = [[by_split[a][0], by_split[b][0]] for a, b in itertools.combinations(sorted(by_split), 2)]
+    singles = [([p], own[p]) for p in sorted(logs)]
+    pair_srcs = pair_sources(by_split)
     pairs = list(zip(pair_srcs, pool.map(lambda ps: advise_json(ps, "--gpus", str(gpus)), pair_srcs)))
     return {"name": name, "gpus": gpus, "truth": truth, "measured": measured, "noise": noise,
             "single": [_score(src, out, truth, measured) for src, out in singles],

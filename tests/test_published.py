@@ -51,3 +51,22 @@ def test_rows_are_read_off_what_if(published):
     assert r["to"] == "2+6" and r["measured"] == 39.0
     assert r["naive"] == pytest.approx(6 * 50.1 / 7)
     assert r["error"] == pytest.approx((r["projected"] - 39.0) / 39.0)
+
+
+def test_qwen_recipe_rates_are_the_pages_per_gpu_figures():
+    q = next(t for t in DATA["tables"] if t["id"] == "specforge-qwen3.8-27b-dflash2-8xh200")
+    by = {(s["targets"], s["drafters"]): s for s in q["splits"]}
+    assert max(by, key=lambda k: by[k]["bps"]) == (5, 3)
+    four = by[(4, 4)]["rates"]
+    assert four["target"]["range"] == [pytest.approx(4 * 2.25)] * 2
+    assert four["drafter"]["range"] == [pytest.approx(4 * 3.7)] * 2
+
+
+def test_confident_misses_count_calls_not_rows(published):
+    def row(frm, p, ok, to):
+        return {"table": "t", "mode": "values", "from": frm, "to": to, "p_best": p, "pick_measured": True,
+                "pick_ok": ok, "pick": "x"}
+    rows = [row("1+7", 0.9, False, "2+6"), row("1+7", 0.9, False, "3+5"), row("2+6", 0.79, False, "1+7"),
+            row("3+5", 0.95, True, "1+7"), row("4+4", None, False, "1+7")]
+    n, misses = published.confident_misses(rows)
+    assert n == 2 and [m["from"] for m in misses] == ["1+7"]

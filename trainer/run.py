@@ -127,6 +127,19 @@ def assign_devices(cfg: TrainConfig) -> tuple[list[str], int, list[str]]:
     return devices, min(n, cfg.processes), notes
 
 
+def _run_cores(infos: dict) -> int:
+    """CPU cores the run's processes may use: the union of the main process's affinity and every
+    worker's (a harness that pins the main process to one core and each worker to its own leaves
+    each process one core, the run G + 1)."""
+    cores = set(os.sched_getaffinity(0))
+    for info in infos.values():
+        try:
+            cores |= os.sched_getaffinity(info["pid"]) if "pid" in info else set()
+        except OSError:         # the worker has gone
+            pass
+    return len(cores)
+
+
 def _hardware(cfg: TrainConfig, infos: dict, n_gpus: int, profile) -> str:
     if cfg.emulated:
         return f"emulated from {os.path.basename(profile.source)} ({profile.header.get('hardware') or 'unknown'})"
@@ -156,7 +169,7 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
          "mode": "emulate" if cfg.emulated else "real", "device": cfg.device, "seed": cfg.seed,
          "physical_gpus": n_gpus}
     if cfg.device == "cpu" and not cfg.emulated and hasattr(os, "sched_getaffinity"):
-        h["cores"] = len(os.sched_getaffinity(0))   # fewer than the workers: the advisor widens for it
+        h["cores"] = _run_cores(infos)   # fewer than the workers: the advisor widens for it
     if cfg.target_tp > 1:
         h["gpus_per_worker"] = {"target": cfg.target_tp}
     if cfg.probe is not None:
