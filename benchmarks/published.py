@@ -21,6 +21,7 @@ the naive bound min(N x p, M x c) from S's per-GPU rates (values); the pick (the
 split; whether it is measured, and if so within 2% of the best measured split of the table) and
 whether the verdict is cannot-tell. ``--tree`` runs another checkout's advisor (PYTHONPATH).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +33,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "published_runs.json"
-PICK_TOL = 0.02          # a pick within 2% of the best measured split counts as right
+PICK_TOL = 0.02  # a pick within 2% of the best measured split counts as right
 MODES = ("values", "bounds", "ranges")
 
 
-def what_if(tree: Path, targets: int, drafters: int, target_bps: str, drafter_bps: str,
-            gpus: int) -> tuple[int, dict | None, str]:
-    cmd = [sys.executable, "-m", "advisor", "what-if", "--targets", str(targets), "--drafters", str(drafters),
-           "--target-bps", target_bps, "--drafter-bps", drafter_bps, "--gpus", str(gpus), "--next-run", "--json"]
+def what_if(
+    tree: Path, targets: int, drafters: int, target_bps: str, drafter_bps: str, gpus: int
+) -> tuple[int, dict | None, str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "advisor",
+        "what-if",
+        "--targets",
+        str(targets),
+        "--drafters",
+        str(drafters),
+        "--target-bps",
+        target_bps,
+        "--drafter-bps",
+        drafter_bps,
+        "--gpus",
+        str(gpus),
+        "--next-run",
+        "--json",
+    ]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tree)   # -m puts cwd first
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tree)  # -m puts cwd first
     return r.returncode, (json.loads(r.stdout) if r.returncode == 0 else None), r.stderr.strip()
 
 
@@ -89,18 +107,26 @@ def compare(table: dict, src: dict, adv: dict, mode: str, group: list[dict]) -> 
         row = row_of(adv, t["targets"], t["drafters"])
         bps, lo, hi = (row or {}).get("bps"), (row or {}).get("bps_low"), (row or {}).get("bps_high")
         naive = min(t["targets"] * p, t["drafters"] * c)
-        out.append({
-            "table": table["id"], "mode": mode, "from": f"{src['targets']}+{src['drafters']}",
-            "to": f"{t['targets']}+{t['drafters']}", "measured": t["bps"], "projected": bps,
-            "error": None if bps is None else (bps - t["bps"]) / t["bps"],
-            "inside": None if lo is None or hi is None else lo <= t["bps"] <= hi,
-            "width": None if bps in (None, 0) or lo is None or hi is None else (hi - lo) / bps,
-            "naive": naive, "naive_error": (naive - t["bps"]) / t["bps"],
-            "pick": f"{pick['target']}+{pick['drafter']}", "pick_measured": picked is not None,
-            "pick_ok": None if picked is None else picked["bps"] >= best * (1 - PICK_TOL),
-            "cannot_tell": adv["recommendation"]["verdict"] == "cannot-tell",
-            "args": adv.get("_args"),
-        })
+        out.append(
+            {
+                "table": table["id"],
+                "mode": mode,
+                "from": f"{src['targets']}+{src['drafters']}",
+                "to": f"{t['targets']}+{t['drafters']}",
+                "measured": t["bps"],
+                "projected": bps,
+                "error": None if bps is None else (bps - t["bps"]) / t["bps"],
+                "inside": None if lo is None or hi is None else lo <= t["bps"] <= hi,
+                "width": None if bps in (None, 0) or lo is None or hi is None else (hi - lo) / bps,
+                "naive": naive,
+                "naive_error": (naive - t["bps"]) / t["bps"],
+                "pick": f"{pick['target']}+{pick['drafter']}",
+                "pick_measured": picked is not None,
+                "pick_ok": None if picked is None else picked["bps"] >= best * (1 - PICK_TOL),
+                "cannot_tell": adv["recommendation"]["verdict"] == "cannot-tell",
+                "args": adv.get("_args"),
+            }
+        )
     return out
 
 
@@ -131,17 +157,21 @@ def pct(x: float | None) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| table | mode | from -> to | what-if rates | measured | projected (error) | inside 95% | width "
-            "| naive bound (error) | pick (ok) | cannot-tell |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    head = (
+        "| table | mode | from -> to | what-if rates | measured | projected (error) | inside 95% | width "
+        "| naive bound (error) | pick (ok) | cannot-tell |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [head]
     for r in rows:
         proj = "-" if r["projected"] is None else f"{r['projected']:.2f} ({pct(r['error'])})"
         inside = "-" if r["inside"] is None else ("yes" if r["inside"] else "no")
         width = "-" if r["width"] is None else f"{100 * r['width']:.1f}%"
         ok = "unmeasured" if not r["pick_measured"] else ("yes" if r["pick_ok"] else "no")
-        lines.append(f"| {r['table']} | {r['mode']} | {r['from']} -> {r['to']} | `{r['args']}` | {r['measured']:g} "
-                     f"| {proj} | {inside} | {width} | {r['naive']:.2f} ({pct(r['naive_error'])}) "
-                     f"| {r['pick']} ({ok}) | {'yes' if r['cannot_tell'] else 'no'} |")
+        lines.append(
+            f"| {r['table']} | {r['mode']} | {r['from']} -> {r['to']} | `{r['args']}` | {r['measured']:g} "
+            f"| {proj} | {inside} | {width} | {r['naive']:.2f} ({pct(r['naive_error'])}) "
+            f"| {r['pick']} ({ok}) | {'yes' if r['cannot_tell'] else 'no'} |"
+        )
     return "\n".join(lines)
 
 

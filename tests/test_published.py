@@ -1,5 +1,6 @@
 """benchmarks/published.py and published_runs.json: every split's rates agree with its measured
 throughput and regime, sources carry a commit, and the script's rows are what what-if says."""
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,15 @@ def published():
 
 def test_rates_follow_the_regime_each_table_states():
     for table in DATA["tables"]:
-        assert re.fullmatch(r"[0-9a-f]{40}", table["source"]["commit"]) and table["source"]["commit"] in table["source"]["url"]
+        assert (
+            re.fullmatch(r"[0-9a-f]{40}", table["source"]["commit"])
+            and table["source"]["commit"] in table["source"]["url"]
+        )
         for s in table["splits"]:
             assert s["targets"] + s["drafters"] == table["gpus"]
             bound, other = s["bound_by"], ("drafter" if s["bound_by"] == "target" else "target")
-            assert s["rates"][bound]["value"] == s["bps"]          # the binding side: its capacity is the flow
-            assert s["rates"][other]["lower"] == s["bps"]          # the other side: at least the flow
+            assert s["rates"][bound]["value"] == s["bps"]  # the binding side: its capacity is the flow
+            assert s["rates"][other]["lower"] == s["bps"]  # the other side: at least the flow
             lo_hi = s["rates"][bound].get("range")
             assert lo_hi is None or lo_hi[0] <= lo_hi[1]
 

@@ -33,6 +33,7 @@ matplotlib is imported inside the functions: importing this module costs nothing
 written through a bare ``Figure`` (Agg canvas), never through pyplot's global state, so
 repeated calls (``--follow``, tests) leak no figures.
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,46 +55,49 @@ PROJECTED = "tab:blue"
 RECOMMENDED = "tab:green"
 BOUND = "0.80"
 WARMUP = "0.88"
-TARGET_BINS = 80                      # time bins over a run for completion rates
-MAX_TIME_BINS = 2000                  # whatever the log's times, the rate panel never bins finer
+TARGET_BINS = 80  # time bins over a run for completion rates
+MAX_TIME_BINS = 2000  # whatever the log's times, the rate panel never bins finer
 NICE_BIN_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
-MAX_ANNOTATED_SPLITS = 10             # beyond this many splits, value labels would collide
-MAX_BAR_SPLITS = 128                  # beyond this many splits, bars under 3 px wide: lines instead
-MAX_MINOR_TICKS = 200                 # one minor tick per split up to this many splits
-MAX_DRAWN_EVENTS = 20000              # queue-depth points drawn per panel
-LABEL_GAP_EM = 1.0                    # free space between two neighbouring split labels, in font sizes
-NICE_TICK_STEPS = (1, 2, 5)           # thinned split labels fall on N = multiples of 1, 2, 5 x 10^k
-REC_MARKER, OBS_MARKER = "*", "D"     # shapes, so the two marks differ without colour
+MAX_ANNOTATED_SPLITS = 10  # beyond this many splits, value labels would collide
+MAX_BAR_SPLITS = 128  # beyond this many splits, bars under 3 px wide: lines instead
+MAX_MINOR_TICKS = 200  # one minor tick per split up to this many splits
+MAX_DRAWN_EVENTS = 20000  # queue-depth points drawn per panel
+LABEL_GAP_EM = 1.0  # free space between two neighbouring split labels, in font sizes
+NICE_TICK_STEPS = (1, 2, 5)  # thinned split labels fall on N = multiples of 1, 2, 5 x 10^k
+REC_MARKER, OBS_MARKER = "*", "D"  # shapes, so the two marks differ without colour
 REC_HATCH = "xx"
 FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
-DEFAULT_NAME = "advice.png"           # the file written into a directory given as the output
+DEFAULT_NAME = "advice.png"  # the file written into a directory given as the output
 
 
 def _axes(ax: Any) -> Any:
     if ax is None:
         import matplotlib.pyplot as plt
+
         ax = plt.gca()
     return ax
 
 
 def _title_text(text: str, limit: int = 80) -> str:
     """A run name cut to fit a title line."""
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _plain_text(fn: Any) -> Any:
     """Draw with mathtext off: run, role and queue names come from the log, and a '$' in one
     would otherwise be parsed as TeX (garbled, or an error when the figure is drawn)."""
+
     @functools.wraps(fn)
     def plain(*args: Any, **kw: Any) -> Any:
         from matplotlib import rc_context
 
         with rc_context({"text.parse_math": False}):
             out = fn(*args, **kw)
-        if hasattr(out, "xaxis"):   # a panel: its title and axis labels predate the context
+        if hasattr(out, "xaxis"):  # a panel: its title and axis labels predate the context
             for text in (out.title, out.xaxis.label, out.yaxis.label):
                 text.set_parse_math(False)
         return out
+
     return plain
 
 
@@ -152,8 +156,9 @@ def _nice_step(at_least: int) -> int:
         mag *= 10
 
 
-def _choose_split_ticks(widths_pt: np.ndarray, gap_pt: float, pt_per_split: float, targets: np.ndarray,
-                        first: list[int]) -> list[int]:
+def _choose_split_ticks(
+    widths_pt: np.ndarray, gap_pt: float, pt_per_split: float, targets: np.ndarray, first: list[int]
+) -> list[int]:
     """Indices of the splits to label so that no two labels come closer than ``gap_pt``.
 
     All of them when they fit. Otherwise the splits in ``first`` (recommended, observed), then
@@ -165,8 +170,10 @@ def _choose_split_ticks(widths_pt: np.ndarray, gap_pt: float, pt_per_split: floa
     n = len(widths_pt)
     if n == 0:
         return []
+
     def fits(i: int, j: int) -> bool:
         return abs(i - j) * pt_per_split >= (widths_pt[i] + widths_pt[j]) / 2 + gap_pt
+
     if all(fits(i, i + 1) for i in range(n - 1)):
         return list(range(n))
     step = _nice_step(math.ceil((widths_pt.max() + gap_pt) / max(pt_per_split, 1e-9)))
@@ -198,8 +205,7 @@ def _set_split_ticks(ax: Any, adv: Advice, x: np.ndarray) -> None:
             lo, hi = self.axis.get_view_interval()
             width_pt = self.axis.axes.get_window_extent().width * 72 / self.axis.axes.figure.dpi
             per = width_pt / max(hi - lo, 1e-9)
-            return [float(x[i]) for i in _choose_split_ticks(widths_pt, LABEL_GAP_EM * size_pt, per, targets,
-                                                             first)]
+            return [float(x[i]) for i in _choose_split_ticks(widths_pt, LABEL_GAP_EM * size_pt, per, targets, first)]
 
     def label(v: float, _pos: Any) -> str:
         i = int(round(v))
@@ -288,8 +294,15 @@ def _fmt_span(seconds: float) -> str:
 def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
     start = adv.observed.steady_from_s
     if start and start > 0:
-        ax.axvspan(0.0, start / scale, color=WARMUP, alpha=0.6, lw=0, zorder=0,
-                   label=f"warm-up, dropped (first {start / scale:.1f} {_time_axis_unit(scale)})")
+        ax.axvspan(
+            0.0,
+            start / scale,
+            color=WARMUP,
+            alpha=0.6,
+            lw=0,
+            zorder=0,
+            label=f"warm-up, dropped (first {start / scale:.1f} {_time_axis_unit(scale)})",
+        )
 
 
 @_plain_text
@@ -313,17 +326,24 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
     top = np.nanmax(np.concatenate([np.where(open_hi, tok, high), bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
-    mark_at = np.where(open_hi, tok, high)     # where a row's label and star sit
+    mark_at = np.where(open_hi, tok, high)  # where a row's label and star sit
     high = np.where(open_hi, top * 1.4, high)
     many = len(df) > MAX_ANNOTATED_SPLITS
     bars = len(df) <= MAX_BAR_SPLITS
     from matplotlib.patches import Patch
+
     width = 0.4
-    at = x - width / 2 if bars else x          # where a split's projection is drawn
+    at = x - width / 2 if bars else x  # where a split's projection is drawn
     if bars:
-        ax.bar(at, tok, width, color=PROJECTED, zorder=2,
-               yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
-               error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1})
+        ax.bar(
+            at,
+            tok,
+            width,
+            color=PROJECTED,
+            zorder=2,
+            yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
+            error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1},
+        )
         ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
         proj_handle = Patch(color=PROJECTED)
         bound_handle = Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
@@ -335,11 +355,20 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     rec_handle = None
     if rec in keys:
         r = keys.index(rec)
-        star = ax.plot([at[r]], [mark_at[r] if math.isfinite(mark_at[r]) else tok[r]], marker=REC_MARKER,
-                       ms=13, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
-                       transform=_above(ax, 9 if many else 20))[0]
+        star = ax.plot(
+            [at[r]],
+            [mark_at[r] if math.isfinite(mark_at[r]) else tok[r]],
+            marker=REC_MARKER,
+            ms=13,
+            color=RECOMMENDED,
+            mec="black",
+            mew=0.8,
+            ls="none",
+            zorder=5,
+            transform=_above(ax, 9 if many else 20),
+        )[0]
         rec_handle = (star, f"recommended split {_fmt(rec)}, projected")
-        if bars:   # drawn over the blue bar: green, cross-hatched, under the star
+        if bars:  # drawn over the blue bar: green, cross-hatched, under the star
             ax.bar(at[r], tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
             rec_handle = ((Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), rec_handle[1])
     obs_handle = None
@@ -347,15 +376,23 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     if obs_i is not None:
         if bars:
             ax.bar(at[obs_i], tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-        dot = ax.plot([at[obs_i]], [ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white",
-                      mew=0.8, ls="none", zorder=6)[0]
+        dot = ax.plot(
+            [at[obs_i]], [ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8, ls="none", zorder=6
+        )[0]
         obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}")
     if not many:
         for j, (xi, v, h) in enumerate(zip(x, tok, mark_at)):
             if math.isfinite(v):
                 # clear of the observed split's diamond, which sits on the bar's top
-                ax.annotate(f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}", (xi - width / 2, h), xytext=(0, 7 if j == obs_i else 3),
-                            textcoords="offset points", ha="center", va="bottom", fontsize=8)
+                ax.annotate(
+                    f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}",
+                    (xi - width / 2, h),
+                    xytext=(0, 7 if j == obs_i else 3),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
     ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
@@ -365,12 +402,20 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     tallest = int(np.nanargmax(mark_at)) if np.isfinite(mark_at).any() else 0
     ax.grid(axis="y", alpha=0.3, zorder=0)
     # the projected bars have two looks, so the legend is built by hand
-    pairs = [(proj_handle, "projected, with 95% interval"), rec_handle,
-             (bound_handle, "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")),
-             obs_handle]
+    pairs = [
+        (proj_handle, "projected, with 95% interval"),
+        rec_handle,
+        (bound_handle, "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")),
+        obs_handle,
+    ]
     pairs = [h for h in pairs if h is not None]
-    ax.legend([h for h, _ in pairs], [t for _, t in pairs], fontsize=8, framealpha=0.9,
-              loc="upper right" if tallest < len(df) / 2 else "upper left")
+    ax.legend(
+        [h for h, _ in pairs],
+        [t for _, t in pairs],
+        fontsize=8,
+        framealpha=0.9,
+        loc="upper right" if tallest < len(df) / 2 else "upper left",
+    )
     ax.set_title("Projected throughput per split")
     return ax
 
@@ -407,27 +452,54 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     else:
         ax.plot(x, eff, color="tab:purple", lw=1.6, label="efficiency (X / max capacity)", zorder=2)
         ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=f"{_unit(adv)} utilisation", zorder=2)
-    ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3,
-               label=f"gate {min_efficiency:.0%}")
+    ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3, label=f"gate {min_efficiency:.0%}")
     many = len(df) > MAX_ANNOTATED_SPLITS
     if not many:
         for xi, v in zip(x, eff):
             if math.isfinite(v):
-                ax.annotate(f"{v:.0f}", (xi - width / 2, v), xytext=(0, 2), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=8)
+                ax.annotate(
+                    f"{v:.0f}",
+                    (xi - width / 2, v),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
     # the same marks as the throughput panel. The axis is a percentage, so the star, which marks a
     # split and is no value, sits on the split axis under the pair of bars: lifted above the bars it
     # read as a share over 100%
     rec = _rec_key(adv)
     rec_i, obs_i = (keys.index(rec) if rec in keys else None), _obs_index(adv)
     if rec_i is not None:
-        ax.plot([x[rec_i]], [0.0], marker=REC_MARKER, ms=12, color=RECOMMENDED, mec="black", mew=0.8, ls="none",
-                zorder=5, clip_on=False, label=f"recommended {_fmt(rec)}")
+        ax.plot(
+            [x[rec_i]],
+            [0.0],
+            marker=REC_MARKER,
+            ms=12,
+            color=RECOMMENDED,
+            mec="black",
+            mew=0.8,
+            ls="none",
+            zorder=5,
+            clip_on=False,
+            label=f"recommended {_fmt(rec)}",
+        )
     measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
     if obs_i is not None and math.isfinite(measured):
         # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log
-        ax.plot([x[obs_i] - width / 2], [measured], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8,
-                ls="none", zorder=5, label=f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%")
+        ax.plot(
+            [x[obs_i] - width / 2],
+            [measured],
+            marker=OBS_MARKER,
+            ms=7,
+            color="black",
+            mec="white",
+            mew=0.8,
+            ls="none",
+            zorder=5,
+            label=f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%",
+        )
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
     p, c = adv.roles
@@ -468,26 +540,52 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
         edges, width = _time_edges(end_s)
         for r in roles:
             rate = _completion_rates(log, r, edges, end_s)
-            ax.stairs(rate, edges / scale, baseline=None, color=colours[r], lw=1.4,
-                      label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
+            ax.stairs(
+                rate,
+                edges / scale,
+                baseline=None,
+                color=colours[r],
+                lw=1.4,
+                label=f"{role_plural(r)} ({log.header.roles[r]}): completions",
+            )
         basis = f"from step events, {_fmt_span(width)} bins"
     else:
         rt = log.rates
         for r in roles:
             col = f"bps_{r}"
             if col in rt and rt[col].notna().any():
-                ax.step(rt["t"] / scale, rt[col], where="pre", color=colours[r], lw=1.4,
-                        label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
+                ax.step(
+                    rt["t"] / scale,
+                    rt[col],
+                    where="pre",
+                    color=colours[r],
+                    lw=1.4,
+                    label=f"{role_plural(r)} ({log.header.roles[r]}): completions",
+                )
             cap = f"cap_bps_{r}"
             if cap in rt and rt[cap].notna().any():
-                ax.step(rt["t"] / scale, rt[cap], where="pre", color=colours[r], lw=0.9, ls=":",
-                        label=f"{role_plural(r)}: logged capacity")
+                ax.step(
+                    rt["t"] / scale,
+                    rt[cap],
+                    where="pre",
+                    color=colours[r],
+                    lw=0.9,
+                    ls=":",
+                    label=f"{role_plural(r)}: logged capacity",
+                )
         basis = "from 'rates' snapshots"
     start = adv.observed.steady_from_s
     for r, cap in adv.observed.capacities_bps.items():
         if cap and math.isfinite(cap):
-            ax.hlines(cap, start / scale, end_s / scale, colors=colours.get(r, "0.3"), linestyles="--", lw=1.1,
-                      label=f"{r} capacity (fit) {cap:.3g} b/s")
+            ax.hlines(
+                cap,
+                start / scale,
+                end_s / scale,
+                colors=colours.get(r, "0.3"),
+                linestyles="--",
+                lw=1.1,
+                label=f"{r} capacity (fit) {cap:.3g} b/s",
+            )
     ax.set_xlim(0, end_s / scale)
     ax.set_ylim(bottom=0)
     ax.set_xlabel(f"time since run start ({unit})")
@@ -507,7 +605,7 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     series = queue_series(log, name)
     if series is not None:
         return (*series, "rates")
-    if not log.has_steps or log.sampled:   # the depth replay needs every step, not a sample
+    if not log.has_steps or log.sampled:  # the depth replay needs every step, not a sample
         return None
     st = log.steps
     prod, cons = log.header.producer, log.header.consumer
@@ -541,9 +639,16 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     log = adv.logs[0]
     spec = log.header.queue_feeding(log.header.consumer)
     if spec is None:
-        ax.text(0.5, 0.5, f"the log's header names no queue feeding the {role_plural(log.header.consumer)}: "
-                          f"the hand-off is modelled without a buffer",
-                ha="center", va="center", transform=ax.transAxes, wrap=True)
+        ax.text(
+            0.5,
+            0.5,
+            f"the log's header names no queue feeding the {role_plural(log.header.consumer)}: "
+            f"the hand-off is modelled without a buffer",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            wrap=True,
+        )
         return ax
     name, cap = spec.name, spec.cap
     ax.set_title(f"q_{name} occupancy (capacity {cap})")
@@ -551,8 +656,14 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     end_s = max(log.duration_s, 1e-9)
     scale, unit = _time_axis(end_s)
     if series is None:
-        ax.text(0.5, 0.5, f"no 'rates' snapshots (and no step events) in\n{Path(log.path).name}:\n"
-                          f"q_{name} occupancy was not logged", ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            f"no 'rates' snapshots (and no step events) in\n{Path(log.path).name}:\nq_{name} occupancy was not logged",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         return ax
@@ -567,10 +678,14 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
         if len(t) > MAX_DRAWN_EVENTS:
             tt = np.linspace(t[0], t[-1], MAX_DRAWN_EVENTS)
             dd = depth[np.searchsorted(t, tt, side="right") - 1]
-        ax.step(tt / scale, dd, where="post", color="tab:red", lw=0.8,
-                label=f"q_{name} depth, reconstructed from steps")
-        ax.set_title(f"q_{name} occupancy (capacity {cap})\nno 'rates' snapshots in this log: "
-                     f"depth reconstructed from step events", fontsize=11)
+        ax.step(
+            tt / scale, dd, where="post", color="tab:red", lw=0.8, label=f"q_{name} depth, reconstructed from steps"
+        )
+        ax.set_title(
+            f"q_{name} occupancy (capacity {cap})\nno 'rates' snapshots in this log: "
+            f"depth reconstructed from step events",
+            fontsize=11,
+        )
     ax.axhline(cap, color="0.3", ls=":", lw=1, label=f"capacity {cap}")
     ax.set_xlim(0, end_s / scale)
     ax.set_ylim(-0.02 * cap, cap * 1.08 if cap > 0 else 1)
@@ -666,9 +781,12 @@ def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: flo
     seen, rec = (ob.roles[p], ob.roles[c]), _rec_key(adv)
     same = " (the observed split)" if seen == rec else ""
     tok = f" ({ob.tok_s / 1e3:.1f}K tok/s)" if math.isfinite(ob.tok_s) else ""
-    fig.suptitle(f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
-                 f"{tok}, bottleneck {ob.bottleneck}; recommended split "
-                 f"{_fmt(rec)}{same}", fontsize=12)
+    fig.suptitle(
+        f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
+        f"{tok}, bottleneck {ob.bottleneck}; recommended split "
+        f"{_fmt(rec)}{same}",
+        fontsize=12,
+    )
     if path is not None:
         save_figure(fig, path)
     return fig
