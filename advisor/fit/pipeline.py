@@ -247,6 +247,27 @@ def _fit_rates(measured: Measurement) -> _Roles:
         ),
         stacklevel=3,
     )
+    _warn_rates_capacities(lg, pfit, cfit, kinds)
+    contention = _rates_contention(lg, m0.roles[producer], sum(m0.roles.values()))
+    return _Roles(
+        producer=pfit,
+        consumer=cfit,
+        tokens_mean=tokens_mean,
+        tokens_std=float("nan"),
+        seqs_mean=None,
+        tokens_range=(tokens_mean, tokens_mean),
+        observed=observed,
+        contention=contention,
+        regimes=NO_REGIMES,
+        source="rates",
+        path=lg.path,
+        tokens_measured=tokens_measured,
+    )
+
+
+def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapping[str, str]) -> None:
+    """Warn, per role of a rates-only fit, where its capacity is known only as a range or a bound."""
+    producer, consumer = pfit.role, cfit.role
     hs = lg.header.queue_feeding(consumer)
     for f, other, side in ((pfit, consumer, "it feeds"), (cfit, producer, "that feed it")):
         kind = kinds.get(f.role)
@@ -265,7 +286,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
                     f" (header cap_bps_kind), so its capacity is known only as {known} for {n} "
                     f"worker{'s' if n != 1 else ''}"
                 ),
-                stacklevel=3,
+                stacklevel=4,
             )
         elif f.lower_bound:
             n = lg.header.roles[f.role]
@@ -278,11 +299,14 @@ def _fit_rates(measured: Measurement) -> _Roles:
                     f"worker{'s' if n != 1 else ''}): no 'cap_bps', and its completions are paced{via} by the "
                     f"'{other}' workers {side}"
                 ),
-                stacklevel=3,
+                stacklevel=4,
             )
-    n_ref, g = m0.roles[producer], sum(m0.roles.values())
+
+
+def _rates_contention(lg: RunLog, n_ref: int, g: int) -> ContentionFit:
+    """Split-dependence for a rates-only log: a shared host's prior, else the GPU priors."""
     if shares_compute(lg):  # as a step log of one split on a shared host (advisor.fit.splits)
-        contention = ContentionFit(
+        return ContentionFit(
             ref_producers=n_ref,
             gpus=g,
             producer_k=0.0,
@@ -296,22 +320,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
             run_se=RUN_SE,
             prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
         )
-    else:
-        contention = gpu_priors(n_ref, g)
-    return _Roles(
-        producer=pfit,
-        consumer=cfit,
-        tokens_mean=tokens_mean,
-        tokens_std=float("nan"),
-        seqs_mean=None,
-        tokens_range=(tokens_mean, tokens_mean),
-        observed=observed,
-        contention=contention,
-        regimes=NO_REGIMES,
-        source="rates",
-        path=lg.path,
-        tokens_measured=tokens_measured,
-    )
+    return gpu_priors(n_ref, g)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
@@ -524,6 +533,59 @@ def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -
     )
 
 
+def _given_roles(
+    roles: Mapping[str, int],
+    cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
+    tokens_per_batch: float,
+    scv: float,
+) -> list[RoleFit]:
+    """Producer then consumer from given counts and capacities; the first bad one is named."""
+    names = list(roles)
+    if len(names) != 2:
+        raise ValueError(f"roles must name a producer and a consumer, got {names}")
+    fits = []
+    for r in names:
+        n = roles[r]
+        if n < 1:
+            raise ValueError(f"roles: '{r}' must have at least 1 worker, got {n}")
+        if r not in cap_bps:
+            raise ValueError(f"cap_bps: '{r}' must be > 0, got None")
+        fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
+    return fits
+
+
+def _given_sync(m: int, sync_s: float, sync_every: int) -> SyncFit:
+    """The drafter sync from a collective time ``sync_s`` given at ``m`` drafters.
+
+    One drafter count given: how the collective scales with M is unknown, as from a log at one M
+    (the point assumes a ring; the intervals reach a flat cost).
+    """
+    return SyncFit(
+        sync_every=sync_every,
+        latency_s=0.0,
+        bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
+        dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {},
+        measured=m > 1 and sync_s > 0,
+        scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0),
+    )
+
+
+def _numbers_observed(roles: Mapping[str, int], x_obs_bps: float, tokens_per_batch: float) -> ObservedRun:
+    """The run the numbers stand for: the split given, flowing at the smaller pool capacity."""
+    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
+    return ObservedRun(
+        path="<numbers>",
+        roles=dict(roles),
+        bps=x_obs_bps,
+        tok_s=x_obs_bps * tokens_per_batch,
+        steady=win,
+        done=None,
+        eta_s=None,
+        hs_mean_depth=None,
+        hs_full_share=None,
+    )
+
+
 def fit_from_numbers(
     roles: Mapping[str, int],
     cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
@@ -548,42 +610,10 @@ def fit_from_numbers(
     hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
     scv = DEFAULT_SCV if o.scv is None else o.scv
     tokens_per_batch, sync_every, sync_s = o.tokens_per_batch, o.sync_every, o.sync_s
+    fits = _given_roles(roles, cap_bps, tokens_per_batch, scv)
     names = list(roles)
-    if len(names) != 2:
-        raise ValueError(f"roles must name a producer and a consumer, got {names}")
-    fits = []
-    for r in names:
-        n = roles[r]
-        if n < 1:
-            raise ValueError(f"roles: '{r}' must have at least 1 worker, got {n}")
-        if r not in cap_bps:
-            raise ValueError(f"cap_bps: '{r}' must be > 0, got None")
-        fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
-    m = roles[names[1]]
-    # one drafter count given: how the collective scales with M is unknown, as from a log at one M
-    # (the point assumes a ring; the intervals reach a flat cost)
-    sync = SyncFit(
-        sync_every=sync_every,
-        latency_s=0.0,
-        bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
-        dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {},
-        measured=m > 1 and sync_s > 0,
-        scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0),
-    )
-    caps = [f.mu_bps * roles[f.role] for f in fits]
-    x_obs = min(caps)
-    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
-    ob = ObservedRun(
-        path="<numbers>",
-        roles=dict(roles),
-        bps=x_obs,
-        tok_s=x_obs * tokens_per_batch,
-        steady=win,
-        done=None,
-        eta_s=None,
-        hs_mean_depth=None,
-        hs_full_share=None,
-    )
+    sync = _given_sync(roles[names[1]], sync_s, sync_every)
+    ob = _numbers_observed(roles, min(f.mu_bps * roles[f.role] for f in fits), tokens_per_batch)
     loader = LoaderFit(
         input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"), pre_mean_depth=None
     )

@@ -404,65 +404,9 @@ def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: 
             )
 
 
-def parse_header(obj: Any, path: str, line: int) -> RunHeader:
-    """Validate the first event of a log and return it as a :class:`RunHeader`."""
-    if not isinstance(obj, dict):
-        raise LogError(path, line, "the first line must be a JSON object (the 'run' header)")
-    if obj.get("ev") != "run":
-        raise LogError(path, line, f"the first event must be the 'run' header, got ev={obj.get('ev')!r}", "ev")
-    v = obj.get("v", SCHEMA_VERSION)
-    if v != SCHEMA_VERSION or isinstance(v, bool):
-        raise LogError(path, line, f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})", "v")
-    check_number(obj, "t", path, line, maximum=MAX_TIME_S)
-    roles_raw = obj.get("roles")
-    if not isinstance(roles_raw, dict) or not roles_raw:
-        raise LogError(path, line, 'must be an object of role -> worker count, e.g. {"target":7,"drafter":1}', "roles")
-    if len(roles_raw) < 2:
-        raise LogError(path, line, "must name at least a producer and a consumer role", "roles")
-    roles: dict[str, int] = {}
-    for name, _n in roles_raw.items():
-        if not name or has_surrogate(name) or len(name) > 200:
-            raise LogError(
-                path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles"
-            )
-        try:
-            roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
-        except LogError as e:
-            raise LogError(path, line, f"worker count of role '{name}' {e.message}", "roles") from None
-    if sum(roles.values()) > MAX_GPUS:
-        raise LogError(path, line, f"use {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}", "roles")
-    gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
-    if gpus is not None and gpus < sum(roles.values()):
-        raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
-    k, gpus, gpn, placement, link = _engines_header(obj, roles, gpus, path, line)
-    queues_raw = obj.get("queues")
-    if queues_raw is not None and not isinstance(queues_raw, list):
-        raise LogError(
-            path,
-            line,
-            f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
-            f"got {type(queues_raw).__name__} {short_repr(queues_raw)}",
-            "queues",
-        )
-    queues = []
-    for i, q in enumerate(queues_raw or []):
-        if not isinstance(q, dict):
-            raise LogError(path, line, f"entry {i} must be an object", "queues")
-        try:
-            name = _name(q, "name", path, line, "a queue's name")
-            feeds = check_string(q, "feeds", path, line)
-            cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
-            per_worker = q.get("per_worker", False)
-            if not isinstance(per_worker, bool):
-                raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
-        except LogError as e:
-            raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
-        if feeds not in roles:
-            raise LogError(path, line, f"queue '{name}' feeds '{feeds}', which is not a role in 'roles'", "queues")
-        if any(x.name == name for x in queues):
-            raise LogError(path, line, f"queue name '{name}' appears twice", "queues")
-        queues.append(QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker))
-    known = {
+# header fields that RunHeader holds as typed attributes; the rest of the header goes to ``extra``
+_TYPED_HEADER_FIELDS = frozenset(
+    {
         "ev",
         "v",
         "t",
@@ -483,23 +427,123 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         "placement",
         "link_bytes_s",
     }
-    texts = {
-        k: check_string(obj, k, path, line, required=False)
-        for k in ("run", "hardware", "target_model", "drafter_model")
-    }
+)
+_DISPLAY_TEXTS = ("run", "hardware", "target_model", "drafter_model")
+
+
+def _check_envelope(obj: Any, path: str, line: int) -> None:
+    """The header is a JSON object with ``ev = "run"``, a supported ``v`` and a valid ``t``."""
+    if not isinstance(obj, dict):
+        raise LogError(path, line, "the first line must be a JSON object (the 'run' header)")
+    if obj.get("ev") != "run":
+        raise LogError(path, line, f"the first event must be the 'run' header, got ev={obj.get('ev')!r}", "ev")
+    v = obj.get("v", SCHEMA_VERSION)
+    if v != SCHEMA_VERSION or isinstance(v, bool):
+        raise LogError(path, line, f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})", "v")
+    check_number(obj, "t", path, line, maximum=MAX_TIME_S)
+
+
+def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]:
+    """``roles``: two or more printable names, each with 1..MAX_GPUS workers, MAX_GPUS in all."""
+    roles_raw = obj.get("roles")
+    if not isinstance(roles_raw, dict) or not roles_raw:
+        raise LogError(path, line, 'must be an object of role -> worker count, e.g. {"target":7,"drafter":1}', "roles")
+    if len(roles_raw) < 2:
+        raise LogError(path, line, "must name at least a producer and a consumer role", "roles")
+    roles: dict[str, int] = {}
+    for name, _n in roles_raw.items():
+        if not name or has_surrogate(name) or len(name) > 200:
+            raise LogError(
+                path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles"
+            )
+        try:
+            roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
+        except LogError as e:
+            raise LogError(path, line, f"worker count of role '{name}' {e.message}", "roles") from None
+    if sum(roles.values()) > MAX_GPUS:
+        raise LogError(path, line, f"use {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}", "roles")
+    return roles
+
+
+def _parse_gpus(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> int | None:
+    """``gpus`` (optional): a whole number, at least the GPUs the roles use."""
+    gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
+    if gpus is not None and gpus < sum(roles.values()):
+        raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
+    return gpus
+
+
+def _parse_queue(q: Any, i: int, path: str, line: int) -> QueueSpec:
+    """Entry ``i`` of ``queues``: an object with ``name``, ``feeds``, ``cap`` and ``per_worker``."""
+    if not isinstance(q, dict):
+        raise LogError(path, line, f"entry {i} must be an object", "queues")
+    try:
+        name = _name(q, "name", path, line, "a queue's name")
+        feeds = check_string(q, "feeds", path, line)
+        cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
+        per_worker = q.get("per_worker", False)
+        if not isinstance(per_worker, bool):
+            raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
+    except LogError as e:
+        raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
+    return QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker)
+
+
+def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> tuple[QueueSpec, ...]:
+    """``queues`` (optional): a list of queues, each feeding a role in ``roles``, names unique."""
+    queues_raw = obj.get("queues")
+    if queues_raw is not None and not isinstance(queues_raw, list):
+        raise LogError(
+            path,
+            line,
+            f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
+            f"got {type(queues_raw).__name__} {short_repr(queues_raw)}",
+            "queues",
+        )
+    queues: list[QueueSpec] = []
+    for i, q in enumerate(queues_raw or []):
+        spec = _parse_queue(q, i, path, line)
+        if spec.feeds not in roles:
+            raise LogError(
+                path, line, f"queue '{spec.name}' feeds '{spec.feeds}', which is not a role in 'roles'", "queues"
+            )
+        if any(x.name == spec.name for x in queues):
+            raise LogError(path, line, f"queue name '{spec.name}' appears twice", "queues")
+        queues.append(spec)
+    return tuple(queues)
+
+
+def _display_texts(obj: Mapping[str, Any], path: str, line: int) -> dict[str, str | None]:
+    """The display-only strings (run name, hardware, models); a lone surrogate is repaired, warned."""
+    texts = {k: check_string(obj, k, path, line, required=False) for k in _DISPLAY_TEXTS}
     bad = [k for k, v in texts.items() if v is not None and has_surrogate(v)]
     if bad:
         # display-only text: repair it, do not refuse the log over it
         warnings.warn(
             LogWarning(f"{display_path(path)}:{line}: field '{bad[0]}' holds a lone UTF-16 surrogate; shown as U+FFFD"),
-            stacklevel=3,
+            stacklevel=4,
         )
         texts = {k: printable(v) if v is not None else None for k, v in texts.items()}
+    return texts
+
+
+def parse_header(obj: Any, path: str, line: int) -> RunHeader:
+    """Validate the first event of a log and return it as a :class:`RunHeader`.
+
+    Fields are checked in a fixed order (envelope, roles, gpus, engines, queues, display texts,
+    the numbers), so the first bad field is the one named.
+    """
+    _check_envelope(obj, path, line)
+    roles = _parse_roles(obj, path, line)
+    gpus = _parse_gpus(obj, roles, path, line)
+    k, gpus, gpn, placement, link = _engines_header(obj, roles, gpus, path, line)
+    queues = _parse_queues(obj, roles, path, line)
+    texts = _display_texts(obj, path, line)
     return RunHeader(
         run=texts["run"] or "run",
         gpus=gpus,
         roles=roles,
-        queues=tuple(queues),
+        queues=queues,
         token_budget=check_number(
             obj, "token_budget", path, line, required=False, minimum=1, maximum=MAX_TOKENS, integer=True
         ),
@@ -512,7 +556,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         hs_bytes_per_token=check_number(
             obj, "hs_bytes_per_token", path, line, required=False, minimum=0, maximum=MAX_INT
         ),
-        extra={key: v for key, v in obj.items() if key not in known},
+        extra={key: v for key, v in obj.items() if key not in _TYPED_HEADER_FIELDS},
         gpus_per_worker=k,
         gpus_per_node=gpn,
         placement=placement,
