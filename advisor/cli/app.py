@@ -12,7 +12,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,9 @@ from advisor import __version__
 from advisor.cli.flags import options_of, with_options
 from advisor.errors import LogError, SettingsError
 from advisor.settings import Options, as_capacity, check_counts, check_role_names
+
+if TYPE_CHECKING:
+    from advisor.records import Run
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -346,6 +349,36 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
+def _tb_header(run: str, roles: str, queue: list[str], options: Options, **counts: Any) -> Run:
+    """The imported log's header from import-tb's --roles, --queue and engine options.
+
+    Args:
+        run: the run's name.
+        roles: ``--roles`` (workers per role, producer first).
+        queue: the ``--queue`` specs, NAME:ROLE:CAP.
+        options: the shared options (GPUs, GPUs per worker and per node).
+        counts: the run's token_budget, samples and epochs (None: not given).
+
+    Returns:
+        The `advisor.records.Run` header the imported rates events follow.
+    """
+    from advisor.records import Run
+    from advisor.tbimport import parse_queue, parse_roles
+
+    role_map = parse_roles(roles)
+    queues = [parse_queue(q, list(role_map)) for q in queue]
+    k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1]) or None
+    return Run(
+        run=run,
+        roles=role_map,
+        gpus=options.gpus,
+        queues=queues,
+        gpus_per_worker=k,
+        gpus_per_node=options.gpus_per_node,
+        **counts,
+    )
+
+
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
 @with_options(
     "import-tb",
@@ -415,9 +448,8 @@ def import_tb_cmd(
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
-    from advisor.records import Run
     from advisor.stacks import import_stack
-    from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
+    from advisor.tbimport import import_tensorboard
 
     if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
@@ -425,23 +457,9 @@ def import_tb_cmd(
     with warnings.catch_warnings(record=True) as seen:  # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
-            role_map = parse_roles(roles)
-            queues = [parse_queue(q, list(role_map)) for q in queue or []]
-            k = (
-                check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1])
-                or None
-            )
-            header = Run(
-                run=run_name or Path(events[0]).name,
-                roles=role_map,
-                gpus=options.gpus,
-                queues=queues,
-                token_budget=token_budget,
-                samples=samples,
-                epochs=epochs,
-                gpus_per_worker=k,
-                gpus_per_node=options.gpus_per_node,
-            )
+            run = run_name or Path(events[0]).name
+            counts = {"token_budget": token_budget, "samples": samples, "epochs": epochs}
+            header = _tb_header(run, roles, queue or [], options, **counts)
             if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
                 path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
             else:
