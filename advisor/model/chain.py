@@ -86,7 +86,7 @@ from functools import cache, lru_cache
 
 import numpy as np
 
-from advisor.model.link import Placement, link_pool
+from advisor.model.link import LinkResult, Placement, link_pool
 from advisor.model.params import PipelineFit, RoleFit, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
@@ -482,6 +482,128 @@ def _link_capacity(pool, sync_s_per_batch: float) -> tuple[float, float]:
     return (1.0 / per_batch, sync_s_per_batch / per_batch) if per_batch > 0 else (math.inf, 0.0)
 
 
+@dataclass(frozen=True)
+class _SplitRates:
+    """One split's per-worker rates (batches/s) after contention, the link and the sync cost."""
+
+    mu_p: float  # a producer's rate
+    mu_c_compute: float  # a consumer's rate on compute alone
+    mu_c: float  # a consumer's rate with the link's wait and the sync scaling s(M)
+    pool: LinkResult | None  # the drafter pool behind the link; None without a link
+    ranks: int  # ranks of the sync all-reduce
+    sync_link_s: float  # seconds one sync round's all-reduce holds the link
+    busy_round_s: float  # a consumer's seconds per batch in a sync round, link included
+    scaling: float  # the per-rank sync factor s(M)
+    barrier: _Barrier | None
+
+
+def _busy_per_batch(fit: PipelineFit, tokens_per_batch: float | None) -> tuple[float, float, float]:
+    """Tokens per batch and each role's busy seconds per batch: the logged means, or the token
+    model's at ``tokens_per_batch``."""
+    p, c = fit.producer, fit.consumer
+    tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
+    if tokens_per_batch is None:
+        return tokens, p.busy_mean_s, c.busy_mean_s
+    return tokens, p.busy_at(tokens), c.busy_at(tokens)
+
+
+def _link_rate(link: LinkStage | None, mu_c_compute: float) -> tuple[float, LinkResult | None]:
+    """A consumer's rate with the link's wait and transfer in it, and the pool behind the link
+    (the compute rate and None where no link carries anything)."""
+    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
+        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
+        return 1.0 / pool.consumer_s, pool
+    return mu_c_compute, None
+
+
+def _split_rates(
+    fit: PipelineFit,
+    n_consumer: int,
+    busy_s: tuple[float, float],
+    mu_scale: tuple[float, float],
+    consumer_scaling: float | None,
+    link: LinkStage | None,
+) -> _SplitRates:
+    """Per-worker rates of one split from each role's busy seconds per batch (contention in them):
+    ``mu = scale / busy``; the consumer's through the link, then times the sync scaling s(M) of its
+    ``ranks`` (``consumer_scaling`` where given), with the sync barrier where k > 0 and M > 1."""
+    busy_p, busy_c = busy_s
+    mu_p = mu_scale[0] / busy_p
+    mu_c_compute = mu_scale[1] / busy_c
+    mu_c_raw, pool = _link_rate(link, mu_c_compute)
+    ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
+    sync_link = link.sync_xfer_s if link is not None and ranks > 1 and fit.sync.sync_every > 0 else 0.0
+    # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
+    busy_round = busy_c * mu_c_compute / mu_c_raw
+    s = (
+        consumer_scaling
+        if consumer_scaling is not None
+        else _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, fit.sync.allreduce_s(ranks) + sync_link)
+    )
+    k = fit.sync.sync_every
+    bar = (
+        _Barrier(k, fit.sync.allreduce_s(ranks) + sync_link, s)
+        if k > 0 and ranks > 1 and n_consumer >= 1 and s > 0
+        else None
+    )
+    return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, pool, ranks, sync_link, busy_round, s, bar)
+
+
+def _split_capacities(
+    fit: PipelineFit, n_producer: int, n_consumer: int, r: _SplitRates, x: float
+) -> tuple[dict[str, float], float, float, float | None]:
+    """Each stage's capacity (batches/s): the two pools ``N mu_p`` and ``M mu_c``, the link where it
+    binds below both or runs saturated at ``x``, the loader where the input bounds the run. Returns
+    the capacities by stage, the link's capacity, its share spent on sync, the loader's capacity."""
+    caps = {fit.producer.role: n_producer * r.mu_p, fit.consumer.role: n_consumer * r.mu_c}
+    sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
+    link_cap, sync_share = _link_capacity(r.pool, sync_s)
+    if math.isfinite(link_cap) and link_cap <= min(caps.values()):
+        caps["link"] = link_cap
+    loader_cap = None
+    if fit.loader.input_bound and fit.loader.capacity_bps:
+        loader_cap = fit.loader.capacity_bps
+        caps["loader"] = loader_cap
+    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
+        caps["link"] = link_cap  # the drafters wait on a saturated link: it sets the pace
+    return caps, link_cap, sync_share, loader_cap
+
+
+def _bottleneck(caps: dict[str, float]) -> str:
+    """The stage with the least capacity; the link where it ties with the least."""
+    if "link" in caps and caps["link"] <= LINK_SATURATED_CAP * min(caps.values()):
+        return "link"
+    return min(caps, key=caps.get)
+
+
+def _split_interval(
+    fit: PipelineFit,
+    n_producer: int,
+    n_consumer: int,
+    workers: int,
+    x: float,
+    r: _SplitRates,
+    state: tuple,
+    tokens_per_batch: float | None,
+    consumer_scaling: float | None,
+) -> tuple[float, float, dict]:
+    """`_interval` of one split from its rates; ``state`` is ``(buffer, chain result)``."""
+    b, res = state
+    return _interval(
+        fit,
+        n_producer,
+        n_consumer,
+        workers,
+        x,
+        (r.mu_p, r.mu_c, b, r.barrier),
+        res,
+        (r.ranks, r.busy_round_s, r.sync_link_s),
+        r.scaling,
+        tokens_per_batch,
+        consumer_scaling,
+    )
+
+
 def project_split(
     fit: PipelineFit,
     n_producer: int,
@@ -512,74 +634,21 @@ def project_split(
     ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
     ``gpus_per_worker`` and ``link``: engines of several GPUs and the link (module docstring).
     """
-    p, c = fit.producer, fit.consumer
-    tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
-    if tokens_per_batch is None:
-        busy_p, busy_c = p.busy_mean_s, c.busy_mean_s
-    else:
-        busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
+    tokens, busy_p, busy_c = _busy_per_batch(fit, tokens_per_batch)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
     workers = n_producer + n_consumer if gpus_per_worker != (1, 1) else g  # contention counts engines
     k_p, k_c = fit.contention.scale(n_producer, workers)
-    busy_p, busy_c = busy_p * k_p, busy_c * k_c
-    mu_p = mu_scale[0] / busy_p
-    mu_c_compute = mu_scale[1] / busy_c
-    mu_c_raw = mu_c_compute
-    pool = None
-    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
-        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
-        mu_c_raw = 1.0 / pool.consumer_s
-    ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
-    sync_link = link.sync_xfer_s if link is not None and ranks > 1 and fit.sync.sync_every > 0 else 0.0
-    # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
-    busy_round = busy_c * mu_c_compute / mu_c_raw
-    s = (
-        consumer_scaling
-        if consumer_scaling is not None
-        else _sync_scaling_at(c, fit.sync, ranks, busy_round, fit.sync.allreduce_s(ranks) + sync_link)
-    )
-    mu_c = mu_c_raw * s
+    r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), mu_scale, consumer_scaling, link)
     b = fit.hs_cap if hs_cap is None else hs_cap
-    k = fit.sync.sync_every
-    bar = (
-        _Barrier(k, fit.sync.allreduce_s(ranks) + sync_link, s)
-        if k > 0 and ranks > 1 and n_consumer >= 1 and s > 0
-        else None
-    )
-    x, res = _pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b, bar)
-    cap_p, cap_c = n_producer * mu_p, n_consumer * mu_c
-    caps = {p.role: cap_p, c.role: cap_c}
-    link_cap, sync_share = _link_capacity(pool, sync_link / (ranks * k) if sync_link > 0 else 0.0)
-    if math.isfinite(link_cap) and link_cap <= min(caps.values()):
-        caps["link"] = link_cap
-    loader_cap = None
-    if fit.loader.input_bound and fit.loader.capacity_bps:
-        loader_cap = fit.loader.capacity_bps
-        caps["loader"] = loader_cap
+    x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
     lo = hi = math.nan
     err: dict = {}
     if interval and x > 0:
-        lo, hi, err = _interval(
-            fit,
-            n_producer,
-            n_consumer,
-            workers,
-            x,
-            (mu_p, mu_c, b, bar),
-            res,
-            (ranks, busy_round, sync_link),
-            s,
-            tokens_per_batch,
-            consumer_scaling,
+        lo, hi, err = _split_interval(
+            fit, n_producer, n_consumer, workers, x, r, (b, res), tokens_per_batch, consumer_scaling
         )
-    gpu_util = (x / mu_p * gpus_per_worker[0] + x / mu_c_compute * gpus_per_worker[1]) / g
-    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
-        caps["link"] = link_cap  # the drafters wait on a saturated link: it sets the pace
-    bottleneck = (
-        "link"
-        if "link" in caps and caps["link"] <= LINK_SATURATED_CAP * min(caps.values())
-        else min(caps, key=caps.get)
-    )
+    caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
+    cap_p, cap_c = n_producer * r.mu_p, n_consumer * r.mu_c
     return SplitResult(
         n_producer=n_producer,
         n_consumer=n_consumer,
@@ -590,8 +659,8 @@ def project_split(
         loader_cap_bps=loader_cap,
         bound_bps=min(caps.values()),
         efficiency=x / max(cap_p, cap_c),
-        gpu_util=gpu_util,
-        bottleneck=bottleneck,
+        gpu_util=(x / r.mu_p * gpus_per_worker[0] + x / r.mu_c_compute * gpus_per_worker[1]) / g,
+        bottleneck=_bottleneck(caps),
         producer_blocked=res.producer_blocked,
         consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean,
@@ -599,10 +668,10 @@ def project_split(
         x_high_bps=hi,
         producer_busy_scale=k_p,
         consumer_busy_scale=k_c,
-        consumer_compute_s=1.0 / mu_c_compute,
+        consumer_compute_s=1.0 / r.mu_c_compute,
         link_cap_bps=link_cap,
         link_util=x / link_cap if math.isfinite(link_cap) else 0.0,
-        crossing_share=pool.crossing_share if pool is not None else 0.0,
+        crossing_share=r.pool.crossing_share if r.pool is not None else 0.0,
         placement=link.placement if link is not None else None,
         link_sync_share=sync_share,
         **err,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -305,15 +306,24 @@ def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
         )
 
 
-@_plain_text
-def plot_splits(adv: Advice, ax: Any = None) -> Any:
-    """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
-    ax = _axes(ax)
+@dataclass(frozen=True)
+class _SplitBars:
+    """The splits panel's numbers, in the panel's throughput unit, one entry per split."""
+
+    x: np.ndarray  # a split's position on the axis
+    tok: np.ndarray  # the projection
+    low: np.ndarray  # the 95% interval's ends; an open upper end runs past the axes' top
+    high: np.ndarray
+    bound: np.ndarray  # the naive bound
+    mark_at: np.ndarray  # where a split's label and star sit
+    top: float  # the tallest finite value the axes must show
+    ob_rate: float  # the observed split's measured rate
+    unit: str
+
+
+def _split_bars(adv: Advice) -> _SplitBars:
+    """The projection, its interval and the naive bound per split, in tokens/s (or batches/s)."""
     df = adv.splits
-    keys, _ = _split_keys(adv)
-    p, c = adv.roles
-    rec = _rec_key(adv)
-    x = np.arange(len(df))
     per_batch, unit = _throughput_unit(adv)
     tok = df["bps"].to_numpy(float) * per_batch
     low = df["bps_low"].to_numpy(float) * per_batch
@@ -326,14 +336,17 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
     top = np.nanmax(np.concatenate([np.where(open_hi, tok, high), bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
-    mark_at = np.where(open_hi, tok, high)  # where a row's label and star sit
+    mark_at = np.where(open_hi, tok, high)
     high = np.where(open_hi, top * 1.4, high)
-    many = len(df) > MAX_ANNOTATED_SPLITS
-    bars = len(df) <= MAX_BAR_SPLITS
+    return _SplitBars(np.arange(len(df)), tok, low, high, bound, mark_at, top, ob_rate, unit)
+
+
+def _draw_projection(ax: Any, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool) -> tuple:
+    """The projection with its interval and the bound beside it: bars, or lines where bars would be
+    too thin. Returns the legend handles of the projection and of the bound."""
     from matplotlib.patches import Patch
 
-    width = 0.4
-    at = x - width / 2 if bars else x  # where a split's projection is drawn
+    x, tok, low, high = sb.x, sb.tok, sb.low, sb.high
     if bars:
         ax.bar(
             at,
@@ -344,78 +357,119 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
             yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
             error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1},
         )
-        ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
-        proj_handle = Patch(color=PROJECTED)
-        bound_handle = Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
-    else:
-        # bars a pixel wide are a grey smear: the projection as a line in its interval band
-        band = ax.fill_between(x, low, high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
-        proj_handle = (band, ax.plot(x, tok, color=PROJECTED, lw=1.6, zorder=3)[0])
-        bound_handle = ax.plot(x, bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
-    rec_handle = None
-    if rec in keys:
-        r = keys.index(rec)
-        star = ax.plot(
-            [at[r]],
-            [mark_at[r] if math.isfinite(mark_at[r]) else tok[r]],
-            marker=REC_MARKER,
-            ms=13,
-            color=RECOMMENDED,
-            mec="black",
-            mew=0.8,
-            ls="none",
-            zorder=5,
-            transform=_above(ax, 9 if many else 20),
-        )[0]
-        rec_handle = (star, f"recommended split {_fmt(rec)}, projected")
-        if bars:  # drawn over the blue bar: green, cross-hatched, under the star
-            ax.bar(at[r], tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
-            rec_handle = ((Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), rec_handle[1])
-    obs_handle = None
-    obs_i = _obs_index(adv)
-    if obs_i is not None:
-        if bars:
-            ax.bar(at[obs_i], tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-        dot = ax.plot(
-            [at[obs_i]], [ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8, ls="none", zorder=6
-        )[0]
-        obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}")
-    if not many:
-        for j, (xi, v, h) in enumerate(zip(x, tok, mark_at)):
-            if math.isfinite(v):
-                # clear of the observed split's diamond, which sits on the bar's top
-                ax.annotate(
-                    f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}",
-                    (xi - width / 2, h),
-                    xytext=(0, 7 if j == obs_i else 3),
-                    textcoords="offset points",
-                    ha="center",
-                    va="bottom",
-                    fontsize=8,
-                )
-    _set_split_ticks(ax, adv, x)
-    ax.set_xlim(-0.7, len(df) - 0.3)
-    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
-    ax.set_ylabel(f"throughput ({unit})")
-    # headroom for the legend, put on the side away from the tallest bar
-    ax.set_ylim(0, top * 1.4)
-    tallest = int(np.nanargmax(mark_at)) if np.isfinite(mark_at).any() else 0
+        ax.bar(x + width / 2, sb.bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
+        return Patch(color=PROJECTED), Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
+    # bars a pixel wide are a grey smear: the projection as a line in its interval band
+    band = ax.fill_between(x, low, high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
+    proj_handle = (band, ax.plot(x, tok, color=PROJECTED, lw=1.6, zorder=3)[0])
+    return proj_handle, ax.plot(x, sb.bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
+
+
+def _mark_recommended(
+    ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool
+) -> tuple | None:
+    """A star over the recommended split (and a green cross-hatched bar under it); its legend pair,
+    or None when the recommended split is not on the axis."""
+    from matplotlib.patches import Patch
+
+    keys, _ = _split_keys(adv)
+    rec = _rec_key(adv)
+    if rec not in keys:
+        return None
+    r = keys.index(rec)
+    star = ax.plot(
+        [at[r]],
+        [sb.mark_at[r] if math.isfinite(sb.mark_at[r]) else sb.tok[r]],
+        marker=REC_MARKER,
+        ms=13,
+        color=RECOMMENDED,
+        mec="black",
+        mew=0.8,
+        ls="none",
+        zorder=5,
+        transform=_above(ax, 9 if many else 20),
+    )[0]
+    text = f"recommended split {_fmt(rec)}, projected"
+    if not bars:
+        return star, text
+    # drawn over the blue bar: green, cross-hatched, under the star
+    ax.bar(at[r], sb.tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
+    return (Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), text
+
+
+def _mark_observed(
+    ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, obs_i: int | None
+) -> tuple | None:
+    """An outlined bar and a diamond at the measured rate on the observed split; its legend pair, or
+    None when the observed split is not on the axis."""
+    if obs_i is None:
+        return None
+    if bars:
+        ax.bar(at[obs_i], sb.tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
+    dot = ax.plot(
+        [at[obs_i]], [sb.ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8, ls="none", zorder=6
+    )[0]
+    keys, _ = _split_keys(adv)
+    return dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}"
+
+
+def _label_values(ax: Any, adv: Advice, sb: _SplitBars, width: float, obs_i: int | None) -> None:
+    """Each split's projected value over its bar."""
+    for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.mark_at)):
+        if math.isfinite(v):
+            # clear of the observed split's diamond, which sits on the bar's top
+            ax.annotate(
+                f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}",
+                (xi - width / 2, h),
+                xytext=(0, 7 if j == obs_i else 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+
+
+def _splits_legend(ax: Any, sb: _SplitBars, pairs: list) -> None:
+    """The legend of (handle, text) ``pairs`` (None left out), on the side away from the tallest bar."""
+    tallest = int(np.nanargmax(sb.mark_at)) if np.isfinite(sb.mark_at).any() else 0
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    # the projected bars have two looks, so the legend is built by hand
-    pairs = [
-        (proj_handle, "projected, with 95% interval"),
-        rec_handle,
-        (bound_handle, "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")),
-        obs_handle,
-    ]
     pairs = [h for h in pairs if h is not None]
     ax.legend(
         [h for h, _ in pairs],
         [t for _, t in pairs],
         fontsize=8,
         framealpha=0.9,
-        loc="upper right" if tallest < len(df) / 2 else "upper left",
+        loc="upper right" if tallest < len(sb.x) / 2 else "upper left",
     )
+
+
+@_plain_text
+def plot_splits(adv: Advice, ax: Any = None) -> Any:
+    """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
+    ax = _axes(ax)
+    p, c = adv.roles
+    sb = _split_bars(adv)
+    n = len(sb.x)
+    many = n > MAX_ANNOTATED_SPLITS
+    bars = n <= MAX_BAR_SPLITS
+    width = 0.4
+    at = sb.x - width / 2 if bars else sb.x  # where a split's projection is drawn
+    proj_handle, bound_handle = _draw_projection(ax, sb, at, width, bars, many)
+    rec_handle = _mark_recommended(ax, adv, sb, at, width, bars, many)
+    obs_i = _obs_index(adv)
+    obs_handle = _mark_observed(ax, adv, sb, at, width, bars, obs_i)
+    if not many:
+        _label_values(ax, adv, sb, width, obs_i)
+    _set_split_ticks(ax, adv, sb.x)
+    ax.set_xlim(-0.7, n - 0.3)
+    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
+    ax.set_ylabel(f"throughput ({sb.unit})")
+    # headroom for the legend, put on the side away from the tallest bar
+    ax.set_ylim(0, sb.top * 1.4)
+    # the projected bars have two looks, so the legend is built by hand
+    bound_text = "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")
+    pairs = [(proj_handle, "projected, with 95% interval"), rec_handle, (bound_handle, bound_text), obs_handle]
+    _splits_legend(ax, sb, pairs)
     ax.set_title("Projected throughput per split")
     return ax
 
@@ -627,6 +681,55 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     return times, depth, np.clip(hold, 0, None), "steps"
 
 
+def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> None:
+    """The queue's depth over time: the 'rates' snapshots as they are, or the depth reconstructed
+    from step events (sampled on a grid of MAX_DRAWN_EVENTS points where there are more), said so in
+    the title."""
+    t, depth, _, source = series
+    if source == "rates":
+        ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
+        return
+    # one point per event is millions on a long run: draw the step function sampled on a
+    # fine grid (the distribution below still uses every event)
+    tt, dd = t, depth
+    if len(t) > MAX_DRAWN_EVENTS:
+        tt = np.linspace(t[0], t[-1], MAX_DRAWN_EVENTS)
+        dd = depth[np.searchsorted(t, tt, side="right") - 1]
+    ax.step(tt / scale, dd, where="post", color="tab:red", lw=0.8, label=f"q_{name} depth, reconstructed from steps")
+    ax.set_title(
+        f"q_{name} occupancy (capacity {cap})\nno 'rates' snapshots in this log: depth reconstructed from step events",
+        fontsize=11,
+    )
+
+
+def _steady_inset(ax: Any, series: tuple, cap: int, steady_from_s: float) -> bool:
+    """The time-weighted depth distribution over the steady part in an inset, placed where the line
+    is not. Returns whether the queue is mostly full (mean depth over half its capacity; True when
+    the steady part holds no weight, and no inset is drawn)."""
+    t, depth, weight, _ = series
+    steady = t >= steady_from_s
+    if not (steady.any() and weight[steady].sum() > 0):
+        return True
+    d, w = depth[steady], weight[steady]
+    mean = float(np.average(d, weights=w))
+    full = float(np.average(d >= cap - 0.5, weights=w)) if cap > 0 else float("nan")
+    mostly_full = mean > cap / 2
+    # put the inset where the line is not: a mostly full queue leaves the lower half empty
+    box = [0.58, 0.1, 0.38, 0.42] if mostly_full else [0.58, 0.5, 0.38, 0.42]
+    ins = ax.inset_axes(box)
+    edges = np.arange(-0.5, cap + 1.5, 1.0) if cap <= 60 else np.linspace(-0.5, cap + 0.5, 31)
+    hist, _ = np.histogram(d, bins=edges, weights=w)
+    share = 100 * hist / hist.sum()
+    ins.barh((edges[:-1] + edges[1:]) / 2, share, height=np.diff(edges) * 0.9, color="tab:red", alpha=0.7)
+    ins.set_ylim(edges[0], edges[-1])
+    ins.set_xlabel("% of steady time", fontsize=7)
+    ins.set_ylabel("depth", fontsize=7)
+    ins.tick_params(labelsize=7)
+    ins.set_title(f"steady state: mean {mean:.1f}/{cap}, full {full:.0%}", fontsize=7.5)
+    ins.patch.set_alpha(0.92)
+    return mostly_full
+
+
 @_plain_text
 def plot_queue(adv: Advice, ax: Any = None) -> Any:
     """q_hs depth over time with its steady-state distribution in an inset."""
@@ -667,51 +770,15 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
         ax.set_xticks([])
         ax.set_yticks([])
         return ax
-    t, depth, weight, source = series
     _shade_warmup(ax, adv, scale)
-    if source == "rates":
-        ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
-    else:
-        # one point per event is millions on a long run: draw the step function sampled on a
-        # fine grid (the distribution below still uses every event)
-        tt, dd = t, depth
-        if len(t) > MAX_DRAWN_EVENTS:
-            tt = np.linspace(t[0], t[-1], MAX_DRAWN_EVENTS)
-            dd = depth[np.searchsorted(t, tt, side="right") - 1]
-        ax.step(
-            tt / scale, dd, where="post", color="tab:red", lw=0.8, label=f"q_{name} depth, reconstructed from steps"
-        )
-        ax.set_title(
-            f"q_{name} occupancy (capacity {cap})\nno 'rates' snapshots in this log: "
-            f"depth reconstructed from step events",
-            fontsize=11,
-        )
+    _draw_depth(ax, series, name, cap, scale)
     ax.axhline(cap, color="0.3", ls=":", lw=1, label=f"capacity {cap}")
     ax.set_xlim(0, end_s / scale)
     ax.set_ylim(-0.02 * cap, cap * 1.08 if cap > 0 else 1)
     ax.set_xlabel(f"time since run start ({unit})")
     ax.set_ylabel(f"q_{name} depth (batches)")
     ax.grid(alpha=0.3)
-    steady = t >= adv.observed.steady_from_s
-    mostly_full = True
-    if steady.any() and weight[steady].sum() > 0:
-        d, w = depth[steady], weight[steady]
-        mean = float(np.average(d, weights=w))
-        full = float(np.average(d >= cap - 0.5, weights=w)) if cap > 0 else float("nan")
-        mostly_full = mean > cap / 2
-        # put the inset where the line is not: a mostly full queue leaves the lower half empty
-        box = [0.58, 0.1, 0.38, 0.42] if mostly_full else [0.58, 0.5, 0.38, 0.42]
-        ins = ax.inset_axes(box)
-        edges = np.arange(-0.5, cap + 1.5, 1.0) if cap <= 60 else np.linspace(-0.5, cap + 0.5, 31)
-        hist, _ = np.histogram(d, bins=edges, weights=w)
-        share = 100 * hist / hist.sum()
-        ins.barh((edges[:-1] + edges[1:]) / 2, share, height=np.diff(edges) * 0.9, color="tab:red", alpha=0.7)
-        ins.set_ylim(edges[0], edges[-1])
-        ins.set_xlabel("% of steady time", fontsize=7)
-        ins.set_ylabel("depth", fontsize=7)
-        ins.tick_params(labelsize=7)
-        ins.set_title(f"steady state: mean {mean:.1f}/{cap}, full {full:.0%}", fontsize=7.5)
-        ins.patch.set_alpha(0.92)
+    mostly_full = _steady_inset(ax, series, cap, adv.observed.steady_from_s)
     ax.legend(loc="lower left" if mostly_full else "upper left", fontsize=8, framealpha=0.9)
     return ax
 
