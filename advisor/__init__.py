@@ -8,6 +8,7 @@ pipeline, from its rate logs.
 
 Heavy modules (pandas, scipy) load on first use, so ``import advisor`` stays cheap.
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"
@@ -17,14 +18,18 @@ __all__ = ["Advice", "Options", "advise", "advise_numbers", "load_log", "LogErro
 def __getattr__(name: str):
     if name in ("advise", "advise_numbers", "Advice"):
         from advisor.advice import Advice, advise, advise_numbers
+
         return {"advise": advise, "advise_numbers": advise_numbers, "Advice": Advice}[name]
     if name == "Options":
         from advisor.settings import Options
+
         return Options
     if name == "load_log":
         from advisor.ingest.load import load_log
+
         return load_log
     if name == "LogError":
         from advisor.errors import LogError
+
         return LogError
     raise AttributeError(f"module 'advisor' has no attribute {name!r}")

@@ -8,14 +8,16 @@ receives; the verdict is a `~advisor.decide.rules.Decision` (data) whose wording
 `advisor.decide.reasons` writes from the same table the report prints
 (`advisor.present.text` lays it out).
 """
+
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -35,12 +37,23 @@ from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.probed import compare_probed
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
-from advisor.settings import (ENGINE_SCALING_SE, LINK_SE, Capacity, Logged, Options, Settings,
-                              build_settings, check_role_names, check_roles, role_count, role_plural)
+from advisor.settings import (
+    ENGINE_SCALING_SE,
+    LINK_SE,
+    Capacity,
+    Logged,
+    Options,
+    Settings,
+    build_settings,
+    check_role_names,
+    check_roles,
+    role_count,
+    role_plural,
+)
 
 EXACT_GAP_WARN_PCT = 3.0
 JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
-CROSSING_GAP = 0.05      # crossing share measured vs uniform mixing: a caveat past 5 points
+CROSSING_GAP = 0.05  # crossing share measured vs uniform mixing: a caveat past 5 points
 
 
 @dataclass(frozen=True)
@@ -52,10 +65,10 @@ class Recommendation:
     reasons: tuple[str, ...]
     holds_unless: tuple[str, ...]
     gain_pct: float
-    p_best: float | None = None               # the recommended split within 2% of the best (0-1)
-    expected_gain_pct: float | None = None    # `advisor.decide.rules.Decision.expected_gain_pct`
+    p_best: float | None = None  # the recommended split within 2% of the best (0-1)
+    expected_gain_pct: float | None = None  # `advisor.decide.rules.Decision.expected_gain_pct`
     expected_regret_pct: float | None = None  # expected shortfall against the best, %
-    close_call: bool = False                  # the two best splits both within the resolution
+    close_call: bool = False  # the two best splits both within the resolution
 
 
 @dataclass(frozen=True)
@@ -78,9 +91,11 @@ class Advice:
 
     def __repr__(self) -> str:
         d = self.decision
-        return (f"<Advice {self.run!r}: {self.gpus} GPUs, {d.verdict.value} {d.recommended} "
-                f"({self.splits.at[d.recommended, 'bps']:.3g} b/s), {len(self.splits)} splits, "
-                f"{len(self.warnings)} caveat(s)>")
+        return (
+            f"<Advice {self.run!r}: {self.gpus} GPUs, {d.verdict.value} {d.recommended} "
+            f"({self.splits.at[d.recommended, 'bps']:.3g} b/s), {len(self.splits)} splits, "
+            f"{len(self.warnings)} caveat(s)>"
+        )
 
     @property
     def roles(self) -> tuple[str, str]:
@@ -102,19 +117,28 @@ class Advice:
         d = self.decision
         p, c = self.roles
         n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
-        return Recommendation(roles={p: n, c: m}, verdict=d.verdict.value,
-                              reasons=tuple(reasons(d, self.splits, self.fit, self.observed)
-                                            + [x for x in (odds_sentence(d, self.probed),) if x]
-                                            + placement_reasons(d, self.splits, self.fit)),
-                              holds_unless=tuple(holds_unless(d, self.fit)), gain_pct=d.gain_pct,
-                              p_best=d.p_best, expected_gain_pct=d.expected_gain_pct,
-                              expected_regret_pct=d.expected_regret_pct, close_call=d.close_call)
+        return Recommendation(
+            roles={p: n, c: m},
+            verdict=d.verdict.value,
+            reasons=tuple(
+                reasons(d, self.splits, self.fit, self.observed)
+                + [x for x in (odds_sentence(d, self.probed),) if x]
+                + placement_reasons(d, self.splits, self.fit)
+            ),
+            holds_unless=tuple(holds_unless(d, self.fit)),
+            gain_pct=d.gain_pct,
+            p_best=d.p_best,
+            expected_gain_pct=d.expected_gain_pct,
+            expected_regret_pct=d.expected_regret_pct,
+            close_call=d.close_call,
+        )
 
-    def judge(self, roles: Mapping[str, int]) -> "Advice":
+    def judge(self, roles: Mapping[str, int]) -> Advice:
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
         is re-derived). Raises `advisor.errors.SettingsError` when the split is not one of G."""
-        s = replace(self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus,
-                                                     self.settings.gpus_per_worker))
+        s = replace(
+            self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus, self.settings.gpus_per_worker)
+        )
         return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
@@ -134,24 +158,34 @@ class Advice:
         """One row of the table as the JSON's split object (the one conversion, so they agree)."""
         p, c = self.roles
         r = self._rows[label]
-        out = {"roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])}, "bps": _num(r["bps"]),
-               "tok_s": _num(r["tok_s"], 1), "bps_low": _num(r["bps_low"]), "bps_high": _num(r["bps_high"]),
-               "bps_high_open": bool(r.get("bps_high_open", False)),
-               "efficiency": _num(r["efficiency"]), "gpu_util": _num(r["gpu_util"]),
-               "bottleneck": str(r["bottleneck"]), "eta_s": _num(r["eta_s"], 0), "bound_bps": _num(r["bound_bps"]),
-               "capacities_bps": {k: _num(r[f"cap_{k}_bps"]) for k in (p, c, "loader")
-                                  if _num(r[f"cap_{k}_bps"]) is not None},
-               "observed": bool(r["observed"]), f"{p}_blocked": _num(r[f"{p}_blocked"]),
-               f"{c}_starved": _num(r[f"{c}_starved"]), "hs_mean_depth": _num(r["hs_mean_depth"], 2),
-               "method": str(r["method"])}
+        out = {
+            "roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])},
+            "bps": _num(r["bps"]),
+            "tok_s": _num(r["tok_s"], 1),
+            "bps_low": _num(r["bps_low"]),
+            "bps_high": _num(r["bps_high"]),
+            "bps_high_open": bool(r.get("bps_high_open", False)),
+            "efficiency": _num(r["efficiency"]),
+            "gpu_util": _num(r["gpu_util"]),
+            "bottleneck": str(r["bottleneck"]),
+            "eta_s": _num(r["eta_s"], 0),
+            "bound_bps": _num(r["bound_bps"]),
+            "capacities_bps": {
+                k: _num(r[f"cap_{k}_bps"]) for k in (p, c, "loader") if _num(r[f"cap_{k}_bps"]) is not None
+            },
+            "observed": bool(r["observed"]),
+            f"{p}_blocked": _num(r[f"{p}_blocked"]),
+            f"{c}_starved": _num(r[f"{c}_starved"]),
+            "hs_mean_depth": _num(r["hs_mean_depth"], 2),
+            "method": str(r["method"]),
+        }
         if r["observed"] and _num(r["observed_bps"]) is not None:
             out["observed_bps"] = _num(r["observed_bps"])
         if "bps_exact" in r:
             out["bps_exact"] = _num(r["bps_exact"])
         if self.decision.odds is not None:
             o = self.decision.odds.of(label)
-            out.update({"p_best": _num(o.p_best), "p_top": _num(o.p_top),
-                        "expected_regret_pct": _num(o.regret_pct, 2)})
+            out.update({"p_best": _num(o.p_best), "p_top": _num(o.p_top), "expected_regret_pct": _num(o.regret_pct, 2)})
         out.update(engine_json(r, p, c))
         return out
 
@@ -161,10 +195,15 @@ class Advice:
         pr = self.decision.probe
         if pr is None:
             return None
-        return {"split": self.split_json(pr.split)["roles"],
-                "splits": [self.split_json(x)["roles"] for x in pr.splits],
-                "seconds": _num(pr.seconds_each, 0), "gpu_hours": _num(pr.gpu_hours, 3), "worth_it": pr.worth_it,
-                "regret_now_pct": _num(pr.regret_now_pct, 2), "regret_after_pct": _num(pr.regret_after_pct, 2)}
+        return {
+            "split": self.split_json(pr.split)["roles"],
+            "splits": [self.split_json(x)["roles"] for x in pr.splits],
+            "seconds": _num(pr.seconds_each, 0),
+            "gpu_hours": _num(pr.gpu_hours, 3),
+            "worth_it": pr.worth_it,
+            "regret_now_pct": _num(pr.regret_now_pct, 2),
+            "regret_after_pct": _num(pr.regret_after_pct, 2),
+        }
 
     def capacity_basis(self) -> dict[str, Any]:
         """What each role's capacity rests on (`advisor.model.params.Basis`), with the known range
@@ -173,7 +212,7 @@ class Advice:
         out = {}
         for rf in (self.fit.producer, self.fit.consumer):
             n = ob.roles.get(rf.role, 0)
-            lo, hi = (rf.mu_range_bps if rf.ranged else (rf.mu_bps, rf.mu_bps))
+            lo, hi = rf.mu_range_bps if rf.ranged else (rf.mu_bps, rf.mu_bps)
             out[rf.role] = {"kind": rf.basis.value, "low_bps": _num(lo * n), "high_bps": _num(hi * n)}
         return out
 
@@ -183,32 +222,63 @@ class Advice:
         ob, d, rec = self.observed, self.decision, self.recommendation
         m = d.margin
         return {
-            "schema": JSON_SCHEMA_VERSION, "run": self.run, "gpus": self.gpus,
-            "observed": {"roles": dict(ob.roles), "bps": _num(ob.bps), "tok_s": _num(ob.tok_s, 1),
-                         "efficiency": _num(ob.efficiency), "bottleneck": ob.bottleneck,
-                         "steady_from_s": _num(ob.steady_from_s, 1),
-                         "capacities_bps": {k: _num(v) for k, v in ob.capacities_bps.items()}},
+            "schema": JSON_SCHEMA_VERSION,
+            "run": self.run,
+            "gpus": self.gpus,
+            "observed": {
+                "roles": dict(ob.roles),
+                "bps": _num(ob.bps),
+                "tok_s": _num(ob.tok_s, 1),
+                "efficiency": _num(ob.efficiency),
+                "bottleneck": ob.bottleneck,
+                "steady_from_s": _num(ob.steady_from_s, 1),
+                "capacities_bps": {k: _num(v) for k, v in ob.capacities_bps.items()},
+            },
             "splits": [self.split_json(str(lbl)) for lbl in self.splits.index],
             "recommendation": {
-                "roles": dict(rec.roles), "verdict": rec.verdict, "reasons": list(rec.reasons),
-                "holds_unless": list(rec.holds_unless), "gain_pct": _num(d.gain_pct, 2), "rule": d.rule,
+                "roles": dict(rec.roles),
+                "verdict": rec.verdict,
+                "reasons": list(rec.reasons),
+                "holds_unless": list(rec.holds_unless),
+                "gain_pct": _num(d.gain_pct, 2),
+                "rule": d.rule,
                 "provisional": provisional(d, self.fit),
                 "action": (d.action or d.verdict).value,
-                "p_best": _num(rec.p_best), "expected_gain_pct": _num(rec.expected_gain_pct, 2),
-                "expected_regret_pct": _num(rec.expected_regret_pct, 2), "close_call": rec.close_call,
+                "p_best": _num(rec.p_best),
+                "expected_gain_pct": _num(rec.expected_gain_pct, 2),
+                "expected_regret_pct": _num(rec.expected_regret_pct, 2),
+                "close_call": rec.close_call,
                 "probe": self.probe_json(),
                 "judged": self.split_json(d.described),
-                "runner_up": ({"roles": self.split_json(d.runner_up)["roles"], "bps": _num(self.splits.at[
-                    d.runner_up, "bps"]), "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"])}
-                    if d.runner_up else None),
-                "margin": ({"stable": m.stable, "best_low": _num(m.best_low), "runner_up_high": _num(m.runner_up_high),
-                            "best": self.split_json(m.higher)["roles"], "separated": m.separated,
-                            "lead_low_pct": _num(m.lead_low_pct, 2), "lead_high_pct": _num(m.lead_high_pct, 2)}
-                           if m else None),
+                "runner_up": (
+                    {
+                        "roles": self.split_json(d.runner_up)["roles"],
+                        "bps": _num(self.splits.at[d.runner_up, "bps"]),
+                        "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"]),
+                    }
+                    if d.runner_up
+                    else None
+                ),
+                "margin": (
+                    {
+                        "stable": m.stable,
+                        "best_low": _num(m.best_low),
+                        "runner_up_high": _num(m.runner_up_high),
+                        "best": self.split_json(m.higher)["roles"],
+                        "separated": m.separated,
+                        "lead_low_pct": _num(m.lead_low_pct, 2),
+                        "lead_high_pct": _num(m.lead_high_pct, 2),
+                    }
+                    if m
+                    else None
+                ),
                 "settings": self.settings.to_json(),
             },
-            "queues": ({"hs": {"cap": d.queue.cap, "advice": queue_text(d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
-                       if d.queue is not None else {}),
+            "queues": (
+                {"hs": {"cap": d.queue.cap, "advice": queue_text(d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
+                if d.queue is not None
+                else {}
+            ),
             "warnings": list(self.warnings),
             "capacity_basis": self.capacity_basis(),
             **({"gate": dict(self.gate)} if self.gate else {}),
@@ -226,9 +296,13 @@ def engine_json(r: Mapping[str, Any], p: str, c: str) -> dict[str, Any]:
         out["placement_text"] = r["placement"]
         out["layout"] = r["layout"]
         out["other_layout_bps"] = _num(r["bps_other_layout"])
-        out["link"] = {"cap_bps": _num(r["cap_link_bps"]), "util": _num(r["link_util"]),
-                       "crossing_share": _num(r["crossing_share"]), "hs_share": _num(r["link_hs_share"]),
-                       "sync_share": _num(r["link_sync_share"])}
+        out["link"] = {
+            "cap_bps": _num(r["cap_link_bps"]),
+            "util": _num(r["link_util"]),
+            "crossing_share": _num(r["crossing_share"]),
+            "hs_share": _num(r["link_hs_share"]),
+            "sync_share": _num(r["link_sync_share"]),
+        }
     return out
 
 
@@ -251,9 +325,13 @@ def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
     df = splits.copy()
     df["bps_low"] = df[["bps_low", "bps"]].min(axis=1) * (1 - d)
     df["bps_high"] = df[["bps_high", "bps"]].max(axis=1) * (1 + d)
-    warnings.warn(AssumptionWarning(
-        f"the pace moved {ev.drift_pct:+.1f}% between the halves of the steady window: every interval is widened "
-        f"by {100 * d:.0f}%"), stacklevel=2)
+    warnings.warn(
+        AssumptionWarning(
+            f"the pace moved {ev.drift_pct:+.1f}% between the halves of the steady window: every interval is widened "
+            f"by {100 * d:.0f}%"
+        ),
+        stacklevel=2,
+    )
     return df
 
 
@@ -262,18 +340,26 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
     c = fit.roles[1]
     if settings.extrapolated_tokens:
         lo, hi = settings.logged_tokens_range
-        warnings.warn(AssumptionWarning(
-            f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
-            f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
-            f"budget, given with the others, pins it down"))
+        warnings.warn(
+            AssumptionWarning(
+                f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
+                f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
+                f"budget, given with the others, pins it down"
+            ),
+            stacklevel=2,
+        )
     _warn_engines(fit, settings)
     _warn_slope_at_another_g(fit, settings)
     judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
     if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
-        warnings.warn(AssumptionWarning(
-            f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
-            f"assumed 0; "
-            f"see 'holds unless' for how the verdict depends on per-{c} scaling"))
+        warnings.warn(
+            AssumptionWarning(
+                f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
+                f"assumed 0; "
+                f"see 'holds unless' for how the verdict depends on per-{c} scaling"
+            ),
+            stacklevel=2,
+        )
 
 
 def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> None:
@@ -286,12 +372,16 @@ def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> None:
     if not (ct.measured or any(ct.prior_k)):
         return
     p = fit.roles[0]
-    warnings.warn(AssumptionWarning(
-        f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
-        f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
-        f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
-        f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
-        f"{settings.units()} measure it"))
+    warnings.warn(
+        AssumptionWarning(
+            f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
+            f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
+            f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
+            f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
+            f"{settings.units()} measure it"
+        ),
+        stacklevel=2,
+    )
 
 
 def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
@@ -299,26 +389,43 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
     for i, role in enumerate(fit.roles):
         k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
         if k != k_log:
-            warnings.warn(AssumptionWarning(
-                f"{role} engines of {k} GPUs projected from a log of {k_log}-GPU engines: an engine's rate is taken "
-                f"as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged one; the "
-                f"intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per engine measures it"))
+            warnings.warn(
+                AssumptionWarning(
+                    f"{role} engines of {k} GPUs projected from a log of {k_log}-GPU engines: an engine's rate is "
+                    "taken "
+                    f"as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged one; the "
+                    f"intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per engine "
+                    "measures it"
+                ),
+                stacklevel=2,
+            )
     if settings.nodes <= 1:
         return
     if not settings.link_bytes_s or not fit.hs_bytes_per_token:
         what = "its bandwidth is unknown" if fit.hs_bytes_per_token else "the log has no hs_bytes_per_token"
-        warnings.warn(AssumptionWarning(
-            f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken as "
-            f"free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed nodes"))
+        warnings.warn(
+            AssumptionWarning(
+                f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken "
+                "as "
+                "free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed "
+                "nodes"
+            ),
+            stacklevel=2,
+        )
     _warn_crossing(fit)
     _warn_local_sync(fit, settings)
     if settings.link_source == "measured":
         return
     if settings.link_source is not None:
         whence = "given (--link-gbytes-s)" if settings.link_source == "given" else "the header's link_bytes_s"
-        warnings.warn(AssumptionWarning(
-            f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured from "
-            f"batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"))
+        warnings.warn(
+            AssumptionWarning(
+                f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured "
+                "from "
+                f"batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"
+            ),
+            stacklevel=2,
+        )
 
 
 def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
@@ -329,12 +436,16 @@ def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
     if not any(local_placement(settings, n, m) is not None for n, m in settings.engine_pairs()):
         return
     c = fit.roles[1]
-    why = (f"the log's {c}s do not sync (sync_every 0)" if fit.sync.sync_every <= 0
-           else "its sync events carry no bytes")
-    warnings.warn(AssumptionWarning(
-        f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over the "
-        f"link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} scaling "
-        f"the verdict needs, and a log with sync events (and their bytes) measures it"))
+    why = f"the log's {c}s do not sync (sync_every 0)" if fit.sync.sync_every <= 0 else "its sync events carry no bytes"
+    warnings.warn(
+        AssumptionWarning(
+            f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over "
+            "the "
+            f"link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} scaling "
+            f"the verdict needs, and a log with sync events (and their bytes) measures it"
+        ),
+        stacklevel=2,
+    )
 
 
 def _warn_crossing(fit: PipelineFit) -> None:
@@ -346,18 +457,23 @@ def _warn_crossing(fit: PipelineFit) -> None:
     pl = Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
     uniform, seen = pl.crossing_share(), lk.first_crossed / lk.steps_known
     if abs(seen - uniform) > CROSSING_GAP:
-        warnings.warn(AssumptionWarning(
-            f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
-            f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the shared "
-            f"queue's order ties origin to drafter, so at placements that mix targets and drafters on a node the "
-            f"link carries more (or less) than projected; compare placements by short logs of each"))
+        warnings.warn(
+            AssumptionWarning(
+                f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
+                f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the "
+                "shared "
+                f"queue's order ties origin to drafter, so at placements that mix targets and drafters on a node the "
+                f"link carries more (or less) than projected; compare placements by short logs of each"
+            ),
+            stacklevel=2,
+        )
 
 
 def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
     if fit.source == "steps" and settings.own_budget and settings.nodes > 1:
-        splits = refine_placements(fit, tuple(logs), settings, project(fit, settings))   # the queue and link, simulated
+        splits = refine_placements(fit, tuple(logs), settings, project(fit, settings))  # the queue and link, simulated
     elif fit.source == "steps" and settings.own_budget:
         splits = _refined(fit, tuple(logs), settings)
     else:
@@ -374,14 +490,20 @@ def _refined(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings) -> 
 
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
     if fit.source != "steps" or not settings.own_budget:
-        warnings.warn(AssumptionWarning("--exact needs step events and the log's own token budget; skipped"))
+        warnings.warn(
+            AssumptionWarning("--exact needs step events and the log's own token budget; skipped"), stacklevel=2
+        )
         return splits
     out = simulate_splits(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     worst = out["exact_gap_pct"].abs().idxmax()
     if abs(out.at[worst, "exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
-        warnings.warn(AssumptionWarning(
-            f"the analytic model and the exact simulation differ by {out.at[worst, 'exact_gap_pct']:+.1f}% at "
-            f"{worst}: trust the simulation there"))
+        warnings.warn(
+            AssumptionWarning(
+                f"the analytic model and the exact simulation differ by {out.at[worst, 'exact_gap_pct']:+.1f}% at "
+                f"{worst}: trust the simulation there"
+            ),
+            stacklevel=2,
+        )
     return out
 
 
@@ -389,9 +511,13 @@ def _evidence(fit: PipelineFit, logs: Sequence[RunLog]) -> Evidence:
     """What the first log can carry (`advisor.decide.evidence`), with a caveat when it is thin."""
     ev = gather(fit, tuple(logs))
     if ev.thin and fit.source != "numbers":
-        warnings.warn(SteadyStateWarning(
-            f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "
-            f"noise only, so treat the projections as provisional"))
+        warnings.warn(
+            SteadyStateWarning(
+                f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "
+                f"noise only, so treat the projections as provisional"
+            ),
+            stacklevel=2,
+        )
     return ev
 
 
@@ -404,8 +530,9 @@ def _caveats(*batches: Sequence[warnings.WarningMessage]) -> tuple[str, ...]:
     return tuple(texts)
 
 
-def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str,
-            caught: list[warnings.WarningMessage]) -> Advice:
+def _finish(
+    fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str, caught: list[warnings.WarningMessage]
+) -> Advice:
     """From the fit on: project -> reconcile -> evidence -> decide, then the Advice."""
     with warnings.catch_warnings(record=True) as more:
         warnings.simplefilter("always")
@@ -414,12 +541,22 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
         splits, recon = reconcile(fit, settings, splits)
         splits = compare_probed(fit, splits)
         ev = _evidence(fit, logs)
-        if "probe_segments" not in splits.columns:     # a probe's rounds carry the drift in its rows' noise
+        if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
             splits = _widen_for_drift(splits, ev)
         decision = decide(fit, splits, settings, ev)
         observed = observed_split(fit, settings, splits)
-    return Advice(run=run, gpus=settings.gpus, fit=fit, splits=splits, observed=observed, decision=decision,
-                  settings=settings, warnings=_caveats(caught, more), reconciliation=recon, logs=tuple(logs))
+    return Advice(
+        run=run,
+        gpus=settings.gpus,
+        fit=fit,
+        splits=splits,
+        observed=observed,
+        decision=decision,
+        settings=settings,
+        warnings=_caveats(caught, more),
+        reconciliation=recon,
+        logs=tuple(logs),
+    )
 
 
 @dataclass(frozen=True)
@@ -437,12 +574,21 @@ class Fitted:
     def logged(self) -> Logged:
         """What the logs showed, that an option not given falls back to."""
         head, fit = self.logs[0].header, self.fit
-        return Logged(roles=fit.roles, gpus=head.gpus, hs_cap=fit.hs_cap, tokens_mean=fit.tokens_mean,
-                      tokens_range=fit.tokens_range, token_budget=head.token_budget,
-                      run_ended=self.logs[0].end is not None, cpu=head.extra.get("device") == "cpu",
-                      gpus_per_worker=fit.link.gpus_per_worker, gpus_per_node=head.gpus_per_node,
-                      link_bytes_s=fit.link.bytes_s or None, link_source=fit.link.source if fit.link.bytes_s else None,
-                      tokens_measured=fit.tokens_measured)
+        return Logged(
+            roles=fit.roles,
+            gpus=head.gpus,
+            hs_cap=fit.hs_cap,
+            tokens_mean=fit.tokens_mean,
+            tokens_range=fit.tokens_range,
+            token_budget=head.token_budget,
+            run_ended=self.logs[0].end is not None,
+            cpu=head.extra.get("device") == "cpu",
+            gpus_per_worker=fit.link.gpus_per_worker,
+            gpus_per_node=head.gpus_per_node,
+            link_bytes_s=fit.link.bytes_s or None,
+            link_source=fit.link.source if fit.link.bytes_s else None,
+            tokens_measured=fit.tokens_measured,
+        )
 
     def settings(self, options: Options | None = None, **given: Any) -> Settings:
         """The options resolved against the logs (`advisor.settings.build_settings`)."""
@@ -451,8 +597,7 @@ class Fitted:
     def advise(self, options: Options | None = None, **given: Any) -> Advice:
         """Advice under ``options`` (fields in ``given`` replace its own): project -> reconcile ->
         evidence -> decide."""
-        return _finish(self.fit, self.logs, self.settings(options, **given), self.logs[0].header.run,
-                       list(self.caught))
+        return _finish(self.fit, self.logs, self.settings(options, **given), self.logs[0].header.run, list(self.caught))
 
 
 def fit_logs(paths: str | Path | Sequence[str | Path]) -> Fitted:
@@ -463,7 +608,7 @@ def fit_logs(paths: str | Path | Sequence[str | Path]) -> Fitted:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         measured = measure_logs(load_logs(paths))
-        logs = [m.log for m in measured.logs]      # as measured: a probe's segments pooled per split
+        logs = [m.log for m in measured.logs]  # as measured: a probe's segments pooled per split
         fit = fit_pipeline(measured)
     return Fitted(logs=tuple(logs), fit=fit, caught=tuple(caught))
 
@@ -481,8 +626,13 @@ def advise(paths: str | Path | Sequence[str | Path], options: Options | None = N
     return fit_logs(paths).advise(options)
 
 
-def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
-                   options: Options | None = None, /, **given: Any) -> Advice:
+def advise_numbers(
+    roles: Mapping[str, int],
+    cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
+    options: Options | None = None,
+    /,
+    **given: Any,
+) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
 
     Each capacity is a value, a range (``(0.88, 0.95)``, ``"0.88..0.95"``) or a lower bound
@@ -498,14 +648,27 @@ def advise_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capac
         fit = fit_from_numbers(roles, cap_bps, o)
         p, c = fit.roles
         kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
-        carried = (gpu_priors_text(fit.contention, p, c) if fit.contention.role_se else
-                   "intervals carry no sampling or run-to-run error (no samples)")
-        warnings.warn(AssumptionWarning(
-            f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
-            f"{carried}"))
+        carried = (
+            gpu_priors_text(fit.contention, p, c)
+            if fit.contention.role_se
+            else "intervals carry no sampling or run-to-run error (no samples)"
+        )
+        warnings.warn(
+            AssumptionWarning(
+                f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
+                f"{carried}"
+            ),
+            stacklevel=2,
+        )
     k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
     log_k = (k.get(p, 1), k.get(c, 1))
-    logged = Logged(roles=(p, c), gpus=roles[p] * log_k[0] + roles[c] * log_k[1], hs_cap=fit.hs_cap,
-                    tokens_mean=fit.tokens_mean, tokens_range=fit.tokens_range, gpus_per_worker=log_k)
-    numbers = Options(gpus=o.gpus, restart_cost_h=o.restart_cost_h, next_run=o.next_run)   # what applies here
+    logged = Logged(
+        roles=(p, c),
+        gpus=roles[p] * log_k[0] + roles[c] * log_k[1],
+        hs_cap=fit.hs_cap,
+        tokens_mean=fit.tokens_mean,
+        tokens_range=fit.tokens_range,
+        gpus_per_worker=log_k,
+    )
+    numbers = Options(gpus=o.gpus, restart_cost_h=o.restart_cost_h, next_run=o.next_run)  # what applies here
     return _finish(fit, (), build_settings(numbers, logged), "what-if", caught)

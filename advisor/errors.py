@@ -7,6 +7,7 @@ assumed or bounded rather than measured, :class:`SteadyStateWarning` for a short
 window, :class:`LogWarning` for input skipped or repaired, and the two refinements of an
 assumption (:class:`ContentionWarning`, :class:`ReconcileWarning`).
 """
+
 from __future__ import annotations
 
 
@@ -75,18 +76,18 @@ class SettingsError(ValueError):
         super().__init__(f"{option}: {message}")
 
 
-SHORT_CHARS = 40   # a value quoted in an error message: a garbled line must not flood the terminal
+SHORT_CHARS = 40  # a value quoted in an error message: a garbled line must not flood the terminal
 
 
 def cut_text(text: str) -> str:
     """``text``, cut to `SHORT_CHARS` characters with "..." where longer."""
-    return text if len(text) <= SHORT_CHARS else text[:SHORT_CHARS - 3] + "..."
+    return text if len(text) <= SHORT_CHARS else text[: SHORT_CHARS - 3] + "..."
 
 
 def short_repr(value: object) -> str:
     """How every error message quotes a value it refuses: its ``repr``, cut to `SHORT_CHARS`
     characters; a whole number of 31 digits or more by its length (a 4000-digit number stays one
     short line)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 30:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"a {len(str(abs(value)))}-digit number"
     return cut_text(repr(value))

@@ -57,16 +57,18 @@ steps only.
 Files are created exclusively: opening a file that exists fails (two processes given the same
 role and worker, or a directory left from an earlier run) unless ``overwrite=True``.
 """
+
 from __future__ import annotations
 
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from advisor import records
 from advisor.records import End, EndReason, Rates, Record, Run, Step, Sync
@@ -146,8 +148,7 @@ class RateMeter:
                     eta = round(max(self.planned_batches - cons_now.batches, 0) / bps[self.consumer], 3)
             self._last = {r: _Totals(c.batches, c.busy_s, c.tokens) for r, c in self._now.items()}
             self._last_t = t
-        return Rates(t=_r(t), window=_r(window), bps=bps, cap_bps=cap or None, tok_s=tok_s, q=q, eta_s=eta,
-                     done=done)
+        return Rates(t=_r(t), window=_r(window), bps=bps, cap_bps=cap or None, tok_s=tok_s, q=q, eta_s=eta, done=done)
 
 
 class StepTimer:
@@ -161,8 +162,17 @@ class StepTimer:
     ``seqs``, ``batch``, ``loss`` and ``extra`` may be set inside the block.
     """
 
-    def __init__(self, log: "RateLog", role: str, worker: int, tokens: int | None, batch: int | None,
-                 seqs: int | None, loss: float | None, extra: Mapping[str, Any] | None):
+    def __init__(
+        self,
+        log: RateLog,
+        role: str,
+        worker: int,
+        tokens: int | None,
+        batch: int | None,
+        seqs: int | None,
+        loss: float | None,
+        extra: Mapping[str, Any] | None,
+    ):
         self._log = log
         self.role, self.worker = role, worker
         self.tokens, self.batch, self.seqs, self.loss = tokens, batch, seqs, loss
@@ -170,11 +180,11 @@ class StepTimer:
         self._start = 0.0
         self._inner_wait = self._inner_blocked = 0.0
         self._outer_wait = self._outer_blocked = 0.0
-        self._xfer = None                 # seconds importing hidden states (`transferring`), part of busy
+        self._xfer = None  # seconds importing hidden states (`transferring`), part of busy
         self._cancelled = False
-        self.record: Step | None = None   # the step written, after the block
+        self.record: Step | None = None  # the step written, after the block
 
-    def __enter__(self) -> "StepTimer":
+    def __enter__(self) -> StepTimer:
         self._start = self._log.now()
         return self
 
@@ -227,10 +237,18 @@ class StepTimer:
             raise records.RecordError("step", "tokens", "was never set: pass tokens= to log.step() or set s.tokens")
         busy = max(end - self._start - self._inner_wait - self._inner_blocked, 0.0)
         self.record = self._log.step_done(
-            busy_s=busy, wait_s=self._inner_wait + self._outer_wait,
-            blocked_s=self._inner_blocked + self._outer_blocked, tokens=self.tokens, role=self.role,
-            worker=self.worker, batch=self.batch, seqs=self.seqs, loss=self.loss, t=end,
-            extra={**self.extra, "xfer": _r(self._xfer)} if self._xfer is not None else self.extra)
+            busy_s=busy,
+            wait_s=self._inner_wait + self._outer_wait,
+            blocked_s=self._inner_blocked + self._outer_blocked,
+            tokens=self.tokens,
+            role=self.role,
+            worker=self.worker,
+            batch=self.batch,
+            seqs=self.seqs,
+            loss=self.loss,
+            t=end,
+            extra={**self.extra, "xfer": _r(self._xfer)} if self._xfer is not None else self.extra,
+        )
         return False
 
 
@@ -242,11 +260,21 @@ class RateLog:
     :meth:`tick` writes a snapshot when one is due, with ``queue_depths()`` as its ``q``.
     """
 
-    def __init__(self, path: str | os.PathLike, header: Run, *, role: str | None = None, worker: int = 0,
-                 meter: RateMeter | None = None, rates_every_s: float | None = None,
-                 queue_depths: Callable[[], Mapping[str, Any] | None] | None = None, handle_sigterm: bool = False,
-                 overwrite: bool = False, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        header: Run,
+        *,
+        role: str | None = None,
+        worker: int = 0,
+        meter: RateMeter | None = None,
+        rates_every_s: float | None = None,
+        queue_depths: Callable[[], Mapping[str, Any] | None] | None = None,
+        handle_sigterm: bool = False,
+        overwrite: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ):
         if not isinstance(header, Run):
             raise TypeError(f"header must be an advisor.records.Run, got {type(header).__name__}")
         if role is not None and role not in header.roles:
@@ -276,10 +304,12 @@ class RateLog:
         try:
             self._fd: int | None = os.open(self.path, flags, 0o644)
         except FileExistsError:
-            raise FileExistsError(f"{self.path} exists: another process is writing it (the same role and worker?) "
-                                  f"or it is left from an earlier run; use a fresh run directory, or "
-                                  f"overwrite=True") from None
-        self._lock = threading.RLock()   # re-entrant: a signal handler may log while the main thread is writing
+            raise FileExistsError(
+                f"{self.path} exists: another process is writing it (the same role and worker?) "
+                f"or it is left from an earlier run; use a fresh run directory, or "
+                f"overwrite=True"
+            ) from None
+        self._lock = threading.RLock()  # re-entrant: a signal handler may log while the main thread is writing
         self._ended = False
         self._prev_handlers: dict[int, Any] = {}
         self.lines = 0
@@ -288,8 +318,16 @@ class RateLog:
             self.handle_signals()
 
     @classmethod
-    def open(cls, run_dir: str | os.PathLike, header: Run, *, role: str | None = None, worker: int = 0,
-             name: str | None = None, **kw: Any) -> "RateLog":
+    def open(
+        cls,
+        run_dir: str | os.PathLike,
+        header: Run,
+        *,
+        role: str | None = None,
+        worker: int = 0,
+        name: str | None = None,
+        **kw: Any,
+    ) -> RateLog:
         """This process's log in ``run_dir``: ``<role>-<worker>.jsonl``, or ``<name>.jsonl`` (e.g. a
         coordinator that writes only rates and needs no role)."""
         if name is None and role is None:
@@ -314,7 +352,7 @@ class RateLog:
             if self._fd is None:
                 raise ValueError(f"{self.path}: the log is closed")
             view = memoryview(data)
-            while view:   # a regular file takes it all at once; loop only for the pathological short write
+            while view:  # a regular file takes it all at once; loop only for the pathological short write
                 n = os.write(self._fd, view)
                 view = view[n:]
             self.lines += 1
@@ -325,34 +363,72 @@ class RateLog:
             raise ValueError("no role: pass role= here or when opening the log")
         return r
 
-    def step(self, role: str | None = None, worker: int | None = None, *, tokens: int | None = None,
-             batch: int | None = None, seqs: int | None = None, loss: float | None = None,
-             extra: Mapping[str, Any] | None = None) -> StepTimer:
+    def step(
+        self,
+        role: str | None = None,
+        worker: int | None = None,
+        *,
+        tokens: int | None = None,
+        batch: int | None = None,
+        seqs: int | None = None,
+        loss: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> StepTimer:
         """A context manager that times one step (see :class:`StepTimer`)."""
-        return StepTimer(self, self._role(role), self.worker if worker is None else worker, tokens, batch, seqs,
-                         loss, extra)
+        return StepTimer(
+            self, self._role(role), self.worker if worker is None else worker, tokens, batch, seqs, loss, extra
+        )
 
-    def step_done(self, *, busy_s: float, tokens: int, wait_s: float = 0.0, blocked_s: float = 0.0,
-                  role: str | None = None, worker: int | None = None, batch: int | None = None,
-                  seqs: int | None = None, loss: float | None = None, t: float | None = None,
-                  extra: Mapping[str, Any] | None = None) -> Step:
+    def step_done(
+        self,
+        *,
+        busy_s: float,
+        tokens: int,
+        wait_s: float = 0.0,
+        blocked_s: float = 0.0,
+        role: str | None = None,
+        worker: int | None = None,
+        batch: int | None = None,
+        seqs: int | None = None,
+        loss: float | None = None,
+        t: float | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Step:
         """Write a step you timed yourself; ``t`` (default now) is when the worker was free again."""
         role = self._role(role)
-        rec = Step(t=_r(self.now() if t is None else t), role=role, worker=self.worker if worker is None else worker,
-                   batch=batch, tokens=tokens, seqs=seqs, busy=_r(busy_s), wait=_r(wait_s), blocked=_r(blocked_s),
-                   loss=loss, extra=extra or {})
+        rec = Step(
+            t=_r(self.now() if t is None else t),
+            role=role,
+            worker=self.worker if worker is None else worker,
+            batch=batch,
+            tokens=tokens,
+            seqs=seqs,
+            busy=_r(busy_s),
+            wait=_r(wait_s),
+            blocked=_r(blocked_s),
+            loss=loss,
+            extra=extra or {},
+        )
         self.write(rec)
         if self.meter is not None:
             self.meter.add(role, busy_s=busy_s, tokens=tokens)
         self.tick(rec.t)
         return rec
 
-    def sync(self, *, dur_s: float, workers: int | None = None, bytes: float | None = None,
-             role: str | None = None, t: float | None = None) -> Sync:
+    def sync(
+        self,
+        *,
+        dur_s: float,
+        workers: int | None = None,
+        bytes: float | None = None,
+        role: str | None = None,
+        t: float | None = None,
+    ) -> Sync:
         """Write a sync (weight/gradient all-reduce) that took ``dur_s`` and ended at ``t`` (default
         now). Log each sync once, from one rank (e.g. rank 0), not from every participant."""
-        rec = Sync(t=_r(self.now() if t is None else t), role=self._role(role), dur=_r(dur_s), workers=workers,
-                   bytes=bytes)
+        rec = Sync(
+            t=_r(self.now() if t is None else t), role=self._role(role), dur=_r(dur_s), workers=workers, bytes=bytes
+        )
         self.write(rec)
         return rec
 
@@ -363,7 +439,7 @@ class RateLog:
             if self.meter is None:
                 raise ValueError("no rates given and no meter to compute them")
             depths = self.queue_depths() if self.queue_depths is not None else None
-            q = dict(depths) if depths else None     # the callback may return None: depths unknown
+            q = dict(depths) if depths else None  # the callback may return None: depths unknown
             record = self.meter.snapshot(self.now(), q=q)
         elif record is None:
             fields.setdefault("t", _r(self.now()))
@@ -406,7 +482,7 @@ class RateLog:
                 os.close(self._fd)
                 self._fd = None
 
-    def __enter__(self) -> "RateLog":
+    def __enter__(self) -> RateLog:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -442,7 +518,7 @@ class RateLog:
             prev(signum, frame)
         elif prev == signal.SIG_IGN:
             return
-        else:   # SIG_DFL (or a handler not set from Python): do what the signal would have done
+        else:  # SIG_DFL (or a handler not set from Python): do what the signal would have done
             self.restore_signals()
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)

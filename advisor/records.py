@@ -19,20 +19,34 @@ compact JSON text with its newline. Non-finite numbers are refused (JSON cannot 
 except a step's ``loss``, where a diverged NaN becomes "not logged". Integers and floats are kept
 as given (a numpy scalar becomes its Python equivalent), so a writer's output is byte-stable.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import numbers
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar
 
 SCHEMA_VERSION = 1
 
-__all__ = ["SCHEMA_VERSION", "Event", "EndReason", "RecordError", "Queue", "Run", "Step", "Sync", "Rates",
-           "End", "Record", "from_dict"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Event",
+    "EndReason",
+    "RecordError",
+    "Queue",
+    "Run",
+    "Step",
+    "Sync",
+    "Rates",
+    "End",
+    "Record",
+    "from_dict",
+]
 
 
 class Event(str, Enum):
@@ -48,9 +62,9 @@ class Event(str, Enum):
 class EndReason(str, Enum):
     """Why a log (or one process's part of it) ended."""
 
-    DONE = "done"                 # the job finished its planned work
-    INTERRUPTED = "interrupted"   # stopped from outside (SIGTERM, Ctrl-C, a time limit) or cut short
-    ERROR = "error"               # the process failed; ``msg`` says how
+    DONE = "done"  # the job finished its planned work
+    INTERRUPTED = "interrupted"  # stopped from outside (SIGTERM, Ctrl-C, a time limit) or cut short
+    ERROR = "error"  # the process failed; ``msg`` says how
 
 
 class RecordError(ValueError):
@@ -71,8 +85,9 @@ def _plain_number(v: Any) -> Any:
     return int(v) if isinstance(v, numbers.Integral) else float(v)
 
 
-def _number(ev: str, name: str, v: Any, *, optional: bool = False, integer: bool = False,
-            minimum: float | None = 0.0) -> Any:
+def _number(
+    ev: str, name: str, v: Any, *, optional: bool = False, integer: bool = False, minimum: float | None = 0.0
+) -> Any:
     if v is None:
         if optional:
             return None
@@ -124,14 +139,14 @@ def _extra(ev: str, known: Sequence[str], extra: Any) -> dict[str, Any]:
 
 
 def _set(obj: Any, name: str, value: Any) -> None:
-    object.__setattr__(obj, name, value)   # normalising a frozen dataclass in __post_init__
+    object.__setattr__(obj, name, value)  # normalising a frozen dataclass in __post_init__
 
 
 class Record:
     """Base of the five records: the JSON form of one log line."""
 
     EVENT: ClassVar[Event]
-    KEYS: ClassVar[tuple[str, ...]]        # JSON keys after "ev", in the order they are written
+    KEYS: ClassVar[tuple[str, ...]]  # JSON keys after "ev", in the order they are written
 
     def to_dict(self) -> dict[str, Any]:
         """The line as a dict: ``ev`` first, then the known keys in order (None left out), then extra."""
@@ -163,7 +178,9 @@ class Queue:
         _string("run", "queues.feeds", self.feeds)
         _set(self, "cap", _number("run", f"queues.{self.name}.cap", self.cap, integer=True))
         if not isinstance(self.per_worker, bool):
-            raise RecordError("run", f"queues.{self.name}.per_worker", f"must be true or false, got {self.per_worker!r}")
+            raise RecordError(
+                "run", f"queues.{self.name}.per_worker", f"must be true or false, got {self.per_worker!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.name, "feeds": self.feeds, "cap": self.cap}
@@ -183,10 +200,27 @@ class Run(Record):
     """
 
     EVENT: ClassVar[Event] = Event.RUN
-    KEYS: ClassVar[tuple[str, ...]] = ("v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples",
-                                       "epochs", "hardware", "target_model", "drafter_model", "sync_every",
-                                       "hs_bytes_per_token", "t0_unix", "gpus_per_worker", "gpus_per_node",
-                                       "placement", "link_bytes_s")
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "v",
+        "t",
+        "run",
+        "gpus",
+        "roles",
+        "queues",
+        "token_budget",
+        "samples",
+        "epochs",
+        "hardware",
+        "target_model",
+        "drafter_model",
+        "sync_every",
+        "hs_bytes_per_token",
+        "t0_unix",
+        "gpus_per_worker",
+        "gpus_per_node",
+        "placement",
+        "link_bytes_s",
+    )
     run: str
     roles: Mapping[str, int]
     queues: Sequence[Queue] = ()
@@ -202,7 +236,7 @@ class Run(Record):
     sync_every: int | None = 0
     hs_bytes_per_token: float | None = None
     t0_unix: float | None = None
-    gpus_per_worker: Mapping[str, int] | None = None    # role -> GPUs per engine (docs/log-schema.md)
+    gpus_per_worker: Mapping[str, int] | None = None  # role -> GPUs per engine (docs/log-schema.md)
     gpus_per_node: int | None = None
     placement: Mapping[str, Sequence[int]] | None = None
     link_bytes_s: float | None = None
@@ -214,8 +248,12 @@ class Run(Record):
         if self.v != SCHEMA_VERSION:
             raise RecordError(ev, "v", f"must be {SCHEMA_VERSION} (this is schema v{SCHEMA_VERSION}), got {self.v!r}")
         if not isinstance(self.roles, Mapping) or len(self.roles) < 2:
-            raise RecordError(ev, "roles", 'must map at least a producer and a consumer role to worker counts, '
-                                           f'e.g. {{"target": 7, "drafter": 1}}; got {self.roles!r:.60}')
+            raise RecordError(
+                ev,
+                "roles",
+                "must map at least a producer and a consumer role to worker counts, "
+                f'e.g. {{"target": 7, "drafter": 1}}; got {self.roles!r:.60}',
+            )
         roles = {}
         for r, n in self.roles.items():
             _string(ev, "roles", r)
@@ -231,8 +269,9 @@ class Run(Record):
             if not isinstance(q, Queue):
                 raise RecordError(ev, "queues", f"entries must be Queue records, got {type(q).__name__}")
             if q.feeds not in roles:
-                raise RecordError(ev, "queues", f"queue '{q.name}' feeds '{q.feeds}', which is not a role "
-                                                f"({', '.join(roles)})")
+                raise RecordError(
+                    ev, "queues", f"queue '{q.name}' feeds '{q.feeds}', which is not a role ({', '.join(roles)})"
+                )
             queues.append(q)
         if len({q.name for q in queues}) != len(queues):
             raise RecordError(ev, "queues", "names must be distinct")
@@ -245,8 +284,18 @@ class Run(Record):
         _set(self, "gpus", gpus)
         _set(self, "t", _number(ev, "t", self.t))
         for name in ("token_budget", "samples", "sync_every"):
-            _set(self, name, _number(ev, name, getattr(self, name), optional=True, integer=True,
-                                     minimum=1 if name == "token_budget" else 0))
+            _set(
+                self,
+                name,
+                _number(
+                    ev,
+                    name,
+                    getattr(self, name),
+                    optional=True,
+                    integer=True,
+                    minimum=1 if name == "token_budget" else 0,
+                ),
+            )
         for name in ("epochs", "hs_bytes_per_token", "t0_unix"):
             _set(self, name, _number(ev, name, getattr(self, name), optional=True))
         for name in ("hardware", "target_model", "drafter_model"):
@@ -264,8 +313,11 @@ class Run(Record):
                     raise RecordError(ev, "gpus_per_worker", f"names '{r}', which is not a role ({', '.join(roles)})")
                 k[r] = _number(ev, f"gpus_per_worker.{r}", n, integer=True, minimum=1)
             _set(self, "gpus_per_worker", dict(k))
-        _set(self, "gpus_per_node", _number(ev, "gpus_per_node", self.gpus_per_node, optional=True, integer=True,
-                                            minimum=1))
+        _set(
+            self,
+            "gpus_per_node",
+            _number(ev, "gpus_per_node", self.gpus_per_node, optional=True, integer=True, minimum=1),
+        )
         if self.placement is not None:
             if not isinstance(self.placement, Mapping):
                 raise RecordError(ev, "placement", 'must map roles to node lists, e.g. {"target": [0, 1]}')
@@ -291,7 +343,7 @@ class Run(Record):
     def consumer(self) -> str:
         return list(self.roles)[-1]
 
-    def stamped(self, t0_unix: float | None = None) -> "Run":
+    def stamped(self, t0_unix: float | None = None) -> Run:
         """This header with ``t0_unix`` set (default: now). Stamp once, then hand the same header
         to every process of the run."""
         return replace(self, t0_unix=time.time() if t0_unix is None else t0_unix)
@@ -304,8 +356,18 @@ class Step(Record):
     seconds waiting for room in the output queue after it; ``tokens``: tokens in the batch."""
 
     EVENT: ClassVar[Event] = Event.STEP
-    KEYS: ClassVar[tuple[str, ...]] = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait",
-                                       "blocked", "loss")
+    KEYS: ClassVar[tuple[str, ...]] = (
+        "t",
+        "role",
+        "worker",
+        "batch",
+        "tokens",
+        "seqs",
+        "busy",
+        "wait",
+        "blocked",
+        "loss",
+    )
     t: float
     role: str
     worker: int
@@ -327,7 +389,7 @@ class Step(Record):
         for name in ("batch", "seqs"):
             _set(self, name, _number(ev, name, getattr(self, name), optional=True, integer=True))
         _set(self, "busy", _number(ev, "busy", self.busy))
-        for name in ("wait", "blocked"):   # not logged means none: the reader's reading too
+        for name in ("wait", "blocked"):  # not logged means none: the reader's reading too
             v = getattr(self, name)
             _set(self, name, _number(ev, name, 0.0 if v is None else v))
         loss = self.loss
@@ -425,15 +487,21 @@ class End(Record):
         try:
             reason = EndReason(self.reason.value if isinstance(self.reason, Enum) else self.reason)
         except ValueError:
-            raise RecordError(ev, "reason", f"must be one of {', '.join(r.value for r in EndReason)}, "
-                                            f"got {self.reason!r}") from None
+            raise RecordError(
+                ev, "reason", f"must be one of {', '.join(r.value for r in EndReason)}, got {self.reason!r}"
+            ) from None
         _set(self, "reason", reason.value)
         _string(ev, "msg", self.msg, optional=True)
         _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
 
 
-_BY_EVENT: dict[str, type[Record]] = {Event.RUN.value: Run, Event.STEP.value: Step, Event.SYNC.value: Sync,
-                                      Event.RATES.value: Rates, Event.END.value: End}
+_BY_EVENT: dict[str, type[Record]] = {
+    Event.RUN.value: Run,
+    Event.STEP.value: Step,
+    Event.SYNC.value: Sync,
+    Event.RATES.value: Rates,
+    Event.END.value: End,
+}
 
 
 def from_dict(obj: Mapping[str, Any]) -> Record:
@@ -450,7 +518,10 @@ def from_dict(obj: Mapping[str, Any]) -> Record:
     extra = {k: v for k, v in obj.items() if k not in names and k != "ev"}
     try:
         return cls(**kw, extra=extra)
-    except TypeError as e:   # a required field missing
-        missing = [f.name for f in fields(cls) if f.name not in kw and f.name != "extra"
-                   and f.default is MISSING and f.default_factory is MISSING]
+    except TypeError as e:  # a required field missing
+        missing = [
+            f.name
+            for f in fields(cls)
+            if f.name not in kw and f.name != "extra" and f.default is MISSING and f.default_factory is MISSING
+        ]
         raise RecordError(str(ev), missing[0] if missing else "?", f"is required ({e})") from None

@@ -5,32 +5,34 @@ into one :class:`Settings` and passes it down to projection, simulation, the dec
 report, so that no stage re-reads a loose keyword or recomputes a default. Validation happens
 here, at the boundary, with errors that name the option (the CLI turns them into exit 2).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from advisor.errors import SettingsError, short_repr
 
 # Every option's default and limit, once; the CLI's option defaults, the gate and the log's
 # schema (`advisor.ingest.schema`: a log past these limits is refused too) read them from here.
 MIN_GPUS = 2
-MAX_GPUS = 4096                 # GPUs, or workers of a role: more is not a job anyone runs
-MAX_QUEUE_CAP = 10_000          # slots in a queue (--hs-cap, a log's queue caps)
-MAX_TIME_S = 1e8                # seconds, any time in a log (t, busy, ...: about three years); import-tb too
-MAX_TOKEN_BUDGET = 1 << 30      # tokens per batch, --token-budget
-MAX_SYNC_EVERY = 1 << 53        # drafter steps per sync (what-if): whole numbers exact as floats
-DEFAULT_RESTART_COST_H = 1.0    # hours a restart costs (reload, warm-up)
+MAX_GPUS = 4096  # GPUs, or workers of a role: more is not a job anyone runs
+MAX_QUEUE_CAP = 10_000  # slots in a queue (--hs-cap, a log's queue caps)
+MAX_TIME_S = 1e8  # seconds, any time in a log (t, busy, ...: about three years); import-tb too
+MAX_TOKEN_BUDGET = 1 << 30  # tokens per batch, --token-budget
+MAX_SYNC_EVERY = 1 << 53  # drafter steps per sync (what-if): whole numbers exact as floats
+DEFAULT_RESTART_COST_H = 1.0  # hours a restart costs (reload, warm-up)
 MAX_RESTART_COST_H = 24.0 * 365
-DEFAULT_MIN_EFFICIENCY = 0.9    # the gate's threshold when neither --min-efficiency nor the config sets one
+DEFAULT_MIN_EFFICIENCY = 0.9  # the gate's threshold when neither --min-efficiency nor the config sets one
 DEFAULT_FOLLOW_INTERVAL_S = 5.0  # seconds between refreshes with --follow
 MIN_FOLLOW_INTERVAL_S = 0.1
-DEFAULT_SETTLE_TOL = 0.02        # --follow: the odds have settled when p_best moves at most this (and see cli/follow.py)
-SETTLE_REFRESHES = 3             # --follow: ... over this many refreshes in a row, with the pick unchanged
+DEFAULT_SETTLE_TOL = 0.02  # --follow: the odds have settled when p_best moves at most this (and see cli/follow.py)
+SETTLE_REFRESHES = 3  # --follow: ... over this many refreshes in a row, with the pick unchanged
 # from bare numbers (what-if), where no log gives them
-DEFAULT_HS_CAP = 20             # q_hs depth, batches
-DEFAULT_PRE_CAP = 50            # prefetch queue depth, batches
+DEFAULT_HS_CAP = 20  # q_hs depth, batches
+DEFAULT_PRE_CAP = 50  # prefetch queue depth, batches
 DEFAULT_TOKENS_PER_BATCH = 32768.0
 # a role's capacity from bare numbers (what-if --target-bps/--drafter-bps), batches/s: below, a
 # batch takes 30 years; above, a billion a second. Past them the chain's arithmetic leaves float64
@@ -42,15 +44,15 @@ MAX_CAPACITY_BPS = 1e9
 # extrapolated).
 SAME_SIZE_TOL = 0.10
 # Engines, nodes and the link (docs/log-schema.md "Engines of several GPUs").
-MAX_GPUS_PER_WORKER = 64        # GPUs one engine holds (TP x PP of a deployed engine: 1-16 in practice)
-MAX_PLACEMENTS = 20_000         # placements of one split tried exhaustively; past this, the candidate families
-MIN_ENGINE_SCALING, MAX_ENGINE_SCALING = 0.05, 2.0   # per-GPU rate ratio of an engine at another size
-ENGINE_SCALING_SE = 0.10        # a given --engine-scaling is a guess: intervals span +-10% of it
-LINK_SE = 0.10                  # a link bandwidth not measured from this log's crossings: intervals span +-10%
-MAX_LINK_GBYTES_S = 1e4         # GB/s: 10 TB/s is past any link
+MAX_GPUS_PER_WORKER = 64  # GPUs one engine holds (TP x PP of a deployed engine: 1-16 in practice)
+MAX_PLACEMENTS = 20_000  # placements of one split tried exhaustively; past this, the candidate families
+MIN_ENGINE_SCALING, MAX_ENGINE_SCALING = 0.05, 2.0  # per-GPU rate ratio of an engine at another size
+ENGINE_SCALING_SE = 0.10  # a given --engine-scaling is a guess: intervals span +-10% of it
+LINK_SE = 0.10  # a link bandwidth not measured from this log's crossings: intervals span +-10%
+MAX_LINK_GBYTES_S = 1e4  # GB/s: 10 TB/s is past any link
 
 
-METRICS = ("efficiency", "gpu_util")   # what the gate compares with its threshold
+METRICS = ("efficiency", "gpu_util")  # what the gate compares with its threshold
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,17 +64,17 @@ class Flag:
     ``lo_open``: the value must be above ``lo``, not equal to it. ``help_in`` and ``cli_default``
     give a command its own help or default (command -> text or value)."""
 
-    name: str                                  # the flag, e.g. "--gpus"; every error names it
+    name: str  # the flag, e.g. "--gpus"; every error names it
     help: str
-    commands: tuple[str, ...]                  # the CLI commands that take it
-    cli: type = str                            # its type on the command line
+    commands: tuple[str, ...]  # the CLI commands that take it
+    cli: type = str  # its type on the command line
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
     click_hi: bool = False
     cli_default: Mapping[str, Any] = field(default_factory=dict)
-    role_map: bool = False                     # role=value pairs (text or a mapping)
-    example: str = ""                          # a role map's example, for its errors
+    role_map: bool = False  # role=value pairs (text or a mapping)
+    example: str = ""  # a role map's example, for its errors
     help_in: Mapping[str, str] = field(default_factory=dict)
 
     def help_for(self, command: str) -> str:
@@ -99,88 +101,217 @@ class Options:
     the what-if numbers). Raises `advisor.errors.SettingsError` naming the flag.
     """
 
-    gpus: int | None = _opt(None, "--gpus", "GPUs to split (default: the log header's).", "advise", "check", "plot",
-                            "what-if", "import-tb", cli=int, lo=MIN_GPUS, hi=MAX_GPUS,
-                            help_in={"import-tb": "GPUs of the job (default: the sum of --roles)."})
+    gpus: int | None = _opt(
+        None,
+        "--gpus",
+        "GPUs to split (default: the log header's).",
+        "advise",
+        "check",
+        "plot",
+        "what-if",
+        "import-tb",
+        cli=int,
+        lo=MIN_GPUS,
+        hi=MAX_GPUS,
+        help_in={"import-tb": "GPUs of the job (default: the sum of --roles)."},
+    )
     """GPUs to split (None: the log header's; from bare numbers, the counts' GPUs)."""
     roles: Mapping[str, int] | None = _opt(
-        None, "--roles", "Split to judge, e.g. target=6,drafter=2; must sum to the GPUs split (default: the observed "
-                         "one).", *_ENGINES, lo=1, hi=MAX_GPUS, role_map=True,
-        example="target=6,drafter=2")
+        None,
+        "--roles",
+        "Split to judge, e.g. target=6,drafter=2; must sum to the GPUs split (default: the observed one).",
+        *_ENGINES,
+        lo=1,
+        hi=MAX_GPUS,
+        role_map=True,
+        example="target=6,drafter=2",
+    )
     """The split to judge, role -> engines (None: the observed one)."""
-    hs_cap: int | None = _opt(None, "--hs-cap", "Project with this q_hs depth (batches) instead of the log's.",
-                              "advise", "what-if", cli=int, lo=0, hi=MAX_QUEUE_CAP,
-                              help_in={"what-if": "q_hs depth (batches)."}, cli_default={"what-if": DEFAULT_HS_CAP})
+    hs_cap: int | None = _opt(
+        None,
+        "--hs-cap",
+        "Project with this q_hs depth (batches) instead of the log's.",
+        "advise",
+        "what-if",
+        cli=int,
+        lo=0,
+        hi=MAX_QUEUE_CAP,
+        help_in={"what-if": "q_hs depth (batches)."},
+        cli_default={"what-if": DEFAULT_HS_CAP},
+    )
     """q_hs depth to project, batches (None: the log's; from bare numbers `DEFAULT_HS_CAP`)."""
-    token_budget: int | None = _opt(None, "--token-budget", "Project with this batch token budget instead.",
-                                    "advise", cli=int, lo=1, hi=MAX_TOKEN_BUDGET)
+    token_budget: int | None = _opt(
+        None,
+        "--token-budget",
+        "Project with this batch token budget instead.",
+        "advise",
+        cli=int,
+        lo=1,
+        hi=MAX_TOKEN_BUDGET,
+    )
     """Batch token budget to project, tokens (None: the log's own)."""
-    restart_cost_h: float = _opt(DEFAULT_RESTART_COST_H, "--restart-cost", "Hours a restart costs (reload, "
-                                 "warm-up); weighed against the ETA gain of a switch.", "advise", cli=float, lo=0.0,
-                                 hi=MAX_RESTART_COST_H)
+    restart_cost_h: float = _opt(
+        DEFAULT_RESTART_COST_H,
+        "--restart-cost",
+        "Hours a restart costs (reload, warm-up); weighed against the ETA gain of a switch.",
+        "advise",
+        cli=float,
+        lo=0.0,
+        hi=MAX_RESTART_COST_H,
+    )
     """Hours a restart costs (reload, warm-up), weighed against a switch's ETA gain."""
-    next_run: bool = _opt(False, "--next-run", "Advise the split for the job's next run (no restart cost); implied "
-                                               "when the log has ended.", "advise", "what-if", cli=bool)
+    next_run: bool = _opt(
+        False,
+        "--next-run",
+        "Advise the split for the job's next run (no restart cost); implied when the log has ended.",
+        "advise",
+        "what-if",
+        cli=bool,
+    )
     """Advise the job's next run (no restart cost); implied when the log has ended."""
-    exact: bool = _opt(False, "--exact", "Also simulate every split exactly from the log's own step times (slower).",
-                       "advise", cli=bool)
+    exact: bool = _opt(
+        False,
+        "--exact",
+        "Also simulate every split exactly from the log's own step times (slower).",
+        "advise",
+        cli=bool,
+    )
     """Also simulate every split exactly from the log's own step times (``bps_exact``)."""
-    interval_s: float = _opt(DEFAULT_FOLLOW_INTERVAL_S, "--interval", "Seconds between refreshes with --follow.",
-                             "advise", cli=float, lo=MIN_FOLLOW_INTERVAL_S)
+    interval_s: float = _opt(
+        DEFAULT_FOLLOW_INTERVAL_S,
+        "--interval",
+        "Seconds between refreshes with --follow.",
+        "advise",
+        cli=float,
+        lo=MIN_FOLLOW_INTERVAL_S,
+    )
     """Seconds between refreshes with ``--follow``."""
-    max_wait_s: float | None = _opt(None, "--max-wait", "With --follow: give up (exit 2) if a log is still missing "
-                                                         "after this many seconds (default: wait).", "advise",
-                                    cli=float, lo=0.0)
+    max_wait_s: float | None = _opt(
+        None,
+        "--max-wait",
+        "With --follow: give up (exit 2) if a log is still missing after this many seconds (default: wait).",
+        "advise",
+        cli=float,
+        lo=0.0,
+    )
     """With ``--follow``: seconds to wait for a missing log before giving up (None: for ever)."""
-    settle_tol: float = _opt(DEFAULT_SETTLE_TOL, "--settle-tol", f"With --follow: the odds have settled when, over "
-                             f"the last {SETTLE_REFRESHES} refreshes, the action and split are unchanged and p_best "
-                             f"(0-1) and the expected regret (/100) each moved at most this.", "advise", cli=float,
-                             lo=0.0, hi=1.0, click_hi=True)
+    settle_tol: float = _opt(
+        DEFAULT_SETTLE_TOL,
+        "--settle-tol",
+        f"With --follow: the odds have settled when, over "
+        f"the last {SETTLE_REFRESHES} refreshes, the action and split are unchanged and p_best "
+        f"(0-1) and the expected regret (/100) each moved at most this.",
+        "advise",
+        cli=float,
+        lo=0.0,
+        hi=1.0,
+        click_hi=True,
+    )
     """With ``--follow``: how far p_best (0-1) and the expected regret (/100) may move over the last refreshes."""
     gpus_per_worker: Mapping[str, int] | None = _opt(
-        None, "--gpus-per-worker", "GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: "
-                                   "the log's (1 if it says none). Splits are enumerated in engines.",
-        *_ENGINES, "what-if", "import-tb", lo=1, hi=MAX_GPUS_PER_WORKER, role_map=True, example="target=2")
+        None,
+        "--gpus-per-worker",
+        "GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: "
+        "the log's (1 if it says none). Splits are enumerated in engines.",
+        *_ENGINES,
+        "what-if",
+        "import-tb",
+        lo=1,
+        hi=MAX_GPUS_PER_WORKER,
+        role_map=True,
+        example="target=2",
+    )
     """GPUs per engine, role -> GPUs (roles not named: the log's; from bare numbers 1)."""
     engine_scaling: Mapping[str, float] | None = _opt(
-        None, "--engine-scaling", "With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine "
-                                  "size to the logged one, e.g. target=0.9 (1: linear). An assumption you give.",
-        *_ENGINES, cli=str, lo=MIN_ENGINE_SCALING, hi=MAX_ENGINE_SCALING, role_map=True, example="target=0.9")
+        None,
+        "--engine-scaling",
+        "With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine "
+        "size to the logged one, e.g. target=0.9 (1: linear). An assumption you give.",
+        *_ENGINES,
+        cli=str,
+        lo=MIN_ENGINE_SCALING,
+        hi=MAX_ENGINE_SCALING,
+        role_map=True,
+        example="target=0.9",
+    )
     """Per-GPU rate ratio of an engine at the projected size to one at the logged size, role -> ratio."""
-    gpus_per_node: int | None = _opt(None, "--gpus-per-node", "GPUs of one node (default: the log's; none: one node "
-                                                              "holds all).", *_ENGINES, "import-tb", cli=int, lo=1,
-                                     hi=MAX_GPUS)
+    gpus_per_node: int | None = _opt(
+        None,
+        "--gpus-per-node",
+        "GPUs of one node (default: the log's; none: one node holds all).",
+        *_ENGINES,
+        "import-tb",
+        cli=int,
+        lo=1,
+        hi=MAX_GPUS,
+    )
     """GPUs of one node (None: the log's; none there: one node holds all)."""
-    link_gbytes_s: float | None = _opt(None, "--link-gbytes-s", "Inter-node link bandwidth, GB/s (1e9 bytes/s), one "
-                                                                "per node pair direction (default: measured from the "
-                                                                "log's xfer, else its header's link_bytes_s).",
-                                       *_ENGINES, cli=float, lo=0.0, lo_open=True, hi=MAX_LINK_GBYTES_S)
+    link_gbytes_s: float | None = _opt(
+        None,
+        "--link-gbytes-s",
+        "Inter-node link bandwidth, GB/s (1e9 bytes/s), one "
+        "per node pair direction (default: measured from the "
+        "log's xfer, else its header's link_bytes_s).",
+        *_ENGINES,
+        cli=float,
+        lo=0.0,
+        lo_open=True,
+        hi=MAX_LINK_GBYTES_S,
+    )
     """The inter-node link's bandwidth, GB/s (None: measured from the log, else its header's)."""
     min_efficiency: float | None = _opt(
-        None, "--min-efficiency", f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).",
-        "check", "plot", cli=float, lo=0.0, hi=1.0, click_hi=True,
-        help_in={"plot": "Gate threshold drawn on the efficiency panel."}, cli_default={"plot": DEFAULT_MIN_EFFICIENCY})
+        None,
+        "--min-efficiency",
+        f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).",
+        "check",
+        "plot",
+        cli=float,
+        lo=0.0,
+        hi=1.0,
+        click_hi=True,
+        help_in={"plot": "Gate threshold drawn on the efficiency panel."},
+        cli_default={"plot": DEFAULT_MIN_EFFICIENCY},
+    )
     """The gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
     min_gpu_util: float | None = _opt(
-        None, "--min-gpu-util", "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).",
-        "check", cli=float, lo=0.0, hi=1.0, click_hi=True)
+        None,
+        "--min-gpu-util",
+        "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).",
+        "check",
+        cli=float,
+        lo=0.0,
+        hi=1.0,
+        click_hi=True,
+    )
     """The gpu_util gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
     min_confidence: float | None = _opt(
-        None, "--min-confidence", "Also fail unless the planned split is at least this likely (0-1) to be within 2% "
-                                  "of the best split: its p_best (default: the config's, else no such condition).",
-        "check", cli=float, lo=0.0, hi=1.0, click_hi=True)
+        None,
+        "--min-confidence",
+        "Also fail unless the planned split is at least this likely (0-1) to be within 2% "
+        "of the best split: its p_best (default: the config's, else no such condition).",
+        "check",
+        cli=float,
+        lo=0.0,
+        hi=1.0,
+        click_hi=True,
+    )
     """The gate's least p_best of the planned split, 0-1 (None: the config's, else no such condition)."""
-    metric: str | None = _opt(None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).",
-                              "check")
+    metric: str | None = _opt(
+        None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).", "check"
+    )
     """What the gate compares: one of `METRICS` (None: the config's, else efficiency)."""
-    tokens_per_batch: float = _opt(DEFAULT_TOKENS_PER_BATCH, "--tokens-per-batch", "Mean tokens per batch (for "
-                                                                                  "tok/s).", "what-if", cli=float,
-                                   lo=1.0)
+    tokens_per_batch: float = _opt(
+        DEFAULT_TOKENS_PER_BATCH,
+        "--tokens-per-batch",
+        "Mean tokens per batch (for tok/s).",
+        "what-if",
+        cli=float,
+        lo=1.0,
+    )
     """From bare numbers: mean tokens per batch (for tok/s)."""
     scv: float | None = _opt(None, "--scv", "Step-time variability (squared CV).", "what-if", cli=float, lo=0.0)
     """From bare numbers: step-time variability, squared CV (None: the prior's)."""
-    sync_every: int = _opt(0, "--sync-every", "Drafter steps per sync.", "what-if", cli=int, lo=0,
-                           hi=MAX_SYNC_EVERY)
+    sync_every: int = _opt(0, "--sync-every", "Drafter steps per sync.", "what-if", cli=int, lo=0, hi=MAX_SYNC_EVERY)
     """From bare numbers: consumer steps per weight sync (0: none)."""
     sync_s: float = _opt(0.0, "--sync-s", "Seconds per sync at this drafter count.", "what-if", cli=float, lo=0.0)
     """From bare numbers: seconds per sync at the given consumer count."""
@@ -194,8 +325,9 @@ class Options:
                 raise SettingsError(f.metadata["flag"].name, f"must be given (default {f.default!r}), got None")
             object.__setattr__(self, f.name, _checked(f.metadata["flag"], value))
         if self.roles and sum(self.roles.values()) > MAX_GPUS:
-            raise SettingsError("--roles", f"the split uses {sum(self.roles.values())} GPUs, more than the limit "
-                                f"{MAX_GPUS}")
+            raise SettingsError(
+                "--roles", f"the split uses {sum(self.roles.values())} GPUs, more than the limit {MAX_GPUS}"
+            )
         if self.metric is not None and self.metric not in METRICS:
             raise SettingsError("--metric", f"must be one of {', '.join(METRICS)}, got {self.metric!r}")
 
@@ -213,8 +345,14 @@ class Options:
 
     def over(self, base: Options) -> Options:
         """``base`` with the fields set here (not None) put over it: the command line over a config."""
-        return replace(base, **{f.name: getattr(self, f.name) for f in fields(self)
-                                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default})
+        return replace(
+            base,
+            **{
+                f.name: getattr(self, f.name)
+                for f in fields(self)
+                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default
+            },
+        )
 
 
 def option_fields() -> dict[str, Any]:
@@ -266,8 +404,15 @@ def _real(option: str, value: Any, lo: float | None, hi: float | None, *, lo_ope
     return float(value)
 
 
-def parse_role_values(option: str, text: str | Mapping[str, Any], *, whole: bool = True, lo: float | None = None,
-                      hi: float | None = None, example: str = "") -> dict[str, Any]:
+def parse_role_values(
+    option: str,
+    text: str | Mapping[str, Any],
+    *,
+    whole: bool = True,
+    lo: float | None = None,
+    hi: float | None = None,
+    example: str = "",
+) -> dict[str, Any]:
     """``role=value,...`` (or a mapping) for ``option``, in the order given: each value a whole
     number (``whole``) or a number, in [lo, hi]; a role named twice is an error.
 
@@ -282,15 +427,17 @@ def parse_role_values(option: str, text: str | Mapping[str, Any], *, whole: bool
         for part in text.split(","):
             name, eq, val = (x.strip() for x in part.partition("="))
             if not eq or not name:
-                raise SettingsError(option, f"expected role=value pairs like {example}, got {part.strip()!r} in "
-                                    f"{short_repr(text)}")
+                raise SettingsError(
+                    option, f"expected role=value pairs like {example}, got {part.strip()!r} in {short_repr(text)}"
+                )
             if any(name == n for n, _ in items):
                 raise SettingsError(option, f"{name!r} is given twice in {short_repr(text)}")
             try:
                 items.append((name, int(val) if whole else float(val)))
             except ValueError:
-                raise SettingsError(option, f"{short_repr(part.strip())}: {short_repr(val)} is not a "
-                                    f"{'whole ' if whole else ''}number") from None
+                raise SettingsError(
+                    option, f"{short_repr(part.strip())}: {short_repr(val)} is not a {'whole ' if whole else ''}number"
+                ) from None
     else:
         raise SettingsError(option, f"expected role=value pairs like {example}, got {short_repr(text)}")
     out: dict[str, Any] = {}
@@ -305,7 +452,6 @@ def check_role_names(option: str, given: Mapping[str, Any] | None, roles: Sequen
         if name not in roles:
             raise SettingsError(option, f"unknown role {name!r} (the roles are {' and '.join(roles)})")
     return dict(given or {})
-
 
 
 CAPACITY_FORMS = "a value (0.92), a range (0.88..0.95) or a lower bound ('>=39')"
@@ -330,8 +476,13 @@ class Capacity:
 
     def text(self) -> str:
         k = self.kind
-        return (f"{self.low:.4g}" if k == "value" else f">={self.low:.4g}" if k == "bound"
-                else f"{self.low:.4g}..{self.high:.4g}")
+        return (
+            f"{self.low:.4g}"
+            if k == "value"
+            else f">={self.low:.4g}"
+            if k == "bound"
+            else f"{self.low:.4g}..{self.high:.4g}"
+        )
 
 
 def as_capacity(option: str, value: Any) -> Capacity:
@@ -353,14 +504,16 @@ def as_capacity(option: str, value: Any) -> Capacity:
     else:
         raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
     if not (math.isfinite(low) and low > 0):
-        raise SettingsError(option, f"must be a finite number > 0 (batches per second), got {low:g}; expected "
-                            f"{CAPACITY_FORMS}")
+        raise SettingsError(
+            option, f"must be a finite number > 0 (batches per second), got {low:g}; expected {CAPACITY_FORMS}"
+        )
     if not (high >= low) or (math.isnan(high)):
         raise SettingsError(option, f"a range's upper end must not be below its lower end, got {low:g}..{high:g}")
     for v in (low, high):
         if math.isfinite(v) and not MIN_CAPACITY_BPS <= v <= MAX_CAPACITY_BPS:
-            raise SettingsError(option, f"must be from {MIN_CAPACITY_BPS:g} to {MAX_CAPACITY_BPS:g} batches per "
-                                f"second, got {v:g}")
+            raise SettingsError(
+                option, f"must be from {MIN_CAPACITY_BPS:g} to {MAX_CAPACITY_BPS:g} batches per second, got {v:g}"
+            )
     return Capacity(low=low, high=high)
 
 
@@ -377,8 +530,9 @@ def _parse_capacity(option: str, text: str) -> tuple[float, float]:
     except ValueError:
         raise SettingsError(option, f"cannot read {text!r}: expected {CAPACITY_FORMS}") from None
     if lo != hi and not math.isfinite(hi):
-        raise SettingsError(option, f"a range's upper end must be finite, got {text!r} (a lower bound is written "
-                            f"'>=x')")
+        raise SettingsError(
+            option, f"a range's upper end must be finite, got {text!r} (a lower bound is written '>=x')"
+        )
     return lo, hi
 
 
@@ -391,25 +545,25 @@ class Settings:
     consumer: str
     hs_cap: int
     tokens_per_batch: float
-    token_budget: int | None = None          # None: the log's own budget
+    token_budget: int | None = None  # None: the log's own budget
     log_token_budget: int | None = None
     roles: Mapping[str, int] | None = None
     restart_cost_h: float = DEFAULT_RESTART_COST_H
-    next_run: bool = False                   # asked for with --next-run
-    run_ended: bool = False                  # the (first) log has an `end` event
+    next_run: bool = False  # asked for with --next-run
+    run_ended: bool = False  # the (first) log has an `end` event
     exact: bool = False
-    extrapolated_tokens: bool = False        # tokens_per_batch outside the logged range
+    extrapolated_tokens: bool = False  # tokens_per_batch outside the logged range
     logged_tokens_range: tuple[float, float] = field(default=(0.0, 0.0))
-    cpu: bool = False                        # the log's workers ran on CPU (header device "cpu")
+    cpu: bool = False  # the log's workers ran on CPU (header device "cpu")
     # engines of several GPUs (producer, consumer): GPUs per engine projected, and in the log(s)
     gpus_per_worker: tuple[int, int] = (1, 1)
     log_gpus_per_worker: tuple[int, int] = (1, 1)
     # per-GPU rate ratio of an engine at the projected size to one at the logged size (given); 1 where equal
     engine_scaling: tuple[float, float] = (1.0, 1.0)
-    gpus_per_node: int | None = None          # None: one node holds all G
-    link_bytes_s: float | None = None         # the inter-node link's bandwidth (None: unknown, taken as free)
-    link_source: str | None = None            # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
-    tokens_measured: bool = True              # False: no log measured tokens; tokens_per_batch is nominal
+    gpus_per_node: int | None = None  # None: one node holds all G
+    link_bytes_s: float | None = None  # the inter-node link's bandwidth (None: unknown, taken as free)
+    link_source: str | None = None  # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
+    tokens_measured: bool = True  # False: no log measured tokens; tokens_per_batch is nominal
 
     def split_gpus(self, n: int, m: int) -> int:
         """GPUs of a split of ``n`` producer and ``m`` consumer engines."""
@@ -443,10 +597,15 @@ class Settings:
         return self.token_budget is None
 
     def to_json(self) -> dict[str, Any]:
-        out = {"gpus": self.gpus, "token_budget": self.token_budget or self.log_token_budget,
-               "tokens_per_batch": round(self.tokens_per_batch, 1) if self.tokens_measured else None,
-               "hs_cap": self.hs_cap,
-               "restart_cost_h": self.restart_cost_h, "run_ended": self.run_ended, "next_run": self.next_run}
+        out = {
+            "gpus": self.gpus,
+            "token_budget": self.token_budget or self.log_token_budget,
+            "tokens_per_batch": round(self.tokens_per_batch, 1) if self.tokens_measured else None,
+            "hs_cap": self.hs_cap,
+            "restart_cost_h": self.restart_cost_h,
+            "run_ended": self.run_ended,
+            "next_run": self.next_run,
+        }
         if self.gpus_per_worker != (1, 1) or self.engines_changed:
             out["gpus_per_worker"] = dict(zip((self.producer, self.consumer), self.gpus_per_worker))
         if self.engines_changed:
@@ -460,8 +619,11 @@ class Settings:
 
 def engine_pairs(gpus: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
     """Every (N, M) with N k_p + M k_c = gpus, N >= 1, M >= 1, highest N first."""
-    return [(n, (gpus - n * k_p) // k_c) for n in range((gpus - k_c) // k_p, 0, -1)
-            if (gpus - n * k_p) > 0 and (gpus - n * k_p) % k_c == 0]
+    return [
+        (n, (gpus - n * k_p) // k_c)
+        for n in range((gpus - k_c) // k_p, 0, -1)
+        if (gpus - n * k_p) > 0 and (gpus - n * k_p) % k_c == 0
+    ]
 
 
 def _engines(options: Options, logged: Logged, gpus: int) -> tuple[tuple[int, int], tuple[float, float], int | None]:
@@ -474,48 +636,66 @@ def _engines(options: Options, logged: Logged, gpus: int) -> tuple[tuple[int, in
     scale = check_role_names("--engine-scaling", options.engine_scaling, roles)
     for i, role in enumerate(roles):
         if role in scale and k[i] == log_k[i]:
-            raise SettingsError("--engine-scaling", f"{role}: the {role} engines keep their logged {log_k[i]} "
-                                f"GPU(s); give --gpus-per-worker {role}=K to project engines of another size")
+            raise SettingsError(
+                "--engine-scaling",
+                f"{role}: the {role} engines keep their logged {log_k[i]} "
+                f"GPU(s); give --gpus-per-worker {role}=K to project engines of another size",
+            )
         if k[i] != log_k[i] and role not in scale:
-            raise SettingsError("--engine-scaling", f"{role} engines of {k[i]} GPUs from a log of {log_k[i]}-GPU "
-                                f"engines: the log cannot tell how an engine's rate scales with its GPUs; give the "
-                                f"per-GPU rate ratio, e.g. --engine-scaling {role}=0.9 (1: linear)")
+            raise SettingsError(
+                "--engine-scaling",
+                f"{role} engines of {k[i]} GPUs from a log of {log_k[i]}-GPU "
+                f"engines: the log cannot tell how an engine's rate scales with its GPUs; give the "
+                f"per-GPU rate ratio, e.g. --engine-scaling {role}=0.9 (1: linear)",
+            )
     es = (scale.get(producer, 1.0), scale.get(consumer, 1.0))
     if not engine_pairs(gpus, *k):
-        raise SettingsError("--gpus", f"{gpus} GPUs cannot be split into {producer} engines of {k[0]} and "
-                            f"{consumer} engines of {k[1]} GPUs (N x {k[0]} + M x {k[1]} = {gpus}, N, M >= 1); "
-                            f"give --gpus as such a sum or another --gpus-per-worker")
+        raise SettingsError(
+            "--gpus",
+            f"{gpus} GPUs cannot be split into {producer} engines of {k[0]} and "
+            f"{consumer} engines of {k[1]} GPUs (N x {k[0]} + M x {k[1]} = {gpus}, N, M >= 1); "
+            f"give --gpus as such a sum or another --gpus-per-worker",
+        )
     gpus_per_node = options.gpus_per_node if options.gpus_per_node is not None else logged.gpus_per_node
     if gpus_per_node is not None:
         gpus_per_node = _whole("--gpus-per-node", gpus_per_node, 1, MAX_GPUS)
         if gpus % gpus_per_node:
             raise SettingsError("--gpus-per-node", f"{gpus} GPUs are not whole nodes of {gpus_per_node}")
         if max(k) > gpus_per_node:
-            raise SettingsError("--gpus-per-node", f"an engine of {max(k)} GPUs does not fit in a node of "
-                                f"{gpus_per_node} (an engine never spans nodes)")
+            raise SettingsError(
+                "--gpus-per-node",
+                f"an engine of {max(k)} GPUs does not fit in a node of {gpus_per_node} (an engine never spans nodes)",
+            )
         if gpus_per_node == gpus:
             gpus_per_node = None
     return k, es, gpus_per_node
 
 
-def check_roles(roles: Mapping[str, int], producer: str, consumer: str, gpus: int,
-                gpus_per_worker: tuple[int, int] = (1, 1)) -> dict[str, int]:
+def check_roles(
+    roles: Mapping[str, int], producer: str, consumer: str, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)
+) -> dict[str, int]:
     """The split to judge (engines), validated against the log's roles and G."""
     names = set(roles)
     want = {producer, consumer}
     if names != want:
         missing, extra = sorted(want - names), sorted(names - want)
         parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unknown {', '.join(extra)}"] if extra else [])
-        raise SettingsError("--roles", f"{'; '.join(parts)} (the log's roles are {producer} and {consumer}, "
-                            f"e.g. {producer}=6,{consumer}=2)")
+            [f"unknown {', '.join(extra)}"] if extra else []
+        )
+        raise SettingsError(
+            "--roles",
+            f"{'; '.join(parts)} (the log's roles are {producer} and {consumer}, e.g. {producer}=6,{consumer}=2)",
+        )
     out = {r: _whole(f"--roles {r}", roles[r], 1, MAX_GPUS) for r in (producer, consumer)}
     kp, kc = gpus_per_worker
     total = out[producer] * kp + out[consumer] * kc
     if total != gpus:
         each = f" (engines of {kp} and {kc} GPUs)" if (kp, kc) != (1, 1) else ""
-        raise SettingsError("--roles", f"{producer}={out[producer]} + {consumer}={out[consumer]} is {total} GPUs{each}, "
-                            f"but {gpus} are split (give --gpus {total} to split {total})")
+        raise SettingsError(
+            "--roles",
+            f"{producer}={out[producer]} + {consumer}={out[consumer]} is {total} GPUs{each}, "
+            f"but {gpus} are split (give --gpus {total} to split {total})",
+        )
     return out
 
 
@@ -545,19 +725,19 @@ def role_count(n: int, role: str) -> str:
 class Logged:
     """What the log(s) (or the what-if numbers) showed: what an option not given falls back to."""
 
-    roles: tuple[str, str]                  # (producer, consumer)
-    gpus: int                               # the header's G
-    hs_cap: int                             # q_hs depth, batches
-    tokens_mean: float                      # mean tokens per batch
-    tokens_range: tuple[float, float]       # the logged batches' range of tokens
-    token_budget: int | None = None         # the header's batch token budget
-    run_ended: bool = False                 # the (first) log has an `end` event
-    cpu: bool = False                       # the workers ran on CPU (header device "cpu")
+    roles: tuple[str, str]  # (producer, consumer)
+    gpus: int  # the header's G
+    hs_cap: int  # q_hs depth, batches
+    tokens_mean: float  # mean tokens per batch
+    tokens_range: tuple[float, float]  # the logged batches' range of tokens
+    token_budget: int | None = None  # the header's batch token budget
+    run_ended: bool = False  # the (first) log has an `end` event
+    cpu: bool = False  # the workers ran on CPU (header device "cpu")
     gpus_per_worker: tuple[int, int] = (1, 1)
-    gpus_per_node: int | None = None        # the header's node size
-    link_bytes_s: float | None = None       # the link's bandwidth measured from the log (or its header)
-    link_source: str | None = None          # "measured" (the log's xfer) or "header"
-    tokens_measured: bool = True            # False: no log measured tokens; the batch size is nominal
+    gpus_per_node: int | None = None  # the header's node size
+    link_bytes_s: float | None = None  # the link's bandwidth measured from the log (or its header)
+    link_source: str | None = None  # "measured" (the log's xfer) or "header"
+    tokens_measured: bool = True  # False: no log measured tokens; the batch size is nominal
 
 
 def build_settings(options: Options, logged: Logged) -> Settings:
@@ -578,24 +758,42 @@ def build_settings(options: Options, logged: Logged) -> Settings:
     tokens, extrapolated = logged.tokens_mean, False
     if options.token_budget is not None:
         if not logged.tokens_measured and not logged.token_budget:
-            raise SettingsError("--token-budget", "the log measured no tokens (no step events, no 'tok_s' in its "
-                                "rates) and its header gives no token_budget, so its batches' size is unknown: "
-                                "add token_budget to the header (import-tb --token-budget) or log tok_s")
+            raise SettingsError(
+                "--token-budget",
+                "the log measured no tokens (no step events, no 'tok_s' in its "
+                "rates) and its header gives no token_budget, so its batches' size is unknown: "
+                "add token_budget to the header (import-tb --token-budget) or log tok_s",
+            )
         # batches fill the budget to the same degree as in the logged run
         fill = logged.tokens_mean / logged.token_budget if logged.token_budget else 1.0
         tokens = options.token_budget * fill
         lo, hi = logged.tokens_range
         extrapolated = not (1 - SAME_SIZE_TOL) * lo <= tokens <= (1 + SAME_SIZE_TOL) * hi
     judged = check_roles(options.roles, producer, consumer, gpus, k) if options.roles is not None else None
-    return Settings(gpus=gpus, producer=producer, consumer=consumer,
-                    hs_cap=logged.hs_cap if options.hs_cap is None else options.hs_cap,
-                    tokens_per_batch=float(tokens), token_budget=options.token_budget,
-                    log_token_budget=logged.token_budget, roles=judged, restart_cost_h=options.restart_cost_h,
-                    next_run=options.next_run, run_ended=logged.run_ended, exact=options.exact,
-                    extrapolated_tokens=extrapolated, logged_tokens_range=tuple(logged.tokens_range), cpu=logged.cpu,
-                    gpus_per_worker=k, log_gpus_per_worker=tuple(logged.gpus_per_worker), engine_scaling=es,
-                    gpus_per_node=gpn, link_bytes_s=link, link_source=source,
-                    tokens_measured=logged.tokens_measured)
+    return Settings(
+        gpus=gpus,
+        producer=producer,
+        consumer=consumer,
+        hs_cap=logged.hs_cap if options.hs_cap is None else options.hs_cap,
+        tokens_per_batch=float(tokens),
+        token_budget=options.token_budget,
+        log_token_budget=logged.token_budget,
+        roles=judged,
+        restart_cost_h=options.restart_cost_h,
+        next_run=options.next_run,
+        run_ended=logged.run_ended,
+        exact=options.exact,
+        extrapolated_tokens=extrapolated,
+        logged_tokens_range=tuple(logged.tokens_range),
+        cpu=logged.cpu,
+        gpus_per_worker=k,
+        log_gpus_per_worker=tuple(logged.gpus_per_worker),
+        engine_scaling=es,
+        gpus_per_node=gpn,
+        link_bytes_s=link,
+        link_source=source,
+        tokens_measured=logged.tokens_measured,
+    )
 
 
 def check_counts(counts: Mapping[str, int]) -> None:
@@ -605,5 +803,6 @@ def check_counts(counts: Mapping[str, int]) -> None:
         if n > MAX_GPUS:
             raise SettingsError(option, f"{n} is more than the limit {MAX_GPUS}")
     if sum(counts.values()) > MAX_GPUS:
-        raise SettingsError(" + ".join(counts), f"the split uses {sum(counts.values())} GPUs, more than the limit "
-                            f"{MAX_GPUS}")
+        raise SettingsError(
+            " + ".join(counts), f"the split uses {sum(counts.values())} GPUs, more than the limit {MAX_GPUS}"
+        )

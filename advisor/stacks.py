@@ -33,20 +33,32 @@ that step). A wandb chart export's ``RUN - TAG`` column is read as ``TAG``; its 
 ``__MAX`` columns are skipped. A long table with columns ``key, value, step, timestamp`` (MLflow's
 metric history) is read too.
 """
+
 from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from advisor.errors import LogError
 from advisor.records import Run
 from advisor.tbimport import Scalar, parse_map, read_scalars, to_records, write_rate_log
 
-__all__ = ["Metric", "Field", "Stack", "STACKS", "stack_names", "read_csv_scalars", "read_any", "derive",
-           "stack_mapping", "cap_kinds", "import_stack"]
+__all__ = [
+    "Metric",
+    "Field",
+    "Stack",
+    "STACKS",
+    "stack_names",
+    "read_csv_scalars",
+    "read_any",
+    "derive",
+    "stack_mapping",
+    "cap_kinds",
+    "import_stack",
+]
 
 KINDS = ("throughput", "capacity", "capacity >=", "capacity <=")
 
@@ -65,7 +77,7 @@ class Metric:
 class Field:
     """One rates field from a stack's tags (the formula in the module docstring)."""
 
-    key: str                       # producer.bps, producer.cap_bps, consumer.bps, consumer.cap_bps, tok_s
+    key: str  # producer.bps, producer.cap_bps, consumer.bps, consumer.cap_bps, tok_s
     num: tuple[str, ...]
     den_plus: tuple[str, ...] = ()
     den_minus: tuple[str, ...] = ()
@@ -97,98 +109,224 @@ _SF = "sgl-project/SpecForge@a6b6b0230009d15ec2a97a57384e6f53f0f96946"
 _SP = "vllm-project/speculators@c05b95b303f7d4f21e8d7624e0ffa1c2d9b4d73b"
 
 TORCHSPEC = Stack(
-    name="torchspec", unit="sample", doc="docs/stacks/torchspec.md",
+    name="torchspec",
+    unit="sample",
+    doc="docs/stacks/torchspec.md",
     metrics=(
-        Metric(tag="perf/infer_capacity", unit="samples/s", source=f"{_TS}:torchspec/controller/inference_manager.py",
-               measures="samples per engine-call second over a sliding window, times the engine slots "
-                        "(engines x concurrent calls per engine): the inference pool's capacity if every slot "
-                        "were busy at the per-call time measured"),
-        Metric(tag="perf/train_capacity", unit="samples/s", source=f"{_TS}:torchspec/controller/loop.py",
-               measures="global batch size / perf/step_time: the trainers' rate if data were always ready"),
-        Metric(tag="perf/step_time", unit="s", source=f"{_TS}:torchspec/training/trainer.py",
-               measures="rank 0's wall time of one optimizer step: data fetch + compute + optimizer"),
-        Metric(tag="perf/dispatch_wait", unit="s", source=f"{_TS}:torchspec/controller/loop.py",
-               measures="time the controller waited for the sample pool to fill before dispatching a step "
-                        "(high: inference is the bottleneck)"),
-        Metric(tag="perf/data_time", unit="s", source=f"{_TS}:torchspec/training/trainer.py",
-               measures="time in the data iterator within a step (queue get, Mooncake fetch, collation, H2D)"),
-        Metric(tag="perf/compute_time", unit="s", source=f"{_TS}:torchspec/training/trainer.py",
-               measures="forward + backward + optimizer GPU time of a step (CUDA events)"),
+        Metric(
+            tag="perf/infer_capacity",
+            unit="samples/s",
+            source=f"{_TS}:torchspec/controller/inference_manager.py",
+            measures="samples per engine-call second over a sliding window, times the engine slots "
+            "(engines x concurrent calls per engine): the inference pool's capacity if every slot "
+            "were busy at the per-call time measured",
+        ),
+        Metric(
+            tag="perf/train_capacity",
+            unit="samples/s",
+            source=f"{_TS}:torchspec/controller/loop.py",
+            measures="global batch size / perf/step_time: the trainers' rate if data were always ready",
+        ),
+        Metric(
+            tag="perf/step_time",
+            unit="s",
+            source=f"{_TS}:torchspec/training/trainer.py",
+            measures="rank 0's wall time of one optimizer step: data fetch + compute + optimizer",
+        ),
+        Metric(
+            tag="perf/dispatch_wait",
+            unit="s",
+            source=f"{_TS}:torchspec/controller/loop.py",
+            measures="time the controller waited for the sample pool to fill before dispatching a step "
+            "(high: inference is the bottleneck)",
+        ),
+        Metric(
+            tag="perf/data_time",
+            unit="s",
+            source=f"{_TS}:torchspec/training/trainer.py",
+            measures="time in the data iterator within a step (queue get, Mooncake fetch, collation, H2D)",
+        ),
+        Metric(
+            tag="perf/compute_time",
+            unit="s",
+            source=f"{_TS}:torchspec/training/trainer.py",
+            measures="forward + backward + optimizer GPU time of a step (CUDA events)",
+        ),
     ),
     fields=(
-        Field(key="consumer.bps", kind="throughput",
-              num=("perf/train_capacity", "perf/step_time"), den_plus=("perf/step_time", "perf/dispatch_wait"),
-              why="global batch / (dispatch wait + step time): the samples the step loop took per wall second"),
-        Field(key="producer.bps", kind="throughput",
-              num=("perf/train_capacity", "perf/step_time"), den_plus=("perf/step_time", "perf/dispatch_wait"),
-              why="flow through the sample pool: over a steady window inference completes what training takes"),
-        Field(key="consumer.cap_bps", kind="capacity >=", num=("perf/train_capacity",),
-              why="its step time includes the data fetch, so compute alone could go at least this fast"),
-        Field(key="producer.cap_bps", kind="capacity <=", num=("perf/infer_capacity",),
-              why="per-call rate x all slots: an upper estimate while slots sit idle (training-bound), "
-                  "close to the capacity while inference is saturated"),
+        Field(
+            key="consumer.bps",
+            kind="throughput",
+            num=("perf/train_capacity", "perf/step_time"),
+            den_plus=("perf/step_time", "perf/dispatch_wait"),
+            why="global batch / (dispatch wait + step time): the samples the step loop took per wall second",
+        ),
+        Field(
+            key="producer.bps",
+            kind="throughput",
+            num=("perf/train_capacity", "perf/step_time"),
+            den_plus=("perf/step_time", "perf/dispatch_wait"),
+            why="flow through the sample pool: over a steady window inference completes what training takes",
+        ),
+        Field(
+            key="consumer.cap_bps",
+            kind="capacity >=",
+            num=("perf/train_capacity",),
+            why="its step time includes the data fetch, so compute alone could go at least this fast",
+        ),
+        Field(
+            key="producer.cap_bps",
+            kind="capacity <=",
+            num=("perf/infer_capacity",),
+            why="per-call rate x all slots: an upper estimate while slots sit idle (training-bound), "
+            "close to the capacity while inference is saturated",
+        ),
     ),
 )
 
 SPECFORGE = Stack(
-    name="specforge", unit="sample", doc="docs/stacks/specforge.md",
+    name="specforge",
+    unit="sample",
+    doc="docs/stacks/specforge.md",
     metrics=(
-        Metric(tag="train/perf/global_samples_per_second", unit="samples/s",
-               source=f"{_SF}:specforge/training/controller.py",
-               measures="rank 0's samples since the last log x data-parallel size / wall seconds: the trainers' "
-                        "(consumer pool's) throughput; tracker keys get the train/ prefix "
-                        "(specforge/training/tracking.py)"),
-        Metric(tag="train/perf/optimizer_step_time_s", unit="s", source=f"{_SF}:specforge/training/controller.py",
-               measures="wall seconds per optimizer step over the log window"),
-        Metric(tag="train/perf/data_wait_time_s", unit="s", source=f"{_SF}:specforge/training/controller.py",
-               measures="seconds per optimizer step rank 0 waited for its next batch (starved for input)"),
-        Metric(tag="train/perf/train_compute_time_s", unit="s", source=f"{_SF}:specforge/training/controller.py",
-               measures="seconds per optimizer step in the train step (forward, backward, optimizer)"),
-        Metric(tag="train/perf/optimizer_steps_per_hour", unit="steps/h",
-               source=f"{_SF}:specforge/training/controller.py", measures="optimizer steps per wall hour"),
+        Metric(
+            tag="train/perf/global_samples_per_second",
+            unit="samples/s",
+            source=f"{_SF}:specforge/training/controller.py",
+            measures="rank 0's samples since the last log x data-parallel size / wall seconds: the trainers' "
+            "(consumer pool's) throughput; tracker keys get the train/ prefix "
+            "(specforge/training/tracking.py)",
+        ),
+        Metric(
+            tag="train/perf/optimizer_step_time_s",
+            unit="s",
+            source=f"{_SF}:specforge/training/controller.py",
+            measures="wall seconds per optimizer step over the log window",
+        ),
+        Metric(
+            tag="train/perf/data_wait_time_s",
+            unit="s",
+            source=f"{_SF}:specforge/training/controller.py",
+            measures="seconds per optimizer step rank 0 waited for its next batch (starved for input)",
+        ),
+        Metric(
+            tag="train/perf/train_compute_time_s",
+            unit="s",
+            source=f"{_SF}:specforge/training/controller.py",
+            measures="seconds per optimizer step in the train step (forward, backward, optimizer)",
+        ),
+        Metric(
+            tag="train/perf/optimizer_steps_per_hour",
+            unit="steps/h",
+            source=f"{_SF}:specforge/training/controller.py",
+            measures="optimizer steps per wall hour",
+        ),
     ),
     fields=(
-        Field(key="consumer.bps", kind="throughput", num=("train/perf/global_samples_per_second",),
-              why="the trainers' samples per wall second"),
-        Field(key="producer.bps", kind="throughput", num=("train/perf/global_samples_per_second",),
-              why="flow through the feature store: the capture servers completed what the trainers took; "
-                  "SpecForge logs no producer-side rate, so the producers' capacity is only bounded from below"),
-        Field(key="consumer.cap_bps", kind="capacity",
-              num=("train/perf/global_samples_per_second", "train/perf/optimizer_step_time_s"),
-              den_plus=("train/perf/optimizer_step_time_s",), den_minus=("train/perf/data_wait_time_s",),
-              why="throughput x step time / (step time - data wait): samples per second not spent waiting"),
+        Field(
+            key="consumer.bps",
+            kind="throughput",
+            num=("train/perf/global_samples_per_second",),
+            why="the trainers' samples per wall second",
+        ),
+        Field(
+            key="producer.bps",
+            kind="throughput",
+            num=("train/perf/global_samples_per_second",),
+            why="flow through the feature store: the capture servers completed what the trainers took; "
+            "SpecForge logs no producer-side rate, so the producers' capacity is only bounded from below",
+        ),
+        Field(
+            key="consumer.cap_bps",
+            kind="capacity",
+            num=("train/perf/global_samples_per_second", "train/perf/optimizer_step_time_s"),
+            den_plus=("train/perf/optimizer_step_time_s",),
+            den_minus=("train/perf/data_wait_time_s",),
+            why="throughput x step time / (step time - data wait): samples per second not spent waiting",
+        ),
     ),
 )
 
 SPECULATORS = Stack(
-    name="speculators", unit="rank step", doc="docs/stacks/speculators.md",
+    name="speculators",
+    unit="rank step",
+    doc="docs/stacks/speculators.md",
     metrics=(
-        Metric(tag="profile/step_ms", unit="ms", source=f"{_SP}:src/speculators/train/trainer.py",
-               measures="rank 0's wall time of one step from the end of the previous one: fetch + forward + "
-                        "backward + optimizer, with device syncs (profiled steps only, every log_freq steps)"),
-        Metric(tag="profile/fetch_ms", unit="ms", source=f"{_SP}:src/speculators/train/trainer.py",
-               measures="time to get the batch from the loader and onto the device (waiting for hidden states)"),
-        Metric(tag="profile/tokens_per_s", unit="tokens/s", source=f"{_SP}:src/speculators/train/trainer.py",
-               measures="rank 0's tokens in the step / step_ms"),
-        Metric(tag="profile/fwd_ms", unit="ms", source=f"{_SP}:src/speculators/train/trainer.py",
-               measures="forward time of the step"),
-        Metric(tag="profile/bwd_ms", unit="ms", source=f"{_SP}:src/speculators/train/trainer.py",
-               measures="backward time of the step"),
-        Metric(tag="profile/opt_ms", unit="ms", source=f"{_SP}:src/speculators/train/trainer.py",
-               measures="optimizer and scheduler time of the step"),
+        Metric(
+            tag="profile/step_ms",
+            unit="ms",
+            source=f"{_SP}:src/speculators/train/trainer.py",
+            measures="rank 0's wall time of one step from the end of the previous one: fetch + forward + "
+            "backward + optimizer, with device syncs (profiled steps only, every log_freq steps)",
+        ),
+        Metric(
+            tag="profile/fetch_ms",
+            unit="ms",
+            source=f"{_SP}:src/speculators/train/trainer.py",
+            measures="time to get the batch from the loader and onto the device (waiting for hidden states)",
+        ),
+        Metric(
+            tag="profile/tokens_per_s",
+            unit="tokens/s",
+            source=f"{_SP}:src/speculators/train/trainer.py",
+            measures="rank 0's tokens in the step / step_ms",
+        ),
+        Metric(
+            tag="profile/fwd_ms",
+            unit="ms",
+            source=f"{_SP}:src/speculators/train/trainer.py",
+            measures="forward time of the step",
+        ),
+        Metric(
+            tag="profile/bwd_ms",
+            unit="ms",
+            source=f"{_SP}:src/speculators/train/trainer.py",
+            measures="backward time of the step",
+        ),
+        Metric(
+            tag="profile/opt_ms",
+            unit="ms",
+            source=f"{_SP}:src/speculators/train/trainer.py",
+            measures="optimizer and scheduler time of the step",
+        ),
     ),
     fields=(
-        Field(key="consumer.bps", kind="throughput", num=(), den_plus=("profile/step_ms",), scale=1000.0,
-              per_consumer_worker=True, why="ranks x 1000 / step_ms: the ranks' steps per wall second"),
-        Field(key="producer.bps", kind="throughput", num=(), den_plus=("profile/step_ms",), scale=1000.0,
-              per_consumer_worker=True,
-              why="flow: the vLLM server produced the hidden states the ranks took (online training); "
-                  "speculators logs no server-side rate, so the producer is only bounded from below"),
-        Field(key="consumer.cap_bps", kind="capacity", num=(), den_plus=("profile/step_ms",),
-              den_minus=("profile/fetch_ms",), scale=1000.0, per_consumer_worker=True,
-              why="ranks x 1000 / (step_ms - fetch_ms): steps per second of compute"),
-        Field(key="tok_s", kind="throughput", num=("profile/tokens_per_s",), per_consumer_worker=True,
-              why="ranks x rank 0's tokens per wall second (ranks assumed alike)"),
+        Field(
+            key="consumer.bps",
+            kind="throughput",
+            num=(),
+            den_plus=("profile/step_ms",),
+            scale=1000.0,
+            per_consumer_worker=True,
+            why="ranks x 1000 / step_ms: the ranks' steps per wall second",
+        ),
+        Field(
+            key="producer.bps",
+            kind="throughput",
+            num=(),
+            den_plus=("profile/step_ms",),
+            scale=1000.0,
+            per_consumer_worker=True,
+            why="flow: the vLLM server produced the hidden states the ranks took (online training); "
+            "speculators logs no server-side rate, so the producer is only bounded from below",
+        ),
+        Field(
+            key="consumer.cap_bps",
+            kind="capacity",
+            num=(),
+            den_plus=("profile/step_ms",),
+            den_minus=("profile/fetch_ms",),
+            scale=1000.0,
+            per_consumer_worker=True,
+            why="ranks x 1000 / (step_ms - fetch_ms): steps per second of compute",
+        ),
+        Field(
+            key="tok_s",
+            kind="throughput",
+            num=("profile/tokens_per_s",),
+            per_consumer_worker=True,
+            why="ranks x rank 0's tokens per wall second (ranks assumed alike)",
+        ),
     ),
 )
 
@@ -259,8 +397,12 @@ def read_csv_scalars(path: str | Path) -> tuple[dict[str, list[Scalar]], float]:
     step_col = next((c for c in STEP_COLUMNS if c in columns), None)
     time_col = next((c for c in TIME_COLUMNS if c in columns), None)
     if step_col is None or time_col is None:
-        raise LogError(str(path), 1, f"needs a step column ({', '.join(STEP_COLUMNS)}) and a time column "
-                                     f"({', '.join(TIME_COLUMNS)}); it has: {', '.join(columns) or 'none'}")
+        raise LogError(
+            str(path),
+            1,
+            f"needs a step column ({', '.join(STEP_COLUMNS)}) and a time column "
+            f"({', '.join(TIME_COLUMNS)}); it has: {', '.join(columns) or 'none'}",
+        )
     try:
         tags = _column_tags(columns, {step_col, time_col})
     except ValueError as e:
@@ -268,7 +410,10 @@ def read_csv_scalars(path: str | Path) -> tuple[dict[str, list[Scalar]], float]:
     by_tag: dict[str, list[Scalar]] = {}
     unit = TIME_COLUMNS[time_col]
     for n, row in enumerate(rows, 2):
-        step, t = _number(row.get(step_col) or "", path, n, step_col), _number(row.get(time_col) or "", path, n, time_col)
+        step, t = (
+            _number(row.get(step_col) or "", path, n, step_col),
+            _number(row.get(time_col) or "", path, n, time_col),
+        )
         if step is None or t is None:
             raise LogError(str(path), n, f"row without {step_col!r} or {time_col!r}")
         for c, tag in tags.items():
@@ -298,23 +443,27 @@ def read_any(paths: Sequence[str | Path]) -> tuple[dict[str, list[Scalar]], floa
 # --- derived fields --------------------------------------------------------------------------
 def derive(field: Field, scalars: Mapping[str, list[Scalar]], consumer_workers: int) -> list[Scalar]:
     """The field's values at every step where all its tags were logged (module docstring)."""
-    at = {tag: {s.step: s for s in scalars[tag]} for tag in field.tags}      # a step logged twice: the later
+    at = {tag: {s.step: s for s in scalars[tag]} for tag in field.tags}  # a step logged twice: the later
     steps = sorted(set.intersection(*(set(v) for v in at.values())))
     factor = field.scale * (consumer_workers if field.per_consumer_worker else 1)
     out = []
     for step in steps:
         got = [at[tag][step] for tag in field.tags]
         num = math.prod(at[t][step].value for t in field.num)
-        den = (sum(at[t][step].value for t in field.den_plus) - sum(at[t][step].value for t in field.den_minus)
-               if field.den_plus else 1.0)
+        den = (
+            sum(at[t][step].value for t in field.den_plus) - sum(at[t][step].value for t in field.den_minus)
+            if field.den_plus
+            else 1.0
+        )
         if den <= 0:
             continue
         out.append(Scalar(step, max(s.wall_time for s in got), factor * num / den))
     return out
 
 
-def stack_mapping(stack: Stack, roles: Sequence[str], scalars: Mapping[str, list[Scalar]],
-                  consumer_workers: int, *, source: str) -> tuple[dict[str, str], dict[str, list[Scalar]]]:
+def stack_mapping(
+    stack: Stack, roles: Sequence[str], scalars: Mapping[str, list[Scalar]], consumer_workers: int, *, source: str
+) -> tuple[dict[str, str], dict[str, list[Scalar]]]:
     """{rates key: derived tag} and the derived series, for the stack's fields whose tags are all
     present; an error naming the missing tags when the consumer's bps cannot be built."""
     keys = {"producer": roles[0], "consumer": roles[-1]}
@@ -328,8 +477,12 @@ def stack_mapping(stack: Stack, roles: Sequence[str], scalars: Mapping[str, list
             if f.key == "consumer.bps":
                 have = sorted(scalars)
                 shown = ", ".join(have[:12]) + (f" and {len(have) - 12} more" if len(have) > 12 else "")
-                raise LogError(source, None, f"--stack {stack.name}: no tag {missing[0]!r} for {key} "
-                                             f"(it has: {shown or 'no scalars'}); see {stack.doc}")
+                raise LogError(
+                    source,
+                    None,
+                    f"--stack {stack.name}: no tag {missing[0]!r} for {key} "
+                    f"(it has: {shown or 'no scalars'}); see {stack.doc}",
+                )
             continue
         values = derive(f, scalars, consumer_workers)
         if values:
@@ -351,8 +504,15 @@ def cap_kinds(stack: Stack, roles: Sequence[str], built: set[str]) -> dict[str, 
     return out
 
 
-def import_stack(paths: Sequence[str | Path], out: str | Path, header: Run, *, stack: str | None,
-                 mapping: Sequence[str] = (), ended: bool = False) -> tuple[Path, int]:
+def import_stack(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    header: Run,
+    *,
+    stack: str | None,
+    mapping: Sequence[str] = (),
+    ended: bool = False,
+) -> tuple[Path, int]:
     """A rate log from event files and/or CSV histories: the stack's built-in fields (if ``stack``),
     then each ``--map KEY=TAG`` (which replaces a built-in field of the same key).
 

@@ -6,6 +6,7 @@
   batch means, so that autocorrelation widens it honestly (Student t quantiles ``T_975``);
 - ``expected_max_normal``: E[max of m iid standard normals], the barrier wait of m ranks.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,12 +14,13 @@ import threading
 from functools import lru_cache
 
 import numpy as np
+
 BATCH_MEANS = 20
 T_975 = {19: 2.093, 9: 2.262, 4: 2.776, 2: 4.303}  # Student t, 97.5%, by degrees of freedom
 HUBER_K = 1.345
-HUBER_TOL = 1e-9     # IRLS stops when a round moves a and b by less than this share: the fit's own
-                     # error is ~1e-3 of them; a 300k-step sample of a 1M-line log converges in 12
-                     # rounds against 16 at 1e-12, at the same a and b to 1e-10
+HUBER_TOL = 1e-9  # IRLS stops when a round moves a and b by less than this share: the fit's own
+# error is ~1e-3 of them; a 300k-step sample of a 1M-line log converges in 12
+# rounds against 16 at 1e-12, at the same a and b to 1e-10
 Z_95 = 1.96
 
 
@@ -42,8 +44,8 @@ class _ExpectedMaxTable:
 
     def __init__(self) -> None:
         self._values = [0.0, 0.0]
-        self._power: np.ndarray | None = None      # Phi^(m-1) for the last m made
-        self._lock = threading.Lock()              # (the projection and the refinement may ask at once)
+        self._power: np.ndarray | None = None  # Phi^(m-1) for the last m made
+        self._lock = threading.Lock()  # (the projection and the refinement may ask at once)
 
     def __call__(self, m: int) -> float:
         if m < len(self._values):
@@ -91,7 +93,7 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
         return hi if n % 2 else (work[:half].max() + hi) / 2
 
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        median = np.median      # noqa: F811  (NaN in, NaN out, as np.median has it)
+        median = np.median  # noqa: F811  (NaN in, NaN out, as np.median has it)
     w = np.ones_like(y)
     # the same operations in the same order as the plain expressions (so the same bits), into
     # buffers allocated once: fresh 2.4 MB temporaries each round were a fifth of the cost
@@ -101,15 +103,16 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
         sw = w.sum()
         xm, ym = np.multiply(w, x, out=t1).sum() / sw, np.multiply(w, y, out=t1).sum() / sw
         np.subtract(x, xm, out=dx)
-        sxx = np.multiply(w, np.multiply(dx, dx, out=t1), out=t1).sum()        # (w * dx ** 2).sum()
-        b_new = (np.multiply(np.multiply(w, dx, out=t1), np.subtract(y, ym, out=t2), out=t1).sum() / sxx
-                 if sxx > 0 else 0.0)                                          # (w * dx * (y - ym)).sum() / sxx
+        sxx = np.multiply(w, np.multiply(dx, dx, out=t1), out=t1).sum()  # (w * dx ** 2).sum()
+        b_new = (
+            np.multiply(np.multiply(w, dx, out=t1), np.subtract(y, ym, out=t2), out=t1).sum() / sxx if sxx > 0 else 0.0
+        )  # (w * dx * (y - ym)).sum() / sxx
         a_new = ym - b_new * xm
-        np.subtract(np.subtract(y, a_new, out=r), np.multiply(b_new, x, out=t1), out=r)   # y - a - b x
+        np.subtract(np.subtract(y, a_new, out=r), np.multiply(b_new, x, out=t1), out=r)  # y - a - b x
         scale = 1.4826 * median(np.abs(np.subtract(r, median(r), out=t1), out=t1)) + 1e-12
         u = np.divide(np.abs(r, out=t1), HUBER_K * scale, out=t1)
-        np.divide(1.0, np.maximum(u, 1e-12, out=t2), out=w)                   # 1 / max(u, 1e-12) ...
-        w[u <= 1] = 1.0                                                        # ... where u > 1, else 1
+        np.divide(1.0, np.maximum(u, 1e-12, out=t2), out=w)  # 1 / max(u, 1e-12) ...
+        w[u <= 1] = 1.0  # ... where u > 1, else 1
         if abs(b_new - b) <= HUBER_TOL * max(abs(b), 1e-30) and abs(a_new - a) <= HUBER_TOL * max(abs(a), 1e-30):
             a, b = a_new, b_new
             break
@@ -125,7 +128,7 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
         a = 0.0
     resid = y - a - b * x
     ss_tot = ((y - y.mean()) ** 2).sum()
-    r2 = 1.0 - (resid ** 2).sum() / ss_tot if ss_tot > 0 else 0.0
+    r2 = 1.0 - (resid**2).sum() / ss_tot if ss_tot > 0 else 0.0
     return float(a), float(b), float(r2)
 
 

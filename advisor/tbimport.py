@@ -34,20 +34,31 @@ in the files (the writer's start); ``window`` is the time since the previous sna
 logged twice (a restart) keeps the later value. The header (roles in pipeline order, GPUs,
 queues, token budget...) is not in TensorBoard and is given by the caller.
 """
+
 from __future__ import annotations
 
 import struct
 import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
 
-from advisor.records import End, Queue, Rates, Run
 from advisor.errors import LogError, LogWarning, SettingsError, short_repr
+from advisor.records import End, Queue, Rates, Run
 from advisor.settings import MAX_GPUS, MAX_TIME_S, parse_role_values
 
-__all__ = ["Scalar", "crc32c", "event_files", "read_scalars", "parse_roles", "parse_queue", "parse_map", "to_records",
-           "import_tensorboard", "write_rate_log"]
+__all__ = [
+    "Scalar",
+    "crc32c",
+    "event_files",
+    "read_scalars",
+    "parse_roles",
+    "parse_queue",
+    "parse_map",
+    "to_records",
+    "import_tensorboard",
+    "write_rate_log",
+]
 
 
 # --- CRC32C (Castagnoli, reflected polynomial 0x82F63B78) ------------------------------------
@@ -86,21 +97,32 @@ def _records(path: Path) -> Iterator[tuple[int, bytes]]:
     pos, n = 0, len(raw)
     while pos < n:
         if n - pos < 12:
-            warnings.warn(LogWarning(f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
-                                     f"skipped {n - pos} bytes"), stacklevel=3)
+            warnings.warn(
+                LogWarning(
+                    f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
+                    f"skipped {n - pos} bytes"
+                ),
+                stacklevel=3,
+            )
             return
-        header = raw[pos:pos + 8]
-        (length,), (len_crc,) = struct.unpack("<Q", header), struct.unpack("<I", raw[pos + 8:pos + 12])
+        header = raw[pos : pos + 8]
+        (length,), (len_crc,) = struct.unpack("<Q", header), struct.unpack("<I", raw[pos + 8 : pos + 12])
         if masked_crc(crc32c(header)) != len_crc:
-            raise LogError(str(path), None, f"record at byte {pos}: length CRC mismatch (not a TensorBoard event "
-                                            f"file, or corrupt)")
+            raise LogError(
+                str(path), None, f"record at byte {pos}: length CRC mismatch (not a TensorBoard event file, or corrupt)"
+            )
         end = pos + 12 + length + 4
         if end > n:
-            warnings.warn(LogWarning(f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
-                                     f"skipped {n - pos} bytes"), stacklevel=3)
+            warnings.warn(
+                LogWarning(
+                    f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
+                    f"skipped {n - pos} bytes"
+                ),
+                stacklevel=3,
+            )
             return
-        data = raw[pos + 12:pos + 12 + length]
-        (data_crc,) = struct.unpack("<I", raw[end - 4:end])
+        data = raw[pos + 12 : pos + 12 + length]
+        (data_crc,) = struct.unpack("<I", raw[end - 4 : end])
         if masked_crc(crc32c(data)) != data_crc:
             raise LogError(str(path), None, f"record at byte {pos}: data CRC mismatch (corrupt event file)")
         yield pos, data
@@ -136,12 +158,12 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
         if wt == 0:
             v, pos = _varint(buf, pos)
         elif wt == 1:
-            v, pos = buf[pos:pos + 8], pos + 8
+            v, pos = buf[pos : pos + 8], pos + 8
         elif wt == 2:
             ln, pos = _varint(buf, pos)
-            v, pos = buf[pos:pos + ln], pos + ln
+            v, pos = buf[pos : pos + ln], pos + ln
         elif wt == 5:
-            v, pos = buf[pos:pos + 4], pos + 4
+            v, pos = buf[pos : pos + 4], pos + 4
         else:
             raise _WireError(f"unsupported wire type {wt}")
         if pos > n:
@@ -168,18 +190,18 @@ def _tensor_scalar(buf: bytes) -> float | None:
             raise _WireError(f"tensor field {num} has wire type {wt}")
         if num == 1 and wt == 0:
             dtype = v
-        elif num == 2 and wt == 2:                      # TensorShapeProto: dim = 2, Dim.size = 1
+        elif num == 2 and wt == 2:  # TensorShapeProto: dim = 2, Dim.size = 1
             for dn, dwt, dv in _fields(v):
                 if dn == 2 and dwt == 2:
                     size = next((s for sn, swt, s in _fields(dv) if sn == 1 and swt == 0), 0)
                     dims.append(_signed64(size))
         elif num == 4 and wt == 2:
             content = v
-        elif num == 5:                                  # float_val: packed or not
+        elif num == 5:  # float_val: packed or not
             vals += list(struct.unpack(f"<{len(v) // 4}f", v)) if wt == 2 else [struct.unpack("<f", v)[0]]
-        elif num == 6:                                  # double_val
+        elif num == 6:  # double_val
             vals += list(struct.unpack(f"<{len(v) // 8}d", v)) if wt == 2 else [struct.unpack("<d", v)[0]]
-        elif num in (7, 10):                            # int_val, int64_val
+        elif num in (7, 10):  # int_val, int64_val
             if wt == 2:
                 p = 0
                 while p < len(v):
@@ -282,8 +304,9 @@ def parse_roles(text: str) -> dict[str, int]:
     `advisor.settings.parse_role_values`, with at least a producer and a consumer role."""
     out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS, example="target=7,drafter=1")
     if len(out) < 2:
-        raise SettingsError("--roles", f"name at least a producer and a consumer role, e.g. target=7,drafter=1; got "
-                            f"{short_repr(text)}")
+        raise SettingsError(
+            "--roles", f"name at least a producer and a consumer role, e.g. target=7,drafter=1; got {short_repr(text)}"
+        )
     return out
 
 
@@ -298,8 +321,9 @@ def parse_queue(text: str, roles: Sequence[str]) -> Queue:
     return Queue(name=name, feeds=feeds, cap=cap)
 
 
-def parse_map(items: Sequence[str], roles: Sequence[str], queues: Sequence[str] = (), *,
-              require_bps: bool = True) -> dict[str, str]:
+def parse_map(
+    items: Sequence[str], roles: Sequence[str], queues: Sequence[str] = (), *, require_bps: bool = True
+) -> dict[str, str]:
     """``["drafter.bps=train/drafter_bps", ...]`` -> {rates key: tag}; errors say what is wrong.
     ``require_bps=False`` when the mapping only adds to a stack's built-in one (advisor.stacks)."""
     out: dict[str, str] = {}
@@ -316,21 +340,23 @@ def parse_map(items: Sequence[str], roles: Sequence[str], queues: Sequence[str] 
             raise ValueError(f"--map {item!r}: {key!r} is mapped twice")
         out[key] = tag
     if require_bps and not any(k.endswith(".bps") for k in out):
-        raise ValueError("--map: map at least one <role>.bps (completions per second of a role's pool), "
-                         f"e.g. {roles[-1]}.bps=TAG")
+        raise ValueError(
+            f"--map: map at least one <role>.bps (completions per second of a role's pool), e.g. {roles[-1]}.bps=TAG"
+        )
     return out
 
 
 def _latest_at(series: list[Scalar], step: int) -> Scalar | None:
     best = None
-    for s in series:                     # series is short (one value per logging interval)
+    for s in series:  # series is short (one value per logging interval)
         if s.step <= step and (best is None or (s.step, s.wall_time) >= (best.step, best.wall_time)):
             best = s
     return best
 
 
-def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: Mapping[str, str], *,
-               source: str = "TensorBoard") -> list[Rates]:
+def to_records(
+    scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: Mapping[str, str], *, source: str = "TensorBoard"
+) -> list[Rates]:
     """The rates snapshots of the mapped tags (see the module docstring for the rules)."""
     missing = [t for t in mapping.values() if t not in scalars]
     if missing:
@@ -349,19 +375,23 @@ def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: 
                 got[key] = s
         bps_now = {k: s for k, s in got.items() if k in bps_keys and s.step == step}
         t = round(max(s.wall_time for s in bps_now.values()) - first_wall, 6)
-        if t > MAX_TIME_S:                # what a log's reader refuses, import-tb does not write
-            raise LogError(source, None, f"step {step}: wall time {t:g} s after the first event is more than the "
-                           f"limit of a log's time ({MAX_TIME_S:g} s; a corrupt wall_time?)")
+        if t > MAX_TIME_S:  # what a log's reader refuses, import-tb does not write
+            raise LogError(
+                source,
+                None,
+                f"step {step}: wall time {t:g} s after the first event is more than the "
+                f"limit of a log's time ({MAX_TIME_S:g} s; a corrupt wall_time?)",
+            )
         if t <= prev_t and out:
-            continue                      # a step logged again earlier in time (a restart): keep the first pass
+            continue  # a step logged again earlier in time (a restart): keep the first pass
         fields = {"t": t, "window": round(t - prev_t, 6) if t > prev_t else None}
         bps, cap, q = {}, {}, {}
         for key, s in got.items():
             v = max(s.value, 0.0) if key != "done" else min(max(s.value, 0.0), 1.0)
             if key.endswith(".cap_bps"):
-                cap[key[:-len(".cap_bps")]] = v
+                cap[key[: -len(".cap_bps")]] = v
             elif key.endswith(".bps"):
-                bps[key[:-len(".bps")]] = v
+                bps[key[: -len(".bps")]] = v
             elif key.startswith("q."):
                 q[key[2:]] = v
             else:
@@ -373,8 +403,9 @@ def to_records(scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: 
     return out
 
 
-def import_tensorboard(paths: Sequence[str | Path], out: str | Path, header: Run, *, mapping: Sequence[str],
-                       ended: bool = False) -> tuple[Path, int]:
+def import_tensorboard(
+    paths: Sequence[str | Path], out: str | Path, header: Run, *, mapping: Sequence[str], ended: bool = False
+) -> tuple[Path, int]:
     """Write a rate log (header, rates snapshots) from TensorBoard event files.
 
     Event files do not say whether the job finished, so the log has no ``end`` line (a live run:

@@ -10,6 +10,7 @@ chain capped by the pure fluid tail (D = a k / 2), and by the calibrated tail (t
 Grid: G = 16, 32, 64 with k = 4-64 (q_hs 4, 8, 20); service SCV 0.01 and 0.5 at two points;
 q_hs 2 and 40; slower drafters; G = 128 (a up to 20) and q_hs 4 at G = 64.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,21 +24,29 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor.stats import expected_max_normal  # noqa: E402
 from advisor.model.chain import barrier_rate, chain  # noqa: E402
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, run  # noqa: E402
+from advisor.stats import expected_max_normal  # noqa: E402
 
 
 def cases():
     out = []
     for k in (4, 8, 16, 32, 64):
-        out += [(16, k, 4, 1.0, (12, 10, 8, 6), {}), (32, k, 8, 1.0, (24, 20, 16, 12), {}),
-                (64, k, 20, 2.0, (44, 40, 36, 30, 24), {})]
+        out += [
+            (16, k, 4, 1.0, (12, 10, 8, 6), {}),
+            (32, k, 8, 1.0, (24, 20, 16, 12), {}),
+            (64, k, 20, 2.0, (44, 40, 36, 30, 24), {}),
+        ]
     for scv in (0.01, 0.5):
-        out += [(32, 16, 8, 1.0, (24, 20, 16, 12), dict(scv=scv, cv=0.05)),
-                (64, 32, 20, 2.0, (44, 40, 36, 30, 24), dict(scv=scv, cv=0.05))]
-    out += [(32, 16, 2, 1.0, (24, 20, 16, 12), {}), (32, 16, 40, 1.0, (24, 20, 16, 12), {}),
-            (32, 16, 8, 1.0, (24, 20, 16, 12), dict(dft=4.0))]
+        out += [
+            (32, 16, 8, 1.0, (24, 20, 16, 12), dict(scv=scv, cv=0.05)),
+            (64, 32, 20, 2.0, (44, 40, 36, 30, 24), dict(scv=scv, cv=0.05)),
+        ]
+    out += [
+        (32, 16, 2, 1.0, (24, 20, 16, 12), {}),
+        (32, 16, 40, 1.0, (24, 20, 16, 12), {}),
+        (32, 16, 8, 1.0, (24, 20, 16, 12), dict(dft=4.0)),
+    ]
     out += [(128, k, 20, 2.0, (100, 90, 80, 70), dict(nb=24000)) for k in (8, 16, 32, 64)]
     for k in (16, 32):
         out += [(64, k, 20, 2.0, (44, 40, 36, 30), dict(dft=4.0)), (64, k, 4, 2.0, (44, 40, 36, 30), {})]
@@ -46,17 +55,28 @@ def cases():
 
 def measure(g, k, b, sync_s, splits, scv=0.1, cv=0.2, tgt=10.0, dft=2.0, nb=16000):
     tm = TokenModel(budget=32768, mean=31200.0, cv=cv, seq_len=1926.0)
-    s = Scenario(name="tail", n_target=g - 4, n_drafter=4, tokens=tm, hs_cap=b, pre_cap=8, sync_every=k,
-                 sync_s=sync_s, sync_scv=0.1, n_batches=6000, seed=5,
-                 target=ServiceModel.from_mean(tgt, tm.mean, overhead_share=0.1, scv=scv),
-                 drafter=ServiceModel.from_mean(dft, tm.mean, overhead_share=0.1, scv=scv))
+    s = Scenario(
+        name="tail",
+        n_target=g - 4,
+        n_drafter=4,
+        tokens=tm,
+        hs_cap=b,
+        pre_cap=8,
+        sync_every=k,
+        sync_s=sync_s,
+        sync_scv=0.1,
+        n_batches=6000,
+        seed=5,
+        target=ServiceModel.from_mean(tgt, tm.mean, overhead_share=0.1, scv=scv),
+        drafter=ServiceModel.from_mean(dft, tm.mean, overhead_share=0.1, scv=scv),
+    )
     d = draw(replace(s, seed=77), nb, warmup=False)
     rows = []
     for n in splits:
         m = g - n
         truth = run(s.split(n, m), sample=d, warmup_batches=nb // 10).bps
         lam, c, t_ar = n / tgt, 1 / dft, s.allreduce_s(m)
-        svc = scv + 0.81 * cv ** 2                  # the step's SCV with the token-count share
+        svc = scv + 0.81 * cv**2  # the step's SCV with the token-count share
         sync = k / c / (k / c + math.sqrt(k) * math.sqrt(svc) / c * expected_max_normal(m) + t_ar)
         x_chain = chain(n, m, lam / n, c * sync, b, svc, svc).x_bps
         a = min(lam / c, m)

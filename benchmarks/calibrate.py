@@ -30,6 +30,7 @@ sweep.
     python3 benchmarks/calibrate.py --json out.json       # and every case as JSON
     python3 benchmarks/calibrate.py --root /path/to/tree --sweep ded16 --no-pairs
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,9 +46,9 @@ import validate_real  # a script beside this one
 
 ROOT = validate_real.ROOT
 SWEEP_DIR = ROOT / "fixtures" / "sweep"
-TOL = 0.02                 # within the model's resolution of the best split
-DECILE_MIN_CASES = 10      # deciles with fewer cases are reported, not judged
-DECILE_MAX_GAP = 0.10      # stated against observed, judged deciles
+TOL = 0.02  # within the model's resolution of the best split
+DECILE_MIN_CASES = 10  # deciles with fewer cases are reported, not judged
+DECILE_MAX_GAP = 0.10  # stated against observed, judged deciles
 ACTION_MIN = 0.90
 MEAN_REGRET_MAX = 0.02
 MAX_REGRET_MAX = 0.10
@@ -88,8 +89,12 @@ def score(out: dict, logged: set[tuple[int, int]], truth: dict, measured: dict) 
         k = _key(s["roles"])
         if k not in truth:
             continue
-        row = {"split": f"{k[0]}-{k[1]}", "p_best": s.get("p_best"),
-               "within": truth[k] >= (1.0 - TOL) * best, "logged": k in logged}
+        row = {
+            "split": f"{k[0]}-{k[1]}",
+            "p_best": s.get("p_best"),
+            "within": truth[k] >= (1.0 - TOL) * best,
+            "logged": k in logged,
+        }
         if not row["logged"] and s.get("bps_low") is not None and s.get("bps"):
             row["inside"] = [s["bps_low"] <= v <= s["bps_high"] for v in measured[k]]
             row["width"] = (s["bps_high"] - s["bps_low"]) / s["bps"]
@@ -97,21 +102,30 @@ def score(out: dict, logged: set[tuple[int, int]], truth: dict, measured: dict) 
             row["used"] = [_used(v, s["bps"], s["bps_low"], s["bps_high"]) for v in measured[k]]
             row["distance"] = min(abs(k[0] - n) for n, _ in logged)
         splits.append(row)
-    return {"pick": f"{pick[0]}-{pick[1]}" if pick else None, "verdict": rec.get("verdict"),
-            "p_best": rec.get("p_best"), "expected_regret_pct": rec.get("expected_regret_pct"),
-            "expected_gain_pct": rec.get("expected_gain_pct"), "close_call": rec.get("close_call"),
-            "probe": rec.get("probe"), "regret": regret,
-            "within": None if regret is None else regret <= TOL, "splits": splits}
+    return {
+        "pick": f"{pick[0]}-{pick[1]}" if pick else None,
+        "verdict": rec.get("verdict"),
+        "p_best": rec.get("p_best"),
+        "expected_regret_pct": rec.get("expected_regret_pct"),
+        "expected_gain_pct": rec.get("expected_gain_pct"),
+        "close_call": rec.get("close_call"),
+        "probe": rec.get("probe"),
+        "regret": regret,
+        "within": None if regret is None else regret <= TOL,
+        "splits": splits,
+    }
 
 
-def run_sweep(name: str, gpus: int, pool: ThreadPoolExecutor, *, root: Path = ROOT, pairs: bool = True,
-              folder: Path = SWEEP_DIR) -> dict:
+def run_sweep(
+    name: str, gpus: int, pool: ThreadPoolExecutor, *, root: Path = ROOT, pairs: bool = True, folder: Path = SWEEP_DIR
+) -> dict:
     """Advise every source of one sweep and score it. Returns the sweep's truth and its cases."""
     by_split = validate_real.sweep_logs(folder / name)
     logs = sorted(p for v in by_split.values() for p in v)
 
     def advise(paths):
         return validate_real.advise_json(paths, "--gpus", str(gpus), root=root)
+
     own = dict(zip(logs, pool.map(lambda p: advise([p]), logs)))
     measured, truth = validate_real.measured_truth(by_split, own)
     srcs = [[p] for p in logs]
@@ -124,8 +138,13 @@ def run_sweep(name: str, gpus: int, pool: ThreadPoolExecutor, *, root: Path = RO
     for src, out in zip(srcs, outs):
         logged = {validate_real.parse(p)[:2] for p in src}
         cases.append({"sweep": name, "source": [p.name for p in src], **score(out, logged, truth, measured)})
-    return {"name": name, "gpus": gpus, "truth": {f"{n}-{m}": v for (n, m), v in truth.items()},
-            "measured": {f"{n}-{m}": v for (n, m), v in measured.items()}, "cases": cases}
+    return {
+        "name": name,
+        "gpus": gpus,
+        "truth": {f"{n}-{m}": v for (n, m), v in truth.items()},
+        "measured": {f"{n}-{m}": v for (n, m), v in measured.items()},
+        "cases": cases,
+    }
 
 
 def reliability(pairs: list[tuple[float, bool]]) -> list[dict]:
@@ -140,8 +159,16 @@ def reliability(pairs: list[tuple[float, bool]]) -> list[dict]:
         stated = statistics.fmean(p for p, _ in inside)
         observed = sum(w for _, w in inside) / len(inside)
         judged = len(inside) >= DECILE_MIN_CASES
-        rows.append({"decile": d, "count": len(inside), "stated": stated, "observed": observed,
-                     "judged": judged, "ok": (not judged) or abs(stated - observed) <= DECILE_MAX_GAP})
+        rows.append(
+            {
+                "decile": d,
+                "count": len(inside),
+                "stated": stated,
+                "observed": observed,
+                "judged": judged,
+                "ok": (not judged) or abs(stated - observed) <= DECILE_MAX_GAP,
+            }
+        )
     return rows
 
 
@@ -155,8 +182,12 @@ def coverage(cases: list[dict]) -> dict:
     intervals' median width."""
     each = [x for c in cases for s in c["splits"] if "inside" in s for x in s["inside"]]
     widths = [s["width"] for c in cases for s in c["splits"] if "width" in s]
-    return {"rates": len(each), "inside": sum(each), "coverage": sum(each) / len(each) if each else None,
-            "median_width": statistics.median(widths) if widths else None}
+    return {
+        "rates": len(each),
+        "inside": sum(each),
+        "coverage": sum(each) / len(each) if each else None,
+        "median_width": statistics.median(widths) if widths else None,
+    }
 
 
 def _regrets(cases: list[dict]) -> dict:
@@ -171,26 +202,46 @@ def summarize(sweeps: list[dict]) -> dict:
     stated = [(c["p_best"], c["within"]) for c in cases if c["p_best"] is not None and c["within"] is not None]
     split_stated = [(s["p_best"], s["within"]) for c in cases for s in c["splits"] if s["p_best"] is not None]
     actions = sum(c["verdict"] != NO_ACTION for c in cases)
-    per_sweep = {sw["name"]: {"gpus": sw["gpus"], "sources": len(sw["cases"]), **coverage(sw["cases"]),
-                              "actions": sum(c["verdict"] != NO_ACTION for c in sw["cases"]), **_regrets(sw["cases"])}
-                 for sw in sweeps}
+    per_sweep = {
+        sw["name"]: {
+            "gpus": sw["gpus"],
+            "sources": len(sw["cases"]),
+            **coverage(sw["cases"]),
+            "actions": sum(c["verdict"] != NO_ACTION for c in sw["cases"]),
+            **_regrets(sw["cases"]),
+        }
+        for sw in sweeps
+    }
     rel = reliability(stated)
     checks = {
         "action_share": (actions / len(cases) >= ACTION_MIN) if cases else None,
         "mean_regret": (statistics.fmean(regrets) <= MEAN_REGRET_MAX) if regrets else None,
         "max_regret": (max(regrets) <= MAX_REGRET_MAX) if regrets else None,
         "deciles": all(r["ok"] for r in rel) if rel else None,
-        "coverage": all(COVERAGE_RANGE[0] <= v["coverage"] <= COVERAGE_RANGE[1] for v in per_sweep.values()
-                        if v["coverage"] is not None),
+        "coverage": all(
+            COVERAGE_RANGE[0] <= v["coverage"] <= COVERAGE_RANGE[1]
+            for v in per_sweep.values()
+            if v["coverage"] is not None
+        ),
     }
-    return {"sources": len(cases), "actions": actions, "action_share": actions / len(cases) if cases else None,
-            "mean_regret": statistics.fmean(regrets) if regrets else None,
-            "max_regret": max(regrets) if regrets else None,
-            "within": sum(bool(c["within"]) for c in cases), "scored": len(regrets), "stated": len(stated),
-            "reliability": rel, "brier": brier(stated),
-            "split_reliability": reliability(split_stated), "split_brier": brier(split_stated),
-            "verdicts": {v: sum(c["verdict"] == v for c in cases) for v in sorted({str(c["verdict"]) for c in cases})},
-            "per_sweep": per_sweep, "coverage": coverage(cases), "checks": checks}
+    return {
+        "sources": len(cases),
+        "actions": actions,
+        "action_share": actions / len(cases) if cases else None,
+        "mean_regret": statistics.fmean(regrets) if regrets else None,
+        "max_regret": max(regrets) if regrets else None,
+        "within": sum(bool(c["within"]) for c in cases),
+        "scored": len(regrets),
+        "stated": len(stated),
+        "reliability": rel,
+        "brier": brier(stated),
+        "split_reliability": reliability(split_stated),
+        "split_brier": brier(split_stated),
+        "verdicts": {v: sum(c["verdict"] == v for c in cases) for v in sorted({str(c["verdict"]) for c in cases})},
+        "per_sweep": per_sweep,
+        "coverage": coverage(cases),
+        "checks": checks,
+    }
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -198,36 +249,52 @@ def _pct(x: float | None, digits: int = 1) -> str:
 
 
 def _rel_table(rows: list[dict]) -> list[str]:
-    out = ["| stated p_best | cases | mean stated | observed within 2% | gap | judged |",
-           "|---|---:|---:|---:|---:|---|"]
+    out = [
+        "| stated p_best | cases | mean stated | observed within 2% | gap | judged |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         d = r["decile"]
         gap = 100 * (r["observed"] - r["stated"])
         verdict = ("ok" if r["ok"] else "OFF") if r["judged"] else f"< {DECILE_MIN_CASES} cases"
-        out.append(f"| {d / 10:.1f}-{(d + 1) / 10:.1f} | {r['count']} | {_pct(r['stated'])} | {_pct(r['observed'])} | "
-                   f"{gap:+.1f} pts | {verdict} |")
+        out.append(
+            f"| {d / 10:.1f}-{(d + 1) / 10:.1f} | {r['count']} | {_pct(r['stated'])} | {_pct(r['observed'])} | "
+            f"{gap:+.1f} pts | {verdict} |"
+        )
     return out
 
 
 def render(summary: dict, code: str) -> str:
     """The report as Markdown."""
     s = summary
-    lines = [f"Code: {code}. {s['sources']} sources (every log alone and every pair of splits' first repeats).\n",
-             ("| sweep | G | sources | action named | mean / max regret (picks at a measured split) "
-              "| repeat rates inside the 95% interval | median width |"), "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Code: {code}. {s['sources']} sources (every log alone and every pair of splits' first repeats).\n",
+        (
+            "| sweep | G | sources | action named | mean / max regret (picks at a measured split) "
+            "| repeat rates inside the 95% interval | median width |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, v in s["per_sweep"].items():
-        lines.append(f"| {name} | {v['gpus']} | {v['sources']} | {v['actions']}/{v['sources']} | "
-                     f"{_pct(v['mean_regret'])} / {_pct(v['max_regret'])} ({v['scored']}) | {_pct(v['coverage'], 0)} "
-                     f"({v['inside']}/{v['rates']}) | {_pct(v['median_width'])} |")
+        lines.append(
+            f"| {name} | {v['gpus']} | {v['sources']} | {v['actions']}/{v['sources']} | "
+            f"{_pct(v['mean_regret'])} / {_pct(v['max_regret'])} ({v['scored']}) | {_pct(v['coverage'], 0)} "
+            f"({v['inside']}/{v['rates']}) | {_pct(v['median_width'])} |"
+        )
     c = s["coverage"]
-    lines.append(f"| all | | {s['sources']} | {s['actions']}/{s['sources']} | {_pct(s['mean_regret'])} / "
-                 f"{_pct(s['max_regret'])} ({s['scored']}) | {_pct(c['coverage'], 0)} ({c['inside']}/{c['rates']}) | "
-                 f"{_pct(c['median_width'])} |")
+    lines.append(
+        f"| all | | {s['sources']} | {s['actions']}/{s['sources']} | {_pct(s['mean_regret'])} / "
+        f"{_pct(s['max_regret'])} ({s['scored']}) | {_pct(c['coverage'], 0)} ({c['inside']}/{c['rates']}) | "
+        f"{_pct(c['median_width'])} |"
+    )
     unscored = s["sources"] - s["scored"]
-    lines.append("\nVerdicts: " + ", ".join(f"{k} {v}" for k, v in s["verdicts"].items())
-                 + f"; picks within 2% of the best: {s['within']}/{s['scored']}"
-                 + (f" ({unscored} picks at splits the sweep did not run: no regret, left out)" if unscored else "")
-                 + ".\n")
+    lines.append(
+        "\nVerdicts: "
+        + ", ".join(f"{k} {v}" for k, v in s["verdicts"].items())
+        + f"; picks within 2% of the best: {s['within']}/{s['scored']}"
+        + (f" ({unscored} picks at splits the sweep did not run: no regret, left out)" if unscored else "")
+        + ".\n"
+    )
     if s["stated"]:
         lines.append(f"Reliability of `recommendation.p_best` ({s['stated']} sources; Brier {s['brier']:.3f}):\n")
         lines += _rel_table(s["reliability"])
@@ -237,10 +304,13 @@ def render(summary: dict, code: str) -> str:
             lines += _rel_table(s["split_reliability"])
     else:
         lines.append("No `p_best` stated by this code: reliability and Brier not measured.")
-    names = {"action_share": f"action on >= {ACTION_MIN:.0%} of sources",
-             "mean_regret": f"mean regret <= {MEAN_REGRET_MAX:.0%}", "max_regret": f"max regret <= {MAX_REGRET_MAX:.0%}",
-             "deciles": f"deciles (>= {DECILE_MIN_CASES} cases) within {DECILE_MAX_GAP * 100:.0f} points",
-             "coverage": f"coverage {COVERAGE_RANGE[0]:.0%}-{COVERAGE_RANGE[1]:.0%} on every sweep"}
+    names = {
+        "action_share": f"action on >= {ACTION_MIN:.0%} of sources",
+        "mean_regret": f"mean regret <= {MEAN_REGRET_MAX:.0%}",
+        "max_regret": f"max regret <= {MAX_REGRET_MAX:.0%}",
+        "deciles": f"deciles (>= {DECILE_MIN_CASES} cases) within {DECILE_MAX_GAP * 100:.0f} points",
+        "coverage": f"coverage {COVERAGE_RANGE[0]:.0%}-{COVERAGE_RANGE[1]:.0%} on every sweep",
+    }
     lines.append("\n| acceptance line | state |\n|---|---|")
     for k, label in names.items():
         v = s["checks"][k]

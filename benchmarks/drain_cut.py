@@ -15,6 +15,7 @@ fixture cut to its first 70% of lines with no `end` (a live log, as `--follow` r
     python3 benchmarks/drain_cut.py               # the markdown table (BENCHMARKS.md section 13)
     python3 benchmarks/drain_cut.py --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,7 +43,7 @@ def _live_copy(path: Path, scratch: Path) -> Path:
     with opener(path, "rt") as fh:
         lines = [ln for ln in fh if '"ev":"end"' not in ln.replace(" ", "")]
     out = scratch / (path.name.replace(".jsonl", "").replace(".gz", "") + "-live.jsonl")
-    out.write_text("".join(lines[:int(len(lines) * LIVE_SHARE)]))
+    out.write_text("".join(lines[: int(len(lines) * LIVE_SHARE)]))
     return out
 
 
@@ -52,11 +53,18 @@ def measure(path: Path, name: str) -> dict:
         lg = load_log(path)
         win = find_steady(lg)
     span = lg.duration_s
-    old = replace(win, end_s=span * (1.0 - win.tail_share))     # the old rule: the tail cut, always
+    old = replace(win, end_s=span * (1.0 - win.tail_share))  # the old rule: the tail cut, always
     ran_out, how = input_ran_out(lg)
-    return {"log": name, "ended": how, "ran_out": ran_out, "tail_share": win.tail_share,
-            "drain_share": win.drain_share, "tail_slower": win.tail_slower,
-            "bps_old": observe(lg, old).bps, "bps_now": observe(lg, win).bps}
+    return {
+        "log": name,
+        "ended": how,
+        "ran_out": ran_out,
+        "tail_share": win.tail_share,
+        "drain_share": win.drain_share,
+        "tail_slower": win.tail_slower,
+        "bps_old": observe(lg, old).bps,
+        "bps_now": observe(lg, win).bps,
+    }
 
 
 def logs() -> list[tuple[Path, str]]:
@@ -66,12 +74,16 @@ def logs() -> list[tuple[Path, str]]:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| log | how it ended | tail (old cut) | cut now | tail slower | b/s old window | b/s now | change |",
-           "|---|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| log | how it ended | tail (old cut) | cut now | tail slower | b/s old window | b/s now | change |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         ch = r["bps_now"] / r["bps_old"] - 1.0 if r["bps_old"] else float("nan")
-        out.append(f"| {r['log']} | {r['ended']} | {100 * r['tail_share']:.1f}% | {100 * r['drain_share']:.1f}% | "
-                   f"{100 * r['tail_slower']:+.1f}% | {r['bps_old']:.4g} | {r['bps_now']:.4g} | {100 * ch:+.1f}% |")
+        out.append(
+            f"| {r['log']} | {r['ended']} | {100 * r['tail_share']:.1f}% | {100 * r['drain_share']:.1f}% | "
+            f"{100 * r['tail_slower']:+.1f}% | {r['bps_old']:.4g} | {r['bps_now']:.4g} | {100 * ch:+.1f}% |"
+        )
     return "\n".join(out)
 
 
@@ -89,8 +101,10 @@ def main() -> None:
     old = [r["tail_share"] for r in rows if not r["ran_out"]]
     now = [r["drain_share"] for r in rows if not r["ran_out"]]
     if old:
-        print(f"\nlogs whose input did not run out: {len(old)}; dropped as drain: mean {100 * sum(old) / len(old):.1f}% "
-              f"(max {100 * max(old):.1f}%) before, mean {100 * sum(now) / len(now):.2f}% (max {100 * max(now):.2f}%) now")
+        print(
+            f"\nlogs whose input did not run out: {len(old)}; dropped as drain: mean {100 * sum(old) / len(old):.1f}% "
+            f"(max {100 * max(old):.1f}%) before, mean {100 * sum(now) / len(now):.2f}% (max {100 * max(now):.2f}%) now"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -19,6 +19,7 @@ file and ``--tar-corpus`` the corpora into another, e.g. for a machine from whic
 files come back. Replay a crash file with
 ``python3 -m fuzz.targets TARGET FILE``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,23 +39,37 @@ sys.path.insert(0, str(ROOT))
 
 from fuzz.targets import CORPUS, PER_INPUT_S, RSS_LIMIT_MB, TARGETS  # noqa: E402
 
-STATUS = re.compile(r"^#(\d+)\s+\S+\s+cov: (\d+) ft: (\d+)(?: corp: (\d+)/\S+)?.*?(?:exec/s: (\d+))?"
-                    r"(?: rss: (\d+)Mb)?\s*$")
+STATUS = re.compile(
+    r"^#(\d+)\s+\S+\s+cov: (\d+) ft: (\d+)(?: corp: (\d+)/\S+)?.*?(?:exec/s: (\d+))?"
+    r"(?: rss: (\d+)Mb)?\s*$"
+)
 STAT = re.compile(r"^stat::(\w+):\s*(\d+)")
 ARTIFACT = re.compile(r"Test unit written to (\S+)")
 FRAME = re.compile(r'File "([^"]*/(?:advisor|fuzz)/[^"]+)", line \d+, in (\S+)')
-KILL_GRACE_S = 10.0        # past the deadline, a job that did not stop itself is killed
+KILL_GRACE_S = 10.0  # past the deadline, a job that did not stop itself is killed
 
 
 def _job_cmd(target: str, corpus: Path, crashes: Path, seconds: int) -> list[str]:
-    return [sys.executable, "-m", "fuzz", target, f"-max_total_time={seconds}", f"-timeout={int(PER_INPUT_S)}",
-            f"-rss_limit_mb={RSS_LIMIT_MB}", f"-artifact_prefix={crashes}/", "-print_final_stats=1",
-            "-reload=1", "-max_len=65536", str(corpus)]
+    return [
+        sys.executable,
+        "-m",
+        "fuzz",
+        target,
+        f"-max_total_time={seconds}",
+        f"-timeout={int(PER_INPUT_S)}",
+        f"-rss_limit_mb={RSS_LIMIT_MB}",
+        f"-artifact_prefix={crashes}/",
+        "-print_final_stats=1",
+        "-reload=1",
+        "-max_len=65536",
+        str(corpus),
+    ]
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1",
-               PYTHONDONTWRITEBYTECODE="1")
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1"
+    )
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
 
@@ -63,8 +78,15 @@ def _signature(text: str) -> str:
     """Where a crash raised: the last advisor/fuzz frame and the exception line (numbers dropped)."""
     lines = re.sub(r"/tmp/dflash-fuzz-[^/\s'\"]+", "TMP", text).splitlines()
     frames = [m for ln in lines if (m := FRAME.search(ln))]
-    exc = next((ln.strip() for ln in reversed(lines) if re.match(r"^\s*[A-Za-z_.]+(Error|Exception|Broken|Exit)\b", ln)
-                or ln.strip().startswith(("fuzz.targets.ContractBroken", "ContractBroken"))), "")
+    exc = next(
+        (
+            ln.strip()
+            for ln in reversed(lines)
+            if re.match(r"^\s*[A-Za-z_.]+(Error|Exception|Broken|Exit)\b", ln)
+            or ln.strip().startswith(("fuzz.targets.ContractBroken", "ContractBroken"))
+        ),
+        "",
+    )
     if "ContractBroken" in exc or not frames:
         return re.sub(r"\d+(\.\d+)?", "N", exc)[:160] or "unknown (see the job log)"
     where = f"{Path(frames[-1].group(1)).name}:{frames[-1].group(2)}"
@@ -87,7 +109,7 @@ def _parse_log(text: str) -> dict:
             elif key == "peak_rss_mb":
                 out["rss_mb"] = max(out["rss_mb"], v)
         elif m := ARTIFACT.search(ln):
-            out["crashes"].append({"file": m.group(1), "signature": _signature(text[:text.find(ln)][-6000:])})
+            out["crashes"].append({"file": m.group(1), "signature": _signature(text[: text.find(ln)][-6000:])})
     return out
 
 
@@ -105,9 +127,14 @@ class _Job:
             return False
         self.log = self.dir / f"job{self.index}-run{len(self.runs)}.log"
         self.fh = open(self.log, "wb")
-        self.proc = subprocess.Popen(_job_cmd(self.target, self.dir / "corpus", self.dir / "crashes", left),
-                                     cwd=ROOT, env=_env(), stdout=self.fh, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            _job_cmd(self.target, self.dir / "corpus", self.dir / "crashes", left),
+            cwd=ROOT,
+            env=_env(),
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.t0 = time.monotonic()
         return True
 
@@ -150,9 +177,16 @@ def run(targets: list[str], seconds: int, jobs: int, work: Path) -> dict:
             if j.proc is not None and j.proc.poll() is None:
                 os.killpg(j.proc.pid, signal.SIGKILL)
     wall = time.monotonic() - t_start
-    result = {"seconds": seconds, "jobs_per_target": jobs, "wall_s": round(wall, 1), "cpus": os.cpu_count(),
-              "python": sys.version.split()[0], "per_input_s": PER_INPUT_S, "rss_limit_mb": RSS_LIMIT_MB,
-              "targets": {}}
+    result = {
+        "seconds": seconds,
+        "jobs_per_target": jobs,
+        "wall_s": round(wall, 1),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "per_input_s": PER_INPUT_S,
+        "rss_limit_mb": RSS_LIMIT_MB,
+        "targets": {},
+    }
     for t in targets:
         runs = [r for j in all_jobs if j.target == t for r in j.runs]
         crashes = [c for r in runs for c in r["crashes"]]
@@ -162,23 +196,33 @@ def run(targets: list[str], seconds: int, jobs: int, work: Path) -> dict:
             unique.setdefault(c["signature"], []).append(Path(c["file"]).name)
         execs = sum(r["execs"] for r in runs)
         result["targets"][t] = {
-            "execs": execs, "execs_per_s": round(execs / wall, 1) if wall else 0.0,
-            "cov": max((r["cov"] for r in runs), default=0), "ft": max((r["ft"] for r in runs), default=0),
-            "corpus_start": _corpus_count(CORPUS / t), "corpus_end": _corpus_count(work / t / "corpus"),
-            "peak_rss_mb": max((r["rss_mb"] for r in runs), default=0), "runs": len(runs),
-            "crash_files": found, "crashes": unique,
+            "execs": execs,
+            "execs_per_s": round(execs / wall, 1) if wall else 0.0,
+            "cov": max((r["cov"] for r in runs), default=0),
+            "ft": max((r["ft"] for r in runs), default=0),
+            "corpus_start": _corpus_count(CORPUS / t),
+            "corpus_end": _corpus_count(work / t / "corpus"),
+            "peak_rss_mb": max((r["rss_mb"] for r in runs), default=0),
+            "runs": len(runs),
+            "crash_files": found,
+            "crashes": unique,
         }
     return result
 
 
 def markdown(res: dict) -> str:
-    lines = [f"Fuzzing: {res['seconds']} s, {res['jobs_per_target']} job(s) per target, {res['cpus']} CPUs, "
-             f"Python {res['python']}; per input at most {res['per_input_s']:g} s and {res['rss_limit_mb']} MB RSS.",
-             "", "| target | executions | exec/s | cov | ft | corpus (seeds -> end) | peak RSS MB | runs | crashes |",
-             "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [
+        f"Fuzzing: {res['seconds']} s, {res['jobs_per_target']} job(s) per target, {res['cpus']} CPUs, "
+        f"Python {res['python']}; per input at most {res['per_input_s']:g} s and {res['rss_limit_mb']} MB RSS.",
+        "",
+        "| target | executions | exec/s | cov | ft | corpus (seeds -> end) | peak RSS MB | runs | crashes |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
     for t, r in res["targets"].items():
-        lines.append(f"| {t} | {r['execs']} | {r['execs_per_s']} | {r['cov']} | {r['ft']} | {r['corpus_start']} -> "
-                     f"{r['corpus_end']} | {r['peak_rss_mb']} | {r['runs']} | {len(r['crash_files'])} |")
+        lines.append(
+            f"| {t} | {r['execs']} | {r['execs_per_s']} | {r['cov']} | {r['ft']} | {r['corpus_start']} -> "
+            f"{r['corpus_end']} | {r['peak_rss_mb']} | {r['runs']} | {len(r['crash_files'])} |"
+        )
     for t, r in res["targets"].items():
         for sig, files in r["crashes"].items():
             lines.append(f"- {t}: `{sig}` ({len(files)}x, e.g. {files[0]})")
@@ -203,18 +247,25 @@ def main() -> None:
     try:
         res = run(targets, a.seconds, a.jobs, a.work)
         md = markdown(res)
-        for path, text in ((a.json or a.work / "summary.json", json.dumps(res, indent=1) + "\n"),
-                           (a.markdown or a.work / "summary.md", md), (a.work / "summary.json", json.dumps(res, indent=1)),
-                           (a.work / "summary.md", md)):
+        for path, text in (
+            (a.json or a.work / "summary.json", json.dumps(res, indent=1) + "\n"),
+            (a.markdown or a.work / "summary.md", md),
+            (a.work / "summary.json", json.dumps(res, indent=1)),
+            (a.work / "summary.md", md),
+        ):
             Path(path).write_text(text)
         print(md)
     finally:
         for tar, corpora in ((a.tar, False), (a.tar_corpus, True)):
             if tar:
                 with tarfile.open(tar, "w:gz") as tf:
-                    tf.add(a.work, arcname="fuzz",
-                           filter=lambda ti, c=corpora: ti if (("/corpus" in ti.name) == c
-                                                               or ti.name.count("/") < (2 if c else 1)) else None)
+                    tf.add(
+                        a.work,
+                        arcname="fuzz",
+                        filter=lambda ti, c=corpora: (
+                            ti if (("/corpus" in ti.name) == c or ti.name.count("/") < (2 if c else 1)) else None
+                        ),
+                    )
                 print(f"packed {a.work} into {tar} ({tar.stat().st_size / 2**20:.1f} MiB)")
 
 

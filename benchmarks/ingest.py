@@ -7,6 +7,7 @@ Each reader runs in its own fresh process (so peak RSS is its own), alternating 
 ``--runs`` rounds; the table reports medians and the per-round ratio advisor/baseline.
 The baseline is the least a Python reader does: ``json.loads`` per line into a list of dicts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,15 +22,19 @@ ROOT = HERE.parent
 DATA = HERE / "data"
 
 READERS = {
-    "baseline": "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    rows=[json.loads(l) for l in f]\nprint(len(rows))",
+    "baseline": (
+        "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    rows=[json.loads(l) for l in f]\nprint(len(rows))"
+    ),
     "advisor": "import sys\nfrom advisor.ingest.load import load_log\nlog=load_log(sys.argv[1])\nprint(len(log.steps))",
 }
 
 
 def make_log(path: Path, n_lines: int) -> None:
-    sys.path.insert(0, str(ROOT))     # the advisor of this checkout, installed or not
-    from advisor.model.synth import reference_scenario, write_log
+    sys.path.insert(0, str(ROOT))  # the advisor of this checkout, installed or not
     from dataclasses import replace
+
+    from advisor.model.synth import reference_scenario, write_log
+
     s = reference_scenario()
     # two step lines per batch plus a rates line a minute: batches ~ n_lines / 2
     s = replace(s, duration_s=None, n_batches=n_lines // 2, warmup_factor=1.0)
@@ -37,10 +42,14 @@ def make_log(path: Path, n_lines: int) -> None:
 
 
 def run_one(name: str, path: Path) -> tuple[float, float]:
-    code = ("import resource,time\nt0=time.perf_counter()\n" + READERS[name] +
-            "\nprint('WALL', time.perf_counter()-t0)\nprint('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
-                         cwd=ROOT).stdout
+    code = (
+        "import resource,time\nt0=time.perf_counter()\n"
+        + READERS[name]
+        + "\nprint('WALL', time.perf_counter()-t0)\nprint('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
     vals = dict(line.split() for line in out.splitlines() if line.startswith(("WALL", "RSS")))
     return float(vals["WALL"]), float(vals["RSS"]) / 1024
 
@@ -69,10 +78,14 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for k, v in res.items():
         w = [x[0] for x in v]
-        print(f"| {k} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
-              f"{statistics.median(x[1] for x in v):.0f} |")
-    print(f"ratio advisor/baseline wall: median {statistics.median(ratios):.2f} (min {min(ratios):.2f}, "
-          f"max {max(ratios):.2f})")
+        print(
+            f"| {k} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
+            f"{statistics.median(x[1] for x in v):.0f} |"
+        )
+    print(
+        f"ratio advisor/baseline wall: median {statistics.median(ratios):.2f} (min {min(ratios):.2f}, "
+        f"max {max(ratios):.2f})"
+    )
 
 
 if __name__ == "__main__":

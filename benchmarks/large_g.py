@@ -10,6 +10,7 @@ the ratio is taken round by round (both commands in one round see the same machi
 table gives medians and the ratios' range. The outputs of the two checkouts are compared byte for
 byte (a speed-up that changes the advice is not one).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,8 +65,10 @@ def main() -> None:
         own = [r[f"{name} own G"] for r in rounds]
         large = [r[f"{name} {big}"] for r in rounds]
         ratios = [b / a for a, b in zip(own, large)]
-        print(f"| {name} | {statistics.median(own):.2f} | {statistics.median(large):.2f} | "
-              f"{statistics.median(ratios):.2f}x | {min(ratios):.2f}-{max(ratios):.2f}x |")
+        print(
+            f"| {name} | {statistics.median(own):.2f} | {statistics.median(large):.2f} | "
+            f"{statistics.median(ratios):.2f}x | {min(ratios):.2f}-{max(ratios):.2f}x |"
+        )
     if "base" in roots:
         for mode in modes:
             same = outputs["this", mode] == outputs["base", mode]

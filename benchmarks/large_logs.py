@@ -21,13 +21,15 @@ With ``--split K``, the log is also written as K per-rank files (each worker's s
 file, header in each, syncs/rates/end in the first) in a folder of their own;
 ``dflash-advise summarize -j J`` reduces them for each J of ``--jobs``, ``dflash-advise --json
 FOLDER`` advises from them directly (polars' threads), and the merged summary's advice is
-compared with the whole log's. ``--runs 0`` skips the reader rounds. CPU s is user + system time of all the process's threads:
+compared with the whole log's. ``--runs 0`` skips the reader rounds. CPU s is user + system time of all the process's
+threads:
 on a shared machine it moves less than wall time. ``--root DIR`` times the advisor of another
 checkout (before/after comparisons in one session); ``--base DIR`` also times the CLI of the
 checkout DIR, in the same rounds ("dflash-advise --json (base)"); ``--setting MODULE.NAME=VALUE``
 (repeatable) also times the CLI with that module constant set otherwise as the module is imported
 (e.g. ``advisor.ingest.scan.RANGE_BYTES=4<<20``: smaller ranges), for crossovers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,21 +46,33 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from phases import bytecode_note  # noqa: E402  (a sibling script: the bytecode check of phases.py)
+
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))     # the advisor of this checkout, installed or not
+sys.path.insert(0, str(ROOT))  # the advisor of this checkout, installed or not
 DATA = HERE / "data"
 SEGMENT_LINES = 1_000_000
 
 READERS = {
-    "json.loads list": [sys.executable, "-c", "import json,sys\nwith open(sys.argv[1],'rb') as f:\n"
-                                              "    rows=[json.loads(l) for l in f]\nprint(len(rows))"],
-    "json.loads discard": [sys.executable, "-c", "import json,sys\nn=0\nwith open(sys.argv[1],'rb') as f:\n"
-                                                 "    for l in f:\n        json.loads(l); n+=1\nprint(n)"],
-    "load_log": [sys.executable, "-c", "import sys\nfrom advisor.ingest.load import load_log\n"
-                                       "lg=load_log(sys.argv[1])\nprint(len(lg.steps), lg.sampled)"],
+    "json.loads list": [
+        sys.executable,
+        "-c",
+        "import json,sys\nwith open(sys.argv[1],'rb') as f:\n    rows=[json.loads(l) for l in f]\nprint(len(rows))",
+    ],
+    "json.loads discard": [
+        sys.executable,
+        "-c",
+        "import json,sys\nn=0\nwith open(sys.argv[1],'rb') as f:\n"
+        "    for l in f:\n        json.loads(l); n+=1\nprint(n)",
+    ],
+    "load_log": [
+        sys.executable,
+        "-c",
+        "import sys\nfrom advisor.ingest.load import load_log\n"
+        "lg=load_log(sys.argv[1])\nprint(len(lg.steps), lg.sampled)",
+    ],
     "dflash-advise --json": [sys.executable, "-m", "advisor", "--json"],
 }
-BASE = "dflash-advise --json (base)"    # the same command, of the --base checkout
+BASE = "dflash-advise --json (base)"  # the same command, of the --base checkout
 # the CLI with one module constant set otherwise (--setting MODULE.NAME=VALUE): set as the module is
 # imported, wherever that is (the CLI imports most of the advisor in a thread), so that the run is
 # otherwise the CLI's own
@@ -98,12 +112,25 @@ def setting_reader(setting: str) -> tuple[str, list[str]]:
 
 def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
     from advisor.model.synth import Scenario, ServiceModel, TokenModel
+
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    return Scenario(name="sync32", n_target=24, n_drafter=8, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
-                    sync_s=1.0, sync_scv=0.1, n_batches=n_lines * 100 // 199, seed=seed,
-                    warmup_factor=1.5 if warm else 1.0, warmup_tau_s=600.0,
-                    target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
-                    drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
+    return Scenario(
+        name="sync32",
+        n_target=24,
+        n_drafter=8,
+        tokens=tm,
+        hs_cap=20,
+        pre_cap=50,
+        sync_every=4,
+        sync_s=1.0,
+        sync_scv=0.1,
+        n_batches=n_lines * 100 // 199,
+        seed=seed,
+        warmup_factor=1.5 if warm else 1.0,
+        warmup_tau_s=600.0,
+        target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
+        drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1),
+    )
 
 
 _T = re.compile(rb'"t":([0-9.eE+-]+)')
@@ -111,6 +138,7 @@ _T = re.compile(rb'"t":([0-9.eE+-]+)')
 
 def make_log(path: Path, n_lines: int) -> None:
     from advisor.model.synth import write_log
+
     if n_lines <= 1.2 * SEGMENT_LINES:
         write_log(path, scenario(n_lines))
         return
@@ -133,6 +161,7 @@ def make_log(path: Path, n_lines: int) -> None:
 
                 def moved(m, shift=offset):
                     return b'"t":%.4f' % (float(m.group(1)) + shift)
+
                 out.writelines(_T.sub(moved, ln, count=1) for ln in take)
                 written += len(take)
                 offset += span
@@ -189,13 +218,26 @@ def main() -> None:
     ap.add_argument("--split", type=int, default=0, help="also write K per-rank files and reduce them")
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--dir", type=Path, default=DATA)
-    ap.add_argument("--root", type=Path, default=ROOT,
-                    help="the checkout whose advisor is timed (default: this one), e.g. another branch's")
-    ap.add_argument("--base", type=Path, default=None,
-                    help="also time `dflash-advise --json` of this checkout, in the same rounds ('... (base)')")
-    ap.add_argument("--setting", action="append", default=[], metavar="MODULE.NAME=VALUE",
-                    help="also time `dflash-advise --json` with this module constant set otherwise (repeatable, "
-                         "one reader each), e.g. advisor.ingest.scan.RANGE_BYTES=4<<20")
+    ap.add_argument(
+        "--root",
+        type=Path,
+        default=ROOT,
+        help="the checkout whose advisor is timed (default: this one), e.g. another branch's",
+    )
+    ap.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="also time `dflash-advise --json` of this checkout, in the same rounds ('... (base)')",
+    )
+    ap.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="MODULE.NAME=VALUE",
+        help="also time `dflash-advise --json` with this module constant set otherwise (repeatable, "
+        "one reader each), e.g. advisor.ingest.scan.RANGE_BYTES=4<<20",
+    )
     args = ap.parse_args()
     settings = [setting_reader(x) for x in args.setting]
     READERS.update(settings)
@@ -220,20 +262,31 @@ def main() -> None:
             for r in readers:
                 res[r].append(run_timed([*READERS.get(r, READERS["dflash-advise --json"]), str(path)], roots[r]))
         if args.runs:
-            print(f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process "
-                  f"(advisor of {args.root})")
+            print(
+                f"\n{n} lines, {size:.0f} MB; {args.runs} rounds, each reader in a fresh process "
+                f"(advisor of {args.root})"
+            )
             others = [b for b in ("json.loads list", "json.loads discard") if b in res]
-            print("| reader | wall s (median) | min-max | CPU s (median) | peak RSS MB (median) | "
-                  + " | ".join(f"wall / {b}" for b in others) + " | CPU / json.loads discard |")
+            print(
+                "| reader | wall s (median) | min-max | CPU s (median) | peak RSS MB (median) | "
+                + " | ".join(f"wall / {b}" for b in others)
+                + " | CPU / json.loads discard |"
+            )
             print("|---|---:|---:|---:|---:|" + "---:|" * (len(others) + 1))
             for r, v in res.items():
                 w = [x[0] for x in v]
                 ratios = [statistics.median(a[0] / b[0] for a, b in zip(v, res[b_])) for b_ in others]
-                cpu = (statistics.median(a[2] / b[2] for a, b in zip(v, res["json.loads discard"]))
-                       if "json.loads discard" in res else float("nan"))
-                print(f"| {r} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
-                      f"{statistics.median(x[2] for x in v):.2f} | {statistics.median(x[1] for x in v):.0f} | "
-                      + " | ".join(f"{x:.2f}" for x in ratios) + f" | {cpu:.2f} |")
+                cpu = (
+                    statistics.median(a[2] / b[2] for a, b in zip(v, res["json.loads discard"]))
+                    if "json.loads discard" in res
+                    else float("nan")
+                )
+                print(
+                    f"| {r} | {statistics.median(w):.2f} | {min(w):.2f}-{max(w):.2f} | "
+                    f"{statistics.median(x[2] for x in v):.2f} | {statistics.median(x[1] for x in v):.0f} | "
+                    + " | ".join(f"{x:.2f}" for x in ratios)
+                    + f" | {cpu:.2f} |"
+                )
         if args.split:
             split_benchmark(args, path, n)
 
@@ -248,17 +301,22 @@ def split_benchmark(args, path: Path, n: int) -> None:
     advise = [sys.executable, "-m", "advisor", "--json"]
     w_whole, rss_whole, _ = run_timed([*advise, str(path)], args.root)
     w_dir, rss_dir, _ = run_timed([*advise, str(folder)], args.root)
-    print(f"\nper-rank files: {args.split} in {folder.name}/ ({os.cpu_count()} cores); "
-          f"`dflash-advise summarize -j J` then advice from the merged summary")
-    print(f"`dflash-advise --json` whole log: {w_whole:.2f} s, {rss_whole:.0f} MB; "
-          f"from the folder of rank files: {w_dir:.2f} s, {rss_dir:.0f} MB")
+    print(
+        f"\nper-rank files: {args.split} in {folder.name}/ ({os.cpu_count()} cores); "
+        f"`dflash-advise summarize -j J` then advice from the merged summary"
+    )
+    print(
+        f"`dflash-advise --json` whole log: {w_whole:.2f} s, {rss_whole:.0f} MB; "
+        f"from the folder of rank files: {w_dir:.2f} s, {rss_dir:.0f} MB"
+    )
     print("| jobs | summarize wall s | speed-up vs 1 job | peak RSS MB |")
     print("|---:|---:|---:|---:|")
     out = args.dir / f"sync32-{n}-summary.json"
     one = None
     for j in args.jobs:
-        w, rss, _ = run_timed([sys.executable, "-m", "advisor", "summarize", "-j", str(j), "-o", str(out),
-                               *map(str, parts)], args.root)
+        w, rss, _ = run_timed(
+            [sys.executable, "-m", "advisor", "summarize", "-j", str(j), "-o", str(out), *map(str, parts)], args.root
+        )
         one = one or w
         print(f"| {j} | {w:.2f} | {one / w:.2f} | {rss:.0f} |")
     whole = subprocess.run([*advise, str(path)], capture_output=True, text=True, cwd=args.root)
@@ -268,6 +326,7 @@ def split_benchmark(args, path: Path, n: int) -> None:
     print(f"advice from the merged summary == advice from the whole log: {ja == jb}")
     shutil.rmtree(folder)
     out.unlink()
+
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,7 @@ batches: the network `advisor.model.link.pool_mva` solves. The grid: M 1-8, v 0.
 and worst relative error of the MVA throughput, for v < 1 and for v = 1 (every batch crosses:
 deterministic services fall into lockstep, which MVA's random-arrival view does not see).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -48,8 +49,10 @@ def main() -> None:
     for name, sel in (("v < 1", [c for c in cases if c[2] < 1]), ("v = 1", [c for c in cases if c[2] == 1])):
         e = np.array([errs[c] for c in sel])
         worst = sel[int(np.argmax(np.abs(e)))]
-        print(f"{name}: {len(sel)} cases, mean |error| {np.mean(np.abs(e)):.2f}%, worst {errs[worst]:+.1f}% "
-              f"(M={worst[0]}, v={worst[2]}, x/Z={worst[3]})")
+        print(
+            f"{name}: {len(sel)} cases, mean |error| {np.mean(np.abs(e)):.2f}%, worst {errs[worst]:+.1f}% "
+            f"(M={worst[0]}, v={worst[2]}, x/Z={worst[3]})"
+        )
 
 
 if __name__ == "__main__":

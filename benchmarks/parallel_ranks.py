@@ -24,6 +24,7 @@ cores, ``--scan-runs`` rounds). Every merged summary is checked equal to the fir
 (``same``). The JSON result goes to ``--out``; a table is printed. Generation writes files in
 parallel processes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,10 +44,23 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 N_T, N_D, GPUS = 768, 256, 1024
 SYNC_EVERY = 4
-HEADER = {"ev": "run", "v": 1, "t": 0.0, "run": "ranks1024", "gpus": GPUS, "roles": {"target": N_T, "drafter": N_D},
-          "queues": [{"name": "pre", "feeds": "target", "cap": 50, "per_worker": True},
-                     {"name": "hs", "feeds": "drafter", "cap": 64}],
-          "token_budget": 32768, "samples": 90_000_000, "epochs": 1, "hardware": "synthetic", "sync_every": SYNC_EVERY}
+HEADER = {
+    "ev": "run",
+    "v": 1,
+    "t": 0.0,
+    "run": "ranks1024",
+    "gpus": GPUS,
+    "roles": {"target": N_T, "drafter": N_D},
+    "queues": [
+        {"name": "pre", "feeds": "target", "cap": 50, "per_worker": True},
+        {"name": "hs", "feeds": "drafter", "cap": 64},
+    ],
+    "token_budget": 32768,
+    "samples": 90_000_000,
+    "epochs": 1,
+    "hardware": "synthetic",
+    "sync_every": SYNC_EVERY,
+}
 
 
 def _worker_lines(role: str, w: int, n: int, seed: int) -> tuple[list[str], float]:
@@ -59,28 +73,38 @@ def _worker_lines(role: str, w: int, n: int, seed: int) -> tuple[list[str], floa
     t = np.cumsum(busy + wait) + 30.0
     seqs = np.maximum(tokens // 1926, 1)
     if role == "target":
-        out = [f'{{"ev":"step","t":{a:.4f},"role":"target","worker":{w},"batch":{b},"tokens":{k},"seqs":{s},'
-               f'"busy":{u:.5f},"wait":{v:.4f},"blocked":0.0}}'
-               for a, b, k, s, u, v in zip(t.tolist(), range(w, w + N_T * n, N_T), tokens.tolist(), seqs.tolist(),
-                                           busy.tolist(), wait.tolist())]
+        out = [
+            f'{{"ev":"step","t":{a:.4f},"role":"target","worker":{w},"batch":{b},"tokens":{k},"seqs":{s},'
+            f'"busy":{u:.5f},"wait":{v:.4f},"blocked":0.0}}'
+            for a, b, k, s, u, v in zip(
+                t.tolist(), range(w, w + N_T * n, N_T), tokens.tolist(), seqs.tolist(), busy.tolist(), wait.tolist()
+            )
+        ]
     else:
-        out = [f'{{"ev":"step","t":{a:.4f},"role":"drafter","worker":{w},"batch":{b},"tokens":{k},"seqs":{s},'
-               f'"busy":{u:.5f},"wait":{v:.4f},"blocked":0.0,"loss":{2 + 3 / (1 + a / 3e4):.4f}}}'
-               for a, b, k, s, u, v in zip(t.tolist(), range(w, w + N_D * n, N_D), tokens.tolist(), seqs.tolist(),
-                                           busy.tolist(), wait.tolist())]
+        out = [
+            f'{{"ev":"step","t":{a:.4f},"role":"drafter","worker":{w},"batch":{b},"tokens":{k},"seqs":{s},'
+            f'"busy":{u:.5f},"wait":{v:.4f},"blocked":0.0,"loss":{2 + 3 / (1 + a / 3e4):.4f}}}'
+            for a, b, k, s, u, v in zip(
+                t.tolist(), range(w, w + N_D * n, N_D), tokens.tolist(), seqs.tolist(), busy.tolist(), wait.tolist()
+            )
+        ]
     return out, float(t[-1]) if n else 0.0
 
 
 def _coordinator_lines(t_end: float, n_sync: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
     ts = np.sort(rng.uniform(30.0, t_end, n_sync))
-    out = [f'{{"ev":"sync","t":{a:.4f},"role":"drafter","workers":{N_D},"dur":{d:.5f}}}'
-           for a, d in zip(ts.tolist(), rng.gamma(10.0, 0.1, n_sync).tolist())]
+    out = [
+        f'{{"ev":"sync","t":{a:.4f},"role":"drafter","workers":{N_D},"dur":{d:.5f}}}'
+        for a, d in zip(ts.tolist(), rng.gamma(10.0, 0.1, n_sync).tolist())
+    ]
     pre = ",".join(["50"] * N_T)
-    for k, a in enumerate(np.arange(60.0, t_end, 60.0).tolist()):
-        out.append(f'{{"ev":"rates","t":{a:.1f},"window":60.0,"bps":{{"target":70.1,"drafter":70.0}},'
-                   f'"cap_bps":{{"target":76.8,"drafter":98.4}},"tok_s":2184000.0,"q":{{"pre":[{pre}],"hs":40}},'
-                   f'"eta_s":{max(1.0, 1.3e6 - a):.1f},"done":{min(a / 1.3e6, 1.0):.6f}}}')
+    for _k, a in enumerate(np.arange(60.0, t_end, 60.0).tolist()):
+        out.append(
+            f'{{"ev":"rates","t":{a:.1f},"window":60.0,"bps":{{"target":70.1,"drafter":70.0}},'
+            f'"cap_bps":{{"target":76.8,"drafter":98.4}},"tok_s":2184000.0,"q":{{"pre":[{pre}],"hs":40}},'
+            f'"eta_s":{max(1.0, 1.3e6 - a):.1f},"done":{min(a / 1.3e6, 1.0):.6f}}}'
+        )
     out.sort(key=lambda s: float(s.split('"t":', 1)[1].split(",", 1)[0]))
     return out
 
@@ -96,7 +120,7 @@ def _write_rank(args) -> None:
             f.write("\n".join(lines) + "\n")
             t_end = max(t_end, te)
         if with_coord:
-            n_sync = int(per_worker * N_D / SYNC_EVERY / N_D)      # drafter steps per drafter / sync_every
+            n_sync = int(per_worker * N_D / SYNC_EVERY / N_D)  # drafter steps per drafter / sync_every
             f.write("\n".join(_coordinator_lines(t_span, max(n_sync, 1), 7)) + "\n")
         f.write(f'{{"ev":"end","t":{t_span:.4f},"reason":"done"}}\n')
 
@@ -115,7 +139,7 @@ def write_run(folder: Path, n_files: int, lines: int) -> int:
     return sum(p.stat().st_size for p in folder.iterdir())
 
 
-CHILD = r'''
+CHILD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 folder, mode, digest = sys.argv[2], sys.argv[3], sys.argv[4]
@@ -133,15 +157,19 @@ if digest == "write":
 same = digest == "write" or text == open(folder + ".ref").read()
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024, "threads": polars.thread_pool_size()}))
-'''
+"""
 
 
 def _cli(folder: Path, root: Path) -> dict:
     """``dflash-advise --json FOLDER`` of the checkout ``root`` in a fresh process, timed from
     outside (imports and all); ``same``: its report is the first CLI run's, byte for byte."""
     t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "advisor", "--json", str(folder)], cwd=root,
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "advisor", "--json", str(folder)],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
@@ -159,8 +187,11 @@ def timed(folder: Path, mode: str, first: bool, base: Path | None = None) -> dic
     name = mode.removesuffix(" (base)")
     if name == "cli":
         return _cli(folder, root)
-    p = subprocess.run([sys.executable, "-c", CHILD, str(root), str(folder), name, "write" if first else "check"],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, str(root), str(folder), name, "write" if first else "check"],
+        capture_output=True,
+        text=True,
+    )
     if p.returncode:
         raise SystemExit(f"{mode} on {folder}: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -173,9 +204,13 @@ def measure(folder: Path, modes: list[str], runs: int, base: Path | None = None)
             res[m].append(timed(folder, m, first=(r == 0 and i == 0), base=base))
     out = {}
     for m, v in res.items():
-        out[m] = {"wall_s": statistics.median(x["wall_s"] for x in v), "walls_s": [x["wall_s"] for x in v],
-                  "same": all(x["same"] for x in v), "max_rss_mb": max(x["max_rss_mb"] for x in v),
-                  "threads": v[0]["threads"]}
+        out[m] = {
+            "wall_s": statistics.median(x["wall_s"] for x in v),
+            "walls_s": [x["wall_s"] for x in v],
+            "same": all(x["same"] for x in v),
+            "max_rss_mb": max(x["max_rss_mb"] for x in v),
+            "threads": v[0]["threads"],
+        }
     return out
 
 
@@ -184,20 +219,38 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1_500_000, help="lines of the run in each set of files")
     ap.add_argument("--files", type=int, nargs="+", default=[16, 256, 1024])
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--modes", nargs="+", default=["one core", "all cores"],
-                    help="which reads to time (one core and all cores at least)")
-    ap.add_argument("--scan", type=int, nargs="*", default=[30_000, 200_000],
-                    help="smaller runs (lines) of 16 and 256 files: one core vs all cores")
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        default=["one core", "all cores"],
+        help="which reads to time (one core and all cores at least)",
+    )
+    ap.add_argument(
+        "--scan",
+        type=int,
+        nargs="*",
+        default=[30_000, 200_000],
+        help="smaller runs (lines) of 16 and 256 files: one core vs all cores",
+    )
     ap.add_argument("--scan-runs", type=int, default=2)
     ap.add_argument("--budget-s", type=float, default=170.0, help="no new scan size starts past this many seconds")
     ap.add_argument("--dir", type=Path, default=None, help="where the files go (default: a temporary folder)")
-    ap.add_argument("--base", type=Path, default=None,
-                    help="also time the 'cli' mode of this checkout's advisor, in the same rounds")
+    ap.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="also time the 'cli' mode of this checkout's advisor, in the same rounds",
+    )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     base = args.dir or Path(tempfile.mkdtemp(prefix="ranks-"))
-    result = {"cores": len(os.sched_getaffinity(0)), "python": sys.version.split()[0], "lines": args.lines,
-              "sets": [], "scan": []}
+    result = {
+        "cores": len(os.sched_getaffinity(0)),
+        "python": sys.version.split()[0],
+        "lines": args.lines,
+        "sets": [],
+        "scan": [],
+    }
     t0 = time.perf_counter()
     for k in args.files:
         folder = base / f"k{k}"
@@ -207,12 +260,14 @@ def main() -> None:
         one = m["one core"]["wall_s"]
         row = {"files": k, "bytes": size, **m, "speedup_all_cores_vs_one_core": one / m["all cores"]["wall_s"]}
         result["sets"].append(row)
-        print(f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, all cores {m['all cores']['wall_s']:.2f} s "
-              f"({row['speedup_all_cores_vs_one_core']:.1f}x one core, {m['all cores']['threads']} threads), "
-              + "".join(f"{mode} {m[mode]['wall_s']:.2f} s, " for mode in modes
-                        if mode not in ("one core", "all cores"))
-              + f"same summary: {all(v['same'] for v in m.values())}; "
-              f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB", flush=True)
+        print(
+            f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, all cores {m['all cores']['wall_s']:.2f} s "
+            f"({row['speedup_all_cores_vs_one_core']:.1f}x one core, {m['all cores']['threads']} threads), "
+            + "".join(f"{mode} {m[mode]['wall_s']:.2f} s, " for mode in modes if mode not in ("one core", "all cores"))
+            + f"same summary: {all(v['same'] for v in m.values())}; "
+            f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB",
+            flush=True,
+        )
         shutil.rmtree(folder)
         for end in (".ref", ".cli"):
             if os.path.exists(str(folder) + end):
@@ -227,8 +282,11 @@ def main() -> None:
             size = write_run(folder, k, n)
             m = measure(folder, ["one core", "all cores"], max(1, args.scan_runs))
             result["scan"].append({"files": k, "lines": n, "bytes": size, **m})
-            print(f"scan {k} files, {n} lines, {size / 1e6:.1f} MB: one core {m['one core']['wall_s']:.3f} s, "
-                  f"all cores {m['all cores']['wall_s']:.3f} s", flush=True)
+            print(
+                f"scan {k} files, {n} lines, {size / 1e6:.1f} MB: one core {m['one core']['wall_s']:.3f} s, "
+                f"all cores {m['all cores']['wall_s']:.3f} s",
+                flush=True,
+            )
             shutil.rmtree(folder)
             os.unlink(str(folder) + ".ref")
             args.out.write_text(json.dumps(result, indent=1))

@@ -24,6 +24,7 @@ with importing count). The phases:
 The table gives medians over ``--runs`` rounds (baseline and advisor back to back in each
 round). ``--root`` times another checkout's advisor (e.g. main), for before/after in one session.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,15 +48,19 @@ def bytecode_note(root: Path) -> str | None:
         return None
     if os.path.exists(importlib.util.cache_from_source(str(root / "advisor" / "__init__.py"))):
         return None
-    return (f"note: {root}'s advisor has no bytecode and PYTHONDONTWRITEBYTECODE is set: every run compiles it "
-            f"from source; `python3 -m compileall -q {root / 'advisor'}` first times it as installed")
+    return (
+        f"note: {root}'s advisor has no bytecode and PYTHONDONTWRITEBYTECODE is set: every run compiles it "
+        f"from source; `python3 -m compileall -q {root / 'advisor'}` first times it as installed"
+    )
 
 
-BARE = ("import json,sys,time\nt=time.perf_counter()\nn=0\nwith open(sys.argv[1],'rb') as f:\n"
-        "    for l in f:\n        json.loads(l); n+=1\nprint(time.perf_counter()-t)")
+BARE = (
+    "import json,sys,time\nt=time.perf_counter()\nn=0\nwith open(sys.argv[1],'rb') as f:\n"
+    "    for l in f:\n        json.loads(l); n+=1\nprint(time.perf_counter()-t)"
+)
 
 # Run in a fresh process with the checkout first on sys.path: times each public step of advise().
-PHASES = r'''
+PHASES = r"""
 import io, json, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 spent = {}
@@ -113,15 +118,30 @@ out = render(adv, "json")
 add("render", time.perf_counter() - t1)
 add("advise wall", t1 - t)
 print(json.dumps(spent))
-'''
+"""
 
-ORDER = ("import", "read", "parse", "fold", "exact", "frames", "ingest wall", "measure+fit", "project", "decide", "render",
-         "advise wall")
+ORDER = (
+    "import",
+    "read",
+    "parse",
+    "fold",
+    "exact",
+    "frames",
+    "ingest wall",
+    "measure+fit",
+    "project",
+    "decide",
+    "render",
+    "advise wall",
+)
 
 
 def one_round(log: Path, gpus: int | None, root: Path) -> dict[str, float]:
-    bare = float(subprocess.run([sys.executable, "-c", BARE, str(log)], capture_output=True, text=True,
-                                check=True).stdout.split()[-1])
+    bare = float(
+        subprocess.run(
+            [sys.executable, "-c", BARE, str(log)], capture_output=True, text=True, check=True
+        ).stdout.split()[-1]
+    )
     argv = [sys.executable, "-c", PHASES, str(root), str(log)] + ([str(gpus)] if gpus else [])
     p = subprocess.run(argv, capture_output=True, text=True, cwd=root)
     if p.returncode:

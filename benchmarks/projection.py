@@ -6,6 +6,7 @@ and whole `advise()` calls.
 
 Timings are medians of ``REPEATS`` in-process runs, reported with the ratio to G = 8.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,12 +51,25 @@ def main() -> None:
     rows.append(("advise(..., exact=True), G=8 (7 exact simulations)", s_ex, s_ex / base))
     # synchronised drafters: decision-relevant splits are refined by exact simulation
     import tempfile
+
     from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    sc = Scenario(name="sync", n_target=24, n_drafter=8, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
-                  sync_s=1.0, sync_scv=0.1, n_batches=24_000, seed=108,
-                  target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
-                  drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
+    sc = Scenario(
+        name="sync",
+        n_target=24,
+        n_drafter=8,
+        tokens=tm,
+        hs_cap=20,
+        pre_cap=50,
+        sync_every=4,
+        sync_s=1.0,
+        sync_scv=0.1,
+        n_batches=24_000,
+        seed=108,
+        target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
+        drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sync.jsonl"
         write_log(path, sc)
@@ -67,8 +81,13 @@ def main() -> None:
             rows.append((f"project all splits of the 24-8 sync log, G={g}", s_p, s_p / base))
         for g in (32, 64):
             s_sync = median_s(lambda: advise(path, gpus=g))
-            rows.append((f"advise(24-8 log with drafter sync every 4 steps), G={g}, with exact refinement",
-                         s_sync, s_sync / base))
+            rows.append(
+                (
+                    f"advise(24-8 log with drafter sync every 4 steps), G={g}, with exact refinement",
+                    s_sync,
+                    s_sync / base,
+                )
+            )
     print("| what | median s | ratio to G=8 projection |")
     print("|---|---:|---:|")
     for name, s, r in rows:

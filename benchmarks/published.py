@@ -23,6 +23,7 @@ verdict and, where the advisor states one, ``recommendation.p_best``. Issue 34's
 stated at least 80% likely (``CONFIDENT``) measured more than 2% below the best (one count per
 what-if call). ``--tree`` runs another checkout's advisor (PYTHONPATH).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,17 +35,34 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "published_runs.json"
-PICK_TOL = 0.02          # a pick within 2% of the best measured split counts as right
+PICK_TOL = 0.02  # a pick within 2% of the best measured split counts as right
 MODES = ("values", "bounds", "ranges")
-CONFIDENT = 0.8          # issue 34: no pick stated at least this likely may measure > PICK_TOL below the best
+CONFIDENT = 0.8  # issue 34: no pick stated at least this likely may measure > PICK_TOL below the best
 
 
-def what_if(tree: Path, targets: int, drafters: int, target_bps: str, drafter_bps: str,
-            gpus: int) -> tuple[int, dict | None, str]:
-    cmd = [sys.executable, "-m", "advisor", "what-if", "--targets", str(targets), "--drafters", str(drafters),
-           "--target-bps", target_bps, "--drafter-bps", drafter_bps, "--gpus", str(gpus), "--next-run", "--json"]
+def what_if(
+    tree: Path, targets: int, drafters: int, target_bps: str, drafter_bps: str, gpus: int
+) -> tuple[int, dict | None, str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "advisor",
+        "what-if",
+        "--targets",
+        str(targets),
+        "--drafters",
+        str(drafters),
+        "--target-bps",
+        target_bps,
+        "--drafter-bps",
+        drafter_bps,
+        "--gpus",
+        str(gpus),
+        "--next-run",
+        "--json",
+    ]
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tree)   # -m puts cwd first
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tree)  # -m puts cwd first
     return r.returncode, (json.loads(r.stdout) if r.returncode == 0 else None), r.stderr.strip()
 
 
@@ -92,19 +110,28 @@ def compare(table: dict, src: dict, adv: dict, mode: str, group: list[dict]) -> 
         row = row_of(adv, t["targets"], t["drafters"])
         bps, lo, hi = (row or {}).get("bps"), (row or {}).get("bps_low"), (row or {}).get("bps_high")
         naive = min(t["targets"] * p, t["drafters"] * c)
-        out.append({
-            "table": table["id"], "mode": mode, "from": f"{src['targets']}+{src['drafters']}",
-            "to": f"{t['targets']}+{t['drafters']}", "measured": t["bps"], "projected": bps,
-            "error": None if bps is None else (bps - t["bps"]) / t["bps"],
-            "inside": None if lo is None or hi is None else lo <= t["bps"] <= hi,
-            "width": None if bps in (None, 0) or lo is None or hi is None else (hi - lo) / bps,
-            "naive": naive, "naive_error": (naive - t["bps"]) / t["bps"],
-            "pick": f"{pick['target']}+{pick['drafter']}", "pick_measured": picked is not None,
-            "pick_ok": None if picked is None else picked["bps"] >= best * (1 - PICK_TOL),
-            "cannot_tell": adv["recommendation"]["verdict"] == "cannot-tell",
-            "verdict": adv["recommendation"]["verdict"], "p_best": adv["recommendation"].get("p_best"),
-            "args": adv.get("_args"),
-        })
+        out.append(
+            {
+                "table": table["id"],
+                "mode": mode,
+                "from": f"{src['targets']}+{src['drafters']}",
+                "to": f"{t['targets']}+{t['drafters']}",
+                "measured": t["bps"],
+                "projected": bps,
+                "error": None if bps is None else (bps - t["bps"]) / t["bps"],
+                "inside": None if lo is None or hi is None else lo <= t["bps"] <= hi,
+                "width": None if bps in (None, 0) or lo is None or hi is None else (hi - lo) / bps,
+                "naive": naive,
+                "naive_error": (naive - t["bps"]) / t["bps"],
+                "pick": f"{pick['target']}+{pick['drafter']}",
+                "pick_measured": picked is not None,
+                "pick_ok": None if picked is None else picked["bps"] >= best * (1 - PICK_TOL),
+                "cannot_tell": adv["recommendation"]["verdict"] == "cannot-tell",
+                "verdict": adv["recommendation"]["verdict"],
+                "p_best": adv["recommendation"].get("p_best"),
+                "args": adv.get("_args"),
+            }
+        )
     return out
 
 
@@ -142,8 +169,10 @@ def confident_misses(rows: list[dict], at: float = CONFIDENT) -> tuple[int, list
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| table | mode | from -> to | what-if rates | measured | projected (error) | inside 95% | width "
-            "| naive bound (error) | pick (ok) | verdict (p_best) |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    head = (
+        "| table | mode | from -> to | what-if rates | measured | projected (error) | inside 95% | width "
+        "| naive bound (error) | pick (ok) | verdict (p_best) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [head]
     for r in rows:
         proj = "-" if r["projected"] is None else f"{r['projected']:.2f} ({pct(r['error'])})"
@@ -151,14 +180,19 @@ def markdown(rows: list[dict]) -> str:
         width = "-" if r["width"] is None else f"{100 * r['width']:.1f}%"
         ok = "unmeasured" if not r["pick_measured"] else ("yes" if r["pick_ok"] else "no")
         odds = "" if r["p_best"] is None else f" ({r['p_best']:.2f})"
-        lines.append(f"| {r['table']} | {r['mode']} | {r['from']} -> {r['to']} | `{r['args']}` | {r['measured']:g} "
-                     f"| {proj} | {inside} | {width} | {r['naive']:.2f} ({pct(r['naive_error'])}) "
-                     f"| {r['pick']} ({ok}) | {r['verdict']}{odds} |")
+        lines.append(
+            f"| {r['table']} | {r['mode']} | {r['from']} -> {r['to']} | `{r['args']}` | {r['measured']:g} "
+            f"| {proj} | {inside} | {width} | {r['naive']:.2f} ({pct(r['naive_error'])}) "
+            f"| {r['pick']} ({ok}) | {r['verdict']}{odds} |"
+        )
     n, misses = confident_misses(rows)
     if any(r["p_best"] is not None for r in rows):
-        lines.append(f"\nPicks stated >= {CONFIDENT:.0%} likely: {n} what-if calls; of those measured more than "
-                     f"{PICK_TOL:.0%} below the best: {len(misses)}"
-                     + "".join(f"; {m['table']} {m['mode']} from {m['from']}: {m['pick']}" for m in misses) + ".")
+        lines.append(
+            f"\nPicks stated >= {CONFIDENT:.0%} likely: {n} what-if calls; of those measured more than "
+            f"{PICK_TOL:.0%} below the best: {len(misses)}"
+            + "".join(f"; {m['table']} {m['mode']} from {m['from']}: {m['pick']}" for m in misses)
+            + "."
+        )
     return "\n".join(lines)
 
 

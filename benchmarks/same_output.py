@@ -11,6 +11,7 @@ The battery: every log alone (--json), pairs of logs of one sweep, --gpus 64, --
 the CI gate, summaries (summarize, then advise from them), the TensorBoard import and bad input.
 Commands run as separate processes (`python -m advisor ...`), several at once.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ def _logs() -> tuple[list[Path], dict[str, list[Path]]]:
 def battery(scratch: Path) -> list[tuple[str, list[str]]]:
     """(name, argv) pairs; argv after `python -m advisor`. `scratch` holds files commands write."""
     top, sweeps = _logs()
-    rel = lambda p: str(p.relative_to(ROOT))   # noqa: E731
+    rel = lambda p: str(p.relative_to(ROOT))  # noqa: E731
     cases: list[tuple[str, list[str]]] = []
     every = top + [p for ps in sweeps.values() for p in ps]
     for p in every:
@@ -72,11 +73,30 @@ def battery(scratch: Path) -> list[tuple[str, list[str]]]:
     cases.append(("what-if:json", wi + ["--json"]))
     cases.append(("what-if:markdown", wi + ["--markdown"]))
     cases.append(("what-if:gpus16", wi + ["--gpus", "16", "--json"]))
-    cases.append(("what-if:sync", ["what-if", "--targets", "5", "--drafters", "3", "--target-bps", "0.7",
-                                   "--drafter-bps", "2.5", "--sync-every", "1", "--sync-s", "0.04"]))
+    cases.append(
+        (
+            "what-if:sync",
+            [
+                "what-if",
+                "--targets",
+                "5",
+                "--drafters",
+                "3",
+                "--target-bps",
+                "0.7",
+                "--drafter-bps",
+                "2.5",
+                "--sync-every",
+                "1",
+                "--sync-s",
+                "0.04",
+            ],
+        )
+    )
     cases.append(("what-if:scv", wi + ["--scv", "1.5", "--hs-cap", "2", "--next-run"]))
-    cases.append(("what-if:bad", ["what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0",
-                                  "--drafter-bps", "0.86"]))
+    cases.append(
+        ("what-if:bad", ["what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0", "--drafter-bps", "0.86"])
+    )
     cases.append(("check:text", ["check", "docs/gate.example.toml"]))
     cases.append(("check:json", ["check", "docs/gate.example.toml", "--json"]))
     cases.append(("check:markdown", ["check", "docs/gate.example.toml", "--markdown"]))
@@ -93,26 +113,59 @@ def battery(scratch: Path) -> list[tuple[str, list[str]]]:
         cases.append(("after:summary-text", [s1]))
         cases.append(("after:summary-pair", [s1, s2, "--json"]))
     tb = str(scratch / "tb.jsonl")
-    tb_map = ["target.bps=pipeline/target_bps", "drafter.bps=pipeline/drafter_bps",
-              "target.cap_bps=pipeline/target_capacity_bps", "drafter.cap_bps=pipeline/drafter_capacity_bps",
-              "tok_s=pipeline/tokens_per_s", "q.hs=queues/hs_depth", "done=progress/done", "eta_s=progress/eta_s"]
-    cases.append(("import-tb", ["import-tb", "fixtures/tensorboard", "-o", tb, "--roles", "target=7,drafter=1",
-                                "--gpus", "8", "--queue", "hs:drafter:20", "--samples", "902000", "--epochs", "6",
-                                *[x for m in tb_map for x in ("--map", m)]]))
+    tb_map = [
+        "target.bps=pipeline/target_bps",
+        "drafter.bps=pipeline/drafter_bps",
+        "target.cap_bps=pipeline/target_capacity_bps",
+        "drafter.cap_bps=pipeline/drafter_capacity_bps",
+        "tok_s=pipeline/tokens_per_s",
+        "q.hs=queues/hs_depth",
+        "done=progress/done",
+        "eta_s=progress/eta_s",
+    ]
+    cases.append(
+        (
+            "import-tb",
+            [
+                "import-tb",
+                "fixtures/tensorboard",
+                "-o",
+                tb,
+                "--roles",
+                "target=7,drafter=1",
+                "--gpus",
+                "8",
+                "--queue",
+                "hs:drafter:20",
+                "--samples",
+                "902000",
+                "--epochs",
+                "6",
+                *[x for m in tb_map for x in ("--map", m)],
+            ],
+        )
+    )
     cases.append(("after:import-tb-advise", [tb, "--json"]))
-    for name, argv in (("bad:missing", ["no-such.jsonl"]), ("bad:roles", [ref, "--roles", "target=9"]),
-                       ("bad:gpus", [ref, "--gpus", "100000"]), ("bad:option", [ref, "--nope"]),
-                       ("help", ["--help"]), ("help:what-if", ["what-if", "--help"])):
+    for name, argv in (
+        ("bad:missing", ["no-such.jsonl"]),
+        ("bad:roles", [ref, "--roles", "target=9"]),
+        ("bad:gpus", [ref, "--gpus", "100000"]),
+        ("bad:option", [ref, "--nope"]),
+        ("help", ["--help"]),
+        ("help:what-if", ["what-if", "--help"]),
+    ):
         cases.append((name, argv))
     return cases
 
 
 def _run(argv: list[str]) -> dict:
     env = dict(os.environ, COLUMNS="100", NO_COLOR="1", TERM="dumb")
-    p = subprocess.run([sys.executable, "-m", "advisor", *argv], cwd=ROOT, capture_output=True, env=env,
-                       timeout=600)
-    return {"rc": p.returncode, "stdout": p.stdout.decode("utf-8", "replace"),
-            "stderr": p.stderr.decode("utf-8", "replace")}
+    p = subprocess.run([sys.executable, "-m", "advisor", *argv], cwd=ROOT, capture_output=True, env=env, timeout=600)
+    return {
+        "rc": p.returncode,
+        "stdout": p.stdout.decode("utf-8", "replace"),
+        "stderr": p.stderr.decode("utf-8", "replace"),
+    }
 
 
 def record(out: Path, jobs: int) -> None:
@@ -123,13 +176,13 @@ def record(out: Path, jobs: int) -> None:
     later = [(n, a) for n, a in cases if n.startswith("after:")]
     results: dict[str, dict] = {}
     with ThreadPoolExecutor(jobs) as pool:
-        for (name, argv), res in zip(first, pool.map(lambda c: _run(c[1]), first)):
+        for (name, _argv), res in zip(first, pool.map(lambda c: _run(c[1]), first)):
             results[name] = res
             print(f"{res['rc']} {name}", file=sys.stderr)
-        for (name, argv), res in zip(later, pool.map(lambda c: _run(c[1]), later)):
+        for (name, _argv), res in zip(later, pool.map(lambda c: _run(c[1]), later)):
             results[name] = res
             print(f"{res['rc']} {name}", file=sys.stderr)
-    for res in results.values():   # the scratch path differs between records
+    for res in results.values():  # the scratch path differs between records
         for k in ("stdout", "stderr"):
             res[k] = res[k].replace(str(scratch), "<scratch>")
     (out / "outputs.json").write_text(json.dumps(results, indent=1, sort_keys=True))
@@ -151,8 +204,9 @@ def compare(a: Path, b: Path) -> int:
                 bad += 1
                 print(f"DIFFERS: {name} ({k})")
                 if k != "rc":
-                    diff = difflib.unified_diff(ra[name][k].splitlines(), rb[name][k].splitlines(),
-                                                "before", "after", lineterm="", n=1)
+                    diff = difflib.unified_diff(
+                        ra[name][k].splitlines(), rb[name][k].splitlines(), "before", "after", lineterm="", n=1
+                    )
                     print("\n".join(list(diff)[:30]))
                 else:
                     print(f"  {ra[name][k]} -> {rb[name][k]}")

@@ -5,13 +5,15 @@ Your own pipeline (numpy work in processes, no `device` in its header) runs P ta
 drafters on a small host: every busy worker gets min(1, C / busy workers) of a core, so a step
 takes longer while more peers are busy (processor sharing). This script simulates that in small
 time steps (`advisor.model.synth.shared_cores_log`: targets -> a bounded q_hs -> drafters),
-writes each split's steps as a rate log with no `device` or `physical_gpus`, and then, for each logged split, compares `dflash-advise LOG --json`'s
+writes each split's steps as a rate log with no `device` or `physical_gpus`, and then, for each logged split, compares
+`dflash-advise LOG --json`'s
 projection at the other splits with what the simulated run at that split measured (its steady
 rate, the advisor's own reading of that log).
 
     python3 benchmarks/shared_cores.py                    # G = 3 on 2 cores: 2-1 and 1-2
     python3 benchmarks/shared_cores.py --cores 2 --seconds 120 --out /tmp/sc
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +31,14 @@ from advisor.model.synth import shared_cores_log  # noqa: E402
 
 def advise(path: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "advisor.cli.app", "advise", str(path), "--json"], capture_output=True,
-                       text=True, env=env, cwd=ROOT, check=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor.cli.app", "advise", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
     return json.loads(p.stdout)
 
 
@@ -49,12 +57,23 @@ def main() -> None:
     splits = [(n, args.gpus - n) for n in range(args.gpus - 1, 0, -1)]
     logs, measured = {}, {}
     for n, m in splits:
-        logs[(n, m)] = shared_cores_log(args.out / f"sc-{n}x{m}.jsonl", n, m, cores=args.cores,
-                                        work_t=args.work_target, work_d=args.work_drafter, hs_cap=args.hs_cap,
-                                        seconds=args.seconds, dt=args.dt, seed=n)
+        logs[(n, m)] = shared_cores_log(
+            args.out / f"sc-{n}x{m}.jsonl",
+            n,
+            m,
+            cores=args.cores,
+            work_t=args.work_target,
+            work_d=args.work_drafter,
+            hs_cap=args.hs_cap,
+            seconds=args.seconds,
+            dt=args.dt,
+            seed=n,
+        )
         measured[(n, m)] = advise(logs[(n, m)])["observed"]["bps"]
-    print(f"{args.cores:g} cores, G = {args.gpus}: measured " +
-          ", ".join(f"{n}-{m} {measured[(n, m)]:.3f} b/s" for n, m in splits))
+    print(
+        f"{args.cores:g} cores, G = {args.gpus}: measured "
+        + ", ".join(f"{n}-{m} {measured[(n, m)]:.3f} b/s" for n, m in splits)
+    )
     print("| from | at | projected b/s | 95% interval | measured b/s | inside |")
     print("|---|---|---:|---|---:|---|")
     for src in splits:
@@ -65,11 +84,13 @@ def main() -> None:
                 continue
             lo, hi = row["bps_low"], row["bps_high"]
             ok = lo <= measured[at] <= hi
-            print(f"| {src[0]}-{src[1]} | {at[0]}-{at[1]} | {row['bps']:.3f} | {lo:.3f}-{hi:.3f} | "
-                  f"{measured[at]:.3f} | {'yes' if ok else 'no'} |")
+            print(
+                f"| {src[0]}-{src[1]} | {at[0]}-{at[1]} | {row['bps']:.3f} | {lo:.3f}-{hi:.3f} | "
+                f"{measured[at]:.3f} | {'yes' if ok else 'no'} |"
+            )
         said = [w for w in j["warnings"] if "inside the log" in w or "does not say" in w]
         for w in said:
-            print(f"  {src[0]}-{src[1]}: {w[w.index(': ') + 2:][:300]}")
+            print(f"  {src[0]}-{src[1]}: {w[w.index(': ') + 2 :][:300]}")
 
 
 if __name__ == "__main__":

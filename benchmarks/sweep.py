@@ -35,6 +35,7 @@ own noise (machine, placement and drift), not only sampling noise.
 Output: ``OUT/<name>.jsonl`` per run and ``OUT/sweep.json`` (one record per run: split, repeat,
 lane, cores, start and end wall times, exit code, duration); ``--tar`` packs the folder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,7 +51,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPIN_S = 2.0
-START_GUESS_S = 20.0             # start-up + stop of a run before one has been measured
+START_GUESS_S = 20.0  # start-up + stop of a run before one has been measured
 HEADER_TIMEOUT_S = 300.0
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -170,10 +171,28 @@ def _header_written(path: Path) -> bool:
 
 def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord:
     log = out / f"{job.name}.jsonl"
-    cmd = [sys.executable, "-m", "trainer", "--no-progress", "--device", args.device,
-           "--targets", str(job.targets), "--drafters", str(job.drafters), "--seed", str(job.repeat),
-           "--rates-every", str(args.rates_every), "--run-name", job.name, "--out", str(log),
-           "--epochs", str(args.epochs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--no-progress",
+        "--device",
+        args.device,
+        "--targets",
+        str(job.targets),
+        "--drafters",
+        str(job.drafters),
+        "--seed",
+        str(job.repeat),
+        "--rates-every",
+        str(args.rates_every),
+        "--run-name",
+        job.name,
+        "--out",
+        str(log),
+        "--epochs",
+        str(args.epochs),
+    ]
     if job.target_tp > 1:
         cmd += ["--target-tp", str(job.target_tp)]
     if args.model:
@@ -186,8 +205,14 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
     main_core, worker_cores = cores[0], cores[1:]
     t_start = time.time()
     errf = open(out / f"{job.name}.stderr", "w")
-    proc = subprocess.Popen(cmd, cwd=args.cwd, env=env, stdout=errf, stderr=subprocess.STDOUT,
-                            preexec_fn=lambda: os.sched_setaffinity(0, {main_core}))
+    proc = subprocess.Popen(
+        cmd,
+        cwd=args.cwd,
+        env=env,
+        stdout=errf,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: os.sched_setaffinity(0, {main_core}),
+    )
     assigned: dict[int, int] = {}
     header_at = None
     stop_sent = False
@@ -204,17 +229,33 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
             next_pin = now + (0.2 if len(assigned) < job.processes else REPIN_S)
         if header_at is None and _header_written(log):
             header_at = now
-        if not stop_sent and (header_at is not None and now - header_at >= args.duration_s
-                              or header_at is None and time.time() - t_start > HEADER_TIMEOUT_S):
+        if not stop_sent and (
+            header_at is not None
+            and now - header_at >= args.duration_s
+            or header_at is None
+            and time.time() - t_start > HEADER_TIMEOUT_S
+        ):
             proc.send_signal(signal.SIGINT)
             stop_sent = True
         time.sleep(0.1)
     errf.close()
     t_end = time.time()
-    return JobRecord(name=job.name, targets=job.targets, drafters=job.drafters, repeat=job.repeat,
-                     token_budget=job.token_budget, target_tp=job.target_tp, lane=lane, cores=cores, start_wall_s=round(t_start, 3),
-                     end_wall_s=round(t_end, 3), run_s=round(t_end - t_start, 3), exit_code=proc.returncode,
-                     workers_pinned=len(assigned), log=log.name)
+    return JobRecord(
+        name=job.name,
+        targets=job.targets,
+        drafters=job.drafters,
+        repeat=job.repeat,
+        token_budget=job.token_budget,
+        target_tp=job.target_tp,
+        lane=lane,
+        cores=cores,
+        start_wall_s=round(t_start, 3),
+        end_wall_s=round(t_end, 3),
+        run_s=round(t_end - t_start, 3),
+        exit_code=proc.returncode,
+        workers_pinned=len(assigned),
+        log=log.name,
+    )
 
 
 def plan_jobs(splits, repeats: int, budgets, prefix: str, first_repeat: int = 0, target_tp: int = 1) -> list[Job]:
@@ -222,12 +263,20 @@ def plan_jobs(splits, repeats: int, budgets, prefix: str, first_repeat: int = 0,
     repeats fall on different lanes and at different times."""
     jobs = []
     for r in range(first_repeat, first_repeat + repeats):
-        order = splits[r % len(splits):] + splits[:r % len(splits)] if r % 2 == 0 else list(reversed(splits))
+        order = splits[r % len(splits) :] + splits[: r % len(splits)] if r % 2 == 0 else list(reversed(splits))
         for n, m in order:
             for tb in budgets:
                 tag = (f"-tp{target_tp}" if target_tp > 1 else "") + (f"-tb{tb}" if tb else "")
-                jobs.append(Job(name=f"{prefix}-{n}x{m}{tag}-r{r}", targets=n, drafters=m, repeat=r,
-                                token_budget=tb, target_tp=target_tp))
+                jobs.append(
+                    Job(
+                        name=f"{prefix}-{n}x{m}{tag}-r{r}",
+                        targets=n,
+                        drafters=m,
+                        repeat=r,
+                        token_budget=tb,
+                        target_tp=target_tp,
+                    )
+                )
     return jobs
 
 
@@ -242,11 +291,16 @@ def fits_budget(budget_s: float | None, elapsed_s: float, duration_s: float, don
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=None, help="G: every split must sum to it")
-    ap.add_argument("--splits", default="all", help="comma-separated N-M, e.g. 7-1,6-2; 'all': every feasible "
-                                                    "split of --gpus")
+    ap.add_argument(
+        "--splits", default="all", help="comma-separated N-M, e.g. 7-1,6-2; 'all': every feasible split of --gpus"
+    )
     ap.add_argument("--target-tp", type=int, default=1, help="GPUs (cores) per target engine (tensor parallelism)")
-    ap.add_argument("--budget-s", type=float, default=None, help="start no run that would end past this many "
-                                                                 "seconds of the sweep's wall clock")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="start no run that would end past this many seconds of the sweep's wall clock",
+    )
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--first-repeat", type=int, default=0, help="index (and seed) of the first repeat")
     ap.add_argument("--duration-s", type=float, default=90.0, help="seconds after the header before SIGINT")
@@ -278,13 +332,15 @@ def main(argv=None) -> int:
     width = max(n * args.target_tp + m for n, m in splits) + 1
     if args.lanes * width > len(cores):
         raise SystemExit(f"sweep: {args.lanes} lanes of {width} cores need {args.lanes * width}, got {len(cores)}")
-    lanes = [cores[i * width:(i + 1) * width] for i in range(args.lanes)]
+    lanes = [cores[i * width : (i + 1) * width] for i in range(args.lanes)]
     jobs = plan_jobs(splits, args.repeats, budgets, args.prefix, args.first_repeat, args.target_tp)
     if args.dry_run:
         print(f"sweep: {len(lanes)} lane(s) {lanes}; {len(jobs)} runs of {args.duration_s:g} s after the header:")
         for j in jobs:
-            print(f"  {j.name}: {j.targets} target engine(s) x {j.target_tp} + {j.drafters} drafter(s) = "
-                  f"{j.processes} worker processes")
+            print(
+                f"  {j.name}: {j.targets} target engine(s) x {j.target_tp} + {j.drafters} drafter(s) = "
+                f"{j.processes} worker processes"
+            )
         return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -315,8 +371,13 @@ def main(argv=None) -> int:
     for t in threads:
         t.join()
     records.sort(key=lambda r: r.start_wall_s)
-    meta = {"argv": sys.argv[1:], "cpu_count": os.cpu_count(), "lanes": lanes,
-            "runs": [asdict(r) for r in records], "skipped": skipped}
+    meta = {
+        "argv": sys.argv[1:],
+        "cpu_count": os.cpu_count(),
+        "lanes": lanes,
+        "runs": [asdict(r) for r in records],
+        "skipped": skipped,
+    }
     (out / "sweep.json").write_text(json.dumps(meta, indent=1) + "\n")
     if args.tar:
         with tarfile.open(args.tar, "w:gz") as tf:

@@ -11,6 +11,7 @@ The measured throughput is the advisor's own steady-window reading of the emulat
 
 Emulated time runs ``TIME_SCALE`` x faster than real time; logs are in emulated seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,15 +32,30 @@ from advisor.ingest.load import load_log  # noqa: E402
 SOURCES = (  # (log, G, time scale, q_hs depth: None = the log's)
     ("fixtures/h200-2x1.jsonl", 4, 0.2, None),
     ("fixtures/reference-7x1.jsonl", 8, 0.02, None),
-    ("fixtures/cpu-2x1.jsonl", 4, 0.5, 1),        # bursty CPU step times, one-slot q_hs
+    ("fixtures/cpu-2x1.jsonl", 4, 0.5, 1),  # bursty CPU step times, one-slot q_hs
 )
 
 
 def measure(src: Path, n: int, m: int, steps: int, scale: float, hs: int | None, tmp: Path) -> float:
     out = tmp / f"{src.stem}-{n}x{m}.jsonl"
-    cmd = ["dflash-train", "--emulate", str(src), "--targets", str(n), "--drafters", str(m),
-           "--time-scale", str(scale), "--steps", str(steps), "--sync-every", "0", "--no-progress",
-           "--out", str(out)]
+    cmd = [
+        "dflash-train",
+        "--emulate",
+        str(src),
+        "--targets",
+        str(n),
+        "--drafters",
+        str(m),
+        "--time-scale",
+        str(scale),
+        "--steps",
+        str(steps),
+        "--sync-every",
+        "0",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
     if hs is not None:
         cmd += ["--hs-queue-depth", str(hs)]
     subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT)
@@ -67,15 +83,21 @@ def main() -> None:
                 adv = advise(src, gpus=g, hs_cap=hs)
             for _, row in adv.splits.iterrows():
                 n, m = int(row["n_target"]), int(row["n_drafter"])
-                steps = 200 if args.quick else 500   # drafter steps, all drafters together
+                steps = 200 if args.quick else 500  # drafter steps, all drafters together
                 x = measure(src, n, m, steps, scale, hs, Path(tmp))
                 err = 100 * (row["bps"] / x - 1)
                 berr = 100 * (row["bound_bps"] / x - 1)
                 errs.append(abs(err))
-                print(f"| {rel}{'' if hs is None else f' (q_hs {hs})'} | {g} | {n}-{m} | {row['bps']:.4f} | {x:.4f} | {err:+.2f}% | "
-                      f"{row['bound_bps']:.4f} | {berr:+.2f}% |", flush=True)
-    print(f"\n{len(errs)} splits: mean |error| {sum(errs) / len(errs):.2f}%, max {max(errs):.2f}%; "
-          f"wall {time.perf_counter() - t_all:.0f} s")
+                print(
+                    f"| {rel}{'' if hs is None else f' (q_hs {hs})'} | {g} | {n}-{m} | {row['bps']:.4f} | {x:.4f} | "
+                    f"{err:+.2f}% | "
+                    f"{row['bound_bps']:.4f} | {berr:+.2f}% |",
+                    flush=True,
+                )
+    print(
+        f"\n{len(errs)} splits: mean |error| {sum(errs) / len(errs):.2f}%, max {max(errs):.2f}%; "
+        f"wall {time.perf_counter() - t_all:.0f} s"
+    )
 
 
 if __name__ == "__main__":

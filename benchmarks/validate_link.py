@@ -23,6 +23,7 @@ cannot be told apart). The analytic stage's error is reported beside it. Writes
 ``results.json`` and prints a table. Wall time: about 20-30 s per emulated run on a loaded 2-core
 machine at --time-scale 0.02 (13 runs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,10 +58,35 @@ def placement_text(pl: Placement) -> str:
 def emulate(out: Path, args, n: int, m: int, pl: Placement | None) -> Path:
     if args.reuse and out.exists():
         return out
-    cmd = [sys.executable, "-m", "trainer", "--emulate", args.source, "--targets", str(n), "--drafters", str(m),
-           "--target-tp", str(KP), "--gpus-per-node", str(GPN), "--link-bytes-s", str(args.link_bytes_s),
-           "--time-scale", str(args.time_scale), "--steps", str(args.steps), "--sync-every", "0",
-           "--seed", str(args.seed), "-o", str(out), "--force", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--emulate",
+        args.source,
+        "--targets",
+        str(n),
+        "--drafters",
+        str(m),
+        "--target-tp",
+        str(KP),
+        "--gpus-per-node",
+        str(GPN),
+        "--link-bytes-s",
+        str(args.link_bytes_s),
+        "--time-scale",
+        str(args.time_scale),
+        "--steps",
+        str(args.steps),
+        "--sync-every",
+        "0",
+        "--seed",
+        str(args.seed),
+        "-o",
+        str(out),
+        "--force",
+        "--no-progress",
+    ]
     if pl is not None:
         cmd += ["--placement", placement_text(pl)]
     subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
@@ -94,33 +120,59 @@ def main() -> int:
             x_model = placed_split(fit, settings, n, m, pl).x_bps
             x_sim, cross_sim = simulate_placed(fit, pools, n, m, pl, fit.link.bytes_s)
             lk = advise(log).fit.link
-            emulated.append({"placement": pl.describe("target", "drafter"), "emulated_bps": x_em,
-                             "model_bps": x_model, "err_pct": 100 * (x_model / x_em - 1), "sim_bps": x_sim,
-                             "sim_err_pct": 100 * (x_sim / x_em - 1), "uniform_crossing": pl.crossing_share(),
-                             "emulated_crossing": lk.first_crossed / max(lk.steps_known, 1),
-                             "sim_crossing": cross_sim})
+            emulated.append(
+                {
+                    "placement": pl.describe("target", "drafter"),
+                    "emulated_bps": x_em,
+                    "model_bps": x_model,
+                    "err_pct": 100 * (x_model / x_em - 1),
+                    "sim_bps": x_sim,
+                    "sim_err_pct": 100 * (x_sim / x_em - 1),
+                    "uniform_crossing": pl.crossing_share(),
+                    "emulated_crossing": lk.first_crossed / max(lk.steps_known, 1),
+                    "sim_crossing": cross_sim,
+                }
+            )
             e = emulated[-1]
-            print(f"{n}-{m}  {pl.describe('target', 'drafter'):52s} emulated {x_em:.4f}  model {x_model:.4f} "
-                  f"({e['err_pct']:+.1f}%)  sim {x_sim:.4f} ({e['sim_err_pct']:+.1f}%)  crossing uniform "
-                  f"{e['uniform_crossing']:.2f} emulated {e['emulated_crossing']:.2f} sim {cross_sim:.2f}", flush=True)
+            print(
+                f"{n}-{m}  {pl.describe('target', 'drafter'):52s} emulated {x_em:.4f}  model {x_model:.4f} "
+                f"({e['err_pct']:+.1f}%)  sim {x_sim:.4f} ({e['sim_err_pct']:+.1f}%)  crossing uniform "
+                f"{e['uniform_crossing']:.2f} emulated {e['emulated_crossing']:.2f} sim {cross_sim:.2f}",
+                flush=True,
+            )
         label = f"{n}-{m}"
         rec = str(adv.splits.at[label, "placement"])
         best = max(emulated, key=lambda e: e["emulated_bps"])
         rec_em = next(e["emulated_bps"] for e in emulated if e["placement"] == rec)
-        rows.append({"split": label, "placements": emulated, "recommended": rec, "best_emulated": best["placement"],
-                     "recommended_short_pct": float(100 * (1 - rec_em / best["emulated_bps"]))})
+        rows.append(
+            {
+                "split": label,
+                "placements": emulated,
+                "recommended": rec,
+                "best_emulated": best["placement"],
+                "recommended_short_pct": float(100 * (1 - rec_em / best["emulated_bps"])),
+            }
+        )
     worst = max(abs(e["sim_err_pct"]) for r in rows for e in r["placements"])
     worst_analytic = max(abs(e["err_pct"]) for r in rows for e in r["placements"])
     short = max(r["recommended_short_pct"] for r in rows)
     ok = bool(worst <= TOL_PCT and short <= NOISE_PCT)
-    summary = {"link_bytes_s": args.link_bytes_s, "measured_link_bytes_s": fit.link.bytes_s, "worst_err_pct": worst,
-               "worst_analytic_err_pct": worst_analytic,
-               "worst_recommended_short_pct": short, "passed": ok, "splits": rows}
+    summary = {
+        "link_bytes_s": args.link_bytes_s,
+        "measured_link_bytes_s": fit.link.bytes_s,
+        "worst_err_pct": worst,
+        "worst_analytic_err_pct": worst_analytic,
+        "worst_recommended_short_pct": short,
+        "passed": ok,
+        "splits": rows,
+    }
     (args.out / "results.json").write_text(json.dumps(summary, indent=1))
-    print(f"link {args.link_bytes_s:.3g} B/s, measured {fit.link.bytes_s:.3g}; worst error {worst:.2f}% "
-          f"(analytic stage alone {worst_analytic:.2f}%) "
-          f"(tolerance {TOL_PCT}%); recommended placement at most {short:.2f}% below the best emulated "
-          f"({'PASS' if ok else 'FAIL'})")
+    print(
+        f"link {args.link_bytes_s:.3g} B/s, measured {fit.link.bytes_s:.3g}; worst error {worst:.2f}% "
+        f"(analytic stage alone {worst_analytic:.2f}%) "
+        f"(tolerance {TOL_PCT}%); recommended placement at most {short:.2f}% below the best emulated "
+        f"({'PASS' if ok else 'FAIL'})"
+    )
     return 0 if ok else 1
 
 

@@ -27,6 +27,7 @@ error split into the source's level at its own split and the shape across splits
     python3 benchmarks/validate_real.py              # tables to stdout (markdown)
     python3 benchmarks/validate_real.py --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,9 +101,15 @@ def sweep_table(name: str, gpus: int, pool: ThreadPoolExecutor) -> dict:
     singles = [([p], own[p]) for p in sorted(logs)]
     pair_srcs = pair_sources(by_split)
     pairs = list(zip(pair_srcs, pool.map(lambda ps: advise_json(ps, "--gpus", str(gpus)), pair_srcs)))
-    return {"name": name, "gpus": gpus, "truth": truth, "measured": measured, "noise": noise,
-            "single": [_score(src, out, truth, measured) for src, out in singles],
-            "pair": [_score(src, out, truth, measured) for src, out in pairs]}
+    return {
+        "name": name,
+        "gpus": gpus,
+        "truth": truth,
+        "measured": measured,
+        "noise": noise,
+        "single": [_score(src, out, truth, measured) for src, out in singles],
+        "pair": [_score(src, out, truth, measured) for src, out in pairs],
+    }
 
 
 def _score(src: list[Path], out: dict, truth, measured) -> dict:
@@ -111,23 +118,37 @@ def _score(src: list[Path], out: dict, truth, measured) -> dict:
     for k, t in truth.items():
         r = rows[k]
         inside = all(r["bps_low"] <= v <= r["bps_high"] for v in measured[k])
-        per[k] = {"bps": r["bps"], "low": r["bps_low"], "high": r["bps_high"], "err": r["bps"] / t - 1.0,
-                  "inside": inside, "inside_each": [r["bps_low"] <= v <= r["bps_high"] for v in measured[k]], "width": (r["bps_high"] - r["bps_low"]) / r["bps"], "method": r.get("method")}
+        per[k] = {
+            "bps": r["bps"],
+            "low": r["bps_low"],
+            "high": r["bps_high"],
+            "err": r["bps"] / t - 1.0,
+            "inside": inside,
+            "inside_each": [r["bps_low"] <= v <= r["bps_high"] for v in measured[k]],
+            "width": (r["bps_high"] - r["bps_low"]) / r["bps"],
+            "method": r.get("method"),
+        }
     # the error split in two: the first source's level at its own split (another run of that split
     # measures the truth; no model can know it) and the shape, each split's projection relative to
     # that split's, against the truth's ratio (what the model gets right or wrong across splits)
     own = parse(src[0])[:2]
     level = per[own]["bps"] / truth[own] - 1.0
     shape = max(abs((v["bps"] / per[own]["bps"]) / (truth[k] / truth[own]) - 1.0) for k, v in per.items())
-    return {"source": [p.name for p in src], "per_split": per, "level": level, "shape": shape,
-            "worst": max(abs(v["err"]) for v in per.values()),
-            "mean": statistics.fmean(abs(v["err"]) for v in per.values()),
-            "recommended": tuple(out["recommendation"]["roles"][r] for r in ("target", "drafter"))
-            if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"] else None,
-            "verdict": (out.get("recommendation") or {}).get("verdict"),
-            "lead": _lead(out, truth),
-            # the recommended split's measured rate below the best measured split's (0 = the best)
-            "regret": _regret(out, truth)}
+    return {
+        "source": [p.name for p in src],
+        "per_split": per,
+        "level": level,
+        "shape": shape,
+        "worst": max(abs(v["err"]) for v in per.values()),
+        "mean": statistics.fmean(abs(v["err"]) for v in per.values()),
+        "recommended": tuple(out["recommendation"]["roles"][r] for r in ("target", "drafter"))
+        if isinstance(out.get("recommendation"), dict) and "roles" in out["recommendation"]
+        else None,
+        "verdict": (out.get("recommendation") or {}).get("verdict"),
+        "lead": _lead(out, truth),
+        # the recommended split's measured rate below the best measured split's (0 = the best)
+        "regret": _regret(out, truth),
+    }
 
 
 def _lead(out: dict, truth: dict) -> dict | None:
@@ -143,8 +164,13 @@ def _lead(out: dict, truth: dict) -> dict | None:
     if hi not in truth or lo not in truth:
         return None
     true = 100.0 * (truth[hi] / truth[lo] - 1.0)
-    return {"low_pct": m["lead_low_pct"], "high_pct": m["lead_high_pct"], "true_pct": true,
-            "inside": m["lead_low_pct"] <= true <= m["lead_high_pct"], "separated": m.get("separated")}
+    return {
+        "low_pct": m["lead_low_pct"],
+        "high_pct": m["lead_high_pct"],
+        "true_pct": true,
+        "inside": m["lead_low_pct"] <= true <= m["lead_high_pct"],
+        "separated": m.get("separated"),
+    }
 
 
 def _regret(out: dict, truth: dict) -> float | None:
@@ -163,11 +189,13 @@ def within_table(name: str, truth: dict) -> list[dict]:
     error of the analytic projection from this log as it is and with the within-log slopes applied
     (`WithinLogContention.fixed_point` over each split's projected utilisations)."""
     import warnings
+
     if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))     # this tree's advisor, as the subprocesses get it
+        sys.path.insert(0, str(ROOT))  # this tree's advisor, as the subprocesses get it
     from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split
+
     folder = ROOT / "fixtures" / "sweep" / name
     runs = json.loads((folder / "sweep.json").read_text())["runs"]
     rows = []
@@ -178,26 +206,44 @@ def within_table(name: str, truth: dict) -> list[dict]:
         w = fit.contention.within
         worst = [0.0, 0.0]
         for (n, m), t in truth.items():
+
             def util(sp, sc, n=n, m=m):
                 x = project_split(fit, n, m, mu_scale=(1 / sp, 1 / sc), interval=False)
                 return x.x_bps / x.producer_cap_bps, x.x_bps / x.consumer_cap_bps
+
             sp, sc = w.fixed_point(n, m, util)
             for j, scale in enumerate(((1.0, 1.0), (1 / sp, 1 / sc))):
                 x = project_split(fit, n, m, mu_scale=scale, interval=False).x_bps
                 worst[j] = max(worst[j], abs(x / t - 1.0))
-        co = [q for q in runs if q is not r and q["start_wall_s"] < r["end_wall_s"] - 20
-              and q["end_wall_s"] > r["start_wall_s"] + 20]
-        rows.append({"log": r["name"], "n": r["targets"], "m": r["drafters"],
-                     "host_targets": r["targets"] + sum(q["targets"] for q in co),
-                     "target_ms": 1e3 * fit.producer.busy_mean_s, "drafter_ms": 1e3 * fit.consumer.busy_mean_s,
-                     "t_peers_sd": w.producer.producer_peers_sd, "t_slope": w.producer.per_producer,
-                     "t_se": w.producer.per_producer_se, "d_slope_d": w.consumer.per_consumer,
-                     "d_se_d": w.consumer.per_consumer_se, "d_confounded_d": w.consumer.consumer_confounded,
-                     "d_slope_t": w.consumer.per_producer,
-                     "d_se_t": w.consumer.per_producer_se, "d_confounded": w.consumer.producer_confounded,
-                     "d_starved": w.consumer.starved, "d_starved_se": w.consumer.starved_se,
-                     "d_starved_share": w.consumer.starved_share, "worst_analytic": worst[0],
-                     "worst_within": worst[1]})
+        co = [
+            q
+            for q in runs
+            if q is not r and q["start_wall_s"] < r["end_wall_s"] - 20 and q["end_wall_s"] > r["start_wall_s"] + 20
+        ]
+        rows.append(
+            {
+                "log": r["name"],
+                "n": r["targets"],
+                "m": r["drafters"],
+                "host_targets": r["targets"] + sum(q["targets"] for q in co),
+                "target_ms": 1e3 * fit.producer.busy_mean_s,
+                "drafter_ms": 1e3 * fit.consumer.busy_mean_s,
+                "t_peers_sd": w.producer.producer_peers_sd,
+                "t_slope": w.producer.per_producer,
+                "t_se": w.producer.per_producer_se,
+                "d_slope_d": w.consumer.per_consumer,
+                "d_se_d": w.consumer.per_consumer_se,
+                "d_confounded_d": w.consumer.consumer_confounded,
+                "d_slope_t": w.consumer.per_producer,
+                "d_se_t": w.consumer.per_producer_se,
+                "d_confounded": w.consumer.producer_confounded,
+                "d_starved": w.consumer.starved,
+                "d_starved_se": w.consumer.starved_se,
+                "d_starved_share": w.consumer.starved_share,
+                "worst_analytic": worst[0],
+                "worst_within": worst[1],
+            }
+        )
     return rows
 
 
@@ -207,12 +253,21 @@ def leads_table(name: str, truth: dict) -> dict:
     verdict's separation rests on) against the truth's lead, and how many pairs the lead interval
     and the two splits' own intervals separate (and whether in the truth's order)."""
     import warnings
+
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from advisor.advice import advise
     from advisor.project.table import lead_interval
-    out = {"pairs": 0, "inside": 0, "widths": [], "sep_lead": 0, "sep_lead_right": 0, "sep_marginal": 0,
-           "sep_marginal_right": 0}
+
+    out = {
+        "pairs": 0,
+        "inside": 0,
+        "widths": [],
+        "sep_lead": 0,
+        "sep_lead_right": 0,
+        "sep_marginal": 0,
+        "sep_marginal_right": 0,
+    }
     for path in sorted((ROOT / "fixtures" / "sweep" / name).glob("*.jsonl.gz")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -241,14 +296,18 @@ def leads_table(name: str, truth: dict) -> dict:
 
 
 def render_leads(leads: dict[str, dict]) -> str:
-    lines = ["#### Leads between splits (every pair of splits, from each single log)\n",
-             "| sweep | pairs | true lead inside its 95% interval | median width | separated by the lead (in the "
-             "truth's order) | separated by the two intervals (in the truth's order) |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "#### Leads between splits (every pair of splits, from each single log)\n",
+        "| sweep | pairs | true lead inside its 95% interval | median width | separated by the lead (in the "
+        "truth's order) | separated by the two intervals (in the truth's order) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name, o in leads.items():
-        lines.append(f"| {name} | {o['pairs']} | {o['inside']} ({100 * o['inside'] / max(o['pairs'], 1):.0f}%) | "
-                     f"{100 * o['median_width']:.0f} pts | {o['sep_lead']} ({o['sep_lead_right']}) | "
-                     f"{o['sep_marginal']} ({o['sep_marginal_right']}) |")
+        lines.append(
+            f"| {name} | {o['pairs']} | {o['inside']} ({100 * o['inside'] / max(o['pairs'], 1):.0f}%) | "
+            f"{100 * o['median_width']:.0f} pts | {o['sep_lead']} ({o['sep_lead_right']}) | "
+            f"{o['sep_marginal']} ({o['sep_marginal_right']}) |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -259,19 +318,24 @@ def render_within(name: str, rows: list[dict]) -> str:
         if not math.isfinite(se):
             return "-"
         return f"{100 * (math.exp(b) - 1):+.1f} +-{100 * T_975[19] * se:.1f}{' (confounded)' if flag else ''}"
-    out = [f"#### {name}: within-log contention (95%, % per extra busy worker)\n",
-           "| log | targets on host | target ms | drafter ms | busy targets sd | target per busy target "
-           "| drafter per busy drafter | drafter per busy target | drafter after a starved wait (share) "
-           "| worst split error: analytic / with these slopes |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    out = [
+        f"#### {name}: within-log contention (95%, % per extra busy worker)\n",
+        "| log | targets on host | target ms | drafter ms | busy targets sd | target per busy target "
+        "| drafter per busy drafter | drafter per busy target | drafter after a starved wait (share) "
+        "| worst split error: analytic / with these slopes |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in sorted(rows, key=lambda r: (-r["n"], r["log"])):
         starv = cell(r["d_starved"], r["d_starved_se"])
-        out.append(f"| {r['log']} | {r['host_targets']} | {r['target_ms']:.1f} | {r['drafter_ms']:.1f} | "
-                   f"{r['t_peers_sd']:.2f} | {cell(r['t_slope'], r['t_se'])} | "
-                   f"{cell(r['d_slope_d'], r['d_se_d'], r['d_confounded_d'])} | "
-                   f"{cell(r['d_slope_t'], r['d_se_t'], r['d_confounded'])} | {starv} "
-                   f"({100 * r['d_starved_share']:.0f}%) | {100 * r['worst_analytic']:.1f}% / "
-                   f"{100 * r['worst_within']:.1f}% |")
+        out.append(
+            f"| {r['log']} | {r['host_targets']} | {r['target_ms']:.1f} | {r['drafter_ms']:.1f} | "
+            f"{r['t_peers_sd']:.2f} | {cell(r['t_slope'], r['t_se'])} | "
+            f"{cell(r['d_slope_d'], r['d_se_d'], r['d_confounded_d'])} | "
+            f"{cell(r['d_slope_t'], r['d_se_t'], r['d_confounded'])} | {starv} "
+            f"({100 * r['d_starved_share']:.0f}%) | {100 * r['worst_analytic']:.1f}% / "
+            f"{100 * r['worst_within']:.1f}% |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -283,9 +347,14 @@ def budget_sets() -> dict[str, dict[int, list[Path]]]:
     two: dict[int, list[Path]] = {}
     for p in sorted(folder.glob("*.jsonl.gz")):
         two.setdefault(parse(p)[2], []).append(p)
-    return {"234m target, H200 + H200 (dedicated), 1-1": two,
-            "1b target, one shared H200, 1-1": {16384: [fx / "h200-1x1-tb16384.jsonl"], 32768: [fx / "h200-1x1.jsonl"],
-                                                65536: [fx / "h200-1x1-tb65536.jsonl"]}}
+    return {
+        "234m target, H200 + H200 (dedicated), 1-1": two,
+        "1b target, one shared H200, 1-1": {
+            16384: [fx / "h200-1x1-tb16384.jsonl"],
+            32768: [fx / "h200-1x1.jsonl"],
+            65536: [fx / "h200-1x1-tb65536.jsonl"],
+        },
+    }
 
 
 def budget_table(logs: dict[int, list[Path]], pool: ThreadPoolExecutor) -> dict:
@@ -298,20 +367,34 @@ def budget_table(logs: dict[int, list[Path]], pool: ThreadPoolExecutor) -> dict:
     truth = {b: statistics.fmean(v) for b, v in measured.items()}
     budgets = sorted(logs)
     cases = [([s], b) for s in flat for b in budgets if b != s[0]]
-    cases += [([s, u], b) for s, u in itertools.combinations(flat, 2) if s[0] != u[0]
-              for b in budgets if b not in (s[0], u[0])]
+    cases += [
+        ([s, u], b)
+        for s, u in itertools.combinations(flat, 2)
+        if s[0] != u[0]
+        for b in budgets
+        if b not in (s[0], u[0])
+    ]
 
     def one(case):
         srcs, b = case
         out = advise_json([p for _, p in srcs], "--token-budget", str(b))
         row = _split_rows(out)[(1, 1)]
         tb = [t for t, _ in srcs]
-        return {"source": [f"{t}" if len(logs[t]) == 1 else f"{t}#{logs[t].index(p) + 1}" for t, p in srcs], "budget": b, "bps": row["bps"],
-                "low": row["bps_low"], "high": row["bps_high"], "truth": truth[b], "err": row["bps"] / truth[b] - 1.0,
-                "inside": all(row["bps_low"] <= v <= row["bps_high"] for v in measured[b]),
-                "kind": "interpolate" if len(tb) == 2 and min(tb) < b < max(tb) else
-                        ("extrapolate" if len(tb) == 2 else "one log"),
-                "ratio": b / (tb[0] if len(tb) == 1 else min(tb, key=lambda x: abs(math.log(b / x))))}
+        return {
+            "source": [f"{t}" if len(logs[t]) == 1 else f"{t}#{logs[t].index(p) + 1}" for t, p in srcs],
+            "budget": b,
+            "bps": row["bps"],
+            "low": row["bps_low"],
+            "high": row["bps_high"],
+            "truth": truth[b],
+            "err": row["bps"] / truth[b] - 1.0,
+            "inside": all(row["bps_low"] <= v <= row["bps_high"] for v in measured[b]),
+            "kind": "interpolate"
+            if len(tb) == 2 and min(tb) < b < max(tb)
+            else ("extrapolate" if len(tb) == 2 else "one log"),
+            "ratio": b / (tb[0] if len(tb) == 1 else min(tb, key=lambda x: abs(math.log(b / x)))),
+        }
+
     return {"truth": truth, "measured": measured, "cases": list(pool.map(one, cases))}
 
 
@@ -344,10 +427,14 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
         head = "| source | " + " | ".join(f"{n}-{m}" for n, m in splits) + " | worst | inside |"
         out.append("| split | " + " | ".join(f"{n}-{m}" for n, m in splits) + " | | |")
         out.append("|---|" + "---:|" * (len(splits) + 2))
-        out.append("| measured b/s (repeats) | " + " | ".join(
-            "/".join(f"{v:.2f}" for v in sw["measured"][k]) for k in splits) + " | | |")
-        out.append("| repeat noise (half spread) | " + " | ".join(f"{100 * sw['noise'][k]:.1f}%" for k in splits)
-                   + " | | |")
+        out.append(
+            "| measured b/s (repeats) | "
+            + " | ".join("/".join(f"{v:.2f}" for v in sw["measured"][k]) for k in splits)
+            + " | | |"
+        )
+        out.append(
+            "| repeat noise (half spread) | " + " | ".join(f"{100 * sw['noise'][k]:.1f}%" for k in splits) + " | | |"
+        )
         out.append("")
         out.append(head)
         out.append("|---|" + "---:|" * (len(splits) + 2))
@@ -362,9 +449,11 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
                 out.append(f"| {src} | " + " | ".join(cells) + f" | {100 * s['worst']:.1f}% | {n_in}/{len(splits)} |")
         out.append("")
     out.append("### Summary\n")
-    out.append("| sweep | sources | worst split error: median / max | own split (level) | across splits (shape) "
-               "| mean abs error | coverage (all repeats) | coverage (each repeat) | median width "
-               "| pick within 2% of the best | verdicts | lead vs runner-up inside its interval |")
+    out.append(
+        "| sweep | sources | worst split error: median / max | own split (level) | across splits (shape) "
+        "| mean abs error | coverage (all repeats) | coverage (each repeat) | median width "
+        "| pick within 2% of the best | verdicts | lead vs runner-up inside its interval |"
+    )
     out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for sw in sweeps:
         for kind in ("single", "pair"):
@@ -373,18 +462,23 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
             allv = [v for s in ss for v in s["per_split"].values()]
             cov = sum(v["inside"] for v in allv) / len(allv)
             each = [x for v in allv for x in v["inside_each"]]
-            out.append(f"| {sw['name']} | {len(ss)} {kind} | {100 * statistics.median(worst):.1f}% / "
-                       f"{100 * max(worst):.1f}% | {_med_max(abs(s['level']) for s in ss)} | "
-                       f"{_med_max(s['shape'] for s in ss)} | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
-                       f"{100 * cov:.0f}% ({sum(v['inside'] for v in allv)}/{len(allv)}) | "
-                       f"{100 * sum(each) / len(each):.0f}% ({sum(each)}/{len(each)}) | "
-                       f"{100 * statistics.median(v['width'] for v in allv):.1f}% | "
-                       f"{sum(s['regret'] is not None and s['regret'] <= 0.02 for s in ss)}/{len(ss)} | "
-                       f"{_verdicts(ss)} | {_leads(ss)} |")
+            out.append(
+                f"| {sw['name']} | {len(ss)} {kind} | {100 * statistics.median(worst):.1f}% / "
+                f"{100 * max(worst):.1f}% | {_med_max(abs(s['level']) for s in ss)} | "
+                f"{_med_max(s['shape'] for s in ss)} | {100 * statistics.fmean(abs(v['err']) for v in allv):.1f}% | "
+                f"{100 * cov:.0f}% ({sum(v['inside'] for v in allv)}/{len(allv)}) | "
+                f"{100 * sum(each) / len(each):.0f}% ({sum(each)}/{len(each)}) | "
+                f"{100 * statistics.median(v['width'] for v in allv):.1f}% | "
+                f"{sum(s['regret'] is not None and s['regret'] <= 0.02 for s in ss)}/{len(ss)} | "
+                f"{_verdicts(ss)} | {_leads(ss)} |"
+            )
     for label, bt in (budget or {}).items():
         out.append(f"\n### Token budget ({label})\n")
-        out.append("measured (b/s, repeats): " + ", ".join(
-            f"{b}: {'/'.join(f'{v:.2f}' for v in bt['measured'][b])}" for b in sorted(bt["truth"])) + "\n")
+        out.append(
+            "measured (b/s, repeats): "
+            + ", ".join(f"{b}: {'/'.join(f'{v:.2f}' for v in bt['measured'][b])}" for b in sorted(bt["truth"]))
+            + "\n"
+        )
         # one log: a row per source log, a column per projected budget (pairs: summary lines only;
         # every case is in --json)
         budgets = sorted(bt["truth"])
@@ -393,9 +487,18 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
         out.append("|---|" + "---:|" * len(budgets))
         for src in dict.fromkeys(c["source"][0] for c in ones):
             cells = {c["budget"]: c for c in ones if c["source"][0] == src}
-            out.append(f"| {src} | " + " | ".join(
-                (f"{cells[b]['bps']:.2f} ({_pct(cells[b]['err'])}){'' if cells[b]['inside'] else ' x'}"
-                 if b in cells else "-") for b in budgets) + " |")
+            out.append(
+                f"| {src} | "
+                + " | ".join(
+                    (
+                        f"{cells[b]['bps']:.2f} ({_pct(cells[b]['err'])}){'' if cells[b]['inside'] else ' x'}"
+                        if b in cells
+                        else "-"
+                    )
+                    for b in budgets
+                )
+                + " |"
+            )
         out.append("")
         for kind in ("one log", "interpolate", "extrapolate"):
             cs = [c for c in bt["cases"] if c["kind"] == kind]
@@ -403,14 +506,19 @@ def render(sweeps: list[dict], budget: dict | None) -> str:
                 continue
             errs = [abs(c["err"]) for c in cs]
             widths = [(c["high"] - c["low"]) / c["bps"] for c in cs]
-            line = (f"- {kind} ({len(cs)} cases): |error| median {100 * statistics.median(errs):.1f}%, max "
-                    f"{100 * max(errs):.1f}%, within 5% {sum(e <= 0.05 for e in errs)}/{len(cs)}, inside "
-                    f"{sum(c['inside'] for c in cs)}/{len(cs)}, median width {100 * statistics.median(widths):.1f}%")
-            near = [c for c in cs if kind == "one log" and (abs(c["ratio"] - 0.5) < 0.02 or abs(c["ratio"] - 1.5) < 0.02)]
+            line = (
+                f"- {kind} ({len(cs)} cases): |error| median {100 * statistics.median(errs):.1f}%, max "
+                f"{100 * max(errs):.1f}%, within 5% {sum(e <= 0.05 for e in errs)}/{len(cs)}, inside "
+                f"{sum(c['inside'] for c in cs)}/{len(cs)}, median width {100 * statistics.median(widths):.1f}%"
+            )
+            near = [
+                c for c in cs if kind == "one log" and (abs(c["ratio"] - 0.5) < 0.02 or abs(c["ratio"] - 1.5) < 0.02)
+            ]
             if near:
-                line += ("; at half or 1.5x the logged budget: " + ", ".join(
+                line += "; at half or 1.5x the logged budget: " + ", ".join(
                     f"{c['source'][0]}->{c['budget']} {_pct(c['err'])}{'' if c['inside'] else ' (outside)'}"
-                    for c in near))
+                    for c in near
+                )
             out.append(line)
     return "\n".join(out) + "\n"
 
@@ -419,16 +527,29 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--part", choices=("all", "splits", "budget"), default="all",
-                    help="only the split sweeps, or only the token-budget tables")
-    ap.add_argument("--sweep", action="append", choices=sorted(SWEEPS), default=None,
-                    help="only this split sweep (repeatable; default: all)")
+    ap.add_argument(
+        "--part",
+        choices=("all", "splits", "budget"),
+        default="all",
+        help="only the split sweeps, or only the token-budget tables",
+    )
+    ap.add_argument(
+        "--sweep",
+        action="append",
+        choices=sorted(SWEEPS),
+        default=None,
+        help="only this split sweep (repeatable; default: all)",
+    )
     args = ap.parse_args(argv)
     with ThreadPoolExecutor(args.jobs) as pool:
-        sweeps = ([sweep_table(n, g, pool) for n, g in SWEEPS.items() if not args.sweep or n in args.sweep]
-                  if args.part != "budget" else [])
-        budget = ({label: budget_table(logs, pool) for label, logs in budget_sets().items()}
-                  if args.part != "splits" else {})
+        sweeps = (
+            [sweep_table(n, g, pool) for n, g in SWEEPS.items() if not args.sweep or n in args.sweep]
+            if args.part != "budget"
+            else []
+        )
+        budget = (
+            {label: budget_table(logs, pool) for label, logs in budget_sets().items()} if args.part != "splits" else {}
+        )
     within = {sw["name"]: within_table(sw["name"], sw["truth"]) for sw in sweeps}
     leads = {sw["name"]: leads_table(sw["name"], sw["truth"]) for sw in sweeps}
     print(render(sweeps, budget))
@@ -437,13 +558,17 @@ def main(argv=None) -> int:
     for n, rows in within.items():
         print(render_within(n, rows))
     if args.json:
+
         def key(o):
             if isinstance(o, dict):
                 return {(f"{k[0]}-{k[1]}" if isinstance(k, tuple) else k): key(v) for k, v in o.items()}
             if isinstance(o, (list, tuple)):
                 return [key(v) for v in o]
             return o
-        Path(args.json).write_text(json.dumps(key({"sweeps": sweeps, "budget": budget, "within": within, "leads": leads}), indent=1))
+
+        Path(args.json).write_text(
+            json.dumps(key({"sweeps": sweeps, "budget": budget, "within": within, "leads": leads}), indent=1)
+        )
     return 0
 
 

@@ -8,6 +8,7 @@ split's repeats; its noise: half the spread of the repeats. For each log: the er
 split's projection, whether the 95% interval holds the truth, the interval's width, and whether the
 split it recommends (or keeps) measured within 2% of the best.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,20 +61,44 @@ def main() -> None:
             covered += inside
             total += 1
             widths.append(width)
-            rows.append(dict(log=name, split=k, measured=truth[k], projected=s["bps"], error=err, inside=inside,
-                             low=s["bps_low"], high=s["bps_high"], width=width))
-            print(f"| {name} | {k} | {truth[k]:.3f} ({100 * noise[k]:.1f}%) | {s['bps']:.3f} | {100 * err:+.1f}% | "
-                  f"{s['bps_low']:.3f}-{s['bps_high']:.3f} | {'yes' if inside else 'no'} | {100 * width:.1f}% |")
+            rows.append(
+                dict(
+                    log=name,
+                    split=k,
+                    measured=truth[k],
+                    projected=s["bps"],
+                    error=err,
+                    inside=inside,
+                    low=s["bps_low"],
+                    high=s["bps_high"],
+                    width=width,
+                )
+            )
+            print(
+                f"| {name} | {k} | {truth[k]:.3f} ({100 * noise[k]:.1f}%) | {s['bps']:.3f} | {100 * err:+.1f}% | "
+                f"{s['bps_low']:.3f}-{s['bps_high']:.3f} | {'yes' if inside else 'no'} | {100 * width:.1f}% |"
+            )
         pick = key(a["recommendation"]["roles"])
         ok = pick in truth and truth[pick] >= (1 - PICK_TOL) * best
         picks_ok += ok
         rows.append(dict(log=name, pick=pick, verdict=a["recommendation"]["verdict"], pick_ok=ok))
-        print(f"| {name} | pick {pick} ({a['recommendation']['verdict']}) | "
-              f"{truth.get(pick, float('nan')):.3f} | best {best:.3f} | {'within 2%' if ok else 'NOT within 2%'} | | | |")
-    summary = dict(truth=truth, noise=noise, coverage=covered / total if total else None, projections=total,
-                   median_width=statistics.median(widths) if widths else None, picks_ok=picks_ok, logs=len(advice))
-    print(f"\ncoverage {covered}/{total}; median width {100 * summary['median_width']:.1f}%; "
-          f"picks within 2% of the best: {picks_ok}/{len(advice)}")
+        print(
+            f"| {name} | pick {pick} ({a['recommendation']['verdict']}) | "
+            f"{truth.get(pick, float('nan')):.3f} | best {best:.3f} | {'within 2%' if ok else 'NOT within 2%'} | | | |"
+        )
+    summary = dict(
+        truth=truth,
+        noise=noise,
+        coverage=covered / total if total else None,
+        projections=total,
+        median_width=statistics.median(widths) if widths else None,
+        picks_ok=picks_ok,
+        logs=len(advice),
+    )
+    print(
+        f"\ncoverage {covered}/{total}; median width {100 * summary['median_width']:.1f}%; "
+        f"picks within 2% of the best: {picks_ok}/{len(advice)}"
+    )
     if args.json:
         args.json.write_text(json.dumps(dict(rows=rows, summary=summary), indent=1))
 

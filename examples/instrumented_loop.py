@@ -19,6 +19,7 @@ Where the calls go (see docs/instrumenting.md):
   turns them into pool-wide ``rates`` snapshots, with the queue depth;
 - every file ends with an ``end`` line: done, error (with the exception) or interrupted (SIGTERM).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ import torch
 import torch.multiprocessing as mp
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from advisor.instrument import RateLog, RateMeter  # noqa: E402
 from advisor.records import EndReason, Queue, Run  # noqa: E402
@@ -115,7 +116,7 @@ def _ready(ready, go) -> None:
 
 def producer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, counters) -> None:
     torch.set_num_threads(1)
-    torch.manual_seed(0)                          # every producer holds the same frozen weights
+    torch.manual_seed(0)  # every producer holds the same frozen weights
     model = Target(args.vocab, args.hidden, args.target_layers).eval().requires_grad_(False)
     gen = torch.Generator().manual_seed(1000 + worker)
     _ready(ready, go)
@@ -127,7 +128,7 @@ def producer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
             with log.step(tokens=len(ids), seqs=seqs, batch=worker * 10**6 + batch) as s:
                 with torch.no_grad():
                     hidden = model(ids).contiguous()
-                with s.blocking():                # a full q_hs holds the producer here
+                with s.blocking():  # a full q_hs holds the producer here
                     while not stop.is_set():
                         try:
                             hs_q.put((hidden, ids), timeout=0.05)
@@ -135,12 +136,12 @@ def producer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
                         except queue.Full:
                             continue
                     else:
-                        s.cancel()                # stopped before the hand-off: no batch done
+                        s.cancel()  # stopped before the hand-off: no batch done
             if s.record is not None:
                 _count(counters, s.record.busy, s.record.tokens)
             batch += 1
-        log.end(EndReason.INTERRUPTED, TIME_LIMIT_MSG)   # stopped by the launcher's timer, input left
-    hs_q.cancel_join_thread()   # at shutdown, do not wait to flush batches nobody will take
+        log.end(EndReason.INTERRUPTED, TIME_LIMIT_MSG)  # stopped by the launcher's timer, input left
+    hs_q.cancel_join_thread()  # at shutdown, do not wait to flush batches nobody will take
 
 
 def consumer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, counters) -> None:
@@ -163,7 +164,7 @@ def consumer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
                         # this worker's own work, so it counts as busy, not as starved
                         hidden, ids = hs_q.get(timeout=1.0)
                     else:
-                        with s.waiting():         # an empty q_hs starves the consumer here
+                        with s.waiting():  # an empty q_hs starves the consumer here
                             hidden, ids = hs_q.get(timeout=0.1)
                 except queue.Empty:
                     s.cancel()
@@ -174,7 +175,7 @@ def consumer(worker: int, args, header_base: Run, t0, ready, go, stop, hs_q, cou
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-                s.loss = round(loss.item(), 4)    # .item() also waits for the device: busy ends here
+                s.loss = round(loss.item(), 4)  # .item() also waits for the device: busy ends here
             _count(counters, s.record.busy, s.record.tokens)
         log.end(EndReason.INTERRUPTED, TIME_LIMIT_MSG)
 
@@ -201,28 +202,42 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{args.out} already holds logs ({stale[0].name}, ...): use a fresh directory per run")
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    header = Run(run=f"instrumented-loop-{args.producers}x{args.consumers}",
-                 roles={PRODUCER: args.producers, CONSUMER: args.consumers},
-                 queues=[Queue(name="hs", feeds=CONSUMER, cap=args.hs_cap)],
-                 token_budget=args.token_budget, hardware=f"CPU, {cores} cores, shared by all workers",
-                 target_model=f"mlp-d{args.hidden}-l{args.target_layers} (frozen, random init)",
-                 drafter_model=f"mlp-d{args.hidden}-l{args.drafter_layers}",
-                 hs_bytes_per_token=4 * args.hidden,
-                 # the workers share this host's cores: say so, and how many (docs/log-schema.md)
-                 extra={"device": "cpu", "cores": cores})
+    header = Run(
+        run=f"instrumented-loop-{args.producers}x{args.consumers}",
+        roles={PRODUCER: args.producers, CONSUMER: args.consumers},
+        queues=[Queue(name="hs", feeds=CONSUMER, cap=args.hs_cap)],
+        token_budget=args.token_budget,
+        hardware=f"CPU, {cores} cores, shared by all workers",
+        target_model=f"mlp-d{args.hidden}-l{args.target_layers} (frozen, random init)",
+        drafter_model=f"mlp-d{args.hidden}-l{args.drafter_layers}",
+        hs_bytes_per_token=4 * args.hidden,
+        # the workers share this host's cores: say so, and how many (docs/log-schema.md)
+        extra={"device": "cpu", "cores": cores},
+    )
     ctx = mp.get_context("spawn")
     hs_q = ctx.Queue(maxsize=args.hs_cap)
     go, stop, stop_consumers = ctx.Event(), ctx.Event(), ctx.Event()
     t0, ready = ctx.Value("d", 0.0), ctx.Value("i", 0)
     counters = {r: (ctx.Value("l", 0), ctx.Value("d", 0.0), ctx.Value("l", 0)) for r in header.roles}
-    procs = [ctx.Process(target=producer, args=(i, args, header, t0, ready, go, stop, hs_q, counters[PRODUCER]),
-                         name=f"{PRODUCER}-{i}") for i in range(args.producers)]
-    procs += [ctx.Process(target=consumer, args=(i, args, header, t0, ready, go, stop_consumers, hs_q,
-                                                 counters[CONSUMER]),
-                          name=f"{CONSUMER}-{i}") for i in range(args.consumers)]
+    procs = [
+        ctx.Process(
+            target=producer,
+            args=(i, args, header, t0, ready, go, stop, hs_q, counters[PRODUCER]),
+            name=f"{PRODUCER}-{i}",
+        )
+        for i in range(args.producers)
+    ]
+    procs += [
+        ctx.Process(
+            target=consumer,
+            args=(i, args, header, t0, ready, go, stop_consumers, hs_q, counters[CONSUMER]),
+            name=f"{CONSUMER}-{i}",
+        )
+        for i in range(args.consumers)
+    ]
     for p in procs:
         p.start()
-    while ready.value < len(procs):   # start the clock when every model is built
+    while ready.value < len(procs):  # start the clock when every model is built
         dead = [p for p in procs if not p.is_alive()]
         if dead:
             stop.set()
@@ -233,19 +248,26 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         time.sleep(0.05)
     started = time.monotonic()
-    t0.value = time.time()           # the run starts now: every file converts its clock against this
+    t0.value = time.time()  # the run starts now: every file converts its clock against this
     go.set()
 
     def depths():
         try:
             return {"hs": hs_q.qsize()}
-        except NotImplementedError:   # macOS has no qsize on multiprocessing queues: leave q out
+        except NotImplementedError:  # macOS has no qsize on multiprocessing queues: leave q out
             return None
 
     meter = RateMeter(header)
     status = 0
-    with RateLog.open(args.out, header.stamped(t0.value), name="coordinator", meter=meter,
-                      rates_every_s=args.rates_every, queue_depths=depths, handle_sigterm=True) as log:
+    with RateLog.open(
+        args.out,
+        header.stamped(t0.value),
+        name="coordinator",
+        meter=meter,
+        rates_every_s=args.rates_every,
+        queue_depths=depths,
+        handle_sigterm=True,
+    ) as log:
         try:
             while time.monotonic() - started < args.seconds:
                 time.sleep(0.05)
@@ -261,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             # consumers first, then producers: a batch still in flight is mapped from its producer
             stop_consumers.set()
-            consumers_first = procs[args.producers:] + procs[:args.producers]
+            consumers_first = procs[args.producers :] + procs[: args.producers]
             for i, p in enumerate(consumers_first):
                 if i == args.consumers:
                     stop.set()

@@ -6,6 +6,7 @@ what is explored). The per-input time and memory bounds are libFuzzer's ``-timeo
 ``-rss_limit_mb`` (`benchmarks/fuzz.py` passes them from `fuzz.targets`). atheris is the
 optional extra ``fuzz`` (pyproject.toml); CI replays the corpus without it (tests/fuzz).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -18,6 +19,7 @@ import atheris
 def _import_all() -> None:
     with atheris.instrument_imports(include=["advisor", "fuzz"]):
         import advisor
+
         for m in pkgutil.walk_packages(advisor.__path__, "advisor."):
             if m.name.endswith("__main__"):
                 continue
@@ -31,6 +33,7 @@ def main() -> None:
     name = sys.argv.pop(1)
     _import_all()
     from fuzz.targets import TARGETS
+
     if name not in TARGETS:
         sys.exit(f"unknown target {name!r}; one of {', '.join(TARGETS)}")
     atheris.Setup(sys.argv, TARGETS[name])

@@ -18,6 +18,7 @@ replays ``fuzz/corpus/<target>/`` through the same functions without atheris.
 The first byte of a log, summary or event-file input picks a mode (``MODES``), so one corpus
 file says both what is read and how; the rest of the bytes are the content.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,8 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from advisor.cli import app as cli_app
 from advisor.errors import AdvisorWarning, LogError, SettingsError, display_path
@@ -41,20 +42,36 @@ from advisor.tbimport import crc32c, masked_crc
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus"
-PER_INPUT_S = 20.0             # one input, on a loaded 2-core machine (atheris: -timeout)
-RSS_LIMIT_MB = 3072            # one fuzzing process (atheris: -rss_limit_mb)
+PER_INPUT_S = 20.0  # one input, on a loaded 2-core machine (atheris: -timeout)
+RSS_LIMIT_MB = 3072  # one fuzzing process (atheris: -rss_limit_mb)
 RANK_SEP = b"\n\x00rank\x00\n"  # splits a ranks-mode input into per-rank files
-ARG_SEP = b"\x00"              # splits a what-if input into argv words (else whitespace)
+ARG_SEP = b"\x00"  # splits a what-if input into argv words (else whitespace)
 FRAME_SEP = b"\x00\xffrecord\xff\x00"  # splits a framed event-file input into TFRecord payloads
 # the profile log a gate config names (`profile = ["run.jsonl"]`), copied beside each config
 GATE_PROFILE = ROOT / "fixtures" / "cpu-2x1.jsonl"
-TB_ARGS = ("--roles", "target=7,drafter=1", "--map", "target.bps=pipeline/target_bps",
-           "--map", "drafter.bps=pipeline/drafter_bps", "--map", "drafter.cap_bps=pipeline/drafter_capacity_bps",
-           "--map", "tok_s=pipeline/tokens_per_s", "--map", "done=progress/done", "--map", "eta_s=progress/eta_s",
-           "--queue", "hs:drafter:20", "--map", "q.hs=queues/hs_depth")
+TB_ARGS = (
+    "--roles",
+    "target=7,drafter=1",
+    "--map",
+    "target.bps=pipeline/target_bps",
+    "--map",
+    "drafter.bps=pipeline/drafter_bps",
+    "--map",
+    "drafter.cap_bps=pipeline/drafter_capacity_bps",
+    "--map",
+    "tok_s=pipeline/tokens_per_s",
+    "--map",
+    "done=progress/done",
+    "--map",
+    "eta_s=progress/eta_s",
+    "--queue",
+    "hs:drafter:20",
+    "--map",
+    "q.hs=queues/hs_depth",
+)
 
 
-OK, REFUSED = "ok", "refused"     # what a target returns: a usable result, or a refusal in one line
+OK, REFUSED = "ok", "refused"  # what a target returns: a usable result, or a refusal in one line
 
 
 class ContractBroken(AssertionError):
@@ -92,8 +109,9 @@ def _one_line_error(e: Exception, names: list[str]) -> None:
     _require("\n" not in text and "\r" not in text, f"{type(e).__name__} is not one line: {text!r}")
     if isinstance(e, LogError):
         shown = [display_path(n) for n in names]
-        _require(any(s in text for s in shown) or text.startswith("<none>"),
-                 f"LogError names no input ({names}): {text!r}")
+        _require(
+            any(s in text for s in shown) or text.startswith("<none>"), f"LogError names no input ({names}): {text!r}"
+        )
 
 
 def _check_runlog(lg: RunLog) -> None:
@@ -116,7 +134,7 @@ def _run_cli(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code: object = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-        warnings.simplefilter("always")     # every input shows its warnings (not once per process)
+        warnings.simplefilter("always")  # every input shows its warnings (not once per process)
         try:
             cli_app.main(argv)
         except SystemExit as e:
@@ -144,6 +162,7 @@ def _timed(fn: Callable[[bytes], str]) -> Callable[[bytes], str]:
         took = time.monotonic() - t0
         _require(took <= PER_INPUT_S, f"took {took:.1f} s (bound {PER_INPUT_S:g} s)")
         return outcome
+
     run.__name__ = run.__qualname__ = fn.__name__
     run.__doc__ = fn.__doc__
     return run
@@ -185,7 +204,7 @@ def fuzz_log(data: bytes) -> str:
     mode, then_advise, body = LOG_MODES[data[0] & 3], bool(data[0] & 4), data[1:]
     with _scratch() as d:
         args = _write_log_inputs(d, mode, body)
-        names = [str(d)]     # every input lies in it (a merged run is named by a pattern of its files)
+        names = [str(d)]  # every input lies in it (a merged run is named by a pattern of its files)
         try:
             with _typed_warnings_only():
                 logs = load_logs(args)
@@ -265,6 +284,7 @@ def fuzz_summary(data: bytes) -> str:
 
 # --- the gate config (`dflash-advise check gate.toml`) ----------------------------------
 
+
 @_timed
 def fuzz_check(data: bytes) -> str:
     """The gate's TOML: exit 0 (passes) or 1 (fails) with the verdict, or 2 in one line."""
@@ -281,10 +301,15 @@ def fuzz_check(data: bytes) -> str:
 
 # --- `import-tb`: TensorBoard event files ---------------------------------------------------
 
+
 def _frame(payload: bytes) -> bytes:
     head = len(payload).to_bytes(8, "little")
-    return (head + masked_crc(crc32c(head)).to_bytes(4, "little") + payload
-            + masked_crc(crc32c(payload)).to_bytes(4, "little"))
+    return (
+        head
+        + masked_crc(crc32c(head)).to_bytes(4, "little")
+        + payload
+        + masked_crc(crc32c(payload)).to_bytes(4, "little")
+    )
 
 
 @_timed
@@ -302,7 +327,7 @@ def fuzz_tb(data: bytes) -> str:
         out = d / "imported.jsonl"
         code, so, se = _run_cli(["import-tb", str(ev), "-o", str(out), *TB_ARGS])
         check_cli(code, so, se)
-        if code == 0:     # what import-tb writes, the advisor reads
+        if code == 0:  # what import-tb writes, the advisor reads
             try:
                 with _typed_warnings_only():
                     _check_runlog(load_log(out))
@@ -312,6 +337,7 @@ def fuzz_tb(data: bytes) -> str:
 
 
 # --- `what-if`: the command line of bare numbers -------------------------------------------
+
 
 @_timed
 def fuzz_what_if(data: bytes) -> str:
@@ -330,7 +356,11 @@ def fuzz_what_if(data: bytes) -> str:
 
 
 TARGETS: dict[str, Callable[[bytes], str]] = {
-    "log": fuzz_log, "summary": fuzz_summary, "check": fuzz_check, "tb": fuzz_tb, "what_if": fuzz_what_if,
+    "log": fuzz_log,
+    "summary": fuzz_summary,
+    "check": fuzz_check,
+    "tb": fuzz_tb,
+    "what_if": fuzz_what_if,
 }
 
 
@@ -353,8 +383,10 @@ def replay(target: str, paths: list[Path] | None = None) -> dict[str, str]:
     return outcomes
 
 
-if __name__ == "__main__":       # python3 -m fuzz.targets TARGET FILE...: replay inputs (e.g. a crash)
+if __name__ == "__main__":  # python3 -m fuzz.targets TARGET FILE...: replay inputs (e.g. a crash)
     name, files = sys.argv[1], [Path(f) for f in sys.argv[2:]]
     got = replay(name, files or None)
-    print(f"{name}: {len(got)} inputs meet the contract ({sum(v == OK for v in got.values())} usable results, "
-          f"{sum(v == REFUSED for v in got.values())} refusals)")
+    print(
+        f"{name}: {len(got)} inputs meet the contract ({sum(v == OK for v in got.values())} usable results, "
+        f"{sum(v == REFUSED for v in got.values())} refusals)"
+    )

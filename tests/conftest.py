@@ -10,15 +10,36 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
-HEADER = {"ev": "run", "v": 1, "t": 0.0, "run": "t", "gpus": 3, "roles": {"target": 2, "drafter": 1},
-          "queues": [{"name": "pre", "feeds": "target", "cap": 4, "per_worker": True},
-                     {"name": "hs", "feeds": "drafter", "cap": 4}],
-          "token_budget": 1000, "samples": 1000, "epochs": 1}
+HEADER = {
+    "ev": "run",
+    "v": 1,
+    "t": 0.0,
+    "run": "t",
+    "gpus": 3,
+    "roles": {"target": 2, "drafter": 1},
+    "queues": [
+        {"name": "pre", "feeds": "target", "cap": 4, "per_worker": True},
+        {"name": "hs", "feeds": "drafter", "cap": 4},
+    ],
+    "token_budget": 1000,
+    "samples": 1000,
+    "epochs": 1,
+}
 
 
 def step(t, role="drafter", worker=0, tokens=900, busy=0.1, **kw):
-    ev = {"ev": "step", "t": t, "role": role, "worker": worker, "batch": 0, "tokens": tokens, "seqs": 3,
-          "busy": busy, "wait": 0.0, "blocked": 0.0}
+    ev = {
+        "ev": "step",
+        "t": t,
+        "role": role,
+        "worker": worker,
+        "batch": 0,
+        "tokens": tokens,
+        "seqs": 3,
+        "busy": busy,
+        "wait": 0.0,
+        "blocked": 0.0,
+    }
     ev.update(kw)
     return ev
 
@@ -37,6 +58,7 @@ def birth_death_law(mu_p: float, mu_c: float, n: int, m: int, b: int) -> tuple[f
     """The birth-death chain of advisor.model.chain at integer buffer b, term by term from its rates
     (an independent reference): throughput, producer blocked and consumer starved shares, mean queue."""
     import numpy as np
+
     k = b + m
     y = np.arange(k + n + 1)
     birth = mu_p * (n - np.maximum(0, y - k))
@@ -44,8 +66,12 @@ def birth_death_law(mu_p: float, mu_c: float, n: int, m: int, b: int) -> tuple[f
     logp = np.concatenate([[0.0], np.cumsum(np.log(birth[:-1]) - np.log(death[1:]))])
     p = np.exp(logp - logp.max())
     p /= p.sum()
-    return (float(p @ death), float(p @ np.maximum(0, y - k)) / n, float(p @ np.maximum(0, m - y)) / m,
-            float(p @ np.minimum(np.maximum(0, y - m), b)))
+    return (
+        float(p @ death),
+        float(p @ np.maximum(0, y - k)) / n,
+        float(p @ np.maximum(0, m - y)) / m,
+        float(p @ np.minimum(np.maximum(0, y - m), b)),
+    )
 
 
 def load_script(rel: str, name: str):
@@ -66,6 +92,7 @@ def write_log(tmp_path):
         else:
             p.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines))
         return p
+
     return _write
 
 
@@ -80,7 +107,8 @@ def reference_rates():
 
 
 # CI runs on a loaded 2-core machine: no per-example deadline, no "too slow" health check
-from hypothesis import HealthCheck, settings as _hsettings  # noqa: E402
+from hypothesis import HealthCheck  # noqa: E402
+from hypothesis import settings as _hsettings
 
 _hsettings.register_profile("loaded", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _hsettings.load_profile("loaded")

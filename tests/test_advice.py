@@ -1,4 +1,5 @@
 """advise(): the pipeline's records, each built once from the one before."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,12 @@ def test_the_observed_split_is_the_measured_run_plus_the_tables_capacities(refer
     ob = adv.observed
     run = adv.fit.observed[0]
     assert isinstance(ob, ObservedSplit) and ob.run is run
-    assert (ob.bps, ob.tok_s, ob.hs_mean_depth, ob.hs_full_share) == (run.bps, run.tok_s, run.hs_mean_depth,
-                                                                      run.hs_full_share)
+    assert (ob.bps, ob.tok_s, ob.hs_mean_depth, ob.hs_full_share) == (
+        run.bps,
+        run.tok_s,
+        run.hs_mean_depth,
+        run.hs_full_share,
+    )
     assert (ob.steady_from_s, ob.steady_to_s) == (run.steady.start_s, run.steady.end_s)
     assert (ob.warmup_share, ob.drain_share) == (run.steady.warmup_share, run.steady.drain_share)
     assert list(ob.roles) == list(adv.roles) and ob.roles == {"target": 7, "drafter": 1}
@@ -33,8 +38,10 @@ def test_a_rates_log_has_no_measured_shares(reference_rates):
 def test_another_g_gives_the_log_its_own_capacities(reference):
     adv = advise(reference, gpus=16)
     assert "7-1" not in adv.splits.index
-    assert set(adv.observed.capacities_bps) >= {"target", "drafter"} and adv.observed.roles == {"target": 7,
-                                                                                                "drafter": 1}
+    assert set(adv.observed.capacities_bps) >= {"target", "drafter"} and adv.observed.roles == {
+        "target": 7,
+        "drafter": 1,
+    }
 
 
 def test_judge_rederives_the_decision_on_the_same_table(reference):
@@ -58,7 +65,7 @@ def test_the_json_splits_are_the_tables_rows_and_never_print_minus_zero(referenc
     adv = advise(reference, gpus=64)
     doc = adv.to_json()
     assert len(doc["splits"]) == len(adv.splits) == 63
-    for obj, (label, row) in zip(doc["splits"], adv.splits.iterrows()):
+    for obj, (_label, row) in zip(doc["splits"], adv.splits.iterrows()):
         assert obj["roles"] == {"target": int(row["n_target"]), "drafter": int(row["n_drafter"])}
         assert obj["bps"] == round(float(row["bps"]), 4) and obj["method"] == row["method"]
         assert obj["hs_mean_depth"] == round(float(row["hs_mean_depth"]), 2)
@@ -75,6 +82,7 @@ def test_a_table_at_another_g_says_the_split_slope_is_not_carried():
     from pathlib import Path
 
     import pytest
+
     fix = Path(__file__).resolve().parent.parent / "fixtures"
     adv = advise([fix / "h200-1x1.jsonl", fix / "h200-1x2.jsonl"], gpus=3)
     ct = adv.fit.contention
@@ -91,6 +99,7 @@ def test_logs_fitted_once_advise_as_advise_does():
     given by name is the same as in an `Options`."""
     from advisor.advice import fit_logs
     from advisor.settings import Options
+
     ref = Path(__file__).parent.parent / "fixtures" / "reference-7x1.jsonl"
     fitted = fit_logs(ref)
     for opts in (Options(), Options(gpus=16), Options(roles="target=6,drafter=2", restart_cost_h=3.0)):

@@ -1,5 +1,6 @@
 """The calibration harness (benchmarks/calibrate.py): its arithmetic on hand-made cases, and a
 small real run (one sweep's single logs) whose summary must agree with its own cases."""
+
 from __future__ import annotations
 
 import json
@@ -27,11 +28,11 @@ def test_reliability_bins_by_decile(cal):
     assert sorted(rows) == [0, 4, 9]
     assert rows[0]["count"] == 10 and rows[0]["observed"] == pytest.approx(0.3)
     assert rows[0]["stated"] == pytest.approx(0.05)
-    assert rows[0]["judged"] and not rows[0]["ok"]            # 25 points off
-    assert rows[9]["count"] == 12                             # p = 1.0 falls in the top decile
+    assert rows[0]["judged"] and not rows[0]["ok"]  # 25 points off
+    assert rows[9]["count"] == 12  # p = 1.0 falls in the top decile
     assert rows[9]["stated"] == pytest.approx((0.95 * 11 + 1.0) / 12)
     assert rows[9]["observed"] == pytest.approx(11 / 12) and rows[9]["ok"]
-    assert not rows[4]["judged"] and rows[4]["ok"]            # two cases: reported, not judged
+    assert not rows[4]["judged"] and rows[4]["ok"]  # two cases: reported, not judged
 
 
 @given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), max_size=60))
@@ -56,29 +57,40 @@ def _split(t, d, bps, lo, hi, p=None):
 def test_score_regret_and_coverage(cal):
     truth = {(3, 1): 10.0, (2, 2): 9.9, (1, 3): 5.0}
     measured = {(3, 1): [9.0, 11.0], (2, 2): [9.5, 10.3], (1, 3): [4.0, 6.0]}
-    out = {"recommendation": {"roles": {"target": 2, "drafter": 2}, "verdict": "switch", "p_best": 0.7},
-           "splits": [_split(3, 1, 10.0, 9.5, 10.5, 0.5), _split(2, 2, 9.8, 9.0, 11.0, 0.5),
-                      _split(1, 3, 5.0, 4.5, 5.5, 0.0), _split(4, 0, 1.0, 0.5, 2.0)]}
+    out = {
+        "recommendation": {"roles": {"target": 2, "drafter": 2}, "verdict": "switch", "p_best": 0.7},
+        "splits": [
+            _split(3, 1, 10.0, 9.5, 10.5, 0.5),
+            _split(2, 2, 9.8, 9.0, 11.0, 0.5),
+            _split(1, 3, 5.0, 4.5, 5.5, 0.0),
+            _split(4, 0, 1.0, 0.5, 2.0),
+        ],
+    }
     s = cal.score(out, {(2, 2)}, truth, measured)
     assert s["pick"] == "2-2" and s["regret"] == pytest.approx(0.01) and s["within"] is True
     rows = {r["split"]: r for r in s["splits"]}
-    assert set(rows) == {"3-1", "2-2", "1-3"}                 # splits without truth are left out
-    assert "inside" not in rows["2-2"]                        # the source's own split is no test
+    assert set(rows) == {"3-1", "2-2", "1-3"}  # splits without truth are left out
+    assert "inside" not in rows["2-2"]  # the source's own split is no test
     assert rows["3-1"]["inside"] == [False, False] and rows["1-3"]["inside"] == [False, False]
     assert rows["3-1"]["width"] == pytest.approx(0.1)
     assert rows["1-3"]["within"] is False and rows["2-2"]["within"] is True
     cov = cal.coverage([s])
     assert (cov["rates"], cov["inside"]) == (4, 0)
     out["recommendation"]["roles"] = {"target": 4, "drafter": 0}
-    assert cal.score(out, {(2, 2)}, truth, measured)["within"] is None   # a split the sweep did not run
+    assert cal.score(out, {(2, 2)}, truth, measured)["within"] is None  # a split the sweep did not run
 
 
 def test_summary_checks(cal):
-    case = {"verdict": "stay", "p_best": 0.9, "regret": 0.0, "within": True,
-            "splits": [{"split": "1-1", "p_best": 0.9, "within": True, "inside": [True] * 19 + [False],
-                        "width": 0.3}]}
-    sweeps = [{"name": "a", "gpus": 2, "cases": [case] * 9 + [dict(case, verdict="cannot-tell", regret=0.12,
-                                                                   within=False)]}]
+    case = {
+        "verdict": "stay",
+        "p_best": 0.9,
+        "regret": 0.0,
+        "within": True,
+        "splits": [{"split": "1-1", "p_best": 0.9, "within": True, "inside": [True] * 19 + [False], "width": 0.3}],
+    }
+    sweeps = [
+        {"name": "a", "gpus": 2, "cases": [case] * 9 + [dict(case, verdict="cannot-tell", regret=0.12, within=False)]}
+    ]
     s = cal.summarize(sweeps)
     assert s["action_share"] == pytest.approx(0.9) and s["checks"]["action_share"]
     assert s["mean_regret"] == pytest.approx(0.012) and s["checks"]["mean_regret"]
@@ -108,6 +120,11 @@ def test_small_real_run_agrees_with_its_cases(cal, tmp_path, capsys):
 
 
 def test_unknown_sweep_exits_2():
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "calibrate.py"), "--sweep", "nosuch"],
-                       capture_output=True, text=True, cwd=ROOT, check=False)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "calibrate.py"), "--sweep", "nosuch"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     assert p.returncode == 2 and "nosuch" in p.stderr

@@ -1,4 +1,5 @@
 """docs/deployed.md: every command of its worked 2-node example runs (exit 0)."""
+
 from __future__ import annotations
 
 import re
@@ -21,9 +22,21 @@ def test_deployed_commands_run(tmp_path):
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "100"}
     for cmd in cmds:
         argv = shlex.split(cmd)
-        p = subprocess.run([sys.executable, "-m", MODULES[argv[0]], *argv[1:]], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            [sys.executable, "-m", MODULES[argv[0]], *argv[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert p.returncode == 0, f"{cmd}: {p.stderr[-2000:]}"
-    out = subprocess.run([sys.executable, "-m", "advisor", "2node.jsonl", "--json"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "advisor", "2node.jsonl", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
     assert '"placement_text"' in out and '"gpus_by_role"' in out

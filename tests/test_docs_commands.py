@@ -17,6 +17,7 @@ The example gate and workflow (docs/*.toml, docs/*.yml) run the commands their c
 steps show, the same way. The README's example output is compared byte for byte in
 tests/test_readme.py.
 """
+
 from __future__ import annotations
 
 import glob
@@ -30,44 +31,51 @@ import pytest
 
 try:
     import tomllib
-except ModuleNotFoundError:     # Python 3.10
+except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LOG = "fixtures/reference-7x1.jsonl"
-ENDED = "fixtures/cpu-2x1.jsonl"         # a log with its `end`: --follow returns once it is read
+ENDED = "fixtures/cpu-2x1.jsonl"  # a log with its `end`: --follow returns once it is read
 
 # (pattern, replacement), applied in order to every command; each names what it stands for
 SUBSTITUTIONS = [
-    (r"\[(--[^\]]*)\]", r"\1"),                                            # optional options: given
+    (r"\[(--[^\]]*)\]", r"\1"),  # optional options: given
     (r"\brun-m1\.jsonl run-m2\.jsonl\b", "fixtures/h200-1x1.jsonl fixtures/h200-1x2.jsonl"),  # two drafter counts
     (r"\bcheck gate\.toml\b", "check docs/gate.example.toml"),
     (r"\bLOG\.\.\.", LOG),
     (r"\bLOG\b", LOG),
-    (r"/logs/node07/rank-\*\.jsonl", "fixtures/h200-1x1.jsonl"),           # one node's rank files
-    (r"\bruns/exp-17/tb\b", "fixtures/tensorboard"),                       # TensorBoard event files
+    (r"/logs/node07/rank-\*\.jsonl", "fixtures/h200-1x1.jsonl"),  # one node's rank files
+    (r"\bruns/exp-17/tb\b", "fixtures/tensorboard"),  # TensorBoard event files
     # the large-log benchmark at a small size: its shape (split, jobs, the merge check), not its timing
-    (r"--lines 1000000", "--lines 20000"), (r"--split 16", "--split 4"), (r"--jobs 1 2 4 8 16", "--jobs 1 2"),
-    (r"--dir /tmp/ll", "--dir {scratch}/ll"),                              # the benchmark runs in the repo
+    (r"--lines 1000000", "--lines 20000"),
+    (r"--split 16", "--split 4"),
+    (r"--jobs 1 2 4 8 16", "--jobs 1 2"),
+    (r"--dir /tmp/ll", "--dir {scratch}/ll"),  # the benchmark runs in the repo
     # the rank-file benchmark at a small size: two file counts, one run, no crossover scan
-    (r"parallel_ranks\.py --out /tmp/parallel_ranks\.json",
-     "parallel_ranks.py --lines 20000 --files 4 16 --runs 1 --scan --out {scratch}/parallel_ranks.json"),
+    (
+        r"parallel_ranks\.py --out /tmp/parallel_ranks\.json",
+        "parallel_ranks.py --lines 20000 --files 4 16 --runs 1 --scan --out {scratch}/parallel_ranks.json",
+    ),
 ]
 # sbatch and the advice on what its job writes: tests/test_slurm_summarize.py runs the script's steps;
 # the notebook's nbconvert line: tests/test_notebooks.py runs it as written, in a scratch folder
 NOT_RUN = ("pip install", "-m pytest", "sbatch ", "RUN_DIR/summaries/", "jupyter nbconvert")
-PRELUDE = ('dflash-advise() { "$PY" -m advisor "$@"; }\ndflash-train() { "$PY" -m trainer "$@"; }\n'
-           'python() { "$PY" "$@"; }\npython3() { "$PY" "$@"; }\njupyter() { "$PY" -m jupyter "$@"; }\n'
-           'set -o pipefail\n')
+PRELUDE = (
+    'dflash-advise() { "$PY" -m advisor "$@"; }\ndflash-train() { "$PY" -m trainer "$@"; }\n'
+    'python() { "$PY" "$@"; }\npython3() { "$PY" "$@"; }\njupyter() { "$PY" -m jupyter "$@"; }\n'
+    "set -o pipefail\n"
+)
 
 
 def shell_commands(text: str) -> list[str]:
     """The shell commands of a Markdown text, in order: fenced bash/sh blocks and indented blocks."""
     out: list[str] = []
     blocks = re.findall(r"^```(?:bash|sh)\n(.*?)^```", text, re.S | re.M)
-    indented = re.findall(r"(?:^\n)((?:^    (?:dflash-advise|dflash-train|python)[^\n]*\n(?:^        [^\n]*\n)*)+)",
-                          text, re.M)
+    indented = re.findall(
+        r"(?:^\n)((?:^    (?:dflash-advise|dflash-train|python)[^\n]*\n(?:^        [^\n]*\n)*)+)", text, re.M
+    )
     for block in blocks + indented:
         joined = re.sub(r"\\\n\s*", "", block)
         for line in joined.splitlines():
@@ -100,8 +108,9 @@ def _env() -> dict[str, str]:
 
 
 def _run(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", PRELUDE + cmd], cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        ["bash", "-c", PRELUDE + cmd], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_parser_finds_the_commands_readers_see():
@@ -111,22 +120,30 @@ def test_the_parser_finds_the_commands_readers_see():
     inst = shell_commands((ROOT / "docs" / "instrumenting.md").read_text())
     assert "python examples/instrumented_loop.py --out runs/demo" in inst
     tb = next(c for c in inst if "import-tb" in c)
-    assert "--map q.hs=queues/hs_depth" in tb and "\\" not in tb        # continuations joined
+    assert "--map q.hs=queues/hs_depth" in tb and "\\" not in tb  # continuations joined
     assert substitute("dflash-advise LOG --follow") == f"dflash-advise {ENDED} --follow"
-    assert (substitute("dflash-advise check LOG --x [--metric gpu_util]")
-            == f"dflash-advise check {LOG} --x --metric gpu_util")
+    assert (
+        substitute("dflash-advise check LOG --x [--metric gpu_util]")
+        == f"dflash-advise check {LOG} --x --metric gpu_util"
+    )
 
 
 # a path of this repository as documents name it (not the tail of a longer path or address)
-REPO_PATH = re.compile(r"(?<![\w/.-])(?:advisor|trainer|benchmarks|notebooks|examples|docs|tests|fuzz|fixtures)"
-                       r"/[\w./*-]*\w")
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])(?:advisor|trainer|benchmarks|notebooks|examples|docs|tests|fuzz|fixtures)"
+    r"/[\w./*-]*\w"
+)
 
 
 def test_every_repository_path_a_document_names_exists():
     """README, every page under docs/ and the example gate and workflow name only files that exist
     (docs/gate.example.toml sent readers to advisor/check.py, which had moved to advisor/cli/)."""
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docs").glob("*.toml")),
-            *sorted((ROOT / "docs").glob("*.yml"))]
+    docs = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "docs").glob("*.toml")),
+        *sorted((ROOT / "docs").glob("*.yml")),
+    ]
     named = {(doc.name, p) for doc in docs for p in REPO_PATH.findall(doc.read_text())}
     assert len(named) > 20 and ("gate.example.toml", "advisor/cli/check.py") in named
     missing = sorted((doc, p) for doc, p in named if not glob.glob(str(ROOT / p)))
@@ -155,7 +172,10 @@ EXAMPLES = [*sorted((ROOT / "docs").glob("*.toml")), *sorted((ROOT / "docs").glo
 
 def test_the_examples_commands_are_found():
     gate = config_commands((ROOT / "docs" / "gate.example.toml").read_text())
-    assert gate == ["dflash-advise check docs/gate.example.toml", "dflash-advise check docs/gate.example.toml --markdown"]
+    assert gate == [
+        "dflash-advise check docs/gate.example.toml",
+        "dflash-advise check docs/gate.example.toml --markdown",
+    ]
     ci = config_commands((ROOT / "docs" / "ci-example.yml").read_text())
     assert ci == ["dflash-advise check gate.toml --markdown > advice.md 2> advice.err"]
 
@@ -185,7 +205,7 @@ def _run_in_order(doc: Path, cmds: list[str], cwd: Path) -> None:
         gate = " check " in f" {line} "
         assert r.returncode in ((0, 1) if gate else (0,)), f"{doc.name}: `{line}` exited {r.returncode}:\n{r.stderr}"
         assert "Traceback" not in r.stderr, f"{doc.name}: `{line}`:\n{r.stderr}"
-        if gate:   # a gate's exit code is its verdict, and says so (in the file stdout went to, if any)
+        if gate:  # a gate's exit code is its verdict, and says so (in the file stdout went to, if any)
             out = re.search(r"(?<![0-9&])> (\S+)", line)
             said = (cwd / out.group(1)).read_text() if out else r.stdout
             assert ("PASS" if r.returncode == 0 else "FAIL") in said, line
@@ -206,10 +226,11 @@ def test_python_blocks_run_or_compile(doc, tmp_path):
         code = block.replace('"run.jsonl"', f'"{LOG}"')
         compile(code, f"{doc.name}:block{i}", "exec")
         if doc.name in ("instrumenting.md", "deployed.md"):
-            continue        # snippets of the reader's own loop (q_hs, train_step, the engine): compiled only;
-                            # examples/instrumented_loop.py runs the pattern whole
-        r = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=_env(), capture_output=True, text=True,
-                           timeout=300)
+            continue  # snippets of the reader's own loop (q_hs, train_step, the engine): compiled only;
+            # examples/instrumented_loop.py runs the pattern whole
+        r = subprocess.run(
+            [sys.executable, "-c", code], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300
+        )
         assert r.returncode == 0, f"{doc.name} block {i}:\n{r.stderr}"
         if "iter_errors" in code:
-            assert r.stdout == "", r.stdout     # the fixture validates against the schema
+            assert r.stdout == "", r.stdout  # the fixture validates against the schema

@@ -1,6 +1,9 @@
 """Engines of k GPUs in the settings: feasible splits only, errors naming the option (hypothesis)."""
+
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from advisor.errors import SettingsError
 from advisor.settings import Logged, Options, build_settings, engine_pairs
@@ -20,8 +23,14 @@ def test_tp2_on_8():
 
 
 def _build(gpus, log_gpus_per_worker=(1, 1), **kw):
-    logged = Logged(roles=("target", "drafter"), gpus=gpus, hs_cap=20, tokens_mean=1000.0, tokens_range=(900.0, 1100.0),
-                    gpus_per_worker=log_gpus_per_worker)
+    logged = Logged(
+        roles=("target", "drafter"),
+        gpus=gpus,
+        hs_cap=20,
+        tokens_mean=1000.0,
+        tokens_range=(900.0, 1100.0),
+        gpus_per_worker=log_gpus_per_worker,
+    )
     return build_settings(Options(**kw), logged)
 
 

@@ -1,4 +1,5 @@
 """advisor.instrument: what a pipeline writes through the API, read back by the advisor."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.instrument import RateLog, RateMeter, rank_file_name
 from advisor.ingest.load import load_log, load_logs
+from advisor.instrument import RateLog, RateMeter, rank_file_name
 from advisor.records import Queue, RecordError, Run
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADER = Run(run="api", roles={"target": 2, "drafter": 1}, queues=[Queue(name="hs", feeds="drafter", cap=4)],
-             token_budget=1000)
+HEADER = Run(
+    run="api", roles={"target": 2, "drafter": 1}, queues=[Queue(name="hs", feeds="drafter", cap=4)], token_budget=1000
+)
 
 
 class FakeClock:
@@ -51,18 +53,29 @@ def test_step_context_manager_splits_busy_wait_blocked(tmp_path):
     clock.advance(1.0)
     with log.step(tokens=900, batch=7, seqs=3) as s:
         with s.waiting():
-            clock.advance(0.25)            # starved
-        clock.advance(0.5)                 # compute
+            clock.advance(0.25)  # starved
+        clock.advance(0.5)  # compute
         with s.blocking():
-            clock.advance(0.125)           # output queue full
-        s.waited(0.0625)                   # measured elsewhere: added, not subtracted
+            clock.advance(0.125)  # output queue full
+        s.waited(0.0625)  # measured elsewhere: added, not subtracted
         s.loss = 2.5
     log.close()
     lines = _lines(tmp_path / "drafter-0.jsonl")
     assert [x["ev"] for x in lines] == ["run", "step", "end"]
     st = lines[1]
-    assert st == {"ev": "step", "t": 1.875, "role": "drafter", "worker": 0, "batch": 7, "tokens": 900, "seqs": 3,
-                  "busy": 0.5, "wait": 0.3125, "blocked": 0.125, "loss": 2.5}
+    assert st == {
+        "ev": "step",
+        "t": 1.875,
+        "role": "drafter",
+        "worker": 0,
+        "batch": 7,
+        "tokens": 900,
+        "seqs": 3,
+        "busy": 0.5,
+        "wait": 0.3125,
+        "blocked": 0.125,
+        "loss": 2.5,
+    }
     assert lines[2] == {"ev": "end", "t": 1.875, "reason": "done"}
 
 
@@ -112,12 +125,12 @@ def test_meter_snapshots_pool_rates_every_interval(tmp_path):
     clock = FakeClock()
     log = _log(tmp_path, clock, rates_every_s=10.0, queue_depths=lambda: {"hs": 3})
     log.meter.planned_batches = 100
-    for _ in range(25):        # one drafter step every 0.5 s, 0.4 s busy, 1000 tokens
+    for _ in range(25):  # one drafter step every 0.5 s, 0.4 s busy, 1000 tokens
         clock.advance(0.5)
         log.step_done(busy_s=0.4, tokens=1000)
     log.close()
     rates = [x for x in _lines(tmp_path / "drafter-0.jsonl") if x["ev"] == "rates"]
-    assert [r["t"] for r in rates] == [10.0]         # the next one (t=20) is after the last step
+    assert [r["t"] for r in rates] == [10.0]  # the next one (t=20) is after the last step
     r = rates[0]
     assert r["window"] == 10.0 and r["bps"] == {"target": 0.0, "drafter": 2.0}
     assert r["cap_bps"] == {"drafter": 2.5} and r["tok_s"] == 2000.0 and r["q"] == {"hs": 3}
@@ -131,15 +144,20 @@ def test_meter_from_cumulative_counters():
     a = m.snapshot(5.0)
     assert a.bps == {"target": 2.0, "drafter": 1.8} and a.cap_bps == {"target": 2.5, "drafter": 3.0}
     m.set_totals("target", batches=20, busy_s=16.0, tokens=20_000)
-    b = m.snapshot(10.0)      # only the new window counts
+    b = m.snapshot(10.0)  # only the new window counts
     assert b.window == 5.0 and b.bps == {"target": 2.0, "drafter": 0.0} and b.cap_bps == {"target": 2.5}
     with pytest.raises(ValueError, match="not after"):
         m.snapshot(10.0)
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["target", "drafter"]), st.floats(0.01, 5.0), st.integers(0, 5000),
-                          st.booleans()), min_size=1, max_size=60))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["target", "drafter"]), st.floats(0.01, 5.0), st.integers(0, 5000), st.booleans()),
+        min_size=1,
+        max_size=60,
+    )
+)
 def test_meter_windows_add_up_to_the_totals(events):
     """Whatever the snapshot times, bps x window summed over the snapshots is every completion,
     and tok_s x window every consumer token."""
@@ -186,7 +204,7 @@ def test_events_after_end_are_dropped(tmp_path):
     log = _log(tmp_path, clock)
     log.end("interrupted", "signal SIGTERM")
     clock.advance(1.0)
-    log.step_done(busy_s=0.5, tokens=10)      # a graceful shutdown finishing its step
+    log.step_done(busy_s=0.5, tokens=10)  # a graceful shutdown finishing its step
     log.close()
     assert [x["ev"] for x in _lines(tmp_path / "drafter-0.jsonl")] == ["run", "end"]
 
@@ -197,11 +215,15 @@ def test_unstamped_header_is_stamped_at_open(tmp_path):
     assert _lines(tmp_path / "one.jsonl")[0]["t0_unix"] == 123.5
 
 
-@pytest.mark.parametrize("exc, reason, msg", [(None, "done", None),
-                                              (KeyboardInterrupt, "interrupted", "KeyboardInterrupt"),
-                                              (RuntimeError("CUDA out of memory"), "error",
-                                               "RuntimeError: CUDA out of memory"),
-                                              (SystemExit(0), "done", None)])
+@pytest.mark.parametrize(
+    "exc, reason, msg",
+    [
+        (None, "done", None),
+        (KeyboardInterrupt, "interrupted", "KeyboardInterrupt"),
+        (RuntimeError("CUDA out of memory"), "error", "RuntimeError: CUDA out of memory"),
+        (SystemExit(0), "done", None),
+    ],
+)
 def test_context_manager_ends_with_the_right_reason(tmp_path, exc, reason, msg):
     try:
         with _log(tmp_path, FakeClock()) as log:
@@ -211,12 +233,12 @@ def test_context_manager_ends_with_the_right_reason(tmp_path, exc, reason, msg):
         pass
     end = _lines(tmp_path / "drafter-0.jsonl")[-1]
     assert end["ev"] == "end" and end["reason"] == reason and end.get("msg") == msg
-    assert log.end() is None       # only once
+    assert log.end() is None  # only once
 
 
 def test_threads_never_tear_lines(tmp_path):
     log = RateLog(tmp_path / "t.jsonl", HEADER.stamped(), role="target")
-    payload = {"note": "x" * 3000}   # long lines, many writers
+    payload = {"note": "x" * 3000}  # long lines, many writers
 
     def work(w):
         for _ in range(200):
@@ -254,8 +276,9 @@ time.sleep(60)
 @pytest.mark.parametrize("mode", ["default", "chain"])
 def test_sigterm_writes_end_then_passes_the_signal_on(tmp_path, mode):
     out = tmp_path / "sig.jsonl"
-    p = subprocess.Popen([sys.executable, "-c", _SIGTERM_CHILD, str(ROOT), str(out), mode],
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", _SIGTERM_CHILD, str(ROOT), str(out), mode], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert p.stdout.readline().strip() == "ready"
         p.send_signal(signal.SIGTERM)
@@ -264,7 +287,7 @@ def test_sigterm_writes_end_then_passes_the_signal_on(tmp_path, mode):
         if p.poll() is None:
             p.kill()
     if mode == "default":
-        assert p.returncode == -signal.SIGTERM            # still terminated by the signal
+        assert p.returncode == -signal.SIGTERM  # still terminated by the signal
     else:
         assert p.returncode == 3 and "previous handler ran" in rest
     end = _lines(out)[-1]
@@ -276,9 +299,11 @@ def test_per_process_files_read_back_as_one_run(tmp_path):
     the directory as one run with every worker id kept."""
     head = HEADER.stamped(0.0)
     clocks = {k: FakeClock(start=s) for k, s in (("t0", 10.0), ("t1", 700.0), ("d0", 3.0))}
-    logs = {"t0": RateLog.open(tmp_path, head, role="target", worker=0, clock=clocks["t0"], wall=lambda: 0.0),
-            "t1": RateLog.open(tmp_path, head, role="target", worker=1, clock=clocks["t1"], wall=lambda: 0.0),
-            "d0": RateLog.open(tmp_path, head, role="drafter", worker=0, clock=clocks["d0"], wall=lambda: 0.0)}
+    logs = {
+        "t0": RateLog.open(tmp_path, head, role="target", worker=0, clock=clocks["t0"], wall=lambda: 0.0),
+        "t1": RateLog.open(tmp_path, head, role="target", worker=1, clock=clocks["t1"], wall=lambda: 0.0),
+        "d0": RateLog.open(tmp_path, head, role="drafter", worker=0, clock=clocks["d0"], wall=lambda: 0.0),
+    }
     for i in range(200):
         for k in ("t0", "t1"):
             clocks[k].advance(0.5)
@@ -289,22 +314,31 @@ def test_per_process_files_read_back_as_one_run(tmp_path):
     for lg in logs.values():
         lg.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        rank_file_name(r, w) for r, w in (("target", 0), ("target", 1), ("drafter", 0)))
+        rank_file_name(r, w) for r, w in (("target", 0), ("target", 1), ("drafter", 0))
+    )
     run = load_logs([tmp_path])[0]
     assert len(run.steps) == 800 and run.end["reason"] == "done"
     assert set(zip(run.steps["role"], run.steps["worker"])) == {("target", 0), ("target", 1), ("drafter", 0)}
     assert (run.steps["t"].diff().dropna() >= 0).all()
     from advisor import advise
+
     adv = advise(tmp_path).to_json()
     assert adv["observed"]["bottleneck"] == "target"
     assert adv["observed"]["capacities_bps"]["target"] == pytest.approx(4.0, rel=1e-3)
 
 
 def test_importing_the_api_loads_no_heavy_module():
-    code = ("import sys; import advisor.instrument, advisor.records; "
-            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'polars', 'scipy') if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys; import advisor.instrument, advisor.records; "
+        "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'polars', 'scipy') if m in sys.modules))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
@@ -316,29 +350,56 @@ def test_example_pipeline_runs_and_is_advised(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     t = time.monotonic()
-    r = subprocess.run([sys.executable, str(ROOT / "examples" / "instrumented_loop.py"), "--out", str(out),
-                        "--seconds", "8", "--rates-every", "1"], capture_output=True, text=True, timeout=300, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "instrumented_loop.py"),
+            "--out",
+            str(out),
+            "--seconds",
+            "8",
+            "--rates-every",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     took = time.monotonic() - t
     assert r.returncode == 0, r.stderr[-2000:]
-    assert sorted(p.name for p in out.iterdir()) == ["coordinator.jsonl", "drafter-0.jsonl", "target-0.jsonl",
-                                                     "target-1.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "coordinator.jsonl",
+        "drafter-0.jsonl",
+        "target-0.jsonl",
+        "target-1.jsonl",
+    ]
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json.loads((ROOT / "docs" / "rate-log.schema.json").read_text()))
     heads = set()
     for p in out.iterdir():
         lines = _lines(p)
         # a time limit ends the run, not its input: interrupted (docs/log-schema.md), so no tail is a drain
-        assert lines[0]["ev"] == "run" and lines[-1] == {**lines[-1], "ev": "end", "reason": "interrupted",
-                                                         "msg": "time limit (--seconds)"}
+        assert lines[0]["ev"] == "run" and lines[-1] == {
+            **lines[-1],
+            "ev": "end",
+            "reason": "interrupted",
+            "msg": "time limit (--seconds)",
+        }
         assert all(validator.is_valid(x) for x in lines), p.name
         heads.add(json.dumps(lines[0]))
-    assert len(heads) == 1            # every process wrote the same header
-    head = json.loads(heads.pop())    # the cores the workers shared, stated (docs/log-schema.md)
+    assert len(heads) == 1  # every process wrote the same header
+    head = json.loads(heads.pop())  # the cores the workers shared, stated (docs/log-schema.md)
     assert head["device"] == "cpu" and head["cores"] == len(os.sched_getaffinity(0))
     log = load_log(out / "drafter-0.jsonl")
     assert len(log.steps) >= 40, f"only {len(log.steps)} drafter steps in {took:.0f} s"
-    a = subprocess.run([sys.executable, "-c", "from advisor.cli.app import main; main()", str(out), "--json"],
-                       capture_output=True, text=True, timeout=300, env=env)
+    a = subprocess.run(
+        [sys.executable, "-c", "from advisor.cli.app import main; main()", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert a.returncode == 0, a.stderr
     adv = json.loads(a.stdout)
     assert adv["observed"]["roles"] == {"target": 2, "drafter": 1}
@@ -348,8 +409,10 @@ def test_example_pipeline_runs_and_is_advised(tmp_path):
 
 def test_transferring_logs_xfer(tmp_path):
     import json
+
     from advisor.instrument import RateLog
     from advisor.records import Run
+
     head = Run(run="x", roles={"target": 1, "drafter": 1}).stamped()
     with RateLog(tmp_path / "d.jsonl", head, role="drafter") as log:
         with log.step(tokens=10) as s:

@@ -9,6 +9,7 @@ Read from the source (``ast``), every import counted, module-level or inside a f
 - no module imports another module's private name (``_x``), and neither do the tests;
 - no module of 1,000 lines or more, and no function over ``MAX_FUNCTION_LINES`` on the advice path.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,17 +22,24 @@ PKG = ROOT / "advisor"
 
 # the bottom: records, errors, settings and statistics every wing may use; the documented
 # standard-library writers (records, instrument) and the TensorBoard converter sit there too
-BASE = ("advisor.errors", "advisor.settings", "advisor.stats", "advisor.records", "advisor.instrument",
-        "advisor.tbimport", "advisor.stacks")
+BASE = (
+    "advisor.errors",
+    "advisor.settings",
+    "advisor.stats",
+    "advisor.records",
+    "advisor.instrument",
+    "advisor.tbimport",
+    "advisor.stacks",
+)
 WINGS = ("base", "ingest", "measure", "model", "fit", "project", "decide", "advice", "present", "cli")
-FACE = ("advisor", "advisor.__main__")      # the public face: lazy re-exports, above everything
+FACE = ("advisor", "advisor.__main__")  # the public face: lazy re-exports, above everything
 MAX_MODULE_LINES = 1000
 MAX_FUNCTION_LINES = 80
 # functions over the limit that are not on the advice path (test-data and validation writers)
 LONG_OFF_PATH = {"advisor.model.synth"}
 # the exact simulator's event loop: its handlers are closures over one shared state, the fastest
 # form CPython runs (a class with methods costs an attribute lookup per access in the hot loop)
-LONG_HOT_LOOPS = {"advisor.model.simulate._events"}   # the event loop: one function, its helpers closures
+LONG_HOT_LOOPS = {"advisor.model.simulate._events"}  # the event loop: one function, its helpers closures
 
 
 def _module_name(path: Path) -> str:
@@ -89,7 +97,7 @@ def imports_of(mod: str) -> list[tuple[str, list[str], int]]:
             src = _resolve(mod, node)
             for a in node.names:
                 sub = f"{src}.{a.name}"
-                if sub in MODULES:            # `from advisor.ingest import load`: the submodule
+                if sub in MODULES:  # `from advisor.ingest import load`: the submodule
                     out.append((sub, [], node.lineno))
                 elif _owner(src):
                     out.append((_owner(src), [a.name], node.lineno))
@@ -111,14 +119,16 @@ def upward_imports(mod: str, graph: dict, wing_of=None) -> list[str]:
     here = WINGS.index(wing_of(mod))
     bad = []
     for target, names, line in graph[mod]:
-        if target in FACE:   # only the version string may be read from the face
+        if target in FACE:  # only the version string may be read from the face
             if not names or any(n != "__version__" for n in names):
                 bad.append(f"{mod}:{line} imports the face {target}")
             continue
         there = WINGS.index(wing_of(target))
         if there > here:
-            bad.append(f"{mod}:{line} ({WINGS[here]}) imports {target} ({WINGS[there]}), a later wing: "
-                       f"move what it needs down, or the caller up")
+            bad.append(
+                f"{mod}:{line} ({WINGS[here]}) imports {target} ({WINGS[there]}), a later wing: "
+                f"move what it needs down, or the caller up"
+            )
     return bad
 
 
@@ -170,8 +180,13 @@ def test_no_import_circles():
 
 
 def test_no_private_names_across_modules():
-    bad = [f"{m}:{line} takes {n} from {t}" for m, edges in GRAPH.items() for t, names, line in edges
-           for n in names if n.startswith("_") and t != m and not n.startswith("__")]
+    bad = [
+        f"{m}:{line} takes {n} from {t}"
+        for m, edges in GRAPH.items()
+        for t, names, line in edges
+        for n in names
+        if n.startswith("_") and t != m and not n.startswith("__")
+    ]
     assert not bad, "private names imported across modules:\n" + "\n".join(bad)
 
 
@@ -180,8 +195,11 @@ def test_tests_import_public_names():
     for p in sorted((ROOT / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(p.read_text(), str(p))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("advisor"):
-                bad += [f"{p.name}:{node.lineno} {node.module}.{a.name}" for a in node.names
-                        if a.name.startswith("_") and not a.name.startswith("__")]
+                bad += [
+                    f"{p.name}:{node.lineno} {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
     assert not bad, "tests import private names:\n" + "\n".join(bad)
 
 
@@ -206,10 +224,14 @@ def test_functions_on_the_advice_path_are_short():
 
 def test_the_checker_sees_a_circle_and_an_upward_import():
     """The rules are live: on a made-up graph they find the circle and the climb that are there."""
-    graph = {"a.fit.x": [("a.ingest.y", [], 1)], "a.ingest.y": [("a.ingest.z", [], 2)],
-             "a.ingest.z": [("a.fit.x", ["f"], 3)], "a.decide.w": [("a.ingest.y", [], 4)]}
-    wing_of = lambda m: m.split(".")[1]   # noqa: E731
+    graph = {
+        "a.fit.x": [("a.ingest.y", [], 1)],
+        "a.ingest.y": [("a.ingest.z", [], 2)],
+        "a.ingest.z": [("a.fit.x", ["f"], 3)],
+        "a.decide.w": [("a.ingest.y", [], 4)],
+    }
+    wing_of = lambda m: m.split(".")[1]  # noqa: E731
     assert circles(graph) == [["a.fit.x", "a.ingest.y", "a.ingest.z"]]
     assert upward_imports("a.ingest.z", graph, wing_of) and not upward_imports("a.decide.w", graph, wing_of)
     assert not upward_imports("a.fit.x", graph, wing_of)
-    assert sum(len(v) for v in GRAPH.values()) > 50          # and the real graph was read
+    assert sum(len(v) for v in GRAPH.values()) > 50  # and the real graph was read

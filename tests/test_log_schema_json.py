@@ -1,5 +1,6 @@
 """docs/rate-log.schema.json: every fixture line and every writer's output validates; malformed
 lines fail both the JSON Schema and the reader."""
+
 from __future__ import annotations
 
 import json
@@ -14,17 +15,17 @@ from hypothesis import strategies as st
 jsonschema = pytest.importorskip("jsonschema")
 
 from advisor import records  # noqa: E402
-from advisor.instrument import RateLog  # noqa: E402
+from advisor.errors import LogError  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
 from advisor.ingest.schema import KNOWN_EVENTS
-from advisor.errors import LogError  # noqa: E402
+from advisor.instrument import RateLog  # noqa: E402
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "rate-log.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
-HEAD_LINES = 20_000     # validate a large file's first lines in full...
-STRIDE = 97             # ...and every 97th line after them
+HEAD_LINES = 20_000  # validate a large file's first lines in full...
+STRIDE = 97  # ...and every 97th line after them
 
 
 def _reject_constant(name):
@@ -80,9 +81,18 @@ def test_every_fixture_line_validates(path):
 
 
 # (what is wrong, the line); each comes after a valid header, or is the header itself
-HEADER = {"ev": "run", "v": 1, "t": 0.0, "run": "x", "gpus": 3, "roles": {"target": 2, "drafter": 1},
-          "queues": [{"name": "pre", "feeds": "target", "cap": 4, "per_worker": True},
-                     {"name": "hs", "feeds": "drafter", "cap": 4}]}
+HEADER = {
+    "ev": "run",
+    "v": 1,
+    "t": 0.0,
+    "run": "x",
+    "gpus": 3,
+    "roles": {"target": 2, "drafter": 1},
+    "queues": [
+        {"name": "pre", "feeds": "target", "cap": 4, "per_worker": True},
+        {"name": "hs", "feeds": "drafter", "cap": 4},
+    ],
+}
 STEP = {"ev": "step", "t": 1.0, "role": "target", "worker": 0, "tokens": 100, "busy": 0.5}
 MALFORMED_BODY = [
     ("no ev", {"t": 1.0}),
@@ -129,8 +139,9 @@ MALFORMED_HEADER = [
 ]
 
 
-@pytest.mark.parametrize("what, obj", MALFORMED_BODY + MALFORMED_HEADER,
-                         ids=[w for w, _ in MALFORMED_BODY + MALFORMED_HEADER])
+@pytest.mark.parametrize(
+    "what, obj", MALFORMED_BODY + MALFORMED_HEADER, ids=[w for w, _ in MALFORMED_BODY + MALFORMED_HEADER]
+)
 def test_malformed_lines_fail_the_schema(what, obj):
     assert not VALIDATOR.is_valid(obj), what
 
@@ -160,10 +171,22 @@ def test_json_nan_is_not_a_log_line():
 
 def _synth_scenario(**kw):
     tm = TokenModel(budget=4096, mean=3900.0, cv=0.05, seq_len=500.0)
-    base = dict(name="schema", n_target=2, n_drafter=2, target=ServiceModel.from_mean(0.2, tm.mean, scv=0.1),
-                drafter=ServiceModel.from_mean(0.15, tm.mean, scv=0.1), tokens=tm, sync_every=2, sync_s=0.05,
-                sync_bytes=1.5e8, n_batches=1500, seed=5, hs_bytes_per_token=1000, warmup_factor=1.5,
-                warmup_tau_s=10.0)
+    base = dict(
+        name="schema",
+        n_target=2,
+        n_drafter=2,
+        target=ServiceModel.from_mean(0.2, tm.mean, scv=0.1),
+        drafter=ServiceModel.from_mean(0.15, tm.mean, scv=0.1),
+        tokens=tm,
+        sync_every=2,
+        sync_s=0.05,
+        sync_bytes=1.5e8,
+        n_batches=1500,
+        seed=5,
+        hs_bytes_per_token=1000,
+        warmup_factor=1.5,
+        warmup_tau_s=10.0,
+    )
     base.update(kw)
     return Scenario(**base)
 
@@ -180,12 +203,22 @@ def test_synthetic_logs_validate(tmp_path, opts):
 
 
 def test_instrumentation_api_output_validates(tmp_path):
-    head = records.Run(run="api", roles={"target": 2, "drafter": 1}, token_budget=2048, samples=100, epochs=1,
-                       queues=[records.Queue(name="pre", feeds="target", cap=8, per_worker=True),
-                               records.Queue(name="hs", feeds="drafter", cap=4)], hardware="cpu",
-                       extra={"notes": ["a test"]}).stamped()
-    log = RateLog.open(tmp_path, head, role="drafter", rates_every_s=1e-4,
-                       queue_depths=lambda: {"pre": [3, 8], "hs": 4})
+    head = records.Run(
+        run="api",
+        roles={"target": 2, "drafter": 1},
+        token_budget=2048,
+        samples=100,
+        epochs=1,
+        queues=[
+            records.Queue(name="pre", feeds="target", cap=8, per_worker=True),
+            records.Queue(name="hs", feeds="drafter", cap=4),
+        ],
+        hardware="cpu",
+        extra={"notes": ["a test"]},
+    ).stamped()
+    log = RateLog.open(
+        tmp_path, head, role="drafter", rates_every_s=1e-4, queue_depths=lambda: {"pre": [3, 8], "hs": 4}
+    )
     for i in range(20):
         with log.step(tokens=2000 + i, seqs=4, batch=i) as s:
             with s.waiting():
@@ -206,19 +239,38 @@ _count = st.integers(min_value=0, max_value=10**7)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(
-    st.builds(records.Step, t=_finite, role=st.sampled_from(["target", "drafter"]), worker=st.integers(0, 1),
-              tokens=_count, busy=_finite, batch=st.none() | _count, seqs=st.none() | _count,
-              wait=_finite, blocked=_finite,
-              loss=st.none() | st.floats(allow_infinity=True, allow_nan=True)),
-    st.builds(records.Sync, t=_finite, dur=_finite, workers=st.none() | st.integers(1, 64),
-              bytes=st.none() | _finite),
-    st.builds(records.Rates, t=_finite, bps=st.fixed_dictionaries({"target": _finite, "drafter": _finite}),
-              window=st.none() | _finite, cap_bps=st.none() | st.dictionaries(st.sampled_from(["target", "drafter"]), _finite),
-              tok_s=st.none() | _finite, eta_s=st.none() | _finite, done=st.none() | st.floats(0, 1),
-              q=st.none() | st.fixed_dictionaries({"pre": st.lists(_count, min_size=2, max_size=2), "hs": _count})),
-    st.builds(records.End, t=_finite, reason=st.sampled_from(list(records.EndReason)), msg=st.none() | st.text()),
-))
+@given(
+    st.one_of(
+        st.builds(
+            records.Step,
+            t=_finite,
+            role=st.sampled_from(["target", "drafter"]),
+            worker=st.integers(0, 1),
+            tokens=_count,
+            busy=_finite,
+            batch=st.none() | _count,
+            seqs=st.none() | _count,
+            wait=_finite,
+            blocked=_finite,
+            loss=st.none() | st.floats(allow_infinity=True, allow_nan=True),
+        ),
+        st.builds(
+            records.Sync, t=_finite, dur=_finite, workers=st.none() | st.integers(1, 64), bytes=st.none() | _finite
+        ),
+        st.builds(
+            records.Rates,
+            t=_finite,
+            bps=st.fixed_dictionaries({"target": _finite, "drafter": _finite}),
+            window=st.none() | _finite,
+            cap_bps=st.none() | st.dictionaries(st.sampled_from(["target", "drafter"]), _finite),
+            tok_s=st.none() | _finite,
+            eta_s=st.none() | _finite,
+            done=st.none() | st.floats(0, 1),
+            q=st.none() | st.fixed_dictionaries({"pre": st.lists(_count, min_size=2, max_size=2), "hs": _count}),
+        ),
+        st.builds(records.End, t=_finite, reason=st.sampled_from(list(records.EndReason)), msg=st.none() | st.text()),
+    )
+)
 def test_any_record_validates_and_round_trips(rec):
     line = rec.to_json_line()
     assert line.endswith("\n") and "\n" not in line[:-1]
@@ -232,10 +284,28 @@ def test_trainer_output_validates(tmp_path):
     """The trainer (emulation mode: the real queues and processes, service times from a profile)."""
     pytest.importorskip("torch")
     out = tmp_path / "emu.jsonl"
-    r = subprocess.run([sys.executable, "-m", "trainer", "--no-progress", "--emulate",
-                        str(ROOT / "fixtures" / "h200-1x2.jsonl"), "--targets", "1", "--drafters", "2",
-                        "--time-scale", "0.01", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--no-progress",
+            "--emulate",
+            str(ROOT / "fixtures" / "h200-1x2.jsonl"),
+            "--targets",
+            "1",
+            "--drafters",
+            "2",
+            "--time-scale",
+            "0.01",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     events = [_parse(x)["ev"] for x in out.read_text().splitlines()]
     assert validate_file(out) == len(events)
@@ -246,5 +316,6 @@ def test_the_json_schema_and_the_readers_field_tables_agree():
     """The fields the JSON schema defines per event are the ones the reader knows (unknown fields
     are reported against these tables, advisor.ingest.schema.EVENT_FIELDS)."""
     from advisor.ingest.schema import EVENT_FIELDS
+
     for ev, fields in EVENT_FIELDS.items():
         assert set(SCHEMA["$defs"][ev]["properties"]) | {"ev", "t"} == set(fields) | {"ev", "t"}, ev

@@ -7,6 +7,7 @@ never in the checkout. Its time limits hold on a loaded 2-core machine: no limit
 the nbconvert run's own (``--ExecutePreprocessor.timeout``), 10 minutes, and 5 for the kernel to
 start, where nbclient's default is one.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from test_docs_commands import PRELUDE, shell_commands
 
 try:
     import tomllib
-except ModuleNotFoundError:     # Python 3.10
+except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,12 +58,13 @@ def test_notebook_executes_in_a_scratch_folder(path, tmp_path):
     cmd = readme_notebook_command().replace("compare_splits.ipynb", path.name)
     (tmp_path / "notebooks").mkdir()
     shutil.copy(path, tmp_path / "notebooks" / path.name)
-    for name in ("fixtures", "advisor"):      # what the notebook looks for, walking up from its folder
+    for name in ("fixtures", "advisor"):  # what the notebook looks for, walking up from its folder
         (tmp_path / name).symlink_to(ROOT / name)
     env = dict(os.environ, PY=sys.executable, PYTHONPATH=str(ROOT))
-    env.pop("MPLBACKEND", None)               # the kernel's inline backend renders the figures into the cells
-    r = subprocess.run(["bash", "-c", PRELUDE + cmd + LIMITS], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=1500)
+    env.pop("MPLBACKEND", None)  # the kernel's inline backend renders the figures into the cells
+    r = subprocess.run(
+        ["bash", "-c", PRELUDE + cmd + LIMITS], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "nb-out" / path.name
     assert out.is_file(), r.stderr[-3000:]
@@ -78,6 +80,7 @@ def test_committed_notebook_is_what_the_generator_writes():
     mod = load_script("notebooks/make_notebook.py", "make_notebook")
     committed = nbformat.read(ROOT / "notebooks" / "compare_splits.ipynb", as_version=4)
     fresh = mod.build()
-    assert [c.source for c in committed.cells] == [c.source for c in fresh.cells], \
+    assert [c.source for c in committed.cells] == [c.source for c in fresh.cells], (
         "notebooks/compare_splits.ipynb is stale: run python3 notebooks/make_notebook.py"
+    )
     assert all(not c.get("outputs") for c in committed.cells if c.cell_type == "code"), "commit without outputs"

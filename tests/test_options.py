@@ -1,4 +1,5 @@
 """Options: one record, validated by itself, whose flags, defaults and limits the CLI reads."""
+
 from __future__ import annotations
 
 import math
@@ -31,18 +32,53 @@ ADVISE_FIELDS = [name for name, flag in FLAGS.items() if "advise" in flag.comman
 
 # ---------------------------------------------------------------- validation names the option
 
-@pytest.mark.parametrize("name, value", [
-    ("gpus", 1), ("gpus", MAX_GPUS + 1), ("gpus", True), ("gpus", 8.0), ("hs_cap", -1), ("hs_cap", MAX_QUEUE_CAP + 1),
-    ("token_budget", 0), ("restart_cost_h", -1.0), ("restart_cost_h", math.inf), ("restart_cost_h", math.nan),
-    ("restart_cost_h", "1"), ("next_run", 1), ("exact", "yes"), ("interval_s", 0.0), ("max_wait_s", -1.0),
-    ("gpus_per_worker", "target=0"), ("gpus_per_worker", "target"), ("gpus_per_worker", {"target": 2.5}),
-    ("engine_scaling", "target=9"), ("engine_scaling", "target=x"), ("gpus_per_node", 0),
-    ("link_gbytes_s", 0.0), ("link_gbytes_s", 1e9), ("min_efficiency", 1.5), ("metric", "speed"), ("metric", 3),
-    ("tokens_per_batch", 0.5), ("scv", -0.1), ("scv", math.inf), ("sync_every", -1), ("sync_s", -1.0),
-    ("roles", "target=6,target=2"), ("roles", "target=6;drafter=2"), ("roles", {"target": 0}),
-    ("roles", {"target": MAX_GPUS, "drafter": 1}), ("roles", 8), ("hardware_priors", 0),
-    ("restart_cost_h", None), ("next_run", None), ("interval_s", None), ("sync_every", None),
-])
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("gpus", 1),
+        ("gpus", MAX_GPUS + 1),
+        ("gpus", True),
+        ("gpus", 8.0),
+        ("hs_cap", -1),
+        ("hs_cap", MAX_QUEUE_CAP + 1),
+        ("token_budget", 0),
+        ("restart_cost_h", -1.0),
+        ("restart_cost_h", math.inf),
+        ("restart_cost_h", math.nan),
+        ("restart_cost_h", "1"),
+        ("next_run", 1),
+        ("exact", "yes"),
+        ("interval_s", 0.0),
+        ("max_wait_s", -1.0),
+        ("gpus_per_worker", "target=0"),
+        ("gpus_per_worker", "target"),
+        ("gpus_per_worker", {"target": 2.5}),
+        ("engine_scaling", "target=9"),
+        ("engine_scaling", "target=x"),
+        ("gpus_per_node", 0),
+        ("link_gbytes_s", 0.0),
+        ("link_gbytes_s", 1e9),
+        ("min_efficiency", 1.5),
+        ("metric", "speed"),
+        ("metric", 3),
+        ("tokens_per_batch", 0.5),
+        ("scv", -0.1),
+        ("scv", math.inf),
+        ("sync_every", -1),
+        ("sync_s", -1.0),
+        ("roles", "target=6,target=2"),
+        ("roles", "target=6;drafter=2"),
+        ("roles", {"target": 0}),
+        ("roles", {"target": MAX_GPUS, "drafter": 1}),
+        ("roles", 8),
+        ("hardware_priors", 0),
+        ("restart_cost_h", None),
+        ("next_run", None),
+        ("interval_s", None),
+        ("sync_every", None),
+    ],
+)
 def test_a_bad_value_is_refused_naming_its_flag(name, value):
     with pytest.raises(SettingsError) as e:
         Options(**{name: value})
@@ -57,10 +93,10 @@ def test_an_unknown_option_is_refused():
 
 def test_options_are_keyword_only_and_frozen():
     with pytest.raises(TypeError):
-        Options(8)   # type: ignore[misc]
+        Options(8)  # type: ignore[misc]
     o = Options(gpus=8)
     with pytest.raises(AttributeError):
-        o.gpus = 16   # type: ignore[misc]
+        o.gpus = 16  # type: ignore[misc]
 
 
 def test_every_field_has_a_flag_and_one_docstring_line():
@@ -68,30 +104,43 @@ def test_every_field_has_a_flag_and_one_docstring_line():
     import inspect
 
     from advisor import settings
+
     tree = ast.parse(inspect.getsource(settings.Options))
     body = tree.body[0].body
-    documented = {body[i].target.id for i in range(len(body) - 1)
-                  if isinstance(body[i], ast.AnnAssign) and isinstance(body[i + 1], ast.Expr)
-                  and isinstance(body[i + 1].value, ast.Constant) and "\n" not in body[i + 1].value.value.strip()}
+    documented = {
+        body[i].target.id
+        for i in range(len(body) - 1)
+        if isinstance(body[i], ast.AnnAssign)
+        and isinstance(body[i + 1], ast.Expr)
+        and isinstance(body[i + 1].value, ast.Constant)
+        and "\n" not in body[i + 1].value.value.strip()
+    }
     assert documented == {f.name for f in fields(Options)}
     assert all(flag.name.startswith("--") for name, flag in FLAGS.items() if flag.commands)
 
 
 # ---------------------------------------------------------------- role maps: one reader
 
+
 def test_role_values_read_text_and_mappings_alike():
     assert parse_role_values("--x", "target=6, drafter=2") == {"target": 6, "drafter": 2}
     assert parse_role_values("--x", {"target": 6, "drafter": 2}) == {"target": 6, "drafter": 2}
     assert parse_role_values("--x", "target=0.9", whole=False, lo=0.05, hi=2.0) == {"target": 0.9}
-    assert list(parse_role_values("--x", "drafter=1,target=7")) == ["drafter", "target"]   # the order given
+    assert list(parse_role_values("--x", "drafter=1,target=7")) == ["drafter", "target"]  # the order given
     assert Options(roles="target=6,drafter=2") == Options(roles={"target": 6, "drafter": 2})
 
 
-@pytest.mark.parametrize("text, words", [
-    ("target", ["expected role=value pairs"]), ("=3", ["expected role=value pairs"]),
-    ("target=6,", ["expected role=value pairs"]), ("target=6,target=2", ["'target' is given twice"]),
-    ("target=six", ["'target=six'", "not a whole number"]), ("target=0", ["--x target:", "at least 1"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("target", ["expected role=value pairs"]),
+        ("=3", ["expected role=value pairs"]),
+        ("target=6,", ["expected role=value pairs"]),
+        ("target=6,target=2", ["'target' is given twice"]),
+        ("target=six", ["'target=six'", "not a whole number"]),
+        ("target=0", ["--x target:", "at least 1"]),
+    ],
+)
 def test_role_values_say_what_is_wrong(text, words):
     with pytest.raises(SettingsError) as e:
         parse_role_values("--x", text, lo=1, hi=MAX_GPUS)
@@ -100,6 +149,7 @@ def test_role_values_say_what_is_wrong(text, words):
 
 
 # ---------------------------------------------------------------- defaults in one place
+
 
 def _help(cmd):
     r = CliRunner().invoke(app, [cmd, "--help"])
@@ -125,6 +175,7 @@ def test_the_cli_help_shows_the_options_defaults():
 
 # ---------------------------------------------------------------- round trips (hypothesis)
 
+
 def _values(name):
     """Valid values of one field, from its Flag's limits."""
     flag = FLAGS[name]
@@ -139,7 +190,7 @@ def _values(name):
         s = st.sampled_from(METRICS)
     elif flag.cli is int:
         lo = int(flag.lo or 0)
-        s = st.integers(lo, int(flag.hi) if flag.hi is not None else lo + 10 ** 9)
+        s = st.integers(lo, int(flag.hi) if flag.hi is not None else lo + 10**9)
     else:
         s = st.floats(flag.lo, flag.hi if flag.hi is not None else 1e12, exclude_min=flag.lo_open)
     return st.one_of(st.none(), s) if default is None else s
@@ -186,6 +237,7 @@ def test_the_command_line_builds_the_same_options(o):
     def capture(logs, options):
         seen.append(options)
         raise typer.Exit(0)
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(app_module, "_advise_or_die", capture)
         r = CliRunner().invoke(app, ["advise", "LOG", *_argv(o)])

@@ -1,5 +1,6 @@
 """benchmarks/published.py and published_runs.json: every split's rates agree with its measured
 throughput and regime, sources carry a commit, and the script's rows are what what-if says."""
+
 from __future__ import annotations
 
 import json
@@ -20,12 +21,15 @@ def published():
 
 def test_rates_follow_the_regime_each_table_states():
     for table in DATA["tables"]:
-        assert re.fullmatch(r"[0-9a-f]{40}", table["source"]["commit"]) and table["source"]["commit"] in table["source"]["url"]
+        assert (
+            re.fullmatch(r"[0-9a-f]{40}", table["source"]["commit"])
+            and table["source"]["commit"] in table["source"]["url"]
+        )
         for s in table["splits"]:
             assert s["targets"] + s["drafters"] == table["gpus"]
             bound, other = s["bound_by"], ("drafter" if s["bound_by"] == "target" else "target")
-            assert s["rates"][bound]["value"] == s["bps"]          # the binding side: its capacity is the flow
-            assert s["rates"][other]["lower"] == s["bps"]          # the other side: at least the flow
+            assert s["rates"][bound]["value"] == s["bps"]  # the binding side: its capacity is the flow
+            assert s["rates"][other]["lower"] == s["bps"]  # the other side: at least the flow
             lo_hi = s["rates"][bound].get("range")
             assert lo_hi is None or lo_hi[0] <= lo_hi[1]
 
@@ -64,9 +68,23 @@ def test_qwen_recipe_rates_are_the_pages_per_gpu_figures():
 
 def test_confident_misses_count_calls_not_rows(published):
     def row(frm, p, ok, to):
-        return {"table": "t", "mode": "values", "from": frm, "to": to, "p_best": p, "pick_measured": True,
-                "pick_ok": ok, "pick": "x"}
-    rows = [row("1+7", 0.9, False, "2+6"), row("1+7", 0.9, False, "3+5"), row("2+6", 0.79, False, "1+7"),
-            row("3+5", 0.95, True, "1+7"), row("4+4", None, False, "1+7")]
+        return {
+            "table": "t",
+            "mode": "values",
+            "from": frm,
+            "to": to,
+            "p_best": p,
+            "pick_measured": True,
+            "pick_ok": ok,
+            "pick": "x",
+        }
+
+    rows = [
+        row("1+7", 0.9, False, "2+6"),
+        row("1+7", 0.9, False, "3+5"),
+        row("2+6", 0.79, False, "1+7"),
+        row("3+5", 0.95, True, "1+7"),
+        row("4+4", None, False, "1+7"),
+    ]
     n, misses = published.confident_misses(rows)
     assert n == 2 and [m["from"] for m in misses] == ["1+7"]

@@ -1,4 +1,5 @@
 """README's example is the tool's own output on the bundled reference log (no hand-edited numbers)."""
+
 from __future__ import annotations
 
 import re
@@ -28,6 +29,7 @@ def test_readme_starts_with_the_two_commands():
 def test_readme_gate_example_is_current():
     """The CI gate section's PASS/FAIL line is the gate's own output (exit 1: it fails)."""
     import shlex
+
     text = (ROOT / "README.md").read_text()
     block = re.search(r"```\n\$ dflash-advise (check [^\n]*)\n(.*?)```", text, re.DOTALL)
     assert block, "README lost its gate example"

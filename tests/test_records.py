@@ -1,4 +1,5 @@
 """advisor.records: the one writer of schema-v1 lines."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,9 @@ import numpy as np
 import pytest
 
 from advisor import records
-from advisor.records import End, EndReason, Event, Queue, Rates, RecordError, Run, Step, Sync, from_dict
 from advisor.ingest.schema import END_REASONS, KNOWN_EVENTS
 from advisor.model.synth import reference_scenario, write_log
+from advisor.records import End, EndReason, Event, Queue, Rates, RecordError, Run, Step, Sync, from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -25,47 +26,86 @@ def test_event_and_reason_names_are_the_readers():
 
 
 def test_lines_have_the_documented_key_order():
-    head = Run(run="r", roles={"target": 7, "drafter": 1}, token_budget=32768,
-               queues=[Queue(name="pre", feeds="target", cap=50, per_worker=True),
-                       Queue(name="hs", feeds="drafter", cap=20)], extra={"mode": "real"})
+    head = Run(
+        run="r",
+        roles={"target": 7, "drafter": 1},
+        token_budget=32768,
+        queues=[Queue(name="pre", feeds="target", cap=50, per_worker=True), Queue(name="hs", feeds="drafter", cap=20)],
+        extra={"mode": "real"},
+    )
     assert head.to_json_line() == (
         '{"ev":"run","v":1,"t":0.0,"run":"r","gpus":8,"roles":{"target":7,"drafter":1},'
         '"queues":[{"name":"pre","feeds":"target","cap":50,"per_worker":true},{"name":"hs","feeds":"drafter","cap":20}],'
-        '"token_budget":32768,"sync_every":0,"mode":"real"}\n')
+        '"token_budget":32768,"sync_every":0,"mode":"real"}\n'
+    )
     st = Step(t=1.5, role="drafter", worker=0, tokens=900, busy=0.25, batch=3, seqs=2, loss=2.0, extra={"xfer": 0.01})
-    assert list(st.to_dict()) == ["ev", "t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked",
-                                  "loss", "xfer"]
+    assert list(st.to_dict()) == [
+        "ev",
+        "t",
+        "role",
+        "worker",
+        "batch",
+        "tokens",
+        "seqs",
+        "busy",
+        "wait",
+        "blocked",
+        "loss",
+        "xfer",
+    ]
     assert list(Rates(t=60, bps={"a": 1}, q={"hs": 2}, done=0.5, window=60).to_dict()) == [
-        "ev", "t", "window", "bps", "q", "done"]
+        "ev",
+        "t",
+        "window",
+        "bps",
+        "q",
+        "done",
+    ]
     assert End(t=9.0).to_json_line() == '{"ev":"end","t":9.0,"reason":"done"}\n'
-    assert Sync(t=3, dur=0.1, workers=2).to_dict() == {"ev": "sync", "t": 3, "role": "drafter", "workers": 2, "dur": 0.1}
+    assert Sync(t=3, dur=0.1, workers=2).to_dict() == {
+        "ev": "sync",
+        "t": 3,
+        "role": "drafter",
+        "workers": 2,
+        "dur": 0.1,
+    }
 
 
-@pytest.mark.parametrize("make, field, words", [
-    (lambda: Step(t=-1, role="a", worker=0, tokens=1, busy=0), "t", ">= 0"),
-    (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=float("inf")), "busy", "finite"),
-    (lambda: Step(t=1, role="a", worker=0, tokens=1, busy="0.5"), "busy", "must be a number, got str"),
-    (lambda: Step(t=1, role="a", worker=True, tokens=1, busy=0), "worker", "number, got bool"),
-    (lambda: Step(t=1, role="a", worker=0, tokens=1.5, busy=0), "tokens", "whole number"),
-    (lambda: Step(t=1, role="", worker=0, tokens=1, busy=0), "role", "non-empty string"),
-    (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, wait=-0.1), "wait", ">= 0"),
-    (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, extra={"busy": 2}), "busy", "schema field"),
-    (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, extra={"x": object()}), "x", "cannot be written as JSON"),
-    (lambda: Sync(t=1, dur=-1), "dur", ">= 0"),
-    (lambda: Sync(t=1, dur=1, workers=0), "workers", ">= 1"),
-    (lambda: Rates(t=1, bps=0.8), "bps", "must map role"),
-    (lambda: Rates(t=1, bps={"a": -1}), "bps.a", ">= 0"),
-    (lambda: Rates(t=1, bps={"a": 1}, q={"pre": [1, "x"]}), "q.pre", "must be a number"),
-    (lambda: End(t=1, reason="crashed"), "reason", "done, interrupted, error"),
-    (lambda: Run(run="r", roles={"target": 8}), "roles", "at least a producer and a consumer"),
-    (lambda: Run(run="r", roles={"target": 0, "drafter": 1}), "roles.target", ">= 1"),
-    (lambda: Run(run="r", roles={"a": 1, "b": 1}, gpus=1), "gpus", "the roles use 2"),
-    (lambda: Run(run="r", roles={"a": 1, "b": 1}, v=2), "v", "schema v1"),
-    (lambda: Run(run="r", roles={"a": 1, "b": 1}, queues=[Queue(name="q", feeds="c", cap=1)]), "queues",
-     "not a role"),
-    (lambda: Run(run="r", roles={"a": 1, "b": 1}, queues=[{"name": "q", "feeds": "b"}]), "queues", "not a queue"),
-    (lambda: Queue(name="hs", feeds="b", cap=-2), "queues.hs.cap", ">= 0"),
-])
+@pytest.mark.parametrize(
+    "make, field, words",
+    [
+        (lambda: Step(t=-1, role="a", worker=0, tokens=1, busy=0), "t", ">= 0"),
+        (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=float("inf")), "busy", "finite"),
+        (lambda: Step(t=1, role="a", worker=0, tokens=1, busy="0.5"), "busy", "must be a number, got str"),
+        (lambda: Step(t=1, role="a", worker=True, tokens=1, busy=0), "worker", "number, got bool"),
+        (lambda: Step(t=1, role="a", worker=0, tokens=1.5, busy=0), "tokens", "whole number"),
+        (lambda: Step(t=1, role="", worker=0, tokens=1, busy=0), "role", "non-empty string"),
+        (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, wait=-0.1), "wait", ">= 0"),
+        (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, extra={"busy": 2}), "busy", "schema field"),
+        (
+            lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, extra={"x": object()}),
+            "x",
+            "cannot be written as JSON",
+        ),
+        (lambda: Sync(t=1, dur=-1), "dur", ">= 0"),
+        (lambda: Sync(t=1, dur=1, workers=0), "workers", ">= 1"),
+        (lambda: Rates(t=1, bps=0.8), "bps", "must map role"),
+        (lambda: Rates(t=1, bps={"a": -1}), "bps.a", ">= 0"),
+        (lambda: Rates(t=1, bps={"a": 1}, q={"pre": [1, "x"]}), "q.pre", "must be a number"),
+        (lambda: End(t=1, reason="crashed"), "reason", "done, interrupted, error"),
+        (lambda: Run(run="r", roles={"target": 8}), "roles", "at least a producer and a consumer"),
+        (lambda: Run(run="r", roles={"target": 0, "drafter": 1}), "roles.target", ">= 1"),
+        (lambda: Run(run="r", roles={"a": 1, "b": 1}, gpus=1), "gpus", "the roles use 2"),
+        (lambda: Run(run="r", roles={"a": 1, "b": 1}, v=2), "v", "schema v1"),
+        (
+            lambda: Run(run="r", roles={"a": 1, "b": 1}, queues=[Queue(name="q", feeds="c", cap=1)]),
+            "queues",
+            "not a role",
+        ),
+        (lambda: Run(run="r", roles={"a": 1, "b": 1}, queues=[{"name": "q", "feeds": "b"}]), "queues", "not a queue"),
+        (lambda: Queue(name="hs", feeds="b", cap=-2), "queues.hs.cap", ">= 0"),
+    ],
+)
 def test_bad_fields_are_refused_naming_the_event_and_field(make, field, words):
     with pytest.raises(RecordError) as e:
         make()
@@ -74,12 +114,19 @@ def test_bad_fields_are_refused_naming_the_event_and_field(make, field, words):
 
 
 def test_numpy_scalars_become_python_numbers_and_nan_loss_is_not_logged():
-    st = Step(t=np.float64(1.5), role="a", worker=np.int64(2), tokens=np.int32(900), busy=np.float32(0.25),
-              loss=np.float64("nan"))
+    st = Step(
+        t=np.float64(1.5),
+        role="a",
+        worker=np.int64(2),
+        tokens=np.int32(900),
+        busy=np.float32(0.25),
+        loss=np.float64("nan"),
+    )
     assert type(st.t) is float and type(st.worker) is int and type(st.tokens) is int
-    assert st.to_json_line() == ('{"ev":"step","t":1.5,"role":"a","worker":2,"tokens":900,"busy":0.25,'
-                                 '"wait":0.0,"blocked":0.0}\n')
-    assert Step(t=1, role="a", worker=0, tokens=3.0, busy=0).tokens == 3     # a whole float is an int
+    assert st.to_json_line() == (
+        '{"ev":"step","t":1.5,"role":"a","worker":2,"tokens":900,"busy":0.25,"wait":0.0,"blocked":0.0}\n'
+    )
+    assert Step(t=1, role="a", worker=0, tokens=3.0, busy=0).tokens == 3  # a whole float is an int
 
 
 def test_records_are_frozen_and_keyword_only():
@@ -114,8 +161,10 @@ def test_every_fixture_line_round_trips(path):
             if obj["ev"] == "run":
                 want.setdefault("gpus", sum(obj["roles"].values()))
                 want.setdefault("sync_every", 0)
-                want["queues"] = [{k: v for k, v in q.items() if not (k == "per_worker" and v is False)}
-                                  for q in want.get("queues", [])]
+                want["queues"] = [
+                    {k: v for k, v in q.items() if not (k == "per_worker" and v is False)}
+                    for q in want.get("queues", [])
+                ]
             if obj["ev"] == "end":
                 want.setdefault("reason", "done")
             assert again == want, f"{path.name}:{i + 1}"
@@ -141,10 +190,17 @@ def test_unknown_event_in_from_dict_names_it():
 
 
 def test_importing_records_loads_no_heavy_module():
-    code = ("import sys, advisor.records; "
-            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'polars', 'scipy') if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, advisor.records; "
+        "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'polars', 'scipy') if m in sys.modules))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
 
 
@@ -154,9 +210,11 @@ def test_public_names():
 
 def test_run_engines_fields():
     from advisor.records import RecordError, Run
+
     r = Run(run="x", roles={"target": 3, "drafter": 2}, gpus_per_worker={"target": 2}, gpus_per_node=8)
     assert r.gpus == 8 and r.to_dict()["gpus_per_worker"] == {"target": 2}
     assert "gpus_per_worker" not in Run(run="x", roles={"target": 1, "drafter": 1}).to_dict()
     import pytest
+
     with pytest.raises(RecordError):
         Run(run="x", roles={"target": 3, "drafter": 2}, gpus_per_worker={"tgt": 2})

@@ -1,18 +1,25 @@
 """Settings: validated once, errors name the option."""
+
 from __future__ import annotations
 
 import math
-
-import pytest
-from hypothesis import given as _given, strategies as _st
-
 from dataclasses import replace
 
-from advisor.settings import MAX_GPUS, Capacity, Logged, Options, as_capacity, build_settings, check_roles
-from advisor.errors import SettingsError
+import pytest
+from hypothesis import given as _given
+from hypothesis import strategies as _st
 
-LOGGED = Logged(roles=("target", "drafter"), gpus=8, hs_cap=20, tokens_mean=30000.0, tokens_range=(28000.0, 32000.0),
-                token_budget=32768)
+from advisor.errors import SettingsError
+from advisor.settings import MAX_GPUS, Capacity, Logged, Options, as_capacity, build_settings, check_roles
+
+LOGGED = Logged(
+    roles=("target", "drafter"),
+    gpus=8,
+    hs_cap=20,
+    tokens_mean=30000.0,
+    tokens_range=(28000.0, 32000.0),
+    token_budget=32768,
+)
 
 
 def make(logged: Logged = LOGGED, **kw):
@@ -44,13 +51,21 @@ def test_token_budget_needs_a_batch_size_from_the_log():
     assert make(unknown).own_budget
 
 
-@pytest.mark.parametrize("kw, option", [
-    (dict(gpus=1), "--gpus"), (dict(gpus=MAX_GPUS + 1), "--gpus"), (dict(gpus=True), "--gpus"),
-    (dict(hs_cap=-1), "--hs-cap"), (dict(token_budget=0), "--token-budget"),
-    (dict(restart_cost_h=float("inf")), "--restart-cost"), (dict(restart_cost_h=-1.0), "--restart-cost"),
-    (dict(roles={"target": 6, "drafter": 3}), "--roles"), (dict(roles={"target": 8}), "--roles"),
-    (dict(roles={"target": 7, "drafter": 0}), "--roles drafter"),
-])
+@pytest.mark.parametrize(
+    "kw, option",
+    [
+        (dict(gpus=1), "--gpus"),
+        (dict(gpus=MAX_GPUS + 1), "--gpus"),
+        (dict(gpus=True), "--gpus"),
+        (dict(hs_cap=-1), "--hs-cap"),
+        (dict(token_budget=0), "--token-budget"),
+        (dict(restart_cost_h=float("inf")), "--restart-cost"),
+        (dict(restart_cost_h=-1.0), "--restart-cost"),
+        (dict(roles={"target": 6, "drafter": 3}), "--roles"),
+        (dict(roles={"target": 8}), "--roles"),
+        (dict(roles={"target": 7, "drafter": 0}), "--roles drafter"),
+    ],
+)
 def test_bad_options_name_the_option(kw, option):
     with pytest.raises(SettingsError) as e:
         make(**kw)
@@ -72,16 +87,22 @@ def test_next_run_from_the_flag_or_an_ended_log():
 def test_one_limit_for_queue_caps_and_gpus_the_logs_and_the_options():
     from advisor.ingest import schema
     from advisor.settings import MAX_QUEUE_CAP
+
     assert schema.MAX_QUEUE_CAP is MAX_QUEUE_CAP and schema.MAX_GPUS is MAX_GPUS
     assert make(hs_cap=MAX_QUEUE_CAP).hs_cap == MAX_QUEUE_CAP
     with pytest.raises(SettingsError, match="^--hs-cap:"):
         make(hs_cap=MAX_QUEUE_CAP + 1)
 
 
-@pytest.mark.parametrize("kw, option", [
-    (dict(gpus=MAX_GPUS + 1), "--gpus"), (dict(roles={"a": MAX_GPUS, "b": 1}), "--roles"),
-    (dict(hs_cap=10_001), "--hs-cap"), (dict(sync_every=(1 << 53) + 1), "--sync-every"),
-])
+@pytest.mark.parametrize(
+    "kw, option",
+    [
+        (dict(gpus=MAX_GPUS + 1), "--gpus"),
+        (dict(roles={"a": MAX_GPUS, "b": 1}), "--roles"),
+        (dict(hs_cap=10_001), "--hs-cap"),
+        (dict(sync_every=(1 << 53) + 1), "--sync-every"),
+    ],
+)
 def test_limits_name_the_option(kw, option):
     """Options past the limits nobody can mean fail when the options are made, before any log is read."""
     with pytest.raises(SettingsError) as e:
@@ -92,6 +113,7 @@ def test_limits_name_the_option(kw, option):
 
 def test_worker_counts_are_limited_each_and_together():
     from advisor.settings import check_counts
+
     with pytest.raises(SettingsError, match="^--targets: .* more than the limit"):
         check_counts({"--targets": MAX_GPUS + 1, "--drafters": 1})
     with pytest.raises(SettingsError, match=r"^--targets \+ --drafters: the split uses"):
@@ -100,6 +122,7 @@ def test_worker_counts_are_limited_each_and_together():
 
 
 # ---------------------------------------------------------------- capacities: value, range, bound
+
 
 def test_a_capacity_is_a_value_a_range_or_a_lower_bound():
     assert as_capacity("--target-bps", "0.92").kind == "value"
@@ -126,13 +149,22 @@ def test_a_capacity_reads_back_from_its_own_text(lo, f, kind):
     assert back.low == pytest.approx(c.low, rel=1e-3)
 
 
-@pytest.mark.parametrize("role, plural, one", [
-    ("target", "targets", "1 target"), ("drafter", "drafters", "1 drafter"), ("trainer", "trainers", "1 trainer"),
-    ("engine", "engines", "1 engine"), ("vllm", "vllm workers", "1 vllm worker"),
-    ("sglang", "sglang workers", "1 sglang worker"), ("GPU0", "GPU0 workers", "1 GPU0 worker")])
+@pytest.mark.parametrize(
+    "role, plural, one",
+    [
+        ("target", "targets", "1 target"),
+        ("drafter", "drafters", "1 drafter"),
+        ("trainer", "trainers", "1 trainer"),
+        ("engine", "engines", "1 engine"),
+        ("vllm", "vllm workers", "1 vllm worker"),
+        ("sglang", "sglang workers", "1 sglang worker"),
+        ("GPU0", "GPU0 workers", "1 GPU0 worker"),
+    ],
+)
 def test_role_names_pluralise_as_nouns_or_as_labels(role, plural, one):
     """Issue 35 item 6: "vllms blocked", "for 1 workers": a role named like a noun takes an "s", any
     other name is a label counted in workers; one worker is singular."""
     from advisor.settings import role_count, role_plural
+
     assert role_plural(role) == plural and role_count(1, role) == one
     assert role_count(3, role) == f"3 {plural}"

@@ -1,5 +1,6 @@
 """examples/slurm_summarize.sh, its steps run here: sbatch replaced by a recorder, the job
 array by a loop over SLURM_ARRAY_TASK_ID, then the reduce; the merged summary advises as the folder."""
+
 from __future__ import annotations
 
 import json
@@ -31,12 +32,24 @@ def run_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("slurm")
     tm = TokenModel(budget=4096, mean=3900.0, cv=0.05, seq_len=500.0)
     src = d / "whole.jsonl"
-    write_log(src, Scenario(name="slurm", n_target=4, n_drafter=2, tokens=tm, sync_every=2, sync_s=0.05,
-                            target=ServiceModel.from_mean(0.2, tm.mean, scv=0.1),
-                            drafter=ServiceModel.from_mean(0.15, tm.mean, scv=0.1), n_batches=1500, seed=9),
-              rates_every_s=10.0)
+    write_log(
+        src,
+        Scenario(
+            name="slurm",
+            n_target=4,
+            n_drafter=2,
+            tokens=tm,
+            sync_every=2,
+            sync_s=0.05,
+            target=ServiceModel.from_mean(0.2, tm.mean, scv=0.1),
+            drafter=ServiceModel.from_mean(0.15, tm.mean, scv=0.1),
+            n_batches=1500,
+            seed=9,
+        ),
+        rates_every_s=10.0,
+    )
     lines = src.read_text().splitlines()
-    head, end = lines[0], lines[-1]           # every rank's file starts with the header and ends
+    head, end = lines[0], lines[-1]  # every rank's file starts with the header and ends
     assert json.loads(end)["ev"] == "end"
     files: dict[str, list[str]] = {}
     for ln in lines[1:-1]:
@@ -53,9 +66,14 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     sbatch = tmp_path / "sbatch"
     sbatch.write_text(FAKE_SBATCH)
     sbatch.chmod(0o755)
-    env = dict(os.environ, SBATCH=str(sbatch), SUBMITTED=str(tmp_path / "submitted"),
-               DFLASH_ADVISE=f"{shlex.quote(sys.executable)} -m advisor", DFLASH_SUMMARY_DIR=str(tmp_path / "out"),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        SBATCH=str(sbatch),
+        SUBMITTED=str(tmp_path / "submitted"),
+        DFLASH_ADVISE=f"{shlex.quote(sys.executable)} -m advisor",
+        DFLASH_SUMMARY_DIR=str(tmp_path / "out"),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     env.update(extra)
     return env
 
@@ -72,7 +90,7 @@ def test_launch_map_reduce_gives_the_folders_advice(run_dir, tmp_path):
     array, reduce = (tmp_path / "submitted").read_text().splitlines()
     assert array == f"--parsable --array=0-2 {SCRIPT} {run_dir} map"
     assert reduce == f"--parsable --dependency=afterok:101 --cpus-per-task=1 {SCRIPT} {run_dir} reduce"
-    for i in range(3):        # the job array, one task after another
+    for i in range(3):  # the job array, one task after another
         task = _bash(str(run_dir), "map", env=dict(env, SLURM_ARRAY_TASK_ID=str(i), SLURM_CPUS_PER_TASK="2"))
         assert task.returncode == 0, task.stderr
     parts = sorted((tmp_path / "out").glob("part-*.json"))
@@ -93,6 +111,6 @@ def test_launch_map_reduce_gives_the_folders_advice(run_dir, tmp_path):
 def test_more_tasks_than_files_and_a_missing_folder(run_dir, tmp_path):
     env = _env(tmp_path, DFLASH_TASKS="50")
     assert _bash(str(run_dir), env=env).returncode == 0
-    assert "--array=0-6 " in (tmp_path / "submitted").read_text()      # 7 files: 7 tasks
+    assert "--array=0-6 " in (tmp_path / "submitted").read_text()  # 7 files: 7 tasks
     bad = _bash(str(tmp_path / "nowhere"), env=env)
     assert bad.returncode == 2 and "is not a directory" in bad.stderr

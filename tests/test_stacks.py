@@ -1,5 +1,6 @@
 """advisor.stacks: other stacks' metrics by name, from TensorBoard event files and CSV histories
 written here, and the commands of docs/stacks/*.md run as written."""
+
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from conftest import one_line_error
 from typer.testing import CliRunner
 
 from advisor import advise
@@ -17,7 +19,6 @@ from advisor.cli.app import app, route
 from advisor.errors import LogError
 from advisor.stacks import STACKS, Field, derive, read_csv_scalars
 from advisor.tbimport import Scalar, crc32c, masked_crc
-from conftest import one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,8 +54,9 @@ def write_events(path: Path, t0: float, rows: list[tuple[int, float, dict[str, f
     """One event per (step, seconds after t0, {tag: value}), values as simple_value floats."""
     recs = [_rec(_fld(1, 1, struct.pack("<d", t0)) + _fld(3, 2, b"brain.Event:2"))]
     for step, dt, values in rows:
-        summary = b"".join(_fld(1, 2, _fld(1, 2, k.encode()) + _fld(2, 5, struct.pack("<f", v)))
-                           for k, v in values.items())
+        summary = b"".join(
+            _fld(1, 2, _fld(1, 2, k.encode()) + _fld(2, 5, struct.pack("<f", v))) for k, v in values.items()
+        )
         recs.append(_rec(_fld(1, 1, struct.pack("<d", t0 + dt)) + _fld(2, 0, _varint(step)) + _fld(5, 2, summary)))
     path.write_bytes(b"".join(recs))
     return path
@@ -63,8 +65,20 @@ def write_events(path: Path, t0: float, rows: list[tuple[int, float, dict[str, f
 def test_torchspec_event_file_gives_both_capacities_and_the_step_loop_rate(tmp_path):
     """1 engine + 3 trainers, global batch 12, step 0.75 s + dispatch wait 0.25 s: 12 samples/s flow,
     trainers could take 16/s (a lower bound: fetch included), inference 12.5/s (its estimate)."""
-    rows = [(s, 1.0 * s, {"perf/train_capacity": 16.0, "perf/step_time": 0.75, "perf/dispatch_wait": 0.25,
-                          "perf/infer_capacity": 12.5, "train/avg_loss": 3.0}) for s in range(1, 41)]
+    rows = [
+        (
+            s,
+            1.0 * s,
+            {
+                "perf/train_capacity": 16.0,
+                "perf/step_time": 0.75,
+                "perf/dispatch_wait": 0.25,
+                "perf/infer_capacity": 12.5,
+                "train/avg_loss": 3.0,
+            },
+        )
+        for s in range(1, 41)
+    ]
     ev = write_events(tmp_path / "events.out.tfevents.ts", 1000.0, rows)
     out = tmp_path / "ts.jsonl"
     r = _cli(["import-tb", ev, "--stack", "torchspec", "--roles", "target=1,drafter=3", "-o", out])
@@ -81,10 +95,12 @@ def test_torchspec_event_file_gives_both_capacities_and_the_step_loop_rate(tmp_p
 
 def test_specforge_wandb_csv_derives_the_trainers_capacity_from_data_wait(tmp_path):
     csv = tmp_path / "wandb.csv"
-    lines = ["_step,_timestamp,train/perf/global_samples_per_second,train/perf/optimizer_step_time_s,"
-             "train/perf/data_wait_time_s,train/loss"]
+    lines = [
+        "_step,_timestamp,train/perf/global_samples_per_second,train/perf/optimizer_step_time_s,"
+        "train/perf/data_wait_time_s,train/loss"
+    ]
     lines += [f"{s},{5000 + 2 * s},49.0,2.0,0.25,{3 - s / 100}" for s in range(1, 31)]
-    lines.append("31,5062,,,,2.6")                          # a row of another metric only: skipped for rates
+    lines.append("31,5062,,,,2.6")  # a row of another metric only: skipped for rates
     csv.write_text("\n".join(lines) + "\n")
     out = tmp_path / "sf.jsonl"
     r = _cli(["import-tb", csv, "--stack", "specforge", "--roles", "target=1,drafter=7", "-o", out])
@@ -92,7 +108,7 @@ def test_specforge_wandb_csv_derives_the_trainers_capacity_from_data_wait(tmp_pa
     snaps = _rates(out)
     assert len(snaps) == 30
     assert snaps[0]["bps"] == {"drafter": 49.0, "target": 49.0}
-    assert snaps[0]["cap_bps"] == {"drafter": pytest.approx(49.0 * 2.0 / 1.75)}     # no producer capacity
+    assert snaps[0]["cap_bps"] == {"drafter": pytest.approx(49.0 * 2.0 / 1.75)}  # no producer capacity
     assert [s["t"] for s in snaps[:3]] == [0.0, 2.0, 4.0]
 
 
@@ -101,26 +117,58 @@ def test_speculators_mlflow_long_csv_scales_rank_rates_by_the_consumer_count(tmp
     rows = ["key,value,step,timestamp"]
     for s in range(20):
         ms = 7_000_000 + 500 * s
-        rows += [f"profile/step_ms,500,{s},{ms}", f"profile/fetch_ms,100,{s},{ms}",
-                 f"profile/tokens_per_s,16000,{s},{ms}"]
+        rows += [
+            f"profile/step_ms,500,{s},{ms}",
+            f"profile/fetch_ms,100,{s},{ms}",
+            f"profile/tokens_per_s,16000,{s},{ms}",
+        ]
     csv.write_text("\n".join(rows) + "\n")
     out = tmp_path / "sp.jsonl"
     r = _cli(["import-tb", csv, "--stack", "speculators", "--roles", "vllm=1,trainer=4", "-o", out])
     assert r.exit_code == 0, r.output
     snap = _rates(out)[3]
-    assert snap["bps"] == {"trainer": pytest.approx(8.0), "vllm": pytest.approx(8.0)}   # 4 x 1000/500
-    assert snap["cap_bps"] == {"trainer": pytest.approx(10.0)}                           # 4 x 1000/400
+    assert snap["bps"] == {"trainer": pytest.approx(8.0), "vllm": pytest.approx(8.0)}  # 4 x 1000/500
+    assert snap["cap_bps"] == {"trainer": pytest.approx(10.0)}  # 4 x 1000/400
     assert snap["tok_s"] == pytest.approx(64000.0)
     assert snap["t"] == pytest.approx(1.5)
 
 
 def test_a_map_replaces_a_stack_field_and_adds_a_queue(tmp_path):
-    rows = [(s, float(s), {"perf/train_capacity": 16.0, "perf/step_time": 0.75, "perf/dispatch_wait": 0.25,
-                           "perf/infer_capacity": 12.5, "my/infer_cap": 20.0, "my/pool": 3.0}) for s in range(1, 11)]
+    rows = [
+        (
+            s,
+            float(s),
+            {
+                "perf/train_capacity": 16.0,
+                "perf/step_time": 0.75,
+                "perf/dispatch_wait": 0.25,
+                "perf/infer_capacity": 12.5,
+                "my/infer_cap": 20.0,
+                "my/pool": 3.0,
+            },
+        )
+        for s in range(1, 11)
+    ]
     ev = write_events(tmp_path / "events.out.tfevents.m", 50.0, rows)
     out = tmp_path / "m.jsonl"
-    r = _cli(["import-tb", ev, "--stack", "torchspec", "--roles", "target=1,drafter=3", "--queue", "pool:drafter:64",
-              "--map", "target.cap_bps=my/infer_cap", "--map", "q.pool=my/pool", "-o", out])
+    r = _cli(
+        [
+            "import-tb",
+            ev,
+            "--stack",
+            "torchspec",
+            "--roles",
+            "target=1,drafter=3",
+            "--queue",
+            "pool:drafter:64",
+            "--map",
+            "target.cap_bps=my/infer_cap",
+            "--map",
+            "q.pool=my/pool",
+            "-o",
+            out,
+        ]
+    )
     assert r.exit_code == 0, r.output
     snap = _rates(out)[-1]
     assert snap["cap_bps"]["target"] == 20.0 and snap["q"] == {"pool": 3.0}
@@ -146,8 +194,10 @@ def test_errors_name_the_stack_the_missing_tag_and_the_csv_line(tmp_path):
 
 def test_wandb_chart_export_columns_and_millisecond_timestamps(tmp_path):
     p = tmp_path / "chart.csv"
-    p.write_text("Step,timestamp,run-7 - perf/x,run-7 - perf/x__MIN,run-7 - perf/x__MAX\n"
-                 "1,1000000000000,2.5,2.4,2.6\n2,1000000002000,3.5,3.4,3.6\n")
+    p.write_text(
+        "Step,timestamp,run-7 - perf/x,run-7 - perf/x__MIN,run-7 - perf/x__MAX\n"
+        "1,1000000000000,2.5,2.4,2.6\n2,1000000002000,3.5,3.4,3.6\n"
+    )
     scalars, first = read_csv_scalars(p)
     assert first == 1e9 and list(scalars) == ["perf/x"]
     assert [(s.step, s.wall_time, s.value) for s in scalars["perf/x"]] == [(1, 1e9, 2.5), (2, 1e9 + 2, 3.5)]
@@ -155,9 +205,11 @@ def test_wandb_chart_export_columns_and_millisecond_timestamps(tmp_path):
 
 def test_derive_skips_steps_missing_a_tag_or_with_no_positive_denominator():
     f = Field(key="consumer.cap_bps", kind="capacity", num=("a",), den_plus=("b",), den_minus=("c",), why="")
-    scalars = {"a": [Scalar(1, 1.0, 6.0), Scalar(2, 2.0, 6.0), Scalar(3, 3.0, 6.0)],
-               "b": [Scalar(1, 1.0, 2.0), Scalar(2, 2.5, 1.0), Scalar(3, 3.0, 2.0)],
-               "c": [Scalar(1, 1.0, 0.5), Scalar(2, 2.0, 1.0)]}
+    scalars = {
+        "a": [Scalar(1, 1.0, 6.0), Scalar(2, 2.0, 6.0), Scalar(3, 3.0, 6.0)],
+        "b": [Scalar(1, 1.0, 2.0), Scalar(2, 2.5, 1.0), Scalar(3, 3.0, 2.0)],
+        "c": [Scalar(1, 1.0, 0.5), Scalar(2, 2.0, 1.0)],
+    }
     assert [(s.step, s.wall_time, s.value) for s in derive(f, scalars, 3)] == [(1, 1.0, 4.0)]
     with pytest.raises(ValueError, match="kind"):
         Field(key="x", kind="speed", num=("a",), why="")
@@ -192,8 +244,10 @@ def test_the_docs_page_commands_run(name, tmp_path, monkeypatch):
         assert r.exit_code == 0, (cmd, r.output)
 
 
-STACK_FIXTURES = [("specforge-1x7.csv", "specforge", "target=1,drafter=7", "1-7"),
-                  ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3", "1-3")]
+STACK_FIXTURES = [
+    ("specforge-1x7.csv", "specforge", "target=1,drafter=7", "1-7"),
+    ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3", "1-3"),
+]
 
 
 @pytest.mark.parametrize("name, stack, roles, label", STACK_FIXTURES)
@@ -212,7 +266,8 @@ def test_an_imported_stack_without_tokens_advises_in_b_s_without_nan(tmp_path, n
     doc = json.loads(js.stdout)
     assert [s["observed"] for s in doc["splits"]].count(True) == 1
     assert next(s for s in doc["splits"] if s["observed"])["roles"] == {
-        k: int(v) for k, v in (kv.split("=") for kv in roles.split(","))}
+        k: int(v) for k, v in (kv.split("=") for kv in roles.split(","))
+    }
     assert doc["observed"]["tok_s"] is None
     assert f"Measured at {label}" in text.stdout
     assert any(re.match(rf"^>?\*\s+{label}\s", line.strip()) for line in text.stdout.splitlines()), text.stdout
@@ -227,8 +282,18 @@ def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
     idle and perf/train_capacity a lower bound: the import says so in the header, and the advice
     treats the engines' capacity as between their throughput and that estimate, never measured."""
     out = tmp_path / "ts.jsonl"
-    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv", "--stack", "torchspec",
-              "--roles", "target=1,drafter=3", "-o", out])
+    r = _cli(
+        [
+            "import-tb",
+            ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv",
+            "--stack",
+            "torchspec",
+            "--roles",
+            "target=1,drafter=3",
+            "-o",
+            out,
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text().splitlines()[0])["cap_bps_kind"] == {"target": "upper", "drafter": "lower"}
     snaps = _rates(out)
@@ -241,11 +306,25 @@ def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
     text = _cli([out]).stdout
     assert "(measured from rates snapshots)" not in text and "between" in text and "upper estimate" in text
     js = adv.to_json()["capacity_basis"]
-    assert js["target"]["kind"] == "bound" and js["target"]["high_bps"] is not None and js["drafter"]["high_bps"] is None
+    assert (
+        js["target"]["kind"] == "bound" and js["target"]["high_bps"] is not None and js["drafter"]["high_bps"] is None
+    )
     # a --map that replaces the stack's field is the user's own capacity: no kind is claimed for it
     out2 = tmp_path / "ts2.jsonl"
-    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv", "--stack", "torchspec",
-              "--roles", "target=1,drafter=3", "--map", "target.cap_bps=perf/infer_capacity", "-o", out2])
+    r = _cli(
+        [
+            "import-tb",
+            ROOT / "fixtures" / "stacks" / "torchspec-1x3.csv",
+            "--stack",
+            "torchspec",
+            "--roles",
+            "target=1,drafter=3",
+            "--map",
+            "target.cap_bps=perf/infer_capacity",
+            "-o",
+            out2,
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(out2.read_text().splitlines()[0])["cap_bps_kind"] == {"drafter": "lower"}
 
@@ -254,8 +333,18 @@ def test_role_names_read_as_words_in_every_sentence(tmp_path):
     """Issue 35 item 6: roles named vllm and trainer: no "vllms", no "Vllm" at a sentence's start,
     no "1 workers" or "1 trainers"."""
     out = tmp_path / "sp.jsonl"
-    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / "speculators-1x2.csv", "--stack", "speculators",
-              "--roles", "vllm=1,trainer=2", "-o", out])
+    r = _cli(
+        [
+            "import-tb",
+            ROOT / "fixtures" / "stacks" / "speculators-1x2.csv",
+            "--stack",
+            "speculators",
+            "--roles",
+            "vllm=1,trainer=2",
+            "-o",
+            out,
+        ]
+    )
     assert r.exit_code == 0, r.output
     for args in ([out], [out, "--markdown"], [out, "--roles", "vllm=2,trainer=1"], [out, "--gpus", "5"]):
         text = _cli(args).stdout

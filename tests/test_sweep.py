@@ -3,6 +3,7 @@
 Running it needs many cores and minutes per split (the device machine); here only its planning
 is checked, and one short real run on two cores pins workers and collects a log.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,25 @@ def test_too_few_cores_for_the_lanes_is_refused(sweep, tmp_path):
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
 def test_a_short_real_run_is_pinned_and_logged(sweep, tmp_path):
     cores = sorted(os.sched_getaffinity(0))
-    lane = ",".join(str(cores[i % len(cores)]) for i in range(3))   # main + 2 workers, cores reused here
-    rc = sweep.main(["--splits", "1-1", "--repeats", "1", "--duration-s", "3", "--cores", lane,
-                     "--out", str(tmp_path / "s"), "--tar", str(tmp_path / "s.tar.gz"), "--prefix", "t"])
+    lane = ",".join(str(cores[i % len(cores)]) for i in range(3))  # main + 2 workers, cores reused here
+    rc = sweep.main(
+        [
+            "--splits",
+            "1-1",
+            "--repeats",
+            "1",
+            "--duration-s",
+            "3",
+            "--cores",
+            lane,
+            "--out",
+            str(tmp_path / "s"),
+            "--tar",
+            str(tmp_path / "s.tar.gz"),
+            "--prefix",
+            "t",
+        ]
+    )
     assert rc == 0
     meta = json.loads((tmp_path / "s" / "sweep.json").read_text())
     (run,) = meta["runs"]
@@ -69,16 +86,47 @@ def test_tensor_parallel_splits_count_every_rank(sweep):
 
 def test_a_run_that_would_end_past_the_budget_is_not_started(sweep):
     assert sweep.fits_budget(None, 1e9, 70, [])
-    assert sweep.fits_budget(100, 0, 70, []) and not sweep.fits_budget(100, 20, 70, [])     # 20 s start-up guess
-    rec = sweep.JobRecord(name="a", targets=1, drafters=1, repeat=0, token_budget=None, target_tp=1, lane=0,
-                          cores=[0], start_wall_s=0, end_wall_s=85, run_s=85, exit_code=130, workers_pinned=2,
-                          log="a.jsonl")
+    assert sweep.fits_budget(100, 0, 70, []) and not sweep.fits_budget(100, 20, 70, [])  # 20 s start-up guess
+    rec = sweep.JobRecord(
+        name="a",
+        targets=1,
+        drafters=1,
+        repeat=0,
+        token_budget=None,
+        target_tp=1,
+        lane=0,
+        cores=[0],
+        start_wall_s=0,
+        end_wall_s=85,
+        run_s=85,
+        exit_code=130,
+        workers_pinned=2,
+        log="a.jsonl",
+    )
     assert sweep.fits_budget(200, 100, 70, [rec]) and not sweep.fits_budget(200, 120, 70, [rec])  # 15 s measured
 
 
 def test_a_sweep_past_its_budget_still_writes_the_archive(sweep, tmp_path):
-    rc = sweep.main(["--gpus", "2", "--splits", "all", "--repeats", "1", "--duration-s", "60", "--budget-s", "10",
-                     "--cores", "0,0,0", "--out", str(tmp_path / "s"), "--tar", str(tmp_path / "s.tar.gz")])
+    rc = sweep.main(
+        [
+            "--gpus",
+            "2",
+            "--splits",
+            "all",
+            "--repeats",
+            "1",
+            "--duration-s",
+            "60",
+            "--budget-s",
+            "10",
+            "--cores",
+            "0,0,0",
+            "--out",
+            str(tmp_path / "s"),
+            "--tar",
+            str(tmp_path / "s.tar.gz"),
+        ]
+    )
     meta = json.loads((tmp_path / "s" / "sweep.json").read_text())
     assert rc == 0 and meta["runs"] == [] and meta["skipped"] == ["sweep-1x1-r0"]
     assert (tmp_path / "s.tar.gz").stat().st_size > 0
@@ -87,9 +135,27 @@ def test_a_sweep_past_its_budget_still_writes_the_archive(sweep, tmp_path):
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
 def test_every_rank_of_a_tensor_parallel_engine_gets_a_core(sweep, tmp_path):
     cores = sorted(os.sched_getaffinity(0))
-    lane = ",".join(str(cores[i % len(cores)]) for i in range(4))   # main + 3 worker processes
-    rc = sweep.main(["--gpus", "3", "--target-tp", "2", "--splits", "1-1", "--repeats", "1", "--duration-s", "3",
-                     "--cores", lane, "--out", str(tmp_path / "s"), "--prefix", "t"])
+    lane = ",".join(str(cores[i % len(cores)]) for i in range(4))  # main + 3 worker processes
+    rc = sweep.main(
+        [
+            "--gpus",
+            "3",
+            "--target-tp",
+            "2",
+            "--splits",
+            "1-1",
+            "--repeats",
+            "1",
+            "--duration-s",
+            "3",
+            "--cores",
+            lane,
+            "--out",
+            str(tmp_path / "s"),
+            "--prefix",
+            "t",
+        ]
+    )
     assert rc == 0
     (run,) = json.loads((tmp_path / "s" / "sweep.json").read_text())["runs"]
     assert run["exit_code"] == 130 and run["workers_pinned"] == 3 and run["target_tp"] == 2

@@ -1,6 +1,7 @@
 """advisor.tbimport: TensorBoard scalars -> rates events. The main fixture was written by a real
 writer (torch.utils.tensorboard, fixtures/tensorboard/make_event_file.py), so no test needs
 tensorboard installed."""
+
 from __future__ import annotations
 
 import json
@@ -11,24 +12,43 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import one_line_error
 from typer.testing import CliRunner
 
 from advisor import advise
 from advisor.cli.app import app, route
-from advisor.ingest.load import load_log
 from advisor.errors import LogError, LogWarning
-from advisor.tbimport import masked_crc, crc32c, parse_map, read_scalars
-from conftest import one_line_error
+from advisor.ingest.load import load_log
+from advisor.tbimport import crc32c, masked_crc, parse_map, read_scalars
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "fixtures" / "tensorboard"
 EVENTS = TB / "events.out.tfevents.reference-7x1"
 REFERENCE_RATES = ROOT / "fixtures" / "reference-7x1-rates.jsonl"
-MAP = ["target.bps=pipeline/target_bps", "drafter.bps=pipeline/drafter_bps",
-       "target.cap_bps=pipeline/target_capacity_bps", "drafter.cap_bps=pipeline/drafter_capacity_bps",
-       "tok_s=pipeline/tokens_per_s", "q.hs=queues/hs_depth", "done=progress/done", "eta_s=progress/eta_s"]
-HEADER_OPTS = ["--roles", "target=7,drafter=1", "--gpus", "8", "--queue", "hs:drafter:20", "--token-budget", "32768",
-               "--samples", "902000", "--epochs", "6"]
+MAP = [
+    "target.bps=pipeline/target_bps",
+    "drafter.bps=pipeline/drafter_bps",
+    "target.cap_bps=pipeline/target_capacity_bps",
+    "drafter.cap_bps=pipeline/drafter_capacity_bps",
+    "tok_s=pipeline/tokens_per_s",
+    "q.hs=queues/hs_depth",
+    "done=progress/done",
+    "eta_s=progress/eta_s",
+]
+HEADER_OPTS = [
+    "--roles",
+    "target=7,drafter=1",
+    "--gpus",
+    "8",
+    "--queue",
+    "hs:drafter:20",
+    "--token-budget",
+    "32768",
+    "--samples",
+    "902000",
+    "--epochs",
+    "6",
+]
 
 
 def _cli(args):
@@ -45,25 +65,25 @@ def _import(tmp_path, events=TB, extra=()):
 
 def test_crc32c_known_values():
     assert crc32c(b"") == 0
-    assert crc32c(b"123456789") == 0xE3069283            # the standard check value
-    assert crc32c(b"\x00" * 32) == 0x8A9136AA             # RFC 3720 B.4
+    assert crc32c(b"123456789") == 0xE3069283  # the standard check value
+    assert crc32c(b"\x00" * 32) == 0x8A9136AA  # RFC 3720 B.4
     assert masked_crc(0) == 0xA282EAD8
 
 
 def test_reads_both_scalar_encodings_of_a_real_writer_and_skips_the_rest():
     scalars, first_wall = read_scalars([EVENTS])
     want = [json.loads(x) for x in REFERENCE_RATES.read_text().splitlines() if '"rates"' in x]
-    assert "train/grad_norm" not in scalars                # a histogram, not a scalar
+    assert "train/grad_norm" not in scalars  # a histogram, not a scalar
     assert len(scalars["train/loss"]) == len(want) == 90
-    legacy = [s.value for s in scalars["pipeline/drafter_bps"]]            # simple_value (float32)
-    tensor = [s.value for s in scalars["pipeline/target_capacity_bps"]]    # 0-d DT_FLOAT tensor
+    legacy = [s.value for s in scalars["pipeline/drafter_bps"]]  # simple_value (float32)
+    tensor = [s.value for s in scalars["pipeline/target_capacity_bps"]]  # 0-d DT_FLOAT tensor
     assert legacy == [r["bps"]["drafter"] for r in want]
     assert tensor == [r["cap_bps"]["target"] for r in want]
     assert [s.value for s in scalars["queues/hs_depth"]] == [float(r["q"]["hs"]) for r in want]
     steps = [s.step for s in scalars["pipeline/drafter_bps"]]
     walls = [s.wall_time - first_wall for s in scalars["pipeline/drafter_bps"]]
     assert steps == list(range(90))
-    assert walls == pytest.approx([r["t"] for r in want], abs=0.5)    # the writer starts within 0.5 s of t0
+    assert walls == pytest.approx([r["t"] for r in want], abs=0.5)  # the writer starts within 0.5 s of t0
 
 
 def test_imported_log_advises_like_the_rates_log_it_came_from(tmp_path):
@@ -71,7 +91,7 @@ def test_imported_log_advises_like_the_rates_log_it_came_from(tmp_path):
     assert r.exit_code == 0, r.output
     assert "90 rates snapshots" in r.output
     lines = [json.loads(x) for x in out.read_text().splitlines()]
-    assert [x["ev"] for x in lines] == ["run"] + ["rates"] * 90          # no end: the job may still run
+    assert [x["ev"] for x in lines] == ["run"] + ["rates"] * 90  # no end: the job may still run
     got, want = advise(out).to_json(), advise(REFERENCE_RATES).to_json()
     assert got["recommendation"]["roles"] == want["recommendation"]["roles"] == {"target": 7, "drafter": 1}
     assert got["recommendation"]["verdict"] == want["recommendation"]["verdict"]
@@ -121,23 +141,29 @@ def test_unknown_tag_lists_what_the_file_has(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--roles", "target=7,drafter=1", "--map", "drafter.bps"], ["expected KEY=TAG"]),
-    (["--roles", "target=7,drafter=1", "--map", "drafter.speed=x"], ["unknown key 'drafter.speed'", "drafter.bps"]),
-    (["--roles", "target=7,drafter=1", "--map", "tok_s=pipeline/tokens_per_s"], ["at least one <role>.bps"]),
-    (["--roles", "target=7", "--map", "target.bps=x"], ["--roles", "producer and a consumer"]),
-    (["--roles", "target=seven,drafter=1", "--map", "target.bps=x"], ["--roles", "'target=seven'"]),
-    (["--roles", "target=7,drafter=1", "--queue", "hs:loader:20", "--map", "drafter.bps=x"],
-     ["--queue", "'loader' is not a role"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--roles", "target=7,drafter=1", "--map", "drafter.bps"], ["expected KEY=TAG"]),
+        (["--roles", "target=7,drafter=1", "--map", "drafter.speed=x"], ["unknown key 'drafter.speed'", "drafter.bps"]),
+        (["--roles", "target=7,drafter=1", "--map", "tok_s=pipeline/tokens_per_s"], ["at least one <role>.bps"]),
+        (["--roles", "target=7", "--map", "target.bps=x"], ["--roles", "producer and a consumer"]),
+        (["--roles", "target=seven,drafter=1", "--map", "target.bps=x"], ["--roles", "'target=seven'"]),
+        (
+            ["--roles", "target=7,drafter=1", "--queue", "hs:loader:20", "--map", "drafter.bps=x"],
+            ["--queue", "'loader' is not a role"],
+        ),
+    ],
+)
 def test_bad_options_exit_2_saying_what_is_wrong(tmp_path, args, words):
     r = _cli(["import-tb", str(TB), "-o", str(tmp_path / "x.jsonl"), *args])
     one_line_error(r, *words)
 
 
 def test_missing_input_and_directory_without_event_files(tmp_path):
-    r = _cli(["import-tb", str(tmp_path / "nope"), "-o", str(tmp_path / "x.jsonl"), "--roles", "a=1,b=1",
-              "--map", "b.bps=x"])
+    r = _cli(
+        ["import-tb", str(tmp_path / "nope"), "-o", str(tmp_path / "x.jsonl"), "--roles", "a=1,b=1", "--map", "b.bps=x"]
+    )
     one_line_error(r, "nope", "no such file")
     (tmp_path / "empty").mkdir()
     with pytest.raises(LogError, match="no TensorBoard event file"):
@@ -168,8 +194,7 @@ def _event(wall: float, step: int, values: list[bytes]) -> bytes:
 
 def _record(data: bytes) -> bytes:
     length = struct.pack("<Q", len(data))
-    return (length + struct.pack("<I", masked_crc(crc32c(length))) + data
-            + struct.pack("<I", masked_crc(crc32c(data))))
+    return length + struct.pack("<I", masked_crc(crc32c(length))) + data + struct.pack("<I", masked_crc(crc32c(data)))
 
 
 def _value(tag: str, tensor: bytes) -> bytes:
@@ -177,25 +202,34 @@ def _value(tag: str, tensor: bytes) -> bytes:
 
 
 def test_tensor_forms_double_content_int64_and_non_scalars(tmp_path):
-    dbl = _field(1, 0, _varint(2)) + _field(4, 2, struct.pack("<d", 1.25))              # DT_DOUBLE, tensor_content
-    i64 = _field(1, 0, _varint(9)) + _field(10, 2, _varint(7))                          # DT_INT64, packed
-    vec = (_field(1, 0, _varint(1)) + _field(2, 2, _field(2, 2, _field(1, 0, _varint(3))))
-           + _field(5, 2, struct.pack("<3f", 1, 2, 3)))                                   # a 3-vector: not a scalar
-    dbl_val = _field(1, 0, _varint(2)) + _field(6, 2, struct.pack("<d", -0.5))           # DT_DOUBLE, double_val
+    dbl = _field(1, 0, _varint(2)) + _field(4, 2, struct.pack("<d", 1.25))  # DT_DOUBLE, tensor_content
+    i64 = _field(1, 0, _varint(9)) + _field(10, 2, _varint(7))  # DT_INT64, packed
+    vec = (
+        _field(1, 0, _varint(1))
+        + _field(2, 2, _field(2, 2, _field(1, 0, _varint(3))))
+        + _field(5, 2, struct.pack("<3f", 1, 2, 3))
+    )  # a 3-vector: not a scalar
+    dbl_val = _field(1, 0, _varint(2)) + _field(6, 2, struct.pack("<d", -0.5))  # DT_DOUBLE, double_val
     p = tmp_path / "events.out.tfevents.hand"
-    p.write_bytes(_record(_field(1, 1, struct.pack("<d", 100.0)) + _field(3, 2, b"brain.Event:2"))
-                  + _record(_event(101.0, 5, [_value("a", dbl), _value("b", i64), _value("v", vec),
-                                               _value("d", dbl_val)])))
+    p.write_bytes(
+        _record(_field(1, 1, struct.pack("<d", 100.0)) + _field(3, 2, b"brain.Event:2"))
+        + _record(_event(101.0, 5, [_value("a", dbl), _value("b", i64), _value("v", vec), _value("d", dbl_val)]))
+    )
     scalars, first = read_scalars([p])
     assert first == 100.0
     assert {k: [(s.step, s.value) for s in v] for k, v in scalars.items()} == {
-        "a": [(5, 1.25)], "b": [(5, 7.0)], "d": [(5, -0.5)]}
+        "a": [(5, 1.25)],
+        "b": [(5, 7.0)],
+        "d": [(5, -0.5)],
+    }
 
 
 def test_snapshots_take_each_tags_latest_value(tmp_path):
     """bps logged every step, queue depth every other step: each snapshot carries the latest depth."""
+
     def simple(tag, v):
         return _field(1, 2, tag.encode()) + _field(2, 5, struct.pack("<f", v))
+
     recs = [_record(_field(1, 1, struct.pack("<d", 1000.0)) + _field(3, 2, b"brain.Event:2"))]
     for step in range(6):
         vals = [simple("tput", 2.0 + step)]
@@ -204,13 +238,32 @@ def test_snapshots_take_each_tags_latest_value(tmp_path):
         recs.append(_record(_event(1000.0 + 10 * (step + 1), step, vals)))
     p = tmp_path / "events.out.tfevents.x"
     p.write_bytes(b"".join(recs))
-    r = _cli(["import-tb", str(p), "-o", str(tmp_path / "o.jsonl"), "--roles", "target=1,drafter=1",
-              "--queue", "hs:drafter:4", "--map", "drafter.bps=tput", "--map", "q.hs=depth"])
+    r = _cli(
+        [
+            "import-tb",
+            str(p),
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            "--roles",
+            "target=1,drafter=1",
+            "--queue",
+            "hs:drafter:4",
+            "--map",
+            "drafter.bps=tput",
+            "--map",
+            "q.hs=depth",
+        ]
+    )
     assert r.exit_code == 0, r.output
     rates = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()[1:]]
     assert [(x["t"], x["window"], x["bps"]["drafter"], x["q"]["hs"]) for x in rates] == [
-        (10.0, 10.0, 2.0, 0.0), (20.0, 10.0, 3.0, 0.0), (30.0, 10.0, 4.0, 2.0), (40.0, 10.0, 5.0, 2.0),
-        (50.0, 10.0, 6.0, 4.0), (60.0, 10.0, 7.0, 4.0)]
+        (10.0, 10.0, 2.0, 0.0),
+        (20.0, 10.0, 3.0, 0.0),
+        (30.0, 10.0, 4.0, 2.0),
+        (40.0, 10.0, 5.0, 2.0),
+        (50.0, 10.0, 6.0, 4.0),
+        (60.0, 10.0, 7.0, 4.0),
+    ]
 
 
 def test_parse_map_accepts_queue_keys_only_for_declared_queues():
@@ -220,19 +273,29 @@ def test_parse_map_accepts_queue_keys_only_for_declared_queues():
 
 
 def test_importing_the_reader_loads_no_heavy_module():
-    code = ("import sys, advisor.tbimport; "
-            "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'tensorboard', 'google.protobuf') if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, advisor.tbimport; "
+        "print(sorted(m for m in ('pandas', 'numpy', 'torch', 'tensorboard', 'google.protobuf') if m in sys.modules))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
 
 
 # --- found by fuzzing (fuzz/targets.py: fuzz_tb); the inputs are in fuzz/corpus/tb/ too ----------
-@pytest.mark.parametrize("field", [
-    _field(5, 0, _varint(3)),                 # float_val as a varint
-    _field(7, 1, b"\x01" * 8),                # int_val as fixed64
-    _field(6, 5, b"\x01" * 4),                # double_val as fixed32
-])
+@pytest.mark.parametrize(
+    "field",
+    [
+        _field(5, 0, _varint(3)),  # float_val as a varint
+        _field(7, 1, b"\x01" * 8),  # int_val as fixed64
+        _field(6, 5, b"\x01" * 4),  # double_val as fixed32
+    ],
+)
 def test_a_tensor_value_of_the_wrong_wire_type_is_a_corrupt_record(tmp_path, field):
     p = tmp_path / "events.out.tfevents.odd"
     p.write_bytes(_record(_event(101.0, 1, [_value("a", _field(1, 0, _varint(1)) + field)])))
@@ -246,13 +309,31 @@ def test_import_warnings_are_one_line_each_on_stderr(tmp_path):
     """A cut record is a warning said in one line (Python's warning format took two)."""
     cut = tmp_path / "events.out.tfevents.cut"
     cut.write_bytes(b"\x01\x02\x03")
-    r = subprocess.run([sys.executable, "-m", "advisor", "import-tb", str(cut), "-o", str(tmp_path / "x.jsonl"),
-                        "--roles", "target=7,drafter=1", "--map", "drafter.bps=x"],
-                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "import-tb",
+            str(cut),
+            "-o",
+            str(tmp_path / "x.jsonl"),
+            "--roles",
+            "target=7,drafter=1",
+            "--map",
+            "drafter.bps=x",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("dflash-advise: warning: ") and "incomplete" in lines[0], lines
     assert lines[1] == f"dflash-advise: {cut}: holds no events"
+
+
 def test_gpus_per_worker_goes_into_the_header(tmp_path):
     r, out = _import(tmp_path, extra=["--gpus-per-worker", "drafter=1"])
     assert r.exit_code == 0, r.output
@@ -263,6 +344,7 @@ def test_an_imported_gpu_run_gets_gpu_caveats_and_its_snapshots_counted(tmp_path
     # issue 20: a TensorBoard import of a GPU run got the shared-CPU-host caveats and its 70 steady
     # one-minute snapshots were counted as 70 batches
     from advisor.advice import advise
+
     r, out = _import(tmp_path)
     assert r.exit_code == 0, r.output
     adv = advise(out)
@@ -276,11 +358,15 @@ def test_an_imported_gpu_run_gets_gpu_caveats_and_its_snapshots_counted(tmp_path
 def test_a_wall_time_past_the_readers_limit_is_refused_not_written(tmp_path):
     """Found by fuzzing (fuzz/corpus/tb/crash-*): a first event at wall time ~0 beside real ones put
     ``t`` past the reader's MAX_TIME_S, and import-tb wrote a log the advisor then refused."""
+
     def simple(tag, v):
         return _field(1, 2, tag.encode()) + _field(2, 5, struct.pack("<f", v))
+
     p = tmp_path / "events.out.tfevents.x"
-    p.write_bytes(_record(_field(1, 1, struct.pack("<d", 0.0)) + _field(3, 2, b"brain.Event:2"))
-                  + _record(_event(1.7e9, 3, [simple("tput", 2.0)])))
+    p.write_bytes(
+        _record(_field(1, 1, struct.pack("<d", 0.0)) + _field(3, 2, b"brain.Event:2"))
+        + _record(_event(1.7e9, 3, [simple("tput", 2.0)]))
+    )
     out = tmp_path / "o.jsonl"
     r = _cli(["import-tb", str(p), "-o", str(out), "--roles", "target=1,drafter=1", "--map", "drafter.bps=tput"])
     one_line_error(r, str(p), "step 3", "1.7e+09 s", "more than the limit")
@@ -291,9 +377,20 @@ def test_the_instrumenting_guides_import_advises_without_nan(tmp_path):
     """Issue 35 item 1: docs/instrumenting.md's import-tb example maps no tok_s: its advice is in
     b/s, marks and measures the split it ran (6-2 as the guide says), and prints no nan."""
     import re
+
     out = tmp_path / "exp-17.jsonl"
-    args = ["import-tb", str(TB), "-o", str(out), "--roles", "target=6,drafter=2", "--queue", "hs:drafter:20",
-            "--token-budget", "32768"]
+    args = [
+        "import-tb",
+        str(TB),
+        "-o",
+        str(out),
+        "--roles",
+        "target=6,drafter=2",
+        "--queue",
+        "hs:drafter:20",
+        "--token-budget",
+        "32768",
+    ]
     for m in MAP[:4] + ["q.hs=queues/hs_depth"]:
         args += ["--map", m]
     r = _cli(args)

@@ -1,4 +1,5 @@
 """Emulation: profile fit, permutation draws, and fidelity on the source's own split."""
+
 from __future__ import annotations
 
 import json
@@ -59,17 +60,39 @@ def _check_ideal_timeline(out: Path, check_drafters: bool) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,targets,drafters,scale", [
-    ("cpu-2x1", 2, 1, 0.1),      # real CPU run, target-bound, shared 2-core machine
-    ("h200-2x1", 2, 1, 0.01),    # real H200 run, 100x faster than real time
-    ("h200-1x2", 1, 2, 0.01),    # two drafters: resampled sync durations
-])
+@pytest.mark.parametrize(
+    "name,targets,drafters,scale",
+    [
+        ("cpu-2x1", 2, 1, 0.1),  # real CPU run, target-bound, shared 2-core machine
+        ("h200-2x1", 2, 1, 0.01),  # real H200 run, 100x faster than real time
+        ("h200-1x2", 1, 2, 0.01),  # two drafters: resampled sync durations
+    ],
+)
 def test_emulation_matches_the_source_throughput_on_its_own_split(tmp_path, name, targets, drafters, scale):
     source = ROOT / "fixtures" / f"{name}.jsonl"
     out = tmp_path / "emu.jsonl"
-    r = subprocess.run([sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(source), "--targets",
-                        str(targets), "--drafters", str(drafters), "--time-scale", str(scale), "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=240)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--no-progress",
+            "--emulate",
+            str(source),
+            "--targets",
+            str(targets),
+            "--drafters",
+            str(drafters),
+            "--time-scale",
+            str(scale),
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert r.returncode == 0, r.stderr
     head = json.loads(out.read_text().splitlines()[0])
     src, emu = load_log(source), load_log(out)
@@ -93,13 +116,33 @@ def test_emulation_matches_the_source_throughput_on_its_own_split(tmp_path, name
 @pytest.mark.slow
 def test_emulated_two_drafters_sync_only_with_a_sync_cost_and_report_it(tmp_path):
     out = tmp_path / "emu2.jsonl"
-    base = [sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(SOURCE), "--targets", "2",
-            "--drafters", "2", "--sync-every", "4", "--time-scale", "0.05", "--steps", "60", "--out", str(out)]
+    base = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--no-progress",
+        "--emulate",
+        str(SOURCE),
+        "--targets",
+        "2",
+        "--drafters",
+        "2",
+        "--sync-every",
+        "4",
+        "--time-scale",
+        "0.05",
+        "--steps",
+        "60",
+        "--out",
+        str(out),
+    ]
     # the source ran one drafter (no sync to resample) and no --sync-s: no sync, said in one line
     r = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines()[:-1] == [f"dflash-train: {SOURCE} has no sync of several drafters: emulating 2 drafters "
-                                     "without weight sync (the log says sync_every 0; --sync-s SECONDS emulates one)"]
+    assert r.stderr.splitlines()[:-1] == [
+        f"dflash-train: {SOURCE} has no sync of several drafters: emulating 2 drafters "
+        "without weight sync (the log says sync_every 0; --sync-s SECONDS emulates one)"
+    ]
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert lines[0]["sync_every"] == 0 and not any(x["ev"] == "sync" for x in lines)
     r = subprocess.run(base + ["--sync-s", "0.2", "--force"], cwd=ROOT, capture_output=True, text=True, timeout=240)
@@ -113,9 +156,27 @@ def test_emulated_two_drafters_sync_only_with_a_sync_cost_and_report_it(tmp_path
 
 def _emulate(tmp_path, source: Path, *args: str, name: str = "emu") -> Path:
     out = tmp_path / f"{name}.jsonl"
-    r = subprocess.run([sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(source), "--sync-every",
-                        "0", "--time-scale", "0.01", "--out", str(out), *args], cwd=ROOT, capture_output=True,
-                       text=True, timeout=240)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--no-progress",
+            "--emulate",
+            str(source),
+            "--sync-every",
+            "0",
+            "--time-scale",
+            "0.01",
+            "--out",
+            str(out),
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -131,8 +192,20 @@ def test_a_batch_from_another_node_takes_its_bytes_over_the_link_in_xfer_and_bus
     the same split on one node has xfer 0. The header says where every engine sat."""
     source = ROOT / "fixtures" / "h200-1x1.jsonl"
     link = 2.5e10
-    out = _emulate(tmp_path, source, "--targets", "1", "--drafters", "1", "--gpus-per-node", "1",
-                   "--link-bytes-s", str(link), "--steps", "80")
+    out = _emulate(
+        tmp_path,
+        source,
+        "--targets",
+        "1",
+        "--drafters",
+        "1",
+        "--gpus-per-node",
+        "1",
+        "--link-bytes-s",
+        str(link),
+        "--steps",
+        "80",
+    )
     head = json.loads(out.read_text().splitlines()[0])
     assert head["gpus_per_node"] == 1 and head["link_bytes_s"] == link
     assert head["placement"] == {"target": [0], "drafter": [1]}
@@ -140,10 +213,26 @@ def test_a_batch_from_another_node_takes_its_bytes_over_the_link_in_xfer_and_bus
     prof = load_profile(str(source))
     for e in _steps(out, "drafter"):
         assert e["xfer"] == pytest.approx(e["tokens"] * bpt / link, abs=2e-6)
-        assert e["busy"] - e["xfer"] >= 0 and e["busy"] - e["xfer"] <= max(prof.drafter.residuals_s) + \
-            prof.drafter.t0_s + prof.drafter.per_token_s * e["tokens"] + 1e-5
-    same = _emulate(tmp_path, source, "--targets", "1", "--drafters", "1", "--gpus-per-node", "2",
-                    "--link-bytes-s", str(link), "--steps", "40", name="same")
+        assert (
+            e["busy"] - e["xfer"] >= 0
+            and e["busy"] - e["xfer"]
+            <= max(prof.drafter.residuals_s) + prof.drafter.t0_s + prof.drafter.per_token_s * e["tokens"] + 1e-5
+        )
+    same = _emulate(
+        tmp_path,
+        source,
+        "--targets",
+        "1",
+        "--drafters",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--link-bytes-s",
+        str(link),
+        "--steps",
+        "40",
+        name="same",
+    )
     assert json.loads(same.read_text().splitlines()[0])["placement"] == {"target": [0], "drafter": [0]}
     assert all(e["xfer"] == 0 for e in _steps(same, "drafter"))
     # an emulation of the emulated log fits the drafter's compute without the link's time
@@ -163,17 +252,43 @@ def test_a_link_slower_than_both_roles_sets_the_throughput(tmp_path):
     bpt = src.header.hs_bytes_per_token
     mean_tokens = float(src.steps[src.steps["role"] == "drafter"]["tokens"].mean())
     link = 1.5 * mean_tokens * bpt
-    out = _emulate(tmp_path, source, "--targets", "2", "--drafters", "2", "--gpus-per-node", "2",
-                   "--link-bytes-s", str(link), "--steps", "150")
+    out = _emulate(
+        tmp_path,
+        source,
+        "--targets",
+        "2",
+        "--drafters",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--link-bytes-s",
+        str(link),
+        "--steps",
+        "150",
+    )
     bps, _, _ = steady_throughput(load_log(out))
     assert bps == pytest.approx(1.5, rel=0.05)
     steps = _steps(out, "drafter")
-    assert max(e["xfer"] - e["tokens"] * bpt / link for e in steps) > 0.1     # waited for the link
-    local = _emulate(tmp_path, source, "--targets", "2", "--drafters", "2", "--gpus-per-node", "2",
-                     "--link-bytes-s", str(link), "--placement", "target=0,1;drafter=0,1", "--steps", "150",
-                     name="local")
+    assert max(e["xfer"] - e["tokens"] * bpt / link for e in steps) > 0.1  # waited for the link
+    local = _emulate(
+        tmp_path,
+        source,
+        "--targets",
+        "2",
+        "--drafters",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--link-bytes-s",
+        str(link),
+        "--placement",
+        "target=0,1;drafter=0,1",
+        "--steps",
+        "150",
+        name="local",
+    )
     crossed = [e for e in _steps(local, "drafter") if e["xfer"] > 0]
-    assert 0 < len(crossed) < len(_steps(local, "drafter"))     # only batches from the other node cross
+    assert 0 < len(crossed) < len(_steps(local, "drafter"))  # only batches from the other node cross
     # one shared q_hs ties a batch's origin to whichever drafter takes it, so most hand-offs still
     # cross here and the link still bounds the rate (BENCHMARKS 16.1: 64% crossed at the spread 6-4):
     # the local placement is no slower, within the emulation's own noise
@@ -186,9 +301,26 @@ def test_a_link_needs_the_sources_hidden_state_size(tmp_path):
     head = json.loads(lines[0])
     head.pop("hs_bytes_per_token")
     src.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
-    r = subprocess.run([sys.executable, "-m", "trainer", "--no-progress", "--emulate", str(src), "--gpus-per-node",
-                        "1", "--link-bytes-s", "1e9", "--out", str(tmp_path / "o.jsonl")], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainer",
+            "--no-progress",
+            "--emulate",
+            str(src),
+            "--gpus-per-node",
+            "1",
+            "--link-bytes-s",
+            "1e9",
+            "--out",
+            str(tmp_path / "o.jsonl"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "no hs_bytes_per_token" in r.stderr
 
 

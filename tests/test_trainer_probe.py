@@ -3,6 +3,7 @@
 The emulated probes run on the ideal timeline of `trainer.emulate` (sleeps, not compute), so
 what they log barely depends on the machine's load; the real-CPU probe only checks the files.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,13 +28,27 @@ TIMEOUT_S = 300
 
 
 def _train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainer", "--no-progress", *args], cwd=ROOT, capture_output=True,
-                          text=True, check=False, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "trainer", "--no-progress", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=TIMEOUT_S,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def _advise(*paths: Path) -> dict:
-    r = subprocess.run([sys.executable, "-m", "advisor", *map(str, paths), "--json"], cwd=ROOT, capture_output=True,
-                       text=True, check=False, timeout=TIMEOUT_S, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-m", "advisor", *map(str, paths), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=TIMEOUT_S,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -48,7 +63,7 @@ def _lead(doc: dict) -> tuple[float, float]:
     split's lead over the runner-up)."""
     rec = doc["recommendation"]
     m = rec["margin"]
-    assert m["lead_low_pct"] is not None, m        # a paired lead interval, not a widened table
+    assert m["lead_low_pct"] is not None, m  # a paired lead interval, not a widened table
     lo, hi = m["lead_low_pct"], m["lead_high_pct"]
     if rec["roles"] == {"target": 6, "drafter": 2}:
         return lo, hi
@@ -57,16 +72,24 @@ def _lead(doc: dict) -> tuple[float, float]:
 
 # -- the split list and the plan ---------------------------------------------------------------
 
+
 def test_splits_parse_in_the_order_given():
     assert parse_splits("5-3,4-4") == ((5, 3), (4, 4))
     assert parse_splits(" 6x2 , 5+3 ") == ((6, 2), (5, 3))
     assert parse_splits("2-2,1-4", target_tp=2) == ((2, 2), (1, 4))
 
 
-@pytest.mark.parametrize(("text", "words"), [
-    ("", "TARGETS-DRAFTERS"), ("5-3", "two or more"), ("5-3,5-3", "listed twice"), ("5-3,a", "'a' is not a split"),
-    ("5-3,0-8", "at least one target"), ("5-3,4-3", "one number of GPUs"),
-])
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "TARGETS-DRAFTERS"),
+        ("5-3", "two or more"),
+        ("5-3,5-3", "listed twice"),
+        ("5-3,a", "'a' is not a split"),
+        ("5-3,0-8", "at least one target"),
+        ("5-3,4-3", "one number of GPUs"),
+    ],
+)
 def test_a_bad_split_list_names_the_option(text, words):
     with pytest.raises(ConfigError) as e:
         parse_splits(text)
@@ -88,7 +111,7 @@ def test_splits_that_need_more_gpus_than_are_visible_are_refused():
         check_plan(plan, cfg, visible_gpus=4)
     assert e.value.field == "probe" and "8 GPUs and 4 are visible" in str(e.value)
     check_plan(plan, cfg, visible_gpus=8)
-    check_plan(plan, cfg, visible_gpus=None)       # CPU or emulation: any size runs
+    check_plan(plan, cfg, visible_gpus=None)  # CPU or emulation: any size runs
     with pytest.raises(ConfigError) as e:
         check_plan(ProbePlan(splits=plan.splits, seconds=10.0, rounds=0), cfg, None)
     assert e.value.field == "probe_rounds"
@@ -96,12 +119,16 @@ def test_splits_that_need_more_gpus_than_are_visible_are_refused():
 
 # -- the command line's exit paths ---------------------------------------------------------------
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--probe", "5-3"], "--probe: a probe compares two or more splits"),
-    (["--probe", "5-3,4-4", "--targets", "2"], "--probe: sets the split of each segment"),
-    (["--probe", "5-3,4-4", "--probe-seconds", "0"], "--probe-seconds: must be a number > 0"),
-    (["--probe", "5-3,4-4", "--probe-rounds", "0"], "--probe-rounds: must be a whole number"),
-])
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--probe", "5-3"], "--probe: a probe compares two or more splits"),
+        (["--probe", "5-3,4-4", "--targets", "2"], "--probe: sets the split of each segment"),
+        (["--probe", "5-3,4-4", "--probe-seconds", "0"], "--probe-seconds: must be a number > 0"),
+        (["--probe", "5-3,4-4", "--probe-rounds", "0"], "--probe-rounds: must be a whole number"),
+    ],
+)
 def test_bad_probe_options_exit_2_naming_the_option(tmp_path, args, words):
     r = _train(*args, "--out", str(tmp_path / "p"))
     assert r.returncode == 2 and words in r.stderr, r.stderr
@@ -116,6 +143,7 @@ def test_a_probe_refuses_a_directory_that_holds_logs(tmp_path):
 
 # -- probes that run ---------------------------------------------------------------------------------
 
+
 def test_a_cpu_probe_writes_one_log_per_segment_in_alternating_order(tmp_path):
     out = tmp_path / "probe"
     r = _train("--probe", "2-1,1-2", "--probe-seconds", "3", "--probe-rounds", "1", "--out", str(out))
@@ -125,8 +153,7 @@ def test_a_cpu_probe_writes_one_log_per_segment_in_alternating_order(tmp_path):
     assert [s["log"] for s in man["segments"]] == ["probe-01-2x1.jsonl", "probe-02-1x2.jsonl"]
     for k, s in enumerate(man["segments"], 1):
         head = _header(out / s["log"])
-        assert head["roles"] == s["split"] and head["probe"] == {"id": "probe", "segment": k, "segments": 2,
-                                                                  "round": 1}
+        assert head["roles"] == s["split"] and head["probe"] == {"id": "probe", "segment": k, "segments": 2, "round": 1}
         end = json.loads((out / s["log"]).read_text().splitlines()[-1])
         assert s["exit_code"] == 0
         # the time limit, or the plan running out first on a fast machine
@@ -141,8 +168,24 @@ def emulated_probe(tmp_path_factory) -> Path:
     together decide it. The emulation's draws are seeded per round, so what each segment logs
     hardly depends on the machine's load."""
     out = tmp_path_factory.mktemp("probe") / "p"
-    r = _train("--emulate", str(SOURCE), "--time-scale", "0.1", "--steps", "5000", "--seed", "0", "--probe", "6-2,5-3",
-               "--probe-seconds", "10", "--probe-rounds", "3", "--out", str(out))
+    r = _train(
+        "--emulate",
+        str(SOURCE),
+        "--time-scale",
+        "0.1",
+        "--steps",
+        "5000",
+        "--seed",
+        "0",
+        "--probe",
+        "6-2,5-3",
+        "--probe-seconds",
+        "10",
+        "--probe-rounds",
+        "3",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -156,8 +199,12 @@ def test_an_emulated_probe_alternates_and_each_segment_stops_at_its_time_limit(e
     for s in man["segments"]:
         lines = (emulated_probe / s["log"]).read_text().splitlines()
         end = json.loads(lines[-1])
-        assert s["timed_out"] and end == {"ev": "end", "t": end["t"], "reason": "interrupted",
-                                          "msg": "time limit of 10 s reached"}
+        assert s["timed_out"] and end == {
+            "ev": "end",
+            "t": end["t"],
+            "reason": "interrupted",
+            "msg": "time limit of 10 s reached",
+        }
         # the run ends at its limit, or at the last step that finished after it: the seconds spent
         # stopping the processes are not logged as part of the run
         last = max(json.loads(x)["t"] for x in lines[1:-1] if '"ev":"step"' in x.replace(" ", ""))
@@ -191,8 +238,9 @@ def test_the_segments_together_decide_what_one_segment_alone_does_not(emulated_p
 
 def test_a_time_limit_ends_one_run_interrupted_with_exit_code_0(tmp_path):
     out = tmp_path / "run.jsonl"
-    r = _train("--emulate", str(SOURCE), "--time-scale", "0.1", "--steps", "5000", "--time-limit", "5",
-               "--out", str(out))
+    r = _train(
+        "--emulate", str(SOURCE), "--time-scale", "0.1", "--steps", "5000", "--time-limit", "5", "--out", str(out)
+    )
     assert r.returncode == 0, r.stderr
     end = json.loads(out.read_text().splitlines()[-1])
     assert end["reason"] == "interrupted" and end["msg"] == "time limit of 5 s reached" and end["t"] >= 5.0

@@ -3,6 +3,7 @@
 Each test starts `python -m trainer` (the `dflash-train` command) in a subprocess with a hard
 timeout, so a hang fails the test instead of blocking the suite.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ def _cmd(*args: str) -> list[str]:
 
 
 def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(_cmd(*args), cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        _cmd(*args), cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env={**os.environ, **(env or {})}
+    )
 
 
 def _lines(path: Path) -> list[dict]:
@@ -66,10 +68,20 @@ def _check_schema(events: list[dict], targets: int, drafters: int) -> None:
     assert head["ev"] == "run" and head["v"] == 1 and head["t"] == 0.0
     assert list(head["roles"].items()) == [("target", targets), ("drafter", drafters)]
     assert head["gpus"] == targets + drafters
-    assert head["queues"] == [{"name": "pre", "feeds": "target", "cap": 50, "per_worker": True},
-                              {"name": "hs", "feeds": "drafter", "cap": 20}]
-    for k in ("token_budget", "samples", "epochs", "hardware", "target_model", "drafter_model", "sync_every",
-              "hs_bytes_per_token"):
+    assert head["queues"] == [
+        {"name": "pre", "feeds": "target", "cap": 50, "per_worker": True},
+        {"name": "hs", "feeds": "drafter", "cap": 20},
+    ]
+    for k in (
+        "token_budget",
+        "samples",
+        "epochs",
+        "hardware",
+        "target_model",
+        "drafter_model",
+        "sync_every",
+        "hs_bytes_per_token",
+    ):
         assert head[k] is not None, k
     assert events[-1]["ev"] == "end"
     for ev in events[1:]:
@@ -86,8 +98,9 @@ def _check_schema(events: list[dict], targets: int, drafters: int) -> None:
 
 def test_cpu_smoke_run_writes_a_valid_log_and_the_loss_falls(tmp_path):
     out = tmp_path / "run.jsonl"
-    r = _run("--targets", "2", "--drafters", "1", "--device", "cpu", "--steps", "24", "--rates-every", "1",
-             "--out", str(out))
+    r = _run(
+        "--targets", "2", "--drafters", "1", "--device", "cpu", "--steps", "24", "--rates-every", "1", "--out", str(out)
+    )
     assert r.returncode == 0, r.stderr
     events = _lines(out)
     _check_schema(events, 2, 1)
@@ -97,7 +110,7 @@ def test_cpu_smoke_run_writes_a_valid_log_and_the_loss_falls(tmp_path):
     drafter = [e for e in steps if e["role"] == "drafter"]
     assert len(drafter) == 24
     assert {e["worker"] for e in steps if e["role"] == "target"} == {0, 1}
-    assert sorted(e["batch"] for e in drafter) == list(range(24))       # every batch trained once
+    assert sorted(e["batch"] for e in drafter) == list(range(24))  # every batch trained once
     loss = [e["loss"] for e in sorted(drafter, key=lambda e: e["t"])]
     assert sum(loss[-6:]) / 6 < 0.8 * sum(loss[:6]) / 6
     # a worker's steps tile its timeline: t' = t + wait + busy + blocked
@@ -127,12 +140,13 @@ def test_two_drafters_sync_weights(tmp_path):
     per_rank = [sum(1 for e in steps if e["worker"] == w) for w in (0, 1)]
     assert len(syncs) == max(per_rank) // 2
     assert all(s["workers"] == 2 and s["role"] == "drafter" and 0 < s["dur"] < 5 for s in syncs)
-    assert len({s["bytes"] for s in syncs}) == 1 and syncs[0]["bytes"] > 1e5   # all drafter weights, fp32
+    assert len({s["bytes"] for s in syncs}) == 1 and syncs[0]["bytes"] > 1e5  # all drafter weights, fp32
 
 
 def _start_and_wait_for_steps(out: Path, n_steps: int, *args: str):
-    p = subprocess.Popen(_cmd(*args, "--out", str(out)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+    p = subprocess.Popen(
+        _cmd(*args, "--out", str(out)), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline and p.poll() is None:
         if out.exists() and out.read_text().count('"ev":"step"') >= n_steps:
@@ -147,8 +161,18 @@ def test_interrupt_stops_cleanly(tmp_path, sig):
     # emulated workers, to keep the suite fast; real workers are stopped the same way, after a worker
     # dies in tests/test_trainer_faults.py::test_a_killed_target_is_named_as_the_cause
     out = tmp_path / "int.jsonl"
-    args = ["--targets", "2", "--drafters", "1", "--steps", "100000", "--emulate", str(FIXTURES / "cpu-2x1.jsonl"),
-            "--time-scale", "0.2"]
+    args = [
+        "--targets",
+        "2",
+        "--drafters",
+        "1",
+        "--steps",
+        "100000",
+        "--emulate",
+        str(FIXTURES / "cpu-2x1.jsonl"),
+        "--time-scale",
+        "0.2",
+    ]
     p = _start_and_wait_for_steps(out, 6, *args, "--stop-grace", "120")
     workers = _children(p.pid)
     assert len(workers) >= 3
@@ -170,8 +194,21 @@ def test_interrupt_stops_cleanly(tmp_path, sig):
 def test_crashing_worker_ends_the_run_with_its_error(tmp_path):
     out = tmp_path / "crash.jsonl"
     t0 = time.monotonic()
-    r = _run("--targets", "2", "--drafters", "1", "--steps", "1000", "--out", str(out), "--emulate",
-             str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.1", env={"DFLASH_TRAIN_CRASH": "drafter:0:2"})
+    r = _run(
+        "--targets",
+        "2",
+        "--drafters",
+        "1",
+        "--steps",
+        "1000",
+        "--out",
+        str(out),
+        "--emulate",
+        str(FIXTURES / "cpu-2x1.jsonl"),
+        "--time-scale",
+        "0.1",
+        env={"DFLASH_TRAIN_CRASH": "drafter:0:2"},
+    )
     assert r.returncode == 1
     end = _lines(out)[-1]
     assert end["ev"] == "end" and end["reason"] == "error"
@@ -182,8 +219,21 @@ def test_crashing_worker_ends_the_run_with_its_error(tmp_path):
 
 def test_worker_dying_without_a_word_ends_the_run(tmp_path):
     out = tmp_path / "died.jsonl"
-    r = _run("--targets", "2", "--drafters", "1", "--steps", "1000", "--out", str(out), "--emulate",
-             str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.1", env={"DFLASH_TRAIN_CRASH": "target:1:3:exit"})
+    r = _run(
+        "--targets",
+        "2",
+        "--drafters",
+        "1",
+        "--steps",
+        "1000",
+        "--out",
+        str(out),
+        "--emulate",
+        str(FIXTURES / "cpu-2x1.jsonl"),
+        "--time-scale",
+        "0.1",
+        env={"DFLASH_TRAIN_CRASH": "target:1:3:exit"},
+    )
     assert r.returncode == 1
     end = _lines(out)[-1]
     assert end["reason"] == "error" and end["msg"] == "target 1 exited with code 3 before finishing"
@@ -204,20 +254,21 @@ def test_a_tensor_parallel_target_engine_runs_as_k_processes_and_counts_as_one_w
     assert head["gpus_per_worker"] == {"target": 2} and head["run"].endswith("-tp2")
     assert [w["tp_size"] for w in head["worker_info"] if w["role"] == "target"] == [2]
     steps = [e for e in events if e["ev"] == "step"]
-    assert {e["worker"] for e in steps if e["role"] == "target"} == {0}        # the leader logs the engine's steps
+    assert {e["worker"] for e in steps if e["role"] == "target"} == {0}  # the leader logs the engine's steps
     assert sum(e["role"] == "drafter" for e in steps) == 6 and events[-1]["reason"] == "done"
 
 
 def test_an_interrupted_tensor_parallel_run_releases_its_followers_at_once(tmp_path):
     out = tmp_path / "tpint.jsonl"
-    p = _start_and_wait_for_steps(out, 3, "--targets", "1", "--drafters", "1", "--target-tp", "2", "--steps",
-                                  "100000", "--stop-grace", "120")
+    p = _start_and_wait_for_steps(
+        out, 3, "--targets", "1", "--drafters", "1", "--target-tp", "2", "--steps", "100000", "--stop-grace", "120"
+    )
     workers = _children(p.pid)
     t_sig = time.monotonic()
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=150)
     assert p.returncode == 130, err
-    assert time.monotonic() - t_sig < 60.0        # the follower left on the leader's stop, not after the grace
+    assert time.monotonic() - t_sig < 60.0  # the follower left on the leader's stop, not after the grace
     assert _lines(out)[-1]["reason"] == "interrupted"
     deadline = time.monotonic() + 5
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
@@ -243,12 +294,26 @@ def test_a_run_joins_its_queue_feeder_threads_before_it_returns(tmp_path, crash)
     # down, and the resource tracker then warns of a "leaked semaphore" (CI, Python 3.11)
     script = tmp_path / "probe.py"
     script.write_text(_THREADS_AFTER_RUN)
-    args = ["--no-progress", "--targets", "2", "--drafters", "1", "--steps", "40", "--out", str(tmp_path / "t.jsonl"),
-            "--emulate", str(FIXTURES / "cpu-2x1.jsonl"), "--time-scale", "0.05"]
+    args = [
+        "--no-progress",
+        "--targets",
+        "2",
+        "--drafters",
+        "1",
+        "--steps",
+        "40",
+        "--out",
+        str(tmp_path / "t.jsonl"),
+        "--emulate",
+        str(FIXTURES / "cpu-2x1.jsonl"),
+        "--time-scale",
+        "0.05",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if crash:
         env["DFLASH_TRAIN_CRASH"] = crash
-    r = subprocess.run([sys.executable, str(script), *args], cwd=ROOT, capture_output=True, text=True,
-                       timeout=TIMEOUT_S, env=env)
+    r = subprocess.run(
+        [sys.executable, str(script), *args], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S, env=env
+    )
     assert r.stdout.strip() == f"threads: ['MainThread'] code: {1 if crash else 0}", r.stderr
     assert "resource_tracker" not in r.stderr

@@ -1,6 +1,7 @@
 """Tensor-parallel target engines (trainer/tp.py): every rank's output equals the unsharded
 model's, through the plan alone and through the leader/follower protocol of TargetCompute (gloo,
 two CPU processes, small model)."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -17,7 +18,7 @@ from trainer.handoff import import_tensors  # noqa: E402
 from trainer.models import TargetBackbone  # noqa: E402
 from trainer.tp import COL_PROJ, ROW_PROJ, join_group, leave_group, shard_backbone, tp_plan  # noqa: E402
 
-SPEC = TargetSpec(64, 3, 4, 2, 16, 96, 512)       # small: 4 heads, 2 kv heads, ffn 96 split over 2 ranks
+SPEC = TargetSpec(64, 3, 4, 2, 16, 96, 512)  # small: 4 heads, 2 kv heads, ffn 96 split over 2 ranks
 ATOL = 2e-5
 
 
@@ -80,17 +81,28 @@ def _compute_rank(rank: int, port: int, out) -> None:
         cfg = make_config(targets=1, drafters=1, out="x.jsonl", model="tiny", target_tp=2, seed=3)
         tc = TargetCompute(cfg, torch.device("cpu"), tp_rank=rank, tp_port=port)
         if rank == 0:
-            items = [{"batch": b, "tokens": 120, "seqs": 3, "ids": _ids(b, 3, 40).numpy() % cfg.preset.target.vocab,
-                      "lens": np.full(3, 40)} for b in range(3)]
+            items = [
+                {
+                    "batch": b,
+                    "tokens": 120,
+                    "seqs": 3,
+                    "ids": _ids(b, 3, 40).numpy() % cfg.preset.target.vocab,
+                    "lens": np.full(3, 40),
+                }
+                for b in range(3)
+            ]
             taps = []
             for item in items:
                 hs, _ = import_tensors(tc.run(item).out["hs"], torch.device("cpu"))
                 taps.append(hs["taps"].clone())
             tc.close()
-            ref = TargetCompute(make_config(targets=1, drafters=1, out="x.jsonl", model="tiny", seed=3),
-                                torch.device("cpu"))
-            diffs = [float((t - import_tensors(ref.run(i).out["hs"], torch.device("cpu"))[0]["taps"]).abs().max())
-                     for t, i in zip(taps, items)]
+            ref = TargetCompute(
+                make_config(targets=1, drafters=1, out="x.jsonl", model="tiny", seed=3), torch.device("cpu")
+            )
+            diffs = [
+                float((t - import_tensors(ref.run(i).out["hs"], torch.device("cpu"))[0]["taps"]).abs().max())
+                for t, i in zip(taps, items)
+            ]
             out.put((rank, len(items), max(diffs)))
         else:
             n = tc.follow()
@@ -103,7 +115,7 @@ def _compute_rank(rank: int, port: int, out) -> None:
 def test_leader_and_follower_run_each_batch_and_the_leader_hands_off_the_whole_models_states():
     (r0, n0, diff), (r1, n1, _) = _spawn(_compute_rank)
     assert n0 == 3, diff
-    assert n1 == 3          # the follower ran every broadcast batch, then left on the stop header
+    assert n1 == 3  # the follower ran every broadcast batch, then left on the stop header
     assert diff <= ATOL
 
 

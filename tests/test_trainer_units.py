@@ -1,24 +1,23 @@
 """Fast unit tests of the trainer's pieces: config, corpus, batching, loader placement, rates,
 anchors, drafter loss, hidden-state handoff, log writer."""
+
 from __future__ import annotations
 
 import json
+import os
 import queue
+import subprocess
+import sys
 import threading
-
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from trainer.batching import BatchPlan, plan_epoch
-from trainer.config import ConfigError, PRESETS, make_config
+from trainer.config import PRESETS, ConfigError, make_config
 from trainer.corpus import SyntheticCorpus
 from trainer.loader import Loader, is_end
-import os
-import subprocess
-import sys
-
 from trainer.logwriter import OutputError, open_log
 from trainer.rates import RateWindow
 
@@ -32,12 +31,23 @@ def test_config_defaults_follow_device():
     assert (gpu.model, gpu.token_budget, gpu.pre_queue_depth, gpu.hs_queue_depth) == ("1b", 32768, 50, 20)
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    ({"targets": 0}, "targets"), ({"drafters": -1}, "drafters"), ({"device": "tpu"}, "device"),
-    ({"steps": 0}, "steps"), ({"hs_queue_depth": 0}, "hs_queue_depth"), ({"time_scale": 0.0}, "time_scale"),
-    ({"model": "huge"}, "model"), ({"token_budget": 8}, "token_budget"), ({"emulate": "/no/such.jsonl"}, "emulate"),
-    ({"crash": "drafter:x:1"}, "crash"), ({"sync_every": -1}, "sync_every"), ({"handoff": "nvlink"}, "handoff"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"targets": 0}, "targets"),
+        ({"drafters": -1}, "drafters"),
+        ({"device": "tpu"}, "device"),
+        ({"steps": 0}, "steps"),
+        ({"hs_queue_depth": 0}, "hs_queue_depth"),
+        ({"time_scale": 0.0}, "time_scale"),
+        ({"model": "huge"}, "model"),
+        ({"token_budget": 8}, "token_budget"),
+        ({"emulate": "/no/such.jsonl"}, "emulate"),
+        ({"crash": "drafter:x:1"}, "crash"),
+        ({"sync_every": -1}, "sync_every"),
+        ({"handoff": "nvlink"}, "handoff"),
+    ],
+)
 def test_config_errors_name_the_field(kwargs, field):
     args = {"targets": 1, "drafters": 1, "out": "x.jsonl", **kwargs}
     with pytest.raises(ConfigError) as e:
@@ -64,7 +74,7 @@ def test_corpus_is_deterministic_long_tailed_and_in_vocab():
     assert np.array_equal(a.lengths, b.lengths) and np.array_equal(a.tokens(17), b.tokens(17))
     assert not np.array_equal(a.lengths, SyntheticCorpus(3000, 500, 2048, seed=4).lengths)
     assert a.lengths.max() <= 512 and a.lengths.min() >= 32
-    assert np.mean(a.lengths) > np.median(a.lengths) * 1.1     # right-skewed
+    assert np.mean(a.lengths) > np.median(a.lengths) * 1.1  # right-skewed
     t = a.tokens(5)
     assert len(t) == a.lengths[5] and t.min() >= 0 and t.max() < 500
 
@@ -77,9 +87,9 @@ def test_batches_respect_the_budget_cover_the_corpus_and_vary():
     padded = [len(b) * c.lengths[b].max() for b in batches]
     assert max(padded) <= 2048
     real = np.array([c.lengths[b].sum() for b in batches])
-    assert real.std() > 0 and np.mean(real) / 2048 > 0.85     # little padding thanks to buckets
+    assert real.std() > 0 and np.mean(real) / 2048 > 0.85  # little padding thanks to buckets
     sizes = [len(b) for b in batches]
-    assert min(sizes) < max(sizes)                           # batches differ in sequence count
+    assert min(sizes) < max(sizes)  # batches differ in sequence count
     assert [list(b) for b in plan_epoch(c.lengths, 2048, 0, 1)] != [list(b) for b in batches]
 
 
@@ -95,7 +105,7 @@ def test_batch_plan_cuts_at_max_batches_and_materialises_padded_ids():
 
 def test_loader_gives_each_batch_to_the_emptiest_queue_lowest_index_first():
     qs = [queue.Queue(maxsize=3) for _ in range(3)]
-    qs[0].put({"batch": -1})          # queue 0 starts with one item
+    qs[0].put({"batch": -1})  # queue 0 starts with one item
     stop = threading.Event()
     ld = Loader(range(5), lambda k: {"batch": k}, qs, 3, stop)
     ld.run()
@@ -111,7 +121,7 @@ def test_loader_blocks_only_when_all_queues_are_full():
     ld = Loader(range(10), lambda k: {"batch": k}, qs, 1, stop)
     ld.start()
     ld.join(0.3)
-    assert ld.is_alive() and ld.produced == 2       # both full: waiting
+    assert ld.is_alive() and ld.produced == 2  # both full: waiting
     qs[1].get()
     ld.join(0.3)
     assert ld.produced == 3 and qs[1].queue[0]["batch"] == 2
@@ -135,8 +145,20 @@ def test_rates_snapshot_counts_completions_and_capacity_from_busy_time():
 def test_log_writer_writes_whole_json_lines_and_nulls_nan(tmp_path):
     p = tmp_path / "a.jsonl"
     w = open_log(str(p))
-    w.write({"ev": "step", "t": 1.0, "role": "drafter", "worker": 0, "batch": 0, "tokens": 10, "busy": 0.1,
-             "wait": 0.0, "blocked": 0.0, "loss": float("nan")})
+    w.write(
+        {
+            "ev": "step",
+            "t": 1.0,
+            "role": "drafter",
+            "worker": 0,
+            "batch": 0,
+            "tokens": 10,
+            "busy": 0.1,
+            "wait": 0.0,
+            "blocked": 0.0,
+            "loss": float("nan"),
+        }
+    )
     w.write({"ev": "end", "t": 2.0, "reason": "done"})
     w.close()
     lines = p.read_text().splitlines()
@@ -146,6 +168,7 @@ def test_log_writer_writes_whole_json_lines_and_nulls_nan(tmp_path):
 
 def test_log_writer_validates_through_the_records_module(tmp_path):
     from advisor.records import RecordError
+
     w = open_log(str(tmp_path / "b.jsonl"))
     with pytest.raises(RecordError, match="busy"):
         w.write({"ev": "step", "t": 1.0, "role": "drafter", "worker": 0, "batch": 0, "tokens": 10, "busy": -1.0})
@@ -155,14 +178,18 @@ def test_log_writer_validates_through_the_records_module(tmp_path):
 def test_open_log_refuses_what_cannot_be_a_log(tmp_path):
     existing = tmp_path / "old.jsonl"
     existing.write_text("keep me\n")
-    cases = {str(tmp_path / "no" / "x.jsonl"): "does not exist", str(tmp_path): "is a directory",
-             "/dev/full": "character device", str(existing): "exists; give --force"}
+    cases = {
+        str(tmp_path / "no" / "x.jsonl"): "does not exist",
+        str(tmp_path): "is a directory",
+        "/dev/full": "character device",
+        str(existing): "exists; give --force",
+    }
     for path, reason in cases.items():
         with pytest.raises(OutputError) as e:
             open_log(path)
         assert e.value.path == path and reason in e.value.reason and "\n" not in str(e.value)
     assert existing.read_text() == "keep me\n"
-    w = open_log(str(existing), force=True)     # --force: truncated and rewritten
+    w = open_log(str(existing), force=True)  # --force: truncated and rewritten
     w.write({"ev": "end", "t": 0.0, "reason": "done"})
     w.close()
     assert json.loads(existing.read_text())["ev"] == "end"
@@ -191,12 +218,17 @@ def test_a_write_error_mid_run_leaves_whole_lines(tmp_path, limit):
     # a real kernel limit (RLIMIT_FSIZE; Python ignores SIGXFSZ, so write() fails with EFBIG), set in
     # a child process: the same short write + error as a full disk, at a byte the test chooses
     p = tmp_path / "full.jsonl"
-    r = subprocess.run([sys.executable, "-c", FSIZE_WRITER.replace("FSIZE_BYTES", str(limit)), str(p)],
-                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-c", FSIZE_WRITER.replace("FSIZE_BYTES", str(limit)), str(p)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     raw = p.read_bytes()
-    assert res["errno"] == 27 and len(raw) <= limit and raw.endswith(b"\n")   # EFBIG
+    assert res["errno"] == 27 and len(raw) <= limit and raw.endswith(b"\n")  # EFBIG
     lines = [json.loads(x) for x in raw.decode().splitlines()]
     assert len(lines) == res["lines"]
     if res["end_written"]:
@@ -248,6 +280,6 @@ def test_handoff_round_trip_in_process_keeps_values():
 
     x = {"taps": torch.randn(3, 5, 8), "teacher_h": torch.randn(2, 7, 4)}
     blob, export_s = export_tensors(x, "auto")
-    assert isinstance(blob, bytes) and len(blob) < 4096        # a handle, not the data
+    assert isinstance(blob, bytes) and len(blob) < 4096  # a handle, not the data
     y, import_s = import_tensors(blob, torch.device("cpu"))
     assert all(torch.equal(x[k], y[k]) for k in x) and export_s >= 0 and import_s >= 0

@@ -5,6 +5,7 @@ Three scenarios of the full set: the reference case (smooth, deep q_hs), bursty 
 one-slot q_hs, and data-parallel drafters syncing every step. Known misses of the full set are
 reported in benchmarks/VALIDATION.md, not asserted here.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,9 @@ def validate():
 
 @pytest.fixture(scope="module")
 def results(validate):
-    return {r.name: r for r in validate.validate(["ref-7x1", "bursty-hs1", "sync-k1"], jobs=2,
-                                                 truth_batches=20_000, reps=2)}
+    return {
+        r.name: r for r in validate.validate(["ref-7x1", "bursty-hs1", "sync-k1"], jobs=2, truth_batches=20_000, reps=2)
+    }
 
 
 @pytest.mark.slow

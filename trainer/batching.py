@@ -14,10 +14,11 @@ keeps long and short batches mixed in time. Real token counts per batch therefor
 sequences leave more of the budget unused), as in real runs; that variation is what the
 advisor's per-token service fit needs.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -28,13 +29,14 @@ BUCKET_BATCHES = 64
 
 @dataclass(frozen=True, eq=False)
 class PlannedBatch:
-    batch: int              # global id, 0, 1, 2, ... in the order the loader hands them out
+    batch: int  # global id, 0, 1, 2, ... in the order the loader hands them out
     epoch: int
-    samples: np.ndarray     # sample indices, longest first
+    samples: np.ndarray  # sample indices, longest first
 
 
-def plan_epoch(lengths: np.ndarray, token_budget: int, seed: int, epoch: int,
-               bucket_batches: int = BUCKET_BATCHES) -> list[np.ndarray]:
+def plan_epoch(
+    lengths: np.ndarray, token_budget: int, seed: int, epoch: int, bucket_batches: int = BUCKET_BATCHES
+) -> list[np.ndarray]:
     """Sample-index arrays of one epoch's batches, in hand-out order."""
     n = len(lengths)
     if n == 0:
@@ -47,7 +49,7 @@ def plan_epoch(lengths: np.ndarray, token_budget: int, seed: int, epoch: int,
     bucket = max(per_batch, bucket_batches * per_batch)
     batches: list[np.ndarray] = []
     for start in range(0, n, bucket):
-        idx = order[start:start + bucket]
+        idx = order[start : start + bucket]
         idx = idx[np.argsort(-lengths[idx], kind="stable")]
         cur: list[int] = []
         longest = 0
@@ -67,8 +69,9 @@ def plan_epoch(lengths: np.ndarray, token_budget: int, seed: int, epoch: int,
 class BatchPlan:
     """All batches of a run: ``epochs`` epochs over the corpus, cut at ``max_batches`` if given."""
 
-    def __init__(self, corpus: SyntheticCorpus, token_budget: int, epochs: int, seed: int,
-                 max_batches: int | None = None):
+    def __init__(
+        self, corpus: SyntheticCorpus, token_budget: int, epochs: int, seed: int, max_batches: int | None = None
+    ):
         self.corpus = corpus
         self.token_budget = token_budget
         self._epochs = [plan_epoch(corpus.lengths, token_budget, seed, e) for e in range(epochs)]
@@ -90,6 +93,11 @@ class BatchPlan:
         lens = self.corpus.lengths[pb.samples]
         ids = np.zeros((len(pb.samples), int(lens.max())), dtype=np.int32)
         for row, i in enumerate(pb.samples):
-            ids[row, :lens[row]] = self.corpus.tokens(int(i))
-        return {"batch": pb.batch, "tokens": int(lens.sum()), "seqs": int(len(lens)), "ids": ids,
-                "lens": lens.astype(np.int32)}
+            ids[row, : lens[row]] = self.corpus.tokens(int(i))
+        return {
+            "batch": pb.batch,
+            "tokens": int(lens.sum()),
+            "seqs": int(len(lens)),
+            "ids": ids,
+            "lens": lens.astype(np.int32),
+        }

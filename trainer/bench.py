@@ -11,6 +11,7 @@ same batching), and times, after ``warmup`` batches and with the device synchron
 In a pipeline whose workers share a GPU, busy times also hold the other workers' kernels; this
 gives the uncontended baseline to compare them with. Prints one JSON object.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,11 @@ def main(argv: list[str] | None = None) -> dict:
     from .clock import device_sync
     from .config import make_config
     from .corpus import SyntheticCorpus
-    from .models import (BlockDrafter, TargetBackbone, choose_anchors, gather_teacher_hidden, soft_kl,
-                         verifier_head)
+    from .models import BlockDrafter, TargetBackbone, choose_anchors, gather_teacher_hidden, soft_kl, verifier_head
 
-    cfg = make_config(targets=1, drafters=1, out="-", device=args.device, model=args.model,
-                      token_budget=args.token_budget)
+    cfg = make_config(
+        targets=1, drafters=1, out="-", device=args.device, model=args.model, token_budget=args.token_budget
+    )
     dev = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     tspec, dspec = cfg.preset.target, cfg.preset.drafter
@@ -50,8 +51,13 @@ def main(argv: list[str] | None = None) -> dict:
     head = verifier_head(tspec, cfg.seed, dev, dtype)
     opt = torch.optim.AdamW(drafter.parameters(), lr=cfg.lr)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dev.type == "cuda")
-    plan = BatchPlan(SyntheticCorpus(cfg.samples, tspec.vocab, cfg.token_budget, cfg.seed), cfg.token_budget, 1,
-                     cfg.seed, args.warmup + args.batches)
+    plan = BatchPlan(
+        SyntheticCorpus(cfg.samples, tspec.vocab, cfg.token_budget, cfg.seed),
+        cfg.token_budget,
+        1,
+        cfg.seed,
+        args.warmup + args.batches,
+    )
     t_busy, d_busy, tokens = [], [], []
     for k, pb in enumerate(plan):
         item = plan.materialise(pb)
@@ -59,8 +65,9 @@ def main(argv: list[str] | None = None) -> dict:
         t0 = time.perf_counter()
         ids = torch.from_numpy(item["ids"]).to(dev, dtype=torch.long)
         taps, final = target.forward(ids)
-        anchors = torch.from_numpy(choose_anchors(item["lens"], dspec.block, dspec.anchor_share, cfg.seed,
-                                                  item["batch"])).to(dev)
+        anchors = torch.from_numpy(
+            choose_anchors(item["lens"], dspec.block, dspec.anchor_share, cfg.seed, item["batch"])
+        ).to(dev)
         with torch.no_grad():
             teacher_h = gather_teacher_hidden(final, anchors, dspec.block)
         del final
@@ -80,12 +87,20 @@ def main(argv: list[str] | None = None) -> dict:
             t_busy.append(t1 - t0)
             d_busy.append(t2 - t1)
             tokens.append(item["tokens"])
-    res = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "model": cfg.model,
-           "token_budget": cfg.token_budget, "batches": len(t_busy), "tokens_mean": float(np.mean(tokens)),
-           "target_busy_s_mean": float(np.mean(t_busy)), "target_busy_s_p50": float(np.median(t_busy)),
-           "drafter_busy_s_mean": float(np.mean(d_busy)), "drafter_busy_s_p50": float(np.median(d_busy)),
-           "drafter_params": sum(p.numel() for p in drafter.parameters()),
-           "target_busy_ms": [round(x * 1e3, 1) for x in t_busy], "drafter_busy_ms": [round(x * 1e3, 1) for x in d_busy]}
+    res = {
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "model": cfg.model,
+        "token_budget": cfg.token_budget,
+        "batches": len(t_busy),
+        "tokens_mean": float(np.mean(tokens)),
+        "target_busy_s_mean": float(np.mean(t_busy)),
+        "target_busy_s_p50": float(np.median(t_busy)),
+        "drafter_busy_s_mean": float(np.mean(d_busy)),
+        "drafter_busy_s_p50": float(np.median(d_busy)),
+        "drafter_params": sum(p.numel() for p in drafter.parameters()),
+        "target_busy_ms": [round(x * 1e3, 1) for x in t_busy],
+        "drafter_busy_ms": [round(x * 1e3, 1) for x in d_busy],
+    }
     if dev.type == "cuda":
         res["peak_mem_bytes_both_roles"] = int(torch.cuda.max_memory_allocated(dev))
     print(json.dumps(res))

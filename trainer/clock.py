@@ -13,6 +13,7 @@ Device work is asynchronous: every clock reading that closes a compute interval 
 ``time.sleep`` overshoots by 50-100 us, a bias that a 100x time scale would blow up to 5-10 ms
 of emulated time per step.
 """
+
 from __future__ import annotations
 
 import time
@@ -40,8 +41,8 @@ def sleep_until(deadline_wall: float) -> None:
 
 @dataclass(frozen=True)
 class RunClock:
-    start_wall: float        # time.monotonic() at the run's t = 0
-    scale: float = 1.0       # wall seconds per logged second
+    start_wall: float  # time.monotonic() at the run's t = 0
+    scale: float = 1.0  # wall seconds per logged second
 
     def now(self) -> float:
         """Logged seconds since the run started."""

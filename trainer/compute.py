@@ -1,7 +1,8 @@
 """Real compute of one batch, per role. Each `run` leaves the device synchronised, so the
 worker's clock reading after it closes an honest compute interval.
 
-Target: input ids (broadcast to the other ranks of a tensor-parallel engine, `trainer.tp`) -> backbone forward (bf16 on CUDA, fp32 on CPU, no autograd) -> taps and the
+Target: input ids (broadcast to the other ranks of a tensor-parallel engine, `trainer.tp`) -> backbone forward (bf16 on
+CUDA, fp32 on CPU, no autograd) -> taps and the
 teacher hidden states at the anchor blocks -> exported for the drafter (shared memory / CUDA
 IPC, see `handoff`). The export is part of the target's busy time and is also reported alone
 as ``xfer``.
@@ -11,6 +12,7 @@ teacher logits = frozen lm_head at the anchor blocks (no grad), soft-KL, backwar
 ``loss.item()`` (which synchronises). Parameters stay fp32 (AdamW on bf16 weights would stall);
 the global gradient norm is clipped at ``grad_clip`` (1.0).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,16 +25,23 @@ import torch.nn.functional as F
 from .clock import device_sync
 from .config import TrainConfig
 from .handoff import export_tensors, import_tensors
+from .models import (
+    BlockDrafter,
+    TargetBackbone,
+    choose_anchors,
+    count_params,
+    gather_teacher_hidden,
+    soft_kl,
+    verifier_head,
+)
 from .tp import broadcast_batch, broadcast_stop, join_group, leave_group, shard_backbone
-from .models import (BlockDrafter, TargetBackbone, choose_anchors, count_params, gather_teacher_hidden, soft_kl,
-                     verifier_head)
 
 
 @dataclass
 class StepResult:
-    out: dict | None                  # message for the next queue (targets), None for drafters
+    out: dict | None  # message for the next queue (targets), None for drafters
     loss: float | None = None
-    extra: dict = field(default_factory=dict)   # extra step fields: xfer (s), mem (bytes)
+    extra: dict = field(default_factory=dict)  # extra step fields: xfer (s), mem (bytes)
 
 
 def _peak_mem(device: torch.device) -> dict:
@@ -52,7 +61,7 @@ class TargetCompute:
         self.tp_size, self.tp_rank = cfg.target_tp, tp_rank
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         self.backbone = TargetBackbone(self.spec, device, dtype, cfg.seed)
-        self.params = count_params(self.backbone.model)        # the whole engine's, before sharding
+        self.params = count_params(self.backbone.model)  # the whole engine's, before sharding
         if self.tp_size > 1:
             mesh = join_group(tp_rank, self.tp_size, tp_port, device)
             shard_backbone(self.backbone.model, mesh, self.spec.layers)
@@ -86,16 +95,23 @@ class TargetCompute:
         if self.tp_size > 1:
             broadcast_batch(ids, int(item["batch"]), self.device)
         taps, final = self.backbone.forward(ids)
-        anchors_np = choose_anchors(item["lens"], self.dspec.block, self.dspec.anchor_share, self.cfg.seed,
-                                    item["batch"])
+        anchors_np = choose_anchors(
+            item["lens"], self.dspec.block, self.dspec.anchor_share, self.cfg.seed, item["batch"]
+        )
         anchors = torch.from_numpy(anchors_np).to(self.device)
         with torch.no_grad():
             teacher_h = gather_teacher_hidden(final, anchors, self.dspec.block)
         del final
         device_sync(self.device)
         blob, export_s = export_tensors({"taps": taps, "teacher_h": teacher_h}, self.mode)
-        msg = {"batch": item["batch"], "tokens": item["tokens"], "seqs": item["seqs"], "ids": item["ids"],
-               "anchors": anchors_np, "hs": blob}
+        msg = {
+            "batch": item["batch"],
+            "tokens": item["tokens"],
+            "seqs": item["seqs"],
+            "ids": item["ids"],
+            "anchors": anchors_np,
+            "hs": blob,
+        }
         return StepResult(out=msg, extra={"xfer": export_s, **_peak_mem(self.device)})
 
 
@@ -104,12 +120,13 @@ class DrafterCompute:
         self.cfg = cfg
         self.device = device
         tspec, dspec = cfg.preset.target, cfg.preset.drafter
-        torch.manual_seed(cfg.seed * 7919 + 1)   # every rank starts from the same weights
+        torch.manual_seed(cfg.seed * 7919 + 1)  # every rank starts from the same weights
         self.model = BlockDrafter(dspec, tspec).to(device)
         self.head = verifier_head(tspec, cfg.seed, device, torch.bfloat16 if device.type == "cuda" else torch.float32)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=0.0)
-        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
-                         else contextlib.nullcontext())
+        self.autocast = (
+            torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+        )
 
     def info(self) -> dict:
         return {"params": count_params(self.model), "frozen_head_params": int(self.head.numel())}
@@ -127,7 +144,7 @@ class DrafterCompute:
             with torch.no_grad():
                 teacher = F.linear(hs["teacher_h"], self.head)
             loss = soft_kl(student, teacher)
-        del hs   # releases the producer's shared buffers as early as possible
+        del hs  # releases the producer's shared buffers as early as possible
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)

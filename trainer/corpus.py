@@ -14,6 +14,7 @@ sample is generated in vectorised numpy (cumsum), never a Python loop per token.
 Everything is a pure function of (seed, sample index): two processes, or two runs, see the same
 corpus.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -39,11 +39,12 @@ are done, and the `end` event and the closing snapshot sit at the last step. The
 processes take to exit is not pipeline time; divided by the time scale it would add tens of
 emulated seconds of idle tail that the advisor would cut as a drain.
 """
+
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -103,11 +104,11 @@ class EmulationProfile:
     drafter: ServiceFit
     batch_tokens: tuple[int, ...]
     batch_seqs: tuple[int, ...]
-    sync_durs_s: tuple[float, ...]        # empty: the source had no sync and no --sync-s was given
+    sync_durs_s: tuple[float, ...]  # empty: the source had no sync and no --sync-s was given
     sync_bytes: int
     steady_from_s: float
     source_drafter_steps: int
-    header: dict                          # fields passed through to the emulated run's header
+    header: dict  # fields passed through to the emulated run's header
 
     def fit(self, role: str) -> ServiceFit:
         return self.target if role == "target" else self.drafter
@@ -129,7 +130,7 @@ def steady_start_s(log) -> float:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return float(find_steady(log).start_s)
-    except LogError:   # too short for the advisor's rule
+    except LogError:  # too short for the advisor's rule
         return STEADY_FALLBACK_SHARE * float(log.duration_s)
 
 
@@ -165,10 +166,10 @@ def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
     steady = steps[steps["t"] >= start]
     fits = {}
     h = log.header
-    xfer = _drafter_xfer_s(path) if h.link_bytes_s is not None else {}   # (a header field since issue 19)
+    xfer = _drafter_xfer_s(path) if h.link_bytes_s is not None else {}  # (a header field since issue 19)
     for role in ("target", "drafter"):
         s = steady[steady["role"] == role]
-        if len(s) < 3:                      # a very short log: fit on everything but each worker's first step
+        if len(s) < 3:  # a very short log: fit on everything but each worker's first step
             s = steps[steps["role"] == role]
             s = s[s.groupby("worker", observed=True).cumcount() > 0]
         busy = s["busy"].to_numpy(float)
@@ -186,14 +187,28 @@ def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
     else:
         durs = (float(sync_s),) if sync_s is not None else ()
         nbytes = 0
-    header = {"samples": h.samples, "epochs": h.epochs, "token_budget": h.token_budget, "hardware": h.hardware,
-              "target_model": h.target_model, "drafter_model": h.drafter_model,
-              "hs_bytes_per_token": h.hs_bytes_per_token}
-    return EmulationProfile(source=str(path), roles=roles, target=fits["target"], drafter=fits["drafter"],
-                            batch_tokens=tuple(int(x) for x in d["tokens"].to_numpy()),
-                            batch_seqs=tuple(int(x) for x in d["seqs"].to_numpy()),
-                            sync_durs_s=durs, sync_bytes=nbytes, steady_from_s=start,
-                            source_drafter_steps=int((steps["role"] == "drafter").sum()), header=header)
+    header = {
+        "samples": h.samples,
+        "epochs": h.epochs,
+        "token_budget": h.token_budget,
+        "hardware": h.hardware,
+        "target_model": h.target_model,
+        "drafter_model": h.drafter_model,
+        "hs_bytes_per_token": h.hs_bytes_per_token,
+    }
+    return EmulationProfile(
+        source=str(path),
+        roles=roles,
+        target=fits["target"],
+        drafter=fits["drafter"],
+        batch_tokens=tuple(int(x) for x in d["tokens"].to_numpy()),
+        batch_seqs=tuple(int(x) for x in d["seqs"].to_numpy()),
+        sync_durs_s=durs,
+        sync_bytes=nbytes,
+        steady_from_s=start,
+        source_drafter_steps=int((steps["role"] == "drafter").sum()),
+        header=header,
+    )
 
 
 class EmulatedCompute:
@@ -202,8 +217,9 @@ class EmulatedCompute:
     def __init__(self, profile: EmulationProfile, role: str, index: int, seed: int):
         self.fit = profile.fit(role)
         self.role = role
-        self.residuals = Permuted(self.fit.residuals_s,
-                                  np.random.default_rng([seed, 0xE7, 0 if role == "target" else 1, index]))
+        self.residuals = Permuted(
+            self.fit.residuals_s, np.random.default_rng([seed, 0xE7, 0 if role == "target" else 1, index])
+        )
 
     def info(self) -> dict:
         return {"t0_s": self.fit.t0_s, "per_token_s": self.fit.per_token_s}

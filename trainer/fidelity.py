@@ -15,6 +15,7 @@ Measured: `dflash-train --emulate SOURCE` at each split, read with
 advisor's projection of the other splits (`advisor.advise(..., hs_cap=...)`) against the truth.
 Prints one JSON object per line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,15 +45,41 @@ def truth_bps(profile, n: int, m: int, hs_cap: int, pre_cap: int, seed: int = 1)
         f = profile.fit(role)
         r = Permuted(f.residuals_s, rng)
         times[role] = np.maximum(0.0, f.t0_s + f.per_token_s * tokens + np.array([r.draw() for _ in tokens]))
-    res = simulate(target_s=times["target"], drafter_s=times["drafter"], n_target=n, n_drafter=m, hs_cap=hs_cap,
-                   pre_cap=pre_cap, tokens=tokens)
+    res = simulate(
+        target_s=times["target"],
+        drafter_s=times["drafter"],
+        n_target=n,
+        n_drafter=m,
+        hs_cap=hs_cap,
+        pre_cap=pre_cap,
+        tokens=tokens,
+    )
     return float(res.bps)
 
 
 def emulate(source: str, n: int, m: int, hs_cap: int, scale: float, steps: int, out: Path) -> tuple[float, float]:
-    cmd = [sys.executable, "-m", "trainer", "--no-progress", "--emulate", source, "--targets", str(n),
-           "--drafters", str(m), "--time-scale", str(scale), "--steps", str(steps), "--sync-every", "0",
-           "--hs-queue-depth", str(hs_cap), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "--no-progress",
+        "--emulate",
+        source,
+        "--targets",
+        str(n),
+        "--drafters",
+        str(m),
+        "--time-scale",
+        str(scale),
+        "--steps",
+        str(steps),
+        "--sync-every",
+        "0",
+        "--hs-queue-depth",
+        str(hs_cap),
+        "--out",
+        str(out),
+    ]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
     wall = time.perf_counter() - t0
@@ -84,9 +111,18 @@ def main(argv: list[str] | None = None) -> None:
             out = Path(tmp) / f"emu-{n}x{m}.jsonl"
             bps, wall = emulate(args.source, n, m, args.hs_queue_depth, args.time_scale, args.steps, out)
             first_log = first_log or out
-            print(json.dumps({"split": f"{n}-{m}", "truth_bps": round(truths[(n, m)], 5), "emulated_bps": round(bps, 5),
-                              "error_pct": round(100 * (bps / truths[(n, m)] - 1), 2), "wall_s": round(wall, 1)}),
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        "split": f"{n}-{m}",
+                        "truth_bps": round(truths[(n, m)], 5),
+                        "emulated_bps": round(bps, 5),
+                        "error_pct": round(100 * (bps / truths[(n, m)] - 1), 2),
+                        "wall_s": round(wall, 1),
+                    }
+                ),
+                flush=True,
+            )
         from advisor.advice import advise
 
         with warnings.catch_warnings():
@@ -95,9 +131,18 @@ def main(argv: list[str] | None = None) -> None:
         for _, row in adv.splits.iterrows():
             key = (int(row["n_target"]), int(row["n_drafter"]))
             if key in truths and key != splits[0]:
-                print(json.dumps({"advised_from": "-".join(map(str, splits[0])), "split": f"{key[0]}-{key[1]}",
-                                  "truth_bps": round(truths[key], 5), "advised_bps": round(float(row["bps"]), 5),
-                                  "error_pct": round(100 * (float(row["bps"]) / truths[key] - 1), 2)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "advised_from": "-".join(map(str, splits[0])),
+                            "split": f"{key[0]}-{key[1]}",
+                            "truth_bps": round(truths[key], 5),
+                            "advised_bps": round(float(row["bps"]), 5),
+                            "error_pct": round(100 * (float(row["bps"]) / truths[key] - 1), 2),
+                        }
+                    ),
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

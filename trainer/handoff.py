@@ -16,6 +16,7 @@ into tensors that alias the same memory:
 Both sides time their part (after a device synchronisation), so the log can report the handoff
 cost: ``export_s`` on the target, ``import_s`` on the drafter.
 """
+
 from __future__ import annotations
 
 import pickle

@@ -13,6 +13,7 @@ Two mechanisms, set up first thing in every worker (`bind_to_parent`):
 The worker also sets its kernel thread name (``comm``, 15 bytes, shown by ps/top and used by the
 tests to find a worker by role) to ``dfl-<role>-<index>``.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -30,7 +31,7 @@ def _prctl(option: int, arg: int | bytes) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(option, arg, 0, 0, 0) == 0
-    except (OSError, AttributeError):   # not Linux (no prctl in the C library)
+    except (OSError, AttributeError):  # not Linux (no prctl in the C library)
         return False
 
 
@@ -53,7 +54,7 @@ def bind_to_parent(parent_pid: int, role: str, index: int) -> bool:
     """Make this process die with ``parent_pid``; returns whether the kernel signal is armed."""
     _prctl(PR_SET_NAME, comm_name(role, index).encode())
     armed = _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
-    if os.getppid() != parent_pid:      # the parent died before the signal was armed
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
         _die()
     threading.Thread(target=_watch, args=(parent_pid,), name="parent-watchdog", daemon=True).start()
     return armed

@@ -9,12 +9,13 @@ It runs as a thread of the main process: making a synthetic batch costs ~1 ms, f
 target's step, and a thread needs no extra process start. At the end it puts one end marker into
 every queue (each target must see its own), then stops.
 """
+
 from __future__ import annotations
 
 import queue
 import threading
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 END = {"kind": "end"}
 POLL_S = 0.0005
@@ -25,8 +26,9 @@ def is_end(item: dict) -> bool:
 
 
 class Loader(threading.Thread):
-    def __init__(self, batches: Iterable, make: Callable[[object], dict], queues: list, cap: int,
-                 stop: threading.Event | object):
+    def __init__(
+        self, batches: Iterable, make: Callable[[object], dict], queues: list, cap: int, stop: threading.Event | object
+    ):
         super().__init__(name="loader", daemon=True)
         self.batches = batches
         self.make = make
@@ -62,5 +64,5 @@ class Loader(threading.Thread):
                 self.produced += 1
             for q in self.queues:
                 self._end(q)
-        except BaseException as e:   # reported by the main loop as the run's error
+        except BaseException as e:  # reported by the main loop as the run's error
             self.error = e

@@ -18,6 +18,7 @@ may have left part of one), drops further lines, and the run ends with reason ``
 `write_last` then tries once more to append the ``end`` line alone, and cuts it off again if
 that fails too, so the file is always whole lines.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,12 @@ class OutputError(Exception):
         super().__init__(f"{path}: {reason}")
 
 
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _clean(v):
@@ -60,7 +65,7 @@ def _line(event: dict) -> bytes:
     return from_dict(_clean(event)).to_json_line().encode("utf-8")
 
 
-def open_log(path: str, force: bool = False) -> "LogWriter":
+def open_log(path: str, force: bool = False) -> LogWriter:
     """A LogWriter on a fresh (or, with ``force``, truncated) regular file at ``path``."""
     try:
         st = os.stat(path)
@@ -78,8 +83,9 @@ def open_log(path: str, force: bool = False) -> "LogWriter":
             raise OutputError(path, "exists; give --force to overwrite it")
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
-        raise OutputError(path, f"directory {parent} does not exist" if not os.path.exists(parent)
-                          else f"{parent} is not a directory")
+        raise OutputError(
+            path, f"directory {parent} does not exist" if not os.path.exists(parent) else f"{parent} is not a directory"
+        )
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if force else os.O_EXCL)
     try:
         fd = os.open(path, flags, 0o666)
@@ -91,7 +97,7 @@ def open_log(path: str, force: bool = False) -> "LogWriter":
     except OSError:
         return writer
     free = vfs.f_bavail * vfs.f_frsize
-    if vfs.f_blocks > 0 and free < MIN_FREE_BYTES:     # pseudo file systems report no blocks at all
+    if vfs.f_blocks > 0 and free < MIN_FREE_BYTES:  # pseudo file systems report no blocks at all
         writer.discard()
         raise OutputError(path, f"no space left on device ({free} bytes free)")
     return writer
@@ -100,13 +106,13 @@ def open_log(path: str, force: bool = False) -> "LogWriter":
 class LogWriter:
     def __init__(self, fd: int, path: str, created: bool = True):
         self.path = path
-        self.created = created          # the run made this file (and may remove it if it never starts)
+        self.created = created  # the run made this file (and may remove it if it never starts)
         self._fd = fd
         self._buf: list[bytes] = []
         self._buf_bytes = 0
-        self._whole = 0                 # bytes on disk that end with a whole line
+        self._whole = 0  # bytes on disk that end with a whole line
         self._last_flush = time.monotonic()
-        self.lines = 0                  # lines on disk or still buffered
+        self.lines = 0  # lines on disk or still buffered
         self.error: OSError | None = None
 
     @property
@@ -132,11 +138,11 @@ class LogWriter:
             while done < len(data):
                 done += os.write(self._fd, data[done:])
         except OSError as e:
-            keep = self._whole + data.rfind(b"\n", 0, done) + 1    # rfind -1 -> keep = self._whole
+            keep = self._whole + data.rfind(b"\n", 0, done) + 1  # rfind -1 -> keep = self._whole
             self.lines -= data.count(b"\n") - data.count(b"\n", 0, done)
             try:
                 os.ftruncate(self._fd, keep)
-                os.lseek(self._fd, keep, os.SEEK_SET)       # else the next write would leave a hole
+                os.lseek(self._fd, keep, os.SEEK_SET)  # else the next write would leave a hole
             except OSError:
                 pass
             self._whole = keep
@@ -172,7 +178,7 @@ class LogWriter:
         self.flush()
         try:
             os.close(self._fd)
-        except OSError as e:            # e.g. NFS reports a failed write only at close
+        except OSError as e:  # e.g. NFS reports a failed write only at close
             self.error = self.error or e
         self._fd = -1
 

@@ -25,6 +25,7 @@ The verifier head is a seeded matrix (std = 4 / sqrt(hidden), so teacher logits 
 standard deviation near 4 and the teacher distributions are peaked, not uniform) that every
 drafter builds identically; targets never need it.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,10 +44,19 @@ ROPE_THETA = 10000.0
 def target_config(spec: TargetSpec):
     from transformers import Qwen3Config
 
-    return Qwen3Config(vocab_size=spec.vocab, hidden_size=spec.hidden, intermediate_size=spec.ffn,
-                       num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
-                       num_key_value_heads=spec.kv_heads, head_dim=spec.head_dim, max_position_embeddings=1 << 17,
-                       tie_word_embeddings=False, attn_implementation="sdpa", use_cache=False)
+    return Qwen3Config(
+        vocab_size=spec.vocab,
+        hidden_size=spec.hidden,
+        intermediate_size=spec.ffn,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        num_key_value_heads=spec.kv_heads,
+        head_dim=spec.head_dim,
+        max_position_embeddings=1 << 17,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+        use_cache=False,
+    )
 
 
 class TargetBackbone:
@@ -69,6 +79,7 @@ class TargetBackbone:
         def keep(_module, _inputs, output):
             # decoder layers return a tensor in transformers 5, a tuple in older versions
             self._captured[i] = output[0] if isinstance(output, tuple) else output
+
         return keep
 
     @torch.no_grad()
@@ -82,7 +93,7 @@ class TargetBackbone:
 
 def choose_anchors(lens: np.ndarray, block: int, anchor_share: float, seed: int, batch: int) -> np.ndarray:
     """[A, 2] int64 (sequence row, anchor position) for one batch; see the module docstring."""
-    valid = np.maximum(lens.astype(np.int64) - block + 1, 0)       # anchors a in [0, len - B]
+    valid = np.maximum(lens.astype(np.int64) - block + 1, 0)  # anchors a in [0, len - B]
     total_valid = int(valid.sum())
     if total_valid == 0:
         raise ValueError(f"no sequence of the batch is longer than the drafter block ({block})")
@@ -123,9 +134,9 @@ def rope(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """Rotary embedding of x [A, heads, T, d] at integer positions pos [A, T]."""
     d = x.shape[-1]
     inv = ROPE_THETA ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    ang = pos.to(torch.float32)[:, None, :, None] * inv                 # [A, 1, T, d/2]
+    ang = pos.to(torch.float32)[:, None, :, None] * inv  # [A, 1, T, d/2]
     cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
 
 
@@ -179,7 +190,7 @@ class BlockDrafter(nn.Module):
         """Drafter hidden states (target width) for block slots 1..B-1: [A, B-1, H_target]."""
         B, W = self.spec.block, self.spec.window
         rows, pos_a = anchors[:, 0], anchors[:, 1]
-        ctx = self.in_proj(taps)   # bf16 taps meet fp32 weights only under autocast (CUDA)
+        ctx = self.in_proj(taps)  # bf16 taps meet fp32 weights only under autocast (CUDA)
         win_pos = pos_a[:, None] - W + 1 + torch.arange(W, device=ctx.device)
         valid = win_pos >= 0
         win = ctx[rows[:, None], win_pos.clamp(min=0)]

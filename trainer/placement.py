@@ -21,6 +21,7 @@ its ``busy``, as a real drafter's import is; a batch from the drafter's own node
 The link's capacity is therefore B / (bytes per batch) cross-node batches per second, shared by
 all of them.
 """
+
 from __future__ import annotations
 
 
@@ -50,8 +51,9 @@ def parse_placement(text: str) -> dict[str, list[int]]:
     return out
 
 
-def default_placement(engines: dict[str, int], gpus_per_worker: dict[str, int],
-                      gpus_per_node: int) -> dict[str, tuple[int, ...]]:
+def default_placement(
+    engines: dict[str, int], gpus_per_worker: dict[str, int], gpus_per_node: int
+) -> dict[str, tuple[int, ...]]:
     """The default rule of the module docstring."""
     node, used = 0, 0
     out: dict[str, tuple[int, ...]] = {}
@@ -69,8 +71,9 @@ def default_placement(engines: dict[str, int], gpus_per_worker: dict[str, int],
     return out
 
 
-def place(engines: dict[str, int], gpus_per_worker: dict[str, int], gpus_per_node: int,
-          text: str | None = None) -> dict[str, tuple[int, ...]]:
+def place(
+    engines: dict[str, int], gpus_per_worker: dict[str, int], gpus_per_node: int, text: str | None = None
+) -> dict[str, tuple[int, ...]]:
     """Node of each engine, role -> tuple in worker order; raises PlacementError."""
     given = parse_placement(text) if text else {}
     for role, nodes in given.items():
@@ -86,8 +89,7 @@ def place(engines: dict[str, int], gpus_per_worker: dict[str, int], gpus_per_nod
             load[n] = load.get(n, 0) + gpus_per_worker.get(role, 1)
     over = sorted(n for n, g in load.items() if g > gpus_per_node)
     if over:
-        raise PlacementError(f"node {over[0]} holds {load[over[0]]} GPUs, more than --gpus-per-node "
-                             f"{gpus_per_node}")
+        raise PlacementError(f"node {over[0]} holds {load[over[0]]} GPUs, more than --gpus-per-node {gpus_per_node}")
     return out
 
 

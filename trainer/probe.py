@@ -27,6 +27,7 @@ Output, in the directory ``out``:
 A segment that fails (exit code 1) or is interrupted (130) ends the probe with its exit code;
 the segments before it stay, listed in the manifest.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,7 @@ class ProbePlan:
     """The splits to probe (targets, drafters), in the order given, and how long and how often."""
 
     splits: tuple[tuple[int, int], ...]
-    seconds: float               # log seconds per segment
+    seconds: float  # log seconds per segment
     rounds: int
 
     @property
@@ -64,9 +65,9 @@ class ProbePlan:
 
 @dataclass(frozen=True)
 class ProbeResult:
-    exit_code: int               # 0: every segment ran; else the first failing segment's code
+    exit_code: int  # 0: every segment ran; else the first failing segment's code
     out_dir: str
-    segments: tuple[dict, ...]   # the manifest's segment records
+    segments: tuple[dict, ...]  # the manifest's segment records
 
 
 def parse_splits(text: str, target_tp: int = 1) -> tuple[tuple[int, int], ...]:
@@ -112,8 +113,11 @@ def check_plan(plan: ProbePlan, base: TrainConfig, visible_gpus: int | None) -> 
     n, m = plan.splits[0]
     gpus = n * base.target_tp + m
     if visible_gpus is not None and gpus > visible_gpus:
-        raise ConfigError("probe", f"{n}-{m} needs {gpus} GPUs and {visible_gpus} are visible: a probe measures "
-                          "each split on its own GPUs (sharing one would measure the sharing)")
+        raise ConfigError(
+            "probe",
+            f"{n}-{m} needs {gpus} GPUs and {visible_gpus} are visible: a probe measures "
+            "each split on its own GPUs (sharing one would measure the sharing)",
+        )
 
 
 def segment_log(k: int, split: tuple[int, int]) -> str:
@@ -130,8 +134,11 @@ def prepare_dir(out_dir: str, force: bool) -> Path:
     if d.is_dir() and not force:
         old = sorted(p.name for p in d.iterdir() if p.name == MANIFEST or p.name.endswith((".jsonl", ".jsonl.gz")))
         if old:
-            raise ConfigError("out", f"{out_dir} already holds {old[0]}{' ...' if len(old) > 1 else ''} "
-                              "(give another directory, or --force to overwrite)")
+            raise ConfigError(
+                "out",
+                f"{out_dir} already holds {old[0]}{' ...' if len(old) > 1 else ''} "
+                "(give another directory, or --force to overwrite)",
+            )
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -139,24 +146,39 @@ def prepare_dir(out_dir: str, force: bool) -> Path:
     return d
 
 
-def segment_config(base: TrainConfig, plan: ProbePlan, out: Path, probe_id: str, k: int, rnd: int,
-                   split: tuple[int, int]) -> TrainConfig:
+def segment_config(
+    base: TrainConfig, plan: ProbePlan, out: Path, probe_id: str, k: int, rnd: int, split: tuple[int, int]
+) -> TrainConfig:
     """The TrainConfig of segment ``k``: ``base`` at ``split``, its own log, the time limit, the
     round's seed and the header's probe mark (validated again: a placement that fits one split
     only is refused here, naming its option)."""
     n, m = split
     name = f"{base.run_name}-{k:02d}-{n}x{m}" if base.run_name else None
-    return replace(base, targets=n, drafters=m, out=str(out / segment_log(k, split)), time_limit_s=float(plan.seconds),
-                   seed=(base.seed + rnd - 1) % (MAX_SEED + 1), run_name=name, force=True,
-                   probe=ProbeMark(id=probe_id, segment=k, segments=len(plan.order), round=rnd))
+    return replace(
+        base,
+        targets=n,
+        drafters=m,
+        out=str(out / segment_log(k, split)),
+        time_limit_s=float(plan.seconds),
+        seed=(base.seed + rnd - 1) % (MAX_SEED + 1),
+        run_name=name,
+        force=True,
+        probe=ProbeMark(id=probe_id, segment=k, segments=len(plan.order), round=rnd),
+    )
 
 
 def _write_manifest(out: Path, plan: ProbePlan, probe_id: str, base: TrainConfig, segments: list[dict]) -> None:
-    doc = {"probe": MANIFEST_VERSION, "id": probe_id,
-           "splits": [{"target": n, "drafter": m} for n, m in plan.splits],
-           "seconds": plan.seconds, "rounds": plan.rounds, "mode": "emulate" if base.emulated else base.device,
-           "order": [f"{n}-{m}" for _, _, (n, m) in plan.order], "segments": segments,
-           "advise": f"dflash-advise {out}"}
+    doc = {
+        "probe": MANIFEST_VERSION,
+        "id": probe_id,
+        "splits": [{"target": n, "drafter": m} for n, m in plan.splits],
+        "seconds": plan.seconds,
+        "rounds": plan.rounds,
+        "mode": "emulate" if base.emulated else base.device,
+        "order": [f"{n}-{m}" for _, _, (n, m) in plan.order],
+        "segments": segments,
+        "advise": f"dflash-advise {out}",
+    }
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     os.replace(tmp, out / MANIFEST)
@@ -170,27 +192,49 @@ def run_probe(base: TrainConfig, plan: ProbePlan, out_dir: str, say: Callable[[s
 
     out = prepare_dir(out_dir, base.force)
     probe_id = base.run_name or Path(os.path.abspath(out_dir)).name
-    configs = [segment_config(base, plan, out, probe_id, k, r, s) for k, r, s in plan.order]   # all checked first
+    configs = [segment_config(base, plan, out, probe_id, k, r, s) for k, r, s in plan.order]  # all checked first
     segments: list[dict] = []
     total = len(configs)
     for (k, rnd, (n, m)), cfg in zip(plan.order, configs):
         say(f"dflash-train: probe segment {k}/{total} (round {rnd}): {n}-{m} for {plan.seconds:g} s -> {cfg.out}")
         res = run(cfg)
-        rec = {"segment": k, "round": rnd, "split": {"target": n, "drafter": m}, "log": Path(cfg.out).name,
-               "seed": cfg.seed, "exit_code": res.exit_code, "reason": res.reason, "timed_out": res.timed_out,
-               "drafter_steps": res.drafter_steps, "seconds": res.seconds}
+        rec = {
+            "segment": k,
+            "round": rnd,
+            "split": {"target": n, "drafter": m},
+            "log": Path(cfg.out).name,
+            "seed": cfg.seed,
+            "exit_code": res.exit_code,
+            "reason": res.reason,
+            "timed_out": res.timed_out,
+            "drafter_steps": res.drafter_steps,
+            "seconds": res.seconds,
+        }
         segments.append(rec)
         _write_manifest(out, plan, probe_id, base, segments)
         if res.exit_code != 0:
-            say(f"dflash-train: probe stopped at segment {k}/{total} ({res.reason}); the {k - 1} segment(s) before "
-                f"it are in {out_dir}")
+            say(
+                f"dflash-train: probe stopped at segment {k}/{total} ({res.reason}); the {k - 1} segment(s) before "
+                f"it are in {out_dir}"
+            )
             return ProbeResult(res.exit_code, out_dir, tuple(segments))
         how = "time limit" if res.timed_out else "its plan ran out first (raise --samples or --epochs)"
-        say(f"dflash-train: probe segment {k}/{total}: {n}-{m}: {res.drafter_steps} drafter steps in "
-            f"{res.seconds:.1f} s ({how})")
+        say(
+            f"dflash-train: probe segment {k}/{total}: {n}-{m}: {res.drafter_steps} drafter steps in "
+            f"{res.seconds:.1f} s ({how})"
+        )
     say(f"dflash-train: probe done: {total} segments in {out_dir}; decide with: dflash-advise {out_dir}")
     return ProbeResult(0, out_dir, tuple(segments))
 
 
-__all__ = ["MANIFEST", "ProbePlan", "ProbeResult", "check_plan", "parse_splits", "prepare_dir", "run_probe",
-           "segment_config", "segment_log"]
+__all__ = [
+    "MANIFEST",
+    "ProbePlan",
+    "ProbeResult",
+    "check_plan",
+    "parse_splits",
+    "prepare_dir",
+    "run_probe",
+    "segment_config",
+    "segment_log",
+]

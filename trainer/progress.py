@@ -3,6 +3,7 @@
 On only when both stdout and stderr are terminals (or when forced); logs, pipes and CI see
 nothing. The line shows the latest window's rates, queue depths, tokens/s, progress and ETA.
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,10 +43,12 @@ class Progress:
             bps = rates["bps"]
             pre = rates["q"]["pre"]
             pre_s = ",".join(str(x) for x in pre) if len(pre) <= 8 else f"min {min(pre)} max {max(pre)}"
-            line = (f"t={t:7.1f}s  tgt {bps.get('target', 0):.2f} b/s  dft {bps.get('drafter', 0):.2f} b/s  "
-                    f"{rates['tok_s'] / 1000:.1f}K tok/s  pre[{pre_s}]  hs {rates['q']['hs']}  "
-                    f"{steps_done}/{planned} ({100 * steps_done / max(planned, 1):.0f}%)  "
-                    f"ETA {_fmt_s(rates['eta_s'])}")
+            line = (
+                f"t={t:7.1f}s  tgt {bps.get('target', 0):.2f} b/s  dft {bps.get('drafter', 0):.2f} b/s  "
+                f"{rates['tok_s'] / 1000:.1f}K tok/s  pre[{pre_s}]  hs {rates['q']['hs']}  "
+                f"{steps_done}/{planned} ({100 * steps_done / max(planned, 1):.0f}%)  "
+                f"ETA {_fmt_s(rates['eta_s'])}"
+            )
         pad = max(0, self._width - len(line))
         self._width = len(line)
         self._emit("\r" + line + " " * pad)
@@ -54,7 +57,7 @@ class Progress:
         try:
             self.stream.write(text)
             self.stream.flush()
-        except OSError:          # the terminal went away (SIGHUP): the run goes on without the line
+        except OSError:  # the terminal went away (SIGHUP): the run goes on without the line
             self.enabled = False
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ Over the last ``window`` seconds (the rates interval, or the run's age if shorte
 Queue depths are read at the snapshot: q.pre = one depth per target queue, q.hs one number.
 A pool with no completion in the window gets bps 0 and no cap_bps entry.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -21,7 +22,7 @@ class RateWindow:
         self.roles = roles
         self.window_s = window_s
         self.planned = planned_batches
-        self._steps: deque = deque()           # (t, role, busy, tokens)
+        self._steps: deque = deque()  # (t, role, busy, tokens)
         self.completed = {r: 0 for r in roles}
         self.drafter_tokens = 0
 
@@ -49,7 +50,14 @@ class RateWindow:
         cap = {r: round(self.roles[r] * count[r] / busy[r], 6) for r in self.roles if count[r] and busy[r] > 0}
         done_batches = self.completed.get("drafter", 0)
         eta = (self.planned - done_batches) / bps["drafter"] if bps["drafter"] > 0 else None
-        return {"ev": "rates", "t": round(now, 6), "window": round(window, 6), "bps": bps, "cap_bps": cap,
-                "tok_s": round(tokens / window, 3), "q": {"pre": list(q_pre), "hs": q_hs},
-                "eta_s": None if eta is None else round(eta, 3),
-                "done": round(min(1.0, done_batches / self.planned), 6) if self.planned else None}
+        return {
+            "ev": "rates",
+            "t": round(now, 6),
+            "window": round(window, 6),
+            "bps": bps,
+            "cap_bps": cap,
+            "tok_s": round(tokens / window, 3),
+            "q": {"pre": list(q_pre), "hs": q_hs},
+            "eta_s": None if eta is None else round(eta, 3),
+            "done": round(min(1.0, done_batches / self.planned), 6) if self.planned else None,
+        }

@@ -39,6 +39,7 @@ error would hide the cause, so on any error the main process looks for a worker 
 without reporting (waiting up to BLAME_WAIT_S for its exit to show) and names it first, with
 its exit code or signal.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -85,13 +86,13 @@ class SourceError(Exception):
 
 @dataclass(frozen=True)
 class RunResult:
-    reason: str                  # done | interrupted | error
+    reason: str  # done | interrupted | error
     msg: str | None
     exit_code: int
     log_path: str
     drafter_steps: int
     lines: int
-    timed_out: bool = False      # ended by --time-limit (reason interrupted, exit code 0)
+    timed_out: bool = False  # ended by --time-limit (reason interrupted, exit code 0)
     seconds: float | None = None  # the log's last t: seconds from the header to the end (emulated seconds in emulation)
 
 
@@ -104,8 +105,9 @@ def _free_port() -> int:
 def worker_slots(cfg: TrainConfig) -> list[tuple[str, int, int]]:
     """(role, engine, tp rank) of every worker process, targets first (rank by rank), then drafters."""
     k = 1 if cfg.emulated else cfg.target_tp
-    return [("target", i, r) for i in range(cfg.targets) for r in range(k)] + \
-        [("drafter", i, 0) for i in range(cfg.drafters)]
+    return [("target", i, r) for i in range(cfg.targets) for r in range(k)] + [
+        ("drafter", i, 0) for i in range(cfg.drafters)
+    ]
 
 
 def assign_devices(cfg: TrainConfig) -> tuple[list[str], int, list[str]]:
@@ -118,8 +120,11 @@ def assign_devices(cfg: TrainConfig) -> tuple[list[str], int, list[str]]:
     if n == 0:
         raise ConfigError("device", "cuda was asked for but no CUDA GPU is visible")
     if cfg.target_tp > n:
-        raise ConfigError("target_tp", f"a tensor-parallel engine needs {cfg.target_tp} distinct GPUs (NCCL "
-                          f"refuses two ranks of a group on one GPU); {n} visible")
+        raise ConfigError(
+            "target_tp",
+            f"a tensor-parallel engine needs {cfg.target_tp} distinct GPUs (NCCL "
+            f"refuses two ranks of a group on one GPU); {n} visible",
+        )
     devices = [f"cuda:{i % n}" for i in range(cfg.processes)]
     notes = []
     if cfg.processes > n:
@@ -135,7 +140,7 @@ def _run_cores(infos: dict) -> int:
     for info in infos.values():
         try:
             cores |= os.sched_getaffinity(info["pid"]) if "pid" in info else set()
-        except OSError:         # the worker has gone
+        except OSError:  # the worker has gone
             pass
     return len(cores)
 
@@ -159,17 +164,32 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
         samples, epochs, budget = cfg.samples, cfg.epochs, cfg.token_budget
         tmodel, dmodel = cfg.preset.target_label, cfg.preset.drafter_label
         hs_bpt = next((i["hs_bytes_per_token"] for i in infos.values() if "hs_bytes_per_token" in i), None)
-    h = {"ev": "run", "v": 1, "t": 0.0, "run": cfg.name, "gpus": cfg.gpus,
-         "roles": cfg.engines,
-         "queues": [{"name": "pre", "feeds": "target", "cap": cfg.pre_queue_depth, "per_worker": True},
-                    {"name": "hs", "feeds": "drafter", "cap": cfg.hs_queue_depth}],
-         "token_budget": budget, "samples": samples, "epochs": epochs,
-         "hardware": _hardware(cfg, infos, n_gpus, profile), "target_model": tmodel, "drafter_model": dmodel,
-         "sync_every": cfg.sync_every if cfg.drafters > 1 else 0, "hs_bytes_per_token": hs_bpt,
-         "mode": "emulate" if cfg.emulated else "real", "device": cfg.device, "seed": cfg.seed,
-         "physical_gpus": n_gpus}
+    h = {
+        "ev": "run",
+        "v": 1,
+        "t": 0.0,
+        "run": cfg.name,
+        "gpus": cfg.gpus,
+        "roles": cfg.engines,
+        "queues": [
+            {"name": "pre", "feeds": "target", "cap": cfg.pre_queue_depth, "per_worker": True},
+            {"name": "hs", "feeds": "drafter", "cap": cfg.hs_queue_depth},
+        ],
+        "token_budget": budget,
+        "samples": samples,
+        "epochs": epochs,
+        "hardware": _hardware(cfg, infos, n_gpus, profile),
+        "target_model": tmodel,
+        "drafter_model": dmodel,
+        "sync_every": cfg.sync_every if cfg.drafters > 1 else 0,
+        "hs_bytes_per_token": hs_bpt,
+        "mode": "emulate" if cfg.emulated else "real",
+        "device": cfg.device,
+        "seed": cfg.seed,
+        "physical_gpus": n_gpus,
+    }
     if cfg.device == "cpu" and not cfg.emulated and hasattr(os, "sched_getaffinity"):
-        h["cores"] = _run_cores(infos)   # fewer than the workers: the advisor widens for it
+        h["cores"] = _run_cores(infos)  # fewer than the workers: the advisor widens for it
     if cfg.target_tp > 1:
         h["gpus_per_worker"] = {"target": cfg.target_tp}
     if cfg.probe is not None:
@@ -184,8 +204,9 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
             h[f"{role}_params"] = p[0]
     if notes:
         h["notes"] = notes
-    h["worker_info"] = [{"role": k[0], "worker": k[1], **{n: v for n, v in i.items() if n != "pid"}}
-                        for k, i in sorted(infos.items())]
+    h["worker_info"] = [
+        {"role": k[0], "worker": k[1], **{n: v for n, v in i.items() if n != "pid"}} for k, i in sorted(infos.items())
+    ]
     return h
 
 
@@ -195,9 +216,12 @@ def _node_fields(cfg: TrainConfig) -> dict:
         return {}
     from .placement import place
 
-    out = {"gpus_per_node": cfg.gpus_per_node,
-           "placement": {r: list(v) for r, v in place(cfg.engines, cfg.gpus_per_worker, cfg.gpus_per_node,
-                                                       cfg.placement).items()}}
+    out = {
+        "gpus_per_node": cfg.gpus_per_node,
+        "placement": {
+            r: list(v) for r, v in place(cfg.engines, cfg.gpus_per_worker, cfg.gpus_per_node, cfg.placement).items()
+        },
+    }
     if cfg.link_bytes_s is not None:
         out["link_bytes_s"] = cfg.link_bytes_s
     return out
@@ -228,8 +252,8 @@ class _Run:
         self.cfg = cfg
         self.profile = None
         self.procs: dict[tuple[str, int], mp.Process] = {}
-        self.infos: dict[tuple[str, int], dict] = {}                # engines (tp rank 0)
-        self.followers: dict[tuple[str, int, int], dict] = {}       # other ranks of tensor-parallel engines
+        self.infos: dict[tuple[str, int], dict] = {}  # engines (tp rank 0)
+        self.followers: dict[tuple[str, int, int], dict] = {}  # other ranks of tensor-parallel engines
         self.done: set[tuple[str, int]] = set()
         self.error: str | None = None
         self.error_tb: str | None = None
@@ -237,9 +261,9 @@ class _Run:
         self.clock_start: float | None = None
         self.seconds: float | None = None
         self.drafter_steps = 0
-        self.last_event_t = 0.0          # the latest t of a logged step or sync
-        self.reported: set[tuple[str, int]] = set()     # workers that sent an error message
-        self.timed_out = False                           # the run reached --time-limit
+        self.last_event_t = 0.0  # the latest t of a logged step or sync
+        self.reported: set[tuple[str, int]] = set()  # workers that sent an error message
+        self.timed_out = False  # the run reached --time-limit
         self.loader = None
 
     # -- setup --------------------------------------------------------------------------
@@ -250,19 +274,23 @@ class _Run:
 
             try:
                 self.profile = load_profile(cfg.emulate, cfg.sync_s)
-            except Exception as e:   # noqa: BLE001  (any failure to read the source is unusable input)
+            except Exception as e:  # noqa: BLE001  (any failure to read the source is unusable input)
                 msg = str(e).splitlines()[0] if str(e) else type(e).__name__
                 if cfg.emulate not in msg:
                     msg = f"{cfg.emulate}: {msg}"
                 raise SourceError(msg) from None
             if cfg.sync_enabled and not self.profile.sync_durs_s:
                 # nothing to resample and no --sync-s: emulate what the source shows, no weight sync
-                _say(f"dflash-train: {cfg.emulate} has no sync of several drafters: emulating {cfg.drafters} "
-                     f"drafters without weight sync (the log says sync_every 0; --sync-s SECONDS emulates one)")
+                _say(
+                    f"dflash-train: {cfg.emulate} has no sync of several drafters: emulating {cfg.drafters} "
+                    f"drafters without weight sync (the log says sync_every 0; --sync-s SECONDS emulates one)"
+                )
                 self.cfg = cfg = replace(cfg, sync_every=0)
             if cfg.link_bytes_s is not None and not self.profile.header.get("hs_bytes_per_token"):
-                raise SourceError(f"{cfg.emulate}: the source log has no hs_bytes_per_token, which a link between "
-                                  "nodes needs (bytes per batch = tokens * hs_bytes_per_token)")
+                raise SourceError(
+                    f"{cfg.emulate}: the source log has no hs_bytes_per_token, which a link between "
+                    "nodes needs (bytes per batch = tokens * hs_bytes_per_token)"
+                )
             planned = cfg.steps or self.profile.source_drafter_steps
             return planned, self.profile.batches(planned, cfg.seed), (lambda item: item)
         from .batching import BatchPlan
@@ -279,20 +307,32 @@ class _Run:
         cfg = self.cfg
         backend = "gloo"
         if cfg.device == "cuda" and not cfg.emulated:
-            drafter_devs = devices[cfg.targets:]
+            drafter_devs = devices[cfg.targets :]
             if len(set(drafter_devs)) == len(drafter_devs):
                 backend = "nccl"
             elif cfg.sync_enabled:
                 self.notes.append("drafters share a GPU, which NCCL refuses: weights sync through gloo (host memory)")
         port = _free_port() if cfg.sync_enabled else 0
         slots = worker_slots(cfg)
-        tp_ports = {i: _free_port() for role, i, r in slots if role == "target" and r == 0 and cfg.target_tp > 1
-                    and not cfg.emulated}
+        tp_ports = {
+            i: _free_port()
+            for role, i, r in slots
+            if role == "target" and r == 0 and cfg.target_tp > 1 and not cfg.emulated
+        }
         for (role, i, r), dev in zip(slots, devices):
             sp = SyncPlan(i, cfg.drafters, port, backend) if role == "drafter" and cfg.sync_enabled else None
-            spec = WorkerSpec(role, i, dev, cfg, sync=sp, profile=self.profile, parent_pid=os.getpid(),
-                              tp_rank=r, tp_port=tp_ports.get(i, 0) if role == "target" else 0,
-                              **self._link_spec(role, i))
+            spec = WorkerSpec(
+                role,
+                i,
+                dev,
+                cfg,
+                sync=sp,
+                profile=self.profile,
+                parent_pid=os.getpid(),
+                tp_rank=r,
+                tp_port=tp_ports.get(i, 0) if role == "target" else 0,
+                **self._link_spec(role, i),
+            )
             name = f"dflash-{role}-{i}" + (f"-tp{r}" if r else "")
             p = ctx.Process(target=worker_main, args=(spec, ch), name=name, daemon=False)
             p.start()
@@ -308,8 +348,11 @@ class _Run:
         node = place(cfg.engines, cfg.gpus_per_worker, cfg.gpus_per_node, cfg.placement)[role][i]
         if cfg.link_bytes_s is None:
             return {"node": node}
-        return {"node": node, "link_s_per_byte": 1.0 / cfg.link_bytes_s,
-                "hs_bytes_per_token": float(self.profile.header.get("hs_bytes_per_token") or 0.0)}
+        return {
+            "node": node,
+            "link_s_per_byte": 1.0 / cfg.link_bytes_s,
+            "hs_bytes_per_token": float(self.profile.header.get("hs_bytes_per_token") or 0.0),
+        }
 
     # -- event relay ----------------------------------------------------------------------
     def _handle(self, msg: dict, rates: RateWindow | None) -> None:
@@ -365,8 +408,11 @@ class _Run:
         return f"{who} exited with code {code} before finishing"
 
     def _silent_deaths(self) -> list[str]:
-        return [self._death(k, p.exitcode) for k, p in self.procs.items()
-                if p.exitcode is not None and p.exitcode != 0 and k not in self.done and k not in self.reported]
+        return [
+            self._death(k, p.exitcode)
+            for k, p in self.procs.items()
+            if p.exitcode is not None and p.exitcode != 0 and k not in self.done and k not in self.reported
+        ]
 
     def _check_dead(self) -> None:
         if self.error is not None or self.ch.stop.is_set():
@@ -403,7 +449,7 @@ class _Run:
         self.notes.extend(dev_notes)
         from .logwriter import open_log
 
-        self.writer = open_log(cfg.out, cfg.force)       # OutputError before any worker starts
+        self.writer = open_log(cfg.out, cfg.force)  # OutputError before any worker starts
         for n in dev_notes:
             _say(f"dflash-train: warning: {n}")
         ctx = mp.get_context("spawn")
@@ -414,18 +460,23 @@ class _Run:
         try:
             with _GroupSignalsBlocked():
                 resource_tracker.ensure_running()
-            self.ch = ch = Channels(pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
-                                    hs=ctx.Queue(maxsize=cfg.hs_queue_depth), events=ctx.Queue(),
-                                    stop=ctx.Event(), go=ctx.Event(), release=ctx.Event(),
-                                    start_wall=ctx.Value("d", 0.0), targets_done=ctx.Value("i", 0),
-                                    hs_slots=(HsSlots(ctx, cfg.hs_queue_depth, cfg.targets, cfg.drafters)
-                                              if cfg.emulated else None),
-                                    link=LinkState(ctx) if cfg.link_bytes_s is not None else None)
+            self.ch = ch = Channels(
+                pre=[ctx.Queue(maxsize=cfg.pre_queue_depth) for _ in range(cfg.targets)],
+                hs=ctx.Queue(maxsize=cfg.hs_queue_depth),
+                events=ctx.Queue(),
+                stop=ctx.Event(),
+                go=ctx.Event(),
+                release=ctx.Event(),
+                start_wall=ctx.Value("d", 0.0),
+                targets_done=ctx.Value("i", 0),
+                hs_slots=(HsSlots(ctx, cfg.hs_queue_depth, cfg.targets, cfg.drafters) if cfg.emulated else None),
+                link=LinkState(ctx) if cfg.link_bytes_s is not None else None,
+            )
             progress = Progress(cfg.progress)
             with _Signals() as sigs:
                 reason = self._loop(ch, ctx, devices, n_gpus, planned, batches, make, progress, sigs)
         except BaseException:
-            self._emergency_stop()       # never leave workers behind, whatever went wrong here
+            self._emergency_stop()  # never leave workers behind, whatever went wrong here
             raise
         if reason == "error":
             if self.error_tb:
@@ -434,9 +485,17 @@ class _Run:
         code = {"done": EXIT_DONE, "error": EXIT_ERROR, "interrupted": EXIT_INTERRUPTED}[reason]
         timed_out = reason == "interrupted" and self.timed_out
         if timed_out:
-            code = EXIT_DONE           # the run lasted what was asked: the log ends "interrupted", the exit is clean
-        return RunResult(reason, self.error, code, cfg.out, self.drafter_steps, self.writer.lines,
-                         timed_out=timed_out, seconds=self.seconds)
+            code = EXIT_DONE  # the run lasted what was asked: the log ends "interrupted", the exit is clean
+        return RunResult(
+            reason,
+            self.error,
+            code,
+            cfg.out,
+            self.drafter_steps,
+            self.writer.lines,
+            timed_out=timed_out,
+            seconds=self.seconds,
+        )
 
     def _write_error(self) -> None:
         if self.writer.error is not None and self.error is None:
@@ -475,14 +534,14 @@ class _Run:
             while True:
                 self._drain(rates, 0.02)
                 now = (time.monotonic() - self.clock_start) / scale
-                if cfg.emulated:    # the log's clock is the ideal timeline: never past its latest logged instant
+                if cfg.emulated:  # the log's clock is the ideal timeline: never past its latest logged instant
                     now = min(now, self.last_event_t)
                 if now >= next_rates and not (cfg.emulated and self.drafter_steps >= planned):
                     last_rates = rates.snapshot(now, [q.qsize() for q in ch.pre], ch.hs.qsize())
                     self.writer.write(last_rates)
                     next_rates += cfg.rates_every_s * (1 + int((now - next_rates) // cfg.rates_every_s))
                 progress.update(now, last_rates, self.drafter_steps, planned)
-                if sigs.caught is not None:        # before the checks below: a signal's casualties are no error
+                if sigs.caught is not None:  # before the checks below: a signal's casualties are no error
                     break
                 if cfg.time_limit_s is not None and now >= cfg.time_limit_s and self.error is None:
                     self.timed_out = True
@@ -500,7 +559,7 @@ class _Run:
                 if self.error is not None:
                     break
         if sigs.caught is not None:
-            self.timed_out = False         # a signal came first, or during the stop: that is the reason
+            self.timed_out = False  # a signal came first, or during the stop: that is the reason
         if reason is None:
             reason = "interrupted" if (sigs.caught is not None or self.timed_out) and self.error is None else "error"
         if reason == "error":
@@ -525,8 +584,11 @@ class _Run:
         if reason == "error":
             end["msg"] = self.error
         elif reason == "interrupted":
-            end["msg"] = f"{sigs.caught} received" if sigs.caught is not None else \
-                f"time limit of {cfg.time_limit_s:g} s reached"
+            end["msg"] = (
+                f"{sigs.caught} received"
+                if sigs.caught is not None
+                else f"time limit of {cfg.time_limit_s:g} s reached"
+            )
         self.writer.write_last(end)
         self.writer.close()
         self._write_error()
@@ -567,7 +629,7 @@ class _Run:
         self._drain(rates, 0.0, limit=100000)
         self._retire_feeders()
         for q in [ch.hs, ch.events]:
-            q.cancel_join_thread()   # nothing left there is needed; never block the exit on it
+            q.cancel_join_thread()  # nothing left there is needed; never block the exit on it
 
     def _retire_feeders(self) -> None:
         """End this process's queue feeder threads here, in the main thread, with the queues alive.
@@ -580,7 +642,7 @@ class _Run:
         on CI, Python 3.11). Every worker has exited by now, so nobody else reads these queues:
         what is left is drained, then each feeder gets its sentinel and is joined.
         """
-        self.ch.stop.set()              # a loader still placing batches gives up
+        self.ch.stop.set()  # a loader still placing batches gives up
         if self.loader is not None:
             self.loader.join(RETIRE_WAIT_S)
         for q in self.ch.pre:

@@ -23,6 +23,7 @@ same ideal instant on every rank; the event's ``dur`` is the drawn duration itse
 Backend: NCCL when every drafter has its own GPU; gloo otherwise (CPU, or drafters sharing a
 GPU, which NCCL refuses), with CUDA parameters staged through host memory.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -40,27 +41,40 @@ class SyncPlan:
     rank: int
     world: int
     port: int
-    backend: str                       # "gloo" or "nccl"
+    backend: str  # "gloo" or "nccl"
     timeout_s: float = 600.0
 
 
 class DrafterSync:
-    def __init__(self, plan: SyncPlan, device: torch.device, clock: RunClock | None,
-                 emulated_durs_s: np.ndarray | None = None, emulated_bytes: int = 0, seed: int = 0):
+    def __init__(
+        self,
+        plan: SyncPlan,
+        device: torch.device,
+        clock: RunClock | None,
+        emulated_durs_s: np.ndarray | None = None,
+        emulated_bytes: int = 0,
+        seed: int = 0,
+    ):
         self.plan = plan
         self.device = device
-        self.clock = clock              # set once the run's clock starts (the group is joined before)
+        self.clock = clock  # set once the run's clock starts (the group is joined before)
         self.emulated_durs_s = emulated_durs_s
         self.emulated_bytes = emulated_bytes
         self.seed = seed
         self.rounds = 0
-        dist.init_process_group(plan.backend, init_method=f"tcp://127.0.0.1:{plan.port}", rank=plan.rank,
-                                world_size=plan.world, timeout=datetime.timedelta(seconds=plan.timeout_s))
+        dist.init_process_group(
+            plan.backend,
+            init_method=f"tcp://127.0.0.1:{plan.port}",
+            rank=plan.rank,
+            world_size=plan.world,
+            timeout=datetime.timedelta(seconds=plan.timeout_s),
+        )
         self._comm_device = device if plan.backend == "nccl" else torch.device("cpu")
 
     def _scalar(self, v: float) -> torch.Tensor:
-        return torch.tensor([v], dtype=torch.float64 if self.plan.backend == "gloo" else torch.float32,
-                            device=self._comm_device)
+        return torch.tensor(
+            [v], dtype=torch.float64 if self.plan.backend == "gloo" else torch.float32, device=self._comm_device
+        )
 
     def round(self, training: bool, params: list[torch.Tensor] | None) -> tuple[bool, dict | None]:
         """One sync round. Returns (all ranks finished, the sync event for rank 0 or None)."""
@@ -87,15 +101,21 @@ class DrafterSync:
             off = 0
             for p in params:
                 n = p.numel()
-                p.copy_(flat[off:off + n].view_as(p))
+                p.copy_(flat[off : off + n].view_as(p))
                 off += n
             device_sync(self.device)
         dur = self._scalar(self.clock.now() - t0)
         dist.all_reduce(dur, op=dist.ReduceOp.MAX)
         if self.plan.rank != 0:
             return False, None
-        return False, {"ev": "sync", "t": round(self.clock.now(), 6), "role": "drafter", "workers": self.plan.world,
-                       "dur": round(float(dur.item()), 6), "bytes": nbytes}
+        return False, {
+            "ev": "sync",
+            "t": round(self.clock.now(), 6),
+            "role": "drafter",
+            "workers": self.plan.world,
+            "dur": round(float(dur.item()), 6),
+            "bytes": nbytes,
+        }
 
     def round_emulated(self, training: bool, free_wall: float) -> tuple[bool, float, dict | None]:
         """One emulated round. Returns (all ranks finished, the ideal instant the round ends, the
@@ -105,7 +125,7 @@ class DrafterSync:
         if float(ctrl.item()) == 0.0:
             return True, free_wall, None
         self.rounds += 1
-        arrived = self._scalar(free_wall - self.clock.start_wall)     # relative: float64 keeps microseconds
+        arrived = self._scalar(free_wall - self.clock.start_wall)  # relative: float64 keeps microseconds
         dist.all_reduce(arrived, op=dist.ReduceOp.MAX)
         rng = np.random.default_rng([self.seed, 0x5C, self.rounds])
         dur = float(self.emulated_durs_s[rng.integers(len(self.emulated_durs_s))])
@@ -113,9 +133,18 @@ class DrafterSync:
         sleep_until(end)
         if self.plan.rank != 0:
             return False, end, None
-        return False, end, {"ev": "sync", "t": round((end - self.clock.start_wall) / self.clock.scale, 6),
-                            "role": "drafter", "workers": self.plan.world, "dur": round(dur, 6),
-                            "bytes": self.emulated_bytes}
+        return (
+            False,
+            end,
+            {
+                "ev": "sync",
+                "t": round((end - self.clock.start_wall) / self.clock.scale, 6),
+                "role": "drafter",
+                "workers": self.plan.world,
+                "dur": round(dur, 6),
+                "bytes": self.emulated_bytes,
+            },
+        )
 
     def close(self) -> None:
         if dist.is_initialized():

@@ -22,16 +22,16 @@ the result. A header with flag 0 (`broadcast_stop`) ends the followers' loop: th
 after its last batch and when the run stops, always between two forwards, when every follower
 waits in the broadcast.
 """
+
 from __future__ import annotations
 
 import datetime
 
 import torch
 
-
 COL_PROJ = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj")
 ROW_PROJ = ("self_attn.o_proj", "mlp.down_proj")
-GROUP_TIMEOUT_S = 1800.0        # a follower waits this long for the next batch before gloo/NCCL gives up
+GROUP_TIMEOUT_S = 1800.0  # a follower waits this long for the next batch before gloo/NCCL gives up
 
 
 def tp_plan(layers: int) -> dict:
@@ -53,8 +53,13 @@ def join_group(rank: int, size: int, port: int, device: torch.device):
     from torch.distributed.device_mesh import init_device_mesh
 
     backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", world_size=size, rank=rank,
-                            timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        world_size=size,
+        rank=rank,
+        timeout=datetime.timedelta(seconds=GROUP_TIMEOUT_S),
+    )
     return init_device_mesh(device.type, (size,))
 
 
@@ -94,5 +99,13 @@ def leave_group() -> None:
         dist.destroy_process_group()
 
 
-__all__ = ["tp_plan", "join_group", "shard_backbone", "broadcast_batch", "broadcast_stop",
-           "leave_group", "COL_PROJ", "ROW_PROJ"]
+__all__ = [
+    "tp_plan",
+    "join_group",
+    "shard_backbone",
+    "broadcast_batch",
+    "broadcast_stop",
+    "leave_group",
+    "COL_PROJ",
+    "ROW_PROJ",
+]

@@ -32,10 +32,12 @@ which workers meet at the queues may then differ from the ideal pipeline's.
 
 Failure handling: a worker dies with the main process (`trainer.lifeline`), ignores SIGINT and
 SIGHUP (a terminal's signals reach the whole process group; the main process owns shutdown, and
-ends the run on them), reports an exception as an ``error`` message and exits 1; when the run is stopping, errors caused by the
+ends the run on them), reports an exception as an ``error`` message and exits 1; when the run is stopping, errors
+caused by the
 stop (a peer gone mid-collective) are not reported. Targets stay alive after their last batch
 until the main process releases them: the drafters still map their shared buffers.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,32 +57,32 @@ from .loader import END, is_end
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    role: str                        # "target" or "drafter"
+    role: str  # "target" or "drafter"
     index: int
-    device: str                      # "cpu", "cuda:0", ...
+    device: str  # "cpu", "cuda:0", ...
     cfg: TrainConfig
-    sync: Any = None                 # SyncPlan for drafters when M > 1 and sync is on
-    profile: Any = None              # EmulationProfile in emulation
-    parent_pid: int = 0              # the main process: the worker dies with it
-    tp_rank: int = 0                 # rank in its target engine's tensor-parallel group (0: the leader)
-    tp_port: int = 0                 # that group's rendezvous port (tensor parallelism only)
-    node: int = 0                    # emulation: the engine's node (`trainer.placement`)
-    link_s_per_byte: float = 0.0     # emulation: seconds per byte across the link between nodes (0: none)
+    sync: Any = None  # SyncPlan for drafters when M > 1 and sync is on
+    profile: Any = None  # EmulationProfile in emulation
+    parent_pid: int = 0  # the main process: the worker dies with it
+    tp_rank: int = 0  # rank in its target engine's tensor-parallel group (0: the leader)
+    tp_port: int = 0  # that group's rendezvous port (tensor parallelism only)
+    node: int = 0  # emulation: the engine's node (`trainer.placement`)
+    link_s_per_byte: float = 0.0  # emulation: seconds per byte across the link between nodes (0: none)
     hs_bytes_per_token: float = 0.0  # emulation: bytes a batch's token carries across the link
 
 
 @dataclass(frozen=True)
 class Channels:
-    pre: list                        # one prefetch queue per target
-    hs: Any                          # the hidden-state queue
-    events: Any                      # worker -> main messages
-    stop: Any                        # set by main: finish now
-    go: Any                          # set by main when all workers are ready and the clock started
-    release: Any                     # set by main when all drafters are done: targets may exit
-    start_wall: Any                  # mp.Value('d'): time.monotonic() at t = 0
-    targets_done: Any                # mp.Value('i'): targets that have seen their end marker
-    hs_slots: Any = None             # emulation: HsSlots, the ideal instants of q_hs takes
-    link: Any = None                 # emulation across nodes: LinkState
+    pre: list  # one prefetch queue per target
+    hs: Any  # the hidden-state queue
+    events: Any  # worker -> main messages
+    stop: Any  # set by main: finish now
+    go: Any  # set by main when all workers are ready and the clock started
+    release: Any  # set by main when all drafters are done: targets may exit
+    start_wall: Any  # mp.Value('d'): time.monotonic() at t = 0
+    targets_done: Any  # mp.Value('i'): targets that have seen their end marker
+    hs_slots: Any = None  # emulation: HsSlots, the ideal instants of q_hs takes
+    link: Any = None  # emulation across nodes: LinkState
 
 
 class HsSlots:
@@ -135,7 +137,7 @@ class HsSlots:
         need = held - self.cap + 1
         if need <= len(later_takes):
             return later_takes[need - 1]
-        return max([done, *later_takes])    # the freeing take is not recorded yet: the latest known
+        return max([done, *later_takes])  # the freeing take is not recorded yet: the latest known
 
 
 class LinkState:
@@ -158,7 +160,7 @@ class Stopped(Exception):
 
 def _get(q, stop) -> Any:
     while True:
-        if stop.is_set():    # checked first: a full queue must not keep a stopping worker busy
+        if stop.is_set():  # checked first: a full queue must not keep a stopping worker busy
             raise Stopped
         try:
             return q.get(timeout=0.1)
@@ -184,7 +186,7 @@ def _maybe_crash(crash: str | None, role: str, index: int, step: int) -> None:
     parts = crash.split(":")
     if parts[0] == role and int(parts[1]) == index and int(parts[2]) == step:
         if len(parts) == 4:
-            os._exit(3)   # a hard death: no error message, only an exit code
+            os._exit(3)  # a hard death: no error message, only an exit code
         raise RuntimeError(f"injected crash (DFLASH_TRAIN_CRASH) in {role} {index} at step {step}")
 
 
@@ -231,8 +233,17 @@ def _ready(spec: WorkerSpec, ch: Channels, device, compute) -> RunClock:
 
         info["device_name"] = torch.cuda.get_device_name(device)
         info["mem_after_build"] = int(torch.cuda.memory_allocated(device))
-    ch.events.put({"kind": "ready", "role": spec.role, "index": spec.index, "tp_rank": spec.tp_rank,
-                   "pid": os.getpid(), "device": spec.device, "info": info})
+    ch.events.put(
+        {
+            "kind": "ready",
+            "role": spec.role,
+            "index": spec.index,
+            "tp_rank": spec.tp_rank,
+            "pid": os.getpid(),
+            "device": spec.device,
+            "info": info,
+        }
+    )
     while not ch.go.wait(0.1):
         if ch.stop.is_set():
             raise Stopped
@@ -240,10 +251,18 @@ def _ready(spec: WorkerSpec, ch: Channels, device, compute) -> RunClock:
 
 
 def _step_event(spec, clock, t_free, item, busy_s, wait_wall, blocked_wall, loss, extra) -> dict:
-    ev = {"ev": "step", "t": _round(clock.to_log(t_free - clock.start_wall)), "role": spec.role,
-          "worker": spec.index, "batch": int(item["batch"]), "tokens": int(item["tokens"]),
-          "seqs": int(item["seqs"]), "busy": _round(busy_s), "wait": _round(clock.to_log(wait_wall)),
-          "blocked": _round(clock.to_log(blocked_wall))}
+    ev = {
+        "ev": "step",
+        "t": _round(clock.to_log(t_free - clock.start_wall)),
+        "role": spec.role,
+        "worker": spec.index,
+        "batch": int(item["batch"]),
+        "tokens": int(item["tokens"]),
+        "seqs": int(item["seqs"]),
+        "busy": _round(busy_s),
+        "wait": _round(clock.to_log(wait_wall)),
+        "blocked": _round(clock.to_log(blocked_wall)),
+    }
     if loss is not None:
         ev["loss"] = _round(loss)
     for k, v in extra.items():
@@ -265,7 +284,7 @@ def _finish_target(spec: WorkerSpec, ch: Channels, n: int) -> None:
     with ch.targets_done.get_lock():
         ch.targets_done.value += 1
         last = ch.targets_done.value == cfg.targets
-    if last:   # the last target tells every drafter that no more batches come
+    if last:  # the last target tells every drafter that no more batches come
         for _ in range(cfg.drafters):
             _put(ch.hs, END, ch.stop)
     ch.events.put({"kind": "done", "role": spec.role, "index": spec.index, "steps": n})
@@ -289,7 +308,7 @@ def _serve_target(spec: WorkerSpec, ch: Channels, compute, clock: RunClock) -> N
         ch.events.put(_step_event(spec, clock, t_d, item, t_c - start, start - t_free, t_d - t_c, None, res.extra))
         t_free = t_d
         n += 1
-    compute.close()      # a tensor-parallel leader releases its followers
+    compute.close()  # a tensor-parallel leader releases its followers
     _finish_target(spec, ch, n)
 
 
@@ -307,15 +326,16 @@ def _serve_target_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunCl
         item, _ = _take(in_q, ch, spec, n)
         if is_end(item):
             break
-        start = free                        # the loader is infinitely fast: its batches are ready at once
+        start = free  # the loader is infinitely fast: its batches are ready at once
         s = compute.service_s(item)
         done = start + s * scale
         sleep_until(done)
         lag = time.monotonic() - done
         out = {**compute.message(item), "ready": done, "node": spec.node}
         new_free = _put_ideal(out_q, out, ch, done)
-        ch.events.put(_step_event(spec, clock, new_free, item, s, start - free, new_free - done, None,
-                                  {"lag": clock.to_log(lag)}))
+        ch.events.put(
+            _step_event(spec, clock, new_free, item, s, start - free, new_free - done, None, {"lag": clock.to_log(lag)})
+        )
         free = new_free
         n += 1
     _finish_target(spec, ch, n)
@@ -331,8 +351,14 @@ def _drafter_sync(spec: WorkerSpec, device):
 
     emulated = spec.profile is not None
     durs = np.asarray(spec.profile.sync_durs_s) if emulated else None
-    return DrafterSync(spec.sync, device, None, emulated_durs_s=durs,
-                       emulated_bytes=spec.profile.sync_bytes if emulated else 0, seed=spec.cfg.seed)
+    return DrafterSync(
+        spec.sync,
+        device,
+        None,
+        emulated_durs_s=durs,
+        emulated_bytes=spec.profile.sync_bytes if emulated else 0,
+        seed=spec.cfg.seed,
+    )
 
 
 def _serve_drafter(spec: WorkerSpec, ch: Channels, compute, clock: RunClock, sync) -> None:
@@ -370,7 +396,7 @@ def _serve_drafter_emulated(spec: WorkerSpec, ch: Channels, compute, clock: RunC
     n = 0
     free = clock.start_wall
     while True:
-        j = ch.hs_slots.claim_take(free)    # a target waiting for room gets this take's slot
+        j = ch.hs_slots.claim_take(free)  # a target waiting for room gets this take's slot
         msg, _ = _take(ch.hs, ch, spec, n)
         if is_end(msg):
             break
@@ -449,7 +475,7 @@ def worker_main(spec: WorkerSpec, ch: Channels) -> None:
     bind_to_parent(spec.parent_pid or os.getppid(), spec.role, spec.index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})   # blocked while we started
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGHUP})  # blocked while we started
     compute = None
     try:
         device = _setup(spec)
@@ -467,12 +493,24 @@ def worker_main(spec: WorkerSpec, ch: Channels) -> None:
             (_serve_drafter_emulated if emulated else _serve_drafter)(spec, ch, compute, clock, sync)
     except BaseException as e:  # noqa: BLE001  (every failure must reach the main process)
         if ch.stop.is_set() or isinstance(e, Stopped):
-            if isinstance(e, Stopped) and spec.role == "target" and spec.tp_rank == 0 \
-                    and spec.cfg.target_tp > 1 and spec.profile is None and compute is not None:
+            if (
+                isinstance(e, Stopped)
+                and spec.role == "target"
+                and spec.tp_rank == 0
+                and spec.cfg.target_tp > 1
+                and spec.profile is None
+                and compute is not None
+            ):
                 _release_followers(compute)
             _leave(ch, 0, flush_data=False)
-        ch.events.put({"kind": "error", "role": spec.role, "index": spec.index,
-                       "msg": f"{spec.role} {spec.index}: {type(e).__name__}: {e}",
-                       "traceback": traceback.format_exc()})
+        ch.events.put(
+            {
+                "kind": "error",
+                "role": spec.role,
+                "index": spec.index,
+                "msg": f"{spec.role} {spec.index}: {type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(),
+            }
+        )
         _leave(ch, 1, flush_data=False)
     _leave(ch, 0, flush_data=not ch.stop.is_set())

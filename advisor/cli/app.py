@@ -5,13 +5,14 @@ Exit codes (the CLI contract, README.md): 0 ok / gate passes; 1 the gate fails; 
 standard library and the advisor's option defaults (`advisor.settings`, `advisor.errors`: no
 numpy) are imported at module level so that ``--help`` stays fast.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +20,9 @@ from advisor import __version__
 from advisor.cli.flags import options_of, with_options
 from advisor.errors import LogError, SettingsError
 from advisor.settings import Options, as_capacity, check_counts, check_role_names
+
+if TYPE_CHECKING:
+    from advisor.records import Run
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -29,10 +33,13 @@ COMMANDS = ("advise", "check", "plot", "what-if", "import-tb", "summarize")
 TOP_LEVEL = ("--help", "-h", "--version", "-V")
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
     help="How to split GPUs between the targets and drafters of an async drafter-training pipeline. "
-         "`dflash-advise LOG...` is short for `dflash-advise advise LOG...`.")
+    "`dflash-advise LOG...` is short for `dflash-advise advise LOG...`.",
+)
 
 
 class Format(str, Enum):
@@ -48,31 +55,44 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """How to split GPUs between the targets and drafters of an async drafter-training pipeline."""
 
-Logs = Annotated[list[Path], typer.Argument(help="Rate log(s), .jsonl or .jsonl.gz; several logs of one job "
-                                                 "(e.g. at different splits) are fitted together.",
-                                            show_default=False)]
+
+Logs = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Rate log(s), .jsonl or .jsonl.gz; several logs of one job "
+        "(e.g. at different splits) are fitted together.",
+        show_default=False,
+    ),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Short for --format json: machine-readable (schema 1).")]
-AsMarkdown = Annotated[bool, typer.Option("--markdown", help="Short for --format markdown, e.g. for a pull-request "
-                                                             "comment.")]
-FormatOpt = Annotated[Optional[Format], typer.Option("--format", "-f", help="Output format.", show_default="text")]
+AsMarkdown = Annotated[
+    bool, typer.Option("--markdown", help="Short for --format markdown, e.g. for a pull-request comment.")
+]
+FormatOpt = Annotated[Format | None, typer.Option("--format", "-f", help="Output format.", show_default="text")]
+
+
 def _die(msg: str, code: int = 2) -> None:
     typer.echo(f"dflash-advise: {msg}", err=True)
     raise typer.Exit(code)
 
 
 def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
-    chosen = {f for f, on in (("json", as_json), ("markdown", as_markdown), (fmt.value if fmt else None, fmt))
-              if on and f}
+    chosen = {
+        f for f, on in (("json", as_json), ("markdown", as_markdown), (fmt.value if fmt else None, fmt)) if on and f
+    }
     if len(chosen) > 1:
         _die(f"output formats {', '.join(sorted(chosen))} exclude each other; give one")
     return chosen.pop() if chosen else "text"
 
 
-BIG_INPUT_BYTES = 20 << 20   # above this, say on a terminal what is being read
+BIG_INPUT_BYTES = 20 << 20  # above this, say on a terminal what is being read
 
 
 def _inputs(paths: list[Path]) -> str:
@@ -87,6 +107,7 @@ def _internal(e: BaseException, inputs: str) -> None:
 
 def _advise(logs: list[Path], options: Options):
     from advisor.advice import advise
+
     return advise(logs, options)
 
 
@@ -96,11 +117,14 @@ def _advise_or_die(logs: list[Path], options: Options):
         try:
             size += p.stat().st_size if p.is_file() else 0
         except OSError:
-            pass   # the loader names what is wrong with it
+            pass  # the loader names what is wrong with it
     status = sys.stderr.isatty() and size > BIG_INPUT_BYTES
     if status:
-        typer.echo(f"reading {size / 2**20:.0f} MiB of logs ({len(logs)} file{'s' if len(logs) > 1 else ''})...",
-                   err=True, nl=False)
+        typer.echo(
+            f"reading {size / 2**20:.0f} MiB of logs ({len(logs)} file{'s' if len(logs) > 1 else ''})...",
+            err=True,
+            nl=False,
+        )
     try:
         return _advise(logs, options)
     except LogError as e:
@@ -113,41 +137,95 @@ def _advise_or_die(logs: list[Path], options: Options):
         _internal(e, _inputs(logs))
     finally:
         if status:
-            typer.echo("\r\x1b[K", err=True, nl=False)   # erase the status line
+            typer.echo("\r\x1b[K", err=True, nl=False)  # erase the status line
 
 
 @app.command("advise", short_help="Advice for the run(s): the table of splits, the verdict and its reasons.")
-@with_options("advise", "logs", "gpus", "fmt", "as_json", "as_markdown", "restart_cost_h", "hs_cap", "token_budget",
-              "roles", "next_run", "exact", "follow", "interval_s", "max_wait_s", "settle_tol", "gpus_per_worker",
-              "engine_scaling", "gpus_per_node", "link_gbytes_s")
-def advise_cmd(logs: Logs, fmt: FormatOpt = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
-               follow: Annotated[bool, typer.Option("--follow", help="Re-read a growing log and refresh the report "
-                                                                     "until its 'end' event or Ctrl-C; each refresh "
-                                                                     "shows the verdict's odds and whether they have "
-                                                                     "settled (--settle-tol).")] = False,
-               **given: Any) -> None:
+@with_options(
+    "advise",
+    "logs",
+    "gpus",
+    "fmt",
+    "as_json",
+    "as_markdown",
+    "restart_cost_h",
+    "hs_cap",
+    "token_budget",
+    "roles",
+    "next_run",
+    "exact",
+    "follow",
+    "interval_s",
+    "max_wait_s",
+    "settle_tol",
+    "gpus_per_worker",
+    "engine_scaling",
+    "gpus_per_node",
+    "link_gbytes_s",
+)
+def advise_cmd(
+    logs: Logs,
+    fmt: FormatOpt = None,
+    as_json: AsJson = False,
+    as_markdown: AsMarkdown = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            help="Re-read a growing log and refresh the report "
+            "until its 'end' event or Ctrl-C; each refresh "
+            "shows the verdict's odds and whether they have "
+            "settled (--settle-tol).",
+        ),
+    ] = False,
+    **given: Any,
+) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
     options = options_of(given)
     if follow:
         from advisor.cli.follow import follow_logs
+
         raise typer.Exit(follow_logs(logs, options, fmt=fmt))
-    adv = _advise_or_die(logs, options)     # (first: it reads the logs while the modules import)
+    adv = _advise_or_die(logs, options)  # (first: it reads the logs while the modules import)
     from advisor.present.text import render
+
     typer.echo(render(adv, fmt), nl=False)
 
 
 @app.command("check", short_help="CI gate on a planned split: exit 0 pass, 1 fail, 2 unusable input.")
-@with_options("check", "source", "min_efficiency", "min_gpu_util", "metric", "min_confidence", "roles", "gpus",
-              "as_json", "as_markdown", "gpus_per_worker", "engine_scaling", "gpus_per_node", "link_gbytes_s")
-def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config naming the planned split and "
-                                                                 "profile log(s), or rate log(s).",
-                                                            show_default=False)],
-              as_json: AsJson = False, as_markdown: AsMarkdown = False, **given: Any) -> None:
+@with_options(
+    "check",
+    "source",
+    "min_efficiency",
+    "min_gpu_util",
+    "metric",
+    "min_confidence",
+    "roles",
+    "gpus",
+    "as_json",
+    "as_markdown",
+    "gpus_per_worker",
+    "engine_scaling",
+    "gpus_per_node",
+    "link_gbytes_s",
+)
+def check_cmd(
+    source: Annotated[
+        list[Path],
+        typer.Argument(
+            help="A TOML config naming the planned split and profile log(s), or rate log(s).", show_default=False
+        ),
+    ],
+    as_json: AsJson = False,
+    as_markdown: AsMarkdown = False,
+    **given: Any,
+) -> None:
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold (and, with
     --min-confidence, it is at least that likely within 2% of the best split), 1 if not, 2 if unusable."""
     from advisor.cli.check import run_check
     from advisor.present.text import render
+
     fmt = _format(as_json, as_markdown)
     options = options_of(given)
     try:
@@ -156,11 +234,12 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):
         raise
-    except Exception as e:   # a crash is "unusable" (2), never "the split fails" (1)
+    except Exception as e:  # a crash is "unusable" (2), never "the split fails" (1)
         _internal(e, _inputs(source))
     g = adv.gate
     if fmt == "text":
         from advisor.present.text import gate_line
+
         typer.echo(gate_line(g))
     else:
         try:
@@ -173,13 +252,22 @@ def check_cmd(source: Annotated[list[Path], typer.Argument(help="A TOML config n
 
 @app.command("plot", short_help="One figure: the splits, efficiency, rates over time and q_hs.")
 @with_options("plot", "logs", "out", "gpus", "min_efficiency")
-def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
-                 "-o", "--out", help="File to write; its extension picks the format (.png, .pdf, .svg, ...). "
-                                     "A directory gets advice.png.")] = Path("advice.png"),
-             **given: Any) -> None:
+def plot_cmd(
+    logs: Logs,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "-o",
+            "--out",
+            help="File to write; its extension picks the format (.png, .pdf, .svg, ...). A directory gets advice.png.",
+        ),
+    ] = Path("advice.png"),
+    **given: Any,
+) -> None:
     """One figure: tok/s per split, efficiency and gpu_util, rates over time, q_hs occupancy."""
     from advisor.present.plots import figure_path, plot_advice, save_figure
-    try:   # before the logs are read: a bad -o fails at once
+
+    try:  # before the logs are read: a bad -o fails at once
         path = figure_path(out)
     except ValueError as e:
         _die(str(e))
@@ -195,22 +283,53 @@ def plot_cmd(logs: Logs, out: Annotated[Path, typer.Option(
 
 
 @app.command("what-if", short_help="Advice from bare numbers: worker counts and pool capacities.")
-@with_options("what-if", "targets", "drafters", "target_bps", "drafter_bps", "hs_cap", "tokens_per_batch", "scv",
-              "sync_every", "gpus_per_worker", "sync_s", "gpus", "next_run", "fmt", "as_json", "as_markdown")
-def what_if_cmd(targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
-                drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
-                target_bps: Annotated[str, typer.Option("--target-bps", help="Capacity of all targets together, "
-                                                        "batches/s: a value (0.92), a range (0.88..0.95) or a lower "
-                                                        "bound ('>=0.9').")],
-                drafter_bps: Annotated[str, typer.Option("--drafter-bps", help="Capacity of all drafters together, "
-                                                         "batches/s: a value, a range (lo..hi) or a lower bound "
-                                                         "('>=x').")],
-                fmt: FormatOpt = None, as_json: AsJson = False, as_markdown: AsMarkdown = False,
-                **given: Any) -> None:
+@with_options(
+    "what-if",
+    "targets",
+    "drafters",
+    "target_bps",
+    "drafter_bps",
+    "hs_cap",
+    "tokens_per_batch",
+    "scv",
+    "sync_every",
+    "gpus_per_worker",
+    "sync_s",
+    "gpus",
+    "next_run",
+    "fmt",
+    "as_json",
+    "as_markdown",
+)
+def what_if_cmd(
+    targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
+    drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
+    target_bps: Annotated[
+        str,
+        typer.Option(
+            "--target-bps",
+            help="Capacity of all targets together, "
+            "batches/s: a value (0.92), a range (0.88..0.95) or a lower "
+            "bound ('>=0.9').",
+        ),
+    ],
+    drafter_bps: Annotated[
+        str,
+        typer.Option(
+            "--drafter-bps",
+            help="Capacity of all drafters together, batches/s: a value, a range (lo..hi) or a lower bound ('>=x').",
+        ),
+    ],
+    fmt: FormatOpt = None,
+    as_json: AsJson = False,
+    as_markdown: AsMarkdown = False,
+    **given: Any,
+) -> None:
     """Advice from bare numbers: worker counts and pool capacities in batches/s (for example --targets 7
     --drafters 1 --target-bps 0.92 --drafter-bps 0.86)."""
     from advisor.advice import advise_numbers
     from advisor.present.text import render
+
     fmt = _format(as_json, as_markdown, fmt)
     try:
         check_counts({"--targets": targets, "--drafters": drafters})
@@ -230,52 +349,117 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
+def _tb_header(run: str, roles: str, queue: list[str], options: Options, **counts: Any) -> Run:
+    """The imported log's header from import-tb's --roles, --queue and engine options.
+
+    Args:
+        run: the run's name.
+        roles: ``--roles`` (workers per role, producer first).
+        queue: the ``--queue`` specs, NAME:ROLE:CAP.
+        options: the shared options (GPUs, GPUs per worker and per node).
+        counts: the run's token_budget, samples and epochs (None: not given).
+
+    Returns:
+        The `advisor.records.Run` header the imported rates events follow.
+    """
+    from advisor.records import Run
+    from advisor.tbimport import parse_queue, parse_roles
+
+    role_map = parse_roles(roles)
+    queues = [parse_queue(q, list(role_map)) for q in queue]
+    k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1]) or None
+    return Run(
+        run=run,
+        roles=role_map,
+        gpus=options.gpus,
+        queues=queues,
+        gpus_per_worker=k,
+        gpus_per_node=options.gpus_per_node,
+        **counts,
+    )
+
+
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
-@with_options("import-tb", "events", "out", "roles", "mapping", "stack", "queue", "gpus", "token_budget", "samples",
-              "epochs", "run_name", "ended", "gpus_per_worker", "gpus_per_node")
+@with_options(
+    "import-tb",
+    "events",
+    "out",
+    "roles",
+    "mapping",
+    "stack",
+    "queue",
+    "gpus",
+    "token_budget",
+    "samples",
+    "epochs",
+    "run_name",
+    "ended",
+    "gpus_per_worker",
+    "gpus_per_node",
+)
 def import_tb_cmd(
-        events: Annotated[list[Path], typer.Argument(help="TensorBoard event files, directories searched for "
-                                                          "*tfevents* files, or .csv histories exported from wandb "
-                                                          "or MLflow.", show_default=False)],
-        out: Annotated[Path, typer.Option("-o", "--out", help="Rate log to write (.jsonl).")],
-        roles: Annotated[str, typer.Option("--roles", help="Workers per role in pipeline order, producer first, "
-                                                           "e.g. target=7,drafter=1.", show_default=False)],
-        mapping: Annotated[Optional[list[str]], typer.Option(
-            "--map", help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
-                          "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
-                          "fields.", show_default=False)] = None,
-        stack: Annotated[Optional[str], typer.Option(
-            "--stack", help="Read the metrics this stack logs by name: torchspec, specforge or speculators "
-                            "(docs/stacks/).")] = None,
-        queue: Annotated[Optional[list[str]], typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 "
-                                                                           "(repeatable).")] = None,
-        token_budget: Annotated[Optional[int], typer.Option("--token-budget", min=1,
-                                                            help="Tokens per batch at most.")] = None,
-        samples: Annotated[Optional[int], typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
-        epochs: Annotated[Optional[float], typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None,
-        run_name: Annotated[Optional[str], typer.Option("--run-name", help="Run name (default: the first "
-                                                                             "argument's name).")] = None,
-        ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
-        **given: Any) -> None:
+    events: Annotated[
+        list[Path],
+        typer.Argument(
+            help="TensorBoard event files, directories searched for "
+            "*tfevents* files, or .csv histories exported from wandb "
+            "or MLflow.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Rate log to write (.jsonl).")],
+    roles: Annotated[
+        str,
+        typer.Option(
+            "--roles",
+            help="Workers per role in pipeline order, producer first, e.g. target=7,drafter=1.",
+            show_default=False,
+        ),
+    ],
+    mapping: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
+            "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
+            "fields.",
+            show_default=False,
+        ),
+    ] = None,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            "--stack",
+            help="Read the metrics this stack logs by name: torchspec, specforge or speculators (docs/stacks/).",
+        ),
+    ] = None,
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 (repeatable).")
+    ] = None,
+    token_budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Tokens per batch at most.")] = None,
+    samples: Annotated[int | None, typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
+    epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Run name (default: the first argument's name).")
+    ] = None,
+    ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
+    **given: Any,
+) -> None:
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
-    from advisor.records import Run
     from advisor.stacks import import_stack
-    from advisor.tbimport import import_tensorboard, parse_queue, parse_roles
+    from advisor.tbimport import import_tensorboard
+
     if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
     options = options_of(given)
-    with warnings.catch_warnings(record=True) as seen:   # each said in one line, not as Python prints them
+    with warnings.catch_warnings(record=True) as seen:  # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
-            role_map = parse_roles(roles)
-            queues = [parse_queue(q, list(role_map)) for q in queue or []]
-            k = check_role_names("--gpus-per-worker", options.gpus_per_worker,
-                                 tuple(role_map)[::len(role_map) - 1]) or None
-            header = Run(run=run_name or Path(events[0]).name, roles=role_map, gpus=options.gpus, queues=queues,
-                         token_budget=token_budget, samples=samples, epochs=epochs, gpus_per_worker=k,
-                         gpus_per_node=options.gpus_per_node)
+            run = run_name or Path(events[0]).name
+            counts = {"token_budget": token_budget, "samples": samples, "epochs": epochs}
+            header = _tb_header(run, roles, queue or [], options, **counts)
             if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
                 path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
             else:
@@ -288,18 +472,26 @@ def import_tb_cmd(
 
 
 @app.command("summarize", short_help="Reduce logs of one run to one mergeable summary.")
-def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
-                      help="Rate logs (e.g. the per-rank files of one run) and/or summaries to merge.",
-                      show_default=False)],
-                  out: Annotated[Path, typer.Option("--out", "-o", help="The summary file to write (JSON).")],
-                  jobs: Annotated[Optional[int], typer.Option(
-                      "--jobs", "-j", min=1, help="Ignored (kept for old scripts): polars reads with every core.")] = None) -> None:
+def summarize_cmd(
+    logs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Rate logs (e.g. the per-rank files of one run) and/or summaries to merge.", show_default=False
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The summary file to write (JSON).")],
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, help="Ignored (kept for old scripts): polars reads with every core."),
+    ] = None,
+) -> None:
     """Reduce logs of one run to one mergeable summary (bounded memory); advise from it with `dflash-advise S.json`.
 
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
     S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
     """
     from advisor.ingest.load import summarize_paths
+
     try:
         summ = summarize_paths(logs)
         summ.write(out)
@@ -312,8 +504,10 @@ def summarize_cmd(logs: Annotated[list[Path], typer.Argument(
     except Exception as e:
         _internal(e, _inputs(logs))
     n = sum(summ.n_steps(r) for r in summ.roles)
-    typer.echo(f"{out}: {len(summ.paths)} file(s), {summ.n_lines} lines, {n} steps"
-               f"{' (sampled)' if summ.sampled else ''}", err=True)
+    typer.echo(
+        f"{out}: {len(summ.paths)} file(s), {summ.n_lines} lines, {n} steps{' (sampled)' if summ.sampled else ''}",
+        err=True,
+    )
 
 
 def route(argv: list[str]) -> list[str]:
@@ -336,14 +530,19 @@ def _one_line_usage(e, args: list[str]) -> str:
 def _click_kinds() -> dict[str, tuple[type, ...]]:
     """click's exception classes: typer >= 0.25 ships its own copy of click, older ones use click's."""
     import importlib
+
     kinds: dict[str, list[type]] = {"help": [], "usage": [], "click": [], "abort": []}
     for name in ("typer._click.exceptions", "click.exceptions"):
         try:
             m = importlib.import_module(name)
         except ImportError:
             continue
-        for kind, cls in (("help", "NoArgsIsHelpError"), ("usage", "UsageError"), ("click", "ClickException"),
-                          ("abort", "Abort")):
+        for kind, cls in (
+            ("help", "NoArgsIsHelpError"),
+            ("usage", "UsageError"),
+            ("click", "ClickException"),
+            ("abort", "Abort"),
+        ):
             if isinstance(getattr(m, cls, None), type):
                 kinds[kind].append(getattr(m, cls))
     return {k: tuple(v) for k, v in kinds.items()}
@@ -365,8 +564,11 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("dflash-advise: interrupted", err=True)
         code = 130
     except MemoryError:
-        typer.echo(f"dflash-advise: out of memory while reading {', '.join(inputs) or 'the input'}; give a part "
-                   f"of the log (the header line and its steady part)", err=True)
+        typer.echo(
+            f"dflash-advise: out of memory while reading {', '.join(inputs) or 'the input'}; give a part "
+            f"of the log (the header line and its steady part)",
+            err=True,
+        )
         code = 2
     except Exception as e:
         kinds = _click_kinds()
@@ -384,8 +586,11 @@ def main(argv: list[str] | None = None) -> None:
             code = 130
         else:
             msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-            typer.echo(f"dflash-advise: internal error while reading {', '.join(inputs) or 'no input'}: {msg} "
-                       f"(a bug in dflash-advise; please report it)", err=True)
+            typer.echo(
+                f"dflash-advise: internal error while reading {', '.join(inputs) or 'no input'}: {msg} "
+                f"(a bug in dflash-advise; please report it)",
+                err=True,
+            )
             code = 2
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -38,6 +38,7 @@ a ``profile`` entry that names no file (a glob that matches none) is an error of
 line, not only of the log.
 The config itself must be a small regular file (a FIFO or device is refused before opening).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -46,13 +47,14 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:   # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
+else:  # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
 from advisor.advice import Advice, fit_logs
@@ -60,10 +62,19 @@ from advisor.errors import LogError, LogRefused, short_repr
 from advisor.ingest.ranks import GLOB_CHARS
 from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, METRICS, MIN_GPUS, Options
 
-MAX_CONFIG_BYTES = 1 << 20   # a gate config is a few lines
+MAX_CONFIG_BYTES = 1 << 20  # a gate config is a few lines
 # every key a config may hold; [roles] takes the profile log's role names (checked once it is read)
-TOP_KEYS = ("profile", "gpus", "roles", "queues", "gate", "gpus_per_worker", "engine_scaling", "gpus_per_node",
-            "link_gbytes_s")
+TOP_KEYS = (
+    "profile",
+    "gpus",
+    "roles",
+    "queues",
+    "gate",
+    "gpus_per_worker",
+    "engine_scaling",
+    "gpus_per_node",
+    "link_gbytes_s",
+)
 QUEUE_KEYS = ("hs",)
 GATE_KEYS = ("metric", "min_efficiency", "min_gpu_util", "min_confidence")
 
@@ -98,8 +109,9 @@ def _unknown(text: str, path: str, where: str, keys: Sequence[str], allowed: Seq
             raise LogError(path, _line_of(text, dotted), f"is not a {what}{hint}", dotted)
 
 
-def _key(cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, default: Any = None,
-         text: str = "") -> Any:
+def _key(
+    cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, default: Any = None, text: str = ""
+) -> Any:
     node: Any = cfg
     for part in dotted.split("."):
         if not isinstance(node, Mapping) or part not in node:
@@ -121,8 +133,9 @@ def _read_config(path: Path) -> tuple[dict[str, Any], str]:
         if not stat.S_ISREG(st.st_mode):
             raise LogRefused(sp, None, "is not a regular file (a FIFO or device may never end); give a .toml file")
         if st.st_size > MAX_CONFIG_BYTES:
-            raise LogRefused(sp, None, f"is {st.st_size} bytes; a gate config is a few lines (limit "
-                                       f"{MAX_CONFIG_BYTES} bytes)")
+            raise LogRefused(
+                sp, None, f"is {st.st_size} bytes; a gate config is a few lines (limit {MAX_CONFIG_BYTES} bytes)"
+            )
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
@@ -159,8 +172,9 @@ def _check_profile_paths(path: Path, prof: Sequence[str], text: str) -> None:
         # the line of the entry itself (a list may span lines), else the line of `profile`
         line = next((i for i in range(start, len(lines) + 1) if entry in lines[i - 1]), start)
         what = "matches no file" if any(c in entry for c in GLOB_CHARS) else "names no such file"
-        raise LogError(str(path), line, f"{what} '{entry}' (looked for {p}: paths are relative to the config's "
-                                        f"folder)", "profile")
+        raise LogError(
+            str(path), line, f"{what} '{entry}' (looked for {p}: paths are relative to the config's folder)", "profile"
+        )
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -172,56 +186,113 @@ def load_config(path: Path) -> dict[str, Any]:
     sp = str(path)
     cfg, text = _read_config(path)
     _unknown(text, sp, "", list(cfg), TOP_KEYS, "gate config key")
+    prof = _profile_entries(cfg, path, text)
+    roles = _config_roles(cfg, sp, text)
+    queues = _key(cfg, "queues", dict, sp, text=text)
+    _unknown(text, sp, "queues", list(queues or {}), QUEUE_KEYS, "queue the gate can plan")
+    metric, threshold, confidence = _gate_table(cfg, sp, text)
+    return {
+        "profile": [path.parent / p for p in prof],
+        "roles": dict(roles) if roles else None,
+        "metric": metric,
+        "threshold": threshold,
+        "min_confidence": confidence,
+        "gpus": _whole_in(cfg, "gpus", MIN_GPUS, MAX_GPUS, sp, text),
+        "hs_cap": _whole_in(cfg, "queues.hs", 0, MAX_QUEUE_CAP, sp, text),
+        "path": sp,
+        "text": text,
+        "engines": _engine_keys(cfg, sp, text),
+    }
+
+
+def _profile_entries(cfg: Mapping[str, Any], path: Path, text: str) -> list[str]:
+    """The config's ``profile``: one path or a list of them, each naming a file (or a glob that matches)."""
+    sp = str(path)
     prof = cfg.get("profile")
     if isinstance(prof, str):
         prof = [prof]
     if not isinstance(prof, list) or not prof or not all(isinstance(p, str) and p for p in prof):
-        raise LogError(sp, _line_of(text, "profile"), "must name the profile log(s), e.g. profile = [\"run.jsonl\"]",
-                       "profile")
+        raise LogError(
+            sp, _line_of(text, "profile"), 'must name the profile log(s), e.g. profile = ["run.jsonl"]', "profile"
+        )
     _check_profile_paths(path, prof, text)
+    return prof
+
+
+def _config_roles(cfg: Mapping[str, Any], sp: str, text: str) -> Mapping[str, Any] | None:
+    """The config's ``[roles]`` table (None: not given), each role's GPUs a whole number in range."""
     roles = _key(cfg, "roles", dict, sp, text=text)
     if roles is not None:
         for r, n in roles.items():
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_GPUS:
-                raise LogError(sp, _line_of(text, f"roles.{r}"), f"must be a whole number from 1 to {MAX_GPUS}, "
-                               f"got {short_repr(n)}", f"roles.{r}")
-    queues = _key(cfg, "queues", dict, sp, text=text)
-    _unknown(text, sp, "queues", list(queues or {}), QUEUE_KEYS, "queue the gate can plan")
+                raise LogError(
+                    sp,
+                    _line_of(text, f"roles.{r}"),
+                    f"must be a whole number from 1 to {MAX_GPUS}, got {short_repr(n)}",
+                    f"roles.{r}",
+                )
+    return roles
+
+
+def _gate_table(cfg: Mapping[str, Any], sp: str, text: str) -> tuple[str, float | None, float | None]:
+    """The config's ``[gate]``: its metric, that metric's threshold and min_confidence (None: not given).
+
+    A threshold of the metric not chosen is an error, as is a threshold or confidence outside 0-1.
+    """
     gate = _key(cfg, "gate", dict, sp, text=text)
     _unknown(text, sp, "gate", list(gate or {}), GATE_KEYS, "gate setting")
     metric = _key(cfg, "gate.metric", str, sp, "efficiency", text=text)
     if metric not in METRICS:
-        raise LogError(sp, _line_of(text, "gate.metric"), f"must be one of {', '.join(METRICS)}, "
-                       f"got {short_repr(metric)}",
-                       "gate.metric")
+        raise LogError(
+            sp,
+            _line_of(text, "gate.metric"),
+            f"must be one of {', '.join(METRICS)}, got {short_repr(metric)}",
+            "gate.metric",
+        )
     other = next(f"min_{m}" for m in METRICS if m != metric)
     if other in (gate or {}):
-        raise LogError(sp, _line_of(text, f"gate.{other}"), f"is set but the metric is '{metric}': set "
-                       f"min_{metric}, or metric = \"{other[4:]}\"", f"gate.{other}")
+        raise LogError(
+            sp,
+            _line_of(text, f"gate.{other}"),
+            f"is set but the metric is '{metric}': set min_{metric}, or metric = \"{other[4:]}\"",
+            f"gate.{other}",
+        )
     threshold = _key(cfg, f"gate.min_{metric}", (int, float), sp, text=text)
     if threshold is not None and not 0 <= threshold <= 1:
-        raise LogError(sp, _line_of(text, f"gate.min_{metric}"), f"must be between 0 and 1, got {threshold!r}",
-                       f"gate.min_{metric}")
+        raise LogError(
+            sp,
+            _line_of(text, f"gate.min_{metric}"),
+            f"must be between 0 and 1, got {threshold!r}",
+            f"gate.min_{metric}",
+        )
     confidence = _key(cfg, "gate.min_confidence", (int, float), sp, text=text)
     if confidence is not None and not 0 <= confidence <= 1:
-        raise LogError(sp, _line_of(text, "gate.min_confidence"), f"must be between 0 and 1 (a probability), got "
-                       f"{confidence!r}", "gate.min_confidence")
-    gpus = _key(cfg, "gpus", int, sp, text=text)
-    if gpus is not None and not MIN_GPUS <= gpus <= MAX_GPUS:
-        raise LogError(sp, _line_of(text, "gpus"), f"must be from {MIN_GPUS} to {MAX_GPUS}, got {gpus}", "gpus")
-    hs = _key(cfg, "queues.hs", int, sp, text=text)
-    if hs is not None and not 0 <= hs <= MAX_QUEUE_CAP:
-        raise LogError(sp, _line_of(text, "queues.hs"), f"must be from 0 to {MAX_QUEUE_CAP}, got {hs}", "queues.hs")
-    return {"profile": [path.parent / p for p in prof], "roles": dict(roles) if roles else None, "metric": metric,
-            "threshold": threshold, "min_confidence": confidence, "gpus": gpus, "hs_cap": hs, "path": sp, "text": text,
-            "engines": _engine_keys(cfg, sp, text)}
+        raise LogError(
+            sp,
+            _line_of(text, "gate.min_confidence"),
+            f"must be between 0 and 1 (a probability), got {confidence!r}",
+            "gate.min_confidence",
+        )
+    return metric, threshold, confidence
+
+
+def _whole_in(cfg: Mapping[str, Any], dotted: str, lo: int, hi: int, sp: str, text: str) -> int | None:
+    """The config's whole number at ``dotted`` (None: not given), which must be from ``lo`` to ``hi``."""
+    v = _key(cfg, dotted, int, sp, text=text)
+    if v is not None and not lo <= v <= hi:
+        raise LogError(sp, _line_of(text, dotted), f"must be from {lo} to {hi}, got {v}", dotted)
+    return v
 
 
 def _engine_keys(cfg: Mapping[str, Any], sp: str, text: str) -> dict[str, Any]:
     """The config's engine and node keys, as `advise` takes them (validated there, by option name)."""
     out: dict[str, Any] = {}
-    for key, kind in (("gpus_per_worker", dict), ("engine_scaling", dict), ("gpus_per_node", int),
-                      ("link_gbytes_s", (int, float))):
+    for key, kind in (
+        ("gpus_per_worker", dict),
+        ("engine_scaling", dict),
+        ("gpus_per_node", int),
+        ("link_gbytes_s", (int, float)),
+    ):
         v = _key(cfg, key, kind, sp, text=text)
         if v is not None:
             out[key] = float(v) if key == "link_gbytes_s" else v
@@ -243,17 +314,26 @@ def _threshold(cfg: Mapping[str, Any], metric: str, metric_given: bool, given: M
     if len(given) > 1:
         raise ValueError(f"{_option(METRICS[1])}: give one threshold, {' or '.join(map(_option, METRICS))}")
     if given:
-        (m, value), = given.items()
+        ((m, value),) = given.items()
         if m != metric:
-            why = ("--metric" if metric_given else f"gate.metric of {cfg['path']}" if "path" in cfg
-                   else "the default metric")
-            raise ValueError(f"{_option(m)}: the gate's metric is '{metric}' (from {why}), so {_option(m)} would "
-                             f"not apply; give {_option(metric)}, or --metric {m}")
+            why = (
+                "--metric"
+                if metric_given
+                else f"gate.metric of {cfg['path']}"
+                if "path" in cfg
+                else "the default metric"
+            )
+            raise ValueError(
+                f"{_option(m)}: the gate's metric is '{metric}' (from {why}), so {_option(m)} would "
+                f"not apply; give {_option(metric)}, or --metric {m}"
+            )
         return value
     if cfg["threshold"] is not None:
         if cfg["metric"] != metric:
-            raise ValueError(f"--metric: {cfg['path']} sets min_{cfg['metric']}, a threshold of "
-                             f"'{cfg['metric']}', not of '{metric}'; give {_option(metric)} too")
+            raise ValueError(
+                f"--metric: {cfg['path']} sets min_{cfg['metric']}, a threshold of "
+                f"'{cfg['metric']}', not of '{metric}'; give {_option(metric)} too"
+            )
         return cfg["threshold"]
     return DEFAULT_MIN_EFFICIENCY
 
@@ -274,55 +354,95 @@ def run_check(sources: Sequence[Path], options: Options | None = None, /, **give
         metric's name, ``"confidence"``), passed (none failed).
     """
     options = Options.of(options, **given)
-    sources = [Path(s) for s in sources]
-    cfg: dict[str, Any] = {"profile": sources, "roles": None, "metric": "efficiency", "threshold": None,
-                           "min_confidence": None, "gpus": None, "hs_cap": None}
-    if len(sources) == 1 and sources[0].suffix == ".toml":
-        cfg = load_config(sources[0])
-    metric_given = options.metric is not None
+    cfg = _gate_config([Path(s) for s in sources])
     metric = options.metric or cfg["metric"]
     if metric not in METRICS:
         raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
     given_thresholds = {m: v for m, v in zip(METRICS, (options.min_efficiency, options.min_gpu_util)) if v is not None}
-    threshold = _threshold(cfg, metric, metric_given, given_thresholds)
+    threshold = _threshold(cfg, metric, options.metric is not None, given_thresholds)
     from_cli = options.roles is not None
     planned = options.roles or cfg["roles"]
-    # a config plans a cluster (default: the sum of its roles); on the command line --roles judges a
-    # split of the profile's own G, so roles that do not sum to it are an error, not another G
+    adv = _advise_for(cfg, options, planned, from_cli)
+    if planned is None:
+        planned = dict(adv.observed.roles)
+    _check_planned(adv, planned, cfg, from_cli)
+    adv = adv.judge(planned)
+    min_confidence = options.min_confidence if options.min_confidence is not None else cfg["min_confidence"]
+    return replace(adv, gate=_gate_outcome(adv, planned, metric, threshold, min_confidence))
+
+
+def _gate_config(sources: Sequence[Path]) -> dict[str, Any]:
+    """The gate's settings: a single .toml source's (`load_config`), else the logs with no settings."""
+    if len(sources) == 1 and sources[0].suffix == ".toml":
+        return load_config(sources[0])
+    return {
+        "profile": sources,
+        "roles": None,
+        "metric": "efficiency",
+        "threshold": None,
+        "min_confidence": None,
+        "gpus": None,
+        "hs_cap": None,
+    }
+
+
+def _advise_for(cfg: Mapping[str, Any], options: Options, planned: Mapping[str, int] | None, from_cli: bool) -> Advice:
+    """Fit the profile log(s) and advise for the cluster the planned split is judged on.
+
+    A config plans a cluster (default: the GPUs of its roles' engines); on the command line
+    ``--roles`` judges a split of the profile's own G, so roles that do not sum to it are an
+    error (`_check_planned`), not another G.
+    """
     n_gpus = options.gpus or cfg["gpus"]
     profile = replace(options.over(Options(hs_cap=cfg["hs_cap"], **cfg.get("engines", {}))), gpus=n_gpus, roles=None)
     fitted = fit_logs(cfg["profile"])
     p, c = fitted.fit.roles
     if planned and not from_cli and n_gpus is None and set(planned) == {p, c}:
-        # a config plans a cluster: the GPUs of its engines (default: the sum of its roles' GPUs)
         profile = replace(profile, gpus=fitted.settings(profile).split_gpus(planned[p], planned[c]))
-    adv = fitted.advise(profile)
+    return fitted.advise(profile)
+
+
+def _roles_error(cfg: Mapping[str, Any], from_cli: bool, msg: str, key: str = "roles") -> LogError | ValueError:
+    """A wrong planned split: an error of ``--roles``, or of the config's line that set it."""
+    if from_cli or "path" not in cfg:
+        return ValueError(f"--roles: {msg}")
+    return LogError(cfg["path"], _line_of(cfg["text"], key) or _line_of(cfg["text"], "roles"), msg, key)
+
+
+def _check_planned(adv: Advice, planned: Mapping[str, int], cfg: Mapping[str, Any], from_cli: bool) -> None:
+    """The planned split names exactly the log's two roles and uses the GPUs the advice splits."""
     p, c = adv.roles
-    if planned is None:
-        planned = dict(adv.observed.roles)
-
-    def bad_roles(msg: str, key: str = "roles") -> LogError | ValueError:
-        if from_cli or "path" not in cfg:
-            return ValueError(f"--roles: {msg}")
-        return LogError(cfg["path"], _line_of(cfg["text"], key) or _line_of(cfg["text"], "roles"), msg, key)
-
     for r in planned:
         if r not in (p, c):
             close = difflib.get_close_matches(r, (p, c), n=1, cutoff=0.6)
             hint = f"did you mean '{close[0]}'?" if close else f"the log's roles are {p}, {c}"
-            raise bad_roles(f"'{r}' is not a role of the profile log; {hint}", f"roles.{r}")
+            raise _roles_error(cfg, from_cli, f"'{r}' is not a role of the profile log; {hint}", f"roles.{r}")
     for r in (p, c):
         if r not in planned:
-            raise bad_roles(f"is missing: the planned split names both roles of the log ({p}, {c})"
-                            if not from_cli else f"'{r}' is missing: name both roles of the log ({p}, {c})",
-                            f"roles.{r}")
+            raise _roles_error(
+                cfg,
+                from_cli,
+                f"is missing: the planned split names both roles of the log ({p}, {c})"
+                if not from_cli
+                else f"'{r}' is missing: name both roles of the log ({p}, {c})",
+                f"roles.{r}",
+            )
     used = adv.settings.split_gpus(planned[p], planned[c])
     if used != adv.gpus:
-        raise bad_roles(f"the planned split uses {used} GPUs but {adv.gpus} are split")
-    adv = adv.judge(planned)
+        raise _roles_error(cfg, from_cli, f"the planned split uses {used} GPUs but {adv.gpus} are split")
+
+
+def _gate_outcome(
+    adv: Advice, planned: Mapping[str, int], metric: str, threshold: float, min_confidence: float | None
+) -> dict[str, Any]:
+    """The gate's outcome for the judged split, as ``Advice.gate`` holds it.
+
+    The split fails on its metric when the value is below ``threshold``, and on confidence when
+    its ``p_best`` is below ``min_confidence`` (None: no such condition).
+    """
+    p, c = adv.roles
     row = adv.split_row(planned)
     value = float(row[metric])
-    min_confidence = options.min_confidence if options.min_confidence is not None else cfg["min_confidence"]
     p_best = _p_best(adv, str(row.name))
     failed = [metric] if not value >= threshold else []
     if min_confidence is not None:
@@ -330,11 +450,18 @@ def run_check(sources: Sequence[Path], options: Options | None = None, /, **give
             raise ValueError(f"--min-confidence: the advice has no odds for split {row.name} to check it against")
         if not p_best >= min_confidence:
             failed.append("confidence")
-    gate = {"metric": metric, "threshold": float(threshold), "value": value, "passed": not failed,
-            "min_confidence": None if min_confidence is None else float(min_confidence), "p_best": p_best,
-            "failed": failed, "roles": {p: int(planned[p]), c: int(planned[c])}, "bps": float(row["bps"]),
-            "bottleneck": str(row["bottleneck"])}
-    return replace(adv, gate=gate)
+    return {
+        "metric": metric,
+        "threshold": float(threshold),
+        "value": value,
+        "passed": not failed,
+        "min_confidence": None if min_confidence is None else float(min_confidence),
+        "p_best": p_best,
+        "failed": failed,
+        "roles": {p: int(planned[p]), c: int(planned[c])},
+        "bps": float(row["bps"]),
+        "bottleneck": str(row["bottleneck"]),
+    }
 
 
 def _p_best(adv: Advice, label: str) -> float | None:

@@ -6,6 +6,7 @@ placed in ``order`` among the command's own parameters; the command takes them a
 builds its `Options` with `options_of`. Adding a field to `Options` (with the command in its
 `Flag`'s ``commands``) and its name to the command's ``order`` is all a new option needs here.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -34,22 +35,32 @@ def option_param(command: str, name: str) -> inspect.Parameter:
     if flag.click_hi:
         limits["max"] = flag.hi
     kind = flag.cli if default is not None or flag.cli is bool else flag.cli | None
-    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                             annotation=Annotated[kind, typer.Option(flag.name, help=flag.help_for(command), **limits)])
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=default,
+        annotation=Annotated[kind, typer.Option(flag.name, help=flag.help_for(command), **limits)],
+    )
 
 
 def with_options(command: str, *order: str) -> Callable[[F], F]:
     """Give a typer command (whose own parameters end in ``**given``) the `Options` fields named in
     ``order``, in that order among its own parameters (every one of which ``order`` names)."""
+
     def wrap(fn: F) -> F:
-        own = {p.name: p for p in inspect.signature(fn, eval_str=True).parameters.values()
-               if p.kind is not inspect.Parameter.VAR_KEYWORD}
+        own = {
+            p.name: p
+            for p in inspect.signature(fn, eval_str=True).parameters.values()
+            if p.kind is not inspect.Parameter.VAR_KEYWORD
+        }
         if not set(own) <= set(order):
             raise ValueError(f"{command}: order leaves out {', '.join(sorted(set(own) - set(order)))}")
-        params = [own[n].replace(kind=inspect.Parameter.KEYWORD_ONLY) if n in own else option_param(command, n)
-                  for n in order]
-        fn.__signature__ = inspect.Signature(params)   # what typer reads the command's options from
+        params = [
+            own[n].replace(kind=inspect.Parameter.KEYWORD_ONLY) if n in own else option_param(command, n) for n in order
+        ]
+        fn.__signature__ = inspect.Signature(params)  # what typer reads the command's options from
         return fn
+
     return wrap
 
 

@@ -28,7 +28,8 @@ and whether it is a close call, and whether the odds have settled:
 Fewer reports than that are not settled; odds that move again after settling are not settled
 either. Only reports count (a pass that waits for data is none), so a stalled log neither
 settles the odds nor unsettles them. Text and Markdown print it as one line: ``odds so far:``
-(fewer reports than the rule needs), ``odds moving:`` (with what moved) or ``odds settled:``; with ``fmt="json"`` each document gains ``follow``: ``refresh`` (1, 2, ...),
+(fewer reports than the rule needs), ``odds moving:`` (with what moved) or ``odds settled:``; with ``fmt="json"`` each
+document gains ``follow``: ``refresh`` (1, 2, ...),
 ``odds`` (``action``, ``split``, ``p_best``, ``expected_regret_pct``, ``close_call``),
 ``settled``, ``spread`` (p_best's and the regret's span over the last reports) and the rule's
 ``settle_tol`` and ``settle_refreshes``.
@@ -44,6 +45,7 @@ Stops, with these exit codes:
 - a followed path changes type (a log file replaced by a folder, or the reverse): 2, in one
   line (a missing path is no change: it is waited for).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -54,23 +56,24 @@ import sys
 import time
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
-from advisor import advice      # advice.advise looked up per pass (tests replace it)
+from advisor import advice  # advice.advise looked up per pass (tests replace it)
 from advisor.decide.odds_text import ACTIONS, share_text
 from advisor.errors import LogError, LogRefused
-from advisor.ingest.reader import MAX_LOG_BYTES, open_log
 from advisor.ingest.ranks import expand
+from advisor.ingest.reader import MAX_LOG_BYTES, open_log
 from advisor.present.text import render
 from advisor.settings import SETTLE_REFRESHES, Options
 
-CLEAR = "\x1b[H\x1b[2J"   # cursor home + erase screen
-TAIL_BYTES = 64 << 10      # enough of a log's end to find its 'end' event
+CLEAR = "\x1b[H\x1b[2J"  # cursor home + erase screen
+TAIL_BYTES = 64 << 10  # enough of a log's end to find its 'end' event
 EXIT_OK, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 2, 130
 
-_sleep = time.sleep        # swapped by tests to simulate Ctrl-C
+_sleep = time.sleep  # swapped by tests to simulate Ctrl-C
 
 
 def _signature(paths: Sequence[Path]) -> tuple[tuple[int, int], ...] | None:
@@ -141,10 +144,10 @@ def _has_ended(path: Path) -> bool:
 class OddsPoint:
     """The odds of one report's verdict: what settling compares from report to report."""
 
-    action: str                  # the action without a probe: stay, switch, next-run
-    split: str                   # the recommended split, "N-M"
-    p_best: float                # 0-1: the split within the resolution of the best
-    regret_pct: float            # expected shortfall against the best, %
+    action: str  # the action without a probe: stay, switch, next-run
+    split: str  # the recommended split, "N-M"
+    p_best: float  # 0-1: the split within the resolution of the best
+    regret_pct: float  # expected shortfall against the best, %
     close_call: bool
 
     @classmethod
@@ -153,8 +156,13 @@ class OddsPoint:
         d = adv.decision
         if d.odds is None:
             return None
-        return cls(action=(d.action or d.verdict).value, split=d.recommended, p_best=float(d.p_best),
-                   regret_pct=float(d.expected_regret_pct), close_call=bool(d.close_call))
+        return cls(
+            action=(d.action or d.verdict).value,
+            split=d.recommended,
+            p_best=float(d.p_best),
+            regret_pct=float(d.expected_regret_pct),
+            close_call=bool(d.close_call),
+        )
 
 
 class Settling:
@@ -175,8 +183,10 @@ class Settling:
         pts = list(self.points)
         if not pts or any(p is None for p in pts):
             return None
-        return (max(p.p_best for p in pts) - min(p.p_best for p in pts),
-                max(p.regret_pct for p in pts) - min(p.regret_pct for p in pts))
+        return (
+            max(p.p_best for p in pts) - min(p.p_best for p in pts),
+            max(p.regret_pct for p in pts) - min(p.regret_pct for p in pts),
+        )
 
     @property
     def settled(self) -> bool:
@@ -193,8 +203,9 @@ class Settling:
         if pt is None:
             return "odds: none (the advice has no odds)"
         act = next((w for v, w in ACTIONS.items() if v.value == pt.action), pt.action)
-        odds = (f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.regret_pct:.2f}%"
-                + (", a close call" if pt.close_call else ""))
+        odds = f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.regret_pct:.2f}%" + (
+            ", a close call" if pt.close_call else ""
+        )
         n = len(self.points)
         rule = f"p_best and regret within {self.tol:g}"
         if self.settled:
@@ -211,12 +222,22 @@ class Settling:
     def to_json(self) -> dict[str, Any]:
         pt = self.points[-1] if self.points else None
         sp = self.spread()
-        return {"refresh": self.count, "settled": self.settled, "settle_tol": self.tol,
-                "settle_refreshes": self.refreshes,
-                "odds": None if pt is None else {"action": pt.action, "split": pt.split, "p_best": round(pt.p_best, 4),
-                                                 "expected_regret_pct": round(pt.regret_pct, 2),
-                                                 "close_call": pt.close_call},
-                "spread": None if sp is None else {"p_best": round(sp[0], 4), "expected_regret_pct": round(sp[1], 2)}}
+        return {
+            "refresh": self.count,
+            "settled": self.settled,
+            "settle_tol": self.tol,
+            "settle_refreshes": self.refreshes,
+            "odds": None
+            if pt is None
+            else {
+                "action": pt.action,
+                "split": pt.split,
+                "p_best": round(pt.p_best, 4),
+                "expected_regret_pct": round(pt.regret_pct, 2),
+                "close_call": pt.close_call,
+            },
+            "spread": None if sp is None else {"p_best": round(sp[0], 4), "expected_regret_pct": round(sp[1], 2)},
+        }
 
 
 def _render(adv: Any, fmt: str, settling: Settling) -> str:
@@ -233,7 +254,7 @@ class _Screen:
         self.fmt = fmt
         self.tty = bool(getattr(out, "isatty", lambda: False)())
         self.last_status = None
-        self.shown = False       # a report is on screen
+        self.shown = False  # a report is on screen
 
     def _stamp(self) -> str:
         return time.strftime("%H:%M:%S")
@@ -291,8 +312,8 @@ def _unusable_args(args: Sequence[Path]) -> bool:
         try:
             p.stat()
         except FileNotFoundError:
-            pass   # may appear later
-        except OSError as e:   # a name too long, a loop of links, ...: waiting will not help
+            pass  # may appear later
+        except OSError as e:  # a name too long, a loop of links, ...: waiting will not help
             _err(f"{p}: cannot be read ({e.strerror or e})")
             return True
     return False
@@ -330,8 +351,9 @@ def _unreadable(paths: Sequence[Path]) -> bool:
     return False
 
 
-def _wait_missing(paths: Sequence[Path], screen: _Screen, missing_since: float | None,
-                  max_wait_s: float | None) -> float | None:
+def _wait_missing(
+    paths: Sequence[Path], screen: _Screen, missing_since: float | None, max_wait_s: float | None
+) -> float | None:
     """Show which logs are awaited; returns since when, or None once waited past ``max_wait_s`` (said)."""
     now = time.monotonic()
     missing_since = now if missing_since is None else missing_since
@@ -343,15 +365,16 @@ def _wait_missing(paths: Sequence[Path], screen: _Screen, missing_since: float |
     return missing_since
 
 
-def _advise_pass(args: Sequence[Path], paths: Sequence[Path], screen: _Screen, fmt: str,
-                 options: Options, settling: Settling) -> int | None:
+def _advise_pass(
+    args: Sequence[Path], paths: Sequence[Path], screen: _Screen, fmt: str, options: Options, settling: Settling
+) -> int | None:
     """Advise on changed logs: a report, or a waiting line; the exit code when following must stop."""
     # counted before advising so that the count never runs ahead of what was read
     n_lines = sum(_count_lines(p) for p in paths)
     try:
         adv = advice.advise(args, options)
     except LogError as e:
-        if e.line is not None or isinstance(e, LogRefused):   # waiting will not cure it
+        if e.line is not None or isinstance(e, LogRefused):  # waiting will not cure it
             _err(str(e))
             return EXIT_UNUSABLE
         if all(_has_ended(p) for p in paths):
@@ -369,10 +392,12 @@ def _advise_pass(args: Sequence[Path], paths: Sequence[Path], screen: _Screen, f
     except ValueError as e:
         _err(str(e))
         return EXIT_UNUSABLE
-    except Exception as e:   # a bug: one line and 2, never a traceback or a verdict
+    except Exception as e:  # a bug: one line and 2, never a traceback or a verdict
         msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-        _err(f"internal error while reading {', '.join(map(str, paths))}: {msg} "
-             f"(a bug in dflash-advise; please report it)")
+        _err(
+            f"internal error while reading {', '.join(map(str, paths))}: {msg} "
+            f"(a bug in dflash-advise; please report it)"
+        )
         return EXIT_UNUSABLE
     ended = all(lg.end is not None for lg in adv.logs)
     settling.add(OddsPoint.of(adv))
@@ -391,8 +416,15 @@ def _interrupted(screen: _Screen, fmt: str) -> int:
     return EXIT_INTERRUPTED
 
 
-def follow_logs(paths: Sequence[str | Path], options: Options | None = None, /, *, fmt: str = "text",
-                out: TextIO | None = None, **given: Any) -> int:
+def follow_logs(
+    paths: Sequence[str | Path],
+    options: Options | None = None,
+    /,
+    *,
+    fmt: str = "text",
+    out: TextIO | None = None,
+    **given: Any,
+) -> int:
     """Refresh the advice for growing log(s) until they end; returns the exit code (module docstring).
 
     ``options`` (`advisor.settings.Options`; fields in ``given`` replace its own) are the advice's,

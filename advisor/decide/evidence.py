@@ -21,6 +21,7 @@ that moved by d% inside the window may move as much again) and the decision can 
 interval half-widths shrink as 1/sqrt(duration), so a log ``((w_best + w_runner) / gap)^2``
 times as long separates them.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.model.params import PipelineFit
 from advisor.ingest.runlog import RunLog
+from advisor.model.params import PipelineFit
 
 MIN_BATCHES = 100
 DRIFT_PCT = 5.0
@@ -42,10 +43,10 @@ class Evidence:
     steady_s: float
     batches: int
     settled: bool
-    drift_pct: float            # second half vs first half of the window, consumer completion rate
+    drift_pct: float  # second half vs first half of the window, consumer completion rate
     drift_z: float
-    basis: str = "steps"        # "steps", "rates" (snapshots only) or "numbers" (no log)
-    snapshots: int = 0          # rates snapshots inside the window (rates-only logs)
+    basis: str = "steps"  # "steps", "rates" (snapshots only) or "numbers" (no log)
+    snapshots: int = 0  # rates snapshots inside the window (rates-only logs)
 
     @property
     def drifting(self) -> bool:
@@ -67,8 +68,10 @@ class Evidence:
         out = []
         if self.batches < MIN_BATCHES:
             unit = " batches" if self.basis == "rates" else ""
-            out.append(f"only {self.count_text()} (at least {MIN_BATCHES}{unit} are needed to separate "
-                       f"splits a few percent apart)")
+            out.append(
+                f"only {self.count_text()} (at least {MIN_BATCHES}{unit} are needed to separate "
+                f"splits a few percent apart)"
+            )
         if not self.settled:
             out.append("the run has not settled (still warming up)")
         if self.drifting:
@@ -119,7 +122,19 @@ def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
     if fit.source == "rates":
         # the window holds snapshots; its batches are the consumer's completions over it
         batches = int(round(ob.bps * win.duration_s)) if ob.bps > 0 else 0
-        return Evidence(steady_s=win.duration_s, batches=batches, settled=bool(win.settled), drift_pct=float(drift),
-                        drift_z=float(z), basis="rates", snapshots=int(win.n_events))
-    return Evidence(steady_s=win.duration_s, batches=int(win.n_events), settled=bool(win.settled),
-                    drift_pct=float(drift), drift_z=float(z))
+        return Evidence(
+            steady_s=win.duration_s,
+            batches=batches,
+            settled=bool(win.settled),
+            drift_pct=float(drift),
+            drift_z=float(z),
+            basis="rates",
+            snapshots=int(win.n_events),
+        )
+    return Evidence(
+        steady_s=win.duration_s,
+        batches=int(win.n_events),
+        settled=bool(win.settled),
+        drift_pct=float(drift),
+        drift_z=float(z),
+    )

@@ -7,16 +7,17 @@ function as the table's rows, `advisor.project.table.split_capacities`), the eff
 bottleneck and, for step logs, the measured blocked/starved shares. The headline, the "measured
 at" reason, the JSON's ``observed`` object and the plots all read it.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import pandas as pd
 
-from advisor.model.params import PipelineFit
 from advisor.measure.observe import ObservedRun
+from advisor.model.params import PipelineFit
 from advisor.project.table import logged_placement, placed_split, split_capacities, split_label
 from advisor.settings import Settings
 
@@ -31,7 +32,7 @@ class ObservedSplit:
     capacities_bps: Mapping[str, float]
     efficiency: float
     bottleneck: str
-    producer_blocked: float | None = None     # measured shares of wall time (step logs)
+    producer_blocked: float | None = None  # measured shares of wall time (step logs)
     consumer_starved: float | None = None
 
     @property
@@ -74,23 +75,38 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
     p, c = fit.roles
     n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
     label = split_label(n, m)
-    if label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap \
-            and splits.get("layout", pd.Series(dtype=object)).get(label) == "node-local":
+    if (
+        label in splits.index
+        and splits.at[label, "observed"]
+        and settings.hs_cap == fit.hs_cap
+        and splits.get("layout", pd.Series(dtype=object)).get(label) == "node-local"
+    ):
         # the log ran one shared q_hs: its capacities at its own placement (else the best shared one)
         logged = logged_placement(fit, settings)
-        res = (placed_split(fit, settings, n, m, logged) if logged is not None
-               else split_capacities(fit, settings, n, m, interval=False, routing="shared"))
+        res = (
+            placed_split(fit, settings, n, m, logged)
+            if logged is not None
+            else split_capacities(fit, settings, n, m, interval=False, routing="shared")
+        )
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
         loader = res.loader_cap_bps
     elif label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap:
         row = splits.loc[label]
         caps = {p: float(row[f"cap_{p}_bps"]), c: float(row[f"cap_{c}_bps"])}
         loader = row["cap_loader_bps"]
-    else:   # the log ran another G or batch size than the table's: its own split, its own size
+    else:  # the log ran another G or batch size than the table's: its own split, its own size
         k = settings.log_gpus_per_worker
-        own = replace(settings, roles=None, gpus=max(n * k[0] + m * k[1], 2), token_budget=None,
-                      tokens_per_batch=fit.tokens_mean, hs_cap=fit.hs_cap, gpus_per_worker=k, engine_scaling=(1.0, 1.0),
-                      gpus_per_node=None)
+        own = replace(
+            settings,
+            roles=None,
+            gpus=max(n * k[0] + m * k[1], 2),
+            token_budget=None,
+            tokens_per_batch=fit.tokens_mean,
+            hs_cap=fit.hs_cap,
+            gpus_per_worker=k,
+            engine_scaling=(1.0, 1.0),
+            gpus_per_node=None,
+        )
         res = split_capacities(fit, own, max(n, 1), max(m, 1))
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
         loader = res.loader_cap_bps
@@ -100,7 +116,12 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
     if fit.source == "numbers" and label in splits.index:
         # bare numbers: no rate was measured; the split's rate is the projection from the given capacities
         ob = replace(ob, bps=float(splits.at[label, "bps"]), tok_s=float(splits.at[label, "tok_s"]))
-    return ObservedSplit(run=ob, roles={p: n, c: m}, capacities_bps=caps, efficiency=ob.bps / max(caps[p], caps[c]),
-                         bottleneck=min(caps, key=caps.get),
-                         producer_blocked=fit.producer.blocked_share if steps else None,
-                         consumer_starved=fit.consumer.starved_share if steps else None)
+    return ObservedSplit(
+        run=ob,
+        roles={p: n, c: m},
+        capacities_bps=caps,
+        efficiency=ob.bps / max(caps[p], caps[c]),
+        bottleneck=min(caps, key=caps.get),
+        producer_blocked=fit.producer.blocked_share if steps else None,
+        consumer_starved=fit.consumer.starved_share if steps else None,
+    )

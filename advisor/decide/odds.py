@@ -37,6 +37,7 @@ the two best splits' expected regrets are both below the resolution (either will
 
 The draws are seeded (``SEED``): the same table gives the same odds.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,9 +50,9 @@ import pandas as pd
 from advisor.project.table import ERR_CORNERS, ERR_SHARED
 from advisor.stats import Z_95
 
-RESOLUTION = 0.02       # splits within 2% of the best count as the best (what the model resolves)
+RESOLUTION = 0.02  # splits within 2% of the best count as the best (what the model resolves)
 DEFAULT_DRAWS = 4000
-MAX_CELLS = 2_000_000   # draws x splits at most: a table of more than 500 splits gets fewer draws
+MAX_CELLS = 2_000_000  # draws x splits at most: a table of more than 500 splits gets fewer draws
 MIN_DRAWS = 1000
 SEED = 34
 END_CAP_LOG = math.log(1.25)  # a capacity corner's shift drawn to at most x1.25 (or /1.25) of the point projection
@@ -70,7 +71,7 @@ class DrawInputs:
     widened: np.ndarray
     low_bps: np.ndarray
     high_bps: np.ndarray
-    left_batches: float | None     # batches left in the job (None: its size is unknown)
+    left_batches: float | None  # batches left in the job (None: its size is unknown)
 
 
 def draw_inputs(df: pd.DataFrame) -> DrawInputs:
@@ -89,15 +90,23 @@ def draw_inputs(df: pd.DataFrame) -> DrawInputs:
     corners = np.column_stack([col(c) for c in ERR_CORNERS]) if k else np.zeros((0, 4))
     ends = np.hstack([np.nan_to_num(sync), np.clip(np.nan_to_num(corners), -END_CAP_LOG, END_CAP_LOG)])
     ends = ends[:, np.abs(ends).max(axis=0) > 0] if k else ends
-    widened = (df["widened"].to_numpy(bool) if "widened" in df.columns else np.zeros(k, bool))
-    if "err_own_var" not in df.columns:      # no parts: every row drawn from its own interval
+    widened = df["widened"].to_numpy(bool) if "widened" in df.columns else np.zeros(k, bool)
+    if "err_own_var" not in df.columns:  # no parts: every row drawn from its own interval
         widened = np.ones(k, bool)
     eta = col("eta_s", math.nan)
     left = eta * bps
     left = left[np.isfinite(left) & (left >= 0)]
-    return DrawInputs(labels=labels, bps=bps, shared=np.nan_to_num(shared), own_var=np.nan_to_num(col("err_own_var")),
-                      ends=ends, widened=widened, low_bps=col("bps_low", math.nan), high_bps=col("bps_high", math.nan),
-                      left_batches=float(np.median(left)) if len(left) else None)
+    return DrawInputs(
+        labels=labels,
+        bps=bps,
+        shared=np.nan_to_num(shared),
+        own_var=np.nan_to_num(col("err_own_var")),
+        ends=ends,
+        widened=widened,
+        low_bps=col("bps_low", math.nan),
+        high_bps=col("bps_high", math.nan),
+        left_batches=float(np.median(left)) if len(left) else None,
+    )
 
 
 def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) -> np.ndarray:
@@ -141,7 +150,7 @@ def effective(rates: np.ndarray, inp: DrawInputs, judged: str | None, restart_s:
     rates themselves where no restart is weighed (no judged split, no cost, the job's size unknown)."""
     if judged is None or judged not in inp.labels or not restart_s > 0 or inp.left_batches is None:
         return rates
-    pay = np.full(len(inp.labels), restart_s / max(inp.left_batches, 1e-12))   # nothing left: never worth it
+    pay = np.full(len(inp.labels), restart_s / max(inp.left_batches, 1e-12))  # nothing left: never worth it
     pay[inp.labels.index(judged)] = 0.0
     with np.errstate(divide="ignore"):
         inv = np.where(rates > 0, 1.0 / np.where(rates > 0, rates, 1.0), np.inf)
@@ -153,24 +162,24 @@ class SplitOdds:
     """One split's odds (module docstring): all shares 0-1, percentages in %."""
 
     label: str
-    p_best: float          # within RESOLUTION of the best
-    p_top: float           # the best itself
-    regret_pct: float      # expected shortfall against the best, % of the best's expected rate
-    gain_pct: float        # expected lead over the best other split (negative: it trails)
-    mean_bps: float        # expected rate (b/s), before any restart
-    value_bps: float       # expected effective rate: batches left / remaining time, restart included
+    p_best: float  # within RESOLUTION of the best
+    p_top: float  # the best itself
+    regret_pct: float  # expected shortfall against the best, % of the best's expected rate
+    gain_pct: float  # expected lead over the best other split (negative: it trails)
+    mean_bps: float  # expected rate (b/s), before any restart
+    value_bps: float  # expected effective rate: batches left / remaining time, restart included
 
 
 @dataclass(frozen=True)
 class Odds:
     """Every split's odds from one joint draw, the Bayes action and the close call."""
 
-    splits: tuple[SplitOdds, ...]     # in the table's order
-    best: str                         # the Bayes action: least expected regret
-    runner_up: str | None             # the next by expected regret
-    close_call: bool                  # both best splits' expected regrets below the resolution
-    judged: str | None                # the split that runs now (restart weighed against it)
-    restart_s: float                  # the restart weighed (0: rates compared as they are)
+    splits: tuple[SplitOdds, ...]  # in the table's order
+    best: str  # the Bayes action: least expected regret
+    runner_up: str | None  # the next by expected regret
+    close_call: bool  # both best splits' expected regrets below the resolution
+    judged: str | None  # the split that runs now (restart weighed against it)
+    restart_s: float  # the restart weighed (0: rates compared as they are)
     draws: int
     seed: int
     resolution: float = RESOLUTION
@@ -184,8 +193,15 @@ class Odds:
         return self._by_label[label]
 
 
-def odds_of(rates: np.ndarray, inp: DrawInputs, *, judged: str | None = None, restart_s: float = 0.0,
-            seed: int = SEED, resolution: float = RESOLUTION) -> Odds:
+def odds_of(
+    rates: np.ndarray,
+    inp: DrawInputs,
+    *,
+    judged: str | None = None,
+    restart_s: float = 0.0,
+    seed: int = SEED,
+    resolution: float = RESOLUTION,
+) -> Odds:
     """The odds (module docstring) from drawn ``rates`` (draws x K, `draw_rates`).
 
     Args:
@@ -211,18 +227,36 @@ def odds_of(rates: np.ndarray, inp: DrawInputs, *, judged: str | None = None, re
     for i, label in enumerate(inp.labels):
         other = order[0] if order[0] != i else (order[1] if len(order) > 1 else None)
         gain = 100.0 * (mean_v[i] / mean_v[other] - 1.0) if other is not None and mean_v[other] > 0 else 0.0
-        rows.append(SplitOdds(label=label, p_best=float(p_best[i]), p_top=float(p_top[i]),
-                              regret_pct=float(max(regret[i], 0.0)), gain_pct=float(gain),
-                              mean_bps=float(mean_x[i]), value_bps=float(mean_v[i])))
+        rows.append(
+            SplitOdds(
+                label=label,
+                p_best=float(p_best[i]),
+                p_top=float(p_top[i]),
+                regret_pct=float(max(regret[i], 0.0)),
+                gain_pct=float(gain),
+                mean_bps=float(mean_x[i]),
+                value_bps=float(mean_v[i]),
+            )
+        )
     best = inp.labels[order[0]]
     runner = inp.labels[order[1]] if len(order) > 1 else None
     close = runner is not None and all(rows[j].regret_pct < 100 * resolution for j in order[:2])
-    return Odds(splits=tuple(rows), best=best, runner_up=runner, close_call=bool(close), judged=judged,
-                restart_s=float(restart_s) if weighed else 0.0, draws=len(rates), seed=seed, resolution=resolution)
+    return Odds(
+        splits=tuple(rows),
+        best=best,
+        runner_up=runner,
+        close_call=bool(close),
+        judged=judged,
+        restart_s=float(restart_s) if weighed else 0.0,
+        draws=len(rates),
+        seed=seed,
+        resolution=resolution,
+    )
 
 
-def split_odds(df: pd.DataFrame, *, judged: str | None = None, restart_s: float = 0.0, draws: int = DEFAULT_DRAWS,
-               seed: int = SEED) -> Odds:
+def split_odds(
+    df: pd.DataFrame, *, judged: str | None = None, restart_s: float = 0.0, draws: int = DEFAULT_DRAWS, seed: int = SEED
+) -> Odds:
     """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored.
 
     Args:

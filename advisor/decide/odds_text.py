@@ -19,6 +19,7 @@ Headline forms (text; the Markdown title is the same with the split in bold):
 
 The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -80,10 +81,12 @@ def headline(d: Decision, markdown: bool = False) -> str:
         pr = d.probe
         splits = " and ".join(f"**{x}**" if markdown else x for x in pr.splits)
         lead = "cannot tell without a probe" if markdown else "CANNOT TELL without a probe"
-        return (f"{lead}: {dur_text(pr.seconds_each)} each at {splits} ({pr.gpu_hours:.2g} GPU-hours) is worth it; "
-                f"until then {words} {rec}, {share_text(d.p_best)} likely the best")
+        return (
+            f"{lead}: {dur_text(pr.seconds_each)} each at {splits} ({pr.gpu_hours:.2g} GPU-hours) is worth it; "
+            f"until then {words} {rec}, {share_text(d.p_best)} likely the best"
+        )
     sep = "," if action is Verdict.NEXT_RUN else ":"
-    if action is Verdict.SWITCH and d.best_is_running:   # nothing to switch: the log runs it
+    if action is Verdict.SWITCH and d.best_is_running:  # nothing to switch: the log runs it
         keep = "keep" if markdown else "KEEP"
         return f"{keep} {rec} (the split the log runs), not {d.judged}{sep} {_odds_clause(d)}"
     return f"{words} {rec}{sep} {_odds_clause(d)}"
@@ -100,14 +103,23 @@ def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
     if o.runner_up is not None and all(s.label != o.runner_up for s in shown):
         shown.append(o.of(o.runner_up))
     first, rest = shown[0], shown[1:]
-    within = f"{first.label} is within {o.resolution:.0%} of the best split in {share_text(first.p_best)} of them" + "".join(
-        f", {s.label} in {share_text(s.p_best)}" for s in rest)
+    within = (
+        f"{first.label} is within {o.resolution:.0%} of the best split in {share_text(first.p_best)} of them"
+        + "".join(f", {s.label} in {share_text(s.p_best)}" for s in rest)
+    )
     regrets = ", ".join(f"{s.regret_pct:.1f}% at {s.label}" for s in shown)
-    how = (f"remaining-job time compared, a {dur_text(o.restart_s)} restart at any split but {o.judged}"
-           if o.restart_s > 0 and o.judged is not None else "rates compared")
+    how = (
+        f"remaining-job time compared, a {dur_text(o.restart_s)} restart at any split but {o.judged}"
+        if o.restart_s > 0 and o.judged is not None
+        else "rates compared"
+    )
     source = "the projections' uncertainty"
     if probed:
-        source = (f"the probe's measured noise at {' and '.join(probed)} (paired by round) and the projections' "
-                  f"uncertainty elsewhere")
-    return (f"odds from {o.draws:,} joint draws of {source} (what the splits share moves them together; "
-            f"{how}): {within}; expected regret {regrets}.")
+        source = (
+            f"the probe's measured noise at {' and '.join(probed)} (paired by round) and the projections' "
+            f"uncertainty elsewhere"
+        )
+    return (
+        f"odds from {o.draws:,} joint draws of {source} (what the splits share moves them together; "
+        f"{how}): {within}; expected regret {regrets}."
+    )

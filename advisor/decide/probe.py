@@ -30,6 +30,7 @@ per-time noise, ``delta`` their expected lead but at least the resolution) and t
 are not probed again on their own: a probe runs at least one split the logs have not run that
 long. Without the job's size the worth cannot be weighed: the probe is named, never worth it.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,30 +42,30 @@ import numpy as np
 from advisor.decide.odds import RESOLUTION, DrawInputs, Odds
 from advisor.stats import Z_95
 
-MIN_PROBE_S = 60.0                        # the shortest probe segment worth a restart
+MIN_PROBE_S = 60.0  # the shortest probe segment worth a restart
 PROBE_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
-OUTCOMES = 500                            # simulated probe outcomes
-REDECIDE = 6                              # splits re-decided between after a probe
-BINS = 256                                # groups of draws by the probed lead (the posterior's grid)
-MIN_SCV = 0.01                            # the floor of a role's step SCV in the count noise
-NOTHING_TO_GAIN_PCT = 0.01                # an action's expected regret below this: no probe to name
+OUTCOMES = 500  # simulated probe outcomes
+REDECIDE = 6  # splits re-decided between after a probe
+BINS = 256  # groups of draws by the probed lead (the posterior's grid)
+MIN_SCV = 0.01  # the floor of a role's step SCV in the count noise
+NOTHING_TO_GAIN_PCT = 0.01  # an action's expected regret below this: no probe to name
 
 
 @dataclass(frozen=True)
 class ProbeNoise:
     """What a probe's measurement of each split carries (module docstring)."""
 
-    var_s: Mapping[str, float]            # per split: sigma_k^2, log(b/s)^2 x seconds
-    level_var: float = 0.0                # a segment's run-to-run level variance
-    ran_s: Mapping[str, float] = field(default_factory=dict)   # seconds the evidence ran at each split
+    var_s: Mapping[str, float]  # per split: sigma_k^2, log(b/s)^2 x seconds
+    level_var: float = 0.0  # a segment's run-to-run level variance
+    ran_s: Mapping[str, float] = field(default_factory=dict)  # seconds the evidence ran at each split
 
 
 @dataclass(frozen=True)
 class ProbeCosts:
     """What a probe's worth is weighed against."""
 
-    remaining_s: float | None             # the job's remaining time at the action (None: unknown)
-    restart_s: float                      # one restart
+    remaining_s: float | None  # the job's remaining time at the action (None: unknown)
+    restart_s: float  # one restart
     gpus: int
 
 
@@ -72,14 +73,14 @@ class ProbeCosts:
 class Probe:
     """A probe: short segments at ``splits`` (interleaved A B A B), ``seconds_each`` at each."""
 
-    split: str                     # the split it chiefly measures (the rival, unless the evidence ran it)
-    splits: tuple[str, ...]        # every split it runs
+    split: str  # the split it chiefly measures (the rival, unless the evidence ran it)
+    splits: tuple[str, ...]  # every split it runs
     seconds_each: float
-    gpu_hours: float               # len(splits) x seconds_each x G / 3600 (restarts not included)
-    regret_now_pct: float          # expected regret of the action without the probe
-    regret_after_pct: float        # expected regret left after deciding on the probe's outcome
-    value_s: float                 # (regret now - after) x the remaining job time, seconds of G GPUs
-    cost_s: float                  # the probe's seconds plus two restarts, seconds of G GPUs
+    gpu_hours: float  # len(splits) x seconds_each x G / 3600 (restarts not included)
+    regret_now_pct: float  # expected regret of the action without the probe
+    regret_after_pct: float  # expected regret left after deciding on the probe's outcome
+    value_s: float  # (regret now - after) x the remaining job time, seconds of G GPUs
+    cost_s: float  # the probe's seconds plus two restarts, seconds of G GPUs
     worth_it: bool
 
 
@@ -92,8 +93,16 @@ def noise_var_s(bps: float, samp_coefs: tuple[float, float], steady_s: float, sc
     return out if math.isfinite(out) else 0.0
 
 
-def best_probe(rates: np.ndarray, values: np.ndarray, inp: DrawInputs, odds: Odds, action: str,
-               noise: ProbeNoise, costs: ProbeCosts, seed: int = 0) -> Probe | None:
+def best_probe(
+    rates: np.ndarray,
+    values: np.ndarray,
+    inp: DrawInputs,
+    odds: Odds,
+    action: str,
+    noise: ProbeNoise,
+    costs: ProbeCosts,
+    seed: int = 0,
+) -> Probe | None:
     """The best candidate probe against ``action`` and what it is worth (module docstring).
 
     Args:
@@ -111,8 +120,11 @@ def best_probe(rates: np.ndarray, values: np.ndarray, inp: DrawInputs, odds: Odd
         (``NOTHING_TO_GAIN_PCT``).
     """
     labels = inp.labels
-    rival = odds.best if odds.best != action else (
-        odds.judged if odds.judged is not None and odds.judged != action else odds.runner_up)
+    rival = (
+        odds.best
+        if odds.best != action
+        else (odds.judged if odds.judged is not None and odds.judged != action else odds.runner_up)
+    )
     if rival is None or rival == action:
         return None
     a, b = labels.index(action), labels.index(rival)
@@ -121,7 +133,7 @@ def best_probe(rates: np.ndarray, values: np.ndarray, inp: DrawInputs, odds: Odd
         return None
     sig2 = (noise.var_s.get(action, 0.0), noise.var_s.get(rival, 0.0))
     delta = max(abs(math.log(mean[a] / mean[b])), RESOLUTION)
-    start = max(2.0 * (Z_95 ** 2) * (sig2[0] + sig2[1]) / 2.0 / delta ** 2, MIN_PROBE_S)
+    start = max(2.0 * (Z_95**2) * (sig2[0] + sig2[1]) / 2.0 / delta**2, MIN_PROBE_S)
     tried = [max(start * f, MIN_PROBE_S) for f in PROBE_FACTORS] if costs.remaining_s else [start]
     now = odds.of(action).regret_pct
     if now < NOTHING_TO_GAIN_PCT:
@@ -129,16 +141,24 @@ def best_probe(rates: np.ndarray, values: np.ndarray, inp: DrawInputs, odds: Odd
     best: Probe | None = None
     for length in dict.fromkeys(tried):
         if all(noise.ran_s.get(x, 0.0) >= length for x in (action, rival)):
-            continue     # the evidence already ran both this long
+            continue  # the evidence already ran both this long
         var = (sig2[0] + sig2[1]) / length + noise.level_var
         gained = _regret_removed(rates, values, a, b, var, seed)
         after = max(now - gained, 0.0)
         value = (now - after) / 100.0 * costs.remaining_s if costs.remaining_s else 0.0
         cost = 2.0 * length + 2.0 * costs.restart_s
         chief = rival if noise.ran_s.get(rival, 0.0) < length else action
-        p = Probe(split=chief, splits=(action, rival), seconds_each=length,
-                  gpu_hours=2.0 * length * costs.gpus / 3600.0, regret_now_pct=now, regret_after_pct=after,
-                  value_s=value, cost_s=cost, worth_it=bool(costs.remaining_s) and value > cost)
+        p = Probe(
+            split=chief,
+            splits=(action, rival),
+            seconds_each=length,
+            gpu_hours=2.0 * length * costs.gpus / 3600.0,
+            regret_now_pct=now,
+            regret_after_pct=after,
+            value_s=value,
+            cost_s=cost,
+            worth_it=bool(costs.remaining_s) and value > cost,
+        )
         if best is None or p.value_s - p.cost_s > best.value_s - best.cost_s:
             best = p
     return best

@@ -8,6 +8,7 @@ figure is printed with `bps_text` (4 significant digits), shares with `pct_text`
 with `signed_pct` and durations with `dur_text`; `advisor.present.text` lays them out with the
 same formatting.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,7 @@ def pct_text(share: float) -> str:
 
 def signed_pct(pct: float) -> str:
     v = round(pct, 1)
-    return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"   # no "-0.0%"
+    return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"  # no "-0.0%"
 
 
 def dur_text(s: float | None) -> str:
@@ -54,6 +55,7 @@ def _plural(n: int, word: str) -> str:
 
 # ---------------------------------------------------------------- reasons, from the decision
 
+
 def basis_text(rf: RoleFit, workers: int) -> str:
     """What one role's capacity rests on, in words: "given", "given as 0.88..0.95 b/s", "at least
     39 b/s (a bound)", "measured from rates snapshots"."""
@@ -61,7 +63,7 @@ def basis_text(rf: RoleFit, workers: int) -> str:
         lo, hi = (workers * v for v in rf.mu_range_bps)
         if not math.isfinite(hi):
             return f"at least {bps_text(lo)} b/s on {_plural(workers, 'GPU')}, a bound"
-        if rf.basis is Basis.BOUND:   # read from a log: its throughput up to an upper estimate
+        if rf.basis is Basis.BOUND:  # read from a log: its throughput up to an upper estimate
             return f"between {bps_text(lo)} and {bps_text(hi)} b/s on {_plural(workers, 'GPU')}, a bound"
         return f"given as {bps_text(lo)}..{bps_text(hi)} b/s on {_plural(workers, 'GPU')}"
     return rf.basis.word()
@@ -97,20 +99,26 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
     hs = f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, " if has_hs_queue(fit, d.settings) else ""
     if r["bottleneck"] == "link":
         # the link's own capacity, and its cost from the same row as the placement sentence's
-        return (f"at {label} the link is the bottleneck: its capacity {bps_text(r['cap_link_bps'])} b/s vs {p} "
-                f"{bps_text(r[f'cap_{p}_bps'])} b/s and {c} {bps_text(r[f'cap_{c}_bps'])} b/s (their waits on the link "
-                f"included){loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
-                f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: {hs}{role_plural(p)} blocked "
-                f"{pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved {pct_text(r[f'{c}_starved'])}.")
+        return (
+            f"at {label} the link is the bottleneck: its capacity {bps_text(r['cap_link_bps'])} b/s vs {p} "
+            f"{bps_text(r[f'cap_{p}_bps'])} b/s and {c} {bps_text(r[f'cap_{c}_bps'])} b/s (their waits on the link "
+            f"included){loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
+            f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: {hs}{role_plural(p)} blocked "
+            f"{pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved {pct_text(r[f'{c}_starved'])}."
+        )
     if fit.source == "steps":
-        return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
-                f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
-                f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
-                f"{pct_text(r[f'{c}_starved'])}.")
-    return (f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
-            f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
+        return (
+            f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
+            f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
             f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
-            f"{pct_text(r[f'{c}_starved'])}.")
+            f"{pct_text(r[f'{c}_starved'])}."
+        )
+    return (
+        f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
+        f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
+        f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
+        f"{pct_text(r[f'{c}_starved'])}."
+    )
 
 
 def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
@@ -122,14 +130,17 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
     r = rows.loc[label]
     parts = []
     if ob.hs_mean_depth is not None and ob.hs_full_share is not None:
-        parts.append(f"q_hs {ob.hs_mean_depth:.1f}/{fit.hs_cap} on average (full {pct_text(ob.hs_full_share)} "
-                     f"of the time)")
+        parts.append(
+            f"q_hs {ob.hs_mean_depth:.1f}/{fit.hs_cap} on average (full {pct_text(ob.hs_full_share)} of the time)"
+        )
     if ob.producer_blocked is not None and ob.consumer_starved is not None:
-        parts.append(f"{role_plural(p)} blocked {pct_text(ob.producer_blocked)} of their time, {role_plural(c)} starved "
-                     f"{pct_text(ob.consumer_starved)}")
+        parts.append(
+            f"{role_plural(p)} blocked {pct_text(ob.producer_blocked)} of their time, {role_plural(c)} starved "
+            f"{pct_text(ob.consumer_starved)}"
+        )
     if math.isfinite(r["observed_bps"]):
         logged = r.get("bps_logged_place", math.nan)
-        if isinstance(logged, float) and math.isfinite(logged):   # across nodes: as the log placed it
+        if isinstance(logged, float) and math.isfinite(logged):  # across nodes: as the log placed it
             parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(logged)} projected at its placement")
         else:
             parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
@@ -143,13 +154,21 @@ def _needs(d: Decision) -> str:
         return ""
     bits = []
     if n.unknown:
-        bits.append(" and ".join(f"the {r} capacity measured (step events of the {role_plural(r)}, or a 'cap_bps' in their rates "
-                                 f"snapshots that is not only a bound)" for r in n.unknown))
+        bits.append(
+            " and ".join(
+                f"the {r} capacity measured (step events of the {role_plural(r)}, or a 'cap_bps' in their rates "
+                f"snapshots that is not only a bound)"
+                for r in n.unknown
+            )
+        )
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
-        bits.append(f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
-                    + (f"; the logs themselves measured {measured}" if measured else "")
-                    + "; logs on dedicated devices (a GPU or a CPU core per worker), one per split, would compare the splits directly")
+        bits.append(
+            f"the model misses the measured rate at {', '.join(n.model_gap)} (see the caveats)"
+            + (f"; the logs themselves measured {measured}" if measured else "")
+            + "; logs on dedicated devices (a GPU or a CPU core per worker), one per split, would compare the splits "
+            + "directly"
+        )
     if n.settle:
         bits.append("a log that runs past warm-up (its pace steady over the second half of the window)")
     if n.longer_factor is not None and n.extra_steady_s is not None:
@@ -159,8 +178,10 @@ def _needs(d: Decision) -> str:
         bits.append(f"a short run at {n.run_at}{with_what}, which measures it directly")
     if n.repeats:
         measured = " and ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
-        bits.append(f"both splits ran ({measured}), and another run of either may differ by more than their gap: "
-                    f"repeated runs of each, given together, measure that")
+        bits.append(
+            f"both splits ran ({measured}), and another run of either may differ by more than their gap: "
+            f"repeated runs of each, given together, measure that"
+        )
     return " What would settle it: " + "; or ".join(bits) + "." if bits else ""
 
 
@@ -175,46 +196,71 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "small-gain" and d.best_is_running:
-        return (f"{b}, the split the log runs, leads the judged {j} by only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), "
-                f"below the {RESOLVE_GAIN:.0%} the model resolves: either will do, and keeping {b} needs no restart.")
+        return (
+            f"{b}, the split the log runs, leads the judged {j} by only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), "
+            f"below the {RESOLVE_GAIN:.0%} the model resolves: either will do, and keeping {b} needs no restart."
+        )
     if d.rule == "small-gain":
-        return (f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a "
-                f"restart.")
+        return (
+            f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the "
+            f"{RESOLVE_GAIN:.0%} the model resolves: not worth a "
+            f"restart."
+        )
     if d.rule == "restart-cost":
-        return (f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
-                f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost.")
+        return (
+            f"{b} projects {signed_pct(d.gain_pct)}, but finishing the remaining job there would save only "
+            f"{d.eta_gain_s / 3600:.1f} h, not more than the {s.restart_cost_h:g} h restart cost."
+        )
     if d.rule == "expected-best":
-        return (f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but with its uncertainty"
-                f"{' and the restart' if d.odds.restart_s > 0 else ''} {j} is expected within "
-                f"{RESOLVE_GAIN:.0%} of the best (expected regret {d.expected_regret_pct:.1f}%): not worth a restart.")
+        return (
+            f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but with its uncertainty"
+            f"{' and the restart' if d.odds.restart_s > 0 else ''} {j} is expected within "
+            f"{RESOLVE_GAIN:.0%} of the best (expected regret {d.expected_regret_pct:.1f}%): not worth a restart."
+        )
     if d.rule == "probe":
         return _probe_reason(d)
     if d.rule == "switch" and d.best_is_running:
-        sooner = (f" and finishes the job {d.eta_gain_s / 3600:.1f} h sooner" if d.eta_gain_s is not None else "")
-        return (f"{b}, the split the log runs, gains {signed_pct(d.gain_pct)} throughput over the judged {j} "
-                f"({_vs(df, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one.")
+        sooner = f" and finishes the job {d.eta_gain_s / 3600:.1f} h sooner" if d.eta_gain_s is not None else ""
+        return (
+            f"{b}, the split the log runs, gains {signed_pct(d.gain_pct)} throughput over the judged {j} "
+            f"({_vs(df, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one."
+        )
     if d.rule == "switch" and d.recommended != b:
         return _expected_switch(d, df)
     if d.rule == "switch":
         if d.eta_gain_s is not None:
-            return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "
-                    f"{(d.eta_gain_s - 3600 * s.restart_cost_h) / 3600:.1f} h sooner, after a {s.restart_cost_h:g} h "
-                    f"restart.")
-        return (f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is unknown, so the restart cost is not weighed.")
-    why = ("the run has ended" if s.run_ended else "--next-run was given" if s.next_run
-           else f"no split of {s.units()} was observed")
+            return (
+                f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "
+                f"{(d.eta_gain_s - 3600 * s.restart_cost_h) / 3600:.1f} h sooner, after a {s.restart_cost_h:g} h "
+                f"restart."
+            )
+        return (
+            f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is "
+            "unknown, so the restart cost is not weighed."
+        )
+    why = (
+        "the run has ended"
+        if s.run_ended
+        else "--next-run was given"
+        if s.next_run
+        else f"no split of {s.units()} was observed"
+    )
     b = d.recommended
-    text = (f"{why}, so no restart cost applies: for the next run, {b} is the best {of} "
-            f"({bps_text(df.at[b, 'bps'])} b/s)." if b == d.best else
-            f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it projects "
-            f"{bps_text(df.at[b, 'bps'])} b/s against {d.best}'s {bps_text(df.at[d.best, 'bps'])} at the point "
-            f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
-            f"{d.odds.runner_up}.")
+    text = (
+        f"{why}, so no restart cost applies: for the next run, {b} is the best {of} ({bps_text(df.at[b, 'bps'])} b/s)."
+        if b == d.best
+        else f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it projects "
+        f"{bps_text(df.at[b, 'bps'])} b/s against {d.best}'s {bps_text(df.at[d.best, 'bps'])} at the point "
+        f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
+        f"{d.odds.runner_up}."
+    )
     m = d.margin
     if m is not None and d.close_call:
         other = m.lower if m.higher == b else m.higher
-        text += (f" {other} is expected within {RESOLVE_GAIN:.0%} of the best too ({_vs(df, m.higher, m.lower)}), "
-                 f"which the model does not resolve: either will do.")
+        text += (
+            f" {other} is expected within {RESOLVE_GAIN:.0%} of the best too ({_vs(df, m.higher, m.lower)}), "
+            f"which the model does not resolve: either will do."
+        )
     return text
 
 
@@ -229,23 +275,35 @@ def _upper_end(df: pd.DataFrame, label: str, high: float) -> str:
 def _expected_switch(d: Decision, df: pd.DataFrame) -> str:
     """A switch the odds make to a split that is not the projected best (what is unknown favours it)."""
     r, j = d.recommended, d.judged
-    return (f"{r} projects {bps_text(df.at[r, 'bps'])} b/s against {j}'s {bps_text(df.at[j, 'bps'])} at the point "
-            f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
-            f"{j}" + (f" by the rest of the job, the {d.settings.restart_cost_h:g} h restart included" if d.odds.restart_s > 0
-                      else " (the job's size is unknown, so the restart cost is not weighed)") + ": switch to it.")
+    return (
+        f"{r} projects {bps_text(df.at[r, 'bps'])} b/s against {j}'s {bps_text(df.at[j, 'bps'])} at the point "
+        f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
+        f"{j}"
+        + (
+            f" by the rest of the job, the {d.settings.restart_cost_h:g} h restart included"
+            if d.odds.restart_s > 0
+            else " (the job's size is unknown, so the restart cost is not weighed)"
+        )
+        + ": switch to it."
+    )
 
 
 def _probe_reason(d: Decision) -> str:
     """What the probe is, what it costs and is worth, and the action without it (rule ``probe``)."""
     pr = d.probe
-    words = {"stay": f"stay with {d.recommended}", "switch": f"switch to {d.recommended}",
-             "next-run": f"run {d.recommended} next"}[d.action.value]
-    return (f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)}, "
-            f"alternating (A B A B, so the host's drift cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
-            f"expected to cut the expected regret from {pr.regret_now_pct:.1f}% to {pr.regret_after_pct:.1f}%: "
-            f"worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's remaining time, against "
-            f"{dur_text(pr.cost_s)} for the probe and two restarts. Without a probe, {words} "
-            f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d))
+    words = {
+        "stay": f"stay with {d.recommended}",
+        "switch": f"switch to {d.recommended}",
+        "next-run": f"run {d.recommended} next",
+    }[d.action.value]
+    return (
+        f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)}, "
+        f"alternating (A B A B, so the host's drift cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
+        f"expected to cut the expected regret from {pr.regret_now_pct:.1f}% to {pr.regret_after_pct:.1f}%: "
+        f"worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's remaining time, against "
+        f"{dur_text(pr.cost_s)} for the probe and two restarts. Without a probe, {words} "
+        f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d)
+    )
 
 
 def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
@@ -253,8 +311,10 @@ def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
     li = lead_interval(df, a, b)
     if li is None:
         return ""
-    return (f", and {a}'s lead itself is {signed_pct(100 * li[0])} to {signed_pct(100 * li[1])} "
-            f"(95%, with the uncertainty both share taken out)")
+    return (
+        f", and {a}'s lead itself is {signed_pct(100 * li[0])} to {signed_pct(100 * li[1])} "
+        f"(95%, with the uncertainty both share taken out)"
+    )
 
 
 def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
@@ -263,51 +323,72 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     if a is None:
         return []
     m = int(df.at[a, f"n_{c}"])
-    out = [f"the runner-up {a} would give {role_plural(p)} {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
-           f"{role_count(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
-           f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
-           f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."]
+    out = [
+        f"the runner-up {a} would give {role_plural(p)} {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
+        f"{role_count(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
+        f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
+        f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."
+    ]
     mg = d.margin
     if provisional(d, fit):
         if mg.stable or mg.separated:
-            sep = (f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above {mg.lower}'s upper end "
-                   f"{bps_text(mg.runner_up_high)}" if mg.stable else
-                   f"{mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
-                   f"{signed_pct(mg.lead_high_pct)} (95%)")
-            out.append(f"the choice is provisional, not yet stable: {sep}, but on thin evidence the intervals cover "
-                       f"sampling noise only.")
+            sep = (
+                f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above {mg.lower}'s upper end "
+                f"{bps_text(mg.runner_up_high)}"
+                if mg.stable
+                else f"{mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+                f"{signed_pct(mg.lead_high_pct)} (95%)"
+            )
+            out.append(
+                f"the choice is provisional, not yet stable: {sep}, but on thin evidence the intervals cover "
+                f"sampling noise only."
+            )
         else:
-            out.append(f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
-                       f"not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
-                       f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin.")
+            out.append(
+                f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
+                f"not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
+                f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin."
+            )
     elif fit.source == "numbers" and not fit.contention.role_se:
-        out.append("from given numbers the intervals carry only the model's own error (and, with a sync cost given "
-                   "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
-                   "log: how stable the choice is cannot be told; a log with step events measures it.")
+        out.append(
+            "from given numbers the intervals carry only the model's own error (and, with a sync cost given "
+            "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
+            "log: how stable the choice is cannot be told; a log with step events measures it."
+        )
     elif mg.stable:
         by = f"; {probe_text(df, mg.higher, mg.lower)}" if probed_pair(df, mg.higher, mg.lower) else ""
-        out.append(f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
-                   f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}{by}.")
+        out.append(
+            f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
+            f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}{by}."
+        )
     elif mg.separated and probed_pair(df, mg.higher, mg.lower):
-        out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
-                   f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
-                   f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because "
-                   f"{probe_text(df, mg.higher, mg.lower)}: the host's level moves both alike, so the lead carries "
-                   f"only the noise between rounds.")
+        out.append(
+            f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+            f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
+            f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because "
+            f"{probe_text(df, mg.higher, mg.lower)}: the host's level moves both alike, so the lead carries "
+            f"only the noise between rounds."
+        )
     elif mg.separated:
-        out.append(f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
-                   f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
-                   f"{bps_text(mg.best_low)} b/s, {_upper_end(df, mg.lower, mg.runner_up_high)}) because both "
-                   f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
-                   f"the split moves them the same way, so the lead carries only what differs between them.")
+        out.append(
+            f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
+            f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
+            f"{bps_text(mg.best_low)} b/s, {_upper_end(df, mg.lower, mg.runner_up_high)}) because both "
+            f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
+            f"the split moves them the same way, so the lead carries only what differs between them."
+        )
     elif probed_pair(df, mg.higher, mg.lower):
-        out.append(f"the margin is within the probe's noise: {probe_text(df, mg.higher, mg.lower)}, and "
-                   f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper "
-                   f"end {bps_text(mg.runner_up_high)}{_lead_text(df, mg.higher, mg.lower)}.")
+        out.append(
+            f"the margin is within the probe's noise: {probe_text(df, mg.higher, mg.lower)}, and "
+            f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper "
+            f"end {bps_text(mg.runner_up_high)}{_lead_text(df, mg.higher, mg.lower)}."
+        )
     else:
-        out.append(f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
-                   f"{bps_text(mg.best_low)} b/s, not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
-                   f"{_lead_text(df, mg.higher, mg.lower)}.")
+        out.append(
+            f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
+            f"{bps_text(mg.best_low)} b/s, not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
+            f"{_lead_text(df, mg.higher, mg.lower)}."
+        )
     return out
 
 
@@ -322,8 +403,10 @@ def probed_pair(df: pd.DataFrame, a: str, b: str) -> bool:
 def probe_text(df: pd.DataFrame, a: str, b: str) -> str:
     """The evidence of a probed pair in words: "both were measured by a probe of N segments ..."."""
     n = int(df.at[a, "probe_segments"]) + int(df.at[b, "probe_segments"])
-    return (f"both were measured by a probe of {n} segments in alternating order ({a}: "
-            f"{int(df.at[a, 'probe_segments'])}, {b}: {int(df.at[b, 'probe_segments'])}), compared round by round")
+    return (
+        f"both were measured by a probe of {n} segments in alternating order ({a}: "
+        f"{int(df.at[a, 'probe_segments'])}, {b}: {int(df.at[b, 'probe_segments'])}), compared round by round"
+    )
 
 
 def provisional(d: Decision, fit: PipelineFit) -> bool:
@@ -337,20 +420,31 @@ def _loader(d: Decision) -> list[str]:
     if ld is None:
         return []
     p = d.settings.producer
-    return [f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(p)} starved {pct_text(ld.starved_share)} of "
-            f"their time with empty prefetch queues): no split beats it ({', '.join(ld.at_cap) or 'none'} reach it "
-            f"within 1%); fix the input (more loader workers, pre-tokenized data) rather than the split."]
+    return [
+        f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(p)} starved "
+        f"{pct_text(ld.starved_share)} of "
+        f"their time with empty prefetch queues): no split beats it ({', '.join(ld.at_cap) or 'none'} reach it "
+        f"within 1%); fix the input (more loader workers, pre-tokenized data) rather than the split."
+    ]
 
 
 def _levers(d: Decision) -> list[str]:
     c = d.settings.consumer
     out = []
     for lv in d.sensitivity.levers:
-        opts = [f"{what} would give {pct_text(s)}" for what, s in (
-            ("balancing tokens across ranks", lv.scaling_balanced),
-            (f"syncing every {2 * lv.sync_every} steps", lv.scaling_half_sync)) if s >= lv.scaling_now + LEVER_MIN_GAIN]
-        out.append(f"with {role_count(lv.drafters, c)} each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier every "
-                   f"{lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}.")
+        opts = [
+            f"{what} would give {pct_text(s)}"
+            for what, s in (
+                ("balancing tokens across ranks", lv.scaling_balanced),
+                (f"syncing every {2 * lv.sync_every} steps", lv.scaling_half_sync),
+            )
+            if s >= lv.scaling_now + LEVER_MIN_GAIN
+        ]
+        out.append(
+            f"with {role_count(lv.drafters, c)} each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier "
+            "every "
+            f"{lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}."
+        )
     return out
 
 
@@ -369,8 +463,9 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
     if provisional(d, fit):
-        out.append(f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or "
-                   f"overturns it.")
+        out.append(
+            f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or overturns it."
+        )
     out += _runner_up(d, rows, fit)
     out += _levers(d)
     return out
@@ -392,26 +487,35 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
     if not s.link_bytes_s or not fit.hs_bytes_per_token:
         out[0] += "; the link between nodes is taken as free (its bandwidth is unknown)."
         return out
-    whence = {"measured": "measured from this log's crossing batches", "given": "given",
-              "header": "the log header's"}.get(s.link_source or "", "given")
+    whence = {
+        "measured": "measured from this log's crossing batches",
+        "given": "given",
+        "header": "the log header's",
+    }.get(s.link_source or "", "given")
     cost = link_cost_pct(r)
     other = float(r.get("bps_other_layout", math.nan))
     vs = f"{bps_text(other)} b/s ({signed_pct(100 * (other / float(r['bps']) - 1))})" if other > 0 else ""
     if r.get("layout") == "node-local":
         where = str(r["placement"]).removeprefix("node-local: ")
-        out[0] = (f"at {label} run one pipeline per node ({where}; {bps_text(r['bps'])} b/s): each node's batches "
-                  f"stay on it; {_local_sync_text(fit, r, s.link_bytes_s / 1e9, whence, cost)}"
-                  + (f"; one shared q_hs at the best placement would give {vs}." if vs else "."))
+        out[0] = (
+            f"at {label} run one pipeline per node ({where}; {bps_text(r['bps'])} b/s): each node's batches "
+            f"stay on it; {_local_sync_text(fit, r, s.link_bytes_s / 1e9, whence, cost)}"
+            + (f"; one shared q_hs at the best placement would give {vs}." if vs else ".")
+        )
     else:
-        out[0] += (f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} "
-                   f"GB/s link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} "
-                   f"b/s; the link costs {cost:.1f}% against a free one.")
+        out[0] += (
+            f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} "
+            f"GB/s link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} "
+            f"b/s; the link costs {cost:.1f}% against a free one."
+        )
         if vs:
             out.append(f"one pipeline per node at {label} would give {vs}.")
     logged = r.get("bps_logged_place", math.nan)
     if isinstance(logged, float) and math.isfinite(logged) and r["logged_placement"] != r["placement"]:
-        out.append(f"the log ran {label} as {r['logged_placement']}: {bps_text(logged)} b/s projected there; "
-                   f"the placement above gives {signed_pct(100 * (float(r['bps']) / logged - 1))}.")
+        out.append(
+            f"the log ran {label} as {r['logged_placement']}: {bps_text(logged)} b/s projected there; "
+            f"the placement above gives {signed_pct(100 * (float(r['bps']) / logged - 1))}."
+        )
     return out
 
 
@@ -421,8 +525,10 @@ def _local_sync_text(fit: PipelineFit, r: pd.Series, gbytes_s: float, whence: st
         return "the log's drafters do not sync (sync_every 0), so nothing is counted on the link"
     if not fit.sync.bytes_per_sync:
         return "the log's sync events carry no bytes, so the sync's time on the link is not counted"
-    return (f"only the drafters' sync crosses the {gbytes_s:.3g} GB/s link ({whence}), "
-            f"{pct_text(r['link_util'])} busy, costing {cost:.1f}% against a free link")
+    return (
+        f"only the drafters' sync crosses the {gbytes_s:.3g} GB/s link ({whence}), "
+        f"{pct_text(r['link_util'])} busy, costing {cost:.1f}% against a free link"
+    )
 
 
 def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
@@ -433,7 +539,9 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
     rests on the same sync fit, so one table never says "fitted" and "assumed" of the same share."""
     c = fit.roles[1]
     if fit.sync.measured:
-        return f"{pct_text(share)}, from the given sync time" if fit.source == "numbers" else f"fitted {pct_text(share)}"
+        return (
+            f"{pct_text(share)}, from the given sync time" if fit.source == "numbers" else f"fitted {pct_text(share)}"
+        )
     if fit.source == "numbers":
         return f"assumed {pct_text(share)}, not measured: no log, and no sync time was given"
     logged = sorted({o.roles.get(c, 0) for o in fit.observed})
@@ -466,27 +574,39 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     d = decision
     rests = {}
     if fit is not None:
-        rests = {rf.role: ("the given range's middle" if rf.ranged and rf.basis is Basis.GIVEN else
-                           "the known range's middle" if rf.ranged and math.isfinite(rf.mu_range_bps[1]) else
-                           {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value])
-                 for rf in (fit.producer, fit.consumer)}
+        rests = {
+            rf.role: (
+                "the given range's middle"
+                if rf.ranged and rf.basis is Basis.GIVEN
+                else "the known range's middle"
+                if rf.ranged and math.isfinite(rf.mu_range_bps[1])
+                else {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value]
+            )
+            for rf in (fit.producer, fit.consumer)
+        }
     c = d.settings.consumer
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
     for th in d.sensitivity.thresholds:
         if th.factor is None:
-            of = {"fitted": "of the fit", "measured": "of the measured value", "given": "of the given value",
-                  "the bound": "of the bound", "the given range's middle": "of the given range's middle",
-                  "the known range's middle": "of the known range's middle"}[
-                rests.get(th.role, "fitted")]
+            of = {
+                "fitted": "of the fit",
+                "measured": "of the measured value",
+                "given": "of the given value",
+                "the bound": "of the bound",
+                "the given range's middle": "of the given range's middle",
+                "the known range's middle": "of the known range's middle",
+            }[rests.get(th.role, "fitted")]
             out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
             continue
         word = "higher" if th.factor > 1 else "lower"
         gpus = th.workers * d.settings.gpus_per_worker[0 if th.role == d.settings.producer else 1]
-        out.append(f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
-                   f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
-                   f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}"
-                   f"{_outside_range(fit, th.role, th.factor)}.")
+        out.append(
+            f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
+            f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
+            f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}"
+            f"{_outside_range(fit, th.role, th.factor)}."
+        )
     lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"
     for tie in d.sensitivity.scaling:
         big, other = "-".join(map(str, tie.big)), "-".join(map(str, tie.other))
@@ -495,14 +615,20 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
             if tie.big_wins_at_fit:
                 out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} ({fitted}).")
             else:
-                out.append(f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is "
-                           f"{tie.big_bottleneck}-bound even with perfect {c} scaling.")
+                out.append(
+                    f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is "
+                    f"{tie.big_bottleneck}-bound even with perfect {c} scaling."
+                )
         elif not tie.big_wins_at_fit:
-            out.append(f"each of the {role_count(tie.big[1], c)} of {big} keeps at least {pct_text(tie.scaling)} of a lone "
-                       f"{c}'s rate ({fitted}): then {big} beats {other}.")
+            out.append(
+                f"each of the {role_count(tie.big[1], c)} of {big} keeps at least {pct_text(tie.scaling)} of a lone "
+                f"{c}'s rate ({fitted}): then {big} beats {other}."
+            )
         else:
-            out.append(f"each of the {role_count(tie.big[1], c)} of {big} keeps less than {pct_text(tie.scaling)} of a lone "
-                       f"{c}'s rate ({fitted}): then {other} beats {big}.")
+            out.append(
+                f"each of the {role_count(tie.big[1], c)} of {big} keeps less than {pct_text(tie.scaling)} of a lone "
+                f"{c}'s rate ({fitted}): then {other} beats {big}."
+            )
     return out
 
 
@@ -513,8 +639,12 @@ def queue_text(q: QueueAdvice) -> str:
     if q.bps <= 0:
         return f"q_hs at {q.cap}: no throughput is projected at {label}, so no queue advice."
     if q.deepen:
-        return (f"deepen q_hs from {q.cap} to {q.doubled_cap} at {label}: {signed_pct(q.gain_pct)} throughput{mem}; "
-                f"x4 would give {signed_pct(q.quad_gain_pct)}.")
+        return (
+            f"deepen q_hs from {q.cap} to {q.doubled_cap} at {label}: {signed_pct(q.gain_pct)} throughput{mem}; "
+            f"x4 would give {signed_pct(q.quad_gain_pct)}."
+        )
     half = f"halving it loses {q.loss_pct_half:.1f}%" if round(q.loss_pct_half, 1) > 0 else "halving it loses nothing"
-    return (f"keep q_hs at {q.cap} at {label}: doubling it gains {signed_pct(q.gain_pct)}{mem}, {half}; "
-            f"the steady rate is set by capacity, not by buffering.")
+    return (
+        f"keep q_hs at {q.cap} at {label}: doubling it gains {signed_pct(q.gain_pct)}{mem}, {half}; "
+        f"the steady rate is set by capacity, not by buffering."
+    )

@@ -32,6 +32,7 @@ split within ``LOADER_TIE`` of its capacity is named: no split beats it), the se
 against A (`advisor.project.sensitivity`), and queue advice at R (`advisor.project.queues`).
 Wording is `advisor.decide.reasons`'s.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,8 @@ from advisor.project.table import lead_interval, lead_parts, split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
 
-RESOLVE_GAIN = RESOLUTION    # leads below 2% are within what the model resolves
-LOADER_TIE = 0.01            # splits this close to the loader's cap count as reaching it
+RESOLVE_GAIN = RESOLUTION  # leads below 2% are within what the model resolves
+LOADER_TIE = 0.01  # splits this close to the loader's cap count as reaching it
 
 
 class Verdict(str, Enum):
@@ -72,11 +73,11 @@ class Margin:
     higher: str
     lower: str
     stable: bool
-    best_low: float              # the higher one's interval start
-    runner_up_high: float        # the lower one's interval end
-    lead_pct: float              # the higher one's projected lead
+    best_low: float  # the higher one's interval start
+    runner_up_high: float  # the lower one's interval end
+    lead_pct: float  # the higher one's projected lead
     separated: bool = False
-    lead_low_pct: float | None = None    # the lead's 95% interval (None: no paired form)
+    lead_low_pct: float | None = None  # the lead's 95% interval (None: no paired form)
     lead_high_pct: float | None = None
 
 
@@ -84,15 +85,15 @@ class Margin:
 class Needs:
     """What evidence would settle a choice the log cannot make."""
 
-    longer_factor: float | None   # a steady log this many times as long separates the two
+    longer_factor: float | None  # a steady log this many times as long separates the two
     extra_steady_s: float | None  # that much more steady time
-    settle: bool                  # the log must first run past warm-up / drift
-    run_at: str | None            # or a short run at this split, given with the log
-    model_gap: tuple[str, ...] = ()                   # rows widened to a measured rate the model misses
-    measured: tuple[tuple[str, float], ...] = ()      # (split, measured b/s) where logs ran them
-    repeats: bool = False         # both splits ran and nothing else would help: repeated runs of each
-    unknown: tuple[str, ...] = ()     # roles whose capacity is only a range or a bound and decides the pick
-    rival: str | None = None          # the split that leads the best at some end of those ranges
+    settle: bool  # the log must first run past warm-up / drift
+    run_at: str | None  # or a short run at this split, given with the log
+    model_gap: tuple[str, ...] = ()  # rows widened to a measured rate the model misses
+    measured: tuple[tuple[str, float], ...] = ()  # (split, measured b/s) where logs ran them
+    repeats: bool = False  # both splits ran and nothing else would help: repeated runs of each
+    unknown: tuple[str, ...] = ()  # roles whose capacity is only a range or a bound and decides the pick
+    rival: str | None = None  # the split that leads the best at some end of those ranges
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,8 @@ class Decision:
     best: str
     runner_up: str | None
     margin: Margin | None
-    gain_pct: float               # best split's projected lead over the judged split
-    eta_gain_s: float | None      # remaining time saved at the best split (before restart cost)
+    gain_pct: float  # best split's projected lead over the judged split
+    eta_gain_s: float | None  # remaining time saved at the best split (before restart cost)
     needs: Needs | None
     loader: LoaderCap | None
     sensitivity: Sensitivity
@@ -121,8 +122,8 @@ class Decision:
     evidence: Evidence
     settings: Settings
     n_splits: int
-    odds: Odds | None = None      # every split's odds from one joint draw (`advisor.decide.odds`)
-    probe: Probe | None = None    # the best candidate probe and its worth (`advisor.decide.probe`)
+    odds: Odds | None = None  # every split's odds from one joint draw (`advisor.decide.odds`)
+    probe: Probe | None = None  # the best candidate probe and its worth (`advisor.decide.probe`)
     action: Verdict | None = None  # the action without a probe (the verdict, unless cannot-tell)
 
     @property
@@ -140,7 +141,7 @@ class Decision:
         """The recommended split's expected lead: over the judged split where the verdict
         switches, else over the best other split (negative where it trails)."""
         if self.odds is None or self.odds.runner_up is None:
-            return None      # one split: nothing to gain over
+            return None  # one split: nothing to gain over
         rec = self.odds.of(self.recommended)
         if self.verdict is Verdict.SWITCH and self.judged is not None and self.judged != self.recommended:
             base = self.odds.of(self.judged).value_bps
@@ -156,8 +157,13 @@ class Decision:
     def best_is_running(self) -> bool:
         """The best split is the one the log runs and the judged one (``--roles``) is another: reaching
         the best needs no restart (moving to the judged split would)."""
-        return (self.evidence.basis != "numbers" and self.observed is not None and self.best == self.observed
-                and self.judged is not None and self.judged != self.observed)
+        return (
+            self.evidence.basis != "numbers"
+            and self.observed is not None
+            and self.best == self.observed
+            and self.judged is not None
+            and self.judged != self.observed
+        )
 
     @property
     def described(self) -> str:
@@ -177,11 +183,17 @@ def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
     lead = 100.0 * (df.at[hi, "bps"] / df.at[lo, "bps"] - 1.0) if df.at[lo, "bps"] > 0 else math.inf
     stable = bool(df.at[hi, "bps_low"] > df.at[lo, "bps_high"])
     paired = lead_interval(df, hi, lo)
-    return Margin(higher=hi, lower=lo, stable=stable,
-                  best_low=float(df.at[hi, "bps_low"]), runner_up_high=float(df.at[lo, "bps_high"]),
-                  lead_pct=float(lead), separated=stable or (paired is not None and paired[0] > 0),
-                  lead_low_pct=100.0 * paired[0] if paired else None,
-                  lead_high_pct=100.0 * paired[1] if paired else None)
+    return Margin(
+        higher=hi,
+        lower=lo,
+        stable=stable,
+        best_low=float(df.at[hi, "bps_low"]),
+        runner_up_high=float(df.at[lo, "bps_high"]),
+        lead_pct=float(lead),
+        separated=stable or (paired is not None and paired[0] > 0),
+        lead_low_pct=100.0 * paired[0] if paired else None,
+        lead_high_pct=100.0 * paired[1] if paired else None,
+    )
 
 
 def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
@@ -201,7 +213,7 @@ def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None)
         if left > 0 and parts.sampling_var > 0 and not gaps:
             factor = max(parts.sampling_var / left, 1.0)
             extra = ev.steady_s * (factor - 1.0)
-    elif not gaps:   # no paired form: the two intervals, as if all of them shrank with length
+    elif not gaps:  # no paired form: the two intervals, as if all of them shrank with length
         gap = df.at[hi, "bps"] - df.at[lo, "bps"]
         width = (df.at[hi, "bps"] - df.at[hi, "bps_low"]) + (df.at[lo, "bps_high"] - df.at[lo, "bps"])
         if gap > 0 and width > 0:
@@ -211,8 +223,15 @@ def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None)
         run_at = None
     # both ran: what keeps them apart is each run's own level, which only more runs of each measure
     repeats = len(measured) == 2 and factor is None and run_at is None and not gaps
-    return Needs(longer_factor=factor, extra_steady_s=extra, settle=not ev.settled or ev.drifting, run_at=run_at,
-                 model_gap=gaps, measured=measured, repeats=repeats)
+    return Needs(
+        longer_factor=factor,
+        extra_steady_s=extra,
+        settle=not ev.settled or ev.drifting,
+        run_at=run_at,
+        model_gap=gaps,
+        measured=measured,
+        repeats=repeats,
+    )
 
 
 def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
@@ -223,8 +242,9 @@ def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
     return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
 
 
-def _action(df: pd.DataFrame, settings: Settings, judged: str | None, best: str, odds: Odds,
-            running: str | None = None) -> tuple[Verdict, str, str]:
+def _action(
+    df: pd.DataFrame, settings: Settings, judged: str | None, best: str, odds: Odds, running: str | None = None
+) -> tuple[Verdict, str, str]:
     """(action, rule, recommended label) by the ordered rules of the module docstring, before
     the probe's worth is weighed; ``running``: the split the log runs (reaching it costs no restart)."""
     if settings.for_next_run or judged is None:
@@ -256,11 +276,18 @@ def probe_noise(fit: PipelineFit, df: pd.DataFrame, ev: Evidence) -> ProbeNoise:
             lbl = split_label(o.roles.get(p, 0), o.roles.get(c, 0))
             if lbl in df.index and bool(df.at[lbl, "observed"]):
                 ran[lbl] = max(ran.get(lbl, 0.0), float(o.steady.duration_s))
-    return ProbeNoise(var_s=var_s, level_var=fit.contention.run_se ** 2, ran_s=ran)
+    return ProbeNoise(var_s=var_s, level_var=fit.contention.run_se**2, ran_s=ran)
 
 
-def _weigh(fit: PipelineFit, df: pd.DataFrame, settings: Settings, ev: Evidence, judged: str | None,
-           best: str, running: str | None = None) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
+def _weigh(
+    fit: PipelineFit,
+    df: pd.DataFrame,
+    settings: Settings,
+    ev: Evidence,
+    judged: str | None,
+    best: str,
+    running: str | None = None,
+) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
     """The odds, the action, and the probe against it: (verdict, action, rule, recommended, odds,
     probe); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
     in_run = judged is not None and not settings.for_next_run
@@ -275,8 +302,15 @@ def _weigh(fit: PipelineFit, df: pd.DataFrame, settings: Settings, ev: Evidence,
     values = effective(rates, inp, odds.judged, odds.restart_s)
     value = odds.of(rec).value_bps
     remaining = inp.left_batches / value if inp.left_batches and value > 0 else None
-    probe = best_probe(rates, values, inp, odds, rec, probe_noise(fit, df, ev),
-                       ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus))
+    probe = best_probe(
+        rates,
+        values,
+        inp,
+        odds,
+        rec,
+        probe_noise(fit, df, ev),
+        ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus),
+    )
     if probe is not None and probe.worth_it:
         return Verdict.CANNOT_TELL, action, "probe", rec, odds, probe
     return action, action, rule, rec, odds, probe
@@ -290,8 +324,9 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
     ob0 = fit.observed[0]
     first = split_label(ob0.roles.get(p, 0), ob0.roles.get(c, 0))
     observed = first if first in df.index else observed
-    judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else (
-        first if first in df.index else None)
+    judged = (
+        split_label(settings.roles[p], settings.roles[c]) if settings.roles else (first if first in df.index else None)
+    )
     best = str(df["bps"].idxmax())
     running = observed if evidence.basis != "numbers" else None
     verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, running)
@@ -306,16 +341,37 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
     fewer = str(others.loc[m_col[others.index] < r[1], "bps"].idxmax()) if (m_col[others.index] < r[1]).any() else None
     more = str(others.loc[m_col[others.index] > r[1], "bps"].idxmax()) if (m_col[others.index] > r[1]).any() else None
     sens = sensitivity(
-        fit, settings, r, _split(df, runner, p, c) if runner else None,
-        _split(df, fewer, p, c) if fewer else None, _split(df, more, p, c) if more else None,
+        fit,
+        settings,
+        r,
+        _split(df, runner, p, c) if runner else None,
+        _split(df, fewer, p, c) if fewer else None,
+        _split(df, more, p, c) if more else None,
         _split(df, judged, p, c) if judged else r,
         bottleneck_of=lambda s: str(df.at[split_label(*s), "bottleneck"]),
-        capacity_of=lambda s, i: float(df.at[split_label(*s), f"cap_{(p, c)[i]}_bps"]))
+        capacity_of=lambda s, i: float(df.at[split_label(*s), f"cap_{(p, c)[i]}_bps"]),
+    )
     gain = 100.0 * (df.at[best, "bps"] / df.at[judged, "bps"] - 1.0) if judged and df.at[judged, "bps"] > 0 else 0.0
     eta_gain = float(df.at[judged, "eta_s"] - df.at[best, "eta_s"]) if judged else None
-    return Decision(verdict=verdict, rule=rule, recommended=rec, judged=judged, observed=observed, best=best,
-                    runner_up=runner, margin=_margin(df, rec, runner), gain_pct=float(gain),
-                    eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
-                    needs=needs, loader=_loader(fit, df), sensitivity=sens,
-                    queue=queue_advice(fit, settings, r), evidence=evidence, settings=settings, n_splits=len(df),
-                    odds=odds, probe=probe, action=action)
+    return Decision(
+        verdict=verdict,
+        rule=rule,
+        recommended=rec,
+        judged=judged,
+        observed=observed,
+        best=best,
+        runner_up=runner,
+        margin=_margin(df, rec, runner),
+        gain_pct=float(gain),
+        eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
+        needs=needs,
+        loader=_loader(fit, df),
+        sensitivity=sens,
+        queue=queue_advice(fit, settings, r),
+        evidence=evidence,
+        settings=settings,
+        n_splits=len(df),
+        odds=odds,
+        probe=probe,
+        action=action,
+    )

@@ -8,6 +8,7 @@ seconds per byte (``TRANSFER_QUANTILE``), so that a few transfers slowed by othe
 else unknown (the projection treats the link as free and says so). ``--link-gbytes-s`` overrides
 both (`advisor.settings`). The engines' GPUs and node size are the first log's header's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,10 +42,19 @@ def fit_link(ms: Measurement) -> LinkFit:
     measured = _measured_bytes_s(samples) if crossed >= MIN_CROSSED else None
     given = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
     bytes_s, source = (measured, "measured") if measured is not None else (given, "header" if given else None)
-    return LinkFit(bytes_s=bytes_s, source=source, crossed_steps=crossed, steps_known=known[0],
-                   first_crossed=known[1], local_xfer_s=local,
-                   spans_nodes=spans, gpus_per_worker=k, gpus_per_node=head.gpus_per_node,
-                   producers_by_node=prod, consumers_by_node=cons)
+    return LinkFit(
+        bytes_s=bytes_s,
+        source=source,
+        crossed_steps=crossed,
+        steps_known=known[0],
+        first_crossed=known[1],
+        local_xfer_s=local,
+        spans_nodes=spans,
+        gpus_per_worker=k,
+        gpus_per_node=head.gpus_per_node,
+        producers_by_node=prod,
+        consumers_by_node=cons,
+    )
 
 
 def _measured_bytes_s(samples) -> float | None:

@@ -61,12 +61,13 @@ From ``rates`` snapshots only: capacities come from ``cap_bps`` when logged; wit
 the consumer side (behind a full queue) is measured and the producer is a lower bound. Busy
 variability is unknown then and assumed (``DEFAULT_SCV``), with a warning.
 """
+
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -74,23 +75,48 @@ from advisor.errors import AssumptionWarning, ContentionWarning, LogError
 from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
-from advisor.fit.splits import (contention_ref_busy, fit_contention, oversubscription, shared_prior_se, shares_compute,
-                                within_sharing)
+from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
+from advisor.fit.splits import (
+    contention_ref_busy,
+    fit_contention,
+    oversubscription,
+    shared_prior_se,
+    shares_compute,
+    within_sharing,
+)
 from advisor.fit.stages import calibrate_loader, fit_loader, fit_sync
 from advisor.fit.tokens import token_model
 from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention, within_log_text
-from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
 from advisor.measure.measured import Measurement, measure_logs
 from advisor.measure.observe import ObservedRun
 from advisor.measure.steady import SteadyWindow
-from advisor.model.params import (NO_CONTENTION, NO_REGIMES, Basis, ContentionFit, LoaderFit, PipelineFit, RegimeFit,
-                                  RoleFit, SyncFit)
-from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_SINGLE_SE,
-                                  DEFAULT_SCV, GPU_PRIOR_K_CONSUMER, GPU_PRIOR_K_PRODUCER, GPU_RUN_SE,
-                                  GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER, OVERSUBSCRIBED_SOURCE, RUN_SE)
-from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, Capacity, Options, as_capacity
-from advisor.settings import SAME_SIZE_TOL, role_plural
+from advisor.model.params import (
+    NO_CONTENTION,
+    NO_REGIMES,
+    Basis,
+    ContentionFit,
+    LoaderFit,
+    PipelineFit,
+    RegimeFit,
+    RoleFit,
+    SyncFit,
+)
+from advisor.model.priors import (
+    CONTENTION_PRIOR_K_CONSUMER,
+    CONTENTION_PRIOR_K_PRODUCER,
+    CONTENTION_SINGLE_SE,
+    DEFAULT_SCV,
+    GPU_PRIOR_K_CONSUMER,
+    GPU_PRIOR_K_PRODUCER,
+    GPU_RUN_SE,
+    GPU_SPLIT_SE_CONSUMER,
+    GPU_SPLIT_SE_PRODUCER,
+    OVERSUBSCRIBED_SOURCE,
+    RUN_SE,
+)
+from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, SAME_SIZE_TOL, Capacity, Options, as_capacity, role_plural
+
 
 def _pct_text(k: float) -> str:
     return f"{100 * (math.exp(k) - 1):+.1f}%"
@@ -110,7 +136,7 @@ class _Roles:
     contention: ContentionFit
     regimes: RegimeFit
     source: str
-    path: str                    # the log the fit rests on (for the caveats)
+    path: str  # the log the fit rests on (for the caveats)
     tokens_measured: bool = True  # False: no log gave tokens; ``tokens_mean`` is a nominal batch
 
 
@@ -124,8 +150,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
     first = with_steps[0]
     # logs at another token budget inform the step-time line only; rates and variability
     # come from the logs whose batches match the observed run's
-    same = [i for i in with_steps
-            if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_SIZE_TOL]
+    same = [i for i in with_steps if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_SIZE_TOL]
     parts = {producer: [], consumer: []}
     line_parts = {producer: [], consumer: []}
     walls = {producer: 0.0, consumer: 0.0}
@@ -146,8 +171,13 @@ def _fit_steps(measured: Measurement) -> _Roles:
     with StepLines(line_frames) as lines:
         contention = fit_contention(ms, same, measured.within, producer, first)
         in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
-        regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer,
-                              REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12))
+        regimes = fit_regimes(
+            per_log[first],
+            ms[first].window,
+            producer,
+            consumer,
+            REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12),
+        )
         pfit = role_from_steps(producer, frames[producer], walls[producer], 1, line=lines.get(producer))
         cfit = role_from_steps(consumer, frames[consumer], walls[consumer], 1, line=lines.get(consumer))
     fits = {}
@@ -157,9 +187,16 @@ def _fit_steps(measured: Measurement) -> _Roles:
             # the line through the logs' means at the observed split replaces the pooled mean
             ref = contention_ref_busy(ms, same, producer, rf.role, contention)
             f = ref / rf.busy_mean_s
-            rf = replace(rf, busy_mean_s=ref, busy_std_s=rf.busy_std_s * f, t0_s=rf.t0_s * f,
-                         c_s_per_tok=rf.c_s_per_tok * f, mu_bps=rf.mu_bps / f, mu_low_bps=rf.mu_low_bps / f,
-                         mu_high_bps=rf.mu_high_bps / f)
+            rf = replace(
+                rf,
+                busy_mean_s=ref,
+                busy_std_s=rf.busy_std_s * f,
+                t0_s=rf.t0_s * f,
+                c_s_per_tok=rf.c_s_per_tok * f,
+                mu_bps=rf.mu_bps / f,
+                mu_low_bps=rf.mu_low_bps / f,
+                mu_high_bps=rf.mu_high_bps / f,
+            )
         fits[rf.role] = token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
     pfit, cfit = fits[producer], fits[consumer]
     tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
@@ -170,9 +207,19 @@ def _fit_steps(measured: Measurement) -> _Roles:
     if any(ms[i].log.sampled for i in with_steps):
         # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned sums
         (pfit, cfit), tokens_mean, seqs_mean = sampled_role_fits(ms, same, (pfit, cfit))
-    return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=tokens_std,
-                  seqs_mean=seqs_mean, tokens_range=tokens_range, observed=observed, contention=contention,
-                  regimes=regimes, source="steps", path=ms[first].path)
+    return _Roles(
+        producer=pfit,
+        consumer=cfit,
+        tokens_mean=tokens_mean,
+        tokens_std=tokens_std,
+        seqs_mean=seqs_mean,
+        tokens_range=tokens_range,
+        observed=observed,
+        contention=contention,
+        regimes=regimes,
+        source="steps",
+        path=ms[first].path,
+    )
 
 
 def _fit_rates(measured: Measurement) -> _Roles:
@@ -193,50 +240,98 @@ def _fit_rates(measured: Measurement) -> _Roles:
     # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
     pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
     cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
-    warnings.warn(AssumptionWarning(
-        f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
-        f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"), stacklevel=3)
+    warnings.warn(
+        AssumptionWarning(
+            f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
+            f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"
+        ),
+        stacklevel=3,
+    )
+    _warn_rates_capacities(lg, pfit, cfit, kinds)
+    contention = _rates_contention(lg, m0.roles[producer], sum(m0.roles.values()))
+    return _Roles(
+        producer=pfit,
+        consumer=cfit,
+        tokens_mean=tokens_mean,
+        tokens_std=float("nan"),
+        seqs_mean=None,
+        tokens_range=(tokens_mean, tokens_mean),
+        observed=observed,
+        contention=contention,
+        regimes=NO_REGIMES,
+        source="rates",
+        path=lg.path,
+        tokens_measured=tokens_measured,
+    )
+
+
+def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapping[str, str]) -> None:
+    """Warn, per role of a rates-only fit, where its capacity is known only as a range or a bound."""
+    producer, consumer = pfit.role, cfit.role
     hs = lg.header.queue_feeding(consumer)
     for f, other, side in ((pfit, consumer, "it feeds"), (cfit, producer, "that feed it")):
         kind = kinds.get(f.role)
         if kind is not None and f.ranged:
             n = lg.header.roles[f.role]
             lo, hi = (n * v for v in f.mu_range_bps)
-            known = (f"at least {lo:.3g} b/s" if kind == "lower" else
-                     f"between {lo:.3g} b/s (its throughput) and {hi:.3g} b/s")
-            warnings.warn(AssumptionWarning(
-                f"{lg.path}: '{f.role}' cap_bps is logged as {'a lower bound' if kind == 'lower' else 'an upper estimate'}"
-                f" (header cap_bps_kind), so its capacity is known only as {known} for {n} "
-                f"worker{'s' if n != 1 else ''}"), stacklevel=3)
+            known = (
+                f"at least {lo:.3g} b/s"
+                if kind == "lower"
+                else f"between {lo:.3g} b/s (its throughput) and {hi:.3g} b/s"
+            )
+            warnings.warn(
+                AssumptionWarning(
+                    f"{lg.path}: '{f.role}' cap_bps is logged as "
+                    f"{'a lower bound' if kind == 'lower' else 'an upper estimate'}"
+                    f" (header cap_bps_kind), so its capacity is known only as {known} for {n} "
+                    f"worker{'s' if n != 1 else ''}"
+                ),
+                stacklevel=4,
+            )
         elif f.lower_bound:
             n = lg.header.roles[f.role]
             # the role's completions are the flow, which the other side paces: through q_hs where
             # the log declares it, else through the hand-off itself
             via = " through q_hs" if hs is not None else ""
-            warnings.warn(AssumptionWarning(
-                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {n} "
-                f"worker{'s' if n != 1 else ''}): no 'cap_bps', and its completions are paced{via} by the "
-                f"'{other}' workers {side}"), stacklevel=3)
-    n_ref, g = m0.roles[producer], sum(m0.roles.values())
-    if shares_compute(lg):   # as a step log of one split on a shared host (advisor.fit.splits)
-        contention = ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
-                                   consumer_se=0.0, measured=False, lo_producers=n_ref, hi_producers=n_ref,
-                                   prior_se=shared_prior_se(lg), run_se=RUN_SE,
-                                   prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER))
-    else:
-        contention = gpu_priors(n_ref, g)
-    return _Roles(producer=pfit, consumer=cfit, tokens_mean=tokens_mean, tokens_std=float("nan"), seqs_mean=None,
-                  tokens_range=(tokens_mean, tokens_mean), observed=observed, contention=contention,
-                  regimes=NO_REGIMES, source="rates", path=lg.path, tokens_measured=tokens_measured)
+            warnings.warn(
+                AssumptionWarning(
+                    f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {n} "
+                    f"worker{'s' if n != 1 else ''}): no 'cap_bps', and its completions are paced{via} by the "
+                    f"'{other}' workers {side}"
+                ),
+                stacklevel=4,
+            )
+
+
+def _rates_contention(lg: RunLog, n_ref: int, g: int) -> ContentionFit:
+    """Split-dependence for a rates-only log: a shared host's prior, else the GPU priors."""
+    if shares_compute(lg):  # as a step log of one split on a shared host (advisor.fit.splits)
+        return ContentionFit(
+            ref_producers=n_ref,
+            gpus=g,
+            producer_k=0.0,
+            consumer_k=0.0,
+            producer_se=0.0,
+            consumer_se=0.0,
+            measured=False,
+            lo_producers=n_ref,
+            hi_producers=n_ref,
+            prior_se=shared_prior_se(lg),
+            run_se=RUN_SE,
+            prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
+        )
+    return gpu_priors(n_ref, g)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
     """Some identified, unconfounded within-log slope departs from zero (dedicated GPUs included)."""
     if w is None or not w.estimated:
         return False
-    return any(rc.usable(k) != 0.0 and abs(rc.usable(k)) > 1.96 * se
-               for rc in (w.producer, w.consumer)
-               for k, se in (("producer", rc.per_producer_se), ("consumer", rc.per_consumer_se)))
+    return any(
+        rc.usable(k) != 0.0 and abs(rc.usable(k)) > 1.96 * se
+        for rc in (w.producer, w.consumer)
+        for k, se in (("producer", rc.per_producer_se), ("consumer", rc.per_consumer_se))
+    )
 
 
 def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
@@ -247,44 +342,64 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
     for lg in logs:
         phys = lg.header.extra.get("physical_gpus")
         if isinstance(phys, (int, float)) and 0 < phys < sum(lg.header.roles.values()):
-            warnings.warn(AssumptionWarning(
-                f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step times "
-                f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"),
-                stacklevel=3)
+            warnings.warn(
+                AssumptionWarning(
+                    f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step "
+                    "times "
+                    f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"
+                ),
+                stacklevel=3,
+            )
     if contention.measured:
-        warnings.warn(AssumptionWarning(
-            f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
-            f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
-            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
-            f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
-            f"interval widens"),
-            stacklevel=3)
+        warnings.warn(
+            AssumptionWarning(
+                f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
+                f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
+                f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
+                f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
+                f"interval widens"
+            ),
+            stacklevel=3,
+        )
     elif contention.role_se:
-        warnings.warn(AssumptionWarning(f"{roles.path}: {gpu_priors_text(contention, producer, consumer)}"),
-                      stacklevel=3)
+        warnings.warn(
+            AssumptionWarning(f"{roles.path}: {gpu_priors_text(contention, producer, consumer)}"), stacklevel=3
+        )
     elif contention.prior_se > 0:
         prior_p, prior_c = contention.role_prior_se()
-        widen = (f"{100 * prior_p:.1f}%" if abs(prior_p - prior_c) < 5e-4 else
-                 f"{100 * prior_p:.1f}% ({role_plural(producer)}) and {100 * prior_c:.1f}% ({role_plural(consumer)})")
+        widen = (
+            f"{100 * prior_p:.1f}%"
+            if abs(prior_p - prior_c) < 5e-4
+            else f"{100 * prior_p:.1f}% ({role_plural(producer)}) and {100 * prior_c:.1f}% ({role_plural(consumer)})"
+        )
         _, shown = within_sharing(logs[0], contention.within)
         over = oversubscription(logs[0])
-        why = ("workers share a host's compute and" if not shown else
-               f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
-               f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
-               f"slope per worker moved;")
+        why = (
+            "workers share a host's compute and"
+            if not shown
+            else f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
+            f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
+            f"slope per worker moved;"
+        )
         if over:
-            why = (f"{over[0]} workers ran on {over[1]} CPU cores (header 'cores'), so a busy worker's step time is "
-                   f"set by how many others are busy, which the split changes ({OVERSUBSCRIBED_SOURCE}), and")
+            why = (
+                f"{over[0]} workers ran on {over[1]} CPU cores (header 'cores'), so a busy worker's step time is "
+                f"set by how many others are busy, which the split changes ({OVERSUBSCRIBED_SOURCE}), and"
+            )
             widen += f" (ln({over[0]}/{over[1]}), for the cores)"
-        warnings.warn(AssumptionWarning(
-            f"{roles.path}: {why} one split was logged, so how step times "
-            f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
-            f"(the mean of real shared-host sweeps), and the intervals widen by "
-            f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
-            f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
-            f"lone worker of it and the other several; a log at a second split measures it"), stacklevel=3)
+        warnings.warn(
+            AssumptionWarning(
+                f"{roles.path}: {why} one split was logged, so how step times "
+                f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
+                f"(the mean of real shared-host sweeps), and the intervals widen by "
+                f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
+                f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
+                f"lone worker of it and the other several; a log at a second split measures it"
+            ),
+            stacklevel=3,
+        )
     text = within_log_text(contention.within, producer, consumer)
-    shown_only = bool(contention.shown_slope) and not contention.within.identified   # (said above)
+    shown_only = bool(contention.shown_slope) and not contention.within.identified  # (said above)
     if text and not shown_only and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
         warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)
 
@@ -292,13 +407,15 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
 def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> str:
     """The caveat of `gpu_priors`: what is carried, and what would measure it."""
     sp, sc = contention.role_prior_se()
-    return (f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
-            f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
-            f"per-GPU rate moves with its own count and with the other role's on one host), the intervals widen by "
-            f"{100 * sp:.0f}% ({role_plural(producer)}) and {100 * sc:.0f}% ({role_plural(consumer)}) per GPU moved, "
-            f"and carry "
-            f"{100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second split "
-            f"measures it")
+    return (
+        f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
+        f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
+        f"per-GPU rate moves with its own count and with the other role's on one host), the intervals widen by "
+        f"{100 * sp:.0f}% ({role_plural(producer)}) and {100 * sc:.0f}% ({role_plural(consumer)}) per GPU moved, "
+        f"and carry "
+        f"{100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second split "
+        f"measures it"
+    )
 
 
 def _prior_slope_text(contention: ContentionFit, producer: str, consumer: str) -> str:
@@ -325,18 +442,36 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
         total = head.samples * head.epochs / roles.seqs_mean
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     if hs is None:
-        warnings.warn(AssumptionWarning(
-            f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
-            f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
-            f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
-            f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"), stacklevel=2)
-    fit = PipelineFit(producer=roles.producer, consumer=roles.consumer, sync=sync, loader=loader,
-                      hs_cap=hs.cap if hs else 0, pre_cap=pre.cap if pre else 0,
-                      tokens_mean=roles.tokens_mean, tokens_std=roles.tokens_std, seqs_mean=roles.seqs_mean,
-                      source=roles.source, tokens_range=roles.tokens_range, observed=roles.observed,
-                      hs_bytes_per_token=head.hs_bytes_per_token, total_batches=total,
-                      contention=roles.contention, regimes=roles.regimes, link=fit_link(measured),
-                      tokens_measured=roles.tokens_measured, hs_declared=hs is not None)
+        warnings.warn(
+            AssumptionWarning(
+                f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
+                f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
+                f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
+                f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"
+            ),
+            stacklevel=2,
+        )
+    fit = PipelineFit(
+        producer=roles.producer,
+        consumer=roles.consumer,
+        sync=sync,
+        loader=loader,
+        hs_cap=hs.cap if hs else 0,
+        pre_cap=pre.cap if pre else 0,
+        tokens_mean=roles.tokens_mean,
+        tokens_std=roles.tokens_std,
+        seqs_mean=roles.seqs_mean,
+        source=roles.source,
+        tokens_range=roles.tokens_range,
+        observed=roles.observed,
+        hs_bytes_per_token=head.hs_bytes_per_token,
+        total_batches=total,
+        contention=roles.contention,
+        regimes=roles.regimes,
+        link=fit_link(measured),
+        tokens_measured=roles.tokens_measured,
+        hs_declared=hs is not None,
+    )
     if loader.near_binding and roles.source == "steps":
         fit = calibrate_loader(fit)
     return fit
@@ -352,11 +487,21 @@ def gpu_priors(n_producer: int, gpus: int) -> ContentionFit:
     numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
     published split tables, around the given split (``n_producer`` of ``gpus``; projections at
     any G count each role's distance by its own count: `ContentionFit.role_se`)."""
-    return ContentionFit(ref_producers=n_producer, gpus=gpus, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
-                         consumer_se=0.0, measured=False, lo_producers=n_producer, hi_producers=n_producer,
-                         prior_se=max(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER), run_se=GPU_RUN_SE,
-                         prior_k=(GPU_PRIOR_K_PRODUCER, GPU_PRIOR_K_CONSUMER),
-                         role_se=(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER))
+    return ContentionFit(
+        ref_producers=n_producer,
+        gpus=gpus,
+        producer_k=0.0,
+        consumer_k=0.0,
+        producer_se=0.0,
+        consumer_se=0.0,
+        measured=False,
+        lo_producers=n_producer,
+        hi_producers=n_producer,
+        prior_se=max(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER),
+        run_se=GPU_RUN_SE,
+        prior_k=(GPU_PRIOR_K_PRODUCER, GPU_PRIOR_K_CONSUMER),
+        role_se=(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER),
+    )
 
 
 def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -> RoleFit:
@@ -367,16 +512,88 @@ def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -
     mu = cap.point / n
     busy = 1.0 / mu
     kind = cap.kind
-    return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(scv), t0_s=0.0,
-                   c_s_per_tok=busy / tokens_per_batch, r2=0.0, mu_bps=mu, mu_low_bps=mu, mu_high_bps=mu,
-                   busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
-                   measured=False, lower_bound=kind == "bound",
-                   basis=Basis.BOUND if kind == "bound" else Basis.GIVEN,
-                   mu_range_bps=() if kind == "value" else (cap.low / n, cap.high / n))
+    return RoleFit(
+        role=role,
+        n_steps=0,
+        busy_mean_s=busy,
+        busy_std_s=busy * math.sqrt(scv),
+        t0_s=0.0,
+        c_s_per_tok=busy / tokens_per_batch,
+        r2=0.0,
+        mu_bps=mu,
+        mu_low_bps=mu,
+        mu_high_bps=mu,
+        busy_share=float("nan"),
+        starved_share=float("nan"),
+        blocked_share=float("nan"),
+        measured=False,
+        lower_bound=kind == "bound",
+        basis=Basis.BOUND if kind == "bound" else Basis.GIVEN,
+        mu_range_bps=() if kind == "value" else (cap.low / n, cap.high / n),
+    )
 
 
-def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
-                     options: Options | None = None, /, *, pre_cap: int = DEFAULT_PRE_CAP) -> PipelineFit:
+def _given_roles(
+    roles: Mapping[str, int],
+    cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
+    tokens_per_batch: float,
+    scv: float,
+) -> list[RoleFit]:
+    """Producer then consumer from given counts and capacities; the first bad one is named."""
+    names = list(roles)
+    if len(names) != 2:
+        raise ValueError(f"roles must name a producer and a consumer, got {names}")
+    fits = []
+    for r in names:
+        n = roles[r]
+        if n < 1:
+            raise ValueError(f"roles: '{r}' must have at least 1 worker, got {n}")
+        if r not in cap_bps:
+            raise ValueError(f"cap_bps: '{r}' must be > 0, got None")
+        fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
+    return fits
+
+
+def _given_sync(m: int, sync_s: float, sync_every: int) -> SyncFit:
+    """The drafter sync from a collective time ``sync_s`` given at ``m`` drafters.
+
+    One drafter count given: how the collective scales with M is unknown, as from a log at one M
+    (the point assumes a ring; the intervals reach a flat cost).
+    """
+    return SyncFit(
+        sync_every=sync_every,
+        latency_s=0.0,
+        bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
+        dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {},
+        measured=m > 1 and sync_s > 0,
+        scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0),
+    )
+
+
+def _numbers_observed(roles: Mapping[str, int], x_obs_bps: float, tokens_per_batch: float) -> ObservedRun:
+    """The run the numbers stand for: the split given, flowing at the smaller pool capacity."""
+    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
+    return ObservedRun(
+        path="<numbers>",
+        roles=dict(roles),
+        bps=x_obs_bps,
+        tok_s=x_obs_bps * tokens_per_batch,
+        steady=win,
+        done=None,
+        eta_s=None,
+        hs_mean_depth=None,
+        hs_full_share=None,
+    )
+
+
+def fit_from_numbers(
+    roles: Mapping[str, int],
+    cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
+    options: Options | None = None,
+    /,
+    *,
+    pre_cap: int = DEFAULT_PRE_CAP,
+) -> PipelineFit:
     """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
 
     ``cap_bps`` is each role's capacity with its ``roles`` worker count (e.g. 7 targets together
@@ -393,33 +610,28 @@ def fit_from_numbers(roles: Mapping[str, int], cap_bps: Mapping[str, float | Cap
     hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
     scv = DEFAULT_SCV if o.scv is None else o.scv
     tokens_per_batch, sync_every, sync_s = o.tokens_per_batch, o.sync_every, o.sync_s
+    fits = _given_roles(roles, cap_bps, tokens_per_batch, scv)
     names = list(roles)
-    if len(names) != 2:
-        raise ValueError(f"roles must name a producer and a consumer, got {names}")
-    fits = []
-    for r in names:
-        n = roles[r]
-        if n < 1:
-            raise ValueError(f"roles: '{r}' must have at least 1 worker, got {n}")
-        if r not in cap_bps:
-            raise ValueError(f"cap_bps: '{r}' must be > 0, got None")
-        fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
-    m = roles[names[1]]
-    # one drafter count given: how the collective scales with M is unknown, as from a log at one M
-    # (the point assumes a ring; the intervals reach a flat cost)
-    sync = SyncFit(sync_every=sync_every, latency_s=0.0,
-                   bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
-                   dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {}, measured=m > 1 and sync_s > 0,
-                   scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0))
-    caps = [f.mu_bps * roles[f.role] for f in fits]
-    x_obs = min(caps)
-    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
-    ob = ObservedRun(path="<numbers>", roles=dict(roles), bps=x_obs, tok_s=x_obs * tokens_per_batch, steady=win,
-                     done=None, eta_s=None, hs_mean_depth=None, hs_full_share=None)
-    loader = LoaderFit(input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"),
-                       pre_mean_depth=None)
+    sync = _given_sync(roles[names[1]], sync_s, sync_every)
+    ob = _numbers_observed(roles, min(f.mu_bps * roles[f.role] for f in fits), tokens_per_batch)
+    loader = LoaderFit(
+        input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"), pre_mean_depth=None
+    )
     contention = gpu_priors(roles[names[0]], sum(roles.values())) if o.hardware_priors else NO_CONTENTION
-    return PipelineFit(producer=fits[0], consumer=fits[1], sync=sync, loader=loader, hs_cap=hs_cap, pre_cap=pre_cap,
-                       tokens_mean=tokens_per_batch, tokens_std=float("nan"), seqs_mean=None, source="numbers",
-                       tokens_range=(tokens_per_batch, tokens_per_batch),
-                       observed=(ob,), hs_bytes_per_token=None, total_batches=None, contention=contention)
+    return PipelineFit(
+        producer=fits[0],
+        consumer=fits[1],
+        sync=sync,
+        loader=loader,
+        hs_cap=hs_cap,
+        pre_cap=pre_cap,
+        tokens_mean=tokens_per_batch,
+        tokens_std=float("nan"),
+        seqs_mean=None,
+        source="numbers",
+        tokens_range=(tokens_per_batch, tokens_per_batch),
+        observed=(ob,),
+        hs_bytes_per_token=None,
+        total_batches=None,
+        contention=contention,
+    )

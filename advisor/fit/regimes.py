@@ -1,13 +1,15 @@
 """Regimes: time-correlated changes of step time over the steady window (see `RegimeFit`)."""
+
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from advisor.measure.steady import SteadyWindow
 from advisor.model.params import NO_REGIMES, RegimeFit
+
 # Regimes: the steady window is cut into equal time slices, each about REGIME_SLICE_FILLS times
 # the time the pipeline takes to pass q_hs plus the workers' batches (shorter stretches are
 # absorbed by the queue and show as variability); a role's step time is called regime-switching
@@ -15,14 +17,15 @@ from advisor.model.params import NO_REGIMES, RegimeFit
 # (shrunk) slice mean departs REGIME_MIN_DEV from the overall mean. At most REGIME_STATES
 # groups of slices (by their consumer/producer balance) are kept for the projection.
 REGIME_SLICE_FILLS = 2.0
-REGIME_MIN_STEPS = 12           # per role and slice, on average
+REGIME_MIN_STEPS = 12  # per role and slice, on average
 REGIME_STATES = 16
 REGIME_F_MIN = 30.0
 REGIME_MIN_DEV = 0.03
 
 
-def fit_regimes(by_role: Mapping[str, pd.DataFrame], win: SteadyWindow, producer: str, consumer: str,
-                 slice_s: float) -> RegimeFit:
+def fit_regimes(
+    by_role: Mapping[str, pd.DataFrame], win: SteadyWindow, producer: str, consumer: str, slice_s: float
+) -> RegimeFit:
     """Slice means of each role's step time (``by_role``: each role's steady steps) over the steady
     window (see RegimeFit)."""
     t0, t1 = win.start_s, win.end_s
@@ -48,12 +51,20 @@ def fit_regimes(by_role: Mapping[str, pd.DataFrame], win: SteadyWindow, producer
         shrink = max(0.0, 1.0 - 1.0 / f) if f > 0 else 0.0
         out[r] = (1.0 + shrink * (m_w / m - 1.0), within / (m * m), f)
     (sp, scv_p, f_p), (sc, scv_c, f_c) = out[producer], out[consumer]
-    dev = max(float(np.max(np.abs(sp - 1))) if f_p >= REGIME_F_MIN else 0.0,
-              float(np.max(np.abs(sc - 1))) if f_c >= REGIME_F_MIN else 0.0)
+    dev = max(
+        float(np.max(np.abs(sp - 1))) if f_p >= REGIME_F_MIN else 0.0,
+        float(np.max(np.abs(sc - 1))) if f_c >= REGIME_F_MIN else 0.0,
+    )
     # group the slices by balance (what the throughput of a slice depends on), equal counts per group
     order = np.argsort(sc / sp, kind="stable")
     groups = [g for g in np.array_split(order, min(w, REGIME_STATES)) if len(g)]
-    return RegimeFit(producer_scale=tuple(float(sp[g].mean()) for g in groups),
-                     consumer_scale=tuple(float(sc[g].mean()) for g in groups),
-                     weight=tuple(len(g) / w for g in groups), producer_scv=scv_p, consumer_scv=scv_c,
-                     f_producer=f_p, f_consumer=f_c, detected=dev >= REGIME_MIN_DEV)
+    return RegimeFit(
+        producer_scale=tuple(float(sp[g].mean()) for g in groups),
+        consumer_scale=tuple(float(sc[g].mean()) for g in groups),
+        weight=tuple(len(g) / w for g in groups),
+        producer_scv=scv_p,
+        consumer_scv=scv_c,
+        f_producer=f_p,
+        f_consumer=f_c,
+        detected=dev >= REGIME_MIN_DEV,
+    )

@@ -1,8 +1,9 @@
 """One GPU role's service model from its steady steps (or from rates snapshots)."""
+
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -11,8 +12,9 @@ from advisor.model.priors import DEFAULT_SCV
 from advisor.stats import Z_95, batch_means_interval, huber_line
 
 
-def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int,
-                     line: tuple[float, float, float]) -> RoleFit:
+def role_from_steps(
+    role: str, steps: pd.DataFrame, wall_s: float, workers: int, line: tuple[float, float, float]
+) -> RoleFit:
     """Rates, variability and shares from ``steps``; ``line`` is the role's step-time line
     (`huber_line` on all logs' steps, so that logs at other token budgets pin the slope down;
     `StepLines`)."""
@@ -22,11 +24,20 @@ def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, workers: int,
     lo_busy, hi_busy = batch_means_interval(busy)
     denom = max(wall_s * workers, 1e-12)
     return RoleFit(
-        role=role, n_steps=len(busy), busy_mean_s=mean, busy_std_s=float(busy.std(ddof=1)) if len(busy) > 1 else 0.0,
-        t0_s=t0, c_s_per_tok=c, r2=r2, mu_bps=1.0 / mean,
-        mu_low_bps=1.0 / max(hi_busy, 1e-12), mu_high_bps=1.0 / max(lo_busy, 1e-12),
-        busy_share=float(busy.sum() / denom), starved_share=float(steps["wait"].sum() / denom),
-        blocked_share=float(steps["blocked"].sum() / denom))
+        role=role,
+        n_steps=len(busy),
+        busy_mean_s=mean,
+        busy_std_s=float(busy.std(ddof=1)) if len(busy) > 1 else 0.0,
+        t0_s=t0,
+        c_s_per_tok=c,
+        r2=r2,
+        mu_bps=1.0 / mean,
+        mu_low_bps=1.0 / max(hi_busy, 1e-12),
+        mu_high_bps=1.0 / max(lo_busy, 1e-12),
+        busy_share=float(busy.sum() / denom),
+        starved_share=float(steps["wait"].sum() / denom),
+        blocked_share=float(steps["blocked"].sum() / denom),
+    )
 
 
 def drift(steps: pd.DataFrame) -> float:
@@ -47,11 +58,17 @@ def log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
     busy = steps["busy"].to_numpy()
     m = float(busy.mean())
     lo, hi = batch_means_interval(busy)
-    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + drift(steps) ** 2 + run_se ** 2)
+    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + drift(steps) ** 2 + run_se**2)
 
 
-def role_from_rates(role: str, rates: pd.DataFrame, n: int, producer_side: bool,
-                    hs_full_share: float | None, cap_kind: str | None = None) -> RoleFit:
+def role_from_rates(
+    role: str,
+    rates: pd.DataFrame,
+    n: int,
+    producer_side: bool,
+    hs_full_share: float | None,
+    cap_kind: str | None = None,
+) -> RoleFit:
     """One role of ``n`` workers from the steady window's snapshots (``rates``): from ``cap_bps``
     where logged, else from throughput, which bounds a throttled role's capacity from below.
 
@@ -83,20 +100,49 @@ def role_from_rates(role: str, rates: pd.DataFrame, n: int, producer_side: bool,
     busy = 1.0 / mu
     # a throttled role's completions bound its capacity from below only: every split is projected
     # at the bound and with the capacity open (`advisor.model.chain.range_ends`)
-    return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(DEFAULT_SCV), t0_s=0.0,
-                   c_s_per_tok=0.0, r2=0.0, mu_bps=mu, mu_low_bps=lo, mu_high_bps=hi,
-                   busy_share=float("nan"), starved_share=float("nan"), blocked_share=float("nan"),
-                   measured=False, lower_bound=lower, basis=Basis.BOUND if lower else Basis.RATES,
-                   mu_range_bps=(mu, math.inf) if lower else ())
+    return RoleFit(
+        role=role,
+        n_steps=0,
+        busy_mean_s=busy,
+        busy_std_s=busy * math.sqrt(DEFAULT_SCV),
+        t0_s=0.0,
+        c_s_per_tok=0.0,
+        r2=0.0,
+        mu_bps=mu,
+        mu_low_bps=lo,
+        mu_high_bps=hi,
+        busy_share=float("nan"),
+        starved_share=float("nan"),
+        blocked_share=float("nan"),
+        measured=False,
+        lower_bound=lower,
+        basis=Basis.BOUND if lower else Basis.RATES,
+        mu_range_bps=(mu, math.inf) if lower else (),
+    )
 
 
 def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool) -> RoleFit:
     """A role known only to lie in ``mu_range`` (per worker), projected at ``mu``."""
     busy = 1.0 / mu
-    return RoleFit(role=role, n_steps=0, busy_mean_s=busy, busy_std_s=busy * math.sqrt(DEFAULT_SCV), t0_s=0.0,
-                   c_s_per_tok=0.0, r2=0.0, mu_bps=mu, mu_low_bps=mu, mu_high_bps=mu, busy_share=float("nan"),
-                   starved_share=float("nan"), blocked_share=float("nan"), measured=False, lower_bound=lower,
-                   basis=Basis.BOUND, mu_range_bps=mu_range)
+    return RoleFit(
+        role=role,
+        n_steps=0,
+        busy_mean_s=busy,
+        busy_std_s=busy * math.sqrt(DEFAULT_SCV),
+        t0_s=0.0,
+        c_s_per_tok=0.0,
+        r2=0.0,
+        mu_bps=mu,
+        mu_low_bps=mu,
+        mu_high_bps=mu,
+        busy_share=float("nan"),
+        starved_share=float("nan"),
+        blocked_share=float("nan"),
+        measured=False,
+        lower_bound=lower,
+        basis=Basis.BOUND,
+        mu_range_bps=mu_range,
+    )
 
 
 def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -113,7 +159,7 @@ class StepLines:
         self._xy = {r: (f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
         self._lines: dict[str, tuple[float, float, float]] = {}
 
-    def __enter__(self) -> "StepLines":
+    def __enter__(self) -> StepLines:
         self._lines = {r: huber_line(*xy) for r, xy in self._xy.items()}
         return self
 

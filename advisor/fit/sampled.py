@@ -6,19 +6,21 @@ steady window's sums off them (``MeasuredLog.sums``). Counts, means and shares t
 those sums, while the step-time line, the variability and the interval's relative width stay
 those of the sample (the interval is that of a 300k-row sample: wider than the whole log's).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from advisor.ingest.summary import BIN_FIELDS
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import LoaderFit, RoleFit, SyncFit
 
 
-def sampled_role_fits(measured: Sequence[MeasuredLog], same: Sequence[int], role_fits: Sequence[RoleFit]
-                      ) -> tuple[list[RoleFit], float, float | None]:
+def sampled_role_fits(
+    measured: Sequence[MeasuredLog], same: Sequence[int], role_fits: Sequence[RoleFit]
+) -> tuple[list[RoleFit], float, float | None]:
     """The role fits with counts, means and shares from the binned sums of the logs in ``same``,
     and the consumer's tokens per batch and seqs per batch."""
     out = []
@@ -39,18 +41,29 @@ def sampled_role_fits(measured: Sequence[MeasuredLog], same: Sequence[int], role
         var = max(tot["busy2"] - n * mean * mean, 0.0) / (n - 1)
         scale = rf.busy_mean_s / mean if mean > 0 else 1.0
         wall = max(tot["wall"], 1e-12)
-        out.append(replace(rf, n_steps=int(n), busy_mean_s=mean, busy_std_s=math.sqrt(var), mu_bps=1.0 / mean,
-                           mu_low_bps=rf.mu_low_bps * scale, mu_high_bps=rf.mu_high_bps * scale,
-                           busy_share=tot["busy"] / wall, starved_share=tot["wait"] / wall,
-                           blocked_share=tot["blocked"] / wall))
+        out.append(
+            replace(
+                rf,
+                n_steps=int(n),
+                busy_mean_s=mean,
+                busy_std_s=math.sqrt(var),
+                mu_bps=1.0 / mean,
+                mu_low_bps=rf.mu_low_bps * scale,
+                mu_high_bps=rf.mu_high_bps * scale,
+                busy_share=tot["busy"] / wall,
+                starved_share=tot["wait"] / wall,
+                blocked_share=tot["blocked"] / wall,
+            )
+        )
     c = sums_by_role[role_fits[-1].role]
     tokens_mean = c["tokens"] / c["n"] if c["n"] else float("nan")
     seqs_mean = c["seqs"] / c["n_seqs"] if c["n_seqs"] else None
     return out, tokens_mean, seqs_mean
 
 
-def sampled_loader_and_sync(measured: Sequence[MeasuredLog], sync: SyncFit, loader: LoaderFit
-                            ) -> tuple[SyncFit, LoaderFit]:
+def sampled_loader_and_sync(
+    measured: Sequence[MeasuredLog], sync: SyncFit, loader: LoaderFit
+) -> tuple[SyncFit, LoaderFit]:
     """The input-bound loader's capacity from the exact count of producer steps, its arrival SCV
     un-thinned, and the steps per sync (when no header gives it) from exact counts of consumer
     steps and syncs.

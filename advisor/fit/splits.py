@@ -19,10 +19,11 @@ worker's step time is set by how many others are busy, and the split changes tha
 per worker moved is ln(workers / cores) where that exceeds the sweeps' figure (`shared_prior_se`,
 `advisor.model.priors.oversubscribed_se`).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,12 +32,16 @@ from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import ContentionFit
+from advisor.model.priors import (
+    CONTENTION_PRIOR_K_CONSUMER,
+    CONTENTION_PRIOR_K_PRODUCER,
+    CONTENTION_PRIOR_SE,
+    RUN_SE,
+    oversubscribed_se,
+)
 from advisor.stats import T_975
-from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, RUN_SE,
-                                  oversubscribed_se)
 
-
-WITHIN_SHARED_SLOPE = 0.05   # ln step time per busy peer, at a slope's 95% low end: shows shared compute
+WITHIN_SHARED_SLOPE = 0.05  # ln step time per busy peer, at a slope's 95% low end: shows shared compute
 
 
 def declares_device(log: RunLog) -> bool:
@@ -52,13 +57,14 @@ def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[flo
         return 0.0, ""
     best, text = 0.0, ""
     for rc in (within.producer, within.consumer):
-        for peer, b, se in ((log.header.producer, rc.per_producer, rc.per_producer_se),
-                            (log.header.consumer, rc.per_consumer, rc.per_consumer_se)):
+        for peer, b, se in (
+            (log.header.producer, rc.per_producer, rc.per_producer_se),
+            (log.header.consumer, rc.per_consumer, rc.per_consumer_se),
+        ):
             half = T_975[19] * se
             if math.isfinite(se) and b - half >= WITHIN_SHARED_SLOPE and b > best:
                 best = b
-                text = (f"a {rc.role}'s step {100 * math.expm1(b):+.1f}% per extra busy {peer} "
-                        f"(95% +-{100 * half:.1f}%)")
+                text = f"a {rc.role}'s step {100 * math.expm1(b):+.1f}% per extra busy {peer} (95% +-{100 * half:.1f}%)"
     return best, text
 
 
@@ -93,12 +99,16 @@ def shares_compute(log: RunLog) -> bool:
         return False
     phys = extra.get("physical_gpus")
     workers = sum(log.header.roles.values())
-    return (extra.get("device") == "cpu" or (isinstance(phys, (int, float)) and 0 < phys < workers)
-            or oversubscription(log) is not None)
+    return (
+        extra.get("device") == "cpu"
+        or (isinstance(phys, (int, float)) and 0 < phys < workers)
+        or oversubscription(log) is not None
+    )
 
 
-def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None,
-                   producer: str, first: int) -> ContentionFit:
+def fit_contention(
+    measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None, producer: str, first: int
+) -> ContentionFit:
     """Per-role slope of log mean busy time on the producer count, over logs of one G, with the first
     step log's within-log slopes on busy peers (``within``, measured; see ContentionFit)."""
     consumer = measured[first].log.header.consumer
@@ -111,34 +121,60 @@ def fit_contention(measured: Sequence[MeasuredLog], same: Sequence[int], within:
     idx = [i for i in same if sum(measured[i].roles.values()) == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
     if len(set(ns.tolist())) < 2:
-        return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=0.0, consumer_k=0.0,
-                             producer_se=0.0, consumer_se=0.0, measured=False, lo_producers=n_ref,
-                             hi_producers=n_ref, prior_se=prior,
-                             run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k, shown_slope=shown)
+        return ContentionFit(
+            ref_producers=n_ref,
+            gpus=g,
+            producer_k=0.0,
+            consumer_k=0.0,
+            producer_se=0.0,
+            consumer_se=0.0,
+            measured=False,
+            lo_producers=n_ref,
+            hi_producers=n_ref,
+            prior_se=prior,
+            run_se=RUN_SE if prior else 0.0,
+            within=within,
+            prior_k=prior_k,
+            shown_slope=shown,
+        )
     out = {}
     for r in (producer, consumer):
         y = np.array([math.log(measured[i].steps[r]["busy"].mean()) for i in idx])
         # one run's own level shift is RUN_SE / sqrt(2) (RUN_SE is the difference between two runs)
-        se = np.array([max(log_mean_se(measured[i].steps[r], RUN_SE / math.sqrt(2) if prior else 0.0), 1e-4)
-                       for i in idx])
-        w = 1.0 / se ** 2
+        se = np.array(
+            [max(log_mean_se(measured[i].steps[r], RUN_SE / math.sqrt(2) if prior else 0.0), 1e-4) for i in idx]
+        )
+        w = 1.0 / se**2
         xm = float((w * ns).sum() / w.sum())
         sxx = float((w * (ns - xm) ** 2).sum())
         k = float((w * (ns - xm) * (y - (w * y).sum() / w.sum())).sum() / sxx)
         k_se = math.sqrt(1.0 / sxx)
         if len(idx) > 2:
             resid = y - (w * y).sum() / w.sum() - k * (ns - xm)
-            chi2 = float((w * resid ** 2).sum()) / (len(idx) - 2)
-            k_se *= math.sqrt(max(chi2, 1.0))   # scatter beyond the logs' own errors widens it
+            chi2 = float((w * resid**2).sum()) / (len(idx) - 2)
+            k_se *= math.sqrt(max(chi2, 1.0))  # scatter beyond the logs' own errors widens it
         out[r] = (k, k_se)
-    return ContentionFit(ref_producers=n_ref, gpus=g, producer_k=out[producer][0], consumer_k=out[consumer][0],
-                         producer_se=out[producer][1], consumer_se=out[consumer][1], measured=True,
-                         lo_producers=int(ns.min()), hi_producers=int(ns.max()), prior_se=prior,
-                         run_se=RUN_SE if prior else 0.0, within=within, prior_k=prior_k, shown_slope=shown)
+    return ContentionFit(
+        ref_producers=n_ref,
+        gpus=g,
+        producer_k=out[producer][0],
+        consumer_k=out[consumer][0],
+        producer_se=out[producer][1],
+        consumer_se=out[consumer][1],
+        measured=True,
+        lo_producers=int(ns.min()),
+        hi_producers=int(ns.max()),
+        prior_se=prior,
+        run_se=RUN_SE if prior else 0.0,
+        within=within,
+        prior_k=prior_k,
+        shown_slope=shown,
+    )
 
 
-def contention_ref_busy(measured: Sequence[MeasuredLog], same: Sequence[int], producer: str, role: str,
-                        cont: ContentionFit) -> float:
+def contention_ref_busy(
+    measured: Sequence[MeasuredLog], same: Sequence[int], producer: str, role: str, cont: ContentionFit
+) -> float:
     """Mean busy time of ``role`` at the reference split, from the fitted line (weighted by steps)."""
     vals, wts = [], []
     for i in same:

@@ -1,10 +1,11 @@
 """The stages around the two roles: the drafters' sync and the input loader."""
+
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
 
@@ -13,8 +14,9 @@ from advisor.measure.measured import MeasuredLog
 from advisor.model.chain import project_split
 from advisor.model.params import LoaderFit, PipelineFit, RoleFit, SyncFit
 from advisor.settings import role_count
+
 INPUT_STARVED_SHARE = 0.05
-PRE_EMPTY_DEPTH = 1.0           # mean prefetch depth below this = empty
+PRE_EMPTY_DEPTH = 1.0  # mean prefetch depth below this = empty
 # A loader close to binding: producers starved at least this share of their time while some
 # prefetch queue is seen empty in at least PRE_EMPTY_SHARE of the snapshots. Its capacity is then
 # calibrated: the lambda_L that reproduces the observed rate at the observed split, when the
@@ -50,19 +52,39 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     ms = np.array(sorted(means), dtype=float)
     ys = np.array([means[int(m)] for m in ms])
     if len(ms) == 1:
-        warnings.warn(AssumptionWarning(
-            f"sync cost measured at {role_count(int(ms[0]), consumer)} only ({ys[0] * 1e3:.0f} ms per all-reduce): how it "
-            f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
-            f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
-            f"second {consumer} count would measure it"), stacklevel=2)
-        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
-                       dur_by_workers=means, measured=True, scaling_identified=False, bytes_per_sync=size)
+        warnings.warn(
+            AssumptionWarning(
+                f"sync cost measured at {role_count(int(ms[0]), consumer)} only ({ys[0] * 1e3:.0f} ms per all-reduce): "
+                "how it "
+                f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
+                f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
+                f"second {consumer} count would measure it"
+            ),
+            stacklevel=2,
+        )
+        return SyncFit(
+            sync_every=k,
+            latency_s=0.0,
+            bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
+            dur_by_workers=means,
+            measured=True,
+            scaling_identified=False,
+            bytes_per_sync=size,
+        )
     from scipy.optimize import nnls
+
     # constant (e.g. a switch-offloaded or latency-dominated collective), per-hop latency, ring bandwidth
     a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])
     coef, _ = nnls(a_mat, ys)
-    return SyncFit(sync_every=k, latency_s=float(coef[1]), bandwidth_s=float(coef[2]), fixed_s=float(coef[0]),
-                   dur_by_workers=means, measured=True, bytes_per_sync=size)
+    return SyncFit(
+        sync_every=k,
+        latency_s=float(coef[1]),
+        bandwidth_s=float(coef[2]),
+        fixed_s=float(coef[0]),
+        dur_by_workers=means,
+        measured=True,
+        bytes_per_sync=size,
+    )
 
 
 def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
@@ -85,14 +107,24 @@ def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
     if pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
         q = ml.rates[f"qmin_{pre.name}"].dropna()
         empty_share = float((q < 0.5).mean()) if len(q) else None
-    near = bool(not bound and np.isfinite(starved) and starved > LOADER_STARVED_MIN
-                and (empty or (empty_share is not None and empty_share >= PRE_EMPTY_SHARE)))
-    return LoaderFit(input_bound=bound, capacity_bps=cap, scv=scv if scv is not None else 1.0,
-                     producer_starved_share=float(starved), pre_mean_depth=depth, pre_empty_share=empty_share,
-                     near_binding=near)
+    near = bool(
+        not bound
+        and np.isfinite(starved)
+        and starved > LOADER_STARVED_MIN
+        and (empty or (empty_share is not None and empty_share >= PRE_EMPTY_SHARE))
+    )
+    return LoaderFit(
+        input_bound=bound,
+        capacity_bps=cap,
+        scv=scv if scv is not None else 1.0,
+        producer_starved_share=float(starved),
+        pre_mean_depth=depth,
+        pre_empty_share=empty_share,
+        near_binding=near,
+    )
 
 
-def calibrate_loader(fit: "PipelineFit") -> "PipelineFit":
+def calibrate_loader(fit: PipelineFit) -> PipelineFit:
     """Engage a near-binding loader: solve its capacity so the model meets the observed split's rate
     (bisection in log space; the throughput rises monotonically with the loader's capacity)."""
     ob = fit.observed[0]
@@ -101,7 +133,7 @@ def calibrate_loader(fit: "PipelineFit") -> "PipelineFit":
         return fit
     free = project_split(fit, n, m, interval=False).x_bps
     if free <= ob.bps * (1 + LOADER_MIN_GAP):
-        return fit   # the pipeline without a loader limit already explains the observed rate
+        return fit  # the pipeline without a loader limit already explains the observed rate
 
     def x_at(lam: float) -> float:
         f = replace(fit, loader=replace(fit.loader, input_bound=True, capacity_bps=lam))

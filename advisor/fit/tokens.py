@@ -1,4 +1,5 @@
 """How step time follows the batch's tokens: the in-log line, a power law, or a line through budgets."""
+
 from __future__ import annotations
 
 import math
@@ -8,11 +9,12 @@ import numpy as np
 
 from advisor.fit.roles import drift
 from advisor.model.params import RoleFit
-from advisor.settings import SAME_SIZE_TOL
 from advisor.model.priors import TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_RUN_SE
+from advisor.settings import SAME_SIZE_TOL
 from advisor.stats import Z_95, batch_means_interval
-TOKEN_LINE_GRID = 101            # grid points of the line's elasticity posterior, 0..1
-LINE_MIN_SPREAD = 1.5           # q98/q02 of batch tokens needed to trust the in-log step-time line
+
+TOKEN_LINE_GRID = 101  # grid points of the line's elasticity posterior, 0..1
+LINE_MIN_SPREAD = 1.5  # q98/q02 of batch tokens needed to trust the in-log step-time line
 LINE_MIN_R2 = 0.3
 
 
@@ -33,14 +35,17 @@ def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups
         busy = np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])
         m = float(busy.mean())
         lo, hi = batch_means_interval(busy)
-        var.append(((hi - lo) / (2 * Z_95 * m)) ** 2 + max(drift(per_log[i][rf.role]) for i in gr) ** 2
-                   + TOKEN_RUN_SE ** 2 / len(gr))
+        var.append(
+            ((hi - lo) / (2 * Z_95 * m)) ** 2
+            + max(drift(per_log[i][rf.role]) for i in gr) ** 2
+            + TOKEN_RUN_SE**2 / len(gr)
+        )
         x.append(float(np.mean([per_log_tokens[i] for i in gr])))
         z.append(math.log(m))
     xa, za, w = np.array(x), np.array(z), 1.0 / np.array(var)
     mid = float(math.exp(np.sum(w * np.log(xa)) / np.sum(w)))
     e = np.linspace(0.0, 1.0, TOKEN_LINE_GRID)
-    g = np.log(np.maximum(1.0 - e[:, None] + e[:, None] * (xa / mid)[None, :], 1e-12))   # grid x budgets
+    g = np.log(np.maximum(1.0 - e[:, None] + e[:, None] * (xa / mid)[None, :], 1e-12))  # grid x budgets
     lam = ((za[None, :] - g) * w).sum(axis=1) / w.sum()
     chi2 = (((za[None, :] - g - lam[:, None]) ** 2) * w).sum(axis=1)
     sd0 = TOKEN_EXPONENT_PRIOR_HALF95 / Z_95
@@ -52,12 +57,17 @@ def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups
     level = float(np.exp(np.sum(post * lam)))
     # the budget group tokens_ref falls in (the anchor): its observed mean is what busy_mean_s stands for
     anchor = int(np.argmin(np.abs(np.log(xa / tokens_mean))))
-    return replace(rf, token_model="budgets", tokens_ref=tokens_mean,
-                   budget_line=(level * (1.0 - e_mean), level * e_mean / mid),
-                   budget_posterior=tuple(zip(e[keep].tolist(), lam[keep].tolist(), post[keep].tolist())),
-                   budget_tokens_mid=mid, budget_level_var=float(1.0 / w.sum()),
-                   budget_anchor_s=float(math.exp(za[anchor])),
-                   token_range=(float(xa.min()), float(xa.max())))
+    return replace(
+        rf,
+        token_model="budgets",
+        tokens_ref=tokens_mean,
+        budget_line=(level * (1.0 - e_mean), level * e_mean / mid),
+        budget_posterior=tuple(zip(e[keep].tolist(), lam[keep].tolist(), post[keep].tolist())),
+        budget_tokens_mid=mid,
+        budget_level_var=float(1.0 / w.sum()),
+        budget_anchor_s=float(math.exp(za[anchor])),
+        token_range=(float(xa.min()), float(xa.max())),
+    )
 
 
 def token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_steps, consumer: str) -> RoleFit:
@@ -80,5 +90,11 @@ def token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_s
     lo_p, hi_p = TOKEN_EXPONENT_PRIOR - TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_EXPONENT_PRIOR + TOKEN_EXPONENT_PRIOR_HALF95
     w = min(max(rf.r2, 0.0), 1.0)
     p = TOKEN_EXPONENT_PRIOR + w * (min(max(elast, lo_p), hi_p) - TOKEN_EXPONENT_PRIOR)
-    return replace(rf, token_model="power", tokens_ref=tokens_mean, token_exponent=p,
-                   token_exponent_half95=TOKEN_EXPONENT_PRIOR_HALF95, token_range=(tokens_mean, tokens_mean))
+    return replace(
+        rf,
+        token_model="power",
+        tokens_ref=tokens_mean,
+        token_exponent=p,
+        token_exponent_half95=TOKEN_EXPONENT_PRIOR_HALF95,
+        token_range=(tokens_mean, tokens_mean),
+    )

@@ -4,9 +4,11 @@ Column arrays (numpy; role as codes into the header's roles) become the frames d
 `advisor.ingest.runlog`, vectorized (no Python object per row); the ``syncs`` and ``rates``
 frames are their columns as they are. pandas is imported where a frame is made.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
-RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")   # the rates frame's scalar columns
+RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")  # the rates frame's scalar columns
 
 
 def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:
@@ -34,11 +36,14 @@ def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -
         if c in ("wait", "blocked") and v.dtype.kind == "f":
             nan = np.isnan(v)
             if nan.any():
-                v = np.where(nan, 0.0, v)           # fillna(0.0)
+                v = np.where(nan, 0.0, v)  # fillna(0.0)
         elif c in ("worker", "tokens") and v.dtype != np.int64:
             # pandas' cast where it is plain (its error on a non-finite value otherwise)
-            v = (v.astype(np.int64) if v.dtype.kind == "f" and np.isfinite(v).all()
-                 else pd.Series(v).astype(np.int64).to_numpy())
+            v = (
+                v.astype(np.int64)
+                if v.dtype.kind == "f" and np.isfinite(v).all()
+                else pd.Series(v).astype(np.int64).to_numpy()
+            )
         data[c] = v
     steps = pd.DataFrame(data, copy=False)
     if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():

@@ -14,26 +14,28 @@ summarize`) and `runlog_from_summary`. The frames and the sampling of large logs
 in `advisor.ingest.runlog`; a file written by `dflash-advise summarize` is read the same way (it
 is recognised by its first bytes).
 """
+
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, cut_text, display_path
+from advisor.ingest import summary
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, steps_frame, syncs_frame
 from advisor.ingest.parse import rates_columns
 from advisor.ingest.probes import probe_segments
 from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
-from advisor.ingest.schema import RunHeader, nearest_field
-from advisor.ingest import summary
 from advisor.ingest.scan import scan_run
+from advisor.ingest.schema import RunHeader, nearest_field
 from advisor.ingest.stream import summarize_log
 from advisor.ingest.summary import Summary, copied_keys, is_summary
 
@@ -47,15 +49,25 @@ def _warn_unknown(summ: Summary, path: str) -> None:
     for key, n in summ.unknown_fields.items():
         ev, name = key.split(".", 1)
         near = nearest_field(ev, name)
-        if near is not None:      # a likely misspelling; other unknown fields are the writer's own (counted)
+        if near is not None:  # a likely misspelling; other unknown fields are the writer's own (counted)
             where = "the header" if ev == "run" else f"{n} '{ev}' line{'s' if n != 1 else ''}"
-            warnings.warn(LogWarning(f"{display_path(path)}: unknown field '{_shown(name)}' in {where} ignored; "
-                                     f"did you mean '{near}'? ('{near}' reads as not logged there)"), stacklevel=4)
+            warnings.warn(
+                LogWarning(
+                    f"{display_path(path)}: unknown field '{_shown(name)}' in {where} ignored; "
+                    f"did you mean '{near}'? ('{near}' reads as not logged there)"
+                ),
+                stacklevel=4,
+            )
     unknown = dict(summ.unknown)
     if unknown:
-        warnings.warn(LogWarning(f"{display_path(path)}: ignored {sum(unknown.values())} events of unknown type "
-                                 f"({', '.join(f'{_shown(k)}: {v}' for k, v in list(unknown.items())[:10])}"
-                                 f"{', ...' if len(unknown) > 10 else ''})"), stacklevel=4)
+        warnings.warn(
+            LogWarning(
+                f"{display_path(path)}: ignored {sum(unknown.values())} events of unknown type "
+                f"({', '.join(f'{_shown(k)}: {v}' for k, v in list(unknown.items())[:10])}"
+                f"{', ...' if len(unknown) > 10 else ''})"
+            ),
+            stacklevel=4,
+        )
 
 
 def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
@@ -75,25 +87,41 @@ def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLo
         end_obj = {k: v for k, v in end_obj.items() if v is not None}
     sampled = summ.sampled
     # the path is only ever shown (reports, caveats): make it one printable line
-    return RunLog(path=display_path(path), header=header, steps=steps, syncs=syncs, rates=rates, end=end_obj,
-                  n_lines=summ.n_lines, unknown_events=unknown, unknown_fields=dict(summ.unknown_fields),
-                  sampled=sampled,
-                  totals=summ.totals() if sampled else None,
-                  t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
-                  n_steps={r: summ.n_steps(r) for r in summ.roles},
-                  source=str(path) if len(summ.paths) == 1 else None)
+    return RunLog(
+        path=display_path(path),
+        header=header,
+        steps=steps,
+        syncs=syncs,
+        rates=rates,
+        end=end_obj,
+        n_lines=summ.n_lines,
+        unknown_events=unknown,
+        unknown_fields=dict(summ.unknown_fields),
+        sampled=sampled,
+        totals=summ.totals() if sampled else None,
+        t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
+        n_steps={r: summ.n_steps(r) for r in summ.roles},
+        source=str(path) if len(summ.paths) == 1 else None,
+    )
 
 
-def load_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
-             max_lines: int = MAX_LOG_LINES, sample_rows: int | None = None) -> RunLog:
+def load_log(
+    path: str | Path,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_bytes: int = MAX_LOG_BYTES,
+    max_lines: int = MAX_LOG_LINES,
+    sample_rows: int | None = None,
+) -> RunLog:
     """Parse one rate log (or a summary written by `dflash-advise summarize`). Raises
     :class:`LogError` (file:line: field ...) on unusable input.
 
     The limits (module constants by default) bound the time any input can cost; memory is
     bounded by the chunk and the sample size (``sample_rows`` steps per role), whatever the log's length.
     """
-    summ = summarize_log(path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines,
-                          sample_rows=sample_rows)
+    summ = summarize_log(
+        path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines, sample_rows=sample_rows
+    )
     return runlog_from_summary(summ, str(path))
 
 
@@ -102,17 +130,18 @@ class FileRead:
     """What one file of a run gave besides its summary: for the checks across the run's files
     (`advisor.ingest.ranks.check_same_header`, `advisor.ingest.ranks.merged_end`)."""
 
-    path: str                   # as shown in messages
+    path: str  # as shown in messages
     header: RunHeader
     end: dict[str, Any] | None  # the file's own last 'end' event
 
     @classmethod
-    def of(cls, path: Path, summ: Summary) -> "FileRead":
+    def of(cls, path: Path, summ: Summary) -> FileRead:
         return cls(display_path(str(path)), summ.header, dict(summ.end) if summ.end is not None else None)
 
 
-def _fold(files: Sequence[Path], summaries: Iterable[Summary], *, check: bool,
-          copies: bool = False) -> tuple[Summary, list[FileRead]]:
+def _fold(
+    files: Sequence[Path], summaries: Iterable[Summary], *, check: bool, copies: bool = False
+) -> tuple[Summary, list[FileRead]]:
     """The summaries of one run's ``files`` merged in order, each file's `FileRead` kept (``check``:
     each header checked against the first file's). The merges skip their test for copied steps
     (``copies`` False) and the sample keys of all are tested once at the end (`summary.copied_keys`):
@@ -137,8 +166,9 @@ class _Copies(Exception):
     """Some steps of the files folded are copies: fold again, testing each merge (its error names them)."""
 
 
-def _fold_run(files: Sequence[Path], *, check: bool, sample_rows: int | None = None,
-              held: Sequence[Summary] | None = None) -> tuple[Summary, list[FileRead]]:
+def _fold_run(
+    files: Sequence[Path], *, check: bool, sample_rows: int | None = None, held: Sequence[Summary] | None = None
+) -> tuple[Summary, list[FileRead]]:
     """The files of one run read (or ``held``, read already) and merged, in order: all at once by
     the fast pass where it can (`advisor.ingest.scan.scan_run`), else one by one."""
     if not files:
@@ -147,8 +177,10 @@ def _fold_run(files: Sequence[Path], *, check: bool, sample_rows: int | None = N
         got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
         if got is not None:
             summ, per_file = got
-            reads = [FileRead(display_path(str(f)), h, dict(e) if e is not None else None)
-                     for f, (h, e) in zip(files, per_file)]
+            reads = [
+                FileRead(display_path(str(f)), h, dict(e) if e is not None else None)
+                for f, (h, e) in zip(files, per_file)
+            ]
             if check:
                 for read in reads[1:]:
                     check_same_header([reads[0], read])
@@ -163,6 +195,7 @@ def _fold_run(files: Sequence[Path], *, check: bool, sample_rows: int | None = N
                 if quiet:
                     warnings.simplefilter("ignore")
                 yield summarize_log(f, sample_rows=sample_rows)
+
     try:
         return _fold(files, read(False), check=check)
     except _Copies:
@@ -221,18 +254,18 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     if not paths:
         raise LogError("<none>", None, "no log file given")
     logs: list[RunLog | None] = []
-    held: dict[int, tuple[Path, Summary]] = {}     # plain files, as summaries, by position
+    held: dict[int, tuple[Path, Summary]] = {}  # plain files, as summaries, by position
     for p in paths:
         files, one_run = expand(p)
         segments = probe_segments(files) if one_run and len(files) > 1 else None
-        if segments is not None:      # a probe's directory: one log per segment (advisor.ingest.probes)
+        if segments is not None:  # a probe's directory: one log per segment (advisor.ingest.probes)
             logs.extend(load_run(g, group_name([display_path(str(f)) for f in g])) for g in segments)
             continue
         if one_run:
             logs.append(load_run(files, str(p)))
             continue
         summ = summarize_log(files[0])
-        _warn_unknown(summ, str(files[0]))        # in file order, where a RunLog of it would have warned
+        _warn_unknown(summ, str(files[0]))  # in file order, where a RunLog of it would have warned
         held[len(logs)] = (files[0], summ)
         logs.append(None)
     headers = [held[i][1].header if lg is None else lg.header for i, lg in enumerate(logs)]
@@ -242,8 +275,9 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
         members = [held.pop(i) for i in g]
         name = group_name([display_path(str(f)) for f, _ in members])
         k = min(s.sample_rows for _, s in members)
-        if any(s.sampled for _, s in members) or any(sum(s.n_steps(r) for _, s in members) > k
-                                                     for r in members[0][1].roles):
+        if any(s.sampled for _, s in members) or any(
+            sum(s.n_steps(r) for _, s in members) > k for r in members[0][1].roles
+        ):
             # merged as summaries, exactly (advisor.ingest.summary): the run's sample is then the one of
             # the whole log, as from a folder of the files; frames of samples would not merge so,
             # and files each below the sample size would together exceed it

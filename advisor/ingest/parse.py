@@ -4,12 +4,14 @@ This is the pass that names the first bad line (file, line, field), and reads wh
 (`advisor.ingest.scan`, polars) gives up on. A :class:`Piece` (whole lines of the body, from
 `advisor.ingest.stream`) becomes a :class:`Parsed`: the piece's columns, split by event type.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -28,10 +30,10 @@ class Piece:
     buf: bytes
     start: int
     end: int
-    first_line: int      # the line number of its first line
+    first_line: int  # the line number of its first line
 
     def text(self) -> bytes:
-        return self.buf[self.start:self.end]
+        return self.buf[self.start : self.end]
 
 
 def decode_line(raw: bytes, path: str, line: int) -> Any:
@@ -40,7 +42,7 @@ def decode_line(raw: bytes, path: str, line: int) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise LogError(path, line, "is not UTF-8 text (binary data in the log?)") from None
-    if text.startswith("\ufeff"):   # a byte-order mark, as some Windows tools write
+    if text.startswith("\ufeff"):  # a byte-order mark, as some Windows tools write
         text = text[1:]
     try:
         return json.loads(text)
@@ -49,7 +51,7 @@ def decode_line(raw: bytes, path: str, line: int) -> Any:
         raise LogError(path, line, f"is not valid JSON ({e.msg} at column {e.colno}){hint}") from None
     except RecursionError:
         raise LogError(path, line, "is not a log event: JSON nested too deeply") from None
-    except ValueError as e:   # e.g. an integer of more than 4300 digits
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
         raise LogError(path, line, f"is not a log event ({str(e).split(';')[0]})") from None
 
 
@@ -82,11 +84,11 @@ def rates_columns(objs: list[Mapping[str, Any]], header: RunHeader) -> dict[str,
 class Parsed:
     """Columns of one piece of a log body, split by event type."""
 
-    ev: np.ndarray                     # event code per body row: index into ``names``
+    ev: np.ndarray  # event code per body row: index into ``names``
     names: list[str]
-    step: dict[str, np.ndarray]        # the step numbers, and role as codes into the header's roles
+    step: dict[str, np.ndarray]  # the step numbers, and role as codes into the header's roles
     sync: dict[str, np.ndarray]
-    rates: dict[str, np.ndarray]       # the rates frame's columns (`rates_columns`)
+    rates: dict[str, np.ndarray]  # the rates frame's columns (`rates_columns`)
     end_obj: Mapping[str, Any] | None
 
 
@@ -122,11 +124,14 @@ def parse_piece(piece: Piece, header: RunHeader, path: str) -> Parsed:
         elif kind == "rates":
             rates_objs.append(obj)
         elif kind == "end":
-            end_obj = {k: obj.get(k) for k in ("t", "reason", "msg")}   # the fields the fast pass keeps
+            end_obj = {k: obj.get(k) for k in ("t", "reason", "msg")}  # the fields the fast pass keeps
     step_np = {n: np.asarray(v, dtype=np.float64) for n, v in step.items() if n != "role"}
     step_np["role"] = np.asarray(step["role"], dtype=np.int64)
-    return Parsed(ev=np.asarray(evs, dtype=np.int64), names=names, step=step_np,
-                  sync={n: np.asarray(v, dtype=np.float64) for n, v in sync.items()},
-                  rates=rates_columns(rates_objs, header), end_obj=end_obj)
-
-
+    return Parsed(
+        ev=np.asarray(evs, dtype=np.int64),
+        names=names,
+        step=step_np,
+        sync={n: np.asarray(v, dtype=np.float64) for n, v in sync.items()},
+        rates=rates_columns(rates_objs, header),
+        end_obj=end_obj,
+    )

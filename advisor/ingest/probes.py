@@ -12,6 +12,7 @@ nothing else) and all must name one probe ``id``; the files are then grouped by 
 each group one run (per-rank files of one segment stay possible: their headers are equal),
 in segment order. Only the first line of each file is read here.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,20 +50,30 @@ def probe_segments(files: Sequence[Path]) -> list[list[Path]] | None:
         obj = _first_object(f)
         probe = obj.get("probe") if isinstance(obj, dict) else None
         if probe is not None:
-            parse_header(obj, str(f), 1)          # the whole header checked, the probe field with it
+            parse_header(obj, str(f), 1)  # the whole header checked, the probe field with it
         marks.append((f, probe))
     if all(p is None for _, p in marks):
         return None
     with_mark = next(f for f, p in marks if p is not None)
     for f, p in marks:
         if p is None:
-            raise LogError(str(f), 1, f"has no 'probe' in its header, but {with_mark} has: a directory of probe "
-                           "segments must hold only the probe's logs", "probe")
+            raise LogError(
+                str(f),
+                1,
+                f"has no 'probe' in its header, but {with_mark} has: a directory of probe "
+                "segments must hold only the probe's logs",
+                "probe",
+            )
     first_id = marks[0][1]["id"]
     for f, p in marks:
         if p["id"] != first_id:
-            raise LogError(str(f), 1, f"is a segment of probe '{p['id']}', but {marks[0][0]} of probe '{first_id}': "
-                           "give each probe's directory on its own", "probe")
+            raise LogError(
+                str(f),
+                1,
+                f"is a segment of probe '{p['id']}', but {marks[0][0]} of probe '{first_id}': "
+                "give each probe's directory on its own",
+                "probe",
+            )
     groups: dict[int, list[Path]] = {}
     for f, p in marks:
         groups.setdefault(int(p["segment"]), []).append(f)

@@ -29,12 +29,14 @@ file has ended (a run is over when all its processes are), at the latest ``t``, 
 reason (error over interrupted over done) and the messages of the files that gave it; line and
 unknown-event counts summed.
 """
+
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,7 +45,7 @@ from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import RunHeader
 
 if TYPE_CHECKING:
-    import pandas as pd   # imported where frames are merged
+    import pandas as pd  # imported where frames are merged
 
 GLOB_CHARS = "*?["
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -58,7 +60,7 @@ def expand(arg: str | Path) -> tuple[list[Path], bool]:
     p = Path(arg)
     try:
         is_dir, exists = p.is_dir(), p.exists()
-    except OSError:          # e.g. a name too long for the filesystem: the loader reports it
+    except OSError:  # e.g. a name too long for the filesystem: the loader reports it
         return [p], False
     if is_dir:
         try:
@@ -99,8 +101,13 @@ def check_same_header(logs: Sequence[RunLog]) -> None:
         k = header_difference(first.header, lg.header)
         if k is not None:
             va, vb = _header_items(first.header).get(k), _header_items(lg.header).get(k)
-            raise LogError(lg.path, 1, f"is {short_repr(vb)} here but {short_repr(va)} in {first.path}; the files of "
-                                       f"one run must start with the same 'run' header", k)
+            raise LogError(
+                lg.path,
+                1,
+                f"is {short_repr(vb)} here but {short_repr(va)} in {first.path}; the files of "
+                f"one run must start with the same 'run' header",
+                k,
+            )
 
 
 def _concat(frames: list[pd.DataFrame], roles: Sequence[str] | None = None) -> pd.DataFrame:
@@ -113,7 +120,7 @@ def _concat(frames: list[pd.DataFrame], roles: Sequence[str] | None = None) -> p
     keys = [df["t"].to_numpy()]
     if roles is not None and "role" in df:
         keys = [df["worker"].to_numpy(), df["role"].cat.codes.to_numpy(), keys[0]]
-    order = np.lexsort(keys)   # last key sorts first: t, then role, then worker
+    order = np.lexsort(keys)  # last key sorts first: t, then role, then worker
     return df.iloc[order].reset_index(drop=True)
 
 
@@ -126,8 +133,11 @@ def merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
     worst = max(_REASON_RANK.get(e.get("reason", "done"), 0) for e in ends)
     reason = next(r for r, k in _REASON_RANK.items() if k == worst)
     out: dict[str, Any] = {"t": max(float(e.get("t", 0.0)) for e in ends), "reason": reason}
-    msgs = [f"{Path(lg.path).name}: {lg.end['msg']}" for lg in logs
-            if lg.end.get("reason", "done") == reason and lg.end.get("msg")]
+    msgs = [
+        f"{Path(lg.path).name}: {lg.end['msg']}"
+        for lg in logs
+        if lg.end.get("reason", "done") == reason and lg.end.get("msg")
+    ]
     if msgs:
         out["msg"] = "; ".join(msgs)
     return out
@@ -144,11 +154,16 @@ def merge(logs: Sequence[RunLog], path: str) -> RunLog:
     for lg in logs:
         for k, v in lg.unknown_events.items():
             unknown[k] = unknown.get(k, 0) + v
-    return RunLog(path=path, header=head,
-                  steps=_concat([lg.steps for lg in logs], list(head.roles)),
-                  syncs=_concat([lg.syncs for lg in logs]),
-                  rates=_concat([lg.rates for lg in logs]),
-                  end=merged_end(logs), n_lines=sum(lg.n_lines for lg in logs), unknown_events=unknown)
+    return RunLog(
+        path=path,
+        header=head,
+        steps=_concat([lg.steps for lg in logs], list(head.roles)),
+        syncs=_concat([lg.syncs for lg in logs]),
+        rates=_concat([lg.rates for lg in logs]),
+        end=merged_end(logs),
+        n_lines=sum(lg.n_lines for lg in logs),
+        unknown_events=unknown,
+    )
 
 
 def group_name(paths: Sequence[str]) -> str:
@@ -156,8 +171,9 @@ def group_name(paths: Sequence[str]) -> str:
     return "+".join(paths) if len(paths) <= 3 else f"{paths[0]}+{len(paths) - 1} more"
 
 
-def rank_groups(headers: Sequence[RunHeader], workers: Callable[[int], set[tuple[str, int]]],
-                eligible: Sequence[bool]) -> list[list[int]]:
+def rank_groups(
+    headers: Sequence[RunHeader], workers: Callable[[int], set[tuple[str, int]]], eligible: Sequence[bool]
+) -> list[list[int]]:
     """Groups (two or more positions, in order) of the ``eligible`` logs that are per-rank parts
     of one run (see the module docstring): equal headers, and ``workers(i)``, the (role, worker)
     pairs with steps in log ``i``, as the rule asks. ``workers`` is called only within groups of

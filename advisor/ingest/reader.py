@@ -7,6 +7,7 @@ line count, gzip inflation ratio (a bomb), UTF-16 and UTF-8. So a bomb, a device
 line fails after a bounded read, with bounded memory, and every refusal names the limit. OS
 errors become one-line :class:`~advisor.errors.LogError` s naming the file.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -16,21 +17,21 @@ import os
 import stat
 import warnings
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from advisor.errors import LogError, LogRefused, LogWarning, display_path
 
 # Limits where nobody can mean more: a multi-day run of the reference case is ~1M lines, 150 MB.
-MAX_LINE_BYTES = 1 << 20    # a longer line is corruption, not a log event
-MAX_LOG_BYTES = 1 << 40     # decompressed; memory does not grow with the log (streamed), time does
+MAX_LINE_BYTES = 1 << 20  # a longer line is corruption, not a log event
+MAX_LOG_BYTES = 1 << 40  # decompressed; memory does not grow with the log (streamed), time does
 MAX_LOG_LINES = 10_000_000_000
-MAX_GZIP_RATIO = 100.0      # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
+MAX_GZIP_RATIO = 100.0  # JSONL rate logs compress 5-10x; 100x is a bomb or a file of repeats
 RATIO_CHECK_BYTES = 16 << 20  # the ratio is judged once this much is out (tiny files may repeat)
 CHUNK_BYTES = 8 << 20
-GZIP_MAGIC = b"\x1f\x8b"       # a gzip stream's first bytes, whatever the file's name
+GZIP_MAGIC = b"\x1f\x8b"  # a gzip stream's first bytes, whatever the file's name
 
 
 def _human(n: int) -> str:
@@ -44,10 +45,23 @@ def _refuse_special(st: os.stat_result, path: str) -> None:
         return
     if stat.S_ISDIR(mode):
         raise LogRefused(path, None, "is a directory, not a log file")
-    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
-            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a special file")
-    raise LogRefused(path, None, f"is {kind}, not a regular file; the advisor reads log files only "
-                                 f"(a pipe or device may never end): write the log to a file first")
+    kind = (
+        "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a character device"
+        if stat.S_ISCHR(mode)
+        else "a block device"
+        if stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a special file"
+    )
+    raise LogRefused(
+        path,
+        None,
+        f"is {kind}, not a regular file; the advisor reads log files only "
+        f"(a pipe or device may never end): write the log to a file first",
+    )
 
 
 def _os_error(e: OSError, path: str) -> LogError:
@@ -96,11 +110,16 @@ class _ChunkGuard:
     """The checks of `read_chunks`, chunk after chunk, and what they count: bytes out, lines
     before the current chunk, the bytes of the current (unfinished) line, the UTF-8 state."""
 
-    def __init__(self, spath: str, raw, gz: bool, max_line_bytes: int, max_bytes: int, max_lines: int,
-                 max_ratio: float):
+    def __init__(
+        self, spath: str, raw, gz: bool, max_line_bytes: int, max_bytes: int, max_lines: int, max_ratio: float
+    ):
         self.spath, self.raw, self.gz = spath, raw, gz
-        self.max_line_bytes, self.max_bytes, self.max_lines, self.max_ratio = (max_line_bytes, max_bytes,
-                                                                               max_lines, max_ratio)
+        self.max_line_bytes, self.max_bytes, self.max_lines, self.max_ratio = (
+            max_line_bytes,
+            max_bytes,
+            max_lines,
+            max_ratio,
+        )
         self.started = False
         self.total = 0
         self.since_nl = 0  # bytes of the current (unfinished) line
@@ -120,31 +139,43 @@ class _ChunkGuard:
         self.total += len(chunk)
         total, raw = self.total, self.raw
         if total > max_bytes:
-            raise LogRefused(spath, None, f"holds more than {max_bytes} bytes ({_human(max_bytes)})"
-                             f"{' decompressed' if self.gz else ''}, the limit; no run needs that much for "
-                             f"advice: give the header line and a part of the log")
+            raise LogRefused(
+                spath,
+                None,
+                f"holds more than {max_bytes} bytes ({_human(max_bytes)})"
+                f"{' decompressed' if self.gz else ''}, the limit; no run needs that much for "
+                f"advice: give the header line and a part of the log",
+            )
         if self.gz and total >= RATIO_CHECK_BYTES and total > max_ratio * max(raw.tell(), 1):
-            raise LogRefused(spath, None, f"inflates more than {max_ratio:g} times (to over {_human(total)} "
-                             f"from {_human(raw.tell())}); a rate log compresses about 10x: not a log "
-                             f"(a compression bomb?)")
+            raise LogRefused(
+                spath,
+                None,
+                f"inflates more than {max_ratio:g} times (to over {_human(total)} "
+                f"from {_human(raw.tell())}); a rate log compresses about 10x: not a log "
+                f"(a compression bomb?)",
+            )
 
     def _text(self, chunk: bytes) -> None:
         if not self.started and chunk.startswith((b"\xff\xfe", b"\xfe\xff")):
-            raise LogError(self.spath, 1, "is UTF-16 text; a rate log is UTF-8 (convert it: "
-                                          "iconv -f UTF-16 -t UTF-8)")
+            raise LogError(self.spath, 1, "is UTF-16 text; a rate log is UTF-8 (convert it: iconv -f UTF-16 -t UTF-8)")
         pending = self.utf8.getstate()[0]
         if pending or not chunk.isascii():
             try:
                 self.utf8.decode(chunk)
             except UnicodeDecodeError as e:
                 at = max(e.start - len(pending), 0)
-                raise LogError(self.spath, self.lines_before + chunk.count(b"\n", 0, at) + 1,
-                               "is not UTF-8 text (binary data, or another encoding such as latin-1 "
-                               "or UTF-16?)") from None
+                raise LogError(
+                    self.spath,
+                    self.lines_before + chunk.count(b"\n", 0, at) + 1,
+                    "is not UTF-8 text (binary data, or another encoding such as latin-1 or UTF-16?)",
+                ) from None
 
     def _too_long(self, k: int) -> LogError:
-        return LogError(self.spath, self.lines_before + k + 1,
-                        f"line is longer than {self.max_line_bytes} bytes; not a log event (corrupt file?)")
+        return LogError(
+            self.spath,
+            self.lines_before + k + 1,
+            f"line is longer than {self.max_line_bytes} bytes; not a log event (corrupt file?)",
+        )
 
     def _lines(self, chunk: bytes) -> np.ndarray:
         max_line_bytes = self.max_line_bytes
@@ -165,8 +196,12 @@ class _ChunkGuard:
             raise self._too_long(len(nl))
         self.lines_before += len(nl)
         if self.lines_before > self.max_lines:
-            raise LogRefused(self.spath, None, f"holds more than {self.max_lines} lines, the limit; no run needs "
-                             f"that many for advice: give the header line and a part of the log")
+            raise LogRefused(
+                self.spath,
+                None,
+                f"holds more than {self.max_lines} lines, the limit; no run needs "
+                f"that many for advice: give the header line and a part of the log",
+            )
         return nl
 
 
@@ -186,34 +221,44 @@ def _decoded_after(path: Path, skip: int) -> Iterator[bytes]:
                     yield out
                 data = d.unused_data
                 if d.eof and data:
-                    d = zlib.decompressobj(wbits=31)      # the next member
+                    d = zlib.decompressobj(wbits=31)  # the next member
                 else:
                     data = b""
             if raw.tell() >= os.fstat(raw.fileno()).st_size:
                 break
 
 
-def _truncated_tail(path: Path, guard: "_ChunkGuard") -> Iterator[tuple[bytes, np.ndarray]]:
+def _truncated_tail(path: Path, guard: _ChunkGuard) -> Iterator[tuple[bytes, np.ndarray]]:
     """After a gzip stream ended early (a cut file, or one still being written): the bytes that it
     does decode past what was given out, checked as every chunk, and a LogWarning saying how much
     was read and what is kept (the whole lines; a cut last line is skipped where the lines are split)."""
     try:
         for out in _decoded_after(path, guard.total):
             for i in range(0, len(out), CHUNK_BYTES):
-                chunk = out[i:i + CHUNK_BYTES]
+                chunk = out[i : i + CHUNK_BYTES]
                 yield chunk, guard.check(chunk)
     except zlib.error as e:
-        raise LogRefused(guard.spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes "
-                                            f"({guard.lines_before} lines)") from None
-    warnings.warn(LogWarning(
-        f"{display_path(guard.spath)}: ends inside its gzip stream (truncated, or still being written): "
-        f"{guard.total} bytes decoded before the cut, {guard.lines_before} whole lines; those lines are kept"
-        f"{f', the {guard.since_nl} bytes of the cut line after them are not' if guard.since_nl else ''}"),
-        stacklevel=5)
+        raise LogRefused(
+            guard.spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes ({guard.lines_before} lines)"
+        ) from None
+    warnings.warn(
+        LogWarning(
+            f"{display_path(guard.spath)}: ends inside its gzip stream (truncated, or still being written): "
+            f"{guard.total} bytes decoded before the cut, {guard.lines_before} whole lines; those lines are kept"
+            f"{f', the {guard.since_nl} bytes of the cut line after them are not' if guard.since_nl else ''}"
+        ),
+        stacklevel=5,
+    )
 
 
-def read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYTES,
-                max_lines: int = MAX_LOG_LINES, max_ratio: float = MAX_GZIP_RATIO) -> Iterator[tuple[bytes, np.ndarray]]:
+def read_chunks(
+    path: Path,
+    max_line_bytes: int,
+    *,
+    max_bytes: int = MAX_LOG_BYTES,
+    max_lines: int = MAX_LOG_LINES,
+    max_ratio: float = MAX_GZIP_RATIO,
+) -> Iterator[tuple[bytes, np.ndarray]]:
     """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out, with
     the offsets of its newlines (found once here for the line-length check; the reader reuses
     them to count lines and rows, so no later pass scans the bytes for newlines again).
@@ -236,11 +281,12 @@ def read_chunks(path: Path, max_line_bytes: int, *, max_bytes: int = MAX_LOG_BYT
                 yield chunk, guard.check(chunk)
     except LogError:
         raise
-    except EOFError:    # may still be being written: what decodes is kept (a follower reads on)
+    except EOFError:  # may still be being written: what decodes is kept (a follower reads on)
         yield from _truncated_tail(path, guard)
     except (zlib.error, gzip.BadGzipFile) as e:
-        raise LogRefused(spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes "
-                                      f"({guard.lines_before} lines)") from None
+        raise LogRefused(
+            spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes ({guard.lines_before} lines)"
+        ) from None
     except OSError as e:
         raise _os_error(e, spath) from None
 
@@ -261,8 +307,11 @@ def line_start_before(path: str | Path, at: int, max_line_bytes: int) -> int:
     if nl < 0:
         if lo == 0:
             return 0
-        raise LogError(spath, None, f"has a line longer than {max_line_bytes} bytes before byte {at}; "
-                                    f"not a log event (corrupt file?)")
+        raise LogError(
+            spath,
+            None,
+            f"has a line longer than {max_line_bytes} bytes before byte {at}; not a log event (corrupt file?)",
+        )
     return lo + nl + 1
 
 
@@ -283,4 +332,3 @@ def read_span(path: str | Path, lo: int, hi: int | None, max_line_bytes: int) ->
     guard = _ChunkGuard(spath, raw, False, max_line_bytes, MAX_LOG_BYTES, MAX_LOG_LINES, MAX_GZIP_RATIO)
     guard.started = lo > 0
     return data, guard.check(data)
-

@@ -16,16 +16,18 @@ A last line cut mid-write (a live log) is skipped with a :class:`LogWarning`; un
 counted in ``unknown_events`` and reported, never fatal; unknown fields are counted in
 ``unknown_fields`` (a likely misspelling of a known field is reported, `advisor.ingest.schema`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from advisor.ingest.schema import RunHeader
 from advisor.ingest.summary import Totals
 
 if TYPE_CHECKING:
-    import pandas as pd   # imported where frames are made
+    import pandas as pd  # imported where frames are made
 
 
 @dataclass(frozen=True)
@@ -40,14 +42,14 @@ class RunLog:
     end: Mapping[str, Any] | None
     n_lines: int
     unknown_events: Mapping[str, int] = field(default_factory=dict)
-    unknown_fields: Mapping[str, int] = field(default_factory=dict)   # "ev.field" -> times seen (ingest.schema)
+    unknown_fields: Mapping[str, int] = field(default_factory=dict)  # "ev.field" -> times seen (ingest.schema)
     # Large logs (more than ``sample_rows`` steps of a role): ``steps`` is a uniform sample of the
     # log's steps, and ``totals`` holds its exact time-binned counts and sums (advisor.ingest.summary).
     sampled: bool = False
     totals: Totals | None = None
-    t_max_s: float | None = None                          # the largest t in the log (None: not known)
-    n_steps: Mapping[str, int] | None = None              # every step of each role, sampled or not
-    source: str | None = None                             # the file read (to re-read a sample's rows exactly)
+    t_max_s: float | None = None  # the largest t in the log (None: not known)
+    n_steps: Mapping[str, int] | None = None  # every step of each role, sampled or not
+    source: str | None = None  # the file read (to re-read a sample's rows exactly)
 
     def is_sampled(self, role: str) -> bool:
         """Whether ``role``'s steps are a sample of a large log (then its counts and sums are in ``totals``)."""

@@ -19,6 +19,7 @@ JSON held no text (``"ev": 5``), and a header that is not the first line. A gzip
 inflated in chunks through `advisor.ingest.reader`'s guards (size, line length, ratio, UTF-8);
 anything that reader warns of or refuses is left to the exact pass too.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,18 +49,35 @@ from advisor.ingest.schema import (
 )
 from advisor.ingest.summary import Summary
 
-RANGE_BYTES = 16 << 20        # whole lines parsed, checked and folded at once
-PROBE_LINES = 64              # lines of each range decoded to find unknown fields
-_NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss",
-            "workers", "dur", "bytes", "window", "tok_s", "eta_s", "done")
+RANGE_BYTES = 16 << 20  # whole lines parsed, checked and folded at once
+PROBE_LINES = 64  # lines of each range decoded to find unknown fields
+_NUMERIC = (
+    "t",
+    "worker",
+    "batch",
+    "tokens",
+    "seqs",
+    "busy",
+    "wait",
+    "blocked",
+    "loss",
+    "workers",
+    "dur",
+    "bytes",
+    "window",
+    "tok_s",
+    "eta_s",
+    "done",
+)
 _TEXT = ("ev", "role", "reason", "msg")
-_OBJECTS = ("bps", "cap_bps", "q")     # rates' objects; the first two read as JSON text (`_Scan._rates`)
+_OBJECTS = ("bps", "cap_bps", "q")  # rates' objects; the first two read as JSON text (`_Scan._rates`)
 
 
 def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
     """The warning of a log whose last line, ``line``, was cut mid-write and skipped."""
-    return LogWarning(f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); "
-                      f"skipped {n_bytes} bytes")
+    return LogWarning(
+        f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); skipped {n_bytes} bytes"
+    )
 
 
 def _without_cut_tail(buf: bytes, max_line_bytes: int) -> tuple[bytes, int]:
@@ -68,16 +86,16 @@ def _without_cut_tail(buf: bytes, max_line_bytes: int) -> tuple[bytes, int]:
     if buf.endswith(b"\n"):
         return buf, 0
     cut = buf.rfind(b"\n")
-    tail = buf[cut + 1:]
+    tail = buf[cut + 1 :]
     if cut < 0 or len(tail) > max_line_bytes:
-        raise _GiveUp        # (no whole line yet, or a line past the limit: the exact pass says so)
+        raise _GiveUp  # (no whole line yet, or a line past the limit: the exact pass says so)
     if tail.isspace():
-        return buf[:cut + 1], 0
+        return buf[: cut + 1], 0
     try:
         json.loads(tail)
         return buf, 0
     except (ValueError, RecursionError):
-        return buf[:cut + 1], len(tail)
+        return buf[: cut + 1], len(tail)
 
 
 class _GiveUp(Exception):
@@ -105,7 +123,7 @@ def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[st
     if first and not lines[0].strip():
         raise _GiveUp
     lines = [raw for raw in lines if raw.strip()]
-    try:     # one decode of them all, as a JSON array
+    try:  # one decode of them all, as a JSON array
         objs = json.loads(b"[" + b",".join(lines) + b"]")
     except (ValueError, RecursionError):
         raise _GiveUp from None
@@ -115,7 +133,7 @@ def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[st
     if first and header_obj.get("ev") != "run":
         raise _GiveUp
     fields: set[tuple[str, str]] = set()
-    for ev, keys in {(o["ev"], tuple(o)) for o in objs[1 if first else 0:] if o["ev"] in KNOWN_EVENTS}:
+    for ev, keys in {(o["ev"], tuple(o)) for o in objs[1 if first else 0 :] if o["ev"] in KNOWN_EVENTS}:
         fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
     return header_obj, fields
 
@@ -176,9 +194,9 @@ class _Scan:
         self.summ = Summary(header_obj, header, spath, sample_rows=sample_rows)
         self.summ.add_unknown_fields({f"run.{n}": 1 for n in unknown_fields(header_obj)})
         self.field_counts: dict[tuple[str, str], int] = {}
-        self.ends: dict[int, dict[str, Any]] = {}     # file -> its last end event
+        self.ends: dict[int, dict[str, Any]] = {}  # file -> its last end event
         self.rows = 0
-        self.many = False                              # the rows of several files (`scan_run`)
+        self.many = False  # the rows of several files (`scan_run`)
 
     def expect(self, fields: set[tuple[str, str]]) -> None:
         """Count these unknown (event, field) pairs from the next block on."""
@@ -208,7 +226,7 @@ class _Scan:
             if not (np.isfinite(t[body]) & (t[body] >= 0) & (t[body] <= MAX_TIME_S)).all():
                 raise _GiveUp
         for (ev_name, name), n in self.field_counts.items():
-            if name in df.columns:       # (a field found after this range was sent counts from the next)
+            if name in df.columns:  # (a field found after this range was sent counts from the next)
                 self.field_counts[ev_name, name] = n + int((masks[ev_name] & df[name].is_not_null().to_numpy()).sum())
         self._steps(df, masks["step"], files)
         self._syncs(df, masks["sync"])
@@ -331,7 +349,7 @@ def _plain_ranges(path: Path) -> Iterator[bytes]:
                 f.seek(end - window)
                 cut = f.read(window).rfind(b"\n")
                 if cut < 0:
-                    raise _GiveUp        # (a line past the limit: the exact pass names it)
+                    raise _GiveUp  # (a line past the limit: the exact pass names it)
                 end = end - window + cut + 1
             f.seek(pos)
             buf = f.read(end - pos)
@@ -385,8 +403,9 @@ def _result(query):
     return query.fetch_blocking()
 
 
-def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int,
-             max_line_bytes: int = MAX_LINE_BYTES) -> Summary | None:
+def scan_log(
+    path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int, max_line_bytes: int = MAX_LINE_BYTES
+) -> Summary | None:
     """The summary of one log file by the fast pass, or None where the exact pass must read it
     (see the module docstring). The file is a regular file (`advisor.ingest.reader.open_log`
     checked it) and not a summary.
@@ -409,8 +428,8 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         scan: _Scan | None = None
         n_lines = 0
         fields: set[tuple[str, str]] = set()
-        pending = None          # the range polars reads while the one before is checked and folded
-        cut_bytes = 0           # a last line cut mid-write, skipped
+        pending = None  # the range polars reads while the one before is checked and folded
+        cut_bytes = 0  # a last line cut mid-write, skipped
         try:
             for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
                 if not gz:
@@ -440,7 +459,7 @@ def scan_log(path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: i
         return scan.finish()
     except (_GiveUp, LogError):
         return None
-    except Exception:     # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
+    except Exception:  # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
         return None
 
 
@@ -474,7 +493,7 @@ def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tupl
         return _scan_run(files, sample_rows)
     except (_GiveUp, LogError, OSError):
         return None
-    except Exception:     # noqa: BLE001  anything polars or numpy refuses: the files are read one by one
+    except Exception:  # noqa: BLE001  anything polars or numpy refuses: the files are read one by one
         return None
 
 
@@ -486,8 +505,8 @@ class _Batches:
         self.scan, self.fields = scan, fields
         self.held: list[bytes] = []
         self.size = 0
-        self.done = 0                 # files sent to polars
-        self.pending = None           # (query, counts, first file) of the range polars reads
+        self.done = 0  # files sent to polars
+        self.pending = None  # (query, counts, first file) of the range polars reads
 
     def add(self, data: bytes) -> None:
         self.held.append(data)
@@ -526,7 +545,7 @@ class _Batches:
 
     def _fold(self, query, counts: np.ndarray, first: int) -> None:
         df = _result(query)
-        if len(df) != counts.sum():       # (a line of blanks: polars skips it)
+        if len(df) != counts.sum():  # (a line of blanks: polars skips it)
             raise _GiveUp
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         self.scan.block(df, starts, np.repeat(np.arange(first, first + len(counts)), counts))
@@ -554,7 +573,7 @@ def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[
                 batches = _Batches(scan, fields)
             elif _comparable(header_obj) != _comparable(first_obj):
                 raise _GiveUp
-            fields |= found           # (the batches hold this set: new fields are read from the next range on)
+            fields |= found  # (the batches hold this set: new fields are read from the next range on)
             batches.add(data)
         batches.finish()
     finally:
@@ -563,7 +582,7 @@ def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[
     summ = scan.finish()
     for r in summ.roles:
         keys = np.sort(summ.samples[r].compact()[1])
-        if (keys[1:] == keys[:-1]).any():      # a step twice: a copied file, or one repeated
+        if (keys[1:] == keys[:-1]).any():  # a step twice: a copied file, or one repeated
             raise _GiveUp
     summ.sources, summ.given = [], {}
     for f in files:

@@ -26,13 +26,15 @@ in a queue, ``MAX_TIME_S`` seconds for any time (``t``, ``busy``, ...: about thr
 assumptions are reported with the warning categories below; `advisor.advice` collects them as
 caveats.
 """
+
 from __future__ import annotations
 
 import difflib
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from advisor.errors import LogError, LogWarning, display_path, short_repr
 from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MAX_TIME_S
@@ -43,11 +45,34 @@ END_REASONS = ("done", "interrupted", "error")
 MAX_TOKENS = 1 << 31
 MAX_INT = 1 << 53
 _FLOAT_MAX = 1.7976931348623157e308
-HEADER_FIELDS = ("ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
-                 "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "t0_unix",
-                 "device", "physical_gpus", "cores", "gpus_per_worker", "gpus_per_node", "placement",
-                 "link_bytes_s", "cap_bps_kind", "probe")
-CAP_BPS_KINDS = ("lower", "upper")   # what a role's logged cap_bps is: a lower bound, an upper estimate
+HEADER_FIELDS = (
+    "ev",
+    "v",
+    "t",
+    "run",
+    "gpus",
+    "roles",
+    "queues",
+    "token_budget",
+    "samples",
+    "epochs",
+    "hardware",
+    "target_model",
+    "drafter_model",
+    "sync_every",
+    "hs_bytes_per_token",
+    "t0_unix",
+    "device",
+    "physical_gpus",
+    "cores",
+    "gpus_per_worker",
+    "gpus_per_node",
+    "placement",
+    "link_bytes_s",
+    "cap_bps_kind",
+    "probe",
+)
+CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower bound, an upper estimate
 # the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
 EVENT_FIELDS = {
     "run": HEADER_FIELDS,
@@ -56,7 +81,7 @@ EVENT_FIELDS = {
     "rates": ("ev", "t", "window", "bps", "cap_bps", "tok_s", "q", "eta_s", "done"),
     "end": ("ev", "t", "reason", "msg"),
 }
-FIELD_MATCH_CUTOFF = 0.75    # difflib ratio from which an unknown field name is taken for a misspelling
+FIELD_MATCH_CUTOFF = 0.75  # difflib ratio from which an unknown field name is taken for a misspelling
 
 
 def unknown_fields(obj: Any) -> list[str]:
@@ -153,8 +178,9 @@ class RunHeader:
         return None
 
 
-def default_placement(roles: Mapping[str, int], gpus_per_worker: Mapping[str, int],
-                      gpus_per_node: int | None) -> dict[str, tuple[int, ...]]:
+def default_placement(
+    roles: Mapping[str, int], gpus_per_worker: Mapping[str, int], gpus_per_node: int | None
+) -> dict[str, tuple[int, ...]]:
     """Packed placement: the workers in pipeline order (a role's worker 0 first) fill node 0, then
     node 1, ...; a worker that does not fit in what is left of a node starts the next one."""
     out: dict[str, tuple[int, ...]] = {}
@@ -180,11 +206,14 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
     k: dict[str, int] = {}
     if raw is not None:
         if not isinstance(raw, dict):
-            raise LogError(path, line, 'must be an object of role -> GPUs per worker, e.g. {"target": 2}',
-                           "gpus_per_worker")
+            raise LogError(
+                path, line, 'must be an object of role -> GPUs per worker, e.g. {"target": 2}', "gpus_per_worker"
+            )
         for name in raw:
             if name not in roles:
-                raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker")
+                raise LogError(
+                    path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker"
+                )
             try:
                 k[name] = check_number(raw, name, path, line, minimum=1, maximum=MAX_GPUS_PER_WORKER, integer=True)
             except LogError as e:
@@ -197,23 +226,35 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
         raise LogError(path, line, f"is {g} but the roles' engines hold {need} GPUs", "gpus")
     gpn = check_number(obj, "gpus_per_node", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
     if gpn is not None and max([1, *k.values()]) > gpn:
-        raise LogError(path, line, f"is {gpn}, but an engine holds {max(k.values())} GPUs (an engine never spans "
-                       f"nodes)", "gpus_per_node")
+        raise LogError(
+            path,
+            line,
+            f"is {gpn}, but an engine holds {max(k.values())} GPUs (an engine never spans nodes)",
+            "gpus_per_node",
+        )
     placement = None
     praw = obj.get("placement")
     if praw is not None:
         if not isinstance(praw, dict):
-            raise LogError(path, line, 'must be an object of role -> node of each worker, e.g. {"target": [0, 1]}',
-                           "placement")
+            raise LogError(
+                path, line, 'must be an object of role -> node of each worker, e.g. {"target": [0, 1]}', "placement"
+            )
         nodes = -(-g // gpn) if gpn else 1
         placement = {}
         for name, lst in praw.items():
             if name not in roles:
                 raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "placement")
-            if (not isinstance(lst, list) or len(lst) != roles[name]
-                    or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < nodes for x in lst)):
-                raise LogError(path, line, f"'{name}' must list one node index (0..{nodes - 1}) per worker, "
-                               f"{roles[name]} in all", "placement")
+            if (
+                not isinstance(lst, list)
+                or len(lst) != roles[name]
+                or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < nodes for x in lst)
+            ):
+                raise LogError(
+                    path,
+                    line,
+                    f"'{name}' must list one node index (0..{nodes - 1}) per worker, {roles[name]} in all",
+                    "placement",
+                )
             placement[name] = tuple(lst)
         if gpn:
             full = default_placement(roles, k, gpn)
@@ -232,9 +273,18 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def check_number(obj: Mapping[str, Any], name: str, path: str, line: int | None, *,
-                 required: bool = True, minimum: float | None = 0.0, maximum: float | None = None,
-                 integer: bool = False, default: Any = None) -> Any:
+def check_number(
+    obj: Mapping[str, Any],
+    name: str,
+    path: str,
+    line: int | None,
+    *,
+    required: bool = True,
+    minimum: float | None = 0.0,
+    maximum: float | None = None,
+    integer: bool = False,
+    default: Any = None,
+) -> Any:
     """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or ``default`` if optional.
 
     Whole numbers are further bounded by 2**53 (beyond it a float cannot hold them exactly).
@@ -246,7 +296,7 @@ def check_number(obj: Mapping[str, Any], name: str, path: str, line: int | None,
     v = obj[name]
     if not _is_number(v):
         raise LogError(path, line, f"must be a number, got {type(v).__name__} {short_repr(v)}", name)
-    if isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX:   # math.isfinite would overflow
+    if isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX:  # math.isfinite would overflow
         raise LogError(path, line, f"is too large ({short_repr(v)})", name)
     if not math.isfinite(v):
         raise LogError(path, line, f"must be finite, got {v!r}", name)
@@ -275,8 +325,9 @@ def printable(s: str) -> str:
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s) if has_surrogate(s) else s
 
 
-def check_string(obj: Mapping[str, Any], name: str, path: str, line: int | None, *,
-                 required: bool = True, default: str | None = None) -> str | None:
+def check_string(
+    obj: Mapping[str, Any], name: str, path: str, line: int | None, *, required: bool = True, default: str | None = None
+) -> str | None:
     if name not in obj or obj[name] is None:
         if required:
             raise LogError(path, line, "is missing", name)
@@ -291,8 +342,12 @@ def _name(obj: Mapping[str, Any], key: str, path: str, line: int, what: str) -> 
     """A role or queue name: a non-empty string that can be printed (it keys columns and reports)."""
     v = check_string(obj, key, path, line) if key in obj else None
     if not v or has_surrogate(v) or len(v) > 200:
-        raise LogError(path, line, f"{what} must be a non-empty string of at most 200 printable characters, "
-                       f"got {short_repr(v)}", key)
+        raise LogError(
+            path,
+            line,
+            f"{what} must be a non-empty string of at most 200 printable characters, got {short_repr(v)}",
+            key,
+        )
     return v
 
 
@@ -311,8 +366,12 @@ def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, An
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise LogError(path, line, 'must be an object like {"id": "p1", "segment": 1, "segments": 4, "round": 1}, '
-                       f"got {short_repr(raw)}", "probe")
+        raise LogError(
+            path,
+            line,
+            f'must be an object like {{"id": "p1", "segment": 1, "segments": 4, "round": 1}}, got {short_repr(raw)}',
+            "probe",
+        )
     try:
         _name(raw, "id", path, line, "a probe's id")
         seg = check_number(raw, "segment", path, line, minimum=1, maximum=MAX_INT, integer=True)
@@ -337,12 +396,43 @@ def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: 
         if name not in roles:
             raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "cap_bps_kind")
         if kind not in CAP_BPS_KINDS:
-            raise LogError(path, line, f"kind of role '{name}' must be one of {', '.join(CAP_BPS_KINDS)}, "
-                           f"got {short_repr(kind)}", "cap_bps_kind")
+            raise LogError(
+                path,
+                line,
+                f"kind of role '{name}' must be one of {', '.join(CAP_BPS_KINDS)}, got {short_repr(kind)}",
+                "cap_bps_kind",
+            )
 
 
-def parse_header(obj: Any, path: str, line: int) -> RunHeader:
-    """Validate the first event of a log and return it as a :class:`RunHeader`."""
+# header fields that RunHeader holds as typed attributes; the rest of the header goes to ``extra``
+_TYPED_HEADER_FIELDS = frozenset(
+    {
+        "ev",
+        "v",
+        "t",
+        "run",
+        "gpus",
+        "roles",
+        "queues",
+        "token_budget",
+        "samples",
+        "epochs",
+        "hardware",
+        "target_model",
+        "drafter_model",
+        "sync_every",
+        "hs_bytes_per_token",
+        "gpus_per_worker",
+        "gpus_per_node",
+        "placement",
+        "link_bytes_s",
+    }
+)
+_DISPLAY_TEXTS = ("run", "hardware", "target_model", "drafter_model")
+
+
+def _check_envelope(obj: Any, path: str, line: int) -> None:
+    """The header is a JSON object with ``ev = "run"``, a supported ``v`` and a valid ``t``."""
     if not isinstance(obj, dict):
         raise LogError(path, line, "the first line must be a JSON object (the 'run' header)")
     if obj.get("ev") != "run":
@@ -351,84 +441,141 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     if v != SCHEMA_VERSION or isinstance(v, bool):
         raise LogError(path, line, f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})", "v")
     check_number(obj, "t", path, line, maximum=MAX_TIME_S)
+
+
+def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]:
+    """``roles``: two or more printable names, each with 1..MAX_GPUS workers, MAX_GPUS in all."""
     roles_raw = obj.get("roles")
     if not isinstance(roles_raw, dict) or not roles_raw:
         raise LogError(path, line, 'must be an object of role -> worker count, e.g. {"target":7,"drafter":1}', "roles")
     if len(roles_raw) < 2:
         raise LogError(path, line, "must name at least a producer and a consumer role", "roles")
     roles: dict[str, int] = {}
-    for name, n in roles_raw.items():
+    for name, _n in roles_raw.items():
         if not name or has_surrogate(name) or len(name) > 200:
-            raise LogError(path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles")
+            raise LogError(
+                path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles"
+            )
         try:
             roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
         except LogError as e:
             raise LogError(path, line, f"worker count of role '{name}' {e.message}", "roles") from None
     if sum(roles.values()) > MAX_GPUS:
         raise LogError(path, line, f"use {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}", "roles")
+    return roles
+
+
+def _parse_gpus(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> int | None:
+    """``gpus`` (optional): a whole number, at least the GPUs the roles use."""
     gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
     if gpus is not None and gpus < sum(roles.values()):
         raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
-    k, gpus, gpn, placement, link = _engines_header(obj, roles, gpus, path, line)
+    return gpus
+
+
+def _parse_queue(q: Any, i: int, path: str, line: int) -> QueueSpec:
+    """Entry ``i`` of ``queues``: an object with ``name``, ``feeds``, ``cap`` and ``per_worker``."""
+    if not isinstance(q, dict):
+        raise LogError(path, line, f"entry {i} must be an object", "queues")
+    try:
+        name = _name(q, "name", path, line, "a queue's name")
+        feeds = check_string(q, "feeds", path, line)
+        cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
+        per_worker = q.get("per_worker", False)
+        if not isinstance(per_worker, bool):
+            raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
+    except LogError as e:
+        raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
+    return QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker)
+
+
+def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> tuple[QueueSpec, ...]:
+    """``queues`` (optional): a list of queues, each feeding a role in ``roles``, names unique."""
     queues_raw = obj.get("queues")
     if queues_raw is not None and not isinstance(queues_raw, list):
-        raise LogError(path, line, f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
-                       f"got {type(queues_raw).__name__} {short_repr(queues_raw)}", "queues")
-    queues = []
+        raise LogError(
+            path,
+            line,
+            f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
+            f"got {type(queues_raw).__name__} {short_repr(queues_raw)}",
+            "queues",
+        )
+    queues: list[QueueSpec] = []
     for i, q in enumerate(queues_raw or []):
-        if not isinstance(q, dict):
-            raise LogError(path, line, f"entry {i} must be an object", "queues")
-        try:
-            name = _name(q, "name", path, line, "a queue's name")
-            feeds = check_string(q, "feeds", path, line)
-            cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
-            per_worker = q.get("per_worker", False)
-            if not isinstance(per_worker, bool):
-                raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
-        except LogError as e:
-            raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
-        if feeds not in roles:
-            raise LogError(path, line, f"queue '{name}' feeds '{feeds}', which is not a role in 'roles'", "queues")
-        if any(x.name == name for x in queues):
-            raise LogError(path, line, f"queue name '{name}' appears twice", "queues")
-        queues.append(QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker))
-    known = {"ev", "v", "t", "run", "gpus", "roles", "queues", "token_budget", "samples", "epochs",
-             "hardware", "target_model", "drafter_model", "sync_every", "hs_bytes_per_token", "gpus_per_worker",
-             "gpus_per_node", "placement", "link_bytes_s"}
-    texts = {k: check_string(obj, k, path, line, required=False)
-             for k in ("run", "hardware", "target_model", "drafter_model")}
+        spec = _parse_queue(q, i, path, line)
+        if spec.feeds not in roles:
+            raise LogError(
+                path, line, f"queue '{spec.name}' feeds '{spec.feeds}', which is not a role in 'roles'", "queues"
+            )
+        if any(x.name == spec.name for x in queues):
+            raise LogError(path, line, f"queue name '{spec.name}' appears twice", "queues")
+        queues.append(spec)
+    return tuple(queues)
+
+
+def _display_texts(obj: Mapping[str, Any], path: str, line: int) -> dict[str, str | None]:
+    """The display-only strings (run name, hardware, models); a lone surrogate is repaired, warned."""
+    texts = {k: check_string(obj, k, path, line, required=False) for k in _DISPLAY_TEXTS}
     bad = [k for k, v in texts.items() if v is not None and has_surrogate(v)]
     if bad:
         # display-only text: repair it, do not refuse the log over it
-        warnings.warn(LogWarning(f"{display_path(path)}:{line}: field '{bad[0]}' holds a lone UTF-16 surrogate; shown as U+FFFD"),
-                      stacklevel=3)
+        warnings.warn(
+            LogWarning(f"{display_path(path)}:{line}: field '{bad[0]}' holds a lone UTF-16 surrogate; shown as U+FFFD"),
+            stacklevel=4,
+        )
         texts = {k: printable(v) if v is not None else None for k, v in texts.items()}
+    return texts
+
+
+def parse_header(obj: Any, path: str, line: int) -> RunHeader:
+    """Validate the first event of a log and return it as a :class:`RunHeader`.
+
+    Fields are checked in a fixed order (envelope, roles, gpus, engines, queues, display texts,
+    the numbers), so the first bad field is the one named.
+    """
+    _check_envelope(obj, path, line)
+    roles = _parse_roles(obj, path, line)
+    gpus = _parse_gpus(obj, roles, path, line)
+    k, gpus, gpn, placement, link = _engines_header(obj, roles, gpus, path, line)
+    queues = _parse_queues(obj, roles, path, line)
+    texts = _display_texts(obj, path, line)
     return RunHeader(
         run=texts["run"] or "run",
         gpus=gpus,
         roles=roles,
-        queues=tuple(queues),
-        token_budget=check_number(obj, "token_budget", path, line, required=False, minimum=1, maximum=MAX_TOKENS,
-                                  integer=True),
+        queues=queues,
+        token_budget=check_number(
+            obj, "token_budget", path, line, required=False, minimum=1, maximum=MAX_TOKENS, integer=True
+        ),
         samples=check_number(obj, "samples", path, line, required=False, minimum=0, integer=True),
         epochs=check_number(obj, "epochs", path, line, required=False, minimum=0, maximum=MAX_INT),
         hardware=texts["hardware"],
         target_model=texts["target_model"],
         drafter_model=texts["drafter_model"],
         sync_every=check_number(obj, "sync_every", path, line, required=False, minimum=0, integer=True, default=0),
-        hs_bytes_per_token=check_number(obj, "hs_bytes_per_token", path, line, required=False, minimum=0,
-                                        maximum=MAX_INT),
-        extra={key: v for key, v in obj.items() if key not in known},
-        gpus_per_worker=k, gpus_per_node=gpn, placement=placement, link_bytes_s=link,
+        hs_bytes_per_token=check_number(
+            obj, "hs_bytes_per_token", path, line, required=False, minimum=0, maximum=MAX_INT
+        ),
+        extra={key: v for key, v in obj.items() if key not in _TYPED_HEADER_FIELDS},
+        gpus_per_worker=k,
+        gpus_per_node=gpn,
+        placement=placement,
+        link_bytes_s=link,
     )
 
 
 # Numeric fields of each event: (name, required, integer, maximum); the minimum is 0 for all.
 # advisor.ingest.parse checks the same bounds column by column (its fast path) from these tables.
-STEP_NUMBERS = (("t", True, False, MAX_TIME_S), ("worker", True, True, MAX_GPUS), ("batch", False, True, MAX_INT),
-                ("tokens", True, True, MAX_TOKENS), ("seqs", False, True, MAX_TOKENS),
-                ("busy", True, False, MAX_TIME_S), ("wait", False, False, MAX_TIME_S),
-                ("blocked", False, False, MAX_TIME_S))
+STEP_NUMBERS = (
+    ("t", True, False, MAX_TIME_S),
+    ("worker", True, True, MAX_GPUS),
+    ("batch", False, True, MAX_INT),
+    ("tokens", True, True, MAX_TOKENS),
+    ("seqs", False, True, MAX_TOKENS),
+    ("busy", True, False, MAX_TIME_S),
+    ("wait", False, False, MAX_TIME_S),
+    ("blocked", False, False, MAX_TIME_S),
+)
 # a drafter step's link-inclusive import seconds, read (and checked) where the header spans nodes
 XFER_NUMBER = ("xfer", False, False, MAX_TIME_S)
 
@@ -438,10 +585,19 @@ def step_numbers(header: RunHeader) -> tuple:
     return STEP_NUMBERS + ((XFER_NUMBER,) if header.node_step_fields else ())
 
 
-SYNC_NUMBERS = (("t", True, False, MAX_TIME_S), ("workers", False, True, MAX_GPUS), ("dur", True, False, MAX_TIME_S),
-                ("bytes", False, False, None))
-RATES_NUMBERS = (("t", True, False, MAX_TIME_S), ("window", False, False, MAX_TIME_S), ("tok_s", False, False, None),
-                 ("eta_s", False, False, None), ("done", False, False, None))
+SYNC_NUMBERS = (
+    ("t", True, False, MAX_TIME_S),
+    ("workers", False, True, MAX_GPUS),
+    ("dur", True, False, MAX_TIME_S),
+    ("bytes", False, False, None),
+)
+RATES_NUMBERS = (
+    ("t", True, False, MAX_TIME_S),
+    ("window", False, False, MAX_TIME_S),
+    ("tok_s", False, False, None),
+    ("eta_s", False, False, None),
+    ("done", False, False, None),
+)
 
 
 def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
@@ -456,11 +612,17 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
             check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
         role = check_string(obj, "role", path, line)
         if role not in header.roles:
-            raise LogError(path, line, f"{short_repr(role)} is not a role of the header ({', '.join(header.roles)})",
-                           "role")
+            raise LogError(
+                path, line, f"{short_repr(role)} is not a role of the header ({', '.join(header.roles)})", "role"
+            )
         if obj["worker"] >= header.roles[role]:
-            raise LogError(path, line, f"is {obj['worker']} but the header has {header.roles[role]} '{role}' workers "
-                           f"(0..{header.roles[role] - 1})", "worker")
+            raise LogError(
+                path,
+                line,
+                f"is {obj['worker']} but the header has {header.roles[role]} '{role}' workers "
+                f"(0..{header.roles[role] - 1})",
+                "worker",
+            )
         if "loss" in obj and obj["loss"] is not None:
             check_number(obj, "loss", path, line, minimum=None)
     elif ev == "sync":
@@ -477,7 +639,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                 raise LogError(path, line, "must be an object of role -> batches/s", key)
             for r in d:
                 if r not in header.roles:
-                    continue          # unknown fields are ignored (schema v1)
+                    continue  # unknown fields are ignored (schema v1)
                 try:
                     check_number(d, r, path, line, minimum=0)
                 except LogError as e:
@@ -493,18 +655,23 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                 vals = v if isinstance(v, list) else [v]
                 for x in vals:
                     if x is None and not isinstance(v, list):
-                        continue      # not measured this time
+                        continue  # not measured this time
                     if not _is_number(x) or abs(x) > _FLOAT_MAX or not math.isfinite(x) or x < 0:
-                        raise LogError(path, line, f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}",
-                                       "q")
+                        raise LogError(
+                            path, line, f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}", "q"
+                        )
     elif ev == "end":
         check_number(obj, "t", path, line, maximum=MAX_TIME_S)
         reason = check_string(obj, "reason", path, line, required=False, default="done")
         if reason not in END_REASONS:
             raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
     elif ev == "run":
-        raise LogError(path, line, "a second 'run' header: one log holds one run (several logs concatenated? "
-                       "give them as separate files)", "ev")
+        raise LogError(
+            path,
+            line,
+            "a second 'run' header: one log holds one run (several logs concatenated? give them as separate files)",
+            "ev",
+        )
     else:
         check_number(obj, "t", path, line, required=False, maximum=MAX_TIME_S)
     return ev

@@ -17,13 +17,15 @@ pass here, a small pipeline of named steps:
 Memory does not grow with the log on either pass. A last line cut mid-write (a live log) is
 skipped with a :class:`~advisor.errors.LogWarning`.
 """
+
 from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +38,8 @@ from advisor.ingest.scan import scan_log, tail_warning
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
-FIELD_PROBE_LINES = 64       # lines of each piece decoded to find unknown fields
-PIECE_BYTES = 16 << 20       # whole lines decoded and folded at once
+FIELD_PROBE_LINES = 64  # lines of each piece decoded to find unknown fields
+PIECE_BYTES = 16 << 20  # whole lines decoded and folded at once
 
 
 class _Body:
@@ -51,8 +53,8 @@ class _Body:
         self.summ: Summary | None = None
         self.header: RunHeader | None = None
         self.header_obj: dict[str, Any] | None = None
-        self.lines_done = 0            # newlines consumed before the current piece
-        self.seen_text = False         # anything but whitespace so far
+        self.lines_done = 0  # newlines consumed before the current piece
+        self.seen_text = False  # anything but whitespace so far
 
     def piece_summary(self, fields: dict[str, int]) -> Summary:
         """A new summary for one piece, with the unknown fields found in it."""
@@ -60,7 +62,7 @@ class _Body:
         summ.add_unknown_fields(fields)
         return summ
 
-    def take(self, buf: bytes, end: int, nl: np.ndarray) -> "_Taken | None":
+    def take(self, buf: bytes, end: int, nl: np.ndarray) -> _Taken | None:
         """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``); reads the header first."""
         pos = 0
         if self.header is None:
@@ -82,7 +84,7 @@ class _Body:
         """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
         the summary starts); the offset past the lines read, and the header's line number."""
         pos = 0
-        if not self.lines_done and buf.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte-order mark
+        if not self.lines_done and buf.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
             pos = 3
         lineno = self.lines_done + 1
         while pos < end:
@@ -121,8 +123,10 @@ def _count_fields(buf: bytes, start: int, end: int) -> dict[str, int]:
     fields: set[tuple[str, str]] = set()
     for shape in {(o.get("ev"), tuple(o)) for o in objs if isinstance(o, dict) and isinstance(o.get("ev"), str)}:
         fields.update((shape[0], name) for name in unknown_fields(dict.fromkeys(shape[1]) | {"ev": shape[0]}))
-    return {f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
-            for ev, name in sorted(fields)}
+    return {
+        f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
+        for ev, name in sorted(fields)
+    }
 
 
 def _decoded(raw: bytes) -> Any:
@@ -141,9 +145,9 @@ def _joined(carry: bytes, pending: list[tuple[bytes, np.ndarray]]) -> tuple[byte
 
 def _pieces(body: _Body, chunks: Iterator[tuple[bytes, np.ndarray]]) -> Iterator[_Taken]:
     """The body in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive."""
-    carry = b""               # the unfinished line after the last newline
+    carry = b""  # the unfinished line after the last newline
     pending: list[tuple[bytes, np.ndarray]] = []
-    held = 0                  # bytes in ``pending``
+    held = 0  # bytes in ``pending``
     limit = max(PIECE_BYTES, reader.RATIO_CHECK_BYTES)
     for chunk, nl in chunks:
         if not body.seen_text and chunk.strip():
@@ -159,12 +163,12 @@ def _pieces(body: _Body, chunks: Iterator[tuple[bytes, np.ndarray]]) -> Iterator
             carry = buf
             continue
         cut = int(nls[-1])
-        carry = buf[cut + 1:]
+        carry = buf[cut + 1 :]
         taken = body.take(buf, cut + 1, nls)
         if taken is not None:
             yield taken
     buf, nls = _joined(carry, pending)
-    pending = []              # (the chunks are in ``buf`` now)
+    pending = []  # (the chunks are in ``buf`` now)
     yield from _last_pieces(body, buf, nls)
 
 
@@ -174,7 +178,7 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
     itself complete JSON (then it is a whole line, and gets every check)."""
     spath = body.spath
     cut = int(nls[-1]) if len(nls) else -1
-    tail = buf[cut + 1:]
+    tail = buf[cut + 1 :]
     if cut >= 0:
         taken = body.take(buf, cut + 1, nls)
         if taken is not None:
@@ -196,8 +200,12 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
         pass
     elif cut < 0 and body.lines_done == 0:
         # not one whole line (yet): not "empty", nor corrupt if still written
-        raise LogError(spath, None, f"holds no complete line yet ({len(tail)} bytes and no newline; "
-                                    f"a log still being written, or CR-only line ends?)")
+        raise LogError(
+            spath,
+            None,
+            f"holds no complete line yet ({len(tail)} bytes and no newline; "
+            f"a log still being written, or CR-only line ends?)",
+        )
     else:
         body.cut_tail(len(tail))
 
@@ -234,8 +242,10 @@ def _check_usable(summ: Summary, spath: str) -> None:
         n, busy_pos, tok_pos = (int(x) for x in summ.counts[role])
         if not n:
             continue
-        for field, pos, why in (("busy", busy_pos, "no compute time to fit a service rate from"),
-                                ("tokens", tok_pos, "no batch size to fit the per-token cost from")):
+        for field, pos, why in (
+            ("busy", busy_pos, "no compute time to fit a service rate from"),
+            ("tokens", tok_pos, "no batch size to fit the per-token cost from"),
+        ):
             if not pos:
                 raise LogError(spath, None, f"is 0 in every '{role}' step: {why}", field)
 
@@ -250,8 +260,14 @@ def _finished(summ: Summary | None, n_lines: int, path: Path) -> Summary:
     return summ
 
 
-def exact_summary(path: str | Path, *, sample_rows: int, max_line_bytes: int = MAX_LINE_BYTES,
-                  max_bytes: int = MAX_LOG_BYTES, max_lines: int = MAX_LOG_LINES) -> Summary:
+def exact_summary(
+    path: str | Path,
+    *,
+    sample_rows: int,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_bytes: int = MAX_LOG_BYTES,
+    max_lines: int = MAX_LOG_LINES,
+) -> Summary:
     """The exact pass over a log: every line decoded and checked (see the module docstring).
 
     Args:
@@ -273,8 +289,14 @@ def exact_summary(path: str | Path, *, sample_rows: int, max_line_bytes: int = M
     return body.summ
 
 
-def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max_bytes: int = MAX_LOG_BYTES,
-                  max_lines: int = MAX_LOG_LINES, sample_rows: int | None = None) -> Summary:
+def summarize_log(
+    path: str | Path,
+    *,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_bytes: int = MAX_LOG_BYTES,
+    max_lines: int = MAX_LOG_LINES,
+    sample_rows: int | None = None,
+) -> Summary:
     """Read one log (or a summary file) into a :class:`~advisor.ingest.summary.Summary`.
 
     The fast pass first (`advisor.ingest.scan`), the exact pass where it gives up; a tighter line
@@ -291,18 +313,19 @@ def summarize_log(path: str | Path, *, max_line_bytes: int = MAX_LINE_BYTES, max
         The file's summary. Raises :class:`LogError` (file:line: field ...) on unusable input.
     """
     path = Path(path)
-    sample_rows = sample_rows or _summary.DEFAULT_SAMPLE_ROWS   # read at call time (tests set it)
+    sample_rows = sample_rows or _summary.DEFAULT_SAMPLE_ROWS  # read at call time (tests set it)
     if is_summary(path):
         return read_summary(path)
-    fh, raw = open_log(path)       # what is not a readable regular file is refused here, by name
+    fh, raw = open_log(path)  # what is not a readable regular file is refused here, by name
     fh.close()
     raw.close()
     summ = None
     if max_line_bytes == MAX_LINE_BYTES:
         summ = scan_log(path, sample_rows=sample_rows, max_bytes=max_bytes, max_lines=max_lines)
     if summ is None:
-        summ = exact_summary(path, sample_rows=sample_rows, max_line_bytes=max_line_bytes, max_bytes=max_bytes,
-                             max_lines=max_lines)
+        summ = exact_summary(
+            path, sample_rows=sample_rows, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines
+        )
     _check_usable(summ, str(path))
     summ.set_source(path)
     return summ

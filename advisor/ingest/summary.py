@@ -31,6 +31,7 @@ completions per bin (the whole log), and `advisor.fit.sampled.sampled_role_fits`
 sample's counts and sums in a fit by the binned ones; the sample serves variability, the
 step-time line, simulation and plots.
 """
+
 from __future__ import annotations
 
 import base64
@@ -39,9 +40,10 @@ import json
 import math
 import os
 import stat
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +52,7 @@ from advisor.ingest.schema import RunHeader, parse_header, validate_event
 
 FORMAT_VERSION = 1
 MAGIC = b'{"dflash_summary"'
-DEFAULT_SAMPLE_ROWS = 300_000   # per role: ~24 MB of rows, and a Huber line on them costs ~0.2 s
+DEFAULT_SAMPLE_ROWS = 300_000  # per role: ~24 MB of rows, and a Huber line on them costs ~0.2 s
 NBINS = 8192
 BASE_BIN_S = 1.0 / 16.0
 MAX_SUMMARY_BYTES = 4 << 30
@@ -95,7 +97,7 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Seq
     tmp = np.empty(n, dtype=np.uint64)
     for f in fields:
         src = np.asarray(cols[f], dtype=np.float64)
-        np.add(src, 0.0, out=v)                      # -0.0 + 0.0 is 0.0; x + 0.0 is x otherwise
+        np.add(src, 0.0, out=v)  # -0.0 + 0.0 is 0.0; x + 0.0 is x otherwise
         v[np.isnan(src)] = 0.0
         _mix(np.bitwise_xor(h, v.view(np.uint64), out=h), tmp)
     return h
@@ -119,7 +121,7 @@ def stable_order(v: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
         tied[1:] |= same
         tied[:-1] |= same
         at = np.flatnonzero(tied)
-        run = np.cumsum(np.concatenate(([True], ~same)))[at]      # the run of equal values of each
+        run = np.cumsum(np.concatenate(([True], ~same)))[at]  # the run of equal values of each
         sub = order[at]
         order[at] = sub[np.lexsort((sub, run) if ties is None else (sub, np.asarray(ties)[sub], run))]
     return order
@@ -161,17 +163,18 @@ class _Sample:
         self.held = 0
         self.pruned = False
         self.threshold: np.uint64 | None = None
-        self._threshold_at = (0, self.k)    # rows held, and k, when the threshold was found
+        self._threshold_at = (0, self.k)  # rows held, and k, when the threshold was found
         # the held keys in ascending order, kept once asked for (`sorted_keys`: merges of many
         # files test each file's keys against it); None: not kept (one file's read never asks)
         self._sorted: np.ndarray | None = None
 
-    def add(self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False,
-            rows: np.ndarray | None = None) -> None:
+    def add(
+        self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False, rows: np.ndarray | None = None
+    ) -> None:
         """Rows of ``cols`` (those where ``rows`` is true, if given) with their keys."""
         self.pruned |= pruned
         if self.threshold is not None and self._threshold_at[1] == self.k and len(keys):
-            under = keys <= self.threshold      # (pruned: more than k rows were seen)
+            under = keys <= self.threshold  # (pruned: more than k rows were seen)
             if not under.all():
                 self.pruned = True
                 rows = under if rows is None else rows & under
@@ -187,8 +190,11 @@ class _Sample:
                 self._sorted = np.insert(self._sorted, np.searchsorted(self._sorted, new), new)
             if self.held > 2 * self.k:
                 self.compact()
-            elif self.held > self.k and (self.threshold is None or self._threshold_at[1] != self.k
-                                         or 2 * (self.held - self._threshold_at[0]) > self.k):
+            elif self.held > self.k and (
+                self.threshold is None
+                or self._threshold_at[1] != self.k
+                or 2 * (self.held - self._threshold_at[0]) > self.k
+            ):
                 keys_held = np.concatenate([p[1] for p in self.parts])
                 self.threshold = np.partition(keys_held, self.k - 1)[self.k - 1]
                 self._threshold_at = (self.held, self.k)
@@ -202,24 +208,23 @@ class _Sample:
         sel = None
         if len(keys) > self.k:
             kth = np.partition(keys, self.k - 1)[self.k - 1]
-            sel = np.flatnonzero(keys <= kth)          # (in the order the rows came: mostly by time)
-            if len(sel) > self.k:       # copies of the k-th key (rows of the same content): the first
-                sel = np.delete(sel, np.flatnonzero(keys[sel] == kth)[self.k - len(sel):])
+            sel = np.flatnonzero(keys <= kth)  # (in the order the rows came: mostly by time)
+            if len(sel) > self.k:  # copies of the k-th key (rows of the same content): the first
+                sel = np.delete(sel, np.flatnonzero(keys[sel] == kth)[self.k - len(sel) :])
             t = np.concatenate([p[0][self.fields[0]] for p in self.parts])[sel]
-            sel = sel[stable_order(t, keys[sel])]     # by time, then key: the same order however the rows came
+            sel = sel[stable_order(t, keys[sel])]  # by time, then key: the same order however the rows came
             keys = keys[sel]
             self.pruned = True
             self.threshold, self._threshold_at = kth, (self.k, self.k)
             if self._sorted is not None:
                 self._sorted = np.sort(keys)
         cols = {}
-        for f in self.fields:      # one field at a time: the transient is one column, not the rows
+        for f in self.fields:  # one field at a time: the transient is one column, not the rows
             v = np.concatenate([p[0][f] for p in self.parts])
             cols[f] = v if sel is None else v[sel]
         self.parts = [(cols, keys)]
         self.held = len(keys)
         return cols, keys
-
 
     def sorted_keys(self) -> np.ndarray:
         """The keys of every row held (the sample and the rows not yet compacted away), ascending;
@@ -232,10 +237,10 @@ class _Sample:
         """How many of ``keys`` are in the sample (binary search in the bottom k of `sorted_keys`:
         a merge of the n-th of many files costs its own keys' logarithms, with no compaction and
         no hash of every key held)."""
-        held = self.sorted_keys()[: self.k]     # (the rows held are a superset of the bottom k)
+        held = self.sorted_keys()[: self.k]  # (the rows held are a superset of the bottom k)
         if not len(held) or not len(keys):
             return 0
-        keys = np.sort(keys)                    # (ascending needles: a search starts where the last ended)
+        keys = np.sort(keys)  # (ascending needles: a search starts where the last ended)
         at = np.minimum(np.searchsorted(held, keys), len(held) - 1)
         return int((held[at] == keys).sum())
 
@@ -280,11 +285,11 @@ class _Bins:
         cols = np.flatnonzero(self.arr[rows].any(axis=0))
         return rows, int(cols[-1]) + 1
 
-    def add_bins(self, other: "_Bins") -> None:
+    def add_bins(self, other: _Bins) -> None:
         """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
         level = max(self.level, other.level)
         self.fold_to(level)
-        ob = _Bins(other.n_rows, other.level, other.arr)   # (a fold makes new arrays)
+        ob = _Bins(other.n_rows, other.level, other.arr)  # (a fold makes new arrays)
         ob._used = other._used
         ob.fold_to(level)
         rows, cols = ob.used()
@@ -293,7 +298,7 @@ class _Bins:
 
     @property
     def width_s(self) -> float:
-        return BASE_BIN_S * 2.0 ** self.level
+        return BASE_BIN_S * 2.0**self.level
 
     def fold_to(self, level: int) -> None:
         if level <= self.level:
@@ -318,7 +323,7 @@ class _Bins:
 
     def level_for(self, t_max: float) -> int:
         lv = self.level
-        while t_max >= NBINS * BASE_BIN_S * 2.0 ** lv:
+        while t_max >= NBINS * BASE_BIN_S * 2.0**lv:
             lv += 1
         return lv
 
@@ -331,8 +336,9 @@ class _Bins:
             self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
         self._also_used(np.asarray(rows, dtype=np.int64), int(idx.max()) + 1)
 
-    def add_by_row(self, t: np.ndarray, groups: np.ndarray, bases: Sequence[int],
-                   values: Sequence[np.ndarray | None]) -> None:
+    def add_by_row(
+        self, t: np.ndarray, groups: np.ndarray, bases: Sequence[int], values: Sequence[np.ndarray | None]
+    ) -> None:
         """Add ``values[j]`` (None: a count) of each entry to row ``bases[group] + j``."""
         if not len(t):
             return
@@ -340,7 +346,7 @@ class _Bins:
         n_groups = len(bases)
         at = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
         idx = at + groups * NBINS
-        present = np.unique(groups)          # (the other groups' sums are zeros: nothing to add)
+        present = np.unique(groups)  # (the other groups' sums are zeros: nothing to add)
         base = np.asarray(bases)[present]
         for j, v in enumerate(values):
             sums = np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS)
@@ -353,9 +359,9 @@ class Totals:
     """A sampled log's exact time-binned sums (see the module docstring); what fit and steady read."""
 
     roles: tuple[str, ...]
-    pruned: tuple[str, ...]    # the roles whose steps were sampled
+    pruned: tuple[str, ...]  # the roles whose steps were sampled
     width_s: float
-    bins: np.ndarray           # (len(roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS), NBINS)
+    bins: np.ndarray  # (len(roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS), NBINS)
     t_max_s: float
 
     def series(self, role: str, name: str) -> np.ndarray:
@@ -378,22 +384,23 @@ class Totals:
 class Summary:
     """The mergeable summary of one log, or of several logs of one run (see the module docstring)."""
 
-    def __init__(self, header_obj: Mapping[str, Any], header: RunHeader, path: str, *,
-                 sample_rows: int = DEFAULT_SAMPLE_ROWS):
+    def __init__(
+        self, header_obj: Mapping[str, Any], header: RunHeader, path: str, *, sample_rows: int = DEFAULT_SAMPLE_ROWS
+    ):
         self.header_obj = dict(header_obj)
         self.header = header
         self.paths = [path]
         # the log files folded in (resolved path, size): a run's identity, so the same log is never merged twice
         self.sources: list[dict[str, Any]] = []
-        self.given: dict[str, str] = {}      # source path -> the file it came in by (a log or a summary), for messages
+        self.given: dict[str, str] = {}  # source path -> the file it came in by (a log or a summary), for messages
         self.sample_rows = int(sample_rows)
         self.roles = tuple(header.roles)
         self.n_lines = 0
         self.unknown: dict[str, int] = {}
-        self.unknown_fields: dict[str, int] = {}   # "ev.field" -> times seen (advisor.ingest.schema.unknown_fields)
+        self.unknown_fields: dict[str, int] = {}  # "ev.field" -> times seen (advisor.ingest.schema.unknown_fields)
         self.end: dict[str, Any] | None = None
         self.t_max_s = -math.inf
-        self.counts = {r: np.zeros(3, dtype=np.int64) for r in self.roles}   # n, busy > 0, tokens > 0
+        self.counts = {r: np.zeros(3, dtype=np.int64) for r in self.roles}  # n, busy > 0, tokens > 0
         self.step_fields = STEP_FIELDS + header.node_step_fields
         self.samples = {r: _Sample(self.step_fields, self.sample_rows) for r in self.roles}
         self.sync_sample = _Sample(SYNC_FIELDS, self.sample_rows)
@@ -421,9 +428,21 @@ class Summary:
         for j, r in enumerate(self.roles):
             self.counts[r] += (n[j], busy_pos[j], tok_pos[j])
         has_seqs = ~np.isnan(part["seqs"])
-        self.bins.add_by_row(t, codes, range(0, n_roles * nb, nb),
-                             (None, busy, busy * busy, np.nan_to_num(part["wait"]), np.nan_to_num(part["blocked"]),
-                              tok, np.where(has_seqs, part["seqs"], 0.0), has_seqs.astype(np.float64)))
+        self.bins.add_by_row(
+            t,
+            codes,
+            range(0, n_roles * nb, nb),
+            (
+                None,
+                busy,
+                busy * busy,
+                np.nan_to_num(part["wait"]),
+                np.nan_to_num(part["blocked"]),
+                tok,
+                np.where(has_seqs, part["seqs"], 0.0),
+                has_seqs.astype(np.float64),
+            ),
+        )
         keys = row_keys(part, codes)
         for i, r in enumerate(self.roles):
             mine = codes == i
@@ -456,8 +475,9 @@ class Summary:
 
     def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
         """The run's end: within a file the last ``end`` event; across merged files the latest."""
-        if end is not None and (not by_time or self.end is None
-                                or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)):
+        if end is not None and (
+            not by_time or self.end is None or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)
+        ):
             self.end = dict(end)
 
     # --- reading
@@ -505,9 +525,13 @@ class Summary:
         return {k: np.concatenate([r[k] for r in self.rates]) for k in keys}
 
     def totals(self) -> Totals:
-        return Totals(roles=self.roles, pruned=tuple(r for r in self.roles if self.samples[r].pruned),
-                      width_s=self.bins.width_s, bins=self.bins.arr.copy(),
-                      t_max_s=self.t_max_s)
+        return Totals(
+            roles=self.roles,
+            pruned=tuple(r for r in self.roles if self.samples[r].pruned),
+            width_s=self.bins.width_s,
+            bins=self.bins.arr.copy(),
+            t_max_s=self.t_max_s,
+        )
 
     # --- merging
 
@@ -532,26 +556,34 @@ class Summary:
         names = list(dict.fromkeys(self.given.values())) or self.paths[:1]
         return ", ".join(display_path(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
 
-    def _check_not_merged(self, other: "Summary", copies: bool = True) -> None:
+    def _check_not_merged(self, other: Summary, copies: bool = True) -> None:
         """Refuse ``other`` when it holds a log this summary holds already (by file, or by identical
         steps; ``copies`` False: by file only, the caller tests the steps of all its merges at once,
         `copied_keys`)."""
         for s in other.sources:
-            if s["path"] in self.given:   # (keyed by the sources' paths)
+            if s["path"] in self.given:  # (keyed by the sources' paths)
                 held = self.given[s["path"]]
                 by = other.given.get(s["path"], s["path"])
                 if held == by:
                     raise LogError(by, None, "is given twice: merged, its steps would count twice; give each file once")
-                raise LogError(by, None, f"holds the log {display_path(s['path'])}, which {display_path(held)} holds "
-                                         f"already: merged, its steps would count twice; give each log once")
+                raise LogError(
+                    by,
+                    None,
+                    f"holds the log {display_path(s['path'])}, which {display_path(held)} holds "
+                    f"already: merged, its steps would count twice; give each log once",
+                )
         for r in self.roles if copies else ():
             same = self.samples[r].count_held(other.samples[r].compact()[1])
             if same:
                 a, b = self._names(), other._names()
-                raise LogError(b, None, f"has {same} '{r}' steps identical to steps in {a} (the same log twice, "
-                                        f"or a copy of it): merged, they would count twice; give each log once")
+                raise LogError(
+                    b,
+                    None,
+                    f"has {same} '{r}' steps identical to steps in {a} (the same log twice, "
+                    f"or a copy of it): merged, they would count twice; give each log once",
+                )
 
-    def merge(self, other: "Summary", *, copies: bool = True) -> "Summary":
+    def merge(self, other: Summary, *, copies: bool = True) -> Summary:
         """Fold ``other`` (a summary of another part of the same run) into this one; returns self.
 
         Refused (LogError naming both files) when ``other`` holds a log already in this one: the
@@ -559,8 +591,12 @@ class Summary:
         (``copies`` False: not tested here; the caller tests all its merges' steps at once with
         `copied_keys`, and merges again with the test where that finds any)."""
         if _comparable(other.header_obj) != _comparable(self.header_obj):
-            raise LogError(other.paths[0], None, f"has another 'run' header than {self.paths[0]}: summaries merge "
-                                                 f"only across the files of one run", "run")
+            raise LogError(
+                other.paths[0],
+                None,
+                f"has another 'run' header than {self.paths[0]}: summaries merge only across the files of one run",
+                "run",
+            )
         self._check_not_merged(other, copies)
         self.paths += other.paths
         self.sources += other.sources
@@ -569,7 +605,7 @@ class Summary:
         self.set_end(other.end)
         return self._absorb(other)
 
-    def extend(self, other: "Summary") -> "Summary":
+    def extend(self, other: Summary) -> Summary:
         """Fold in ``other``, the summary of the next piece of the same file (the exact pass of
         `advisor.ingest.stream` reads a file as a left fold of its pieces' summaries); returns
         self. Nothing is checked (one file's steps may
@@ -582,10 +618,14 @@ class Summary:
 
     def _holds_nothing(self) -> bool:
         """No step, sync or rates snapshot yet (a file's summary before its first piece)."""
-        return (not math.isfinite(self.t_max_s) and not self.rates and not self.sync_sample.held
-                and not any(s.held for s in self.samples.values()))
+        return (
+            not math.isfinite(self.t_max_s)
+            and not self.rates
+            and not self.sync_sample.held
+            and not any(s.held for s in self.samples.values())
+        )
 
-    def _adopt(self, other: "Summary") -> "Summary":
+    def _adopt(self, other: Summary) -> Summary:
         """`_absorb` into a summary that holds nothing: ``other``'s counts, samples and bins taken
         as they are (adding them to zeros and empty samples gives the same values; a file of one
         piece, e.g. each of many rank files, then costs no second pass over its bins)."""
@@ -600,7 +640,7 @@ class Summary:
         self.rates = list(other.rates)
         return self
 
-    def _absorb(self, other: "Summary") -> "Summary":
+    def _absorb(self, other: Summary) -> Summary:
         """What `merge` and `extend` both fold in: counts, samples, bins, rates, unknowns, t max."""
         self.add_unknown(other.unknown)
         self.add_unknown_fields(other.unknown_fields)
@@ -626,14 +666,22 @@ class Summary:
         samples = {}
         for r in self.roles:
             c, keys = self.samples[r].compact()
-            samples[r] = {"pruned": self.samples[r].pruned, "keys": _enc(keys),
-                          **{f: _enc(c[f]) for f in self.step_fields}}
+            samples[r] = {
+                "pruned": self.samples[r].pruned,
+                "keys": _enc(keys),
+                **{f: _enc(c[f]) for f in self.step_fields},
+            }
         c, keys = self.sync_sample.compact()
         return {
             "dflash_summary": FORMAT_VERSION,
-            "header": self.header_obj, "paths": self.paths, "sources": self.sources, "sample_rows": self.sample_rows,
-            "n_lines": self.n_lines, "unknown_events": self.unknown,
-            "unknown_fields": self.unknown_fields, "end": self.end,
+            "header": self.header_obj,
+            "paths": self.paths,
+            "sources": self.sources,
+            "sample_rows": self.sample_rows,
+            "n_lines": self.n_lines,
+            "unknown_events": self.unknown,
+            "unknown_fields": self.unknown_fields,
+            "end": self.end,
             "t_max_s": self.t_max_s if math.isfinite(self.t_max_s) else None,
             "counts": {r: self.counts[r].tolist() for r in self.roles},
             "samples": samples,
@@ -691,8 +739,12 @@ def read_summary(path: str | Path) -> Summary:
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise LogError(spath, 1, f"is not a valid summary (not JSON: {str(e)[:80]})") from None
     if not isinstance(obj, dict) or obj.get("dflash_summary") != FORMAT_VERSION:
-        raise LogError(spath, 1, f"is a summary of format {obj.get('dflash_summary')!r} if any; this advisor reads "
-                                 f"format {FORMAT_VERSION}", "dflash_summary")
+        raise LogError(
+            spath,
+            1,
+            f"is a summary of format {obj.get('dflash_summary')!r} if any; this advisor reads format {FORMAT_VERSION}",
+            "dflash_summary",
+        )
     header = parse_header(obj.get("header"), spath, 1)
     _check_columns(obj, spath)
     if "end" not in obj:
@@ -706,7 +758,7 @@ def read_summary(path: str | Path) -> Summary:
         s.given = {x["path"]: spath for x in s.sources} or {spath: spath}
         s.n_lines = int(obj["n_lines"])
         s.unknown = {str(k): int(v) for k, v in obj["unknown_events"].items()}
-        s.unknown_fields = {str(k): int(v) for k, v in obj.get("unknown_fields", {}).items()}   # (additive)
+        s.unknown_fields = {str(k): int(v) for k, v in obj.get("unknown_fields", {}).items()}  # (additive)
         s.end = end
         s.t_max_s = -math.inf if obj["t_max_s"] is None else float(obj["t_max_s"])
         for r in s.roles:
@@ -716,8 +768,11 @@ def read_summary(path: str | Path) -> Summary:
             s.samples[r].add(cols, _dec(so["keys"], spath, f"samples.{r}.keys"), bool(so["pruned"]))
             s.samples[r].compact()
         so = obj["syncs"]
-        s.sync_sample.add({f: _dec(so[f], spath, f"syncs.{f}") for f in SYNC_FIELDS},
-                          _dec(so["keys"], spath, "syncs.keys"), bool(so["pruned"]))
+        s.sync_sample.add(
+            {f: _dec(so[f], spath, f"syncs.{f}") for f in SYNC_FIELDS},
+            _dec(so["keys"], spath, "syncs.keys"),
+            bool(so["pruned"]),
+        )
         arr = _dec(obj["bins"]["data"], spath, "bins")
         if arr.shape != s.bins.arr.shape:
             raise LogError(spath, None, f"is not a valid summary: bins of shape {arr.shape}", "bins")
@@ -744,25 +799,36 @@ def _checked_end(end: Any, header: RunHeader, path: str) -> dict[str, Any] | Non
     return end
 
 
-MAX_BIN_LEVEL = 1000     # bins of 2**1000 / 16 s: past any run (and float64's range is 2**1024)
+MAX_BIN_LEVEL = 1000  # bins of 2**1000 / 16 s: past any run (and float64's range is 2**1024)
 
 
 def _check_columns(obj: Mapping[str, Any], path: str) -> None:
     """What the arrays of a summary must agree on before they are decoded: counts at least one
     (a line, a sample row), equal lengths within a table (a sample's columns and keys, the syncs,
     the rates), a bin level in range. LogError naming the field (found by fuzzing: fuzz/)."""
+
     def whole(name: str, v: Any, lo: int, hi: int | None = None) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo or (hi is not None and v > hi):
-            raise LogError(path, None, f"must be a whole number from {lo}{f' to {hi}' if hi is not None else ' up'}, "
-                                       f"got {short_repr(v)} (not a valid summary)", name)
+            raise LogError(
+                path,
+                None,
+                f"must be a whole number from {lo}{f' to {hi}' if hi is not None else ' up'}, "
+                f"got {short_repr(v)} (not a valid summary)",
+                name,
+            )
 
     def same_length(name: str, table: Any) -> None:
         if not isinstance(table, Mapping):
-            return     # decoding names what is missing
+            return  # decoding names what is missing
         shapes = {k: v.get("shape") for k, v in table.items() if isinstance(v, Mapping)}
         if len({json.dumps(v) for v in shapes.values()}) > 1:
-            raise LogError(path, None, "is not a valid summary: its columns differ in length "
-                                       f"({', '.join(f'{k}: {v}' for k, v in list(shapes.items())[:4])})", name)
+            raise LogError(
+                path,
+                None,
+                "is not a valid summary: its columns differ in length "
+                f"({', '.join(f'{k}: {v}' for k, v in list(shapes.items())[:4])})",
+                name,
+            )
 
     whole("sample_rows", obj.get("sample_rows"), 1)
     whole("n_lines", obj.get("n_lines"), 1)
@@ -770,15 +836,16 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
     if isinstance(bins, Mapping):
         whole("bins.level", bins.get("level"), 0, MAX_BIN_LEVEL)
     samples = obj.get("samples")
-    for r, table in (samples.items() if isinstance(samples, Mapping) else ()):
+    for r, table in samples.items() if isinstance(samples, Mapping) else ():
         same_length(f"samples.{r}", table)
     same_length("syncs", obj.get("syncs"))
     same_length("rates", obj.get("rates"))
     counts = obj.get("counts")
-    for r, c in (counts.items() if isinstance(counts, Mapping) else ()):
+    for r, c in counts.items() if isinstance(counts, Mapping) else ():
         if not isinstance(c, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in c):
-            raise LogError(path, None, f"is not a valid summary: counts {short_repr(c)} are not whole numbers >= 0",
-                           f"counts.{r}")
+            raise LogError(
+                path, None, f"is not a valid summary: counts {short_repr(c)} are not whole numbers >= 0", f"counts.{r}"
+            )
 
 
 def copied_keys(keys: Sequence[np.ndarray]) -> bool:

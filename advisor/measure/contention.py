@@ -26,7 +26,8 @@ Per role, over the steady window, a Huber-weighted (IRLS, k = HUBER_K) least-squ
 with one intercept ``a`` per time block (the slopes come from changes of concurrency within a
 block: slow drifts such as a warm-up's tail or a host's changing load move step times and
 concurrency together and would otherwise pass for contention), so ``exp(b_P) - 1`` is the change
-of a step per extra busy producer ("each extra busy target slows targets by x%"), ``exp(d) - 1`` the change of a step taken after a starved wait against a
+of a step per extra busy producer ("each extra busy target slows targets by x%"), ``exp(d) - 1`` the change of a step
+taken after a starved wait against a
 back-to-back one (GPUs that idle clock down). P_i and C_i are instrumented by the busy peers at the
 step's start instant (P0_i, C0_i; just-identified instrumental variables, Huber weights): a step's
 own duration decides over how long P_i is averaged, and in a pipeline whose workers block and
@@ -40,7 +41,8 @@ busy target the estimate averaged 4.2% (8 seeds, sd 1.3%), and -1.2% (sd 1.1%) w
 
 Identifiable: a regressor enters only when it varies inside the blocks (standard deviation of P_i
 or C_i about its block means at least ``MIN_PEER_SD`` workers; both starved and back-to-back steps
-at least ``MIN_STARVED_SHARE``), and its slope is called identified when its 95% half-width is at most ``MAX_HALF95`` per worker.
+at least ``MIN_STARVED_SHARE``), and its slope is called identified when its 95% half-width is at most ``MAX_HALF95``
+per worker.
 Confounded: concurrency inside a log is not set from outside. Slow stretches of one role idle the
 other (fewer completions reach it) or unblock its own peers, so a naive slope mixes the physical
 effect with this feedback. A slope significantly below zero (more busy peers, faster steps: no
@@ -56,11 +58,12 @@ concurrency varied only in drafter-bound logs (7-1, 6-2 of 8; 5-1 of 6), where t
 target slopes were -3.8 to +1.6% per busy target (95% +-2 to 7.5%), while the target step rose
 ~3% per target moved across splits; target-bound logs keep every target busy (sd < 0.05).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -68,14 +71,13 @@ import pandas as pd
 from advisor.settings import role_plural
 from advisor.stats import HUBER_K, T_975
 
-
-BLOCKS = 20                  # time blocks for the cluster-robust standard errors
-MIN_STEPS = 60               # per role, in the steady window
-MIN_PEER_SD = 0.25           # workers: concurrency that varies less identifies nothing
-MIN_STARVED_SHARE = 0.05     # both starved and back-to-back steps at least this share
-STARVED_MIN = 0.2            # a wait above this share of the median step counts as starved
-MAX_HALF95 = 0.05            # a slope is identified when its 95% half-width is at most this
-MAX_FIT_STEPS = 20_000       # per role: the regression's cost stays bounded on long logs
+BLOCKS = 20  # time blocks for the cluster-robust standard errors
+MIN_STEPS = 60  # per role, in the steady window
+MIN_PEER_SD = 0.25  # workers: concurrency that varies less identifies nothing
+MIN_STARVED_SHARE = 0.05  # both starved and back-to-back steps at least this share
+STARVED_MIN = 0.2  # a wait above this share of the median step counts as starved
+MAX_HALF95 = 0.05  # a slope is identified when its 95% half-width is at most this
+MAX_FIT_STEPS = 20_000  # per role: the regression's cost stays bounded on long logs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,17 +86,17 @@ class RoleContention:
 
     role: str
     n_steps: int
-    producer_peers_mean: float       # other busy producers during a step, mean and sd
+    producer_peers_mean: float  # other busy producers during a step, mean and sd
     producer_peers_sd: float
     consumer_peers_mean: float
     consumer_peers_sd: float
-    per_producer: float = 0.0        # b_P: d ln busy / d (busy producers)
+    per_producer: float = 0.0  # b_P: d ln busy / d (busy producers)
     per_producer_se: float = math.inf
-    per_consumer: float = 0.0        # b_C
+    per_consumer: float = 0.0  # b_C
     per_consumer_se: float = math.inf
-    starved: float = 0.0             # d: ln busy after a starved wait minus back-to-back
+    starved: float = 0.0  # d: ln busy after a starved wait minus back-to-back
     starved_se: float = math.inf
-    starved_share: float = 0.0       # share of steps taken after a starved wait
+    starved_share: float = 0.0  # share of steps taken after a starved wait
 
     @staticmethod
     def _ok(se: float) -> bool:
@@ -144,8 +146,9 @@ class WithinLogContention:
     @property
     def identified(self) -> bool:
         """Some slope on busy peers is identified and not confounded (usable for projection)."""
-        return self.estimated and any(rc.usable(w) != 0.0 for rc in (self.producer, self.consumer)
-                                      for w in ("producer", "consumer"))
+        return self.estimated and any(
+            rc.usable(w) != 0.0 for rc in (self.producer, self.consumer) for w in ("producer", "consumer")
+        )
 
     def scales_at(self, n: int, m: int, util_p: float, util_c: float) -> tuple[float, float]:
         """Step-time multipliers (producer, consumer) at N = n, M = m with these utilisations."""
@@ -158,8 +161,9 @@ class WithinLogContention:
             out.append(math.exp(rc.usable("producer") * dp + rc.usable("consumer") * dc))
         return out[0], out[1]
 
-    def fixed_point(self, n: int, m: int, utilisation: Callable[[float, float], tuple[float, float]],
-                    iters: int = 8) -> tuple[float, float]:
+    def fixed_point(
+        self, n: int, m: int, utilisation: Callable[[float, float], tuple[float, float]], iters: int = 8
+    ) -> tuple[float, float]:
         """Scales at (n, m) where ``utilisation(scale_p, scale_c) -> (u_p, u_c)`` is the projection's
         busy share per worker with step times scaled so; iterated to a fixed point."""
         sp = sc = 1.0
@@ -197,8 +201,7 @@ def _mean_count(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (integral(b) - integral(a)) / np.maximum(b - a, 1e-12)
 
 
-def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str,
-                     rows: np.ndarray | None = None) -> pd.DataFrame:
+def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str, rows: np.ndarray | None = None) -> pd.DataFrame:
     """Rows ``rows`` (positions; all when None) of ``steps`` with the busy interval's other busy
     producers (``peers_p``) and consumers (``peers_c``), averaged over the interval, and the same at
     its start instant (``peers_p0``, ``peers_c0``). Concurrency is counted over all the steps."""
@@ -231,8 +234,12 @@ def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray, z: np.ndarr
         sw = np.maximum(np.bincount(blocks, weights=w, minlength=nb), 1e-12)
         if a.ndim == 1:
             return a - (np.bincount(blocks, weights=w * a, minlength=nb) / sw)[blocks]
-        return a - np.column_stack([np.bincount(blocks, weights=w * a[:, j], minlength=nb) / sw
-                                    for j in range(a.shape[1])])[blocks]
+        return (
+            a
+            - np.column_stack([np.bincount(blocks, weights=w * a[:, j], minlength=nb) / sw for j in range(a.shape[1])])[
+                blocks
+            ]
+        )
 
     beta = np.zeros(x.shape[1])
     for _ in range(20):
@@ -259,8 +266,14 @@ def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray, z: np.ndarr
 def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContention:
     busy = st["busy"].to_numpy(float)
     pp, pc = st["peers_p"].to_numpy(float), st["peers_c"].to_numpy(float)
-    base = dict(role=role, n_steps=len(st), producer_peers_mean=float(pp.mean()), producer_peers_sd=float(pp.std()),
-                consumer_peers_mean=float(pc.mean()), consumer_peers_sd=float(pc.std()))
+    base = dict(
+        role=role,
+        n_steps=len(st),
+        producer_peers_mean=float(pp.mean()),
+        producer_peers_sd=float(pp.std()),
+        consumer_peers_mean=float(pc.mean()),
+        consumer_peers_sd=float(pc.std()),
+    )
     wait = st["wait"].fillna(0.0).to_numpy(float)
     starved = (wait > STARVED_MIN * float(np.median(busy))).astype(float)
     base["starved_share"] = float(starved.mean())
@@ -301,15 +314,23 @@ def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContenti
     return RoleContention(**base)
 
 
-def estimate_within_log(steps: pd.DataFrame, producer: str, consumer: str, n_producer: int, n_consumer: int,
-                        start_s: float, end_s: float, *, sampled: bool = False) -> WithinLogContention:
+def estimate_within_log(
+    steps: pd.DataFrame,
+    producer: str,
+    consumer: str,
+    n_producer: int,
+    n_consumer: int,
+    start_s: float,
+    end_s: float,
+    *,
+    sampled: bool = False,
+) -> WithinLogContention:
     """Within-log contention slopes from all of a log's steps (concurrency) and the steady window
     ``[start_s, end_s]`` (the fit: at most ``MAX_FIT_STEPS`` per role, evenly spread over the window).
     ``sampled``: the steps are a sample (`advisor.ingest.summary`), so concurrency cannot be reconstructed."""
     n = dict(n_producer=n_producer, n_consumer=n_consumer)
     if sampled:
-        return WithinLogContention(reason="the log's steps are sampled (summary), so who was busy when is unknown",
-                                   **n)
+        return WithinLogContention(reason="the log's steps are sampled (summary), so who was busy when is unknown", **n)
     if steps.empty:
         return WithinLogContention(reason="no step events", **n)
     t = steps["t"].to_numpy(float)
@@ -324,8 +345,11 @@ def estimate_within_log(steps: pd.DataFrame, producer: str, consumer: str, n_pro
         picked[r] = idx
     st = peer_concurrency(steps, producer, consumer, np.concatenate([picked[producer], picked[consumer]]))
     k = len(picked[producer])
-    return WithinLogContention(producer=_role_fit(st.iloc[:k], producer, start_s, end_s),
-                               consumer=_role_fit(st.iloc[k:], consumer, start_s, end_s), **n)
+    return WithinLogContention(
+        producer=_role_fit(st.iloc[:k], producer, start_s, end_s),
+        consumer=_role_fit(st.iloc[k:], consumer, start_s, end_s),
+        **n,
+    )
 
 
 def _pct(b: float) -> str:
@@ -340,10 +364,10 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
         return f"contention inside the log was not estimated: {w.reason}" if w.reason else ""
     found, odd = [], []
     for rc in (w.producer, w.consumer):
-        for peer, b, se, ok, conf in ((producer, rc.per_producer, rc.per_producer_se, rc.producer_identified,
-                                       rc.producer_confounded),
-                                      (consumer, rc.per_consumer, rc.per_consumer_se, rc.consumer_identified,
-                                       rc.consumer_confounded)):
+        for peer, b, se, ok, conf in (
+            (producer, rc.per_producer, rc.per_producer_se, rc.producer_identified, rc.producer_confounded),
+            (consumer, rc.per_consumer, rc.per_consumer_se, rc.consumer_identified, rc.consumer_confounded),
+        ):
             if not math.isfinite(se):
                 continue
             part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * T_975[19] * se:.1f}%)"
@@ -352,18 +376,27 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
             elif ok:
                 found.append(part)
         if rc.starved_identified:
-            found.append(f"a {rc.role}'s step after a starved wait {_pct(rc.starved)} against back-to-back "
-                         f"(95% +-{100 * T_975[19] * rc.starved_se:.1f}%)")
+            found.append(
+                f"a {rc.role}'s step after a starved wait {_pct(rc.starved)} against back-to-back "
+                f"(95% +-{100 * T_975[19] * rc.starved_se:.1f}%)"
+            )
     if not found and not odd:
-        sds = (f"busy {role_plural(producer)} sd {w.producer.producer_peers_sd:.2f}, busy {role_plural(consumer)} sd "
-               f"{w.consumer.consumer_peers_sd:.2f}")
-        return (f"the number of busy workers hardly varied inside the log ({sds}; {MIN_PEER_SD} needed) or its "
-                f"effect was not resolved, so contention could not be measured from this log alone")
+        sds = (
+            f"busy {role_plural(producer)} sd {w.producer.producer_peers_sd:.2f}, busy {role_plural(consumer)} sd "
+            f"{w.consumer.consumer_peers_sd:.2f}"
+        )
+        return (
+            f"the number of busy workers hardly varied inside the log ({sds}; {MIN_PEER_SD} needed) or its "
+            f"effect was not resolved, so contention could not be measured from this log alone"
+        )
     out = []
     if found:
-        out.append("inside the log, " + "; ".join(found) + " (data, not projected: inside one log concurrency "
-                   "follows the step times; a role's own slope widens its interval)")
+        out.append(
+            "inside the log, " + "; ".join(found) + " (data, not projected: inside one log concurrency "
+            "follows the step times; a role's own slope widens its interval)"
+        )
     if odd:
-        out.append("ignored as confounded (faster with more busy peers: slow stretches idle the peers): "
-                   + "; ".join(odd))
+        out.append(
+            "ignored as confounded (faster with more busy peers: slow stretches idle the peers): " + "; ".join(odd)
+        )
     return "; ".join(out)

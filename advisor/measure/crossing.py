@@ -14,6 +14,7 @@ transfer began at ``max(r, e_prev)`` (its request, or the end of the one before)
 ``d = e - max(r, e_prev)``. Exact for one FCFS link; on a link with other traffic ``d`` still
 excludes the wait behind the logged transfers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,12 +29,12 @@ from advisor.ingest.runlog import RunLog
 class LinkSample:
     """A log's drafter steps that crossed: their bytes and link seconds; the local import's mean."""
 
-    crossed: int                 # drafter steps (steady) that crossed a node
-    steps: int                   # drafter steps (steady) whose origin is known
-    bytes_: np.ndarray           # hs bytes of each crossing batch
-    link_s: np.ndarray           # its link seconds
+    crossed: int  # drafter steps (steady) that crossed a node
+    steps: int  # drafter steps (steady) whose origin is known
+    bytes_: np.ndarray  # hs bytes of each crossing batch
+    link_s: np.ndarray  # its link seconds
     local_xfer_s: float
-    transfer_s: np.ndarray = field(default_factory=lambda: np.empty(0))   # its transfer alone (FCFS order)
+    transfer_s: np.ndarray = field(default_factory=lambda: np.empty(0))  # its transfer alone (FCFS order)
 
 
 def crossing(log: RunLog, drafter_steps: pd.DataFrame) -> np.ndarray | None:
@@ -81,9 +82,14 @@ def measure_link(log: RunLog, drafter_steps: pd.DataFrame) -> tuple[LinkSample |
     tokens = drafter_steps["tokens"].to_numpy(dtype=float)
     busy = drafter_steps["busy"].to_numpy(dtype=float)
     req = drafter_steps["t"].to_numpy(dtype=float)[crossed] - busy[crossed]
-    sample = LinkSample(crossed=int(crossed.sum()), steps=int(np.isfinite(cross).sum()),
-                        bytes_=hs * tokens[crossed], link_s=link_s[crossed], local_xfer_s=local,
-                        transfer_s=fcfs_transfers(req, link_s[crossed]))
+    sample = LinkSample(
+        crossed=int(crossed.sum()),
+        steps=int(np.isfinite(cross).sum()),
+        bytes_=hs * tokens[crossed],
+        link_s=link_s[crossed],
+        local_xfer_s=local,
+        transfer_s=fcfs_transfers(req, link_s[crossed]),
+    )
     out = drafter_steps.copy()
     out["busy"] = out["busy"].to_numpy(dtype=float) - link_s
     return sample, out

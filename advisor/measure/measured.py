@@ -9,17 +9,18 @@ inside the window, the producers' input-queue depth, the exact binned sums where
 sampled (`advisor.ingest.summary`), and the first step log's within-log contention
 (`advisor.measure.contention`). Nothing downstream opens a log's frames again to measure them.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
 
 import pandas as pd
 
 from advisor.errors import LogError
 from advisor.ingest.runlog import RunLog
-from advisor.measure.crossing import LinkSample, measure_link
 from advisor.measure.contention import WithinLogContention, estimate_within_log
+from advisor.measure.crossing import LinkSample, measure_link
 from advisor.measure.observe import ObservedRun, SegmentRate, observe, steady_steps, time_weighted_queue, window_sums
 from advisor.measure.probes import pooled_with_rates
 from advisor.measure.steady import SteadyWindow, find_steady
@@ -45,7 +46,7 @@ class MeasuredLog:
     pre_mean_depth: float | None
     sums: Mapping[str, Mapping[str, float]]
     sync_count: float | None = None
-    link: LinkSample | None = None       # drafter steps that crossed a node (`advisor.measure.crossing`)
+    link: LinkSample | None = None  # drafter steps that crossed a node (`advisor.measure.crossing`)
 
     @property
     def path(self) -> str:
@@ -85,8 +86,9 @@ def _in_window(frame: pd.DataFrame, win: SteadyWindow) -> pd.DataFrame:
     return frame[win.mask(frame["t"])] if len(frame) and "t" in frame else frame
 
 
-def measure_log(log: RunLog, *, with_sums: bool = False, window: SteadyWindow | None = None,
-                segments: tuple[SegmentRate, ...] = ()) -> MeasuredLog:
+def measure_log(
+    log: RunLog, *, with_sums: bool = False, window: SteadyWindow | None = None, segments: tuple[SegmentRate, ...] = ()
+) -> MeasuredLog:
     """One log's steady window and what it shows (see :class:`MeasuredLog`); ``window``: the
     window where it is already known, ``segments`` the segments' own rates (a probe's pooled
     segments, `advisor.measure.probes`)."""
@@ -110,10 +112,18 @@ def measure_log(log: RunLog, *, with_sums: bool = False, window: SteadyWindow | 
         if log.totals is not None:
             sync_count = log.totals.sync_window(win.start_s, win.end_s)["n"]
     observed = replace(observe(log, win), segments=tuple(segments))
-    return MeasuredLog(log=log, window=win, observed=observed, steps=steps,
-                       rates=_in_window(log.rates, win), syncs=_in_window(log.syncs, win),
-                       pre_mean_depth=time_weighted_queue(log, win, pre.name)[0] if pre else None,
-                       sums=sums, sync_count=sync_count, link=link)
+    return MeasuredLog(
+        log=log,
+        window=win,
+        observed=observed,
+        steps=steps,
+        rates=_in_window(log.rates, win),
+        syncs=_in_window(log.syncs, win),
+        pre_mean_depth=time_weighted_queue(log, win, pre.name)[0] if pre else None,
+        sums=sums,
+        sync_count=sync_count,
+        link=link,
+    )
 
 
 def measure_logs(logs: Sequence[RunLog]) -> Measurement:
@@ -123,15 +133,27 @@ def measure_logs(logs: Sequence[RunLog]) -> Measurement:
     head = logs[0].header
     for lg in logs[1:]:
         if (lg.header.producer, lg.header.consumer) != (head.producer, head.consumer):
-            raise LogError(lg.path, None, f"has roles {list(lg.header.roles)}, unlike {logs[0].path} "
-                           f"({list(head.roles)}); logs fitted together must be of the same job", "roles")
+            raise LogError(
+                lg.path,
+                None,
+                f"has roles {list(lg.header.roles)}, unlike {logs[0].path} "
+                f"({list(head.roles)}); logs fitted together must be of the same job",
+                "roles",
+            )
     with_sums = any(lg.sampled for lg in logs)
-    measured = tuple(measure_log(lg, with_sums=with_sums, window=w, segments=r)
-                     for lg, w, r in pooled_with_rates(logs))
+    measured = tuple(measure_log(lg, with_sums=with_sums, window=w, segments=r) for lg, w, r in pooled_with_rates(logs))
     first = next((m for m in measured if m.log.has_steps), None)
     within = None
     if first is not None:
         lg, w = first.log, first.window
-        within = estimate_within_log(lg.steps, head.producer, head.consumer, lg.header.roles[head.producer],
-                                     lg.header.roles[head.consumer], w.start_s, w.end_s, sampled=bool(lg.sampled))
+        within = estimate_within_log(
+            lg.steps,
+            head.producer,
+            head.consumer,
+            lg.header.roles[head.producer],
+            lg.header.roles[head.consumer],
+            w.start_s,
+            w.end_s,
+            sampled=bool(lg.sampled),
+        )
     return Measurement(logs=measured, within=within)

@@ -15,11 +15,12 @@ exact time-binned sums, and every count here then comes from the sums).
 - ``queue_series`` and ``time_weighted_queue``: a queue's logged depth over time (``rates``
   snapshots, weighted by their windows), its mean and the share of time it was full.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -49,13 +50,13 @@ class ObservedRun:
     bps: float
     tok_s: float
     steady: SteadyWindow
-    done: float | None           # fraction of the job done at the log's end
-    eta_s: float | None          # the pipeline's own ETA at the log's end
+    done: float | None  # fraction of the job done at the log's end
+    eta_s: float | None  # the pipeline's own ETA at the log's end
     hs_mean_depth: float | None  # time-weighted q_hs depth (from rates), if logged
     hs_full_share: float | None
     segments: tuple[SegmentRate, ...] = ()
 
-    def with_tokens(self, tokens_per_batch: float) -> "ObservedRun":
+    def with_tokens(self, tokens_per_batch: float) -> ObservedRun:
         """The same run with tokens/s from a batch size where the log did not measure it."""
         return self if not math.isnan(self.tok_s) else replace(self, tok_s=self.bps * tokens_per_batch)
 
@@ -65,10 +66,10 @@ def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
     `advisor.ingest.load` gives them) are one run of rows, taken as a slice of the frame, not copied."""
     s = log.steps
     t = s["t"].to_numpy()
-    if len(t) > 1 and t.dtype.kind == "f" and bool((t[1:] >= t[:-1]).all()):     # sorted, no NaN
-        lo = int(np.searchsorted(t, win.start_s, side="left"))             # first t >= start
-        hi = int(np.searchsorted(t, win.end_s + 1e-9, side="right"))       # past the last t <= end
-        return s.iloc[lo:max(hi, lo)]
+    if len(t) > 1 and t.dtype.kind == "f" and bool((t[1:] >= t[:-1]).all()):  # sorted, no NaN
+        lo = int(np.searchsorted(t, win.start_s, side="left"))  # first t >= start
+        hi = int(np.searchsorted(t, win.end_s + 1e-9, side="right"))  # past the last t <= end
+        return s.iloc[lo : max(hi, lo)]
     return s[win.mask(s["t"])]
 
 
@@ -80,10 +81,16 @@ def window_sums(log: RunLog, win: SteadyWindow, role: str, steps: pd.DataFrame |
     st = steps if steps is not None else log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
     busy = st["busy"].to_numpy(float)
     seqs = st["seqs"].to_numpy(float)
-    return {"n": float(len(st)), "busy": float(busy.sum()), "busy2": float((busy * busy).sum()),
-            "wait": float(st["wait"].sum()), "blocked": float(st["blocked"].sum()),
-            "tokens": float(st["tokens"].sum()), "seqs": float(np.nansum(seqs)),
-            "n_seqs": float((~np.isnan(seqs)).sum())}
+    return {
+        "n": float(len(st)),
+        "busy": float(busy.sum()),
+        "busy2": float((busy * busy).sum()),
+        "wait": float(st["wait"].sum()),
+        "blocked": float(st["blocked"].sum()),
+        "tokens": float(st["tokens"].sum()),
+        "seqs": float(np.nansum(seqs)),
+        "n_seqs": float((~np.isnan(seqs)).sum()),
+    }
 
 
 def completions(log: RunLog, win: SteadyWindow, role: str) -> tuple[float, float]:
@@ -107,8 +114,9 @@ def completion_counts(log: RunLog, role: str, edges: np.ndarray) -> np.ndarray:
     return np.histogram(t, bins=edges)[0].astype(float)
 
 
-def queue_series(log: RunLog, name: str, win: SteadyWindow | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def queue_series(
+    log: RunLog, name: str, win: SteadyWindow | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(t, depth, weight) of a queue's logged mean depth over time, from ``rates`` snapshots;
     weights are the snapshots' windows (1 where unknown). None when the log has no such column."""
     col = f"q_{name}"
@@ -130,7 +138,7 @@ def time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[floa
         return None, None
     _, depth, w = series
     cap = next((q.cap for q in log.header.queues if q.name == name), None)
-    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap is not None else None   # cap 0: always full
+    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap is not None else None  # cap 0: always full
     return float(np.average(depth, weights=w)), full
 
 
@@ -154,5 +162,14 @@ def observe(log: RunLog, win: SteadyWindow) -> ObservedRun:
         r = log.rates[win.mask(log.rates["t"])]
         bps = float(r[f"bps_{consumer}"].mean())
         tok = float(r["tok_s"].mean()) if "tok_s" in r and r["tok_s"].notna().any() else math.nan
-    return ObservedRun(path=log.path, roles=dict(log.header.roles), bps=bps, tok_s=tok, steady=win, done=done,
-                       eta_s=eta, hs_mean_depth=depth, hs_full_share=full)
+    return ObservedRun(
+        path=log.path,
+        roles=dict(log.header.roles),
+        bps=bps,
+        tok_s=tok,
+        steady=win,
+        done=done,
+        eta_s=eta,
+        hs_mean_depth=depth,
+        hs_full_share=full,
+    )

@@ -27,6 +27,7 @@ splits a probe measured can be compared round by round (`advisor.project.probed`
 Segments of a sampled log (exact binned sums, `advisor.ingest.summary`) are not pooled (their
 sums cannot be shifted); a split with one segment is measured as any log.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -72,8 +73,14 @@ def segment_rates(segments: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> t
     for lg, w in zip(segments, wins):
         mark = lg.header.extra.get("probe")
         mark = mark if isinstance(mark, dict) else {}
-        out.append(SegmentRate(segment=int(mark.get("segment", 0) or 0), round=int(mark.get("round", 0) or 0),
-                               bps=float(observe(lg, w).bps), window_s=float(w.duration_s)))
+        out.append(
+            SegmentRate(
+                segment=int(mark.get("segment", 0) or 0),
+                round=int(mark.get("round", 0) or 0),
+                bps=float(observe(lg, w).bps),
+                window_s=float(w.duration_s),
+            )
+        )
     return tuple(out)
 
 
@@ -101,14 +108,29 @@ def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, t
         end = {**end, "t": offset}
     first = segments[0]
     pooled_steps = _concat(steps)
-    n_steps = ({str(r): int(n) for r, n in pooled_steps["role"].value_counts().items()}
-               if len(pooled_steps) else {})
-    log = replace(first, path=group_name([lg.path for lg in segments]), steps=pooled_steps, syncs=_concat(syncs),
-                  rates=_concat(rates), end=end, n_lines=sum(lg.n_lines for lg in segments), t_max_s=offset,
-                  n_steps=n_steps, source=None, totals=None)
-    win = SteadyWindow(start_s=0.0, end_s=offset, warmup_share=warm / total_s if total_s > 0 else 0.0,
-                       settled=all(w.settled for w in wins), basis=wins[0].basis,
-                       n_events=sum(w.n_events for w in wins), drain_share=drain / total_s if total_s > 0 else 0.0)
+    n_steps = {str(r): int(n) for r, n in pooled_steps["role"].value_counts().items()} if len(pooled_steps) else {}
+    log = replace(
+        first,
+        path=group_name([lg.path for lg in segments]),
+        steps=pooled_steps,
+        syncs=_concat(syncs),
+        rates=_concat(rates),
+        end=end,
+        n_lines=sum(lg.n_lines for lg in segments),
+        t_max_s=offset,
+        n_steps=n_steps,
+        source=None,
+        totals=None,
+    )
+    win = SteadyWindow(
+        start_s=0.0,
+        end_s=offset,
+        warmup_share=warm / total_s if total_s > 0 else 0.0,
+        settled=all(w.settled for w in wins),
+        basis=wins[0].basis,
+        n_events=sum(w.n_events for w in wins),
+        drain_share=drain / total_s if total_s > 0 else 0.0,
+    )
     return log, win, segment_rates(segments, wins)
 
 

@@ -26,6 +26,7 @@ before it, and keeping it lowers the window's rate by ``TAIL_REPORT_EFFECT`` or 
 A sampled large log (`RunLog.is_sampled`: its consumer's steps are a sample) runs the same rules
 on all its completions, counted per time bin (`find_steady_binned`).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,12 +39,12 @@ from advisor.errors import LogError, SteadyStateWarning
 from advisor.ingest.runlog import RunLog
 
 MSER_BATCH = 5
-MIN_STEADY_EVENTS = 30      # consumer completions (steps) needed after warm-up
-MIN_STEADY_SNAPSHOTS = 3    # rates snapshots needed after warm-up (rates-only logs)
-UNSETTLED_FRACTION = 0.9    # truncation beyond 0.9 * n/2 -> "never settled"
-MIN_GROUP_EVENTS = 25        # completions per point of the binned warm-up rule (on average)
-TAIL_REPORT_SLOWER = 0.05    # a kept tail this much slower than the window before it is reported ...
-TAIL_REPORT_EFFECT = 0.01    # ... when keeping it lowers the window's rate by this much or more
+MIN_STEADY_EVENTS = 30  # consumer completions (steps) needed after warm-up
+MIN_STEADY_SNAPSHOTS = 3  # rates snapshots needed after warm-up (rates-only logs)
+UNSETTLED_FRACTION = 0.9  # truncation beyond 0.9 * n/2 -> "never settled"
+MIN_GROUP_EVENTS = 25  # completions per point of the binned warm-up rule (on average)
+TAIL_REPORT_SLOWER = 0.05  # a kept tail this much slower than the window before it is reported ...
+TAIL_REPORT_EFFECT = 0.01  # ... when keeping it lowers the window's rate by this much or more
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,12 @@ class SteadyWindow:
 
     start_s: float
     end_s: float
-    warmup_share: float      # share of the run's duration dropped as warm-up
+    warmup_share: float  # share of the run's duration dropped as warm-up
     settled: bool
-    basis: str               # "steps" or "rates"
-    n_events: int            # consumer completions (or snapshots) inside the window
+    basis: str  # "steps" or "rates"
+    n_events: int  # consumer completions (or snapshots) inside the window
     drain_share: float = 0.0  # share of the run's duration cut at the end (input exhausted)
-    tail_share: float = 0.0   # share the end rule found (cut as drain_share only where input ran out)
+    tail_share: float = 0.0  # share the end rule found (cut as drain_share only where input ran out)
     tail_slower: float = 0.0  # how much slower the tail's pace is than the window before it (0.12: 12%)
 
     @property
@@ -80,7 +81,7 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
     rev = yb[::-1]
     s1 = np.cumsum(rev)[::-1]
     s2 = np.cumsum(rev * rev)[::-1]
-    m = np.arange(nb, 0, -1, dtype=float)       # n - d
+    m = np.arange(nb, 0, -1, dtype=float)  # n - d
     sse = s2 - s1 * s1 / m
     limit = nb // 2
     stat = sse[: limit + 1] / m[: limit + 1] ** 2
@@ -123,7 +124,9 @@ class _Tail:
         """How much lower the window's rate is with the tail kept than without it."""
         if self.n_before <= 0 or self.start_s <= self.from_s or self.last_s <= self.from_s:
             return 0.0
-        return 1.0 - ((self.n_before + self.n) / (self.last_s - self.from_s)) / (self.n_before / (self.start_s - self.from_s))
+        return 1.0 - ((self.n_before + self.n) / (self.last_s - self.from_s)) / (
+            self.n_before / (self.start_s - self.from_s)
+        )
 
 
 def _end_of_window(log: RunLog, tail: _Tail, stacklevel: int) -> tuple[float, float, bool]:
@@ -137,11 +140,16 @@ def _end_of_window(log: RunLog, tail: _Tail, stacklevel: int) -> tuple[float, fl
     if slower >= TAIL_REPORT_SLOWER and effect >= TAIL_REPORT_EFFECT:
         span = log.duration_s
         share = (span - tail.start_s) / span if span > 0 else 0.0
-        warnings.warn(SteadyStateWarning(
-            f"{log.path}: the last {100 * share:.0f}% of the run is {100 * slower:.1f}% slower than the steady part "
-            f"before it; it is kept in the window, not cut as a drain, because the log does not show its input "
-            f"running out ({how}): a slower tail is then the run's own pace (drift, a regime); kept, it lowers the "
-            f"observed rate by {100 * effect:.1f}%"), stacklevel=stacklevel)
+        warnings.warn(
+            SteadyStateWarning(
+                f"{log.path}: the last {100 * share:.0f}% of the run is {100 * slower:.1f}% slower than the steady "
+                "part "
+                f"before it; it is kept in the window, not cut as a drain, because the log does not show its input "
+                f"running out ({how}): a slower tail is then the run's own pace (drift, a regime); kept, it lowers the "
+                f"observed rate by {100 * effect:.1f}%"
+            ),
+            stacklevel=stacklevel,
+        )
     return tail.last_s, slower, False
 
 
@@ -155,15 +163,24 @@ def find_steady(log: RunLog) -> SteadyWindow:
     if log.has_steps:
         done = log.steps.loc[log.steps["role"] == consumer, "t"].to_numpy()
         if len(done) < MIN_STEADY_EVENTS + 1:
-            raise LogError(log.path, None, f"has {len(done)} '{consumer}' steps; at least "
-                           f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
+            raise LogError(
+                log.path,
+                None,
+                f"has {len(done)} '{consumer}' steps; at least "
+                f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)",
+            )
         gaps = np.diff(done)
         k, settled = mser_truncation(gaps)
         # the same rule from the end finds the tail; a drain only where input ran out (module docstring)
         k_end, _ = mser_truncation(gaps[k:][::-1])
         start_s = float(done[k])
-        tail = _Tail(from_s=start_s, start_s=float(done[len(done) - 1 - k_end]), last_s=float(done[-1]),
-                     n_before=int(len(done) - 1 - k - k_end), n=int(k_end))
+        tail = _Tail(
+            from_s=start_s,
+            start_s=float(done[len(done) - 1 - k_end]),
+            last_s=float(done[-1]),
+            n_before=int(len(done) - 1 - k - k_end),
+            n=int(k_end),
+        )
         tail_start_s = tail.start_s
         end_s, tail_slower, cut = _end_of_window(log, tail, stacklevel=3)
         n = tail.n_before + (0 if cut else tail.n)
@@ -177,8 +194,12 @@ def find_steady(log: RunLog) -> SteadyWindow:
         else:
             series = r["tok_s"].to_numpy()
         if len(series) < MIN_STEADY_SNAPSHOTS:
-            raise LogError(log.path, None, f"has {len(series)} usable 'rates' snapshots and no 'step' events; "
-                           f"at least {MIN_STEADY_SNAPSHOTS} are needed to fit")
+            raise LogError(
+                log.path,
+                None,
+                f"has {len(series)} usable 'rates' snapshots and no 'step' events; "
+                f"at least {MIN_STEADY_SNAPSHOTS} are needed to fit",
+            )
         # snapshots are already window means, so MSER runs unbatched on them
         k, settled = mser_truncation(series, batch=1)
         k = min(k, len(series) - MIN_STEADY_SNAPSHOTS)
@@ -189,15 +210,24 @@ def find_steady(log: RunLog) -> SteadyWindow:
         basis = "rates"
         tail_start_s, tail_slower = end_s, 0.0
     if not settled:
-        warnings.warn(SteadyStateWarning(
-            f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
-            f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"), stacklevel=2)
-    return SteadyWindow(start_s=max(start_s, 0.0), end_s=end_s,
-                        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
-                        settled=settled, basis=basis, n_events=n,
-                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
-                        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
-                        tail_slower=tail_slower)
+        warnings.warn(
+            SteadyStateWarning(
+                f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
+                f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"
+            ),
+            stacklevel=2,
+        )
+    return SteadyWindow(
+        start_s=max(start_s, 0.0),
+        end_s=end_s,
+        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
+        settled=settled,
+        basis=basis,
+        n_events=n,
+        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
+        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
+        tail_slower=tail_slower,
+    )
 
 
 def find_steady_binned(log: RunLog) -> SteadyWindow:
@@ -212,8 +242,12 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     nz = np.flatnonzero(counts)
     n_all = int(counts.sum())
     if n_all < MIN_STEADY_EVENTS + 1:
-        raise LogError(log.path, None, f"has {n_all} '{consumer}' steps; at least "
-                       f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)")
+        raise LogError(
+            log.path,
+            None,
+            f"has {n_all} '{consumer}' steps; at least "
+            f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)",
+        )
     first, last = int(nz[0]), int(nz[-1])
     # groups of g bins holding ~MIN_GROUP_EVENTS completions on average: counts of a few events
     # are too noisy for the rule (the exact path averages 5 gaps per point for the same reason)
@@ -221,9 +255,9 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     g = max(1, math.ceil(MIN_GROUP_EVENTS * span / n_all))
     n_groups = math.ceil(span / g)
     padded = np.zeros(n_groups * g)
-    padded[:span] = counts[first:last + 1]
+    padded[:span] = counts[first : last + 1]
     series = padded.reshape(n_groups, g).sum(axis=1)
-    if n_groups * g > span:     # the last group is partial: compare its rate, not its count
+    if n_groups * g > span:  # the last group is partial: compare its rate, not its count
         series[-1] *= g / (span - (n_groups - 1) * g)
     k, settled = mser_truncation(series, batch=1)
     k_end, _ = mser_truncation(series[k:][::-1], batch=1)
@@ -233,17 +267,31 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     tail_start_s = min(first * tot.width_s + (n_groups - k_end) * w, log_end_s)
     lo_bin = first + k * g
     hi_bin = min(first + (n_groups - k_end) * g, last + 1)
-    tail = _Tail(from_s=start_s, start_s=tail_start_s, last_s=min(first * tot.width_s + n_groups * w, log_end_s),
-                 n_before=int(counts[lo_bin:hi_bin].sum()), n=int(counts[hi_bin:last + 1].sum()))
+    tail = _Tail(
+        from_s=start_s,
+        start_s=tail_start_s,
+        last_s=min(first * tot.width_s + n_groups * w, log_end_s),
+        n_before=int(counts[lo_bin:hi_bin].sum()),
+        n=int(counts[hi_bin : last + 1].sum()),
+    )
     end_s, tail_slower, cut = _end_of_window(log, tail, stacklevel=4)
     n = tail.n_before + (0 if cut else tail.n)
     if not settled:
-        warnings.warn(SteadyStateWarning(
-            f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
-            f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"), stacklevel=3)
-    return SteadyWindow(start_s=start_s, end_s=end_s,
-                        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0, settled=settled,
-                        basis="steps", n_events=n,
-                        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
-                        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
-                        tail_slower=tail_slower)
+        warnings.warn(
+            SteadyStateWarning(
+                f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
+                f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"
+            ),
+            stacklevel=3,
+        )
+    return SteadyWindow(
+        start_s=start_s,
+        end_s=end_s,
+        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
+        settled=settled,
+        basis="steps",
+        n_events=n,
+        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
+        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
+        tail_slower=tail_slower,
+    )

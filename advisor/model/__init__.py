@@ -1,1 +1,4 @@
-"""model: the producer/consumer model (its parameter records, the priors measured on real sweeps, the throughput of one split, the simulator)."""
+"""model: the producer/consumer model.
+
+Its parameter records, the priors measured on real sweeps, the throughput of one split, the simulator.
+"""

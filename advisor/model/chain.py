@@ -77,25 +77,26 @@ batches with the link's wait and transfer in them, so s(M) is taken at that mean
 capacity counts hidden state and sync per batch (`advisor.model.link`): with it, no split's rate
 passes its bound. Node-local pipelines (`project_local`): one node's pipeline, times the nodes.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
-from advisor.model.link import Placement, link_pool
+from advisor.model.link import LinkResult, Placement, link_pool
 from advisor.model.params import PipelineFit, RoleFit, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
-MAX_EFFECTIVE_BUFFER = 4000   # beyond this the chain is at the bound to < 1e-4
+MAX_EFFECTIVE_BUFFER = 4000  # beyond this the chain is at the bound to < 1e-4
 # chain shapes (N, M, buffer) kept: a split's solves use two or three, and the loader's chain of
 # N pre_cap slots can be ~50k states (2.4 MB a shape), so a few
 CHAIN_SHAPES_KEPT = 8
-ELASTICITY_STEP = 0.02        # relative rate step of the finite-difference elasticities
-MODEL_SE = 0.005              # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
-BARRIER_SE_SHARE = 0.25       # one standard error of the barrier-tail correction, as a share of its size
+ELASTICITY_STEP = 0.02  # relative rate step of the finite-difference elasticities
+MODEL_SE = 0.005  # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
+BARRIER_SE_SHARE = 0.25  # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
 TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
 # the link is the bottleneck where it is this busy (the drafters' pool capacity, their waits on it
@@ -113,10 +114,10 @@ class ChainResult:
     producer_blocked: float
     consumer_starved: float
     queue_mean: float
-    barrier_cut: float = 0.0     # ln(X_chain / X_bar) where the barrier tail binds, else 0
+    barrier_cut: float = 0.0  # ln(X_chain / X_bar) where the barrier tail binds, else 0
 
 
-@lru_cache(maxsize=None)
+@cache
 def _log_factorials(size: int) -> np.ndarray:
     """log(i!) for i < ``size`` (sizes are powers of two, so a few tables serve every chain)."""
     out = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, size)))))
@@ -139,10 +140,10 @@ def _chain_shape(n: int, m: int, b: int) -> tuple[np.ndarray, np.ndarray, np.nda
     lf = _log_factorials(1 << max(n, m + 1).bit_length())
     ln_n, ln_m = math.log(n), math.log(m)
     level = np.empty(size)
-    level[:m + 1] = np.arange(m + 1) * ln_n - lf[:m + 1]
-    level[m:k + 2] = level[m] + np.arange(k + 2 - m) * (ln_n - ln_m)
+    level[: m + 1] = np.arange(m + 1) * ln_n - lf[: m + 1]
+    level[m : k + 2] = level[m] + np.arange(k + 2 - m) * (ln_n - ln_m)
     j = np.arange(1, n)
-    level[k + 2:] = level[k + 1] + (lf[n - 1] - lf[n - 1 - j]) - j * ln_m
+    level[k + 2 :] = level[k + 1] + (lf[n - 1] - lf[n - 1 - j]) - j * ln_m
     y = np.arange(size, dtype=float)
     weights = np.empty((4, size))
     np.minimum(y, m, out=weights[0])
@@ -153,7 +154,7 @@ def _chain_shape(n: int, m: int, b: int) -> tuple[np.ndarray, np.ndarray, np.nda
     np.clip(y - m, 0.0, b, out=weights[3])
     out = (y, level, weights)
     for a in out:
-        a.flags.writeable = False      # (shared by every caller of the cache)
+        a.flags.writeable = False  # (shared by every caller of the cache)
     return out
 
 
@@ -165,8 +166,7 @@ def _chain_int(n: int, m: int, mu_p: float, mu_c: float, b: int) -> ChainResult:
     return ChainResult(float(mu_c * x_per_mu_c), float(blocked), float(starved), float(qmean))
 
 
-def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 1.0,
-          scv_c: float = 1.0) -> ChainResult:
+def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 1.0, scv_c: float = 1.0) -> ChainResult:
     """Throughput and shares of N producers feeding M consumers through ``buffer`` slots."""
     if n < 1 or m < 1:
         raise ValueError("n and m must be >= 1")
@@ -181,9 +181,15 @@ def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 
         res = r_lo
     else:
         r_hi = _chain_int(n, m, mu_p, mu_c, lo + 1)
-        res = ChainResult(*(a + frac * (b - a) for a, b in zip(
-            (r_lo.x_bps, r_lo.producer_blocked, r_lo.consumer_starved, r_lo.queue_mean),
-            (r_hi.x_bps, r_hi.producer_blocked, r_hi.consumer_starved, r_hi.queue_mean))))
+        res = ChainResult(
+            *(
+                a + frac * (b - a)
+                for a, b in zip(
+                    (r_lo.x_bps, r_lo.producer_blocked, r_lo.consumer_starved, r_lo.queue_mean),
+                    (r_hi.x_bps, r_hi.producer_blocked, r_hi.consumer_starved, r_hi.queue_mean),
+                )
+            )
+        )
     # the queue holds at most `buffer` batches whatever the effective depth says
     scale = buffer / b_eff if b_eff > 0 else 0.0
     return ChainResult(res.x_bps, res.producer_blocked, res.consumer_starved, min(res.queue_mean * scale, buffer))
@@ -211,7 +217,7 @@ class SplitResult:
     hs_mean_depth: float
     x_low_bps: float = math.nan
     x_high_bps: float = math.nan
-    producer_busy_scale: float = 1.0     # step-time multiplier from contention at this split
+    producer_busy_scale: float = 1.0  # step-time multiplier from contention at this split
     consumer_busy_scale: float = 1.0
     # the interval's parts, for comparing two splits of one fit (`advisor.project.table.lead_interval`):
     # log-throughput per standard error of each error source every split shares (producer and
@@ -225,13 +231,13 @@ class SplitResult:
     # log(x_corner / x) at the corners of the roles' capacity ranges (`RoleFit.mu_range_bps`):
     # (producer low, consumer low), (low, high), (high, low), (high, high); 0 where no role is ranged
     err_corners: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
-    consumer_compute_s: float = math.nan   # a drafter's compute seconds per batch (without the link)
-    link_cap_bps: float = math.inf         # the link stage's capacity (inf: no batch crosses a node)
-    link_util: float = 0.0                 # the busiest link's utilisation
-    crossing_share: float = 0.0            # share of batches that cross a node
-    placement: Placement | None = None     # where the engines sit (None: one node)
-    link_sync_share: float = 0.0           # share of the link's busy time that carries the drafters' sync
-    other_layout_bps: float = math.nan     # the split's rate in its other routing (shared / node-local)
+    consumer_compute_s: float = math.nan  # a drafter's compute seconds per batch (without the link)
+    link_cap_bps: float = math.inf  # the link stage's capacity (inf: no batch crosses a node)
+    link_util: float = 0.0  # the busiest link's utilisation
+    crossing_share: float = 0.0  # share of batches that cross a node
+    placement: Placement | None = None  # where the engines sit (None: one node)
+    link_sync_share: float = 0.0  # share of the link's busy time that carries the drafters' sync
+    other_layout_bps: float = math.nan  # the split's rate in its other routing (shared / node-local)
     # the upper end rests on the open end of a capacity known only from below (a bound): it is
     # where the model puts that end (``BOUND_OPEN_FACTOR``), not a limit anything measured
     x_high_open: bool = False
@@ -250,15 +256,14 @@ class LinkStage:
     sync_ranks: int | None = None
 
 
-def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float,
-                 buffer: int) -> float:
+def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float, buffer: int) -> float:
     """Barrier-limited rate X_bar of ``m`` data-parallel ranks fed at ``lam_bps`` (module docstring):
     ``lam M k / (M k + E)``, ``E = max(0, D + lam T_ar - (b + N))``, ``a = min(lam / c, M)``,
     ``D = a min(k / 2, k^0.6 (1 + 0.5 e_a))``. ``inf`` without a barrier (M = 1 or k = 0)."""
     if m <= 1 or every <= 0 or lam_bps <= 0 or c_bps <= 0:
         return math.inf
     a = min(lam_bps / c_bps, float(m))
-    spread = every ** TAIL_EXP * (TAIL_BASE + TAIL_MAX_WEIGHT * expected_max_normal(max(int(round(a)), 1)))
+    spread = every**TAIL_EXP * (TAIL_BASE + TAIL_MAX_WEIGHT * expected_max_normal(max(int(round(a)), 1)))
     tail = a * min(every / 2.0, spread)
     excess = tail + lam_bps * allreduce_s - (buffer + n)
     if excess <= 0:
@@ -275,14 +280,23 @@ class _Barrier:
     scaling: float
 
 
-def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, scv_p: float,
-                  scv_c: float, barrier: _Barrier | None = None) -> tuple[float, ChainResult]:
+def _stationary_x(
+    fit: PipelineFit,
+    n: int,
+    m: int,
+    mu_p: float,
+    mu_c: float,
+    b: int,
+    scv_p: float,
+    scv_c: float,
+    barrier: _Barrier | None = None,
+) -> tuple[float, ChainResult]:
     res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
     x = res.x_bps
     if barrier is not None:
         lam = n * mu_p
         if fit.loader.input_bound and fit.loader.capacity_bps:
-            lam = min(lam, fit.loader.capacity_bps)   # the targets supply no faster than they are fed
+            lam = min(lam, fit.loader.capacity_bps)  # the targets supply no faster than they are fed
         x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
         if x_bar < x:
             # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
@@ -296,8 +310,9 @@ def _stationary_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b:
     return x, res
 
 
-def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int,
-                barrier: _Barrier | None = None) -> tuple[float, ChainResult]:
+def _pipeline_x(
+    fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, barrier: _Barrier | None = None
+) -> tuple[float, ChainResult]:
     """Throughput of the targets -> q_hs -> drafters chain (capped by the barrier tail when the
     drafters sync), behind the loader when it binds; with regimes (`advisor.model.params.RegimeFit`), the
     mean over the log's time slices of each slice's throughput at its own rates and the
@@ -305,11 +320,18 @@ def _pipeline_x(fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: i
     rg = fit.regimes
     if not rg.detected:
         return _stationary_x(fit, n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv, barrier)
-    parts = [_stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv, barrier)
-             for sp, sc in zip(rg.producer_scale, rg.consumer_scale)]
+    parts = [
+        _stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv, barrier)
+        for sp, sc in zip(rg.producer_scale, rg.consumer_scale)
+    ]
     x = sum(w * p[0] for w, p in zip(rg.weight, parts))
-    res = ChainResult(x, *(sum(w * getattr(p[1], f) for w, p in zip(rg.weight, parts))
-                           for f in ("producer_blocked", "consumer_starved", "queue_mean", "barrier_cut")))
+    res = ChainResult(
+        x,
+        *(
+            sum(w * getattr(p[1], f) for w, p in zip(rg.weight, parts))
+            for f in ("producer_blocked", "consumer_starved", "queue_mean", "barrier_cut")
+        ),
+    )
     return x, res
 
 
@@ -343,9 +365,19 @@ def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> t
     return e_p, e_c
 
 
-def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: float, state: tuple,
-              res: ChainResult, sync_at: tuple[int, float, float], s: float, tokens_per_batch: float | None,
-              consumer_scaling: float | None) -> tuple[float, float, dict]:
+def _interval(
+    fit: PipelineFit,
+    n_producer: int,
+    n_consumer: int,
+    g: int,
+    x: float,
+    state: tuple,
+    res: ChainResult,
+    sync_at: tuple[int, float, float],
+    s: float,
+    tokens_per_batch: float | None,
+    consumer_scaling: float | None,
+) -> tuple[float, float, dict]:
     """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`);
     ``state`` is the chain's (mu_p, mu_c, buffer, barrier) at this split; ``sync_at`` the sync's
     ranks, a drafter's seconds per batch in a round and the link's seconds per all-reduce."""
@@ -362,9 +394,17 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
     side_p, side_c = fit.contention.sides(n_producer, g)
     (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
     one_p, one_c = fit.contention.single_se(n_producer, g)
-    shared = (e_p * samp_p, e_c * samp_c, e_p * rest_p, e_c * rest_c, side_p * e_p * cse_p, side_c * e_c * cse_c,
-              e_p * one_p, e_c * one_c)
-    own_var = MODEL_SE ** 2 + bar_se ** 2
+    shared = (
+        e_p * samp_p,
+        e_c * samp_c,
+        e_p * rest_p,
+        e_c * rest_c,
+        side_p * e_p * cse_p,
+        side_c * e_c * cse_c,
+        e_p * one_p,
+        e_c * one_c,
+    )
+    own_var = MODEL_SE**2 + bar_se**2
     var = sum(v * v for v in shared) + own_var
     half = Z_95 * math.sqrt(var)
     lo, hi = x * math.exp(-half), x * math.exp(half)
@@ -379,8 +419,11 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
                 x_end = x * math.exp(ends[i])
                 lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
     corners = _corners(fit, n_producer, n_consumer, x, state)
-    opens = [not (math.isfinite(a) and math.isfinite(c)) for a in _capacity_ends(fit.producer)
-             for c in _capacity_ends(fit.consumer)]
+    opens = [
+        not (math.isfinite(a) and math.isfinite(c))
+        for a in _capacity_ends(fit.producer)
+        for c in _capacity_ends(fit.consumer)
+    ]
     open_hi = 0.0
     for shift, is_open in zip(corners, opens):
         lo = min(lo, x * math.exp(shift - half))
@@ -390,8 +433,13 @@ def _interval(fit: PipelineFit, n_producer: int, n_consumer: int, g: int, x: flo
             hi = max(hi, x * math.exp(shift + half))
     high_open = open_hi > hi * (1 + 1e-9)
     hi = max(hi, open_hi)
-    err = {"err_shared": shared, "err_own_var": own_var, "err_sync_ends": (ends[0], ends[1]), "err_corners": corners,
-           "x_high_open": high_open}
+    err = {
+        "err_shared": shared,
+        "err_own_var": own_var,
+        "err_sync_ends": (ends[0], ends[1]),
+        "err_corners": corners,
+        "x_high_open": high_open,
+    }
     return lo, hi, err
 
 
@@ -434,11 +482,142 @@ def _link_capacity(pool, sync_s_per_batch: float) -> tuple[float, float]:
     return (1.0 / per_batch, sync_s_per_batch / per_batch) if per_batch > 0 else (math.inf, 0.0)
 
 
-def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap: int | None = None,
-                  tokens_per_batch: float | None = None, mu_scale: tuple[float, float] = (1.0, 1.0),
-                  gpus: int | None = None, consumer_scaling: float | None = None,
-                  interval: bool = True, gpus_per_worker: tuple[int, int] = (1, 1),
-                  link: LinkStage | None = None) -> SplitResult:
+@dataclass(frozen=True)
+class _SplitRates:
+    """One split's per-worker rates (batches/s) after contention, the link and the sync cost."""
+
+    mu_p: float  # a producer's rate
+    mu_c_compute: float  # a consumer's rate on compute alone
+    mu_c: float  # a consumer's rate with the link's wait and the sync scaling s(M)
+    pool: LinkResult | None  # the drafter pool behind the link; None without a link
+    ranks: int  # ranks of the sync all-reduce
+    sync_link_s: float  # seconds one sync round's all-reduce holds the link
+    busy_round_s: float  # a consumer's seconds per batch in a sync round, link included
+    scaling: float  # the per-rank sync factor s(M)
+    barrier: _Barrier | None
+
+
+def _busy_per_batch(fit: PipelineFit, tokens_per_batch: float | None) -> tuple[float, float, float]:
+    """Tokens per batch and each role's busy seconds per batch: the logged means, or the token
+    model's at ``tokens_per_batch``."""
+    p, c = fit.producer, fit.consumer
+    tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
+    if tokens_per_batch is None:
+        return tokens, p.busy_mean_s, c.busy_mean_s
+    return tokens, p.busy_at(tokens), c.busy_at(tokens)
+
+
+def _link_rate(link: LinkStage | None, mu_c_compute: float) -> tuple[float, LinkResult | None]:
+    """A consumer's rate with the link's wait and transfer in it, and the pool behind the link
+    (the compute rate and None where no link carries anything)."""
+    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
+        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
+        return 1.0 / pool.consumer_s, pool
+    return mu_c_compute, None
+
+
+def _split_rates(
+    fit: PipelineFit,
+    n_consumer: int,
+    busy_s: tuple[float, float],
+    mu_scale: tuple[float, float],
+    consumer_scaling: float | None,
+    link: LinkStage | None,
+) -> _SplitRates:
+    """Per-worker rates of one split from each role's busy seconds per batch (contention in them):
+    ``mu = scale / busy``; the consumer's through the link, then times the sync scaling s(M) of its
+    ``ranks`` (``consumer_scaling`` where given), with the sync barrier where k > 0 and M > 1."""
+    busy_p, busy_c = busy_s
+    mu_p = mu_scale[0] / busy_p
+    mu_c_compute = mu_scale[1] / busy_c
+    mu_c_raw, pool = _link_rate(link, mu_c_compute)
+    ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
+    sync_link = link.sync_xfer_s if link is not None and ranks > 1 and fit.sync.sync_every > 0 else 0.0
+    # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
+    busy_round = busy_c * mu_c_compute / mu_c_raw
+    s = (
+        consumer_scaling
+        if consumer_scaling is not None
+        else _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, fit.sync.allreduce_s(ranks) + sync_link)
+    )
+    k = fit.sync.sync_every
+    bar = (
+        _Barrier(k, fit.sync.allreduce_s(ranks) + sync_link, s)
+        if k > 0 and ranks > 1 and n_consumer >= 1 and s > 0
+        else None
+    )
+    return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, pool, ranks, sync_link, busy_round, s, bar)
+
+
+def _split_capacities(
+    fit: PipelineFit, n_producer: int, n_consumer: int, r: _SplitRates, x: float
+) -> tuple[dict[str, float], float, float, float | None]:
+    """Each stage's capacity (batches/s): the two pools ``N mu_p`` and ``M mu_c``, the link where it
+    binds below both or runs saturated at ``x``, the loader where the input bounds the run. Returns
+    the capacities by stage, the link's capacity, its share spent on sync, the loader's capacity."""
+    caps = {fit.producer.role: n_producer * r.mu_p, fit.consumer.role: n_consumer * r.mu_c}
+    sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
+    link_cap, sync_share = _link_capacity(r.pool, sync_s)
+    if math.isfinite(link_cap) and link_cap <= min(caps.values()):
+        caps["link"] = link_cap
+    loader_cap = None
+    if fit.loader.input_bound and fit.loader.capacity_bps:
+        loader_cap = fit.loader.capacity_bps
+        caps["loader"] = loader_cap
+    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
+        caps["link"] = link_cap  # the drafters wait on a saturated link: it sets the pace
+    return caps, link_cap, sync_share, loader_cap
+
+
+def _bottleneck(caps: dict[str, float]) -> str:
+    """The stage with the least capacity; the link where it ties with the least."""
+    if "link" in caps and caps["link"] <= LINK_SATURATED_CAP * min(caps.values()):
+        return "link"
+    return min(caps, key=caps.get)
+
+
+def _split_interval(
+    fit: PipelineFit,
+    n_producer: int,
+    n_consumer: int,
+    workers: int,
+    x: float,
+    r: _SplitRates,
+    state: tuple,
+    tokens_per_batch: float | None,
+    consumer_scaling: float | None,
+) -> tuple[float, float, dict]:
+    """`_interval` of one split from its rates; ``state`` is ``(buffer, chain result)``."""
+    b, res = state
+    return _interval(
+        fit,
+        n_producer,
+        n_consumer,
+        workers,
+        x,
+        (r.mu_p, r.mu_c, b, r.barrier),
+        res,
+        (r.ranks, r.busy_round_s, r.sync_link_s),
+        r.scaling,
+        tokens_per_batch,
+        consumer_scaling,
+    )
+
+
+def project_split(
+    fit: PipelineFit,
+    n_producer: int,
+    n_consumer: int,
+    *,
+    hs_cap: int | None = None,
+    tokens_per_batch: float | None = None,
+    mu_scale: tuple[float, float] = (1.0, 1.0),
+    gpus: int | None = None,
+    consumer_scaling: float | None = None,
+    interval: bool = True,
+    gpus_per_worker: tuple[int, int] = (1, 1),
+    link: LinkStage | None = None,
+) -> SplitResult:
     """Project one split. ``mu_scale`` multiplies the per-worker rates (interval ends, what-ifs);
     ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis).
 
@@ -455,69 +634,53 @@ def project_split(fit: PipelineFit, n_producer: int, n_consumer: int, *, hs_cap:
     ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
     ``gpus_per_worker`` and ``link``: engines of several GPUs and the link (module docstring).
     """
-    p, c = fit.producer, fit.consumer
-    tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
-    if tokens_per_batch is None:
-        busy_p, busy_c = p.busy_mean_s, c.busy_mean_s
-    else:
-        busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
+    tokens, busy_p, busy_c = _busy_per_batch(fit, tokens_per_batch)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
-    workers = n_producer + n_consumer if gpus_per_worker != (1, 1) else g   # contention counts engines
+    workers = n_producer + n_consumer if gpus_per_worker != (1, 1) else g  # contention counts engines
     k_p, k_c = fit.contention.scale(n_producer, workers)
-    busy_p, busy_c = busy_p * k_p, busy_c * k_c
-    mu_p = mu_scale[0] / busy_p
-    mu_c_compute = mu_scale[1] / busy_c
-    mu_c_raw = mu_c_compute
-    pool = None
-    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
-        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
-        mu_c_raw = 1.0 / pool.consumer_s
-    ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
-    sync_link = link.sync_xfer_s if link is not None and ranks > 1 and fit.sync.sync_every > 0 else 0.0
-    # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
-    busy_round = busy_c * mu_c_compute / mu_c_raw
-    s = consumer_scaling if consumer_scaling is not None else _sync_scaling_at(
-        c, fit.sync, ranks, busy_round, fit.sync.allreduce_s(ranks) + sync_link)
-    mu_c = mu_c_raw * s
+    r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), mu_scale, consumer_scaling, link)
     b = fit.hs_cap if hs_cap is None else hs_cap
-    k = fit.sync.sync_every
-    bar = (_Barrier(k, fit.sync.allreduce_s(ranks) + sync_link, s) if k > 0 and ranks > 1 and n_consumer >= 1
-           and s > 0 else None)
-    x, res = _pipeline_x(fit, n_producer, n_consumer, mu_p, mu_c, b, bar)
-    cap_p, cap_c = n_producer * mu_p, n_consumer * mu_c
-    caps = {p.role: cap_p, c.role: cap_c}
-    link_cap, sync_share = _link_capacity(pool, sync_link / (ranks * k) if sync_link > 0 else 0.0)
-    if math.isfinite(link_cap) and link_cap <= min(caps.values()):
-        caps["link"] = link_cap
-    loader_cap = None
-    if fit.loader.input_bound and fit.loader.capacity_bps:
-        loader_cap = fit.loader.capacity_bps
-        caps["loader"] = loader_cap
+    x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
     lo = hi = math.nan
     err: dict = {}
     if interval and x > 0:
-        lo, hi, err = _interval(fit, n_producer, n_consumer, workers, x, (mu_p, mu_c, b, bar), res,
-                                (ranks, busy_round, sync_link), s,
-                                tokens_per_batch, consumer_scaling)
-    gpu_util = (x / mu_p * gpus_per_worker[0] + x / mu_c_compute * gpus_per_worker[1]) / g
-    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
-        caps["link"] = link_cap          # the drafters wait on a saturated link: it sets the pace
-    bottleneck = "link" if "link" in caps and caps["link"] <= LINK_SATURATED_CAP * min(caps.values()) \
-        else min(caps, key=caps.get)
+        lo, hi, err = _split_interval(
+            fit, n_producer, n_consumer, workers, x, r, (b, res), tokens_per_batch, consumer_scaling
+        )
+    caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
+    cap_p, cap_c = n_producer * r.mu_p, n_consumer * r.mu_c
     return SplitResult(
-        n_producer=n_producer, n_consumer=n_consumer, x_bps=x, tok_s=x * tokens,
-        producer_cap_bps=cap_p, consumer_cap_bps=cap_c, loader_cap_bps=loader_cap,
-        bound_bps=min(caps.values()), efficiency=x / max(cap_p, cap_c), gpu_util=gpu_util,
-        bottleneck=bottleneck, producer_blocked=res.producer_blocked, consumer_starved=res.consumer_starved,
-        hs_mean_depth=res.queue_mean, x_low_bps=lo, x_high_bps=hi, producer_busy_scale=k_p,
-        consumer_busy_scale=k_c, consumer_compute_s=1.0 / mu_c_compute,
-        link_cap_bps=link_cap, link_util=x / link_cap if math.isfinite(link_cap) else 0.0,
-        crossing_share=pool.crossing_share if pool is not None else 0.0,
-        placement=link.placement if link is not None else None, link_sync_share=sync_share, **err)
+        n_producer=n_producer,
+        n_consumer=n_consumer,
+        x_bps=x,
+        tok_s=x * tokens,
+        producer_cap_bps=cap_p,
+        consumer_cap_bps=cap_c,
+        loader_cap_bps=loader_cap,
+        bound_bps=min(caps.values()),
+        efficiency=x / max(cap_p, cap_c),
+        gpu_util=(x / r.mu_p * gpus_per_worker[0] + x / r.mu_c_compute * gpus_per_worker[1]) / g,
+        bottleneck=_bottleneck(caps),
+        producer_blocked=res.producer_blocked,
+        consumer_starved=res.consumer_starved,
+        hs_mean_depth=res.queue_mean,
+        x_low_bps=lo,
+        x_high_bps=hi,
+        producer_busy_scale=k_p,
+        consumer_busy_scale=k_c,
+        consumer_compute_s=1.0 / r.mu_c_compute,
+        link_cap_bps=link_cap,
+        link_util=x / link_cap if math.isfinite(link_cap) else 0.0,
+        crossing_share=r.pool.crossing_share if r.pool is not None else 0.0,
+        placement=link.placement if link is not None else None,
+        link_sync_share=sync_share,
+        **err,
+    )
 
 
-def project_local(fit: PipelineFit, n_producer: int, n_consumer: int, link: LinkStage, *, gpus: int,
-                  **kw) -> SplitResult:
+def project_local(
+    fit: PipelineFit, n_producer: int, n_consumer: int, link: LinkStage, *, gpus: int, **kw
+) -> SplitResult:
     """Split (N, M) as node-local pipelines (``link.placement`` routed "local", every node alike: N / L
     targets feed M / L drafters through a q_hs of their own; `advisor.model.link`): one node's
     projection (`project_split` at N / L, M / L on gpus / L GPUs, its sync an all-reduce of all M
@@ -534,19 +697,36 @@ def project_local(fit: PipelineFit, n_producer: int, n_consumer: int, link: Link
         raise ValueError(f"{n_producer}-{n_consumer} on {gpus} GPUs does not divide over {nodes} nodes")
     n, m = n_producer // nodes, n_consumer // nodes
     one = Placement(producers=(n,), consumers=(m,), routing="local")
-    each = project_split(fit, n, m, gpus=gpus // nodes, link=LinkStage(
-        one, 0.0, link.scv_x, sync_xfer_s=link.sync_xfer_s, sync_ranks=n_consumer), **kw)
+    each = project_split(
+        fit,
+        n,
+        m,
+        gpus=gpus // nodes,
+        link=LinkStage(one, 0.0, link.scv_x, sync_xfer_s=link.sync_xfer_s, sync_ranks=n_consumer),
+        **kw,
+    )
     k = fit.sync.sync_every
     sync_s = link.sync_xfer_s if k > 0 and n_consumer > 1 else 0.0
     link_cap = n_consumer * k / sync_s if sync_s > 0 else math.inf
     x = nodes * each.x_bps
     caps = [nodes * each.bound_bps] + ([link_cap] if math.isfinite(link_cap) else [])
-    scaled = {f: nodes * getattr(each, f) for f in ("x_bps", "tok_s", "producer_cap_bps", "consumer_cap_bps",
-                                                    "x_low_bps", "x_high_bps")}
-    return replace(each, n_producer=n_producer, n_consumer=n_consumer, **scaled,
-                   loader_cap_bps=nodes * each.loader_cap_bps if each.loader_cap_bps is not None else None,
-                   bound_bps=min(caps), link_cap_bps=link_cap, link_util=x / link_cap if sync_s > 0 else 0.0,
-                   crossing_share=0.0, placement=pl, link_sync_share=1.0 if sync_s > 0 else 0.0)
+    scaled = {
+        f: nodes * getattr(each, f)
+        for f in ("x_bps", "tok_s", "producer_cap_bps", "consumer_cap_bps", "x_low_bps", "x_high_bps")
+    }
+    return replace(
+        each,
+        n_producer=n_producer,
+        n_consumer=n_consumer,
+        **scaled,
+        loader_cap_bps=nodes * each.loader_cap_bps if each.loader_cap_bps is not None else None,
+        bound_bps=min(caps),
+        link_cap_bps=link_cap,
+        link_util=x / link_cap if sync_s > 0 else 0.0,
+        crossing_share=0.0,
+        placement=pl,
+        link_sync_share=1.0 if sync_s > 0 else 0.0,
+    )
 
 
 def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
@@ -554,13 +734,16 @@ def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | 
     return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
 
 
-def sync_scaling_range(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None,
-                       extra_s: float = 0.0) -> tuple[float, float]:
+def sync_scaling_range(
+    consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None, extra_s: float = 0.0
+) -> tuple[float, float]:
     """s(M) at the two ends of ``SyncFit.allreduce_range_s`` (low first; equal where identified);
     ``extra_s``: the link's seconds added to every all-reduce (`advisor.model.link.sync_link_s`)."""
     lo, hi = sync.allreduce_range_s(m)
-    return (_sync_scaling_at(consumer, sync, m, busy_mean_s, hi + extra_s),
-            _sync_scaling_at(consumer, sync, m, busy_mean_s, lo + extra_s))
+    return (
+        _sync_scaling_at(consumer, sync, m, busy_mean_s, hi + extra_s),
+        _sync_scaling_at(consumer, sync, m, busy_mean_s, lo + extra_s),
+    )
 
 
 def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None, allreduce_s: float) -> float:

@@ -55,6 +55,7 @@ batch the link carries ``c x`` seconds of hidden state and ``T_link / (M k)`` of
 batches a round), and its capacity is ``1 / (c x + T_link / (M k))``. This holds in both routings
 (shared routing with drafters on several nodes pays the same sync).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -70,7 +71,7 @@ class Placement:
 
     producers: tuple[int, ...]
     consumers: tuple[int, ...]
-    routing: str = "shared"          # "shared": one q_hs for all; "local": each node its own pipeline
+    routing: str = "shared"  # "shared": one q_hs for all; "local": each node its own pipeline
 
     def __post_init__(self):
         if self.routing not in ROUTINGS:
@@ -79,13 +80,15 @@ class Placement:
             raise ValueError("node-local routing needs targets and drafters on every node that holds either")
 
     @classmethod
-    def of_nodes(cls, producer_nodes, consumer_nodes, nodes: int) -> "Placement":
+    def of_nodes(cls, producer_nodes, consumer_nodes, nodes: int) -> Placement:
         """From the node of each worker (a node past the last counts as the last)."""
+
         def count(of):
             out = [0] * nodes
             for a in of:
                 out[min(a, nodes - 1)] += 1
             return tuple(out)
+
         return cls(producers=count(producer_nodes), consumers=count(consumer_nodes))
 
     @property
@@ -156,12 +159,18 @@ class LinkResult:
         return x_bps / self.link_cap_bps if math.isfinite(self.link_cap_bps) and self.link_cap_bps > 0 else 0.0
 
 
-EXACT_MVA_STATES = 20_000      # population vectors of the exact recursion; past this, Bard-Schweitzer
+EXACT_MVA_STATES = 20_000  # population vectors of the exact recursion; past this, Bard-Schweitzer
 SCHWEITZER_ITERS, SCHWEITZER_TOL = 500, 1e-10
 
 
-def _classes_x(n: tuple[int, ...], think_s: float, visits: tuple[float, ...], xfer_s: float, resid_s: float,
-               seen: list[tuple[float, float]]) -> tuple[list[float], float, float]:
+def _classes_x(
+    n: tuple[int, ...],
+    think_s: float,
+    visits: tuple[float, ...],
+    xfer_s: float,
+    resid_s: float,
+    seen: list[tuple[float, float]],
+) -> tuple[list[float], float, float]:
     """Per-class throughputs at population ``n`` from the link's queue and utilisation ``seen`` by an
     arriving drafter of each class; the link's own queue and utilisation at ``n``."""
     r = [v * (xfer_s + xfer_s * max(q - u, 0.0) + u * resid_s) for v, (q, u) in zip(visits, seen)]
@@ -173,8 +182,9 @@ def _classes_x(n: tuple[int, ...], think_s: float, visits: tuple[float, ...], xf
     return x, sum(xb * rb for xb, rb in zip(x, r)), util
 
 
-def pool_mva(pop: tuple[int, ...], think_s: float, visits: tuple[float, ...], xfer_s: float,
-             scv_x: float) -> list[float]:
+def pool_mva(
+    pop: tuple[int, ...], think_s: float, visits: tuple[float, ...], xfer_s: float, scv_x: float
+) -> list[float]:
     """Per-node drafter throughputs (b/s) of the closed network (module docstring)."""
     resid = xfer_s * (1.0 + scv_x) / 2.0
     states = 1
@@ -188,8 +198,7 @@ def pool_mva(pop: tuple[int, ...], think_s: float, visits: tuple[float, ...], xf
             if not sum(n):
                 continue
             # an arriving drafter of class b sees the network without itself: the link at n - e_b
-            seen = [memo[tuple(c - (i == b) for i, c in enumerate(n))] if n[b] else (0.0, 0.0)
-                    for b in range(len(n))]
+            seen = [memo[tuple(c - (i == b) for i, c in enumerate(n))] if n[b] else (0.0, 0.0) for b in range(len(n))]
             x, q, u = _classes_x(n, think_s, visits, xfer_s, resid, seen)
             memo[n] = (q, u)
         return x
@@ -198,8 +207,9 @@ def pool_mva(pop: tuple[int, ...], think_s: float, visits: tuple[float, ...], xf
     total = sum(pop)
     for _ in range(SCHWEITZER_ITERS):
         # Bard-Schweitzer: the network without one drafter holds (M - 1) / M of the queue
-        x, q_new, u_new = _classes_x(pop, think_s, visits, xfer_s, resid,
-                                     [(q * (total - 1) / total, u * (total - 1) / total)] * len(pop))
+        x, q_new, u_new = _classes_x(
+            pop, think_s, visits, xfer_s, resid, [(q * (total - 1) / total, u * (total - 1) / total)] * len(pop)
+        )
         if abs(q_new - q) < SCHWEITZER_TOL and abs(u_new - u) < SCHWEITZER_TOL:
             break
         q, u = q_new, u_new
@@ -222,5 +232,6 @@ def link_pool(placement: Placement, consumer_s: float, xfer_s: float, scv_x: flo
     share = tuple(r / cap for r in rates)
     crossing = sum(w * v for w, v in zip(share, visits))
     link_cap = 1.0 / (crossing * xfer_s) if crossing * xfer_s > 0 else math.inf
-    return LinkResult(consumer_cap_bps=cap, consumer_s=m / cap, link_cap_bps=link_cap, crossing_share=crossing,
-                      node_share=share)
+    return LinkResult(
+        consumer_cap_bps=cap, consumer_s=m / cap, link_cap_bps=link_cap, crossing_share=crossing, node_share=share
+    )

@@ -7,17 +7,18 @@ spread of busy time, the step-time line or token model, the rate's interval), th
 sizes, and the observed runs it rests on. `advisor.fit` builds it; `advisor.model.chain` and
 `advisor.project` read it.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping
 
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.observe import ObservedRun
-from advisor.settings import SAME_SIZE_TOL
 from advisor.model.priors import CONTENTION_PRIOR_SE, CONTENTION_SINGLE_SE, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE
+from advisor.settings import SAME_SIZE_TOL
 from advisor.stats import Z_95
 
 
@@ -41,8 +42,12 @@ class Basis(str, Enum):
 
     def word(self) -> str:
         """How a sentence names the basis ("measured from steps", "given", ...)."""
-        return {"steps": "measured from steps", "rates": "measured from rates snapshots", "given": "given",
-                "bound": "a bound"}[self.value]
+        return {
+            "steps": "measured from steps",
+            "rates": "measured from rates snapshots",
+            "given": "given",
+            "bound": "a bound",
+        }[self.value]
 
 
 @dataclass(frozen=True)
@@ -68,16 +73,16 @@ class RoleFit:
     busy_share: float
     starved_share: float
     blocked_share: float
-    measured: bool = True          # False: rates-only estimate
-    lower_bound: bool = False      # True: mu is only known to be at least this
-    drift: float = 0.0             # |m1 - m2| / (m1 + m2) of the mean busy time in the two halves of the window
-    tokens_ref: float = 0.0        # mean tokens per batch that busy_mean_s refers to
-    token_model: str = "line"      # "line": t0 + c*tokens (in-log); "power": busy_mean * (tokens/tokens_ref)^p;
+    measured: bool = True  # False: rates-only estimate
+    lower_bound: bool = False  # True: mu is only known to be at least this
+    drift: float = 0.0  # |m1 - m2| / (m1 + m2) of the mean busy time in the two halves of the window
+    tokens_ref: float = 0.0  # mean tokens per batch that busy_mean_s refers to
+    token_model: str = "line"  # "line": t0 + c*tokens (in-log); "power": busy_mean * (tokens/tokens_ref)^p;
     #                                "budgets": busy_mean * (a + b*tokens) / (a + b*tokens_ref), a line through budgets
-    token_exponent: float = 1.0    # p of the power law
-    token_exponent_half95: float = 0.0   # 95% half-width of p (at one e-fold of extrapolation)
-    token_range: tuple[float, float] = (0.0, 0.0)   # mean tokens of the logged budgets (lowest, highest)
-    budget_line: tuple[float, float] = (0.0, 0.0)   # (a_s, b_s_per_tok): the posterior mean line through the budgets
+    token_exponent: float = 1.0  # p of the power law
+    token_exponent_half95: float = 0.0  # 95% half-width of p (at one e-fold of extrapolation)
+    token_range: tuple[float, float] = (0.0, 0.0)  # mean tokens of the logged budgets (lowest, highest)
+    budget_line: tuple[float, float] = (0.0, 0.0)  # (a_s, b_s_per_tok): the posterior mean line through the budgets
     # the line's posterior (see budget_line): grid of elasticities e at budget_tokens_mid, each with its
     # best log level and posterior weight; budget_level_var: variance of the log level given e;
     # budget_anchor_s: the fitted budgets' mean step time at tokens_ref, the level busy_mean_s stands for
@@ -130,7 +135,7 @@ class RoleFit:
         if self.token_model == "budgets":
             out = 0.0 if lo <= tokens <= hi else abs(math.log(tokens / (lo if tokens < lo else hi)))
             _, var = self._budget_log_moments(tokens)
-            return math.sqrt(Z_95 ** 2 * var + (TOKEN_LINE_CURVATURE_HALF95 * out) ** 2 + run ** 2)
+            return math.sqrt(Z_95**2 * var + (TOKEN_LINE_CURVATURE_HALF95 * out) ** 2 + run**2)
         # one budget: the exponent's range over the e-folds from it
         return math.hypot(self.token_exponent_half95 * abs(math.log(tokens / self.tokens_ref)), run)
 
@@ -170,10 +175,10 @@ class ContentionFit:
     producer_se: float
     consumer_se: float
     measured: bool
-    lo_producers: int = 0          # the logged producer counts span lo..hi
+    lo_producers: int = 0  # the logged producer counts span lo..hi
     hi_producers: int = 0
     prior_se: float = CONTENTION_PRIOR_SE
-    run_se: float = 0.0            # run-to-run level shift per role (RUN_SE on shared hosts)
+    run_se: float = 0.0  # run-to-run level shift per role (RUN_SE on shared hosts)
     prior_k: tuple[float, float] = (0.0, 0.0)
     within: WithinLogContention | None = None
     # per role (producer, consumer): the prior's standard error per worker moved where it differs by
@@ -220,8 +225,10 @@ class ContentionFit:
             return 1.0, 1.0
         c = self._clip(n_producer)
         d, beyond = c - self.ref_producers, n_producer - c
-        return (math.exp(self.producer_k * d + self.prior_k[0] * beyond),
-                math.exp(self.consumer_k * d + self.prior_k[1] * beyond))
+        return (
+            math.exp(self.producer_k * d + self.prior_k[0] * beyond),
+            math.exp(self.consumer_k * d + self.prior_k[1] * beyond),
+        )
 
     def single_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy (producer, consumer) for the lone-worker regime
@@ -229,11 +236,12 @@ class ContentionFit:
         one worker of the role and the other more, and the logs did not span both."""
         if (gpus != self.gpus and not self.role_se) or not (self.prior_se or self.role_se):
             return 0.0, 0.0
-        g = self.gpus   # the logged (given) split's G: each role's count there
+        g = self.gpus  # the logged (given) split's G: each role's count there
         out = []
-        for here, ref, lo, hi in ((n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
-                                  (gpus - n_producer, g - self.ref_producers, g - self.hi_producers,
-                                   g - self.lo_producers)):
+        for here, ref, lo, hi in (
+            (n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
+            (gpus - n_producer, g - self.ref_producers, g - self.hi_producers, g - self.lo_producers),
+        ):
             spanned = lo == 1 < hi
             out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)
         return out[0], out[1]
@@ -248,8 +256,7 @@ class ContentionFit:
         c = self._clip(n_producer)
         inside, beyond = abs(c - self.ref_producers), abs(n_producer - c)
         prior_p, prior_c = self.role_prior_se()
-        return (self.producer_se * inside + prior_p * beyond,
-                self.consumer_se * inside + prior_c * beyond)
+        return (self.producer_se * inside + prior_p * beyond, self.consumer_se * inside + prior_c * beyond)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,17 +274,27 @@ class RegimeFit:
 
     producer_scale: tuple[float, ...] = ()
     consumer_scale: tuple[float, ...] = ()
-    weight: tuple[float, ...] = ()     # share of time of each (grouped) slice
-    producer_scv: float = 0.0          # within-slice SCV
+    weight: tuple[float, ...] = ()  # share of time of each (grouped) slice
+    producer_scv: float = 0.0  # within-slice SCV
     consumer_scv: float = 0.0
     f_producer: float = 0.0
     f_consumer: float = 0.0
     detected: bool = False
+
+
 NO_REGIMES = RegimeFit()
 
 
-NO_CONTENTION = ContentionFit(ref_producers=0, gpus=0, producer_k=0.0, consumer_k=0.0, producer_se=0.0,
-                              consumer_se=0.0, measured=False, prior_se=0.0)
+NO_CONTENTION = ContentionFit(
+    ref_producers=0,
+    gpus=0,
+    producer_k=0.0,
+    consumer_k=0.0,
+    producer_se=0.0,
+    consumer_se=0.0,
+    measured=False,
+    prior_se=0.0,
+)
 
 
 @dataclass(frozen=True)
@@ -285,15 +302,15 @@ class SyncFit:
     """Data-parallel drafter sync: every ``sync_every`` steps, a collective of ``T_ar(M)`` s."""
 
     sync_every: int
-    latency_s: float             # a in T_ar = c + a*(M-1) + b*(M-1)/M
-    bandwidth_s: float           # b
+    latency_s: float  # a in T_ar = c + a*(M-1) + b*(M-1)/M
+    bandwidth_s: float  # b
     dur_by_workers: Mapping[int, float] = field(default_factory=dict)
     measured: bool = False
-    fixed_s: float = 0.0         # c
+    fixed_s: float = 0.0  # c
     # measured at one drafter count only: the scaling with M is unidentified; T_ar(M) assumes a
     # ring and the intervals carry the flat extreme too (allreduce_range_s)
     scaling_identified: bool = True
-    bytes_per_sync: float | None = None   # the sync events' mean ``bytes`` (None: not logged)
+    bytes_per_sync: float | None = None  # the sync events' mean ``bytes`` (None: not logged)
 
     def allreduce_s(self, m: int) -> float:
         if m <= 1:
@@ -317,13 +334,13 @@ class SyncFit:
 @dataclass(frozen=True)
 class LoaderFit:
     input_bound: bool
-    capacity_bps: float | None   # known when input-bound
+    capacity_bps: float | None  # known when input-bound
     scv: float
     producer_starved_share: float
     pre_mean_depth: float | None
-    pre_empty_share: float | None = None   # share of snapshots with some prefetch queue empty
-    near_binding: bool = False             # starved with queues running dry, below the fixed thresholds
-    calibrated: bool = False               # capacity_bps solved from the observed split's rate
+    pre_empty_share: float | None = None  # share of snapshots with some prefetch queue empty
+    near_binding: bool = False  # starved with queues running dry, below the fixed thresholds
+    calibrated: bool = False  # capacity_bps solved from the observed split's rate
 
 
 @dataclass(frozen=True)
@@ -335,10 +352,10 @@ class LinkFit:
     bytes_s: float | None = None
     source: str | None = None
     crossed_steps: int = 0
-    steps_known: int = 0                 # the first log's steady drafter steps whose origin node is known
-    first_crossed: int = 0               # ... and of them, those that crossed
+    steps_known: int = 0  # the first log's steady drafter steps whose origin node is known
+    first_crossed: int = 0  # ... and of them, those that crossed
     local_xfer_s: float = 0.0
-    spans_nodes: bool = False            # some log ran on more than one node
+    spans_nodes: bool = False  # some log ran on more than one node
     gpus_per_worker: tuple[int, int] = (1, 1)
     gpus_per_node: int | None = None
     # the first log's placement, engines per node (empty: one node)
@@ -362,11 +379,11 @@ class PipelineFit:
     tokens_mean: float
     tokens_std: float
     seqs_mean: float | None
-    source: str                  # "steps" or "rates"
+    source: str  # "steps" or "rates"
     observed: tuple[ObservedRun, ...]
     hs_bytes_per_token: float | None
     total_batches: float | None  # the whole job, when samples x epochs are known
-    tokens_range: tuple[float, float] = (0.0, 0.0)   # batch sizes the step-time line was fitted on
+    tokens_range: tuple[float, float] = (0.0, 0.0)  # batch sizes the step-time line was fitted on
     contention: ContentionFit = NO_CONTENTION
     regimes: RegimeFit = NO_REGIMES
     link: LinkFit = NO_LINK

@@ -5,10 +5,12 @@ holds the sweeps (fixtures/sweep/) and the held-out tests. They set the centre a
 what a projection assumes about step times that change with the split (contention on a shared
 host, the lone-worker regime), with another token budget, and from run to run.
 """
+
 from __future__ import annotations
 
 import math
-DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical
+
+DEFAULT_SCV = 0.05  # GPU step times: SCV 0.01-0.1 is typical
 # Contention prior (one split seen): a worker's step time may change by this much (one standard
 # error, relative, per producer added at a fixed G) because workers share a host resource (memory
 # bandwidth, PCIe, host CPU, the loader). From the real CPU sweeps in fixtures/sweep/: the RMS
@@ -21,7 +23,7 @@ DEFAULT_SCV = 0.05              # GPU step times: SCV 0.01-0.1 is typical
 # gave slopes of up to 14% per worker that did not continue; a fitted slope shrunk towards 0 by
 # this prior and carried over the whole range was tried on the five sweeps' pairs and rejected:
 # G = 12 pairs' worst error went from 25.7% to 39.3% and their coverage from 80% to 68%).
-CONTENTION_PRIOR_SE = 0.045    # carried only where workers share a host's compute (see shares_compute)
+CONTENTION_PRIOR_SE = 0.045  # carried only where workers share a host's compute (see shares_compute)
 # A host with fewer CPU cores than workers (header `cores`): a busy worker's step time is set by how
 # many others are busy with it, which the split changes. Processor sharing bounds the move between
 # two splits by a factor workers/cores (1.5 for 3 workers on 2 cores). Measured on real pairs of
@@ -31,8 +33,10 @@ CONTENTION_PRIOR_SE = 0.045    # carried only where workers share a host's compu
 # moved a drafter's by 1.63, beyond the bound. So ln(workers / cores) is carried as one standard
 # error per worker moved (95%: a factor (workers/cores)^+-1.96), not as a limit, in place of
 # CONTENTION_PRIOR_SE where it is larger.
-OVERSUBSCRIBED_SOURCE = ("3 workers on 2 cores moved their steps by a factor 1.30-1.63 between 1-2 and 2-1: "
-                         "fixtures/oversub2, BENCHMARKS.md section 18")
+OVERSUBSCRIBED_SOURCE = (
+    "3 workers on 2 cores moved their steps by a factor 1.30-1.63 between 1-2 and 2-1: "
+    "fixtures/oversub2, BENCHMARKS.md section 18"
+)
 
 
 def oversubscribed_se(workers: int, cores: int) -> float:
@@ -94,7 +98,7 @@ TOKEN_LINE_CURVATURE_HALF95 = 0.2
 # two then tested: BENCHMARKS.md section 9): relative standard error per role. The G = 12 sweep
 # (cpu32g12, a host whose pace moved by up to 25% within minutes: 16.5% / 17.5%) is kept out of the
 # pool as a test of it.
-RUN_SE = 0.09                  # carried where workers share a host's compute, like the contention prior
+RUN_SE = 0.09  # carried where workers share a host's compute, like the contention prior
 
 
 # ---------------------------------------------------------------- real GPUs, no step log

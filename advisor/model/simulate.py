@@ -54,6 +54,7 @@ blocked = finished but holding output (loader, targets), sync = waiting at the b
 plus all-reduce (drafters), starved = the rest (idle for want of input). q_hs depth is the
 exact time-weighted distribution of the number of waiting items over the window.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -66,7 +67,7 @@ import numpy as np
 
 __all__ = ["RoleShares", "SimTrace", "SimResult", "simulate", "simulated_bps"]
 
-HEAP_QUEUES = 128   # past this many targets the loader finds the shortest prefetch queue by a heap
+HEAP_QUEUES = 128  # past this many targets the loader finds the shortest prefetch queue by a heap
 
 
 @dataclass(frozen=True)
@@ -148,25 +149,25 @@ def _as_times(name: str, x, n: int | None) -> np.ndarray:
     return a
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)   # arrays: compared by identity
+@dataclass(frozen=True, kw_only=True, eq=False)  # arrays: compared by identity
 class SimInput:
     """One split's run to simulate (module docstring): every batch's service times and the
     pipeline's shape. Checked when it is simulated; a bad field is a ``ValueError`` naming it."""
 
-    target_s: Any                       # seconds of target service per batch (length n: the batches)
-    drafter_s: Any                      # seconds of drafter service per batch (length n)
-    n_target: int                       # target workers N
-    n_drafter: int                      # drafter workers M
-    hs_cap: int                         # q_hs depth, batches
-    pre_cap: int = 50                   # each target's prefetch queue depth, batches
-    loader_s: Any = 0.0                 # loader seconds, a scalar or per batch (0: an infinitely fast loader)
-    tokens: Any = None                  # per-batch token counts (tok_s and the trace only); None: zeros
-    sync_every: int = 0                 # drafter steps per weight sync (0: none)
-    sync_s: Any = 0.0                   # all-reduce seconds, a scalar or one per sync round (used cyclically)
-    warmup_batches: int | None = None   # drafter completions dropped before the window; None: n // 10
-    link_s: Any = None                  # per-batch transfer seconds where a batch crosses nodes; None: one node
-    target_node: Any = None             # each target's node (with link_s)
-    drafter_node: Any = None            # each drafter's node (with link_s)
+    target_s: Any  # seconds of target service per batch (length n: the batches)
+    drafter_s: Any  # seconds of drafter service per batch (length n)
+    n_target: int  # target workers N
+    n_drafter: int  # drafter workers M
+    hs_cap: int  # q_hs depth, batches
+    pre_cap: int = 50  # each target's prefetch queue depth, batches
+    loader_s: Any = 0.0  # loader seconds, a scalar or per batch (0: an infinitely fast loader)
+    tokens: Any = None  # per-batch token counts (tok_s and the trace only); None: zeros
+    sync_every: int = 0  # drafter steps per weight sync (0: none)
+    sync_s: Any = 0.0  # all-reduce seconds, a scalar or one per sync round (used cyclically)
+    warmup_batches: int | None = None  # drafter completions dropped before the window; None: n // 10
+    link_s: Any = None  # per-batch transfer seconds where a batch crosses nodes; None: one node
+    target_node: Any = None  # each target's node (with link_s)
+    drafter_node: Any = None  # each drafter's node (with link_s)
 
 
 def simulate(run: SimInput | None = None, /, *, keep_trace: bool = False, **given: Any) -> SimResult:
@@ -218,8 +219,22 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
     at the first event past the steady window's end (the last loader departure): the queues'
     drain after it (N pre_cap batches and more at a large G, a quarter of the run) changes no
     completion inside the window; a batch not completed by then has completion time inf."""
-    (target_s, drafter_s, n_target, n_drafter, hs_cap, pre_cap, loader_s, tokens, sync_every, sync_s,
-     warmup_batches, link_s, target_node, drafter_node) = (getattr(run, f.name) for f in fields(SimInput))
+    (
+        target_s,
+        drafter_s,
+        n_target,
+        n_drafter,
+        hs_cap,
+        pre_cap,
+        loader_s,
+        tokens,
+        sync_every,
+        sync_s,
+        warmup_batches,
+        link_s,
+        target_node,
+        drafter_node,
+    ) = (getattr(run, f.name) for f in fields(SimInput))
     ts_a = _as_times("target_s", target_s, None)
     n = int(ts_a.shape[0])
     ds_a = _as_times("drafter_s", drafter_s, n)
@@ -230,8 +245,13 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
     sync_a = np.atleast_1d(np.asarray(sync_s, dtype=float))
     if sync_a.ndim != 1 or sync_a.size == 0 or np.any(sync_a < 0) or not np.all(np.isfinite(sync_a)):
         raise ValueError("sync_s: expected seconds >= 0, a scalar or a non-empty 1-D array")
-    for name, v, lo in (("n_target", n_target, 1), ("n_drafter", n_drafter, 1), ("hs_cap", hs_cap, 0),
-                        ("pre_cap", pre_cap, 1), ("sync_every", sync_every, 0)):
+    for name, v, lo in (
+        ("n_target", n_target, 1),
+        ("n_drafter", n_drafter, 1),
+        ("hs_cap", hs_cap, 0),
+        ("pre_cap", pre_cap, 1),
+        ("sync_every", sync_every, 0),
+    ):
         if int(v) != v or v < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
     N, M, hs_cap, pre_cap, k_sync = int(n_target), int(n_drafter), int(hs_cap), int(pre_cap), int(sync_every)
@@ -260,6 +280,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
         start = link_free[0] if link_free[0] > t else t
         link_free[0] = start + xs[b]
         return link_free[0]
+
     ls = ls_a.tolist()
     sync_list = sync_a.tolist()
     n_sync_draws = len(sync_list)
@@ -273,7 +294,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
     D1 = [0.0] * n
     W1 = [0] * n
     S2 = [0.0] * n
-    C2 = [math.inf] * n     # (every batch completes, unless the run stops at the window's end)
+    C2 = [math.inf] * n  # (every batch completes, unless the run stops at the window's end)
     W2 = [0] * n
     R2 = [-1] * n
     sync_start: list[float] = []
@@ -395,7 +416,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
             tgt_next(j, t)
         else:
             if linked:
-                d_idle.append(d)        # across nodes: the drafter idle longest takes first
+                d_idle.append(d)  # across nodes: the drafter idle longest takes first
             else:
                 push(d_idle, d)
             return
@@ -455,8 +476,9 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
             for d in range(M):
                 drafter_free(d, t)
 
-    return _Events(N, M, hs_cap, n, warmup_batches, tok_a,
-                   S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end)
+    return _Events(
+        N, M, hs_cap, n, warmup_batches, tok_a, S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end
+    )
 
 
 def _overlap_by_worker(start, end, worker, n_workers: int, t_a: float, t_b: float) -> np.ndarray:
@@ -480,14 +502,14 @@ def _depth_profile(t_in, t_out, t_a: float, t_b: float, cap: int | None):
     if cap is None:
         return mean, None
     hist = np.bincount(np.maximum(depth, 0), weights=w, minlength=cap + 1)
-    if hist[cap + 1:].sum() > 1e-9 * span:
+    if hist[cap + 1 :].sum() > 1e-9 * span:
         raise AssertionError("q_hs depth exceeded its capacity for a non-zero time")
     return mean, hist[: cap + 1] / span
 
 
 def _window(C2: np.ndarray, ev: _Events) -> tuple[float, float, np.ndarray]:
     """The steady window (module docstring): (t_a, t_b, which drafter completions fall in it)."""
-    t_a = float(np.partition(C2, ev.warmup)[ev.warmup])     # the warmup-th completion, as a sort gives it
+    t_a = float(np.partition(C2, ev.warmup)[ev.warmup])  # the warmup-th completion, as a sort gives it
     t_b = float(ev.D0[ev.n - 1])
     inside = (C2 > t_a) & (C2 <= t_b)
     in_window = int(np.count_nonzero(inside))
@@ -495,7 +517,8 @@ def _window(C2: np.ndarray, ev: _Events) -> tuple[float, float, np.ndarray]:
         raise ValueError(
             f"warmup_batches: the steady window is empty ({in_window} completions between the "
             f"warm-up end {t_a:.3f} s and the last loader departure {t_b:.3f} s); simulate more "
-            "batches than are in flight (about N * pre_cap + hs_cap + N + M) plus the warm-up")
+            "batches than are in flight (about N * pre_cap + hs_cap + N + M) plus the warm-up"
+        )
     return t_a, t_b, inside
 
 
@@ -546,17 +569,38 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
     trace = None
     if keep_trace:
         trace = SimTrace(
-            tokens=tok_a, loader_start_s=S0, loader_finish_s=C0, loader_departure_s=D0, loader_queue=Q0,
-            target_start_s=S1, target_finish_s=C1, target_departure_s=D1, target_worker=W1,
-            drafter_start_s=S2, drafter_finish_s=C2, drafter_worker=W2, drafter_sync_round=R2,
-            sync_start_s=ss, sync_end_s=se,
+            tokens=tok_a,
+            loader_start_s=S0,
+            loader_finish_s=C0,
+            loader_departure_s=D0,
+            loader_queue=Q0,
+            target_start_s=S1,
+            target_finish_s=C1,
+            target_departure_s=D1,
+            target_worker=W1,
+            drafter_start_s=S2,
+            drafter_finish_s=C2,
+            drafter_worker=W2,
+            drafter_sync_round=R2,
+            sync_start_s=ss,
+            sync_end_s=se,
         )
     return SimResult(
-        n_target=N, n_drafter=M, n_batches=n, warmup_batches=warmup, t_from_s=t_a, t_to_s=t_b,
-        batches_in_window=in_window, bps=float(bps), tok_s=tok_s,
+        n_target=N,
+        n_drafter=M,
+        n_batches=n,
+        warmup_batches=warmup,
+        t_from_s=t_a,
+        t_to_s=t_b,
+        batches_in_window=in_window,
+        bps=float(bps),
+        tok_s=tok_s,
         roles={"loader": loader, "target": target, "drafter": drafter},
-        hs_depth_mean=hs_mean, hs_depth_share=hs_share, pre_depth_mean=pre_mean,
-        n_syncs=int(ss.size), trace=trace,
+        hs_depth_mean=hs_mean,
+        hs_depth_share=hs_share,
+        pre_depth_mean=pre_mean,
+        n_syncs=int(ss.size),
+        trace=trace,
     )
 
 

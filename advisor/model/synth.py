@@ -35,6 +35,7 @@ window; `end`. The log stops at the end of the steady window (the loader's last 
 or at duration_s, whichever is first, so it never shows the drain of a finite input.
 Events are written in time order.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -46,9 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.records import End, Queue, Rates, Run, Step, Sync
 from advisor.model.simulate import SimResult, simulate
-
+from advisor.records import End, Queue, Rates, Run, Step, Sync
 
 
 def _dumps(obj) -> bytes:
@@ -56,8 +56,18 @@ def _dumps(obj) -> bytes:
     # byte for byte; a faster optional encoder would format some floats differently)
     return json.dumps(obj, separators=(",", ":")).encode()
 
-__all__ = ["ServiceModel", "TokenModel", "Scenario", "ScenarioDraw", "SynthLog", "draw", "run", "write_log",
-           "reference_scenario"]
+
+__all__ = [
+    "ServiceModel",
+    "TokenModel",
+    "Scenario",
+    "ScenarioDraw",
+    "SynthLog",
+    "draw",
+    "run",
+    "write_log",
+    "reference_scenario",
+]
 
 
 def _check(cond: bool, field_name: str, msg: str) -> None:
@@ -93,8 +103,9 @@ class ServiceModel:
         return self.t0_s + self.per_token_s * tokens_mean
 
     @classmethod
-    def from_mean(cls, mean_s: float, tokens_mean: float, *, overhead_share: float = 0.05,
-                  scv: float = 0.0, dist: str = "gamma") -> "ServiceModel":
+    def from_mean(
+        cls, mean_s: float, tokens_mean: float, *, overhead_share: float = 0.05, scv: float = 0.0, dist: str = "gamma"
+    ) -> ServiceModel:
         """A model whose mean busy at tokens_mean is mean_s, overhead_share of it fixed."""
         _check(mean_s > 0, "mean_s", f"must be > 0, got {mean_s}")
         _check(0 <= overhead_share <= 1, "overhead_share", f"must be in [0, 1], got {overhead_share}")
@@ -112,8 +123,11 @@ class TokenModel:
         _check(self.budget > 0, "budget", f"must be > 0, got {self.budget}")
         _check(0 < self.mean < self.budget, "mean", f"must be in (0, budget={self.budget}), got {self.mean}")
         m = self.mean / self.budget
-        _check(0 <= self.cv and (self.cv * m) ** 2 < m * (1 - m), "cv",
-               f"{self.cv} is too large for a batch mean of {self.mean} under a budget of {self.budget}")
+        _check(
+            0 <= self.cv and (self.cv * m) ** 2 < m * (1 - m),
+            "cv",
+            f"{self.cv} is too large for a batch mean of {self.mean} under a budget of {self.budget}",
+        )
         _check(self.seq_len > 0, "seq_len", f"must be > 0, got {self.seq_len}")
 
     def draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -156,7 +170,7 @@ class Scenario:
     target_model: str = "synthetic-target"
     drafter_model: str = "synthetic-drafter"
     hs_bytes_per_token: int | None = None
-    gpus_per_target: int = 1          # GPUs one target engine holds (a TP-k engine); the log's gpus_per_worker
+    gpus_per_target: int = 1  # GPUs one target engine holds (a TP-k engine); the log's gpus_per_worker
 
     def __post_init__(self):
         for f in ("n_target", "n_drafter", "pre_cap"):
@@ -170,8 +184,11 @@ class Scenario:
         _check(self.sync_scaling in ("ring", "flat"), "sync_scaling", f"ring or flat, got {self.sync_scaling!r}")
         _check(self.warmup_factor >= 1, "warmup_factor", f"must be >= 1, got {self.warmup_factor}")
         _check(self.warmup_tau_s >= 0, "warmup_tau_s", f"must be >= 0, got {self.warmup_tau_s}")
-        _check((self.n_batches is None) != (self.duration_s is None), "n_batches",
-               "give exactly one of n_batches and duration_s")
+        _check(
+            (self.n_batches is None) != (self.duration_s is None),
+            "n_batches",
+            "give exactly one of n_batches and duration_s",
+        )
         if self.n_batches is not None:
             _check(self.n_batches >= 10, "n_batches", f"must be >= 10, got {self.n_batches}")
         if self.duration_s is not None:
@@ -184,7 +201,7 @@ class Scenario:
     def gpus(self) -> int:
         return self.n_target * self.gpus_per_target + self.n_drafter
 
-    def split(self, n_target: int, n_drafter: int) -> "Scenario":
+    def split(self, n_target: int, n_drafter: int) -> Scenario:
         return replace(self, n_target=n_target, n_drafter=n_drafter)
 
     def bound_bps(self) -> float:
@@ -243,20 +260,35 @@ def draw(scenario: Scenario, n_batches: int | None = None, *, warmup: bool = Tru
         return base * _noise(g, m.scv, m.dist, n) * factor
 
     sync = _noise(streams[4], s.sync_scv, "gamma", n // max(s.sync_every, 1) + 1)
-    return ScenarioDraw(tokens, seqs, service(s.loader, streams[1]), service(s.target, streams[2]),
-                        service(s.drafter, streams[3]), sync)
+    return ScenarioDraw(
+        tokens, seqs, service(s.loader, streams[1]), service(s.target, streams[2]), service(s.drafter, streams[3]), sync
+    )
 
 
-def run(scenario: Scenario, *, n_batches: int | None = None, warmup: bool = True,
-        warmup_batches: int | None = None, keep_trace: bool = False,
-        sample: ScenarioDraw | None = None) -> SimResult:
+def run(
+    scenario: Scenario,
+    *,
+    n_batches: int | None = None,
+    warmup: bool = True,
+    warmup_batches: int | None = None,
+    keep_trace: bool = False,
+    sample: ScenarioDraw | None = None,
+) -> SimResult:
     """Simulate the scenario's split (pass `sample` to reuse one draw across splits)."""
     d = draw(scenario, n_batches, warmup=warmup) if sample is None else sample
     return simulate(
-        target_s=d.target_s, drafter_s=d.drafter_s, loader_s=d.loader_s, tokens=d.tokens,
-        n_target=scenario.n_target, n_drafter=scenario.n_drafter, hs_cap=scenario.hs_cap,
-        pre_cap=scenario.pre_cap, sync_every=scenario.sync_every, sync_s=scenario.allreduce_s() * d.sync_factor,
-        warmup_batches=warmup_batches, keep_trace=keep_trace,
+        target_s=d.target_s,
+        drafter_s=d.drafter_s,
+        loader_s=d.loader_s,
+        tokens=d.tokens,
+        n_target=scenario.n_target,
+        n_drafter=scenario.n_drafter,
+        hs_cap=scenario.hs_cap,
+        pre_cap=scenario.pre_cap,
+        sync_every=scenario.sync_every,
+        sync_s=scenario.allreduce_s() * d.sync_factor,
+        warmup_batches=warmup_batches,
+        keep_trace=keep_trace,
     )
 
 
@@ -270,13 +302,24 @@ class SynthLog:
 
 
 def _header(s: Scenario) -> Run:
-    return Run(run=s.name, gpus=s.gpus, roles={"target": s.n_target, "drafter": s.n_drafter},
-               queues=(Queue(name="pre", feeds="target", cap=s.pre_cap, per_worker=True),
-                       Queue(name="hs", feeds="drafter", cap=s.hs_cap)),
-               token_budget=s.tokens.budget, samples=s.samples, epochs=s.epochs, hardware=s.hardware,
-               target_model=s.target_model, drafter_model=s.drafter_model, sync_every=s.sync_every,
-               hs_bytes_per_token=s.hs_bytes_per_token,
-               gpus_per_worker={"target": s.gpus_per_target} if s.gpus_per_target != 1 else None)
+    return Run(
+        run=s.name,
+        gpus=s.gpus,
+        roles={"target": s.n_target, "drafter": s.n_drafter},
+        queues=(
+            Queue(name="pre", feeds="target", cap=s.pre_cap, per_worker=True),
+            Queue(name="hs", feeds="drafter", cap=s.hs_cap),
+        ),
+        token_budget=s.tokens.budget,
+        samples=s.samples,
+        epochs=s.epochs,
+        hardware=s.hardware,
+        target_model=s.target_model,
+        drafter_model=s.drafter_model,
+        sync_every=s.sync_every,
+        hs_bytes_per_token=s.hs_bytes_per_token,
+        gpus_per_worker={"target": s.gpus_per_target} if s.gpus_per_target != 1 else None,
+    )
 
 
 def _prev_free(start: np.ndarray, free: np.ndarray, worker: np.ndarray) -> np.ndarray:
@@ -293,8 +336,15 @@ def _prev_free(start: np.ndarray, free: np.ndarray, worker: np.ndarray) -> np.nd
     return prev
 
 
-def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_only: bool = False,
-              end_reason: str | None = None, sample: ScenarioDraw | None = None) -> SynthLog:
+def write_log(
+    path,
+    scenario: Scenario,
+    *,
+    rates_every_s: float = 60.0,
+    rates_only: bool = False,
+    end_reason: str | None = None,
+    sample: ScenarioDraw | None = None,
+) -> SynthLog:
     """Simulate `scenario` and write its schema-v1 log to `path` (gzip if it ends in .gz)."""
     _check(rates_every_s > 0, "rates_every_s", f"must be > 0, got {rates_every_s}")
     s = scenario
@@ -341,9 +391,25 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
         twait = rnd(tr.target_start_s[sel] - tgt_prev[sel], 5)
         tblk = rnd(tgt_free[sel] - tr.target_finish_s[sel], 5)
         for i in range(len(bb)):
-            events.append((tt[i], 0, _dumps(Step(
-                t=tt[i], role="target", worker=tw[i], batch=bb[i], tokens=tk[i], seqs=tq[i], busy=tbusy[i],
-                wait=twait[i], blocked=tblk[i]).to_dict())))
+            events.append(
+                (
+                    tt[i],
+                    0,
+                    _dumps(
+                        Step(
+                            t=tt[i],
+                            role="target",
+                            worker=tw[i],
+                            batch=bb[i],
+                            tokens=tk[i],
+                            seqs=tq[i],
+                            busy=tbusy[i],
+                            wait=twait[i],
+                            blocked=tblk[i],
+                        ).to_dict()
+                    ),
+                )
+            )
         sel = np.flatnonzero(dr_free <= t_end)
         dt_, bb = rnd(dr_free[sel]), sel.tolist()
         dw = tr.drafter_worker[sel].tolist()
@@ -355,16 +421,31 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
         dloss = rnd(loss[sel], 4)
         with_barrier = s.sync_every > 0 and M > 1
         for i in range(len(bb)):
-            ev = Step(t=dt_[i], role="drafter", worker=dw[i], batch=bb[i], tokens=dk[i], seqs=dq[i],
-                      busy=dbusy[i], wait=dwait[i], blocked=0.0, loss=dloss[i],
-                      extra={"barrier": dbar[i]} if with_barrier else {})
+            ev = Step(
+                t=dt_[i],
+                role="drafter",
+                worker=dw[i],
+                batch=bb[i],
+                tokens=dk[i],
+                seqs=dq[i],
+                busy=dbusy[i],
+                wait=dwait[i],
+                blocked=0.0,
+                loss=dloss[i],
+                extra={"barrier": dbar[i]} if with_barrier else {},
+            )
             events.append((dt_[i], 1, _dumps(ev.to_dict())))
         n_steps = len(events)
         sel = np.flatnonzero(tr.sync_end_s <= t_end)
         for r in sel.tolist():
             te = round(float(tr.sync_end_s[r]), rounds)
-            ev = Sync(t=te, role="drafter", workers=M, bytes=s.sync_bytes,
-                      dur=round(float(s.allreduce_s() * d.sync_factor[r % d.sync_factor.shape[0]]), 5))
+            ev = Sync(
+                t=te,
+                role="drafter",
+                workers=M,
+                bytes=s.sync_bytes,
+                dur=round(float(s.allreduce_s() * d.sync_factor[r % d.sync_factor.shape[0]]), 5),
+            )
             events.append((te, 2, _dumps(ev.to_dict())))
 
     # --- rates snapshots ---
@@ -372,10 +453,10 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
     snaps = np.arange(1, int(math.floor(t_end / w)) + 1) * w
     if snaps.size:
         tgt_sorted = np.sort(tgt_free)
-        t_busy = (tr.target_finish_s - tr.target_start_s)
+        t_busy = tr.target_finish_s - tr.target_start_s
         dr_sorted_idx = np.argsort(dr_free)
         dr_sorted = dr_free[dr_sorted_idx]
-        d_busy = (tr.drafter_finish_s - tr.drafter_start_s)
+        d_busy = tr.drafter_finish_s - tr.drafter_start_s
         tgt_busy_cum = np.concatenate([[0.0], np.cumsum(t_busy[np.argsort(tgt_free)])])
         dr_busy_cum = np.concatenate([[0.0], np.cumsum(d_busy[dr_sorted_idx])])
         dr_tok_cum = np.concatenate([[0.0], np.cumsum(tr.tokens[dr_sorted_idx])])
@@ -394,8 +475,13 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
         da_i = np.searchsorted(dr_sorted, snaps - w, "right")
         db_i = np.searchsorted(dr_sorted, snaps, "right")
         hs_depth = np.searchsorted(hs_in, snaps, "right") - np.searchsorted(hs_out, snaps, "right")
-        pre_depth = np.stack([np.searchsorted(pre_in[j], snaps, "right") - np.searchsorted(pre_out[j], snaps, "right")
-                              for j in range(N)], axis=1)
+        pre_depth = np.stack(
+            [
+                np.searchsorted(pre_in[j], snaps, "right") - np.searchsorted(pre_out[j], snaps, "right")
+                for j in range(N)
+            ],
+            axis=1,
+        )
         for i, t in enumerate(snaps.tolist()):
             nt, nd = int(tb_i[i] - ta_i[i]), int(db_i[i] - da_i[i])
             bt = float(tgt_busy_cum[tb_i[i]] - tgt_busy_cum[ta_i[i]])
@@ -407,11 +493,16 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
                 cap["drafter"] = round(M * nd / bd, 4)
             seq_rate = float(dr_seq_cum[db_i[i]] - dr_seq_cum[da_i[i]]) / w
             done_samples = float(dr_seq_cum[db_i[i]])
-            ev = Rates(t=round(t, rounds), window=w, bps={"target": round(nt / w, 4), "drafter": round(nd / w, 4)},
-                       cap_bps=cap or None, tok_s=round(float(dr_tok_cum[db_i[i]] - dr_tok_cum[da_i[i]]) / w, 1),
-                       q={"pre": pre_depth[i].tolist(), "hs": int(hs_depth[i])},
-                       eta_s=round(max(total_samples - done_samples, 0.0) / seq_rate, 1) if seq_rate > 0 else None,
-                       done=round(min(done_samples / total_samples, 1.0), 6))
+            ev = Rates(
+                t=round(t, rounds),
+                window=w,
+                bps={"target": round(nt / w, 4), "drafter": round(nd / w, 4)},
+                cap_bps=cap or None,
+                tok_s=round(float(dr_tok_cum[db_i[i]] - dr_tok_cum[da_i[i]]) / w, 1),
+                q={"pre": pre_depth[i].tolist(), "hs": int(hs_depth[i])},
+                eta_s=round(max(total_samples - done_samples, 0.0) / seq_rate, 1) if seq_rate > 0 else None,
+                done=round(min(done_samples / total_samples, 1.0), 6),
+            )
             events.append((t, 3, _dumps(ev.to_dict())))
         final_done = float(dr_seq_cum[np.searchsorted(dr_sorted, t_end, "right")]) / total_samples
     else:
@@ -422,10 +513,14 @@ def write_log(path, scenario: Scenario, *, rates_every_s: float = 60.0, rates_on
     end = End(t=round(t_end, rounds), reason=reason)
     path = Path(path)
     with open(path, "wb") as raw:
-        fh = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) if path.suffix == ".gz" else raw
+        fh = (
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+            if path.suffix == ".gz"
+            else raw
+        )
         fh.write(_dumps(_header(s).to_dict()) + b"\n")
         for i in range(0, len(events), 65536):
-            fh.write(b"\n".join(e[2] for e in events[i:i + 65536]) + b"\n")
+            fh.write(b"\n".join(e[2] for e in events[i : i + 65536]) + b"\n")
         fh.write(_dumps(end.to_dict()) + b"\n")
         if fh is not raw:
             fh.close()
@@ -439,18 +534,40 @@ def reference_scenario(*, duration_s: float = 5400.0, seed: int = 20260415) -> S
     noise (SCV 0.03), a warm-up 1.5x slower decaying over ~3 minutes."""
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
     return Scenario(
-        name="v2-kpro6-7x1-softKL-6ep", n_target=7, n_drafter=1,
+        name="v2-kpro6-7x1-softKL-6ep",
+        n_target=7,
+        n_drafter=1,
         target=ServiceModel.from_mean(7 / 0.92, tm.mean, overhead_share=0.05, scv=0.03),
         drafter=ServiceModel.from_mean(1 / 0.86, tm.mean, overhead_share=0.07, scv=0.03),
-        tokens=tm, pre_cap=50, hs_cap=20, duration_s=duration_s,
-        warmup_factor=1.5, warmup_tau_s=180.0, seed=seed, samples=902000, epochs=6,
-        hardware="8x RTX PRO 6000 96GB", target_model="Qwen3.6-27B", drafter_model="dflash-b16",
+        tokens=tm,
+        pre_cap=50,
+        hs_cap=20,
+        duration_s=duration_s,
+        warmup_factor=1.5,
+        warmup_tau_s=180.0,
+        seed=seed,
+        samples=902000,
+        epochs=6,
+        hardware="8x RTX PRO 6000 96GB",
+        target_model="Qwen3.6-27B",
+        drafter_model="dflash-b16",
         hs_bytes_per_token=61440,
     )
 
 
-def shared_cores_log(path, n: int, m: int, *, cores: float = 2.0, work_t: float = 0.10, work_d: float = 0.06,
-                     hs_cap: int = 4, seconds: float = 120.0, dt: float = 0.0005, seed: int = 0) -> Path:
+def shared_cores_log(
+    path,
+    n: int,
+    m: int,
+    *,
+    cores: float = 2.0,
+    work_t: float = 0.10,
+    work_d: float = 0.06,
+    hs_cap: int = 4,
+    seconds: float = 120.0,
+    dt: float = 0.0005,
+    seed: int = 0,
+) -> Path:
     """A rate log of n targets and m drafters on a host of ``cores`` cores, its header silent on
     devices (no ``device``, ``physical_gpus``): every busy worker gets min(1, cores / busy workers)
     of a core (processor sharing), so a step takes longer while more peers are busy. Time-stepped
@@ -458,7 +575,7 @@ def shared_cores_log(path, n: int, m: int, *, cores: float = 2.0, work_t: float 
     it is empty; ``work_t``, ``work_d`` are one core's seconds per batch (gamma, SCV 0.1). Ends
     ``interrupted`` at ``seconds`` (benchmarks/shared_cores.py, issue 21)."""
     rng = random.Random(seed)
-    draw = lambda mean: mean * rng.gammavariate(10.0, 0.1)   # noqa: E731
+    draw = lambda mean: mean * rng.gammavariate(10.0, 0.1)  # noqa: E731
     tgt = [{"state": "busy", "left": draw(work_t), "start": 0.0, "done": 0.0} for _ in range(n)]
     dft = [{"state": "idle", "left": 0.0, "start": 0.0, "free": 0.0, "wait": 0.0} for _ in range(m)]
     queue, held, rows, batch = 0, [], [], 0
@@ -476,26 +593,54 @@ def shared_cores_log(path, n: int, m: int, *, cores: float = 2.0, work_t: float 
             w = tgt[held.pop(0)]
             queue += 1
             batch += 1
-            rows.append({"ev": "step", "t": round(now, 4), "role": "target", "worker": tgt.index(w), "batch": batch,
-                         "tokens": 1000, "busy": round(w["done"] - w["start"], 5), "wait": 0.0,
-                         "blocked": round(now - w["done"], 5)})
+            rows.append(
+                {
+                    "ev": "step",
+                    "t": round(now, 4),
+                    "role": "target",
+                    "worker": tgt.index(w),
+                    "batch": batch,
+                    "tokens": 1000,
+                    "busy": round(w["done"] - w["start"], 5),
+                    "wait": 0.0,
+                    "blocked": round(now - w["done"], 5),
+                }
+            )
             w.update(state="busy", left=draw(work_t), start=now)
         for j, d in enumerate(dft):
             if d["state"] == "busy":
                 d["left"] -= dt * rate
                 if d["left"] <= 0:
-                    rows.append({"ev": "step", "t": round(now, 4), "role": "drafter", "worker": j, "batch": batch,
-                                 "tokens": 1000, "busy": round(now - d["start"], 5), "wait": round(d["wait"], 5),
-                                 "blocked": 0.0})
+                    rows.append(
+                        {
+                            "ev": "step",
+                            "t": round(now, 4),
+                            "role": "drafter",
+                            "worker": j,
+                            "batch": batch,
+                            "tokens": 1000,
+                            "busy": round(now - d["start"], 5),
+                            "wait": round(d["wait"], 5),
+                            "blocked": 0.0,
+                        }
+                    )
                     d.update(state="idle", free=now)
             if d["state"] == "idle" and queue > 0:
                 queue -= 1
                 d.update(state="busy", left=draw(work_d), start=now, wait=now - d["free"])
     rows.sort(key=lambda r: r["t"])
-    head = {"ev": "run", "v": 1, "t": 0.0, "run": f"shared-cores-{n}x{m}", "gpus": n + m,
-            "roles": {"target": n, "drafter": m}, "queues": [{"name": "hs", "feeds": "drafter", "cap": hs_cap}],
-            "token_budget": 1000}
+    head = {
+        "ev": "run",
+        "v": 1,
+        "t": 0.0,
+        "run": f"shared-cores-{n}x{m}",
+        "gpus": n + m,
+        "roles": {"target": n, "drafter": m},
+        "queues": [{"name": "hs", "feeds": "drafter", "cap": hs_cap}],
+        "token_budget": 1000,
+    }
     path = Path(path)
-    path.write_text("".join(json.dumps(o) + "\n" for o in [head, *rows, {"ev": "end", "t": seconds,
-                                                                       "reason": "interrupted"}]))
+    path.write_text(
+        "".join(json.dumps(o) + "\n" for o in [head, *rows, {"ev": "end", "t": seconds, "reason": "interrupted"}])
+    )
     return path

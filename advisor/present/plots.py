@@ -33,11 +33,13 @@ matplotlib is imported inside the functions: importing this module costs nothing
 written through a bare ``Figure`` (Agg canvas), never through pyplot's global state, so
 repeated calls (``--follow``, tests) leak no figures.
 """
+
 from __future__ import annotations
 
 import functools
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,46 +56,49 @@ PROJECTED = "tab:blue"
 RECOMMENDED = "tab:green"
 BOUND = "0.80"
 WARMUP = "0.88"
-TARGET_BINS = 80                      # time bins over a run for completion rates
-MAX_TIME_BINS = 2000                  # whatever the log's times, the rate panel never bins finer
+TARGET_BINS = 80  # time bins over a run for completion rates
+MAX_TIME_BINS = 2000  # whatever the log's times, the rate panel never bins finer
 NICE_BIN_S = (1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
-MAX_ANNOTATED_SPLITS = 10             # beyond this many splits, value labels would collide
-MAX_BAR_SPLITS = 128                  # beyond this many splits, bars under 3 px wide: lines instead
-MAX_MINOR_TICKS = 200                 # one minor tick per split up to this many splits
-MAX_DRAWN_EVENTS = 20000              # queue-depth points drawn per panel
-LABEL_GAP_EM = 1.0                    # free space between two neighbouring split labels, in font sizes
-NICE_TICK_STEPS = (1, 2, 5)           # thinned split labels fall on N = multiples of 1, 2, 5 x 10^k
-REC_MARKER, OBS_MARKER = "*", "D"     # shapes, so the two marks differ without colour
+MAX_ANNOTATED_SPLITS = 10  # beyond this many splits, value labels would collide
+MAX_BAR_SPLITS = 128  # beyond this many splits, bars under 3 px wide: lines instead
+MAX_MINOR_TICKS = 200  # one minor tick per split up to this many splits
+MAX_DRAWN_EVENTS = 20000  # queue-depth points drawn per panel
+LABEL_GAP_EM = 1.0  # free space between two neighbouring split labels, in font sizes
+NICE_TICK_STEPS = (1, 2, 5)  # thinned split labels fall on N = multiples of 1, 2, 5 x 10^k
+REC_MARKER, OBS_MARKER = "*", "D"  # shapes, so the two marks differ without colour
 REC_HATCH = "xx"
 FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
-DEFAULT_NAME = "advice.png"           # the file written into a directory given as the output
+DEFAULT_NAME = "advice.png"  # the file written into a directory given as the output
 
 
 def _axes(ax: Any) -> Any:
     if ax is None:
         import matplotlib.pyplot as plt
+
         ax = plt.gca()
     return ax
 
 
 def _title_text(text: str, limit: int = 80) -> str:
     """A run name cut to fit a title line."""
-    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _plain_text(fn: Any) -> Any:
     """Draw with mathtext off: run, role and queue names come from the log, and a '$' in one
     would otherwise be parsed as TeX (garbled, or an error when the figure is drawn)."""
+
     @functools.wraps(fn)
     def plain(*args: Any, **kw: Any) -> Any:
         from matplotlib import rc_context
 
         with rc_context({"text.parse_math": False}):
             out = fn(*args, **kw)
-        if hasattr(out, "xaxis"):   # a panel: its title and axis labels predate the context
+        if hasattr(out, "xaxis"):  # a panel: its title and axis labels predate the context
             for text in (out.title, out.xaxis.label, out.yaxis.label):
                 text.set_parse_math(False)
         return out
+
     return plain
 
 
@@ -152,8 +157,9 @@ def _nice_step(at_least: int) -> int:
         mag *= 10
 
 
-def _choose_split_ticks(widths_pt: np.ndarray, gap_pt: float, pt_per_split: float, targets: np.ndarray,
-                        first: list[int]) -> list[int]:
+def _choose_split_ticks(
+    widths_pt: np.ndarray, gap_pt: float, pt_per_split: float, targets: np.ndarray, first: list[int]
+) -> list[int]:
     """Indices of the splits to label so that no two labels come closer than ``gap_pt``.
 
     All of them when they fit. Otherwise the splits in ``first`` (recommended, observed), then
@@ -165,8 +171,10 @@ def _choose_split_ticks(widths_pt: np.ndarray, gap_pt: float, pt_per_split: floa
     n = len(widths_pt)
     if n == 0:
         return []
+
     def fits(i: int, j: int) -> bool:
         return abs(i - j) * pt_per_split >= (widths_pt[i] + widths_pt[j]) / 2 + gap_pt
+
     if all(fits(i, i + 1) for i in range(n - 1)):
         return list(range(n))
     step = _nice_step(math.ceil((widths_pt.max() + gap_pt) / max(pt_per_split, 1e-9)))
@@ -198,8 +206,7 @@ def _set_split_ticks(ax: Any, adv: Advice, x: np.ndarray) -> None:
             lo, hi = self.axis.get_view_interval()
             width_pt = self.axis.axes.get_window_extent().width * 72 / self.axis.axes.figure.dpi
             per = width_pt / max(hi - lo, 1e-9)
-            return [float(x[i]) for i in _choose_split_ticks(widths_pt, LABEL_GAP_EM * size_pt, per, targets,
-                                                             first)]
+            return [float(x[i]) for i in _choose_split_ticks(widths_pt, LABEL_GAP_EM * size_pt, per, targets, first)]
 
     def label(v: float, _pos: Any) -> str:
         i = int(round(v))
@@ -288,19 +295,35 @@ def _fmt_span(seconds: float) -> str:
 def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
     start = adv.observed.steady_from_s
     if start and start > 0:
-        ax.axvspan(0.0, start / scale, color=WARMUP, alpha=0.6, lw=0, zorder=0,
-                   label=f"warm-up, dropped (first {start / scale:.1f} {_time_axis_unit(scale)})")
+        ax.axvspan(
+            0.0,
+            start / scale,
+            color=WARMUP,
+            alpha=0.6,
+            lw=0,
+            zorder=0,
+            label=f"warm-up, dropped (first {start / scale:.1f} {_time_axis_unit(scale)})",
+        )
 
 
-@_plain_text
-def plot_splits(adv: Advice, ax: Any = None) -> Any:
-    """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
-    ax = _axes(ax)
+@dataclass(frozen=True)
+class _SplitBars:
+    """The splits panel's numbers, in the panel's throughput unit, one entry per split."""
+
+    x: np.ndarray  # a split's position on the axis
+    tok: np.ndarray  # the projection
+    low: np.ndarray  # the 95% interval's ends; an open upper end runs past the axes' top
+    high: np.ndarray
+    bound: np.ndarray  # the naive bound
+    mark_at: np.ndarray  # where a split's label and star sit
+    top: float  # the tallest finite value the axes must show
+    ob_rate: float  # the observed split's measured rate
+    unit: str
+
+
+def _split_bars(adv: Advice) -> _SplitBars:
+    """The projection, its interval and the naive bound per split, in tokens/s (or batches/s)."""
     df = adv.splits
-    keys, _ = _split_keys(adv)
-    p, c = adv.roles
-    rec = _rec_key(adv)
-    x = np.arange(len(df))
     per_batch, unit = _throughput_unit(adv)
     tok = df["bps"].to_numpy(float) * per_batch
     low = df["bps_low"].to_numpy(float) * per_batch
@@ -313,64 +336,140 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
     top = np.nanmax(np.concatenate([np.where(open_hi, tok, high), bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
-    mark_at = np.where(open_hi, tok, high)     # where a row's label and star sit
+    mark_at = np.where(open_hi, tok, high)
     high = np.where(open_hi, top * 1.4, high)
-    many = len(df) > MAX_ANNOTATED_SPLITS
-    bars = len(df) <= MAX_BAR_SPLITS
+    return _SplitBars(np.arange(len(df)), tok, low, high, bound, mark_at, top, ob_rate, unit)
+
+
+def _draw_projection(ax: Any, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool) -> tuple:
+    """The projection with its interval and the bound beside it: bars, or lines where bars would be
+    too thin. Returns the legend handles of the projection and of the bound."""
     from matplotlib.patches import Patch
-    width = 0.4
-    at = x - width / 2 if bars else x          # where a split's projection is drawn
+
+    x, tok, low, high = sb.x, sb.tok, sb.low, sb.high
     if bars:
-        ax.bar(at, tok, width, color=PROJECTED, zorder=2,
-               yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
-               error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1})
-        ax.bar(x + width / 2, bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
-        proj_handle = Patch(color=PROJECTED)
-        bound_handle = Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
-    else:
-        # bars a pixel wide are a grey smear: the projection as a line in its interval band
-        band = ax.fill_between(x, low, high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
-        proj_handle = (band, ax.plot(x, tok, color=PROJECTED, lw=1.6, zorder=3)[0])
-        bound_handle = ax.plot(x, bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
-    rec_handle = None
-    if rec in keys:
-        r = keys.index(rec)
-        star = ax.plot([at[r]], [mark_at[r] if math.isfinite(mark_at[r]) else tok[r]], marker=REC_MARKER,
-                       ms=13, color=RECOMMENDED, mec="black", mew=0.8, ls="none", zorder=5,
-                       transform=_above(ax, 9 if many else 20))[0]
-        rec_handle = (star, f"recommended split {_fmt(rec)}, projected")
-        if bars:   # drawn over the blue bar: green, cross-hatched, under the star
-            ax.bar(at[r], tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
-            rec_handle = ((Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), rec_handle[1])
-    obs_handle = None
-    obs_i = _obs_index(adv)
-    if obs_i is not None:
-        if bars:
-            ax.bar(at[obs_i], tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-        dot = ax.plot([at[obs_i]], [ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white",
-                      mew=0.8, ls="none", zorder=6)[0]
-        obs_handle = (dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}")
-    if not many:
-        for j, (xi, v, h) in enumerate(zip(x, tok, mark_at)):
-            if math.isfinite(v):
-                # clear of the observed split's diamond, which sits on the bar's top
-                ax.annotate(f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}", (xi - width / 2, h), xytext=(0, 7 if j == obs_i else 3),
-                            textcoords="offset points", ha="center", va="bottom", fontsize=8)
-    _set_split_ticks(ax, adv, x)
-    ax.set_xlim(-0.7, len(df) - 0.3)
-    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
-    ax.set_ylabel(f"throughput ({unit})")
-    # headroom for the legend, put on the side away from the tallest bar
-    ax.set_ylim(0, top * 1.4)
-    tallest = int(np.nanargmax(mark_at)) if np.isfinite(mark_at).any() else 0
+        ax.bar(
+            at,
+            tok,
+            width,
+            color=PROJECTED,
+            zorder=2,
+            yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
+            error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1},
+        )
+        ax.bar(x + width / 2, sb.bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
+        return Patch(color=PROJECTED), Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
+    # bars a pixel wide are a grey smear: the projection as a line in its interval band
+    band = ax.fill_between(x, low, high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
+    proj_handle = (band, ax.plot(x, tok, color=PROJECTED, lw=1.6, zorder=3)[0])
+    return proj_handle, ax.plot(x, sb.bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
+
+
+def _mark_recommended(
+    ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool
+) -> tuple | None:
+    """A star over the recommended split (and a green cross-hatched bar under it); its legend pair,
+    or None when the recommended split is not on the axis."""
+    from matplotlib.patches import Patch
+
+    keys, _ = _split_keys(adv)
+    rec = _rec_key(adv)
+    if rec not in keys:
+        return None
+    r = keys.index(rec)
+    star = ax.plot(
+        [at[r]],
+        [sb.mark_at[r] if math.isfinite(sb.mark_at[r]) else sb.tok[r]],
+        marker=REC_MARKER,
+        ms=13,
+        color=RECOMMENDED,
+        mec="black",
+        mew=0.8,
+        ls="none",
+        zorder=5,
+        transform=_above(ax, 9 if many else 20),
+    )[0]
+    text = f"recommended split {_fmt(rec)}, projected"
+    if not bars:
+        return star, text
+    # drawn over the blue bar: green, cross-hatched, under the star
+    ax.bar(at[r], sb.tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
+    return (Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), text
+
+
+def _mark_observed(
+    ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, obs_i: int | None
+) -> tuple | None:
+    """An outlined bar and a diamond at the measured rate on the observed split; its legend pair, or
+    None when the observed split is not on the axis."""
+    if obs_i is None:
+        return None
+    if bars:
+        ax.bar(at[obs_i], sb.tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
+    dot = ax.plot(
+        [at[obs_i]], [sb.ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8, ls="none", zorder=6
+    )[0]
+    keys, _ = _split_keys(adv)
+    return dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}"
+
+
+def _label_values(ax: Any, adv: Advice, sb: _SplitBars, width: float, obs_i: int | None) -> None:
+    """Each split's projected value over its bar."""
+    for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.mark_at)):
+        if math.isfinite(v):
+            # clear of the observed split's diamond, which sits on the bar's top
+            ax.annotate(
+                f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}",
+                (xi - width / 2, h),
+                xytext=(0, 7 if j == obs_i else 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+
+
+def _splits_legend(ax: Any, sb: _SplitBars, pairs: list) -> None:
+    """The legend of (handle, text) ``pairs`` (None left out), on the side away from the tallest bar."""
+    tallest = int(np.nanargmax(sb.mark_at)) if np.isfinite(sb.mark_at).any() else 0
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    # the projected bars have two looks, so the legend is built by hand
-    pairs = [(proj_handle, "projected, with 95% interval"), rec_handle,
-             (bound_handle, "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")),
-             obs_handle]
     pairs = [h for h in pairs if h is not None]
-    ax.legend([h for h, _ in pairs], [t for _, t in pairs], fontsize=8, framealpha=0.9,
-              loc="upper right" if tallest < len(df) / 2 else "upper left")
+    ax.legend(
+        [h for h, _ in pairs],
+        [t for _, t in pairs],
+        fontsize=8,
+        framealpha=0.9,
+        loc="upper right" if tallest < len(sb.x) / 2 else "upper left",
+    )
+
+
+@_plain_text
+def plot_splits(adv: Advice, ax: Any = None) -> Any:
+    """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
+    ax = _axes(ax)
+    p, c = adv.roles
+    sb = _split_bars(adv)
+    n = len(sb.x)
+    many = n > MAX_ANNOTATED_SPLITS
+    bars = n <= MAX_BAR_SPLITS
+    width = 0.4
+    at = sb.x - width / 2 if bars else sb.x  # where a split's projection is drawn
+    proj_handle, bound_handle = _draw_projection(ax, sb, at, width, bars, many)
+    rec_handle = _mark_recommended(ax, adv, sb, at, width, bars, many)
+    obs_i = _obs_index(adv)
+    obs_handle = _mark_observed(ax, adv, sb, at, width, bars, obs_i)
+    if not many:
+        _label_values(ax, adv, sb, width, obs_i)
+    _set_split_ticks(ax, adv, sb.x)
+    ax.set_xlim(-0.7, n - 0.3)
+    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
+    ax.set_ylabel(f"throughput ({sb.unit})")
+    # headroom for the legend, put on the side away from the tallest bar
+    ax.set_ylim(0, sb.top * 1.4)
+    # the projected bars have two looks, so the legend is built by hand
+    bound_text = "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")
+    pairs = [(proj_handle, "projected, with 95% interval"), rec_handle, (bound_handle, bound_text), obs_handle]
+    _splits_legend(ax, sb, pairs)
     ax.set_title("Projected throughput per split")
     return ax
 
@@ -407,27 +506,54 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     else:
         ax.plot(x, eff, color="tab:purple", lw=1.6, label="efficiency (X / max capacity)", zorder=2)
         ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=f"{_unit(adv)} utilisation", zorder=2)
-    ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3,
-               label=f"gate {min_efficiency:.0%}")
+    ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3, label=f"gate {min_efficiency:.0%}")
     many = len(df) > MAX_ANNOTATED_SPLITS
     if not many:
         for xi, v in zip(x, eff):
             if math.isfinite(v):
-                ax.annotate(f"{v:.0f}", (xi - width / 2, v), xytext=(0, 2), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=8)
+                ax.annotate(
+                    f"{v:.0f}",
+                    (xi - width / 2, v),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=8,
+                )
     # the same marks as the throughput panel. The axis is a percentage, so the star, which marks a
     # split and is no value, sits on the split axis under the pair of bars: lifted above the bars it
     # read as a share over 100%
     rec = _rec_key(adv)
     rec_i, obs_i = (keys.index(rec) if rec in keys else None), _obs_index(adv)
     if rec_i is not None:
-        ax.plot([x[rec_i]], [0.0], marker=REC_MARKER, ms=12, color=RECOMMENDED, mec="black", mew=0.8, ls="none",
-                zorder=5, clip_on=False, label=f"recommended {_fmt(rec)}")
+        ax.plot(
+            [x[rec_i]],
+            [0.0],
+            marker=REC_MARKER,
+            ms=12,
+            color=RECOMMENDED,
+            mec="black",
+            mew=0.8,
+            ls="none",
+            zorder=5,
+            clip_on=False,
+            label=f"recommended {_fmt(rec)}",
+        )
     measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
     if obs_i is not None and math.isfinite(measured):
         # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log
-        ax.plot([x[obs_i] - width / 2], [measured], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8,
-                ls="none", zorder=5, label=f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%")
+        ax.plot(
+            [x[obs_i] - width / 2],
+            [measured],
+            marker=OBS_MARKER,
+            ms=7,
+            color="black",
+            mec="white",
+            mew=0.8,
+            ls="none",
+            zorder=5,
+            label=f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%",
+        )
     _set_split_ticks(ax, adv, x)
     ax.set_xlim(-0.7, len(df) - 0.3)
     p, c = adv.roles
@@ -468,26 +594,52 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
         edges, width = _time_edges(end_s)
         for r in roles:
             rate = _completion_rates(log, r, edges, end_s)
-            ax.stairs(rate, edges / scale, baseline=None, color=colours[r], lw=1.4,
-                      label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
+            ax.stairs(
+                rate,
+                edges / scale,
+                baseline=None,
+                color=colours[r],
+                lw=1.4,
+                label=f"{role_plural(r)} ({log.header.roles[r]}): completions",
+            )
         basis = f"from step events, {_fmt_span(width)} bins"
     else:
         rt = log.rates
         for r in roles:
             col = f"bps_{r}"
             if col in rt and rt[col].notna().any():
-                ax.step(rt["t"] / scale, rt[col], where="pre", color=colours[r], lw=1.4,
-                        label=f"{role_plural(r)} ({log.header.roles[r]}): completions")
+                ax.step(
+                    rt["t"] / scale,
+                    rt[col],
+                    where="pre",
+                    color=colours[r],
+                    lw=1.4,
+                    label=f"{role_plural(r)} ({log.header.roles[r]}): completions",
+                )
             cap = f"cap_bps_{r}"
             if cap in rt and rt[cap].notna().any():
-                ax.step(rt["t"] / scale, rt[cap], where="pre", color=colours[r], lw=0.9, ls=":",
-                        label=f"{role_plural(r)}: logged capacity")
+                ax.step(
+                    rt["t"] / scale,
+                    rt[cap],
+                    where="pre",
+                    color=colours[r],
+                    lw=0.9,
+                    ls=":",
+                    label=f"{role_plural(r)}: logged capacity",
+                )
         basis = "from 'rates' snapshots"
     start = adv.observed.steady_from_s
     for r, cap in adv.observed.capacities_bps.items():
         if cap and math.isfinite(cap):
-            ax.hlines(cap, start / scale, end_s / scale, colors=colours.get(r, "0.3"), linestyles="--", lw=1.1,
-                      label=f"{r} capacity (fit) {cap:.3g} b/s")
+            ax.hlines(
+                cap,
+                start / scale,
+                end_s / scale,
+                colors=colours.get(r, "0.3"),
+                linestyles="--",
+                lw=1.1,
+                label=f"{r} capacity (fit) {cap:.3g} b/s",
+            )
     ax.set_xlim(0, end_s / scale)
     ax.set_ylim(bottom=0)
     ax.set_xlabel(f"time since run start ({unit})")
@@ -507,7 +659,7 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     series = queue_series(log, name)
     if series is not None:
         return (*series, "rates")
-    if not log.has_steps or log.sampled:   # the depth replay needs every step, not a sample
+    if not log.has_steps or log.sampled:  # the depth replay needs every step, not a sample
         return None
     st = log.steps
     prod, cons = log.header.producer, log.header.consumer
@@ -529,6 +681,55 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     return times, depth, np.clip(hold, 0, None), "steps"
 
 
+def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> None:
+    """The queue's depth over time: the 'rates' snapshots as they are, or the depth reconstructed
+    from step events (sampled on a grid of MAX_DRAWN_EVENTS points where there are more), said so in
+    the title."""
+    t, depth, _, source = series
+    if source == "rates":
+        ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
+        return
+    # one point per event is millions on a long run: draw the step function sampled on a
+    # fine grid (the distribution below still uses every event)
+    tt, dd = t, depth
+    if len(t) > MAX_DRAWN_EVENTS:
+        tt = np.linspace(t[0], t[-1], MAX_DRAWN_EVENTS)
+        dd = depth[np.searchsorted(t, tt, side="right") - 1]
+    ax.step(tt / scale, dd, where="post", color="tab:red", lw=0.8, label=f"q_{name} depth, reconstructed from steps")
+    ax.set_title(
+        f"q_{name} occupancy (capacity {cap})\nno 'rates' snapshots in this log: depth reconstructed from step events",
+        fontsize=11,
+    )
+
+
+def _steady_inset(ax: Any, series: tuple, cap: int, steady_from_s: float) -> bool:
+    """The time-weighted depth distribution over the steady part in an inset, placed where the line
+    is not. Returns whether the queue is mostly full (mean depth over half its capacity; True when
+    the steady part holds no weight, and no inset is drawn)."""
+    t, depth, weight, _ = series
+    steady = t >= steady_from_s
+    if not (steady.any() and weight[steady].sum() > 0):
+        return True
+    d, w = depth[steady], weight[steady]
+    mean = float(np.average(d, weights=w))
+    full = float(np.average(d >= cap - 0.5, weights=w)) if cap > 0 else float("nan")
+    mostly_full = mean > cap / 2
+    # put the inset where the line is not: a mostly full queue leaves the lower half empty
+    box = [0.58, 0.1, 0.38, 0.42] if mostly_full else [0.58, 0.5, 0.38, 0.42]
+    ins = ax.inset_axes(box)
+    edges = np.arange(-0.5, cap + 1.5, 1.0) if cap <= 60 else np.linspace(-0.5, cap + 0.5, 31)
+    hist, _ = np.histogram(d, bins=edges, weights=w)
+    share = 100 * hist / hist.sum()
+    ins.barh((edges[:-1] + edges[1:]) / 2, share, height=np.diff(edges) * 0.9, color="tab:red", alpha=0.7)
+    ins.set_ylim(edges[0], edges[-1])
+    ins.set_xlabel("% of steady time", fontsize=7)
+    ins.set_ylabel("depth", fontsize=7)
+    ins.tick_params(labelsize=7)
+    ins.set_title(f"steady state: mean {mean:.1f}/{cap}, full {full:.0%}", fontsize=7.5)
+    ins.patch.set_alpha(0.92)
+    return mostly_full
+
+
 @_plain_text
 def plot_queue(adv: Advice, ax: Any = None) -> Any:
     """q_hs depth over time with its steady-state distribution in an inset."""
@@ -541,9 +742,16 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     log = adv.logs[0]
     spec = log.header.queue_feeding(log.header.consumer)
     if spec is None:
-        ax.text(0.5, 0.5, f"the log's header names no queue feeding the {role_plural(log.header.consumer)}: "
-                          f"the hand-off is modelled without a buffer",
-                ha="center", va="center", transform=ax.transAxes, wrap=True)
+        ax.text(
+            0.5,
+            0.5,
+            f"the log's header names no queue feeding the {role_plural(log.header.consumer)}: "
+            f"the hand-off is modelled without a buffer",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            wrap=True,
+        )
         return ax
     name, cap = spec.name, spec.cap
     ax.set_title(f"q_{name} occupancy (capacity {cap})")
@@ -551,52 +759,26 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     end_s = max(log.duration_s, 1e-9)
     scale, unit = _time_axis(end_s)
     if series is None:
-        ax.text(0.5, 0.5, f"no 'rates' snapshots (and no step events) in\n{Path(log.path).name}:\n"
-                          f"q_{name} occupancy was not logged", ha="center", va="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            f"no 'rates' snapshots (and no step events) in\n{Path(log.path).name}:\nq_{name} occupancy was not logged",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         return ax
-    t, depth, weight, source = series
     _shade_warmup(ax, adv, scale)
-    if source == "rates":
-        ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
-    else:
-        # one point per event is millions on a long run: draw the step function sampled on a
-        # fine grid (the distribution below still uses every event)
-        tt, dd = t, depth
-        if len(t) > MAX_DRAWN_EVENTS:
-            tt = np.linspace(t[0], t[-1], MAX_DRAWN_EVENTS)
-            dd = depth[np.searchsorted(t, tt, side="right") - 1]
-        ax.step(tt / scale, dd, where="post", color="tab:red", lw=0.8,
-                label=f"q_{name} depth, reconstructed from steps")
-        ax.set_title(f"q_{name} occupancy (capacity {cap})\nno 'rates' snapshots in this log: "
-                     f"depth reconstructed from step events", fontsize=11)
+    _draw_depth(ax, series, name, cap, scale)
     ax.axhline(cap, color="0.3", ls=":", lw=1, label=f"capacity {cap}")
     ax.set_xlim(0, end_s / scale)
     ax.set_ylim(-0.02 * cap, cap * 1.08 if cap > 0 else 1)
     ax.set_xlabel(f"time since run start ({unit})")
     ax.set_ylabel(f"q_{name} depth (batches)")
     ax.grid(alpha=0.3)
-    steady = t >= adv.observed.steady_from_s
-    mostly_full = True
-    if steady.any() and weight[steady].sum() > 0:
-        d, w = depth[steady], weight[steady]
-        mean = float(np.average(d, weights=w))
-        full = float(np.average(d >= cap - 0.5, weights=w)) if cap > 0 else float("nan")
-        mostly_full = mean > cap / 2
-        # put the inset where the line is not: a mostly full queue leaves the lower half empty
-        box = [0.58, 0.1, 0.38, 0.42] if mostly_full else [0.58, 0.5, 0.38, 0.42]
-        ins = ax.inset_axes(box)
-        edges = np.arange(-0.5, cap + 1.5, 1.0) if cap <= 60 else np.linspace(-0.5, cap + 0.5, 31)
-        hist, _ = np.histogram(d, bins=edges, weights=w)
-        share = 100 * hist / hist.sum()
-        ins.barh((edges[:-1] + edges[1:]) / 2, share, height=np.diff(edges) * 0.9, color="tab:red", alpha=0.7)
-        ins.set_ylim(edges[0], edges[-1])
-        ins.set_xlabel("% of steady time", fontsize=7)
-        ins.set_ylabel("depth", fontsize=7)
-        ins.tick_params(labelsize=7)
-        ins.set_title(f"steady state: mean {mean:.1f}/{cap}, full {full:.0%}", fontsize=7.5)
-        ins.patch.set_alpha(0.92)
+    mostly_full = _steady_inset(ax, series, cap, adv.observed.steady_from_s)
     ax.legend(loc="lower left" if mostly_full else "upper left", fontsize=8, framealpha=0.9)
     return ax
 
@@ -666,9 +848,12 @@ def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: flo
     seen, rec = (ob.roles[p], ob.roles[c]), _rec_key(adv)
     same = " (the observed split)" if seen == rec else ""
     tok = f" ({ob.tok_s / 1e3:.1f}K tok/s)" if math.isfinite(ob.tok_s) else ""
-    fig.suptitle(f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
-                 f"{tok}, bottleneck {ob.bottleneck}; recommended split "
-                 f"{_fmt(rec)}{same}", fontsize=12)
+    fig.suptitle(
+        f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
+        f"{tok}, bottleneck {ob.bottleneck}; recommended split "
+        f"{_fmt(rec)}{same}",
+        fontsize=12,
+    )
     if path is not None:
         save_figure(fig, path)
     return fig

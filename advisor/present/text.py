@@ -7,6 +7,7 @@ names; this module lays them out beside the table with the same number formattin
 efficiency, bottleneck), the table with the recommended (``>``), observed (``*``) and judged
 (``j``) rows marked, the reasons, what the verdict depends on, the queue advice and the caveats.
 """
+
 from __future__ import annotations
 
 import html
@@ -26,12 +27,20 @@ def legend(adv: Advice, bound: bool) -> str:
     """The table's legend: ``bound`` only where the column is shown, the worker word of the log,
     and what ETA counts (the rest of the job, or for a next run the whole job)."""
     bound_text = "bound = naive min-capacity bound; " if bound else ""
-    util = ("worker util = busy share of all CPU worker time" if adv.settings.cpu
-            else "gpu util = busy share of all GPU time")
-    eta = ("ETA = the whole job at that split (a next run starts over)" if adv.settings.for_next_run
-           else "ETA = the rest of the job at that split")
-    text = (f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
-            f"capacity (balance); {util}; {eta}")
+    util = (
+        "worker util = busy share of all CPU worker time"
+        if adv.settings.cpu
+        else "gpu util = busy share of all GPU time"
+    )
+    eta = (
+        "ETA = the whole job at that split (a next run starts over)"
+        if adv.settings.for_next_run
+        else "ETA = the rest of the job at that split"
+    )
+    text = (
+        f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
+        f"capacity (balance); {util}; {eta}"
+    )
     if adv.decision.odds is not None:
         text += "; p best = how likely the split is within 2% of the best"
     if (adv.splits["method"] == "exact").any():
@@ -77,6 +86,7 @@ def _rate(bps: float, tok_s: float) -> str:
 
 # ---------------------------------------------------------------- layouts
 
+
 def shows_bound(adv: Advice) -> bool:
     """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
     row as printed (the JSON always carries ``bound_bps``)."""
@@ -100,19 +110,32 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
         head += ["link", "placement"]
     rows = []
     for label, r in adv.splits.iterrows():
-        mark = ((">" if label == d.recommended else " ") + ("*" if r["observed"] else " ")
-                + ("j" if adv.settings.roles and label == d.judged else " ")
-                + ("s" if r.get("method") == "exact" else ""))
-        rows.append([mark.rstrip(), str(label), _num(r["bps"], ".3f"),
-                     _interval_text(r), _tok(r["tok_s"]),
-                     _num(r["bound_bps"], ".3f"), _num(100 * r["efficiency"], ".0f") + "%",
-                     _num(100 * r["gpu_util"], ".0f") + "%", str(r["bottleneck"]), dur_text(r["eta_s"])]
-                    + ([_num(r["bps_exact"], ".3f")] if exact else [])
-                    + ([f"{int(r[f'gpus_{p}'])}-{int(r[f'gpus_{c}'])}"] if engines else [])
-                    + ([_num(100 * r["link_util"], ".0f") + "%", str(r["placement"])] if nodes else []))
+        mark = (
+            (">" if label == d.recommended else " ")
+            + ("*" if r["observed"] else " ")
+            + ("j" if adv.settings.roles and label == d.judged else " ")
+            + ("s" if r.get("method") == "exact" else "")
+        )
+        rows.append(
+            [
+                mark.rstrip(),
+                str(label),
+                _num(r["bps"], ".3f"),
+                _interval_text(r),
+                _tok(r["tok_s"]),
+                _num(r["bound_bps"], ".3f"),
+                _num(100 * r["efficiency"], ".0f") + "%",
+                _num(100 * r["gpu_util"], ".0f") + "%",
+                str(r["bottleneck"]),
+                dur_text(r["eta_s"]),
+            ]
+            + ([_num(r["bps_exact"], ".3f")] if exact else [])
+            + ([f"{int(r[f'gpus_{p}'])}-{int(r[f'gpus_{c}'])}"] if engines else [])
+            + ([_num(100 * r["link_util"], ".0f") + "%", str(r["placement"])] if nodes else [])
+        )
     if not shows_bound(adv):
         i = head.index("bound b/s")
-        head, rows = head[:i] + head[i + 1:], [r[:i] + r[i + 1:] for r in rows]
+        head, rows = head[:i] + head[i + 1 :], [r[:i] + r[i + 1 :] for r in rows]
     return odds_column(adv, head, rows)
 
 
@@ -143,35 +166,47 @@ def _headline(adv: Advice) -> list[str]:
             n = ob.roles[rf.role]
             g = rf.mu_bps * n
             at = ob.capacities_bps[rf.role]
-            text = (f"{rf.role} {Capacity(low=rf.mu_range_bps[0] * n, high=rf.mu_range_bps[1] * n).text()}"
-                    if rf.ranged else f"{rf.role} {bps_text(g)}") + " b/s"
+            text = (
+                f"{rf.role} {Capacity(low=rf.mu_range_bps[0] * n, high=rf.mu_range_bps[1] * n).text()}"
+                if rf.ranged
+                else f"{rf.role} {bps_text(g)}"
+            ) + " b/s"
             if abs(at / g - 1.0) > 0.005:
                 text += f" ({bps_text(at)} b/s after the sync)"
             given.append(text)
-        return [f"what-if: {adv.gpus} GPUs, now {ob.roles[p]}-{ob.roles[c]} ({p}-{c}); given capacities: "
-                f"{', '.join(given)}; projected there {bps_text(ob.bps)} b/s, efficiency {pct_text(ob.efficiency)}; "
-                f"bottleneck: {ob.bottleneck}"]
+        return [
+            f"what-if: {adv.gpus} GPUs, now {ob.roles[p]}-{ob.roles[c]} ({p}-{c}); given capacities: "
+            f"{', '.join(given)}; projected there {bps_text(ob.bps)} b/s, efficiency {pct_text(ob.efficiency)}; "
+            f"bottleneck: {ob.bottleneck}"
+        ]
     basis = "busy time" if adv.fit.source == "steps" else "'rates' snapshots"
     runs = adv.fit.observed
     labels = list(dict.fromkeys(split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs))
     at = f" at {labels[0]}:" if len(runs) > 1 else ""
-    lines = [f"run {adv.run}: {s.units()}{_gpus_from(adv)}, observed {', '.join(labels)} ({p}-{c})"
-             + (", run ended" if s.run_ended else "") + projected,
-             f"observed{at} {_rate(ob.bps, ob.tok_s)}; capacities from {basis}: {caps}; "
-             f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}",
-             f"steady window t = {ob.steady_from_s:.0f}-{ob.steady_to_s:.0f} s ({pct_text(ob.warmup_share)} of the log "
-             f"dropped as warm-up" + (f", {pct_text(ob.drain_share)} as the final drain)" if ob.drain_share >= 0.005
-                                      else ")")]
+    lines = [
+        f"run {adv.run}: {s.units()}{_gpus_from(adv)}, observed {', '.join(labels)} ({p}-{c})"
+        + (", run ended" if s.run_ended else "")
+        + projected,
+        f"observed{at} {_rate(ob.bps, ob.tok_s)}; capacities from {basis}: {caps}; "
+        f"efficiency {pct_text(ob.efficiency)}; bottleneck: {ob.bottleneck}",
+        f"steady window t = {ob.steady_from_s:.0f}-{ob.steady_to_s:.0f} s ({pct_text(ob.warmup_share)} of the log "
+        f"dropped as warm-up"
+        + (f", {pct_text(ob.drain_share)} as the final drain)" if ob.drain_share >= 0.005 else ")"),
+    ]
     for o in runs[1:]:
-        lines.append(f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): "
-                     f"{_rate(o.bps, o.tok_s)}")
+        lines.append(
+            f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): {_rate(o.bps, o.tok_s)}"
+        )
     absent = [lbl for lbl in labels if lbl not in adv.splits.index]
     if absent:
-        lines.append(f"{' and '.join(absent)} {'is not a split' if len(absent) == 1 else 'are not splits'} of "
-                     f"{s.units()}: the table marks (*) only the observed splits it has")
+        lines.append(
+            f"{' and '.join(absent)} {'is not a split' if len(absent) == 1 else 'are not splits'} of "
+            f"{s.units()}: the table marks (*) only the observed splits it has"
+        )
     if ob.hs_mean_depth is not None:
-        lines.append(f"q_hs: mean depth {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap}, full {pct_text(ob.hs_full_share)} "
-                     f"of the time")
+        lines.append(
+            f"q_hs: mean depth {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap}, full {pct_text(ob.hs_full_share)} of the time"
+        )
     if adv.fit.source == "steps":
         lines.append(_step_time(adv))
     return lines
@@ -199,8 +234,12 @@ def _step_time(adv: Advice) -> str:
             text = f"{mean} per batch"
             notes.append(f"x tokens^{rf.token_exponent:.2f} at other batch sizes")
         parts.append(f"{rf.role} {text} ({'; '.join(notes)})")
-    tail = (f"; at ~{_tok(adv.fit.tokens_mean)} tokens per batch: the log's token counts vary too little to split "
-            f"fixed from per-token cost" if unresolved else "")
+    tail = (
+        f"; at ~{_tok(adv.fit.tokens_mean)} tokens per batch: the log's token counts vary too little to split "
+        f"fixed from per-token cost"
+        if unresolved
+        else ""
+    )
     return "step time: " + ", ".join(parts) + tail
 
 
@@ -230,7 +269,7 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     title = _title(adv)
     names = tuple(adv.roles)
     out = [(title, [_cap(r, names) for r in rec.reasons])]
-    if rec.holds_unless:    # never an empty heading (one split of G: nothing to hold against)
+    if rec.holds_unless:  # never an empty heading (one split of G: nothing to hold against)
         out.append(("The verdict holds unless:", [_cap(h, names) for h in rec.holds_unless]))
     if d.queue is not None:
         out.append(("Queue:", [_cap(queue_text(d.queue))]))
@@ -243,9 +282,11 @@ def engine_legend(adv: Advice) -> str:
     kp, kc = adv.settings.gpus_per_worker
     out = ""
     if (kp, kc) != (1, 1):
-        out += (f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, {role_plural(c)} of "
-                f"{kc}), "
-                f"GPUs = GPUs per role")
+        out += (
+            f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, {role_plural(c)} of "
+            f"{kc}), "
+            f"GPUs = GPUs per role"
+        )
     if "placement" in adv.splits.columns:
         out += "; link = the inter-node link's busy share at that placement"
     return out
@@ -255,7 +296,7 @@ def render_text(adv: Advice) -> str:
     head, rows = _rows(adv)
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
     left = (0, 1, head.index("bottleneck"))
-    fmt = "  ".join("{:<%d}" % w if i in left else "{:>%d}" % w for i, w in enumerate(widths))
+    fmt = "  ".join(f"{{:<{w}}}" if i in left else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = _headline(adv) + ["", fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
     lines += [f"  ({legend(adv, 'bound b/s' in head)}{engine_legend(adv)})"]
@@ -279,7 +320,7 @@ def md_escape(text: str) -> str:
 def render_markdown(adv: Advice) -> str:
     head, rows = _rows(adv)
     lines = []
-    if adv.gate:    # a gate's comment opens with its verdict; the advice's own headline follows
+    if adv.gate:  # a gate's comment opens with its verdict; the advice's own headline follows
         lines += [gate_line(adv.gate, markdown=True), ""]
     lines += [f"### dflash-advise: {_title(adv, markdown=True)} ({md_escape(adv.run)})", ""]
     lines += [f"> {md_escape(x)}  " for x in _headline(adv)] + [""]
@@ -296,8 +337,11 @@ def render_markdown(adv: Advice) -> str:
     for title, items in _sections(adv):
         lines += ["", f"**{title}**", ""] + [f"- {md_escape(x)}" for x in items]
     if adv.warnings:
-        lines += ["", "<details><summary>Caveats</summary>", ""] + [f"- {md_escape(w)}" for w in adv.warnings] + [
-            "", "</details>"]
+        lines += (
+            ["", "<details><summary>Caveats</summary>", ""]
+            + [f"- {md_escape(w)}" for w in adv.warnings]
+            + ["", "</details>"]
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -316,13 +360,17 @@ def gate_line(g: dict, markdown: bool = False) -> str:
     if g.get("min_confidence") is not None:
         ok = "confidence" not in failed
         p = g.get("p_best")
-        conds.append(f"p_best {'n/a' if p is None else f'{p:.3f}'} {'>=' if ok else '<'} min confidence "
-                     f"{g['min_confidence']:.3f}")
+        conds.append(
+            f"p_best {'n/a' if p is None else f'{p:.3f}'} {'>=' if ok else '<'} min confidence "
+            f"{g['min_confidence']:.3f}"
+        )
     why = f"; failed on {' and '.join(failed)}" if failed else ""
     if markdown:
         return f"**{verdict}**: gate on {split}: {', '.join(conds)}{why}"
-    return (f"{verdict}: split {split} ({'-'.join(g['roles'])}) predicted {', '.join(conds)}{why}; "
-            f"{g['bps']:.3g} b/s, bottleneck {g['bottleneck']}")
+    return (
+        f"{verdict}: split {split} ({'-'.join(g['roles'])}) predicted {', '.join(conds)}{why}; "
+        f"{g['bps']:.3g} b/s, bottleneck {g['bottleneck']}"
+    )
 
 
 def render_json(adv: Advice) -> str:

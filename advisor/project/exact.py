@@ -29,6 +29,7 @@ and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x t
 log that spans nodes gives its drafters' busy less their link seconds (`advisor.measure.crossing`),
 so the link is not counted twice.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,22 +37,22 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from advisor.model.params import PipelineFit
 from advisor.ingest.runlog import RunLog
-from advisor.model.simulate import simulate, simulated_bps
 from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement, sync_link_s
+from advisor.model.params import PipelineFit
+from advisor.model.simulate import simulate, simulated_bps
 
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
 REFINE_WITHIN = 0.08
 MAX_REFINE_ROUNDS = 4
-MAX_REFINED = 12          # at most this many splits simulated per table (the highest projected first) ...
-REFINE_BUDGET = 400_000   # ... and at most this many simulated batches in all (the first always runs)
-SHALLOW_QUEUE = 2         # q_hs this shallow ...
-SMOOTH_SCV = 0.5          # ... with services this regular: refine by simulation
+MAX_REFINED = 12  # at most this many splits simulated per table (the highest projected first) ...
+REFINE_BUDGET = 400_000  # ... and at most this many simulated batches in all (the first always runs)
+SHALLOW_QUEUE = 2  # q_hs this shallow ...
+SMOOTH_SCV = 0.5  # ... with services this regular: refine by simulation
 WARMUP_SHARE = 0.1
-IN_FLIGHT_FACTOR = 4      # simulate at least this many times the batches a split holds in flight
+IN_FLIGHT_FACTOR = 4  # simulate at least this many times the batches a split holds in flight
 
 
 def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
@@ -70,9 +71,9 @@ def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | 
 class Pools:
     """What the simulations resample, from the logs' steady steps (the same for every split)."""
 
-    ratio_p: np.ndarray          # producer busy / fitted line, per step
+    ratio_p: np.ndarray  # producer busy / fitted line, per step
     ratio_c: np.ndarray
-    tokens: np.ndarray           # consumer batches' tokens
+    tokens: np.ndarray  # consumer batches' tokens
     sync_by_m: dict[int, np.ndarray]
 
 
@@ -93,7 +94,7 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
             rows = np.flatnonzero(inside & (role == r).to_numpy())
             b = lg.steps["busy"].to_numpy(float)[rows]
             if r == c and lg.header.gpus_per_node:
-                b = measure_link(lg, lg.steps.iloc[rows])[1]["busy"].to_numpy(float)   # the link out
+                b = measure_link(lg, lg.steps.iloc[rows])[1]["busy"].to_numpy(float)  # the link out
             busy[r].append(b / k if k != 1.0 else b)
             tokens[r].append(lg.steps["tokens"].to_numpy()[rows])
     cat = {r: (np.concatenate(tokens[r]).astype(float), np.concatenate(busy[r])) for r in (p, c)}
@@ -104,8 +105,12 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
             d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float)
             if len(d):
                 sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
-    return Pools(ratio_p=_ratios(fit.producer, *cat[p]), ratio_c=_ratios(fit.consumer, *cat[c]),
-                  tokens=cat[c][0], sync_by_m=sync_by_m)
+    return Pools(
+        ratio_p=_ratios(fit.producer, *cat[p]),
+        ratio_c=_ratios(fit.consumer, *cat[c]),
+        tokens=cat[c][0],
+        sync_by_m=sync_by_m,
+    )
 
 
 PLACED_BATCHES = 12000
@@ -122,20 +127,41 @@ class PlacedRun:
     link_s_per_batch: float
 
 
-def simulate_placed(fit: PipelineFit, pools: Pools, n: int, m: int, placement: Placement, link_bytes_s: float | None,
-                    *, hs_cap: int | None = None, n_batches: int = PLACED_BATCHES, seed: int = 0,
-                    scale: tuple[float, float] = (1.0, 1.0)) -> tuple[float, float]:
+def simulate_placed(
+    fit: PipelineFit,
+    pools: Pools,
+    n: int,
+    m: int,
+    placement: Placement,
+    link_bytes_s: float | None,
+    *,
+    hs_cap: int | None = None,
+    n_batches: int = PLACED_BATCHES,
+    seed: int = 0,
+    scale: tuple[float, float] = (1.0, 1.0),
+) -> tuple[float, float]:
     """(rate b/s, share of batches that crossed) of split (n, m) at ``placement`` with the shared
     link of ``link_bytes_s`` (None: free), from the logs' resampled services (module docstring);
     ``scale`` multiplies each role's per-engine rate (engines of another size)."""
-    run = simulate_placed_run(fit, pools, n, m, placement, link_bytes_s, hs_cap=hs_cap, n_batches=n_batches,
-                              seed=seed, scale=scale)
+    run = simulate_placed_run(
+        fit, pools, n, m, placement, link_bytes_s, hs_cap=hs_cap, n_batches=n_batches, seed=seed, scale=scale
+    )
     return run.bps, run.crossing_share
 
 
-def simulate_placed_run(fit: PipelineFit, pools: Pools, n: int, m: int, placement: Placement,
-                        link_bytes_s: float | None, *, hs_cap: int | None = None, n_batches: int = PLACED_BATCHES,
-                        seed: int = 0, scale: tuple[float, float] = (1.0, 1.0)) -> PlacedRun:
+def simulate_placed_run(
+    fit: PipelineFit,
+    pools: Pools,
+    n: int,
+    m: int,
+    placement: Placement,
+    link_bytes_s: float | None,
+    *,
+    hs_cap: int | None = None,
+    n_batches: int = PLACED_BATCHES,
+    seed: int = 0,
+    scale: tuple[float, float] = (1.0, 1.0),
+) -> PlacedRun:
     """`simulate_placed` with the link's seconds per batch; the drafters' all-reduce holds the link
     `advisor.model.link.sync_link_s` more each round where they sit on several nodes."""
     rng = np.random.default_rng([seed, n, m])
@@ -150,28 +176,50 @@ def simulate_placed_run(fit: PipelineFit, pools: Pools, n: int, m: int, placemen
     link = tok * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
     every = fit.sync.sync_every
     sync_link = sync_link_s(placement, fit.sync.bytes_per_sync, link_bytes_s) if every > 0 and m > 1 else 0.0
-    res = simulate(target_s=tgt, drafter_s=dft, tokens=tok, n_target=n, n_drafter=m, hs_cap=b,
-                   pre_cap=max(fit.pre_cap, 1), sync_every=every, sync_s=fit.sync.allreduce_s(m) + sync_link,
-                   warmup_batches=int(nb * WARMUP_SHARE), link_s=link, keep_trace=True,
-                   target_node=tnode if link is not None else None, drafter_node=dnode if link is not None else None)
+    res = simulate(
+        target_s=tgt,
+        drafter_s=dft,
+        tokens=tok,
+        n_target=n,
+        n_drafter=m,
+        hs_cap=b,
+        pre_cap=max(fit.pre_cap, 1),
+        sync_every=every,
+        sync_s=fit.sync.allreduce_s(m) + sync_link,
+        warmup_batches=int(nb * WARMUP_SHARE),
+        link_s=link,
+        keep_trace=True,
+        target_node=tnode if link is not None else None,
+        drafter_node=dnode if link is not None else None,
+    )
     tr = res.trace
     crossed = np.asarray(tnode)[tr.target_worker] != np.asarray(dnode)[tr.drafter_worker]
     hs_s = float(np.mean(np.where(crossed, link[: crossed.size], 0.0))) if link is not None else 0.0
-    return PlacedRun(bps=res.bps, crossing_share=float(crossed.mean()),
-                     link_s_per_batch=hs_s + (sync_link / (m * every) if sync_link > 0 else 0.0))
+    return PlacedRun(
+        bps=res.bps,
+        crossing_share=float(crossed.mean()),
+        link_s_per_batch=hs_s + (sync_link / (m * every) if sync_link > 0 else 0.0),
+    )
 
 
-def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
-                    n_batches: int = DEFAULT_BATCHES, seed: int = 0, hs_cap: int | None = None,
-                    rows: np.ndarray | None = None, pools: Pools | None = None) -> pd.DataFrame:
+def simulate_splits(
+    fit: PipelineFit,
+    logs: tuple[RunLog, ...],
+    splits: pd.DataFrame,
+    *,
+    n_batches: int = DEFAULT_BATCHES,
+    seed: int = 0,
+    hs_cap: int | None = None,
+    rows: np.ndarray | None = None,
+    pools: Pools | None = None,
+) -> pd.DataFrame:
     """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring).
 
     ``rows``: positions of the splits to simulate (default all); the others get NaN. ``pools``:
     the logs' resampled quantities when the caller has them (`gather_pools`).
     """
     if fit.source != "steps":
-        raise ValueError("an exact simulation needs step events; this fit comes from "
-                         f"{fit.source} only")
+        raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source} only")
     p, c = fit.roles
     if pools is None:
         pools = gather_pools(fit, logs)
@@ -185,7 +233,7 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
     sizes = [(int(splits[f"n_{p}"].iat[i]), int(splits[f"n_{c}"].iat[i])) for i in todo]
     sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in sizes]
 
-    def runs():      # every split's inputs, drawn in order from the one generator as it is simulated
+    def runs():  # every split's inputs, drawn in order from the one generator as it is simulated
         loader_s: float | np.ndarray = 0.0
         for n, m, nb in sizes:
             k_p, k_c = fit.contention.scale(n, n + m)
@@ -198,9 +246,20 @@ def simulate_splits(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataF
                 loader_s = rng.gamma(shape, mean_gap / shape, nb)
             sync = sync_by_m.get(m)
             sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
-            yield dict(target_s=tgt, drafter_s=dft, tokens=tok, loader_s=loader_s, n_target=n, n_drafter=m,
-                       hs_cap=b, pre_cap=max(fit.pre_cap, 1), sync_every=fit.sync.sync_every, sync_s=sync_s,
-                       warmup_batches=int(nb * WARMUP_SHARE))
+            yield dict(
+                target_s=tgt,
+                drafter_s=dft,
+                tokens=tok,
+                loader_s=loader_s,
+                n_target=n,
+                n_drafter=m,
+                hs_cap=b,
+                pre_cap=max(fit.pre_cap, 1),
+                sync_every=fit.sync.sync_every,
+                sync_s=sync_s,
+                warmup_batches=int(nb * WARMUP_SHARE),
+            )
+
     out[todo] = [simulated_bps(kw) for kw in runs()]
     df = splits.copy()
     df["bps_exact"] = out
@@ -221,8 +280,9 @@ def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
     return fit.source == "steps" and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
 
-def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
-                   hs_cap: int | None = None) -> dict[int, float]:
+def refined_ratios(
+    fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *, hs_cap: int | None = None
+) -> dict[int, float]:
     """The refinement of `refine_weak_spots` as data: row position -> simulated / analytic rate,
     for the rows it simulates. It reads ``splits``' split counts and ``bps`` alone, so a table
     without intervals (`advisor.project.table.project` with ``interval=False``) gives the same
@@ -237,7 +297,7 @@ def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFr
     done = np.zeros(len(bps), dtype=bool)
     ratios: dict[int, float] = {}
     spent = 0
-    pools = None       # (gathered once, for every round)
+    pools = None  # (gathered once, for every round)
     # refine until no unrefined split is within REFINE_WITHIN of the best: refining the best can
     # lower it (barrier idling), which brings splits that were below the cut into play
     for _ in range(MAX_REFINE_ROUNDS):
@@ -248,13 +308,14 @@ def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFr
             break
         cand = cand[np.argsort(-bps[cand], kind="stable")[:left]]
         cost = np.cumsum([batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, b) for i in cand])
-        cand = cand[:max(int((spent + cost <= REFINE_BUDGET).sum()), 1 if not spent else 0)]
+        cand = cand[: max(int((spent + cost <= REFINE_BUDGET).sum()), 1 if not spent else 0)]
         if not len(cand):
             break
         spent += int(cost[len(cand) - 1])
         pools = pools or gather_pools(fit, logs)
-        sim = simulate_splits(fit, logs, splits, n_batches=REFINE_BATCHES, hs_cap=hs_cap,
-                              rows=cand, pools=pools)["bps_exact"].to_numpy()
+        sim = simulate_splits(fit, logs, splits, n_batches=REFINE_BATCHES, hs_cap=hs_cap, rows=cand, pools=pools)[
+            "bps_exact"
+        ].to_numpy()
         for i in cand:
             x = bps[i]
             ratios[int(i)] = sim[i] / x if x > 0 else 1.0
@@ -263,14 +324,21 @@ def refined_ratios(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFr
     return ratios
 
 
-def refine_weak_spots(fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *,
-                      hs_cap: int | None = None, ratios: dict[int, float] | None = None) -> pd.DataFrame:
+def refine_weak_spots(
+    fit: PipelineFit,
+    logs: tuple[RunLog, ...],
+    splits: pd.DataFrame,
+    *,
+    hs_cap: int | None = None,
+    ratios: dict[int, float] | None = None,
+) -> pd.DataFrame:
     """Replace the analytic ``bps`` of decision-relevant splits where the chain is weak by simulation.
 
     Two weak spots (found by benchmarks/validate.py): (1) the chain model sees a sync round only
     as a lower drafter rate; the barrier and all-reduce stop all drafters at once, so with a
     shallow q_hs the targets block during every pause (up to 4% over-prediction); (2) nearly
-    deterministic steps through a one- or two-slot q_hs fall into lockstep (2.7%). Splits with M > 1 syncing drafters whose analytic
+    deterministic steps through a one- or two-slot q_hs fall into lockstep (2.7%). Splits with M > 1 syncing drafters
+    whose analytic
     rate is within ``REFINE_WITHIN`` of the best are simulated exactly (``REFINE_BATCHES``
     batches, this module's resampling) and their ``bps`` (and interval, shifted alike) replaced;
     ``method`` says which rows. Others keep the analytic value: they do not decide the verdict.

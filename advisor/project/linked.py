@@ -25,6 +25,7 @@ analytic (no batch crosses, each node's pipeline is the chain's own case); where
 shared queue falls below the split's node-local pipelines, the row becomes theirs. A log without
 step events, or a table at another batch size, keeps the analytic rows.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,14 +62,21 @@ def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Pla
     return ranked + ([pack] if pack not in ranked and pack in every else [])
 
 
-def refine_placements(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings,
-                      splits: pd.DataFrame) -> pd.DataFrame:
+def refine_placements(
+    fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings, splits: pd.DataFrame
+) -> pd.DataFrame:
     """``splits`` with the rows near the best refined by simulation of the link (module docstring)."""
     df = splits.copy()
     if "method" not in df:
         df["method"] = "analytic"
-    if (fit.source != "steps" or not settings.own_budget or settings.nodes <= 1 or not settings.link_bytes_s
-            or not fit.hs_bytes_per_token or "placement" not in df):
+    if (
+        fit.source != "steps"
+        or not settings.own_budget
+        or settings.nodes <= 1
+        or not settings.link_bytes_s
+        or not fit.hs_bytes_per_token
+        or "placement" not in df
+    ):
         return df
     p, c = fit.roles
     pools = gather_pools(fit, logs)
@@ -81,10 +89,12 @@ def refine_placements(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Sett
     for i in todo:
         label = df.index[i]
         if df.at[label, "layout"] == "node-local":
-            continue     # no batch crosses: each node's pipeline is the analytic chain's own case
+            continue  # no batch crosses: each node's pipeline is the analytic chain's own case
         n, m = int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
-        runs = [(simulate_placed_run(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap,
-                                     scale=scale), pl) for pl in candidates(fit, settings, n, m)]
+        runs = [
+            (simulate_placed_run(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap, scale=scale), pl)
+            for pl in candidates(fit, settings, n, m)
+        ]
         run, pl = max(runs, key=lambda r: r[0].bps)
         free = simulate_placed_run(fit, pools, n, m, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
         _set_row(df, label, run, free, pl, (p, c))
@@ -97,8 +107,7 @@ def refine_placements(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Sett
     return df
 
 
-def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Placement,
-             roles: tuple[str, str]) -> None:
+def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Placement, roles: tuple[str, str]) -> None:
     """One row at its simulated rate and placement: the rate's columns scaled alike (interval,
     tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated link seconds
     per batch, and the link as the bottleneck where it is the smallest capacity. No long-run rate
@@ -113,7 +122,7 @@ def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Place
     for col in ("bps_low", "bps_high", "tok_s", "gpu_util", "efficiency"):
         df.at[label, col] = float(df.at[label, col]) * f
     df.at[label, "eta_s"] = float(df.at[label, "eta_s"]) / f if f > 0 else math.nan
-    widen_row(df, label, x, SIM_SE ** 2)   # the simulation's own error against the emulated pipeline
+    widen_row(df, label, x, SIM_SE**2)  # the simulation's own error against the emulated pipeline
     df.at[label, "bps"] = x
     df.at[label, "method"] = "exact"
     df.at[label, "placement"] = pl.describe(p, c)

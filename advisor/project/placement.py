@@ -19,10 +19,11 @@ These placements route every batch through one shared q_hs; node-local pipelines
 link far from binding) go to the placement that sends fewer batches across nodes, then to the
 packed one: crossing a node is chosen only when the numbers say it pays.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from advisor.ingest.schema import default_placement
 from advisor.model.link import LinkResult, Placement, link_pool, sync_link_s
@@ -33,8 +34,11 @@ TIE_REL = 1e-9
 
 def node_mixes(gpus_per_node: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
     """(targets, drafters) that fill one node exactly, most targets first."""
-    return [(a, (gpus_per_node - a * k_p) // k_c) for a in range(gpus_per_node // k_p, -1, -1)
-            if (gpus_per_node - a * k_p) % k_c == 0]
+    return [
+        (a, (gpus_per_node - a * k_p) // k_c)
+        for a in range(gpus_per_node // k_p, -1, -1)
+        if (gpus_per_node - a * k_p) % k_c == 0
+    ]
 
 
 def _multisets(mixes: list[tuple[int, int]], nodes: int, n: int, m: int, start: int = 0) -> Iterator[tuple]:
@@ -102,8 +106,18 @@ def pool_rate(pl: Placement, pool: LinkResult, sync: SyncOverLink) -> float:
     return m * sync.every / (m * sync.every / cap + t_link) if t_link > 0 and cap > 0 else cap
 
 
-def best_placement(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int, consumer_s: float,
-                   xfer_s: float, scv_x: float, sync: SyncOverLink = SyncOverLink()) -> PlacedPool:
+def best_placement(
+    n: int,
+    m: int,
+    nodes: int,
+    gpus_per_node: int,
+    k_p: int,
+    k_c: int,
+    consumer_s: float,
+    xfer_s: float,
+    scv_x: float,
+    sync: SyncOverLink = SyncOverLink(),
+) -> PlacedPool:
     """The placement of the highest drafter-pool capacity, its sync over the link included (ties:
     fewer crossings, then packed)."""
     cands = placements(n, m, nodes, gpus_per_node, k_p, k_c)
@@ -112,8 +126,11 @@ def best_placement(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c
     for pl in cands:
         pool = link_pool(pl, consumer_s, xfer_s, scv_x)
         key = (pool_rate(pl, pool, sync), -pool.crossing_share, pl == pack)
-        if best is None or key[0] > best[0][0] * (1 + TIE_REL) or (
-                key[0] >= best[0][0] * (1 - TIE_REL) and key[1:] > best[0][1:]):
+        if (
+            best is None
+            or key[0] > best[0][0] * (1 + TIE_REL)
+            or (key[0] >= best[0][0] * (1 - TIE_REL) and key[1:] > best[0][1:])
+        ):
             best = (key, pl, pool)
     assert best is not None
     return PlacedPool(placement=best[1], pool=best[2], candidates=len(cands))

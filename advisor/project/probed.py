@@ -31,6 +31,7 @@ gives any probed row (``sum of squares of ERR_SAMPLING``, at the row whose own l
 most directly; at the others it is that log's sampling carried through the model, not what their
 own, equally long logs carry); with one round it is that floor alone.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ from advisor.model.params import PipelineFit
 from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED, split_label
 from advisor.stats import Z_95
 
-MIN_SEGMENTS = 2     # a split measured by fewer segments of a probe is projected as any log
+MIN_SEGMENTS = 2  # a split measured by fewer segments of a probe is projected as any log
 
 
 def probe_var(rates: Mapping[str, Sequence[SegmentRate]]) -> dict[str, float]:
@@ -62,7 +63,7 @@ def probe_var(rates: Mapping[str, Sequence[SegmentRate]]) -> dict[str, float]:
     common = sorted(set.intersection(*(set(r) for r in by_round))) if by_round else []
     if k < 2 or len(common) < 2:
         return {lab: 0.0 for lab in labels}
-    y = np.log(np.array([[r[c] for c in common] for r in by_round]))     # K x R
+    y = np.log(np.array([[r[c] for c in common] for r in by_round]))  # K x R
     e = y - y.mean(axis=0, keepdims=True)
     n = len(common)
     v = k / (k - 1) * e.var(axis=1, ddof=1) / n

@@ -7,6 +7,7 @@ batch of ``hs_bytes_per_token x tokens per batch`` bytes, which is what deepenin
 whose logs declare no queue feeding the consumer (and no ``--hs-cap``) gets no queue advice: there
 is no queue to deepen, and its hand-off is modelled without a buffer.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,7 +74,9 @@ def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -
     x4 = split_capacities(fit, settings, *split, hs_cap=max(4 * cap, 2)).x_bps
     xh = split_capacities(fit, settings, *split, hs_cap=cap // 2).x_bps
     # a slot's bytes need the batch's tokens: none where no log measured them (the batch is nominal)
-    per_slot = (fit.hs_bytes_per_token * settings.tokens_per_batch
-                if fit.hs_bytes_per_token and fit.tokens_measured else None)
-    return QueueAdvice(name="hs", cap=cap, split=split, bps=x, bps_double=x2, bps_quad=x4, bps_half=xh,
-                       bytes_per_slot=per_slot)
+    per_slot = (
+        fit.hs_bytes_per_token * settings.tokens_per_batch if fit.hs_bytes_per_token and fit.tokens_measured else None
+    )
+    return QueueAdvice(
+        name="hs", cap=cap, split=split, bps=x, bps_double=x2, bps_quad=x4, bps_half=xh, bytes_per_slot=per_slot
+    )

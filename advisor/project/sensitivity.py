@@ -18,21 +18,22 @@ For the recommended split R and its runner-up A (both from the projected table),
 Results are data (:class:`Threshold`, :class:`ScalingTie`, :class:`Lever`); `advisor.decide.reasons`
 words them.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
-from advisor.model.params import PipelineFit
 from advisor.model.chain import sync_scaling
+from advisor.model.params import PipelineFit
 from advisor.project.table import split_capacities
 from advisor.settings import Settings
 
 ROBUST_RANGE = (0.25, 4.0)
 SCALING_RANGE = (0.05, 1.0)
 LEVER_MIN_SCALING = 0.95
-LEVER_MIN_GAIN = 0.005         # a lever must raise per-rank scaling by at least this to be worth saying
+LEVER_MIN_GAIN = 0.005  # a lever must raise per-rank scaling by at least this to be worth saying
 BISECT_STEPS = 40
 
 Split = tuple[int, int]
@@ -43,8 +44,8 @@ class Threshold:
     """Capacity factor on one role at which the runner-up matches the recommended split."""
 
     role: str
-    factor: float | None          # None: no value within ROBUST_RANGE flips the choice
-    capacity_bps: float           # the recommended split's fitted capacity of that role
+    factor: float | None  # None: no value within ROBUST_RANGE flips the choice
+    capacity_bps: float  # the recommended split's fitted capacity of that role
     workers: int
 
 
@@ -54,8 +55,8 @@ class ScalingTie:
 
     big: Split
     other: Split
-    scaling: float | None         # None: no value within SCALING_RANGE ties them
-    fitted: float                 # the fit's per-rank scaling at big's drafter count
+    scaling: float | None  # None: no value within SCALING_RANGE ties them
+    fitted: float  # the fit's per-rank scaling at big's drafter count
     big_wins_at_fit: bool
     big_bottleneck: str
 
@@ -101,6 +102,7 @@ def _x(fit: PipelineFit, settings: Settings, split: Split, **kw) -> float:
 
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
     """Factor on role ``role_index`` (0 producer, 1 consumer) at which ``alt`` matches ``rec``."""
+
     def diff(f: float) -> float:
         scale = (f, 1.0) if role_index == 0 else (1.0, f)
         return _x(fit, settings, alt, mu_scale=scale) - _x(fit, settings, rec, mu_scale=scale)
@@ -113,8 +115,9 @@ def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, rol
     return None
 
 
-def scaling_tie(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, bottleneck_of: Callable[[Split], str]
-                ) -> ScalingTie:
+def scaling_tie(
+    fit: PipelineFit, settings: Settings, rec: Split, alt: Split, bottleneck_of: Callable[[Split], str]
+) -> ScalingTie:
     big, small = (alt, rec) if alt[1] > rec[1] else (rec, alt)
     x_small = _x(fit, settings, small)
 
@@ -123,8 +126,14 @@ def scaling_tie(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, bo
 
     s = _bisect_log(diff, *SCALING_RANGE)
     fitted = sync_scaling(fit.consumer, fit.sync, big[1])
-    return ScalingTie(big=big, other=small, scaling=s, fitted=fitted, big_wins_at_fit=diff(fitted) > 0,
-                      big_bottleneck=bottleneck_of(big))
+    return ScalingTie(
+        big=big,
+        other=small,
+        scaling=s,
+        fitted=fitted,
+        big_wins_at_fit=diff(fitted) > 0,
+        big_bottleneck=bottleneck_of(big),
+    )
 
 
 def levers(fit: PipelineFit, m: int) -> Lever | None:
@@ -136,25 +145,45 @@ def levers(fit: PipelineFit, m: int) -> Lever | None:
     if s_now >= LEVER_MIN_SCALING:
         return None
     tok_sd = fit.tokens_std if math.isfinite(fit.tokens_std) else 0.0
-    sigma_bal = math.sqrt(max(c.busy_std_s ** 2 - (c.c_s_per_tok * tok_sd) ** 2, 0.0))
+    sigma_bal = math.sqrt(max(c.busy_std_s**2 - (c.c_s_per_tok * tok_sd) ** 2, 0.0))
     s_bal = sync_scaling(replace(c, busy_std_s=sigma_bal), fit.sync, m)
     s_k2 = sync_scaling(c, replace(fit.sync, sync_every=2 * k), m)
     if max(s_bal, s_k2) < s_now + LEVER_MIN_GAIN:
         return None
-    return Lever(drafters=m, sync_every=k, collective_s=fit.sync.allreduce_s(m), scaling_now=s_now,
-                 scaling_balanced=s_bal, scaling_half_sync=s_k2)
+    return Lever(
+        drafters=m,
+        sync_every=k,
+        collective_s=fit.sync.allreduce_s(m),
+        scaling_now=s_now,
+        scaling_balanced=s_bal,
+        scaling_half_sync=s_k2,
+    )
 
 
-def sensitivity(fit: PipelineFit, settings: Settings, rec: Split, runner_up: Split | None,
-                fewer: Split | None, more: Split | None, judged: Split,
-                bottleneck_of: Callable[[Split], str], capacity_of: Callable[[Split, int], float]) -> Sensitivity:
+def sensitivity(
+    fit: PipelineFit,
+    settings: Settings,
+    rec: Split,
+    runner_up: Split | None,
+    fewer: Split | None,
+    more: Split | None,
+    judged: Split,
+    bottleneck_of: Callable[[Split], str],
+    capacity_of: Callable[[Split, int], float],
+) -> Sensitivity:
     """Thresholds against the runner-up, drafter-scaling ties against the best split with fewer
     and with more drafters, and sync levers at the recommended and judged drafter counts."""
     thresholds: list[Threshold] = []
     if runner_up is not None:
         for i, role in enumerate(fit.roles):
-            thresholds.append(Threshold(role=role, factor=tie_factor(fit, settings, rec, runner_up, i),
-                                        capacity_bps=capacity_of(rec, i), workers=rec[i]))
+            thresholds.append(
+                Threshold(
+                    role=role,
+                    factor=tie_factor(fit, settings, rec, runner_up, i),
+                    capacity_bps=capacity_of(rec, i),
+                    workers=rec[i],
+                )
+            )
     ties = tuple(scaling_tie(fit, settings, rec, alt, bottleneck_of) for alt in (fewer, more) if alt is not None)
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
     return Sensitivity(thresholds=tuple(thresholds), scaling=ties, levers=lev)

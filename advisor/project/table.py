@@ -81,25 +81,26 @@ Reconciliation: at every split a log ran, the projection is compared with the me
 :class:`ReconcileWarning` naming the log, and, where the split is in the table, its interval is
 widened to cover the measured rate: the table never claims more certainty than the log supports.
 """
+
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import pandas as pd
 
-from advisor.stats import Z_95
-from advisor.model.params import PipelineFit
+from advisor.errors import ReconcileWarning
 from advisor.model.chain import LinkStage, SplitResult, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
+from advisor.model.params import PipelineFit
 from advisor.project.placement import PlacedPool, SyncOverLink, best_placement
-from advisor.errors import ReconcileWarning
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
+from advisor.stats import Z_95
 
 RECONCILE_PCT = 3.0
-LAYOUT_TIE_REL = 1e-6      # rates this close are a tie between the layouts of a split
+LAYOUT_TIE_REL = 1e-6  # rates this close are a tie between the layouts of a split
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,18 @@ def remaining_batches(fit: PipelineFit) -> float | None:
     return None
 
 
-def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
-                     mu_scale: tuple[float, float] = (1.0, 1.0), consumer_scaling: float | None = None,
-                     hs_cap: int | None = None, interval: bool = True, routing: str | None = None) -> SplitResult:
+def split_capacities(
+    fit: PipelineFit,
+    settings: Settings,
+    n: int,
+    m: int,
+    *,
+    mu_scale: tuple[float, float] = (1.0, 1.0),
+    consumer_scaling: float | None = None,
+    hs_cap: int | None = None,
+    interval: bool = True,
+    routing: str | None = None,
+) -> SplitResult:
     """One split's projection (capacities, rate, shares) under ``settings``: the one place that
     turns the fit and the options into a split's numbers. ``hs_cap`` overrides the settings' depth
     (queue what-ifs); ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs;
@@ -145,8 +155,14 @@ def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
     one ("local" where the split does not divide gives the shared one)."""
     tokens = None if settings.own_budget else settings.tokens_per_batch
     mu_scale = (mu_scale[0] * engine_rate_scale(settings, 0), mu_scale[1] * engine_rate_scale(settings, 1))
-    kw = dict(hs_cap=settings.hs_cap if hs_cap is None else hs_cap, tokens_per_batch=tokens, gpus=settings.gpus,
-              mu_scale=mu_scale, consumer_scaling=consumer_scaling, gpus_per_worker=settings.gpus_per_worker)
+    kw = dict(
+        hs_cap=settings.hs_cap if hs_cap is None else hs_cap,
+        tokens_per_batch=tokens,
+        gpus=settings.gpus,
+        mu_scale=mu_scale,
+        consumer_scaling=consumer_scaling,
+        gpus_per_worker=settings.gpus_per_worker,
+    )
     if settings.nodes <= 1:
         return project_split(fit, n, m, interval=interval, **kw)
     free = project_split(fit, n, m, interval=False, **kw)
@@ -159,8 +175,9 @@ def split_capacities(fit: PipelineFit, settings: Settings, n: int, m: int, *,
         return shared
     node_local = _at_placement(fit, settings, n, m, local, interval=interval, **kw)
     # the layout of the higher rate; a tie goes to the node-local pipelines, which send no hidden state across
-    best, other = ((node_local, shared) if node_local.x_bps >= shared.x_bps * (1 - LAYOUT_TIE_REL)
-                   else (shared, node_local))
+    best, other = (
+        (node_local, shared) if node_local.x_bps >= shared.x_bps * (1 - LAYOUT_TIE_REL) else (shared, node_local)
+    )
     return replace(best, other_layout_bps=other.x_bps)
 
 
@@ -175,11 +192,16 @@ def local_placement(settings: Settings, n: int, m: int) -> Placement | None:
     return Placement(producers=(n // nodes,) * nodes, consumers=(m // nodes,) * nodes, routing="local")
 
 
-def _at_placement(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement, *, interval: bool,
-                  **kw) -> SplitResult:
+def _at_placement(
+    fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement, *, interval: bool, **kw
+) -> SplitResult:
     """Split (n, m) at ``placement``, in its routing (`advisor.model.chain.project_local` node-locally)."""
-    stage = LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit),
-                      sync_xfer_s=sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s))
+    stage = LinkStage(
+        placement,
+        link_xfer_s(fit, settings),
+        link_scv(fit),
+        sync_xfer_s=sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s),
+    )
     if placement.local:
         return project_local(fit, n, m, stage, interval=interval, **kw)
     return project_split(fit, n, m, interval=interval, link=stage, **kw)
@@ -189,16 +211,29 @@ def placed_split(fit: PipelineFit, settings: Settings, n: int, m: int, placement
     """Split (n, m) at a given placement (a log's own, a placement to compare), rate only."""
     tokens = None if settings.own_budget else settings.tokens_per_batch
     mu_scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
-    return _at_placement(fit, settings, n, m, placement, interval=False, hs_cap=settings.hs_cap,
-                         tokens_per_batch=tokens, gpus=settings.gpus, mu_scale=mu_scale,
-                         gpus_per_worker=settings.gpus_per_worker)
+    return _at_placement(
+        fit,
+        settings,
+        n,
+        m,
+        placement,
+        interval=False,
+        hs_cap=settings.hs_cap,
+        tokens_per_batch=tokens,
+        gpus=settings.gpus,
+        mu_scale=mu_scale,
+        gpus_per_worker=settings.gpus_per_worker,
+    )
 
 
 def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
     """The first log's placement where the table's nodes are the log's, else None."""
     lk = fit.link
-    if not lk.producers_by_node or len(lk.producers_by_node) != settings.nodes \
-            or lk.gpus_per_node != settings.gpus_per_node:
+    if (
+        not lk.producers_by_node
+        or len(lk.producers_by_node) != settings.nodes
+        or lk.gpus_per_node != settings.gpus_per_node
+    ):
         return None
     return Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
 
@@ -225,9 +260,17 @@ def link_scv(fit: PipelineFit) -> float:
 
 def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s: float) -> PlacedPool:
     """The best placement of split (n, m) on the settings' nodes (`advisor.project.placement`)."""
-    return best_placement(n, m, settings.nodes, int(settings.gpus_per_node or settings.gpus),
-                          *settings.gpus_per_worker, consumer_s, link_xfer_s(fit, settings), link_scv(fit),
-                          sync_over_link(fit, settings))
+    return best_placement(
+        n,
+        m,
+        settings.nodes,
+        int(settings.gpus_per_node or settings.gpus),
+        *settings.gpus_per_worker,
+        consumer_s,
+        link_xfer_s(fit, settings),
+        link_scv(fit),
+        sync_over_link(fit, settings),
+    )
 
 
 def sync_over_link(fit: PipelineFit, settings: Settings) -> SyncOverLink:
@@ -235,8 +278,14 @@ def sync_over_link(fit: PipelineFit, settings: Settings) -> SyncOverLink:
     return SyncOverLink(every=fit.sync.sync_every, bytes_=fit.sync.bytes_per_sync, link_bytes_s=settings.link_bytes_s)
 
 
-def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, int]] | None = None,
-            interval: bool = True, routing: str | None = None) -> pd.DataFrame:
+def project(
+    fit: PipelineFit,
+    settings: Settings,
+    *,
+    pairs: Sequence[tuple[int, int]] | None = None,
+    interval: bool = True,
+    routing: str | None = None,
+) -> pd.DataFrame:
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above.
     ``interval=False``: the rates alone (a third of the chain solves), the interval columns NaN
     and the parts 0: the same ``bps``, for what reads the rates only (`advisor.project.exact.refined_ratios`).
@@ -247,39 +296,58 @@ def project(fit: PipelineFit, settings: Settings, *, pairs: Sequence[tuple[int, 
     left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
     tokens = settings.tokens_per_batch
     if left is not None and not settings.own_budget:
-        left = left * fit.tokens_mean / tokens   # the same tokens to process, in other batches
+        left = left * fit.tokens_mean / tokens  # the same tokens to process, in other batches
     # bare numbers: the given split is marked, but nothing measured its rate
-    observed = {(o.roles.get(p, 0), o.roles.get(c, 0)): (o.bps if fit.source != "numbers" else math.nan)
-                for o in fit.observed
-                if settings.split_gpus(o.roles.get(p, 0), o.roles.get(c, 0)) == g and not settings.engines_changed
-                and _comparable(fit, o, settings)}
+    observed = {
+        (o.roles.get(p, 0), o.roles.get(c, 0)): (o.bps if fit.source != "numbers" else math.nan)
+        for o in fit.observed
+        if settings.split_gpus(o.roles.get(p, 0), o.roles.get(c, 0)) == g
+        and not settings.engines_changed
+        and _comparable(fit, o, settings)
+    }
     rows = []
     for n, m in pairs:
         mid = split_capacities(fit, settings, n, m, interval=interval, routing=routing)
-        low, high = mid.x_low_bps, mid.x_high_bps   # interval: advisor.model.chain.project_split
-        rows.append({
-            f"n_{p}": n, f"n_{c}": m, "bps": mid.x_bps, "bps_low": min(low, mid.x_bps),
-            "bps_high": max(high, mid.x_bps), "bps_high_open": bool(mid.x_high_open), "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
-            "bound_bps": mid.bound_bps,
-            f"cap_{p}_bps": mid.producer_cap_bps, f"cap_{c}_bps": mid.consumer_cap_bps,
-            "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
-            "efficiency": mid.efficiency, "gpu_util": mid.gpu_util, "bottleneck": str(mid.bottleneck),
-            f"{p}_blocked": mid.producer_blocked, f"{c}_starved": mid.consumer_starved,
-            "hs_mean_depth": mid.hs_mean_depth,
-            "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
-            "observed": (n, m) in observed, "observed_bps": observed.get((n, m), math.nan),
-            "method": "analytic", "widened": False,
-            **dict(zip(ERR_SHARED, mid.err_shared)), "err_own_var": mid.err_own_var,
-            "err_sync_lo": mid.err_sync_ends[0], "err_sync_hi": mid.err_sync_ends[1],
-            **dict(zip(ERR_CORNERS, mid.err_corners)),
-            **engine_columns(fit, settings, n, m, mid),
-        })
+        low, high = mid.x_low_bps, mid.x_high_bps  # interval: advisor.model.chain.project_split
+        rows.append(
+            {
+                f"n_{p}": n,
+                f"n_{c}": m,
+                "bps": mid.x_bps,
+                "bps_low": min(low, mid.x_bps),
+                "bps_high": max(high, mid.x_bps),
+                "bps_high_open": bool(mid.x_high_open),
+                "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
+                "bound_bps": mid.bound_bps,
+                f"cap_{p}_bps": mid.producer_cap_bps,
+                f"cap_{c}_bps": mid.consumer_cap_bps,
+                "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
+                "efficiency": mid.efficiency,
+                "gpu_util": mid.gpu_util,
+                "bottleneck": str(mid.bottleneck),
+                f"{p}_blocked": mid.producer_blocked,
+                f"{c}_starved": mid.consumer_starved,
+                "hs_mean_depth": mid.hs_mean_depth,
+                "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
+                "observed": (n, m) in observed,
+                "observed_bps": observed.get((n, m), math.nan),
+                "method": "analytic",
+                "widened": False,
+                **dict(zip(ERR_SHARED, mid.err_shared)),
+                "err_own_var": mid.err_own_var,
+                "err_sync_lo": mid.err_sync_ends[0],
+                "err_sync_hi": mid.err_sync_ends[1],
+                **dict(zip(ERR_CORNERS, mid.err_corners)),
+                **engine_columns(fit, settings, n, m, mid),
+            }
+        )
     df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
     return widen_for_assumptions(fit, settings, df, pairs, routing) if interval else df
 
 
-def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs,
-                          routing: str | None = None) -> pd.DataFrame:
+def widen_for_assumptions(
+    fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs, routing: str | None = None
+) -> pd.DataFrame:
     """Where a role's engine size changes (a given per-GPU ratio) or a link not measured from this
     log carries the projection, every row's interval also spans the rate at that number +-
     ``ENGINE_SCALING_SE`` / ``LINK_SE``: the spread is added to the row's own variance (so leads
@@ -301,8 +369,17 @@ def widen_for_assumptions(fit: PipelineFit, settings: Settings, df: pd.DataFrame
             hi = split_capacities(fit, settings, n, m, mu_scale=tuple(hi_s), interval=False, routing=routing).x_bps
             var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
         if link:
-            ends = [split_capacities(fit, replace(settings, link_bytes_s=settings.link_bytes_s * f), n, m,
-                                     interval=False, routing=routing).x_bps for f in (1 - LINK_SE, 1 + LINK_SE)]
+            ends = [
+                split_capacities(
+                    fit,
+                    replace(settings, link_bytes_s=settings.link_bytes_s * f),
+                    n,
+                    m,
+                    interval=False,
+                    routing=routing,
+                ).x_bps
+                for f in (1 - LINK_SE, 1 + LINK_SE)
+            ]
             var += (math.log(max(ends[1], 1e-300) / max(ends[0], 1e-300)) / (2 * Z_95)) ** 2
         widen_row(df, label, x, var)
     return df
@@ -312,7 +389,7 @@ def widen_row(df: pd.DataFrame, label, x: float, var: float) -> None:
     """Row ``label`` at rate ``x`` carries ``var`` more (log) variance of its own: into
     ``err_own_var`` (so leads carry it) and its interval grown to match, never narrowed."""
     half = math.log(float(df.at[label, "bps_high"]) / x) if x > 0 and df.at[label, "bps_high"] > 0 else 0.0
-    grown = math.sqrt(half ** 2 + Z_95 ** 2 * var)
+    grown = math.sqrt(half**2 + Z_95**2 * var)
     df.at[label, "err_own_var"] = float(df.at[label, "err_own_var"]) + var
     df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
     df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
@@ -329,27 +406,41 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
     out: dict = {f"gpus_{p}": n * kp, f"gpus_{c}": m * kc, f"gpus_per_{p}": kp, f"gpus_per_{c}": kc}
     if settings.nodes > 1 and mid.placement is not None:
         pl = mid.placement
-        free = placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps \
-            if settings.link_bytes_s else mid.x_bps
+        free = (
+            placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps
+            if settings.link_bytes_s
+            else mid.x_bps
+        )
         busy = mid.link_util > 0
         logged = logged_placement(fit, settings)
         ob = fit.observed[0].roles
-        at_log = (placed_split(fit, settings, n, m, logged).x_bps
-                  if logged is not None and (ob.get(p), ob.get(c)) == (n, m) else math.nan)
-        out.update({"placement": pl.describe(p, c), "nodes_" + p: pl.producers,
-                    "nodes_" + c: pl.consumers, "cap_link_bps": mid.link_cap_bps,
-                    "link_util": mid.link_util, "crossing_share": mid.crossing_share, "bps_free_link": free,
-                    "bps_logged_place": at_log, "layout": LAYOUTS[pl.routing],
-                    "bps_other_layout": mid.other_layout_bps,
-                    "link_hs_share": 1.0 - mid.link_sync_share if busy else 0.0,
-                    "link_sync_share": mid.link_sync_share if busy else 0.0,
-                    "logged_placement": logged.describe(p, c) if logged is not None else ""})
+        at_log = (
+            placed_split(fit, settings, n, m, logged).x_bps
+            if logged is not None and (ob.get(p), ob.get(c)) == (n, m)
+            else math.nan
+        )
+        out.update(
+            {
+                "placement": pl.describe(p, c),
+                "nodes_" + p: pl.producers,
+                "nodes_" + c: pl.consumers,
+                "cap_link_bps": mid.link_cap_bps,
+                "link_util": mid.link_util,
+                "crossing_share": mid.crossing_share,
+                "bps_free_link": free,
+                "bps_logged_place": at_log,
+                "layout": LAYOUTS[pl.routing],
+                "bps_other_layout": mid.other_layout_bps,
+                "link_hs_share": 1.0 - mid.link_sync_share if busy else 0.0,
+                "link_sync_share": mid.link_sync_share if busy else 0.0,
+                "logged_placement": logged.describe(p, c) if logged is not None else "",
+            }
+        )
     return out
 
 
-ERR_SAMPLING = ("err_p_samp", "err_c_samp")          # the parts a longer log of the split shrinks
-ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single",
-                              "err_c_single")
+ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
+ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
 
 
 @dataclass(frozen=True)
@@ -381,15 +472,19 @@ def lead_parts(df: pd.DataFrame, a: str, b: str) -> LeadParts | None:
     corners = tuple(k for k in ERR_CORNERS if k in df.columns)
     diff = {k: float(df.at[a, k]) - float(df.at[b, k]) for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi") + corners}
     samp = sum(diff[k] ** 2 for k in ERR_SAMPLING)
-    fixed = sum(diff[k] ** 2 for k in ERR_SHARED if k not in ERR_SAMPLING) \
-        + float(df.at[a, "err_own_var"]) + float(df.at[b, "err_own_var"])
+    fixed = (
+        sum(diff[k] ** 2 for k in ERR_SHARED if k not in ERR_SAMPLING)
+        + float(df.at[a, "err_own_var"])
+        + float(df.at[b, "err_own_var"])
+    )
     if not (math.isfinite(samp) and math.isfinite(fixed)):
         return None
     # the ends of an unidentified sync scaling, and the corners of the capacity ranges: one unknown
     # shared by every split, so the lead is compared at the same end
     shifts = (0.0, diff["err_sync_lo"], diff["err_sync_hi"]) + tuple(diff[k] for k in corners)
-    return LeadParts(log_lead=math.log(xa / xb), sampling_var=samp, fixed_var=fixed, shift_lo=min(shifts),
-                     shift_hi=max(shifts))
+    return LeadParts(
+        log_lead=math.log(xa / xb), sampling_var=samp, fixed_var=fixed, shift_lo=min(shifts), shift_hi=max(shifts)
+    )
 
 
 def lead_interval(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
@@ -411,7 +506,9 @@ def _log_tokens(fit: PipelineFit, ob) -> float:
     return tokens if math.isfinite(tokens) else fit.tokens_mean
 
 
-def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tuple[pd.DataFrame, tuple[Reconciliation, ...]]:
+def reconcile(
+    fit: PipelineFit, settings: Settings, splits: pd.DataFrame
+) -> tuple[pd.DataFrame, tuple[Reconciliation, ...]]:
     """Compare the projection with every log's measured rate; widen and warn where they differ.
 
     Each log is compared at its own G and batch size (projected afresh when those differ from the
@@ -420,33 +517,48 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
     p, c = fit.roles
     df = splits.copy()
     out = []
-    if fit.source == "numbers":   # no log: no measured rate to reconcile with
+    if fit.source == "numbers":  # no log: no measured rate to reconcile with
         return df, ()
     for ob in fit.observed:
         n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
         if n < 1 or m < 1 or not ob.bps > 0:
             continue
         label = split_label(n, m)
-        log_gpus = n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1]   # as the log ran
-        in_table = (settings.split_gpus(n, m) == settings.gpus and not settings.engines_changed
-                    and _comparable(fit, ob, settings) and label in df.index)
+        log_gpus = n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1]  # as the log ran
+        in_table = (
+            settings.split_gpus(n, m) == settings.gpus
+            and not settings.engines_changed
+            and _comparable(fit, ob, settings)
+            and label in df.index
+        )
         logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
         if in_table and logged is not None:
-            x = placed_split(fit, settings, n, m, logged).x_bps    # as the log ran: its own placement
+            x = placed_split(fit, settings, n, m, logged).x_bps  # as the log ran: its own placement
         elif in_table:
             x = float(df.at[label, "bps"])
         elif fit.link.producers_by_node and ob is fit.observed[0]:
             # the log across its own nodes, at its own placement, G and engine sizes
-            own = replace(settings, gpus=log_gpus, gpus_per_node=fit.link.gpus_per_node,
-                          gpus_per_worker=settings.log_gpus_per_worker,
-                          engine_scaling=(1.0, 1.0), log_gpus_per_worker=settings.log_gpus_per_worker)
-            x = placed_split(fit, own, n, m, Placement(producers=fit.link.producers_by_node,
-                                                      consumers=fit.link.consumers_by_node)).x_bps
+            own = replace(
+                settings,
+                gpus=log_gpus,
+                gpus_per_node=fit.link.gpus_per_node,
+                gpus_per_worker=settings.log_gpus_per_worker,
+                engine_scaling=(1.0, 1.0),
+                log_gpus_per_worker=settings.log_gpus_per_worker,
+            )
+            x = placed_split(
+                fit, own, n, m, Placement(producers=fit.link.producers_by_node, consumers=fit.link.consumers_by_node)
+            ).x_bps
         else:
             tokens = _log_tokens(fit, ob)
-            x = project_split(fit, n, m, hs_cap=settings.hs_cap, gpus_per_worker=settings.log_gpus_per_worker,
-                              tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
-                              else tokens).x_bps
+            x = project_split(
+                fit,
+                n,
+                m,
+                hs_cap=settings.hs_cap,
+                gpus_per_worker=settings.log_gpus_per_worker,
+                tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL else tokens,
+            ).x_bps
         rec = Reconciliation(path=ob.path, label=label, gpus=log_gpus, observed_bps=ob.bps, projected_bps=x)
         out.append(rec)
         if abs(rec.gap_pct) <= RECONCILE_PCT:
@@ -458,19 +570,27 @@ def reconcile(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> tup
             df.at[label, "bps_high"] = max(df.at[label, "bps_high"], ob.bps)
             df.at[label, "widened"] = True
             widened = f"; its interval is widened to {df.at[label, 'bps_low']:.3g}-{df.at[label, 'bps_high']:.3g} b/s"
-        warnings.warn(ReconcileWarning(
-            f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "
-            f"({rec.gap_pct:+.1f}%){widened}; {why}"), stacklevel=2)
+        warnings.warn(
+            ReconcileWarning(
+                f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "
+                f"({rec.gap_pct:+.1f}%){widened}; {why}"
+            ),
+            stacklevel=2,
+        )
     return df, tuple(out)
 
 
 def _why_not(fit: PipelineFit, ob) -> str:
     """The likeliest reason a log's rate differs from the fit (for the warning's text)."""
     if len(fit.observed) > 1:
-        return ("the logs fitted together disagree about per-worker speed (contention or a different machine "
-                "load at another split); fit this log alone to compare")
+        return (
+            "the logs fitted together disagree about per-worker speed (contention or a different machine "
+            "load at another split); fit this log alone to compare"
+        )
     if not ob.steady.settled:
         return "the run had not settled (its pace still drifts)"
     if fit.loader.input_bound:
         return "the loader's variability is assumed, not measured"
-    return "step times drift or depend on the split (shared resources); treat the interval as a lower bound on the error"
+    return (
+        "step times drift or depend on the split (shared resources); treat the interval as a lower bound on the error"
+    )

@@ -1,4 +1,5 @@
 """The CLI: one test per exit path (0 ok/pass, 1 gate fails, 2 unusable input), and a cheap --help."""
+
 from __future__ import annotations
 
 import json
@@ -52,6 +53,7 @@ def test_format_option_equals_flags(reference):
 
 def test_version_and_short_help():
     from advisor import __version__
+
     r = invoke("--version")
     assert r.exit_code == 0 and r.stdout.strip() == f"dflash-advise {__version__}"
     assert invoke("-h").exit_code == 0 and "what-if" in invoke("-h").stdout
@@ -75,8 +77,10 @@ def test_next_run_flag(reference):
 
 def test_unusable_input_one_line_no_traceback(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"ev":"run","v":1,"t":0,"roles":{"target":1,"drafter":1}}\n{"ev":"step","t":1,"role":"target",'
-                   '"worker":0,"tokens":5,"busy":"slow"}\n')
+    bad.write_text(
+        '{"ev":"run","v":1,"t":0,"roles":{"target":1,"drafter":1}}\n{"ev":"step","t":1,"role":"target",'
+        '"worker":0,"tokens":5,"busy":"slow"}\n'
+    )
     r = invoke(bad)
     assert r.exit_code == 2
     err = r.stderr.strip()
@@ -103,6 +107,7 @@ def test_token_budget_and_hs_cap_what_ifs(reference):
 
 def test_token_budget_on_a_log_without_tokens_or_budget_exits_2(tmp_path, reference_rates):
     from conftest import one_line_error, rates_without_tokens
+
     path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl", budget=False)
     assert invoke(path).exit_code == 0
     one_line_error(invoke(path, "--token-budget", "16384"), "--token-budget", "no tokens", "token_budget")
@@ -118,24 +123,36 @@ def test_check_fails(reference):
     assert r.exit_code == 1 and r.output.startswith("FAIL")
 
 
-@pytest.mark.parametrize("args, code", [(["--json"], 0), (["check", "--roles", "target=6,drafter=2",
-                                                            "--min-efficiency", "0.9"], 1),
-                                         (["--roles", "target=9,drafter=9"], 2)])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["--json"], 0),
+        (["check", "--roles", "target=6,drafter=2", "--min-efficiency", "0.9"], 1),
+        (["--roles", "target=9,drafter=9"], 2),
+    ],
+)
 def test_the_script_ends_with_mains_code_and_output(reference, args, code):
     """`script` (the console script) gives the exit code and every byte of the output that `main`
     gives, also where stdout is a closed pipe."""
     argv = ([args[0]] if args[0] == "check" else []) + [str(reference)] + [a for a in args if a != "check"]
+
     def command(entry: str) -> list[str]:
-        return [sys.executable, "-c", f"import sys; from advisor.cli.app import {entry}; "
-                                      f"sys.argv = ['dflash-advise', *sys.argv[1:]]; {entry}()", *argv]
-    runs = {entry: subprocess.run(command(entry), capture_output=True, text=True, cwd=ROOT)
-            for entry in ("main", "script")}
+        return [
+            sys.executable,
+            "-c",
+            f"import sys; from advisor.cli.app import {entry}; sys.argv = ['dflash-advise', *sys.argv[1:]]; {entry}()",
+            *argv,
+        ]
+
+    runs = {
+        entry: subprocess.run(command(entry), capture_output=True, text=True, cwd=ROOT) for entry in ("main", "script")
+    }
     assert runs["script"].returncode == runs["main"].returncode == code
     assert runs["script"].stdout == runs["main"].stdout and runs["script"].stderr == runs["main"].stderr
     if code == 0:
         assert json.loads(runs["script"].stdout)["splits"]
     ends = {}
-    for entry in ("main", "script"):       # stdout a pipe that nobody reads: closed at once
+    for entry in ("main", "script"):  # stdout a pipe that nobody reads: closed at once
         closed = subprocess.Popen(command(entry), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         closed.stdout.close()
         ends[entry] = (closed.stderr.read(), closed.wait())
@@ -165,8 +182,22 @@ def test_check_markdown_has_gate(reference):
 
 
 def test_what_if_reference_numbers():
-    r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", "0.86",
-               "--hs-cap", "20", "--tokens-per-batch", "30000", "--json")
+    r = invoke(
+        "what-if",
+        "--targets",
+        "7",
+        "--drafters",
+        "1",
+        "--target-bps",
+        "0.92",
+        "--drafter-bps",
+        "0.86",
+        "--hs-cap",
+        "20",
+        "--tokens-per-batch",
+        "30000",
+        "--json",
+    )
     assert r.exit_code == 0
     j = json.loads(r.stdout)
     assert j["recommendation"]["roles"] == {"target": 7, "drafter": 1}
@@ -180,8 +211,9 @@ def test_what_if_invalid_numbers_exit_2():
     assert r.exit_code == 2 and "--target-bps" in r.stderr and "> 0" in r.stderr
 
 
-@pytest.mark.parametrize("flag, value", [("--target-bps", "1e-320"), ("--drafter-bps", "5e-324"),
-                                         ("--target-bps", "1e12")])
+@pytest.mark.parametrize(
+    "flag, value", [("--target-bps", "1e-320"), ("--drafter-bps", "5e-324"), ("--target-bps", "1e12")]
+)
 def test_what_if_capacity_past_the_limits_exit_2_naming_it(flag, value):
     """5e-324 batches/s divided by zero in the chain (found by fuzzing: fuzz/corpus/what_if/tiny)."""
     args = {"--target-bps": "0.92", "--drafter-bps": "0.86", flag: value}
@@ -195,10 +227,12 @@ def test_usage_error_exit_2():
 
 
 def test_help_does_not_import_heavy_modules():
-    code = ("import sys; from advisor.cli.app import main; sys.argv=['dflash-advise','--help']\n"
-            "try:\n main()\nexcept SystemExit: pass\n"
-            "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','polars') if m in sys.modules]\n"
-            "print('HEAVY', heavy)")
+    code = (
+        "import sys; from advisor.cli.app import main; sys.argv=['dflash-advise','--help']\n"
+        "try:\n main()\nexcept SystemExit: pass\n"
+        "heavy=[m for m in ('pandas','scipy','matplotlib','torch','numpy','polars') if m in sys.modules]\n"
+        "print('HEAVY', heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out and "check" in out and "what-if" in out
 
@@ -264,6 +298,7 @@ def test_option_defaults_and_limits_are_the_options():
 
     from advisor import settings
     from advisor.fit.pipeline import fit_from_numbers
+
     commands = typer.main.get_command(app).commands
 
     def param(cmd, name):
@@ -295,14 +330,33 @@ def test_option_defaults_and_limits_are_the_options():
     assert inspect.signature(fit_from_numbers).parameters["pre_cap"].default == settings.DEFAULT_PRE_CAP
 
 
-@pytest.mark.parametrize("args, message", [
-    (["LOG", "--hs-cap", "10001"], "--hs-cap: 10001 is more than the limit 10000"),
-    (["LOG", "--gpus", "4097"], "--gpus: 4097 is more than the limit 4096"),
-    (["what-if", "--targets", "7", "--drafters", "1", "--target-bps", "1", "--drafter-bps", "1", "--hs-cap", "10001"],
-     "--hs-cap: 10001 is more than the limit 10000"),
-    (["what-if", "--targets", "4097", "--drafters", "1", "--target-bps", "1", "--drafter-bps", "1"],
-     "--targets: 4097 is more than the limit 4096"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["LOG", "--hs-cap", "10001"], "--hs-cap: 10001 is more than the limit 10000"),
+        (["LOG", "--gpus", "4097"], "--gpus: 4097 is more than the limit 4096"),
+        (
+            [
+                "what-if",
+                "--targets",
+                "7",
+                "--drafters",
+                "1",
+                "--target-bps",
+                "1",
+                "--drafter-bps",
+                "1",
+                "--hs-cap",
+                "10001",
+            ],
+            "--hs-cap: 10001 is more than the limit 10000",
+        ),
+        (
+            ["what-if", "--targets", "4097", "--drafters", "1", "--target-bps", "1", "--drafter-bps", "1"],
+            "--targets: 4097 is more than the limit 4096",
+        ),
+    ],
+)
 def test_limits_are_the_settings_checked_before_reading(tmp_path, args, message):
     """Past settings' limits: exit 2 naming the option, before the log is read (here it does not exist)."""
     r = invoke(*[tmp_path / "never.jsonl" if a == "LOG" else a for a in args])
@@ -315,7 +369,7 @@ def test_help_is_whole_sentences():
     r = CliRunner().invoke(app, ["-h"], env={"COLUMNS": "200"})
     assert r.exit_code == 0
     entries: list[str] = []
-    for line in r.stdout.split("Commands:")[1].strip().splitlines():   # wrapped lines continue an entry
+    for line in r.stdout.split("Commands:")[1].strip().splitlines():  # wrapped lines continue an entry
         if line.startswith("  ") and line.split()[0] in COMMANDS or not entries:
             entries.append(line.strip())
         else:
@@ -338,7 +392,7 @@ def test_logs_at_two_splits_say_which_g_and_every_observed_split():
     assert f"observed at 1-2 ({logs[1]}): 3.622 b/s" in out
     assert "1-2 is not a split of 2 GPUs" in out
     assert "The verdict holds unless:\n\n" not in out and not out.rstrip().endswith(":")
-    for title in ("The verdict holds unless:", "Queue:", "Caveats:"):   # a heading is followed by an item
+    for title in ("The verdict holds unless:", "Queue:", "Caveats:"):  # a heading is followed by an item
         assert all(out.split(title)[i].startswith("\n- ") for i in range(1, out.count(title) + 1)), title
     out3 = CliRunner().invoke(app, route(logs + ["--gpus", "3"])).stdout
     assert out3.splitlines()[0].startswith("run h200-1x1: 3 GPUs (--gpus; the logs ran 2 and 3), observed 1-1, 1-2 ")
@@ -349,12 +403,15 @@ def test_logs_at_two_splits_say_which_g_and_every_observed_split():
 
 
 def test_what_if_takes_a_range_and_a_bound():
-    r = invoke("what-if", "--targets", "1", "--drafters", "7", "--target-bps", "52..57", "--drafter-bps", ">=50.1",
-               "--json")
+    r = invoke(
+        "what-if", "--targets", "1", "--drafters", "7", "--target-bps", "52..57", "--drafter-bps", ">=50.1", "--json"
+    )
     assert r.exit_code == 0, r.output
     j = json.loads(r.stdout)
-    assert j["capacity_basis"] == {"target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
-                                   "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None}}
+    assert j["capacity_basis"] == {
+        "target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
+        "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None},
+    }
     # issue 34: no job to weigh a probe against, so an action with its odds: stay with the
     # measured best, less sure than from points (the bound leaves 2-6 a chance)
     rec = j["recommendation"]
@@ -369,12 +426,16 @@ def test_what_if_capacity_parse_errors_name_the_option_and_the_forms(bad):
     r = invoke("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", bad)
     assert r.exit_code == 2 and r.stderr.startswith("dflash-advise: --drafter-bps")
     assert "0.88..0.95" in r.stderr or "upper end" in r.stderr
+
+
 @pytest.mark.parametrize("end,drained", [("interrupted", False), (None, False), ("done", True)])
 def test_a_slower_tail_is_a_drain_only_when_the_input_ran_out(write_log, end, drained):
     """End to end: an interrupted or live log keeps its slower last 40% (said in the caveats);
     a finished one drops it as the final drain."""
     import random
+
     from conftest import HEADER, step
+
     rng = random.Random(3)
     lines, t = [HEADER], 0.0
     for i in range(1000):
@@ -394,8 +455,18 @@ def test_what_if_names_the_specforge_qwen_pick_with_its_odds():
     """Issue 34: SpecForge's Qwen3.8-27B DFlash2 recipe on 8xH200 (4 + 4: 2.25 prompts/s per capture
     server, 3.7 samples/s per trainer rank; measured 5+3 10.65, 4+4 9.05) said CANNOT TELL; it names
     5-3, the measured best, with its odds, and the headline's numbers are the JSON's."""
-    args = ("what-if", "--targets", "4", "--drafters", "4", "--target-bps", "9.0", "--drafter-bps", "14.8",
-            "--next-run")
+    args = (
+        "what-if",
+        "--targets",
+        "4",
+        "--drafters",
+        "4",
+        "--target-bps",
+        "9.0",
+        "--drafter-bps",
+        "14.8",
+        "--next-run",
+    )
     r = invoke(*args)
     assert r.exit_code == 0, r.output
     assert "CANNOT TELL" not in r.stdout
@@ -404,6 +475,9 @@ def test_what_if_names_the_specforge_qwen_pick_with_its_odds():
     assert rec["verdict"] == "next-run" and rec["action"] == "next-run" and rec["roles"] == {"target": 5, "drafter": 3}
     assert rec["p_best"] >= 0.8 and rec["expected_gain_pct"] > 0 and rec["close_call"] is False
     assert rec["probe"] is None or rec["probe"]["worth_it"] is False
-    title = f"NEXT RUN: 5-3, ~{100 * rec['p_best']:.0f}% likely the best, expected +{rec['expected_gain_pct']:.1f}% over 4-4"
+    title = (
+        f"NEXT RUN: 5-3, ~{100 * rec['p_best']:.0f}% likely the best, "
+        f"expected +{rec['expected_gain_pct']:.1f}% over 4-4"
+    )
     assert title in r.stdout.splitlines()
     assert max(j["splits"], key=lambda s: s["p_best"])["roles"] == rec["roles"]

@@ -1,15 +1,16 @@
 """The gate's TOML config: planned split, profile logs, thresholds; loud errors naming the key."""
+
 from __future__ import annotations
 
 import os
 import signal
 
 import pytest
+from conftest import ROOT
 
 from advisor.cli.check import run_check
 from advisor.errors import LogError
 from advisor.settings import DEFAULT_MIN_EFFICIENCY
-from conftest import ROOT
 
 
 def config(tmp_path, reference, body):
@@ -27,7 +28,7 @@ def test_config_plans_another_split(tmp_path, reference):
 
 
 def test_config_gpu_util_metric_and_queue(tmp_path, reference):
-    p = config(tmp_path, reference, "[queues]\nhs = 2\n[gate]\nmetric = \"gpu_util\"\nmin_gpu_util = 0.95\n")
+    p = config(tmp_path, reference, '[queues]\nhs = 2\n[gate]\nmetric = "gpu_util"\nmin_gpu_util = 0.95\n')
     adv = run_check([p])
     assert adv.gate["metric"] == "gpu_util" and not adv.gate["passed"]
 
@@ -38,12 +39,15 @@ def test_command_line_overrides_config(tmp_path, reference):
     assert run_check([p], min_efficiency=0.5).gate["passed"]
 
 
-@pytest.mark.parametrize("body,key", [
-    ("[roles]\ntarget = 0\ndrafter = 2\n", "roles.target"),
-    ("[gate]\nmetric = \"speed\"\n", "gate.metric"),
-    ("[gate]\nmin_efficiency = 1.5\n", "gate.min_efficiency"),
-    ("gpus = \"eight\"\n", "gpus"),
-])
+@pytest.mark.parametrize(
+    "body,key",
+    [
+        ("[roles]\ntarget = 0\ndrafter = 2\n", "roles.target"),
+        ('[gate]\nmetric = "speed"\n', "gate.metric"),
+        ("[gate]\nmin_efficiency = 1.5\n", "gate.min_efficiency"),
+        ('gpus = "eight"\n', "gpus"),
+    ],
+)
 def test_config_errors_name_the_key(tmp_path, reference, body, key):
     with pytest.raises(LogError) as ei:
         run_check([config(tmp_path, reference, body)])
@@ -67,17 +71,20 @@ def test_invalid_toml(tmp_path):
 # --- strict config: what the gate does not understand is an error, never a default
 
 
-@pytest.mark.parametrize("body,key,line,hint", [
-    ("[gate]\nmin_efficency = 0.95\n", "gate.min_efficency", 3, "did you mean 'min_efficiency'?"),
-    ("[role]\ntarget = 6\ndrafter = 2\n", "role", 2, "did you mean 'roles'?"),
-    ("gpu = 8\n", "gpu", 2, "did you mean 'gpus'?"),
-    ("[queues]\nhs = 2\nqhs = 4\n", "queues.qhs", 4, "did you mean 'hs'?"),
-    ("[roles]\ntarget = 6\ndrafters = 2\n", "roles.drafters", 4, "did you mean 'drafter'?"),
-    ("[roles]\ntarget = 8\n", "roles.drafter", 2, "is missing"),
-    ("[gate]\nmetric = \"gpu_util\"\nmin_efficiency = 0.9\n", "gate.min_efficiency", 4, "metric is 'gpu_util'"),
-    ("gpus = 100000\n", "gpus", 2, "4096"),
-    ("[queues]\nhs = 100000000\n", "queues.hs", 3, "10000"),
-])
+@pytest.mark.parametrize(
+    "body,key,line,hint",
+    [
+        ("[gate]\nmin_efficency = 0.95\n", "gate.min_efficency", 3, "did you mean 'min_efficiency'?"),
+        ("[role]\ntarget = 6\ndrafter = 2\n", "role", 2, "did you mean 'roles'?"),
+        ("gpu = 8\n", "gpu", 2, "did you mean 'gpus'?"),
+        ("[queues]\nhs = 2\nqhs = 4\n", "queues.qhs", 4, "did you mean 'hs'?"),
+        ("[roles]\ntarget = 6\ndrafters = 2\n", "roles.drafters", 4, "did you mean 'drafter'?"),
+        ("[roles]\ntarget = 8\n", "roles.drafter", 2, "is missing"),
+        ('[gate]\nmetric = "gpu_util"\nmin_efficiency = 0.9\n', "gate.min_efficiency", 4, "metric is 'gpu_util'"),
+        ("gpus = 100000\n", "gpus", 2, "4096"),
+        ("[queues]\nhs = 100000000\n", "queues.hs", 3, "10000"),
+    ],
+)
 def test_unknown_or_conflicting_keys_are_errors(tmp_path, reference, body, key, line, hint):
     with pytest.raises(LogError) as ei:
         run_check([config(tmp_path, reference, body)])
@@ -94,17 +101,20 @@ def test_typo_no_longer_passes_at_the_default(tmp_path, reference):
         run_check([wrong])
 
 
-@pytest.mark.parametrize("make,needle", [
-    (lambda p: p.mkdir(), "directory"),
-    (lambda p: os.mkfifo(p), "regular file"),
-    (lambda p: p.write_bytes(b"x = " + b"[" * 100_000 + b"]" * 100_000), "nested too deeply"),
-    (lambda p: p.write_bytes("profile = ['a']".encode("utf-16")), "UTF-8"),
-    (lambda p: p.write_bytes(b"#" * (2 << 20)), "a few lines"),
-])
+@pytest.mark.parametrize(
+    "make,needle",
+    [
+        (lambda p: p.mkdir(), "directory"),
+        (lambda p: os.mkfifo(p), "regular file"),
+        (lambda p: p.write_bytes(b"x = " + b"[" * 100_000 + b"]" * 100_000), "nested too deeply"),
+        (lambda p: p.write_bytes("profile = ['a']".encode("utf-16")), "UTF-8"),
+        (lambda p: p.write_bytes(b"#" * (2 << 20)), "a few lines"),
+    ],
+)
 def test_unreadable_configs_are_one_clear_error(tmp_path, make, needle):
     p = tmp_path / "gate.toml"
     make(p)
-    signal.alarm(20)    # a FIFO must be refused, not opened (opening one without a writer blocks)
+    signal.alarm(20)  # a FIFO must be refused, not opened (opening one without a writer blocks)
     try:
         with pytest.raises(LogError, match=needle) as ei:
             run_check([p])
@@ -120,10 +130,11 @@ def test_tomli_on_python_3_10(monkeypatch):
     import types
 
     import advisor.cli.check as check
+
     fake = types.ModuleType("tomli")
     fake.loads, fake.TOMLDecodeError = (lambda s: {}), ValueError
     monkeypatch.setitem(sys.modules, "tomli", fake)
-    monkeypatch.setitem(sys.modules, "tomllib", None)   # import tomllib would fail, as on 3.10
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # import tomllib would fail, as on 3.10
     monkeypatch.setattr(sys, "version_info", (3, 10, 12, "final", 0))
     try:
         assert importlib.reload(check).tomllib is fake
@@ -135,12 +146,12 @@ def test_tomli_on_python_3_10(monkeypatch):
     assert 'tomli>=1.1; python_version < "3.11"' in deps
 
 
-
 def test_cli_roles_not_summing_to_the_logs_gpus_exit_2(reference):
     """`check LOG --roles target=6,drafter=3` on an 8-GPU log is not a 9-GPU plan: exit 2, one line."""
     from typer.testing import CliRunner
 
     from advisor.cli.app import app, route
+
     r = CliRunner().invoke(app, route(["check", str(reference), "--roles", "target=6,drafter=3"]))
     assert r.exit_code == 2 and "9 GPUs but 8 are split" in r.stderr and r.stderr.count("\n") == 1
 
@@ -176,6 +187,7 @@ def _cli(*args):
     from typer.testing import CliRunner
 
     from advisor.cli.app import app, route
+
     return CliRunner().invoke(app, route(["check", *map(str, args)]))
 
 
@@ -183,7 +195,7 @@ def test_a_threshold_for_the_other_metric_is_refused_naming_the_option(tmp_path,
     """`check fail.toml --min-efficiency 0.8` on a gpu_util gate applied 0.8 to gpu_util and printed
     PASS; the config refuses that mix (min_efficiency under metric = "gpu_util"), so the command
     line does too: exit 2, one line naming the option and the metric, in both directions."""
-    p = config(tmp_path, reference, "[gate]\nmetric = \"gpu_util\"\nmin_gpu_util = 0.99\n")
+    p = config(tmp_path, reference, '[gate]\nmetric = "gpu_util"\nmin_gpu_util = 0.99\n')
     r = _cli(p, "--min-efficiency", "0.8")
     assert r.exit_code == 2 and r.stderr.count("\n") == 1, r.output
     assert r.stderr.startswith("dflash-advise: --min-efficiency: the gate's metric is 'gpu_util' (from gate.metric of")
@@ -197,20 +209,23 @@ def test_a_threshold_for_the_other_metric_is_refused_naming_the_option(tmp_path,
     assert "give --min-gpu-util too" in r.stderr
     # on a log, with the default metric (efficiency), as the config without `metric` refuses min_gpu_util
     r = _cli(reference, "--min-gpu-util", "0.5")
-    assert r.exit_code == 2 and "--min-gpu-util: the gate's metric is 'efficiency' (from the default metric)" in r.stderr
+    assert (
+        r.exit_code == 2 and "--min-gpu-util: the gate's metric is 'efficiency' (from the default metric)" in r.stderr
+    )
     r = _cli(reference, "--min-gpu-util", "0.5", "--min-efficiency", "0.5")
     assert r.exit_code == 2 and "give one threshold" in r.stderr
 
 
 def test_a_threshold_of_the_gates_metric_applies(tmp_path, reference):
-    p = config(tmp_path, reference, "[gate]\nmetric = \"gpu_util\"\nmin_gpu_util = 0.99\n")
+    p = config(tmp_path, reference, '[gate]\nmetric = "gpu_util"\nmin_gpu_util = 0.99\n')
     value = run_check([p]).gate["value"]
     r = _cli(p, "--min-gpu-util", f"{value - 0.01:.3f}")
     assert r.exit_code == 0 and r.stdout.startswith("PASS") and "gpu_util" in r.stdout
     r = _cli(reference, "--metric", "gpu_util", "--min-gpu-util", f"{value + 0.01:.3f}")
     assert r.exit_code == 1 and r.stdout.startswith("FAIL")
-    assert run_check([reference], metric="gpu_util", min_gpu_util=value + 0.01).gate["threshold"] == \
-        pytest.approx(value + 0.01)
+    assert run_check([reference], metric="gpu_util", min_gpu_util=value + 0.01).gate["threshold"] == pytest.approx(
+        value + 0.01
+    )
 
 
 @pytest.mark.parametrize("roles,verdict", [("target=6,drafter=2", "FAIL"), ("target=7,drafter=1", "PASS")])
@@ -231,24 +246,31 @@ _METRICS = ("efficiency", "gpu_util")
 @pytest.mark.parametrize("cfg_threshold", [False, True])
 @pytest.mark.parametrize("cli_metric", [None, *_METRICS])
 @pytest.mark.parametrize("cli_given", [(), ("efficiency",), ("gpu_util",), _METRICS])
-def test_a_threshold_reaches_only_its_own_metric(tmp_path, reference, cfg_metric, cfg_threshold, cli_metric,
-                                                 cli_given):
+def test_a_threshold_reaches_only_its_own_metric(tmp_path, reference, cfg_metric, cfg_threshold, cli_metric, cli_given):
     """Every mix of config and command line: the gate checks metric m (--metric, else the config's,
     else efficiency) against a threshold given for m, or refuses, naming the option; a threshold
     is never carried over to the other metric."""
     m = cli_metric or cfg_metric or "efficiency"
-    gate = ([f'metric = "{cfg_metric}"'] if cfg_metric else []) + \
-        ([f"min_{cfg_metric or 'efficiency'} = 0.25"] if cfg_threshold else [])
+    gate = ([f'metric = "{cfg_metric}"'] if cfg_metric else []) + (
+        [f"min_{cfg_metric or 'efficiency'} = 0.25"] if cfg_threshold else []
+    )
     p = config(tmp_path, reference, "[gate]\n" + "\n".join(gate) + "\n")
     values = {"efficiency": 0.5, "gpu_util": 0.75}
-    kw = {"min_efficiency": values["efficiency"] if "efficiency" in cli_given else None,
-          "min_gpu_util": values["gpu_util"] if "gpu_util" in cli_given else None}
+    kw = {
+        "min_efficiency": values["efficiency"] if "efficiency" in cli_given else None,
+        "min_gpu_util": values["gpu_util"] if "gpu_util" in cli_given else None,
+    }
     cfg_for = (cfg_metric or "efficiency") if cfg_threshold else None
     refused = len(cli_given) > 1 or (cli_given and cli_given[0] != m) or (not cli_given and cfg_for not in (None, m))
     if refused:
         option = {"efficiency": "--min-efficiency", "gpu_util": "--min-gpu-util"}
-        want = ("--min-gpu-util: give one threshold" if len(cli_given) > 1
-                else f"{option[cli_given[0]]}: the gate's metric is '{m}'" if cli_given else "--metric: ")
+        want = (
+            "--min-gpu-util: give one threshold"
+            if len(cli_given) > 1
+            else f"{option[cli_given[0]]}: the gate's metric is '{m}'"
+            if cli_given
+            else "--metric: "
+        )
         with pytest.raises(ValueError, match="^" + want):
             run_check([p], metric=cli_metric, **kw)
         return
@@ -264,20 +286,25 @@ def _gate_numbers(reference, roles):
     """The planned split's metric and p_best, as the advice (not the gate) states them."""
     from advisor.advice import advise
     from advisor.project.table import split_label
+
     adv = advise([reference], roles=roles)
     label = split_label(roles["target"], roles["drafter"])
     return float(adv.splits.at[label, "efficiency"]), adv.decision.odds.of(label).p_best
 
 
-@pytest.mark.parametrize("roles,fails", [
-    ("target=7,drafter=1", []),                        # the best split, well above the threshold: pass
-    ("target=6,drafter=2", ["confidence"]),            # metric met, but 6-2 is not likely the best
-    ("target=7,drafter=1", ["efficiency"]),            # likely the best, metric missed
-])
+@pytest.mark.parametrize(
+    "roles,fails",
+    [
+        ("target=7,drafter=1", []),  # the best split, well above the threshold: pass
+        ("target=6,drafter=2", ["confidence"]),  # metric met, but 6-2 is not likely the best
+        ("target=7,drafter=1", ["efficiency"]),  # likely the best, metric missed
+    ],
+)
 def test_gate_exit_paths_with_min_confidence(reference, roles, fails):
     """Each exit path of the two conditions, in text, Markdown and JSON; each names the condition
     that failed, with its number."""
     import json
+
     planned = {k: int(v) for k, v in (x.split("=") for x in roles.split(","))}
     value, p_best = _gate_numbers(reference, planned)
     min_eff = value + 0.01 if "efficiency" in fails else value - 0.01
@@ -303,9 +330,16 @@ def test_gate_exit_paths_with_min_confidence(reference, roles, fails):
     assert g["p_best"] == pytest.approx(p_best) and g["min_confidence"] == pytest.approx(float(f"{min_conf:.3f}"))
 
 
-@pytest.mark.parametrize("value,needle", [('"high"', "must be int or float"), ("1.5", "between 0 and 1"),
-                                          ("-0.1", "between 0 and 1"), ("nan", "between 0 and 1"),
-                                          ("true", "must be int or float")])
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ('"high"', "must be int or float"),
+        ("1.5", "between 0 and 1"),
+        ("-0.1", "between 0 and 1"),
+        ("nan", "between 0 and 1"),
+        ("true", "must be int or float"),
+    ],
+)
 def test_a_bad_min_confidence_in_the_config_exits_2_naming_the_key(tmp_path, reference, value, needle):
     p = config(tmp_path, reference, f"[gate]\nmin_efficiency = 0.5\nmin_confidence = {value}\n")
     with pytest.raises(LogError) as ei:

@@ -22,8 +22,11 @@ def test_tp2_targets_give_only_feasible_splits(tp2_log):
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["gpus"] == 8
-    assert [s["gpus_by_role"] for s in d["splits"]] == [{"target": 6, "drafter": 2}, {"target": 4, "drafter": 4},
-                                                         {"target": 2, "drafter": 6}]
+    assert [s["gpus_by_role"] for s in d["splits"]] == [
+        {"target": 6, "drafter": 2},
+        {"target": 4, "drafter": 4},
+        {"target": 2, "drafter": 6},
+    ]
     for s in d["splits"]:
         # GPU utilisation counts both GPUs of a target engine: busy target GPU-s = 2 x bps / mu_t
         assert 0 < s["gpu_util"] <= 1
@@ -32,15 +35,16 @@ def test_tp2_targets_give_only_feasible_splits(tp2_log):
 def test_gpu_util_counts_gpus(tp2_log):
     d = json.loads(runner.invoke(app, ["advise", str(tp2_log), "--json"]).output)
     row = d["splits"][0]
-    cap_t = row["capacities_bps"]["target"] / 3        # one engine's rate
+    cap_t = row["capacities_bps"]["target"] / 3  # one engine's rate
     cap_d = row["capacities_bps"]["drafter"] / 2
     expect = (row["bps"] / cap_t * 2 + row["bps"] / cap_d * 1) / 8
     assert row["gpu_util"] == pytest.approx(expect, rel=2e-3)
 
 
 def test_gpus_not_divisible_names_the_option(tp2_log):
-    r = runner.invoke(app, ["advise", str(tp2_log), "--gpus", "7", "--gpus-per-worker", "drafter=2",
-                            "--engine-scaling", "drafter=1"])
+    r = runner.invoke(
+        app, ["advise", str(tp2_log), "--gpus", "7", "--gpus-per-worker", "drafter=2", "--engine-scaling", "drafter=1"]
+    )
     assert r.exit_code == 2
     assert "--gpus: 7 GPUs cannot be split" in r.output
 
@@ -48,8 +52,9 @@ def test_gpus_not_divisible_names_the_option(tp2_log):
 def test_other_engine_size_needs_scaling(tp2_log):
     r = runner.invoke(app, ["advise", str(tp2_log), "--gpus-per-worker", "target=4"])
     assert r.exit_code == 2 and "--engine-scaling" in r.output
-    r = runner.invoke(app, ["advise", str(tp2_log), "--gpus-per-worker", "target=4", "--engine-scaling",
-                            "target=0.9", "--json"])
+    r = runner.invoke(
+        app, ["advise", str(tp2_log), "--gpus-per-worker", "target=4", "--engine-scaling", "target=0.9", "--json"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert all(s["gpus_by_role"]["target"] % 4 == 0 for s in d["splits"])
@@ -65,8 +70,23 @@ def test_two_nodes_give_a_placement(tp2_log):
 
 
 def test_what_if_engines():
-    r = runner.invoke(app, ["what-if", "--targets", "3", "--drafters", "2", "--target-bps", "0.9",
-                            "--drafter-bps", "1.0", "--gpus-per-worker", "target=2", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "what-if",
+            "--targets",
+            "3",
+            "--drafters",
+            "2",
+            "--target-bps",
+            "0.9",
+            "--drafter-bps",
+            "1.0",
+            "--gpus-per-worker",
+            "target=2",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert [s["roles"]["target"] for s in d["splits"]] == [3, 2, 1]
@@ -74,12 +94,14 @@ def test_what_if_engines():
 
 def test_gate_toml_counts_gpus(tp2_log, tmp_path):
     cfg = tmp_path / "gate.toml"
-    cfg.write_text(f'profile = ["{tp2_log}"]\n[roles]\ntarget = 2\ndrafter = 4\n[gpus_per_worker]\ntarget = 2\n'
-                   '[gate]\nmin_gpu_util = 0.1\nmetric = "gpu_util"\n')
+    cfg.write_text(
+        f'profile = ["{tp2_log}"]\n[roles]\ntarget = 2\ndrafter = 4\n[gpus_per_worker]\ntarget = 2\n'
+        '[gate]\nmin_gpu_util = 0.1\nmetric = "gpu_util"\n'
+    )
     r = runner.invoke(app, ["check", str(cfg), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["gate"]["roles"] == {"target": 2, "drafter": 4}
-    planned = tmp_path / "plan.toml"        # no gpus: the GPUs of the planned engines, 3 x 2 + 4
+    planned = tmp_path / "plan.toml"  # no gpus: the GPUs of the planned engines, 3 x 2 + 4
     planned.write_text(f'profile = ["{tp2_log}"]\n[roles]\ntarget = 3\ndrafter = 4\n')
     r = runner.invoke(app, ["check", str(planned), "--json"])
     assert r.exit_code in (0, 1), r.output
@@ -90,6 +112,7 @@ def test_a_planned_cluster_of_another_size_reads_the_profile_once(tp2_log, tmp_p
     """The gate sizes G from the planned engines inside one advice: the logs are read once."""
     from advisor import advice
     from advisor.cli.check import run_check
+
     reads = []
     real = advice.load_logs
     monkeypatch.setattr(advice, "load_logs", lambda paths: reads.append(list(paths)) or real(paths))
@@ -103,9 +126,11 @@ def test_two_nodes_json_carries_the_layout_and_the_links_traffic():
     """Issue 35: the reference on two nodes: node-local 14-2 is a candidate layout, and every split
     says its layout and what the link carries (hidden state against sync)."""
     from pathlib import Path
+
     ref = Path(__file__).resolve().parents[2] / "fixtures" / "reference-7x1.jsonl"
-    r = runner.invoke(app, ["advise", str(ref), "--gpus", "16", "--gpus-per-node", "8", "--link-gbytes-s", "0.8",
-                            "--json"])
+    r = runner.invoke(
+        app, ["advise", str(ref), "--gpus", "16", "--gpus-per-node", "8", "--link-gbytes-s", "0.8", "--json"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     by = {f"{s['roles']['target']}-{s['roles']['drafter']}": s for s in d["splits"]}

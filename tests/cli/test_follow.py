@@ -1,4 +1,5 @@
 """`follow_logs` on a log that grows while it is followed (advisor/cli/follow.py)."""
+
 from __future__ import annotations
 
 import io
@@ -8,18 +9,18 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import split_by_rank
 
-from advisor.cli import follow as follow
 from advisor.advice import advise
+from advisor.cli import follow as follow
 from advisor.cli.follow import follow_logs
 from advisor.present.text import render
-from conftest import split_by_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "reference-7x1.jsonl"
 INTERVAL_S = 0.2
 DEADLINE_S = 20.0
-END = b'{"ev":"end","t":5400.0,"reason":"interrupted"}\n'   # the fixture is cut from a live run
+END = b'{"ev":"end","t":5400.0,"reason":"interrupted"}\n'  # the fixture is cut from a live run
 
 
 @pytest.fixture
@@ -65,15 +66,15 @@ def test_follow_picks_up_growth_partial_line_and_stops_at_end(tmp_path):
     def writer():
         try:
             with open(log, "ab") as fh:
-                fh.write(b"".join(lines[:30]))          # header + a few steps: too few to advise
+                fh.write(b"".join(lines[:30]))  # header + a few steps: too few to advise
                 fh.flush()
                 _wait_for(buf, "waiting for data")
                 fh.write(b"".join(lines[30:cut]))
-                fh.write(lines[cut][:25])               # a line cut mid-write
+                fh.write(lines[cut][:25])  # a line cut mid-write
                 fh.flush()
                 _wait_for(buf, "last line is incomplete")
                 fh.write(lines[cut][25:])
-                fh.write(b"".join(lines[cut + 1:-1]))   # the rest, without the end event
+                fh.write(b"".join(lines[cut + 1 : -1]))  # the rest, without the end event
                 fh.flush()
                 _wait_for(buf, "----- following", count=2)
                 fh.write(lines[-1])
@@ -83,8 +84,9 @@ def test_follow_picks_up_growth_partial_line_and_stops_at_end(tmp_path):
 
     result: dict[str, int] = {}
     t0 = time.monotonic()
-    follower = threading.Thread(target=lambda: result.setdefault("rc", follow_logs([log], interval_s=INTERVAL_S,
-                                                                                  out=buf)), daemon=True)
+    follower = threading.Thread(
+        target=lambda: result.setdefault("rc", follow_logs([log], interval_s=INTERVAL_S, out=buf)), daemon=True
+    )
     follower.start()
     w = threading.Thread(target=writer, daemon=True)
     w.start()
@@ -100,7 +102,7 @@ def test_follow_picks_up_growth_partial_line_and_stops_at_end(tmp_path):
     assert "last line is incomplete" in out
     assert out.count("----- run ended") == 1 and out.rstrip().endswith(render(advise([log])).rstrip())
     # the last report is for the whole run, not a stale one
-    final = out[out.index("----- run ended"):]
+    final = out[out.index("----- run ended") :]
     assert f"{len(lines)} lines read" in final
 
 
@@ -111,7 +113,7 @@ def test_follow_ctrl_c_after_a_report_returns_0_before_any_returns_130(tmp_path,
     monkeypatch.setattr(follow, "_sleep", interrupt)
     lines = FIXTURE.read_bytes().splitlines(keepends=True)
     log = tmp_path / "live.jsonl"
-    log.write_bytes(b"".join(lines[:-1]))             # a run in progress: no end event
+    log.write_bytes(b"".join(lines[:-1]))  # a run in progress: no end event
     buf = io.StringIO()
     assert follow_logs([log], interval_s=INTERVAL_S, out=buf) == 0
     assert "STAY with 7-1" in buf.getvalue() and "stopped (Ctrl-C)" in buf.getvalue()
@@ -182,6 +184,7 @@ def _no_sleep(monkeypatch):
         calls.append(s)
         if len(calls) > 50:
             raise AssertionError("the follower kept waiting on input that cannot get better")
+
     monkeypatch.setattr(follow, "_sleep", sleep)
 
 
@@ -190,6 +193,7 @@ def test_follow_refused_input_is_not_waited_on(tmp_path, monkeypatch, capsys):
     import gzip
 
     import advisor.ingest.reader as reader
+
     _no_sleep(monkeypatch)
     line = b'{"ev": "x", "t": 1}\n'
     log = tmp_path / "bomb.jsonl.gz"
@@ -202,6 +206,7 @@ def test_follow_refused_input_is_not_waited_on(tmp_path, monkeypatch, capsys):
 def test_follow_fifo_is_refused(tmp_path, monkeypatch, capsys):
     import os
     import signal
+
     _no_sleep(monkeypatch)
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
@@ -218,6 +223,7 @@ def test_follow_crash_is_exit_2_one_line(monkeypatch, capsys):
 
     def boom(*a, **k):
         raise RuntimeError("simulated")
+
     monkeypatch.setattr(advisor.advice, "advise", boom)
     assert follow_logs([FIXTURE], interval_s=0.1, out=io.StringIO()) == 2
     err = capsys.readouterr().err
@@ -227,7 +233,7 @@ def test_follow_crash_is_exit_2_one_line(monkeypatch, capsys):
 def test_follow_a_run_directory_of_per_rank_files(tmp_path):
     """`dflash-advise DIR --follow`: the per-rank files of a run directory are followed as one run."""
     run = tmp_path / "run"
-    split_by_rank(ROOT / "fixtures" / "h200-1x2.jsonl", run)    # every file ends with the end line
+    split_by_rank(ROOT / "fixtures" / "h200-1x2.jsonl", run)  # every file ends with the end line
     out = io.StringIO()
     assert follow_logs([run], interval_s=INTERVAL_S, out=out) == 0
     assert "run ended" in out.getvalue() and render(advise([run])).rstrip() in out.getvalue()
@@ -238,6 +244,7 @@ def test_follow_a_path_that_changes_type_ends_with_exit_2(tmp_path, monkeypatch,
     """A followed log replaced by a folder (or a followed folder by a file) ends the follow in one
     line; it used to wait for ever on an empty folder."""
     import shutil
+
     calls = []
     path = tmp_path / "live.jsonl"
     if into == "file":
@@ -248,7 +255,7 @@ def test_follow_a_path_that_changes_type_ends_with_exit_2(tmp_path, monkeypatch,
 
     def sleep(s):
         calls.append(s)
-        if len(calls) == 2:     # while followed: the path becomes the other kind
+        if len(calls) == 2:  # while followed: the path becomes the other kind
             if into == "file":
                 shutil.rmtree(path)
                 path.write_bytes(b"")
@@ -259,6 +266,7 @@ def test_follow_a_path_that_changes_type_ends_with_exit_2(tmp_path, monkeypatch,
                     (path / "r0.jsonl").write_bytes(FIXTURE.read_bytes()[:5000])
         if len(calls) > 20:
             raise AssertionError("the follower kept waiting after the path changed type")
+
     monkeypatch.setattr(follow, "_sleep", sleep)
     assert follow_logs([path], interval_s=0.1, out=io.StringIO()) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -268,12 +276,13 @@ def test_follow_a_path_that_changes_type_ends_with_exit_2(tmp_path, monkeypatch,
 # --- live odds: each refresh shows the verdict's odds and whether they have settled
 
 
-_HEAD = re.compile(r"^----- (?:following|run ended);", re.MULTILINE)   # a report's separator line
+_HEAD = re.compile(r"^----- (?:following|run ended);", re.MULTILINE)  # a report's separator line
 
 
 def _expected_odds(content: bytes, tmp_path: Path):
     """The odds `advise` gives on ``content`` read as a finished file (not through the follower)."""
     from advisor.cli.follow import OddsPoint
+
     p = tmp_path / "copy.jsonl"
     p.write_bytes(content)
     return OddsPoint.of(advise([p]))
@@ -283,7 +292,7 @@ def _settled_by_rule(points, tol: float, k: int) -> list[bool]:
     """The settle rule of advisor/cli/follow.py's docstring, applied to a list of points."""
     out = []
     for i in range(len(points)):
-        last = points[max(0, i - k + 1):i + 1]
+        last = points[max(0, i - k + 1) : i + 1]
         same = len({(p.action, p.split, p.close_call) for p in last}) == 1
         spread_p = max(p.p_best for p in last) - min(p.p_best for p in last)
         spread_r = max(p.regret_pct for p in last) - min(p.regret_pct for p in last)
@@ -301,6 +310,7 @@ def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
 
     from advisor.decide.odds_text import share_text
     from advisor.settings import SETTLE_REFRESHES
+
     tol = 0.001
     lines = FIXTURE.read_bytes().splitlines(keepends=True)
     t_last = json.loads(lines[2999])["t"]
@@ -309,10 +319,10 @@ def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
     steps += [steps[-1] + pad * k for k in (1, 2, 3)]
     steps.append(steps[-1] + END)
     want = [_expected_odds(c, tmp_path) for c in steps]
-    assert abs(want[0].p_best - want[1].p_best) > tol          # the growing part moves the odds
-    assert want[1] == want[2] == want[3] == want[4]            # the padding leaves them as they are
+    assert abs(want[0].p_best - want[1].p_best) > tol  # the growing part moves the odds
+    assert want[1] == want[2] == want[3] == want[4]  # the padding leaves them as they are
     settled = _settled_by_rule(want, tol, SETTLE_REFRESHES)
-    assert settled.index(True) == 3                            # (so the test can tell early from late)
+    assert settled.index(True) == 3  # (so the test can tell early from late)
 
     log = tmp_path / "live.jsonl"
     tmp = tmp_path / "next.jsonl"
@@ -333,13 +343,17 @@ def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
                         raise AssertionError(f"no report {i}; output so far:\n{buf.text()[-2000:]}")
                     time.sleep(0.02)
                 tmp.write_bytes(content)
-                os.replace(tmp, log)     # the whole step at once: no pass reads half of it
+                os.replace(tmp, log)  # the whole step at once: no pass reads half of it
         except BaseException as e:  # noqa: BLE001  (surfaced by the main thread)
             errors.append(e)
 
     result: dict[str, int] = {}
-    follower = threading.Thread(target=lambda: result.setdefault("rc", follow_logs(
-        [log], fmt=fmt, interval_s=INTERVAL_S, settle_tol=tol, out=buf)), daemon=True)
+    follower = threading.Thread(
+        target=lambda: result.setdefault(
+            "rc", follow_logs([log], fmt=fmt, interval_s=INTERVAL_S, settle_tol=tol, out=buf)
+        ),
+        daemon=True,
+    )
     follower.start()
     w = threading.Thread(target=writer, daemon=True)
     w.start()
@@ -374,6 +388,7 @@ def test_settle_tol_is_an_option_with_limits():
     from typer.testing import CliRunner
 
     from advisor.cli.app import app, route
+
     r = CliRunner().invoke(app, route([str(FIXTURE), "--follow", "--settle-tol", "1.5"]))
     assert r.exit_code == 2 and "--settle-tol" in r.stderr
     with pytest.raises(ValueError, match="--settle-tol"):
@@ -387,6 +402,7 @@ def test_follow_cli_json_on_an_ended_log_carries_the_odds_not_settled(ended):
     from typer.testing import CliRunner
 
     from advisor.cli.app import app, route
+
     r = CliRunner().invoke(app, route([str(ended), "--follow", "--json", "--interval", "0.1"]))
     assert r.exit_code == 0, r.output
     docs = [json.loads(x) for x in r.stdout.splitlines()]

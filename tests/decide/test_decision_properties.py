@@ -5,26 +5,36 @@
 - every b/s figure quoted in a reason equals, as printed, a number of a split that sentence names;
 - every row has bps_low <= bps <= bps_high.
 """
+
 from __future__ import annotations
 
 import math
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.decide.rules import Verdict
 from advisor.decide.reasons import bps_text
+from advisor.decide.rules import Verdict
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 SCENARIOS = {
-    "drafter-bound": dict(n_target=5, n_drafter=1, target=ServiceModel(0.0, 150e-6, 0.05),
-                          drafter=ServiceModel(0.01, 30e-6, 0.05)),
-    "target-bound": dict(n_target=2, n_drafter=4, target=ServiceModel(0.0, 60e-6, 0.3),
-                         drafter=ServiceModel(0.0, 40e-6, 0.3)),
-    "balanced-sync": dict(n_target=4, n_drafter=2, target=ServiceModel(0.0, 120e-6, 0.1),
-                          drafter=ServiceModel(0.005, 50e-6, 0.2), sync_every=4, sync_s=0.01),
+    "drafter-bound": dict(
+        n_target=5, n_drafter=1, target=ServiceModel(0.0, 150e-6, 0.05), drafter=ServiceModel(0.01, 30e-6, 0.05)
+    ),
+    "target-bound": dict(
+        n_target=2, n_drafter=4, target=ServiceModel(0.0, 60e-6, 0.3), drafter=ServiceModel(0.0, 40e-6, 0.3)
+    ),
+    "balanced-sync": dict(
+        n_target=4,
+        n_drafter=2,
+        target=ServiceModel(0.0, 120e-6, 0.1),
+        drafter=ServiceModel(0.005, 50e-6, 0.2),
+        sync_every=4,
+        sync_s=0.01,
+    ),
 }
 
 
@@ -32,8 +42,16 @@ SCENARIOS = {
 def logs(tmp_path_factory):
     out = {}
     for name, kw in SCENARIOS.items():
-        s = Scenario(name=name, tokens=TokenModel(8192, 6000, 0.1, 600), hs_cap=6, pre_cap=6, n_batches=1500,
-                     seed=3, samples=50_000, **kw)
+        s = Scenario(
+            name=name,
+            tokens=TokenModel(8192, 6000, 0.1, 600),
+            hs_cap=6,
+            pre_cap=6,
+            n_batches=1500,
+            seed=3,
+            samples=50_000,
+            **kw,
+        )
         p = tmp_path_factory.mktemp("logs") / f"{name}.jsonl"
         write_log(p, s)
         lines = p.read_bytes().splitlines(keepends=True)
@@ -63,11 +81,20 @@ def allowed_bps(adv, sentence: str) -> set[str]:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(which=st.sampled_from(sorted(SCENARIOS)), live=st.booleans(), gpus=st.sampled_from([None, 3, 6, 9, 16]),
-       hs_cap=st.sampled_from([None, 0, 2, 40]), budget=st.sampled_from([None, 4096, 12000]),
-       restart=st.sampled_from([0.0, 1.0, 1000.0]), next_run=st.booleans(), judge=st.booleans(),
-       data=st.data())
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    which=st.sampled_from(sorted(SCENARIOS)),
+    live=st.booleans(),
+    gpus=st.sampled_from([None, 3, 6, 9, 16]),
+    hs_cap=st.sampled_from([None, 0, 2, 40]),
+    budget=st.sampled_from([None, 4096, 12000]),
+    restart=st.sampled_from([0.0, 1.0, 1000.0]),
+    next_run=st.booleans(),
+    judge=st.booleans(),
+    data=st.data(),
+)
 def test_decision_invariants(logs, which, live, gpus, hs_cap, budget, restart, next_run, judge, data):
     path = logs[f"{which}-live" if live else which]
     g = gpus or sum(SCENARIOS[which][k] for k in ("n_target", "n_drafter"))
@@ -75,8 +102,9 @@ def test_decision_invariants(logs, which, live, gpus, hs_cap, budget, restart, n
     if judge:
         n = data.draw(st.integers(1, g - 1))
         roles = {"target": n, "drafter": g - n}
-    adv = advise(path, gpus=gpus, hs_cap=hs_cap, token_budget=budget, restart_cost_h=restart, next_run=next_run,
-                 roles=roles)
+    adv = advise(
+        path, gpus=gpus, hs_cap=hs_cap, token_budget=budget, restart_cost_h=restart, next_run=next_run, roles=roles
+    )
     df, d, j = adv.splits, adv.decision, adv.to_json()
     # every row's interval holds its estimate
     assert (df["bps_low"] <= df["bps"] + 1e-12).all() and (df["bps"] <= df["bps_high"] + 1e-12).all()
@@ -114,16 +142,27 @@ def test_decision_invariants(logs, which, live, gpus, hs_cap, budget, restart, n
 
 
 @settings(max_examples=20, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(1, 6), extra=st.integers(1, 6), tgt=st.floats(0.2, 5.0), dft=st.floats(0.2, 5.0),
-       t_bound=st.booleans(), d_bound=st.booleans(), wide=st.floats(1.0, 1.5), more=st.integers(0, 1))
+@given(
+    n=st.integers(1, 6),
+    extra=st.integers(1, 6),
+    tgt=st.floats(0.2, 5.0),
+    dft=st.floats(0.2, 5.0),
+    t_bound=st.booleans(),
+    d_bound=st.booleans(),
+    wide=st.floats(1.0, 1.5),
+    more=st.integers(0, 1),
+)
 def test_what_would_settle_it_never_names_a_split_already_run(n, extra, tgt, dft, t_bound, d_bound, wide, more):
     """Issue 35 item 2: the short run the reasons ask for is at a split no log (or given split) ran,
     whatever the capacities and whether each is a value, a range or a bound."""
     from advisor.advice import advise_numbers
     from advisor.present.text import render
+
     roles = {"target": n, "drafter": extra}
-    cap = {"target": f">={tgt}" if t_bound else f"{tgt}..{tgt * wide}" if wide > 1.0 else tgt,
-           "drafter": f">={dft}" if d_bound else dft}
+    cap = {
+        "target": f">={tgt}" if t_bound else f"{tgt}..{tgt * wide}" if wide > 1.0 else tgt,
+        "drafter": f">={dft}" if d_bound else dft,
+    }
     adv = advise_numbers(roles, cap, gpus=n + extra + more)
     df, nd = adv.splits, adv.decision.needs
     ran = {str(lbl) for lbl, o in df["observed"].items() if o}

@@ -1,4 +1,5 @@
 """Evidence: thin logs are recognised, drift is measured against its own noise."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -4,12 +4,14 @@ Regression tests for the examples of the issue (bare numbers, ranges and bounds,
 sentences, rates-only logs) and properties: a given or bounded capacity is never called measured
 or fitted, and a capacity's known range reaches every row's interval.
 """
+
 from __future__ import annotations
 
 import json
 import math
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from advisor.advice import advise, advise_numbers
 from advisor.decide.rules import Verdict
@@ -17,8 +19,16 @@ from advisor.model.params import Basis
 from advisor.present.text import render
 
 # words that claim a measurement or a fit, which no given number or bound may carry
-MEASURED_WORDS = ("(the log)", "measured at", "than fitted", "of the fit", "from busy time", "steady batches",
-                  "'rates' snapshots", "measured from")
+MEASURED_WORDS = (
+    "(the log)",
+    "measured at",
+    "than fitted",
+    "of the fit",
+    "from busy time",
+    "steady batches",
+    "'rates' snapshots",
+    "measured from",
+)
 
 
 def _said(adv) -> str:
@@ -31,7 +41,7 @@ def test_what_if_is_no_longer_certain_to_one_percent():
     adv = advise_numbers({"target": 4, "drafter": 4}, {"target": 4.0, "drafter": 2.0})
     width = (adv.splits["bps_high"] / adv.splits["bps_low"]).map(math.log)
     assert (width > 0.1).all()
-    assert width["1-7"] > width["3-5"] and width["7-1"] > width["5-3"]   # farther from the given split, wider
+    assert width["1-7"] > width["3-5"] and width["7-1"] > width["5-3"]  # farther from the given split, wider
 
 
 def test_the_published_split_pair_lies_inside_the_intervals():
@@ -56,15 +66,16 @@ def test_what_if_writes_no_log_it_does_not_have():
         assert w not in said, w
     assert "(given)" in adv.recommendation.reasons[0]
     assert any("than given" in h or "of the given value" in h for h in adv.recommendation.holds_unless)
-    assert not adv.splits["observed_bps"].notna().any()    # nothing measured a rate
+    assert not adv.splits["observed_bps"].notna().any()  # nothing measured a rate
     assert not adv.reconciliation
 
 
 def test_a_sync_cost_shows_the_given_capacity_and_the_one_after_the_sync():
     # issue 20: --sync-every 1 --sync-s 0.04 at 5-3 called 36.75 "given" where 85.71 was given, then
     # "the log is too thin: only 0 steady batches" and CANNOT TELL
-    adv = advise_numbers({"target": 5, "drafter": 3}, {"target": 5 / 0.07, "drafter": 3 / 0.035}, sync_every=1,
-                         sync_s=0.04)
+    adv = advise_numbers(
+        {"target": 5, "drafter": 3}, {"target": 5 / 0.07, "drafter": 3 / 0.035}, sync_every=1, sync_s=0.04
+    )
     text = render(adv)
     head = text.splitlines()[0]
     assert "drafter 85.71 b/s (36.75 b/s after the sync)" in head
@@ -102,7 +113,7 @@ def test_a_range_propagates_into_every_row_and_the_json():
     assert j["capacity_basis"]["target"] == {"kind": "given", "low_bps": 0.88, "high_bps": 0.95}
     assert j["capacity_basis"]["drafter"]["kind"] == "given"
     point = advise_numbers({"target": 7, "drafter": 1}, {"target": math.sqrt(0.88 * 0.95), "drafter": 0.86})
-    for label in adv.splits.index:   # target-bound rows: the range widens them beyond the point's
+    for label in adv.splits.index:  # target-bound rows: the range widens them beyond the point's
         if adv.splits.at[label, "bottleneck"] == "target":
             assert adv.splits.at[label, "bps_low"] < point.splits.at[label, "bps_low"]
             assert adv.splits.at[label, "bps_high"] > point.splits.at[label, "bps_high"]
@@ -134,8 +145,9 @@ capacity = st.one_of(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 7), p=capacity, c=capacity, sync=st.sampled_from([(0, 0.0), (2, 0.05)]))
 def test_a_given_or_bounded_capacity_is_never_called_measured_or_fitted(n, p, c, sync):
-    adv = advise_numbers({"target": n, "drafter": 8 - n}, {"target": p, "drafter": c}, sync_every=sync[0],
-                         sync_s=sync[1])
+    adv = advise_numbers(
+        {"target": n, "drafter": 8 - n}, {"target": p, "drafter": c}, sync_every=sync[0], sync_s=sync[1]
+    )
     kinds = {k: v["kind"] for k, v in adv.to_json()["capacity_basis"].items()}
     assert set(kinds.values()) <= {"given", "bound"}
     for rf in (adv.fit.producer, adv.fit.consumer):

@@ -1,5 +1,6 @@
 """The odds of every split from one joint draw (advisor.decide.odds), and what a probe is worth
 (advisor.decide.probe): invariants, the table's reader, and the decisions they make."""
+
 from __future__ import annotations
 
 import math
@@ -26,10 +27,16 @@ def table(bps, own=None, shared=None, widened=None, low=None, high=None, eta=Non
     k = len(bps)
     rows = []
     for i in range(k):
-        r = {"bps": bps[i], "widened": bool(widened[i]) if widened else False,
-             "bps_low": low[i] if low else bps[i] * 0.9, "bps_high": high[i] if high else bps[i] * 1.1,
-             "err_own_var": own[i] if own else 0.0, "eta_s": eta / bps[i] if eta is not None else math.nan,
-             "err_sync_lo": sync[i][0] if sync else 0.0, "err_sync_hi": sync[i][1] if sync else 0.0}
+        r = {
+            "bps": bps[i],
+            "widened": bool(widened[i]) if widened else False,
+            "bps_low": low[i] if low else bps[i] * 0.9,
+            "bps_high": high[i] if high else bps[i] * 1.1,
+            "err_own_var": own[i] if own else 0.0,
+            "eta_s": eta / bps[i] if eta is not None else math.nan,
+            "err_sync_lo": sync[i][0] if sync else 0.0,
+            "err_sync_hi": sync[i][1] if sync else 0.0,
+        }
         for j, c in enumerate(ERR_SHARED):
             r[c] = shared[i][j] if shared else 0.0
         for c in ERR_CORNERS:
@@ -73,9 +80,17 @@ def test_a_split_beaten_in_every_draw_is_never_more_likely_best(k, seed, edge):
     rng = np.random.default_rng(seed)
     x = rng.lognormal(0.0, 0.3, (400, k))
     x[:, 0] = x[:, 1] * (1.0 + edge * rng.uniform(0.0, 1.0, 400))
-    inp = DrawInputs(labels=tuple(f"s{i}" for i in range(k)), bps=np.ones(k), shared=np.zeros((k, 1)),
-                     own_var=np.zeros(k), ends=np.zeros((k, 0)), widened=np.zeros(k, bool),
-                     low_bps=np.ones(k), high_bps=np.ones(k), left_batches=None)
+    inp = DrawInputs(
+        labels=tuple(f"s{i}" for i in range(k)),
+        bps=np.ones(k),
+        shared=np.zeros((k, 1)),
+        own_var=np.zeros(k),
+        ends=np.zeros((k, 0)),
+        widened=np.zeros(k, bool),
+        low_bps=np.ones(k),
+        high_bps=np.ones(k),
+        left_batches=None,
+    )
     o = odds_of(x, inp)
     a, b = o.splits[0], o.splits[1]
     assert a.p_best >= b.p_best and a.p_top >= b.p_top and a.regret_pct <= b.regret_pct
@@ -89,7 +104,7 @@ def test_a_wider_input_range_never_raises_the_leaders_odds(df, widen, seed):
     wide = df.copy()
     cols = list(ERR_SHARED) + ["err_sync_lo", "err_sync_hi"]
     wide[cols] = wide[cols] * widen
-    wide["err_own_var"] = wide["err_own_var"] * widen ** 2
+    wide["err_own_var"] = wide["err_own_var"] * widen**2
     x = wide["bps"]
     wide["bps_low"] = x * (df["bps_low"] / x) ** widen
     wide["bps_high"] = x * (df["bps_high"] / x) ** widen
@@ -137,8 +152,7 @@ def test_the_draws_agree_with_the_leads_interval():
 
 def test_a_widened_row_is_drawn_from_its_own_interval():
     """No paired form: its 95% interval holds about 95% of its draws, whatever the shared parts say."""
-    df = table([1.0, 1.0], widened=[True, False], low=[0.6, 0.9], high=[1.2, 1.1],
-               shared=[[0.0] * 8, [0.0] * 8])
+    df = table([1.0, 1.0], widened=[True, False], low=[0.6, 0.9], high=[1.2, 1.1], shared=[[0.0] * 8, [0.0] * 8])
     x = draw_rates(draw_inputs(df), 20000, seed=2)[:, 0]
     assert abs(float(((x >= 0.6) & (x <= 1.2)).mean()) - 0.95) < 0.006
     assert abs(float(np.median(x)) - 1.0) < 0.01
@@ -152,7 +166,7 @@ def test_the_same_table_gives_the_same_odds():
 def test_a_restart_weighs_against_switching():
     """Remaining-job time: a 3% faster split that would pay a long restart on a short rest of the
     job is the worse choice; with no restart it is the better."""
-    df = table([1.03, 1.0], own=[1e-6, 1e-6], eta=3600.0 * 10)   # 10 h of batches at 1 b/s
+    df = table([1.03, 1.0], own=[1e-6, 1e-6], eta=3600.0 * 10)  # 10 h of batches at 1 b/s
     assert split_odds(df, judged="1-2").best == "2-1"
     slow = split_odds(df, judged="1-2", restart_s=3600.0)
     assert slow.best == "1-2" and slow.restart_s == 3600.0
@@ -168,13 +182,14 @@ def test_a_close_call_is_two_splits_both_within_the_resolution():
 
 # ---------------------------------------------------------------- the decision's odds and probe
 
+
 def test_the_reference_run_stays_with_high_odds_and_nothing_to_probe(reference):
     """README's run: 7-1 leads 6-2 by 8% with a narrow lead interval: stay, almost surely the best,
     and no probe (nothing for one to remove)."""
     d = advise(reference).decision
     assert d.verdict is Verdict.STAY and d.recommended == "7-1"
     assert d.p_best >= 0.99 and d.expected_regret_pct < 0.1 and not d.close_call and d.probe is None
-    assert d.odds.restart_s == 3600.0          # a switch pays the default 1 h restart
+    assert d.odds.restart_s == 3600.0  # a switch pays the default 1 h restart
 
 
 def test_a_close_call_says_either_will_do(reference):
@@ -201,13 +216,21 @@ def test_cannot_tell_only_where_the_probe_is_worth_it(reference_rates):
         assert d.action is Verdict.NEXT_RUN
         assert d.probe.cost_s == pytest.approx(2 * d.probe.seconds_each + 2 * 3600.0 * hours)
         verdicts.add(d.verdict)
-    assert verdicts == {Verdict.CANNOT_TELL, Verdict.NEXT_RUN}     # dear restarts make it not worth it
+    assert verdicts == {Verdict.CANNOT_TELL, Verdict.NEXT_RUN}  # dear restarts make it not worth it
 
 
 def _inputs(k: int, left: float | None = None) -> DrawInputs:
-    return DrawInputs(labels=tuple(f"s{i}" for i in range(k)), bps=np.ones(k), shared=np.zeros((k, 1)),
-                      own_var=np.zeros(k), ends=np.zeros((k, 0)), widened=np.zeros(k, bool),
-                      low_bps=np.ones(k), high_bps=np.ones(k), left_batches=left)
+    return DrawInputs(
+        labels=tuple(f"s{i}" for i in range(k)),
+        bps=np.ones(k),
+        shared=np.zeros((k, 1)),
+        own_var=np.zeros(k),
+        ends=np.zeros((k, 0)),
+        widened=np.zeros(k, bool),
+        low_bps=np.ones(k),
+        high_bps=np.ones(k),
+        left_batches=left,
+    )
 
 
 @FAST
@@ -220,9 +243,10 @@ def test_a_probe_never_adds_regret_and_a_sharper_one_removes_more(lead, spread, 
     inp = _inputs(2, left=1e6)
     o = odds_of(x, inp)
     costs = ProbeCosts(remaining_s=1e6, restart_s=0.0, gpus=8)
-    probes = [best_probe(x, x, inp, o, o.best, ProbeNoise(var_s={"s0": v, "s1": v}), costs, seed=seed)
-              for v in (100.0, 1.0)]
-    if probes[0] is None:          # nothing to gain: no probe, however sharp
+    probes = [
+        best_probe(x, x, inp, o, o.best, ProbeNoise(var_s={"s0": v, "s1": v}), costs, seed=seed) for v in (100.0, 1.0)
+    ]
+    if probes[0] is None:  # nothing to gain: no probe, however sharp
         assert probes[1] is None and o.of(o.best).regret_pct < 0.01
         return
     noisy, sharp = probes
@@ -252,14 +276,21 @@ def test_the_probe_starts_from_the_length_that_resolves_the_lead():
     """L = 2 (z sigma / delta)^2 of each split, delta the expected lead: with the job's size unknown,
     that length is the probe named."""
     x = np.column_stack([np.full(1000, 1.1), np.ones(1000)])
-    x[:100, 0] = 0.9                      # 10% of draws reverse the order: something to gain
+    x[:100, 0] = 0.9  # 10% of draws reverse the order: something to gain
     inp = _inputs(2)
     o = odds_of(x, inp)
     sigma2 = 2.0
-    p = best_probe(x, x, inp, o, o.best, ProbeNoise(var_s={"s0": sigma2, "s1": sigma2}),
-                   ProbeCosts(remaining_s=None, restart_s=0.0, gpus=1))
+    p = best_probe(
+        x,
+        x,
+        inp,
+        o,
+        o.best,
+        ProbeNoise(var_s={"s0": sigma2, "s1": sigma2}),
+        ProbeCosts(remaining_s=None, restart_s=0.0, gpus=1),
+    )
     delta = math.log(x[:, 0].mean() / x[:, 1].mean())
-    assert p.seconds_each == pytest.approx(2 * (1.96 ** 2) * sigma2 / delta ** 2)
+    assert p.seconds_each == pytest.approx(2 * (1.96**2) * sigma2 / delta**2)
 
 
 def test_nothing_left_of_the_job_never_repays_a_restart():
@@ -313,6 +344,8 @@ def test_a_next_run_pick_against_the_point_projection_says_why():
     assert d.best == "2-1" and d.recommended == "1-2" and d.verdict is Verdict.NEXT_RUN
     assert d.odds.of("1-2").value_bps > d.odds.of("2-1").value_bps
     text = render(adv)
-    assert (f"it projects {bps_text(df.at['1-2', 'bps'])} b/s against 2-1's {bps_text(df.at['2-1', 'bps'])} at the "
-            f"point estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} "
-            f"ahead of 2-1") in text
+    assert (
+        f"it projects {bps_text(df.at['1-2', 'bps'])} b/s against 2-1's {bps_text(df.at['2-1', 'bps'])} at the "
+        f"point estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} "
+        f"ahead of 2-1"
+    ) in text

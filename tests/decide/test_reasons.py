@@ -1,4 +1,5 @@
 """The sentences (advisor.decide.reasons): written from the decision and the rows it names, nothing else."""
+
 from __future__ import annotations
 
 import math
@@ -46,13 +47,22 @@ def test_holds_unless_names_the_decisions_consumer(reference):
 
 
 def _queue(bps: float, double: float, half: float, bytes_per_slot: float | None = None) -> QueueAdvice:
-    return QueueAdvice(name="hs", cap=20, split=(7, 1), bps=bps, bps_double=double, bps_quad=double, bps_half=half,
-                       bytes_per_slot=bytes_per_slot)
+    return QueueAdvice(
+        name="hs",
+        cap=20,
+        split=(7, 1),
+        bps=bps,
+        bps_double=double,
+        bps_quad=double,
+        bps_half=half,
+        bytes_per_slot=bytes_per_slot,
+    )
 
 
 def test_queue_text_keeps_deepens_or_says_nothing():
-    assert queue_text(_queue(1.0, 1.001, 1.0)).startswith("keep q_hs at 20 at 7-1: doubling it gains +0.1%, "
-                                                           "halving it loses nothing;")
+    assert queue_text(_queue(1.0, 1.001, 1.0)).startswith(
+        "keep q_hs at 20 at 7-1: doubling it gains +0.1%, halving it loses nothing;"
+    )
     deepen = queue_text(_queue(1.0, 1.1, 0.9, bytes_per_slot=2**30))
     assert deepen.startswith("deepen q_hs from 20 to 40 at 7-1: +10.0% throughput (+20.0 GiB for 20 more slots)")
     assert queue_text(_queue(0.0, 0.0, 0.0)) == "q_hs at 20: no throughput is projected at 7-1, so no queue advice."
@@ -66,8 +76,14 @@ def test_bps_text_has_four_significant_digits(value, text):
 def test_number_words():
     assert signed_pct(-0.04) == "0.0%" and signed_pct(2.345) == "+2.3%" and signed_pct(-7.6) == "-7.6%"
     assert pct_text(0.934) == "93%" and pct_text(math.nan) == "-"
-    assert [dur_text(s) for s in (None, math.inf, 42, 600, 7200, 4 * 86400)] == ["-", "-", "42 s", "10 min",
-                                                                                "2.0 h", "4.0 d"]
+    assert [dur_text(s) for s in (None, math.inf, 42, 600, 7200, 4 * 86400)] == [
+        "-",
+        "-",
+        "42 s",
+        "10 min",
+        "2.0 h",
+        "4.0 d",
+    ]
 
 
 def test_a_pipeline_without_a_queue_is_not_told_about_one(tmp_path, reference_rates):
@@ -78,6 +94,7 @@ def test_a_pipeline_without_a_queue_is_not_told_about_one(tmp_path, reference_ra
     from conftest import rates_without_tokens
 
     from advisor.present.text import render
+
     adv = advise(rates_without_tokens(reference_rates, tmp_path / "r.jsonl", queues=False))
     out = render(adv) + render(adv, "markdown")
     assert "q_hs" not in out and "Queue:" not in out and "by the queue" not in out, out

@@ -1,4 +1,5 @@
 """The decision rules (advisor.decide.rules) and the regression cases of the one-decision-path issue."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,10 @@ import pytest
 
 from advisor.advice import advise, advise_numbers
 from advisor.decide.rules import RESOLVE_GAIN, Verdict
-from advisor.model.chain import MODEL_SE
-from advisor.present.text import render
 from advisor.errors import SettingsError
+from advisor.model.chain import MODEL_SE
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.present.text import render
 
 
 def live(path):
@@ -23,9 +24,19 @@ def live(path):
 
 
 def target_bound(tmp_path, n_target, n_drafter, samples=902000, ended=False):
-    s = Scenario(name="tb", n_target=n_target, n_drafter=n_drafter, target=ServiceModel(0.0, 60e-6, 0.03),
-                 drafter=ServiceModel(0.0, 40e-6, 0.03), tokens=TokenModel(8192, 6000, 0.1, 600),
-                 hs_cap=10, pre_cap=10, n_batches=3000, seed=5, samples=samples)
+    s = Scenario(
+        name="tb",
+        n_target=n_target,
+        n_drafter=n_drafter,
+        target=ServiceModel(0.0, 60e-6, 0.03),
+        drafter=ServiceModel(0.0, 40e-6, 0.03),
+        tokens=TokenModel(8192, 6000, 0.1, 600),
+        hs_cap=10,
+        pre_cap=10,
+        n_batches=3000,
+        seed=5,
+        samples=samples,
+    )
     p = tmp_path / f"{n_target}x{n_drafter}-{samples}.jsonl"
     write_log(p, s)
     return p if ended else live(p)
@@ -46,11 +57,11 @@ def test_reference_verdict(which, request):
     if which == "reference":
         assert rec["margin"]["stable"] is True
         assert "target capacity is" in holds and "higher than fitted" in holds
-    else:   # rates of a GPU run: the GPU priors (per-GPU rates moving with the split) widen every interval
+    else:  # rates of a GPU run: the GPU priors (per-GPU rates moving with the split) widen every interval
         assert rec["margin"]["stable"] is False and rec["margin"]["lead_low_pct"] < 0
         assert "target capacity is" in holds and "higher than measured" in holds and "than fitted" not in holds
         assert j["capacity_basis"]["target"]["kind"] == "rates"
-    assert "even with perfect drafter scaling" in holds   # the reference reading's 60% argument, generalised
+    assert "even with perfect drafter scaling" in holds  # the reference reading's 60% argument, generalised
     assert "keep q_hs at 20" in j["queues"]["hs"]["advice"]
     assert rec["settings"]["gpus"] == 8 and rec["settings"]["run_ended"] is False
 
@@ -87,10 +98,10 @@ def test_h200_1x2_restart_cost_0_no_longer_stays():
     adv = advise("fixtures/h200-1x2.jsonl", restart_cost_h=0)
     assert adv.decision.verdict is Verdict.NEXT_RUN and adv.decision.recommended == "2-1"
     text = render(adv)
-    assert "the margin is within the fit's uncertainty" not in text     # 2-1's interval is clear of 1-2's
+    assert "the margin is within the fit's uncertainty" not in text  # 2-1's interval is clear of 1-2's
     m = adv.decision.margin
     assert m.stable and m.best_low > m.runner_up_high
-    assert "balancing tokens across ranks would give" not in text       # no lever that does not help
+    assert "balancing tokens across ranks would give" not in text  # no lever that does not help
 
 
 def test_judged_split_is_described_with_its_own_row(reference):
@@ -98,7 +109,7 @@ def test_judged_split_is_described_with_its_own_row(reference):
     first = adv.recommendation.reasons[0]
     row = adv.splits.loc["6-2"]
     assert first.startswith("at 6-2") and f"drafters starved {row['drafter_starved']:.0%}" in first
-    assert "19.7/20" not in first                     # the observed 7-1 depth is not 6-2's
+    assert "19.7/20" not in first  # the observed 7-1 depth is not 6-2's
     assert adv.to_json()["recommendation"]["judged"]["roles"] == {"target": 6, "drafter": 2}
     assert adv.decision.verdict is Verdict.SWITCH and adv.decision.recommended == "7-1"
 
@@ -135,7 +146,7 @@ def test_several_logs_reconcile_or_say_which_disagrees():
     adv = advise(["fixtures/h200-1x2.jsonl", "fixtures/h200-2x1.jsonl"])
     for rc in adv.reconciliation:
         row = adv.splits.loc[rc.label]
-        assert row["bps_low"] <= rc.observed_bps <= row["bps_high"]      # widened to cover the measurement
+        assert row["bps_low"] <= rc.observed_bps <= row["bps_high"]  # widened to cover the measurement
         if abs(rc.gap_pct) > 3:
             assert any(rc.path in w and rc.label in w for w in adv.warnings)
     for name, caps in (("1-2", adv.observed.capacities_bps),):
@@ -158,8 +169,9 @@ def test_a_short_warming_log_names_its_action_with_lower_odds(reference, tmp_pat
 
 def test_what_if_claims_no_stability_from_zero_width_intervals():
     # without the hardware priors the given numbers carry only the model's own error: no stability claimed
-    adv = advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}, tokens_per_batch=16000,
-                         hardware_priors=False)
+    adv = advise_numbers(
+        {"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}, tokens_per_batch=16000, hardware_priors=False
+    )
     text = render(adv)
     assert "the choice is stable" not in text and "cannot be told" in text
     assert adv.splits.at["7-1", "tok_s"] == pytest.approx(adv.splits.at["7-1", "bps"] * 16000)
@@ -197,16 +209,26 @@ def test_small_gain_stays(tmp_path):
 
 def test_loader_bound_advice_names_the_input(tmp_path):
     tm = TokenModel(8192, 6000, 0.1, 600)
-    s = Scenario(name="lb", n_target=5, n_drafter=3, target=ServiceModel(0.0, 500e-6, 0.05),
-                 drafter=ServiceModel(0.0, 250e-6, 0.05), loader=ServiceModel(0.0, 1 / 1.2 / 6000, 0.3),
-                 tokens=tm, hs_cap=8, pre_cap=8, n_batches=3000, seed=9)
+    s = Scenario(
+        name="lb",
+        n_target=5,
+        n_drafter=3,
+        target=ServiceModel(0.0, 500e-6, 0.05),
+        drafter=ServiceModel(0.0, 250e-6, 0.05),
+        loader=ServiceModel(0.0, 1 / 1.2 / 6000, 0.3),
+        tokens=tm,
+        hs_cap=8,
+        pre_cap=8,
+        n_batches=3000,
+        seed=9,
+    )
     write_log(tmp_path / "lb.jsonl", s)
     adv = advise(tmp_path / "lb.jsonl")
     assert adv.observed.bottleneck == "loader" and adv.fit.loader.input_bound
     assert adv.fit.loader.capacity_bps == pytest.approx(1.2, rel=0.05)
     assert adv.decision.loader is not None and adv.decision.loader.at_cap
     assert any("loader caps the pipeline" in r for r in adv.recommendation.reasons)
-    assert (adv.splits["bps"] <= 1.2 * 1.05).all()          # no split beats the loader
+    assert (adv.splits["bps"] <= 1.2 * 1.05).all()  # no split beats the loader
 
 
 def test_json_contract_keys(reference):
@@ -214,10 +236,12 @@ def test_json_contract_keys(reference):
     assert {"schema", "run", "gpus", "observed", "splits", "recommendation", "queues", "warnings"} <= set(j)
     assert {"roles", "bps", "tok_s", "efficiency", "bottleneck", "steady_from_s"} <= set(j["observed"])
     for s in j["splits"]:
-        assert {"roles", "bps", "tok_s", "bps_low", "bps_high", "efficiency", "gpu_util", "bottleneck",
-                "eta_s"} <= set(s)
+        assert {"roles", "bps", "tok_s", "bps_low", "bps_high", "efficiency", "gpu_util", "bottleneck", "eta_s"} <= set(
+            s
+        )
     assert {"roles", "verdict", "reasons", "holds_unless", "judged", "runner_up", "margin", "settings"} <= set(
-        j["recommendation"])
+        j["recommendation"]
+    )
     assert {"stable", "best_low", "runner_up_high"} <= set(j["recommendation"]["margin"])
     assert {"gpus", "token_budget", "hs_cap", "restart_cost_h", "run_ended"} <= set(j["recommendation"]["settings"])
     assert j["schema"] == 2 and j["gpus"] == 8
@@ -241,7 +265,6 @@ def test_rates_of_a_gpu_run_projected_onto_more_gpus_cannot_tell_and_name_the_pr
     text = render(adv)
     assert text.count("CANNOT TELL without a probe") == 1 and f"until then NEXT RUN: {d.recommended}" in text
     assert "short probe is worth buying" in text and f"run {d.recommended} next" in text
-
 
 
 def test_a_small_lead_with_a_wide_interval_is_an_action_at_modest_odds():
@@ -278,6 +301,7 @@ def test_overlapping_intervals_with_a_certain_lead_are_separated():
     # cpu32 (32-core host, 6-2 measured 37.98 b/s, 5-3 33.31): from the 6-2 log the two intervals
     # overlap, since both carry the run's level and the split slope; the lead itself does not
     from pathlib import Path
+
     from advisor.decide.reasons import signed_pct
 
     log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
@@ -321,8 +345,9 @@ def test_what_if_sync_cost_at_one_drafter_count_widens_to_a_flat_scaling():
     # 2-6 is target-bound: the sync cost does not move it (without the hardware priors, only the
     # model's own error is left there)
     bare = advise_numbers({"target": 4, "drafter": 4}, {"target": 2.0, "drafter": 2.4}, hardware_priors=False, **kw)
-    assert bare.splits.at["2-6", "bps_low"] == pytest.approx(bare.splits.at["2-6", "bps"] * math.exp(-1.96 * MODEL_SE),
-                                                             rel=1e-3)
+    assert bare.splits.at["2-6", "bps_low"] == pytest.approx(
+        bare.splits.at["2-6", "bps"] * math.exp(-1.96 * MODEL_SE), rel=1e-3
+    )
     assert bare.splits.at["6-2", "bps_low"] < bare.splits.at["6-2", "bps"] * (1 - 0.02)
     assert "range of its scaling" in render(bare)
 
@@ -360,9 +385,14 @@ def test_a_throttled_producer_in_a_rates_log_is_a_bound_that_can_decide(tmp_path
     assert adv.to_json()["capacity_basis"]["target"]["high_bps"] is None
 
 
-@pytest.mark.parametrize("name, stack, roles", [("specforge-1x7.csv", "specforge", "target=1,drafter=7"),
-                                                ("speculators-1x2.csv", "speculators", "vllm=1,trainer=2"),
-                                                ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3")])
+@pytest.mark.parametrize(
+    "name, stack, roles",
+    [
+        ("specforge-1x7.csv", "specforge", "target=1,drafter=7"),
+        ("speculators-1x2.csv", "speculators", "vllm=1,trainer=2"),
+        ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3"),
+    ],
+)
 def test_what_would_settle_it_never_names_a_split_the_evidence_ran(tmp_path, name, stack, roles):
     """Issue 35 item 2: "a short run at X, given with this log" where the log ran X asks for
     nothing new; the split named is one no log ran (or none)."""
@@ -372,6 +402,7 @@ def test_what_would_settle_it_never_names_a_split_the_evidence_ran(tmp_path, nam
 
     from advisor.cli.app import app
     from advisor.project.table import split_label
+
     out = tmp_path / "s.jsonl"
     src = Path(__file__).resolve().parents[2] / "fixtures" / "stacks" / name
     r = CliRunner().invoke(app, ["import-tb", str(src), "--stack", stack, "--roles", roles, "-o", str(out)])
@@ -399,6 +430,6 @@ def test_judging_another_split_than_the_log_runs_keeps_the_running_one(reference
     assert "SWITCH to 7-1" not in text and "switching to 7-1" not in text and "STAY with 6-2" not in text
     said = adv.recommendation.reasons[1]
     assert said.startswith("7-1, the split the log runs, gains") and "needs no restart" in said
-    assert f"{d.eta_gain_s / 3600:.1f} h sooner" in said        # no restart taken off: none is needed
+    assert f"{d.eta_gain_s / 3600:.1f} h sooner" in said  # no restart taken off: none is needed
     assert "keep **7-1** (the split the log runs), not 6-2" in render(adv, "markdown")
-    assert d.odds.judged == "7-1" and "restart at any split but 7-1" in text    # the odds charge 6-2 one
+    assert d.odds.judged == "7-1" and "restart at any split but 7-1" in text  # the odds charge 6-2 one

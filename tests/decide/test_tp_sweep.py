@@ -1,5 +1,6 @@
 """The real TP-2 sweep (fixtures/sweep/tp2cpu16): only feasible splits of 8 GPUs, GPUs counted by
 role, and from every single log the measured best split (2-4 engines: 4 + 4 GPUs)."""
+
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def test_every_log_enumerates_engines_and_picks_the_measured_best(log):
     j = advise(log).to_json()
     assert j["gpus"] == 8
     rows = {(s["roles"]["target"], s["roles"]["drafter"]): s for s in j["splits"]}
-    assert set(rows) == {(1, 6), (2, 4), (3, 2)}          # N x 2 + M = 8, nothing else
+    assert set(rows) == {(1, 6), (2, 4), (3, 2)}  # N x 2 + M = 8, nothing else
     for (n, m), s in rows.items():
         assert s["gpus_by_role"] == {"target": 2 * n, "drafter": m}
     assert j["recommendation"]["roles"] == {"target": 2, "drafter": 4}

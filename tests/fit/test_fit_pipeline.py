@@ -1,33 +1,51 @@
 """Fit recovers known parameters from synthetic logs of the documented generator."""
+
 from __future__ import annotations
 
 import dataclasses
 import math
-
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import warnings
-
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from advisor.model.priors import (CONTENTION_PRIOR_K_CONSUMER, CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_SE, TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE)
-from advisor.model.params import NO_REGIMES, RoleFit
 from advisor.errors import AdvisorWarning, AssumptionWarning
 from advisor.fit.pipeline import fit_logs
-from advisor.model.chain import sync_scaling
-from advisor.stats import expected_max_normal, huber_line
 from advisor.ingest.load import load_log
+from advisor.model.chain import sync_scaling
+from advisor.model.params import NO_REGIMES, RoleFit
+from advisor.model.priors import (
+    CONTENTION_PRIOR_K_CONSUMER,
+    CONTENTION_PRIOR_K_PRODUCER,
+    CONTENTION_PRIOR_SE,
+    TOKEN_EXPONENT_PRIOR,
+    TOKEN_EXPONENT_PRIOR_HALF95,
+    TOKEN_LINE_CURVATURE_HALF95,
+    TOKEN_RUN_SE,
+)
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.stats import expected_max_normal, huber_line
 
 TOKENS = TokenModel(budget=8192, mean=5000.0, cv=0.25, seq_len=500.0)
 
 
 def scenario(**kw):
-    base = dict(name="fit", n_target=3, n_drafter=1, target=ServiceModel(0.05, 60e-6, 0.02),
-                drafter=ServiceModel(0.02, 20e-6, 0.05), tokens=TOKENS, hs_cap=8, pre_cap=8, n_batches=4000, seed=7)
+    base = dict(
+        name="fit",
+        n_target=3,
+        n_drafter=1,
+        target=ServiceModel(0.05, 60e-6, 0.02),
+        drafter=ServiceModel(0.02, 20e-6, 0.05),
+        tokens=TOKENS,
+        hs_cap=8,
+        pre_cap=8,
+        n_batches=4000,
+        seed=7,
+    )
     base.update(kw)
     return Scenario(**base)
 
@@ -56,7 +74,7 @@ def test_capacity_comes_from_busy_time_not_throughput(tmp_path):
     assert fit.producer.mu_bps == pytest.approx(true_mu_t, rel=0.02)
     assert fit.producer.blocked_share > 0.2
     observed = fit.observed[0].bps
-    assert observed < 0.7 * 6 * fit.producer.mu_bps   # throughput alone would have understated it
+    assert observed < 0.7 * 6 * fit.producer.mu_bps  # throughput alone would have understated it
 
 
 def test_recovers_sync_cost_from_two_drafter_logs(tmp_path):
@@ -97,7 +115,7 @@ def test_huber_line_resists_outliers():
     rng = np.random.default_rng(0)
     x = rng.uniform(1000, 9000, 500)
     y = 0.01 + 2e-5 * x + rng.normal(0, 1e-3, 500)
-    y[:25] *= 5                                       # 5% stragglers
+    y[:25] *= 5  # 5% stragglers
     a, b, _ = huber_line(x, y)
     assert b == pytest.approx(2e-5, rel=0.05) and a == pytest.approx(0.01, abs=0.005)
     assert not math.isnan(a)
@@ -112,7 +130,7 @@ def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
         one = fit_logs([load_log(tmp_path / "m3.jsonl")])
     with pytest.warns(AssumptionWarning, match="step times depend on the split"):
         both = fit_logs([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
-    assert one.sync.allreduce_s(2) == pytest.approx(0.04 * 0.75, rel=0.05)     # ring assumption: wrong here
+    assert one.sync.allreduce_s(2) == pytest.approx(0.04 * 0.75, rel=0.05)  # ring assumption: wrong here
     assert both.sync.allreduce_s(2) == pytest.approx(0.04, rel=0.05)
     assert both.sync.allreduce_s(3) == pytest.approx(0.04, rel=0.05)
     assert sorted(both.sync.dur_by_workers) == [2, 3]
@@ -142,14 +160,15 @@ def test_one_split_leaves_contention_unmeasured_and_widens_with_distance():
     assert not c.measured and c.ref_producers == 6 and c.gpus == 8
     # beyond the logged split the prior's slope: three producers fewer, each step faster by its share
     assert c.prior_k == (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER)
-    assert c.scale(3, 8) == pytest.approx((math.exp(-3 * CONTENTION_PRIOR_K_PRODUCER),
-                                           math.exp(-3 * CONTENTION_PRIOR_K_CONSUMER)))
+    assert c.scale(3, 8) == pytest.approx(
+        (math.exp(-3 * CONTENTION_PRIOR_K_PRODUCER), math.exp(-3 * CONTENTION_PRIOR_K_CONSUMER))
+    )
     assert c.scale(6, 8) == (1.0, 1.0) and c.scale(3, 64) == (1.0, 1.0)
     se_near, se_far = c.rel_se(5, 8), c.rel_se(2, 8)
     assert se_near[0] == pytest.approx(CONTENTION_PRIOR_SE)
     assert se_far[0] == pytest.approx(4 * CONTENTION_PRIOR_SE)
     assert c.rel_se(6, 8) == (0.0, 0.0)
-    assert c.rel_se(2, 64) == (0.0, 0.0)   # another G: no split-dependence is claimed
+    assert c.rel_se(2, 64) == (0.0, 0.0)  # another G: no split-dependence is claimed
 
 
 def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
@@ -168,8 +187,9 @@ def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
     assert prior_c == pytest.approx(math.hypot(CONTENTION_PRIOR_SE, d.per_consumer))
     assert c.rel_se(2, 6)[1] == pytest.approx(prior_c)
     # the projection's centre moves by the prior's slope only: the within-log slope is data
-    assert c.scale(5, 6) == pytest.approx((math.exp(2 * CONTENTION_PRIOR_K_PRODUCER),
-                                           math.exp(2 * CONTENTION_PRIOR_K_CONSUMER)))
+    assert c.scale(5, 6) == pytest.approx(
+        (math.exp(2 * CONTENTION_PRIOR_K_PRODUCER), math.exp(2 * CONTENTION_PRIOR_K_CONSUMER))
+    )
 
 
 def test_dedicated_gpus_carry_no_contention_prior_nor_run_shift():
@@ -190,9 +210,9 @@ def test_emulated_cpu_workers_share_nothing(tmp_path):
     head["mode"] = "emulate"
     log = tmp_path / "emulated.jsonl"
     log.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
-    with pytest.warns(AdvisorWarning) as rec:     # the fit's caveats (sync at one drafter count)
+    with pytest.warns(AdvisorWarning) as rec:  # the fit's caveats (sync at one drafter count)
         c = fit_logs([load_log(log)]).contention
-    assert not any("share a host's compute" in str(w.message) for w in rec)   # emulated workers share nothing
+    assert not any("share a host's compute" in str(w.message) for w in rec)  # emulated workers share nothing
     assert c.prior_se == 0.0 and c.run_se == 0.0 and c.prior_k == (0.0, 0.0)
     assert _sweep_fit("cpu32/cpu32-6x2-r0.jsonl.gz").contention.prior_se == CONTENTION_PRIOR_SE
 
@@ -235,18 +255,20 @@ def test_drift_between_window_halves_is_measured():
 def test_one_token_budget_uses_the_power_law_prior():
     fit = _sweep_fit("h200x2-234m/h200x2-234m-1x1-tb32768-r0.jsonl.gz")
     p = fit.producer
-    assert p.token_model == "power" and p.token_exponent == pytest.approx(TOKEN_EXPONENT_PRIOR)   # line r2 < 0
+    assert p.token_model == "power" and p.token_exponent == pytest.approx(TOKEN_EXPONENT_PRIOR)  # line r2 < 0
     assert p.busy_at(fit.tokens_mean) == pytest.approx(p.busy_mean_s)
     assert p.busy_at(fit.tokens_mean / 2) < p.busy_mean_s
     assert p.busy_at_rel_half95(fit.tokens_mean) == 0.0
     # the exponent's range over one e-fold of ln 2, and the run-to-run spread of another run's level
     assert p.busy_at_rel_half95(fit.tokens_mean / 2) == pytest.approx(
-        math.hypot(TOKEN_EXPONENT_PRIOR_HALF95 * math.log(2), 1.96 * TOKEN_RUN_SE))
+        math.hypot(TOKEN_EXPONENT_PRIOR_HALF95 * math.log(2), 1.96 * TOKEN_RUN_SE)
+    )
 
 
 def test_two_token_budgets_fit_a_line_through_their_means():
-    fit = _sweep_fit("h200x2-234m/h200x2-234m-1x1-tb16384-r0.jsonl.gz",
-                     "h200x2-234m/h200x2-234m-1x1-tb49152-r0.jsonl.gz")
+    fit = _sweep_fit(
+        "h200x2-234m/h200x2-234m-1x1-tb16384-r0.jsonl.gz", "h200x2-234m/h200x2-234m-1x1-tb49152-r0.jsonl.gz"
+    )
     p = fit.producer
     assert p.token_model == "budgets"
     # measured target steps: 78 ms at ~15.2K tokens, 157 ms at ~45.5K: a fixed cost of ~38 ms
@@ -263,14 +285,14 @@ def test_two_token_budgets_fit_a_line_through_their_means():
     inside, out1, out2 = (p.busy_at_rel_half95(t) for t in (30300, 2 * hi, 4 * hi))
     assert 0 < inside < out1 < out2
     # each e-fold beyond the range adds curvature in quadrature
-    assert out2 ** 2 - out1 ** 2 > (TOKEN_LINE_CURVATURE_HALF95 * math.log(2)) ** 2
+    assert out2**2 - out1**2 > (TOKEN_LINE_CURVATURE_HALF95 * math.log(2)) ** 2
 
 
 def _frames(levels: dict[float, float], rng, n: int = 400, cv: float = 0.02):
     """Per-log step frames of the target at the given budgets (tokens -> mean busy seconds)."""
     frames, toks = {}, {}
     for i, (tok, busy) in enumerate(levels.items()):
-        noise = rng.gamma(1 / cv ** 2, cv ** 2, n)
+        noise = rng.gamma(1 / cv**2, cv**2, n)
         frames[i] = {"target": pd.DataFrame({"t": np.arange(float(n)), "busy": busy * noise})}
         toks[i] = tok
     return frames, toks
@@ -278,11 +300,24 @@ def _frames(levels: dict[float, float], rng, n: int = 400, cv: float = 0.02):
 
 def _line_fit(levels: dict[float, float], seed: int = 3):
     from advisor.fit.tokens import budget_line
+
     frames, toks = _frames(levels, np.random.default_rng(seed))
     m = float(frames[0]["target"]["busy"].mean())
-    rf = RoleFit(role="target", n_steps=400, busy_mean_s=m, busy_std_s=0.02 * m, t0_s=0.0, c_s_per_tok=m / toks[0],
-                 r2=0.0, mu_bps=1 / m, mu_low_bps=0.98 / m, mu_high_bps=1.02 / m, busy_share=1.0, starved_share=0.0,
-                 blocked_share=0.0)
+    rf = RoleFit(
+        role="target",
+        n_steps=400,
+        busy_mean_s=m,
+        busy_std_s=0.02 * m,
+        t0_s=0.0,
+        c_s_per_tok=m / toks[0],
+        r2=0.0,
+        mu_bps=1 / m,
+        mu_low_bps=0.98 / m,
+        mu_high_bps=1.02 / m,
+        busy_share=1.0,
+        starved_share=0.0,
+        blocked_share=0.0,
+    )
     return budget_line(rf, toks[0], frames, toks, [[i] for i in frames])
 
 
@@ -336,10 +371,15 @@ def test_a_line_never_takes_a_negative_fixed_cost():
 
 
 @settings(max_examples=40, deadline=None)
-@given(a_s=st.floats(0.0, 0.2), b_s=st.floats(2e-7, 5e-6),
-       budgets=st.lists(st.sampled_from([8000.0, 16000.0, 24000.0, 32000.0, 48000.0, 64000.0]), min_size=2,
-                        max_size=4, unique=True),
-       shifts=st.lists(st.floats(-0.12, 0.12), min_size=4, max_size=4), seed=st.integers(0, 1000))
+@given(
+    a_s=st.floats(0.0, 0.2),
+    b_s=st.floats(2e-7, 5e-6),
+    budgets=st.lists(
+        st.sampled_from([8000.0, 16000.0, 24000.0, 32000.0, 48000.0, 64000.0]), min_size=2, max_size=4, unique=True
+    ),
+    shifts=st.lists(st.floats(-0.12, 0.12), min_size=4, max_size=4),
+    seed=st.integers(0, 1000),
+)
 def test_budget_line_posterior_invariants(a_s, b_s, budgets, shifts, seed):
     """Whatever the budgets and their run-level shifts: step time grows with tokens, the fixed cost
     is never negative, and the interval widens monotonically away from the logged budgets."""
@@ -361,24 +401,34 @@ def test_a_loader_close_to_binding_is_engaged_and_calibrated(tmp_path):
     # targets 7 x 1/7 b/s, a bursty loader at 0.97 b/s behind 4-slot prefetch queues: targets starve
     # a few percent of the time with a batch or more queued on average (below the fixed thresholds)
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
-    s = Scenario(name="near", n_target=7, n_drafter=1, tokens=tm, hs_cap=20, pre_cap=4, n_batches=8000, seed=112,
-                 target=ServiceModel.from_mean(7.0, tm.mean, overhead_share=0.1, scv=0.05),
-                 drafter=ServiceModel.from_mean(1 / 1.3, tm.mean, overhead_share=0.1, scv=0.05),
-                 loader=ServiceModel(1 / 0.97, 0.0, 1.0))
+    s = Scenario(
+        name="near",
+        n_target=7,
+        n_drafter=1,
+        tokens=tm,
+        hs_cap=20,
+        pre_cap=4,
+        n_batches=8000,
+        seed=112,
+        target=ServiceModel.from_mean(7.0, tm.mean, overhead_share=0.1, scv=0.05),
+        drafter=ServiceModel.from_mean(1 / 1.3, tm.mean, overhead_share=0.1, scv=0.05),
+        loader=ServiceModel(1 / 0.97, 0.0, 1.0),
+    )
     write_log(tmp_path / "near.jsonl", s, rates_every_s=60.0)
     fit = fit_logs([load_log(tmp_path / "near.jsonl")])
     ld = fit.loader
     assert ld.near_binding and ld.calibrated and ld.input_bound
-    assert ld.pre_mean_depth > 1.0   # not input-bound by the fixed thresholds
+    assert ld.pre_mean_depth > 1.0  # not input-bound by the fixed thresholds
     assert 0.9 < ld.capacity_bps < 1.05
     from advisor.model.chain import project_split
+
     # the observed split is reproduced; the loader is why
     assert project_split(fit, 7, 1).x_bps == pytest.approx(fit.observed[0].bps, rel=2e-3)
     assert project_split(fit, 7, 1).bottleneck == "loader"
 
 
 def test_a_never_starved_pipeline_leaves_the_loader_alone():
-    fit = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")      # its caveats are the one-split ones, asserted above
+    fit = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz")  # its caveats are the one-split ones, asserted above
     assert not fit.loader.near_binding and not fit.loader.input_bound
 
 
@@ -388,9 +438,18 @@ def _regime_log(tmp_path, factor: float):
     from advisor.model.synth import draw
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
-    s = Scenario(name="regime", n_target=6, n_drafter=2, tokens=tm, hs_cap=20, pre_cap=50, n_batches=6000, seed=113,
-                 target=ServiceModel.from_mean(7.0, tm.mean, overhead_share=0.1, scv=0.05),
-                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.05))
+    s = Scenario(
+        name="regime",
+        n_target=6,
+        n_drafter=2,
+        tokens=tm,
+        hs_cap=20,
+        pre_cap=50,
+        n_batches=6000,
+        seed=113,
+        target=ServiceModel.from_mean(7.0, tm.mean, overhead_share=0.1, scv=0.05),
+        drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.05),
+    )
     d = draw(s)
     slow = (np.arange(len(d.tokens)) // 300) % 3 == 0
     d = dc_replace(d, drafter_s=np.where(slow, d.drafter_s * factor, d.drafter_s))
@@ -429,10 +488,16 @@ def test_the_fitted_or_assumed_contention_is_reported():
     assert prior_p >= CONTENTION_PRIOR_SE and prior_c >= CONTENTION_PRIOR_SE
     assert any(f"widen by {100 * prior_p:.1f}%" in m and "per worker moved" in m for m in said), said
     from advisor.model.priors import CONTENTION_SINGLE_SE
-    assert any(f"{100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a lone worker"
-               in m for m in said), said
-    assert any(f"each extra target is taken to change a target's step +{100 * math.expm1(CONTENTION_PRIOR_K_PRODUCER):.1f}%"
-               in m for m in said), said
+
+    assert any(
+        f"{100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a lone worker" in m
+        for m in said
+    ), said
+    assert any(
+        f"each extra target is taken to change a target's step +{100 * math.expm1(CONTENTION_PRIOR_K_PRODUCER):.1f}%"
+        in m
+        for m in said
+    ), said
     # the within-log estimate (advisor.measure.contention) is reported alongside, as data
     assert any("inside the log" in m and "per extra busy target" in m for m in said), said
 
@@ -442,6 +507,7 @@ def test_sync_bytes_are_fitted_from_the_sync_events():
     import json as _json
 
     from advisor.advice import advise
+
     path = Path(__file__).resolve().parents[2] / "fixtures" / "h200-1x2.jsonl"
     sizes = [o["bytes"] for o in map(_json.loads, path.read_text().splitlines()) if o.get("ev") == "sync"]
     fit = advise(path).fit
@@ -453,6 +519,7 @@ def test_rates_without_tokens_leave_tok_s_unknown_and_size_batches_nominally(tmp
     """A rates log without tok_s measures no tokens: the fit says so, its batch is the header's
     budget (else 1 token, a unit), finite either way, and the observed tokens/s stays unknown."""
     from conftest import rates_without_tokens
+
     path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl", budget=budget)
     log = load_log(path)
     with warnings.catch_warnings():

@@ -1,5 +1,6 @@
 """Contention across splits (advisor.fit.splits): who shares compute, by the header or, where the
 header is silent, by a large within-log slope; what that carries into the projection's interval."""
+
 from __future__ import annotations
 
 import gzip
@@ -11,14 +12,20 @@ from pathlib import Path
 import pytest
 from conftest import HEADER, good_lines
 
+from advisor.advice import advise
 from advisor.errors import AssumptionWarning
 from advisor.fit.pipeline import fit_logs
-from advisor.fit.splits import (WITHIN_SHARED_SLOPE, declares_device, oversubscription, shared_prior_se, shares_compute,
-                                 within_sharing)
-from advisor.advice import advise
+from advisor.fit.splits import (
+    WITHIN_SHARED_SLOPE,
+    declares_device,
+    oversubscription,
+    shared_prior_se,
+    shares_compute,
+    within_sharing,
+)
 from advisor.ingest.load import load_log
-from advisor.model.synth import shared_cores_log
 from advisor.model.priors import CONTENTION_PRIOR_SE, RUN_SE
+from advisor.model.synth import shared_cores_log
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
@@ -91,10 +98,19 @@ def test_a_silent_header_with_a_small_slope_stays_dedicated(tmp_path):
 OVERSUB = SWEEP.parent / "oversub2"
 
 
-@pytest.mark.parametrize("cores, device, over", [(2, "cpu", (3, 2)), (2, None, (3, 2)), (2, "cuda", None),
-                                                 (3, "cpu", None), (16, "cpu", None), (None, "cpu", None)])
+@pytest.mark.parametrize(
+    "cores, device, over",
+    [
+        (2, "cpu", (3, 2)),
+        (2, None, (3, 2)),
+        (2, "cuda", None),
+        (3, "cpu", None),
+        (16, "cpu", None),
+        (None, "cpu", None),
+    ],
+)
 def test_cores_below_the_workers_mark_the_host_oversubscribed(write_log, cores, device, over):
-    lines = good_lines()               # 2 targets and a drafter
+    lines = good_lines()  # 2 targets and a drafter
     lines[0] = {**HEADER, **({"cores": cores} if cores else {}), **({"device": device} if device else {})}
     lg = load_log(write_log(lines))
     assert oversubscription(lg) == over

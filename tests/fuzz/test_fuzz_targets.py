@@ -4,6 +4,7 @@ Each corpus file (seeds, hostile cases, and the inputs of every crash fuzzing fo
 regression inputs) must meet its surface's contract: a usable result, or a one-line refusal
 naming the input. The targets bound each input's time themselves (`PER_INPUT_S`).
 """
+
 from __future__ import annotations
 
 import resource
@@ -14,8 +15,18 @@ from fuzz.targets import OK, REFUSED, RSS_LIMIT_MB, TARGETS, ContractBroken, che
 
 # seeds whose outcome is known: the fixtures' cuts are usable, the hostile ones refused
 EXPECTED = {
-    "log": {"plain": OK, "advise": OK, "gzip": OK, "folder": OK, "files": OK, "crlf": OK, "utf16": REFUSED,
-            "gzip-bomb": REFUSED, "empty": REFUSED, "folder-mixed": REFUSED},
+    "log": {
+        "plain": OK,
+        "advise": OK,
+        "gzip": OK,
+        "folder": OK,
+        "files": OK,
+        "crlf": OK,
+        "utf16": REFUSED,
+        "gzip-bomb": REFUSED,
+        "empty": REFUSED,
+        "folder-mixed": REFUSED,
+    },
     "summary": {"base": OK, "base-merge": OK, "future": REFUSED, "rows-zero": REFUSED, "sample-nan": REFUSED},
     "check": {"good": OK, "bare": OK, "typo-key": REFUSED, "typo-table": REFUSED, "not-utf8": REFUSED},
     "tb": {"file": OK, "framed": OK, "file-badcrc": REFUSED, "tensor-varint-float": REFUSED},
@@ -42,19 +53,24 @@ def test_corpus_is_small():
     assert sum(p.stat().st_size for t in TARGETS for p in corpus_files(t)) < 2 << 20
 
 
-@pytest.mark.parametrize("code, out, err", [
-    (2, "", "Traceback (most recent call last):\n  ...\nKeyError: 'x'\n"),
-    (2, "", "dflash-advise: internal error while reading a.jsonl: KeyError: 'x' (a bug in dflash-advise)\n"),
-    (2, "", "dflash-advise: a.jsonl:3: bad\ndflash-advise: a.jsonl:4: bad\n"),
-    (2, "", "a.py:3: UserWarning: odd\n  warnings.warn(x)\ndflash-advise: a.jsonl: bad\n"),
-    (1, "FAIL", ""),
-    (0, "", ""),
-])
+@pytest.mark.parametrize(
+    "code, out, err",
+    [
+        (2, "", "Traceback (most recent call last):\n  ...\nKeyError: 'x'\n"),
+        (2, "", "dflash-advise: internal error while reading a.jsonl: KeyError: 'x' (a bug in dflash-advise)\n"),
+        (2, "", "dflash-advise: a.jsonl:3: bad\ndflash-advise: a.jsonl:4: bad\n"),
+        (2, "", "a.py:3: UserWarning: odd\n  warnings.warn(x)\ndflash-advise: a.jsonl: bad\n"),
+        (1, "FAIL", ""),
+        (0, "", ""),
+    ],
+)
 def test_the_cli_contract_check_can_fail(code, out, err):
     with pytest.raises(ContractBroken):
         check_cli(code, out, err)
 
 
 def test_the_cli_contract_check_passes_a_refusal_and_a_report():
-    check_cli(2, "", "dflash-advise: warning: a.tfevents: last record cut\ndflash-advise: a.tfevents: holds no events\n")
+    check_cli(
+        2, "", "dflash-advise: warning: a.tfevents: last record cut\ndflash-advise: a.tfevents: holds no events\n"
+    )
     check_cli(0, "report\n", "")

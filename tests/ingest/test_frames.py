@@ -1,10 +1,9 @@
 """Frames from columns (advisor.ingest.frames)."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 import pytest
-
 
 
 def test_steps_frame_columns_and_types():
@@ -12,11 +11,19 @@ def test_steps_frame_columns_and_types():
     worker and tokens int64 (pandas' error on a non-finite one), role categorical, time order."""
     from advisor.ingest.frames import STEP_COLUMNS, steps_frame
     from advisor.ingest.schema import parse_header
+
     head = parse_header({"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 1, "drafter": 1}}, "x", 1)
-    cols = {"t": np.array([2.0, 1.0, 3.0]), "worker": np.array([0.0, 0.0, 1.0]), "batch": np.array([1.0, 0.0, 2.0]),
-            "tokens": np.array([10.0, 20.0, 30.0]), "seqs": np.array([np.nan, 1.0, 2.0]),
-            "busy": np.array([0.5, 0.25, 0.75]), "wait": np.array([np.nan, 0.1, -0.0]),
-            "blocked": np.array([0.0, np.nan, np.nan]), "loss": np.full(3, np.nan)}
+    cols = {
+        "t": np.array([2.0, 1.0, 3.0]),
+        "worker": np.array([0.0, 0.0, 1.0]),
+        "batch": np.array([1.0, 0.0, 2.0]),
+        "tokens": np.array([10.0, 20.0, 30.0]),
+        "seqs": np.array([np.nan, 1.0, 2.0]),
+        "busy": np.array([0.5, 0.25, 0.75]),
+        "wait": np.array([np.nan, 0.1, -0.0]),
+        "blocked": np.array([0.0, np.nan, np.nan]),
+        "loss": np.full(3, np.nan),
+    }
     df = steps_frame(cols, np.array([0, 1, 0]), head)
     assert list(df.columns) == list(STEP_COLUMNS)
     assert df["worker"].dtype == np.int64 and df["tokens"].dtype == np.int64

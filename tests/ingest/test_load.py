@@ -1,14 +1,15 @@
 """Loader: every kind of bad input names file, line and field; good input becomes frames (advisor.ingest.load)."""
+
 from __future__ import annotations
 
 import gzip
 import json
 
 import pytest
-
-from advisor.ingest.load import load_log
-from advisor.errors import LogError, LogWarning
 from conftest import HEADER, good_lines
+
+from advisor.errors import LogError, LogWarning
+from advisor.ingest.load import load_log
 
 
 def test_good_log_frames(write_log):
@@ -60,14 +61,17 @@ def test_missing_header(write_log):
     expect_error(write_log(good_lines(5)[1:]), 1, "ev")
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("busy", "fast", "must be a number"),
-    ("busy", -0.5, ">= 0"),
-    ("t", -1.0, ">= 0"),
-    ("tokens", 12.5, "whole number"),
-    ("worker", 5, "header has 1"),
-    ("role", "verifier", "not a role"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("busy", "fast", "must be a number"),
+        ("busy", -0.5, ">= 0"),
+        ("t", -1.0, ">= 0"),
+        ("tokens", 12.5, "whole number"),
+        ("worker", 5, "header has 1"),
+        ("role", "verifier", "not a role"),
+    ],
+)
 def test_bad_step_fields(write_log, field, value, needle):
     lines = good_lines(5)
     lines[4] = dict(lines[4], **{field: value})
@@ -108,6 +112,7 @@ def test_absurdly_long_line_is_refused_with_bounded_read(write_log):
 
 def test_header_only_has_too_little_to_fit(write_log):
     from advisor.advice import advise
+
     p = write_log([HEADER])
     with pytest.raises(LogError) as ei:
         advise(p)
@@ -137,13 +142,14 @@ def test_unknown_events_and_fields_are_counted_not_fatal(write_log):
 def test_a_misspelled_field_is_reported_once_with_the_known_name(write_log, monkeypatch):
     """`blokced` on every step line: exit 0 as before, and one warning naming `blocked` and the count."""
     from advisor.ingest import reader, stream
+
     monkeypatch.setattr(reader, "CHUNK_BYTES", 300)
-    monkeypatch.setattr(stream, "PIECE_BYTES", 1000)     # many pieces: the count spans them all
+    monkeypatch.setattr(stream, "PIECE_BYTES", 1000)  # many pieces: the count spans them all
     lines = good_lines(60)
     for ev in lines:
         if ev["ev"] == "step":
             ev["blokced"] = ev.pop("blocked", 0.0)
-            ev["mem"] = 1.0            # the writer's own field: counted, not reported
+            ev["mem"] = 1.0  # the writer's own field: counted, not reported
     with pytest.warns(LogWarning) as got:
         log = load_log(write_log(lines))
     texts = [str(w.message) for w in got]
@@ -171,8 +177,9 @@ def test_blank_lines_keep_line_numbers(write_log):
 
 def test_negative_rate_snapshot_named(write_log):
     lines = good_lines(5)
-    lines.insert(4, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": -1, "drafter": 1},
-                     "q": {"pre": [1, 2], "hs": 3}})
+    lines.insert(
+        4, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": -1, "drafter": 1}, "q": {"pre": [1, 2], "hs": 3}}
+    )
     expect_error(write_log(lines), 5, "bps.target")
 
 
@@ -184,6 +191,7 @@ def test_second_run_header_anywhere(write_log):
 
 def test_concatenated_runs_are_refused(tmp_path):
     from conftest import FIXTURES
+
     a, b = (FIXTURES / "cpu-2x1.jsonl").read_bytes(), (FIXTURES / "h200-2x1.jsonl").read_bytes()
     p = tmp_path / "cat.jsonl"
     p.write_bytes(a + b)
@@ -236,8 +244,12 @@ def test_two_objects_on_one_line(write_log):
 
 
 def test_header_limits(write_log):
-    for over, field in (({"gpus": 4097}, "gpus"), ({"roles": {"target": 1e12, "drafter": 1}}, "roles"),
-                        ({"queues": 5}, "queues"), ({"t": 1e15}, "t")):
+    for over, field in (
+        ({"gpus": 4097}, "gpus"),
+        ({"roles": {"target": 1e12, "drafter": 1}}, "roles"),
+        ({"queues": 5}, "queues"),
+        ({"t": 1e15}, "t"),
+    ):
         lines = good_lines(3)
         lines[0] = dict(HEADER, **over)
         expect_error(write_log(lines), 1, field)
@@ -285,7 +297,7 @@ def test_sampled_log_keeps_exact_counts(write_log):
 
 def test_complete_last_line_without_newline_gets_every_check(write_log):
     """A last line that is whole JSON (only its newline missing) is a line like any other."""
-    lines = [json.dumps(l) for l in good_lines(5)[:-1]]     # ends with a drafter step (busy 0.1)
+    lines = [json.dumps(l) for l in good_lines(5)[:-1]]  # ends with a drafter step (busy 0.1)
     assert '"busy": 0.1' in lines[-1]
     raw = ("\n".join(lines[:-1]) + "\n" + lines[-1].replace('"busy": 0.1', '"busy": -1')).encode()
     expect_error(write_log([], raw=raw), len(lines), "busy")

@@ -1,4 +1,8 @@
-"""The fast pass (advisor.ingest.scan, polars) and the exact line-by-line pass (advisor.ingest.parse) give the same verdict and frames."""
+"""The fast pass (advisor.ingest.scan, polars) and the exact pass (advisor.ingest.parse) agree.
+
+Both give the same verdict and frames.
+"""
+
 from __future__ import annotations
 
 import json
@@ -6,19 +10,20 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import HEADER, good_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from advisor.ingest.load import load_log
 from advisor.errors import LogError
-from conftest import HEADER, good_lines
+from advisor.ingest.load import load_log
 
 
 def test_fast_and_slow_paths_agree(write_log):
     """A shape polars cannot read (q.hs given as a list) falls back to the exact reader."""
     lines = good_lines(8)
-    lines.insert(5, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": 1, "drafter": 1},
-                     "q": {"pre": [1, 2], "hs": [3]}})
+    lines.insert(
+        5, {"ev": "rates", "t": 1.0, "window": 1.0, "bps": {"target": 1, "drafter": 1}, "q": {"pre": [1, 2], "hs": [3]}}
+    )
     slow = load_log(write_log(lines, "slow.jsonl"))
     lines[5]["q"]["hs"] = 3
     fast = load_log(write_log(lines, "fast.jsonl"))
@@ -29,24 +34,63 @@ def test_fast_and_slow_paths_agree(write_log):
 _SYNC = {"ev": "sync", "t": 1.3, "role": "drafter", "workers": 1, "dur": 0.01, "bytes": 1e6}
 
 
-_RATES = {"ev": "rates", "t": 2.0, "window": 1.0, "bps": {"target": 4.0, "drafter": 4.0},
-          "cap_bps": {"target": 8.0, "drafter": 10.0}, "tok_s": 3600.0, "q": {"pre": [1, 2], "hs": 3}}
+_RATES = {
+    "ev": "rates",
+    "t": 2.0,
+    "window": 1.0,
+    "bps": {"target": 4.0, "drafter": 4.0},
+    "cap_bps": {"target": 8.0, "drafter": 10.0},
+    "tok_s": 3600.0,
+    "q": {"pre": [1, 2], "hs": 3},
+}
 
 
-_VALUES = st.one_of(st.none(), st.booleans(), st.integers(min_value=-10, max_value=10 ** 20),
-                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3),
-                    st.lists(st.one_of(st.none(), st.integers(), st.floats()), max_size=2))
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-10, max_value=10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.lists(st.one_of(st.none(), st.integers(), st.floats()), max_size=2),
+)
 
 
-_FIELDS = ["t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss", "role", "ev", "extra",
-           "workers", "dur", "bytes", "window", "tok_s", "eta_s", "reason", "bps", "cap_bps", "q"]
+_FIELDS = [
+    "t",
+    "worker",
+    "batch",
+    "tokens",
+    "seqs",
+    "busy",
+    "wait",
+    "blocked",
+    "loss",
+    "role",
+    "ev",
+    "extra",
+    "workers",
+    "dur",
+    "bytes",
+    "window",
+    "tok_s",
+    "eta_s",
+    "reason",
+    "bps",
+    "cap_bps",
+    "q",
+]
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(field=st.sampled_from(_FIELDS),
-       value=st.one_of(_VALUES, st.dictionaries(st.sampled_from(["target", "drafter", "hs", "pre", "x"]), _VALUES,
-                                                max_size=3)),
-       row=st.integers(min_value=1, max_value=19))
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    field=st.sampled_from(_FIELDS),
+    value=st.one_of(
+        _VALUES, st.dictionaries(st.sampled_from(["target", "drafter", "hs", "pre", "x"]), _VALUES, max_size=3)
+    ),
+    row=st.integers(min_value=1, max_value=19),
+)
 def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row):
     """Whatever one field of one line holds, the fast pass and the line-by-line pass give the same verdict."""
     lines = good_lines(8)
@@ -58,8 +102,9 @@ def test_fast_and_exact_paths_agree(tmp_path, monkeypatch, field, value, row):
     fast, exact = _both_paths(monkeypatch, p)
     monkeypatch.undo()
 
-    def verdict(o):      # an error's line and field (its wording is not compared here)
+    def verdict(o):  # an error's line and field (its wording is not compared here)
         return (o[0], o[2], o[3]) if o[0] == "error" else o
+
     assert verdict(fast) == verdict(exact)
 
 
@@ -75,6 +120,7 @@ def _both_paths(monkeypatch, path):
         except LogError as e:
             return ("error", str(e), e.line, e.field)
         return ("ok", log.steps.to_json(), log.rates.to_json(), log.syncs.to_json(), log.end)
+
     fast = outcome()
     real = stream.scan_log
     monkeypatch.setattr(stream, "scan_log", lambda *a, **k: None)
@@ -104,10 +150,11 @@ def test_absent_role_rate_is_accepted_on_both_paths(write_log, monkeypatch):
     assert list(rates["bps_target"].values()) == [None] and list(rates["cap_bps_drafter"].values()) == [None]
 
 
-@pytest.mark.parametrize("field,value", [("bps", {"target": 2 ** 53 + 1}), ("window", 2 ** 53 + 1),
-                                         ("q", {"pre": [2 ** 53 + 1, 1], "hs": 2 ** 53 + 1})])
-def test_integer_past_2_53_in_a_rates_line_reads_alike_on_both_paths(write_log, monkeypatch,
-                                                                      field, value):
+@pytest.mark.parametrize(
+    "field,value",
+    [("bps", {"target": 2**53 + 1}), ("window", 2**53 + 1), ("q", {"pre": [2**53 + 1, 1], "hs": 2**53 + 1})],
+)
+def test_integer_past_2_53_in_a_rates_line_reads_alike_on_both_paths(write_log, monkeypatch, field, value):
     """A JSON integer no double holds exactly is read as the nearest double on both passes."""
     lines = good_lines(8)
     lines[9:9] = [dict(_RATES, **{field: value})]
@@ -140,6 +187,7 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
     from advisor.ingest import scan, stream
     from advisor.ingest.load import runlog_from_summary
     from advisor.ingest.schema import parse_header, validate_event
+
     head = parse_header(HEADER, "x", 1)
     num = st.sampled_from(_RATE_NUMBERS)
     lines = []
@@ -156,8 +204,11 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
             q = []
             for spec in head.queues:
                 if data.draw(st.booleans()):
-                    v = ("[" + ", ".join(data.draw(st.lists(num, max_size=3))) + "]"
-                         if spec.per_worker and data.draw(st.integers(0, 4)) else data.draw(num))
+                    v = (
+                        "[" + ", ".join(data.draw(st.lists(num, max_size=3))) + "]"
+                        if spec.per_worker and data.draw(st.integers(0, 4))
+                        else data.draw(num)
+                    )
                     q.append(f'"{spec.name}": {v}')
             parts.append('"q": {' + ", ".join(q) + "}")
         lines.append("{" + ", ".join(parts) + "}")
@@ -183,8 +234,10 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
 def test_fast_pass_reads_real_logs_as_the_exact_pass(name, monkeypatch):
     """A real log (snapshots that omit a role, unknown fields, gzip) is read by the fast pass,
     into the very frames of the exact pass."""
-    from advisor.ingest import scan
     from conftest import FIXTURES
+
+    from advisor.ingest import scan
+
     path = FIXTURES / name
     assert scan.scan_log(path, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
     fast, exact = _both_paths(monkeypatch, path)
@@ -196,6 +249,7 @@ def test_a_live_log_is_read_by_the_fast_pass_with_the_exact_pass_warning(write_l
     line number and bytes), and the frames are the exact pass's."""
     from advisor.errors import LogWarning
     from advisor.ingest import scan
+
     lines = good_lines(20)
     raw = "".join(json.dumps(x) + "\n" for x in lines).encode() + b'{"ev": "step", "t": 9'
     p = write_log([], raw=raw)

@@ -1,4 +1,5 @@
 """A probe's directory: one log per segment, refused when it mixes segments with other logs."""
+
 from __future__ import annotations
 
 import json
@@ -46,10 +47,13 @@ def test_a_directory_without_probe_headers_is_one_run(tmp_path):
     assert probe_segments(sorted(tmp_path.iterdir())) is None
 
 
-@pytest.mark.parametrize(("second", "words"), [
-    (None, "has no 'probe' in its header"),
-    ({"id": "q", "segment": 2}, "is a segment of probe 'q'"),
-])
+@pytest.mark.parametrize(
+    ("second", "words"),
+    [
+        (None, "has no 'probe' in its header"),
+        ({"id": "q", "segment": 2}, "is a segment of probe 'q'"),
+    ],
+)
 def test_a_mixed_directory_is_refused_naming_the_file(tmp_path, second, words):
     _segment(tmp_path / "a.jsonl", {"id": "p", "segment": 1})
     _segment(tmp_path / "b.jsonl", second)
@@ -58,10 +62,15 @@ def test_a_mixed_directory_is_refused_naming_the_file(tmp_path, second, words):
     assert words in str(e.value) and "b.jsonl" in str(e.value) and e.value.field == "probe"
 
 
-@pytest.mark.parametrize(("probe", "words"), [
-    ("p1", "must be an object"), ({"segment": 1}, "id"), ({"id": "p", "segment": 0}, "segment"),
-    ({"id": "p", "segment": 3, "segments": 2}, "at most 'segments'"),
-])
+@pytest.mark.parametrize(
+    ("probe", "words"),
+    [
+        ("p1", "must be an object"),
+        ({"segment": 1}, "id"),
+        ({"id": "p", "segment": 0}, "segment"),
+        ({"id": "p", "segment": 3, "segments": 2}, "at most 'segments'"),
+    ],
+)
 def test_a_bad_probe_field_is_refused(tmp_path, probe, words):
     _segment(tmp_path / "a.jsonl", probe)
     with pytest.raises(LogError) as e:

@@ -1,5 +1,6 @@
 """Per-rank logs (advisor.ingest.ranks, advisor.ingest.load.load_logs): a run split into one file per worker
 reads, and advises, exactly like the single file."""
+
 from __future__ import annotations
 
 import json
@@ -9,15 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import split_by_rank
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from advisor import advise
-from conftest import split_by_rank
 from advisor.cli.app import app, route
-from advisor.ingest.load import load_log, load_logs
 from advisor.errors import LogError
+from advisor.ingest.load import load_log, load_logs
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,9 +26,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _scenario(**kw) -> Scenario:
     tm = TokenModel(budget=4096, mean=3900.0, cv=0.05, seq_len=500.0)
-    base = dict(name="ranks", n_target=2, n_drafter=2, target=ServiceModel.from_mean(0.2, tm.mean, scv=0.1),
-                drafter=ServiceModel.from_mean(0.15, tm.mean, scv=0.1), tokens=tm, sync_every=2, sync_s=0.05,
-                sync_bytes=1.5e8, n_batches=2000, seed=3, hs_bytes_per_token=1000)
+    base = dict(
+        name="ranks",
+        n_target=2,
+        n_drafter=2,
+        target=ServiceModel.from_mean(0.2, tm.mean, scv=0.1),
+        drafter=ServiceModel.from_mean(0.15, tm.mean, scv=0.1),
+        tokens=tm,
+        sync_every=2,
+        sync_s=0.05,
+        sync_bytes=1.5e8,
+        n_batches=2000,
+        seed=3,
+        hs_bytes_per_token=1000,
+    )
     base.update(kw)
     return Scenario(**base)
 
@@ -48,13 +60,13 @@ def _without_paths(adv, *paths) -> str:
 
 def test_per_rank_directory_glob_and_files_advise_like_the_single_file(single, tmp_path):
     files = split_by_rank(single, tmp_path / "run")
-    assert len(files) == 5                      # 2 targets, 2 drafters, coordinator
+    assert len(files) == 5  # 2 targets, 2 drafters, coordinator
     want = _without_paths(advise(single), single)
     d = tmp_path / "run"
     assert _without_paths(advise(d), d) == want
     pattern = str(d / "*.jsonl")
     assert _without_paths(advise(pattern), pattern) == want
-    merged = load_logs(files)                   # an unquoted glob, expanded by the shell
+    merged = load_logs(files)  # an unquoted glob, expanded by the shell
     assert len(merged) == 1
     assert _without_paths(advise(files), merged[0].path) == want
 
@@ -70,10 +82,12 @@ def test_merged_frames_equal_the_single_files(single, tmp_path):
     assert set(zip(b["role"], b["worker"])) == {("target", 0), ("target", 1), ("drafter", 0), ("drafter", 1)}
     assert one.syncs.equals(many.syncs) and one.rates.equals(many.rates)
     assert many.end == one.end
-    assert many.n_lines == one.n_lines + 4 * 2   # 4 extra copies of the header and of the end line
+    assert many.n_lines == one.n_lines + 4 * 2  # 4 extra copies of the header and of the end line
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(st.lists(st.integers(0, 2), min_size=5, max_size=5))
 def test_any_grouping_of_workers_into_files_merges_to_the_same_steps(single, tmp_path_factory, assign):
     src_lines = single.read_text().splitlines()
@@ -90,19 +104,26 @@ def test_any_grouping_of_workers_into_files_merges_to_the_same_steps(single, tmp
     merged = load_logs([out])[0]
     one = load_log(single)
     key = ["t", "role", "worker"]
-    assert merged.steps.sort_values(key, kind="stable").reset_index(drop=True).equals(
-        one.steps.sort_values(key, kind="stable").reset_index(drop=True))
+    assert (
+        merged.steps.sort_values(key, kind="stable")
+        .reset_index(drop=True)
+        .equals(one.steps.sort_values(key, kind="stable").reset_index(drop=True))
+    )
     assert len(merged.rates) == len(one.rates) and len(merged.syncs) == len(one.syncs)
 
 
 def test_end_only_when_every_file_ended_and_worst_reason_wins(single, tmp_path):
     files = split_by_rank(single, tmp_path / "r", end_in_all=False)
-    assert load_logs([tmp_path / "r"])[0].end is None       # a live run: no file has ended
+    assert load_logs([tmp_path / "r"])[0].end is None  # a live run: no file has ended
     end = {"ev": "end", "t": 123.5, "reason": "done"}
     for f in files:
         f.write_text(f.read_text() + json.dumps(end) + "\n")
-    files[0].write_text(files[0].read_text().rsplit("\n", 2)[0] + "\n"
-                        + json.dumps({"ev": "end", "t": 99.0, "reason": "error", "msg": "CUDA OOM"}) + "\n")
+    files[0].write_text(
+        files[0].read_text().rsplit("\n", 2)[0]
+        + "\n"
+        + json.dumps({"ev": "end", "t": 99.0, "reason": "error", "msg": "CUDA OOM"})
+        + "\n"
+    )
     got = load_logs([tmp_path / "r"])[0].end
     assert got["reason"] == "error" and got["t"] == 123.5 and "CUDA OOM" in got["msg"] and files[0].name in got["msg"]
 
@@ -110,7 +131,7 @@ def test_end_only_when_every_file_ended_and_worst_reason_wins(single, tmp_path):
 def test_equal_headers_with_the_same_workers_are_separate_runs(single, tmp_path):
     copy = tmp_path / "again.jsonl"
     copy.write_bytes(single.read_bytes())
-    assert len(load_logs([single, copy])) == 2       # the same job twice, not ranks of one run
+    assert len(load_logs([single, copy])) == 2  # the same job twice, not ranks of one run
 
 
 def _cli(args):
@@ -140,8 +161,13 @@ def test_empty_directory_or_glob_exits_2(tmp_path, arg, words):
 def test_directory_argument_from_the_installed_command(single, tmp_path):
     split_by_rank(single, tmp_path / "run")
     env = {"PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-c", "from advisor.cli.app import main; main()", str(tmp_path / "run"), "--json"],
-                       capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", "from advisor.cli.app import main; main()", str(tmp_path / "run"), "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["observed"]["roles"] == {"target": 2, "drafter": 2}
 

@@ -1,4 +1,8 @@
-"""Byte guards (advisor.ingest.reader): size, line and gzip-ratio limits, special files, OS errors; each a bounded read."""
+"""Byte guards (advisor.ingest.reader): size, line and gzip-ratio limits, special files, OS errors.
+
+Each is a bounded read.
+"""
+
 from __future__ import annotations
 
 import gzip
@@ -7,10 +11,10 @@ import os
 import signal
 
 import pytest
-
-from advisor.ingest.load import load_log
-from advisor.errors import LogError, LogRefused
 from conftest import good_lines
+
+from advisor.errors import LogError, LogRefused
+from advisor.ingest.load import load_log
 
 
 def test_size_and_line_limits_name_the_numbers(write_log):
@@ -23,6 +27,7 @@ def test_size_and_line_limits_name_the_numbers(write_log):
 
 def test_gzip_bomb_fails_after_a_bounded_read(tmp_path):
     import advisor.ingest.reader as reader
+
     p = tmp_path / "bomb.jsonl.gz"
     line = b'{"ev": "x", "t": 1}\n'
     p.write_bytes(gzip.compress(line * ((reader.RATIO_CHECK_BYTES + 2 * reader.CHUNK_BYTES) // len(line))))
@@ -48,7 +53,7 @@ def test_gzip_recognised_by_content(tmp_path):
 def test_fifo_is_refused_without_opening_it(tmp_path):
     p = tmp_path / "pipe.jsonl"
     os.mkfifo(p)
-    signal.alarm(20)   # a regression would block in open(); fail instead of hanging the suite
+    signal.alarm(20)  # a regression would block in open(); fail instead of hanging the suite
     try:
         with pytest.raises(LogRefused, match="FIFO"):
             load_log(p)
@@ -65,10 +70,12 @@ def test_character_device_is_refused():
 def test_unreadable_file_is_one_line(write_log, monkeypatch):
     """chmod 000 (simulated: the suite may run as root, which reads anything)."""
     import advisor.ingest.reader as reader
+
     p = write_log(good_lines(3))
 
     def denied(*a, **k):
         raise PermissionError(13, "Permission denied")
+
     monkeypatch.setattr(reader.os, "open", denied)
     with pytest.raises(LogRefused, match="permission denied") as ei:
         load_log(p)
@@ -80,11 +87,13 @@ def test_a_truncated_gzip_keeps_what_it_decodes(tmp_path, frac):
     """Half a .gz: the message says how many bytes and whole lines were decoded before the cut,
     and those lines are kept, as from the plain file cut at the same byte."""
     import warnings
+
     from advisor.errors import LogWarning
+
     raw = "".join(json.dumps(l) + "\n" for l in good_lines(400)).encode()
     gz = gzip.compress(raw, mtime=0)
     p = tmp_path / "cut.jsonl.gz"
-    p.write_bytes(gz[:int(len(gz) * frac)])
+    p.write_bytes(gz[: int(len(gz) * frac)])
     with pytest.warns(LogWarning) as got:
         log = load_log(p)
     msg = next(str(w.message) for w in got if "gzip stream" in str(w.message))

@@ -1,4 +1,5 @@
 """The log contract's field tables (advisor.ingest.schema): unknown fields and their nearest known names."""
+
 from __future__ import annotations
 
 from hypothesis import given
@@ -9,7 +10,7 @@ from advisor.ingest.schema import EVENT_FIELDS, nearest_field, unknown_fields
 
 def test_unknown_fields_of_known_events_only():
     assert unknown_fields({"ev": "step", "t": 1, "blokced": 0.1, "busy": 1}) == ["blokced"]
-    assert unknown_fields({"ev": "heartbeat", "x": 1}) == []        # an unknown event is counted as such
+    assert unknown_fields({"ev": "heartbeat", "x": 1}) == []  # an unknown event is counted as such
     assert unknown_fields({"ev": "run", "t": 0, "device": "cpu", "physical_gpus": 2, "notes": "x"}) == ["notes"]
     assert unknown_fields([1, 2]) == [] and unknown_fields({"t": 1}) == []
 
@@ -18,7 +19,7 @@ def test_nearest_field_finds_misspellings_not_own_fields():
     assert nearest_field("step", "blokced") == "blocked"
     assert nearest_field("step", "bussy") == "busy"
     assert nearest_field("run", "gpu") == "gpus"
-    for own in ("mem", "lr", "barrier", "grad_norm", "peak_mem"):   # xfer is a schema field (docs/log-schema.md)
+    for own in ("mem", "lr", "barrier", "grad_norm", "peak_mem"):  # xfer is a schema field (docs/log-schema.md)
         assert nearest_field("step", own) is None
 
 
@@ -36,6 +37,7 @@ def test_cap_bps_kind_names_header_roles_and_known_kinds():
 
     from advisor.errors import LogError
     from advisor.ingest.schema import parse_header
+
     head = {"ev": "run", "v": 1, "t": 0.0, "roles": {"target": 1, "drafter": 3}}
     ok = parse_header({**head, "cap_bps_kind": {"target": "upper", "drafter": "lower"}}, "x.jsonl", 1)
     assert ok.extra["cap_bps_kind"] == {"target": "upper", "drafter": "lower"}

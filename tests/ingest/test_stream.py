@@ -1,15 +1,19 @@
-"""The exact pass (advisor.ingest.stream): a log read in pieces of whole lines gives the same frames and names the same bad line."""
+"""The exact pass (advisor.ingest.stream): a log read in pieces of whole lines.
+
+It gives the same frames and names the same bad line.
+"""
+
 from __future__ import annotations
 
 import json
 import warnings
 
 import pytest
+from conftest import good_lines
 
+from advisor.errors import LogError, LogWarning
 from advisor.ingest import reader, stream
 from advisor.ingest.load import load_log
-from advisor.errors import LogError, LogWarning
-from conftest import good_lines
 
 
 def _small_pieces(monkeypatch):
@@ -29,7 +33,7 @@ def _frames(p):
 def test_pieces_give_the_same_frames(write_log, monkeypatch):
     lines = good_lines(200)
     text = [json.dumps(l) for l in lines]
-    text[50:50] = ["", "  "]           # an empty and a blank line inside the body
+    text[50:50] = ["", "  "]  # an empty and a blank line inside the body
     text.insert(120, json.dumps({"ev": "sync", "t": 20.0, "workers": 1, "dur": 0.01}))
     p = write_log(text)
     whole = _frames(p)
@@ -68,9 +72,9 @@ def test_pieces_fold_and_fail_in_order(write_log, monkeypatch):
     p = write_log(lines)
     whole = _frames(p)
     _small_pieces(monkeypatch)
-    monkeypatch.setattr(reader, "RATIO_CHECK_BYTES", 0)      # the first piece is cut at once, too
+    monkeypatch.setattr(reader, "RATIO_CHECK_BYTES", 0)  # the first piece is cut at once, too
     assert _frames(p) == whole
-    for row in (90, 246, 249):        # far before the long line, in a piece in flight, just before
+    for row in (90, 246, 249):  # far before the long line, in a piece in flight, just before
         text = [json.dumps(l) for l in lines]
         text[row] = json.dumps(dict(lines[row], busy=-1.0))
         text[250] = json.dumps(dict(lines[250], msg="x" * 5000))

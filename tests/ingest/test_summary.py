@@ -1,4 +1,5 @@
 """Mergeable summaries: exact merges, bounded samples, and advice from merged per-rank summaries."""
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.ingest import summary as summary
 from advisor.advice import advise
+from advisor.errors import LogError
+from advisor.ingest import summary as summary
 from advisor.ingest.load import load_log, summarize_paths
 from advisor.ingest.stream import summarize_log
-from advisor.errors import LogError
 from advisor.ingest.summary import merge_all, read_summary
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
@@ -31,10 +32,23 @@ FIXTURE_2X1 = Path(__file__).resolve().parents[2] / "fixtures" / "cpu-2x1.jsonl"
 def sync_log(tmp_path_factory) -> Path:
     """A 6-2 run with drafter sync: ~12k lines."""
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    sc = Scenario(name="sync", n_target=6, n_drafter=2, tokens=tm, hs_cap=20, pre_cap=50, sync_every=4,
-                  sync_s=0.3, sync_scv=0.1, n_batches=6000, seed=11, warmup_factor=1.5, warmup_tau_s=120.0,
-                  target=ServiceModel.from_mean(6.0, tm.mean, overhead_share=0.1, scv=0.1),
-                  drafter=ServiceModel.from_mean(2.2, tm.mean, overhead_share=0.1, scv=0.1))
+    sc = Scenario(
+        name="sync",
+        n_target=6,
+        n_drafter=2,
+        tokens=tm,
+        hs_cap=20,
+        pre_cap=50,
+        sync_every=4,
+        sync_s=0.3,
+        sync_scv=0.1,
+        n_batches=6000,
+        seed=11,
+        warmup_factor=1.5,
+        warmup_tau_s=120.0,
+        target=ServiceModel.from_mean(6.0, tm.mean, overhead_share=0.1, scv=0.1),
+        drafter=ServiceModel.from_mean(2.2, tm.mean, overhead_share=0.1, scv=0.1),
+    )
     p = tmp_path_factory.mktemp("sum") / "whole.jsonl"
     write_log(p, sc)
     return p
@@ -47,7 +61,7 @@ def split_by_worker(path: Path, n_files: int) -> list[Path]:
     outs: list[list[bytes]] = [[lines[0]] for _ in range(n_files)]
     for raw in lines[1:]:
         ev = json.loads(raw)
-        if ev.get("ev") == "end":       # every rank ends its own file
+        if ev.get("ev") == "end":  # every rank ends its own file
             for o in outs:
                 o.append(raw)
             continue
@@ -66,8 +80,17 @@ def _same_advice(a, b) -> None:
     ja.pop("warnings"), jb.pop("warnings")
     assert ja == jb
     for fa, fb in ((a.fit.producer, b.fit.producer), (a.fit.consumer, b.fit.consumer)):
-        for k in ("n_steps", "busy_mean_s", "busy_std_s", "t0_s", "c_s_per_tok", "mu_bps", "busy_share",
-                  "starved_share", "blocked_share"):
+        for k in (
+            "n_steps",
+            "busy_mean_s",
+            "busy_std_s",
+            "t0_s",
+            "c_s_per_tok",
+            "mu_bps",
+            "busy_share",
+            "starved_share",
+            "blocked_share",
+        ):
             assert math.isclose(getattr(fa, k), getattr(fb, k), rel_tol=1e-9, abs_tol=1e-12), k
     assert math.isclose(a.fit.observed[0].bps, b.fit.observed[0].bps, rel_tol=1e-9)
 
@@ -84,12 +107,12 @@ def test_merged_per_rank_summaries_advise_as_the_whole_log(sync_log, tmp_path, m
         monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", sample_rows)
     parts = split_by_worker(sync_log, 3)
     outs = []
-    for i, p in enumerate(parts):   # map: one summary per rank file, written where the file lives
+    for i, p in enumerate(parts):  # map: one summary per rank file, written where the file lives
         o = tmp_path / f"s{i}.json"
         summarize_log(p).write(o)
         outs.append(o)
     merged = tmp_path / "merged.json"
-    merge_all(read_summary(o) for o in reversed(outs)).write(merged)   # reduce, in any order
+    merge_all(read_summary(o) for o in reversed(outs)).write(merged)  # reduce, in any order
     whole = _advise(sync_log)
     assert load_log(sync_log).sampled == bool(sample_rows)
     _same_advice(whole, _advise(merged))
@@ -128,18 +151,29 @@ def test_summary_round_trip_is_exact(sync_log, tmp_path):
 
 def _rows(n: int, seed: int, t0: float) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"t": t0 + np.cumsum(rng.exponential(1.0, n)), "worker": rng.integers(0, 4, n).astype(float),
-            "batch": np.arange(n, dtype=float) + seed * 100000, "tokens": rng.integers(1, 5000, n).astype(float),
-            "seqs": np.full(n, np.nan), "busy": rng.exponential(1.0, n), "wait": rng.exponential(0.1, n),
-            "blocked": np.zeros(n), "loss": np.full(n, np.nan)}
+    return {
+        "t": t0 + np.cumsum(rng.exponential(1.0, n)),
+        "worker": rng.integers(0, 4, n).astype(float),
+        "batch": np.arange(n, dtype=float) + seed * 100000,
+        "tokens": rng.integers(1, 5000, n).astype(float),
+        "seqs": np.full(n, np.nan),
+        "busy": rng.exponential(1.0, n),
+        "wait": rng.exponential(0.1, n),
+        "blocked": np.zeros(n),
+        "loss": np.full(n, np.nan),
+    }
 
 
 @settings(max_examples=25, deadline=None)
-@given(sizes=st.lists(st.integers(0, 400), min_size=1, max_size=5), k=st.integers(1, 300),
-       t0s=st.lists(st.floats(0, 5e4), min_size=5, max_size=5))
+@given(
+    sizes=st.lists(st.integers(0, 400), min_size=1, max_size=5),
+    k=st.integers(1, 300),
+    t0s=st.lists(st.floats(0, 5e4), min_size=5, max_size=5),
+)
 def test_merge_equals_one_pass(sizes, k, t0s):
     """Bins add and bottom-k samples merge exactly: parts merged == the rows summarised at once."""
     from advisor.ingest.schema import parse_header
+
     obj = {"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 4, "drafter": 4}}
     head = parse_header(obj, "x", 1)
     parts = [_rows(n, i, t0s[i]) for i, n in enumerate(sizes)]
@@ -160,8 +194,13 @@ def test_merge_equals_one_pass(sizes, k, t0s):
         np.testing.assert_array_equal(np.sort(ka), np.sort(kb))
         assert len(ka) == min(k, one.n_steps(r))
         # it is the bottom k of all the rows' keys
-        allkeys = np.concatenate([summary.row_keys({f: p[f][c == i] for f, _ in p.items()}, i)
-                                  for p, c in zip(parts, codes) for i in [one.roles.index(r)]])
+        allkeys = np.concatenate(
+            [
+                summary.row_keys({f: p[f][c == i] for f, _ in p.items()}, i)
+                for p, c in zip(parts, codes)
+                for i in [one.roles.index(r)]
+            ]
+        )
         np.testing.assert_array_equal(np.sort(ka), np.sort(allkeys)[:k])
         assert merged.n_steps(r) == one.n_steps(r)
 
@@ -188,8 +227,13 @@ def test_summary_of_rank_files_equals_the_whole_log(sync_log):
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "advisor", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_cli_summarize_then_advise(sync_log, tmp_path):
@@ -214,8 +258,10 @@ def test_cli_bad_summary_is_one_line(tmp_path):
     r = _cli(bad, cwd=tmp_path)
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and str(bad) in r.stderr
-    bad.write_text('{"dflash_summary": 1, "header": {"ev": "run", "v": 1, "t": 0, "run": "x", '
-                   '"roles": {"a": 1, "b": 1}}, "paths": []}\n')
+    bad.write_text(
+        '{"dflash_summary": 1, "header": {"ev": "run", "v": 1, "t": 0, "run": "x", '
+        '"roles": {"a": 1, "b": 1}}, "paths": []}\n'
+    )
     r = _cli("summarize", bad, "-o", tmp_path / "o.json", cwd=tmp_path)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "summary" in r.stderr
 
@@ -246,10 +292,19 @@ def test_rank_files_named_one_by_one_merge_exactly_when_sampled(sync_log, tmp_pa
 def test_sampled_loader_bound_run_keeps_its_loader_capacity(tmp_path, monkeypatch):
     """An input-bound run: the loader's capacity comes from exact counts, not the sample's."""
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    sc = Scenario(name="loader", n_target=5, n_drafter=3, tokens=tm, hs_cap=8, pre_cap=50, n_batches=8000,
-                  seed=105, loader=ServiceModel(1 / 1.2, 0.0, 0.3),
-                  target=ServiceModel.from_mean(1 / 0.3, tm.mean, overhead_share=0.1, scv=0.05),
-                  drafter=ServiceModel.from_mean(1 / 0.6, tm.mean, overhead_share=0.1, scv=0.05))
+    sc = Scenario(
+        name="loader",
+        n_target=5,
+        n_drafter=3,
+        tokens=tm,
+        hs_cap=8,
+        pre_cap=50,
+        n_batches=8000,
+        seed=105,
+        loader=ServiceModel(1 / 1.2, 0.0, 0.3),
+        target=ServiceModel.from_mean(1 / 0.3, tm.mean, overhead_share=0.1, scv=0.05),
+        drafter=ServiceModel.from_mean(1 / 0.6, tm.mean, overhead_share=0.1, scv=0.05),
+    )
     p = tmp_path / "loader.jsonl"
     write_log(p, sc)
     whole = _advise(p).fit.loader
@@ -257,7 +312,8 @@ def test_sampled_loader_bound_run_keeps_its_loader_capacity(tmp_path, monkeypatc
     samp = _advise(p).fit.loader
     assert whole.input_bound and samp.input_bound
     assert samp.capacity_bps == pytest.approx(whole.capacity_bps, rel=0.03)
-    # the SCV is un-thinned from the sample (exact only for renewal arrivals; see advisor.fit.sampled.sampled_loader_and_sync)
+    # the SCV is un-thinned from the sample (exact only for renewal arrivals; see
+    # advisor.fit.sampled.sampled_loader_and_sync)
     assert math.isfinite(samp.scv) and samp.scv >= 0
 
 
@@ -274,8 +330,7 @@ def test_sampled_steps_per_sync_from_exact_counts(sync_log, tmp_path, monkeypatc
 
 
 @settings(max_examples=40, deadline=None)
-@given(values=st.lists(st.one_of(st.integers(0, 6).map(float), st.just(math.nan)), max_size=60),
-       as_keys=st.booleans())
+@given(values=st.lists(st.one_of(st.integers(0, 6).map(float), st.just(math.nan)), max_size=60), as_keys=st.booleans())
 def test_stable_order_is_numpys_stable_argsort(values, as_keys):
     v = np.array(values, dtype=float)
     if as_keys:
@@ -294,19 +349,20 @@ def test_sample_threshold_keeps_the_same_rows(batches, k):
     fed = summary._Sample(summary.STEP_FIELDS, k)
     at = 0
     for n in batches:
-        fed.add({f: v[at:at + n] for f, v in rows.items()}, keys[at:at + n])
+        fed.add({f: v[at : at + n] for f, v in rows.items()}, keys[at : at + n])
         at += n
     a, ka = whole.compact()
     b, kb = fed.compact()
     assert fed.pruned == whole.pruned == (sum(batches) > k)
-    np.testing.assert_array_equal(ka, kb)      # pruned: by time, then key; else in arrival order
+    np.testing.assert_array_equal(ka, kb)  # pruned: by time, then key; else in arrival order
     for f in summary.STEP_FIELDS:
         np.testing.assert_array_equal(a[f], b[f])
 
 
 @settings(max_examples=40, deadline=None)
-@given(values=st.lists(st.one_of(st.integers(0, 4).map(float), st.just(math.nan)), max_size=60),
-       seed=st.integers(0, 99))
+@given(
+    values=st.lists(st.one_of(st.integers(0, 4).map(float), st.just(math.nan)), max_size=60), seed=st.integers(0, 99)
+)
 def test_stable_order_breaks_ties_by_the_second_array_then_index(values, seed):
     v = np.array(values, dtype=float)
     ties = np.random.default_rng(seed).integers(0, 3, len(v)).astype(np.uint64)
@@ -314,10 +370,9 @@ def test_stable_order_breaks_ties_by_the_second_array_then_index(values, seed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(runs=st.lists(st.lists(st.one_of(st.integers(0, 6).map(float), st.just(math.nan)), max_size=30),
-                     max_size=5))
+@given(runs=st.lists(st.lists(st.one_of(st.integers(0, 6).map(float), st.just(math.nan)), max_size=30), max_size=5))
 def test_merged_order_is_the_stable_sort_of_the_runs_end_to_end(runs):
-    runs = [np.sort(np.array(r, dtype=float)) for r in runs]      # (each in order, NaN last)
+    runs = [np.sort(np.array(r, dtype=float)) for r in runs]  # (each in order, NaN last)
     whole = np.concatenate(runs) if runs else np.empty(0)
     np.testing.assert_array_equal(summary.merged_order(runs), np.argsort(whole, kind="stable"))
 
@@ -329,7 +384,7 @@ def test_a_pruned_sample_is_the_bottom_k_by_time_then_key_whatever_the_arrival(b
     the same however its rows came; frames from a sample held by key (a summary file of an older
     version) are the same frames."""
     rows = _rows(sum(batches), 7, 0.0)
-    rows["t"] = np.round(rows["t"] / 3.0)          # many equal times: ties go by key
+    rows["t"] = np.round(rows["t"] / 3.0)  # many equal times: ties go by key
     keys = summary.row_keys(rows, 0)
     shuffled = np.random.default_rng(seed).permutation(len(keys))
     got = []
@@ -337,13 +392,13 @@ def test_a_pruned_sample_is_the_bottom_k_by_time_then_key_whatever_the_arrival(b
         s = summary._Sample(summary.STEP_FIELDS, k)
         at = 0
         for n in batches:
-            idx = order[at:at + n]
+            idx = order[at : at + n]
             s.add({f: v[idx] for f, v in rows.items()}, keys[idx])
             at += n
         got.append(s.compact())
     (a, ka), (b, kb) = got
     if len(keys) <= k:
-        return      # (nothing dropped: the rows stay in the order they came)
+        return  # (nothing dropped: the rows stay in the order they came)
     for f in summary.STEP_FIELDS:
         np.testing.assert_array_equal(a[f], b[f])
     np.testing.assert_array_equal(ka, kb)
@@ -369,8 +424,7 @@ def test_steps_are_the_same_from_a_sample_held_by_key(sync_log, monkeypatch):
 
 
 @settings(max_examples=25, deadline=None)
-@given(batches=st.lists(st.integers(0, 300), min_size=1, max_size=12), k=st.integers(1, 250),
-       ask_at=st.integers(0, 12))
+@given(batches=st.lists(st.integers(0, 300), min_size=1, max_size=12), k=st.integers(1, 250), ask_at=st.integers(0, 12))
 def test_sorted_keys_follow_the_sample_and_count_what_is_held(batches, k, ask_at):
     """The kept key order (asked for after any batch) is every held key sorted, through adds and
     compactions; `count_held` counts as np.isin does against the sample (the duplicate check of
@@ -382,7 +436,7 @@ def test_sorted_keys_follow_the_sample_and_count_what_is_held(batches, k, ask_at
     for i, n in enumerate(batches):
         if i == ask_at:
             fed.sorted_keys()
-        fed.add({f: v[at:at + n] for f, v in rows.items()}, keys[at:at + n])
+        fed.add({f: v[at : at + n] for f, v in rows.items()}, keys[at : at + n])
         at += n
         held = np.concatenate([p[1] for p in fed.parts]) if fed.parts else np.empty(0, np.uint64)
         np.testing.assert_array_equal(fed.sorted_keys(), np.sort(held))
@@ -415,6 +469,7 @@ def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     """A shell-expanded glob of sampled rank files: each file parsed once (it used to be parsed
     again, to merge the summaries), and the advice still that of the whole log."""
     from advisor.ingest import load as load
+
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 600)
     parts = split_by_worker(sync_log, 3)
     reads: list[str] = []
@@ -423,6 +478,7 @@ def test_rank_files_named_one_by_one_are_read_once(sync_log, monkeypatch):
     def counted(path, **kw):
         reads.append(Path(path).name)
         return real(path, **kw)
+
     monkeypatch.setattr(load, "summarize_log", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -450,8 +506,11 @@ def _splitmix_keys(cols, salt, fields=summary._KEY_FIELDS):
     """The row keys as the module docstring defines them, written plainly (fresh arrays each step)."""
     c0, c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
     n = len(cols[fields[0]])
-    h = (np.asarray(salt).astype(np.uint64) + np.uint64(1) if np.ndim(salt)
-         else np.full(n, np.uint64(salt + 1), dtype=np.uint64))
+    h = (
+        np.asarray(salt).astype(np.uint64) + np.uint64(1)
+        if np.ndim(salt)
+        else np.full(n, np.uint64(salt + 1), dtype=np.uint64)
+    )
     for f in fields:
         v = np.asarray(cols[f], dtype=np.float64)
         x = h ^ (np.where(np.isnan(v), 0.0, v) + 0.0).view(np.uint64)
@@ -463,8 +522,14 @@ def _splitmix_keys(cols, salt, fields=summary._KEY_FIELDS):
 
 
 @settings(max_examples=25, deadline=None)
-@given(vals=st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e300, float("nan"), float("inf"), -float("inf"), 7.0]),
-                     min_size=1, max_size=60), salt=st.integers(0, 5))
+@given(
+    vals=st.lists(
+        st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e300, float("nan"), float("inf"), -float("inf"), 7.0]),
+        min_size=1,
+        max_size=60,
+    ),
+    salt=st.integers(0, 5),
+)
 def test_row_keys_are_splitmix_of_the_fields(vals, salt):
     """row_keys (in place, buffers reused) is the plain formula: NaN as 0.0, -0.0 as 0.0."""
     v = np.array(vals)
@@ -475,22 +540,30 @@ def test_row_keys_are_splitmix_of_the_fields(vals, salt):
 
 
 # --- found by fuzzing (fuzz/targets.py: fuzz_summary); the inputs are in fuzz/corpus/summary/ --------
-@pytest.mark.parametrize("patch, field", [
-    ({"n_lines": -1}, "n_lines"),
-    ({"sample_rows": 0}, "sample_rows"),                     # IndexError before
-    ({"bins": {"level": 10 ** 6}}, "bins.level"),
-    ({"counts": {"target": [1, -2, 3]}}, "counts.target"),
-    ({"rates": {"t": {"dtype": "<f8", "shape": [2], "b64": "AAAAAAAA+H8AAAAAAADwPw=="}}}, "rates"),   # ValueError
-    ({"samples": {"target": {"t": {"dtype": "<f8", "shape": [2], "b64": "AAAAAAAA+H8AAAAAAADwPw=="}}}},
-     "samples.target"),                                      # IndexError before
-])
+@pytest.mark.parametrize(
+    "patch, field",
+    [
+        ({"n_lines": -1}, "n_lines"),
+        ({"sample_rows": 0}, "sample_rows"),  # IndexError before
+        ({"bins": {"level": 10**6}}, "bins.level"),
+        ({"counts": {"target": [1, -2, 3]}}, "counts.target"),
+        ({"rates": {"t": {"dtype": "<f8", "shape": [2], "b64": "AAAAAAAA+H8AAAAAAADwPw=="}}}, "rates"),  # ValueError
+        (
+            {"samples": {"target": {"t": {"dtype": "<f8", "shape": [2], "b64": "AAAAAAAA+H8AAAAAAADwPw=="}}}},
+            "samples.target",
+        ),  # IndexError before
+    ],
+)
 def test_a_summary_out_of_range_is_a_log_error_naming_the_field(tmp_path, patch, field):
     src = tmp_path / "run.jsonl"
     src.write_bytes(FIXTURE_2X1.read_bytes())
     obj = summarize_paths([src]).to_json()
     for k, v in patch.items():
-        obj[k] = {**obj[k], **{kk: ({**obj[k][kk], **vv} if isinstance(vv, dict) else vv) for kk, vv in v.items()}} \
-            if isinstance(v, dict) else v
+        obj[k] = (
+            {**obj[k], **{kk: ({**obj[k][kk], **vv} if isinstance(vv, dict) else vv) for kk, vv in v.items()}}
+            if isinstance(v, dict)
+            else v
+        )
     p = tmp_path / "s.json"
     p.write_text(json.dumps(obj))
     with pytest.raises(LogError) as e:
@@ -539,11 +612,14 @@ def test_cli_summarize_the_same_twice_exits_2(sync_log, tmp_path):
     assert r.returncode == 2 and "whole.jsonl: is given twice" in r.stderr
 
 
-@pytest.mark.parametrize("end, words", [
-    ({"ev": "end", "t": "x", "reason": "done"}, "field 'end' is an end event whose field 't' must be a number"),
-    ({"ev": "ed", "t": 1.0}, "field 'end' is not an 'end' event"),
-    ([1], "field 'end' is not an 'end' event"),
-])
+@pytest.mark.parametrize(
+    "end, words",
+    [
+        ({"ev": "end", "t": "x", "reason": "done"}, "field 'end' is an end event whose field 't' must be a number"),
+        ({"ev": "ed", "t": 1.0}, "field 'end' is not an 'end' event"),
+        ([1], "field 'end' is not an 'end' event"),
+    ],
+)
 def test_a_summarys_end_is_checked_like_a_logs(tmp_path, end, words):
     """Found by fuzzing (fuzz/corpus/summary/crash-*): an end with t "x" read, then merging two
     summaries compared it as a float (an internal error)."""
@@ -563,6 +639,7 @@ def test_rank_files_read_together_give_the_summary_of_each_read_alone(sync_log, 
     sample, ends, lines and sources as the files read one by one and merged."""
     from advisor.ingest import load as load
     from advisor.ingest import scan
+
     parts = split_by_worker(sync_log, 3)
     together = scan.scan_run(parts, sample_rows=400)
     assert together is not None
@@ -573,8 +650,13 @@ def test_rank_files_read_together_give_the_summary_of_each_read_alone(sync_log, 
     for r in a.roles:
         np.testing.assert_array_equal(a.samples[r].compact()[1], b.samples[r].compact()[1])
         assert a.counts[r].tolist() == b.counts[r].tolist()
-    assert (a.n_lines, a.end, a.sources, a.paths, a.unknown_fields) == (b.n_lines, b.end, b.sources, b.paths,
-                                                                       b.unknown_fields)
+    assert (a.n_lines, a.end, a.sources, a.paths, a.unknown_fields) == (
+        b.n_lines,
+        b.end,
+        b.sources,
+        b.paths,
+        b.unknown_fields,
+    )
     assert [e for _, e in per_file] == [summarize_log(p).end for p in parts]
 
 

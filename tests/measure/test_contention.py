@@ -1,6 +1,7 @@
 """Within-log contention (advisor/contention.py): recovery on a synthetic log with known
 concurrency-dependent step times, no false contention without it, 'not identifiable' when the
 concurrency does not vary, and the real CPU sweep logs."""
+
 from __future__ import annotations
 
 import math
@@ -10,24 +11,39 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from advisor.measure.contention import WithinLogContention, estimate_within_log, peer_concurrency, within_log_text
 from advisor.errors import AdvisorWarning, ContentionWarning
 from advisor.fit.pipeline import fit_logs
 from advisor.ingest.load import load_log
+from advisor.measure.contention import WithinLogContention, estimate_within_log, peer_concurrency, within_log_text
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
 
-def pipeline_log(*, n: int, m: int, work_t: float, work_d: float, per_busy_target: float, hs_cap: int = 4,
-                 duration_s: float = 120.0, dt: float = 0.001, seed: int = 0) -> pd.DataFrame:
+def pipeline_log(
+    *,
+    n: int,
+    m: int,
+    work_t: float,
+    work_d: float,
+    per_busy_target: float,
+    hs_cap: int = 4,
+    duration_s: float = 120.0,
+    dt: float = 0.001,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Steps of a time-stepped pipeline (targets -> q_hs -> drafters, input never short) where a busy
     target's work progresses at rate 1 / (1 + per_busy_target * other busy targets): contention
     that depends on the concurrency over the whole step, as a shared memory bus gives."""
     rng = random.Random(seed)
-    draw = lambda mean: mean * rng.gammavariate(20.0, 1.0 / 20.0)   # SCV 0.05
+
+    def draw(mean):
+        return mean * rng.gammavariate(20.0, 1.0 / 20.0)  # SCV 0.05
+
     rows = []
-    tgt = [{"state": "busy", "left": draw(work_t), "start": 0.0, "done": 0.0, "free": 0.0, "tokens": 1000}
-           for _ in range(n)]
+    tgt = [
+        {"state": "busy", "left": draw(work_t), "start": 0.0, "done": 0.0, "free": 0.0, "tokens": 1000}
+        for _ in range(n)
+    ]
     dft = [{"state": "idle", "left": 0.0, "start": 0.0, "free": 0.0, "wait": 0.0} for _ in range(m)]
     queue = 0
     blocked: list[int] = []
@@ -73,9 +89,17 @@ def _estimate(df: pd.DataFrame, n: int, m: int) -> WithinLogContention:
 
 
 def test_busy_intervals_end_before_the_blocked_time():
-    df = pd.DataFrame({"role": ["target", "target", "drafter"], "worker": [0, 1, 0], "t": [1.0, 1.5, 1.2],
-                       "busy": [1.0, 0.5, 0.2], "wait": [0.0, 0.0, 0.0], "blocked": [0.0, 0.5, 0.0],
-                       "tokens": [1, 1, 1]})
+    df = pd.DataFrame(
+        {
+            "role": ["target", "target", "drafter"],
+            "worker": [0, 1, 0],
+            "t": [1.0, 1.5, 1.2],
+            "busy": [1.0, 0.5, 0.2],
+            "wait": [0.0, 0.0, 0.0],
+            "blocked": [0.0, 0.5, 0.0],
+            "tokens": [1, 1, 1],
+        }
+    )
     out = peer_concurrency(df, "target", "drafter")
     # target 1 computed over [0.5, 1.0] (then blocked to 1.5): target 0 was busy all that time
     assert out.loc[1, "peers_p"] == pytest.approx(1.0)
@@ -137,9 +161,10 @@ def test_fixed_point_applies_identified_slopes_only():
 
 # --- the real CPU sweeps (fixtures/sweep/) ------------------------------------------------------
 
+
 def test_sweep_target_bound_log_cannot_see_target_contention():
     # 4-4 on 32 cores: the targets are never starved nor blocked, all four busy all the time
-    with pytest.warns(AdvisorWarning) as rec:      # the fit's caveats: one split on a shared host
+    with pytest.warns(AdvisorWarning) as rec:  # the fit's caveats: one split on a shared host
         fit = fit_logs([load_log(SWEEP / "cpu32" / "cpu32-4x4-r0.jsonl.gz")])
     assert any(issubclass(w.category, ContentionWarning) for w in rec)
     w = fit.contention.within
@@ -153,7 +178,7 @@ def test_sweep_drafter_bound_log_shows_no_target_contention_within_and_flags_con
     # 7-1 on 32 cores: the targets block, so their concurrency varies (sd ~0.7 per step); inside
     # the log their step time does not rise with it (the across-split rise comes from elsewhere),
     # and the drafter's negative slope on busy targets is the feedback, flagged
-    with pytest.warns(AdvisorWarning) as rec:      # the fit's caveats: one split on a shared host
+    with pytest.warns(AdvisorWarning) as rec:  # the fit's caveats: one split on a shared host
         fit = fit_logs([load_log(SWEEP / "cpu32" / "cpu32-7x1-r1.jsonl.gz")])
     assert any(issubclass(w.category, ContentionWarning) for w in rec)
     w = fit.contention.within

@@ -1,4 +1,5 @@
 """measure_logs: each log measured once, into the record the fit takes."""
+
 from __future__ import annotations
 
 import math
@@ -35,8 +36,8 @@ def test_a_step_log_is_measured_as_its_parts(ref):
         assert len(ml.steps[role]) == int((st["role"] == role).sum()) > 0
         assert (ml.steps[role]["role"] == role).all()
     assert m.with_steps == [0] and not m.sampled
-    assert m.within is not None          # the first step log's within-log contention
-    assert ml.sums == {}                 # binned sums only where a log is sampled
+    assert m.within is not None  # the first step log's within-log contention
+    assert ml.sums == {}  # binned sums only where a log is sampled
     assert ml.pre_mean_depth is None or ml.pre_mean_depth >= 0
 
 
@@ -51,7 +52,7 @@ def test_rates_only_tokens_per_second_is_filled_by_the_fit():
     ob = m.logs[0].observed
     unmeasured = replace(ob, tok_s=math.nan)
     assert unmeasured.with_tokens(1000.0).tok_s == pytest.approx(ob.bps * 1000.0)
-    assert not math.isnan(ob.tok_s) and ob.with_tokens(1000.0) is ob    # a measured tok_s is kept
+    assert not math.isnan(ob.tok_s) and ob.with_tokens(1000.0) is ob  # a measured tok_s is kept
 
 
 def test_logs_of_another_job_are_refused(ref, tmp_path):

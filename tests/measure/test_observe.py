@@ -1,4 +1,5 @@
 """advisor.measure.observe: the measured numbers of a log, the same whether it was read whole or sampled."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,13 +30,13 @@ def test_observed_rate_counts_completions_after_the_window_opens(ref_log):
     assert n == ((t > win.start_s) & (t <= win.end_s + 1e-9)).sum()
     ob = observe(lg, win)
     assert ob.bps == pytest.approx(n / win.duration_s)
-    assert fit_logs([lg]).observed[0].bps == ob.bps        # the fit reads the same number
+    assert fit_logs([lg]).observed[0].bps == ob.bps  # the fit reads the same number
 
 
 def test_queue_depth_is_time_weighted_and_full_share_bounded(ref_log):
     lg = load_log(ref_log)
     depth, full = time_weighted_queue(lg, find_steady(lg), "hs")
-    assert 0 <= depth <= 20 and 0 <= full <= 1 and depth > 15     # the reference is drafter-bound
+    assert 0 <= depth <= 20 and 0 <= full <= 1 and depth > 15  # the reference is drafter-bound
 
 
 def test_sampled_log_gives_exact_counts(ref_log, monkeypatch):
@@ -49,7 +50,7 @@ def test_sampled_log_gives_exact_counts(ref_log, monkeypatch):
     assert binned.sum() == pytest.approx(exact.sum(), rel=1e-9)
     assert np.allclose(binned[5:29], exact[5:29], rtol=0.12)
     naive = np.histogram(lg.steps.loc[lg.steps["role"] == "drafter", "t"], bins=edges)[0]
-    assert naive[5:29].mean() < 0.5 * exact[5:29].mean()          # the sample alone undercounts
+    assert naive[5:29].mean() < 0.5 * exact[5:29].mean()  # the sample alone undercounts
     win = find_steady(full)
     assert window_sums(lg, win, "drafter")["n"] == pytest.approx(window_sums(full, win, "drafter")["n"], abs=60)
 
@@ -57,6 +58,7 @@ def test_sampled_log_gives_exact_counts(ref_log, monkeypatch):
 def test_steady_steps_are_the_window_mask_rows(ref_log):
     """steady_steps slices a time-ordered frame; the rows (and labels) the mask picks, sorted or not."""
     from advisor.measure.observe import steady_steps
+
     lg = load_log(ref_log)
     win = find_steady(lg)
     for steps in (lg.steps, lg.steps.iloc[::-1]):

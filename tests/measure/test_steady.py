@@ -1,11 +1,12 @@
 """Warm-up detection finds and drops a slow start; a run that never settles is flagged."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from advisor.ingest.load import load_log
 from advisor.errors import SteadyStateWarning
+from advisor.ingest.load import load_log
 from advisor.measure.steady import find_steady, mser_truncation
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
@@ -24,9 +25,20 @@ def test_mser_flags_a_drifting_series():
 
 
 def test_warmup_dropped_from_a_log(tmp_path):
-    s = Scenario(name="w", n_target=3, n_drafter=1, target=ServiceModel(0.0, 50e-6, 0.02),
-                 drafter=ServiceModel(0.0, 20e-6, 0.02), tokens=TokenModel(8192, 5000, 0.1, 500),
-                 hs_cap=8, pre_cap=8, n_batches=3000, warmup_factor=3.0, warmup_tau_s=30.0, seed=3)
+    s = Scenario(
+        name="w",
+        n_target=3,
+        n_drafter=1,
+        target=ServiceModel(0.0, 50e-6, 0.02),
+        drafter=ServiceModel(0.0, 20e-6, 0.02),
+        tokens=TokenModel(8192, 5000, 0.1, 500),
+        hs_cap=8,
+        pre_cap=8,
+        n_batches=3000,
+        warmup_factor=3.0,
+        warmup_tau_s=30.0,
+        seed=3,
+    )
     write_log(tmp_path / "w.jsonl", s)
     win = find_steady(load_log(tmp_path / "w.jsonl"))
     assert win.settled
@@ -36,10 +48,11 @@ def test_warmup_dropped_from_a_log(tmp_path):
 
 def test_never_settling_run_warns(tmp_path, write_log):
     from conftest import HEADER, step
+
     lines = [HEADER]
     t = 0.0
     for i in range(400):
-        t += 0.1 + i * 0.002             # drafter keeps slowing down
+        t += 0.1 + i * 0.002  # drafter keeps slowing down
         lines.append(step(t, "drafter", 0, busy=0.1))
     p = write_log(lines)
     with pytest.warns(SteadyStateWarning) as got:
@@ -55,6 +68,7 @@ def test_never_settling_run_warns(tmp_path, write_log):
 def _slow_tail_log(write_log, end=None, rates_done=None, n_fast=600, n_slow=400, slower=0.13, jitter=0.03):
     """A steady drafter at 0.1 s per batch, then its last ``n_slow`` batches ``slower`` slower."""
     from conftest import HEADER, step
+
     rng = np.random.default_rng(5)
     lines, t = [HEADER], 0.0
     for i in range(n_fast + n_slow):
@@ -75,8 +89,8 @@ def test_a_slower_tail_is_kept_where_input_did_not_run_out(write_log, end):
     p = _slow_tail_log(write_log, end=end)
     with pytest.warns(SteadyStateWarning, match=r"the last 4\d% of the run is 1[23]\.\d% slower .* kept in the window"):
         win = find_steady(load_log(p))
-    assert win.drain_share < 0.001                 # only the instant between the last step and `end`
-    assert 0.35 <= win.tail_share <= 0.5           # what the end rule found (cut before this rule)
+    assert win.drain_share < 0.001  # only the instant between the last step and `end`
+    assert 0.35 <= win.tail_share <= 0.5  # what the end rule found (cut before this rule)
     assert win.tail_slower == pytest.approx(0.13, abs=0.02)
     assert win.end_s == pytest.approx(load_log(p).steps["t"].max())
 
@@ -85,14 +99,16 @@ def test_a_slower_tail_is_kept_where_input_did_not_run_out(write_log, end):
 def test_a_drain_is_cut_where_input_ran_out(write_log, end, rates_done):
     p = _slow_tail_log(write_log, end=end, rates_done=rates_done)
     import warnings
+
     with warnings.catch_warnings():
-        warnings.simplefilter("error", SteadyStateWarning)    # cut, so nothing to report
+        warnings.simplefilter("error", SteadyStateWarning)  # cut, so nothing to report
         win = find_steady(load_log(p))
     assert 0.35 <= win.drain_share <= 0.5 and win.drain_share == pytest.approx(win.tail_share, abs=1e-9)
 
 
 def test_a_small_or_faster_tail_is_kept_silently(write_log):
     import warnings
+
     p = _slow_tail_log(write_log, end="interrupted", slower=-0.1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SteadyStateWarning)
@@ -103,6 +119,7 @@ def test_a_small_or_faster_tail_is_kept_silently(write_log):
 def test_the_binned_rule_keeps_the_tail_too(write_log, monkeypatch):
     """A sampled large log runs the same end rule on its binned completions."""
     from advisor.ingest import summary
+
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 200)
     p = _slow_tail_log(write_log, end="interrupted", n_fast=4500, n_slow=500, slower=0.25, jitter=0.9)
     lg = load_log(p)

@@ -1,13 +1,15 @@
 """The chain model: closed forms, invariants, and agreement with exact simulation."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import birth_death_law
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from advisor.errors import AdvisorWarning, AssumptionWarning
 from advisor.model.chain import chain
-from conftest import birth_death_law
 
 
 @pytest.mark.parametrize("b", [0, 1, 2, 5, 20])
@@ -31,13 +33,18 @@ def test_unbalanced_single_servers_closed_form():
 def test_deep_smooth_queue_reaches_the_bound():
     res = chain(7, 1, 0.92 / 7, 0.86, 20, 0.03, 0.03)
     assert res.x_bps == pytest.approx(0.86, rel=2e-3)
-    assert res.queue_mean > 18          # drafter-bound: q_hs nearly full
+    assert res.queue_mean > 18  # drafter-bound: q_hs nearly full
     assert res.consumer_starved < 0.01
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 300), m=st.integers(1, 300), mu_p=st.floats(0.001, 100), mu_c=st.floats(0.001, 100),
-       b=st.integers(0, 200))
+@given(
+    n=st.integers(1, 300),
+    m=st.integers(1, 300),
+    mu_p=st.floats(0.001, 100),
+    mu_c=st.floats(0.001, 100),
+    b=st.integers(0, 200),
+)
 def test_the_shared_shape_gives_the_law_of_the_rates(n, m, mu_p, mu_c, b):
     """The law from the counts' cached shape and one tilt by the rates is the law from the rates
     term by term (chain with SCV 1 + 1 is the integer buffer); the same call twice, the same bits."""
@@ -49,8 +56,15 @@ def test_the_shared_shape_gives_the_law_of_the_rates(n, m, mu_p, mu_c, b):
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(1, 12), m=st.integers(1, 12), mu_p=st.floats(0.01, 10), mu_c=st.floats(0.01, 10),
-       b=st.integers(0, 60), scv_p=st.floats(0.0, 3.0), scv_c=st.floats(0.0, 3.0))
+@given(
+    n=st.integers(1, 12),
+    m=st.integers(1, 12),
+    mu_p=st.floats(0.01, 10),
+    mu_c=st.floats(0.01, 10),
+    b=st.integers(0, 60),
+    scv_p=st.floats(0.0, 3.0),
+    scv_c=st.floats(0.0, 3.0),
+)
 def test_throughput_never_exceeds_min_capacity(n, m, mu_p, mu_c, b, scv_p, scv_c):
     res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
     assert 0 < res.x_bps <= min(n * mu_p, m * mu_c) * (1 + 1e-9)
@@ -73,12 +87,21 @@ def test_burstier_service_costs_throughput():
 
 def test_chain_matches_exact_simulation_exponential():
     from advisor.model.simulate import simulate
+
     rng = np.random.default_rng(3)
     n = 60000
-    tgt = rng.exponential(1 / 0.5, n)     # two targets at 0.5 b/s each
-    dft = rng.exponential(1 / 1.1, n)     # one drafter at 1.1 b/s
-    sim = simulate(target_s=tgt, drafter_s=dft, tokens=np.full(n, 1000), n_target=2, n_drafter=1, hs_cap=2,
-                   pre_cap=4, warmup_batches=2000)
+    tgt = rng.exponential(1 / 0.5, n)  # two targets at 0.5 b/s each
+    dft = rng.exponential(1 / 1.1, n)  # one drafter at 1.1 b/s
+    sim = simulate(
+        target_s=tgt,
+        drafter_s=dft,
+        tokens=np.full(n, 1000),
+        n_target=2,
+        n_drafter=1,
+        hs_cap=2,
+        pre_cap=4,
+        warmup_batches=2000,
+    )
     res = chain(2, 1, 0.5, 1.1, 2, 1.0, 1.0)
     assert res.x_bps == pytest.approx(sim.bps, rel=0.02)
 
@@ -91,7 +114,7 @@ def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
     from advisor.model.chain import project_split
 
     log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
-    with pytest.warns(AdvisorWarning) as rec:     # one split on a shared host: the fit says so
+    with pytest.warns(AdvisorWarning) as rec:  # one split on a shared host: the fit says so
         fit = fit_logs([load_log(log)])
     assert any("one split was logged" in str(w.message) for w in rec)
     widths = {}
@@ -108,27 +131,34 @@ def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
 def test_barrier_rate_closed_form():
     import math
 
-    from advisor.stats import expected_max_normal
     from advisor.model.chain import barrier_rate
+    from advisor.stats import expected_max_normal
 
-    assert barrier_rate(10, 1, 1.0, 0.5, 16, 1.0, 4) == math.inf          # one rank: no barrier
-    assert barrier_rate(10, 6, 1.0, 0.5, 0, 1.0, 4) == math.inf           # no sync
+    assert barrier_rate(10, 1, 1.0, 0.5, 16, 1.0, 4) == math.inf  # one rank: no barrier
+    assert barrier_rate(10, 6, 1.0, 0.5, 0, 1.0, 4) == math.inf  # no sync
     # a deep queue holds the whole tail: the targets never block, the rate is theirs
     assert barrier_rate(10, 6, 1.0, 0.5, 16, 1.0, 200) == 1.0
     # a = 2 busy ranks; k = 8: the fluid stagger k / 2 = 4 < 8^0.6 (1 + 0.5 e_2) = 4.6, so the tail
     # holds a k / 2 = 8 batches, plus lambda T_ar = 1, minus b + N = 4 + 1: E = 4
-    assert 4 < 8 ** 0.6 * (1 + 0.5 * expected_max_normal(2))
+    assert 4 < 8**0.6 * (1 + 0.5 * expected_max_normal(2))
     assert barrier_rate(1, 6, 1.0, 0.5, 8, 1.0, 4) == pytest.approx(48 / 52)
     # k = 64: the random spread 64^0.6 (1 + 0.5 e_2) = 16.6 < 32 caps the tail
-    d = 2 * 64 ** 0.6 * (1 + 0.5 * expected_max_normal(2))
+    d = 2 * 64**0.6 * (1 + 0.5 * expected_max_normal(2))
     assert barrier_rate(10, 6, 1.0, 0.5, 64, 1.0, 4) == pytest.approx(384 / (384 + d + 1 - 14))
     # busy ranks a = lambda / c, never more than M
     assert barrier_rate(1, 2, 3.0, 0.5, 8, 0.0, 4) == pytest.approx(3.0 * 16 / (16 + 2 * 4 - 5))
 
 
 @settings(max_examples=100, deadline=None)
-@given(n=st.integers(1, 60), m=st.integers(2, 60), lam=st.floats(0.01, 20), c=st.floats(0.01, 5),
-       k=st.integers(1, 128), t=st.floats(0, 10), b=st.integers(0, 60))
+@given(
+    n=st.integers(1, 60),
+    m=st.integers(2, 60),
+    lam=st.floats(0.01, 20),
+    c=st.floats(0.01, 5),
+    k=st.integers(1, 128),
+    t=st.floats(0, 10),
+    b=st.integers(0, 60),
+)
 def test_barrier_rate_never_exceeds_the_supply_and_deeper_queues_help(n, m, lam, c, k, t, b):
     from advisor.model.chain import barrier_rate
 
@@ -149,10 +179,21 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
     from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, run, write_log
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    s = Scenario(name="g16", n_target=12, n_drafter=4, tokens=tm, hs_cap=4, pre_cap=8, sync_every=32,
-                 sync_s=1.0, sync_scv=0.1, n_batches=6000, seed=5,
-                 target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
-                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
+    s = Scenario(
+        name="g16",
+        n_target=12,
+        n_drafter=4,
+        tokens=tm,
+        hs_cap=4,
+        pre_cap=8,
+        sync_every=32,
+        sync_s=1.0,
+        sync_scv=0.1,
+        n_batches=6000,
+        seed=5,
+        target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
+        drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1),
+    )
     write_log(tmp_path / "g16.jsonl", s)
     with pytest.warns(AssumptionWarning, match="sync cost measured at 4 drafters only"):
         fit = fit_logs([load_log(tmp_path / "g16.jsonl")])
@@ -162,23 +203,34 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
         r = project_split(fit, n, m)
         assert r.x_bps == pytest.approx(truth, rel=0.025), (n, m)
         assert r.x_low_bps <= truth <= r.x_high_bps
-        assert r.producer_blocked > 0.005          # the targets block at the barrier's tail
+        assert r.producer_blocked > 0.005  # the targets block at the barrier's tail
 
 
 def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     # sync cost logged at 3 drafters only: 6-2 is projected for a ring all-reduce, and its interval
     # reaches the projection for a flat one; a second drafter count identifies the scaling
     from advisor.fit.pipeline import fit_logs
-    from advisor.model.chain import sync_scaling_range
     from advisor.ingest.load import load_log
-    from advisor.model.chain import project_split
+    from advisor.model.chain import project_split, sync_scaling_range
     from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.15, seq_len=1926.0)
-    s = Scenario(name="flat", n_target=5, n_drafter=3, tokens=tm, hs_cap=20, pre_cap=8, sync_every=1,
-                 sync_s=0.25 / 0.6, sync_scv=0.1, sync_scaling="flat", n_batches=3000, seed=111,
-                 target=ServiceModel.from_mean(5.0, tm.mean, overhead_share=0.1, scv=0.05),
-                 drafter=ServiceModel.from_mean(1 / 0.6, tm.mean, overhead_share=0.1, scv=0.05))
+    s = Scenario(
+        name="flat",
+        n_target=5,
+        n_drafter=3,
+        tokens=tm,
+        hs_cap=20,
+        pre_cap=8,
+        sync_every=1,
+        sync_s=0.25 / 0.6,
+        sync_scv=0.1,
+        sync_scaling="flat",
+        n_batches=3000,
+        seed=111,
+        target=ServiceModel.from_mean(5.0, tm.mean, overhead_share=0.1, scv=0.05),
+        drafter=ServiceModel.from_mean(1 / 0.6, tm.mean, overhead_share=0.1, scv=0.05),
+    )
     write_log(tmp_path / "m3.jsonl", s)
     write_log(tmp_path / "m2.jsonl", s.split(6, 2))
     with pytest.warns(AssumptionWarning, match="sync cost measured at 3 drafters only"):
@@ -188,7 +240,7 @@ def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     assert s_flat < s_ring
     ring = project_split(one, 6, 2)
     flat = project_split(one, 6, 2, consumer_scaling=s_flat, interval=False).x_bps
-    assert flat < 0.97 * ring.x_bps                       # the extremes differ by more than 3% here
+    assert flat < 0.97 * ring.x_bps  # the extremes differ by more than 3% here
     assert ring.x_low_bps <= flat <= ring.x_bps <= ring.x_high_bps
     with pytest.warns(AssumptionWarning, match="step times depend on the split"):
         both = fit_logs([load_log(tmp_path / "m3.jsonl"), load_log(tmp_path / "m2.jsonl")])
@@ -204,8 +256,10 @@ def _sync_fit(every: int, bytes_: float | None):
 
     from advisor.fit.pipeline import fit_from_numbers
     from advisor.settings import Options
-    fit = fit_from_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86},
-                           Options(sync_every=every, hardware_priors=False))
+
+    fit = fit_from_numbers(
+        {"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}, Options(sync_every=every, hardware_priors=False)
+    )
     return _replace(fit, hs_bytes_per_token=1000.0, sync=_replace(fit.sync, bytes_per_sync=bytes_))
 
 
@@ -214,10 +268,12 @@ def test_node_local_pipelines_are_one_node_times_the_nodes():
 
     from advisor.model.chain import LinkStage, project_local, project_split
     from advisor.model.link import Placement
+
     fit = _sync_fit(0, None)
     one = project_split(fit, 7, 1, gpus=8)
-    both = project_local(fit, 14, 2, LinkStage(Placement(producers=(7, 7), consumers=(1, 1), routing="local"), 1.0),
-                         gpus=16)
+    both = project_local(
+        fit, 14, 2, LinkStage(Placement(producers=(7, 7), consumers=(1, 1), routing="local"), 1.0), gpus=16
+    )
     assert both.x_bps == pytest.approx(2 * one.x_bps, rel=1e-12)
     assert both.x_low_bps == pytest.approx(2 * one.x_low_bps, rel=1e-12)
     assert both.gpu_util == pytest.approx(one.gpu_util) and both.crossing_share == 0.0
@@ -228,6 +284,7 @@ def test_node_local_pipelines_are_one_node_times_the_nodes():
 def test_node_local_sync_over_the_link_costs_what_the_round_holds():
     from advisor.model.chain import LinkStage, project_local
     from advisor.model.link import Placement
+
     fit = _sync_fit(4, 1e9)
     pl = Placement(producers=(7, 7), consumers=(1, 1), routing="local")
     free = project_local(fit, 14, 2, LinkStage(pl, 0.0), gpus=16)

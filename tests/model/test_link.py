@@ -1,6 +1,8 @@
 import math
 
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from advisor.model.link import Placement, link_pool, pool_mva
 
@@ -28,6 +30,7 @@ def test_one_drafter_is_its_cycle():
 
 def test_exact_and_schweitzer_agree_roughly(monkeypatch):
     import advisor.model.link as link
+
     pop, visits = (3, 3), (0.5, 0.5)
     exact = sum(pool_mva(pop, 1.0, visits, 0.3, 0.0))
     monkeypatch.setattr(link, "EXACT_MVA_STATES", 1)
@@ -45,16 +48,18 @@ def test_describe():
 def test_pool_below_both_bounds(n0, n1, m1, s, x):
     pl = Placement(producers=(n0, n1), consumers=(1, m1))
     r = link_pool(pl, consumer_s=s, xfer_s=x)
-    assert r.consumer_cap_bps <= (1 + m1) / s * (1 + 1e-9)      # never faster than compute alone
+    assert r.consumer_cap_bps <= (1 + m1) / s * (1 + 1e-9)  # never faster than compute alone
     assert math.isinf(r.link_cap_bps) or r.consumer_cap_bps <= r.link_cap_bps * (1 + 1e-6)
 
 
 def test_node_local_routing_needs_both_roles_on_every_node():
     import pytest
+
     local = Placement(producers=(7, 7), consumers=(1, 1), routing="local")
     assert local.crossing_share() == 0.0 and local.uniform()
-    assert local.describe("target", "drafter") == ("node-local: node 0: 7 targets + 1 drafter; "
-                                                   "node 1: 7 targets + 1 drafter")
+    assert local.describe("target", "drafter") == (
+        "node-local: node 0: 7 targets + 1 drafter; node 1: 7 targets + 1 drafter"
+    )
     with pytest.raises(ValueError, match="node-local"):
         Placement(producers=(8, 6), consumers=(0, 2), routing="local")
     with pytest.raises(ValueError, match="routing"):
@@ -69,9 +74,10 @@ def test_node_local_pool_sends_nothing_over_the_link():
 
 def test_sync_crosses_the_link_only_between_nodes_of_drafters():
     from advisor.model.link import sync_link_s
+
     # a ring over L_c nodes: 2 (L_c - 1) S bytes over the one shared link
     assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), 1e9, 1e9) == 2.0
     assert sync_link_s(Placement(producers=(6, 6, 6), consumers=(2, 2, 2)), 1e9, 2e9) == 2.0
-    assert sync_link_s(Placement(producers=(8, 6), consumers=(0, 2)), 1e9, 1e9) == 0.0    # one node of drafters
-    assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), None, 1e9) == 0.0   # bytes unknown
-    assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), 1e9, None) == 0.0   # free link
+    assert sync_link_s(Placement(producers=(8, 6), consumers=(0, 2)), 1e9, 1e9) == 0.0  # one node of drafters
+    assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), None, 1e9) == 0.0  # bytes unknown
+    assert sync_link_s(Placement(producers=(7, 7), consumers=(1, 1)), 1e9, None) == 0.0  # free link

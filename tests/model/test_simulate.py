@@ -1,29 +1,40 @@
 """The exact simulator against closed forms: the birth-death chain (exponential service),
 hand-computed deterministic traces, loader-bound and sync-bound lines, and invariants."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import birth_death_law
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import advisor.model.simulate as simulate_module
 from advisor.model.simulate import simulate, simulated_bps
-from conftest import birth_death_law
 
 
-@pytest.mark.parametrize("n,m,b,mu_t,mu_d", [
-    (1, 1, 2, 1.0, 1.0),
-    (1, 1, 0, 1.0, 1.0),
-    (3, 2, 5, 0.5, 0.8),
-    (7, 1, 20, 0.92 / 7, 0.86),
-    (4, 4, 1, 1.0, 1.0),
-])
+@pytest.mark.parametrize(
+    "n,m,b,mu_t,mu_d",
+    [
+        (1, 1, 2, 1.0, 1.0),
+        (1, 1, 0, 1.0, 1.0),
+        (3, 2, 5, 0.5, 0.8),
+        (7, 1, 20, 0.92 / 7, 0.86),
+        (4, 4, 1, 1.0, 1.0),
+    ],
+)
 def test_exponential_service_matches_birth_death_chain(n, m, b, mu_t, mu_d):
     rng = np.random.default_rng(11 + n * 7 + b)
     size = 120_000
-    r = simulate(target_s=rng.exponential(1 / mu_t, size), drafter_s=rng.exponential(1 / mu_d, size),
-                 n_target=n, n_drafter=m, hs_cap=b, pre_cap=3, warmup_batches=2000)
+    r = simulate(
+        target_s=rng.exponential(1 / mu_t, size),
+        drafter_s=rng.exponential(1 / mu_d, size),
+        n_target=n,
+        n_drafter=m,
+        hs_cap=b,
+        pre_cap=3,
+        warmup_batches=2000,
+    )
     x, blocked, starved, _ = birth_death_law(mu_t, mu_d, n, m, b)
     assert r.bps == pytest.approx(x, rel=0.015)
     assert r.roles["target"].blocked.mean() == pytest.approx(blocked, abs=0.01)
@@ -36,16 +47,30 @@ def test_balanced_single_servers_closed_form():
     rng = np.random.default_rng(5)
     size = 150_000
     for b in (0, 3):
-        r = simulate(target_s=rng.exponential(1.0, size), drafter_s=rng.exponential(1.0, size),
-                     n_target=1, n_drafter=1, hs_cap=b, warmup_batches=1000)
+        r = simulate(
+            target_s=rng.exponential(1.0, size),
+            drafter_s=rng.exponential(1.0, size),
+            n_target=1,
+            n_drafter=1,
+            hs_cap=b,
+            warmup_batches=1000,
+        )
         assert r.bps == pytest.approx((b + 2) / (b + 3), rel=0.015)
 
 
 def test_hand_computed_trace_blocking_after_service():
     # hs_cap 0, target 1 s, drafter 2 s: the target is blocked 1 s of every 2.
     n = 6
-    r = simulate(target_s=np.ones(n), drafter_s=np.full(n, 2.0), n_target=1, n_drafter=1, hs_cap=0,
-                 pre_cap=1, warmup_batches=0, keep_trace=True)
+    r = simulate(
+        target_s=np.ones(n),
+        drafter_s=np.full(n, 2.0),
+        n_target=1,
+        n_drafter=1,
+        hs_cap=0,
+        pre_cap=1,
+        warmup_batches=0,
+        keep_trace=True,
+    )
     tr = r.trace
     np.testing.assert_allclose(tr.target_start_s, [0, 1, 3, 5, 7, 9])
     np.testing.assert_allclose(tr.target_finish_s, [1, 2, 4, 6, 8, 10])
@@ -59,8 +84,9 @@ def test_hand_computed_trace_blocking_after_service():
 def test_deterministic_rates_and_shares():
     n = 4000
     # drafter-bound: 2 targets of 3 s (0.667 b/s) feed a 2 s drafter (0.5 b/s); q_hs stays full
-    r = simulate(target_s=np.full(n, 3.0), drafter_s=np.full(n, 2.0), n_target=2, n_drafter=1, hs_cap=4,
-                 warmup_batches=200)
+    r = simulate(
+        target_s=np.full(n, 3.0), drafter_s=np.full(n, 2.0), n_target=2, n_drafter=1, hs_cap=4, warmup_batches=200
+    )
     assert r.bps == pytest.approx(0.5, rel=1e-3)
     assert r.roles["drafter"].busy[0] == pytest.approx(1.0, abs=1e-3)
     assert r.roles["target"].busy.mean() == pytest.approx(0.75, abs=2e-3)
@@ -68,8 +94,15 @@ def test_deterministic_rates_and_shares():
     assert r.hs_depth_share[-1] > 0.99 and r.hs_depth_mean > 3.99
     assert r.pre_depth_mean.min() > 49
     # loader-bound: the loader makes 1 batch/s, everything else idles part of the time
-    r = simulate(target_s=np.full(n, 1.5), drafter_s=np.full(n, 0.5), loader_s=1.0, n_target=4, n_drafter=1,
-                 hs_cap=4, warmup_batches=200)
+    r = simulate(
+        target_s=np.full(n, 1.5),
+        drafter_s=np.full(n, 0.5),
+        loader_s=1.0,
+        n_target=4,
+        n_drafter=1,
+        hs_cap=4,
+        warmup_batches=200,
+    )
     assert r.bps == pytest.approx(1.0, rel=1e-3)
     assert r.roles["loader"].busy[0] == pytest.approx(1.0, abs=1e-3)
     assert r.roles["target"].starved.mean() > 0.5
@@ -81,28 +114,60 @@ def test_deterministic_rates_and_shares():
 def test_data_parallel_sync_rounds():
     n = 4000
     # 2 ranks, 1 s steps, sync after every step costing 0.5 s: 2 batches per 1.5 s
-    r = simulate(target_s=np.full(n, 0.01), drafter_s=np.ones(n), n_target=4, n_drafter=2, hs_cap=8,
-                 sync_every=1, sync_s=0.5, warmup_batches=100)
+    r = simulate(
+        target_s=np.full(n, 0.01),
+        drafter_s=np.ones(n),
+        n_target=4,
+        n_drafter=2,
+        hs_cap=8,
+        sync_every=1,
+        sync_s=0.5,
+        warmup_batches=100,
+    )
     assert r.bps == pytest.approx(2 / 1.5, rel=1e-3)
     assert r.roles["drafter"].sync.mean() == pytest.approx(0.5 / 1.5, abs=2e-3)
     assert r.roles["drafter"].busy.mean() == pytest.approx(1 / 1.5, abs=2e-3)
     assert r.n_syncs == pytest.approx(n / 2, abs=1)
     # unequal steps: the barrier makes the fast rank wait for the slow one
     ds = np.tile([1.0, 3.0], n // 2)  # batch 2i -> rank 0 (1 s), batch 2i+1 -> rank 1 (3 s)
-    r = simulate(target_s=np.full(n, 0.01), drafter_s=ds, n_target=4, n_drafter=2, hs_cap=8,
-                 sync_every=1, sync_s=0.0, warmup_batches=100)
+    r = simulate(
+        target_s=np.full(n, 0.01),
+        drafter_s=ds,
+        n_target=4,
+        n_drafter=2,
+        hs_cap=8,
+        sync_every=1,
+        sync_s=0.0,
+        warmup_batches=100,
+    )
     assert r.bps == pytest.approx(2 / 3.0, rel=1e-3)
     assert r.roles["drafter"].sync[0] == pytest.approx(2 / 3, abs=2e-3)
     # sync_every with one drafter is ignored: nobody to sync with
-    r = simulate(target_s=np.full(n, 0.01), drafter_s=np.ones(n), n_target=1, n_drafter=1, hs_cap=2,
-                 sync_every=1, sync_s=5.0, warmup_batches=100)
+    r = simulate(
+        target_s=np.full(n, 0.01),
+        drafter_s=np.ones(n),
+        n_target=1,
+        n_drafter=1,
+        hs_cap=2,
+        sync_every=1,
+        sync_s=5.0,
+        warmup_batches=100,
+    )
     assert r.bps == pytest.approx(1.0, rel=1e-3) and r.n_syncs == 0
 
 
 def test_loader_gives_each_batch_to_the_least_filled_queue():
     n = 40
-    r = simulate(target_s=np.full(n, 10.0), drafter_s=np.full(n, 0.1), n_target=3, n_drafter=1, hs_cap=2,
-                 pre_cap=2, warmup_batches=0, keep_trace=True)
+    r = simulate(
+        target_s=np.full(n, 10.0),
+        drafter_s=np.full(n, 0.1),
+        n_target=3,
+        n_drafter=1,
+        hs_cap=2,
+        pre_cap=2,
+        warmup_batches=0,
+        keep_trace=True,
+    )
     q = r.trace.loader_queue
     # t=0: batch 0 -> queue 0, taken by idle target 0 at once; batch 1 -> queue 0 again (ties to
     # the lowest index with 0 items), and so on; then the loader blocks until a pull at t=10
@@ -113,17 +178,30 @@ def test_loader_gives_each_batch_to_the_least_filled_queue():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    n_target=st.integers(1, 5), n_drafter=st.integers(1, 4), hs_cap=st.integers(0, 6),
-    pre_cap=st.integers(1, 4), sync_every=st.integers(0, 3), loader_mean=st.sampled_from([0.0, 0.2]),
+    n_target=st.integers(1, 5),
+    n_drafter=st.integers(1, 4),
+    hs_cap=st.integers(0, 6),
+    pre_cap=st.integers(1, 4),
+    sync_every=st.integers(0, 3),
+    loader_mean=st.sampled_from([0.0, 0.2]),
     seed=st.integers(0, 10_000),
 )
 def test_invariants(n_target, n_drafter, hs_cap, pre_cap, sync_every, loader_mean, seed):
     rng = np.random.default_rng(seed)
     n = 600
-    r = simulate(target_s=rng.gamma(2.0, 0.5, n) * n_target, drafter_s=rng.gamma(2.0, 0.5, n) * n_drafter,
-                 loader_s=rng.exponential(loader_mean, n) if loader_mean else 0.0, n_target=n_target,
-                 n_drafter=n_drafter, hs_cap=hs_cap, pre_cap=pre_cap, sync_every=sync_every,
-                 sync_s=rng.exponential(0.3, 50), warmup_batches=50, keep_trace=True)
+    r = simulate(
+        target_s=rng.gamma(2.0, 0.5, n) * n_target,
+        drafter_s=rng.gamma(2.0, 0.5, n) * n_drafter,
+        loader_s=rng.exponential(loader_mean, n) if loader_mean else 0.0,
+        n_target=n_target,
+        n_drafter=n_drafter,
+        hs_cap=hs_cap,
+        pre_cap=pre_cap,
+        sync_every=sync_every,
+        sync_s=rng.exponential(0.3, 50),
+        warmup_batches=50,
+        keep_trace=True,
+    )
     tr = r.trace
     assert np.all(tr.loader_finish_s >= tr.loader_start_s) and np.all(tr.loader_departure_s >= tr.loader_finish_s)
     assert np.all(tr.target_start_s >= tr.loader_departure_s)
@@ -136,8 +214,10 @@ def test_invariants(n_target, n_drafter, hs_cap, pre_cap, sync_every, loader_mea
     order_in = np.lexsort((tr.drafter_start_s, tr.target_departure_s))
     assert np.all(np.diff(tr.drafter_start_s[order_in]) >= -1e-12)
     # a worker serves one batch at a time
-    for start, end, who in ((tr.target_start_s, tr.target_finish_s, tr.target_worker),
-                            (tr.drafter_start_s, tr.drafter_finish_s, tr.drafter_worker)):
+    for start, end, who in (
+        (tr.target_start_s, tr.target_finish_s, tr.target_worker),
+        (tr.drafter_start_s, tr.drafter_finish_s, tr.drafter_worker),
+    ):
         for w in np.unique(who):
             o = np.argsort(start[who == w])
             assert np.all(start[who == w][o][1:] >= end[who == w][o][:-1] - 1e-12)
@@ -156,35 +236,69 @@ def test_errors_name_the_field():
     with pytest.raises(ValueError, match="target_s"):
         simulate(target_s=-np.ones(10), drafter_s=np.ones(10), n_target=1, n_drafter=1, hs_cap=1)
     with pytest.raises(ValueError, match="warmup_batches"):
-        simulate(target_s=np.ones(100), drafter_s=np.ones(100), n_target=2, n_drafter=1, hs_cap=2,
-                 pre_cap=50, warmup_batches=10)
+        simulate(
+            target_s=np.ones(100),
+            drafter_s=np.ones(100),
+            n_target=2,
+            n_drafter=1,
+            hs_cap=2,
+            pre_cap=50,
+            warmup_batches=10,
+        )
 
 
 def test_link_caps_the_drafters_on_another_node():
     # two fast targets on node 0, one drafter on node 1: every batch crosses a 1 s link
     n = 2000
-    res = simulate(target_s=np.full(n, 0.1), drafter_s=np.full(n, 0.01), n_target=2, n_drafter=1, hs_cap=4,
-                   link_s=np.full(n, 1.0), target_node=[0, 0], drafter_node=[1])
+    res = simulate(
+        target_s=np.full(n, 0.1),
+        drafter_s=np.full(n, 0.01),
+        n_target=2,
+        n_drafter=1,
+        hs_cap=4,
+        link_s=np.full(n, 1.0),
+        target_node=[0, 0],
+        drafter_node=[1],
+    )
     assert abs(res.bps - 1 / 1.01) < 0.01
-    local = simulate(target_s=np.full(n, 0.1), drafter_s=np.full(n, 0.01), n_target=2, n_drafter=1, hs_cap=4,
-                     link_s=np.full(n, 1.0), target_node=[1, 1], drafter_node=[1])
+    local = simulate(
+        target_s=np.full(n, 0.1),
+        drafter_s=np.full(n, 0.01),
+        n_target=2,
+        n_drafter=1,
+        hs_cap=4,
+        link_s=np.full(n, 1.0),
+        target_node=[1, 1],
+        drafter_node=[1],
+    )
     assert local.bps > 15
 
 
 def _run_kw(n_target, n_drafter, hs_cap, pre_cap, sync_every, loader_mean, seed, n=600):
     rng = np.random.default_rng(seed)
     # service times on a 0.1 s grid: many events at one instant (ties in every queue)
-    return dict(target_s=np.round(rng.gamma(2.0, 0.5, n) * n_target, 1),
-                drafter_s=np.round(rng.gamma(2.0, 0.5, n) * n_drafter, 1),
-                loader_s=np.round(rng.exponential(loader_mean, n), 1) if loader_mean else 0.0,
-                n_target=n_target, n_drafter=n_drafter, hs_cap=hs_cap, pre_cap=pre_cap, sync_every=sync_every,
-                sync_s=rng.exponential(0.3, 50), warmup_batches=50)
+    return dict(
+        target_s=np.round(rng.gamma(2.0, 0.5, n) * n_target, 1),
+        drafter_s=np.round(rng.gamma(2.0, 0.5, n) * n_drafter, 1),
+        loader_s=np.round(rng.exponential(loader_mean, n), 1) if loader_mean else 0.0,
+        n_target=n_target,
+        n_drafter=n_drafter,
+        hs_cap=hs_cap,
+        pre_cap=pre_cap,
+        sync_every=sync_every,
+        sync_s=rng.exponential(0.3, 50),
+        warmup_batches=50,
+    )
 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    n_target=st.integers(1, 6), n_drafter=st.integers(1, 4), hs_cap=st.integers(0, 6),
-    pre_cap=st.integers(1, 4), sync_every=st.integers(0, 3), loader_mean=st.sampled_from([0.0, 0.05, 0.2]),
+    n_target=st.integers(1, 6),
+    n_drafter=st.integers(1, 4),
+    hs_cap=st.integers(0, 6),
+    pre_cap=st.integers(1, 4),
+    sync_every=st.integers(0, 3),
+    loader_mean=st.sampled_from([0.0, 0.05, 0.2]),
     seed=st.integers(0, 10_000),
 )
 def test_the_rate_alone_is_the_full_runs_rate(n_target, n_drafter, hs_cap, pre_cap, sync_every, loader_mean, seed):
@@ -195,8 +309,12 @@ def test_the_rate_alone_is_the_full_runs_rate(n_target, n_drafter, hs_cap, pre_c
 
 @settings(max_examples=30, deadline=None)
 @given(
-    n_target=st.integers(1, 6), n_drafter=st.integers(1, 4), hs_cap=st.integers(0, 4),
-    pre_cap=st.integers(1, 4), loader_mean=st.sampled_from([0.0, 0.05]), seed=st.integers(0, 10_000),
+    n_target=st.integers(1, 6),
+    n_drafter=st.integers(1, 4),
+    hs_cap=st.integers(0, 4),
+    pre_cap=st.integers(1, 4),
+    loader_mean=st.sampled_from([0.0, 0.05]),
+    seed=st.integers(0, 10_000),
 )
 def test_the_shortest_queue_heap_chooses_as_the_scan_does(n_target, n_drafter, hs_cap, pre_cap, loader_mean, seed):
     """Past HEAP_QUEUES targets the loader's choice comes from a lazy heap (no entry pushed while a

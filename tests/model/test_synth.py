@@ -1,4 +1,5 @@
 """Synthetic schema-v1 logs: format, internal consistency against the generator, determinism."""
+
 from __future__ import annotations
 
 import gzip
@@ -19,10 +20,24 @@ def _read(path):
 
 def _scenario(**kw) -> Scenario:
     tm = TokenModel(budget=8192, mean=7000.0, cv=0.15, seq_len=500.0)
-    base = dict(name="t", n_target=3, n_drafter=2, target=ServiceModel(0.05, 2e-4, 0.1),
-                drafter=ServiceModel(0.02, 1e-4, 0.1, "lognormal"), tokens=tm, pre_cap=4, hs_cap=3,
-                sync_every=2, sync_s=0.1, sync_scv=0.2, n_batches=3000, seed=9, warmup_factor=1.4,
-                warmup_tau_s=30.0, sync_bytes=1.5e8)
+    base = dict(
+        name="t",
+        n_target=3,
+        n_drafter=2,
+        target=ServiceModel(0.05, 2e-4, 0.1),
+        drafter=ServiceModel(0.02, 1e-4, 0.1, "lognormal"),
+        tokens=tm,
+        pre_cap=4,
+        hs_cap=3,
+        sync_every=2,
+        sync_s=0.1,
+        sync_scv=0.2,
+        n_batches=3000,
+        seed=9,
+        warmup_factor=1.4,
+        warmup_tau_s=30.0,
+        sync_bytes=1.5e8,
+    )
     base.update(kw)
     return Scenario(**base)
 
@@ -40,8 +55,10 @@ def test_header_and_event_order(sync_log):
     assert head["ev"] == "run" and head["v"] == 1 and head["t"] == 0.0
     assert list(head["roles"]) == ["target", "drafter"] and head["roles"] == {"target": 3, "drafter": 2}
     assert head["gpus"] == 5 and head["token_budget"] == 8192 and head["sync_every"] == 2
-    assert head["queues"] == [{"name": "pre", "feeds": "target", "cap": 4, "per_worker": True},
-                              {"name": "hs", "feeds": "drafter", "cap": 3}]
+    assert head["queues"] == [
+        {"name": "pre", "feeds": "target", "cap": 4, "per_worker": True},
+        {"name": "hs", "feeds": "drafter", "cap": 3},
+    ]
     assert events[-1]["ev"] == "end" and events[-1]["reason"] in ("done", "interrupted")
     ts = [e["t"] for e in events]
     assert ts == sorted(ts) and ts[-1] == pytest.approx(lg.end_s, abs=1e-3)
@@ -96,8 +113,11 @@ def test_busy_times_follow_the_service_model(sync_log):
         assert ratio.mean() == pytest.approx(1.0, abs=0.03)
         assert ratio.var() == pytest.approx(model.scv, rel=0.2)
     # warm-up: the first batches are slower
-    first = [e["busy"] / (s.target.t0_s + s.target.per_token_s * e["tokens"])
-             for e in events if e["ev"] == "step" and e["role"] == "target" and e["batch"] < 30]
+    first = [
+        e["busy"] / (s.target.t0_s + s.target.per_token_s * e["tokens"])
+        for e in events
+        if e["ev"] == "step" and e["role"] == "target" and e["batch"] < 30
+    ]
     assert np.mean(first) > 1.25
 
 
@@ -105,7 +125,7 @@ def test_rates_conservation_and_capacity(sync_log):
     s, lg, events = sync_log
     rates = [e for e in events if e["ev"] == "rates"]
     assert [e["t"] for e in rates] == pytest.approx([20.0 * (i + 1) for i in range(len(rates))])
-    steady = rates[len(rates) // 3:]
+    steady = rates[len(rates) // 3 :]
     bt = np.mean([e["bps"]["target"] for e in steady])
     bd = np.mean([e["bps"]["drafter"] for e in steady])
     assert bt == pytest.approx(bd, rel=0.02)

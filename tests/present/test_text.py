@@ -1,4 +1,5 @@
 """Text, Markdown and JSON renderings carry the same verdict and numbers."""
+
 from __future__ import annotations
 
 import json
@@ -29,6 +30,7 @@ def test_markdown_sections_stand_apart(reference):
 
 def test_markdown_escapes_the_run_name(write_log):
     from tests.conftest import HEADER, good_lines
+
     lines = good_lines()
     lines[0] = {**HEADER, "run": "<img src=x onerror=alert(1)> @team *bold*"}
     md = render(advise(write_log(lines)), "markdown")
@@ -70,7 +72,7 @@ def test_scaling_from_one_drafter_is_assumed_not_fitted(reference):
     text = render(adv)
     assert "(assumed 100%, not measured: the log ran 1 drafter)" in text and "fitted 100%" not in text
     two = render(advise([FIX / "h200-1x1.jsonl", FIX / "h200-1x2.jsonl"], gpus=3))
-    assert "(fitted 47%)" in two          # logs at 1 and 2 drafters measured the sync: fitted
+    assert "(fitted 47%)" in two  # logs at 1 and 2 drafters measured the sync: fitted
 
 
 def _step_line(text: str) -> str:
@@ -162,6 +164,7 @@ def test_thin_evidence_makes_every_sentence_provisional(write_log):
 
 def _nan_free(text: str) -> bool:
     import re
+
     return re.search(r"\bnan\b", text, re.IGNORECASE) is None
 
 
@@ -169,6 +172,7 @@ def test_a_rates_log_without_tokens_reads_in_b_s_with_its_split_marked(tmp_path,
     """Another stack's metrics give no tokens: b/s throughout, tok/s said to be unknown, the
     observed split marked (*, "observed": true, its "Measured at" reason), no NaN anywhere."""
     from conftest import rates_without_tokens
+
     adv = advise(rates_without_tokens(reference_rates, tmp_path / "r.jsonl"))
     text, md, raw = render(adv, "text"), render(adv, "markdown"), render(adv, "json")
     for out in (text, md, raw, *adv.warnings):
@@ -176,7 +180,7 @@ def test_a_rates_log_without_tokens_reads_in_b_s_with_its_split_marked(tmp_path,
     js = json.loads(raw)
     row = next(s for s in js["splits"] if s["roles"] == {"target": 7, "drafter": 1})
     assert row["observed"] is True and row["tok_s"] is None and js["observed"]["tok_s"] is None
-    assert js["recommendation"]["settings"]["tokens_per_batch"] is None      # nominal, not measured
+    assert js["recommendation"]["settings"]["tokens_per_batch"] is None  # nominal, not measured
     assert [s["observed"] for s in js["splits"]].count(True) == 1
     assert any(line.lstrip(">").startswith("*") and "7-1" in line for line in text.splitlines())
     assert "Measured at 7-1" in text and "Measured at 7-1" in md
@@ -187,11 +191,13 @@ def test_what_if_scaling_is_never_said_to_come_from_a_log():
     """Issue 35 item 6: bare numbers have no log, so no sentence says "the log ran"; the given
     sync time is named as the source where one was given."""
     from advisor.advice import advise_numbers
+
     bare = render(advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86}))
     assert "the log ran" not in bare and "fitted" not in bare
     assert "(assumed 100%, not measured: no log, and no sync time was given)" in bare
-    synced = render(advise_numbers({"target": 6, "drafter": 2}, {"target": 0.92, "drafter": 1.7},
-                                   sync_every=10, sync_s=0.1))
+    synced = render(
+        advise_numbers({"target": 6, "drafter": 2}, {"target": 0.92, "drafter": 1.7}, sync_every=10, sync_s=0.1)
+    )
     assert "the log ran" not in synced and "fitted" not in synced and ", from the given sync time)" in synced
 
 
@@ -199,6 +205,7 @@ def test_one_log_never_calls_the_same_scaling_fitted_and_assumed(tmp_path, refer
     """A log at 2 drafters without sync events: the scaling at 2 is as unmeasured as at 3 (no lone
     drafter ran, no collective was timed), so neither is "fitted"."""
     import json as _json
+
     rows = [_json.loads(x) for x in reference_rates.read_text().splitlines()]
     rows[0]["roles"] = {"target": 6, "drafter": 2}
     p = tmp_path / "6x2.jsonl"
@@ -212,14 +219,16 @@ def test_an_open_ended_bound_prints_at_least_not_a_finite_interval():
     """Issue 35 item 6: with the drafters known only from below (">=50.1"), a split they bind has no
     finite upper end; the table says "at least", the JSON flags it, and no sentence quotes it."""
     from advisor.advice import advise_numbers
+
     adv = advise_numbers({"target": 1, "drafter": 7}, {"target": "52..57", "drafter": ">=50.1"})
     text = render(adv)
     row = next(line for line in text.splitlines() if line.split()[:1] == ["7-1"])
     assert f"at least {adv.splits.at['7-1', 'bps_low']:.3f}" in row, row
     js = json.loads(render(adv, "json"))
     for s in js["splits"]:
-        assert s["bps_high_open"] is bool(adv.splits.at[f"{s['roles']['target']}-{s['roles']['drafter']}",
-                                                         "bps_high_open"])
+        assert s["bps_high_open"] is bool(
+            adv.splits.at[f"{s['roles']['target']}-{s['roles']['drafter']}", "bps_high_open"]
+        )
     assert js["splits"][0]["bps_high_open"] is True
     for label in adv.splits.index[adv.splits["bps_high_open"]]:
         assert f"{adv.splits.at[label, 'bps_high']:.3f}" not in text

@@ -1,6 +1,6 @@
 """The exact cross-check simulates every split from the log's own step times."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import pytest
 
@@ -17,13 +17,22 @@ def test_exact_agrees_with_analytic_on_reference(reference):
 
 
 def test_exact_sees_bursty_small_queue_loss(tmp_path):
-    s = Scenario(name="bursty", n_target=2, n_drafter=2, target=ServiceModel(0.0, 100e-6, 1.0),
-                 drafter=ServiceModel(0.0, 100e-6, 1.0), tokens=TokenModel(8192, 5000, 0.1, 500),
-                 hs_cap=1, pre_cap=4, n_batches=4000, seed=11)
+    s = Scenario(
+        name="bursty",
+        n_target=2,
+        n_drafter=2,
+        target=ServiceModel(0.0, 100e-6, 1.0),
+        drafter=ServiceModel(0.0, 100e-6, 1.0),
+        tokens=TokenModel(8192, 5000, 0.1, 500),
+        hs_cap=1,
+        pre_cap=4,
+        n_batches=4000,
+        seed=11,
+    )
     write_log(tmp_path / "b.jsonl", s)
     adv = advise(tmp_path / "b.jsonl", exact=True)
     row = adv.split_row({"target": 2, "drafter": 2})
-    assert row["bps_exact"] < 0.9 * row["bound_bps"]          # the naive bound is far off
+    assert row["bps_exact"] < 0.9 * row["bound_bps"]  # the naive bound is far off
     assert row["bps"] == pytest.approx(row["bps_exact"], rel=0.05)
 
 
@@ -36,9 +45,18 @@ def test_exact_on_rates_only_is_skipped_with_caveat(reference_rates):
 def test_lockstep_smooth_one_slot_queue_is_refined(tmp_path):
     # nearly constant steps through a one-slot q_hs: the analytic path overshoots the balanced
     # split, so decision-relevant splits are simulated (method "exact") and land below the bound
-    s = Scenario(name="lock", n_target=4, n_drafter=4, target=ServiceModel(0.0, 400e-6, 0.05),
-                 drafter=ServiceModel(0.0, 240e-6, 0.05), tokens=TokenModel(8192, 5000, 0.05, 500),
-                 hs_cap=1, pre_cap=4, n_batches=4000, seed=4)
+    s = Scenario(
+        name="lock",
+        n_target=4,
+        n_drafter=4,
+        target=ServiceModel(0.0, 400e-6, 0.05),
+        drafter=ServiceModel(0.0, 240e-6, 0.05),
+        tokens=TokenModel(8192, 5000, 0.05, 500),
+        hs_cap=1,
+        pre_cap=4,
+        n_batches=4000,
+        seed=4,
+    )
     write_log(tmp_path / "l.jsonl", s)
     adv = advise(tmp_path / "l.jsonl")
     df = adv.splits
@@ -53,9 +71,9 @@ def test_simulation_is_sized_for_the_requested_split_not_the_logs(reference):
     # simulation length, which left no steady window (exit 2 on `--gpus 256`)
     import pandas as pd
 
-    from advisor.project.exact import DEFAULT_BATCHES, simulate_splits
     from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
+    from advisor.project.exact import DEFAULT_BATCHES, simulate_splits
 
     log = load_log(reference)
     fit = fit_logs([log])
@@ -70,10 +88,21 @@ def test_simulation_is_sized_for_the_requested_split_not_the_logs(reference):
 def _g64_sync_log(tmp_path, *, n_batches: int):
     """64 GPUs at 48-16, drafters syncing every 16 steps (the g64-sync-k16 validation scenario)."""
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
-    s = Scenario(name="g64", n_target=48, n_drafter=16, tokens=tm, hs_cap=20, pre_cap=50, sync_every=16,
-                 sync_s=2.0, sync_scv=0.1, n_batches=n_batches, seed=114,
-                 target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
-                 drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1))
+    s = Scenario(
+        name="g64",
+        n_target=48,
+        n_drafter=16,
+        tokens=tm,
+        hs_cap=20,
+        pre_cap=50,
+        sync_every=16,
+        sync_s=2.0,
+        sync_scv=0.1,
+        n_batches=n_batches,
+        seed=114,
+        target=ServiceModel.from_mean(10.0, tm.mean, overhead_share=0.1, scv=0.1),
+        drafter=ServiceModel.from_mean(2.0, tm.mean, overhead_share=0.1, scv=0.1),
+    )
     write_log(tmp_path / "g64.jsonl", s)
     return tmp_path / "g64.jsonl"
 
@@ -98,7 +127,7 @@ def test_refinement_is_bounded_at_large_g(tmp_path):
     adv = advise(_g64_sync_log(tmp_path, n_batches=6000), gpus=128)
     df = adv.splits
     exact = df[df["method"] == "exact"]
-    assert len(exact) == MAX_REFINED          # uncapped, about 21 splits were simulated here
+    assert len(exact) == MAX_REFINED  # uncapped, about 21 splits were simulated here
     assert df["bps"].idxmax() in exact.index
     spent = sum(batches_for(adv.fit, int(r.n_target), int(r.n_drafter), REFINE_BATCHES) for r in exact.itertuples())
     assert spent <= REFINE_BUDGET
@@ -109,11 +138,13 @@ def test_pools_gathered_once_give_the_same_simulation(reference):
     import numpy as np
 
     from advisor.project.exact import gather_pools, simulate_splits
+
     adv = advise(reference)
     logs = adv.logs
     own = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]))
-    given_pools = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]),
-                                  pools=gather_pools(adv.fit, logs))
+    given_pools = simulate_splits(
+        adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]), pools=gather_pools(adv.fit, logs)
+    )
     np.testing.assert_array_equal(own["bps_exact"].to_numpy(), given_pools["bps_exact"].to_numpy())
     assert np.isfinite(own["bps_exact"].to_numpy()[[0, 2]]).all()
 
@@ -125,6 +156,7 @@ def test_the_rates_alone_decide_the_same_refinement(tmp_path):
 
     from advisor.project.exact import refine_weak_spots, refined_ratios
     from advisor.project.table import project
+
     adv = advise(_g64_sync_log(tmp_path, n_batches=6000), gpus=128)
     fit, logs, s = adv.fit, adv.logs, adv.settings
     full, rates = project(fit, s), project(fit, s, interval=False)
@@ -132,5 +164,7 @@ def test_the_rates_alone_decide_the_same_refinement(tmp_path):
     assert rates["bps_low"].isna().all()
     ratios = refined_ratios(fit, logs, rates, hs_cap=s.hs_cap)
     assert ratios and ratios == refined_ratios(fit, logs, full, hs_cap=s.hs_cap)
-    pd.testing.assert_frame_equal(refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap, ratios=ratios),
-                                  refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap))
+    pd.testing.assert_frame_equal(
+        refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap, ratios=ratios),
+        refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap),
+    )

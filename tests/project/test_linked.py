@@ -1,4 +1,5 @@
 """Across nodes, the splits near the best are simulated with the link (advisor.project.linked)."""
+
 import json
 
 from advisor.advice import advise
@@ -6,16 +7,24 @@ from advisor.advice import advise
 
 def _two_node_log(path, bw=2e8, hs=1000.0):
     """Two targets and two drafters, one of each per node, one FCFS link; steps in time order."""
-    head = {"ev": "run", "v": 1, "t": 0.0, "roles": {"target": 2, "drafter": 2}, "gpus_per_node": 2,
-            "placement": {"target": [0, 1], "drafter": [0, 1]}, "hs_bytes_per_token": hs,
-            "queues": [{"name": "hs", "feeds": "drafter", "cap": 4}]}
+    head = {
+        "ev": "run",
+        "v": 1,
+        "t": 0.0,
+        "roles": {"target": 2, "drafter": 2},
+        "gpus_per_node": 2,
+        "placement": {"target": [0, 1], "drafter": [0, 1]},
+        "hs_bytes_per_token": hs,
+        "queues": [{"name": "hs", "feeds": "drafter", "cap": 4}],
+    }
     lines, t_link, tgt_t, dr_t = [head], 0.0, [0.0, 0.0], [0.0, 0.0]
     for b in range(600):
         j = b % 2
         busy = 1.0 + 0.01 * ((b * 7) % 5)
         tgt_t[j] += busy
-        lines.append({"ev": "step", "t": tgt_t[j], "role": "target", "worker": j, "batch": b, "tokens": 1000,
-                      "busy": busy})
+        lines.append(
+            {"ev": "step", "t": tgt_t[j], "role": "target", "worker": j, "batch": b, "tokens": 1000, "busy": busy}
+        )
         d = 0 if dr_t[0] <= dr_t[1] else 1
         start = max(dr_t[d], tgt_t[j])
         xfer = 0.0
@@ -24,8 +33,19 @@ def _two_node_log(path, bw=2e8, hs=1000.0):
             t_link = begin + 1000 * hs / bw
             xfer = t_link - start
         dr_t[d] = start + xfer + 0.4
-        lines.append({"ev": "step", "t": dr_t[d], "role": "drafter", "worker": d, "batch": b, "tokens": 1000,
-                      "busy": xfer + 0.4, "xfer": xfer, "wait": 0.0})
+        lines.append(
+            {
+                "ev": "step",
+                "t": dr_t[d],
+                "role": "drafter",
+                "worker": d,
+                "batch": b,
+                "tokens": 1000,
+                "busy": xfer + 0.4,
+                "xfer": xfer,
+                "wait": 0.0,
+            }
+        )
     lines.append({"ev": "end", "t": max(dr_t)})
     lines[1:-1] = sorted(lines[1:-1], key=lambda o: o["t"])
     path.write_text("".join(json.dumps(o) + "\n" for o in lines))
@@ -51,6 +71,7 @@ def test_a_simulated_row_stays_within_its_bound(reference):
     from advisor.ingest.load import load_logs
     from advisor.project.linked import refine_placements
     from advisor.project.table import project
+
     adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8)
     st = adv.settings
     df = refine_placements(adv.fit, tuple(load_logs([reference])), st, project(adv.fit, st, pairs=[(7, 9), (9, 7)]))
@@ -58,8 +79,12 @@ def test_a_simulated_row_stays_within_its_bound(reference):
     assert (df["bps"] <= df["bound_bps"]).all() and (df["bps"] <= df["cap_link_bps"]).all()
     assert (df["bps_free_link"] >= df["bps"]).all()
     # with a free link nothing crosses a capacity of the link
-    free = refine_placements(adv.fit, tuple(load_logs([reference])), replace(st, link_bytes_s=None),
-                             project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)]))
+    free = refine_placements(
+        adv.fit,
+        tuple(load_logs([reference])),
+        replace(st, link_bytes_s=None),
+        project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)]),
+    )
     assert (free["bps"] <= free["bound_bps"]).all()
 
 
@@ -67,6 +92,7 @@ def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
     """Issue 35: "At 7-9 the link is the bottleneck" beside "the link costs 0.1% against a free one": the
     sentence names the link's capacity and the cost from the same row as the placement sentence."""
     from advisor.decide.reasons import bps_text
+
     adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8, roles={"target": 9, "drafter": 7})
     r = adv.splits.loc["9-7"]
     assert r["bottleneck"] == "link"
@@ -81,10 +107,11 @@ def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
 def test_a_shared_queue_simulated_below_node_local_pipelines_gives_way(tmp_path, monkeypatch):
     """Where the simulated shared queue falls below the split's node-local pipelines, the row becomes
     the node-local one, the simulated rate kept as the other layout's."""
-    from advisor.project import linked
     from advisor.ingest.load import load_logs
+    from advisor.project import linked
     from advisor.project.exact import PlacedRun
     from advisor.project.table import project
+
     path = _two_node_log(tmp_path / "two.jsonl")
     adv = advise(path)
     st = adv.settings
@@ -93,8 +120,9 @@ def test_a_shared_queue_simulated_below_node_local_pipelines_gives_way(tmp_path,
     assert df.at["2-2", "layout"] == "shared" and local.at["2-2", "layout"] == "node-local"
     df["bps_other_layout"] = local.at["2-2", "bps"]
     slow = 0.5 * float(local.at["2-2", "bps"])
-    monkeypatch.setattr(linked, "simulate_placed_run",
-                        lambda *a, **k: PlacedRun(bps=slow, crossing_share=0.5, link_s_per_batch=0.01))
+    monkeypatch.setattr(
+        linked, "simulate_placed_run", lambda *a, **k: PlacedRun(bps=slow, crossing_share=0.5, link_s_per_batch=0.01)
+    )
     out = linked.refine_placements(adv.fit, tuple(load_logs([path])), st, df)
     assert out.at["2-2", "layout"] == "node-local" and out.at["2-2", "method"] == "analytic"
     assert out.at["2-2", "bps"] == local.at["2-2", "bps"]
@@ -105,8 +133,9 @@ def test_the_observed_split_keeps_the_capacities_of_the_queue_it_ran(tmp_path):
     """Where the table lays the observed split out node-locally, the observed line still describes the
     one shared q_hs the log ran, at the log's own placement."""
     from advisor.project.table import logged_placement, placed_split
+
     adv = advise(_two_node_log(tmp_path / "two.jsonl", bw=5e7))
     assert adv.splits.at["2-2", "layout"] == "node-local" and adv.splits.at["2-2", "observed"]
     own = placed_split(adv.fit, adv.settings, 2, 2, logged_placement(adv.fit, adv.settings))
     assert adv.observed.capacities_bps["drafter"] == own.consumer_cap_bps
-    assert own.consumer_cap_bps < adv.splits.at["2-2", "cap_drafter_bps"]   # the link slows the shared queue
+    assert own.consumer_cap_bps < adv.splits.at["2-2", "cap_drafter_bps"]  # the link slows the shared queue

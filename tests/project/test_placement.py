@@ -1,4 +1,6 @@
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from advisor.project.placement import best_placement, node_mixes, packed, placements
 
@@ -19,13 +21,14 @@ def test_spread_beats_packed_when_the_link_binds():
 
 def test_free_link_ties_go_to_fewer_crossings():
     best = best_placement(6, 4, 2, 8, 2, 1, consumer_s=0.1, xfer_s=0.0, scv_x=0.0)
-    assert best.placement.producers == (3, 3)       # half the batches cross, against two thirds packed
+    assert best.placement.producers == (3, 3)  # half the batches cross, against two thirds packed
     assert packed(6, 4, 2, 8, 2, 1).producers == (4, 2)
 
 
 @hsettings(max_examples=50, deadline=None)
-@given(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([4, 8]), st.integers(2, 4),
-       st.integers(1, 40))
+@given(
+    st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]), st.sampled_from([4, 8]), st.integers(2, 4), st.integers(1, 40)
+)
 def test_every_placement_fills_every_node(kp, kc, gpn, nodes, n):
     g = gpn * nodes
     m, rest = divmod(g - n * kp, kc)
@@ -38,8 +41,9 @@ def test_every_placement_fills_every_node(kp, kc, gpn, nodes, n):
 
 def test_a_costly_sync_keeps_the_drafters_on_one_node():
     from advisor.project.placement import SyncOverLink
+
     spread = best_placement(12, 4, 2, 8, 1, 1, consumer_s=1.0, xfer_s=0.0, scv_x=0.0)
-    assert spread.placement.consumers == (2, 2)          # a free link: fewer crossings
+    assert spread.placement.consumers == (2, 2)  # a free link: fewer crossings
     sync = SyncOverLink(every=1, bytes_=1e9, link_bytes_s=1e8)
     one = best_placement(12, 4, 2, 8, 1, 1, consumer_s=1.0, xfer_s=0.0, scv_x=0.0, sync=sync)
-    assert sorted(one.placement.consumers) == [0, 4]     # 20 s of sync a step outweighs the crossings
+    assert sorted(one.placement.consumers) == [0, 4]  # 20 s of sync a step outweighs the crossings

@@ -1,4 +1,5 @@
 """The splits a probe measured, compared directly: paired by round, the shared parts cancelled."""
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,11 @@ def test_a_drift_shared_by_each_round_cancels():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(5, 20), st.floats(5, 20), st.floats(5, 20), st.floats(0.3, 3.0)),
-                min_size=2, max_size=6))
+@given(
+    st.lists(
+        st.tuples(st.floats(5, 20), st.floats(5, 20), st.floats(5, 20), st.floats(0.3, 3.0)), min_size=2, max_size=6
+    )
+)
 def test_the_paired_variance_ignores_any_factor_a_round_puts_on_every_split(rows):
     rates = {lab: _segments([r[i] for r in rows]) for i, lab in enumerate("ABC")}
     moved = {lab: _segments([r[i] * r[3] for r in rows]) for i, lab in enumerate("ABC")}
@@ -76,8 +80,17 @@ def _table() -> pd.DataFrame:
     differ a lot between the two probed rows (the fit counts it in their lead)."""
     rows = {}
     for lab, x, obs, split in (("3-1", 10.0, 9.8, 0.03), ("2-2", 9.7, 9.6, -0.03), ("1-3", 6.0, math.nan, -0.05)):
-        r = {"bps": x, "observed": not math.isnan(obs), "observed_bps": obs, "widened": False, "err_own_var": 1e-5,
-             "err_sync_lo": 0.0, "err_sync_hi": 0.0, "eta_s": 100.0 / x, "tok_s": x * 1000}
+        r = {
+            "bps": x,
+            "observed": not math.isnan(obs),
+            "observed_bps": obs,
+            "widened": False,
+            "err_own_var": 1e-5,
+            "err_sync_lo": 0.0,
+            "err_sync_hi": 0.0,
+            "eta_s": 100.0 / x,
+            "tok_s": x * 1000,
+        }
         r.update({k: 0.0 for k in ERR_SHARED})
         r.update({"err_p_samp": 0.01, "err_p_level": 0.02, "err_p_split": split})
         r["bps_low"], r["bps_high"] = x * 0.9, x * 1.1
@@ -86,9 +99,13 @@ def _table() -> pd.DataFrame:
 
 
 def _fit(a_rates: list[float], b_rates: list[float]) -> _Fit:
-    return _Fit(roles=("target", "drafter"), observed=(
-        _Observed(roles={"target": 3, "drafter": 1}, segments=_segments(a_rates)),
-        _Observed(roles={"target": 2, "drafter": 2}, segments=_segments(b_rates))))
+    return _Fit(
+        roles=("target", "drafter"),
+        observed=(
+            _Observed(roles={"target": 3, "drafter": 1}, segments=_segments(a_rates)),
+            _Observed(roles={"target": 2, "drafter": 2}, segments=_segments(b_rates)),
+        ),
+    )
 
 
 def test_a_probed_lead_carries_the_measured_noise_not_the_fit_parts():
@@ -98,13 +115,13 @@ def test_a_probed_lead_carries_the_measured_noise_not_the_fit_parts():
     out = compare_probed(_fit(a, b), df)
     lo, hi = lead_interval(out, "3-1", "2-2")
     v = probe_var({"3-1": _segments(a), "2-2": _segments(b)})
-    floor = 0.01 ** 2
+    floor = 0.01**2
     half = Z_95 * math.sqrt(max(v["3-1"], floor) + max(v["2-2"], floor))
     assert math.isclose(lo, math.expm1(math.log(9.8 / 9.6) - half), rel_tol=1e-9)
     assert math.isclose(hi, math.expm1(math.log(9.8 / 9.6) + half), rel_tol=1e-9)
     assert hi - lo < (before[1] - before[0]) / 2
     assert list(out["probe_segments"]) == [3, 3, 0]
-    assert out.at["1-3", "bps"] == 6.0 and out.at["1-3", "err_p_split"] == -0.05     # a projected row unchanged
+    assert out.at["1-3", "bps"] == 6.0 and out.at["1-3", "err_p_split"] == -0.05  # a projected row unchanged
 
 
 def test_the_joint_draw_sees_the_same_noise_as_the_lead_interval():
@@ -120,7 +137,11 @@ def test_the_joint_draw_sees_the_same_noise_as_the_lead_interval():
 
 def test_a_table_with_one_probed_split_is_left_as_it_is():
     df = _table()
-    fit = _Fit(roles=("target", "drafter"), observed=(
-        _Observed(roles={"target": 3, "drafter": 1}, segments=_segments([9.9, 9.7])),
-        _Observed(roles={"target": 2, "drafter": 2}, segments=())))
+    fit = _Fit(
+        roles=("target", "drafter"),
+        observed=(
+            _Observed(roles={"target": 3, "drafter": 1}, segments=_segments([9.9, 9.7])),
+            _Observed(roles={"target": 2, "drafter": 2}, segments=()),
+        ),
+    )
     assert compare_probed(fit, df) is df

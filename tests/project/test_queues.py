@@ -1,4 +1,5 @@
 """Queue advice: deepen only where buffering pays, computed at the table's own settings."""
+
 from __future__ import annotations
 
 from advisor.advice import advise, advise_numbers
@@ -19,7 +20,7 @@ def test_reference_keeps_its_queue_and_prices_the_slots(reference):
 
 def test_queue_advice_at_another_depth_and_budget(reference):
     q = advise(reference, hs_cap=4, token_budget=16384).decision.queue
-    assert q.cap == 4 and q.bps > 1.0     # half the tokens per batch: about twice the batches
+    assert q.cap == 4 and q.bps > 1.0  # half the tokens per batch: about twice the batches
 
 
 def test_a_pipeline_without_a_declared_queue_gets_no_queue_advice(tmp_path, reference_rates):
@@ -28,6 +29,7 @@ def test_a_pipeline_without_a_declared_queue_gets_no_queue_advice(tmp_path, refe
     from conftest import rates_without_tokens
 
     from advisor.project.queues import has_hs_queue, queue_advice
+
     path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl", queues=False)
     adv = advise(path)
     assert not adv.fit.hs_declared and adv.fit.hs_cap == 0 and not has_hs_queue(adv.fit, adv.settings)
@@ -42,6 +44,7 @@ def test_a_log_without_tokens_prices_no_queue_slot(tmp_path, reference_rates):
     """The slots' memory is hs_bytes_per_token x tokens: with no tokens measured the batch size is
     nominal, so no memory figure is given (the advice itself stays)."""
     from conftest import rates_without_tokens
+
     q = advise(rates_without_tokens(reference_rates, tmp_path / "r.jsonl")).decision.queue
     assert q is not None and q.bytes_per_slot is None and q.extra_bytes is None
     assert advise(reference_rates).decision.queue.bytes_per_slot > 0

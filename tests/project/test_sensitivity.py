@@ -1,4 +1,5 @@
 """Sensitivity: tie factors really tie the two splits; scaling ties; levers only when they help."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -6,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from advisor.advice import advise, advise_numbers
-from advisor.project.table import split_capacities
 from advisor.project.sensitivity import levers, tie_factor
+from advisor.project.table import split_capacities
 
 
 def test_tie_factor_makes_the_runner_up_match(reference):

@@ -1,28 +1,50 @@
 """Projection of every split: documented columns, intervals, ETA and invariants."""
+
 from __future__ import annotations
 
-from dataclasses import replace
-
-import numpy as np
-
 import math
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.stats import Z_95
 from advisor.project.table import ERR_SHARED, lead_interval, lead_parts, project
+from advisor.stats import Z_95
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
-COLUMNS = {"n_target", "n_drafter", "bps", "bps_low", "bps_high", "tok_s", "bound_bps", "efficiency", "gpu_util",
-           "bottleneck", "target_blocked", "drafter_starved", "hs_mean_depth", "eta_s", "observed", "observed_bps",
-           "cap_target_bps", "cap_drafter_bps", "cap_loader_bps", "method", "widened", *ERR_SHARED, "err_own_var",
-           "err_sync_lo", "err_sync_hi"}
+COLUMNS = {
+    "n_target",
+    "n_drafter",
+    "bps",
+    "bps_low",
+    "bps_high",
+    "tok_s",
+    "bound_bps",
+    "efficiency",
+    "gpu_util",
+    "bottleneck",
+    "target_blocked",
+    "drafter_starved",
+    "hs_mean_depth",
+    "eta_s",
+    "observed",
+    "observed_bps",
+    "cap_target_bps",
+    "cap_drafter_bps",
+    "cap_loader_bps",
+    "method",
+    "widened",
+    *ERR_SHARED,
+    "err_own_var",
+    "err_sync_lo",
+    "err_sync_hi",
+}
 
 
 def test_all_splits_with_documented_columns(reference):
@@ -63,9 +85,17 @@ def test_token_budget_changes_batches_not_work(reference):
 def _pair(a_shared, b_shared, own=(0.0, 0.0), sync=((0.0, 0.0), (0.0, 0.0)), bps=(12.0, 10.0), widened=False):
     rows = []
     for sh, ov, sy, x in zip((a_shared, b_shared), own, sync, bps):
-        sh = tuple(sh) + (0.0,) * (len(ERR_SHARED) - len(sh))   # parts not given are 0
-        rows.append({"bps": x, "widened": widened, **dict(zip(ERR_SHARED, sh)), "err_own_var": ov,
-                     "err_sync_lo": sy[0], "err_sync_hi": sy[1]})
+        sh = tuple(sh) + (0.0,) * (len(ERR_SHARED) - len(sh))  # parts not given are 0
+        rows.append(
+            {
+                "bps": x,
+                "widened": widened,
+                **dict(zip(ERR_SHARED, sh)),
+                "err_own_var": ov,
+                "err_sync_lo": sy[0],
+                "err_sync_hi": sy[1],
+            }
+        )
     return pd.DataFrame(rows, index=["a", "b"])
 
 
@@ -94,16 +124,23 @@ def test_a_widened_row_has_no_paired_form():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-0.3, 0.3), min_size=2 * len(ERR_SHARED), max_size=2 * len(ERR_SHARED)),
-       st.floats(0, 0.01), st.floats(0, 0.01), st.floats(0.5, 50), st.floats(0.5, 50))
+@given(
+    st.lists(st.floats(-0.3, 0.3), min_size=2 * len(ERR_SHARED), max_size=2 * len(ERR_SHARED)),
+    st.floats(0, 0.01),
+    st.floats(0, 0.01),
+    st.floats(0.5, 50),
+    st.floats(0.5, 50),
+)
 def test_lead_interval_holds_the_projected_lead(coef, own_a, own_b, xa, xb):
     k = len(ERR_SHARED)
     lo, hi = lead_interval(_pair(coef[:k], coef[k:], own=(own_a, own_b), bps=(xa, xb)), "a", "b")
     assert lo <= xa / xb - 1 <= hi
     # it is never wider than what the two splits' errors would give if nothing were shared
     var = sum(c * c for c in coef) + own_a + own_b
-    assert math.log1p(hi) - math.log1p(lo) <= 2 * Z_95 * math.sqrt(var) * (1 + 1e-9) + 1e-12 or \
-        sum(a * b for a, b in zip(coef[:k], coef[k:])) < 0
+    assert (
+        math.log1p(hi) - math.log1p(lo) <= 2 * Z_95 * math.sqrt(var) * (1 + 1e-9) + 1e-12
+        or sum(a * b for a, b in zip(coef[:k], coef[k:])) < 0
+    )
 
 
 def test_real_sweep_projections_carry_their_interval_parts():
@@ -116,13 +153,12 @@ def test_real_sweep_projections_carry_their_interval_parts():
 
 def test_a_longer_log_shrinks_only_the_sampling_part_of_the_lead():
     parts = lead_parts(_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)), "a", "b")
-    assert parts.sampling_var == pytest.approx(0.03 ** 2)
-    assert parts.fixed_var == pytest.approx(0.02 ** 2 + 0.04 ** 2 + 2e-4)
+    assert parts.sampling_var == pytest.approx(0.03**2)
+    assert parts.fixed_var == pytest.approx(0.02**2 + 0.04**2 + 2e-4)
     lo, hi = parts.interval()
     lo4, hi4 = parts.interval(sampling_scale=0.25)
     assert lo < lo4 < hi4 < hi
-    assert (lo, hi) == lead_interval(_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)),
-                                     "a", "b")
+    assert (lo, hi) == lead_interval(_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)), "a", "b")
 
 
 @pytest.mark.parametrize("sweep,runs", [("hold16", 144), ("hold16g10", 100)])
@@ -176,30 +212,53 @@ def test_a_lone_worker_is_another_regime():
 def _numbers_fit(every: int, sync_bytes: float | None, hs_bytes: float, caps: tuple[float, float], sync_s: float):
     from advisor.fit.pipeline import fit_from_numbers
     from advisor.settings import Options
-    fit = fit_from_numbers({"target": 3, "drafter": 1}, {"target": caps[0], "drafter": caps[1]},
-                           Options(sync_every=every, sync_s=sync_s, hardware_priors=False))
+
+    fit = fit_from_numbers(
+        {"target": 3, "drafter": 1},
+        {"target": caps[0], "drafter": caps[1]},
+        Options(sync_every=every, sync_s=sync_s, hardware_priors=False),
+    )
     return replace(fit, hs_bytes_per_token=hs_bytes, sync=replace(fit.sync, bytes_per_sync=sync_bytes))
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from([2, 4, 8]), st.integers(2, 4), st.sampled_from([1, 2]),
-       st.one_of(st.none(), st.floats(0.02, 50.0)), st.sampled_from([0, 1, 4]),
-       st.sampled_from([None, 1e8, 2e9]), st.sampled_from([1e3, 6e4]), st.floats(0.2, 5.0), st.floats(0.2, 5.0),
-       st.sampled_from([0.0, 0.3]), st.randoms(use_true_random=False))
-def test_no_projection_above_its_bound_across_nodes(gpn, nodes, kp, gbytes, every, sync_bytes, hs_bytes, cap_p,
-                                                    cap_c, sync_s, rnd):
+@given(
+    st.sampled_from([2, 4, 8]),
+    st.integers(2, 4),
+    st.sampled_from([1, 2]),
+    st.one_of(st.none(), st.floats(0.02, 50.0)),
+    st.sampled_from([0, 1, 4]),
+    st.sampled_from([None, 1e8, 2e9]),
+    st.sampled_from([1e3, 6e4]),
+    st.floats(0.2, 5.0),
+    st.floats(0.2, 5.0),
+    st.sampled_from([0.0, 0.3]),
+    st.randoms(use_true_random=False),
+)
+def test_no_projection_above_its_bound_across_nodes(
+    gpn, nodes, kp, gbytes, every, sync_bytes, hs_bytes, cap_p, cap_c, sync_s, rnd
+):
     """Over G, nodes, every placement in both routings and link speeds: b/s <= the bound, and the bound
     <= every stage's capacity, the link's included (issue 35: 7-9 at 0.921 above its bound 0.918)."""
     from advisor.project.placement import placements
     from advisor.project.table import local_placement, placed_split
     from advisor.settings import Settings as Opts
+
     if kp > gpn:
         return
     g = gpn * nodes
     fit = _numbers_fit(every, sync_bytes, hs_bytes, (cap_p, cap_c), sync_s)
-    opts = Opts(gpus=g, producer="target", consumer="drafter", hs_cap=4, tokens_per_batch=fit.tokens_mean,
-                gpus_per_worker=(kp, 1), log_gpus_per_worker=(kp, 1), gpus_per_node=gpn,
-                link_bytes_s=gbytes * 1e9 if gbytes else None)
+    opts = Opts(
+        gpus=g,
+        producer="target",
+        consumer="drafter",
+        hs_cap=4,
+        tokens_per_batch=fit.tokens_mean,
+        gpus_per_worker=(kp, 1),
+        log_gpus_per_worker=(kp, 1),
+        gpus_per_node=gpn,
+        link_bytes_s=gbytes * 1e9 if gbytes else None,
+    )
     pairs = opts.engine_pairs()
     for n, m in rnd.sample(pairs, min(3, len(pairs))):
         every_pl = placements(n, m, nodes, gpn, kp, 1)
@@ -216,6 +275,7 @@ def test_no_projection_above_its_bound_across_nodes(gpn, nodes, kp, gbytes, ever
     # a bottleneck sentence states the link's cost from these columns: it names the link where the link
     # is saturated, and there a free link never gives less
     from advisor.model.chain import LINK_SATURATED
+
     assert (df.loc[df["link_util"] >= LINK_SATURATED, "bottleneck"] == "link").all()
     link = df["bottleneck"] == "link"
     assert (df.loc[link, "bps_free_link"] >= df.loc[link, "bps"] * (1 - 1e-9)).all()
@@ -229,11 +289,11 @@ def test_node_local_pipelines_are_a_layout_of_the_reference_on_two_nodes(referen
     one = advise(reference).splits.loc["7-1"]
     assert r["layout"] == "node-local" and r["placement"].startswith("node-local:")
     assert r["bps"] == pytest.approx(2 * one["bps"], rel=0.01)
-    assert r["bps_other_layout"] < 0.5 * r["bps"]        # the shared queue sends half its batches across
+    assert r["bps_other_layout"] < 0.5 * r["bps"]  # the shared queue sends half its batches across
     assert r["crossing_share"] == 0.0 and r["link_hs_share"] == 0.0 and r["link_sync_share"] == 0.0
     assert adv.decision.recommended == "14-2"
     assert set(adv.splits["layout"]) == {"shared", "node-local"}
-    assert adv.splits.loc["13-3", "layout"] == "shared"       # 13 targets do not divide over two nodes
+    assert adv.splits.loc["13-3", "layout"] == "shared"  # 13 targets do not divide over two nodes
     assert math.isnan(adv.splits.loc["13-3", "bps_other_layout"])
 
 
@@ -262,6 +322,7 @@ def test_a_rates_log_without_tokens_marks_and_reconciles_its_split(tmp_path, ref
 
     from advisor.errors import ReconcileWarning
     from advisor.project.table import reconcile
+
     path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl")
     adv = advise(path)
     df = adv.splits
