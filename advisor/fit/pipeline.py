@@ -510,25 +510,14 @@ def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -
         raise ValueError(f"cap_bps: '{role}' must be > 0, got {value}")
     cap = as_capacity(f"cap_bps: '{role}'", value)
     mu = cap.point / n
-    busy = 1.0 / mu
     kind = cap.kind
-    return RoleFit(
-        role=role,
-        n_steps=0,
-        busy_mean_s=busy,
-        busy_std_s=busy * math.sqrt(scv),
-        t0_s=0.0,
-        c_s_per_tok=busy / tokens_per_batch,
-        r2=0.0,
-        mu_bps=mu,
-        mu_low_bps=mu,
-        mu_high_bps=mu,
-        busy_share=float("nan"),
-        starved_share=float("nan"),
-        blocked_share=float("nan"),
-        measured=False,
-        lower_bound=kind == "bound",
+    return RoleFit.unmeasured(
+        role,
+        mu,
+        scv=scv,
         basis=Basis.BOUND if kind == "bound" else Basis.GIVEN,
+        c_s_per_tok=1.0 / mu / tokens_per_batch,
+        lower_bound=kind == "bound",
         mu_range_bps=() if kind == "value" else (cap.low / n, cap.high / n),
     )
 

@@ -97,52 +97,22 @@ def role_from_rates(
         lower = producer_side or not consumer_saturated
     mu = float(series.mean())
     lo, hi = batch_means_interval(series)
-    busy = 1.0 / mu
     # a throttled role's completions bound its capacity from below only: every split is projected
     # at the bound and with the capacity open (`advisor.model.chain.range_ends`)
-    return RoleFit(
-        role=role,
-        n_steps=0,
-        busy_mean_s=busy,
-        busy_std_s=busy * math.sqrt(DEFAULT_SCV),
-        t0_s=0.0,
-        c_s_per_tok=0.0,
-        r2=0.0,
-        mu_bps=mu,
-        mu_low_bps=lo,
-        mu_high_bps=hi,
-        busy_share=float("nan"),
-        starved_share=float("nan"),
-        blocked_share=float("nan"),
-        measured=False,
-        lower_bound=lower,
+    return RoleFit.unmeasured(
+        role,
+        mu,
+        scv=DEFAULT_SCV,
         basis=Basis.BOUND if lower else Basis.RATES,
+        mu_interval_bps=(lo, hi),
+        lower_bound=lower,
         mu_range_bps=(mu, math.inf) if lower else (),
     )
 
 
 def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool) -> RoleFit:
     """A role known only to lie in ``mu_range`` (per worker), projected at ``mu``."""
-    busy = 1.0 / mu
-    return RoleFit(
-        role=role,
-        n_steps=0,
-        busy_mean_s=busy,
-        busy_std_s=busy * math.sqrt(DEFAULT_SCV),
-        t0_s=0.0,
-        c_s_per_tok=0.0,
-        r2=0.0,
-        mu_bps=mu,
-        mu_low_bps=mu,
-        mu_high_bps=mu,
-        busy_share=float("nan"),
-        starved_share=float("nan"),
-        blocked_share=float("nan"),
-        measured=False,
-        lower_bound=lower,
-        basis=Basis.BOUND,
-        mu_range_bps=mu_range,
-    )
+    return RoleFit.unmeasured(role, mu, scv=DEFAULT_SCV, basis=Basis.BOUND, lower_bound=lower, mu_range_bps=mu_range)
 
 
 def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:

@@ -93,6 +93,48 @@ class RoleFit:
     basis: Basis = Basis.STEPS
     mu_range_bps: tuple[float, float] = ()
 
+    @classmethod
+    def unmeasured(
+        cls,
+        role: str,
+        mu_bps: float,
+        *,
+        scv: float,
+        basis: Basis,
+        c_s_per_tok: float = 0.0,
+        mu_interval_bps: tuple[float, float] | None = None,
+        lower_bound: bool = False,
+        mu_range_bps: tuple[float, ...] = (),
+    ) -> RoleFit:
+        """A role whose capacity ``mu_bps`` (per worker) comes from rates, a given number or a bound,
+        not from step events: busy = 1 / mu with the assumed ``scv``, no steps, no shares.
+
+        Args:
+            mu_interval_bps: the capacity's interval (default: the point itself).
+        """
+        busy = 1.0 / mu_bps
+        lo, hi = mu_interval_bps or (mu_bps, mu_bps)
+        nan = float("nan")
+        return cls(
+            role=role,
+            n_steps=0,
+            busy_mean_s=busy,
+            busy_std_s=busy * math.sqrt(scv),
+            t0_s=0.0,
+            c_s_per_tok=c_s_per_tok,
+            r2=0.0,
+            mu_bps=mu_bps,
+            mu_low_bps=lo,
+            mu_high_bps=hi,
+            busy_share=nan,
+            starved_share=nan,
+            blocked_share=nan,
+            measured=False,
+            lower_bound=lower_bound,
+            basis=basis,
+            mu_range_bps=mu_range_bps,
+        )
+
     @property
     def ranged(self) -> bool:
         return len(self.mu_range_bps) == 2
