@@ -202,9 +202,9 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         )
     if d.rule == "small-gain":
         return (
-            f"the best split, {b}, would gain only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), below the "
-            f"{RESOLVE_GAIN:.0%} the model resolves: not worth a "
-            f"restart."
+            f"the split projected highest, {b}, would gain only {signed_pct(d.gain_pct)} at the projections' "
+            f"centres ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a restart "
+            f"(the odds below weigh the whole uncertainty, not the centres)."
         )
     if d.rule == "restart-cost":
         return (
