@@ -18,16 +18,15 @@ import numpy as np
 BATCH_MEANS = 20
 T_975 = {19: 2.093, 9: 2.262, 4: 2.776, 2: 4.303}  # Student t, 97.5%, by degrees of freedom
 HUBER_K = 1.345
-HUBER_TOL = 1e-9  # IRLS stops when a round moves a and b by less than this share: the fit's own
-# error is ~1e-3 of them; a 300k-step sample of a 1M-line log converges in 12
-# rounds against 16 at 1e-12, at the same a and b to 1e-10
+HUBER_TOL = 1e-9  # IRLS stops when a round moves a and b by less than this share (the fit's own
+# error is ~1e-3 of them; BENCHMARKS.md 15.vii)
 Z_95 = 1.96
 
 
 @lru_cache(maxsize=1)
 def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The grid of `expected_max_normal`, its density and distribution function, made once: the
-    erf of 4001 points costs ~1 ms, which ``--gpus 1024`` paid for each of its 1,023 values of m."""
+    """The grid of `expected_max_normal`, its density and distribution function, made once and
+    shared by every m (BENCHMARKS.md 15.ix)."""
     x = np.linspace(-8.0, 8.0, 4001)
     phi = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
     cdf = 0.5 * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2)))
@@ -38,14 +37,14 @@ def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 class _ExpectedMaxTable:
     """`expected_max_normal` of m = 0, 1, 2, ..., made in order and kept: the power Phi^(m-1)
-    grows by one product per m (a fresh ``cdf ** (m - 1)`` per m cost ~0.2 ms, a fifth of a
-    second for the 1,023 values of ``--gpus 1024``). A value is the same whenever it is asked
-    for (the same products in the same order); the table at least doubles when it grows."""
+    grows by one product per m, not a fresh power per m (BENCHMARKS.md 15.ix). A value is the
+    same whenever it is asked for (the same products in the same order); the table at least
+    doubles when it grows."""
 
     def __init__(self) -> None:
         self._values = [0.0, 0.0]
         self._power: np.ndarray | None = None  # Phi^(m-1) for the last m made
-        self._lock = threading.Lock()  # (the projection and the refinement may ask at once)
+        self._lock = threading.Lock()  # a module-wide table: a caller may advise from several threads
 
     def __call__(self, m: int) -> float:
         if m < len(self._values):
