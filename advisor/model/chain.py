@@ -569,9 +569,12 @@ def _split_capacities(
     return caps, link_cap, sync_share, loader_cap
 
 
-def _bottleneck(caps: dict[str, float]) -> str:
-    """The stage with the least capacity; the link where it ties with the least."""
-    if "link" in caps and caps["link"] <= LINK_SATURATED_CAP * min(caps.values()):
+def _bottleneck(caps: dict[str, float], x: float) -> str:
+    """The stage with the least capacity; the link where it ties with the least or runs saturated
+    at ``x`` (the same rule as the placed rows' in `advisor.project.linked`)."""
+    if "link" in caps and (
+        caps["link"] <= LINK_SATURATED_CAP * min(caps.values()) or x >= LINK_SATURATED * caps["link"]
+    ):
         return "link"
     return min(caps, key=caps.get)
 
@@ -660,7 +663,7 @@ def project_split(
         bound_bps=min(caps.values()),
         efficiency=x / max(cap_p, cap_c),
         gpu_util=(x / r.mu_p * gpus_per_worker[0] + x / r.mu_c_compute * gpus_per_worker[1]) / g,
-        bottleneck=_bottleneck(caps),
+        bottleneck=_bottleneck(caps, x),
         producer_blocked=res.producer_blocked,
         consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean,

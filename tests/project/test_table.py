@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
@@ -235,6 +236,8 @@ def _numbers_fit(every: int, sync_bytes: float | None, hs_bytes: float, caps: tu
     st.sampled_from([0.0, 0.3]),
     st.randoms(use_true_random=False),
 )
+# CI found it: 10-2 ran its link at 0.992 of capacity, yet its bottleneck read "drafter"
+@example(4, 3, 1, 1.0, 0, None, 6e4, 1.0, 1.0, 0.0, random.Random(0)).via("CI stop 36")
 def test_no_projection_above_its_bound_across_nodes(
     gpn, nodes, kp, gbytes, every, sync_bytes, hs_bytes, cap_p, cap_c, sync_s, rnd
 ):
