@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -349,15 +350,15 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
-def _tb_header(run: str, roles: str, queue: list[str], options: Options, **counts: Any) -> Run:
-    """The imported log's header from import-tb's --roles, --queue and engine options.
+def _tb_header(run: str, roles: str, tb: TbImport, options: Options) -> Run:
+    """The imported log's header from import-tb's --roles, --queue, counts and engine options.
 
     Args:
         run: the run's name.
         roles: ``--roles`` (workers per role, producer first).
-        queue: the ``--queue`` specs, NAME:ROLE:CAP.
+        tb: import-tb's own options (the ``--queue`` specs, NAME:ROLE:CAP; the run's token_budget,
+            samples and epochs, None where not given).
         options: the shared options (GPUs, GPUs per worker and per node).
-        counts: the run's token_budget, samples and epochs (None: not given).
 
     Returns:
         The `advisor.records.Run` header the imported rates events follow.
@@ -366,7 +367,7 @@ def _tb_header(run: str, roles: str, queue: list[str], options: Options, **count
     from advisor.tbimport import parse_queue, parse_roles
 
     role_map = parse_roles(roles)
-    queues = [parse_queue(q, list(role_map)) for q in queue]
+    queues = [parse_queue(q, list(role_map)) for q in tb.queue or []]
     k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1]) or None
     return Run(
         run=run,
@@ -375,8 +376,44 @@ def _tb_header(run: str, roles: str, queue: list[str], options: Options, **count
         queues=queues,
         gpus_per_worker=k,
         gpus_per_node=options.gpus_per_node,
-        **counts,
+        token_budget=tb.token_budget,
+        samples=tb.samples,
+        epochs=tb.epochs,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TbImport:
+    """import-tb's own options beside the shared ones: where each rates field comes from (``--map``,
+    ``--stack``), the queues, and the header's counts, name and state."""
+
+    mapping: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
+            "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
+            "fields.",
+            show_default=False,
+        ),
+    ] = None
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            "--stack",
+            help="Read the metrics this stack logs by name: torchspec, specforge or speculators (docs/stacks/).",
+        ),
+    ] = None
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 (repeatable).")
+    ] = None
+    token_budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Tokens per batch at most.")] = None
+    samples: Annotated[int | None, typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None
+    epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Run name (default: the first argument's name).")
+    ] = None
+    ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False
 
 
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
@@ -396,6 +433,7 @@ def _tb_header(run: str, roles: str, queue: list[str], options: Options, **count
     "ended",
     "gpus_per_worker",
     "gpus_per_node",
+    record=TbImport,
 )
 def import_tb_cmd(
     events: Annotated[
@@ -416,33 +454,7 @@ def import_tb_cmd(
             show_default=False,
         ),
     ],
-    mapping: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--map",
-            help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
-            "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
-            "fields.",
-            show_default=False,
-        ),
-    ] = None,
-    stack: Annotated[
-        str | None,
-        typer.Option(
-            "--stack",
-            help="Read the metrics this stack logs by name: torchspec, specforge or speculators (docs/stacks/).",
-        ),
-    ] = None,
-    queue: Annotated[
-        list[str] | None, typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 (repeatable).")
-    ] = None,
-    token_budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Tokens per batch at most.")] = None,
-    samples: Annotated[int | None, typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
-    epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None,
-    run_name: Annotated[
-        str | None, typer.Option("--run-name", help="Run name (default: the first argument's name).")
-    ] = None,
-    ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
+    tb: TbImport,
     **given: Any,
 ) -> None:
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
@@ -451,19 +463,18 @@ def import_tb_cmd(
     from advisor.stacks import import_stack
     from advisor.tbimport import import_tensorboard
 
-    if stack is None and not mapping:
+    if tb.stack is None and not tb.mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
     options = options_of(given)
     with warnings.catch_warnings(record=True) as seen:  # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
-            run = run_name or Path(events[0]).name
-            counts = {"token_budget": token_budget, "samples": samples, "epochs": epochs}
-            header = _tb_header(run, roles, queue or [], options, **counts)
-            if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
+            header = _tb_header(tb.run_name or Path(events[0]).name, roles, tb, options)
+            mapping = tb.mapping or []
+            if tb.stack is None and not any(str(p).lower().endswith(".csv") for p in events):
+                path, n = import_tensorboard(events, out, header, mapping=mapping, ended=tb.ended)
             else:
-                path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
+                path, n = import_stack(events, out, header, stack=tb.stack, mapping=mapping, ended=tb.ended)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))
