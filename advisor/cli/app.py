@@ -20,7 +20,7 @@ import typer
 from advisor import __version__
 from advisor.cli.flags import options_of, with_options
 from advisor.errors import LogError, SettingsError
-from advisor.settings import Options, as_capacity, check_counts, check_role_names
+from advisor.settings import Options, as_capacity, check_counts, check_role_names, option_fields
 
 if TYPE_CHECKING:
     from advisor.records import Run
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 # (~0.25 s of CPU on a 1M-line log). Set before numpy loads; a user's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+FOLLOW_ONLY = ("interval_s", "max_wait_s", "settle_tol")  # the Options fields that only --follow reads
 COMMANDS = ("advise", "check", "plot", "what-if", "import-tb", "summarize")
 TOP_LEVEL = ("--help", "-h", "--version", "-V")
 
@@ -184,6 +185,9 @@ def advise_cmd(
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
     options = options_of(given)
+    idle = [f for f in FOLLOW_ONLY if f in options.given()] if not follow else []
+    if idle:
+        _die(f"{option_fields()[idle[0]].metadata['flag'].name} applies only with --follow")
     if follow:
         from advisor.cli.follow import follow_logs
 
@@ -493,7 +497,7 @@ def summarize_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="The summary file to write (JSON).")],
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, help="Ignored (kept for old scripts): polars reads with every core."),
+        typer.Option("--jobs", "-j", min=1, help="Threads to read with (default: every core)."),
     ] = None,
 ) -> None:
     """Reduce logs of one run to one mergeable summary (bounded memory); advise from it with `dflash-advise S.json`.
@@ -501,6 +505,8 @@ def summarize_cmd(
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
     S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
     """
+    if jobs is not None:
+        _polars_threads(jobs)
     from advisor.ingest.load import summarize_paths
 
     try:
@@ -519,6 +525,21 @@ def summarize_cmd(
         f"{out}: {len(summ.paths)} file(s), {summ.n_lines} lines, {n} steps{' (sampled)' if summ.sampled else ''}",
         err=True,
     )
+
+
+def _polars_threads(jobs: int) -> None:
+    """Read with ``jobs`` threads: polars sizes its pool from POLARS_MAX_THREADS once, when it is
+    first imported, so the cap is set before that (a pool already made is said, not resized)."""
+    if "polars" not in sys.modules:
+        os.environ["POLARS_MAX_THREADS"] = str(jobs)
+        return
+    import polars as pl
+
+    if pl.thread_pool_size() != jobs:
+        typer.echo(
+            f"dflash-advise: warning: -j {jobs} not applied: polars already reads with {pl.thread_pool_size()} threads",
+            err=True,
+        )
 
 
 def route(argv: list[str]) -> list[str]:
