@@ -330,8 +330,6 @@ class Options:
             )
         if self.metric is not None and self.metric not in METRICS:
             raise SettingsError("--metric", f"must be one of {', '.join(METRICS)}, got {self.metric!r}")
-        if self.sync_s > 0 and not self.sync_every:
-            raise SettingsError("--sync-s", "needs --sync-every (drafter steps per sync): without it there is no sync")
 
     @classmethod
     def of(cls, options: Options | None = None, **given: Any) -> Options:

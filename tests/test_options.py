@@ -198,9 +198,7 @@ def _values(name):
 
 
 def _options(names):
-    given = st.fixed_dictionaries({}, optional={n: _values(n) for n in names})
-    # a sync's seconds need a sync: --sync-s without --sync-every is refused (test below)
-    return given.filter(lambda kw: not (kw.get("sync_s") and not kw.get("sync_every"))).map(lambda kw: Options(**kw))
+    return st.fixed_dictionaries({}, optional={n: _values(n) for n in names}).map(lambda kw: Options(**kw))
 
 
 @hsettings(max_examples=150, deadline=None)
@@ -254,12 +252,6 @@ def test_the_command_line_builds_the_same_options(o, follow):
         r = CliRunner().invoke(app, ["advise", "LOG", *_argv(o), *(["--follow"] if follow else [])])
     assert r.exit_code == 0, r.output
     assert seen == [o]
-
-
-def test_a_sync_time_needs_a_sync():
-    with pytest.raises(SettingsError, match="^--sync-s: needs --sync-every"):
-        Options(sync_s=1.0)
-    assert Options(sync_s=1.0, sync_every=4).sync_s == 1.0 and Options(sync_every=4).sync_s == 0.0
 
 
 def test_a_bad_option_on_the_command_line_is_exit_2_naming_it(tmp_path):

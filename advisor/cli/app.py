@@ -341,6 +341,8 @@ def what_if_cmd(
     except SettingsError as e:
         _die(str(e))
     options = options_of(given)
+    if options.sync_s > 0 and not options.sync_every:
+        _die("--sync-s needs --sync-every (drafter steps per sync): without it there is no sync")
     try:
         caps = {"target": as_capacity("--target-bps", target_bps), "drafter": as_capacity("--drafter-bps", drafter_bps)}
         adv = advise_numbers({"target": targets, "drafter": drafters}, caps, options)
