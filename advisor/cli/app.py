@@ -101,16 +101,14 @@ def _inputs(paths: list[Path]) -> str:
     return ", ".join(str(p) for p in paths) or "no input"
 
 
+def _bug(e: BaseException, inputs: str) -> str:
+    what = " ".join(f"{type(e).__name__}: {e}".split())
+    return f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)"
+
+
 def _internal(e: BaseException, inputs: str) -> None:
     """Exit 2 with one line: an unexpected exception is a bug, never a verdict (1) nor a traceback."""
-    what = " ".join(f"{type(e).__name__}: {e}".split())
-    _die(f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)")
-
-
-def _advise(logs: list[Path], options: Options):
-    from advisor.advice import advise
-
-    return advise(logs, options)
+    _die(_bug(e, inputs))
 
 
 def _advise_or_die(logs: list[Path], options: Options):
@@ -128,10 +126,10 @@ def _advise_or_die(logs: list[Path], options: Options):
             nl=False,
         )
     try:
-        return _advise(logs, options)
-    except LogError as e:
-        _die(str(e))
-    except ValueError as e:
+        from advisor.advice import advise
+
+        return advise(logs, options)
+    except (LogError, ValueError) as e:
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):
         raise
@@ -619,12 +617,7 @@ def main(argv: list[str] | None = None) -> None:
             typer.echo("dflash-advise: interrupted", err=True)
             code = 130
         else:
-            msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-            typer.echo(
-                f"dflash-advise: internal error while reading {', '.join(inputs) or 'no input'}: {msg} "
-                f"(a bug in dflash-advise; please report it)",
-                err=True,
-            )
+            typer.echo(f"dflash-advise: {_bug(e, ', '.join(inputs) or 'no input')}", err=True)
             code = 2
     sys.exit(code if isinstance(code, int) else 0)
 
