@@ -49,9 +49,9 @@ still runs).
 Rates. A ``rates`` snapshot is a pool-wide view: bps and cap_bps of each role's whole pool,
 queue depths. Write it from one process that sees the counts of every worker (a coordinator, or
 the only process), with a :class:`RateMeter`: fed by the steps this log writes, or by totals
-from shared counters (:meth:`RateMeter.set_totals`); ``rates_every_s`` makes :meth:`tick` (called by
-every step, or by the coordinator's loop) write one every so often, with queue depths from the
-``queue_depths`` callback (returning None leaves ``q`` out). Per-worker processes usually log
+from shared counters (:meth:`RateMeter.set_totals`); ``snapshots=Snapshots(every_s=...)`` makes
+:meth:`tick` (called by every step, or by the coordinator's loop) write one every so often, with
+queue depths from its ``queue_depths`` callback (returning None leaves ``q`` out). Per-worker processes usually log
 steps only.
 
 Files are created exclusively: opening a file that exists fails (two processes given the same
@@ -73,7 +73,7 @@ from typing import Any
 from advisor import records
 from advisor.records import End, EndReason, Rates, Record, Run, Step, Sync
 
-__all__ = ["RateLog", "StepTimer", "RateMeter", "rank_file_name"]
+__all__ = ["RateLog", "StepTimer", "RateMeter", "Snapshots", "BatchFacts", "Clocks", "rank_file_name"]
 
 ROUND = 6  # decimals of seconds written (microseconds): shorter lines, no lost precision that matters
 
@@ -149,6 +149,38 @@ class RateMeter:
             self._last = {r: _Totals(c.batches, c.busy_s, c.tokens) for r, c in self._now.items()}
             self._last_t = t
         return Rates(t=_r(t), window=_r(window), bps=bps, cap_bps=cap or None, tok_s=tok_s, q=q, eta_s=eta, done=done)
+
+
+@dataclass(frozen=True)
+class BatchFacts:
+    """What a step's line carries beside its times, tokens, role and worker: the batch's index, its
+    sequences, the loss and any extra fields of your own."""
+
+    batch: int | None = None
+    seqs: int | None = None
+    loss: float | None = None
+    extra: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Snapshots:
+    """When a :class:`RateLog` writes ``rates`` snapshots, and from what: every ``every_s`` seconds
+    (each :meth:`RateLog.tick` writes one when due; None: only when :meth:`RateLog.rates` is
+    called), from ``meter`` (None: a meter of this log's own steps, made where ``every_s`` is
+    given), with queue depths from the ``queue_depths`` callback (returning None leaves ``q`` out)."""
+
+    every_s: float | None = None
+    meter: RateMeter | None = None
+    queue_depths: Callable[[], Mapping[str, Any] | None] | None = None
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """The clocks a :class:`RateLog` reads: ``monotonic`` for every ``t``, ``wall`` (Unix seconds)
+    once at open to place it on the run's axis (module docstring); tests give their own."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
 
 
 class StepTimer:
@@ -236,6 +268,7 @@ class StepTimer:
         if self.tokens is None:
             raise records.RecordError("step", "tokens", "was never set: pass tokens= to log.step() or set s.tokens")
         busy = max(end - self._start - self._inner_wait - self._inner_blocked, 0.0)
+        extra = {**self.extra, "xfer": _r(self._xfer)} if self._xfer is not None else self.extra
         self.record = self._log.step_done(
             busy_s=busy,
             wait_s=self._inner_wait + self._outer_wait,
@@ -243,11 +276,8 @@ class StepTimer:
             tokens=self.tokens,
             role=self.role,
             worker=self.worker,
-            batch=self.batch,
-            seqs=self.seqs,
-            loss=self.loss,
             t=end,
-            extra={**self.extra, "xfer": _r(self._xfer)} if self._xfer is not None else self.extra,
+            facts=BatchFacts(self.batch, self.seqs, self.loss, extra),
         )
         return False
 
@@ -255,9 +285,11 @@ class StepTimer:
 class RateLog:
     """One process's rate-log file. See the module docstring for the clock and the write policy.
 
-    ``role`` and ``worker`` are this process's defaults for steps and syncs. ``meter`` (a
-    :class:`RateMeter`) is fed by every step written here; with ``rates_every_s`` each
-    :meth:`tick` writes a snapshot when one is due, with ``queue_depths()`` as its ``q``.
+    ``role`` and ``worker`` are this process's defaults for steps and syncs. ``snapshots`` says
+    when and from what ``rates`` are written (:class:`Snapshots`): its meter (a :class:`RateMeter`)
+    is fed by every step written here; with its ``every_s`` each :meth:`tick` writes a snapshot
+    when one is due, with ``queue_depths()`` as its ``q``. ``handle_sigterm``: call
+    :meth:`handle_signals` at open; ``overwrite``: truncate a file that exists instead of failing.
     """
 
     def __init__(
@@ -267,13 +299,10 @@ class RateLog:
         *,
         role: str | None = None,
         worker: int = 0,
-        meter: RateMeter | None = None,
-        rates_every_s: float | None = None,
-        queue_depths: Callable[[], Mapping[str, Any] | None] | None = None,
+        snapshots: Snapshots = Snapshots(),
         handle_sigterm: bool = False,
         overwrite: bool = False,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        clocks: Clocks = Clocks(),
     ):
         if not isinstance(header, Run):
             raise TypeError(f"header must be an advisor.records.Run, got {type(header).__name__}")
@@ -281,20 +310,21 @@ class RateLog:
             raise ValueError(f"role {role!r} is not a role of the header ({', '.join(header.roles)})")
         if role is not None and not 0 <= worker < header.roles[role]:
             raise ValueError(f"worker {worker} is out of range for {header.roles[role]} '{role}' workers")
+        rates_every_s = snapshots.every_s
         if rates_every_s is not None and rates_every_s <= 0:
-            raise ValueError(f"rates_every_s must be > 0, got {rates_every_s}")
-        self._clock = clock
-        wall_now, mono_now = wall(), clock()
+            raise ValueError(f"snapshots.every_s must be > 0, got {rates_every_s}")
+        self._clock = clocks.monotonic
+        wall_now, mono_now = clocks.wall(), self._clock()
         if header.t0_unix is None:
             header = header.stamped(wall_now)
         self.header = header
         self._offset = (wall_now - header.t0_unix) - mono_now
         self.role, self.worker = role, worker
-        self.meter = meter
-        if rates_every_s is not None and meter is None:
+        self.meter = snapshots.meter
+        if rates_every_s is not None and self.meter is None:
             self.meter = RateMeter(header)
         self.rates_every_s = rates_every_s
-        self.queue_depths = queue_depths
+        self.queue_depths = snapshots.queue_depths
         self._next_rates = rates_every_s
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -388,26 +418,24 @@ class RateLog:
         blocked_s: float = 0.0,
         role: str | None = None,
         worker: int | None = None,
-        batch: int | None = None,
-        seqs: int | None = None,
-        loss: float | None = None,
         t: float | None = None,
-        extra: Mapping[str, Any] | None = None,
+        facts: BatchFacts = BatchFacts(),
     ) -> Step:
-        """Write a step you timed yourself; ``t`` (default now) is when the worker was free again."""
+        """Write a step you timed yourself; ``t`` (default now) is when the worker was free again;
+        ``facts``: the batch's index, sequences, loss and extra fields, where you log them."""
         role = self._role(role)
         rec = Step(
             t=_r(self.now() if t is None else t),
             role=role,
             worker=self.worker if worker is None else worker,
-            batch=batch,
+            batch=facts.batch,
             tokens=tokens,
-            seqs=seqs,
+            seqs=facts.seqs,
             busy=_r(busy_s),
             wait=_r(wait_s),
             blocked=_r(blocked_s),
-            loss=loss,
-            extra=extra or {},
+            loss=facts.loss,
+            extra=facts.extra or {},
         )
         self.write(rec)
         if self.meter is not None:

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from advisor.model.synth import shared_cores_log  # noqa: E402
+from advisor.model.synth import SharedCores, shared_cores_log  # noqa: E402
 
 
 def advise(path: Path) -> dict:
@@ -61,13 +61,15 @@ def main() -> None:
             args.out / f"sc-{n}x{m}.jsonl",
             n,
             m,
-            cores=args.cores,
-            work_t=args.work_target,
-            work_d=args.work_drafter,
-            hs_cap=args.hs_cap,
-            seconds=args.seconds,
-            dt=args.dt,
-            seed=n,
+            SharedCores(
+                cores=args.cores,
+                work_t_s=args.work_target,
+                work_d_s=args.work_drafter,
+                hs_cap=args.hs_cap,
+                seconds=args.seconds,
+                dt_s=args.dt,
+                seed=n,
+            ),
         )
         measured[(n, m)] = advise(logs[(n, m)])["observed"]["bps"]
     print(

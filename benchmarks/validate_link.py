@@ -11,7 +11,7 @@ the best one? An exhaustive emulated check on 2 nodes.
    (`advisor.project.placement.placements`) is emulated; its rate is the emulation's steady
    drafter throughput (`trainer.emulate.steady_throughput`), and the projection at that placement
    is `advisor.project.table.placed_split` from the profile's fit alone (the analytic link stage);
-   beside it, `advisor.project.exact.simulate_placed` (exact simulation of the queue and link with
+   beside it, `advisor.project.exact.simulate_placed_run` (exact simulation of the queue and link with
    the profile's resampled services), to tell the model's error from the emulation's dynamics.
 3. Per split, the placement the advisor recommends (the table's) against the best emulated one.
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from advisor.advice import advise  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
 from advisor.model.link import Placement  # noqa: E402
-from advisor.project.exact import gather_pools, simulate_placed  # noqa: E402
+from advisor.project.exact import gather_pools, simulate_placed_run  # noqa: E402
 from advisor.project.placement import placements  # noqa: E402
 from advisor.project.table import placed_split  # noqa: E402
 from trainer.emulate import steady_throughput  # noqa: E402
@@ -118,7 +118,8 @@ def main() -> int:
             log = emulate(args.out / f"{n}x{m}-p{i}.jsonl", args, n, m, pl)
             x_em = steady_throughput(load_log(log))[0]
             x_model = placed_split(fit, settings, n, m, pl).x_bps
-            x_sim, cross_sim = simulate_placed(fit, pools, n, m, pl, fit.link.bytes_s)
+            run = simulate_placed_run(fit, pools, pl, fit.link.bytes_s)
+            x_sim, cross_sim = run.bps, run.crossing_share
             lk = advise(log).fit.link
             emulated.append(
                 {

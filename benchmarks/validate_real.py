@@ -194,7 +194,7 @@ def within_table(name: str, truth: dict) -> list[dict]:
         sys.path.insert(0, str(ROOT))  # this tree's advisor, as the subprocesses get it
     from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
-    from advisor.model.chain import project_split
+    from advisor.model.chain import WhatIf, project_split
 
     folder = ROOT / "fixtures" / "sweep" / name
     runs = json.loads((folder / "sweep.json").read_text())["runs"]
@@ -208,12 +208,12 @@ def within_table(name: str, truth: dict) -> list[dict]:
         for (n, m), t in truth.items():
 
             def util(sp, sc, n=n, m=m):
-                x = project_split(fit, n, m, mu_scale=(1 / sp, 1 / sc), interval=False)
+                x = project_split(fit, n, m, what_if=WhatIf(mu_scale=(1 / sp, 1 / sc)), interval=False)
                 return x.x_bps / x.producer_cap_bps, x.x_bps / x.consumer_cap_bps
 
             sp, sc = w.fixed_point(n, m, util)
             for j, scale in enumerate(((1.0, 1.0), (1 / sp, 1 / sc))):
-                x = project_split(fit, n, m, mu_scale=scale, interval=False).x_bps
+                x = project_split(fit, n, m, what_if=WhatIf(mu_scale=scale), interval=False).x_bps
                 worst[j] = max(worst[j], abs(x / t - 1.0))
         co = [
             q

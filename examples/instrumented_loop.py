@@ -35,7 +35,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from advisor.instrument import RateLog, RateMeter  # noqa: E402
+from advisor.instrument import RateLog, RateMeter, Snapshots  # noqa: E402
 from advisor.records import EndReason, Queue, Run  # noqa: E402
 
 PRODUCER, CONSUMER = "target", "drafter"
@@ -263,9 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out,
         header.stamped(t0.value),
         name="coordinator",
-        meter=meter,
-        rates_every_s=args.rates_every,
-        queue_depths=depths,
+        snapshots=Snapshots(every_s=args.rates_every, meter=meter, queue_depths=depths),
         handle_sigterm=True,
     ) as log:
         try:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.ingest.load import load_log, load_logs
-from advisor.instrument import RateLog, RateMeter, rank_file_name
+from advisor.instrument import BatchFacts, Clocks, RateLog, RateMeter, Snapshots, rank_file_name
 from advisor.records import Queue, RecordError, Run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def _lines(path: Path) -> list[dict]:
 
 def _log(tmp_path, clock, *, role="drafter", worker=0, header=HEADER, **kw) -> RateLog:
     head = header if header.t0_unix is not None else header.stamped(5000.0)
-    return RateLog.open(tmp_path, head, role=role, worker=worker, clock=clock, wall=lambda: 5000.0, **kw)
+    return RateLog.open(tmp_path, head, role=role, worker=worker, clocks=Clocks(clock, lambda: 5000.0), **kw)
 
 
 def test_step_context_manager_splits_busy_wait_blocked(tmp_path):
@@ -123,7 +123,7 @@ def test_bad_values_fail_where_they_are_made(tmp_path):
 
 def test_meter_snapshots_pool_rates_every_interval(tmp_path):
     clock = FakeClock()
-    log = _log(tmp_path, clock, rates_every_s=10.0, queue_depths=lambda: {"hs": 3})
+    log = _log(tmp_path, clock, snapshots=Snapshots(every_s=10.0, queue_depths=lambda: {"hs": 3}))
     log.meter.planned_batches = 100
     for _ in range(25):  # one drafter step every 0.5 s, 0.4 s busy, 1000 tokens
         clock.advance(0.5)
@@ -180,8 +180,8 @@ def test_processes_agree_on_time_through_the_header(tmp_path):
     """Two processes with unrelated monotonic clocks, opened at different wall times, place the
     same instant at the same t."""
     head = HEADER.stamped(1_000_000.0)
-    a = RateLog.open(tmp_path, head, role="target", worker=0, clock=lambda: 50.0, wall=lambda: 1_000_002.0)
-    b = RateLog.open(tmp_path, head, role="drafter", worker=0, clock=lambda: 9_999.0, wall=lambda: 1_000_002.0)
+    a = RateLog.open(tmp_path, head, role="target", worker=0, clocks=Clocks(lambda: 50.0, lambda: 1_000_002.0))
+    b = RateLog.open(tmp_path, head, role="drafter", worker=0, clocks=Clocks(lambda: 9_999.0, lambda: 1_000_002.0))
     assert a.now() == pytest.approx(2.0) and b.now() == pytest.approx(2.0)
     a.close()
     b.close()
@@ -210,7 +210,7 @@ def test_events_after_end_are_dropped(tmp_path):
 
 
 def test_unstamped_header_is_stamped_at_open(tmp_path):
-    log = RateLog(tmp_path / "one.jsonl", HEADER, role="drafter", wall=lambda: 123.5)
+    log = RateLog(tmp_path / "one.jsonl", HEADER, role="drafter", clocks=Clocks(wall=lambda: 123.5))
     log.close()
     assert _lines(tmp_path / "one.jsonl")[0]["t0_unix"] == 123.5
 
@@ -242,7 +242,7 @@ def test_threads_never_tear_lines(tmp_path):
 
     def work(w):
         for _ in range(200):
-            log.step_done(busy_s=0.001, tokens=10, worker=w, extra=payload)
+            log.step_done(busy_s=0.001, tokens=10, worker=w, facts=BatchFacts(extra=payload))
 
     threads = [threading.Thread(target=work, args=(w,)) for w in (0, 1)]
     for t in threads:
@@ -300,14 +300,14 @@ def test_per_process_files_read_back_as_one_run(tmp_path):
     head = HEADER.stamped(0.0)
     clocks = {k: FakeClock(start=s) for k, s in (("t0", 10.0), ("t1", 700.0), ("d0", 3.0))}
     logs = {
-        "t0": RateLog.open(tmp_path, head, role="target", worker=0, clock=clocks["t0"], wall=lambda: 0.0),
-        "t1": RateLog.open(tmp_path, head, role="target", worker=1, clock=clocks["t1"], wall=lambda: 0.0),
-        "d0": RateLog.open(tmp_path, head, role="drafter", worker=0, clock=clocks["d0"], wall=lambda: 0.0),
+        "t0": RateLog.open(tmp_path, head, role="target", worker=0, clocks=Clocks(clocks["t0"], lambda: 0.0)),
+        "t1": RateLog.open(tmp_path, head, role="target", worker=1, clocks=Clocks(clocks["t1"], lambda: 0.0)),
+        "d0": RateLog.open(tmp_path, head, role="drafter", worker=0, clocks=Clocks(clocks["d0"], lambda: 0.0)),
     }
     for i in range(200):
         for k in ("t0", "t1"):
             clocks[k].advance(0.5)
-            logs[k].step_done(busy_s=0.5, tokens=1000, batch=2 * i + (k == "t1"))
+            logs[k].step_done(busy_s=0.5, tokens=1000, facts=BatchFacts(batch=2 * i + (k == "t1")))
         for _ in range(2):
             clocks["d0"].advance(0.25)
             logs["d0"].step_done(busy_s=0.1, wait_s=0.15, tokens=1000)

@@ -7,7 +7,10 @@ Read from the source (``ast``), every import counted, module-level or inside a f
 - no circle among modules (a function-local import counts: hiding one inside a function does
   not break a circle, it only delays it);
 - no module imports another module's private name (``_x``), and neither do the tests;
-- no module of 1,000 lines or more, and no function over ``MAX_FUNCTION_LINES`` on the advice path.
+- no module of 1,000 lines or more, and no function over ``MAX_FUNCTION_LINES`` on the advice path;
+- no public function (module level, or a method of a public class) takes more than
+  ``MAX_PARAMETERS`` parameters, counting every one a caller may pass (``*args`` and ``**kw``
+  count one each; ``self`` and ``cls`` none): related ones travel as a record.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ WINGS = ("base", "ingest", "measure", "model", "fit", "project", "decide", "advi
 FACE = ("advisor", "advisor.__main__")  # the public face: lazy re-exports, above everything
 MAX_MODULE_LINES = 1000
 MAX_FUNCTION_LINES = 80
+MAX_PARAMETERS = 8
+WIDE_ALLOWED = {"advisor.settings.Options"}  # every option in one record: its fields are the point
 # functions over the limit that are not on the advice path (test-data and validation writers)
 LONG_OFF_PATH = {"advisor.model.synth"}
 # the exact simulator's event loop: its handlers are closures over one shared state, the fastest
@@ -220,6 +225,50 @@ def test_functions_on_the_advice_path_are_short():
                 if n > MAX_FUNCTION_LINES and f"{m}.{node.name}" not in LONG_HOT_LOOPS:
                     long.append(f"{m}.{node.name}: {n} lines")
     assert not long, "functions over the limit:\n" + "\n".join(long)
+
+
+def wide_functions(mod: str, source: str) -> list[str]:
+    """Public functions and public classes' methods of ``source`` over ``MAX_PARAMETERS`` parameters."""
+
+    def count(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+        a = fn.args
+        names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+        return len([n for n in names if n not in ("self", "cls")]) + (a.vararg is not None) + (a.kwarg is not None)
+
+    out = []
+
+    def visit(body: list[ast.stmt], where: str) -> None:
+        for node in body:
+            name = f"{where}.{getattr(node, 'name', '')}"
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and name not in WIDE_ALLOWED:
+                visit(node.body, name)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                public = not node.name.startswith("_") or (node.name == "__init__" and where != mod)
+                if public and count(node) > MAX_PARAMETERS:
+                    out.append(f"{name}: {count(node)} parameters")
+
+    visit(ast.parse(source).body, mod)
+    return out
+
+
+def test_public_functions_take_few_parameters():
+    wide = [w for m, p in MODULES.items() for w in wide_functions(m, p.read_text())]
+    assert not wide, f"public functions over {MAX_PARAMETERS} parameters (pass a record):\n" + "\n".join(wide)
+
+
+def test_the_parameter_check_sees_a_wide_function():
+    """The rule is live: it counts keyword-only, ``*args`` and ``**kw`` and leaves out private names."""
+    src = """
+def f(a, b, c, d, e, f, g, *args, h, **kw): ...
+def _g(a, b, c, d, e, f, g, h, i): ...
+def ok(a, b, c, d, e, f, g, h): ...
+class C:
+    def __init__(self, a, b, c, d, e, f, g, h, i): ...
+    def m(self, a, b, c, d, e, f, g, h): ...
+class _P:
+    def m(self, a, b, c, d, e, f, g, h, i): ...
+"""
+    assert wide_functions("x", src) == ["x.f: 10 parameters", "x.C.__init__: 9 parameters"]
 
 
 def test_the_checker_sees_a_circle_and_an_upward_import():

@@ -18,7 +18,7 @@ from advisor import records  # noqa: E402
 from advisor.errors import LogError  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
 from advisor.ingest.schema import KNOWN_EVENTS
-from advisor.instrument import RateLog  # noqa: E402
+from advisor.instrument import RateLog, Snapshots  # noqa: E402
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,7 +217,7 @@ def test_instrumentation_api_output_validates(tmp_path):
         extra={"notes": ["a test"]},
     ).stamped()
     log = RateLog.open(
-        tmp_path, head, role="drafter", rates_every_s=1e-4, queue_depths=lambda: {"pre": [3, 8], "hs": 4}
+        tmp_path, head, role="drafter", snapshots=Snapshots(every_s=1e-4, queue_depths=lambda: {"pre": [3, 8], "hs": 4})
     )
     for i in range(20):
         with log.step(tokens=2000 + i, seqs=4, batch=i) as s:

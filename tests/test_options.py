@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 import typer
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import advisor.cli.app as app_module
+import advisor.cli.follow as follow_module
 from advisor.cli.app import app
 from advisor.errors import SettingsError
 from advisor.settings import (
@@ -229,18 +230,26 @@ def _argv(o):
 
 
 @hsettings(max_examples=60, deadline=None)
-@given(_options(ADVISE_FIELDS))
-def test_the_command_line_builds_the_same_options(o):
-    """`dflash-advise LOG <flags of o>` hands the library exactly ``o``."""
+@given(_options(ADVISE_FIELDS), st.booleans())
+def test_the_command_line_builds_the_same_options(o, follow):
+    """`dflash-advise LOG <flags of o>` hands the library exactly ``o`` (with --follow, to the
+    follower; without it, the options only --follow reads are refused: test_app.py)."""
+    if not follow:
+        o = replace(o, **{name: option_fields()[name].default for name in app_module.FOLLOW_ONLY})
     seen = []
 
-    def capture(logs, options):
+    def capture(logs, options, **kw):
         seen.append(options)
+        return 0
+
+    def advise(logs, options):
+        capture(logs, options)
         raise typer.Exit(0)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(app_module, "_advise_or_die", capture)
-        r = CliRunner().invoke(app, ["advise", "LOG", *_argv(o)])
+        mp.setattr(app_module, "_advise_or_die", advise)
+        mp.setattr(follow_module, "follow_logs", capture)
+        r = CliRunner().invoke(app, ["advise", "LOG", *_argv(o), *(["--follow"] if follow else [])])
     assert r.exit_code == 0, r.output
     assert seen == [o]
 

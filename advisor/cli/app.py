@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -19,7 +20,7 @@ import typer
 from advisor import __version__
 from advisor.cli.flags import options_of, with_options
 from advisor.errors import LogError, SettingsError
-from advisor.settings import Options, as_capacity, check_counts, check_role_names
+from advisor.settings import Options, as_capacity, check_counts, check_role_names, option_fields
 
 if TYPE_CHECKING:
     from advisor.records import Run
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 # (~0.25 s of CPU on a 1M-line log). Set before numpy loads; a user's own setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+FOLLOW_ONLY = ("interval_s", "max_wait_s", "settle_tol")  # the Options fields that only --follow reads
 COMMANDS = ("advise", "check", "plot", "what-if", "import-tb", "summarize")
 TOP_LEVEL = ("--help", "-h", "--version", "-V")
 
@@ -99,16 +101,14 @@ def _inputs(paths: list[Path]) -> str:
     return ", ".join(str(p) for p in paths) or "no input"
 
 
+def _bug(e: BaseException, inputs: str) -> str:
+    what = " ".join(f"{type(e).__name__}: {e}".split())
+    return f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)"
+
+
 def _internal(e: BaseException, inputs: str) -> None:
     """Exit 2 with one line: an unexpected exception is a bug, never a verdict (1) nor a traceback."""
-    what = " ".join(f"{type(e).__name__}: {e}".split())
-    _die(f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)")
-
-
-def _advise(logs: list[Path], options: Options):
-    from advisor.advice import advise
-
-    return advise(logs, options)
+    _die(_bug(e, inputs))
 
 
 def _advise_or_die(logs: list[Path], options: Options):
@@ -126,10 +126,10 @@ def _advise_or_die(logs: list[Path], options: Options):
             nl=False,
         )
     try:
-        return _advise(logs, options)
-    except LogError as e:
-        _die(str(e))
-    except ValueError as e:
+        from advisor.advice import advise
+
+        return advise(logs, options)
+    except (LogError, ValueError) as e:
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):
         raise
@@ -183,6 +183,9 @@ def advise_cmd(
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
     options = options_of(given)
+    idle = [f for f in FOLLOW_ONLY if f in options.given()] if not follow else []
+    if idle:
+        _die(f"{option_fields()[idle[0]].metadata['flag'].name} applies only with --follow")
     if follow:
         from advisor.cli.follow import follow_logs
 
@@ -336,6 +339,8 @@ def what_if_cmd(
     except SettingsError as e:
         _die(str(e))
     options = options_of(given)
+    if options.sync_s > 0 and not options.sync_every:
+        _die("--sync-s needs --sync-every (drafter steps per sync): without it there is no sync")
     try:
         caps = {"target": as_capacity("--target-bps", target_bps), "drafter": as_capacity("--drafter-bps", drafter_bps)}
         adv = advise_numbers({"target": targets, "drafter": drafters}, caps, options)
@@ -349,15 +354,15 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
-def _tb_header(run: str, roles: str, queue: list[str], options: Options, **counts: Any) -> Run:
-    """The imported log's header from import-tb's --roles, --queue and engine options.
+def _tb_header(run: str, roles: str, tb: TbImport, options: Options) -> Run:
+    """The imported log's header from import-tb's --roles, --queue, counts and engine options.
 
     Args:
         run: the run's name.
         roles: ``--roles`` (workers per role, producer first).
-        queue: the ``--queue`` specs, NAME:ROLE:CAP.
+        tb: import-tb's own options (the ``--queue`` specs, NAME:ROLE:CAP; the run's token_budget,
+            samples and epochs, None where not given).
         options: the shared options (GPUs, GPUs per worker and per node).
-        counts: the run's token_budget, samples and epochs (None: not given).
 
     Returns:
         The `advisor.records.Run` header the imported rates events follow.
@@ -366,7 +371,7 @@ def _tb_header(run: str, roles: str, queue: list[str], options: Options, **count
     from advisor.tbimport import parse_queue, parse_roles
 
     role_map = parse_roles(roles)
-    queues = [parse_queue(q, list(role_map)) for q in queue]
+    queues = [parse_queue(q, list(role_map)) for q in tb.queue or []]
     k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1]) or None
     return Run(
         run=run,
@@ -375,8 +380,44 @@ def _tb_header(run: str, roles: str, queue: list[str], options: Options, **count
         queues=queues,
         gpus_per_worker=k,
         gpus_per_node=options.gpus_per_node,
-        **counts,
+        token_budget=tb.token_budget,
+        samples=tb.samples,
+        epochs=tb.epochs,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TbImport:
+    """import-tb's own options beside the shared ones: where each rates field comes from (``--map``,
+    ``--stack``), the queues, and the header's counts, name and state."""
+
+    mapping: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
+            "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
+            "fields.",
+            show_default=False,
+        ),
+    ] = None
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            "--stack",
+            help="Read the metrics this stack logs by name: torchspec, specforge or speculators (docs/stacks/).",
+        ),
+    ] = None
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 (repeatable).")
+    ] = None
+    token_budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Tokens per batch at most.")] = None
+    samples: Annotated[int | None, typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None
+    epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Run name (default: the first argument's name).")
+    ] = None
+    ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False
 
 
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
@@ -396,6 +437,7 @@ def _tb_header(run: str, roles: str, queue: list[str], options: Options, **count
     "ended",
     "gpus_per_worker",
     "gpus_per_node",
+    record=TbImport,
 )
 def import_tb_cmd(
     events: Annotated[
@@ -416,33 +458,7 @@ def import_tb_cmd(
             show_default=False,
         ),
     ],
-    mapping: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--map",
-            help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
-            "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
-            "fields.",
-            show_default=False,
-        ),
-    ] = None,
-    stack: Annotated[
-        str | None,
-        typer.Option(
-            "--stack",
-            help="Read the metrics this stack logs by name: torchspec, specforge or speculators (docs/stacks/).",
-        ),
-    ] = None,
-    queue: Annotated[
-        list[str] | None, typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 (repeatable).")
-    ] = None,
-    token_budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Tokens per batch at most.")] = None,
-    samples: Annotated[int | None, typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
-    epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None,
-    run_name: Annotated[
-        str | None, typer.Option("--run-name", help="Run name (default: the first argument's name).")
-    ] = None,
-    ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
+    tb: TbImport,
     **given: Any,
 ) -> None:
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
@@ -451,19 +467,18 @@ def import_tb_cmd(
     from advisor.stacks import import_stack
     from advisor.tbimport import import_tensorboard
 
-    if stack is None and not mapping:
+    if tb.stack is None and not tb.mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
     options = options_of(given)
     with warnings.catch_warnings(record=True) as seen:  # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
-            run = run_name or Path(events[0]).name
-            counts = {"token_budget": token_budget, "samples": samples, "epochs": epochs}
-            header = _tb_header(run, roles, queue or [], options, **counts)
-            if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
+            header = _tb_header(tb.run_name or Path(events[0]).name, roles, tb, options)
+            mapping = tb.mapping or []
+            if tb.stack is None and not any(str(p).lower().endswith(".csv") for p in events):
+                path, n = import_tensorboard(events, out, header, mapping=mapping, ended=tb.ended)
             else:
-                path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
+                path, n = import_stack(events, out, header, stack=tb.stack, mapping=mapping, ended=tb.ended)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))
@@ -482,7 +497,7 @@ def summarize_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="The summary file to write (JSON).")],
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, help="Ignored (kept for old scripts): polars reads with every core."),
+        typer.Option("--jobs", "-j", min=1, help="Threads to read with (default: every core)."),
     ] = None,
 ) -> None:
     """Reduce logs of one run to one mergeable summary (bounded memory); advise from it with `dflash-advise S.json`.
@@ -490,6 +505,8 @@ def summarize_cmd(
     Summaries merge: `summarize S1.json S2.json -o S.json` gives the summary of the logs behind
     S1 and S2, so each node can summarize its own ranks' logs and one machine merges the results.
     """
+    if jobs is not None:
+        _polars_threads(jobs)
     from advisor.ingest.load import summarize_paths
 
     try:
@@ -508,6 +525,21 @@ def summarize_cmd(
         f"{out}: {len(summ.paths)} file(s), {summ.n_lines} lines, {n} steps{' (sampled)' if summ.sampled else ''}",
         err=True,
     )
+
+
+def _polars_threads(jobs: int) -> None:
+    """Read with ``jobs`` threads: polars sizes its pool from POLARS_MAX_THREADS once, when it is
+    first imported, so the cap is set before that (a pool already made is said, not resized)."""
+    if "polars" not in sys.modules:
+        os.environ["POLARS_MAX_THREADS"] = str(jobs)
+        return
+    import polars as pl
+
+    if pl.thread_pool_size() != jobs:
+        typer.echo(
+            f"dflash-advise: warning: -j {jobs} not applied: polars already reads with {pl.thread_pool_size()} threads",
+            err=True,
+        )
 
 
 def route(argv: list[str]) -> list[str]:
@@ -585,12 +617,7 @@ def main(argv: list[str] | None = None) -> None:
             typer.echo("dflash-advise: interrupted", err=True)
             code = 130
         else:
-            msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-            typer.echo(
-                f"dflash-advise: internal error while reading {', '.join(inputs) or 'no input'}: {msg} "
-                f"(a bug in dflash-advise; please report it)",
-                err=True,
-            )
+            typer.echo(f"dflash-advise: {_bug(e, ', '.join(inputs) or 'no input')}", err=True)
             code = 2
     sys.exit(code if isinstance(code, int) else 0)
 

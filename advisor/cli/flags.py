@@ -5,10 +5,14 @@ its help, its default and its limits, so that the CLI writes none of them again.
 placed in ``order`` among the command's own parameters; the command takes them as ``**given`` and
 builds its `Options` with `options_of`. Adding a field to `Options` (with the command in its
 `Flag`'s ``commands``) and its name to the command's ``order`` is all a new option needs here.
+A command with many options of its own may group them in a frozen record whose fields carry their
+typer options (``with_options(..., record=R)``): each field is an option of the command, and the
+command takes them as its one parameter of type ``R``.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -43,9 +47,11 @@ def option_param(command: str, name: str) -> inspect.Parameter:
     )
 
 
-def with_options(command: str, *order: str) -> Callable[[F], F]:
+def with_options(command: str, *order: str, record: type | None = None) -> Callable[[F], F]:
     """Give a typer command (whose own parameters end in ``**given``) the `Options` fields named in
-    ``order``, in that order among its own parameters (every one of which ``order`` names)."""
+    ``order``, in that order among its own parameters (every one of which ``order`` names). With
+    ``record``, ``order`` may also name the record's fields: they become options of the command,
+    and the command gets them as one ``record`` in its parameter annotated with that type."""
 
     def wrap(fn: F) -> F:
         own = {
@@ -53,13 +59,26 @@ def with_options(command: str, *order: str) -> Callable[[F], F]:
             for p in inspect.signature(fn, eval_str=True).parameters.values()
             if p.kind is not inspect.Parameter.VAR_KEYWORD
         }
+        into = next((n for n, p in own.items() if record is not None and p.annotation is record), None)
+        grouped = dict(inspect.signature(record, eval_str=True).parameters) if into is not None else {}
+        own.pop(into, None)
         if not set(own) <= set(order):
             raise ValueError(f"{command}: order leaves out {', '.join(sorted(set(own) - set(order)))}")
+        mine = own | grouped
         params = [
-            own[n].replace(kind=inspect.Parameter.KEYWORD_ONLY) if n in own else option_param(command, n) for n in order
+            mine[n].replace(kind=inspect.Parameter.KEYWORD_ONLY) if n in mine else option_param(command, n)
+            for n in order
         ]
-        fn.__signature__ = inspect.Signature(params)  # what typer reads the command's options from
-        return fn
+        if into is None:
+            fn.__signature__ = inspect.Signature(params)  # what typer reads the command's options from
+            return fn
+
+        @functools.wraps(fn)
+        def call(**given: Any) -> Any:
+            return fn(**{into: record(**{n: given.pop(n) for n in grouped})}, **given)
+
+        call.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return call  # type: ignore[return-value]
 
     return wrap
 

@@ -46,7 +46,7 @@ from advisor.decide.odds import RESOLUTION, Odds, draw_inputs, draw_rates, effec
 from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
-from advisor.project.sensitivity import Sensitivity, sensitivity
+from advisor.project.sensitivity import Rivals, Sensitivity, sensitivity
 from advisor.project.table import lead_interval, lead_parts, split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
@@ -344,9 +344,7 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         fit,
         settings,
         r,
-        _split(df, runner, p, c) if runner else None,
-        _split(df, fewer, p, c) if fewer else None,
-        _split(df, more, p, c) if more else None,
+        Rivals(*(_split(df, x, p, c) if x else None for x in (runner, fewer, more))),
         _split(df, judged, p, c) if judged else r,
         bottleneck_of=lambda s: str(df.at[split_label(*s), "bottleneck"]),
         capacity_of=lambda s, i: float(df.at[split_label(*s), f"cap_{(p, c)[i]}_bps"]),

@@ -283,16 +283,15 @@ def check_number(
     minimum: float | None = 0.0,
     maximum: float | None = None,
     integer: bool = False,
-    default: Any = None,
 ) -> Any:
-    """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or ``default`` if optional.
+    """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or None if optional.
 
     Whole numbers are further bounded by 2**53 (beyond it a float cannot hold them exactly).
     """
     if name not in obj or obj[name] is None:
         if required:
             raise LogError(path, line, "is missing", name)
-        return default
+        return None
     v = obj[name]
     if not _is_number(v):
         raise LogError(path, line, f"must be a number, got {type(v).__name__} {short_repr(v)}", name)
@@ -331,7 +330,7 @@ def check_string(
     if name not in obj or obj[name] is None:
         if required:
             raise LogError(path, line, "is missing", name)
-        return default
+        return None
     v = obj[name]
     if not isinstance(v, str):
         raise LogError(path, line, f"must be a string, got {type(v).__name__} {short_repr(v)}", name)
@@ -552,7 +551,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         hardware=texts["hardware"],
         target_model=texts["target_model"],
         drafter_model=texts["drafter_model"],
-        sync_every=check_number(obj, "sync_every", path, line, required=False, minimum=0, integer=True, default=0),
+        sync_every=check_number(obj, "sync_every", path, line, required=False, minimum=0, integer=True) or 0,
         hs_bytes_per_token=check_number(
             obj, "hs_bytes_per_token", path, line, required=False, minimum=0, maximum=MAX_INT
         ),

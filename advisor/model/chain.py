@@ -244,6 +244,17 @@ class SplitResult:
 
 
 @dataclass(frozen=True)
+class WhatIf:
+    """What a projection changes from the fit: the q_hs depth, the batch's tokens, each role's
+    per-engine rate and the drafters' per-rank sync factor (the what-ifs and the sensitivity knobs)."""
+
+    hs_cap: int | None = None  # q_hs depth, batches (None: the fit's)
+    tokens_per_batch: float | None = None  # mean tokens per batch (None: the logged mean)
+    mu_scale: tuple[float, float] = (1.0, 1.0)  # factors on the producer's and consumer's per-engine rates
+    consumer_scaling: float | None = None  # the per-rank sync factor s(M) (None: the fit's)
+
+
+@dataclass(frozen=True)
 class LinkStage:
     """The link of one split: where the engines sit, a crossing batch's transfer seconds and their SCV,
     the seconds one sync round's all-reduce holds the link (`advisor.model.link.sync_link_s`) and the
@@ -612,17 +623,14 @@ def project_split(
     n_producer: int,
     n_consumer: int,
     *,
-    hs_cap: int | None = None,
-    tokens_per_batch: float | None = None,
-    mu_scale: tuple[float, float] = (1.0, 1.0),
+    what_if: WhatIf = WhatIf(),
     gpus: int | None = None,
-    consumer_scaling: float | None = None,
     interval: bool = True,
     gpus_per_worker: tuple[int, int] = (1, 1),
     link: LinkStage | None = None,
 ) -> SplitResult:
-    """Project one split. ``mu_scale`` multiplies the per-worker rates (interval ends, what-ifs);
-    ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity analysis).
+    """Project one split under ``what_if``: its ``mu_scale`` multiplies the per-worker rates (interval
+    ends, what-ifs); its ``consumer_scaling`` overrides the per-rank sync factor s(M) (sensitivity).
 
     Contention: step times are scaled by ``fit.contention`` for this split (`advisor.model.params.ContentionFit`).
     Interval (``interval=True``): the throughput's elasticities to each role's rate,
@@ -637,12 +645,13 @@ def project_split(
     ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
     ``gpus_per_worker`` and ``link``: engines of several GPUs and the link (module docstring).
     """
+    tokens_per_batch, consumer_scaling = what_if.tokens_per_batch, what_if.consumer_scaling
     tokens, busy_p, busy_c = _busy_per_batch(fit, tokens_per_batch)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
     workers = n_producer + n_consumer if gpus_per_worker != (1, 1) else g  # contention counts engines
     k_p, k_c = fit.contention.scale(n_producer, workers)
-    r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), mu_scale, consumer_scaling, link)
-    b = fit.hs_cap if hs_cap is None else hs_cap
+    r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if.mu_scale, consumer_scaling, link)
+    b = fit.hs_cap if what_if.hs_cap is None else what_if.hs_cap
     x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
     lo = hi = math.nan
     err: dict = {}

@@ -555,41 +555,43 @@ def reference_scenario(*, duration_s: float = 5400.0, seed: int = 20260415) -> S
     )
 
 
-def shared_cores_log(
-    path,
-    n: int,
-    m: int,
-    *,
-    cores: float = 2.0,
-    work_t: float = 0.10,
-    work_d: float = 0.06,
-    hs_cap: int = 4,
-    seconds: float = 120.0,
-    dt: float = 0.0005,
-    seed: int = 0,
-) -> Path:
-    """A rate log of n targets and m drafters on a host of ``cores`` cores, its header silent on
+@dataclass(frozen=True)
+class SharedCores:
+    """The host and run of `shared_cores_log`: its cores, one core's seconds per batch of a target and
+    of a drafter, the q_hs depth, the run's length, the time step and the seed."""
+
+    cores: float = 2.0
+    work_t_s: float = 0.10  # one core's seconds per target batch (mean)
+    work_d_s: float = 0.06  # one core's seconds per drafter batch (mean)
+    hs_cap: int = 4  # q_hs depth, batches
+    seconds: float = 120.0  # the run's length
+    dt_s: float = 0.0005  # the time step
+    seed: int = 0
+
+
+def shared_cores_log(path, n: int, m: int, host: SharedCores = SharedCores()) -> Path:
+    """A rate log of n targets and m drafters on a host of ``host.cores`` cores, its header silent on
     devices (no ``device``, ``physical_gpus``): every busy worker gets min(1, cores / busy workers)
     of a core (processor sharing), so a step takes longer while more peers are busy. Time-stepped
-    (``dt``): a target holds a finished batch while q_hs (``hs_cap``) is full, a drafter waits while
-    it is empty; ``work_t``, ``work_d`` are one core's seconds per batch (gamma, SCV 0.1). Ends
+    (``dt_s``): a target holds a finished batch while q_hs (``hs_cap``) is full, a drafter waits while
+    it is empty; ``work_t_s``, ``work_d_s`` are one core's seconds per batch (gamma, SCV 0.1). Ends
     ``interrupted`` at ``seconds`` (benchmarks/shared_cores.py, issue 21)."""
-    rng = random.Random(seed)
+    rng = random.Random(host.seed)
     draw = lambda mean: mean * rng.gammavariate(10.0, 0.1)  # noqa: E731
-    tgt = [{"state": "busy", "left": draw(work_t), "start": 0.0, "done": 0.0} for _ in range(n)]
+    tgt = [{"state": "busy", "left": draw(host.work_t_s), "start": 0.0, "done": 0.0} for _ in range(n)]
     dft = [{"state": "idle", "left": 0.0, "start": 0.0, "free": 0.0, "wait": 0.0} for _ in range(m)]
     queue, held, rows, batch = 0, [], [], 0
-    for k in range(1, int(seconds / dt) + 1):
-        now = k * dt
+    for k in range(1, int(host.seconds / host.dt_s) + 1):
+        now = k * host.dt_s
         busy = sum(w["state"] == "busy" for w in tgt) + sum(d["state"] == "busy" for d in dft)
-        rate = min(1.0, cores / max(busy, 1))
+        rate = min(1.0, host.cores / max(busy, 1))
         for i, w in enumerate(tgt):
             if w["state"] == "busy":
-                w["left"] -= dt * rate
+                w["left"] -= host.dt_s * rate
                 if w["left"] <= 0:
                     w.update(state="held", done=now)
                     held.append(i)
-        while held and queue < hs_cap:
+        while held and queue < host.hs_cap:
             w = tgt[held.pop(0)]
             queue += 1
             batch += 1
@@ -606,10 +608,10 @@ def shared_cores_log(
                     "blocked": round(now - w["done"], 5),
                 }
             )
-            w.update(state="busy", left=draw(work_t), start=now)
+            w.update(state="busy", left=draw(host.work_t_s), start=now)
         for j, d in enumerate(dft):
             if d["state"] == "busy":
-                d["left"] -= dt * rate
+                d["left"] -= host.dt_s * rate
                 if d["left"] <= 0:
                     rows.append(
                         {
@@ -627,7 +629,7 @@ def shared_cores_log(
                     d.update(state="idle", free=now)
             if d["state"] == "idle" and queue > 0:
                 queue -= 1
-                d.update(state="busy", left=draw(work_d), start=now, wait=now - d["free"])
+                d.update(state="busy", left=draw(host.work_d_s), start=now, wait=now - d["free"])
     rows.sort(key=lambda r: r["t"])
     head = {
         "ev": "run",
@@ -636,11 +638,11 @@ def shared_cores_log(
         "run": f"shared-cores-{n}x{m}",
         "gpus": n + m,
         "roles": {"target": n, "drafter": m},
-        "queues": [{"name": "hs", "feeds": "drafter", "cap": hs_cap}],
+        "queues": [{"name": "hs", "feeds": "drafter", "cap": host.hs_cap}],
         "token_budget": 1000,
     }
     path = Path(path)
     path.write_text(
-        "".join(json.dumps(o) + "\n" for o in [head, *rows, {"ev": "end", "t": seconds, "reason": "interrupted"}])
+        "".join(json.dumps(o) + "\n" for o in [head, *rows, {"ev": "end", "t": host.seconds, "reason": "interrupted"}])
     )
     return path

@@ -24,7 +24,7 @@ logs with step events (a rates-only log has no residuals to resample).
 Every split's inputs are drawn in order from one generator, and each split is simulated in turn,
 in this process; a simulation is deterministic in its inputs.
 
-Across nodes (`simulate_placed`): the same batches with each worker on its node of a placement
+Across nodes (`simulate_placed_run`): the same batches with each worker on its node of a placement
 and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
 log that spans nodes gives its drafters' busy less their link seconds (`advisor.measure.crossing`),
 so the link is not counted twice.
@@ -127,33 +127,9 @@ class PlacedRun:
     link_s_per_batch: float
 
 
-def simulate_placed(
-    fit: PipelineFit,
-    pools: Pools,
-    n: int,
-    m: int,
-    placement: Placement,
-    link_bytes_s: float | None,
-    *,
-    hs_cap: int | None = None,
-    n_batches: int = PLACED_BATCHES,
-    seed: int = 0,
-    scale: tuple[float, float] = (1.0, 1.0),
-) -> tuple[float, float]:
-    """(rate b/s, share of batches that crossed) of split (n, m) at ``placement`` with the shared
-    link of ``link_bytes_s`` (None: free), from the logs' resampled services (module docstring);
-    ``scale`` multiplies each role's per-engine rate (engines of another size)."""
-    run = simulate_placed_run(
-        fit, pools, n, m, placement, link_bytes_s, hs_cap=hs_cap, n_batches=n_batches, seed=seed, scale=scale
-    )
-    return run.bps, run.crossing_share
-
-
 def simulate_placed_run(
     fit: PipelineFit,
     pools: Pools,
-    n: int,
-    m: int,
     placement: Placement,
     link_bytes_s: float | None,
     *,
@@ -162,8 +138,12 @@ def simulate_placed_run(
     seed: int = 0,
     scale: tuple[float, float] = (1.0, 1.0),
 ) -> PlacedRun:
-    """`simulate_placed` with the link's seconds per batch; the drafters' all-reduce holds the link
+    """The split of ``placement``'s engines (n targets, m drafters) at that placement with the shared
+    link of ``link_bytes_s`` (None: free), from the logs' resampled services (module docstring): its
+    rate, the share of batches that crossed and the link's seconds per batch. ``scale`` multiplies
+    each role's per-engine rate (engines of another size); the drafters' all-reduce holds the link
     `advisor.model.link.sync_link_s` more each round where they sit on several nodes."""
+    n, m = sum(placement.producers), sum(placement.consumers)
     rng = np.random.default_rng([seed, n, m])
     b = fit.hs_cap if hs_cap is None else hs_cap
     nb = batches_for(fit, n, m, n_batches, b)

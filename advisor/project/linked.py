@@ -6,7 +6,7 @@ its batches). Where drafters share nodes with targets, the one FIFO q_hs breaks 
 targets are released in a cyclic order and a drafter that stayed on its node comes back sooner,
 so in the trainer's emulation of 6 TP-2 targets and 4 drafters spread over two nodes 64% of the
 batches crossed, not 50%, and the rate was 20% below the analytic one; the exact simulation of
-the same rules (`advisor.project.exact.simulate_placed`: the log's resampled services, the
+the same rules (`advisor.project.exact.simulate_placed_run`: the log's resampled services, the
 queue's and the link's first-come-first-served order) found 64% and came within 1% of the
 emulation (BENCHMARKS.md section 16.1). Where drafters sit only on nodes without targets, or only
 with all of them, the crossing share is fixed by conservation and the analytic stage is exact
@@ -92,11 +92,11 @@ def refine_placements(
             continue  # no batch crosses: each node's pipeline is the analytic chain's own case
         n, m = int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
         runs = [
-            (simulate_placed_run(fit, pools, n, m, pl, settings.link_bytes_s, hs_cap=settings.hs_cap, scale=scale), pl)
+            (simulate_placed_run(fit, pools, pl, settings.link_bytes_s, hs_cap=settings.hs_cap, scale=scale), pl)
             for pl in candidates(fit, settings, n, m)
         ]
         run, pl = max(runs, key=lambda r: r[0].bps)
-        free = simulate_placed_run(fit, pools, n, m, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
+        free = simulate_placed_run(fit, pools, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
         _set_row(df, label, run, free, pl, (p, c))
         if float(df.at[label, "bps_other_layout"]) > float(df.at[label, "bps"]):
             # simulated, the shared queue falls below the node-local pipelines: the row becomes theirs

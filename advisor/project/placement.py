@@ -90,6 +90,16 @@ class PlacedPool:
 
 
 @dataclass(frozen=True)
+class Nodes:
+    """The nodes a split is placed on: how many, the GPUs of each, and the GPUs of one target and of
+    one drafter engine."""
+
+    count: int
+    gpus_per_node: int
+    gpus_per_worker: tuple[int, int] = (1, 1)
+
+
+@dataclass(frozen=True)
 class SyncOverLink:
     """The drafters' sync as the link sees it: steps per sync, bytes per all-reduce, the link's bytes/s."""
 
@@ -109,10 +119,7 @@ def pool_rate(pl: Placement, pool: LinkResult, sync: SyncOverLink) -> float:
 def best_placement(
     n: int,
     m: int,
-    nodes: int,
-    gpus_per_node: int,
-    k_p: int,
-    k_c: int,
+    nodes: Nodes,
     consumer_s: float,
     xfer_s: float,
     scv_x: float,
@@ -120,8 +127,9 @@ def best_placement(
 ) -> PlacedPool:
     """The placement of the highest drafter-pool capacity, its sync over the link included (ties:
     fewer crossings, then packed)."""
-    cands = placements(n, m, nodes, gpus_per_node, k_p, k_c)
-    pack = packed(n, m, nodes, gpus_per_node, k_p, k_c)
+    shape = (nodes.count, nodes.gpus_per_node, *nodes.gpus_per_worker)
+    cands = placements(n, m, *shape)
+    pack = packed(n, m, *shape)
     best: tuple | None = None
     for pl in cands:
         pool = link_pool(pl, consumer_s, xfer_s, scv_x)

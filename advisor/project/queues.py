@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from advisor.model.chain import WhatIf
 from advisor.model.params import PipelineFit
 from advisor.project.table import split_capacities
 from advisor.settings import Settings
@@ -70,9 +71,9 @@ def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -
         return None
     cap = settings.hs_cap
     x = split_capacities(fit, settings, *split).x_bps
-    x2 = split_capacities(fit, settings, *split, hs_cap=max(2 * cap, 1)).x_bps
-    x4 = split_capacities(fit, settings, *split, hs_cap=max(4 * cap, 2)).x_bps
-    xh = split_capacities(fit, settings, *split, hs_cap=cap // 2).x_bps
+    x2 = split_capacities(fit, settings, *split, what_if=WhatIf(hs_cap=max(2 * cap, 1))).x_bps
+    x4 = split_capacities(fit, settings, *split, what_if=WhatIf(hs_cap=max(4 * cap, 2))).x_bps
+    xh = split_capacities(fit, settings, *split, what_if=WhatIf(hs_cap=cap // 2)).x_bps
     # a slot's bytes need the batch's tokens: none where no log measured them (the batch is nominal)
     per_slot = (
         fit.hs_bytes_per_token * settings.tokens_per_batch if fit.hs_bytes_per_token and fit.tokens_measured else None

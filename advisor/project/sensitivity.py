@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from advisor.model.chain import sync_scaling
+from advisor.model.chain import WhatIf, sync_scaling
 from advisor.model.params import PipelineFit
 from advisor.project.table import split_capacities
 from advisor.settings import Settings
@@ -74,6 +74,15 @@ class Lever:
 
 
 @dataclass(frozen=True)
+class Rivals:
+    """The splits the recommended one is weighed against (None: there is none such)."""
+
+    runner_up: Split | None  # the next best split
+    fewer: Split | None  # the best split with fewer drafters
+    more: Split | None  # the best split with more drafters
+
+
+@dataclass(frozen=True)
 class Sensitivity:
     thresholds: tuple[Threshold, ...]
     scaling: tuple[ScalingTie, ...]
@@ -95,9 +104,9 @@ def _bisect_log(diff: Callable[[float], float], lo: float, hi: float) -> float |
     return math.sqrt(lo * hi)
 
 
-def _x(fit: PipelineFit, settings: Settings, split: Split, **kw) -> float:
+def _x(fit: PipelineFit, settings: Settings, split: Split, what_if: WhatIf = WhatIf()) -> float:
     # the rate alone: its interval (two more chain solves per call) is not needed here
-    return split_capacities(fit, settings, *split, interval=False, **kw).x_bps
+    return split_capacities(fit, settings, *split, what_if=what_if, interval=False).x_bps
 
 
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
@@ -105,7 +114,7 @@ def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, rol
 
     def diff(f: float) -> float:
         scale = (f, 1.0) if role_index == 0 else (1.0, f)
-        return _x(fit, settings, alt, mu_scale=scale) - _x(fit, settings, rec, mu_scale=scale)
+        return _x(fit, settings, alt, WhatIf(mu_scale=scale)) - _x(fit, settings, rec, WhatIf(mu_scale=scale))
 
     lo, hi = ROBUST_RANGE
     d1 = diff(1.0)
@@ -122,7 +131,7 @@ def scaling_tie(
     x_small = _x(fit, settings, small)
 
     def diff(s: float) -> float:
-        return _x(fit, settings, big, consumer_scaling=s) - x_small
+        return _x(fit, settings, big, WhatIf(consumer_scaling=s)) - x_small
 
     s = _bisect_log(diff, *SCALING_RANGE)
     fitted = sync_scaling(fit.consumer, fit.sync, big[1])
@@ -164,9 +173,7 @@ def sensitivity(
     fit: PipelineFit,
     settings: Settings,
     rec: Split,
-    runner_up: Split | None,
-    fewer: Split | None,
-    more: Split | None,
+    rivals: Rivals,
     judged: Split,
     bottleneck_of: Callable[[Split], str],
     capacity_of: Callable[[Split, int], float],
@@ -174,6 +181,7 @@ def sensitivity(
     """Thresholds against the runner-up, drafter-scaling ties against the best split with fewer
     and with more drafters, and sync levers at the recommended and judged drafter counts."""
     thresholds: list[Threshold] = []
+    runner_up = rivals.runner_up
     if runner_up is not None:
         for i, role in enumerate(fit.roles):
             thresholds.append(
@@ -184,6 +192,8 @@ def sensitivity(
                     workers=rec[i],
                 )
             )
-    ties = tuple(scaling_tie(fit, settings, rec, alt, bottleneck_of) for alt in (fewer, more) if alt is not None)
+    ties = tuple(
+        scaling_tie(fit, settings, rec, alt, bottleneck_of) for alt in (rivals.fewer, rivals.more) if alt is not None
+    )
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
     return Sensitivity(thresholds=tuple(thresholds), scaling=ties, levers=lev)

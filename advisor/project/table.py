@@ -92,10 +92,10 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from advisor.errors import ReconcileWarning
-from advisor.model.chain import LinkStage, SplitResult, project_local, project_split
+from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
-from advisor.project.placement import PlacedPool, SyncOverLink, best_placement
+from advisor.project.placement import Nodes, PlacedPool, SyncOverLink, best_placement
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
 
@@ -139,30 +139,20 @@ def split_capacities(
     n: int,
     m: int,
     *,
-    mu_scale: tuple[float, float] = (1.0, 1.0),
-    consumer_scaling: float | None = None,
-    hs_cap: int | None = None,
+    what_if: WhatIf = WhatIf(),
     interval: bool = True,
     routing: str | None = None,
 ) -> SplitResult:
     """One split's projection (capacities, rate, shares) under ``settings``: the one place that
-    turns the fit and the options into a split's numbers. ``hs_cap`` overrides the settings' depth
-    (queue what-ifs); ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs;
+    turns the fit and the options into a split's numbers. ``what_if``'s ``hs_cap`` overrides the
+    settings' depth (queue what-ifs), its ``tokens_per_batch`` the settings' tokens; its ``mu_scale``
+    and ``consumer_scaling`` are the sensitivity knobs;
     ``interval=False`` skips the interval (two more chain solves), for callers of the rate alone.
     Across nodes, the split's layout of the higher rate: one shared q_hs at its best placement, or
     node-local pipelines where the split divides over the nodes (a tie within ``LAYOUT_TIE_REL``
     goes to these: they leave the link to the sync alone); ``routing`` "shared" or "local" forces
     one ("local" where the split does not divide gives the shared one)."""
-    tokens = None if settings.own_budget else settings.tokens_per_batch
-    mu_scale = (mu_scale[0] * engine_rate_scale(settings, 0), mu_scale[1] * engine_rate_scale(settings, 1))
-    kw = dict(
-        hs_cap=settings.hs_cap if hs_cap is None else hs_cap,
-        tokens_per_batch=tokens,
-        gpus=settings.gpus,
-        mu_scale=mu_scale,
-        consumer_scaling=consumer_scaling,
-        gpus_per_worker=settings.gpus_per_worker,
-    )
+    kw = _projection(settings, what_if)
     if settings.nodes <= 1:
         return project_split(fit, n, m, interval=interval, **kw)
     free = project_split(fit, n, m, interval=False, **kw)
@@ -209,19 +199,21 @@ def _at_placement(
 
 def placed_split(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement) -> SplitResult:
     """Split (n, m) at a given placement (a log's own, a placement to compare), rate only."""
-    tokens = None if settings.own_budget else settings.tokens_per_batch
-    mu_scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
-    return _at_placement(
-        fit,
-        settings,
-        n,
-        m,
-        placement,
-        interval=False,
-        hs_cap=settings.hs_cap,
-        tokens_per_batch=tokens,
+    return _at_placement(fit, settings, n, m, placement, interval=False, **_projection(settings, WhatIf()))
+
+
+def _projection(settings: Settings, what_if: WhatIf) -> dict:
+    """`project_split`'s keywords under ``settings``: ``what_if`` with the settings' depth and tokens
+    where it gives none, its rate factors times the engines' (`engine_rate_scale`)."""
+    mu = what_if.mu_scale
+    return dict(
+        what_if=replace(
+            what_if,
+            hs_cap=settings.hs_cap if what_if.hs_cap is None else what_if.hs_cap,
+            tokens_per_batch=what_if.tokens_per_batch or (None if settings.own_budget else settings.tokens_per_batch),
+            mu_scale=(mu[0] * engine_rate_scale(settings, 0), mu[1] * engine_rate_scale(settings, 1)),
+        ),
         gpus=settings.gpus,
-        mu_scale=mu_scale,
         gpus_per_worker=settings.gpus_per_worker,
     )
 
@@ -263,9 +255,7 @@ def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s
     return best_placement(
         n,
         m,
-        settings.nodes,
-        int(settings.gpus_per_node or settings.gpus),
-        *settings.gpus_per_worker,
+        Nodes(settings.nodes, int(settings.gpus_per_node or settings.gpus), settings.gpus_per_worker),
         consumer_s,
         link_xfer_s(fit, settings),
         link_scv(fit),
@@ -365,8 +355,12 @@ def widen_for_assumptions(
         for i in knobs:
             lo_s, hi_s = [1.0, 1.0], [1.0, 1.0]
             lo_s[i], hi_s[i] = 1 - ENGINE_SCALING_SE, 1 + ENGINE_SCALING_SE
-            lo = split_capacities(fit, settings, n, m, mu_scale=tuple(lo_s), interval=False, routing=routing).x_bps
-            hi = split_capacities(fit, settings, n, m, mu_scale=tuple(hi_s), interval=False, routing=routing).x_bps
+            lo = split_capacities(
+                fit, settings, n, m, what_if=WhatIf(mu_scale=tuple(lo_s)), interval=False, routing=routing
+            ).x_bps
+            hi = split_capacities(
+                fit, settings, n, m, what_if=WhatIf(mu_scale=tuple(hi_s)), interval=False, routing=routing
+            ).x_bps
             var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
         if link:
             ends = [
@@ -551,13 +545,13 @@ def reconcile(
             ).x_bps
         else:
             tokens = _log_tokens(fit, ob)
+            same = abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
             x = project_split(
                 fit,
                 n,
                 m,
-                hs_cap=settings.hs_cap,
+                what_if=WhatIf(hs_cap=settings.hs_cap, tokens_per_batch=None if same else tokens),
                 gpus_per_worker=settings.log_gpus_per_worker,
-                tokens_per_batch=None if abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL else tokens,
             ).x_bps
         rec = Reconciliation(path=ob.path, label=label, gpus=log_gpus, observed_bps=ob.bps, projected_bps=x)
         out.append(rec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -235,6 +236,42 @@ def test_help_does_not_import_heavy_modules():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out and "check" in out and "what-if" in out
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_summarize_jobs_sets_the_reading_threads(reference, tmp_path, jobs):
+    """``summarize -j N`` reads with N threads: polars' pool, sized once at its import, holds N."""
+    out = tmp_path / "s.json"
+    code = (
+        "import sys; from advisor.cli.app import main\n"
+        f"try:\n main(['summarize', {str(reference)!r}, '-o', {str(out)!r}, '-j', '{jobs}'])\n"
+        "except SystemExit as e: print('EXIT', e.code)\n"
+        "import polars; print('THREADS', polars.thread_pool_size())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert f"EXIT 0\nTHREADS {jobs}\n" in r.stdout, r.stderr
+    assert json.loads(out.read_text())["dflash_summary"]
+
+
+def test_summarize_jobs_below_one_exit_2(reference, tmp_path):
+    r = invoke("summarize", reference, "-o", tmp_path / "s.json", "-j", "0")
+    assert r.exit_code == 2 and "-j" in r.stderr
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--interval", "7"), ("--max-wait", "30"), ("--settle-tol", "0.1")])
+def test_follow_options_without_follow_exit_2(reference, flag, value):
+    """An option only --follow reads is an error without it, not silently dropped."""
+    r = invoke(str(reference), flag, value, "--json")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip() == f"dflash-advise: {flag} applies only with --follow"
+
+
+def test_sync_s_without_sync_every_exit_2():
+    r = invoke(
+        "what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", "0.86", "--sync-s", "1"
+    )
+    assert r.exit_code == 2 and "--sync-s" in r.stderr and "--sync-every" in r.stderr
 
 
 def test_plot_unsupported_format_exit_2(reference, tmp_path):

@@ -25,7 +25,7 @@ from advisor.fit.splits import (
 )
 from advisor.ingest.load import load_log
 from advisor.model.priors import CONTENTION_PRIOR_SE, RUN_SE
-from advisor.model.synth import shared_cores_log
+from advisor.model.synth import SharedCores, shared_cores_log
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
@@ -53,7 +53,7 @@ def test_a_silent_header_and_a_large_within_log_slope_count_as_shared_compute(tm
     2-1 log shows a drafter's step slowing per busy target, so it is fitted as a shared host's and
     both roles carry that slope per worker moved: the 1-2 interval covers the measured 1-2 run
     (before: 7.10 b/s, 6.91-7.29, against 9.80 measured; benchmarks/shared_cores.py)."""
-    p = shared_cores_log(tmp_path / "2x1.jsonl", 2, 1, seconds=60.0, seed=2)
+    p = shared_cores_log(tmp_path / "2x1.jsonl", 2, 1, SharedCores(seconds=60.0, seed=2))
     lg = load_log(p)
     assert not declares_device(lg) and not shares_compute(lg)
     fit, texts = _fit(p)
@@ -67,7 +67,7 @@ def test_a_silent_header_and_a_large_within_log_slope_count_as_shared_compute(tm
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         row = advise([p]).split_row({"target": 1, "drafter": 2})
-        truth = advise([shared_cores_log(tmp_path / "1x2.jsonl", 1, 2, seconds=60.0, seed=1)]).observed.bps
+        truth = advise([shared_cores_log(tmp_path / "1x2.jsonl", 1, 2, SharedCores(seconds=60.0, seed=1))]).observed.bps
     assert row["bps_low"] <= truth <= row["bps_high"]
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.errors import AdvisorWarning, AssumptionWarning
-from advisor.model.chain import chain
+from advisor.model.chain import WhatIf, chain
 
 
 @pytest.mark.parametrize("b", [0, 1, 2, 5, 20])
@@ -239,7 +239,7 @@ def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     s_flat, s_ring = sync_scaling_range(one.consumer, one.sync, 2)
     assert s_flat < s_ring
     ring = project_split(one, 6, 2)
-    flat = project_split(one, 6, 2, consumer_scaling=s_flat, interval=False).x_bps
+    flat = project_split(one, 6, 2, what_if=WhatIf(consumer_scaling=s_flat), interval=False).x_bps
     assert flat < 0.97 * ring.x_bps  # the extremes differ by more than 3% here
     assert ring.x_low_bps <= flat <= ring.x_bps <= ring.x_high_bps
     with pytest.warns(AssumptionWarning, match="step times depend on the split"):
