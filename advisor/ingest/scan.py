@@ -119,7 +119,12 @@ def _schema(header: RunHeader, extra: tuple[str, ...]) -> dict[str, Any]:
 def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
     """The header (``first``: the range starts the file, and its first line is the header) and the
     unknown (event, field) pairs on the first ``PROBE_LINES`` lines of one range."""
-    lines = buf.split(b"\n", PROBE_LINES)[:PROBE_LINES]
+    end = -1
+    for _ in range(PROBE_LINES):  # (the lines' end found first: a split would copy the rest of the range)
+        end = buf.find(b"\n", end + 1)
+        if end < 0:
+            break
+    lines = (buf if end < 0 else buf[:end]).split(b"\n")
     if first and not lines[0].strip():
         raise _GiveUp
     lines = [raw for raw in lines if raw.strip()]
