@@ -4,7 +4,8 @@ A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each ra
 threads, with an explicit schema built from the header (every field the advisor reads; unknown
 fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps``
 as their JSON text, so that an absent role and an explicit null stay apart), and counts and
-measures its lines (``scan_lines``: the line limit, and UTF-8). Each range's rows are checked
+measures its lines (``scan_lines``: the line limit, and UTF-8). A log's range is read with the
+step fields only, then its few other lines whole (`_Narrow`). Each range's rows are checked
 column by column with the rules of `advisor.ingest.schema.validate_event` and folded into the
 summary (counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range
 and the summary, whatever the log's length. The files of one run (`scan_run`) are read together,
@@ -102,16 +103,23 @@ class _GiveUp(Exception):
     """The fast pass cannot be sure of this file: the exact pass reads it."""
 
 
-def _schema(header: RunHeader, extra: tuple[str, ...]) -> dict[str, Any]:
-    """The polars schema of every field the advisor reads from a body line, and ``extra`` as text."""
+def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -> dict[str, Any]:
+    """The polars schema of every field the advisor reads from a body line, and ``extra`` as text;
+    ``steps``: only the fields of a step (the narrow read of `_parsed`)."""
     import polars as pl
 
-    schema: dict[str, Any] = {n: pl.String for n in _TEXT + _OBJECTS}
-    schema.update({n: pl.Float64 for n in _NUMERIC + header.node_step_fields})
-    if header.queues:
-        schema["q"] = pl.Struct({q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues})
+    if steps:
+        names = ("ev", "role", *[s[0] for s in step_numbers(header)], "loss", *header.node_step_fields)
+        schema: dict[str, Any] = {n: pl.String if n in _TEXT else pl.Float64 for n in names}
     else:
-        del schema["q"]
+        schema = {n: pl.String for n in _TEXT + _OBJECTS}
+        schema.update({n: pl.Float64 for n in _NUMERIC + header.node_step_fields})
+        if header.queues:
+            schema["q"] = pl.Struct(
+                {q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues}
+            )
+        else:
+            del schema["q"]
     schema.update({n: pl.String for n in extra if n not in schema})
     return schema
 
@@ -393,19 +401,57 @@ def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
         yield buf
 
 
-def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False):
+def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False, steps: bool = False):
     """One range of whole lines read by polars (the unknown fields found so far as text): its
-    frame, or (``background``) polars' query still running on its threads (`_result` waits)."""
+    frame, or (``background``) polars' query still running on its threads (`_result` waits);
+    ``steps``: only the step fields (`_Narrow`)."""
     import polars as pl
 
     scan.expect(fields)
     names = tuple(n for _, n in sorted(fields))
-    return pl.scan_ndjson(buf, schema=_schema(scan.header, names)).collect(background=background)
+    return pl.scan_ndjson(buf, schema=_schema(scan.header, names, steps=steps)).collect(background=background)
 
 
 def _result(query):
     """The frame of a range read in the background (`_parsed`)."""
     return query.fetch_blocking()
+
+
+class _Narrow:
+    """One range of a log read in two parts: every line with the step fields only (steps are
+    nearly every line, and each column polars fills costs, null or not), then the few lines that
+    are not steps again, whole. The two frames are checked and folded as the one frame of the
+    range would be, steps first (the order `_Scan.block` folds them in). Where polars' rows are
+    not the range's lines one for one (a blank line, which polars skips), the range is read whole.
+    """
+
+    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], n_lines: int, first: bool):
+        self.buf, self.scan, self.fields, self.n_lines, self.first = buf, scan, fields, n_lines, first
+        self.query = _parsed(buf, scan, fields, background=True, steps=True)
+
+    def cancel(self) -> None:
+        self.query.cancel()
+
+    def fold(self) -> None:
+        """Wait for the steps' read, read the other lines whole, check and fold both."""
+        import polars as pl
+
+        df = _result(self.query)
+        heads = np.zeros(1 if self.first else 0, dtype=np.int64)
+        if len(df) != self.n_lines:
+            whole = _parsed(self.buf, self.scan, self.fields)
+            self.scan.block(whole, heads, np.zeros(len(whole), dtype=np.int64))
+            return
+        is_step = (df["ev"] == "step").fill_null(False)
+        rest = np.flatnonzero(~is_step.to_numpy())
+        steps = df.filter(is_step) if len(rest) else df
+        self.scan.block(steps, heads[:0], np.zeros(len(steps), dtype=np.int64))
+        if len(rest):
+            lines = pl.scan_lines(self.buf).select(pl.col("line").gather(rest).str.join("\n")).collect().item()
+            others = _parsed(lines.encode(), self.scan, self.fields)
+            if len(others) != len(rest):
+                raise _GiveUp
+            self.scan.block(others, heads, np.zeros(len(others), dtype=np.int64))
 
 
 def scan_log(
@@ -439,7 +485,8 @@ def scan_log(
             for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
                 if not gz:
                     buf, cut_bytes = _without_cut_tail(buf, max_line_bytes)
-                n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
+                lines = (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
+                n_lines += lines
                 if n_lines > max_lines:
                     return None
                 header_obj, found = _probe(buf, scan is None)
@@ -447,15 +494,15 @@ def scan_log(
                 if first:
                     scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
                 fields |= found
-                prev, pending = pending, (_parsed(buf, scan, fields, background=True), first)
+                prev, pending = pending, _Narrow(buf, scan, set(fields), lines, first)
                 if prev is not None:
-                    _fold_range(scan, *prev)
+                    prev.fold()
             if pending is not None:
-                query, pending = pending, None
-                _fold_range(scan, *query)
+                last, pending = pending, None
+                last.fold()
         finally:
             if pending is not None:
-                pending[0].cancel()
+                pending.cancel()
         if scan is None or not scan.rows:
             return None
         scan.summ.n_lines = n_lines
@@ -466,12 +513,6 @@ def scan_log(
         return None
     except Exception:  # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
         return None
-
-
-def _fold_range(scan: _Scan, query, first: bool) -> None:
-    """A range read in the background, checked and folded (the file's first: its header row)."""
-    df = _result(query)
-    scan.block(df, np.zeros(1 if first else 0, dtype=np.int64), np.zeros(len(df), dtype=np.int64))
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
