@@ -251,6 +251,7 @@ class _Scan:
     def _steps(self, df, mask: np.ndarray, files: np.ndarray) -> None:
         if not mask.any():
             return
+        mask = slice(None) if mask.all() else mask  # (a frame of steps alone: no copies)
         role = df["role"]
         codes = np.full(len(df), -1, dtype=np.int64)
         for i, r in enumerate(self.header.roles):
