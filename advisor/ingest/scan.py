@@ -4,7 +4,7 @@ A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each ra
 threads, with an explicit schema built from the header (every field the advisor reads; unknown
 fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps``
 as their JSON text, so that an absent role and an explicit null stay apart), and counts and
-measures its lines (``scan_lines``: the line limit, and UTF-8). A log's range is read with the
+measures its lines (``scan_lines``: the line limit, and UTF-8). Each range is read with the
 step fields only, then its few other lines whole (`_Narrow`). Each range's rows are checked
 column by column with the rules of `advisor.ingest.schema.validate_event` and folded into the
 summary (counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range
@@ -419,40 +419,46 @@ def _result(query):
 
 
 class _Narrow:
-    """One range of a log read in two parts: every line with the step fields only (steps are
-    nearly every line, and each column polars fills costs, null or not), then the few lines that
-    are not steps again, whole. The two frames are checked and folded as the one frame of the
-    range would be, steps first (the order `_Scan.block` folds them in). Where polars' rows are
-    not the range's lines one for one (a blank line, which polars skips), the range is read whole.
-    """
+    """One range read in two parts: every line with the step fields only (steps are nearly every
+    line, and each column polars fills costs, null or not), then the few lines that are not steps
+    again, whole. The two frames are checked and folded as the one frame of the range would be,
+    steps first (the order `_Scan.block` folds them in)."""
 
-    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], n_lines: int, first: bool):
-        self.buf, self.scan, self.fields, self.n_lines, self.first = buf, scan, fields, n_lines, first
-        self.query = _parsed(buf, scan, fields, background=True, steps=True)
+    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], n_lines: int):
+        self.buf, self.scan, self.fields, self.n_lines = buf, scan, set(fields), n_lines
+        self.query = _parsed(buf, scan, self.fields, background=True, steps=True)
 
     def cancel(self) -> None:
         self.query.cancel()
 
-    def fold(self) -> None:
-        """Wait for the steps' read, read the other lines whole, check and fold both."""
+    def fold(self, heads: np.ndarray, files: np.ndarray) -> bool:
+        """Wait for the steps' read, read the other lines whole, check and fold both (``heads``
+        and ``files`` as `_Scan.block` takes them, over the range's lines). False, with nothing
+        folded, where polars' rows are not the range's lines one for one (a blank line, which
+        polars skips)."""
         import polars as pl
 
         df = _result(self.query)
-        heads = np.zeros(1 if self.first else 0, dtype=np.int64)
         if len(df) != self.n_lines:
-            whole = _parsed(self.buf, self.scan, self.fields)
-            self.scan.block(whole, heads, np.zeros(len(whole), dtype=np.int64))
-            return
+            return False
         is_step = (df["ev"] == "step").fill_null(False)
-        rest = np.flatnonzero(~is_step.to_numpy())
-        steps = df.filter(is_step) if len(rest) else df
-        self.scan.block(steps, heads[:0], np.zeros(len(steps), dtype=np.int64))
+        step = is_step.to_numpy()
+        rest = np.flatnonzero(~step)
+        at = np.searchsorted(rest, heads)
+        if not np.array_equal(rest[np.minimum(at, len(rest) - 1)] if len(rest) else rest, heads):
+            raise _GiveUp  # (a file's first line read as a step: `_Scan.block` refuses it so)
+        self.scan.block(df.filter(is_step) if len(rest) else df, heads[:0], files[step])
         if len(rest):
             lines = pl.scan_lines(self.buf).select(pl.col("line").gather(rest).str.join("\n")).collect().item()
             others = _parsed(lines.encode(), self.scan, self.fields)
             if len(others) != len(rest):
                 raise _GiveUp
-            self.scan.block(others, heads, np.zeros(len(others), dtype=np.int64))
+            self.scan.block(others, at, files[rest])
+        return True
+
+    def whole(self):
+        """The range read whole, with the fields of its steps' read."""
+        return _parsed(self.buf, self.scan, self.fields)
 
 
 def scan_log(
@@ -495,15 +501,15 @@ def scan_log(
                 if first:
                     scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
                 fields |= found
-                prev, pending = pending, _Narrow(buf, scan, set(fields), lines, first)
+                prev, pending = pending, (_Narrow(buf, scan, fields, lines), first)
                 if prev is not None:
-                    prev.fold()
+                    _fold_range(scan, *prev)
             if pending is not None:
                 last, pending = pending, None
-                last.fold()
+                _fold_range(scan, *last)
         finally:
             if pending is not None:
-                pending.cancel()
+                pending[0].cancel()
         if scan is None or not scan.rows:
             return None
         scan.summ.n_lines = n_lines
@@ -514,6 +520,15 @@ def scan_log(
         return None
     except Exception:  # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
         return None
+
+
+def _fold_range(scan: _Scan, narrow: _Narrow, first: bool) -> None:
+    """One range of a log, checked and folded (the file's first: its header row); read whole
+    where its rows are not its lines one for one."""
+    heads = np.zeros(1 if first else 0, dtype=np.int64)
+    if not narrow.fold(heads, np.zeros(narrow.n_lines, dtype=np.int64)):
+        df = narrow.whole()
+        scan.block(df, heads, np.zeros(len(df), dtype=np.int64))
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
@@ -573,7 +588,7 @@ class _Batches:
         if shortest == 0 or longest > MAX_LINE_BYTES:
             raise _GiveUp
         counts = np.array([b.count(b"\n") for b in self.held])
-        prev, self.pending = self.pending, (_parsed(buf, self.scan, self.fields, background=True), counts, self.done)
+        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, int(counts.sum())), counts, self.done)
         self.done += len(self.held)
         self.held, self.size = [], 0
         if prev is not None:
@@ -590,12 +605,10 @@ class _Batches:
         if self.pending is not None:
             self.pending[0].cancel()
 
-    def _fold(self, query, counts: np.ndarray, first: int) -> None:
-        df = _result(query)
-        if len(df) != counts.sum():  # (a line of blanks: polars skips it)
-            raise _GiveUp
+    def _fold(self, narrow: _Narrow, counts: np.ndarray, first: int) -> None:
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        self.scan.block(df, starts, np.repeat(np.arange(first, first + len(counts)), counts))
+        if not narrow.fold(starts, np.repeat(np.arange(first, first + len(counts)), counts)):
+            raise _GiveUp  # (a line of blanks: polars skips it)
         self.scan.summ.n_lines += int(counts.sum())
 
 
