@@ -447,7 +447,9 @@ class _Narrow:
         at = np.searchsorted(rest, heads)
         if not np.array_equal(rest[np.minimum(at, len(rest) - 1)] if len(rest) else rest, heads):
             raise _GiveUp  # (a file's first line read as a step: `_Scan.block` refuses it so)
-        self.scan.block(df.filter(is_step) if len(rest) else df, heads[:0], files[step])
+        steps, df = (df.filter(is_step) if len(rest) else df), None  # (the whole frame let go before the fold)
+        self.scan.block(steps, heads[:0], files[step])
+        steps = None
         if len(rest):
             lines = pl.scan_lines(self.buf).select(pl.col("line").gather(rest).str.join("\n")).collect().item()
             others = _parsed(lines.encode(), self.scan, self.fields)
