@@ -4,7 +4,8 @@ A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each ra
 threads, with an explicit schema built from the header (every field the advisor reads; unknown
 fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps``
 as their JSON text, so that an absent role and an explicit null stay apart), and counts and
-measures its lines (``scan_lines``: the line limit, and UTF-8). Each range's rows are checked
+measures its lines (``scan_lines``: the line limit, and UTF-8). Each range is read with the
+step fields only, then its few other lines whole (`_Narrow`). Each range's rows are checked
 column by column with the rules of `advisor.ingest.schema.validate_event` and folded into the
 summary (counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range
 and the summary, whatever the log's length. The files of one run (`scan_run`) are read together,
@@ -102,16 +103,23 @@ class _GiveUp(Exception):
     """The fast pass cannot be sure of this file: the exact pass reads it."""
 
 
-def _schema(header: RunHeader, extra: tuple[str, ...]) -> dict[str, Any]:
-    """The polars schema of every field the advisor reads from a body line, and ``extra`` as text."""
+def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -> dict[str, Any]:
+    """The polars schema of every field the advisor reads from a body line, and ``extra`` as text;
+    ``steps``: only the fields of a step (the narrow read of `_parsed`)."""
     import polars as pl
 
-    schema: dict[str, Any] = {n: pl.String for n in _TEXT + _OBJECTS}
-    schema.update({n: pl.Float64 for n in _NUMERIC + header.node_step_fields})
-    if header.queues:
-        schema["q"] = pl.Struct({q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues})
+    if steps:
+        names = ("ev", "role", *[s[0] for s in step_numbers(header)], "loss", *header.node_step_fields)
+        schema: dict[str, Any] = {n: pl.String if n in _TEXT else pl.Float64 for n in names}
     else:
-        del schema["q"]
+        schema = {n: pl.String for n in _TEXT + _OBJECTS}
+        schema.update({n: pl.Float64 for n in _NUMERIC + header.node_step_fields})
+        if header.queues:
+            schema["q"] = pl.Struct(
+                {q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues}
+            )
+        else:
+            del schema["q"]
     schema.update({n: pl.String for n in extra if n not in schema})
     return schema
 
@@ -119,7 +127,12 @@ def _schema(header: RunHeader, extra: tuple[str, ...]) -> dict[str, Any]:
 def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
     """The header (``first``: the range starts the file, and its first line is the header) and the
     unknown (event, field) pairs on the first ``PROBE_LINES`` lines of one range."""
-    lines = buf.split(b"\n", PROBE_LINES)[:PROBE_LINES]
+    end = -1
+    for _ in range(PROBE_LINES):  # (the lines' end found first: a split would copy the rest of the range)
+        end = buf.find(b"\n", end + 1)
+        if end < 0:
+            break
+    lines = (buf if end < 0 else buf[:end]).split(b"\n")
     if first and not lines[0].strip():
         raise _GiveUp
     lines = [raw for raw in lines if raw.strip()]
@@ -238,6 +251,7 @@ class _Scan:
     def _steps(self, df, mask: np.ndarray, files: np.ndarray) -> None:
         if not mask.any():
             return
+        mask = slice(None) if mask.all() else mask  # (a frame of steps alone: no copies)
         role = df["role"]
         codes = np.full(len(df), -1, dtype=np.int64)
         for i, r in enumerate(self.header.roles):
@@ -388,19 +402,65 @@ def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
         yield buf
 
 
-def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False):
+def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False, steps: bool = False):
     """One range of whole lines read by polars (the unknown fields found so far as text): its
-    frame, or (``background``) polars' query still running on its threads (`_result` waits)."""
+    frame, or (``background``) polars' query still running on its threads (`_result` waits);
+    ``steps``: only the step fields (`_Narrow`)."""
     import polars as pl
 
     scan.expect(fields)
     names = tuple(n for _, n in sorted(fields))
-    return pl.scan_ndjson(buf, schema=_schema(scan.header, names)).collect(background=background)
+    return pl.scan_ndjson(buf, schema=_schema(scan.header, names, steps=steps)).collect(background=background)
 
 
 def _result(query):
     """The frame of a range read in the background (`_parsed`)."""
     return query.fetch_blocking()
+
+
+class _Narrow:
+    """One range read in two parts: every line with the step fields only (steps are nearly every
+    line, and each column polars fills costs, null or not), then the few lines that are not steps
+    again, whole. The two frames are checked and folded as the one frame of the range would be,
+    steps first (the order `_Scan.block` folds them in)."""
+
+    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], n_lines: int):
+        self.buf, self.scan, self.fields, self.n_lines = buf, scan, set(fields), n_lines
+        self.query = _parsed(buf, scan, self.fields, background=True, steps=True)
+
+    def cancel(self) -> None:
+        self.query.cancel()
+
+    def fold(self, heads: np.ndarray, files: np.ndarray) -> bool:
+        """Wait for the steps' read, read the other lines whole, check and fold both (``heads``
+        and ``files`` as `_Scan.block` takes them, over the range's lines). False, with nothing
+        folded, where polars' rows are not the range's lines one for one (a blank line, which
+        polars skips)."""
+        import polars as pl
+
+        df = _result(self.query)
+        if len(df) != self.n_lines:
+            return False
+        is_step = (df["ev"] == "step").fill_null(False)
+        step = is_step.to_numpy()
+        rest = np.flatnonzero(~step)
+        at = np.searchsorted(rest, heads)
+        if not np.array_equal(rest[np.minimum(at, len(rest) - 1)] if len(rest) else rest, heads):
+            raise _GiveUp  # (a file's first line read as a step: `_Scan.block` refuses it so)
+        steps, df = (df.filter(is_step) if len(rest) else df), None  # (the whole frame let go before the fold)
+        self.scan.block(steps, heads[:0], files[step])
+        steps = None
+        if len(rest):
+            lines = pl.scan_lines(self.buf).select(pl.col("line").gather(rest).str.join("\n")).collect().item()
+            others = _parsed(lines.encode(), self.scan, self.fields)
+            if len(others) != len(rest):
+                raise _GiveUp
+            self.scan.block(others, at, files[rest])
+        return True
+
+    def whole(self):
+        """The range read whole, with the fields of its steps' read."""
+        return _parsed(self.buf, self.scan, self.fields)
 
 
 def scan_log(
@@ -434,7 +494,8 @@ def scan_log(
             for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
                 if not gz:
                     buf, cut_bytes = _without_cut_tail(buf, max_line_bytes)
-                n_lines += (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
+                lines = (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
+                n_lines += lines
                 if n_lines > max_lines:
                     return None
                 header_obj, found = _probe(buf, scan is None)
@@ -442,12 +503,12 @@ def scan_log(
                 if first:
                     scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
                 fields |= found
-                prev, pending = pending, (_parsed(buf, scan, fields, background=True), first)
+                prev, pending = pending, (_Narrow(buf, scan, fields, lines), first)
                 if prev is not None:
                     _fold_range(scan, *prev)
             if pending is not None:
-                query, pending = pending, None
-                _fold_range(scan, *query)
+                last, pending = pending, None
+                _fold_range(scan, *last)
         finally:
             if pending is not None:
                 pending[0].cancel()
@@ -463,10 +524,13 @@ def scan_log(
         return None
 
 
-def _fold_range(scan: _Scan, query, first: bool) -> None:
-    """A range read in the background, checked and folded (the file's first: its header row)."""
-    df = _result(query)
-    scan.block(df, np.zeros(1 if first else 0, dtype=np.int64), np.zeros(len(df), dtype=np.int64))
+def _fold_range(scan: _Scan, narrow: _Narrow, first: bool) -> None:
+    """One range of a log, checked and folded (the file's first: its header row); read whole
+    where its rows are not its lines one for one."""
+    heads = np.zeros(1 if first else 0, dtype=np.int64)
+    if not narrow.fold(heads, np.zeros(narrow.n_lines, dtype=np.int64)):
+        df = narrow.whole()
+        scan.block(df, heads, np.zeros(len(df), dtype=np.int64))
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
@@ -526,7 +590,7 @@ class _Batches:
         if shortest == 0 or longest > MAX_LINE_BYTES:
             raise _GiveUp
         counts = np.array([b.count(b"\n") for b in self.held])
-        prev, self.pending = self.pending, (_parsed(buf, self.scan, self.fields, background=True), counts, self.done)
+        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, int(counts.sum())), counts, self.done)
         self.done += len(self.held)
         self.held, self.size = [], 0
         if prev is not None:
@@ -543,12 +607,10 @@ class _Batches:
         if self.pending is not None:
             self.pending[0].cancel()
 
-    def _fold(self, query, counts: np.ndarray, first: int) -> None:
-        df = _result(query)
-        if len(df) != counts.sum():  # (a line of blanks: polars skips it)
-            raise _GiveUp
+    def _fold(self, narrow: _Narrow, counts: np.ndarray, first: int) -> None:
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        self.scan.block(df, starts, np.repeat(np.arange(first, first + len(counts)), counts))
+        if not narrow.fold(starts, np.repeat(np.arange(first, first + len(counts)), counts)):
+            raise _GiveUp  # (a line of blanks: polars skips it)
         self.scan.summ.n_lines += int(counts.sum())
 
 

@@ -173,6 +173,29 @@ def test_explicit_null_and_a_bad_step_the_first_is_named(write_log, monkeypatch,
     assert fast[2] == 10 and fast[3] == ("bps.target" if null_line == 10 else "busy")
 
 
+@pytest.mark.parametrize("blank", [False, True])
+def test_ranges_of_steps_and_other_lines_read_as_the_exact_pass_reads_them(tmp_path, monkeypatch, blank):
+    """Ranges of a few lines each, syncs, rates and the end among the steps (each range read as
+    steps, then its other lines whole; with a blank line, that range read whole): the fast pass
+    takes the log, into the exact pass's frames."""
+    from advisor.ingest import scan
+
+    lines = good_lines(30)
+    lines[5:5] = [_SYNC]
+    lines[12:12] = [_RATES]
+    lines[40:40] = [_SYNC, _RATES]
+    text = [json.dumps(x) for x in lines]
+    if blank:
+        text.insert(15, "")
+    p = tmp_path / "r.jsonl"
+    p.write_text("\n".join(text) + "\n")
+    monkeypatch.setattr(scan, "RANGE_BYTES", 700)
+    assert scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
+    fast, exact = _both_paths(monkeypatch, p)
+    assert fast == exact and fast[0] == "ok"
+    assert len(json.loads(fast[2])["t"]) == 2 and len(json.loads(fast[3])["t"]) == 2
+
+
 _RATE_NUMBERS = ["1.5", "0", "2", "7.5", "null"] * 6 + ["-1", "NaN", "Infinity", "1e20", "true", '"x"']
 
 
