@@ -32,7 +32,7 @@ from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
 from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
 from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.probed import compare_probed
@@ -472,9 +472,9 @@ def _warn_crossing(fit: PipelineFit) -> None:
 def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
-    if fit.source == "steps" and settings.own_budget and settings.nodes > 1:
+    if fit.source is Source.STEPS and settings.own_budget and settings.nodes > 1:
         splits = refine_placements(fit, tuple(logs), settings, project(fit, settings))  # the queue and link, simulated
-    elif fit.source == "steps" and settings.own_budget:
+    elif fit.source is Source.STEPS and settings.own_budget:
         splits = _refined(fit, tuple(logs), settings)
     else:
         splits = project(fit, settings)
@@ -489,7 +489,7 @@ def _refined(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings) -> 
 
 
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
-    if fit.source != "steps" or not settings.own_budget:
+    if fit.source is not Source.STEPS or not settings.own_budget:
         warnings.warn(
             AssumptionWarning("--exact needs step events and the log's own token budget; skipped"), stacklevel=2
         )
@@ -510,7 +510,7 @@ def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits:
 def _evidence(fit: PipelineFit, logs: Sequence[RunLog]) -> Evidence:
     """What the first log can carry (`advisor.decide.evidence`), with a caveat when it is thin."""
     ev = gather(fit, tuple(logs))
-    if ev.thin and fit.source != "numbers":
+    if ev.thin and fit.source.logged:
         warnings.warn(
             SteadyStateWarning(
                 f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "

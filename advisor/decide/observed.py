@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from advisor.measure.observe import ObservedRun
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
 from advisor.project.table import logged_placement, placed_split, split_capacities, split_label
 from advisor.settings import Settings
 
@@ -112,8 +112,8 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
         loader = res.loader_cap_bps
     if loader is not None and math.isfinite(loader):
         caps["loader"] = float(loader)
-    steps = fit.source == "steps"
-    if fit.source == "numbers" and label in splits.index:
+    steps = fit.source is Source.STEPS
+    if not fit.source.logged and label in splits.index:
         # bare numbers: no rate was measured; the split's rate is the projection from the given capacities
         ob = replace(ob, bps=float(splits.at[label, "bps"]), tok_s=float(splits.at[label, "tok_s"]))
     return ObservedSplit(

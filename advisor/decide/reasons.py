@@ -17,7 +17,7 @@ import pandas as pd
 
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
-from advisor.model.params import Basis, PipelineFit, RoleFit
+from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval
@@ -106,7 +106,7 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
             f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: {hs}{role_plural(p)} blocked "
             f"{pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved {pct_text(r[f'{c}_starved'])}."
         )
-    if fit.source == "steps":
+    if fit.source is Source.STEPS:
         return (
             f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
             f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
@@ -124,7 +124,7 @@ def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -
 def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
     """The log's own signals at the observed split (measured, not projected); none from bare numbers
     (no log: the "observed" rate is the given capacities' minimum, nothing measured it)."""
-    if fit.source == "numbers":
+    if not fit.source.logged:
         return None
     p, c = fit.roles
     r = rows.loc[label]
@@ -144,8 +144,7 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
             parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(logged)} projected at its placement")
         else:
             parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
-    where = "(the log)" if fit.source == "steps" else "(the log's rates snapshots)"
-    return f"measured at {label} {where}: " + "; ".join(parts) + "." if parts else None
+    return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
 
 
 def _needs(d: Decision) -> str:
@@ -174,7 +173,7 @@ def _needs(d: Decision) -> str:
     if n.longer_factor is not None and n.extra_steady_s is not None:
         bits.append(f"a steady log about {n.longer_factor:.1f}x as long (~{dur_text(n.extra_steady_s)} more)")
     if n.run_at:
-        with_what = "" if d.evidence.basis == "numbers" else ", given with this log"
+        with_what = "" if not d.evidence.basis.logged else ", given with this log"
         bits.append(f"a short run at {n.run_at}{with_what}, which measures it directly")
     if n.repeats:
         measured = " and ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
@@ -349,7 +348,7 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                 f"not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
                 f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin."
             )
-    elif fit.source == "numbers" and not fit.contention.role_se:
+    elif not fit.source.logged and not fit.contention.role_se:
         out.append(
             "from given numbers the intervals carry only the model's own error (and, with a sync cost given "
             "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
@@ -412,7 +411,7 @@ def probe_text(df: pd.DataFrame, a: str, b: str) -> str:
 def provisional(d: Decision, fit: PipelineFit) -> bool:
     """Whether the verdict is provisional: a log whose evidence is thin (`advisor.decide.evidence`;
     bare numbers carry no such evidence). Then no sentence calls the choice stable."""
-    return d.evidence.thin and fit.source != "numbers"
+    return d.evidence.thin and fit.source.logged
 
 
 def _loader(d: Decision) -> list[str]:
@@ -539,10 +538,8 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
     rests on the same sync fit, so one table never says "fitted" and "assumed" of the same share."""
     c = fit.roles[1]
     if fit.sync.measured:
-        return (
-            f"{pct_text(share)}, from the given sync time" if fit.source == "numbers" else f"fitted {pct_text(share)}"
-        )
-    if fit.source == "numbers":
+        return f"{pct_text(share)}, from the given sync time" if not fit.source.logged else f"fitted {pct_text(share)}"
+    if not fit.source.logged:
         return f"assumed {pct_text(share)}, not measured: no log, and no sync time was given"
     logged = sorted({o.roles.get(c, 0) for o in fit.observed})
     if m in logged:

@@ -158,7 +158,7 @@ class Decision:
         """The best split is the one the log runs and the judged one (``--roles``) is another: reaching
         the best needs no restart (moving to the judged split would)."""
         return (
-            self.evidence.basis != "numbers"
+            self.evidence.basis.logged
             and self.observed is not None
             and self.best == self.observed
             and self.judged is not None
@@ -265,12 +265,12 @@ def probe_noise(fit: PipelineFit, df: pd.DataFrame, ev: Evidence) -> ProbeNoise:
     """Each split's per-time noise as a probe would measure it (`advisor.decide.probe`), the
     segments' run-to-run level, and how long the logs already ran each split of the table."""
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
-    steady = ev.steady_s if ev.basis != "numbers" else 0.0
+    steady = ev.steady_s if ev.basis.logged else 0.0
     zero = pd.Series(0.0, index=df.index)
     cols = zip(df.index, df["bps"], df.get("err_p_samp", zero), df.get("err_c_samp", zero))
     var_s = {str(lbl): noise_var_s(float(x), (float(sp), float(sc)), steady, scv) for lbl, x, sp, sc in cols}
     ran: dict[str, float] = {}
-    if fit.source != "numbers":
+    if fit.source.logged:
         p, c = fit.roles
         for o in fit.observed:
             lbl = split_label(o.roles.get(p, 0), o.roles.get(c, 0))
@@ -328,7 +328,7 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         split_label(settings.roles[p], settings.roles[c]) if settings.roles else (first if first in df.index else None)
     )
     best = str(df["bps"].idxmax())
-    running = observed if evidence.basis != "numbers" else None
+    running = observed if evidence.basis.logged else None
     verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, running)
     needs = None
     if probe is not None and verdict is Verdict.CANNOT_TELL:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.measure.observe import completion_counts, queue_series
+from advisor.model.params import Source
 from advisor.settings import DEFAULT_MIN_EFFICIENCY, role_plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -651,14 +652,14 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     return ax
 
 
-def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Source] | None:
     """(t_s, depth, weight_s, source) of the queue over time, or None when nothing measures it.
 
     ``weight_s`` is how long each depth value holds, for the time-weighted distribution.
     """
     series = queue_series(log, name)
     if series is not None:
-        return (*series, "rates")
+        return (*series, Source.RATES)
     if not log.has_steps or log.sampled:  # the depth replay needs every step, not a sample
         return None
     st = log.steps
@@ -678,7 +679,7 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     order = np.argsort(times, kind="stable")
     times, depth = times[order], np.clip(np.cumsum(delta[order]), 0, cap)
     hold = np.diff(np.append(times, exact_to))
-    return times, depth, np.clip(hold, 0, None), "steps"
+    return times, depth, np.clip(hold, 0, None), Source.STEPS
 
 
 def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> None:
@@ -686,7 +687,7 @@ def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> No
     from step events (sampled on a grid of MAX_DRAWN_EVENTS points where there are more), said so in
     the title."""
     t, depth, _, source = series
-    if source == "rates":
+    if source is Source.RATES:
         ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
         return
     # one point per event is millions on a long run: draw the step function sampled on a

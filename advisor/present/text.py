@@ -19,6 +19,7 @@ from advisor.advice import Advice
 from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
+from advisor.model.params import Source
 from advisor.project.table import split_label
 from advisor.settings import Capacity, role_is_noun, role_plural
 
@@ -160,7 +161,7 @@ def _headline(adv: Advice) -> list[str]:
     if s.hs_cap != adv.fit.hs_cap:
         opts.append(f"--hs-cap {s.hs_cap}")
     projected = f"; projected with {', '.join(opts)}" if opts else ""
-    if adv.fit.source == "numbers":
+    if not adv.fit.source.logged:
         given = []
         for rf in (adv.fit.producer, adv.fit.consumer):
             n = ob.roles[rf.role]
@@ -179,7 +180,7 @@ def _headline(adv: Advice) -> list[str]:
             f"{', '.join(given)}; projected there {bps_text(ob.bps)} b/s, efficiency {pct_text(ob.efficiency)}; "
             f"bottleneck: {ob.bottleneck}"
         ]
-    basis = "busy time" if adv.fit.source == "steps" else "'rates' snapshots"
+    basis = adv.fit.source.capacities_from()
     runs = adv.fit.observed
     labels = list(dict.fromkeys(split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs))
     at = f" at {labels[0]}:" if len(runs) > 1 else ""
@@ -207,7 +208,7 @@ def _headline(adv: Advice) -> list[str]:
         lines.append(
             f"q_hs: mean depth {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap}, full {pct_text(ob.hs_full_share)} of the time"
         )
-    if adv.fit.source == "steps":
+    if adv.fit.source is Source.STEPS:
         lines.append(_step_time(adv))
     return lines
 
