@@ -20,6 +20,7 @@ from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
 from advisor.model.params import Source
+from advisor.present.json import advice_json
 from advisor.project.table import split_label
 from advisor.settings import Capacity, role_is_noun, role_plural
 
@@ -375,7 +376,7 @@ def gate_line(g: dict, markdown: bool = False) -> str:
 
 
 def render_json(adv: Advice) -> str:
-    return json.dumps(adv.to_json(), indent=2) + "\n"
+    return json.dumps(advice_json(adv), indent=2) + "\n"
 
 
 def render(adv: Advice, fmt: str = "text") -> str:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from advisor.advice import advise, advise_numbers
 from advisor.decide.rules import Verdict
 from advisor.model.params import Basis, Source
+from advisor.present.json import advice_json
 from advisor.present.text import render
 
 # words that claim a measurement or a fit, which no given number or bound may carry
@@ -109,7 +110,7 @@ def test_a_bound_that_could_decide_the_pick_lowers_the_odds_of_the_measured_best
 
 def test_a_range_propagates_into_every_row_and_the_json():
     adv = advise_numbers({"target": 7, "drafter": 1}, {"target": (0.88, 0.95), "drafter": 0.86})
-    j = json.loads(json.dumps(adv.to_json()))
+    j = json.loads(json.dumps(advice_json(adv)))
     assert j["capacity_basis"]["target"] == {"kind": "given", "low_bps": 0.88, "high_bps": 0.95}
     assert j["capacity_basis"]["drafter"]["kind"] == "given"
     point = advise_numbers({"target": 7, "drafter": 1}, {"target": math.sqrt(0.88 * 0.95), "drafter": 0.86})
@@ -117,7 +118,7 @@ def test_a_range_propagates_into_every_row_and_the_json():
         if adv.splits.at[label, "bottleneck"] == "target":
             assert adv.splits.at[label, "bps_low"] < point.splits.at[label, "bps_low"]
             assert adv.splits.at[label, "bps_high"] > point.splits.at[label, "bps_high"]
-    bound = advise_numbers({"target": 7, "drafter": 1}, {"target": ">=0.9", "drafter": 0.86}).to_json()
+    bound = advice_json(advise_numbers({"target": 7, "drafter": 1}, {"target": ">=0.9", "drafter": 0.86}))
     assert bound["capacity_basis"]["target"] == {"kind": "bound", "low_bps": 0.9, "high_bps": None}
 
 
@@ -148,7 +149,7 @@ def test_a_given_or_bounded_capacity_is_never_called_measured_or_fitted(n, p, c,
     adv = advise_numbers(
         {"target": n, "drafter": 8 - n}, {"target": p, "drafter": c}, sync_every=sync[0], sync_s=sync[1]
     )
-    kinds = {k: v["kind"] for k, v in adv.to_json()["capacity_basis"].items()}
+    kinds = {k: v["kind"] for k, v in advice_json(adv)["capacity_basis"].items()}
     assert set(kinds.values()) <= {"given", "bound"}
     for rf in (adv.fit.producer, adv.fit.consumer):
         assert not rf.basis.measured

@@ -9,6 +9,7 @@ import pytest
 from advisor.advice import advise
 from advisor.decide.odds_text import odds_sentence
 from advisor.decide.reasons import bps_text, dur_text, holds_unless, pct_text, queue_text, reasons, signed_pct
+from advisor.present.json import advice_json
 from advisor.project.queues import QueueAdvice
 
 
@@ -18,7 +19,7 @@ def test_the_recommendation_is_the_sentences_of_its_decision(reference):
     # the reasons, then the odds sentence (issue 34), all from the one decision
     assert tuple(reasons(d, adv.splits, adv.fit, adv.observed)) + (odds_sentence(d),) == adv.recommendation.reasons
     assert tuple(holds_unless(d, adv.fit)) == adv.recommendation.holds_unless
-    assert adv.to_json()["queues"]["hs"]["advice"] == queue_text(d.queue)
+    assert advice_json(adv)["queues"]["hs"]["advice"] == queue_text(d.queue)
 
 
 def test_a_reason_reads_the_rows_it_is_given(reference):
