@@ -35,6 +35,7 @@ from advisor.model.params import PipelineFit, Source
 from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.probed import compare_probed
+from advisor.project.rows import SplitRow, split_rows
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
 from advisor.settings import (
     ENGINE_SCALING_SE,
@@ -102,6 +103,12 @@ class Advice:
         return self.fit.roles
 
     @property
+    def rows(self) -> Mapping[str, SplitRow]:
+        """The table's rows as records, by label (`advisor.project.rows`): what decide/ and
+        present/ read; ``splits`` is the same numbers as a DataFrame."""
+        return self.decision.rows
+
+    @property
     def queues(self) -> dict[str, Any]:
         return {"hs": self.decision.queue} if self.decision.queue is not None else {}
 
@@ -116,14 +123,14 @@ class Advice:
     def recommendation(self) -> Recommendation:
         d = self.decision
         p, c = self.roles
-        n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
+        n, m = self.rows[d.recommended].counts
         return Recommendation(
             roles={p: n, c: m},
             verdict=d.verdict.value,
             reasons=tuple(
                 reasons(d, self.splits, self.fit, self.observed)
                 + [x for x in (odds_sentence(d, self.probed),) if x]
-                + placement_reasons(d, self.splits, self.fit)
+                + placement_reasons(d, self.fit)
             ),
             holds_unless=tuple(holds_unless(d, self.fit)),
             gain_pct=d.gain_pct,
@@ -139,7 +146,7 @@ class Advice:
         s = replace(
             self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus, self.settings.gpus_per_worker)
         )
-        return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
+        return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence, self.rows))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
         p, c = self.roles
@@ -377,8 +384,9 @@ def _finish(
         ev = _evidence(fit, logs)
         if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
             splits = _widen_for_drift(splits, ev)
-        decision = decide(fit, splits, settings, ev)
-        observed = observed_split(fit, settings, splits)
+        rows = split_rows(fit.roles, splits)  # the table's rows as records, once
+        decision = decide(fit, splits, settings, ev, rows)
+        observed = observed_split(fit, settings, rows)
     return Advice(
         run=run,
         gpus=settings.gpus,

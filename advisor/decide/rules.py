@@ -36,7 +36,8 @@ Wording is `advisor.decide.reasons`'s.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 
 import pandas as pd
@@ -46,6 +47,7 @@ from advisor.decide.odds import RESOLUTION, Odds, draw_inputs, draw_rates, effec
 from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
+from advisor.project.rows import SplitRow, split_rows
 from advisor.project.sensitivity import Sensitivity, sensitivity
 from advisor.project.table import lead_interval, lead_parts, split_label
 from advisor.settings import Settings
@@ -125,6 +127,8 @@ class Decision:
     odds: Odds | None = None  # every split's odds from one joint draw (`advisor.decide.odds`)
     probe: Probe | None = None  # the best candidate probe and its worth (`advisor.decide.probe`)
     action: Verdict | None = None  # the action without a probe (the verdict, unless cannot-tell)
+    # the table's rows it was decided from, by label (`advisor.project.rows`): what the sentences read
+    rows: Mapping[str, SplitRow] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def p_best(self) -> float | None:
@@ -170,10 +174,6 @@ class Decision:
         """The split the first reason describes (the JSON's ``judged``): the judged split, else (no
         split of G judged nor observed) the recommended one."""
         return self.judged or self.recommended
-
-
-def _split(df: pd.DataFrame, label: str, p: str, c: str) -> tuple[int, int]:
-    return int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
 
 
 def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
@@ -316,10 +316,28 @@ def _weigh(
     return action, action, rule, rec, odds, probe
 
 
-def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence: Evidence) -> Decision:
-    """Apply the rules (module docstring) to the projected table."""
+def decide(
+    fit: PipelineFit,
+    splits: pd.DataFrame,
+    settings: Settings,
+    evidence: Evidence,
+    rows: Mapping[str, SplitRow] | None = None,
+) -> Decision:
+    """Apply the rules (module docstring) to the projected table.
+
+    Args:
+        fit: the fit the table was projected from.
+        splits: the projected table (`advisor.project.table`).
+        settings: the options it was projected under.
+        evidence: what the first log carries (`advisor.decide.evidence`).
+        rows: ``splits`` as records (`advisor.project.rows.split_rows`), where the caller made them.
+
+    Returns:
+        The `Decision`, carrying ``rows``.
+    """
     p, c = fit.roles
     df = splits
+    rows = rows if rows is not None else split_rows(fit.roles, splits)
     observed = next((str(lbl) for lbl, o in df["observed"].items() if o), None)
     ob0 = fit.observed[0]
     first = split_label(ob0.roles.get(p, 0), ob0.roles.get(c, 0))
@@ -336,20 +354,20 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         needs = _needs(df, evidence, hi, lo, probe.split)
     others = df.drop(index=rec)
     runner = str(others["bps"].idxmax()) if len(others) else None
-    r = _split(df, rec, p, c)
-    m_col = df[f"n_{c}"]
+    r = rows[rec].counts
+    m_col = pd.Series({label: row.consumer.workers for label, row in rows.items()})
     fewer = str(others.loc[m_col[others.index] < r[1], "bps"].idxmax()) if (m_col[others.index] < r[1]).any() else None
     more = str(others.loc[m_col[others.index] > r[1], "bps"].idxmax()) if (m_col[others.index] > r[1]).any() else None
     sens = sensitivity(
         fit,
         settings,
         r,
-        _split(df, runner, p, c) if runner else None,
-        _split(df, fewer, p, c) if fewer else None,
-        _split(df, more, p, c) if more else None,
-        _split(df, judged, p, c) if judged else r,
-        bottleneck_of=lambda s: str(df.at[split_label(*s), "bottleneck"]),
-        capacity_of=lambda s, i: float(df.at[split_label(*s), f"cap_{(p, c)[i]}_bps"]),
+        rows[runner].counts if runner else None,
+        rows[fewer].counts if fewer else None,
+        rows[more].counts if more else None,
+        rows[judged].counts if judged else r,
+        bottleneck_of=lambda s: rows[split_label(*s)].bottleneck,
+        capacity_of=lambda s, i: rows[split_label(*s)].roles[i].cap_bps,
     )
     gain = 100.0 * (df.at[best, "bps"] / df.at[judged, "bps"] - 1.0) if judged and df.at[judged, "bps"] > 0 else 0.0
     eta_gain = float(df.at[judged, "eta_s"] - df.at[best, "eta_s"]) if judged else None
@@ -374,4 +392,5 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         odds=odds,
         probe=probe,
         action=action,
+        rows=rows,
     )

@@ -11,11 +11,11 @@ rests on. Floats are rounded by `num` (non-finite values are ``null``); the keys
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 from advisor.advice import Advice
 from advisor.decide.reasons import provisional, queue_text
+from advisor.project.rows import SplitRow
 
 JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
 
@@ -30,85 +30,82 @@ def num(v: Any, nd: int = 4) -> Any:
     return round(v, nd) + 0.0 if math.isfinite(v) else None
 
 
-def table_rows(adv: Advice) -> dict[str, dict[str, Any]]:
-    """The table's rows as dicts, by label: made once per document, not a Series per row."""
-    return adv.splits.to_dict("index")
-
-
-def split_json(adv: Advice, label: str, rows: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """One row of the table as the JSON's split object.
+def split_json(adv: Advice, label: str) -> dict[str, Any]:
+    """One split of the table as the JSON's split object, from its record (`Advice.rows`).
 
     Args:
-        adv: the advice whose table holds the row.
+        adv: the advice whose table holds the split.
         label: the split's label ("7-1").
-        rows: `table_rows` of ``adv``, where the caller converts many rows.
 
     Returns:
         The split object (the keys of `advisor.project.table`'s columns where both have them).
     """
-    p, c = adv.roles
-    r = (rows if rows is not None else table_rows(adv))[label]
+    r = adv.rows[label]
+    pr, cr = r.producer, r.consumer
+    p, c = pr.role, cr.role
+    caps = {p: num(pr.cap_bps), c: num(cr.cap_bps), "loader": num(r.cap_loader_bps)}
     out = {
-        "roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])},
-        "bps": num(r["bps"]),
-        "tok_s": num(r["tok_s"], 1),
-        "bps_low": num(r["bps_low"]),
-        "bps_high": num(r["bps_high"]),
-        "bps_high_open": bool(r.get("bps_high_open", False)),
-        "efficiency": num(r["efficiency"]),
-        "gpu_util": num(r["gpu_util"]),
-        "bottleneck": str(r["bottleneck"]),
-        "eta_s": num(r["eta_s"], 0),
-        "bound_bps": num(r["bound_bps"]),
-        "capacities_bps": {k: num(r[f"cap_{k}_bps"]) for k in (p, c, "loader") if num(r[f"cap_{k}_bps"]) is not None},
-        "observed": bool(r["observed"]),
-        f"{p}_blocked": num(r[f"{p}_blocked"]),
-        f"{c}_starved": num(r[f"{c}_starved"]),
-        "hs_mean_depth": num(r["hs_mean_depth"], 2),
-        "method": str(r["method"]),
+        "roles": {p: pr.workers, c: cr.workers},
+        "bps": num(r.bps),
+        "tok_s": num(r.tok_s, 1),
+        "bps_low": num(r.bps_low),
+        "bps_high": num(r.bps_high),
+        "bps_high_open": r.bps_high_open,
+        "efficiency": num(r.efficiency),
+        "gpu_util": num(r.gpu_util),
+        "bottleneck": r.bottleneck,
+        "eta_s": num(r.eta_s, 0),
+        "bound_bps": num(r.bound_bps),
+        "capacities_bps": {k: v for k, v in caps.items() if v is not None},
+        "observed": r.observed,
+        f"{p}_blocked": num(pr.wait_share),
+        f"{c}_starved": num(cr.wait_share),
+        "hs_mean_depth": num(r.hs_mean_depth, 2),
+        "method": r.method,
     }
-    if r["observed"] and num(r["observed_bps"]) is not None:
-        out["observed_bps"] = num(r["observed_bps"])
-    if "bps_exact" in r:
-        out["bps_exact"] = num(r["bps_exact"])
+    if r.observed and num(r.observed_bps) is not None:
+        out["observed_bps"] = num(r.observed_bps)
+    if r.bps_exact is not None:
+        out["bps_exact"] = num(r.bps_exact)
     if adv.decision.odds is not None:
         o = adv.decision.odds.of(label)
         out.update({"p_best": num(o.p_best), "p_top": num(o.p_top), "expected_regret_pct": num(o.regret_pct, 2)})
-    out.update(engine_json(r, p, c))
+    out.update(engine_json(r))
     return out
 
 
-def engine_json(r: Mapping[str, Any], p: str, c: str) -> dict[str, Any]:
-    """A row's GPUs per role and, across nodes, its placement and link (additive JSON fields)."""
+def engine_json(r: SplitRow) -> dict[str, Any]:
+    """A split's GPUs per role and, across nodes, its placement and link (additive JSON fields)."""
     out: dict[str, Any] = {}
-    if f"gpus_{p}" in r:
-        out["gpus_by_role"] = {p: int(r[f"gpus_{p}"]), c: int(r[f"gpus_{c}"])}
-        out["gpus_per_worker"] = {p: int(r[f"gpus_per_{p}"]), c: int(r[f"gpus_per_{c}"])}
-    if "placement" in r and isinstance(r["placement"], str):
-        out["placement"] = [{p: int(a), c: int(b)} for a, b in zip(r[f"nodes_{p}"], r[f"nodes_{c}"])]
-        out["placement_text"] = r["placement"]
-        out["layout"] = r["layout"]
-        out["other_layout_bps"] = num(r["bps_other_layout"])
+    pr, cr = r.producer, r.consumer
+    if pr.gpus is not None and cr.gpus is not None:
+        out["gpus_by_role"] = {pr.role: pr.gpus, cr.role: cr.gpus}
+        out["gpus_per_worker"] = {pr.role: pr.gpus_per_worker, cr.role: cr.gpus_per_worker}
+    lk = r.link
+    if lk is not None and pr.engines_by_node is not None and cr.engines_by_node is not None:
+        out["placement"] = [{pr.role: a, cr.role: b} for a, b in zip(pr.engines_by_node, cr.engines_by_node)]
+        out["placement_text"] = lk.placement_text
+        out["layout"] = lk.layout
+        out["other_layout_bps"] = num(lk.other_layout_bps)
         out["link"] = {
-            "cap_bps": num(r["cap_link_bps"]),
-            "util": num(r["link_util"]),
-            "crossing_share": num(r["crossing_share"]),
-            "hs_share": num(r["link_hs_share"]),
-            "sync_share": num(r["link_sync_share"]),
+            "cap_bps": num(lk.cap_link_bps),
+            "util": num(lk.link_util),
+            "crossing_share": num(lk.crossing_share),
+            "hs_share": num(lk.hs_share),
+            "sync_share": num(lk.sync_share),
         }
     return out
 
 
-def probe_json(adv: Advice, rows: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+def probe_json(adv: Advice) -> dict[str, Any] | None:
     """The best candidate probe (`advisor.decide.probe`): the split it measures, the splits it
     runs, seconds of each, GPU-hours, whether it is worth its cost; None without one."""
     pr = adv.decision.probe
     if pr is None:
         return None
-    rows = rows if rows is not None else table_rows(adv)
     return {
-        "split": split_json(adv, pr.split, rows)["roles"],
-        "splits": [split_json(adv, x, rows)["roles"] for x in pr.splits],
+        "split": split_json(adv, pr.split)["roles"],
+        "splits": [split_json(adv, x)["roles"] for x in pr.splits],
         "seconds": num(pr.seconds_each, 0),
         "gpu_hours": num(pr.gpu_hours, 3),
         "worth_it": pr.worth_it,
@@ -129,7 +126,7 @@ def capacity_basis(adv: Advice) -> dict[str, Any]:
     return out
 
 
-def _recommendation(adv: Advice, rows: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def _recommendation(adv: Advice) -> dict[str, Any]:
     """The JSON's ``recommendation``: the decision, its words and what it compared."""
     d, rec, m = adv.decision, adv.recommendation, adv.decision.margin
     return {
@@ -145,13 +142,13 @@ def _recommendation(adv: Advice, rows: Mapping[str, Mapping[str, Any]]) -> dict[
         "expected_gain_pct": num(rec.expected_gain_pct, 2),
         "expected_regret_pct": num(rec.expected_regret_pct, 2),
         "close_call": rec.close_call,
-        "probe": probe_json(adv, rows),
-        "judged": split_json(adv, d.described, rows),
+        "probe": probe_json(adv),
+        "judged": split_json(adv, d.described),
         "runner_up": (
             {
-                "roles": split_json(adv, d.runner_up, rows)["roles"],
-                "bps": num(adv.splits.at[d.runner_up, "bps"]),
-                "bottleneck": str(adv.splits.at[d.runner_up, "bottleneck"]),
+                "roles": split_json(adv, d.runner_up)["roles"],
+                "bps": num(adv.rows[d.runner_up].bps),
+                "bottleneck": adv.rows[d.runner_up].bottleneck,
             }
             if d.runner_up
             else None
@@ -161,7 +158,7 @@ def _recommendation(adv: Advice, rows: Mapping[str, Mapping[str, Any]]) -> dict[
                 "stable": m.stable,
                 "best_low": num(m.best_low),
                 "runner_up_high": num(m.runner_up_high),
-                "best": split_json(adv, m.higher, rows)["roles"],
+                "best": split_json(adv, m.higher)["roles"],
                 "separated": m.separated,
                 "lead_low_pct": num(m.lead_low_pct, 2),
                 "lead_high_pct": num(m.lead_high_pct, 2),
@@ -183,7 +180,6 @@ def advice_json(adv: Advice) -> dict[str, Any]:
         The document as plain Python objects (``json.dumps`` writes it).
     """
     ob, d = adv.observed, adv.decision
-    rows = table_rows(adv)
     return {
         "schema": JSON_SCHEMA_VERSION,
         "run": adv.run,
@@ -197,8 +193,8 @@ def advice_json(adv: Advice) -> dict[str, Any]:
             "steady_from_s": num(ob.steady_from_s, 1),
             "capacities_bps": {k: num(v) for k, v in ob.capacities_bps.items()},
         },
-        "splits": [split_json(adv, str(lbl), rows) for lbl in adv.splits.index],
-        "recommendation": _recommendation(adv, rows),
+        "splits": [split_json(adv, label) for label in adv.rows],
+        "recommendation": _recommendation(adv),
         "queues": (
             {"hs": {"cap": d.queue.cap, "advice": queue_text(d.queue), "gain_pct": num(d.queue.gain_pct, 2)}}
             if d.queue is not None

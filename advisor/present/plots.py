@@ -109,14 +109,11 @@ def _fmt(k: tuple[int, int]) -> str:
 
 def _split_keys(adv: Advice) -> tuple[list[tuple[int, int]], list[str]]:
     """(N, M) per row and tick labels that flag the observed and recommended splits."""
-    p, c = adv.roles
     rec = _rec_key(adv)
-    df = adv.splits
-    ns, ms, seen = (df[f"n_{p}"].to_numpy(int), df[f"n_{c}"].to_numpy(int), df["observed"].to_numpy(bool))
     keys, labels = [], []
-    for n, m, o in zip(ns, ms, seen):
-        k = (int(n), int(m))
-        tags = (["obs"] if o else []) + (["rec"] if k == rec else [])
+    for row in adv.rows.values():
+        k = row.counts
+        tags = (["obs"] if row.observed else []) + (["rec"] if k == rec else [])
         keys.append(k)
         labels.append(_fmt(k) + (f"\n{'+'.join(tags)}" if tags else ""))
     return keys, labels
@@ -484,10 +481,9 @@ def measured_efficiency(adv: Advice, i: int) -> float:
     """The measured efficiency (%) of row ``i``, an observed split: its measured rate over the
     fastest stage's capacity of the same row, the numbers the efficiency bar divides
     (`advisor.project.table`); NaN where the row has no measured rate."""
-    r = adv.splits.iloc[i]
-    p, c = adv.roles
-    fastest = max(float(r[f"cap_{p}_bps"]), float(r[f"cap_{c}_bps"]))
-    return 100.0 * float(r["observed_bps"]) / fastest if fastest > 0 else math.nan
+    r = adv.rows[str(adv.splits.index[i])]
+    fastest = max(r.producer.cap_bps, r.consumer.cap_bps)
+    return 100.0 * r.observed_bps / fastest if fastest > 0 else math.nan
 
 
 @_plain_text

@@ -21,6 +21,7 @@ from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, qu
 from advisor.decide.rules import Decision, Verdict
 from advisor.model.params import Source
 from advisor.present.json import advice_json
+from advisor.project.rows import SplitRow
 from advisor.project.table import split_label
 from advisor.settings import Capacity, role_is_noun, role_plural
 
@@ -95,6 +96,11 @@ def shows_bound(adv: Advice) -> bool:
     return any(_num(r["bound_bps"], ".3f") != _num(r["bps"], ".3f") for _, r in adv.splits.iterrows())
 
 
+def _gpus_text(row: SplitRow) -> str:
+    """The GPUs each role holds at a split, producer first ("12-4")."""
+    return f"{row.producer.gpus}-{row.consumer.gpus}"
+
+
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows, as text cells; the ``bound b/s`` column only where it differs."""
     d = adv.decision
@@ -103,7 +109,6 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", util, "bottleneck", "ETA"]
     if exact:
         head.append("exact b/s")
-    p, c = adv.roles
     engines = adv.settings.gpus_per_worker != (1, 1)
     nodes = "placement" in adv.splits.columns
     if engines:
@@ -132,7 +137,7 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
                 dur_text(r["eta_s"]),
             ]
             + ([_num(r["bps_exact"], ".3f")] if exact else [])
-            + ([f"{int(r[f'gpus_{p}'])}-{int(r[f'gpus_{c}'])}"] if engines else [])
+            + ([_gpus_text(adv.rows[str(label)])] if engines else [])
             + ([_num(100 * r["link_util"], ".0f") + "%", str(r["placement"])] if nodes else [])
         )
     if not shows_bound(adv):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -25,9 +26,10 @@ def test_the_recommendation_is_the_sentences_of_its_decision(reference):
 def test_a_reason_reads_the_rows_it_is_given(reference):
     adv = advise(reference)
     d = adv.decision
-    rows = adv.splits.copy()
-    rows.loc[d.judged, "cap_drafter_bps"] = 1.2345
-    first = reasons(d, rows, adv.fit, adv.observed)[0]
+    rows = dict(d.rows)  # the records the decision carries (advisor.project.rows)
+    j = rows[d.judged]
+    rows[d.judged] = replace(j, consumer=replace(j.consumer, cap_bps=1.2345))
+    first = reasons(replace(d, rows=rows), adv.splits, adv.fit, adv.observed)[0]
     assert first.startswith(f"at {d.judged} the ") and "drafter 1.234 b/s" in first
     assert "drafter 1.234 b/s" not in adv.recommendation.reasons[0]
 
