@@ -73,12 +73,12 @@ def _tok(v: float) -> str:
     return f"{v / 1000:.1f}K" if math.isfinite(v) else "-"
 
 
-def _interval_text(r) -> str:
+def _interval_text(r: SplitRow) -> str:
     """A row's 95% interval; "at least LOW" where its upper end rests on a capacity known only
     from below (``bps_high_open``): no finite upper end is known."""
-    if bool(r.get("bps_high_open", False)):
-        return f"at least {_num(r['bps_low'], '.3f')}"
-    return f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}"
+    if r.bps_high_open:
+        return f"at least {_num(r.bps_low, '.3f')}"
+    return f"{_num(r.bps_low, '.3f')}-{_num(r.bps_high, '.3f')}"
 
 
 def _rate(bps: float, tok_s: float) -> str:
@@ -93,12 +93,18 @@ def _rate(bps: float, tok_s: float) -> str:
 def shows_bound(adv: Advice) -> bool:
     """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
     row as printed (the JSON always carries ``bound_bps``)."""
-    return any(_num(r["bound_bps"], ".3f") != _num(r["bps"], ".3f") for _, r in adv.splits.iterrows())
+    return any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in adv.rows.values())
 
 
 def _gpus_text(row: SplitRow) -> str:
     """The GPUs each role holds at a split, producer first ("12-4")."""
     return f"{row.producer.gpus}-{row.consumer.gpus}"
+
+
+def _link_cells(row: SplitRow) -> list[str]:
+    """The link's utilisation and the placement, across nodes ("-" and "nan" where the split has none)."""
+    lk = row.link
+    return [_num(100 * lk.link_util, ".0f") + "%", lk.placement_text] if lk is not None else ["-%", "nan"]
 
 
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
@@ -116,29 +122,29 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     if nodes:
         head += ["link", "placement"]
     rows = []
-    for label, r in adv.splits.iterrows():
+    for label, r in adv.rows.items():
         mark = (
             (">" if label == d.recommended else " ")
-            + ("*" if r["observed"] else " ")
+            + ("*" if r.observed else " ")
             + ("j" if adv.settings.roles and label == d.judged else " ")
-            + ("s" if r.get("method") == "exact" else "")
+            + ("s" if r.method == "exact" else "")
         )
         rows.append(
             [
                 mark.rstrip(),
-                str(label),
-                _num(r["bps"], ".3f"),
+                label,
+                _num(r.bps, ".3f"),
                 _interval_text(r),
-                _tok(r["tok_s"]),
-                _num(r["bound_bps"], ".3f"),
-                _num(100 * r["efficiency"], ".0f") + "%",
-                _num(100 * r["gpu_util"], ".0f") + "%",
-                str(r["bottleneck"]),
-                dur_text(r["eta_s"]),
+                _tok(r.tok_s),
+                _num(r.bound_bps, ".3f"),
+                _num(100 * r.efficiency, ".0f") + "%",
+                _num(100 * r.gpu_util, ".0f") + "%",
+                r.bottleneck,
+                dur_text(r.eta_s),
             ]
-            + ([_num(r["bps_exact"], ".3f")] if exact else [])
-            + ([_gpus_text(adv.rows[str(label)])] if engines else [])
-            + ([_num(100 * r["link_util"], ".0f") + "%", str(r["placement"])] if nodes else [])
+            + ([_num(r.bps_exact, ".3f")] if exact else [])
+            + ([_gpus_text(r)] if engines else [])
+            + (_link_cells(r) if nodes else [])
         )
     if not shows_bound(adv):
         i = head.index("bound b/s")
