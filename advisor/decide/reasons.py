@@ -581,7 +581,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
                 if rf.ranged and rf.basis is Basis.GIVEN
                 else "the known range's middle"
                 if rf.ranged and math.isfinite(rf.mu_range_bps[1])
-                else {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value]
+                else rf.basis.short()
             )
             for rf in (fit.producer, fit.consumer)
         }

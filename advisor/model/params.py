@@ -49,6 +49,10 @@ class Basis(str, Enum):
             "bound": "a bound",
         }[self.value]
 
+    def short(self) -> str:
+        """The one word a threshold sentence gives the basis ("fitted", "measured", "given", "the bound")."""
+        return {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[self.value]
+
 
 @dataclass(frozen=True)
 class RoleFit:
