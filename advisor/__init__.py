@@ -12,7 +12,7 @@ Heavy modules (pandas, scipy) load on first use, so ``import advisor`` stays che
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["Advice", "Options", "advise", "advise_numbers", "load_log", "LogError"]
+__all__ = ["Advice", "Options", "advice_json", "advise", "advise_numbers", "load_log", "LogError"]
 
 
 def __getattr__(name: str):
@@ -20,6 +20,10 @@ def __getattr__(name: str):
         from advisor.advice import Advice, advise, advise_numbers
 
         return {"advise": advise, "advise_numbers": advise_numbers, "Advice": Advice}[name]
+    if name == "advice_json":
+        from advisor.present.json import advice_json
+
+        return advice_json
     if name == "Options":
         from advisor.settings import Options
 

@@ -11,7 +11,6 @@ receives; the verdict is a `~advisor.decide.rules.Decision` (data) whose wording
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,7 +23,7 @@ import pandas as pd
 from advisor.decide.evidence import Evidence, gather
 from advisor.decide.observed import ObservedSplit, observed_split
 from advisor.decide.odds_text import odds_sentence
-from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, provisional, queue_text, reasons
+from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, reasons
 from advisor.decide.rules import Decision, decide
 from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline, gpu_priors_text
@@ -32,10 +31,11 @@ from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
 from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
 from advisor.project.exact import refine_weak_spots, simulate_splits
 from advisor.project.linked import refine_placements
 from advisor.project.probed import compare_probed
+from advisor.project.rows import SplitRow, split_rows
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
 from advisor.settings import (
     ENGINE_SCALING_SE,
@@ -52,13 +52,13 @@ from advisor.settings import (
 )
 
 EXACT_GAP_WARN_PCT = 3.0
-JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
 CROSSING_GAP = 0.05  # crossing share measured vs uniform mixing: a caveat past 5 points
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """The decision in words (for readers of the JSON's ``recommendation`` and old code)."""
+    """The decision in words: the recommended split, the reasons and what the verdict holds
+    unless (``Advice.recommendation``; the JSON's ``recommendation`` lays it out)."""
 
     roles: Mapping[str, int]
     verdict: str
@@ -75,7 +75,8 @@ class Recommendation:
 class Advice:
     """Advice for one job: ``splits`` (DataFrame indexed by "N-M", columns in `advisor.project.table`),
     ``decision`` (the verdict as data), ``recommendation`` (the same in words), ``observed``,
-    ``settings`` and the caveats in ``warnings``. ``to_json()`` is the ``--json`` document."""
+    ``settings`` and the caveats in ``warnings``. `advisor.present.json.advice_json` lays it out
+    as the ``--json`` document."""
 
     run: str
     gpus: int
@@ -102,6 +103,12 @@ class Advice:
         return self.fit.roles
 
     @property
+    def rows(self) -> Mapping[str, SplitRow]:
+        """The table's rows as records, by label (`advisor.project.rows`): what decide/ and
+        present/ read; ``splits`` is the same numbers as a DataFrame."""
+        return self.decision.rows
+
+    @property
     def queues(self) -> dict[str, Any]:
         return {"hs": self.decision.queue} if self.decision.queue is not None else {}
 
@@ -116,14 +123,14 @@ class Advice:
     def recommendation(self) -> Recommendation:
         d = self.decision
         p, c = self.roles
-        n, m = (int(self.splits.at[d.recommended, f"n_{r}"]) for r in (p, c))
+        n, m = self.rows[d.recommended].counts
         return Recommendation(
             roles={p: n, c: m},
             verdict=d.verdict.value,
             reasons=tuple(
                 reasons(d, self.splits, self.fit, self.observed)
                 + [x for x in (odds_sentence(d, self.probed),) if x]
-                + placement_reasons(d, self.splits, self.fit)
+                + placement_reasons(d, self.fit)
             ),
             holds_unless=tuple(holds_unless(d, self.fit)),
             gain_pct=d.gain_pct,
@@ -139,7 +146,7 @@ class Advice:
         s = replace(
             self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus, self.settings.gpus_per_worker)
         )
-        return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence))
+        return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence, self.rows))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
         p, c = self.roles
@@ -147,172 +154,6 @@ class Advice:
         if label not in self.splits.index:
             raise KeyError(f"no split {label} among the projected ones")
         return self.splits.loc[label]
-
-    @cached_property
-    def _rows(self) -> dict[str, dict[str, Any]]:
-        """The table's rows as dicts, by label: made once (at G = 1024 a row as a Series each cost
-        a fifth of a second for the JSON's 1,023 splits)."""
-        return self.splits.to_dict("index")
-
-    def split_json(self, label: str) -> dict[str, Any]:
-        """One row of the table as the JSON's split object (the one conversion, so they agree)."""
-        p, c = self.roles
-        r = self._rows[label]
-        out = {
-            "roles": {p: int(r[f"n_{p}"]), c: int(r[f"n_{c}"])},
-            "bps": _num(r["bps"]),
-            "tok_s": _num(r["tok_s"], 1),
-            "bps_low": _num(r["bps_low"]),
-            "bps_high": _num(r["bps_high"]),
-            "bps_high_open": bool(r.get("bps_high_open", False)),
-            "efficiency": _num(r["efficiency"]),
-            "gpu_util": _num(r["gpu_util"]),
-            "bottleneck": str(r["bottleneck"]),
-            "eta_s": _num(r["eta_s"], 0),
-            "bound_bps": _num(r["bound_bps"]),
-            "capacities_bps": {
-                k: _num(r[f"cap_{k}_bps"]) for k in (p, c, "loader") if _num(r[f"cap_{k}_bps"]) is not None
-            },
-            "observed": bool(r["observed"]),
-            f"{p}_blocked": _num(r[f"{p}_blocked"]),
-            f"{c}_starved": _num(r[f"{c}_starved"]),
-            "hs_mean_depth": _num(r["hs_mean_depth"], 2),
-            "method": str(r["method"]),
-        }
-        if r["observed"] and _num(r["observed_bps"]) is not None:
-            out["observed_bps"] = _num(r["observed_bps"])
-        if "bps_exact" in r:
-            out["bps_exact"] = _num(r["bps_exact"])
-        if self.decision.odds is not None:
-            o = self.decision.odds.of(label)
-            out.update({"p_best": _num(o.p_best), "p_top": _num(o.p_top), "expected_regret_pct": _num(o.regret_pct, 2)})
-        out.update(engine_json(r, p, c))
-        return out
-
-    def probe_json(self) -> dict[str, Any] | None:
-        """The best candidate probe (`advisor.decide.probe`): the split it measures, the splits it
-        runs, seconds of each, GPU-hours, whether it is worth its cost; None without one."""
-        pr = self.decision.probe
-        if pr is None:
-            return None
-        return {
-            "split": self.split_json(pr.split)["roles"],
-            "splits": [self.split_json(x)["roles"] for x in pr.splits],
-            "seconds": _num(pr.seconds_each, 0),
-            "gpu_hours": _num(pr.gpu_hours, 3),
-            "worth_it": pr.worth_it,
-            "regret_now_pct": _num(pr.regret_now_pct, 2),
-            "regret_after_pct": _num(pr.regret_after_pct, 2),
-        }
-
-    def capacity_basis(self) -> dict[str, Any]:
-        """What each role's capacity rests on (`advisor.model.params.Basis`), with the known range
-        of the pool's capacity at the observed split (``high_bps`` None: open, a lower bound)."""
-        ob = self.fit.observed[0]
-        out = {}
-        for rf in (self.fit.producer, self.fit.consumer):
-            n = ob.roles.get(rf.role, 0)
-            lo, hi = rf.mu_range_bps if rf.ranged else (rf.mu_bps, rf.mu_bps)
-            out[rf.role] = {"kind": rf.basis.value, "low_bps": _num(lo * n), "high_bps": _num(hi * n)}
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        """The `dflash-advise --json` document (``schema`` `JSON_SCHEMA_VERSION`; CHANGELOG.md says
-        what each version added)."""
-        ob, d, rec = self.observed, self.decision, self.recommendation
-        m = d.margin
-        return {
-            "schema": JSON_SCHEMA_VERSION,
-            "run": self.run,
-            "gpus": self.gpus,
-            "observed": {
-                "roles": dict(ob.roles),
-                "bps": _num(ob.bps),
-                "tok_s": _num(ob.tok_s, 1),
-                "efficiency": _num(ob.efficiency),
-                "bottleneck": ob.bottleneck,
-                "steady_from_s": _num(ob.steady_from_s, 1),
-                "capacities_bps": {k: _num(v) for k, v in ob.capacities_bps.items()},
-            },
-            "splits": [self.split_json(str(lbl)) for lbl in self.splits.index],
-            "recommendation": {
-                "roles": dict(rec.roles),
-                "verdict": rec.verdict,
-                "reasons": list(rec.reasons),
-                "holds_unless": list(rec.holds_unless),
-                "gain_pct": _num(d.gain_pct, 2),
-                "rule": d.rule,
-                "provisional": provisional(d, self.fit),
-                "action": (d.action or d.verdict).value,
-                "p_best": _num(rec.p_best),
-                "expected_gain_pct": _num(rec.expected_gain_pct, 2),
-                "expected_regret_pct": _num(rec.expected_regret_pct, 2),
-                "close_call": rec.close_call,
-                "probe": self.probe_json(),
-                "judged": self.split_json(d.described),
-                "runner_up": (
-                    {
-                        "roles": self.split_json(d.runner_up)["roles"],
-                        "bps": _num(self.splits.at[d.runner_up, "bps"]),
-                        "bottleneck": str(self.splits.at[d.runner_up, "bottleneck"]),
-                    }
-                    if d.runner_up
-                    else None
-                ),
-                "margin": (
-                    {
-                        "stable": m.stable,
-                        "best_low": _num(m.best_low),
-                        "runner_up_high": _num(m.runner_up_high),
-                        "best": self.split_json(m.higher)["roles"],
-                        "separated": m.separated,
-                        "lead_low_pct": _num(m.lead_low_pct, 2),
-                        "lead_high_pct": _num(m.lead_high_pct, 2),
-                    }
-                    if m
-                    else None
-                ),
-                "settings": self.settings.to_json(),
-            },
-            "queues": (
-                {"hs": {"cap": d.queue.cap, "advice": queue_text(d.queue), "gain_pct": _num(d.queue.gain_pct, 2)}}
-                if d.queue is not None
-                else {}
-            ),
-            "warnings": list(self.warnings),
-            "capacity_basis": self.capacity_basis(),
-            **({"gate": dict(self.gate)} if self.gate else {}),
-        }
-
-
-def engine_json(r: Mapping[str, Any], p: str, c: str) -> dict[str, Any]:
-    """A row's GPUs per role and, across nodes, its placement and link (additive JSON fields)."""
-    out: dict[str, Any] = {}
-    if f"gpus_{p}" in r:
-        out["gpus_by_role"] = {p: int(r[f"gpus_{p}"]), c: int(r[f"gpus_{c}"])}
-        out["gpus_per_worker"] = {p: int(r[f"gpus_per_{p}"]), c: int(r[f"gpus_per_{c}"])}
-    if "placement" in r and isinstance(r["placement"], str):
-        out["placement"] = [{p: int(a), c: int(b)} for a, b in zip(r[f"nodes_{p}"], r[f"nodes_{c}"])]
-        out["placement_text"] = r["placement"]
-        out["layout"] = r["layout"]
-        out["other_layout_bps"] = _num(r["bps_other_layout"])
-        out["link"] = {
-            "cap_bps": _num(r["cap_link_bps"]),
-            "util": _num(r["link_util"]),
-            "crossing_share": _num(r["crossing_share"]),
-            "hs_share": _num(r["link_hs_share"]),
-            "sync_share": _num(r["link_sync_share"]),
-        }
-    return out
-
-
-def _num(v: Any, nd: int = 4) -> Any:
-    if v is None:
-        return None
-    v = float(v)
-    # + 0.0: a value that rounds to zero from below is 0.0, not -0.0 (a last-bit difference in a
-    # lead of nothing must not print as a sign)
-    return round(v, nd) + 0.0 if math.isfinite(v) else None
 
 
 def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
@@ -472,9 +313,9 @@ def _warn_crossing(fit: PipelineFit) -> None:
 def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
-    if fit.source == "steps" and settings.own_budget and settings.nodes > 1:
+    if fit.source is Source.STEPS and settings.own_budget and settings.nodes > 1:
         splits = refine_placements(fit, tuple(logs), settings, project(fit, settings))  # the queue and link, simulated
-    elif fit.source == "steps" and settings.own_budget:
+    elif fit.source is Source.STEPS and settings.own_budget:
         splits = _refined(fit, tuple(logs), settings)
     else:
         splits = project(fit, settings)
@@ -489,7 +330,7 @@ def _refined(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings) -> 
 
 
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
-    if fit.source != "steps" or not settings.own_budget:
+    if fit.source is not Source.STEPS or not settings.own_budget:
         warnings.warn(
             AssumptionWarning("--exact needs step events and the log's own token budget; skipped"), stacklevel=2
         )
@@ -510,7 +351,7 @@ def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits:
 def _evidence(fit: PipelineFit, logs: Sequence[RunLog]) -> Evidence:
     """What the first log can carry (`advisor.decide.evidence`), with a caveat when it is thin."""
     ev = gather(fit, tuple(logs))
-    if ev.thin and fit.source != "numbers":
+    if ev.thin and fit.source.logged:
         warnings.warn(
             SteadyStateWarning(
                 f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "
@@ -543,8 +384,9 @@ def _finish(
         ev = _evidence(fit, logs)
         if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
             splits = _widen_for_drift(splits, ev)
-        decision = decide(fit, splits, settings, ev)
-        observed = observed_split(fit, settings, splits)
+        rows = split_rows(fit.roles, splits)  # the table's rows as records, once
+        decision = decide(fit, splits, settings, ev, rows)
+        observed = observed_split(fit, settings, rows)
     return Advice(
         run=run,
         gpus=settings.gpus,

@@ -8,6 +8,7 @@ import pytest
 
 from advisor.advice import advise, advise_numbers
 from advisor.decide.observed import ObservedSplit
+from advisor.present.json import advice_json
 
 
 def test_the_observed_split_is_the_measured_run_plus_the_tables_capacities(reference):
@@ -63,7 +64,7 @@ def test_the_json_splits_are_the_tables_rows_and_never_print_minus_zero(referenc
     import math
 
     adv = advise(reference, gpus=64)
-    doc = adv.to_json()
+    doc = advice_json(adv)
     assert len(doc["splits"]) == len(adv.splits) == 63
     for obj, (_label, row) in zip(doc["splits"], adv.splits.iterrows()):
         assert obj["roles"] == {"target": int(row["n_target"]), "drafter": int(row["n_drafter"])}
@@ -103,4 +104,8 @@ def test_logs_fitted_once_advise_as_advise_does():
     ref = Path(__file__).parent.parent / "fixtures" / "reference-7x1.jsonl"
     fitted = fit_logs(ref)
     for opts in (Options(), Options(gpus=16), Options(roles="target=6,drafter=2", restart_cost_h=3.0)):
-        assert fitted.advise(opts).to_json() == advise(ref, opts).to_json() == advise(ref, **opts.given()).to_json()
+        assert (
+            advice_json(fitted.advise(opts))
+            == advice_json(advise(ref, opts))
+            == advice_json(advise(ref, **opts.given()))
+        )

@@ -320,9 +320,9 @@ def test_per_process_files_read_back_as_one_run(tmp_path):
     assert len(run.steps) == 800 and run.end["reason"] == "done"
     assert set(zip(run.steps["role"], run.steps["worker"])) == {("target", 0), ("target", 1), ("drafter", 0)}
     assert (run.steps["t"].diff().dropna() >= 0).all()
-    from advisor import advise
+    from advisor import advice_json, advise
 
-    adv = advise(tmp_path).to_json()
+    adv = advice_json(advise(tmp_path))
     assert adv["observed"]["bottleneck"] == "target"
     assert adv["observed"]["capacities_bps"]["target"] == pytest.approx(4.0, rel=1e-3)
 

@@ -15,6 +15,7 @@ import pytest
 
 from advisor import advise
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "slurm_summarize.sh"
@@ -100,7 +101,7 @@ def test_launch_map_reduce_gives_the_folders_advice(run_dir, tmp_path):
     merged = json.loads((tmp_path / "out" / "run.json").read_text())
     # every file once, in the order the folder is read
     assert merged["paths"] == [str(p) for p in sorted(run_dir.glob("*.jsonl"))]
-    a, b = advise([str(tmp_path / "out" / "run.json")]).to_json(), advise([str(run_dir)]).to_json()
+    a, b = advice_json(advise([str(tmp_path / "out" / "run.json")])), advice_json(advise([str(run_dir)]))
     for j in (a, b):
         j.pop("logs", None)
         j.pop("warnings", None)

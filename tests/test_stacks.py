@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from advisor import advise
 from advisor.cli.app import app, route
 from advisor.errors import LogError
+from advisor.present.json import advice_json
 from advisor.stacks import STACKS, Field, derive, read_csv_scalars
 from advisor.tbimport import Scalar, crc32c, masked_crc
 
@@ -89,7 +90,7 @@ def test_torchspec_event_file_gives_both_capacities_and_the_step_loop_rate(tmp_p
     assert snaps[5]["cap_bps"] == {"drafter": pytest.approx(16.0), "target": pytest.approx(12.5)}
     head = json.loads(out.read_text().splitlines()[0])
     assert head["stack"] == "torchspec" and head["unit"] == "sample"
-    adv = advise(out).to_json()
+    adv = advice_json(advise(out))
     assert adv["observed"]["bottleneck"] == "target"
 
 
@@ -305,7 +306,7 @@ def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
     assert hi <= max(s["cap_bps"]["target"] for s in snaps) and dft.mu_range_bps[1] == math.inf
     text = _cli([out]).stdout
     assert "(measured from rates snapshots)" not in text and "between" in text and "upper estimate" in text
-    js = adv.to_json()["capacity_basis"]
+    js = advice_json(adv)["capacity_basis"]
     assert (
         js["target"]["kind"] == "bound" and js["target"]["high_bps"] is not None and js["drafter"]["high_bps"] is None
     )

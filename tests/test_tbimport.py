@@ -19,6 +19,7 @@ from advisor import advise
 from advisor.cli.app import app, route
 from advisor.errors import LogError, LogWarning
 from advisor.ingest.load import load_log
+from advisor.present.json import advice_json
 from advisor.tbimport import crc32c, masked_crc, parse_map, read_scalars
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,7 @@ def test_imported_log_advises_like_the_rates_log_it_came_from(tmp_path):
     assert "90 rates snapshots" in r.output
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert [x["ev"] for x in lines] == ["run"] + ["rates"] * 90  # no end: the job may still run
-    got, want = advise(out).to_json(), advise(REFERENCE_RATES).to_json()
+    got, want = advice_json(advise(out)), advice_json(advise(REFERENCE_RATES))
     assert got["recommendation"]["roles"] == want["recommendation"]["roles"] == {"target": 7, "drafter": 1}
     assert got["recommendation"]["verdict"] == want["recommendation"]["verdict"]
     assert got["observed"]["bottleneck"] == want["observed"]["bottleneck"]
@@ -106,7 +107,7 @@ def test_ended_flag_writes_end_and_the_advice_is_for_the_next_run(tmp_path):
     assert r.exit_code == 0, r.output
     end = load_log(out).end
     assert end["reason"] == "done" and end["t"] == pytest.approx(5400.0, abs=0.5)
-    rec = advise(out).to_json()["recommendation"]
+    rec = advice_json(advise(out))["recommendation"]
     # advice for the next run: no restart cost; a rates-only GPU log carries the GPU priors, which
     # may leave 7-1 and 6-2 open: cannot-tell only where a probe is worth buying (issue 34), and the
     # action for the next run either way
@@ -352,7 +353,7 @@ def test_an_imported_gpu_run_gets_gpu_caveats_and_its_snapshots_counted(tmp_path
     assert any("one split of real GPUs" in w for w in adv.warnings)
     ev = adv.decision.evidence
     assert ev.basis == "rates" and ev.snapshots < 100 < ev.batches and not ev.thin
-    assert adv.to_json()["capacity_basis"]["target"]["kind"] == "rates"
+    assert advice_json(adv)["capacity_basis"]["target"]["kind"] == "rates"
 
 
 def test_a_wall_time_past_the_readers_limit_is_refused_not_written(tmp_path):

@@ -66,6 +66,7 @@ from advisor.decide.odds_text import ACTIONS, share_text
 from advisor.errors import LogError, LogRefused
 from advisor.ingest.ranks import expand
 from advisor.ingest.reader import MAX_LOG_BYTES, open_log
+from advisor.present.json import advice_json
 from advisor.present.text import render
 from advisor.settings import SETTLE_REFRESHES, Options
 
@@ -242,7 +243,7 @@ class Settling:
 
 def _render(adv: Any, fmt: str, settling: Settling) -> str:
     if fmt == "json":
-        return json.dumps({**adv.to_json(), "follow": settling.to_json()}, separators=(",", ":")) + "\n"
+        return json.dumps({**advice_json(adv), "follow": settling.to_json()}, separators=(",", ":")) + "\n"
     return f"{settling.line()}\n\n{render(adv, fmt)}"
 
 

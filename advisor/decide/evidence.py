@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.ingest.runlog import RunLog
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
 
 MIN_BATCHES = 100
 DRIFT_PCT = 5.0
@@ -45,7 +45,7 @@ class Evidence:
     settled: bool
     drift_pct: float  # second half vs first half of the window, consumer completion rate
     drift_z: float
-    basis: str = "steps"  # "steps", "rates" (snapshots only) or "numbers" (no log)
+    basis: Source = Source.STEPS  # what the fit rests on
     snapshots: int = 0  # rates snapshots inside the window (rates-only logs)
 
     @property
@@ -54,20 +54,20 @@ class Evidence:
 
     @property
     def thin(self) -> bool:
-        if self.basis == "numbers":
+        if not self.basis.logged:
             return False
         return self.batches < MIN_BATCHES or not self.settled or self.drifting
 
     def count_text(self) -> str:
         """The window's length in its own units ("812 steady batches", "70 rates snapshots (~3,600 batches)")."""
-        if self.basis == "rates":
+        if self.basis is Source.RATES:
             return f"{self.snapshots} rates snapshots (~{self.batches:,} batches)"
         return f"{self.batches} steady batches"
 
     def why_thin(self) -> list[str]:
         out = []
         if self.batches < MIN_BATCHES:
-            unit = " batches" if self.basis == "rates" else ""
+            unit = " batches" if self.basis is Source.RATES else ""
             out.append(
                 f"only {self.count_text()} (at least {MIN_BATCHES}{unit} are needed to separate "
                 f"splits a few percent apart)"
@@ -117,9 +117,9 @@ def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
                     drift = 100.0 * (b.mean() / a.mean() - 1.0)
                     se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)) if len(a) > 1 < len(b) else 0.0
                     z = abs(b.mean() - a.mean()) / se if se > 0 else 0.0
-    if fit.source == "numbers":
-        return Evidence(steady_s=0.0, batches=0, settled=True, drift_pct=0.0, drift_z=0.0, basis="numbers")
-    if fit.source == "rates":
+    if not fit.source.logged:
+        return Evidence(steady_s=0.0, batches=0, settled=True, drift_pct=0.0, drift_z=0.0, basis=Source.NUMBERS)
+    if fit.source is Source.RATES:
         # the window holds snapshots; its batches are the consumer's completions over it
         batches = int(round(ob.bps * win.duration_s)) if ob.bps > 0 else 0
         return Evidence(
@@ -128,7 +128,7 @@ def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
             settled=bool(win.settled),
             drift_pct=float(drift),
             drift_z=float(z),
-            basis="rates",
+            basis=Source.RATES,
             snapshots=int(win.n_events),
         )
     return Evidence(

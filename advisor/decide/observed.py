@@ -14,10 +14,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-import pandas as pd
-
 from advisor.measure.observe import ObservedRun
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
+from advisor.project.rows import SplitRow
 from advisor.project.table import logged_placement, placed_split, split_capacities, split_label
 from advisor.settings import Settings
 
@@ -68,18 +67,29 @@ class ObservedSplit:
         return self.run.hs_full_share
 
 
-def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> ObservedSplit:
-    """The first log's split: its capacities from its row of ``splits`` when the table projects
-    that split as the log ran it, else from its own split and batch size."""
+def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, SplitRow]) -> ObservedSplit:
+    """The first log's split: its capacities from its row of the table when the table projects
+    that split as the log ran it, else from its own split and batch size.
+
+    Args:
+        fit: the fit the table was projected from.
+        settings: the options it was projected under.
+        rows: the table's rows (`advisor.project.rows.split_rows`), by label.
+
+    Returns:
+        The `ObservedSplit`.
+    """
     ob = fit.observed[0]
     p, c = fit.roles
     n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
     label = split_label(n, m)
+    row = rows.get(label)
     if (
-        label in splits.index
-        and splits.at[label, "observed"]
+        row is not None
+        and row.observed
         and settings.hs_cap == fit.hs_cap
-        and splits.get("layout", pd.Series(dtype=object)).get(label) == "node-local"
+        and row.link is not None
+        and row.link.layout == "node-local"
     ):
         # the log ran one shared q_hs: its capacities at its own placement (else the best shared one)
         logged = logged_placement(fit, settings)
@@ -90,10 +100,9 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
         )
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
         loader = res.loader_cap_bps
-    elif label in splits.index and splits.at[label, "observed"] and settings.hs_cap == fit.hs_cap:
-        row = splits.loc[label]
-        caps = {p: float(row[f"cap_{p}_bps"]), c: float(row[f"cap_{c}_bps"])}
-        loader = row["cap_loader_bps"]
+    elif row is not None and row.observed and settings.hs_cap == fit.hs_cap:
+        caps = {p: row.producer.cap_bps, c: row.consumer.cap_bps}
+        loader = row.cap_loader_bps
     else:  # the log ran another G or batch size than the table's: its own split, its own size
         k = settings.log_gpus_per_worker
         own = replace(
@@ -112,10 +121,10 @@ def observed_split(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -
         loader = res.loader_cap_bps
     if loader is not None and math.isfinite(loader):
         caps["loader"] = float(loader)
-    steps = fit.source == "steps"
-    if fit.source == "numbers" and label in splits.index:
+    steps = fit.source is Source.STEPS
+    if not fit.source.logged and row is not None:
         # bare numbers: no rate was measured; the split's rate is the projection from the given capacities
-        ob = replace(ob, bps=float(splits.at[label, "bps"]), tok_s=float(splits.at[label, "tok_s"]))
+        ob = replace(ob, bps=row.bps, tok_s=row.tok_s)
     return ObservedSplit(
         run=ob,
         roles={p: n, c: m},

@@ -12,13 +12,15 @@ same formatting.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
-from advisor.model.params import Basis, PipelineFit, RoleFit
+from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
+from advisor.project.rows import LinkRow, SplitRow
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import lead_interval
 from advisor.settings import role_count, role_plural
@@ -69,11 +71,10 @@ def basis_text(rf: RoleFit, workers: int) -> str:
     return rf.basis.word()
 
 
-def _role_cap_text(rf: RoleFit, row: pd.Series, fit: PipelineFit) -> str:
+def _role_cap_text(rf: RoleFit, row: SplitRow, fit: PipelineFit) -> str:
     """A role's capacity at a split and what it rests on; where it is not the capacity given or
     read at the observed split (another worker count, the sync cost), that one is said beside it."""
-    cap = float(row[f"cap_{rf.role}_bps"])
-    n = int(row[f"n_{rf.role}"])
+    cap, n = row.of(rf.role).cap_bps, row.of(rf.role).workers
     given_n = fit.observed[0].roles.get(rf.role, 0)
     base = rf.mu_bps * given_n
     basis = basis_text(rf, given_n)
@@ -84,50 +85,50 @@ def _role_cap_text(rf: RoleFit, row: pd.Series, fit: PipelineFit) -> str:
     return f"{bps_text(cap)} b/s ({basis})"
 
 
-def link_cost_pct(r: pd.Series) -> float:
+def link_cost_pct(r: SplitRow) -> float:
     """What the link costs at a row: its rate below the same placement's with a free link, in %
     (the one number the bottleneck and placement sentences state)."""
-    free = float(r.get("bps_free_link", math.nan))
-    return 100 * (1 - float(r["bps"]) / free) if free > 0 else 0.0
+    free = r.link.bps_free_link if r.link is not None else math.nan
+    return 100 * (1 - r.bps / free) if free > 0 else 0.0
 
 
-def _bottleneck(d: Decision, rows: pd.DataFrame, fit: PipelineFit, label: str) -> str:
-    p, c = fit.roles
-    r = rows.loc[label]
-    loader = f", loader {bps_text(r['cap_loader_bps'])} b/s" if math.isfinite(r["cap_loader_bps"]) else ""
+def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
+    r = d.rows[label]
+    pr, cr = r.producer, r.consumer
+    p, c = pr.role, cr.role
+    loader = f", loader {bps_text(r.cap_loader_bps)} b/s" if math.isfinite(r.cap_loader_bps) else ""
     # a pipeline without a q_hs (none declared, none given) has no depth to project
-    hs = f"q_hs {r['hs_mean_depth']:.1f}/{d.settings.hs_cap}, " if has_hs_queue(fit, d.settings) else ""
-    if r["bottleneck"] == "link":
+    hs = f"q_hs {r.hs_mean_depth:.1f}/{d.settings.hs_cap}, " if has_hs_queue(fit, d.settings) else ""
+    waits = (
+        f"projected at {label}: {hs}{role_plural(p)} blocked {pct_text(pr.wait_share)}, {role_plural(c)} starved "
+        f"{pct_text(cr.wait_share)}."
+    )
+    if r.bottleneck == "link" and r.link is not None:
         # the link's own capacity, and its cost from the same row as the placement sentence's
         return (
-            f"at {label} the link is the bottleneck: its capacity {bps_text(r['cap_link_bps'])} b/s vs {p} "
-            f"{bps_text(r[f'cap_{p}_bps'])} b/s and {c} {bps_text(r[f'cap_{c}_bps'])} b/s (their waits on the link "
+            f"at {label} the link is the bottleneck: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} "
+            f"{bps_text(pr.cap_bps)} b/s and {c} {bps_text(cr.cap_bps)} b/s (their waits on the link "
             f"included){loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
-            f"({bps_text(r['bps_free_link'])} b/s); projected at {label}: {hs}{role_plural(p)} blocked "
-            f"{pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved {pct_text(r[f'{c}_starved'])}."
+            f"({bps_text(r.link.bps_free_link)} b/s); {waits}"
         )
-    if fit.source == "steps":
+    if fit.source is Source.STEPS:
         return (
-            f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {bps_text(r[f'cap_{p}_bps'])} b/s "
-            f"vs {c} {bps_text(r[f'cap_{c}_bps'])} b/s{loader} (from busy time); projected at {label}: "
-            f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
-            f"{pct_text(r[f'{c}_starved'])}."
+            f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {bps_text(pr.cap_bps)} b/s "
+            f"vs {c} {bps_text(cr.cap_bps)} b/s{loader} (from busy time); {waits}"
         )
     return (
-        f"at {label} the {r['bottleneck']} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
-        f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; projected at {label}: "
-        f"{hs}{role_plural(p)} blocked {pct_text(r[f'{p}_blocked'])}, {role_plural(c)} starved "
-        f"{pct_text(r[f'{c}_starved'])}."
+        f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
+        f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; {waits}"
     )
 
 
-def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
+def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
     """The log's own signals at the observed split (measured, not projected); none from bare numbers
     (no log: the "observed" rate is the given capacities' minimum, nothing measured it)."""
-    if fit.source == "numbers":
+    if not fit.source.logged:
         return None
     p, c = fit.roles
-    r = rows.loc[label]
+    r = rows[label]
     parts = []
     if ob.hs_mean_depth is not None and ob.hs_full_share is not None:
         parts.append(
@@ -138,14 +139,13 @@ def _measured(rows: pd.DataFrame, fit: PipelineFit, ob: ObservedSplit, label: st
             f"{role_plural(p)} blocked {pct_text(ob.producer_blocked)} of their time, {role_plural(c)} starved "
             f"{pct_text(ob.consumer_starved)}"
         )
-    if math.isfinite(r["observed_bps"]):
-        logged = r.get("bps_logged_place", math.nan)
-        if isinstance(logged, float) and math.isfinite(logged):  # across nodes: as the log placed it
-            parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(logged)} projected at its placement")
+    if math.isfinite(r.observed_bps):
+        logged = r.link.bps_logged_place if r.link is not None else math.nan
+        if math.isfinite(logged):  # across nodes: as the log placed it
+            parts.append(f"{bps_text(r.observed_bps)} b/s against {bps_text(logged)} projected at its placement")
         else:
-            parts.append(f"{bps_text(r['observed_bps'])} b/s against {bps_text(r['bps'])} projected")
-    where = "(the log)" if fit.source == "steps" else "(the log's rates snapshots)"
-    return f"measured at {label} {where}: " + "; ".join(parts) + "." if parts else None
+            parts.append(f"{bps_text(r.observed_bps)} b/s against {bps_text(r.bps)} projected")
+    return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
 
 
 def _needs(d: Decision) -> str:
@@ -174,7 +174,7 @@ def _needs(d: Decision) -> str:
     if n.longer_factor is not None and n.extra_steady_s is not None:
         bits.append(f"a steady log about {n.longer_factor:.1f}x as long (~{dur_text(n.extra_steady_s)} more)")
     if n.run_at:
-        with_what = "" if d.evidence.basis == "numbers" else ", given with this log"
+        with_what = "" if not d.evidence.basis.logged else ", given with this log"
         bits.append(f"a short run at {n.run_at}{with_what}, which measures it directly")
     if n.repeats:
         measured = " and ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
@@ -322,12 +322,13 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
     a, r = d.runner_up, d.recommended
     if a is None:
         return []
-    m = int(df.at[a, f"n_{c}"])
+    ra = d.rows[a]
+    m = ra.consumer.workers
     out = [
-        f"the runner-up {a} would give {role_plural(p)} {bps_text(df.at[a, f'cap_{p}_bps'])} b/s while "
-        f"{role_count(m, c)} could take {bps_text(df.at[a, f'cap_{c}_bps'])} b/s: bound by the "
-        f"{df.at[a, 'bottleneck']} at {bps_text(df.at[a, 'bps'])} b/s, "
-        f"{signed_pct(100 * (df.at[a, 'bps'] / df.at[r, 'bps'] - 1))} against {r}."
+        f"the runner-up {a} would give {role_plural(p)} {bps_text(ra.producer.cap_bps)} b/s while "
+        f"{role_count(m, c)} could take {bps_text(ra.consumer.cap_bps)} b/s: bound by the "
+        f"{ra.bottleneck} at {bps_text(ra.bps)} b/s, "
+        f"{signed_pct(100 * (ra.bps / d.rows[r].bps - 1))} against {r}."
     ]
     mg = d.margin
     if provisional(d, fit):
@@ -349,7 +350,7 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
                 f"not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
                 f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin."
             )
-    elif fit.source == "numbers" and not fit.contention.role_se:
+    elif not fit.source.logged and not fit.contention.role_se:
         out.append(
             "from given numbers the intervals carry only the model's own error (and, with a sync cost given "
             "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "
@@ -412,7 +413,7 @@ def probe_text(df: pd.DataFrame, a: str, b: str) -> str:
 def provisional(d: Decision, fit: PipelineFit) -> bool:
     """Whether the verdict is provisional: a log whose evidence is thin (`advisor.decide.evidence`;
     bare numbers carry no such evidence). Then no sentence calls the choice stable."""
-    return d.evidence.thin and fit.source != "numbers"
+    return d.evidence.thin and fit.source.logged
 
 
 def _loader(d: Decision) -> list[str]:
@@ -448,16 +449,17 @@ def _levers(d: Decision) -> list[str]:
     return out
 
 
-def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: ObservedSplit) -> list[str]:
+def reasons(decision: Decision, splits: pd.DataFrame, fit: PipelineFit, observed: ObservedSplit) -> list[str]:
     """The reasons, first the judged split's bottleneck (DESIGN: 'judged' is what it describes).
 
-    ``rows`` is the projected table the decision was made on; ``observed`` the split the log ran
-    (its measured signals are said when that split is the one described first)."""
-    d = decision
+    ``splits`` is the projected table the decision was made on (its rows as records are the
+    decision's ``rows``); ``observed`` the split the log ran (its measured signals are said when
+    that split is the one described first)."""
+    d, rows = decision, splits
     first = d.described
-    out = [_bottleneck(d, rows, fit, first)]
+    out = [_bottleneck(d, fit, first)]
     if d.observed == first:
-        m = _measured(rows, fit, observed, first)
+        m = _measured(d.rows, fit, observed, first)
         if m:
             out.append(m)
     out += _loader(d)
@@ -471,7 +473,7 @@ def reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit, observed: 
     return out
 
 
-def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) -> list[str]:
+def placement_reasons(decision: Decision, fit: PipelineFit) -> list[str]:
     """Across nodes: where the recommended split's engines sit, what the link carries and costs
     (from the row's ``placement``, ``layout``, ``crossing_share``, ``link_util``, ``cap_link_bps``,
     ``bps_free_link``), the split's other layout (``bps_other_layout``: node-local pipelines against
@@ -479,11 +481,12 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
     (``bps_logged_place``). Empty on one node."""
     d = decision
     label = d.recommended
-    if "placement" not in rows.columns or not isinstance(rows.at[label, "placement"], str):
+    r = d.rows[label]
+    lk = r.link
+    if lk is None:
         return []
-    r = rows.loc[label]
     s = d.settings
-    out = [f"at {label} place {r['placement']} ({bps_text(r['bps'])} b/s)"]
+    out = [f"at {label} place {lk.placement_text} ({bps_text(r.bps)} b/s)"]
     if not s.link_bytes_s or not fit.hs_bytes_per_token:
         out[0] += "; the link between nodes is taken as free (its bandwidth is unknown)."
         return out
@@ -493,33 +496,33 @@ def placement_reasons(decision: Decision, rows: pd.DataFrame, fit: PipelineFit) 
         "header": "the log header's",
     }.get(s.link_source or "", "given")
     cost = link_cost_pct(r)
-    other = float(r.get("bps_other_layout", math.nan))
-    vs = f"{bps_text(other)} b/s ({signed_pct(100 * (other / float(r['bps']) - 1))})" if other > 0 else ""
-    if r.get("layout") == "node-local":
-        where = str(r["placement"]).removeprefix("node-local: ")
+    other = lk.other_layout_bps
+    vs = f"{bps_text(other)} b/s ({signed_pct(100 * (other / r.bps - 1))})" if other > 0 else ""
+    if lk.layout == "node-local":
+        where = lk.placement_text.removeprefix("node-local: ")
         out[0] = (
-            f"at {label} run one pipeline per node ({where}; {bps_text(r['bps'])} b/s): each node's batches "
-            f"stay on it; {_local_sync_text(fit, r, s.link_bytes_s / 1e9, whence, cost)}"
+            f"at {label} run one pipeline per node ({where}; {bps_text(r.bps)} b/s): each node's batches "
+            f"stay on it; {_local_sync_text(fit, lk, s.link_bytes_s / 1e9, whence, cost)}"
             + (f"; one shared q_hs at the best placement would give {vs}." if vs else ".")
         )
     else:
         out[0] += (
-            f": {pct_text(r['crossing_share'])} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} "
-            f"GB/s link ({whence}) {pct_text(r['link_util'])} busy, its capacity {bps_text(r['cap_link_bps'])} "
+            f": {pct_text(lk.crossing_share)} of batches cross nodes, keeping the {s.link_bytes_s / 1e9:.3g} "
+            f"GB/s link ({whence}) {pct_text(lk.link_util)} busy, its capacity {bps_text(lk.cap_link_bps)} "
             f"b/s; the link costs {cost:.1f}% against a free one."
         )
         if vs:
             out.append(f"one pipeline per node at {label} would give {vs}.")
-    logged = r.get("bps_logged_place", math.nan)
-    if isinstance(logged, float) and math.isfinite(logged) and r["logged_placement"] != r["placement"]:
+    logged = lk.bps_logged_place
+    if math.isfinite(logged) and lk.logged_placement != lk.placement_text:
         out.append(
-            f"the log ran {label} as {r['logged_placement']}: {bps_text(logged)} b/s projected there; "
-            f"the placement above gives {signed_pct(100 * (float(r['bps']) / logged - 1))}."
+            f"the log ran {label} as {lk.logged_placement}: {bps_text(logged)} b/s projected there; "
+            f"the placement above gives {signed_pct(100 * (r.bps / logged - 1))}."
         )
     return out
 
 
-def _local_sync_text(fit: PipelineFit, r: pd.Series, gbytes_s: float, whence: str, cost: float) -> str:
+def _local_sync_text(fit: PipelineFit, lk: LinkRow, gbytes_s: float, whence: str, cost: float) -> str:
     """What the link carries for node-local pipelines: the drafters' sync, or why none is counted."""
     if fit.sync.sync_every <= 0:
         return "the log's drafters do not sync (sync_every 0), so nothing is counted on the link"
@@ -527,7 +530,7 @@ def _local_sync_text(fit: PipelineFit, r: pd.Series, gbytes_s: float, whence: st
         return "the log's sync events carry no bytes, so the sync's time on the link is not counted"
     return (
         f"only the drafters' sync crosses the {gbytes_s:.3g} GB/s link ({whence}), "
-        f"{pct_text(r['link_util'])} busy, costing {cost:.1f}% against a free link"
+        f"{pct_text(lk.link_util)} busy, costing {cost:.1f}% against a free link"
     )
 
 
@@ -539,10 +542,8 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
     rests on the same sync fit, so one table never says "fitted" and "assumed" of the same share."""
     c = fit.roles[1]
     if fit.sync.measured:
-        return (
-            f"{pct_text(share)}, from the given sync time" if fit.source == "numbers" else f"fitted {pct_text(share)}"
-        )
-    if fit.source == "numbers":
+        return f"{pct_text(share)}, from the given sync time" if not fit.source.logged else f"fitted {pct_text(share)}"
+    if not fit.source.logged:
         return f"assumed {pct_text(share)}, not measured: no log, and no sync time was given"
     logged = sorted({o.roles.get(c, 0) for o in fit.observed})
     if m in logged:
@@ -580,7 +581,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
                 if rf.ranged and rf.basis is Basis.GIVEN
                 else "the known range's middle"
                 if rf.ranged and math.isfinite(rf.mu_range_bps[1])
-                else {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[rf.basis.value]
+                else rf.basis.short()
             )
             for rf in (fit.producer, fit.consumer)
         }

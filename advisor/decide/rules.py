@@ -36,7 +36,8 @@ Wording is `advisor.decide.reasons`'s.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 
 import pandas as pd
@@ -46,6 +47,7 @@ from advisor.decide.odds import RESOLUTION, Odds, draw_inputs, draw_rates, effec
 from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
+from advisor.project.rows import SplitRow, split_rows
 from advisor.project.sensitivity import Rivals, Sensitivity, sensitivity
 from advisor.project.table import lead_interval, lead_parts, split_label
 from advisor.settings import Settings
@@ -125,6 +127,8 @@ class Decision:
     odds: Odds | None = None  # every split's odds from one joint draw (`advisor.decide.odds`)
     probe: Probe | None = None  # the best candidate probe and its worth (`advisor.decide.probe`)
     action: Verdict | None = None  # the action without a probe (the verdict, unless cannot-tell)
+    # the table's rows it was decided from, by label (`advisor.project.rows`): what the sentences read
+    rows: Mapping[str, SplitRow] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def p_best(self) -> float | None:
@@ -158,7 +162,7 @@ class Decision:
         """The best split is the one the log runs and the judged one (``--roles``) is another: reaching
         the best needs no restart (moving to the judged split would)."""
         return (
-            self.evidence.basis != "numbers"
+            self.evidence.basis.logged
             and self.observed is not None
             and self.best == self.observed
             and self.judged is not None
@@ -170,10 +174,6 @@ class Decision:
         """The split the first reason describes (the JSON's ``judged``): the judged split, else (no
         split of G judged nor observed) the recommended one."""
         return self.judged or self.recommended
-
-
-def _split(df: pd.DataFrame, label: str, p: str, c: str) -> tuple[int, int]:
-    return int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
 
 
 def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
@@ -265,12 +265,12 @@ def probe_noise(fit: PipelineFit, df: pd.DataFrame, ev: Evidence) -> ProbeNoise:
     """Each split's per-time noise as a probe would measure it (`advisor.decide.probe`), the
     segments' run-to-run level, and how long the logs already ran each split of the table."""
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
-    steady = ev.steady_s if ev.basis != "numbers" else 0.0
+    steady = ev.steady_s if ev.basis.logged else 0.0
     zero = pd.Series(0.0, index=df.index)
     cols = zip(df.index, df["bps"], df.get("err_p_samp", zero), df.get("err_c_samp", zero))
     var_s = {str(lbl): noise_var_s(float(x), (float(sp), float(sc)), steady, scv) for lbl, x, sp, sc in cols}
     ran: dict[str, float] = {}
-    if fit.source != "numbers":
+    if fit.source.logged:
         p, c = fit.roles
         for o in fit.observed:
             lbl = split_label(o.roles.get(p, 0), o.roles.get(c, 0))
@@ -316,10 +316,28 @@ def _weigh(
     return action, action, rule, rec, odds, probe
 
 
-def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence: Evidence) -> Decision:
-    """Apply the rules (module docstring) to the projected table."""
+def decide(
+    fit: PipelineFit,
+    splits: pd.DataFrame,
+    settings: Settings,
+    evidence: Evidence,
+    rows: Mapping[str, SplitRow] | None = None,
+) -> Decision:
+    """Apply the rules (module docstring) to the projected table.
+
+    Args:
+        fit: the fit the table was projected from.
+        splits: the projected table (`advisor.project.table`).
+        settings: the options it was projected under.
+        evidence: what the first log carries (`advisor.decide.evidence`).
+        rows: ``splits`` as records (`advisor.project.rows.split_rows`), where the caller made them.
+
+    Returns:
+        The `Decision`, carrying ``rows``.
+    """
     p, c = fit.roles
     df = splits
+    rows = rows if rows is not None else split_rows(fit.roles, splits)
     observed = next((str(lbl) for lbl, o in df["observed"].items() if o), None)
     ob0 = fit.observed[0]
     first = split_label(ob0.roles.get(p, 0), ob0.roles.get(c, 0))
@@ -328,7 +346,7 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         split_label(settings.roles[p], settings.roles[c]) if settings.roles else (first if first in df.index else None)
     )
     best = str(df["bps"].idxmax())
-    running = observed if evidence.basis != "numbers" else None
+    running = observed if evidence.basis.logged else None
     verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, running)
     needs = None
     if probe is not None and verdict is Verdict.CANNOT_TELL:
@@ -336,18 +354,18 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         needs = _needs(df, evidence, hi, lo, probe.split)
     others = df.drop(index=rec)
     runner = str(others["bps"].idxmax()) if len(others) else None
-    r = _split(df, rec, p, c)
-    m_col = df[f"n_{c}"]
+    r = rows[rec].counts
+    m_col = pd.Series({label: row.consumer.workers for label, row in rows.items()})
     fewer = str(others.loc[m_col[others.index] < r[1], "bps"].idxmax()) if (m_col[others.index] < r[1]).any() else None
     more = str(others.loc[m_col[others.index] > r[1], "bps"].idxmax()) if (m_col[others.index] > r[1]).any() else None
     sens = sensitivity(
         fit,
         settings,
         r,
-        Rivals(*(_split(df, x, p, c) if x else None for x in (runner, fewer, more))),
-        _split(df, judged, p, c) if judged else r,
-        bottleneck_of=lambda s: str(df.at[split_label(*s), "bottleneck"]),
-        capacity_of=lambda s, i: float(df.at[split_label(*s), f"cap_{(p, c)[i]}_bps"]),
+        Rivals(*(rows[x].counts if x else None for x in (runner, fewer, more))),
+        rows[judged].counts if judged else r,
+        bottleneck_of=lambda s: rows[split_label(*s)].bottleneck,
+        capacity_of=lambda s, i: rows[split_label(*s)].roles[i].cap_bps,
     )
     gain = 100.0 * (df.at[best, "bps"] / df.at[judged, "bps"] - 1.0) if judged and df.at[judged, "bps"] > 0 else 0.0
     eta_gain = float(df.at[judged, "eta_s"] - df.at[best, "eta_s"]) if judged else None
@@ -372,4 +390,5 @@ def decide(fit: PipelineFit, splits: pd.DataFrame, settings: Settings, evidence:
         odds=odds,
         probe=probe,
         action=action,
+        rows=rows,
     )

@@ -100,6 +100,7 @@ from advisor.model.params import (
     PipelineFit,
     RegimeFit,
     RoleFit,
+    Source,
     SyncFit,
 )
 from advisor.model.priors import (
@@ -135,7 +136,7 @@ class _Roles:
     observed: tuple[ObservedRun, ...]
     contention: ContentionFit
     regimes: RegimeFit
-    source: str
+    source: Source
     path: str  # the log the fit rests on (for the caveats)
     tokens_measured: bool = True  # False: no log gave tokens; ``tokens_mean`` is a nominal batch
 
@@ -217,7 +218,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
         observed=observed,
         contention=contention,
         regimes=regimes,
-        source="steps",
+        source=Source.STEPS,
         path=ms[first].path,
     )
 
@@ -259,7 +260,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
         observed=observed,
         contention=contention,
         regimes=NO_REGIMES,
-        source="rates",
+        source=Source.RATES,
         path=lg.path,
         tokens_measured=tokens_measured,
     )
@@ -472,7 +473,7 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
         tokens_measured=roles.tokens_measured,
         hs_declared=hs is not None,
     )
-    if loader.near_binding and roles.source == "steps":
+    if loader.near_binding and roles.source is Source.STEPS:
         fit = calibrate_loader(fit)
     return fit
 
@@ -617,7 +618,7 @@ def fit_from_numbers(
         tokens_mean=tokens_per_batch,
         tokens_std=float("nan"),
         seqs_mean=None,
-        source="numbers",
+        source=Source.NUMBERS,
         tokens_range=(tokens_per_batch, tokens_per_batch),
         observed=(ob,),
         hs_bytes_per_token=None,

@@ -87,7 +87,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from advisor.model.link import LinkResult, Placement, link_pool
-from advisor.model.params import PipelineFit, RoleFit, SyncFit
+from advisor.model.params import PipelineFit, RoleFit, Source, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
 MAX_EFFECTIVE_BUFFER = 4000  # beyond this the chain is at the bound to < 1e-4
@@ -370,7 +370,7 @@ def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> t
         return math.log(_pipeline_x(fit, n, m, mu_p * fp, mu_c * fc, b, bar)[0] / x) / h
 
     e_p, e_c = at(1 + ELASTICITY_STEP, 1.0), at(1.0, 1 + ELASTICITY_STEP)
-    if fit.source != "steps":
+    if fit.source is not Source.STEPS:
         back = 1.0 / (1 + ELASTICITY_STEP)
         e_p, e_c = max(e_p, -at(back, 1.0)), max(e_c, -at(1.0, back))
     return e_p, e_c

@@ -49,6 +49,10 @@ class Basis(str, Enum):
             "bound": "a bound",
         }[self.value]
 
+    def short(self) -> str:
+        """The one word a threshold sentence gives the basis ("fitted", "measured", "given", "the bound")."""
+        return {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[self.value]
+
 
 @dataclass(frozen=True)
 class RoleFit:
@@ -408,6 +412,33 @@ class LinkFit:
 NO_LINK = LinkFit()
 
 
+class Source(str, Enum):
+    """What a fit rests on (``PipelineFit.source``, ``Evidence.basis``): ``steps`` (step events,
+    busy time), ``rates`` (``rates`` snapshots only) or ``numbers`` (bare numbers, no log: the
+    what-if path). A ``str`` so that it compares and serialises as its value. Every phrase the
+    tool uses for it is here."""
+
+    STEPS = "steps"
+    RATES = "rates"
+    NUMBERS = "numbers"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def logged(self) -> bool:
+        """A log measured the fit (not bare numbers)."""
+        return self is not Source.NUMBERS
+
+    def capacities_from(self) -> str:
+        """What the observed capacities come from ("busy time", "'rates' snapshots")."""
+        return "busy time" if self is Source.STEPS else "'rates' snapshots"
+
+    def measured_by(self) -> str:
+        """Who measured the observed split, in parentheses ("(the log)", "(the log's rates snapshots)")."""
+        return "(the log)" if self is Source.STEPS else "(the log's rates snapshots)"
+
+
 @dataclass(frozen=True)
 class PipelineFit:
     """Everything the model needs, fitted from one or more logs of the same job."""
@@ -421,7 +452,7 @@ class PipelineFit:
     tokens_mean: float
     tokens_std: float
     seqs_mean: float | None
-    source: str  # "steps" or "rates"
+    source: Source  # what the fit rests on: steps, rates or bare numbers
     observed: tuple[ObservedRun, ...]
     hs_bytes_per_token: float | None
     total_batches: float | None  # the whole job, when samples x epochs are known

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.measure.observe import completion_counts, queue_series
+from advisor.model.params import Source
 from advisor.settings import DEFAULT_MIN_EFFICIENCY, role_plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,14 +109,11 @@ def _fmt(k: tuple[int, int]) -> str:
 
 def _split_keys(adv: Advice) -> tuple[list[tuple[int, int]], list[str]]:
     """(N, M) per row and tick labels that flag the observed and recommended splits."""
-    p, c = adv.roles
     rec = _rec_key(adv)
-    df = adv.splits
-    ns, ms, seen = (df[f"n_{p}"].to_numpy(int), df[f"n_{c}"].to_numpy(int), df["observed"].to_numpy(bool))
     keys, labels = [], []
-    for n, m, o in zip(ns, ms, seen):
-        k = (int(n), int(m))
-        tags = (["obs"] if o else []) + (["rec"] if k == rec else [])
+    for row in adv.rows.values():
+        k = row.counts
+        tags = (["obs"] if row.observed else []) + (["rec"] if k == rec else [])
         keys.append(k)
         labels.append(_fmt(k) + (f"\n{'+'.join(tags)}" if tags else ""))
     return keys, labels
@@ -483,10 +481,9 @@ def measured_efficiency(adv: Advice, i: int) -> float:
     """The measured efficiency (%) of row ``i``, an observed split: its measured rate over the
     fastest stage's capacity of the same row, the numbers the efficiency bar divides
     (`advisor.project.table`); NaN where the row has no measured rate."""
-    r = adv.splits.iloc[i]
-    p, c = adv.roles
-    fastest = max(float(r[f"cap_{p}_bps"]), float(r[f"cap_{c}_bps"]))
-    return 100.0 * float(r["observed_bps"]) / fastest if fastest > 0 else math.nan
+    r = adv.rows[str(adv.splits.index[i])]
+    fastest = max(r.producer.cap_bps, r.consumer.cap_bps)
+    return 100.0 * r.observed_bps / fastest if fastest > 0 else math.nan
 
 
 @_plain_text
@@ -651,14 +648,14 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     return ax
 
 
-def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, str] | None:
+def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Source] | None:
     """(t_s, depth, weight_s, source) of the queue over time, or None when nothing measures it.
 
     ``weight_s`` is how long each depth value holds, for the time-weighted distribution.
     """
     series = queue_series(log, name)
     if series is not None:
-        return (*series, "rates")
+        return (*series, Source.RATES)
     if not log.has_steps or log.sampled:  # the depth replay needs every step, not a sample
         return None
     st = log.steps
@@ -678,7 +675,7 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
     order = np.argsort(times, kind="stable")
     times, depth = times[order], np.clip(np.cumsum(delta[order]), 0, cap)
     hold = np.diff(np.append(times, exact_to))
-    return times, depth, np.clip(hold, 0, None), "steps"
+    return times, depth, np.clip(hold, 0, None), Source.STEPS
 
 
 def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> None:
@@ -686,7 +683,7 @@ def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> No
     from step events (sampled on a grid of MAX_DRAWN_EVENTS points where there are more), said so in
     the title."""
     t, depth, _, source = series
-    if source == "rates":
+    if source is Source.RATES:
         ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
         return
     # one point per event is millions on a long run: draw the step function sampled on a

@@ -19,6 +19,9 @@ from advisor.advice import Advice
 from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
 from advisor.decide.rules import Decision, Verdict
+from advisor.model.params import Source
+from advisor.present.json import advice_json
+from advisor.project.rows import SplitRow
 from advisor.project.table import split_label
 from advisor.settings import Capacity, role_is_noun, role_plural
 
@@ -70,12 +73,12 @@ def _tok(v: float) -> str:
     return f"{v / 1000:.1f}K" if math.isfinite(v) else "-"
 
 
-def _interval_text(r) -> str:
+def _interval_text(r: SplitRow) -> str:
     """A row's 95% interval; "at least LOW" where its upper end rests on a capacity known only
     from below (``bps_high_open``): no finite upper end is known."""
-    if bool(r.get("bps_high_open", False)):
-        return f"at least {_num(r['bps_low'], '.3f')}"
-    return f"{_num(r['bps_low'], '.3f')}-{_num(r['bps_high'], '.3f')}"
+    if r.bps_high_open:
+        return f"at least {_num(r.bps_low, '.3f')}"
+    return f"{_num(r.bps_low, '.3f')}-{_num(r.bps_high, '.3f')}"
 
 
 def _rate(bps: float, tok_s: float) -> str:
@@ -90,7 +93,18 @@ def _rate(bps: float, tok_s: float) -> str:
 def shows_bound(adv: Advice) -> bool:
     """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
     row as printed (the JSON always carries ``bound_bps``)."""
-    return any(_num(r["bound_bps"], ".3f") != _num(r["bps"], ".3f") for _, r in adv.splits.iterrows())
+    return any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in adv.rows.values())
+
+
+def _gpus_text(row: SplitRow) -> str:
+    """The GPUs each role holds at a split, producer first ("12-4")."""
+    return f"{row.producer.gpus}-{row.consumer.gpus}"
+
+
+def _link_cells(row: SplitRow) -> list[str]:
+    """The link's utilisation and the placement, across nodes ("-" and "nan" where the split has none)."""
+    lk = row.link
+    return [_num(100 * lk.link_util, ".0f") + "%", lk.placement_text] if lk is not None else ["-%", "nan"]
 
 
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
@@ -101,7 +115,6 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", util, "bottleneck", "ETA"]
     if exact:
         head.append("exact b/s")
-    p, c = adv.roles
     engines = adv.settings.gpus_per_worker != (1, 1)
     nodes = "placement" in adv.splits.columns
     if engines:
@@ -109,29 +122,29 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     if nodes:
         head += ["link", "placement"]
     rows = []
-    for label, r in adv.splits.iterrows():
+    for label, r in adv.rows.items():
         mark = (
             (">" if label == d.recommended else " ")
-            + ("*" if r["observed"] else " ")
+            + ("*" if r.observed else " ")
             + ("j" if adv.settings.roles and label == d.judged else " ")
-            + ("s" if r.get("method") == "exact" else "")
+            + ("s" if r.method == "exact" else "")
         )
         rows.append(
             [
                 mark.rstrip(),
-                str(label),
-                _num(r["bps"], ".3f"),
+                label,
+                _num(r.bps, ".3f"),
                 _interval_text(r),
-                _tok(r["tok_s"]),
-                _num(r["bound_bps"], ".3f"),
-                _num(100 * r["efficiency"], ".0f") + "%",
-                _num(100 * r["gpu_util"], ".0f") + "%",
-                str(r["bottleneck"]),
-                dur_text(r["eta_s"]),
+                _tok(r.tok_s),
+                _num(r.bound_bps, ".3f"),
+                _num(100 * r.efficiency, ".0f") + "%",
+                _num(100 * r.gpu_util, ".0f") + "%",
+                r.bottleneck,
+                dur_text(r.eta_s),
             ]
-            + ([_num(r["bps_exact"], ".3f")] if exact else [])
-            + ([f"{int(r[f'gpus_{p}'])}-{int(r[f'gpus_{c}'])}"] if engines else [])
-            + ([_num(100 * r["link_util"], ".0f") + "%", str(r["placement"])] if nodes else [])
+            + ([_num(r.bps_exact, ".3f")] if exact else [])
+            + ([_gpus_text(r)] if engines else [])
+            + (_link_cells(r) if nodes else [])
         )
     if not shows_bound(adv):
         i = head.index("bound b/s")
@@ -160,7 +173,7 @@ def _headline(adv: Advice) -> list[str]:
     if s.hs_cap != adv.fit.hs_cap:
         opts.append(f"--hs-cap {s.hs_cap}")
     projected = f"; projected with {', '.join(opts)}" if opts else ""
-    if adv.fit.source == "numbers":
+    if not adv.fit.source.logged:
         given = []
         for rf in (adv.fit.producer, adv.fit.consumer):
             n = ob.roles[rf.role]
@@ -179,7 +192,7 @@ def _headline(adv: Advice) -> list[str]:
             f"{', '.join(given)}; projected there {bps_text(ob.bps)} b/s, efficiency {pct_text(ob.efficiency)}; "
             f"bottleneck: {ob.bottleneck}"
         ]
-    basis = "busy time" if adv.fit.source == "steps" else "'rates' snapshots"
+    basis = adv.fit.source.capacities_from()
     runs = adv.fit.observed
     labels = list(dict.fromkeys(split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs))
     at = f" at {labels[0]}:" if len(runs) > 1 else ""
@@ -207,7 +220,7 @@ def _headline(adv: Advice) -> list[str]:
         lines.append(
             f"q_hs: mean depth {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap}, full {pct_text(ob.hs_full_share)} of the time"
         )
-    if adv.fit.source == "steps":
+    if adv.fit.source is Source.STEPS:
         lines.append(_step_time(adv))
     return lines
 
@@ -374,7 +387,7 @@ def gate_line(g: dict, markdown: bool = False) -> str:
 
 
 def render_json(adv: Advice) -> str:
-    return json.dumps(adv.to_json(), indent=2) + "\n"
+    return json.dumps(advice_json(adv), indent=2) + "\n"
 
 
 def render(adv: Advice, fmt: str = "text") -> str:

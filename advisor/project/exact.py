@@ -40,7 +40,7 @@ import pandas as pd
 from advisor.ingest.runlog import RunLog
 from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement, sync_link_s
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
 from advisor.model.simulate import simulate, simulated_bps
 
 DEFAULT_BATCHES = 6000
@@ -198,8 +198,8 @@ def simulate_splits(
     ``rows``: positions of the splits to simulate (default all); the others get NaN. ``pools``:
     the logs' resampled quantities when the caller has them (`gather_pools`).
     """
-    if fit.source != "steps":
-        raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source} only")
+    if fit.source is not Source.STEPS:
+        raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
     p, c = fit.roles
     if pools is None:
         pools = gather_pools(fit, logs)
@@ -257,7 +257,7 @@ def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
 def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
     """Whether `refine_weak_spots` may simulate at all: step events, and drafters that sync or a
     queue in lockstep (its docstring)."""
-    return fit.source == "steps" and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
+    return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
 
 def refined_ratios(

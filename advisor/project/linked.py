@@ -36,7 +36,7 @@ import pandas as pd
 from advisor.ingest.runlog import RunLog
 from advisor.model.chain import LINK_SATURATED, LINK_SATURATED_CAP
 from advisor.model.link import Placement, link_pool
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
 from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
 from advisor.project.placement import packed, placements, pool_rate
 from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link, widen_row
@@ -70,7 +70,7 @@ def refine_placements(
     if "method" not in df:
         df["method"] = "analytic"
     if (
-        fit.source != "steps"
+        fit.source is not Source.STEPS
         or not settings.own_budget
         or settings.nodes <= 1
         or not settings.link_bytes_s

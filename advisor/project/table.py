@@ -289,7 +289,7 @@ def project(
         left = left * fit.tokens_mean / tokens  # the same tokens to process, in other batches
     # bare numbers: the given split is marked, but nothing measured its rate
     observed = {
-        (o.roles.get(p, 0), o.roles.get(c, 0)): (o.bps if fit.source != "numbers" else math.nan)
+        (o.roles.get(p, 0), o.roles.get(c, 0)): (o.bps if fit.source.logged else math.nan)
         for o in fit.observed
         if settings.split_gpus(o.roles.get(p, 0), o.roles.get(c, 0)) == g
         and not settings.engines_changed
@@ -511,7 +511,7 @@ def reconcile(
     p, c = fit.roles
     df = splits.copy()
     out = []
-    if fit.source == "numbers":  # no log: no measured rate to reconcile with
+    if not fit.source.logged:  # no log: no measured rate to reconcile with
         return df, ()
     for ob in fit.observed:
         n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)

@@ -19,6 +19,7 @@ from advisor.advice import advise
 from advisor.decide.reasons import bps_text
 from advisor.decide.rules import Verdict
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.present.json import advice_json
 
 SCENARIOS = {
     "drafter-bound": dict(
@@ -105,7 +106,7 @@ def test_decision_invariants(logs, which, live, gpus, hs_cap, budget, restart, n
     adv = advise(
         path, gpus=gpus, hs_cap=hs_cap, token_budget=budget, restart_cost_h=restart, next_run=next_run, roles=roles
     )
-    df, d, j = adv.splits, adv.decision, adv.to_json()
+    df, d, j = adv.splits, adv.decision, advice_json(adv)
     # every row's interval holds its estimate
     assert (df["bps_low"] <= df["bps"] + 1e-12).all() and (df["bps"] <= df["bps_high"] + 1e-12).all()
     # the decision fields equal the rows they name

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from advisor.advice import advise, advise_numbers
 from advisor.decide.rules import Verdict
-from advisor.model.params import Basis
+from advisor.model.params import Basis, Source
+from advisor.present.json import advice_json
 from advisor.present.text import render
 
 # words that claim a measurement or a fit, which no given number or bound may carry
@@ -109,7 +110,7 @@ def test_a_bound_that_could_decide_the_pick_lowers_the_odds_of_the_measured_best
 
 def test_a_range_propagates_into_every_row_and_the_json():
     adv = advise_numbers({"target": 7, "drafter": 1}, {"target": (0.88, 0.95), "drafter": 0.86})
-    j = json.loads(json.dumps(adv.to_json()))
+    j = json.loads(json.dumps(advice_json(adv)))
     assert j["capacity_basis"]["target"] == {"kind": "given", "low_bps": 0.88, "high_bps": 0.95}
     assert j["capacity_basis"]["drafter"]["kind"] == "given"
     point = advise_numbers({"target": 7, "drafter": 1}, {"target": math.sqrt(0.88 * 0.95), "drafter": 0.86})
@@ -117,7 +118,7 @@ def test_a_range_propagates_into_every_row_and_the_json():
         if adv.splits.at[label, "bottleneck"] == "target":
             assert adv.splits.at[label, "bps_low"] < point.splits.at[label, "bps_low"]
             assert adv.splits.at[label, "bps_high"] > point.splits.at[label, "bps_high"]
-    bound = advise_numbers({"target": 7, "drafter": 1}, {"target": ">=0.9", "drafter": 0.86}).to_json()
+    bound = advice_json(advise_numbers({"target": 7, "drafter": 1}, {"target": ">=0.9", "drafter": 0.86}))
     assert bound["capacity_basis"]["target"] == {"kind": "bound", "low_bps": 0.9, "high_bps": None}
 
 
@@ -128,7 +129,7 @@ def test_rates_only_gpu_log_gets_gpu_caveats_and_counts_snapshots(reference_rate
     assert not any("share a host's compute" in w for w in adv.warnings)
     assert any("one split of real GPUs" in w for w in adv.warnings)
     ev = adv.decision.evidence
-    assert ev.basis == "rates" and ev.snapshots == 70 and ev.batches > 3000
+    assert ev.basis is Source.RATES and ev.snapshots == 70 and ev.batches > 3000
     assert not ev.thin and "70 steady batches" not in render(adv)
     assert adv.decision.rule != "thin-evidence"
     assert "(the log's rates snapshots)" in " ".join(adv.recommendation.reasons)
@@ -148,7 +149,7 @@ def test_a_given_or_bounded_capacity_is_never_called_measured_or_fitted(n, p, c,
     adv = advise_numbers(
         {"target": n, "drafter": 8 - n}, {"target": p, "drafter": c}, sync_every=sync[0], sync_s=sync[1]
     )
-    kinds = {k: v["kind"] for k, v in adv.to_json()["capacity_basis"].items()}
+    kinds = {k: v["kind"] for k, v in advice_json(adv)["capacity_basis"].items()}
     assert set(kinds.values()) <= {"given", "bound"}
     for rf in (adv.fit.producer, adv.fit.consumer):
         assert not rf.basis.measured
@@ -177,3 +178,16 @@ def test_the_gpu_priors_count_each_roles_distance_by_its_own_count_at_another_g(
     width = (df["bps_high"] / df["bps_low"]).map(math.log)
     assert width["15-1"] < width["14-2"]
     assert df.at["15-1", "bps_low"] <= 0.86 <= df.at["15-1", "bps_high"]
+
+
+def test_each_path_names_its_source_and_says_it_in_its_own_words(reference, reference_rates):
+    # fit.source is the Source enum on every path; it compares and serialises as its old string
+    steps, rates = advise(reference), advise(reference_rates)
+    numbers = advise_numbers({"target": 7, "drafter": 1}, {"target": 0.92, "drafter": 0.86})
+    assert (steps.fit.source, rates.fit.source, numbers.fit.source) == (Source.STEPS, Source.RATES, Source.NUMBERS)
+    assert [a.decision.evidence.basis for a in (steps, rates, numbers)] == ["steps", "rates", "numbers"]
+    assert json.loads(json.dumps([str(steps.fit.source), rates.fit.source])) == ["steps", "rates"]
+    assert steps.fit.source.logged and rates.fit.source.logged and not numbers.fit.source.logged
+    assert f"capacities from {Source.STEPS.capacities_from()}:" in render(steps)
+    assert f"capacities from {Source.RATES.capacities_from()}:" in render(rates)
+    assert any(r.startswith("measured at ") and Source.STEPS.measured_by() in r for r in steps.recommendation.reasons)

@@ -16,6 +16,7 @@ from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, sp
 from advisor.decide.probe import ProbeCosts, ProbeNoise, best_probe
 from advisor.decide.reasons import bps_text, reasons, signed_pct
 from advisor.decide.rules import Verdict
+from advisor.present.json import advice_json
 from advisor.present.text import render
 from advisor.project.table import ERR_CORNERS, ERR_SHARED, lead_interval
 
@@ -201,7 +202,7 @@ def test_a_close_call_says_either_will_do(reference):
     assert all(d.odds.of(x).regret_pct < 2.0 for x in ("13-3", "14-2"))
     text = render(adv)
     assert "close call: 13-3 or 14-2 will do" in text and "either will do" in text
-    assert adv.to_json()["recommendation"]["close_call"] is True
+    assert advice_json(adv)["recommendation"]["close_call"] is True
 
 
 def test_cannot_tell_only_where_the_probe_is_worth_it(reference_rates):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from advisor.advice import advise
 from advisor.decide.odds_text import odds_sentence
 from advisor.decide.reasons import bps_text, dur_text, holds_unless, pct_text, queue_text, reasons, signed_pct
+from advisor.present.json import advice_json
 from advisor.project.queues import QueueAdvice
 
 
@@ -18,15 +20,16 @@ def test_the_recommendation_is_the_sentences_of_its_decision(reference):
     # the reasons, then the odds sentence (issue 34), all from the one decision
     assert tuple(reasons(d, adv.splits, adv.fit, adv.observed)) + (odds_sentence(d),) == adv.recommendation.reasons
     assert tuple(holds_unless(d, adv.fit)) == adv.recommendation.holds_unless
-    assert adv.to_json()["queues"]["hs"]["advice"] == queue_text(d.queue)
+    assert advice_json(adv)["queues"]["hs"]["advice"] == queue_text(d.queue)
 
 
 def test_a_reason_reads_the_rows_it_is_given(reference):
     adv = advise(reference)
     d = adv.decision
-    rows = adv.splits.copy()
-    rows.loc[d.judged, "cap_drafter_bps"] = 1.2345
-    first = reasons(d, rows, adv.fit, adv.observed)[0]
+    rows = dict(d.rows)  # the records the decision carries (advisor.project.rows)
+    j = rows[d.judged]
+    rows[d.judged] = replace(j, consumer=replace(j.consumer, cap_bps=1.2345))
+    first = reasons(replace(d, rows=rows), adv.splits, adv.fit, adv.observed)[0]
     assert first.startswith(f"at {d.judged} the ") and "drafter 1.234 b/s" in first
     assert "drafter 1.234 b/s" not in adv.recommendation.reasons[0]
 

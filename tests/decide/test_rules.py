@@ -12,6 +12,7 @@ from advisor.decide.rules import RESOLVE_GAIN, Verdict
 from advisor.errors import SettingsError
 from advisor.model.chain import MODEL_SE
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.present.json import advice_json, split_json
 from advisor.present.text import render
 
 
@@ -45,7 +46,7 @@ def target_bound(tmp_path, n_target, n_drafter, samples=902000, ended=False):
 @pytest.mark.parametrize("which", ["reference", "reference_rates"])
 def test_reference_verdict(which, request):
     adv = advise(request.getfixturevalue(which))
-    j = adv.to_json()
+    j = advice_json(adv)
     rec = j["recommendation"]
     assert rec["roles"] == {"target": 7, "drafter": 1} and rec["verdict"] == "stay" and rec["rule"] == "already-best"
     assert j["observed"]["bottleneck"] == "drafter" and round(j["observed"]["efficiency"], 2) == 0.93
@@ -110,7 +111,7 @@ def test_judged_split_is_described_with_its_own_row(reference):
     row = adv.splits.loc["6-2"]
     assert first.startswith("at 6-2") and f"drafters starved {row['drafter_starved']:.0%}" in first
     assert "19.7/20" not in first  # the observed 7-1 depth is not 6-2's
-    assert adv.to_json()["recommendation"]["judged"]["roles"] == {"target": 6, "drafter": 2}
+    assert advice_json(adv)["recommendation"]["judged"]["roles"] == {"target": 6, "drafter": 2}
     assert adv.decision.verdict is Verdict.SWITCH and adv.decision.recommended == "7-1"
 
 
@@ -122,7 +123,7 @@ def test_token_budget_moves_every_number_of_the_verdict(reference):
     t_base = {t.role: t.factor for t in base.decision.sensitivity.thresholds}
     t_half = {t.role: t.factor for t in half.decision.sensitivity.thresholds}
     assert t_half != t_base
-    assert half.decision.queue is not None and "hs" in half.to_json()["queues"]
+    assert half.decision.queue is not None and "hs" in advice_json(half)["queues"]
 
 
 def test_hs_cap_changes_robustness_and_keeps_queue_advice(reference):
@@ -232,7 +233,7 @@ def test_loader_bound_advice_names_the_input(tmp_path):
 
 
 def test_json_contract_keys(reference):
-    j = json.loads(json.dumps(advise(reference).to_json()))
+    j = json.loads(json.dumps(advice_json(advise(reference))))
     assert {"schema", "run", "gpus", "observed", "splits", "recommendation", "queues", "warnings"} <= set(j)
     assert {"roles", "bps", "tok_s", "efficiency", "bottleneck", "steady_from_s"} <= set(j["observed"])
     for s in j["splits"]:
@@ -259,7 +260,7 @@ def test_rates_of_a_gpu_run_projected_onto_more_gpus_cannot_tell_and_name_the_pr
     pr = d.probe
     assert pr.worth_it and pr.value_s > pr.cost_s and pr.regret_after_pct < pr.regret_now_pct
     assert d.recommended in pr.splits and pr.split in pr.splits and pr.split != d.recommended
-    rec = adv.to_json()["recommendation"]
+    rec = advice_json(adv)["recommendation"]
     assert rec["verdict"] == "cannot-tell" and rec["action"] == "next-run" and rec["probe"]["worth_it"] is True
     assert rec["probe"]["gpu_hours"] == round(pr.gpu_hours, 3) and rec["probe"]["seconds"] == round(pr.seconds_each)
     text = render(adv)
@@ -313,7 +314,7 @@ def test_overlapping_intervals_with_a_certain_lead_are_separated():
     text = render(adv)
     assert f"lead over 5-3 is {signed_pct(m.lead_low_pct)} to {signed_pct(m.lead_high_pct)}" in text
     assert "either will do" not in text
-    j = adv.to_json()["recommendation"]["margin"]
+    j = advice_json(adv)["recommendation"]["margin"]
     assert j["stable"] is False and j["separated"] is True and j["lead_low_pct"] == round(m.lead_low_pct, 2)
 
 
@@ -357,10 +358,10 @@ def test_judged_follows_the_first_reason_when_no_split_of_g_was_observed(referen
     reason describes (the recommended one), not null."""
     adv = advise(reference, gpus=16)
     assert adv.decision.judged is None and adv.decision.rule in ("plan", "probe")
-    rec = adv.to_json()["recommendation"]
+    rec = advice_json(adv)["recommendation"]
     label = adv.decision.recommended
     assert adv.recommendation.reasons[0].startswith(f"at {label} the ")
-    assert rec["judged"] == adv.split_json(label) and rec["judged"]["roles"] == rec["roles"]
+    assert rec["judged"] == split_json(adv, label) and rec["judged"]["roles"] == rec["roles"]
 
 
 def test_a_throttled_producer_in_a_rates_log_is_a_bound_that_can_decide(tmp_path, reference_rates):
@@ -382,7 +383,7 @@ def test_a_throttled_producer_in_a_rates_log_is_a_bound_that_can_decide(tmp_path
     full = advise(reference_rates).decision
     assert d.p_best < full.p_best and d.odds.of("6-2").p_best > full.odds.of("6-2").p_best + 0.1
     assert d.probe is not None and set(d.probe.splits) == {"6-2", "7-1"} and d.probe.split == "6-2"
-    assert adv.to_json()["capacity_basis"]["target"]["high_bps"] is None
+    assert advice_json(adv)["capacity_basis"]["target"]["high_bps"] is None
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from advisor import advise
+from advisor.present.json import advice_json
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "tp2cpu16"
 LOGS = sorted(SWEEP.glob("*.jsonl.gz"))
@@ -17,7 +18,7 @@ def test_the_sweep_is_there():
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name.split(".")[0])
 def test_every_log_enumerates_engines_and_picks_the_measured_best(log):
-    j = advise(log).to_json()
+    j = advice_json(advise(log))
     assert j["gpus"] == 8
     rows = {(s["roles"]["target"], s["roles"]["drafter"]): s for s in j["splits"]}
     assert set(rows) == {(1, 6), (2, 4), (3, 2)}  # N x 2 + M = 8, nothing else

@@ -20,6 +20,7 @@ from advisor.cli.app import app, route
 from advisor.errors import LogError
 from advisor.ingest.load import load_log, load_logs
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def single(tmp_path_factory) -> Path:
 
 
 def _without_paths(adv, *paths) -> str:
-    text = json.dumps(adv.to_json(), sort_keys=True)
+    text = json.dumps(advice_json(adv), sort_keys=True)
     for p in paths:
         text = text.replace(str(p), "<log>")
     return text

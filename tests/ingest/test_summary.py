@@ -21,6 +21,7 @@ from advisor.ingest.load import load_log, summarize_paths
 from advisor.ingest.stream import summarize_log
 from advisor.ingest.summary import merge_all, read_summary
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +77,7 @@ def split_by_worker(path: Path, n_files: int) -> list[Path]:
 
 
 def _same_advice(a, b) -> None:
-    ja, jb = a.to_json(), b.to_json()
+    ja, jb = advice_json(a), advice_json(b)
     ja.pop("warnings"), jb.pop("warnings")
     assert ja == jb
     for fa, fb in ((a.fit.producer, b.fit.producer), (a.fit.consumer, b.fit.consumer)):

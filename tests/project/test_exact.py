@@ -6,6 +6,7 @@ import pytest
 
 from advisor.advice import advise
 from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+from advisor.present.json import advice_json
 
 
 def test_exact_agrees_with_analytic_on_reference(reference):
@@ -13,7 +14,7 @@ def test_exact_agrees_with_analytic_on_reference(reference):
     df = adv.splits
     assert "bps_exact" in df
     assert (df["exact_gap_pct"].abs() < 2.0).all(), df[["bps", "bps_exact"]]
-    assert "bps_exact" in adv.to_json()["splits"][0]
+    assert "bps_exact" in advice_json(adv)["splits"][0]
 
 
 def test_exact_sees_bursty_small_queue_loss(tmp_path):

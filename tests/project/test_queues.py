@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from advisor.advice import advise, advise_numbers
+from advisor.present.json import advice_json
 from advisor.project.queues import QUEUE_GAIN_WORTH
 
 
@@ -10,7 +11,7 @@ def test_bursty_balanced_split_with_a_tiny_queue_should_deepen():
     adv = advise_numbers({"target": 4, "drafter": 4}, {"target": 4.0, "drafter": 4.0}, hs_cap=1, scv=1.0)
     q = adv.decision.queue
     assert q.cap == 1 and q.bps_double > q.bps and q.deepen and q.gain_pct >= 100 * QUEUE_GAIN_WORTH
-    assert "deepen q_hs from 1 to 2" in adv.to_json()["queues"]["hs"]["advice"]
+    assert "deepen q_hs from 1 to 2" in advice_json(adv)["queues"]["hs"]["advice"]
 
 
 def test_reference_keeps_its_queue_and_prices_the_slots(reference):
@@ -34,7 +35,7 @@ def test_a_pipeline_without_a_declared_queue_gets_no_queue_advice(tmp_path, refe
     adv = advise(path)
     assert not adv.fit.hs_declared and adv.fit.hs_cap == 0 and not has_hs_queue(adv.fit, adv.settings)
     assert adv.decision.queue is None and queue_advice(adv.fit, adv.settings, (7, 1)) is None
-    assert adv.to_json()["queues"] == {}
+    assert advice_json(adv)["queues"] == {}
     given = advise(path, hs_cap=8)
     assert given.decision.queue is not None and given.decision.queue.cap == 8
     assert advise(reference_rates).fit.hs_declared

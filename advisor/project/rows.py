@@ -1,0 +1,162 @@
+"""One frozen record per split: the projected table's rows as `SplitRow`, for decide/ and present/.
+
+The table (`advisor.project.table`) stays the user's DataFrame view, with columns named after the
+roles (``n_target``, ``cap_drafter_bps``, ``target_blocked``). `split_rows` reads it once, after
+every stage that writes it (projection, refinement, reconciliation, probes, widening), into a
+`SplitRow` per split with its producer and consumer as `RoleRow` fields; the readers downstream
+take ``row.producer.cap_bps`` where they took ``df.at[label, f"cap_{p}_bps"]``. It is the one reader
+of the role-named columns. Values are the table's, as floats (NaN where the table has NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class RoleRow:
+    """One role at one split: its engines, their capacity and how long they wait."""
+
+    role: str
+    workers: int  # engines of the role (N producers or M consumers)
+    cap_bps: float  # the pool's capacity, batches/s
+    wait_share: float  # a producer's share blocked on a full q_hs, a consumer's starved on an empty one
+    gpus: int | None = None  # GPUs the role's engines hold (None: the table has no engine columns)
+    gpus_per_worker: int | None = None  # GPUs one engine holds
+    engines_by_node: tuple[int, ...] | None = None  # engines per node (None on one node)
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """Across nodes, a split's placement and the link it loads (the table's placement columns)."""
+
+    placement_text: str  # where the engines sit, in words
+    layout: str  # "shared" or "node-local"
+    other_layout_bps: float  # the split's rate in its other layout (NaN: none)
+    cap_link_bps: float  # the link stage's capacity
+    link_util: float  # the busiest link's utilisation
+    crossing_share: float  # share of batches that cross a node
+    hs_share: float  # share of the link's busy time carrying hidden states
+    sync_share: float  # share carrying the drafters' all-reduce
+    bps_free_link: float  # the rate with a free link
+    bps_logged_place: float  # the rate at the log's own placement (NaN elsewhere)
+    logged_placement: str  # the log's placement in words ("" where the nodes differ)
+
+
+@dataclass(frozen=True)
+class SplitRow:
+    """One split of the table (columns documented in `advisor.project.table`)."""
+
+    label: str
+    producer: RoleRow
+    consumer: RoleRow
+    bps: float
+    bps_low: float
+    bps_high: float
+    bps_high_open: bool
+    tok_s: float
+    bound_bps: float
+    cap_loader_bps: float  # NaN unless the loader limits input
+    efficiency: float
+    gpu_util: float
+    bottleneck: str
+    hs_mean_depth: float
+    eta_s: float
+    observed: bool
+    observed_bps: float
+    method: str
+    widened: bool
+    bps_exact: float | None = None  # the exact simulation's rate (None: not simulated)
+    link: LinkRow | None = None  # None on one node
+
+    @property
+    def roles(self) -> tuple[RoleRow, RoleRow]:
+        return self.producer, self.consumer
+
+    @property
+    def counts(self) -> tuple[int, int]:
+        """(N, M): the producers' and consumers' engines."""
+        return self.producer.workers, self.consumer.workers
+
+    def of(self, role: str) -> RoleRow:
+        """The role named ``role``. Raises KeyError for another name."""
+        for r in self.roles:
+            if r.role == role:
+                return r
+        raise KeyError(f"no role {role!r} at {self.label}: {self.producer.role}, {self.consumer.role}")
+
+
+def _role(r: Mapping[str, Any], role: str, wait: str, placed: bool) -> RoleRow:
+    engines = f"gpus_{role}" in r
+    return RoleRow(
+        role=role,
+        workers=int(r[f"n_{role}"]),
+        cap_bps=float(r[f"cap_{role}_bps"]),
+        wait_share=float(r[f"{role}_{wait}"]),
+        gpus=int(r[f"gpus_{role}"]) if engines else None,
+        gpus_per_worker=int(r[f"gpus_per_{role}"]) if engines else None,
+        engines_by_node=tuple(int(x) for x in r[f"nodes_{role}"]) if placed else None,
+    )
+
+
+def _link(r: Mapping[str, Any]) -> LinkRow:
+    return LinkRow(
+        placement_text=r["placement"],
+        layout=r["layout"],
+        other_layout_bps=float(r["bps_other_layout"]),
+        cap_link_bps=float(r["cap_link_bps"]),
+        link_util=float(r["link_util"]),
+        crossing_share=float(r["crossing_share"]),
+        hs_share=float(r["link_hs_share"]),
+        sync_share=float(r["link_sync_share"]),
+        bps_free_link=float(r.get("bps_free_link", math.nan)),
+        bps_logged_place=float(r.get("bps_logged_place", math.nan)),
+        logged_placement=str(r.get("logged_placement", "")),
+    )
+
+
+def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> SplitRow:
+    """The record of one table row ``r`` (a mapping of column to value) of split ``label``."""
+    p, c = roles
+    placed = "placement" in r and isinstance(r["placement"], str)
+    return SplitRow(
+        label=label,
+        producer=_role(r, p, "blocked", placed),
+        consumer=_role(r, c, "starved", placed),
+        bps=float(r["bps"]),
+        bps_low=float(r["bps_low"]),
+        bps_high=float(r["bps_high"]),
+        bps_high_open=bool(r.get("bps_high_open", False)),
+        tok_s=float(r["tok_s"]),
+        bound_bps=float(r["bound_bps"]),
+        cap_loader_bps=float(r["cap_loader_bps"]),
+        efficiency=float(r["efficiency"]),
+        gpu_util=float(r["gpu_util"]),
+        bottleneck=str(r["bottleneck"]),
+        hs_mean_depth=float(r["hs_mean_depth"]),
+        eta_s=float(r["eta_s"]),
+        observed=bool(r["observed"]),
+        observed_bps=float(r["observed_bps"]),
+        method=str(r["method"]),
+        widened=bool(r["widened"]),
+        bps_exact=float(r["bps_exact"]) if "bps_exact" in r else None,
+        link=_link(r) if placed else None,
+    )
+
+
+def split_rows(roles: tuple[str, str], splits: pd.DataFrame) -> dict[str, SplitRow]:
+    """Every row of the table as a `SplitRow`, by label, in the table's order.
+
+    Args:
+        roles: the pipeline's (producer, consumer) role names, which name the table's columns.
+        splits: the projected table (`advisor.project.table.project`, as later stages left it).
+
+    Returns:
+        label -> `SplitRow`, one per row.
+    """
+    return {str(label): split_row(str(label), r, roles) for label, r in splits.to_dict("index").items()}
