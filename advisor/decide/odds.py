@@ -35,6 +35,33 @@ weighed). Per split, with ``M = max_j V_j`` of each draw and ``RESOLUTION`` = 2%
 The Bayes action is the split of least expected regret (the largest ``E[V_k]``). A close call:
 the two best splits' expected regrets are both below the resolution (either will do).
 
+Calibration (`calibrated`): the domain of the repository's real sweeps is a fit from step logs
+(``fit.source == "steps"``) of workers that share a host's compute with a core each (the
+contention prior is ``CONTENTION_PRIOR_SE``: neither dedicated devices, which carry none, nor an
+oversubscribed host), on evidence that is not thin (`advisor.decide.evidence.Evidence.thin`).
+There the draw takes two rules, checked against those sweeps (BENCHMARKS.md 19.6); neither
+touches the table's 95% intervals, which are calibrated for single-run coverage:
+
+- the run-to-run level shifts of the two roles (``err_p_level``, ``err_c_level``) are drawn with
+  correlation ``LEVEL_CORR``: another run on a host moves both roles' rates together (the
+  repeats of a split in the sweeps moved the targets' and the drafters' log rates together).
+  Each split's level coefficients ``(a, b)`` become ``f (a + rho b, sqrt(1 - rho^2) b)`` on two
+  independent normals, ``f = sqrt((a^2 + b^2) / (a^2 + b^2 + 2 rho a b))``, so each split's own
+  level variance is kept, and the lead of a producer-bound split (``(s, 0)``) over a
+  consumer-bound one (``(0, s)``) has level variance ``2 s^2 (1 - rho)``, not ``2 s^2``.
+- a temperature ``STEPS_TEMPERATURE`` multiplies the draw's normal part (the shared
+  coefficients, the own standard deviation, a widened row's spreads); the ends are kept. The
+  intervals cover one run's rate at one split; the odds compare splits of one fit, and the
+  sweeps' measured leads fell well inside the drawn spread. The constant minimises the sum of
+  the two Brier scores of `benchmarks/calibrate.py` (the recommendation's ``p_best`` and every
+  split's), fitted leave-one-sweep-out.
+
+Outside that domain the draw takes the table as it states it (temperature 1, the levels
+independent): bare numbers and rates-only logs (no step log to calibrate on), dedicated devices
+(no sweep of them), an oversubscribed host (its split terms carry the moves measured there) and
+thin evidence (the drift widening is not drawn, so the sampling term is all the draw shows of a
+short or unsettled log).
+
 The draws are seeded (``SEED``): the same table gives the same odds.
 """
 
@@ -47,6 +74,9 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from advisor.decide.evidence import Evidence
+from advisor.model.params import PipelineFit
+from advisor.model.priors import CONTENTION_PRIOR_SE
 from advisor.project.table import ERR_CORNERS, ERR_SHARED
 from advisor.stats import Z_95
 
@@ -55,6 +85,9 @@ DEFAULT_DRAWS = 4000
 MAX_CELLS = 2_000_000  # draws x splits at most: a table of more than 500 splits gets fewer draws
 MIN_DRAWS = 1000
 SEED = 34
+LEVEL_CORR = 0.8  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
+STEPS_TEMPERATURE = 0.25  # step-log fits: the draw's normal part scaled by this (module docstring)
+_LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
 END_CAP_LOG = math.log(1.25)  # a capacity corner's shift drawn to at most x1.25 (or /1.25) of the point projection
 
 
@@ -72,10 +105,26 @@ class DrawInputs:
     low_bps: np.ndarray
     high_bps: np.ndarray
     left_batches: float | None  # batches left in the job (None: its size is unknown)
+    temperature: float = 1.0  # the normal part's scale (module docstring)
+    level_corr: float = 0.0  # correlation of the two roles' level shifts
 
 
-def draw_inputs(df: pd.DataFrame) -> DrawInputs:
-    """The draw's inputs from the projected table's rows (the one reader of the table here)."""
+def calibrated(fit: PipelineFit, evidence: Evidence) -> bool:
+    """Whether ``fit`` lies in the domain of the draw's calibration (module docstring): step logs of
+    workers that share a host with a core each, on evidence that is not thin."""
+    return fit.source == "steps" and fit.contention.prior_se == CONTENTION_PRIOR_SE and not evidence.thin
+
+
+def draw_inputs(df: pd.DataFrame, calibrate: bool = False) -> DrawInputs:
+    """The draw's inputs from the projected table's rows (the one reader of the table here).
+
+    Args:
+        df: the projected table.
+        calibrate: the fit lies in the calibration's domain (`calibrated`): the draw takes
+            ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``; else the table is drawn as it states.
+    Returns:
+        The `DrawInputs`.
+    """
     labels = tuple(str(x) for x in df.index)
     k = len(labels)
 
@@ -106,7 +155,25 @@ def draw_inputs(df: pd.DataFrame) -> DrawInputs:
         low_bps=col("bps_low", math.nan),
         high_bps=col("bps_high", math.nan),
         left_batches=float(np.median(left)) if len(left) else None,
+        temperature=STEPS_TEMPERATURE if calibrate else 1.0,
+        level_corr=LEVEL_CORR if calibrate else 0.0,
     )
+
+
+def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
+    """The shared coefficients with the two roles' level columns drawn at correlation ``rho``,
+    each split's level variance kept (module docstring); ``shared`` itself where ``rho`` is 0."""
+    if rho == 0.0 or not len(shared):
+        return shared
+    ip, ic = _LEVELS
+    a, b = shared[:, ip], shared[:, ic]
+    v0 = a * a + b * b
+    v1 = v0 + 2.0 * rho * a * b
+    f = np.sqrt(np.divide(v0, v1, out=np.ones_like(v0), where=v1 > 0))
+    out = shared.copy()
+    out[:, ip] = f * (a + rho * b)
+    out[:, ic] = f * math.sqrt(1.0 - rho * rho) * b
+    return out
 
 
 def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) -> np.ndarray:
@@ -115,8 +182,10 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     rng = np.random.default_rng(seed)
     k = len(inp.labels)
     draws = draws_for(k, draws)
+    t = inp.temperature
     z = rng.standard_normal((draws, inp.shared.shape[1]))
-    log = z @ inp.shared.T + rng.standard_normal((draws, k)) * np.sqrt(np.maximum(inp.own_var, 0.0))
+    shared = t * correlated_levels(inp.shared, inp.level_corr)
+    log = z @ shared.T + rng.standard_normal((draws, k)) * (t * np.sqrt(np.maximum(inp.own_var, 0.0)))
     if inp.ends.shape[1]:
         which = rng.integers(0, inp.ends.shape[1], draws)
         log += rng.uniform(0.0, 1.0, draws)[:, None] * inp.ends[:, which].T
@@ -127,7 +196,7 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
         below = _spread(inp.low_bps[wide], x)
         above = _spread(x, inp.high_bps[wide])
         e = rng.standard_normal((draws, int(wide.sum())))
-        log[:, wide] = np.where(e < 0, e * below, e * above)
+        log[:, wide] = t * np.where(e < 0, e * below, e * above)
     out = np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
     return out
 
@@ -255,7 +324,13 @@ def odds_of(
 
 
 def split_odds(
-    df: pd.DataFrame, *, judged: str | None = None, restart_s: float = 0.0, draws: int = DEFAULT_DRAWS, seed: int = SEED
+    df: pd.DataFrame,
+    *,
+    judged: str | None = None,
+    restart_s: float = 0.0,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = SEED,
+    calibrate: bool = False,
 ) -> Odds:
     """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored.
 
@@ -265,8 +340,9 @@ def split_odds(
         restart_s: seconds a restart costs (weighed only with ``judged`` and the job's size known).
         draws: joint draws of the fit's uncertainty.
         seed: the draws' seed.
+        calibrate: the fit lies in the calibration's domain (`calibrated`, module docstring).
     Returns:
         The `Odds`.
     """
-    inp = draw_inputs(df)
+    inp = draw_inputs(df, calibrate)
     return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)
