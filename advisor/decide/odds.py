@@ -12,10 +12,18 @@ with ``Z_j``, ``eps_k`` independent standard normals (a shared source drawn once
 cancels in every lead exactly as in `advisor.project.table.lead_interval`), and one unknown end
 shared by every split: ``c`` one of the non-zero ends (sync scaling's two, the capacity ranges'
 four corners), each equally likely, and ``t`` uniform on [0, 1] (the truth anywhere between the
-point projection and that end; the lead's interval spans the same hull). A corner beyond 1.25x or
-1/1.25x of the point (``END_CAP_LOG``) is drawn to there at most: the open end of a bound sits at
-1000x, and where a bound could be checked the truth lay near it (CHANGELOG.md, issue 34). A
-widened row (a
+point projection and that end; the lead's interval spans the same hull). A closed corner (every
+capacity at it finite: a stated range) beyond 1.25x or 1/1.25x of the point (``END_CAP_LOG``) is
+drawn to there at most. An open corner (`advisor.model.chain.open_corners`: a capacity known
+only from below, which the table puts at 1000x its bound) is drawn by its slack instead: the
+capacity lies above its bound by ``e^u``, ``u`` an exponential of scale ``OPEN_SLACK_LOG``
+truncated to [0, ``OPEN_CAP_LOG``] (most mass near the bound, up to 3x), one ``u`` per draw for
+every split, and split k moves by ``sign(e_k) min(|e_k|, u)``: its rate follows the bounded
+capacity until the other role binds, where the corner's shift ``e_k`` ends. Only a bound given
+as a number is drawn so (`slack_corners`: the published tables' truths lay 1.06x-2.71x above
+the bound a user would give, BENCHMARKS.md 19.6); a bound read from a log (a producer blocked
+behind a full queue) comes with the role's busy time, which puts the capacity near it, and its
+corners are drawn as closed ones. A widened row (a
 measured rate the model misses: no paired form) is drawn alone from its marginal interval, a
 normal in ln X with median ``x_k`` and each side's spread from that side of the interval
 (``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96`` above). The drift widening of a thin log
@@ -75,6 +83,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.decide.evidence import Evidence
+from advisor.model.chain import open_corners
 from advisor.model.params import PipelineFit
 from advisor.model.priors import CONTENTION_PRIOR_SE
 from advisor.project.table import ERR_CORNERS, ERR_SHARED
@@ -88,7 +97,9 @@ SEED = 34
 LEVEL_CORR = 0.8  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
 STEPS_TEMPERATURE = 0.25  # step-log fits: the draw's normal part scaled by this (module docstring)
 _LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
-END_CAP_LOG = math.log(1.25)  # a capacity corner's shift drawn to at most x1.25 (or /1.25) of the point projection
+END_CAP_LOG = math.log(1.25)  # a closed corner's shift drawn to at most x1.25 (or /1.25) of the point projection
+OPEN_SLACK_LOG = 0.2  # an open bound's slack: scale of its exponential in log capacity (module docstring)
+OPEN_CAP_LOG = math.log(3.0)  # and its cap: the bound's capacity drawn to at most 3x
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +118,7 @@ class DrawInputs:
     left_batches: float | None  # batches left in the job (None: its size is unknown)
     temperature: float = 1.0  # the normal part's scale (module docstring)
     level_corr: float = 0.0  # correlation of the two roles' level shifts
+    open_ends: np.ndarray | None = None  # per column of ``ends``: an open corner (None: none is)
 
 
 def calibrated(fit: PipelineFit, evidence: Evidence) -> bool:
@@ -115,13 +127,21 @@ def calibrated(fit: PipelineFit, evidence: Evidence) -> bool:
     return fit.source == "steps" and fit.contention.prior_se == CONTENTION_PRIOR_SE and not evidence.thin
 
 
-def draw_inputs(df: pd.DataFrame, calibrate: bool = False) -> DrawInputs:
+def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
+    """The capacity corners drawn by an open bound's slack (module docstring): the open ones
+    (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs."""
+    return open_corners(fit) if fit.source == "numbers" else (False, False, False, False)
+
+
+def draw_inputs(df: pd.DataFrame, calibrate: bool = False, open_corners: tuple[bool, ...] = (False,) * 4) -> DrawInputs:
     """The draw's inputs from the projected table's rows (the one reader of the table here).
 
     Args:
         df: the projected table.
         calibrate: the fit lies in the calibration's domain (`calibrated`): the draw takes
             ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``; else the table is drawn as it states.
+        open_corners: which capacity corners (``ERR_CORNERS``' order) are drawn by an open
+            bound's slack (`slack_corners`).
     Returns:
         The `DrawInputs`.
     """
@@ -137,8 +157,12 @@ def draw_inputs(df: pd.DataFrame, calibrate: bool = False) -> DrawInputs:
     shared = np.column_stack([col(c) for c in ERR_SHARED]) if k else np.zeros((0, len(ERR_SHARED)))
     sync = np.column_stack([col("err_sync_lo"), col("err_sync_hi")]) if k else np.zeros((0, 2))
     corners = np.column_stack([col(c) for c in ERR_CORNERS]) if k else np.zeros((0, 4))
-    ends = np.hstack([np.nan_to_num(sync), np.clip(np.nan_to_num(corners), -END_CAP_LOG, END_CAP_LOG)])
-    ends = ends[:, np.abs(ends).max(axis=0) > 0] if k else ends
+    is_open = np.array([False, False, *open_corners], bool)
+    corners = np.nan_to_num(corners)
+    corners = np.where(is_open[2:], corners, np.clip(corners, -END_CAP_LOG, END_CAP_LOG))
+    ends = np.hstack([np.nan_to_num(sync), corners])
+    keep = np.abs(ends).max(axis=0) > 0 if k else np.zeros(ends.shape[1], bool)
+    ends, is_open = ends[:, keep], is_open[keep]
     widened = df["widened"].to_numpy(bool) if "widened" in df.columns else np.zeros(k, bool)
     if "err_own_var" not in df.columns:  # no parts: every row drawn from its own interval
         widened = np.ones(k, bool)
@@ -151,6 +175,7 @@ def draw_inputs(df: pd.DataFrame, calibrate: bool = False) -> DrawInputs:
         shared=np.nan_to_num(shared),
         own_var=np.nan_to_num(col("err_own_var")),
         ends=ends,
+        open_ends=is_open,
         widened=widened,
         low_bps=col("bps_low", math.nan),
         high_bps=col("bps_high", math.nan),
@@ -188,7 +213,9 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     log = z @ shared.T + rng.standard_normal((draws, k)) * (t * np.sqrt(np.maximum(inp.own_var, 0.0)))
     if inp.ends.shape[1]:
         which = rng.integers(0, inp.ends.shape[1], draws)
-        log += rng.uniform(0.0, 1.0, draws)[:, None] * inp.ends[:, which].T
+        at_end = inp.ends[:, which].T
+        opened = (inp.open_ends[which] if inp.open_ends is not None else np.zeros(draws, bool))[:, None]
+        log += np.where(opened, 0.0, rng.uniform(0.0, 1.0, draws)[:, None] * at_end)
     ok = np.isfinite(inp.bps) & (inp.bps > 0)
     wide = inp.widened & ok
     if wide.any():
@@ -197,8 +224,20 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
         above = _spread(x, inp.high_bps[wide])
         e = rng.standard_normal((draws, int(wide.sum())))
         log[:, wide] = t * np.where(e < 0, e * below, e * above)
+    if (
+        inp.ends.shape[1] and inp.open_ends is not None and inp.open_ends.any()
+    ):  # drawn last: a table without one keeps its draws
+        u = open_slack(rng, draws)[:, None]
+        log += np.where(opened, np.sign(at_end) * np.minimum(np.abs(at_end), u), 0.0)
     out = np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
     return out
+
+
+def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
+    """``draws`` slacks ``u`` (log capacity above an open bound): an exponential of scale
+    ``OPEN_SLACK_LOG`` truncated to [0, ``OPEN_CAP_LOG``], by its inverse distribution function."""
+    v = rng.uniform(0.0, 1.0, draws)
+    return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
 
 
 def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:

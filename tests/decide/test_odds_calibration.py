@@ -1,5 +1,5 @@
 """The calibrated draw of advisor.decide.odds (BENCHMARKS.md 19.6): its domain, the two roles'
-correlated levels, the temperature, and the invariants of issue 34 under both."""
+correlated levels, the temperature, an open bound's slack, and the invariants of issue 34."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from hypothesis import strategies as st
 from advisor.advice import advise, advise_numbers
 from advisor.decide.odds import (
     LEVEL_CORR,
+    OPEN_CAP_LOG,
+    OPEN_SLACK_LOG,
     STEPS_TEMPERATURE,
     calibrated,
     correlated_levels,
     draw_inputs,
     draw_rates,
+    open_slack,
     split_odds,
 )
 from advisor.project.table import ERR_SHARED
@@ -112,3 +115,49 @@ def test_calibrated_odds_keep_the_invariants(df, seed):
     assert all(0.0 <= s.p_best <= 1.0 and s.regret_pct >= 0.0 for s in o.splits)
     assert math.isclose(sum(s.p_top for s in o.splits), 1.0, abs_tol=1e-9)
     assert all(s.p_best >= s.p_top - 1e-12 for s in o.splits)
+
+
+def test_an_open_bounds_slack_lies_mostly_near_it_and_never_beyond_the_cap():
+    u = open_slack(np.random.default_rng(5), 200_000)
+    assert u.min() >= 0.0 and u.max() <= OPEN_CAP_LOG
+    lam, cap = OPEN_SLACK_LOG, OPEN_CAP_LOG
+    # the truncated exponential's mean and median, from its distribution function
+    mean = lam - cap * math.exp(-cap / lam) / -math.expm1(-cap / lam)
+    median = -lam * math.log1p(-0.5 * -math.expm1(-cap / lam))
+    assert abs(u.mean() - mean) < 0.005 and abs(np.median(u) - median) < 0.005
+    assert np.median(u) < cap / 4  # most mass near the bound
+
+
+def test_a_split_moves_with_an_open_bound_until_the_other_role_binds():
+    # two splits: 2-1 bound by the bounded role (its rate follows the capacity up to +0.5 in log),
+    # 1-2 not moved by it; the open corner's draws move 2-1 by min(u, 0.5), never by more
+    df = pd.DataFrame(
+        {"bps": [1.0, 1.2], "bps_low": [0.9, 1.1], "bps_high": [2.0, 1.3], "widened": [False, False]},
+        index=pd.Index(["2-1", "1-2"], name="split"),
+    )
+    df["err_own_var"] = 0.0
+    for c in ERR_SHARED:
+        df[c] = 0.0
+    df["err_corner_ll"], df["err_corner_lh"], df["err_corner_hl"], df["err_corner_hh"] = 0.0, [0.5, 0.0], 0.0, 0.0
+    closed = draw_rates(draw_inputs(df), 20000, seed=2)
+    opened = draw_rates(draw_inputs(df, open_corners=(False, True, False, False)), 20000, seed=2)
+    assert np.allclose(opened[:, 1], 1.2) and np.allclose(closed[:, 1], 1.2)
+    shift = np.log(opened[:, 0])
+    assert shift.min() >= 0.0 and shift.max() <= 0.5 + 1e-12
+    assert np.log(closed[:, 0]).max() <= math.log(1.25) + 1e-12  # a closed corner: clipped at END_CAP_LOG
+    # 2-1 passes 1-2 (at 1.2) only where the slack passes ln 1.2: the truncated exponential's tail
+    lam, cap, x = OPEN_SLACK_LOG, OPEN_CAP_LOG, math.log(1.2)
+    tail = (math.exp(-x / lam) - math.exp(-cap / lam)) / -math.expm1(-cap / lam)
+    assert abs((opened[:, 0] > 1.2).mean() - tail) < 0.01
+
+
+def test_published_bounds_stay_at_the_given_split_below_confident_odds():
+    # Qwen3.8-27B recipe, 4+4 (benchmarks/published_runs.json): the servers' 9.05 as a value, the
+    # trainers only bounded below. Staying is the action, but the bound leaves 5+3 open (measured
+    # the best: the trainers had 1.64x their bound), so the stay is stated below 80%
+    adv = advise_numbers({"target": 4, "drafter": 4}, {"target": 9.05, "drafter": ">=9.05"}, next_run=True)
+    assert adv.decision.recommended == "4-4" and adv.decision.p_best < 0.8
+    assert adv.decision.odds.of("5-3").p_best > 0.2
+    # the issue's example, every capacity a value: 5-3 with high odds, as before
+    given = advise_numbers({"target": 4, "drafter": 4}, {"target": 9.0, "drafter": 14.8}, next_run=True)
+    assert given.decision.recommended == "5-3" and given.decision.p_best > 0.9
