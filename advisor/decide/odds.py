@@ -291,6 +291,8 @@ class Odds:
     draws: int
     seed: int
     resolution: float = RESOLUTION
+    temperature: float = 1.0  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
+    level_corr: float = 0.0
 
     @cached_property
     def _by_label(self) -> dict[str, SplitOdds]:
@@ -359,6 +361,8 @@ def odds_of(
         draws=len(rates),
         seed=seed,
         resolution=resolution,
+        temperature=inp.temperature,
+        level_corr=inp.level_corr,
     )
 
 

@@ -161,3 +161,15 @@ def test_published_bounds_stay_at_the_given_split_below_confident_odds():
     # the issue's example, every capacity a value: 5-3 with high odds, as before
     given = advise_numbers({"target": 4, "drafter": 4}, {"target": 9.0, "drafter": 14.8}, next_run=True)
     assert given.decision.recommended == "5-3" and given.decision.p_best > 0.9
+
+
+def test_the_odds_sentence_says_when_the_draw_is_calibrated():
+    from advisor.present.text import render
+
+    sweep = advise(FIX / "sweep" / "ded32" / "ded32-4x4-r0.jsonl.gz")
+    o = sweep.decision.odds
+    assert (o.temperature, o.level_corr) == (STEPS_TEMPERATURE, LEVEL_CORR)
+    said = f"calibrated on real sweeps: both roles' run-to-run levels drawn at correlation {LEVEL_CORR:g}"
+    assert said in render(sweep) and f"the spread scaled by {STEPS_TEMPERATURE:g}" in render(sweep)
+    numbers = advise_numbers({"target": 4, "drafter": 4}, {"target": 9.0, "drafter": 14.8}, next_run=True)
+    assert numbers.decision.odds.temperature == 1.0 and "calibrated on real sweeps" not in render(numbers)
