@@ -46,8 +46,7 @@ the two best splits' expected regrets are both below the resolution (either will
 Calibration (`calibrated`): the domain of the repository's real sweeps is a fit from step logs
 (``fit.source == "steps"``) of workers that share a host's compute with a core each (the
 contention prior is ``CONTENTION_PRIOR_SE``: neither dedicated devices, which carry none, nor an
-oversubscribed host), on evidence that is not thin (`advisor.decide.evidence.Evidence.thin`).
-There the draw takes two rules, checked against those sweeps (BENCHMARKS.md 19.6); neither
+oversubscribed host). There the draw takes two rules, checked against those sweeps (BENCHMARKS.md 19.6); neither
 touches the table's 95% intervals, which are calibrated for single-run coverage:
 
 - the run-to-run level shifts of the two roles (``err_p_level``, ``err_c_level``) are drawn with
@@ -58,7 +57,10 @@ touches the table's 95% intervals, which are calibrated for single-run coverage:
   level variance is kept, and the lead of a producer-bound split (``(s, 0)``) over a
   consumer-bound one (``(0, s)``) has level variance ``2 s^2 (1 - rho)``, not ``2 s^2``.
 - a temperature ``STEPS_TEMPERATURE`` multiplies the draw's normal part (the shared
-  coefficients, the own standard deviation, a widened row's spreads); the ends are kept. The
+  coefficients, the own standard deviation, a widened row's spreads); the ends are kept. On thin
+  evidence (`advisor.decide.evidence.Evidence.thin`) the sampling terms (``ERR_SAMPLING``) and a
+  widened row's spreads keep their size: the drift widening is not drawn, so they are all the
+  draw shows of a short or unsettled log. The
   intervals cover one run's rate at one split; the odds compare splits of one fit, and the
   sweeps' measured leads fell well inside the drawn spread. The constant minimises the sum of
   the two Brier scores of `benchmarks/calibrate.py` (the recommendation's ``p_best`` and every
@@ -66,9 +68,8 @@ touches the table's 95% intervals, which are calibrated for single-run coverage:
 
 Outside that domain the draw takes the table as it states it (temperature 1, the levels
 independent): bare numbers and rates-only logs (no step log to calibrate on), dedicated devices
-(no sweep of them), an oversubscribed host (its split terms carry the moves measured there) and
-thin evidence (the drift widening is not drawn, so the sampling term is all the draw shows of a
-short or unsettled log).
+(no sweep of them) and an oversubscribed host (its split terms carry the moves measured
+there).
 
 The draws are seeded (``SEED``): the same table gives the same odds.
 """
@@ -82,11 +83,10 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from advisor.decide.evidence import Evidence
 from advisor.model.chain import open_corners
 from advisor.model.params import PipelineFit
 from advisor.model.priors import CONTENTION_PRIOR_SE
-from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED
 from advisor.stats import Z_95
 
 RESOLUTION = 0.02  # splits within 2% of the best count as the best (what the model resolves)
@@ -97,6 +97,7 @@ SEED = 34
 LEVEL_CORR = 0.8  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
 STEPS_TEMPERATURE = 0.25  # step-log fits: the draw's normal part scaled by this (module docstring)
 _LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
+_SAMPLING = np.array([c in ERR_SAMPLING for c in ERR_SHARED])
 END_CAP_LOG = math.log(1.25)  # a closed corner's shift drawn to at most x1.25 (or /1.25) of the point projection
 OPEN_SLACK_LOG = 0.2  # an open bound's slack: scale of its exponential in log capacity (module docstring)
 OPEN_CAP_LOG = math.log(3.0)  # and its cap: the bound's capacity drawn to at most 3x
@@ -117,14 +118,15 @@ class DrawInputs:
     high_bps: np.ndarray
     left_batches: float | None  # batches left in the job (None: its size is unknown)
     temperature: float = 1.0  # the normal part's scale (module docstring)
+    sampling_temperature: float = 1.0  # the sampling terms' and a widened row's (1 on thin evidence)
     level_corr: float = 0.0  # correlation of the two roles' level shifts
     open_ends: np.ndarray | None = None  # per column of ``ends``: an open corner (None: none is)
 
 
-def calibrated(fit: PipelineFit, evidence: Evidence) -> bool:
+def calibrated(fit: PipelineFit) -> bool:
     """Whether ``fit`` lies in the domain of the draw's calibration (module docstring): step logs of
-    workers that share a host with a core each, on evidence that is not thin."""
-    return fit.source == "steps" and fit.contention.prior_se == CONTENTION_PRIOR_SE and not evidence.thin
+    workers that share a host with a core each."""
+    return fit.source == "steps" and fit.contention.prior_se == CONTENTION_PRIOR_SE
 
 
 def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
@@ -133,7 +135,9 @@ def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
     return open_corners(fit) if fit.source == "numbers" else (False, False, False, False)
 
 
-def draw_inputs(df: pd.DataFrame, calibrate: bool = False, open_corners: tuple[bool, ...] = (False,) * 4) -> DrawInputs:
+def draw_inputs(
+    df: pd.DataFrame, calibrate: bool = False, open_corners: tuple[bool, ...] = (False,) * 4, thin: bool = False
+) -> DrawInputs:
     """The draw's inputs from the projected table's rows (the one reader of the table here).
 
     Args:
@@ -142,6 +146,7 @@ def draw_inputs(df: pd.DataFrame, calibrate: bool = False, open_corners: tuple[b
             ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``; else the table is drawn as it states.
         open_corners: which capacity corners (``ERR_CORNERS``' order) are drawn by an open
             bound's slack (`slack_corners`).
+        thin: the evidence is thin: a calibrated draw keeps the sampling terms' size.
     Returns:
         The `DrawInputs`.
     """
@@ -181,6 +186,7 @@ def draw_inputs(df: pd.DataFrame, calibrate: bool = False, open_corners: tuple[b
         high_bps=col("bps_high", math.nan),
         left_batches=float(np.median(left)) if len(left) else None,
         temperature=STEPS_TEMPERATURE if calibrate else 1.0,
+        sampling_temperature=STEPS_TEMPERATURE if calibrate and not thin else 1.0,
         level_corr=LEVEL_CORR if calibrate else 0.0,
     )
 
@@ -209,7 +215,7 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     draws = draws_for(k, draws)
     t = inp.temperature
     z = rng.standard_normal((draws, inp.shared.shape[1]))
-    shared = t * correlated_levels(inp.shared, inp.level_corr)
+    shared = np.where(_SAMPLING, inp.sampling_temperature, t) * correlated_levels(inp.shared, inp.level_corr)
     log = z @ shared.T + rng.standard_normal((draws, k)) * (t * np.sqrt(np.maximum(inp.own_var, 0.0)))
     if inp.ends.shape[1]:
         which = rng.integers(0, inp.ends.shape[1], draws)
@@ -223,7 +229,7 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
         below = _spread(inp.low_bps[wide], x)
         above = _spread(x, inp.high_bps[wide])
         e = rng.standard_normal((draws, int(wide.sum())))
-        log[:, wide] = t * np.where(e < 0, e * below, e * above)
+        log[:, wide] = inp.sampling_temperature * np.where(e < 0, e * below, e * above)
     if (
         inp.ends.shape[1] and inp.open_ends is not None and inp.open_ends.any()
     ):  # drawn last: a table without one keeps its draws
@@ -293,6 +299,7 @@ class Odds:
     resolution: float = RESOLUTION
     temperature: float = 1.0  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
     level_corr: float = 0.0
+    sampling_temperature: float = 1.0
 
     @cached_property
     def _by_label(self) -> dict[str, SplitOdds]:
@@ -363,6 +370,7 @@ def odds_of(
         resolution=resolution,
         temperature=inp.temperature,
         level_corr=inp.level_corr,
+        sampling_temperature=inp.sampling_temperature,
     )
 
 

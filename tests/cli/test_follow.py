@@ -315,7 +315,7 @@ def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
     lines = FIXTURE.read_bytes().splitlines(keepends=True)
     t_last = json.loads(lines[2999])["t"]
     pad = b'{"ev":"note","t":%.3f}\n' % t_last
-    steps = [b"".join(lines[:700]), b"".join(lines[:3000])]  # a thin head (odds < 1), then settled
+    steps = [b"".join(lines[:1000]), b"".join(lines[:3000])]
     steps += [steps[-1] + pad * k for k in (1, 2, 3)]
     steps.append(steps[-1] + END)
     want = [_expected_odds(c, tmp_path) for c in steps]

@@ -24,7 +24,7 @@ from advisor.decide.odds import (
     open_slack,
     split_odds,
 )
-from advisor.project.table import ERR_SHARED
+from advisor.project.table import ERR_SAMPLING, ERR_SHARED
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
@@ -85,19 +85,30 @@ def test_the_temperature_scales_the_normal_part_of_the_draw():
 
 def test_the_calibration_domain_is_step_logs_of_a_shared_host_with_a_core_per_worker():
     sweep = advise(FIX / "sweep" / "hold16" / "hold16-5x3-r0.jsonl.gz")
-    assert calibrated(sweep.fit, sweep.decision.evidence)
+    assert calibrated(sweep.fit)
     over = advise(FIX / "oversub2" / "2x1-r0")  # 3 workers on 2 cores: its split terms are measured moves
-    assert not calibrated(over.fit, over.decision.evidence)
+    assert not calibrated(over.fit)
     numbers = advise_numbers({"target": 4, "drafter": 4}, {"target": 9.0, "drafter": 14.8})
-    assert not calibrated(numbers.fit, numbers.decision.evidence)
-    lines = (FIX / "reference-7x1.jsonl").read_bytes().splitlines(keepends=True)
-    import tempfile
+    assert not calibrated(numbers.fit)
 
-    with tempfile.TemporaryDirectory() as d:
-        thin = Path(d) / "head.jsonl"
-        thin.write_bytes(b"".join(lines[:700]))
-        adv = advise(thin)
-        assert adv.decision.evidence.thin and not calibrated(adv.fit, adv.decision.evidence)
+
+def test_thin_evidence_keeps_the_sampling_terms():
+    # a thin log's sampling terms are all the draw shows of its thinness: they keep their size,
+    # the rest of the normal part takes the temperature
+    df = advise(FIX / "sweep" / "ded32" / "ded32-4x4-r0.jsonl.gz").splits
+    thin, settled = draw_inputs(df, calibrate=True, thin=True), draw_inputs(df, calibrate=True)
+    assert (thin.temperature, thin.sampling_temperature) == (STEPS_TEMPERATURE, 1.0)
+    assert settled.sampling_temperature == STEPS_TEMPERATURE
+    samp = [ERR_SHARED.index(c) for c in ERR_SAMPLING]
+    only = df.copy()
+    for c in ERR_SHARED:
+        if c not in ERR_SAMPLING:
+            only[c] = 0.0
+    only["err_own_var"] = 0.0
+    x = np.log(draw_rates(draw_inputs(only, calibrate=True, thin=True), 20000, seed=4) / df["bps"].to_numpy())
+    want = np.sqrt((df[[ERR_SHARED[j] for j in samp]].to_numpy() ** 2).sum(axis=1))
+    keep = ~df["widened"].to_numpy(bool) & (want > 0.01)
+    assert keep.any() and np.allclose(x.std(axis=0)[keep], want[keep], rtol=0.05)
 
 
 def test_the_oversubscribed_pick_keeps_its_upside():
