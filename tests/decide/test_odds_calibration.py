@@ -184,3 +184,7 @@ def test_the_odds_sentence_says_when_the_draw_is_calibrated():
     assert said in render(sweep) and f"the spread scaled by {STEPS_TEMPERATURE:g}" in render(sweep)
     numbers = advise_numbers({"target": 4, "drafter": 4}, {"target": 9.0, "drafter": 14.8}, next_run=True)
     assert numbers.decision.odds.temperature == 1.0 and "calibrated on real sweeps" not in render(numbers)
+    thin = advise(FIX / "sweep" / "cpu32" / "cpu32-4x4-r1.jsonl.gz")
+    assert thin.decision.evidence.thin and thin.decision.odds.sampling_temperature == 1.0
+    assert "the logs' sampling kept (thin evidence)" in render(thin)
+    assert "thin evidence" not in render(sweep).split("calibrated on real sweeps")[1].split(")")[0]
