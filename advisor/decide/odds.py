@@ -23,12 +23,12 @@ capacity until the other role binds, where the corner's shift ``e_k`` ends. Only
 as a number is drawn so (`slack_corners`: the published tables' truths lay 1.06x-2.71x above
 the bound a user would give, BENCHMARKS.md 19.6); a bound read from a log (a producer blocked
 behind a full queue) comes with the role's busy time, which puts the capacity near it, and its
-corners are drawn as closed ones. A widened row (a
-measured rate the model misses: no paired form) is drawn alone from its marginal interval, a
-normal in ln X with median ``x_k`` and each side's spread from that side of the interval
-(``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96`` above). The drift widening of a thin log
-(`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn
-(except inside a widened row's marginal interval, which carries it).
+corners are drawn as closed ones. A widened row (a measured rate the model misses: no paired
+form) is drawn alone from its marginal interval, a normal in ln X with median ``x_k`` and each
+side's spread from that side of the interval (``ln(x / low) / 1.96`` below, ``ln(high / x) /
+1.96`` above). The drift widening of a thin log (`advisor.advice`) moves every split alike and
+cancels in every comparison; it is not drawn (except inside a widened row's marginal interval,
+which carries it).
 
 With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
 by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
@@ -46,8 +46,9 @@ the two best splits' expected regrets are both below the resolution (either will
 Calibration (`calibrated`): the domain of the repository's real sweeps is a fit from step logs
 (``fit.source == "steps"``) of workers that share a host's compute with a core each (the
 contention prior is ``CONTENTION_PRIOR_SE``: neither dedicated devices, which carry none, nor an
-oversubscribed host). There the draw takes two rules, checked against those sweeps (BENCHMARKS.md 19.6); neither
-touches the table's 95% intervals, which are calibrated for single-run coverage:
+oversubscribed host). There the draw takes two rules, checked against those sweeps
+(BENCHMARKS.md 19.6); neither touches the table's 95% intervals, which are calibrated for
+single-run coverage:
 
 - the run-to-run level shifts of the two roles (``err_p_level``, ``err_c_level``) are drawn with
   correlation ``LEVEL_CORR``: another run on a host moves both roles' rates together (the
@@ -60,11 +61,10 @@ touches the table's 95% intervals, which are calibrated for single-run coverage:
   coefficients, the own standard deviation, a widened row's spreads); the ends are kept. On thin
   evidence (`advisor.decide.evidence.Evidence.thin`) the sampling terms (``ERR_SAMPLING``) and a
   widened row's spreads keep their size: the drift widening is not drawn, so they are all the
-  draw shows of a short or unsettled log. The
-  intervals cover one run's rate at one split; the odds compare splits of one fit, and the
-  sweeps' measured leads fell well inside the drawn spread. The constant minimises the sum of
-  the two Brier scores of `benchmarks/calibrate.py` (the recommendation's ``p_best`` and every
-  split's), fitted leave-one-sweep-out.
+  draw shows of a short or unsettled log. The intervals cover one run's rate at one split; the
+  odds compare splits of one fit, and the sweeps' measured leads fell well inside the drawn
+  spread. The constant minimises the sum of the two Brier scores of `benchmarks/calibrate.py`
+  (the recommendation's ``p_best`` and every split's), fitted leave-one-sweep-out.
 
 Outside that domain the draw takes the table as it states it (temperature 1, the levels
 independent): bare numbers and rates-only logs (no step log to calibrate on), dedicated devices
