@@ -66,11 +66,11 @@ def test_qwen_recipe_rates_are_the_pages_per_gpu_figures():
     assert four["drafter"]["range"] == [pytest.approx(4 * 3.7)] * 2
 
 
-def test_confident_misses_count_calls_not_rows(published):
-    def row(frm, p, ok, to):
+def test_confident_misses_count_calls_not_rows_in_the_faithful_modes(published):
+    def row(frm, p, ok, to, mode="bounds"):
         return {
             "table": "t",
-            "mode": "values",
+            "mode": mode,
             "from": frm,
             "to": to,
             "p_best": p,
@@ -85,6 +85,8 @@ def test_confident_misses_count_calls_not_rows(published):
         row("2+6", 0.79, False, "1+7"),
         row("3+5", 0.95, True, "1+7"),
         row("4+4", None, False, "1+7"),
+        row("2+6", 0.99, False, "1+7", mode="values"),  # a bound given as a capacity: not counted
     ]
     n, misses = published.confident_misses(rows)
     assert n == 2 and [m["from"] for m in misses] == ["1+7"]
+    assert published.COUNTED == ("bounds", "ranges")

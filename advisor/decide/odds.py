@@ -12,15 +12,23 @@ with ``Z_j``, ``eps_k`` independent standard normals (a shared source drawn once
 cancels in every lead exactly as in `advisor.project.table.lead_interval`), and one unknown end
 shared by every split: ``c`` one of the non-zero ends (sync scaling's two, the capacity ranges'
 four corners), each equally likely, and ``t`` uniform on [0, 1] (the truth anywhere between the
-point projection and that end; the lead's interval spans the same hull). A corner beyond 1.25x or
-1/1.25x of the point (``END_CAP_LOG``) is drawn to there at most: the open end of a bound sits at
-1000x, and where a bound could be checked the truth lay near it (CHANGELOG.md, issue 34). A
-widened row (a
-measured rate the model misses: no paired form) is drawn alone from its marginal interval, a
-normal in ln X with median ``x_k`` and each side's spread from that side of the interval
-(``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96`` above). The drift widening of a thin log
-(`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn
-(except inside a widened row's marginal interval, which carries it).
+point projection and that end; the lead's interval spans the same hull). A closed corner (every
+capacity at it finite: a stated range) beyond 1.25x or 1/1.25x of the point (``END_CAP_LOG``) is
+drawn to there at most. An open corner (`advisor.model.chain.open_corners`: a capacity known
+only from below, which the table puts at 1000x its bound) is drawn by its slack instead: the
+capacity lies above its bound by ``e^u``, ``u`` an exponential of scale ``OPEN_SLACK_LOG``
+truncated to [0, ``OPEN_CAP_LOG``] (most mass near the bound, up to 3x), one ``u`` per draw for
+every split, and split k moves by ``sign(e_k) min(|e_k|, u)``: its rate follows the bounded
+capacity until the other role binds, where the corner's shift ``e_k`` ends. Only a bound given
+as a number is drawn so (`slack_corners`: the published tables' truths lay 1.06x-2.71x above
+the bound a user would give, BENCHMARKS.md 19.6); a bound read from a log (a producer blocked
+behind a full queue) comes with the role's busy time, which puts the capacity near it, and its
+corners are drawn as closed ones. A widened row (a measured rate the model misses: no paired
+form) is drawn alone from its marginal interval, a normal in ln X with median ``x_k`` and each
+side's spread from that side of the interval (``ln(x / low) / 1.96`` below, ``ln(high / x) /
+1.96`` above). The drift widening of a thin log (`advisor.advice`) moves every split alike and
+cancels in every comparison; it is not drawn (except inside a widened row's marginal interval,
+which carries it).
 
 With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
 by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
@@ -35,6 +43,34 @@ weighed). Per split, with ``M = max_j V_j`` of each draw and ``RESOLUTION`` = 2%
 The Bayes action is the split of least expected regret (the largest ``E[V_k]``). A close call:
 the two best splits' expected regrets are both below the resolution (either will do).
 
+Calibration (`calibrated`): the domain of the repository's real sweeps is a fit from step logs
+(``fit.source == "steps"``) of workers that share a host's compute with a core each (the
+contention prior is ``CONTENTION_PRIOR_SE``: neither dedicated devices, which carry none, nor an
+oversubscribed host). There the draw takes two rules, checked against those sweeps
+(BENCHMARKS.md 19.6); neither touches the table's 95% intervals, which are calibrated for
+single-run coverage:
+
+- the run-to-run level shifts of the two roles (``err_p_level``, ``err_c_level``) are drawn with
+  correlation ``LEVEL_CORR``: another run on a host moves both roles' rates together (the
+  repeats of a split in the sweeps moved the targets' and the drafters' log rates together).
+  Each split's level coefficients ``(a, b)`` become ``f (a + rho b, sqrt(1 - rho^2) b)`` on two
+  independent normals, ``f = sqrt((a^2 + b^2) / (a^2 + b^2 + 2 rho a b))``, so each split's own
+  level variance is kept, and the lead of a producer-bound split (``(s, 0)``) over a
+  consumer-bound one (``(0, s)``) has level variance ``2 s^2 (1 - rho)``, not ``2 s^2``.
+- a temperature ``STEPS_TEMPERATURE`` multiplies the draw's normal part (the shared
+  coefficients, the own standard deviation, a widened row's spreads); the ends are kept. On thin
+  evidence (`advisor.decide.evidence.Evidence.thin`) the sampling terms (``ERR_SAMPLING``) and a
+  widened row's spreads keep their size: the drift widening is not drawn, so they are all the
+  draw shows of a short or unsettled log. The intervals cover one run's rate at one split; the
+  odds compare splits of one fit, and the sweeps' measured leads fell well inside the drawn
+  spread. The constant minimises the sum of the two Brier scores of `benchmarks/calibrate.py`
+  (the recommendation's ``p_best`` and every split's), fitted leave-one-sweep-out.
+
+Outside that domain the draw takes the table as it states it (temperature 1, the levels
+independent): bare numbers and rates-only logs (no step log to calibrate on), dedicated devices
+(no sweep of them) and an oversubscribed host (its split terms carry the moves measured
+there).
+
 The draws are seeded (``SEED``): the same table gives the same odds.
 """
 
@@ -47,7 +83,10 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.model.chain import open_corners
+from advisor.model.params import PipelineFit
+from advisor.model.priors import CONTENTION_PRIOR_SE
+from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED
 from advisor.stats import Z_95
 
 RESOLUTION = 0.02  # splits within 2% of the best count as the best (what the model resolves)
@@ -55,7 +94,13 @@ DEFAULT_DRAWS = 4000
 MAX_CELLS = 2_000_000  # draws x splits at most: a table of more than 500 splits gets fewer draws
 MIN_DRAWS = 1000
 SEED = 34
-END_CAP_LOG = math.log(1.25)  # a capacity corner's shift drawn to at most x1.25 (or /1.25) of the point projection
+LEVEL_CORR = 0.8  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
+STEPS_TEMPERATURE = 0.25  # step-log fits: the draw's normal part scaled by this (module docstring)
+_LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
+_SAMPLING = np.array([c in ERR_SAMPLING for c in ERR_SHARED])
+END_CAP_LOG = math.log(1.25)  # a closed corner's shift drawn to at most x1.25 (or /1.25) of the point projection
+OPEN_SLACK_LOG = 0.2  # an open bound's slack: scale of its exponential in log capacity (module docstring)
+OPEN_CAP_LOG = math.log(3.0)  # and its cap: the bound's capacity drawn to at most 3x
 
 
 @dataclass(frozen=True, eq=False)
@@ -72,10 +117,39 @@ class DrawInputs:
     low_bps: np.ndarray
     high_bps: np.ndarray
     left_batches: float | None  # batches left in the job (None: its size is unknown)
+    temperature: float = 1.0  # the normal part's scale (module docstring)
+    sampling_temperature: float = 1.0  # the sampling terms' and a widened row's (1 on thin evidence)
+    level_corr: float = 0.0  # correlation of the two roles' level shifts
+    open_ends: np.ndarray | None = None  # per column of ``ends``: an open corner (None: none is)
 
 
-def draw_inputs(df: pd.DataFrame) -> DrawInputs:
-    """The draw's inputs from the projected table's rows (the one reader of the table here)."""
+def calibrated(fit: PipelineFit) -> bool:
+    """Whether ``fit`` lies in the domain of the draw's calibration (module docstring): step logs of
+    workers that share a host with a core each."""
+    return fit.source == "steps" and fit.contention.prior_se == CONTENTION_PRIOR_SE
+
+
+def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
+    """The capacity corners drawn by an open bound's slack (module docstring): the open ones
+    (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs."""
+    return open_corners(fit) if fit.source == "numbers" else (False, False, False, False)
+
+
+def draw_inputs(
+    df: pd.DataFrame, calibrate: bool = False, open_corners: tuple[bool, ...] = (False,) * 4, thin: bool = False
+) -> DrawInputs:
+    """The draw's inputs from the projected table's rows (the one reader of the table here).
+
+    Args:
+        df: the projected table.
+        calibrate: the fit lies in the calibration's domain (`calibrated`): the draw takes
+            ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``; else the table is drawn as it states.
+        open_corners: which capacity corners (``ERR_CORNERS``' order) are drawn by an open
+            bound's slack (`slack_corners`).
+        thin: the evidence is thin: a calibrated draw keeps the sampling terms' size.
+    Returns:
+        The `DrawInputs`.
+    """
     labels = tuple(str(x) for x in df.index)
     k = len(labels)
 
@@ -88,8 +162,12 @@ def draw_inputs(df: pd.DataFrame) -> DrawInputs:
     shared = np.column_stack([col(c) for c in ERR_SHARED]) if k else np.zeros((0, len(ERR_SHARED)))
     sync = np.column_stack([col("err_sync_lo"), col("err_sync_hi")]) if k else np.zeros((0, 2))
     corners = np.column_stack([col(c) for c in ERR_CORNERS]) if k else np.zeros((0, 4))
-    ends = np.hstack([np.nan_to_num(sync), np.clip(np.nan_to_num(corners), -END_CAP_LOG, END_CAP_LOG)])
-    ends = ends[:, np.abs(ends).max(axis=0) > 0] if k else ends
+    is_open = np.array([False, False, *open_corners], bool)
+    corners = np.nan_to_num(corners)
+    corners = np.where(is_open[2:], corners, np.clip(corners, -END_CAP_LOG, END_CAP_LOG))
+    ends = np.hstack([np.nan_to_num(sync), corners])
+    keep = np.abs(ends).max(axis=0) > 0 if k else np.zeros(ends.shape[1], bool)
+    ends, is_open = ends[:, keep], is_open[keep]
     widened = df["widened"].to_numpy(bool) if "widened" in df.columns else np.zeros(k, bool)
     if "err_own_var" not in df.columns:  # no parts: every row drawn from its own interval
         widened = np.ones(k, bool)
@@ -102,11 +180,31 @@ def draw_inputs(df: pd.DataFrame) -> DrawInputs:
         shared=np.nan_to_num(shared),
         own_var=np.nan_to_num(col("err_own_var")),
         ends=ends,
+        open_ends=is_open,
         widened=widened,
         low_bps=col("bps_low", math.nan),
         high_bps=col("bps_high", math.nan),
         left_batches=float(np.median(left)) if len(left) else None,
+        temperature=STEPS_TEMPERATURE if calibrate else 1.0,
+        sampling_temperature=STEPS_TEMPERATURE if calibrate and not thin else 1.0,
+        level_corr=LEVEL_CORR if calibrate else 0.0,
     )
+
+
+def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
+    """The shared coefficients with the two roles' level columns drawn at correlation ``rho``,
+    each split's level variance kept (module docstring); ``shared`` itself where ``rho`` is 0."""
+    if rho == 0.0 or not len(shared):
+        return shared
+    ip, ic = _LEVELS
+    a, b = shared[:, ip], shared[:, ic]
+    v0 = a * a + b * b
+    v1 = v0 + 2.0 * rho * a * b
+    f = np.sqrt(np.divide(v0, v1, out=np.ones_like(v0), where=v1 > 0))
+    out = shared.copy()
+    out[:, ip] = f * (a + rho * b)
+    out[:, ic] = f * math.sqrt(1.0 - rho * rho) * b
+    return out
 
 
 def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) -> np.ndarray:
@@ -115,11 +213,15 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     rng = np.random.default_rng(seed)
     k = len(inp.labels)
     draws = draws_for(k, draws)
+    t = inp.temperature
     z = rng.standard_normal((draws, inp.shared.shape[1]))
-    log = z @ inp.shared.T + rng.standard_normal((draws, k)) * np.sqrt(np.maximum(inp.own_var, 0.0))
+    shared = np.where(_SAMPLING, inp.sampling_temperature, t) * correlated_levels(inp.shared, inp.level_corr)
+    log = z @ shared.T + rng.standard_normal((draws, k)) * (t * np.sqrt(np.maximum(inp.own_var, 0.0)))
     if inp.ends.shape[1]:
         which = rng.integers(0, inp.ends.shape[1], draws)
-        log += rng.uniform(0.0, 1.0, draws)[:, None] * inp.ends[:, which].T
+        at_end = inp.ends[:, which].T
+        opened = (inp.open_ends[which] if inp.open_ends is not None else np.zeros(draws, bool))[:, None]
+        log += np.where(opened, 0.0, rng.uniform(0.0, 1.0, draws)[:, None] * at_end)
     ok = np.isfinite(inp.bps) & (inp.bps > 0)
     wide = inp.widened & ok
     if wide.any():
@@ -127,9 +229,21 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
         below = _spread(inp.low_bps[wide], x)
         above = _spread(x, inp.high_bps[wide])
         e = rng.standard_normal((draws, int(wide.sum())))
-        log[:, wide] = np.where(e < 0, e * below, e * above)
+        log[:, wide] = inp.sampling_temperature * np.where(e < 0, e * below, e * above)
+    if (
+        inp.ends.shape[1] and inp.open_ends is not None and inp.open_ends.any()
+    ):  # drawn last: a table without one keeps its draws
+        u = open_slack(rng, draws)[:, None]
+        log += np.where(opened, np.sign(at_end) * np.minimum(np.abs(at_end), u), 0.0)
     out = np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
     return out
+
+
+def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
+    """``draws`` slacks ``u`` (log capacity above an open bound): an exponential of scale
+    ``OPEN_SLACK_LOG`` truncated to [0, ``OPEN_CAP_LOG``], by its inverse distribution function."""
+    v = rng.uniform(0.0, 1.0, draws)
+    return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
 
 
 def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
@@ -183,6 +297,9 @@ class Odds:
     draws: int
     seed: int
     resolution: float = RESOLUTION
+    temperature: float = 1.0  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
+    level_corr: float = 0.0
+    sampling_temperature: float = 1.0
 
     @cached_property
     def _by_label(self) -> dict[str, SplitOdds]:
@@ -251,11 +368,20 @@ def odds_of(
         draws=len(rates),
         seed=seed,
         resolution=resolution,
+        temperature=inp.temperature,
+        level_corr=inp.level_corr,
+        sampling_temperature=inp.sampling_temperature,
     )
 
 
 def split_odds(
-    df: pd.DataFrame, *, judged: str | None = None, restart_s: float = 0.0, draws: int = DEFAULT_DRAWS, seed: int = SEED
+    df: pd.DataFrame,
+    *,
+    judged: str | None = None,
+    restart_s: float = 0.0,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = SEED,
+    calibrate: bool = False,
 ) -> Odds:
     """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored.
 
@@ -265,8 +391,9 @@ def split_odds(
         restart_s: seconds a restart costs (weighed only with ``judged`` and the job's size known).
         draws: joint draws of the fit's uncertainty.
         seed: the draws' seed.
+        calibrate: the fit lies in the calibration's domain (`calibrated`, module docstring).
     Returns:
         The `Odds`.
     """
-    inp = draw_inputs(df)
+    inp = draw_inputs(df, calibrate)
     return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)

@@ -113,6 +113,12 @@ def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
         if o.restart_s > 0 and o.judged is not None
         else "rates compared"
     )
+    if o.temperature != 1.0 or o.level_corr:
+        how += (
+            f"; calibrated on real sweeps: both roles' run-to-run levels drawn at correlation "
+            f"{o.level_corr:g}, the spread scaled by {o.temperature:g}"
+            + (", the logs' sampling kept (thin evidence)" if o.sampling_temperature != o.temperature else "")
+        )
     source = "the projections' uncertainty"
     if probed:
         source = (

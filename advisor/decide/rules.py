@@ -43,7 +43,16 @@ from enum import Enum
 import pandas as pd
 
 from advisor.decide.evidence import Evidence
-from advisor.decide.odds import RESOLUTION, Odds, draw_inputs, draw_rates, effective, odds_of
+from advisor.decide.odds import (
+    RESOLUTION,
+    Odds,
+    calibrated,
+    draw_inputs,
+    draw_rates,
+    effective,
+    odds_of,
+    slack_corners,
+)
 from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
@@ -292,7 +301,7 @@ def _weigh(
     probe); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
     in_run = judged is not None and not settings.for_next_run
     restart_s = settings.restart_cost_h * 3600.0
-    inp = draw_inputs(df)
+    inp = draw_inputs(df, calibrated(fit), slack_corners(fit), thin=ev.thin)
     rates = draw_rates(inp)
     # the split that needs no restart: the judged one, but the one the log runs where --roles judges
     # another and the running split is the best (reaching it is keeping it)

@@ -430,13 +430,8 @@ def _interval(
                 x_end = x * math.exp(ends[i])
                 lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
     corners = _corners(fit, n_producer, n_consumer, x, state)
-    opens = [
-        not (math.isfinite(a) and math.isfinite(c))
-        for a in _capacity_ends(fit.producer)
-        for c in _capacity_ends(fit.consumer)
-    ]
     open_hi = 0.0
-    for shift, is_open in zip(corners, opens):
+    for shift, is_open in zip(corners, open_corners(fit)):
         lo = min(lo, x * math.exp(shift - half))
         if is_open:
             open_hi = max(open_hi, x * math.exp(shift + half))
@@ -452,6 +447,17 @@ def _interval(
         "x_high_open": high_open,
     }
     return lo, hi, err
+
+
+def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
+    """Which corners of the roles' capacity ranges (in ``err_corners``' order) rest on the open end
+    of a capacity known only from below (a bound)."""
+    ends = [
+        not (math.isfinite(a) and math.isfinite(c))
+        for a in _capacity_ends(fit.producer)
+        for c in _capacity_ends(fit.consumer)
+    ]
+    return ends[0], ends[1], ends[2], ends[3]
 
 
 def _capacity_ends(rf: RoleFit) -> tuple[float, float]:

@@ -49,13 +49,14 @@ def test_an_open_next_run_choice_names_the_pick_with_its_odds():
     # the pick (6-2, the measured best) with its odds and expected gain, in text and Markdown alike
     from pathlib import Path
 
+    from advisor.decide.odds_text import share_text
     from advisor.present.text import render_markdown
 
     log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "ded32" / "ded32-7x1-r0.jsonl.gz"
     adv = advise(log)
     d = adv.decision
     assert not d.margin.separated and d.verdict.value == "next-run" and d.recommended == "6-2"
-    odds = f"~{100 * d.p_best:.0f}% likely the best, expected +{d.expected_gain_pct:.1f}% over 5-3"
+    odds = f"{share_text(d.p_best)} likely the best, expected +{d.expected_gain_pct:.1f}% over 5-3"
     assert f"NEXT RUN: 6-2, {odds}" in render(adv).splitlines()
     assert f"next run: **6-2**, {odds}" in render_markdown(adv).splitlines()[0]
     assert "CANNOT TELL" not in render(adv)
