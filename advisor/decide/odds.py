@@ -84,7 +84,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.model.chain import open_corners
-from advisor.model.params import PipelineFit
+from advisor.model.params import PipelineFit, Source
 from advisor.model.priors import CONTENTION_PRIOR_SE
 from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED
 from advisor.stats import Z_95
@@ -126,13 +126,13 @@ class DrawInputs:
 def calibrated(fit: PipelineFit) -> bool:
     """Whether ``fit`` lies in the domain of the draw's calibration (module docstring): step logs of
     workers that share a host with a core each."""
-    return fit.source == "steps" and fit.contention.prior_se == CONTENTION_PRIOR_SE
+    return fit.source == Source.STEPS and fit.contention.prior_se == CONTENTION_PRIOR_SE
 
 
 def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
     """The capacity corners drawn by an open bound's slack (module docstring): the open ones
     (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs."""
-    return open_corners(fit) if fit.source == "numbers" else (False, False, False, False)
+    return open_corners(fit) if fit.source == Source.NUMBERS else (False, False, False, False)
 
 
 def draw_inputs(
