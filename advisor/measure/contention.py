@@ -32,7 +32,7 @@ back-to-back one (GPUs that idle clock down). P_i and C_i are instrumented by th
 step's start instant (P0_i, C0_i; just-identified instrumental variables, Huber weights): a step's
 own duration decides over how long P_i is averaged, and in a pipeline whose workers block and
 starve the average over a long step differs systematically from that over a short one, which
-without the instrument shows as contention where there is none (BENCHMARKS.md 20.2). Standard
+without the instrument shows as contention where there is none (BENCHMARKS.md 20.3). Standard
 errors are cluster-robust over the ``BLOCKS`` time blocks (sandwich with block score sums,
 small-sample factor B/(B-1), Student t with B-1 degrees of freedom): step times wander together
 over tens of seconds on a shared host, and per-step errors would be far too small.
@@ -51,7 +51,7 @@ Projection (`scales_at`): at another split each role's step time would be scaled
 the busy peers that split would have: ``P' = N u_P - [r = P]``, ``C' = M u_C - [r = C]``, and the
 utilisations u depend on the step times. ``fixed_point`` iterates scales -> utilisations ->
 scales (a contraction for slopes below ~1/G, a few iterations). `advisor.fit.pipeline` reports the slopes
-and does not move the projection with them (why: BENCHMARKS.md 20.2).
+and does not move the projection with them (why: BENCHMARKS.md 20.3).
 """
 
 from __future__ import annotations
