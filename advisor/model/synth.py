@@ -451,21 +451,15 @@ def write_log(
         pre_out = [np.sort(tr.target_start_s[tr.target_worker == j]) for j in range(N)]
         total_samples = s.samples * s.epochs
 
-        def counts(sorted_t, a, b):
-            return np.searchsorted(sorted_t, b, "right") - np.searchsorted(sorted_t, a, "right")
+        def depth(ins, outs):  # a queue's items at each snapshot: entered by then, less taken out
+            return np.searchsorted(ins, snaps, "right") - np.searchsorted(outs, snaps, "right")
 
         ta_i = np.searchsorted(tgt_sorted, snaps - w, "right")
         tb_i = np.searchsorted(tgt_sorted, snaps, "right")
         da_i = np.searchsorted(dr_sorted, snaps - w, "right")
         db_i = np.searchsorted(dr_sorted, snaps, "right")
-        hs_depth = np.searchsorted(hs_in, snaps, "right") - np.searchsorted(hs_out, snaps, "right")
-        pre_depth = np.stack(
-            [
-                np.searchsorted(pre_in[j], snaps, "right") - np.searchsorted(pre_out[j], snaps, "right")
-                for j in range(N)
-            ],
-            axis=1,
-        )
+        hs_depth = depth(hs_in, hs_out)
+        pre_depth = np.stack([depth(pre_in[j], pre_out[j]) for j in range(N)], axis=1)
         for i, t in enumerate(snaps.tolist()):
             nt, nd = int(tb_i[i] - ta_i[i]), int(db_i[i] - da_i[i])
             bt = float(tgt_busy_cum[tb_i[i]] - tgt_busy_cum[ta_i[i]])
