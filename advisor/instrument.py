@@ -36,8 +36,7 @@ Writing. Each line is built by :mod:`advisor.records` (validated) and handed to 
 ``write()`` on an unbuffered append-only descriptor: nothing waits in a Python buffer, so a
 killed process (even SIGKILL) leaves only whole lines, up to its last event, and a reader of a
 live run sees every event as soon as it is logged. Nothing is fsync'ed except at :meth:`end`
-(a machine crash can lose the page cache's last seconds; a process crash cannot). One write per
-event costs a few microseconds, nothing against a training step.
+(a machine crash can lose the page cache's last seconds; a process crash cannot).
 
 End. :meth:`end` writes the ``end`` line once (later calls do nothing). Used as a context
 manager, a :class:`RateLog` ends with ``done``, with ``interrupted`` on KeyboardInterrupt, or
