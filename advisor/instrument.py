@@ -36,8 +36,7 @@ Writing. Each line is built by :mod:`advisor.records` (validated) and handed to 
 ``write()`` on an unbuffered append-only descriptor: nothing waits in a Python buffer, so a
 killed process (even SIGKILL) leaves only whole lines, up to its last event, and a reader of a
 live run sees every event as soon as it is logged. Nothing is fsync'ed except at :meth:`end`
-(a machine crash can lose the page cache's last seconds; a process crash cannot). One write per
-event costs a few microseconds, nothing against a training step.
+(a machine crash can lose the page cache's last seconds; a process crash cannot).
 
 End. :meth:`end` writes the ``end`` line once (later calls do nothing). Used as a context
 manager, a :class:`RateLog` ends with ``done``, with ``interrupted`` on KeyboardInterrupt, or
@@ -65,7 +64,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,33 +220,27 @@ class StepTimer:
         return self
 
     @contextmanager
-    def waiting(self) -> Iterator[None]:
+    def _timed(self, attr: str) -> Iterator[None]:
+        """Add the block's seconds to ``attr``."""
+        t0 = self._log.now()
+        try:
+            yield
+        finally:
+            setattr(self, attr, (getattr(self, attr) or 0.0) + self._log.now() - t0)
+
+    def waiting(self) -> AbstractContextManager[None]:
         """Time starved for input (not busy), e.g. around ``q_in.get()``."""
-        t0 = self._log.now()
-        try:
-            yield
-        finally:
-            self._inner_wait += self._log.now() - t0
+        return self._timed("_inner_wait")
 
-    @contextmanager
-    def blocking(self) -> Iterator[None]:
+    def blocking(self) -> AbstractContextManager[None]:
         """Time held by a full output queue (not busy), e.g. around ``q_out.put(x)``."""
-        t0 = self._log.now()
-        try:
-            yield
-        finally:
-            self._inner_blocked += self._log.now() - t0
+        return self._timed("_inner_blocked")
 
-    @contextmanager
-    def transferring(self) -> Iterator[None]:
+    def transferring(self) -> AbstractContextManager[None]:
         """Time a drafter spends importing the batch's hidden states (busy, logged as ``xfer``):
         around the receive from the capture server, so a batch from another node logs its link
         time (docs/deployed.md)."""
-        t0 = self._log.now()
-        try:
-            yield
-        finally:
-            self._xfer = (self._xfer or 0.0) + self._log.now() - t0
+        return self._timed("_xfer")
 
     def waited(self, seconds: float) -> None:
         """Add starved seconds measured outside the block (not subtracted from busy)."""

@@ -283,19 +283,8 @@ class Run(Record):
             raise RecordError(ev, "gpus", f"is {gpus} but the roles use {need}")
         _set(self, "gpus", gpus)
         _set(self, "t", _number(ev, "t", self.t))
-        for name in ("token_budget", "samples", "sync_every"):
-            _set(
-                self,
-                name,
-                _number(
-                    ev,
-                    name,
-                    getattr(self, name),
-                    optional=True,
-                    integer=True,
-                    minimum=1 if name == "token_budget" else 0,
-                ),
-            )
+        for name, lo in (("token_budget", 1), ("samples", 0), ("sync_every", 0)):
+            _set(self, name, _number(ev, name, getattr(self, name), optional=True, integer=True, minimum=lo))
         for name in ("epochs", "hs_bytes_per_token", "t0_unix"):
             _set(self, name, _number(ev, name, getattr(self, name), optional=True))
         for name in ("hardware", "target_model", "drafter_model"):
@@ -313,11 +302,8 @@ class Run(Record):
                     raise RecordError(ev, "gpus_per_worker", f"names '{r}', which is not a role ({', '.join(roles)})")
                 k[r] = _number(ev, f"gpus_per_worker.{r}", n, integer=True, minimum=1)
             _set(self, "gpus_per_worker", dict(k))
-        _set(
-            self,
-            "gpus_per_node",
-            _number(ev, "gpus_per_node", self.gpus_per_node, optional=True, integer=True, minimum=1),
-        )
+        node_gpus = _number(ev, "gpus_per_node", self.gpus_per_node, optional=True, integer=True, minimum=1)
+        _set(self, "gpus_per_node", node_gpus)
         if self.placement is not None:
             if not isinstance(self.placement, Mapping):
                 raise RecordError(ev, "placement", 'must map roles to node lists, e.g. {"target": [0, 1]}')
@@ -495,13 +481,7 @@ class End(Record):
         _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
 
 
-_BY_EVENT: dict[str, type[Record]] = {
-    Event.RUN.value: Run,
-    Event.STEP.value: Step,
-    Event.SYNC.value: Sync,
-    Event.RATES.value: Rates,
-    Event.END.value: End,
-}
+_BY_EVENT: dict[str, type[Record]] = {c.EVENT.value: c for c in (Run, Step, Sync, Rates, End)}
 
 
 def from_dict(obj: Mapping[str, Any]) -> Record:

@@ -475,13 +475,8 @@ class Capacity:
         return self.low if self.kind != "range" else math.sqrt(self.low * self.high)
 
     def text(self) -> str:
-        k = self.kind
-        return (
-            f"{self.low:.4g}"
-            if k == "value"
-            else f">={self.low:.4g}"
-            if k == "bound"
-            else f"{self.low:.4g}..{self.high:.4g}"
+        return {"value": f"{self.low:.4g}", "bound": f">={self.low:.4g}"}.get(
+            self.kind, f"{self.low:.4g}..{self.high:.4g}"
         )
 
 

@@ -51,7 +51,6 @@ __all__ = [
     "Field",
     "Stack",
     "STACKS",
-    "stack_names",
     "read_csv_scalars",
     "read_any",
     "derive",
@@ -331,10 +330,6 @@ SPECULATORS = Stack(
 )
 
 STACKS: dict[str, Stack] = {s.name: s for s in (TORCHSPEC, SPECFORGE, SPECULATORS)}
-
-
-def stack_names() -> tuple[str, ...]:
-    return tuple(STACKS)
 
 
 # --- CSV histories ---------------------------------------------------------------------------

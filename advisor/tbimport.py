@@ -96,22 +96,17 @@ def _records(path: Path) -> Iterator[tuple[int, bytes]]:
         raise LogError(str(path), None, f"cannot be read: {e.strerror or e}") from None
     pos, n = 0, len(raw)
     while pos < n:
-        if n - pos < 12:
-            warnings.warn(
-                LogWarning(
-                    f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
-                    f"skipped {n - pos} bytes"
-                ),
-                stacklevel=3,
-            )
-            return
-        header = raw[pos : pos + 8]
-        (length,), (len_crc,) = struct.unpack("<Q", header), struct.unpack("<I", raw[pos + 8 : pos + 12])
-        if masked_crc(crc32c(header)) != len_crc:
-            raise LogError(
-                str(path), None, f"record at byte {pos}: length CRC mismatch (not a TensorBoard event file, or corrupt)"
-            )
-        end = pos + 12 + length + 4
+        end = n + 1  # a record needs a 12-byte header
+        if n - pos >= 12:
+            header = raw[pos : pos + 8]
+            (length,), (len_crc,) = struct.unpack("<Q", header), struct.unpack("<I", raw[pos + 8 : pos + 12])
+            if masked_crc(crc32c(header)) != len_crc:
+                raise LogError(
+                    str(path),
+                    None,
+                    f"record at byte {pos}: length CRC mismatch (not a TensorBoard event file, or corrupt)",
+                )
+            end = pos + 12 + length + 4
         if end > n:
             warnings.warn(
                 LogWarning(

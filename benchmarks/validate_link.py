@@ -14,6 +14,8 @@ the best one? An exhaustive emulated check on 2 nodes.
    beside it, `advisor.project.exact.simulate_placed_run` (exact simulation of the queue and link with
    the profile's resampled services), to tell the model's error from the emulation's dynamics.
 3. Per split, the placement the advisor recommends (the table's) against the best emulated one.
+   The emulation routes every batch through one shared q_hs, so where the table prefers node-local
+   pipelines (the split's other layout) the shared layout's recommended placement is checked.
 
 Pass: the advisor's rate at every split and placement (the exact simulation of the link,
 `advisor.project.linked`, which the table uses near the best) within ``TOL_PCT`` (3%) of its
@@ -39,8 +41,9 @@ from advisor.advice import advise  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
 from advisor.model.link import Placement  # noqa: E402
 from advisor.project.exact import gather_pools, simulate_placed_run  # noqa: E402
+from advisor.project.linked import refine_placements  # noqa: E402
 from advisor.project.placement import placements  # noqa: E402
-from advisor.project.table import placed_split  # noqa: E402
+from advisor.project.table import placed_split, project  # noqa: E402
 from trainer.emulate import steady_throughput  # noqa: E402
 
 TOL_PCT = 3.0
@@ -142,13 +145,19 @@ def main() -> int:
                 flush=True,
             )
         label = f"{n}-{m}"
+        layout = str(adv.splits.at[label, "layout"])
         rec = str(adv.splits.at[label, "placement"])
+        if layout == "node-local":
+            # the emulation has one shared q_hs only: check the placement the shared layout recommends
+            shared = project(fit, settings, pairs=[(n, m)], routing="shared")
+            rec = str(refine_placements(fit, adv.logs, settings, shared).at[label, "placement"])
         best = max(emulated, key=lambda e: e["emulated_bps"])
         rec_em = next(e["emulated_bps"] for e in emulated if e["placement"] == rec)
         rows.append(
             {
                 "split": label,
                 "placements": emulated,
+                "recommended_layout": layout,
                 "recommended": rec,
                 "best_emulated": best["placement"],
                 "recommended_short_pct": float(100 * (1 - rec_em / best["emulated_bps"])),

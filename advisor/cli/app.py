@@ -355,18 +355,8 @@ def _warn_lines(seen: list) -> None:
 
 
 def _tb_header(run: str, roles: str, tb: TbImport, options: Options) -> Run:
-    """The imported log's header from import-tb's --roles, --queue, counts and engine options.
-
-    Args:
-        run: the run's name.
-        roles: ``--roles`` (workers per role, producer first).
-        tb: import-tb's own options (the ``--queue`` specs, NAME:ROLE:CAP; the run's token_budget,
-            samples and epochs, None where not given).
-        options: the shared options (GPUs, GPUs per worker and per node).
-
-    Returns:
-        The `advisor.records.Run` header the imported rates events follow.
-    """
+    """The imported log's `advisor.records.Run` header from import-tb's --roles, --queue, counts
+    (``tb``) and the shared engine options."""
     from advisor.records import Run
     from advisor.tbimport import parse_queue, parse_roles
 

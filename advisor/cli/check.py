@@ -100,13 +100,18 @@ def _line_of(text: str, dotted: str) -> int | None:
     return None
 
 
+def _at(path: str, text: str, dotted: str, msg: str) -> LogError:
+    """The config's error at key ``dotted``, on the line that defines it."""
+    return LogError(path, _line_of(text, dotted), msg, dotted)
+
+
 def _unknown(text: str, path: str, where: str, keys: Sequence[str], allowed: Sequence[str], what: str) -> None:
     for k in keys:
         if k not in allowed:
             dotted = f"{where}.{k}" if where else k
             close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(allowed)})"
-            raise LogError(path, _line_of(text, dotted), f"is not a {what}{hint}", dotted)
+            raise _at(path, text, dotted, f"is not a {what}{hint}")
 
 
 def _key(
@@ -119,7 +124,7 @@ def _key(
         node = node[part]
     if not isinstance(node, kind) or isinstance(node, bool):
         want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise LogError(path, _line_of(text, dotted), f"must be {want}, got {short_repr(node)}", dotted)
+        raise _at(path, text, dotted, f"must be {want}, got {short_repr(node)}")
     return node
 
 
@@ -212,9 +217,7 @@ def _profile_entries(cfg: Mapping[str, Any], path: Path, text: str) -> list[str]
     if isinstance(prof, str):
         prof = [prof]
     if not isinstance(prof, list) or not prof or not all(isinstance(p, str) and p for p in prof):
-        raise LogError(
-            sp, _line_of(text, "profile"), 'must name the profile log(s), e.g. profile = ["run.jsonl"]', "profile"
-        )
+        raise _at(sp, text, "profile", 'must name the profile log(s), e.g. profile = ["run.jsonl"]')
     _check_profile_paths(path, prof, text)
     return prof
 
@@ -225,12 +228,7 @@ def _config_roles(cfg: Mapping[str, Any], sp: str, text: str) -> Mapping[str, An
     if roles is not None:
         for r, n in roles.items():
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_GPUS:
-                raise LogError(
-                    sp,
-                    _line_of(text, f"roles.{r}"),
-                    f"must be a whole number from 1 to {MAX_GPUS}, got {short_repr(n)}",
-                    f"roles.{r}",
-                )
+                raise _at(sp, text, f"roles.{r}", f"must be a whole number from 1 to {MAX_GPUS}, got {short_repr(n)}")
     return roles
 
 
@@ -243,36 +241,21 @@ def _gate_table(cfg: Mapping[str, Any], sp: str, text: str) -> tuple[str, float 
     _unknown(text, sp, "gate", list(gate or {}), GATE_KEYS, "gate setting")
     metric = _key(cfg, "gate.metric", str, sp, "efficiency", text=text)
     if metric not in METRICS:
-        raise LogError(
-            sp,
-            _line_of(text, "gate.metric"),
-            f"must be one of {', '.join(METRICS)}, got {short_repr(metric)}",
-            "gate.metric",
-        )
+        raise _at(sp, text, "gate.metric", f"must be one of {', '.join(METRICS)}, got {short_repr(metric)}")
     other = next(f"min_{m}" for m in METRICS if m != metric)
     if other in (gate or {}):
-        raise LogError(
+        raise _at(
             sp,
-            _line_of(text, f"gate.{other}"),
-            f"is set but the metric is '{metric}': set min_{metric}, or metric = \"{other[4:]}\"",
+            text,
             f"gate.{other}",
+            f"is set but the metric is '{metric}': set min_{metric}, or metric = \"{other[4:]}\"",
         )
     threshold = _key(cfg, f"gate.min_{metric}", (int, float), sp, text=text)
     if threshold is not None and not 0 <= threshold <= 1:
-        raise LogError(
-            sp,
-            _line_of(text, f"gate.min_{metric}"),
-            f"must be between 0 and 1, got {threshold!r}",
-            f"gate.min_{metric}",
-        )
+        raise _at(sp, text, f"gate.min_{metric}", f"must be between 0 and 1, got {threshold!r}")
     confidence = _key(cfg, "gate.min_confidence", (int, float), sp, text=text)
     if confidence is not None and not 0 <= confidence <= 1:
-        raise LogError(
-            sp,
-            _line_of(text, "gate.min_confidence"),
-            f"must be between 0 and 1 (a probability), got {confidence!r}",
-            "gate.min_confidence",
-        )
+        raise _at(sp, text, "gate.min_confidence", f"must be between 0 and 1 (a probability), got {confidence!r}")
     return metric, threshold, confidence
 
 
@@ -280,7 +263,7 @@ def _whole_in(cfg: Mapping[str, Any], dotted: str, lo: int, hi: int, sp: str, te
     """The config's whole number at ``dotted`` (None: not given), which must be from ``lo`` to ``hi``."""
     v = _key(cfg, dotted, int, sp, text=text)
     if v is not None and not lo <= v <= hi:
-        raise LogError(sp, _line_of(text, dotted), f"must be from {lo} to {hi}, got {v}", dotted)
+        raise _at(sp, text, dotted, f"must be from {lo} to {hi}, got {v}")
     return v
 
 

@@ -32,12 +32,10 @@ back-to-back one (GPUs that idle clock down). P_i and C_i are instrumented by th
 step's start instant (P0_i, C0_i; just-identified instrumental variables, Huber weights): a step's
 own duration decides over how long P_i is averaged, and in a pipeline whose workers block and
 starve the average over a long step differs systematically from that over a short one, which
-without the instrument shows as contention where there is none (+4% per busy target on the
-synthetic reference log, whose generator has none). Standard errors are cluster-robust over the
-``BLOCKS`` time blocks (sandwich with block score sums, small-sample factor B/(B-1), Student t with
-B-1 degrees of freedom): step times wander together over tens of seconds on a shared host, and
-per-step errors would be far too small. On a synthetic pipeline with a known 6% slowdown per
-busy target the estimate averaged 4.2% (8 seeds, sd 1.3%), and -1.2% (sd 1.1%) without one.
+without the instrument shows as contention where there is none (BENCHMARKS.md 20.3). Standard
+errors are cluster-robust over the ``BLOCKS`` time blocks (sandwich with block score sums,
+small-sample factor B/(B-1), Student t with B-1 degrees of freedom): step times wander together
+over tens of seconds on a shared host, and per-step errors would be far too small.
 
 Identifiable: a regressor enters only when it varies inside the blocks (standard deviation of P_i
 or C_i about its block means at least ``MIN_PEER_SD`` workers; both starved and back-to-back steps
@@ -53,10 +51,7 @@ Projection (`scales_at`): at another split each role's step time would be scaled
 the busy peers that split would have: ``P' = N u_P - [r = P]``, ``C' = M u_C - [r = C]``, and the
 utilisations u depend on the step times. ``fixed_point`` iterates scales -> utilisations ->
 scales (a contraction for slopes below ~1/G, a few iterations). `advisor.fit.pipeline` reports the slopes
-and does not move the projection with them: on the real CPU sweeps (fixtures/sweep/) target
-concurrency varied only in drafter-bound logs (7-1, 6-2 of 8; 5-1 of 6), where the instrumented
-target slopes were -3.8 to +1.6% per busy target (95% +-2 to 7.5%), while the target step rose
-~3% per target moved across splits; target-bound logs keep every target busy (sd < 0.05).
+and does not move the projection with them (why: BENCHMARKS.md 20.3).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ completions and sync ends; everything that follows a completion at the same inst
 (a pull frees a q_hs slot, a blocked target deposits, pulls from its prefetch queue, the
 blocked loader deposits and starts its next batch) is done at once, so the heap holds at
 most 1 + N + M + 1 entries and a batch costs about three pushes and three pops. A loader
-time of 0 never touches the heap. No event library: SimPy-style generators cost ~50x more.
+time of 0 never touches the heap.
 
 Nodes and the link (``link_s``, ``target_node``, ``drafter_node``): a batch whose target's node
 differs from its drafter's holds the one shared link for ``link_s[b]`` seconds when the drafter
@@ -606,9 +606,7 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
 
 def simulated_bps(kw: dict) -> float:
     """``simulate(**kw).bps``, the same number, without the shares and depth profiles that
-    `simulate` also derives (a fifth of a large G's run): one run's throughput, as a worker
-    process computes it (a module-level function of this module, so a worker needs numpy and
-    nothing heavier). ``keep_trace`` in ``kw`` is ignored."""
+    `simulate` also derives (BENCHMARKS.md, section 15.ix). ``keep_trace`` in ``kw`` is ignored."""
     ev = _events(SimInput(**{k: v for k, v in kw.items() if k != "keep_trace"}), window_only=True)
     t_a, t_b, inside = _window(np.array(ev.C2), ev)
     return float(int(np.count_nonzero(inside)) / (t_b - t_a))

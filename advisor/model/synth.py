@@ -380,61 +380,45 @@ def write_log(
     def rnd(a, r=rounds):
         return np.round(a, r).tolist()
 
+    def steps(kind: int, role: str, free, prev, start, finish, worker, **more) -> None:
+        """Step events of one role's batches done by t_end; ``more``: field -> f(selected batches)."""
+        sel = np.flatnonzero(free <= t_end)
+        cols = {
+            "worker": worker[sel].tolist(),
+            "batch": sel.tolist(),
+            "tokens": tr.tokens[sel].astype(np.int64).tolist(),
+            "seqs": d.seqs[sel].tolist(),
+            "busy": rnd(finish[sel] - start[sel], 5),
+            "wait": rnd(start[sel] - prev[sel], 5),
+        } | {name: f(sel) for name, f in more.items()}
+        for t, *vals in zip(rnd(free[sel]), *cols.values()):
+            events.append((t, kind, _dumps(Step(t=t, role=role, **dict(zip(cols, vals))).to_dict())))
+
     n_steps = 0
     if not rates_only:
-        sel = np.flatnonzero(tgt_free <= t_end)
-        tt, bb = rnd(tgt_free[sel]), sel.tolist()
-        tw = tr.target_worker[sel].tolist()
-        tk = tr.tokens[sel].astype(np.int64).tolist()
-        tq = d.seqs[sel].tolist()
-        tbusy = rnd(tr.target_finish_s[sel] - tr.target_start_s[sel], 5)
-        twait = rnd(tr.target_start_s[sel] - tgt_prev[sel], 5)
-        tblk = rnd(tgt_free[sel] - tr.target_finish_s[sel], 5)
-        for i in range(len(bb)):
-            events.append(
-                (
-                    tt[i],
-                    0,
-                    _dumps(
-                        Step(
-                            t=tt[i],
-                            role="target",
-                            worker=tw[i],
-                            batch=bb[i],
-                            tokens=tk[i],
-                            seqs=tq[i],
-                            busy=tbusy[i],
-                            wait=twait[i],
-                            blocked=tblk[i],
-                        ).to_dict()
-                    ),
-                )
-            )
-        sel = np.flatnonzero(dr_free <= t_end)
-        dt_, bb = rnd(dr_free[sel]), sel.tolist()
-        dw = tr.drafter_worker[sel].tolist()
-        dk = tr.tokens[sel].astype(np.int64).tolist()
-        dq = d.seqs[sel].tolist()
-        dbusy = rnd(tr.drafter_finish_s[sel] - tr.drafter_start_s[sel], 5)
-        dwait = rnd(tr.drafter_start_s[sel] - dr_prev[sel], 5)
-        dbar = rnd(barrier[sel], 5)
-        dloss = rnd(loss[sel], 4)
+        steps(
+            0,
+            "target",
+            tgt_free,
+            tgt_prev,
+            tr.target_start_s,
+            tr.target_finish_s,
+            tr.target_worker,
+            blocked=lambda sel: rnd(tgt_free[sel] - tr.target_finish_s[sel], 5),
+        )
         with_barrier = s.sync_every > 0 and M > 1
-        for i in range(len(bb)):
-            ev = Step(
-                t=dt_[i],
-                role="drafter",
-                worker=dw[i],
-                batch=bb[i],
-                tokens=dk[i],
-                seqs=dq[i],
-                busy=dbusy[i],
-                wait=dwait[i],
-                blocked=0.0,
-                loss=dloss[i],
-                extra={"barrier": dbar[i]} if with_barrier else {},
-            )
-            events.append((dt_[i], 1, _dumps(ev.to_dict())))
+        steps(
+            1,
+            "drafter",
+            dr_free,
+            dr_prev,
+            tr.drafter_start_s,
+            tr.drafter_finish_s,
+            tr.drafter_worker,
+            blocked=lambda sel: [0.0] * sel.size,
+            loss=lambda sel: rnd(loss[sel], 4),
+            extra=lambda sel: [{"barrier": b} if with_barrier else {} for b in rnd(barrier[sel], 5)],
+        )
         n_steps = len(events)
         sel = np.flatnonzero(tr.sync_end_s <= t_end)
         for r in sel.tolist():
@@ -467,21 +451,15 @@ def write_log(
         pre_out = [np.sort(tr.target_start_s[tr.target_worker == j]) for j in range(N)]
         total_samples = s.samples * s.epochs
 
-        def counts(sorted_t, a, b):
-            return np.searchsorted(sorted_t, b, "right") - np.searchsorted(sorted_t, a, "right")
+        def depth(ins, outs):  # a queue's items at each snapshot: entered by then, less taken out
+            return np.searchsorted(ins, snaps, "right") - np.searchsorted(outs, snaps, "right")
 
         ta_i = np.searchsorted(tgt_sorted, snaps - w, "right")
         tb_i = np.searchsorted(tgt_sorted, snaps, "right")
         da_i = np.searchsorted(dr_sorted, snaps - w, "right")
         db_i = np.searchsorted(dr_sorted, snaps, "right")
-        hs_depth = np.searchsorted(hs_in, snaps, "right") - np.searchsorted(hs_out, snaps, "right")
-        pre_depth = np.stack(
-            [
-                np.searchsorted(pre_in[j], snaps, "right") - np.searchsorted(pre_out[j], snaps, "right")
-                for j in range(N)
-            ],
-            axis=1,
-        )
+        hs_depth = depth(hs_in, hs_out)
+        pre_depth = np.stack([depth(pre_in[j], pre_out[j]) for j in range(N)], axis=1)
         for i, t in enumerate(snaps.tolist()):
             nt, nd = int(tb_i[i] - ta_i[i]), int(db_i[i] - da_i[i])
             bt = float(tgt_busy_cum[tb_i[i]] - tgt_busy_cum[ta_i[i]])
