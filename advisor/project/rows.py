@@ -5,10 +5,10 @@ roles (``n_target``, ``cap_drafter_bps``, ``target_blocked``). `split_rows` read
 every stage that writes it (projection, refinement, reconciliation, probes, widening), into a
 `SplitRow` per split with its producer and consumer as `RoleRow` fields; the readers downstream
 take ``row.producer.cap_bps`` where they took ``df.at[label, f"cap_{p}_bps"]``. It is the one reader
-of the role-named columns, whose names `role_columns` spells for the stages that write the table
-before the records exist. Values are the table's, as floats (NaN where the table has NaN). A row's
-`IntervalParts` carry the parts of its 95% interval that the odds' joint draw reads
-(`advisor.decide.odds`).
+of the role-named columns downstream; the stages that write the table before the records exist
+(the link's and the exact simulation's refinements) name them through `role_columns`. Values
+are the table's, as floats (NaN where the table has NaN). A row's `IntervalParts` carry the parts
+of its 95% interval that the odds' joint draw reads (`advisor.decide.odds`).
 """
 
 from __future__ import annotations
@@ -91,8 +91,7 @@ def _num(r: Mapping[str, Any], key: str) -> float:
     value is not a number."""
     if key not in r:
         return 0.0
-    v = pd.to_numeric(r[key], errors="coerce")
-    return math.nan if v is None else float(v)
+    return float(pd.to_numeric(r[key], errors="coerce"))
 
 
 @dataclass(frozen=True)
