@@ -77,6 +77,7 @@ The draws are seeded (``SEED``): the same table gives the same odds.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -86,6 +87,7 @@ import pandas as pd
 from advisor.model.chain import open_corners
 from advisor.model.params import PipelineFit, Source
 from advisor.model.priors import CONTENTION_PRIOR_SE
+from advisor.project.rows import IntervalParts, SplitRow, interval_parts
 from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED
 from advisor.stats import Z_95
 
@@ -105,7 +107,7 @@ OPEN_CAP_LOG = math.log(3.0)  # and its cap: the bound's capacity drawn to at mo
 
 @dataclass(frozen=True, eq=False)
 class DrawInputs:
-    """What the draw reads from the table, one entry per split in the table's order (arrays of
+    """What the draw reads from the table's records, one entry per split in the table's order (arrays of
     length K; ``shared`` K x sources, ``ends`` K x ends, only the ends non-zero somewhere)."""
 
     labels: tuple[str, ...]
@@ -136,12 +138,19 @@ def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
 
 
 def draw_inputs(
-    df: pd.DataFrame, calibrate: bool = False, open_corners: tuple[bool, ...] = (False,) * 4, thin: bool = False
+    rows: Sequence[SplitRow] | pd.DataFrame,
+    calibrate: bool = False,
+    open_corners: tuple[bool, ...] = (False,) * 4,
+    thin: bool = False,
 ) -> DrawInputs:
-    """The draw's inputs from the projected table's rows (the one reader of the table here).
+    """The draw's inputs from the projected table's records: each split's rate, interval and
+    interval parts (`advisor.project.rows.IntervalParts`; a split without them is drawn from its
+    own interval).
 
     Args:
-        df: the projected table.
+        rows: the table's records in its order (`advisor.project.rows.split_rows`), or a bare
+            table of the draw's columns (``bps``, ``bps_low``, ``bps_high``, ``widened``,
+            ``eta_s`` and the ``err_*`` parts), read as records (`table_rows`).
         calibrate: the fit lies in the calibration's domain (`calibrated`): the draw takes
             ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``; else the table is drawn as it states.
         open_corners: which capacity corners (``ERR_CORNERS``' order) are drawn by an open
@@ -150,45 +159,86 @@ def draw_inputs(
     Returns:
         The `DrawInputs`.
     """
-    labels = tuple(str(x) for x in df.index)
-    k = len(labels)
-
-    def col(name: str, default: float = 0.0) -> np.ndarray:
-        if name not in df.columns:
-            return np.full(k, default)
-        return pd.to_numeric(df[name], errors="coerce").to_numpy(float)
-
-    bps = col("bps", math.nan)
-    shared = np.column_stack([col(c) for c in ERR_SHARED]) if k else np.zeros((0, len(ERR_SHARED)))
-    sync = np.column_stack([col("err_sync_lo"), col("err_sync_hi")]) if k else np.zeros((0, 2))
-    corners = np.column_stack([col(c) for c in ERR_CORNERS]) if k else np.zeros((0, 4))
+    recs = table_rows(rows) if isinstance(rows, pd.DataFrame) else rows
+    k = len(recs)
+    parts = [r.parts or _NO_PARTS for r in recs]
+    bps = np.array([r.bps for r in recs], float)
+    shared = np.array([p.shared_log_per_se for p in parts], float).reshape(k, len(ERR_SHARED))
+    sync = np.array([p.sync_ends_log for p in parts], float).reshape(k, 2)
+    corners = np.array([p.corners_log for p in parts], float).reshape(k, len(ERR_CORNERS))
     is_open = np.array([False, False, *open_corners], bool)
     corners = np.nan_to_num(corners)
     corners = np.where(is_open[2:], corners, np.clip(corners, -END_CAP_LOG, END_CAP_LOG))
     ends = np.hstack([np.nan_to_num(sync), corners])
     keep = np.abs(ends).max(axis=0) > 0 if k else np.zeros(ends.shape[1], bool)
     ends, is_open = ends[:, keep], is_open[keep]
-    widened = df["widened"].to_numpy(bool) if "widened" in df.columns else np.zeros(k, bool)
-    if "err_own_var" not in df.columns:  # no parts: every row drawn from its own interval
-        widened = np.ones(k, bool)
-    eta = col("eta_s", math.nan)
+    widened = np.array([r.widened or r.parts is None for r in recs], bool)
+    eta = np.array([r.eta_s for r in recs], float)
     left = eta * bps
     left = left[np.isfinite(left) & (left >= 0)]
     return DrawInputs(
-        labels=labels,
+        labels=tuple(r.label for r in recs),
         bps=bps,
         shared=np.nan_to_num(shared),
-        own_var=np.nan_to_num(col("err_own_var")),
+        own_var=np.nan_to_num(np.array([p.own_var_log2 for p in parts], float)),
         ends=ends,
         open_ends=is_open,
         widened=widened,
-        low_bps=col("bps_low", math.nan),
-        high_bps=col("bps_high", math.nan),
+        low_bps=np.array([r.bps_low for r in recs], float),
+        high_bps=np.array([r.bps_high for r in recs], float),
         left_batches=float(np.median(left)) if len(left) else None,
         temperature=STEPS_TEMPERATURE if calibrate else 1.0,
         sampling_temperature=STEPS_TEMPERATURE if calibrate and not thin else 1.0,
         level_corr=LEVEL_CORR if calibrate else 0.0,
     )
+
+
+_NO_PARTS = IntervalParts(
+    shared_log_per_se=(0.0,) * len(ERR_SHARED),
+    own_var_log2=0.0,
+    sync_ends_log=(0.0, 0.0),
+    corners_log=(0.0,) * len(ERR_CORNERS),
+)
+
+
+@dataclass(frozen=True)
+class DrawRow:
+    """What the draw reads of one split (a `advisor.project.rows.SplitRow` carries the same fields)."""
+
+    label: str
+    bps: float
+    bps_low: float
+    bps_high: float
+    widened: bool
+    eta_s: float
+    parts: IntervalParts | None  # None: drawn from its own interval
+
+
+def table_rows(df: pd.DataFrame) -> list[DrawRow]:
+    """A bare table's rows as the draw reads them (columns as in `draw_inputs`): a missing rate,
+    interval end or ETA is NaN, a missing ``widened`` False.
+
+    Args:
+        df: a table with the draw's columns, one row per split, indexed by label.
+    Returns:
+        One `DrawRow` per row, in the table's order.
+    """
+
+    def num(r: dict, key: str) -> float:
+        return float(pd.to_numeric(r[key], errors="coerce")) if key in r else math.nan
+
+    return [
+        DrawRow(
+            label=str(label),
+            bps=num(r, "bps"),
+            bps_low=num(r, "bps_low"),
+            bps_high=num(r, "bps_high"),
+            widened=bool(r.get("widened", False)),
+            eta_s=num(r, "eta_s"),
+            parts=interval_parts(r),
+        )
+        for label, r in df.to_dict("index").items()
+    ]
 
 
 def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
@@ -375,7 +425,7 @@ def odds_of(
 
 
 def split_odds(
-    df: pd.DataFrame,
+    df: Sequence[SplitRow] | pd.DataFrame,
     *,
     judged: str | None = None,
     restart_s: float = 0.0,
@@ -386,7 +436,8 @@ def split_odds(
     """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored.
 
     Args:
-        df: the table of `advisor.project.table.project` (after reconciliation).
+        df: the records of the table of `advisor.project.table.project` (after reconciliation),
+            or a bare table of the draw's columns (`draw_inputs`).
         judged: the split that runs now, where a switch means a restart.
         restart_s: seconds a restart costs (weighed only with ``judged`` and the job's size known).
         draws: joint draws of the fit's uncertainty.

@@ -295,13 +295,14 @@ def _weigh(
     ev: Evidence,
     judged: str | None,
     best: str,
+    rows: Mapping[str, SplitRow],
     running: str | None = None,
 ) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
     """The odds, the action, and the probe against it: (verdict, action, rule, recommended, odds,
     probe); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
     in_run = judged is not None and not settings.for_next_run
     restart_s = settings.restart_cost_h * 3600.0
-    inp = draw_inputs(df, calibrated(fit), slack_corners(fit), thin=ev.thin)
+    inp = draw_inputs(list(rows.values()), calibrated(fit), slack_corners(fit), thin=ev.thin)
     rates = draw_rates(inp)
     # the split that needs no restart: the judged one, but the one the log runs where --roles judges
     # another and the running split is the best (reaching it is keeping it)
@@ -356,7 +357,7 @@ def decide(
     )
     best = str(df["bps"].idxmax())
     running = observed if evidence.basis.logged else None
-    verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, running)
+    verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, rows, running)
     needs = None
     if probe is not None and verdict is Verdict.CANNOT_TELL:
         hi, lo = sorted(probe.splits, key=lambda x: -float(df.at[x, "bps"]))

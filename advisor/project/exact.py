@@ -42,6 +42,7 @@ from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit, Source
 from advisor.model.simulate import simulate, simulated_bps
+from advisor.project.rows import role_columns
 
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
@@ -200,7 +201,6 @@ def simulate_splits(
     """
     if fit.source is not Source.STEPS:
         raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
-    p, c = fit.roles
     if pools is None:
         pools = gather_pools(fit, logs)
     ratio_p, ratio_c, tokens_pool, sync_by_m = pools.ratio_p, pools.ratio_c, pools.tokens, pools.sync_by_m
@@ -210,7 +210,8 @@ def simulate_splits(
     todo = [int(i) for i in (range(len(splits)) if rows is None else rows)]
     # sized for each split, whatever G the logs ran: the window opens after warm-up and closes
     # at the last loader departure, so the batches held in queues and workers must be few
-    sizes = [(int(splits[f"n_{p}"].iat[i]), int(splits[f"n_{c}"].iat[i])) for i in todo]
+    n_col, m_col = (r.workers for r in role_columns(fit.roles))
+    sizes = [(int(splits[n_col].iat[i]), int(splits[m_col].iat[i])) for i in todo]
     sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in sizes]
 
     def runs():  # every split's inputs, drawn in order from the one generator as it is simulated
@@ -267,13 +268,12 @@ def refined_ratios(
     for the rows it simulates. It reads ``splits``' split counts and ``bps`` alone, so a table
     without intervals (`advisor.project.table.project` with ``interval=False``) gives the same
     ratios as the full one: the caller can simulate while the intervals are computed."""
-    p, c = fit.roles
     if not has_weak_spots(fit, hs_cap):
         return {}
     b = fit.hs_cap if hs_cap is None else hs_cap
     lockstep = _lockstep(fit, hs_cap)
     bps = splits["bps"].to_numpy(dtype=float).copy()
-    n_p, n_c = (splits[f"n_{r}"].to_numpy() for r in (p, c))
+    n_p, n_c = (splits[r.workers].to_numpy() for r in role_columns(fit.roles))
     done = np.zeros(len(bps), dtype=bool)
     ratios: dict[int, float] = {}
     spent = 0

@@ -39,6 +39,7 @@ from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit, Source
 from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
 from advisor.project.placement import packed, placements, pool_rate
+from advisor.project.rows import RoleColumns, role_columns
 from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link, widen_row
 from advisor.settings import Settings
 
@@ -78,26 +79,26 @@ def refine_placements(
         or "placement" not in df
     ):
         return df
-    p, c = fit.roles
+    pc, cc = role_columns(fit.roles)
     pools = gather_pools(fit, logs)
     scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
     best = float(df["bps"].max())
     order = np.argsort(-df["bps"].to_numpy(), kind="stable")
     todo = [i for i in order if df["bps"].iat[i] >= (1 - REFINE_WITHIN) * best][:MAX_REFINED]
-    for col in (f"nodes_{p}", f"nodes_{c}"):
+    for col in (pc.engines_by_node, cc.engines_by_node):
         df[col] = df[col].astype(object)
     for i in todo:
         label = df.index[i]
         if df.at[label, "layout"] == "node-local":
             continue  # no batch crosses: each node's pipeline is the analytic chain's own case
-        n, m = int(df.at[label, f"n_{p}"]), int(df.at[label, f"n_{c}"])
+        n, m = int(df.at[label, pc.workers]), int(df.at[label, cc.workers])
         runs = [
             (simulate_placed_run(fit, pools, pl, settings.link_bytes_s, hs_cap=settings.hs_cap, scale=scale), pl)
             for pl in candidates(fit, settings, n, m)
         ]
         run, pl = max(runs, key=lambda r: r[0].bps)
         free = simulate_placed_run(fit, pools, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
-        _set_row(df, label, run, free, pl, (p, c))
+        _set_row(df, label, run, free, pl, fit.roles, (pc, cc))
         if float(df.at[label, "bps_other_layout"]) > float(df.at[label, "bps"]):
             # simulated, the shared queue falls below the node-local pipelines: the row becomes theirs
             local = project(fit, settings, pairs=[(n, m)], routing="local")
@@ -107,15 +108,24 @@ def refine_placements(
     return df
 
 
-def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Placement, roles: tuple[str, str]) -> None:
+def _set_row(
+    df: pd.DataFrame,
+    label,
+    run: PlacedRun,
+    free_bps: float,
+    pl: Placement,
+    roles: tuple[str, str],
+    cols: tuple[RoleColumns, RoleColumns],
+) -> None:
     """One row at its simulated rate and placement: the rate's columns scaled alike (interval,
     tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated link seconds
     per batch, and the link as the bottleneck where it is the smallest capacity. No long-run rate
     passes a stage's capacity, so a simulated window above the smallest one (its noise) is taken at
     it; the free-link rate is simulated alike, and never below the linked one."""
     p, c = roles
+    pc, cc = cols
     cap = 1.0 / run.link_s_per_batch if run.link_s_per_batch > 0 else math.inf
-    caps = {p: float(df.at[label, f"cap_{p}_bps"]), c: float(df.at[label, f"cap_{c}_bps"]), "link": cap}
+    caps = {p: float(df.at[label, pc.cap_bps]), c: float(df.at[label, cc.cap_bps]), "link": cap}
     x = min(run.bps, min(caps.values()))
     old = float(df.at[label, "bps"])
     f = x / old if old > 0 else 1.0
@@ -126,8 +136,8 @@ def _set_row(df: pd.DataFrame, label, run: PlacedRun, free_bps: float, pl: Place
     df.at[label, "bps"] = x
     df.at[label, "method"] = "exact"
     df.at[label, "placement"] = pl.describe(p, c)
-    df.at[label, f"nodes_{p}"] = pl.producers
-    df.at[label, f"nodes_{c}"] = pl.consumers
+    df.at[label, pc.engines_by_node] = pl.producers
+    df.at[label, cc.engines_by_node] = pl.consumers
     df.at[label, "crossing_share"] = run.crossing_share
     df.at[label, "cap_link_bps"] = cap
     df.at[label, "link_util"] = x / cap if math.isfinite(cap) else 0.0

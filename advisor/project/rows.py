@@ -5,7 +5,10 @@ roles (``n_target``, ``cap_drafter_bps``, ``target_blocked``). `split_rows` read
 every stage that writes it (projection, refinement, reconciliation, probes, widening), into a
 `SplitRow` per split with its producer and consumer as `RoleRow` fields; the readers downstream
 take ``row.producer.cap_bps`` where they took ``df.at[label, f"cap_{p}_bps"]``. It is the one reader
-of the role-named columns. Values are the table's, as floats (NaN where the table has NaN).
+of the role-named columns downstream; the stages that write the table before the records exist
+(the link's and the exact simulation's refinements) name them through `role_columns`. Values
+are the table's, as floats (NaN where the table has NaN). A row's `IntervalParts` carry the parts
+of its 95% interval that the odds' joint draw reads (`advisor.decide.odds`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,79 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from advisor.project.table import ERR_CORNERS, ERR_SHARED
+
+
+@dataclass(frozen=True)
+class RoleColumns:
+    """The table's column names of one role (``target`` gives ``n_target``, ``cap_target_bps``)."""
+
+    workers: str  # engines of the role
+    cap_bps: str  # the pool's capacity, batches/s
+    wait_share: str  # a producer's share blocked (``<role>_blocked``), a consumer's starved
+    gpus: str  # GPUs the role's engines hold
+    gpus_per_worker: str  # GPUs one engine holds
+    engines_by_node: str  # engines per node (the table's placement columns)
+
+
+def role_columns(roles: tuple[str, str]) -> tuple[RoleColumns, RoleColumns]:
+    """The column names of the producer's and the consumer's role (`RoleColumns`), in that order.
+
+    Args:
+        roles: the pipeline's (producer, consumer) role names.
+
+    Returns:
+        (producer's columns, consumer's columns).
+    """
+    return _columns(roles[0], "blocked"), _columns(roles[1], "starved")
+
+
+def _columns(role: str, wait: str) -> RoleColumns:
+    return RoleColumns(
+        workers=f"n_{role}",
+        cap_bps=f"cap_{role}_bps",
+        wait_share=f"{role}_{wait}",
+        gpus=f"gpus_{role}",
+        gpus_per_worker=f"gpus_per_{role}",
+        engines_by_node=f"nodes_{role}",
+    )
+
+
+@dataclass(frozen=True)
+class IntervalParts:
+    """The parts of a split's 95% interval (`advisor.project.table`), all in ln(b/s).
+
+    The coefficients ``shared_log_per_se`` follow ``ERR_SHARED``'s order (the error sources every
+    split shares, ln b/s per standard error); ``corners_log`` follows ``ERR_CORNERS``' (the shifts at
+    the roles' capacity ranges' corners, 0 where the table has none). NaN where the table has NaN.
+    """
+
+    shared_log_per_se: tuple[float, ...]
+    own_var_log2: float  # the split's own variance, (ln b/s)^2
+    sync_ends_log: tuple[float, float]  # shifts at the ends of an unidentified sync scaling
+    corners_log: tuple[float, ...]
+
+
+def interval_parts(r: Mapping[str, Any]) -> IntervalParts | None:
+    """The interval's parts of one table row ``r`` (a mapping of column to value); None where the
+    table carries no parts (no ``err_own_var``: a row drawn from its own interval)."""
+    if "err_own_var" not in r:
+        return None
+    return IntervalParts(
+        shared_log_per_se=tuple(_num(r, k) for k in ERR_SHARED),
+        own_var_log2=_num(r, "err_own_var"),
+        sync_ends_log=(_num(r, "err_sync_lo"), _num(r, "err_sync_hi")),
+        corners_log=tuple(_num(r, k) for k in ERR_CORNERS),
+    )
+
+
+def _num(r: Mapping[str, Any], key: str) -> float:
+    """Column ``key`` of row ``r`` as a float: 0 where the table has no such column, NaN where the
+    value is not a number."""
+    if key not in r:
+        return 0.0
+    return float(pd.to_numeric(r[key], errors="coerce"))
 
 
 @dataclass(frozen=True)
@@ -73,6 +149,7 @@ class SplitRow:
     widened: bool
     bps_exact: float | None = None  # the exact simulation's rate (None: not simulated)
     link: LinkRow | None = None  # None on one node
+    parts: IntervalParts | None = None  # the interval's parts (None: the table carries none)
 
     @property
     def roles(self) -> tuple[RoleRow, RoleRow]:
@@ -91,16 +168,16 @@ class SplitRow:
         raise KeyError(f"no role {role!r} at {self.label}: {self.producer.role}, {self.consumer.role}")
 
 
-def _role(r: Mapping[str, Any], role: str, wait: str, placed: bool) -> RoleRow:
-    engines = f"gpus_{role}" in r
+def _role(r: Mapping[str, Any], role: str, cols: RoleColumns, placed: bool) -> RoleRow:
+    engines = cols.gpus in r
     return RoleRow(
         role=role,
-        workers=int(r[f"n_{role}"]),
-        cap_bps=float(r[f"cap_{role}_bps"]),
-        wait_share=float(r[f"{role}_{wait}"]),
-        gpus=int(r[f"gpus_{role}"]) if engines else None,
-        gpus_per_worker=int(r[f"gpus_per_{role}"]) if engines else None,
-        engines_by_node=tuple(int(x) for x in r[f"nodes_{role}"]) if placed else None,
+        workers=int(r[cols.workers]),
+        cap_bps=float(r[cols.cap_bps]),
+        wait_share=float(r[cols.wait_share]),
+        gpus=int(r[cols.gpus]) if engines else None,
+        gpus_per_worker=int(r[cols.gpus_per_worker]) if engines else None,
+        engines_by_node=tuple(int(x) for x in r[cols.engines_by_node]) if placed else None,
     )
 
 
@@ -123,11 +200,12 @@ def _link(r: Mapping[str, Any]) -> LinkRow:
 def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> SplitRow:
     """The record of one table row ``r`` (a mapping of column to value) of split ``label``."""
     p, c = roles
+    pc, cc = role_columns(roles)
     placed = "placement" in r and isinstance(r["placement"], str)
     return SplitRow(
         label=label,
-        producer=_role(r, p, "blocked", placed),
-        consumer=_role(r, c, "starved", placed),
+        producer=_role(r, p, pc, placed),
+        consumer=_role(r, c, cc, placed),
         bps=float(r["bps"]),
         bps_low=float(r["bps_low"]),
         bps_high=float(r["bps_high"]),
@@ -146,6 +224,7 @@ def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> Split
         widened=bool(r["widened"]),
         bps_exact=float(r["bps_exact"]) if "bps_exact" in r else None,
         link=_link(r) if placed else None,
+        parts=interval_parts(r),
     )
 
 

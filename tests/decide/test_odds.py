@@ -350,3 +350,13 @@ def test_a_next_run_pick_against_the_point_projection_says_why():
         f"point estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} "
         f"ahead of 2-1"
     ) in text
+
+
+def test_the_draw_reads_the_records_as_it_reads_the_bare_table(reference):
+    # the records (advisor.project.rows) and the table's own columns give the same draw, seed for seed
+    adv = advise(reference, gpus_per_node=4)
+    recs, bare = draw_inputs(list(adv.rows.values()), calibrate=True), draw_inputs(adv.splits, calibrate=True)
+    assert recs.labels == bare.labels == tuple(adv.rows)
+    assert recs.left_batches == bare.left_batches
+    assert np.array_equal(draw_rates(recs, 500, seed=3), draw_rates(bare, 500, seed=3))
+    assert draw_inputs(table([1.0, 2.0]).drop(columns="err_own_var")).widened.all()  # no parts: own interval

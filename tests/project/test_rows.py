@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from advisor.advice import advise
 from advisor.present.json import advice_json
-from advisor.project.rows import SplitRow, split_row, split_rows
+from advisor.project.rows import SplitRow, role_columns, split_row, split_rows
+from advisor.project.table import ERR_CORNERS, ERR_SHARED
 
 
 def _same(a: float, b) -> bool:
@@ -103,5 +104,22 @@ def test_a_row_reads_back_what_the_table_holds(n, m, cap, share, exact):
     assert (row.producer.cap_bps, row.consumer.cap_bps) == (cap, 2 * cap)
     assert (row.producer.wait_share, row.consumer.wait_share) == (share, 1 - share)
     assert row.bps_exact == (1.1 if exact else None) and row.link is None and row.producer.gpus is None
+    pc, cc = role_columns(("a", "b"))
+    assert (cols[pc.workers], cols[cc.workers], cols[pc.cap_bps], cols[cc.wait_share]) == (n, m, cap, 1 - share)
+    assert row.parts is None  # no interval parts in the table: none in the record
     table = pd.DataFrame([cols], index=[f"{n}-{m}"])
     assert split_rows(("a", "b"), table) == {f"{n}-{m}": row}
+
+
+def test_each_record_carries_its_intervals_parts(reference):
+    adv = advise(reference, gpus_per_node=4)
+    df = adv.splits
+    for label, row in adv.rows.items():
+        parts = row.parts
+        assert parts is not None
+        assert all(_same(a, df.at[label, k]) for a, k in zip(parts.shared_log_per_se, ERR_SHARED, strict=True))
+        assert _same(parts.own_var_log2, df.at[label, "err_own_var"])
+        assert _same(parts.sync_ends_log[0], df.at[label, "err_sync_lo"])
+        assert _same(parts.sync_ends_log[1], df.at[label, "err_sync_hi"])
+        want = [df.at[label, k] if k in df.columns else 0.0 for k in ERR_CORNERS]
+        assert all(_same(a, b) for a, b in zip(parts.corners_log, want, strict=True))
