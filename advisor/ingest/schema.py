@@ -33,7 +33,7 @@ import difflib
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from advisor.errors import LogError, LogWarning, display_path, short_repr
@@ -403,30 +403,9 @@ def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: 
             )
 
 
-# header fields that RunHeader holds as typed attributes; the rest of the header goes to ``extra``
-_TYPED_HEADER_FIELDS = frozenset(
-    {
-        "ev",
-        "v",
-        "t",
-        "run",
-        "gpus",
-        "roles",
-        "queues",
-        "token_budget",
-        "samples",
-        "epochs",
-        "hardware",
-        "target_model",
-        "drafter_model",
-        "sync_every",
-        "hs_bytes_per_token",
-        "gpus_per_worker",
-        "gpus_per_node",
-        "placement",
-        "link_bytes_s",
-    }
-)
+# header fields that RunHeader holds as typed attributes (its fields, and the envelope's ev, v and
+# t); the rest of the header goes to ``extra``
+_TYPED_HEADER_FIELDS = frozenset({"ev", "v", "t"} | {f.name for f in fields(RunHeader)} - {"extra"})
 _DISPLAY_TEXTS = ("run", "hardware", "target_model", "drafter_model")
 
 
