@@ -307,16 +307,9 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
 def _rates_contention(lg: RunLog, n_ref: int, g: int) -> ContentionFit:
     """Split-dependence for a rates-only log: a shared host's prior, else the GPU priors."""
     if shares_compute(lg):  # as a step log of one split on a shared host (advisor.fit.splits)
-        return ContentionFit(
-            ref_producers=n_ref,
-            gpus=g,
-            producer_k=0.0,
-            consumer_k=0.0,
-            producer_se=0.0,
-            consumer_se=0.0,
-            measured=False,
-            lo_producers=n_ref,
-            hi_producers=n_ref,
+        return ContentionFit.unmeasured(
+            n_ref,
+            g,
             prior_se=shared_prior_se(lg),
             run_se=RUN_SE,
             prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
@@ -488,16 +481,9 @@ def gpu_priors(n_producer: int, gpus: int) -> ContentionFit:
     numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
     published split tables, around the given split (``n_producer`` of ``gpus``; projections at
     any G count each role's distance by its own count: `ContentionFit.role_se`)."""
-    return ContentionFit(
-        ref_producers=n_producer,
-        gpus=gpus,
-        producer_k=0.0,
-        consumer_k=0.0,
-        producer_se=0.0,
-        consumer_se=0.0,
-        measured=False,
-        lo_producers=n_producer,
-        hi_producers=n_producer,
+    return ContentionFit.unmeasured(
+        n_producer,
+        gpus,
         prior_se=max(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER),
         run_se=GPU_RUN_SE,
         prior_k=(GPU_PRIOR_K_PRODUCER, GPU_PRIOR_K_CONSUMER),

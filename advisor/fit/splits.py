@@ -121,16 +121,9 @@ def fit_contention(
     idx = [i for i in same if sum(measured[i].roles.values()) == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
     if len(set(ns.tolist())) < 2:
-        return ContentionFit(
-            ref_producers=n_ref,
-            gpus=g,
-            producer_k=0.0,
-            consumer_k=0.0,
-            producer_se=0.0,
-            consumer_se=0.0,
-            measured=False,
-            lo_producers=n_ref,
-            hi_producers=n_ref,
+        return ContentionFit.unmeasured(
+            n_ref,
+            g,
             prior_se=prior,
             run_se=RUN_SE if prior else 0.0,
             within=within,

@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.observe import ObservedRun
@@ -232,6 +233,24 @@ class ContentionFit:
     role_se: tuple[float, ...] = ()
     shown_slope: float = 0.0
 
+    @classmethod
+    def unmeasured(cls, ref_producers: int, gpus: int, **priors: Any) -> ContentionFit:
+        """No slope measured: every log at one split (``ref_producers`` of ``gpus``), the split terms
+        from ``priors`` (the fields ``prior_se``, ``run_se``, ``prior_k``, ``within``, ``role_se``,
+        ``shown_slope``; each defaults as the dataclass does)."""
+        return cls(
+            ref_producers=ref_producers,
+            gpus=gpus,
+            producer_k=0.0,
+            consumer_k=0.0,
+            producer_se=0.0,
+            consumer_se=0.0,
+            measured=False,
+            lo_producers=ref_producers,
+            hi_producers=ref_producers,
+            **priors,
+        )
+
     def _own_counts(self, n_producer: int, gpus: int) -> tuple[int, int]:
         """Per-role priors (``role_se``: real GPUs without a step log) at any G: the producers added
         and the consumers removed against the given split, each role by its own count."""
@@ -331,16 +350,7 @@ class RegimeFit:
 NO_REGIMES = RegimeFit()
 
 
-NO_CONTENTION = ContentionFit(
-    ref_producers=0,
-    gpus=0,
-    producer_k=0.0,
-    consumer_k=0.0,
-    producer_se=0.0,
-    consumer_se=0.0,
-    measured=False,
-    prior_se=0.0,
-)
+NO_CONTENTION = ContentionFit.unmeasured(0, 0, prior_se=0.0)
 
 
 @dataclass(frozen=True)
