@@ -258,6 +258,21 @@ def test_a_tensor_parallel_target_engine_runs_as_k_processes_and_counts_as_one_w
     assert sum(e["role"] == "drafter" for e in steps) == 6 and events[-1]["reason"] == "done"
 
 
+def test_the_header_counts_the_cores_of_every_rank_of_a_tensor_parallel_engine(tmp_path):
+    # each worker process is given a core of its own (a fake affinity per pid): the run's cores are
+    # the main process's, the leader's, its follower's and the drafter's, the follower included
+    out = tmp_path / "tpcores.jsonl"
+    pin = (
+        "import os, runpy, sys; real = os.sched_getaffinity; "
+        "os.sched_getaffinity = lambda pid: real(0) if pid in (0, os.getpid()) else {100000 + pid}; "
+        "sys.argv = ['trainer', *sys.argv[1:]]; runpy.run_module('trainer', run_name='__main__')"
+    )
+    args = ("--no-progress", "--targets", "1", "--drafters", "1", "--target-tp", "2", "--steps", "2", "--out", str(out))
+    r = subprocess.run([sys.executable, "-c", pin, *args], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert r.returncode == 0, r.stderr
+    assert _lines(out)[0]["cores"] == len(os.sched_getaffinity(0)) + 3
+
+
 def test_an_interrupted_tensor_parallel_run_releases_its_followers_at_once(tmp_path):
     out = tmp_path / "tpint.jsonl"
     p = _start_and_wait_for_steps(

@@ -49,6 +49,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from .config import ConfigError, TrainConfig
@@ -132,12 +133,12 @@ def assign_devices(cfg: TrainConfig) -> tuple[list[str], int, list[str]]:
     return devices, min(n, cfg.processes), notes
 
 
-def _run_cores(infos: dict) -> int:
+def _run_cores(infos: Iterable[dict]) -> int:
     """CPU cores the run's processes may use: the union of the main process's affinity and every
-    worker's (a harness that pins the main process to one core and each worker to its own leaves
-    each process one core, the run G + 1)."""
+    worker process's, each rank of a tensor-parallel engine included (a harness that pins the main
+    process to one core and each process to its own leaves each one core, the run G + 1)."""
     cores = set(os.sched_getaffinity(0))
-    for info in infos.values():
+    for info in infos:
         try:
             cores |= os.sched_getaffinity(info["pid"]) if "pid" in info else set()
         except OSError:  # the worker has gone
@@ -155,7 +156,7 @@ def _hardware(cfg: TrainConfig, infos: dict, n_gpus: int, profile) -> str:
     return f"{n_gpus}x {'/'.join(names)}{shared}"
 
 
-def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str]) -> dict:
+def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str], followers: dict) -> dict:
     if profile is not None:
         ph = profile.header
         samples, epochs, budget = ph.get("samples"), ph.get("epochs"), ph.get("token_budget")
@@ -189,7 +190,9 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
         "physical_gpus": n_gpus,
     }
     if cfg.device == "cpu" and not cfg.emulated and hasattr(os, "sched_getaffinity"):
-        h["cores"] = _run_cores(infos)  # fewer than the workers: the advisor widens for it
+        h["cores"] = _run_cores(
+            [*infos.values(), *followers.values()]
+        )  # fewer than the workers: the advisor widens for it
     if cfg.target_tp > 1:
         h["gpus_per_worker"] = {"target": cfg.target_tp}
     if cfg.probe is not None:
@@ -520,7 +523,7 @@ class _Run:
             progress.update(0.0, None, 0, planned)
         self.clock_start = time.monotonic()
         ch.start_wall.value = self.clock_start
-        self.writer.write(_header(cfg, self.infos, n_gpus, self.profile, self.notes))
+        self.writer.write(_header(cfg, self.infos, n_gpus, self.profile, self.notes, self.followers))
         self._write_error()
         if self.error is None and sigs.caught is None:
             from .loader import Loader
