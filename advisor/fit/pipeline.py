@@ -249,7 +249,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
         stacklevel=3,
     )
     _warn_rates_capacities(lg, pfit, cfit, kinds)
-    contention = _rates_contention(lg, m0.roles[producer], sum(m0.roles.values()))
+    contention = _rates_contention(lg, m0.roles[producer], lg.header.engine_gpus)
     return _Roles(
         producer=pfit,
         consumer=cfit,
@@ -313,8 +313,11 @@ def _rates_contention(lg: RunLog, n_ref: int, g: int) -> ContentionFit:
             prior_se=shared_prior_se(lg),
             run_se=RUN_SE,
             prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
+            gpus_per_worker=(lg.header.k(lg.header.producer), lg.header.k(lg.header.consumer)),
         )
-    return gpu_priors(n_ref, g)
+    return replace(
+        gpu_priors(n_ref, g), gpus_per_worker=(lg.header.k(lg.header.producer), lg.header.k(lg.header.consumer))
+    )
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:

@@ -111,14 +111,15 @@ def fit_contention(
 ) -> ContentionFit:
     """Per-role slope of log mean busy time on the producer count, over logs of one G, with the first
     step log's within-log slopes on busy peers (``within``, measured; see ContentionFit)."""
-    consumer = measured[first].log.header.consumer
-    g = sum(measured[first].roles.values())
-    n_ref = measured[first].roles[producer]
     lg = measured[first].log
+    consumer = lg.header.consumer
+    g = lg.header.engine_gpus
+    n_ref = measured[first].roles[producer]
+    per_worker = (lg.header.k(producer), lg.header.k(consumer))
     shown, _ = within_sharing(lg, within)
     prior = shared_prior_se(lg) if shares_compute(lg) or shown else 0.0
     prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
-    idx = [i for i in same if sum(measured[i].roles.values()) == g]
+    idx = [i for i in same if measured[i].log.header.engine_gpus == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
     if len(set(ns.tolist())) < 2:
         return ContentionFit.unmeasured(
@@ -129,6 +130,7 @@ def fit_contention(
             within=within,
             prior_k=prior_k,
             shown_slope=shown,
+            gpus_per_worker=per_worker,
         )
     out = {}
     for r in (producer, consumer):
@@ -162,6 +164,7 @@ def fit_contention(
         within=within,
         prior_k=prior_k,
         shown_slope=shown,
+        gpus_per_worker=per_worker,
     )
 
 
@@ -171,7 +174,7 @@ def contention_ref_busy(
     """Mean busy time of ``role`` at the reference split, from the fitted line (weighted by steps)."""
     vals, wts = [], []
     for i in same:
-        if sum(measured[i].roles.values()) != cont.gpus:
+        if measured[i].log.header.engine_gpus != cont.gpus:
             continue
         st = measured[i].steps[role]
         k = cont.producer_k if role == producer else cont.consumer_k

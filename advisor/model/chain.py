@@ -600,7 +600,7 @@ def _split_interval(
     fit: PipelineFit,
     n_producer: int,
     n_consumer: int,
-    workers: int,
+    gpus: int,
     x: float,
     r: _SplitRates,
     state: tuple,
@@ -613,7 +613,7 @@ def _split_interval(
         fit,
         n_producer,
         n_consumer,
-        workers,
+        gpus,
         x,
         (r.mu_p, r.mu_c, b, r.barrier),
         res,
@@ -654,8 +654,7 @@ def project_split(
     tokens_per_batch, consumer_scaling = what_if.tokens_per_batch, what_if.consumer_scaling
     tokens, busy_p, busy_c = _busy_per_batch(fit, tokens_per_batch)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
-    workers = n_producer + n_consumer if gpus_per_worker != (1, 1) else g  # contention counts engines
-    k_p, k_c = fit.contention.scale(n_producer, workers)
+    k_p, k_c = fit.contention.scale(n_producer, g)
     r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if.mu_scale, consumer_scaling, link)
     b = fit.hs_cap if what_if.hs_cap is None else what_if.hs_cap
     x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
@@ -663,7 +662,7 @@ def project_split(
     err: dict = {}
     if interval and x > 0:
         lo, hi, err = _split_interval(
-            fit, n_producer, n_consumer, workers, x, r, (b, res), tokens_per_batch, consumer_scaling
+            fit, n_producer, n_consumer, g, x, r, (b, res), tokens_per_batch, consumer_scaling
         )
     caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
     cap_p, cap_c = n_producer * r.mu_p, n_consumer * r.mu_c

@@ -191,12 +191,14 @@ class RoleFit:
 class ContentionFit:
     """How a worker's step time depends on the split (shared host resources).
 
-    ``busy_r(N) = busy_r(N_ref) * exp(k_r * (N - N_ref))`` for N producers at the fitted G
-    (one producer more = one consumer fewer). ``k_r`` is fitted by weighted least squares of
-    each log's log mean busy time on N when logs at two or more splits of one G are given; its
-    standard error combines each log's sampling error and drift. Beyond the logged splits (with one
-    split, everywhere) the slope is the prior's, ``prior_k`` (``CONTENTION_PRIOR_K_PRODUCER`` and
-    ``_CONSUMER`` on a shared host, else 0), and ``CONTENTION_PRIOR_SE`` per worker of distance is
+    ``busy_r(N) = busy_r(N_ref) * exp(k_r * (N - N_ref))`` for N producer engines at the fitted G
+    GPUs (one producer engine more = k_p / k_c consumer engines fewer, ``gpus_per_worker``; G
+    counts every engine's GPUs, so the splits of tensor-parallel engines share one G). ``k_r`` is
+    fitted by weighted least squares of each log's log mean busy time on N when logs at two or more
+    splits of one G are given; its standard error combines each log's sampling error and drift.
+    Beyond the logged splits (with one split, everywhere) the slope is the prior's, ``prior_k``
+    (``CONTENTION_PRIOR_K_PRODUCER`` and ``_CONSUMER`` on a shared host, else 0), and
+    ``CONTENTION_PRIOR_SE`` per producer engine of distance is
     carried: ``busy_r(N) = busy_r(clip(N)) * exp(prior_k_r * (N - clip(N)))``, clip(N) the nearest
     logged producer count.
 
@@ -216,7 +218,7 @@ class ContentionFit:
     """
 
     ref_producers: int
-    gpus: int
+    gpus: int  # the fitted split's GPUs, every engine's counted (N k_p + M k_c)
     producer_k: float
     consumer_k: float
     producer_se: float
@@ -232,12 +234,13 @@ class ContentionFit:
     # role (real GPUs without a step log: `advisor.model.priors.GPU_SPLIT_SE`); empty: prior_se for both
     role_se: tuple[float, ...] = ()
     shown_slope: float = 0.0
+    gpus_per_worker: tuple[int, int] = (1, 1)  # GPUs one producer and one consumer engine hold
 
     @classmethod
     def unmeasured(cls, ref_producers: int, gpus: int, **priors: Any) -> ContentionFit:
         """No slope measured: every log at one split (``ref_producers`` of ``gpus``), the split terms
         from ``priors`` (the fields ``prior_se``, ``run_se``, ``prior_k``, ``within``, ``role_se``,
-        ``shown_slope``; each defaults as the dataclass does)."""
+        ``shown_slope``, ``gpus_per_worker``; each defaults as the dataclass does)."""
         return cls(
             ref_producers=ref_producers,
             gpus=gpus,
@@ -251,10 +254,22 @@ class ContentionFit:
             **priors,
         )
 
-    def _own_counts(self, n_producer: int, gpus: int) -> tuple[int, int]:
+    def consumers(self, n_producer: float, gpus: int) -> float:
+        """The consumer engines beside ``n_producer`` producer engines on ``gpus`` GPUs."""
+        kp, kc = self.gpus_per_worker
+        return (gpus - n_producer * kp) / kc
+
+    def gpus_of(self, n_producer: int, n_consumer: int) -> int:
+        """The GPUs a split of ``n_producer`` and ``n_consumer`` engines holds (engines as logged)."""
+        kp, kc = self.gpus_per_worker
+        return n_producer * kp + n_consumer * kc
+
+    def _own_counts(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Per-role priors (``role_se``: real GPUs without a step log) at any G: the producers added
         and the consumers removed against the given split, each role by its own count."""
-        return n_producer - self.ref_producers, (self.gpus - self.ref_producers) - (gpus - n_producer)
+        return n_producer - self.ref_producers, self.consumers(self.ref_producers, self.gpus) - self.consumers(
+            n_producer, gpus
+        )
 
     def sides(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """The sign of each role's split term at ``n_producer`` (one unknown slope per role moves the
@@ -301,11 +316,16 @@ class ContentionFit:
         one worker of the role and the other more, and the logs did not span both."""
         if (gpus != self.gpus and not self.role_se) or not (self.prior_se or self.role_se):
             return 0.0, 0.0
-        g = self.gpus  # the logged (given) split's G: each role's count there
+        at = self.consumers  # the consumers beside a producer count (at the logged split's G: its own)
         out = []
         for here, ref, lo, hi in (
             (n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
-            (gpus - n_producer, g - self.ref_producers, g - self.hi_producers, g - self.lo_producers),
+            (
+                at(n_producer, gpus),
+                at(self.ref_producers, self.gpus),
+                at(self.hi_producers, self.gpus),
+                at(self.lo_producers, self.gpus),
+            ),
         ):
             spanned = lo == 1 < hi
             out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)

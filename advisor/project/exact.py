@@ -90,7 +90,7 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
         role = lg.steps["role"]
         # each log's steps divided by its split's contention factor: the residuals then refer to
         # the fit's reference split, and the factor of the simulated split is applied below
-        scale = fit.contention.scale(lg.header.roles[p], sum(lg.header.roles.values()))
+        scale = fit.contention.scale(lg.header.roles[p], lg.header.engine_gpus)
         for r, k in zip((p, c), scale):
             rows = np.flatnonzero(inside & (role == r).to_numpy())
             b = lg.steps["busy"].to_numpy(float)[rows]
@@ -148,7 +148,7 @@ def simulate_placed_run(
     rng = np.random.default_rng([seed, n, m])
     b = fit.hs_cap if hs_cap is None else hs_cap
     nb = batches_for(fit, n, m, n_batches, b)
-    k_p, k_c = fit.contention.scale(n, n + m)
+    k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
     tok = rng.choice(pools.tokens, nb)
     tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb) / scale[0]
     dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(pools.ratio_c, nb) / scale[1]
@@ -217,7 +217,7 @@ def simulate_splits(
     def runs():  # every split's inputs, drawn in order from the one generator as it is simulated
         loader_s: float | np.ndarray = 0.0
         for n, m, nb in sizes:
-            k_p, k_c = fit.contention.scale(n, n + m)
+            k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
             tok = rng.choice(tokens_pool, nb)
             tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(ratio_p, nb)
             dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(ratio_c, nb)

@@ -131,3 +131,19 @@ def test_one_split_on_an_oversubscribed_host_covers_the_other_split_measured(giv
     truths = [advise([OVERSUB / f"{other}-r{r}"]).observed.bps for r in (0, 1)]
     assert all(row["bps_low"] <= t <= row["bps_high"] for t in truths), (row["bps_low"], row["bps_high"], truths)
     assert adv.fit.contention.prior_se == pytest.approx(math.log(1.5))
+
+
+def test_tensor_parallel_splits_of_one_g_carry_the_split_prior():
+    # TP-2 targets: 2-10, 3-8 and 6-2 all hold 14 GPUs though their engine totals differ (12, 11,
+    # 8); the contention fit counts GPUs, so every split away from the logged one carries the
+    # prior per producer engine moved, and the interval widens with the distance
+    tp = SWEEP / "tp2g14" / "tp2g14-2x10-tp2-tb2048-r4.jsonl.gz"
+    cont = fit_logs([load_log(tp)]).contention
+    assert (cont.gpus, cont.ref_producers, cont.gpus_per_worker) == (14, 2, (2, 1))
+    assert cont.consumers(3, 14) == 8 and cont.gpus_of(6, 2) == 14
+    assert cont.rel_se(3, 14) == pytest.approx((CONTENTION_PRIOR_SE, CONTENTION_PRIOR_SE))
+    assert cont.rel_se(6, 14) == pytest.approx((4 * CONTENTION_PRIOR_SE, 4 * CONTENTION_PRIOR_SE))
+    assert cont.scale(4, 14)[0] > 1.0  # the prior's centre: a producer's step grows with producers added
+    rows = advise(tp).rows
+    width = {k: math.log(r.bps_high / r.bps_low) for k, r in rows.items()}
+    assert width["4-6"] < width["5-4"] < width["6-2"] and width["2-10"] < width["1-12"]  # (one bottleneck each)
