@@ -291,11 +291,11 @@ def test_a_small_lead_with_a_wide_interval_is_an_action_at_modest_odds():
 
 
 def test_two_logs_at_the_two_splits_probe_longer_than_they_ran():
-    # both splits ran (on one shared GPU, 0.7% apart): the pick is named with its odds, and a probe,
-    # if one is named, runs longer than the logs already ran either split
+    # both splits ran (on one shared GPU, 0.7% apart): the pick is named with its odds (likely within
+    # the 2% resolution, not sure), and a probe, if one is named, runs longer than the logs ran
     adv = advise(["fixtures/h200-1x2.jsonl", "fixtures/h200-2x1.jsonl"])
     d = adv.decision
-    assert d.verdict is Verdict.NEXT_RUN and d.p_best < 0.9
+    assert d.verdict is Verdict.NEXT_RUN and 0.5 < d.p_best < 0.95
     ran = max(o.steady.duration_s for o in adv.fit.observed)
     assert d.probe is None or d.probe.seconds_each > ran
 
