@@ -596,7 +596,10 @@ def fit_from_numbers(
     loader = LoaderFit(
         input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"), pre_mean_depth=None
     )
-    contention = gpu_priors(roles[names[0]], sum(roles.values())) if o.hardware_priors else NO_CONTENTION
+    per = (o.gpus_per_worker or {}).get
+    k = (int(per(names[0], 1)), int(per(names[1], 1)))  # GPUs per engine: ``roles`` counts engines
+    gpus = roles[names[0]] * k[0] + roles[names[1]] * k[1]
+    contention = replace(gpu_priors(roles[names[0]], gpus), gpus_per_worker=k) if o.hardware_priors else NO_CONTENTION
     return PipelineFit(
         producer=fits[0],
         consumer=fits[1],

@@ -147,3 +147,18 @@ def test_tensor_parallel_splits_of_one_g_carry_the_split_prior():
     rows = advise(tp).rows
     width = {k: math.log(r.bps_high / r.bps_low) for k, r in rows.items()}
     assert width["4-6"] < width["5-4"] < width["6-2"] and width["2-10"] < width["1-12"]  # (one bottleneck each)
+
+
+def test_bare_numbers_of_tensor_parallel_engines_count_each_role_by_its_engines():
+    # what-if of 2 TP-2 targets and 6 drafters (10 GPUs): at 3-4 one target engine is added and
+    # two drafters are removed, and the GPU priors widen each role by its own count
+    from advisor.fit.pipeline import fit_from_numbers
+    from advisor.model.priors import GPU_SPLIT_SE_CONSUMER, GPU_SPLIT_SE_PRODUCER
+    from advisor.settings import Options
+
+    cont = fit_from_numbers(
+        {"target": 2, "drafter": 6}, {"target": 5.0, "drafter": 6.0}, Options(gpus_per_worker="target=2")
+    ).contention
+    assert (cont.gpus, cont.gpus_per_worker) == (10, (2, 1))
+    assert cont.rel_se(3, 10) == pytest.approx((GPU_SPLIT_SE_PRODUCER, 2 * GPU_SPLIT_SE_CONSUMER))
+    assert cont.rel_se(1, 10) == pytest.approx((GPU_SPLIT_SE_PRODUCER, 2 * GPU_SPLIT_SE_CONSUMER))
