@@ -248,7 +248,7 @@ def _pct(x: float | None, digits: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
 
 
-def _rel_table(rows: list[dict]) -> list[str]:
+def rel_table(rows: list[dict]) -> list[str]:
     out = [
         "| stated p_best | cases | mean stated | observed within 2% | gap | judged |",
         "|---|---:|---:|---:|---:|---|",
@@ -297,11 +297,11 @@ def render(summary: dict, code: str) -> str:
     )
     if s["stated"]:
         lines.append(f"Reliability of `recommendation.p_best` ({s['stated']} sources; Brier {s['brier']:.3f}):\n")
-        lines += _rel_table(s["reliability"])
+        lines += rel_table(s["reliability"])
         if s["split_reliability"]:
             n = sum(r["count"] for r in s["split_reliability"])
             lines.append(f"\nEvery split's `p_best` ({n} split projections; Brier {s['split_brier']:.3f}):\n")
-            lines += _rel_table(s["split_reliability"])
+            lines += rel_table(s["split_reliability"])
     else:
         lines.append("No `p_best` stated by this code: reliability and Brier not measured.")
     names = {
