@@ -64,7 +64,8 @@ single-run coverage:
   draw shows of a short or unsettled log. The intervals cover one run's rate at one split; the
   odds compare splits of one fit, and the sweeps' measured leads fell well inside the drawn
   spread. The constant minimises the sum of the two Brier scores of `benchmarks/calibrate.py`
-  (the recommendation's ``p_best`` and every split's), fitted leave-one-sweep-out.
+  (the recommendation's ``p_best`` and every split's) over the sweeps, checked leave one sweep
+  out (`benchmarks/fit_temperature.py`).
 
 Outside that domain the draw takes the table as it states it (temperature 1, the levels
 independent): bare numbers and rates-only logs (no step log to calibrate on), dedicated devices
