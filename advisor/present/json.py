@@ -15,6 +15,7 @@ from typing import Any
 
 from advisor.advice import Advice
 from advisor.decide.reasons import provisional, queue_text
+from advisor.project.columns import role_columns
 from advisor.project.rows import SplitRow
 
 JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
@@ -43,6 +44,7 @@ def split_json(adv: Advice, label: str) -> dict[str, Any]:
     r = adv.rows[label]
     pr, cr = r.producer, r.consumer
     p, c = pr.role, cr.role
+    pcol, ccol = role_columns((p, c))
     caps = {p: num(pr.cap_bps), c: num(cr.cap_bps), "loader": num(r.cap_loader_bps)}
     out = {
         "roles": {p: pr.workers, c: cr.workers},
@@ -58,8 +60,8 @@ def split_json(adv: Advice, label: str) -> dict[str, Any]:
         "bound_bps": num(r.bound_bps),
         "capacities_bps": {k: v for k, v in caps.items() if v is not None},
         "observed": r.observed,
-        f"{p}_blocked": num(pr.wait_share),
-        f"{c}_starved": num(cr.wait_share),
+        pcol.wait_share: num(pr.wait_share),
+        ccol.wait_share: num(cr.wait_share),
         "hs_mean_depth": num(r.hs_mean_depth, 2),
         "method": r.method,
     }

@@ -42,7 +42,7 @@ from advisor.measure.crossing import measure_link
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit, Source
 from advisor.model.simulate import simulate, simulated_bps
-from advisor.project.rows import role_columns
+from advisor.project.columns import role_columns
 
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000

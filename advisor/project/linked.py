@@ -37,9 +37,9 @@ from advisor.ingest.runlog import RunLog
 from advisor.model.chain import LINK_SATURATED, LINK_SATURATED_CAP
 from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit, Source
+from advisor.project.columns import RoleColumns, role_columns
 from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
 from advisor.project.placement import packed, placements, pool_rate
-from advisor.project.rows import RoleColumns, role_columns
 from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link, widen_row
 from advisor.settings import Settings
 

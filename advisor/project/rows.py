@@ -5,8 +5,7 @@ roles (``n_target``, ``cap_drafter_bps``, ``target_blocked``). `split_rows` read
 every stage that writes it (projection, refinement, reconciliation, probes, widening), into a
 `SplitRow` per split with its producer and consumer as `RoleRow` fields; the readers downstream
 take ``row.producer.cap_bps`` where they took ``df.at[label, f"cap_{p}_bps"]``. It is the one reader
-of the role-named columns downstream; the stages that write the table before the records exist
-(the link's and the exact simulation's refinements) name them through `role_columns`. Values
+of the role-named columns downstream; the names are spelled once, in `advisor.project.columns`. Values
 are the table's, as floats (NaN where the table has NaN). A row's `IntervalParts` carry the parts
 of its 95% interval that the odds' joint draw reads (`advisor.decide.odds`).
 """
@@ -20,42 +19,8 @@ from typing import Any
 
 import pandas as pd
 
+from advisor.project.columns import RoleColumns, role_columns
 from advisor.project.table import ERR_CORNERS, ERR_SHARED
-
-
-@dataclass(frozen=True)
-class RoleColumns:
-    """The table's column names of one role (``target`` gives ``n_target``, ``cap_target_bps``)."""
-
-    workers: str  # engines of the role
-    cap_bps: str  # the pool's capacity, batches/s
-    wait_share: str  # a producer's share blocked (``<role>_blocked``), a consumer's starved
-    gpus: str  # GPUs the role's engines hold
-    gpus_per_worker: str  # GPUs one engine holds
-    engines_by_node: str  # engines per node (the table's placement columns)
-
-
-def role_columns(roles: tuple[str, str]) -> tuple[RoleColumns, RoleColumns]:
-    """The column names of the producer's and the consumer's role (`RoleColumns`), in that order.
-
-    Args:
-        roles: the pipeline's (producer, consumer) role names.
-
-    Returns:
-        (producer's columns, consumer's columns).
-    """
-    return _columns(roles[0], "blocked"), _columns(roles[1], "starved")
-
-
-def _columns(role: str, wait: str) -> RoleColumns:
-    return RoleColumns(
-        workers=f"n_{role}",
-        cap_bps=f"cap_{role}_bps",
-        wait_share=f"{role}_{wait}",
-        gpus=f"gpus_{role}",
-        gpus_per_worker=f"gpus_per_{role}",
-        engines_by_node=f"nodes_{role}",
-    )
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ from advisor.errors import ReconcileWarning
 from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
+from advisor.project.columns import role_columns
 from advisor.project.placement import Nodes, PlacedPool, SyncOverLink, best_placement
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
@@ -281,6 +282,7 @@ def project(
     and the parts 0: the same ``bps``, for what reads the rates only (`advisor.project.exact.refined_ratios`).
     ``routing``: force one layout across nodes (`split_capacities`)."""
     p, c = fit.roles
+    pc, cc = role_columns(fit.roles)
     g = settings.gpus
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
     left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
@@ -301,22 +303,22 @@ def project(
         low, high = mid.x_low_bps, mid.x_high_bps  # interval: advisor.model.chain.project_split
         rows.append(
             {
-                f"n_{p}": n,
-                f"n_{c}": m,
+                pc.workers: n,
+                cc.workers: m,
                 "bps": mid.x_bps,
                 "bps_low": min(low, mid.x_bps),
                 "bps_high": max(high, mid.x_bps),
                 "bps_high_open": bool(mid.x_high_open),
                 "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
                 "bound_bps": mid.bound_bps,
-                f"cap_{p}_bps": mid.producer_cap_bps,
-                f"cap_{c}_bps": mid.consumer_cap_bps,
+                pc.cap_bps: mid.producer_cap_bps,
+                cc.cap_bps: mid.consumer_cap_bps,
                 "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
                 "efficiency": mid.efficiency,
                 "gpu_util": mid.gpu_util,
                 "bottleneck": str(mid.bottleneck),
-                f"{p}_blocked": mid.producer_blocked,
-                f"{c}_starved": mid.consumer_starved,
+                pc.wait_share: mid.producer_blocked,
+                cc.wait_share: mid.consumer_starved,
                 "hs_mean_depth": mid.hs_mean_depth,
                 "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
                 "observed": (n, m) in observed,
@@ -396,8 +398,9 @@ ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh
 def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> dict:
     """The row's GPUs per role and, across nodes, its placement and link (documented above)."""
     p, c = fit.roles
+    pc, cc = role_columns(fit.roles)
     kp, kc = settings.gpus_per_worker
-    out: dict = {f"gpus_{p}": n * kp, f"gpus_{c}": m * kc, f"gpus_per_{p}": kp, f"gpus_per_{c}": kc}
+    out: dict = {pc.gpus: n * kp, cc.gpus: m * kc, pc.gpus_per_worker: kp, cc.gpus_per_worker: kc}
     if settings.nodes > 1 and mid.placement is not None:
         pl = mid.placement
         free = (
@@ -416,8 +419,8 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
         out.update(
             {
                 "placement": pl.describe(p, c),
-                "nodes_" + p: pl.producers,
-                "nodes_" + c: pl.consumers,
+                pc.engines_by_node: pl.producers,
+                cc.engines_by_node: pl.consumers,
                 "cap_link_bps": mid.link_cap_bps,
                 "link_util": mid.link_util,
                 "crossing_share": mid.crossing_share,

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from advisor.advice import advise
 from advisor.present.json import advice_json
-from advisor.project.rows import SplitRow, role_columns, split_row, split_rows
+from advisor.project.columns import role_columns
+from advisor.project.rows import SplitRow, split_row, split_rows
 from advisor.project.table import ERR_CORNERS, ERR_SHARED
 
 
