@@ -348,7 +348,8 @@ def estimate_within_log(
 
 
 def _pct(b: float) -> str:
-    return f"{100 * (math.exp(b) - 1):+.1f}%"
+    """A log slope as the percent change it makes (past a factor of 100: "+9900% or more")."""
+    return "+9900% or more" if b > math.log(100.0) else f"{100 * math.expm1(b):+.1f}%"
 
 
 def within_log_text(w: WithinLogContention | None, producer: str, consumer: str) -> str:
@@ -363,7 +364,7 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
             (producer, rc.per_producer, rc.per_producer_se, rc.producer_identified, rc.producer_confounded),
             (consumer, rc.per_consumer, rc.per_consumer_se, rc.consumer_identified, rc.consumer_confounded),
         ):
-            if not math.isfinite(se):
+            if not math.isfinite(se) or not (ok or conf):
                 continue
             part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * T_975[19] * se:.1f}%)"
             if conf:

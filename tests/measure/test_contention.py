@@ -188,3 +188,39 @@ def test_sweep_drafter_bound_log_shows_no_target_contention_within_and_flags_con
     assert d.consumer_peers_sd == pytest.approx(0.0, abs=1e-9)
     assert d.producer_confounded and d.usable("producer") == 0.0
     assert "confounded" in within_log_text(w, "target", "drafter")
+
+
+def test_an_unidentified_or_huge_within_log_slope_never_breaks_the_caveat():
+    # a probe segment logged under load gave a weak instrument: a target's slope of 230163 (log)
+    # per busy target, standard error 2.2e6; it is not identified, so the caveat leaves it out (its
+    # percent overflowed a float before); an identified slope past a factor of 100 is capped in words
+    from advisor.measure.contention import RoleContention
+
+    def role(name: str, **slopes: float) -> RoleContention:
+        return RoleContention(
+            role=name,
+            n_steps=400,
+            producer_peers_mean=3.0,
+            producer_peers_sd=1.0,
+            consumer_peers_mean=1.0,
+            consumer_peers_sd=0.5,
+            **slopes,
+        )
+
+    weak = role("target", per_producer=230163.46, per_producer_se=2196646.5, per_consumer=11.0, per_consumer_se=64.5)
+    drafter = role("drafter", per_consumer=-0.43, per_consumer_se=0.34)
+    text = within_log_text(WithinLogContention(producer=weak, consumer=drafter), "target", "drafter")
+    assert "230163" not in text and "target's step" not in text
+    huge = role("target", per_producer=800.0, per_producer_se=0.01)
+    text = within_log_text(WithinLogContention(producer=huge, consumer=drafter), "target", "drafter")
+    assert "a target's step +9900% or more per extra busy target" in text
+
+
+def test_the_probe_segment_with_a_weak_instrument_is_advised():
+    # the segment itself (fixtures/probe-weak-iv-5x3.jsonl): its advice raised OverflowError
+    from advisor.advice import advise
+    from advisor.present.json import advice_json
+
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "probe-weak-iv-5x3.jsonl"
+    doc = advice_json(advise(log))
+    assert doc["observed"]["roles"] == {"target": 5, "drafter": 3}
