@@ -249,7 +249,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
         stacklevel=3,
     )
     _warn_rates_capacities(lg, pfit, cfit, kinds)
-    contention = _rates_contention(lg, m0.roles[producer], lg.header.engine_gpus)
+    contention = _rates_contention(lg, m0.roles[producer])
     return _Roles(
         producer=pfit,
         consumer=cfit,
@@ -304,8 +304,10 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
             )
 
 
-def _rates_contention(lg: RunLog, n_ref: int, g: int) -> ContentionFit:
-    """Split-dependence for a rates-only log: a shared host's prior, else the GPU priors."""
+def _rates_contention(lg: RunLog, n_ref: int) -> ContentionFit:
+    """Split-dependence for a rates-only log of ``n_ref`` producers: a shared host's prior, else the
+    GPU priors."""
+    g, per_engine = lg.header.engine_gpus, lg.header.gpus_per_engine
     if shares_compute(lg):  # as a step log of one split on a shared host (advisor.fit.splits)
         return ContentionFit.unmeasured(
             n_ref,
@@ -313,11 +315,9 @@ def _rates_contention(lg: RunLog, n_ref: int, g: int) -> ContentionFit:
             prior_se=shared_prior_se(lg),
             run_se=RUN_SE,
             prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
-            gpus_per_worker=(lg.header.k(lg.header.producer), lg.header.k(lg.header.consumer)),
+            gpus_per_worker=per_engine,
         )
-    return replace(
-        gpu_priors(n_ref, g), gpus_per_worker=(lg.header.k(lg.header.producer), lg.header.k(lg.header.consumer))
-    )
+    return replace(gpu_priors(n_ref, g), gpus_per_worker=per_engine)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:

@@ -115,7 +115,7 @@ def fit_contention(
     consumer = lg.header.consumer
     g = lg.header.engine_gpus
     n_ref = measured[first].roles[producer]
-    per_worker = (lg.header.k(producer), lg.header.k(consumer))
+    per_worker = lg.header.gpus_per_engine
     shown, _ = within_sharing(lg, within)
     prior = shared_prior_se(lg) if shares_compute(lg) or shown else 0.0
     prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)

@@ -143,6 +143,11 @@ class RunHeader:
         return int(self.gpus_per_worker.get(role, 1))
 
     @property
+    def gpus_per_engine(self) -> tuple[int, int]:
+        """GPUs one engine of the producer and of the consumer holds (`k`)."""
+        return self.k(self.producer), self.k(self.consumer)
+
+    @property
     def engine_gpus(self) -> int:
         """GPUs the roles' engines hold together."""
         return sum(n * self.k(r) for r, n in self.roles.items())
