@@ -201,6 +201,8 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
         cmd += ["--token-budget", str(job.token_budget)]
     if args.samples:
         cmd += ["--samples", str(args.samples)]
+    if args.sync_every is not None:
+        cmd += ["--sync-every", str(args.sync_every)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     main_core, worker_cores = cores[0], cores[1:]
     t_start = time.time()
@@ -312,6 +314,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=None)
     ap.add_argument("--epochs", type=int, default=40, help="passes over the corpus (enough not to run dry)")
     ap.add_argument("--rates-every", type=float, default=2.0)
+    ap.add_argument("--sync-every", type=int, default=None, help="drafter steps per sync (default: the trainer's)")
     ap.add_argument("--prefix", default="sweep")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tar", default=None, help="write this .tar.gz of the output folder")

@@ -46,11 +46,11 @@ def test_too_few_cores_for_the_lanes_is_refused(sweep, tmp_path):
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
 def test_a_short_real_run_is_pinned_and_logged(sweep, tmp_path):
     cores = sorted(os.sched_getaffinity(0))
-    lane = ",".join(str(cores[i % len(cores)]) for i in range(3))  # main + 2 workers, cores reused here
+    lane = ",".join(str(cores[i % len(cores)]) for i in range(4))  # main + 3 workers, cores reused here
     rc = sweep.main(
         [
             "--splits",
-            "1-1",
+            "1-2",
             "--repeats",
             "1",
             "--duration-s",
@@ -63,14 +63,17 @@ def test_a_short_real_run_is_pinned_and_logged(sweep, tmp_path):
             str(tmp_path / "s.tar.gz"),
             "--prefix",
             "t",
+            "--sync-every",
+            "3",
         ]
     )
     assert rc == 0
     meta = json.loads((tmp_path / "s" / "sweep.json").read_text())
     (run,) = meta["runs"]
-    assert run["exit_code"] == 130 and run["workers_pinned"] == 2
-    log = (tmp_path / "s" / "t-1x1-r0.jsonl").read_text().splitlines()
+    assert run["exit_code"] == 130 and run["workers_pinned"] == 3
+    log = (tmp_path / "s" / "t-1x2-r0.jsonl").read_text().splitlines()
     assert json.loads(log[0])["ev"] == "run" and json.loads(log[-1])["reason"] == "interrupted"
+    assert json.loads(log[0])["sync_every"] == 3  # passed through to the trainer
     assert (tmp_path / "s.tar.gz").stat().st_size > 0
 
 
