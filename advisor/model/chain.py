@@ -358,22 +358,29 @@ def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, flo
 
 
 def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float]:
-    """d ln X / d ln mu of each role by a forward step of ``ELASTICITY_STEP``. Without step events
-    (bare numbers, rates snapshots) the capacities are uncertain by far more than a step, and at a
-    balanced split X ~ min(C_p, C_c) has a kink where the forward step sees neither role: there the
-    larger of the forward and the backward elasticity is taken (a fall of either role's rate lowers
-    the throughput)."""
+    """d ln X / d ln mu of each role by finite steps of ``ELASTICITY_STEP`` either way.
+
+    Near a balanced split X ~ min(C_p, C_c) bends: a rise of either role's rate moves X little
+    (the other role binds), a fall moves it fully. A forward step alone sees neither role there
+    (its two elasticities summed to ~0.2 where they must sum to ~1, as scaling both rates scales
+    X), so the interval and the odds' draw lost most of the run-to-run level of the split nearest
+    the balance. From step logs the central difference is taken (the mean of the forward and the
+    backward elasticity: ~1/2 each at the kink, the one binding role's ~1 away from it). Without
+    step events (bare numbers, rates snapshots) the capacities are uncertain by far more than a
+    step, and there the larger of the two is taken (a fall of either role's rate lowers the
+    throughput)."""
     mu_p, mu_c, b, bar = state
     h = math.log1p(ELASTICITY_STEP)
 
     def at(fp: float, fc: float) -> float:
         return math.log(_pipeline_x(fit, n, m, mu_p * fp, mu_c * fc, b, bar)[0] / x) / h
 
-    e_p, e_c = at(1 + ELASTICITY_STEP, 1.0), at(1.0, 1 + ELASTICITY_STEP)
-    if fit.source is not Source.STEPS:
-        back = 1.0 / (1 + ELASTICITY_STEP)
-        e_p, e_c = max(e_p, -at(back, 1.0)), max(e_c, -at(1.0, back))
-    return e_p, e_c
+    back = 1.0 / (1 + ELASTICITY_STEP)
+    fwd = at(1 + ELASTICITY_STEP, 1.0), at(1.0, 1 + ELASTICITY_STEP)
+    bwd = -at(back, 1.0), -at(1.0, back)
+    if fit.source is Source.STEPS:
+        return (fwd[0] + bwd[0]) / 2, (fwd[1] + bwd[1]) / 2
+    return max(fwd[0], bwd[0]), max(fwd[1], bwd[1])
 
 
 def _interval(

@@ -128,6 +128,32 @@ def test_interval_holds_the_projection_and_widens_away_from_the_logged_split():
     assert math.isnan(project_split(fit, 4, 4, gpus=8, interval=False).x_low_bps)
 
 
+def test_a_balanced_split_carries_both_roles_run_to_run_level():
+    """At the split nearest the balance X ~ min(C_p, C_c) bends: the two roles' level elasticities
+    must still sum to about one (scaling both rates scales X), or the interval and the odds drop
+    the run-to-run level there. A forward step alone gave 0.20 + 0.03 here."""
+    import warnings
+    from pathlib import Path
+
+    from advisor.fit.pipeline import fit_logs
+    from advisor.ingest.load import load_log
+    from advisor.model.chain import project_split
+    from advisor.model.priors import RUN_SE
+
+    sweep = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "sync1g12"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AdvisorWarning)
+        fit = fit_logs([load_log(sweep / f"sync1g12-{s}-r4.jsonl.gz") for s in ("2x10", "4x8")])
+    e = {}
+    for n in range(1, 12):
+        r = project_split(fit, n, 12 - n, gpus=12)
+        e[n] = (r.err_shared[2] / RUN_SE, r.err_shared[3] / RUN_SE)  # the levels' coefficients per RUN_SE
+        assert sum(e[n]) <= 1.05
+    balanced = e[3]  # 3-9: targets 26.6 b/s, drafters 26.7
+    assert min(balanced) > 0.25 and sum(balanced) > 0.85
+    assert e[1][0] > 0.95 and e[6][1] > 0.95  # away from the balance one role binds
+
+
 def test_barrier_rate_closed_form():
     import math
 
