@@ -138,7 +138,10 @@ def test_tensor_parallel_splits_of_one_g_carry_the_split_prior():
     # 8); the contention fit counts GPUs, so every split away from the logged one carries the
     # prior per producer engine moved, and the interval widens with the distance
     tp = SWEEP / "tp2g14" / "tp2g14-2x10-tp2-tb2048-r4.jsonl.gz"
-    cont = fit_logs([load_log(tp)]).contention
+    with warnings.catch_warnings(record=True) as rec:  # the fit's caveats, the prior it carries among them
+        warnings.simplefilter("always")
+        cont = fit_logs([load_log(tp)]).contention
+    assert any(isinstance(w.message, AssumptionWarning) and "one split was logged" in str(w.message) for w in rec)
     assert (cont.gpus, cont.ref_producers, cont.gpus_per_worker) == (14, 2, (2, 1))
     assert cont.consumers(3, 14) == 8 and cont.gpus_of(6, 2) == 14
     assert cont.rel_se(3, 14) == pytest.approx((CONTENTION_PRIOR_SE, CONTENTION_PRIOR_SE))
