@@ -361,14 +361,13 @@ def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> t
     """d ln X / d ln mu of each role by finite steps of ``ELASTICITY_STEP`` either way.
 
     Near a balanced split X ~ min(C_p, C_c) bends: a rise of either role's rate moves X little
-    (the other role binds), a fall moves it fully. A forward step alone sees neither role there
-    (its two elasticities summed to ~0.2 where they must sum to ~1, as scaling both rates scales
-    X), so the interval and the odds' draw lost most of the run-to-run level of the split nearest
-    the balance. From step logs the central difference is taken (the mean of the forward and the
-    backward elasticity: ~1/2 each at the kink, the one binding role's ~1 away from it). Without
-    step events (bare numbers, rates snapshots) the capacities are uncertain by far more than a
-    step, and there the larger of the two is taken (a fall of either role's rate lowers the
-    throughput)."""
+    (the other role binds), a fall moves it fully. Scaling both rates scales X, so the two
+    elasticities sum to about one; a forward step alone sees neither role at the bend and drops
+    most of the run-to-run level of the split nearest the balance (BENCHMARKS.md 19.10). From step
+    logs the central difference is taken (the mean of the forward and the backward elasticity:
+    ~1/2 each at the bend, the binding role's ~1 away from it). Without step events (bare numbers,
+    rates snapshots) the capacities are uncertain by far more than a step, and there the larger
+    of the two is taken (a fall of either role's rate lowers the throughput)."""
     mu_p, mu_c, b, bar = state
     h = math.log1p(ELASTICITY_STEP)
 
