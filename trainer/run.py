@@ -190,9 +190,8 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
         "physical_gpus": n_gpus,
     }
     if cfg.device == "cpu" and not cfg.emulated and hasattr(os, "sched_getaffinity"):
-        h["cores"] = _run_cores(
-            [*infos.values(), *followers.values()]
-        )  # fewer than the workers: the advisor widens for it
+        # every process's cores, each tensor-parallel rank's too; fewer than the workers: the advisor widens
+        h["cores"] = _run_cores([*infos.values(), *followers.values()])
     if cfg.target_tp > 1:
         h["gpus_per_worker"] = {"target": cfg.target_tp}
     if cfg.probe is not None:

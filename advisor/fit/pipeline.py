@@ -317,7 +317,7 @@ def _rates_contention(lg: RunLog, n_ref: int) -> ContentionFit:
             prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
             gpus_per_worker=per_engine,
         )
-    return replace(gpu_priors(n_ref, g), gpus_per_worker=per_engine)
+    return gpu_priors(n_ref, g, per_engine)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
@@ -479,11 +479,12 @@ def fit_logs(logs: Sequence[RunLog]) -> PipelineFit:
     return fit_pipeline(measure_logs(logs))
 
 
-def gpu_priors(n_producer: int, gpus: int) -> ContentionFit:
+def gpu_priors(n_producer: int, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)) -> ContentionFit:
     """How step times change with the split on real GPUs where no step log measures it (bare
     numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
-    published split tables, around the given split (``n_producer`` of ``gpus``; projections at
-    any G count each role's distance by its own count: `ContentionFit.role_se`)."""
+    published split tables, around the given split (``n_producer`` engines of ``gpus`` GPUs, each
+    engine holding ``gpus_per_worker``; projections at any G count each role's distance by its own
+    count: `ContentionFit.role_se`)."""
     return ContentionFit.unmeasured(
         n_producer,
         gpus,
@@ -491,6 +492,7 @@ def gpu_priors(n_producer: int, gpus: int) -> ContentionFit:
         run_se=GPU_RUN_SE,
         prior_k=(GPU_PRIOR_K_PRODUCER, GPU_PRIOR_K_CONSUMER),
         role_se=(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER),
+        gpus_per_worker=gpus_per_worker,
     )
 
 
@@ -599,7 +601,7 @@ def fit_from_numbers(
     per = (o.gpus_per_worker or {}).get
     k = (int(per(names[0], 1)), int(per(names[1], 1)))  # GPUs per engine: ``roles`` counts engines
     gpus = roles[names[0]] * k[0] + roles[names[1]] * k[1]
-    contention = replace(gpu_priors(roles[names[0]], gpus), gpus_per_worker=k) if o.hardware_priors else NO_CONTENTION
+    contention = gpu_priors(roles[names[0]], gpus, k) if o.hardware_priors else NO_CONTENTION
     return PipelineFit(
         producer=fits[0],
         consumer=fits[1],
