@@ -58,10 +58,10 @@ single-run coverage:
   level variance is kept, and the lead of a producer-bound split (``(s, 0)``) over a
   consumer-bound one (``(0, s)``) has level variance ``2 s^2 (1 - rho)``, not ``2 s^2``.
 - a temperature ``STEPS_TEMPERATURE`` multiplies the draw's normal part (the shared
-  coefficients, the own standard deviation, a widened row's spreads); the ends are kept. On thin
-  evidence (`advisor.decide.evidence.Evidence.thin`) the sampling terms (``ERR_SAMPLING``) and a
-  widened row's spreads keep their size: the drift widening is not drawn, so they are all the
-  draw shows of a short or unsettled log. The intervals cover one run's rate at one split; the
+  coefficients, the own standard deviation, a widened row's spreads); the ends are kept. Thin
+  evidence (`advisor.decide.evidence.Evidence.thin`) is drawn the same way: keeping its sampling
+  terms at full size made its picks under-confident on the sweeps (BENCHMARKS.md 19.11). The
+  intervals cover one run's rate at one split; the
   odds compare splits of one fit, and the sweeps' measured leads fell well inside the drawn
   spread. The constant minimises the sum of the two Brier scores of `benchmarks/calibrate.py`
   (the recommendation's ``p_best`` and every split's) over the sweeps, checked leave one sweep
@@ -89,7 +89,7 @@ from advisor.model.chain import open_corners
 from advisor.model.params import PipelineFit, Source
 from advisor.model.priors import CONTENTION_PRIOR_SE
 from advisor.project.rows import IntervalParts, SplitRow, interval_parts
-from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED
+from advisor.project.table import ERR_CORNERS, ERR_SHARED
 from advisor.stats import Z_95
 
 RESOLUTION = 0.02  # splits within 2% of the best count as the best (what the model resolves)
@@ -100,7 +100,6 @@ SEED = 34
 LEVEL_CORR = 0.8  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
 STEPS_TEMPERATURE = 0.45  # step-log fits: the draw's normal part scaled by this (module docstring; BENCHMARKS.md 19.10)
 _LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
-_SAMPLING = np.array([c in ERR_SAMPLING for c in ERR_SHARED])
 END_CAP_LOG = math.log(1.25)  # a closed corner's shift drawn to at most x1.25 (or /1.25) of the point projection
 OPEN_SLACK_LOG = 0.2  # an open bound's slack: scale of its exponential in log capacity (module docstring)
 OPEN_CAP_LOG = math.log(3.0)  # and its cap: the bound's capacity drawn to at most 3x
@@ -121,7 +120,6 @@ class DrawInputs:
     high_bps: np.ndarray
     left_batches: float | None  # batches left in the job (None: its size is unknown)
     temperature: float = 1.0  # the normal part's scale (module docstring)
-    sampling_temperature: float = 1.0  # the sampling terms' and a widened row's (1 on thin evidence)
     level_corr: float = 0.0  # correlation of the two roles' level shifts
     open_ends: np.ndarray | None = None  # per column of ``ends``: an open corner (None: none is)
 
@@ -142,7 +140,6 @@ def draw_inputs(
     rows: Sequence[SplitRow] | pd.DataFrame,
     calibrate: bool = False,
     open_corners: tuple[bool, ...] = (False,) * 4,
-    thin: bool = False,
 ) -> DrawInputs:
     """The draw's inputs from the projected table's records: each split's rate, interval and
     interval parts (`advisor.project.rows.IntervalParts`; a split without them is drawn from its
@@ -156,7 +153,6 @@ def draw_inputs(
             ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``; else the table is drawn as it states.
         open_corners: which capacity corners (``ERR_CORNERS``' order) are drawn by an open
             bound's slack (`slack_corners`).
-        thin: the evidence is thin: a calibrated draw keeps the sampling terms' size.
     Returns:
         The `DrawInputs`.
     """
@@ -189,7 +185,6 @@ def draw_inputs(
         high_bps=np.array([r.bps_high for r in recs], float),
         left_batches=float(np.median(left)) if len(left) else None,
         temperature=STEPS_TEMPERATURE if calibrate else 1.0,
-        sampling_temperature=STEPS_TEMPERATURE if calibrate and not thin else 1.0,
         level_corr=LEVEL_CORR if calibrate else 0.0,
     )
 
@@ -266,7 +261,7 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     draws = draws_for(k, draws)
     t = inp.temperature
     z = rng.standard_normal((draws, inp.shared.shape[1]))
-    shared = np.where(_SAMPLING, inp.sampling_temperature, t) * correlated_levels(inp.shared, inp.level_corr)
+    shared = t * correlated_levels(inp.shared, inp.level_corr)
     log = z @ shared.T + rng.standard_normal((draws, k)) * (t * np.sqrt(np.maximum(inp.own_var, 0.0)))
     if inp.ends.shape[1]:
         which = rng.integers(0, inp.ends.shape[1], draws)
@@ -280,7 +275,7 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
         below = _spread(inp.low_bps[wide], x)
         above = _spread(x, inp.high_bps[wide])
         e = rng.standard_normal((draws, int(wide.sum())))
-        log[:, wide] = inp.sampling_temperature * np.where(e < 0, e * below, e * above)
+        log[:, wide] = t * np.where(e < 0, e * below, e * above)
     if (
         inp.ends.shape[1] and inp.open_ends is not None and inp.open_ends.any()
     ):  # drawn last: a table without one keeps its draws
@@ -350,7 +345,6 @@ class Odds:
     resolution: float = RESOLUTION
     temperature: float = 1.0  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
     level_corr: float = 0.0
-    sampling_temperature: float = 1.0
 
     @cached_property
     def _by_label(self) -> dict[str, SplitOdds]:
@@ -421,7 +415,6 @@ def odds_of(
         resolution=resolution,
         temperature=inp.temperature,
         level_corr=inp.level_corr,
-        sampling_temperature=inp.sampling_temperature,
     )
 
 

@@ -117,7 +117,6 @@ def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
         how += (
             f"; calibrated on real sweeps: both roles' run-to-run levels drawn at correlation "
             f"{o.level_corr:g}, the spread scaled by {o.temperature:g}"
-            + (", the logs' sampling kept (thin evidence)" if o.sampling_temperature != o.temperature else "")
         )
     source = "the projections' uncertainty"
     if probed:

@@ -302,7 +302,7 @@ def _weigh(
     probe); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
     in_run = judged is not None and not settings.for_next_run
     restart_s = settings.restart_cost_h * 3600.0
-    inp = draw_inputs(list(rows.values()), calibrated(fit), slack_corners(fit), thin=ev.thin)
+    inp = draw_inputs(list(rows.values()), calibrated(fit), slack_corners(fit))
     rates = draw_rates(inp)
     # the split that needs no restart: the judged one, but the one the log runs where --roles judges
     # another and the running split is the best (reaching it is keeping it)
