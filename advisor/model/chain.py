@@ -95,6 +95,9 @@ MAX_EFFECTIVE_BUFFER = 4000  # beyond this the chain is at the bound to < 1e-4
 # N pre_cap slots can be ~50k states (2.4 MB a shape), so a few
 CHAIN_SHAPES_KEPT = 8
 ELASTICITY_STEP = 0.02  # relative rate step of the finite-difference elasticities
+# the central difference's step from step logs: one run-to-run standard error of a role's rate
+# (`advisor.model.priors.RUN_SE`), so a split within that much of the balance shares both roles' level
+CENTRAL_ELASTICITY_STEP = 0.09
 MODEL_SE = 0.005  # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
 BARRIER_SE_SHARE = 0.25  # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
@@ -358,26 +361,31 @@ def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, flo
 
 
 def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float]:
-    """d ln X / d ln mu of each role by finite steps of ``ELASTICITY_STEP`` either way.
+    """d ln X / d ln mu of each role by finite steps either way.
 
     Near a balanced split X ~ min(C_p, C_c) bends: a rise of either role's rate moves X little
     (the other role binds), a fall moves it fully. Scaling both rates scales X, so the two
     elasticities sum to about one; a forward step alone sees neither role at the bend and drops
     most of the run-to-run level of the split nearest the balance (BENCHMARKS.md 19.10). From step
     logs the central difference is taken (the mean of the forward and the backward elasticity:
-    ~1/2 each at the bend, the binding role's ~1 away from it). Without step events (bare numbers,
-    rates snapshots) the capacities are uncertain by far more than a step, and there the larger
-    of the two is taken (a fall of either role's rate lowers the throughput)."""
+    ~1/2 each at the bend, the binding role's ~1 away from it) over ``CENTRAL_ELASTICITY_STEP``,
+    the size of a run-to-run move of a role's rate, not a tangent: a split whose two capacities
+    lie 2% apart is as exposed to either role's next run as one at the bend (BENCHMARKS.md 19.12).
+    Without step events (bare numbers, rates snapshots) the capacities are uncertain by far more
+    than a step, and there the larger of the two ``ELASTICITY_STEP`` elasticities is taken (a fall
+    of either role's rate lowers the throughput)."""
     mu_p, mu_c, b, bar = state
-    h = math.log1p(ELASTICITY_STEP)
+    central = fit.source is Source.STEPS
+    step = CENTRAL_ELASTICITY_STEP if central else ELASTICITY_STEP
+    h = math.log1p(step)
 
     def at(fp: float, fc: float) -> float:
         return math.log(_pipeline_x(fit, n, m, mu_p * fp, mu_c * fc, b, bar)[0] / x) / h
 
-    back = 1.0 / (1 + ELASTICITY_STEP)
-    fwd = at(1 + ELASTICITY_STEP, 1.0), at(1.0, 1 + ELASTICITY_STEP)
+    back = 1.0 / (1 + step)
+    fwd = at(1 + step, 1.0), at(1.0, 1 + step)
     bwd = -at(back, 1.0), -at(1.0, back)
-    if fit.source is Source.STEPS:
+    if central:
         return (fwd[0] + bwd[0]) / 2, (fwd[1] + bwd[1]) / 2
     return max(fwd[0], bwd[0]), max(fwd[1], bwd[1])
 
