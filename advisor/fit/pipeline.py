@@ -14,9 +14,11 @@ Per GPU role r (targets = producer, drafters = consumer):
 - shares of wall time: busy, starved (``wait``) and blocked, per worker.
 
 Drafter sync (M > 1, data-parallel): one round of ``k = sync_every`` steps per rank costs
-``T(M) = k*m + sqrt(k)*sigma*e_M + T_ar(M)`` where m, sigma are the mean and standard deviation
+``T(M) = k*m + sqrt(k r)*sigma*e_M + T_ar(M)`` where m, sigma are the mean and standard deviation
 of a drafter step, ``e_M`` the expected maximum of M standard normals (the barrier waits for the
-slowest rank), and ``T_ar`` the logged collective time (``sync`` events, ``dur``). Per-rank
+slowest rank), ``r`` the ranks' round sums' variance over ``k sigma^2`` (measured from the logged
+rounds, `advisor.measure.rounds`, pooled with ``ROUND_PRIOR_DOF`` of independent steps; 1 without
+complete rounds) and ``T_ar`` the logged collective time (``sync`` events, ``dur``). Per-rank
 scaling is ``s(M) = k*m / T(M)``. ``T_ar`` is fitted on ``c + a*(M-1) + b*(M-1)/M`` (constant,
 per-hop latency and ring bandwidth terms, non-negative least squares) from the M values seen
 (several logs of one job). With one value T_0 at M_0 the scaling is unidentified: the plausible

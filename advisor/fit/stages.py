@@ -11,6 +11,7 @@ import numpy as np
 
 from advisor.errors import AssumptionWarning
 from advisor.measure.measured import MeasuredLog
+from advisor.measure.rounds import round_spread
 from advisor.model.chain import project_split
 from advisor.model.params import LoaderFit, PipelineFit, RoleFit, SyncFit
 from advisor.settings import role_count
@@ -24,11 +25,16 @@ PRE_EMPTY_DEPTH = 1.0  # mean prefetch depth below this = empty
 LOADER_STARVED_MIN = 0.01
 PRE_EMPTY_SHARE = 0.05
 LOADER_MIN_GAP = 0.005
+# the rounds' spread is pooled with this many degrees of freedom of independent steps (ratio 1),
+# so a log of a few rounds moves it little
+ROUND_PRIOR_DOF = 10
 
 
 def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
-    """The drafters' sync: steps per sync and the collective's time by drafter count (see SyncFit)."""
+    """The drafters' sync: steps per sync, the collective's time by drafter count and the spread of
+    the ranks' rounds (see SyncFit)."""
     k = max((ml.log.header.sync_every for ml in measured), default=0)
+    spread = _round_var_ratio(measured, consumer, k)
     by_m: dict[int, list[float]] = {}
     sizes: list[float] = []
     for ml in measured:
@@ -48,7 +54,9 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
     size = float(np.mean(sizes)) if sizes else None
     if not means:
-        return SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, measured=False, bytes_per_sync=size)
+        return SyncFit(
+            sync_every=k, latency_s=0.0, bandwidth_s=0.0, measured=False, bytes_per_sync=size, round_var_ratio=spread
+        )
     ms = np.array(sorted(means), dtype=float)
     ys = np.array([means[int(m)] for m in ms])
     if len(ms) == 1:
@@ -70,6 +78,7 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
             measured=True,
             scaling_identified=False,
             bytes_per_sync=size,
+            round_var_ratio=spread,
         )
     from scipy.optimize import nnls
 
@@ -84,7 +93,24 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
         dur_by_workers=means,
         measured=True,
         bytes_per_sync=size,
+        round_var_ratio=spread,
     )
+
+
+def _round_var_ratio(measured: Sequence[MeasuredLog], consumer: str, k: int) -> float:
+    """``var(S) / (k sigma^2)`` of a sync round's busy sum between ranks, pooled over the logs'
+    complete rounds (`advisor.measure.rounds`) with ``ROUND_PRIOR_DOF`` degrees of freedom of
+    independent steps (ratio 1): ``(sum q + d0) / (sum dof + d0)``. 1 without complete rounds."""
+    ss, dof = 0.0, 0
+    for ml in measured:
+        m = ml.log.header.roles[consumer]
+        steps = ml.steps.get(consumer)
+        if steps is None or not len(ml.syncs):
+            continue
+        got = round_spread(steps, ml.syncs["t"].to_numpy(float), k, m)
+        if got is not None:
+            ss, dof = ss + got.ss_scaled, dof + got.dof
+    return (ss + ROUND_PRIOR_DOF) / (dof + ROUND_PRIOR_DOF)
 
 
 def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:

@@ -783,5 +783,17 @@ def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: floa
         return 1.0
     mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
     sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
-    round_s = k * mean + math.sqrt(k) * sigma * expected_max_normal(m) + allreduce_s
+    round_s = k * mean + math.sqrt(k * sync.round_var_ratio) * sigma * expected_max_normal(m) + allreduce_s
     return k * mean / round_s
+
+
+def straggler_excess_s(consumer: RoleFit, sync: SyncFit, m: int, scale: float = 1.0) -> float:
+    """Seconds a sync round's barrier waits beyond what independent steps give: ``e_M sqrt(k)
+    sigma (sqrt(r) - 1)``, with ``r`` the rounds' measured variance ratio (``SyncFit.round_var_ratio``)
+    and sigma the drafters' step spread times ``scale`` (a split's contention factor). An exact
+    simulation that draws steps independently adds it to each round's collective (negative where
+    the ranks' rounds spread less than independent steps)."""
+    k = sync.sync_every
+    if m <= 1 or k <= 0:
+        return 0.0
+    return expected_max_normal(m) * math.sqrt(k) * consumer.busy_std_s * scale * (math.sqrt(sync.round_var_ratio) - 1.0)

@@ -387,6 +387,9 @@ class SyncFit:
     # ring and the intervals carry the flat extreme too (allreduce_range_s)
     scaling_identified: bool = True
     bytes_per_sync: float | None = None  # the sync events' mean ``bytes`` (None: not logged)
+    # var(S) / (k sigma^2): a round's busy sum S between ranks against independent steps
+    # (`advisor.measure.rounds`; 1 where no complete round was logged)
+    round_var_ratio: float = 1.0
 
     def allreduce_s(self, m: int) -> float:
         if m <= 1:

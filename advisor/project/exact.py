@@ -9,7 +9,8 @@ log(s):
   that role's logged ratios ``busy / (t0_r + c_r * tokens)``: the fitted dependence on tokens
   plus the log's own residual variability, with its real shape (heavy tails included);
 - sync rounds: resampled logged ``sync`` durations at that drafter count when seen, otherwise
-  the fitted ``T_ar(M)``;
+  the fitted ``T_ar(M)``, plus the barrier wait the logged rounds' spread adds beyond independent
+  steps (`advisor.model.chain.straggler_excess_s`);
 - loader: when the fit found the pipeline input-bound, exponential-free resampling of the
   loader's inter-arrival gaps;
 - contention: service times are scaled by the fit's split-dependent step-time factors
@@ -39,6 +40,7 @@ import pandas as pd
 
 from advisor.ingest.runlog import RunLog
 from advisor.measure.crossing import measure_link
+from advisor.model.chain import straggler_excess_s
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit, Source
 from advisor.model.simulate import simulate, simulated_bps
@@ -227,6 +229,8 @@ def simulate_splits(
                 loader_s = rng.gamma(shape, mean_gap / shape, nb)
             sync = sync_by_m.get(m)
             sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
+            # steps are drawn independently: the rounds' measured extra spread waits at the barrier
+            sync_s = np.maximum(sync_s + straggler_excess_s(fit.consumer, fit.sync, m, k_c), 0.0)
             yield dict(
                 target_s=tgt,
                 drafter_s=dft,

@@ -10,7 +10,8 @@ For the recommended split R and its runner-up A (both from the projected table),
   per-rank scaling s of the split with more drafters (the reference reading's "even if each of
   two drafters reached only 60%") at which the two tie, searched on ``SCALING_RANGE``.
 - sync levers (M > 1 data-parallel drafters with a barrier every k steps): the barrier waits for
-  the slowest rank, so per-rank scaling s(M) loses ``sqrt(k) * sigma * e_M`` per round; the
+  the slowest rank, so per-rank scaling s(M) loses ``sqrt(k r) * sigma * e_M`` per round (``r``
+  the logged rounds' variance ratio, `advisor.measure.rounds`, kept at another k); the
   step-time spread sigma partly comes from token-count spread (``c * sd(tokens)``), which
   balancing tokens across ranks removes, and its weight falls as 1/sqrt(k). Reported when
   s(M) < ``LEVER_MIN_SCALING`` and a lever would raise it.

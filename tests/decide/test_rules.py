@@ -301,13 +301,15 @@ def test_two_logs_at_the_two_splits_probe_longer_than_they_ran():
 
 
 def test_overlapping_intervals_with_a_certain_lead_are_separated():
-    # cpu32 (32-core host, 6-2 measured 37.98 b/s, 5-3 33.31): from the 6-2 log the two intervals
-    # overlap, since both carry the run's level and the split slope; the lead itself does not
+    # cpu32 (32-core host, 6-2 measured 37.98 b/s, 5-3 33.31): from the 5-3 log the two intervals
+    # overlap, since both carry the run's level and the split slope; the lead itself does not (from
+    # the 6-2 log it does: there 6-2 sits within a run's level of the balance, so a slower run's
+    # drafters would bind it and not 5-3)
     from pathlib import Path
 
     from advisor.decide.reasons import signed_pct
 
-    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32" / "cpu32-6x2-r0.jsonl.gz"
+    log = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32" / "cpu32-5x3-r0.jsonl.gz"
     adv = advise(log)
     d, m = adv.decision, adv.decision.margin
     assert (m.higher, m.lower) == ("6-2", "5-3")

@@ -87,6 +87,27 @@ def test_recovers_sync_cost_from_two_drafter_logs(tmp_path):
     assert 0.5 < sync_scaling(fit.consumer, fit.sync, 2) < 1.0
 
 
+@pytest.mark.parametrize(("k", "m"), [(2, 2), (4, 4), (10, 3)])
+def test_independent_steps_give_rounds_of_independent_spread(tmp_path, k, m):
+    # the generator draws every step independently: a round's sum spreads sqrt(k) sigma between ranks
+    write_log(tmp_path / "c.jsonl", scenario(n_target=6, n_drafter=m, sync_every=k, sync_s=0.03))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AdvisorWarning)
+        fit = fit_logs([load_log(tmp_path / "c.jsonl")])
+    assert fit.sync.round_var_ratio == pytest.approx(1.0, abs=0.15)
+
+
+def test_a_real_sweeps_rounds_spread_wider_and_slow_its_drafters():
+    """On the 16-core host a drafter's ten steps of one round are correlated: the ranks' round sums
+    spread about twice sqrt(k) sigma (BENCHMARKS.md 19.12), which s(M) now carries."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AdvisorWarning)
+        fit = fit_logs([load_log(SWEEP / "g15tb1k" / "g15tb1k-10x5-tb1024-r2.jsonl.gz")])
+    assert fit.sync.sync_every == 10 and fit.sync.round_var_ratio > 2.0
+    independent = dataclasses.replace(fit.sync, round_var_ratio=1.0)
+    assert sync_scaling(fit.consumer, fit.sync, 5) < sync_scaling(fit.consumer, independent, 5) - 0.02
+
+
 def test_expected_max_of_normals():
     for m, e in ((2, 0.564), (3, 0.846), (4, 1.029), (8, 1.424), (16, 1.766)):
         assert expected_max_normal(m) == pytest.approx(e, abs=2e-3)

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.errors import AdvisorWarning, AssumptionWarning
-from advisor.model.chain import WhatIf, chain
+from advisor.model.chain import WhatIf, chain, straggler_excess_s, sync_scaling
+from advisor.model.params import Basis, RoleFit, SyncFit
 
 
 @pytest.mark.parametrize("b", [0, 1, 2, 5, 20])
@@ -319,3 +320,26 @@ def test_node_local_sync_over_the_link_costs_what_the_round_holds():
     # the link is busy T_link per round of M k batches, and carries only sync
     assert slow.link_util == pytest.approx(slow.x_bps * 2.0 / (2 * 4))
     assert slow.link_sync_share == 1.0 and slow.x_bps <= slow.bound_bps * (1 + 1e-12)
+
+
+@given(
+    k=st.integers(1, 32),
+    m=st.integers(2, 64),
+    ratio=st.floats(0.5, 6.0),
+    cv=st.floats(0.01, 0.6),
+    allreduce_s=st.floats(0.0, 0.2),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_rounds_extra_spread_is_the_same_wait_in_both_forms(k, m, ratio, cv, allreduce_s):
+    """s(M) with the measured round spread equals s(M) of independent steps with the straggler
+    excess added to the collective, the form the exact simulation takes."""
+    busy = 0.05
+    drafter = RoleFit.unmeasured("drafter", 1.0 / busy, scv=cv * cv, basis=Basis.STEPS)
+    wide = SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, fixed_s=allreduce_s, round_var_ratio=ratio)
+    plain = SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, fixed_s=allreduce_s)
+    excess = straggler_excess_s(drafter, wide, m)
+    assert straggler_excess_s(drafter, plain, m) == 0.0
+    assert (excess > 0) == (ratio > 1)
+    indep = sync_scaling(drafter, plain, m)
+    round_s = k * busy / indep + excess
+    assert sync_scaling(drafter, wide, m) == pytest.approx(k * busy / round_s, rel=1e-9)
