@@ -150,7 +150,9 @@ def test_a_balanced_split_carries_both_roles_run_to_run_level():
         r = project_split(fit, n, 12 - n, gpus=12)
         e[n] = (r.err_shared[2] / RUN_SE, r.err_shared[3] / RUN_SE)  # the levels' coefficients per RUN_SE
         assert sum(e[n]) <= 1.05
-    balanced = e[3]  # 3-9: targets 26.6 b/s, drafters 26.7
+    # 3-9: targets 26.6 b/s, drafters 27.1 with the rounds' measured spread, 2% apart (a 2% central
+    # step gave 0.95 and 0.05 here; the step of one run-to-run move gives 0.61 and 0.39)
+    balanced = e[3]
     assert min(balanced) > 0.25 and sum(balanced) > 0.85
     assert e[1][0] > 0.95 and e[6][1] > 0.95  # away from the balance one role binds
 
@@ -339,7 +341,8 @@ def test_the_rounds_extra_spread_is_the_same_wait_in_both_forms(k, m, ratio, cv,
     plain = SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, fixed_s=allreduce_s)
     excess = straggler_excess_s(drafter, wide, m)
     assert straggler_excess_s(drafter, plain, m) == 0.0
-    assert (excess > 0) == (ratio > 1)
+    # the wait's sign is that of sqrt(r) - 1 (a ratio one ulp above 1 has a square root of 1)
+    assert np.sign(excess) == np.sign(np.sqrt(ratio) - 1.0)
     indep = sync_scaling(drafter, plain, m)
     round_s = k * busy / indep + excess
     assert sync_scaling(drafter, wide, m) == pytest.approx(k * busy / round_s, rel=1e-9)
