@@ -14,21 +14,22 @@ shared by every split: ``c`` one of the non-zero ends (sync scaling's two, the c
 four corners), each equally likely, and ``t`` uniform on [0, 1] (the truth anywhere between the
 point projection and that end; the lead's interval spans the same hull). A closed corner (every
 capacity at it finite: a stated range) beyond 1.25x or 1/1.25x of the point (``END_CAP_LOG``) is
-drawn to there at most. An open corner (`advisor.model.chain.open_corners`: a capacity known
-only from below, which the table puts at 1000x its bound) is drawn by its slack instead: the
-capacity lies above its bound by ``e^u``, ``u`` an exponential of scale ``OPEN_SLACK_LOG``
-truncated to [0, ``OPEN_CAP_LOG``] (most mass near the bound, up to 3x), one ``u`` per draw for
-every split, and split k moves by ``sign(e_k) min(|e_k|, u)``: its rate follows the bounded
-capacity until the other role binds, where the corner's shift ``e_k`` ends. Only a bound given
-as a number is drawn so (`slack_corners`: the published tables' truths lay 1.06x-2.71x above
-the bound a user would give, BENCHMARKS.md 19.6); a bound read from a log (a producer blocked
-behind a full queue) comes with the role's busy time, which puts the capacity near it, and its
-corners are drawn as closed ones. A widened row (a measured rate the model misses: no paired
+drawn to there at most. An open corner (`advisor.model.chain.open_corners`: a capacity known only
+from below, which the table puts at 1000x its bound) is drawn by its slack instead: the capacity
+lies above its bound by ``e^u``, ``u`` an exponential of scale ``OPEN_SLACK_LOG`` truncated to [0,
+``OPEN_CAP_LOG``], one ``u`` per draw for every split, and split k moves by ``sign(e_k) min(|e_k|,
+u)``: its rate follows the bounded capacity until the other role binds, where the corner's shift
+``e_k`` ends. The scale is the maximum-likelihood one of the role that did not bind at the real
+sweeps' splits (``u = -ln`` of its busy share; the cap is the largest ``u`` seen): a bound says
+only that the role kept up, and that is how far roles that kept up lay above (BENCHMARKS.md 19.13).
+Only a bound given as a number is drawn so (`slack_corners`); a bound read from a log (a producer
+blocked behind a full queue) comes with the role's busy time, which puts the capacity near it, and
+its corners are drawn as closed ones. A widened row (a measured rate the model misses: no paired
 form) is drawn alone from its marginal interval, a normal in ln X with median ``x_k`` and each
-side's spread from that side of the interval (``ln(x / low) / 1.96`` below, ``ln(high / x) /
-1.96`` above). The drift widening of a thin log (`advisor.advice`) moves every split alike and
-cancels in every comparison; it is not drawn (except inside a widened row's marginal interval,
-which carries it).
+side's spread from that side of the interval (``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96``
+above). The drift widening of a thin log (`advisor.advice`) moves every split alike and cancels in
+every comparison; it is not drawn (except inside a widened row's marginal interval, which carries
+it).
 
 With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
 by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
@@ -101,8 +102,10 @@ LEVEL_CORR = 0.8  # step-log fits: the two roles' run-to-run level shifts drawn 
 STEPS_TEMPERATURE = 0.7  # step-log fits: the draw's normal part scaled by this (module docstring; BENCHMARKS.md 19.12)
 _LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
 END_CAP_LOG = math.log(1.25)  # a closed corner's shift drawn to at most x1.25 (or /1.25) of the point projection
-OPEN_SLACK_LOG = 0.2  # an open bound's slack: scale of its exponential in log capacity (module docstring)
-OPEN_CAP_LOG = math.log(3.0)  # and its cap: the bound's capacity drawn to at most 3x
+# an open bound's slack, the exponential's scale in log capacity and its cap: measured on the real
+# sweeps' non-binding roles, benchmarks/open_slack.py (mean log slack 0.676, largest 8.04x; 19.13)
+OPEN_SLACK_LOG = 0.68
+OPEN_CAP_LOG = math.log(8.0)
 
 
 @dataclass(frozen=True, eq=False)

@@ -449,13 +449,15 @@ def test_what_if_takes_a_range_and_a_bound():
         "target": {"kind": "given", "low_bps": 52.0, "high_bps": 57.0},
         "drafter": {"kind": "bound", "low_bps": 50.1, "high_bps": None},
     }
-    # issue 34: no job to weigh a probe against, so an action with its odds: stay with the
-    # measured best, less sure than from points (the bound leaves 2-6 a chance)
+    # issue 34: no job to weigh a probe against, so an action with its odds. The bound leaves 2-6
+    # ahead wherever the trainers have a sixth more room, as roles that kept up mostly had
+    # (BENCHMARKS.md 19.13): 2-6 carries the larger expected rate, 1-7 the larger odds, and the
+    # pick is stated below even odds
     rec = j["recommendation"]
-    assert rec["verdict"] == "stay" and rec["roles"] == {"target": 1, "drafter": 7} and rec["close_call"] is False
-    assert 0.5 < rec["p_best"] < 0.99 and rec["probe"]["worth_it"] is False
-    two_six = next(s for s in j["splits"] if s["roles"] == {"target": 2, "drafter": 6})
-    assert 0.01 < two_six["p_best"] < rec["p_best"]
+    assert rec["verdict"] == "switch" and rec["roles"] == {"target": 2, "drafter": 6} and rec["close_call"] is False
+    assert 0.2 < rec["p_best"] < 0.5 and rec["probe"]["worth_it"] is False
+    one_seven = next(s for s in j["splits"] if s["roles"] == {"target": 1, "drafter": 7})
+    assert rec["p_best"] < one_seven["p_best"] < 0.8
 
 
 @pytest.mark.parametrize("bad", ["fast", "1..0.5", ">0.9"])

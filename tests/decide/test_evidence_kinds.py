@@ -93,14 +93,16 @@ def test_a_sync_cost_shows_the_given_capacity_and_the_one_after_the_sync():
 def test_a_bound_that_could_decide_the_pick_lowers_the_odds_of_the_measured_best():
     # SpecForge's 8xH200 Domino table: 1 server + 7 trainers 50.1/s, supply-bound, so the trainers'
     # capacity is only bounded below (>= 50.1); one server supplied 52-57/s. Truth: 2 + 6 gave 39.0/s.
-    # Fed the honest bound, the naive pick flipped to 2-6; issue 34: 1-7 (the measured best) is
-    # kept, and the bound's open end shows in its odds (2-6 leads wherever the trainers are
-    # faster than their bound by a sixth or more)
+    # Fed the honest bound, the bound's open end shows in the odds: 2-6 leads wherever the
+    # trainers are faster than their bound by a sixth or more, which roles that kept up usually
+    # were (BENCHMARKS.md 19.13), so no split is stated likely and 1-7 stays the likelier best
     adv = advise_numbers({"target": 1, "drafter": 7}, {"target": "52..57", "drafter": ">=50.1"})
     d = adv.decision
-    assert d.verdict is Verdict.STAY and d.recommended == "1-7"
+    assert d.recommended in ("1-7", "2-6") and d.p_best < 0.8
     point = advise_numbers({"target": 1, "drafter": 7}, {"target": "52..57", "drafter": 50.1}).decision
-    assert d.p_best < point.p_best and d.odds.of("2-6").p_best > point.odds.of("2-6").p_best
+    assert point.recommended == "1-7" and point.p_best > 0.8
+    assert d.odds.of("1-7").p_best < point.p_best and d.odds.of("2-6").p_best > point.odds.of("2-6").p_best
+    assert d.odds.of("1-7").p_best > d.odds.of("2-6").p_best
     assert d.probe is not None and set(d.probe.splits) == {"1-7", "2-6"}
     assert adv.fit.consumer.basis is Basis.BOUND and adv.fit.producer.basis is Basis.GIVEN
     # the bound's open end reaches every row: a row bound by the drafters has no finite upper end
