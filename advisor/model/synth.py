@@ -336,6 +336,178 @@ def _prev_free(start: np.ndarray, free: np.ndarray, worker: np.ndarray) -> np.nd
     return prev
 
 
+_T_DECIMALS = 4  # decimals of event times in the log
+
+
+def _rounded(a, decimals: int = _T_DECIMALS) -> list:
+    """The array `a` rounded to `decimals` places, as a list of Python numbers."""
+    return np.round(a, decimals).tolist()
+
+
+def _role_step_events(
+    tr, seqs: np.ndarray, t_end_s: float, kind: int, role: str, free_s, prev_s, start_s, finish_s, worker, **more
+) -> list[tuple[float, int, bytes]]:
+    """Step events (t, kind, line) of one role's batches done by t_end_s; ``more``: field -> f(selected batches)."""
+    sel = np.flatnonzero(free_s <= t_end_s)
+    cols = {
+        "worker": worker[sel].tolist(),
+        "batch": sel.tolist(),
+        "tokens": tr.tokens[sel].astype(np.int64).tolist(),
+        "seqs": seqs[sel].tolist(),
+        "busy": _rounded(finish_s[sel] - start_s[sel], 5),
+        "wait": _rounded(start_s[sel] - prev_s[sel], 5),
+    } | {name: f(sel) for name, f in more.items()}
+    return [
+        (t, kind, _dumps(Step(t=t, role=role, **dict(zip(cols, vals))).to_dict()))
+        for t, *vals in zip(_rounded(free_s[sel]), *cols.values())
+    ]
+
+
+def _step_and_sync_events(
+    s: Scenario, d: ScenarioDraw, tr, t_end_s: float
+) -> tuple[list[tuple[float, int, bytes]], int]:
+    """The step events of both roles, then the sync events, done by t_end_s, and the number of step events."""
+    # --- per-batch step fields ---
+    tgt_free_s = tr.target_departure_s
+    tgt_prev_s = _prev_free(tr.target_start_s, tgt_free_s, tr.target_worker)
+    dr_free_s = tr.drafter_finish_s.copy()
+    sync_round = tr.drafter_sync_round
+    n_closed = tr.sync_end_s.shape[0]
+    has_sync = sync_round >= 0
+    closed = has_sync & (sync_round < n_closed)
+    # after a step that entered a closed sync round the rank is free at the round's end
+    dr_free_after_s = dr_free_s.copy()
+    dr_free_after_s[closed] = tr.sync_end_s[sync_round[closed]]
+    dr_prev_s = _prev_free(tr.drafter_start_s, dr_free_after_s, tr.drafter_worker)
+    barrier_s = np.zeros_like(dr_free_s)
+    barrier_s[closed] = tr.sync_start_s[sync_round[closed]] - dr_free_s[closed]
+
+    # loss: a decaying curve with noise, deterministic per seed
+    lrng = np.random.default_rng([s.seed, 7])
+    k = np.arange(tr.tokens.shape[0])
+    loss = 2.0 + 3.0 * np.exp(-k / 4000.0) + lrng.normal(0, 0.05, k.shape[0])
+
+    events = _role_step_events(
+        tr,
+        d.seqs,
+        t_end_s,
+        0,
+        "target",
+        tgt_free_s,
+        tgt_prev_s,
+        tr.target_start_s,
+        tr.target_finish_s,
+        tr.target_worker,
+        blocked=lambda sel: _rounded(tgt_free_s[sel] - tr.target_finish_s[sel], 5),
+    )
+    with_barrier = s.sync_every > 0 and s.n_drafter > 1
+    events += _role_step_events(
+        tr,
+        d.seqs,
+        t_end_s,
+        1,
+        "drafter",
+        dr_free_s,
+        dr_prev_s,
+        tr.drafter_start_s,
+        tr.drafter_finish_s,
+        tr.drafter_worker,
+        blocked=lambda sel: [0.0] * sel.size,
+        loss=lambda sel: _rounded(loss[sel], 4),
+        extra=lambda sel: [{"barrier": b} if with_barrier else {} for b in _rounded(barrier_s[sel], 5)],
+    )
+    n_steps = len(events)
+    for r in np.flatnonzero(tr.sync_end_s <= t_end_s).tolist():
+        t_s = round(float(tr.sync_end_s[r]), _T_DECIMALS)
+        ev = Sync(
+            t=t_s,
+            role="drafter",
+            workers=s.n_drafter,
+            bytes=s.sync_bytes,
+            dur=round(float(s.allreduce_s() * d.sync_factor[r % d.sync_factor.shape[0]]), 5),
+        )
+        events.append((t_s, 2, _dumps(ev.to_dict())))
+    return events, n_steps
+
+
+def _rates_events(
+    s: Scenario, d: ScenarioDraw, tr, t_end_s: float, window_s: float
+) -> tuple[list[tuple[float, int, bytes]], float]:
+    """The rates snapshots every window_s seconds up to t_end_s, and the share of samples done at t_end_s."""
+    N, M = s.n_target, s.n_drafter
+    w = window_s
+    snaps = np.arange(1, int(math.floor(t_end_s / w)) + 1) * w
+    if not snaps.size:
+        return [], 0.0
+    tgt_free_s = tr.target_departure_s
+    dr_free_s = tr.drafter_finish_s
+    tgt_sorted = np.sort(tgt_free_s)
+    t_busy = tr.target_finish_s - tr.target_start_s
+    dr_sorted_idx = np.argsort(dr_free_s)
+    dr_sorted = dr_free_s[dr_sorted_idx]
+    d_busy = tr.drafter_finish_s - tr.drafter_start_s
+    tgt_busy_cum = np.concatenate([[0.0], np.cumsum(t_busy[np.argsort(tgt_free_s)])])
+    dr_busy_cum = np.concatenate([[0.0], np.cumsum(d_busy[dr_sorted_idx])])
+    dr_tok_cum = np.concatenate([[0.0], np.cumsum(tr.tokens[dr_sorted_idx])])
+    dr_seq_cum = np.concatenate([[0], np.cumsum(d.seqs[dr_sorted_idx])])
+    hs_in = np.sort(tr.target_departure_s)
+    hs_out = np.sort(tr.drafter_start_s)
+    pre_in = [np.sort(tr.loader_departure_s[tr.loader_queue == j]) for j in range(N)]
+    pre_out = [np.sort(tr.target_start_s[tr.target_worker == j]) for j in range(N)]
+    total_samples = s.samples * s.epochs
+
+    def depth(ins, outs):  # a queue's items at each snapshot: entered by then, less taken out
+        return np.searchsorted(ins, snaps, "right") - np.searchsorted(outs, snaps, "right")
+
+    ta_i = np.searchsorted(tgt_sorted, snaps - w, "right")
+    tb_i = np.searchsorted(tgt_sorted, snaps, "right")
+    da_i = np.searchsorted(dr_sorted, snaps - w, "right")
+    db_i = np.searchsorted(dr_sorted, snaps, "right")
+    hs_depth = depth(hs_in, hs_out)
+    pre_depth = np.stack([depth(pre_in[j], pre_out[j]) for j in range(N)], axis=1)
+    events: list[tuple[float, int, bytes]] = []
+    for i, t in enumerate(snaps.tolist()):
+        nt, nd = int(tb_i[i] - ta_i[i]), int(db_i[i] - da_i[i])
+        bt = float(tgt_busy_cum[tb_i[i]] - tgt_busy_cum[ta_i[i]])
+        bd = float(dr_busy_cum[db_i[i]] - dr_busy_cum[da_i[i]])
+        cap = {}
+        if nt and bt > 0:
+            cap["target"] = round(N * nt / bt, 4)
+        if nd and bd > 0:
+            cap["drafter"] = round(M * nd / bd, 4)
+        seq_rate = float(dr_seq_cum[db_i[i]] - dr_seq_cum[da_i[i]]) / w
+        done_samples = float(dr_seq_cum[db_i[i]])
+        ev = Rates(
+            t=round(t, _T_DECIMALS),
+            window=w,
+            bps={"target": round(nt / w, 4), "drafter": round(nd / w, 4)},
+            cap_bps=cap or None,
+            tok_s=round(float(dr_tok_cum[db_i[i]] - dr_tok_cum[da_i[i]]) / w, 1),
+            q={"pre": pre_depth[i].tolist(), "hs": int(hs_depth[i])},
+            eta_s=round(max(total_samples - done_samples, 0.0) / seq_rate, 1) if seq_rate > 0 else None,
+            done=round(min(done_samples / total_samples, 1.0), 6),
+        )
+        events.append((t, 3, _dumps(ev.to_dict())))
+    final_done = float(dr_seq_cum[np.searchsorted(dr_sorted, t_end_s, "right")]) / total_samples
+    return events, final_done
+
+
+def _write_lines(path: Path, head: Run, events: list[tuple[float, int, bytes]], end: End) -> None:
+    """Write the header, the events' lines in list order and the end line to `path` (gzip if it ends in .gz)."""
+    with open(path, "wb") as raw:
+        fh = (
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+            if path.suffix == ".gz"
+            else raw
+        )
+        fh.write(_dumps(head.to_dict()) + b"\n")
+        for i in range(0, len(events), 65536):
+            fh.write(b"\n".join(e[2] for e in events[i : i + 65536]) + b"\n")
+        fh.write(_dumps(end.to_dict()) + b"\n")
+        if fh is not raw:
+            fh.close()
+
+
 def write_log(
     path,
     scenario: Scenario,
@@ -350,159 +522,16 @@ def write_log(
     s = scenario
     d = draw(s) if sample is None else sample
     res = run(s, sample=d, keep_trace=True, warmup_batches=0)
-    tr = res.trace
-    t_end = res.t_to_s if s.duration_s is None else min(res.t_to_s, float(s.duration_s))
-    N, M = s.n_target, s.n_drafter
-    rounds = 4
-
-    # --- per-batch step fields ---
-    tgt_free = tr.target_departure_s
-    tgt_prev = _prev_free(tr.target_start_s, tgt_free, tr.target_worker)
-    dr_free = tr.drafter_finish_s.copy()
-    sync_round = tr.drafter_sync_round
-    n_closed = tr.sync_end_s.shape[0]
-    has_sync = sync_round >= 0
-    closed = has_sync & (sync_round < n_closed)
-    # after a step that entered a closed sync round the rank is free at the round's end
-    dr_free_after = dr_free.copy()
-    dr_free_after[closed] = tr.sync_end_s[sync_round[closed]]
-    dr_prev = _prev_free(tr.drafter_start_s, dr_free_after, tr.drafter_worker)
-    barrier = np.zeros_like(dr_free)
-    barrier[closed] = tr.sync_start_s[sync_round[closed]] - dr_free[closed]
-
-    # loss: a decaying curve with noise, deterministic per seed
-    lrng = np.random.default_rng([s.seed, 7])
-    k = np.arange(tr.tokens.shape[0])
-    loss = 2.0 + 3.0 * np.exp(-k / 4000.0) + lrng.normal(0, 0.05, k.shape[0])
-
-    events: list[tuple[float, int, bytes]] = []
-
-    def rnd(a, r=rounds):
-        return np.round(a, r).tolist()
-
-    def steps(kind: int, role: str, free, prev, start, finish, worker, **more) -> None:
-        """Step events of one role's batches done by t_end; ``more``: field -> f(selected batches)."""
-        sel = np.flatnonzero(free <= t_end)
-        cols = {
-            "worker": worker[sel].tolist(),
-            "batch": sel.tolist(),
-            "tokens": tr.tokens[sel].astype(np.int64).tolist(),
-            "seqs": d.seqs[sel].tolist(),
-            "busy": rnd(finish[sel] - start[sel], 5),
-            "wait": rnd(start[sel] - prev[sel], 5),
-        } | {name: f(sel) for name, f in more.items()}
-        for t, *vals in zip(rnd(free[sel]), *cols.values()):
-            events.append((t, kind, _dumps(Step(t=t, role=role, **dict(zip(cols, vals))).to_dict())))
-
-    n_steps = 0
-    if not rates_only:
-        steps(
-            0,
-            "target",
-            tgt_free,
-            tgt_prev,
-            tr.target_start_s,
-            tr.target_finish_s,
-            tr.target_worker,
-            blocked=lambda sel: rnd(tgt_free[sel] - tr.target_finish_s[sel], 5),
-        )
-        with_barrier = s.sync_every > 0 and M > 1
-        steps(
-            1,
-            "drafter",
-            dr_free,
-            dr_prev,
-            tr.drafter_start_s,
-            tr.drafter_finish_s,
-            tr.drafter_worker,
-            blocked=lambda sel: [0.0] * sel.size,
-            loss=lambda sel: rnd(loss[sel], 4),
-            extra=lambda sel: [{"barrier": b} if with_barrier else {} for b in rnd(barrier[sel], 5)],
-        )
-        n_steps = len(events)
-        sel = np.flatnonzero(tr.sync_end_s <= t_end)
-        for r in sel.tolist():
-            te = round(float(tr.sync_end_s[r]), rounds)
-            ev = Sync(
-                t=te,
-                role="drafter",
-                workers=M,
-                bytes=s.sync_bytes,
-                dur=round(float(s.allreduce_s() * d.sync_factor[r % d.sync_factor.shape[0]]), 5),
-            )
-            events.append((te, 2, _dumps(ev.to_dict())))
-
-    # --- rates snapshots ---
-    w = float(rates_every_s)
-    snaps = np.arange(1, int(math.floor(t_end / w)) + 1) * w
-    if snaps.size:
-        tgt_sorted = np.sort(tgt_free)
-        t_busy = tr.target_finish_s - tr.target_start_s
-        dr_sorted_idx = np.argsort(dr_free)
-        dr_sorted = dr_free[dr_sorted_idx]
-        d_busy = tr.drafter_finish_s - tr.drafter_start_s
-        tgt_busy_cum = np.concatenate([[0.0], np.cumsum(t_busy[np.argsort(tgt_free)])])
-        dr_busy_cum = np.concatenate([[0.0], np.cumsum(d_busy[dr_sorted_idx])])
-        dr_tok_cum = np.concatenate([[0.0], np.cumsum(tr.tokens[dr_sorted_idx])])
-        dr_seq_cum = np.concatenate([[0], np.cumsum(d.seqs[dr_sorted_idx])])
-        hs_in = np.sort(tr.target_departure_s)
-        hs_out = np.sort(tr.drafter_start_s)
-        pre_in = [np.sort(tr.loader_departure_s[tr.loader_queue == j]) for j in range(N)]
-        pre_out = [np.sort(tr.target_start_s[tr.target_worker == j]) for j in range(N)]
-        total_samples = s.samples * s.epochs
-
-        def depth(ins, outs):  # a queue's items at each snapshot: entered by then, less taken out
-            return np.searchsorted(ins, snaps, "right") - np.searchsorted(outs, snaps, "right")
-
-        ta_i = np.searchsorted(tgt_sorted, snaps - w, "right")
-        tb_i = np.searchsorted(tgt_sorted, snaps, "right")
-        da_i = np.searchsorted(dr_sorted, snaps - w, "right")
-        db_i = np.searchsorted(dr_sorted, snaps, "right")
-        hs_depth = depth(hs_in, hs_out)
-        pre_depth = np.stack([depth(pre_in[j], pre_out[j]) for j in range(N)], axis=1)
-        for i, t in enumerate(snaps.tolist()):
-            nt, nd = int(tb_i[i] - ta_i[i]), int(db_i[i] - da_i[i])
-            bt = float(tgt_busy_cum[tb_i[i]] - tgt_busy_cum[ta_i[i]])
-            bd = float(dr_busy_cum[db_i[i]] - dr_busy_cum[da_i[i]])
-            cap = {}
-            if nt and bt > 0:
-                cap["target"] = round(N * nt / bt, 4)
-            if nd and bd > 0:
-                cap["drafter"] = round(M * nd / bd, 4)
-            seq_rate = float(dr_seq_cum[db_i[i]] - dr_seq_cum[da_i[i]]) / w
-            done_samples = float(dr_seq_cum[db_i[i]])
-            ev = Rates(
-                t=round(t, rounds),
-                window=w,
-                bps={"target": round(nt / w, 4), "drafter": round(nd / w, 4)},
-                cap_bps=cap or None,
-                tok_s=round(float(dr_tok_cum[db_i[i]] - dr_tok_cum[da_i[i]]) / w, 1),
-                q={"pre": pre_depth[i].tolist(), "hs": int(hs_depth[i])},
-                eta_s=round(max(total_samples - done_samples, 0.0) / seq_rate, 1) if seq_rate > 0 else None,
-                done=round(min(done_samples / total_samples, 1.0), 6),
-            )
-            events.append((t, 3, _dumps(ev.to_dict())))
-        final_done = float(dr_seq_cum[np.searchsorted(dr_sorted, t_end, "right")]) / total_samples
-    else:
-        final_done = 0.0
-
+    t_end_s = res.t_to_s if s.duration_s is None else min(res.t_to_s, float(s.duration_s))
+    events, n_steps = ([], 0) if rates_only else _step_and_sync_events(s, d, res.trace, t_end_s)
+    rates, final_done = _rates_events(s, d, res.trace, t_end_s, float(rates_every_s))
+    events += rates
     events.sort(key=lambda e: (e[0], e[1]))
     reason = end_reason or ("done" if final_done >= 1.0 else "interrupted")
-    end = End(t=round(t_end, rounds), reason=reason)
+    end = End(t=round(t_end_s, _T_DECIMALS), reason=reason)
     path = Path(path)
-    with open(path, "wb") as raw:
-        fh = (
-            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
-            if path.suffix == ".gz"
-            else raw
-        )
-        fh.write(_dumps(_header(s).to_dict()) + b"\n")
-        for i in range(0, len(events), 65536):
-            fh.write(b"\n".join(e[2] for e in events[i : i + 65536]) + b"\n")
-        fh.write(_dumps(end.to_dict()) + b"\n")
-        if fh is not raw:
-            fh.close()
-    return SynthLog(path=path, lines=len(events) + 2, steps=n_steps, end_s=t_end, result=res)
+    _write_lines(path, _header(s), events, end)
+    return SynthLog(path=path, lines=len(events) + 2, steps=n_steps, end_s=t_end_s, result=res)
 
 
 def reference_scenario(*, duration_s: float = 5400.0, seed: int = 20260415) -> Scenario:
