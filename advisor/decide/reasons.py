@@ -588,6 +588,15 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     c = d.settings.consumer
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
+    pick, rival = d.rows.get(d.recommended), d.rows.get(d.runner_up) if d.runner_up else None
+    on_odds = pick is not None and rival is not None and rival.bps > pick.bps
+    if on_odds:
+        out.append(
+            f"the odds change: {d.recommended} is picked for its expected rate over the draws (the odds "
+            f"above), while at the point projections {d.runner_up} leads ({bps_text(rival.bps)} against "
+            f"{bps_text(pick.bps)} b/s); below, where the point projections would meet."
+        )
+    meets = f"the point projections of {d.runner_up} and {d.recommended} then meet" if on_odds else None
     for th in d.sensitivity.thresholds:
         if th.factor is None:
             of = {
@@ -605,7 +614,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
         out.append(
             f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
             f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
-            f"{bps_text(th.capacity_bps)}): {d.runner_up} then matches {d.recommended}"
+            f"{bps_text(th.capacity_bps)}): {meets or f'{d.runner_up} then matches {d.recommended}'}"
             f"{_outside_range(fit, th.role, th.factor)}."
         )
     lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"

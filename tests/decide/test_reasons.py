@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from advisor.advice import advise
+from advisor.advice import advise, advise_numbers
 from advisor.decide.odds_text import odds_sentence
 from advisor.decide.reasons import bps_text, dur_text, holds_unless, pct_text, queue_text, reasons, signed_pct
 from advisor.present.json import advice_json
@@ -41,6 +41,27 @@ def test_the_measured_reason_comes_from_the_observed_split(reference):
     assert measured.startswith(f"measured at {adv.decision.observed} (the log): ")
     assert f"q_hs {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap} on average (full {pct_text(ob.hs_full_share)}" in measured
     assert f"targets blocked {pct_text(ob.producer_blocked)}" in measured
+
+
+def test_a_pick_the_odds_carry_against_the_point_says_so_in_holds_unless():
+    # SpecForge's Domino 1+7 with the trainers only bounded (BENCHMARKS.md 19.13): 2-6 is picked for
+    # its expected rate, while at the point projections 1-7 leads; the thresholds then say where the
+    # point projections meet, not that the runner-up would catch up with the pick
+    adv = advise_numbers({"target": 1, "drafter": 7}, {"target": "52..57", "drafter": ">=50.1"})
+    d = adv.decision
+    pick, rival = d.rows[d.recommended], d.rows[d.runner_up]
+    assert rival.bps > pick.bps
+    first, *rest = holds_unless(d, adv.fit)
+    assert first.startswith(f"the odds change: {d.recommended} is picked for its expected rate")
+    assert f"{d.runner_up} leads ({bps_text(rival.bps)} against {bps_text(pick.bps)} b/s)" in first
+    caps = [h for h in rest if " capacity is " in h]
+    assert caps and all(f"point projections of {d.runner_up} and {d.recommended} then meet" in h for h in caps)
+    assert not any(f"{d.runner_up} then matches {d.recommended}" in h for h in rest)
+    # where the point agrees with the pick, the thresholds keep their reading
+    given = advise_numbers({"target": 1, "drafter": 7}, {"target": "52..57", "drafter": 50.1})
+    lines = holds_unless(given.decision, given.fit)
+    assert not lines[0].startswith("the odds change")
+    assert any(f"{given.decision.runner_up} then matches {given.decision.recommended}" in h for h in lines)
 
 
 def test_holds_unless_names_the_decisions_consumer(reference):
