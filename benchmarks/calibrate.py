@@ -16,6 +16,8 @@ tree ``--root`` (default: this one), and scored:
   ``(p_best - within)^2``; the same over every projected split's own ``p_best`` (each split's
   stated chance of being within 2% of the best against whether it is);
 - share of verdicts that name an action (any verdict but ``cannot-tell``);
+- of the picks more than 2% below the best (the misses), how many name a probe (``recommendation.probe``)
+  that runs a split within 2% of the best: the measurement the advice would buy settles them;
 - interval coverage: of the splits a source did not log, the share of their measured repeat rates
   inside the projection's 95% interval ``[bps_low, bps_high]``, and the median width
   ``(bps_high - bps_low) / bps``, per sweep; in ``--json`` each rate's ``used`` share of its side
@@ -84,6 +86,7 @@ def score(out: dict, logged: set[tuple[int, int]], truth: dict, measured: dict) 
     best = max(truth.values())
     pick = _key(rec["roles"]) if rec.get("roles") else None
     regret = 1.0 - truth[pick] / best if pick in truth else None
+    probed = [_key(r) for r in (rec.get("probe") or {}).get("splits", [])]
     splits = []
     for s in out.get("splits", []):
         k = _key(s["roles"])
@@ -110,6 +113,7 @@ def score(out: dict, logged: set[tuple[int, int]], truth: dict, measured: dict) 
         "expected_gain_pct": rec.get("expected_gain_pct"),
         "close_call": rec.get("close_call"),
         "probe": rec.get("probe"),
+        "probe_runs_best": any(truth.get(k, 0.0) >= (1.0 - TOL) * best for k in probed) if probed else None,
         "regret": regret,
         "within": None if regret is None else regret <= TOL,
         "splits": splits,
@@ -202,6 +206,7 @@ def summarize(sweeps: list[dict]) -> dict:
     stated = [(c["p_best"], c["within"]) for c in cases if c["p_best"] is not None and c["within"] is not None]
     split_stated = [(s["p_best"], s["within"]) for c in cases for s in c["splits"] if s["p_best"] is not None]
     actions = sum(c["verdict"] != NO_ACTION for c in cases)
+    misses = [c for c in cases if c["within"] is False]
     per_sweep = {
         sw["name"]: {
             "gpus": sw["gpus"],
@@ -231,6 +236,8 @@ def summarize(sweeps: list[dict]) -> dict:
         "mean_regret": statistics.fmean(regrets) if regrets else None,
         "max_regret": max(regrets) if regrets else None,
         "within": sum(bool(c["within"]) for c in cases),
+        "misses": len(misses),
+        "misses_probe_runs_best": sum(bool(c.get("probe_runs_best")) for c in misses),
         "scored": len(regrets),
         "stated": len(stated),
         "reliability": rel,
@@ -295,6 +302,11 @@ def render(summary: dict, code: str) -> str:
         + (f" ({unscored} picks at splits the sweep did not run: no regret, left out)" if unscored else "")
         + ".\n"
     )
+    if s["misses"]:
+        lines.append(
+            f"Picks more than 2% below the best: {s['misses']}; the probe their advice names runs a split "
+            f"within 2% of the best in {s['misses_probe_runs_best']}.\n"
+        )
     if s["stated"]:
         lines.append(f"Reliability of `recommendation.p_best` ({s['stated']} sources; Brier {s['brier']:.3f}):\n")
         lines += rel_table(s["reliability"])

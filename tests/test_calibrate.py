@@ -76,8 +76,25 @@ def test_score_regret_and_coverage(cal):
     assert rows["1-3"]["within"] is False and rows["2-2"]["within"] is True
     cov = cal.coverage([s])
     assert (cov["rates"], cov["inside"]) == (4, 0)
+    assert s["probe_runs_best"] is None  # no probe named
     out["recommendation"]["roles"] = {"target": 4, "drafter": 0}
     assert cal.score(out, {(2, 2)}, truth, measured)["within"] is None  # a split the sweep did not run
+
+
+def test_a_miss_counts_whether_its_probe_runs_a_best_split(cal):
+    truth = {(3, 1): 10.0, (2, 2): 9.0, (1, 3): 5.0}
+    measured = {k: [v] for k, v in truth.items()}
+    probe = {"splits": [{"target": 2, "drafter": 2}, {"target": 3, "drafter": 1}], "worth_it": False}
+    out = {"recommendation": {"roles": {"target": 2, "drafter": 2}, "verdict": "next-run", "probe": probe}}
+    hit = cal.score(out, {(1, 3)}, truth, measured)
+    assert hit["within"] is False and hit["probe_runs_best"] is True
+    probe["splits"][1] = {"target": 1, "drafter": 3}
+    wide = cal.score(out, {(1, 3)}, truth, measured)
+    assert wide["probe_runs_best"] is False
+    base = {"p_best": None, "splits": []}
+    s = cal.summarize([{"name": "a", "gpus": 4, "cases": [{**base, **hit}, {**base, **wide}]}])
+    assert (s["misses"], s["misses_probe_runs_best"]) == (2, 1)
+    assert "Picks more than 2% below the best: 2; the probe their advice names runs a split" in cal.render(s, "t")
 
 
 def test_summary_checks(cal):
