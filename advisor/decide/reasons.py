@@ -571,7 +571,9 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     """What the verdict depends on: the capacity thresholds and per-consumer scaling ties of the
     decision's sensitivity (`advisor.project.sensitivity`); each scaling says whether the logs
     measured it or it is assumed, and each capacity what it rests on (fitted from steps, measured
-    from rates, given, a bound)."""
+    from rates, given, a bound). Where the pick rests on the odds (its expected rate leads while the
+    runner-up's point projection is the higher), the first line says so and the capacity
+    thresholds say where the two point projections meet."""
     d = decision
     rests = {}
     if fit is not None:
