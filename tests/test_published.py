@@ -90,3 +90,20 @@ def test_confident_misses_count_calls_not_rows_in_the_faithful_modes(published):
     n, misses = published.confident_misses(rows)
     assert n == 2 and [m["from"] for m in misses] == ["1+7"]
     assert published.COUNTED == ("bounds", "ranges")
+
+
+def test_the_counted_calls_brier_scores_each_call_once(published):
+    def row(frm, p, ok, mode="bounds", measured=True):
+        return {"table": "t", "mode": mode, "from": frm, "p_best": p, "pick_measured": measured, "pick_ok": ok}
+
+    rows = [
+        row("1+7", 0.6, False),
+        row("1+7", 0.6, False),  # a second row of the same call
+        row("2+6", 0.9, True, mode="ranges"),
+        row("3+5", 0.99, False, mode="values"),  # not a counted mode
+        row("4+4", 0.5, False, measured=False),  # a pick the table did not run
+        row("5+3", None, True),  # no odds stated
+    ]
+    n, score = published.counted_brier(rows)
+    assert n == 2 and score == pytest.approx((0.6**2 + 0.1**2) / 2)
+    assert published.counted_brier([]) == (0, None)
