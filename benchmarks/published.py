@@ -177,17 +177,19 @@ def confident_misses(rows: list[dict], at: float = CONFIDENT) -> tuple[int, list
     return len(calls), [r for r in calls.values() if r["pick_measured"] and not r["pick_ok"]]
 
 
-def counted_brier(rows: list[dict]) -> tuple[int, float | None]:
-    """The Brier score of the stated ``p_best`` against "the pick is within PICK_TOL of the best",
-    over the what-if calls of the ``COUNTED`` modes whose pick the table measured (one per call)."""
+def counted_brier(rows: list[dict]) -> tuple[int, int, float | None]:
+    """Over the what-if calls of the ``COUNTED`` modes that state a ``p_best`` and whose pick the
+    table measured (one per call): how many, how many picks lie within PICK_TOL of the best, and
+    the Brier score of the stated ``p_best`` against that."""
     calls = {
         (r["table"], r["mode"], r["from"]): r
         for r in rows
         if r["mode"] in COUNTED and r["p_best"] is not None and r["pick_measured"]
     }
     if not calls:
-        return 0, None
-    return len(calls), sum((r["p_best"] - bool(r["pick_ok"])) ** 2 for r in calls.values()) / len(calls)
+        return 0, 0, None
+    right = sum(bool(r["pick_ok"]) for r in calls.values())
+    return len(calls), right, sum((r["p_best"] - bool(r["pick_ok"])) ** 2 for r in calls.values()) / len(calls)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -216,9 +218,8 @@ def markdown(rows: list[dict]) -> str:
             + "".join(f"; {m['table']} {m['mode']} from {m['from']}: {m['pick']}" for m in misses)
             + "."
         )
-        calls, score = counted_brier(rows)
+        calls, right, score = counted_brier(rows)
         if score is not None:
-            right = len({(r["table"], r["mode"], r["from"]) for r in rows if r["mode"] in COUNTED and r["pick_ok"]})
             lines.append(
                 f"Counted calls with a measured pick: {calls}, {right} of them within {PICK_TOL:.0%} of the best; "
                 f"Brier of their stated p_best {score:.3f}."

@@ -104,6 +104,6 @@ def test_the_counted_calls_brier_scores_each_call_once(published):
         row("4+4", 0.5, False, measured=False),  # a pick the table did not run
         row("5+3", None, True),  # no odds stated
     ]
-    n, score = published.counted_brier(rows)
-    assert n == 2 and score == pytest.approx((0.6**2 + 0.1**2) / 2)
-    assert published.counted_brier([]) == (0, None)
+    n, right, score = published.counted_brier(rows)
+    assert (n, right) == (2, 1) and score == pytest.approx((0.6**2 + 0.1**2) / 2)
+    assert published.counted_brier([]) == (0, 0, None)
