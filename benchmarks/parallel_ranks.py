@@ -13,6 +13,9 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 - ``one core``: the read pinned to one core (``sched_setaffinity`` before polars starts its
   threads, and ``POLARS_MAX_THREADS=1``): the baseline;
 - ``all cores``: the read on every core the process may use (polars' threads);
+- ``polars one core``, ``polars all cores``: polars alone over the same files (the step fields,
+  filtered to steps and summed by role and 1/16 s bin, as the fold's bins are), pinned as above
+  or not: the ceiling a reader built on the library can reach, its Python fold aside;
 - ``cli``: ``dflash-advise --json FOLDER`` as a whole, timed from outside (its imports, its
   advice, its exit); ``same``: its report is the first CLI run's.
 
@@ -143,18 +146,40 @@ CHILD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 folder, mode, digest = sys.argv[2], sys.argv[3], sys.argv[4]
-if mode == "one core":
+if mode.endswith("one core"):
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     os.environ["POLARS_MAX_THREADS"] = "1"
-import polars, pandas   # imported before the clock starts (a CLI run imports them anyway)
+import polars, polars.testing, pandas   # imported before the clock starts (a CLI run imports them anyway)
 from advisor.ingest.load import summarize_paths
-t = time.perf_counter()
-s = summarize_paths([folder])
-wall = time.perf_counter() - t
-text = json.dumps(s.to_json(), sort_keys=True)
-if digest == "write":
-    open(folder + ".ref", "w").write(text)
-same = digest == "write" or text == open(folder + ".ref").read()
+if mode.startswith("polars"):  # the library alone: the step fields, summed by role and 1/16 s bin
+    pl = polars
+    paths = sorted(os.path.join(folder, f) for f in os.listdir(folder))
+    schema = {"ev": pl.String, "t": pl.Float64, "role": pl.String, "worker": pl.Int64, "batch": pl.Int64,
+              "tokens": pl.Int64, "seqs": pl.Int64, "busy": pl.Float64, "wait": pl.Float64, "blocked": pl.Float64,
+              "loss": pl.Float64}
+    t = time.perf_counter()
+    s = (pl.scan_ndjson(paths, schema=schema).filter(pl.col("ev") == "step")
+         .group_by("role", (pl.col("t") * 16).floor().alias("bin"))
+         .agg(pl.len(), pl.col("busy").sum(), (pl.col("busy") ** 2).sum().alias("busy2"), pl.col("wait").sum(),
+              pl.col("blocked").sum(), pl.col("tokens").sum(), pl.col("seqs").sum())
+         .sort("role", "bin").collect())
+    wall = time.perf_counter() - t
+    ref = folder + ".pref"
+    if not os.path.exists(ref):
+        s.write_parquet(ref)
+    try:  # polars' sums of floats follow its threads' partition of the rows: equal to 1e-9
+        polars.testing.assert_frame_equal(s, pl.read_parquet(ref), rel_tol=1e-9)
+        same = True
+    except AssertionError:
+        same = False
+else:
+    t = time.perf_counter()
+    s = summarize_paths([folder])
+    wall = time.perf_counter() - t
+    text, ref = json.dumps(s.to_json(), sort_keys=True), folder + ".ref"
+    if digest == "write" or not os.path.exists(ref):
+        open(ref, "w").write(text)
+    same = text == open(ref).read()
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"wall_s": wall, "same": same, "max_rss_mb": rss / 1024, "threads": polars.thread_pool_size()}))
 """
@@ -259,17 +284,25 @@ def main() -> None:
         m = measure(folder, modes, args.runs, args.base)
         one = m["one core"]["wall_s"]
         row = {"files": k, "bytes": size, **m, "speedup_all_cores_vs_one_core": one / m["all cores"]["wall_s"]}
+        if "polars one core" in m and "polars all cores" in m:
+            alone = m["polars one core"]["wall_s"] / m["polars all cores"]["wall_s"]
+            row["speedup_polars_all_cores_vs_one_core"] = alone
         result["sets"].append(row)
         print(
             f"{k} files, {size / 1e6:.0f} MB: one core {one:.2f} s, all cores {m['all cores']['wall_s']:.2f} s "
             f"({row['speedup_all_cores_vs_one_core']:.1f}x one core, {m['all cores']['threads']} threads), "
             + "".join(f"{mode} {m[mode]['wall_s']:.2f} s, " for mode in modes if mode not in ("one core", "all cores"))
+            + (
+                f"(polars alone {row['speedup_polars_all_cores_vs_one_core']:.1f}x), "
+                if "speedup_polars_all_cores_vs_one_core" in row
+                else ""
+            )
             + f"same summary: {all(v['same'] for v in m.values())}; "
             f"max RSS {max(v['max_rss_mb'] for v in m.values()):.0f} MB",
             flush=True,
         )
         shutil.rmtree(folder)
-        for end in (".ref", ".cli"):
+        for end in (".ref", ".pref", ".cli"):
             if os.path.exists(str(folder) + end):
                 os.unlink(str(folder) + end)
         args.out.write_text(json.dumps(result, indent=1))
