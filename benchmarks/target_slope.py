@@ -1,0 +1,66 @@
+"""The contention prior's centre checked on the real sweeps (`CONTENTION_PRIOR_K_PRODUCER`).
+
+    python3 benchmarks/target_slope.py              # every sweep of fixtures/sweep/ (CPU ones)
+    python3 benchmarks/target_slope.py ded16 cpu32  # these only
+
+Per run of a sweep, the mean busy time of a target's step and of a drafter's over the steps that
+end between 15% and 95% of the run's step span (warm-up and the final drain left out); per sweep,
+the least-squares slope of the log means on the target count over all its runs (each role's step
+per target added, at the sweep's G). The last line: the mean and standard deviation of the
+sweeps' target slopes, the figure `advisor.model.priors.CONTENTION_PRIOR_K_PRODUCER` (0.033) is
+checked against (BENCHMARKS.md 19.14).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+ROOT = Path(__file__).resolve().parent.parent
+SWEEPS = ROOT / "fixtures" / "sweep"
+
+
+def run_means(path: Path) -> tuple[float, float]:
+    """Log mean busy seconds of a target's and a drafter's step in one run's steady part."""
+    with gzip.open(path, "rb") as f:
+        steps = pl.read_ndjson(f.read(), infer_schema_length=None).filter(pl.col("ev") == "step")
+    t0, t1 = steps["t"].min(), steps["t"].max()
+    span = t1 - t0
+    mid = steps.filter((pl.col("t") > t0 + 0.15 * span) & (pl.col("t") < t1 - 0.05 * span))
+    busy = {r: mid.filter(pl.col("role") == r)["busy"].mean() for r in ("target", "drafter")}
+    return float(np.log(busy["target"])), float(np.log(busy["drafter"]))
+
+
+def sweep_slopes(name: str) -> tuple[float, float, int] | None:
+    """The target and drafter slopes of log mean step on the target count, and the runs; None for
+    a sweep of one target count."""
+    meta = json.loads((SWEEPS / name / "sweep.json").read_text())
+    rows = [(r["targets"], *run_means(SWEEPS / name / (r["log"] + ".gz"))) for r in meta["runs"]]
+    a = np.array(rows, float)
+    if len(set(a[:, 0])) < 2:
+        return None
+    return float(np.polyfit(a[:, 0], a[:, 1], 1)[0]), float(np.polyfit(a[:, 0], a[:, 2], 1)[0]), len(a)
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = argv if argv else sorted(p.parent.name for p in SWEEPS.glob("*/sweep.json"))
+    targets = []
+    for name in names:
+        got = sweep_slopes(name)
+        if got is None:
+            continue
+        kt, kd, n = got
+        targets.append(kt)
+        print(f"{name}: {n} runs, target step {100 * kt:+.1f}% a target added, drafter step {100 * kd:+.1f}%")
+    sd = float(np.std(targets, ddof=1)) if len(targets) > 1 else float("nan")
+    print(f"{len(targets)} sweeps: target slope mean {100 * np.mean(targets):+.2f}%, sd {100 * sd:.2f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
