@@ -3,8 +3,9 @@
     python3 benchmarks/target_slope.py              # every sweep of fixtures/sweep/ (CPU ones)
     python3 benchmarks/target_slope.py ded16 cpu32  # these only
 
-Per run of a sweep, the mean busy time of a target's step and of a drafter's over the steps that
-end between 15% and 95% of the run's step span (warm-up and the final drain left out); per sweep,
+Per run of a sweep, the mean busy time of a target's step and of a drafter's over the log's steady
+window (the advisor's own: warm-up and the final drain cut, `advisor.measure.observe.window_sums`,
+as the fit reads it); per sweep,
 the least-squares slope of the log means on the target count over all its runs (each role's step
 per target added, at the sweep's G). The last line: the mean and standard deviation of the
 sweeps' target slopes, the figure `advisor.model.priors.CONTENTION_PRIOR_K_PRODUCER` (0.033) is
@@ -13,27 +14,29 @@ checked against (BENCHMARKS.md 19.14).
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from advisor.errors import AdvisorWarning  # noqa: E402
+from advisor.ingest.load import load_log  # noqa: E402
+from advisor.measure.measured import measure_log  # noqa: E402
+
 SWEEPS = ROOT / "fixtures" / "sweep"
 
 
 def run_means(path: Path) -> tuple[float, float]:
-    """Log mean busy seconds of a target's and a drafter's step in one run's steady part."""
-    with gzip.open(path, "rb") as f:
-        steps = pl.read_ndjson(f.read(), infer_schema_length=None).filter(pl.col("ev") == "step")
-    t0, t1 = steps["t"].min(), steps["t"].max()
-    span = t1 - t0
-    mid = steps.filter((pl.col("t") > t0 + 0.15 * span) & (pl.col("t") < t1 - 0.05 * span))
-    busy = {r: mid.filter(pl.col("role") == r)["busy"].mean() for r in ("target", "drafter")}
-    return float(np.log(busy["target"])), float(np.log(busy["drafter"]))
+    """Log mean busy seconds of a target's and a drafter's step in one run's steady window."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AdvisorWarning)
+        sums = measure_log(load_log(path), with_sums=True).sums
+    return tuple(float(np.log(sums[r]["busy"] / sums[r]["n"])) for r in ("target", "drafter"))
 
 
 def sweep_slopes(name: str) -> tuple[float, float, int] | None:

@@ -55,7 +55,7 @@ def oversubscribed_se(workers: int, cores: int) -> float:
 # sweeps recorded afterwards as held-out tests showed +2.0% (hold16: 6.1% -> 5.8%) and +0.8%
 # (hold16g10: 11.4% -> 13.1%). The centre is the mean over all seven, 0.033 (+3.4% a target).
 # Checked on every CPU sweep since (benchmarks/target_slope.py, BENCHMARKS.md 19.14): the 22 of
-# 19.13 mean +3.46% (sd 2.17% between sweeps), with three held-out ones +3.11% over 25; kept.
+# 19.13 mean +3.39% (sd 2.20% between sweeps), with three held-out ones +3.06% over 25; kept.
 CONTENTION_PRIOR_K_PRODUCER = 0.033
 CONTENTION_PRIOR_K_CONSUMER = 0.0
 # A role with one worker is another regime (a lone drafter never waits for its peers' all-reduce
