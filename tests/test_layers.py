@@ -40,8 +40,6 @@ MAX_MODULE_LINES = 1000
 MAX_FUNCTION_LINES = 80
 MAX_PARAMETERS = 8
 WIDE_ALLOWED = {"advisor.settings.Options"}  # every option in one record: its fields are the point
-# modules whose functions may pass the limit (none: the synthetic log writer was split by job)
-LONG_OFF_PATH: set[str] = set()
 # the exact simulator's event loop: its handlers are closures over one shared state, the fastest
 # form CPython runs (a class with methods costs an attribute lookup per access in the hot loop)
 LONG_HOT_LOOPS = {"advisor.model.simulate._events"}  # the event loop: one function, its helpers closures
@@ -217,8 +215,6 @@ def test_module_size(mod):
 def test_functions_are_short_but_the_event_loop():
     long = []
     for m, p in MODULES.items():
-        if m in LONG_OFF_PATH:
-            continue
         for node in ast.walk(ast.parse(p.read_text(), str(p))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
