@@ -165,31 +165,28 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def counted_calls(rows: list[dict]) -> list[dict]:
+    """One row per what-if call (table, mode, from) of the ``COUNTED`` modes that states a
+    ``recommendation.p_best`` (a call's rows share its pick and odds)."""
+    calls = {(r["table"], r["mode"], r["from"]): r for r in rows if r["mode"] in COUNTED and r["p_best"] is not None}
+    return list(calls.values())
+
+
 def confident_misses(rows: list[dict], at: float = CONFIDENT) -> tuple[int, list[dict]]:
-    """Picks stated at least ``at`` likely (``recommendation.p_best``) in the ``COUNTED`` modes and
-    their misses: a measured pick more than PICK_TOL below the best measured split (one per
-    what-if call, not per row)."""
-    calls = {
-        (r["table"], r["mode"], r["from"]): r
-        for r in rows
-        if r["mode"] in COUNTED and r["p_best"] is not None and r["p_best"] >= at
-    }
-    return len(calls), [r for r in calls.values() if r["pick_measured"] and not r["pick_ok"]]
+    """Picks stated at least ``at`` likely in the ``COUNTED`` modes (`counted_calls`) and their
+    misses: a measured pick more than PICK_TOL below the best measured split."""
+    calls = [r for r in counted_calls(rows) if r["p_best"] >= at]
+    return len(calls), [r for r in calls if r["pick_measured"] and not r["pick_ok"]]
 
 
 def counted_brier(rows: list[dict]) -> tuple[int, int, float | None]:
-    """Over the what-if calls of the ``COUNTED`` modes that state a ``p_best`` and whose pick the
-    table measured (one per call): how many, how many picks lie within PICK_TOL of the best, and
-    the Brier score of the stated ``p_best`` against that."""
-    calls = {
-        (r["table"], r["mode"], r["from"]): r
-        for r in rows
-        if r["mode"] in COUNTED and r["p_best"] is not None and r["pick_measured"]
-    }
+    """Over the counted calls (`counted_calls`) whose pick the table measured: how many, how many
+    picks lie within PICK_TOL of the best, and the Brier score of the stated ``p_best`` against that."""
+    calls = [r for r in counted_calls(rows) if r["pick_measured"]]
     if not calls:
         return 0, 0, None
-    right = sum(bool(r["pick_ok"]) for r in calls.values())
-    return len(calls), right, sum((r["p_best"] - bool(r["pick_ok"])) ** 2 for r in calls.values()) / len(calls)
+    right = sum(bool(r["pick_ok"]) for r in calls)
+    return len(calls), right, sum((r["p_best"] - bool(r["pick_ok"])) ** 2 for r in calls) / len(calls)
 
 
 def markdown(rows: list[dict]) -> str:
