@@ -115,9 +115,7 @@ class Advice:
     @property
     def probed(self) -> tuple[str, ...]:
         """The splits a probe measured, compared directly (`advisor.project.probed`); () for none."""
-        if "probe_segments" not in self.splits.columns:
-            return ()
-        return tuple(str(k) for k, n in self.splits["probe_segments"].items() if int(n) > 0)
+        return tuple(label for label, r in self.rows.items() if r.probe_segments > 0)
 
     @cached_property
     def recommendation(self) -> Recommendation:
@@ -128,7 +126,7 @@ class Advice:
             roles={p: n, c: m},
             verdict=d.verdict.value,
             reasons=tuple(
-                reasons(d, self.splits, self.fit, self.observed)
+                reasons(d, self.fit, self.observed)
                 + [x for x in (odds_sentence(d, self.probed),) if x]
                 + placement_reasons(d, self.fit)
             ),
@@ -146,7 +144,7 @@ class Advice:
         s = replace(
             self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus, self.settings.gpus_per_worker)
         )
-        return replace(self, settings=s, decision=decide(self.fit, self.splits, s, self.decision.evidence, self.rows))
+        return replace(self, settings=s, decision=decide(self.fit, self.rows, s, self.decision.evidence))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
         p, c = self.roles
@@ -385,7 +383,7 @@ def _finish(
         if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
             splits = _widen_for_drift(splits, ev)
         rows = split_rows(fit.roles, splits)  # the table's rows as records, once
-        decision = decide(fit, splits, settings, ev, rows)
+        decision = decide(fit, rows, settings, ev)
         observed = observed_split(fit, settings, rows)
     return Advice(
         run=run,

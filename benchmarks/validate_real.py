@@ -249,7 +249,7 @@ def within_table(name: str, truth: dict) -> list[dict]:
 
 def leads_table(name: str, truth: dict) -> dict:
     """Every pair of splits projected from each single log of a sweep: the lead of the higher
-    projected over the lower, its 95% interval (`advisor.project.table.lead_interval`, the interval the
+    projected over the lower, its 95% interval (`advisor.project.rows.lead_interval`, the interval the
     verdict's separation rests on) against the truth's lead, and how many pairs the lead interval
     and the two splits' own intervals separate (and whether in the truth's order)."""
     import warnings
@@ -257,7 +257,7 @@ def leads_table(name: str, truth: dict) -> dict:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from advisor.advice import advise
-    from advisor.project.table import lead_interval
+    from advisor.project.rows import lead_interval
 
     out = {
         "pairs": 0,
@@ -271,14 +271,15 @@ def leads_table(name: str, truth: dict) -> dict:
     for path in sorted((ROOT / "fixtures" / "sweep" / name).glob("*.jsonl.gz")):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            df = advise([path]).splits
+            adv = advise([path])
+        df = adv.splits
         rows = {(int(r["n_target"]), int(r["n_drafter"])): lbl for lbl, r in df.iterrows()}
         keys = [k for k in truth if k in rows]
         for a, b in itertools.combinations(keys, 2):
             la, lb = rows[a], rows[b]
             if df.at[la, "bps"] < df.at[lb, "bps"]:
                 (a, la), (b, lb) = (b, lb), (a, la)
-            li = lead_interval(df, la, lb)
+            li = lead_interval(adv.rows[la], adv.rows[lb])
             if li is None:
                 continue
             true = truth[a] / truth[b] - 1.0

@@ -9,7 +9,7 @@ the roles' capacity ranges. One draw r of all splits together:
     ln X_k^(r) = ln x_k + sum_j s_kj Z_j^(r) + sqrt(v_k) eps_k^(r) + t^(r) e_k,c(r)
 
 with ``Z_j``, ``eps_k`` independent standard normals (a shared source drawn once per draw, so it
-cancels in every lead exactly as in `advisor.project.table.lead_interval`), and one unknown end
+cancels in every lead exactly as in `advisor.project.rows.lead_interval`), and one unknown end
 shared by every split: ``c`` one of the non-zero ends (sync scaling's two, the capacity ranges'
 four corners), each equally likely, and ``t`` uniform on [0, 1] (the truth anywhere between the
 point projection and that end; the lead's interval spans the same hull). A closed corner (every

@@ -14,15 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-import pandas as pd
-
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.rules import RESOLVE_GAIN, Decision
 from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
-from advisor.project.rows import LinkRow, SplitRow
+from advisor.project.rows import LinkRow, SplitRow, lead_interval
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
-from advisor.project.table import lead_interval
 from advisor.settings import role_count, role_plural
 
 
@@ -185,11 +182,11 @@ def _needs(d: Decision) -> str:
     return " What would settle it: " + "; or ".join(bits) + "." if bits else ""
 
 
-def _vs(df: pd.DataFrame, a: str, b: str) -> str:
-    return f"{a} {bps_text(df.at[a, 'bps'])} b/s vs {b} {bps_text(df.at[b, 'bps'])} b/s"
+def _vs(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
+    return f"{a} {bps_text(rows[a].bps)} b/s vs {b} {bps_text(rows[b].bps)} b/s"
 
 
-def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
+def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
     s = d.settings
     b, j = d.best, d.judged
     of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
@@ -197,13 +194,13 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         return f"{j} is already the best {of}."
     if d.rule == "small-gain" and d.best_is_running:
         return (
-            f"{b}, the split the log runs, leads the judged {j} by only {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), "
+            f"{b}, the split the log runs, leads the judged {j} by only {signed_pct(d.gain_pct)} ({_vs(rows, b, j)}), "
             f"below the {RESOLVE_GAIN:.0%} the model resolves: either will do, and keeping {b} needs no restart."
         )
     if d.rule == "small-gain":
         return (
             f"the split projected highest, {b}, would gain only {signed_pct(d.gain_pct)} at the projections' "
-            f"centres ({_vs(df, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a restart "
+            f"centres ({_vs(rows, b, j)}), below the {RESOLVE_GAIN:.0%} the model resolves: not worth a restart "
             f"(the odds below weigh the whole uncertainty, not the centres)."
         )
     if d.rule == "restart-cost":
@@ -213,7 +210,7 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         )
     if d.rule == "expected-best":
         return (
-            f"{b} projects {signed_pct(d.gain_pct)} ({_vs(df, b, j)}), but with its uncertainty"
+            f"{b} projects {signed_pct(d.gain_pct)} ({_vs(rows, b, j)}), but with its uncertainty"
             f"{' and the restart' if d.odds.restart_s > 0 else ''} {j} is expected within "
             f"{RESOLVE_GAIN:.0%} of the best (expected regret {d.expected_regret_pct:.1f}%): not worth a restart."
         )
@@ -223,19 +220,19 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
         sooner = f" and finishes the job {d.eta_gain_s / 3600:.1f} h sooner" if d.eta_gain_s is not None else ""
         return (
             f"{b}, the split the log runs, gains {signed_pct(d.gain_pct)} throughput over the judged {j} "
-            f"({_vs(df, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one."
+            f"({_vs(rows, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one."
         )
     if d.rule == "switch" and d.recommended != b:
-        return _expected_switch(d, df)
+        return _expected_switch(d, rows)
     if d.rule == "switch":
         if d.eta_gain_s is not None:
             return (
-                f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}) and finishes the job "
+                f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)}) and finishes the job "
                 f"{(d.eta_gain_s - 3600 * s.restart_cost_h) / 3600:.1f} h sooner, after a {s.restart_cost_h:g} h "
                 f"restart."
             )
         return (
-            f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(df, b, j)}); the job's size is "
+            f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)}); the job's size is "
             "unknown, so the restart cost is not weighed."
         )
     why = (
@@ -247,10 +244,10 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     )
     b = d.recommended
     text = (
-        f"{why}, so no restart cost applies: for the next run, {b} is the best {of} ({bps_text(df.at[b, 'bps'])} b/s)."
+        f"{why}, so no restart cost applies: for the next run, {b} is the best {of} ({bps_text(rows[b].bps)} b/s)."
         if b == d.best
         else f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it projects "
-        f"{bps_text(df.at[b, 'bps'])} b/s against {d.best}'s {bps_text(df.at[d.best, 'bps'])} at the point "
+        f"{bps_text(rows[b].bps)} b/s against {d.best}'s {bps_text(rows[d.best].bps)} at the point "
         f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
         f"{d.odds.runner_up}."
     )
@@ -258,25 +255,25 @@ def _verdict_reason(d: Decision, df: pd.DataFrame) -> str:
     if m is not None and d.close_call:
         other = m.lower if m.higher == b else m.higher
         text += (
-            f" {other} is expected within {RESOLVE_GAIN:.0%} of the best too ({_vs(df, m.higher, m.lower)}), "
+            f" {other} is expected within {RESOLVE_GAIN:.0%} of the best too ({_vs(rows, m.higher, m.lower)}), "
             f"which the model does not resolve: either will do."
         )
     return text
 
 
-def _upper_end(df: pd.DataFrame, label: str, high: float) -> str:
+def _upper_end(rows: Mapping[str, SplitRow], label: str, high: float) -> str:
     """``label``'s upper end in words: the value, or open where it rests on the open end of a
     capacity known only from below (the table's ``bps_high_open``)."""
-    if "bps_high_open" in df.columns and bool(df.at[label, "bps_high_open"]):
+    if rows[label].bps_high_open:
         return f"{label}'s upper end, which is open (a capacity known only from below)"
     return f"{label}'s upper end {bps_text(high)}"
 
 
-def _expected_switch(d: Decision, df: pd.DataFrame) -> str:
+def _expected_switch(d: Decision, rows: Mapping[str, SplitRow]) -> str:
     """A switch the odds make to a split that is not the projected best (what is unknown favours it)."""
     r, j = d.recommended, d.judged
     return (
-        f"{r} projects {bps_text(df.at[r, 'bps'])} b/s against {j}'s {bps_text(df.at[j, 'bps'])} at the point "
+        f"{r} projects {bps_text(rows[r].bps)} b/s against {j}'s {bps_text(rows[j].bps)} at the point "
         f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
         f"{j}"
         + (
@@ -306,9 +303,9 @@ def _probe_reason(d: Decision) -> str:
     )
 
 
-def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
-    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.table.lead_interval`)."""
-    li = lead_interval(df, a, b)
+def _lead_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
+    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.rows.lead_interval`)."""
+    li = lead_interval(rows[a], rows[b])
     if li is None:
         return ""
     return (
@@ -317,7 +314,7 @@ def _lead_text(df: pd.DataFrame, a: str, b: str) -> str:
     )
 
 
-def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
+def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> list[str]:
     p, c = fit.roles
     a, r = d.runner_up, d.recommended
     if a is None:
@@ -347,8 +344,8 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
         else:
             out.append(
                 f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
-                f"not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
-                f"{_lead_text(df, mg.higher, mg.lower)}, and the evidence is thin."
+                f"not above {_upper_end(rows, mg.lower, mg.runner_up_high)}"
+                f"{_lead_text(rows, mg.higher, mg.lower)}, and the evidence is thin."
             )
     elif not fit.source.logged and not fit.contention.role_se:
         out.append(
@@ -357,56 +354,54 @@ def _runner_up(d: Decision, df: pd.DataFrame, fit: PipelineFit) -> list[str]:
             "log: how stable the choice is cannot be told; a log with step events measures it."
         )
     elif mg.stable:
-        by = f"; {probe_text(df, mg.higher, mg.lower)}" if probed_pair(df, mg.higher, mg.lower) else ""
+        by = f"; {probe_text(rows, mg.higher, mg.lower)}" if probed_pair(rows, mg.higher, mg.lower) else ""
         out.append(
             f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
             f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}{by}."
         )
-    elif mg.separated and probed_pair(df, mg.higher, mg.lower):
+    elif mg.separated and probed_pair(rows, mg.higher, mg.lower):
         out.append(
             f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
             f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
             f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because "
-            f"{probe_text(df, mg.higher, mg.lower)}: the host's level moves both alike, so the lead carries "
+            f"{probe_text(rows, mg.higher, mg.lower)}: the host's level moves both alike, so the lead carries "
             f"only the noise between rounds."
         )
     elif mg.separated:
         out.append(
             f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
             f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
-            f"{bps_text(mg.best_low)} b/s, {_upper_end(df, mg.lower, mg.runner_up_high)}) because both "
+            f"{bps_text(mg.best_low)} b/s, {_upper_end(rows, mg.lower, mg.runner_up_high)}) because both "
             f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
             f"the split moves them the same way, so the lead carries only what differs between them."
         )
-    elif probed_pair(df, mg.higher, mg.lower):
+    elif probed_pair(rows, mg.higher, mg.lower):
         out.append(
-            f"the margin is within the probe's noise: {probe_text(df, mg.higher, mg.lower)}, and "
+            f"the margin is within the probe's noise: {probe_text(rows, mg.higher, mg.lower)}, and "
             f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper "
-            f"end {bps_text(mg.runner_up_high)}{_lead_text(df, mg.higher, mg.lower)}."
+            f"end {bps_text(mg.runner_up_high)}{_lead_text(rows, mg.higher, mg.lower)}."
         )
     else:
         out.append(
             f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
-            f"{bps_text(mg.best_low)} b/s, not above {_upper_end(df, mg.lower, mg.runner_up_high)}"
-            f"{_lead_text(df, mg.higher, mg.lower)}."
+            f"{bps_text(mg.best_low)} b/s, not above {_upper_end(rows, mg.lower, mg.runner_up_high)}"
+            f"{_lead_text(rows, mg.higher, mg.lower)}."
         )
     return out
 
 
-def probed_pair(df: pd.DataFrame, a: str, b: str) -> bool:
+def probed_pair(rows: Mapping[str, SplitRow], a: str, b: str) -> bool:
     """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`): their lead
     is then the measured rates compared, not two projections of one fit."""
-    if "probe_segments" not in df.columns or a not in df.index or b not in df.index:
-        return False
-    return int(df.at[a, "probe_segments"]) > 0 and int(df.at[b, "probe_segments"]) > 0
+    return a in rows and b in rows and rows[a].probe_segments > 0 and rows[b].probe_segments > 0
 
 
-def probe_text(df: pd.DataFrame, a: str, b: str) -> str:
+def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
     """The evidence of a probed pair in words: "both were measured by a probe of N segments ..."."""
-    n = int(df.at[a, "probe_segments"]) + int(df.at[b, "probe_segments"])
+    n = rows[a].probe_segments + rows[b].probe_segments
     return (
         f"both were measured by a probe of {n} segments in alternating order ({a}: "
-        f"{int(df.at[a, 'probe_segments'])}, {b}: {int(df.at[b, 'probe_segments'])}), compared round by round"
+        f"{rows[a].probe_segments}, {b}: {rows[b].probe_segments}), compared round by round"
     )
 
 
@@ -449,13 +444,14 @@ def _levers(d: Decision) -> list[str]:
     return out
 
 
-def reasons(decision: Decision, splits: pd.DataFrame, fit: PipelineFit, observed: ObservedSplit) -> list[str]:
+def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> list[str]:
     """The reasons, first the judged split's bottleneck (DESIGN: 'judged' is what it describes).
 
-    ``splits`` is the projected table the decision was made on (its rows as records are the
-    decision's ``rows``); ``observed`` the split the log ran (its measured signals are said when
-    that split is the one described first)."""
-    d, rows = decision, splits
+    Every number is read from the decision's ``rows`` (the projected table it was made on);
+    ``observed`` is the split the log ran (its measured signals are said when that split is the
+    one described first)."""
+    d = decision
+    rows = d.rows
     first = d.described
     out = [_bottleneck(d, fit, first)]
     if d.observed == first:

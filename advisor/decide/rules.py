@@ -36,11 +36,9 @@ Wording is `advisor.decide.reasons`'s.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-
-import pandas as pd
 
 from advisor.decide.evidence import Evidence
 from advisor.decide.odds import (
@@ -56,9 +54,9 @@ from advisor.decide.odds import (
 from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
-from advisor.project.rows import SplitRow, split_rows
+from advisor.project.rows import SplitRow, lead_interval, lead_parts
 from advisor.project.sensitivity import Rivals, Sensitivity, sensitivity
-from advisor.project.table import lead_interval, lead_parts, split_label
+from advisor.project.table import ERR_SHARED, split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
 
@@ -185,19 +183,19 @@ class Decision:
         return self.judged or self.recommended
 
 
-def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
+def _margin(rows: Mapping[str, SplitRow], a: str, b: str | None) -> Margin | None:
     if b is None:
         return None
-    hi, lo = (a, b) if df.at[a, "bps"] >= df.at[b, "bps"] else (b, a)
-    lead = 100.0 * (df.at[hi, "bps"] / df.at[lo, "bps"] - 1.0) if df.at[lo, "bps"] > 0 else math.inf
-    stable = bool(df.at[hi, "bps_low"] > df.at[lo, "bps_high"])
-    paired = lead_interval(df, hi, lo)
+    hi, lo = (rows[a], rows[b]) if rows[a].bps >= rows[b].bps else (rows[b], rows[a])
+    lead = 100.0 * (hi.bps / lo.bps - 1.0) if lo.bps > 0 else math.inf
+    stable = bool(hi.bps_low > lo.bps_high)
+    paired = lead_interval(hi, lo)
     return Margin(
-        higher=hi,
-        lower=lo,
+        higher=hi.label,
+        lower=lo.label,
         stable=stable,
-        best_low=float(df.at[hi, "bps_low"]),
-        runner_up_high=float(df.at[lo, "bps_high"]),
+        best_low=hi.bps_low,
+        runner_up_high=lo.bps_high,
         lead_pct=float(lead),
         separated=stable or (paired is not None and paired[0] > 0),
         lead_low_pct=100.0 * paired[0] if paired else None,
@@ -205,14 +203,14 @@ def _margin(df: pd.DataFrame, a: str, b: str | None) -> Margin | None:
     )
 
 
-def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
+def _needs(rows: Mapping[str, SplitRow], ev: Evidence, hi: str, lo: str, run_at: str | None) -> Needs:
     """What would separate them: a log long enough (only its sampling error shrinks with length),
     settling, or a short run at the other split."""
-    pair = (hi, lo)
-    gaps = tuple(x for x in pair if bool(df.at[x, "widened"]))
-    measured = tuple((x, float(df.at[x, "observed_bps"])) for x in pair if bool(df.at[x, "observed"]))
+    a, b = rows[hi], rows[lo]
+    gaps = tuple(r.label for r in (a, b) if r.widened)
+    measured = tuple((r.label, r.observed_bps) for r in (a, b) if r.observed)
     factor = extra = None
-    parts = lead_parts(df, hi, lo)
+    parts = lead_parts(a, b)
     if parts is not None:
         # the test that separates them is the lead's interval (Margin.separated); a log f times as
         # long divides its sampling variance by f, and nothing else: where the rest alone keeps the
@@ -223,12 +221,12 @@ def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None)
             factor = max(parts.sampling_var / left, 1.0)
             extra = ev.steady_s * (factor - 1.0)
     elif not gaps:  # no paired form: the two intervals, as if all of them shrank with length
-        gap = df.at[hi, "bps"] - df.at[lo, "bps"]
-        width = (df.at[hi, "bps"] - df.at[hi, "bps_low"]) + (df.at[lo, "bps_high"] - df.at[lo, "bps"])
+        gap = a.bps - b.bps
+        width = (a.bps - a.bps_low) + (b.bps_high - b.bps)
         if gap > 0 and width > 0:
             factor = max((width / gap) ** 2, 1.0)
             extra = ev.steady_s * (factor - 1.0)
-    if run_at is not None and bool(df.at[run_at, "observed"]):
+    if run_at is not None and rows[run_at].observed:
         run_at = None
     # both ran: what keeps them apart is each run's own level, which only more runs of each measure
     repeats = len(measured) == 2 and factor is None and run_at is None and not gaps
@@ -243,16 +241,21 @@ def _needs(df: pd.DataFrame, ev: Evidence, hi: str, lo: str, run_at: str | None)
     )
 
 
-def _loader(fit: PipelineFit, df: pd.DataFrame) -> LoaderCap | None:
+def _loader(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> LoaderCap | None:
     if not (fit.loader.input_bound and fit.loader.capacity_bps):
         return None
     cap = fit.loader.capacity_bps
-    at = tuple(str(lbl) for lbl, x in df["bps"].items() if x >= (1 - LOADER_TIE) * cap)
+    at = tuple(label for label, r in rows.items() if r.bps >= (1 - LOADER_TIE) * cap)
     return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
 
 
 def _action(
-    df: pd.DataFrame, settings: Settings, judged: str | None, best: str, odds: Odds, running: str | None = None
+    rows: Mapping[str, SplitRow],
+    settings: Settings,
+    judged: str | None,
+    best: str,
+    odds: Odds,
+    running: str | None = None,
 ) -> tuple[Verdict, str, str]:
     """(action, rule, recommended label) by the ordered rules of the module docstring, before
     the probe's worth is weighed; ``running``: the split the log runs (reaching it costs no restart)."""
@@ -262,40 +265,45 @@ def _action(
         return Verdict.SWITCH, "switch", odds.best
     if best == judged:
         return Verdict.STAY, "already-best", judged
-    if df.at[best, "bps"] < (1 + RESOLVE_GAIN) * df.at[judged, "bps"]:
+    if rows[best].bps < (1 + RESOLVE_GAIN) * rows[judged].bps:
         return Verdict.STAY, "small-gain", judged
-    eta_gain = df.at[judged, "eta_s"] - df.at[best, "eta_s"]
+    eta_gain = rows[judged].eta_s - rows[best].eta_s
     if best != running and math.isfinite(eta_gain) and eta_gain <= settings.restart_cost_h * 3600.0:
         return Verdict.STAY, "restart-cost", judged
     return Verdict.STAY, "expected-best", judged
 
 
-def probe_noise(fit: PipelineFit, df: pd.DataFrame, ev: Evidence) -> ProbeNoise:
+def _sampling_log_per_se(r: SplitRow) -> tuple[float, float]:
+    """The producer's and the consumer's sampling coefficients of a split (0 where it has no parts)."""
+    if r.parts is None:
+        return 0.0, 0.0
+    by_source = dict(zip(ERR_SHARED, r.parts.shared_log_per_se))
+    return by_source["err_p_samp"], by_source["err_c_samp"]
+
+
+def probe_noise(fit: PipelineFit, rows: Mapping[str, SplitRow], ev: Evidence) -> ProbeNoise:
     """Each split's per-time noise as a probe would measure it (`advisor.decide.probe`), the
     segments' run-to-run level, and how long the logs already ran each split of the table."""
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
     steady = ev.steady_s if ev.basis.logged else 0.0
-    zero = pd.Series(0.0, index=df.index)
-    cols = zip(df.index, df["bps"], df.get("err_p_samp", zero), df.get("err_c_samp", zero))
-    var_s = {str(lbl): noise_var_s(float(x), (float(sp), float(sc)), steady, scv) for lbl, x, sp, sc in cols}
+    var_s = {label: noise_var_s(r.bps, _sampling_log_per_se(r), steady, scv) for label, r in rows.items()}
     ran: dict[str, float] = {}
     if fit.source.logged:
         p, c = fit.roles
         for o in fit.observed:
             lbl = split_label(o.roles.get(p, 0), o.roles.get(c, 0))
-            if lbl in df.index and bool(df.at[lbl, "observed"]):
+            if lbl in rows and rows[lbl].observed:
                 ran[lbl] = max(ran.get(lbl, 0.0), float(o.steady.duration_s))
     return ProbeNoise(var_s=var_s, level_var=fit.contention.run_se**2, ran_s=ran)
 
 
 def _weigh(
     fit: PipelineFit,
-    df: pd.DataFrame,
+    rows: Mapping[str, SplitRow],
     settings: Settings,
     ev: Evidence,
     judged: str | None,
     best: str,
-    rows: Mapping[str, SplitRow],
     running: str | None = None,
 ) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
     """The odds, the action, and the probe against it: (verdict, action, rule, recommended, odds,
@@ -308,7 +316,7 @@ def _weigh(
     # another and the running split is the best (reaching it is keeping it)
     free = running if in_run and running is not None and best == running else judged
     odds = odds_of(rates, inp, judged=free if in_run else None, restart_s=restart_s if in_run else 0.0)
-    action, rule, rec = _action(df, settings, judged, best, odds, running)
+    action, rule, rec = _action(rows, settings, judged, best, odds, running)
     values = effective(rates, inp, odds.judged, odds.restart_s)
     value = odds.of(rec).value_bps
     remaining = inp.left_batches / value if inp.left_batches and value > 0 else None
@@ -318,7 +326,7 @@ def _weigh(
         inp,
         odds,
         rec,
-        probe_noise(fit, df, ev),
+        probe_noise(fit, rows, ev),
         ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus),
     )
     if probe is not None and probe.worth_it:
@@ -326,48 +334,47 @@ def _weigh(
     return action, action, rule, rec, odds, probe
 
 
-def decide(
-    fit: PipelineFit,
-    splits: pd.DataFrame,
-    settings: Settings,
-    evidence: Evidence,
-    rows: Mapping[str, SplitRow] | None = None,
-) -> Decision:
+def _fastest(rows: Mapping[str, SplitRow], labels: Iterable[str]) -> str | None:
+    """The label of the highest projected rate among ``labels`` (the first of equals; NaN rates
+    skipped), None where there is none."""
+    best = None
+    for label in labels:
+        x = rows[label].bps
+        if not math.isnan(x) and (best is None or x > rows[best].bps):
+            best = label
+    return best
+
+
+def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, evidence: Evidence) -> Decision:
     """Apply the rules (module docstring) to the projected table.
 
     Args:
         fit: the fit the table was projected from.
-        splits: the projected table (`advisor.project.table`).
+        rows: the projected table's records by label, in its order (`advisor.project.rows.split_rows`).
         settings: the options it was projected under.
         evidence: what the first log carries (`advisor.decide.evidence`).
-        rows: ``splits`` as records (`advisor.project.rows.split_rows`), where the caller made them.
 
     Returns:
         The `Decision`, carrying ``rows``.
     """
     p, c = fit.roles
-    df = splits
-    rows = rows if rows is not None else split_rows(fit.roles, splits)
-    observed = next((str(lbl) for lbl, o in df["observed"].items() if o), None)
+    observed = next((label for label, r in rows.items() if r.observed), None)
     ob0 = fit.observed[0]
     first = split_label(ob0.roles.get(p, 0), ob0.roles.get(c, 0))
-    observed = first if first in df.index else observed
-    judged = (
-        split_label(settings.roles[p], settings.roles[c]) if settings.roles else (first if first in df.index else None)
-    )
-    best = str(df["bps"].idxmax())
+    observed = first if first in rows else observed
+    judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else (first if first in rows else None)
+    best = _fastest(rows, rows)
     running = observed if evidence.basis.logged else None
-    verdict, action, rule, rec, odds, probe = _weigh(fit, df, settings, evidence, judged, best, rows, running)
+    verdict, action, rule, rec, odds, probe = _weigh(fit, rows, settings, evidence, judged, best, running)
     needs = None
     if probe is not None and verdict is Verdict.CANNOT_TELL:
-        hi, lo = sorted(probe.splits, key=lambda x: -float(df.at[x, "bps"]))
-        needs = _needs(df, evidence, hi, lo, probe.split)
-    others = df.drop(index=rec)
-    runner = str(others["bps"].idxmax()) if len(others) else None
+        hi, lo = sorted(probe.splits, key=lambda x: -rows[x].bps)
+        needs = _needs(rows, evidence, hi, lo, probe.split)
+    others = [label for label in rows if label != rec]
+    runner = _fastest(rows, others)
     r = rows[rec].counts
-    m_col = pd.Series({label: row.consumer.workers for label, row in rows.items()})
-    fewer = str(others.loc[m_col[others.index] < r[1], "bps"].idxmax()) if (m_col[others.index] < r[1]).any() else None
-    more = str(others.loc[m_col[others.index] > r[1], "bps"].idxmax()) if (m_col[others.index] > r[1]).any() else None
+    fewer = _fastest(rows, (x for x in others if rows[x].consumer.workers < r[1]))
+    more = _fastest(rows, (x for x in others if rows[x].consumer.workers > r[1]))
     sens = sensitivity(
         fit,
         settings,
@@ -377,8 +384,8 @@ def decide(
         bottleneck_of=lambda s: rows[split_label(*s)].bottleneck,
         capacity_of=lambda s, i: rows[split_label(*s)].roles[i].cap_bps,
     )
-    gain = 100.0 * (df.at[best, "bps"] / df.at[judged, "bps"] - 1.0) if judged and df.at[judged, "bps"] > 0 else 0.0
-    eta_gain = float(df.at[judged, "eta_s"] - df.at[best, "eta_s"]) if judged else None
+    gain = 100.0 * (rows[best].bps / rows[judged].bps - 1.0) if judged and rows[judged].bps > 0 else 0.0
+    eta_gain = rows[judged].eta_s - rows[best].eta_s if judged else None
     return Decision(
         verdict=verdict,
         rule=rule,
@@ -387,16 +394,16 @@ def decide(
         observed=observed,
         best=best,
         runner_up=runner,
-        margin=_margin(df, rec, runner),
+        margin=_margin(rows, rec, runner),
         gain_pct=float(gain),
         eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
         needs=needs,
-        loader=_loader(fit, df),
+        loader=_loader(fit, rows),
         sensitivity=sens,
         queue=queue_advice(fit, settings, r),
         evidence=evidence,
         settings=settings,
-        n_splits=len(df),
+        n_splits=len(rows),
         odds=odds,
         probe=probe,
         action=action,

@@ -222,7 +222,7 @@ class SplitResult:
     x_high_bps: float = math.nan
     producer_busy_scale: float = 1.0  # step-time multiplier from contention at this split
     consumer_busy_scale: float = 1.0
-    # the interval's parts, for comparing two splits of one fit (`advisor.project.table.lead_interval`):
+    # the interval's parts, for comparing two splits of one fit (`advisor.project.rows.lead_interval`):
     # log-throughput per standard error of each error source every split shares (producer and
     # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
     # slope, signed by the side of the logged split, producer and consumer lone-worker regime), the

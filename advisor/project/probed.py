@@ -14,7 +14,7 @@ with two or more segments):
    in every lead between two probed splits, and still move the probed splits with the others
    as the fit's uncertainty moves them;
 3. the row's own variance is the probe's noise on its log rate (`probe_var`), so that a lead
-   between probed splits carries exactly the measured noise, in `lead_interval` and in the
+   between probed splits carries exactly the measured noise, in `advisor.project.rows.lead_interval` and in the
    odds' joint draw alike.
 
 The probe's noise: the crossover is paired by round. With ``y_kr = ln X_kr`` the rate of split

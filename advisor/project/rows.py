@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
 from advisor.project.columns import RoleColumns, role_columns
-from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED
+from advisor.stats import Z_95
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ class SplitRow:
     observed_bps: float
     method: str
     widened: bool
+    probe_segments: int = 0  # probe segments that measured the split (`advisor.project.probed`)
     bps_exact: float | None = None  # the exact simulation's rate (None: not simulated)
     link: LinkRow | None = None  # None on one node
     parts: IntervalParts | None = None  # the interval's parts (None: the table carries none)
@@ -187,6 +189,7 @@ def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> Split
         observed_bps=float(r["observed_bps"]),
         method=str(r["method"]),
         widened=bool(r["widened"]),
+        probe_segments=int(r.get("probe_segments", 0)),
         bps_exact=float(r["bps_exact"]) if "bps_exact" in r else None,
         link=_link(r) if placed else None,
         parts=interval_parts(r),
@@ -204,3 +207,71 @@ def split_rows(roles: tuple[str, str], splits: pd.DataFrame) -> dict[str, SplitR
         label -> `SplitRow`, one per row.
     """
     return {str(label): split_row(str(label), r, roles) for label, r in splits.to_dict("index").items()}
+
+
+class PairedRow(Protocol):
+    """What a lead reads of a split: a `SplitRow`, or a bare table's row (`advisor.decide.odds.DrawRow`)."""
+
+    bps: float
+    widened: bool
+    parts: IntervalParts | None
+
+
+@dataclass(frozen=True)
+class LeadParts:
+    """The lead ``ln(X_a / X_b)`` and its variance, split into what a longer log of the same split
+    shrinks (``sampling_var``) and what it does not (``fixed_var``), and the shifts of the lead at
+    the ends of an unidentified sync scaling (0 included)."""
+
+    log_lead: float
+    sampling_var: float
+    fixed_var: float
+    shift_lo: float
+    shift_hi: float
+
+    def interval(self, sampling_scale: float = 1.0) -> tuple[float, float]:
+        """95% interval of ``X_a / X_b - 1``; ``sampling_scale`` multiplies the sampling variance."""
+        half = Z_95 * math.sqrt(self.fixed_var + self.sampling_var * sampling_scale)
+        return math.expm1(self.log_lead + self.shift_lo - half), math.expm1(self.log_lead + self.shift_hi + half)
+
+
+def lead_parts(a: PairedRow, b: PairedRow) -> LeadParts | None:
+    """The lead of split ``a`` over ``b`` from the shared and own parts of their intervals.
+
+    With ``d_j`` the difference of the two splits' coefficients of shared source j (a source both
+    carry alike cancels), the lead's variance is ``sum_j d_j^2 + v_a + v_b``; its sampling part is
+    the ``ERR_SAMPLING`` sources'. The ends of an unidentified sync scaling and the corners of the
+    capacity ranges are one unknown shared by every split, so the lead is compared at the same end:
+    its shifts are the differences of the two rows' shifts there, and 0.
+
+    Args:
+        a: the leading split's row.
+        b: the other split's row.
+
+    Returns:
+        The lead's parts; None where either row has no paired form (no parts, or widened to a
+        measured rate) or a rate is not positive.
+    """
+    if a.parts is None or b.parts is None or a.widened or b.widened:
+        return None
+    if not (a.bps > 0 and b.bps > 0):
+        return None
+    pa, pb = a.parts, b.parts
+    diff = dict(zip(ERR_SHARED, (x - y for x, y in zip(pa.shared_log_per_se, pb.shared_log_per_se))))
+    samp = sum(diff[k] ** 2 for k in ERR_SAMPLING)
+    fixed = sum(diff[k] ** 2 for k in ERR_SHARED if k not in ERR_SAMPLING) + pa.own_var_log2 + pb.own_var_log2
+    if not (math.isfinite(samp) and math.isfinite(fixed)):
+        return None
+    sync = tuple(x - y for x, y in zip(pa.sync_ends_log, pb.sync_ends_log))
+    corners = tuple(x - y for x, y in zip(pa.corners_log, pb.corners_log))
+    shifts = (0.0, *sync, *corners)
+    return LeadParts(
+        log_lead=math.log(a.bps / b.bps), sampling_var=samp, fixed_var=fixed, shift_lo=min(shifts), shift_hi=max(shifts)
+    )
+
+
+def lead_interval(a: PairedRow, b: PairedRow) -> tuple[float, float] | None:
+    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``, `lead_parts`); None
+    where either row has no paired form."""
+    parts = lead_parts(a, b)
+    return parts.interval() if parts is not None else None

@@ -61,13 +61,13 @@ err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``
                     model, run-to-run), ``err_p_split``, ``err_c_split`` (split slope),
                     ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
                     standard error of the error sources all splits share; ``err_own_var``,
-                    ``err_sync_lo``, ``err_sync_hi``; read by `lead_parts`
+                    ``err_sync_lo``, ``err_sync_hi``; read by `advisor.project.rows.lead_parts`
 err_corner_ll, ...  log(b/s at a corner / bps) at the corners of the roles' capacity ranges
                     (a given range or a bound: ``RoleFit.mu_range_bps``), producer end then
                     consumer end (``l`` low, ``h`` high); 0 where no capacity is ranged
 ==================  ===========================================================================
 
-Comparing two splits (`lead_interval`): both projections come from one fit, so most of their
+Comparing two splits (`advisor.project.rows.lead_interval`): both projections come from one fit, so most of their
 uncertainty is shared. The run's own level (sampling, drift, the run-to-run shift) moves every
 split the same way, and the unknown split slope moves the splits on one side of the logged split
 together. Two intervals can overlap while the lead of one split over the other is still certain.
@@ -438,57 +438,6 @@ def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: Sp
 
 ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
 ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
-
-
-@dataclass(frozen=True)
-class LeadParts:
-    """The lead ``ln(X_a / X_b)`` and its variance, split into what a longer log of the same split
-    shrinks (``sampling_var``) and what it does not (``fixed_var``), and the shifts of the lead at
-    the ends of an unidentified sync scaling (0 included)."""
-
-    log_lead: float
-    sampling_var: float
-    fixed_var: float
-    shift_lo: float
-    shift_hi: float
-
-    def interval(self, sampling_scale: float = 1.0) -> tuple[float, float]:
-        """95% interval of ``X_a / X_b - 1``; ``sampling_scale`` multiplies the sampling variance."""
-        half = Z_95 * math.sqrt(self.fixed_var + self.sampling_var * sampling_scale)
-        return math.expm1(self.log_lead + self.shift_lo - half), math.expm1(self.log_lead + self.shift_hi + half)
-
-
-def lead_parts(df: pd.DataFrame, a: str, b: str) -> LeadParts | None:
-    """The lead of split ``a`` over ``b`` from the shared and own parts of their intervals (module
-    docstring); None where either row has no paired form."""
-    if "err_own_var" not in df.columns or bool(df.at[a, "widened"]) or bool(df.at[b, "widened"]):
-        return None
-    xa, xb = float(df.at[a, "bps"]), float(df.at[b, "bps"])
-    if not (xa > 0 and xb > 0):
-        return None
-    corners = tuple(k for k in ERR_CORNERS if k in df.columns)
-    diff = {k: float(df.at[a, k]) - float(df.at[b, k]) for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi") + corners}
-    samp = sum(diff[k] ** 2 for k in ERR_SAMPLING)
-    fixed = (
-        sum(diff[k] ** 2 for k in ERR_SHARED if k not in ERR_SAMPLING)
-        + float(df.at[a, "err_own_var"])
-        + float(df.at[b, "err_own_var"])
-    )
-    if not (math.isfinite(samp) and math.isfinite(fixed)):
-        return None
-    # the ends of an unidentified sync scaling, and the corners of the capacity ranges: one unknown
-    # shared by every split, so the lead is compared at the same end
-    shifts = (0.0, diff["err_sync_lo"], diff["err_sync_hi"]) + tuple(diff[k] for k in corners)
-    return LeadParts(
-        log_lead=math.log(xa / xb), sampling_var=samp, fixed_var=fixed, shift_lo=min(shifts), shift_hi=max(shifts)
-    )
-
-
-def lead_interval(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
-    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``); None where either row
-    has no paired form."""
-    parts = lead_parts(df, a, b)
-    return parts.interval() if parts is not None else None
 
 
 def _comparable(fit: PipelineFit, ob, settings: Settings) -> bool:

@@ -12,15 +12,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds
+from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds, table_rows
 from advisor.decide.probe import ProbeCosts, ProbeNoise, best_probe
 from advisor.decide.reasons import bps_text, reasons, signed_pct
 from advisor.decide.rules import Verdict
 from advisor.present.json import advice_json
 from advisor.present.text import render
-from advisor.project.table import ERR_CORNERS, ERR_SHARED, lead_interval
+from advisor.project.rows import lead_interval
+from advisor.project.table import ERR_CORNERS, ERR_SHARED
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _lead(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
+    """The lead interval of row ``a`` over ``b`` of a bare table, read as records."""
+    rows = {r.label: r for r in table_rows(df)}
+    return lead_interval(rows[a], rows[b])
 
 
 def table(bps, own=None, shared=None, widened=None, low=None, high=None, eta=None, sync=None) -> pd.DataFrame:
@@ -132,7 +139,7 @@ def test_shared_sources_cancel_between_splits():
     the best in every draw however large that source, as its lead's interval says."""
     shared = [[0.5] + [0.0] * (len(ERR_SHARED) - 1)] * 2
     df = table([1.05, 1.0], shared=shared)
-    assert lead_interval(df, "2-1", "1-2")[0] > 0
+    assert _lead(df, "2-1", "1-2")[0] > 0
     o = split_odds(df)
     assert o.of("2-1").p_top == 1.0 and o.of("1-2").p_best == 0.0
     # drawn apart (opposite signs), the same sizes overlap
@@ -144,7 +151,7 @@ def test_the_draws_agree_with_the_leads_interval():
     """Independent own errors: the share of draws where the lead is above the lead interval's
     lower end is about 97.5%."""
     df = table([1.1, 1.0], own=[0.002, 0.003])
-    lo, _ = lead_interval(df, "2-1", "1-2")
+    lo, _ = _lead(df, "2-1", "1-2")
     inp = draw_inputs(df)
     x = draw_rates(inp, 20000, seed=1)
     share = float((x[:, 0] / x[:, 1] - 1.0 > lo).mean())
@@ -308,7 +315,7 @@ def test_a_switch_the_odds_make_says_so_from_the_table(reference):
 
     adv = advise(reference)
     d = replace(adv.decision, verdict=Verdict.SWITCH, action=Verdict.SWITCH, rule="switch", recommended="6-2")
-    text = " ".join(reasons(d, adv.splits, adv.fit, adv.observed))
+    text = " ".join(reasons(d, adv.fit, adv.observed))
     assert f"6-2 projects {bps_text(adv.splits.at['6-2', 'bps'])} b/s against 7-1's" in text
     assert f"expected {signed_pct(d.expected_gain_pct)} ahead of 7-1 by the rest of the job" in text
 
@@ -320,7 +327,7 @@ def test_a_stay_the_odds_make_gives_the_judged_splits_expected_regret(reference)
 
     adv = advise(reference, roles={"target": 6, "drafter": 2})
     d = replace(adv.decision, verdict=Verdict.STAY, action=Verdict.STAY, rule="expected-best", recommended="6-2")
-    text = " ".join(reasons(d, adv.splits, adv.fit, adv.observed))
+    text = " ".join(reasons(d, adv.fit, adv.observed))
     df = adv.splits
     lead = signed_pct(100 * (df.at["7-1", "bps"] / df.at["6-2", "bps"] - 1))
     vs = f"7-1 {bps_text(df.at['7-1', 'bps'])} b/s vs 6-2 {bps_text(df.at['6-2', 'bps'])} b/s"

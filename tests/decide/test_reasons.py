@@ -18,7 +18,7 @@ def test_the_recommendation_is_the_sentences_of_its_decision(reference):
     adv = advise(reference)
     d = adv.decision
     # the reasons, then the odds sentence (issue 34), all from the one decision
-    assert tuple(reasons(d, adv.splits, adv.fit, adv.observed)) + (odds_sentence(d),) == adv.recommendation.reasons
+    assert tuple(reasons(d, adv.fit, adv.observed)) + (odds_sentence(d),) == adv.recommendation.reasons
     assert tuple(holds_unless(d, adv.fit)) == adv.recommendation.holds_unless
     assert advice_json(adv)["queues"]["hs"]["advice"] == queue_text(d.queue)
 
@@ -29,7 +29,7 @@ def test_a_reason_reads_the_rows_it_is_given(reference):
     rows = dict(d.rows)  # the records the decision carries (advisor.project.rows)
     j = rows[d.judged]
     rows[d.judged] = replace(j, consumer=replace(j.consumer, cap_bps=1.2345))
-    first = reasons(replace(d, rows=rows), adv.splits, adv.fit, adv.observed)[0]
+    first = reasons(replace(d, rows=rows), adv.fit, adv.observed)[0]
     assert first.startswith(f"at {d.judged} the ") and "drafter 1.234 b/s" in first
     assert "drafter 1.234 b/s" not in adv.recommendation.reasons[0]
 
@@ -37,7 +37,7 @@ def test_a_reason_reads_the_rows_it_is_given(reference):
 def test_the_measured_reason_comes_from_the_observed_split(reference):
     adv = advise(reference)
     ob = adv.observed
-    measured = reasons(adv.decision, adv.splits, adv.fit, ob)[1]
+    measured = reasons(adv.decision, adv.fit, ob)[1]
     assert measured.startswith(f"measured at {adv.decision.observed} (the log): ")
     assert f"q_hs {ob.hs_mean_depth:.1f}/{adv.fit.hs_cap} on average (full {pct_text(ob.hs_full_share)}" in measured
     assert f"targets blocked {pct_text(ob.producer_blocked)}" in measured

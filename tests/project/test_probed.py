@@ -10,11 +10,18 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.decide.odds import draw_inputs, draw_rates
+from advisor.decide.odds import draw_inputs, draw_rates, table_rows
 from advisor.measure.observe import SegmentRate
 from advisor.project.probed import compare_probed, probe_var
-from advisor.project.table import ERR_SHARED, lead_interval
+from advisor.project.rows import lead_interval
+from advisor.project.table import ERR_SHARED
 from advisor.stats import Z_95
+
+
+def _lead(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
+    """The lead interval of row ``a`` over ``b`` of a bare table, read as records."""
+    rows = {r.label: r for r in table_rows(df)}
+    return lead_interval(rows[a], rows[b])
 
 
 def _segments(rates: list[float]) -> tuple[SegmentRate, ...]:
@@ -111,9 +118,9 @@ def _fit(a_rates: list[float], b_rates: list[float]) -> _Fit:
 def test_a_probed_lead_carries_the_measured_noise_not_the_fit_parts():
     a, b = [9.9, 9.7, 9.8], [9.5, 9.6, 9.7]
     df = _table()
-    before = lead_interval(df, "3-1", "2-2")
+    before = _lead(df, "3-1", "2-2")
     out = compare_probed(_fit(a, b), df)
-    lo, hi = lead_interval(out, "3-1", "2-2")
+    lo, hi = _lead(out, "3-1", "2-2")
     v = probe_var({"3-1": _segments(a), "2-2": _segments(b)})
     floor = 0.01**2
     half = Z_95 * math.sqrt(max(v["3-1"], floor) + max(v["2-2"], floor))

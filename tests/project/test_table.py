@@ -14,7 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.project.table import ERR_SHARED, lead_interval, lead_parts, project
+from advisor.decide.odds import table_rows
+from advisor.project.rows import lead_interval, lead_parts
+from advisor.project.table import ERR_SHARED, project
 from advisor.stats import Z_95
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
@@ -97,31 +99,31 @@ def _pair(a_shared, b_shared, own=(0.0, 0.0), sync=((0.0, 0.0), (0.0, 0.0)), bps
                 "err_sync_hi": sy[1],
             }
         )
-    return pd.DataFrame(rows, index=["a", "b"])
+    return tuple(table_rows(pd.DataFrame(rows, index=["a", "b"])))
 
 
 def test_lead_interval_cancels_what_both_splits_share():
     shared = (0.01, 0.0, 0.05, 0.02, -0.09, 0.0)
-    lo, hi = lead_interval(_pair(shared, shared, own=(0.0001, 0.0001)), "a", "b")
+    lo, hi = lead_interval(*_pair(shared, shared, own=(0.0001, 0.0001)))
     half = Z_95 * math.sqrt(0.0002)
     assert lo == pytest.approx(1.2 * math.exp(-half) - 1) and hi == pytest.approx(1.2 * math.exp(half) - 1)
     # a source that moves only one of them (different bottleneck roles) does not cancel
-    lo2, hi2 = lead_interval(_pair((0, 0, 0.08, 0.0, 0.0, 0.0), (0, 0, 0.0, 0.08, 0.0, 0.0)), "a", "b")
+    lo2, hi2 = lead_interval(*_pair((0, 0, 0.08, 0.0, 0.0, 0.0), (0, 0, 0.0, 0.08, 0.0, 0.0)))
     assert math.log1p(hi2) - math.log(1.2) == pytest.approx(Z_95 * math.hypot(0.08, 0.08))
     # the split slope moves splits on either side of the logged one in opposite directions
-    lo3, hi3 = lead_interval(_pair((0, 0, 0, 0, 0.05, 0), (0, 0, 0, 0, -0.05, 0)), "a", "b")
+    lo3, hi3 = lead_interval(*_pair((0, 0, 0, 0, 0.05, 0), (0, 0, 0, 0, -0.05, 0)))
     assert math.log1p(hi3) - math.log(1.2) == pytest.approx(Z_95 * 0.1)
 
 
 def test_lead_interval_spans_both_ends_of_an_unidentified_sync_scaling():
-    lo, hi = lead_interval(_pair((0,) * 6, (0,) * 6, own=(1e-4, 1e-4), sync=((-0.1, 0.0), (0.0, 0.05))), "a", "b")
+    lo, hi = lead_interval(*_pair((0,) * 6, (0,) * 6, own=(1e-4, 1e-4), sync=((-0.1, 0.0), (0.0, 0.05))))
     half = Z_95 * math.sqrt(2e-4)
     assert math.log1p(lo) == pytest.approx(math.log(1.2) - 0.1 - half)
     assert math.log1p(hi) == pytest.approx(math.log(1.2) - 0.05 + half + 0.05)
 
 
 def test_a_widened_row_has_no_paired_form():
-    assert lead_interval(_pair((0.1,) * 6, (0.1,) * 6, widened=True), "a", "b") is None
+    assert lead_interval(*_pair((0.1,) * 6, (0.1,) * 6, widened=True)) is None
 
 
 @settings(max_examples=60, deadline=None)
@@ -134,7 +136,7 @@ def test_a_widened_row_has_no_paired_form():
 )
 def test_lead_interval_holds_the_projected_lead(coef, own_a, own_b, xa, xb):
     k = len(ERR_SHARED)
-    lo, hi = lead_interval(_pair(coef[:k], coef[k:], own=(own_a, own_b), bps=(xa, xb)), "a", "b")
+    lo, hi = lead_interval(*_pair(coef[:k], coef[k:], own=(own_a, own_b), bps=(xa, xb)))
     assert lo <= xa / xb - 1 <= hi
     # it is never wider than what the two splits' errors would give if nothing were shared
     var = sum(c * c for c in coef) + own_a + own_b
@@ -153,13 +155,13 @@ def test_real_sweep_projections_carry_their_interval_parts():
 
 
 def test_a_longer_log_shrinks_only_the_sampling_part_of_the_lead():
-    parts = lead_parts(_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)), "a", "b")
+    parts = lead_parts(*_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)))
     assert parts.sampling_var == pytest.approx(0.03**2)
     assert parts.fixed_var == pytest.approx(0.02**2 + 0.04**2 + 2e-4)
     lo, hi = parts.interval()
     lo4, hi4 = parts.interval(sampling_scale=0.25)
     assert lo < lo4 < hi4 < hi
-    assert (lo, hi) == lead_interval(_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)), "a", "b")
+    assert (lo, hi) == lead_interval(*_pair((0.03, 0, 0.02, 0, 0, 0), (0, 0, 0, 0, 0.04, 0), own=(1e-4, 1e-4)))
 
 
 @pytest.mark.parametrize("sweep,runs", [("hold16", 144), ("hold16g10", 100)])
