@@ -46,7 +46,7 @@ def legend(adv: Advice, bound: bool) -> str:
     )
     if adv.decision.odds is not None:
         text += "; p best = how likely the split is within 2% of the best"
-    if (adv.splits["method"] == "exact").any():
+    if any(r.method == "exact" for r in adv.rows.values()):
         text += "; s = b/s from exact simulation of the log's step times"
     return text
 
@@ -110,13 +110,13 @@ def _link_cells(row: SplitRow) -> list[str]:
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows, as text cells; the ``bound b/s`` column only where it differs."""
     d = adv.decision
-    exact = "bps_exact" in adv.splits
+    exact = any(r.bps_exact is not None for r in adv.rows.values())
     util = "worker util" if adv.settings.cpu else "gpu util"
     head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", util, "bottleneck", "ETA"]
     if exact:
         head.append("exact b/s")
     engines = adv.settings.gpus_per_worker != (1, 1)
-    nodes = "placement" in adv.splits.columns
+    nodes = any(r.link is not None for r in adv.rows.values())
     if engines:
         head.append("GPUs")
     if nodes:
@@ -210,7 +210,7 @@ def _headline(adv: Advice) -> list[str]:
         lines.append(
             f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): {_rate(o.bps, o.tok_s)}"
         )
-    absent = [lbl for lbl in labels if lbl not in adv.splits.index]
+    absent = [lbl for lbl in labels if lbl not in adv.rows]
     if absent:
         lines.append(
             f"{' and '.join(absent)} {'is not a split' if len(absent) == 1 else 'are not splits'} of "
@@ -300,7 +300,7 @@ def engine_legend(adv: Advice) -> str:
             f"{kc}), "
             f"GPUs = GPUs per role"
         )
-    if "placement" in adv.splits.columns:
+    if any(r.link is not None for r in adv.rows.values()):
         out += "; link = the inter-node link's busy share at that placement"
     return out
 
