@@ -31,7 +31,7 @@ from advisor.ingest import summary
 from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, steps_frame, syncs_frame
 from advisor.ingest.parse import rates_columns
 from advisor.ingest.probes import probe_segments
-from advisor.ingest.ranks import check_same_header, expand, group_name, merge, merged_end, rank_groups
+from advisor.ingest.ranks import check_same_header, expand, group_name, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.scan import scan_run
@@ -274,17 +274,10 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     for g in groups:
         members = [held.pop(i) for i in g]
         name = group_name([display_path(str(f)) for f, _ in members])
-        k = min(s.sample_rows for _, s in members)
-        if any(s.sampled for _, s in members) or any(
-            sum(s.n_steps(r) for _, s in members) > k for r in members[0][1].roles
-        ):
-            # merged as summaries, exactly (advisor.ingest.summary): the run's sample is then the one of
-            # the whole log, as from a folder of the files; frames of samples would not merge so,
-            # and files each below the sample size would together exceed it
-            files = [f for f, _ in members]
-            logs[g[0]] = _run_from_fold(files, _fold_run(files, check=True, held=[s for _, s in members]), name)
-        else:
-            logs[g[0]] = merge([runlog_from_summary(s, str(f), warn=False) for f, s in members], name)
+        # merged as summaries, exactly (advisor.ingest.summary): the run's sample is the one of the
+        # whole log, as from a folder of the files
+        files = [f for f, _ in members]
+        logs[g[0]] = _run_from_fold(files, _fold_run(files, check=True, held=[s for _, s in members]), name)
         dropped.update(g[1:])
     for i in list(held):
         f, summ = held.pop(i)

@@ -18,16 +18,11 @@ For a directory or a glob, files whose headers differ are an error (exit 2) that
 and the first field that differs: they are not one run (a directory left from an earlier run,
 a process started with another config).
 
-Every file is read once (`advisor.ingest.load.load_logs`). A directory or glob is merged as summaries
-(`advisor.ingest.summary`: exact, and the sample of the whole log); so are plain files that are ranks of
-one run when any is sampled or their steps together pass the sample size. Otherwise (small
-files) the merged log is as follows.
-
-The merged log: the first file's header; steps, syncs and rates concatenated and sorted by ``t``
-(ties by role in pipeline order, then worker), worker ids as logged; ``end`` only when every
-file has ended (a run is over when all its processes are), at the latest ``t``, with the worst
-reason (error over interrupted over done) and the messages of the files that gave it; line and
-unknown-event counts summed.
+Every file is read once (`advisor.ingest.load.load_logs`) and the files of one run are merged as
+summaries (`advisor.ingest.summary`: exact, and the sample of the whole log), whether they came as
+a directory, a glob or plain files. The run's end (`merged_end`) is there only when every file
+has ended (a run is over when all its processes are), at the latest ``t``, with the worst reason
+(error over interrupted over done) and the messages of the files that gave it.
 """
 
 from __future__ import annotations
@@ -36,16 +31,11 @@ import glob
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from advisor.errors import LogError, short_repr
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.schema import RunHeader
-
-if TYPE_CHECKING:
-    import pandas as pd  # imported where frames are merged
 
 GLOB_CHARS = "*?["
 LOG_SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -110,20 +100,6 @@ def check_same_header(logs: Sequence[RunLog]) -> None:
             )
 
 
-def _concat(frames: list[pd.DataFrame], roles: Sequence[str] | None = None) -> pd.DataFrame:
-    import pandas as pd
-
-    frames = [f for f in frames if len(f)] or frames[:1]
-    if len(frames) == 1:
-        return frames[0]
-    df = pd.concat(frames, ignore_index=True)
-    keys = [df["t"].to_numpy()]
-    if roles is not None and "role" in df:
-        keys = [df["worker"].to_numpy(), df["role"].cat.codes.to_numpy(), keys[0]]
-    order = np.lexsort(keys)  # last key sorts first: t, then role, then worker
-    return df.iloc[order].reset_index(drop=True)
-
-
 def merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
     """The end of a run from its files' ends (``.end``, ``.path``): None until every file has
     ended; else at the latest ``t``, with the worst reason and the messages of the files that gave it."""
@@ -141,29 +117,6 @@ def merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
     if msgs:
         out["msg"] = "; ".join(msgs)
     return out
-
-
-def merge(logs: Sequence[RunLog], path: str) -> RunLog:
-    """One run from its per-rank logs (headers checked equal); ``path`` names the merged run."""
-    logs = list(logs)
-    if len(logs) == 1:
-        return logs[0]
-    check_same_header(logs)
-    head = logs[0].header
-    unknown: dict[str, int] = {}
-    for lg in logs:
-        for k, v in lg.unknown_events.items():
-            unknown[k] = unknown.get(k, 0) + v
-    return RunLog(
-        path=path,
-        header=head,
-        steps=_concat([lg.steps for lg in logs], list(head.roles)),
-        syncs=_concat([lg.syncs for lg in logs]),
-        rates=_concat([lg.rates for lg in logs]),
-        end=merged_end(logs),
-        n_lines=sum(lg.n_lines for lg in logs),
-        unknown_events=unknown,
-    )
 
 
 def group_name(paths: Sequence[str]) -> str:
