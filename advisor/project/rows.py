@@ -7,7 +7,9 @@ every stage that writes it (projection, refinement, reconciliation, probes, wide
 take ``row.producer.cap_bps`` where they took ``df.at[label, f"cap_{p}_bps"]``. It is the one reader
 of the role-named columns downstream; the names are spelled once, in `advisor.project.columns`. Values
 are the table's, as floats (NaN where the table has NaN). A row's `IntervalParts` carry the parts
-of its 95% interval that the odds' joint draw reads (`advisor.decide.odds`).
+of its 95% interval that the odds' joint draw reads (`advisor.decide.odds`) and that the lead of
+one split over another is built from (`lead_parts`, `lead_interval`). decide/ and the text report
+read only these records, never the table.
 """
 
 from __future__ import annotations
