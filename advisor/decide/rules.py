@@ -1,8 +1,9 @@
 """The verdict, as data: an action with its odds, and cannot-tell only where a probe is worth buying.
 
-Inputs: the table of `advisor.project.table` (every number below is read from its rows), the judged
-split J (``--roles``, else the split the current log ran, when it is in the table), the
-`~advisor.settings.Settings` it was computed with and the `~advisor.decide.evidence.Evidence` of the log.
+Inputs: the projected table's records (`advisor.project.rows.SplitRow`: every number below is read
+from them), the judged split J (``--roles``, else the split the current log ran, when it is in the
+table), the `~advisor.settings.Settings` it was computed with and the
+`~advisor.decide.evidence.Evidence` of the log.
 B is the best split (highest projected b/s), A the runner-up of the recommended split R (the best
 other split). The odds are `advisor.decide.odds`'s: one joint draw of the fit's uncertainty over
 every split, compared by remaining-job time where a switch means a restart (J runs now and the
