@@ -89,8 +89,9 @@ def test_a_role_of_another_name_is_refused(reference):
     cap=st.floats(0.0, 1e6, allow_nan=False),
     share=st.floats(0.0, 1.0),
     exact=st.booleans(),
+    segments=st.one_of(st.none(), st.integers(0, 8)),
 )
-def test_a_row_reads_back_what_the_table_holds(n, m, cap, share, exact):
+def test_a_row_reads_back_what_the_table_holds(n, m, cap, share, exact, segments):
     # the one reader of the role-named columns: whatever the roles are called, each lands in its field
     cols = {"n_a": n, "n_b": m, "cap_a_bps": cap, "cap_b_bps": 2 * cap, "a_blocked": share, "b_starved": 1 - share}
     cols.update(
@@ -100,6 +101,8 @@ def test_a_row_reads_back_what_the_table_holds(n, m, cap, share, exact):
     )  # fmt: skip
     if exact:
         cols["bps_exact"] = 1.1
+    if segments is not None:  # a probe's table (advisor.project.probed) counts its segments per split
+        cols["probe_segments"] = segments
     row = split_row(f"{n}-{m}", cols, ("a", "b"))
     assert isinstance(row, SplitRow) and row.counts == (n, m)
     assert (row.producer.cap_bps, row.consumer.cap_bps) == (cap, 2 * cap)
@@ -108,6 +111,7 @@ def test_a_row_reads_back_what_the_table_holds(n, m, cap, share, exact):
     pc, cc = role_columns(("a", "b"))
     assert (cols[pc.workers], cols[cc.workers], cols[pc.cap_bps], cols[cc.wait_share]) == (n, m, cap, 1 - share)
     assert row.parts is None  # no interval parts in the table: none in the record
+    assert row.probe_segments == (segments or 0)  # no probe: no segments
     table = pd.DataFrame([cols], index=[f"{n}-{m}"])
     assert split_rows(("a", "b"), table) == {f"{n}-{m}": row}
 
