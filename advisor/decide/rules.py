@@ -57,11 +57,12 @@ from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
 from advisor.project.rows import SplitRow, lead_interval, lead_parts
 from advisor.project.sensitivity import Rivals, Sensitivity, sensitivity
-from advisor.project.table import ERR_SHARED, split_label
+from advisor.project.table import ERR_SAMPLING, ERR_SHARED, split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
 
 RESOLVE_GAIN = RESOLUTION  # leads below 2% are within what the model resolves
+_SAMPLING = tuple(ERR_SHARED.index(k) for k in ERR_SAMPLING)  # (producer, consumer) in the parts' order
 LOADER_TIE = 0.01  # splits this close to the loader's cap count as reaching it
 
 
@@ -278,8 +279,8 @@ def _sampling_log_per_se(r: SplitRow) -> tuple[float, float]:
     """The producer's and the consumer's sampling coefficients of a split (0 where it has no parts)."""
     if r.parts is None:
         return 0.0, 0.0
-    by_source = dict(zip(ERR_SHARED, r.parts.shared_log_per_se))
-    return by_source["err_p_samp"], by_source["err_c_samp"]
+    ip, ic = _SAMPLING
+    return r.parts.shared_log_per_se[ip], r.parts.shared_log_per_se[ic]
 
 
 def probe_noise(fit: PipelineFit, rows: Mapping[str, SplitRow], ev: Evidence) -> ProbeNoise:
