@@ -202,14 +202,17 @@ def _fold_run(
         return _fold(files, read(True), check=check, copies=True)
 
 
-def _run_from_fold(files: Sequence[Path], folded: tuple[Summary, list[FileRead]], path: str) -> RunLog:
+def _run_from_fold(
+    files: Sequence[Path], folded: tuple[Summary, list[FileRead]], path: str, *, warn: bool = True
+) -> RunLog:
     """One run from the fold of its per-rank ``files``: the run's end is `ranks`' merged end of
-    the files' own ends."""
+    the files' own ends. ``warn``: warn of the run's unknown events and fields (False where each
+    file was warned of as it was read)."""
     summ, reads = folded
     end = merged_end(reads)
     summ.end = dict(end) if end is not None else None
     summ.paths = [str(f) for f in files]
-    return runlog_from_summary(summ, path)
+    return runlog_from_summary(summ, path, warn=warn)
 
 
 def load_run(files: Sequence[str | Path], path: str) -> RunLog:
@@ -275,9 +278,10 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
         members = [held.pop(i) for i in g]
         name = group_name([display_path(str(f)) for f, _ in members])
         # merged as summaries, exactly (advisor.ingest.summary): the run's sample is the one of the
-        # whole log, as from a folder of the files
+        # whole log, as from a folder of the files; each file was warned of as it was held
         files = [f for f, _ in members]
-        logs[g[0]] = _run_from_fold(files, _fold_run(files, check=True, held=[s for _, s in members]), name)
+        folded = _fold_run(files, check=True, held=[s for _, s in members])
+        logs[g[0]] = _run_from_fold(files, folded, name, warn=False)
         dropped.update(g[1:])
     for i in list(held):
         f, summ = held.pop(i)

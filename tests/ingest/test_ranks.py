@@ -194,3 +194,13 @@ def test_unlistable_directory_is_unusable_not_a_crash(tmp_path):
 def test_missing_file_still_names_it(tmp_path):
     with pytest.raises(LogError, match="no such file"):
         load_logs([tmp_path / "nope.jsonl"])
+
+
+def test_plain_rank_files_warn_of_an_unknown_event_once(single, tmp_path):
+    # each file is warned of as it is read; the run merged from them does not warn again
+    files = split_by_rank(single, tmp_path / "u")
+    with open(files[0], "a") as fh:
+        fh.write(json.dumps({"ev": "mystery", "t": 1.0}) + "\n")
+    adv = advise(files)
+    said = [w for w in adv.warnings if "unknown type" in w]
+    assert len(said) == 1 and "mystery: 1" in said[0]
