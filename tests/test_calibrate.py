@@ -117,6 +117,22 @@ def test_summary_checks(cal):
     assert s["brier"] == pytest.approx((9 * 0.01 + 0.81) / 10)
 
 
+def test_reference_picks_by_each_repeat_and_scores_two_truths(cal):
+    measured = {"3-1": [10.0, 8.0], "2-2": [9.0, 9.4], "1-3": [5.0, 5.0]}
+    truth = {k: sum(v) / len(v) for k, v in measured.items()}
+    one = [{"name": "one", "measured": {"2-2": [4.0]}, "truth": {"2-2": 4.0}}]  # a single repeat: left out
+    ref = cal.reference([{"name": "a", "measured": measured, "truth": truth}, *one])
+    by_repeat = {c["repeat"]: c for c in ref["cases"]}
+    assert [by_repeat[r]["pick"] for r in (0, 1)] == ["3-1", "2-2"]
+    # repeat 0 picks 3-1 (9.0 on average) where 2-2 averages 9.2; held out, 3-1's other repeat 8.0 against 9.4
+    assert by_repeat[0]["in_sample"] == pytest.approx(1 - 9.0 / 9.2)
+    assert by_repeat[0]["held_out"] == pytest.approx(1 - 8.0 / 9.4)
+    assert by_repeat[1]["in_sample"] == 0.0 and by_repeat[1]["held_out"] == pytest.approx(1 - 9.0 / 10.0)
+    assert ref["in_sample"]["max_regret"] == pytest.approx(1 - 9.0 / 9.2) and ref["in_sample"]["within"] == 1
+    assert ref["held_out"]["scored"] == 2 and ref["held_out"]["within"] == 0
+    assert cal.reference(one)["in_sample"] == {"mean_regret": None, "max_regret": None, "within": 0, "scored": 0}
+
+
 def test_small_real_run_agrees_with_its_cases(cal, tmp_path, capsys):
     out = tmp_path / "cal.json"
     assert cal.main(["--sweep", "ded16", "--no-pairs", "--jobs", "2", "--json", str(out), "--code", "test"]) == 0
