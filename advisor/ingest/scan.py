@@ -9,7 +9,9 @@ step fields only, then its few other lines whole (`_Narrow`). Each range's rows 
 column by column with the rules of `advisor.ingest.schema.validate_event` and folded into the
 summary (counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range
 and the summary, whatever the log's length. The files of one run (`scan_run`) are read together,
-many small rank files making one range, each file's header row and end event kept apart.
+many small rank files making one range, each file's header row and end event kept apart; the
+first lines of all the range's files are probed for unknown fields in one polars read
+(`_unknown_pairs_of`), not decoded file by file.
 
 The fast pass never reports a bad line: it gives up (None) wherever it cannot be sure, and the
 exact pass (`advisor.ingest.stream`) reads the file line by line and names the file, line and
@@ -135,20 +137,62 @@ def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[st
     lines = (buf if end < 0 else buf[:end]).split(b"\n")
     if first and not lines[0].strip():
         raise _GiveUp
+    objs = _objects(lines)
+    header_obj = objs[0] if first else None
+    if first and header_obj.get("ev") != "run":
+        raise _GiveUp
+    return header_obj, _unknown_pairs(objs[1 if first else 0 :])
+
+
+def _objects(lines: list[bytes]) -> list[dict[str, Any]]:
+    """The non-blank ``lines`` decoded (one decode of them all, as a JSON array); `_GiveUp` unless
+    each is an object with a text ``ev``."""
     lines = [raw for raw in lines if raw.strip()]
-    try:  # one decode of them all, as a JSON array
+    try:
         objs = json.loads(b"[" + b",".join(lines) + b"]")
     except (ValueError, RecursionError):
         raise _GiveUp from None
     if len(objs) != len(lines) or not all(isinstance(o, dict) and isinstance(o.get("ev"), str) for o in objs):
         raise _GiveUp
-    header_obj = objs[0] if first else None
-    if first and header_obj.get("ev") != "run":
-        raise _GiveUp
+    return objs
+
+
+def _unknown_pairs(objs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """The unknown (event, field) pairs of decoded known events."""
     fields: set[tuple[str, str]] = set()
-    for ev, keys in {(o["ev"], tuple(o)) for o in objs[1 if first else 0 :] if o["ev"] in KNOWN_EVENTS}:
+    for ev, keys in {(o["ev"], tuple(o)) for o in objs if o["ev"] in KNOWN_EVENTS}:
         fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
-    return header_obj, fields
+    return fields
+
+
+def _unknown_pairs_of(lines: bytes) -> set[tuple[str, str]]:
+    """The unknown (event, field) pairs on ``lines`` (whole lines, none blank), as `_probe` finds
+    them; `_GiveUp` unless each is an object with a text ``ev``.
+
+    Polars reads them with every field inferred, and a field is on an event where any of its lines
+    holds it not null. Where that could differ from a decode of each line (an explicit ``null``, or
+    an empty object, which polars may read as null), or where polars refuses them or infers no text
+    ``ev``, they are decoded in Python instead."""
+    import polars as pl
+
+    if not lines:
+        return set()
+    df = None
+    if b"null" not in lines and b"{}" not in lines:
+        try:
+            df = pl.read_ndjson(lines, infer_schema_length=None)
+        except Exception:  # noqa: BLE001  (a shape polars refuses: the decode below decides)
+            df = None
+    if df is None or df.schema.get("ev") != pl.String or df["ev"].null_count():
+        return _unknown_pairs(_objects(lines.split(b"\n")))
+    present = df.group_by("ev").agg(pl.all().is_not_null().any())
+    fields: set[tuple[str, str]] = set()
+    for row in present.iter_rows(named=True):
+        ev = row.pop("ev")
+        if ev in KNOWN_EVENTS:
+            held = [n for n, there in row.items() if there]
+            fields.update((ev, n) for n in unknown_fields(dict.fromkeys(held) | {"ev": ev}))
+    return fields
 
 
 def _role_rate(d: Any, role: str) -> float:
@@ -579,17 +623,26 @@ class _Batches:
             self.send()
 
     def send(self) -> None:
-        """The files held, checked (line lengths, no blank line) and sent to polars as one range."""
+        """The files held, checked (line lengths, no blank line), probed for unknown fields on each
+        file's first ``PROBE_LINES`` lines, and sent to polars as one range."""
         import polars as pl
 
         if not self.held:
             return
         buf = b"".join(self.held)
-        n = pl.col("line").str.len_bytes()
-        shortest, longest = pl.scan_lines(buf).select(n.min().alias("lo"), n.max().alias("hi")).collect().row(0)
-        if shortest == 0 or longest > MAX_LINE_BYTES:
+        lengths = pl.scan_lines(buf).select(pl.col("line").str.len_bytes()).collect().to_series().to_numpy()
+        if not len(lengths) or lengths.min() == 0 or lengths.max() > MAX_LINE_BYTES:
             raise _GiveUp
-        counts = np.array([b.count(b"\n") for b in self.held])
+        ends = np.cumsum(lengths + 1)  # the byte after each line's newline
+        file_ends = np.cumsum([len(b) for b in self.held])
+        if ends[-1] != file_ends[-1]:
+            raise _GiveUp  # (a line break polars reads otherwise than a newline)
+        counts = np.diff(np.searchsorted(ends, file_ends, side="right"), prepend=0)
+        starts = np.cumsum(counts) - counts
+        probed = np.minimum(counts, PROBE_LINES) - 1  # the lines after each file's header
+        self.fields |= _unknown_pairs_of(
+            b"".join(buf[ends[s] : ends[s + k]] for s, k in zip(starts.tolist(), probed.tolist()) if k > 0)
+        )
         prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, int(counts.sum())), counts, self.done)
         self.done += len(self.held)
         self.held, self.size = [], 0
@@ -614,6 +667,18 @@ class _Batches:
         self.scan.summ.n_lines += int(counts.sum())
 
 
+def _header(data: bytes) -> dict[str, Any]:
+    """A file's first line decoded: its 'run' header (`_GiveUp` where it is not one)."""
+    line = data[: data.find(b"\n")]
+    try:
+        obj = json.loads(line) if line.strip() else None
+    except (ValueError, RecursionError):
+        raise _GiveUp from None
+    if not isinstance(obj, dict) or obj.get("ev") != "run":
+        raise _GiveUp
+    return obj
+
+
 def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
     if len({f.resolve() for f in files}) < len(files):
         raise _GiveUp
@@ -627,7 +692,7 @@ def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[
                 data = fh.read(RANGE_BYTES + 1)
             if len(data) > RANGE_BYTES or data[:2] == GZIP_MAGIC or not data.endswith(b"\n"):
                 raise _GiveUp
-            header_obj, found = _probe(data, True)
+            header_obj = _header(data)
             if first_obj is None:
                 first_obj = header_obj
                 scan = _Scan(header_obj, parse_header(header_obj, str(f), 1), str(files[0]), sample_rows)
@@ -635,7 +700,6 @@ def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[
                 batches = _Batches(scan, fields)
             elif _comparable(header_obj) != _comparable(first_obj):
                 raise _GiveUp
-            fields |= found  # (the batches hold this set: new fields are read from the next range on)
             batches.add(data)
         batches.finish()
     finally:

@@ -661,6 +661,41 @@ def test_rank_files_read_together_give_the_summary_of_each_read_alone(sync_log, 
     assert [e for _, e in per_file] == [summarize_log(p).end for p in parts]
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),  # the file
+            st.integers(1, 70),  # its line (the probe reads the first 64)
+            st.sampled_from(["mem", "blokced", "note", "gpu_util"]),
+            st.sampled_from([1, 0.5, "x", None, {}, [], {"a": None}, True]),
+        ),
+        max_size=6,
+    )
+)
+def test_rank_files_read_together_find_the_unknown_fields_each_file_shows(sync_log, tmp_path_factory, extra):
+    """`scan.scan_run` finds a run's unknown fields on each file's first lines in one read of them
+    all; it must find what each file's own read finds (explicit nulls and empty objects included)."""
+    from advisor.ingest import scan
+
+    folder = tmp_path_factory.mktemp("unknown")
+    parts = []
+    for i, p in enumerate(split_by_worker(sync_log, 3)):
+        lines = p.read_bytes().splitlines(keepends=True)
+        for f, line, name, value in extra:
+            if f == i and line < len(lines) - 1:
+                obj = json.loads(lines[line])
+                obj[name] = value
+                lines[line] = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+        out = folder / p.name
+        out.write_bytes(b"".join(lines))
+        parts.append(out)
+    together = scan.scan_run(parts, sample_rows=400)
+    assert together is not None
+    alone = merge_all([scan.scan_log(p, sample_rows=400, max_bytes=1 << 30, max_lines=1 << 30) for p in parts])
+    assert together[0].unknown_fields.keys() == alone.unknown_fields.keys()
+
+
 def test_rank_files_with_a_copy_are_refused_as_one_by_one(sync_log, tmp_path):
     """A copied rank file makes the fast pass give up; the merge one by one names the copy."""
     parts = split_by_worker(sync_log, 3)
