@@ -633,10 +633,13 @@ class _Batches:
         lengths = pl.scan_lines(buf).select(pl.col("line").str.len_bytes()).collect().to_series().to_numpy()
         if not len(lengths) or lengths.min() == 0 or lengths.max() > MAX_LINE_BYTES:
             raise _GiveUp
-        ends = np.cumsum(lengths + 1)  # the byte after each line's newline
         file_ends = np.cumsum([len(b) for b in self.held])
-        if ends[-1] != file_ends[-1]:
-            raise _GiveUp  # (a line break polars reads otherwise than a newline)
+        for eol in (1, 2):  # each line ends in a newline, or each in a carriage return and a newline
+            ends = np.cumsum(lengths + eol)  # the byte after each line's end
+            if ends[-1] == file_ends[-1]:
+                break
+        else:
+            raise _GiveUp  # (line ends of both kinds)
         counts = np.diff(np.searchsorted(ends, file_ends, side="right"), prepend=0)
         starts = np.cumsum(counts) - counts
         probed = np.minimum(counts, PROBE_LINES) - 1  # the lines after each file's header
