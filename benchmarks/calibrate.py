@@ -28,8 +28,8 @@ A reference beside the advisor, the regret of measuring instead of projecting: f
 whose splits all have two or more repeats, and each repeat index r, the split whose r-th repeat
 measured highest (an engineer who ran every split once), scored two ways: against the same truth
 as the advisor (the mean of all repeats, r included: flattering to the reference) and against the
-mean of the other repeats (held out: a noisier truth). Its regrets bound what any picker can show
-on these truths: where it loses 10%, a run-to-run spread of that size sits in the truth itself.
+mean of the other repeats (held out: a noisier truth). Its regrets show how much run-to-run
+spread these truths carry: where it loses 10%, a spread of that size sits in the truth itself.
 
 The acceptance lines (issue 34): an action on >= 90% of sources, mean regret <= 2% and max <= 10%,
 every decile with >= 10 cases within 10 points of its observed share, coverage 90-97% on every
