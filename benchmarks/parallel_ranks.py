@@ -13,6 +13,8 @@ the same ``--lines`` in all for each K. Then, each in a fresh process, the read
 - ``one core``: the read pinned to one core (``sched_setaffinity`` before polars starts its
   threads, and ``POLARS_MAX_THREADS=1``): the baseline;
 - ``all cores``: the read on every core the process may use (polars' threads);
+- ``N cores`` (``2 cores``, ``4 cores``, ...): the read pinned to the first N of them, N polars
+  threads: how the read scales between the two;
 - ``polars one core``, ``polars all cores``: polars alone over the same files (the step fields,
   filtered to steps and summed by role and 1/16 s bin, as the fold's bins are), pinned as above
   or not: the ceiling a reader built on the library can reach, its Python fold aside;
@@ -149,6 +151,10 @@ folder, mode, digest = sys.argv[2], sys.argv[3], sys.argv[4]
 if mode.endswith("one core"):
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     os.environ["POLARS_MAX_THREADS"] = "1"
+elif mode.split()[0].isdigit():  # "4 cores": the first four of the process's cores, four polars threads
+    n = int(mode.split()[0])
+    os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:n]))
+    os.environ["POLARS_MAX_THREADS"] = str(n)
 import polars, polars.testing, pandas   # imported before the clock starts (a CLI run imports them anyway)
 from advisor.ingest.load import summarize_paths
 if mode.startswith("polars"):  # the library alone: the step fields, summed by role and 1/16 s bin
