@@ -33,7 +33,14 @@ and are spread over lanes and time, so the spread of one split's measured rates 
 own noise (machine, placement and drift), not only sampling noise.
 
 Output: ``OUT/<name>.jsonl`` per run and ``OUT/sweep.json`` (one record per run: split, repeat,
-lane, cores, start and end wall times, exit code, duration); ``--tar`` packs the folder.
+lane, cores, start and end wall times, exit code, duration; and the ``machine``: host name, boot
+id, CPU model, threads per core, hypervisor, `machine`); ``--tar`` packs the folder.
+
+Machines. A split's truth is the mean of its repeats on one machine. Two lent machines of the same
+kind are not one machine: three sweeps repeated on one lent later measured 13-37% slower, unevenly
+across splits, and one sweep's best split changed (BENCHMARKS.md 19.17). A virtual machine's
+cores may share physical cores with other guests, which the guest does not see. Repeats recorded
+on another machine (another ``machine.boot_id``) belong in a sweep folder of their own.
 """
 
 from __future__ import annotations
@@ -290,6 +297,30 @@ def fits_budget(budget_s: float | None, elapsed_s: float, duration_s: float, don
     return elapsed_s + duration_s + max(overhead, 0.0) <= budget_s
 
 
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def machine() -> dict:
+    """What identifies the machine a sweep ran on (Linux; fields empty elsewhere): its host name,
+    its boot id (another boot or another machine: another id), the CPU model, how many logical
+    CPUs share cpu0's core, and whether the CPU reports a hypervisor (a virtual machine)."""
+    info = _read("/proc/cpuinfo")
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "")
+    siblings = _read("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").strip()
+    return {
+        "host": os.uname().nodename,
+        "boot_id": _read("/proc/sys/kernel/random/boot_id").strip(),
+        "cpu_model": model,
+        "threads_per_core": len(parse_cores(siblings)) if siblings else None,
+        "hypervisor": " hypervisor " in f" {info.replace(chr(10), ' ')} ",
+    }
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=None, help="G: every split must sum to it")
@@ -377,6 +408,7 @@ def main(argv=None) -> int:
     meta = {
         "argv": sys.argv[1:],
         "cpu_count": os.cpu_count(),
+        "machine": machine(),
         "lanes": lanes,
         "runs": [asdict(r) for r in records],
         "skipped": skipped,

@@ -71,10 +71,20 @@ def test_a_short_real_run_is_pinned_and_logged(sweep, tmp_path):
     meta = json.loads((tmp_path / "s" / "sweep.json").read_text())
     (run,) = meta["runs"]
     assert run["exit_code"] == 130 and run["workers_pinned"] == 3
+    assert meta["machine"] == sweep.machine()
     log = (tmp_path / "s" / "t-1x2-r0.jsonl").read_text().splitlines()
     assert json.loads(log[0])["ev"] == "run" and json.loads(log[-1])["reason"] == "interrupted"
     assert json.loads(log[0])["sync_every"] == 3  # passed through to the trainer
     assert (tmp_path / "s.tar.gz").stat().st_size > 0
+
+
+@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").exists(), reason="needs Linux /proc")
+def test_the_machine_is_identified(sweep):
+    """sweep.json names the machine, so that repeats from two machines are not pooled as one."""
+    m = sweep.machine()
+    assert len(m["boot_id"]) == 36 and m["host"] == os.uname().nodename
+    assert m["threads_per_core"] is None or m["threads_per_core"] >= 1
+    assert isinstance(m["hypervisor"], bool) and isinstance(m["cpu_model"], str)
 
 
 def test_tensor_parallel_splits_count_every_rank(sweep):
