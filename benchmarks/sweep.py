@@ -34,7 +34,7 @@ own noise (machine, placement and drift), not only sampling noise.
 
 Output: ``OUT/<name>.jsonl`` per run and ``OUT/sweep.json`` (one record per run: split, repeat,
 lane, cores, start and end wall times, exit code, duration; and the ``machine``: host name, boot
-id, CPU model, threads per core, hypervisor, `machine`); ``--tar`` packs the folder.
+id, CPU model, threads per core, hypervisor, from `machine`); ``--tar`` packs the folder.
 
 Machines. A split's truth is the mean of its repeats on one machine. Two lent machines of the same
 kind are not one machine: three sweeps repeated on one lent later measured 13-37% slower, unevenly
@@ -317,7 +317,7 @@ def machine() -> dict:
         "boot_id": _read("/proc/sys/kernel/random/boot_id").strip(),
         "cpu_model": model,
         "threads_per_core": len(parse_cores(siblings)) if siblings else None,
-        "hypervisor": " hypervisor " in f" {info.replace(chr(10), ' ')} ",
+        "hypervisor": "hypervisor" in info.split(),  # (a CPU flag)
     }
 
 
