@@ -31,6 +31,10 @@ as the advisor (the mean of all repeats, r included: flattering to the reference
 mean of the other repeats (held out: a noisier truth). Its regrets show how much run-to-run
 spread these truths carry: where it loses 10%, a spread of that size sits in the truth itself.
 
+Each sweep's ``machines``: the boot ids its ``sweep.json`` names (`machines`); the report names a
+sweep whose repeats came from two machines or more, since two machines of one kind can rank the
+splits differently (BENCHMARKS.md 19.17).
+
 The acceptance lines (issue 34): an action on >= 90% of sources, mean regret <= 2% and max <= 10%,
 every decile with >= 10 cases within 10 points of its observed share, coverage 90-97% on every
 sweep.
@@ -74,6 +78,15 @@ def real_sweeps(folder: Path = SWEEP_DIR) -> dict[str, int]:
             continue
         out[d.name] = int(argv[argv.index("--gpus") + 1])
     return out
+
+
+def machines(folder: Path) -> list[str]:
+    """The machines a sweep folder's runs came from, by boot id, where its ``sweep.json`` names them
+    (``machine``, and each ``later`` record's; `benchmarks/sweep.py` writes it): a truth that
+    pools two machines' repeats mixes two truths (BENCHMARKS.md 19.17)."""
+    meta = json.loads((folder / "sweep.json").read_text())
+    found = [meta.get("machine"), *(x.get("machine") for x in meta.get("later", []))]
+    return sorted({m["boot_id"] for m in found if isinstance(m, dict) and m.get("boot_id")})
 
 
 def _key(roles: dict) -> tuple[int, int]:
@@ -152,6 +165,7 @@ def run_sweep(
     return {
         "name": name,
         "gpus": gpus,
+        "machines": machines(folder / name),
         "truth": {f"{n}-{m}": v for (n, m), v in truth.items()},
         "measured": {f"{n}-{m}": v for (n, m), v in measured.items()},
         "cases": cases,
@@ -261,6 +275,7 @@ def summarize(sweeps: list[dict]) -> dict:
     per_sweep = {
         sw["name"]: {
             "gpus": sw["gpus"],
+            "machines": len(sw.get("machines", [])),
             "sources": len(sw["cases"]),
             **coverage(sw["cases"]),
             "actions": sum(c["verdict"] != NO_ACTION for c in sw["cases"]),
@@ -346,6 +361,9 @@ def render(summary: dict, code: str) -> str:
         f"{_pct(s['max_regret'])} ({s['scored']}) | {_pct(c['coverage'], 0)} ({c['inside']}/{c['rates']}) | "
         f"{_pct(c['median_width'])} |"
     )
+    pooled = [f"{name} ({v['machines']})" for name, v in s["per_sweep"].items() if v.get("machines", 0) > 1]
+    if pooled:
+        lines.append(f"\nTruths pooled across machines (mixing their rankings): {', '.join(pooled)}.")
     unscored = s["sources"] - s["scored"]
     lines.append(
         "\nVerdicts: "

@@ -117,6 +117,23 @@ def test_summary_checks(cal):
     assert s["brier"] == pytest.approx((9 * 0.01 + 0.81) / 10)
 
 
+def test_a_sweep_names_the_machines_its_runs_came_from(cal, tmp_path):
+    """Boot ids from ``machine`` and each ``later`` record; none where sweep.json predates them; the
+    report names a sweep whose truths pool two machines."""
+    folder = tmp_path / "s"
+    folder.mkdir()
+    meta = {"argv": [], "machine": {"boot_id": "b"}, "later": [{"machine": {"boot_id": "a"}}, {"argv": []}]}
+    (folder / "sweep.json").write_text(json.dumps(meta))
+    assert cal.machines(folder) == ["a", "b"]
+    (folder / "sweep.json").write_text(json.dumps({"argv": []}))
+    assert cal.machines(folder) == []
+    sweeps = [{"name": "x", "gpus": 2, "machines": ["a", "b"], "cases": []}]
+    sweeps.append({"name": "y", "gpus": 2, "machines": [], "cases": []})
+    s = cal.summarize(sweeps)
+    assert s["per_sweep"]["x"]["machines"] == 2 and s["per_sweep"]["y"]["machines"] == 0
+    assert "Truths pooled across machines (mixing their rankings): x (2)." in cal.render(s, "t")
+
+
 def test_reference_picks_by_each_repeat_and_scores_two_truths(cal):
     measured = {"3-1": [10.0, 8.0], "2-2": [9.0, 9.4], "1-3": [5.0, 5.0]}
     truth = {k: sum(v) / len(v) for k, v in measured.items()}
