@@ -332,3 +332,57 @@ def test_a_run_joins_its_queue_feeder_threads_before_it_returns(tmp_path, crash)
     )
     assert r.stdout.strip() == f"threads: ['MainThread'] code: {1 if crash else 0}", r.stderr
     assert "resource_tracker" not in r.stderr
+
+
+class _Pipe:
+    """A stand-in for q_hs that records what each target does to it, in order."""
+
+    def __init__(self, said: list):
+        self.said = said
+
+    def put(self, item, timeout=None):
+        self.said.append(("put", item["kind"]))
+
+    def close(self):
+        self.said.append(("close",))
+
+    def join_thread(self):
+        self.said.append(("joined",))
+
+
+def test_the_last_target_ends_the_queue_only_after_the_others_flushed_their_batches():
+    """`trainer.workers._finish_target`: a target that is not the last flushes its end of q_hs (its
+    last batch written to the pipe) before it counts as flushed; the last one puts the drafters' end
+    markers only once every other target has, so no marker overtakes a batch."""
+    import multiprocessing as mp
+    import threading
+    from types import SimpleNamespace
+
+    from trainer import workers
+
+    said: list = []
+    cfg = SimpleNamespace(targets=2, drafters=2)
+    release = threading.Event()
+    release.set()
+    ch = SimpleNamespace(
+        hs=_Pipe(said),
+        events=SimpleNamespace(put=lambda msg: None),
+        stop=threading.Event(),
+        release=release,
+        targets_done=mp.Value("i", 1),  # the other target has finished its batches, not yet flushed
+        targets_flushed=mp.Value("i", 0),
+    )
+    spec = SimpleNamespace(cfg=cfg, role="target", index=1)
+    last = threading.Thread(target=workers._finish_target, args=(spec, ch, 5))
+    last.start()
+    time.sleep(0.05)
+    assert said == []  # waiting for the other target's flush
+    said.append(("other flushed",))
+    with ch.targets_flushed.get_lock():
+        ch.targets_flushed.value += 1
+    last.join(5)
+    assert said == [("other flushed",), ("put", "end"), ("put", "end")]
+    said.clear()
+    ch.targets_done.value, ch.targets_flushed.value = 0, 0
+    workers._finish_target(SimpleNamespace(cfg=cfg, role="target", index=0), ch, 5)  # not the last
+    assert said == [("close",), ("joined",)] and ch.targets_flushed.value == 1

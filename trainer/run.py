@@ -471,6 +471,7 @@ class _Run:
                 release=ctx.Event(),
                 start_wall=ctx.Value("d", 0.0),
                 targets_done=ctx.Value("i", 0),
+                targets_flushed=ctx.Value("i", 0),
                 hs_slots=(HsSlots(ctx, cfg.hs_queue_depth, cfg.targets, cfg.drafters) if cfg.emulated else None),
                 link=LinkState(ctx) if cfg.link_bytes_s is not None else None,
             )

@@ -54,6 +54,8 @@ from .config import TrainConfig
 from .lifeline import bind_to_parent
 from .loader import END, is_end
 
+FLUSH_POLL_S = 0.001  # the last target's poll for the others' flushed batches (`_finish_target`)
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -81,6 +83,7 @@ class Channels:
     release: Any  # set by main when all drafters are done: targets may exit
     start_wall: Any  # mp.Value('d'): time.monotonic() at t = 0
     targets_done: Any  # mp.Value('i'): targets that have seen their end marker
+    targets_flushed: Any  # mp.Value('i'): targets whose last batch is in q_hs's pipe (`_finish_target`)
     hs_slots: Any = None  # emulation: HsSlots, the ideal instants of q_hs takes
     link: Any = None  # emulation across nodes: LinkState
 
@@ -280,13 +283,27 @@ def _take(in_q, ch: Channels, spec: WorkerSpec, n: int):
 
 
 def _finish_target(spec: WorkerSpec, ch: Channels, n: int) -> None:
+    """A target out of batches: the last one to finish tells every drafter that no more come.
+
+    A put on a multiprocessing queue returns before the batch reaches the queue's pipe (a feeder
+    thread writes it), so another target's end markers could overtake this target's last batch and
+    a drafter would stop one batch short. So every other target first flushes its feeder (closes
+    its end of q_hs, which it no longer needs, and joins the thread), and the last one waits for
+    that before it puts the markers behind its own batches."""
     cfg = spec.cfg
     with ch.targets_done.get_lock():
         ch.targets_done.value += 1
         last = ch.targets_done.value == cfg.targets
-    if last:  # the last target tells every drafter that no more batches come
+    if last:
+        while ch.targets_flushed.value < cfg.targets - 1 and not ch.stop.is_set():
+            time.sleep(FLUSH_POLL_S)
         for _ in range(cfg.drafters):
             _put(ch.hs, END, ch.stop)
+    else:
+        ch.hs.close()
+        ch.hs.join_thread()
+        with ch.targets_flushed.get_lock():
+            ch.targets_flushed.value += 1
     ch.events.put({"kind": "done", "role": spec.role, "index": spec.index, "steps": n})
     while not ch.release.wait(0.1):
         if ch.stop.is_set():
