@@ -37,10 +37,9 @@ lane, cores, start and end wall times, exit code, duration; and the ``machine``:
 id, CPU model, threads per core, hypervisor, from `machine`); ``--tar`` packs the folder.
 
 Machines. A split's truth is the mean of its repeats on one machine. Two lent machines of the same
-kind are not one machine: three sweeps repeated on one lent later measured 13-37% slower, unevenly
-across splits, and one sweep's best split changed (BENCHMARKS.md 19.17). A virtual machine's
-cores may share physical cores with other guests, which the guest does not see. Repeats recorded
-on another machine (another ``machine.boot_id``) belong in a sweep folder of their own.
+kind are not one machine: they can rank the splits differently (BENCHMARKS.md 19.17). A virtual
+machine's cores may share physical cores with other guests, which the guest does not see. Repeats
+recorded on another machine (another ``machine.boot_id``) belong in a sweep folder of their own.
 """
 
 from __future__ import annotations
