@@ -38,13 +38,13 @@ maximum of a standard normals); for long rounds this is less than the fluid stag
 
     D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.6, 1.0 and 0.5
 
-(calibrated on exact simulation of 127 starved or near-balanced splits, benchmarks/barrier_tail.py:
-G = 16-128, k = 4-64, q_hs 2-40, service SCV 0.01-0.5, a = 1.2-20; with it min(chain, X_bar)
-is within 1.6% of the simulation on average, 3.4% at the 90th percentile, against 6.2% / 13%
-for the chain alone and 2.6% / 6.4% for the pure fluid D = a k / 2, which over-corrects at
-k >= 32 and under-corrects at a > 10. The worst splits, up to 14%, are near-balanced ones at
-G = 64-128 (a close to M, or k = 8 with 28-58 drafters), where neither the chain nor the tail
-describes the round; the exact refinement covers such splits when they are near the best).
+(calibrated on exact simulation of 127 starved or near-balanced splits,
+benchmarks/barrier_tail.py: G = 16-128, k = 4-64, q_hs 2-40, service SCV 0.01-0.5, a = 1.2-20;
+with it min(chain, X_bar) is within 1.6% of the simulation on average, 3.4% at the 90th
+percentile; the pure fluid D = a k / 2 over-corrects at k >= 32 and under-corrects at a > 10.
+The worst splits, up to 14%, are near-balanced ones at G = 64-128 (a close to M, or k = 8 with
+28-58 drafters), where neither the chain nor the tail describes the round; the exact refinement
+covers such splits when they are near the best).
 
 The all-reduce's T_ar seconds add lambda T_ar more. Those batches wait in q_hs and in the hands
 of blocked targets, at most B = b + N of them (the stock that opens the next round, drained at
@@ -81,7 +81,7 @@ passes its bound. Node-local pipelines (`project_local`): one node's pipeline, t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 from functools import cache, lru_cache
 
 import numpy as np
@@ -179,23 +179,13 @@ def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 
     b_eff = min(max((buffer + 1) * 2.0 / scv - 1.0, 0.0), MAX_EFFECTIVE_BUFFER)
     lo = int(math.floor(b_eff))
     frac = b_eff - lo
-    r_lo = _chain_int(n, m, mu_p, mu_c, lo)
-    if frac < 1e-9:
-        res = r_lo
-    else:
+    res = _chain_int(n, m, mu_p, mu_c, lo)
+    if frac >= 1e-9:
         r_hi = _chain_int(n, m, mu_p, mu_c, lo + 1)
-        res = ChainResult(
-            *(
-                a + frac * (b - a)
-                for a, b in zip(
-                    (r_lo.x_bps, r_lo.producer_blocked, r_lo.consumer_starved, r_lo.queue_mean),
-                    (r_hi.x_bps, r_hi.producer_blocked, r_hi.consumer_starved, r_hi.queue_mean),
-                )
-            )
-        )
+        res = ChainResult(*(a + frac * (b - a) for a, b in zip(astuple(res)[:4], astuple(r_hi)[:4])))
     # the queue holds at most `buffer` batches whatever the effective depth says
     scale = buffer / b_eff if b_eff > 0 else 0.0
-    return ChainResult(res.x_bps, res.producer_blocked, res.consumer_starved, min(res.queue_mean * scale, buffer))
+    return replace(res, queue_mean=min(res.queue_mean * scale, buffer))
 
 
 @dataclass(frozen=True)
@@ -396,23 +386,20 @@ def _interval(
     n_consumer: int,
     g: int,
     x: float,
-    state: tuple,
+    r: _SplitRates,
+    b: int,
     res: ChainResult,
-    sync_at: tuple[int, float, float],
-    s: float,
-    tokens_per_batch: float | None,
-    consumer_scaling: float | None,
+    what_if: WhatIf,
 ) -> tuple[float, float, dict]:
-    """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`);
-    ``state`` is the chain's (mu_p, mu_c, buffer, barrier) at this split; ``sync_at`` the sync's
-    ranks, a drafter's seconds per batch in a round and the link's seconds per all-reduce."""
+    """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`) from
+    its rates ``r``, buffer ``b`` and chain result ``res``."""
     p, c = fit.producer, fit.consumer
-    mu_p, mu_c, b, bar = state
+    state = (r.mu_p, r.mu_c, b, r.barrier)  # the chain's at this split
     e_p, e_c = _elasticities(fit, n_producer, n_consumer, x, state)
     # the barrier-tail correction is approximate: part of its size is model error
     bar_se = BARRIER_SE_SHARE * res.barrier_cut
     cse_p, cse_c = fit.contention.rel_se(n_producer, g)
-    tok = tokens_per_batch
+    tok = what_if.tokens_per_batch
     rse = fit.contention.run_se
     # the split slope is one unknown per role: splits on either side of the logged one move
     # opposite ways
@@ -434,13 +421,12 @@ def _interval(
     half = Z_95 * math.sqrt(var)
     lo, hi = x * math.exp(-half), x * math.exp(half)
     ends = [0.0, 0.0]
-    if consumer_scaling is None and not fit.sync.scaling_identified:
+    if what_if.consumer_scaling is None and not fit.sync.scaling_identified:
         # sync cost logged at one drafter count: the interval also spans the projection at the
         # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-        ranks, busy_round, extra_s = sync_at
-        for i, s_end in enumerate(sync_scaling_range(c, fit.sync, ranks, busy_round, extra_s)):
-            if s_end > 0 and s > 0:
-                ends[i] = e_c * math.log(s_end / s)
+        for i, s_end in enumerate(sync_scaling_range(c, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)):
+            if s_end > 0 and r.scaling > 0:
+                ends[i] = e_c * math.log(s_end / r.scaling)
                 x_end = x * math.exp(ends[i])
                 lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
     corners = _corners(fit, n_producer, n_consumer, x, state)
@@ -532,10 +518,9 @@ def _busy_per_batch(fit: PipelineFit, tokens_per_batch: float | None) -> tuple[f
     """Tokens per batch and each role's busy seconds per batch: the logged means, or the token
     model's at ``tokens_per_batch``."""
     p, c = fit.producer, fit.consumer
-    tokens = fit.tokens_mean if tokens_per_batch is None else tokens_per_batch
     if tokens_per_batch is None:
-        return tokens, p.busy_mean_s, c.busy_mean_s
-    return tokens, p.busy_at(tokens), c.busy_at(tokens)
+        return fit.tokens_mean, p.busy_mean_s, c.busy_mean_s
+    return tokens_per_batch, p.busy_at(tokens_per_batch), c.busy_at(tokens_per_batch)
 
 
 def _link_rate(link: LinkStage | None, mu_c_compute: float) -> tuple[float, LinkResult | None]:
@@ -548,35 +533,26 @@ def _link_rate(link: LinkStage | None, mu_c_compute: float) -> tuple[float, Link
 
 
 def _split_rates(
-    fit: PipelineFit,
-    n_consumer: int,
-    busy_s: tuple[float, float],
-    mu_scale: tuple[float, float],
-    consumer_scaling: float | None,
-    link: LinkStage | None,
+    fit: PipelineFit, n_consumer: int, busy_s: tuple[float, float], what_if: WhatIf, link: LinkStage | None
 ) -> _SplitRates:
     """Per-worker rates of one split from each role's busy seconds per batch (contention in them):
-    ``mu = scale / busy``; the consumer's through the link, then times the sync scaling s(M) of its
-    ``ranks`` (``consumer_scaling`` where given), with the sync barrier where k > 0 and M > 1."""
+    ``mu = what_if.mu_scale / busy``; the consumer's through the link, then times the sync scaling
+    s(M) of its ``ranks`` (``what_if.consumer_scaling`` where given), with the sync barrier where
+    k > 0 and M > 1."""
     busy_p, busy_c = busy_s
-    mu_p = mu_scale[0] / busy_p
-    mu_c_compute = mu_scale[1] / busy_c
+    mu_p = what_if.mu_scale[0] / busy_p
+    mu_c_compute = what_if.mu_scale[1] / busy_c
     mu_c_raw, pool = _link_rate(link, mu_c_compute)
     ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
-    sync_link = link.sync_xfer_s if link is not None and ranks > 1 and fit.sync.sync_every > 0 else 0.0
+    k = fit.sync.sync_every
+    sync_link = link.sync_xfer_s if link is not None and ranks > 1 and k > 0 else 0.0
+    t_ar = fit.sync.allreduce_s(ranks) + sync_link
     # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
     busy_round = busy_c * mu_c_compute / mu_c_raw
-    s = (
-        consumer_scaling
-        if consumer_scaling is not None
-        else _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, fit.sync.allreduce_s(ranks) + sync_link)
-    )
-    k = fit.sync.sync_every
-    bar = (
-        _Barrier(k, fit.sync.allreduce_s(ranks) + sync_link, s)
-        if k > 0 and ranks > 1 and n_consumer >= 1 and s > 0
-        else None
-    )
+    s = what_if.consumer_scaling
+    if s is None:
+        s = _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, t_ar)
+    bar = _Barrier(k, t_ar, s) if k > 0 and ranks > 1 and s > 0 else None
     return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, pool, ranks, sync_link, busy_round, s, bar)
 
 
@@ -610,34 +586,6 @@ def _bottleneck(caps: dict[str, float], x: float) -> str:
     return min(caps, key=caps.get)
 
 
-def _split_interval(
-    fit: PipelineFit,
-    n_producer: int,
-    n_consumer: int,
-    gpus: int,
-    x: float,
-    r: _SplitRates,
-    state: tuple,
-    tokens_per_batch: float | None,
-    consumer_scaling: float | None,
-) -> tuple[float, float, dict]:
-    """`_interval` of one split from its rates; ``state`` is ``(buffer, chain result)``."""
-    b, res = state
-    return _interval(
-        fit,
-        n_producer,
-        n_consumer,
-        gpus,
-        x,
-        (r.mu_p, r.mu_c, b, r.barrier),
-        res,
-        (r.ranks, r.busy_round_s, r.sync_link_s),
-        r.scaling,
-        tokens_per_batch,
-        consumer_scaling,
-    )
-
-
 def project_split(
     fit: PipelineFit,
     n_producer: int,
@@ -665,19 +613,16 @@ def project_split(
     ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
     ``gpus_per_worker`` and ``link``: engines of several GPUs and the link (module docstring).
     """
-    tokens_per_batch, consumer_scaling = what_if.tokens_per_batch, what_if.consumer_scaling
-    tokens, busy_p, busy_c = _busy_per_batch(fit, tokens_per_batch)
+    tokens, busy_p, busy_c = _busy_per_batch(fit, what_if.tokens_per_batch)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
     k_p, k_c = fit.contention.scale(n_producer, g)
-    r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if.mu_scale, consumer_scaling, link)
+    r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if, link)
     b = fit.hs_cap if what_if.hs_cap is None else what_if.hs_cap
     x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
     lo = hi = math.nan
     err: dict = {}
     if interval and x > 0:
-        lo, hi, err = _split_interval(
-            fit, n_producer, n_consumer, g, x, r, (b, res), tokens_per_batch, consumer_scaling
-        )
+        lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, r, b, res, what_if)
     caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
     cap_p, cap_c = n_producer * r.mu_p, n_consumer * r.mu_c
     return SplitResult(
