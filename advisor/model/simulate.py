@@ -60,7 +60,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -219,56 +219,33 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
     at the first event past the steady window's end (the last loader departure): the queues'
     drain after it (N pre_cap batches and more at a large G, a quarter of the run) changes no
     completion inside the window; a batch not completed by then has completion time inf."""
-    (
-        target_s,
-        drafter_s,
-        n_target,
-        n_drafter,
-        hs_cap,
-        pre_cap,
-        loader_s,
-        tokens,
-        sync_every,
-        sync_s,
-        warmup_batches,
-        link_s,
-        target_node,
-        drafter_node,
-    ) = (getattr(run, f.name) for f in fields(SimInput))
-    ts_a = _as_times("target_s", target_s, None)
+    ts_a = _as_times("target_s", run.target_s, None)
     n = int(ts_a.shape[0])
-    ds_a = _as_times("drafter_s", drafter_s, n)
-    ls_a = _as_times("loader_s", loader_s, n)
-    tok_a = np.zeros(n) if tokens is None else np.asarray(tokens, dtype=float)
+    ds_a = _as_times("drafter_s", run.drafter_s, n)
+    ls_a = _as_times("loader_s", run.loader_s, n)
+    tok_a = np.zeros(n) if run.tokens is None else np.asarray(run.tokens, dtype=float)
     if tok_a.shape != (n,):
         raise ValueError(f"tokens: expected {n} per-batch counts, got shape {tok_a.shape}")
-    sync_a = np.atleast_1d(np.asarray(sync_s, dtype=float))
+    sync_a = np.atleast_1d(np.asarray(run.sync_s, dtype=float))
     if sync_a.ndim != 1 or sync_a.size == 0 or np.any(sync_a < 0) or not np.all(np.isfinite(sync_a)):
         raise ValueError("sync_s: expected seconds >= 0, a scalar or a non-empty 1-D array")
-    for name, v, lo in (
-        ("n_target", n_target, 1),
-        ("n_drafter", n_drafter, 1),
-        ("hs_cap", hs_cap, 0),
-        ("pre_cap", pre_cap, 1),
-        ("sync_every", sync_every, 0),
-    ):
+    for name, lo in (("n_target", 1), ("n_drafter", 1), ("hs_cap", 0), ("pre_cap", 1), ("sync_every", 0)):
+        v = getattr(run, name)
         if int(v) != v or v < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
-    N, M, hs_cap, pre_cap, k_sync = int(n_target), int(n_drafter), int(hs_cap), int(pre_cap), int(sync_every)
-    if warmup_batches is None:
-        warmup_batches = n // 10
+    N, M, hs_cap, pre_cap = int(run.n_target), int(run.n_drafter), int(run.hs_cap), int(run.pre_cap)
+    k_sync = int(run.sync_every) if M > 1 else 0  # a single rank has nobody to sync with
+    warmup_batches = n // 10 if run.warmup_batches is None else run.warmup_batches
     if not 0 <= warmup_batches < n:
         raise ValueError(f"warmup_batches: expected 0 <= warmup_batches < {n}, got {warmup_batches}")
-    if k_sync > 0 and M == 1:
-        k_sync = 0  # a single rank has nobody to sync with
 
     ts = ts_a.tolist()
     ds = ds_a.tolist()
-    linked = link_s is not None
-    xs = _as_times("link_s", link_s, n).tolist() if linked else []
-    tnode = list(target_node) if linked else []
-    dnode = list(drafter_node) if linked else []
-    if linked and (len(tnode) != int(n_target) or len(dnode) != int(n_drafter)):
+    linked = run.link_s is not None
+    xs = _as_times("link_s", run.link_s, n).tolist() if linked else []
+    tnode = list(run.target_node) if linked else []
+    dnode = list(run.drafter_node) if linked else []
+    if linked and (len(tnode) != N or len(dnode) != M):
         raise ValueError("target_node, drafter_node: one node per worker")
     link_free = [0.0]
 
@@ -559,11 +536,8 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
     hs_mean, hs_share = _depth_profile(D1, S2, t_a, t_b, hs_cap)
     # each prefetch queue's entries and removals in batch order, as D0[Q0 == j] and S1[W1 == j]
     # give them, grouped by one stable sort each (not a mask of all n batches per queue)
-    if N > HEAP_QUEUES:
-        ins = np.split(D0[np.argsort(Q0, kind="stable")], np.cumsum(np.bincount(Q0, minlength=N))[:-1])
-        outs = np.split(S1[np.argsort(W1, kind="stable")], np.cumsum(np.bincount(W1, minlength=N))[:-1])
-    else:
-        ins, outs = [D0[Q0 == j] for j in range(N)], [S1[W1 == j] for j in range(N)]
+    ins = np.split(D0[np.argsort(Q0, kind="stable")], np.cumsum(np.bincount(Q0, minlength=N))[:-1])
+    outs = np.split(S1[np.argsort(W1, kind="stable")], np.cumsum(np.bincount(W1, minlength=N))[:-1])
     pre_mean = np.array([_depth_profile(ins[j], outs[j], t_a, t_b, None)[0] for j in range(N)])
 
     trace = None
