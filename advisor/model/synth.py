@@ -325,14 +325,9 @@ def _header(s: Scenario) -> Run:
 def _prev_free(start: np.ndarray, free: np.ndarray, worker: np.ndarray) -> np.ndarray:
     """For each batch, when its worker was last free before starting it (0 for a first batch)."""
     order = np.lexsort((start, worker))
+    w, f = worker[order], free[order]
     prev = np.zeros(start.shape[0])
-    w = worker[order]
-    f = free[order]
-    same = np.empty(order.shape[0], dtype=bool)
-    same[0] = False
-    same[1:] = w[1:] == w[:-1]
-    shifted = np.concatenate([[0.0], f[:-1]])
-    prev[order] = np.where(same, shifted, 0.0)
+    prev[order[1:]] = np.where(w[1:] == w[:-1], f[:-1], 0.0)  # the same worker's previous batch
     return prev
 
 
@@ -345,9 +340,11 @@ def _rounded(a, decimals: int = _T_DECIMALS) -> list:
 
 
 def _role_step_events(
-    tr, seqs: np.ndarray, t_end_s: float, kind: int, role: str, free_s, prev_s, start_s, finish_s, worker, **more
+    tr, seqs: np.ndarray, t_end_s: float, kind: int, role: str, free_s, prev_s, **more
 ) -> list[tuple[float, int, bytes]]:
-    """Step events (t, kind, line) of one role's batches done by t_end_s; ``more``: field -> f(selected batches)."""
+    """Step events (t, kind, line) of one role's batches done by t_end_s (start, finish and worker
+    from the trace's fields of ``role``); ``more``: field -> f(selected batches)."""
+    start_s, finish_s, worker = (getattr(tr, f"{role}_{f}") for f in ("start_s", "finish_s", "worker"))
     sel = np.flatnonzero(free_s <= t_end_s)
     cols = {
         "worker": worker[sel].tolist(),
@@ -370,11 +367,9 @@ def _step_and_sync_events(
     # --- per-batch step fields ---
     tgt_free_s = tr.target_departure_s
     tgt_prev_s = _prev_free(tr.target_start_s, tgt_free_s, tr.target_worker)
-    dr_free_s = tr.drafter_finish_s.copy()
+    dr_free_s = tr.drafter_finish_s
     sync_round = tr.drafter_sync_round
-    n_closed = tr.sync_end_s.shape[0]
-    has_sync = sync_round >= 0
-    closed = has_sync & (sync_round < n_closed)
+    closed = (sync_round >= 0) & (sync_round < tr.sync_end_s.shape[0])
     # after a step that entered a closed sync round the rank is free at the round's end
     dr_free_after_s = dr_free_s.copy()
     dr_free_after_s[closed] = tr.sync_end_s[sync_round[closed]]
@@ -395,9 +390,6 @@ def _step_and_sync_events(
         "target",
         tgt_free_s,
         tgt_prev_s,
-        tr.target_start_s,
-        tr.target_finish_s,
-        tr.target_worker,
         blocked=lambda sel: _rounded(tgt_free_s[sel] - tr.target_finish_s[sel], 5),
     )
     with_barrier = s.sync_every > 0 and s.n_drafter > 1
@@ -409,9 +401,6 @@ def _step_and_sync_events(
         "drafter",
         dr_free_s,
         dr_prev_s,
-        tr.drafter_start_s,
-        tr.drafter_finish_s,
-        tr.drafter_worker,
         blocked=lambda sel: [0.0] * sel.size,
         loss=lambda sel: _rounded(loss[sel], 4),
         extra=lambda sel: [{"barrier": b} if with_barrier else {} for b in _rounded(barrier_s[sel], 5)],
@@ -439,7 +428,7 @@ def _rates_events(
     snaps = np.arange(1, int(math.floor(t_end_s / w)) + 1) * w
     if not snaps.size:
         return [], 0.0
-    tgt_free_s = tr.target_departure_s
+    tgt_free_s = tr.target_departure_s  # (entering q_hs)
     dr_free_s = tr.drafter_finish_s
     tgt_sorted = np.sort(tgt_free_s)
     t_busy = tr.target_finish_s - tr.target_start_s
@@ -450,8 +439,6 @@ def _rates_events(
     dr_busy_cum = np.concatenate([[0.0], np.cumsum(d_busy[dr_sorted_idx])])
     dr_tok_cum = np.concatenate([[0.0], np.cumsum(tr.tokens[dr_sorted_idx])])
     dr_seq_cum = np.concatenate([[0], np.cumsum(d.seqs[dr_sorted_idx])])
-    hs_in = np.sort(tr.target_departure_s)
-    hs_out = np.sort(tr.drafter_start_s)
     pre_in = [np.sort(tr.loader_departure_s[tr.loader_queue == j]) for j in range(N)]
     pre_out = [np.sort(tr.target_start_s[tr.target_worker == j]) for j in range(N)]
     total_samples = s.samples * s.epochs
@@ -463,7 +450,7 @@ def _rates_events(
     tb_i = np.searchsorted(tgt_sorted, snaps, "right")
     da_i = np.searchsorted(dr_sorted, snaps - w, "right")
     db_i = np.searchsorted(dr_sorted, snaps, "right")
-    hs_depth = depth(hs_in, hs_out)
+    hs_depth = depth(tgt_sorted, np.sort(tr.drafter_start_s))
     pre_depth = np.stack([depth(pre_in[j], pre_out[j]) for j in range(N)], axis=1)
     events: list[tuple[float, int, bytes]] = []
     for i, t in enumerate(snaps.tolist()):
@@ -588,6 +575,20 @@ def shared_cores_log(path, n: int, m: int, host: SharedCores = SharedCores()) ->
     tgt = [{"state": "busy", "left": draw(host.work_t_s), "start": 0.0, "done": 0.0} for _ in range(n)]
     dft = [{"state": "idle", "left": 0.0, "start": 0.0, "free": 0.0, "wait": 0.0} for _ in range(m)]
     queue, held, rows, batch = 0, [], [], 0
+
+    def step(now: float, role: str, worker: int, busy: float, wait: float, blocked: float) -> dict:
+        return {
+            "ev": "step",
+            "t": round(now, 4),
+            "role": role,
+            "worker": worker,
+            "batch": batch,
+            "tokens": 1000,
+            "busy": round(busy, 5),
+            "wait": round(wait, 5),
+            "blocked": round(blocked, 5),
+        }
+
     for k in range(1, int(host.seconds / host.dt_s) + 1):
         now = k * host.dt_s
         busy = sum(w["state"] == "busy" for w in tgt) + sum(d["state"] == "busy" for d in dft)
@@ -599,40 +600,17 @@ def shared_cores_log(path, n: int, m: int, host: SharedCores = SharedCores()) ->
                     w.update(state="held", done=now)
                     held.append(i)
         while held and queue < host.hs_cap:
-            w = tgt[held.pop(0)]
+            i = held.pop(0)
+            w = tgt[i]
             queue += 1
             batch += 1
-            rows.append(
-                {
-                    "ev": "step",
-                    "t": round(now, 4),
-                    "role": "target",
-                    "worker": tgt.index(w),
-                    "batch": batch,
-                    "tokens": 1000,
-                    "busy": round(w["done"] - w["start"], 5),
-                    "wait": 0.0,
-                    "blocked": round(now - w["done"], 5),
-                }
-            )
+            rows.append(step(now, "target", i, w["done"] - w["start"], 0.0, now - w["done"]))
             w.update(state="busy", left=draw(host.work_t_s), start=now)
         for j, d in enumerate(dft):
             if d["state"] == "busy":
                 d["left"] -= host.dt_s * rate
                 if d["left"] <= 0:
-                    rows.append(
-                        {
-                            "ev": "step",
-                            "t": round(now, 4),
-                            "role": "drafter",
-                            "worker": j,
-                            "batch": batch,
-                            "tokens": 1000,
-                            "busy": round(now - d["start"], 5),
-                            "wait": round(d["wait"], 5),
-                            "blocked": 0.0,
-                        }
-                    )
+                    rows.append(step(now, "drafter", j, now - d["start"], d["wait"], 0.0))
                     d.update(state="idle", free=now)
             if d["state"] == "idle" and queue > 0:
                 queue -= 1
