@@ -363,13 +363,8 @@ def to_records(
     out: list[Rates] = []
     prev_t = 0.0
     for step in steps:
-        got: dict[str, Scalar] = {}
-        for key, tag in mapping.items():
-            s = _latest_at(scalars[tag], step)
-            if s is not None:
-                got[key] = s
-        bps_now = {k: s for k, s in got.items() if k in bps_keys and s.step == step}
-        t = round(max(s.wall_time for s in bps_now.values()) - first_wall, 6)
+        got = {key: s for key, tag in mapping.items() if (s := _latest_at(scalars[tag], step)) is not None}
+        t = round(max(s.wall_time for k, s in got.items() if k in bps_keys and s.step == step) - first_wall, 6)
         if t > MAX_TIME_S:  # what a log's reader refuses, import-tb does not write
             raise LogError(
                 source,

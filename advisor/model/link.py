@@ -187,12 +187,9 @@ def pool_mva(
 ) -> list[float]:
     """Per-node drafter throughputs (b/s) of the closed network (module docstring)."""
     resid = xfer_s * (1.0 + scv_x) / 2.0
-    states = 1
-    for m in pop:
-        states *= m + 1
-    if states <= EXACT_MVA_STATES:
+    if math.prod(m + 1 for m in pop) <= EXACT_MVA_STATES:
         # exact recursion over population vectors in order of their total
-        memo: dict[tuple[int, ...], tuple[float, float]] = {tuple(0 for _ in pop): (0.0, 0.0)}
+        memo: dict[tuple[int, ...], tuple[float, float]] = {(0,) * len(pop): (0.0, 0.0)}
         x: list[float] = [0.0] * len(pop)
         for n in sorted(itertools.product(*(range(m + 1) for m in pop)), key=sum):
             if not sum(n):

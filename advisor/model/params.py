@@ -162,10 +162,8 @@ class RoleFit:
     def _budget_log_moments(self, tokens: float) -> tuple[float, float]:
         """Posterior mean and variance of log busy(tokens) (seconds) from the budgets' line."""
         r = tokens / self.budget_tokens_mid
-        vals, wts = [], []
-        for e, lam, w in self.budget_posterior:
-            vals.append(lam + math.log(max(1.0 - e + e * r, 1e-12)))
-            wts.append(w)
+        wts = [w for _, _, w in self.budget_posterior]
+        vals = [lam + math.log(max(1.0 - e + e * r, 1e-12)) for e, lam, _ in self.budget_posterior]
         mean = sum(w * v for w, v in zip(wts, vals))
         var = sum(w * (v - mean) ** 2 for w, v in zip(wts, vals))
         return mean, var + self.budget_level_var
