@@ -513,14 +513,14 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
     bps = in_window / span
     tok_s = float(tok_a[inside].sum() / span)
 
-    zeros_l = np.zeros(1)
-    l_busy = _overlap_by_worker(S0, C0, np.zeros(n, dtype=np.int64), 1, t_a, t_b) / span
-    l_blk = _overlap_by_worker(C0, D0, np.zeros(n, dtype=np.int64), 1, t_a, t_b) / span
-    loader = RoleShares("loader", l_busy, l_blk, np.clip(1 - l_busy - l_blk, 0, 1), zeros_l)
+    def feeding(role: str, start, finish, departure, worker, k: int) -> RoleShares:
+        """The shares of a role that holds its output until it departs (the loader, the targets)."""
+        busy = _overlap_by_worker(start, finish, worker, k, t_a, t_b) / span
+        blk = _overlap_by_worker(finish, departure, worker, k, t_a, t_b) / span
+        return RoleShares(role, busy, blk, np.clip(1 - busy - blk, 0, 1), np.zeros(k))
 
-    t_busy = _overlap_by_worker(S1, C1, W1, N, t_a, t_b) / span
-    t_blk = _overlap_by_worker(C1, D1, W1, N, t_a, t_b) / span
-    target = RoleShares("target", t_busy, t_blk, np.clip(1 - t_busy - t_blk, 0, 1), np.zeros(N))
+    loader = feeding("loader", S0, C0, D0, np.zeros(n, dtype=np.int64), 1)
+    target = feeding("target", S1, C1, D1, W1, N)
 
     d_busy = _overlap_by_worker(S2, C2, W2, M, t_a, t_b) / span
     d_sync = np.zeros(M)

@@ -173,12 +173,9 @@ class Scenario:
     gpus_per_target: int = 1  # GPUs one target engine holds (a TP-k engine); the log's gpus_per_worker
 
     def __post_init__(self):
-        for f in ("n_target", "n_drafter", "pre_cap"):
+        for f, lo in (("n_target", 1), ("n_drafter", 1), ("pre_cap", 1), ("hs_cap", 0), ("sync_every", 0), ("seed", 0)):
             v = getattr(self, f)
-            _check(isinstance(v, (int, np.integer)) and v >= 1, f, f"must be an integer >= 1, got {v!r}")
-        for f in ("hs_cap", "sync_every", "seed"):
-            v = getattr(self, f)
-            _check(isinstance(v, (int, np.integer)) and v >= 0, f, f"must be an integer >= 0, got {v!r}")
+            _check(isinstance(v, (int, np.integer)) and v >= lo, f, f"must be an integer >= {lo}, got {v!r}")
         _check(self.sync_s >= 0, "sync_s", f"must be >= 0, got {self.sync_s}")
         _check(self.sync_scv >= 0, "sync_scv", f"must be >= 0, got {self.sync_scv}")
         _check(self.sync_scaling in ("ring", "flat"), "sync_scaling", f"ring or flat, got {self.sync_scaling!r}")
