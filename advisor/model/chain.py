@@ -452,12 +452,11 @@ def _interval(
 def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
     """Which corners of the roles' capacity ranges (in ``err_corners``' order) rest on the open end
     of a capacity known only from below (a bound)."""
-    ends = [
+    return tuple(
         not (math.isfinite(a) and math.isfinite(c))
         for a in _capacity_ends(fit.producer)
         for c in _capacity_ends(fit.consumer)
-    ]
-    return ends[0], ends[1], ends[2], ends[3]
+    )
 
 
 def _capacity_ends(rf: RoleFit) -> tuple[float, float]:
@@ -486,7 +485,7 @@ def _corners(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[
         for c in range_ends(fit.consumer):
             xc = _pipeline_x(fit, n, m, mu_p * a, mu_c * c, b, bar)[0]
             out.append(math.log(xc / x) if xc > 0 else 0.0)
-    return out[0], out[1], out[2], out[3]
+    return tuple(out)
 
 
 def _link_capacity(pool, sync_s_per_batch: float) -> tuple[float, float]:
