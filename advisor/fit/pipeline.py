@@ -25,10 +25,8 @@ per-hop latency and ring bandwidth terms, non-negative least squares) from the M
 extremes are flat (T_0 at every M: a switch-offloaded or latency-bound collective) and ring
 (``T_0 r(M) / r(M_0)``, ``r(M) = (M-1)/M``, bandwidth-bound, NCCL's usual case). Projections
 use the ring, and each split's interval spans the projection at both extremes
-(`sync_scaling_range`, `advisor.model.chain.project_split`); warned. Projecting at the geometric mean
-of the two instead (the minimax choice for T_ar) was measured and rejected: it brings a flat
-truth within 2.1% but takes ring truths from under 1% to up to 4.0% at far drafter counts (32
-GPUs, 8 drafters logged, 2 projected; benchmarks/VALIDATION.md). With none (only M = 1 seen) it is
+(`sync_scaling_range`, `advisor.model.chain.project_split`); warned (why not their geometric
+mean: benchmarks/VALIDATION.md). With none (only M = 1 seen) it is
 unknown: ``T_ar = 0`` is assumed, said in an :class:`AssumptionWarning`, and the verdict's
 sensitivity to it is shown.
 
@@ -76,7 +74,7 @@ import numpy as np
 from advisor.errors import AssumptionWarning, ContentionWarning, LogError
 from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
-from advisor.fit.roles import StepLines, drift, role_from_rates, role_from_steps, stacked
+from advisor.fit.roles import drift, role_from_rates, role_from_steps, stacked, step_lines
 from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
 from advisor.fit.splits import (
     contention_ref_busy,
@@ -154,41 +152,32 @@ def _fit_steps(measured: Measurement) -> _Roles:
     # logs at another token budget inform the step-time line only; rates and variability
     # come from the logs whose batches match the observed run's
     same = [i for i in with_steps if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_SIZE_TOL]
-    parts = {producer: [], consumer: []}
-    line_parts = {producer: [], consumer: []}
-    walls = {producer: 0.0, consumer: 0.0}
-    for i in with_steps:
-        for r in (producer, consumer):
-            line_parts[r].append(per_log[i][r])
-            if i in same:
-                parts[r].append(per_log[i][r])
-                walls[r] += ms[i].window.duration_s * ms[i].roles[r]
-    frames = {r: stacked(parts[r]) for r in parts}
-    line_frames = {r: stacked(line_parts[r]) for r in line_parts}
+    roles = (producer, consumer)
+    frames = {r: stacked([per_log[i][r] for i in same]) for r in roles}
+    line_frames = {r: stacked([per_log[i][r] for i in with_steps]) for r in roles}
+    walls = {r: sum((ms[i].window.duration_s * ms[i].roles[r] for i in same), 0.0) for r in roles}
     for r, f in frames.items():
         if len(f) < 3:
             raise LogError(ms[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
     cons = frames[consumer]
     tokens_mean = float(cons["tokens"].mean())
     hs = ms[0].log.header.queue_feeding(consumer)
-    with StepLines(line_frames) as lines:
-        contention = fit_contention(ms, same, measured.within, producer, first)
-        in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
-        regimes = fit_regimes(
-            per_log[first],
-            ms[first].window,
-            producer,
-            consumer,
-            REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12),
-        )
-        pfit = role_from_steps(producer, frames[producer], walls[producer], 1, line=lines.get(producer))
-        cfit = role_from_steps(consumer, frames[consumer], walls[consumer], 1, line=lines.get(consumer))
+    lines = step_lines(line_frames)
+    contention = fit_contention(ms, same, measured.within, producer, first)
+    in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
+    regimes = fit_regimes(
+        per_log[first],
+        ms[first].window,
+        producer,
+        consumer,
+        REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12),
+    )
     fits = {}
-    for rf in (pfit, cfit):
-        rf = replace(rf, drift=max(drift(per_log[i][rf.role]) for i in same))
+    for r in roles:
+        rf = replace(role_from_steps(r, frames[r], walls[r], lines[r]), drift=max(drift(per_log[i][r]) for i in same))
         if contention.measured:
             # the line through the logs' means at the observed split replaces the pooled mean
-            ref = contention_ref_busy(ms, same, producer, rf.role, contention)
+            ref = contention_ref_busy(ms, same, producer, r, contention)
             f = ref / rf.busy_mean_s
             rf = replace(
                 rf,
@@ -200,7 +189,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
                 mu_low_bps=rf.mu_low_bps / f,
                 mu_high_bps=rf.mu_high_bps / f,
             )
-        fits[rf.role] = token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
+        fits[r] = token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
     pfit, cfit = fits[producer], fits[consumer]
     tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
     seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
@@ -274,8 +263,9 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
     hs = lg.header.queue_feeding(consumer)
     for f, other, side in ((pfit, consumer, "it feeds"), (cfit, producer, "that feed it")):
         kind = kinds.get(f.role)
+        n = lg.header.roles[f.role]
+        workers = f"{n} worker{'s' if n != 1 else ''}"
         if kind is not None and f.ranged:
-            n = lg.header.roles[f.role]
             lo, hi = (n * v for v in f.mu_range_bps)
             known = (
                 f"at least {lo:.3g} b/s"
@@ -286,21 +276,18 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
                 AssumptionWarning(
                     f"{lg.path}: '{f.role}' cap_bps is logged as "
                     f"{'a lower bound' if kind == 'lower' else 'an upper estimate'}"
-                    f" (header cap_bps_kind), so its capacity is known only as {known} for {n} "
-                    f"worker{'s' if n != 1 else ''}"
+                    f" (header cap_bps_kind), so its capacity is known only as {known} for {workers}"
                 ),
                 stacklevel=4,
             )
         elif f.lower_bound:
-            n = lg.header.roles[f.role]
             # the role's completions are the flow, which the other side paces: through q_hs where
             # the log declares it, else through the hand-off itself
             via = " through q_hs" if hs is not None else ""
             warnings.warn(
                 AssumptionWarning(
-                    f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {n} "
-                    f"worker{'s' if n != 1 else ''}): no 'cap_bps', and its completions are paced{via} by the "
-                    f"'{other}' workers {side}"
+                    f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {workers}): "
+                    f"no 'cap_bps', and its completions are paced{via} by the '{other}' workers {side}"
                 ),
                 stacklevel=4,
             )
@@ -543,13 +530,14 @@ def _given_sync(m: int, sync_s: float, sync_every: int) -> SyncFit:
     One drafter count given: how the collective scales with M is unknown, as from a log at one M
     (the point assumes a ring; the intervals reach a flat cost).
     """
+    measured = m > 1 and sync_s > 0
     return SyncFit(
         sync_every=sync_every,
         latency_s=0.0,
-        bandwidth_s=sync_s / ((m - 1) / m) if m > 1 and sync_s > 0 else 0.0,
-        dur_by_workers={m: sync_s} if m > 1 and sync_s > 0 else {},
-        measured=m > 1 and sync_s > 0,
-        scaling_identified=not (m > 1 and sync_s > 0 and sync_every > 0),
+        bandwidth_s=sync_s / ((m - 1) / m) if measured else 0.0,
+        dur_by_workers={m: sync_s} if measured else {},
+        measured=measured,
+        scaling_identified=not (measured and sync_every > 0),
     )
 
 

@@ -12,17 +12,14 @@ from advisor.model.priors import DEFAULT_SCV
 from advisor.stats import Z_95, batch_means_interval, huber_line
 
 
-def role_from_steps(
-    role: str, steps: pd.DataFrame, wall_s: float, workers: int, line: tuple[float, float, float]
-) -> RoleFit:
-    """Rates, variability and shares from ``steps``; ``line`` is the role's step-time line
-    (`huber_line` on all logs' steps, so that logs at other token budgets pin the slope down;
-    `StepLines`)."""
+def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, line: tuple[float, float, float]) -> RoleFit:
+    """Rates, variability and shares from ``steps`` over ``wall_s`` worker-seconds; ``line`` is the
+    role's step-time line (`step_lines`)."""
     busy = steps["busy"].to_numpy()
     t0, c, r2 = line
     mean = float(busy.mean())
     lo_busy, hi_busy = batch_means_interval(busy)
-    denom = max(wall_s * workers, 1e-12)
+    denom = max(wall_s, 1e-12)
     return RoleFit(
         role=role,
         n_steps=len(busy),
@@ -121,20 +118,7 @@ def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-class StepLines:
-    """Each role's step-time line (`huber_line` on its steps' tokens and busy times), fitted on
-    entering."""
-
-    def __init__(self, line_frames: Mapping[str, pd.DataFrame]):
-        self._xy = {r: (f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
-        self._lines: dict[str, tuple[float, float, float]] = {}
-
-    def __enter__(self) -> StepLines:
-        self._lines = {r: huber_line(*xy) for r, xy in self._xy.items()}
-        return self
-
-    def get(self, role: str) -> tuple[float, float, float]:
-        return self._lines[role]
-
-    def __exit__(self, *exc) -> None:
-        return None
+def step_lines(line_frames: Mapping[str, pd.DataFrame]) -> dict[str, tuple[float, float, float]]:
+    """Each role's step-time line: `huber_line` on its steps' tokens and busy times, over all logs'
+    steps, so that logs at other token budgets pin the slope down."""
+    return {r: huber_line(f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
