@@ -84,13 +84,11 @@ def sampled_loader_and_sync(
         scv = max((loader.scv - (1.0 - p)) / p, 0.0) if p > 0 else loader.scv
         loader = replace(loader, capacity_bps=n / max(w.duration_s, 1e-12), scv=scv)
     if not any(m.log.header.sync_every for m in measured) and sync.measured:
-        ks = []
-        for m in measured:
-            n_workers = m.roles[consumer]
-            if m.sync_count is None or n_workers < 2:
-                continue
-            if m.sync_count:
-                ks.append(int(round(m.sums[consumer]["n"] / n_workers / m.sync_count)))
+        ks = [
+            int(round(m.sums[consumer]["n"] / m.roles[consumer] / m.sync_count))
+            for m in measured
+            if m.sync_count and m.roles[consumer] >= 2
+        ]
         if ks:
             sync = replace(sync, sync_every=max(ks))
     return sync, loader

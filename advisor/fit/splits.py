@@ -115,23 +115,21 @@ def fit_contention(
     consumer = lg.header.consumer
     g = lg.header.engine_gpus
     n_ref = measured[first].roles[producer]
-    per_worker = lg.header.gpus_per_engine
     shown, _ = within_sharing(lg, within)
     prior = shared_prior_se(lg) if shares_compute(lg) or shown else 0.0
     prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
     idx = [i for i in same if measured[i].log.header.engine_gpus == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
+    priors = dict(
+        prior_se=prior,
+        run_se=RUN_SE if prior else 0.0,
+        within=within,
+        prior_k=prior_k,
+        shown_slope=shown,
+        gpus_per_worker=lg.header.gpus_per_engine,
+    )
     if len(set(ns.tolist())) < 2:
-        return ContentionFit.unmeasured(
-            n_ref,
-            g,
-            prior_se=prior,
-            run_se=RUN_SE if prior else 0.0,
-            within=within,
-            prior_k=prior_k,
-            shown_slope=shown,
-            gpus_per_worker=per_worker,
-        )
+        return ContentionFit.unmeasured(n_ref, g, **priors)
     out = {}
     for r in (producer, consumer):
         y = np.array([math.log(measured[i].steps[r]["busy"].mean()) for i in idx])
@@ -159,12 +157,7 @@ def fit_contention(
         measured=True,
         lo_producers=int(ns.min()),
         hi_producers=int(ns.max()),
-        prior_se=prior,
-        run_se=RUN_SE if prior else 0.0,
-        within=within,
-        prior_k=prior_k,
-        shown_slope=shown,
-        gpus_per_worker=per_worker,
+        **priors,
     )
 
 

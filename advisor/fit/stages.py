@@ -46,17 +46,14 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
                 sizes.extend(float(b) for b in ml.syncs["bytes"].dropna() if b > 0)
             if len(d):
                 by_m.setdefault(m, []).extend(d.tolist())
-            if not lg.header.sync_every:
-                # infer steps per sync from counts when the header does not say
-                n_steps = len(ml.steps[consumer]) if consumer in ml.steps else 0
-                if len(d):
+                if not lg.header.sync_every:
+                    # infer steps per sync from counts when the header does not say
+                    n_steps = len(ml.steps[consumer]) if consumer in ml.steps else 0
                     k = max(k, int(round(n_steps / m / len(d))))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
-    size = float(np.mean(sizes)) if sizes else None
+    common = dict(sync_every=k, bytes_per_sync=float(np.mean(sizes)) if sizes else None, round_var_ratio=spread)
     if not means:
-        return SyncFit(
-            sync_every=k, latency_s=0.0, bandwidth_s=0.0, measured=False, bytes_per_sync=size, round_var_ratio=spread
-        )
+        return SyncFit(latency_s=0.0, bandwidth_s=0.0, measured=False, **common)
     ms = np.array(sorted(means), dtype=float)
     ys = np.array([means[int(m)] for m in ms])
     if len(ms) == 1:
@@ -71,14 +68,12 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
             stacklevel=2,
         )
         return SyncFit(
-            sync_every=k,
             latency_s=0.0,
             bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
             dur_by_workers=means,
             measured=True,
             scaling_identified=False,
-            bytes_per_sync=size,
-            round_var_ratio=spread,
+            **common,
         )
     from scipy.optimize import nnls
 
@@ -86,14 +81,12 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])
     coef, _ = nnls(a_mat, ys)
     return SyncFit(
-        sync_every=k,
         latency_s=float(coef[1]),
         bandwidth_s=float(coef[2]),
         fixed_s=float(coef[0]),
         dur_by_workers=means,
         measured=True,
-        bytes_per_sync=size,
-        round_var_ratio=spread,
+        **common,
     )
 
 
