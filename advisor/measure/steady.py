@@ -153,22 +153,61 @@ def _end_of_window(log: RunLog, tail: _Tail, stacklevel: int) -> tuple[float, fl
     return tail.last_s, slower, False
 
 
+def _check_events(log: RunLog, n: int) -> None:
+    """Raise LogError where the consumer's ``n`` completions are too few to fit."""
+    if n < MIN_STEADY_EVENTS + 1:
+        raise LogError(
+            log.path,
+            None,
+            f"has {n} '{log.header.consumer}' steps; at least "
+            f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)",
+        )
+
+
+def _window(
+    log: RunLog,
+    start_s: float,
+    end_s: float,
+    settled: bool,
+    basis: str,
+    n: int,
+    tail_start_s: float,
+    tail_slower: float,
+    stacklevel: int,
+) -> SteadyWindow:
+    """The window from its edges, as shares of the log's duration; warns where the run never settled."""
+    if not settled:
+        warnings.warn(
+            SteadyStateWarning(
+                f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
+                f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"
+            ),
+            stacklevel=stacklevel,
+        )
+    log_end_s = log.duration_s
+    return SteadyWindow(
+        start_s=max(start_s, 0.0),
+        end_s=end_s,
+        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
+        settled=settled,
+        basis=basis,
+        n_events=n,
+        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
+        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
+        tail_slower=tail_slower,
+    )
+
+
 def find_steady(log: RunLog) -> SteadyWindow:
     """The steady window of ``log``; raises LogError when too little data remains to fit."""
     if log.is_sampled(log.header.consumer):
         # a sampled large log (advisor.ingest.summary): the same rule on all its completions, binned in time
         return find_steady_binned(log)
-    log_end_s = end_s = log.duration_s
+    end_s = log.duration_s
     consumer = log.header.consumer
     if log.has_steps:
         done = log.steps.loc[log.steps["role"] == consumer, "t"].to_numpy()
-        if len(done) < MIN_STEADY_EVENTS + 1:
-            raise LogError(
-                log.path,
-                None,
-                f"has {len(done)} '{consumer}' steps; at least "
-                f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)",
-            )
+        _check_events(log, len(done))
         gaps = np.diff(done)
         k, settled = mser_truncation(gaps)
         # the same rule from the end finds the tail; a drain only where input ran out (module docstring)
@@ -209,25 +248,7 @@ def find_steady(log: RunLog) -> SteadyWindow:
         n = int(len(series) - k)
         basis = "rates"
         tail_start_s, tail_slower = end_s, 0.0
-    if not settled:
-        warnings.warn(
-            SteadyStateWarning(
-                f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
-                f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"
-            ),
-            stacklevel=2,
-        )
-    return SteadyWindow(
-        start_s=max(start_s, 0.0),
-        end_s=end_s,
-        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
-        settled=settled,
-        basis=basis,
-        n_events=n,
-        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
-        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
-        tail_slower=tail_slower,
-    )
+    return _window(log, start_s, end_s, settled, basis, n, tail_start_s, tail_slower, stacklevel=3)
 
 
 def find_steady_binned(log: RunLog) -> SteadyWindow:
@@ -241,13 +262,7 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     counts = tot.series(consumer, "n")
     nz = np.flatnonzero(counts)
     n_all = int(counts.sum())
-    if n_all < MIN_STEADY_EVENTS + 1:
-        raise LogError(
-            log.path,
-            None,
-            f"has {n_all} '{consumer}' steps; at least "
-            f"{MIN_STEADY_EVENTS + 1} are needed to fit a steady state (run longer)",
-        )
+    _check_events(log, n_all)
     first, last = int(nz[0]), int(nz[-1])
     # groups of g bins holding ~MIN_GROUP_EVENTS completions on average: counts of a few events
     # are too noisy for the rule (the exact path averages 5 gaps per point for the same reason)
@@ -276,22 +291,4 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     )
     end_s, tail_slower, cut = _end_of_window(log, tail, stacklevel=4)
     n = tail.n_before + (0 if cut else tail.n)
-    if not settled:
-        warnings.warn(
-            SteadyStateWarning(
-                f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
-                f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"
-            ),
-            stacklevel=3,
-        )
-    return SteadyWindow(
-        start_s=start_s,
-        end_s=end_s,
-        warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
-        settled=settled,
-        basis="steps",
-        n_events=n,
-        drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
-        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
-        tail_slower=tail_slower,
-    )
+    return _window(log, start_s, end_s, settled, "steps", n, tail_start_s, tail_slower, stacklevel=4)
