@@ -84,14 +84,9 @@ def segment_rates(segments: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> t
     return tuple(out)
 
 
-def pool_segments(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow]:
-    """One log of a split's probe segments (module docstring) and its window."""
-    log, win, _ = pool_with_rates(segments)
-    return log, win
-
-
 def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, tuple[SegmentRate, ...]]:
-    """`pool_segments`, and each segment's own rate (`segment_rates`)."""
+    """One log of a split's probe segments (module docstring), its window, and each segment's own
+    rate (`segment_rates`)."""
     wins = [find_steady(lg) for lg in segments]
     steps, syncs, rates = [], [], []
     offset = 0.0
@@ -135,32 +130,18 @@ def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, t
 
 
 def pooled_logs(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None]]:
-    """The logs with each probe's segments at one split pooled (`pool_segments`), in the order of
+    """The logs with each probe's segments at one split pooled (`pool_with_rates`), in the order of
     each split's first segment; other logs as given, with None (their window is found as usual)."""
     return [(lg, w) for lg, w, _ in pooled_with_rates(logs)]
 
 
 def pooled_with_rates(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None, tuple[SegmentRate, ...]]]:
     """`pooled_logs`, each pooled log with its segments' own rates (empty for any other log)."""
-    groups: dict[tuple, list[RunLog]] = {}
-    order: list[tuple | int] = []
+    groups: dict[tuple | int, list[RunLog]] = {}  # by probe and split (any other log: by its position)
     for i, lg in enumerate(logs):
         key = probe_key(lg)
-        if key is None:
-            order.append(i)
-        else:
-            if key not in groups:
-                order.append(key)
-            groups.setdefault(key, []).append(lg)
-    out: list[tuple[RunLog, SteadyWindow | None, tuple[SegmentRate, ...]]] = []
-    for item in order:
-        if isinstance(item, int):
-            out.append((logs[item], None, ()))
-        elif len(groups[item]) == 1:
-            out.append((groups[item][0], None, ()))
-        else:
-            out.append(pool_with_rates(groups[item]))
-    return out
+        groups.setdefault(i if key is None else key, []).append(lg)
+    return [(g[0], None, ()) if len(g) == 1 else pool_with_rates(g) for g in groups.values()]
 
 
-__all__ = ["pool_segments", "pool_with_rates", "pooled_logs", "pooled_with_rates", "probe_key", "segment_rates"]
+__all__ = ["pool_with_rates", "pooled_logs", "pooled_with_rates", "probe_key", "segment_rates"]
