@@ -225,16 +225,14 @@ def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray, z: np.ndarr
     nb = int(blocks.max()) + 1
     w = np.ones(len(y))
 
+    def block_sums(a: np.ndarray) -> np.ndarray:
+        """Each column's sum per block (blocks x columns)."""
+        return np.column_stack([np.bincount(blocks, weights=a[:, j], minlength=nb) for j in range(a.shape[1])])
+
     def demean(a: np.ndarray, w: np.ndarray) -> np.ndarray:
         sw = np.maximum(np.bincount(blocks, weights=w, minlength=nb), 1e-12)
-        if a.ndim == 1:
-            return a - (np.bincount(blocks, weights=w * a, minlength=nb) / sw)[blocks]
-        return (
-            a
-            - np.column_stack([np.bincount(blocks, weights=w * a[:, j], minlength=nb) / sw for j in range(a.shape[1])])[
-                blocks
-            ]
-        )
+        cols = a.reshape(len(a), -1)
+        return (cols - (block_sums(w[:, None] * cols) / sw[:, None])[blocks]).reshape(a.shape)
 
     beta = np.zeros(x.shape[1])
     for _ in range(20):
@@ -252,7 +250,7 @@ def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray, z: np.ndarr
     e = yd - xd @ beta
     bread = np.linalg.pinv((zd * w[:, None]).T @ xd)
     u = zd * (w * e)[:, None]
-    scores = np.column_stack([np.bincount(blocks, weights=u[:, j], minlength=nb) for j in range(u.shape[1])])
+    scores = block_sums(u)
     g = len(np.unique(blocks))
     cov = bread @ (scores.T @ scores) @ bread.T * (g / max(g - 1, 1))
     return beta, np.sqrt(np.maximum(np.diag(cov), 0.0))
@@ -299,13 +297,10 @@ def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContenti
     if not names or ok.sum() < MIN_STEPS or len(used) < 3:
         return RoleContention(**base)
     beta, se = _huber_cluster(np.column_stack(cols), np.log(busy[ok]), blocks, np.column_stack(inst))
-    got = dict(zip(names, zip(beta.tolist(), se.tolist())))
-    if "p" in got:
-        base["per_producer"], base["per_producer_se"] = got["p"]
-    if "c" in got:
-        base["per_consumer"], base["per_consumer_se"] = got["c"]
-    if "s" in got:
-        base["starved"], base["starved_se"] = got["s"]
+    fields = {"p": "per_producer", "c": "per_consumer", "s": "starved"}  # (the tokens' slope is not kept)
+    for name, b, b_se in zip(names, beta.tolist(), se.tolist()):
+        if name in fields:
+            base[fields[name]], base[fields[name] + "_se"] = b, b_se
     return RoleContention(**base)
 
 
