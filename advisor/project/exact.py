@@ -116,6 +116,19 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
     )
 
 
+def _services(
+    fit: PipelineFit, pools: Pools, rng: np.random.Generator, n: int, m: int, nb: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """``nb`` batches' tokens and their target and drafter service times at split N-M (the fitted
+    line times a resampled ratio, scaled by the split's contention), drawn in that order; and the
+    drafters' contention factor."""
+    k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
+    tok = rng.choice(pools.tokens, nb)
+    tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb)
+    dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(pools.ratio_c, nb)
+    return tok, tgt, dft, k_c
+
+
 PLACED_BATCHES = 12000
 
 
@@ -150,10 +163,8 @@ def simulate_placed_run(
     rng = np.random.default_rng([seed, n, m])
     b = fit.hs_cap if hs_cap is None else hs_cap
     nb = batches_for(fit, n, m, n_batches, b)
-    k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
-    tok = rng.choice(pools.tokens, nb)
-    tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb) / scale[0]
-    dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(pools.ratio_c, nb) / scale[1]
+    tok, tgt, dft, _ = _services(fit, pools, rng, n, m, nb)
+    tgt, dft = tgt / scale[0], dft / scale[1]
     tnode = [a for a, k in enumerate(placement.producers) for _ in range(k)]
     dnode = [a for a, k in enumerate(placement.consumers) for _ in range(k)]
     link = tok * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
@@ -205,7 +216,6 @@ def simulate_splits(
         raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
     if pools is None:
         pools = gather_pools(fit, logs)
-    ratio_p, ratio_c, tokens_pool, sync_by_m = pools.ratio_p, pools.ratio_c, pools.tokens, pools.sync_by_m
     rng = np.random.default_rng(seed)
     out = np.full(len(splits), np.nan)
     b = fit.hs_cap if hs_cap is None else hs_cap
@@ -219,15 +229,12 @@ def simulate_splits(
     def runs():  # every split's inputs, drawn in order from the one generator as it is simulated
         loader_s: float | np.ndarray = 0.0
         for n, m, nb in sizes:
-            k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
-            tok = rng.choice(tokens_pool, nb)
-            tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(ratio_p, nb)
-            dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(ratio_c, nb)
+            tok, tgt, dft, k_c = _services(fit, pools, rng, n, m, nb)
             if fit.loader.input_bound and fit.loader.capacity_bps:
                 mean_gap = 1.0 / fit.loader.capacity_bps
                 shape = 1.0 / max(fit.loader.scv, 1e-3)
                 loader_s = rng.gamma(shape, mean_gap / shape, nb)
-            sync = sync_by_m.get(m)
+            sync = pools.sync_by_m.get(m)
             sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
             # steps are drawn independently: the rounds' measured extra spread waits at the barrier
             sync_s = np.maximum(sync_s + straggler_excess_s(fit.consumer, fit.sync, m, k_c), 0.0)
