@@ -348,35 +348,24 @@ def widen_for_assumptions(
     link = settings.nodes > 1 and bool(settings.link_bytes_s) and settings.link_source != "measured"
     if not knobs and not link:
         return df
+    # each assumption's two ends: the settings and the engines' rate factors there
+    engine = (1 - ENGINE_SCALING_SE, 1 + ENGINE_SCALING_SE)
+    ends = [[(settings, (f, 1.0) if i == 0 else (1.0, f)) for f in engine] for i in knobs]
+    if link:
+        bw = settings.link_bytes_s
+        ends.append([(replace(settings, link_bytes_s=bw * f), (1.0, 1.0)) for f in (1 - LINK_SE, 1 + LINK_SE)])
     df = df.copy()
     for (n, m), label in zip(pairs, df.index):
         x = float(df.at[label, "bps"])
         if not x > 0:
             continue
         var = 0.0
-        for i in knobs:
-            lo_s, hi_s = [1.0, 1.0], [1.0, 1.0]
-            lo_s[i], hi_s[i] = 1 - ENGINE_SCALING_SE, 1 + ENGINE_SCALING_SE
-            lo = split_capacities(
-                fit, settings, n, m, what_if=WhatIf(mu_scale=tuple(lo_s)), interval=False, routing=routing
-            ).x_bps
-            hi = split_capacities(
-                fit, settings, n, m, what_if=WhatIf(mu_scale=tuple(hi_s)), interval=False, routing=routing
-            ).x_bps
+        for end in ends:
+            lo, hi = (
+                split_capacities(fit, s, n, m, what_if=WhatIf(mu_scale=k), interval=False, routing=routing).x_bps
+                for s, k in end
+            )
             var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
-        if link:
-            ends = [
-                split_capacities(
-                    fit,
-                    replace(settings, link_bytes_s=settings.link_bytes_s * f),
-                    n,
-                    m,
-                    interval=False,
-                    routing=routing,
-                ).x_bps
-                for f in (1 - LINK_SE, 1 + LINK_SE)
-            ]
-            var += (math.log(max(ends[1], 1e-300) / max(ends[0], 1e-300)) / (2 * Z_95)) ** 2
         widen_row(df, label, x, var)
     return df
 
