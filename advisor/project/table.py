@@ -283,7 +283,6 @@ def project(
     ``routing``: force one layout across nodes (`split_capacities`)."""
     p, c = fit.roles
     pc, cc = role_columns(fit.roles)
-    g = settings.gpus
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
     left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
     tokens = settings.tokens_per_batch
@@ -293,9 +292,7 @@ def project(
     observed = {
         (o.roles.get(p, 0), o.roles.get(c, 0)): (o.bps if fit.source.logged else math.nan)
         for o in fit.observed
-        if settings.split_gpus(o.roles.get(p, 0), o.roles.get(c, 0)) == g
-        and not settings.engines_changed
-        and _comparable(fit, o, settings)
+        if _in_table(fit, o, settings)
     }
     rows = []
     for n, m in pairs:
@@ -429,10 +426,15 @@ ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the spl
 ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
 
 
-def _comparable(fit: PipelineFit, ob, settings: Settings) -> bool:
-    """Whether a log's measured rate can be compared with this table (same batch size)."""
-    tokens = _log_tokens(fit, ob)
-    return abs(tokens / settings.tokens_per_batch - 1.0) <= SAME_SIZE_TOL
+def _in_table(fit: PipelineFit, ob, settings: Settings) -> bool:
+    """Whether a log ran one of this table's splits (its G, engine sizes and batch size), so that
+    its measured rate is a row's."""
+    p, c = fit.roles
+    return (
+        settings.split_gpus(ob.roles.get(p, 0), ob.roles.get(c, 0)) == settings.gpus
+        and not settings.engines_changed
+        and abs(_log_tokens(fit, ob) / settings.tokens_per_batch - 1.0) <= SAME_SIZE_TOL
+    )
 
 
 def _log_tokens(fit: PipelineFit, ob) -> float:
@@ -460,12 +462,7 @@ def reconcile(
             continue
         label = split_label(n, m)
         log_gpus = n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1]  # as the log ran
-        in_table = (
-            settings.split_gpus(n, m) == settings.gpus
-            and not settings.engines_changed
-            and _comparable(fit, ob, settings)
-            and label in df.index
-        )
+        in_table = _in_table(fit, ob, settings) and label in df.index
         logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
         if in_table and logged is not None:
             x = placed_split(fit, settings, n, m, logged).x_bps  # as the log ran: its own placement
