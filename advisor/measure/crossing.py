@@ -51,8 +51,7 @@ def crossing(log: RunLog, drafter_steps: pd.DataFrame) -> np.ndarray | None:
     origin = origin[~origin.index.duplicated()]
     src = origin.reindex(drafter_steps["batch"].to_numpy()).to_numpy()
     dst = cnode[drafter_steps["worker"].to_numpy(dtype=np.int64)]
-    out = np.where(np.isnan(src), np.nan, (src != dst).astype(float))
-    return out
+    return np.where(np.isnan(src), np.nan, (src != dst).astype(float))
 
 
 def fcfs_transfers(request_s: np.ndarray, link_s: np.ndarray) -> np.ndarray:

@@ -281,7 +281,6 @@ def refined_ratios(
     ratios as the full one: the caller can simulate while the intervals are computed."""
     if not has_weak_spots(fit, hs_cap):
         return {}
-    b = fit.hs_cap if hs_cap is None else hs_cap
     lockstep = _lockstep(fit, hs_cap)
     bps = splits["bps"].to_numpy(dtype=float).copy()
     n_p, n_c = (splits[r.workers].to_numpy() for r in role_columns(fit.roles))
@@ -298,7 +297,7 @@ def refined_ratios(
         if not len(cand) or left <= 0:
             break
         cand = cand[np.argsort(-bps[cand], kind="stable")[:left]]
-        cost = np.cumsum([batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, b) for i in cand])
+        cost = np.cumsum([batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, hs_cap) for i in cand])
         cand = cand[: max(int((spent + cost <= REFINE_BUDGET).sum()), 1 if not spent else 0)]
         if not len(cand):
             break
@@ -327,19 +326,16 @@ def refine_weak_spots(
 
     Two weak spots (found by benchmarks/validate.py): (1) the chain model sees a sync round only
     as a lower drafter rate; the barrier and all-reduce stop all drafters at once, so with a
-    shallow q_hs the targets block during every pause (up to 4% over-prediction); (2) nearly
-    deterministic steps through a one- or two-slot q_hs fall into lockstep (2.7%). Splits with M > 1 syncing drafters
-    whose analytic
-    rate is within ``REFINE_WITHIN`` of the best are simulated exactly (``REFINE_BATCHES``
-    batches, this module's resampling) and their ``bps`` (and interval, shifted alike) replaced;
-    ``method`` says which rows. Others keep the analytic value: they do not decide the verdict.
-    (1) applies to splits with M > 1 syncing drafters, (2) to every split, both only within
-    ``REFINE_WITHIN`` of the best. At most ``MAX_REFINED`` splits and ``REFINE_BUDGET`` simulated
-    batches in all, the highest projected splits first: near the best, splits at large G are many
-    (about a sixth of G - 1 at G = 64) and each simulation grows with G, so without the caps
-    `--gpus 1024` on a syncing log ran for minutes. The splits left analytic carry barrier idling
-    in their projection (`advisor.model.chain.barrier_rate`). ``ratios``: `refined_ratios` of
-    this table, where the caller has simulated already (else simulated here).
+    shallow q_hs the targets block during every pause (up to 4% over-prediction), at splits with
+    M > 1 syncing drafters; (2) nearly deterministic steps through a one- or two-slot q_hs fall into
+    lockstep (2.7%), at every split. Such splits whose analytic rate is within ``REFINE_WITHIN`` of
+    the best are simulated exactly (``REFINE_BATCHES`` batches, this module's resampling) and their
+    ``bps`` (and interval, shifted alike) replaced; ``method`` says which rows. Others keep the
+    analytic value: they do not decide the verdict. At most ``MAX_REFINED`` splits and
+    ``REFINE_BUDGET`` simulated batches in all, the highest projected splits first (near the best,
+    splits at large G are many, and each simulation grows with G). The splits left analytic carry
+    barrier idling in their projection (`advisor.model.chain.barrier_rate`). ``ratios``:
+    `refined_ratios` of this table, where the caller has simulated already (else simulated here).
     """
     df = splits.copy()
     df["method"] = "analytic"
