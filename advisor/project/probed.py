@@ -112,10 +112,11 @@ def compare_probed(fit: PipelineFit, df: pd.DataFrame) -> pd.DataFrame:
         out.at[lab, "bps_high"] = x * math.exp(half)
         out.at[lab, "widened"] = False
         out.at[lab, "probe_segments"] = len(rates[lab])
-        if "eta_s" in out.columns and float(df.at[lab, "bps"]) > 0:
-            out.at[lab, "eta_s"] = float(df.at[lab, "eta_s"]) * float(df.at[lab, "bps"]) / x
-        if "tok_s" in out.columns and float(df.at[lab, "bps"]) > 0:
-            out.at[lab, "tok_s"] = float(df.at[lab, "tok_s"]) * x / float(df.at[lab, "bps"])
+        was = float(df.at[lab, "bps"])  # the projected rate, which the measured one replaces
+        if "eta_s" in out.columns and was > 0:
+            out.at[lab, "eta_s"] = float(df.at[lab, "eta_s"]) * was / x
+        if "tok_s" in out.columns and was > 0:
+            out.at[lab, "tok_s"] = float(df.at[lab, "tok_s"]) * x / was
     return out
 
 

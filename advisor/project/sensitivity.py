@@ -181,20 +181,19 @@ def sensitivity(
 ) -> Sensitivity:
     """Thresholds against the runner-up, drafter-scaling ties against the best split with fewer
     and with more drafters, and sync levers at the recommended and judged drafter counts."""
-    thresholds: list[Threshold] = []
     runner_up = rivals.runner_up
-    if runner_up is not None:
-        for i, role in enumerate(fit.roles):
-            thresholds.append(
-                Threshold(
-                    role=role,
-                    factor=tie_factor(fit, settings, rec, runner_up, i),
-                    capacity_bps=capacity_of(rec, i),
-                    workers=rec[i],
-                )
-            )
+    thresholds = tuple(
+        Threshold(
+            role=role,
+            factor=tie_factor(fit, settings, rec, runner_up, i),
+            capacity_bps=capacity_of(rec, i),
+            workers=rec[i],
+        )
+        for i, role in enumerate(fit.roles)
+        if runner_up is not None
+    )
     ties = tuple(
         scaling_tie(fit, settings, rec, alt, bottleneck_of) for alt in (rivals.fewer, rivals.more) if alt is not None
     )
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
-    return Sensitivity(thresholds=tuple(thresholds), scaling=ties, levers=lev)
+    return Sensitivity(thresholds=thresholds, scaling=ties, levers=lev)
