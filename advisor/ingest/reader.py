@@ -114,12 +114,8 @@ class _ChunkGuard:
         self, spath: str, raw, gz: bool, max_line_bytes: int, max_bytes: int, max_lines: int, max_ratio: float
     ):
         self.spath, self.raw, self.gz = spath, raw, gz
-        self.max_line_bytes, self.max_bytes, self.max_lines, self.max_ratio = (
-            max_line_bytes,
-            max_bytes,
-            max_lines,
-            max_ratio,
-        )
+        self.max_line_bytes, self.max_bytes = max_line_bytes, max_bytes
+        self.max_lines, self.max_ratio = max_lines, max_ratio
         self.started = False
         self.total = 0
         self.since_nl = 0  # bytes of the current (unfinished) line
@@ -279,8 +275,6 @@ def read_chunks(
                 if not chunk:
                     break
                 yield chunk, guard.check(chunk)
-    except LogError:
-        raise
     except EOFError:  # may still be being written: what decodes is kept (a follower reads on)
         yield from _truncated_tail(path, guard)
     except (zlib.error, gzip.BadGzipFile) as e:
