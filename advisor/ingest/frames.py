@@ -45,20 +45,21 @@ def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -
                 else pd.Series(v).astype(np.int64).to_numpy()
             )
         data[c] = v
-    steps = pd.DataFrame(data, copy=False)
-    if len(steps) > 1 and (np.diff(steps["t"].to_numpy()) < 0).any():
-        steps = steps.sort_values("t", kind="stable").reset_index(drop=True)
-    return steps
+    return _by_t(pd.DataFrame(data, copy=False))
+
+
+def _by_t(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` sorted by t (stable), where it is not in order already."""
+    if len(frame) > 1 and (np.diff(frame["t"].to_numpy()) < 0).any():
+        frame = frame.sort_values("t", kind="stable").reset_index(drop=True)
+    return frame
 
 
 def syncs_frame(cols: Mapping[str, np.ndarray]) -> pd.DataFrame:
     """The ``syncs`` frame from its columns, sorted by t."""
     import pandas as pd
 
-    syncs = pd.DataFrame(cols)
-    if len(syncs) > 1 and (np.diff(syncs["t"].to_numpy()) < 0).any():
-        syncs = syncs.sort_values("t", kind="stable").reset_index(drop=True)
-    return syncs
+    return _by_t(pd.DataFrame(cols))
 
 
 def rates_columns_frame(cols: Mapping[str, np.ndarray], *, merged: bool) -> pd.DataFrame:
@@ -67,6 +68,4 @@ def rates_columns_frame(cols: Mapping[str, np.ndarray], *, merged: bool) -> pd.D
     import pandas as pd
 
     rates = pd.DataFrame(cols)
-    if merged and len(rates) > 1 and (np.diff(rates["t"].to_numpy()) < 0).any():
-        rates = rates.sort_values("t", kind="stable").reset_index(drop=True)
-    return rates
+    return _by_t(rates) if merged else rates
