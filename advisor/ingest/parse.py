@@ -18,9 +18,7 @@ import numpy as np
 from advisor.errors import LogError
 from advisor.ingest.frames import RATES_SCALARS
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, validate_event
-
-_STEP_NUMERIC = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
-_SYNC_NUMERIC = ("t", "workers", "dur", "bytes")
+from advisor.ingest.summary import STEP_FIELDS, SYNC_FIELDS
 
 
 @dataclass(frozen=True)
@@ -98,9 +96,9 @@ def parse_piece(piece: Piece, header: RunHeader, path: str) -> Parsed:
     first_body_line = piece.first_line
     names = list(KNOWN_EVENTS)
     evs: list[int] = []
-    step_fields = _STEP_NUMERIC + header.node_step_fields
+    step_fields = STEP_FIELDS + header.node_step_fields
     step: dict[str, list[Any]] = {n: [] for n in (*step_fields, "role")}
-    sync: dict[str, list[Any]] = {n: [] for n in _SYNC_NUMERIC}
+    sync: dict[str, list[Any]] = {n: [] for n in SYNC_FIELDS}
     rates_objs: list[Mapping[str, Any]] = []
     end_obj = None
     roles = list(header.roles)
@@ -119,7 +117,7 @@ def parse_piece(piece: Piece, header: RunHeader, path: str) -> Parsed:
                 step[n].append(_num(obj.get(n)))
             step["role"].append(roles.index(obj["role"]))
         elif kind == "sync":
-            for n in _SYNC_NUMERIC:
+            for n in SYNC_FIELDS:
                 sync[n].append(_num(obj.get(n)))
         elif kind == "rates":
             rates_objs.append(obj)

@@ -12,7 +12,8 @@ pass here, a small pipeline of named steps:
 3. `_fold`: each piece decoded and checked line by line (`advisor.ingest.parse.parse_piece`),
    which raises at the first bad line naming file, line and field, into a summary of its own,
    folded in order into the file's (`Summary.extend`);
-4. `_finished`: the line count and source, and the check that a rate can be fitted at all.
+4. `_check_usable`: the check that a rate can be fitted at all (`summarize_log`, which also
+   records the file as the summary's source).
 
 Memory does not grow with the log on either pass. A last line cut mid-write (a live log) is
 skipped with a :class:`~advisor.errors.LogWarning`.
@@ -34,11 +35,10 @@ from advisor.ingest import reader
 from advisor.ingest import summary as _summary
 from advisor.ingest.parse import Parsed, Piece, decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
-from advisor.ingest.scan import scan_log, tail_warning
+from advisor.ingest.scan import PROBE_LINES, scan_log, tail_warning
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
-FIELD_PROBE_LINES = 64  # lines of each piece decoded to find unknown fields
 PIECE_BYTES = 16 << 20  # whole lines decoded and folded at once
 
 
@@ -54,7 +54,7 @@ class _Body:
         self.header: RunHeader | None = None
         self.header_obj: dict[str, Any] | None = None
         self.lines_done = 0  # newlines consumed before the current piece
-        self.seen_text = False  # anything but whitespace so far
+        self.seen_text = False  # anything but whitespace so far (`_pieces` sees every chunk)
 
     def piece_summary(self, fields: dict[str, int]) -> Summary:
         """A new summary for one piece, with the unknown fields found in it."""
@@ -64,25 +64,18 @@ class _Body:
 
     def take(self, buf: bytes, end: int, nl: np.ndarray) -> _Taken | None:
         """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``); reads the header first."""
-        pos = 0
+        pos, body_first = 0, self.lines_done + 1
         if self.header is None:
-            pos, lineno = self._header(buf, end)
-            if self.header is None:
-                self.lines_done += len(nl)
-                return None
-            body_first = lineno + 1
-        else:
-            body_first = self.lines_done + 1
+            pos, body_first = self._header(buf, end)  # (no header yet: every line read, pos is end)
         self.lines_done += len(nl)
         if pos >= end:
             return None
-        if not self.seen_text and not buf[pos:end].isspace():
-            self.seen_text = True
         return _Taken(Piece(buf=buf, start=pos, end=end, first_line=body_first), _count_fields(buf, pos, end))
 
     def _header(self, buf: bytes, end: int) -> tuple[int, int]:
         """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
-        the summary starts); the offset past the lines read, and the header's line number."""
+        the summary starts); the offset past the lines read, and the number of the line after
+        the header."""
         pos = 0
         if not self.lines_done and buf.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
             pos = 3
@@ -92,7 +85,6 @@ class _Body:
             raw = buf[pos:cut]
             pos = cut + 1
             if raw.strip():
-                self.seen_text = True
                 obj = decode_line(raw, self.spath, lineno)
                 self.header = parse_header(obj, self.spath, lineno)
                 self.header_obj = obj
@@ -100,7 +92,7 @@ class _Body:
                 self.summ.add_unknown_fields({f"run.{name}": 1 for name in unknown_fields(obj)})
                 break
             lineno += 1
-        return pos, lineno
+        return pos, lineno + 1
 
     def cut_tail(self, n_bytes: int) -> None:
         """The last line, ``n_bytes`` long, is incomplete: skipped (and warned of, where known)."""
@@ -116,13 +108,11 @@ class _Taken:
 
 
 def _count_fields(buf: bytes, start: int, end: int) -> dict[str, int]:
-    """Unknown fields (`schema.unknown_fields`) of one piece: found on its first
-    ``FIELD_PROBE_LINES`` lines, then counted as ``"name":`` over its bytes (no decode per line)."""
-    lines = buf[start:end].split(b"\n", FIELD_PROBE_LINES)[:FIELD_PROBE_LINES]
+    """Unknown fields (`schema.unknown_fields`) of one piece: found on its first ``PROBE_LINES``
+    lines, then counted as ``"name":`` over its bytes (no decode per line)."""
+    lines = buf[start:end].split(b"\n", PROBE_LINES)[:PROBE_LINES]
     objs = [_decoded(raw) for raw in lines if raw.strip()]
-    fields: set[tuple[str, str]] = set()
-    for shape in {(o.get("ev"), tuple(o)) for o in objs if isinstance(o, dict) and isinstance(o.get("ev"), str)}:
-        fields.update((shape[0], name) for name in unknown_fields(dict.fromkeys(shape[1]) | {"ev": shape[0]}))
+    fields = {(o["ev"], name) for o in objs if isinstance(o, dict) for name in unknown_fields(o)}
     return {
         f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
         for ev, name in sorted(fields)
@@ -248,16 +238,6 @@ def _check_usable(summ: Summary, spath: str) -> None:
         ):
             if not pos:
                 raise LogError(spath, None, f"is 0 in every '{role}' step: {why}", field)
-
-
-def _finished(summ: Summary | None, n_lines: int, path: Path) -> Summary:
-    """The summary of the whole file: its line count and source set, and checked usable."""
-    if summ is None:
-        raise LogError(str(path), None, "is empty: a log starts with a 'run' header line")
-    summ.n_lines = n_lines
-    _check_usable(summ, str(path))
-    summ.set_source(path)
-    return summ
 
 
 def exact_summary(
