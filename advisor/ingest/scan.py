@@ -329,12 +329,7 @@ class _Scan:
         if not len(rates):
             return
         cols = {k: rates[k].fill_null(math.nan).to_numpy() for k in RATES_SCALARS}
-        for name, _, _, top in RATES_NUMBERS[1:]:
-            v = cols[name]
-            with np.errstate(invalid="ignore"):
-                if (np.isinf(v) | (v < 0) | ((v > top) if top is not None else False)).any():
-                    raise _GiveUp
-        if rates["bps"].null_count():
+        if not _numbers_ok(cols, RATES_NUMBERS[1:]) or rates["bps"].null_count():
             raise _GiveUp
         for key in ("bps", "cap_bps"):
             objs = json.loads("[" + ",".join(rates[key].fill_null("null").to_list()) + "]")
@@ -542,8 +537,8 @@ def scan_log(
                 n_lines += lines
                 if n_lines > max_lines:
                     return None
-                header_obj, found = _probe(buf, scan is None)
                 first = scan is None
+                header_obj, found = _probe(buf, first)
                 if first:
                     scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
                 fields |= found
@@ -562,10 +557,8 @@ def scan_log(
         if cut_bytes:
             warnings.warn(tail_warning(str(path), n_lines + 1, cut_bytes), stacklevel=4)
         return scan.finish()
-    except (_GiveUp, LogError):
-        return None
-    except Exception:  # noqa: BLE001  anything polars or numpy refuses: the exact pass reads it, and names it
-        return None
+    except Exception:  # noqa: BLE001  _GiveUp, a LogError, or anything polars or numpy refuses:
+        return None  # the exact pass reads it, and names it
 
 
 def _fold_range(scan: _Scan, narrow: _Narrow, first: bool) -> None:
@@ -599,10 +592,8 @@ def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tupl
     """
     try:
         return _scan_run(files, sample_rows)
-    except (_GiveUp, LogError, OSError):
-        return None
-    except Exception:  # noqa: BLE001  anything polars or numpy refuses: the files are read one by one
-        return None
+    except Exception:  # noqa: BLE001  _GiveUp, LogError, OSError, or anything polars or numpy refuses:
+        return None  # the files are read one by one
 
 
 class _Batches:
