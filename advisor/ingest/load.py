@@ -135,8 +135,8 @@ class FileRead:
     end: dict[str, Any] | None  # the file's own last 'end' event
 
     @classmethod
-    def of(cls, path: Path, summ: Summary) -> FileRead:
-        return cls(display_path(str(path)), summ.header, dict(summ.end) if summ.end is not None else None)
+    def of(cls, path: Path, header: RunHeader, end: dict[str, Any] | None) -> FileRead:
+        return cls(display_path(str(path)), header, dict(end) if end is not None else None)
 
 
 def _fold(
@@ -150,7 +150,7 @@ def _fold(
     reads: list[FileRead] = []
     keys: dict[str, list[np.ndarray]] = {}
     for f, summ in zip(files, summaries):
-        read = FileRead.of(f, summ)
+        read = FileRead.of(f, summ.header, summ.end)
         if check and reads:
             check_same_header([reads[0], read])
         reads.append(read)
@@ -177,10 +177,7 @@ def _fold_run(
         got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
         if got is not None:
             summ, per_file = got
-            reads = [
-                FileRead(display_path(str(f)), h, dict(e) if e is not None else None)
-                for f, (h, e) in zip(files, per_file)
-            ]
+            reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, per_file)]
             if check:
                 for read in reads[1:]:
                     check_same_header([reads[0], read])

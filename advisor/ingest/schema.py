@@ -177,10 +177,7 @@ class RunHeader:
         return self.role_names[-1]
 
     def queue_feeding(self, role: str) -> QueueSpec | None:
-        for q in self.queues:
-            if q.feeds == role:
-                return q
-        return None
+        return next((q for q in self.queues if q.feeds == role), None)
 
 
 def default_placement(
@@ -330,7 +327,7 @@ def printable(s: str) -> str:
 
 
 def check_string(
-    obj: Mapping[str, Any], name: str, path: str, line: int | None, *, required: bool = True, default: str | None = None
+    obj: Mapping[str, Any], name: str, path: str, line: int | None, *, required: bool = True
 ) -> str | None:
     if name not in obj or obj[name] is None:
         if required:
@@ -606,8 +603,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                 f"(0..{header.roles[role] - 1})",
                 "worker",
             )
-        if "loss" in obj and obj["loss"] is not None:
-            check_number(obj, "loss", path, line, minimum=None)
+        check_number(obj, "loss", path, line, required=False, minimum=None)
     elif ev == "sync":
         for name, req, integer, top in SYNC_NUMBERS:
             check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
@@ -645,7 +641,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                         )
     elif ev == "end":
         check_number(obj, "t", path, line, maximum=MAX_TIME_S)
-        reason = check_string(obj, "reason", path, line, required=False, default="done")
+        reason = check_string(obj, "reason", path, line, required=False)
         if reason not in END_REASONS:
             raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
     elif ev == "run":

@@ -856,7 +856,7 @@ def copied_keys(keys: Sequence[np.ndarray]) -> bool:
     if len(keys) < 2:
         return False
     held = np.sort(np.concatenate(keys))
-    return bool(len(held) > 1 and (held[1:] == held[:-1]).any())
+    return bool((held[1:] == held[:-1]).any())
 
 
 def merge_all(summaries: Iterable[Summary]) -> Summary:
