@@ -38,6 +38,14 @@ def _human(n: int) -> str:
     return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
 
 
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def _refuse_special(st: os.stat_result, path: str) -> None:
     """Refuse anything but a regular file: a FIFO or a device may never end (or never start)."""
     mode = st.st_mode
@@ -45,17 +53,7 @@ def _refuse_special(st: os.stat_result, path: str) -> None:
         return
     if stat.S_ISDIR(mode):
         raise LogRefused(path, None, "is a directory, not a log file")
-    kind = (
-        "a FIFO (named pipe)"
-        if stat.S_ISFIFO(mode)
-        else "a character device"
-        if stat.S_ISCHR(mode)
-        else "a block device"
-        if stat.S_ISBLK(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "a special file"
-    )
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
     raise LogRefused(
         path,
         None,
