@@ -497,10 +497,6 @@ class _Narrow:
             self.scan.block(others, at, files[rest])
         return True
 
-    def whole(self):
-        """The range read whole, with the fields of its steps' read."""
-        return _parsed(self.buf, self.scan, self.fields)
-
 
 def scan_log(
     path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int, max_line_bytes: int = MAX_LINE_BYTES
@@ -566,7 +562,7 @@ def _fold_range(scan: _Scan, narrow: _Narrow, first: bool) -> None:
     where its rows are not its lines one for one."""
     heads = np.zeros(1 if first else 0, dtype=np.int64)
     if not narrow.fold(heads, np.zeros(narrow.n_lines, dtype=np.int64)):
-        df = narrow.whole()
+        df = _parsed(narrow.buf, scan, narrow.fields)  # (with the fields of its steps' read)
         scan.block(df, heads, np.zeros(len(df), dtype=np.int64))
 
 
