@@ -12,7 +12,7 @@ known field of the event (difflib ratio >= ``FIELD_MATCH_CUTOFF``, e.g. ``blokce
 known name, as a :class:`LogWarning` (the known field then reads as not logged).
 
 This module is the slow, exact path: it validates one decoded event and names the offending
-field. The fast path (`advisor.ingest.parse`) parses whole files into columns and only falls back here
+field. The fast path (`advisor.ingest.scan`) parses whole files into columns and only falls back here
 to find and name the first bad line.
 
 Errors are :class:`LogError` (the CLI maps them to exit code 2); :class:`LogRefused` is the kind
@@ -545,7 +545,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
 
 
 # Numeric fields of each event: (name, required, integer, maximum); the minimum is 0 for all.
-# advisor.ingest.parse checks the same bounds column by column (its fast path) from these tables.
+# advisor.ingest.scan checks the same bounds column by column (its fast path) from these tables.
 STEP_NUMBERS = (
     ("t", True, False, MAX_TIME_S),
     ("worker", True, True, MAX_GPUS),
