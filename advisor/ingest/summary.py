@@ -265,10 +265,6 @@ class _Bins:
             self._arr = np.zeros((self.n_rows, NBINS))
         return self._arr
 
-    @arr.setter
-    def arr(self, value: np.ndarray) -> None:
-        self._arr = value
-
     def _also_used(self, rows: np.ndarray, cols: int) -> None:
         """Sums were added to ``rows`` up to bin ``cols``: `used` stays known, where it was."""
         if self._used is not None:
@@ -309,12 +305,12 @@ class _Bins:
             pass
         elif f >= NBINS:
             total = self.arr[rows].sum(axis=1)
-            self.arr = np.zeros_like(self.arr)
+            self._arr = np.zeros_like(self.arr)
             self.arr[rows, 0] = total
         else:
             # only the rows that hold anything, where known (`used`): the others stay zero
             folded = self.arr[rows].reshape(len(rows), NBINS // f, f).sum(axis=2)
-            self.arr = np.zeros_like(self.arr)
+            self._arr = np.zeros_like(self.arr)
             self.arr[rows, : NBINS // f] = folded
         if self._used is not None:
             cols = self._used[1]
