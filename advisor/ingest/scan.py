@@ -326,8 +326,6 @@ class _Scan:
         are checked column by column."""
         import polars as pl
 
-        if not len(rates):
-            return
         cols = {k: rates[k].fill_null(math.nan).to_numpy() for k in RATES_SCALARS}
         if not _numbers_ok(cols, RATES_NUMBERS[1:]) or rates["bps"].null_count():
             raise _GiveUp
