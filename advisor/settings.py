@@ -228,7 +228,6 @@ class Options:
         "With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine "
         "size to the logged one, e.g. target=0.9 (1: linear). An assumption you give.",
         *_ENGINES,
-        cli=str,
         lo=MIN_ENGINE_SCALING,
         hi=MAX_ENGINE_SCALING,
         role_map=True,
@@ -345,14 +344,7 @@ class Options:
 
     def over(self, base: Options) -> Options:
         """``base`` with the fields set here (not None) put over it: the command line over a config."""
-        return replace(
-            base,
-            **{
-                f.name: getattr(self, f.name)
-                for f in fields(self)
-                if getattr(self, f.name) is not None and getattr(self, f.name) != f.default
-            },
-        )
+        return replace(base, **{name: v for name, v in self.given().items() if v is not None})
 
 
 def option_fields() -> dict[str, Any]:
@@ -367,13 +359,10 @@ def _checked(flag: Flag, value: Any) -> Any:
     if flag.role_map:
         whole = flag.name != "--engine-scaling"
         return parse_role_values(flag.name, value, whole=whole, lo=flag.lo, hi=flag.hi, example=flag.example)
-    if flag.cli is bool:
-        if not isinstance(value, bool):
-            raise SettingsError(flag.name, f"must be true or false, got {short_repr(value)}")
-        return value
-    if flag.cli is str:
-        if not isinstance(value, str):
-            raise SettingsError(flag.name, f"must be text, got {short_repr(value)}")
+    if flag.cli in (bool, str):
+        if not isinstance(value, flag.cli):
+            what = "true or false" if flag.cli is bool else "text"
+            raise SettingsError(flag.name, f"must be {what}, got {short_repr(value)}")
         return value
     if flag.cli is int:
         return _whole(flag.name, value, flag.lo, flag.hi)
@@ -440,10 +429,8 @@ def parse_role_values(
                 ) from None
     else:
         raise SettingsError(option, f"expected role=value pairs like {example}, got {short_repr(text)}")
-    out: dict[str, Any] = {}
-    for name, v in items:
-        out[name] = (_whole if whole else _real)(f"{option} {name}", v, lo, hi)
-    return out
+    check = _whole if whole else _real
+    return {name: check(f"{option} {name}", v, lo, hi) for name, v in items}
 
 
 def check_role_names(option: str, given: Mapping[str, Any] | None, roles: Sequence[str]) -> dict[str, Any]:
