@@ -166,22 +166,6 @@ def _read_config(path: Path) -> tuple[dict[str, Any], str]:
         raise LogError(sp, None, "is not valid TOML for a gate (nested too deeply)") from None
 
 
-def _check_profile_paths(path: Path, prof: Sequence[str], text: str) -> None:
-    """A profile entry that names nothing is an error of the config: its file, line and key."""
-    start = _line_of(text, "profile") or 1
-    lines = text.splitlines()
-    for entry in prof:
-        p = path.parent / entry
-        if os.path.exists(p) or (any(c in entry for c in GLOB_CHARS) and glob.glob(str(p))):  # False on ENAMETOOLONG
-            continue
-        # the line of the entry itself (a list may span lines), else the line of `profile`
-        line = next((i for i in range(start, len(lines) + 1) if entry in lines[i - 1]), start)
-        what = "matches no file" if any(c in entry for c in GLOB_CHARS) else "names no such file"
-        raise LogError(
-            str(path), line, f"{what} '{entry}' (looked for {p}: paths are relative to the config's folder)", "profile"
-        )
-
-
 def load_config(path: Path) -> dict[str, Any]:
     """Read and validate a gate config; paths come back resolved against the config's folder.
 
@@ -218,7 +202,20 @@ def _profile_entries(cfg: Mapping[str, Any], path: Path, text: str) -> list[str]
         prof = [prof]
     if not isinstance(prof, list) or not prof or not all(isinstance(p, str) and p for p in prof):
         raise _at(sp, text, "profile", 'must name the profile log(s), e.g. profile = ["run.jsonl"]')
-    _check_profile_paths(path, prof, text)
+    # an entry that names nothing is an error of the config: its file, line and key
+    start = _line_of(text, "profile") or 1
+    lines = text.splitlines()
+    for entry in prof:
+        p = path.parent / entry
+        is_glob = any(c in entry for c in GLOB_CHARS)
+        if os.path.exists(p) or (is_glob and glob.glob(str(p))):  # False on ENAMETOOLONG
+            continue
+        # the line of the entry itself (a list may span lines), else the line of `profile`
+        line = next((i for i in range(start, len(lines) + 1) if entry in lines[i - 1]), start)
+        what = "matches no file" if is_glob else "names no such file"
+        raise LogError(
+            sp, line, f"{what} '{entry}' (looked for {p}: paths are relative to the config's folder)", "profile"
+        )
     return prof
 
 
@@ -338,9 +335,7 @@ def run_check(sources: Sequence[Path], options: Options | None = None, /, **give
     """
     options = Options.of(options, **given)
     cfg = _gate_config([Path(s) for s in sources])
-    metric = options.metric or cfg["metric"]
-    if metric not in METRICS:
-        raise ValueError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    metric = options.metric or cfg["metric"]  # each checked where it is read: `Options`, `_gate_table`
     given_thresholds = {m: v for m, v in zip(METRICS, (options.min_efficiency, options.min_gpu_util)) if v is not None}
     threshold = _threshold(cfg, metric, options.metric is not None, given_thresholds)
     from_cli = options.roles is not None
