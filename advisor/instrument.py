@@ -279,10 +279,9 @@ class RateLog:
     """One process's rate-log file. See the module docstring for the clock and the write policy.
 
     ``role`` and ``worker`` are this process's defaults for steps and syncs. ``snapshots`` says
-    when and from what ``rates`` are written (:class:`Snapshots`): its meter (a :class:`RateMeter`)
-    is fed by every step written here; with its ``every_s`` each :meth:`tick` writes a snapshot
-    when one is due, with ``queue_depths()`` as its ``q``. ``handle_sigterm``: call
-    :meth:`handle_signals` at open; ``overwrite``: truncate a file that exists instead of failing.
+    when and from what ``rates`` are written (:class:`Snapshots`); its meter is fed by every step
+    written here. ``handle_sigterm``: call :meth:`handle_signals` at open; ``overwrite``: truncate
+    a file that exists instead of failing.
     """
 
     def __init__(
@@ -507,12 +506,10 @@ class RateLog:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is None:
+        if exc_type is None or (issubclass(exc_type, SystemExit) and exc.code in (0, None)):
             self.close(EndReason.DONE)
         elif issubclass(exc_type, KeyboardInterrupt):
             self.close(EndReason.INTERRUPTED, "KeyboardInterrupt")
-        elif issubclass(exc_type, SystemExit) and exc.code in (0, None):
-            self.close(EndReason.DONE)
         else:
             self.close(EndReason.ERROR, f"{exc_type.__name__}: {exc}")
         return False
