@@ -10,6 +10,8 @@ assumption (:class:`ContentionWarning`, :class:`ReconcileWarning`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def display_path(path: str) -> str:
     """A file name, or any text taken from the input (a role, queue or tag name), as one printable
@@ -91,3 +93,13 @@ def short_repr(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"a {len(str(abs(value)))}-digit number"
     return cut_text(repr(value))
+
+
+def internal_error(e: BaseException, inputs: Sequence[object]) -> str:
+    """An unexpected exception as one line that names the inputs being read and calls it a bug:
+    the CLI exits 2 with it, never with a traceback nor with 1, which a CI gate reads as a fail."""
+    what = " ".join(f"{type(e).__name__}: {e}".split())
+    return (
+        f"internal error while reading {', '.join(map(str, inputs)) or 'no input'}: {what[:300]} "
+        f"(a bug in dflash-advise; please report it)"
+    )

@@ -19,7 +19,7 @@ import typer
 
 from advisor import __version__
 from advisor.cli.flags import options_of, with_options
-from advisor.errors import LogError, SettingsError
+from advisor.errors import LogError, SettingsError, internal_error
 from advisor.settings import Options, as_capacity, check_counts, check_role_names, option_fields
 
 if TYPE_CHECKING:
@@ -97,20 +97,6 @@ def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
 BIG_INPUT_BYTES = 20 << 20  # above this, say on a terminal what is being read
 
 
-def _inputs(paths: list[Path]) -> str:
-    return ", ".join(str(p) for p in paths) or "no input"
-
-
-def _bug(e: BaseException, inputs: str) -> str:
-    what = " ".join(f"{type(e).__name__}: {e}".split())
-    return f"internal error while reading {inputs}: {what[:300]} (a bug in dflash-advise; please report it)"
-
-
-def _internal(e: BaseException, inputs: str) -> None:
-    """Exit 2 with one line: an unexpected exception is a bug, never a verdict (1) nor a traceback."""
-    _die(_bug(e, inputs))
-
-
 def _advise_or_die(logs: list[Path], options: Options):
     size = 0
     for p in logs:
@@ -134,7 +120,7 @@ def _advise_or_die(logs: list[Path], options: Options):
     except (typer.Exit, KeyboardInterrupt):
         raise
     except Exception as e:
-        _internal(e, _inputs(logs))
+        _die(internal_error(e, logs))
     finally:
         if status:
             typer.echo("\r\x1b[K", err=True, nl=False)  # erase the status line
@@ -238,7 +224,7 @@ def check_cmd(
     except (typer.Exit, KeyboardInterrupt):
         raise
     except Exception as e:  # a crash is "unusable" (2), never "the split fails" (1)
-        _internal(e, _inputs(source))
+        _die(internal_error(e, source))
     g = adv.gate
     if fmt == "text":
         from advisor.present.text import gate_line
@@ -248,7 +234,7 @@ def check_cmd(
         try:
             text = render(adv, fmt)
         except Exception as e:
-            _internal(e, _inputs(source))
+            _die(internal_error(e, source))
         typer.echo(text, nl=False)
     raise typer.Exit(0 if g["passed"] else 1)
 
@@ -509,7 +495,7 @@ def summarize_cmd(
     except (typer.Exit, KeyboardInterrupt):
         raise
     except Exception as e:
-        _internal(e, _inputs(logs))
+        _die(internal_error(e, logs))
     n = sum(summ.n_steps(r) for r in summ.roles)
     typer.echo(
         f"{out}: {len(summ.paths)} file(s), {summ.n_lines} lines, {n} steps{' (sampled)' if summ.sampled else ''}",
@@ -607,7 +593,7 @@ def main(argv: list[str] | None = None) -> None:
             typer.echo("dflash-advise: interrupted", err=True)
             code = 130
         else:
-            typer.echo(f"dflash-advise: {_bug(e, ', '.join(inputs) or 'no input')}", err=True)
+            typer.echo(f"dflash-advise: {internal_error(e, inputs)}", err=True)
             code = 2
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -63,7 +63,7 @@ from typing import Any, TextIO
 
 from advisor import advice  # advice.advise looked up per pass (tests replace it)
 from advisor.decide.odds_text import ACTIONS, share_text
-from advisor.errors import LogError, LogRefused
+from advisor.errors import LogError, LogRefused, internal_error
 from advisor.ingest.ranks import expand
 from advisor.ingest.reader import MAX_LOG_BYTES, open_log
 from advisor.present.json import advice_json
@@ -394,11 +394,7 @@ def _advise_pass(
         _err(str(e))
         return EXIT_UNUSABLE
     except Exception as e:  # a bug: one line and 2, never a traceback or a verdict
-        msg = " ".join(f"{type(e).__name__}: {e}".split())[:300]
-        _err(
-            f"internal error while reading {', '.join(map(str, paths))}: {msg} "
-            f"(a bug in dflash-advise; please report it)"
-        )
+        _err(internal_error(e, paths))
         return EXIT_UNUSABLE
     ended = all(lg.end is not None for lg in adv.logs)
     settling.add(OddsPoint.of(adv))
