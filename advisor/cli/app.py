@@ -539,21 +539,21 @@ def _click_kinds() -> dict[str, tuple[type, ...]]:
     """click's exception classes: typer >= 0.25 ships its own copy of click, older ones use click's."""
     import importlib
 
-    kinds: dict[str, list[type]] = {"help": [], "usage": [], "click": [], "abort": []}
+    mods = []
     for name in ("typer._click.exceptions", "click.exceptions"):
         try:
-            m = importlib.import_module(name)
+            mods.append(importlib.import_module(name))
         except ImportError:
-            continue
+            pass
+    return {
+        kind: tuple(getattr(m, cls) for m in mods if isinstance(getattr(m, cls, None), type))
         for kind, cls in (
             ("help", "NoArgsIsHelpError"),
             ("usage", "UsageError"),
             ("click", "ClickException"),
             ("abort", "Abort"),
-        ):
-            if isinstance(getattr(m, cls, None), type):
-                kinds[kind].append(getattr(m, cls))
-    return {k: tuple(v) for k, v in kinds.items()}
+        )
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

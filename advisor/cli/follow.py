@@ -257,12 +257,9 @@ class _Screen:
         self.last_status = None
         self.shown = False  # a report is on screen
 
-    def _stamp(self) -> str:
-        return time.strftime("%H:%M:%S")
-
     def report(self, text: str, lines: int, ended: bool) -> None:
         state = "run ended" if ended else "following"
-        head = f"{state}; {lines} lines read at {self._stamp()}" + ("" if ended else "; Ctrl-C to stop")
+        head = f"{state}; {lines} lines read at {time.strftime('%H:%M:%S')}" + ("" if ended else "; Ctrl-C to stop")
         if self.tty:
             self.out.write(f"{CLEAR}{head}\n\n{text}")
         elif self.fmt == "json":
@@ -367,7 +364,7 @@ def _wait_missing(
 
 
 def _advise_pass(
-    args: Sequence[Path], paths: Sequence[Path], screen: _Screen, fmt: str, options: Options, settling: Settling
+    args: Sequence[Path], paths: Sequence[Path], screen: _Screen, options: Options, settling: Settling
 ) -> int | None:
     """Advise on changed logs: a report, or a waiting line; the exit code when following must stop."""
     # counted before advising so that the count never runs ahead of what was read
@@ -398,14 +395,14 @@ def _advise_pass(
         return EXIT_UNUSABLE
     ended = all(lg.end is not None for lg in adv.logs)
     settling.add(OddsPoint.of(adv))
-    screen.report(_render(adv, fmt, settling), sum(lg.n_lines for lg in adv.logs), ended)
+    screen.report(_render(adv, screen.fmt, settling), sum(lg.n_lines for lg in adv.logs), ended)
     return EXIT_OK if ended else None
 
 
-def _interrupted(screen: _Screen, fmt: str) -> int:
+def _interrupted(screen: _Screen) -> int:
     """Ctrl-C: the last report stays as the final one (0); with none shown, 130."""
     if screen.shown:
-        if fmt != "json":
+        if screen.fmt != "json":
             screen.out.write("\nstopped (Ctrl-C); the report above is the last one\n")
             screen.out.flush()
         return EXIT_OK
@@ -458,9 +455,9 @@ def follow_logs(
                 return EXIT_UNUSABLE
             if sig != last_sig:
                 last_sig = sig
-                code = _advise_pass(args, paths, screen, fmt, options, settling)
+                code = _advise_pass(args, paths, screen, options, settling)
                 if code is not None:
                     return code
             _sleep(interval_s)
     except KeyboardInterrupt:
-        return _interrupted(screen, fmt)
+        return _interrupted(screen)
