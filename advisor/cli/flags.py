@@ -5,9 +5,7 @@ its help, its default and its limits, so that the CLI writes none of them again.
 placed in ``order`` among the command's own parameters; the command takes them as ``**given`` and
 builds its `Options` with `options_of`. Adding a field to `Options` (with the command in its
 `Flag`'s ``commands``) and its name to the command's ``order`` is all a new option needs here.
-A command with many options of its own may group them in a frozen record whose fields carry their
-typer options (``with_options(..., record=R)``): each field is an option of the command, and the
-command takes them as its one parameter of type ``R``.
+A command with many options of its own may group them in a frozen record (``record=``).
 """
 
 from __future__ import annotations
