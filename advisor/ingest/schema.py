@@ -642,7 +642,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     elif ev == "end":
         check_number(obj, "t", path, line, maximum=MAX_TIME_S)
         reason = check_string(obj, "reason", path, line, required=False)
-        if reason not in END_REASONS:
+        if reason is not None and reason not in END_REASONS:  # absent: "done" (docs/log-schema.md)
             raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
     elif ev == "run":
         raise LogError(

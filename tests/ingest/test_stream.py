@@ -41,6 +41,17 @@ def test_pieces_give_the_same_frames(write_log, monkeypatch):
     assert _frames(p) == whole
 
 
+def test_both_passes_read_an_end_without_reason(write_log, monkeypatch):
+    """``reason`` is optional (docs/log-schema.md: ``done`` when absent): the exact pass must not refuse it."""
+    lines = good_lines(200)
+    del lines[-1]["reason"]
+    p = write_log(lines)
+    fast = _frames(p)
+    _small_pieces(monkeypatch)
+    assert _frames(p) == fast
+    assert fast[3].get("reason", "done") == "done"
+
+
 @pytest.mark.parametrize("row", [3, 90, 333])
 def test_pieces_name_the_bad_line(write_log, monkeypatch, row):
     lines = good_lines(200)
