@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,8 @@ LABEL_GAP_EM = 1.0  # free space between two neighbouring split labels, in font 
 NICE_TICK_STEPS = (1, 2, 5)  # thinned split labels fall on N = multiples of 1, 2, 5 x 10^k
 REC_MARKER, OBS_MARKER = "*", "D"  # shapes, so the two marks differ without colour
 REC_HATCH = "xx"
+REC_STYLE = {"marker": REC_MARKER, "color": RECOMMENDED, "mec": "black", "mew": 0.8, "ls": "none"}
+OBS_STYLE = {"marker": OBS_MARKER, "ms": 7, "color": "black", "mec": "white", "mew": 0.8, "ls": "none"}
 FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
 DEFAULT_NAME = "advice.png"  # the file written into a directory given as the output
 
@@ -107,21 +110,9 @@ def _fmt(k: tuple[int, int]) -> str:
     return f"{k[0]}-{k[1]}"
 
 
-def _split_keys(adv: Advice) -> tuple[list[tuple[int, int]], list[str]]:
-    """(N, M) per row and tick labels that flag the observed and recommended splits."""
-    rec = _rec_key(adv)
-    keys, labels = [], []
-    for row in adv.rows.values():
-        k = row.counts
-        tags = (["obs"] if row.observed else []) + (["rec"] if k == rec else [])
-        keys.append(k)
-        labels.append(_fmt(k) + (f"\n{'+'.join(tags)}" if tags else ""))
-    return keys, labels
-
-
-def _rec_key(adv: Advice) -> tuple[int, int]:
-    p, c = adv.roles
-    return adv.recommendation.roles[p], adv.recommendation.roles[c]
+def _split_keys(adv: Advice) -> tuple[list[tuple[int, int]], int]:
+    """(N, M) per row, and the row of the recommended split."""
+    return [row.counts for row in adv.rows.values()], list(adv.rows).index(adv.decision.recommended)
 
 
 def _obs_index(adv: Advice) -> int | None:
@@ -138,21 +129,15 @@ def _label_widths_pt(labels: list[str]) -> tuple[np.ndarray, float]:
 
     prop = FontProperties(size=rcParams["xtick.labelsize"])
     measure = TextToPath()
-    widths = {}
-    for line in {ln for lab in labels for ln in lab.split("\n")}:
-        widths[line] = measure.get_text_width_height_descent(line, prop, ismath=False)[0]
+    lines = {ln for lab in labels for ln in lab.split("\n")}
+    widths = {ln: measure.get_text_width_height_descent(ln, prop, ismath=False)[0] for ln in lines}
     size_pt = prop.get_size_in_points()
     return np.array([max(widths[ln] for ln in lab.split("\n")) for lab in labels]), size_pt
 
 
 def _nice_step(at_least: int) -> int:
     """The smallest of 1, 2, 5, 10, 20, 50, ... that is >= at_least."""
-    mag = 1
-    while True:
-        for s in NICE_TICK_STEPS:
-            if s * mag >= at_least:
-                return s * mag
-        mag *= 10
+    return next(s * 10**k for k in itertools.count() for s in NICE_TICK_STEPS if s * 10**k >= at_least)
 
 
 def _choose_split_ticks(
@@ -184,8 +169,9 @@ def _choose_split_ticks(
     return sorted(shown)
 
 
-def _set_split_ticks(ax: Any, adv: Advice, x: np.ndarray) -> None:
-    """Split labels chosen when the axes is drawn, from its width then (see _choose_split_ticks).
+def _split_axis(ax: Any, adv: Advice, x: np.ndarray) -> None:
+    """The split axis: its label, limits and the split labels, chosen when the axes is drawn, from
+    its width then (see _choose_split_ticks).
 
     A Locator runs at every draw, after the layout has sized the axes, so the labels follow the
     figure's final size (a notebook's small axes, the CLI's large figure). Every split keeps a
@@ -193,11 +179,15 @@ def _set_split_ticks(ax: Any, adv: Advice, x: np.ndarray) -> None:
     """
     from matplotlib.ticker import FixedLocator, FuncFormatter, Locator
 
-    keys, labels = _split_keys(adv)
+    keys, rec_i = _split_keys(adv)
+    labels = []  # flagging the observed and recommended splits
+    for i, row in enumerate(adv.rows.values()):
+        tags = (["obs"] if row.observed else []) + (["rec"] if i == rec_i else [])
+        labels.append(_fmt(keys[i]) + (f"\n{'+'.join(tags)}" if tags else ""))
     widths_pt, size_pt = _label_widths_pt(labels)
     targets = np.array([k[0] for k in keys])
-    rec = _rec_key(adv)
-    first = [i for i in (keys.index(rec) if rec in keys else None, _obs_index(adv)) if i is not None]
+    obs_i = _obs_index(adv)
+    first = [rec_i] if obs_i is None else [rec_i, obs_i]
 
     class SplitLocator(Locator):
         def __call__(self) -> list[float]:
@@ -214,6 +204,9 @@ def _set_split_ticks(ax: Any, adv: Advice, x: np.ndarray) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(label))
     if len(x) <= MAX_MINOR_TICKS:
         ax.xaxis.set_minor_locator(FixedLocator(x))
+    ax.set_xlim(-0.7, len(x) - 0.3)
+    p, c = adv.roles
+    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
 
 
 def _above(ax: Any, points: float) -> Any:
@@ -223,21 +216,17 @@ def _above(ax: Any, points: float) -> Any:
     return offset_copy(ax.transData, fig=ax.figure, y=points, units="points")
 
 
-def _tokens_per_batch(adv: Advice) -> np.ndarray:
-    df = adv.splits
-    bps = df["bps"].to_numpy(float)
-    tok = df["tok_s"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where(bps > 0, tok / bps, np.nan)
-    return np.where(np.isfinite(per), per, adv.fit.tokens_mean)
-
-
 def _throughput_unit(adv: Advice) -> tuple[np.ndarray, str]:
     """Per row, the factor from b/s to the splits panel's unit, and the unit: K tok/s where the
-    log measured tokens, else b/s (a rates log without tokens: its tok/s is unknown)."""
-    if adv.fit.tokens_measured:
-        return _tokens_per_batch(adv) / 1e3, "K tok/s"
-    return np.ones(len(adv.splits)), "b/s"
+    log measured tokens (a row's tokens per batch, the fit's mean where its rate is 0), else b/s
+    (a rates log without tokens: its tok/s is unknown)."""
+    if not adv.fit.tokens_measured:
+        return np.ones(len(adv.splits)), "b/s"
+    bps = adv.splits["bps"].to_numpy(float)
+    tok = adv.splits["tok_s"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per = np.where(bps > 0, tok / bps, np.nan)
+    return np.where(np.isfinite(per), per, adv.fit.tokens_mean) / 1e3, "K tok/s"
 
 
 def _observed_rate_text(adv: Advice) -> str:
@@ -255,10 +244,6 @@ def _time_axis(duration_s: float) -> tuple[float, str]:
         if duration_s > above:
             return scale, unit
     return 1.0, "s"
-
-
-def _time_axis_unit(scale: float) -> str:
-    return {s: u for s, u, _ in TIME_UNITS}.get(scale, "s")
 
 
 def _bin_width_s(duration_s: float) -> float:
@@ -290,7 +275,7 @@ def _fmt_span(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
+def _shade_warmup(ax: Any, adv: Advice, scale: float, unit: str) -> None:
     start = adv.observed.steady_from_s
     if start and start > 0:
         ax.axvspan(
@@ -300,7 +285,7 @@ def _shade_warmup(ax: Any, adv: Advice, scale: float) -> None:
             alpha=0.6,
             lw=0,
             zorder=0,
-            label=f"warm-up, dropped (first {start / scale:.1f} {_time_axis_unit(scale)})",
+            label=f"warm-up, dropped (first {start / scale:.1f} {unit})",
         )
 
 
@@ -365,29 +350,14 @@ def _draw_projection(ax: Any, sb: _SplitBars, at: np.ndarray, width: float, bars
 
 def _mark_recommended(
     ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool
-) -> tuple | None:
-    """A star over the recommended split (and a green cross-hatched bar under it); its legend pair,
-    or None when the recommended split is not on the axis."""
+) -> tuple:
+    """A star over the recommended split (and a green cross-hatched bar under it); its legend pair."""
     from matplotlib.patches import Patch
 
-    keys, _ = _split_keys(adv)
-    rec = _rec_key(adv)
-    if rec not in keys:
-        return None
-    r = keys.index(rec)
-    star = ax.plot(
-        [at[r]],
-        [sb.mark_at[r] if math.isfinite(sb.mark_at[r]) else sb.tok[r]],
-        marker=REC_MARKER,
-        ms=13,
-        color=RECOMMENDED,
-        mec="black",
-        mew=0.8,
-        ls="none",
-        zorder=5,
-        transform=_above(ax, 9 if many else 20),
-    )[0]
-    text = f"recommended split {_fmt(rec)}, projected"
+    keys, r = _split_keys(adv)
+    y = sb.mark_at[r] if math.isfinite(sb.mark_at[r]) else sb.tok[r]
+    star = ax.plot([at[r]], [y], ms=13, zorder=5, transform=_above(ax, 9 if many else 20), **REC_STYLE)[0]
+    text = f"recommended split {_fmt(keys[r])}, projected"
     if not bars:
         return star, text
     # drawn over the blue bar: green, cross-hatched, under the star
@@ -404,27 +374,23 @@ def _mark_observed(
         return None
     if bars:
         ax.bar(at[obs_i], sb.tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-    dot = ax.plot(
-        [at[obs_i]], [sb.ob_rate], marker=OBS_MARKER, ms=7, color="black", mec="white", mew=0.8, ls="none", zorder=6
-    )[0]
+    dot = ax.plot([at[obs_i]], [sb.ob_rate], zorder=6, **OBS_STYLE)[0]
     keys, _ = _split_keys(adv)
     return dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}"
+
+
+def _value_text(ax: Any, text: str, xy: tuple[float, float], lift_pt: float) -> None:
+    """A value over its bar, ``lift_pt`` points above ``xy``."""
+    ax.annotate(text, xy, xytext=(0, lift_pt), textcoords="offset points", ha="center", va="bottom", fontsize=8)
 
 
 def _label_values(ax: Any, adv: Advice, sb: _SplitBars, width: float, obs_i: int | None) -> None:
     """Each split's projected value over its bar."""
     for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.mark_at)):
         if math.isfinite(v):
+            text = f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}"
             # clear of the observed split's diamond, which sits on the bar's top
-            ax.annotate(
-                f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}",
-                (xi - width / 2, h),
-                xytext=(0, 7 if j == obs_i else 3),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=8,
-            )
+            _value_text(ax, text, (xi - width / 2, h), 7 if j == obs_i else 3)
 
 
 def _splits_legend(ax: Any, sb: _SplitBars, pairs: list) -> None:
@@ -445,7 +411,6 @@ def _splits_legend(ax: Any, sb: _SplitBars, pairs: list) -> None:
 def plot_splits(adv: Advice, ax: Any = None) -> Any:
     """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
     ax = _axes(ax)
-    p, c = adv.roles
     sb = _split_bars(adv)
     n = len(sb.x)
     many = n > MAX_ANNOTATED_SPLITS
@@ -458,9 +423,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     obs_handle = _mark_observed(ax, adv, sb, at, width, bars, obs_i)
     if not many:
         _label_values(ax, adv, sb, width, obs_i)
-    _set_split_ticks(ax, adv, sb.x)
-    ax.set_xlim(-0.7, n - 0.3)
-    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
+    _split_axis(ax, adv, sb.x)
     ax.set_ylabel(f"throughput ({sb.unit})")
     # headroom for the legend, put on the side away from the tallest bar
     ax.set_ylim(0, sb.top * 1.4)
@@ -491,7 +454,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
     df = adv.splits
-    keys, _ = _split_keys(adv)
+    keys, rec_i = _split_keys(adv)
     x = np.arange(len(df))
     width = 0.4
     eff = df["efficiency"].to_numpy(float) * 100
@@ -508,53 +471,18 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     if not many:
         for xi, v in zip(x, eff):
             if math.isfinite(v):
-                ax.annotate(
-                    f"{v:.0f}",
-                    (xi - width / 2, v),
-                    xytext=(0, 2),
-                    textcoords="offset points",
-                    ha="center",
-                    va="bottom",
-                    fontsize=8,
-                )
+                _value_text(ax, f"{v:.0f}", (xi - width / 2, v), 2)
     # the same marks as the throughput panel. The axis is a percentage, so the star, which marks a
     # split and is no value, sits on the split axis under the pair of bars: lifted above the bars it
     # read as a share over 100%
-    rec = _rec_key(adv)
-    rec_i, obs_i = (keys.index(rec) if rec in keys else None), _obs_index(adv)
-    if rec_i is not None:
-        ax.plot(
-            [x[rec_i]],
-            [0.0],
-            marker=REC_MARKER,
-            ms=12,
-            color=RECOMMENDED,
-            mec="black",
-            mew=0.8,
-            ls="none",
-            zorder=5,
-            clip_on=False,
-            label=f"recommended {_fmt(rec)}",
-        )
+    ax.plot([x[rec_i]], [0.0], ms=12, zorder=5, clip_on=False, label=f"recommended {_fmt(keys[rec_i])}", **REC_STYLE)
+    obs_i = _obs_index(adv)
     measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
     if obs_i is not None and math.isfinite(measured):
         # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log
-        ax.plot(
-            [x[obs_i] - width / 2],
-            [measured],
-            marker=OBS_MARKER,
-            ms=7,
-            color="black",
-            mec="white",
-            mew=0.8,
-            ls="none",
-            zorder=5,
-            label=f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%",
-        )
-    _set_split_ticks(ax, adv, x)
-    ax.set_xlim(-0.7, len(df) - 0.3)
-    p, c = adv.roles
-    ax.set_xlabel(f"split ({p}-{c} {_unit(adv)}s)")
+        label = f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%"
+        ax.plot([x[obs_i] - width / 2], [measured], zorder=5, label=label, **OBS_STYLE)
+    _split_axis(ax, adv, x)
     ax.set_ylabel(f"efficiency, {_unit(adv)} utilisation (%)")
     ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
@@ -562,6 +490,13 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     # the band above the marks, so the legend never covers the data
     ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)
     ax.set_title(f"Efficiency and {_unit(adv)} utilisation per split")
+    return ax
+
+
+def _no_log(ax: Any) -> Any:
+    """A panel of advice from bare numbers: no log to draw."""
+    ax.text(0.5, 0.5, "no log: advice from bare numbers", ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
     return ax
 
 
@@ -577,53 +512,28 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     """Completions per role over time (batches/s), fitted pool capacities over the steady part, warm-up shaded."""
     ax = _axes(ax)
     if not adv.logs:
-        ax.text(0.5, 0.5, "no log: advice from bare numbers", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
         ax.set_title("Completion rates over time")
-        return ax
+        return _no_log(ax)
     log = adv.logs[0]
     end_s = max(log.duration_s, 1e-9)
     scale, unit = _time_axis(end_s)
-    _shade_warmup(ax, adv, scale)
+    _shade_warmup(ax, adv, scale, unit)
     roles = list(log.header.roles)
     colours = {r: ROLE_COLOURS[i % len(ROLE_COLOURS)] for i, r in enumerate(roles)}
+    done = {r: f"{role_plural(r)} ({log.header.roles[r]}): completions" for r in roles}
     if log.has_steps:
         edges, width = _time_edges(end_s)
         for r in roles:
             rate = _completion_rates(log, r, edges, end_s)
-            ax.stairs(
-                rate,
-                edges / scale,
-                baseline=None,
-                color=colours[r],
-                lw=1.4,
-                label=f"{role_plural(r)} ({log.header.roles[r]}): completions",
-            )
+            ax.stairs(rate, edges / scale, baseline=None, color=colours[r], lw=1.4, label=done[r])
         basis = f"from step events, {_fmt_span(width)} bins"
     else:
         rt = log.rates
         for r in roles:
-            col = f"bps_{r}"
-            if col in rt and rt[col].notna().any():
-                ax.step(
-                    rt["t"] / scale,
-                    rt[col],
-                    where="pre",
-                    color=colours[r],
-                    lw=1.4,
-                    label=f"{role_plural(r)} ({log.header.roles[r]}): completions",
-                )
-            cap = f"cap_bps_{r}"
-            if cap in rt and rt[cap].notna().any():
-                ax.step(
-                    rt["t"] / scale,
-                    rt[cap],
-                    where="pre",
-                    color=colours[r],
-                    lw=0.9,
-                    ls=":",
-                    label=f"{role_plural(r)}: logged capacity",
-                )
+            logged_cap = {"lw": 0.9, "ls": ":", "label": f"{role_plural(r)}: logged capacity"}
+            for col, style in ((f"bps_{r}", {"lw": 1.4, "label": done[r]}), (f"cap_bps_{r}", logged_cap)):
+                if col in rt and rt[col].notna().any():
+                    ax.step(rt["t"] / scale, rt[col], where="pre", color=colours[r], **style)
         basis = "from 'rates' snapshots"
     start = adv.observed.steady_from_s
     for r, cap in adv.observed.capacities_bps.items():
@@ -733,9 +643,7 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     ax = _axes(ax)
     ax.set_title("Hidden-state queue occupancy")
     if not adv.logs:
-        ax.text(0.5, 0.5, "no log: advice from bare numbers", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return ax
+        return _no_log(ax)
     log = adv.logs[0]
     spec = log.header.queue_feeding(log.header.consumer)
     if spec is None:
@@ -767,7 +675,7 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
         ax.set_xticks([])
         ax.set_yticks([])
         return ax
-    _shade_warmup(ax, adv, scale)
+    _shade_warmup(ax, adv, scale, unit)
     _draw_depth(ax, series, name, cap, scale)
     ax.axhline(cap, color="0.3", ls=":", lw=1, label=f"capacity {cap}")
     ax.set_xlim(0, end_s / scale)
@@ -787,21 +695,12 @@ def figure_path(path: str | Path) -> Path:
     out = Path(path)
     if out.is_dir():
         out = out / DEFAULT_NAME
-    fmt = out.suffix.lower().lstrip(".")
-    if fmt in FORMATS or (not out.suffix and _is_special(out)):
+    if out.suffix.lower().lstrip(".") in FORMATS:
+        return out
+    if not out.suffix and out.exists() and not out.is_file() and not out.is_dir():  # a device, a pipe
         return out
     said = f"unknown extension '{out.suffix}'" if out.suffix else "no extension"
     raise ValueError(f"{out}: {said}; a figure is written as one of " + ", ".join(f".{f}" for f in FORMATS))
-
-
-def _is_special(path: Path) -> bool:
-    """An existing path that is neither a regular file nor a directory: a device, a pipe."""
-    return path.exists() and not path.is_file() and not path.is_dir()
-
-
-def _figure_format(path: Path) -> str:
-    """The savefig format for a path :func:`figure_path` returned."""
-    return path.suffix.lower().lstrip(".") or "png"
 
 
 def save_figure(fig: Any, path: str | Path) -> Path:
@@ -813,7 +712,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     """
     out = figure_path(path)
     buf = io.BytesIO()
-    fig.savefig(buf, format=_figure_format(out))
+    fig.savefig(buf, format=out.suffix.lower().lstrip(".") or "png")
     existed = out.exists()
     try:
         with open(out, "wb") as f:
@@ -842,7 +741,8 @@ def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: flo
     plot_queue(adv, axes[1, 1])
     p, c = adv.roles
     ob = adv.observed
-    seen, rec = (ob.roles[p], ob.roles[c]), _rec_key(adv)
+    keys, rec_i = _split_keys(adv)
+    seen, rec = (ob.roles[p], ob.roles[c]), keys[rec_i]
     same = " (the observed split)" if seen == rec else ""
     tok = f" ({ob.tok_s / 1e3:.1f}K tok/s)" if math.isfinite(ob.tok_s) else ""
     fig.suptitle(
