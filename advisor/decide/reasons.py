@@ -222,8 +222,13 @@ def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
             f"{b}, the split the log runs, gains {signed_pct(d.gain_pct)} throughput over the judged {j} "
             f"({_vs(rows, b, j)}){sooner}: keep {b}, which needs no restart; moving to {j} would cost one."
         )
-    if d.rule == "switch" and d.recommended != b:
-        return _expected_switch(d, rows)
+    if d.rule == "switch" and d.recommended != b:  # the odds switch to a split that is not the projected best
+        restart = (
+            f" by the rest of the job, the {s.restart_cost_h:g} h restart included"
+            if d.odds.restart_s > 0
+            else " (the job's size is unknown, so the restart cost is not weighed)"
+        )
+        return f"{d.recommended} {_odds_lead(d, rows, j, j)}{restart}: switch to it."
     if d.rule == "switch":
         if d.eta_gain_s is not None:
             return (
@@ -246,10 +251,8 @@ def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
     text = (
         f"{why}, so no restart cost applies: for the next run, {b} is the best {of} ({bps_text(rows[b].bps)} b/s)."
         if b == d.best
-        else f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it projects "
-        f"{bps_text(rows[b].bps)} b/s against {d.best}'s {bps_text(rows[d.best].bps)} at the point "
-        f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
-        f"{d.odds.runner_up}."
+        else f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it "
+        f"{_odds_lead(d, rows, d.best, d.odds.runner_up)}."
     )
     m = d.margin
     if m is not None and d.close_call:
@@ -269,19 +272,13 @@ def _upper_end(rows: Mapping[str, SplitRow], label: str, high: float) -> str:
     return f"{label}'s upper end {bps_text(high)}"
 
 
-def _expected_switch(d: Decision, rows: Mapping[str, SplitRow]) -> str:
-    """A switch the odds make to a split that is not the projected best (what is unknown favours it)."""
-    r, j = d.recommended, d.judged
+def _odds_lead(d: Decision, rows: Mapping[str, SplitRow], other: str, ahead_of: str) -> str:
+    """How the odds' pick leads where its point projection does not (what is unknown favours it)."""
+    r = d.recommended
     return (
-        f"{r} projects {bps_text(rows[r].bps)} b/s against {j}'s {bps_text(rows[j].bps)} at the point "
+        f"projects {bps_text(rows[r].bps)} b/s against {other}'s {bps_text(rows[other].bps)} at the point "
         f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
-        f"{j}"
-        + (
-            f" by the rest of the job, the {d.settings.restart_cost_h:g} h restart included"
-            if d.odds.restart_s > 0
-            else " (the job's size is unknown, so the restart cost is not weighed)"
-        )
-        + ": switch to it."
+        f"{ahead_of}"
     )
 
 
@@ -328,25 +325,24 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
         f"{signed_pct(100 * (ra.bps / d.rows[r].bps - 1))} against {r}."
     ]
     mg = d.margin
+    hi, lo = mg.higher, mg.lower
+    starts = f"{hi}'s 95% interval starts at {bps_text(mg.best_low)} b/s"
+    above = f"{starts}, above {lo}'s upper end {bps_text(mg.runner_up_high)}"
+    not_above = f"{starts}, not above {_upper_end(rows, lo, mg.runner_up_high)}{_lead_text(rows, hi, lo)}"
+    # separated but not stable: the lead's own interval, not the two intervals, sets them apart
+    lead = (
+        f"{hi}'s lead over {lo} is {signed_pct(mg.lead_low_pct)} to {signed_pct(mg.lead_high_pct)} (95%)"
+        if mg.separated and not mg.stable
+        else ""
+    )
     if provisional(d, fit):
         if mg.stable or mg.separated:
-            sep = (
-                f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above {mg.lower}'s upper end "
-                f"{bps_text(mg.runner_up_high)}"
-                if mg.stable
-                else f"{mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
-                f"{signed_pct(mg.lead_high_pct)} (95%)"
-            )
             out.append(
-                f"the choice is provisional, not yet stable: {sep}, but on thin evidence the intervals cover "
-                f"sampling noise only."
+                f"the choice is provisional, not yet stable: {above if mg.stable else lead}, but on thin evidence "
+                f"the intervals cover sampling noise only."
             )
         else:
-            out.append(
-                f"the choice is provisional: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, "
-                f"not above {_upper_end(rows, mg.lower, mg.runner_up_high)}"
-                f"{_lead_text(rows, mg.higher, mg.lower)}, and the evidence is thin."
-            )
+            out.append(f"the choice is provisional: {not_above}, and the evidence is thin.")
     elif not fit.source.logged and not fit.contention.role_se:
         out.append(
             "from given numbers the intervals carry only the model's own error (and, with a sync cost given "
@@ -354,39 +350,28 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
             "log: how stable the choice is cannot be told; a log with step events measures it."
         )
     elif mg.stable:
-        by = f"; {probe_text(rows, mg.higher, mg.lower)}" if probed_pair(rows, mg.higher, mg.lower) else ""
+        by = f"; {probe_text(rows, hi, lo)}" if probed_pair(rows, hi, lo) else ""
+        out.append(f"the choice is stable: {above}{by}.")
+    elif mg.separated and probed_pair(rows, hi, lo):
         out.append(
-            f"the choice is stable: {mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, above "
-            f"{mg.lower}'s upper end {bps_text(mg.runner_up_high)}{by}."
-        )
-    elif mg.separated and probed_pair(rows, mg.higher, mg.lower):
-        out.append(
-            f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
-            f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
-            f"{bps_text(mg.best_low)} b/s, {mg.lower}'s ends at {bps_text(mg.runner_up_high)}) because "
-            f"{probe_text(rows, mg.higher, mg.lower)}: the host's level moves both alike, so the lead carries "
-            f"only the noise between rounds."
+            f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
+            f"{lo}'s ends at {bps_text(mg.runner_up_high)}) because {probe_text(rows, hi, lo)}: the host's level "
+            f"moves both alike, so the lead carries only the noise between rounds."
         )
     elif mg.separated:
         out.append(
-            f"the choice is stable: {mg.higher}'s lead over {mg.lower} is {signed_pct(mg.lead_low_pct)} to "
-            f"{signed_pct(mg.lead_high_pct)} (95%). Their intervals overlap ({mg.higher}'s starts at "
-            f"{bps_text(mg.best_low)} b/s, {_upper_end(rows, mg.lower, mg.runner_up_high)}) because both "
-            f"come from one fit: the run's own level moves both splits alike, and how step time changes with "
-            f"the split moves them the same way, so the lead carries only what differs between them."
+            f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
+            f"{_upper_end(rows, lo, mg.runner_up_high)}) because both come from one fit: the run's own level "
+            f"moves both splits alike, and how step time changes with the split moves them the same way, so the "
+            f"lead carries only what differs between them."
         )
-    elif probed_pair(rows, mg.higher, mg.lower):
+    elif probed_pair(rows, hi, lo):
         out.append(
-            f"the margin is within the probe's noise: {probe_text(rows, mg.higher, mg.lower)}, and "
-            f"{mg.higher}'s 95% interval starts at {bps_text(mg.best_low)} b/s, not above {mg.lower}'s upper "
-            f"end {bps_text(mg.runner_up_high)}{_lead_text(rows, mg.higher, mg.lower)}."
+            f"the margin is within the probe's noise: {probe_text(rows, hi, lo)}, and {starts}, not above {lo}'s "
+            f"upper end {bps_text(mg.runner_up_high)}{_lead_text(rows, hi, lo)}."
         )
     else:
-        out.append(
-            f"the margin is within the fit's uncertainty: {mg.higher}'s 95% interval starts at "
-            f"{bps_text(mg.best_low)} b/s, not above {_upper_end(rows, mg.lower, mg.runner_up_high)}"
-            f"{_lead_text(rows, mg.higher, mg.lower)}."
-        )
+        out.append(f"the margin is within the fit's uncertainty: {not_above}.")
     return out
 
 
@@ -548,9 +533,9 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
     return f"assumed {pct_text(share)}, not measured: the log{'s' if len(fit.observed) > 1 else ''} ran {ran}"
 
 
-def _outside_range(fit: PipelineFit | None, role: str, factor: float) -> str:
+def _outside_range(fit: PipelineFit, role: str, factor: float) -> str:
     """Where a capacity threshold lies outside what is known of a ranged capacity, say so."""
-    rf = next((r for r in (fit.producer, fit.consumer) if r.role == role), None) if fit is not None else None
+    rf = next((r for r in (fit.producer, fit.consumer) if r.role == role), None)
     if rf is None or not rf.ranged:
         return ""
     lo, hi = rf.mu_range_bps
@@ -571,18 +556,16 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     runner-up's point projection is the higher), the first line says so and the capacity
     thresholds say where the two point projections meet."""
     d = decision
-    rests = {}
-    if fit is not None:
-        rests = {
-            rf.role: (
-                "the given range's middle"
-                if rf.ranged and rf.basis is Basis.GIVEN
-                else "the known range's middle"
-                if rf.ranged and math.isfinite(rf.mu_range_bps[1])
-                else rf.basis.short()
-            )
-            for rf in (fit.producer, fit.consumer)
-        }
+    rests = {
+        rf.role: (
+            "the given range's middle"
+            if rf.ranged and rf.basis is Basis.GIVEN
+            else "the known range's middle"
+            if rf.ranged and math.isfinite(rf.mu_range_bps[1])
+            else rf.basis.short()
+        )
+        for rf in (fit.producer, fit.consumer)
+    }
     c = d.settings.consumer
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
@@ -597,15 +580,9 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     meets = f"the point projections of {d.runner_up} and {d.recommended} then meet" if on_odds else None
     for th in d.sensitivity.thresholds:
         if th.factor is None:
-            of = {
-                "fitted": "of the fit",
-                "measured": "of the measured value",
-                "given": "of the given value",
-                "the bound": "of the bound",
-                "the given range's middle": "of the given range's middle",
-                "the known range's middle": "of the known range's middle",
-            }[rests.get(th.role, "fitted")]
-            out.append(f"{th.role} capacity: no value from {span} {of} changes the choice.")
+            rest = rests.get(th.role, "fitted")
+            of = {"fitted": "the fit", "measured": "the measured value", "given": "the given value"}.get(rest, rest)
+            out.append(f"{th.role} capacity: no value from {span} of {of} changes the choice.")
             continue
         word = "higher" if th.factor > 1 else "lower"
         gpus = th.workers * d.settings.gpus_per_worker[0 if th.role == d.settings.producer else 1]
