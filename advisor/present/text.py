@@ -18,7 +18,7 @@ import re
 from advisor.advice import Advice
 from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
-from advisor.decide.rules import Decision, Verdict
+from advisor.decide.rules import Verdict
 from advisor.model.params import Source
 from advisor.present.json import advice_json
 from advisor.project.rows import SplitRow
@@ -52,16 +52,11 @@ def legend(adv: Advice, bound: bool) -> str:
 
 
 def _title(adv: Advice, markdown: bool = False) -> str:
-    """The verdict line: an open next-run choice names both splits (there is nothing to keep); a
-    verdict on thin evidence says it is provisional."""
+    """The verdict line: the action with its odds (`advisor.decide.odds_text.headline`); a verdict
+    on thin evidence says it is provisional."""
     d = adv.decision
     if provisional(d, adv.fit) and d.verdict is not Verdict.CANNOT_TELL:
-        return _verdict_title(d, markdown) + (" (provisional: thin evidence)" if not markdown else " (provisional)")
-    return _verdict_title(d, markdown)
-
-
-def _verdict_title(d: Decision, markdown: bool) -> str:
-    """The action with its odds (`advisor.decide.odds_text.headline`)."""
+        return headline(d, markdown) + (" (provisional: thin evidence)" if not markdown else " (provisional)")
     return headline(d, markdown)
 
 
@@ -94,11 +89,6 @@ def shows_bound(adv: Advice) -> bool:
     """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
     row as printed (the JSON always carries ``bound_bps``)."""
     return any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in adv.rows.values())
-
-
-def _gpus_text(row: SplitRow) -> str:
-    """The GPUs each role holds at a split, producer first ("12-4")."""
-    return f"{row.producer.gpus}-{row.consumer.gpus}"
 
 
 def _link_cells(row: SplitRow) -> list[str]:
@@ -143,7 +133,7 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
                 dur_text(r.eta_s),
             ]
             + ([_num(r.bps_exact, ".3f")] if exact else [])
-            + ([_gpus_text(r)] if engines else [])
+            + ([f"{r.producer.gpus}-{r.consumer.gpus}"] if engines else [])  # GPUs per role
             + (_link_cells(r) if nodes else [])
         )
     if not shows_bound(adv):
