@@ -109,10 +109,6 @@ class Advice:
         return self.decision.rows
 
     @property
-    def queues(self) -> dict[str, Any]:
-        return {"hs": self.decision.queue} if self.decision.queue is not None else {}
-
-    @property
     def probed(self) -> tuple[str, ...]:
         """The splits a probe measured, compared directly (`advisor.project.probed`); () for none."""
         return tuple(label for label, r in self.rows.items() if r.probe_segments > 0)
@@ -231,10 +227,9 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
             warnings.warn(
                 AssumptionWarning(
                     f"{role} engines of {k} GPUs projected from a log of {k_log}-GPU engines: an engine's rate is "
-                    "taken "
-                    f"as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged one; the "
-                    f"intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per engine "
-                    "measures it"
+                    f"taken as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged "
+                    f"one; the intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per "
+                    "engine measures it"
                 ),
                 stacklevel=2,
             )
@@ -245,8 +240,7 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
         warnings.warn(
             AssumptionWarning(
                 f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken "
-                "as "
-                "free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed "
+                "as free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed "
                 "nodes"
             ),
             stacklevel=2,
@@ -260,8 +254,7 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
         warnings.warn(
             AssumptionWarning(
                 f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured "
-                "from "
-                f"batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"
+                f"from batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"
             ),
             stacklevel=2,
         )
@@ -279,9 +272,8 @@ def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
     warnings.warn(
         AssumptionWarning(
             f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over "
-            "the "
-            f"link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} scaling "
-            f"the verdict needs, and a log with sync events (and their bytes) measures it"
+            f"the link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} "
+            f"scaling the verdict needs, and a log with sync events (and their bytes) measures it"
         ),
         stacklevel=2,
     )
@@ -300,9 +292,8 @@ def _warn_crossing(fit: PipelineFit) -> None:
             AssumptionWarning(
                 f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
                 f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the "
-                "shared "
-                f"queue's order ties origin to drafter, so at placements that mix targets and drafters on a node the "
-                f"link carries more (or less) than projected; compare placements by short logs of each"
+                "shared queue's order ties origin to drafter, so at placements that mix targets and drafters on a "
+                "node the link carries more (or less) than projected; compare placements by short logs of each"
             ),
             stacklevel=2,
         )
@@ -311,28 +302,24 @@ def _warn_crossing(fit: PipelineFit) -> None:
 def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
     """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
     against the log's own service times where the log has step events at its own budget."""
-    if fit.source is Source.STEPS and settings.own_budget and settings.nodes > 1:
+    steps_at_budget = fit.source is Source.STEPS and settings.own_budget
+    if steps_at_budget and settings.nodes > 1:
         splits = refine_placements(fit, tuple(logs), settings, project(fit, settings))  # the queue and link, simulated
-    elif fit.source is Source.STEPS and settings.own_budget:
-        splits = _refined(fit, tuple(logs), settings)
+    elif steps_at_budget:  # refined where the chain is weak
+        splits = refine_weak_spots(fit, tuple(logs), project(fit, settings), hs_cap=settings.hs_cap)
     else:
         splits = project(fit, settings)
-    if settings.exact:
+    if settings.exact and not steps_at_budget:
+        warnings.warn(
+            AssumptionWarning("--exact needs step events and the log's own token budget; skipped"), stacklevel=2
+        )
+    elif settings.exact:
         splits = _exact(fit, logs, settings, splits)
     return splits
 
 
-def _refined(fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings) -> pd.DataFrame:
-    """The table, refined where the chain is weak (`refine_weak_spots`)."""
-    return refine_weak_spots(fit, logs, project(fit, settings), hs_cap=settings.hs_cap)
-
-
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
-    if fit.source is not Source.STEPS or not settings.own_budget:
-        warnings.warn(
-            AssumptionWarning("--exact needs step events and the log's own token budget; skipped"), stacklevel=2
-        )
-        return splits
+    """The table with the exact simulation's columns, and a caveat where it and the analytic model differ."""
     out = simulate_splits(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     worst = out["exact_gap_pct"].abs().idxmax()
     if abs(out.at[worst, "exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
