@@ -119,22 +119,16 @@ def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
                     z = abs(b.mean() - a.mean()) / se if se > 0 else 0.0
     if not fit.source.logged:
         return Evidence(steady_s=0.0, batches=0, settled=True, drift_pct=0.0, drift_z=0.0, basis=Source.NUMBERS)
-    if fit.source is Source.RATES:
-        # the window holds snapshots; its batches are the consumer's completions over it
+    rates = fit.source is Source.RATES
+    batches = int(win.n_events)
+    if rates:  # the window holds snapshots; its batches are the consumer's completions over it
         batches = int(round(ob.bps * win.duration_s)) if ob.bps > 0 else 0
-        return Evidence(
-            steady_s=win.duration_s,
-            batches=batches,
-            settled=bool(win.settled),
-            drift_pct=float(drift),
-            drift_z=float(z),
-            basis=Source.RATES,
-            snapshots=int(win.n_events),
-        )
     return Evidence(
         steady_s=win.duration_s,
-        batches=int(win.n_events),
+        batches=batches,
         settled=bool(win.settled),
         drift_pct=float(drift),
         drift_z=float(z),
+        basis=fit.source,
+        snapshots=int(win.n_events) if rates else 0,
     )

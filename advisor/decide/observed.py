@@ -84,13 +84,8 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
     n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
     label = split_label(n, m)
     row = rows.get(label)
-    if (
-        row is not None
-        and row.observed
-        and settings.hs_cap == fit.hs_cap
-        and row.link is not None
-        and row.link.layout == "node-local"
-    ):
+    as_logged = row is not None and row.observed and settings.hs_cap == fit.hs_cap
+    if as_logged and row.link is not None and row.link.layout == "node-local":
         # the log ran one shared q_hs: its capacities at its own placement (else the best shared one)
         logged = logged_placement(fit, settings)
         res = (
@@ -100,7 +95,7 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
         )
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
         loader = res.loader_cap_bps
-    elif row is not None and row.observed and settings.hs_cap == fit.hs_cap:
+    elif as_logged:
         caps = {p: row.producer.cap_bps, c: row.consumer.cap_bps}
         loader = row.cap_loader_bps
     else:  # the log ran another G or batch size than the table's: its own split, its own size

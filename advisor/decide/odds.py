@@ -279,13 +279,11 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
         above = _spread(x, inp.high_bps[wide])
         e = rng.standard_normal((draws, int(wide.sum())))
         log[:, wide] = t * np.where(e < 0, e * below, e * above)
-    if (
-        inp.ends.shape[1] and inp.open_ends is not None and inp.open_ends.any()
-    ):  # drawn last: a table without one keeps its draws
+    # an open corner's slack is drawn last: a table without one keeps its draws
+    if inp.ends.shape[1] and inp.open_ends is not None and inp.open_ends.any():
         u = open_slack(rng, draws)[:, None]
         log += np.where(opened, np.sign(at_end) * np.minimum(np.abs(at_end), u), 0.0)
-    out = np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
-    return out
+    return np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
 
 
 def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:

@@ -275,20 +275,16 @@ def _action(
     return Verdict.STAY, "expected-best", judged
 
 
-def _sampling_log_per_se(r: SplitRow) -> tuple[float, float]:
-    """The producer's and the consumer's sampling coefficients of a split (0 where it has no parts)."""
-    if r.parts is None:
-        return 0.0, 0.0
-    ip, ic = _SAMPLING
-    return r.parts.shared_log_per_se[ip], r.parts.shared_log_per_se[ic]
-
-
 def probe_noise(fit: PipelineFit, rows: Mapping[str, SplitRow], ev: Evidence) -> ProbeNoise:
     """Each split's per-time noise as a probe would measure it (`advisor.decide.probe`), the
     segments' run-to-run level, and how long the logs already ran each split of the table."""
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
     steady = ev.steady_s if ev.basis.logged else 0.0
-    var_s = {label: noise_var_s(r.bps, _sampling_log_per_se(r), steady, scv) for label, r in rows.items()}
+    ip, ic = _SAMPLING
+    var_s = {}
+    for label, r in rows.items():  # the sampling coefficients of producer and consumer (0: no parts)
+        coefs = (0.0, 0.0) if r.parts is None else (r.parts.shared_log_per_se[ip], r.parts.shared_log_per_se[ic])
+        var_s[label] = noise_var_s(r.bps, coefs, steady, scv)
     ran: dict[str, float] = {}
     if fit.source.logged:
         p, c = fit.roles
@@ -339,12 +335,8 @@ def _weigh(
 def _fastest(rows: Mapping[str, SplitRow], labels: Iterable[str]) -> str | None:
     """The label of the highest projected rate among ``labels`` (the first of equals; NaN rates
     skipped), None where there is none."""
-    best = None
-    for label in labels:
-        x = rows[label].bps
-        if not math.isnan(x) and (best is None or x > rows[best].bps):
-            best = label
-    return best
+    rated = (label for label in labels if not math.isnan(rows[label].bps))
+    return max(rated, key=lambda label: rows[label].bps, default=None)
 
 
 def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, evidence: Evidence) -> Decision:
