@@ -349,11 +349,8 @@ def _evidence(fit: PipelineFit, logs: Sequence[RunLog]) -> Evidence:
 
 def _caveats(*batches: Sequence[warnings.WarningMessage]) -> tuple[str, ...]:
     """Every typed warning's text, once, in the order raised."""
-    texts: list[str] = []
-    for w in (w for batch in batches for w in batch):
-        if issubclass(w.category, AdvisorWarning) and str(w.message) not in texts:
-            texts.append(str(w.message))
-    return tuple(texts)
+    typed = (w for batch in batches for w in batch if issubclass(w.category, AdvisorWarning))
+    return tuple(dict.fromkeys(str(w.message) for w in typed))
 
 
 def _finish(

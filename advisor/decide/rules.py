@@ -352,11 +352,11 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         The `Decision`, carrying ``rows``.
     """
     p, c = fit.roles
-    observed = next((label for label, r in rows.items() if r.observed), None)
     ob0 = fit.observed[0]
     first = split_label(ob0.roles.get(p, 0), ob0.roles.get(c, 0))
-    observed = first if first in rows else observed
-    judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else (first if first in rows else None)
+    first = first if first in rows else None  # the first log's split, where the table has it
+    observed = first or next((label for label, r in rows.items() if r.observed), None)
+    judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else first
     best = _fastest(rows, rows)
     running = observed if evidence.basis.logged else None
     verdict, action, rule, rec, odds, probe = _weigh(fit, rows, settings, evidence, judged, best, running)
