@@ -74,9 +74,8 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
 
     Each round takes two medians (of the residuals, and of their distances to it: the MAD scale).
     They are found with one single-k ``partition`` and a max over the lower half, the very values
-    ``np.median`` returns (for an even count it partitions around both middle elements, which
-    numpy does several times slower): the same line, bit for bit, at about half the cost on the
-    300k-step samples of a large log.
+    ``np.median`` returns (which, for an even count, partitions around both middle elements): the
+    same line, bit for bit.
     """
     x = np.asarray(x, float)
     y = np.asarray(y, float)
@@ -95,7 +94,7 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
         median = np.median  # noqa: F811  (NaN in, NaN out, as np.median has it)
     w = np.ones_like(y)
     # the same operations in the same order as the plain expressions (so the same bits), into
-    # buffers allocated once: fresh 2.4 MB temporaries each round were a fifth of the cost
+    # buffers allocated once rather than fresh temporaries each round
     t1, t2, dx, r = (np.empty_like(y) for _ in range(4))
     a = b = 0.0
     for _ in range(iters):
@@ -112,10 +111,10 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
         u = np.divide(np.abs(r, out=t1), HUBER_K * scale, out=t1)
         np.divide(1.0, np.maximum(u, 1e-12, out=t2), out=w)  # 1 / max(u, 1e-12) ...
         w[u <= 1] = 1.0  # ... where u > 1, else 1
-        if abs(b_new - b) <= HUBER_TOL * max(abs(b), 1e-30) and abs(a_new - a) <= HUBER_TOL * max(abs(a), 1e-30):
-            a, b = a_new, b_new
-            break
+        done = abs(b_new - b) <= HUBER_TOL * max(abs(b), 1e-30) and abs(a_new - a) <= HUBER_TOL * max(abs(a), 1e-30)
         a, b = a_new, b_new
+        if done:
+            break
     if b < 0:
         # busy time cannot fall with more tokens: the spread of token counts is too narrow to see
         # the slope under the noise, so the step time is taken as flat
