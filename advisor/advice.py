@@ -150,6 +150,11 @@ class Advice:
         return self.splits.loc[label]
 
 
+def _caveat(text: str) -> None:
+    """Raise ``text`` as an `advisor.errors.AssumptionWarning` (a caveat of the advice)."""
+    warnings.warn(AssumptionWarning(text), stacklevel=3)
+
+
 def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
     """A pace that moved by d% inside the window may move as much again: widen every interval."""
     if not (ev.drifting or not ev.settled):
@@ -160,12 +165,9 @@ def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
     df = splits.copy()
     df["bps_low"] = df[["bps_low", "bps"]].min(axis=1) * (1 - d)
     df["bps_high"] = df[["bps_high", "bps"]].max(axis=1) * (1 + d)
-    warnings.warn(
-        AssumptionWarning(
-            f"the pace moved {ev.drift_pct:+.1f}% between the halves of the steady window: every interval is widened "
-            f"by {100 * d:.0f}%"
-        ),
-        stacklevel=2,
+    _caveat(
+        f"the pace moved {ev.drift_pct:+.1f}% between the halves of the steady window: every interval is widened "
+        f"by {100 * d:.0f}%"
     )
     return df
 
@@ -175,25 +177,18 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
     c = fit.roles[1]
     if settings.extrapolated_tokens:
         lo, hi = settings.logged_tokens_range
-        warnings.warn(
-            AssumptionWarning(
-                f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
-                f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
-                f"budget, given with the others, pins it down"
-            ),
-            stacklevel=2,
+        _caveat(
+            f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
+            f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
+            f"budget, given with the others, pins it down"
         )
     _warn_engines(fit, settings)
     _warn_slope_at_another_g(fit, settings)
     judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
     if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
-        warnings.warn(
-            AssumptionWarning(
-                f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
-                f"assumed 0; "
-                f"see 'holds unless' for how the verdict depends on per-{c} scaling"
-            ),
-            stacklevel=2,
+        _caveat(
+            f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
+            f"assumed 0; see 'holds unless' for how the verdict depends on per-{c} scaling"
         )
 
 
@@ -207,15 +202,12 @@ def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> None:
     if not (ct.measured or any(ct.prior_k)):
         return
     p = fit.roles[0]
-    warnings.warn(
-        AssumptionWarning(
-            f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
-            f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
-            f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
-            f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
-            f"{settings.units()} measure it"
-        ),
-        stacklevel=2,
+    _caveat(
+        f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
+        f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
+        f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
+        f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
+        f"{settings.units()} measure it"
     )
 
 
@@ -224,26 +216,20 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
     for i, role in enumerate(fit.roles):
         k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
         if k != k_log:
-            warnings.warn(
-                AssumptionWarning(
-                    f"{role} engines of {k} GPUs projected from a log of {k_log}-GPU engines: an engine's rate is "
-                    f"taken as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged "
-                    f"one; the intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per "
-                    "engine measures it"
-                ),
-                stacklevel=2,
+            _caveat(
+                f"{role} engines of {k} GPUs projected from a log of {k_log}-GPU engines: an engine's rate is "
+                f"taken as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged "
+                f"one; the intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per "
+                "engine measures it"
             )
     if settings.nodes <= 1:
         return
     if not settings.link_bytes_s or not fit.hs_bytes_per_token:
         what = "its bandwidth is unknown" if fit.hs_bytes_per_token else "the log has no hs_bytes_per_token"
-        warnings.warn(
-            AssumptionWarning(
-                f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken "
-                "as free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed "
-                "nodes"
-            ),
-            stacklevel=2,
+        _caveat(
+            f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken "
+            "as free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed "
+            "nodes"
         )
     _warn_crossing(fit)
     _warn_local_sync(fit, settings)
@@ -251,12 +237,9 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
         return
     if settings.link_source is not None:
         whence = "given (--link-gbytes-s)" if settings.link_source == "given" else "the header's link_bytes_s"
-        warnings.warn(
-            AssumptionWarning(
-                f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured "
-                f"from batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"
-            ),
-            stacklevel=2,
+        _caveat(
+            f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured "
+            f"from batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"
         )
 
 
@@ -269,13 +252,10 @@ def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
         return
     c = fit.roles[1]
     why = f"the log's {c}s do not sync (sync_every 0)" if fit.sync.sync_every <= 0 else "its sync events carry no bytes"
-    warnings.warn(
-        AssumptionWarning(
-            f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over "
-            f"the link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} "
-            f"scaling the verdict needs, and a log with sync events (and their bytes) measures it"
-        ),
-        stacklevel=2,
+    _caveat(
+        f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over "
+        f"the link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} "
+        f"scaling the verdict needs, and a log with sync events (and their bytes) measures it"
     )
 
 
@@ -288,14 +268,11 @@ def _warn_crossing(fit: PipelineFit) -> None:
     pl = Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
     uniform, seen = pl.crossing_share(), lk.first_crossed / lk.steps_known
     if abs(seen - uniform) > CROSSING_GAP:
-        warnings.warn(
-            AssumptionWarning(
-                f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
-                f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the "
-                "shared queue's order ties origin to drafter, so at placements that mix targets and drafters on a "
-                "node the link carries more (or less) than projected; compare placements by short logs of each"
-            ),
-            stacklevel=2,
+        _caveat(
+            f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
+            f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the "
+            "shared queue's order ties origin to drafter, so at placements that mix targets and drafters on a "
+            "node the link carries more (or less) than projected; compare placements by short logs of each"
         )
 
 
@@ -310,9 +287,7 @@ def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd
     else:
         splits = project(fit, settings)
     if settings.exact and not steps_at_budget:
-        warnings.warn(
-            AssumptionWarning("--exact needs step events and the log's own token budget; skipped"), stacklevel=2
-        )
+        _caveat("--exact needs step events and the log's own token budget; skipped")
     elif settings.exact:
         splits = _exact(fit, logs, settings, splits)
     return splits
@@ -323,12 +298,9 @@ def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits:
     out = simulate_splits(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
     worst = out["exact_gap_pct"].abs().idxmax()
     if abs(out.at[worst, "exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
-        warnings.warn(
-            AssumptionWarning(
-                f"the analytic model and the exact simulation differ by {out.at[worst, 'exact_gap_pct']:+.1f}% at "
-                f"{worst}: trust the simulation there"
-            ),
-            stacklevel=2,
+        _caveat(
+            f"the analytic model and the exact simulation differ by {out.at[worst, 'exact_gap_pct']:+.1f}% at "
+            f"{worst}: trust the simulation there"
         )
     return out
 
@@ -477,12 +449,8 @@ def advise_numbers(
             if fit.contention.role_se
             else "intervals carry no sampling or run-to-run error (no samples)"
         )
-        warnings.warn(
-            AssumptionWarning(
-                f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); "
-                f"{carried}"
-            ),
-            stacklevel=2,
+        _caveat(
+            f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); {carried}"
         )
     k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
     log_k = (k.get(p, 1), k.get(c, 1))
