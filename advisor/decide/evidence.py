@@ -54,9 +54,7 @@ class Evidence:
 
     @property
     def thin(self) -> bool:
-        if not self.basis.logged:
-            return False
-        return self.batches < MIN_BATCHES or not self.settled or self.drifting
+        return self.basis.logged and (self.batches < MIN_BATCHES or not self.settled or self.drifting)
 
     def count_text(self) -> str:
         """The window's length in its own units ("812 steady batches", "70 rates snapshots (~3,600 batches)")."""
