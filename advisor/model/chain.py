@@ -81,7 +81,7 @@ passes its bound. Node-local pipelines (`project_local`): one node's pipeline, t
 from __future__ import annotations
 
 import math
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
 import numpy as np
@@ -118,6 +118,9 @@ class ChainResult:
     consumer_starved: float
     queue_mean: float
     barrier_cut: float = 0.0  # ln(X_chain / X_bar) where the barrier tail binds, else 0
+
+
+_BETWEEN = ("x_bps", "producer_blocked", "consumer_starved", "queue_mean")  # interpolated between two depths
 
 
 @cache
@@ -182,7 +185,7 @@ def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 
     res = _chain_int(n, m, mu_p, mu_c, lo)
     if frac >= 1e-9:
         r_hi = _chain_int(n, m, mu_p, mu_c, lo + 1)
-        res = ChainResult(*(a + frac * (b - a) for a, b in zip(astuple(res)[:4], astuple(r_hi)[:4])))
+        res = ChainResult(**{f: getattr(res, f) + frac * (getattr(r_hi, f) - getattr(res, f)) for f in _BETWEEN})
     # the queue holds at most `buffer` batches whatever the effective depth says
     scale = buffer / b_eff if b_eff > 0 else 0.0
     return replace(res, queue_mean=min(res.queue_mean * scale, buffer))
