@@ -328,7 +328,10 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     hi, lo = mg.higher, mg.lower
     starts = f"{hi}'s 95% interval starts at {bps_text(mg.best_low)} b/s"
     above = f"{starts}, above {lo}'s upper end {bps_text(mg.runner_up_high)}"
-    not_above = f"{starts}, not above {_upper_end(rows, lo, mg.runner_up_high)}{_lead_text(rows, hi, lo)}"
+
+    def not_above() -> str:  # built only where said: its lead interval is computed then
+        return f"{starts}, not above {_upper_end(rows, lo, mg.runner_up_high)}{_lead_text(rows, hi, lo)}"
+
     # separated but not stable: the lead's own interval, not the two intervals, sets them apart
     lead = (
         f"{hi}'s lead over {lo} is {signed_pct(mg.lead_low_pct)} to {signed_pct(mg.lead_high_pct)} (95%)"
@@ -342,7 +345,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
                 f"the intervals cover sampling noise only."
             )
         else:
-            out.append(f"the choice is provisional: {not_above}, and the evidence is thin.")
+            out.append(f"the choice is provisional: {not_above()}, and the evidence is thin.")
     elif not fit.source.logged and not fit.contention.role_se:
         out.append(
             "from given numbers the intervals carry only the model's own error (and, with a sync cost given "
@@ -371,7 +374,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
             f"upper end {bps_text(mg.runner_up_high)}{_lead_text(rows, hi, lo)}."
         )
     else:
-        out.append(f"the margin is within the fit's uncertainty: {not_above}.")
+        out.append(f"the margin is within the fit's uncertainty: {not_above()}.")
     return out
 
 
