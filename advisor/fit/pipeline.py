@@ -391,7 +391,16 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
 
 
 def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> str:
-    """The caveat of `gpu_priors`: what is carried, and what would measure it."""
+    """The caveat of `gpu_priors`: what is carried, and what would measure it.
+
+    Args:
+        contention: the GPU priors carried (`gpu_priors`).
+        producer: the producer role's name.
+        consumer: the consumer role's name.
+
+    Returns:
+        The caveat's sentence, without the log's path.
+    """
     sp, sc = contention.role_prior_se()
     return (
         f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
@@ -413,7 +422,17 @@ def _prior_slope_text(contention: ContentionFit, producer: str, consumer: str) -
 
 
 def fit_pipeline(measured: Measurement) -> PipelineFit:
-    """Fit one model from the measured logs of one job (possibly at different splits)."""
+    """Fit one model from the measured logs of one job (possibly at different splits).
+
+    Args:
+        measured: the job's measured logs (`advisor.measure.measured.measure_logs`).
+
+    Returns:
+        The `PipelineFit`, from step events where some log has them, else from ``rates`` snapshots.
+
+    Raises:
+        LogError: a role has fewer than 3 steady steps in the logs at the observed batch size.
+    """
     logs = [m.log for m in measured.logs]
     head = logs[0].header
     roles = _fit_steps(measured) if measured.with_steps else _fit_rates(measured)
@@ -464,16 +483,34 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
 
 
 def fit_logs(logs: Sequence[RunLog]) -> PipelineFit:
-    """`fit_pipeline` of `advisor.measure.measured.measure_logs` (for callers holding logs)."""
+    """`fit_pipeline` of `advisor.measure.measured.measure_logs` (for callers holding logs).
+
+    Args:
+        logs: the logs of one job, sharing their roles.
+
+    Returns:
+        The `PipelineFit`.
+
+    Raises:
+        LogError: no log, logs whose roles differ, or too few steady steps (`fit_pipeline`).
+    """
     return fit_pipeline(measure_logs(logs))
 
 
 def gpu_priors(n_producer: int, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)) -> ContentionFit:
     """How step times change with the split on real GPUs where no step log measures it (bare
     numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
-    published split tables, around the given split (``n_producer`` engines of ``gpus`` GPUs, each
-    engine holding ``gpus_per_worker``; projections at any G count each role's distance by its own
-    count: `ContentionFit.role_se`)."""
+    published split tables, around the given split (projections at any G count each role's
+    distance by its own count: `ContentionFit.role_se`).
+
+    Args:
+        n_producer: producer engines of the given split.
+        gpus: GPUs of the given split.
+        gpus_per_worker: GPUs one engine holds, (producer, consumer).
+
+    Returns:
+        The unmeasured `ContentionFit` carrying the priors.
+    """
     return ContentionFit.unmeasured(
         n_producer,
         gpus,
@@ -567,15 +604,29 @@ def fit_from_numbers(
 ) -> PipelineFit:
     """A fit from bare numbers (pool capacities in batches/s): the `what-if` path.
 
-    ``cap_bps`` is each role's capacity with its ``roles`` worker count (e.g. 7 targets together
-    0.92 b/s): a value, a range (``(0.88, 0.95)`` or ``"0.88..0.95"``) or a lower bound
-    (``">=39"``, `advisor.settings.Capacity`); each role's ``basis`` says which (given, bound).
-    Of the `advisor.settings.Options`: ``hs_cap`` (None: `DEFAULT_HS_CAP`), ``tokens_per_batch``;
-    variability is assumed (``scv``, None: `DEFAULT_SCV`); the collective time ``sync_s`` (every
+    Variability is assumed (``scv``, None: `DEFAULT_SCV`); the collective time ``sync_s`` (every
     ``sync_every`` consumer steps) is taken as measured at the given drafter count;
     ``hardware_priors``: carry what real GPUs do and the numbers cannot show (`gpu_priors`:
     per-GPU rates that change with a role's count and with the other role's, and run-to-run
     shift) around the given split, each role by its own count (so at any G).
+
+    Args:
+        roles: role -> engines of the given split, producer then consumer.
+        cap_bps: role -> capacity of its ``roles`` workers together (e.g. 7 targets together
+            0.92 b/s): a value, a range (``(0.88, 0.95)`` or ``"0.88..0.95"``) or a lower bound
+            (``">=39"``, `advisor.settings.Capacity`); each role's ``basis`` says which (given, bound).
+        options: the `advisor.settings.Options` read (None: the defaults): ``hs_cap`` (None:
+            `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``, ``sync_s``, ``sync_every``,
+            ``gpus_per_worker``, ``hardware_priors``.
+        pre_cap: the prefetch queue's depth, batches.
+
+    Returns:
+        The `PipelineFit` (`Source.NUMBERS`), its observed run the given split at the smaller
+        pool capacity.
+
+    Raises:
+        SettingsError: a capacity in none of `advisor.settings.CAPACITY_FORMS`, or past its limits.
+        ValueError: ``roles`` not two roles, a count below 1, or a capacity missing or not above 0.
     """
     o = options if options is not None else Options()
     hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
