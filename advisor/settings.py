@@ -78,6 +78,14 @@ class Flag:
     help_in: Mapping[str, str] = field(default_factory=dict)
 
     def help_for(self, command: str) -> str:
+        """The flag's help for one command.
+
+        Args:
+            command: the CLI command ("advise", "what-if", ...).
+
+        Returns:
+            The command's own help (``help_in``) where given, else the common ``help``.
+        """
         return self.help_in.get(command, self.help)
 
 
@@ -332,23 +340,49 @@ class Options:
 
     @classmethod
     def of(cls, options: Options | None = None, **given: Any) -> Options:
-        """``options`` (default: all defaults) with the fields in ``given`` replaced, validated."""
+        """Options with some fields replaced, validated.
+
+        Args:
+            options: the options to start from (None: all defaults).
+            **given: field name -> value, put over ``options``.
+
+        Returns:
+            The options, validated; ``options`` itself where nothing is given.
+
+        Raises:
+            SettingsError: a given value that fails its flag's checks, naming the flag.
+        """
         base = options if options is not None else cls()
         if not isinstance(base, Options):
             raise TypeError(f"options must be an Options, got {type(base).__name__}")
         return replace(base, **given) if given else base
 
     def given(self) -> dict[str, Any]:
-        """The fields that differ from their defaults (what a user set)."""
+        """The fields that differ from their defaults (what a user set).
+
+        Returns:
+            field name -> value, for those fields.
+        """
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
     def over(self, base: Options) -> Options:
-        """``base`` with the fields set here (not None) put over it: the command line over a config."""
+        """These options put over others: the command line over a config.
+
+        Args:
+            base: the options under these (a config's).
+
+        Returns:
+            ``base`` with the fields set here (off their defaults, and not None) put in.
+        """
         return replace(base, **{name: v for name, v in self.given().items() if v is not None})
 
 
 def option_fields() -> dict[str, Any]:
-    """The `Options` fields by name (`dataclasses.Field`, each with its `Flag` as ``metadata["flag"]``)."""
+    """The `Options` fields by name.
+
+    Returns:
+        field name -> `dataclasses.Field`, each with its `Flag` as ``metadata["flag"]``.
+    """
     return {f.name: f for f in fields(Options)}
 
 
@@ -402,11 +436,24 @@ def parse_role_values(
     hi: float | None = None,
     example: str = "",
 ) -> dict[str, Any]:
-    """``role=value,...`` (or a mapping) for ``option``, in the order given: each value a whole
-    number (``whole``) or a number, in [lo, hi]; a role named twice is an error.
+    """``role=value,...`` (or a mapping) for ``option``, in the order given; a role named twice is an error.
 
     The one reader of role maps: ``--roles``, ``--gpus-per-worker``, ``--engine-scaling`` and the
     TensorBoard import's ``--roles``. Role names are checked against a log by `check_role_names`.
+
+    Args:
+        option: the flag, named in every error.
+        text: ``role=value`` pairs joined by commas, or a mapping role -> value.
+        whole: each value a whole number; else any finite number.
+        lo: the least value (None: no limit).
+        hi: the greatest value (None: no limit).
+        example: the pairs an error shows (default ``target=2``, or ``target=0.9`` for numbers).
+
+    Returns:
+        role -> value, in the order given.
+
+    Raises:
+        SettingsError: a malformed pair, a role named twice, or a value not a number or outside [lo, hi].
     """
     example = example or ("target=2" if whole else "target=0.9")
     if isinstance(text, Mapping):
@@ -434,7 +481,19 @@ def parse_role_values(
 
 
 def check_role_names(option: str, given: Mapping[str, Any] | None, roles: Sequence[str]) -> dict[str, Any]:
-    """``given`` (a parsed role map) with each name among ``roles``; `SettingsError` naming ``option`` otherwise."""
+    """A parsed role map whose names are checked against the log's roles.
+
+    Args:
+        option: the flag, named in the error.
+        given: the parsed role map (None: none given).
+        roles: the log's role names.
+
+    Returns:
+        A copy of ``given`` ({} for None).
+
+    Raises:
+        SettingsError: a name not among ``roles``, naming ``option``.
+    """
     for name in given or {}:
         if name not in roles:
             raise SettingsError(option, f"unknown role {name!r} (the roles are {' and '.join(roles)})")
@@ -462,14 +521,31 @@ class Capacity:
         return self.low if self.kind != "range" else math.sqrt(self.low * self.high)
 
     def text(self) -> str:
+        """The capacity as a user writes it.
+
+        Returns:
+            ``0.92``, ``0.88..0.95`` or ``>=39`` (4 significant digits).
+        """
         return {"value": f"{self.low:.4g}", "bound": f">={self.low:.4g}"}.get(
             self.kind, f"{self.low:.4g}..{self.high:.4g}"
         )
 
 
 def as_capacity(option: str, value: Any) -> Capacity:
-    """A capacity from a number, a (low, high) pair, a `Capacity` or text in one of
-    ``CAPACITY_FORMS``; a `SettingsError` naming ``option`` and the accepted forms otherwise."""
+    """A capacity from what a user gives, checked.
+
+    Args:
+        option: the option or field, named in every error.
+        value: a number, a (low, high) pair, a `Capacity` or text in one of ``CAPACITY_FORMS``;
+            batches/s.
+
+    Returns:
+        The `Capacity`.
+
+    Raises:
+        SettingsError: a value in none of the forms (named in the message), not above 0, a range
+            whose ends are reversed, or an end past ``MIN_CAPACITY_BPS``..``MAX_CAPACITY_BPS``.
+    """
     if isinstance(value, Capacity):
         low, high = value.low, value.high
     elif isinstance(value, bool):
@@ -548,7 +624,15 @@ class Settings:
     tokens_measured: bool = True  # False: no log measured tokens; tokens_per_batch is nominal
 
     def split_gpus(self, n: int, m: int) -> int:
-        """GPUs of a split of ``n`` producer and ``m`` consumer engines."""
+        """GPUs of a split of engines.
+
+        Args:
+            n: producer engines.
+            m: consumer engines.
+
+        Returns:
+            The GPUs those engines hold.
+        """
         return n * self.gpus_per_worker[0] + m * self.gpus_per_worker[1]
 
     @property
@@ -560,7 +644,11 @@ class Settings:
         return self.gpus_per_worker != self.log_gpus_per_worker
 
     def engine_pairs(self) -> list[tuple[int, int]]:
-        """Every split (N, M) of engines that uses all G GPUs, N >= 1, M >= 1, highest N first."""
+        """Every split (N, M) of engines that uses all G GPUs, N >= 1, M >= 1, highest N first.
+
+        Returns:
+            The (N, M) pairs (`engine_pairs`); empty where G cannot be split so.
+        """
         return engine_pairs(self.gpus, *self.gpus_per_worker)
 
     @property
@@ -569,8 +657,14 @@ class Settings:
         return self.next_run or self.run_ended
 
     def units(self, n: int | None = None) -> str:
-        """``n`` (default G) with the word for what is split: "8 GPUs", or "3 CPU workers" when the
-        log's workers ran on CPU (header ``device: cpu``)."""
+        """A count with the word for what is split.
+
+        Args:
+            n: the count (None: G).
+
+        Returns:
+            "8 GPUs", or "3 CPU workers" when the log's workers ran on CPU (header ``device: cpu``).
+        """
         n = self.gpus if n is None else n
         return f"{n} {'CPU worker' if self.cpu else 'GPU'}{'s' if n != 1 else ''}"
 
@@ -579,6 +673,11 @@ class Settings:
         return self.token_budget is None
 
     def to_json(self) -> dict[str, Any]:
+        """The settings as the JSON report's ``settings`` object.
+
+        Returns:
+            name -> value; engines, node size and link only where they apply.
+        """
         out = {
             "gpus": self.gpus,
             "token_budget": self.token_budget or self.log_token_budget,
@@ -600,7 +699,16 @@ class Settings:
 
 
 def engine_pairs(gpus: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
-    """Every (N, M) with N k_p + M k_c = gpus, N >= 1, M >= 1, highest N first."""
+    """Every (N, M) with N k_p + M k_c = gpus, N >= 1, M >= 1, highest N first.
+
+    Args:
+        gpus: the GPUs to split.
+        k_p: GPUs per producer engine.
+        k_c: GPUs per consumer engine.
+
+    Returns:
+        The (N, M) pairs; empty where none exists.
+    """
     return [
         (n, (gpus - n * k_p) // k_c)
         for n in range((gpus - k_c) // k_p, 0, -1)
@@ -656,7 +764,22 @@ def _engines(options: Options, logged: Logged, gpus: int) -> tuple[tuple[int, in
 def check_roles(
     roles: Mapping[str, int], producer: str, consumer: str, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)
 ) -> dict[str, int]:
-    """The split to judge (engines), validated against the log's roles and G."""
+    """The split to judge (engines), validated against the log's roles and G.
+
+    Args:
+        roles: role -> engines, as given by ``--roles``.
+        producer: the log's producer role.
+        consumer: the log's consumer role.
+        gpus: G, the GPUs split.
+        gpus_per_worker: GPUs per engine, (producer, consumer).
+
+    Returns:
+        role -> engines, producer first.
+
+    Raises:
+        SettingsError: a role missing or unknown, a count not a whole number from 1 to `MAX_GPUS`, or
+            engines whose GPUs do not add up to ``gpus``.
+    """
     names = set(roles)
     want = {producer, consumer}
     if names != want:
@@ -687,17 +810,39 @@ ROLE_NOUN_ENDINGS = ("er", "or", "et", "nt", "ne", "el", "le", "ist", "ant")
 
 
 def role_is_noun(role: str) -> bool:
-    """Whether a role's name reads as an English noun (its plural adds "s"), not a label."""
+    """Whether a role's name reads as an English noun (its plural adds "s"), not a label.
+
+    Args:
+        role: the role's name.
+
+    Returns:
+        True for a lower-case word with a ``ROLE_NOUN_ENDINGS`` ending.
+    """
     return role.islower() and role.isalpha() and role.endswith(ROLE_NOUN_ENDINGS)
 
 
 def role_plural(role: str) -> str:
-    """The workers of a role in a sentence: "targets", "drafters", "vllm workers"."""
+    """The workers of a role in a sentence.
+
+    Args:
+        role: the role's name.
+
+    Returns:
+        "targets", "drafters", "vllm workers".
+    """
     return f"{role}s" if role_is_noun(role) else f"{role} workers"
 
 
 def role_count(n: int, role: str) -> str:
-    """``n`` workers of a role: "1 drafter", "7 drafters", "1 vllm worker", "2 vllm workers"."""
+    """A count of a role's workers in a sentence.
+
+    Args:
+        n: the count.
+        role: the role's name.
+
+    Returns:
+        "1 drafter", "7 drafters", "1 vllm worker", "2 vllm workers".
+    """
     if n == 1:
         return f"1 {role}" if role_is_noun(role) else f"1 {role} worker"
     return f"{n} {role_plural(role)}"
@@ -724,12 +869,23 @@ class Logged:
 
 def build_settings(options: Options, logged: Logged) -> Settings:
     """The options resolved against what the log(s) showed: G, the q_hs depth, the batch size,
-    the split to judge, engines, nodes and the link. Raises `SettingsError` naming the option.
+    the split to judge, engines, nodes and the link.
 
     A ``token_budget`` keeps the logged fill (tokens per batch / budget); batches more than
     `SAME_SIZE_TOL` outside the logged range are flagged as extrapolated. Where no log measured
     tokens (``logged.tokens_measured`` false) and the header gives no budget, a batch's size is
-    unknown and ``--token-budget`` has nothing to scale."""
+    unknown and ``--token-budget`` has nothing to scale.
+
+    Args:
+        options: the user's options; a field left None falls back to ``logged``.
+        logged: what the log(s) or the what-if numbers showed.
+
+    Returns:
+        The `Settings`.
+
+    Raises:
+        SettingsError: an option that does not fit the log(s), naming the option.
+    """
     producer, consumer = logged.roles
     gpus = _whole("--gpus", options.gpus if options.gpus is not None else logged.gpus, MIN_GPUS, MAX_GPUS)
     k, es, gpn = _engines(options, logged, gpus)
@@ -779,8 +935,14 @@ def build_settings(options: Options, logged: Logged) -> Settings:
 
 
 def check_counts(counts: Mapping[str, int]) -> None:
-    """Worker counts given by option (``{"--targets": 7, "--drafters": 1}``): each, and all together,
-    at most `MAX_GPUS`. Raises `SettingsError` naming the option."""
+    """Check worker counts given by option: each, and all together, at most `MAX_GPUS`.
+
+    Args:
+        counts: option -> workers (``{"--targets": 7, "--drafters": 1}``).
+
+    Raises:
+        SettingsError: a count, or the sum, past `MAX_GPUS`, naming the option(s).
+    """
     for option, n in counts.items():
         if n > MAX_GPUS:
             raise SettingsError(option, f"{n} is more than the limit {MAX_GPUS}")
