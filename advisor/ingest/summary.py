@@ -84,10 +84,21 @@ def _mix(x: np.ndarray, tmp: np.ndarray | None = None) -> np.ndarray:
 
 
 def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Sequence[str] = _KEY_FIELDS) -> np.ndarray:
-    """A 64-bit hash of each row's content: the order key of the bottom-k sample. ``salt``: one
-    number for every row, or one per row (the role's index). Each field's float64 bits enter with
-    one NaN pattern (NaN -> 0.0) and -0.0 as 0.0. (Into buffers allocated once: a large log hashes
-    every step, and fresh temporaries per operation were most of the cost.)"""
+    """A 64-bit hash of each row's content: the order key of the bottom-k sample.
+
+    Each field's float64 bits enter with one NaN pattern (NaN -> 0.0) and -0.0 as 0.0. (Into
+    buffers allocated once: a large log hashes every step, and fresh temporaries per operation
+    were most of the cost.)
+
+    Args:
+        cols: field -> column, one entry per row; it holds at least ``fields``.
+        salt: one number for every row (the syncs: the number of roles), or one per row (the
+            step's role index).
+        fields: the columns hashed, in order (by default a step's t, worker, batch, tokens, busy).
+
+    Returns:
+        One uint64 key per row.
+    """
     n = len(cols[fields[0]])
     if np.ndim(salt):
         h = np.asarray(salt).astype(np.uint64) + np.uint64(1)
@@ -104,10 +115,19 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Seq
 
 
 def stable_order(v: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
-    """``np.argsort(v, kind="stable")``, the same permutation at a fraction of the cost: numpy's
-    default sort (several times faster on floats and 64-bit keys), then each run of equal values
-    put back in index order (ties are rare here: times and 64-bit hashes). ``ties``: equal values
-    ordered by it first (then by index), as ``np.lexsort((index, ties, v))`` orders them."""
+    """``np.argsort(v, kind="stable")``, the same permutation at a fraction of the cost.
+
+    numpy's default sort (several times faster on floats and 64-bit keys), then each run of equal
+    values put back in index order (ties are rare here: times and 64-bit hashes).
+
+    Args:
+        v: the values, 1-D (NaNs sort last and tie with each other).
+        ties: one per value: equal values ordered by it first (then by index), as
+            ``np.lexsort((index, ties, v))`` orders them; None: by index alone.
+
+    Returns:
+        The indices that sort ``v``, ties broken as above.
+    """
     v = np.asarray(v)
     order = np.argsort(v)
     if len(v) < 2:
@@ -128,8 +148,16 @@ def stable_order(v: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
 
 
 def merged_order(runs: Sequence[np.ndarray]) -> np.ndarray:
-    """``stable_order(np.concatenate(runs))`` for runs each in order already (NaN last, as a sort
-    leaves them): one binary search of each run into the merge of those before it, not a sort."""
+    """``stable_order(np.concatenate(runs))`` for runs each in order already, without a sort.
+
+    One binary search of each run into the merge of those before it.
+
+    Args:
+        runs: 1-D arrays, each ascending with NaN last (as a sort leaves them).
+
+    Returns:
+        Indices into the concatenation of ``runs``, in its stable order; empty for no runs.
+    """
     order = np.arange(len(runs[0]) if runs else 0)
     merged = np.asarray(runs[0]) if runs else np.empty(0)
     start = len(order)
@@ -361,9 +389,27 @@ class Totals:
     t_max_s: float
 
     def series(self, role: str, name: str) -> np.ndarray:
+        """One binned sum of one role over the whole log.
+
+        Args:
+            role: a role of ``roles``.
+            name: one of ``BIN_FIELDS`` (``"n"``: steps; ``"busy"``: their busy seconds, ...).
+
+        Returns:
+            One sum per bin of ``width_s`` from t = 0 (``NBINS`` of them), a view into ``bins``.
+        """
         return self.bins[self.roles.index(role) * len(BIN_FIELDS) + BIN_FIELDS.index(name)]
 
     def sync_window(self, start_s: float, end_s: float) -> dict[str, float]:
+        """The syncs' sums over the bins inside [start_s, end_s], as `window` takes them.
+
+        Args:
+            start_s: the window's start, seconds since the run started.
+            end_s: the window's end, seconds since the run started.
+
+        Returns:
+            ``SYNC_BIN_FIELDS`` -> sum: ``n`` syncs, ``dur`` their seconds.
+        """
         base = len(self.roles) * len(BIN_FIELDS)
         lo, hi = self._bins_of(start_s, end_s)
         return {f: float(self.bins[base + i][lo:hi].sum()) for i, f in enumerate(SYNC_BIN_FIELDS)}
@@ -372,7 +418,16 @@ class Totals:
         return (int(math.floor(start_s / self.width_s + 1e-9)), int(math.ceil(end_s / self.width_s - 1e-9)))
 
     def window(self, role: str, start_s: float, end_s: float) -> dict[str, float]:
-        """Sums over the bins inside [start_s, end_s] (window edges from the binned rule fall on bin edges)."""
+        """Sums over the bins inside [start_s, end_s] (window edges from the binned rule fall on bin edges).
+
+        Args:
+            role: a role of ``roles``.
+            start_s: the window's start, seconds since the run started.
+            end_s: the window's end, seconds since the run started.
+
+        Returns:
+            ``BIN_FIELDS`` -> the role's sum over those bins (``n`` steps, ``busy`` seconds, ...).
+        """
         lo, hi = self._bins_of(start_s, end_s)
         return {f: float(self.series(role, f)[lo:hi].sum()) for f in BIN_FIELDS}
 
@@ -406,10 +461,16 @@ class Summary:
     # --- building
 
     def add_steps(self, cols: Mapping[str, np.ndarray], role_codes: np.ndarray) -> None:
-        """Fold steps (columns of ``STEP_FIELDS``; ``role_codes`` index ``roles``) into the summary.
+        """Fold steps into the summary.
 
         Every role at once: one pass per binned sum over all rows, the role folded into the bin
-        index (the same sums as a pass per role)."""
+        index (the same sums as a pass per role).
+
+        Args:
+            cols: field -> column, one entry per step: ``step_fields`` (``STEP_FIELDS``, and
+                ``xfer`` where the log spans nodes); NaN where an optional field is not logged.
+            role_codes: each step's role, as its index into ``roles``.
+        """
         t = np.asarray(cols["t"], dtype=np.float64)
         if not len(t):
             return
@@ -446,6 +507,12 @@ class Summary:
                 self.samples[r].add(part, keys, rows=mine)
 
     def add_syncs(self, cols: Mapping[str, np.ndarray]) -> None:
+        """Fold syncs into the summary: their binned count and seconds, and the sync sample.
+
+        Args:
+            cols: field -> column, one entry per sync: ``SYNC_FIELDS`` (``t`` and ``dur`` in
+                seconds); NaN where an optional field is not logged.
+        """
         t = np.asarray(cols["t"], dtype=np.float64)
         if not len(t):
             return
@@ -456,21 +523,42 @@ class Summary:
         self.sync_sample.add(cols, row_keys(cols, len(self.roles), ("t", "workers", "dur")))
 
     def add_rates(self, cols: Mapping[str, np.ndarray]) -> None:
+        """Keep rates snapshots, every one.
+
+        Args:
+            cols: the rates frame's columns (`advisor.ingest.parse.rates_columns`), one entry per
+                snapshot; none (no ``t``, or an empty one) adds nothing.
+        """
         if len(cols.get("t", ())):
             self.t_max_s = max(self.t_max_s, float(np.nanmax(cols["t"])))
             self.rates.append({k: np.asarray(v, dtype=np.float64) for k, v in cols.items()})
 
     def add_unknown(self, counts: Mapping[str, int]) -> None:
+        """Count events of unknown types.
+
+        Args:
+            counts: event type (``ev``) -> lines of it, added to those held.
+        """
         for k, v in counts.items():
             self.unknown[k] = self.unknown.get(k, 0) + int(v)
 
     def add_unknown_fields(self, counts: Mapping[str, int]) -> None:
-        """Count unknown fields, keyed ``"ev.field"``."""
+        """Count unknown fields.
+
+        Args:
+            counts: ``"ev.field"`` (e.g. ``"step.blokced"``) -> times seen, added to those held.
+        """
         for k, v in counts.items():
             self.unknown_fields[k] = self.unknown_fields.get(k, 0) + int(v)
 
     def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
-        """The run's end: within a file the last ``end`` event; across merged files the latest."""
+        """The run's end: within a file the last ``end`` event; across merged files the latest.
+
+        Args:
+            end: an ``end`` event; None changes nothing.
+            by_time: keep whichever has the later ``t`` (ties: ``end``), as across files; False:
+                ``end`` replaces the one held, as in file order.
+        """
         if end is not None and (
             not by_time or self.end is None or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)
         ):
@@ -483,10 +571,24 @@ class Summary:
         return any(s.pruned for s in self.samples.values()) or self.sync_sample.pruned
 
     def n_steps(self, role: str) -> int:
+        """How many steps one role logged: all of them, not only those sampled.
+
+        Args:
+            role: a role of ``roles``.
+
+        Returns:
+            The count of the role's steps folded in.
+        """
         return int(self.counts[role][0])
 
     def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
-        """Kept step rows of all roles: columns, role codes, and whether they are in time order already."""
+        """Kept step rows of all roles, in time order.
+
+        Returns:
+            ``(cols, codes, by_time)``: field -> column (``step_fields``), one entry per kept row;
+            each row's role, as its index into ``roles``; whether the rows are in time order
+            already (always True here: equal times by role, then by key).
+        """
         parts, by_time, times, codes = [], [], [], []
         start = 0
         for i, r in enumerate(self.roles):
@@ -508,6 +610,12 @@ class Summary:
         return out, np.concatenate(codes)[rows], True
 
     def syncs(self) -> dict[str, np.ndarray]:
+        """Kept sync rows (every one where the syncs were not sampled).
+
+        Returns:
+            Field -> column (``SYNC_FIELDS``), one entry per kept sync: by time where sampled,
+            else in the order they were added.
+        """
         c, _ = self.sync_sample.compact()
         if self.sync_sample.pruned:
             order = stable_order(c["t"])
@@ -515,12 +623,23 @@ class Summary:
         return c
 
     def rates_columns(self) -> dict[str, np.ndarray]:
+        """Every rates snapshot held, as one table.
+
+        Returns:
+            Column -> values (the columns of the first piece added), the pieces concatenated in
+            the order they were added; empty where no snapshot was.
+        """
         if not self.rates:
             return {}
         keys = list(self.rates[0])
         return {k: np.concatenate([r[k] for r in self.rates]) for k in keys}
 
     def totals(self) -> Totals:
+        """The exact binned sums, for what reads a sampled log (fit, steady).
+
+        Returns:
+            A `Totals` holding a copy of the bins, at their present width.
+        """
         return Totals(
             roles=self.roles,
             pruned=tuple(r for r in self.roles if self.samples[r].pruned),
@@ -532,12 +651,21 @@ class Summary:
     # --- merging
 
     def set_source(self, path: str | Path) -> None:
-        """Record ``path`` as the one log file this summary was read from (its identity for merges)."""
+        """Record ``path`` as the one log file this summary was read from (its identity for merges).
+
+        Args:
+            path: the log file as given (shown in messages); its resolved path and size are recorded.
+        """
         self.sources, self.given = [], {}
         self.add_source(path)
 
     def add_source(self, path: str | Path) -> None:
-        """Record ``path`` as one more log file this summary was read from (a run read at once)."""
+        """Record ``path`` as one more log file this summary was read from (a run read at once).
+
+        Args:
+            path: the log file as given (shown in messages); its resolved path and size (None where
+                it cannot be stat'ed) are recorded.
+        """
         p = Path(path)
         try:
             size = p.stat().st_size
@@ -580,12 +708,24 @@ class Summary:
                 )
 
     def merge(self, other: Summary, *, copies: bool = True) -> Summary:
-        """Fold ``other`` (a summary of another part of the same run) into this one; returns self.
+        """Fold ``other`` into this one.
 
-        Refused (LogError naming both files) when ``other`` holds a log already in this one: the
-        same file (``sources``), or steps identical to this one's (a copy), which would count twice
-        (``copies`` False: not tested here; the caller tests all its merges' steps at once with
-        `copied_keys`, and merges again with the test where that finds any)."""
+        Refused when ``other`` holds a log already in this one: the same file (``sources``), or
+        steps identical to this one's (a copy), which would count twice.
+
+        Args:
+            other: a summary of another part of the same run (the same header but for its ``t``).
+            copies: test the steps for copies; False: not tested here (the caller tests all its
+                merges' steps at once with `copied_keys`, and merges again with the test where
+                that finds any).
+
+        Returns:
+            This summary, ``other`` folded in.
+
+        Raises:
+            LogError: naming the files, where ``other`` has another header or holds a log already
+                in this one.
+        """
         if _comparable(other.header_obj) != _comparable(self.header_obj):
             raise LogError(
                 other.paths[0],
@@ -602,10 +742,19 @@ class Summary:
         return self._absorb(other)
 
     def extend(self, other: Summary) -> Summary:
-        """Fold in ``other``, the summary of the next piece of the same file (the exact pass of
-        `advisor.ingest.stream` reads a file as a left fold of its pieces' summaries); returns
-        self. Nothing is checked (one file's steps may
-        repeat), the end is the last in file order, and the line count is the reader's."""
+        """Fold in the summary of the next piece of the same file.
+
+        The exact pass of `advisor.ingest.stream` reads a file as a left fold of its pieces'
+        summaries. Nothing is checked (one file's steps may repeat), the end is the last in file
+        order, and the line count is the reader's.
+
+        Args:
+            other: the next piece's summary; where this one holds nothing yet, its samples and
+                bins may be taken over as they are, not copied.
+
+        Returns:
+            This summary, ``other`` folded in.
+        """
         if other.end is not None:
             self.end = dict(other.end)
         return self._absorb(other, adopt=self._holds_nothing() and not other.sampled)
@@ -652,6 +801,12 @@ class Summary:
     # --- serialising
 
     def to_json(self) -> dict[str, Any]:
+        """The summary as one JSON-ready object (`write` writes it, `read_summary` reads it).
+
+        Returns:
+            ``{"dflash_summary": FORMAT_VERSION, ...}``: the header, counts, samples, bins and
+            rates, each array as base64 of little-endian 8-byte values.
+        """
         samples = {}
         for r in self.roles:
             c, keys = self.samples[r].compact()
@@ -680,6 +835,11 @@ class Summary:
         }
 
     def write(self, path: str | Path) -> None:
+        """Write the summary (`to_json`) to a file as one line of compact JSON.
+
+        Args:
+            path: the file to write; replaced where it exists.
+        """
         text = json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
         Path(path).write_text(text + "\n")
 
@@ -707,7 +867,14 @@ def _dec(obj: Any, path: str, name: str) -> np.ndarray:
 
 
 def is_summary(path: str | Path) -> bool:
-    """Whether the file starts like a summary (cheap: reads 17 bytes of a regular file; a FIFO is never opened)."""
+    """Whether the file starts like a summary (cheap: reads 17 bytes of a regular file; a FIFO is never opened).
+
+    Args:
+        path: any path.
+
+    Returns:
+        True where it is a regular file that starts with ``MAGIC``; False too where it cannot be read.
+    """
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
@@ -718,7 +885,18 @@ def is_summary(path: str | Path) -> bool:
 
 
 def read_summary(path: str | Path) -> Summary:
-    """A summary written by :meth:`Summary.write`; LogError naming the field when it is not one."""
+    """A summary written by :meth:`Summary.write`, read back.
+
+    Args:
+        path: the summary file.
+
+    Returns:
+        The summary as it was written.
+
+    Raises:
+        LogError: naming the field, where the file is not a valid summary of this format, or is
+            larger than ``MAX_SUMMARY_BYTES``.
+    """
     spath = str(path)
     size = os.stat(path).st_size
     if size > MAX_SUMMARY_BYTES:
@@ -838,10 +1016,18 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
 
 
 def copied_keys(keys: Sequence[np.ndarray]) -> bool:
-    """Whether any sample key occurs twice among ``keys`` (each role's sample keys of the summaries
-    merged with ``copies=False``): if none does, no merge of them would have found a copy (a
-    merge tests the keys of its sample against those the summary holds, a part of these); if one
-    does (a copy, or a step repeated inside one file), the caller merges again with the test."""
+    """Whether any sample key occurs twice among ``keys``.
+
+    If none does, no merge of them would have found a copy (a merge tests the keys of its sample
+    against those the summary holds, a part of these); if one does (a copy, or a step repeated
+    inside one file), the caller merges again with the test.
+
+    Args:
+        keys: one role's sample keys, one array per summary merged with ``copies=False``.
+
+    Returns:
+        True where a key occurs twice; False for fewer than two arrays (nothing is tested then).
+    """
     if len(keys) < 2:
         return False
     held = np.sort(np.concatenate(keys))
@@ -849,6 +1035,17 @@ def copied_keys(keys: Sequence[np.ndarray]) -> bool:
 
 
 def merge_all(summaries: Iterable[Summary]) -> Summary:
+    """Merge summaries of one run into the first, in order (`Summary.merge`, copies tested).
+
+    Args:
+        summaries: one or more summaries of the same run (none: StopIteration).
+
+    Returns:
+        The first summary, the others folded in.
+
+    Raises:
+        LogError: where one has another header or holds a log already merged (`Summary.merge`).
+    """
     it = iter(summaries)
     first = next(it)
     for s in it:
