@@ -65,7 +65,18 @@ def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
 
 
 def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | None = None) -> int:
-    """Batches simulated for split N-M: ``n_batches``, or more where the split holds more in flight."""
+    """Batches simulated for split N-M: ``n_batches``, or more where the split holds more in flight.
+
+    Args:
+        fit: the fitted pipeline (its prefetch depth, and its q_hs depth by default).
+        n: producer engines (targets).
+        m: consumer engines (drafters).
+        n_batches: the least batches to simulate.
+        hs_cap: q_hs depth, batches; None: the fit's.
+
+    Returns:
+        Batches, at least ``IN_FLIGHT_FACTOR`` times the split's batches in flight.
+    """
     b = fit.hs_cap if hs_cap is None else hs_cap
     return max(n_batches, IN_FLIGHT_FACTOR * (n * max(fit.pre_cap, 1) + b + n + m))
 
@@ -81,6 +92,17 @@ class Pools:
 
 
 def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
+    """What the simulations resample, gathered once from the logs' steady steps and syncs.
+
+    Args:
+        fit: the fitted pipeline: its observed runs (steady windows) in the order of ``logs``, its
+            step-time lines and contention factors.
+        logs: the logs the fit read, in its order; those without step events add nothing.
+
+    Returns:
+        Each role's busy over its fitted line per step (at the fit's reference split), the consumer
+        batches' tokens, and the steady sync durations, seconds, by drafter count.
+    """
     p, c = fit.roles
     busy: dict[str, list[np.ndarray]] = {p: [], c: []}
     tokens: dict[str, list[np.ndarray]] = {p: [], c: []}
@@ -155,10 +177,23 @@ def simulate_placed_run(
     scale: tuple[float, float] = (1.0, 1.0),
 ) -> PlacedRun:
     """The split of ``placement``'s engines (n targets, m drafters) at that placement with the shared
-    link of ``link_bytes_s`` (None: free), from the logs' resampled services (module docstring): its
-    rate, the share of batches that crossed and the link's seconds per batch. ``scale`` multiplies
-    each role's per-engine rate (engines of another size); the drafters' all-reduce holds the link
-    `advisor.model.link.sync_link_s` more each round where they sit on several nodes."""
+    link, from the logs' resampled services (module docstring): its rate, the share of batches that
+    crossed and the link's seconds per batch. The drafters' all-reduce holds the link
+    `advisor.model.link.sync_link_s` more each round where they sit on several nodes.
+
+    Args:
+        fit: the fitted pipeline (step-time lines, queue depths, sync, hidden-state bytes per token).
+        pools: the logs' resampled quantities (`gather_pools`).
+        placement: engines of each role per node; their sums are the split.
+        link_bytes_s: the link's bandwidth, bytes/s; None: free.
+        hs_cap: q_hs depth, batches; None: the fit's.
+        n_batches: the least batches to simulate (`batches_for`).
+        seed: seeds the generator, with the split's n and m.
+        scale: multiplies each role's per-engine rate (engines of another size), (producer, consumer).
+
+    Returns:
+        The window's rate (b/s), the share of batches that crossed and the link's seconds per batch.
+    """
     n, m = sum(placement.producers), sum(placement.consumers)
     rng = np.random.default_rng([seed, n, m])
     b = fit.hs_cap if hs_cap is None else hs_cap
@@ -209,8 +244,22 @@ def simulate_splits(
 ) -> pd.DataFrame:
     """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring).
 
-    ``rows``: positions of the splits to simulate (default all); the others get NaN. ``pools``:
-    the logs' resampled quantities when the caller has them (`gather_pools`).
+    Args:
+        fit: the fitted pipeline; it must come from step events.
+        logs: the logs the fit read, in its order.
+        splits: the table (`advisor.project.table.project`): its engine counts and ``bps``.
+        n_batches: the least batches per split (`batches_for`).
+        seed: seeds the one generator every split's inputs are drawn from, in turn.
+        hs_cap: q_hs depth, batches; None: the fit's.
+        rows: positions of the splits to simulate (default all); the others get NaN.
+        pools: the logs' resampled quantities when the caller has them (`gather_pools`); None gathers them.
+
+    Returns:
+        A copy of ``splits`` with ``bps_exact`` (simulated b/s) and ``exact_gap_pct`` (percent by
+        which ``bps`` exceeds it).
+
+    Raises:
+        ValueError: the fit does not come from step events.
     """
     if fit.source is not Source.STEPS:
         raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
@@ -268,7 +317,15 @@ def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
 
 def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
     """Whether `refine_weak_spots` may simulate at all: step events, and drafters that sync or a
-    queue in lockstep (its docstring)."""
+    queue in lockstep (its docstring).
+
+    Args:
+        fit: the fitted pipeline.
+        hs_cap: q_hs depth, batches; None: the fit's.
+
+    Returns:
+        True where it may.
+    """
     return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
 
@@ -276,9 +333,19 @@ def refined_ratios(
     fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *, hs_cap: int | None = None
 ) -> dict[int, float]:
     """The refinement of `refine_weak_spots` as data: row position -> simulated / analytic rate,
-    for the rows it simulates. It reads ``splits``' split counts and ``bps`` alone, so a table
-    without intervals (`advisor.project.table.project` with ``interval=False``) gives the same
-    ratios as the full one: the caller can simulate while the intervals are computed."""
+    for the rows it simulates.
+
+    Args:
+        fit: the fitted pipeline.
+        logs: the logs the fit read, in its order.
+        splits: the table; only its split counts and ``bps`` are read, so a table without intervals
+            (`advisor.project.table.project` with ``interval=False``) gives the same ratios as the
+            full one: the caller can simulate while the intervals are computed.
+        hs_cap: q_hs depth, batches; None: the fit's.
+
+    Returns:
+        Row position -> ratio; empty where nothing is simulated.
+    """
     if not has_weak_spots(fit, hs_cap):
         return {}
     lockstep = _lockstep(fit, hs_cap)
@@ -334,8 +401,19 @@ def refine_weak_spots(
     analytic value: they do not decide the verdict. At most ``MAX_REFINED`` splits and
     ``REFINE_BUDGET`` simulated batches in all, the highest projected splits first (near the best,
     splits at large G are many, and each simulation grows with G). The splits left analytic carry
-    barrier idling in their projection (`advisor.model.chain.barrier_rate`). ``ratios``:
-    `refined_ratios` of this table, where the caller has simulated already (else simulated here).
+    barrier idling in their projection (`advisor.model.chain.barrier_rate`).
+
+    Args:
+        fit: the fitted pipeline.
+        logs: the logs the fit read, in its order.
+        splits: the table (`advisor.project.table.project`).
+        hs_cap: q_hs depth, batches; None: the fit's.
+        ratios: `refined_ratios` of this table, where the caller has simulated already (else
+            simulated here).
+
+    Returns:
+        A copy of ``splits``, the simulated rows' rate columns scaled by their ratios (``eta_s``
+        divided) and ``method`` "exact" there, "analytic" elsewhere.
     """
     df = splits.copy()
     df["method"] = "analytic"
