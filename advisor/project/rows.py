@@ -42,8 +42,15 @@ class IntervalParts:
 
 
 def interval_parts(r: Mapping[str, Any]) -> IntervalParts | None:
-    """The interval's parts of one table row ``r`` (a mapping of column to value); None where the
-    table carries no parts (no ``err_own_var``: a row drawn from its own interval)."""
+    """The interval's parts of one table row ``r``.
+
+    Args:
+        r: the row, column -> value.
+
+    Returns:
+        The parts (NaN where the table has NaN, 0 for a part's column it lacks); None where the
+        table carries no parts (no ``err_own_var``: a row drawn from its own interval).
+    """
     if "err_own_var" not in r:
         return None
     return IntervalParts(
@@ -130,7 +137,17 @@ class SplitRow:
         return self.producer.workers, self.consumer.workers
 
     def of(self, role: str) -> RoleRow:
-        """The role named ``role``. Raises KeyError for another name."""
+        """The role named ``role``.
+
+        Args:
+            role: the producer's or the consumer's role name.
+
+        Returns:
+            That role's record at this split.
+
+        Raises:
+            KeyError: for another name.
+        """
         for r in self.roles:
             if r.role == role:
                 return r
@@ -167,7 +184,16 @@ def _link(r: Mapping[str, Any]) -> LinkRow:
 
 
 def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> SplitRow:
-    """The record of one table row ``r`` (a mapping of column to value) of split ``label``."""
+    """The record of one table row ``r`` of split ``label``.
+
+    Args:
+        label: the split's label (``"7-1"``).
+        r: the row, column -> value.
+        roles: the pipeline's (producer, consumer) role names, which name the table's columns.
+
+    Returns:
+        The row's record; its ``link`` only where the row has a placement (across nodes).
+    """
     p, c = roles
     pc, cc = role_columns(roles)
     placed = "placement" in r and isinstance(r["placement"], str)
@@ -232,7 +258,14 @@ class LeadParts:
     shift_hi: float
 
     def interval(self, sampling_scale: float = 1.0) -> tuple[float, float]:
-        """95% interval of ``X_a / X_b - 1``; ``sampling_scale`` multiplies the sampling variance."""
+        """95% interval of ``X_a / X_b - 1``.
+
+        Args:
+            sampling_scale: multiplies the sampling variance (below 1: a longer log of the split).
+
+        Returns:
+            (low, high), fractions of ``X_b``: the low end shifted by ``shift_lo``, the high by ``shift_hi``.
+        """
         half = Z_95 * math.sqrt(self.fixed_var + self.sampling_var * sampling_scale)
         return math.expm1(self.log_lead + self.shift_lo - half), math.expm1(self.log_lead + self.shift_hi + half)
 
@@ -273,7 +306,15 @@ def lead_parts(a: PairedRow, b: PairedRow) -> LeadParts | None:
 
 
 def lead_interval(a: PairedRow, b: PairedRow) -> tuple[float, float] | None:
-    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``, `lead_parts`); None
-    where either row has no paired form."""
+    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``, `lead_parts`).
+
+    Args:
+        a: the leading split's row.
+        b: the other split's row.
+
+    Returns:
+        (low, high), fractions of ``X_b``; None where `lead_parts` gives none (either row has no
+        paired form, or a rate is not positive).
+    """
     parts = lead_parts(a, b)
     return parts.interval() if parts is not None else None
