@@ -111,7 +111,18 @@ def _x(fit: PipelineFit, settings: Settings, split: Split, what_if: WhatIf = Wha
 
 
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
-    """Factor on role ``role_index`` (0 producer, 1 consumer) at which ``alt`` matches ``rec``."""
+    """Factor on one role's per-engine rate at which ``alt`` matches ``rec``.
+
+    Args:
+        fit: the fitted pipeline.
+        settings: the options the table was computed with.
+        rec: the recommended split, (N, M).
+        alt: the split weighed against it, (N, M).
+        role_index: the role whose rate is scaled: 0 producer, 1 consumer.
+
+    Returns:
+        The factor, found by bisection within ``ROBUST_RANGE``; None where no factor there flips the choice.
+    """
 
     def diff(f: float) -> float:
         scale = (f, 1.0) if role_index == 0 else (1.0, f)
@@ -128,6 +139,19 @@ def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, rol
 def scaling_tie(
     fit: PipelineFit, settings: Settings, rec: Split, alt: Split, bottleneck_of: Callable[[Split], str]
 ) -> ScalingTie:
+    """Per-drafter scaling of the one of ``rec`` and ``alt`` with more drafters at which it ties the other.
+
+    Args:
+        fit: the fitted pipeline.
+        settings: the options the table was computed with.
+        rec: the recommended split, (N, M).
+        alt: the best split with fewer or with more drafters, (N, M).
+        bottleneck_of: split -> its bottleneck stage, as the table names it.
+
+    Returns:
+        The tie, searched on ``SCALING_RANGE`` (``scaling`` None: no tie there), with the fit's own
+        scaling at that split's drafter count and whether the split wins at it.
+    """
     big, small = (alt, rec) if alt[1] > rec[1] else (rec, alt)
     x_small = _x(fit, settings, small)
 
@@ -147,7 +171,17 @@ def scaling_tie(
 
 
 def levers(fit: PipelineFit, m: int) -> Lever | None:
-    """Sync levers for M data-parallel drafters (see the module docstring)."""
+    """Sync levers for M data-parallel drafters (see the module docstring).
+
+    Args:
+        fit: the fitted pipeline (drafter step times, tokens' spread, sync).
+        m: drafters.
+
+    Returns:
+        The per-rank scaling now, with tokens balanced and with half as many syncs; None without a
+        sync (M <= 1 or no sync steps), where s(M) is at least ``LEVER_MIN_SCALING`` or where
+        neither lever gains ``LEVER_MIN_GAIN``.
+    """
     c, k = fit.consumer, fit.sync.sync_every
     if m <= 1 or k <= 0:
         return None
@@ -180,7 +214,21 @@ def sensitivity(
     capacity_of: Callable[[Split, int], float],
 ) -> Sensitivity:
     """Thresholds against the runner-up, drafter-scaling ties against the best split with fewer
-    and with more drafters, and sync levers at the recommended and judged drafter counts."""
+    and with more drafters, and sync levers at the recommended and judged drafter counts.
+
+    Args:
+        fit: the fitted pipeline.
+        settings: the options the table was computed with.
+        rec: the recommended split, (N, M).
+        rivals: the runner-up and the best splits with fewer and with more drafters.
+        judged: the judged split (``--roles`` or the log's), or ``rec`` where none is.
+        bottleneck_of: split -> its bottleneck stage, as the table names it.
+        capacity_of: (split, role index: 0 producer, 1 consumer) -> that role's capacity, batches/s.
+
+    Returns:
+        One threshold per role (none without a runner-up), one tie per rival with fewer or more
+        drafters, and the levers worth saying.
+    """
     runner_up = rivals.runner_up
     thresholds = tuple(
         Threshold(
