@@ -129,13 +129,27 @@ class DrawInputs:
 
 def calibrated(fit: PipelineFit) -> bool:
     """Whether ``fit`` lies in the domain of the draw's calibration (module docstring): step logs of
-    workers that share a host with a core each."""
+    workers that share a host with a core each.
+
+    Args:
+        fit: the pipeline fit (its source and its contention prior).
+
+    Returns:
+        True inside the domain: the draw then takes ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``.
+    """
     return fit.source == Source.STEPS and fit.contention.prior_se == CONTENTION_PRIOR_SE
 
 
 def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
     """The capacity corners drawn by an open bound's slack (module docstring): the open ones
-    (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs."""
+    (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs.
+
+    Args:
+        fit: the pipeline fit.
+
+    Returns:
+        Per capacity corner, in ``ERR_CORNERS``' order, whether it is drawn by its slack.
+    """
     return open_corners(fit) if fit.source == Source.NUMBERS else (False, False, False, False)
 
 
@@ -242,7 +256,15 @@ def table_rows(df: pd.DataFrame) -> list[DrawRow]:
 
 def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
     """The shared coefficients with the two roles' level columns drawn at correlation ``rho``,
-    each split's level variance kept (module docstring); ``shared`` itself where ``rho`` is 0."""
+    each split's level variance kept (module docstring).
+
+    Args:
+        shared: the shared coefficients, K x sources (ln b/s per standard error, ``ERR_SHARED``'s order).
+        rho: the correlation of the two roles' run-to-run level shifts.
+
+    Returns:
+        A new K x sources array; ``shared`` itself where ``rho`` is 0 or it has no rows.
+    """
     if rho == 0.0 or not len(shared):
         return shared
     ip, ic = _LEVELS
@@ -257,8 +279,17 @@ def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
 
 
 def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) -> np.ndarray:
-    """``draws`` x K rates (b/s), one joint draw per row (module docstring; fewer rows for a large
-    table: `draws_for`); a split without a positive finite projection is 0 in every draw."""
+    """``draws`` x K rates (b/s), one joint draw per row (module docstring); a split without a
+    positive finite projection is 0 in every draw.
+
+    Args:
+        inp: the table's draw inputs (`draw_inputs`).
+        draws: joint draws wanted; fewer for a large table (`draws_for`).
+        seed: the generator's seed: the same seed, the same draws.
+
+    Returns:
+        The rates, one row per draw, one column per split in ``inp``'s order.
+    """
     rng = np.random.default_rng(seed)
     k = len(inp.labels)
     draws = draws_for(k, draws)
@@ -288,14 +319,30 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
 
 def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
     """``draws`` slacks ``u`` (log capacity above an open bound): an exponential of scale
-    ``OPEN_SLACK_LOG`` truncated to [0, ``OPEN_CAP_LOG``], by its inverse distribution function."""
+    ``OPEN_SLACK_LOG`` truncated to [0, ``OPEN_CAP_LOG``], by its inverse distribution function.
+
+    Args:
+        rng: the generator to draw from (the caller's, so the draw stays seeded).
+        draws: how many slacks.
+
+    Returns:
+        The slacks, ln capacity, one per draw.
+    """
     v = rng.uniform(0.0, 1.0, draws)
     return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
 
 
 def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
     """Draws for a table of ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) where
-    ``draws x k`` would pass ``MAX_CELLS`` (at G = 1024 the table has 1,023 splits)."""
+    ``draws x k`` would pass ``MAX_CELLS`` (at G = 1024 the table has 1,023 splits).
+
+    Args:
+        k: splits in the table.
+        draws: draws wanted.
+
+    Returns:
+        The number of draws, at most ``draws``.
+    """
     return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
 
 
@@ -308,7 +355,17 @@ def _spread(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 def effective(rates: np.ndarray, inp: DrawInputs, judged: str | None, restart_s: float) -> np.ndarray:
     """Rates as remaining-job time compares them: ``left / (left / X_k + restart_s [k != J])``; the
-    rates themselves where no restart is weighed (no judged split, no cost, the job's size unknown)."""
+    rates themselves where no restart is weighed (no judged split, no cost, the job's size unknown).
+
+    Args:
+        rates: the joint draws, draws x K, b/s (`draw_rates`).
+        inp: the table's draw inputs: the labels and ``left_batches`` (``left``, None: unknown).
+        judged: the label of the split that runs now (J, no restart); None: no restart weighed.
+        restart_s: seconds one restart costs.
+
+    Returns:
+        The effective rates, b/s, in the shape of ``rates``; ``rates`` itself where no restart is weighed.
+    """
     if judged is None or judged not in inp.labels or not restart_s > 0 or inp.left_batches is None:
         return rates
     pay = np.full(len(inp.labels), restart_s / max(inp.left_batches, 1e-12))  # nothing left: never worth it
@@ -352,7 +409,14 @@ class Odds:
         return {s.label: s for s in self.splits}
 
     def of(self, label: str) -> SplitOdds:
-        """The odds of split ``label``; KeyError where the table has none."""
+        """The odds of split ``label``; KeyError where the table has none.
+
+        Args:
+            label: the split's label ("7-1").
+
+        Returns:
+            Its `SplitOdds`.
+        """
         return self._by_label[label]
 
 
@@ -373,6 +437,9 @@ def odds_of(
         judged: the split that runs now; with ``restart_s`` > 0 and the job's size known, the
             others pay the restart (remaining-job time compared).
         restart_s: seconds a restart costs.
+        seed: the seed ``rates`` were drawn with, recorded in the `Odds` (nothing is drawn here).
+        resolution: the fraction of the best within which a split counts as the best (``p_best``,
+            the close call).
     Returns:
         The `Odds`, one `SplitOdds` per split in the table's order.
     """
