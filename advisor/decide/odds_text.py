@@ -32,7 +32,14 @@ MD_ACTIONS = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NE
 
 
 def share_text(p: float) -> str:
-    """A share of draws as a whole percentage: ``~96%``, ``>99%``, ``<1%``."""
+    """A share of draws as a whole percentage: ``~96%``, ``>99%``, ``<1%``.
+
+    Args:
+        p: the share of draws, 0-1.
+
+    Returns:
+        The text: ``>99%`` from 0.995 up, ``<1%`` up to 0.005.
+    """
     if p >= 0.995:
         return ">99%"
     if p <= 0.005:
@@ -42,7 +49,14 @@ def share_text(p: float) -> str:
 
 def alternative(d: Decision) -> str | None:
     """The split the expected gain is counted over: the judged one where the verdict switches,
-    else the best other split by the odds."""
+    else the best other split by the odds.
+
+    Args:
+        d: the decision, with its odds.
+
+    Returns:
+        The split's label; None without odds, or where no other split is.
+    """
     o = d.odds
     if o is None:
         return None
@@ -71,7 +85,15 @@ def _odds_clause(d: Decision) -> str:
 
 def headline(d: Decision, markdown: bool = False) -> str:
     """The verdict line: the action and its odds; where a probe is worth buying, the probe and the
-    action to take until then."""
+    action to take until then.
+
+    Args:
+        d: the decision, with its odds and probe.
+        markdown: the Markdown form: the action in lower case, the splits in bold.
+
+    Returns:
+        The line, no final period; the action and the split alone where the decision has no odds.
+    """
     rec = f"**{d.recommended}**" if markdown else d.recommended
     action = d.action or d.verdict
     words = (MD_ACTIONS if markdown else ACTIONS)[action] if action in ACTIONS else str(action.value)
@@ -93,8 +115,15 @@ def headline(d: Decision, markdown: bool = False) -> str:
 
 
 def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
-    """Where the odds come from and what they say of the leading splits (None without odds);
-    ``probed``: the splits a probe measured (drawn from its measured noise, `advisor.project.probed`)."""
+    """Where the odds come from and what they say of the leading splits.
+
+    Args:
+        d: the decision, with its odds.
+        probed: the splits a probe measured (drawn from its measured noise, `advisor.project.probed`).
+
+    Returns:
+        The sentence; None without odds or with fewer than two splits.
+    """
     o = d.odds
     if o is None or len(o.splits) < 2:
         return None
