@@ -86,7 +86,19 @@ class Probe:
 
 def noise_var_s(bps: float, samp_coefs: tuple[float, float], steady_s: float, scv: float) -> float:
     """One split's per-time noise sigma^2 (module docstring): the log's sampling error over its
-    steady window, or a count of batches with step SCV ``scv``, whichever is larger."""
+    steady window, or a count of batches with step SCV ``scv``, whichever is larger.
+
+    Args:
+        bps: the split's projected rate, b/s; not positive: no count term.
+        samp_coefs: the producer's and consumer's sampling coefficients of the split's rate
+            (``err_p_samp``, ``err_c_samp``, ln b/s per standard error).
+        steady_s: seconds of the log's steady window; 0: no log term.
+        scv: the count's step SCV (`advisor.decide.rules.probe_noise` gives the two roles' larger); at
+            least ``MIN_SCV`` is taken.
+
+    Returns:
+        sigma^2, (ln b/s)^2 x seconds; 0.0 where it is not finite.
+    """
     from_log = (samp_coefs[0] ** 2 + samp_coefs[1] ** 2) * steady_s if steady_s > 0 else 0.0
     from_count = max(scv, MIN_SCV) / bps if bps > 0 else 0.0
     out = max(from_log, from_count)
