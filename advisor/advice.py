@@ -136,13 +136,34 @@ class Advice:
 
     def judge(self, roles: Mapping[str, int]) -> Advice:
         """The same advice with ``roles`` as the judged split (the table is unchanged; the decision
-        is re-derived). Raises `advisor.errors.SettingsError` when the split is not one of G."""
+        is re-derived).
+
+        Args:
+            roles: role -> engines of the split to judge, e.g. ``{"target": 6, "drafter": 2}``.
+
+        Returns:
+            A new `Advice`, its settings and decision for that split.
+
+        Raises:
+            SettingsError: the split names other roles or is not one of G.
+        """
         s = replace(
             self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus, self.settings.gpus_per_worker)
         )
         return replace(self, settings=s, decision=decide(self.fit, self.rows, s, self.decision.evidence))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
+        """One split's row of the table (``splits``).
+
+        Args:
+            roles: role -> engines of the split, e.g. ``{"target": 6, "drafter": 2}``.
+
+        Returns:
+            The row, indexed by the table's columns (`advisor.project.table`).
+
+        Raises:
+            KeyError: the split is not among the projected ones.
+        """
         p, c = self.roles
         label = split_label(roles[p], roles[c])
         if label not in self.splits.index:
@@ -387,18 +408,49 @@ class Fitted:
         )
 
     def settings(self, options: Options | None = None, **given: Any) -> Settings:
-        """The options resolved against the logs (`advisor.settings.build_settings`)."""
+        """The options resolved against the logs (`advisor.settings.build_settings`).
+
+        Args:
+            options: the options; None: every default.
+            **given: `Options` fields by name, replacing those of ``options``.
+
+        Returns:
+            The `Settings` every stage receives.
+
+        Raises:
+            SettingsError: an unusable option, named.
+        """
         return build_settings(Options.of(options, **given), self.logged)
 
     def advise(self, options: Options | None = None, **given: Any) -> Advice:
-        """Advice under ``options`` (fields in ``given`` replace its own): project -> reconcile ->
-        evidence -> decide."""
+        """Advice under ``options``: project -> reconcile -> evidence -> decide.
+
+        Args:
+            options: the options; None: every default.
+            **given: `Options` fields by name, replacing those of ``options``.
+
+        Returns:
+            The `Advice`; its caveats include those the reading and the fit raised.
+
+        Raises:
+            SettingsError: an unusable option, named.
+        """
         return _finish(self.fit, self.logs, self.settings(options, **given), self.logs[0].header.run, list(self.caught))
 
 
 def fit_logs(paths: str | Path | Sequence[str | Path]) -> Fitted:
     """Read and fit the run(s) in ``paths`` once (`Fitted.advise` then advises under any options).
-    Raises `advisor.errors.LogError` on unusable input."""
+
+    Args:
+        paths: a log file, a directory or glob of one run's per-rank files, or several (the same job
+            at other splits); the first is the current run.
+
+    Returns:
+        The `Fitted` logs, with the warnings the reading and the fit raised.
+
+    Raises:
+        LogError: unusable input.
+    """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     with warnings.catch_warnings(record=True) as caught:
@@ -412,11 +464,21 @@ def fit_logs(paths: str | Path | Sequence[str | Path]) -> Fitted:
 def advise(paths: str | Path | Sequence[str | Path], options: Options | None = None, /, **given: Any) -> Advice:
     """Advice for the run(s) in ``paths`` under ``options`` (`advisor.settings.Options`).
 
-    Any `Options` field may be given by name instead, or on top of ``options``:
     ``advise(paths, gpus=16, roles={"target": 12, "drafter": 4})`` is
-    ``advise(paths, Options(gpus=16, roles=...))``. Raises `advisor.errors.LogError` on unusable
-    input and `advisor.errors.SettingsError` (naming the option) on unusable options, the latter
-    before any log is read.
+    ``advise(paths, Options(gpus=16, roles=...))``.
+
+    Args:
+        paths: a log file, a directory or glob of one run's per-rank files, or several (the same job
+            at other splits); the first is the current run.
+        options: the options; None: every default.
+        **given: any `Options` field by name, instead of ``options`` or on top of it.
+
+    Returns:
+        The `Advice`.
+
+    Raises:
+        LogError: unusable input.
+        SettingsError: an unusable option, named, before any log is read.
     """
     options = Options.of(options, **given)
     return fit_logs(paths).advise(options)
@@ -431,13 +493,25 @@ def advise_numbers(
 ) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
 
-    Each capacity is a value, a range (``(0.88, 0.95)``, ``"0.88..0.95"``) or a lower bound
-    (``">=39"``; `advisor.settings.as_capacity`). Of the `Options` (given as for `advise`), these
-    apply: ``gpus``, ``hs_cap`` (default `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``,
-    ``sync_every``, ``sync_s``, ``restart_cost_h``, ``next_run``, ``hardware_priors`` (default on:
-    the projections carry what real GPUs do that the numbers cannot show,
-    `advisor.fit.pipeline.gpu_priors`) and ``gpus_per_worker`` (role -> GPUs per engine of those
-    counts; ``roles`` counts engines)."""
+    Of the `Options` (given as for `advise`), these apply: ``gpus``, ``hs_cap`` (default
+    `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``, ``sync_every``, ``sync_s``, ``restart_cost_h``,
+    ``next_run``, ``hardware_priors`` (default on: the projections carry what real GPUs do that the
+    numbers cannot show, `advisor.fit.pipeline.gpu_priors`) and ``gpus_per_worker`` (role -> GPUs per
+    engine of those counts; ``roles`` counts engines).
+
+    Args:
+        roles: role -> workers (engines), the producer first: the split the capacities are at.
+        cap_bps: role -> the pool's capacity at that count, b/s: a value, a range (``(0.88, 0.95)``,
+            ``"0.88..0.95"``) or a lower bound (``">=39"``; `advisor.settings.as_capacity`).
+        options: the options; None: every default.
+        **given: any `Options` field by name, instead of ``options`` or on top of it.
+
+    Returns:
+        The `Advice`, its run named "what-if".
+
+    Raises:
+        SettingsError: an unusable capacity or option, named.
+    """
     o = Options.of(options, **given)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
