@@ -100,13 +100,32 @@ class ServiceModel:
         _check(self.dist in ("gamma", "lognormal"), "dist", f"gamma or lognormal, got {self.dist!r}")
 
     def mean_s(self, tokens_mean: float) -> float:
+        """Mean busy seconds of a batch (the noise has mean 1).
+
+        Args:
+            tokens_mean: tokens in the batch.
+
+        Returns:
+            ``t0_s + per_token_s * tokens_mean``.
+        """
         return self.t0_s + self.per_token_s * tokens_mean
 
     @classmethod
     def from_mean(
         cls, mean_s: float, tokens_mean: float, *, overhead_share: float = 0.05, scv: float = 0.0, dist: str = "gamma"
     ) -> ServiceModel:
-        """A model whose mean busy at tokens_mean is mean_s, overhead_share of it fixed."""
+        """A model whose mean busy at tokens_mean is mean_s, overhead_share of it fixed.
+
+        Args:
+            mean_s: mean busy seconds per batch at ``tokens_mean``; > 0.
+            tokens_mean: tokens per batch that ``mean_s`` refers to.
+            overhead_share: the share of ``mean_s`` that is fixed (``t0_s``), in [0, 1]; the rest is per token.
+            scv: the noise's squared coefficient of variation.
+            dist: the noise's law, "gamma" or "lognormal".
+
+        Returns:
+            The model.
+        """
         _check(mean_s > 0, "mean_s", f"must be > 0, got {mean_s}")
         _check(0 <= overhead_share <= 1, "overhead_share", f"must be in [0, 1], got {overhead_share}")
         return cls(mean_s * overhead_share, mean_s * (1 - overhead_share) / tokens_mean, scv, dist)
@@ -131,6 +150,15 @@ class TokenModel:
         _check(self.seq_len > 0, "seq_len", f"must be > 0, got {self.seq_len}")
 
     def draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Token and sequence counts of ``n`` batches (module docstring).
+
+        Args:
+            rng: the generator to draw from.
+            n: batches.
+
+        Returns:
+            (tokens, seqs), int64 arrays of ``n``; with ``cv`` 0 every batch has round(mean) tokens.
+        """
         m = self.mean / self.budget
         if self.cv == 0:
             tokens = np.full(n, round(self.mean), dtype=np.int64)
@@ -199,10 +227,23 @@ class Scenario:
         return self.n_target * self.gpus_per_target + self.n_drafter
 
     def split(self, n_target: int, n_drafter: int) -> Scenario:
+        """The scenario at another split.
+
+        Args:
+            n_target: target engines.
+            n_drafter: drafter engines.
+
+        Returns:
+            A copy with only the two counts replaced.
+        """
         return replace(self, n_target=n_target, n_drafter=n_drafter)
 
     def bound_bps(self) -> float:
-        """Naive bound min(N mu_t, M mu_d, mu_loader) at the mean token count, sync ignored."""
+        """Naive bound min(N mu_t, M mu_d, mu_loader) at the mean token count, sync ignored.
+
+        Returns:
+            Batches per second (the loader left out where it is infinitely fast).
+        """
         tm = self.tokens.mean
         caps = [self.n_target / self.target.mean_s(tm), self.n_drafter / self.drafter.mean_s(tm)]
         if self.loader.mean_s(tm) > 0:
@@ -210,16 +251,34 @@ class Scenario:
         return min(caps)
 
     def allreduce_s(self, n_drafter: int | None = None) -> float:
-        """Mean all-reduce seconds of one sync round among n_drafter ranks (default: this split)."""
+        """Mean all-reduce seconds of one sync round among n_drafter ranks.
+
+        Args:
+            n_drafter: ranks; None: this split's drafters.
+
+        Returns:
+            ``sync_s`` times 2 (M - 1) / M (ring) or 1 (flat); 0 for one rank.
+        """
         m = self.n_drafter if n_drafter is None else n_drafter
         if m <= 1:
             return 0.0
         return self.sync_s * (2.0 * (m - 1) / m if self.sync_scaling == "ring" else 1.0)
 
     def in_flight(self) -> int:
+        """The most batches the pipeline holds at once.
+
+        Returns:
+            Batches: each target's prefetch queue, batch in service and held output, q_hs, one per
+            drafter and the loader's.
+        """
         return self.n_target * (self.pre_cap + 2) + self.hs_cap + self.n_drafter + 1
 
     def batch_count(self) -> int:
+        """Batches to draw for the run.
+
+        Returns:
+            ``n_batches``; else 1.1 ``duration_s`` at the bound plus the in-flight batches and 50.
+        """
         if self.n_batches is not None:
             return int(self.n_batches)
         # enough batches that the loader's last departure comes after duration_s
@@ -241,6 +300,15 @@ def draw(scenario: Scenario, n_batches: int | None = None, *, warmup: bool = Tru
 
     The streams are drawn in a fixed order from one generator, so a longer draw of the same
     scenario starts with the batches of a shorter one (token counts first, for all n).
+
+    Args:
+        scenario: what to draw; its seed fixes the draw.
+        n_batches: batches; None: ``scenario.batch_count()``.
+        warmup: apply the warm-up factor (where ``warmup_factor`` > 1 and ``warmup_tau_s`` > 0).
+
+    Returns:
+        Per batch its tokens, sequences and each stage's service seconds, and the mean-1 sync
+        noise of each sync round.
     """
     s = scenario
     n = s.batch_count() if n_batches is None else int(n_batches)
@@ -271,7 +339,19 @@ def run(
     keep_trace: bool = False,
     sample: ScenarioDraw | None = None,
 ) -> SimResult:
-    """Simulate the scenario's split (pass `sample` to reuse one draw across splits)."""
+    """Simulate the scenario's split.
+
+    Args:
+        scenario: the scenario; its split, queues and sync are simulated.
+        n_batches: batches to draw; None: ``scenario.batch_count()`` (unused with ``sample``).
+        warmup: apply the warm-up factor to the draw (unused with ``sample``).
+        warmup_batches: drafter completions dropped before the steady window; None: a tenth of the batches.
+        keep_trace: keep every batch's times and workers (``SimResult.trace``).
+        sample: a draw to reuse across splits; None: drawn here.
+
+    Returns:
+        The simulation's result.
+    """
     d = draw(scenario, n_batches, warmup=warmup) if sample is None else sample
     return simulate(
         target_s=d.target_s,
@@ -501,7 +581,21 @@ def write_log(
     end_reason: str | None = None,
     sample: ScenarioDraw | None = None,
 ) -> SynthLog:
-    """Simulate `scenario` and write its schema-v1 log to `path` (gzip if it ends in .gz)."""
+    """Simulate `scenario` and write its schema-v1 log to `path`.
+
+    Args:
+        path: the file to write (a str or a Path), gzip if it ends in .gz.
+        scenario: the scenario to simulate; it fills the header too.
+        rates_every_s: seconds between ``rates`` snapshots (their window); > 0.
+        rates_only: write no step or sync events.
+        end_reason: the ``end`` line's reason; None: "done" where every sample of every epoch was
+            trained by the end, else "interrupted".
+        sample: a draw to reuse; None: drawn from the scenario.
+
+    Returns:
+        The log's path, lines (header and end included), step events and end time (seconds), and
+        the simulation's result.
+    """
     _check(rates_every_s > 0, "rates_every_s", f"must be > 0, got {rates_every_s}")
     s = scenario
     d = draw(s) if sample is None else sample
@@ -522,7 +616,15 @@ def reference_scenario(*, duration_s: float = 5400.0, seed: int = 20260415) -> S
     """The reference case (docs/log-schema.md, worked example) as a generator: 8 GPUs, 7 targets of 7/0.92 s mean busy
     (0.92 b/s together), 1 drafter of 1/0.86 s (0.86 b/s), q_hs 20, q_pre 50 and an
     infinitely fast loader, 31.2K tokens per batch of a 32768 budget, GPU-like service
-    noise (SCV 0.03), a warm-up 1.5x slower decaying over ~3 minutes."""
+    noise (SCV 0.03), a warm-up 1.5x slower decaying over ~3 minutes.
+
+    Args:
+        duration_s: the run's length, seconds (the log stops there).
+        seed: the draw's seed.
+
+    Returns:
+        The scenario.
+    """
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
     return Scenario(
         name="v2-kpro6-7x1-softKL-6ep",
@@ -566,7 +668,17 @@ def shared_cores_log(path, n: int, m: int, host: SharedCores = SharedCores()) ->
     of a core (processor sharing), so a step takes longer while more peers are busy. Time-stepped
     (``dt_s``): a target holds a finished batch while q_hs (``hs_cap``) is full, a drafter waits while
     it is empty; ``work_t_s``, ``work_d_s`` are one core's seconds per batch (gamma, SCV 0.1). Ends
-    ``interrupted`` at ``seconds`` (benchmarks/shared_cores.py, issue 21)."""
+    ``interrupted`` at ``seconds`` (benchmarks/shared_cores.py, issue 21).
+
+    Args:
+        path: the file to write (a str or a Path), plain JSON lines.
+        n: target workers.
+        m: drafter workers.
+        host: the host and the run.
+
+    Returns:
+        ``path``, as a Path.
+    """
     rng = random.Random(host.seed)
     draw = lambda mean: mean * rng.gammavariate(10.0, 0.1)  # noqa: E731
     tgt = [{"state": "busy", "left": draw(host.work_t_s), "start": 0.0, "done": 0.0} for _ in range(n)]
