@@ -14,10 +14,18 @@ from collections.abc import Sequence
 
 
 def display_path(path: str) -> str:
-    """A file name, or any text taken from the input (a role, queue or tag name), as one printable
-    line: control characters and undecodable bytes escaped (``\\r``, ``\\x1b``, ``\\udc80``).
-    Every :class:`LogError` passes its whole text through it, so no name echoed from a log can
-    break the one-line refusal or reach a terminal as a control sequence (found by fuzzing: fuzz/)."""
+    """``path`` as one printable line: control characters and undecodable bytes escaped (``\\r``,
+    ``\\x1b``, ``\\udc80``). Every :class:`LogError` passes its whole text through it, so no name
+    echoed from a log can break the one-line refusal or reach a terminal as a control sequence
+    (found by fuzzing: fuzz/).
+
+    Args:
+        path: a file name, or any text taken from the input (a role, queue or tag name).
+
+    Returns:
+        ``path`` itself where all of it is printable, else each unprintable character as ``ascii``
+        escapes it.
+    """
     if path.isprintable():
         return path
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
@@ -82,14 +90,27 @@ SHORT_CHARS = 40  # a value quoted in an error message: a garbled line must not 
 
 
 def cut_text(text: str) -> str:
-    """``text``, cut to `SHORT_CHARS` characters with "..." where longer."""
+    """``text``, cut to `SHORT_CHARS` characters with "..." where longer.
+
+    Args:
+        text: the text to quote in a message.
+
+    Returns:
+        ``text`` itself, or its first `SHORT_CHARS` - 3 characters and "...".
+    """
     return text if len(text) <= SHORT_CHARS else text[: SHORT_CHARS - 3] + "..."
 
 
 def short_repr(value: object) -> str:
-    """How every error message quotes a value it refuses: its ``repr``, cut to `SHORT_CHARS`
-    characters; a whole number of 31 digits or more by its length (a 4000-digit number stays one
-    short line)."""
+    """How every error message quotes a value it refuses.
+
+    Args:
+        value: the refused value, of any type.
+
+    Returns:
+        Its ``repr``, cut to `SHORT_CHARS` characters (`cut_text`); a whole number of 31 digits or
+        more by its length, "a 4000-digit number" (so it stays one short line).
+    """
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"a {len(str(abs(value)))}-digit number"
     return cut_text(repr(value))
@@ -97,7 +118,16 @@ def short_repr(value: object) -> str:
 
 def internal_error(e: BaseException, inputs: Sequence[object]) -> str:
     """An unexpected exception as one line that names the inputs being read and calls it a bug:
-    the CLI exits 2 with it, never with a traceback nor with 1, which a CI gate reads as a fail."""
+    the CLI exits 2 with it, never with a traceback nor with 1, which a CI gate reads as a fail.
+
+    Args:
+        e: the unexpected exception.
+        inputs: the inputs being read (log paths, a source), joined by ", "; empty reads "no input".
+
+    Returns:
+        The message: the exception's type and text with its whitespace run onto one line, cut to
+        300 characters.
+    """
     what = " ".join(f"{type(e).__name__}: {e}".split())
     return (
         f"internal error while reading {', '.join(map(str, inputs)) or 'no input'}: {what[:300]} "
