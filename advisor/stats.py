@@ -65,17 +65,36 @@ _expected_max = _ExpectedMaxTable()
 
 def expected_max_normal(m: int) -> float:
     """E[max of m iid standard normals] (e_2 = 0.564, e_8 = 1.424): the integral of
-    ``x m phi(x) Phi(x)^(m-1)`` on a grid of 4001 points over [-8, 8]."""
+    ``x m phi(x) Phi(x)^(m-1)`` on a grid of 4001 points over [-8, 8].
+
+    Args:
+        m: how many normals (the ranks that wait at a barrier); taken as a whole number.
+
+    Returns:
+        The expected maximum, in standard deviations; 0 for m <= 1.
+    """
     return _expected_max(int(m)) if m > 1 else 0.0
 
 
 def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, float, float]:
-    """Robust fit y = a + b x (Huber IRLS). Returns (a, b, r2). b = 0 when x does not vary.
+    """Robust fit y = a + b x (Huber IRLS). b = 0 when x does not vary.
 
     Each round takes two medians (of the residuals, and of their distances to it: the MAD scale).
     They are found with one single-k ``partition`` and a max over the lower half, the very values
     ``np.median`` returns (which, for an even count, partitions around both middle elements): the
     same line, bit for bit.
+
+    Args:
+        x: the abscissae (a role's tokens per step).
+        y: the ordinates, one per x (its busy seconds per step).
+        iters: the most IRLS rounds; it stops sooner once a round moves a and b by less than
+            `HUBER_TOL` of themselves.
+
+    Returns:
+        (a, b, r2): intercept in y's unit, slope per unit of x, and R^2 (0 when y does not vary).
+        A negative slope is refit flat (a the weighted mean of y, b = 0); a negative intercept
+        under a positive slope through the origin (a = 0). Under 3 points, or x constant:
+        (mean of y, 0, 0).
     """
     x = np.asarray(x, float)
     y = np.asarray(y, float)
@@ -131,7 +150,15 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
 
 
 def batch_means_interval(series: np.ndarray) -> tuple[float, float]:
-    """95% interval of the mean of a time-ordered series by batch means."""
+    """95% interval of the mean of a time-ordered series by batch means.
+
+    Args:
+        series: the values in time order (a role's busy seconds per step, or its rates).
+
+    Returns:
+        (low, high), in the series' unit: the mean -/+ t times the standard error of
+        `BATCH_MEANS` (10, 5 or 3 for shorter series) batch means; (mean, mean) under 6 values.
+    """
     n = len(series)
     k = BATCH_MEANS if n >= 5 * BATCH_MEANS else (10 if n >= 50 else (5 if n >= 15 else 3))
     if n < 2 * k:
