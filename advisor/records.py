@@ -149,7 +149,11 @@ class Record:
     KEYS: ClassVar[tuple[str, ...]]  # JSON keys after "ev", in the order they are written
 
     def to_dict(self) -> dict[str, Any]:
-        """The line as a dict: ``ev`` first, then the known keys in order (None left out), then extra."""
+        """The line as a dict.
+
+        Returns:
+            ``ev`` first, then the known keys in `KEYS` order (None left out), then ``extra``.
+        """
         d: dict[str, Any] = {"ev": self.EVENT.value}
         for k in self.KEYS:
             v = getattr(self, k)
@@ -159,7 +163,11 @@ class Record:
         return d
 
     def to_json_line(self) -> str:
-        """Compact JSON of the line, with its trailing newline."""
+        """Compact JSON of the line.
+
+        Returns:
+            `to_dict` as JSON text without spaces, with its trailing newline.
+        """
         return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False) + "\n"
 
 
@@ -183,6 +191,11 @@ class Queue:
             )
 
     def to_dict(self) -> dict[str, Any]:
+        """The queue's entry in the header's ``queues`` list.
+
+        Returns:
+            ``name``, ``feeds`` and ``cap``, then ``per_worker`` only where it is true.
+        """
         d: dict[str, Any] = {"name": self.name, "feeds": self.feeds, "cap": self.cap}
         if self.per_worker:
             d["per_worker"] = True
@@ -317,6 +330,12 @@ class Run(Record):
         return k
 
     def to_dict(self) -> dict[str, Any]:
+        """The header line as a dict.
+
+        Returns:
+            As `Record.to_dict`, with ``queues`` (always written, empty or not) as a list of
+            `Queue.to_dict` entries.
+        """
         d = super().to_dict()
         d["queues"] = [q.to_dict() for q in self.queues]
         return d
@@ -330,8 +349,15 @@ class Run(Record):
         return list(self.roles)[-1]
 
     def stamped(self, t0_unix: float | None = None) -> Run:
-        """This header with ``t0_unix`` set (default: now). Stamp once, then hand the same header
-        to every process of the run."""
+        """This header with ``t0_unix`` set. Stamp once, then hand the same header to every process
+        of the run.
+
+        Args:
+            t0_unix: the run's start, Unix wall-clock seconds; None stamps now.
+
+        Returns:
+            A copy of this header, checked anew, with ``t0_unix`` set.
+        """
         return replace(self, t0_unix=time.time() if t0_unix is None else t0_unix)
 
 
@@ -485,8 +511,19 @@ _BY_EVENT: dict[str, type[Record]] = {c.EVENT.value: c for c in (Run, Step, Sync
 
 
 def from_dict(obj: Mapping[str, Any]) -> Record:
-    """The record of one decoded line (keys it does not know go to ``extra``); e.g. to hand a
-    header to another process as JSON text: ``from_dict(json.loads(text))``."""
+    """The record of one decoded line; e.g. to hand a header to another process as JSON text:
+    ``from_dict(json.loads(text))``.
+
+    Args:
+        obj: one decoded line, a JSON object whose ``ev`` names the event.
+
+    Returns:
+        The `Run`, `Step`, `Sync`, `Rates` or `End` record; the keys it does not know go to
+        ``extra``.
+
+    Raises:
+        RecordError: ``obj`` is not a mapping, its ``ev`` is unknown, or a field is missing or bad.
+    """
     if not isinstance(obj, Mapping):
         raise RecordError("?", "ev", f"a line must be a JSON object, got {type(obj).__name__}")
     ev = obj.get("ev")
