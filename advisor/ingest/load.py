@@ -72,7 +72,17 @@ def _warn_unknown(summ: Summary, path: str) -> None:
 
 def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates.
-    ``warn``: warn of the summary's unknown events (False: the caller did already)."""
+
+    Args:
+        summ: the summary of one file, or of one run's files merged.
+        path: the log's name in reports (made one printable line); also its ``source`` where the
+            summary is of one file.
+        warn: warn of the summary's unknown events and likely misspelt fields (False: the caller
+            did already).
+
+    Returns:
+        The log, with the summary's exact ``totals`` where its steps are sampled.
+    """
     header = summ.header
     cols, codes, _ = summ.steps()
     steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
@@ -113,11 +123,23 @@ def load_log(
     max_lines: int = MAX_LOG_LINES,
     sample_rows: int | None = None,
 ) -> RunLog:
-    """Parse one rate log (or a summary written by `dflash-advise summarize`). Raises
-    :class:`LogError` (file:line: field ...) on unusable input.
+    """Parse one rate log (or a summary written by `dflash-advise summarize`).
 
     The limits (module constants by default) bound the time any input can cost; memory is
     bounded by the chunk and the sample size (``sample_rows`` steps per role), whatever the log's length.
+
+    Args:
+        path: the log file (JSONL or .jsonl.gz) or summary file.
+        max_line_bytes: the longest line the log may hold, bytes.
+        max_bytes: the most bytes it may hold, decompressed.
+        max_lines: the most lines it may hold.
+        sample_rows: the steps kept per role (None: ``summary.DEFAULT_SAMPLE_ROWS``).
+
+    Returns:
+        The parsed log.
+
+    Raises:
+        LogError: (file:line: field ...) on unusable input.
     """
     summ = summarize_log(
         path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines, sample_rows=sample_rows
@@ -136,6 +158,16 @@ class FileRead:
 
     @classmethod
     def of(cls, path: Path, header: RunHeader, end: dict[str, Any] | None) -> FileRead:
+        """What one file gave.
+
+        Args:
+            path: the file.
+            header: its header.
+            end: its own last ``end`` event, or None.
+
+        Returns:
+            The record, with the path as one printable line and a copy of ``end``.
+        """
         return cls(display_path(str(path)), header, dict(end) if end is not None else None)
 
 
@@ -217,6 +249,16 @@ def load_run(files: Sequence[str | Path], path: str) -> RunLog:
 
     Headers must be equal (`ranks.check_same_header`, which names the file and field); the run's
     end is `ranks`' merged end; the same steps in two files are refused (`Summary.merge`).
+
+    Args:
+        files: the run's per-rank files, in order; a single file is read by `load_log`.
+        path: the run's name in reports (a single file keeps its own).
+
+    Returns:
+        The run's log.
+
+    Raises:
+        LogError: on the first of those refusals, or any file's unusable input.
     """
     files = [Path(f) for f in files]
     if len(files) == 1:
@@ -225,8 +267,18 @@ def load_run(files: Sequence[str | Path], path: str) -> RunLog:
 
 
 def summarize_paths(paths: Sequence[str | Path], *, sample_rows: int | None = None) -> Summary:
-    """One merged summary of several logs (or summaries) of one run, folded in path order (a
-    directory or a quoted glob: its log files)."""
+    """One merged summary of several logs (or summaries) of one run, folded in path order.
+
+    Args:
+        paths: log or summary files, directories or quoted globs (each read as its log files).
+        sample_rows: the steps kept per role (None: ``summary.DEFAULT_SAMPLE_ROWS``).
+
+    Returns:
+        The merged summary.
+
+    Raises:
+        LogError: no file given, files of two runs, or unusable input.
+    """
     files = [f for p in paths for f in expand(p)[0]]
     return _fold_run(files, check=False, sample_rows=sample_rows)[0]
 
@@ -249,6 +301,15 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     (`advisor.ingest.probes`). Each file is read
     once: plain files are held as summaries until it is known which are ranks of one run (e.g. a
     glob the shell expanded), whose summaries then merge, exactly, as a directory's do.
+
+    Args:
+        paths: the command line's log arguments: files, directories or quoted globs.
+
+    Returns:
+        One log per run, in argument order (a run of plain files at its first file's place).
+
+    Raises:
+        LogError: no path given, or unusable input (file:line: field ...).
     """
     paths = list(paths)
     if not paths:
