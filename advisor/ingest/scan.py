@@ -77,7 +77,16 @@ _OBJECTS = ("bps", "cap_bps", "q")  # rates' objects; the first two read as JSON
 
 
 def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
-    """The warning of a log whose last line, ``line``, was cut mid-write and skipped."""
+    """The warning of a log whose last line was cut mid-write and skipped.
+
+    Args:
+        spath: the log's path, as given (shown escaped, `display_path`).
+        line: the number of the cut line, from 1.
+        n_bytes: the bytes of the cut line, skipped.
+
+    Returns:
+        The warning, for the caller to issue (``warnings.warn``).
+    """
     return LogWarning(
         f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); skipped {n_bytes} bytes"
     )
@@ -506,8 +515,10 @@ def scan_log(
     Args:
         path: the log file, plain or gzip.
         sample_rows: the steps kept per role.
-        max_bytes, max_lines, max_line_bytes: the limits (`advisor.ingest.reader`); a file past
-            one is left to the exact pass, which refuses it by name.
+        max_bytes: the most bytes the file may hold, decompressed (`advisor.ingest.reader`).
+        max_lines: the most lines it may hold.
+        max_line_bytes: the longest line it may hold, bytes. A file past any of the limits is
+            left to the exact pass, which refuses it by name.
 
     Returns:
         The file's summary (not yet checked usable nor given its source), or None.
