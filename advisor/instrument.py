@@ -78,7 +78,15 @@ ROUND = 6  # decimals of seconds written (microseconds): shorter lines, no lost 
 
 
 def rank_file_name(role: str, worker: int) -> str:
-    """The file name of one worker's log in a run directory."""
+    """The file name of one worker's log in a run directory.
+
+    Args:
+        role: the worker's role, as the header names it.
+        worker: the worker's index within its role, from 0.
+
+    Returns:
+        ``<role>-<worker>.jsonl``.
+    """
     return f"{role}-{int(worker)}.jsonl"
 
 
@@ -113,7 +121,14 @@ class RateMeter:
         self._lock = threading.Lock()
 
     def add(self, role: str, *, busy_s: float, tokens: int = 0, batches: int = 1) -> None:
-        """Count completed batches of ``role`` (one step by default)."""
+        """Count completed batches of ``role``.
+
+        Args:
+            role: a role of the header.
+            busy_s: busy seconds of these batches, summed.
+            tokens: tokens in these batches (``tok_s`` counts the consumer's).
+            batches: batches completed; one step by default.
+        """
         with self._lock:
             c = self._now[role]
             c.batches += batches
@@ -121,12 +136,28 @@ class RateMeter:
             c.tokens += tokens
 
     def set_totals(self, role: str, *, batches: int, busy_s: float, tokens: int = 0) -> None:
-        """Set the cumulative counts of ``role`` since the run start (e.g. read from shared counters)."""
+        """Set the cumulative counts of ``role`` since the run start (e.g. read from shared counters).
+
+        Args:
+            role: a role of the header.
+            batches: batches done by all of the role's workers since the run start.
+            busy_s: busy seconds of those batches, summed over the workers.
+            tokens: tokens in those batches.
+        """
         with self._lock:
             self._now[role] = _Totals(int(batches), float(busy_s), int(tokens))
 
     def snapshot(self, t: float, *, q: Mapping[str, Any] | None = None) -> Rates:
-        """The ``rates`` record for the window ending at ``t``; the next window starts here."""
+        """The ``rates`` record for the window ending at ``t``; the next window starts here.
+
+        Args:
+            t: the window's end, seconds since the run start; after the previous snapshot's.
+            q: queue depths at ``t``, written as they are; None leaves ``q`` out.
+
+        Returns:
+            The snapshot: ``cap_bps`` only for roles busy in the window (None if none), ``done``
+            and ``eta_s`` only with ``planned_batches``.
+        """
         with self._lock:
             window = t - self._last_t
             if window <= 0:
@@ -229,25 +260,45 @@ class StepTimer:
             setattr(self, attr, (getattr(self, attr) or 0.0) + self._log.now() - t0)
 
     def waiting(self) -> AbstractContextManager[None]:
-        """Time starved for input (not busy), e.g. around ``q_in.get()``."""
+        """Time starved for input (not busy), e.g. around ``q_in.get()``.
+
+        Returns:
+            A context manager whose seconds count as the step's ``wait``.
+        """
         return self._timed("_inner_wait")
 
     def blocking(self) -> AbstractContextManager[None]:
-        """Time held by a full output queue (not busy), e.g. around ``q_out.put(x)``."""
+        """Time held by a full output queue (not busy), e.g. around ``q_out.put(x)``.
+
+        Returns:
+            A context manager whose seconds count as the step's ``blocked``.
+        """
         return self._timed("_inner_blocked")
 
     def transferring(self) -> AbstractContextManager[None]:
         """Time a drafter spends importing the batch's hidden states (busy, logged as ``xfer``):
         around the receive from the capture server, so a batch from another node logs its link
-        time (docs/deployed.md)."""
+        time (docs/deployed.md).
+
+        Returns:
+            A context manager whose seconds add to the step's ``xfer`` (and stay in ``busy``).
+        """
         return self._timed("_xfer")
 
     def waited(self, seconds: float) -> None:
-        """Add starved seconds measured outside the block (not subtracted from busy)."""
+        """Add starved seconds measured outside the block (not subtracted from busy).
+
+        Args:
+            seconds: starved seconds to add to the step's ``wait``.
+        """
         self._outer_wait += seconds
 
     def blocked(self, seconds: float) -> None:
-        """Add blocked seconds measured outside the block (not subtracted from busy)."""
+        """Add blocked seconds measured outside the block (not subtracted from busy).
+
+        Args:
+            seconds: blocked seconds to add to the step's ``blocked``.
+        """
         self._outer_blocked += seconds
 
     def cancel(self) -> None:
@@ -350,8 +401,20 @@ class RateLog:
         name: str | None = None,
         **kw: Any,
     ) -> RateLog:
-        """This process's log in ``run_dir``: ``<role>-<worker>.jsonl``, or ``<name>.jsonl`` (e.g. a
-        coordinator that writes only rates and needs no role)."""
+        """This process's log in ``run_dir``: ``<role>-<worker>.jsonl``, or ``<name>.jsonl``.
+
+        Args:
+            run_dir: the run directory all the processes share (made if missing).
+            header: the run's header, stamped before it is handed out (module docstring).
+            role: this process's role, the default of its steps and syncs; None needs ``name``.
+            worker: this process's index within ``role``.
+            name: the file's name without ``.jsonl``, e.g. for a coordinator that writes only
+                rates and needs no role.
+            **kw: the other options of :class:`RateLog` (``snapshots``, ``handle_sigterm``, ...).
+
+        Returns:
+            The open log, its header line written.
+        """
         if name is None and role is None:
             raise ValueError("give role= (the file is <role>-<worker>.jsonl) or name=")
         fname = f"{name}.jsonl" if name is not None else rank_file_name(role, worker)
@@ -359,14 +422,22 @@ class RateLog:
 
     # --- clock -------------------------------------------------------------------------------
     def now(self) -> float:
-        """Seconds since the run start (monotonic; 0 if this process started before t0)."""
+        """The time now on the run's axis.
+
+        Returns:
+            Seconds since the run start (monotonic; 0 if this process started before t0).
+        """
         return max(self._clock() + self._offset, 0.0)
 
     # --- writing -----------------------------------------------------------------------------
     def write(self, record: Record) -> None:
         """Append one record as one whole line (one ``write()`` call). After :meth:`end`, events are
         dropped: a graceful shutdown after SIGTERM may still finish a step, which must not follow
-        the ``end`` line."""
+        the ``end`` line.
+
+        Args:
+            record: the record to append.
+        """
         data = record.to_json_line().encode("utf-8")
         with self._lock:
             if self._ended and not isinstance(record, End):
@@ -396,7 +467,20 @@ class RateLog:
         loss: float | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> StepTimer:
-        """A context manager that times one step (see :class:`StepTimer`)."""
+        """A context manager that times one step (see :class:`StepTimer`).
+
+        Args:
+            role: the step's role; None: the log's.
+            worker: the step's worker; None: the log's.
+            tokens: tokens in the batch; None: set ``s.tokens`` inside the block instead.
+            batch: the batch's index, if you log it.
+            seqs: sequences in the batch, if you log them.
+            loss: the step's loss, if you log it.
+            extra: fields of your own for the step's line.
+
+        Returns:
+            The timer; its step is written when the block exits.
+        """
         return StepTimer(
             self, self._role(role), self.worker if worker is None else worker, tokens, batch, seqs, loss, extra
         )
@@ -413,8 +497,21 @@ class RateLog:
         t: float | None = None,
         facts: BatchFacts = BatchFacts(),
     ) -> Step:
-        """Write a step you timed yourself; ``t`` (default now) is when the worker was free again;
-        ``facts``: the batch's index, sequences, loss and extra fields, where you log them."""
+        """Write a step you timed yourself.
+
+        Args:
+            busy_s: compute seconds of the step.
+            tokens: tokens in the batch.
+            wait_s: seconds starved for input before it.
+            blocked_s: seconds held by a full output queue after it.
+            role: the step's role; None: the log's.
+            worker: the step's worker; None: the log's.
+            t: when the worker was free again, seconds since the run start; None: now.
+            facts: the batch's index, sequences, loss and extra fields, where you log them.
+
+        Returns:
+            The step written (it also feeds the meter, and a due snapshot follows it).
+        """
         role = self._role(role)
         rec = Step(
             t=_r(self.now() if t is None else t),
@@ -444,8 +541,19 @@ class RateLog:
         role: str | None = None,
         t: float | None = None,
     ) -> Sync:
-        """Write a sync (weight/gradient all-reduce) that took ``dur_s`` and ended at ``t`` (default
-        now). Log each sync once, from one rank (e.g. rank 0), not from every participant."""
+        """Write a sync (weight/gradient all-reduce) that took ``dur_s`` and ended at ``t``. Log each
+        sync once, from one rank (e.g. rank 0), not from every participant.
+
+        Args:
+            dur_s: the sync's duration, seconds.
+            workers: the workers taking part, if known.
+            bytes: the bytes synced, if known.
+            role: the role whose workers synced; None: the log's.
+            t: when it ended, seconds since the run start; None: now.
+
+        Returns:
+            The sync written.
+        """
         rec = Sync(
             t=_r(self.now() if t is None else t), role=self._role(role), dur=_r(dur_s), workers=workers, bytes=bytes
         )
@@ -453,8 +561,16 @@ class RateLog:
         return rec
 
     def rates(self, record: Rates | None = None, **fields: Any) -> Rates:
-        """Write a rates snapshot: a given record, or one from the fields given (``t`` defaults to
-        now), or, with neither, the meter's snapshot now."""
+        """Write a rates snapshot: a given record, or one from the fields given, or, with neither,
+        the meter's snapshot now.
+
+        Args:
+            record: a snapshot to write as it is.
+            **fields: the :class:`Rates` fields to build one from (``t`` defaults to now).
+
+        Returns:
+            The snapshot written.
+        """
         if record is None and not fields:
             if self.meter is None:
                 raise ValueError("no rates given and no meter to compute them")
@@ -469,7 +585,14 @@ class RateLog:
 
     def tick(self, t: float | None = None) -> Rates | None:
         """Write a meter snapshot if one is due (``rates_every_s``); call it from a loop that does
-        not log steps (a coordinator). Returns the snapshot written, if any."""
+        not log steps (a coordinator).
+
+        Args:
+            t: the time to test, seconds since the run start; None: now. The snapshot is stamped now.
+
+        Returns:
+            The snapshot written, or None when none was due, none is scheduled or the log has ended.
+        """
         if self._next_rates is None or self._ended:
             return None
         now = self.now() if t is None else t
@@ -480,7 +603,15 @@ class RateLog:
         return self.rates()
 
     def end(self, reason: EndReason | str = EndReason.DONE, msg: str | None = None) -> End | None:
-        """Write the ``end`` line (once; later calls return None) and fsync the file."""
+        """Write the ``end`` line (once) and fsync the file.
+
+        Args:
+            reason: why the log ends (``done``, ``interrupted`` or ``error``).
+            msg: how, e.g. the exception's text; cut to 500 characters.
+
+        Returns:
+            The ``end`` record, or None on later calls (or once the log is closed).
+        """
         with self._lock:
             if self._ended or self._fd is None:
                 return None
@@ -494,7 +625,12 @@ class RateLog:
         return rec
 
     def close(self, reason: EndReason | str = EndReason.DONE, msg: str | None = None) -> None:
-        """End the log (if not ended yet) and close the file; restore signal handlers."""
+        """End the log (if not ended yet) and close the file; restore signal handlers.
+
+        Args:
+            reason: why the log ends, if it has not yet (:meth:`end`).
+            msg: how, if it has not ended yet.
+        """
         self.end(reason, msg)
         self.restore_signals()
         with self._lock:
@@ -517,7 +653,11 @@ class RateLog:
     # --- signals -----------------------------------------------------------------------------
     def handle_signals(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
         """On each signal: write ``end`` interrupted, then hand the signal to the previous handler
-        (the default one terminates the process as before). Main thread only (a Python rule)."""
+        (the default one terminates the process as before). Main thread only (a Python rule).
+
+        Args:
+            signals: the signal numbers to handle; SIGTERM by default.
+        """
         for sig in signals:
             self._prev_handlers[sig] = signal.signal(sig, self._on_signal)
 
