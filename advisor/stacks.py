@@ -376,7 +376,19 @@ def _column_tags(columns: Sequence[str], skip: set[str]) -> dict[str, str]:
 
 def read_csv_scalars(path: str | Path) -> tuple[dict[str, list[Scalar]], float]:
     """Every metric of an exported history (the formats in the module docstring), by tag; and the
-    earliest wall time."""
+    earliest wall time.
+
+    Args:
+        path: a CSV history exported from wandb or MLflow.
+
+    Returns:
+        Tag -> its scalars, and the earliest wall time; times in seconds (Unix, or since the start
+        for ``_runtime``).
+
+    Raises:
+        LogError: the file is unreadable or not a CSV table, lacks a step or time column, has a row
+            without them, a cell that is not a number or two columns of one tag, or holds no values.
+    """
     path = Path(path)
     try:
         with open(path, newline="", encoding="utf-8") as fh:
@@ -421,7 +433,17 @@ def read_csv_scalars(path: str | Path) -> tuple[dict[str, list[Scalar]], float]:
 
 
 def read_any(paths: Sequence[str | Path]) -> tuple[dict[str, list[Scalar]], float | None]:
-    """Scalars of TensorBoard event files/directories and .csv histories together."""
+    """Scalars of TensorBoard event files/directories and .csv histories together.
+
+    Args:
+        paths: event files, folders of them and ``.csv`` histories (told apart by suffix).
+
+    Returns:
+        Tag -> its scalars from every input, and the earliest wall time (None: no events).
+
+    Raises:
+        LogError: an input is missing, unreadable or malformed (`read_csv_scalars`, `read_scalars`).
+    """
     csvs = [Path(p) for p in paths if str(p).lower().endswith(".csv")]
     events = [p for p in paths if not str(p).lower().endswith(".csv")]
     by_tag: dict[str, list[Scalar]] = {}
@@ -437,7 +459,17 @@ def read_any(paths: Sequence[str | Path]) -> tuple[dict[str, list[Scalar]], floa
 
 # --- derived fields --------------------------------------------------------------------------
 def derive(field: Field, scalars: Mapping[str, list[Scalar]], consumer_workers: int) -> list[Scalar]:
-    """The field's values at every step where all its tags were logged (module docstring)."""
+    """The field's values at every step where all its tags were logged (module docstring).
+
+    Args:
+        field: the rates field to compute.
+        scalars: tag -> its scalars; holds every tag of ``field``.
+        consumer_workers: the consumer's workers, the factor of a per-rank field.
+
+    Returns:
+        One scalar per step, at the latest wall time of its tags; steps whose denominator is not > 0
+        are left out, so it may be empty.
+    """
     at = {tag: {s.step: s for s in scalars[tag]} for tag in field.tags}  # a step logged twice: the later
     steps = sorted(set.intersection(*(set(v) for v in at.values())))
     factor = field.scale * (consumer_workers if field.per_consumer_worker else 1)
@@ -460,7 +492,22 @@ def stack_mapping(
     stack: Stack, roles: Sequence[str], scalars: Mapping[str, list[Scalar]], consumer_workers: int, *, source: str
 ) -> tuple[dict[str, str], dict[str, list[Scalar]]]:
     """{rates key: derived tag} and the derived series, for the stack's fields whose tags are all
-    present; an error naming the missing tags when the consumer's bps cannot be built."""
+    present.
+
+    Args:
+        stack: the stack whose fields to build (`STACKS`).
+        roles: the run's role names in pipeline order (producer first, consumer last).
+        scalars: tag -> its scalars (`read_any`).
+        consumer_workers: the consumer's workers, the factor of a per-rank field.
+        source: the input as error messages name it.
+
+    Returns:
+        Rates key -> ``<stack>:<field key>``, and that tag -> its series; a field with no values is
+        left out.
+
+    Raises:
+        LogError: naming a missing tag, when the consumer's bps cannot be built.
+    """
     keys = {"producer": roles[0], "consumer": roles[-1]}
     mapping: dict[str, str] = {}
     series: dict[str, list[Scalar]] = {}
@@ -488,8 +535,17 @@ def stack_mapping(
 
 def cap_kinds(stack: Stack, roles: Sequence[str], built: set[str]) -> dict[str, str]:
     """role -> "lower" or "upper" (the header's ``cap_bps_kind``, docs/log-schema.md) for each
-    ``cap_bps`` the stack's fields built (``built``: rates keys, not replaced by ``--map``) that is
-    only a bound: ``capacity >=`` a lower bound, ``capacity <=`` an upper estimate."""
+    ``cap_bps`` the stack's fields built that is only a bound: ``capacity >=`` a lower bound,
+    ``capacity <=`` an upper estimate.
+
+    Args:
+        stack: the stack whose fields built them.
+        roles: the run's role names in pipeline order (producer first, consumer last).
+        built: the rates keys the stack's fields built, less those ``--map`` replaced.
+
+    Returns:
+        Only the roles whose ``cap_bps`` is a bound; empty when none is.
+    """
     keys = {"producer": roles[0], "consumer": roles[-1]}
     out = {}
     for f in stack.fields:
