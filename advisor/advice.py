@@ -517,7 +517,13 @@ def advise_numbers(
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, o)
         p, c = fit.roles
-        kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role])}" for rf in (fit.producer, fit.consumer))
+        k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
+        log_k = (k.get(p, 1), k.get(c, 1))
+        # each capacity was given on its workers' GPUs (engines of log_k GPUs each)
+        on = {r: f"{n} GPU{'s' if n != 1 else ''}" for r, n in ((p, roles[p] * log_k[0]), (c, roles[c] * log_k[1]))}
+        kinds = ", ".join(
+            f"{rf.role} {basis_text(rf, roles[rf.role], on[rf.role])}" for rf in (fit.producer, fit.consumer)
+        )
         carried = (
             gpu_priors_text(fit.contention, p, c)
             if fit.contention.role_se
@@ -526,8 +532,6 @@ def advise_numbers(
         _caveat(
             f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); {carried}"
         )
-    k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
-    log_k = (k.get(p, 1), k.get(c, 1))
     logged = Logged(
         roles=(p, c),
         gpus=roles[p] * log_k[0] + roles[c] * log_k[1],

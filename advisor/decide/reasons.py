@@ -20,7 +20,7 @@ from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
 from advisor.project.rows import LinkRow, SplitRow, lead_interval
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
-from advisor.settings import role_count, role_plural
+from advisor.settings import Settings, role_count, role_plural
 
 
 def bps_text(x: float) -> str:
@@ -87,13 +87,15 @@ def _plural(n: int, word: str) -> str:
 # ---------------------------------------------------------------- reasons, from the decision
 
 
-def basis_text(rf: RoleFit, workers: int) -> str:
-    """What one role's capacity rests on, in words: "given", "given as 0.88..0.95 b/s on 7 GPUs",
+def basis_text(rf: RoleFit, workers: int, on: str) -> str:
+    """What one role's capacity rests on, in words: "given", "given as 0.88..0.95 b/s on 16 GPUs",
     "at least 39 b/s on 7 GPUs, a bound", "measured from rates snapshots".
 
     Args:
         rf: the role's fit; a ranged capacity's per-worker ends (``mu_range_bps``) are stated.
-        workers: the role's worker count, which the ends are multiplied by (and named as GPUs).
+        workers: the role's worker (engine) count, which the ends are multiplied by.
+        on: what those workers hold, as said after "on": "16 GPUs" for 8 engines of 2 GPUs,
+            "3 CPU workers" (`advisor.settings.Settings.units`).
 
     Returns:
         The phrase, no final period.
@@ -101,22 +103,23 @@ def basis_text(rf: RoleFit, workers: int) -> str:
     if rf.ranged:
         lo, hi = (workers * v for v in rf.mu_range_bps)
         if not math.isfinite(hi):
-            return f"at least {bps_text(lo)} b/s on {_plural(workers, 'GPU')}, a bound"
+            return f"at least {bps_text(lo)} b/s on {on}, a bound"
         if rf.basis is Basis.BOUND:  # read from a log: its throughput up to an upper estimate
-            return f"between {bps_text(lo)} and {bps_text(hi)} b/s on {_plural(workers, 'GPU')}, a bound"
-        return f"given as {bps_text(lo)}..{bps_text(hi)} b/s on {_plural(workers, 'GPU')}"
+            return f"between {bps_text(lo)} and {bps_text(hi)} b/s on {on}, a bound"
+        return f"given as {bps_text(lo)}..{bps_text(hi)} b/s on {on}"
     return rf.basis.word()
 
 
-def _role_cap_text(rf: RoleFit, row: SplitRow, fit: PipelineFit) -> str:
+def _role_cap_text(rf: RoleFit, row: SplitRow, fit: PipelineFit, s: Settings) -> str:
     """A role's capacity at a split and what it rests on; where it is not the capacity given or
     read at the observed split (another worker count, the sync cost), that one is said beside it."""
     cap, n = row.of(rf.role).cap_bps, row.of(rf.role).workers
     given_n = fit.observed[0].roles.get(rf.role, 0)
     base = rf.mu_bps * given_n
-    basis = basis_text(rf, given_n)
+    on = s.units(given_n * s.log_gpus_per_worker[0 if rf.role == s.producer else 1])
+    basis = basis_text(rf, given_n, on)
     if n != given_n:
-        return f"{bps_text(cap)} b/s ({bps_text(base)} b/s on {_plural(given_n, 'GPU')} {basis}, carried to {n})"
+        return f"{bps_text(cap)} b/s ({bps_text(base)} b/s on {on} {basis}, carried to {n})"
     if abs(cap / base - 1.0) > 0.005:
         return f"{bps_text(cap)} b/s ({bps_text(base)} b/s {basis}, {pct_text(cap / base)} of it after the sync)"
     return f"{bps_text(cap)} b/s ({basis})"
@@ -160,10 +163,8 @@ def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
             f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {bps_text(pr.cap_bps)} b/s "
             f"vs {c} {bps_text(cr.cap_bps)} b/s{loader} (from busy time); {waits}"
         )
-    return (
-        f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {_role_cap_text(fit.producer, r, fit)} "
-        f"vs {c} {_role_cap_text(fit.consumer, r, fit)}{loader}; {waits}"
-    )
+    caps = [_role_cap_text(rf, r, fit, d.settings) for rf in (fit.producer, fit.consumer)]
+    return f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {caps[0]} vs {c} {caps[1]}{loader}; {waits}"
 
 
 def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:

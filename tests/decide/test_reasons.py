@@ -126,3 +126,15 @@ def test_a_pipeline_without_a_queue_is_not_told_about_one(tmp_path, reference_ra
     assert any("declares no queue feeding 'drafter'" in w and "no buffer" in w for w in adv.warnings)
     with_queue = advise(reference_rates)
     assert f"q_hs {with_queue.splits.at['7-1', 'hs_mean_depth']:.1f}/20" in with_queue.recommendation.reasons[0]
+
+
+def test_a_given_range_is_said_on_the_gpus_its_engines_hold():
+    # 8 targets of 2 GPUs were given 0.88..0.95 b/s together: on 16 GPUs, not on 8
+    adv = advise_numbers(
+        {"target": 8, "drafter": 2},
+        {"target": "0.88..0.95", "drafter": 0.86},
+        gpus_per_worker={"target": 2},
+    )
+    said = " ".join((*adv.recommendation.reasons, *adv.warnings))
+    assert "given as 0.88..0.95 b/s on 16 GPUs" in said
+    assert "on 8 GPUs" not in said
