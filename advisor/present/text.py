@@ -26,13 +26,14 @@ from advisor.project.table import split_label
 from advisor.settings import Capacity, role_is_noun, role_plural
 
 
-def legend(adv: Advice, bound: bool) -> str:
+def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
     """The table's legend: the marks, the worker word of the log, and what ETA counts (the rest of
     the job, or for a next run the whole job).
 
     Args:
         adv: the advice the table shows.
         bound: the table shows the ``bound b/s`` column (`shows_bound`), so the legend explains it.
+        words: the marks are the Markdown table's words (rec, obs, judged, sim), not its symbols.
 
     Returns:
         The legend, one line, without the engine and node words (`engine_legend`).
@@ -48,14 +49,12 @@ def legend(adv: Advice, bound: bool) -> str:
         if adv.settings.for_next_run
         else "ETA = the rest of the job at that split"
     )
-    text = (
-        f"> recommended, * observed, j judged (--roles); {bound_text}efficiency = b/s over the fastest stage's "
-        f"capacity (balance); {util}; {eta}"
-    )
+    marks = "rec = recommended, obs = observed, judged" if words else "> recommended, * observed, j judged"
+    text = f"{marks} (--roles); {bound_text}efficiency = b/s over the fastest stage's capacity (balance); {util}; {eta}"
     if adv.decision.odds is not None:
         text += "; p best = how likely the split is within 2% of the best"
     if any(r.method == "exact" for r in adv.rows.values()):
-        text += "; s = b/s from exact simulation of the log's step times"
+        text += f"; {'sim' if words else 's'} = b/s from exact simulation of the log's step times"
     return text
 
 
@@ -392,7 +391,7 @@ def render_markdown(adv: Advice) -> str:
         if r[0].startswith(">"):
             cells[1] = f"**{cells[1]}**"
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"_{legend(adv, 'bound b/s' in head)}_"]
+    lines += ["", f"_{md_escape(legend(adv, 'bound b/s' in head, words=True) + engine_legend(adv))}_"]
     for title, items in _sections(adv):
         lines += ["", f"**{title}**", ""] + [f"- {md_escape(x)}" for x in items]
     if adv.warnings:

@@ -255,3 +255,18 @@ def test_the_table_shows_each_splits_odds_from_the_decisions_draw(reference):
         row = next(t for t in (x.split() for x in text.splitlines()) if label in t[:2] and len(t) > 6)
         assert row[row.index(label) + 3] == share_text(adv.decision.odds.of(label).p_best).lstrip("~")
         assert s["p_best"] == round(adv.decision.odds.of(label).p_best, 4)
+
+
+def test_the_markdown_legend_names_its_own_marks_and_engines(tmp_path):
+    from dataclasses import replace
+
+    from advisor.model.synth import reference_scenario, write_log
+
+    path = tmp_path / "tp2.jsonl"
+    write_log(path, replace(reference_scenario(duration_s=3000.0), n_target=3, n_drafter=2, gpus_per_target=2))
+    adv = advise(path)
+    legend = next(line for line in render(adv, "markdown").splitlines() if line.startswith("_rec = recommended"))
+    # the Markdown table marks rows "rec", "obs": its legend says so, and what its GPUs column holds
+    assert "obs = observed" in legend and "> recommended" not in legend
+    assert "a split counts engines (targets of 2 GPUs, drafters of 1), GPUs = GPUs per role" in legend
+    assert "a split counts engines" in render(adv, "text")
