@@ -6,7 +6,7 @@ it into means of 5 (``MSER_BATCH``), and choose the truncation d that minimises
 
     MSER(d) = sum_{i>=d} (Y_i - mean(Y_{d:}))^2 / (n - d)^2,     d <= n / 2,
 
-i.e. the start after which the remaining mean is known most precisely. A minimum in the last
+i.e. the start after which the remaining mean is known most precisely. A minimum at or past
 ``UNSETTLED_FRACTION`` of the allowed range (close to n/2) means the series keeps drifting: the
 run never settled, and the fit rests on a short, possibly still-changing window (a
 :class:`SteadyStateWarning`). Fewer than ``MIN_STEADY_EVENTS`` consumer completions in the
@@ -102,7 +102,7 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
     limit = nb // 2
     stat = sse[: limit + 1] / m[: limit + 1] ** 2
     d = int(np.argmin(stat))
-    settled = d < UNSETTLED_FRACTION * limit or limit < 2
+    settled = d < UNSETTLED_FRACTION * limit
     return d * batch, settled
 
 
