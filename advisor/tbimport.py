@@ -451,7 +451,7 @@ def to_records(
                 f"limit of a log's time ({MAX_TIME_S:g} s; a corrupt wall_time?)",
             )
         if t <= prev_t and out:
-            continue  # a step logged again earlier in time (a restart): keep the first pass
+            continue  # older than the snapshot before it (logged only before a restart that redid it)
         fields = {"t": t, "window": round(t - prev_t, 6) if t > prev_t else None}
         bps, cap, q = {}, {}, {}
         for key, s in got.items():

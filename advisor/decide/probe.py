@@ -7,7 +7,7 @@ cancels in their lead), and measures the lead ``d = ln(X_a / X_b)`` with noise o
 
 for ``L`` seconds at each: ``sigma_k^2`` the per-time noise of split k's measured rate (log b/s
 squared x seconds: the larger of what the log's own sampling error gives over its steady window,
-``(err_p_samp^2 + err_c_samp^2) x steady_s``, and a count of batches with the busier role's step
+``(err_p_samp^2 + err_c_samp^2) x steady_s``, and a count of batches with the larger of the two roles' step
 SCV, ``scv / x_k``), and ``level_var`` the run-to-run level shift of one segment
 (``ContentionFit.run_se^2``; two segments of each split), which no length of segment removes.
 

@@ -75,7 +75,8 @@ def _os_error(e: OSError, path: str) -> LogError:
 
 
 def open_log(path: str | Path):
-    """A binary stream of the log's (decompressed) bytes; refuses what is not a readable regular file.
+    """The log's (decompressed) bytes as a binary stream, with the file under it; refuses what is not a
+    readable regular file.
 
     ``stat`` comes before ``open`` so that a FIFO is never opened (opening one without a writer
     blocks for ever); the file is then opened non-blocking and checked again with ``fstat`` in

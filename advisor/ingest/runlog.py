@@ -8,7 +8,7 @@ role, whether its steps are such a sample.
 
 Frames (documented columns):
 - ``steps``: t, role (category), worker, batch, tokens, seqs, busy, wait, blocked, loss; sorted by t.
-- ``syncs``: t, role, workers, dur, bytes; sorted by t.
+- ``syncs``: t, workers, dur, bytes; sorted by t.
 - ``rates``: t, window, tok_s, eta_s, done, ``bps_<role>``, ``cap_bps_<role>``, ``q_<queue>``
   (mean depth over the queue's workers) and ``qmin_<queue>`` (the emptiest worker's queue).
 

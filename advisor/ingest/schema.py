@@ -335,7 +335,7 @@ def check_number(
 ) -> Any:
     """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or None if optional.
 
-    Whole numbers are further bounded by 2**53 (beyond it a float cannot hold them exactly).
+    Whole numbers without a ``maximum`` are bounded by 2**53 (beyond it a float cannot hold them exactly).
 
     Args:
         obj: the decoded event (or an object inside it, such as ``bps``) that holds the field.
