@@ -158,18 +158,6 @@ class Placement:
                 parts.append(f"node {a}: {' + '.join(held)}")
         return (parts[0] + " " + "; ".join(parts[1:])) if self.local else "; ".join(parts)
 
-    def to_json(self, producer: str, consumer: str) -> list[dict[str, int]]:
-        """The engines per node as JSON (the routing left out).
-
-        Args:
-            producer: the producers' role name, the key of their count.
-            consumer: the consumers' role name.
-
-        Returns:
-            One ``{producer: N_a, consumer: M_a}`` per node, in node order, empty nodes kept.
-        """
-        return [{producer: n, consumer: m} for n, m in zip(self.producers, self.consumers)]
-
 
 def sync_link_s(placement: Placement, sync_bytes: float | None, link_bytes_s: float | None) -> float:
     """Seconds one all-reduce of ``sync_bytes`` holds the shared link: ``2 (L_c - 1) S / B`` (module
