@@ -1,7 +1,7 @@
 """The docstring house rule, checked: every public function says what it takes and returns.
 
-STYLE.md and issue 33 ask for a summary line, the maths and the rules, then ``Args:`` and
-``Returns:`` (Google style) on public functions. This test reads advisor/ with `ast` and fails
+The house rules (README, "Layout") ask for a summary line, the maths and the rules, then ``Args:``
+and ``Returns:`` (Google style) on public functions. This test reads advisor/ with `ast` and fails
 for each public function or method whose docstring lacks a summary line, an ``Args:`` entry for
 a parameter, or a ``Returns:`` (``Yields:`` for a generator) section where something is returned.
 
