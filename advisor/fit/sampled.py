@@ -80,8 +80,7 @@ def sampled_loader_and_sync(
     A uniform sample keeps each arrival with probability p (kept / all); thinning a renewal
     process with inter-arrival SCV c2 gives SCV p c2 + (1 - p), so c2 = (scv_sample - (1 - p)) / p.
     Real arrival streams are not quite renewal (consecutive gaps correlate), so this SCV is an
-    estimate: on the loader-bound test scenario, 0.34 +- 0.12 at p = 0.25 against 0.60 from all
-    arrivals (the raw sample's would be ~0.9).
+    estimate (how close it came on the loader-bound test scenario: BENCHMARKS.md 20.11).
 
     Args:
         measured: the job's measured logs; the loader's counts are the first's.

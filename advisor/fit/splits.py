@@ -7,10 +7,10 @@ A header that says neither leaves it to the log (`within_sharing`): when a withi
 step time on busy peers (`advisor.measure.contention`; per busy target or per busy drafter) is
 at least ``WITHIN_SHARED_SLOPE`` (ln, per busy peer) at the low end of its 95% interval, the
 workers evidently share something (a slope merely beyond its half-width is not enough: of the
-four slopes a log gives, one passes that by chance too often; a synthetic log without
-contention showed +13.0% +-11.9% per busy drafter), and on a host of unknown shape that slope is
-the only measure of how much. The log is then fitted as a shared host's (the prior's slope for
-the centre, the run-to-run term) and both roles carry ``hypot(prior, slope)`` per worker moved
+four slopes a log gives, one passes that by chance too often, as on a synthetic log without
+contention, BENCHMARKS.md 20.11), and on a host of unknown shape that slope is the only measure
+of how much. The log is then fitted as a shared host's (the prior's slope for the centre, the
+run-to-run term) and both roles carry ``hypot(prior, slope)`` per worker moved
 (``ContentionFit.shown_slope``), so the intervals of other splits cover a change of that size; a
 log at a second split measures it. A header that declares dedicated devices is believed.
 
