@@ -17,8 +17,8 @@ A :class:`Summary` is built chunk by chunk by `advisor.ingest.stream` (or merged
   exactly and deterministically: the sample of merged per-rank summaries is the very sample of
   the whole log. While a role has at most ``k`` steps nothing is dropped and its rows stay in
   log order, so a log below the size threshold reads exactly as if held whole;
-- every rates snapshot (one a minute or so: a week is ~10k rows), the last ``end`` event, the
-  counts of unknown events, the number of lines and the largest t seen.
+- every rates snapshot (one a minute or so: at that pace a week is ~10k rows), the last ``end``
+  event, the counts of unknown events, the number of lines and the largest t seen.
 
 A summary serialises to one JSON object (``{"dflash_summary": 1, ...}``, arrays as base64 of
 little-endian float64) that `advisor.ingest.load.load_log` reads like a log: `dflash-advise summarize`
@@ -88,7 +88,7 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Seq
 
     Each field's float64 bits enter with one NaN pattern (NaN -> 0.0) and -0.0 as 0.0. (Into
     buffers allocated once: a large log hashes every step, and fresh temporaries per operation
-    were most of the cost.)
+    cost more, BENCHMARKS.md 20.11.)
 
     Args:
         cols: field -> column, one entry per row; it holds at least ``fields``.
@@ -117,8 +117,9 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Seq
 def stable_order(v: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
     """``np.argsort(v, kind="stable")``, the same permutation at a fraction of the cost.
 
-    numpy's default sort (several times faster on floats and 64-bit keys), then each run of equal
-    values put back in index order (ties are rare here: times and 64-bit hashes).
+    numpy's default sort (faster than the stable one on floats and 64-bit keys,
+    BENCHMARKS.md 20.11), then each run of equal values put back in index order (ties are rare
+    here: times and 64-bit hashes).
 
     Args:
         v: the values, 1-D (NaNs sort last and tie with each other).
