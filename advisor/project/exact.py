@@ -391,17 +391,18 @@ def refine_weak_spots(
 ) -> pd.DataFrame:
     """Replace the analytic ``bps`` of decision-relevant splits where the chain is weak by simulation.
 
-    Two weak spots (found by benchmarks/validate.py): (1) the chain model sees a sync round only
-    as a lower drafter rate; the barrier and all-reduce stop all drafters at once, so with a
-    shallow q_hs the targets block during every pause (up to 4% over-prediction), at splits with
-    M > 1 syncing drafters; (2) nearly deterministic steps through a one- or two-slot q_hs fall into
-    lockstep (2.7%), at every split. Such splits whose analytic rate is within ``REFINE_WITHIN`` of
-    the best are simulated exactly (``REFINE_BATCHES`` batches, this module's resampling) and their
-    ``bps`` (and interval, shifted alike) replaced; ``method`` says which rows. Others keep the
-    analytic value: they do not decide the verdict. At most ``MAX_REFINED`` splits and
-    ``REFINE_BUDGET`` simulated batches in all, the highest projected splits first (near the best,
-    splits at large G are many, and each simulation grows with G). The splits left analytic carry
-    barrier idling in their projection (`advisor.model.chain.barrier_rate`).
+    Two weak spots, found by benchmarks/validate.py (their errors before and after refinement:
+    BENCHMARKS.md 4): (1) the chain model sees a sync round only as a lower drafter rate; the
+    barrier and all-reduce stop all drafters at once, so with a shallow q_hs the targets block
+    during every pause (the chain over-predicts), at splits with M > 1 syncing drafters; (2) nearly
+    deterministic steps through a one- or two-slot q_hs fall into lockstep, at every split. Such
+    splits whose analytic rate is within ``REFINE_WITHIN`` of the best are simulated exactly
+    (``REFINE_BATCHES`` batches, this module's resampling) and their ``bps`` (and interval, shifted
+    alike) replaced; ``method`` says which rows. Others keep the analytic value: they do not decide
+    the verdict. At most ``MAX_REFINED`` splits and ``REFINE_BUDGET`` simulated batches in all, the
+    highest projected splits first (near the best, splits at large G are many, and each simulation
+    grows with G). The splits left analytic carry barrier idling in their projection
+    (`advisor.model.chain.barrier_rate`).
 
     Args:
         fit: the fitted pipeline.
