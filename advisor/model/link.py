@@ -12,9 +12,9 @@ second, so a batch in q_hs comes from node a with probability ``N_a / N`` (N_a t
 assuming that origin independent of the drafter that takes it (uniform mixing), a drafter on node
 b sends ``v_b = (N - N_b) / N`` of its batches over the link. Where all drafters sit on nodes
 without targets this is exact by conservation; where drafters share nodes with targets the one
-FIFO queue ties origin to drafter (64% crossing instead of 50% in an emulated spread placement,
-BENCHMARKS.md 16.1), so `advisor.project.linked` simulates the splits near the best exactly and
-this stage is the screen that ranks the placements to simulate.
+FIFO queue ties origin to drafter (in an emulated spread placement more batches crossed than
+uniform mixing gives, BENCHMARKS.md 16.1), so `advisor.project.linked` simulates the splits near
+the best exactly and this stage is the screen that ranks the placements to simulate.
 
 The drafters and the link form a closed network: M drafters cycle between their own compute (a
 delay station of mean ``Z = s_c``, each drafter on its own GPU) and the link (one first-come-

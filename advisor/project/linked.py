@@ -1,16 +1,16 @@
 """Across nodes, the splits near the best from exact simulation of the queue and the link.
 
-The analytic link stage (`advisor.model.link`) assumes that a batch's origin is independent of
-the drafter that takes it (uniform mixing: a drafter of node b crosses for ``(N - N_b) / N`` of
-its batches). Where drafters share nodes with targets, the one FIFO q_hs breaks that: blocked
-targets are released in a cyclic order and a drafter that stayed on its node comes back sooner,
-so in the trainer's emulation of 6 TP-2 targets and 4 drafters spread over two nodes 64% of the
-batches crossed, not 50%, and the rate was 20% below the analytic one; the exact simulation of
-the same rules (`advisor.project.exact.simulate_placed_run`: the log's resampled services, the
-queue's and the link's first-come-first-served order) found 64% and came within 1% of the
-emulation (BENCHMARKS.md section 16.1). Where drafters sit only on nodes without targets, or only
-with all of them, the crossing share is fixed by conservation and the analytic stage is exact
-to within its MVA error.
+The analytic link stage (`advisor.model.link`) assumes that a batch's origin is independent of the
+drafter that takes it (uniform mixing: a drafter of node b crosses for ``(N - N_b) / N`` of its
+batches). Where drafters share nodes with targets, the one FIFO q_hs breaks that: blocked targets
+are released in a cyclic order and a drafter that stayed on its node comes back sooner, so in the
+trainer's emulation of 6 TP-2 targets and 4 drafters spread over two nodes more of the batches
+crossed than uniform mixing gives, and the rate fell well below the analytic one; the exact
+simulation of the same rules (`advisor.project.exact.simulate_placed_run`: the log's resampled
+services, the queue's and the link's first-come-first-served order) found the emulation's crossing
+share and came close to its rate (the figures: BENCHMARKS.md 16.1). Where drafters sit only on
+nodes without targets, or only with all of them, the crossing share is fixed by conservation and
+the analytic stage is exact to within its MVA error.
 
 So the splits within ``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``, the highest first)
 are simulated at their ``CANDIDATES`` best placements by the analytic stage and the packed one;
