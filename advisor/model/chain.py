@@ -40,10 +40,9 @@ maximum of a standard normals); for long rounds this is less than the fluid stag
 
 (calibrated on exact simulation of 127 starved or near-balanced splits,
 benchmarks/barrier_tail.py: G = 16-128, k = 4-64, q_hs 2-40, service SCV 0.01-0.5, a = 1.2-20;
-with it min(chain, X_bar) is within 1.6% of the simulation on average, 3.4% at the 90th
-percentile; the pure fluid D = a k / 2 over-corrects at k >= 32 and under-corrects at a > 10.
-The worst splits, up to 14%, are near-balanced ones at G = 64-128 (a close to M, or k = 8 with
-28-58 drafters), where neither the chain nor the tail describes the round; the exact refinement
+how close min(chain, X_bar) comes to the simulation, its worst splits included: BENCHMARKS.md 4;
+where the pure fluid D = a k / 2 misses: BENCHMARKS.md 20.11. The worst splits are near-balanced
+ones at large G, where neither the chain nor the tail describes the round; the exact refinement
 covers such splits when they are near the best).
 
 The all-reduce's T_ar seconds add lambda T_ar more. Those batches wait in q_hs and in the hands
@@ -58,8 +57,8 @@ so the round takes (M k + E) / lambda and the barrier-limited rate is
     X_bar = lambda M k / (M k + E).
 
 The projection is min(X_chain, X_bar): the chain where the drafters bind, the tail where the
-targets do (k = 1 with a 20-slot queue leaves E = 0; 64 GPUs with k = 16 and b = 20 lose up to
-7% at the target-bound splits, which exact simulation confirms within 0.5%, see
+targets do (k = 1 with a 20-slot queue leaves E = 0; what 64 GPUs with k = 16 and b = 20 lose at
+the target-bound splits, and how closely exact simulation confirms it: BENCHMARKS.md 4 and 20.11,
 benchmarks/VALIDATION.md). Where X_bar binds, the interval carries ``BARRIER_SE_SHARE`` of the
 correction as model error, and the targets' blocked share is at least 1 - X / lambda. Cost: O(1)
 per split.
