@@ -76,7 +76,9 @@ _TABLE = _crc_table()
 
 
 def crc32c(data: bytes) -> int:
-    """CRC32C of ``data`` (table-driven, about 10 MB/s in pure Python: fine for scalar logs).
+    """CRC32C of ``data`` (table-driven, in pure Python: fine for scalar logs).
+
+    Its speed in pure Python: BENCHMARKS.md 20.11.
 
     Args:
         data: the bytes to check.

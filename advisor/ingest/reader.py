@@ -270,9 +270,9 @@ def read_chunks(
 
     Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
     bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
-    ``max_ratio`` times once ``RATIO_CHECK_BYTES`` are out (a bomb: real logs compress 5-10x);
-    bytes that are not UTF-8 (named by line). So a bomb, a device or one giant line fails after
-    a bounded read, with bounded memory.
+    ``max_ratio`` times once ``RATIO_CHECK_BYTES`` are out (a bomb: real logs compress far less,
+    BENCHMARKS.md 20.11); bytes that are not UTF-8 (named by line). So a bomb, a device or one
+    giant line fails after a bounded read, with bounded memory.
 
     Args:
         path: the log file, plain or gzip.
