@@ -710,6 +710,41 @@ RATES_NUMBERS = (
 )
 
 
+def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
+    """A ``rates`` event's numbers, its ``bps`` and ``cap_bps`` maps and its queue depths ``q``."""
+    for name, req, _, top in RATES_NUMBERS:
+        check_number(obj, name, path, line, required=req, maximum=top)
+    for key in ("bps", "cap_bps"):
+        d = obj.get(key)
+        if d is None and key == "cap_bps":
+            continue
+        if not isinstance(d, dict):
+            raise LogError(path, line, "must be an object of role -> batches/s", key)
+        for r in d:
+            if r not in header.roles:
+                continue  # unknown fields are ignored (schema v1)
+            try:
+                check_number(d, r, path, line, minimum=0)
+            except LogError as e:
+                raise LogError(path, line, e.message, f"{key}.{r}") from None
+    q = obj.get("q")
+    if q is not None:
+        if not isinstance(q, dict):
+            raise LogError(path, line, "must be an object of queue -> depth (or list of depths)", "q")
+        known = {spec.name for spec in header.queues}
+        for name, v in q.items():
+            if name not in known:
+                continue
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                if x is None and not isinstance(v, list):
+                    continue  # not measured this time
+                if not _is_number(x) or abs(x) > _FLOAT_MAX or not math.isfinite(x) or x < 0:
+                    raise LogError(
+                        path, line, f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}", "q"
+                    )
+
+
 def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     """Check one decoded event against schema v1; return its type. Unknown events pass.
 
@@ -753,37 +788,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
         for name, req, integer, top in SYNC_NUMBERS:
             check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
     elif ev == "rates":
-        for name, req, _, top in RATES_NUMBERS:
-            check_number(obj, name, path, line, required=req, maximum=top)
-        for key in ("bps", "cap_bps"):
-            d = obj.get(key)
-            if d is None and key == "cap_bps":
-                continue
-            if not isinstance(d, dict):
-                raise LogError(path, line, "must be an object of role -> batches/s", key)
-            for r in d:
-                if r not in header.roles:
-                    continue  # unknown fields are ignored (schema v1)
-                try:
-                    check_number(d, r, path, line, minimum=0)
-                except LogError as e:
-                    raise LogError(path, line, e.message, f"{key}.{r}") from None
-        q = obj.get("q")
-        if q is not None:
-            if not isinstance(q, dict):
-                raise LogError(path, line, "must be an object of queue -> depth (or list of depths)", "q")
-            known = {spec.name for spec in header.queues}
-            for name, v in q.items():
-                if name not in known:
-                    continue
-                vals = v if isinstance(v, list) else [v]
-                for x in vals:
-                    if x is None and not isinstance(v, list):
-                        continue  # not measured this time
-                    if not _is_number(x) or abs(x) > _FLOAT_MAX or not math.isfinite(x) or x < 0:
-                        raise LogError(
-                            path, line, f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}", "q"
-                        )
+        _check_rates(obj, header, path, line)
     elif ev == "end":
         check_number(obj, "t", path, line, maximum=MAX_TIME_S)
         reason = check_string(obj, "reason", path, line, required=False)
