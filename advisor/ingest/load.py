@@ -34,10 +34,11 @@ from advisor.ingest.probes import probe_segments
 from advisor.ingest.ranks import check_same_header, expand, group_name, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
+from advisor.ingest.sample import copied_keys
 from advisor.ingest.scan import scan_run
 from advisor.ingest.schema import RunHeader, nearest_field
 from advisor.ingest.stream import summarize_log
-from advisor.ingest.summary import Summary, copied_keys, is_summary
+from advisor.ingest.summary import Summary, is_summary
 
 
 def _shown(name: str) -> str:
@@ -176,7 +177,7 @@ def _fold(
 ) -> tuple[Summary, list[FileRead]]:
     """The summaries of one run's ``files`` merged in order, each file's `FileRead` kept (``check``:
     each header checked against the first file's). The merges skip their test for copied steps
-    (``copies`` False) and the sample keys of all are tested once at the end (`summary.copied_keys`):
+    (``copies`` False) and the sample keys of all are tested once at the end (`sample.copied_keys`):
     where that finds a key twice, the caller folds again with the test at every merge."""
     acc: Summary | None = None
     reads: list[FileRead] = []

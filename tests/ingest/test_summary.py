@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from advisor.advice import advise
 from advisor.errors import LogError
-from advisor.ingest import summary as summary
+from advisor.ingest import sample, summary
 from advisor.ingest.load import load_log, summarize_paths
 from advisor.ingest.stream import summarize_log
 from advisor.ingest.summary import merge_all, read_summary
@@ -197,7 +197,7 @@ def test_merge_equals_one_pass(sizes, k, t0s):
         # it is the bottom k of all the rows' keys
         allkeys = np.concatenate(
             [
-                summary.row_keys({f: p[f][c == i] for f, _ in p.items()}, i)
+                sample.row_keys({f: p[f][c == i] for f, _ in p.items()}, i)
                 for p, c in zip(parts, codes)
                 for i in [one.roles.index(r)]
             ]
@@ -336,7 +336,7 @@ def test_stable_order_is_numpys_stable_argsort(values, as_keys):
     v = np.array(values, dtype=float)
     if as_keys:
         v = np.nan_to_num(v, nan=7.0).astype(np.uint64)
-    np.testing.assert_array_equal(summary.stable_order(v), np.argsort(v, kind="stable"))
+    np.testing.assert_array_equal(sample.stable_order(v), np.argsort(v, kind="stable"))
 
 
 @settings(max_examples=25, deadline=None)
@@ -344,10 +344,10 @@ def test_stable_order_is_numpys_stable_argsort(values, as_keys):
 def test_sample_threshold_keeps_the_same_rows(batches, k):
     """Rows fed in many batches (the threshold skips rows) give the very sample of one batch."""
     rows = _rows(sum(batches), 7, 0.0)
-    keys = summary.row_keys(rows, 0)
-    whole = summary._Sample(summary.STEP_FIELDS, k)
+    keys = sample.row_keys(rows, 0)
+    whole = sample.Sample(summary.STEP_FIELDS, k)
     whole.add(rows, keys)
-    fed = summary._Sample(summary.STEP_FIELDS, k)
+    fed = sample.Sample(summary.STEP_FIELDS, k)
     at = 0
     for n in batches:
         fed.add({f: v[at : at + n] for f, v in rows.items()}, keys[at : at + n])
@@ -367,7 +367,7 @@ def test_sample_threshold_keeps_the_same_rows(batches, k):
 def test_stable_order_breaks_ties_by_the_second_array_then_index(values, seed):
     v = np.array(values, dtype=float)
     ties = np.random.default_rng(seed).integers(0, 3, len(v)).astype(np.uint64)
-    np.testing.assert_array_equal(summary.stable_order(v, ties), np.lexsort((np.arange(len(v)), ties, v)))
+    np.testing.assert_array_equal(sample.stable_order(v, ties), np.lexsort((np.arange(len(v)), ties, v)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -375,7 +375,7 @@ def test_stable_order_breaks_ties_by_the_second_array_then_index(values, seed):
 def test_merged_order_is_the_stable_sort_of_the_runs_end_to_end(runs):
     runs = [np.sort(np.array(r, dtype=float)) for r in runs]  # (each in order, NaN last)
     whole = np.concatenate(runs) if runs else np.empty(0)
-    np.testing.assert_array_equal(summary.merged_order(runs), np.argsort(whole, kind="stable"))
+    np.testing.assert_array_equal(sample.merged_order(runs), np.argsort(whole, kind="stable"))
 
 
 @settings(max_examples=25, deadline=None)
@@ -386,11 +386,11 @@ def test_a_pruned_sample_is_the_bottom_k_by_time_then_key_whatever_the_arrival(b
     version) are the same frames."""
     rows = _rows(sum(batches), 7, 0.0)
     rows["t"] = np.round(rows["t"] / 3.0)  # many equal times: ties go by key
-    keys = summary.row_keys(rows, 0)
+    keys = sample.row_keys(rows, 0)
     shuffled = np.random.default_rng(seed).permutation(len(keys))
     got = []
     for order in (np.arange(len(keys)), shuffled):
-        s = summary._Sample(summary.STEP_FIELDS, k)
+        s = sample.Sample(summary.STEP_FIELDS, k)
         at = 0
         for n in batches:
             idx = order[at : at + n]
@@ -431,8 +431,8 @@ def test_sorted_keys_follow_the_sample_and_count_what_is_held(batches, k, ask_at
     compactions; `count_held` counts as np.isin does against the sample (the duplicate check of
     merges), without compacting first."""
     rows = _rows(sum(batches), 7, 0.0)
-    keys = summary.row_keys(rows, 0)
-    fed = summary._Sample(summary.STEP_FIELDS, k)
+    keys = sample.row_keys(rows, 0)
+    fed = sample.Sample(summary.STEP_FIELDS, k)
     at = 0
     for i, n in enumerate(batches):
         if i == ask_at:
@@ -441,7 +441,7 @@ def test_sorted_keys_follow_the_sample_and_count_what_is_held(batches, k, ask_at
         at += n
         held = np.concatenate([p[1] for p in fed.parts]) if fed.parts else np.empty(0, np.uint64)
         np.testing.assert_array_equal(fed.sorted_keys(), np.sort(held))
-    probe = np.concatenate([keys[::3], summary.row_keys(_rows(50, 8, 0.0), 1)])
+    probe = np.concatenate([keys[::3], sample.row_keys(_rows(50, 8, 0.0), 1)])
     counted = fed.count_held(probe)
     assert counted == int(np.isin(probe, fed.compact()[1]).sum())
 
@@ -503,7 +503,7 @@ def test_rank_files_below_the_sample_size_that_exceed_it_together_merge_as_the_w
     _same_advice(_advise(sync_log), one)
 
 
-def _splitmix_keys(cols, salt, fields=summary._KEY_FIELDS):
+def _splitmix_keys(cols, salt, fields=sample.KEY_FIELDS):
     """The row keys as the module docstring defines them, written plainly (fresh arrays each step)."""
     c0, c1, c2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
     n = len(cols[fields[0]])
@@ -534,10 +534,10 @@ def _splitmix_keys(cols, salt, fields=summary._KEY_FIELDS):
 def test_row_keys_are_splitmix_of_the_fields(vals, salt):
     """row_keys (in place, buffers reused) is the plain formula: NaN as 0.0, -0.0 as 0.0."""
     v = np.array(vals)
-    cols = {f: np.roll(v, i) for i, f in enumerate(summary._KEY_FIELDS)}
-    np.testing.assert_array_equal(summary.row_keys(cols, salt), _splitmix_keys(cols, salt))
+    cols = {f: np.roll(v, i) for i, f in enumerate(sample.KEY_FIELDS)}
+    np.testing.assert_array_equal(sample.row_keys(cols, salt), _splitmix_keys(cols, salt))
     per_row = np.arange(len(v)) % 3
-    np.testing.assert_array_equal(summary.row_keys(cols, per_row), _splitmix_keys(cols, per_row))
+    np.testing.assert_array_equal(sample.row_keys(cols, per_row), _splitmix_keys(cols, per_row))
 
 
 # --- found by fuzzing (fuzz/targets.py: fuzz_summary); the inputs are in fuzz/corpus/summary/ --------
