@@ -12,11 +12,12 @@ A :class:`Summary` is built chunk by chunk by `advisor.ingest.stream` (or merged
   floating-point additions);
 - a **bottom-k sample** of each role's steps (and of the syncs; `advisor.ingest.sample`): every
   row gets a 64-bit key, a hash (splitmix64) of its content (role, t, worker, batch, tokens,
-  busy), and the ``k`` rows with the smallest keys are kept. The keys are uniform, so the kept rows are a uniform sample without
-  replacement; the bottom k of a union is the bottom k of the parts' bottom k, so samples merge
-  exactly and deterministically: the sample of merged per-rank summaries is the very sample of
-  the whole log. While a role has at most ``k`` steps nothing is dropped and its rows stay in
-  log order, so a log below the size threshold reads exactly as if held whole;
+  busy), and the ``k`` rows with the smallest keys are kept. The keys are uniform, so the kept
+  rows are a uniform sample without replacement; the bottom k of a union is the bottom k of the
+  parts' bottom k, so samples merge exactly and deterministically: the sample of merged per-rank
+  summaries is the very sample of the whole log. While a role has at most ``k`` steps nothing is
+  dropped and its rows stay in log order, so a log below the size threshold reads exactly as if
+  held whole;
 - every rates snapshot (one a minute or so: at that pace a week is ~10k rows), the last ``end``
   event, the counts of unknown events, the number of lines and the largest t seen.
 
