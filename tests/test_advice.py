@@ -109,3 +109,20 @@ def test_logs_fitted_once_advise_as_advise_does():
             == advice_json(advise(ref, opts))
             == advice_json(advise(ref, **opts.given()))
         )
+
+
+@pytest.mark.parametrize(
+    "roles, caps, option",
+    [
+        ({"target": 0, "drafter": 1}, {"target": 1.0, "drafter": 1.0}, "roles"),
+        ({"target": 2}, {"target": 1.0}, "roles"),
+        ({"target": 2, "drafter": 1}, {"target": 1.0}, "cap_bps"),
+        ({"target": 2, "drafter": 1}, {"target": -1.0, "drafter": 1.0}, "cap_bps"),
+    ],
+)
+def test_bare_numbers_refuse_bad_counts_and_capacities_naming_the_option(roles, caps, option):
+    from advisor.errors import SettingsError
+
+    with pytest.raises(SettingsError) as e:
+        advise_numbers(roles, caps)
+    assert e.value.option == option and str(e.value).startswith(f"{option}: ")

@@ -71,7 +71,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from advisor.errors import AssumptionWarning, ContentionWarning, LogError
+from advisor.errors import AssumptionWarning, ContentionWarning, LogError, SettingsError
 from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import drift, role_from_rates, role_from_steps, stacked, step_lines
@@ -525,7 +525,7 @@ def gpu_priors(n_producer: int, gpus: int, gpus_per_worker: tuple[int, int] = (1
 def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -> RoleFit:
     """One role from a given capacity (a value, a range or a lower bound; `advisor.settings.as_capacity`)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
-        raise ValueError(f"cap_bps: '{role}' must be > 0, got {value}")
+        raise SettingsError("cap_bps", f"'{role}' must be > 0, got {value}")
     cap = as_capacity(f"cap_bps: '{role}'", value)
     mu = cap.point / n
     kind = cap.kind
@@ -549,14 +549,14 @@ def _given_roles(
     """Producer then consumer from given counts and capacities; the first bad one is named."""
     names = list(roles)
     if len(names) != 2:
-        raise ValueError(f"roles must name a producer and a consumer, got {names}")
+        raise SettingsError("roles", f"must name a producer and a consumer, got {names}")
     fits = []
     for r in names:
         n = roles[r]
         if n < 1:
-            raise ValueError(f"roles: '{r}' must have at least 1 worker, got {n}")
+            raise SettingsError("roles", f"'{r}' must have at least 1 worker, got {n}")
         if r not in cap_bps:
-            raise ValueError(f"cap_bps: '{r}' must be > 0, got None")
+            raise SettingsError("cap_bps", f"'{r}' must be > 0, got None")
         fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
     return fits
 
@@ -625,8 +625,8 @@ def fit_from_numbers(
         pool capacity.
 
     Raises:
-        SettingsError: a capacity in none of `advisor.settings.CAPACITY_FORMS`, or past its limits.
-        ValueError: ``roles`` not two roles, a count below 1, or a capacity missing or not above 0.
+        SettingsError: naming ``roles`` or ``cap_bps``: not two roles, a count below 1, a capacity
+            missing, not above 0, in none of `advisor.settings.CAPACITY_FORMS` or past its limits.
     """
     o = options if options is not None else Options()
     hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
