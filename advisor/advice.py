@@ -49,6 +49,7 @@ from advisor.settings import (
     check_roles,
     role_count,
     role_plural,
+    units_text,
 )
 
 EXACT_GAP_WARN_PCT = 3.0
@@ -520,7 +521,7 @@ def advise_numbers(
         k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
         log_k = (k.get(p, 1), k.get(c, 1))
         # each capacity was given on its workers' GPUs (engines of log_k GPUs each)
-        on = {r: f"{n} GPU{'s' if n != 1 else ''}" for r, n in ((p, roles[p] * log_k[0]), (c, roles[c] * log_k[1]))}
+        on = {r: units_text(roles[r] * kk) for r, kk in zip((p, c), log_k)}
         kinds = ", ".join(
             f"{rf.role} {basis_text(rf, roles[rf.role], on[rf.role])}" for rf in (fit.producer, fit.consumer)
         )

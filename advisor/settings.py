@@ -665,8 +665,7 @@ class Settings:
         Returns:
             "8 GPUs", or "3 CPU workers" when the log's workers ran on CPU (header ``device: cpu``).
         """
-        n = self.gpus if n is None else n
-        return f"{n} {'CPU worker' if self.cpu else 'GPU'}{'s' if n != 1 else ''}"
+        return units_text(self.gpus if n is None else n, cpu=self.cpu)
 
     @property
     def own_budget(self) -> bool:
@@ -831,6 +830,19 @@ def role_plural(role: str) -> str:
         "targets", "drafters", "vllm workers".
     """
     return f"{role}s" if role_is_noun(role) else f"{role} workers"
+
+
+def units_text(n: int, *, cpu: bool = False) -> str:
+    """A count with the word for what is split.
+
+    Args:
+        n: the count.
+        cpu: the workers run on CPU (header ``device: cpu``).
+
+    Returns:
+        "8 GPUs", "1 GPU", or "3 CPU workers" where ``cpu``.
+    """
+    return f"{n} {'CPU worker' if cpu else 'GPU'}{'s' if n != 1 else ''}"
 
 
 def role_count(n: int, role: str) -> str:
