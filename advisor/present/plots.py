@@ -8,10 +8,12 @@ figures. ``plot_advice(adv)`` returns the 2x2 ``Figure`` that ``dflash-advise pl
 1. ``plot_splits``: projected tokens/s of every split N + M = G with its 95% interval, beside
    the naive bound ``min(capacities) x tokens per batch``; the observed split (with its measured
    rate) and the recommended split are marked. Where the projection sits below the bound,
-   finite queues and variable step times are costing throughput.
+   finite queues and variable step times are costing throughput. An interval whose upper end is
+   open (a capacity known only from below) has no whisker above its projection but an arrow up.
 2. ``plot_efficiency``: efficiency (X / max capacity) and GPU utilisation per split with the
    CI gate's threshold; every mark on its percentage axis reads 0-100% (the recommended split's
-   star sits on the split axis under its bars, the observed diamond at its measured efficiency).
+   star on its efficiency bar at the projected efficiency, the observed diamond at its measured
+   efficiency).
 3. ``plot_rates``: completions per role over time. From ``step`` events: completions counted in
    time bins of a round width (about 80 bins over the run, never more than MAX_TIME_BINS
    whatever the log's times) divided by the bin's width; without steps, the ``rates``
@@ -70,6 +72,11 @@ NICE_TICK_STEPS = (1, 2, 5)  # thinned split labels fall on N = multiples of 1, 
 REC_MARKER, OBS_MARKER = "*", "D"  # shapes, so the two marks differ without colour
 REC_HATCH = "xx"
 REC_STYLE = {"marker": REC_MARKER, "color": RECOMMENDED, "mec": "black", "mew": 0.8, "ls": "none"}
+OPEN_ARROW_PT = 18  # an open upper end: an arrow this long up from the projection, no whisker to a number
+OPEN_TEXT = "open upper end (a capacity known only from below)"
+VALUE_PT = 8  # font size of the value over a bar
+VALUE_HEIGHT_PT = 11  # the height a value's text takes, its line spacing included
+STAR_MS = {"splits": 13, "efficiency": 12}  # the recommended star's size per panel, points
 OBS_STYLE = {"marker": OBS_MARKER, "ms": 7, "color": "black", "mec": "white", "mew": 0.8, "ls": "none"}
 FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
 DEFAULT_NAME = "advice.png"  # the file written into a directory given as the output
@@ -295,13 +302,14 @@ class _SplitBars:
 
     x: np.ndarray  # a split's position on the axis
     tok: np.ndarray  # the projection
-    low: np.ndarray  # the 95% interval's ends; an open upper end runs past the axes' top
+    low: np.ndarray  # the 95% interval's ends; an open upper end is the projection (its arrow goes on)
     high: np.ndarray
     bound: np.ndarray  # the naive bound
-    mark_at: np.ndarray  # where a split's label and star sit
+    mark_at: np.ndarray  # where a split's label and star sit (above an open end's arrow)
     top: float  # the tallest finite value the axes must show
     ob_rate: float  # the observed split's measured rate
     unit: str
+    open_hi: np.ndarray  # the upper end is open (a capacity known only from below)
 
 
 def _split_bars(adv: Advice) -> _SplitBars:
@@ -314,14 +322,13 @@ def _split_bars(adv: Advice) -> _SplitBars:
     bound = df["bound_bps"].to_numpy(float) * per_batch
     ob = adv.observed
     ob_rate = ob.tok_s / 1e3 if adv.fit.tokens_measured else ob.bps
-    # an upper end resting on a capacity known only from below is open: it sets no scale, and its
-    # whisker runs to the top of the axes
+    # an upper end resting on a capacity known only from below is open: it sets no scale, and no
+    # whisker runs to it (an arrow up from the projection says it goes on: `_mark_open`)
     open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
-    top = np.nanmax(np.concatenate([np.where(open_hi, tok, high), bound, [ob_rate]]))
+    high = np.where(open_hi, tok, high)
+    top = np.nanmax(np.concatenate([high, bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
-    mark_at = np.where(open_hi, tok, high)
-    high = np.where(open_hi, top * 1.4, high)
-    return _SplitBars(np.arange(len(df)), tok, low, high, bound, mark_at, top, ob_rate, unit)
+    return _SplitBars(np.arange(len(df)), tok, low, high, bound, high, top, ob_rate, unit, open_hi)
 
 
 def _draw_projection(ax: Any, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool) -> tuple:
@@ -348,6 +355,27 @@ def _draw_projection(ax: Any, sb: _SplitBars, at: np.ndarray, width: float, bars
     return proj_handle, ax.plot(x, sb.bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
 
 
+def _mark_open(ax: Any, sb: _SplitBars, at: np.ndarray, bars: bool) -> tuple | None:
+    """Over each projection whose upper end is open (it goes on, to no number the axes could show),
+    an arrow OPEN_ARROW_PT long (as lines: an arrowhead); its legend pair, or None when every
+    interval is closed."""
+    from matplotlib.lines import Line2D
+
+    opened = np.flatnonzero(sb.open_hi)
+    if not len(opened):
+        return None
+    head = {"marker": "^", "ms": 5, "color": "0.15"}
+    if not bars:
+        return ax.plot(at[opened], sb.tok[opened], ls="none", zorder=4, transform=_above(ax, 4), **head)[0], OPEN_TEXT
+    style = {"arrowstyle": "-|>", "color": "0.15", "lw": 1, "shrinkA": 0, "shrinkB": 0}
+    for i in opened:
+        xy = (at[i], sb.tok[i])
+        ax.annotate(
+            "", xy, xytext=xy, xycoords=_above(ax, OPEN_ARROW_PT), textcoords="data", arrowprops=style, zorder=4
+        )
+    return Line2D([], [], lw=1, markevery=[1], **head), OPEN_TEXT
+
+
 def _mark_recommended(
     ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool
 ) -> tuple:
@@ -356,7 +384,12 @@ def _mark_recommended(
 
     keys, r = _split_keys(adv)
     y = sb.mark_at[r] if math.isfinite(sb.mark_at[r]) else sb.tok[r]
-    star = ax.plot([at[r]], [y], ms=13, zorder=5, transform=_above(ax, 9 if many else 20), **REC_STYLE)[0]
+    # above the split's value, clear of it (where many, no value is written: above its mark)
+    mark_pt = OPEN_ARROW_PT if sb.open_hi[r] else 0
+    lift = STAR_MS["splits"] / 2 + (
+        mark_pt + 2.5 if many else _value_lift_pt(sb, r, _obs_index(adv)) + VALUE_HEIGHT_PT + 1
+    )
+    star = ax.plot([at[r]], [y], ms=STAR_MS["splits"], zorder=5, transform=_above(ax, lift), **REC_STYLE)[0]
     text = f"recommended split {_fmt(keys[r])}, projected"
     if not bars:
         return star, text
@@ -381,7 +414,13 @@ def _mark_observed(
 
 def _value_text(ax: Any, text: str, xy: tuple[float, float], lift_pt: float) -> None:
     """A value over its bar, ``lift_pt`` points above ``xy``."""
-    ax.annotate(text, xy, xytext=(0, lift_pt), textcoords="offset points", ha="center", va="bottom", fontsize=8)
+    ax.annotate(text, xy, xytext=(0, lift_pt), textcoords="offset points", ha="center", va="bottom", fontsize=VALUE_PT)
+
+
+def _value_lift_pt(sb: _SplitBars, j: int, obs_i: int | None) -> float:
+    """How far split ``j``'s value sits above its mark: over an open end's arrow, else clear of the
+    observed split's diamond, which sits on the bar's top."""
+    return OPEN_ARROW_PT + 3 if sb.open_hi[j] else 7 if j == obs_i else 3
 
 
 def _label_values(ax: Any, adv: Advice, sb: _SplitBars, width: float, obs_i: int | None) -> None:
@@ -389,8 +428,7 @@ def _label_values(ax: Any, adv: Advice, sb: _SplitBars, width: float, obs_i: int
     for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.mark_at)):
         if math.isfinite(v):
             text = f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}"
-            # clear of the observed split's diamond, which sits on the bar's top
-            _value_text(ax, text, (xi - width / 2, h), 7 if j == obs_i else 3)
+            _value_text(ax, text, (xi - width / 2, h), _value_lift_pt(sb, j, obs_i))
 
 
 def _splits_legend(ax: Any, sb: _SplitBars, pairs: list) -> None:
@@ -426,6 +464,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     width = 0.4
     at = sb.x - width / 2 if bars else sb.x  # where a split's projection is drawn
     proj_handle, bound_handle = _draw_projection(ax, sb, at, width, bars, many)
+    open_handle = _mark_open(ax, sb, at, bars)
     rec_handle = _mark_recommended(ax, adv, sb, at, width, bars, many)
     obs_i = _obs_index(adv)
     obs_handle = _mark_observed(ax, adv, sb, at, width, bars, obs_i)
@@ -437,7 +476,13 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     ax.set_ylim(0, sb.top * 1.4)
     # the projected bars have two looks, so the legend is built by hand
     bound_text = "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")
-    pairs = [(proj_handle, "projected, with 95% interval"), rec_handle, (bound_handle, bound_text), obs_handle]
+    pairs = [
+        (proj_handle, "projected, with 95% interval"),
+        open_handle,
+        rec_handle,
+        (bound_handle, bound_text),
+        obs_handle,
+    ]
     _splits_legend(ax, sb, pairs)
     ax.set_title("Projected throughput per split")
     return ax
@@ -484,29 +529,33 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     width = 0.4
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
+    bars = len(df) <= MAX_BAR_SPLITS
+    eff_x = x - width / 2 if bars else x  # where the efficiency of a split is drawn
     # dark and light: the two series differ in lightness (and, as lines, in dash), not only in hue
-    if len(df) <= MAX_BAR_SPLITS:
-        ax.bar(x - width / 2, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
+    if bars:
+        ax.bar(eff_x, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
         ax.bar(x + width / 2, util, width, color="tab:cyan", label=f"{_unit(adv)} utilisation", zorder=2)
     else:
         ax.plot(x, eff, color="tab:purple", lw=1.6, label="efficiency (X / max capacity)", zorder=2)
         ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=f"{_unit(adv)} utilisation", zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3, label=f"gate {min_efficiency:.0%}")
-    many = len(df) > MAX_ANNOTATED_SPLITS
-    if not many:
-        for xi, v in zip(x, eff):
-            if math.isfinite(v):
-                _value_text(ax, f"{v:.0f}", (xi - width / 2, v), 2)
-    # the same marks as the throughput panel. The axis is a percentage, so the star, which marks a
-    # split and is no value, sits on the split axis under the pair of bars: lifted above the bars it
-    # read as a share over 100%
-    ax.plot([x[rec_i]], [0.0], ms=12, zorder=5, clip_on=False, label=f"recommended {_fmt(keys[rec_i])}", **REC_STYLE)
+    star_r = STAR_MS["efficiency"] / 2
+    if len(df) <= MAX_ANNOTATED_SPLITS:
+        for i, (xi, v) in enumerate(zip(eff_x, eff)):
+            if math.isfinite(v):  # the recommended bar's value clear of the star on its top
+                _value_text(ax, f"{v:.0f}", (xi, v), 2 + (star_r if i == rec_i else 0))
+    # the same marks as the throughput panel, at their values on the efficiency bar: the star at the
+    # projected efficiency, the diamond (over it where the two coincide) at the measured one. The axis
+    # is a percentage, so neither is lifted: a lifted star read as a share over 100%
+    rec_eff = eff[rec_i] if math.isfinite(eff[rec_i]) else 0.0
+    rec_label = f"recommended {_fmt(keys[rec_i])}" + (f": projected {rec_eff:.0f}%" if rec_eff else "")
+    ax.plot([eff_x[rec_i]], [rec_eff], ms=2 * star_r, zorder=5, label=rec_label, **REC_STYLE)
     obs_i = _obs_index(adv)
     measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
     if obs_i is not None and math.isfinite(measured):
         # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log
         label = f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%"
-        ax.plot([x[obs_i] - width / 2], [measured], zorder=5, label=label, **OBS_STYLE)
+        ax.plot([eff_x[obs_i]], [measured], zorder=6, label=label, **OBS_STYLE)
     _split_axis(ax, adv, x)
     ax.set_ylabel(f"efficiency, {_unit(adv)} utilisation (%)")
     ax.set_ylim(0, 130)

@@ -476,3 +476,78 @@ def test_no_mark_of_the_efficiency_panel_sits_above_100_percent(log):
         shown = ln.get_transform().transform(np.c_[ln.get_xdata(), ln.get_ydata()])
         y = ax.transData.inverted().transform(shown)[:, 1]
         assert ((y >= -1e-9) & (y <= 100 + 1e-9)).all(), (ln.get_label(), y)
+
+
+def _open_ended():
+    """Advice whose every split has an open upper end: the drafters known only from below."""
+    from advisor.advice import advise_numbers
+
+    return advise_numbers({"target": 1, "drafter": 7}, {"target": "52..57", "drafter": ">=50.1"})
+
+
+def _drawn(adv):
+    """The CLI's figure, drawn: its splits and efficiency panels and the renderer."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plots.plot_advice(adv)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return fig.axes[0], fig.axes[1], canvas.get_renderer()
+
+
+def _star(ax):
+    (star,) = [ln for ln in ax.get_lines() if ln.get_marker() == plots.REC_MARKER]
+    return star
+
+
+@pytest.mark.parametrize("log", ["reference-7x1.jsonl", "cpu-2x1.jsonl", None])
+def test_the_efficiency_star_sits_on_the_recommended_rows_efficiency(log):
+    """Issue 50: the star was drawn at 0% under the bars; it marks the recommended split's projected
+    efficiency, on that split's efficiency bar, where the diamond marks the measured one."""
+    adv = advise([FIXTURES / log]) if log else _open_ended()
+    _, ax, _ = _drawn(adv)
+    star = _star(ax)
+    i = list(adv.splits.index).index(adv.decision.recommended)
+    want = 100 * adv.splits["efficiency"].iloc[i]
+    assert star.get_ydata()[0] == pytest.approx(want, rel=1e-12) and want > 1
+    bar = next(p for p in ax.patches if abs(p.get_height() - want) < 1e-9)
+    assert bar.get_x() <= star.get_xdata()[0] <= bar.get_x() + bar.get_width()
+    assert f"projected {want:.0f}%" in star.get_label()
+
+
+@pytest.mark.parametrize("log", ["reference-7x1.jsonl", "cpu-2x1.jsonl", None])
+def test_the_star_covers_no_value_label(log):
+    """Issue 50: over the observed split's bar the star sat on the value (26.7 on reference-7x1)."""
+    adv = advise([FIXTURES / log]) if log else _open_ended()
+    for ax in _drawn(adv)[:2]:
+        renderer = ax.figure.canvas.get_renderer()
+        box = _star(ax).get_window_extent(renderer)
+        values = [t for t in ax.texts if t.get_text()]
+        assert values
+        for t in values:
+            assert not box.overlaps(t.get_window_extent(renderer)), (ax.get_title(), t.get_text())
+
+
+def test_open_upper_ends_are_arrows_inside_the_axes_not_whiskers_off_the_top():
+    """Issue 50: a whisker to an open upper end ran to the axes' top edge (through the legend). It
+    ends at the projection now, and an arrow above it, inside the axes, says the interval goes on."""
+    import numpy as np
+
+    adv = _open_ended()
+    ax, _, renderer = _drawn(adv)
+    opened = adv.splits["bps_high_open"].to_numpy(bool)
+    assert opened.all()
+    per_batch = adv.splits["tok_s"].to_numpy(float) / adv.splits["bps"].to_numpy(float) / 1e3
+    tok = adv.splits["bps"].to_numpy(float) * per_batch
+    (whiskers,) = [c for c in ax.collections if len(c.get_segments()) == len(adv.splits)]
+    tops = np.array([seg[:, 1].max() for seg in whiskers.get_segments()])
+    assert tops == pytest.approx(tok, rel=1e-9)  # no whisker past the projection of an open end
+    assert tops.max() < ax.get_ylim()[1]
+    arrows = [t for t in ax.texts if t.arrow_patch is not None]
+    assert len(arrows) == opened.sum()
+    inside = ax.get_window_extent(renderer)
+    for a in arrows:
+        head = a.arrow_patch.get_window_extent(renderer)
+        assert inside.y0 < head.y0 < head.y1 < inside.y1
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "open upper end (a capacity known only from below)" in legend
