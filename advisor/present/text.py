@@ -49,8 +49,12 @@ def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
         if adv.settings.for_next_run
         else "ETA = the rest of the job at that split"
     )
-    marks = "rec = recommended, obs = observed, judged" if words else "> recommended, * observed, j judged"
-    text = f"{marks} (--roles); {bound_text}efficiency = b/s over the fastest stage's capacity (balance); {util}; {eta}"
+    marks = (
+        "rec = recommended, obs = observed, judged = the split --roles names"
+        if words
+        else "> recommended, * observed, j judged (--roles)"
+    )
+    text = f"{marks}; {bound_text}efficiency = b/s over the fastest stage's capacity (balance); {util}; {eta}"
     if adv.decision.odds is not None:
         text += "; p best = how likely the split is within 2% of the best"
     if any(r.method == "exact" for r in adv.rows.values()):

@@ -270,3 +270,21 @@ def test_the_markdown_legend_names_its_own_marks_and_engines(tmp_path):
     assert "obs = observed" in legend and "> recommended" not in legend
     assert "a split counts engines (targets of 2 GPUs, drafters of 1), GPUs = GPUs per role" in legend
     assert "a split counts engines" in render(adv, "text")
+
+
+def test_the_markdown_legend_says_what_every_mark_of_its_table_means(reference):
+    """Issue 50: the legend read "rec = recommended, obs = observed, judged (--roles)": the judged
+    row's word had no meaning beside it. Every word in the mark column is explained as WORD = ..."""
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app
+
+    res = CliRunner().invoke(app, ["advise", str(reference), "--roles", "target=6,drafter=2", "--markdown"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    legend = next(line for line in lines if line.startswith("_rec = "))
+    rows = [line.split("|")[1] for line in lines if line.startswith("| ") and "---" not in line][1:]
+    words = {w.strip().strip("*") for cell in rows for w in cell.split(",") if w.strip()}
+    assert words == {"rec", "obs", "judged"}, words
+    for word in words:
+        assert f"{word} = " in legend, (word, legend)
