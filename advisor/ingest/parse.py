@@ -63,7 +63,9 @@ def decode_line(raw: bytes, path: str, line: int) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         hint = " (NUL bytes: binary data or UTF-16?)" if "\x00" in text else ""
-        raise LogError(path, line, f"is not valid JSON ({e.msg} at column {e.colno}){hint}") from None
+        # json's own "Unterminated string starting at" ends in the "at" its position follows
+        what = e.msg.removesuffix(" at")
+        raise LogError(path, line, f"is not valid JSON ({what} at column {e.colno}){hint}") from None
     except RecursionError:
         raise LogError(path, line, "is not a log event: JSON nested too deeply") from None
     except ValueError as e:  # e.g. an integer of more than 4300 digits

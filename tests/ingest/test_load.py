@@ -301,3 +301,25 @@ def test_complete_last_line_without_newline_gets_every_check(write_log):
     assert '"busy": 0.1' in lines[-1]
     raw = ("\n".join(lines[:-1]) + "\n" + lines[-1].replace('"busy": 0.1', '"busy": -1')).encode()
     expect_error(write_log([], raw=raw), len(lines), "busy")
+
+
+def _advise_cli(path):
+    """`dflash-advise PATH` as the user runs it: the exit code and the one line on stderr."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "advisor", str(path)], capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stderr.strip()
+
+
+@pytest.mark.parametrize("line_no", [1, 4])
+def test_an_unterminated_string_is_named_once(write_log, line_no):
+    """Issue 50: "Unterminated string starting at at column 27": json's message ends in the "at"."""
+    lines = good_lines(5)
+    cut = '{"ev": "run", "run": "my ru' if line_no == 1 else '{"ev": "step", "t": 1.0, "role": "targ'
+    lines[line_no - 1] = cut
+    path = write_log(lines)
+    code, err = _advise_cli(path)
+    col = cut.rindex('"') + 1
+    assert code == 2
+    assert err == f"dflash-advise: {path}:{line_no}: is not valid JSON (Unterminated string starting at column {col})"
