@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.errors import LogError
+from advisor.errors import LogError, cut_text
 from advisor.ingest.frames import RATES_SCALARS
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, validate_event
 from advisor.ingest.summary import STEP_FIELDS, SYNC_FIELDS
@@ -39,13 +39,29 @@ class Piece:
         return self.buf[self.start : self.end]
 
 
-def decode_line(raw: bytes, path: str, line: int) -> Any:
+def _table_error(text: str, path: str, line: int) -> LogError | None:
+    """The error for a header line that is a table's header row (a CSV history given where a rate
+    log goes), pointing at the converter; None where the line does not look like one."""
+    if text.lstrip()[:1] in ("{", "[", '"') or not ("," in text or "\t" in text):
+        return None
+    return LogError(
+        path,
+        line,
+        f"is a table, not a JSON Lines rate log (its first line is a header row: {cut_text(text.strip())!r}); "
+        f"convert a wandb or MLflow history with `dflash-advise import-tb {path} --roles target=N,drafter=M "
+        f"-o log.jsonl` (--stack torchspec, specforge or speculators reads those stacks' metrics by name)",
+    )
+
+
+def decode_line(raw: bytes, path: str, line: int, *, header: bool = False) -> Any:
     """One line's JSON value.
 
     Args:
         raw: the line's bytes, without its newline (a leading byte-order mark is dropped).
         path: the file, as errors name it.
         line: the line's number, from 1, as errors name it.
+        header: the line is the log's first, its header: a table's header row there is named as
+            such, with the command that converts the table.
 
     Returns:
         The decoded value, of any JSON type (the caller checks that it is an event).
@@ -65,6 +81,9 @@ def decode_line(raw: bytes, path: str, line: int) -> Any:
         hint = " (NUL bytes: binary data or UTF-16?)" if "\x00" in text else ""
         # json's own "Unterminated string starting at" ends in the "at" its position follows
         what = e.msg.removesuffix(" at")
+        table = _table_error(text, path, line) if header else None
+        if table is not None:
+            raise table from None
         raise LogError(path, line, f"is not valid JSON ({what} at column {e.colno}){hint}") from None
     except RecursionError:
         raise LogError(path, line, "is not a log event: JSON nested too deeply") from None

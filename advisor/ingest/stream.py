@@ -85,7 +85,7 @@ class _Body:
             raw = buf[pos:cut]
             pos = cut + 1
             if raw.strip():
-                obj = decode_line(raw, self.spath, lineno)
+                obj = decode_line(raw, self.spath, lineno, header=True)
                 self.header = parse_header(obj, self.spath, lineno)
                 self.header_obj = obj
                 self.summ = Summary(obj, self.header, self.spath, sample_rows=self.sample_rows)

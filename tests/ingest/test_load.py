@@ -323,3 +323,17 @@ def test_an_unterminated_string_is_named_once(write_log, line_no):
     col = cut.rindex('"') + 1
     assert code == 2
     assert err == f"dflash-advise: {path}:{line_no}: is not valid JSON (Unterminated string starting at column {col})"
+
+
+def test_a_csv_given_as_a_log_points_at_import_tb():
+    """Issue 50: a CSV history given to dflash-advise read "not valid JSON (Expecting value at column
+    1)". It says what the file is, and the command that converts it."""
+    from pathlib import Path
+
+    csv = Path(__file__).resolve().parents[2] / "fixtures" / "stacks" / "specforge-1x7.csv"
+    code, err = _advise_cli(csv)
+    assert code == 2 and "\n" not in err
+    assert err.startswith(f"dflash-advise: {csv}:1: is a table, not a JSON Lines rate log")
+    assert "header row: '_step,_timestamp," in err
+    assert f"`dflash-advise import-tb {csv} --roles target=N,drafter=M -o log.jsonl`" in err
+    assert "not valid JSON" not in err
