@@ -278,6 +278,30 @@ def test_an_imported_stack_without_tokens_advises_in_b_s_without_nan(tmp_path, n
     assert doc["queues"] == {}
 
 
+STACK_UNITS = [
+    ("specforge-1x7.csv", "specforge", "target=1,drafter=7", "samples/s"),
+    ("torchspec-1x3.csv", "torchspec", "target=1,drafter=3", "samples/s"),
+    ("speculators-1x2.csv", "speculators", "target=1,drafter=2", "rank steps/s"),
+]
+
+
+@pytest.mark.parametrize("name, stack, roles, unit", STACK_UNITS)
+def test_the_advice_on_an_imported_stack_names_the_unit_of_its_rates(tmp_path, name, stack, roles, unit):
+    """Issue 50: SpecForge and TorchSpec log samples/s, and the advice printed them as b/s with no
+    word of it. The header carries the stack's unit; every rendering's caveats say what b/s is."""
+    out = tmp_path / "s.jsonl"
+    r = _cli(["import-tb", ROOT / "fixtures" / "stacks" / name, "--stack", stack, "--roles", roles, "-o", out])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text().splitlines()[0])["unit"] == STACKS[stack].unit
+    said = f"(the header's 'unit', written by import-tb --stack {stack}): every b/s in this report is {unit}"
+    for fmt in ([], ["--markdown"]):
+        res = _cli([out, *fmt])
+        assert res.exit_code == 0, res.output
+        assert said in res.stdout, res.stdout
+    doc = json.loads(_cli([out, "--json"]).stdout)
+    assert any(said in w for w in doc["warnings"]), doc["warnings"]
+
+
 def test_torchspec_capacities_are_bounds_not_measurements(tmp_path):
     """Issue 35 item 6: TorchSpec's docs call perf/infer_capacity an upper estimate while slots sit
     idle and perf/train_capacity a lower bound: the import says so in the header, and the advice

@@ -71,6 +71,29 @@ def _warn_unknown(summ: Summary, path: str) -> None:
         )
 
 
+def _warn_unit(summ: Summary, path: str) -> None:
+    """A caveat where a batch of the log is another unit (the header's ``unit``: a sample, for the
+    stacks import-tb reads by name): every b/s the advisor prints is then that unit per second."""
+    unit = summ.header.extra.get("unit")
+    if not isinstance(unit, str) or unit in ("batch", "batches"):
+        return
+    stack = summ.header.extra.get("stack")
+    by = f", written by import-tb --stack {_shown(stack)}" if isinstance(stack, str) else ""
+    warnings.warn(
+        LogWarning(
+            f"{display_path(path)}: a batch of this log is one {_shown(unit)} (the header's 'unit'{by}): "
+            f"every b/s in this report is {_shown(unit)}s/s"
+        ),
+        stacklevel=4,
+    )
+
+
+def _warn_read(summ: Summary, path: str) -> None:
+    """The caveats of reading one log: unknown events and fields, and a batch in another unit."""
+    _warn_unknown(summ, path)
+    _warn_unit(summ, path)
+
+
 def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates.
 
@@ -78,7 +101,7 @@ def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLo
         summ: the summary of one file, or of one run's files merged.
         path: the log's name in reports (made one printable line); also its ``source`` where the
             summary is of one file.
-        warn: warn of the summary's unknown events and likely misspelt fields (False: the caller
+        warn: warn of the summary's unknown events, likely misspelt fields and unit (False: the caller
             did already).
 
     Returns:
@@ -92,7 +115,7 @@ def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLo
     rates = rates_columns_frame(rc or rates_columns([], header), merged=len(summ.paths) > 1)
     unknown = dict(summ.unknown)
     if warn:
-        _warn_unknown(summ, path)
+        _warn_read(summ, path)
     end_obj = summ.end
     if end_obj is not None:
         end_obj = {k: v for k, v in end_obj.items() if v is not None}
@@ -327,7 +350,7 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
             logs.append(load_run(files, str(p)))
             continue
         summ = summarize_log(files[0])
-        _warn_unknown(summ, str(files[0]))  # in file order, where a RunLog of it would have warned
+        _warn_read(summ, str(files[0]))  # in file order, where a RunLog of it would have warned
         held[len(logs)] = (files[0], summ)
         logs.append(None)
     headers = [held[i][1].header if lg is None else lg.header for i, lg in enumerate(logs)]

@@ -71,6 +71,7 @@ HEADER_FIELDS = (
     "link_bytes_s",
     "cap_bps_kind",
     "probe",
+    "unit",
 )
 CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower bound, an upper estimate
 # the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
@@ -251,6 +252,8 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
     (and, first, the fields of where the workers computed: `_check_device_fields`)."""
     _check_device_fields(obj, path, line)
     _check_cap_bps_kind(obj, roles, path, line)
+    if obj.get("unit") is not None:  # what one batch counts (docs/log-schema.md); kept in ``extra``
+        _name(obj, "unit", path, line, "the unit of a batch")
     raw = obj.get("gpus_per_worker")
     k: dict[str, int] = {}
     if raw is not None:

@@ -46,3 +46,20 @@ def test_cap_bps_kind_names_header_roles_and_known_kinds():
         with pytest.raises(LogError) as e:
             parse_header({**head, "cap_bps_kind": bad}, "x.jsonl", 1)
         assert "cap_bps_kind" in str(e.value) and words in str(e.value)
+
+
+def test_the_header_unit_is_a_printable_name():
+    """The header's unit (docs/log-schema.md): what one batch counts, named in a caveat; a known
+    field, a non-empty printable string, refused otherwise naming the field."""
+    import pytest
+
+    from advisor.errors import LogError
+    from advisor.ingest.schema import parse_header
+
+    head = {"ev": "run", "v": 1, "t": 0.0, "roles": {"target": 1, "drafter": 3}}
+    assert parse_header({**head, "unit": "sample"}, "x.jsonl", 1).extra["unit"] == "sample"
+    assert unknown_fields({**head, "unit": "sample"}) == []
+    for bad in ("", 5, "x" * 201):
+        with pytest.raises(LogError) as e:
+            parse_header({**head, "unit": bad}, "x.jsonl", 1)
+        assert "unit" in str(e.value)
