@@ -353,3 +353,26 @@ def test_the_readme_emulation_ends_at_its_last_step_and_advises_on_a_steady_wind
     # 600 batches: the steady window is not thin evidence (the 60 of the old line left "only 29 steady batches")
     said = " ".join([*adv.recommendation.reasons, *adv.warnings])
     assert " steady batches (at least" not in said, said
+
+
+@pytest.mark.slow
+def test_an_emulated_gpu_run_reads_as_gpus_not_cpu_workers(tmp_path):
+    """Issue 50: an emulation of a GPU log wrote its host's `device: cpu` (and `physical_gpus: 0`), so
+    its advice read "3 CPU workers" and "worker util". The emulated workers stand in for the
+    source's: the header carries the source's device, and the advice speaks of GPUs."""
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app
+
+    source = ROOT / "fixtures" / "h200-2x1.jsonl"
+    assert load_log(source).header.extra["device"] == "cuda"
+    out = _emulate(tmp_path, source, "--targets", "2", "--drafters", "1", "--steps", "60")
+    head = json.loads(out.read_text().splitlines()[0])
+    assert head["mode"] == "emulate" and head["device"] == "cuda" and "physical_gpus" not in head
+    res = CliRunner().invoke(app, ["advise", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "3 GPUs, observed 2-1" in res.stdout and "gpu util" in res.stdout, res.stdout
+    assert "CPU worker" not in res.stdout and "worker util" not in res.stdout, res.stdout
+    # a CPU source's emulation stays CPU workers; a source silent on its device leaves it unsaid
+    assert load_profile(str(SOURCE)).header["device"] == "cpu"
+    assert load_profile(str(ROOT / "fixtures" / "reference-7x1.jsonl")).header["device"] is None

@@ -195,6 +195,8 @@ def load_profile(path: str, sync_s: float | None = None) -> EmulationProfile:
         "target_model": h.target_model,
         "drafter_model": h.drafter_model,
         "hs_bytes_per_token": h.hs_bytes_per_token,
+        # where the source's workers computed: the emulated workers stand in for them
+        "device": h.extra.get("device"),
     }
     return EmulationProfile(
         source=str(path),

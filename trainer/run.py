@@ -185,10 +185,9 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
         "sync_every": cfg.sync_every if cfg.drafters > 1 else 0,
         "hs_bytes_per_token": hs_bpt,
         "mode": "emulate" if cfg.emulated else "real",
-        "device": cfg.device,
         "seed": cfg.seed,
-        "physical_gpus": n_gpus,
     }
+    h.update(_device_fields(cfg, n_gpus, profile))
     if cfg.device == "cpu" and not cfg.emulated and hasattr(os, "sched_getaffinity"):
         # every process's cores, each tensor-parallel rank's too; fewer than the workers: the advisor widens
         h["cores"] = _run_cores([*infos.values(), *followers.values()])
@@ -210,6 +209,16 @@ def _header(cfg: TrainConfig, infos: dict, n_gpus: int, profile, notes: list[str
         {"role": k[0], "worker": k[1], **{n: v for n, v in i.items() if n != "pid"}} for k, i in sorted(infos.items())
     ]
     return h
+
+
+def _device_fields(cfg: TrainConfig, n_gpus: int, profile) -> dict:
+    """Where the workers computed (docs/log-schema.md): this run's device and GPUs; an emulation's
+    workers stand in for its source's, so it writes the source's device (none where the source says
+    none), not the host's CPU, and no physical GPUs."""
+    if profile is None:
+        return {"device": cfg.device, "physical_gpus": n_gpus}
+    device = profile.header.get("device")
+    return {"device": device} if device is not None else {}
 
 
 def _node_fields(cfg: TrainConfig) -> dict:
