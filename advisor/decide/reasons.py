@@ -601,6 +601,8 @@ def placement_reasons(decision: Decision, fit: PipelineFit) -> list[str]:
 
 def _local_sync_text(fit: PipelineFit, lk: LinkRow, gbytes_s: float, whence: str, cost: float) -> str:
     """What the link carries for node-local pipelines: the drafters' sync, or why none is counted."""
+    if not fit.sync.bytes_per_sync and not fit.source.logged:
+        return "bare numbers give no bytes for the drafters' sync, so nothing is counted on the link"
     if fit.sync.sync_every <= 0:
         return "the log's drafters do not sync (sync_every 0), so nothing is counted on the link"
     if not fit.sync.bytes_per_sync:
