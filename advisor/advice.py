@@ -247,11 +247,22 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
     if settings.nodes <= 1:
         return
     if not settings.link_bytes_s or not fit.hs_bytes_per_token:
-        what = "its bandwidth is unknown" if fit.hs_bytes_per_token else "the log has no hs_bytes_per_token"
+        logged = fit.source.logged
+        what = (
+            "its bandwidth is unknown"
+            if fit.hs_bytes_per_token
+            else "the log has no hs_bytes_per_token"
+            if logged
+            else "no --hs-bytes-per-token was given"
+        )
+        give = (
+            "give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed nodes"
+            if logged
+            else "give --link-gbytes-s and --hs-bytes-per-token"
+        )
         _caveat(
             f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken "
-            "as free; give --link-gbytes-s (and hs_bytes_per_token in the header) or a log whose batches crossed "
-            "nodes"
+            f"as free; {give}"
         )
     _warn_crossing(fit)
     _warn_local_sync(fit, settings)
@@ -261,7 +272,8 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
         whence = "given (--link-gbytes-s)" if settings.link_source == "given" else "the header's link_bytes_s"
         _caveat(
             f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured "
-            f"from batches that crossed nodes in this log; the intervals span +-{100 * LINK_SE:.0f}% of it"
+            f"from batches that crossed nodes{' in this log' if fit.source.logged else ''}; the intervals span "
+            f"+-{100 * LINK_SE:.0f}% of it"
         )
 
 
@@ -273,7 +285,12 @@ def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
     if not any(local_placement(settings, n, m) is not None for n, m in settings.engine_pairs()):
         return
     c = fit.roles[1]
-    why = f"the log's {c}s do not sync (sync_every 0)" if fit.sync.sync_every <= 0 else "its sync events carry no bytes"
+    if not fit.source.logged:
+        why = f"bare numbers give no bytes for the {c}s' sync"
+    elif fit.sync.sync_every <= 0:
+        why = f"the log's {c}s do not sync (sync_every 0)"
+    else:
+        why = "its sync events carry no bytes"
     _caveat(
         f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over "
         f"the link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} "
@@ -497,8 +514,9 @@ def advise_numbers(
     Of the `Options` (given as for `advise`), these apply: ``gpus``, ``hs_cap`` (default
     `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``, ``sync_every``, ``sync_s``, ``restart_cost_h``,
     ``next_run``, ``hardware_priors`` (default on: the projections carry what real GPUs do that the
-    numbers cannot show, `advisor.fit.pipeline.gpu_priors`) and ``gpus_per_worker`` (role -> GPUs per
-    engine of those counts; ``roles`` counts engines).
+    numbers cannot show, `advisor.fit.pipeline.gpu_priors`), ``gpus_per_worker`` (role -> GPUs per
+    engine of those counts; ``roles`` counts engines) and, across nodes, ``gpus_per_node``,
+    ``link_gbytes_s`` and ``hs_bytes_per_token`` (what a batch sends over the link).
 
     Args:
         roles: role -> workers (engines), the producer first: the split the capacities are at.
@@ -541,5 +559,11 @@ def advise_numbers(
         tokens_range=fit.tokens_range,
         gpus_per_worker=log_k,
     )
-    numbers = Options(gpus=o.gpus, restart_cost_h=o.restart_cost_h, next_run=o.next_run)  # what applies here
+    numbers = Options(  # what applies here
+        gpus=o.gpus,
+        restart_cost_h=o.restart_cost_h,
+        next_run=o.next_run,
+        gpus_per_node=o.gpus_per_node,
+        link_gbytes_s=o.link_gbytes_s,
+    )
     return _finish(fit, (), build_settings(numbers, logged), "what-if", caught)

@@ -50,6 +50,7 @@ MIN_ENGINE_SCALING, MAX_ENGINE_SCALING = 0.05, 2.0  # per-GPU rate ratio of an e
 ENGINE_SCALING_SE = 0.10  # a given --engine-scaling is a guess: intervals span +-10% of it
 LINK_SE = 0.10  # a link bandwidth not measured from this log's crossings: intervals span +-10%
 MAX_LINK_GBYTES_S = 1e4  # GB/s: 10 TB/s is past any link
+MAX_HS_BYTES_PER_TOKEN = 1e9  # bytes of hidden state per token (--hs-bytes-per-token): 1 GB is past any model
 
 
 METRICS = ("efficiency", "gpu_util")  # what the gate compares with its threshold
@@ -248,9 +249,12 @@ class Options:
         "GPUs of one node (default: the log's; none: one node holds all).",
         *_ENGINES,
         "import-tb",
+        "what-if",
+        "plot",
         cli=int,
         lo=1,
         hi=MAX_GPUS,
+        help_in={"what-if": "GPUs of one node (default: one node holds all --gpus)."},
     )
     """GPUs of one node (None: the log's; none there: one node holds all)."""
     link_gbytes_s: float | None = _opt(
@@ -260,10 +264,16 @@ class Options:
         "per node pair direction (default: measured from the "
         "log's xfer, else its header's link_bytes_s).",
         *_ENGINES,
+        "what-if",
+        "plot",
         cli=float,
         lo=0.0,
         lo_open=True,
         hi=MAX_LINK_GBYTES_S,
+        help_in={
+            "what-if": "Inter-node link bandwidth, GB/s (1e9 bytes/s), one per node pair direction "
+            "(default: unknown, taken as free); with --hs-bytes-per-token."
+        },
     )
     """The inter-node link's bandwidth, GB/s (None: measured from the log, else its header's)."""
     min_efficiency: float | None = _opt(
@@ -322,6 +332,18 @@ class Options:
     """From bare numbers: consumer steps per weight sync (0: none)."""
     sync_s: float = _opt(0.0, "--sync-s", "Seconds per sync at this drafter count.", "what-if", cli=float, lo=0.0)
     """From bare numbers: seconds per sync at the given consumer count."""
+    hs_bytes_per_token: float | None = _opt(
+        None,
+        "--hs-bytes-per-token",
+        "Bytes of hidden state per token (a log header's hs_bytes_per_token): what a batch sends "
+        "over --link-gbytes-s between nodes, and what q_hs slots cost in memory.",
+        "what-if",
+        cli=float,
+        lo=0.0,
+        lo_open=True,
+        hi=MAX_HS_BYTES_PER_TOKEN,
+    )
+    """From bare numbers: bytes of hidden state per token (None: unknown; the link then carries none)."""
     hardware_priors: bool = _opt(True, "hardware_priors", "", cli=bool)
     """From bare numbers: carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline`)."""
 

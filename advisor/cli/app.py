@@ -240,7 +240,7 @@ def check_cmd(
 
 
 @app.command("plot", short_help="One figure: the splits, efficiency, rates over time and q_hs.")
-@with_options("plot", "logs", "out", "gpus", "min_efficiency")
+@with_options("plot", "logs", "out", "gpus", "min_efficiency", "gpus_per_node", "link_gbytes_s")
 def plot_cmd(
     logs: Logs,
     out: Annotated[
@@ -285,6 +285,9 @@ def plot_cmd(
     "gpus_per_worker",
     "sync_s",
     "gpus",
+    "gpus_per_node",
+    "link_gbytes_s",
+    "hs_bytes_per_token",
     "next_run",
     "fmt",
     "as_json",

@@ -23,16 +23,19 @@ and whether it is a close call, and whether the odds have settled:
     settled: the last ``SETTLE_REFRESHES`` (3) reports agree on the action, the recommended split
     and the close call, and over them ``p_best`` (0-1) and the expected regret (as a share,
     regret_pct / 100) each span at most ``settle_tol`` (an `Options` field, ``--settle-tol``,
-    default 0.02: two points of p_best, two percentage points of regret).
+    default 0.02: two points of p_best, two percentage points of regret); and none of them is
+    provisional (a log whose evidence is thin, `advisor.decide.reasons.provisional`): odds that
+    hold still on thin evidence have not settled, however long they hold.
 
 Fewer reports than that are not settled; odds that move again after settling are not settled
 either. Only reports count (a pass that waits for data is none), so a stalled log neither
 settles the odds nor unsettles them. Text and Markdown print it as one line: ``odds so far:``
-(fewer reports than the rule needs), ``odds moving:`` (with what moved) or ``odds settled:``; with ``fmt="json"`` each
-document gains ``follow``: ``refresh`` (1, 2, ...),
-``odds`` (``action``, ``split``, ``p_best``, ``expected_regret_pct``, ``close_call``),
-``settled``, ``spread`` (p_best's and the regret's span over the last reports) and the rule's
-``settle_tol`` and ``settle_refreshes``.
+(fewer reports than the rule needs), ``odds moving:`` (with what moved), ``odds provisional:``
+(unchanged, but on thin evidence, as the verdict below says) or ``odds settled:``; with
+``fmt="json"`` each document gains ``follow``: ``refresh`` (1, 2, ...), ``odds`` (``action``,
+``split``, ``p_best``, ``expected_regret_pct``, ``close_call``, ``provisional``), ``settled``,
+``spread`` (p_best's and the regret's span over the last reports) and the rule's ``settle_tol``
+and ``settle_refreshes``.
 
 Stops, with these exit codes:
 
@@ -63,6 +66,7 @@ from typing import Any, TextIO
 
 from advisor import advice  # advice.advise looked up per pass (tests replace it)
 from advisor.decide.odds_text import ACTIONS, share_text
+from advisor.decide.reasons import provisional
 from advisor.errors import LogError, LogRefused, internal_error
 from advisor.ingest.ranks import expand
 from advisor.ingest.reader import MAX_LOG_BYTES, open_log
@@ -150,6 +154,7 @@ class OddsPoint:
     p_best: float  # 0-1: the split within the resolution of the best
     regret_pct: float  # expected shortfall against the best, %
     close_call: bool
+    provisional: bool = False  # the verdict rests on thin evidence (`advisor.decide.reasons.provisional`)
 
     @classmethod
     def of(cls, adv: Any) -> OddsPoint | None:
@@ -170,6 +175,7 @@ class OddsPoint:
             p_best=float(d.p_best),
             regret_pct=float(d.expected_regret_pct),
             close_call=bool(d.close_call),
+            provisional=provisional(d, adv.fit),
         )
 
 
@@ -207,7 +213,8 @@ class Settling:
         )
 
     @property
-    def settled(self) -> bool:
+    def unchanged(self) -> bool:
+        """Whether the last ``refreshes`` reports agree on the pick and their odds span at most ``tol``."""
         sp = self.spread()
         if sp is None or len(self.points) < self.refreshes:
             return False
@@ -215,12 +222,23 @@ class Settling:
             return False
         return sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12
 
+    @property
+    def thin(self) -> bool:
+        """Whether any of the last reports is provisional (thin evidence)."""
+        return any(p is not None and p.provisional for p in self.points)
+
+    @property
+    def settled(self) -> bool:
+        """Unchanged over the last ``refreshes`` reports, none of them on thin evidence."""
+        return self.unchanged and not self.thin
+
     def line(self) -> str:
         """``odds settled: STAY with 7-1, >99% likely the best, expected regret 0.00%; ...``.
 
         Returns:
             The line a text or Markdown report opens with: ``odds so far:``, ``odds moving:`` (with
-            what moved) or ``odds settled:``; ``odds: none`` when the last report had no odds.
+            what moved), ``odds provisional:`` (unchanged on thin evidence) or ``odds settled:``;
+            ``odds: none`` when the last report had no odds.
         """
         pt = self.points[-1] if self.points else None
         if pt is None:
@@ -233,6 +251,11 @@ class Settling:
         rule = f"p_best and regret within {self.tol:g}"
         if self.settled:
             return f"odds settled: {odds}; unchanged, {rule}, over the last {n} refreshes"
+        if self.unchanged:
+            return (
+                f"odds provisional: {odds}; unchanged, {rule}, over the last {n} refreshes, but on thin "
+                f"evidence (the verdict below is provisional), so not settled"
+            )
         sp = self.spread()
         if n < self.refreshes:
             return f"odds so far: {odds}; {n} of the {self.refreshes} refreshes needed to tell whether they settle"
@@ -264,6 +287,7 @@ class Settling:
                 "p_best": round(pt.p_best, 4),
                 "expected_regret_pct": round(pt.regret_pct, 2),
                 "close_call": pt.close_call,
+                "provisional": pt.provisional,
             },
             "spread": None if sp is None else {"p_best": round(sp[0], 4), "expected_regret_pct": round(sp[1], 2)},
         }

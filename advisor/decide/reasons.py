@@ -20,6 +20,7 @@ from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
 from advisor.project.rows import LinkRow, SplitRow, lead_interval
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
+from advisor.project.table import split_label
 from advisor.settings import Settings, role_count, role_plural
 
 
@@ -600,6 +601,8 @@ def placement_reasons(decision: Decision, fit: PipelineFit) -> list[str]:
 
 def _local_sync_text(fit: PipelineFit, lk: LinkRow, gbytes_s: float, whence: str, cost: float) -> str:
     """What the link carries for node-local pipelines: the drafters' sync, or why none is counted."""
+    if not fit.sync.bytes_per_sync and not fit.source.logged:
+        return "bare numbers give no bytes for the drafters' sync, so nothing is counted on the link"
     if fit.sync.sync_every <= 0:
         return "the log's drafters do not sync (sync_every 0), so nothing is counted on the link"
     if not fit.sync.bytes_per_sync:
@@ -643,13 +646,40 @@ def _outside_range(fit: PipelineFit, role: str, factor: float) -> str:
     return " (inside what is known of it)"
 
 
+def _scaling_lines(d: Decision, fit: PipelineFit) -> list[str]:
+    """The per-consumer scaling ties' sentences: where the scaling of every split of several
+    consumers, alike, ends the pick's lead over every other split."""
+    c, pick = d.settings.consumer, d.recommended
+    span = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"
+    out = []
+    for tie in d.sensitivity.scaling:
+        subject = split_label(*tie.subject)
+        fitted = _scaling_basis(fit, tie.subject[1], tie.fitted)
+        if tie.scaling is None or tie.rival is None:
+            why = (
+                f"; {subject} is {tie.subject_bottleneck}-bound even with perfect {c} scaling"
+                if subject != pick
+                else ""
+            )
+            out.append(f"per-{c} scaling of {subject}: no value from {span} changes the choice ({fitted}){why}.")
+            continue
+        keeps = "at least" if tie.leads_below else "less than"
+        out.append(
+            f"each of the {role_count(tie.subject[1], c)} of {subject} (and of every split with several) keeps "
+            f"{keeps} {pct_text(tie.scaling)} of a lone {c}'s rate ({fitted}): then {split_label(*tie.rival)} "
+            f"beats {pick}."
+        )
+    return out
+
+
 def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     """What the verdict depends on: the capacity thresholds and per-consumer scaling ties of the
-    decision's sensitivity (`advisor.project.sensitivity`); each scaling says whether the logs
+    decision's sensitivity (`advisor.project.sensitivity`), each where the pick's lead over every
+    other split ends, naming the split that then matches it; each scaling says whether the logs
     measured it or it is assumed, and each capacity what it rests on (fitted from steps, measured
     from rates, given, a bound). Where the pick rests on the odds (its expected rate leads while the
     runner-up's point projection is the higher), the first line says so and the capacity
-    thresholds say where the two point projections meet.
+    thresholds say where the point projections meet.
 
     Args:
         decision: the verdict, with its sensitivity and rows.
@@ -670,7 +700,6 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
         )
         for rf in (fit.producer, fit.consumer)
     }
-    c = d.settings.consumer
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
     pick, rival = d.rows.get(d.recommended), d.rows.get(d.runner_up) if d.runner_up else None
@@ -681,7 +710,6 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
             f"above), while at the point projections {d.runner_up} leads ({bps_text(rival.bps)} against "
             f"{bps_text(pick.bps)} b/s); below, where the point projections would meet."
         )
-    meets = f"the point projections of {d.runner_up} and {d.recommended} then meet" if on_odds else None
     for th in d.sensitivity.thresholds:
         if th.factor is None:
             rest = rests.get(th.role, "fitted")
@@ -690,34 +718,18 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
             continue
         word = "higher" if th.factor > 1 else "lower"
         gpus = th.workers * d.settings.gpus_per_worker[0 if th.role == d.settings.producer else 1]
+        other = split_label(*th.rival) if th.rival else d.runner_up
+        then = (
+            f"the point projections of {other} and {d.recommended} then meet"
+            if on_odds
+            else f"{other} then matches {d.recommended}"
+        )
         out.append(
             f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
             f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
-            f"{bps_text(th.capacity_bps)}): {meets or f'{d.runner_up} then matches {d.recommended}'}"
-            f"{_outside_range(fit, th.role, th.factor)}."
+            f"{bps_text(th.capacity_bps)}): {then}{_outside_range(fit, th.role, th.factor)}."
         )
-    lo = f"{SCALING_RANGE[0]:.0%} to {SCALING_RANGE[1]:.0%}"
-    for tie in d.sensitivity.scaling:
-        big, other = "-".join(map(str, tie.big)), "-".join(map(str, tie.other))
-        fitted = _scaling_basis(fit, tie.big[1], tie.fitted)
-        if tie.scaling is None:
-            if tie.big_wins_at_fit:
-                out.append(f"per-{c} scaling of {big}: it beats {other} at any value from {lo} ({fitted}).")
-            else:
-                out.append(
-                    f"per-{c} scaling of {big}: no value from {lo} changes the choice ({fitted}); {big} is "
-                    f"{tie.big_bottleneck}-bound even with perfect {c} scaling."
-                )
-        elif not tie.big_wins_at_fit:
-            out.append(
-                f"each of the {role_count(tie.big[1], c)} of {big} keeps at least {pct_text(tie.scaling)} of a lone "
-                f"{c}'s rate ({fitted}): then {big} beats {other}."
-            )
-        else:
-            out.append(
-                f"each of the {role_count(tie.big[1], c)} of {big} keeps less than {pct_text(tie.scaling)} of a lone "
-                f"{c}'s rate ({fitted}): then {other} beats {big}."
-            )
+    out.extend(_scaling_lines(d, fit))
     return out
 
 

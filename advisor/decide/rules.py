@@ -30,7 +30,8 @@ take without it (R is that action's split); ``needs`` says what else would settl
 Beside the verdict: the margin between R and A (both intervals, and the lead's own 95% interval:
 `advisor.project.table.lead_interval`), the loader cap (when the loader limits input, every
 split within ``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R
-against A (`advisor.project.sensitivity`), and queue advice at R (`advisor.project.queues`).
+against every other split (`advisor.project.sensitivity`), and queue advice at R
+(`advisor.project.queues`).
 Wording is `advisor.decide.reasons`'s.
 """
 
@@ -56,7 +57,7 @@ from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, nois
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
 from advisor.project.rows import SplitRow, lead_interval, lead_parts
-from advisor.project.sensitivity import Rivals, Sensitivity, sensitivity
+from advisor.project.sensitivity import Sensitivity, sensitivity
 from advisor.project.table import ERR_SAMPLING, ERR_SHARED, split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
@@ -377,13 +378,11 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
     others = [label for label in rows if label != rec]
     runner = _fastest(rows, others)
     r = rows[rec].counts
-    fewer = _fastest(rows, (x for x in others if rows[x].consumer.workers < r[1]))
-    more = _fastest(rows, (x for x in others if rows[x].consumer.workers > r[1]))
     sens = sensitivity(
         fit,
         settings,
         r,
-        Rivals(*(rows[x].counts if x else None for x in (runner, fewer, more))),
+        tuple(row.counts for row in rows.values()),
         rows[judged].counts if judged else r,
         bottleneck_of=lambda s: rows[split_label(*s)].bottleneck,
         capacity_of=lambda s, i: rows[split_label(*s)].roles[i].cap_bps,

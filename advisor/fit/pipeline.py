@@ -617,7 +617,7 @@ def fit_from_numbers(
             (``">=39"``, `advisor.settings.Capacity`); each role's ``basis`` says which (given, bound).
         options: the `advisor.settings.Options` read (None: the defaults): ``hs_cap`` (None:
             `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``, ``sync_s``, ``sync_every``,
-            ``gpus_per_worker``, ``hardware_priors``.
+            ``gpus_per_worker``, ``hardware_priors``, ``hs_bytes_per_token``.
         pre_cap: the prefetch queue's depth, batches.
 
     Returns:
@@ -656,7 +656,7 @@ def fit_from_numbers(
         source=Source.NUMBERS,
         tokens_range=(tokens_per_batch, tokens_per_batch),
         observed=(ob,),
-        hs_bytes_per_token=None,
+        hs_bytes_per_token=o.hs_bytes_per_token,
         total_batches=None,
         contention=contention,
     )

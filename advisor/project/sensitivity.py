@@ -1,14 +1,22 @@
-"""How far the fitted quantities could be off before the choice between two splits flips.
+"""How far the fitted quantities could be off before the recommended split stops leading.
 
-For the recommended split R and its runner-up A (both from the projected table), under the same
-`~advisor.settings.Settings` the table was computed with (G, q_hs depth, batch size):
+For the recommended split R, under the same `~advisor.settings.Settings` the table was computed
+with (G, q_hs depth, batch size), every split of the table is projected again as one knob moves:
 
-- producer (target) capacity: the factor f on the per-target rate at which X_A(f) = X_R(f),
-  found by bisection on a log scale within ``ROBUST_RANGE``; likewise for the consumer
-  (drafter) capacity. No sign change within the range: the choice holds for any such error.
-- per-drafter scaling: for the best split with fewer and the best with more drafters than R, the
-  per-rank scaling s of the split with more drafters (the reference reading's "even if each of
-  two drafters reached only 60%") at which the two tie, searched on ``SCALING_RANGE``.
+- producer (target) capacity: a factor f on the per-target rate, on ``ROBUST_RANGE``; likewise
+  for the consumer (drafter) capacity;
+- per-drafter scaling: the per-rank scaling s of every split of more than one drafter alike (the
+  reference reading's "even if each of two drafters reached only 60%"; a lone drafter keeps its
+  rate), on ``SCALING_RANGE``, from the fit's s at R's drafter count.
+
+On each side of the fitted value, the threshold is the value nearest to it at which R's lead over
+every other split ends (another split projects more; where one does at the fitted value: where
+that ends), with the split that then matches R: the first step of ``GRID_RATIO`` from the fitted
+value outwards across which the leader changes, bisected (``BISECT_STEPS``). Every split's rate
+rises with each knob, so a split whose rate at both ends of a stretch stays below R's least rate
+there cannot lead in it: the scan cuts the side into ``CUTS`` stretches, and those again, only
+where some split can. No such step within the range: the choice holds for any such error.
+
 - sync levers (M > 1 data-parallel drafters with a barrier every k steps): the barrier waits for
   the slowest rank, so per-rank scaling s(M) loses ``sqrt(k r) * sigma * e_M`` per round (``r``
   the logged rounds' variance ratio, `advisor.measure.rounds`, kept at another k); the
@@ -23,7 +31,7 @@ words them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from advisor.model.chain import WhatIf, sync_scaling
@@ -35,31 +43,38 @@ ROBUST_RANGE = (0.25, 4.0)
 SCALING_RANGE = (0.05, 1.0)
 LEVER_MIN_SCALING = 0.95
 LEVER_MIN_GAIN = 0.005  # a lever must raise per-rank scaling by at least this to be worth saying
-BISECT_STEPS = 40
+GRID_RATIO = 1.05  # the scan's step: neighbouring knob values differ by at most this factor
+CUTS = 4  # a cell wider than a step is cut into this many
+BISECT_STEPS = 24  # halvings of a step's log width: the threshold to about 1e-8 relative
+TIE_REL = 1e-9  # splits this close project the same: the pick keeps its place (the solver's noise)
+PRUNE_SLACK = 0.02  # a split within this share of R's least rate on a side is scanned all the same
 
 Split = tuple[int, int]
+Rate = Callable[[float, Split], float]  # (knob value, split) -> projected b/s
 
 
 @dataclass(frozen=True)
 class Threshold:
-    """Capacity factor on one role at which the runner-up matches the recommended split."""
+    """Capacity factor on one role at which the recommended split's lead over every other split ends."""
 
     role: str
-    factor: float | None  # None: no value within ROBUST_RANGE flips the choice
+    factor: float | None  # None: no value within ROBUST_RANGE changes the leader
     capacity_bps: float  # the recommended split's fitted capacity of that role
     workers: int
+    rival: Split | None = None  # the split that then matches the recommended one
 
 
 @dataclass(frozen=True)
 class ScalingTie:
-    """Per-drafter scaling of ``big`` (the split with more drafters) at which it ties ``other``."""
+    """Per-rank scaling of every split of more than one consumer at which the recommended split's
+    lead over every other split ends (or, where it does not lead there, begins)."""
 
-    big: Split
-    other: Split
-    scaling: float | None  # None: no value within SCALING_RANGE ties them
-    fitted: float  # the fit's per-rank scaling at big's drafter count
-    big_wins_at_fit: bool
-    big_bottleneck: str
+    subject: Split  # the split whose consumers the sentence counts
+    rival: Split | None  # the split that matches the recommended one at ``scaling``; None without a tie
+    scaling: float | None  # None: no value within SCALING_RANGE changes the leader
+    fitted: float  # the fit's per-rank scaling at the subject's consumer count
+    leads_below: bool  # the recommended split leads below ``scaling`` (and not above it)
+    subject_bottleneck: str
 
 
 @dataclass(frozen=True)
@@ -75,39 +90,108 @@ class Lever:
 
 
 @dataclass(frozen=True)
-class Rivals:
-    """The splits the recommended one is weighed against (None: there is none such)."""
-
-    runner_up: Split | None  # the next best split
-    fewer: Split | None  # the best split with fewer drafters
-    more: Split | None  # the best split with more drafters
-
-
-@dataclass(frozen=True)
 class Sensitivity:
     thresholds: tuple[Threshold, ...]
     scaling: tuple[ScalingTie, ...]
     levers: tuple[Lever, ...]
 
 
-def _bisect_log(diff: Callable[[float], float], lo: float, hi: float) -> float | None:
-    """Root of ``diff`` between lo and hi (geometric bisection); None without a sign change."""
-    d_lo, d_hi = diff(lo), diff(hi)
-    if (d_lo > 0) == (d_hi > 0):
+@dataclass(frozen=True)
+class _Edge:
+    value: float  # the knob's value where the leader changes
+    rival: Split  # the best other split on the side where the recommended split does not lead
+    leads_below: bool  # the recommended split leads below ``value``
+
+
+def _memo(rate: Rate) -> Rate:
+    """``rate`` with each (value, split) projected once."""
+    seen: dict[tuple[float, Split], float] = {}
+
+    def at(v: float, split: Split) -> float:
+        key = (v, split)
+        if key not in seen:
+            seen[key] = rate(v, split)
+        return seen[key]
+
+    return at
+
+
+def _leads(rate: Rate, v: float, rec: Split, others: Sequence[Split]) -> bool:
+    """Whether no other split projects more than ``rec`` at ``v`` (ties within ``TIE_REL`` are no lead lost)."""
+    return rate(v, rec) >= max(rate(v, s) for s in others) * (1 - TIE_REL)
+
+
+def _first_change(
+    rate: Rate, rec: Split, rivals: Sequence[Split], a: float, b: float, first: bool
+) -> tuple[float, float, list[Split]] | None:
+    """The first step (at most ``GRID_RATIO`` wide) from ``a`` towards ``b`` across which whether
+    ``rec`` leads changes (it is ``first`` at ``a``), with the rivals that can lead in it; None where
+    none does. A rival whose rate at both ends of a cell stays below ``rec``'s least there cannot
+    lead in it (every rate rises with the knob); cells with such rivals alone are passed over, the
+    rest cut into ``CUTS`` until a step is reached."""
+    floor = min(rate(a, rec), rate(b, rec)) * (1 - PRUNE_SLACK)
+    live = [s for s in rivals if max(rate(a, s), rate(b, s)) >= floor]
+    if not live:
         return None
+    if abs(math.log(b / a)) <= math.log(GRID_RATIO) * (1 + 1e-9):
+        leads = _leads(rate, b, rec, live)
+        return (a, b, live) if leads != first else None
+    cuts = [a, *(a * (b / a) ** (k / CUTS) for k in range(1, CUTS)), b]
+    for lo, hi in zip(cuts, cuts[1:]):
+        found = _first_change(rate, rec, live, lo, hi, first)
+        if found is not None:
+            return found
+    return None
+
+
+def _lead_edge(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, end: float) -> _Edge | None:
+    """The knob's value nearest ``ref`` on the way to ``end`` at which ``rec``'s lead over every
+    other split ends (where it does not lead at ``ref``: begins); None where none does."""
+    others = [s for s in splits if s != rec]
+    if not others or ref == end:
+        return None
+    first = _leads(rate, ref, rec, others)
+    found = _first_change(rate, rec, others, ref, end, first)
+    if found is None:
+        return None
+    near, far, live = found
+
+    def ahead(v: float) -> bool:
+        return _leads(rate, v, rec, live)
+
     for _ in range(BISECT_STEPS):
-        mid = math.sqrt(lo * hi)
-        d_mid = diff(mid)
-        if (d_mid > 0) == (d_lo > 0):
-            lo, d_lo = mid, d_mid
-        else:
-            hi = mid
-    return math.sqrt(lo * hi)
+        mid = math.sqrt(near * far)
+        near, far = (mid, far) if ahead(mid) == first else (near, mid)
+    behind = far if first else near  # the side where rec does not lead
+    return _Edge(
+        value=math.sqrt(near * far),
+        rival=max(live, key=lambda s: rate(behind, s)),
+        leads_below=first == (end > ref),
+    )
 
 
 def _x(fit: PipelineFit, settings: Settings, split: Split, what_if: WhatIf = WhatIf()) -> float:
     # the rate alone: its interval (two more chain solves per call) is not needed here
     return split_capacities(fit, settings, *split, what_if=what_if, interval=False).x_bps
+
+
+def _capacity_rate(fit: PipelineFit, settings: Settings, role_index: int) -> Rate:
+    """(factor on one role's per-engine rate, split) -> the split's projected rate."""
+
+    def rate(f: float, split: Split) -> float:
+        return _x(fit, settings, split, WhatIf(mu_scale=(f, 1.0) if role_index == 0 else (1.0, f)))
+
+    return _memo(rate)
+
+
+def _scaling_rate(fit: PipelineFit, settings: Settings) -> Rate:
+    """(per-rank scaling of every split of more than one consumer, split) -> the split's projected
+    rate; a split of one consumer keeps its own."""
+
+    def rate(s: float, split: Split) -> float:
+        return _x(fit, settings, split, WhatIf(consumer_scaling=s) if split[1] > 1 else WhatIf())
+
+    return _memo(rate)
 
 
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
@@ -121,53 +205,92 @@ def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, rol
         role_index: the role whose rate is scaled: 0 producer, 1 consumer.
 
     Returns:
-        The factor, found by bisection within ``ROBUST_RANGE``; None where no factor there flips the choice.
+        The factor nearest 1 within ``ROBUST_RANGE``, below 1 where one is there, else above;
+        None where no factor there changes which of the two leads.
     """
-
-    def diff(f: float) -> float:
-        scale = (f, 1.0) if role_index == 0 else (1.0, f)
-        return _x(fit, settings, alt, WhatIf(mu_scale=scale)) - _x(fit, settings, rec, WhatIf(mu_scale=scale))
-
-    lo, hi = ROBUST_RANGE
-    d1 = diff(1.0)
-    for end in (lo, hi):
-        if (diff(end) > 0) != (d1 > 0):
-            return _bisect_log(diff, min(end, 1.0), max(end, 1.0))
-    return None
+    rate = _capacity_rate(fit, settings, role_index)
+    edges = (_lead_edge(rate, (rec, alt), rec, 1.0, end) for end in ROBUST_RANGE)
+    return next((e.value for e in edges if e is not None), None)
 
 
-def scaling_tie(
-    fit: PipelineFit, settings: Settings, rec: Split, alt: Split, bottleneck_of: Callable[[Split], str]
-) -> ScalingTie:
-    """Per-drafter scaling of the one of ``rec`` and ``alt`` with more drafters at which it ties the other.
+def thresholds(
+    fit: PipelineFit,
+    settings: Settings,
+    rec: Split,
+    splits: Sequence[Split],
+    capacity_of: Callable[[Split, int], float],
+) -> tuple[Threshold, ...]:
+    """Each role's capacity factors, below and above 1, at which ``rec``'s lead over every other split ends.
 
     Args:
         fit: the fitted pipeline.
         settings: the options the table was computed with.
         rec: the recommended split, (N, M).
-        alt: the best split with fewer or with more drafters, (N, M).
+        splits: every split of the table, ``rec`` among them.
+        capacity_of: (split, role index: 0 producer, 1 consumer) -> that role's capacity, batches/s.
+
+    Returns:
+        Per role, a threshold for each side of 1 where the leader changes within ``ROBUST_RANGE``
+        (the lower side first), else one with ``factor`` None; none where ``rec`` is the only split.
+    """
+    if len(set(splits) - {rec}) == 0:
+        return ()
+    out: list[Threshold] = []
+    for i, role in enumerate(fit.roles):
+        rate = _capacity_rate(fit, settings, i)
+        edges = [e for e in (_lead_edge(rate, splits, rec, 1.0, end) for end in ROBUST_RANGE) if e is not None]
+        base = Threshold(role=role, factor=None, capacity_bps=capacity_of(rec, i), workers=rec[i])
+        out.extend([replace(base, factor=e.value, rival=e.rival) for e in edges] or [base])
+    return tuple(out)
+
+
+def scaling_ties(
+    fit: PipelineFit, settings: Settings, rec: Split, splits: Sequence[Split], bottleneck_of: Callable[[Split], str]
+) -> tuple[ScalingTie, ...]:
+    """Per-rank scaling of every split of more than one consumer, below and above the fit's at
+    ``rec``'s count, at which ``rec``'s lead over every other split ends.
+
+    Args:
+        fit: the fitted pipeline.
+        settings: the options the table was computed with.
+        rec: the recommended split, (N, M).
+        splits: every split of the table, ``rec`` among them.
         bottleneck_of: split -> its bottleneck stage, as the table names it.
 
     Returns:
-        The tie, searched on ``SCALING_RANGE`` (``scaling`` None: no tie there), with the fit's own
-        scaling at that split's drafter count and whether the split wins at it.
+        A tie for each side where the leader changes within ``SCALING_RANGE``; else one without a
+        value, about ``rec`` (more than one consumer) or about the split of several consumers that
+        projects most at perfect scaling; none where no split has more than one consumer or ``rec``
+        is the only split.
     """
-    big, small = (alt, rec) if alt[1] > rec[1] else (rec, alt)
-    x_small = _x(fit, settings, small)
+    several = [s for s in splits if s[1] > 1]
+    if not several or len(set(splits) - {rec}) == 0:
+        return ()
+    lo, hi = SCALING_RANGE
+    rate = _scaling_rate(fit, settings)
+    ref = min(max(sync_scaling(fit.consumer, fit.sync, rec[1]), lo), hi)
+    edges = [e for e in (_lead_edge(rate, splits, rec, ref, end) for end in (lo, hi)) if e is not None]
 
-    def diff(s: float) -> float:
-        return _x(fit, settings, big, WhatIf(consumer_scaling=s)) - x_small
+    def tie(subject: Split, e: _Edge | None) -> ScalingTie:
+        return ScalingTie(
+            subject=subject,
+            rival=e.rival if e else None,
+            scaling=e.value if e else None,
+            fitted=sync_scaling(fit.consumer, fit.sync, subject[1]),
+            leads_below=e.leads_below if e else True,
+            subject_bottleneck=bottleneck_of(subject),
+        )
 
-    s = _bisect_log(diff, *SCALING_RANGE)
-    fitted = sync_scaling(fit.consumer, fit.sync, big[1])
-    return ScalingTie(
-        big=big,
-        other=small,
-        scaling=s,
-        fitted=fitted,
-        big_wins_at_fit=diff(fitted) > 0,
-        big_bottleneck=bottleneck_of(big),
-    )
+    if not edges:
+        return (tie(rec if rec[1] > 1 else max(several, key=lambda s: rate(hi, s)), None),)
+    return tuple(tie(_subject(rec, e), e) for e in edges)
+
+
+def _subject(rec: Split, e: _Edge) -> Split:
+    """The split whose consumers a scaling tie counts: ``rec``'s where falling scaling ends its
+    lead, the rival's where rising scaling does (each only where it has more than one)."""
+    own = rec[1] > 1 and not e.leads_below
+    return rec if own or e.rival[1] <= 1 else e.rival
 
 
 def levers(fit: PipelineFit, m: int) -> Lever | None:
@@ -208,40 +331,30 @@ def sensitivity(
     fit: PipelineFit,
     settings: Settings,
     rec: Split,
-    rivals: Rivals,
+    splits: Sequence[Split],
     judged: Split,
     bottleneck_of: Callable[[Split], str],
     capacity_of: Callable[[Split, int], float],
 ) -> Sensitivity:
-    """Thresholds against the runner-up, drafter-scaling ties against the best split with fewer
-    and with more drafters, and sync levers at the recommended and judged drafter counts.
+    """Where the recommended split's lead over every other split ends as each role's capacity and
+    the per-drafter scaling move, and sync levers at the recommended and judged drafter counts.
 
     Args:
         fit: the fitted pipeline.
         settings: the options the table was computed with.
         rec: the recommended split, (N, M).
-        rivals: the runner-up and the best splits with fewer and with more drafters.
+        splits: every split of the table, ``rec`` among them.
         judged: the judged split (``--roles`` or the log's), or ``rec`` where none is.
         bottleneck_of: split -> its bottleneck stage, as the table names it.
         capacity_of: (split, role index: 0 producer, 1 consumer) -> that role's capacity, batches/s.
 
     Returns:
-        One threshold per role (none without a runner-up), one tie per rival with fewer or more
-        drafters, and the levers worth saying.
+        The capacity thresholds (`thresholds`), the scaling ties (`scaling_ties`) and the levers
+        worth saying.
     """
-    runner_up = rivals.runner_up
-    thresholds = tuple(
-        Threshold(
-            role=role,
-            factor=tie_factor(fit, settings, rec, runner_up, i),
-            capacity_bps=capacity_of(rec, i),
-            workers=rec[i],
-        )
-        for i, role in enumerate(fit.roles)
-        if runner_up is not None
-    )
-    ties = tuple(
-        scaling_tie(fit, settings, rec, alt, bottleneck_of) for alt in (rivals.fewer, rivals.more) if alt is not None
-    )
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
-    return Sensitivity(thresholds=thresholds, scaling=ties, levers=lev)
+    return Sensitivity(
+        thresholds=thresholds(fit, settings, rec, splits, capacity_of),
+        scaling=scaling_ties(fit, settings, rec, splits, bottleneck_of),
+        levers=lev,
+    )

@@ -520,3 +520,55 @@ def test_what_if_names_the_specforge_qwen_pick_with_its_odds():
     )
     assert title in r.stdout.splitlines()
     assert max(j["splits"], key=lambda s: s["p_best"])["roles"] == rec["roles"]
+
+
+# ---------------------------------------------------------------- issue 50 item 5: node flags
+
+
+TWO_NODES = ("--gpus", "16", "--gpus-per-node", "8", "--link-gbytes-s", "0.8")
+SEVEN_ONE = ("what-if", "--targets", "7", "--drafters", "1", "--target-bps", "0.92", "--drafter-bps", "0.86")
+
+
+def test_what_if_projects_a_two_node_case_from_bare_numbers():
+    """`what-if --gpus-per-node 8 --link-gbytes-s 0.8` was "No such option": now the splits are
+    placed on two nodes of 8. 15-1 leaves a node of targets alone, so their hidden states cross the
+    0.8 GB/s link (61,440 bytes per token, 31,200 tokens per batch: 2.4 s a batch) and the link
+    holds it down, where one node-local pipeline of 7-1 per node (14-2) sends none across."""
+    r = invoke(*SEVEN_ONE, *TWO_NODES, "--hs-bytes-per-token", "61440", "--tokens-per-batch", "31200", "--json")
+    assert r.exit_code == 0, r.output
+    j = json.loads(r.stdout)
+    s = j["recommendation"]["settings"]
+    assert s["gpus_per_node"] == 8 and s["link_bytes_s"] == pytest.approx(0.8e9)
+    rows = {f"{x['roles']['target']}-{x['roles']['drafter']}": x for x in j["splits"]}
+    assert j["recommendation"]["roles"] == {"target": 14, "drafter": 2} and rows["14-2"]["layout"] == "node-local"
+    lone = rows["15-1"]["link"]
+    assert lone["util"] > 0.3 and lone["crossing_share"] > 0.5
+    assert rows["15-1"]["bps"] <= 1 / (61440 * 31200 / 0.8e9 * lone["crossing_share"]) * 1.001
+    # without the bytes a batch sends the link carries nothing: said, and how to give them named
+    free = json.loads(invoke(*SEVEN_ONE, *TWO_NODES, "--json").stdout)
+    assert any("no --hs-bytes-per-token was given" in w for w in free["warnings"])
+    free_lone = next(x for x in free["splits"] if x["roles"]["drafter"] == 1)
+    assert rows["15-1"]["bps"] < 0.6 * free_lone["bps"]
+
+
+def test_what_if_node_flags_are_checked():
+    r = invoke(*SEVEN_ONE, "--gpus", "16", "--gpus-per-node", "6")
+    assert r.exit_code == 2 and "--gpus-per-node" in r.stderr and "16 GPUs are not whole nodes of 6" in r.stderr
+    r = invoke(*SEVEN_ONE, *TWO_NODES, "--hs-bytes-per-token", "0")
+    assert r.exit_code == 2 and "--hs-bytes-per-token" in r.stderr
+
+
+def test_plot_takes_the_node_flags(reference, tmp_path, monkeypatch):
+    """`plot --gpus-per-node 8` was "No such option": the figure is drawn from the advice across two nodes."""
+    import advisor.present.plots as plots
+
+    seen = []
+    draw = plots.plot_advice
+    monkeypatch.setattr(plots, "plot_advice", lambda adv, **kw: seen.append(adv) or draw(adv, **kw))
+    out = tmp_path / "two-nodes.png"
+    r = invoke("plot", reference, *TWO_NODES, "-o", out)
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 0 and f"wrote {out}" in r.output
+    (adv,) = seen
+    assert adv.settings.nodes == 2 and adv.settings.link_bytes_s == pytest.approx(0.8e9)
+    assert adv.rows["15-1"].link.link_util > 0.3  # the lone drafter's node gets the other node's batches

@@ -411,3 +411,46 @@ def test_follow_cli_json_on_an_ended_log_carries_the_odds_not_settled(ended):
     assert f["refresh"] == 1 and f["settled"] is False
     assert f["odds"]["p_best"] == pytest.approx(rec["p_best"], abs=1e-4)
     assert f["odds"]["close_call"] is rec["close_call"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_follow_does_not_call_odds_on_thin_evidence_settled(tmp_path, monkeypatch, fmt):
+    """Issue 50 item 7: a short log whose odds hold still over the refreshes (it gains only lines
+    the advice ignores) keeps reading provisional: thin evidence; the odds line then says they are
+    unchanged but provisional, never "odds settled", and the JSON's ``settled`` stays false."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app, route
+
+    lines = FIXTURE.read_bytes().splitlines(keepends=True)
+    head = b"".join(lines[:100])
+    pad = b'{"ev":"note","t":%.3f}\n' % json.loads(lines[99])["t"]
+    log = tmp_path / "thin.jsonl"
+    log.write_bytes(head)
+    steps = iter([head + pad * k for k in (1, 2, 3, 4)] + [head + pad * 4 + END])
+
+    def grow(_s: float) -> None:  # each wait of the follower: the log gains its next step
+        nxt = next(steps, None)
+        if nxt is not None:
+            log.write_bytes(nxt)
+
+    monkeypatch.setattr(follow, "_sleep", grow)
+    as_json = ["--json"] if fmt == "json" else []
+    r = CliRunner().invoke(app, route([str(log), "--follow", "--interval", "0.1", *as_json]))
+    assert r.exit_code == 0, r.output
+    if fmt == "json":
+        docs = [json.loads(x) for x in r.stdout.splitlines()]
+        assert len(docs) == 6 and all(d["recommendation"]["provisional"] for d in docs)
+        assert [d["follow"]["settled"] for d in docs] == [False] * 6
+        assert all(d["follow"]["odds"]["provisional"] for d in docs)
+        return
+    blocks = _HEAD.split(r.stdout)[1:]
+    assert len(blocks) == 6
+    for i, block in enumerate(blocks, 1):
+        assert "(provisional: thin evidence)" in block
+        odds_line = block.splitlines()[1]
+        assert not odds_line.startswith("odds settled"), odds_line
+        if 3 <= i <= 5:  # odds held still over the last three refreshes (the end then makes it next-run)
+            assert odds_line.startswith("odds provisional:") and "but on thin evidence" in odds_line, odds_line

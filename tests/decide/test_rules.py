@@ -195,8 +195,8 @@ def test_what_if_carries_the_gpu_priors_by_default():
 def test_two_drafters_sensitivity_flips_with_scaling():
     adv = advise_numbers({"target": 6, "drafter": 2}, {"target": 1.2, "drafter": 1.4})
     assert adv.recommendation.roles == {"target": 6, "drafter": 2}
-    ties = {t.other: t for t in adv.decision.sensitivity.scaling}
-    assert ties[(7, 1)].scaling is not None
+    ties = {t.rival: t for t in adv.decision.sensitivity.scaling}
+    assert ties[(5, 3)].scaling is not None  # the first to catch up as scaling falls, before 7-1
     assert any("of a lone drafter's rate" in h for h in adv.recommendation.holds_unless)
 
 
