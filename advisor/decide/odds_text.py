@@ -14,7 +14,7 @@ Headline forms (text; the Markdown title is the same with the split in bold):
   split is best: keeping it needs no restart, `Decision.best_is_running`)
 - ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
 - ``NEXT RUN: 13-3, close call: 13-3 or 14-2 will do (each expected within 2% of the best)``
-- ``CANNOT TELL without a probe: 1 min each at 13-3 and 14-2 (0.62 GPU-hours) is worth it; until
+- ``CANNOT TELL without a probe: 2 min each at 13-3 and 14-2 (1.1 GPU-hours) is worth it; until
   then NEXT RUN: 13-3, ~53% likely the best``
 
 The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
