@@ -95,8 +95,8 @@ def test_a_split_beaten_in_every_draw_is_never_more_likely_best(k, seed, edge):
         own_var=np.zeros(k),
         ends=np.zeros((k, 0)),
         widened=np.zeros(k, bool),
-        low_bps=np.ones(k),
-        high_bps=np.ones(k),
+        low_bps=np.zeros(k),  # no interval: the synthetic draws are bounded by none
+        high_bps=np.full(k, np.inf),
         left_batches=None,
     )
     o = odds_of(x, inp)
@@ -235,8 +235,8 @@ def _inputs(k: int, left: float | None = None) -> DrawInputs:
         own_var=np.zeros(k),
         ends=np.zeros((k, 0)),
         widened=np.zeros(k, bool),
-        low_bps=np.ones(k),
-        high_bps=np.ones(k),
+        low_bps=np.zeros(k),  # no interval: the synthetic draws are bounded by none
+        high_bps=np.full(k, np.inf),
         left_batches=left,
     )
 
