@@ -364,6 +364,22 @@ def _caveats(*batches: Sequence[warnings.WarningMessage]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(w.message) for w in typed))
 
 
+def _sized(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
+    """The table's ETAs from ``--job-hours`` where given: the rest of the job (for a next run the
+    whole job) takes that long at the split the log runs (its row's rate, else the log's measured
+    rate; from bare numbers the given split's), and as many batches at every other split."""
+    if settings.job_s is None:
+        return splits
+    p, c = fit.roles
+    ob = fit.observed[0]
+    label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
+    here = float(splits.at[label, "bps"]) if label in splits.index else ob.bps
+    left = settings.job_s * (here if here > 0 else ob.bps)
+    out = splits.copy()
+    out["eta_s"] = (left / out["bps"]).where(out["bps"] > 0)
+    return out
+
+
 def _finish(
     fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str, caught: list[warnings.WarningMessage]
 ) -> Advice:
@@ -373,7 +389,7 @@ def _finish(
         _warn_assumptions(fit, settings)
         splits = _project(fit, logs, settings)
         splits, recon = reconcile(fit, settings, splits)
-        splits = compare_probed(fit, splits)
+        splits = _sized(fit, settings, compare_probed(fit, splits))
         ev = _evidence(fit, logs)
         if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
             splits = _widen_for_drift(splits, ev)
@@ -513,10 +529,12 @@ def advise_numbers(
 
     Of the `Options` (given as for `advise`), these apply: ``gpus``, ``hs_cap`` (default
     `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``, ``sync_every``, ``sync_s``, ``restart_cost_h``,
-    ``next_run``, ``hardware_priors`` (default on: the projections carry what real GPUs do that the
-    numbers cannot show, `advisor.fit.pipeline.gpu_priors`), ``gpus_per_worker`` (role -> GPUs per
-    engine of those counts; ``roles`` counts engines) and, across nodes, ``gpus_per_node``,
-    ``link_gbytes_s`` and ``hs_bytes_per_token`` (what a batch sends over the link).
+    ``next_run``, ``job_hours`` (the rest of the job at the given split; without it the job's size
+    is unknown and no restart is weighed), ``hardware_priors`` (default on: the projections carry
+    what real GPUs do that the numbers cannot show, `advisor.fit.pipeline.gpu_priors`),
+    ``gpus_per_worker`` (role -> GPUs per engine of those counts; ``roles`` counts engines) and,
+    across nodes, ``gpus_per_node``, ``link_gbytes_s`` and ``hs_bytes_per_token`` (what a batch
+    sends over the link).
 
     Args:
         roles: role -> workers (engines), the producer first: the split the capacities are at.
@@ -563,6 +581,7 @@ def advise_numbers(
         gpus=o.gpus,
         restart_cost_h=o.restart_cost_h,
         next_run=o.next_run,
+        job_hours=o.job_hours,
         gpus_per_node=o.gpus_per_node,
         link_gbytes_s=o.link_gbytes_s,
     )

@@ -164,11 +164,26 @@ class Options:
         "--restart-cost",
         "Hours a restart costs (reload, warm-up); weighed against the ETA gain of a switch.",
         "advise",
+        "what-if",
         cli=float,
         lo=0.0,
         hi=MAX_RESTART_COST_H,
     )
     """Hours a restart costs (reload, warm-up), weighed against a switch's ETA gain."""
+    job_hours: float | None = _opt(
+        None,
+        "--job-hours",
+        "Hours the rest of the job takes at the split it runs now (for a next run: the whole job "
+        "there); weighs a restart and a probe against it (default: the log's samples x epochs and "
+        "progress, else its eta_s; from bare numbers: unknown).",
+        "advise",
+        "what-if",
+        cli=float,
+        lo=0.0,
+        lo_open=True,
+        hi=MAX_TIME_S / 3600.0,
+    )
+    """Hours the rest of the job takes at the split it runs now (None: from the log, if it says)."""
     next_run: bool = _opt(
         False,
         "--next-run",
@@ -644,6 +659,7 @@ class Settings:
     link_bytes_s: float | None = None  # the inter-node link's bandwidth (None: unknown, taken as free)
     link_source: str | None = None  # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
     tokens_measured: bool = True  # False: no log measured tokens; tokens_per_batch is nominal
+    job_s: float | None = None  # --job-hours: seconds the rest of the job takes at the split it runs (None: the log's)
 
     def split_gpus(self, n: int, m: int) -> int:
         """GPUs of a split of engines.
@@ -708,6 +724,8 @@ class Settings:
             "run_ended": self.run_ended,
             "next_run": self.next_run,
         }
+        if self.job_s is not None:
+            out["job_hours"] = self.job_s / 3600.0
         if self.gpus_per_worker != (1, 1) or self.engines_changed:
             out["gpus_per_worker"] = dict(zip((self.producer, self.consumer), self.gpus_per_worker))
         if self.engines_changed:
@@ -965,6 +983,7 @@ def build_settings(options: Options, logged: Logged) -> Settings:
         link_bytes_s=link,
         link_source=source,
         tokens_measured=logged.tokens_measured,
+        job_s=options.job_hours * 3600.0 if options.job_hours is not None else None,
     )
 
 

@@ -251,3 +251,24 @@ def test_a_time_limit_ends_one_run_interrupted_with_exit_code_0(tmp_path):
     assert "dflash-train: time limit:" in r.stderr.splitlines()[-1]
     bad = _train("--time-limit", "0", "--out", str(tmp_path / "x.jsonl"))
     assert bad.returncode == 2 and "--time-limit: must be a number > 0" in bad.stderr
+
+
+def test_the_advised_probe_command_costs_the_gpu_hours_it_states(tmp_path):
+    """Issue 50 item 4: the advice's probe command, run as printed (in emulation, on the advised
+    log's own step times), costs the GPU-hours the advice states, within 10%: the GPU-seconds of
+    its segments as their logs show them (header to `end`, times the split's GPUs)."""
+    pr = _advise(SOURCE, "--gpus", "4")["recommendation"]["probe"]
+    cmd = pr["command"].split()
+    assert cmd[0] == "dflash-train" and cmd[-2] == "--out", cmd
+    out = tmp_path / "probe"
+    r = _train(*cmd[1:-1], str(out), "--emulate", str(SOURCE), "--time-scale", "0.02", "--steps", "100000")
+    assert r.returncode == 0, r.stderr
+    gpu_s = 0.0
+    logs = sorted(out.glob("probe-*.jsonl"))
+    assert len(logs) == 2 * pr["rounds"]
+    for log in logs:
+        head = _header(log)
+        end = json.loads(log.read_text().splitlines()[-1])
+        assert end["ev"] == "end" and end["t"] >= pr["segment_seconds"] >= 60.0, end
+        gpu_s += (end["t"] - head["t"]) * sum(head["roles"].values())
+    assert abs(gpu_s / 3600.0 / pr["gpu_hours"] - 1.0) < 0.10, (gpu_s / 3600.0, pr["gpu_hours"])

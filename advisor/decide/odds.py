@@ -27,9 +27,12 @@ blocked behind a full queue) comes with the role's busy time, which puts the cap
 its corners are drawn as closed ones. A widened row (a measured rate the model misses: no paired
 form) is drawn alone from its marginal interval, a normal in ln X with median ``x_k`` and each
 side's spread from that side of the interval (``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96``
-above). The drift widening of a thin log (`advisor.advice`) moves every split alike and cancels in
-every comparison; it is not drawn (except inside a widened row's marginal interval, which carries
-it).
+above). A widened row whose interval is open above (its capacities known only from below: the
+table's upper end stands in at 1000x) has no upper end to spread to; its upper side is drawn to
+``END_CAP_LOG`` above the point, as a closed corner is, or to its measured rate where that is
+higher (the measured rate is what the widening covers). The drift widening of a thin log
+(`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn
+(except inside a widened row's marginal interval, which carries it).
 
 With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
 by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
@@ -43,6 +46,13 @@ weighed). Per split, with ``M = max_j V_j`` of each draw and ``RESOLUTION`` = 2%
 
 The Bayes action is the split of least expected regret (the largest ``E[V_k]``). A close call:
 the two best splits' expected regrets are both below the resolution (either will do).
+
+The stated numbers are held within what the table's bounds allow (`allowed`): with ``lo_k``
+and ``hi_k`` each split's interval ends taken through the same restart as ``V_k``, a gain lies
+within ``[lo_k / hi_other - 1, hi_k / lo_other - 1]`` and a regret within ``[0, 1 - lo_k / max_j
+hi_j]``; a draw's tail never states more than that. Where an interval is open above (a capacity
+known only from below) ``hi_k`` is its point times ``e^OPEN_CAP_LOG`` (8x: no role that kept up in
+the sweeps lay further above its bound, and no draw puts one further).
 
 Calibration (`calibrated`): the domain of the repository's real sweeps is a fit from step logs
 (``fit.source == "steps"``) of workers that share a host's compute with a core each (the
@@ -125,6 +135,7 @@ class DrawInputs:
     temperature: float = 1.0  # the normal part's scale (module docstring)
     level_corr: float = 0.0  # correlation of the two roles' level shifts
     open_ends: np.ndarray | None = None  # per column of ``ends``: an open corner (None: none is)
+    high_open: np.ndarray | None = None  # per split: the interval is open above (None: none is)
 
 
 def calibrated(fit: PipelineFit) -> bool:
@@ -187,6 +198,11 @@ def draw_inputs(
     keep = np.abs(ends).max(axis=0) > 0 if k else np.zeros(ends.shape[1], bool)
     ends, is_open = ends[:, keep], is_open[keep]
     widened = np.array([r.widened or r.parts is None for r in recs], bool)
+    high_open = np.array([bool(r.bps_high_open) for r in recs], bool)
+    high = np.array([r.bps_high for r in recs], float)
+    # a widened row open above is drawn to 1.25x of its point, or to its measured rate (module docstring)
+    measured = np.nan_to_num(np.array([r.observed_bps for r in recs], float), nan=0.0)
+    drawn_high = np.where(widened & high_open, np.maximum(bps * math.exp(END_CAP_LOG), measured), high)
     eta = np.array([r.eta_s for r in recs], float)
     left = eta * bps
     left = left[np.isfinite(left) & (left >= 0)]
@@ -199,7 +215,8 @@ def draw_inputs(
         open_ends=is_open,
         widened=widened,
         low_bps=np.array([r.bps_low for r in recs], float),
-        high_bps=np.array([r.bps_high for r in recs], float),
+        high_bps=drawn_high,
+        high_open=high_open,
         left_batches=float(np.median(left)) if len(left) else None,
         temperature=STEPS_TEMPERATURE if calibrate else 1.0,
         level_corr=LEVEL_CORR if calibrate else 0.0,
@@ -225,6 +242,8 @@ class DrawRow:
     widened: bool
     eta_s: float
     parts: IntervalParts | None  # None: drawn from its own interval
+    bps_high_open: bool = False  # the interval is open above (a capacity known only from below)
+    observed_bps: float = math.nan  # the rate a log measured there (NaN: none)
 
 
 def table_rows(df: pd.DataFrame) -> list[DrawRow]:
@@ -249,6 +268,10 @@ def table_rows(df: pd.DataFrame) -> list[DrawRow]:
             widened=bool(r.get("widened", False)),
             eta_s=num(r, "eta_s"),
             parts=interval_parts(r),
+            bps_high_open=bool(r.get("bps_high_open"))
+            if isinstance(r.get("bps_high_open"), (bool, np.bool_))
+            else False,
+            observed_bps=num(r, "observed_bps"),
         )
         for label, r in df.to_dict("index").items()
     ]
@@ -375,6 +398,43 @@ def effective(rates: np.ndarray, inp: DrawInputs, judged: str | None, restart_s:
     return 1.0 / (inv + pay)
 
 
+def allowed(inp: DrawInputs, judged: str | None = None, restart_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """What the table's intervals allow each split's compared rate (module docstring): its interval's
+    ends, through the restart the odds weigh (`effective`).
+
+    Args:
+        inp: the table's draw inputs: each split's interval and whether it is open above.
+        judged: the split that runs now (no restart); None: no restart weighed.
+        restart_s: seconds one restart costs.
+
+    Returns:
+        (lowest, highest) compared rate per split, b/s; where the interval is open above, the
+        highest is its point x ``e^OPEN_CAP_LOG``; 0 both where a split has no positive rate.
+    """
+    ok = np.isfinite(inp.bps) & (inp.bps > 0)
+    x = np.where(ok, inp.bps, 0.0)
+    lo = np.where(ok & np.isfinite(inp.low_bps), np.clip(np.nan_to_num(inp.low_bps), 0.0, None), 0.0)
+    is_open = inp.high_open if inp.high_open is not None else np.zeros(len(lo), bool)
+    hi = np.where(is_open, x * math.exp(OPEN_CAP_LOG), np.where(np.isfinite(inp.high_bps), inp.high_bps, np.inf))
+    hi = np.where(ok, np.maximum(hi, x), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ends = effective(np.vstack([lo, hi]), inp, judged, restart_s)
+    return ends[0], ends[1]
+
+
+def _bounded(i: int, other: int | None, gain: float, regret: float, ends: tuple[np.ndarray, np.ndarray]):
+    """Split ``i``'s gain over ``other`` and its regret (%), held within what the intervals allow."""
+    lo, hi = ends
+    top = float(hi.max()) if len(hi) else 0.0
+    most = 100.0 * (1.0 - lo[i] / top) if top > 0 and math.isfinite(top) else 100.0
+    regret = min(max(regret, 0.0), max(most, 0.0))
+    if other is not None and lo[other] > 0:
+        gain = min(gain, 100.0 * (hi[i] / lo[other] - 1.0))
+    if other is not None and hi[other] > 0 and math.isfinite(hi[other]):
+        gain = max(gain, 100.0 * (lo[i] / hi[other] - 1.0))
+    return gain, regret
+
+
 @dataclass(frozen=True)
 class SplitOdds:
     """One split's odds (module docstring): all shares 0-1, percentages in %."""
@@ -403,6 +463,28 @@ class Odds:
     resolution: float = RESOLUTION
     temperature: float = 1.0  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
     level_corr: float = 0.0
+    # per split, in the table's order: the lowest and highest compared rate its interval allows (`allowed`)
+    lowest_bps: tuple[float, ...] = ()
+    highest_bps: tuple[float, ...] = ()
+
+    def gain_over(self, label: str, other: str) -> float:
+        """The expected gain (%) of split ``label`` over ``other``, held within what their intervals
+        allow (module docstring).
+
+        Args:
+            label: the split that gains.
+            other: the split it is compared with.
+
+        Returns:
+            ``E[V_label] / E[V_other] - 1`` in %; 0.0 where ``other`` has no positive expected rate.
+        """
+        a, b = self.of(label), self.of(other)
+        gain = 100.0 * (a.value_bps / b.value_bps - 1.0) if b.value_bps > 0 else 0.0
+        if not self.lowest_bps:
+            return gain
+        labels = [x.label for x in self.splits]
+        i, j = labels.index(label), labels.index(other)
+        return _bounded(i, j, gain, 0.0, (np.array(self.lowest_bps), np.array(self.highest_bps)))[0]
 
     @cached_property
     def _by_label(self) -> dict[str, SplitOdds]:
@@ -453,16 +535,18 @@ def odds_of(
     mean_x = rates.mean(axis=0)
     regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
     order = np.argsort(-mean_v, kind="stable")
+    ends = allowed(inp, judged if weighed else None, restart_s if weighed else 0.0)
     rows = []
     for i, label in enumerate(inp.labels):
         other = order[0] if order[0] != i else (order[1] if len(order) > 1 else None)
         gain = 100.0 * (mean_v[i] / mean_v[other] - 1.0) if other is not None and mean_v[other] > 0 else 0.0
+        gain, regret_i = _bounded(i, other, float(gain), float(regret[i]), ends)
         rows.append(
             SplitOdds(
                 label=label,
                 p_best=float(p_best[i]),
                 p_top=float(p_top[i]),
-                regret_pct=float(max(regret[i], 0.0)),
+                regret_pct=float(regret_i),
                 gain_pct=float(gain),
                 mean_bps=float(mean_x[i]),
                 value_bps=float(mean_v[i]),
@@ -483,6 +567,8 @@ def odds_of(
         resolution=resolution,
         temperature=inp.temperature,
         level_corr=inp.level_corr,
+        lowest_bps=tuple(float(x) for x in ends[0]),
+        highest_bps=tuple(float(x) for x in ends[1]),
     )
 
 

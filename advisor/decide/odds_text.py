@@ -13,8 +13,14 @@ Headline forms (text; the Markdown title is the same with the split in bold):
   its restart included`` (``--roles`` judging another split than the log runs, where the running
   split is best: keeping it needs no restart, `Decision.best_is_running`)
 - ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
+- ``SWITCH to 2-6: expected loss 12.6% against 22.6% at 1-7, though 1-7 is more often the best (~63%
+  against ~32%)`` (the pick by expected regret over a split more often the best: what is unknown
+  favours it, `more_likely`)
+- ``STAY with 2-1: >99% likely the best; the rest of the job takes 19 s at 2-1 against 1.0 h at
+  1-2, a 1.0 h restart included`` (a restart as long as the job's rest: the times themselves, the
+  table's ETAs plus the restart, not a percentage in the thousands)
 - ``NEXT RUN: 13-3, close call: 13-3 or 14-2 will do (each expected within 2% of the best)``
-- ``CANNOT TELL without a probe: 1 min each at 13-3 and 14-2 (0.62 GPU-hours) is worth it; until
+- ``CANNOT TELL without a probe: 2 min each at 13-3 and 14-2 (1.1 GPU-hours) is worth it; until
   then NEXT RUN: 13-3, ~53% likely the best``
 
 The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
@@ -22,6 +28,7 @@ The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from advisor.decide.reasons import dur_text, signed_pct
@@ -65,15 +72,61 @@ def alternative(d: Decision) -> str | None:
     return o.best if o.best != d.recommended else o.runner_up
 
 
+def more_likely(d: Decision) -> str | None:
+    """The split more often within the resolution of the best than the recommended one, where the
+    pick is by expected regret and the shares differ as printed.
+
+    Args:
+        d: the decision, with its odds.
+
+    Returns:
+        That split's label; None without odds, or where the recommended split is as likely as any.
+    """
+    o = d.odds
+    if o is None or d.p_best is None:
+        return None
+    top = max(o.splits, key=lambda s: s.p_best)
+    if top.label == d.recommended or share_text(top.p_best) == share_text(d.p_best) or top.p_best <= d.p_best:
+        return None
+    return top.label
+
+
+def _restart_times(d: Decision, alt: str) -> str | None:
+    """Where the restart weighed is as long as the job's rest at either split: the two times
+    (the table's ETAs, plus the restart where it applies), not their ratio."""
+    o, rows = d.odds, d.rows
+    if not (o.restart_s > 0 and o.judged is not None and d.recommended in rows and alt in rows):
+        return None
+    eta = {x: rows[x].eta_s for x in (d.recommended, alt)}
+    if not all(math.isfinite(v) for v in eta.values()) or o.restart_s < min(eta.values()):
+        return None
+    took = {x: v + (o.restart_s if x != o.judged else 0.0) for x, v in eta.items()}
+    return (
+        f"the rest of the job takes {dur_text(took[d.recommended])} at {d.recommended} against "
+        f"{dur_text(took[alt])} at {alt}, a {dur_text(o.restart_s)} restart included"
+    )
+
+
 def _odds_clause(d: Decision) -> str:
-    """``~96% likely the best, expected +23.8% over 4-4`` (or the close call's words)."""
+    """``~96% likely the best, expected +23.8% over 4-4`` (or the close call's words, the expected
+    losses where a split is more often the best, the times where the restart outweighs the job)."""
     o = d.odds
     rec = d.recommended
     if d.close_call and o.runner_up is not None:
         other = o.runner_up if o.best == rec else o.best
         return f"close call: {rec} or {other} will do (each expected within {o.resolution:.0%} of the best)"
+    likelier = more_likely(d)
+    if likelier is not None:
+        return (
+            f"expected loss {d.expected_regret_pct:.1f}% against {o.of(likelier).regret_pct:.1f}% at {likelier}, "
+            f"though {likelier} is more often the best ({share_text(o.of(likelier).p_best)} against "
+            f"{share_text(d.p_best)})" + (", restart included" if o.restart_s > 0 and o.judged is not None else "")
+        )
     text = f"{share_text(d.p_best)} likely the best"
     alt = alternative(d)
+    times = _restart_times(d, alt) if alt is not None else None
+    if times is not None:
+        return f"{text}; {times}"
     if alt is not None and d.expected_gain_pct is not None:
         text += f", expected {signed_pct(d.expected_gain_pct)} over {alt}"
         if o.restart_s > 0 and d.best_is_running and o.judged == rec:

@@ -26,7 +26,11 @@ less that. The probe is worth it when
 (seconds of all G GPUs on both sides: L x G GPU-seconds per split, and a restart into the probe
 and one out of it). ``L`` starts from ``2 (z sigma / delta)^2`` (``sigma^2`` the pair's mean
 per-time noise, ``delta`` their expected lead but at least the resolution) and the best of
-``PROBE_FACTORS`` times that is taken. Splits the evidence already ran for ``L`` seconds or more
+``PROBE_FACTORS`` times that is taken. Every length tried is one the trainer runs as stated:
+``PROBE_ROUNDS`` rounds (the two segments of each split that ``level_var`` counts) of whole-second
+segments of at least ``MIN_PROBE_S`` each, so ``L = PROBE_ROUNDS x segment`` and the GPU-hours are
+those of that command (`probe_command`: ``dflash-train --probe A,B --probe-seconds S
+--probe-rounds R``). Splits the evidence already ran for ``L`` seconds or more
 are not probed again on their own: a probe runs at least one split the logs have not run that
 long. Without the job's size the worth cannot be weighed: the probe is named, never worth it.
 """
@@ -43,6 +47,7 @@ from advisor.decide.odds import RESOLUTION, DrawInputs, Odds
 from advisor.stats import Z_95
 
 MIN_PROBE_S = 60.0  # the shortest probe segment worth a restart
+PROBE_ROUNDS = 2  # rounds of A B (the trainer's default): two segments of each split
 PROBE_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 OUTCOMES = 500  # simulated probe outcomes
 REDECIDE = 6  # splits re-decided between after a probe
@@ -75,13 +80,48 @@ class Probe:
 
     split: str  # the split it chiefly measures (the rival, unless the evidence ran it)
     splits: tuple[str, ...]  # every split it runs
-    seconds_each: float
+    seconds_each: float  # seconds at each split: rounds x segment_s
     gpu_hours: float  # len(splits) x seconds_each x G / 3600 (restarts not included)
     regret_now_pct: float  # expected regret of the action without the probe
     regret_after_pct: float  # expected regret left after deciding on the probe's outcome
     value_s: float  # (regret now - after) x the remaining job time, seconds of G GPUs
     cost_s: float  # the probe's seconds plus two restarts, seconds of G GPUs
     worth_it: bool
+    segment_s: float = 0.0  # seconds of one segment (--probe-seconds)
+    rounds: int = PROBE_ROUNDS  # rounds (--probe-rounds): each runs every split once
+
+
+def probe_length(seconds: float, rounds: int = PROBE_ROUNDS) -> tuple[float, int]:
+    """The trainer's segment for about ``seconds`` at each split: whole seconds, at least ``MIN_PROBE_S``.
+
+    Args:
+        seconds: the wanted seconds at each split, over all its segments.
+        rounds: rounds of the probe (segments of each split).
+
+    Returns:
+        (seconds of one segment, rounds): ``rounds x segment`` is the probe's seconds at each split.
+    """
+    each = math.ceil(seconds / rounds - 1e-9) if math.isfinite(seconds) else MIN_PROBE_S
+    return float(max(each, MIN_PROBE_S)), rounds
+
+
+def probe_command(probe: Probe, target_tp: int = 1, out: str = "probe") -> str:
+    """The ``dflash-train`` line that runs ``probe`` (`trainer.probe`): its splits in order, its
+    segment's seconds and its rounds; its cost is the probe's ``gpu_hours``.
+
+    Args:
+        probe: the probe.
+        target_tp: GPUs of one target engine (``--target-tp``; 1: left out).
+        out: the directory the segments are written to (``--out``).
+
+    Returns:
+        ``dflash-train --probe 13-3,14-2 --probe-seconds 60 --probe-rounds 2 --out probe``.
+    """
+    tp = f" --target-tp {target_tp}" if target_tp > 1 else ""
+    return (
+        f"dflash-train --probe {','.join(probe.splits)} --probe-seconds {probe.segment_s:.0f} "
+        f"--probe-rounds {probe.rounds}{tp} --out {out}"
+    )
 
 
 def noise_var_s(bps: float, samp_coefs: tuple[float, float], steady_s: float, scv: float) -> float:
@@ -145,13 +185,14 @@ def best_probe(
         return None
     sig2 = (noise.var_s.get(action, 0.0), noise.var_s.get(rival, 0.0))
     delta = max(abs(math.log(mean[a] / mean[b])), RESOLUTION)
-    start = max(2.0 * (Z_95**2) * (sig2[0] + sig2[1]) / 2.0 / delta**2, MIN_PROBE_S)
-    tried = [max(start * f, MIN_PROBE_S) for f in PROBE_FACTORS] if costs.remaining_s else [start]
+    start = 2.0 * (Z_95**2) * (sig2[0] + sig2[1]) / 2.0 / delta**2
+    tried = [probe_length(start * f) for f in PROBE_FACTORS] if costs.remaining_s else [probe_length(start)]
     now = odds.of(action).regret_pct
     if now < NOTHING_TO_GAIN_PCT:
         return None
     best: Probe | None = None
-    for length in dict.fromkeys(tried):
+    for segment_s, rounds in dict.fromkeys(tried):
+        length = segment_s * rounds
         if all(noise.ran_s.get(x, 0.0) >= length for x in (action, rival)):
             continue  # the evidence already ran both this long
         var = (sig2[0] + sig2[1]) / length + noise.level_var
@@ -170,6 +211,8 @@ def best_probe(
             value_s=value,
             cost_s=cost,
             worth_it=bool(costs.remaining_s) and value > cost,
+            segment_s=segment_s,
+            rounds=rounds,
         )
         if best is None or p.value_s - p.cost_s > best.value_s - best.cost_s:
             best = p

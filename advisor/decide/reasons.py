@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 
 from advisor.decide.observed import ObservedSplit
+from advisor.decide.probe import probe_command
 from advisor.decide.rules import RESOLVE_GAIN, Decision
 from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
@@ -340,11 +341,14 @@ def _probe_reason(d: Decision) -> str:
         "next-run": f"run {d.recommended} next",
     }[d.action.value]
     return (
-        f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)}, "
-        f"alternating (A B A B, so the host's drift cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
+        f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)} "
+        f"({pr.rounds} rounds of {dur_text(pr.segment_s)} segments, alternating A B A B, so the host's drift "
+        f"cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
         f"expected to cut the expected regret from {pr.regret_now_pct:.1f}% to {pr.regret_after_pct:.1f}%: "
         f"worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's remaining time, against "
-        f"{dur_text(pr.cost_s)} for the probe and two restarts. Without a probe, {words} "
+        f"{dur_text(pr.cost_s)} for the probe and two restarts. Run it with "
+        f"`{probe_command(pr, d.settings.gpus_per_worker[0])}` (with the run's other options), then advise on "
+        f"the probe's directory: `dflash-advise probe`. Without a probe, {words} "
         f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d)
     )
 

@@ -158,8 +158,9 @@ class Decision:
             return None  # one split: nothing to gain over
         rec = self.odds.of(self.recommended)
         if self.verdict is Verdict.SWITCH and self.judged is not None and self.judged != self.recommended:
-            base = self.odds.of(self.judged).value_bps
-            return 100.0 * (rec.value_bps / base - 1.0) if base > 0 else None
+            if not self.odds.of(self.judged).value_bps > 0:
+                return None
+            return self.odds.gain_over(self.recommended, self.judged)  # within what the intervals allow
         return rec.gain_pct
 
     @property

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from advisor.advice import Advice
+from advisor.decide.probe import probe_command
 from advisor.decide.reasons import provisional, queue_text
 from advisor.project.columns import role_columns
 from advisor.project.rows import SplitRow
@@ -118,7 +119,8 @@ def engine_json(r: SplitRow) -> dict[str, Any]:
 
 def probe_json(adv: Advice) -> dict[str, Any] | None:
     """The best candidate probe (`advisor.decide.probe`): the split it measures, the splits it
-    runs, seconds of each, GPU-hours, whether it is worth its cost.
+    runs, seconds at each (``rounds`` segments of ``segment_seconds``), GPU-hours, whether it is
+    worth its cost, and the ``dflash-train`` command that runs it at that cost.
 
     Args:
         adv: the advice, whose decision carries the probe.
@@ -133,6 +135,9 @@ def probe_json(adv: Advice) -> dict[str, Any] | None:
         "split": split_json(adv, pr.split)["roles"],
         "splits": [split_json(adv, x)["roles"] for x in pr.splits],
         "seconds": num(pr.seconds_each, 0),
+        "segment_seconds": num(pr.segment_s, 0),
+        "rounds": pr.rounds,
+        "command": probe_command(pr, adv.settings.gpus_per_worker[0]),
         "gpu_hours": num(pr.gpu_hours, 3),
         "worth_it": pr.worth_it,
         "regret_now_pct": num(pr.regret_now_pct, 2),

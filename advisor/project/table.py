@@ -652,7 +652,10 @@ def reconcile(
             df.at[label, "bps_low"] = min(df.at[label, "bps_low"], ob.bps)
             df.at[label, "bps_high"] = max(df.at[label, "bps_high"], ob.bps)
             df.at[label, "widened"] = True
-            widened = f"; its interval is widened to {df.at[label, 'bps_low']:.3g}-{df.at[label, 'bps_high']:.3g} b/s"
+            lo, hi = df.at[label, "bps_low"], df.at[label, "bps_high"]
+            open_hi = bool(df.at[label, "bps_high_open"]) if "bps_high_open" in df.columns else False
+            span = f"at least {lo:.3g}" if open_hi else f"{lo:.3g}-{hi:.3g}"  # an open end is no number
+            widened = f"; its interval is widened to {span} b/s"
         warnings.warn(
             ReconcileWarning(
                 f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from advisor.advice import advise
 from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds, table_rows
-from advisor.decide.probe import ProbeCosts, ProbeNoise, best_probe
+from advisor.decide.probe import MIN_PROBE_S, ProbeCosts, ProbeNoise, best_probe
 from advisor.decide.reasons import bps_text, reasons, signed_pct
 from advisor.decide.rules import Verdict
 from advisor.present.json import advice_json
@@ -95,8 +95,8 @@ def test_a_split_beaten_in_every_draw_is_never_more_likely_best(k, seed, edge):
         own_var=np.zeros(k),
         ends=np.zeros((k, 0)),
         widened=np.zeros(k, bool),
-        low_bps=np.ones(k),
-        high_bps=np.ones(k),
+        low_bps=np.zeros(k),  # no interval: the synthetic draws are bounded by none
+        high_bps=np.full(k, np.inf),
         left_batches=None,
     )
     o = odds_of(x, inp)
@@ -235,8 +235,8 @@ def _inputs(k: int, left: float | None = None) -> DrawInputs:
         own_var=np.zeros(k),
         ends=np.zeros((k, 0)),
         widened=np.zeros(k, bool),
-        low_bps=np.ones(k),
-        high_bps=np.ones(k),
+        low_bps=np.zeros(k),  # no interval: the synthetic draws are bounded by none
+        high_bps=np.full(k, np.inf),
         left_batches=left,
     )
 
@@ -298,7 +298,10 @@ def test_the_probe_starts_from_the_length_that_resolves_the_lead():
         ProbeCosts(remaining_s=None, restart_s=0.0, gpus=1),
     )
     delta = math.log(x[:, 0].mean() / x[:, 1].mean())
-    assert p.seconds_each == pytest.approx(2 * (1.96**2) * sigma2 / delta**2)
+    length = 2 * (1.96**2) * sigma2 / delta**2
+    # as the trainer runs it: two rounds of whole-second segments of at least a minute
+    assert length > 2 * MIN_PROBE_S and p.rounds == 2 and p.segment_s == math.ceil(length / 2)
+    assert p.seconds_each == 2 * p.segment_s
 
 
 def test_nothing_left_of_the_job_never_repays_a_restart():
