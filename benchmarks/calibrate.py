@@ -1,11 +1,11 @@
-"""Calibration of the advisor's verdicts on the repository's real sweeps (issue 34, item 5):
-leave-one-out, each log and each pair of logs against the other splits' measured rates.
+"""Calibration of the advisor's verdicts on the repository's real sweeps (issues 34 and 51): each
+log and each pair of logs against the other splits' measured rates, leaving one family out.
 
 Sources and truth are `benchmarks/validate_real.py`'s: every sweep folder of
 ``fixtures/sweep/`` whose ``sweep.json`` names ``--gpus`` G and that ran two or more splits; every
 log alone, and the first repeat of every two splits together; a split's truth is the mean of its
 repeats' measured steady rates (``observed.bps`` of each log advised alone). Each source is
-advised as a user would (``dflash-advise advise LOGS --gpus G --json``) with the advisor of the
+advised as a user would (``dflash-advise advise LOGS --json --gpus G``) with the advisor of the
 tree ``--root`` (default: this one), and scored:
 
 - regret of the recommended split: ``1 - truth[pick] / max(truth)``; the pick is "within" when its
@@ -22,7 +22,41 @@ tree ``--root`` (default: this one), and scored:
   inside the projection's 95% interval ``[bps_low, bps_high]``, and the median width
   ``(bps_high - bps_low) / bps``, per sweep; in ``--json`` each rate's ``used`` share of its side
   of the interval (``|ln(v / bps)| / |ln(end / bps)|``, inside iff <= 1) and the split's
-  ``distance`` in target engines from the nearest logged split.
+  ``distance`` in target engines from the nearest logged split;
+- the self-check of every log alone: the projection of its own split (that row's ``bps``, before
+  any widening, and its ``method``) against the rate the log measured (``observed.bps``).
+
+**Families** (MODELLING.md section 9, issue 51). A family is the sweeps sharing the preset, the
+queues' depths (q_hs, q_pre), the drafters' sync cadence, the engine size (GPUs per target and
+per drafter engine), the token budget and the host kind (`sweep_keys`: ``sweep.json``'s
+``--model`` and every log's header; not G, and not the machine's boot id, which splits repeats
+of one kind). ``--families`` prints them; ``--families-record`` prints the record that
+advisor/decide/families.py holds (the families the advisor draws calibrated; a test checks that
+the two agree).
+
+**Leave one family out** (the default report). Every constant of advisor/decide/odds.py fitted on
+the sweeps (``CONSTANTS``: the temperature ``STEPS_TEMPERATURE`` and the level correlation
+``LEVEL_CORR``) is fitted on all families but one, and the held-out family is scored with it:
+
+- ``LEVEL_CORR``: the uncentred correlation of the two roles' log capacities over the repeats of
+  each split (`level_corr`, BENCHMARKS.md 19.6), rounded to ``RHO_STEP``;
+- ``STEPS_TEMPERATURE``: of the grid ``--temperatures``, the one of least objective (the two Brier
+  scores summed, `objective`) over the other families, each tree at the rho fitted on every
+  family (`leave_one_out`; a tie to the smaller T).
+
+Each family held out is scored by a tree stating its two constants (`patched_tree`): per family
+and pooled, the reliability deciles of the pick's ``p_best`` (judged with 10 cases or more,
+within 10 points), the share of picks stated >= 0.8 that measured more than 5% below the best (at
+most 5%), actions (>= 90%), mean regret (<= 2%), max regret against the measuring reference below
+(no worse), the Brier score, and the self-check's share of logs within 5% (>= 90% in every
+family). It is scored a second way, as the advisor deploys it: a family whose shape no other
+family covers is out of the calibrated domain, so the uncalibrated draw (T 1, levels
+independent; ``UNCALIBRATED``).
+
+Each source's advice is kept in ``--cache`` (one file per tree and source, the tree known by its
+code: `tree_digest`), so that the folds read every tree's advice once, and advised by warm
+processes of the tree (`Advisors`) where it is not there yet. ``--in-sample`` gives the report of
+issue 34 instead: the tree as it is, per sweep, nothing left out.
 
 A reference beside the advisor, the regret of measuring instead of projecting: from each sweep
 whose splits all have two or more repeats, and each repeat index r, the split whose r-th repeat
@@ -35,13 +69,15 @@ Each sweep's ``machines``: the boot ids its ``sweep.json`` names (`machines`); t
 sweep whose repeats came from two machines or more, since two machines of one kind can rank the
 splits differently (BENCHMARKS.md 19.17).
 
-The acceptance lines (issue 34): an action on >= 90% of sources, mean regret <= 2% and max <= 10%,
-every decile with >= 10 cases within 10 points of its observed share, coverage 90-97% on every
-sweep.
+The acceptance lines of ``--in-sample`` (issue 34): an action on >= 90% of sources, mean regret
+<= 2% and max <= 10%, every decile with >= 10 cases within 10 points of its observed share,
+coverage 90-97% on every sweep.
 
-    python3 benchmarks/calibrate.py                       # Markdown tables to stdout
+    python3 benchmarks/calibrate.py --jobs 2              # leave one family out, Markdown to stdout
     python3 benchmarks/calibrate.py --json out.json       # and every case as JSON
-    python3 benchmarks/calibrate.py --root /path/to/tree --sweep ded16 --no-pairs
+    python3 benchmarks/calibrate.py --families            # the families only (headers, seconds)
+    python3 benchmarks/calibrate.py --families-record     # the record of advisor/decide/families.py
+    python3 benchmarks/calibrate.py --in-sample --root /path/to/tree --sweep ded16 --no-pairs
 """
 
 from __future__ import annotations
@@ -611,7 +647,7 @@ def level_corr(sweeps: list[dict]) -> float | None:
 
 
 def _rho_step(rho: float | None, fallback: float) -> float:
-    return fallback if rho is None else round(round(rho / RHO_STEP) * RHO_STEP, 4)
+    return fallback if rho is None else round(round(rho / RHO_STEP) * RHO_STEP, 4) + 0.0  # never -0.0
 
 
 # ---- families (MODELLING.md section 9; advisor/decide/families.py holds the record)
