@@ -47,6 +47,7 @@ class Evidence:
     drift_z: float
     basis: Source = Source.STEPS  # what the fit rests on
     snapshots: int = 0  # rates snapshots inside the window (rates-only logs)
+    models: tuple[str | None, str | None] = (None, None)  # the first log header's target and drafter models
 
     @property
     def drifting(self) -> bool:
@@ -157,4 +158,5 @@ def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
         drift_z=float(z),
         basis=fit.source,
         snapshots=int(win.n_events) if rates else 0,
+        models=(logs[0].header.target_model, logs[0].header.drafter_model) if logs else (None, None),
     )

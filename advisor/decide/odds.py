@@ -57,7 +57,9 @@ the sweeps lay further above its bound, and no draw puts one further).
 Calibration (`calibrated`): the domain of the repository's real sweeps is a fit from step logs
 (``fit.source == "steps"``) of workers that share a host's compute with a core each (the
 contention prior is ``CONTENTION_PRIOR_SE``: neither dedicated devices, which carry none, nor an
-oversubscribed host). There the draw takes two rules, checked against those sweeps
+oversubscribed host), whose shape lies in one of the sweeps' families (`advisor.decide.families`:
+the preset, the queues' depths, the sync cadence, the token budget and the engine size of a family
+the constants were fitted on). There the draw takes two rules, checked against those sweeps
 (BENCHMARKS.md 19.6); neither touches the table's 95% intervals, which are calibrated for
 single-run coverage:
 
@@ -75,13 +77,14 @@ single-run coverage:
   intervals cover one run's rate at one split; the
   odds compare splits of one fit, and the sweeps' measured leads fell well inside the drawn
   spread. The constant minimises the sum of the two Brier scores of `benchmarks/calibrate.py`
-  (the recommendation's ``p_best`` and every split's) over the sweeps, checked leave one sweep
-  out (`benchmarks/fit_temperature.py`).
+  (the recommendation's ``p_best`` and every split's) over the sweeps; both constants are fitted
+  and scored leave one family out (`benchmarks/calibrate.py`, BENCHMARKS.md 19.20).
 
 Outside that domain the draw takes the table as it states it (temperature 1, the levels
 independent): bare numbers and rates-only logs (no step log to calibrate on), dedicated devices
-(no sweep of them) and an oversubscribed host (its split terms carry the moves measured
-there).
+(no sweep of them), an oversubscribed host (its split terms carry the moves measured
+there) and a run of a shape no calibrated family has (the constants were never tested there; the
+odds sentence names the nearest family and how the run differs).
 
 The draws are seeded (``SEED``): the same table gives the same odds.
 """
@@ -139,14 +142,16 @@ class DrawInputs:
 
 
 def calibrated(fit: PipelineFit) -> bool:
-    """Whether ``fit`` lies in the domain of the draw's calibration (module docstring): step logs of
-    workers that share a host with a core each.
+    """Whether ``fit`` lies in the host part of the draw's calibration domain (module docstring):
+    step logs of workers that share a host with a core each (`advisor.decide.rules` asks the
+    families for the rest).
 
     Args:
         fit: the pipeline fit (its source and its contention prior).
 
     Returns:
-        True inside the domain: the draw then takes ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``.
+        True inside that part: the draw then takes ``LEVEL_CORR`` and ``STEPS_TEMPERATURE`` where
+        the run's shape lies in a calibrated family too.
     """
     return fit.source == Source.STEPS and fit.contention.prior_se == CONTENTION_PRIOR_SE
 

@@ -200,6 +200,10 @@ def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
             f"; calibrated on real sweeps: both roles' run-to-run levels drawn at correlation "
             f"{o.level_corr:g}, the spread scaled by {o.temperature:g}"
         )
+        if d.domain is not None and d.domain.inside:
+            how += f", {d.domain.text}"
+    elif d.domain is not None and not d.domain.inside:
+        how += f"; not calibrated: {d.domain.text}, so the spread is drawn as the table states it"
     source = "the projections' uncertainty"
     if probed:
         source = (

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from advisor.decide.evidence import Evidence
+from advisor.decide.families import Domain, domain, shape_of
 from advisor.decide.odds import (
     RESOLUTION,
     Odds,
@@ -137,6 +138,9 @@ class Decision:
     odds: Odds | None = None  # every split's odds from one joint draw (`advisor.decide.odds`)
     probe: Probe | None = None  # the best candidate probe and its worth (`advisor.decide.probe`)
     action: Verdict | None = None  # the action without a probe (the verdict, unless cannot-tell)
+    # where the fit lies in the odds' host domain (`advisor.decide.odds.calibrated`): its shape among the
+    # calibrated families (`advisor.decide.families`), which decides the calibrated draw; None elsewhere
+    domain: Domain | None = None
     # the table's rows it was decided from, by label (`advisor.project.rows`): what the sentences read
     rows: Mapping[str, SplitRow] = field(default_factory=dict, repr=False, compare=False)
 
@@ -315,12 +319,14 @@ def _weigh(
     judged: str | None,
     best: str,
     running: str | None = None,
+    calibrate: bool = False,
 ) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
-    """The odds, the action, and the probe against it: (verdict, action, rule, recommended, odds,
-    probe); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
+    """The odds (the calibrated draw where ``calibrate``), the action, and the probe against it:
+    (verdict, action, rule, recommended, odds, probe); the verdict is ``cannot-tell`` only where the
+    probe is worth its cost."""
     in_run = judged is not None and not settings.for_next_run
     restart_s = settings.restart_cost_h * 3600.0
-    inp = draw_inputs(list(rows.values()), calibrated(fit), slack_corners(fit))
+    inp = draw_inputs(list(rows.values()), calibrate, slack_corners(fit))
     rates = draw_rates(inp)
     # the split that needs no restart: the judged one, but the one the log runs where --roles judges
     # another and the running split is the best (reaching it is keeping it)
@@ -371,7 +377,9 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
     judged = split_label(settings.roles[p], settings.roles[c]) if settings.roles else first
     best = _fastest(rows, rows)
     running = observed if evidence.basis.logged else None
-    verdict, action, rule, rec, odds, probe = _weigh(fit, rows, settings, evidence, judged, best, running)
+    dom = domain(shape_of(fit, settings, evidence.models)) if calibrated(fit) else None
+    inside = dom is not None and dom.inside
+    verdict, action, rule, rec, odds, probe = _weigh(fit, rows, settings, evidence, judged, best, running, inside)
     needs = None
     if probe is not None and verdict is Verdict.CANNOT_TELL:
         hi, lo = sorted(probe.splits, key=lambda x: -rows[x].bps)
@@ -412,4 +420,5 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         probe=probe,
         action=action,
         rows=rows,
+        domain=dom,
     )

@@ -1,0 +1,273 @@
+"""The families of real sweeps the odds' calibration was fitted on, and whether a run lies in one.
+
+A family (MODELLING.md section 9) is the runs that share the model preset, the depths of the two
+queues (q_hs, q_pre), the drafters' sync cadence, the engine size (GPUs per target engine and per
+drafter engine), the token budget and the host kind. G is not a key: the advice at another G of
+one shape lies in the family. The calibrated constants of `advisor.decide.odds`
+(``STEPS_TEMPERATURE``, ``LEVEL_CORR``) are fitted and scored leave one family out on the
+families of ``CALIBRATED`` (``SOURCE``). `benchmarks/calibrate.py --families-record` derives the
+record from the sweeps' ``sweep.json`` and log headers, and tests/test_calibrate.py checks that
+the record and the sweeps agree.
+
+A run's `Shape` is read from its fit, the options it is projected under and the first log's
+header. The host is not a key of the shape: the odds' own domain check (`advisor.decide.odds.calibrated`)
+asks for a shared host with a core per worker. A shape lies in a family where every key is equal,
+with two exceptions. Models are compared only where the header names them. A sync cadence that
+no log shows matches any family's: the logs all hold one drafter engine, which never syncs, and
+the trainer then writes ``sync_every`` 0. Outside every family the odds take the uncalibrated
+draw, and `Domain.text` says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+from advisor.model.params import PipelineFit
+from advisor.settings import Settings
+
+SOURCE = "BENCHMARKS.md 19.20"  # where the families and their leave-one-family-out scores are published
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a run looks like to the calibration (module docstring)."""
+
+    hs_cap: int  # q_hs, batches
+    pre_cap: int  # q_pre, batches (per target worker)
+    sync_every: int | None  # drafter steps per weight sync, 0 none; None: no log shows it (one drafter engine)
+    token_budget: int | None  # tokens per batch at most; None: not stated
+    gpus_per_worker: tuple[int, int]  # GPUs per target engine, per drafter engine
+    target_model: str | None = None  # the header's, None where it names none
+    drafter_model: str | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of real sweeps: its name, preset and host, its shape, its sweeps (fixtures/sweep/)."""
+
+    name: str
+    preset: str
+    host: str
+    shape: Shape
+    sweeps: tuple[str, ...]
+
+    def differs(self, shape: Shape) -> tuple[str, ...]:
+        """The keys of ``shape`` (`Shape`'s field names) outside this family (module docstring).
+
+        Args:
+            shape: a run's shape.
+
+        Returns:
+            The differing keys in `Shape`'s order; empty where the run lies in the family.
+        """
+        out = []
+        for f in fields(Shape):
+            mine, theirs = getattr(self.shape, f.name), getattr(shape, f.name)
+            if f.name.endswith("_model") and theirs is None:
+                continue
+            if f.name == "sync_every" and theirs is None:
+                continue
+            if mine != theirs:
+                out.append(f.name)
+        return tuple(out)
+
+
+def _key_text(key: str, value: object) -> str:
+    """One key's value in words."""
+    if key == "hs_cap":
+        return f"q_hs {value} batches"
+    if key == "pre_cap":
+        return f"q_pre {value} batches"
+    if key == "sync_every":
+        return "no weight sync" if value == 0 else f"a weight sync every {value} drafter steps"
+    if key == "token_budget":
+        return "no token budget stated" if value is None else f"a token budget of {value:,}"
+    if key == "gpus_per_worker":
+        t, d = value  # type: ignore[misc]
+        return f"{t}-GPU target engines and {d}-GPU drafter engines"
+    return f"the {key.replace('_', ' ')} {value}"
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Where a run's shape lies among the calibrated families."""
+
+    shape: Shape
+    family: Family | None  # the first calibrated family the shape lies in; None: outside every one
+    nearest: Family | None  # outside: the family of fewest differing keys (the first of equals)
+    differs: tuple[str, ...]  # outside: the keys in which the nearest family differs
+
+    @property
+    def inside(self) -> bool:
+        return self.family is not None
+
+    @property
+    def text(self) -> str:
+        """The calibration's domain in words, for the odds sentence (no final period): inside, the
+        family; outside, how the run differs from the nearest family.
+
+        Returns:
+            ``fitted on the families of real sweeps of BENCHMARKS.md 19.20, this run's among them
+            (NAME)``, or ``this run's shape lies outside every family of real sweeps the odds were
+            calibrated on, in BENCHMARKS.md 19.20 (q_hs 2 batches here; the nearest family, NAME, has
+            q_hs 20 batches)``.
+        """
+        if self.family is not None:
+            return f"fitted on the families of real sweeps of {SOURCE}, this run's among them ({self.family.name})"
+        out = f"this run's shape lies outside every family of real sweeps the odds were calibrated on, in {SOURCE}"
+        if self.nearest is None:
+            return out
+        here = ", ".join(_key_text(k, getattr(self.shape, k)) for k in self.differs)
+        there = ", ".join(_key_text(k, getattr(self.nearest.shape, k)) for k in self.differs)
+        return f"{out} ({here} here; the nearest family, {self.nearest.name}, has {there})"
+
+
+def _family(
+    name: str, preset: str, host: str, keys: tuple[int, int, int | None, int | None, int, int], sweeps: tuple[str, ...]
+) -> Family:
+    """A line of the record: ``keys`` = (q_hs, q_pre, sync_every, token_budget, GPUs per target
+    engine, per drafter engine), the models the preset's (``MODELS``)."""
+    hs, pre, sync, budget, tp, dp = keys
+    shape = Shape(hs, pre, sync, budget, (tp, dp), *MODELS.get(preset, (None, None)))
+    return Family(name=name, preset=preset, host=host, shape=shape, sweeps=sweeps)
+
+
+# the record, printed by `python3 benchmarks/calibrate.py --families-record` from fixtures/sweep/
+MODELS = {  # preset -> (target model, drafter model), as the trainer's headers name them
+    "tiny": ("qwen3-h128-l6-kv2 (1M backbone, random init)", "dflash-b8-l2-h128-w64"),
+    "tp-cpu": ("qwen3-h128-l6-kv2 (1M backbone, random init)", "dflash-b8-l2-h256-w64"),
+}
+CALIBRATED: tuple[Family, ...] = (
+    _family(
+        "tiny-hs20-pre50-sync10-tb1024-tp1-cpu16",
+        "tiny",
+        "16-core CPU",
+        (20, 50, 10, 1024, 1, 1),
+        (
+            "g10tb1k",
+            "g10tb1k-b",
+            "g11tb1k",
+            "g12tb1k",
+            "g12tb1k-c",
+            "g12tb1k-f",
+            "g13tb1k",
+            "g13tb1k-b",
+            "g13tb1k-c",
+            "g14tb1k",
+            "g15tb1k",
+        ),
+    ),
+    _family(
+        "tiny-hs20-pre50-sync10-tb2048-tp1-cpu16",
+        "tiny",
+        "16-core CPU",
+        (20, 50, 10, 2048, 1, 1),
+        ("cpu16", "ded16", "hold16", "hold16g10"),
+    ),
+    _family(
+        "tiny-hs20-pre50-sync10-tb2048-tp1-cpu32",
+        "tiny",
+        "32-core CPU",
+        (20, 50, 10, 2048, 1, 1),
+        ("cpu32", "cpu32g12", "ded32"),
+    ),
+    _family("tiny-hs20-pre50-sync10-tb4096-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 4096, 1, 1), ("g14tb4k",)),
+    _family(
+        "tiny-hs20-pre50-sync2-tb1024-tp1-cpu16",
+        "tiny",
+        "16-core CPU",
+        (20, 50, 2, 1024, 1, 1),
+        ("sync2g12", "sync2g14"),
+    ),
+    _family("tiny-hs20-pre50-sync2-tb2048-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 2048, 1, 1), ("sync2g13",)),
+    _family(
+        "tiny-hs20-pre50-sync3-tb2048-tp1-cpu16",
+        "tiny",
+        "16-core CPU",
+        (20, 50, 3, 2048, 1, 1),
+        ("sync3g13", "sync3g14", "sync3g15"),
+    ),
+    _family(
+        "tiny-hs20-pre50-sync4-tb512-tp1-cpu16",
+        "tiny",
+        "16-core CPU",
+        (20, 50, 4, 512, 1, 1),
+        ("sync4g11", "sync4g12", "sync4g13"),
+    ),
+    _family(
+        "tiny-hs20-pre50-sync5-tb2048-tp1-cpu16",
+        "tiny",
+        "16-core CPU",
+        (20, 50, 5, 2048, 1, 1),
+        ("sync5g14", "sync5g14-b"),
+    ),
+    _family(
+        "tp-cpu-hs20-pre50-sync1-tb2048-tp1-cpu16",
+        "tp-cpu",
+        "16-core CPU",
+        (20, 50, 1, 2048, 1, 1),
+        ("sync1g10", "sync1g12", "sync1g13"),
+    ),
+    _family(
+        "tp-cpu-hs20-pre50-sync10-tb1024-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 1024, 2, 1), ("tp2g13",)
+    ),
+    _family(
+        "tp-cpu-hs20-pre50-sync10-tb2048-tp2-cpu16",
+        "tp-cpu",
+        "16-core CPU",
+        (20, 50, 10, 2048, 2, 1),
+        ("tp2cpu16", "tp2g11", "tp2g14", "tp2g15"),
+    ),
+    _family(
+        "tp-cpu-hs20-pre50-sync10-tb3072-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 3072, 2, 1), ("tp2g12",)
+    ),
+    _family(
+        "tp-cpu-hs20-pre50-sync10-tb4096-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 4096, 2, 1), ("tp2g10",)
+    ),
+)
+
+
+def shape_of(fit: PipelineFit, settings: Settings, models: tuple[str | None, str | None] = (None, None)) -> Shape:
+    """The shape of the run that ``fit`` and ``settings`` project (module docstring).
+
+    Args:
+        fit: the fit (q_pre, the sync cadence its logs show, their drafter engines).
+        settings: the options projected under (q_hs, token budget, engine size).
+        models: the first log header's target and drafter model names (None where not named).
+
+    Returns:
+        The `Shape`.
+    """
+    consumer = fit.roles[1]
+    several = any(o.roles.get(consumer, 0) > 1 for o in fit.observed)
+    sync = fit.sync.sync_every if (fit.sync.sync_every or several) else None
+    return Shape(
+        hs_cap=int(settings.hs_cap),
+        pre_cap=int(fit.pre_cap),
+        sync_every=sync,
+        token_budget=settings.token_budget or settings.log_token_budget,
+        gpus_per_worker=tuple(settings.gpus_per_worker),
+        target_model=models[0],
+        drafter_model=models[1],
+    )
+
+
+def domain(shape: Shape, families: Sequence[Family] = CALIBRATED) -> Domain:
+    """Where ``shape`` lies among ``families`` (module docstring).
+
+    Args:
+        shape: a run's shape (`shape_of`).
+        families: the calibrated families (default: ``CALIBRATED``).
+
+    Returns:
+        The `Domain`: the family the shape lies in, else the nearest and how it differs.
+    """
+    if not families:
+        return Domain(shape=shape, family=None, nearest=None, differs=())
+    diffs = [(f, f.differs(shape)) for f in families]
+    inside = next((f for f, d in diffs if not d), None)
+    if inside is not None:
+        return Domain(shape=shape, family=inside, nearest=None, differs=())
+    nearest, differs = min(diffs, key=lambda fd: len(fd[1]))
+    return Domain(shape=shape, family=None, nearest=nearest, differs=differs)
