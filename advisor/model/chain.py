@@ -74,7 +74,11 @@ sync across nodes, their all-reduce holds the link ``T_link`` a round more (``Li
 added to the round's ``T_ar`` in s(M) and the barrier; a round then takes k of a drafter's
 batches with the link's wait and transfer in them, so s(M) is taken at that mean, and the link's
 capacity counts hidden state and sync per batch (`advisor.model.link`): with it, no split's rate
-passes its bound. Node-local pipelines (`project_local`): one node's pipeline, times the nodes.
+passes its bound. The drafters' capacity a split reports is their own (``M mu_c s(M)`` with a free
+link): the efficiency is the rate over the fastest role's own capacity, and the bound the least of
+the roles' and the link's, so a split the link strangles never reads as balanced; the bottleneck
+is the link where it saturates, or where the drafters' waits on it bind them while their own
+capacity is not the least. Node-local pipelines (`project_local`): one node's pipeline, times the nodes.
 """
 
 from __future__ import annotations
@@ -602,9 +606,10 @@ def _split_rates(
 def _split_capacities(
     fit: PipelineFit, n_producer: int, n_consumer: int, r: _SplitRates, x: float
 ) -> tuple[dict[str, float], float, float, float | None]:
-    """Each stage's capacity (batches/s): the two pools ``N mu_p`` and ``M mu_c``, the link where it
-    binds below both or runs saturated at ``x``, the loader where the input bounds the run. Returns
-    the capacities by stage, the link's capacity, its share spent on sync, the loader's capacity."""
+    """Each stage's capacity (batches/s) as the chain sees it: the two pools ``N mu_p`` and ``M mu_c``
+    (the drafters' with their waits on the link), the link where it binds below both or runs
+    saturated at ``x``, the loader where the input bounds the run. Returns the capacities by stage,
+    the link's capacity, its share spent on sync, the loader's capacity."""
     caps = {fit.producer.role: n_producer * r.mu_p, fit.consumer.role: n_consumer * r.mu_c}
     sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
     link_cap, sync_share = _link_capacity(r.pool, sync_s)
@@ -619,6 +624,25 @@ def _split_capacities(
     return caps, link_cap, sync_share, loader_cap
 
 
+def _own_capacities(
+    fit: PipelineFit,
+    engines: tuple[int, int],
+    busy_s: tuple[float, float],
+    what_if: WhatIf,
+    link: LinkStage | None,
+    loader_cap: float | None,
+) -> dict[str, float]:
+    """The roles' own capacities (and the loader's where it bounds the input): ``N mu_p`` and the
+    drafters' ``M mu_c s(M)`` with their compute and collective alone, no wait on the link and no link
+    time in the all-reduce (the link is a stage of its own)."""
+    free = replace(link, xfer_s=0.0, sync_xfer_s=0.0) if link is not None else None
+    r = _split_rates(fit, engines[1], busy_s, what_if, free)
+    own = {fit.producer.role: engines[0] * r.mu_p, fit.consumer.role: engines[1] * r.mu_c}
+    if loader_cap is not None:
+        own["loader"] = loader_cap
+    return own
+
+
 def _bottleneck(caps: dict[str, float], x: float) -> str:
     """The stage with the least capacity; the link where it ties with the least or runs saturated
     at ``x`` (the same rule as the placed rows' in `advisor.project.linked`)."""
@@ -627,6 +651,16 @@ def _bottleneck(caps: dict[str, float], x: float) -> str:
     ):
         return "link"
     return min(caps, key=caps.get)
+
+
+def _named_bottleneck(caps: dict[str, float], own: dict[str, float], link_cap: float, x: float, consumer: str) -> str:
+    """`_bottleneck` of the chain's capacities ``caps``; where that names the drafters but their own
+    capacity (``own``: the roles' own and the loader's) is not the least of ``own`` and the link's,
+    their waits on the link are what binds them: the link."""
+    b = _bottleneck(caps, x)
+    if b == consumer and own[consumer] > min(min(own.values()), link_cap) * LINK_SATURATED_CAP:
+        return "link"
+    return b
 
 
 def project_split(
@@ -681,19 +715,19 @@ def project_split(
     if interval and x > 0:
         lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, r, b, res, what_if)
     caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
-    cap_p, cap_c = n_producer * r.mu_p, n_consumer * r.mu_c
+    own = _own_capacities(fit, (n_producer, n_consumer), (busy_p * k_p, busy_c * k_c), what_if, link, loader_cap)
     return SplitResult(
         n_producer=n_producer,
         n_consumer=n_consumer,
         x_bps=x,
         tok_s=x * tokens,
-        producer_cap_bps=cap_p,
-        consumer_cap_bps=cap_c,
+        producer_cap_bps=own[fit.producer.role],
+        consumer_cap_bps=own[fit.consumer.role],
         loader_cap_bps=loader_cap,
-        bound_bps=min(caps.values()),
-        efficiency=x / max(cap_p, cap_c),
+        bound_bps=min(min(own.values()), link_cap),
+        efficiency=x / max(own[fit.producer.role], own[fit.consumer.role]),
         gpu_util=(x / r.mu_p * gpus_per_worker[0] + x / r.mu_c_compute * gpus_per_worker[1]) / g,
-        bottleneck=_bottleneck(caps, x),
+        bottleneck=_named_bottleneck(caps, own, link_cap, x, fit.consumer.role),
         producer_blocked=res.producer_blocked,
         consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean,

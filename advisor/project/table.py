@@ -19,10 +19,12 @@ tok_s               bps x tokens per batch (NaN where no log measured tokens: ``
 bound_bps           naive bound min(capacities) for contrast, the link's among them across nodes:
                     ``bps`` never passes it
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
-                    (``cap_loader_bps``, NaN unless the loader limits input). `split_capacities`
-                    is the one function that computes them (via `advisor.model.chain.project_split`).
-efficiency          bps / the fastest GPU stage's capacity: how balanced the split is (a ratio of
-                    rates: the same whether an engine holds one GPU or k)
+                    (``cap_loader_bps``, NaN unless the loader limits input); the roles' own: across
+                    nodes the drafters' without their waits on the link, whose capacity is
+                    ``cap_link_bps``. `split_capacities` is the one function that computes them (via
+                    `advisor.model.chain.project_split`).
+efficiency          bps / the fastest role's own capacity (never the link's): how balanced the split
+                    is (a ratio of rates: the same whether an engine holds one GPU or k)
 gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs, an
                     engine of k GPUs counting k
 gpus_<role>         GPUs the role's engines hold at this split: N k_p, M k_c (N k_p + M k_c = G)

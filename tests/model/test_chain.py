@@ -292,6 +292,30 @@ def _sync_fit(every: int, bytes_: float | None):
     return _replace(fit, hs_bytes_per_token=1000.0, sync=_replace(fit.sync, bytes_per_sync=bytes_))
 
 
+def test_the_drafters_capacity_is_their_own_and_the_link_a_stage_beside_it():
+    """Issue 50: across nodes the drafters' capacity was their pool's with the link's waits in it (at
+    7-9 with 8 drafters behind a slow link: the link's own capacity), so a link-bound split read as
+    balanced. The drafters' column is their own capacity (the link free), the efficiency b/s over the
+    fastest role's own capacity, the bound the least of the roles' and the link's."""
+    from advisor.model.chain import LinkStage, project_split
+    from advisor.model.link import Placement
+
+    fit = _sync_fit(0, None)
+    pl = Placement(producers=(7, 0), consumers=(1, 8))
+    free = project_split(fit, 7, 9, gpus=16, link=LinkStage(pl, 0.0))
+    slow = project_split(fit, 7, 9, gpus=16, link=LinkStage(pl, 2.4))
+    assert slow.consumer_cap_bps == pytest.approx(free.consumer_cap_bps, rel=1e-12)
+    assert slow.consumer_cap_bps == pytest.approx(9 * 0.86, rel=1e-9) and slow.link_cap_bps < 1.2
+    assert slow.efficiency == pytest.approx(slow.x_bps / max(slow.producer_cap_bps, slow.consumer_cap_bps))
+    assert slow.efficiency < 0.15
+    assert slow.bound_bps == min(slow.producer_cap_bps, slow.consumer_cap_bps, slow.link_cap_bps)
+    assert slow.x_bps <= slow.bound_bps
+    # one drafter behind the link: its waits on it bind, though its own capacity is not the least
+    one = project_split(fit, 15, 1, gpus=16, link=LinkStage(Placement(producers=(8, 7), consumers=(0, 1)), 2.4))
+    assert one.consumer_cap_bps == pytest.approx(0.86) and one.x_bps < 0.5 * one.consumer_cap_bps
+    assert one.bottleneck == "link" and one.x_bps <= one.bound_bps == one.link_cap_bps
+
+
 def test_node_local_pipelines_are_one_node_times_the_nodes():
     import math
 

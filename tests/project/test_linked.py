@@ -138,4 +138,6 @@ def test_the_observed_split_keeps_the_capacities_of_the_queue_it_ran(tmp_path):
     assert adv.splits.at["2-2", "layout"] == "node-local" and adv.splits.at["2-2", "observed"]
     own = placed_split(adv.fit, adv.settings, 2, 2, logged_placement(adv.fit, adv.settings))
     assert adv.observed.capacities_bps["drafter"] == own.consumer_cap_bps
-    assert own.consumer_cap_bps < adv.splits.at["2-2", "cap_drafter_bps"]  # the link slows the shared queue
+    # the roles' own capacities are the layout's alike; the shared queue's batches cross the link
+    assert own.consumer_cap_bps == adv.splits.at["2-2", "cap_drafter_bps"]
+    assert own.crossing_share > 0 and adv.splits.at["2-2", "crossing_share"] == 0
