@@ -334,6 +334,32 @@ def test_node_local_pipelines_are_one_node_times_the_nodes():
     assert both.x_bps <= both.bound_bps * (1 + 1e-12)
 
 
+def test_unlike_node_local_pipelines_add_up_and_syncing_drafters_keep_one_pace():
+    """Issue 50: 13-3 on two nodes of 8 as 7-1 on one and 6-2 on the other: without a sync the rate is
+    the two pipelines' sum; drafters that sync all take k steps a round, so all keep the slower node's
+    pace per drafter."""
+    from advisor.model.chain import LinkStage, project_local, project_split
+    from advisor.model.link import Placement
+
+    def node(fit, n, m):  # one node's pipeline, its drafters in the all-reduce of all 3
+        one = Placement(producers=(n,), consumers=(m,), routing="local")
+        return project_split(fit, n, m, gpus=8, link=LinkStage(one, 0.0, sync_ranks=3))
+
+    pl = Placement(producers=(7, 6), consumers=(1, 2), routing="local")
+    for every in (0, 4):
+        fit = _sync_fit(every, None)
+        a, b = node(fit, 7, 1), node(fit, 6, 2)
+        both = project_local(fit, 13, 3, LinkStage(pl, 0.0), gpus=16)
+        want = a.x_bps + b.x_bps if not every else 3 * min(a.x_bps / 1, b.x_bps / 2)
+        assert both.x_bps == pytest.approx(want, rel=1e-12)
+        assert both.producer_cap_bps == pytest.approx(a.producer_cap_bps + b.producer_cap_bps)
+        assert both.consumer_cap_bps == pytest.approx(a.consumer_cap_bps + b.consumer_cap_bps)
+        assert both.efficiency == pytest.approx(both.x_bps / max(both.producer_cap_bps, both.consumer_cap_bps))
+        assert both.x_low_bps <= both.x_bps <= both.bound_bps == pytest.approx(a.bound_bps + b.bound_bps)
+        assert both.x_bps <= both.x_high_bps and 0 < both.gpu_util <= 1
+    assert want < a.x_bps + b.x_bps  # the sync holds the drafter-bound node to the other's pace
+
+
 def test_node_local_sync_over_the_link_costs_what_the_round_holds():
     from advisor.model.chain import LinkStage, project_local
     from advisor.model.link import Placement

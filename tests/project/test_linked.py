@@ -74,7 +74,9 @@ def test_a_simulated_row_stays_within_its_bound(reference):
 
     adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8)
     st = adv.settings
-    df = refine_placements(adv.fit, tuple(load_logs([reference])), st, project(adv.fit, st, pairs=[(7, 9), (9, 7)]))
+    # both divide over the nodes too (node-local since issue 50): the shared queue is what is simulated
+    shared = project(adv.fit, st, pairs=[(7, 9), (9, 7)], routing="shared")
+    df = refine_placements(adv.fit, tuple(load_logs([reference])), st, shared)
     assert (df["method"] == "exact").all()
     assert (df["bps"] <= df["bound_bps"]).all() and (df["bps"] <= df["cap_link_bps"]).all()
     assert (df["bps_free_link"] >= df["bps"]).all()
@@ -83,7 +85,7 @@ def test_a_simulated_row_stays_within_its_bound(reference):
         adv.fit,
         tuple(load_logs([reference])),
         replace(st, link_bytes_s=None),
-        project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)]),
+        project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)], routing="shared"),
     )
     assert (free["bps"] <= free["bound_bps"]).all()
 
@@ -93,11 +95,12 @@ def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
     sentence names the link's capacity and the cost from the same row as the placement sentence."""
     from advisor.decide.reasons import bps_text
 
-    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8, roles={"target": 9, "drafter": 7})
-    r = adv.splits.loc["9-7"]
-    assert r["bottleneck"] == "link"
+    # 15-1: its one drafter cannot run node-locally (since issue 50 9-7 does, as 5-3 and 4-4 pipelines)
+    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8, roles={"target": 15, "drafter": 1})
+    r = adv.splits.loc["15-1"]
+    assert r["bottleneck"] == "link" and r["layout"] == "shared"
     first = adv.recommendation.reasons[0]
-    assert first.lower().startswith("at 9-7 the link is the bottleneck")
+    assert first.lower().startswith("at 15-1 the link is the bottleneck")
     assert f"its capacity {bps_text(r['cap_link_bps'])} b/s" in first
     cost = 100 * (1 - r["bps"] / r["bps_free_link"])
     assert cost > 0 and f"the link costs {cost:.1f}% against a free one" in first
