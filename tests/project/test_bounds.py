@@ -103,6 +103,26 @@ def test_placed_and_node_local_rows_stay_within_their_bounds(gbytes, hs_cap, tar
 
 
 @QUICK
+@given(bw=st.floats(2e7, 1e9), gpus=st.sampled_from([4, 6, 8]))
+@example(bw=2e8, gpus=4)
+def test_a_shared_queue_simulated_across_nodes_stays_within_its_bound(bw, gpus):
+    """A log that ran one shared q_hs over two nodes (`test_linked._two_node_log`): the shared rows near
+    the best are simulated with the link at their placements (``method`` "exact")."""
+    import tempfile
+
+    from test_linked import _two_node_log
+
+    from advisor.project import linked
+
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(linked, "simulate_placed_run", _quick_placed(linked.simulate_placed_run))
+        adv = advise(_two_node_log(Path(tmp) / "two.jsonl", bw=bw), gpus=gpus)
+    if (bw, gpus) == (2e8, 4):
+        assert (adv.splits["method"] == "exact").any()
+    assert_within_bounds(adv)
+
+
+@QUICK
 @given(hs_cap=st.sampled_from([2, 4, 20]), gpus=st.sampled_from([None, 10, 14]))
 @example(hs_cap=None, gpus=None).via("issue 50: 7-5 simulated at 115.658 over its bound 115.315")
 def test_exact_rows_stay_within_their_bounds(hs_cap, gpus):
