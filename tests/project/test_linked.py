@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from advisor.advice import advise
 
 
@@ -144,3 +146,21 @@ def test_the_observed_split_keeps_the_capacities_of_the_queue_it_ran(tmp_path):
     # the roles' own capacities are the layout's alike; the shared queue's batches cross the link
     assert own.consumer_cap_bps == adv.splits.at["2-2", "cap_drafter_bps"]
     assert own.crossing_share > 0 and adv.splits.at["2-2", "crossing_share"] == 0
+
+
+def test_the_observed_line_of_a_link_bound_log_names_the_link():
+    """Issue 50: the observed line took the drafters' capacity with their waits on the link (the link's, in
+    effect) and called a link-bound log drafter-bound; it gives the roles' own capacities, the link's beside
+    them, and the table's bottleneck: the link."""
+    import tempfile
+    from pathlib import Path
+
+    from advisor.project.table import logged_placement, placed_split
+
+    with tempfile.TemporaryDirectory() as tmp:
+        adv = advise(_two_node_log(Path(tmp) / "two.jsonl", bw=5e5))
+    ob = adv.observed
+    at_log = placed_split(adv.fit, adv.settings, 2, 2, logged_placement(adv.fit, adv.settings))
+    assert ob.bottleneck == "link" and at_log.bottleneck == "link"
+    assert ob.capacities_bps["link"] == at_log.link_cap_bps and ob.capacities_bps["drafter"] == pytest.approx(5.0)
+    assert ob.efficiency == ob.bps / max(ob.capacities_bps["target"], ob.capacities_bps["drafter"])
