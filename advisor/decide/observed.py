@@ -24,7 +24,8 @@ from advisor.settings import Settings
 @dataclass(frozen=True)
 class ObservedSplit:
     """The observed split: ``run`` as measured, ``roles`` in the pipeline's order (producer,
-    consumer), and the capacities, efficiency and bottleneck the table's function gives it."""
+    consumer), and the capacities (the roles' own, the loader's where it binds, across nodes the
+    link's), efficiency (over the faster role's) and bottleneck the table's function gives it."""
 
     run: ObservedRun
     roles: Mapping[str, int]
@@ -94,10 +95,11 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
             else split_capacities(fit, settings, n, m, interval=False, routing="shared")
         )
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
-        loader = res.loader_cap_bps
+        loader, link, named = res.loader_cap_bps, res.link_cap_bps, res.bottleneck
     elif as_logged:
         caps = {p: row.producer.cap_bps, c: row.consumer.cap_bps}
-        loader = row.cap_loader_bps
+        loader, named = row.cap_loader_bps, row.bottleneck
+        link = row.link.cap_link_bps if row.link is not None else math.inf
     else:  # the log ran another G or batch size than the table's: its own split, its own size
         k = settings.log_gpus_per_worker
         own = replace(
@@ -113,9 +115,11 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
         )
         res = split_capacities(fit, own, max(n, 1), max(m, 1))
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
-        loader = res.loader_cap_bps
+        loader, link, named = res.loader_cap_bps, res.link_cap_bps, res.bottleneck
     if loader is not None and math.isfinite(loader):
         caps["loader"] = float(loader)
+    if math.isfinite(link):  # across nodes the link is a stage of its own, beside the roles'
+        caps["link"] = float(link)
     steps = fit.source is Source.STEPS
     if not fit.source.logged and row is not None:
         # bare numbers: no rate was measured; the split's rate is the projection from the given capacities
@@ -125,7 +129,7 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
         roles={p: n, c: m},
         capacities_bps=caps,
         efficiency=ob.bps / max(caps[p], caps[c]),
-        bottleneck=min(caps, key=caps.get),
+        bottleneck=named,
         producer_blocked=fit.producer.blocked_share if steps else None,
         consumer_starved=fit.consumer.starved_share if steps else None,
     )

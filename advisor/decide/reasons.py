@@ -156,8 +156,8 @@ def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
         # the link's own capacity, and its cost from the same row as the placement sentence's
         return (
             f"at {label} the link is the bottleneck: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} "
-            f"{bps_text(pr.cap_bps)} b/s and {c} {bps_text(cr.cap_bps)} b/s (their waits on the link "
-            f"included){loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
+            f"{bps_text(pr.cap_bps)} b/s and {c} {bps_text(cr.cap_bps)} b/s (their own, without the link)"
+            f"{loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
             f"({bps_text(r.link.bps_free_link)} b/s); {waits}"
         )
     if fit.source is Source.STEPS:

@@ -74,7 +74,11 @@ sync across nodes, their all-reduce holds the link ``T_link`` a round more (``Li
 added to the round's ``T_ar`` in s(M) and the barrier; a round then takes k of a drafter's
 batches with the link's wait and transfer in them, so s(M) is taken at that mean, and the link's
 capacity counts hidden state and sync per batch (`advisor.model.link`): with it, no split's rate
-passes its bound. Node-local pipelines (`project_local`): one node's pipeline, times the nodes.
+passes its bound. The drafters' capacity a split reports is their own (``M mu_c s(M)`` with a free
+link): the efficiency is the rate over the fastest role's own capacity, and the bound the least of
+the roles' and the link's, so a split the link strangles never reads as balanced; the bottleneck
+is the link where it saturates, or where the drafters' waits on it bind them while their own
+capacity is not the least. Node-local pipelines (`project_local`): each node's pipeline, summed.
 """
 
 from __future__ import annotations
@@ -602,9 +606,10 @@ def _split_rates(
 def _split_capacities(
     fit: PipelineFit, n_producer: int, n_consumer: int, r: _SplitRates, x: float
 ) -> tuple[dict[str, float], float, float, float | None]:
-    """Each stage's capacity (batches/s): the two pools ``N mu_p`` and ``M mu_c``, the link where it
-    binds below both or runs saturated at ``x``, the loader where the input bounds the run. Returns
-    the capacities by stage, the link's capacity, its share spent on sync, the loader's capacity."""
+    """Each stage's capacity (batches/s) as the chain sees it: the two pools ``N mu_p`` and ``M mu_c``
+    (the drafters' with their waits on the link), the link where it binds below both or runs
+    saturated at ``x``, the loader where the input bounds the run. Returns the capacities by stage,
+    the link's capacity, its share spent on sync, the loader's capacity."""
     caps = {fit.producer.role: n_producer * r.mu_p, fit.consumer.role: n_consumer * r.mu_c}
     sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
     link_cap, sync_share = _link_capacity(r.pool, sync_s)
@@ -619,6 +624,25 @@ def _split_capacities(
     return caps, link_cap, sync_share, loader_cap
 
 
+def _own_capacities(
+    fit: PipelineFit,
+    engines: tuple[int, int],
+    busy_s: tuple[float, float],
+    what_if: WhatIf,
+    link: LinkStage | None,
+    loader_cap: float | None,
+) -> dict[str, float]:
+    """The roles' own capacities (and the loader's where it bounds the input): ``N mu_p`` and the
+    drafters' ``M mu_c s(M)`` with their compute and collective alone, no wait on the link and no link
+    time in the all-reduce (the link is a stage of its own)."""
+    free = replace(link, xfer_s=0.0, sync_xfer_s=0.0) if link is not None else None
+    r = _split_rates(fit, engines[1], busy_s, what_if, free)
+    own = {fit.producer.role: engines[0] * r.mu_p, fit.consumer.role: engines[1] * r.mu_c}
+    if loader_cap is not None:
+        own["loader"] = loader_cap
+    return own
+
+
 def _bottleneck(caps: dict[str, float], x: float) -> str:
     """The stage with the least capacity; the link where it ties with the least or runs saturated
     at ``x`` (the same rule as the placed rows' in `advisor.project.linked`)."""
@@ -627,6 +651,16 @@ def _bottleneck(caps: dict[str, float], x: float) -> str:
     ):
         return "link"
     return min(caps, key=caps.get)
+
+
+def _named_bottleneck(caps: dict[str, float], own: dict[str, float], link_cap: float, x: float, consumer: str) -> str:
+    """`_bottleneck` of the chain's capacities ``caps``; where that names the drafters but their own
+    capacity (``own``: the roles' own and the loader's) is not the least of ``own`` and the link's,
+    their waits on the link are what binds them: the link."""
+    b = _bottleneck(caps, x)
+    if b == consumer and own[consumer] > min(min(own.values()), link_cap) * LINK_SATURATED_CAP:
+        return "link"
+    return b
 
 
 def project_split(
@@ -681,19 +715,19 @@ def project_split(
     if interval and x > 0:
         lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, r, b, res, what_if)
     caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
-    cap_p, cap_c = n_producer * r.mu_p, n_consumer * r.mu_c
+    own = _own_capacities(fit, (n_producer, n_consumer), (busy_p * k_p, busy_c * k_c), what_if, link, loader_cap)
     return SplitResult(
         n_producer=n_producer,
         n_consumer=n_consumer,
         x_bps=x,
         tok_s=x * tokens,
-        producer_cap_bps=cap_p,
-        consumer_cap_bps=cap_c,
+        producer_cap_bps=own[fit.producer.role],
+        consumer_cap_bps=own[fit.consumer.role],
         loader_cap_bps=loader_cap,
-        bound_bps=min(caps.values()),
-        efficiency=x / max(cap_p, cap_c),
+        bound_bps=min(min(own.values()), link_cap),
+        efficiency=x / max(own[fit.producer.role], own[fit.consumer.role]),
         gpu_util=(x / r.mu_p * gpus_per_worker[0] + x / r.mu_c_compute * gpus_per_worker[1]) / g,
-        bottleneck=_bottleneck(caps, x),
+        bottleneck=_named_bottleneck(caps, own, link_cap, x, fit.consumer.role),
         producer_blocked=res.producer_blocked,
         consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean,
@@ -714,63 +748,125 @@ def project_split(
 def project_local(
     fit: PipelineFit, n_producer: int, n_consumer: int, link: LinkStage, *, gpus: int, **kw
 ) -> SplitResult:
-    """Split (N, M) as node-local pipelines (``link.placement`` routed "local", every node alike: N / L
-    targets feed M / L drafters through a q_hs of their own; `advisor.model.link`): one node's
-    projection (`project_split` at N / L, M / L on gpus / L GPUs, its sync an all-reduce of all M
-    drafters that holds the link ``link.sync_xfer_s`` a round) times L. Rates, capacities and the
-    interval scale by L (each node has its own loader, as the logged node had); shares, efficiency
-    and GPU utilisation are one node's, and so is ``hs_mean_depth`` (each node's q_hs). The link carries
-    sync only: its capacity ``M k / T_link`` (the pipeline rate at which the sync alone would fill
-    it), never below the drafters' (whose round holds T_link and more).
+    """Split (N, M) as node-local pipelines (``link.placement`` routed "local": node a's N_a targets
+    feed its M_a drafters through a q_hs of its own; `advisor.model.link`). Each node is projected
+    alone (`project_split` at N_a, M_a on its gpus / L GPUs, its sync an all-reduce of all M drafters
+    that holds the link ``link.sync_xfer_s`` a round). Alike nodes: one node's projection times L;
+    rates, capacities and the interval scale by L (each node has its own loader, as the logged node
+    had); shares, efficiency and GPU utilisation are one node's, and so is ``hs_mean_depth`` (each
+    node's q_hs). Unlike nodes (a split that does not divide evenly): `_unlike_nodes`. The link
+    carries sync only: its capacity ``M k / T_link`` (the pipeline rate at which the sync alone would
+    fill it), never below the drafters' (whose round holds T_link and more).
 
     Args:
         fit: the pipeline's fit.
-        n_producer: producer engines N over all nodes, a multiple of L.
-        n_consumer: consumer engines M over all nodes, a multiple of L.
-        link: the link stage; its placement gives L and must be routed "local".
-        gpus: GPUs over all nodes, a multiple of L.
+        n_producer: producer engines N over all nodes, the placement's.
+        n_consumer: consumer engines M over all nodes, the placement's.
+        link: the link stage; its placement gives the nodes and must be routed "local".
+        gpus: GPUs over all nodes, a multiple of the nodes that hold engines (every node as full).
         **kw: the other `project_split` keywords (``what_if``, ``interval``, ``gpus_per_worker``).
 
     Returns:
         The whole split's projection.
     """
     pl = link.placement
-    if not pl.local or not pl.uniform():
-        raise ValueError("project_local needs a node-local placement whose nodes are alike")
-    nodes = sum(1 for nb in pl.producers if nb)
-    if n_producer % nodes or n_consumer % nodes or gpus % nodes:
-        raise ValueError(f"{n_producer}-{n_consumer} on {gpus} GPUs does not divide over {nodes} nodes")
-    n, m = n_producer // nodes, n_consumer // nodes
-    one = Placement(producers=(n,), consumers=(m,), routing="local")
-    each = project_split(
-        fit,
-        n,
-        m,
-        gpus=gpus // nodes,
-        link=LinkStage(one, 0.0, link.scv_x, sync_xfer_s=link.sync_xfer_s, sync_ranks=n_consumer),
-        **kw,
-    )
+    if not pl.local:
+        raise ValueError("project_local needs a node-local placement")
+    held = [(nb, mb) for nb, mb in zip(pl.producers, pl.consumers) if nb or mb]
+    nodes = len(held)
+    if (sum(nb for nb, _ in held), sum(mb for _, mb in held)) != (n_producer, n_consumer) or gpus % nodes:
+        raise ValueError(f"{n_producer}-{n_consumer} on {gpus} GPUs is not the placement's {pl}")
+    each = {
+        (n, m): project_split(
+            fit,
+            n,
+            m,
+            gpus=gpus // nodes,
+            link=LinkStage(
+                Placement(producers=(n,), consumers=(m,), routing="local"),
+                0.0,
+                link.scv_x,
+                sync_xfer_s=link.sync_xfer_s,
+                sync_ranks=n_consumer,
+            ),
+            **kw,
+        )
+        for n, m in dict.fromkeys(held)
+    }
+    if len(each) == 1:
+        one = next(iter(each.values()))
+        scaled = {
+            f: nodes * getattr(one, f)
+            for f in ("x_bps", "tok_s", "producer_cap_bps", "consumer_cap_bps", "x_low_bps", "x_high_bps", "bound_bps")
+        }
+        whole = replace(
+            one,
+            **scaled,
+            loader_cap_bps=nodes * one.loader_cap_bps if one.loader_cap_bps is not None else None,
+        )
+    else:
+        whole = _unlike_nodes(fit, [each[mix] for mix in held])
     k = fit.sync.sync_every
     sync_s = link.sync_xfer_s if k > 0 and n_consumer > 1 else 0.0
     link_cap = n_consumer * k / sync_s if sync_s > 0 else math.inf
-    x = nodes * each.x_bps
-    caps = [nodes * each.bound_bps] + ([link_cap] if math.isfinite(link_cap) else [])
-    scaled = {
-        f: nodes * getattr(each, f)
-        for f in ("x_bps", "tok_s", "producer_cap_bps", "consumer_cap_bps", "x_low_bps", "x_high_bps")
-    }
     return replace(
-        each,
+        whole,
         n_producer=n_producer,
         n_consumer=n_consumer,
-        **scaled,
-        loader_cap_bps=nodes * each.loader_cap_bps if each.loader_cap_bps is not None else None,
-        bound_bps=min(caps),
+        bound_bps=min(whole.bound_bps, link_cap),
         link_cap_bps=link_cap,
-        link_util=x / link_cap if sync_s > 0 else 0.0,
+        link_util=whole.x_bps / link_cap if sync_s > 0 else 0.0,
         crossing_share=0.0,
         placement=pl,
         link_sync_share=1.0 if sync_s > 0 else 0.0,
+    )
+
+
+def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
+    """Node-local pipelines of unlike nodes (one projection per node) as one split. Without a sync the
+    nodes run apart and the rate is the sum of theirs; drafters that sync all take k steps a round,
+    so every drafter runs at the slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``, and a
+    faster node's targets block the more. Capacities, bounds, tokens/s and GPU-seconds add up; the
+    interval's parts are the nodes' weighted by their share of the rate (their errors are the fit's,
+    shared: the ends move together); shares are per worker, the q_hs depth a node's mean."""
+    synced = fit.sync.sync_every > 0 and sum(r.n_consumer for r in nodes) > 1
+    pace = min(r.x_bps / r.n_consumer for r in nodes) if synced else math.inf
+    rates = [min(r.x_bps, pace * r.n_consumer) for r in nodes]
+    x = sum(rates)
+    keep = [v / r.x_bps if r.x_bps > 0 else 1.0 for v, r in zip(rates, nodes)]  # each node's share kept
+    w = [v / x if x > 0 else 1.0 / len(nodes) for v in rates]
+
+    def total(name: str) -> float:
+        return sum(getattr(r, name) for r in nodes)
+
+    def mixed(parts) -> float:  # log of the rate-weighted mean of exp(part): a log-rate shift of the sum
+        return math.log(sum(wi * math.exp(v) for wi, v in zip(w, parts)))
+
+    cap_p, cap_c = total("producer_cap_bps"), total("consumer_cap_bps")
+    n, m = total("n_producer"), total("n_consumer")
+    own = {fit.producer.role: cap_p, fit.consumer.role: cap_c}
+    labels = {r.bottleneck for r in nodes}
+    return replace(
+        nodes[0],
+        x_bps=x,
+        tok_s=sum(f * r.tok_s for f, r in zip(keep, nodes)),
+        producer_cap_bps=cap_p,
+        consumer_cap_bps=cap_c,
+        loader_cap_bps=total("loader_cap_bps") if nodes[0].loader_cap_bps is not None else None,
+        bound_bps=total("bound_bps"),
+        efficiency=x / max(cap_p, cap_c),
+        gpu_util=sum(f * r.gpu_util for f, r in zip(keep, nodes)) / len(nodes),
+        bottleneck=labels.pop() if len(labels) == 1 else min(own, key=own.get),
+        producer_blocked=sum(r.n_producer * (1 - (1 - r.producer_blocked) * f) for f, r in zip(keep, nodes)) / n,
+        consumer_starved=sum(r.n_consumer * r.consumer_starved for r in nodes) / m,
+        hs_mean_depth=total("hs_mean_depth") / len(nodes),
+        x_low_bps=x * sum(wi * r.x_low_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
+        x_high_bps=x * sum(wi * r.x_high_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
+        err_shared=tuple(sum(wi * r.err_shared[i] for wi, r in zip(w, nodes)) for i in range(len(nodes[0].err_shared))),
+        err_own_var=sum(wi * math.sqrt(r.err_own_var) for wi, r in zip(w, nodes)) ** 2,
+        err_sync_ends=(mixed(r.err_sync_ends[0] for r in nodes), mixed(r.err_sync_ends[1] for r in nodes)),
+        err_corners=tuple(mixed(r.err_corners[i] for r in nodes) for i in range(4)),
+        x_high_open=any(r.x_high_open for r in nodes),
     )
 
 

@@ -414,7 +414,8 @@ def refine_weak_spots(
 
     Returns:
         A copy of ``splits``, the simulated rows' rate columns scaled by their ratios (``eta_s``
-        divided) and ``method`` "exact" there, "analytic" elsewhere.
+        divided), a ratio that would lift a row above its ``bound_bps`` taken at the bound, and
+        ``method`` "exact" there, "analytic" elsewhere.
     """
     df = splits.copy()
     df["method"] = "analytic"
@@ -422,6 +423,10 @@ def refine_weak_spots(
         ratios = refined_ratios(fit, logs, splits, hs_cap=hs_cap)
     for i, ratio in ratios.items():
         label = df.index[i]
+        old = float(df.at[label, "bps"])
+        if "bound_bps" in df.columns and old > 0:
+            # no long-run rate passes the least capacity: a simulated window above it is its noise
+            ratio = min(ratio, float(df.at[label, "bound_bps"]) / old)
         for col in ("bps", "bps_low", "bps_high", "tok_s"):
             df.at[label, col] *= ratio
         df.at[label, "efficiency"] *= ratio

@@ -8,7 +8,9 @@ all come from these same segments, and counted as independent terms they about d
 lead's interval. So, for the rows of the splits the probe measured (``P``, two or more, each
 with two or more segments):
 
-1. the rate is the measured, pooled rate (``observed_bps``);
+1. the rate is the measured, pooled rate (``observed_bps``); a stage completes no more than its
+   capacity, so a projected capacity below it (the model's at that split, short of what the
+   probe saw) is raised to it, and the bound and the efficiency with it: no row passes its bound;
 2. the shared parts (every ``ERR_SHARED`` coefficient, the ends of the sync scaling, the corners
    of the capacity ranges) are replaced by their mean over ``P``: equal across ``P``, they cancel
    in every lead between two probed splits, and still move the probed splits with the others
@@ -42,6 +44,7 @@ import pandas as pd
 
 from advisor.measure.observe import SegmentRate
 from advisor.model.params import PipelineFit
+from advisor.project.columns import role_columns
 from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED, split_label
 from advisor.stats import Z_95
 
@@ -131,9 +134,24 @@ def compare_probed(fit: PipelineFit, df: pd.DataFrame) -> pd.DataFrame:
         was = float(df.at[lab, "bps"])  # the projected rate, which the measured one replaces
         if "eta_s" in out.columns and was > 0:
             out.at[lab, "eta_s"] = float(df.at[lab, "eta_s"]) * was / x
-        if "tok_s" in out.columns and was > 0:
-            out.at[lab, "tok_s"] = float(df.at[lab, "tok_s"]) * x / was
+        for col in ("tok_s", "gpu_util"):  # in proportion to the rate
+            if col in out.columns and was > 0:
+                out.at[lab, col] = float(df.at[lab, col]) * x / was
+        _hold_measured(fit, out, lab, x)
     return out
+
+
+def _hold_measured(fit: PipelineFit, df: pd.DataFrame, label: str, x: float) -> None:
+    """Row ``label`` at its measured rate ``x``: every stage's capacity at least ``x`` (module
+    docstring, 1), the bound and the efficiency from them."""
+    pc, cc = role_columns(fit.roles)
+    for col in (pc.cap_bps, cc.cap_bps, "cap_loader_bps", "cap_link_bps"):
+        if col in df.columns and float(df.at[label, col]) < x:
+            df.at[label, col] = x
+    if "bound_bps" in df.columns:
+        df.at[label, "bound_bps"] = max(float(df.at[label, "bound_bps"]), x)
+    if "efficiency" in df.columns:
+        df.at[label, "efficiency"] = x / max(float(df.at[label, pc.cap_bps]), float(df.at[label, cc.cap_bps]))
 
 
 __all__ = ["MIN_SEGMENTS", "compare_probed", "probe_var", "probed_rates"]

@@ -19,10 +19,12 @@ tok_s               bps x tokens per batch (NaN where no log measured tokens: ``
 bound_bps           naive bound min(capacities) for contrast, the link's among them across nodes:
                     ``bps`` never passes it
 cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
-                    (``cap_loader_bps``, NaN unless the loader limits input). `split_capacities`
-                    is the one function that computes them (via `advisor.model.chain.project_split`).
-efficiency          bps / the fastest GPU stage's capacity: how balanced the split is (a ratio of
-                    rates: the same whether an engine holds one GPU or k)
+                    (``cap_loader_bps``, NaN unless the loader limits input); the roles' own: across
+                    nodes the drafters' without their waits on the link, whose capacity is
+                    ``cap_link_bps``. `split_capacities` is the one function that computes them (via
+                    `advisor.model.chain.project_split`).
+efficiency          bps / the fastest role's own capacity (never the link's): how balanced the split
+                    is (a ratio of rates: the same whether an engine holds one GPU or k)
 gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs, an
                     engine of k GPUs counting k
 gpus_<role>         GPUs the role's engines hold at this split: N k_p, M k_c (N k_p + M k_c = G)
@@ -33,8 +35,8 @@ placement           where the engines sit, e.g. "node 0: 4 targets; node 1: 2 ta
 layout              "shared" (one q_hs: any drafter takes any node's batch) or "node-local" (each
                     node its own pipeline, the drafters syncing over the link; `split_capacities`
                     keeps the layout of the higher rate; JSON ``layout``)
-bps_other_layout    the split's rate in its other layout (NaN where the split does not divide over
-                    the nodes; JSON ``other_layout_bps``)
+bps_other_layout    the split's rate in its other layout (NaN where no node-local placement holds
+                    both roles on every node; JSON ``other_layout_bps``)
 cap_link_bps        the link stage's capacity: the pipeline rate at which hidden state and sync
                     together fill it (inf on one node or with a free link; JSON ``link.cap_bps``)
 bps_free_link       the rate at this placement and layout were the link free: what the link costs
@@ -96,7 +98,7 @@ from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, p
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
 from advisor.project.columns import role_columns
-from advisor.project.placement import Nodes, PlacedPool, SyncOverLink, best_placement
+from advisor.project.placement import Nodes, PlacedPool, SyncOverLink, best_placement, node_mixes
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
 
@@ -164,7 +166,8 @@ def split_capacities(
     turns the fit and the options into a split's numbers.
 
     Across nodes, the split's layout of the higher rate: one shared q_hs at its best placement, or
-    node-local pipelines where the split divides over the nodes (a tie within ``LAYOUT_TIE_REL``
+    node-local pipelines where every node can hold both roles (`local_placement`: alike nodes where
+    the split divides over them, else as even as whole engines allow; a tie within ``LAYOUT_TIE_REL``
     goes to these: they leave the link to the sync alone).
 
     Args:
@@ -175,8 +178,8 @@ def split_capacities(
         what_if: its ``hs_cap`` overrides the settings' depth (queue what-ifs), its ``tokens_per_batch``
             the settings' tokens; its ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs.
         interval: False skips the interval (two more chain solves), for callers of the rate alone.
-        routing: "shared" or "local" forces that layout across nodes ("local" where the split does not
-            divide gives the shared one); None picks the layout of the higher rate.
+        routing: "shared" or "local" forces that layout across nodes ("local" where no node-local
+            placement exists gives the shared one); None picks the layout of the higher rate.
 
     Returns:
         The split's projection; ``other_layout_bps`` is the other layout's rate where both were projected.
@@ -201,8 +204,10 @@ def split_capacities(
 
 
 def local_placement(settings: Settings, n: int, m: int) -> Placement | None:
-    """Split (n, m) as alike node-local pipelines, one per node (N / L targets and M / L drafters on
-    each), where it divides so; else None.
+    """Split (n, m) as node-local pipelines, one per node, each node holding at least one engine of
+    each role and every node full: spread as evenly as whole engines allow, every node's targets one
+    of two neighbouring node mixes (13-3 on two nodes of 8: 7-1 and 6-2), so that each node's
+    pipeline is as balanced as the split; alike nodes (N / L and M / L each) where it divides so.
 
     Args:
         settings: the options: nodes L, GPUs per node and GPUs per engine.
@@ -210,14 +215,22 @@ def local_placement(settings: Settings, n: int, m: int) -> Placement | None:
         m: consumer engines (drafters).
 
     Returns:
-        The placement, routing "local"; None on one node or where the split does not divide so.
+        The placement, routing "local", the nodes of more targets first; None on one node, or where
+        no node-local placement fills every node with both roles.
     """
     nodes = settings.nodes
     kp, kc = settings.gpus_per_worker
     gpn = int(settings.gpus_per_node or settings.gpus)
-    if nodes <= 1 or n % nodes or m % nodes or (n // nodes) * kp + (m // nodes) * kc != gpn:
+    if nodes <= 1 or n * kp + m * kc != nodes * gpn:
         return None
-    return Placement(producers=(n // nodes,) * nodes, consumers=(m // nodes,) * nodes, routing="local")
+    mixes = sorted(a for a, b in node_mixes(gpn, kp, kc) if a >= 1 and b >= 1)
+    for lo, hi in zip(mixes, mixes[1:] + mixes[-1:]):
+        more, left = divmod(n - nodes * lo, hi - lo) if hi > lo else (0, n - nodes * lo)
+        if left == 0 and 0 <= more <= nodes:
+            producers = (hi,) * more + (lo,) * (nodes - more)
+            consumers = tuple((gpn - a * kp) // kc for a in producers)
+            return Placement(producers=producers, consumers=consumers, routing="local")
+    return None
 
 
 def _at_placement(

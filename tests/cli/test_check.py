@@ -381,3 +381,25 @@ def test_min_confidence_from_the_config_or_the_command_line(tmp_path, reference,
     r = _cli(p, *(["--min-confidence", str(levels[cli_conf])] if cli_conf else []))
     assert r.exit_code == (1 if applies == "high" else 0), r.output
     assert ("min confidence" in r.stdout) is bool(applies)
+
+
+def test_a_link_bound_layout_fails_the_gate_on_the_roles_own_capacities(reference):
+    """Issue 50: 7-9 on two nodes of 8 over a 0.8 GB/s link passed at "efficiency 0.988": the drafters'
+    capacity was their pool's with the link's waits in it, i.e. the link's 0.933 b/s. Efficiency is b/s
+    over the fastest role's own capacity (9 drafters of 0.855 b/s), about 12%; the link keeps its own
+    column."""
+    import json
+
+    args = (reference, "--gpus", "16", "--gpus-per-node", "8", "--link-gbytes-s", "0.8")
+    args += ("--roles", "target=7,drafter=9", "--min-efficiency", "0.9")
+    r = _cli(*args)
+    assert r.exit_code == 1, r.output
+    assert r.stdout.startswith("FAIL: split 7-9") and "efficiency 0.120 < 0.900" in r.stdout
+    js = _cli(*args, "--json")
+    assert js.exit_code == 1
+    doc = json.loads(js.stdout)
+    row = next(s for s in doc["splits"] if s["roles"] == {"target": 7, "drafter": 9})
+    caps = row["capacities_bps"]
+    assert caps["drafter"] == pytest.approx(9 * 0.855, rel=0.01)
+    assert row["efficiency"] == pytest.approx(row["bps"] / max(caps.values()), rel=1e-3)
+    assert doc["gate"]["value"] == pytest.approx(row["efficiency"], rel=1e-3) and not doc["gate"]["passed"]

@@ -135,7 +135,8 @@ def test_two_nodes_json_carries_the_layout_and_the_links_traffic():
     d = json.loads(r.output)
     by = {f"{s['roles']['target']}-{s['roles']['drafter']}": s for s in d["splits"]}
     assert by["14-2"]["layout"] == "node-local" and by["14-2"]["other_layout_bps"] < by["14-2"]["bps"]
-    assert by["13-3"]["layout"] == "shared" and by["13-3"]["other_layout_bps"] is None
+    assert by["13-3"]["layout"] == "node-local" and by["13-3"]["other_layout_bps"] < by["13-3"]["bps"]  # 7-1, 6-2
+    assert by["15-1"]["layout"] == "shared" and by["15-1"]["other_layout_bps"] is None  # one drafter, two nodes
     for s in d["splits"]:
         link = s["link"]
         assert {"hs_share", "sync_share"} <= set(link)

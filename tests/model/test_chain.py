@@ -292,6 +292,30 @@ def _sync_fit(every: int, bytes_: float | None):
     return _replace(fit, hs_bytes_per_token=1000.0, sync=_replace(fit.sync, bytes_per_sync=bytes_))
 
 
+def test_the_drafters_capacity_is_their_own_and_the_link_a_stage_beside_it():
+    """Issue 50: across nodes the drafters' capacity was their pool's with the link's waits in it (at
+    7-9 with 8 drafters behind a slow link: the link's own capacity), so a link-bound split read as
+    balanced. The drafters' column is their own capacity (the link free), the efficiency b/s over the
+    fastest role's own capacity, the bound the least of the roles' and the link's."""
+    from advisor.model.chain import LinkStage, project_split
+    from advisor.model.link import Placement
+
+    fit = _sync_fit(0, None)
+    pl = Placement(producers=(7, 0), consumers=(1, 8))
+    free = project_split(fit, 7, 9, gpus=16, link=LinkStage(pl, 0.0))
+    slow = project_split(fit, 7, 9, gpus=16, link=LinkStage(pl, 2.4))
+    assert slow.consumer_cap_bps == pytest.approx(free.consumer_cap_bps, rel=1e-12)
+    assert slow.consumer_cap_bps == pytest.approx(9 * 0.86, rel=1e-9) and slow.link_cap_bps < 1.2
+    assert slow.efficiency == pytest.approx(slow.x_bps / max(slow.producer_cap_bps, slow.consumer_cap_bps))
+    assert slow.efficiency < 0.15
+    assert slow.bound_bps == min(slow.producer_cap_bps, slow.consumer_cap_bps, slow.link_cap_bps)
+    assert slow.x_bps <= slow.bound_bps
+    # one drafter behind the link: its waits on it bind, though its own capacity is not the least
+    one = project_split(fit, 15, 1, gpus=16, link=LinkStage(Placement(producers=(8, 7), consumers=(0, 1)), 2.4))
+    assert one.consumer_cap_bps == pytest.approx(0.86) and one.x_bps < 0.5 * one.consumer_cap_bps
+    assert one.bottleneck == "link" and one.x_bps <= one.bound_bps == one.link_cap_bps
+
+
 def test_node_local_pipelines_are_one_node_times_the_nodes():
     import math
 
@@ -308,6 +332,32 @@ def test_node_local_pipelines_are_one_node_times_the_nodes():
     assert both.gpu_util == pytest.approx(one.gpu_util) and both.crossing_share == 0.0
     assert both.link_util == 0.0 and math.isinf(both.link_cap_bps)
     assert both.x_bps <= both.bound_bps * (1 + 1e-12)
+
+
+def test_unlike_node_local_pipelines_add_up_and_syncing_drafters_keep_one_pace():
+    """Issue 50: 13-3 on two nodes of 8 as 7-1 on one and 6-2 on the other: without a sync the rate is
+    the two pipelines' sum; drafters that sync all take k steps a round, so all keep the slower node's
+    pace per drafter."""
+    from advisor.model.chain import LinkStage, project_local, project_split
+    from advisor.model.link import Placement
+
+    def node(fit, n, m):  # one node's pipeline, its drafters in the all-reduce of all 3
+        one = Placement(producers=(n,), consumers=(m,), routing="local")
+        return project_split(fit, n, m, gpus=8, link=LinkStage(one, 0.0, sync_ranks=3))
+
+    pl = Placement(producers=(7, 6), consumers=(1, 2), routing="local")
+    for every in (0, 4):
+        fit = _sync_fit(every, None)
+        a, b = node(fit, 7, 1), node(fit, 6, 2)
+        both = project_local(fit, 13, 3, LinkStage(pl, 0.0), gpus=16)
+        want = a.x_bps + b.x_bps if not every else 3 * min(a.x_bps / 1, b.x_bps / 2)
+        assert both.x_bps == pytest.approx(want, rel=1e-12)
+        assert both.producer_cap_bps == pytest.approx(a.producer_cap_bps + b.producer_cap_bps)
+        assert both.consumer_cap_bps == pytest.approx(a.consumer_cap_bps + b.consumer_cap_bps)
+        assert both.efficiency == pytest.approx(both.x_bps / max(both.producer_cap_bps, both.consumer_cap_bps))
+        assert both.x_low_bps <= both.x_bps <= both.bound_bps == pytest.approx(a.bound_bps + b.bound_bps)
+        assert both.x_bps <= both.x_high_bps and 0 < both.gpu_util <= 1
+    assert want < a.x_bps + b.x_bps  # the sync holds the drafter-bound node to the other's pace
 
 
 def test_node_local_sync_over_the_link_costs_what_the_round_holds():

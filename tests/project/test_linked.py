@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from advisor.advice import advise
 
 
@@ -74,7 +76,9 @@ def test_a_simulated_row_stays_within_its_bound(reference):
 
     adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8)
     st = adv.settings
-    df = refine_placements(adv.fit, tuple(load_logs([reference])), st, project(adv.fit, st, pairs=[(7, 9), (9, 7)]))
+    # both divide over the nodes too (node-local since issue 50): the shared queue is what is simulated
+    shared = project(adv.fit, st, pairs=[(7, 9), (9, 7)], routing="shared")
+    df = refine_placements(adv.fit, tuple(load_logs([reference])), st, shared)
     assert (df["method"] == "exact").all()
     assert (df["bps"] <= df["bound_bps"]).all() and (df["bps"] <= df["cap_link_bps"]).all()
     assert (df["bps_free_link"] >= df["bps"]).all()
@@ -83,7 +87,7 @@ def test_a_simulated_row_stays_within_its_bound(reference):
         adv.fit,
         tuple(load_logs([reference])),
         replace(st, link_bytes_s=None),
-        project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)]),
+        project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)], routing="shared"),
     )
     assert (free["bps"] <= free["bound_bps"]).all()
 
@@ -93,11 +97,12 @@ def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
     sentence names the link's capacity and the cost from the same row as the placement sentence."""
     from advisor.decide.reasons import bps_text
 
-    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8, roles={"target": 9, "drafter": 7})
-    r = adv.splits.loc["9-7"]
-    assert r["bottleneck"] == "link"
+    # 15-1: its one drafter cannot run node-locally (since issue 50 9-7 does, as 5-3 and 4-4 pipelines)
+    adv = advise(reference, gpus=16, gpus_per_node=8, link_gbytes_s=0.8, roles={"target": 15, "drafter": 1})
+    r = adv.splits.loc["15-1"]
+    assert r["bottleneck"] == "link" and r["layout"] == "shared"
     first = adv.recommendation.reasons[0]
-    assert first.lower().startswith("at 9-7 the link is the bottleneck")
+    assert first.lower().startswith("at 15-1 the link is the bottleneck")
     assert f"its capacity {bps_text(r['cap_link_bps'])} b/s" in first
     cost = 100 * (1 - r["bps"] / r["bps_free_link"])
     assert cost > 0 and f"the link costs {cost:.1f}% against a free one" in first
@@ -138,4 +143,24 @@ def test_the_observed_split_keeps_the_capacities_of_the_queue_it_ran(tmp_path):
     assert adv.splits.at["2-2", "layout"] == "node-local" and adv.splits.at["2-2", "observed"]
     own = placed_split(adv.fit, adv.settings, 2, 2, logged_placement(adv.fit, adv.settings))
     assert adv.observed.capacities_bps["drafter"] == own.consumer_cap_bps
-    assert own.consumer_cap_bps < adv.splits.at["2-2", "cap_drafter_bps"]  # the link slows the shared queue
+    # the roles' own capacities are the layout's alike; the shared queue's batches cross the link
+    assert own.consumer_cap_bps == adv.splits.at["2-2", "cap_drafter_bps"]
+    assert own.crossing_share > 0 and adv.splits.at["2-2", "crossing_share"] == 0
+
+
+def test_the_observed_line_of_a_link_bound_log_names_the_link():
+    """Issue 50: the observed line took the drafters' capacity with their waits on the link (the link's, in
+    effect) and called a link-bound log drafter-bound; it gives the roles' own capacities, the link's beside
+    them, and the table's bottleneck: the link."""
+    import tempfile
+    from pathlib import Path
+
+    from advisor.project.table import logged_placement, placed_split
+
+    with tempfile.TemporaryDirectory() as tmp:
+        adv = advise(_two_node_log(Path(tmp) / "two.jsonl", bw=5e5))
+    ob = adv.observed
+    at_log = placed_split(adv.fit, adv.settings, 2, 2, logged_placement(adv.fit, adv.settings))
+    assert ob.bottleneck == "link" and at_log.bottleneck == "link"
+    assert ob.capacities_bps["link"] == at_log.link_cap_bps and ob.capacities_bps["drafter"] == pytest.approx(5.0)
+    assert ob.efficiency == ob.bps / max(ob.capacities_bps["target"], ob.capacities_bps["drafter"])

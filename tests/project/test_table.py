@@ -298,8 +298,42 @@ def test_node_local_pipelines_are_a_layout_of_the_reference_on_two_nodes(referen
     assert r["crossing_share"] == 0.0 and r["link_hs_share"] == 0.0 and r["link_sync_share"] == 0.0
     assert adv.decision.recommended == "14-2"
     assert set(adv.splits["layout"]) == {"shared", "node-local"}
-    assert adv.splits.loc["13-3", "layout"] == "shared"  # 13 targets do not divide over two nodes
-    assert math.isnan(adv.splits.loc["13-3", "bps_other_layout"])
+    assert adv.splits.loc["15-1", "layout"] == "shared"  # one drafter cannot sit on both nodes
+    assert math.isnan(adv.splits.loc["15-1", "bps_other_layout"])
+
+
+def test_a_split_that_does_not_divide_runs_uneven_node_local_pipelines(reference):
+    """Issue 50: 13-3 on two nodes of 8 was listed at 0.816 b/s through one shared, link-bound queue,
+    node-local pipelines being tried only where the split divides over the nodes; one pipeline per node,
+    7-1 on one and 6-2 on the other, gives their sum, about 1.645 b/s."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from advisor.cli.app import app, route
+    from advisor.project.table import local_placement
+
+    args = [str(reference), "--gpus", "16", "--gpus-per-node", "8", "--link-gbytes-s", "0.8"]
+    r = CliRunner().invoke(app, route([*args, "--json"]))
+    assert r.exit_code == 0, r.output
+    row = next(s for s in json.loads(r.stdout)["splits"] if s["roles"] == {"target": 13, "drafter": 3})
+    assert row["layout"] == "node-local" and row["placement"] == [
+        {"target": 7, "drafter": 1},
+        {"target": 6, "drafter": 2},
+    ]
+    one = advise(reference).splits
+    assert row["bps"] == pytest.approx(1.645, abs=0.005)
+    assert row["bps"] == pytest.approx(one.at["7-1", "bps"] + one.at["6-2", "bps"], rel=1e-3)
+    assert row["other_layout_bps"] == pytest.approx(0.816, abs=0.005)  # the shared queue, simulated
+    assert row["bps"] <= row["bound_bps"] and row["link"]["crossing_share"] == 0.0
+    text = CliRunner().invoke(app, route(args)).stdout
+    assert "node-local: node 0: 7 targets + 1 drafter; node 1: 6 targets + 2 drafters" in text
+    # each node holds both roles, as evenly as whole engines allow; none where a node would lack one
+    st = advise(reference, gpus=16, gpus_per_node=8).settings
+    assert local_placement(st, 11, 5).producers == (6, 5) and local_placement(st, 11, 5).consumers == (2, 3)
+    assert local_placement(st, 12, 4).producers == (6, 6) and local_placement(st, 15, 1) is None
+    tp2 = advise(reference, gpus=16, gpus_per_node=8, gpus_per_worker="target=2", engine_scaling="target=1").settings
+    assert local_placement(tp2, 5, 6).producers == (3, 2) and local_placement(tp2, 5, 6).consumers == (2, 4)
 
 
 def test_node_local_drafters_sync_over_the_link():
