@@ -16,13 +16,17 @@ expected length: ``--duration-s`` plus the longest start-up and stop seen so far
 ``START_GUESS_S`` before the first); skipped runs are listed in ``sweep.json``, and the archive is
 written in any case, so a wall-clock limit on the whole call never loses the runs already done.
 
-Placement. The given cores are cut into ``--lanes`` lanes of G + 1 cores each. A lane runs its
+Placement. The given cores are cut into ``--lanes`` lanes of G + 1 cores each (G cores with
+``--main-shares-core``, where the main process shares the first worker's core). A lane runs its
 share of the runs one after another; lanes run side by side (they share the host's memory
 bandwidth and caches, as GPUs of one node share PCIe and host memory; say so when you report).
 In a lane, the trainer's main process (loader thread, log writer) is pinned to the lane's first
 core and each worker process, with all its threads, to one core of its own; the trainer itself
 runs one torch thread per worker on CPU. Threads a worker starts later inherit its affinity; the
 sweep re-pins every ``REPIN_S`` seconds anyway, because affinity is per thread on Linux.
+
+Trainer settings. ``--model``, ``--token-budgets``, ``--samples``, ``--sync-every``, ``--hs-cap``
+and ``--pre-queue-depth`` go to every run; left out, the trainer's defaults hold.
 
 Length. The trainer has no time limit, so each run gets SIGINT ``--duration-s`` seconds after its
 log's header appears (the header is written once every worker has built its model): the log then
@@ -209,8 +213,12 @@ def run_job(job: Job, lane: int, cores: list[int], args, out: Path) -> JobRecord
         cmd += ["--samples", str(args.samples)]
     if args.sync_every is not None:
         cmd += ["--sync-every", str(args.sync_every)]
+    if args.hs_cap is not None:
+        cmd += ["--hs-cap", str(args.hs_cap)]
+    if args.pre_queue_depth is not None:
+        cmd += ["--pre-queue-depth", str(args.pre_queue_depth)]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    main_core, worker_cores = cores[0], cores[1:]
+    main_core, worker_cores = cores[0], cores if args.main_shares_core else cores[1:]
     t_start = time.time()
     errf = open(out / f"{job.name}.stderr", "w")
     proc = subprocess.Popen(
@@ -345,6 +353,13 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=40, help="passes over the corpus (enough not to run dry)")
     ap.add_argument("--rates-every", type=float, default=2.0)
     ap.add_argument("--sync-every", type=int, default=None, help="drafter steps per sync (default: the trainer's)")
+    ap.add_argument("--hs-cap", type=int, default=None, help="q_hs depth in batches (default: the trainer's)")
+    ap.add_argument("--pre-queue-depth", type=int, default=None, help="q_pre depth per target (default: the trainer's)")
+    ap.add_argument(
+        "--main-shares-core",
+        action="store_true",
+        help="lanes of G cores: the trainer's main process shares the first worker's core (default: G + 1)",
+    )
     ap.add_argument("--prefix", default="sweep")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tar", default=None, help="write this .tar.gz of the output folder")
@@ -362,7 +377,7 @@ def main(argv=None) -> int:
         splits = parse_splits(args.splits, args.gpus, args.target_tp)
     budgets = [int(b) for b in args.token_budgets.split(",") if b.strip()] or [None]
     cores = parse_cores(args.cores)
-    width = max(n * args.target_tp + m for n, m in splits) + 1
+    width = max(n * args.target_tp + m for n, m in splits) + (0 if args.main_shares_core else 1)
     if args.lanes * width > len(cores):
         raise SystemExit(f"sweep: {args.lanes} lanes of {width} cores need {args.lanes * width}, got {len(cores)}")
     lanes = [cores[i * width : (i + 1) * width] for i in range(args.lanes)]

@@ -43,6 +43,14 @@ def test_too_few_cores_for_the_lanes_is_refused(sweep, tmp_path):
         sweep.main(["--gpus", "8", "--splits", "7-1", "--cores", "0-9", "--lanes", "2", "--out", str(tmp_path)])
 
 
+def test_a_lane_of_g_cores_when_the_main_process_shares_a_core(sweep, capsys):
+    argv = ["--gpus", "16", "--splits", "10-6", "--cores", "0-15", "--out", "unused", "--dry-run"]
+    with pytest.raises(SystemExit, match="1 lanes of 17 cores need 17, got 16"):
+        sweep.main(argv)
+    assert sweep.main([*argv, "--main-shares-core"]) == 0
+    assert "lane(s) [[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]]" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs Linux CPU affinity")
 def test_a_short_real_run_is_pinned_and_logged(sweep, tmp_path):
     cores = sorted(os.sched_getaffinity(0))
@@ -65,6 +73,10 @@ def test_a_short_real_run_is_pinned_and_logged(sweep, tmp_path):
             "t",
             "--sync-every",
             "3",
+            "--hs-cap",
+            "2",
+            "--pre-queue-depth",
+            "1",
         ]
     )
     assert rc == 0
@@ -74,7 +86,9 @@ def test_a_short_real_run_is_pinned_and_logged(sweep, tmp_path):
     assert meta["machine"] == sweep.machine()
     log = (tmp_path / "s" / "t-1x2-r0.jsonl").read_text().splitlines()
     assert json.loads(log[0])["ev"] == "run" and json.loads(log[-1])["reason"] == "interrupted"
-    assert json.loads(log[0])["sync_every"] == 3  # passed through to the trainer
+    head = json.loads(log[0])
+    assert head["sync_every"] == 3  # passed through to the trainer, as are the queue depths:
+    assert {q["name"]: q["cap"] for q in head["queues"]} == {"pre": 1, "hs": 2}
     assert (tmp_path / "s.tar.gz").stat().st_size > 0
 
 
