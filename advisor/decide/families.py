@@ -139,6 +139,7 @@ MODELS = {  # preset -> (target model, drafter model), as the trainer's headers 
     "tp-cpu": ("qwen3-h128-l6-kv2 (1M backbone, random init)", "dflash-b8-l2-h256-w64"),
 }
 CALIBRATED: tuple[Family, ...] = (
+    _family("tiny-hs1-pre50-sync10-tb1024-tp1-cpu16", "tiny", "16-core CPU", (1, 50, 10, 1024, 1, 1), ("qhs1g7",)),
     _family(
         "tiny-hs20-pre50-sync10-tb1024-tp1-cpu16",
         "tiny",
@@ -201,6 +202,9 @@ CALIBRATED: tuple[Family, ...] = (
         "16-core CPU",
         (20, 50, 5, 2048, 1, 1),
         ("sync5g14", "sync5g14-b"),
+    ),
+    _family(
+        "tp-cpu-hs2-pre50-sync5-tb1024-tp1-cpu16", "tp-cpu", "16-core CPU", (2, 50, 5, 1024, 1, 1), ("qhs2tp-s5g7",)
     ),
     _family(
         "tp-cpu-hs20-pre50-sync1-tb2048-tp1-cpu16",
