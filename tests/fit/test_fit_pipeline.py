@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.errors import AdvisorWarning, AssumptionWarning
 from advisor.fit.pipeline import fit_logs
@@ -27,7 +28,6 @@ from advisor.model.priors import (
     TOKEN_LINE_CURVATURE_HALF95,
     TOKEN_RUN_SE,
 )
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.stats import expected_max_normal, huber_line
 
 TOKENS = TokenModel(budget=8192, mean=5000.0, cv=0.25, seq_len=500.0)
@@ -469,7 +469,7 @@ def test_a_never_starved_pipeline_leaves_the_loader_alone():
 def _regime_log(tmp_path, factor: float):
     from dataclasses import replace as dc_replace
 
-    from advisor.model.synth import draw
+    from synth import draw
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
     s = Scenario(
