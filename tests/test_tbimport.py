@@ -121,6 +121,20 @@ def test_corrupt_event_file_exits_2_naming_it(tmp_path):
     one_line_error(r, str(bad), "CRC mismatch")
 
 
+@pytest.mark.parametrize(
+    "flip, words",
+    [(0, "record at byte 0: length CRC mismatch"), (-1, "data CRC mismatch (corrupt event file)")],
+)
+def test_each_crc_mismatch_says_which_and_where(tmp_path, flip, words):
+    bad = tmp_path / "events.out.tfevents.bad"
+    data = bytearray(EVENTS.read_bytes())
+    data[flip] ^= 0x01
+    bad.write_bytes(bytes(data))
+    with pytest.raises(LogError, match=r"events\.out\.tfevents\.bad: record at byte \d+: ") as e:
+        read_scalars([bad])
+    assert words in str(e.value)
+
+
 def test_cut_last_record_is_skipped_with_a_warning(tmp_path):
     cut = tmp_path / "events.out.tfevents.cut"
     cut.write_bytes(EVENTS.read_bytes()[:-7])
