@@ -1,5 +1,5 @@
 """Builders of rate-log lines (schema v1), so that every writer writes the format the same way
-(advisor.model.synth and advisor.instrument do; any pipeline may).
+(tests/synth.py and advisor.instrument do; any pipeline may).
 
 Standard library only, so a training script can import it (and :mod:`advisor.instrument`) without
 pandas, numpy or torch. docs/log-schema.md is the format in prose; docs/rate-log.schema.json is

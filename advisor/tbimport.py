@@ -1,24 +1,15 @@
 """Rate logs from TensorBoard scalars: per-role throughput a pipeline already logs, as ``rates`` events.
 
-Standard library only (no tensorboard, tensorflow or protobuf package needed): the event files
-are read here directly.
-
-Event files. A TensorBoard event file is a sequence of TFRecords::
-
-    uint64  length            little-endian
-    uint32  masked CRC32C of the 8 length bytes
-    bytes   data[length]      one serialized tensorflow.Event protobuf
-    uint32  masked CRC32C of data
-
-with masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8 (mod 2^32), CRC32C the Castagnoli CRC.
-Both CRCs are verified: a mismatch is a corrupt file and an error naming the file and byte
-offset. A last record cut short (a writer still running) is skipped with a warning. From each
-``Event`` (wall_time = field 1, double; step = 2, int64; summary = 5) the ``Summary.Value``
-entries (field 1) give a tag (1) and a scalar: ``simple_value`` (2, float: what
-``torch.utils.tensorboard`` and TF1 write) or a 0-d ``tensor`` (8: TF2 and new-style writers;
-DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64 from ``float_val``/``double_val``/``int_val``/
-``int64_val`` or ``tensor_content``). Everything else (images, histograms, graphs) is skipped.
-The protobuf decoding is a minimal wire-format reader (varints, fixed 32/64-bit, length-delimited).
+Event files are read with TensorBoard's own record reader and ``Event`` protobuf (the
+``tensorboard`` extra: ``pip install 'dflash-advisor[tensorboard]'``), imported only here, when
+an event file is read. The reader checks both CRCs of each TFRecord: a mismatch is a corrupt file
+and an error naming the file and byte offset; a last record cut short (a writer still running) is
+skipped with a warning. From each ``Event`` (wall time, step, summary) every ``Summary.Value``
+gives a tag and a scalar: ``simple_value`` (what ``torch.utils.tensorboard`` and TF1 write) or a
+one-element numeric ``tensor`` (TF2 and new-style writers: DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64
+from its value lists or ``tensor_content``). Everything else (images, histograms, graphs) is
+skipped. A value list of the wrong wire type, which protobuf keeps as an unknown field, is a
+corrupt record.
 
 Mapping. ``--map KEY=TAG`` names the tag that holds each rates field:
 
@@ -42,6 +33,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from advisor.errors import LogError, LogWarning, SettingsError, short_repr
 from advisor.records import End, Queue, Rates, Run
@@ -49,7 +41,6 @@ from advisor.settings import MAX_GPUS, MAX_TIME_S, parse_role_values
 
 __all__ = [
     "Scalar",
-    "crc32c",
     "event_files",
     "read_scalars",
     "parse_roles",
@@ -61,177 +52,78 @@ __all__ = [
 ]
 
 
-# --- CRC32C (Castagnoli, reflected polynomial 0x82F63B78) ------------------------------------
-def _crc_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_TABLE = _crc_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC32C of ``data`` (table-driven, in pure Python: fine for scalar logs).
-
-    Its speed in pure Python: BENCHMARKS.md 20.11.
-
-    Args:
-        data: the bytes to check.
-
-    Returns:
-        The CRC, unmasked, as an unsigned 32-bit integer.
-    """
-    crc = 0xFFFFFFFF
-    table = _TABLE
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc(crc: int) -> int:
-    """The masked CRC a TFRecord stores: ((c >> 15) | (c << 17)) + 0xa282ead8, mod 2^32.
-
-    Args:
-        crc: a CRC32C (`crc32c`).
-
-    Returns:
-        The masked CRC, an unsigned 32-bit integer.
-    """
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _records(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(byte offset, data) of each TFRecord; CRCs verified."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise LogError(str(path), None, f"cannot be read: {e.strerror or e}") from None
-    pos, n = 0, len(raw)
-    while pos < n:
-        end = n + 1  # a record needs a 12-byte header
-        if n - pos >= 12:
-            header = raw[pos : pos + 8]
-            (length,), (len_crc,) = struct.unpack("<Q", header), struct.unpack("<I", raw[pos + 8 : pos + 12])
-            if masked_crc(crc32c(header)) != len_crc:
-                raise LogError(
-                    str(path),
-                    None,
-                    f"record at byte {pos}: length CRC mismatch (not a TensorBoard event file, or corrupt)",
-                )
-            end = pos + 12 + length + 4
-        if end > n:
-            warnings.warn(
-                LogWarning(
-                    f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
-                    f"skipped {n - pos} bytes"
-                ),
-                stacklevel=3,
-            )
-            return
-        data = raw[pos + 12 : pos + 12 + length]
-        (data_crc,) = struct.unpack("<I", raw[end - 4 : end])
-        if masked_crc(crc32c(data)) != data_crc:
-            raise LogError(str(path), None, f"record at byte {pos}: data CRC mismatch (corrupt event file)")
-        yield pos, data
-        pos = end
-
-
-# --- protobuf wire format -------------------------------------------------------------------
-class _WireError(ValueError):
-    pass
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise _WireError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise _WireError("varint too long")
-
-
-def _fields(buf: bytes) -> Iterator[tuple[int, int, object]]:
-    """(field number, wire type, value) of a message: int for varints, bytes otherwise."""
-    pos, n = 0, len(buf)
-    while pos < n:
-        key, pos = _varint(buf, pos)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, pos = _varint(buf, pos)
-        elif wt == 1:
-            v, pos = buf[pos : pos + 8], pos + 8
-        elif wt == 2:
-            ln, pos = _varint(buf, pos)
-            v, pos = buf[pos : pos + ln], pos + ln
-        elif wt == 5:
-            v, pos = buf[pos : pos + 4], pos + 4
-        else:
-            raise _WireError(f"unsupported wire type {wt}")
-        if pos > n:
-            raise _WireError("truncated field")
-        yield num, wt, v
-
-
-def _signed64(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
+_EXTRA = "pip install 'dflash-advisor[tensorboard]'"
 _DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64 = 1, 2, 3, 9
-# the wire types a TensorProto's value fields can have: packed (2) or one fixed32/fixed64/varint;
-# any other is a corrupt record, not a value (a varint float_val crashed the reader: found by fuzzing)
-_VALUE_WIRE = {5: (2, 5), 6: (2, 1), 7: (2, 0), 10: (2, 0)}
+_CONTENT = {_DT_FLOAT: "<f", _DT_DOUBLE: "<d", _DT_INT32: "<i", _DT_INT64: "<q"}
+_VALUE_FIELDS = {5, 6, 7, 10}  # TensorProto's float_val, double_val, int_val, int64_val
 
 
-def _tensor_scalar(buf: bytes) -> float | None:
+def _events(path: Path) -> Iterator[tuple[int, Any]]:
+    """(byte offset, ``Event``) of each TFRecord, by TensorBoard's reader (CRCs verified)."""
+    try:
+        from google.protobuf.message import DecodeError
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.tensorflow_stub import errors, pywrap_tensorflow
+    except ImportError:
+        raise LogError(str(path), None, f"reading TensorBoard event files needs tensorboard: {_EXTRA}") from None
+    try:
+        size = path.stat().st_size
+        reader = pywrap_tensorflow.PyRecordReader_New(str(path))
+    except (OSError, errors.OpError) as e:
+        raise LogError(str(path), None, f"cannot be read: {getattr(e, 'strerror', None) or e}") from None
+    pos = 0
+    try:
+        while True:
+            try:
+                reader.GetNext()
+            except errors.OutOfRangeError:
+                return
+            except OSError as e:
+                raise LogError(str(path), None, f"cannot be read: {e.strerror or e}") from None
+            except errors.DataLossError as e:
+                if "truncated" in e.message:
+                    warnings.warn(
+                        LogWarning(
+                            f"{path}: last record at byte {pos} is incomplete (a writer still running?); "
+                            f"skipped {size - pos} bytes"
+                        ),
+                        stacklevel=3,
+                    )
+                    return
+                what = "length CRC mismatch (not a TensorBoard event file, or corrupt)"
+                if "header" not in e.message:
+                    what = "data CRC mismatch (corrupt event file)"
+                raise LogError(str(path), None, f"record at byte {pos}: {what}") from None
+            data = reader.record()
+            try:
+                yield pos, Event.FromString(data)
+            except DecodeError as e:
+                raise LogError(str(path), None, f"record at byte {pos}: not a TensorBoard Event ({e})") from None
+            pos += len(data) + 16  # length, its CRC, the data, its CRC
+    finally:
+        reader.file_handle.close()
+
+
+def _tensor_scalar(t) -> float | None:
     """The value of a 0-d (or one-element) numeric TensorProto, else None."""
-    dtype, content, vals = 0, None, []
-    dims: list[int] = []
-    for num, wt, v in _fields(buf):
-        if num in _VALUE_WIRE and wt not in _VALUE_WIRE[num]:
-            raise _WireError(f"tensor field {num} has wire type {wt}")
-        if num == 1 and wt == 0:
-            dtype = v
-        elif num == 2 and wt == 2:  # TensorShapeProto: dim = 2, Dim.size = 1
-            for dn, dwt, dv in _fields(v):
-                if dn == 2 and dwt == 2:
-                    size = next((s for sn, swt, s in _fields(dv) if sn == 1 and swt == 0), 0)
-                    dims.append(_signed64(size))
-        elif num == 4 and wt == 2:
-            content = v
-        elif num == 5:  # float_val: packed or not
-            vals += list(struct.unpack(f"<{len(v) // 4}f", v)) if wt == 2 else [struct.unpack("<f", v)[0]]
-        elif num == 6:  # double_val
-            vals += list(struct.unpack(f"<{len(v) // 8}d", v)) if wt == 2 else [struct.unpack("<d", v)[0]]
-        elif num in (7, 10):  # int_val, int64_val
-            if wt == 2:
-                p = 0
-                while p < len(v):
-                    x, p = _varint(v, p)
-                    vals.append(_signed64(x))
-            else:
-                vals.append(_signed64(v))
-    if any(d != 1 for d in dims):
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    for u in UnknownFieldSet(t):  # a value list of the wrong wire type (found by fuzzing)
+        if u.field_number in _VALUE_FIELDS:
+            raise ValueError(f"tensor field {u.field_number} has wire type {u.wire_type}")
+    if any(d.size != 1 for d in t.tensor_shape.dim):
         return None
-    if content is not None:
-        fmt = {_DT_FLOAT: "<f", _DT_DOUBLE: "<d", _DT_INT32: "<i", _DT_INT64: "<q"}.get(dtype)
-        if fmt is None or len(content) != struct.calcsize(fmt):
+    if t.tensor_content:
+        fmt = _CONTENT.get(t.dtype)
+        if fmt is None or len(t.tensor_content) != struct.calcsize(fmt):
             return None
-        v = float(struct.unpack(fmt, content)[0])
-        return _f32(v) if dtype == _DT_FLOAT else v
-    if len(vals) != 1:
-        return None
-    return _f32(vals[0]) if dtype == _DT_FLOAT else float(vals[0])
+        v = float(struct.unpack(fmt, t.tensor_content)[0])
+    else:
+        vals = [*t.float_val, *t.double_val, *t.int_val, *t.int64_val]
+        if len(vals) != 1:
+            return None
+        v = float(vals[0])
+    return _f32(v) if t.dtype == _DT_FLOAT else v
 
 
 def _f32(v: float) -> float:
@@ -249,31 +141,17 @@ class Scalar:
     value: float
 
 
-def _event_scalars(data: bytes) -> tuple[float | None, list[tuple[str, int, float]]]:
-    wall, step, summary = None, 0, None
-    for num, wt, v in _fields(data):
-        if num == 1 and wt == 1:
-            wall = struct.unpack("<d", v)[0]
-        elif num == 2 and wt == 0:
-            step = _signed64(v)
-        elif num == 5 and wt == 2:
-            summary = v
+def _event_scalars(event: Any) -> list[tuple[str, float]]:
+    """(tag, value) of each scalar of an ``Event``."""
     out = []
-    if summary is not None:
-        for num, wt, v in _fields(summary):
-            if num != 1 or wt != 2:
-                continue
-            tag, value = None, None
-            for vn, vwt, vv in _fields(v):
-                if vn == 1 and vwt == 2:
-                    tag = vv.decode("utf-8", "replace")
-                elif vn == 2 and vwt == 5:
-                    value = _f32(struct.unpack("<f", vv)[0])
-                elif vn == 8 and vwt == 2:
-                    value = _tensor_scalar(vv)
-            if tag is not None and value is not None:
-                out.append((tag, step, value))
-    return wall, out
+    for v in event.summary.value:
+        kind = v.WhichOneof("value")
+        value = (
+            _f32(v.simple_value) if kind == "simple_value" else _tensor_scalar(v.tensor) if kind == "tensor" else None
+        )
+        if value is not None:
+            out.append((v.tag, value))
+    return out
 
 
 def event_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -318,16 +196,15 @@ def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], 
     by_tag: dict[str, list[Scalar]] = {}
     first_wall: float | None = None
     for f in event_files(paths):
-        for pos, data in _records(f):
+        for pos, event in _events(f):
             try:
-                wall, scalars = _event_scalars(data)
-            except (_WireError, struct.error) as e:
+                scalars = _event_scalars(event)
+            except ValueError as e:
                 raise LogError(str(f), None, f"record at byte {pos}: not a TensorBoard Event ({e})") from None
-            if wall is None:
-                continue
+            wall = event.wall_time
             first_wall = wall if first_wall is None else min(first_wall, wall)
-            for tag, step, value in scalars:
-                by_tag.setdefault(tag, []).append(Scalar(step, wall, value))
+            for tag, value in scalars:
+                by_tag.setdefault(tag, []).append(Scalar(event.step, wall, value))
     return by_tag, first_wall
 
 

@@ -1,7 +1,7 @@
 """Calibration of the barrier-tail correction (`advisor.model.chain.barrier_rate`) against exact simulation.
 
 Data-parallel drafters syncing every k steps, at splits where they are starved or near balance:
-each split is simulated (`advisor.model.synth.run`, 16000-24000 batches of the true generator) and
+each split is simulated (`tests/synth.py`'s `run`, 16000-24000 batches of the true generator) and
 compared with the analytic projection from the generator's true rates: the chain alone, the
 chain capped by the pure fluid tail (D = a k / 2), and by the calibrated tail (the module's).
 
@@ -23,9 +23,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the synthetic generator (tests/synth.py)
+
+from synth import Scenario, ServiceModel, TokenModel, draw, run  # noqa: E402
 
 from advisor.model.chain import barrier_rate, chain  # noqa: E402
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, run  # noqa: E402
 from advisor.stats import expected_max_normal  # noqa: E402
 
 

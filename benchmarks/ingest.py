@@ -31,9 +31,10 @@ READERS = {
 
 def make_log(path: Path, n_lines: int) -> None:
     sys.path.insert(0, str(ROOT))  # the advisor of this checkout, installed or not
+    sys.path.insert(0, str(ROOT / "tests"))  # the synthetic generator (tests/synth.py)
     from dataclasses import replace
 
-    from advisor.model.synth import reference_scenario, write_log
+    from synth import reference_scenario, write_log
 
     s = reference_scenario()
     # two step lines per batch plus a rates line a minute: batches ~ n_lines / 2

@@ -7,7 +7,7 @@
 
 The log is shaped like a 32-GPU run with drafter sync (24 targets, 8 drafters, an all-reduce every
 4 drafter steps, rates a minute). Up to ~1.2M lines it is generated in one piece with
-`advisor.model.synth`; longer logs continue a second, warm-up-free simulation of the same scenario
+`tests/synth.py`; longer logs continue a second, warm-up-free simulation of the same scenario
 segment after segment, times shifted (the generator holds a whole simulation in memory).
 
 Each reader runs in a fresh process (peak RSS is its own, from ``wait4``), readers
@@ -49,6 +49,7 @@ from phases import bytecode_note  # noqa: E402  (a sibling script: the bytecode 
 
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # the advisor of this checkout, installed or not
+sys.path.insert(0, str(ROOT / "tests"))  # the synthetic generator (tests/synth.py)
 DATA = HERE / "data"
 SEGMENT_LINES = 1_000_000
 
@@ -111,7 +112,7 @@ def setting_reader(setting: str) -> tuple[str, list[str]]:
 
 
 def scenario(n_lines: int, *, seed: int = 108, warm: bool = True):
-    from advisor.model.synth import Scenario, ServiceModel, TokenModel
+    from synth import Scenario, ServiceModel, TokenModel
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
     return Scenario(
@@ -137,7 +138,7 @@ _T = re.compile(rb'"t":([0-9.eE+-]+)')
 
 
 def make_log(path: Path, n_lines: int) -> None:
-    from advisor.model.synth import write_log
+    from synth import write_log
 
     if n_lines <= 1.2 * SEGMENT_LINES:
         write_log(path, scenario(n_lines))

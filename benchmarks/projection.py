@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the synthetic generator (tests/synth.py)
 
 from advisor.advice import advise  # noqa: E402
 from advisor.project.table import project  # noqa: E402
@@ -52,7 +53,7 @@ def main() -> None:
     # synchronised drafters: decision-relevant splits are refined by exact simulation
     import tempfile
 
-    from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
+    from synth import Scenario, ServiceModel, TokenModel, write_log
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
     sc = Scenario(

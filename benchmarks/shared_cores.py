@@ -4,7 +4,7 @@ projections of another split cover what that split measures?
 Your own pipeline (numpy work in processes, no `device` in its header) runs P targets and M
 drafters on a small host: every busy worker gets min(1, C / busy workers) of a core, so a step
 takes longer while more peers are busy (processor sharing). This script simulates that in small
-time steps (`advisor.model.synth.shared_cores_log`: targets -> a bounded q_hs -> drafters),
+time steps (`tests/synth.py`'s `shared_cores_log`: targets -> a bounded q_hs -> drafters),
 writes each split's steps as a rate log with no `device` or `physical_gpus`, and then, for each logged split, compares
 `dflash-advise LOG --json`'s
 projection at the other splits with what the simulated run at that split measured (its steady
@@ -25,8 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the synthetic generator (tests/synth.py)
 
-from advisor.model.synth import SharedCores, shared_cores_log  # noqa: E402
+from synth import SharedCores, shared_cores_log  # noqa: E402
 
 
 def advise(path: Path) -> dict:

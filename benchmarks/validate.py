@@ -1,6 +1,6 @@
 """Validation of the advisor against exact simulation (issue 4).
 
-For each scenario (a documented generator, `advisor.model.synth.Scenario`):
+For each scenario (a documented generator, `tests/synth.py`'s `Scenario`):
 
 1. write a schema-v1 log of the scenario at ONE split (with warm-up), as a run would;
 2. run the advisor on that log alone (`advisor.advice.advise`);
@@ -37,8 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the synthetic generator (tests/synth.py)
 
-from advisor.model.synth import (
+from synth import (
     Scenario,
     ScenarioDraw,
     ServiceModel,
@@ -442,7 +443,7 @@ def markdown(results: list[CaseResult], *, command: str, elapsed_s: float, truth
         "",
         f"    {command}",
         "",
-        f"Each scenario's log is written at one split (marked `L`) by `advisor/synth.py` and read by "
+        f"Each scenario's log is written at one split (marked `L`) by `tests/synth.py` and read by "
         f"`advisor.advice.advise` alone. Every split is then measured by exact simulation "
         f"(`advisor/simulate.py`) of the TRUE generator: {reps} independent replications of "
         f"{truth_batches} batches each, with the first {int(WARMUP_SHARE * 100)}% of completions dropped. "

@@ -313,12 +313,12 @@ def render_leads(leads: dict[str, dict]) -> str:
 
 
 def render_within(name: str, rows: list[dict]) -> str:
-    from advisor.stats import T_975
+    from advisor.stats import t_975
 
     def cell(b, se, flag=False):
         if not math.isfinite(se):
             return "-"
-        return f"{100 * (math.exp(b) - 1):+.1f} +-{100 * T_975[19] * se:.1f}{' (confounded)' if flag else ''}"
+        return f"{100 * (math.exp(b) - 1):+.1f} +-{100 * t_975(19) * se:.1f}{' (confounded)' if flag else ''}"
 
     out = [
         f"#### {name}: within-log contention (95%, % per extra busy worker)\n",

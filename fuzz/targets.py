@@ -38,7 +38,6 @@ from advisor.cli import app as cli_app
 from advisor.errors import AdvisorWarning, LogError, SettingsError, display_path
 from advisor.ingest.load import load_log, load_logs, summarize_paths
 from advisor.ingest.runlog import RunLog
-from advisor.tbimport import crc32c, masked_crc
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -303,13 +302,12 @@ def fuzz_check(data: bytes) -> str:
 
 
 def _frame(payload: bytes) -> bytes:
-    head = len(payload).to_bytes(8, "little")
-    return (
-        head
-        + masked_crc(crc32c(head)).to_bytes(4, "little")
-        + payload
-        + masked_crc(crc32c(payload)).to_bytes(4, "little")
-    )
+    """``payload`` as one TFRecord with good CRCs (tensorboard's own writer)."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    buf = io.BytesIO()
+    RecordWriter(buf).write(payload)
+    return buf.getvalue()
 
 
 @_timed

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 jsonschema = pytest.importorskip("jsonschema")
 
+from synth import Scenario, ServiceModel, TokenModel, write_log  # noqa: E402
+
 from advisor import records  # noqa: E402
 from advisor.errors import LogError  # noqa: E402
 from advisor.ingest.load import load_log  # noqa: E402
 from advisor.ingest.schema import KNOWN_EVENTS
 from advisor.instrument import RateLog, Snapshots  # noqa: E402
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "rate-log.schema.json").read_text())

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synth import reference_scenario, write_log
 
 from advisor import records
 from advisor.ingest.schema import END_REASONS, KNOWN_EVENTS
-from advisor.model.synth import reference_scenario, write_log
 from advisor.records import End, EndReason, Event, Queue, Rates, RecordError, Run, Step, Sync, from_dict
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor import advise
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,6 +3,7 @@ written here, and the commands of docs/stacks/*.md run as written."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import one_line_error
+from tensorboard.summary.writer.record_writer import RecordWriter
 from typer.testing import CliRunner
 
 from advisor import advise
@@ -19,7 +21,7 @@ from advisor.cli.app import app, route
 from advisor.errors import LogError
 from advisor.present.json import advice_json
 from advisor.stacks import STACKS, Field, derive, read_csv_scalars
-from advisor.tbimport import Scalar, crc32c, masked_crc
+from advisor.tbimport import Scalar
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +34,7 @@ def _rates(path):
     return [json.loads(x) for x in Path(path).read_text().splitlines() if '"rates"' in x]
 
 
-# --- a minimal event-file writer (the TFRecord and protobuf layout of tbimport's docstring) ----
+# --- a minimal event-file writer (protobuf by hand, framed by tensorboard's RecordWriter) -------
 def _varint(n: int) -> bytes:
     out = bytearray()
     while True:
@@ -47,8 +49,9 @@ def _fld(num: int, wt: int, payload: bytes) -> bytes:
 
 
 def _rec(data: bytes) -> bytes:
-    n = struct.pack("<Q", len(data))
-    return n + struct.pack("<I", masked_crc(crc32c(n))) + data + struct.pack("<I", masked_crc(crc32c(data)))
+    buf = io.BytesIO()
+    RecordWriter(buf).write(data)
+    return buf.getvalue()
 
 
 def write_events(path: Path, t0: float, rows: list[tuple[int, float, dict[str, float]]]) -> Path:

@@ -1,9 +1,10 @@
 """advisor.tbimport: TensorBoard scalars -> rates events. The main fixture was written by a real
-writer (torch.utils.tensorboard, fixtures/tensorboard/make_event_file.py), so no test needs
-tensorboard installed."""
+writer (torch.utils.tensorboard, fixtures/tensorboard/make_event_file.py); hand-built records for
+the encodings it does not use are framed by tensorboard's own RecordWriter."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import struct
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import one_line_error
+from tensorboard.summary.writer.record_writer import RecordWriter
 from typer.testing import CliRunner
 
 from advisor import advise
@@ -20,7 +22,7 @@ from advisor.cli.app import app, route
 from advisor.errors import LogError, LogWarning
 from advisor.ingest.load import load_log
 from advisor.present.json import advice_json
-from advisor.tbimport import crc32c, masked_crc, parse_map, read_scalars
+from advisor.tbimport import parse_map, read_scalars
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = ROOT / "fixtures" / "tensorboard"
@@ -62,13 +64,6 @@ def _import(tmp_path, events=TB, extra=()):
     for m in MAP:
         args += ["--map", m]
     return _cli(args), out
-
-
-def test_crc32c_known_values():
-    assert crc32c(b"") == 0
-    assert crc32c(b"123456789") == 0xE3069283  # the standard check value
-    assert crc32c(b"\x00" * 32) == 0x8A9136AA  # RFC 3720 B.4
-    assert masked_crc(0) == 0xA282EAD8
 
 
 def test_reads_both_scalar_encodings_of_a_real_writer_and_skips_the_rest():
@@ -124,6 +119,20 @@ def test_corrupt_event_file_exits_2_naming_it(tmp_path):
     bad.write_bytes(bytes(data))
     r, _ = _import(tmp_path, events=bad)
     one_line_error(r, str(bad), "CRC mismatch")
+
+
+@pytest.mark.parametrize(
+    "flip, words",
+    [(0, "record at byte 0: length CRC mismatch"), (-1, "data CRC mismatch (corrupt event file)")],
+)
+def test_each_crc_mismatch_says_which_and_where(tmp_path, flip, words):
+    bad = tmp_path / "events.out.tfevents.bad"
+    data = bytearray(EVENTS.read_bytes())
+    data[flip] ^= 0x01
+    bad.write_bytes(bytes(data))
+    with pytest.raises(LogError, match=r"events\.out\.tfevents\.bad: record at byte \d+: ") as e:
+        read_scalars([bad])
+    assert words in str(e.value)
 
 
 def test_cut_last_record_is_skipped_with_a_warning(tmp_path):
@@ -194,8 +203,9 @@ def _event(wall: float, step: int, values: list[bytes]) -> bytes:
 
 
 def _record(data: bytes) -> bytes:
-    length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked_crc(crc32c(length))) + data + struct.pack("<I", masked_crc(crc32c(data)))
+    buf = io.BytesIO()
+    RecordWriter(buf).write(data)
+    return buf.getvalue()
 
 
 def _value(tag: str, tensor: bytes) -> bytes:
@@ -402,3 +412,27 @@ def test_the_instrumenting_guides_import_advises_without_nan(tmp_path):
     assert "Measured at 6-2" in text.stdout and re.search(r"^>?\*\s+6-2\s", text.stdout, re.MULTILINE)
     doc = json.loads(js.stdout)
     assert [s["roles"] for s in doc["splits"] if s["observed"]] == [{"target": 6, "drafter": 2}]
+
+
+def test_without_the_tensorboard_extra_import_tb_says_how_to_install_it(tmp_path):
+    """Event files are read by tensorboard's own reader, an extra: without it, exit 2 in one line
+    naming the install command (a CSV export needs no extra)."""
+    out = tmp_path / "x.jsonl"
+    argv = ["dflash-advise", "import-tb", str(EVENTS), "-o", str(out), "--roles", "target=7,drafter=1"]
+    argv += ["--map", "drafter.bps=pipeline/drafter_bps"]
+    code = (
+        "import sys; sys.modules['tensorboard'] = None; "  # as if not installed
+        f"sys.argv = {argv!r}; from advisor.cli.app import script; script()"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and str(EVENTS) in r.stderr, r.stderr
+    assert "pip install 'dflash-advisor[tensorboard]'" in r.stderr, r.stderr
+    assert not out.exists()

@@ -39,7 +39,7 @@ from advisor.model.priors import (
     RUN_SE,
     oversubscribed_se,
 )
-from advisor.stats import T_975
+from advisor.stats import t_975
 
 WITHIN_SHARED_SLOPE = 0.05  # ln step time per busy peer, at a slope's 95% low end: shows shared compute
 
@@ -77,7 +77,7 @@ def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[flo
             (log.header.producer, rc.per_producer, rc.per_producer_se),
             (log.header.consumer, rc.per_consumer, rc.per_consumer_se),
         ):
-            half = T_975[19] * se
+            half = t_975(19) * se
             if math.isfinite(se) and b - half >= WITHIN_SHARED_SLOPE and b > best:
                 best = b
                 text = f"a {rc.role}'s step {100 * math.expm1(b):+.1f}% per extra busy {peer} (95% +-{100 * half:.1f}%)"

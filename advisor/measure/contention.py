@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.settings import role_plural
-from advisor.stats import HUBER_K, T_975
+from advisor.stats import HUBER_K, t_975
 
 BLOCKS = 20  # time blocks for the cluster-robust standard errors
 MIN_STEPS = 60  # per role, in the steady window
@@ -95,7 +95,7 @@ class RoleContention:
 
     @staticmethod
     def _ok(se: float) -> bool:
-        return math.isfinite(se) and T_975[19] * se <= MAX_HALF95
+        return math.isfinite(se) and t_975(19) * se <= MAX_HALF95
 
     @property
     def producer_identified(self) -> bool:
@@ -111,11 +111,11 @@ class RoleContention:
 
     @property
     def producer_confounded(self) -> bool:
-        return math.isfinite(self.per_producer_se) and self.per_producer + T_975[19] * self.per_producer_se < 0
+        return math.isfinite(self.per_producer_se) and self.per_producer + t_975(19) * self.per_producer_se < 0
 
     @property
     def consumer_confounded(self) -> bool:
-        return math.isfinite(self.per_consumer_se) and self.per_consumer + T_975[19] * self.per_consumer_se < 0
+        return math.isfinite(self.per_consumer_se) and self.per_consumer + t_975(19) * self.per_consumer_se < 0
 
     def usable(self, which: str) -> float:
         """The slope on busy ``which`` if identified and not confounded, else 0.
@@ -425,7 +425,7 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
         ):
             if not math.isfinite(se) or not (ok or conf):
                 continue
-            part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * T_975[19] * se:.1f}%)"
+            part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * t_975(19) * se:.1f}%)"
             if conf:
                 odd.append(part)
             elif ok:
@@ -433,7 +433,7 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
         if rc.starved_identified:
             found.append(
                 f"a {rc.role}'s step after a starved wait {_pct(rc.starved)} against back-to-back "
-                f"(95% +-{100 * T_975[19] * rc.starved_se:.1f}%)"
+                f"(95% +-{100 * t_975(19) * rc.starved_se:.1f}%)"
             )
     if not found and not odd:
         sds = (

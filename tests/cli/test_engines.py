@@ -2,10 +2,10 @@ import json
 from dataclasses import replace
 
 import pytest
+from synth import reference_scenario, write_log
 from typer.testing import CliRunner
 
 from advisor.cli.app import app
-from advisor.model.synth import reference_scenario, write_log
 
 runner = CliRunner()
 

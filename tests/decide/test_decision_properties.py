@@ -14,11 +14,11 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.advice import advise
 from advisor.decide.reasons import bps_text
 from advisor.decide.rules import Verdict
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.present.json import advice_json
 
 SCENARIOS = {

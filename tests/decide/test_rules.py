@@ -6,12 +6,12 @@ import json
 import math
 
 import pytest
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.advice import advise, advise_numbers
 from advisor.decide.rules import RESOLVE_GAIN, Verdict
 from advisor.errors import SettingsError
 from advisor.model.chain import MODEL_SE
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.present.json import advice_json, split_json
 from advisor.present.text import render
 

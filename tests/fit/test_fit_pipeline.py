@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.errors import AdvisorWarning, AssumptionWarning
 from advisor.fit.pipeline import fit_logs
@@ -27,7 +28,6 @@ from advisor.model.priors import (
     TOKEN_LINE_CURVATURE_HALF95,
     TOKEN_RUN_SE,
 )
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.stats import expected_max_normal, huber_line
 
 TOKENS = TokenModel(budget=8192, mean=5000.0, cv=0.25, seq_len=500.0)
@@ -118,18 +118,31 @@ def test_expected_max_of_normals():
 
 @pytest.mark.parametrize("order", [[4099, 7, 1024, 2], [2, 7, 1024, 4099]])
 def test_expected_max_is_the_integral_whatever_the_order_asked(order):
-    """The table made by one product per m is the integral of x m phi Phi^(m-1) on the grid, for
-    small and large m, asked in any order."""
+    """The grid's value is the whole integral of x m phi Phi^(m-1) (scipy's adaptive quadrature
+    over the real line), for small and large m, asked in any order."""
     import math
 
-    x = np.linspace(-8.0, 8.0, 4001)
-    phi = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    cdf = 0.5 * (1.0 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
+    from scipy import integrate, special
+
+    def whole(m):
+        f = lambda x: x * m * math.exp(-0.5 * x * x + (m - 1) * special.log_ndtr(x)) / math.sqrt(2 * math.pi)  # noqa: E731
+        return integrate.quad(f, -math.inf, math.inf, epsabs=0, epsrel=1e-13, limit=500)[0]
+
     got = [expected_max_normal(m) for m in order]
     for m, e in zip(order, got):
-        assert e == pytest.approx(float(np.trapezoid(x * m * phi * cdf ** (m - 1), x)), rel=1e-12)
+        assert e == pytest.approx(whole(m), rel=1e-11)
         assert expected_max_normal(m) == e
     assert expected_max_normal(1) == expected_max_normal(0) == 0.0
+
+
+def test_t_quantiles_are_scipys_to_three_decimals():
+    from scipy import stats
+
+    from advisor.stats import t_975
+
+    for df in (19, 9, 4, 2):
+        assert t_975(df) == round(float(stats.t.ppf(0.975, df)), 3)
+    assert [t_975(df) for df in (19, 9, 4, 2)] == [2.093, 2.262, 2.776, 4.303]  # the intervals' values
 
 
 def test_huber_line_resists_outliers():
@@ -456,7 +469,7 @@ def test_a_never_starved_pipeline_leaves_the_loader_alone():
 def _regime_log(tmp_path, factor: float):
     from dataclasses import replace as dc_replace
 
-    from advisor.model.synth import draw
+    from synth import draw
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.03, seq_len=1926.0)
     s = Scenario(

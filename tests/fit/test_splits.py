@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import HEADER, good_lines
+from synth import SharedCores, shared_cores_log
 
 from advisor.advice import advise
 from advisor.errors import AssumptionWarning
@@ -25,7 +26,6 @@ from advisor.fit.splits import (
 )
 from advisor.ingest.load import load_log
 from advisor.model.priors import CONTENTION_PRIOR_SE, RUN_SE
-from advisor.model.synth import SharedCores, shared_cores_log
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 

@@ -13,13 +13,13 @@ import pytest
 from conftest import split_by_rank
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synth import Scenario, ServiceModel, TokenModel, write_log
 from typer.testing import CliRunner
 
 from advisor import advise
 from advisor.cli.app import app, route
 from advisor.errors import LogError
 from advisor.ingest.load import load_log, load_logs
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.advice import advise
 from advisor.errors import LogError
@@ -20,7 +21,6 @@ from advisor.ingest import sample, summary
 from advisor.ingest.load import load_log, summarize_paths
 from advisor.ingest.stream import summarize_log
 from advisor.ingest.summary import merge_all, read_summary
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,13 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from synth import reference_scenario, write_log
 
 import advisor.ingest.summary as summary
 from advisor.fit.pipeline import fit_logs
 from advisor.ingest.load import load_log
 from advisor.measure.observe import completion_counts, completions, observe, time_weighted_queue, window_sums
 from advisor.measure.steady import find_steady
-from advisor.model.synth import reference_scenario, write_log
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.errors import SteadyStateWarning
 from advisor.ingest.load import load_log
 from advisor.measure.steady import find_steady, mser_truncation
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
 
 def test_mser_finds_a_level_shift():

@@ -202,10 +202,11 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
     # projects 10-6 3.6% high and 8-8 1.8% high; with the barrier tail both are within 2.5%.
     from dataclasses import replace
 
+    from synth import Scenario, ServiceModel, TokenModel, draw, run, write_log
+
     from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split
-    from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, run, write_log
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.2, seq_len=1926.0)
     s = Scenario(
@@ -238,10 +239,11 @@ def test_barrier_idling_of_starved_drafters_matches_simulation(tmp_path):
 def test_unidentified_sync_scaling_interval_spans_flat_and_ring(tmp_path):
     # sync cost logged at 3 drafters only: 6-2 is projected for a ring all-reduce, and its interval
     # reaches the projection for a flat one; a second drafter count identifies the scaling
+    from synth import Scenario, ServiceModel, TokenModel, write_log
+
     from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
     from advisor.model.chain import project_split, sync_scaling_range
-    from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 
     tm = TokenModel(budget=32768, mean=31200.0, cv=0.15, seq_len=1926.0)
     s = Scenario(

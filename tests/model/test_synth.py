@@ -8,8 +8,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, draw, reference_scenario, run, write_log
+from synth import Scenario, ServiceModel, TokenModel, draw, reference_scenario, run, write_log
 
 
 def _read(path):

@@ -260,7 +260,7 @@ def test_the_table_shows_each_splits_odds_from_the_decisions_draw(reference):
 def test_the_markdown_legend_names_its_own_marks_and_engines(tmp_path):
     from dataclasses import replace
 
-    from advisor.model.synth import reference_scenario, write_log
+    from synth import reference_scenario, write_log
 
     path = tmp_path / "tp2.jsonl"
     write_log(path, replace(reference_scenario(duration_s=3000.0), n_target=3, n_drafter=2, gpus_per_target=2))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.advice import advise
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.present.json import advice_json
 
 
