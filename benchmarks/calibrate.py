@@ -22,7 +22,10 @@ tree ``--root`` (default: this one), and scored:
   inside the projection's 95% interval ``[bps_low, bps_high]``, and the median width
   ``(bps_high - bps_low) / bps``, per sweep; in ``--json`` each rate's ``used`` share of its side
   of the interval (``|ln(v / bps)| / |ln(end / bps)|``, inside iff <= 1) and the split's
-  ``distance`` in target engines from the nearest logged split.
+  ``distance`` in target engines from the nearest logged split;
+- the self-check (issue 51): of the logs advised alone, the share whose projection of their own
+  split (the row's ``bps``, by the method its rivals share) lies within ``SELF_TOL`` (5%) of the
+  rate the log measured.
 
 A reference beside the advisor, the regret of measuring instead of projecting: from each sweep
 whose splits all have two or more repeats, and each repeat index r, the split whose r-th repeat
@@ -66,6 +69,7 @@ ACTION_MIN = 0.90
 MEAN_REGRET_MAX = 0.02
 MAX_REGRET_MAX = 0.10
 COVERAGE_RANGE = (0.90, 0.97)
+SELF_TOL = 0.05  # the observed split's projection within 5% of its log's measured rate (issue 51)
 NO_ACTION = "cannot-tell"
 
 
@@ -124,6 +128,8 @@ def score(out: dict, logged: set[tuple[int, int]], truth: dict, measured: dict) 
             row.update(bps=s["bps"], low=s["bps_low"], high=s["bps_high"], measured=measured[k])
             row["used"] = [_used(v, s["bps"], s["bps_low"], s["bps_high"]) for v in measured[k]]
             row["distance"] = min(abs(k[0] - n) for n, _ in logged)
+        if row["logged"] and s.get("observed_bps") and s.get("bps"):
+            row["self_gap"] = s["bps"] / s["observed_bps"] - 1.0  # the fit's projection of its own split
         splits.append(row)
     return {
         "pick": f"{pick[0]}-{pick[1]}" if pick else None,
@@ -271,6 +277,13 @@ def summarize(sweeps: list[dict]) -> dict:
     stated = [(c["p_best"], c["within"]) for c in cases if c["p_best"] is not None and c["within"] is not None]
     split_stated = [(s["p_best"], s["within"]) for c in cases for s in c["splits"] if s["p_best"] is not None]
     actions = sum(c["verdict"] != NO_ACTION for c in cases)
+    own = [
+        abs(s["self_gap"]) <= SELF_TOL
+        for c in cases
+        if len(c.get("source", ())) == 1
+        for s in c["splits"]
+        if "self_gap" in s
+    ]
     misses = [c for c in cases if c["within"] is False]
     per_sweep = {
         sw["name"]: {
@@ -310,6 +323,8 @@ def summarize(sweeps: list[dict]) -> dict:
         "brier": brier(stated),
         "split_reliability": reliability(split_stated),
         "split_brier": brier(split_stated),
+        "self_check": sum(own) / len(own) if own else None,
+        "self_checked": len(own),
         "verdicts": {v: sum(c["verdict"] == v for c in cases) for v in sorted({str(c["verdict"]) for c in cases})},
         "per_sweep": per_sweep,
         "coverage": coverage(cases),
@@ -372,6 +387,11 @@ def render(summary: dict, code: str) -> str:
         + (f" ({unscored} picks at splits the sweep did not run: no regret, left out)" if unscored else "")
         + ".\n"
     )
+    if s.get("self_checked"):
+        lines.append(
+            f"Self-check: of {s['self_checked']} logs advised alone, the projection of the log's own split is within "
+            f"{SELF_TOL:.0%} of its measured rate in {_pct(s['self_check'], 0)}.\n"
+        )
     if s["misses"]:
         lines.append(
             f"Picks more than 2% below the best: {s['misses']}; the probe their advice names runs a split "
