@@ -22,8 +22,9 @@ The result column ``bps_exact`` sits beside the analytic ``bps``; ``exact_gap_pc
 difference. ``REPLICATIONS`` independent runs give the simulation's own spread. Intended for
 logs with step events (a rates-only log has no residuals to resample).
 
-Every split's inputs are drawn in order from one generator, and each split is simulated in turn,
-in this process; a simulation is deterministic in its inputs.
+Every split's inputs are drawn from a generator of its own (seeded by the seed and the split), and
+each split is simulated in turn, in this process; a simulation is deterministic in its inputs, and
+a split's simulated rate does not depend on which other splits are simulated beside it.
 
 Across nodes (`simulate_placed_run`): the same batches with each worker on its node of a placement
 and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
@@ -249,7 +250,8 @@ def simulate_splits(
         logs: the logs the fit read, in its order.
         splits: the table (`advisor.project.table.project`): its engine counts and ``bps``.
         n_batches: the least batches per split (`batches_for`).
-        seed: seeds the one generator every split's inputs are drawn from, in turn.
+        seed: seeds each split's generator, with its n and m: a split's rate does not depend on
+            which other splits are simulated with it.
         hs_cap: q_hs depth, batches; None: the fit's.
         rows: positions of the splits to simulate (default all); the others get NaN.
         pools: the logs' resampled quantities when the caller has them (`gather_pools`); None gathers them.
@@ -265,7 +267,6 @@ def simulate_splits(
         raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
     if pools is None:
         pools = gather_pools(fit, logs)
-    rng = np.random.default_rng(seed)
     out = np.full(len(splits), np.nan)
     b = fit.hs_cap if hs_cap is None else hs_cap
     todo = [int(i) for i in (range(len(splits)) if rows is None else rows)]
@@ -275,9 +276,10 @@ def simulate_splits(
     sizes = [(int(splits[n_col].iat[i]), int(splits[m_col].iat[i])) for i in todo]
     sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in sizes]
 
-    def runs():  # every split's inputs, drawn in order from the one generator as it is simulated
+    def runs():  # every split's inputs from a generator of its own, drawn as it is simulated
         loader_s: float | np.ndarray = 0.0
         for n, m, nb in sizes:
+            rng = np.random.default_rng([seed, n, m])
             tok, tgt, dft, k_c = _services(fit, pools, rng, n, m, nb)
             if fit.loader.input_bound and fit.loader.capacity_bps:
                 mean_gap = 1.0 / fit.loader.capacity_bps

@@ -169,3 +169,16 @@ def test_the_rates_alone_decide_the_same_refinement(tmp_path):
         refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap, ratios=ratios),
         refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap),
     )
+
+
+def test_a_split_simulates_alike_alone_or_beside_others(reference):
+    """Each split's simulation draws from a generator of its own: its rate does not depend on which
+    other splits are simulated beside it (a later pass adds contenders without moving the others)."""
+    import numpy as np
+
+    from advisor.project.exact import simulate_splits
+
+    adv = advise(reference)
+    alone = simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=np.array([2]))
+    beside = simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=np.array([0, 1, 2]))
+    assert alone["bps_exact"].iat[2] == beside["bps_exact"].iat[2]
