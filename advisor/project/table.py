@@ -54,7 +54,10 @@ eta_s               time to finish the rest of the job at this split (for a next
                     job; NaN if the job size is unknown)
 observed            True for the split(s) the logs ran (at this G)
 observed_bps        the measured rate at an observed split (NaN elsewhere)
-method              "analytic", or "exact" where simulation replaced the analytic rate
+method              "analytic", or "exact" where simulation replaced the analytic rate (every split
+                    whose interval reaches the best's lower end, where the chain is weak:
+                    `advisor.project.exact.refine_weak_spots`), "analytic-capped" at such a split
+                    the caps on simulation left analytic (at large G)
 widened             True where reconciliation widened the interval to a measured rate
 err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``err_p_samp``,
                     ``err_c_samp`` (sampling and drift), ``err_p_level``, ``err_c_level`` (token
@@ -383,8 +386,7 @@ def project(
         settings: the options the table is projected under.
         pairs: the (N, M) splits to project, in row order; None for every split of G.
         interval: False gives the rates alone (a third of the chain solves), the interval columns NaN
-            and the parts 0: the same ``bps``, for what reads the rates only
-            (`advisor.project.exact.refined_ratios`).
+            and the parts 0: the same ``bps``, for what reads the rates only.
         routing: "shared" or "local" forces one layout across nodes (`split_capacities`); None keeps
             each split's layout of the higher rate.
 
