@@ -15,10 +15,10 @@ import math
 from collections.abc import Mapping
 
 from advisor.decide.observed import ObservedSplit
-from advisor.decide.rules import RESOLVE_GAIN, Decision
+from advisor.decide.rules import RESOLVE_GAIN, Decision, Margin
 from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
-from advisor.project.rows import LinkRow, SplitRow, lead_interval
+from advisor.project.rows import LinkRow, SplitRow
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.settings import Settings, role_count, role_plural
 
@@ -348,13 +348,12 @@ def _probe_reason(d: Decision) -> str:
     )
 
 
-def _lead_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
-    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.rows.lead_interval`)."""
-    li = lead_interval(rows[a], rows[b])
-    if li is None:
+def _lead_text(mg: Margin) -> str:
+    """The margin's lead with its own interval (from the odds' draws, `advisor.decide.rules.Margin`)."""
+    if mg.lead_low_pct is None or mg.lead_high_pct is None:
         return ""
     return (
-        f", and {a}'s lead itself is {signed_pct(100 * li[0])} to {signed_pct(100 * li[1])} "
+        f", and {mg.higher}'s lead itself is {signed_pct(mg.lead_low_pct)} to {signed_pct(mg.lead_high_pct)} "
         f"(95%, with the uncertainty both share taken out)"
     )
 
@@ -378,7 +377,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     above = f"{starts}, above {lo}'s upper end {bps_text(mg.runner_up_high)}"
 
     def not_above() -> str:  # built only where said: its lead interval is computed then
-        return f"{starts}, not above {_upper_end(rows, lo, mg.runner_up_high)}{_lead_text(rows, hi, lo)}"
+        return f"{starts}, not above {_upper_end(rows, lo, mg.runner_up_high)}{_lead_text(mg)}"
 
     # separated but not stable: the lead's own interval, not the two intervals, sets them apart
     lead = (
@@ -419,7 +418,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     elif probed_pair(rows, hi, lo):
         out.append(
             f"the margin is within the probe's noise: {probe_text(rows, hi, lo)}, and {starts}, not above {lo}'s "
-            f"upper end {bps_text(mg.runner_up_high)}{_lead_text(rows, hi, lo)}."
+            f"upper end {bps_text(mg.runner_up_high)}{_lead_text(mg)}."
         )
     else:
         out.append(f"the margin is within the fit's uncertainty: {not_above()}.")
