@@ -43,6 +43,7 @@ from advisor.project.exact import (
     simulate_splits,
 )
 from advisor.project.linked import refine_placements
+from advisor.project.model_error import carry_model_error, model_error
 from advisor.project.probed import compare_probed
 from advisor.project.rows import SplitRow, split_rows
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
@@ -402,9 +403,9 @@ def _caveats(*batches: Sequence[warnings.WarningMessage]) -> tuple[str, ...]:
 def _finish(
     fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str, caught: list[warnings.WarningMessage]
 ) -> Advice:
-    """From the fit on: project -> reconcile -> evidence -> decide, then the Advice; again with the
-    decided pick's contenders simulated where the first pass left one of them analytic beside
-    simulated rivals (one method for every contender)."""
+    """From the fit on: project -> reconcile -> the model's self-check -> evidence -> decide, then the
+    Advice; again with the decided pick's contenders simulated where the first pass left one of them
+    analytic beside simulated rivals (one method for every contender)."""
     with warnings.catch_warnings(record=True) as more:
         warnings.simplefilter("always")
         _warn_assumptions(fit, settings)
@@ -416,6 +417,7 @@ def _finish(
                 splits, refinement = _project(fit, logs, settings, base, refinement, force)
                 splits, recon = reconcile(fit, settings, splits)
                 splits = compare_probed(fit, splits)
+                splits = carry_model_error(fit.roles, splits, model_error(fit.roles, splits, recon))
                 ev = _evidence(fit, logs)
                 if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
                     splits = _widen_for_drift(splits, ev)

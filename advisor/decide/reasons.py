@@ -193,6 +193,26 @@ def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit,
     return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
 
 
+SELF_CHECK_SAID_PCT = 1.0  # a self-check miss this large is said in the reasons (the odds carry any)
+
+
+def _self_check(d: Decision, ob: ObservedSplit) -> list[str]:
+    """The model against its own observation (`advisor.decide.observed.ObservedSplit.miss_pct`), where
+    it misses by ``SELF_CHECK_SAID_PCT`` or more: every projection and the odds carry that error
+    (`advisor.project.model_error`)."""
+    miss = ob.miss_pct
+    label = d.observed
+    if miss is None or abs(miss) < SELF_CHECK_SAID_PCT or label is None or label not in d.rows:
+        return []
+    r = d.rows[label]
+    how = "exact simulation of the log's step times" if ob.method == "exact" else "the analytic chain"
+    return [
+        f"the model reads the observed split {label} {abs(miss):.1f}% {'low' if miss > 0 else 'high'} "
+        f"({bps_text(r.bps)} b/s by {how}, against {bps_text(r.observed_bps)} measured); every projection and the "
+        f"odds carry an error of that size, shared with the splits near {label}."
+    ]
+
+
 def _needs(d: Decision) -> str:
     n = d.needs
     if n is None:
@@ -516,9 +536,10 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
             described first).
 
     Returns:
-        The sentences in order: the described split's bottleneck, its measured signals, the loader
-        cap, the verdict's reason, the provisional note, the runner-up and how stable the choice is,
-        the scaling levers; each but the first only where it applies.
+        The sentences in order: the described split's bottleneck, its measured signals, the model's
+        miss there (the self-check, `_self_check`), the loader cap, the verdict's reason, the
+        provisional note, the runner-up and how stable the choice is, the scaling levers; each but
+        the first only where it applies.
     """
     d = decision
     rows = d.rows
@@ -528,6 +549,7 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
         m = _measured(d.rows, fit, observed, first)
         if m:
             out.append(m)
+    out += _self_check(d, observed)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
     if provisional(d, fit):

@@ -65,6 +65,10 @@ err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``
                     ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
                     standard error of the error sources all splits share; ``err_own_var``,
                     ``err_sync_lo``, ``err_sync_hi``; read by `advisor.project.rows.lead_parts`
+err_model_sigma     the model's own error carried by the row, ln b/s: the largest miss of a log's
+                    measured rate by its projection (`advisor.project.model_error`; 0: none)
+err_model_miss      at a split a log ran, that miss, ``ln(observed_bps / bps)`` (NaN elsewhere); the
+                    intervals hold the error these anchor (added after reconciliation)
 err_corner_ll, ...  log(b/s at a corner / bps) at the corners of the roles' capacity ranges
                     (a given range or a bound: ``RoleFit.mu_range_bps``), producer end then
                     consumer end (``l`` low, ``h`` high); 0 where no capacity is ranged
