@@ -11,6 +11,7 @@ receives; the verdict is a `~advisor.decide.rules.Decision` (data) whose wording
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from advisor.decide.evidence import Evidence, gather
@@ -32,8 +34,16 @@ from advisor.ingest.runlog import RunLog
 from advisor.measure.measured import measure_logs
 from advisor.model.link import Placement
 from advisor.model.params import PipelineFit, Source
-from advisor.project.exact import refine_weak_spots, simulate_splits
+from advisor.project.exact import (
+    MAX_REFINED,
+    REFINE_BUDGET,
+    Refinement,
+    refine_weak_spots,
+    refined_ratios,
+    simulate_splits,
+)
 from advisor.project.linked import refine_placements
+from advisor.project.model_error import carry_model_error, model_error
 from advisor.project.probed import compare_probed
 from advisor.project.rows import SplitRow, split_rows
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
@@ -53,6 +63,7 @@ from advisor.settings import (
 )
 
 EXACT_GAP_WARN_PCT = 3.0
+CONTENDER_PASSES = 3  # decide again at most twice where the pick's contenders were left analytic
 CROSSING_GAP = 0.05  # crossing share measured vs uniform mixing: a caveat past 5 points
 
 
@@ -315,21 +326,63 @@ def _warn_crossing(fit: PipelineFit) -> None:
         )
 
 
-def _project(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> pd.DataFrame:
-    """The table of every split: the analytic projection, refined (and with ``--exact`` checked)
-    against the log's own service times where the log has step events at its own budget."""
+def _analytic(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> tuple[pd.DataFrame, bool]:
+    """The table before any refinement of the contenders, and whether the log's step times can drive
+    an exact simulation of it (step events at the log's own budget, on one node); across nodes the
+    queue and the link already simulated (`advisor.project.linked`)."""
     steps_at_budget = fit.source is Source.STEPS and settings.own_budget
     if steps_at_budget and settings.nodes > 1:
-        splits = refine_placements(fit, tuple(logs), settings, project(fit, settings))  # the queue and link, simulated
-    elif steps_at_budget:  # refined where the chain is weak
-        splits = refine_weak_spots(fit, tuple(logs), project(fit, settings), hs_cap=settings.hs_cap)
-    else:
-        splits = project(fit, settings)
-    if settings.exact and not steps_at_budget:
+        return refine_placements(fit, tuple(logs), settings, project(fit, settings)), False
+    return project(fit, settings), steps_at_budget
+
+
+def _project(
+    fit: PipelineFit,
+    logs: Sequence[RunLog],
+    settings: Settings,
+    base: tuple[pd.DataFrame, bool],
+    known: Refinement | None = None,
+    force: tuple[int, ...] = (),
+) -> tuple[pd.DataFrame, Refinement | None]:
+    """The table of every split: the analytic projection (``base``, `_analytic`), its contenders
+    simulated exactly where the chain is weak (`advisor.project.exact.refine_weak_spots`: one method
+    for every contender; ``known`` kept, ``force`` added), and with ``--exact`` checked against the
+    log's own service times."""
+    splits, simulable = base
+    refinement = None
+    if simulable:
+        refinement = refined_ratios(fit, tuple(logs), splits, hs_cap=settings.hs_cap, force=force, known=known)
+        splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap, refinement=refinement)
+        _warn_capped(splits, refinement)
+    if settings.exact and not (fit.source is Source.STEPS and settings.own_budget):
         _caveat("--exact needs step events and the log's own token budget; skipped")
     elif settings.exact:
         splits = _exact(fit, logs, settings, splits)
-    return splits
+    return splits, refinement
+
+
+def _warn_capped(splits: pd.DataFrame, refinement: Refinement) -> None:
+    """A caveat where the caps on simulation left contenders analytic (their rows' ``method``)."""
+    capped = [str(x) for x in splits.index[list(refinement.capped)]]
+    if not capped:
+        return
+    shown = ", ".join(capped[:6]) + (f" and {len(capped) - 6} more" if len(capped) > 6 else "")
+    _caveat(
+        f"{len(capped)} of the splits whose interval reaches the best's lower end are projected by the analytic "
+        f"chain, not simulated (method 'analytic-capped': {shown}): the simulation is capped at {MAX_REFINED} splits "
+        f"and {REFINE_BUDGET:,} batches; where simulated, the chain and the simulation differed by up to "
+        f"{100 * math.expm1(refinement.chain_gap_log):.1f}%"
+    )
+
+
+def _unmatched(splits: pd.DataFrame, decision: Decision, refinement: Refinement | None) -> tuple[int, ...]:
+    """Rows whose interval reaches the recommended split's lower end but whose method is analytic while
+    others are simulated: the contenders of the decided pick that the screen missed (positions)."""
+    if refinement is None or not refinement.ratios:
+        return ()
+    floor = float(splits.at[decision.recommended, "bps_low"])
+    reach = (splits["bps_high"] >= floor) & (splits["method"] == "analytic")
+    return tuple(int(i) for i in np.flatnonzero(reach.to_numpy()))
 
 
 def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
@@ -383,18 +436,30 @@ def _sized(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> pd.Dat
 def _finish(
     fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str, caught: list[warnings.WarningMessage]
 ) -> Advice:
-    """From the fit on: project -> reconcile -> evidence -> decide, then the Advice."""
+    """From the fit on: project -> reconcile -> the model's self-check -> evidence -> decide, then the
+    Advice; again with the decided pick's contenders simulated where the first pass left one of them
+    analytic beside simulated rivals (one method for every contender)."""
     with warnings.catch_warnings(record=True) as more:
         warnings.simplefilter("always")
         _warn_assumptions(fit, settings)
-        splits = _project(fit, logs, settings)
-        splits, recon = reconcile(fit, settings, splits)
-        splits = _sized(fit, settings, compare_probed(fit, splits))
-        ev = _evidence(fit, logs)
-        if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
-            splits = _widen_for_drift(splits, ev)
-        rows = split_rows(fit.roles, splits)  # the table's rows as records, once
-        decision = decide(fit, rows, settings, ev)
+        base = _analytic(fit, logs, settings)
+        refinement, force = None, ()
+        for last in (False,) * (CONTENDER_PASSES - 1) + (True,):
+            with warnings.catch_warnings(record=True) as this_pass:  # only the kept pass's caveats count
+                warnings.simplefilter("always")
+                splits, refinement = _project(fit, logs, settings, base, refinement, force)
+                splits, recon = reconcile(fit, settings, splits)
+                splits = _sized(fit, settings, compare_probed(fit, splits))
+                splits = carry_model_error(fit.roles, splits, model_error(fit.roles, splits, recon))
+                ev = _evidence(fit, logs)
+                if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
+                    splits = _widen_for_drift(splits, ev)
+                rows = split_rows(fit.roles, splits)  # the table's rows as records, once
+                decision = decide(fit, rows, settings, ev)
+            force = () if last else _unmatched(splits, decision, refinement)
+            if not force:
+                more.extend(this_pass)
+                break
         observed = observed_split(fit, settings, rows)
     return Advice(
         run=run,

@@ -117,6 +117,7 @@ ACTION_MIN = 0.90
 MEAN_REGRET_MAX = 0.02
 MAX_REGRET_MAX = 0.10
 COVERAGE_RANGE = (0.90, 0.97)
+SELF_TOL = 0.05  # the observed split's projection within 5% of its log's measured rate (issue 51)
 NO_ACTION = "cannot-tell"
 DEFAULT_TEMPERATURES = (0.55, 0.7, 0.85)  # the grid STEPS_TEMPERATURE is chosen from, leaving one family out
 
@@ -356,6 +357,7 @@ def summarize(sweeps: list[dict]) -> dict:
     stated = [(c["p_best"], c["within"]) for c in cases if c["p_best"] is not None and c["within"] is not None]
     split_stated = [(s["p_best"], s["within"]) for c in cases for s in c["splits"] if s["p_best"] is not None]
     actions = sum(c["verdict"] != NO_ACTION for c in cases)
+    own = [abs(c["self_check"]["miss"]) <= SELF_TOL for c in cases if c.get("self_check")]
     misses = [c for c in cases if c["within"] is False]
     per_sweep = {
         sw["name"]: {
@@ -395,6 +397,8 @@ def summarize(sweeps: list[dict]) -> dict:
         "brier": brier(stated),
         "split_reliability": reliability(split_stated),
         "split_brier": brier(split_stated),
+        "self_check": sum(own) / len(own) if own else None,
+        "self_checked": len(own),
         "verdicts": {v: sum(c["verdict"] == v for c in cases) for v in sorted({str(c["verdict"]) for c in cases})},
         "per_sweep": per_sweep,
         "coverage": coverage(cases),
@@ -768,8 +772,7 @@ def families_record(fams: list[Family]) -> str:
 CONFIDENT = 0.8  # a pick stated at least this likely ...
 CONFIDENT_MISS = 0.05  # ... that measured more than this below the best is a confident miss
 CONFIDENT_MISS_MAX = 0.05  # share of confident picks that may miss so
-SELF_TOL = 0.05  # the observed split's projection within this of its log's measured rate ...
-SELF_MIN = 0.90  # ... in at least this share of the logs of every family
+SELF_MIN = 0.90  # the self-check's share of logs within SELF_TOL, in every family
 
 
 def family_summary(sweeps: list[dict]) -> dict:
@@ -1061,6 +1064,11 @@ def render(summary: dict, code: str) -> str:
         + (f" ({unscored} picks at splits the sweep did not run: no regret, left out)" if unscored else "")
         + ".\n"
     )
+    if s.get("self_checked"):
+        lines.append(
+            f"Self-check: of {s['self_checked']} logs advised alone, the projection of the log's own split is within "
+            f"{SELF_TOL:.0%} of its measured rate in {_pct(s['self_check'], 0)}.\n"
+        )
     if s["misses"]:
         lines.append(
             f"Picks more than 2% below the best: {s['misses']}; the probe their advice names runs a split "

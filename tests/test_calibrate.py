@@ -100,6 +100,28 @@ def test_a_miss_counts_whether_its_probe_runs_a_best_split(cal):
     assert "Picks more than 2% below the best: 2; the probe their advice names runs a split" in cal.render(s, "t")
 
 
+def test_self_check_counts_each_lone_logs_own_split(cal):
+    """Issue 51: the share of logs advised alone whose row of their own split projects within 5% of
+    the rate the log measured (pairs are not counted)."""
+    truth = {(3, 1): 10.0, (2, 2): 9.0}
+    measured = {k: [v] for k, v in truth.items()}
+    out = {
+        "recommendation": {"roles": {"target": 3, "drafter": 1}, "verdict": "next-run"},
+        "splits": [dict(_split(3, 1, 10.0, 9.5, 10.5), observed_bps=10.6), dict(_split(2, 2, 9.0, 8.5, 9.5))],
+    }
+    off = cal.score(out, {(3, 1)}, truth, measured)  # 5.7% off
+    assert {r["split"]: r.get("self_gap") for r in off["splits"]} == {
+        "3-1": pytest.approx(10.0 / 10.6 - 1),
+        "2-2": None,
+    }
+    out["splits"][0]["observed_bps"] = 10.2
+    close = cal.score(out, {(3, 1)}, truth, measured)  # 2.0% off
+    cases = [{**off, "source": ["a"]}, {**close, "source": ["b"]}, {**close, "source": ["a", "b"]}]
+    s = cal.summarize([{"name": "x", "gpus": 4, "cases": cases}])
+    assert (s["self_checked"], s["self_check"]) == (2, 0.5)
+    assert "Self-check: of 2 logs advised alone" in cal.render(s, "t")
+
+
 def test_summary_checks(cal):
     case = {
         "verdict": "stay",

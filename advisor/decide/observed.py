@@ -4,8 +4,11 @@
 q_hs depth): an `~advisor.measure.observe.ObservedRun`. :class:`ObservedSplit` holds that run and
 adds what the projected table makes of the split it ran: the pool capacities (from the same
 function as the table's rows, `advisor.project.table.split_capacities`), the efficiency, the
-bottleneck and, for step logs, the measured blocked/starved shares. The headline, the "measured
-at" reason, the JSON's ``observed`` object and the plots all read it.
+bottleneck and, for step logs, the measured blocked/starved shares; and the self-check (issue 51):
+the table's projection of that split, by the method its rivals share, against the rate the log
+measured (``miss_pct``; `advisor.project.model_error` carries the miss into every projection and
+the odds). The headline, the "measured at" reason, the JSON's ``observed`` object and the plots all
+read it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,18 @@ class ObservedSplit:
     bottleneck: str
     producer_blocked: float | None = None  # measured shares of wall time (step logs)
     consumer_starved: float | None = None
+    projected_bps: float | None = (
+        None  # the table's projection of this split, as the log ran it (None: not in the table)
+    )
+    method: str | None = None  # that projection's method (the row's ``method``)
+
+    @property
+    def miss_pct(self) -> float | None:
+        """The self-check: by how much the projection misses the measured rate, % of the projection
+        (positive: the model reads the split low); None where the table does not project it as run."""
+        if self.projected_bps is None or not self.projected_bps > 0 or not self.run.bps > 0:
+            return None
+        return 100.0 * (self.run.bps / self.projected_bps - 1.0)
 
     @property
     def bps(self) -> float:
@@ -121,6 +136,7 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
     if math.isfinite(link):  # across nodes the link is a stage of its own, beside the roles'
         caps["link"] = float(link)
     steps = fit.source is Source.STEPS
+    checked = as_logged and fit.source.logged and row.link is None  # the model against its own observation
     if not fit.source.logged and row is not None:
         # bare numbers: no rate was measured; the split's rate is the projection from the given capacities
         ob = replace(ob, bps=row.bps, tok_s=row.tok_s)
@@ -132,4 +148,6 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
         bottleneck=named,
         producer_blocked=fit.producer.blocked_share if steps else None,
         consumer_starved=fit.consumer.starved_share if steps else None,
+        projected_bps=row.bps if checked else None,
+        method=row.method if checked else None,
     )

@@ -34,6 +34,19 @@ higher (the measured rate is what the widening covers). The drift widening of a 
 (`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn
 (except inside a widened row's marginal interval, which carries it).
 
+The model's own error (`advisor.project.model_error`, issue 51): where a log's measured rate and
+the model's projection of its split differ by ``m``, every split k the rows mark (``err_model_sigma``
+> 0: all but a probed split) adds ``e_k^(r)``, one path per draw of a Gaussian process in
+``ln(N / M)`` of scale ``sigma`` (the largest ``|m|``), conditioned on ``e = m`` at each observed
+split: that split is drawn paired (its shared terms kept, not alone from its widened interval) and
+centred on its measured rate, its neighbours carry part of the miss and the rest as spread. It is
+drawn last and not tempered (a measured error, not a calibrated spread), so a model that misses
+its own observation by ``m`` cannot state 90% on a margin smaller than ``m``.
+
+The lead of one split over another that the reasons print (`drawn_lead`) is read from the same
+draws, so the odds and the lead's interval agree: a split within the resolution of the best in
+97.5% of the draws has a 95% lead over any other that starts at ``-RESOLUTION`` or above.
+
 With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
 by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
 below is read on the effective rate ``V_k = left / T_k`` (the rate itself where no restart is
@@ -102,6 +115,7 @@ import pandas as pd
 from advisor.model.chain import open_corners
 from advisor.model.params import PipelineFit, Source
 from advisor.model.priors import CONTENTION_PRIOR_SE
+from advisor.project.model_error import ModelError, split_u
 from advisor.project.rows import IntervalParts, SplitRow, interval_parts
 from advisor.project.table import ERR_CORNERS, ERR_SHARED
 from advisor.stats import Z_95
@@ -139,6 +153,9 @@ class DrawInputs:
     level_corr: float = 0.0  # correlation of the two roles' level shifts
     open_ends: np.ndarray | None = None  # per column of ``ends``: an open corner (None: none is)
     high_open: np.ndarray | None = None  # per split: the interval is open above (None: none is)
+    model: ModelError | None = None  # the model's own error, conditioned on its misses (None: none seen)
+    model_u: np.ndarray | None = None  # ln(N / M) of each split, where ``model`` is drawn
+    model_on: np.ndarray | None = None  # the splits that carry it (not a probed one)
 
 
 def calibrated(fit: PipelineFit) -> bool:
@@ -202,7 +219,10 @@ def draw_inputs(
     ends = np.hstack([np.nan_to_num(sync), corners])
     keep = np.abs(ends).max(axis=0) > 0 if k else np.zeros(ends.shape[1], bool)
     ends, is_open = ends[:, keep], is_open[keep]
-    widened = np.array([r.widened or r.parts is None for r in recs], bool)
+    model, u, on = _model_error(recs, parts)
+    # an observed split the model's error is anchored on is drawn paired, at its measured rate
+    anchored = np.array([on is not None and math.isfinite(p.model_miss_log) for p in parts], bool)
+    widened = np.array([r.widened or r.parts is None for r in recs], bool) & ~anchored
     high_open = np.array([bool(r.bps_high_open) for r in recs], bool)
     high = np.array([r.bps_high for r in recs], float)
     # a widened row open above is drawn to 1.25x of its point, or to its measured rate (module docstring)
@@ -225,7 +245,28 @@ def draw_inputs(
         left_batches=float(np.median(left)) if len(left) else None,
         temperature=STEPS_TEMPERATURE if calibrate else 1.0,
         level_corr=LEVEL_CORR if calibrate else 0.0,
+        model=model,
+        model_u=u,
+        model_on=on,
     )
+
+
+def _model_error(recs, parts: list[IntervalParts]) -> tuple[ModelError | None, np.ndarray | None, np.ndarray | None]:
+    """The model's error process the rows carry (`advisor.project.model_error`): its scale the
+    largest row's, conditioned on each observed row's miss; (None, None, None) where no row carries
+    one or a row has no split counts (a bare table)."""
+    sigma = np.nan_to_num(np.array([p.model_sigma_log for p in parts], float))
+    if not len(sigma) or not (sigma > 0).any() or not all(hasattr(r, "counts") for r in recs):
+        return None, None, None
+    u = split_u(*np.array([r.counts for r in recs], float).T)
+    miss = np.array([p.model_miss_log for p in parts], float)
+    at = np.isfinite(miss) & (sigma > 0)
+    model = ModelError(
+        sigma_log=float(sigma.max()),
+        anchor_u=tuple(float(x) for x in u[at]),
+        anchor_miss_log=tuple(float(x) for x in miss[at]),
+    )
+    return model, u, sigma > 0
 
 
 _NO_PARTS = IntervalParts(
@@ -342,7 +383,35 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     if inp.ends.shape[1] and inp.open_ends is not None and inp.open_ends.any():
         u = open_slack(rng, draws)[:, None]
         log += np.where(opened, np.sign(at_end) * np.minimum(np.abs(at_end), u), 0.0)
+    # the model's own error, last (a table without one keeps its draws); not tempered: it was measured
+    if inp.model is not None and inp.model_u is not None and inp.model_on is not None:
+        log += np.where(inp.model_on & ~wide, inp.model.draw(rng, draws, inp.model_u), 0.0)
     return np.where(ok, np.where(ok, inp.bps, 1.0) * np.exp(log), 0.0)
+
+
+def drawn_lead(values: np.ndarray, inp: DrawInputs, a: str, b: str) -> tuple[float, float] | None:
+    """The 95% interval of split ``a``'s lead over ``b``, ``V_a / V_b - 1``, from the same draws as the
+    odds: where ``a`` is stated >= 97.5% likely within the resolution of the best, its lead over any
+    other split starts at ``-RESOLUTION`` or above (the lower end is the order statistic at or above
+    2.5%, the upper at or below 97.5%).
+
+    Args:
+        values: the joint draws the odds were read from (`effective` rates), draws x K.
+        inp: the table's draw inputs (labels).
+        a: the leading split's label.
+        b: the other split's label.
+
+    Returns:
+        (low, high), fractions of ``V_b``; None where either is not in the table or ``b`` is never positive.
+    """
+    if a not in inp.labels or b not in inp.labels:
+        return None
+    x, y = values[:, inp.labels.index(a)], values[:, inp.labels.index(b)]
+    ok = y > 0
+    if not ok.any():
+        return None
+    r = x[ok] / y[ok] - 1.0
+    return float(np.quantile(r, 0.025, method="higher")), float(np.quantile(r, 0.975, method="lower"))
 
 
 def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 
 from advisor.decide.observed import ObservedSplit
 from advisor.decide.probe import probe_command
-from advisor.decide.rules import RESOLVE_GAIN, Decision
+from advisor.decide.rules import RESOLVE_GAIN, Decision, Margin
 from advisor.model.params import Basis, PipelineFit, RoleFit, Source
 from advisor.project.queues import QueueAdvice, has_hs_queue
-from advisor.project.rows import LinkRow, SplitRow, lead_interval
+from advisor.project.rows import LinkRow, SplitRow
 from advisor.project.sensitivity import LEVER_MIN_GAIN, ROBUST_RANGE, SCALING_RANGE
 from advisor.project.table import split_label
 from advisor.settings import Settings, role_count, role_plural
@@ -195,6 +195,26 @@ def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit,
     return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
 
 
+SELF_CHECK_SAID_PCT = 1.0  # a self-check miss this large is said in the reasons (the odds carry any)
+
+
+def _self_check(d: Decision, ob: ObservedSplit) -> list[str]:
+    """The model against its own observation (`advisor.decide.observed.ObservedSplit.miss_pct`), where
+    it misses by ``SELF_CHECK_SAID_PCT`` or more: every projection and the odds carry that error
+    (`advisor.project.model_error`)."""
+    miss = ob.miss_pct
+    label = d.observed
+    if miss is None or abs(miss) < SELF_CHECK_SAID_PCT or label is None or label not in d.rows:
+        return []
+    r = d.rows[label]
+    how = "exact simulation of the log's step times" if ob.method == "exact" else "the analytic chain"
+    return [
+        f"the model reads the observed split {label} {abs(miss):.1f}% {'low' if miss > 0 else 'high'} "
+        f"({bps_text(r.bps)} b/s by {how}, against {bps_text(r.observed_bps)} measured); every projection and the "
+        f"odds carry an error of that size, shared with the splits near {label}."
+    ]
+
+
 def _needs(d: Decision) -> str:
     n = d.needs
     if n is None:
@@ -353,13 +373,12 @@ def _probe_reason(d: Decision) -> str:
     )
 
 
-def _lead_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
-    """The lead of ``a`` over ``b`` with its own interval (`advisor.project.rows.lead_interval`)."""
-    li = lead_interval(rows[a], rows[b])
-    if li is None:
+def _lead_text(mg: Margin) -> str:
+    """The margin's lead with its own interval (from the odds' draws, `advisor.decide.rules.Margin`)."""
+    if mg.lead_low_pct is None or mg.lead_high_pct is None:
         return ""
     return (
-        f", and {a}'s lead itself is {signed_pct(100 * li[0])} to {signed_pct(100 * li[1])} "
+        f", and {mg.higher}'s lead itself is {signed_pct(mg.lead_low_pct)} to {signed_pct(mg.lead_high_pct)} "
         f"(95%, with the uncertainty both share taken out)"
     )
 
@@ -383,7 +402,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     above = f"{starts}, above {lo}'s upper end {bps_text(mg.runner_up_high)}"
 
     def not_above() -> str:  # built only where said: its lead interval is computed then
-        return f"{starts}, not above {_upper_end(rows, lo, mg.runner_up_high)}{_lead_text(rows, hi, lo)}"
+        return f"{starts}, not above {_upper_end(rows, lo, mg.runner_up_high)}{_lead_text(mg)}"
 
     # separated but not stable: the lead's own interval, not the two intervals, sets them apart
     lead = (
@@ -424,7 +443,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     elif probed_pair(rows, hi, lo):
         out.append(
             f"the margin is within the probe's noise: {probe_text(rows, hi, lo)}, and {starts}, not above {lo}'s "
-            f"upper end {bps_text(mg.runner_up_high)}{_lead_text(rows, hi, lo)}."
+            f"upper end {bps_text(mg.runner_up_high)}{_lead_text(mg)}."
         )
     else:
         out.append(f"the margin is within the fit's uncertainty: {not_above()}.")
@@ -522,9 +541,10 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
             described first).
 
     Returns:
-        The sentences in order: the described split's bottleneck, its measured signals, the loader
-        cap, the verdict's reason, the provisional note, the runner-up and how stable the choice is,
-        the scaling levers; each but the first only where it applies.
+        The sentences in order: the described split's bottleneck, its measured signals, the model's
+        miss there (the self-check, `_self_check`), the loader cap, the verdict's reason, the
+        provisional note, the runner-up and how stable the choice is, the scaling levers; each but
+        the first only where it applies.
     """
     d = decision
     rows = d.rows
@@ -534,6 +554,7 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
         m = _measured(d.rows, fit, observed, first)
         if m:
             out.append(m)
+    out += _self_check(d, observed)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
     if provisional(d, fit):

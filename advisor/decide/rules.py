@@ -27,8 +27,8 @@ value of information over the job's remaining time against its GPU time and two 
 it is worth it the verdict is ``cannot-tell`` (rule ``probe``) and ``action`` keeps the action to
 take without it (R is that action's split); ``needs`` says what else would settle the choice.
 
-Beside the verdict: the margin between R and A (both intervals, and the lead's own 95% interval:
-`advisor.project.table.lead_interval`), the loader cap (when the loader limits input, every
+Beside the verdict: the margin between R and A (both intervals, and the lead's own 95% interval
+from the odds' draws: `advisor.decide.odds.drawn_lead`), the loader cap (when the loader limits input, every
 split within ``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R
 against every other split (`advisor.project.sensitivity`), and queue advice at R
 (`advisor.project.queues`).
@@ -38,7 +38,7 @@ Wording is `advisor.decide.reasons`'s.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -50,6 +50,7 @@ from advisor.decide.odds import (
     calibrated,
     draw_inputs,
     draw_rates,
+    drawn_lead,
     effective,
     odds_of,
     slack_corners,
@@ -63,6 +64,7 @@ from advisor.project.table import ERR_SAMPLING, ERR_SHARED, split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
 
+DrawnLead = Callable[[str, str], "tuple[float, float] | None"]  # split a's lead over b, 95%, from the odds' draws
 RESOLVE_GAIN = RESOLUTION  # leads below 2% are within what the model resolves
 _SAMPLING = tuple(ERR_SHARED.index(k) for k in ERR_SAMPLING)  # (producer, consumer) in the parts' order
 LOADER_TIE = 0.01  # splits this close to the loader's cap count as reaching it
@@ -80,8 +82,9 @@ class Margin:
     """Between the recommended split and the runner-up: ``higher`` and ``lower`` by projected b/s.
 
     ``stable``: the higher one's interval starts above the lower one's upper end. ``separated``:
-    stable, or the lead's own 95% interval (`advisor.project.table.lead_interval`: the two projections
-    share the run's level and the split slope, which cancel in the lead) lies above 0."""
+    stable, or the lead's own 95% interval lies above 0: the 2.5% and 97.5% points of the lead over
+    the odds' own draws (`advisor.decide.odds.drawn_lead`: the two projections share the run's level
+    and the split slope, which cancel in the lead), so that the lead and the odds agree (issue 51)."""
 
     higher: str
     lower: str
@@ -191,13 +194,15 @@ class Decision:
         return self.judged or self.recommended
 
 
-def _margin(rows: Mapping[str, SplitRow], a: str, b: str | None) -> Margin | None:
+def _margin(rows: Mapping[str, SplitRow], a: str, b: str | None, drawn: DrawnLead | None = None) -> Margin | None:
+    """The margin between ``a`` and ``b``; the lead's interval from the odds' draws where given (the
+    odds and the lead then agree), else from the rows' interval parts."""
     if b is None:
         return None
     hi, lo = (rows[a], rows[b]) if rows[a].bps >= rows[b].bps else (rows[b], rows[a])
     lead = 100.0 * (hi.bps / lo.bps - 1.0) if lo.bps > 0 else math.inf
     stable = bool(hi.bps_low > lo.bps_high)
-    paired = lead_interval(hi, lo)
+    paired = drawn(hi.label, lo.label) if drawn is not None else lead_interval(hi, lo)
     return Margin(
         higher=hi.label,
         lower=lo.label,
@@ -320,10 +325,10 @@ def _weigh(
     best: str,
     running: str | None = None,
     calibrate: bool = False,
-) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None]:
+) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None, DrawnLead]:
     """The odds (the calibrated draw where ``calibrate``), the action, and the probe against it:
-    (verdict, action, rule, recommended, odds, probe); the verdict is ``cannot-tell`` only where the
-    probe is worth its cost."""
+    (verdict, action, rule, recommended, odds, probe, the lead of one split over another from the
+    same draws); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
     in_run = judged is not None and not settings.for_next_run
     restart_s = settings.restart_cost_h * 3600.0
     inp = draw_inputs(list(rows.values()), calibrate, slack_corners(fit))
@@ -345,9 +350,13 @@ def _weigh(
         probe_noise(fit, rows, ev),
         ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus),
     )
+
+    def lead(a: str, b: str) -> tuple[float, float] | None:
+        return drawn_lead(values, inp, a, b)
+
     if probe is not None and probe.worth_it:
-        return Verdict.CANNOT_TELL, action, "probe", rec, odds, probe
-    return action, action, rule, rec, odds, probe
+        return Verdict.CANNOT_TELL, action, "probe", rec, odds, probe, lead
+    return action, action, rule, rec, odds, probe, lead
 
 
 def _fastest(rows: Mapping[str, SplitRow], labels: Iterable[str]) -> str | None:
@@ -379,7 +388,7 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
     running = observed if evidence.basis.logged else None
     dom = domain(shape_of(fit, settings, evidence.models)) if calibrated(fit) else None
     inside = dom is not None and dom.inside
-    verdict, action, rule, rec, odds, probe = _weigh(fit, rows, settings, evidence, judged, best, running, inside)
+    verdict, action, rule, rec, odds, probe, lead = _weigh(fit, rows, settings, evidence, judged, best, running, inside)
     needs = None
     if probe is not None and verdict is Verdict.CANNOT_TELL:
         hi, lo = sorted(probe.splits, key=lambda x: -rows[x].bps)
@@ -406,7 +415,7 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         observed=observed,
         best=best,
         runner_up=runner,
-        margin=_margin(rows, rec, runner),
+        margin=_margin(rows, rec, runner, lead),
         gain_pct=float(gain),
         eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
         needs=needs,

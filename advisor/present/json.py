@@ -231,6 +231,11 @@ def advice_json(adv: Advice) -> dict[str, Any]:
             "bottleneck": ob.bottleneck,
             "steady_from_s": num(ob.steady_from_s, 1),
             "capacities_bps": {k: num(v) for k, v in ob.capacities_bps.items()},
+            **(
+                {"projected_bps": num(ob.projected_bps), "method": ob.method, "miss_pct": num(ob.miss_pct, 2)}
+                if ob.miss_pct is not None
+                else {}
+            ),
         },
         "splits": [split_json(adv, label) for label in adv.rows],
         "recommendation": _recommendation(adv),

@@ -22,8 +22,9 @@ The result column ``bps_exact`` sits beside the analytic ``bps``; ``exact_gap_pc
 difference. ``REPLICATIONS`` independent runs give the simulation's own spread. Intended for
 logs with step events (a rates-only log has no residuals to resample).
 
-Every split's inputs are drawn in order from one generator, and each split is simulated in turn,
-in this process; a simulation is deterministic in its inputs.
+Every split's inputs are drawn from a generator of its own (seeded by the seed and the split), and
+each split is simulated in turn, in this process; a simulation is deterministic in its inputs, and
+a split's simulated rate does not depend on which other splits are simulated beside it.
 
 Across nodes (`simulate_placed_run`): the same batches with each worker on its node of a placement
 and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
@@ -33,6 +34,7 @@ so the link is not counted twice.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,10 +48,11 @@ from advisor.model.params import PipelineFit, Source
 from advisor.model.simulate import simulate, simulated_bps
 from advisor.project.columns import role_columns
 
+EXACT, ANALYTIC, CAPPED = "exact", "analytic", "analytic-capped"  # a row's ``method``
 DEFAULT_BATCHES = 6000
 REFINE_BATCHES = 12000
 REFINE_WITHIN = 0.08
-MAX_REFINE_ROUNDS = 4
+MAX_REFINE_ROUNDS = 8
 MAX_REFINED = 12  # at most this many splits simulated per table (the highest projected first) ...
 REFINE_BUDGET = 400_000  # ... and at most this many simulated batches in all (the first always runs)
 SHALLOW_QUEUE = 2  # q_hs this shallow ...
@@ -249,7 +252,8 @@ def simulate_splits(
         logs: the logs the fit read, in its order.
         splits: the table (`advisor.project.table.project`): its engine counts and ``bps``.
         n_batches: the least batches per split (`batches_for`).
-        seed: seeds the one generator every split's inputs are drawn from, in turn.
+        seed: seeds each split's generator, with its n and m: a split's rate does not depend on
+            which other splits are simulated with it.
         hs_cap: q_hs depth, batches; None: the fit's.
         rows: positions of the splits to simulate (default all); the others get NaN.
         pools: the logs' resampled quantities when the caller has them (`gather_pools`); None gathers them.
@@ -265,7 +269,6 @@ def simulate_splits(
         raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
     if pools is None:
         pools = gather_pools(fit, logs)
-    rng = np.random.default_rng(seed)
     out = np.full(len(splits), np.nan)
     b = fit.hs_cap if hs_cap is None else hs_cap
     todo = [int(i) for i in (range(len(splits)) if rows is None else rows)]
@@ -275,9 +278,10 @@ def simulate_splits(
     sizes = [(int(splits[n_col].iat[i]), int(splits[m_col].iat[i])) for i in todo]
     sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in sizes]
 
-    def runs():  # every split's inputs, drawn in order from the one generator as it is simulated
+    def runs():  # every split's inputs from a generator of its own, drawn as it is simulated
         loader_s: float | np.ndarray = 0.0
         for n, m, nb in sizes:
+            rng = np.random.default_rng([seed, n, m])
             tok, tgt, dft, k_c = _services(fit, pools, rng, n, m, nb)
             if fit.loader.input_bound and fit.loader.capacity_bps:
                 mean_gap = 1.0 / fit.loader.capacity_bps
@@ -329,56 +333,126 @@ def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
     return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
 
+@dataclass(frozen=True)
+class Refinement:
+    """What `refined_ratios` simulated: row position -> simulated / analytic rate, the contenders the
+    caps left analytic, and the chain's error measured on the simulated rows."""
+
+    ratios: dict[int, float]
+    capped: tuple[int, ...] = ()  # contenders left analytic by MAX_REFINED / REFINE_BUDGET
+    chain_gap_log: float = 0.0  # max |ln(simulated / analytic)| over the simulated rows (0: none)
+
+
+def reaching(bps: np.ndarray, low: np.ndarray, high: np.ndarray, margin_log: float = 0.0) -> np.ndarray:
+    """The contenders: rows whose interval, its upper end raised by ``margin_log``, reaches the lower
+    end of the projected best (the row of the highest ``bps``).
+
+    Args:
+        bps: every row's rate.
+        low: every row's interval start (NaN: the rate itself).
+        high: every row's interval end (NaN: the rate itself).
+        margin_log: the screen's margin, ln b/s: the analytic chain's measured error.
+
+    Returns:
+        One flag per row; none where no rate is finite.
+    """
+    ok = np.isfinite(bps)
+    if not ok.any():
+        return ok
+    top = int(np.nanargmax(bps))
+    floor = low[top] if np.isfinite(low[top]) else bps[top]
+    hi = np.where(np.isfinite(high), high, bps)
+    return ok & (hi * math.exp(margin_log) >= floor)
+
+
 def refined_ratios(
-    fit: PipelineFit, logs: tuple[RunLog, ...], splits: pd.DataFrame, *, hs_cap: int | None = None
-) -> dict[int, float]:
-    """The refinement of `refine_weak_spots` as data: row position -> simulated / analytic rate,
-    for the rows it simulates.
+    fit: PipelineFit,
+    logs: tuple[RunLog, ...],
+    splits: pd.DataFrame,
+    *,
+    hs_cap: int | None = None,
+    force: tuple[int, ...] = (),
+    known: Refinement | None = None,
+) -> Refinement:
+    """The refinement of `refine_weak_spots` as data: which rows it simulates and their ratios.
+
+    The contenders (`reaching`: rows whose interval reaches the projected best's lower end, the
+    screen widened by the largest gap between chain and simulation seen so far) are simulated, with
+    the observed splits, the rows ``force`` names and the weak spots near the best (within
+    ``REFINE_WITHIN`` with M > 1 syncing drafters, or in lockstep); rounds repeat while the simulated
+    rates bring other rows into contention. Within ``MAX_REFINED`` splits and ``REFINE_BUDGET``
+    batches: the observed and forced rows first, then the contenders, then the rest, the highest
+    projected first; contenders past the caps are ``capped``.
 
     Args:
         fit: the fitted pipeline.
         logs: the logs the fit read, in its order.
-        splits: the table; only its split counts and ``bps`` are read, so a table without intervals
-            (`advisor.project.table.project` with ``interval=False``) gives the same ratios as the
-            full one: the caller can simulate while the intervals are computed.
+        splits: the table, with its intervals (``bps``, ``bps_low``, ``bps_high``, ``observed``).
         hs_cap: q_hs depth, batches; None: the fit's.
+        force: row positions to simulate as well (the caller's contenders of the decided pick).
+        known: a refinement of this table already simulated: kept, and only new rows simulated.
 
     Returns:
-        Row position -> ratio; empty where nothing is simulated.
+        The `Refinement`; empty where the chain has no weak spot (`has_weak_spots`: every row analytic).
     """
     if not has_weak_spots(fit, hs_cap):
-        return {}
+        return Refinement(ratios={})
     lockstep = _lockstep(fit, hs_cap)
     bps = splits["bps"].to_numpy(dtype=float).copy()
+    low = splits["bps_low"].to_numpy(dtype=float).copy()
+    high = splits["bps_high"].to_numpy(dtype=float).copy()
     n_p, n_c = (splits[r.workers].to_numpy() for r in role_columns(fit.roles))
+    must = np.zeros(len(bps), dtype=bool)
+    if "observed" in splits:
+        must |= splits["observed"].to_numpy(dtype=bool)
+    must[list(force)] = True
+    ratios = dict(known.ratios) if known is not None else {}
     done = np.zeros(len(bps), dtype=bool)
-    ratios: dict[int, float] = {}
-    spent = 0
+    done[list(ratios)] = True
+    for arr in (bps, low, high):
+        arr[list(ratios)] *= np.array(list(ratios.values()), dtype=float)
+    cost = {i: batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, hs_cap) for i in range(len(bps))}
+    spent = sum(cost[i] for i in ratios)
+    gap = max((abs(math.log(r)) for r in ratios.values() if r > 0), default=0.0)
+    left_out = np.zeros(len(bps), dtype=bool)  # past the caps
     pools = None  # (gathered once, for every round)
-    # refine until no unrefined split is within REFINE_WITHIN of the best: refining the best can
-    # lower it (barrier idling), which brings splits that were below the cut into play
     for _ in range(MAX_REFINE_ROUNDS):
-        near = bps >= (1 - REFINE_WITHIN) * bps.max()
-        cand = np.flatnonzero(near & ((n_c > 1) | lockstep) & ~done)
-        left = MAX_REFINED - int(done.sum())
-        if not len(cand) or left <= 0:
-            break
-        cand = cand[np.argsort(-bps[cand], kind="stable")[:left]]
-        cost = np.cumsum([batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, hs_cap) for i in cand])
-        cand = cand[: max(int((spent + cost <= REFINE_BUDGET).sum()), 1 if not spent else 0)]
+        reach = reaching(bps, low, high, gap)
+        near = (bps >= (1 - REFINE_WITHIN) * np.nanmax(bps)) & ((n_c > 1) | lockstep)
+        cand = np.flatnonzero((must | reach | near) & ~done & ~left_out)
         if not len(cand):
             break
-        spent += int(cost[len(cand) - 1])
+        rank = np.where(must[cand], 0, np.where(reach[cand], 1, 2))  # observed and forced, contenders, the rest
+        take, spent = _within_caps(cand[np.lexsort((-bps[cand], rank))], int(done.sum()), spent, cost)
+        left_out[np.setdiff1d(cand, take)] = True
+        if not take:
+            break
         pools = pools or gather_pools(fit, logs)
-        sim = simulate_splits(fit, logs, splits, n_batches=REFINE_BATCHES, hs_cap=hs_cap, rows=cand, pools=pools)[
-            "bps_exact"
-        ].to_numpy()
-        for i in cand:
-            x = bps[i]
-            ratios[int(i)] = sim[i] / x if x > 0 else 1.0
-            bps[i] *= ratios[int(i)]
-        done[cand] = True
-    return ratios
+        sim = simulate_splits(
+            fit, logs, splits, n_batches=REFINE_BATCHES, hs_cap=hs_cap, rows=np.array(take), pools=pools
+        )
+        sim = sim["bps_exact"].to_numpy()
+        for i in take:
+            x = splits["bps"].iat[i]
+            ratios[i] = sim[i] / x if x > 0 else 1.0
+            for arr in (bps, low, high):
+                arr[i] *= ratios[i]
+            if ratios[i] > 0:
+                gap = max(gap, abs(math.log(ratios[i])))
+        done[take] = True
+    capped = np.flatnonzero((reaching(bps, low, high, gap) | must) & ~done)
+    return Refinement(ratios=ratios, capped=tuple(int(i) for i in capped), chain_gap_log=gap)
+
+
+def _within_caps(cand: np.ndarray, simulated: int, spent: int, cost: dict[int, int]) -> tuple[list[int], int]:
+    """The candidates, in order, that fit ``MAX_REFINED`` splits and ``REFINE_BUDGET`` batches beside
+    the ``simulated`` ones (the first always runs where nothing was spent), and the batches spent."""
+    take: list[int] = []
+    for i in cand:
+        if simulated + len(take) < MAX_REFINED and (spent + cost[int(i)] <= REFINE_BUDGET or not spent):
+            take.append(int(i))
+            spent += cost[int(i)]
+    return take, spent
 
 
 def refine_weak_spots(
@@ -387,41 +461,45 @@ def refine_weak_spots(
     splits: pd.DataFrame,
     *,
     hs_cap: int | None = None,
-    ratios: dict[int, float] | None = None,
+    refinement: Refinement | None = None,
 ) -> pd.DataFrame:
-    """Replace the analytic ``bps`` of decision-relevant splits where the chain is weak by simulation.
+    """Project every contender by one method: the exact simulation where the chain is weak.
 
     Two weak spots, found by benchmarks/validate.py (their errors before and after refinement:
     BENCHMARKS.md 4): (1) the chain model sees a sync round only as a lower drafter rate; the
     barrier and all-reduce stop all drafters at once, so with a shallow q_hs the targets block
     during every pause (the chain over-predicts), at splits with M > 1 syncing drafters; (2) nearly
-    deterministic steps through a one- or two-slot q_hs fall into lockstep, at every split. Such
-    splits whose analytic rate is within ``REFINE_WITHIN`` of the best are simulated exactly
-    (``REFINE_BATCHES`` batches, this module's resampling) and their ``bps`` (and interval, shifted
-    alike) replaced; ``method`` says which rows. Others keep the analytic value: they do not decide
-    the verdict. At most ``MAX_REFINED`` splits and ``REFINE_BUDGET`` simulated batches in all, the
-    highest projected splits first (near the best, splits at large G are many, and each simulation
-    grows with G). The splits left analytic carry barrier idling in their projection
-    (`advisor.model.chain.barrier_rate`).
+    deterministic steps through a one- or two-slot q_hs fall into lockstep, at every split. Where
+    the fit has either (`has_weak_spots`), the contenders are simulated exactly (`refined_ratios`:
+    every split whose interval reaches the projected best's lower end, screened by the chain with its
+    own measured error as the margin, and the observed splits; ``REFINE_BATCHES`` batches, this
+    module's resampling) and their ``bps`` (and interval, shifted alike) replaced, so that no two
+    contenders are ranked by methods of different bias (issue 51). Elsewhere every row is analytic.
+    At most ``MAX_REFINED`` splits and ``REFINE_BUDGET`` simulated batches in all (at large G the
+    contenders are many and each simulation grows with G): contenders past the caps keep the analytic
+    rate, ``method`` "analytic-capped". The splits left analytic carry barrier idling in their
+    projection (`advisor.model.chain.barrier_rate`).
 
     Args:
         fit: the fitted pipeline.
         logs: the logs the fit read, in its order.
         splits: the table (`advisor.project.table.project`).
         hs_cap: q_hs depth, batches; None: the fit's.
-        ratios: `refined_ratios` of this table, where the caller has simulated already (else
+        refinement: `refined_ratios` of this table, where the caller has simulated already (else
             simulated here).
 
     Returns:
         A copy of ``splits``, the simulated rows' rate columns scaled by their ratios (``eta_s``
         divided), a ratio that would lift a row above its ``bound_bps`` taken at the bound, and
-        ``method`` "exact" there, "analytic" elsewhere.
+        ``method`` "exact" there, "analytic-capped" at contenders past the caps, "analytic" elsewhere.
     """
     df = splits.copy()
-    df["method"] = "analytic"
-    if ratios is None:
-        ratios = refined_ratios(fit, logs, splits, hs_cap=hs_cap)
-    for i, ratio in ratios.items():
+    df["method"] = ANALYTIC
+    if refinement is None:
+        refinement = refined_ratios(fit, logs, splits, hs_cap=hs_cap)
+    for i in refinement.capped:
+        df.iat[i, df.columns.get_loc("method")] = CAPPED
+    for i, ratio in refinement.ratios.items():
         label = df.index[i]
         old = float(df.at[label, "bps"])
         if "bound_bps" in df.columns and old > 0:
@@ -432,5 +510,5 @@ def refine_weak_spots(
         df.at[label, "efficiency"] *= ratio
         df.at[label, "gpu_util"] *= ratio
         df.at[label, "eta_s"] /= ratio
-        df.at[label, "method"] = "exact"
+        df.at[label, "method"] = EXACT
     return df

@@ -39,6 +39,8 @@ class IntervalParts:
     own_var_log2: float  # the split's own variance, (ln b/s)^2
     sync_ends_log: tuple[float, float]  # shifts at the ends of an unidentified sync scaling
     corners_log: tuple[float, ...]
+    model_sigma_log: float = 0.0  # the model's error scale carried by the row (`advisor.project.model_error`)
+    model_miss_log: float = math.nan  # at an observed split, the model's miss there, ln(measured / projected)
 
 
 def interval_parts(r: Mapping[str, Any]) -> IntervalParts | None:
@@ -58,6 +60,8 @@ def interval_parts(r: Mapping[str, Any]) -> IntervalParts | None:
         own_var_log2=_num(r, "err_own_var"),
         sync_ends_log=(_num(r, "err_sync_lo"), _num(r, "err_sync_hi")),
         corners_log=tuple(_num(r, k) for k in ERR_CORNERS),
+        model_sigma_log=_num(r, "err_model_sigma"),
+        model_miss_log=_num(r, "err_model_miss") if "err_model_miss" in r else math.nan,
     )
 
 

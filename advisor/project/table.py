@@ -56,7 +56,10 @@ eta_s               time to finish the rest of the job at this split (for a next
                     job; NaN if the job size is unknown)
 observed            True for the split(s) the logs ran (at this G)
 observed_bps        the measured rate at an observed split (NaN elsewhere)
-method              "analytic", or "exact" where simulation replaced the analytic rate
+method              "analytic", or "exact" where simulation replaced the analytic rate (every split
+                    whose interval reaches the best's lower end, where the chain is weak:
+                    `advisor.project.exact.refine_weak_spots`), "analytic-capped" at such a split
+                    the caps on simulation left analytic (at large G)
 widened             True where reconciliation widened the interval to a measured rate
 err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``err_p_samp``,
                     ``err_c_samp`` (sampling and drift), ``err_p_level``, ``err_c_level`` (token
@@ -64,6 +67,10 @@ err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``
                     ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
                     standard error of the error sources all splits share; ``err_own_var``,
                     ``err_sync_lo``, ``err_sync_hi``; read by `advisor.project.rows.lead_parts`
+err_model_sigma     the model's own error carried by the row, ln b/s: the largest miss of a log's
+                    measured rate by its projection (`advisor.project.model_error`; 0: none)
+err_model_miss      at a split a log ran, that miss, ``ln(observed_bps / bps)`` (NaN elsewhere); the
+                    intervals hold the error these anchor (added after reconciliation)
 err_corner_ll, ...  log(b/s at a corner / bps) at the corners of the roles' capacity ranges
                     (a given range or a bound: ``RoleFit.mu_range_bps``), producer end then
                     consumer end (``l`` low, ``h`` high); 0 where no capacity is ranged
@@ -396,8 +403,7 @@ def project(
         settings: the options the table is projected under.
         pairs: the (N, M) splits to project, in row order; None for every split of G.
         interval: False gives the rates alone (a third of the chain solves), the interval columns NaN
-            and the parts 0: the same ``bps``, for what reads the rates only
-            (`advisor.project.exact.refined_ratios`).
+            and the parts 0: the same ``bps``, for what reads the rates only.
         routing: "shared" or "local" forces one layout across nodes (`split_capacities`); None keeps
             each split's layout of the higher rate.
 

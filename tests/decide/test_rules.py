@@ -444,3 +444,17 @@ def test_judging_another_split_than_the_log_runs_keeps_the_running_one(reference
     assert f"{d.eta_gain_s / 3600:.1f} h sooner" in said  # no restart taken off: none is needed
     assert "keep **7-1** (the split the log runs), not 6-2" in render(adv, "markdown")
     assert d.odds.judged == "7-1" and "restart at any split but 7-1" in text  # the odds charge 6-2 one
+
+
+def test_the_printed_lead_comes_from_the_odds_draws():
+    """Issue 51: the odds were tempered (calibrated) and the lead's interval was not, so ">99% likely the
+    best" sat beside a lead of -7.3% to +23.8%. Both now come from one draw: a pick stated >= 97.5%
+    likely the best has a lead over the runner-up that starts at -2% or above, in the text too."""
+    from advisor.decide.reasons import signed_pct
+
+    adv = advise("fixtures/sweep/sync5g14/sync5g14-9x5-tb2048-r0.jsonl.gz")
+    d, m = adv.decision, adv.decision.margin
+    assert d.p_best >= 0.975 and m.higher == d.recommended
+    assert -2.0 <= m.lead_low_pct < m.lead_high_pct
+    said = f"{m.higher}'s lead itself is {signed_pct(m.lead_low_pct)} to {signed_pct(m.lead_high_pct)}"
+    assert any(said in r for r in adv.recommendation.reasons)

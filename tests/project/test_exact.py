@@ -63,7 +63,10 @@ def test_lockstep_smooth_one_slot_queue_is_refined(tmp_path):
     df = adv.splits
     refined = df[df["method"] == "exact"]
     assert len(refined) >= 1
-    assert (refined["bps"] < refined["bound_bps"]).all()
+    # the best lands below its bound (lockstep loss); the observed split is simulated too, and a
+    # simulation of 12000 batches may put a split at its bound within its own noise (~0.3%)
+    assert refined.at[refined["bps"].idxmax(), "bps"] < refined.at[refined["bps"].idxmax(), "bound_bps"]
+    assert (refined["bps"] < 1.005 * refined["bound_bps"]).all()
     assert (df.loc[df["method"] == "analytic", "bps"] < (1 - 0.08) * df["bps"].max() + 1e-9).all()
 
 
@@ -150,22 +153,41 @@ def test_pools_gathered_once_give_the_same_simulation(reference):
     assert np.isfinite(own["bps_exact"].to_numpy()[[0, 2]]).all()
 
 
-def test_the_rates_alone_decide_the_same_refinement(tmp_path):
-    """refined_ratios reads the split counts and bps only: a table without intervals gives the
-    same ratios as the full one, and the table refined with them is the table refined here."""
-    import pandas as pd
+def test_a_split_simulates_alike_alone_or_beside_others(reference):
+    """Each split's simulation draws from a generator of its own: its rate does not depend on which
+    other splits are simulated beside it (a later pass adds contenders without moving the others)."""
+    import numpy as np
 
-    from advisor.project.exact import refine_weak_spots, refined_ratios
+    from advisor.project.exact import simulate_splits
+
+    adv = advise(reference)
+    alone = simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=np.array([2]))
+    beside = simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=np.array([0, 1, 2]))
+    assert alone["bps_exact"].iat[2] == beside["bps_exact"].iat[2]
+
+
+def test_every_contender_is_simulated_or_marked_at_large_g(tmp_path):
+    """Issue 51: the rows whose interval reaches the pick's lower end share one method; where the caps
+    stop the simulation at large G, the contenders left over are marked ("analytic-capped") and a
+    caveat says so; a refinement continued with ``known`` keeps its ratios and adds the forced rows."""
+    from advisor.project.exact import CAPPED, refined_ratios
     from advisor.project.table import project
 
     adv = advise(_g64_sync_log(tmp_path, n_batches=6000), gpus=128)
+    df, rec = adv.splits, adv.decision.recommended
+    reach = df[df["bps_high"] >= df.at[rec, "bps_low"]]
+    assert set(reach["method"]) <= {"exact", CAPPED}, reach["method"].value_counts()
+    assert (df["method"] == CAPPED).any()
+    assert any("method 'analytic-capped'" in w for w in adv.warnings)
     fit, logs, s = adv.fit, adv.logs, adv.settings
-    full, rates = project(fit, s), project(fit, s, interval=False)
-    pd.testing.assert_series_equal(full["bps"], rates["bps"])
-    assert rates["bps_low"].isna().all()
-    ratios = refined_ratios(fit, logs, rates, hs_cap=s.hs_cap)
-    assert ratios and ratios == refined_ratios(fit, logs, full, hs_cap=s.hs_cap)
-    pd.testing.assert_frame_equal(
-        refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap, ratios=ratios),
-        refine_weak_spots(fit, logs, full, hs_cap=s.hs_cap),
-    )
+    table = project(fit, s)
+    first = refined_ratios(fit, logs, table, hs_cap=s.hs_cap)
+    assert first.ratios and first.capped
+    extra = next(i for i in range(len(table)) if i not in first.ratios)
+    more = refined_ratios(fit, logs, table, hs_cap=s.hs_cap, known=first, force=(extra,))
+    assert {i: more.ratios[i] for i in first.ratios} == first.ratios
+    assert extra in more.capped  # the caps are full: a forced row past them is marked, not simulated
+    # below the caps a forced row is simulated, the known ones kept as they were
+    few = type(first)(ratios={i: first.ratios[i] for i in list(first.ratios)[:2]})
+    more = refined_ratios(fit, logs, table, hs_cap=s.hs_cap, known=few, force=(extra,))
+    assert {i: more.ratios[i] for i in few.ratios} == few.ratios and extra in more.ratios

@@ -147,11 +147,23 @@ def test_lead_interval_holds_the_projected_lead(coef, own_a, own_b, xa, xb):
 
 
 def test_real_sweep_projections_carry_their_interval_parts():
+    from advisor.project.model_error import ModelError, split_u
+
     df = advise([SWEEP / "cpu32" / "cpu32-6x2-r0.jsonl.gz"]).splits
-    for lbl, r in df.iterrows():
+    at = df["err_model_miss"].notna()
+    err = ModelError(
+        sigma_log=float(df["err_model_sigma"].max()),
+        anchor_u=tuple(split_u(df.loc[at, "n_target"], df.loc[at, "n_drafter"])),
+        anchor_miss_log=tuple(df.loc[at, "err_model_miss"]),
+    )
+    mean, sd = err.posterior(split_u(df["n_target"], df["n_drafter"]))
+    for (lbl, r), mu, s in zip(df.iterrows(), mean, sd):
         var = sum(float(r[k]) ** 2 for k in ERR_SHARED) + float(r["err_own_var"])
-        # the parts add up to the row's own interval (no sync scaling, no widening there)
-        assert math.log(r["bps_high"] / r["bps"]) == pytest.approx(Z_95 * math.sqrt(var), rel=1e-6), lbl
+        # the parts add up to the row's own interval (no sync scaling there), grown by the model's own
+        # error (advisor.project.model_error: its mean and spread at the split)
+        half = Z_95 * math.sqrt(var)
+        want = max(half, mu + math.hypot(half, Z_95 * s))
+        assert math.log(r["bps_high"] / r["bps"]) == pytest.approx(want, rel=1e-6), lbl
 
 
 def test_a_longer_log_shrinks_only_the_sampling_part_of_the_lead():

@@ -1,0 +1,206 @@
+"""The model checks itself: its miss at the splits the logs ran, carried into every projection.
+
+Every log's measured rate is compared with the model's projection of its split as it ran
+(`advisor.project.table.reconcile`: at a split of the table, the row's ``bps``, by the method its
+rivals share, `advisor.project.exact`); the miss is ``m = ln(measured / projected)``. The projection
+is the fit of that very run, so the run-to-run shift between runs does not enter ``m``: it is the
+model's own error there (issue 51; MODELLING.md section 9).
+
+The model's error along the splits is taken as a Gaussian process in ``u = ln(N / M)`` (the
+producer-to-consumer ratio, one coordinate at any G), of scale ``sigma`` and correlation
+``exp(-|u - v| / MODEL_ERROR_LENGTH)``:
+
+- ``sigma`` is the largest miss seen (``|m|`` over every log, those at another G or batch size
+  included, their projection from `advisor.project.table.reconcile`): a model that missed its own
+  observation by ``m`` is taken to err by as much elsewhere; 0 (no term) where it hit every one;
+- conditioned on ``e = m`` at each observed split of the table (exactly: the measured rate is that
+  split's rate in this run), the error at split k has mean ``mu_k`` (the re-anchoring: the
+  observed split moves onto its measured rate, its neighbours part of the way, as far as the
+  correlation carries the mechanism) and standard deviation ``s_k`` (0 at an observed split, up to
+  ``sigma`` far from every one);
+- a probed split (`advisor.project.probed`: its rate measured by the probe) carries none.
+
+The table keeps the model's projection in ``bps``; each row's interval is grown to hold the error
+(`carry_model_error`: both sides shifted by ``mu_k``, ``1.96 s_k`` added in quadrature, never
+narrowed), and ``err_model_sigma`` / ``err_model_miss`` record ``sigma`` and each observed split's
+miss, from which the odds' draw (`advisor.decide.odds`) draws the same process jointly over the
+splits (`ModelError.draw`): one error path per draw, so neighbours move together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from advisor.project.columns import role_columns
+from advisor.project.table import Reconciliation
+from advisor.stats import Z_95
+
+MODEL_ERROR_LENGTH = 0.5  # correlation length in ln(N / M): one engine moved near balance at G = 12 keeps ~0.4
+MISS_FLOOR_LOG = 1e-4  # misses below 0.01% are no evidence of error (printing precision)
+
+
+@dataclass(frozen=True)
+class ModelError:
+    """The model's error process (module docstring): its scale, the misses it is conditioned on and
+    where they were measured."""
+
+    sigma_log: float  # the process's scale, ln b/s
+    anchor_u: tuple[float, ...] = ()  # ln(N / M) of each observed split in the table
+    anchor_miss_log: tuple[float, ...] = ()  # ln(measured / projected) there
+    anchor_labels: tuple[str, ...] = ()  # their rows' labels
+    length: float = MODEL_ERROR_LENGTH
+
+    @property
+    def active(self) -> bool:
+        return self.sigma_log > 0
+
+    def _kernel(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return self.sigma_log**2 * np.exp(-np.abs(a[:, None] - b[None, :]) / self.length)
+
+    def _weights(self, u: np.ndarray) -> np.ndarray:
+        """``K_oo^-1 K_o*``: anchors x splits (the kriging weights of each split on the anchors)."""
+        au = np.asarray(self.anchor_u, float)
+        k_oo = self._kernel(au, au) + np.eye(len(au)) * 1e-12 * self.sigma_log**2
+        return np.linalg.solve(k_oo, self._kernel(au, u))
+
+    def posterior(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each split's error given the misses: mean and standard deviation, ln b/s.
+
+        Args:
+            u: ln(N / M) of each split.
+
+        Returns:
+            (mean, sd), arrays like ``u``; zeros where the process is inactive.
+        """
+        u = np.asarray(u, float)
+        if not self.active:
+            return np.zeros_like(u), np.zeros_like(u)
+        if not self.anchor_u:
+            return np.zeros_like(u), np.full_like(u, self.sigma_log)
+        w = self._weights(u)
+        mean = np.asarray(self.anchor_miss_log, float) @ w
+        var = self.sigma_log**2 - np.einsum("ok,ok->k", self._kernel(np.asarray(self.anchor_u, float), u), w)
+        return mean, np.sqrt(np.maximum(var, 0.0))
+
+    def draw(self, rng: np.random.Generator, draws: int, u: np.ndarray) -> np.ndarray:
+        """``draws`` joint paths of the error at every split given the misses (an Ornstein-Uhlenbeck
+        path along the sorted ``u``, conditioned on the anchors by Matheron's rule).
+
+        Args:
+            rng: the generator (the caller's: the draw stays seeded).
+            draws: paths wanted.
+            u: ln(N / M) of each split.
+
+        Returns:
+            draws x len(u) errors, ln b/s; zeros where the process is inactive.
+        """
+        u = np.asarray(u, float)
+        out = np.zeros((draws, len(u)))
+        if not self.active or not len(u):
+            return out
+        order = np.argsort(u, kind="stable")
+        path = np.empty((draws, len(u)))
+        path[:, 0] = rng.standard_normal(draws) * self.sigma_log
+        for j in range(1, len(u)):
+            rho = math.exp(-(u[order[j]] - u[order[j - 1]]) / self.length)
+            path[:, j] = rho * path[:, j - 1] + math.sqrt(
+                max(1.0 - rho * rho, 0.0)
+            ) * self.sigma_log * rng.standard_normal(draws)
+        out[:, order] = path
+        if self.anchor_u:  # Matheron's rule: the path plus the kriged difference at the anchors
+            at = [int(np.argmin(np.abs(u - a))) for a in self.anchor_u]  # each anchor is a split of u
+            out += (np.asarray(self.anchor_miss_log, float)[None, :] - out[:, at]) @ self._weights(u)
+        return out
+
+
+def split_u(n: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """``ln(N / M)`` of each split: the coordinate the model's error is correlated along.
+
+    Args:
+        n: producer engines of each split.
+        m: consumer engines of each split.
+
+    Returns:
+        ``ln(N / M)``, one per split.
+    """
+    return np.log(np.maximum(np.asarray(n, float), 1e-9) / np.maximum(np.asarray(m, float), 1e-9))
+
+
+def model_error(roles: tuple[str, str], splits: pd.DataFrame, recon: Sequence[Reconciliation]) -> ModelError:
+    """The model's error process from every log's comparison with its projection (module docstring).
+
+    Args:
+        roles: the pipeline's (producer, consumer) role names, which name the table's columns.
+        splits: the table, reconciled.
+        recon: every log's measured rate against its projection (`advisor.project.table.reconcile`):
+            at a split of the table (and not probed) a log anchors the process there (the logs of one
+            split by their mean miss); elsewhere (another G or batch size) it sizes ``sigma`` only.
+
+    Returns:
+        The `ModelError`; inactive where every miss is below ``MISS_FLOOR_LOG``.
+    """
+    probed = splits["probe_segments"] if "probe_segments" in splits else pd.Series(0, index=splits.index)
+    by_label: dict[str, list[float]] = {}
+    other: list[float] = []
+    for r in recon:
+        if not (r.observed_bps > 0 and r.projected_bps > 0):
+            continue
+        miss = math.log(r.observed_bps / r.projected_bps)
+        row_ok = r.label in splits.index and bool(splits.at[r.label, "observed"]) and not probed.get(r.label, 0)
+        (by_label.setdefault(r.label, []) if row_ok else other).append(miss)
+    anchors = {label: sum(v) / len(v) for label, v in by_label.items()}
+    sigma = max([abs(x) for v in by_label.values() for x in v] + [abs(x) for x in other], default=0.0)
+    if sigma < MISS_FLOOR_LOG:
+        return ModelError(sigma_log=0.0)
+    pc, cc = role_columns(roles)
+    labels = list(anchors)
+    u = split_u(splits.loc[labels, pc.workers].to_numpy(), splits.loc[labels, cc.workers].to_numpy())
+    return ModelError(
+        sigma_log=sigma,
+        anchor_u=tuple(float(x) for x in u),
+        anchor_miss_log=tuple(anchors[x] for x in labels),
+        anchor_labels=tuple(labels),
+    )
+
+
+def carry_model_error(roles: tuple[str, str], splits: pd.DataFrame, err: ModelError) -> pd.DataFrame:
+    """The table with the model's error in every row's interval and parts (module docstring).
+
+    Args:
+        roles: the pipeline's (producer, consumer) role names.
+        splits: the table, reconciled.
+        err: the model's error process (`model_error`).
+
+    Returns:
+        A copy with ``err_model_sigma`` (the process's scale; 0 at a probed row or where inactive)
+        and ``err_model_miss`` (each anchoring row's miss, NaN elsewhere), and each carrying row's
+        interval grown to hold the error's mean and 95% spread.
+    """
+    df = splits.copy()
+    carries = np.full(len(df), err.active)
+    if "probe_segments" in df:
+        carries &= df["probe_segments"].fillna(0).to_numpy() == 0
+    df["err_model_sigma"] = np.where(carries, err.sigma_log, 0.0)
+    df["err_model_miss"] = np.nan
+    for label, miss in zip(err.anchor_labels, err.anchor_miss_log):
+        df.at[label, "err_model_miss"] = miss
+    if not err.active:
+        return df
+    pc, cc = role_columns(roles)
+    mean, sd = err.posterior(split_u(df[pc.workers].to_numpy(), df[cc.workers].to_numpy()))
+    x = df["bps"].to_numpy(float)
+    low, high = df["bps_low"].to_numpy(float), df["bps_high"].to_numpy(float)
+    ok = carries & (x > 0) & np.isfinite(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h_lo = np.where(low > 0, np.log(x / low), 0.0)
+        h_hi = np.where(high > 0, np.log(high / x), 0.0)
+        new_low = x * np.exp(mean - np.hypot(h_lo, Z_95 * sd))
+        new_high = x * np.exp(mean + np.hypot(h_hi, Z_95 * sd))
+    df["bps_low"] = np.where(ok, np.minimum(low, new_low), low)
+    df["bps_high"] = np.where(ok, np.maximum(high, new_high), high)
+    return df
