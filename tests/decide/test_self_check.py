@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synth import Scenario, ServiceModel, TokenModel, write_log
 
 from advisor.advice import Fitted, advise
-from advisor.model.synth import Scenario, ServiceModel, TokenModel, write_log
 from advisor.project.exact import CAPPED
 from advisor.project.model_error import ModelError, split_u
 from advisor.settings import Options
