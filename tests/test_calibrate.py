@@ -102,21 +102,28 @@ def test_a_miss_counts_whether_its_probe_runs_a_best_split(cal):
 
 def test_self_check_counts_each_lone_logs_own_split(cal):
     """Issue 51: the share of logs advised alone whose row of their own split projects within 5% of
-    the rate the log measured (pairs are not counted)."""
-    truth = {(3, 1): 10.0, (2, 2): 9.0}
-    measured = {k: [v] for k, v in truth.items()}
+    the rate the log measured (pairs carry no self-check)."""
     out = {
-        "recommendation": {"roles": {"target": 3, "drafter": 1}, "verdict": "next-run"},
-        "splits": [dict(_split(3, 1, 10.0, 9.5, 10.5), observed_bps=10.6), dict(_split(2, 2, 9.0, 8.5, 9.5))],
+        "observed": {"roles": {"target": 3, "drafter": 1}, "bps": 10.6},
+        "splits": [
+            {"roles": {"target": 3, "drafter": 1}, "bps": 10.0, "method": "exact"},
+            {"roles": {"target": 2, "drafter": 2}, "bps": 9.0, "method": "analytic"},
+        ],
     }
-    off = cal.score(out, {(3, 1)}, truth, measured)  # 5.7% off
-    assert {r["split"]: r.get("self_gap") for r in off["splits"]} == {
-        "3-1": pytest.approx(10.0 / 10.6 - 1),
-        "2-2": None,
-    }
-    out["splits"][0]["observed_bps"] = 10.2
-    close = cal.score(out, {(3, 1)}, truth, measured)  # 2.0% off
-    cases = [{**off, "source": ["a"]}, {**close, "source": ["b"]}, {**close, "source": ["a", "b"]}]
+    off = cal.self_check(out)  # 5.7% low
+    assert off["miss"] == pytest.approx(10.0 / 10.6 - 1) and off["method"] == "exact"
+    out["observed"]["bps"] = 10.2
+    close = cal.self_check(out)  # 2.0% low
+    assert (
+        cal.self_check({"observed": {"roles": {"target": 1, "drafter": 3}, "bps": 5.0}, "splits": out["splits"]})
+        is None
+    )
+    base = {"verdict": "stay", "p_best": None, "regret": None, "within": None, "splits": []}
+    cases = [
+        {**base, "source": ["a"], "self_check": off},
+        {**base, "source": ["b"], "self_check": close},
+        {**base, "source": ["a", "b"]},
+    ]
     s = cal.summarize([{"name": "x", "gpus": 4, "cases": cases}])
     assert (s["self_checked"], s["self_check"]) == (2, 0.5)
     assert "Self-check: of 2 logs advised alone" in cal.render(s, "t")
