@@ -79,14 +79,7 @@ class Flag:
     help_in: Mapping[str, str] = field(default_factory=dict)
 
     def help_for(self, command: str) -> str:
-        """The flag's help for one command.
-
-        Args:
-            command: the CLI command ("advise", "what-if", ...).
-
-        Returns:
-            The command's own help (``help_in``) where given, else the common ``help``.
-        """
+        """The flag's help for one command."""
         return self.help_in.get(command, self.help)
 
 
@@ -415,11 +408,7 @@ class Options:
 
 
 def option_fields() -> dict[str, Any]:
-    """The `Options` fields by name.
-
-    Returns:
-        field name -> `dataclasses.Field`, each with its `Flag` as ``metadata["flag"]``.
-    """
+    """The `Options` fields by name."""
     return {f.name: f for f in fields(Options)}
 
 
@@ -477,20 +466,6 @@ def parse_role_values(
 
     The one reader of role maps: ``--roles``, ``--gpus-per-worker``, ``--engine-scaling`` and the
     TensorBoard import's ``--roles``. Role names are checked against a log by `check_role_names`.
-
-    Args:
-        option: the flag, named in every error.
-        text: ``role=value`` pairs joined by commas, or a mapping role -> value.
-        whole: each value a whole number; else any finite number.
-        lo: the least value (None: no limit).
-        hi: the greatest value (None: no limit).
-        example: the pairs an error shows (default ``target=2``, or ``target=0.9`` for numbers).
-
-    Returns:
-        role -> value, in the order given.
-
-    Raises:
-        SettingsError: a malformed pair, a role named twice, or a value not a number or outside [lo, hi].
     """
     example = example or ("target=2" if whole else "target=0.9")
     if isinstance(text, Mapping):
@@ -518,19 +493,7 @@ def parse_role_values(
 
 
 def check_role_names(option: str, given: Mapping[str, Any] | None, roles: Sequence[str]) -> dict[str, Any]:
-    """A parsed role map whose names are checked against the log's roles.
-
-    Args:
-        option: the flag, named in the error.
-        given: the parsed role map (None: none given).
-        roles: the log's role names.
-
-    Returns:
-        A copy of ``given`` ({} for None).
-
-    Raises:
-        SettingsError: a name not among ``roles``, naming ``option``.
-    """
+    """A parsed role map whose names are checked against the log's roles."""
     for name in given or {}:
         if name not in roles:
             raise SettingsError(option, f"unknown role {name!r} (the roles are {' and '.join(roles)})")
@@ -558,31 +521,14 @@ class Capacity:
         return self.low if self.kind != "range" else math.sqrt(self.low * self.high)
 
     def text(self) -> str:
-        """The capacity as a user writes it.
-
-        Returns:
-            ``0.92``, ``0.88..0.95`` or ``>=39`` (4 significant digits).
-        """
+        """The capacity as a user writes it."""
         return {"value": f"{self.low:.4g}", "bound": f">={self.low:.4g}"}.get(
             self.kind, f"{self.low:.4g}..{self.high:.4g}"
         )
 
 
 def as_capacity(option: str, value: Any) -> Capacity:
-    """A capacity from what a user gives, checked.
-
-    Args:
-        option: the option or field, named in every error.
-        value: a number, a (low, high) pair, a `Capacity` or text in one of ``CAPACITY_FORMS``;
-            batches/s.
-
-    Returns:
-        The `Capacity`.
-
-    Raises:
-        SettingsError: a value in none of the forms (named in the message), not above 0, a range
-            whose ends are reversed, or an end past ``MIN_CAPACITY_BPS``..``MAX_CAPACITY_BPS``.
-    """
+    """A capacity from what a user gives, checked."""
     if isinstance(value, Capacity):
         low, high = value.low, value.high
     elif isinstance(value, bool):
@@ -662,15 +608,7 @@ class Settings:
     job_s: float | None = None  # --job-hours: seconds the rest of the job takes at the split it runs (None: the log's)
 
     def split_gpus(self, n: int, m: int) -> int:
-        """GPUs of a split of engines.
-
-        Args:
-            n: producer engines.
-            m: consumer engines.
-
-        Returns:
-            The GPUs those engines hold.
-        """
+        """GPUs of a split of engines."""
         return n * self.gpus_per_worker[0] + m * self.gpus_per_worker[1]
 
     @property
@@ -682,11 +620,7 @@ class Settings:
         return self.gpus_per_worker != self.log_gpus_per_worker
 
     def engine_pairs(self) -> list[tuple[int, int]]:
-        """Every split (N, M) of engines that uses all G GPUs, N >= 1, M >= 1, highest N first.
-
-        Returns:
-            The (N, M) pairs (`engine_pairs`); empty where G cannot be split so.
-        """
+        """Every split (N, M) of engines that uses all G GPUs, N >= 1, M >= 1, highest N first."""
         return engine_pairs(self.gpus, *self.gpus_per_worker)
 
     @property
@@ -695,14 +629,7 @@ class Settings:
         return self.next_run or self.run_ended
 
     def units(self, n: int | None = None) -> str:
-        """A count with the word for what is split.
-
-        Args:
-            n: the count (None: G).
-
-        Returns:
-            "8 GPUs", or "3 CPU workers" when the log's workers ran on CPU (header ``device: cpu``).
-        """
+        """A count with the word for what is split."""
         return units_text(self.gpus if n is None else n, cpu=self.cpu)
 
     @property
@@ -710,11 +637,7 @@ class Settings:
         return self.token_budget is None
 
     def to_json(self) -> dict[str, Any]:
-        """The settings as the JSON report's ``settings`` object.
-
-        Returns:
-            name -> value; engines, node size and link only where they apply.
-        """
+        """The settings as the JSON report's ``settings`` object."""
         out = {
             "gpus": self.gpus,
             "token_budget": self.token_budget or self.log_token_budget,
@@ -738,16 +661,7 @@ class Settings:
 
 
 def engine_pairs(gpus: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
-    """Every (N, M) with N k_p + M k_c = gpus, N >= 1, M >= 1, highest N first.
-
-    Args:
-        gpus: the GPUs to split.
-        k_p: GPUs per producer engine.
-        k_c: GPUs per consumer engine.
-
-    Returns:
-        The (N, M) pairs; empty where none exists.
-    """
+    """Every (N, M) with N k_p + M k_c = gpus, N >= 1, M >= 1, highest N first."""
     return [
         (n, (gpus - n * k_p) // k_c)
         for n in range((gpus - k_c) // k_p, 0, -1)
@@ -803,22 +717,7 @@ def _engines(options: Options, logged: Logged, gpus: int) -> tuple[tuple[int, in
 def check_roles(
     roles: Mapping[str, int], producer: str, consumer: str, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)
 ) -> dict[str, int]:
-    """The split to judge (engines), validated against the log's roles and G.
-
-    Args:
-        roles: role -> engines, as given by ``--roles``.
-        producer: the log's producer role.
-        consumer: the log's consumer role.
-        gpus: G, the GPUs split.
-        gpus_per_worker: GPUs per engine, (producer, consumer).
-
-    Returns:
-        role -> engines, producer first.
-
-    Raises:
-        SettingsError: a role missing or unknown, a count not a whole number from 1 to `MAX_GPUS`, or
-            engines whose GPUs do not add up to ``gpus``.
-    """
+    """The split to judge (engines), validated against the log's roles and G."""
     names = set(roles)
     want = {producer, consumer}
     if names != want:
@@ -849,52 +748,22 @@ ROLE_NOUN_ENDINGS = ("er", "or", "et", "nt", "ne", "el", "le", "ist", "ant")
 
 
 def role_is_noun(role: str) -> bool:
-    """Whether a role's name reads as an English noun (its plural adds "s"), not a label.
-
-    Args:
-        role: the role's name.
-
-    Returns:
-        True for a lower-case word with a ``ROLE_NOUN_ENDINGS`` ending.
-    """
+    """Whether a role's name reads as an English noun (its plural adds "s"), not a label."""
     return role.islower() and role.isalpha() and role.endswith(ROLE_NOUN_ENDINGS)
 
 
 def role_plural(role: str) -> str:
-    """The workers of a role in a sentence.
-
-    Args:
-        role: the role's name.
-
-    Returns:
-        "targets", "drafters", "vllm workers".
-    """
+    """The workers of a role in a sentence."""
     return f"{role}s" if role_is_noun(role) else f"{role} workers"
 
 
 def units_text(n: int, *, cpu: bool = False) -> str:
-    """A count with the word for what is split.
-
-    Args:
-        n: the count.
-        cpu: the workers run on CPU (header ``device: cpu``).
-
-    Returns:
-        "8 GPUs", "1 GPU", or "3 CPU workers" where ``cpu``.
-    """
+    """A count with the word for what is split."""
     return f"{n} {'CPU worker' if cpu else 'GPU'}{'s' if n != 1 else ''}"
 
 
 def role_count(n: int, role: str) -> str:
-    """A count of a role's workers in a sentence.
-
-    Args:
-        n: the count.
-        role: the role's name.
-
-    Returns:
-        "1 drafter", "7 drafters", "1 vllm worker", "2 vllm workers".
-    """
+    """A count of a role's workers in a sentence."""
     if n == 1:
         return f"1 {role}" if role_is_noun(role) else f"1 {role} worker"
     return f"{n} {role_plural(role)}"
@@ -927,16 +796,6 @@ def build_settings(options: Options, logged: Logged) -> Settings:
     `SAME_SIZE_TOL` outside the logged range are flagged as extrapolated. Where no log measured
     tokens (``logged.tokens_measured`` false) and the header gives no budget, a batch's size is
     unknown and ``--token-budget`` has nothing to scale.
-
-    Args:
-        options: the user's options; a field left None falls back to ``logged``.
-        logged: what the log(s) or the what-if numbers showed.
-
-    Returns:
-        The `Settings`.
-
-    Raises:
-        SettingsError: an option that does not fit the log(s), naming the option.
     """
     producer, consumer = logged.roles
     gpus = _whole("--gpus", options.gpus if options.gpus is not None else logged.gpus, MIN_GPUS, MAX_GPUS)
@@ -988,14 +847,7 @@ def build_settings(options: Options, logged: Logged) -> Settings:
 
 
 def check_counts(counts: Mapping[str, int]) -> None:
-    """Check worker counts given by option: each, and all together, at most `MAX_GPUS`.
-
-    Args:
-        counts: option -> workers (``{"--targets": 7, "--drafters": 1}``).
-
-    Raises:
-        SettingsError: a count, or the sum, past `MAX_GPUS`, naming the option(s).
-    """
+    """Check worker counts given by option: each, and all together, at most `MAX_GPUS`."""
     for option, n in counts.items():
         if n > MAX_GPUS:
             raise SettingsError(option, f"{n} is more than the limit {MAX_GPUS}")

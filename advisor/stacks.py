@@ -377,17 +377,6 @@ def _column_tags(columns: Sequence[str], skip: set[str]) -> dict[str, str]:
 def read_csv_scalars(path: str | Path) -> tuple[dict[str, list[Scalar]], float]:
     """Every metric of an exported history (the formats in the module docstring), by tag; and the
     earliest wall time.
-
-    Args:
-        path: a CSV history exported from wandb or MLflow.
-
-    Returns:
-        Tag -> its scalars, and the earliest wall time; times in seconds (Unix, or since the start
-        for ``_runtime``).
-
-    Raises:
-        LogError: the file is unreadable or not a CSV table, lacks a step or time column, has a row
-            without them, a cell that is not a number or two columns of one tag, or holds no values.
     """
     path = Path(path)
     try:
@@ -433,17 +422,7 @@ def read_csv_scalars(path: str | Path) -> tuple[dict[str, list[Scalar]], float]:
 
 
 def read_any(paths: Sequence[str | Path]) -> tuple[dict[str, list[Scalar]], float | None]:
-    """Scalars of TensorBoard event files/directories and .csv histories together.
-
-    Args:
-        paths: event files, folders of them and ``.csv`` histories (told apart by suffix).
-
-    Returns:
-        Tag -> its scalars from every input, and the earliest wall time (None: no events).
-
-    Raises:
-        LogError: an input is missing, unreadable or malformed (`read_csv_scalars`, `read_scalars`).
-    """
+    """Scalars of TensorBoard event files/directories and .csv histories together."""
     csvs = [Path(p) for p in paths if str(p).lower().endswith(".csv")]
     events = [p for p in paths if not str(p).lower().endswith(".csv")]
     by_tag: dict[str, list[Scalar]] = {}
@@ -459,17 +438,7 @@ def read_any(paths: Sequence[str | Path]) -> tuple[dict[str, list[Scalar]], floa
 
 # --- derived fields --------------------------------------------------------------------------
 def derive(field: Field, scalars: Mapping[str, list[Scalar]], consumer_workers: int) -> list[Scalar]:
-    """The field's values at every step where all its tags were logged (module docstring).
-
-    Args:
-        field: the rates field to compute.
-        scalars: tag -> its scalars; holds every tag of ``field``.
-        consumer_workers: the consumer's workers, the factor of a per-rank field.
-
-    Returns:
-        One scalar per step, at the latest wall time of its tags; steps whose denominator is not > 0
-        are left out, so it may be empty.
-    """
+    """The field's values at every step where all its tags were logged (module docstring)."""
     at = {tag: {s.step: s for s in scalars[tag]} for tag in field.tags}  # a step logged twice: the later
     steps = sorted(set.intersection(*(set(v) for v in at.values())))
     factor = field.scale * (consumer_workers if field.per_consumer_worker else 1)
@@ -493,20 +462,6 @@ def stack_mapping(
 ) -> tuple[dict[str, str], dict[str, list[Scalar]]]:
     """{rates key: derived tag} and the derived series, for the stack's fields whose tags are all
     present.
-
-    Args:
-        stack: the stack whose fields to build (`STACKS`).
-        roles: the run's role names in pipeline order (producer first, consumer last).
-        scalars: tag -> its scalars (`read_any`).
-        consumer_workers: the consumer's workers, the factor of a per-rank field.
-        source: the input as error messages name it.
-
-    Returns:
-        Rates key -> ``<stack>:<field key>``, and that tag -> its series; a field with no values is
-        left out.
-
-    Raises:
-        LogError: naming a missing tag, when the consumer's bps cannot be built.
     """
     keys = {"producer": roles[0], "consumer": roles[-1]}
     mapping: dict[str, str] = {}
@@ -537,14 +492,6 @@ def cap_kinds(stack: Stack, roles: Sequence[str], built: set[str]) -> dict[str, 
     """role -> "lower" or "upper" (the header's ``cap_bps_kind``, docs/log-schema.md) for each
     ``cap_bps`` the stack's fields built that is only a bound: ``capacity >=`` a lower bound,
     ``capacity <=`` an upper estimate.
-
-    Args:
-        stack: the stack whose fields built them.
-        roles: the run's role names in pipeline order (producer first, consumer last).
-        built: the rates keys the stack's fields built, less those ``--map`` replaced.
-
-    Returns:
-        Only the roles whose ``cap_bps`` is a bound; empty when none is.
     """
     keys = {"producer": roles[0], "consumer": roles[-1]}
     out = {}
@@ -566,17 +513,6 @@ def import_stack(
 ) -> tuple[Path, int]:
     """A rate log from event files and/or CSV histories: the stack's built-in fields (if ``stack``),
     then each ``--map KEY=TAG`` (which replaces a built-in field of the same key).
-
-    Args:
-        paths: event files, folders of them, or CSV histories (wandb, MLflow).
-        out: the rate log to write.
-        header: the run's header as the user knows it; its start time and source come from the input.
-        stack: the stack whose metric names to read (`STACKS`), or None (``mapping`` only).
-        mapping: ``KEY=TAG`` pairs, added to (or replacing) the stack's fields.
-        ended: the job has finished (an ``end`` line is written).
-
-    Returns:
-        The log's path and the number of rates snapshots written.
     """
     if stack is not None and stack not in STACKS:
         raise ValueError(f"--stack {stack!r}: one of {', '.join(STACKS)}")

@@ -28,12 +28,6 @@ Z_95 = 1.96
 def t_975(df: int) -> float:
     """Student t's 97.5% quantile at ``df`` degrees of freedom (scipy's ``stdtrit``, which
     ``scipy.stats.t.ppf`` calls), to 3 decimals as the intervals have always used it (2.093 at 19).
-
-    Args:
-        df: degrees of freedom, at least 1.
-
-    Returns:
-        The quantile, rounded to 3 decimals.
     """
     from scipy.special import stdtrit
 
@@ -59,12 +53,6 @@ def expected_max_normal(m: int) -> float:
     """E[max of m iid standard normals] (e_2 = 0.564, e_8 = 1.424): the integral of
     ``x m phi(x) Phi(x)^(m-1)`` by the trapezoid rule on 4001 points over [-8, 8] (within 1e-11
     of the whole integral up to m = 4099), each m once.
-
-    Args:
-        m: how many normals (the ranks that wait at a barrier); taken as a whole number.
-
-    Returns:
-        The expected maximum, in standard deviations; 0 for m <= 1.
     """
     return _expected_max(int(m)) if m > 1 else 0.0
 
@@ -76,18 +64,6 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
     They are found with one single-k ``partition`` and a max over the lower half, the very values
     ``np.median`` returns (which, for an even count, partitions around both middle elements): the
     same line, bit for bit.
-
-    Args:
-        x: the abscissae (a role's tokens per step).
-        y: the ordinates, one per x (its busy seconds per step).
-        iters: the most IRLS rounds; it stops sooner once a round moves a and b by less than
-            `HUBER_TOL` of themselves.
-
-    Returns:
-        (a, b, r2): intercept in y's unit, slope per unit of x, and R^2 (0 when y does not vary).
-        A negative slope is refit flat (a the weighted mean of y, b = 0); a negative intercept
-        under a positive slope through the origin (a = 0). Under 3 points, or x constant:
-        (mean of y, 0, 0).
     """
     x = np.asarray(x, float)
     y = np.asarray(y, float)
@@ -143,15 +119,7 @@ def huber_line(x: np.ndarray, y: np.ndarray, iters: int = 20) -> tuple[float, fl
 
 
 def batch_means_interval(series: np.ndarray) -> tuple[float, float]:
-    """95% interval of the mean of a time-ordered series by batch means.
-
-    Args:
-        series: the values in time order (a role's busy seconds per step, or its rates).
-
-    Returns:
-        (low, high), in the series' unit: the mean -/+ t times the standard error of
-        `BATCH_MEANS` (10, 5 or 3 for shorter series) batch means; (mean, mean) under 6 values.
-    """
+    """95% interval of the mean of a time-ordered series by batch means."""
     n = len(series)
     k = BATCH_MEANS if n >= 5 * BATCH_MEANS else (10 if n >= 50 else (5 if n >= 15 else 3))
     if n < 2 * k:

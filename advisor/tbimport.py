@@ -157,15 +157,6 @@ def _event_scalars(event: Any) -> list[tuple[str, float]]:
 def event_files(paths: Iterable[str | Path]) -> list[Path]:
     """The event files named by ``paths``: files as given; directories searched (recursively)
     for files whose name contains ``tfevents``.
-
-    Args:
-        paths: event files and folders of them.
-
-    Returns:
-        The files, in the order of ``paths``; each folder's sorted by path.
-
-    Raises:
-        LogError: a path does not exist, or a folder holds no event file.
     """
     files: list[Path] = []
     for p in map(Path, paths):
@@ -182,17 +173,7 @@ def event_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], float | None]:
-    """Every scalar in the event files, by tag, in file order; and the earliest wall time seen.
-
-    Args:
-        paths: event files and folders of them (`event_files`).
-
-    Returns:
-        Tag -> its scalars, and the earliest wall time in Unix seconds (None: no event).
-
-    Raises:
-        LogError: a path is missing or unreadable, or a record is corrupt or not an Event.
-    """
+    """Every scalar in the event files, by tag, in file order; and the earliest wall time seen."""
     by_tag: dict[str, list[Scalar]] = {}
     first_wall: float | None = None
     for f in event_files(paths):
@@ -211,16 +192,6 @@ def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], 
 def parse_roles(text: str) -> dict[str, int]:
     """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order):
     `advisor.settings.parse_role_values`, with at least a producer and a consumer role.
-
-    Args:
-        text: the ``--roles`` value: ``role=workers`` pairs, producer first.
-
-    Returns:
-        Role -> its workers (1 to MAX_GPUS each), in the order given.
-
-    Raises:
-        SettingsError: a pair is malformed, a role is named twice, a count is out of range, or
-            fewer than two roles are named.
     """
     out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS, example="target=7,drafter=1")
     if len(out) < 2:
@@ -231,15 +202,7 @@ def parse_roles(text: str) -> dict[str, int]:
 
 
 def parse_queue(text: str, roles: Sequence[str]) -> Queue:
-    """``"hs:drafter:20"`` (name:feeds:cap) -> a Queue.
-
-    Args:
-        text: one ``--queue`` value: the queue's name, the role it feeds, its capacity.
-        roles: the run's role names; the fed role must be one.
-
-    Returns:
-        The queue (not per worker).
-    """
+    """``"hs:drafter:20"`` (name:feeds:cap) -> a Queue."""
     parts = text.split(":")
     if len(parts) != 3 or not parts[2].strip().isdigit():
         raise ValueError(f"--queue {text!r}: expected NAME:ROLE:CAP, e.g. hs:drafter:20")
@@ -252,18 +215,7 @@ def parse_queue(text: str, roles: Sequence[str]) -> Queue:
 def parse_map(
     items: Sequence[str], roles: Sequence[str], queues: Sequence[str] = (), *, require_bps: bool = True
 ) -> dict[str, str]:
-    """``["drafter.bps=train/drafter_bps", ...]`` -> {rates key: tag}; errors say what is wrong.
-
-    Args:
-        items: ``KEY=TAG`` pairs, one per ``--map``.
-        roles: the run's role names in pipeline order (the last, the consumer, is the errors' example).
-        queues: the queue names, mapped as ``q.<queue>``.
-        require_bps: a ``<role>.bps`` must be mapped; False when the mapping only adds to a stack's
-            built-in one (advisor.stacks).
-
-    Returns:
-        Rates key -> scalar tag, in the order given.
-    """
+    """``["drafter.bps=train/drafter_bps", ...]`` -> {rates key: tag}; errors say what is wrong."""
     out: dict[str, str] = {}
     allowed = [f"{r}.{k}" for r in roles for k in ("bps", "cap_bps")] + ["tok_s", "eta_s", "done"]
     allowed += [f"q.{q}" for q in queues]
@@ -295,21 +247,7 @@ def _latest_at(series: list[Scalar], step: int) -> Scalar | None:
 def to_records(
     scalars: Mapping[str, list[Scalar]], first_wall: float, mapping: Mapping[str, str], *, source: str = "TensorBoard"
 ) -> list[Rates]:
-    """The rates snapshots of the mapped tags (see the module docstring for the rules).
-
-    Args:
-        scalars: tag -> its scalars (`read_scalars`).
-        first_wall: the earliest wall time of the input, Unix seconds: ``t`` = 0.
-        mapping: rates key -> tag (`parse_map`).
-        source: the input as error messages name it.
-
-    Returns:
-        One snapshot per step of a mapped ``bps`` tag, in time order (a step that goes back in time
-        is skipped); never empty.
-
-    Raises:
-        LogError: a mapped tag is missing, a time passes the log limit, or the bps tags hold no values.
-    """
+    """The rates snapshots of the mapped tags (see the module docstring for the rules)."""
     missing = [t for t in mapping.values() if t not in scalars]
     if missing:
         have = sorted(scalars)
@@ -358,17 +296,6 @@ def import_tensorboard(
     Event files do not say whether the job finished, so the log has no ``end`` line (a live run:
     a split change weighs the restart cost) unless ``ended`` is true (then ``end`` done: the
     advice is for the next run).
-
-    Args:
-        paths: event files, or folders searched for them.
-        out: the rate log to write.
-        header: the run's header as the user knows it (roles in pipeline order, G, queues, batch
-            budget, engines, nodes); its start time and source are set from the events.
-        mapping: ``KEY=TAG`` pairs, which scalar tag holds which rates field (`parse_map`).
-        ended: the job has finished.
-
-    Returns:
-        The log's path and the number of rates snapshots written.
     """
     scalars, first_wall = read_scalars(paths)
     source = ", ".join(map(str, paths))
@@ -380,17 +307,7 @@ def import_tensorboard(
 
 
 def write_rate_log(header: Run, snaps: Sequence[Rates], out: str | Path, *, ended: bool = False) -> tuple[Path, int]:
-    """Write ``header`` and the rates snapshots (and ``end`` done when ``ended``).
-
-    Args:
-        header: the run's header.
-        snaps: the rates snapshots in time order; ``end`` takes the last one's ``t``.
-        out: the file to write (replaced if it exists; its folder made).
-        ended: the job has finished: write ``end`` done.
-
-    Returns:
-        The path written and the number of snapshots.
-    """
+    """Write ``header`` and the rates snapshots (and ``end`` done when ``ended``)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:

@@ -525,14 +525,7 @@ def _polars_threads(jobs: int) -> None:
 
 
 def route(argv: list[str]) -> list[str]:
-    """Make `advise` the default command: `dflash-advise LOG` == `dflash-advise advise LOG`.
-
-    Args:
-        argv: the command-line arguments, without the program's name.
-
-    Returns:
-        ``argv``, led by ``advise`` unless it is empty or starts with a command, help or version.
-    """
+    """Make `advise` the default command: `dflash-advise LOG` == `dflash-advise advise LOG`."""
     if argv and argv[0] not in COMMANDS and argv[0] not in TOP_LEVEL:
         return ["advise", *argv]
     return argv
@@ -576,9 +569,6 @@ def main(argv: list[str] | None = None) -> None:
     is one line (exit 2), Ctrl-C is 130, and any unexpected exception, anywhere, is exit 2 with
     one line naming the input and calling it a bug: never a traceback, and never exit 1, which a
     CI gate reads as "the split fails".
-
-    Args:
-        argv: the arguments, without the program's name; None: ``sys.argv[1:]``.
     """
     args = route(list(sys.argv[1:] if argv is None else argv))
     inputs = [a for a in args[1:] if not a.startswith("-") and os.path.lexists(a)]

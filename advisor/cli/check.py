@@ -171,18 +171,6 @@ def load_config(path: Path) -> dict[str, Any]:
 
     Strict: a key or table the gate does not know is an error (a typo must not pass the gate at
     a default threshold), with the closest known name.
-
-    Args:
-        path: the gate config, a TOML file.
-
-    Returns:
-        ``profile`` (the log paths), ``metric`` (default efficiency), ``roles`` (the planned split),
-        ``threshold``, ``min_confidence``, ``gpus``, ``hs_cap`` (each None where not given),
-        ``engines`` (the engine and node keys given) and the config's ``path`` and ``text``.
-
-    Raises:
-        LogError: the file is unreadable or not TOML (`LogRefused`: not a small regular file), or
-            a key is unknown, of a wrong type or out of range, or a profile entry names no file.
     """
     sp = str(path)
     cfg, text = _read_config(path)
@@ -331,25 +319,7 @@ def _threshold(cfg: Mapping[str, Any], metric: str, metric_given: bool, given: M
 
 
 def run_check(sources: Sequence[Path], options: Options | None = None, /, **given: Any) -> Advice:
-    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``.
-
-    Args:
-        sources: a TOML config, or rate log(s) whose observed split is planned.
-        options: `advisor.settings.Options`, put over a config's: ``min_efficiency`` and
-            ``min_gpu_util`` (each applies only when the gate's metric is its own: `_threshold`),
-            ``min_confidence``, ``metric``, ``roles`` (the split to judge), ``gpus`` and the engine
-            and node options.
-        **given: `Options` fields that replace those of ``options``.
-
-    Returns:
-        The advice judged at the planned split, with ``gate`` = metric, threshold, value,
-        min_confidence (None: no such condition), p_best, failed (the conditions not met: the
-        metric's name, ``"confidence"``), passed (none failed), and the split's roles, bps and
-        bottleneck.
-
-    Raises:
-        LogError: the config or a log is unusable, or the config's planned split is wrong.
-    """
+    """Advise on the planned split and attach the gate's outcome as ``Advice.gate``."""
     options = Options.of(options, **given)
     cfg = _gate_config([Path(s) for s in sources])
     metric = options.metric or cfg["metric"]  # each checked where it is read: `Options`, `_gate_table`

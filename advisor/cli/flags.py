@@ -26,13 +26,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 def option_param(command: str, name: str) -> inspect.Parameter:
     """The typer parameter of `Options` field ``name`` in ``command``: its flag, type, default,
     help and the limits click checks (the least value; the greatest only where the flag says).
-
-    Args:
-        command: the command's name, one of the field's `Flag` ``commands``.
-        name: the `Options` field.
-
-    Returns:
-        A keyword-only parameter for the command's signature.
     """
     f = option_fields()[name]
     flag = f.metadata["flag"]
@@ -56,15 +49,6 @@ def option_param(command: str, name: str) -> inspect.Parameter:
 def with_options(command: str, *order: str, record: type | None = None) -> Callable[[F], F]:
     """Give a typer command (whose own parameters end in ``**given``) the `Options` fields named in
     ``order``.
-
-    Args:
-        command: the command's name, as the fields' `Flag` ``commands`` give it.
-        *order: the command's parameters in order: every one of its own, and `Options` fields.
-        record: a frozen record type: ``order`` may also name its fields, which become options of
-            the command, and the command gets them as one record in its parameter of that type.
-
-    Returns:
-        The decorator; it sets the command's signature (with ``record``, on a wrapper).
     """
 
     def wrap(fn: F) -> F:
@@ -98,14 +82,7 @@ def with_options(command: str, *order: str, record: type | None = None) -> Calla
 
 
 def options_of(given: dict[str, Any]) -> Options:
-    """The `Options` of a command's ``**given``; on an unusable option, exit 2 with one line naming it.
-
-    Args:
-        given: the command's ``**given``: option name -> value.
-
-    Returns:
-        The options, checked.
-    """
+    """The `Options` of a command's ``**given``; on an unusable option, exit 2 with one line naming it."""
     try:
         return Options(**given)
     except SettingsError as e:

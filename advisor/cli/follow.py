@@ -158,14 +158,7 @@ class OddsPoint:
 
     @classmethod
     def of(cls, adv: Any) -> OddsPoint | None:
-        """The point of an advice's decision.
-
-        Args:
-            adv: an advice (`advisor.advice.advise`).
-
-        Returns:
-            The point, or None where the decision has no odds.
-        """
+        """The point of an advice's decision."""
         d = adv.decision
         if d.odds is None:
             return None
@@ -189,21 +182,12 @@ class Settling:
         self.points: deque[OddsPoint | None] = deque(maxlen=refreshes)
 
     def add(self, point: OddsPoint | None) -> None:
-        """Count one report and keep its point among the last ``refreshes``.
-
-        Args:
-            point: the report's odds (`OddsPoint.of`); None where it has none.
-        """
+        """Count one report and keep its point among the last ``refreshes``."""
         self.count += 1
         self.points.append(point)
 
     def spread(self) -> tuple[float, float] | None:
-        """p_best's span and the expected regret's over the last reports.
-
-        Returns:
-            The spans of p_best (0-1) and of the regret (%), or None before a report or when one of
-            the last had no odds.
-        """
+        """p_best's span and the expected regret's over the last reports."""
         pts = list(self.points)
         if not pts or any(p is None for p in pts):
             return None
@@ -233,13 +217,7 @@ class Settling:
         return self.unchanged and not self.thin
 
     def line(self) -> str:
-        """``odds settled: STAY with 7-1, >99% likely the best, expected regret 0.00%; ...``.
-
-        Returns:
-            The line a text or Markdown report opens with: ``odds so far:``, ``odds moving:`` (with
-            what moved), ``odds provisional:`` (unchanged on thin evidence) or ``odds settled:``;
-            ``odds: none`` when the last report had no odds.
-        """
+        """``odds settled: STAY with 7-1, >99% likely the best, expected regret 0.00%; ...``."""
         pt = self.points[-1] if self.points else None
         if pt is None:
             return "odds: none (the advice has no odds)"
@@ -266,12 +244,7 @@ class Settling:
         return f"odds moving: {odds}; {why}"
 
     def to_json(self) -> dict[str, Any]:
-        """The ``follow`` member of a JSON report (module docstring).
-
-        Returns:
-            ``refresh``, ``settled``, the rule's ``settle_tol`` and ``settle_refreshes``, the last
-            report's ``odds`` and the ``spread`` (each None without odds).
-        """
+        """The ``follow`` member of a JSON report (module docstring)."""
         pt = self.points[-1] if self.points else None
         sp = self.spread()
         return {
@@ -471,20 +444,7 @@ def follow_logs(
     out: TextIO | None = None,
     **given: Any,
 ) -> int:
-    """Refresh the advice for growing log(s) until they end.
-
-    Args:
-        paths: log files, run directories or globs, expanded anew each pass.
-        options: the advice's (`advisor.settings.Options`), with ``interval_s`` between passes,
-            ``max_wait_s`` for a missing log and ``settle_tol`` for when the odds have settled;
-            None: the defaults.
-        fmt: ``text``, ``markdown`` or ``json`` (JSON Lines).
-        out: where reports go (redrawn in place on a terminal); None: stdout.
-        **given: `Options` fields that replace those of ``options``.
-
-    Returns:
-        The exit code: 0, 2 or 130 (module docstring).
-    """
+    """Refresh the advice for growing log(s) until they end."""
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
     options = Options.of(options, **given)

@@ -58,21 +58,13 @@ class Evidence:
         return self.basis.logged and (self.batches < MIN_BATCHES or not self.settled or self.drifting)
 
     def count_text(self) -> str:
-        """The window's length in its own units ("812 steady batches", "70 rates snapshots (~3,600 batches)").
-
-        Returns:
-            The count with its unit: snapshots (and their batches) for a rates-only log, else batches.
-        """
+        """The window's length in its own units ("812 steady batches", "70 rates snapshots (~3,600 batches)")."""
         if self.basis is Source.RATES:
             return f"{self.snapshots} rates snapshots (~{self.batches:,} batches)"
         return f"{self.batches} steady batches"
 
     def why_thin(self) -> list[str]:
-        """Why the evidence is thin, in words: too few batches, not settled, drifting.
-
-        Returns:
-            One clause per signal that falls short, no final period; empty where none does.
-        """
+        """Why the evidence is thin, in words: too few batches, not settled, drifting."""
         out = []
         if self.batches < MIN_BATCHES:
             unit = " batches" if self.basis is Source.RATES else ""
@@ -88,17 +80,7 @@ class Evidence:
 
 
 def halves_drift(t: np.ndarray, start_s: float, end_s: float) -> tuple[float, float]:
-    """Rate change (%) between the window's halves and its z-score, from completion times ``t``.
-
-    Args:
-        t: the consumer's completion times, seconds of the log.
-        start_s: the steady window's start, seconds (times after it count).
-        end_s: the window's end, seconds (times up to it count).
-
-    Returns:
-        (drift in %, its z-score); (0.0, 0.0) with fewer than ``4 DRIFT_GROUPS`` completions
-        inside, an empty window or none in the first half.
-    """
+    """Rate change (%) between the window's halves and its z-score, from completion times ``t``."""
     t = t[(t > start_s) & (t <= end_s)]
     span = end_s - start_s
     if len(t) < 4 * DRIFT_GROUPS or span <= 0:
@@ -115,16 +97,7 @@ def halves_drift(t: np.ndarray, start_s: float, end_s: float) -> tuple[float, fl
 
 
 def gather(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Evidence:
-    """Evidence from the first log (the current run) and its steady window.
-
-    Args:
-        fit: the pipeline fit; its first observed run's steady window and its source.
-        logs: the logs, the current run's first; the drift is read from its consumer's step events,
-            else its consumer's rates; empty: no drift.
-
-    Returns:
-        The `Evidence`; for a fit from bare numbers, one that is never thin.
-    """
+    """Evidence from the first log (the current run) and its steady window."""
     ob = fit.observed[0]
     win = ob.steady
     drift = z = 0.0

@@ -53,14 +53,7 @@ class Family:
     sweeps: tuple[str, ...]
 
     def differs(self, shape: Shape) -> tuple[str, ...]:
-        """The keys of ``shape`` (`Shape`'s field names) outside this family (module docstring).
-
-        Args:
-            shape: a run's shape.
-
-        Returns:
-            The differing keys in `Shape`'s order; empty where the run lies in the family.
-        """
+        """The keys of ``shape`` (`Shape`'s field names) outside this family (module docstring)."""
         out = []
         for f in fields(Shape):
             mine, theirs = getattr(self.shape, f.name), getattr(shape, f.name)
@@ -106,12 +99,6 @@ class Domain:
     def text(self) -> str:
         """The calibration's domain in words, for the odds sentence (no final period): inside, the
         family; outside, how the run differs from the nearest family.
-
-        Returns:
-            ``fitted on the families of real sweeps of BENCHMARKS.md 19.20, this run's among them
-            (NAME)``, or ``this run's shape lies outside every family of real sweeps the odds were
-            calibrated on, in BENCHMARKS.md 19.20 (q_hs 2 batches here; the nearest family, NAME, has
-            q_hs 20 batches)``.
         """
         if self.family is not None:
             return f"fitted on the families of real sweeps of {SOURCE}, this run's among them ({self.family.name})"
@@ -233,16 +220,7 @@ CALIBRATED: tuple[Family, ...] = (
 
 
 def shape_of(fit: PipelineFit, settings: Settings, models: tuple[str | None, str | None] = (None, None)) -> Shape:
-    """The shape of the run that ``fit`` and ``settings`` project (module docstring).
-
-    Args:
-        fit: the fit (q_pre, the sync cadence its logs show, their drafter engines).
-        settings: the options projected under (q_hs, token budget, engine size).
-        models: the first log header's target and drafter model names (None where not named).
-
-    Returns:
-        The `Shape`.
-    """
+    """The shape of the run that ``fit`` and ``settings`` project (module docstring)."""
     consumer = fit.roles[1]
     several = any(o.roles.get(consumer, 0) > 1 for o in fit.observed)
     sync = fit.sync.sync_every if (fit.sync.sync_every or several) else None
@@ -258,15 +236,7 @@ def shape_of(fit: PipelineFit, settings: Settings, models: tuple[str | None, str
 
 
 def domain(shape: Shape, families: Sequence[Family] = CALIBRATED) -> Domain:
-    """Where ``shape`` lies among ``families`` (module docstring).
-
-    Args:
-        shape: a run's shape (`shape_of`).
-        families: the calibrated families (default: ``CALIBRATED``).
-
-    Returns:
-        The `Domain`: the family the shape lies in, else the nearest and how it differs.
-    """
+    """Where ``shape`` lies among ``families`` (module docstring)."""
     if not families:
         return Domain(shape=shape, family=None, nearest=None, differs=())
     diffs = [(f, f.differs(shape)) for f in families]

@@ -86,14 +86,6 @@ class ObservedSplit:
 def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, SplitRow]) -> ObservedSplit:
     """The first log's split: its capacities from its row of the table when the table projects
     that split as the log ran it, else from its own split and batch size.
-
-    Args:
-        fit: the fit the table was projected from.
-        settings: the options it was projected under.
-        rows: the table's rows (`advisor.project.rows.split_rows`), by label.
-
-    Returns:
-        The `ObservedSplit`.
     """
     ob = fit.observed[0]
     p, c = fit.roles

@@ -162,13 +162,6 @@ def calibrated(fit: PipelineFit) -> bool:
     """Whether ``fit`` lies in the host part of the draw's calibration domain (module docstring):
     step logs of workers that share a host with a core each (`advisor.decide.rules` asks the
     families for the rest).
-
-    Args:
-        fit: the pipeline fit (its source and its contention prior).
-
-    Returns:
-        True inside that part: the draw then takes ``LEVEL_CORR`` and ``STEPS_TEMPERATURE`` where
-        the run's shape lies in a calibrated family too.
     """
     return fit.source == Source.STEPS and fit.contention.prior_se == CONTENTION_PRIOR_SE
 
@@ -176,12 +169,6 @@ def calibrated(fit: PipelineFit) -> bool:
 def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
     """The capacity corners drawn by an open bound's slack (module docstring): the open ones
     (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs.
-
-    Args:
-        fit: the pipeline fit.
-
-    Returns:
-        Per capacity corner, in ``ERR_CORNERS``' order, whether it is drawn by its slack.
     """
     return open_corners(fit) if fit.source == Source.NUMBERS else (False, False, False, False)
 
@@ -194,17 +181,6 @@ def draw_inputs(
     """The draw's inputs from the projected table's records: each split's rate, interval and
     interval parts (`advisor.project.rows.IntervalParts`; a split without them is drawn from its
     own interval).
-
-    Args:
-        rows: the table's records in its order (`advisor.project.rows.split_rows`), or a bare
-            table of the draw's columns (``bps``, ``bps_low``, ``bps_high``, ``widened``,
-            ``eta_s`` and the ``err_*`` parts), read as records (`table_rows`).
-        calibrate: the fit lies in the calibration's domain (`calibrated`): the draw takes
-            ``LEVEL_CORR`` and ``STEPS_TEMPERATURE``; else the table is drawn as it states.
-        open_corners: which capacity corners (``ERR_CORNERS``' order) are drawn by an open
-            bound's slack (`slack_corners`).
-    Returns:
-        The `DrawInputs`.
     """
     recs = table_rows(rows) if isinstance(rows, pd.DataFrame) else rows
     k = len(recs)
@@ -295,11 +271,6 @@ class DrawRow:
 def table_rows(df: pd.DataFrame) -> list[DrawRow]:
     """A bare table's rows as the draw reads them (columns as in `draw_inputs`): a missing rate,
     interval end or ETA is NaN, a missing ``widened`` False.
-
-    Args:
-        df: a table with the draw's columns, one row per split, indexed by label.
-    Returns:
-        One `DrawRow` per row, in the table's order.
     """
 
     def num(r: dict, key: str) -> float:
@@ -326,13 +297,6 @@ def table_rows(df: pd.DataFrame) -> list[DrawRow]:
 def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
     """The shared coefficients with the two roles' level columns drawn at correlation ``rho``,
     each split's level variance kept (module docstring).
-
-    Args:
-        shared: the shared coefficients, K x sources (ln b/s per standard error, ``ERR_SHARED``'s order).
-        rho: the correlation of the two roles' run-to-run level shifts.
-
-    Returns:
-        A new K x sources array; ``shared`` itself where ``rho`` is 0 or it has no rows.
     """
     if rho == 0.0 or not len(shared):
         return shared
@@ -350,14 +314,6 @@ def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
 def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) -> np.ndarray:
     """``draws`` x K rates (b/s), one joint draw per row (module docstring); a split without a
     positive finite projection is 0 in every draw.
-
-    Args:
-        inp: the table's draw inputs (`draw_inputs`).
-        draws: joint draws wanted; fewer for a large table (`draws_for`).
-        seed: the generator's seed: the same seed, the same draws.
-
-    Returns:
-        The rates, one row per draw, one column per split in ``inp``'s order.
     """
     rng = np.random.default_rng(seed)
     k = len(inp.labels)
@@ -394,15 +350,6 @@ def drawn_lead(values: np.ndarray, inp: DrawInputs, a: str, b: str) -> tuple[flo
     odds: where ``a`` is stated >= 97.5% likely within the resolution of the best, its lead over any
     other split starts at ``-RESOLUTION`` or above (the lower end is the order statistic at or above
     2.5%, the upper at or below 97.5%).
-
-    Args:
-        values: the joint draws the odds were read from (`effective` rates), draws x K.
-        inp: the table's draw inputs (labels).
-        a: the leading split's label.
-        b: the other split's label.
-
-    Returns:
-        (low, high), fractions of ``V_b``; None where either is not in the table or ``b`` is never positive.
     """
     if a not in inp.labels or b not in inp.labels:
         return None
@@ -417,13 +364,6 @@ def drawn_lead(values: np.ndarray, inp: DrawInputs, a: str, b: str) -> tuple[flo
 def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
     """``draws`` slacks ``u`` (log capacity above an open bound): an exponential of scale
     ``OPEN_SLACK_LOG`` truncated to [0, ``OPEN_CAP_LOG``], by its inverse distribution function.
-
-    Args:
-        rng: the generator to draw from (the caller's, so the draw stays seeded).
-        draws: how many slacks.
-
-    Returns:
-        The slacks, ln capacity, one per draw.
     """
     v = rng.uniform(0.0, 1.0, draws)
     return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
@@ -432,13 +372,6 @@ def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
 def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
     """Draws for a table of ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) where
     ``draws x k`` would pass ``MAX_CELLS`` (at G = 1024 the table has 1,023 splits).
-
-    Args:
-        k: splits in the table.
-        draws: draws wanted.
-
-    Returns:
-        The number of draws, at most ``draws``.
     """
     return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
 
@@ -453,15 +386,6 @@ def _spread(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 def effective(rates: np.ndarray, inp: DrawInputs, judged: str | None, restart_s: float) -> np.ndarray:
     """Rates as remaining-job time compares them: ``left / (left / X_k + restart_s [k != J])``; the
     rates themselves where no restart is weighed (no judged split, no cost, the job's size unknown).
-
-    Args:
-        rates: the joint draws, draws x K, b/s (`draw_rates`).
-        inp: the table's draw inputs: the labels and ``left_batches`` (``left``, None: unknown).
-        judged: the label of the split that runs now (J, no restart); None: no restart weighed.
-        restart_s: seconds one restart costs.
-
-    Returns:
-        The effective rates, b/s, in the shape of ``rates``; ``rates`` itself where no restart is weighed.
     """
     if judged is None or judged not in inp.labels or not restart_s > 0 or inp.left_batches is None:
         return rates
@@ -475,15 +399,6 @@ def effective(rates: np.ndarray, inp: DrawInputs, judged: str | None, restart_s:
 def allowed(inp: DrawInputs, judged: str | None = None, restart_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """What the table's intervals allow each split's compared rate (module docstring): its interval's
     ends, through the restart the odds weigh (`effective`).
-
-    Args:
-        inp: the table's draw inputs: each split's interval and whether it is open above.
-        judged: the split that runs now (no restart); None: no restart weighed.
-        restart_s: seconds one restart costs.
-
-    Returns:
-        (lowest, highest) compared rate per split, b/s; where the interval is open above, the
-        highest is its point x ``e^OPEN_CAP_LOG``; 0 both where a split has no positive rate.
     """
     ok = np.isfinite(inp.bps) & (inp.bps > 0)
     x = np.where(ok, inp.bps, 0.0)
@@ -544,13 +459,6 @@ class Odds:
     def gain_over(self, label: str, other: str) -> float:
         """The expected gain (%) of split ``label`` over ``other``, held within what their intervals
         allow (module docstring).
-
-        Args:
-            label: the split that gains.
-            other: the split it is compared with.
-
-        Returns:
-            ``E[V_label] / E[V_other] - 1`` in %; 0.0 where ``other`` has no positive expected rate.
         """
         a, b = self.of(label), self.of(other)
         gain = 100.0 * (a.value_bps / b.value_bps - 1.0) if b.value_bps > 0 else 0.0
@@ -565,14 +473,7 @@ class Odds:
         return {s.label: s for s in self.splits}
 
     def of(self, label: str) -> SplitOdds:
-        """The odds of split ``label``; KeyError where the table has none.
-
-        Args:
-            label: the split's label ("7-1").
-
-        Returns:
-            Its `SplitOdds`.
-        """
+        """The odds of split ``label``; KeyError where the table has none."""
         return self._by_label[label]
 
 
@@ -585,20 +486,7 @@ def odds_of(
     seed: int = SEED,
     resolution: float = RESOLUTION,
 ) -> Odds:
-    """The odds (module docstring) from drawn ``rates`` (draws x K, `draw_rates`).
-
-    Args:
-        rates: the joint draws of every split's rate.
-        inp: the table's draw inputs (labels, the job's size).
-        judged: the split that runs now; with ``restart_s`` > 0 and the job's size known, the
-            others pay the restart (remaining-job time compared).
-        restart_s: seconds a restart costs.
-        seed: the seed ``rates`` were drawn with, recorded in the `Odds` (nothing is drawn here).
-        resolution: the fraction of the best within which a split counts as the best (``p_best``,
-            the close call).
-    Returns:
-        The `Odds`, one `SplitOdds` per split in the table's order.
-    """
+    """The odds (module docstring) from drawn ``rates`` (draws x K, `draw_rates`)."""
     v = effective(rates, inp, judged, restart_s)
     weighed = v is not rates
     top = v.max(axis=1, keepdims=True)
@@ -655,18 +543,6 @@ def split_odds(
     seed: int = SEED,
     calibrate: bool = False,
 ) -> Odds:
-    """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored.
-
-    Args:
-        df: the records of the table of `advisor.project.table.project` (after reconciliation),
-            or a bare table of the draw's columns (`draw_inputs`).
-        judged: the split that runs now, where a switch means a restart.
-        restart_s: seconds a restart costs (weighed only with ``judged`` and the job's size known).
-        draws: joint draws of the fit's uncertainty.
-        seed: the draws' seed.
-        calibrate: the fit lies in the calibration's domain (`calibrated`, module docstring).
-    Returns:
-        The `Odds`.
-    """
+    """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored."""
     inp = draw_inputs(df, calibrate)
     return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)

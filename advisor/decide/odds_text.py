@@ -39,14 +39,7 @@ MD_ACTIONS = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NE
 
 
 def share_text(p: float) -> str:
-    """A share of draws as a whole percentage: ``~96%``, ``>99%``, ``<1%``.
-
-    Args:
-        p: the share of draws, 0-1.
-
-    Returns:
-        The text: ``>99%`` from 0.995 up, ``<1%`` up to 0.005.
-    """
+    """A share of draws as a whole percentage: ``~96%``, ``>99%``, ``<1%``."""
     if p >= 0.995:
         return ">99%"
     if p <= 0.005:
@@ -57,12 +50,6 @@ def share_text(p: float) -> str:
 def alternative(d: Decision) -> str | None:
     """The split the expected gain is counted over: the judged one where the verdict switches,
     else the best other split by the odds.
-
-    Args:
-        d: the decision, with its odds.
-
-    Returns:
-        The split's label; None without odds, or where no other split is.
     """
     o = d.odds
     if o is None:
@@ -75,12 +62,6 @@ def alternative(d: Decision) -> str | None:
 def more_likely(d: Decision) -> str | None:
     """The split more often within the resolution of the best than the recommended one, where the
     pick is by expected regret and the shares differ as printed.
-
-    Args:
-        d: the decision, with its odds.
-
-    Returns:
-        That split's label; None without odds, or where the recommended split is as likely as any.
     """
     o = d.odds
     if o is None or d.p_best is None:
@@ -139,13 +120,6 @@ def _odds_clause(d: Decision) -> str:
 def headline(d: Decision, markdown: bool = False) -> str:
     """The verdict line: the action and its odds; where a probe is worth buying, the probe and the
     action to take until then.
-
-    Args:
-        d: the decision, with its odds and probe.
-        markdown: the Markdown form: the action in lower case, the splits in bold.
-
-    Returns:
-        The line, no final period; the action and the split alone where the decision has no odds.
     """
     rec = f"**{d.recommended}**" if markdown else d.recommended
     action = d.action or d.verdict
@@ -168,15 +142,7 @@ def headline(d: Decision, markdown: bool = False) -> str:
 
 
 def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
-    """Where the odds come from and what they say of the leading splits.
-
-    Args:
-        d: the decision, with its odds.
-        probed: the splits a probe measured (drawn from its measured noise, `advisor.project.probed`).
-
-    Returns:
-        The sentence; None without odds or with fewer than two splits.
-    """
+    """Where the odds come from and what they say of the leading splits."""
     o = d.odds
     if o is None or len(o.splits) < 2:
         return None

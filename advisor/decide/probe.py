@@ -92,15 +92,7 @@ class Probe:
 
 
 def probe_length(seconds: float, rounds: int = PROBE_ROUNDS) -> tuple[float, int]:
-    """The trainer's segment for about ``seconds`` at each split: whole seconds, at least ``MIN_PROBE_S``.
-
-    Args:
-        seconds: the wanted seconds at each split, over all its segments.
-        rounds: rounds of the probe (segments of each split).
-
-    Returns:
-        (seconds of one segment, rounds): ``rounds x segment`` is the probe's seconds at each split.
-    """
+    """The trainer's segment for about ``seconds`` at each split: whole seconds, at least ``MIN_PROBE_S``."""
     each = math.ceil(seconds / rounds - 1e-9) if math.isfinite(seconds) else MIN_PROBE_S
     return float(max(each, MIN_PROBE_S)), rounds
 
@@ -108,14 +100,6 @@ def probe_length(seconds: float, rounds: int = PROBE_ROUNDS) -> tuple[float, int
 def probe_command(probe: Probe, target_tp: int = 1, out: str = "probe") -> str:
     """The ``dflash-train`` line that runs ``probe`` (`trainer.probe`): its splits in order, its
     segment's seconds and its rounds; its cost is the probe's ``gpu_hours``.
-
-    Args:
-        probe: the probe.
-        target_tp: GPUs of one target engine (``--target-tp``; 1: left out).
-        out: the directory the segments are written to (``--out``).
-
-    Returns:
-        ``dflash-train --probe 13-3,14-2 --probe-seconds 60 --probe-rounds 2 --out probe``.
     """
     tp = f" --target-tp {target_tp}" if target_tp > 1 else ""
     return (
@@ -127,17 +111,6 @@ def probe_command(probe: Probe, target_tp: int = 1, out: str = "probe") -> str:
 def noise_var_s(bps: float, samp_coefs: tuple[float, float], steady_s: float, scv: float) -> float:
     """One split's per-time noise sigma^2 (module docstring): the log's sampling error over its
     steady window, or a count of batches with step SCV ``scv``, whichever is larger.
-
-    Args:
-        bps: the split's projected rate, b/s; not positive: no count term.
-        samp_coefs: the producer's and consumer's sampling coefficients of the split's rate
-            (``err_p_samp``, ``err_c_samp``, ln b/s per standard error).
-        steady_s: seconds of the log's steady window; 0: no log term.
-        scv: the count's step SCV (`advisor.decide.rules.probe_noise` gives the two roles' larger); at
-            least ``MIN_SCV`` is taken.
-
-    Returns:
-        sigma^2, (ln b/s)^2 x seconds; 0.0 where it is not finite.
     """
     from_log = (samp_coefs[0] ** 2 + samp_coefs[1] ** 2) * steady_s if steady_s > 0 else 0.0
     from_count = max(scv, MIN_SCV) / bps if bps > 0 else 0.0
@@ -155,22 +128,7 @@ def best_probe(
     costs: ProbeCosts,
     seed: int = 0,
 ) -> Probe | None:
-    """The best candidate probe against ``action`` and what it is worth (module docstring).
-
-    Args:
-        rates: the joint draws of every split's rate (`advisor.decide.odds.draw_rates`).
-        values: the same draws as the decision compares them (`advisor.decide.odds.effective`).
-        inp: the table's draw inputs.
-        odds: the odds from those draws.
-        action: the split the verdict names without a probe.
-        noise: the probe's measurement noise per split, and what the evidence already ran.
-        costs: the remaining job time, a restart, the GPUs.
-        seed: the simulated outcomes' seed.
-    Returns:
-        The `Probe` of the largest net worth (or, with the job's size unknown, at the starting
-        length), None where there is no rival to probe against or nothing to gain
-        (``NOTHING_TO_GAIN_PCT``).
-    """
+    """The best candidate probe against ``action`` and what it is worth (module docstring)."""
     labels = inp.labels
     rival = (
         odds.best

@@ -26,51 +26,23 @@ from advisor.settings import Settings, role_count, role_plural
 
 
 def bps_text(x: float) -> str:
-    """A rate as the sentences print it: 4 significant digits, no unit.
-
-    Args:
-        x: the rate, b/s.
-
-    Returns:
-        The number alone ("12.35"); the caller writes the unit.
-    """
+    """A rate as the sentences print it: 4 significant digits, no unit."""
     return f"{x:.4g}"
 
 
 def pct_text(share: float) -> str:
-    """A share as a whole percentage ("45%").
-
-    Args:
-        share: the share as a fraction, 1 for 100%.
-
-    Returns:
-        The percentage, "-" where ``share`` is not finite.
-    """
+    """A share as a whole percentage ("45%")."""
     return f"{share:.0%}" if math.isfinite(share) else "-"
 
 
 def signed_pct(pct: float) -> str:
-    """A percentage with its sign, to one decimal ("+7.2%", "-0.4%").
-
-    Args:
-        pct: the value, already in % (a lead of 7.2% is 7.2).
-
-    Returns:
-        The signed text; "0.0%" where it rounds to zero.
-    """
+    """A percentage with its sign, to one decimal ("+7.2%", "-0.4%")."""
     v = round(pct, 1)
     return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"  # no "-0.0%"
 
 
 def dur_text(s: float | None) -> str:
-    """A duration in the largest unit it fills: "1.5 d", "2.0 h", "12 min", "40 s".
-
-    Args:
-        s: the duration, seconds; None where unknown.
-
-    Returns:
-        The text, "-" where ``s`` is None or not finite.
-    """
+    """A duration in the largest unit it fills: "1.5 d", "2.0 h", "12 min", "40 s"."""
     if s is None or not math.isfinite(s):
         return "-"
     if s >= 86400:
@@ -92,15 +64,6 @@ def _plural(n: int, word: str) -> str:
 def basis_text(rf: RoleFit, workers: int, on: str) -> str:
     """What one role's capacity rests on, in words: "given", "given as 0.88..0.95 b/s on 16 GPUs",
     "at least 39 b/s on 7 GPUs, a bound", "measured from rates snapshots".
-
-    Args:
-        rf: the role's fit; a ranged capacity's per-worker ends (``mu_range_bps``) are stated.
-        workers: the role's worker (engine) count, which the ends are multiplied by.
-        on: what those workers hold, as said after "on": "16 GPUs" for 8 engines of 2 GPUs,
-            "3 CPU workers" (`advisor.settings.Settings.units`).
-
-    Returns:
-        The phrase, no final period.
     """
     if rf.ranged:
         lo, hi = (workers * v for v in rf.mu_range_bps)
@@ -130,12 +93,6 @@ def _role_cap_text(rf: RoleFit, row: SplitRow, fit: PipelineFit, s: Settings) ->
 def link_cost_pct(r: SplitRow) -> float:
     """What the link costs at a row: its rate below the same placement's with a free link, in %
     (the one number the bottleneck and placement sentences state).
-
-    Args:
-        r: the split's row of the projected table.
-
-    Returns:
-        ``100 (1 - bps / bps_free_link)``; 0.0 on one node (no ``link``) or without a positive free-link rate.
     """
     free = r.link.bps_free_link if r.link is not None else math.nan
     return 100 * (1 - r.bps / free) if free > 0 else 0.0
@@ -453,29 +410,12 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
 def probed_pair(rows: Mapping[str, SplitRow], a: str, b: str) -> bool:
     """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`): their lead
     is then the measured rates compared, not two projections of one fit.
-
-    Args:
-        rows: the projected table's rows by label.
-        a: one split's label ("7-1").
-        b: the other split's label.
-
-    Returns:
-        True where both are in ``rows`` with probe segments.
     """
     return a in rows and b in rows and rows[a].probe_segments > 0 and rows[b].probe_segments > 0
 
 
 def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
-    """The evidence of a probed pair in words: "both were measured by a probe of N segments ...".
-
-    Args:
-        rows: the projected table's rows by label, holding both splits.
-        a: the first split's label (a probed pair, `probed_pair`).
-        b: the other split's label.
-
-    Returns:
-        The clause, no final period.
-    """
+    """The evidence of a probed pair in words: "both were measured by a probe of N segments ..."."""
     n = rows[a].probe_segments + rows[b].probe_segments
     return (
         f"both were measured by a probe of {n} segments in alternating order ({a}: "
@@ -486,13 +426,6 @@ def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
 def provisional(d: Decision, fit: PipelineFit) -> bool:
     """Whether the verdict is provisional: a log whose evidence is thin (`advisor.decide.evidence`;
     bare numbers carry no such evidence). Then no sentence calls the choice stable.
-
-    Args:
-        d: the decision; its ``evidence`` says whether the log is thin.
-        fit: the fit; its ``source`` tells a log from bare numbers.
-
-    Returns:
-        True where the evidence is thin and the fit is from a log.
     """
     return d.evidence.thin and fit.source.logged
 
@@ -531,21 +464,7 @@ def _levers(d: Decision) -> list[str]:
 
 
 def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> list[str]:
-    """The reasons, first the judged split's bottleneck (DESIGN: 'judged' is what it describes).
-
-    Args:
-        decision: the verdict; every number is read from its ``rows`` (the projected table it was
-            made on).
-        fit: the fit the table was projected from (the roles, what each capacity rests on, the source).
-        observed: the split the log ran (its measured signals are said when that split is the one
-            described first).
-
-    Returns:
-        The sentences in order: the described split's bottleneck, its measured signals, the model's
-        miss there (the self-check, `_self_check`), the loader cap, the verdict's reason, the
-        provisional note, the runner-up and how stable the choice is, the scaling levers; each but
-        the first only where it applies.
-    """
+    """The reasons, first the judged split's bottleneck (DESIGN: 'judged' is what it describes)."""
     d = decision
     rows = d.rows
     first = d.described
@@ -572,14 +491,6 @@ def placement_reasons(decision: Decision, fit: PipelineFit) -> list[str]:
     ``bps_free_link``), the split's other layout (``bps_other_layout``: node-local pipelines against
     one shared q_hs) and, where the log ran that split elsewhere, its own placement's rate
     (``bps_logged_place``).
-
-    Args:
-        decision: the verdict; its recommended split's row and its settings (the link) are read.
-        fit: the fit (the batches' ``hs_bytes_per_token``, the drafters' sync).
-
-    Returns:
-        The sentences, the placement first (alone, the link taken as free, where its bandwidth or
-        the batches' bytes are unknown); empty on one node.
     """
     d = decision
     label = d.recommended
@@ -705,14 +616,6 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     from rates, given, a bound). Where the pick rests on the odds (its expected rate leads while the
     runner-up's point projection is the higher), the first line says so and the capacity
     thresholds say where the point projections meet.
-
-    Args:
-        decision: the verdict, with its sensitivity and rows.
-        fit: the fit: what each capacity rests on, whether the sync scaling was measured.
-
-    Returns:
-        The sentences: the odds line (where the pick rests on the odds), one per capacity threshold,
-        then one per scaling tie; empty where the sensitivity has none.
     """
     d = decision
     rests = {
@@ -759,14 +662,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
 
 
 def queue_text(q: QueueAdvice) -> str:
-    """The queue advice at the recommended split (`advisor.project.queues`).
-
-    Args:
-        q: the queue advice: q_hs's depth and the rates at it, doubled, quadrupled and halved.
-
-    Returns:
-        One sentence: deepen q_hs, keep it, or (no throughput projected) no advice.
-    """
+    """The queue advice at the recommended split (`advisor.project.queues`)."""
     label = "-".join(map(str, q.split))
     mem = f" (+{q.extra_bytes / 2**30:.1f} GiB for {q.doubled_cap - q.cap} more slots)" if q.extra_bytes else ""
     if q.bps <= 0:

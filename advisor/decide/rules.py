@@ -289,15 +289,6 @@ def _action(
 def probe_noise(fit: PipelineFit, rows: Mapping[str, SplitRow], ev: Evidence) -> ProbeNoise:
     """Each split's per-time noise as a probe would measure it (`advisor.decide.probe`), the
     segments' run-to-run level, and how long the logs already ran each split of the table.
-
-    Args:
-        fit: the fit: the roles' step SCVs, the run-to-run level (``contention.run_se``), the logged runs.
-        rows: the projected table's rows by label.
-        ev: the first log's evidence: its steady window's seconds (none for bare numbers).
-
-    Returns:
-        The `ProbeNoise`: per split sigma^2, the level variance, and per split a log ran (and the
-        table marks observed) its longest steady window, seconds.
     """
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
     steady = ev.steady_s if ev.basis.logged else 0.0
@@ -367,17 +358,7 @@ def _fastest(rows: Mapping[str, SplitRow], labels: Iterable[str]) -> str | None:
 
 
 def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, evidence: Evidence) -> Decision:
-    """Apply the rules (module docstring) to the projected table.
-
-    Args:
-        fit: the fit the table was projected from.
-        rows: the projected table's records by label, in its order (`advisor.project.rows.split_rows`).
-        settings: the options it was projected under.
-        evidence: what the first log carries (`advisor.decide.evidence`).
-
-    Returns:
-        The `Decision`, carrying ``rows``.
-    """
+    """Apply the rules (module docstring) to the projected table."""
     p, c = fit.roles
     ob0 = fit.observed[0]
     first = split_label(ob0.roles.get(p, 0), ob0.roles.get(c, 0))

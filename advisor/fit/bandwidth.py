@@ -22,15 +22,7 @@ MIN_CROSSED = 5
 
 
 def by_node(head) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Engines of each role per node of a header that spans nodes.
-
-    Args:
-        head: a log's header (`advisor.ingest.schema.RunHeader`).
-
-    Returns:
-        (producer engines per node, consumer engines per node); ((), ()) on one node or where the
-        header gives no node size.
-    """
+    """Engines of each role per node of a header that spans nodes."""
     if not head.gpus_per_node or head.nodes <= 1:
         return (), ()
     pl = Placement.of_nodes(head.node_of(head.producer), head.node_of(head.consumer), head.nodes)
@@ -38,15 +30,7 @@ def by_node(head) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def fit_link(ms: Measurement) -> LinkFit:
-    """The link's bandwidth and the engines' shape from the measured logs (module docstring).
-
-    Args:
-        ms: the measured logs of one job; the first log's header gives the engines' GPUs and nodes.
-
-    Returns:
-        The `LinkFit`: ``bytes_s`` None (``source`` None) where neither the crossings nor a header
-        give the bandwidth.
-    """
+    """The link's bandwidth and the engines' shape from the measured logs (module docstring)."""
     head = ms.logs[0].log.header
     k = (head.k(head.producer), head.k(head.consumer))
     prod, cons = by_node(head)

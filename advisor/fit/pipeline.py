@@ -391,16 +391,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
 
 
 def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> str:
-    """The caveat of `gpu_priors`: what is carried, and what would measure it.
-
-    Args:
-        contention: the GPU priors carried (`gpu_priors`).
-        producer: the producer role's name.
-        consumer: the consumer role's name.
-
-    Returns:
-        The caveat's sentence, without the log's path.
-    """
+    """The caveat of `gpu_priors`: what is carried, and what would measure it."""
     sp, sc = contention.role_prior_se()
     return (
         f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
@@ -422,17 +413,7 @@ def _prior_slope_text(contention: ContentionFit, producer: str, consumer: str) -
 
 
 def fit_pipeline(measured: Measurement) -> PipelineFit:
-    """Fit one model from the measured logs of one job (possibly at different splits).
-
-    Args:
-        measured: the job's measured logs (`advisor.measure.measured.measure_logs`).
-
-    Returns:
-        The `PipelineFit`, from step events where some log has them, else from ``rates`` snapshots.
-
-    Raises:
-        LogError: a role has fewer than 3 steady steps in the logs at the observed batch size.
-    """
+    """Fit one model from the measured logs of one job (possibly at different splits)."""
     logs = [m.log for m in measured.logs]
     head = logs[0].header
     roles = _fit_steps(measured) if measured.with_steps else _fit_rates(measured)
@@ -483,17 +464,7 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
 
 
 def fit_logs(logs: Sequence[RunLog]) -> PipelineFit:
-    """`fit_pipeline` of `advisor.measure.measured.measure_logs` (for callers holding logs).
-
-    Args:
-        logs: the logs of one job, sharing their roles.
-
-    Returns:
-        The `PipelineFit`.
-
-    Raises:
-        LogError: no log, logs whose roles differ, or too few steady steps (`fit_pipeline`).
-    """
+    """`fit_pipeline` of `advisor.measure.measured.measure_logs` (for callers holding logs)."""
     return fit_pipeline(measure_logs(logs))
 
 
@@ -502,14 +473,6 @@ def gpu_priors(n_producer: int, gpus: int, gpus_per_worker: tuple[int, int] = (1
     numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
     published split tables, around the given split (projections at any G count each role's
     distance by its own count: `ContentionFit.role_se`).
-
-    Args:
-        n_producer: producer engines of the given split.
-        gpus: GPUs of the given split.
-        gpus_per_worker: GPUs one engine holds, (producer, consumer).
-
-    Returns:
-        The unmeasured `ContentionFit` carrying the priors.
     """
     return ContentionFit.unmeasured(
         n_producer,
@@ -609,24 +572,6 @@ def fit_from_numbers(
     ``hardware_priors``: carry what real GPUs do and the numbers cannot show (`gpu_priors`:
     per-GPU rates that change with a role's count and with the other role's, and run-to-run
     shift) around the given split, each role by its own count (so at any G).
-
-    Args:
-        roles: role -> engines of the given split, producer then consumer.
-        cap_bps: role -> capacity of its ``roles`` workers together (e.g. 7 targets together
-            0.92 b/s): a value, a range (``(0.88, 0.95)`` or ``"0.88..0.95"``) or a lower bound
-            (``">=39"``, `advisor.settings.Capacity`); each role's ``basis`` says which (given, bound).
-        options: the `advisor.settings.Options` read (None: the defaults): ``hs_cap`` (None:
-            `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``, ``sync_s``, ``sync_every``,
-            ``gpus_per_worker``, ``hardware_priors``, ``hs_bytes_per_token``.
-        pre_cap: the prefetch queue's depth, batches.
-
-    Returns:
-        The `PipelineFit` (`Source.NUMBERS`), its observed run the given split at the smaller
-        pool capacity.
-
-    Raises:
-        SettingsError: naming ``roles`` or ``cap_bps``: not two roles, a count below 1, a capacity
-            missing, not above 0, in none of `advisor.settings.CAPACITY_FORMS` or past its limits.
     """
     o = options if options is not None else Options()
     hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap

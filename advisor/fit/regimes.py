@@ -26,20 +26,7 @@ REGIME_MIN_DEV = 0.03
 def fit_regimes(
     by_role: Mapping[str, pd.DataFrame], win: SteadyWindow, producer: str, consumer: str, slice_s: float
 ) -> RegimeFit:
-    """Slice means of each role's step time over the steady window (see RegimeFit).
-
-    Args:
-        by_role: role -> one log's steady steps (``t``, ``busy``, seconds).
-        win: that log's steady window.
-        producer: the producer role's name.
-        consumer: the consumer role's name.
-        slice_s: the time slices' target length, seconds; the window holds at most one slice per
-            ``REGIME_MIN_STEPS`` steps of the scarcer role.
-
-    Returns:
-        The `RegimeFit`; `NO_REGIMES` where fewer than 3 slices fit or a slice holds fewer than 2
-        steps of a role.
-    """
+    """Slice means of each role's step time over the steady window (see RegimeFit)."""
     t0, t1 = win.start_s, win.end_s
     counts = [len(by_role[r]) for r in (producer, consumer)]
     w = int(min((t1 - t0) / max(slice_s, 1e-12), min(counts) / REGIME_MIN_STEPS))

@@ -13,18 +13,7 @@ from advisor.stats import Z_95, batch_means_interval, huber_line
 
 
 def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, line: tuple[float, float, float]) -> RoleFit:
-    """Rates, variability and shares of one role from its steady steps.
-
-    Args:
-        role: the role's name.
-        steps: the role's steady steps (``busy``, ``wait``, ``blocked``, seconds), pooled over the
-            logs at the observed batch size.
-        wall_s: worker-seconds those steps span (each log's window times its workers of the role).
-        line: the role's step-time line (``t0_s``, ``c_s_per_tok``, ``r2``; `step_lines`).
-
-    Returns:
-        The role's `RoleFit`, per worker.
-    """
+    """Rates, variability and shares of one role from its steady steps."""
     busy = steps["busy"].to_numpy()
     t0, c, r2 = line
     mean = float(busy.mean())
@@ -48,14 +37,7 @@ def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, line: tuple[f
 
 
 def drift(steps: pd.DataFrame) -> float:
-    """Relative half-difference of the mean busy time between the two halves (by time) of a window.
-
-    Args:
-        steps: one log's steady steps of one role (``t``, ``busy``).
-
-    Returns:
-        |a - b| / (a + b) of the halves' means; 0 below 20 steps or 5 in a half.
-    """
+    """Relative half-difference of the mean busy time between the two halves (by time) of a window."""
     if len(steps) < 20:
         return 0.0
     t = steps["t"].to_numpy()
@@ -68,15 +50,7 @@ def drift(steps: pd.DataFrame) -> float:
 
 
 def log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
-    """Standard error of log(mean busy) of one log: batch means (sampling) and drift together.
-
-    Args:
-        steps: one log's steady steps of one role (``t``, ``busy``).
-        run_se: a run-to-run term added in quadrature, ln units; 0 for none.
-
-    Returns:
-        The standard error, ln units.
-    """
+    """Standard error of log(mean busy) of one log: batch means (sampling) and drift together."""
     busy = steps["busy"].to_numpy()
     m = float(busy.mean())
     lo, hi = batch_means_interval(busy)
@@ -93,23 +67,6 @@ def role_from_rates(
 ) -> RoleFit:
     """One role from the steady window's snapshots: from ``cap_bps`` where logged, else from
     throughput, which bounds a throttled role's capacity from below.
-
-    Args:
-        role: the role's name.
-        rates: the steady window's ``rates`` snapshots (``cap_bps_<role>``, ``bps_<role>``: the
-            pool's batches/s).
-        n: the role's workers; the pool's rates are divided by it.
-        producer_side: the role is the producer, whose throughput is only a lower bound.
-        hs_full_share: share of the window q_hs was full (None: unknown); above 0.5 a consumer's
-            throughput is its capacity, else only a lower bound.
-        cap_kind: the header's ``cap_bps_kind`` (None: ``cap_bps`` is the capacity). Where the
-            logged ``cap_bps`` is only a bound, the capacity is a range (`Basis.BOUND`): "lower", at
-            least ``cap_bps``; "upper", an upper estimate, between the role's throughput (a capacity
-            is never below what the role completed) and ``cap_bps``, projected at their geometric
-            middle.
-
-    Returns:
-        The role's `RoleFit` per worker, without steps (`RoleFit.unmeasured`).
     """
     r = rates
     cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
@@ -151,25 +108,12 @@ def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool
 
 
 def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """The frames one under the other, numbered from 0.
-
-    Args:
-        frames: one or more frames of the same columns.
-
-    Returns:
-        The stacked frame (one frame: itself renumbered; copy-on-write, so not copied).
-    """
+    """The frames one under the other, numbered from 0."""
     return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 def step_lines(line_frames: Mapping[str, pd.DataFrame]) -> dict[str, tuple[float, float, float]]:
     """Each role's step-time line: `huber_line` on its steps' tokens and busy times, over all logs'
     steps, so that logs at other token budgets pin the slope down.
-
-    Args:
-        line_frames: role -> its steady steps over all step logs (``tokens``, ``busy``).
-
-    Returns:
-        role -> (``t0_s``, ``c_s_per_tok``, ``r2``): intercept, seconds; slope, seconds per token; fit R^2.
     """
     return {r: huber_line(f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}

@@ -21,17 +21,7 @@ from advisor.model.params import LoaderFit, RoleFit, SyncFit
 def sampled_role_fits(
     measured: Sequence[MeasuredLog], same: Sequence[int], role_fits: Sequence[RoleFit]
 ) -> tuple[list[RoleFit], float, float | None]:
-    """The role fits with counts, means and shares from the binned sums, and the consumer's batch size.
-
-    Args:
-        measured: the job's measured logs (their ``sums``).
-        same: indices into ``measured`` of the step logs at the observed batch size, whose sums count.
-        role_fits: the fits from the sampled steps, producer then consumer (the last is the consumer).
-
-    Returns:
-        (the fits in ``role_fits``' order, each kept as it is below 2 counted steps; the consumer's
-        tokens per batch, NaN without counted steps; its seqs per batch, None where not counted).
-    """
+    """The role fits with counts, means and shares from the binned sums, and the consumer's batch size."""
     out = []
     sums_by_role = {}
     for rf in role_fits:
@@ -81,14 +71,6 @@ def sampled_loader_and_sync(
     process with inter-arrival SCV c2 gives SCV p c2 + (1 - p), so c2 = (scv_sample - (1 - p)) / p.
     Real arrival streams are not quite renewal (consecutive gaps correlate), so this SCV is an
     estimate (how close it came on the loader-bound test scenario: BENCHMARKS.md 20.11).
-
-    Args:
-        measured: the job's measured logs; the loader's counts are the first's.
-        sync: the sync fitted from the logs (`advisor.fit.stages.fit_sync`).
-        loader: the loader fitted from the first log (`advisor.fit.stages.fit_loader`).
-
-    Returns:
-        (``sync``, ``loader``), each corrected where the counts apply and as given otherwise.
     """
     m0 = measured[0]
     lg, w = m0.log, m0.window

@@ -45,14 +45,7 @@ WITHIN_SHARED_SLOPE = 0.05  # ln step time per busy peer, at a slope's 95% low e
 
 
 def declares_device(log: RunLog) -> bool:
-    """Whether the header says where the workers ran (``device`` or ``physical_gpus``, or emulation).
-
-    Args:
-        log: the log whose header is read.
-
-    Returns:
-        True where it says.
-    """
+    """Whether the header says where the workers ran (``device`` or ``physical_gpus``, or emulation)."""
     extra = log.header.extra
     return "device" in extra or "physical_gpus" in extra or extra.get("mode") == "emulate"
 
@@ -60,14 +53,6 @@ def declares_device(log: RunLog) -> bool:
 def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[float, str]:
     """The largest within-log slope that shows shared compute on a header silent about devices
     (module docstring), and its sentence.
-
-    Args:
-        log: the log whose header is read (its roles name the busy peers).
-        within: its within-log slopes on busy peers (None: not measured).
-
-    Returns:
-        (slope, ln step time per busy peer; its sentence); (0, "") when the header speaks or no
-        slope shows it.
     """
     if declares_device(log) or within is None or not within.estimated:
         return 0.0, ""
@@ -87,13 +72,6 @@ def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[flo
 def oversubscription(log: RunLog) -> tuple[int, int] | None:
     """Whether the host is oversubscribed: the header's ``cores`` below the processes the roles'
     engines hold (``engine_gpus``), with the workers computing on CPU (``device`` "cpu", or not said).
-
-    Args:
-        log: the log whose header is read.
-
-    Returns:
-        (worker processes, cores) where oversubscribed; None otherwise (GPU workers need no core
-        each to compute).
     """
     if log.header.extra.get("device") not in (None, "cpu"):
         return None
@@ -107,12 +85,6 @@ def oversubscription(log: RunLog) -> tuple[int, int] | None:
 def shared_prior_se(log: RunLog) -> float:
     """The contention prior's standard error per worker moved for a log whose workers share a host:
     ``CONTENTION_PRIOR_SE``, or ln(workers / cores) on an oversubscribed host where larger.
-
-    Args:
-        log: the log whose header is read.
-
-    Returns:
-        The standard error, ln step time per worker moved.
     """
     over = oversubscription(log)
     return max(CONTENTION_PRIOR_SE, oversubscribed_se(*over) if over else 0.0)
@@ -124,12 +96,6 @@ def shares_compute(log: RunLog) -> bool:
     emulated and simulated validation sets are; logs at two splits measure it either way). The
     trainer's emulation mode (``mode: emulate``) replays step times without computing, so its
     workers share nothing.
-
-    Args:
-        log: the log whose header is read.
-
-    Returns:
-        True where the workers share a host's compute.
     """
     extra = log.header.extra
     if extra.get("mode") == "emulate":
@@ -148,17 +114,6 @@ def fit_contention(
 ) -> ContentionFit:
     """Per-role slope of log mean busy time on the producer count, over logs of one G, with the first
     step log's within-log slopes on busy peers (see ContentionFit).
-
-    Args:
-        measured: the job's measured logs.
-        same: indices into ``measured`` of the step logs at the observed batch size; those at the
-            first log's G are fitted.
-        within: the first step log's within-log slopes on busy peers (None: not measured).
-        producer: the producer role's name.
-        first: index into ``measured`` of the first step log: the reference split, G and header.
-
-    Returns:
-        The `ContentionFit`; unmeasured (priors only) where those logs hold fewer than two splits.
     """
     lg = measured[first].log
     consumer = lg.header.consumer
@@ -213,19 +168,7 @@ def fit_contention(
 def contention_ref_busy(
     measured: Sequence[MeasuredLog], same: Sequence[int], producer: str, role: str, cont: ContentionFit
 ) -> float:
-    """Mean busy time of ``role`` at the reference split, from the fitted line (weighted by steps).
-
-    Args:
-        measured: the job's measured logs.
-        same: indices into ``measured`` of the step logs at the observed batch size; those at
-            ``cont``'s G are used.
-        producer: the producer role's name.
-        role: the role whose busy time is wanted.
-        cont: the measured `ContentionFit` (its reference split and slopes).
-
-    Returns:
-        The mean busy time at ``cont.ref_producers`` producers, seconds.
-    """
+    """Mean busy time of ``role`` at the reference split, from the fitted line (weighted by steps)."""
     vals, wts = [], []
     for i in same:
         if measured[i].log.header.engine_gpus != cont.gpus:

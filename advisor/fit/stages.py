@@ -33,14 +33,6 @@ ROUND_PRIOR_DOF = 10
 def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     """The drafters' sync: steps per sync, the collective's time by drafter count and the spread of
     the ranks' rounds (see SyncFit).
-
-    Args:
-        measured: the job's measured logs.
-        consumer: the consumer role's name (the ranks that sync).
-
-    Returns:
-        The `SyncFit`; unmeasured (no collective time) where no log at two or more consumers timed
-        a sync.
     """
     k = max((ml.log.header.sync_every for ml in measured), default=0)
     spread = _round_var_ratio(measured, consumer, k)
@@ -116,15 +108,7 @@ def _round_var_ratio(measured: Sequence[MeasuredLog], consumer: str, k: int) -> 
 
 
 def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
-    """The input loader from the first log: input-bound, near binding, or free (see the fit docstring).
-
-    Args:
-        ml: the job's first measured log.
-        producer: the producer's fit (its ``starved_share``).
-
-    Returns:
-        The `LoaderFit`; ``capacity_bps`` (batches/s) only where input-bound with step events.
-    """
+    """The input loader from the first log: input-bound, near binding, or free (see the fit docstring)."""
     lg, w = ml.log, ml.window
     pre = lg.header.queue_feeding(lg.header.producer)
     depth = ml.pre_mean_depth
@@ -163,15 +147,6 @@ def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
 def calibrate_loader(fit: PipelineFit) -> PipelineFit:
     """Engage a near-binding loader: solve its capacity so the model meets the observed split's rate
     (bisection in log space; the throughput rises monotonically with the loader's capacity).
-
-    Args:
-        fit: a fit whose loader is near binding.
-
-    Returns:
-        ``fit`` with the loader input-bound at the solved capacity (``calibrated``); ``fit`` itself
-        where the observed split lacks a role or a rate, there is no prefetch queue, the model
-        without the loader comes within ``LOADER_MIN_GAP`` of the observed rate, or no capacity up
-        to 50 times that rate reaches it.
     """
     ob = fit.observed[0]
     n, m = ob.roles.get(fit.producer.role, 0), ob.roles.get(fit.consumer.role, 0)

@@ -30,16 +30,6 @@ def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups
     computed on a grid (log L is Gaussian given e: its weighted mean, variance 1 / sum(1 / v_i)).
     Two close, noisy budgets then cannot produce a wild slope, and a projection carries the
     posterior spread of the line at its budget, which grows with the lever arm.
-
-    Args:
-        rf: the role's fit (its ``role`` names the steps read).
-        tokens_mean: the observed run's mean tokens per batch: the reference the model projects from.
-        per_log: log index -> role -> that log's steady steps (``busy``, ``tokens``).
-        per_log_tokens: log index -> the consumer's mean tokens per batch in that log.
-        groups: log indices grouped by budget (within `SAME_SIZE_TOL`), two or more groups.
-
-    Returns:
-        ``rf`` with ``token_model`` "budgets", the line and its posterior on the grid of e.
     """
     x, z, var = [], [], []
     for gr in groups:
@@ -82,20 +72,7 @@ def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups
 
 
 def token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_steps, consumer: str) -> RoleFit:
-    """Choose how step time follows the batch's tokens (see RoleFit.busy_at).
-
-    Args:
-        rf: the role's fit (its ``role`` names the steps read).
-        tokens_mean: the observed run's mean tokens per batch: the reference the model projects from.
-        per_log: log index -> role -> that log's steady steps (``busy``, ``tokens``).
-        per_log_tokens: log index -> the consumer's mean tokens per batch in that log.
-        with_steps: indices of the logs with step events.
-        consumer: the consumer role's name, whose batches' tokens set the in-log spread.
-
-    Returns:
-        ``rf`` with ``token_model`` "budgets" (two or more budgets, `budget_line`), "line" (the
-        in-log line, where well identified) or "power" (the prior's exponent, moved by the line).
-    """
+    """Choose how step time follows the batch's tokens (see RoleFit.busy_at)."""
     groups: list[list[int]] = []
     for i in sorted(with_steps, key=lambda j: per_log_tokens[j]):
         if groups and per_log_tokens[i] / per_log_tokens[groups[-1][0]] - 1.0 <= SAME_SIZE_TOL:

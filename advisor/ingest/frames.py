@@ -22,17 +22,7 @@ RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")  # the rates frame's s
 
 
 def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:
-    """The documented ``steps`` frame from columns and role codes, sorted by t.
-
-    Args:
-        cols: field -> array, one value per step: every field of `STEP_COLUMNS` but role, and
-            ``xfer`` where the log has it.
-        codes: each step's role, as an index into ``header.roles``.
-        header: the log's header (its roles are the role column's categories).
-
-    Returns:
-        The frame: role categorical, wait and blocked missing as 0, worker and tokens int64.
-    """
+    """The documented ``steps`` frame from columns and role codes, sorted by t."""
     import pandas as pd
 
     # the columns as they are, one block each (copy=False): consolidating them into one 2-D block
@@ -66,29 +56,14 @@ def _by_t(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def syncs_frame(cols: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """The ``syncs`` frame from its columns, sorted by t.
-
-    Args:
-        cols: field -> array, one value per sync (a summary's `Summary.syncs`).
-
-    Returns:
-        The frame, one column per entry of ``cols``.
-    """
+    """The ``syncs`` frame from its columns, sorted by t."""
     import pandas as pd
 
     return _by_t(pd.DataFrame(cols))
 
 
 def rates_columns_frame(cols: Mapping[str, np.ndarray], *, merged: bool) -> pd.DataFrame:
-    """The ``rates`` frame from its columns.
-
-    Args:
-        cols: column -> array, one value per rates line (a summary's, in log order).
-        merged: the columns are several files': sorted by t here (False: kept in their order).
-
-    Returns:
-        The frame, one column per entry of ``cols``.
-    """
+    """The ``rates`` frame from its columns."""
     import pandas as pd
 
     rates = pd.DataFrame(cols)

@@ -95,18 +95,7 @@ def _warn_read(summ: Summary, path: str) -> None:
 
 
 def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
-    """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates.
-
-    Args:
-        summ: the summary of one file, or of one run's files merged.
-        path: the log's name in reports (made one printable line); also its ``source`` where the
-            summary is of one file.
-        warn: warn of the summary's unknown events, likely misspelt fields and unit (False: the caller
-            did already).
-
-    Returns:
-        The log, with the summary's exact ``totals`` where its steps are sampled.
-    """
+    """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
     header = summ.header
     cols, codes, _ = summ.steps()
     steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
@@ -182,16 +171,7 @@ class FileRead:
 
     @classmethod
     def of(cls, path: Path, header: RunHeader, end: dict[str, Any] | None) -> FileRead:
-        """What one file gave.
-
-        Args:
-            path: the file.
-            header: its header.
-            end: its own last ``end`` event, or None.
-
-        Returns:
-            The record, with the path as one printable line and a copy of ``end``.
-        """
+        """What one file gave."""
         return cls(display_path(str(path)), header, dict(end) if end is not None else None)
 
 
@@ -273,16 +253,6 @@ def load_run(files: Sequence[str | Path], path: str) -> RunLog:
 
     Headers must be equal (`ranks.check_same_header`, which names the file and field); the run's
     end is `ranks`' merged end; the same steps in two files are refused (`Summary.merge`).
-
-    Args:
-        files: the run's per-rank files, in order; a single file is read by `load_log`.
-        path: the run's name in reports (a single file keeps its own).
-
-    Returns:
-        The run's log.
-
-    Raises:
-        LogError: on the first of those refusals, or any file's unusable input.
     """
     files = [Path(f) for f in files]
     if len(files) == 1:
@@ -291,18 +261,7 @@ def load_run(files: Sequence[str | Path], path: str) -> RunLog:
 
 
 def summarize_paths(paths: Sequence[str | Path], *, sample_rows: int | None = None) -> Summary:
-    """One merged summary of several logs (or summaries) of one run, folded in path order.
-
-    Args:
-        paths: log or summary files, directories or quoted globs (each read as its log files).
-        sample_rows: the steps kept per role (None: ``summary.DEFAULT_SAMPLE_ROWS``).
-
-    Returns:
-        The merged summary.
-
-    Raises:
-        LogError: no file given, files of two runs, or unusable input.
-    """
+    """One merged summary of several logs (or summaries) of one run, folded in path order."""
     files = [f for p in paths for f in expand(p)[0]]
     return _fold_run(files, check=False, sample_rows=sample_rows)[0]
 
@@ -325,15 +284,6 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     (`advisor.ingest.probes`). Each file is read
     once: plain files are held as summaries until it is known which are ranks of one run (e.g. a
     glob the shell expanded), whose summaries then merge, exactly, as a directory's do.
-
-    Args:
-        paths: the command line's log arguments: files, directories or quoted globs.
-
-    Returns:
-        One log per run, in argument order (a run of plain files at its first file's place).
-
-    Raises:
-        LogError: no path given, or unusable input (file:line: field ...).
     """
     paths = list(paths)
     if not paths:

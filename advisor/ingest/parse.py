@@ -31,11 +31,7 @@ class Piece:
     first_line: int  # the line number of its first line
 
     def text(self) -> bytes:
-        """The piece's bytes.
-
-        Returns:
-            ``buf[start:end]``: its whole lines, the last with its newline.
-        """
+        """The piece's bytes."""
         return self.buf[self.start : self.end]
 
 
@@ -54,21 +50,7 @@ def _table_error(text: str, path: str, line: int) -> LogError | None:
 
 
 def decode_line(raw: bytes, path: str, line: int, *, header: bool = False) -> Any:
-    """One line's JSON value.
-
-    Args:
-        raw: the line's bytes, without its newline (a leading byte-order mark is dropped).
-        path: the file, as errors name it.
-        line: the line's number, from 1, as errors name it.
-        header: the line is the log's first, its header: a table's header row there is named as
-            such, with the command that converts the table.
-
-    Returns:
-        The decoded value, of any JSON type (the caller checks that it is an event).
-
-    Raises:
-        LogError: naming the line, when it is not UTF-8 or not JSON (or nested too deeply).
-    """
+    """One line's JSON value."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -97,16 +79,7 @@ def _num(v: Any) -> float:
 
 
 def rates_columns(objs: list[Mapping[str, Any]], header: RunHeader) -> dict[str, np.ndarray]:
-    """The rates frame's columns (`advisor.ingest.runlog`) from decoded rates events.
-
-    Args:
-        objs: the decoded ``rates`` events, checked already.
-        header: the log's header (its roles and queues name the columns).
-
-    Returns:
-        Column -> float array, one value per event, sorted by t (stable): `RATES_SCALARS`, each
-        role's ``bps`` and ``cap_bps``, and each queue's mean and least depth; NaN where not logged.
-    """
+    """The rates frame's columns (`advisor.ingest.runlog`) from decoded rates events."""
     out: dict[str, list[float]] = {k: [_num(o.get(k)) for o in objs] for k in RATES_SCALARS}
     for key in ("bps", "cap_bps"):
         for r in header.roles:
@@ -137,19 +110,7 @@ class Parsed:
 
 
 def parse_piece(piece: Piece, header: RunHeader, path: str) -> Parsed:
-    """Decode and check each line of ``piece``.
-
-    Args:
-        piece: whole lines of the log body, with the number of its first line.
-        header: the log's header, that each event is checked against.
-        path: the file, as errors name it.
-
-    Returns:
-        The piece's columns, split by event type; blank lines skipped.
-
-    Raises:
-        LogError: at the first bad line (file, line, field).
-    """
+    """Decode and check each line of ``piece``."""
     lines = piece.text().split(b"\n")
     first_body_line = piece.first_line
     names = list(KNOWN_EVENTS)

@@ -42,19 +42,7 @@ def _first_object(path: Path) -> Any:
 
 
 def probe_segments(files: Sequence[Path]) -> list[list[Path]] | None:
-    """The files of a directory or glob grouped by probe segment, in segment order.
-
-    Args:
-        files: the files of one directory or glob (`ranks.expand`).
-
-    Returns:
-        One list of files per segment, in segment order; None where no file's header has
-        ``probe`` (then the files are one run).
-
-    Raises:
-        LogError: some files are segments and others not, the segments name two probes, or a
-            header with ``probe`` is not a valid header.
-    """
+    """The files of a directory or glob grouped by probe segment, in segment order."""
     marks: list[tuple[Path, dict | None]] = []
     for f in files:
         obj = _first_object(f)

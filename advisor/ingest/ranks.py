@@ -43,18 +43,7 @@ _REASON_RANK = {"done": 0, "interrupted": 1, "error": 2}
 
 
 def expand(arg: str | Path) -> tuple[list[Path], bool]:
-    """The files of one command-line argument, and whether they form one run (a directory or glob).
-
-    Args:
-        arg: a file, a directory, or a glob that names no existing file.
-
-    Returns:
-        (files, one_run): a directory's log files or a glob's matching files, sorted, and True; a
-        plain file (existing or not: the loader reports a missing one) is ``([file], False)``.
-
-    Raises:
-        LogError: a directory that cannot be listed or holds no log, or a glob that matches no file.
-    """
+    """The files of one command-line argument, and whether they form one run (a directory or glob)."""
     p = Path(arg)
     try:
         is_dir, exists = p.is_dir(), p.exists()
@@ -84,15 +73,7 @@ def _header_items(h: RunHeader) -> dict[str, Any]:
 
 
 def header_difference(a: RunHeader, b: RunHeader) -> str | None:
-    """The first field (in header order) whose value differs between two headers, or None.
-
-    Args:
-        a: one header; its fields, then its extra keys, give the order.
-        b: the other; its own extra keys come after ``a``'s.
-
-    Returns:
-        The field's (or extra key's) name, or None where the headers are equal.
-    """
+    """The first field (in header order) whose value differs between two headers, or None."""
     ia, ib = _header_items(a), _header_items(b)
     for k in list(ia) + [k for k in ib if k not in ia]:
         if ia.get(k) != ib.get(k):
@@ -101,12 +82,7 @@ def header_difference(a: RunHeader, b: RunHeader) -> str | None:
 
 
 def check_same_header(logs: Sequence[RunLog]) -> None:
-    """Raise :class:`LogError` naming the first file (and field) whose header differs from the first's.
-
-    Args:
-        logs: the files of one run, in order: anything with ``.header`` and ``.path`` (a `RunLog`,
-            or `advisor.ingest.load.FileRead`).
-    """
+    """Raise :class:`LogError` naming the first file (and field) whose header differs from the first's."""
     first = logs[0]
     for lg in logs[1:]:
         k = header_difference(first.header, lg.header)
@@ -122,16 +98,7 @@ def check_same_header(logs: Sequence[RunLog]) -> None:
 
 
 def merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
-    """The end of a run from its files' ends.
-
-    Args:
-        logs: the run's files: anything with ``.end`` (the file's own end event, or None) and
-            ``.path`` (a `RunLog`, or `advisor.ingest.load.FileRead`).
-
-    Returns:
-        None until every file has ended; else the end at the latest ``t``, with the worst reason
-        and, in ``msg``, the messages of the files that gave it ("file: msg", joined by "; ").
-    """
+    """The end of a run from its files' ends."""
     ends = [lg.end for lg in logs]
     if any(e is None for e in ends):
         return None
@@ -149,14 +116,7 @@ def merged_end(logs: Sequence[RunLog]) -> dict[str, Any] | None:
 
 
 def group_name(paths: Sequence[str]) -> str:
-    """The name of a run merged from several files.
-
-    Args:
-        paths: the files, as shown.
-
-    Returns:
-        Up to three paths joined by "+"; more: the first and "+N more".
-    """
+    """The name of a run merged from several files."""
     return "+".join(paths) if len(paths) <= 3 else f"{paths[0]}+{len(paths) - 1} more"
 
 
@@ -165,16 +125,6 @@ def rank_groups(
 ) -> list[list[int]]:
     """Groups of the ``eligible`` logs that are per-rank parts of one run (see the module
     docstring): equal headers, and (role, worker) pairs with steps as the rule asks.
-
-    Args:
-        headers: each log's header, by position.
-        workers: ``workers(i)``, the (role, worker) pairs with steps in log ``i``; called only
-            within groups of equal headers.
-        eligible: per position, whether the log may join a group (`advisor.ingest.load.load_logs`:
-            the plain files).
-
-    Returns:
-        The groups, each two or more positions, in order; a position in none is a log on its own.
     """
     groups: list[list[int]] = []
     for i, h in enumerate(headers):

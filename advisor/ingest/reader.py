@@ -81,16 +81,6 @@ def open_log(path: str | Path):
     ``stat`` comes before ``open`` so that a FIFO is never opened (opening one without a writer
     blocks for ever); the file is then opened non-blocking and checked again with ``fstat`` in
     case it was swapped in between. Gzip is recognised by its magic bytes, whatever the name.
-
-    Args:
-        path: the log file.
-
-    Returns:
-        (stream, raw): the stream (a ``GzipFile`` over ``raw`` for gzip, else ``raw`` itself) and
-        the open file under it, at its start; the caller closes both.
-
-    Raises:
-        LogError: no such file; `LogRefused` for a directory, a special file or one not readable.
     """
     spath = str(path)
     try:
@@ -273,21 +263,6 @@ def read_chunks(
     ``max_ratio`` times once ``RATIO_CHECK_BYTES`` are out (a bomb: real logs compress far less,
     BENCHMARKS.md 20.11); bytes that are not UTF-8 (named by line). So a bomb, a device or one
     giant line fails after a bounded read, with bounded memory.
-
-    Args:
-        path: the log file, plain or gzip.
-        max_line_bytes: the longest line allowed, bytes.
-        max_bytes: the most bytes allowed, decompressed.
-        max_lines: the most lines allowed.
-        max_ratio: the most a gzip stream may inflate (bytes out over bytes read).
-
-    Yields:
-        (chunk, newlines): at most ``CHUNK_BYTES`` of the decompressed bytes, and the offsets of the
-        newlines in it. A gzip stream cut short gives what it decodes, with a `LogWarning`.
-
-    Raises:
-        LogError: at the first chunk that breaks a rule above (`LogRefused` for a limit, a corrupt
-            gzip stream or an OS error), or where `open_log` refuses the file.
     """
     spath = str(path)
     fh, raw = open_log(path)

@@ -52,15 +52,7 @@ class RunLog:
     source: str | None = None  # the file read (to re-read a sample's rows exactly)
 
     def is_sampled(self, role: str) -> bool:
-        """Whether ``role``'s steps are a sample of a large log (then its counts and sums are in ``totals``).
-
-        Args:
-            role: a role name of the header.
-
-        Returns:
-            True where ``totals`` lists the role as sampled (False without ``totals``, or for a role
-            not in the log).
-        """
+        """Whether ``role``'s steps are a sample of a large log (then its counts and sums are in ``totals``)."""
         return self.totals is not None and role in self.totals.pruned
 
     @property

@@ -41,15 +41,6 @@ def row_keys(cols: Mapping[str, np.ndarray], salt: int | np.ndarray, fields: Seq
     Each field's float64 bits enter with one NaN pattern (NaN -> 0.0) and -0.0 as 0.0. (Into
     buffers allocated once: a large log hashes every step, and fresh temporaries per operation
     cost more, BENCHMARKS.md 20.11.)
-
-    Args:
-        cols: field -> column, one entry per row; it holds at least ``fields``.
-        salt: one number for every row (the syncs: the number of roles), or one per row (the
-            step's role index).
-        fields: the columns hashed, in order (by default a step's t, worker, batch, tokens, busy).
-
-    Returns:
-        One uint64 key per row.
     """
     n = len(cols[fields[0]])
     if np.ndim(salt):
@@ -72,14 +63,6 @@ def stable_order(v: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
     numpy's default sort (faster than the stable one on floats and 64-bit keys,
     BENCHMARKS.md 20.11), then each run of equal values put back in index order (ties are rare
     here: times and 64-bit hashes).
-
-    Args:
-        v: the values, 1-D (NaNs sort last and tie with each other).
-        ties: one per value: equal values ordered by it first (then by index), as
-            ``np.lexsort((index, ties, v))`` orders them; None: by index alone.
-
-    Returns:
-        The indices that sort ``v``, ties broken as above.
     """
     v = np.asarray(v)
     order = np.argsort(v)
@@ -104,12 +87,6 @@ def merged_order(runs: Sequence[np.ndarray]) -> np.ndarray:
     """``stable_order(np.concatenate(runs))`` for runs each in order already, without a sort.
 
     One binary search of each run into the merge of those before it.
-
-    Args:
-        runs: 1-D arrays, each ascending with NaN last (as a sort leaves them).
-
-    Returns:
-        Indices into the concatenation of ``runs``, in its stable order; empty for no runs.
     """
     order = np.arange(len(runs[0]) if runs else 0)
     merged = np.asarray(runs[0]) if runs else np.empty(0)
@@ -152,15 +129,7 @@ class Sample:
     def add(
         self, cols: Mapping[str, np.ndarray], keys: np.ndarray, pruned: bool = False, rows: np.ndarray | None = None
     ) -> None:
-        """Take in rows with their keys; past 2k rows held, compact to the bottom k.
-
-        Args:
-            cols: field -> column, one entry per row; it holds at least the sample's fields.
-            keys: one uint64 key per row (`row_keys`).
-            pruned: the rows are already a sample of more (a merged summary's): the sample is
-                marked pruned.
-            rows: a boolean mask of the rows to take; None: all.
-        """
+        """Take in rows with their keys; past 2k rows held, compact to the bottom k."""
         self.pruned |= pruned
         if self.threshold is not None and self._threshold_at[1] == self.k and len(keys):
             under = keys <= self.threshold  # (pruned: more than k rows were seen)
@@ -189,11 +158,7 @@ class Sample:
                 self._threshold_at = (self.held, self.k)
 
     def compact(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """Keep only the bottom k rows by key; past k, in time order, equal times by key.
-
-        Returns:
-            (columns, keys) of the rows held after compaction: field -> column, and their keys.
-        """
+        """Keep only the bottom k rows by key; past k, in time order, equal times by key."""
         if len(self.parts) == 1 and self.held <= self.k:
             return self.parts[0]
         if not self.parts:
@@ -223,9 +188,6 @@ class Sample:
     def sorted_keys(self) -> np.ndarray:
         """The keys of every row held (the sample and the rows not yet compacted away), ascending;
         kept up to date from the first call on.
-
-        Returns:
-            The keys, uint64, ascending.
         """
         if self._sorted is None:
             self._sorted = np.sort(np.concatenate([p[1] for p in self.parts])) if self.parts else np.empty(0, np.uint64)
@@ -235,12 +197,6 @@ class Sample:
         """How many of ``keys`` are in the sample (binary search in the bottom k of `sorted_keys`:
         a merge of the n-th of many files costs its own keys' logarithms, with no compaction and
         no hash of every key held).
-
-        Args:
-            keys: uint64 keys, in any order.
-
-        Returns:
-            How many of them the bottom k holds.
         """
         held = self.sorted_keys()[: self.k]  # (the rows held are a superset of the bottom k)
         if not len(held) or not len(keys):
@@ -256,12 +212,6 @@ def copied_keys(keys: Sequence[np.ndarray]) -> bool:
     If none does, no merge of them would have found a copy (a merge tests the keys of its sample
     against those the summary holds, a part of these); if one does (a copy, or a step repeated
     inside one file), the caller merges again with the test.
-
-    Args:
-        keys: one role's sample keys, one array per summary merged with ``copies=False``.
-
-    Returns:
-        True where a key occurs twice; False for fewer than two arrays (nothing is tested then).
     """
     if len(keys) < 2:
         return False

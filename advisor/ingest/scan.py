@@ -77,16 +77,7 @@ _OBJECTS = ("bps", "cap_bps", "q")  # rates' objects; the first two read as JSON
 
 
 def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
-    """The warning of a log whose last line was cut mid-write and skipped.
-
-    Args:
-        spath: the log's path, as given (shown escaped, `display_path`).
-        line: the number of the cut line, from 1.
-        n_bytes: the bytes of the cut line, skipped.
-
-    Returns:
-        The warning, for the caller to issue (``warnings.warn``).
-    """
+    """The warning of a log whose last line was cut mid-write and skipped."""
     return LogWarning(
         f"{display_path(spath)}:{line}: last line is incomplete (a log still being written?); skipped {n_bytes} bytes"
     )
@@ -511,17 +502,6 @@ def scan_log(
     """The summary of one log file by the fast pass, or None where the exact pass must read it
     (see the module docstring). The file is a regular file (`advisor.ingest.reader.open_log`
     checked it) and not a summary.
-
-    Args:
-        path: the log file, plain or gzip.
-        sample_rows: the steps kept per role.
-        max_bytes: the most bytes the file may hold, decompressed (`advisor.ingest.reader`).
-        max_lines: the most lines it may hold.
-        max_line_bytes: the longest line it may hold, bytes. A file past any of the limits is
-            left to the exact pass, which refuses it by name.
-
-    Returns:
-        The file's summary (not yet checked usable nor given its source), or None.
     """
     path = Path(path)
     try:
@@ -586,14 +566,6 @@ def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tupl
     the checks of merges and their errors): a file that is gzip, over ``RANGE_BYTES``, with a
     blank line or no newline at its end; headers that differ; a file given twice; steps that
     repeat; and anything the fast pass of one file gives up on.
-
-    Args:
-        files: the run's files, in order.
-        sample_rows: the steps kept per role.
-
-    Returns:
-        (summary, [(header, end) per file]) or None. The summary is checked usable per file and
-        holds every file as a source.
     """
     try:
         return _scan_run(files, sample_rows)

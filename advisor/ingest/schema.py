@@ -86,15 +86,7 @@ FIELD_MATCH_CUTOFF = 0.75  # difflib ratio from which an unknown field name is t
 
 
 def unknown_fields(obj: Any) -> list[str]:
-    """The top-level fields of a decoded known event that the schema does not define.
-
-    Args:
-        obj: one decoded log line (any JSON value).
-
-    Returns:
-        The names not in ``EVENT_FIELDS`` for its ``ev``, in the object's order; empty where ``obj``
-        is not an object or its event is not a known one.
-    """
+    """The top-level fields of a decoded known event that the schema does not define."""
     if not isinstance(obj, dict):
         return []
     known = EVENT_FIELDS.get(obj.get("ev")) if isinstance(obj.get("ev"), str) else None
@@ -102,15 +94,7 @@ def unknown_fields(obj: Any) -> list[str]:
 
 
 def nearest_field(ev: str, name: str) -> str | None:
-    """The known field of event ``ev`` that ``name`` most likely misspells, or None (difflib).
-
-    Args:
-        ev: the event type (``"step"``, ``"rates"``, ...); an unknown one has no field to match.
-        name: an unknown field's name.
-
-    Returns:
-        The closest known field at a difflib ratio >= ``FIELD_MATCH_CUTOFF``, or None where none is.
-    """
+    """The known field of event ``ev`` that ``name`` most likely misspells, or None (difflib)."""
     close = difflib.get_close_matches(name, EVENT_FIELDS.get(ev, ()), n=1, cutoff=FIELD_MATCH_CUTOFF)
     return close[0] if close else None
 
@@ -156,14 +140,7 @@ class RunHeader:
         return ("xfer",) if self.gpus_per_node else ()
 
     def k(self, role: str) -> int:
-        """GPUs one worker (engine) of ``role`` holds.
-
-        Args:
-            role: a role name of the header.
-
-        Returns:
-            Its ``gpus_per_worker`` entry; 1 for a role not named there.
-        """
+        """GPUs one worker (engine) of ``role`` holds."""
         return int(self.gpus_per_worker.get(role, 1))
 
     @property
@@ -181,14 +158,7 @@ class RunHeader:
         return -(-self.gpus // self.gpus_per_node) if self.gpus_per_node else 1
 
     def node_of(self, role: str) -> tuple[int, ...]:
-        """The node of each worker of ``role``: the header's placement, else packed.
-
-        Args:
-            role: a role name of the header.
-
-        Returns:
-            One node index (0-based) per worker of ``role``, in worker order; all 0 on one node.
-        """
+        """The node of each worker of ``role``: the header's placement, else packed."""
         if self.placement is not None and role in self.placement:
             return tuple(self.placement[role])
         return default_placement(self.roles, self.gpus_per_worker, self.gpus_per_node)[role]
@@ -208,14 +178,7 @@ class RunHeader:
         return self.role_names[-1]
 
     def queue_feeding(self, role: str) -> QueueSpec | None:
-        """The queue that ``role`` pops from.
-
-        Args:
-            role: a role name of the header.
-
-        Returns:
-            The first queue of ``queues`` whose ``feeds`` is ``role``, or None where none is.
-        """
+        """The queue that ``role`` pops from."""
         return next((q for q in self.queues if q.feeds == role), None)
 
 
@@ -224,14 +187,6 @@ def default_placement(
 ) -> dict[str, tuple[int, ...]]:
     """Packed placement: the workers in pipeline order (a role's worker 0 first) fill node 0, then
     node 1, ...; a worker that does not fit in what is left of a node starts the next one.
-
-    Args:
-        roles: role -> worker count, in pipeline order.
-        gpus_per_worker: role -> GPUs one worker holds; roles not named hold 1.
-        gpus_per_node: GPUs per node; None (or 0): one node, every worker on node 0.
-
-    Returns:
-        Role -> the node index of each of its workers, in worker order.
     """
     out: dict[str, tuple[int, ...]] = {}
     node, used = 0, 0
@@ -339,24 +294,6 @@ def check_number(
     """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or None if optional.
 
     Whole numbers without a ``maximum`` are bounded by 2**53 (beyond it a float cannot hold them exactly).
-
-    Args:
-        obj: the decoded event (or an object inside it, such as ``bps``) that holds the field.
-        name: the field's key in ``obj``, named in the error.
-        path: the file, named in the error.
-        line: the line's 1-based number, named in the error; None: the file as a whole.
-        required: a missing or null field is an error; False: it reads as None.
-        minimum: the least value allowed; None: no lower bound.
-        maximum: the largest value allowed; None: none (whole numbers: as above).
-        integer: the value must be a whole number (it comes back as an int).
-
-    Returns:
-        The value, an int where ``integer`` else a float; None where it is missing or null and
-        not ``required``.
-
-    Raises:
-        LogError: naming ``name``, where the value is missing (and required), not a number, not
-            finite, not whole (``integer``) or out of bounds.
     """
     if name not in obj or obj[name] is None:
         if required:
@@ -381,14 +318,7 @@ def check_number(
 
 
 def has_surrogate(s: str) -> bool:
-    """Whether ``s`` holds a lone UTF-16 surrogate (JSON allows "\\ud800"; UTF-8 output does not).
-
-    Args:
-        s: text decoded from a log (a name, a display text).
-
-    Returns:
-        True where ``s`` cannot be encoded as UTF-8.
-    """
+    """Whether ``s`` holds a lone UTF-16 surrogate (JSON allows "\\ud800"; UTF-8 output does not)."""
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
@@ -397,36 +327,14 @@ def has_surrogate(s: str) -> bool:
 
 
 def printable(s: str) -> str:
-    """``s`` with lone surrogates replaced by U+FFFD, so that it can be printed and written.
-
-    Args:
-        s: text decoded from a log.
-
-    Returns:
-        ``s`` itself where it holds no lone surrogate, else a copy with each one as U+FFFD.
-    """
+    """``s`` with lone surrogates replaced by U+FFFD, so that it can be printed and written."""
     return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in s) if has_surrogate(s) else s
 
 
 def check_string(
     obj: Mapping[str, Any], name: str, path: str, line: int | None, *, required: bool = True
 ) -> str | None:
-    """Return ``obj[name]`` checked as a string, or None if optional.
-
-    Args:
-        obj: the decoded event (or header, or queue object) that holds the field.
-        name: the field's key in ``obj``, named in the error.
-        path: the file, named in the error.
-        line: the line's 1-based number, named in the error; None: the file as a whole.
-        required: a missing or null field is an error; False: it reads as None.
-
-    Returns:
-        The string as given (empty or not, surrogates and all); None where it is missing or null
-        and not ``required``.
-
-    Raises:
-        LogError: naming ``name``, where it is missing (and required) or not a string.
-    """
+    """Return ``obj[name]`` checked as a string, or None if optional."""
     if name not in obj or obj[name] is None:
         if required:
             raise LogError(path, line, "is missing", name)
@@ -461,19 +369,6 @@ def _check_device_fields(obj: Mapping[str, Any], path: str, line: int) -> None:
 def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, Any] | None:
     """The header's ``probe`` (docs/log-schema.md): ``{"id", "segment", "segments", "round"}``, the
     run as one segment of a probe. Kept in ``extra``.
-
-    Args:
-        obj: the decoded ``run`` header.
-        path: the file, named in the error.
-        line: the header's 1-based line number, named in the error.
-
-    Returns:
-        The ``probe`` object as given, checked; None where the header has none (or it is null).
-
-    Raises:
-        LogError: on field ``probe``, where it is not an object, its ``id`` is not a printable
-            name, a number in it is missing (``segment``) or not a whole number >= 1, or
-            ``segment`` is past ``segments``.
     """
     raw = obj.get("probe")
     if raw is None:
@@ -624,19 +519,6 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
 
     Fields are checked in a fixed order (envelope, roles, gpus, engines, queues, display texts,
     the numbers), so the first bad field is the one named.
-
-    Args:
-        obj: the decoded first line of a log (any JSON value), or a summary's ``header``.
-        path: the file, named in errors.
-        line: the header's 1-based line number (its first non-blank line), named in errors.
-
-    Returns:
-        The header: the typed fields checked, the other fields in ``extra``; a display text
-        holding a lone surrogate is repaired, with a LogWarning.
-
-    Raises:
-        LogError: naming the first bad field, where ``obj`` is not a ``run`` header of schema v1 or
-            a field breaks the schema or the limits.
     """
     _check_envelope(obj, path, line)
     roles = _parse_roles(obj, path, line)
@@ -686,15 +568,7 @@ XFER_NUMBER = ("xfer", False, False, MAX_TIME_S)
 
 
 def step_numbers(header: RunHeader) -> tuple:
-    """The step fields read from a log of this header: ``xfer`` too where it spans nodes.
-
-    Args:
-        header: the log's header (it spans nodes where it says ``gpus_per_node``).
-
-    Returns:
-        The ``STEP_NUMBERS`` rows (name, required, integer, maximum), then ``XFER_NUMBER`` where
-        the log spans nodes.
-    """
+    """The step fields read from a log of this header: ``xfer`` too where it spans nodes."""
     return STEP_NUMBERS + ((XFER_NUMBER,) if header.node_step_fields else ())
 
 
@@ -749,22 +623,7 @@ def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
 
 
 def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
-    """Check one decoded event against schema v1; return its type. Unknown events pass.
-
-    Args:
-        obj: one decoded line of the log's body (any JSON value).
-        header: the log's header: its roles, workers and queues, and whether it spans nodes.
-        path: the file, named in errors.
-        line: the event's 1-based line number, named in errors.
-
-    Returns:
-        The event type, ``obj["ev"]`` (an unknown one too; only its ``t``, if any, is checked).
-
-    Raises:
-        LogError: naming the field, where the event is not an object, has no ``ev``, has a field
-            the schema refuses (a number out of bounds, a role or worker the header lacks, a bad
-            ``bps``, ``q`` or ``reason``), or is a second ``run`` header.
-    """
+    """Check one decoded event against schema v1; return its type. Unknown events pass."""
     if not isinstance(obj, dict):
         raise LogError(path, line, f"must be a JSON object, got {type(obj).__name__}")
     ev = obj.get("ev")

@@ -248,21 +248,7 @@ def exact_summary(
     max_bytes: int = MAX_LOG_BYTES,
     max_lines: int = MAX_LOG_LINES,
 ) -> Summary:
-    """The exact pass over a log: every line decoded and checked (see the module docstring).
-
-    Args:
-        path: the log file (plain or gzip).
-        sample_rows: the steps kept per role.
-        max_line_bytes: the longest line the file may hold, bytes (`advisor.ingest.reader`).
-        max_bytes: the most bytes it may hold, decompressed.
-        max_lines: the most lines it may hold.
-
-    Returns:
-        The file's summary, not yet checked usable nor given its source (`summarize_log` does).
-
-    Raises:
-        LogError: at the first bad line, naming file, line and field; or past a limit.
-    """
+    """The exact pass over a log: every line decoded and checked (see the module docstring)."""
     path = Path(path)
     body = _Body(str(path), sample_rows)
     chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
@@ -286,22 +272,6 @@ def summarize_log(
     The fast pass first (`advisor.ingest.scan`), the exact pass where it gives up. Memory is
     bounded by a block of rows and the summary (at most ``sample_rows`` kept steps per role, and
     the bins), whatever the log's length.
-
-    Args:
-        path: the log file (plain or gzip) or a summary written by `dflash-advise summarize`.
-        max_line_bytes: the longest line the log may hold, bytes (`advisor.ingest.reader`); one
-            tighter than the default is checked by the exact pass.
-        max_bytes: the most bytes it may hold, decompressed.
-        max_lines: the most lines it may hold.
-        sample_rows: the steps kept per role (None: ``summary.DEFAULT_SAMPLE_ROWS``).
-
-    Returns:
-        The file's summary: a log's checked usable (some busy and some tokens above 0 in each
-        role's steps) and given the file as its source; a summary file's as written (the limits and
-        ``sample_rows`` do not apply to it).
-
-    Raises:
-        LogError: (file:line: field ...) on unusable input.
     """
     path = Path(path)
     sample_rows = sample_rows or _summary.DEFAULT_SAMPLE_ROWS  # read at call time (tests set it)

@@ -181,27 +181,11 @@ class Totals:
     t_max_s: float
 
     def series(self, role: str, name: str) -> np.ndarray:
-        """One binned sum of one role over the whole log.
-
-        Args:
-            role: a role of ``roles``.
-            name: one of ``BIN_FIELDS`` (``"n"``: steps; ``"busy"``: their busy seconds, ...).
-
-        Returns:
-            One sum per bin of ``width_s`` from t = 0 (``NBINS`` of them), a view into ``bins``.
-        """
+        """One binned sum of one role over the whole log."""
         return self.bins[self.roles.index(role) * len(BIN_FIELDS) + BIN_FIELDS.index(name)]
 
     def sync_window(self, start_s: float, end_s: float) -> dict[str, float]:
-        """The syncs' sums over the bins inside [start_s, end_s], as `window` takes them.
-
-        Args:
-            start_s: the window's start, seconds since the run started.
-            end_s: the window's end, seconds since the run started.
-
-        Returns:
-            ``SYNC_BIN_FIELDS`` -> sum: ``n`` syncs, ``dur`` their seconds.
-        """
+        """The syncs' sums over the bins inside [start_s, end_s], as `window` takes them."""
         base = len(self.roles) * len(BIN_FIELDS)
         lo, hi = self._bins_of(start_s, end_s)
         return {f: float(self.bins[base + i][lo:hi].sum()) for i, f in enumerate(SYNC_BIN_FIELDS)}
@@ -210,16 +194,7 @@ class Totals:
         return (int(math.floor(start_s / self.width_s + 1e-9)), int(math.ceil(end_s / self.width_s - 1e-9)))
 
     def window(self, role: str, start_s: float, end_s: float) -> dict[str, float]:
-        """Sums over the bins inside [start_s, end_s] (window edges from the binned rule fall on bin edges).
-
-        Args:
-            role: a role of ``roles``.
-            start_s: the window's start, seconds since the run started.
-            end_s: the window's end, seconds since the run started.
-
-        Returns:
-            ``BIN_FIELDS`` -> the role's sum over those bins (``n`` steps, ``busy`` seconds, ...).
-        """
+        """Sums over the bins inside [start_s, end_s] (window edges from the binned rule fall on bin edges)."""
         lo, hi = self._bins_of(start_s, end_s)
         return {f: float(self.series(role, f)[lo:hi].sum()) for f in BIN_FIELDS}
 
@@ -257,11 +232,6 @@ class Summary:
 
         Every role at once: one pass per binned sum over all rows, the role folded into the bin
         index (the same sums as a pass per role).
-
-        Args:
-            cols: field -> column, one entry per step: ``step_fields`` (``STEP_FIELDS``, and
-                ``xfer`` where the log spans nodes); NaN where an optional field is not logged.
-            role_codes: each step's role, as its index into ``roles``.
         """
         t = np.asarray(cols["t"], dtype=np.float64)
         if not len(t):
@@ -299,12 +269,7 @@ class Summary:
                 self.samples[r].add(part, keys, rows=mine)
 
     def add_syncs(self, cols: Mapping[str, np.ndarray]) -> None:
-        """Fold syncs into the summary: their binned count and seconds, and the sync sample.
-
-        Args:
-            cols: field -> column, one entry per sync: ``SYNC_FIELDS`` (``t`` and ``dur`` in
-                seconds); NaN where an optional field is not logged.
-        """
+        """Fold syncs into the summary: their binned count and seconds, and the sync sample."""
         t = np.asarray(cols["t"], dtype=np.float64)
         if not len(t):
             return
@@ -315,42 +280,23 @@ class Summary:
         self.sync_sample.add(cols, row_keys(cols, len(self.roles), ("t", "workers", "dur")))
 
     def add_rates(self, cols: Mapping[str, np.ndarray]) -> None:
-        """Keep rates snapshots, every one.
-
-        Args:
-            cols: the rates frame's columns (`advisor.ingest.parse.rates_columns`), one entry per
-                snapshot; none (no ``t``, or an empty one) adds nothing.
-        """
+        """Keep rates snapshots, every one."""
         if len(cols.get("t", ())):
             self.t_max_s = max(self.t_max_s, float(np.nanmax(cols["t"])))
             self.rates.append({k: np.asarray(v, dtype=np.float64) for k, v in cols.items()})
 
     def add_unknown(self, counts: Mapping[str, int]) -> None:
-        """Count events of unknown types.
-
-        Args:
-            counts: event type (``ev``) -> lines of it, added to those held.
-        """
+        """Count events of unknown types."""
         for k, v in counts.items():
             self.unknown[k] = self.unknown.get(k, 0) + int(v)
 
     def add_unknown_fields(self, counts: Mapping[str, int]) -> None:
-        """Count unknown fields.
-
-        Args:
-            counts: ``"ev.field"`` (e.g. ``"step.blokced"``) -> times seen, added to those held.
-        """
+        """Count unknown fields."""
         for k, v in counts.items():
             self.unknown_fields[k] = self.unknown_fields.get(k, 0) + int(v)
 
     def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
-        """The run's end: within a file the last ``end`` event; across merged files the latest.
-
-        Args:
-            end: an ``end`` event; None changes nothing.
-            by_time: keep whichever has the later ``t`` (ties: ``end``), as across files; False:
-                ``end`` replaces the one held, as in file order.
-        """
+        """The run's end: within a file the last ``end`` event; across merged files the latest."""
         if end is not None and (
             not by_time or self.end is None or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)
         ):
@@ -363,24 +309,11 @@ class Summary:
         return any(s.pruned for s in self.samples.values()) or self.sync_sample.pruned
 
     def n_steps(self, role: str) -> int:
-        """How many steps one role logged: all of them, not only those sampled.
-
-        Args:
-            role: a role of ``roles``.
-
-        Returns:
-            The count of the role's steps folded in.
-        """
+        """How many steps one role logged: all of them, not only those sampled."""
         return int(self.counts[role][0])
 
     def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
-        """Kept step rows of all roles, in time order.
-
-        Returns:
-            ``(cols, codes, by_time)``: field -> column (``step_fields``), one entry per kept row;
-            each row's role, as its index into ``roles``; whether the rows are in time order
-            already (always True here: equal times by role, then by key).
-        """
+        """Kept step rows of all roles, in time order."""
         parts, by_time, times, codes = [], [], [], []
         start = 0
         for i, r in enumerate(self.roles):
@@ -402,12 +335,7 @@ class Summary:
         return out, np.concatenate(codes)[rows], True
 
     def syncs(self) -> dict[str, np.ndarray]:
-        """Kept sync rows (every one where the syncs were not sampled).
-
-        Returns:
-            Field -> column (``SYNC_FIELDS``), one entry per kept sync: by time where sampled,
-            else in the order they were added.
-        """
+        """Kept sync rows (every one where the syncs were not sampled)."""
         c, _ = self.sync_sample.compact()
         if self.sync_sample.pruned:
             order = stable_order(c["t"])
@@ -415,23 +343,14 @@ class Summary:
         return c
 
     def rates_columns(self) -> dict[str, np.ndarray]:
-        """Every rates snapshot held, as one table.
-
-        Returns:
-            Column -> values (the columns of the first piece added), the pieces concatenated in
-            the order they were added; empty where no snapshot was.
-        """
+        """Every rates snapshot held, as one table."""
         if not self.rates:
             return {}
         keys = list(self.rates[0])
         return {k: np.concatenate([r[k] for r in self.rates]) for k in keys}
 
     def totals(self) -> Totals:
-        """The exact binned sums, for what reads a sampled log (fit, steady).
-
-        Returns:
-            A `Totals` holding a copy of the bins, at their present width.
-        """
+        """The exact binned sums, for what reads a sampled log (fit, steady)."""
         return Totals(
             roles=self.roles,
             pruned=tuple(r for r in self.roles if self.samples[r].pruned),
@@ -443,21 +362,12 @@ class Summary:
     # --- merging
 
     def set_source(self, path: str | Path) -> None:
-        """Record ``path`` as the one log file this summary was read from (its identity for merges).
-
-        Args:
-            path: the log file as given (shown in messages); its resolved path and size are recorded.
-        """
+        """Record ``path`` as the one log file this summary was read from (its identity for merges)."""
         self.sources, self.given = [], {}
         self.add_source(path)
 
     def add_source(self, path: str | Path) -> None:
-        """Record ``path`` as one more log file this summary was read from (a run read at once).
-
-        Args:
-            path: the log file as given (shown in messages); its resolved path and size (None where
-                it cannot be stat'ed) are recorded.
-        """
+        """Record ``path`` as one more log file this summary was read from (a run read at once)."""
         p = Path(path)
         try:
             size = p.stat().st_size
@@ -504,19 +414,6 @@ class Summary:
 
         Refused when ``other`` holds a log already in this one: the same file (``sources``), or
         steps identical to this one's (a copy), which would count twice.
-
-        Args:
-            other: a summary of another part of the same run (the same header but for its ``t``).
-            copies: test the steps for copies; False: not tested here (the caller tests all its
-                merges' steps at once with `sample.copied_keys`, and merges again with the test where
-                that finds any).
-
-        Returns:
-            This summary, ``other`` folded in.
-
-        Raises:
-            LogError: naming the files, where ``other`` has another header or holds a log already
-                in this one.
         """
         if _comparable(other.header_obj) != _comparable(self.header_obj):
             raise LogError(
@@ -539,13 +436,6 @@ class Summary:
         The exact pass of `advisor.ingest.stream` reads a file as a left fold of its pieces'
         summaries. Nothing is checked (one file's steps may repeat), the end is the last in file
         order, and the line count is the reader's.
-
-        Args:
-            other: the next piece's summary; where this one holds nothing yet, its samples and
-                bins may be taken over as they are, not copied.
-
-        Returns:
-            This summary, ``other`` folded in.
         """
         if other.end is not None:
             self.end = dict(other.end)
@@ -593,12 +483,7 @@ class Summary:
     # --- serialising
 
     def to_json(self) -> dict[str, Any]:
-        """The summary as one JSON-ready object (`write` writes it, `read_summary` reads it).
-
-        Returns:
-            ``{"dflash_summary": FORMAT_VERSION, ...}``: the header, counts, samples, bins and
-            rates, each array as base64 of little-endian 8-byte values.
-        """
+        """The summary as one JSON-ready object (`write` writes it, `read_summary` reads it)."""
         samples = {}
         for r in self.roles:
             c, keys = self.samples[r].compact()
@@ -627,11 +512,7 @@ class Summary:
         }
 
     def write(self, path: str | Path) -> None:
-        """Write the summary (`to_json`) to a file as one line of compact JSON.
-
-        Args:
-            path: the file to write; replaced where it exists.
-        """
+        """Write the summary (`to_json`) to a file as one line of compact JSON."""
         text = json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
         Path(path).write_text(text + "\n")
 
@@ -659,14 +540,7 @@ def _dec(obj: Any, path: str, name: str) -> np.ndarray:
 
 
 def is_summary(path: str | Path) -> bool:
-    """Whether the file starts like a summary (cheap: reads 17 bytes of a regular file; a FIFO is never opened).
-
-    Args:
-        path: any path.
-
-    Returns:
-        True where it is a regular file that starts with ``MAGIC``; False too where it cannot be read.
-    """
+    """Whether the file starts like a summary (cheap: reads 17 bytes of a regular file; a FIFO is never opened)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
@@ -677,18 +551,7 @@ def is_summary(path: str | Path) -> bool:
 
 
 def read_summary(path: str | Path) -> Summary:
-    """A summary written by :meth:`Summary.write`, read back.
-
-    Args:
-        path: the summary file.
-
-    Returns:
-        The summary as it was written.
-
-    Raises:
-        LogError: naming the field, where the file is not a valid summary of this format, or is
-            larger than ``MAX_SUMMARY_BYTES``.
-    """
+    """A summary written by :meth:`Summary.write`, read back."""
     spath = str(path)
     size = os.stat(path).st_size
     if size > MAX_SUMMARY_BYTES:
@@ -808,17 +671,7 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
 
 
 def merge_all(summaries: Iterable[Summary]) -> Summary:
-    """Merge summaries of one run into the first, in order (`Summary.merge`, copies tested).
-
-    Args:
-        summaries: one or more summaries of the same run (none: StopIteration).
-
-    Returns:
-        The first summary, the others folded in.
-
-    Raises:
-        LogError: where one has another header or holds a log already merged (`Summary.merge`).
-    """
+    """Merge summaries of one run into the first, in order (`Summary.merge`, copies tested)."""
     it = iter(summaries)
     first = next(it)
     for s in it:

@@ -118,14 +118,7 @@ class RoleContention:
         return math.isfinite(self.per_consumer_se) and self.per_consumer + t_975(19) * self.per_consumer_se < 0
 
     def usable(self, which: str) -> float:
-        """The slope on busy ``which`` if identified and not confounded, else 0.
-
-        Args:
-            which: "producer" for b_P, the slope on busy producers; "consumer" (any other value) for b_C.
-
-        Returns:
-            The slope, ln step time per extra busy worker; 0.0 where unidentified or confounded.
-        """
+        """The slope on busy ``which`` if identified and not confounded, else 0."""
         if which == "producer":
             return self.per_producer if self.producer_identified and not self.producer_confounded else 0.0
         return self.per_consumer if self.consumer_identified and not self.consumer_confounded else 0.0
@@ -153,18 +146,7 @@ class WithinLogContention:
         )
 
     def scales_at(self, n: int, m: int, util_p: float, util_c: float) -> tuple[float, float]:
-        """Step-time multipliers (producer, consumer) at N = n, M = m with these utilisations.
-
-        Args:
-            n: producers at the split (N).
-            m: consumers at the split (M).
-            util_p: each producer's busy share there (u_P, 0-1).
-            util_c: each consumer's busy share there (u_C, 0-1).
-
-        Returns:
-            The multipliers on each role's step time (module docstring's Projection); (1.0, 1.0) where
-            the slopes were not estimated.
-        """
+        """Step-time multipliers (producer, consumer) at N = n, M = m with these utilisations."""
         if not self.estimated:
             return 1.0, 1.0
         out = []
@@ -177,19 +159,7 @@ class WithinLogContention:
     def fixed_point(
         self, n: int, m: int, utilisation: Callable[[float, float], tuple[float, float]], iters: int = 8
     ) -> tuple[float, float]:
-        """Scales at (n, m), iterated to a fixed point.
-
-        Args:
-            n: producers at the split.
-            m: consumers at the split.
-            utilisation: ``(scale_p, scale_c) -> (u_p, u_c)``, the projection's busy share per worker
-                with step times scaled so.
-            iters: at most this many rounds; they stop once neither scale moves by 1e-6.
-
-        Returns:
-            (producer, consumer) step-time multipliers (`scales_at`), the last round's where ``iters``
-            ran out.
-        """
+        """Scales at (n, m), iterated to a fixed point."""
         sp = sc = 1.0
         for _ in range(iters):
             up, uc = utilisation(sp, sc)
@@ -228,16 +198,6 @@ def _mean_count(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str, rows: np.ndarray | None = None) -> pd.DataFrame:
     """Rows of ``steps`` with the busy interval's other busy producers and consumers, averaged over
     the interval, and the same at its start instant. Concurrency is counted over all the steps.
-
-    Args:
-        steps: a log's step rows, every role (``t``, ``busy``, ``blocked``, ``role``).
-        producer: the producer role's name.
-        consumer: the consumer role's name.
-        rows: positions in ``steps`` of the rows to return; None returns all.
-
-    Returns:
-        A copy of those rows, in ``rows``' order, with ``peers_p`` and ``peers_c`` (busy workers, the
-        row's own excluded) over the interval, and ``peers_p0``, ``peers_c0`` at its start.
     """
     end = (steps["t"] - steps["blocked"].fillna(0.0)).to_numpy(float)
     start = end - steps["busy"].to_numpy(float)
@@ -356,21 +316,6 @@ def estimate_within_log(
 ) -> WithinLogContention:
     """Within-log contention slopes from all of a log's steps (concurrency) and the steady window
     (the fit: at most ``MAX_FIT_STEPS`` per role, evenly spread over the window).
-
-    Args:
-        steps: all the log's step rows, every role.
-        producer: the producer role's name.
-        consumer: the consumer role's name.
-        n_producer: producers in the log's split (kept on the result).
-        n_consumer: consumers in the log's split (kept on the result).
-        start_s: the steady window's start, seconds.
-        end_s: its end, seconds; the fit takes the steps with ``t`` in ``[start_s, end_s]``.
-        sampled: the steps are a sample (`advisor.ingest.summary`), so concurrency cannot be
-            reconstructed: nothing is estimated.
-
-    Returns:
-        Both roles' slopes, or none and the reason (sampled, no step events, fewer than
-        ``MIN_STEPS`` steady steps of a role).
     """
     n = dict(n_producer=n_producer, n_consumer=n_consumer)
     if sampled:
@@ -402,17 +347,7 @@ def _pct(b: float) -> str:
 
 
 def within_log_text(w: WithinLogContention | None, producer: str, consumer: str) -> str:
-    """One sentence on the within-log slopes, for the advice's caveats.
-
-    Args:
-        w: the within-log estimate; None: none was made.
-        producer: the producer role's name, as the sentence names it.
-        consumer: the consumer role's name.
-
-    Returns:
-        The identified slopes and those ignored as confounded, or why none was estimated or
-        measured; "" where ``w`` is None, or not estimated and gives no reason.
-    """
+    """One sentence on the within-log slopes, for the advice's caveats."""
     if w is None:
         return ""
     if not w.estimated:

@@ -38,18 +38,7 @@ class LinkSample:
 
 
 def crossing(log: RunLog, drafter_steps: pd.DataFrame) -> np.ndarray | None:
-    """Per drafter step: whether it crossed a node, stayed on its node, or is not known.
-
-    Args:
-        log: the log; its header's placement and its target steps' ``batch`` and ``worker`` give
-            each batch's origin node.
-        drafter_steps: the drafter (consumer) steps to classify, with ``batch`` and ``worker``.
-
-    Returns:
-        Per drafter step, in their order: 1.0 where it crossed, 0.0 where it stayed, NaN where its
-        batch's target step is not in the log; None where the header has no ``gpus_per_node``, the
-        log's steps lack ``xfer`` or ``batch``, or ``drafter_steps`` is empty.
-    """
+    """Per drafter step: whether it crossed a node, stayed on its node, or is not known."""
     head = log.header
     steps = log.steps
     if not head.gpus_per_node or "xfer" not in steps or "batch" not in steps or not len(drafter_steps):
@@ -66,15 +55,7 @@ def crossing(log: RunLog, drafter_steps: pd.DataFrame) -> np.ndarray | None:
 
 
 def fcfs_transfers(request_s: np.ndarray, link_s: np.ndarray) -> np.ndarray:
-    """Each transfer's own duration on one FCFS link (module docstring), in the input's order.
-
-    Args:
-        request_s: when each crossing batch asked for the link (its ``t - busy``), seconds.
-        link_s: each one's link seconds (its wait and transfer), in the same order.
-
-    Returns:
-        The transfers' durations without their waits, seconds, one per request.
-    """
+    """Each transfer's own duration on one FCFS link (module docstring), in the input's order."""
     end = request_s + link_s
     order = np.argsort(end, kind="stable")
     e = end[order]
@@ -86,17 +67,7 @@ def fcfs_transfers(request_s: np.ndarray, link_s: np.ndarray) -> np.ndarray:
 
 
 def measure_link(log: RunLog, drafter_steps: pd.DataFrame) -> tuple[LinkSample | None, pd.DataFrame]:
-    """The log's crossing sample and the drafter steps with the link seconds taken out of ``busy``.
-
-    Args:
-        log: the log (its placement and target steps: `crossing`).
-        drafter_steps: the drafter's steady steps, with ``t``, ``busy``, ``xfer`` and ``tokens``.
-
-    Returns:
-        (sample, steps): the `LinkSample` and a copy of ``drafter_steps`` whose ``busy`` lacks each
-        crossing step's link seconds; None and the steps unchanged where `crossing` knows no step's
-        origin (no ``gpus_per_node``, no ``xfer``).
-    """
+    """The log's crossing sample and the drafter steps with the link seconds taken out of ``busy``."""
     cross = crossing(log, drafter_steps)
     if cross is None or not np.isfinite(cross).any():
         return None, drafter_steps

@@ -89,19 +89,7 @@ def _in_window(frame: pd.DataFrame, win: SteadyWindow) -> pd.DataFrame:
 def measure_log(
     log: RunLog, *, with_sums: bool = False, window: SteadyWindow | None = None, segments: tuple[SegmentRate, ...] = ()
 ) -> MeasuredLog:
-    """One log's steady window and what it shows (see :class:`MeasuredLog`).
-
-    Args:
-        log: the log, or a probe's pooled segments.
-        with_sums: fill ``sums`` (and ``sync_count`` where the log has binned totals); set where
-            some log of the set was sampled.
-        window: the window where it is already known; None finds it (`find_steady`).
-        segments: the segments' own rates (a probe's pooled segments, `advisor.measure.probes`).
-
-    Returns:
-        The `MeasuredLog`; where the header has ``gpus_per_node``, the consumer's steps have their
-        link seconds taken out of ``busy`` (`advisor.measure.crossing`).
-    """
+    """One log's steady window and what it shows (see :class:`MeasuredLog`)."""
     win = window if window is not None else find_steady(log)
     head = log.header
     roles = (head.producer, head.consumer)
@@ -137,19 +125,7 @@ def measure_log(
 
 
 def measure_logs(logs: Sequence[RunLog]) -> Measurement:
-    """Measure the logs of one job (they must share their roles).
-
-    Args:
-        logs: the logs, in order; a probe's segments at one split are pooled first.
-
-    Returns:
-        The `Measurement`: a `MeasuredLog` per log or pooled split, in the order given, and the
-        first step log's within-log contention.
-
-    Raises:
-        LogError: no log, a log whose producer and consumer differ from the first's, or one with
-            too little data to find its window (`find_steady`).
-    """
+    """Measure the logs of one job (they must share their roles)."""
     if not logs:
         raise LogError("<none>", None, "no log to fit")
     head = logs[0].header

@@ -57,27 +57,13 @@ class ObservedRun:
     segments: tuple[SegmentRate, ...] = ()
 
     def with_tokens(self, tokens_per_batch: float) -> ObservedRun:
-        """The same run with tokens/s from a batch size where the log did not measure it.
-
-        Args:
-            tokens_per_batch: tokens per batch; ``tok_s`` becomes ``bps`` times it.
-
-        Returns:
-            This run where ``tok_s`` was measured (not NaN), else a copy with the derived ``tok_s``.
-        """
+        """The same run with tokens/s from a batch size where the log did not measure it."""
         return self if not math.isnan(self.tok_s) else replace(self, tok_s=self.bps * tokens_per_batch)
 
 
 def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
     """The rows of ``log.steps`` inside the window: ``win.mask``'s rows. Steps in time order (as
     `advisor.ingest.load` gives them) are one run of rows, taken as a slice of the frame, not copied.
-
-    Args:
-        log: the log whose step rows are cut.
-        win: the steady window.
-
-    Returns:
-        The step rows of every role whose ``t`` lies in [start_s, end_s].
     """
     s = log.steps
     t = s["t"].to_numpy()
@@ -89,19 +75,7 @@ def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
 
 
 def window_sums(log: RunLog, win: SteadyWindow, role: str, steps: pd.DataFrame | None = None) -> dict[str, float]:
-    """Count and sums of one role's steps inside the window (exact binned sums on sampled logs).
-
-    Args:
-        log: the log; where it has ``totals`` (sampled), every sum is read from its bins.
-        win: the steady window.
-        role: the role whose steps are summed.
-        steps: that role's steady steps where the caller has already cut them; None cuts them from
-            ``log.steps``. Not read where the log has ``totals``.
-
-    Returns:
-        ``n`` (steps), the sums ``busy``, ``busy2`` (s, s^2), ``wait``, ``blocked`` (s), ``tokens``,
-        ``seqs``, and ``n_seqs`` (the steps that logged ``seqs``).
-    """
+    """Count and sums of one role's steps inside the window (exact binned sums on sampled logs)."""
     if log.totals is not None:
         return log.totals.window(role, win.start_s, win.end_s)
     st = steps if steps is not None else log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
@@ -120,16 +94,7 @@ def window_sums(log: RunLog, win: SteadyWindow, role: str, steps: pd.DataFrame |
 
 
 def completions(log: RunLog, win: SteadyWindow, role: str) -> tuple[float, float]:
-    """(completions, their tokens) of ``role`` after the window opens, up to its end.
-
-    Args:
-        log: the log; a sampled role is counted from its exact binned sums.
-        win: the steady window.
-        role: the role whose completions are counted (the consumer's give the observed rate).
-
-    Returns:
-        The number of completions and the sum of their tokens.
-    """
+    """(completions, their tokens) of ``role`` after the window opens, up to its end."""
     if log.is_sampled(role):
         s = log.totals.window(role, win.start_s, win.end_s)
         return s["n"], s["tokens"]
@@ -139,16 +104,7 @@ def completions(log: RunLog, win: SteadyWindow, role: str) -> tuple[float, float
 
 
 def completion_counts(log: RunLog, role: str, edges: np.ndarray) -> np.ndarray:
-    """Completions of ``role`` per time bin.
-
-    Args:
-        log: the log; a sampled role's exact binned counts are interpolated onto ``edges``.
-        role: the role whose completions are counted.
-        edges: the bins' edges, seconds, increasing (k + 1 edges for k bins).
-
-    Returns:
-        One count per bin; fractional where a sampled role's counts were interpolated.
-    """
+    """Completions of ``role`` per time bin."""
     if log.is_sampled(role):
         # cumulative exact counts, interpolated onto the requested edges
         tot = log.totals
@@ -161,17 +117,7 @@ def completion_counts(log: RunLog, role: str, edges: np.ndarray) -> np.ndarray:
 def queue_series(
     log: RunLog, name: str, win: SteadyWindow | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(t, depth, weight) of a queue's logged mean depth over time, from ``rates`` snapshots.
-
-    Args:
-        log: the log whose ``rates`` snapshots are read.
-        name: the queue's name ("hs"): its column is ``q_<name>``.
-        win: keep the snapshots inside this window; None keeps all.
-
-    Returns:
-        One value per snapshot that logged the queue: its ``t`` (s), the depth, and its window (s; 1
-        where unknown) as the weight. None when the log has no such column or no such snapshot.
-    """
+    """(t, depth, weight) of a queue's logged mean depth over time, from ``rates`` snapshots."""
     col = f"q_{name}"
     rt = log.rates
     if not len(rt) or col not in rt:
@@ -185,18 +131,7 @@ def queue_series(
 
 
 def time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[float | None, float | None]:
-    """Mean depth of a queue over the window, and the share of time it was full.
-
-    Args:
-        log: the log whose ``rates`` snapshots logged the queue (`queue_series`).
-        win: the steady window.
-        name: the queue's name ("hs"); its capacity is the header's.
-
-    Returns:
-        (mean depth, full share), both weighted by the snapshots' windows; full is a depth within 0.5
-        of the capacity, and the share is None where the header gives none; (None, None) where no
-        snapshot in the window logged the queue.
-    """
+    """Mean depth of a queue over the window, and the share of time it was full."""
     series = queue_series(log, name, win)
     if series is None:
         return None, None
@@ -210,15 +145,6 @@ def observe(log: RunLog, win: SteadyWindow) -> ObservedRun:
     """The observed run: rate and tokens/s over the steady window, q_hs depth, progress. A
     rates-only log without ``tok_s`` does not measure tokens/s: NaN, which the fit fills in from
     its batch size (`ObservedRun.with_tokens`).
-
-    Args:
-        log: the log; with step events the rate is the consumer's completions over the window, else
-            the mean of the snapshots' consumer ``bps`` inside it.
-        win: the steady window (`advisor.measure.steady.find_steady`).
-
-    Returns:
-        The `ObservedRun`: b/s and tok/s over the window, the depth of the queue feeding the consumer,
-        and ``done`` and ``eta_s`` of the last snapshot (None where not logged); no ``segments``.
     """
     consumer = log.header.consumer
     hs = log.header.queue_feeding(consumer)

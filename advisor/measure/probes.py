@@ -42,15 +42,7 @@ from advisor.measure.steady import SteadyWindow, find_steady
 
 
 def probe_key(log: RunLog) -> tuple | None:
-    """(probe id, split) of a probe segment that can be pooled; None for any other log.
-
-    Args:
-        log: the log; a segment has a ``probe`` mark in its header and is not sampled.
-
-    Returns:
-        The probe's id as text and the header's ((role, workers), ...); None for a log without the
-        mark or a sampled one.
-    """
+    """(probe id, split) of a probe segment that can be pooled; None for any other log."""
     mark = log.header.extra.get("probe")
     if not isinstance(mark, dict) or log.sampled:
         return None
@@ -77,13 +69,6 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def segment_rates(segments: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> tuple[SegmentRate, ...]:
     """Each segment's own rate over its own steady window, with its segment number and round
     (from the header's ``probe`` mark; 0 where absent).
-
-    Args:
-        segments: one split's probe segments.
-        wins: each segment's own steady window, in the same order.
-
-    Returns:
-        One `SegmentRate` per segment, in their order: b/s over its window and the window's seconds.
     """
     out = []
     for lg, w in zip(segments, wins):
@@ -103,13 +88,6 @@ def segment_rates(segments: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> t
 def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, tuple[SegmentRate, ...]]:
     """One log of a split's probe segments (module docstring), its window, and each segment's own
     rate (`segment_rates`).
-
-    Args:
-        segments: one probe's segments at one split, laid end to end in the order given (the
-            pooled log takes the first's header).
-
-    Returns:
-        (pooled log, its window [0, sum d_k], each segment's `SegmentRate`).
     """
     wins = [find_steady(lg) for lg in segments]
     steps, syncs, rates = [], [], []
@@ -154,27 +132,12 @@ def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, t
 
 
 def pooled_logs(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None]]:
-    """The logs with each probe's segments at one split pooled (`pool_with_rates`).
-
-    Args:
-        logs: the logs of one job, probe segments or not.
-
-    Returns:
-        (log, window) pairs, in the order of each split's first segment: a pooled log with its
-        window, other logs as given, with None (their window is found as usual).
-    """
+    """The logs with each probe's segments at one split pooled (`pool_with_rates`)."""
     return [(lg, w) for lg, w, _ in pooled_with_rates(logs)]
 
 
 def pooled_with_rates(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None, tuple[SegmentRate, ...]]]:
-    """`pooled_logs`, each pooled log with its segments' own rates.
-
-    Args:
-        logs: the logs of one job, probe segments or not.
-
-    Returns:
-        (log, window, segment rates) in `pooled_logs`' order; a log not pooled has None and ().
-    """
+    """`pooled_logs`, each pooled log with its segments' own rates."""
     groups: dict[tuple | int, list[RunLog]] = {}  # by probe and split (any other log: by its position)
     for i, lg in enumerate(logs):
         key = probe_key(lg)

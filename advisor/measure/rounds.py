@@ -36,18 +36,7 @@ class RoundSpread:
 
 
 def round_spread(steps: pd.DataFrame, sync_t: np.ndarray, k: int, m: int) -> RoundSpread | None:
-    """The between-rank spread of the sync rounds of one role's steady steps (module docstring).
-
-    Args:
-        steps: the role's steady steps, with ``t`` (end time), ``worker`` and ``busy``.
-        sync_t: the times of the steady window's ``sync`` events.
-        k: steps per sync round (``sync_every``).
-        m: the role's ranks (workers) in the log.
-
-    Returns:
-        The totals over complete rounds, or None where there is none (no sync, M = 1, a sampled
-        log) or the steps' time has no spread.
-    """
+    """The between-rank spread of the sync rounds of one role's steady steps (module docstring)."""
     if k <= 0 or m <= 1 or len(sync_t) < 2 or len(steps) < 2:
         return None
     busy = steps["busy"].to_numpy(float)

@@ -66,28 +66,12 @@ class SteadyWindow:
         return self.end_s - self.start_s
 
     def mask(self, t):
-        """Which times fall inside the window.
-
-        Args:
-            t: times, seconds (an array or a Series).
-
-        Returns:
-            True where start_s <= t <= end_s (to 1e-9 s), shaped as ``t``.
-        """
+        """Which times fall inside the window."""
         return (t >= self.start_s) & (t <= self.end_s + 1e-9)
 
 
 def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
-    """Index into ``y`` where steady state starts, and whether the series settled.
-
-    Args:
-        y: the series that measures the pace (module docstring), in the order the cut is sought in.
-        batch: points per mean (``MSER_BATCH``; 1 for series whose points are already means).
-
-    Returns:
-        (d, settled): d a multiple of ``batch`` (0 below 4 means); settled False where d lies at or
-        past ``UNSETTLED_FRACTION`` of the allowed range (n/2 means).
-    """
+    """Index into ``y`` where steady state starts, and whether the series settled."""
     y = np.asarray(y, dtype=float)
     nb = len(y) // batch
     if nb < 4:
@@ -107,15 +91,7 @@ def mser_truncation(y: np.ndarray, batch: int = MSER_BATCH) -> tuple[int, bool]:
 
 
 def input_ran_out(log: RunLog) -> tuple[bool, str]:
-    """Whether the log shows its input running out (the one case with a drain), and how it ended.
-
-    Args:
-        log: the log; its ``end`` and its last ``rates`` snapshot's ``done`` are read.
-
-    Returns:
-        (ran out, how): True where ``end`` has reason ``done`` (an ``end`` without one counts so) or
-        the last snapshot that logged ``done`` has it >= 1; how, a phrase for messages.
-    """
+    """Whether the log shows its input running out (the one case with a drain), and how it ended."""
     end = log.end
     reason = str(end.get("reason", "done")) if end is not None else None
     if reason == "done":
@@ -223,18 +199,7 @@ def _window(
 
 
 def find_steady(log: RunLog) -> SteadyWindow:
-    """The steady window of ``log``.
-
-    Args:
-        log: the log; one whose consumer's steps are sampled goes to `find_steady_binned`.
-
-    Returns:
-        The window; its basis "steps" (consumer completions) or, without step events, "rates".
-
-    Raises:
-        LogError: too little data remains to fit: at most ``MIN_STEADY_EVENTS`` consumer steps, or,
-            without step events, fewer than ``MIN_STEADY_SNAPSHOTS`` usable snapshots.
-    """
+    """The steady window of ``log``."""
     if log.is_sampled(log.header.consumer):
         # a sampled large log (advisor.ingest.summary): the same rule on all its completions, binned in time
         return find_steady_binned(log)
@@ -291,15 +256,6 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
 
     The bins hold every completion of the whole log, so the warm-up and drain cuts rest on all
     of it; the window's edges fall on bin edges (the bin width is at most 1/4096 of the span).
-
-    Args:
-        log: a sampled log (its ``totals`` hold the consumer's completions per bin).
-
-    Returns:
-        The window, basis "steps".
-
-    Raises:
-        LogError: at most ``MIN_STEADY_EVENTS`` consumer completions in the whole log.
     """
     tot = log.totals
     consumer = log.header.consumer

@@ -176,21 +176,7 @@ def _chain_int(n: int, m: int, mu_p: float, mu_c: float, b: int) -> ChainResult:
 
 
 def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 1.0, scv_c: float = 1.0) -> ChainResult:
-    """Throughput and shares of N producers feeding M consumers through ``buffer`` slots.
-
-    Args:
-        n: producers N, >= 1.
-        m: consumers M, >= 1.
-        mu_p: a producer's rate, batches/s.
-        mu_c: a consumer's rate, batches/s.
-        buffer: queue slots b between them.
-        scv_p: a producer's service-time SCV (1: exponential, the exact chain).
-        scv_c: a consumer's service-time SCV.
-
-    Returns:
-        Throughput (batches/s), the producers' blocked and the consumers' starved shares and the mean
-        queue depth (at most ``buffer``); throughput 0, consumers all starved, where a rate is not > 0.
-    """
+    """Throughput and shares of N producers feeding M consumers through ``buffer`` slots."""
     if n < 1 or m < 1:
         raise ValueError("n and m must be >= 1")
     if mu_p <= 0 or mu_c <= 0:
@@ -284,19 +270,6 @@ def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allre
     """Barrier-limited rate X_bar of ``m`` data-parallel ranks fed at ``lam_bps`` (module docstring):
     ``lam M k / (M k + E)``, ``E = max(0, D + lam T_ar - (b + N))``, ``a = min(lam / c, M)``,
     ``D = a min(k / 2, k^0.6 (1 + 0.5 e_a))``.
-
-    Args:
-        n: producers N (their held outputs add to the stock ``b + N``).
-        m: data-parallel consumer ranks M.
-        lam_bps: the rate the producers supply, batches/s (the loader's where it is less).
-        c_bps: a rank's step rate before s(M), batches/s.
-        every: steps per rank between syncs, k.
-        allreduce_s: one round's all-reduce T_ar, seconds.
-        buffer: q_hs slots b.
-
-    Returns:
-        X_bar, batches/s: ``lam_bps`` where the stock absorbs the tail, ``inf`` without a barrier
-        (M = 1 or k = 0) or without supply or service.
     """
     if m <= 1 or every <= 0 or lam_bps <= 0 or c_bps <= 0:
         return math.inf
@@ -486,12 +459,6 @@ def _interval(
 def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
     """Which corners of the roles' capacity ranges rest on the open end of a capacity known only from
     below (a bound).
-
-    Args:
-        fit: the pipeline's fit; its two roles' ranges.
-
-    Returns:
-        Four flags in ``err_corners``' order; all False without a bound.
     """
     return tuple(
         not (math.isfinite(a) and math.isfinite(c))
@@ -508,15 +475,7 @@ def _capacity_ends(rf: RoleFit) -> tuple[float, float]:
 
 
 def range_ends(rf: RoleFit) -> tuple[float, float]:
-    """Multipliers of a role's projected rate at the two ends of its capacity range.
-
-    Args:
-        rf: the role's fit.
-
-    Returns:
-        (low, high) factors on ``rf.mu_bps``: (1, 1) for a point; the open end of a bound at
-        ``BOUND_OPEN_FACTOR``.
-    """
+    """Multipliers of a role's projected rate at the two ends of its capacity range."""
     if not rf.ranged or rf.mu_bps <= 0:
         return 1.0, 1.0
     lo, hi = rf.mu_range_bps
@@ -687,22 +646,6 @@ def project_split(
     interval is ``X exp(+-1.96 se)``. Where the sync cost's scaling with M is unidentified (one
     drafter count logged), it is the union of that interval around X and around
     ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
-
-    Args:
-        fit: the pipeline's fit.
-        n_producer: producer engines N.
-        n_consumer: consumer engines M.
-        what_if: the q_hs depth and batch tokens to project at (None: the fit's); its ``mu_scale``
-            multiplies the per-worker rates (interval ends, what-ifs); its ``consumer_scaling``
-            overrides the per-rank sync factor s(M) (sensitivity).
-        gpus: the split's GPUs, the contention's G; None: ``N k_p + M k_c``.
-        interval: compute the 95% interval and its parts; False leaves the ends NaN.
-        gpus_per_worker: GPUs of one producer and of one consumer engine, (k_p, k_c) (module docstring).
-        link: the link of the split's placement (module docstring); None: one node.
-
-    Returns:
-        The split's throughput and tokens/s, stage capacities and bottleneck, shares, interval and
-        its parts.
     """
     tokens, busy_p, busy_c = _busy_per_batch(fit, what_if.tokens_per_batch)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
@@ -757,17 +700,6 @@ def project_local(
     node's q_hs). Unlike nodes (a split that does not divide evenly): `_unlike_nodes`. The link
     carries sync only: its capacity ``M k / T_link`` (the pipeline rate at which the sync alone would
     fill it), never below the drafters' (whose round holds T_link and more).
-
-    Args:
-        fit: the pipeline's fit.
-        n_producer: producer engines N over all nodes, the placement's.
-        n_consumer: consumer engines M over all nodes, the placement's.
-        link: the link stage; its placement gives the nodes and must be routed "local".
-        gpus: GPUs over all nodes, a multiple of the nodes that hold engines (every node as full).
-        **kw: the other `project_split` keywords (``what_if``, ``interval``, ``gpus_per_worker``).
-
-    Returns:
-        The whole split's projection.
     """
     pl = link.placement
     if not pl.local:
@@ -871,36 +803,14 @@ def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
 
 
 def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
-    """Per-rank scaling s(M) of data-parallel drafters.
-
-    Args:
-        consumer: the drafters' fit (their step time's mean and spread).
-        sync: the sync fit (k, T_ar(M), the rounds' variance ratio).
-        m: drafter ranks M.
-        busy_mean_s: a drafter's seconds per batch in a round (the spread scales with it); None:
-            ``consumer.busy_mean_s``.
-
-    Returns:
-        ``k t / (k t + sqrt(k r) sigma e_M + T_ar(M))``, t the mean; 1 for M = 1 or no sync.
-    """
+    """Per-rank scaling s(M) of data-parallel drafters."""
     return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
 
 
 def sync_scaling_range(
     consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None, extra_s: float = 0.0
 ) -> tuple[float, float]:
-    """s(M) at the two ends of ``SyncFit.allreduce_range_s``.
-
-    Args:
-        consumer: the drafters' fit.
-        sync: the sync fit.
-        m: drafter ranks M.
-        busy_mean_s: a drafter's seconds per batch in a round; None: ``consumer.busy_mean_s``.
-        extra_s: the link's seconds added to every all-reduce (`advisor.model.link.sync_link_s`).
-
-    Returns:
-        (low, high) s(M); equal where the scaling is identified.
-    """
+    """s(M) at the two ends of ``SyncFit.allreduce_range_s``."""
     lo, hi = sync.allreduce_range_s(m)
     return (
         _sync_scaling_at(consumer, sync, m, busy_mean_s, hi + extra_s),
@@ -923,16 +833,6 @@ def straggler_excess_s(consumer: RoleFit, sync: SyncFit, m: int, scale: float = 
     sigma (sqrt(r) - 1)``, with ``r`` the rounds' measured variance ratio (``SyncFit.round_var_ratio``)
     and sigma the drafters' step spread times ``scale``. An exact simulation that draws steps
     independently adds it to each round's collective.
-
-    Args:
-        consumer: the drafters' fit (``busy_std_s``).
-        sync: the sync fit (``sync_every`` k, ``round_var_ratio`` r).
-        m: drafter ranks M.
-        scale: a split's contention factor on the drafters' step time.
-
-    Returns:
-        Seconds per round; 0 for M = 1 or no sync; negative where the ranks' rounds spread less than
-        independent steps.
     """
     k = sync.sync_every
     if m <= 1 or k <= 0:

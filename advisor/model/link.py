@@ -81,16 +81,7 @@ class Placement:
 
     @classmethod
     def of_nodes(cls, producer_nodes, consumer_nodes, nodes: int) -> Placement:
-        """From the node of each worker.
-
-        Args:
-            producer_nodes: each producer engine's node index.
-            consumer_nodes: each consumer engine's node index.
-            nodes: the node count; an index past the last counts as the last.
-
-        Returns:
-            The engines counted per node, shared routing.
-        """
+        """From the node of each worker."""
 
         def count(of):
             out = [0] * nodes
@@ -114,27 +105,15 @@ class Placement:
         return sum(1 for mb in self.consumers if mb)
 
     def can_route_locally(self) -> bool:
-        """Every node holds both roles or neither (and some node holds them).
-
-        Returns:
-            True where so: node-local routing is possible.
-        """
+        """Every node holds both roles or neither (and some node holds them)."""
         return any(self.producers) and all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
 
     def uniform(self) -> bool:
-        """Every node that holds engines holds the same mix (node-local pipelines all alike).
-
-        Returns:
-            True where so; False where no node holds engines.
-        """
+        """Every node that holds engines holds the same mix (node-local pipelines all alike)."""
         return len({(nb, mb) for nb, mb in zip(self.producers, self.consumers) if nb or mb}) == 1
 
     def crossing_share(self) -> float:
-        """Share of all batches that cross a node (at equal drafter speed per node).
-
-        Returns:
-            ``sum_a M_a (N - N_a) / (N M)``; 0 node-locally or without either role.
-        """
+        """Share of all batches that cross a node (at equal drafter speed per node)."""
         n, m = sum(self.producers), sum(self.consumers)
         if n == 0 or m == 0 or self.local:
             return 0.0
@@ -143,13 +122,6 @@ class Placement:
     def describe(self, producer: str, consumer: str) -> str:
         """``node 0: 8 targets; node 1: 4 targets + 4 drafters`` (empty nodes left out); node-locally
         ``node-local: node 0: 7 targets + 1 drafter; node 1: ...``.
-
-        Args:
-            producer: the producers' role name, as shown (an s added for more than one).
-            consumer: the consumers' role name.
-
-        Returns:
-            The one-line text.
         """
         parts = ["node-local:"] if self.local else []
         for a, (n, m) in enumerate(zip(self.producers, self.consumers)):
@@ -162,14 +134,6 @@ class Placement:
 def sync_link_s(placement: Placement, sync_bytes: float | None, link_bytes_s: float | None) -> float:
     """Seconds one all-reduce of ``sync_bytes`` holds the shared link: ``2 (L_c - 1) S / B`` (module
     docstring).
-
-    Args:
-        placement: where the engines sit; its drafters' nodes are L_c.
-        sync_bytes: bytes one all-reduce synchronises, S; None: unknown.
-        link_bytes_s: the link's bandwidth B, bytes/s; None: unknown.
-
-    Returns:
-        Seconds; 0 with the drafters on one node, no bytes known, or a free link (no bandwidth).
     """
     lc = placement.consumer_nodes
     if lc <= 1 or not sync_bytes or not link_bytes_s:
@@ -190,14 +154,7 @@ class LinkResult:
     node_share: tuple[float, ...]
 
     def link_util(self, x_bps: float) -> float:
-        """Busiest link's utilisation at pipeline rate ``x_bps``.
-
-        Args:
-            x_bps: the pipeline's rate, batches/s.
-
-        Returns:
-            ``x_bps / link_cap_bps``; 0 where nothing crosses (infinite capacity).
-        """
+        """Busiest link's utilisation at pipeline rate ``x_bps``."""
         return x_bps / self.link_cap_bps if math.isfinite(self.link_cap_bps) and self.link_cap_bps > 0 else 0.0
 
 
@@ -227,18 +184,7 @@ def _classes_x(
 def pool_mva(
     pop: tuple[int, ...], think_s: float, visits: tuple[float, ...], xfer_s: float, scv_x: float
 ) -> list[float]:
-    """Per-node drafter throughputs of the closed network (module docstring).
-
-    Args:
-        pop: drafters per node, M_b.
-        think_s: a drafter's compute seconds per batch, Z.
-        visits: per node, link visits per batch v_b (the share of its batches that cross).
-        xfer_s: a crossing batch's transfer seconds, x.
-        scv_x: the transfer time's squared coefficient of variation.
-
-    Returns:
-        X_b(M) per node, batches/s.
-    """
+    """Per-node drafter throughputs of the closed network (module docstring)."""
     resid = xfer_s * (1.0 + scv_x) / 2.0
     if math.prod(m + 1 for m in pop) <= EXACT_MVA_STATES:
         # exact recursion over population vectors in order of their total
@@ -267,18 +213,7 @@ def pool_mva(
 
 
 def link_pool(placement: Placement, consumer_s: float, xfer_s: float, scv_x: float = 0.0) -> LinkResult:
-    """The drafter pool of ``placement`` with the shared link (module docstring).
-
-    Args:
-        placement: where the engines sit; node-locally no batch crosses.
-        consumer_s: a drafter's mean seconds per batch without the link.
-        xfer_s: a crossing batch's transfer, seconds.
-        scv_x: the transfer time's squared coefficient of variation.
-
-    Returns:
-        The pool's capacity and a drafter's seconds per batch with the link, the link's capacity
-        (``inf`` where nothing crosses), the crossing share and each node's share of consumption.
-    """
+    """The drafter pool of ``placement`` with the shared link (module docstring)."""
     n = sum(placement.producers)
     m = sum(placement.consumers)
     if n <= 0 or m <= 0 or consumer_s <= 0:

@@ -42,11 +42,7 @@ class Basis(str, Enum):
         return self in (Basis.STEPS, Basis.RATES)
 
     def word(self) -> str:
-        """How a sentence names the basis.
-
-        Returns:
-            "measured from steps", "measured from rates snapshots", "given" or "a bound".
-        """
+        """How a sentence names the basis."""
         return {
             "steps": "measured from steps",
             "rates": "measured from rates snapshots",
@@ -55,11 +51,7 @@ class Basis(str, Enum):
         }[self.value]
 
     def short(self) -> str:
-        """The one word a threshold sentence gives the basis.
-
-        Returns:
-            "fitted" (steps), "measured" (rates), "given" or "the bound".
-        """
+        """The one word a threshold sentence gives the basis."""
         return {"steps": "fitted", "rates": "measured", "given": "given", "bound": "the bound"}[self.value]
 
 
@@ -121,19 +113,6 @@ class RoleFit:
     ) -> RoleFit:
         """A role whose capacity ``mu_bps`` (per worker) comes from rates, a given number or a bound,
         not from step events: busy = 1 / mu with the assumed ``scv``, no steps, no shares.
-
-        Args:
-            role: the role's name.
-            mu_bps: the capacity, batches/s per worker (a range's or a bound's projected point).
-            scv: the assumed squared coefficient of variation of busy time.
-            basis: what the capacity rests on.
-            c_s_per_tok: busy seconds per token of the step-time line (0: none).
-            mu_interval_bps: the capacity's interval (default: the point itself).
-            lower_bound: ``mu_bps`` is only known to be at least this.
-            mu_range_bps: the per-worker capacity's (low, high) ends, high ``inf`` for a bound; empty: a point.
-
-        Returns:
-            The fit, ``measured`` False, with NaN shares.
         """
         busy = 1.0 / mu_bps
         lo, hi = mu_interval_bps or (mu_bps, mu_bps)
@@ -167,14 +146,7 @@ class RoleFit:
         return (self.busy_std_s / self.busy_mean_s) ** 2 if self.busy_mean_s > 0 else 0.0
 
     def busy_at(self, tokens: float) -> float:
-        """Mean busy seconds of a batch of ``tokens`` tokens.
-
-        Args:
-            tokens: tokens in the batch.
-
-        Returns:
-            Seconds per batch of one worker, by ``token_model``; at least 1e-9.
-        """
+        """Mean busy seconds of a batch of ``tokens`` tokens."""
         if self.token_model == "power" and self.tokens_ref > 0 and tokens > 0:
             return max(self.busy_mean_s * (tokens / self.tokens_ref) ** self.token_exponent, 1e-9)
         if self.token_model == "budgets" and self.tokens_ref > 0 and tokens > 0:
@@ -194,15 +166,7 @@ class RoleFit:
         return mean, var + self.budget_level_var
 
     def busy_at_rel_half95(self, tokens: float) -> float:
-        """95% half-width of log(busy_at(tokens)) from the token model alone.
-
-        Args:
-            tokens: tokens in the batch.
-
-        Returns:
-            The half-width, log units: 0 for the in-log line (or no reference batch size), and
-            with one logged budget (the power law) 0 at it.
-        """
+        """95% half-width of log(busy_at(tokens)) from the token model alone."""
         if self.token_model not in ("power", "budgets") or self.tokens_ref <= 0 or tokens <= 0:
             return 0.0
         # a run at another budget is another run: the anchor run's own level is off by TOKEN_RUN_SE
@@ -268,17 +232,7 @@ class ContentionFit:
 
     @classmethod
     def unmeasured(cls, ref_producers: int, gpus: int, **priors: Any) -> ContentionFit:
-        """No slope measured: every log at one split.
-
-        Args:
-            ref_producers: the logged split's producer engines.
-            gpus: the logged split's GPUs, every engine's counted.
-            **priors: the split terms by field (``prior_se``, ``run_se``, ``prior_k``, ``within``,
-                ``role_se``, ``shown_slope``, ``gpus_per_worker``); each defaults as the dataclass does.
-
-        Returns:
-            The fit, ``measured`` False, its slopes and their errors 0.
-        """
+        """No slope measured: every log at one split."""
         return cls(
             ref_producers=ref_producers,
             gpus=gpus,
@@ -293,28 +247,12 @@ class ContentionFit:
         )
 
     def consumers(self, n_producer: float, gpus: int) -> float:
-        """The consumer engines beside ``n_producer`` producer engines on ``gpus`` GPUs.
-
-        Args:
-            n_producer: producer engines.
-            gpus: the split's GPUs, every engine's counted.
-
-        Returns:
-            ``(gpus - n_producer k_p) / k_c``, fractional where the GPUs do not divide.
-        """
+        """The consumer engines beside ``n_producer`` producer engines on ``gpus`` GPUs."""
         kp, kc = self.gpus_per_worker
         return (gpus - n_producer * kp) / kc
 
     def gpus_of(self, n_producer: int, n_consumer: int) -> int:
-        """The GPUs a split of ``n_producer`` and ``n_consumer`` engines holds (engines as logged).
-
-        Args:
-            n_producer: producer engines.
-            n_consumer: consumer engines.
-
-        Returns:
-            ``n_producer k_p + n_consumer k_c``.
-        """
+        """The GPUs a split of ``n_producer`` and ``n_consumer`` engines holds (engines as logged)."""
         kp, kc = self.gpus_per_worker
         return n_producer * kp + n_consumer * kc
 
@@ -328,14 +266,6 @@ class ContentionFit:
     def sides(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """The sign of each role's split term at ``n_producer`` (one unknown slope per role moves the
         splits on either side of the given one opposite ways).
-
-        Args:
-            n_producer: the split's producer engines.
-            gpus: the split's GPUs, every engine's counted.
-
-        Returns:
-            (producer, consumer): 1.0 at or above the logged producer count (with ``role_se``, per
-            role: producers added, consumers removed), else -1.0.
         """
         if self.role_se:
             dp, dc = self._own_counts(n_producer, gpus)
@@ -347,11 +277,7 @@ class ContentionFit:
         return min(max(n, self.lo_producers), self.hi_producers)
 
     def role_prior_se(self) -> tuple[float, float]:
-        """Per-worker standard error carried beyond the logged splits.
-
-        Returns:
-            (producer, consumer), of log busy per worker of distance.
-        """
+        """Per-worker standard error carried beyond the logged splits."""
         if len(self.role_se) == 2:
             return self.role_se[0], self.role_se[1]
         if not self.prior_se or self.within is None or not self.within.estimated:
@@ -365,13 +291,6 @@ class ContentionFit:
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Busy-time multipliers at ``n_producer`` producers: the fitted line between the logged
         splits, the prior's slope beyond them.
-
-        Args:
-            n_producer: the split's producer engines.
-            gpus: the split's GPUs, every engine's counted.
-
-        Returns:
-            (producer, consumer) factors on the logged busy time; (1, 1) at another G without ``role_se``.
         """
         if self.role_se:
             dp, dc = self._own_counts(n_producer, gpus)
@@ -389,13 +308,6 @@ class ContentionFit:
         """Standard errors of log busy for the lone-worker regime (``CONTENTION_SINGLE_SE``): where one
         side of ``n_producer`` and the logged splits has one worker of the role and the other more,
         and the logs did not span both.
-
-        Args:
-            n_producer: the split's producer engines.
-            gpus: the split's GPUs, every engine's counted.
-
-        Returns:
-            (producer, consumer), each ``CONTENTION_SINGLE_SE`` or 0.
         """
         if (gpus != self.gpus and not self.role_se) or not (self.prior_se or self.role_se):
             return 0.0, 0.0
@@ -415,15 +327,7 @@ class ContentionFit:
         return out[0], out[1]
 
     def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
-        """Standard errors of log busy at ``n_producer`` producers.
-
-        Args:
-            n_producer: the split's producer engines.
-            gpus: the split's GPUs, every engine's counted.
-
-        Returns:
-            (producer, consumer); (0, 0) at another G without ``role_se``.
-        """
+        """Standard errors of log busy at ``n_producer`` producers."""
         if self.role_se:
             dp, dc = self._own_counts(n_producer, gpus)
             return self.role_se[0] * abs(dp), self.role_se[1] * abs(dc)
@@ -483,14 +387,7 @@ class SyncFit:
     round_var_ratio: float = 1.0
 
     def allreduce_s(self, m: int) -> float:
-        """T_ar(M), the fitted all-reduce time.
-
-        Args:
-            m: drafter ranks in the all-reduce.
-
-        Returns:
-            Seconds, ``c + a (M-1) + b (M-1)/M``; 0 for M <= 1.
-        """
+        """T_ar(M), the fitted all-reduce time."""
         if m <= 1:
             return 0.0
         return self.fixed_s + self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
@@ -499,12 +396,6 @@ class SyncFit:
         """T_ar(M) between the plausible extremes: equal to the fit where the scaling is identified;
         from one measured M_0, flat (T_0 at every M, a switch-offloaded or latency-bound collective)
         and ring (T_0 (M-1)/M / ((M_0-1)/M_0), bandwidth-bound).
-
-        Args:
-            m: drafter ranks in the all-reduce.
-
-        Returns:
-            (low, high) seconds; (0, 0) for M <= 1.
         """
         if m <= 1:
             return 0.0, 0.0
@@ -570,19 +461,11 @@ class Source(str, Enum):
         return self is not Source.NUMBERS
 
     def capacities_from(self) -> str:
-        """What the observed capacities come from.
-
-        Returns:
-            "busy time" from step events, else "'rates' snapshots".
-        """
+        """What the observed capacities come from."""
         return "busy time" if self is Source.STEPS else "'rates' snapshots"
 
     def measured_by(self) -> str:
-        """Who measured the observed split, in parentheses.
-
-        Returns:
-            "(the log)" from step events, else "(the log's rates snapshots)".
-        """
+        """Who measured the observed split, in parentheses."""
         return "(the log)" if self is Source.STEPS else "(the log's rates snapshots)"
 
 

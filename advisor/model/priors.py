@@ -42,13 +42,6 @@ OVERSUBSCRIBED_SOURCE = (
 def oversubscribed_se(workers: int, cores: int) -> float:
     """The per-worker standard error of a step time on a host of ``cores`` cores for ``workers``
     workers.
-
-    Args:
-        workers: workers sharing the host.
-        cores: the host's CPU cores.
-
-    Returns:
-        ln(workers / cores) where 0 < cores < workers, else 0 (every worker has a core).
     """
     return math.log(workers / cores) if 0 < cores < workers else 0.0
 

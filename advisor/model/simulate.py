@@ -171,17 +171,7 @@ class SimInput:
 
 
 def simulate(run: SimInput | None = None, /, *, keep_trace: bool = False, **given: Any) -> SimResult:
-    """Simulate one split exactly; see the module docstring for the rules.
-
-    Args:
-        run: the run's inputs; None: made from ``given``.
-        keep_trace: keep every batch's times and workers (`SimTrace`).
-        **given: `SimInput` fields by name, replacing ``run``'s (or making it:
-            ``simulate(target_s=..., drafter_s=..., n_target=7, n_drafter=1, hs_cap=20)``).
-
-    Returns:
-        The run's `SimResult`: its rate in the steady window, each role's shares, queue depths.
-    """
+    """Simulate one split exactly; see the module docstring for the rules."""
     run = SimInput(**given) if run is None else replace(run, **given)
     return _summarise(_events(run), keep_trace)
 
@@ -582,12 +572,6 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
 def simulated_bps(kw: dict) -> float:
     """``simulate(**kw).bps``, the same number, without the shares and depth profiles that
     `simulate` also derives (BENCHMARKS.md, section 15.ix).
-
-    Args:
-        kw: `SimInput` fields by name; a ``keep_trace`` among them is ignored.
-
-    Returns:
-        Drafter completions per second over the steady window.
     """
     ev = _events(SimInput(**{k: v for k, v in kw.items() if k != "keep_trace"}), window_only=True)
     t_a, t_b, inside = _window(np.array(ev.C2), ev)

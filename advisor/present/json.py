@@ -23,15 +23,7 @@ JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34)
 
 
 def num(v: Any, nd: int = 4) -> Any:
-    """``v`` rounded to ``nd`` decimals for the document.
-
-    Args:
-        v: a number (anything ``float`` takes), or None.
-        nd: decimals to keep.
-
-    Returns:
-        A float (0.0, never -0.0, where it rounds to zero); None where ``v`` is None or not finite.
-    """
+    """``v`` rounded to ``nd`` decimals for the document."""
     if v is None:
         return None
     v = float(v)
@@ -41,15 +33,7 @@ def num(v: Any, nd: int = 4) -> Any:
 
 
 def split_json(adv: Advice, label: str) -> dict[str, Any]:
-    """One split of the table as the JSON's split object, from its record (`Advice.rows`).
-
-    Args:
-        adv: the advice whose table holds the split.
-        label: the split's label ("7-1").
-
-    Returns:
-        The split object (the keys of `advisor.project.table`'s columns where both have them).
-    """
+    """One split of the table as the JSON's split object, from its record (`Advice.rows`)."""
     r = adv.rows[label]
     pr, cr = r.producer, r.consumer
     p, c = pr.role, cr.role
@@ -86,16 +70,7 @@ def split_json(adv: Advice, label: str) -> dict[str, Any]:
 
 
 def engine_json(r: SplitRow) -> dict[str, Any]:
-    """A split's GPUs per role and, across nodes, its placement and link (additive JSON fields).
-
-    Args:
-        r: the split's row.
-
-    Returns:
-        ``gpus_by_role`` and ``gpus_per_worker`` where the row has the engines' GPUs, and across nodes
-        ``placement`` (engines per node), ``placement_text``, ``layout``, ``other_layout_bps`` and
-        ``link``; empty where neither applies.
-    """
+    """A split's GPUs per role and, across nodes, its placement and link (additive JSON fields)."""
     out: dict[str, Any] = {}
     pr, cr = r.producer, r.consumer
     if pr.gpus is not None and cr.gpus is not None:
@@ -121,12 +96,6 @@ def probe_json(adv: Advice) -> dict[str, Any] | None:
     """The best candidate probe (`advisor.decide.probe`): the split it measures, the splits it
     runs, seconds at each (``rounds`` segments of ``segment_seconds``), GPU-hours, whether it is
     worth its cost, and the ``dflash-train`` command that runs it at that cost.
-
-    Args:
-        adv: the advice, whose decision carries the probe.
-
-    Returns:
-        The JSON's ``probe`` object, each split as role -> engines; None without a probe.
     """
     pr = adv.decision.probe
     if pr is None:
@@ -148,13 +117,6 @@ def probe_json(adv: Advice) -> dict[str, Any] | None:
 def capacity_basis(adv: Advice) -> dict[str, Any]:
     """What each role's capacity rests on (`advisor.model.params.Basis`), with the known range
     of the pool's capacity at the observed split.
-
-    Args:
-        adv: the advice; its fit's roles and first observed split.
-
-    Returns:
-        Role -> ``kind`` (the basis), ``low_bps`` and ``high_bps`` (b/s, equal for a point;
-        ``high_bps`` None: open, a lower bound).
     """
     ob = adv.fit.observed[0]
     out = {}

@@ -447,15 +447,7 @@ def _splits_legend(ax: Any, sb: _SplitBars, pairs: list) -> None:
 
 @_plain_text
 def plot_splits(adv: Advice, ax: Any = None) -> Any:
-    """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked.
-
-    Args:
-        adv: the advice to draw.
-        ax: the matplotlib axes to draw on; None: pyplot's current axes.
-
-    Returns:
-        The axes drawn on.
-    """
+    """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
     ax = _axes(ax)
     sb = _split_bars(adv)
     n = len(sb.x)
@@ -497,13 +489,6 @@ def measured_efficiency(adv: Advice, i: int) -> float:
     """The measured efficiency (%) of row ``i``, an observed split: its measured rate over the
     fastest stage's capacity of the same row, the numbers the efficiency bar divides
     (`advisor.project.table`).
-
-    Args:
-        adv: the advice.
-        i: the position of an observed split among the rows of ``adv.splits``.
-
-    Returns:
-        The efficiency in percent; NaN where the row has no measured rate.
     """
     r = adv.rows[str(adv.splits.index[i])]
     fastest = max(r.producer.cap_bps, r.consumer.cap_bps)
@@ -512,16 +497,7 @@ def measured_efficiency(adv: Advice, i: int) -> float:
 
 @_plain_text
 def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
-    """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold.
-
-    Args:
-        adv: the advice to draw.
-        ax: the matplotlib axes to draw on; None: pyplot's current axes.
-        min_efficiency: the gate's threshold, a share (0-1), drawn as a line.
-
-    Returns:
-        The axes drawn on.
-    """
+    """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
     df = adv.splits
     keys, rec_i = _split_keys(adv)
@@ -583,15 +559,7 @@ def _completion_rates(log: Any, role: str, edges: np.ndarray, end_s: float) -> n
 
 @_plain_text
 def plot_rates(adv: Advice, ax: Any = None) -> Any:
-    """Completions per role over time (batches/s), fitted pool capacities over the steady part, warm-up shaded.
-
-    Args:
-        adv: the advice to draw; only its first log is drawn.
-        ax: the matplotlib axes to draw on; None: pyplot's current axes.
-
-    Returns:
-        The axes drawn on (saying so where the advice has no log).
-    """
+    """Completions per role over time (batches/s), fitted pool capacities over the steady part, warm-up shaded."""
     ax = _axes(ax)
     if not adv.logs:
         ax.set_title("Completion rates over time")
@@ -721,15 +689,7 @@ def _steady_inset(ax: Any, series: tuple, cap: int, steady_from_s: float) -> boo
 
 @_plain_text
 def plot_queue(adv: Advice, ax: Any = None) -> Any:
-    """q_hs depth over time with its steady-state distribution in an inset.
-
-    Args:
-        adv: the advice to draw; only its first log is drawn.
-        ax: the matplotlib axes to draw on; None: pyplot's current axes.
-
-    Returns:
-        The axes drawn on (saying so where no log, queue or depth is there to draw).
-    """
+    """q_hs depth over time with its steady-state distribution in an inset."""
     ax = _axes(ax)
     ax.set_title("Hidden-state queue occupancy")
     if not adv.logs:
@@ -782,15 +742,6 @@ def figure_path(path: str | Path) -> Path:
     """The file a figure for ``path`` goes to: ``path`` itself, or ``path/advice.png`` when it is
     a directory. The format is the extension's, one of FORMATS; a device or pipe without one
     (``/dev/stdout``) gets PNG.
-
-    Args:
-        path: a file, a directory, or a device or pipe.
-
-    Returns:
-        The file to write.
-
-    Raises:
-        ValueError: any other extension, or none.
     """
     out = Path(path)
     if out.is_dir():
@@ -809,13 +760,6 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     The figure is rendered in memory first, so a failed write (full disk, unwritable place)
     raises OSError before or while the bytes go out, never after a silent partial file: a file
     this call created is removed again when writing it fails.
-
-    Args:
-        fig: the matplotlib figure.
-        path: where to write it (`figure_path`).
-
-    Returns:
-        The path written.
     """
     out = figure_path(path)
     buf = io.BytesIO()
@@ -833,17 +777,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
 
 @_plain_text
 def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
-    """The four panels in one 2x2 figure.
-
-    Args:
-        adv: the advice to draw.
-        path: where the figure is also written (:func:`save_figure`: a directory gets
-            ``advice.png``; the format comes from the extension); None: not written.
-        min_efficiency: the gate's threshold, a share (0-1), on the efficiency panel.
-
-    Returns:
-        The matplotlib ``Figure``.
-    """
+    """The four panels in one 2x2 figure."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(15, 9.5), layout="constrained", dpi=110)

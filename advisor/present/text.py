@@ -29,14 +29,6 @@ from advisor.settings import Capacity, role_is_noun, role_plural
 def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
     """The table's legend: the marks, the worker word of the log, and what ETA counts (the rest of
     the job, or for a next run the whole job).
-
-    Args:
-        adv: the advice the table shows.
-        bound: the table shows the ``bound b/s`` column (`shows_bound`), so the legend explains it.
-        words: the marks are the Markdown table's words (rec, obs, judged, sim), not its symbols.
-
-    Returns:
-        The legend, one line, without the engine and node words (`engine_legend`).
     """
     bound_text = "bound = naive min-capacity bound; " if bound else ""
     util = (
@@ -99,12 +91,6 @@ def _rate(bps: float, tok_s: float) -> str:
 def shows_bound(adv: Advice) -> bool:
     """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
     row as printed (the JSON always carries ``bound_bps``).
-
-    Args:
-        adv: the advice whose rows are compared.
-
-    Returns:
-        True where the column is shown.
     """
     return any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in adv.rows.values())
 
@@ -163,14 +149,6 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
 def odds_column(adv: Advice, head: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
     """The ``p best`` column after the interval: how likely each split is within the resolution
     (2%) of the best, from the decision's joint draw (`advisor.decide.odds`), as the headline says it.
-
-    Args:
-        adv: the advice; its decision's ``odds`` give each split's share.
-        head: the table's header cells, "95% interval" among them.
-        rows: the table's rows as text cells, each split's label second.
-
-    Returns:
-        (head, rows) with the column after "95% interval"; as given where the decision has no odds.
     """
     o = adv.decision.odds
     if o is None:
@@ -307,14 +285,7 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
 
 
 def engine_legend(adv: Advice) -> str:
-    """The legend's words for engines of several GPUs and for nodes.
-
-    Args:
-        adv: the advice (its GPUs per worker, its rows' links).
-
-    Returns:
-        Words that open with "; ", to follow `legend`'s; "" for engines of one GPU on one node.
-    """
+    """The legend's words for engines of several GPUs and for nodes."""
     p, c = adv.roles
     kp, kc = adv.settings.gpus_per_worker
     out = ""
@@ -330,14 +301,7 @@ def engine_legend(adv: Advice) -> str:
 
 
 def render_text(adv: Advice) -> str:
-    """The advice as terminal text: headline, table, legend, the verdict's sections and caveats.
-
-    Args:
-        adv: the advice to lay out.
-
-    Returns:
-        The text, ending in a newline.
-    """
+    """The advice as terminal text: headline, table, legend, the verdict's sections and caveats."""
     head, rows = _rows(adv)
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
     left = (0, 1, head.index("bottleneck"))
@@ -356,15 +320,7 @@ _MENTION = re.compile(r"@(?=\w)")
 
 
 def md_escape(text: str) -> str:
-    """Text from a log (run names) made inert in Markdown: no HTML, no @mentions, no emphasis.
-
-    Args:
-        text: text that may hold a log's words (the run's name, headline lines, caveats).
-
-    Returns:
-        The text with ``&``, ``<``, ``>`` as entities, Markdown's marks backslash-escaped, and a
-        zero-width space after each ``@`` before a word.
-    """
+    """Text from a log (run names) made inert in Markdown: no HTML, no @mentions, no emphasis."""
     text = html.escape(text, quote=False)
     text = re.sub(r"([\\`*_\[\]#|~])", r"\\\1", text)
     return _MENTION.sub("@\u200b", text)
@@ -373,12 +329,6 @@ def md_escape(text: str) -> str:
 def render_markdown(adv: Advice) -> str:
     """The advice as Markdown: the gate's line where there is one, a heading with the verdict, the
     headline quoted, the table, its legend, the verdict's sections and the caveats folded.
-
-    Args:
-        adv: the advice to lay out; its ``gate`` opens the text where set.
-
-    Returns:
-        The Markdown, ending in a newline.
     """
     head, rows = _rows(adv)
     lines = []
@@ -414,14 +364,6 @@ def gate_line(g: dict, markdown: bool = False) -> str:
     Text: ``FAIL: split 6-2 (target-drafter) predicted efficiency 0.462 >= 0.400, p_best 0.000 <
     min confidence 0.800; failed on confidence; 0.79 b/s, bottleneck target``. Markdown: ``**FAIL**:
     gate on 6-2: efficiency 0.462 >= 0.400, ...; failed on confidence``.
-
-    Args:
-        g: the gate's outcome (``Advice.gate``): ``metric``, ``value``, ``threshold``, ``passed``,
-            ``failed``, ``min_confidence``, ``p_best``, ``roles``, ``bps``, ``bottleneck``.
-        markdown: the Markdown form (the verdict in bold, without the rate and the bottleneck).
-
-    Returns:
-        The line, without a newline.
     """
     failed = list(g.get("failed", [] if g["passed"] else [g["metric"]]))
     verdict = "PASS" if not failed else "FAIL"
@@ -445,27 +387,12 @@ def gate_line(g: dict, markdown: bool = False) -> str:
 
 
 def render_json(adv: Advice) -> str:
-    """The advice as the ``--json`` document (`advisor.present.json.advice_json`).
-
-    Args:
-        adv: the advice to lay out.
-
-    Returns:
-        The JSON, indented by 2, ending in a newline.
-    """
+    """The advice as the ``--json`` document (`advisor.present.json.advice_json`)."""
     return json.dumps(advice_json(adv), indent=2) + "\n"
 
 
 def render(adv: Advice, fmt: str = "text") -> str:
-    """The advice in one output format.
-
-    Args:
-        adv: the advice to lay out.
-        fmt: "json", "markdown", or any other value for terminal text.
-
-    Returns:
-        `render_json`'s, `render_markdown`'s or `render_text`'s text.
-    """
+    """The advice in one output format."""
     if fmt == "json":
         return render_json(adv)
     if fmt == "markdown":

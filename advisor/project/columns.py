@@ -23,14 +23,7 @@ class RoleColumns:
 
 
 def role_columns(roles: tuple[str, str]) -> tuple[RoleColumns, RoleColumns]:
-    """The column names of the producer's and the consumer's role (`RoleColumns`), in that order.
-
-    Args:
-        roles: the pipeline's (producer, consumer) role names.
-
-    Returns:
-        (producer's columns, consumer's columns).
-    """
+    """The column names of the producer's and the consumer's role (`RoleColumns`), in that order."""
     return _columns(roles[0], "blocked"), _columns(roles[1], "starved")
 
 

@@ -68,18 +68,7 @@ def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
 
 
 def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | None = None) -> int:
-    """Batches simulated for split N-M: ``n_batches``, or more where the split holds more in flight.
-
-    Args:
-        fit: the fitted pipeline (its prefetch depth, and its q_hs depth by default).
-        n: producer engines (targets).
-        m: consumer engines (drafters).
-        n_batches: the least batches to simulate.
-        hs_cap: q_hs depth, batches; None: the fit's.
-
-    Returns:
-        Batches, at least ``IN_FLIGHT_FACTOR`` times the split's batches in flight.
-    """
+    """Batches simulated for split N-M: ``n_batches``, or more where the split holds more in flight."""
     b = fit.hs_cap if hs_cap is None else hs_cap
     return max(n_batches, IN_FLIGHT_FACTOR * (n * max(fit.pre_cap, 1) + b + n + m))
 
@@ -95,17 +84,7 @@ class Pools:
 
 
 def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
-    """What the simulations resample, gathered once from the logs' steady steps and syncs.
-
-    Args:
-        fit: the fitted pipeline: its observed runs (steady windows) in the order of ``logs``, its
-            step-time lines and contention factors.
-        logs: the logs the fit read, in its order; those without step events add nothing.
-
-    Returns:
-        Each role's busy over its fitted line per step (at the fit's reference split), the consumer
-        batches' tokens, and the steady sync durations, seconds, by drafter count.
-    """
+    """What the simulations resample, gathered once from the logs' steady steps and syncs."""
     p, c = fit.roles
     busy: dict[str, list[np.ndarray]] = {p: [], c: []}
     tokens: dict[str, list[np.ndarray]] = {p: [], c: []}
@@ -183,19 +162,6 @@ def simulate_placed_run(
     link, from the logs' resampled services (module docstring): its rate, the share of batches that
     crossed and the link's seconds per batch. The drafters' all-reduce holds the link
     `advisor.model.link.sync_link_s` more each round where they sit on several nodes.
-
-    Args:
-        fit: the fitted pipeline (step-time lines, queue depths, sync, hidden-state bytes per token).
-        pools: the logs' resampled quantities (`gather_pools`).
-        placement: engines of each role per node; their sums are the split.
-        link_bytes_s: the link's bandwidth, bytes/s; None: free.
-        hs_cap: q_hs depth, batches; None: the fit's.
-        n_batches: the least batches to simulate (`batches_for`).
-        seed: seeds the generator, with the split's n and m.
-        scale: multiplies each role's per-engine rate (engines of another size), (producer, consumer).
-
-    Returns:
-        The window's rate (b/s), the share of batches that crossed and the link's seconds per batch.
     """
     n, m = sum(placement.producers), sum(placement.consumers)
     rng = np.random.default_rng([seed, n, m])
@@ -245,26 +211,7 @@ def simulate_splits(
     rows: np.ndarray | None = None,
     pools: Pools | None = None,
 ) -> pd.DataFrame:
-    """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring).
-
-    Args:
-        fit: the fitted pipeline; it must come from step events.
-        logs: the logs the fit read, in its order.
-        splits: the table (`advisor.project.table.project`): its engine counts and ``bps``.
-        n_batches: the least batches per split (`batches_for`).
-        seed: seeds each split's generator, with its n and m: a split's rate does not depend on
-            which other splits are simulated with it.
-        hs_cap: q_hs depth, batches; None: the fit's.
-        rows: positions of the splits to simulate (default all); the others get NaN.
-        pools: the logs' resampled quantities when the caller has them (`gather_pools`); None gathers them.
-
-    Returns:
-        A copy of ``splits`` with ``bps_exact`` (simulated b/s) and ``exact_gap_pct`` (percent by
-        which ``bps`` exceeds it).
-
-    Raises:
-        ValueError: the fit does not come from step events.
-    """
+    """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring)."""
     if fit.source is not Source.STEPS:
         raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
     if pools is None:
@@ -322,13 +269,6 @@ def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
 def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
     """Whether `refine_weak_spots` may simulate at all: step events, and drafters that sync or a
     queue in lockstep (its docstring).
-
-    Args:
-        fit: the fitted pipeline.
-        hs_cap: q_hs depth, batches; None: the fit's.
-
-    Returns:
-        True where it may.
     """
     return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
@@ -346,15 +286,6 @@ class Refinement:
 def reaching(bps: np.ndarray, low: np.ndarray, high: np.ndarray, margin_log: float = 0.0) -> np.ndarray:
     """The contenders: rows whose interval, its upper end raised by ``margin_log``, reaches the lower
     end of the projected best (the row of the highest ``bps``).
-
-    Args:
-        bps: every row's rate.
-        low: every row's interval start (NaN: the rate itself).
-        high: every row's interval end (NaN: the rate itself).
-        margin_log: the screen's margin, ln b/s: the analytic chain's measured error.
-
-    Returns:
-        One flag per row; none where no rate is finite.
     """
     ok = np.isfinite(bps)
     if not ok.any():
@@ -383,17 +314,6 @@ def refined_ratios(
     rates bring other rows into contention. Within ``MAX_REFINED`` splits and ``REFINE_BUDGET``
     batches: the observed and forced rows first, then the contenders, then the rest, the highest
     projected first; contenders past the caps are ``capped``.
-
-    Args:
-        fit: the fitted pipeline.
-        logs: the logs the fit read, in its order.
-        splits: the table, with its intervals (``bps``, ``bps_low``, ``bps_high``, ``observed``).
-        hs_cap: q_hs depth, batches; None: the fit's.
-        force: row positions to simulate as well (the caller's contenders of the decided pick).
-        known: a refinement of this table already simulated: kept, and only new rows simulated.
-
-    Returns:
-        The `Refinement`; empty where the chain has no weak spot (`has_weak_spots`: every row analytic).
     """
     if not has_weak_spots(fit, hs_cap):
         return Refinement(ratios={})
@@ -479,19 +399,6 @@ def refine_weak_spots(
     contenders are many and each simulation grows with G): contenders past the caps keep the analytic
     rate, ``method`` "analytic-capped". The splits left analytic carry barrier idling in their
     projection (`advisor.model.chain.barrier_rate`).
-
-    Args:
-        fit: the fitted pipeline.
-        logs: the logs the fit read, in its order.
-        splits: the table (`advisor.project.table.project`).
-        hs_cap: q_hs depth, batches; None: the fit's.
-        refinement: `refined_ratios` of this table, where the caller has simulated already (else
-            simulated here).
-
-    Returns:
-        A copy of ``splits``, the simulated rows' rate columns scaled by their ratios (``eta_s``
-        divided), a ratio that would lift a row above its ``bound_bps`` taken at the bound, and
-        ``method`` "exact" there, "analytic-capped" at contenders past the caps, "analytic" elsewhere.
     """
     df = splits.copy()
     df["method"] = ANALYTIC

@@ -52,17 +52,7 @@ SIM_SE = 0.02
 
 
 def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Placement]:
-    """The ``CANDIDATES`` best placements of split (n, m) by the analytic stage, and the packed one.
-
-    Args:
-        fit: the fitted pipeline (a drafter's step time, the link's transfer, the drafters' sync).
-        settings: the options: nodes, GPUs per node and per engine, the link's bytes/s.
-        n: target engines.
-        m: drafter engines.
-
-    Returns:
-        The placements, best drafter-pool capacity first, the packed one last where it is not among them.
-    """
+    """The ``CANDIDATES`` best placements of split (n, m) by the analytic stage, and the packed one."""
     gpn = int(settings.gpus_per_node or settings.gpus)
     every = placements(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
     s_c = fit.consumer.busy_mean_s / engine_rate_scale(settings, 1)
@@ -76,19 +66,7 @@ def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Pla
 def refine_placements(
     fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings, splits: pd.DataFrame
 ) -> pd.DataFrame:
-    """``splits`` with the rows near the best refined by simulation of the link (module docstring).
-
-    Args:
-        fit: the fitted pipeline.
-        logs: the logs the fit read, in its order (their steps are resampled).
-        settings: the options the table was projected under.
-        splits: the table (`advisor.project.table.project`), not changed.
-
-    Returns:
-        A copy of ``splits`` with ``method`` ("analytic" where it had none); the rows as they were
-        where nothing is simulated (one node, no link bytes/s or hidden-state bytes, no step events,
-        another batch size).
-    """
+    """``splits`` with the rows near the best refined by simulation of the link (module docstring)."""
     df = splits.copy()
     if "method" not in df:
         df["method"] = "analytic"

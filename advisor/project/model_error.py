@@ -69,14 +69,7 @@ class ModelError:
         return np.linalg.solve(k_oo, self._kernel(au, u))
 
     def posterior(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each split's error given the misses: mean and standard deviation, ln b/s.
-
-        Args:
-            u: ln(N / M) of each split.
-
-        Returns:
-            (mean, sd), arrays like ``u``; zeros where the process is inactive.
-        """
+        """Each split's error given the misses: mean and standard deviation, ln b/s."""
         u = np.asarray(u, float)
         if not self.active:
             return np.zeros_like(u), np.zeros_like(u)
@@ -90,14 +83,6 @@ class ModelError:
     def draw(self, rng: np.random.Generator, draws: int, u: np.ndarray) -> np.ndarray:
         """``draws`` joint paths of the error at every split given the misses (an Ornstein-Uhlenbeck
         path along the sorted ``u``, conditioned on the anchors by Matheron's rule).
-
-        Args:
-            rng: the generator (the caller's: the draw stays seeded).
-            draws: paths wanted.
-            u: ln(N / M) of each split.
-
-        Returns:
-            draws x len(u) errors, ln b/s; zeros where the process is inactive.
         """
         u = np.asarray(u, float)
         out = np.zeros((draws, len(u)))
@@ -119,31 +104,12 @@ class ModelError:
 
 
 def split_u(n: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """``ln(N / M)`` of each split: the coordinate the model's error is correlated along.
-
-    Args:
-        n: producer engines of each split.
-        m: consumer engines of each split.
-
-    Returns:
-        ``ln(N / M)``, one per split.
-    """
+    """``ln(N / M)`` of each split: the coordinate the model's error is correlated along."""
     return np.log(np.maximum(np.asarray(n, float), 1e-9) / np.maximum(np.asarray(m, float), 1e-9))
 
 
 def model_error(roles: tuple[str, str], splits: pd.DataFrame, recon: Sequence[Reconciliation]) -> ModelError:
-    """The model's error process from every log's comparison with its projection (module docstring).
-
-    Args:
-        roles: the pipeline's (producer, consumer) role names, which name the table's columns.
-        splits: the table, reconciled.
-        recon: every log's measured rate against its projection (`advisor.project.table.reconcile`):
-            at a split of the table (and not probed) a log anchors the process there (the logs of one
-            split by their mean miss); elsewhere (another G or batch size) it sizes ``sigma`` only.
-
-    Returns:
-        The `ModelError`; inactive where every miss is below ``MISS_FLOOR_LOG``.
-    """
+    """The model's error process from every log's comparison with its projection (module docstring)."""
     probed = splits["probe_segments"] if "probe_segments" in splits else pd.Series(0, index=splits.index)
     by_label: dict[str, list[float]] = {}
     other: list[float] = []
@@ -169,18 +135,7 @@ def model_error(roles: tuple[str, str], splits: pd.DataFrame, recon: Sequence[Re
 
 
 def carry_model_error(roles: tuple[str, str], splits: pd.DataFrame, err: ModelError) -> pd.DataFrame:
-    """The table with the model's error in every row's interval and parts (module docstring).
-
-    Args:
-        roles: the pipeline's (producer, consumer) role names.
-        splits: the table, reconciled.
-        err: the model's error process (`model_error`).
-
-    Returns:
-        A copy with ``err_model_sigma`` (the process's scale; 0 at a probed row or where inactive)
-        and ``err_model_miss`` (each anchoring row's miss, NaN elsewhere), and each carrying row's
-        interval grown to hold the error's mean and 95% spread.
-    """
+    """The table with the model's error in every row's interval and parts (module docstring)."""
     df = splits.copy()
     carries = np.full(len(df), err.active)
     if "probe_segments" in df:

@@ -33,16 +33,7 @@ TIE_REL = 1e-9
 
 
 def node_mixes(gpus_per_node: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
-    """(targets, drafters) that fill one node exactly, most targets first.
-
-    Args:
-        gpus_per_node: GPUs of one node.
-        k_p: GPUs of one target engine.
-        k_c: GPUs of one drafter engine.
-
-    Returns:
-        One (targets, drafters) pair per mix, ``targets k_p + drafters k_c = gpus_per_node``.
-    """
+    """(targets, drafters) that fill one node exactly, most targets first."""
     return [
         (a, (gpus_per_node - a * k_p) // k_c)
         for a in range(gpus_per_node // k_p, -1, -1)
@@ -65,37 +56,13 @@ def _multisets(mixes: list[tuple[int, int]], nodes: int, n: int, m: int, start: 
 def packed(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> Placement:
     """Targets fill node 0, 1, ...; drafters the GPUs left: a log's default placement
     (`advisor.ingest.schema.default_placement`), counted per node.
-
-    Args:
-        n: target engines.
-        m: drafter engines.
-        nodes: nodes; engines past the last node count on the last.
-        gpus_per_node: GPUs of one node.
-        k_p: GPUs of one target engine.
-        k_c: GPUs of one drafter engine.
-
-    Returns:
-        Targets and drafters per node, shared routing.
     """
     where = default_placement({"p": n, "c": m}, {"p": k_p, "c": k_c}, gpus_per_node)
     return Placement.of_nodes(where["p"], where["c"], nodes)
 
 
 def placements(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> list[Placement]:
-    """Every placement of ``n`` targets and ``m`` drafters on ``nodes`` full nodes (module docstring).
-
-    Args:
-        n: target engines.
-        m: drafter engines.
-        nodes: nodes, each filled.
-        gpus_per_node: GPUs of one node.
-        k_p: GPUs of one target engine.
-        k_c: GPUs of one drafter engine.
-
-    Returns:
-        The placements, shared routing; past ``MAX_PLACEMENTS`` the packed and the spread one only,
-        and the packed one alone where no placement fills every node exactly.
-    """
+    """Every placement of ``n`` targets and ``m`` drafters on ``nodes`` full nodes (module docstring)."""
     mixes = node_mixes(gpus_per_node, k_p, k_c)
     out = []
     for combo in _multisets(mixes, nodes, n, m):
@@ -143,17 +110,7 @@ class SyncOverLink:
 
 
 def pool_rate(pl: Placement, pool: LinkResult, sync: SyncOverLink) -> float:
-    """The drafter pool's capacity at ``pl`` with its sync's link time per round (module docstring).
-
-    Args:
-        pl: the placement.
-        pool: its drafter pool with the link (`advisor.model.link.link_pool`).
-        sync: the drafters' sync as the link sees it.
-
-    Returns:
-        Batches/s; the pool's own capacity where the sync takes no link time (no sync, one drafter,
-        drafters on one node, no bytes known or a free link).
-    """
+    """The drafter pool's capacity at ``pl`` with its sync's link time per round (module docstring)."""
     m = sum(pl.consumers)
     t_link = sync_link_s(pl, sync.bytes_, sync.link_bytes_s) if sync.every > 0 and m > 1 else 0.0
     cap = pool.consumer_cap_bps
@@ -171,18 +128,6 @@ def best_placement(
 ) -> PlacedPool:
     """The placement of the highest drafter-pool capacity, its sync over the link included (ties:
     fewer crossings, then packed).
-
-    Args:
-        n: target engines.
-        m: drafter engines.
-        nodes: the nodes: how many, GPUs each, GPUs per target and per drafter engine.
-        consumer_s: a drafter's mean compute seconds per batch, without the link.
-        xfer_s: seconds a crossing batch holds its link; 0: free.
-        scv_x: the transfer time's SCV.
-        sync: the drafters' sync over the link; the default has none.
-
-    Returns:
-        The best placement, its drafter pool with the link, and how many placements were compared.
     """
     shape = (nodes.count, nodes.gpus_per_node, *nodes.gpus_per_worker)
     cands = placements(n, m, *shape)

@@ -52,15 +52,7 @@ MIN_SEGMENTS = 2  # a split measured by fewer segments of a probe is projected a
 
 
 def probe_var(rates: Mapping[str, Sequence[SegmentRate]]) -> dict[str, float]:
-    """Each probed split's variance of its mean log rate, paired by round (module docstring).
-
-    Args:
-        rates: per split label, its segments' own rates (with their rounds).
-
-    Returns:
-        Per label the variance ``v_k`` (log b/s squared); 0 for every label where fewer than two
-        rounds hold every split, or fewer than two splits are given.
-    """
+    """Each probed split's variance of its mean log rate, paired by round (module docstring)."""
     labels = list(rates)
     k = len(labels)
     by_round = [{s.round: s.bps for s in rates[lab] if s.bps > 0} for lab in labels]
@@ -77,13 +69,6 @@ def probe_var(rates: Mapping[str, Sequence[SegmentRate]]) -> dict[str, float]:
 def probed_rates(fit: PipelineFit, df: pd.DataFrame) -> dict[str, tuple[SegmentRate, ...]]:
     """The table's rows a probe measured (``MIN_SEGMENTS`` or more segments, the row observed at
     its measured rate).
-
-    Args:
-        fit: the fitted pipeline; its observed runs carry the probe's segments.
-        df: the table (`advisor.project.table.project`), its ``observed`` and ``observed_bps`` read.
-
-    Returns:
-        Label -> its segments' own rates; empty unless two or more such rows.
     """
     p, c = fit.roles
     out: dict[str, tuple[SegmentRate, ...]] = {}
@@ -97,16 +82,7 @@ def probed_rates(fit: PipelineFit, df: pd.DataFrame) -> dict[str, tuple[SegmentR
 
 
 def compare_probed(fit: PipelineFit, df: pd.DataFrame) -> pd.DataFrame:
-    """The table with the rows a probe measured compared directly (module docstring).
-
-    Args:
-        fit: the fitted pipeline; its observed runs carry the probe's segments.
-        df: the table (`advisor.project.table.project`), not changed.
-
-    Returns:
-        A copy with ``probe_segments`` added (the segments behind each row; 0 elsewhere); ``df``
-        itself where fewer than two rows were measured by a probe or the table carries no parts.
-    """
+    """The table with the rows a probe measured compared directly (module docstring)."""
     rates = probed_rates(fit, df)
     if not rates or "err_own_var" not in df.columns:
         return df

@@ -23,13 +23,6 @@ QUEUE_GAIN_WORTH = 0.01
 def has_hs_queue(fit: PipelineFit, settings: Settings) -> bool:
     """Whether the projected pipeline has a q_hs: the logs declare one, or ``--hs-cap`` gives one
     (a pipeline without it hands each batch straight from a producer to a free consumer).
-
-    Args:
-        fit: the fitted pipeline (whether its logs declare a q_hs, and its depth).
-        settings: the options: the q_hs depth, ``--hs-cap``'s where given.
-
-    Returns:
-        True where it has one.
     """
     return fit.hs_declared or settings.hs_cap != fit.hs_cap
 
@@ -73,18 +66,7 @@ class QueueAdvice:
 
 
 def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -> QueueAdvice | None:
-    """The advice at ``split``: its rate with q_hs at the table's depth, at half, double and quadruple it.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table was computed with (the q_hs depth, tokens per batch).
-        split: (N, M), the recommended split.
-
-    Returns:
-        The rates (b/s) and a slot's bytes (None where no log measured tokens or hidden-state bytes);
-        None where the pipeline has no queue to advise on: its logs declare none feeding the consumer
-        and ``--hs-cap`` adds none (`PipelineFit.hs_declared`).
-    """
+    """The advice at ``split``: its rate with q_hs at the table's depth, at half, double and quadruple it."""
     if not has_hs_queue(fit, settings):
         return None
     cap = settings.hs_cap

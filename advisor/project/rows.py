@@ -44,15 +44,7 @@ class IntervalParts:
 
 
 def interval_parts(r: Mapping[str, Any]) -> IntervalParts | None:
-    """The interval's parts of one table row ``r``.
-
-    Args:
-        r: the row, column -> value.
-
-    Returns:
-        The parts (NaN where the table has NaN, 0 for a part's column it lacks); None where the
-        table carries no parts (no ``err_own_var``: a row drawn from its own interval).
-    """
+    """The interval's parts of one table row ``r``."""
     if "err_own_var" not in r:
         return None
     return IntervalParts(
@@ -141,17 +133,7 @@ class SplitRow:
         return self.producer.workers, self.consumer.workers
 
     def of(self, role: str) -> RoleRow:
-        """The role named ``role``.
-
-        Args:
-            role: the producer's or the consumer's role name.
-
-        Returns:
-            That role's record at this split.
-
-        Raises:
-            KeyError: for another name.
-        """
+        """The role named ``role``."""
         for r in self.roles:
             if r.role == role:
                 return r
@@ -188,16 +170,7 @@ def _link(r: Mapping[str, Any]) -> LinkRow:
 
 
 def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> SplitRow:
-    """The record of one table row ``r`` of split ``label``.
-
-    Args:
-        label: the split's label (``"7-1"``).
-        r: the row, column -> value.
-        roles: the pipeline's (producer, consumer) role names, which name the table's columns.
-
-    Returns:
-        The row's record; its ``link`` only where the row has a placement (across nodes).
-    """
+    """The record of one table row ``r`` of split ``label``."""
     p, c = roles
     pc, cc = role_columns(roles)
     placed = "placement" in r and isinstance(r["placement"], str)
@@ -229,15 +202,7 @@ def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> Split
 
 
 def split_rows(roles: tuple[str, str], splits: pd.DataFrame) -> dict[str, SplitRow]:
-    """Every row of the table as a `SplitRow`, by label, in the table's order.
-
-    Args:
-        roles: the pipeline's (producer, consumer) role names, which name the table's columns.
-        splits: the projected table (`advisor.project.table.project`, as later stages left it).
-
-    Returns:
-        label -> `SplitRow`, one per row.
-    """
+    """Every row of the table as a `SplitRow`, by label, in the table's order."""
     return {str(label): split_row(str(label), r, roles) for label, r in splits.to_dict("index").items()}
 
 
@@ -262,14 +227,7 @@ class LeadParts:
     shift_hi: float
 
     def interval(self, sampling_scale: float = 1.0) -> tuple[float, float]:
-        """95% interval of ``X_a / X_b - 1``.
-
-        Args:
-            sampling_scale: multiplies the sampling variance (below 1: a longer log of the split).
-
-        Returns:
-            (low, high), fractions of ``X_b``: the low end shifted by ``shift_lo``, the high by ``shift_hi``.
-        """
+        """95% interval of ``X_a / X_b - 1``."""
         half = Z_95 * math.sqrt(self.fixed_var + self.sampling_var * sampling_scale)
         return math.expm1(self.log_lead + self.shift_lo - half), math.expm1(self.log_lead + self.shift_hi + half)
 
@@ -282,14 +240,6 @@ def lead_parts(a: PairedRow, b: PairedRow) -> LeadParts | None:
     the ``ERR_SAMPLING`` sources'. The ends of an unidentified sync scaling and the corners of the
     capacity ranges are one unknown shared by every split, so the lead is compared at the same end:
     its shifts are the differences of the two rows' shifts there, and 0.
-
-    Args:
-        a: the leading split's row.
-        b: the other split's row.
-
-    Returns:
-        The lead's parts; None where either row has no paired form (no parts, or widened to a
-        measured rate) or a rate is not positive.
     """
     if a.parts is None or b.parts is None or a.widened or b.widened:
         return None
@@ -310,15 +260,6 @@ def lead_parts(a: PairedRow, b: PairedRow) -> LeadParts | None:
 
 
 def lead_interval(a: PairedRow, b: PairedRow) -> tuple[float, float] | None:
-    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``, `lead_parts`).
-
-    Args:
-        a: the leading split's row.
-        b: the other split's row.
-
-    Returns:
-        (low, high), fractions of ``X_b``; None where `lead_parts` gives none (either row has no
-        paired form, or a rate is not positive).
-    """
+    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``, `lead_parts`)."""
     parts = lead_parts(a, b)
     return parts.interval() if parts is not None else None

@@ -195,19 +195,7 @@ def _scaling_rate(fit: PipelineFit, settings: Settings) -> Rate:
 
 
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
-    """Factor on one role's per-engine rate at which ``alt`` matches ``rec``.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table was computed with.
-        rec: the recommended split, (N, M).
-        alt: the split weighed against it, (N, M).
-        role_index: the role whose rate is scaled: 0 producer, 1 consumer.
-
-    Returns:
-        The factor nearest 1 within ``ROBUST_RANGE``, below 1 where one is there, else above;
-        None where no factor there changes which of the two leads.
-    """
+    """Factor on one role's per-engine rate at which ``alt`` matches ``rec``."""
     rate = _capacity_rate(fit, settings, role_index)
     edges = (_lead_edge(rate, (rec, alt), rec, 1.0, end) for end in ROBUST_RANGE)
     return next((e.value for e in edges if e is not None), None)
@@ -220,19 +208,7 @@ def thresholds(
     splits: Sequence[Split],
     capacity_of: Callable[[Split, int], float],
 ) -> tuple[Threshold, ...]:
-    """Each role's capacity factors, below and above 1, at which ``rec``'s lead over every other split ends.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table was computed with.
-        rec: the recommended split, (N, M).
-        splits: every split of the table, ``rec`` among them.
-        capacity_of: (split, role index: 0 producer, 1 consumer) -> that role's capacity, batches/s.
-
-    Returns:
-        Per role, a threshold for each side of 1 where the leader changes within ``ROBUST_RANGE``
-        (the lower side first), else one with ``factor`` None; none where ``rec`` is the only split.
-    """
+    """Each role's capacity factors, below and above 1, at which ``rec``'s lead over every other split ends."""
     if len(set(splits) - {rec}) == 0:
         return ()
     out: list[Threshold] = []
@@ -249,19 +225,6 @@ def scaling_ties(
 ) -> tuple[ScalingTie, ...]:
     """Per-rank scaling of every split of more than one consumer, below and above the fit's at
     ``rec``'s count, at which ``rec``'s lead over every other split ends.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table was computed with.
-        rec: the recommended split, (N, M).
-        splits: every split of the table, ``rec`` among them.
-        bottleneck_of: split -> its bottleneck stage, as the table names it.
-
-    Returns:
-        A tie for each side where the leader changes within ``SCALING_RANGE``; else one without a
-        value, about ``rec`` (more than one consumer) or about the split of several consumers that
-        projects most at perfect scaling; none where no split has more than one consumer or ``rec``
-        is the only split.
     """
     several = [s for s in splits if s[1] > 1]
     if not several or len(set(splits) - {rec}) == 0:
@@ -294,17 +257,7 @@ def _subject(rec: Split, e: _Edge) -> Split:
 
 
 def levers(fit: PipelineFit, m: int) -> Lever | None:
-    """Sync levers for M data-parallel drafters (see the module docstring).
-
-    Args:
-        fit: the fitted pipeline (drafter step times, tokens' spread, sync).
-        m: drafters.
-
-    Returns:
-        The per-rank scaling now, with tokens balanced and with half as many syncs; None without a
-        sync (M <= 1 or no sync steps), where s(M) is at least ``LEVER_MIN_SCALING`` or where
-        neither lever gains ``LEVER_MIN_GAIN``.
-    """
+    """Sync levers for M data-parallel drafters (see the module docstring)."""
     c, k = fit.consumer, fit.sync.sync_every
     if m <= 1 or k <= 0:
         return None
@@ -338,19 +291,6 @@ def sensitivity(
 ) -> Sensitivity:
     """Where the recommended split's lead over every other split ends as each role's capacity and
     the per-drafter scaling move, and sync levers at the recommended and judged drafter counts.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table was computed with.
-        rec: the recommended split, (N, M).
-        splits: every split of the table, ``rec`` among them.
-        judged: the judged split (``--roles`` or the log's), or ``rec`` where none is.
-        bottleneck_of: split -> its bottleneck stage, as the table names it.
-        capacity_of: (split, role index: 0 producer, 1 consumer) -> that role's capacity, batches/s.
-
-    Returns:
-        The capacity thresholds (`thresholds`), the scaling ties (`scaling_ties`) and the levers
-        worth saying.
     """
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
     return Sensitivity(

@@ -129,27 +129,12 @@ class Reconciliation:
 
 
 def split_label(n: int, m: int) -> str:
-    """A split's row label.
-
-    Args:
-        n: producer engines (targets).
-        m: consumer engines (drafters).
-
-    Returns:
-        ``"<n>-<m>"``, e.g. ``"7-1"``.
-    """
+    """A split's row label."""
     return f"{n}-{m}"
 
 
 def remaining_batches(fit: PipelineFit) -> float | None:
-    """Batches left in the job: from samples x epochs and progress, else the pipeline's own ETA.
-
-    Args:
-        fit: the fitted pipeline; its first log gives the progress (``done``) or the ETA and rate.
-
-    Returns:
-        Batches left, at the logs' batch size; None where neither the job's size nor an ETA is known.
-    """
+    """Batches left in the job: from samples x epochs and progress, else the pipeline's own ETA."""
     ob = fit.observed[0]
     if fit.total_batches:
         done = ob.done if ob.done is not None else 0.0
@@ -176,20 +161,6 @@ def split_capacities(
     node-local pipelines where every node can hold both roles (`local_placement`: alike nodes where
     the split divides over them, else as even as whole engines allow; a tie within ``LAYOUT_TIE_REL``
     goes to these: they leave the link to the sync alone).
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options: G, nodes, GPUs per engine, q_hs depth, tokens per batch, link bytes/s.
-        n: producer engines (targets).
-        m: consumer engines (drafters).
-        what_if: its ``hs_cap`` overrides the settings' depth (queue what-ifs), its ``tokens_per_batch``
-            the settings' tokens; its ``mu_scale`` and ``consumer_scaling`` are the sensitivity knobs.
-        interval: False skips the interval (two more chain solves), for callers of the rate alone.
-        routing: "shared" or "local" forces that layout across nodes ("local" where no node-local
-            placement exists gives the shared one); None picks the layout of the higher rate.
-
-    Returns:
-        The split's projection; ``other_layout_bps`` is the other layout's rate where both were projected.
     """
     kw = _projection(settings, what_if)
     if settings.nodes <= 1:
@@ -215,15 +186,6 @@ def local_placement(settings: Settings, n: int, m: int) -> Placement | None:
     each role and every node full: spread as evenly as whole engines allow, every node's targets one
     of two neighbouring node mixes (13-3 on two nodes of 8: 7-1 and 6-2), so that each node's
     pipeline is as balanced as the split; alike nodes (N / L and M / L each) where it divides so.
-
-    Args:
-        settings: the options: nodes L, GPUs per node and GPUs per engine.
-        n: producer engines (targets).
-        m: consumer engines (drafters).
-
-    Returns:
-        The placement, routing "local", the nodes of more targets first; None on one node, or where
-        no node-local placement fills every node with both roles.
     """
     nodes = settings.nodes
     kp, kc = settings.gpus_per_worker
@@ -256,18 +218,7 @@ def _at_placement(
 
 
 def placed_split(fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement) -> SplitResult:
-    """Split (n, m) at a given placement (a log's own, a placement to compare), rate only.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the split is projected under.
-        n: producer engines (targets).
-        m: consumer engines (drafters).
-        placement: engines per node, projected in its routing (shared or node-local).
-
-    Returns:
-        The split's projection without its interval (bounds NaN).
-    """
+    """Split (n, m) at a given placement (a log's own, a placement to compare), rate only."""
     return _at_placement(fit, settings, n, m, placement, interval=False, **_projection(settings, WhatIf()))
 
 
@@ -288,16 +239,7 @@ def _projection(settings: Settings, what_if: WhatIf) -> dict:
 
 
 def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
-    """The first log's placement where the table's nodes are the log's, else None.
-
-    Args:
-        fit: the fitted pipeline; ``fit.link`` holds the first log's engines per node.
-        settings: the table's options: its nodes and GPUs per node.
-
-    Returns:
-        The log's placement (shared routing); None where the log ran on one node or its nodes
-        (count, GPUs per node) are not the table's.
-    """
+    """The first log's placement where the table's nodes are the log's, else None."""
     lk = fit.link
     if (
         not lk.producers_by_node
@@ -311,59 +253,26 @@ def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
 def engine_rate_scale(settings: Settings, i: int) -> float:
     """An engine's rate at the projected size over one at the logged size: (k / k_log) x the given
     per-GPU ratio (`Settings.engine_scaling`); 1 where the size is the logged one.
-
-    Args:
-        settings: the options: GPUs per engine projected and logged, and the per-GPU ratios.
-        i: the role, 0 for the producer, 1 for the consumer.
-
-    Returns:
-        The factor on one engine's rate.
     """
     k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
     return 1.0 if k == k_log else k / k_log * settings.engine_scaling[i]
 
 
 def link_xfer_s(fit: PipelineFit, settings: Settings) -> float:
-    """Seconds a crossing batch holds its link: hs_bytes_per_token x tokens / bandwidth (0: free).
-
-    Args:
-        fit: the fitted pipeline (its hidden-state bytes per token).
-        settings: the options (tokens per batch, the link's bytes/s).
-
-    Returns:
-        Seconds per crossing batch; 0 where the bandwidth or the bytes per token are unknown.
-    """
+    """Seconds a crossing batch holds its link: hs_bytes_per_token x tokens / bandwidth (0: free)."""
     if not settings.link_bytes_s or not fit.hs_bytes_per_token:
         return 0.0
     return fit.hs_bytes_per_token * settings.tokens_per_batch / settings.link_bytes_s
 
 
 def link_scv(fit: PipelineFit) -> float:
-    """The transfer's SCV: that of the batch's tokens.
-
-    Args:
-        fit: the fitted pipeline (its tokens per batch, mean and standard deviation).
-
-    Returns:
-        (std / mean)^2 of the tokens per batch; 0 where that is not finite or no tokens are known.
-    """
+    """The transfer's SCV: that of the batch's tokens."""
     scv = (fit.tokens_std / fit.tokens_mean) ** 2 if fit.tokens_mean > 0 else 0.0
     return scv if math.isfinite(scv) else 0.0
 
 
 def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s: float) -> PlacedPool:
-    """The best placement of split (n, m) on the settings' nodes (`advisor.project.placement`).
-
-    Args:
-        fit: the fitted pipeline (the link's transfer and its SCV, the drafters' sync).
-        settings: the options: nodes, GPUs per node and per engine, the link's bytes/s.
-        n: producer engines (targets).
-        m: consumer engines (drafters).
-        consumer_s: a drafter's mean compute seconds per batch, without the link.
-
-    Returns:
-        The best placement with its drafter pool and the count of placements compared.
-    """
+    """The best placement of split (n, m) on the settings' nodes (`advisor.project.placement`)."""
     return best_placement(
         n,
         m,
@@ -376,15 +285,7 @@ def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s
 
 
 def sync_over_link(fit: PipelineFit, settings: Settings) -> SyncOverLink:
-    """The drafters' sync as the link sees it (`advisor.project.placement.pool_rate`).
-
-    Args:
-        fit: the fitted pipeline (steps per sync, bytes per all-reduce).
-        settings: the options (the link's bytes/s).
-
-    Returns:
-        Steps per sync, bytes per all-reduce (None: not logged) and the link's bytes/s (None: free).
-    """
+    """The drafters' sync as the link sees it (`advisor.project.placement.pool_rate`)."""
     return SyncOverLink(every=fit.sync.sync_every, bytes_=fit.sync.bytes_per_sync, link_bytes_s=settings.link_bytes_s)
 
 
@@ -396,21 +297,7 @@ def project(
     interval: bool = True,
     routing: str | None = None,
 ) -> pd.DataFrame:
-    """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table is projected under.
-        pairs: the (N, M) splits to project, in row order; None for every split of G.
-        interval: False gives the rates alone (a third of the chain solves), the interval columns NaN
-            and the parts 0: the same ``bps``, for what reads the rates only.
-        routing: "shared" or "local" forces one layout across nodes (`split_capacities`); None keeps
-            each split's layout of the higher rate.
-
-    Returns:
-        One row per split, indexed by its label, with the columns above; with ``interval``, widened
-        for the assumed engine scaling and link (`widen_for_assumptions`).
-    """
+    """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
     pc, cc = role_columns(fit.roles)
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
@@ -471,17 +358,6 @@ def widen_for_assumptions(
     log carries the projection, every row's interval also spans the rate at that number +-
     ``ENGINE_SCALING_SE`` / ``LINK_SE``: the spread is added to the row's own variance (so leads
     carry it too) and the interval grown to match.
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table was projected under.
-        df: the table (`project`), not changed.
-        pairs: the (N, M) split of each of ``df``'s rows, in row order.
-        routing: the layout the table forced (`split_capacities`); None where none.
-
-    Returns:
-        A widened copy of ``df``; ``df`` itself where no engine size changes and no link is assumed
-        (one node, a free link, or the log's measured one).
     """
     knobs = [i for i in (0, 1) if settings.gpus_per_worker[i] != settings.log_gpus_per_worker[i]]
     link = settings.nodes > 1 and bool(settings.link_bytes_s) and settings.link_source != "measured"
@@ -512,12 +388,6 @@ def widen_for_assumptions(
 def widen_row(df: pd.DataFrame, label, x: float, var: float) -> None:
     """Row ``label`` at rate ``x`` carries ``var`` more (log) variance of its own: into
     ``err_own_var`` (so leads carry it) and its interval grown to match, never narrowed.
-
-    Args:
-        df: the table (`project`), changed in place.
-        label: the row's label (index).
-        x: the row's rate, batches/s: the centre the interval grows around.
-        var: the added variance, (log b/s) squared.
     """
     half = math.log(float(df.at[label, "bps_high"]) / x) if x > 0 and df.at[label, "bps_high"] > 0 else 0.0
     grown = math.sqrt(half**2 + Z_95**2 * var)
@@ -531,18 +401,7 @@ ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh
 
 
 def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> dict:
-    """The row's GPUs per role and, across nodes, its placement and link (documented above).
-
-    Args:
-        fit: the fitted pipeline.
-        settings: the options the table is projected under.
-        n: producer engines (targets).
-        m: consumer engines (drafters).
-        mid: the split's projection (`split_capacities`).
-
-    Returns:
-        Column name -> value for the row; the placement and link columns only across nodes.
-    """
+    """The row's GPUs per role and, across nodes, its placement and link (documented above)."""
     p, c = fit.roles
     pc, cc = role_columns(fit.roles)
     kp, kc = settings.gpus_per_worker
@@ -610,16 +469,6 @@ def reconcile(
 
     Each log is compared at its own G and batch size (projected afresh when those differ from the
     table's), so logs at other splits or budgets are checked too.
-
-    Args:
-        fit: the fitted pipeline, with every log's measured rate.
-        settings: the options the table was projected under.
-        splits: the table (`project`), not changed.
-
-    Returns:
-        A copy of the table, a row widened to cover a log's measured rate where the projection misses
-        it by more than ``RECONCILE_PCT`` percent; and one comparison per log that measured a rate at
-        a split of one or more engines per role (``()`` where the fit has no log).
     """
     p, c = fit.roles
     df = splits.copy()
