@@ -48,6 +48,12 @@ CUTS = 4  # a cell wider than a step is cut into this many
 BISECT_STEPS = 24  # halvings of a step's log width: the threshold to about 1e-8 relative
 TIE_REL = 1e-9  # splits this close project the same: the pick keeps its place (the solver's noise)
 PRUNE_SLACK = 0.02  # a split within this share of R's least rate on a side is scanned all the same
+# past this many splits (large G) the search runs over the pick's NEAR nearest splits on each side,
+# every STRIDE-th split of the rest and the two ends: as a knob moves, the best split moves through
+# its neighbours, so the first to catch up is near the pick; the stride keeps far ones in sight
+MAX_SEARCHED = 32
+NEAR = 8
+STRIDES = 16
 
 Split = tuple[int, int]
 Rate = Callable[[float, Split], float]  # (knob value, split) -> projected b/s
@@ -280,6 +286,18 @@ def levers(fit: PipelineFit, m: int) -> Lever | None:
     )
 
 
+def searched(rec: Split, splits: Sequence[Split]) -> list[Split]:
+    """The splits the search projects: all of them up to ``MAX_SEARCHED``, else ``rec``'s ``NEAR``
+    nearest on each side (by producer count), ``STRIDES`` evenly spaced and the two ends."""
+    ordered = sorted(set(splits) | {rec})
+    if len(ordered) <= MAX_SEARCHED:
+        return ordered
+    i = ordered.index(rec)
+    step = max(1, len(ordered) // STRIDES)
+    keep = set(ordered[max(0, i - NEAR) : i + NEAR + 1]) | set(ordered[::step]) | {ordered[0], ordered[-1]}
+    return sorted(keep)
+
+
 def sensitivity(
     fit: PipelineFit,
     settings: Settings,
@@ -293,6 +311,7 @@ def sensitivity(
     the per-drafter scaling move, and sync levers at the recommended and judged drafter counts.
     """
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
+    splits = searched(rec, splits)
     return Sensitivity(
         thresholds=thresholds(fit, settings, rec, splits, capacity_of),
         scaling=scaling_ties(fit, settings, rec, splits, bottleneck_of),

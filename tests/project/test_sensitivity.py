@@ -158,3 +158,17 @@ def test_holds_unless_names_the_first_rival_through_the_cli():
     assert (
         "Drafter capacity is 116.0% higher than given (10.8 b/s on 2 GPUs, not 5): 7-1 then matches 6-2." in out.output
     )
+
+
+def test_the_search_at_large_g_keeps_the_picks_neighbours_a_stride_and_the_ends():
+    """Issue 50 item 3's search projected every split at every knob value: at --gpus 4096 that took
+    over a minute (tests/test_bad_inputs.py's limit); past MAX_SEARCHED splits it keeps a subset."""
+    from advisor.project.sensitivity import MAX_SEARCHED, NEAR, searched
+
+    small = [(n, 12 - n) for n in range(1, 12)]
+    assert searched((7, 5), small) == small
+    big = [(n, 4096 - n) for n in range(1, 4096)]
+    kept = searched((2000, 2096), big)
+    assert len(kept) <= 2 * NEAR + 1 + MAX_SEARCHED // 2 + 3
+    assert {(2000 + d, 2096 - d) for d in range(-NEAR, NEAR + 1)} <= set(kept)
+    assert {big[0], big[-1]} <= set(kept)
