@@ -443,6 +443,9 @@ def _finish(
         warnings.simplefilter("always")
         _warn_assumptions(fit, settings)
         base = _analytic(fit, logs, settings)
+        with warnings.catch_warnings(record=True) as thin:  # the same in every pass: read once
+            warnings.simplefilter("always")
+            ev = _evidence(fit, logs)
         refinement, force = None, ()
         for last in (False,) * (CONTENDER_PASSES - 1) + (True,):
             with warnings.catch_warnings(record=True) as this_pass:  # only the kept pass's caveats count
@@ -451,7 +454,7 @@ def _finish(
                 splits, recon = reconcile(fit, settings, splits)
                 splits = _sized(fit, settings, compare_probed(fit, splits))
                 splits = carry_model_error(fit.roles, splits, model_error(fit.roles, splits, recon))
-                ev = _evidence(fit, logs)
+                this_pass.extend(thin)  # the evidence's caveat, in its place among the pass's
                 if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
                     splits = _widen_for_drift(splits, ev)
                 rows = split_rows(fit.roles, splits)  # the table's rows as records, once
