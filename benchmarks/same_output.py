@@ -19,6 +19,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -168,10 +169,20 @@ def _run(argv: list[str]) -> dict:
     }
 
 
-def record(out: Path, jobs: int) -> None:
+def _picked(cases: list, only: str | None, every: int) -> list:
+    """The cases whose name matches `only` (a regex), then every `every`-th: a quicker battery.
+    Advising from summaries stays in when the summaries it reads are made."""
+    kept = [c for c in cases if not c[0].startswith("after:") and (only is None or re.search(only, c[0]))]
+    kept = kept[::every]
+    if any(n.startswith("summarize:") for n, _ in kept):
+        kept += [c for c in cases if c[0].startswith("after:")]
+    return kept
+
+
+def record(out: Path, jobs: int, only: str | None = None, every: int = 1) -> None:
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="same-output-"))
-    cases = battery(scratch)
+    cases = _picked(battery(scratch), only, every)
     first = [(n, a) for n, a in cases if not n.startswith("after:")]
     later = [(n, a) for n, a in cases if n.startswith("after:")]
     results: dict[str, dict] = {}
@@ -190,9 +201,12 @@ def record(out: Path, jobs: int) -> None:
     print(f"{len(results)} commands recorded in {out / 'outputs.json'} (sha256 {digest[:16]})")
 
 
-def compare(a: Path, b: Path) -> int:
+def compare(a: Path, b: Path, subset: bool = False) -> int:
     ra = json.loads((a / "outputs.json").read_text())
     rb = json.loads((b / "outputs.json").read_text())
+    if subset:  # compare only the commands both records ran
+        ra = {k: v for k, v in ra.items() if k in rb}
+        rb = {k: v for k, v in rb.items() if k in ra}
     bad = 0
     for name in sorted(set(ra) | set(rb)):
         if name not in ra or name not in rb:
@@ -220,14 +234,17 @@ def main() -> None:
     r = sub.add_parser("record")
     r.add_argument("out", type=Path)
     r.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 2)
+    r.add_argument("--only", help="record only the commands whose name matches this regex")
+    r.add_argument("--every", type=int, default=1, help="record every n-th command (after --only)")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    c.add_argument("--subset", action="store_true", help="compare only the commands both records hold")
     args = ap.parse_args()
     if args.cmd == "record":
-        record(args.out, args.jobs)
+        record(args.out, args.jobs, args.only, args.every)
     else:
-        sys.exit(compare(args.a, args.b))
+        sys.exit(compare(args.a, args.b, args.subset))
 
 
 if __name__ == "__main__":
