@@ -230,7 +230,7 @@ def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> None:
     another G does not carry that slope (`advisor.model.params.ContentionFit.scale`: one producer
     more is one consumer fewer only at that G), so say so beside it."""
     ct = fit.contention
-    if ct.role_se or settings.gpus_per_worker != (1, 1) or settings.gpus == ct.gpus:
+    if ct.at_any_g or settings.gpus_per_worker != (1, 1) or settings.gpus == ct.gpus:
         return
     if not (ct.measured or any(ct.prior_k)):
         return
@@ -631,7 +631,7 @@ def advise_numbers(
         )
         carried = (
             gpu_priors_text(fit.contention, p, c)
-            if fit.contention.role_se
+            if any(fit.contention.role_se)
             else "intervals carry no sampling or run-to-run error (no samples)"
         )
         _caveat(

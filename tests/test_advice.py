@@ -87,7 +87,7 @@ def test_a_table_at_another_g_says_the_split_slope_is_not_carried():
     fix = Path(__file__).resolve().parent.parent / "fixtures"
     adv = advise([fix / "h200-1x1.jsonl", fix / "h200-1x2.jsonl"], gpus=3)
     ct = adv.fit.contention
-    assert ct.gpus == 2 and any(ct.prior_k) and not ct.role_se
+    assert ct.gpus == 2 and any(ct.prior_k) and not ct.at_any_g
     df = adv.splits
     assert df.at["2-1", "cap_target_bps"] == pytest.approx(2 * df.at["1-2", "cap_target_bps"])
     said = [w for w in adv.warnings if "step-time slope with the split" in w]

@@ -375,7 +375,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
             )
         else:
             out.append(f"the choice is provisional: {not_above()}, and the evidence is thin.")
-    elif not fit.source.logged and not fit.contention.role_se:
+    elif not fit.source.logged and not any(fit.contention.role_se):
         out.append(
             "from given numbers the intervals carry only the model's own error (and, with a sync cost given "
             "at one drafter count, the range of its scaling), not the sampling and run-to-run error of a "

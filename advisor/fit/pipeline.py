@@ -298,10 +298,12 @@ def _rates_contention(lg: RunLog, n_ref: int) -> ContentionFit:
     GPU priors."""
     g, per_engine = lg.header.engine_gpus, lg.header.gpus_per_engine
     if shares_compute(lg):  # as a step log of one split on a shared host (advisor.fit.splits)
+        prior = shared_prior_se(lg)
         return ContentionFit.unmeasured(
             n_ref,
             g,
-            prior_se=shared_prior_se(lg),
+            prior_se=prior,
+            role_se=(prior, prior),
             run_se=RUN_SE,
             prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
             gpus_per_worker=per_engine,
@@ -347,12 +349,12 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
             ),
             stacklevel=3,
         )
-    elif contention.role_se:
+    elif contention.at_any_g:
         warnings.warn(
             AssumptionWarning(f"{roles.path}: {gpu_priors_text(contention, producer, consumer)}"), stacklevel=3
         )
     elif contention.prior_se > 0:
-        prior_p, prior_c = contention.role_prior_se()
+        prior_p, prior_c = contention.role_se
         widen = (
             f"{100 * prior_p:.1f}%"
             if abs(prior_p - prior_c) < 5e-4
@@ -392,7 +394,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
 
 def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> str:
     """The caveat of `gpu_priors`: what is carried, and what would measure it."""
-    sp, sc = contention.role_prior_se()
+    sp, sc = contention.role_se
     return (
         f"one split of real GPUs and no step events, so how per-GPU rates change with the split is not "
         f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
@@ -472,15 +474,15 @@ def gpu_priors(n_producer: int, gpus: int, gpus_per_worker: tuple[int, int] = (1
     """How step times change with the split on real GPUs where no step log measures it (bare
     numbers, rates-only logs of a GPU run): the priors of `advisor.model.priors` (``GPU_*``), from
     published split tables, around the given split (projections at any G count each role's
-    distance by its own count: `ContentionFit.role_se`).
+    distance by its own count: `ContentionFit.at_any_g`).
     """
     return ContentionFit.unmeasured(
         n_producer,
         gpus,
-        prior_se=max(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER),
         run_se=GPU_RUN_SE,
         prior_k=(GPU_PRIOR_K_PRODUCER, GPU_PRIOR_K_CONSUMER),
         role_se=(GPU_SPLIT_SE_PRODUCER, GPU_SPLIT_SE_CONSUMER),
+        at_any_g=True,
         gpus_per_worker=gpus_per_worker,
     )
 

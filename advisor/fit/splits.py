@@ -109,6 +109,18 @@ def shares_compute(log: RunLog) -> bool:
     )
 
 
+def _role_se(prior: float, within: WithinLogContention | None, shown: float) -> tuple[float, float]:
+    """Per-role standard error per worker moved: the prior, widened by a role's own identified
+    within-log slope (or the slope that showed shared compute, ``shown``)."""
+    if not prior or within is None or not within.estimated:
+        return prior, prior
+    own_p = within.producer.usable("producer")
+    own_c = within.consumer.usable("consumer")
+    if shown:
+        own_p, own_c = max(own_p, shown), max(own_c, shown)
+    return math.hypot(prior, own_p), math.hypot(prior, own_c)
+
+
 def fit_contention(
     measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None, producer: str, first: int
 ) -> ContentionFit:
@@ -126,6 +138,7 @@ def fit_contention(
     ns = np.array([measured[i].roles[producer] for i in idx], float)
     priors = dict(
         prior_se=prior,
+        role_se=_role_se(prior, within, shown),
         run_se=RUN_SE if prior else 0.0,
         within=within,
         prior_k=prior_k,

@@ -18,7 +18,7 @@ from typing import Any
 
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.observe import ObservedRun
-from advisor.model.priors import CONTENTION_PRIOR_SE, CONTENTION_SINGLE_SE, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE
+from advisor.model.priors import CONTENTION_SINGLE_SE, TOKEN_LINE_CURVATURE_HALF95, TOKEN_RUN_SE
 from advisor.settings import SAME_SIZE_TOL
 from advisor.stats import Z_95
 
@@ -186,29 +186,14 @@ class ContentionFit:
     """How a worker's step time depends on the split (shared host resources).
 
     ``busy_r(N) = busy_r(N_ref) * exp(k_r * (N - N_ref))`` for N producer engines at the fitted G
-    GPUs (one producer engine more = k_p / k_c consumer engines fewer, ``gpus_per_worker``; G
-    counts every engine's GPUs, so the splits of tensor-parallel engines share one G). ``k_r`` is
-    fitted by weighted least squares of each log's log mean busy time on N when logs at two or more
-    splits of one G are given; its standard error combines each log's sampling error and drift.
-    Beyond the logged splits (with one split, everywhere) the slope is the prior's, ``prior_k``
-    (``CONTENTION_PRIOR_K_PRODUCER`` and ``_CONSUMER`` on a shared host, else 0), and
-    ``CONTENTION_PRIOR_SE`` per producer engine of distance is
-    carried: ``busy_r(N) = busy_r(clip(N)) * exp(prior_k_r * (N - clip(N)))``, clip(N) the nearest
-    logged producer count.
-
-    A split whose count of a role is 1 where the logged split's is not (or the reverse) carries
-    ``CONTENTION_SINGLE_SE`` for that role as well (`single_se`): a lone worker is another regime.
-
-    ``within``: the first log's within-log slopes of step time on concurrently busy peers
-    (`advisor.measure.contention`), reported as data. They do not move the projection (inside a log,
-    concurrency is set by the step times themselves, and on the real sweeps the within-log slopes
-    did not predict the step times at other splits); a role whose own slope (per busy worker of
-    its role) is identified and not confounded carries ``sqrt(prior^2 + slope^2)`` per worker of
-    distance instead of the prior alone (``role_prior_se``).
-
-    ``shown_slope``: on a header silent about devices, the largest within-log slope that showed
-    shared compute (`advisor.fit.splits.within_sharing`); both roles then carry
-    ``sqrt(prior^2 + max(own, shown)^2)`` per worker of distance.
+    (G counts every engine's GPUs). ``k_r`` is the weighted least-squares slope of the logs' log
+    mean busy time on N where logs at two or more splits of one G are given. Beyond the logged
+    producer counts the slope is ``prior_k`` and ``role_se[r]`` (the prior, or ``hypot(prior,
+    within-log slope)``: `advisor.fit.splits`) is carried per worker moved. With ``at_any_g``
+    (real GPUs without a step log) each role moves by its own count at any G; else another G keeps
+    the logged step times. A role with one worker on one side of the logged splits only carries
+    ``CONTENTION_SINGLE_SE`` too (a lone worker is another regime). ``within``: the first log's
+    within-log slopes (`advisor.measure.contention`), reported; ``prior_se``: the host's prior.
     """
 
     ref_producers: int
@@ -220,13 +205,12 @@ class ContentionFit:
     measured: bool
     lo_producers: int = 0  # the logged producer counts span lo..hi
     hi_producers: int = 0
-    prior_se: float = CONTENTION_PRIOR_SE
+    prior_se: float = 0.0  # the host's prior per worker moved (0: none carried)
+    role_se: tuple[float, float] = (0.0, 0.0)  # per role: standard error per worker moved beyond the logs
+    at_any_g: bool = False  # each role moves by its own count at any G (the GPU priors)
     run_se: float = 0.0  # run-to-run level shift per role (RUN_SE on shared hosts)
     prior_k: tuple[float, float] = (0.0, 0.0)
     within: WithinLogContention | None = None
-    # per role (producer, consumer): the prior's standard error per worker moved where it differs by
-    # role (real GPUs without a step log: `advisor.model.priors.GPU_SPLIT_SE`); empty: prior_se for both
-    role_se: tuple[float, ...] = ()
     shown_slope: float = 0.0
     gpus_per_worker: tuple[int, int] = (1, 1)  # GPUs one producer and one consumer engine hold
 
@@ -256,60 +240,41 @@ class ContentionFit:
         kp, kc = self.gpus_per_worker
         return n_producer * kp + n_consumer * kc
 
-    def _own_counts(self, n_producer: int, gpus: int) -> tuple[float, float]:
-        """Per-role priors (``role_se``: real GPUs without a step log) at any G: the producers added
-        and the consumers removed against the given split, each role by its own count."""
-        return n_producer - self.ref_producers, self.consumers(self.ref_producers, self.gpus) - self.consumers(
-            n_producer, gpus
-        )
+    def _moves(self, n_producer: int, gpus: int) -> tuple[float, float, float]:
+        """Producers moved inside the logged splits, then each role's workers moved beyond them."""
+        if gpus != self.gpus and not self.at_any_g:
+            return 0.0, 0.0, 0.0
+        c = min(max(n_producer, self.lo_producers), self.hi_producers)
+        beyond_c = self.consumers(c, self.gpus) - self.consumers(n_producer, gpus) if self.at_any_g else n_producer - c
+        return c - self.ref_producers, n_producer - c, beyond_c
 
     def sides(self, n_producer: int, gpus: int) -> tuple[float, float]:
-        """The sign of each role's split term at ``n_producer`` (one unknown slope per role moves the
-        splits on either side of the given one opposite ways).
-        """
-        if self.role_se:
-            dp, dc = self._own_counts(n_producer, gpus)
-            return (1.0 if dp >= 0 else -1.0), (1.0 if dc >= 0 else -1.0)
-        side = 1.0 if n_producer >= self.ref_producers else -1.0
-        return side, side
-
-    def _clip(self, n: int) -> int:
-        return min(max(n, self.lo_producers), self.hi_producers)
-
-    def role_prior_se(self) -> tuple[float, float]:
-        """Per-worker standard error carried beyond the logged splits."""
-        if len(self.role_se) == 2:
-            return self.role_se[0], self.role_se[1]
-        if not self.prior_se or self.within is None or not self.within.estimated:
-            return self.prior_se, self.prior_se
-        own_p = self.within.producer.usable("producer")
-        own_c = self.within.consumer.usable("consumer")
-        if self.shown_slope:
-            own_p, own_c = max(own_p, self.shown_slope), max(own_c, self.shown_slope)
-        return math.hypot(self.prior_se, own_p), math.hypot(self.prior_se, own_c)
+        """The sign of each role's split term (one unknown slope per role moves the splits on either
+        side of the given one opposite ways)."""
+        inside, bp, bc = self._moves(n_producer, gpus)
+        return (1.0 if inside + bp >= 0 else -1.0), (1.0 if inside + bc >= 0 else -1.0)
 
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
-        """Busy-time multipliers at ``n_producer`` producers: the fitted line between the logged
-        splits, the prior's slope beyond them.
-        """
-        if self.role_se:
-            dp, dc = self._own_counts(n_producer, gpus)
-            return math.exp(self.prior_k[0] * dp), math.exp(self.prior_k[1] * dc)
-        if gpus != self.gpus:
-            return 1.0, 1.0
-        c = self._clip(n_producer)
-        d, beyond = c - self.ref_producers, n_producer - c
+        """Busy-time multipliers: the fitted line between the logged splits, the prior's slope beyond."""
+        inside, bp, bc = self._moves(n_producer, gpus)
         return (
-            math.exp(self.producer_k * d + self.prior_k[0] * beyond),
-            math.exp(self.consumer_k * d + self.prior_k[1] * beyond),
+            math.exp(self.producer_k * inside + self.prior_k[0] * bp),
+            math.exp(self.consumer_k * inside + self.prior_k[1] * bc),
+        )
+
+    def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
+        """Standard errors of log busy at ``n_producer`` producers."""
+        inside, bp, bc = self._moves(n_producer, gpus)
+        return (
+            self.producer_se * abs(inside) + self.role_se[0] * abs(bp),
+            self.consumer_se * abs(inside) + self.role_se[1] * abs(bc),
         )
 
     def single_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
-        """Standard errors of log busy for the lone-worker regime (``CONTENTION_SINGLE_SE``): where one
-        side of ``n_producer`` and the logged splits has one worker of the role and the other more,
-        and the logs did not span both.
-        """
-        if (gpus != self.gpus and not self.role_se) or not (self.prior_se or self.role_se):
+        """Standard errors of log busy for the lone-worker regime (``CONTENTION_SINGLE_SE``): one side
+        of ``n_producer`` and the logged splits has one worker of the role, the other more, and the
+        logs did not span both."""
+        if (gpus != self.gpus and not self.at_any_g) or not any(self.role_se):
             return 0.0, 0.0
         at = self.consumers  # the consumers beside a producer count (at the logged split's G: its own)
         out = []
@@ -325,18 +290,6 @@ class ContentionFit:
             spanned = lo == 1 < hi
             out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)
         return out[0], out[1]
-
-    def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
-        """Standard errors of log busy at ``n_producer`` producers."""
-        if self.role_se:
-            dp, dc = self._own_counts(n_producer, gpus)
-            return self.role_se[0] * abs(dp), self.role_se[1] * abs(dc)
-        if gpus != self.gpus:
-            return 0.0, 0.0
-        c = self._clip(n_producer)
-        inside, beyond = abs(c - self.ref_producers), abs(n_producer - c)
-        prior_p, prior_c = self.role_prior_se()
-        return (self.producer_se * inside + prior_p * beyond, self.consumer_se * inside + prior_c * beyond)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -365,7 +318,7 @@ class RegimeFit:
 NO_REGIMES = RegimeFit()
 
 
-NO_CONTENTION = ContentionFit.unmeasured(0, 0, prior_se=0.0)
+NO_CONTENTION = ContentionFit.unmeasured(0, 0)
 
 
 @dataclass(frozen=True)

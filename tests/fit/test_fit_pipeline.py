@@ -216,7 +216,7 @@ def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
     # the drafters' own slope (per busy drafter) is identified there and widens their prior only
     d = c.within.consumer
     assert d.consumer_identified and not d.consumer_confounded
-    prior_p, prior_c = c.role_prior_se()
+    prior_p, prior_c = c.role_se
     assert prior_p == pytest.approx(CONTENTION_PRIOR_SE)
     assert prior_c == pytest.approx(math.hypot(CONTENTION_PRIOR_SE, d.per_consumer))
     assert c.rel_se(2, 6)[1] == pytest.approx(prior_c)
@@ -229,7 +229,7 @@ def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
 def test_dedicated_gpus_carry_no_contention_prior_nor_run_shift():
     fit = fit_logs([load_log(Path(__file__).resolve().parents[2] / "fixtures" / "reference-7x1.jsonl")])
     c = fit.contention
-    assert c.prior_se == 0.0 and c.run_se == 0.0 and c.role_prior_se() == (0.0, 0.0)
+    assert c.prior_se == 0.0 and c.run_se == 0.0 and c.role_se == (0.0, 0.0)
     assert c.prior_k == (0.0, 0.0) and c.scale(3, 8) == (1.0, 1.0)
 
 
@@ -518,7 +518,7 @@ def test_the_fitted_or_assumed_contention_is_reported():
     said = []
     c = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", caveats=said).contention
     # the prior per worker moved, widened by a role's own identified within-log slope
-    prior_p, prior_c = c.role_prior_se()
+    prior_p, prior_c = c.role_se
     assert prior_p >= CONTENTION_PRIOR_SE and prior_c >= CONTENTION_PRIOR_SE
     assert any(f"widen by {100 * prior_p:.1f}%" in m and "per worker moved" in m for m in said), said
     from advisor.model.priors import CONTENTION_SINGLE_SE

@@ -62,7 +62,7 @@ def test_a_silent_header_and_a_large_within_log_slope_count_as_shared_compute(tm
     assert shown == c.shown_slope >= WITHIN_SHARED_SLOPE
     assert "a drafter's step +" in text and "per extra busy target" in text
     assert c.prior_se == CONTENTION_PRIOR_SE and c.run_se == RUN_SE
-    assert c.role_prior_se() == pytest.approx((math.hypot(CONTENTION_PRIOR_SE, shown),) * 2)
+    assert c.role_se == pytest.approx((math.hypot(CONTENTION_PRIOR_SE, shown),) * 2)
     assert any("does not say where the workers ran" in t and text in t for t in texts)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

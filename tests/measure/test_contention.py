@@ -171,7 +171,7 @@ def test_sweep_target_bound_log_cannot_see_target_contention():
     assert w is not None and w.estimated
     assert w.producer.producer_peers_sd < 0.1
     assert not w.producer.producer_identified
-    assert fit.contention.role_prior_se()[0] == pytest.approx(fit.contention.prior_se)
+    assert fit.contention.role_se[0] == pytest.approx(fit.contention.prior_se)
 
 
 def test_sweep_drafter_bound_log_shows_no_target_contention_within_and_flags_confounding():
