@@ -1,65 +1,13 @@
 """Fit the producer/consumer model from the steady part of one or more logs.
 
-Per GPU role r (targets = producer, drafters = consumer):
-
-- capacity comes from busy time, never from throughput: a worker's service rate is
-  ``mu_r = 1 / mean(busy_s)`` over its steady steps (a producer behind a full queue completes at
-  the consumer's pace, which says nothing about what it could do);
-- step time vs tokens: ``busy_s = t0_s + c_s_per_tok * tokens``, a Huber-weighted least-squares
-  fit (IRLS, ``HUBER_K`` robust scale units), so another token budget can be projected;
-- variability: the squared coefficient of variation (SCV) of busy times, which sets the
-  effective queue depth in `advisor.model.chain`;
-- interval: a 95% interval on ``mu_r`` from ``BATCH_MEANS`` batch means of the busy series
-  (time-ordered, so autocorrelation widens it honestly);
-- shares of wall time: busy, starved (``wait``) and blocked, per worker.
-
-Drafter sync (M > 1, data-parallel): one round of ``k = sync_every`` steps per rank costs
-``T(M) = k*m + sqrt(k r)*sigma*e_M + T_ar(M)`` where m, sigma are the mean and standard deviation
-of a drafter step, ``e_M`` the expected maximum of M standard normals (the barrier waits for the
-slowest rank), ``r`` the ranks' round sums' variance over ``k sigma^2`` (measured from the logged
-rounds, `advisor.measure.rounds`, pooled with ``ROUND_PRIOR_DOF`` of independent steps; 1 without
-complete rounds) and ``T_ar`` the logged collective time (``sync`` events, ``dur``). Per-rank
-scaling is ``s(M) = k*m / T(M)``. ``T_ar`` is fitted on ``c + a*(M-1) + b*(M-1)/M`` (constant,
-per-hop latency and ring bandwidth terms, non-negative least squares) from the M values seen
-(several logs of one job). With one value T_0 at M_0 the scaling is unidentified: the plausible
-extremes are flat (T_0 at every M: a switch-offloaded or latency-bound collective) and ring
-(``T_0 r(M) / r(M_0)``, ``r(M) = (M-1)/M``, bandwidth-bound, NCCL's usual case). Projections
-use the ring, and each split's interval spans the projection at both extremes
-(`sync_scaling_range`, `advisor.model.chain.project_split`); warned (why not their geometric
-mean: benchmarks/VALIDATION.md). With none (only M = 1 seen) it is
-unknown: ``T_ar = 0`` is assumed, said in an :class:`AssumptionWarning`, and the verdict's
-sensitivity to it is shown.
-
-Input limit: producers starved for more than ``INPUT_STARVED_SHARE`` of their time while their
-prefetch queues are near empty means the loader caps the pipeline; since an input-bound loader
-is never blocked, its capacity is the producers' completion rate. A loader close to binding
-(producers starved more than ``LOADER_STARVED_MIN`` while some prefetch queue runs dry in at
-least ``PRE_EMPTY_SHARE`` of the snapshots) is engaged too: its capacity is the one at which the
-model, loader stage included, meets the observed split's rate (``LoaderFit.calibrated``).
-
-Split-dependent step times (`ContentionFit`): workers that share a host resource slow each
-other, so a role's mean step time is modelled as ``busy(N) = busy(N_ref) exp(k (N - N_ref))`` at
-a fixed G, fitted from logs at two or more splits; from one split only a prior (per worker of
-distance) and a run-to-run term widen the interval, where the log shows shared compute. Inside
-one log, `advisor.measure.contention` measures each role's step-time slope on concurrently busy peers:
-reported, and a role's own identified slope widens its prior; it does not move the projection.
-
-Non-stationarity: ``RoleFit.drift`` (the two halves of the window) widens the rate interval;
-clear regimes (`RegimeFit`, time slices of the window) are projected slice by slice.
-
-Token budget: ``RoleFit.busy_at`` follows a power law ``busy ~ tokens^p`` from one budget (prior p
-with its range) unless the in-log line is well identified. From two or more budgets it follows a
-line ``busy = L (1 - e + e T / T_mid)`` (a fixed cost ``L (1 - e)`` and a per-token cost; ``e``
-the line's elasticity at the budgets' mid-point ``T_mid``, ``0 <= e <= 1``) whose posterior
-combines the budgets' log mean step times (each with sampling, drift and run-to-run variance)
-with the same prior on ``e``: computed on a grid of ``e``, the level Gaussian given ``e``. The
-projection is the posterior mean of ``log busy(T)`` and its interval the posterior variance
-there (which grows with the lever arm from the logged budgets), another run's level, and a
-curvature term per e-fold beyond the logged budgets.
-
-From ``rates`` snapshots only: capacities come from ``cap_bps`` when logged; without it only
-the consumer side (behind a full queue) is measured and the producer is a lower bound. Busy
-variability is unknown then and assumed (``DEFAULT_SCV``), with a warning.
+Per GPU role (targets = producer, drafters = consumer): capacity from busy time, never from
+throughput (``mu = 1 / mean(busy_s)``: a blocked producer completes at the consumer's pace), a
+95% interval from batch means, the SCV of busy times, the shares of wall time, and how step time
+follows tokens (`advisor.fit.tokens`). Around them: the drafters' sync and the loader
+(`advisor.fit.stages`), how step times change with the split (`advisor.fit.splits`,
+`ContentionFit`) and over time (`advisor.fit.regimes`), the link (`advisor.fit.bandwidth`).
+From ``rates`` snapshots only: capacities from ``cap_bps`` when logged, else the producer is a
+lower bound; variability is assumed (``DEFAULT_SCV``), with a warning.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """How step times change with the split: contention across logs of one G (see `ContentionFit`).
 
-Where workers share a host's compute a contention prior is carried from one split. The header
-says so (`shares_compute`): ``device: "cpu"``, or ``physical_gpus`` below the worker count
-(docs/log-schema.md); the prior's size was measured on the real CPU sweeps (a core per worker).
-A header that says neither leaves it to the log (`within_sharing`): when a within-log slope of a
-step time on busy peers (`advisor.measure.contention`; per busy target or per busy drafter) is
-at least ``WITHIN_SHARED_SLOPE`` (ln, per busy peer) at the low end of its 95% interval, the
-workers evidently share something (a slope merely beyond its half-width is not enough: of the
-four slopes a log gives, one passes that by chance too often, as on a synthetic log without
-contention, BENCHMARKS.md 20.11), and on a host of unknown shape that slope is the only measure
-of how much. The log is then fitted as a shared host's (the prior's slope for the centre, the
-run-to-run term) and both roles carry ``hypot(prior, slope)`` per worker moved
-(``ContentionFit.shown_slope``), so the intervals of other splits cover a change of that size; a
-log at a second split measures it. A header that declares dedicated devices is believed.
-
-A header whose ``cores`` is below the worker processes (`oversubscription`) says more: a busy
-worker's step time is set by how many others are busy, and the split changes that, so the prior
-per worker moved is ln(workers / cores) where that exceeds the sweeps' figure (`shared_prior_se`,
-`advisor.model.priors.oversubscribed_se`).
+A contention prior is carried from one split where workers share a host's compute: the header
+says so (`shares_compute`), or, silent about devices, the log shows it (`within_sharing`: a
+within-log slope on busy peers whose 95% low end is at least ``WITHIN_SHARED_SLOPE``; a slope
+merely beyond its half-width passes by chance too often, BENCHMARKS.md 20.11). Then both roles
+carry ``hypot(prior, slope)`` per worker moved. A header whose ``cores`` is below the worker
+processes (`oversubscription`) raises the prior to ln(workers / cores) where larger.
 """
 
 from __future__ import annotations
@@ -51,9 +39,7 @@ def declares_device(log: RunLog) -> bool:
 
 
 def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[float, str]:
-    """The largest within-log slope that shows shared compute on a header silent about devices
-    (module docstring), and its sentence.
-    """
+    """The largest within-log slope that shows shared compute on a header silent about devices, and its sentence."""
     if declares_device(log) or within is None or not within.estimated:
         return 0.0, ""
     best, text = 0.0, ""
@@ -83,20 +69,14 @@ def oversubscription(log: RunLog) -> tuple[int, int] | None:
 
 
 def shared_prior_se(log: RunLog) -> float:
-    """The contention prior's standard error per worker moved for a log whose workers share a host:
-    ``CONTENTION_PRIOR_SE``, or ln(workers / cores) on an oversubscribed host where larger.
-    """
+    """The shared host's prior per worker moved: ``CONTENTION_PRIOR_SE`` or ln(workers / cores)."""
     over = oversubscription(log)
     return max(CONTENTION_PRIOR_SE, oversubscribed_se(*over) if over else 0.0)
 
 
 def shares_compute(log: RunLog) -> bool:
-    """Workers share one host's compute: CPU workers, or more workers than physical GPUs. Only then
-    is a contention prior carried from one split (dedicated GPUs: assumed independent, as the
-    emulated and simulated validation sets are; logs at two splits measure it either way). The
-    trainer's emulation mode (``mode: emulate``) replays step times without computing, so its
-    workers share nothing.
-    """
+    """Workers share one host's compute: CPU workers, more workers than physical GPUs, or too few
+    cores; not the trainer's emulation (``mode: emulate``), which computes nothing."""
     extra = log.header.extra
     if extra.get("mode") == "emulate":
         return False

@@ -1,57 +1,26 @@
 """Contention inside one log: does a worker's step take longer while more peers are busy?
 
-Workers that share a host resource (memory bandwidth, caches, PCIe, host CPU, a shared GPU) slow
-each other. Across logs at several splits this shows as a step time that depends on the split
-(`advisor.model.params.ContentionFit`). Inside one log the number of concurrently busy peers varies over
-time (drafters starve and idle, targets block on a full q_hs), which may identify the same effect
-from a single run. This module measures it; `advisor.fit.pipeline` reports it.
+Across logs at several splits shared host resources show as a split-dependent step time
+(`ContentionFit`); inside one log the busy peers vary over time, which may identify the same
+effect. A step event's compute ran over ``[t - blocked - busy, t - blocked]`` (docs/log-schema.md);
+a drafter's sync round is not busy. Per step i of role r, over its busy interval:
 
-Busy intervals (docs/log-schema.md, trainer/workers.py): a step event's ``t`` is when the worker
-was free again, after ``busy`` seconds of compute and then ``blocked`` seconds held on a full
-output queue, so the compute ran over ``[t - blocked - busy, t - blocked]``. A drafter's sync
-round sits between its steps and is not counted as busy.
+    P_i, C_i = mean busy producers, consumers over the interval, less the worker itself
+    S_i = 1 when it waited (starved) more than STARVED_MIN of a typical step just before
 
-Per step i of role r, over its busy interval I_i:
-
-    P_i = mean over I_i of (busy producers) - [r is the producer]     (other busy producers)
-    C_i = mean over I_i of (busy consumers) - [r is the consumer]     (other busy consumers)
-    S_i = 1 when the worker waited (starved) more than STARVED_MIN of a typical step just
-          before, else 0 (back-to-back)
-
-(time averages of the piecewise-constant counts, from their cumulative integrals: O(n log n)).
-Per role, over the steady window, a Huber-weighted (IRLS, k = HUBER_K) least-squares fit
+and per role a Huber-weighted (IRLS, ``HUBER_K``) fit with one intercept per time block (slow
+drifts move step times and concurrency together)
 
     ln busy_i = a + b_P (P_i - mean P) + b_C (C_i - mean C) + g ln(tokens_i / mean tokens) + d S_i
 
-with one intercept ``a`` per time block (the slopes come from changes of concurrency within a
-block: slow drifts such as a warm-up's tail or a host's changing load move step times and
-concurrency together and would otherwise pass for contention), so ``exp(b_P) - 1`` is the change
-of a step per extra busy producer ("each extra busy target slows targets by x%"), ``exp(d) - 1`` the change of a step
-taken after a starved wait against a
-back-to-back one (GPUs that idle clock down). P_i and C_i are instrumented by the busy peers at the
-step's start instant (P0_i, C0_i; just-identified instrumental variables, Huber weights): a step's
-own duration decides over how long P_i is averaged, and in a pipeline whose workers block and
-starve the average over a long step differs systematically from that over a short one, which
-without the instrument shows as contention where there is none (BENCHMARKS.md 20.3). Standard
-errors are cluster-robust over the ``BLOCKS`` time blocks (sandwich with block score sums,
-small-sample factor B/(B-1), Student t with B-1 degrees of freedom): step times wander together
-over tens of seconds on a shared host, and per-step errors would be far too small.
-
-Identifiable: a regressor enters only when it varies inside the blocks (standard deviation of P_i
-or C_i about its block means at least ``MIN_PEER_SD`` workers; both starved and back-to-back steps
-at least ``MIN_STARVED_SHARE``), and its slope is called identified when its 95% half-width is at most ``MAX_HALF95``
-per worker.
-Confounded: concurrency inside a log is not set from outside. Slow stretches of one role idle the
-other (fewer completions reach it) or unblock its own peers, so a naive slope mixes the physical
-effect with this feedback. A slope significantly below zero (more busy peers, faster steps: no
-shared resource does that) is flagged ``confounded`` and never used.
-
-Projection (`scales_at`): at another split each role's step time would be scaled by
-``exp(b_P (P' - P) + b_C (C' - C))`` with the identified, unconfounded slopes, where P', C' are
-the busy peers that split would have: ``P' = N u_P - [r = P]``, ``C' = M u_C - [r = C]``, and the
-utilisations u depend on the step times. ``fixed_point`` iterates scales -> utilisations ->
-scales (a contraction for slopes below ~1/G, a few iterations). `advisor.fit.pipeline` reports the slopes
-and does not move the projection with them (why: BENCHMARKS.md 20.3).
+with P_i and C_i instrumented by the busy peers at the step's start (a step's own length decides
+what P_i averages over, which would pass for contention: BENCHMARKS.md 20.3). Standard errors are
+cluster-robust over the ``BLOCKS`` time blocks (B/(B-1), Student t with B-1 dof). A regressor
+enters where it varies inside the blocks (``MIN_PEER_SD``, ``MIN_STARVED_SHARE``); a slope is
+identified where its 95% half-width is at most ``MAX_HALF95``, and one significantly below zero
+is feedback, flagged ``confounded`` and never used. `scales_at` and `fixed_point` give what the
+slopes would make of another split (P' = N u_P - [r = P], the utilisations iterated); the fit
+reports the slopes and does not move the projection with them (BENCHMARKS.md 20.3).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Throughput of one split: N producers, M consumers, a finite queue between them.
 
-The chain (exact for exponential service). Let y be the batches the
-producers have finished and the consumers have not (queue contents + batches in consumers +
-outputs held by blocked producers), b the queue capacity and K = b + M. Then y is a
-birth-death chain on 0..K+N with
+The chain (exact for exponential service): y = batches the producers finished and the consumers
+have not (queue + in consumers + held by blocked producers), b the queue capacity, K = b + M;
+y is a birth-death chain on 0..K+N with
 
     birth(y) = mu_p * (N - max(0, y - K))      blocked producers do not serve
     death(y) = mu_c * min(y, M)                idle consumers when y < M
@@ -11,74 +10,37 @@ birth-death chain on 0..K+N with
     X = sum_y pi(y) death(y),   producer blocked share = E[(y-K)+] / N,
     consumer starved share = E[(M-y)+] / M,   mean queue depth = E[min((y-M)+, b)].
 
-General service times: the same chain at an effective buffer
-``b_eff = (b + 1) * 2 / (scv_p + scv_c) - 1``, linearly interpolated between the integer
-buffers around it: smooth services act like a deeper queue, bursty ones like a shallower one.
+General service times: the same chain at ``b_eff = (b + 1) * 2 / (scv_p + scv_c) - 1``,
+interpolated between the integer buffers around it. The drafters' rate is scaled by the sync
+factor s(M) (`advisor.fit.stages`). A binding loader is a stage in front: a second chain between
+it (one server, lambda_L) and the target/drafter block (rate X), the targets' prefetch slots its
+buffer. Capacities: C_p = N mu_p, C_c = M mu_c s(M); the naive bound is the least.
 
-A split's pipeline: targets -> q_hs -> drafters is one chain, with the drafters' per-rank rate
-scaled by the sync factor s(M) (see `advisor.fit.pipeline`). When the loader is known to limit input,
-it is a stage in front: a second chain between the loader (one server, capacity lambda_L) and
-the target/drafter block (rate X of the first chain), with the targets' prefetch slots as its
-buffer. Capacities: C_p = N mu_p, C_c = M mu_c s(M); the naive bound is min over stages.
-
-Barrier idling (data-parallel drafters, a barrier every k steps, M > 1). s(M) covers the
-drafter-bound side: a round of k steps per rank waits for the slowest rank. On the target-bound
-side the chain sees ample drafter capacity and returns about the target bound, but each round
-ends in a tail the chain does not model. A round hands M k batches to the ranks; an idle rank
-pulls, the lowest-numbered first (the trainer's and `advisor.model.simulate`'s rule), and a rank that
-has done its k steps waits at the barrier. With the targets supplying lambda = N mu_p and a
-rank serving c = mu_c (its step rate, before s(M)), about a = min(lambda / c, M) ranks are busy
-at a time. In a fluid picture they start one after another every k / lambda seconds; the last
-rank starts when about a ranks are left and needs k / c seconds, during which the targets
-supply lambda k / c = a k batches while the ranks still serving hold on average half their
-work, a k / 2: the tail leaves about D = a k / 2 batches unconsumed. Random service and arrival
-times spread the ranks' progress instead, by about k^0.6 steps (a random walk, slightly
-super-diffusive), the slowest of the a competing ranks setting the end (e_a, the expected
-maximum of a standard normals); for long rounds this is less than the fluid stagger, so
+Barrier idling (a barrier every k drafter steps, M > 1): on the target-bound side each round
+ends in a tail the chain does not model. With the targets supplying lambda = N mu_p and a rank
+serving c = mu_c, about a = min(lambda / c, M) ranks are busy at a time; in a fluid picture the
+tail leaves D = a k / 2 batches unconsumed, and random service spreads the ranks' progress by about
+k^0.6 steps (the slowest of a ranks, e_a the expected maximum of a standard normals), so
 
     D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.6, 1.0 and 0.5
 
-(calibrated on exact simulation of 127 starved or near-balanced splits,
-benchmarks/barrier_tail.py: G = 16-128, k = 4-64, q_hs 2-40, service SCV 0.01-0.5, a = 1.2-20;
-how close min(chain, X_bar) comes to the simulation, its worst splits included: BENCHMARKS.md 4;
-where the pure fluid D = a k / 2 misses: BENCHMARKS.md 20.11. The worst splits are near-balanced
-ones at large G, where neither the chain nor the tail describes the round; the exact refinement
-covers such splits when they are near the best).
-
-The all-reduce's T_ar seconds add lambda T_ar more. Those batches wait in q_hs and in the hands
-of blocked targets, at most B = b + N of them (the stock that opens the next round, drained at
-once by M free ranks); past B the targets block. Per round the targets are then blocked for
-E / lambda seconds, with the excess
-
-    E = max(0, D + lambda T_ar - B),
-
-so the round takes (M k + E) / lambda and the barrier-limited rate is
+(calibrated on exact simulation of 127 splits, benchmarks/barrier_tail.py; BENCHMARKS.md 4 and
+20.11). The all-reduce adds lambda T_ar batches; at most B = b + N wait (q_hs and blocked targets),
+past that the targets block, with the excess E = max(0, D + lambda T_ar - B) per round:
 
     X_bar = lambda M k / (M k + E).
 
-The projection is min(X_chain, X_bar): the chain where the drafters bind, the tail where the
-targets do (k = 1 with a 20-slot queue leaves E = 0; what 64 GPUs with k = 16 and b = 20 lose at
-the target-bound splits, and how closely exact simulation confirms it: BENCHMARKS.md 4 and 20.11,
-benchmarks/VALIDATION.md). Where X_bar binds, the interval carries ``BARRIER_SE_SHARE`` of the
-correction as model error, and the targets' blocked share is at least 1 - X / lambda. Cost: O(1)
-per split.
+The projection is min(X_chain, X_bar); where X_bar binds the interval carries
+``BARRIER_SE_SHARE`` of the correction as model error, and the targets are blocked at least
+1 - X / lambda. O(1) per split.
 
-Engines of several GPUs (``gpus_per_worker = (k_p, k_c)``): N, M, mu_p and mu_c are engines and
-their rates, as logged; GPU-seconds count k GPUs per engine, so the busy share of the G GPUs is
-``(X k_p / mu_p + X k_c / mu_c) / G`` (compute only: a drafter waiting on the link is not busy).
-Across nodes (``link``): the drafters' rate is that of their pool with the links of the split's
-placement (`advisor.model.link.link_pool`: the link's wait and transfer added to each drafter's
-batches that cross), the link a stage with its own capacity (``link_cap_bps``, the pipeline rate
-at which the busiest link saturates) beside the targets' and the drafters'. Where the drafters
-sync across nodes, their all-reduce holds the link ``T_link`` a round more (``LinkStage.sync_xfer_s``),
-added to the round's ``T_ar`` in s(M) and the barrier; a round then takes k of a drafter's
-batches with the link's wait and transfer in them, so s(M) is taken at that mean, and the link's
-capacity counts hidden state and sync per batch (`advisor.model.link`): with it, no split's rate
-passes its bound. The drafters' capacity a split reports is their own (``M mu_c s(M)`` with a free
-link): the efficiency is the rate over the fastest role's own capacity, and the bound the least of
-the roles' and the link's, so a split the link strangles never reads as balanced; the bottleneck
-is the link where it saturates, or where the drafters' waits on it bind them while their own
-capacity is not the least. Node-local pipelines (`project_local`): each node's pipeline, summed.
+Engines of several GPUs (``gpus_per_worker = (k_p, k_c)``): N, M and the rates are engines';
+the busy share of the G GPUs is ``(X k_p / mu_p + X k_c / mu_c) / G``. Across nodes: the drafters'
+rate is their pool's with the link's wait and transfer (`advisor.model.link.link_pool`), the link a
+stage with its own capacity (hidden state and sync per batch); a cross-node sync holds the link
+``T_link`` a round more, added to T_ar. The drafters' reported capacity is their own (a free
+link); the bottleneck is the link where it saturates, or where the drafters' waits on it bind them
+while their own capacity is not the least. Node-local pipelines: `project_local`.
 """
 
 from __future__ import annotations
@@ -347,30 +309,18 @@ def _pipeline_x(
 
 
 def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, float]:
-    """Standard errors of log(mu) of one role that every split shares: (what a longer log of the
-    same split measures better, the rest). The first is sampling (batch means) and the drift
-    between the halves of the window (a longer log shows whether the pace settles); the rest is the
-    token model when projecting another budget and the run-to-run level shift no single log shows
-    (``ContentionFit.run_se``, on shared hosts)."""
+    """Standard errors of one role's log(mu) that every split shares: (sampling and drift, the
+    token model and the run-to-run shift)."""
     samp = math.log(rf.mu_high_bps / rf.mu_low_bps) / (2 * Z_95) if rf.mu_low_bps > 0 else 0.0
     tok = rf.busy_at_rel_half95(tokens) / Z_95 if tokens is not None else 0.0
     return math.hypot(samp, rf.drift), math.hypot(tok, run_se)
 
 
 def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float]:
-    """d ln X / d ln mu of each role by finite steps either way.
-
-    Near a balanced split X ~ min(C_p, C_c) bends: a rise of either role's rate moves X little
-    (the other role binds), a fall moves it fully. Scaling both rates scales X, so the two
-    elasticities sum to about one; a forward step alone sees neither role at the bend and drops
-    most of the run-to-run level of the split nearest the balance (BENCHMARKS.md 19.10). From step
-    logs the central difference is taken (the mean of the forward and the backward elasticity:
-    ~1/2 each at the bend, the binding role's ~1 away from it) over ``CENTRAL_ELASTICITY_STEP``,
-    the size of a run-to-run move of a role's rate, not a tangent: a split whose two capacities
-    lie 2% apart is as exposed to either role's next run as one at the bend (BENCHMARKS.md 19.12).
-    Without step events (bare numbers, rates snapshots) the capacities are uncertain by far more
-    than a step, and there the larger of the two ``ELASTICITY_STEP`` elasticities is taken (a fall
-    of either role's rate lowers the throughput)."""
+    """d ln X / d ln mu of each role by finite steps either way: from step logs the central
+    difference over ``CENTRAL_ELASTICITY_STEP`` (a run-to-run move, so a split near the balance
+    shares both roles' level: BENCHMARKS.md 19.10, 19.12); without step events the larger of the
+    forward and backward ``ELASTICITY_STEP`` elasticities."""
     mu_p, mu_c, b, bar = state
     central = fit.source is Source.STEPS
     step = CENTRAL_ELASTICITY_STEP if central else ELASTICITY_STEP
@@ -633,19 +583,13 @@ def project_split(
     gpus_per_worker: tuple[int, int] = (1, 1),
     link: LinkStage | None = None,
 ) -> SplitResult:
-    """Project one split under ``what_if``.
+    """Project one split under ``what_if``, step times scaled by ``fit.contention``.
 
-    Contention: step times are scaled by ``fit.contention`` for this split (`advisor.model.params.ContentionFit`).
-    Interval (``interval=True``): the throughput's elasticities to each role's rate,
-    ``e_r = d ln X / d ln mu_r`` (finite differences), carry each role's log-rate standard error
-    (sampling, drift, contention at this split's distance from the logged ones and across the
-    lone-worker regime, token model):
-    ``se(ln X)^2 = e_p^2 se_p^2 + e_c^2 se_c^2 + MODEL_SE^2 + se_bar^2``:
-    ``MODEL_SE`` for the analytic chain's own error against exact simulation, ``se_bar =
-    BARRIER_SE_SHARE x ln(X_chain / X)`` for the barrier-tail correction where it binds; the
-    interval is ``X exp(+-1.96 se)``. Where the sync cost's scaling with M is unidentified (one
-    drafter count logged), it is the union of that interval around X and around
-    ``X (s_end / s)^e_c`` for both ends of `advisor.model.chain.sync_scaling_range` (flat and ring).
+    Interval: ``se(ln X)^2 = sum_r e_r^2 se_r^2 + MODEL_SE^2 + se_bar^2`` with ``e_r = d ln X / d ln
+    mu_r`` and se_r each role's log-rate errors (sampling, drift, split, lone worker, token model,
+    run to run); ``X exp(+-1.96 se)``, joined with the same around ``X (s_end / s)^e_c`` at both
+    ends of `sync_scaling_range` where the sync's scaling is unidentified, and the capacity
+    ranges' corners.
     """
     tokens, busy_p, busy_c = _busy_per_batch(fit, what_if.tokens_per_batch)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
@@ -691,15 +635,10 @@ def project_split(
 def project_local(
     fit: PipelineFit, n_producer: int, n_consumer: int, link: LinkStage, *, gpus: int, **kw
 ) -> SplitResult:
-    """Split (N, M) as node-local pipelines (``link.placement`` routed "local": node a's N_a targets
-    feed its M_a drafters through a q_hs of its own; `advisor.model.link`). Each node is projected
-    alone (`project_split` at N_a, M_a on its gpus / L GPUs, its sync an all-reduce of all M drafters
-    that holds the link ``link.sync_xfer_s`` a round). Alike nodes: one node's projection times L;
-    rates, capacities and the interval scale by L (each node has its own loader, as the logged node
-    had); shares, efficiency and GPU utilisation are one node's, and so is ``hs_mean_depth`` (each
-    node's q_hs). Unlike nodes (a split that does not divide evenly): `_unlike_nodes`. The link
-    carries sync only: its capacity ``M k / T_link`` (the pipeline rate at which the sync alone would
-    fill it), never below the drafters' (whose round holds T_link and more).
+    """Split (N, M) as node-local pipelines: each node's N_a targets feed its M_a drafters through
+    its own q_hs, projected alone on G / L GPUs (its sync an all-reduce of all M drafters). Alike
+    nodes: rates and capacities times L, shares one node's; unlike ones: `_unlike_nodes`. The link
+    carries sync only: capacity ``M k / T_link``.
     """
     pl = link.placement
     if not pl.local:
@@ -755,12 +694,9 @@ def project_local(
 
 
 def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
-    """Node-local pipelines of unlike nodes (one projection per node) as one split. Without a sync the
-    nodes run apart and the rate is the sum of theirs; drafters that sync all take k steps a round,
-    so every drafter runs at the slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``, and a
-    faster node's targets block the more. Capacities, bounds, tokens/s and GPU-seconds add up; the
-    interval's parts are the nodes' weighted by their share of the rate (their errors are the fit's,
-    shared: the ends move together); shares are per worker, the q_hs depth a node's mean."""
+    """Unlike node-local pipelines as one split: rates add, but drafters that sync run at the
+    slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the
+    nodes' weighted by their share of the rate."""
     synced = fit.sync.sync_every > 0 and sum(r.n_consumer for r in nodes) > 1
     pace = min(r.x_bps / r.n_consumer for r in nodes) if synced else math.inf
     rates = [min(r.x_bps, pace * r.n_consumer) for r in nodes]
@@ -829,11 +765,8 @@ def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: floa
 
 
 def straggler_excess_s(consumer: RoleFit, sync: SyncFit, m: int, scale: float = 1.0) -> float:
-    """Seconds a sync round's barrier waits beyond what independent steps give: ``e_M sqrt(k)
-    sigma (sqrt(r) - 1)``, with ``r`` the rounds' measured variance ratio (``SyncFit.round_var_ratio``)
-    and sigma the drafters' step spread times ``scale``. An exact simulation that draws steps
-    independently adds it to each round's collective.
-    """
+    """Seconds a sync round's barrier waits beyond independent steps: ``e_M sqrt(k) sigma
+    (sqrt(r) - 1)`` (``r``: ``SyncFit.round_var_ratio``; sigma times ``scale``)."""
     k = sync.sync_every
     if m <= 1 or k <= 0:
         return 0.0

@@ -1,59 +1,36 @@
 """The hidden-state link between nodes: a transfer stage for the batches that cross it.
 
-Semantics (docs/log-schema.md, "Which batches cross, and the link"): q_hs is one queue of the
-whole pipeline and a drafter takes its oldest batch, whichever target made it; a batch crosses
-when its target's node differs from the drafter's node b, and then holds **the one shared
-inter-node link** (bandwidth B bytes/s) for ``x = bytes / B`` seconds, ``bytes =
-hs_bytes_per_token x tokens``, first come first served. The drafter waits for its turn and its
-transfer (both in its ``xfer`` and ``busy``).
+A drafter on node b takes q_hs's oldest batch; it crosses when its target's node differs, and then
+holds **the one shared link** (B bytes/s) for ``x = hs_bytes_per_token tokens / B`` seconds, first
+come first served (docs/log-schema.md, "Which batches cross, and the link"). In steady state a
+batch comes from node a with probability ``N_a / N``; taking its origin independent of the drafter
+(uniform mixing, exact where drafters sit on nodes without targets; BENCHMARKS.md 16.1 otherwise,
+hence `advisor.project.linked` simulates the best splits), a drafter on b sends ``v_b = (N - N_b)
+/ N`` of its batches over the link.
 
-Which target made the oldest batch: in steady state every target completes X / N batches per
-second, so a batch in q_hs comes from node a with probability ``N_a / N`` (N_a targets on a);
-assuming that origin independent of the drafter that takes it (uniform mixing), a drafter on node
-b sends ``v_b = (N - N_b) / N`` of its batches over the link. Where all drafters sit on nodes
-without targets this is exact by conservation; where drafters share nodes with targets the one
-FIFO queue ties origin to drafter (in an emulated spread placement more batches crossed than
-uniform mixing gives, BENCHMARKS.md 16.1), so `advisor.project.linked` simulates the splits near
-the best exactly and this stage is the screen that ranks the placements to simulate.
-
-The drafters and the link form a closed network: M drafters cycle between their own compute (a
-delay station of mean ``Z = s_c``, each drafter on its own GPU) and the link (one first-come-
-first-served station of service ``x``), a drafter of node b visiting it ``v_b`` times per batch.
-Classes are the nodes (drafters of one node visit alike). Its throughput with the drafters always
-fed (q_hs never empty: the drafter-bound side) is solved by exact multi-class mean value analysis
-over the population vectors up to (M_0, ..., M_{L-1}) (Reiser and Lavenberg 1980; Bard-Schweitzer's
-fixed point where there are more than ``EXACT_MVA_STATES`` vectors), with the residual of the
-transfer in service taken as ``x (1 + scv_x) / 2`` rather than ``x`` (the FCFS correction for
-non-exponential service, Reiser 1979; scv_x: the transfer's squared coefficient of variation,
-that of tokens per batch). With ``n - e_b`` the population less one drafter of node b:
+The drafters and the link form a closed network: each drafter cycles between its compute (a delay
+station, ``Z = s_c``) and the link (one FCFS station of service ``x``), visited ``v_b`` times per
+batch; classes are the nodes. With the drafters always fed, exact multi-class mean value analysis
+over the population vectors (Reiser and Lavenberg 1980; Bard-Schweitzer past
+``EXACT_MVA_STATES``), the residual of a transfer in service ``x (1 + scv_x) / 2`` (Reiser 1979),
+``n - e_b`` the population less one drafter of node b:
 
     R_b(n) = v_b [ x + x (Q(n - e_b) - U(n - e_b)) + U(n - e_b) x (1 + scv_x) / 2 ]
     X_b(n) = n_b / (Z + R_b(n)),   Q(n) = sum_b X_b(n) R_b(n),   U(n) = sum_b X_b(n) v_b x,
-    all X_b(n) scaled down together where U(n) would pass 1 (no link carries more than it can;
-    the residual correction alone overshoots near saturation).
+    all X_b(n) scaled down together where U(n) would pass 1.
 
-The pool's capacity is ``sum_b X_b(M)``, and the drafter's effective mean service time, the
-link's wait and transfer included, is ``M / sum_b X_b(M)``: the chain (`advisor.model.chain`)
-takes it as the consumer's rate. With ``w_b = X_b / sum X_b`` node b's share of consumption, the
-crossing share is ``c = sum_b w_b v_b``, the link's utilisation at pipeline rate X is ``X c x``
-and its capacity (the pipeline rate at which it saturates) ``1 / (c x)``.
+A drafter's effective service time is ``M / sum_b X_b(M)`` (the chain's consumer rate); with
+``w_b = X_b / sum X_b``, the crossing share is ``c = sum_b w_b v_b`` and the link's capacity
+``1 / (c x)``.
 
-Routing. The above is the **shared** routing: one q_hs, any drafter takes any batch. A placement
-may instead route **node-locally**: every node holding targets also holds drafters, and each
-node's batches go to its own drafters through a queue of its own (one pipeline per node), so no
-hidden state crosses. The drafters still form one data-parallel job: every ``sync_every`` steps
-they all-reduce their gradients, and where they sit on ``L_c >= 2`` nodes that all-reduce crosses
-the link. Ring all-reduce over the nodes (the drafters of one node reduce among themselves
-first): each of the ``L_c`` ring edges between nodes carries ``2 (L_c - 1) / L_c`` of the
-``S`` synced bytes, all of them over the one shared link, so a sync round holds it
+Routing: **shared** (above) or **node-local** (each node's targets feed its own drafters through
+its own queue: no hidden state crosses). Either way drafters on ``L_c >= 2`` nodes all-reduce
+across the link every ``sync_every`` steps; a ring over the nodes holds it
 
     T_link = 2 (L_c - 1) S / B   seconds            (`sync_link_s`)
 
-which adds to the collective's own ``T_ar`` (the fit's, measured within a node). The drafters are
-all at the barrier while it runs, so it never shares the link with a hidden-state transfer: per
-batch the link carries ``c x`` seconds of hidden state and ``T_link / (M k)`` of sync (M k
-batches a round), and its capacity is ``1 / (c x + T_link / (M k))``. This holds in both routings
-(shared routing with drafters on several nodes pays the same sync).
+a round, added to ``T_ar``; all drafters wait at the barrier meanwhile, so the link's capacity is
+``1 / (c x + T_link / (M k))``.
 """
 
 from __future__ import annotations
