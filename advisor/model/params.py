@@ -1,12 +1,4 @@
-"""The model's parameters: what a fit hands to the projection (records only, no estimation).
-
-A :class:`PipelineFit` holds one :class:`RoleFit` per GPU role (service model per worker: mean and
-spread of busy time, the step-time line or token model, the rate's interval), the drafters'
-:class:`SyncFit`, the input :class:`LoaderFit`, how step times change with the split
-(:class:`ContentionFit`) and over time (:class:`RegimeFit`), the queues' depths and the batch
-sizes, and the observed runs it rests on. `advisor.fit` builds it; `advisor.model.chain` and
-`advisor.project` read it.
-"""
+"""The model's parameters: the records a fit (`advisor.fit`) hands to the projection."""
 
 from __future__ import annotations
 
@@ -24,13 +16,8 @@ from advisor.stats import Z_95
 
 
 class Basis(str, Enum):
-    """What a role's capacity rests on (``RoleFit.basis``; the ``--json`` ``capacity_basis``).
-
-    ``steps``: measured from step events (busy time); ``rates``: measured from ``rates`` snapshots
-    (``cap_bps``, or the completions of a role that was neither starved nor throttled); ``given``:
-    a number (or a range) the user gave; ``bound``: only bounded (below, and above when
-    ``RoleFit.mu_range_bps``'s upper end is finite), given as such or read from snapshots of a role
-    whose completions were throttled by the queue (a blocked producer, a starved consumer)."""
+    """What a role's capacity rests on (``--json`` ``capacity_basis``): step events, ``rates``
+    snapshots, a number given, or only a bound (given, or a throttled role's completions)."""
 
     STEPS = "steps"
     RATES = "rates"
@@ -57,13 +44,9 @@ class Basis(str, Enum):
 
 @dataclass(frozen=True)
 class RoleFit:
-    """Service model of one GPU role (per worker).
-
-    ``basis`` says what the capacity rests on (`Basis`). ``mu_range_bps``: where the capacity is
-    known only to lie in a range (a given range, or a bound: the upper end ``inf``), the per-worker
-    rate's ends; ``mu_bps`` is then the point projected (a range's geometric middle, a bound's
-    known end) and every split is projected at the ends too (`advisor.model.chain.project_split`).
-    Empty: a point (with the sampling interval ``mu_low_bps``-``mu_high_bps``)."""
+    """Service model of one GPU role (per worker). ``mu_range_bps``: the per-worker rate's ends
+    where the capacity is only known to lie in a range (a bound's upper end ``inf``), ``mu_bps``
+    then the point projected; empty: a point with the interval ``mu_low_bps``-``mu_high_bps``."""
 
     role: str
     n_steps: int
@@ -111,9 +94,7 @@ class RoleFit:
         lower_bound: bool = False,
         mu_range_bps: tuple[float, ...] = (),
     ) -> RoleFit:
-        """A role whose capacity ``mu_bps`` (per worker) comes from rates, a given number or a bound,
-        not from step events: busy = 1 / mu with the assumed ``scv``, no steps, no shares.
-        """
+        """A role not measured from step events: busy = 1 / mu with the assumed ``scv``, no shares."""
         busy = 1.0 / mu_bps
         lo, hi = mu_interval_bps or (mu_bps, mu_bps)
         nan = float("nan")
@@ -294,16 +275,10 @@ class ContentionFit:
 
 @dataclass(frozen=True, kw_only=True)
 class RegimeFit:
-    """Time-correlated changes of step time (non-stationarity) over the steady window.
-
-    Per time slice w of the window: each role's mean step time relative to the role's overall
-    mean, shrunk towards 1 by the share of the between-slice variance that sampling explains
-    (James-Stein: ``1 + (1 - 1/F) (m_w/m - 1)``, F = between-slice variance of slice means over
-    its sampling expectation). ``detected``: F >= REGIME_F_MIN for a role and a shrunk slice
-    departs by REGIME_MIN_DEV. Then `advisor.model.chain` projects each slice with its own rates and the
-    within-slice variability, and averages the throughput over the (equal-time) slices: slow
-    stretches are not averaged away inside one mean rate, nor treated as independent draws.
-    """
+    """Time-correlated changes of step time over the steady window: per slice each role's mean
+    step time over its overall mean, shrunk towards 1 (James-Stein: ``1 + (1 - 1/F) (m_w/m - 1)``,
+    F the between-slice variance over its sampling expectation; `advisor.fit.regimes`). Where
+    ``detected``, each slice is projected at its own rates and the throughputs averaged."""
 
     producer_scale: tuple[float, ...] = ()
     consumer_scale: tuple[float, ...] = ()
@@ -346,10 +321,7 @@ class SyncFit:
         return self.fixed_s + self.latency_s * (m - 1) + self.bandwidth_s * (m - 1) / m
 
     def allreduce_range_s(self, m: int) -> tuple[float, float]:
-        """T_ar(M) between the plausible extremes: equal to the fit where the scaling is identified;
-        from one measured M_0, flat (T_0 at every M, a switch-offloaded or latency-bound collective)
-        and ring (T_0 (M-1)/M / ((M_0-1)/M_0), bandwidth-bound).
-        """
+        """T_ar(M) between flat (T_0) and ring (T_0 r(M) / r(M_0)) where measured at one M_0 only."""
         if m <= 1:
             return 0.0, 0.0
         if self.scaling_identified or not self.dur_by_workers:
@@ -374,9 +346,8 @@ class LoaderFit:
 
 @dataclass(frozen=True)
 class LinkFit:
-    """The inter-node link as the logs show it (`advisor.fit.bandwidth`): bytes/s and where it came from
-    ("measured" from crossing batches' ``xfer``, "header" from ``link_bytes_s``, None: unknown),
-    the crossing steps it rests on, and the logs' GPUs per engine and node layout."""
+    """The inter-node link as the logs show it (`advisor.fit.bandwidth`): bytes/s, its source
+    ("measured", "header", None: unknown), the crossing steps, the engines' GPUs and nodes."""
 
     bytes_s: float | None = None
     source: str | None = None
@@ -396,10 +367,7 @@ NO_LINK = LinkFit()
 
 
 class Source(str, Enum):
-    """What a fit rests on (``PipelineFit.source``, ``Evidence.basis``): ``steps`` (step events,
-    busy time), ``rates`` (``rates`` snapshots only) or ``numbers`` (bare numbers, no log: the
-    what-if path). A ``str`` so that it compares and serialises as its value. Every phrase the
-    tool uses for it is here."""
+    """What a fit rests on: step events, ``rates`` snapshots only, or bare numbers (what-if)."""
 
     STEPS = "steps"
     RATES = "rates"

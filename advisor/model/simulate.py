@@ -1,58 +1,32 @@
-"""Exact discrete-event simulation of the loader -> targets -> drafters pipeline.
-
-The system (the pipeline of README.md; departure-time recursion)::
+"""Exact discrete-event simulation of the loader -> targets -> drafters pipeline::
 
     loader (1 server) --pre_j (cap pre_cap, one per target)--> target j (j < N)
         --q_hs (one shared FIFO, cap hs_cap)--> drafters (M servers, optional weight sync)
 
-Every batch k has its own service time at every stage (loader_s[k], target_s[k],
-drafter_s[k]); the caller draws them, typically from the batch's token count
-(busy_s = t0 + c * tokens, times a noise), so a batch keeps its identity through the line.
+Every batch has its own service time at every stage, drawn by the caller, so a batch keeps its
+identity through the line. The rules are the real trainer's:
 
-Rules, which are those of the real trainer:
+* Loader: one server; hands batch k to the prefetch queue holding the fewest items (ties: lowest
+  target); BLOCKED holding it while every queue holds pre_cap. loader_s may be 0.
+* Target j serves its own queue FIFO; one that finishes while q_hs holds hs_cap keeps the output,
+  BLOCKED until a drafter pulls (released in blocking order). q_hs counts waiting items only, so
+  y = |q_hs| + busy drafters + blocked targets is `advisor.model.chain`'s birth-death state.
+* Drafters pull FIFO from q_hs, the lowest idle index first. With sync_every = k > 0 and M > 1,
+  after each rank's k-th step it waits at a barrier; when the last arrives all ranks are busy for
+  one all-reduce of sync_s[r] seconds (round r), pulling nothing meanwhile.
+* Nodes (``link_s``, ``target_node``, ``drafter_node``): a batch whose target's node differs from
+  its drafter's holds the one shared link for ``link_s[b]`` seconds when the drafter starts it,
+  FCFS, and the drafter computes after (docs/log-schema.md); an idle drafter then pulls in the
+  order the drafters became idle.
 
-* Loader: one server; after producing batch k it hands it to the prefetch queue holding the
-  fewest items (ties: lowest target index). If every queue holds pre_cap items the loader
-  is BLOCKED holding the batch until a target takes one out. loader_s may be 0 (infinitely
-  fast loader).
-* Target j serves its own queue FIFO. A target that finishes while q_hs holds hs_cap
-  items keeps the output and is BLOCKED (blocking after service) until a drafter pulls from
-  q_hs; blocked targets are released in the order they blocked. The queue counts waiting
-  items only: an item being served, or held by a blocked producer, is not in it. So
-  y = |q_hs| + busy drafters + blocked targets lives on 0..hs_cap + M + N, the birth-death
-  state of the birth-death chain of `advisor.model.chain`, and with exponential service the simulation must
-  reproduce that chain (one server each side, balanced: X = mu (b + 2) / (b + 3)).
-* Drafters pull FIFO from q_hs; when several are idle the lowest index takes the batch.
-  With sync_every = k > 0 and M > 1 the ranks are data parallel: after each rank's k-th
-  step since the last sync it waits at a barrier; when the last rank arrives, all ranks are
-  busy for one all-reduce of sync_s[r] seconds (round r), then pull again. While a rank
-  waits at the barrier or syncs it pulls nothing, so its q_hs slot stays occupied.
+Implementation: one event heap of (time, kind, worker); everything that follows a completion at
+the same instant is done at once, so the heap holds at most N + M + 2 entries.
 
-Implementation: one event heap of (time, kind, worker) for loader / target / drafter
-completions and sync ends; everything that follows a completion at the same instant
-(a pull frees a q_hs slot, a blocked target deposits, pulls from its prefetch queue, the
-blocked loader deposits and starts its next batch) is done at once, so the heap holds at
-most 1 + N + M + 1 entries and a batch costs about three pushes and three pops. A loader
-time of 0 never touches the heap.
-
-Nodes and the link (``link_s``, ``target_node``, ``drafter_node``): a batch whose target's node
-differs from its drafter's holds the one shared link for ``link_s[b]`` seconds when the drafter
-starts it, first come first served (``link_free``: when the link is next free), and the drafter
-computes after the transfer; its time on the link is part of its busy time (docs/log-schema.md,
-"Which batches cross, and the link"; the trainer's emulated link follows the same rule). With a
-link, an idle drafter pulls in the order the drafters became idle (the longest idle first, as
-processes blocked on one queue are served), not lowest index first: which drafter takes a batch
-decides whether it crosses.
-
-Steady state. The first `warmup_batches` drafter completions are dropped: the window
-starts at the warmup-th drafter completion t_a. It ends at t_b, the loader's departure of
-the last batch: up to then the line cannot know the input is finite (later on, queues
-drain and the rate falls), so [t_a, t_b] is an unbiased steady-state window.
-    bps = drafter completions in (t_a, t_b] / (t_b - t_a)
-Shares per worker are exact interval overlaps with the window: busy = computing,
-blocked = finished but holding output (loader, targets), sync = waiting at the barrier
-plus all-reduce (drafters), starved = the rest (idle for want of input). q_hs depth is the
-exact time-weighted distribution of the number of waiting items over the window.
+Steady state: the window runs from the warmup-th drafter completion t_a to the loader's last
+departure t_b (before it the line cannot know the input is finite); bps = drafter completions in
+(t_a, t_b] / (t_b - t_a). Shares per worker are exact interval overlaps with the window (busy,
+blocked, sync = barrier plus all-reduce, starved = the rest); q_hs depth is the exact
+time-weighted distribution over the window.
 """
 
 from __future__ import annotations
