@@ -19,17 +19,11 @@ LINE_MIN_R2 = 0.3
 
 
 def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups: list[list[int]]) -> RoleFit:
-    """The line busy = a + b*tokens through the budgets' means, shrunk towards the elasticity prior
-    (see TOKEN_RUN_SE and TOKEN_EXPONENT_PRIOR).
-
-    Written as busy(T) = L (1 - e + e T / T_mid), with T_mid the (weighted geometric) mid-point of
-    the budgets and e = b T_mid / (a + b T_mid) the line's elasticity there; 0 <= e <= 1 keeps the
-    fixed cost a >= 0. Each budget's log mean step time z_i has variance v_i (sampling, drift and
-    the run-to-run TOKEN_RUN_SE); with a flat prior on log L and the elasticity prior
-    N(TOKEN_EXPONENT_PRIOR, (TOKEN_EXPONENT_PRIOR_HALF95 / 1.96)^2) on e, the posterior of e is
-    computed on a grid (log L is Gaussian given e: its weighted mean, variance 1 / sum(1 / v_i)).
-    Two close, noisy budgets then cannot produce a wild slope, and a projection carries the
-    posterior spread of the line at its budget, which grows with the lever arm.
+    """The line busy(T) = L (1 - e + e T / T_mid) through the budgets' means (T_mid their weighted
+    geometric mid-point, 0 <= e <= 1 the elasticity there). Each budget's log mean z_i has variance
+    v_i (sampling, drift, ``TOKEN_RUN_SE``); with a flat prior on log L and N(TOKEN_EXPONENT_PRIOR,
+    (TOKEN_EXPONENT_PRIOR_HALF95 / 1.96)^2) on e, e's posterior is computed on a grid (log L given e
+    Gaussian: the weighted mean, variance 1 / sum(1 / v_i)).
     """
     x, z, var = [], [], []
     for gr in groups:

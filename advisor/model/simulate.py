@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -61,12 +61,8 @@ class RoleShares:
 
 @dataclass(frozen=True)
 class SimTrace:
-    """Per-batch times of one run, indexed by batch id (the loader's order).
-
-    `loader_queue` is the target whose prefetch queue received the batch. A drafter batch's
-    `drafter_sync_round` is r when that step sent its rank to the barrier of sync round r,
-    else -1; a round index >= len(sync_start_s) is a barrier still open when the input ran out.
-    """
+    """Per-batch times of one run by batch id (the loader's order). `drafter_sync_round`: the round
+    whose barrier the step sent its rank to (-1: none; past `sync_start_s`: still open at the end)."""
 
     tokens: np.ndarray
     loader_start_s: np.ndarray
@@ -152,30 +148,17 @@ def simulate(run: SimInput | None = None, /, *, keep_trace: bool = False, **give
 
 @dataclass(frozen=True)
 class _Events:
-    """One run's raw record: per batch (by loader order) the times and workers of the loop below,
-    as Python lists (``S`` start, ``C`` completion, ``D`` departure; 0 loader, 1 target, 2 drafter;
-    ``Q0`` the prefetch queue, ``W`` the worker, ``R2`` the sync round), and the sync rounds."""
+    """One run's raw record: the shape, and the trace of the loop below as Python lists."""
 
     N: int
     M: int
     hs_cap: int
     n: int
     warmup: int
-    tok_a: np.ndarray
-    S0: list
-    C0: list
-    D0: list
-    Q0: list
-    S1: list
-    C1: list
-    D1: list
-    W1: list
-    S2: list
-    C2: list
-    W2: list
-    R2: list
-    sync_start: list
-    sync_end: list
+    trace: SimTrace
+
+
+_INT_TRACE = ("loader_queue", "target_worker", "drafter_worker", "drafter_sync_round")
 
 
 def _events(run: SimInput, *, window_only: bool = False) -> _Events:
@@ -418,9 +401,10 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
             for d in range(M):
                 drafter_free(d, t)
 
-    return _Events(
-        N, M, hs_cap, n, warmup_batches, tok_a, S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end
-    )
+    # the record, named as `SimTrace`: S start, C completion, D departure; 0 loader, 1 target,
+    # 2 drafter; Q0 the prefetch queue, W the worker, R2 the sync round
+    raw = SimTrace(tok_a, S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end)
+    return _Events(N, M, hs_cap, n, warmup_batches, raw)
 
 
 def _overlap_by_worker(start, end, worker, n_workers: int, t_a: float, t_b: float) -> np.ndarray:
@@ -452,7 +436,7 @@ def _depth_profile(t_in, t_out, t_a: float, t_b: float, cap: int | None):
 def _window(C2: np.ndarray, ev: _Events) -> tuple[float, float, np.ndarray]:
     """The steady window (module docstring): (t_a, t_b, which drafter completions fall in it)."""
     t_a = float(np.partition(C2, ev.warmup)[ev.warmup])  # the warmup-th completion, as a sort gives it
-    t_b = float(ev.D0[ev.n - 1])
+    t_b = float(ev.trace.loader_departure_s[ev.n - 1])
     inside = (C2 > t_a) & (C2 <= t_b)
     in_window = int(np.count_nonzero(inside))
     if t_b <= t_a or in_window < 2:
@@ -465,12 +449,14 @@ def _window(C2: np.ndarray, ev: _Events) -> tuple[float, float, np.ndarray]:
 
 
 def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
-    N, M, hs_cap, n, warmup, tok_a = ev.N, ev.M, ev.hs_cap, ev.n, ev.warmup, ev.tok_a
-    S0, C0, D0 = np.array(ev.S0), np.array(ev.C0), np.array(ev.D0)
-    S1, C1, D1 = np.array(ev.S1), np.array(ev.C1), np.array(ev.D1)
-    S2, C2 = np.array(ev.S2), np.array(ev.C2)
-    Q0, W1, W2, R2 = (np.array(x, dtype=np.int64) for x in (ev.Q0, ev.W1, ev.W2, ev.R2))
-    ss, se = np.array(ev.sync_start, dtype=float), np.array(ev.sync_end, dtype=float)
+    N, M, hs_cap, n, warmup = ev.N, ev.M, ev.hs_cap, ev.n, ev.warmup
+    tr = SimTrace(
+        **{
+            f.name: np.array(getattr(ev.trace, f.name), dtype=np.int64 if f.name in _INT_TRACE else float)
+            for f in fields(SimTrace)
+        }
+    )
+    tok_a, S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, ss, se = (getattr(tr, f.name) for f in fields(SimTrace))
 
     t_a, t_b, inside = _window(C2, ev)
     in_window = int(np.count_nonzero(inside))
@@ -505,25 +491,6 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
     outs = np.split(S1[np.argsort(W1, kind="stable")], np.cumsum(np.bincount(W1, minlength=N))[:-1])
     pre_mean = np.array([_depth_profile(ins[j], outs[j], t_a, t_b, None)[0] for j in range(N)])
 
-    trace = None
-    if keep_trace:
-        trace = SimTrace(
-            tokens=tok_a,
-            loader_start_s=S0,
-            loader_finish_s=C0,
-            loader_departure_s=D0,
-            loader_queue=Q0,
-            target_start_s=S1,
-            target_finish_s=C1,
-            target_departure_s=D1,
-            target_worker=W1,
-            drafter_start_s=S2,
-            drafter_finish_s=C2,
-            drafter_worker=W2,
-            drafter_sync_round=R2,
-            sync_start_s=ss,
-            sync_end_s=se,
-        )
     return SimResult(
         n_target=N,
         n_drafter=M,
@@ -539,7 +506,7 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
         hs_depth_share=hs_share,
         pre_depth_mean=pre_mean,
         n_syncs=int(ss.size),
-        trace=trace,
+        trace=tr if keep_trace else None,
     )
 
 
@@ -548,5 +515,5 @@ def simulated_bps(kw: dict) -> float:
     `simulate` also derives (BENCHMARKS.md, section 15.ix).
     """
     ev = _events(SimInput(**{k: v for k, v in kw.items() if k != "keep_trace"}), window_only=True)
-    t_a, t_b, inside = _window(np.array(ev.C2), ev)
+    t_a, t_b, inside = _window(np.array(ev.trace.drafter_finish_s), ev)
     return float(int(np.count_nonzero(inside)) / (t_b - t_a))
