@@ -410,18 +410,14 @@ def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
     """Which corners of the roles' capacity ranges rest on the open end of a capacity known only from
     below (a bound).
     """
-    return tuple(
-        not (math.isfinite(a) and math.isfinite(c))
-        for a in _capacity_ends(fit.producer)
-        for c in _capacity_ends(fit.consumer)
-    )
+    return tuple(a or c for a in _open_ends(fit.producer) for c in _open_ends(fit.consumer))
 
 
-def _capacity_ends(rf: RoleFit) -> tuple[float, float]:
-    """A role's capacity range, per worker, in the order `range_ends` walks it (inf: an open end)."""
+def _open_ends(rf: RoleFit) -> tuple[bool, bool]:
+    """Which ends of a role's capacity range, in the order `range_ends` walks it, are open (inf)."""
     if not rf.ranged or rf.mu_bps <= 0:
-        return 1.0, 1.0
-    return rf.mu_range_bps[0], rf.mu_range_bps[1]
+        return False, False
+    return not math.isfinite(rf.mu_range_bps[0]), not math.isfinite(rf.mu_range_bps[1])
 
 
 def range_ends(rf: RoleFit) -> tuple[float, float]:
