@@ -25,10 +25,10 @@ from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import drift, role_from_rates, role_from_steps, stacked, step_lines
 from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
 from advisor.fit.splits import (
+    contention_priors,
     contention_ref_busy,
     fit_contention,
     oversubscription,
-    shared_prior_se,
     shares_compute,
     within_sharing,
 )
@@ -52,8 +52,6 @@ from advisor.model.params import (
     SyncFit,
 )
 from advisor.model.priors import (
-    CONTENTION_PRIOR_K_CONSUMER,
-    CONTENTION_PRIOR_K_PRODUCER,
     CONTENTION_SINGLE_SE,
     DEFAULT_SCV,
     GPU_PRIOR_K_CONSUMER,
@@ -62,7 +60,6 @@ from advisor.model.priors import (
     GPU_SPLIT_SE_CONSUMER,
     GPU_SPLIT_SE_PRODUCER,
     OVERSUBSCRIBED_SOURCE,
-    RUN_SE,
 )
 from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, SAME_SIZE_TOL, Capacity, Options, as_capacity, role_plural
 
@@ -244,19 +241,9 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
 def _rates_contention(lg: RunLog, n_ref: int) -> ContentionFit:
     """Split-dependence for a rates-only log of ``n_ref`` producers: a shared host's prior, else the
     GPU priors."""
-    g, per_engine = lg.header.engine_gpus, lg.header.gpus_per_engine
-    if shares_compute(lg):  # as a step log of one split on a shared host (advisor.fit.splits)
-        prior = shared_prior_se(lg)
-        return ContentionFit.unmeasured(
-            n_ref,
-            g,
-            prior_se=prior,
-            role_se=(prior, prior),
-            run_se=RUN_SE,
-            prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER),
-            gpus_per_worker=per_engine,
-        )
-    return gpu_priors(n_ref, g, per_engine)
+    if shares_compute(lg):  # as a step log of one split on a shared host
+        return ContentionFit.unmeasured(n_ref, lg.header.engine_gpus, **contention_priors(lg, None))
+    return gpu_priors(n_ref, lg.header.engine_gpus, lg.header.gpus_per_engine)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:

@@ -101,6 +101,22 @@ def _role_se(prior: float, within: WithinLogContention | None, shown: float) -> 
     return math.hypot(prior, own_p), math.hypot(prior, own_c)
 
 
+def contention_priors(lg: RunLog, within: WithinLogContention | None) -> dict:
+    """`ContentionFit`'s priors for a log of one G: a shared host's (the prior, its slope, the
+    run-to-run shift), or none on dedicated devices."""
+    shown, _ = within_sharing(lg, within)
+    prior = shared_prior_se(lg) if shares_compute(lg) or shown else 0.0
+    return dict(
+        prior_se=prior,
+        role_se=_role_se(prior, within, shown),
+        run_se=RUN_SE if prior else 0.0,
+        within=within,
+        prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0),
+        shown_slope=shown,
+        gpus_per_worker=lg.header.gpus_per_engine,
+    )
+
+
 def fit_contention(
     measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None, producer: str, first: int
 ) -> ContentionFit:
@@ -111,20 +127,10 @@ def fit_contention(
     consumer = lg.header.consumer
     g = lg.header.engine_gpus
     n_ref = measured[first].roles[producer]
-    shown, _ = within_sharing(lg, within)
-    prior = shared_prior_se(lg) if shares_compute(lg) or shown else 0.0
-    prior_k = (CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0)
+    priors = contention_priors(lg, within)
+    prior = priors["prior_se"]
     idx = [i for i in same if measured[i].log.header.engine_gpus == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
-    priors = dict(
-        prior_se=prior,
-        role_se=_role_se(prior, within, shown),
-        run_se=RUN_SE if prior else 0.0,
-        within=within,
-        prior_k=prior_k,
-        shown_slope=shown,
-        gpus_per_worker=lg.header.gpus_per_engine,
-    )
     if len(set(ns.tolist())) < 2:
         return ContentionFit.unmeasured(n_ref, g, **priors)
     out = {}
