@@ -445,33 +445,35 @@ def _parse_capacity(option: str, text: str) -> tuple[float, float]:
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Resolved options. ``roles`` is the split to judge (None: the observed one)."""
+    """The options as given, what the log(s) showed, and what `build_settings` derives from both:
+    G, the q_hs depth and batch size projected, the split to judge (``roles``; None: the observed
+    one), the engines, nodes and link."""
 
+    options: Options
+    logged: Logged
     gpus: int
-    producer: str
-    consumer: str
     hs_cap: int
     tokens_per_batch: float
-    token_budget: int | None = None  # None: the log's own budget
-    log_token_budget: int | None = None
     roles: Mapping[str, int] | None = None
-    restart_cost_h: float = DEFAULT_RESTART_COST_H
-    next_run: bool = False  # asked for with --next-run
-    run_ended: bool = False  # the (first) log has an `end` event
-    exact: bool = False
     extrapolated_tokens: bool = False  # tokens_per_batch outside the logged range
-    logged_tokens_range: tuple[float, float] = field(default=(0.0, 0.0))
-    cpu: bool = False  # the log's workers ran on CPU (header device "cpu")
-    # engines of several GPUs (producer, consumer): GPUs per engine projected, and in the log(s)
-    gpus_per_worker: tuple[int, int] = (1, 1)
-    log_gpus_per_worker: tuple[int, int] = (1, 1)
+    gpus_per_worker: tuple[int, int] = (1, 1)  # GPUs per engine projected (producer, consumer)
     # per-GPU rate ratio of an engine at the projected size to one at the logged size (given); 1 where equal
     engine_scaling: tuple[float, float] = (1.0, 1.0)
     gpus_per_node: int | None = None  # None: one node holds all G
     link_bytes_s: float | None = None  # the inter-node link's bandwidth (None: unknown, taken as free)
     link_source: str | None = None  # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
-    tokens_measured: bool = True  # False: no log measured tokens; tokens_per_batch is nominal
-    job_s: float | None = None  # --job-hours: seconds the rest of the job takes at the split it runs (None: the log's)
+    # read through by the stages that take the settings
+    producer = property(lambda self: self.logged.roles[0])
+    consumer = property(lambda self: self.logged.roles[1])
+    token_budget = property(lambda self: self.options.token_budget)  # None: the log's own
+    log_token_budget = property(lambda self: self.logged.token_budget)
+    restart_cost_h = property(lambda self: self.options.restart_cost_h)
+    next_run = property(lambda self: self.options.next_run)
+    run_ended = property(lambda self: self.logged.run_ended)
+    cpu = property(lambda self: self.logged.cpu)
+    log_gpus_per_worker = property(lambda self: self.logged.gpus_per_worker)
+    # --job-hours: seconds the rest of the job takes at the split it runs (None: the log's)
+    job_s = property(lambda self: None if self.options.job_hours is None else self.options.job_hours * 3600.0)
 
     def split_gpus(self, n: int, m: int) -> int:
         """GPUs of a split of engines."""
@@ -507,7 +509,7 @@ class Settings:
         out = {
             "gpus": self.gpus,
             "token_budget": self.token_budget or self.log_token_budget,
-            "tokens_per_batch": round(self.tokens_per_batch, 1) if self.tokens_measured else None,
+            "tokens_per_batch": round(self.tokens_per_batch, 1) if self.logged.tokens_measured else None,
             "hs_cap": self.hs_cap,
             "restart_cost_h": self.restart_cost_h,
             "run_ended": self.run_ended,
@@ -670,7 +672,7 @@ def build_settings(options: Options, logged: Logged) -> Settings:
         link, source = options.link_gbytes_s * 1e9, "given"
     else:
         link, source = (logged.link_bytes_s, logged.link_source) if logged.link_bytes_s else (None, None)
-    tokens, extrapolated = logged.tokens_mean, False
+    tokens, extrapolated, lo_hi = logged.tokens_mean, False, logged.tokens_range
     if options.token_budget is not None:
         if not logged.tokens_measured and not logged.token_budget:
             raise SettingsError(
@@ -682,33 +684,21 @@ def build_settings(options: Options, logged: Logged) -> Settings:
         # batches fill the budget to the same degree as in the logged run
         fill = logged.tokens_mean / logged.token_budget if logged.token_budget else 1.0
         tokens = options.token_budget * fill
-        lo, hi = logged.tokens_range
-        extrapolated = not (1 - SAME_SIZE_TOL) * lo <= tokens <= (1 + SAME_SIZE_TOL) * hi
+        extrapolated = not (1 - SAME_SIZE_TOL) * lo_hi[0] <= tokens <= (1 + SAME_SIZE_TOL) * lo_hi[1]
     judged = check_roles(options.roles, producer, consumer, gpus, k) if options.roles is not None else None
     return Settings(
+        options=options,
+        logged=replace(logged, tokens_range=tuple(lo_hi), gpus_per_worker=tuple(logged.gpus_per_worker)),
         gpus=gpus,
-        producer=producer,
-        consumer=consumer,
         hs_cap=logged.hs_cap if options.hs_cap is None else options.hs_cap,
         tokens_per_batch=float(tokens),
-        token_budget=options.token_budget,
-        log_token_budget=logged.token_budget,
         roles=judged,
-        restart_cost_h=options.restart_cost_h,
-        next_run=options.next_run,
-        run_ended=logged.run_ended,
-        exact=options.exact,
         extrapolated_tokens=extrapolated,
-        logged_tokens_range=tuple(logged.tokens_range),
-        cpu=logged.cpu,
         gpus_per_worker=k,
-        log_gpus_per_worker=tuple(logged.gpus_per_worker),
         engine_scaling=es,
         gpus_per_node=gpn,
         link_bytes_s=link,
         link_source=source,
-        tokens_measured=logged.tokens_measured,
-        job_s=options.job_hours * 3600.0 if options.job_hours is not None else None,
     )
 
 
