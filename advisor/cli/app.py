@@ -205,19 +205,27 @@ def _check_cmd(
 ) -> None:
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold (and, with
     --min-confidence, it is at least that likely within 2% of the best split), 1 if not, 2 if unusable."""
-    from advisor.cli.check import run_check
+    import warnings
+
+    from advisor.cli.check import ConfigKeyWarning, run_check
     from advisor.present.text import render
 
     fmt = _format(as_json, as_markdown)
     options = options_of(locals())
     try:
-        adv = run_check(source, options)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", ConfigKeyWarning)
+            adv = run_check(source, options)
     except (LogError, ValueError) as e:
-        _die(str(e))
+        _die(str(e))  # the one line: the config's old names are said once it passes
     except (typer.Exit, KeyboardInterrupt):
         raise
     except Exception as e:  # a crash is "unusable" (2), never "the split fails" (1)
         _die(internal_error(e, source))
+    for w in seen:
+        if w.category is not ConfigKeyWarning:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    _warn_lines([w for w in seen if w.category is ConfigKeyWarning])
     g = adv.gate
     if fmt == "text":
         from advisor.present.text import gate_line
