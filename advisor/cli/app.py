@@ -7,8 +7,10 @@ numpy) are imported at module level so that ``--help`` stays fast. The commands 
 typer calls them, and their parameters, one per option, are the command line itself.
 """
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -104,6 +106,20 @@ def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
     return chosen.pop() if chosen else "text"
 
 
+@contextlib.contextmanager
+def _or_die(inputs: list[Path]) -> Iterator[None]:
+    """Unusable input (`LogError`, `ValueError`): exit 2 with its one line; any other exception too,
+    named a bug, never a traceback nor exit 1, which a CI gate reads as "the split fails"."""
+    try:
+        yield
+    except (LogError, ValueError) as e:
+        _die(str(e))
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        _die(internal_error(e, inputs))
+
+
 BIG_INPUT_BYTES = 20 << 20  # above this, say on a terminal what is being read
 
 
@@ -122,15 +138,10 @@ def _advise_or_die(logs: list[Path], options: Options):
             nl=False,
         )
     try:
-        from advisor.advice import advise
+        with _or_die(logs):
+            from advisor.advice import advise
 
-        return advise(logs, options)
-    except (LogError, ValueError) as e:
-        _die(str(e))
-    except (typer.Exit, KeyboardInterrupt):
-        raise
-    except Exception as e:
-        _die(internal_error(e, logs))
+            return advise(logs, options)
     finally:
         if status:
             typer.echo("\r\x1b[K", err=True, nl=False)  # erase the status line
@@ -212,16 +223,9 @@ def _check_cmd(
 
     fmt = _format(as_json, as_markdown)
     options = options_of(locals())
-    try:
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always", ConfigKeyWarning)
-            adv = run_check(source, options)
-    except (LogError, ValueError) as e:
-        _die(str(e))  # the one line: the config's old names are said once it passes
-    except (typer.Exit, KeyboardInterrupt):
-        raise
-    except Exception as e:  # a crash is "unusable" (2), never "the split fails" (1)
-        _die(internal_error(e, source))
+    with _or_die(source), warnings.catch_warnings(record=True) as seen:  # its old names: said if it passes
+        warnings.simplefilter("always", ConfigKeyWarning)
+        adv = run_check(source, options)
     for w in seen:
         if w.category is not ConfigKeyWarning:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)

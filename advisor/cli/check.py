@@ -1,44 +1,22 @@
 """The CI gate: is the planned split's predicted efficiency (or GPU utilisation) high enough?
 
 Input is either rate log(s) (the planned split defaults to the observed one) or a TOML config
-whose keys, but ``profile``, are `advisor.settings.Options` fields, read and checked as the
-command line's options are::
-
-    profile = ["runs/7x1.jsonl"]       # log(s) to fit; relative to the config file
-    gpus = 8                           # optional; default: the GPUs of the roles' engines
-    hs_cap = 20                        # optional: planned q_hs depth
-    gpus_per_node = 8                  # optional: the cluster's nodes (default: the log's)
-    link_gbytes_s = 25.0               # optional: the inter-node link, GB/s
-    metric = "efficiency"              # efficiency | gpu_util
-    min_efficiency = 0.9               # or min_gpu_util = 0.85
-    min_confidence = 0.8               # optional: least p_best of the planned split (0-1)
-    [roles]                            # the planned split, in pipeline order
-    target = 6
-    drafter = 2
-    [gpus_per_worker]                  # optional: GPUs per engine (default: the log's)
-    target = 2
-    [engine_scaling]                   # with a gpus_per_worker unlike the log's: per-GPU rate ratio
-    target = 0.9
-
-The names of 0.1 (``[queues] hs``, ``[gate] metric, min_efficiency, min_gpu_util,
-min_confidence``) are still read, each with a `ConfigKeyWarning`; they go in the next release.
+(docs/gate.example.toml): ``profile``, the log(s) to fit, relative to the config's folder, and
+`Options` fields by name (`FIELDS`: ``gpus``, ``hs_cap``, ``metric``, ``min_efficiency``, a
+``[roles]`` table, ...), each read and checked as the command line's option. The tables of 0.1
+(`RENAMED`: ``[queues] hs``, ``[gate] ...``) are still read, each key with a `ConfigKeyWarning`.
 
 The planned split passes when its predicted metric is at least the threshold and, with a
-``min_confidence`` (or ``--min-confidence``), when it is at least that likely to be within the
-resolution (2%) of the best split: its own ``p_best`` from the decision's odds
-(`advisor.decide.odds`, one joint draw over every split; the same odds as the report's table:
-while the profile log's run has not ended, every split but the planned one pays a restart, as
-in the advice on that split). The outcome names each condition that failed, with its number
-(``gate["failed"]``: the metric's name and/or ``"confidence"``).
+``min_confidence``, when its own ``p_best`` (the decision's odds, `advisor.decide.odds`: while the
+profile log's run has not ended, every split but the planned one pays a restart) is at least
+that. The outcome names each condition that failed, with its number (``gate["failed"]``).
 
-Command-line options override the config; a threshold applies to its own metric only
-(``--min-efficiency`` on a gpu_util gate is an error, as ``min_efficiency`` is in such a
-config). A gate never passes on input it could not read: every problem is a
-`LogError`/`ValueError` naming the file, line and key (exit 2). Strict: any key not shown above
-(``role``, ``min_efficency``) is an error with the closest known name, as is a threshold for the
-metric not chosen; ``[roles]`` must name both roles of the log; a ``profile`` entry that names no
-file (a glob that matches none) is an error of the config's line, not only of the log. The
-config itself must be a small regular file (a FIFO or device is refused before opening).
+Command-line options override the config; a threshold applies to its own metric only (one for
+the other metric is an error, in the config as on the command line). Strict: an unknown key is
+an error with the closest known name; ``[roles]`` must name both roles of the log; a ``profile``
+entry that names no file is an error of the config's line. Every problem is a
+`LogError`/`ValueError` naming the file, line and key (exit 2); the config must be a small
+regular file (a FIFO or device is refused before opening).
 """
 
 from __future__ import annotations
@@ -67,21 +45,11 @@ from advisor.settings import DEFAULT_MIN_EFFICIENCY, METRICS, Options, option_fi
 
 MAX_CONFIG_BYTES = 1 << 20  # a gate config is a few lines
 # the Options fields a config may set; [roles] takes the profile log's role names (checked once it is read)
-FIELDS = (
-    "gpus",
-    "roles",
-    "hs_cap",
-    "gpus_per_worker",
-    "engine_scaling",
-    "gpus_per_node",
-    "link_gbytes_s",
-    "metric",
-    "min_efficiency",
-    "min_gpu_util",
-    "min_confidence",
-)
+PLAN_FIELDS = ("gpus", "roles", "hs_cap", "gpus_per_worker", "engine_scaling", "gpus_per_node", "link_gbytes_s")
+GATE_FIELDS = ("metric", "min_efficiency", "min_gpu_util", "min_confidence")
+FIELDS = PLAN_FIELDS + GATE_FIELDS
 # the tables of 0.1, read for one more release: table -> {its key: the field}, and what its keys are
-RENAMED = {"queues": {"hs": "hs_cap"}, "gate": {k: k for k in ("metric", *FIELDS[-3:])}}
+RENAMED = {"queues": {"hs": "hs_cap"}, "gate": {k: k for k in GATE_FIELDS}}
 RENAMED_WHAT = {"queues": "queue the gate can plan", "gate": "gate setting"}
 
 
