@@ -209,7 +209,7 @@ def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
     """The caveats the options and the fit carry before anything is projected."""
     c = fit.roles[1]
     if settings.extrapolated_tokens:
-        lo, hi = settings.logged_tokens_range
+        lo, hi = settings.logged.tokens_range
         _caveat(
             f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
             f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
@@ -354,9 +354,9 @@ def _project(
         refinement = refined_ratios(fit, tuple(logs), splits, hs_cap=settings.hs_cap, force=force, known=known)
         splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap, refinement=refinement)
         _warn_capped(splits, refinement)
-    if settings.exact and not (fit.source is Source.STEPS and settings.own_budget):
+    if settings.options.exact and not (fit.source is Source.STEPS and settings.own_budget):
         _caveat("--exact needs step events and the log's own token budget; skipped")
-    elif settings.exact:
+    elif settings.options.exact:
         splits = _exact(fit, logs, settings, splits)
     return splits, refinement
 

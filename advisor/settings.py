@@ -8,7 +8,9 @@ here, at the boundary, with errors that name the option (the CLI turns them into
 
 from __future__ import annotations
 
+import functools
 import math
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -56,311 +58,165 @@ MAX_HS_BYTES_PER_TOKEN = 1e9  # bytes of hidden state per token (--hs-bytes-per-
 METRICS = ("efficiency", "gpu_util")  # what the gate compares with its threshold
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Flag:
-    """How one `Options` field reads on the command line, and the limits it is checked against.
-
-    ``lo`` is the least value (click checks it too, as the option's ``min``); ``hi`` the greatest
-    (checked here, so the message names the limit; click checks it as well where ``click_hi``).
-    ``lo_open``: the value must be above ``lo``, not equal to it. ``help_in`` and ``cli_default``
-    give a command its own help or default (command -> text or value)."""
+    """How an `Options` field reads on the command line, and its limits: ``lo`` the least value
+    (the field must be above it where ``lo_open``), ``hi`` the greatest (click checks it too where
+    ``click_hi``); ``example``, a role map's, for its errors."""
 
     name: str  # the flag, e.g. "--gpus"; every error names it
     help: str
-    commands: tuple[str, ...]  # the CLI commands that take it
-    cli: type = str  # its type on the command line
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
     click_hi: bool = False
-    cli_default: Mapping[str, Any] = field(default_factory=dict)
-    role_map: bool = False  # role=value pairs (text or a mapping)
-    example: str = ""  # a role map's example, for its errors
-    help_in: Mapping[str, str] = field(default_factory=dict)
-
-    def help_for(self, command: str) -> str:
-        """The flag's help for one command."""
-        return self.help_in.get(command, self.help)
+    example: str = ""
 
 
-def _opt(default: Any, flag: str, help: str, *commands: str, **kw: Any) -> Any:
+def _opt(default: Any, flag: str, help: str, **kw: Any) -> Any:
     """A field of `Options`: its default, and its `Flag` as the field's metadata."""
-    return field(default=default, metadata={"flag": Flag(name=flag, help=help, commands=commands, **kw)})
+    return field(default=default, metadata={"flag": Flag(flag, help, **kw)})
 
 
-_ENGINES = ("advise", "check")
+_SHARE = {"lo": 0.0, "hi": 1.0, "click_hi": True}  # a number from 0 to 1, checked by click too
 
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """Every option the advice, the gate and ``--follow`` take: given once, validated here, passed whole.
 
-    Each field's metadata is its `Flag`: the flag, help, limits and commands the CLI builds its
-    options from, so a default or limit is written only here. Role maps (``roles``,
-    ``gpus_per_worker``, ``engine_scaling``) are given as ``role=value`` text or a mapping; their
-    role names are checked against the log when the options are resolved (`build_settings`). A
-    field a path does not use is ignored there (the gate's threshold by `advise`, ``--exact`` by
-    the what-if numbers). Raises `advisor.errors.SettingsError` naming the flag.
+    A field's type is what it takes and its metadata (a `Flag`) its flag, help and limits: the
+    CLI's options (`advisor.cli.flags`) and the gate's config keys (the field names) are made from
+    them, so a default or limit is written only here. None stands for the default the help names
+    (mostly the log's; from bare numbers, what the what-if help says). Role maps (``roles``,
+    ``gpus_per_worker``, ``engine_scaling``) are ``role=value`` text or a mapping, their role names
+    checked against the log by `build_settings`. A field a path does not use is ignored there.
+    Raises `advisor.errors.SettingsError` naming the flag.
     """
 
-    gpus: int | None = _opt(
-        None,
-        "--gpus",
-        "GPUs to split (default: the log header's).",
-        "advise",
-        "check",
-        "plot",
-        "what-if",
-        "import-tb",
-        cli=int,
-        lo=MIN_GPUS,
-        hi=MAX_GPUS,
-        help_in={"import-tb": "GPUs of the job (default: the sum of --roles)."},
-    )
-    """GPUs to split (None: the log header's; from bare numbers, the counts' GPUs)."""
+    gpus: int | None = _opt(None, "--gpus", "GPUs to split (default: the log header's).", lo=MIN_GPUS, hi=MAX_GPUS)
     roles: Mapping[str, int] | None = _opt(
         None,
         "--roles",
         "Split to judge, e.g. target=6,drafter=2; must sum to the GPUs split (default: the observed one).",
-        *_ENGINES,
         lo=1,
         hi=MAX_GPUS,
-        role_map=True,
         example="target=6,drafter=2",
     )
-    """The split to judge, role -> engines (None: the observed one)."""
     hs_cap: int | None = _opt(
-        None,
-        "--hs-cap",
-        "Project with this q_hs depth (batches) instead of the log's.",
-        "advise",
-        "what-if",
-        cli=int,
-        lo=0,
-        hi=MAX_QUEUE_CAP,
-        help_in={"what-if": "q_hs depth (batches)."},
-        cli_default={"what-if": DEFAULT_HS_CAP},
+        None, "--hs-cap", "Project with this q_hs depth (batches) instead of the log's.", lo=0, hi=MAX_QUEUE_CAP
     )
-    """q_hs depth to project, batches (None: the log's; from bare numbers `DEFAULT_HS_CAP`)."""
     token_budget: int | None = _opt(
-        None,
-        "--token-budget",
-        "Project with this batch token budget instead.",
-        "advise",
-        cli=int,
-        lo=1,
-        hi=MAX_TOKEN_BUDGET,
+        None, "--token-budget", "Project with this batch token budget instead.", lo=1, hi=MAX_TOKEN_BUDGET
     )
-    """Batch token budget to project, tokens (None: the log's own)."""
     restart_cost_h: float = _opt(
         DEFAULT_RESTART_COST_H,
         "--restart-cost",
         "Hours a restart costs (reload, warm-up); weighed against the ETA gain of a switch.",
-        "advise",
-        "what-if",
-        cli=float,
         lo=0.0,
         hi=MAX_RESTART_COST_H,
     )
-    """Hours a restart costs (reload, warm-up), weighed against a switch's ETA gain."""
     job_hours: float | None = _opt(
         None,
         "--job-hours",
         "Hours the rest of the job takes at the split it runs now (for a next run: the whole job "
         "there); weighs a restart and a probe against it (default: the log's samples x epochs and "
         "progress, else its eta_s; from bare numbers: unknown).",
-        "advise",
-        "what-if",
-        cli=float,
         lo=0.0,
         lo_open=True,
         hi=MAX_TIME_S / 3600.0,
     )
-    """Hours the rest of the job takes at the split it runs now (None: from the log, if it says)."""
     next_run: bool = _opt(
         False,
         "--next-run",
         "Advise the split for the job's next run (no restart cost); implied when the log has ended.",
-        "advise",
-        "what-if",
-        cli=bool,
     )
-    """Advise the job's next run (no restart cost); implied when the log has ended."""
-    exact: bool = _opt(
-        False,
-        "--exact",
-        "Also simulate every split exactly from the log's own step times (slower).",
-        "advise",
-        cli=bool,
-    )
-    """Also simulate every split exactly from the log's own step times (``bps_exact``)."""
+    exact: bool = _opt(False, "--exact", "Also simulate every split exactly from the log's own step times (slower).")
     interval_s: float = _opt(
-        DEFAULT_FOLLOW_INTERVAL_S,
-        "--interval",
-        "Seconds between refreshes with --follow.",
-        "advise",
-        cli=float,
-        lo=MIN_FOLLOW_INTERVAL_S,
+        DEFAULT_FOLLOW_INTERVAL_S, "--interval", "Seconds between refreshes with --follow.", lo=MIN_FOLLOW_INTERVAL_S
     )
-    """Seconds between refreshes with ``--follow``."""
     max_wait_s: float | None = _opt(
         None,
         "--max-wait",
         "With --follow: give up (exit 2) if a log is still missing after this many seconds (default: wait).",
-        "advise",
-        cli=float,
         lo=0.0,
     )
-    """With ``--follow``: seconds to wait for a missing log before giving up (None: for ever)."""
     settle_tol: float = _opt(
         DEFAULT_SETTLE_TOL,
         "--settle-tol",
-        f"With --follow: the odds have settled when, over "
-        f"the last {SETTLE_REFRESHES} refreshes, the action and split are unchanged and p_best "
-        f"(0-1) and the expected regret (/100) each moved at most this.",
-        "advise",
-        cli=float,
-        lo=0.0,
-        hi=1.0,
-        click_hi=True,
+        f"With --follow: the odds have settled when, over the last {SETTLE_REFRESHES} refreshes, the action "
+        f"and split are unchanged and p_best (0-1) and the expected regret (/100) each moved at most this.",
+        **_SHARE,
     )
-    """With ``--follow``: how far p_best (0-1) and the expected regret (/100) may move over the last refreshes."""
     gpus_per_worker: Mapping[str, int] | None = _opt(
         None,
         "--gpus-per-worker",
         "GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: "
         "the log's (1 if it says none). Splits are enumerated in engines.",
-        *_ENGINES,
-        "what-if",
-        "import-tb",
         lo=1,
         hi=MAX_GPUS_PER_WORKER,
-        role_map=True,
-        example="target=2",
     )
-    """GPUs per engine, role -> GPUs (roles not named: the log's; from bare numbers 1)."""
     engine_scaling: Mapping[str, float] | None = _opt(
         None,
         "--engine-scaling",
         "With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine "
         "size to the logged one, e.g. target=0.9 (1: linear). An assumption you give.",
-        *_ENGINES,
         lo=MIN_ENGINE_SCALING,
         hi=MAX_ENGINE_SCALING,
-        role_map=True,
-        example="target=0.9",
     )
-    """Per-GPU rate ratio of an engine at the projected size to one at the logged size, role -> ratio."""
     gpus_per_node: int | None = _opt(
-        None,
-        "--gpus-per-node",
-        "GPUs of one node (default: the log's; none: one node holds all).",
-        *_ENGINES,
-        "import-tb",
-        "what-if",
-        "plot",
-        cli=int,
-        lo=1,
-        hi=MAX_GPUS,
-        help_in={"what-if": "GPUs of one node (default: one node holds all --gpus)."},
+        None, "--gpus-per-node", "GPUs of one node (default: the log's; none: one node holds all).", lo=1, hi=MAX_GPUS
     )
-    """GPUs of one node (None: the log's; none there: one node holds all)."""
     link_gbytes_s: float | None = _opt(
         None,
         "--link-gbytes-s",
-        "Inter-node link bandwidth, GB/s (1e9 bytes/s), one "
-        "per node pair direction (default: measured from the "
-        "log's xfer, else its header's link_bytes_s).",
-        *_ENGINES,
-        "what-if",
-        "plot",
-        cli=float,
+        "Inter-node link bandwidth, GB/s (1e9 bytes/s), one per node pair direction (default: measured "
+        "from the log's xfer, else its header's link_bytes_s).",
         lo=0.0,
         lo_open=True,
         hi=MAX_LINK_GBYTES_S,
-        help_in={
-            "what-if": "Inter-node link bandwidth, GB/s (1e9 bytes/s), one per node pair direction "
-            "(default: unknown, taken as free); with --hs-bytes-per-token."
-        },
     )
-    """The inter-node link's bandwidth, GB/s (None: measured from the log, else its header's)."""
     min_efficiency: float | None = _opt(
-        None,
-        "--min-efficiency",
-        f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).",
-        "check",
-        "plot",
-        cli=float,
-        lo=0.0,
-        hi=1.0,
-        click_hi=True,
-        help_in={"plot": "Gate threshold drawn on the efficiency panel."},
-        cli_default={"plot": DEFAULT_MIN_EFFICIENCY},
+        None, "--min-efficiency", f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).", **_SHARE
     )
-    """The gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
     min_gpu_util: float | None = _opt(
         None,
         "--min-gpu-util",
         "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).",
-        "check",
-        cli=float,
-        lo=0.0,
-        hi=1.0,
-        click_hi=True,
+        **_SHARE,
     )
-    """The gpu_util gate's threshold (None: the config's, else `DEFAULT_MIN_EFFICIENCY`)."""
     min_confidence: float | None = _opt(
         None,
         "--min-confidence",
         "Also fail unless the planned split is at least this likely (0-1) to be within 2% "
         "of the best split: its p_best (default: the config's, else no such condition).",
-        "check",
-        cli=float,
-        lo=0.0,
-        hi=1.0,
-        click_hi=True,
+        **_SHARE,
     )
-    """The gate's least p_best of the planned split, 0-1 (None: the config's, else no such condition)."""
-    metric: str | None = _opt(
-        None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).", "check"
-    )
-    """What the gate compares: one of `METRICS` (None: the config's, else efficiency)."""
+    metric: str | None = _opt(None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).")
     tokens_per_batch: float = _opt(
-        DEFAULT_TOKENS_PER_BATCH,
-        "--tokens-per-batch",
-        "Mean tokens per batch (for tok/s).",
-        "what-if",
-        cli=float,
-        lo=1.0,
+        DEFAULT_TOKENS_PER_BATCH, "--tokens-per-batch", "Mean tokens per batch (for tok/s).", lo=1.0
     )
-    """From bare numbers: mean tokens per batch (for tok/s)."""
-    scv: float | None = _opt(None, "--scv", "Step-time variability (squared CV).", "what-if", cli=float, lo=0.0)
-    """From bare numbers: step-time variability, squared CV (None: the prior's)."""
-    sync_every: int = _opt(0, "--sync-every", "Drafter steps per sync.", "what-if", cli=int, lo=0, hi=MAX_SYNC_EVERY)
-    """From bare numbers: consumer steps per weight sync (0: none)."""
-    sync_s: float = _opt(0.0, "--sync-s", "Seconds per sync at this drafter count.", "what-if", cli=float, lo=0.0)
-    """From bare numbers: seconds per sync at the given consumer count."""
+    scv: float | None = _opt(None, "--scv", "Step-time variability (squared CV).", lo=0.0)
+    sync_every: int = _opt(0, "--sync-every", "Drafter steps per sync.", lo=0, hi=MAX_SYNC_EVERY)
+    sync_s: float = _opt(0.0, "--sync-s", "Seconds per sync at this drafter count.", lo=0.0)
     hs_bytes_per_token: float | None = _opt(
         None,
         "--hs-bytes-per-token",
         "Bytes of hidden state per token (a log header's hs_bytes_per_token): what a batch sends "
         "over --link-gbytes-s between nodes, and what q_hs slots cost in memory.",
-        "what-if",
-        cli=float,
         lo=0.0,
         lo_open=True,
         hi=MAX_HS_BYTES_PER_TOKEN,
     )
-    """From bare numbers: bytes of hidden state per token (None: unknown; the link then carries none)."""
-    hardware_priors: bool = _opt(True, "hardware_priors", "", cli=bool)
-    """From bare numbers: carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline`)."""
+    # from bare numbers: carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline`)
+    hardware_priors: bool = _opt(True, "hardware_priors", "")
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name, f in option_fields().items():
+            value = getattr(self, name)
             if value is None and f.default is not None:
                 raise SettingsError(f.metadata["flag"].name, f"must be given (default {f.default!r}), got None")
-            object.__setattr__(self, f.name, _checked(f.metadata["flag"], value))
+            object.__setattr__(self, name, _checked(name, value))
         if self.roles and sum(self.roles.values()) > MAX_GPUS:
             raise SettingsError(
                 "--roles", f"the split uses {sum(self.roles.values())} GPUs, more than the limit {MAX_GPUS}"
@@ -407,24 +263,34 @@ class Options:
         return replace(base, **{name: v for name, v in self.given().items() if v is not None})
 
 
+@functools.cache
 def option_fields() -> dict[str, Any]:
     """The `Options` fields by name."""
     return {f.name: f for f in fields(Options)}
 
 
-def _checked(flag: Flag, value: Any) -> Any:
-    """One option's value, checked against its `Flag` (type and limits) and normalized."""
+@functools.cache
+def option_kind(name: str) -> Any:
+    """What `Options` field ``name`` takes: int, float, bool, str, or a role map (``Mapping[str, int]``)."""
+    hint = typing.get_type_hints(Options)[name]
+    return next((t for t in typing.get_args(hint) if t is not type(None)), hint)
+
+
+def _checked(name: str, value: Any) -> Any:
+    """One option's value, checked against its type and `Flag` and normalized."""
+    flag, kind = option_fields()[name].metadata["flag"], option_kind(name)
     if value is None:
         return None
-    if flag.role_map:
-        whole = flag.name != "--engine-scaling"
+    if typing.get_origin(kind) is Mapping:
+        whole = typing.get_args(kind)[1] is int
         return parse_role_values(flag.name, value, whole=whole, lo=flag.lo, hi=flag.hi, example=flag.example)
-    if flag.cli in (bool, str):
-        if not isinstance(value, flag.cli):
-            what = "true or false" if flag.cli is bool else "text"
-            raise SettingsError(flag.name, f"must be {what}, got {short_repr(value)}")
+    if kind in (bool, str):
+        if not isinstance(value, kind):
+            raise SettingsError(
+                flag.name, f"must be {'true or false' if kind is bool else 'text'}, got {short_repr(value)}"
+            )
         return value
-    if flag.cli is int:
+    if kind is int:
         return _whole(flag.name, value, flag.lo, flag.hi)
     return _real(flag.name, value, flag.lo, flag.hi, lo_open=flag.lo_open)
 
@@ -579,33 +445,35 @@ def _parse_capacity(option: str, text: str) -> tuple[float, float]:
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Resolved options. ``roles`` is the split to judge (None: the observed one)."""
+    """The options as given, what the log(s) showed, and what `build_settings` derives from both:
+    G, the q_hs depth and batch size projected, the split to judge (``roles``; None: the observed
+    one), the engines, nodes and link."""
 
+    options: Options
+    logged: Logged
     gpus: int
-    producer: str
-    consumer: str
     hs_cap: int
     tokens_per_batch: float
-    token_budget: int | None = None  # None: the log's own budget
-    log_token_budget: int | None = None
     roles: Mapping[str, int] | None = None
-    restart_cost_h: float = DEFAULT_RESTART_COST_H
-    next_run: bool = False  # asked for with --next-run
-    run_ended: bool = False  # the (first) log has an `end` event
-    exact: bool = False
     extrapolated_tokens: bool = False  # tokens_per_batch outside the logged range
-    logged_tokens_range: tuple[float, float] = field(default=(0.0, 0.0))
-    cpu: bool = False  # the log's workers ran on CPU (header device "cpu")
-    # engines of several GPUs (producer, consumer): GPUs per engine projected, and in the log(s)
-    gpus_per_worker: tuple[int, int] = (1, 1)
-    log_gpus_per_worker: tuple[int, int] = (1, 1)
+    gpus_per_worker: tuple[int, int] = (1, 1)  # GPUs per engine projected (producer, consumer)
     # per-GPU rate ratio of an engine at the projected size to one at the logged size (given); 1 where equal
     engine_scaling: tuple[float, float] = (1.0, 1.0)
     gpus_per_node: int | None = None  # None: one node holds all G
     link_bytes_s: float | None = None  # the inter-node link's bandwidth (None: unknown, taken as free)
     link_source: str | None = None  # "given" (--link-gbytes-s), "measured" (the log's xfer), "header"
-    tokens_measured: bool = True  # False: no log measured tokens; tokens_per_batch is nominal
-    job_s: float | None = None  # --job-hours: seconds the rest of the job takes at the split it runs (None: the log's)
+    # read through by the stages that take the settings
+    producer = property(lambda self: self.logged.roles[0])
+    consumer = property(lambda self: self.logged.roles[1])
+    token_budget = property(lambda self: self.options.token_budget)  # None: the log's own
+    log_token_budget = property(lambda self: self.logged.token_budget)
+    restart_cost_h = property(lambda self: self.options.restart_cost_h)
+    next_run = property(lambda self: self.options.next_run)
+    run_ended = property(lambda self: self.logged.run_ended)
+    cpu = property(lambda self: self.logged.cpu)
+    log_gpus_per_worker = property(lambda self: self.logged.gpus_per_worker)
+    # --job-hours: seconds the rest of the job takes at the split it runs (None: the log's)
+    job_s = property(lambda self: None if self.options.job_hours is None else self.options.job_hours * 3600.0)
 
     def split_gpus(self, n: int, m: int) -> int:
         """GPUs of a split of engines."""
@@ -641,7 +509,7 @@ class Settings:
         out = {
             "gpus": self.gpus,
             "token_budget": self.token_budget or self.log_token_budget,
-            "tokens_per_batch": round(self.tokens_per_batch, 1) if self.tokens_measured else None,
+            "tokens_per_batch": round(self.tokens_per_batch, 1) if self.logged.tokens_measured else None,
             "hs_cap": self.hs_cap,
             "restart_cost_h": self.restart_cost_h,
             "run_ended": self.run_ended,
@@ -804,7 +672,7 @@ def build_settings(options: Options, logged: Logged) -> Settings:
         link, source = options.link_gbytes_s * 1e9, "given"
     else:
         link, source = (logged.link_bytes_s, logged.link_source) if logged.link_bytes_s else (None, None)
-    tokens, extrapolated = logged.tokens_mean, False
+    tokens, extrapolated, lo_hi = logged.tokens_mean, False, logged.tokens_range
     if options.token_budget is not None:
         if not logged.tokens_measured and not logged.token_budget:
             raise SettingsError(
@@ -816,33 +684,21 @@ def build_settings(options: Options, logged: Logged) -> Settings:
         # batches fill the budget to the same degree as in the logged run
         fill = logged.tokens_mean / logged.token_budget if logged.token_budget else 1.0
         tokens = options.token_budget * fill
-        lo, hi = logged.tokens_range
-        extrapolated = not (1 - SAME_SIZE_TOL) * lo <= tokens <= (1 + SAME_SIZE_TOL) * hi
+        extrapolated = not (1 - SAME_SIZE_TOL) * lo_hi[0] <= tokens <= (1 + SAME_SIZE_TOL) * lo_hi[1]
     judged = check_roles(options.roles, producer, consumer, gpus, k) if options.roles is not None else None
     return Settings(
+        options=options,
+        logged=replace(logged, tokens_range=tuple(lo_hi), gpus_per_worker=tuple(logged.gpus_per_worker)),
         gpus=gpus,
-        producer=producer,
-        consumer=consumer,
         hs_cap=logged.hs_cap if options.hs_cap is None else options.hs_cap,
         tokens_per_batch=float(tokens),
-        token_budget=options.token_budget,
-        log_token_budget=logged.token_budget,
         roles=judged,
-        restart_cost_h=options.restart_cost_h,
-        next_run=options.next_run,
-        run_ended=logged.run_ended,
-        exact=options.exact,
         extrapolated_tokens=extrapolated,
-        logged_tokens_range=tuple(logged.tokens_range),
-        cpu=logged.cpu,
         gpus_per_worker=k,
-        log_gpus_per_worker=tuple(logged.gpus_per_worker),
         engine_scaling=es,
         gpus_per_node=gpn,
         link_bytes_s=link,
         link_source=source,
-        tokens_measured=logged.tokens_measured,
-        job_s=options.job_hours * 3600.0 if options.job_hours is not None else None,
     )
 
 

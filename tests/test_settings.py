@@ -47,7 +47,7 @@ def test_token_budget_needs_a_batch_size_from_the_log():
     assert str(e.value).startswith("--token-budget:") and "no tokens" in str(e.value)
     nominal = replace(LOGGED, tokens_mean=32768.0, tokens_range=(32768.0, 32768.0), tokens_measured=False)
     s = make(nominal, token_budget=8192)
-    assert s.tokens_per_batch == 8192 and not s.tokens_measured
+    assert s.tokens_per_batch == 8192 and not s.logged.tokens_measured
     assert make(unknown).own_budget
 
 

@@ -3,14 +3,14 @@
 Exit codes (the CLI contract, README.md): 0 ok / gate passes; 1 the gate fails; 2 the input is unusable
 (one line on stderr naming file, line and field; never a traceback). Only typer, the
 standard library and the advisor's option defaults (`advisor.settings`, `advisor.errors`: no
-numpy) are imported at module level so that ``--help`` stays fast.
+numpy) are imported at module level so that ``--help`` stays fast. The commands are private:
+typer calls them, and their parameters, one per option, are the command line itself.
 """
 
-from __future__ import annotations
-
+import contextlib
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -18,9 +18,21 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from advisor import __version__
-from advisor.cli.flags import options_of, with_options
+from advisor.cli.flags import opt, options_of
 from advisor.errors import LogError, SettingsError, internal_error
-from advisor.settings import Options, as_capacity, check_counts, check_role_names, option_fields
+from advisor.settings import (
+    DEFAULT_FOLLOW_INTERVAL_S,
+    DEFAULT_HS_CAP,
+    DEFAULT_MIN_EFFICIENCY,
+    DEFAULT_RESTART_COST_H,
+    DEFAULT_SETTLE_TOL,
+    DEFAULT_TOKENS_PER_BATCH,
+    Options,
+    as_capacity,
+    check_counts,
+    check_role_names,
+    option_fields,
+)
 
 if TYPE_CHECKING:
     from advisor.records import Run
@@ -94,6 +106,20 @@ def _format(as_json: bool, as_markdown: bool, fmt: Format | None = None) -> str:
     return chosen.pop() if chosen else "text"
 
 
+@contextlib.contextmanager
+def _or_die(inputs: list[Path]) -> Iterator[None]:
+    """Unusable input (`LogError`, `ValueError`): exit 2 with its one line; any other exception too,
+    named a bug, never a traceback nor exit 1, which a CI gate reads as "the split fails"."""
+    try:
+        yield
+    except (LogError, ValueError) as e:
+        _die(str(e))
+    except (typer.Exit, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        _die(internal_error(e, inputs))
+
+
 BIG_INPUT_BYTES = 20 << 20  # above this, say on a terminal what is being read
 
 
@@ -112,64 +138,48 @@ def _advise_or_die(logs: list[Path], options: Options):
             nl=False,
         )
     try:
-        from advisor.advice import advise
+        with _or_die(logs):
+            from advisor.advice import advise
 
-        return advise(logs, options)
-    except (LogError, ValueError) as e:
-        _die(str(e))
-    except (typer.Exit, KeyboardInterrupt):
-        raise
-    except Exception as e:
-        _die(internal_error(e, logs))
+            return advise(logs, options)
     finally:
         if status:
             typer.echo("\r\x1b[K", err=True, nl=False)  # erase the status line
 
 
 @app.command("advise", short_help="Advice for the run(s): the table of splits, the verdict and its reasons.")
-@with_options(
-    "advise",
-    "logs",
-    "gpus",
-    "fmt",
-    "as_json",
-    "as_markdown",
-    "restart_cost_h",
-    "job_hours",
-    "hs_cap",
-    "token_budget",
-    "roles",
-    "next_run",
-    "exact",
-    "follow",
-    "interval_s",
-    "max_wait_s",
-    "settle_tol",
-    "gpus_per_worker",
-    "engine_scaling",
-    "gpus_per_node",
-    "link_gbytes_s",
-)
-def advise_cmd(
+def _advise_cmd(
     logs: Logs,
+    gpus: opt("gpus") = None,
     fmt: FormatOpt = None,
     as_json: AsJson = False,
     as_markdown: AsMarkdown = False,
+    restart_cost_h: opt("restart_cost_h") = DEFAULT_RESTART_COST_H,
+    job_hours: opt("job_hours") = None,
+    hs_cap: opt("hs_cap") = None,
+    token_budget: opt("token_budget") = None,
+    roles: opt("roles") = None,
+    next_run: opt("next_run") = False,
+    exact: opt("exact") = False,
     follow: Annotated[
         bool,
         typer.Option(
             "--follow",
-            help="Re-read a growing log and refresh the report "
-            "until its 'end' event or Ctrl-C; each refresh "
-            "shows the verdict's odds and whether they have "
-            "settled (--settle-tol).",
+            help="Re-read a growing log and refresh the report until its 'end' event or Ctrl-C; each refresh "
+            "shows the verdict's odds and whether they have settled (--settle-tol).",
         ),
     ] = False,
-    **given: Any,
+    interval_s: opt("interval_s") = DEFAULT_FOLLOW_INTERVAL_S,
+    max_wait_s: opt("max_wait_s") = None,
+    settle_tol: opt("settle_tol") = DEFAULT_SETTLE_TOL,
+    gpus_per_worker: opt("gpus_per_worker") = None,
+    engine_scaling: opt("engine_scaling") = None,
+    gpus_per_node: opt("gpus_per_node") = None,
+    link_gbytes_s: opt("link_gbytes_s") = None,
 ) -> None:
     """Advice for the run(s): the table of splits, the verdict and its reasons."""
     fmt = _format(as_json, as_markdown, fmt)
-    options = options_of(given)
+    options = options_of(locals())
     idle = [f for f in FOLLOW_ONLY if f in options.given()] if not follow else []
     if idle:
         _die(f"{option_fields()[idle[0]].metadata['flag'].name} applies only with --follow")
@@ -184,48 +194,42 @@ def advise_cmd(
 
 
 @app.command("check", short_help="CI gate on a planned split: exit 0 pass, 1 fail, 2 unusable input.")
-@with_options(
-    "check",
-    "source",
-    "min_efficiency",
-    "min_gpu_util",
-    "metric",
-    "min_confidence",
-    "roles",
-    "gpus",
-    "as_json",
-    "as_markdown",
-    "gpus_per_worker",
-    "engine_scaling",
-    "gpus_per_node",
-    "link_gbytes_s",
-)
-def check_cmd(
+def _check_cmd(
     source: Annotated[
         list[Path],
         typer.Argument(
             help="A TOML config naming the planned split and profile log(s), or rate log(s).", show_default=False
         ),
     ],
+    min_efficiency: opt("min_efficiency") = None,
+    min_gpu_util: opt("min_gpu_util") = None,
+    metric: opt("metric") = None,
+    min_confidence: opt("min_confidence") = None,
+    roles: opt("roles") = None,
+    gpus: opt("gpus") = None,
     as_json: AsJson = False,
     as_markdown: AsMarkdown = False,
-    **given: Any,
+    gpus_per_worker: opt("gpus_per_worker") = None,
+    engine_scaling: opt("engine_scaling") = None,
+    gpus_per_node: opt("gpus_per_node") = None,
+    link_gbytes_s: opt("link_gbytes_s") = None,
 ) -> None:
     """CI gate: exit 0 if the planned split's predicted metric meets the threshold (and, with
     --min-confidence, it is at least that likely within 2% of the best split), 1 if not, 2 if unusable."""
-    from advisor.cli.check import run_check
+    import warnings
+
+    from advisor.cli.check import ConfigKeyWarning, run_check
     from advisor.present.text import render
 
     fmt = _format(as_json, as_markdown)
-    options = options_of(given)
-    try:
+    options = options_of(locals())
+    with _or_die(source), warnings.catch_warnings(record=True) as seen:  # its old names: said if it passes
+        warnings.simplefilter("always", ConfigKeyWarning)
         adv = run_check(source, options)
-    except (LogError, ValueError) as e:
-        _die(str(e))
-    except (typer.Exit, KeyboardInterrupt):
-        raise
-    except Exception as e:  # a crash is "unusable" (2), never "the split fails" (1)
-        _die(internal_error(e, source))
+    for w in seen:
+        if w.category is not ConfigKeyWarning:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    _warn_lines([w for w in seen if w.category is ConfigKeyWarning])
     g = adv.gate
     if fmt == "text":
         from advisor.present.text import gate_line
@@ -241,8 +245,7 @@ def check_cmd(
 
 
 @app.command("plot", short_help="One figure: the splits, efficiency, rates over time and q_hs.")
-@with_options("plot", "logs", "out", "gpus", "min_efficiency", "gpus_per_node", "link_gbytes_s")
-def plot_cmd(
+def _plot_cmd(
     logs: Logs,
     out: Annotated[
         Path,
@@ -252,7 +255,12 @@ def plot_cmd(
             help="File to write; its extension picks the format (.png, .pdf, .svg, ...). A directory gets advice.png.",
         ),
     ] = Path("advice.png"),
-    **given: Any,
+    gpus: opt("gpus") = None,
+    min_efficiency: opt(
+        "min_efficiency", help="Gate threshold drawn on the efficiency panel."
+    ) = DEFAULT_MIN_EFFICIENCY,
+    gpus_per_node: opt("gpus_per_node") = None,
+    link_gbytes_s: opt("link_gbytes_s") = None,
 ) -> None:
     """One figure: tok/s per split, efficiency and gpu_util, rates over time, q_hs occupancy."""
     from advisor.present.plots import figure_path, plot_advice, save_figure
@@ -261,7 +269,7 @@ def plot_cmd(
         path = figure_path(out)
     except ValueError as e:
         _die(str(e))
-    options = options_of(given)
+    options = options_of(locals())
     adv = _advise_or_die(logs, options)
     fig = plot_advice(adv, min_efficiency=options.min_efficiency)
     try:
@@ -273,38 +281,14 @@ def plot_cmd(
 
 
 @app.command("what-if", short_help="Advice from bare numbers: worker counts and pool capacities.")
-@with_options(
-    "what-if",
-    "targets",
-    "drafters",
-    "target_bps",
-    "drafter_bps",
-    "hs_cap",
-    "tokens_per_batch",
-    "scv",
-    "sync_every",
-    "gpus_per_worker",
-    "sync_s",
-    "gpus",
-    "gpus_per_node",
-    "link_gbytes_s",
-    "hs_bytes_per_token",
-    "next_run",
-    "restart_cost_h",
-    "job_hours",
-    "fmt",
-    "as_json",
-    "as_markdown",
-)
-def what_if_cmd(
+def _what_if_cmd(
     targets: Annotated[int, typer.Option("--targets", min=1, help="Target GPUs now.")],
     drafters: Annotated[int, typer.Option("--drafters", min=1, help="Drafter GPUs now.")],
     target_bps: Annotated[
         str,
         typer.Option(
             "--target-bps",
-            help="Capacity of all targets together, "
-            "batches/s: a value (0.92), a range (0.88..0.95) or a lower "
+            help="Capacity of all targets together, batches/s: a value (0.92), a range (0.88..0.95) or a lower "
             "bound ('>=0.9').",
         ),
     ],
@@ -315,10 +299,26 @@ def what_if_cmd(
             help="Capacity of all drafters together, batches/s: a value, a range (lo..hi) or a lower bound ('>=x').",
         ),
     ],
+    hs_cap: opt("hs_cap", help="q_hs depth (batches).") = DEFAULT_HS_CAP,
+    tokens_per_batch: opt("tokens_per_batch") = DEFAULT_TOKENS_PER_BATCH,
+    scv: opt("scv") = None,
+    sync_every: opt("sync_every") = 0,
+    gpus_per_worker: opt("gpus_per_worker") = None,
+    sync_s: opt("sync_s") = 0.0,
+    gpus: opt("gpus") = None,
+    gpus_per_node: opt("gpus_per_node", help="GPUs of one node (default: one node holds all --gpus).") = None,
+    link_gbytes_s: opt(
+        "link_gbytes_s",
+        help="Inter-node link bandwidth, GB/s (1e9 bytes/s), one per node pair direction (default: unknown, taken "
+        "as free); with --hs-bytes-per-token.",
+    ) = None,
+    hs_bytes_per_token: opt("hs_bytes_per_token") = None,
+    next_run: opt("next_run") = False,
+    restart_cost_h: opt("restart_cost_h") = DEFAULT_RESTART_COST_H,
+    job_hours: opt("job_hours") = None,
     fmt: FormatOpt = None,
     as_json: AsJson = False,
     as_markdown: AsMarkdown = False,
-    **given: Any,
 ) -> None:
     """Advice from bare numbers: worker counts and pool capacities in batches/s (for example --targets 7
     --drafters 1 --target-bps 0.92 --drafter-bps 0.86)."""
@@ -330,7 +330,7 @@ def what_if_cmd(
         check_counts({"--targets": targets, "--drafters": drafters})
     except SettingsError as e:
         _die(str(e))
-    options = options_of(given)
+    options = options_of(locals())
     if options.sync_s > 0 and not options.sync_every:
         _die("--sync-s needs --sync-every (drafter steps per sync): without it there is no sync")
     try:
@@ -346,93 +346,37 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
-def _tb_header(run: str, roles: str, tb: TbImport, options: Options) -> Run:
+def _tb_header(run: str, roles: str, queues: list[str] | None, options: Options, **counts: Any) -> "Run":
     """The imported log's `advisor.records.Run` header from import-tb's --roles, --queue, counts
-    (``tb``) and the shared engine options."""
+    and the shared engine options."""
     from advisor.records import Run
     from advisor.tbimport import parse_queue, parse_roles
 
     role_map = parse_roles(roles)
-    queues = [parse_queue(q, list(role_map)) for q in tb.queue or []]
     k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1]) or None
     return Run(
         run=run,
         roles=role_map,
         gpus=options.gpus,
-        queues=queues,
+        queues=[parse_queue(q, list(role_map)) for q in queues or []],
         gpus_per_worker=k,
         gpus_per_node=options.gpus_per_node,
-        token_budget=tb.token_budget,
-        samples=tb.samples,
-        epochs=tb.epochs,
+        **counts,
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class TbImport:
-    """import-tb's own options beside the shared ones: where each rates field comes from (``--map``,
-    ``--stack``), the queues, and the header's counts, name and state."""
-
-    mapping: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--map",
-            help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
-            "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's "
-            "fields.",
-            show_default=False,
-        ),
-    ] = None
-    stack: Annotated[
-        str | None,
-        typer.Option(
-            "--stack",
-            help="Read the metrics this stack logs by name: torchspec, specforge or speculators (docs/stacks/).",
-        ),
-    ] = None
-    queue: Annotated[
-        list[str] | None, typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 (repeatable).")
-    ] = None
-    token_budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Tokens per batch at most.")] = None
-    samples: Annotated[int | None, typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None
-    epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None
-    run_name: Annotated[
-        str | None, typer.Option("--run-name", help="Run name (default: the first argument's name).")
-    ] = None
-    ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False
-
-
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
-@with_options(
-    "import-tb",
-    "events",
-    "out",
-    "roles",
-    "mapping",
-    "stack",
-    "queue",
-    "gpus",
-    "token_budget",
-    "samples",
-    "epochs",
-    "run_name",
-    "ended",
-    "gpus_per_worker",
-    "gpus_per_node",
-    record=TbImport,
-)
-def import_tb_cmd(
+def _import_tb_cmd(
     events: Annotated[
         list[Path],
         typer.Argument(
-            help="TensorBoard event files, directories searched for "
-            "*tfevents* files, or .csv histories exported from wandb "
-            "or MLflow.",
+            help="TensorBoard event files, directories searched for *tfevents* files, or .csv histories exported "
+            "from wandb or MLflow.",
             show_default=False,
         ),
     ],
     out: Annotated[Path, typer.Option("-o", "--out", help="Rate log to write (.jsonl).")],
-    roles: Annotated[
+    role_counts: Annotated[
         str,
         typer.Option(
             "--roles",
@@ -440,8 +384,35 @@ def import_tb_cmd(
             show_default=False,
         ),
     ],
-    tb: TbImport,
-    **given: Any,
+    mapping: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            help="KEY=TAG: which scalar tag holds a rates field; KEY is ROLE.bps, ROLE.cap_bps, tok_s, "
+            "eta_s, done or q.QUEUE. Repeat it. With --stack it adds to (or replaces) the stack's fields.",
+            show_default=False,
+        ),
+    ] = None,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            "--stack",
+            help="Read the metrics this stack logs by name: torchspec, specforge or speculators (docs/stacks/).",
+        ),
+    ] = None,
+    queue: Annotated[
+        list[str] | None, typer.Option("--queue", help="NAME:ROLE:CAP, e.g. hs:drafter:20 (repeatable).")
+    ] = None,
+    gpus: opt("gpus", help="GPUs of the job (default: the sum of --roles).") = None,
+    budget: Annotated[int | None, typer.Option("--token-budget", min=1, help="Tokens per batch at most.")] = None,
+    samples: Annotated[int | None, typer.Option("--samples", min=0, help="Samples per epoch (ETA).")] = None,
+    epochs: Annotated[float | None, typer.Option("--epochs", min=0.0, help="Epochs (ETA).")] = None,
+    run_name: Annotated[
+        str | None, typer.Option("--run-name", help="Run name (default: the first argument's name).")
+    ] = None,
+    ended: Annotated[bool, typer.Option("--ended", help="The job has finished: advise for the next run.")] = False,
+    gpus_per_worker: opt("gpus_per_worker") = None,
+    gpus_per_node: opt("gpus_per_node") = None,
 ) -> None:
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
@@ -449,18 +420,18 @@ def import_tb_cmd(
     from advisor.stacks import import_stack
     from advisor.tbimport import import_tensorboard
 
-    if tb.stack is None and not tb.mapping:
+    if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
-    options = options_of(given)
+    options = options_of(locals())
+    counts = {"token_budget": budget, "samples": samples, "epochs": epochs}
     with warnings.catch_warnings(record=True) as seen:  # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
-            header = _tb_header(tb.run_name or Path(events[0]).name, roles, tb, options)
-            mapping = tb.mapping or []
-            if tb.stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, header, mapping=mapping, ended=tb.ended)
+            header = _tb_header(run_name or Path(events[0]).name, role_counts, queue, options, **counts)
+            if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
+                path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
             else:
-                path, n = import_stack(events, out, header, stack=tb.stack, mapping=mapping, ended=tb.ended)
+                path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
         except (LogError, ValueError) as e:
             _warn_lines(seen)
             _die(str(e))
@@ -469,7 +440,7 @@ def import_tb_cmd(
 
 
 @app.command("summarize", short_help="Reduce logs of one run to one mergeable summary.")
-def summarize_cmd(
+def _summarize_cmd(
     logs: Annotated[
         list[Path],
         typer.Argument(

@@ -1,42 +1,22 @@
 """The CI gate: is the planned split's predicted efficiency (or GPU utilisation) high enough?
 
-Input is either rate log(s) (the planned split defaults to the observed one) or a TOML config::
-
-    profile = ["runs/7x1.jsonl"]       # log(s) to fit; relative to the config file
-    gpus = 8                           # optional; default: the GPUs of the roles' engines
-    gpus_per_node = 8                  # optional: the cluster's nodes (default: the log's)
-    link_gbytes_s = 25.0               # optional: the inter-node link, GB/s
-    [gpus_per_worker]                  # optional: GPUs per engine (default: the log's)
-    target = 2
-    [engine_scaling]                   # with a gpus_per_worker unlike the log's: per-GPU rate ratio
-    target = 0.9
-    [roles]                            # the planned split, in pipeline order
-    target = 6
-    drafter = 2
-    [queues]
-    hs = 20                            # optional: planned q_hs depth
-    [gate]
-    min_efficiency = 0.9               # or min_gpu_util = 0.85
-    metric = "efficiency"              # efficiency | gpu_util
-    min_confidence = 0.8               # optional: least p_best of the planned split (0-1)
+Input is either rate log(s) (the planned split defaults to the observed one) or a TOML config
+(docs/gate.example.toml): ``profile``, the log(s) to fit, relative to the config's folder, and
+`Options` fields by name (`FIELDS`: ``gpus``, ``hs_cap``, ``metric``, ``min_efficiency``, a
+``[roles]`` table, ...), each read and checked as the command line's option. The tables of 0.1
+(`RENAMED`: ``[queues] hs``, ``[gate] ...``) are still read, each key with a `ConfigKeyWarning`.
 
 The planned split passes when its predicted metric is at least the threshold and, with a
-``min_confidence`` (or ``--min-confidence``), when it is at least that likely to be within the
-resolution (2%) of the best split: its own ``p_best`` from the decision's odds
-(`advisor.decide.odds`, one joint draw over every split; the same odds as the report's table:
-while the profile log's run has not ended, every split but the planned one pays a restart, as
-in the advice on that split). The outcome names each condition that failed, with its number
-(``gate["failed"]``: the metric's name and/or ``"confidence"``).
+``min_confidence``, when its own ``p_best`` (the decision's odds, `advisor.decide.odds`: while the
+profile log's run has not ended, every split but the planned one pays a restart) is at least
+that. The outcome names each condition that failed, with its number (``gate["failed"]``).
 
-Command-line options override the config; a threshold applies to its own metric only
-(``--min-efficiency`` on a gpu_util gate is an error, as ``min_efficiency`` is in such a
-config). A gate never passes on input it could not read:
-every problem is a `LogError`/`ValueError` naming the file, line and key (exit 2). Strict: any
-key or table not shown above (``[role]``, ``min_efficency``) is an error with the closest known
-name, as is a threshold for the metric not chosen; ``[roles]`` must name both roles of the log;
-a ``profile`` entry that names no file (a glob that matches none) is an error of the config's
-line, not only of the log.
-The config itself must be a small regular file (a FIFO or device is refused before opening).
+Command-line options override the config; a threshold applies to its own metric only (one for
+the other metric is an error, in the config as on the command line). Strict: an unknown key is
+an error with the closest known name; ``[roles]`` must name both roles of the log; a ``profile``
+entry that names no file is an error of the config's line. Every problem is a
+`LogError`/`ValueError` naming the file, line and key (exit 2); the config must be a small
+regular file (a FIFO or device is refused before opening).
 """
 
 from __future__ import annotations
@@ -47,8 +27,9 @@ import os
 import re
 import stat
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,25 +39,34 @@ else:  # Python 3.10: the same parser, from PyPI (declared in pyproject.toml)
     import tomli as tomllib
 
 from advisor.advice import Advice, fit_logs
-from advisor.errors import LogError, LogRefused, short_repr
+from advisor.errors import LogError, LogRefused, SettingsError, short_repr
 from advisor.ingest.ranks import GLOB_CHARS
-from advisor.settings import DEFAULT_MIN_EFFICIENCY, MAX_GPUS, MAX_QUEUE_CAP, METRICS, MIN_GPUS, Options
+from advisor.settings import DEFAULT_MIN_EFFICIENCY, METRICS, Options, option_fields
 
 MAX_CONFIG_BYTES = 1 << 20  # a gate config is a few lines
-# every key a config may hold; [roles] takes the profile log's role names (checked once it is read)
-TOP_KEYS = (
-    "profile",
-    "gpus",
-    "roles",
-    "queues",
-    "gate",
-    "gpus_per_worker",
-    "engine_scaling",
-    "gpus_per_node",
-    "link_gbytes_s",
-)
-QUEUE_KEYS = ("hs",)
-GATE_KEYS = ("metric", "min_efficiency", "min_gpu_util", "min_confidence")
+# the Options fields a config may set; [roles] takes the profile log's role names (checked once it is read)
+PLAN_FIELDS = ("gpus", "roles", "hs_cap", "gpus_per_worker", "engine_scaling", "gpus_per_node", "link_gbytes_s")
+GATE_FIELDS = ("metric", "min_efficiency", "min_gpu_util", "min_confidence")
+FIELDS = PLAN_FIELDS + GATE_FIELDS
+# the tables of 0.1, read for one more release: table -> {its key: the field}, and what its keys are
+RENAMED = {"queues": {"hs": "hs_cap"}, "gate": {k: k for k in GATE_FIELDS}}
+RENAMED_WHAT = {"queues": "queue the gate can plan", "gate": "gate setting"}
+
+
+class ConfigKeyWarning(FutureWarning):
+    """A gate config uses a key of 0.1 (``[queues] hs``, ``[gate] ...``), read until the next release."""
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """The gate's settings: the profile log(s), the config's options, the config's file and text
+    (None and "" without a config) and, per field, the key it was written as (for errors)."""
+
+    profile: list[Path]
+    options: Options = field(default_factory=Options)
+    path: str | None = None
+    text: str = ""
+    keys: Mapping[str, str] = field(default_factory=dict)
 
 
 def _line_of(text: str, dotted: str) -> int | None:
@@ -112,20 +102,6 @@ def _unknown(text: str, path: str, where: str, keys: Sequence[str], allowed: Seq
             close = difflib.get_close_matches(k, allowed, n=1, cutoff=0.6)
             hint = f"; did you mean '{close[0]}'?" if close else f" (known: {', '.join(allowed)})"
             raise _at(path, text, dotted, f"is not a {what}{hint}")
-
-
-def _key(
-    cfg: Mapping[str, Any], dotted: str, kind: type | tuple, path: str, default: Any = None, text: str = ""
-) -> Any:
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return default
-        node = node[part]
-    if not isinstance(node, kind) or isinstance(node, bool):
-        want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise _at(path, text, dotted, f"must be {want}, got {short_repr(node)}")
-    return node
 
 
 def _read_config(path: Path) -> tuple[dict[str, Any], str]:
@@ -166,32 +142,61 @@ def _read_config(path: Path) -> tuple[dict[str, Any], str]:
         raise LogError(sp, None, "is not valid TOML for a gate (nested too deeply)") from None
 
 
-def load_config(path: Path) -> dict[str, Any]:
+def load_config(path: Path) -> GateConfig:
     """Read and validate a gate config; paths come back resolved against the config's folder.
 
-    Strict: a key or table the gate does not know is an error (a typo must not pass the gate at
-    a default threshold), with the closest known name.
+    Strict: a key the gate does not know is an error (a typo must not pass the gate at a default
+    threshold), with the closest known name. Each value is checked as `Options` checks its
+    field, the error naming the key and its line.
     """
     sp = str(path)
     cfg, text = _read_config(path)
-    _unknown(text, sp, "", list(cfg), TOP_KEYS, "gate config key")
+    _unknown(text, sp, "", list(cfg), ("profile", *FIELDS, *RENAMED), "gate config key")
     prof = _profile_entries(cfg, path, text)
-    roles = _config_roles(cfg, sp, text)
-    queues = _key(cfg, "queues", dict, sp, text=text)
-    _unknown(text, sp, "queues", list(queues or {}), QUEUE_KEYS, "queue the gate can plan")
-    metric, threshold, confidence = _gate_table(cfg, sp, text)
-    return {
-        "profile": [path.parent / p for p in prof],
-        "roles": dict(roles) if roles else None,
-        "metric": metric,
-        "threshold": threshold,
-        "min_confidence": confidence,
-        "gpus": _whole_in(cfg, "gpus", MIN_GPUS, MAX_GPUS, sp, text),
-        "hs_cap": _whole_in(cfg, "queues.hs", 0, MAX_QUEUE_CAP, sp, text),
-        "path": sp,
-        "text": text,
-        "engines": _engine_keys(cfg, sp, text),
-    }
+    keys: dict[str, str] = {}  # field -> the key as written
+    values: dict[str, Any] = {}
+    for key, value in cfg.items():
+        given = _renamed(cfg, key, sp, text) if key in RENAMED else [(key, key, value)] if key != "profile" else []
+        for name, dotted, v in given:
+            if name in keys:
+                raise _at(sp, text, dotted, f"sets {name} again (also set by '{keys[name]}'); give it once")
+            keys[name], values[name] = dotted, v
+    options = Options()
+    for name, value in values.items():
+        try:
+            options = replace(options, **{name: value})
+        except SettingsError as e:
+            flag = option_fields()[name].metadata["flag"].name
+            where = keys[name] + e.option[len(flag) :].replace(" ", ".")  # "--roles target": roles.target
+            raise _at(sp, text, where, str(e)[len(e.option) + 2 :]) from None
+    metric = options.metric or METRICS[0]
+    other = next(f"min_{m}" for m in METRICS if m != metric)
+    if other in values:
+        raise _at(
+            sp, text, keys[other], f"is set but the metric is '{metric}': set min_{metric}, or metric = \"{other[4:]}\""
+        )
+    return GateConfig(profile=[path.parent / p for p in prof], options=options, path=sp, text=text, keys=keys)
+
+
+def _renamed(cfg: Mapping[str, Any], table: str, sp: str, text: str) -> list[tuple[str, str, Any]]:
+    """A table of 0.1 (``[queues]``, ``[gate]``): (field, key as written, value) of each of its
+    keys, each said in a `ConfigKeyWarning`."""
+    entries = cfg[table]
+    if not isinstance(entries, dict):
+        raise _at(sp, text, table, f"must be dict, got {short_repr(entries)}")
+    _unknown(text, sp, table, list(entries), list(RENAMED[table]), RENAMED_WHAT[table])
+    out = []
+    for key, value in entries.items():
+        name, dotted = RENAMED[table][key], f"{table}.{key}"
+        out.append((name, dotted, value))
+        line = _line_of(text, dotted)
+        warnings.warn(
+            f"{sp}{'' if line is None else f':{line}'}: '{dotted}' is deprecated (a name of 0.1, read until "
+            f"the next release): write {name} = {short_repr(value)} at the top of the file",
+            ConfigKeyWarning,
+            stacklevel=2,
+        )
+    return out
 
 
 def _profile_entries(cfg: Mapping[str, Any], path: Path, text: str) -> list[str]:
@@ -219,162 +224,86 @@ def _profile_entries(cfg: Mapping[str, Any], path: Path, text: str) -> list[str]
     return prof
 
 
-def _config_roles(cfg: Mapping[str, Any], sp: str, text: str) -> Mapping[str, Any] | None:
-    """The config's ``[roles]`` table (None: not given), each role's GPUs a whole number in range."""
-    roles = _key(cfg, "roles", dict, sp, text=text)
-    if roles is not None:
-        for r, n in roles.items():
-            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_GPUS:
-                raise _at(sp, text, f"roles.{r}", f"must be a whole number from 1 to {MAX_GPUS}, got {short_repr(n)}")
-    return roles
-
-
-def _gate_table(cfg: Mapping[str, Any], sp: str, text: str) -> tuple[str, float | None, float | None]:
-    """The config's ``[gate]``: its metric, that metric's threshold and min_confidence (None: not given).
-
-    A threshold of the metric not chosen is an error, as is a threshold or confidence outside 0-1.
-    """
-    gate = _key(cfg, "gate", dict, sp, text=text)
-    _unknown(text, sp, "gate", list(gate or {}), GATE_KEYS, "gate setting")
-    metric = _key(cfg, "gate.metric", str, sp, "efficiency", text=text)
-    if metric not in METRICS:
-        raise _at(sp, text, "gate.metric", f"must be one of {', '.join(METRICS)}, got {short_repr(metric)}")
-    other = next(f"min_{m}" for m in METRICS if m != metric)
-    if other in (gate or {}):
-        raise _at(
-            sp,
-            text,
-            f"gate.{other}",
-            f"is set but the metric is '{metric}': set min_{metric}, or metric = \"{other[4:]}\"",
-        )
-    threshold = _key(cfg, f"gate.min_{metric}", (int, float), sp, text=text)
-    if threshold is not None and not 0 <= threshold <= 1:
-        raise _at(sp, text, f"gate.min_{metric}", f"must be between 0 and 1, got {threshold!r}")
-    confidence = _key(cfg, "gate.min_confidence", (int, float), sp, text=text)
-    if confidence is not None and not 0 <= confidence <= 1:
-        raise _at(sp, text, "gate.min_confidence", f"must be between 0 and 1 (a probability), got {confidence!r}")
-    return metric, threshold, confidence
-
-
-def _whole_in(cfg: Mapping[str, Any], dotted: str, lo: int, hi: int, sp: str, text: str) -> int | None:
-    """The config's whole number at ``dotted`` (None: not given), which must be from ``lo`` to ``hi``."""
-    v = _key(cfg, dotted, int, sp, text=text)
-    if v is not None and not lo <= v <= hi:
-        raise _at(sp, text, dotted, f"must be from {lo} to {hi}, got {v}")
-    return v
-
-
-def _engine_keys(cfg: Mapping[str, Any], sp: str, text: str) -> dict[str, Any]:
-    """The config's engine and node keys, as `advise` takes them (validated there, by option name)."""
-    out: dict[str, Any] = {}
-    for key, kind in (
-        ("gpus_per_worker", dict),
-        ("engine_scaling", dict),
-        ("gpus_per_node", int),
-        ("link_gbytes_s", (int, float)),
-    ):
-        v = _key(cfg, key, kind, sp, text=text)
-        if v is not None:
-            out[key] = float(v) if key == "link_gbytes_s" else v
-    return out
-
-
 def _option(metric: str) -> str:
     """The command-line option of a metric's threshold: --min-efficiency, --min-gpu-util."""
     return "--min-" + metric.replace("_", "-")
 
 
-def _threshold(cfg: Mapping[str, Any], metric: str, metric_given: bool, given: Mapping[str, float]) -> float:
+def _threshold(cfg: GateConfig, metric: str, options: Options) -> float:
     """The gate's threshold for ``metric``: the command line's, else the config's, else the default.
 
     As in the config, a threshold applies to its own metric only: one given for the other metric
     (``--min-efficiency`` on a gpu_util gate, or ``--metric gpu_util`` over a config's
     ``min_efficiency``) is an error naming the option, never silently moved across.
     """
+    given = {m: v for m in METRICS if (v := getattr(options, f"min_{m}")) is not None}
     if len(given) > 1:
         raise ValueError(f"{_option(METRICS[1])}: give one threshold, {' or '.join(map(_option, METRICS))}")
     if given:
         ((m, value),) = given.items()
         if m != metric:
-            why = (
-                "--metric"
-                if metric_given
-                else f"gate.metric of {cfg['path']}"
-                if "path" in cfg
-                else "the default metric"
-            )
+            key = cfg.keys.get("metric", "metric")
+            why = "--metric" if options.metric else f"{key} of {cfg.path}" if cfg.path else "the default metric"
             raise ValueError(
                 f"{_option(m)}: the gate's metric is '{metric}' (from {why}), so {_option(m)} would "
                 f"not apply; give {_option(metric)}, or --metric {m}"
             )
         return value
-    if cfg["threshold"] is not None:
-        if cfg["metric"] != metric:
-            raise ValueError(
-                f"--metric: {cfg['path']} sets min_{cfg['metric']}, a threshold of "
-                f"'{cfg['metric']}', not of '{metric}'; give {_option(metric)} too"
-            )
-        return cfg["threshold"]
-    return DEFAULT_MIN_EFFICIENCY
+    own = cfg.options.metric or METRICS[0]
+    threshold = getattr(cfg.options, f"min_{own}")
+    if threshold is None:
+        return DEFAULT_MIN_EFFICIENCY
+    if own != metric:
+        raise ValueError(
+            f"--metric: {cfg.path} sets min_{own}, a threshold of '{own}', not of '{metric}'; "
+            f"give {_option(metric)} too"
+        )
+    return threshold
 
 
 def run_check(sources: Sequence[Path], options: Options | None = None, /, **given: Any) -> Advice:
     """Advise on the planned split and attach the gate's outcome as ``Advice.gate``."""
     options = Options.of(options, **given)
-    cfg = _gate_config([Path(s) for s in sources])
-    metric = options.metric or cfg["metric"]  # each checked where it is read: `Options`, `_gate_table`
-    given_thresholds = {m: v for m, v in zip(METRICS, (options.min_efficiency, options.min_gpu_util)) if v is not None}
-    threshold = _threshold(cfg, metric, options.metric is not None, given_thresholds)
+    sources = [Path(s) for s in sources]
+    single_toml = len(sources) == 1 and sources[0].suffix == ".toml"
+    cfg = load_config(sources[0]) if single_toml else GateConfig(profile=sources)
+    metric = options.metric or cfg.options.metric or METRICS[0]
+    threshold = _threshold(cfg, metric, options)
     from_cli = options.roles is not None
-    planned = options.roles or cfg["roles"]
+    planned = options.roles or cfg.options.roles
     adv = _advise_for(cfg, options, planned, from_cli)
     if planned is None:
         planned = dict(adv.observed.roles)
     _check_planned(adv, planned, cfg, from_cli)
     adv = adv.judge(planned)
-    min_confidence = options.min_confidence if options.min_confidence is not None else cfg["min_confidence"]
+    min_confidence = options.min_confidence if options.min_confidence is not None else cfg.options.min_confidence
     return replace(adv, gate=_gate_outcome(adv, planned, metric, threshold, min_confidence))
 
 
-def _gate_config(sources: Sequence[Path]) -> dict[str, Any]:
-    """The gate's settings: a single .toml source's (`load_config`), else the logs with no settings."""
-    if len(sources) == 1 and sources[0].suffix == ".toml":
-        return load_config(sources[0])
-    return {
-        "profile": sources,
-        "roles": None,
-        "metric": "efficiency",
-        "threshold": None,
-        "min_confidence": None,
-        "gpus": None,
-        "hs_cap": None,
-    }
-
-
-def _advise_for(cfg: Mapping[str, Any], options: Options, planned: Mapping[str, int] | None, from_cli: bool) -> Advice:
+def _advise_for(cfg: GateConfig, options: Options, planned: Mapping[str, int] | None, from_cli: bool) -> Advice:
     """Fit the profile log(s) and advise for the cluster the planned split is judged on.
 
     A config plans a cluster (default: the GPUs of its roles' engines); on the command line
     ``--roles`` judges a split of the profile's own G, so roles that do not sum to it are an
     error (`_check_planned`), not another G.
     """
-    n_gpus = options.gpus or cfg["gpus"]
-    profile = replace(options.over(Options(hs_cap=cfg["hs_cap"], **cfg.get("engines", {}))), gpus=n_gpus, roles=None)
-    fitted = fit_logs(cfg["profile"])
+    n_gpus = options.gpus or cfg.options.gpus
+    profile = replace(options.over(cfg.options), gpus=n_gpus, roles=None)
+    fitted = fit_logs(cfg.profile)
     p, c = fitted.fit.roles
     if planned and not from_cli and n_gpus is None and set(planned) == {p, c}:
         profile = replace(profile, gpus=fitted.settings(profile).split_gpus(planned[p], planned[c]))
     return fitted.advise(profile)
 
 
-def _roles_error(cfg: Mapping[str, Any], from_cli: bool, msg: str, key: str = "roles") -> LogError | ValueError:
+def _roles_error(cfg: GateConfig, from_cli: bool, msg: str, key: str = "roles") -> LogError | ValueError:
     """A wrong planned split: an error of ``--roles``, or of the config's line that set it."""
-    if from_cli or "path" not in cfg:
+    if from_cli or cfg.path is None:
         return ValueError(f"--roles: {msg}")
-    return LogError(cfg["path"], _line_of(cfg["text"], key) or _line_of(cfg["text"], "roles"), msg, key)
+    return LogError(cfg.path, _line_of(cfg.text, key) or _line_of(cfg.text, "roles"), msg, key)
 
 
-def _check_planned(adv: Advice, planned: Mapping[str, int], cfg: Mapping[str, Any], from_cli: bool) -> None:
+def _check_planned(adv: Advice, planned: Mapping[str, int], cfg: GateConfig, from_cli: bool) -> None:
     """The planned split names exactly the log's two roles and uses the GPUs the advice splits."""
     p, c = adv.roles
     for r in planned:

@@ -1,52 +1,24 @@
 """`dflash-advise LOG --follow`: re-advise a growing log until the run ends.
 
-Loop, every ``interval_s`` seconds:
+Every ``interval_s`` seconds (an `Options` field, as are ``max_wait_s`` and ``settle_tol``): wait
+for a missing log (exit 2 past ``max_wait_s``; None waits for ever); skip a pass where no log
+changed (size, mtime); else advise on the whole file(s) again and show the report: redrawn in
+place on a terminal, after a separator line elsewhere, one compact JSON document per line with
+``fmt="json"`` (JSON Lines). Too little data yet (a `LogError` without a line) is a "waiting for
+data" line; a `LogError` naming a line, or a `LogRefused`, is a corrupt log: exit 2.
 
-1. If a log is missing, wait for it; missing for longer than ``max_wait_s`` (an `Options` field,
-   as is ``interval_s``) -> exit 2 with a message (None waits for ever: the advisor may be
-   started before the trainer).
-2. If no log changed (size and mtime) since the last pass, do nothing: a stalled run is not
-   re-printed.
-3. Otherwise run `advisor.advice.advise` on the whole file(s) again (the loader skips a last line
-   that is still being written). On a terminal the screen is cleared and the report redrawn in
-   place; otherwise each report is printed after a separator line (``fmt="json"``: one compact
-   JSON document per line and no separators, so the stream is JSON Lines).
-4. Not enough data yet (a `LogError` without a line number: empty log, too few steps, no steady
-   state) -> a "waiting for data (N lines so far)" line with the reason, not a failure. A
-   `LogError` that names a line is a corrupt log: the writer will not fix it, so exit 2; so is
-   a `LogRefused` (a special file, a log past the size limits, a compression bomb).
+Each report opens with its verdict's odds (`advisor.decide.odds`) and whether they have settled:
+the last ``SETTLE_REFRESHES`` (3) reports agree on the action, the split and the close call, over
+them ``p_best`` (0-1) and the expected regret (regret_pct / 100) each span at most ``settle_tol``,
+and none is provisional (thin evidence, `advisor.decide.reasons.provisional`). Only reports
+count, so a stalled log neither settles nor unsettles the odds. Text and Markdown say it in one
+line (``odds so far:``, ``odds moving:``, ``odds provisional:``, ``odds settled:``); JSON adds
+``follow`` (`Settling.to_json`).
 
-Each report opens with the odds of its verdict (`advisor.decide.odds`, the decision's own): the
-action and split, ``p_best`` (how likely the split is within 2% of the best), the expected regret
-and whether it is a close call, and whether the odds have settled:
-
-    settled: the last ``SETTLE_REFRESHES`` (3) reports agree on the action, the recommended split
-    and the close call, and over them ``p_best`` (0-1) and the expected regret (as a share,
-    regret_pct / 100) each span at most ``settle_tol`` (an `Options` field, ``--settle-tol``,
-    default 0.02: two points of p_best, two percentage points of regret); and none of them is
-    provisional (a log whose evidence is thin, `advisor.decide.reasons.provisional`): odds that
-    hold still on thin evidence have not settled, however long they hold.
-
-Fewer reports than that are not settled; odds that move again after settling are not settled
-either. Only reports count (a pass that waits for data is none), so a stalled log neither
-settles the odds nor unsettles them. Text and Markdown print it as one line: ``odds so far:``
-(fewer reports than the rule needs), ``odds moving:`` (with what moved), ``odds provisional:``
-(unchanged, but on thin evidence, as the verdict below says) or ``odds settled:``; with
-``fmt="json"`` each document gains ``follow``: ``refresh`` (1, 2, ...), ``odds`` (``action``,
-``split``, ``p_best``, ``expected_regret_pct``, ``close_call``, ``provisional``), ``settled``,
-``spread`` (p_best's and the regret's span over the last reports) and the rule's ``settle_tol``
-and ``settle_refreshes``.
-
-Stops, with these exit codes:
-
-- every log has its ``end`` event: the final report is shown, 0 (also for ``reason`` "error":
-  the report is valid, the run's own failure is not the advisor's);
-- a log ends before it holds enough data for advice: 2, with the reason;
-- Ctrl-C: 0 when a report was shown (it stays on screen as the final one), 130 (the shell's
-  code for SIGINT) when none ever was;
-- unusable options (e.g. ``--roles`` naming an unknown split): 2;
-- a followed path changes type (a log file replaced by a folder, or the reverse): 2, in one
-  line (a missing path is no change: it is waited for).
+Exit codes: 0 when every log has its ``end`` event (also for ``reason`` "error") and on Ctrl-C
+after a report (130 before any); 2 when a log ends before it holds enough data, for unusable
+options, and when a followed path changes type (a file replaced by a folder; a missing path is
+waited for).
 """
 
 from __future__ import annotations
@@ -109,30 +81,21 @@ def _chunks(path: Path):
             yield chunk
 
 
-def _count_lines(path: Path) -> int:
-    """Whole lines written so far (a gzip stream still being written counts what decodes)."""
-    n = 0
+def _lines_and_tail(path: Path) -> tuple[int, bytes]:
+    """Whole lines written so far (a gzip stream still being written counts what decodes), and the
+    last `TAIL_BYTES` of them."""
+    n, tail = 0, b""
     try:
         for chunk in _chunks(path):
             n += chunk.count(b"\n")
+            tail = (tail + chunk)[-TAIL_BYTES:]
     except (OSError, EOFError, zlib.error, LogError):
         pass
-    return n
+    return n, tail
 
 
-def _has_ended(path: Path) -> bool:
-    """Whether the log's tail holds an 'end' event (used only when advise could not run)."""
-    try:
-        if path.suffix == ".gz":
-            data = b""
-            for chunk in _chunks(path):
-                data = (data + chunk)[-TAIL_BYTES:]
-        else:
-            with open(path, "rb") as fh:
-                fh.seek(max(path.stat().st_size - TAIL_BYTES, 0))
-                data = fh.read(TAIL_BYTES)
-    except (OSError, EOFError, zlib.error, LogError):
-        return False
+def _has_ended(data: bytes) -> bool:
+    """Whether a log's tail holds an 'end' event (used only when advise could not run)."""
     for raw in data.splitlines()[::-1]:
         if b'"end"' not in raw:
             continue
@@ -393,14 +356,15 @@ def _advise_pass(
 ) -> int | None:
     """Advise on changed logs: a report, or a waiting line; the exit code when following must stop."""
     # counted before advising so that the count never runs ahead of what was read
-    n_lines = sum(_count_lines(p) for p in paths)
+    scans = [_lines_and_tail(p) for p in paths]
+    n_lines = sum(n for n, _ in scans)
     try:
         adv = advice.advise(args, options)
     except LogError as e:
         if e.line is not None or isinstance(e, LogRefused):  # waiting will not cure it
             _err(str(e))
             return EXIT_UNUSABLE
-        if all(_has_ended(p) for p in paths):
+        if all(_has_ended(tail) for _, tail in scans):
             _err(f"the run ended before the log held enough data for advice: {e}")
             return EXIT_UNUSABLE
         screen.status(f"waiting for data ({n_lines} lines so far): {e.message}")

@@ -113,7 +113,7 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
             settings,
             roles=None,
             gpus=max(n * k[0] + m * k[1], 2),
-            token_budget=None,
+            options=replace(settings.options, token_budget=None),
             tokens_per_batch=fit.tokens_mean,
             hs_cap=fit.hs_cap,
             gpus_per_worker=k,

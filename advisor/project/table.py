@@ -495,7 +495,6 @@ def reconcile(
                 gpus_per_node=fit.link.gpus_per_node,
                 gpus_per_worker=settings.log_gpus_per_worker,
                 engine_scaling=(1.0, 1.0),
-                log_gpus_per_worker=settings.log_gpus_per_worker,
             )
             x = placed_split(
                 fit, own, n, m, Placement(producers=fit.link.producers_by_node, consumers=fit.link.consumers_by_node)

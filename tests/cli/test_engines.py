@@ -95,8 +95,8 @@ def test_what_if_engines():
 def test_gate_toml_counts_gpus(tp2_log, tmp_path):
     cfg = tmp_path / "gate.toml"
     cfg.write_text(
-        f'profile = ["{tp2_log}"]\n[roles]\ntarget = 2\ndrafter = 4\n[gpus_per_worker]\ntarget = 2\n'
-        '[gate]\nmin_gpu_util = 0.1\nmetric = "gpu_util"\n'
+        f'profile = ["{tp2_log}"]\nmin_gpu_util = 0.1\nmetric = "gpu_util"\n[roles]\ntarget = 2\ndrafter = 4\n'
+        "[gpus_per_worker]\ntarget = 2\n"
     )
     r = runner.invoke(app, ["check", str(cfg), "--json"])
     assert r.exit_code == 0, r.output

@@ -78,7 +78,8 @@ def test_eta_is_remaining_work_over_rate(reference):
 def test_token_budget_changes_batches_not_work(reference):
     adv = advise(reference)
     fit = adv.fit
-    half = project(fit, replace(adv.settings, token_budget=16384, tokens_per_batch=fit.tokens_mean / 2))
+    budget = replace(adv.settings.options, token_budget=16384)
+    half = project(fit, replace(adv.settings, options=budget, tokens_per_batch=fit.tokens_mean / 2))
     full = project(fit, adv.settings)
     assert (half["bps"] > full["bps"]).all()
     # the same tokens remain to be processed
@@ -259,20 +260,21 @@ def test_no_projection_above_its_bound_across_nodes(
     <= every stage's capacity, the link's included (issue 35: 7-9 at 0.921 above its bound 0.918)."""
     from advisor.project.placement import placements
     from advisor.project.table import local_placement, placed_split
+    from advisor.settings import Logged, Options
     from advisor.settings import Settings as Opts
 
     if kp > gpn:
         return
     g = gpn * nodes
     fit = _numbers_fit(every, sync_bytes, hs_bytes, (cap_p, cap_c), sync_s)
+    logged = Logged(roles=("target", "drafter"), gpus=g, hs_cap=4, tokens_mean=fit.tokens_mean, tokens_range=(0.0, 0.0))
     opts = Opts(
+        options=Options(),
+        logged=replace(logged, gpus_per_worker=(kp, 1)),
         gpus=g,
-        producer="target",
-        consumer="drafter",
         hs_cap=4,
         tokens_per_batch=fit.tokens_mean,
         gpus_per_worker=(kp, 1),
-        log_gpus_per_worker=(kp, 1),
         gpus_per_node=gpn,
         link_bytes_s=gbytes * 1e9 if gbytes else None,
     )
