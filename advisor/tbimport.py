@@ -236,6 +236,12 @@ def parse_map(
     return out
 
 
+def tags_text(scalars: Mapping[str, list[Scalar]]) -> str:
+    """The tags a file has, for an error that names a missing one: the first 12, and how many more."""
+    have = sorted(scalars)
+    return ", ".join(have[:12]) + (f" and {len(have) - 12} more" if len(have) > 12 else "") or "no scalars"
+
+
 def _latest_at(series: list[Scalar], step: int) -> Scalar | None:
     best = None
     for s in series:  # series is short (one value per logging interval)
@@ -250,9 +256,7 @@ def to_records(
     """The rates snapshots of the mapped tags (see the module docstring for the rules)."""
     missing = [t for t in mapping.values() if t not in scalars]
     if missing:
-        have = sorted(scalars)
-        shown = ", ".join(have[:12]) + (f" and {len(have) - 12} more" if len(have) > 12 else "")
-        raise LogError(source, None, f"has no scalar tag {missing[0]!r} (it has: {shown or 'no scalars'})")
+        raise LogError(source, None, f"has no scalar tag {missing[0]!r} (it has: {tags_text(scalars)})")
     bps_keys = [k for k in mapping if k.endswith(".bps")]
     steps = sorted({s.step for k in bps_keys for s in scalars[mapping[k]]})
     out: list[Rates] = []
