@@ -1,14 +1,11 @@
 """Rate logs from TensorBoard scalars: per-role throughput a pipeline already logs, as ``rates`` events.
 
 Event files are read with TensorBoard's own record reader and ``Event`` protobuf (the
-``tensorboard`` extra: ``pip install 'dflash-advisor[tensorboard]'``), imported only here, when
-an event file is read. The reader checks both CRCs of each TFRecord: a mismatch is a corrupt file
-and an error naming the file and byte offset; a last record cut short (a writer still running) is
-skipped with a warning. From each ``Event`` (wall time, step, summary) every ``Summary.Value``
-gives a tag and a scalar: ``simple_value`` (what ``torch.utils.tensorboard`` and TF1 write) or a
-one-element numeric ``tensor`` (TF2 and new-style writers: DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64
-from its value lists or ``tensor_content``). Everything else (images, histograms, graphs) is
-skipped. A value list of the wrong wire type, which protobuf keeps as an unknown field, is a
+``tensorboard`` extra), imported only when an event file is read. A CRC mismatch is a corrupt
+file (an error naming the file and byte offset); a last record cut short (a writer still
+running) is skipped with a warning. Each ``Summary.Value`` gives a tag and a scalar: its
+``simple_value`` or a one-element numeric ``tensor`` (float, double, int32, int64, from its value
+lists or ``tensor_content``); anything else is skipped. A value list of the wrong wire type is a
 corrupt record.
 
 Mapping. ``--map KEY=TAG`` names the tag that holds each rates field:
@@ -127,8 +124,7 @@ def _tensor_scalar(t) -> float | None:
 
 
 def _f32(v: float) -> float:
-    """A float32 value as the decimal it was most likely logged as (7 significant digits: 0.85,
-    not 0.8500000238418579)."""
+    """A float32 value as the decimal it was most likely logged as (0.85, not 0.8500000238418579)."""
     return float(f"{v:.7g}")
 
 
@@ -155,9 +151,7 @@ def _event_scalars(event: Any) -> list[tuple[str, float]]:
 
 
 def event_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The event files named by ``paths``: files as given; directories searched (recursively)
-    for files whose name contains ``tfevents``.
-    """
+    """The event files named by ``paths``: files as given, and directories' ``*tfevents*`` files."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -190,9 +184,7 @@ def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], 
 
 
 def parse_roles(text: str) -> dict[str, int]:
-    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order):
-    `advisor.settings.parse_role_values`, with at least a producer and a consumer role.
-    """
+    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in pipeline order, at least two roles."""
     out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS, example="target=7,drafter=1")
     if len(out) < 2:
         raise SettingsError(
@@ -295,12 +287,8 @@ def to_records(
 def import_tensorboard(
     paths: Sequence[str | Path], out: str | Path, header: Run, *, mapping: Sequence[str], ended: bool = False
 ) -> tuple[Path, int]:
-    """Write a rate log (header, rates snapshots) from TensorBoard event files.
-
-    Event files do not say whether the job finished, so the log has no ``end`` line (a live run:
-    a split change weighs the restart cost) unless ``ended`` is true (then ``end`` done: the
-    advice is for the next run).
-    """
+    """Write a rate log (header, rates snapshots) from TensorBoard event files: a live run (no
+    ``end`` line; event files do not say whether the job finished) unless ``ended``."""
     scalars, first_wall = read_scalars(paths)
     source = ", ".join(map(str, paths))
     if first_wall is None:
