@@ -63,18 +63,17 @@ class Metric:
     source: str
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Field:
     """One rates field from a stack's tags (the formula in the module docstring)."""
 
     key: str  # producer.bps, producer.cap_bps, consumer.bps, consumer.cap_bps, tok_s
+    kind: str
     num: tuple[str, ...] = ()
     den_plus: tuple[str, ...] = ()
     den_minus: tuple[str, ...] = ()
     scale: float = 1.0
     per_consumer_worker: bool = False
-    kind: str
-    why: str
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -95,21 +94,25 @@ class Stack:
 
 
 def _stack(name: str, unit: str, repo: str, paths: Mapping[str, str], bps: Field, *fields: Field) -> Stack:
-    """A stack from its tags' source paths and its fields, the producer's ``bps`` by flow."""
-    flow = replace(bps, key="producer.bps", why="flow: the producers completed what the consumers took")
+    """A stack from its tags' source paths and its fields; the producer's ``bps`` is the consumer's
+    (flow: over a steady window the producers complete what the consumers take)."""
     return Stack(
         name=name,
         unit=unit,
         doc=f"docs/stacks/{name}.md",
         metrics=tuple(Metric(tag=tag, source=f"{repo}:{path}") for tag, path in paths.items()),
-        fields=(bps, flow, *fields),
+        fields=(bps, replace(bps, key="producer.bps"), *fields),
     )
 
 
+# Each field's reasoning (why a capacity, why only a bound) is on its stack's docs page.
 _TS = "torchspec/controller/"
+_TT = "torchspec/training/trainer.py"
 _SF = "specforge/training/controller.py"
 _SP = "src/speculators/train/trainer.py"
-_PER_RANK = {"scale": 1000.0, "per_consumer_worker": True}  # ranks x 1000 / ms
+_SPS = "train/perf/global_samples_per_second"
+_SST = "train/perf/optimizer_step_time_s"
+_PER_RANK = {"scale": 1000.0, "per_consumer_worker": True}  # ranks x 1000 / rank 0's ms
 STACKS: dict[str, Stack] = {
     s.name: s
     for s in (
@@ -120,82 +123,50 @@ STACKS: dict[str, Stack] = {
             {
                 "perf/infer_capacity": _TS + "inference_manager.py",
                 "perf/train_capacity": _TS + "loop.py",
-                "perf/step_time": "torchspec/training/trainer.py",
+                "perf/step_time": _TT,
                 "perf/dispatch_wait": _TS + "loop.py",
-                "perf/data_time": "torchspec/training/trainer.py",
-                "perf/compute_time": "torchspec/training/trainer.py",
+                "perf/data_time": _TT,
+                "perf/compute_time": _TT,
             },
+            # global batch / (dispatch wait + step time): the samples the step loop took per wall second
             Field(
-                key="consumer.bps",
-                kind="throughput",
-                num=("perf/train_capacity", "perf/step_time"),
-                den_plus=("perf/step_time", "perf/dispatch_wait"),
-                why="global batch / (dispatch wait + step time): the samples the step loop took per wall second",
+                "consumer.bps",
+                "throughput",
+                ("perf/train_capacity", "perf/step_time"),
+                ("perf/step_time", "perf/dispatch_wait"),
             ),
-            Field(
-                key="consumer.cap_bps",
-                kind="capacity >=",
-                num=("perf/train_capacity",),
-                why="its step time includes the data fetch: compute alone is at least this fast",
-            ),
-            Field(
-                key="producer.cap_bps",
-                kind="capacity <=",
-                num=("perf/infer_capacity",),
-                why="per-call rate x all slots: an upper estimate while slots sit idle",
-            ),
+            Field("consumer.cap_bps", "capacity >=", ("perf/train_capacity",)),  # its step includes the fetch
+            Field("producer.cap_bps", "capacity <=", ("perf/infer_capacity",)),  # per-call rate x all slots
         ),
         _stack(
             "specforge",
             "sample",
             "sgl-project/SpecForge@a6b6b0230009d15ec2a97a57384e6f53f0f96946",
             {
-                "train/perf/global_samples_per_second": _SF,
-                "train/perf/optimizer_step_time_s": _SF,
-                "train/perf/data_wait_time_s": _SF,
-                "train/perf/train_compute_time_s": _SF,
-                "train/perf/optimizer_steps_per_hour": _SF,
+                f"train/perf/{m}": _SF
+                for m in (
+                    "global_samples_per_second",
+                    "optimizer_step_time_s",
+                    "data_wait_time_s",
+                    "train_compute_time_s",
+                    "optimizer_steps_per_hour",
+                )
             },
-            Field(
-                key="consumer.bps",
-                kind="throughput",
-                num=("train/perf/global_samples_per_second",),
-                why="the trainers' samples per wall second",
-            ),
-            Field(
-                key="consumer.cap_bps",
-                kind="capacity",
-                num=("train/perf/global_samples_per_second", "train/perf/optimizer_step_time_s"),
-                den_plus=("train/perf/optimizer_step_time_s",),
-                den_minus=("train/perf/data_wait_time_s",),
-                why="throughput x step time / (step time - data wait): samples per second not spent waiting",
-            ),
+            Field("consumer.bps", "throughput", (_SPS,)),
+            # throughput x step time / (step time - data wait): samples per second not spent waiting
+            Field("consumer.cap_bps", "capacity", (_SPS, _SST), (_SST,), ("train/perf/data_wait_time_s",)),
         ),
         _stack(
             "speculators",
             "rank step",
             "vllm-project/speculators@c05b95b303f7d4f21e8d7624e0ffa1c2d9b4d73b",
             {f"profile/{m}": _SP for m in ("step_ms", "fetch_ms", "tokens_per_s", "fwd_ms", "bwd_ms", "opt_ms")},
-            Field(key="consumer.bps", kind="throughput", den_plus=("profile/step_ms",), **_PER_RANK, why="steps/s"),
-            Field(
-                key="consumer.cap_bps",
-                kind="capacity",
-                den_plus=("profile/step_ms",),
-                den_minus=("profile/fetch_ms",),
-                **_PER_RANK,
-                why="steps per second of compute",
-            ),
-            Field(
-                key="tok_s",
-                kind="throughput",
-                num=("profile/tokens_per_s",),
-                per_consumer_worker=True,
-                why="ranks x rank 0's tokens per wall second (ranks assumed alike)",
-            ),
+            Field("consumer.bps", "throughput", (), ("profile/step_ms",), **_PER_RANK),
+            Field("consumer.cap_bps", "capacity", (), ("profile/step_ms",), ("profile/fetch_ms",), **_PER_RANK),
+            Field("tok_s", "throughput", ("profile/tokens_per_s",), per_consumer_worker=True),  # ranks alike
         ),
     )
 }
-
 
 STEP_COLUMNS = ("step", "_step", "Step", "global_step", "train/step")
 TIME_COLUMNS = {"_timestamp": 1.0, "wall_time": 1.0, "time": 1.0, "timestamp": 1e-3, "_runtime": 1.0}
