@@ -38,19 +38,6 @@ from advisor.errors import LogError
 from advisor.records import Run
 from advisor.tbimport import Scalar, parse_map, read_scalars, tags_text, to_records, write_rate_log
 
-__all__ = [
-    "Metric",
-    "Field",
-    "Stack",
-    "STACKS",
-    "read_csv_scalars",
-    "read_any",
-    "derive",
-    "stack_mapping",
-    "cap_kinds",
-    "import_stack",
-]
-
 KINDS = ("throughput", "capacity", "capacity >=", "capacity <=")
 _BOUNDS = {"capacity >=": "lower", "capacity <=": "upper"}  # the header's cap_bps_kind
 

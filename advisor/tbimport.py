@@ -36,19 +36,6 @@ from advisor.errors import LogError, LogWarning, SettingsError, short_repr
 from advisor.records import End, Queue, Rates, Run
 from advisor.settings import MAX_GPUS, MAX_TIME_S, parse_role_values
 
-__all__ = [
-    "Scalar",
-    "event_files",
-    "read_scalars",
-    "parse_roles",
-    "parse_queue",
-    "parse_map",
-    "to_records",
-    "import_tensorboard",
-    "write_rate_log",
-]
-
-
 _EXTRA = "pip install 'dflash-advisor[tensorboard]'"
 _DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64 = 1, 2, 3, 9
 _CONTENT = {_DT_FLOAT: "<f", _DT_DOUBLE: "<d", _DT_INT32: "<i", _DT_INT64: "<q"}
@@ -266,18 +253,17 @@ def to_records(
         if t <= prev_t and out:
             continue  # older than the snapshot before it (logged only before a restart that redid it)
         fields = {"t": t, "window": round(t - prev_t, 6) if t > prev_t else None}
-        bps, cap, q = {}, {}, {}
+        per: dict[str, dict[str, float]] = {"bps": {}, "cap_bps": {}, "q": {}}  # role's or queue's
         for key, s in got.items():
             v = max(s.value, 0.0) if key != "done" else min(max(s.value, 0.0), 1.0)
-            if key.endswith(".cap_bps"):
-                cap[key[: -len(".cap_bps")]] = v
-            elif key.endswith(".bps"):
-                bps[key[: -len(".bps")]] = v
+            name, _, what = key.rpartition(".")
+            if what in ("bps", "cap_bps"):
+                per[what][name] = v
             elif key.startswith("q."):
-                q[key[2:]] = v
+                per["q"][key[2:]] = v
             else:
                 fields[key] = v
-        out.append(Rates(bps=bps, cap_bps=cap or None, q=q or None, **fields))
+        out.append(Rates(bps=per["bps"], cap_bps=per["cap_bps"] or None, q=per["q"] or None, **fields))
         prev_t = t
     if not out:
         raise LogError(source, None, "the mapped bps tags hold no values")
