@@ -337,9 +337,8 @@ def _mark_open(ax: Any, sb: _SplitBars) -> tuple | None:
         return None
     head = {"marker": "^", "ms": 5, "color": "0.15"}
     if not sb.bars:
-        return ax.plot(sb.at[opened], sb.tok[opened], ls="none", zorder=4, transform=_above(ax, 4), **head)[
-            0
-        ], OPEN_TEXT
+        heads = ax.plot(sb.at[opened], sb.tok[opened], ls="none", zorder=4, transform=_above(ax, 4), **head)
+        return heads[0], OPEN_TEXT
     style = {"arrowstyle": "-|>", "color": "0.15", "lw": 1, "shrinkA": 0, "shrinkB": 0}
     for i in opened:
         xy = (sb.at[i], sb.tok[i])
@@ -395,15 +394,10 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
         rate = f"{ob.tok_s / 1e3:.1f}K tok/s" if math.isfinite(ob.tok_s) else f"{ob.bps:.3g} b/s"
         dot = ax.plot([sb.at[sb.obs_i]], [sb.ob_rate], zorder=6, **OBS_STYLE)[0]
         pairs.append((dot, f"observed split {_fmt(sb.keys[sb.obs_i])}, measured {rate}"))
-    if not sb.many:
-        for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.high)):
-            if math.isfinite(v):
-                _value_text(
-                    ax,
-                    f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}",
-                    (xi - BAR_W / 2, h),
-                    _value_lift_pt(sb, j),
-                )
+    fmt = ".1f" if adv.fit.tokens_measured else ".3g"
+    for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.high)):
+        if math.isfinite(v) and not sb.many:
+            _value_text(ax, format(v, fmt), (xi - BAR_W / 2, h), _value_lift_pt(sb, j))
     _split_axis(ax, adv, sb.x)
     ax.set_ylabel(f"throughput ({sb.unit})")
     ax.set_ylim(0, sb.top * 1.4)  # headroom for the legend, on the side away from the tallest bar
