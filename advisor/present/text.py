@@ -25,13 +25,12 @@ from advisor.settings import Capacity, role_is_noun, role_plural
 
 
 def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
-    """The table's legend: the marks, the worker word of the log, and what ETA counts."""
+    """The table's legend: the marks, the columns, the worker word of the log, what ETA counts,
+    and engines of several GPUs and nodes where the table has them."""
     bound_text = "bound = naive min-capacity bound; " if bound else ""
-    util = (
-        "worker util = busy share of all CPU worker time"
-        if adv.settings.cpu
-        else "gpu util = busy share of all GPU time"
-    )
+    util = "gpu util = busy share of all GPU time"
+    if adv.settings.cpu:
+        util = "worker util = busy share of all CPU worker time"
     eta = "ETA = the rest of the job at that split"
     if adv.settings.for_next_run:
         eta = "ETA = the whole job at that split (a next run starts over)"
@@ -43,6 +42,15 @@ def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
         text += "; p best = how likely the split is within 2% of the best"
     if any(r.method == "exact" for r in adv.rows.values()):
         text += f"; {'sim' if words else 's'} = b/s from exact simulation of the log's step times"
+    p, c = adv.roles
+    kp, kc = adv.settings.gpus_per_worker
+    if (kp, kc) != (1, 1):
+        text += (
+            f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, "
+            f"{role_plural(c)} of {kc}), GPUs = GPUs per role"
+        )
+    if any(r.link is not None for r in adv.rows.values()):
+        text += "; link = the inter-node link's busy share at that placement"
     return text
 
 
@@ -263,21 +271,6 @@ def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
     return out
 
 
-def engine_legend(adv: Advice) -> str:
-    """The legend's words for engines of several GPUs and for nodes."""
-    p, c = adv.roles
-    kp, kc = adv.settings.gpus_per_worker
-    out = ""
-    if (kp, kc) != (1, 1):
-        out += (
-            f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, "
-            f"{role_plural(c)} of {kc}), GPUs = GPUs per role"
-        )
-    if any(r.link is not None for r in adv.rows.values()):
-        out += "; link = the inter-node link's busy share at that placement"
-    return out
-
-
 def render_text(adv: Advice) -> str:
     """The advice as terminal text: headline, table, legend, the verdict's sections and caveats."""
     head, rows = _rows(adv)
@@ -286,7 +279,7 @@ def render_text(adv: Advice) -> str:
     fmt = "  ".join(f"{{:<{w}}}" if i in left else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = _headline(adv) + ["", fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
-    lines += [f"  ({legend(adv, 'bound b/s' in head)}{engine_legend(adv)})"]
+    lines += [f"  ({legend(adv, 'bound b/s' in head)})"]
     for title, items in _sections(adv):
         lines += ["", title] + [f"- {x}" for x in items]
     if adv.warnings:
@@ -323,7 +316,7 @@ def render_markdown(adv: Advice) -> str:
         if r[0].startswith(">"):
             cells[1] = f"**{cells[1]}**"
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"_{md_escape(legend(adv, 'bound b/s' in head, words=True) + engine_legend(adv))}_"]
+    lines += ["", f"_{md_escape(legend(adv, 'bound b/s' in head, words=True))}_"]
     for title, items in _sections(adv):
         lines += ["", f"**{title}**", ""] + [f"- {md_escape(x)}" for x in items]
     if adv.warnings:
