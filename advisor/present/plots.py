@@ -373,8 +373,7 @@ def _value_text(ax: Any, text: str, xy: tuple[float, float], lift_pt: float) -> 
 
 
 def _value_lift_pt(sb: _SplitBars, j: int) -> float:
-    """How far split ``j``'s value sits above its mark: over an open end's arrow, else clear of the
-    observed split's diamond on the bar's top."""
+    """How far split ``j``'s value sits above its mark: over an open end's arrow, clear of a diamond."""
     return OPEN_ARROW_PT + 3 if sb.open_hi[j] else 7 if j == sb.obs_i else 3
 
 
@@ -396,7 +395,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
         pairs.append((dot, f"observed split {_fmt(sb.keys[sb.obs_i])}, measured {rate}"))
     fmt = ".1f" if adv.fit.tokens_measured else ".3g"
     for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.high)):
-        if math.isfinite(v) and not sb.many:
+        if math.isfinite(v) and not sb.many:  # each split's value over its bar, where they fit
             _value_text(ax, format(v, fmt), (xi - BAR_W / 2, h), _value_lift_pt(sb, j))
     _split_axis(ax, adv, sb.x)
     ax.set_ylabel(f"throughput ({sb.unit})")
