@@ -15,25 +15,20 @@ __version__ = "0.1.0"
 __all__ = ["Advice", "Options", "advice_json", "advise", "advise_numbers", "load_log", "LogError"]
 
 
+_HOMES = {
+    "advise": "advisor.advice",
+    "advise_numbers": "advisor.advice",
+    "Advice": "advisor.advice",
+    "advice_json": "advisor.present.json",
+    "Options": "advisor.settings",
+    "load_log": "advisor.ingest.load",
+    "LogError": "advisor.errors",
+}
+
+
 def __getattr__(name: str):
-    if name in ("advise", "advise_numbers", "Advice"):
-        from advisor.advice import Advice, advise, advise_numbers
+    if name not in _HOMES:
+        raise AttributeError(f"module 'advisor' has no attribute {name!r}")
+    import importlib
 
-        return {"advise": advise, "advise_numbers": advise_numbers, "Advice": Advice}[name]
-    if name == "advice_json":
-        from advisor.present.json import advice_json
-
-        return advice_json
-    if name == "Options":
-        from advisor.settings import Options
-
-        return Options
-    if name == "load_log":
-        from advisor.ingest.load import load_log
-
-        return load_log
-    if name == "LogError":
-        from advisor.errors import LogError
-
-        return LogError
-    raise AttributeError(f"module 'advisor' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)

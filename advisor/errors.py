@@ -1,11 +1,8 @@
 """Every error and typed warning of the advisor, in one place.
 
 Errors are raised at the boundary, loud and specific: a :class:`LogError` names the file, the
-line and the field; a :class:`SettingsError` names the option. The warnings are typed so that
-`advisor.advice` can collect each as a caveat: :class:`AssumptionWarning` for a number that was
-assumed or bounded rather than measured, :class:`SteadyStateWarning` for a short or unsettled
-window, :class:`LogWarning` for input skipped or repaired, and the two refinements of an
-assumption (:class:`ContentionWarning`, :class:`ReconcileWarning`).
+line and the field; a :class:`SettingsError` names the option. Each typed warning becomes a
+caveat of the advice.
 """
 
 from __future__ import annotations
@@ -14,10 +11,8 @@ from collections.abc import Sequence
 
 
 def display_path(path: str) -> str:
-    """``path`` as one printable line: control characters and undecodable bytes escaped (``\\r``,
-    ``\\x1b``, ``\\udc80``). Every :class:`LogError` passes its whole text through it, so no name
-    echoed from a log can break the one-line refusal or reach a terminal as a control sequence
-    (found by fuzzing: fuzz/).
+    """``path`` as one printable line: control characters and undecodable bytes escaped, so no
+    name echoed from a log breaks a one-line refusal or reaches a terminal as a control sequence.
 
     Args:
         path: a file name, or any text taken from the input (a role, queue or tag name).
@@ -45,8 +40,7 @@ class LogError(ValueError):
         super().__init__(f"{where}: {display_path(what)}")
 
     def __reduce__(self):
-        # rebuilt from its parts (the default would call __init__ with the text alone): a file
-        # read in a worker process (`advisor.ingest.parallel`) raises it in the parent as it was
+        # rebuilt from its parts, so a worker process's error is raised in the parent as it was
         return type(self), (self.path, self.line, self.message, self.field)
 
 
@@ -117,8 +111,8 @@ def short_repr(value: object) -> str:
 
 
 def internal_error(e: BaseException, inputs: Sequence[object]) -> str:
-    """An unexpected exception as one line that names the inputs being read and calls it a bug:
-    the CLI exits 2 with it, never with a traceback nor with 1, which a CI gate reads as a fail.
+    """An unexpected exception as one line that names the inputs and calls it a bug (the CLI's
+    exit 2, never a traceback nor 1, which a CI gate reads as a fail).
 
     Args:
         e: the unexpected exception.

@@ -1,14 +1,11 @@
 """Rate logs from TensorBoard scalars: per-role throughput a pipeline already logs, as ``rates`` events.
 
 Event files are read with TensorBoard's own record reader and ``Event`` protobuf (the
-``tensorboard`` extra: ``pip install 'dflash-advisor[tensorboard]'``), imported only here, when
-an event file is read. The reader checks both CRCs of each TFRecord: a mismatch is a corrupt file
-and an error naming the file and byte offset; a last record cut short (a writer still running) is
-skipped with a warning. From each ``Event`` (wall time, step, summary) every ``Summary.Value``
-gives a tag and a scalar: ``simple_value`` (what ``torch.utils.tensorboard`` and TF1 write) or a
-one-element numeric ``tensor`` (TF2 and new-style writers: DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64
-from its value lists or ``tensor_content``). Everything else (images, histograms, graphs) is
-skipped. A value list of the wrong wire type, which protobuf keeps as an unknown field, is a
+``tensorboard`` extra), imported only when an event file is read. A CRC mismatch is a corrupt
+file (an error naming the file and byte offset); a last record cut short (a writer still
+running) is skipped with a warning. Each ``Summary.Value`` gives a tag and a scalar: its
+``simple_value`` or a one-element numeric ``tensor`` (float, double, int32, int64, from its value
+lists or ``tensor_content``); anything else is skipped. A value list of the wrong wire type is a
 corrupt record.
 
 Mapping. ``--map KEY=TAG`` names the tag that holds each rates field:
@@ -38,19 +35,6 @@ from typing import Any
 from advisor.errors import LogError, LogWarning, SettingsError, short_repr
 from advisor.records import End, Queue, Rates, Run
 from advisor.settings import MAX_GPUS, MAX_TIME_S, parse_role_values
-
-__all__ = [
-    "Scalar",
-    "event_files",
-    "read_scalars",
-    "parse_roles",
-    "parse_queue",
-    "parse_map",
-    "to_records",
-    "import_tensorboard",
-    "write_rate_log",
-]
-
 
 _EXTRA = "pip install 'dflash-advisor[tensorboard]'"
 _DT_FLOAT, _DT_DOUBLE, _DT_INT32, _DT_INT64 = 1, 2, 3, 9
@@ -127,8 +111,7 @@ def _tensor_scalar(t) -> float | None:
 
 
 def _f32(v: float) -> float:
-    """A float32 value as the decimal it was most likely logged as (7 significant digits: 0.85,
-    not 0.8500000238418579)."""
+    """A float32 value as the decimal it was most likely logged as (0.85, not 0.8500000238418579)."""
     return float(f"{v:.7g}")
 
 
@@ -155,9 +138,7 @@ def _event_scalars(event: Any) -> list[tuple[str, float]]:
 
 
 def event_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The event files named by ``paths``: files as given; directories searched (recursively)
-    for files whose name contains ``tfevents``.
-    """
+    """The event files named by ``paths``: files as given, and directories' ``*tfevents*`` files."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -190,9 +171,7 @@ def read_scalars(paths: Iterable[str | Path]) -> tuple[dict[str, list[Scalar]], 
 
 
 def parse_roles(text: str) -> dict[str, int]:
-    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in the order given (pipeline order):
-    `advisor.settings.parse_role_values`, with at least a producer and a consumer role.
-    """
+    """``"target=7,drafter=1"`` -> {"target": 7, "drafter": 1}, in pipeline order, at least two roles."""
     out = parse_role_values("--roles", text, whole=True, lo=1, hi=MAX_GPUS, example="target=7,drafter=1")
     if len(out) < 2:
         raise SettingsError(
@@ -236,6 +215,12 @@ def parse_map(
     return out
 
 
+def tags_text(scalars: Mapping[str, list[Scalar]]) -> str:
+    """The tags a file has, for an error that names a missing one: the first 12, and how many more."""
+    have = sorted(scalars)
+    return ", ".join(have[:12]) + (f" and {len(have) - 12} more" if len(have) > 12 else "") or "no scalars"
+
+
 def _latest_at(series: list[Scalar], step: int) -> Scalar | None:
     best = None
     for s in series:  # series is short (one value per logging interval)
@@ -250,9 +235,7 @@ def to_records(
     """The rates snapshots of the mapped tags (see the module docstring for the rules)."""
     missing = [t for t in mapping.values() if t not in scalars]
     if missing:
-        have = sorted(scalars)
-        shown = ", ".join(have[:12]) + (f" and {len(have) - 12} more" if len(have) > 12 else "")
-        raise LogError(source, None, f"has no scalar tag {missing[0]!r} (it has: {shown or 'no scalars'})")
+        raise LogError(source, None, f"has no scalar tag {missing[0]!r} (it has: {tags_text(scalars)})")
     bps_keys = [k for k in mapping if k.endswith(".bps")]
     steps = sorted({s.step for k in bps_keys for s in scalars[mapping[k]]})
     out: list[Rates] = []
@@ -270,18 +253,17 @@ def to_records(
         if t <= prev_t and out:
             continue  # older than the snapshot before it (logged only before a restart that redid it)
         fields = {"t": t, "window": round(t - prev_t, 6) if t > prev_t else None}
-        bps, cap, q = {}, {}, {}
+        per: dict[str, dict[str, float]] = {"bps": {}, "cap_bps": {}, "q": {}}  # role's or queue's
         for key, s in got.items():
             v = max(s.value, 0.0) if key != "done" else min(max(s.value, 0.0), 1.0)
-            if key.endswith(".cap_bps"):
-                cap[key[: -len(".cap_bps")]] = v
-            elif key.endswith(".bps"):
-                bps[key[: -len(".bps")]] = v
+            name, _, what = key.rpartition(".")
+            if what in ("bps", "cap_bps"):
+                per[what][name] = v
             elif key.startswith("q."):
-                q[key[2:]] = v
+                per["q"][key[2:]] = v
             else:
                 fields[key] = v
-        out.append(Rates(bps=bps, cap_bps=cap or None, q=q or None, **fields))
+        out.append(Rates(bps=per["bps"], cap_bps=per["cap_bps"] or None, q=per["q"] or None, **fields))
         prev_t = t
     if not out:
         raise LogError(source, None, "the mapped bps tags hold no values")
@@ -291,12 +273,8 @@ def to_records(
 def import_tensorboard(
     paths: Sequence[str | Path], out: str | Path, header: Run, *, mapping: Sequence[str], ended: bool = False
 ) -> tuple[Path, int]:
-    """Write a rate log (header, rates snapshots) from TensorBoard event files.
-
-    Event files do not say whether the job finished, so the log has no ``end`` line (a live run:
-    a split change weighs the restart cost) unless ``ended`` is true (then ``end`` done: the
-    advice is for the next run).
-    """
+    """Write a rate log (header, rates snapshots) from TensorBoard event files: a live run (no
+    ``end`` line; event files do not say whether the job finished) unless ``ended``."""
     scalars, first_wall = read_scalars(paths)
     source = ", ".join(map(str, paths))
     if first_wall is None:

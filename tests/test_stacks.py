@@ -208,7 +208,7 @@ def test_wandb_chart_export_columns_and_millisecond_timestamps(tmp_path):
 
 
 def test_derive_skips_steps_missing_a_tag_or_with_no_positive_denominator():
-    f = Field(key="consumer.cap_bps", kind="capacity", num=("a",), den_plus=("b",), den_minus=("c",), why="")
+    f = Field(key="consumer.cap_bps", kind="capacity", num=("a",), den_plus=("b",), den_minus=("c",))
     scalars = {
         "a": [Scalar(1, 1.0, 6.0), Scalar(2, 2.0, 6.0), Scalar(3, 3.0, 6.0)],
         "b": [Scalar(1, 1.0, 2.0), Scalar(2, 2.5, 1.0), Scalar(3, 3.0, 2.0)],
@@ -216,7 +216,7 @@ def test_derive_skips_steps_missing_a_tag_or_with_no_positive_denominator():
     }
     assert [(s.step, s.wall_time, s.value) for s in derive(f, scalars, 3)] == [(1, 1.0, 4.0)]
     with pytest.raises(ValueError, match="kind"):
-        Field(key="x", kind="speed", num=("a",), why="")
+        Field(key="x", kind="speed", num=("a",))
 
 
 def test_every_stack_field_uses_documented_tags_and_every_metric_cites_a_commit():

@@ -1,39 +1,28 @@
 """Pictures of an :class:`~advisor.advice.Advice`: one function per panel, and one figure of all four.
 
-Each panel function takes the advice and an optional matplotlib ``ax`` and returns the axes it
-drew on (``ax=None`` draws on the current pyplot axes), so they compose into a notebook's own
-figures. ``plot_advice(adv)`` returns the 2x2 ``Figure`` that ``dflash-advise plot`` writes
-(``plot_advice(adv, path)`` also saves it):
+Each panel takes the advice and an optional matplotlib ``ax`` (None: pyplot's current axes) and
+returns the axes it drew on. ``plot_advice(adv)`` returns the 2x2 ``Figure`` that ``dflash-advise
+plot`` writes (``plot_advice(adv, path)`` also saves it):
 
-1. ``plot_splits``: projected tokens/s of every split N + M = G with its 95% interval, beside
-   the naive bound ``min(capacities) x tokens per batch``; the observed split (with its measured
-   rate) and the recommended split are marked. Where the projection sits below the bound,
-   finite queues and variable step times are costing throughput. An interval whose upper end is
-   open (a capacity known only from below) has no whisker above its projection but an arrow up.
-2. ``plot_efficiency``: efficiency (X / max capacity) and GPU utilisation per split with the
-   CI gate's threshold; every mark on its percentage axis reads 0-100% (the recommended split's
-   star on its efficiency bar at the projected efficiency, the observed diamond at its measured
-   efficiency).
-3. ``plot_rates``: completions per role over time. From ``step`` events: completions counted in
-   time bins of a round width (about 80 bins over the run, never more than MAX_TIME_BINS
-   whatever the log's times) divided by the bin's width; without steps, the ``rates``
-   snapshots' ``bps_<role>``. The pool capacities the fit found (from busy time) are drawn over
-   the steady part; the warm-up that was dropped is shaded.
-4. ``plot_queue``: the depth of the queue feeding the consumer (q_hs) over time, with its
-   time-weighted distribution over the steady part in an inset. From ``rates`` snapshots; a
-   log with steps but no snapshots gets the exact depth reconstructed from its step events
-   (a target's ``t`` is when its batch entered q_hs, a drafter's ``t - busy`` when it left),
-   and the panel says so.
+1. ``plot_splits``: projected tokens/s of every split N + M = G with its 95% interval, beside the
+   naive bound ``min(capacities) x tokens per batch`` (below it: finite queues and variable step
+   times cost throughput); an interval open above (a capacity known only from below) gets an
+   arrow up instead of a whisker.
+2. ``plot_efficiency``: efficiency (X / max capacity) and GPU utilisation per split, with the CI
+   gate's threshold, on a 0-100% axis.
+3. ``plot_rates``: completions per role over time: from ``step`` events counted in round time bins
+   (about TARGET_BINS over the run, never more than MAX_TIME_BINS), else the ``rates`` snapshots'
+   ``bps_<role>``; the fitted capacities over the steady part; the dropped warm-up shaded.
+4. ``plot_queue``: the depth of the queue feeding the consumer over time, with its time-weighted
+   distribution over the steady part in an inset: from ``rates`` snapshots, else reconstructed
+   exactly from step events (a target's ``t`` is when its batch entered, a drafter's ``t - busy``
+   when it left), which the panel says.
 
-Readable at any G: the split panels label every split while the labels fit the drawn axes;
-beyond that every k-th (k = 1, 2, 5, 10, ... splits, on round target counts), always keeping the
-recommended and observed splits, with a minor tick on every split. The recommended split is a
-star over a cross-hatched bar and the observed one a diamond on an outlined bar, so the two
-differ by shape, not only by colour.
-
-matplotlib is imported inside the functions: importing this module costs nothing. Files are
-written through a bare ``Figure`` (Agg canvas), never through pyplot's global state, so
-repeated calls (``--follow``, tests) leak no figures.
+Split axes label every split while the labels fit the drawn axes, else every k-th (k = 1, 2, 5,
+10, ... on round target counts), always keeping the recommended and observed splits. The
+recommended split is a star over a cross-hatched bar, the observed one a diamond on an outlined
+bar: they differ by shape, not only colour. Files are written through a bare ``Figure``, never
+pyplot's global state, so repeated calls leak no figures.
 """
 
 from __future__ import annotations
@@ -80,6 +69,8 @@ STAR_MS = {"splits": 13, "efficiency": 12}  # the recommended star's size per pa
 OBS_STYLE = {"marker": OBS_MARKER, "ms": 7, "color": "black", "mec": "white", "mew": 0.8, "ls": "none"}
 FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp")
 DEFAULT_NAME = "advice.png"  # the file written into a directory given as the output
+BAR_W = 0.4  # a bar's width; a split's two bars sit side by side
+TIME_UNITS = ((86400.0, "d", 3 * 86400), (3600.0, "h", 3 * 3600), (60.0, "min", 600), (1.0, "s", -math.inf))
 
 
 def _axes(ax: Any) -> Any:
@@ -90,14 +81,8 @@ def _axes(ax: Any) -> Any:
     return ax
 
 
-def _title_text(text: str, limit: int = 80) -> str:
-    """A run name cut to fit a title line."""
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
-
-
 def _plain_text(fn: Any) -> Any:
-    """Draw with mathtext off: run, role and queue names come from the log, and a '$' in one
-    would otherwise be parsed as TeX (garbled, or an error when the figure is drawn)."""
+    """Draw with mathtext off: names from the log with a '$' would otherwise be parsed as TeX."""
 
     @functools.wraps(fn)
     def plain(*args: Any, **kw: Any) -> Any:
@@ -117,15 +102,16 @@ def _fmt(k: tuple[int, int]) -> str:
     return f"{k[0]}-{k[1]}"
 
 
-def _split_keys(adv: Advice) -> tuple[list[tuple[int, int]], int]:
-    """(N, M) per row, and the row of the recommended split."""
-    return [row.counts for row in adv.rows.values()], list(adv.rows).index(adv.decision.recommended)
+def _unit(adv: Advice) -> str:
+    """What the splits divide: GPUs, or CPU workers when the log ran on CPU."""
+    return "CPU worker" if adv.settings.cpu else "GPU"
 
 
-def _obs_index(adv: Advice) -> int | None:
-    """Row of the split the log ran, if it is one of the projected splits."""
+def _marks(adv: Advice) -> tuple[list[tuple[int, int]], int, int | None]:
+    """(N, M) per row, the row of the recommended split and of the first observed one (or None)."""
     hit = np.flatnonzero(adv.splits["observed"].to_numpy(bool))
-    return int(hit[0]) if len(hit) else None
+    keys = [row.counts for row in adv.rows.values()]
+    return keys, list(adv.rows).index(adv.decision.recommended), int(hit[0]) if len(hit) else None
 
 
 def _label_widths_pt(labels: list[str]) -> tuple[np.ndarray, float]:
@@ -138,13 +124,7 @@ def _label_widths_pt(labels: list[str]) -> tuple[np.ndarray, float]:
     measure = TextToPath()
     lines = {ln for lab in labels for ln in lab.split("\n")}
     widths = {ln: measure.get_text_width_height_descent(ln, prop, ismath=False)[0] for ln in lines}
-    size_pt = prop.get_size_in_points()
-    return np.array([max(widths[ln] for ln in lab.split("\n")) for lab in labels]), size_pt
-
-
-def _nice_step(at_least: int) -> int:
-    """The smallest of 1, 2, 5, 10, 20, 50, ... that is >= at_least."""
-    return next(s * 10**k for k in itertools.count() for s in NICE_TICK_STEPS if s * 10**k >= at_least)
+    return np.array([max(widths[ln] for ln in lab.split("\n")) for lab in labels]), prop.get_size_in_points()
 
 
 def _choose_split_ticks(
@@ -152,11 +132,10 @@ def _choose_split_ticks(
 ) -> list[int]:
     """Indices of the splits to label so that no two labels come closer than ``gap_pt``.
 
-    All of them when they fit. Otherwise the splits in ``first`` (recommended, observed), then
-    those whose target count is a multiple of k, k the smallest of 1, 2, 5, 10, 20, ... that
-    leaves room for the widest label; a label that would come too close to one already chosen
-    is dropped. Two labels i, j fit when their centres are |i - j| * pt_per_split apart and
-    that is at least half of both widths plus the gap.
+    All when they fit; else those in ``first``, then those whose target count is a multiple of k,
+    the smallest of 1, 2, 5, 10, 20, ... that leaves room for the widest label, each dropped when
+    too close to one already chosen. Labels i, j fit when |i - j| * pt_per_split is at least half
+    of both widths plus the gap.
     """
     n = len(widths_pt)
     if n == 0:
@@ -167,33 +146,27 @@ def _choose_split_ticks(
 
     if all(fits(i, i + 1) for i in range(n - 1)):
         return list(range(n))
-    step = _nice_step(math.ceil((widths_pt.max() + gap_pt) / max(pt_per_split, 1e-9)))
-    regular = [i for i in range(n) if targets[i] % step == 0]
+    at_least = math.ceil((widths_pt.max() + gap_pt) / max(pt_per_split, 1e-9))
+    step = next(s * 10**k for k in itertools.count() for s in NICE_TICK_STEPS if s * 10**k >= at_least)
     shown: list[int] = []
-    for i in dict.fromkeys(first + regular):
+    for i in dict.fromkeys(first + [i for i in range(n) if targets[i] % step == 0]):
         if all(fits(i, j) for j in shown):
             shown.append(i)
     return sorted(shown)
 
 
 def _split_axis(ax: Any, adv: Advice, x: np.ndarray) -> None:
-    """The split axis: its label, limits and the split labels, chosen when the axes is drawn, from
-    its width then (see _choose_split_ticks).
-
-    A Locator runs at every draw, after the layout has sized the axes, so the labels follow the
-    figure's final size (a notebook's small axes, the CLI's large figure). Every split keeps a
-    minor tick (up to MAX_MINOR_TICKS), so the bars stay countable when labels are thinned.
-    """
+    """The split axis: its label, limits, a minor tick per split (up to MAX_MINOR_TICKS) and the
+    split labels, chosen by a Locator at every draw from the axes' final width."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, Locator
 
-    keys, rec_i = _split_keys(adv)
+    keys, rec_i, obs_i = _marks(adv)
     labels = []  # flagging the observed and recommended splits
     for i, row in enumerate(adv.rows.values()):
         tags = (["obs"] if row.observed else []) + (["rec"] if i == rec_i else [])
         labels.append(_fmt(keys[i]) + (f"\n{'+'.join(tags)}" if tags else ""))
     widths_pt, size_pt = _label_widths_pt(labels)
     targets = np.array([k[0] for k in keys])
-    obs_i = _obs_index(adv)
     first = [rec_i] if obs_i is None else [rec_i, obs_i]
 
     class SplitLocator(Locator):
@@ -223,39 +196,14 @@ def _above(ax: Any, points: float) -> Any:
     return offset_copy(ax.transData, fig=ax.figure, y=points, units="points")
 
 
-def _throughput_unit(adv: Advice) -> tuple[np.ndarray, str]:
-    """Per row, the factor from b/s to the splits panel's unit, and the unit: K tok/s where the
-    log measured tokens (a row's tokens per batch, the fit's mean where its rate is 0), else b/s
-    (a rates log without tokens: its tok/s is unknown)."""
-    if not adv.fit.tokens_measured:
-        return np.ones(len(adv.splits)), "b/s"
-    bps = adv.splits["bps"].to_numpy(float)
-    tok = adv.splits["tok_s"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where(bps > 0, tok / bps, np.nan)
-    return np.where(np.isfinite(per), per, adv.fit.tokens_mean) / 1e3, "K tok/s"
-
-
-def _observed_rate_text(adv: Advice) -> str:
-    """The observed rate in tok/s for a title, or the b/s alone where tok/s is unknown."""
-    ob = adv.observed
-    return f"{ob.tok_s / 1e3:.1f}K tok/s" if math.isfinite(ob.tok_s) else f"{ob.bps:.3g} b/s"
-
-
-TIME_UNITS = ((86400.0, "d", 3 * 86400), (3600.0, "h", 3 * 3600), (60.0, "min", 600), (1.0, "s", -math.inf))
-
-
 def _time_axis(duration_s: float) -> tuple[float, str]:
     """Divisor and unit for a time axis of this length."""
-    for scale, unit, above in TIME_UNITS:
-        if duration_s > above:
-            return scale, unit
-    return 1.0, "s"
+    return next(((scale, unit) for scale, unit, above in TIME_UNITS if duration_s > above), (1.0, "s"))
 
 
 def _bin_width_s(duration_s: float) -> float:
     """A round bin width giving about TARGET_BINS bins: from NICE_BIN_S up to a day, then
-    1, 2 or 5 x 10^k days, so a log spanning any time gets a bounded number of bins."""
+    1, 2 or 5 x 10^k days."""
     want = max(duration_s / TARGET_BINS, 1e-9)
     for w in NICE_BIN_S:
         if w >= want:
@@ -282,134 +230,141 @@ def _fmt_span(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def _shade_warmup(ax: Any, adv: Advice, scale: float, unit: str) -> None:
+def _note(ax: Any, text: str, **kw: Any) -> None:
+    """A sentence in the middle of the panel."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, **kw)
+
+
+def _time_panel(ax: Any, adv: Advice, end_s: float) -> tuple[float, str]:
+    """A panel over the run's time: warm-up shaded, x limits, label and grid; (divisor, unit)."""
+    scale, unit = _time_axis(end_s)
     start = adv.observed.steady_from_s
     if start and start > 0:
-        ax.axvspan(
-            0.0,
-            start / scale,
-            color=WARMUP,
-            alpha=0.6,
-            lw=0,
-            zorder=0,
-            label=f"warm-up, dropped (first {start / scale:.1f} {unit})",
-        )
+        label = f"warm-up, dropped (first {start / scale:.1f} {unit})"
+        ax.axvspan(0.0, start / scale, color=WARMUP, alpha=0.6, lw=0, zorder=0, label=label)
+    ax.set_xlim(0, end_s / scale)
+    ax.set_xlabel(f"time since run start ({unit})")
+    ax.grid(alpha=0.3)
+    return scale, unit
 
 
 @dataclass(frozen=True)
 class _SplitBars:
-    """The splits panel's numbers, in the panel's throughput unit, one entry per split."""
+    """The splits panel's numbers, in its throughput unit, one entry per split, and its marks."""
 
     x: np.ndarray  # a split's position on the axis
+    at: np.ndarray  # where its projection is drawn
     tok: np.ndarray  # the projection
     low: np.ndarray  # the 95% interval's ends; an open upper end is the projection (its arrow goes on)
-    high: np.ndarray
+    high: np.ndarray  # also where a split's label and star sit
     bound: np.ndarray  # the naive bound
-    mark_at: np.ndarray  # where a split's label and star sit (above an open end's arrow)
+    open_hi: np.ndarray  # the upper end is open (a capacity known only from below)
     top: float  # the tallest finite value the axes must show
     ob_rate: float  # the observed split's measured rate
     unit: str
-    open_hi: np.ndarray  # the upper end is open (a capacity known only from below)
+    bars: bool  # bars, or lines where bars would be too thin
+    many: bool  # too many splits to write their values
+    keys: list[tuple[int, int]]
+    rec_i: int
+    obs_i: int | None
 
 
 def _split_bars(adv: Advice) -> _SplitBars:
-    """The projection, its interval and the naive bound per split, in tokens/s (or batches/s)."""
+    """The projection, its interval and the naive bound per split: in K tok/s where the log
+    measured tokens (a row's tokens per batch, the fit's mean where its rate is 0), else b/s."""
     df = adv.splits
-    per_batch, unit = _throughput_unit(adv)
-    tok = df["bps"].to_numpy(float) * per_batch
-    low = df["bps_low"].to_numpy(float) * per_batch
-    high = df["bps_high"].to_numpy(float) * per_batch
-    bound = df["bound_bps"].to_numpy(float) * per_batch
+    bps = df["bps"].to_numpy(float)
+    per_batch, unit = np.ones(len(df)), "b/s"
+    if adv.fit.tokens_measured:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per = np.where(bps > 0, df["tok_s"].to_numpy(float) / bps, np.nan)
+        per_batch, unit = np.where(np.isfinite(per), per, adv.fit.tokens_mean) / 1e3, "K tok/s"
+    tok, low, high, bound = (df[c].to_numpy(float) * per_batch for c in ("bps", "bps_low", "bps_high", "bound_bps"))
     ob = adv.observed
     ob_rate = ob.tok_s / 1e3 if adv.fit.tokens_measured else ob.bps
-    # an upper end resting on a capacity known only from below is open: it sets no scale, and no
-    # whisker runs to it (an arrow up from the projection says it goes on: `_mark_open`)
+    # an upper end resting on a capacity known only from below sets no scale and gets no whisker
     open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
     high = np.where(open_hi, tok, high)
     top = np.nanmax(np.concatenate([high, bound, [ob_rate]]))
-    top = top if math.isfinite(top) and top > 0 else 1.0
-    return _SplitBars(np.arange(len(df)), tok, low, high, bound, high, top, ob_rate, unit, open_hi)
+    x = np.arange(len(df))
+    bars = len(df) <= MAX_BAR_SPLITS
+    return _SplitBars(
+        x,
+        x - BAR_W / 2 if bars else x,
+        tok,
+        low,
+        high,
+        bound,
+        open_hi,
+        top if math.isfinite(top) and top > 0 else 1.0,
+        ob_rate,
+        unit,
+        bars,
+        len(df) > MAX_ANNOTATED_SPLITS,
+        *_marks(adv),
+    )
 
 
-def _draw_projection(ax: Any, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool) -> tuple:
-    """The projection with its interval and the bound beside it: bars, or lines where bars would be
-    too thin. Returns the legend handles of the projection and of the bound."""
+def _draw_projection(ax: Any, sb: _SplitBars) -> tuple:
+    """The projection with its interval and the bound beside it; their legend handles."""
     from matplotlib.patches import Patch
 
-    x, tok, low, high = sb.x, sb.tok, sb.low, sb.high
-    if bars:
+    if sb.bars:
         ax.bar(
-            at,
-            tok,
-            width,
+            sb.at,
+            sb.tok,
+            BAR_W,
             color=PROJECTED,
             zorder=2,
-            yerr=np.vstack([np.clip(tok - low, 0, None), np.clip(high - tok, 0, None)]),
-            error_kw={"ecolor": "0.15", "capsize": 1 if many else 3, "lw": 0.8 if many else 1},
+            yerr=np.vstack([np.clip(sb.tok - sb.low, 0, None), np.clip(sb.high - sb.tok, 0, None)]),
+            error_kw={"ecolor": "0.15", "capsize": 1 if sb.many else 3, "lw": 0.8 if sb.many else 1},
         )
-        ax.bar(x + width / 2, sb.bound, width, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
+        ax.bar(sb.x + BAR_W / 2, sb.bound, BAR_W, color=BOUND, hatch="//", edgecolor="0.55", lw=0.5, zorder=2)
         return Patch(color=PROJECTED), Patch(facecolor=BOUND, hatch="//", edgecolor="0.55")
     # bars a pixel wide are a grey smear: the projection as a line in its interval band
-    band = ax.fill_between(x, low, high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
-    proj_handle = (band, ax.plot(x, tok, color=PROJECTED, lw=1.6, zorder=3)[0])
-    return proj_handle, ax.plot(x, sb.bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
+    band = ax.fill_between(sb.x, sb.low, sb.high, color=PROJECTED, alpha=0.3, lw=0, zorder=2)
+    proj_handle = (band, ax.plot(sb.x, sb.tok, color=PROJECTED, lw=1.6, zorder=3)[0])
+    return proj_handle, ax.plot(sb.x, sb.bound, color="0.35", ls="--", lw=1.1, zorder=2)[0]
 
 
-def _mark_open(ax: Any, sb: _SplitBars, at: np.ndarray, bars: bool) -> tuple | None:
-    """Over each projection whose upper end is open (it goes on, to no number the axes could show),
-    an arrow OPEN_ARROW_PT long (as lines: an arrowhead); its legend pair, or None when every
-    interval is closed."""
+def _mark_open(ax: Any, sb: _SplitBars) -> tuple | None:
+    """An arrow OPEN_ARROW_PT long (as lines: an arrowhead) over each projection whose upper end is
+    open; its legend pair, or None when every interval is closed."""
     from matplotlib.lines import Line2D
 
     opened = np.flatnonzero(sb.open_hi)
     if not len(opened):
         return None
     head = {"marker": "^", "ms": 5, "color": "0.15"}
-    if not bars:
-        return ax.plot(at[opened], sb.tok[opened], ls="none", zorder=4, transform=_above(ax, 4), **head)[0], OPEN_TEXT
+    if not sb.bars:
+        heads = ax.plot(sb.at[opened], sb.tok[opened], ls="none", zorder=4, transform=_above(ax, 4), **head)
+        return heads[0], OPEN_TEXT
     style = {"arrowstyle": "-|>", "color": "0.15", "lw": 1, "shrinkA": 0, "shrinkB": 0}
     for i in opened:
-        xy = (at[i], sb.tok[i])
+        xy = (sb.at[i], sb.tok[i])
         ax.annotate(
             "", xy, xytext=xy, xycoords=_above(ax, OPEN_ARROW_PT), textcoords="data", arrowprops=style, zorder=4
         )
     return Line2D([], [], lw=1, markevery=[1], **head), OPEN_TEXT
 
 
-def _mark_recommended(
-    ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, many: bool
-) -> tuple:
+def _mark_recommended(ax: Any, sb: _SplitBars) -> tuple:
     """A star over the recommended split (and a green cross-hatched bar under it); its legend pair."""
     from matplotlib.patches import Patch
 
-    keys, r = _split_keys(adv)
-    y = sb.mark_at[r] if math.isfinite(sb.mark_at[r]) else sb.tok[r]
-    # above the split's value, clear of it (where many, no value is written: above its mark)
-    mark_pt = OPEN_ARROW_PT if sb.open_hi[r] else 0
-    lift = STAR_MS["splits"] / 2 + (
-        mark_pt + 2.5 if many else _value_lift_pt(sb, r, _obs_index(adv)) + VALUE_HEIGHT_PT + 1
-    )
-    star = ax.plot([at[r]], [y], ms=STAR_MS["splits"], zorder=5, transform=_above(ax, lift), **REC_STYLE)[0]
-    text = f"recommended split {_fmt(keys[r])}, projected"
-    if not bars:
+    r = sb.rec_i
+    y = sb.high[r] if math.isfinite(sb.high[r]) else sb.tok[r]
+    # clear of the split's value (where many, no value is written: above its mark)
+    if sb.many:
+        lift = STAR_MS["splits"] / 2 + (OPEN_ARROW_PT if sb.open_hi[r] else 0) + 2.5
+    else:
+        lift = STAR_MS["splits"] / 2 + _value_lift_pt(sb, r) + VALUE_HEIGHT_PT + 1
+    star = ax.plot([sb.at[r]], [y], ms=STAR_MS["splits"], zorder=5, transform=_above(ax, lift), **REC_STYLE)[0]
+    text = f"recommended split {_fmt(sb.keys[r])}, projected"
+    if not sb.bars:
         return star, text
-    # drawn over the blue bar: green, cross-hatched, under the star
-    ax.bar(at[r], sb.tok[r], width, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
+    ax.bar(sb.at[r], sb.tok[r], BAR_W, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
     return (Patch(facecolor=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15"), star), text
-
-
-def _mark_observed(
-    ax: Any, adv: Advice, sb: _SplitBars, at: np.ndarray, width: float, bars: bool, obs_i: int | None
-) -> tuple | None:
-    """An outlined bar and a diamond at the measured rate on the observed split; its legend pair, or
-    None when the observed split is not on the axis."""
-    if obs_i is None:
-        return None
-    if bars:
-        ax.bar(at[obs_i], sb.tok[obs_i], width, fill=False, edgecolor="black", lw=1.8, zorder=4)
-    dot = ax.plot([at[obs_i]], [sb.ob_rate], zorder=6, **OBS_STYLE)[0]
-    keys, _ = _split_keys(adv)
-    return dot, f"observed split {_fmt(keys[obs_i])}, measured {_observed_rate_text(adv)}"
 
 
 def _value_text(ax: Any, text: str, xy: tuple[float, float], lift_pt: float) -> None:
@@ -417,32 +372,9 @@ def _value_text(ax: Any, text: str, xy: tuple[float, float], lift_pt: float) -> 
     ax.annotate(text, xy, xytext=(0, lift_pt), textcoords="offset points", ha="center", va="bottom", fontsize=VALUE_PT)
 
 
-def _value_lift_pt(sb: _SplitBars, j: int, obs_i: int | None) -> float:
-    """How far split ``j``'s value sits above its mark: over an open end's arrow, else clear of the
-    observed split's diamond, which sits on the bar's top."""
-    return OPEN_ARROW_PT + 3 if sb.open_hi[j] else 7 if j == obs_i else 3
-
-
-def _label_values(ax: Any, adv: Advice, sb: _SplitBars, width: float, obs_i: int | None) -> None:
-    """Each split's projected value over its bar."""
-    for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.mark_at)):
-        if math.isfinite(v):
-            text = f"{v:.1f}" if adv.fit.tokens_measured else f"{v:.3g}"
-            _value_text(ax, text, (xi - width / 2, h), _value_lift_pt(sb, j, obs_i))
-
-
-def _splits_legend(ax: Any, sb: _SplitBars, pairs: list) -> None:
-    """The legend of (handle, text) ``pairs`` (None left out), on the side away from the tallest bar."""
-    tallest = int(np.nanargmax(sb.mark_at)) if np.isfinite(sb.mark_at).any() else 0
-    ax.grid(axis="y", alpha=0.3, zorder=0)
-    pairs = [h for h in pairs if h is not None]
-    ax.legend(
-        [h for h, _ in pairs],
-        [t for _, t in pairs],
-        fontsize=8,
-        framealpha=0.9,
-        loc="upper right" if tallest < len(sb.x) / 2 else "upper left",
-    )
+def _value_lift_pt(sb: _SplitBars, j: int) -> float:
+    """How far split ``j``'s value sits above its mark: over an open end's arrow, clear of a diamond."""
+    return OPEN_ARROW_PT + 3 if sb.open_hi[j] else 7 if j == sb.obs_i else 3
 
 
 @_plain_text
@@ -450,49 +382,31 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
     ax = _axes(ax)
     sb = _split_bars(adv)
-    n = len(sb.x)
-    many = n > MAX_ANNOTATED_SPLITS
-    bars = n <= MAX_BAR_SPLITS
-    width = 0.4
-    at = sb.x - width / 2 if bars else sb.x  # where a split's projection is drawn
-    proj_handle, bound_handle = _draw_projection(ax, sb, at, width, bars, many)
-    open_handle = _mark_open(ax, sb, at, bars)
-    rec_handle = _mark_recommended(ax, adv, sb, at, width, bars, many)
-    obs_i = _obs_index(adv)
-    obs_handle = _mark_observed(ax, adv, sb, at, width, bars, obs_i)
-    if not many:
-        _label_values(ax, adv, sb, width, obs_i)
+    proj_handle, bound_handle = _draw_projection(ax, sb)
+    pairs = [(proj_handle, "projected, with 95% interval"), _mark_open(ax, sb), _mark_recommended(ax, sb)]
+    bound_text = "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")
+    pairs.append((bound_handle, bound_text))
+    if sb.obs_i is not None:  # an outlined bar and a diamond at the measured rate
+        if sb.bars:
+            ax.bar(sb.at[sb.obs_i], sb.tok[sb.obs_i], BAR_W, fill=False, edgecolor="black", lw=1.8, zorder=4)
+        ob = adv.observed
+        rate = f"{ob.tok_s / 1e3:.1f}K tok/s" if math.isfinite(ob.tok_s) else f"{ob.bps:.3g} b/s"
+        dot = ax.plot([sb.at[sb.obs_i]], [sb.ob_rate], zorder=6, **OBS_STYLE)[0]
+        pairs.append((dot, f"observed split {_fmt(sb.keys[sb.obs_i])}, measured {rate}"))
+    fmt = ".1f" if adv.fit.tokens_measured else ".3g"
+    for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.high)):
+        if math.isfinite(v) and not sb.many:  # each split's value over its bar, where they fit
+            _value_text(ax, format(v, fmt), (xi - BAR_W / 2, h), _value_lift_pt(sb, j))
     _split_axis(ax, adv, sb.x)
     ax.set_ylabel(f"throughput ({sb.unit})")
-    # headroom for the legend, put on the side away from the tallest bar
-    ax.set_ylim(0, sb.top * 1.4)
-    # the projected bars have two looks, so the legend is built by hand
-    bound_text = "naive bound: min capacity" + (" x tokens/batch" if adv.fit.tokens_measured else "")
-    pairs = [
-        (proj_handle, "projected, with 95% interval"),
-        open_handle,
-        rec_handle,
-        (bound_handle, bound_text),
-        obs_handle,
-    ]
-    _splits_legend(ax, sb, pairs)
+    ax.set_ylim(0, sb.top * 1.4)  # headroom for the legend, on the side away from the tallest bar
+    tallest = int(np.nanargmax(sb.high)) if np.isfinite(sb.high).any() else 0
+    ax.grid(axis="y", alpha=0.3, zorder=0)
+    pairs = [h for h in pairs if h is not None]  # the bars have two looks: the legend is built by hand
+    loc = "upper right" if tallest < len(sb.x) / 2 else "upper left"
+    ax.legend([h for h, _ in pairs], [t for _, t in pairs], fontsize=8, framealpha=0.9, loc=loc)
     ax.set_title("Projected throughput per split")
     return ax
-
-
-def _unit(adv: Advice) -> str:
-    """What the splits divide: GPUs, or CPU workers when the log ran on CPU."""
-    return "CPU worker" if adv.settings.cpu else "GPU"
-
-
-def measured_efficiency(adv: Advice, i: int) -> float:
-    """The measured efficiency (%) of row ``i``, an observed split: its measured rate over the
-    fastest stage's capacity of the same row, the numbers the efficiency bar divides
-    (`advisor.project.table`).
-    """
-    r = adv.rows[str(adv.splits.index[i])]
-    fastest = max(r.producer.cap_bps, r.consumer.cap_bps)
-    return 100.0 * r.observed_bps / fastest if fastest > 0 else math.nan
 
 
 @_plain_text
@@ -500,52 +414,51 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
     df = adv.splits
-    keys, rec_i = _split_keys(adv)
+    keys, rec_i, obs_i = _marks(adv)
     x = np.arange(len(df))
-    width = 0.4
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
     bars = len(df) <= MAX_BAR_SPLITS
-    eff_x = x - width / 2 if bars else x  # where the efficiency of a split is drawn
+    eff_x = x - BAR_W / 2 if bars else x  # where the efficiency of a split is drawn
+    eff_label, util_label = "efficiency (X / max capacity)", f"{_unit(adv)} utilisation"
     # dark and light: the two series differ in lightness (and, as lines, in dash), not only in hue
     if bars:
-        ax.bar(eff_x, eff, width, color="tab:purple", label="efficiency (X / max capacity)", zorder=2)
-        ax.bar(x + width / 2, util, width, color="tab:cyan", label=f"{_unit(adv)} utilisation", zorder=2)
+        ax.bar(eff_x, eff, BAR_W, color="tab:purple", label=eff_label, zorder=2)
+        ax.bar(x + BAR_W / 2, util, BAR_W, color="tab:cyan", label=util_label, zorder=2)
     else:
-        ax.plot(x, eff, color="tab:purple", lw=1.6, label="efficiency (X / max capacity)", zorder=2)
-        ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=f"{_unit(adv)} utilisation", zorder=2)
+        ax.plot(x, eff, color="tab:purple", lw=1.6, label=eff_label, zorder=2)
+        ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=util_label, zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3, label=f"gate {min_efficiency:.0%}")
     star_r = STAR_MS["efficiency"] / 2
     if len(df) <= MAX_ANNOTATED_SPLITS:
         for i, (xi, v) in enumerate(zip(eff_x, eff)):
             if math.isfinite(v):  # the recommended bar's value clear of the star on its top
                 _value_text(ax, f"{v:.0f}", (xi, v), 2 + (star_r if i == rec_i else 0))
-    # the same marks as the throughput panel, at their values on the efficiency bar: the star at the
-    # projected efficiency, the diamond (over it where the two coincide) at the measured one. The axis
-    # is a percentage, so neither is lifted: a lifted star read as a share over 100%
+    # the throughput panel's marks at their values on the efficiency bar, not lifted (a lifted star
+    # read as a share over 100%): the star at the projected efficiency, the diamond at the measured
     rec_eff = eff[rec_i] if math.isfinite(eff[rec_i]) else 0.0
     rec_label = f"recommended {_fmt(keys[rec_i])}" + (f": projected {rec_eff:.0f}%" if rec_eff else "")
     ax.plot([eff_x[rec_i]], [rec_eff], ms=2 * star_r, zorder=5, label=rec_label, **REC_STYLE)
-    obs_i = _obs_index(adv)
-    measured = measured_efficiency(adv, obs_i) if obs_i is not None else math.nan
-    if obs_i is not None and math.isfinite(measured):
-        # at its measured efficiency, on the efficiency bar: the bar is the projection, the diamond the log
-        label = f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%"
-        ax.plot([eff_x[obs_i]], [measured], zorder=6, label=label, **OBS_STYLE)
+    if obs_i is not None:  # its measured rate over the fastest stage's capacity of the same row
+        r = adv.rows[str(df.index[obs_i])]
+        fastest = max(r.producer.cap_bps, r.consumer.cap_bps)
+        measured = 100.0 * r.observed_bps / fastest if fastest > 0 else math.nan
+        if math.isfinite(measured):
+            label = f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%"
+            ax.plot([eff_x[obs_i]], [measured], zorder=6, label=label, **OBS_STYLE)
     _split_axis(ax, adv, x)
     ax.set_ylabel(f"efficiency, {_unit(adv)} utilisation (%)")
     ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    # the band above the marks, so the legend never covers the data
-    ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)
+    ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)  # above the marks, never over them
     ax.set_title(f"Efficiency and {_unit(adv)} utilisation per split")
     return ax
 
 
 def _no_log(ax: Any) -> Any:
     """A panel of advice from bare numbers: no log to draw."""
-    ax.text(0.5, 0.5, "no log: advice from bare numbers", ha="center", va="center", transform=ax.transAxes)
+    _note(ax, "no log: advice from bare numbers")
     ax.set_axis_off()
     return ax
 
@@ -566,8 +479,7 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
         return _no_log(ax)
     log = adv.logs[0]
     end_s = max(log.duration_s, 1e-9)
-    scale, unit = _time_axis(end_s)
-    _shade_warmup(ax, adv, scale, unit)
+    scale, _ = _time_panel(ax, adv, end_s)
     roles = list(log.header.roles)
     colours = {r: ROLE_COLOURS[i % len(ROLE_COLOURS)] for i, r in enumerate(roles)}
     done = {r: f"{role_plural(r)} ({log.header.roles[r]}): completions" for r in roles}
@@ -588,20 +500,12 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     start = adv.observed.steady_from_s
     for r, cap in adv.observed.capacities_bps.items():
         if cap and math.isfinite(cap):
+            label = f"{r} capacity (fit) {cap:.3g} b/s"
             ax.hlines(
-                cap,
-                start / scale,
-                end_s / scale,
-                colors=colours.get(r, "0.3"),
-                linestyles="--",
-                lw=1.1,
-                label=f"{r} capacity (fit) {cap:.3g} b/s",
+                cap, start / scale, end_s / scale, colors=colours.get(r, "0.3"), linestyles="--", lw=1.1, label=label
             )
-    ax.set_xlim(0, end_s / scale)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel(f"time since run start ({unit})")
     ax.set_ylabel("completions, b/s (whole pool)")
-    ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     more = f" (first of {len(adv.logs)} logs)" if len(adv.logs) > 1 else ""
     ax.set_title(f"Completion rates over time, {basis}{more}")
@@ -609,10 +513,8 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
 
 
 def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Source] | None:
-    """(t_s, depth, weight_s, source) of the queue over time, or None when nothing measures it.
-
-    ``weight_s`` is how long each depth value holds, for the time-weighted distribution.
-    """
+    """(t_s, depth, weight_s: how long each depth holds, source) of the queue, or None when nothing
+    measures it."""
     series = queue_series(log, name)
     if series is not None:
         return (*series, Source.RATES)
@@ -639,16 +541,13 @@ def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> None:
-    """The queue's depth over time: the 'rates' snapshots as they are, or the depth reconstructed
-    from step events (sampled on a grid of MAX_DRAWN_EVENTS points where there are more), said so in
-    the title."""
+    """The queue's depth over time: the 'rates' snapshots, or the depth reconstructed from step
+    events (on a grid of MAX_DRAWN_EVENTS points where there are more), said in the title."""
     t, depth, _, source = series
     if source is Source.RATES:
         ax.step(t / scale, depth, where="pre", color="tab:red", lw=1.3, label=f"q_{name} depth ('rates')")
         return
-    # one point per event is millions on a long run: draw the step function sampled on a
-    # fine grid (the distribution below still uses every event)
-    tt, dd = t, depth
+    tt, dd = t, depth  # the distribution below still uses every event
     if len(t) > MAX_DRAWN_EVENTS:
         tt = np.linspace(t[0], t[-1], MAX_DRAWN_EVENTS)
         dd = depth[np.searchsorted(t, tt, side="right") - 1]
@@ -660,9 +559,9 @@ def _draw_depth(ax: Any, series: tuple, name: str, cap: int, scale: float) -> No
 
 
 def _steady_inset(ax: Any, series: tuple, cap: int, steady_from_s: float) -> bool:
-    """The time-weighted depth distribution over the steady part in an inset, placed where the line
-    is not. Returns whether the queue is mostly full (mean depth over half its capacity; True when
-    the steady part holds no weight, and no inset is drawn)."""
+    """The time-weighted depth distribution over the steady part in an inset where the line is not.
+    Returns whether the queue is mostly full (mean depth over half its capacity; True, and no
+    inset, when the steady part holds no weight)."""
     t, depth, weight, _ = series
     steady = t >= steady_from_s
     if not (steady.any() and weight[steady].sum() > 0):
@@ -671,9 +570,7 @@ def _steady_inset(ax: Any, series: tuple, cap: int, steady_from_s: float) -> boo
     mean = float(np.average(d, weights=w))
     full = float(np.average(d >= cap - 0.5, weights=w)) if cap > 0 else float("nan")
     mostly_full = mean > cap / 2
-    # put the inset where the line is not: a mostly full queue leaves the lower half empty
-    box = [0.58, 0.1, 0.38, 0.42] if mostly_full else [0.58, 0.5, 0.38, 0.42]
-    ins = ax.inset_axes(box)
+    ins = ax.inset_axes([0.58, 0.1 if mostly_full else 0.5, 0.38, 0.42])  # a full queue leaves the lower half empty
     edges = np.arange(-0.5, cap + 1.5, 1.0) if cap <= 60 else np.linspace(-0.5, cap + 0.5, 31)
     hist, _ = np.histogram(d, bins=edges, weights=w)
     share = 100 * hist / hist.sum()
@@ -697,52 +594,36 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     log = adv.logs[0]
     spec = log.header.queue_feeding(log.header.consumer)
     if spec is None:
-        ax.text(
-            0.5,
-            0.5,
+        _note(
+            ax,
             f"the log's header names no queue feeding the {role_plural(log.header.consumer)}: "
             f"the hand-off is modelled without a buffer",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
             wrap=True,
         )
         return ax
     name, cap = spec.name, spec.cap
     ax.set_title(f"q_{name} occupancy (capacity {cap})")
     series = _queue_series(log, name, cap)
-    end_s = max(log.duration_s, 1e-9)
-    scale, unit = _time_axis(end_s)
     if series is None:
-        ax.text(
-            0.5,
-            0.5,
-            f"no 'rates' snapshots (and no step events) in\n{Path(log.path).name}:\nq_{name} occupancy was not logged",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
+        where = Path(log.path).name
+        _note(ax, f"no 'rates' snapshots (and no step events) in\n{where}:\nq_{name} occupancy was not logged")
         ax.set_xticks([])
         ax.set_yticks([])
         return ax
-    _shade_warmup(ax, adv, scale, unit)
+    end_s = max(log.duration_s, 1e-9)
+    scale, _ = _time_panel(ax, adv, end_s)
     _draw_depth(ax, series, name, cap, scale)
     ax.axhline(cap, color="0.3", ls=":", lw=1, label=f"capacity {cap}")
-    ax.set_xlim(0, end_s / scale)
     ax.set_ylim(-0.02 * cap, cap * 1.08 if cap > 0 else 1)
-    ax.set_xlabel(f"time since run start ({unit})")
     ax.set_ylabel(f"q_{name} depth (batches)")
-    ax.grid(alpha=0.3)
     mostly_full = _steady_inset(ax, series, cap, adv.observed.steady_from_s)
     ax.legend(loc="lower left" if mostly_full else "upper left", fontsize=8, framealpha=0.9)
     return ax
 
 
 def figure_path(path: str | Path) -> Path:
-    """The file a figure for ``path`` goes to: ``path`` itself, or ``path/advice.png`` when it is
-    a directory. The format is the extension's, one of FORMATS; a device or pipe without one
-    (``/dev/stdout``) gets PNG.
-    """
+    """The file a figure for ``path`` goes to: ``path``, or ``path/advice.png`` for a directory;
+    in the extension's format, one of FORMATS, or PNG for a device or pipe (``/dev/stdout``)."""
     out = Path(path)
     if out.is_dir():
         out = out / DEFAULT_NAME
@@ -755,12 +636,8 @@ def figure_path(path: str | Path) -> Path:
 
 
 def save_figure(fig: Any, path: str | Path) -> Path:
-    """Write ``fig`` to :func:`figure_path` of ``path``.
-
-    The figure is rendered in memory first, so a failed write (full disk, unwritable place)
-    raises OSError before or while the bytes go out, never after a silent partial file: a file
-    this call created is removed again when writing it fails.
-    """
+    """Write ``fig`` to :func:`figure_path` of ``path``, rendered in memory first: a failed write
+    raises OSError and removes a file this call created, never leaving a silent partial file."""
     out = figure_path(path)
     buf = io.BytesIO()
     fig.savefig(buf, format=out.suffix.lower().lstrip(".") or "png")
@@ -788,14 +665,14 @@ def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: flo
     plot_queue(adv, axes[1, 1])
     p, c = adv.roles
     ob = adv.observed
-    keys, rec_i = _split_keys(adv)
+    keys, rec_i, _ = _marks(adv)
     seen, rec = (ob.roles[p], ob.roles[c]), keys[rec_i]
     same = " (the observed split)" if seen == rec else ""
     tok = f" ({ob.tok_s / 1e3:.1f}K tok/s)" if math.isfinite(ob.tok_s) else ""
+    run = adv.run if len(adv.run) <= 80 else adv.run[:79] + "\u2026"  # a run name cut to fit the line
     fig.suptitle(
-        f"{_title_text(adv.run)}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
-        f"{tok}, bottleneck {ob.bottleneck}; recommended split "
-        f"{_fmt(rec)}{same}",
+        f"{run}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
+        f"{tok}, bottleneck {ob.bottleneck}; recommended split {_fmt(rec)}{same}",
         fontsize=12,
     )
     if path is not None:

@@ -1,11 +1,9 @@
 """Render an :class:`~advisor.advice.Advice` as terminal text, Markdown or JSON: layout only.
 
-The sentences (reasons, what the verdict holds unless, the queue advice) are
-`advisor.decide.reasons`'s, written from the decision and the rows of the projected table it
-names; this module lays them out beside the table with the same number formatting (`bps_text`,
-`pct_text`). Text and Markdown carry the same content: a headline (observed split, rate,
-efficiency, bottleneck), the table with the recommended (``>``), observed (``*``) and judged
-(``j``) rows marked, the reasons, what the verdict depends on, the queue advice and the caveats.
+The sentences are `advisor.decide.reasons`'s; this module lays them out beside the table with
+the same number formatting. Text and Markdown carry the same content: a headline, the table with
+the recommended (``>``), observed (``*``) and judged (``j``) rows marked, the reasons, what the
+verdict holds unless, the queue advice and the caveats.
 """
 
 from __future__ import annotations
@@ -27,36 +25,37 @@ from advisor.settings import Capacity, role_is_noun, role_plural
 
 
 def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
-    """The table's legend: the marks, the worker word of the log, and what ETA counts (the rest of
-    the job, or for a next run the whole job).
-    """
+    """The table's legend: the marks, the columns, the worker word of the log, what ETA counts,
+    and engines of several GPUs and nodes where the table has them."""
     bound_text = "bound = naive min-capacity bound; " if bound else ""
-    util = (
-        "worker util = busy share of all CPU worker time"
-        if adv.settings.cpu
-        else "gpu util = busy share of all GPU time"
-    )
-    eta = (
-        "ETA = the whole job at that split (a next run starts over)"
-        if adv.settings.for_next_run
-        else "ETA = the rest of the job at that split"
-    )
-    marks = (
-        "rec = recommended, obs = observed, judged = the split --roles names"
-        if words
-        else "> recommended, * observed, j judged (--roles)"
-    )
+    util = "gpu util = busy share of all GPU time"
+    if adv.settings.cpu:
+        util = "worker util = busy share of all CPU worker time"
+    eta = "ETA = the rest of the job at that split"
+    if adv.settings.for_next_run:
+        eta = "ETA = the whole job at that split (a next run starts over)"
+    marks = "> recommended, * observed, j judged (--roles)"
+    if words:
+        marks = "rec = recommended, obs = observed, judged = the split --roles names"
     text = f"{marks}; {bound_text}efficiency = b/s over the fastest stage's capacity (balance); {util}; {eta}"
     if adv.decision.odds is not None:
         text += "; p best = how likely the split is within 2% of the best"
     if any(r.method == "exact" for r in adv.rows.values()):
         text += f"; {'sim' if words else 's'} = b/s from exact simulation of the log's step times"
+    p, c = adv.roles
+    kp, kc = adv.settings.gpus_per_worker
+    if (kp, kc) != (1, 1):
+        text += (
+            f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, "
+            f"{role_plural(c)} of {kc}), GPUs = GPUs per role"
+        )
+    if any(r.link is not None for r in adv.rows.values()):
+        text += "; link = the inter-node link's busy share at that placement"
     return text
 
 
 def _title(adv: Advice, markdown: bool = False) -> str:
-    """The verdict line: the action with its odds (`advisor.decide.odds_text.headline`); a verdict
-    on thin evidence says it is provisional."""
+    """The verdict line: the action with its odds; on thin evidence, said to be provisional."""
     d = adv.decision
     if provisional(d, adv.fit) and d.verdict is not Verdict.CANNOT_TELL:
         return headline(d, markdown) + (" (provisional: thin evidence)" if not markdown else " (provisional)")
@@ -80,7 +79,7 @@ def _interval_text(r: SplitRow) -> str:
 
 
 def _rate(bps: float, tok_s: float) -> str:
-    """A measured rate in b/s and, where the log measured tokens, tok/s."""
+    """A measured rate in b/s and, where measured, tok/s."""
     tok = f" = {_tok(tok_s)} tok/s" if math.isfinite(tok_s) else " (tok/s unknown: the log has no tokens)"
     return f"{bps_text(bps)} b/s{tok}"
 
@@ -174,11 +173,8 @@ def _headline(adv: Advice) -> list[str]:
             n = ob.roles[rf.role]
             g = rf.mu_bps * n
             at = ob.capacities_bps[rf.role]
-            text = (
-                f"{rf.role} {Capacity(low=rf.mu_range_bps[0] * n, high=rf.mu_range_bps[1] * n).text()}"
-                if rf.ranged
-                else f"{rf.role} {bps_text(g)}"
-            ) + " b/s"
+            cap = Capacity(low=rf.mu_range_bps[0] * n, high=rf.mu_range_bps[1] * n).text() if rf.ranged else bps_text(g)
+            text = f"{rf.role} {cap} b/s"
             if abs(at / g - 1.0) > 0.005:
                 text += f" ({bps_text(at)} b/s after the sync)"
             given.append(text)
@@ -189,7 +185,8 @@ def _headline(adv: Advice) -> list[str]:
         ]
     basis = adv.fit.source.capacities_from()
     runs = adv.fit.observed
-    labels = list(dict.fromkeys(split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs))
+    split_of = [split_label(o.roles.get(p, 0), o.roles.get(c, 0)) for o in runs]
+    labels = list(dict.fromkeys(split_of))
     at = f" at {labels[0]}:" if len(runs) > 1 else ""
     lines = [
         f"run {adv.run}: {s.units()}{_gpus_from(adv)}, observed {', '.join(labels)} ({p}-{c})"
@@ -201,10 +198,7 @@ def _headline(adv: Advice) -> list[str]:
         f"dropped as warm-up"
         + (f", {pct_text(ob.drain_share)} as the final drain)" if ob.drain_share >= 0.005 else ")"),
     ]
-    for o in runs[1:]:
-        lines.append(
-            f"observed at {split_label(o.roles.get(p, 0), o.roles.get(c, 0))} ({o.path}): {_rate(o.bps, o.tok_s)}"
-        )
+    lines += [f"observed at {k} ({o.path}): {_rate(o.bps, o.tok_s)}" for k, o in zip(split_of[1:], runs[1:])]
     absent = [lbl for lbl in labels if lbl not in adv.rows]
     if absent:
         lines.append(
@@ -221,10 +215,8 @@ def _headline(adv: Advice) -> list[str]:
 
 
 def _step_time(adv: Advice) -> str:
-    """Each role's step time as the projections use it: the in-log line where it is resolved (a
-    fixed cost clamped at 0 said so), the line through the budgets' means, or, where the log's
-    token counts vary too little to split fixed from per-token cost, the mean step and the
-    exponent other batch sizes are scaled by (`advisor.fit.tokens`)."""
+    """Each role's step time as the projections use it (`advisor.fit.tokens`): the in-log line,
+    the line through the budgets' means, or the mean step and the exponent of other batch sizes."""
     parts, unresolved = [], False
     for rf in (adv.fit.producer, adv.fit.consumer):
         notes = [f"SCV {rf.busy_scv:.3f}"]
@@ -252,8 +244,7 @@ def _step_time(adv: Advice) -> str:
 
 
 def _gpus_from(adv: Advice) -> str:
-    """Where G came from, when that is not plain: ``--gpus`` other than the logs', or logs that ran
-    different G (the first log's is taken)."""
+    """Where G came from, when not plain: ``--gpus`` other than the logs', or logs of different G."""
     ran = list(dict.fromkeys(log.header.gpus for log in adv.logs))
     if not ran or ran == [adv.gpus]:
         return ""
@@ -264,39 +255,19 @@ def _gpus_from(adv: Advice) -> str:
 
 
 def _cap(text: str, names: tuple[str, ...] = ()) -> str:
-    """The sentence with a capital first letter, unless it opens with one of ``names`` that is a
-    label, not a noun (a role named "vllm" is not written "Vllm")."""
+    """The sentence with a capital first letter, unless it opens with a role that is a label ("vllm")."""
     if any(text.startswith(n + " ") and not role_is_noun(n) for n in names):
         return text
     return text[:1].upper() + text[1:]
 
 
 def _sections(adv: Advice) -> list[tuple[str, list[str]]]:
-    d = adv.decision
-    rec = adv.recommendation
-    title = _title(adv)
-    names = tuple(adv.roles)
-    out = [(title, [_cap(r, names) for r in rec.reasons])]
+    d, rec, names = adv.decision, adv.recommendation, tuple(adv.roles)
+    out = [(_title(adv), [_cap(r, names) for r in rec.reasons])]
     if rec.holds_unless:  # never an empty heading (one split of G: nothing to hold against)
         out.append(("The verdict holds unless:", [_cap(h, names) for h in rec.holds_unless]))
     if d.queue is not None:
         out.append(("Queue:", [_cap(queue_text(d.queue))]))
-    return out
-
-
-def engine_legend(adv: Advice) -> str:
-    """The legend's words for engines of several GPUs and for nodes."""
-    p, c = adv.roles
-    kp, kc = adv.settings.gpus_per_worker
-    out = ""
-    if (kp, kc) != (1, 1):
-        out += (
-            f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, {role_plural(c)} of "
-            f"{kc}), "
-            f"GPUs = GPUs per role"
-        )
-    if any(r.link is not None for r in adv.rows.values()):
-        out += "; link = the inter-node link's busy share at that placement"
     return out
 
 
@@ -308,7 +279,7 @@ def render_text(adv: Advice) -> str:
     fmt = "  ".join(f"{{:<{w}}}" if i in left else f"{{:>{w}}}" for i, w in enumerate(widths))
     lines = _headline(adv) + ["", fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     lines += [fmt.format(*r) for r in rows]
-    lines += [f"  ({legend(adv, 'bound b/s' in head)}{engine_legend(adv)})"]
+    lines += [f"  ({legend(adv, 'bound b/s' in head)})"]
     for title, items in _sections(adv):
         lines += ["", title] + [f"- {x}" for x in items]
     if adv.warnings:
@@ -345,7 +316,7 @@ def render_markdown(adv: Advice) -> str:
         if r[0].startswith(">"):
             cells[1] = f"**{cells[1]}**"
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"_{md_escape(legend(adv, 'bound b/s' in head, words=True) + engine_legend(adv))}_"]
+    lines += ["", f"_{md_escape(legend(adv, 'bound b/s' in head, words=True))}_"]
     for title, items in _sections(adv):
         lines += ["", f"**{title}**", ""] + [f"- {md_escape(x)}" for x in items]
     if adv.warnings:
@@ -358,13 +329,8 @@ def render_markdown(adv: Advice) -> str:
 
 
 def gate_line(g: dict, markdown: bool = False) -> str:
-    """The gate's verdict in one line: PASS or FAIL, each condition with its number, and the
-    conditions that failed (`advisor.cli.check.run_check`'s ``gate``).
-
-    Text: ``FAIL: split 6-2 (target-drafter) predicted efficiency 0.462 >= 0.400, p_best 0.000 <
-    min confidence 0.800; failed on confidence; 0.79 b/s, bottleneck target``. Markdown: ``**FAIL**:
-    gate on 6-2: efficiency 0.462 >= 0.400, ...; failed on confidence``.
-    """
+    """The gate's verdict in one line (`advisor.cli.check.run_check`'s ``gate``): PASS or FAIL,
+    each condition with its number, and the conditions that failed."""
     failed = list(g.get("failed", [] if g["passed"] else [g["metric"]]))
     verdict = "PASS" if not failed else "FAIL"
     split = "-".join(str(v) for v in g["roles"].values())
@@ -387,14 +353,10 @@ def gate_line(g: dict, markdown: bool = False) -> str:
 
 
 def render_json(adv: Advice) -> str:
-    """The advice as the ``--json`` document (`advisor.present.json.advice_json`)."""
+    """The advice as the ``--json`` document."""
     return json.dumps(advice_json(adv), indent=2) + "\n"
 
 
 def render(adv: Advice, fmt: str = "text") -> str:
-    """The advice in one output format."""
-    if fmt == "json":
-        return render_json(adv)
-    if fmt == "markdown":
-        return render_markdown(adv)
-    return render_text(adv)
+    """The advice in one output format: text, markdown or json."""
+    return {"json": render_json, "markdown": render_markdown}.get(fmt, render_text)(adv)
