@@ -208,7 +208,7 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
     from pathlib import Path
 
     from advisor.ingest import scan, stream
-    from advisor.ingest.load import runlog_from_summary
+    from advisor.ingest.load import _runlog
     from advisor.ingest.schema import parse_header, validate_event
 
     head = parse_header(HEADER, "x", 1)
@@ -249,7 +249,7 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
         assert fast is None, lines
     elif fast is not None:
         exact = stream.exact_summary(p, sample_rows=1000)
-        a, b = runlog_from_summary(fast, str(p), warn=False), runlog_from_summary(exact, str(p), warn=False)
+        a, b = _runlog(fast, str(p), warn=False), _runlog(exact, str(p), warn=False)
         assert a.rates.equals(b.rates), lines
 
 

@@ -269,7 +269,7 @@ def test_cli_bad_summary_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("sample_rows", [None, 600])
 def test_a_directory_of_rank_files_advises_as_the_whole_log(sync_log, tmp_path, monkeypatch, sample_rows):
-    """`dflash-advise DIR` (load_logs -> load.load_run) merges the ranks as summaries: exact when sampled."""
+    """`dflash-advise DIR` (load_logs -> load._run) merges the ranks as summaries: exact when sampled."""
     if sample_rows:
         monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", sample_rows)
     d = tmp_path / "ranks"
