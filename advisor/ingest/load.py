@@ -152,6 +152,7 @@ class FileRead:
 
     @classmethod
     def of(cls, path: Path, header: RunHeader, end: dict[str, Any] | None) -> FileRead:
+        """What one file gave."""
         return cls(display_path(str(path)), header, dict(end) if end is not None else None)
 
 
