@@ -27,10 +27,8 @@ maps logs to summaries where they live and reduces them into one (`advisor.inges
 and the advisor reads that.
 
 When a role was sampled (:attr:`Summary.sampled`), counts, rates and shares come from the bins
-(:class:`Totals`): `advisor.measure.steady.find_steady_binned` runs the warm-up rule on
-completions per bin (the whole log), and `advisor.fit.sampled.sampled_role_fits` replaces the
-sample's counts and sums in a fit by the binned ones; the sample serves variability, the
-step-time line, simulation and plots.
+(:class:`Totals`, through `RunLog.window_sums` and the like); the sample serves variability,
+the step-time line, simulation and plots.
 """
 
 from __future__ import annotations

@@ -314,7 +314,7 @@ def test_sampled_loader_bound_run_keeps_its_loader_capacity(tmp_path, monkeypatc
     assert whole.input_bound and samp.input_bound
     assert samp.capacity_bps == pytest.approx(whole.capacity_bps, rel=0.03)
     # the SCV is un-thinned from the sample (exact only for renewal arrivals; see
-    # advisor.fit.sampled.sampled_loader_and_sync)
+    # advisor.fit.roles.loader_and_sync_from_counts)
     assert math.isfinite(samp.scv) and samp.scv >= 0
 
 
