@@ -39,7 +39,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -666,12 +666,3 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
             raise LogError(
                 path, None, f"is not a valid summary: counts {short_repr(c)} are not whole numbers >= 0", f"counts.{r}"
             )
-
-
-def merge_all(summaries: Iterable[Summary]) -> Summary:
-    """Merge summaries of one run into the first, in order (`Summary.merge`, copies tested)."""
-    it = iter(summaries)
-    first = next(it)
-    for s in it:
-        first.merge(s)
-    return first

@@ -20,10 +20,19 @@ from advisor.errors import LogError
 from advisor.ingest import sample, summary
 from advisor.ingest.load import load_log, summarize_paths
 from advisor.ingest.stream import summarize_log
-from advisor.ingest.summary import merge_all, read_summary
+from advisor.ingest.summary import read_summary
 from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def merge_all(summaries):
+    """Merge summaries of one run into the first, in order (`Summary.merge`, copies tested)."""
+    it = iter(summaries)
+    first = next(it)
+    for s in it:
+        first.merge(s)
+    return first
 
 
 FIXTURE_2X1 = Path(__file__).resolve().parents[2] / "fixtures" / "cpu-2x1.jsonl"
