@@ -2,9 +2,11 @@
 
 Up to ``sample_rows`` (300k) steps per role the frames hold every step, as read. Past that,
 ``RunLog.sampled`` is true, ``steps`` is a uniform sample of each larger role's steps, and
-``RunLog.totals`` holds the exact time-binned counts and sums that `steady` and `fit` then use
-for counts, rates and shares (see `advisor.ingest.summary`); `RunLog.is_sampled` says, per
-role, whether its steps are such a sample.
+``RunLog.totals`` holds the exact time-binned counts and sums of every step (see
+`advisor.ingest.summary`); `RunLog.is_sampled` says, per role, whether its steps are such a
+sample. Counts and sums over a window (`RunLog.window_sums`, `RunLog.completions`,
+`RunLog.completion_counts`, `RunLog.sync_count`) are asked of the RunLog, which reads them off
+the steps or off the bins: exact either way, so `measure` and `fit` ask alike.
 
 Frames (documented columns):
 - ``steps``: t, role (category), worker, batch, tokens, seqs, busy, wait, blocked, loss; sorted by t.
