@@ -4,7 +4,7 @@
 A user who gives a role's capacity as a lower bound (``what-if --drafter-bps '>=9'``) knows only
 that the role kept up. The sweeps of ``fixtures/sweep/`` measure how much room such a role had:
 at each logged split the role with the lower busy share (busy over busy, wait and blocked, the
-steady window's sums, `advisor.measure.observe.window_sums`) is the one not binding, and its capacity lies
+steady window's sums, `advisor.ingest.runlog.RunLog.window_sums`) is the one not binding, and its capacity lies
 ``1 / share`` above the throughput. Per sweep and split (the mean share over the repeats), the
 log slack ``u = -ln(share)``; an exponential's scale by maximum likelihood is the mean of ``u``,
 which ``advisor.decide.odds.OPEN_SLACK_LOG`` takes, and the largest ``u`` its cap
@@ -38,7 +38,7 @@ def idle_side(path: Path) -> tuple[str, str, float]:
     """(split, role, busy share) of the role with the lower busy share in one log."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AdvisorWarning)
-        ml = measure_log(load_log(path), with_sums=True)
+        ml = measure_log(load_log(path))
     shares = {role: w["busy"] / (w["busy"] + w["wait"] + w["blocked"]) for role, w in ml.sums.items()}
     role = min(shares, key=shares.__getitem__)
     split = "-".join(str(n) for n in ml.log.header.roles.values())

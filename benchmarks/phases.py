@@ -14,7 +14,7 @@ with importing count). The phases:
   range on its threads while the range before is checked and folded);
 - ``fold``: each range's column checks and the summary's ``add_*`` (`scan._Scan.block`);
 - ``exact``: the exact line-by-line pass (`advisor.ingest.parse.parse_piece`), where it runs;
-- ``frames``: the RunLog of the summary (`advisor.ingest.load.runlog_from_summary`);
+- ``frames``: the RunLog of the summary (`advisor.ingest.load._runlog`);
 - ``measure+fit``: `measure_logs` and `fit_pipeline`;
 - ``project``: the table of every split and its exact refinement (`project`, `refine_weak_spots`);
 - ``decide``: `reconcile`, `gather`, `decide`, `observed_split`;
@@ -102,7 +102,7 @@ timed(SC, "_lines", "read")
 timed(SC, "_result", "parse")
 timed(SC._Scan, "block", "fold")
 timed(S, "parse_piece", "exact")
-timed(L, "runlog_from_summary", "frames")
+timed(L, "_runlog", "frames")
 timed(A, "load_logs", "ingest wall")
 for n in ("measure_logs", "fit_pipeline"):
     timed(A, n, "measure+fit")

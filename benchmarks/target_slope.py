@@ -4,7 +4,7 @@
     python3 benchmarks/target_slope.py ded16 cpu32  # these only
 
 Per run of a sweep, the mean busy time of a target's step and of a drafter's over the log's steady
-window (the advisor's own: warm-up and the final drain cut, `advisor.measure.observe.window_sums`,
+window (the advisor's own: warm-up and the final drain cut, `advisor.ingest.runlog.RunLog.window_sums`,
 as the fit reads it); per sweep,
 the least-squares slope of the log means on the target count over all its runs (each role's step
 per target added, at the sweep's G). The last line: the mean and standard deviation of the
@@ -35,7 +35,7 @@ def run_means(path: Path) -> tuple[float, float]:
     """Log mean busy seconds of a target's and a drafter's step in one run's steady window."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AdvisorWarning)
-        sums = measure_log(load_log(path), with_sums=True).sums
+        sums = measure_log(load_log(path)).sums
     return tuple(float(np.log(sums[r]["busy"] / sums[r]["n"])) for r in ("target", "drafter"))
 
 

@@ -22,8 +22,15 @@ import numpy as np
 from advisor.errors import AssumptionWarning, ContentionWarning, LogError, SettingsError
 from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
-from advisor.fit.roles import drift, role_from_rates, role_from_steps, stacked, step_lines
-from advisor.fit.sampled import sampled_loader_and_sync, sampled_role_fits
+from advisor.fit.roles import (
+    drift,
+    loader_and_sync_from_counts,
+    role_fits_from_sums,
+    role_from_rates,
+    role_from_steps,
+    stacked,
+    step_lines,
+)
 from advisor.fit.splits import (
     contention_priors,
     contention_ref_busy,
@@ -143,7 +150,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
     observed = tuple(m.observed.with_tokens(tokens_mean) for m in ms)
     if any(ms[i].log.sampled for i in with_steps):
         # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned sums
-        (pfit, cfit), tokens_mean, seqs_mean = sampled_role_fits(ms, same, (pfit, cfit))
+        (pfit, cfit), tokens_mean, seqs_mean = role_fits_from_sums(ms, same, (pfit, cfit))
     return _Roles(
         producer=pfit,
         consumer=cfit,
@@ -359,7 +366,7 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     loader = fit_loader(measured.logs[0], roles.producer)
     if measured.sampled:
         # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
-        sync, loader = sampled_loader_and_sync(measured.logs, sync, loader)
+        sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
     total = None
     if head.samples and head.epochs and roles.seqs_mean:
         total = head.samples * head.epochs / roles.seqs_mean

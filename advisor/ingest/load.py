@@ -1,18 +1,12 @@
 """Read rate logs (JSONL or .jsonl.gz) into :class:`~advisor.ingest.runlog.RunLog` s, in bounded memory.
 
-Errors name file, line and field.
-
-Data flow: each file through `advisor.ingest.stream.summarize_log` (polars' scan, or the exact
-line-by-line pass that names a bad line) into a mergeable :class:`~advisor.ingest.summary.Summary`
-(exact counts, time-binned sums, a bounded uniform sample of steps per role); the files of one
-run merged as summaries, in order; DataFrames from the summary (`advisor.ingest.frames`).
-
-Here: the public loaders. `load_log` (one file), `load_logs` (the command line's arguments: plain
-files, directories and globs of per-rank files, `advisor.ingest.ranks`), `load_run` (the files of
-one run, merged as summaries), `summarize_paths` (one merged summary, for `dflash-advise
-summarize`) and `runlog_from_summary`. The frames and the sampling of large logs are documented
-in `advisor.ingest.runlog`; a file written by `dflash-advise summarize` is read the same way (it
-is recognised by its first bytes).
+Errors name file, line and field. Each file goes through `advisor.ingest.stream.summarize_log`
+(polars' scan, or the line-by-line pass that names a bad line) into a mergeable
+:class:`~advisor.ingest.summary.Summary`; the files of one run merge as summaries, in order
+(`_merged`); the frames come from the summary (`_runlog`). `load_logs` takes the command line's
+paths (plain files, directories and globs of per-rank files, `advisor.ingest.ranks`; probe
+segments, `advisor.ingest.probes`); `load_log` one file, with its limits; `summarize_paths` the
+merged summary itself, for `dflash-advise summarize`.
 """
 
 from __future__ import annotations
@@ -57,7 +51,7 @@ def _warn_unknown(summ: Summary, path: str) -> None:
                     f"{display_path(path)}: unknown field '{_shown(name)}' in {where} ignored; "
                     f"did you mean '{near}'? ('{near}' reads as not logged there)"
                 ),
-                stacklevel=4,
+                stacklevel=3,
             )
     unknown = dict(summ.unknown)
     if unknown:
@@ -67,7 +61,7 @@ def _warn_unknown(summ: Summary, path: str) -> None:
                 f"({', '.join(f'{_shown(k)}: {v}' for k, v in list(unknown.items())[:10])}"
                 f"{', ...' if len(unknown) > 10 else ''})"
             ),
-            stacklevel=4,
+            stacklevel=3,
         )
 
 
@@ -84,44 +78,33 @@ def _warn_unit(summ: Summary, path: str) -> None:
             f"{display_path(path)}: a batch of this log is one {_shown(unit)} (the header's 'unit'{by}): "
             f"every b/s in this report is {_shown(unit)}s/s"
         ),
-        stacklevel=4,
+        stacklevel=3,
     )
 
 
-def _warn_read(summ: Summary, path: str) -> None:
-    """The caveats of reading one log: unknown events and fields, and a batch in another unit."""
-    _warn_unknown(summ, path)
-    _warn_unit(summ, path)
-
-
-def runlog_from_summary(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
+def _runlog(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
     header = summ.header
     cols, codes, _ = summ.steps()
     steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
-    syncs = syncs_frame(summ.syncs())
     rc = summ.rates_columns()
     rates = rates_columns_frame(rc or rates_columns([], header), merged=len(summ.paths) > 1)
-    unknown = dict(summ.unknown)
     if warn:
-        _warn_read(summ, path)
-    end_obj = summ.end
-    if end_obj is not None:
-        end_obj = {k: v for k, v in end_obj.items() if v is not None}
-    sampled = summ.sampled
-    # the path is only ever shown (reports, caveats): make it one printable line
+        _warn_unknown(summ, path)
+        _warn_unit(summ, path)
+    end = {k: v for k, v in summ.end.items() if v is not None} if summ.end is not None else None
     return RunLog(
-        path=display_path(path),
+        path=display_path(path),  # only ever shown (reports, caveats): one printable line
         header=header,
         steps=steps,
-        syncs=syncs,
+        syncs=syncs_frame(summ.syncs()),
         rates=rates,
-        end=end_obj,
+        end=end,
         n_lines=summ.n_lines,
-        unknown_events=unknown,
+        unknown_events=dict(summ.unknown),
         unknown_fields=dict(summ.unknown_fields),
-        sampled=sampled,
-        totals=summ.totals() if sampled else None,
+        sampled=summ.sampled,
+        totals=summ.totals() if summ.sampled else None,
         t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
         n_steps={r: summ.n_steps(r) for r in summ.roles},
         source=str(path) if len(summ.paths) == 1 else None,
@@ -154,10 +137,8 @@ def load_log(
     Raises:
         LogError: (file:line: field ...) on unusable input.
     """
-    summ = summarize_log(
-        path, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines, sample_rows=sample_rows
-    )
-    return runlog_from_summary(summ, str(path))
+    limits = {"max_line_bytes": max_line_bytes, "max_bytes": max_bytes, "max_lines": max_lines}
+    return _runlog(summarize_log(path, sample_rows=sample_rows, **limits), str(path))
 
 
 @dataclass(frozen=True)
@@ -175,35 +156,31 @@ class FileRead:
         return cls(display_path(str(path)), header, dict(end) if end is not None else None)
 
 
-def _fold(
-    files: Sequence[Path], summaries: Iterable[Summary], *, check: bool, copies: bool = False
-) -> tuple[Summary, list[FileRead]]:
-    """The summaries of one run's ``files`` merged in order, each file's `FileRead` kept (``check``:
-    each header checked against the first file's). The merges skip their test for copied steps
-    (``copies`` False) and the sample keys of all are tested once at the end (`sample.copied_keys`):
-    where that finds a key twice, the caller folds again with the test at every merge."""
-    acc: Summary | None = None
-    reads: list[FileRead] = []
-    keys: dict[str, list[np.ndarray]] = {}
-    for f, summ in zip(files, summaries):
-        read = FileRead.of(f, summ.header, summ.end)
-        if check and reads:
-            check_same_header([reads[0], read])
-        reads.append(read)
-        for r in summ.roles:
-            keys.setdefault(r, []).append(summ.samples[r].compact()[1])
-        acc = summ if acc is None else acc.merge(summ, copies=copies)
-    if not copies and any(copied_keys(k) for k in keys.values()):
-        raise _Copies
-    return acc, reads
-
-
 class _Copies(Exception):
     """Some steps of the files folded are copies: fold again, testing each merge (its error names them)."""
 
 
-def _fold_run(
-    files: Sequence[Path], *, check: bool, sample_rows: int | None = None, held: Sequence[Summary] | None = None
+def _fold(files: Sequence[Path], summaries: Iterable[Summary], *, check: bool, copies: bool) -> tuple[Summary, list]:
+    """The summaries of one run's ``files`` merged in order, each file's `FileRead` kept (``check``:
+    each header checked against the first file's). Without ``copies`` the merges skip their test
+    for copied steps and the sample keys of all are tested once at the end (`sample.copied_keys`):
+    where that finds a key twice, `_Copies` (the caller folds again with the test at every merge)."""
+    acc: Summary | None = None
+    reads: list[FileRead] = []
+    keys: list[list[np.ndarray]] = []
+    for f, summ in zip(files, summaries):
+        reads.append(FileRead.of(f, summ.header, summ.end))
+        if check and len(reads) > 1:
+            check_same_header([reads[0], reads[-1]])
+        keys.append([summ.samples[r].compact()[1] for r in summ.roles])
+        acc = summ if acc is None else acc.merge(summ, copies=copies)
+    if not copies and any(copied_keys(list(k)) for k in zip(*keys)):
+        raise _Copies
+    return acc, reads
+
+
+def _merged(
+    files: Sequence[Path], *, check: bool = True, sample_rows: int | None = None, held: Sequence[Summary] | None = None
 ) -> tuple[Summary, list[FileRead]]:
     """The files of one run read (or ``held``, read already) and merged, in order: all at once by
     the fast pass where it can (`advisor.ingest.scan.scan_run`), else one by one."""
@@ -212,12 +189,10 @@ def _fold_run(
     if held is None and len(files) > 1 and not any(is_summary(f) for f in files):
         got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
         if got is not None:
-            summ, per_file = got
-            reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, per_file)]
-            if check:
-                for read in reads[1:]:
-                    check_same_header([reads[0], read])
-            return summ, reads
+            reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, got[1])]
+            for read in reads[1:] if check else ():
+                check_same_header([reads[0], read])
+            return got[0], reads
 
     def read(quiet: bool) -> Iterable[Summary]:
         for i, f in enumerate(files):
@@ -225,65 +200,51 @@ def _fold_run(
                 yield held[i]
                 continue
             with warnings.catch_warnings():
-                if quiet:
+                if quiet:  # (read again: warned of the first time)
                     warnings.simplefilter("ignore")
                 yield summarize_log(f, sample_rows=sample_rows)
 
     try:
-        return _fold(files, read(False), check=check)
+        return _fold(files, read(False), check=check, copies=False)
     except _Copies:
         return _fold(files, read(True), check=check, copies=True)
 
 
-def _run_from_fold(
-    files: Sequence[Path], folded: tuple[Summary, list[FileRead]], path: str, *, warn: bool = True
-) -> RunLog:
-    """One run from the fold of its per-rank ``files``: the run's end is `ranks`' merged end of
-    the files' own ends. ``warn``: warn of the run's unknown events and fields (False where each
-    file was warned of as it was read)."""
-    summ, reads = folded
-    end = merged_end(reads)
-    summ.end = dict(end) if end is not None else None
-    summ.paths = [str(f) for f in files]
-    return runlog_from_summary(summ, path, warn=warn)
-
-
-def load_run(files: Sequence[str | Path], path: str) -> RunLog:
+def _run(files: Sequence[Path], name: str, held: Sequence[Summary] | None = None) -> RunLog:
     """One run from its per-rank files, merged as summaries: exact and in bounded memory.
 
     Headers must be equal (`ranks.check_same_header`, which names the file and field); the run's
-    end is `ranks`' merged end; the same steps in two files are refused (`Summary.merge`).
-    """
-    files = [Path(f) for f in files]
-    if len(files) == 1:
+    end is `ranks`' merged end of the files' own; the same steps in two files are refused
+    (`Summary.merge`). Files ``held`` were warned of as they were read."""
+    if len(files) == 1 and held is None:
         return load_log(files[0])
-    return _run_from_fold(files, _fold_run(files, check=True), path)
+    summ, reads = _merged(files, held=held)
+    end = merged_end(reads)
+    summ.end = dict(end) if end is not None else None
+    summ.paths = [str(f) for f in files]
+    return _runlog(summ, name, warn=held is None)
 
 
 def summarize_paths(paths: Sequence[str | Path], *, sample_rows: int | None = None) -> Summary:
     """One merged summary of several logs (or summaries) of one run, folded in path order."""
     files = [f for p in paths for f in expand(p)[0]]
-    return _fold_run(files, check=False, sample_rows=sample_rows)[0]
+    return _merged(files, check=False, sample_rows=sample_rows)[0]
 
 
 def _summary_workers(summ: Summary) -> set[tuple[str, int]]:
     """The (role, worker) pairs of a summary's kept steps: those of its RunLog's steps frame."""
-    out: set[tuple[str, int]] = set()
-    for r in summ.roles:
-        cols, _ = summ.samples[r].compact()
-        out.update((r, int(w)) for w in np.unique(cols["worker"]))
-    return out
+    return {(r, int(w)) for r in summ.roles for w in np.unique(summ.samples[r].compact()[0]["worker"])}
 
 
 def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     """Parse several logs (e.g. the same job at different splits).
 
     A directory or a (quoted) glob is one run written as per-rank files, and so are plain files
-    that are evidently ranks of one run; see `advisor.ingest.ranks` for the rules. A directory
-    of probe segments (headers with ``probe``) gives one log per segment, in segment order
-    (`advisor.ingest.probes`). Each file is read
-    once: plain files are held as summaries until it is known which are ranks of one run (e.g. a
-    glob the shell expanded), whose summaries then merge, exactly, as a directory's do.
+    that are evidently ranks of one run (`advisor.ingest.ranks`). A directory of probe segments
+    (headers with ``probe``) gives one log per segment, in segment order (`advisor.ingest.probes`).
+    Each file is read once: plain files are held as summaries until it is known which are ranks
+    of one run (e.g. a glob the shell expanded), whose summaries then merge, exactly, as a
+    directory's do.
     """
     paths = list(paths)
     if not paths:
@@ -293,29 +254,24 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
     for p in paths:
         files, one_run = expand(p)
         segments = probe_segments(files) if one_run and len(files) > 1 else None
-        if segments is not None:  # a probe's directory: one log per segment (advisor.ingest.probes)
-            logs.extend(load_run(g, group_name([display_path(str(f)) for f in g])) for g in segments)
-            continue
-        if one_run:
-            logs.append(load_run(files, str(p)))
-            continue
-        summ = summarize_log(files[0])
-        _warn_read(summ, str(files[0]))  # in file order, where a RunLog of it would have warned
-        held[len(logs)] = (files[0], summ)
-        logs.append(None)
+        if segments is not None:
+            logs.extend(_run(g, group_name([display_path(str(f)) for f in g])) for g in segments)
+        elif one_run:
+            logs.append(_run(files, str(p)))
+        else:
+            summ = summarize_log(files[0])
+            _warn_unknown(summ, str(files[0]))  # in file order, where a RunLog of it would have warned
+            _warn_unit(summ, str(files[0]))
+            held[len(logs)] = (files[0], summ)
+            logs.append(None)
     headers = [held[i][1].header if lg is None else lg.header for i, lg in enumerate(logs)]
     groups = rank_groups(headers, lambda i: _summary_workers(held[i][1]), [i in held for i in range(len(logs))])
     dropped: set[int] = set()
     for g in groups:
         members = [held.pop(i) for i in g]
         name = group_name([display_path(str(f)) for f, _ in members])
-        # merged as summaries, exactly (advisor.ingest.summary): the run's sample is the one of the
-        # whole log, as from a folder of the files; each file was warned of as it was held
-        files = [f for f, _ in members]
-        folded = _fold_run(files, check=True, held=[s for _, s in members])
-        logs[g[0]] = _run_from_fold(files, folded, name, warn=False)
+        logs[g[0]] = _run([f for f, _ in members], name, held=[s for _, s in members])
         dropped.update(g[1:])
-    for i in list(held):
-        f, summ = held.pop(i)
-        logs[i] = runlog_from_summary(summ, str(f), warn=False)
+    for i, (f, summ) in held.items():
+        logs[i] = _runlog(summ, str(f), warn=False)
     return [lg for i, lg in enumerate(logs) if i not in dropped]

@@ -2,9 +2,11 @@
 
 Up to ``sample_rows`` (300k) steps per role the frames hold every step, as read. Past that,
 ``RunLog.sampled`` is true, ``steps`` is a uniform sample of each larger role's steps, and
-``RunLog.totals`` holds the exact time-binned counts and sums that `steady` and `fit` then use
-for counts, rates and shares (see `advisor.ingest.summary`); `RunLog.is_sampled` says, per
-role, whether its steps are such a sample.
+``RunLog.totals`` holds the exact time-binned counts and sums of every step (see
+`advisor.ingest.summary`); `RunLog.is_sampled` says, per role, whether its steps are such a
+sample. Counts and sums over a window (`RunLog.window_sums`, `RunLog.completions`,
+`RunLog.completion_counts`, `RunLog.sync_count`) are asked of the RunLog, which reads them off
+the steps or off the bins: exact either way, so `measure` and `fit` ask alike.
 
 Frames (documented columns):
 - ``steps``: t, role (category), worker, batch, tokens, seqs, busy, wait, blocked, loss; sorted by t.
@@ -22,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from advisor.ingest.schema import RunHeader
 from advisor.ingest.summary import Totals
@@ -67,3 +71,53 @@ class RunLog:
         if self.t_max_s is not None:
             ts.append(self.t_max_s)
         return float(max(ts)) if ts else 0.0
+
+    def _role_steps(self, role: str, start_s: float, end_s: float):
+        s = self.steps
+        t = s["t"]
+        return s[(t >= start_s) & (t <= end_s + 1e-9) & (s["role"] == role)]
+
+    def window_sums(
+        self, role: str, start_s: float, end_s: float, steps: pd.DataFrame | None = None
+    ) -> dict[str, float]:
+        """Count and sums of busy, busy^2, wait, blocked, tokens, seqs of ``role``'s steps in
+        [start_s, end_s]: off the exact bins where the log is sampled, else off ``steps`` (that
+        role's steps in the window, where at hand) or the log's."""
+        if self.totals is not None:
+            return self.totals.window(role, start_s, end_s)
+        st = steps if steps is not None else self._role_steps(role, start_s, end_s)
+        busy = st["busy"].to_numpy(float)
+        seqs = st["seqs"].to_numpy(float)
+        return {
+            "n": float(len(st)),
+            "busy": float(busy.sum()),
+            "busy2": float((busy * busy).sum()),
+            "wait": float(st["wait"].sum()),
+            "blocked": float(st["blocked"].sum()),
+            "tokens": float(st["tokens"].sum()),
+            "seqs": float(np.nansum(seqs)),
+            "n_seqs": float((~np.isnan(seqs)).sum()),
+        }
+
+    def completions(self, role: str, start_s: float, end_s: float) -> tuple[float, float]:
+        """(completions, their tokens) of ``role`` after ``start_s``, up to ``end_s``: every one,
+        off the bins where its steps are a sample."""
+        if self.is_sampled(role):
+            s = self.totals.window(role, start_s, end_s)
+            return s["n"], s["tokens"]
+        st = self._role_steps(role, start_s, end_s)
+        done = st["t"] > start_s
+        return float(done.sum()), float(st.loc[done, "tokens"].sum())
+
+    def completion_counts(self, role: str, edges: np.ndarray) -> np.ndarray:
+        """Completions of ``role`` between ``edges``; where its steps are a sample, the exact
+        cumulative counts of the bins interpolated onto the edges."""
+        if self.is_sampled(role):
+            cum = np.concatenate(([0.0], np.cumsum(self.totals.series(role, "n"))))
+            return np.diff(np.interp(edges, np.arange(len(cum)) * self.totals.width_s, cum))
+        t = self.steps.loc[self.steps["role"] == role, "t"].to_numpy(float)
+        return np.histogram(t, bins=edges)[0].astype(float)
+
+    def sync_count(self, start_s: float, end_s: float) -> float | None:
+        """The syncs in [start_s, end_s] of a sampled log, off its bins (None where it is not sampled)."""
+        return None if self.totals is None else self.totals.sync_window(start_s, end_s)["n"]

@@ -27,10 +27,8 @@ maps logs to summaries where they live and reduces them into one (`advisor.inges
 and the advisor reads that.
 
 When a role was sampled (:attr:`Summary.sampled`), counts, rates and shares come from the bins
-(:class:`Totals`): `advisor.measure.steady.find_steady_binned` runs the warm-up rule on
-completions per bin (the whole log), and `advisor.fit.sampled.sampled_role_fits` replaces the
-sample's counts and sums in a fit by the binned ones; the sample serves variability, the
-step-time line, simulation and plots.
+(:class:`Totals`, through `RunLog.window_sums` and the like); the sample serves variability,
+the step-time line, simulation and plots.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -668,12 +666,3 @@ def _check_columns(obj: Mapping[str, Any], path: str) -> None:
             raise LogError(
                 path, None, f"is not a valid summary: counts {short_repr(c)} are not whole numbers >= 0", f"counts.{r}"
             )
-
-
-def merge_all(summaries: Iterable[Summary]) -> Summary:
-    """Merge summaries of one run into the first, in order (`Summary.merge`, copies tested)."""
-    it = iter(summaries)
-    first = next(it)
-    for s in it:
-        first.merge(s)
-    return first

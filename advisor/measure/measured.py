@@ -2,11 +2,10 @@
 
 `measure_logs` finds each log's steady window (`advisor.measure.steady`; a probe's segments at
 one split are pooled first, each segment's window found on its own: `advisor.measure.probes`),
-then reads off it, in
-one place, everything that the fit and the caveats use: the observed run (rate, tokens/s, q_hs
-depth, progress; `advisor.measure.observe`), each role's steady steps, the snapshots and syncs
-inside the window, the producers' input-queue depth, the exact binned sums where a log was
-sampled (`advisor.ingest.summary`), and the first step log's within-log contention
+then reads off it, in one place, everything that the fit and the caveats use: the observed run
+(rate, tokens/s, q_hs depth, progress; `advisor.measure.observe`), each role's steady steps and
+window sums (exact, sampled or not: `RunLog.window_sums`), the snapshots and syncs inside the
+window, the producers' input-queue depth, and the first step log's within-log contention
 (`advisor.measure.contention`). Nothing downstream opens a log's frames again to measure them.
 """
 
@@ -21,7 +20,7 @@ from advisor.errors import LogError
 from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention, estimate_within_log
 from advisor.measure.crossing import LinkSample, measure_link
-from advisor.measure.observe import ObservedRun, SegmentRate, observe, steady_steps, time_weighted_queue, window_sums
+from advisor.measure.observe import ObservedRun, SegmentRate, observe, steady_steps, time_weighted_queue
 from advisor.measure.probes import pooled_with_rates
 from advisor.measure.steady import SteadyWindow, find_steady
 
@@ -33,8 +32,8 @@ class MeasuredLog:
     ``steps``: each role's steady steps (time order; empty without step events); ``rates`` and
     ``syncs``: the snapshots and syncs inside the window; ``pre_mean_depth``: the time-weighted
     depth of the producers' input queue (None where not logged); ``sums``: per role, the window's
-    count and sums of busy, busy^2, wait, blocked, tokens, seqs (`window_sums`), and
-    ``sync_count`` the syncs in it, both filled only when some log of the set was sampled.
+    count and sums of busy, busy^2, wait, blocked, tokens, seqs (`RunLog.window_sums`), and
+    ``sync_count`` the syncs in it where the log is sampled (`RunLog.sync_count`).
     """
 
     log: RunLog
@@ -87,7 +86,7 @@ def _in_window(frame: pd.DataFrame, win: SteadyWindow) -> pd.DataFrame:
 
 
 def measure_log(
-    log: RunLog, *, with_sums: bool = False, window: SteadyWindow | None = None, segments: tuple[SegmentRate, ...] = ()
+    log: RunLog, *, window: SteadyWindow | None = None, segments: tuple[SegmentRate, ...] = ()
 ) -> MeasuredLog:
     """One log's steady window and what it shows (see :class:`MeasuredLog`)."""
     win = window if window is not None else find_steady(log)
@@ -103,12 +102,7 @@ def measure_log(
         # the drafter's own service: its busy less the link's wait and transfer (advisor.measure.crossing)
         link, steps[head.consumer] = measure_link(log, steps[head.consumer])
     pre = head.queue_feeding(head.producer)
-    sums: dict[str, dict[str, float]] = {}
-    sync_count = None
-    if with_sums:
-        sums = {r: window_sums(log, win, r, steps.get(r)) for r in roles}
-        if log.totals is not None:
-            sync_count = log.totals.sync_window(win.start_s, win.end_s)["n"]
+    sums = {r: log.window_sums(r, win.start_s, win.end_s, steps.get(r)) for r in roles}
     observed = replace(observe(log, win), segments=tuple(segments))
     return MeasuredLog(
         log=log,
@@ -119,7 +113,7 @@ def measure_log(
         syncs=_in_window(log.syncs, win),
         pre_mean_depth=time_weighted_queue(log, win, pre.name)[0] if pre else None,
         sums=sums,
-        sync_count=sync_count,
+        sync_count=log.sync_count(win.start_s, win.end_s),
         link=link,
     )
 
@@ -138,8 +132,7 @@ def measure_logs(logs: Sequence[RunLog]) -> Measurement:
                 f"({list(head.roles)}); logs fitted together must be of the same job",
                 "roles",
             )
-    with_sums = any(lg.sampled for lg in logs)
-    measured = tuple(measure_log(lg, with_sums=with_sums, window=w, segments=r) for lg, w, r in pooled_with_rates(logs))
+    measured = tuple(measure_log(lg, window=w, segments=r) for lg, w, r in pooled_with_rates(logs))
     first = next((m for m in measured if m.log.has_steps), None)
     within = None
     if first is not None:

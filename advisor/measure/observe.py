@@ -3,15 +3,11 @@
 The fit (capacities, observed rate), the report's "measured at" reasons and the plots (completion
 rates, q_hs occupancy) all read the log through these functions, so that the observed rate, the
 completion counts and the queue depths are computed once and the same way, whether the log was
-read whole or sampled (`advisor.ingest.summary`: a large log keeps a uniform sample of its steps beside
-exact time-binned sums, and every count here then comes from the sums).
+read whole or sampled (the counts and sums come from `RunLog`, exact either way).
 
 - ``steady_steps``: the step rows inside a steady window.
-- ``window_sums``: per role, count and sums of busy, busy^2, wait, blocked, tokens, seqs in a
-  window (exact on sampled logs).
-- ``completions``: consumer completions after the window opens and their tokens: the observed
-  rate is ``n / window`` (the window opens at a completion, so that one is not counted).
-- ``completion_counts``: completions per time bin, for the rates plot.
+- ``observe``: the observed rate is the consumer's completions after the window opens over the
+  window (`RunLog.completions`; the window opens at a completion, so that one is not counted).
 - ``queue_series`` and ``time_weighted_queue``: a queue's logged depth over time (``rates``
   snapshots, weighted by their windows), its mean and the share of time it was full.
 """
@@ -74,46 +70,6 @@ def steady_steps(log: RunLog, win: SteadyWindow) -> pd.DataFrame:
     return s[win.mask(s["t"])]
 
 
-def window_sums(log: RunLog, win: SteadyWindow, role: str, steps: pd.DataFrame | None = None) -> dict[str, float]:
-    """Count and sums of one role's steps inside the window (exact binned sums on sampled logs)."""
-    if log.totals is not None:
-        return log.totals.window(role, win.start_s, win.end_s)
-    st = steps if steps is not None else log.steps[win.mask(log.steps["t"]) & (log.steps["role"] == role)]
-    busy = st["busy"].to_numpy(float)
-    seqs = st["seqs"].to_numpy(float)
-    return {
-        "n": float(len(st)),
-        "busy": float(busy.sum()),
-        "busy2": float((busy * busy).sum()),
-        "wait": float(st["wait"].sum()),
-        "blocked": float(st["blocked"].sum()),
-        "tokens": float(st["tokens"].sum()),
-        "seqs": float(np.nansum(seqs)),
-        "n_seqs": float((~np.isnan(seqs)).sum()),
-    }
-
-
-def completions(log: RunLog, win: SteadyWindow, role: str) -> tuple[float, float]:
-    """(completions, their tokens) of ``role`` after the window opens, up to its end."""
-    if log.is_sampled(role):
-        s = log.totals.window(role, win.start_s, win.end_s)
-        return s["n"], s["tokens"]
-    st = steady_steps(log, win)
-    done = (st["role"] == role) & (st["t"] > win.start_s)
-    return float(done.sum()), float(st.loc[done, "tokens"].sum())
-
-
-def completion_counts(log: RunLog, role: str, edges: np.ndarray) -> np.ndarray:
-    """Completions of ``role`` per time bin."""
-    if log.is_sampled(role):
-        # cumulative exact counts, interpolated onto the requested edges
-        tot = log.totals
-        cum = np.concatenate(([0.0], np.cumsum(tot.series(role, "n"))))
-        return np.diff(np.interp(edges, np.arange(len(cum)) * tot.width_s, cum))
-    t = log.steps.loc[log.steps["role"] == role, "t"].to_numpy(float)
-    return np.histogram(t, bins=edges)[0].astype(float)
-
-
 def queue_series(
     log: RunLog, name: str, win: SteadyWindow | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -156,7 +112,7 @@ def observe(log: RunLog, win: SteadyWindow) -> ObservedRun:
         eta = float(last["eta_s"]) if "eta_s" in last and pd.notna(last["eta_s"]) else None
     span = max(win.duration_s, 1e-12)
     if log.has_steps:
-        n, tokens = completions(log, win, consumer)
+        n, tokens = log.completions(consumer, win.start_s, win.end_s)
         bps, tok = n / span, tokens / span
     else:
         r = log.rates[win.mask(log.rates["t"])]

@@ -11,7 +11,7 @@ taken together. So, per probe and split:
 2. the windows are laid end to end, in segment order: segment k's rows inside its window are
    shifted by ``offset_k - start_k``, where ``offset_k`` is the total length of the windows
    before it; a later segment's opening completion (the instant its window starts, not counted
-   by `advisor.measure.observe.completions`) is left out, so the pooled rate is
+   by `RunLog.completions`) is left out, so the pooled rate is
 
        X = (n_1 + ... + n_K) / (d_1 + ... + d_K)
 
@@ -131,13 +131,9 @@ def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, t
     return log, win, segment_rates(segments, wins)
 
 
-def pooled_logs(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None]]:
-    """The logs with each probe's segments at one split pooled (`pool_with_rates`)."""
-    return [(lg, w) for lg, w, _ in pooled_with_rates(logs)]
-
-
 def pooled_with_rates(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None, tuple[SegmentRate, ...]]]:
-    """`pooled_logs`, each pooled log with its segments' own rates."""
+    """The logs with each probe's segments at one split pooled (`pool_with_rates`), each pooled
+    log with its window and its segments' own rates (a log not pooled: None and none)."""
     groups: dict[tuple | int, list[RunLog]] = {}  # by probe and split (any other log: by its position)
     for i, lg in enumerate(logs):
         key = probe_key(lg)
@@ -145,4 +141,4 @@ def pooled_with_rates(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow
     return [(g[0], None, ()) if len(g) == 1 else pool_with_rates(g) for g in groups.values()]
 
 
-__all__ = ["pool_with_rates", "pooled_logs", "pooled_with_rates", "probe_key", "segment_rates"]
+__all__ = ["pool_with_rates", "pooled_with_rates", "probe_key", "segment_rates"]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from advisor.measure.observe import completion_counts, queue_series
+from advisor.measure.observe import queue_series
 from advisor.model.params import Source
 from advisor.settings import DEFAULT_MIN_EFFICIENCY, role_plural
 
@@ -464,7 +464,7 @@ def _no_log(ax: Any) -> Any:
 
 
 def _completion_rates(log: Any, role: str, edges: np.ndarray, end_s: float) -> np.ndarray:
-    counts = completion_counts(log, role, edges)
+    counts = log.completion_counts(role, edges)
     # the last bin may stick out past the log's end: divide by the time it covers
     covered = np.clip(np.minimum(edges[1:], end_s) - edges[:-1], 1e-9, None)
     return counts / covered

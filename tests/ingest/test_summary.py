@@ -20,10 +20,19 @@ from advisor.errors import LogError
 from advisor.ingest import sample, summary
 from advisor.ingest.load import load_log, summarize_paths
 from advisor.ingest.stream import summarize_log
-from advisor.ingest.summary import merge_all, read_summary
+from advisor.ingest.summary import read_summary
 from advisor.present.json import advice_json
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def merge_all(summaries):
+    """Merge summaries of one run into the first, in order (`Summary.merge`, copies tested)."""
+    it = iter(summaries)
+    first = next(it)
+    for s in it:
+        first.merge(s)
+    return first
 
 
 FIXTURE_2X1 = Path(__file__).resolve().parents[2] / "fixtures" / "cpu-2x1.jsonl"
@@ -269,7 +278,7 @@ def test_cli_bad_summary_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("sample_rows", [None, 600])
 def test_a_directory_of_rank_files_advises_as_the_whole_log(sync_log, tmp_path, monkeypatch, sample_rows):
-    """`dflash-advise DIR` (load_logs -> load.load_run) merges the ranks as summaries: exact when sampled."""
+    """`dflash-advise DIR` (load_logs -> load._run) merges the ranks as summaries: exact when sampled."""
     if sample_rows:
         monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", sample_rows)
     d = tmp_path / "ranks"
@@ -314,7 +323,7 @@ def test_sampled_loader_bound_run_keeps_its_loader_capacity(tmp_path, monkeypatc
     assert whole.input_bound and samp.input_bound
     assert samp.capacity_bps == pytest.approx(whole.capacity_bps, rel=0.03)
     # the SCV is un-thinned from the sample (exact only for renewal arrivals; see
-    # advisor.fit.sampled.sampled_loader_and_sync)
+    # advisor.fit.roles.loader_and_sync_from_counts)
     assert math.isfinite(samp.scv) and samp.scv >= 0
 
 

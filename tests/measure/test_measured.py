@@ -37,7 +37,8 @@ def test_a_step_log_is_measured_as_its_parts(ref):
         assert (ml.steps[role]["role"] == role).all()
     assert m.with_steps == [0] and not m.sampled
     assert m.within is not None  # the first step log's within-log contention
-    assert ml.sums == {}  # binned sums only where a log is sampled
+    sums = ml.sums["drafter"]  # the window's sums, off the steps where the log is not sampled
+    assert sums["n"] == len(ml.steps["drafter"]) and ml.sync_count is None
     assert ml.pre_mean_depth is None or ml.pre_mean_depth >= 0
 
 

@@ -11,7 +11,7 @@ from synth import reference_scenario, write_log
 import advisor.ingest.summary as summary
 from advisor.fit.pipeline import fit_logs
 from advisor.ingest.load import load_log
-from advisor.measure.observe import completion_counts, completions, observe, time_weighted_queue, window_sums
+from advisor.measure.observe import observe, time_weighted_queue
 from advisor.measure.steady import find_steady
 
 
@@ -25,7 +25,7 @@ def ref_log(tmp_path_factory):
 def test_observed_rate_counts_completions_after_the_window_opens(ref_log):
     lg = load_log(ref_log)
     win = find_steady(lg)
-    n, _ = completions(lg, win, "drafter")
+    n, _ = lg.completions("drafter", win.start_s, win.end_s)
     t = lg.steps.loc[lg.steps["role"] == "drafter", "t"]
     assert n == ((t > win.start_s) & (t <= win.end_s + 1e-9)).sum()
     ob = observe(lg, win)
@@ -45,14 +45,15 @@ def test_sampled_log_gives_exact_counts(ref_log, monkeypatch):
     lg = load_log(ref_log)
     assert lg.sampled and not full.sampled
     edges = np.linspace(0.0, 1800.0, 31)
-    exact = completion_counts(full, "drafter", edges)
-    binned = completion_counts(lg, "drafter", edges)
+    exact = full.completion_counts("drafter", edges)
+    binned = lg.completion_counts("drafter", edges)
     assert binned.sum() == pytest.approx(exact.sum(), rel=1e-9)
     assert np.allclose(binned[5:29], exact[5:29], rtol=0.12)
     naive = np.histogram(lg.steps.loc[lg.steps["role"] == "drafter", "t"], bins=edges)[0]
     assert naive[5:29].mean() < 0.5 * exact[5:29].mean()  # the sample alone undercounts
     win = find_steady(full)
-    assert window_sums(lg, win, "drafter")["n"] == pytest.approx(window_sums(full, win, "drafter")["n"], abs=60)
+    n_full = full.window_sums("drafter", win.start_s, win.end_s)["n"]
+    assert lg.window_sums("drafter", win.start_s, win.end_s)["n"] == pytest.approx(n_full, abs=60)
 
 
 def test_steady_steps_are_the_window_mask_rows(ref_log):

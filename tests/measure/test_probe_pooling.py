@@ -9,7 +9,7 @@ import pytest
 
 from advisor.ingest.load import load_log
 from advisor.measure.measured import measure_log, measure_logs
-from advisor.measure.probes import pooled_logs, probe_key
+from advisor.measure.probes import pooled_with_rates, probe_key
 from advisor.measure.steady import find_steady
 
 SOURCE = Path(__file__).resolve().parents[2] / "fixtures" / "cpu-2x1.jsonl"
@@ -28,7 +28,7 @@ def _segment(path: Path, k: int, cut_s: float | None = None) -> Path:
 def test_the_pooled_rate_is_every_steady_second_of_the_segments(tmp_path):
     a = load_log(_segment(tmp_path / "a.jsonl", 1))
     b = load_log(_segment(tmp_path / "b.jsonl", 2, cut_s=25.0))
-    ((pooled, win),) = pooled_logs([a, b])
+    ((pooled, win, _),) = pooled_with_rates([a, b])
     wa, wb = find_steady(a), find_steady(b)
     assert win.start_s == 0.0 and win.end_s == pytest.approx(wa.duration_s + wb.duration_s)
     ma, mb, mp = measure_log(a), measure_log(b), measure_log(pooled, window=win)
@@ -42,8 +42,8 @@ def test_segments_of_other_splits_and_other_logs_stay_apart(tmp_path):
     a = load_log(_segment(tmp_path / "a.jsonl", 1))
     plain = load_log(SOURCE)
     assert probe_key(plain) is None and probe_key(a) is not None
-    out = pooled_logs([plain, a])
-    assert [w for _, w in out] == [None, None]  # one segment of a split: measured as any log
+    out = pooled_with_rates([plain, a])
+    assert [w for _, w, _ in out] == [None, None]  # one segment of a split: measured as any log
     assert len(measure_logs([plain, a]).logs) == 2
 
 
