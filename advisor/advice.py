@@ -45,7 +45,7 @@ from advisor.project.exact import (
 from advisor.project.linked import refine_placements
 from advisor.project.model_error import carry_model_error, model_error
 from advisor.project.probed import compare_probed
-from advisor.project.rows import SplitRow, split_rows
+from advisor.project.rows import SplitRow
 from advisor.project.table import Reconciliation, local_placement, project, reconcile, split_label
 from advisor.settings import (
     ENGINE_SCALING_SE,
@@ -93,7 +93,6 @@ class Advice:
     run: str
     gpus: int
     fit: PipelineFit
-    splits: pd.DataFrame
     observed: ObservedSplit
     decision: Decision
     settings: Settings
@@ -106,7 +105,7 @@ class Advice:
         d = self.decision
         return (
             f"<Advice {self.run!r}: {self.gpus} GPUs, {d.verdict.value} {d.recommended} "
-            f"({self.splits.at[d.recommended, 'bps']:.3g} b/s), {len(self.splits)} splits, "
+            f"({self.rows[d.recommended].bps:.3g} b/s), {len(self.rows)} splits, "
             f"{len(self.warnings)} caveat(s)>"
         )
 
@@ -116,9 +115,13 @@ class Advice:
 
     @property
     def rows(self) -> Mapping[str, SplitRow]:
-        """The table's rows as records, by label (`advisor.project.rows`): what decide/ and
-        present/ read; ``splits`` is the same numbers as a DataFrame."""
+        """The table's rows, by label (`advisor.project.rows`): what decide/ and present/ read."""
         return self.decision.rows
+
+    @cached_property
+    def splits(self) -> pd.DataFrame:
+        """The table as a DataFrame indexed by "N-M" (columns documented in `advisor.project.table`)."""
+        return splits_frame(tuple(self.rows.values()))
 
     @property
     def probed(self) -> tuple[str, ...]:
@@ -188,21 +191,34 @@ def _caveat(text: str) -> None:
     warnings.warn(AssumptionWarning(text), stacklevel=3)
 
 
-def _widen_for_drift(splits: pd.DataFrame, ev: Evidence) -> pd.DataFrame:
+def splits_frame(rows: Sequence[SplitRow]) -> pd.DataFrame:
+    """The rows as the user's DataFrame, indexed by "N-M" (columns in `advisor.project.table`).
+
+    Args:
+        rows: the table's rows (`Advice.rows`' values, or `advisor.project.table.project`'s).
+
+    Returns:
+        One row per split, in their order.
+    """
+    probed = any(r.probe_segments for r in rows)
+    return pd.DataFrame([r.columns(probed) for r in rows], index=pd.Index([r.label for r in rows], name="split"))
+
+
+def _widen_for_drift(rows: tuple[SplitRow, ...], ev: Evidence) -> tuple[SplitRow, ...]:
     """A pace that moved by d% inside the window may move as much again: widen every interval."""
     if not (ev.drifting or not ev.settled):
-        return splits
+        return rows
     d = min(abs(ev.drift_pct) / 100.0, 0.9)
     if d <= 0:
-        return splits
-    df = splits.copy()
-    df["bps_low"] = df[["bps_low", "bps"]].min(axis=1) * (1 - d)
-    df["bps_high"] = df[["bps_high", "bps"]].max(axis=1) * (1 + d)
+        return rows
+    x = np.array([r.bps for r in rows], float)
+    low = np.fmin(np.array([r.bps_low for r in rows], float), x) * (1 - d)
+    high = np.fmax(np.array([r.bps_high for r in rows], float), x) * (1 + d)
     _caveat(
         f"the pace moved {ev.drift_pct:+.1f}% between the halves of the steady window: every interval is widened "
         f"by {100 * d:.0f}%"
     )
-    return df
+    return tuple(replace(r, bps_low=float(a), bps_high=float(b)) for r, a, b in zip(rows, low, high))
 
 
 def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
@@ -326,7 +342,7 @@ def _warn_crossing(fit: PipelineFit) -> None:
         )
 
 
-def _analytic(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> tuple[pd.DataFrame, bool]:
+def _analytic(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> tuple[tuple[SplitRow, ...], bool]:
     """The table before any refinement of the contenders, and whether the log's step times can drive
     an exact simulation of it (step events at the log's own budget, on one node); across nodes the
     queue and the link already simulated (`advisor.project.linked`)."""
@@ -340,10 +356,10 @@ def _project(
     fit: PipelineFit,
     logs: Sequence[RunLog],
     settings: Settings,
-    base: tuple[pd.DataFrame, bool],
+    base: tuple[tuple[SplitRow, ...], bool],
     known: Refinement | None = None,
     force: tuple[int, ...] = (),
-) -> tuple[pd.DataFrame, Refinement | None]:
+) -> tuple[tuple[SplitRow, ...], Refinement | None]:
     """The table of every split: the analytic projection (``base``, `_analytic`), its contenders
     simulated exactly where the chain is weak (`advisor.project.exact.refine_weak_spots`: one method
     for every contender; ``known`` kept, ``force`` added), and with ``--exact`` checked against the
@@ -361,9 +377,9 @@ def _project(
     return splits, refinement
 
 
-def _warn_capped(splits: pd.DataFrame, refinement: Refinement) -> None:
+def _warn_capped(rows: tuple[SplitRow, ...], refinement: Refinement) -> None:
     """A caveat where the caps on simulation left contenders analytic (their rows' ``method``)."""
-    capped = [str(x) for x in splits.index[list(refinement.capped)]]
+    capped = [rows[i].label for i in refinement.capped]
     if not capped:
         return
     shown = ", ".join(capped[:6]) + (f" and {len(capped) - 6} more" if len(capped) > 6 else "")
@@ -375,24 +391,26 @@ def _warn_capped(splits: pd.DataFrame, refinement: Refinement) -> None:
     )
 
 
-def _unmatched(splits: pd.DataFrame, decision: Decision, refinement: Refinement | None) -> tuple[int, ...]:
+def _unmatched(rows: tuple[SplitRow, ...], decision: Decision, refinement: Refinement | None) -> tuple[int, ...]:
     """Rows whose interval reaches the recommended split's lower end but whose method is analytic while
     others are simulated: the contenders of the decided pick that the screen missed (positions)."""
     if refinement is None or not refinement.ratios:
         return ()
-    floor = float(splits.at[decision.recommended, "bps_low"])
-    reach = (splits["bps_high"] >= floor) & (splits["method"] == "analytic")
-    return tuple(int(i) for i in np.flatnonzero(reach.to_numpy()))
+    floor = decision.rows[decision.recommended].bps_low
+    return tuple(i for i, r in enumerate(rows) if r.bps_high >= floor and r.method == "analytic")
 
 
-def _exact(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
-    """The table with the exact simulation's columns, and a caveat where it and the analytic model differ."""
-    out = simulate_splits(fit, tuple(logs), splits, hs_cap=settings.hs_cap)
-    worst = out["exact_gap_pct"].abs().idxmax()
-    if abs(out.at[worst, "exact_gap_pct"]) > EXACT_GAP_WARN_PCT:
+def _exact(
+    fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, rows: tuple[SplitRow, ...]
+) -> tuple[SplitRow, ...]:
+    """The rows with the exact simulation's rates, and a caveat where it and the analytic model differ."""
+    out = simulate_splits(fit, tuple(logs), rows, hs_cap=settings.hs_cap)
+    gaps = [r for r in out if not math.isnan(r.exact_gap_pct)]
+    worst = max(gaps, key=lambda r: abs(r.exact_gap_pct), default=None)
+    if worst is not None and abs(worst.exact_gap_pct) > EXACT_GAP_WARN_PCT:
         _caveat(
-            f"the analytic model and the exact simulation differ by {out.at[worst, 'exact_gap_pct']:+.1f}% at "
-            f"{worst}: trust the simulation there"
+            f"the analytic model and the exact simulation differ by {worst.exact_gap_pct:+.1f}% at "
+            f"{worst.label}: trust the simulation there"
         )
     return out
 
@@ -417,20 +435,18 @@ def _caveats(*batches: Sequence[warnings.WarningMessage]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(w.message) for w in typed))
 
 
-def _sized(fit: PipelineFit, settings: Settings, splits: pd.DataFrame) -> pd.DataFrame:
+def _sized(fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...]) -> tuple[SplitRow, ...]:
     """The table's ETAs from ``--job-hours`` where given: the rest of the job (for a next run the
     whole job) takes that long at the split the log runs (its row's rate, else the log's measured
     rate; from bare numbers the given split's), and as many batches at every other split."""
     if settings.job_s is None:
-        return splits
+        return rows
     p, c = fit.roles
     ob = fit.observed[0]
     label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
-    here = float(splits.at[label, "bps"]) if label in splits.index else ob.bps
+    here = next((r.bps for r in rows if r.label == label), ob.bps)
     left = settings.job_s * (here if here > 0 else ob.bps)
-    out = splits.copy()
-    out["eta_s"] = (left / out["bps"]).where(out["bps"] > 0)
-    return out
+    return tuple(replace(r, eta_s=left / r.bps if r.bps > 0 else math.nan) for r in rows)
 
 
 def _finish(
@@ -453,11 +469,11 @@ def _finish(
                 splits, refinement = _project(fit, logs, settings, base, refinement, force)
                 splits, recon = reconcile(fit, settings, splits)
                 splits = _sized(fit, settings, compare_probed(fit, splits))
-                splits = carry_model_error(fit.roles, splits, model_error(fit.roles, splits, recon))
+                splits = carry_model_error(splits, model_error({r.label: r for r in splits}, recon))
                 this_pass.extend(thin)  # the evidence's caveat, in its place among the pass's
-                if "probe_segments" not in splits.columns:  # a probe's rounds carry the drift in its rows' noise
+                if not any(r.probe_segments for r in splits):  # a probe's rounds carry the drift in its rows' noise
                     splits = _widen_for_drift(splits, ev)
-                rows = split_rows(fit.roles, splits)  # the table's rows as records, once
+                rows = {r.label: r for r in splits}
                 decision = decide(fit, rows, settings, ev)
             force = () if last else _unmatched(splits, decision, refinement)
             if not force:
@@ -468,7 +484,6 @@ def _finish(
         run=run,
         gpus=settings.gpus,
         fit=fit,
-        splits=splits,
         observed=observed,
         decision=decision,
         settings=settings,

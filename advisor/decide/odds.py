@@ -110,14 +110,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from advisor.model.chain import open_corners
 from advisor.model.params import PipelineFit, Source
 from advisor.model.priors import CONTENTION_PRIOR_SE
 from advisor.project.model_error import ModelError, split_u
-from advisor.project.rows import IntervalParts, SplitRow, interval_parts
-from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.project.rows import ERR_CORNERS, ERR_SHARED, NO_PARTS, IntervalParts, SplitRow
 from advisor.stats import Z_95
 
 RESOLUTION = 0.02  # splits within 2% of the best count as the best (what the model resolves)
@@ -174,7 +172,7 @@ def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
 
 
 def draw_inputs(
-    rows: Sequence[SplitRow] | pd.DataFrame,
+    recs: Sequence[SplitRow],
     calibrate: bool = False,
     open_corners: tuple[bool, ...] = (False,) * 4,
 ) -> DrawInputs:
@@ -182,9 +180,8 @@ def draw_inputs(
     interval parts (`advisor.project.rows.IntervalParts`; a split without them is drawn from its
     own interval).
     """
-    recs = table_rows(rows) if isinstance(rows, pd.DataFrame) else rows
     k = len(recs)
-    parts = [r.parts or _NO_PARTS for r in recs]
+    parts = [r.parts or NO_PARTS for r in recs]
     bps = np.array([r.bps for r in recs], float)
     shared = np.array([p.shared_log_per_se for p in parts], float).reshape(k, len(ERR_SHARED))
     sync = np.array([p.sync_ends_log for p in parts], float).reshape(k, 2)
@@ -232,7 +229,7 @@ def _model_error(recs, parts: list[IntervalParts]) -> tuple[ModelError | None, n
     largest row's, conditioned on each observed row's miss; (None, None, None) where no row carries
     one or a row has no split counts (a bare table)."""
     sigma = np.nan_to_num(np.array([p.model_sigma_log for p in parts], float))
-    if not len(sigma) or not (sigma > 0).any() or not all(hasattr(r, "counts") for r in recs):
+    if not len(sigma) or not (sigma > 0).any():
         return None, None, None
     u = split_u(*np.array([r.counts for r in recs], float).T)
     miss = np.array([p.model_miss_log for p in parts], float)
@@ -243,55 +240,6 @@ def _model_error(recs, parts: list[IntervalParts]) -> tuple[ModelError | None, n
         anchor_miss_log=tuple(float(x) for x in miss[at]),
     )
     return model, u, sigma > 0
-
-
-_NO_PARTS = IntervalParts(
-    shared_log_per_se=(0.0,) * len(ERR_SHARED),
-    own_var_log2=0.0,
-    sync_ends_log=(0.0, 0.0),
-    corners_log=(0.0,) * len(ERR_CORNERS),
-)
-
-
-@dataclass(frozen=True)
-class DrawRow:
-    """What the draw reads of one split (a `advisor.project.rows.SplitRow` carries the same fields)."""
-
-    label: str
-    bps: float
-    bps_low: float
-    bps_high: float
-    widened: bool
-    eta_s: float
-    parts: IntervalParts | None  # None: drawn from its own interval
-    bps_high_open: bool = False  # the interval is open above (a capacity known only from below)
-    observed_bps: float = math.nan  # the rate a log measured there (NaN: none)
-
-
-def table_rows(df: pd.DataFrame) -> list[DrawRow]:
-    """A bare table's rows as the draw reads them (columns as in `draw_inputs`): a missing rate,
-    interval end or ETA is NaN, a missing ``widened`` False.
-    """
-
-    def num(r: dict, key: str) -> float:
-        return float(pd.to_numeric(r[key], errors="coerce")) if key in r else math.nan
-
-    return [
-        DrawRow(
-            label=str(label),
-            bps=num(r, "bps"),
-            bps_low=num(r, "bps_low"),
-            bps_high=num(r, "bps_high"),
-            widened=bool(r.get("widened", False)),
-            eta_s=num(r, "eta_s"),
-            parts=interval_parts(r),
-            bps_high_open=bool(r.get("bps_high_open"))
-            if isinstance(r.get("bps_high_open"), (bool, np.bool_))
-            else False,
-            observed_bps=num(r, "observed_bps"),
-        )
-        for label, r in df.to_dict("index").items()
-    ]
 
 
 def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
@@ -535,7 +483,7 @@ def odds_of(
 
 
 def split_odds(
-    df: Sequence[SplitRow] | pd.DataFrame,
+    rows: Sequence[SplitRow],
     *,
     judged: str | None = None,
     restart_s: float = 0.0,
@@ -543,6 +491,6 @@ def split_odds(
     seed: int = SEED,
     calibrate: bool = False,
 ) -> Odds:
-    """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored."""
-    inp = draw_inputs(df, calibrate)
+    """The odds of every split of the projected ``rows`` (module docstring): read, drawn, scored."""
+    inp = draw_inputs(rows, calibrate)
     return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)

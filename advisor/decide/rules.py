@@ -58,9 +58,9 @@ from advisor.decide.odds import (
 from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
-from advisor.project.rows import SplitRow, lead_interval, lead_parts
+from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_interval, lead_parts
 from advisor.project.sensitivity import Sensitivity, sensitivity
-from advisor.project.table import ERR_SAMPLING, ERR_SHARED, split_label
+from advisor.project.table import split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
 

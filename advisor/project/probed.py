@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 
 from advisor.measure.observe import SegmentRate
 from advisor.model.params import PipelineFit
-from advisor.project.columns import role_columns
-from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED, split_label
+from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, NO_PARTS, SplitRow
+from advisor.project.table import split_label
 from advisor.stats import Z_95
 
 MIN_SEGMENTS = 2  # a split measured by fewer segments of a probe is projected as any log
@@ -66,68 +66,80 @@ def probe_var(rates: Mapping[str, Sequence[SegmentRate]]) -> dict[str, float]:
     return {lab: float(x) for lab, x in zip(labels, v)}
 
 
-def probed_rates(fit: PipelineFit, df: pd.DataFrame) -> dict[str, tuple[SegmentRate, ...]]:
-    """The table's rows a probe measured (``MIN_SEGMENTS`` or more segments, the row observed at
-    its measured rate).
-    """
+def probed_rates(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> dict[str, tuple[SegmentRate, ...]]:
+    """The rows a probe measured (``MIN_SEGMENTS`` or more segments, the row observed at its
+    measured rate)."""
     p, c = fit.roles
     out: dict[str, tuple[SegmentRate, ...]] = {}
     for ob in fit.observed:
         label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
-        if len(ob.segments) < MIN_SEGMENTS or label not in df.index or "observed_bps" not in df.columns:
+        if len(ob.segments) < MIN_SEGMENTS or label not in rows:
             continue
-        if bool(df.at[label, "observed"]) and float(df.at[label, "observed_bps"]) > 0:
+        if rows[label].observed and rows[label].observed_bps > 0:
             out[label] = ob.segments
     return out if len(out) >= 2 else {}
 
 
-def compare_probed(fit: PipelineFit, df: pd.DataFrame) -> pd.DataFrame:
-    """The table with the rows a probe measured compared directly (module docstring)."""
-    rates = probed_rates(fit, df)
-    if not rates or "err_own_var" not in df.columns:
-        return df
-    out = df.copy()
-    out["probe_segments"] = 0
+def compare_probed(fit: PipelineFit, rows: tuple[SplitRow, ...]) -> tuple[SplitRow, ...]:
+    """The rows a probe measured compared directly (module docstring)."""
+    by_label = {r.label: r for r in rows}
+    rates = probed_rates(fit, by_label)
+    if not rates:
+        return rows
     labels = list(rates)
     paired = probe_var(rates)
-    parts = [k for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi") + ERR_CORNERS if k in out.columns]
-    mean = {k: float(pd.to_numeric(out.loc[labels, k], errors="coerce").fillna(0.0).mean()) for k in parts}
-    shared_var = sum(mean[k] ** 2 for k in ERR_SHARED if k in mean)
-    floors = [sum(float(out.at[lab, k]) ** 2 for k in ERR_SAMPLING if k in out.columns) for lab in labels]
+    parts = [by_label[lab].parts or NO_PARTS for lab in labels]
+
+    def mean(vals) -> tuple[float, ...]:  # over the probed rows, a missing part 0
+        a = np.array(vals, float)
+        return tuple(float(x) for x in np.where(np.isnan(a), 0.0, a).mean(axis=0))
+
+    shared = mean([q.shared_log_per_se for q in parts])
+    sync = mean([q.sync_ends_log for q in parts])
+    corners = mean([q.corners_log for q in parts])
+    shared_var = sum(x**2 for x in shared)
+    floors = [sum(q.shared_log_per_se[ERR_SHARED.index(k)] ** 2 for k in ERR_SAMPLING) for q in parts]
     floor = min((f for f in floors if math.isfinite(f)), default=0.0)
-    for lab in labels:
+    for lab, q in zip(labels, parts):
         own = max(paired[lab], floor)
-        x = float(out.at[lab, "observed_bps"])
+        r = by_label[lab]
+        x = r.observed_bps
         half = Z_95 * math.sqrt(own + shared_var)
-        for k in parts:
-            out.at[lab, k] = mean[k]
-        out.at[lab, "err_own_var"] = own
-        out.at[lab, "bps"] = x
-        out.at[lab, "bps_low"] = x * math.exp(-half)
-        out.at[lab, "bps_high"] = x * math.exp(half)
-        out.at[lab, "widened"] = False
-        out.at[lab, "probe_segments"] = len(rates[lab])
-        was = float(df.at[lab, "bps"])  # the projected rate, which the measured one replaces
-        if "eta_s" in out.columns and was > 0:
-            out.at[lab, "eta_s"] = float(df.at[lab, "eta_s"]) * was / x
-        for col in ("tok_s", "gpu_util"):  # in proportion to the rate
-            if col in out.columns and was > 0:
-                out.at[lab, col] = float(df.at[lab, col]) * x / was
-        _hold_measured(fit, out, lab, x)
-    return out
+        was = r.bps  # the projected rate, which the measured one replaces
+        by_label[lab] = _hold_measured(
+            replace(
+                r,
+                parts=replace(q, shared_log_per_se=shared, own_var_log2=own, sync_ends_log=sync, corners_log=corners),
+                bps=x,
+                bps_low=x * math.exp(-half),
+                bps_high=x * math.exp(half),
+                widened=False,
+                probe_segments=len(rates[lab]),
+                eta_s=r.eta_s * was / x if was > 0 else r.eta_s,
+                tok_s=r.tok_s * x / was if was > 0 else r.tok_s,
+                gpu_util=r.gpu_util * x / was if was > 0 else r.gpu_util,
+            ),
+            x,
+        )
+    return tuple(by_label.values())
 
 
-def _hold_measured(fit: PipelineFit, df: pd.DataFrame, label: str, x: float) -> None:
-    """Row ``label`` at its measured rate ``x``: every stage's capacity at least ``x`` (module
+def _hold_measured(r: SplitRow, x: float) -> SplitRow:
+    """Row ``r`` at its measured rate ``x``: every stage's capacity at least ``x`` (module
     docstring, 1), the bound and the efficiency from them."""
-    pc, cc = role_columns(fit.roles)
-    for col in (pc.cap_bps, cc.cap_bps, "cap_loader_bps", "cap_link_bps"):
-        if col in df.columns and float(df.at[label, col]) < x:
-            df.at[label, col] = x
-    if "bound_bps" in df.columns:
-        df.at[label, "bound_bps"] = max(float(df.at[label, "bound_bps"]), x)
-    if "efficiency" in df.columns:
-        df.at[label, "efficiency"] = x / max(float(df.at[label, pc.cap_bps]), float(df.at[label, cc.cap_bps]))
+    p, c = (replace(q, cap_bps=max(q.cap_bps, x)) for q in r.roles)
+    link = r.link
+    if link is not None and link.cap_link_bps < x:
+        link = replace(link, cap_link_bps=x)
+    return replace(
+        r,
+        producer=p,
+        consumer=c,
+        link=link,
+        cap_loader_bps=x if r.cap_loader_bps < x else r.cap_loader_bps,
+        bound_bps=max(r.bound_bps, x),
+        efficiency=x / max(p.cap_bps, c.cap_bps),
+    )
 
 
 __all__ = ["MIN_SEGMENTS", "compare_probed", "probe_var", "probed_rates"]

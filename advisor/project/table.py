@@ -98,14 +98,12 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import pandas as pd
-
 from advisor.errors import ReconcileWarning
 from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
-from advisor.project.columns import role_columns
 from advisor.project.placement import Nodes, PlacedPool, SyncOverLink, best_placement, node_mixes
+from advisor.project.rows import IntervalParts, LinkRow, RoleRow, SplitRow
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
 
@@ -296,10 +294,9 @@ def project(
     pairs: Sequence[tuple[int, int]] | None = None,
     interval: bool = True,
     routing: str | None = None,
-) -> pd.DataFrame:
+) -> tuple[SplitRow, ...]:
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
-    pc, cc = role_columns(fit.roles)
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
     left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
     tokens = settings.tokens_per_batch
@@ -311,68 +308,61 @@ def project(
         for o in fit.observed
         if _in_table(fit, o, settings)
     }
+    kp, kc = settings.gpus_per_worker
     rows = []
     for n, m in pairs:
         mid = split_capacities(fit, settings, n, m, interval=interval, routing=routing)
-        low, high = mid.x_low_bps, mid.x_high_bps  # interval: advisor.model.chain.project_split
+        link = _link_row(fit, settings, n, m, mid)
+        by_node = (mid.placement.producers, mid.placement.consumers) if link is not None else (None, None)
         rows.append(
-            {
-                pc.workers: n,
-                cc.workers: m,
-                "bps": mid.x_bps,
-                "bps_low": min(low, mid.x_bps),
-                "bps_high": max(high, mid.x_bps),
-                "bps_high_open": bool(mid.x_high_open),
-                "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
-                "bound_bps": mid.bound_bps,
-                pc.cap_bps: mid.producer_cap_bps,
-                cc.cap_bps: mid.consumer_cap_bps,
-                "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
-                "efficiency": mid.efficiency,
-                "gpu_util": mid.gpu_util,
-                "bottleneck": str(mid.bottleneck),
-                pc.wait_share: mid.producer_blocked,
-                cc.wait_share: mid.consumer_starved,
-                "hs_mean_depth": mid.hs_mean_depth,
-                "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
-                "observed": (n, m) in observed,
-                "observed_bps": observed.get((n, m), math.nan),
-                "method": "analytic",
-                "widened": False,
-                **dict(zip(ERR_SHARED, mid.err_shared)),
-                "err_own_var": mid.err_own_var,
-                "err_sync_lo": mid.err_sync_ends[0],
-                "err_sync_hi": mid.err_sync_ends[1],
-                **dict(zip(ERR_CORNERS, mid.err_corners)),
-                **engine_columns(fit, settings, n, m, mid),
-            }
+            SplitRow(
+                label=split_label(n, m),
+                producer=RoleRow(p, n, mid.producer_cap_bps, mid.producer_blocked, n * kp, kp, by_node[0]),
+                consumer=RoleRow(c, m, mid.consumer_cap_bps, mid.consumer_starved, m * kc, kc, by_node[1]),
+                bps=mid.x_bps,
+                bps_low=min(mid.x_low_bps, mid.x_bps),
+                bps_high=max(mid.x_high_bps, mid.x_bps),
+                bps_high_open=bool(mid.x_high_open),
+                tok_s=mid.x_bps * tokens if fit.tokens_measured else math.nan,
+                bound_bps=mid.bound_bps,
+                cap_loader_bps=mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
+                efficiency=mid.efficiency,
+                gpu_util=mid.gpu_util,
+                bottleneck=str(mid.bottleneck),
+                hs_mean_depth=mid.hs_mean_depth,
+                eta_s=left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
+                observed=(n, m) in observed,
+                observed_bps=observed.get((n, m), math.nan),
+                link=link,
+                parts=IntervalParts(
+                    tuple(mid.err_shared), mid.err_own_var, tuple(mid.err_sync_ends), tuple(mid.err_corners)
+                ),
+            )
         )
-    df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
-    return widen_for_assumptions(fit, settings, df, pairs, routing) if interval else df
+    return widen_for_assumptions(fit, settings, tuple(rows), routing) if interval else tuple(rows)
 
 
 def widen_for_assumptions(
-    fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs, routing: str | None = None
-) -> pd.DataFrame:
+    fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...], routing: str | None = None
+) -> tuple[SplitRow, ...]:
     """Where a role's engine size changes (a given per-GPU ratio) or a link not measured from this
     log carries the projection, every row's interval also spans the rate at that number +-
-    ``ENGINE_SCALING_SE`` / ``LINK_SE``: the spread is added to the row's own variance (so leads
-    carry it too) and the interval grown to match.
-    """
+    ``ENGINE_SCALING_SE`` / ``LINK_SE``, added to the row's own variance (`SplitRow.widened_by`)."""
     knobs = [i for i in (0, 1) if settings.gpus_per_worker[i] != settings.log_gpus_per_worker[i]]
     link = settings.nodes > 1 and bool(settings.link_bytes_s) and settings.link_source != "measured"
     if not knobs and not link:
-        return df
+        return rows
     # each assumption's two ends: the settings and the engines' rate factors there
     engine = (1 - ENGINE_SCALING_SE, 1 + ENGINE_SCALING_SE)
     ends = [[(settings, (f, 1.0) if i == 0 else (1.0, f)) for f in engine] for i in knobs]
     if link:
         bw = settings.link_bytes_s
         ends.append([(replace(settings, link_bytes_s=bw * f), (1.0, 1.0)) for f in (1 - LINK_SE, 1 + LINK_SE)])
-    df = df.copy()
-    for (n, m), label in zip(pairs, df.index):
-        x = float(df.at[label, "bps"])
-        if not x > 0:
+    out = []
+    for r in rows:
+        n, m = r.counts
+        if not r.bps > 0:
+            out.append(r)
             continue
         var = 0.0
         for end in ends:
@@ -381,68 +371,43 @@ def widen_for_assumptions(
                 for s, k in end
             )
             var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
-        widen_row(df, label, x, var)
-    return df
-
-
-def widen_row(df: pd.DataFrame, label, x: float, var: float) -> None:
-    """Row ``label`` at rate ``x`` carries ``var`` more (log) variance of its own: into
-    ``err_own_var`` (so leads carry it) and its interval grown to match, never narrowed.
-    """
-    half = math.log(float(df.at[label, "bps_high"]) / x) if x > 0 and df.at[label, "bps_high"] > 0 else 0.0
-    grown = math.sqrt(half**2 + Z_95**2 * var)
-    df.at[label, "err_own_var"] = float(df.at[label, "err_own_var"]) + var
-    df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
-    df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
+        out.append(r.widened_by(r.bps, var))
+    return tuple(out)
 
 
 LAYOUTS = {"shared": "shared", "local": "node-local"}
-ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
 
 
-def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> dict:
-    """The row's GPUs per role and, across nodes, its placement and link (documented above)."""
+def _link_row(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> LinkRow | None:
+    """Across nodes, the row's placement and link (documented above); None on one node."""
+    if settings.nodes <= 1 or mid.placement is None:
+        return None
     p, c = fit.roles
-    pc, cc = role_columns(fit.roles)
-    kp, kc = settings.gpus_per_worker
-    out: dict = {pc.gpus: n * kp, cc.gpus: m * kc, pc.gpus_per_worker: kp, cc.gpus_per_worker: kc}
-    if settings.nodes > 1 and mid.placement is not None:
-        pl = mid.placement
-        free = (
-            placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps
-            if settings.link_bytes_s
-            else mid.x_bps
-        )
-        busy = mid.link_util > 0
-        logged = logged_placement(fit, settings)
-        ob = fit.observed[0].roles
-        at_log = (
-            placed_split(fit, settings, n, m, logged).x_bps
-            if logged is not None and (ob.get(p), ob.get(c)) == (n, m)
-            else math.nan
-        )
-        out.update(
-            {
-                "placement": pl.describe(p, c),
-                pc.engines_by_node: pl.producers,
-                cc.engines_by_node: pl.consumers,
-                "cap_link_bps": mid.link_cap_bps,
-                "link_util": mid.link_util,
-                "crossing_share": mid.crossing_share,
-                "bps_free_link": free,
-                "bps_logged_place": at_log,
-                "layout": LAYOUTS[pl.routing],
-                "bps_other_layout": mid.other_layout_bps,
-                "link_hs_share": 1.0 - mid.link_sync_share if busy else 0.0,
-                "link_sync_share": mid.link_sync_share if busy else 0.0,
-                "logged_placement": logged.describe(p, c) if logged is not None else "",
-            }
-        )
-    return out
-
-
-ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
-ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
+    pl = mid.placement
+    free = (
+        placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps if settings.link_bytes_s else mid.x_bps
+    )
+    busy = mid.link_util > 0
+    logged = logged_placement(fit, settings)
+    ob = fit.observed[0].roles
+    at_log = (
+        placed_split(fit, settings, n, m, logged).x_bps
+        if logged is not None and (ob.get(p), ob.get(c)) == (n, m)
+        else math.nan
+    )
+    return LinkRow(
+        placement_text=pl.describe(p, c),
+        layout=LAYOUTS[pl.routing],
+        other_layout_bps=mid.other_layout_bps,
+        cap_link_bps=mid.link_cap_bps,
+        link_util=mid.link_util,
+        crossing_share=mid.crossing_share,
+        hs_share=1.0 - mid.link_sync_share if busy else 0.0,
+        sync_share=mid.link_sync_share if busy else 0.0,
+        bps_free_link=free,
+        bps_logged_place=at_log,
+        logged_placement=logged.describe(p, c) if logged is not None else "",
+    )
 
 
 def _in_table(fit: PipelineFit, ob, settings: Settings) -> bool:
@@ -463,30 +428,30 @@ def _log_tokens(fit: PipelineFit, ob) -> float:
 
 
 def reconcile(
-    fit: PipelineFit, settings: Settings, splits: pd.DataFrame
-) -> tuple[pd.DataFrame, tuple[Reconciliation, ...]]:
+    fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...]
+) -> tuple[tuple[SplitRow, ...], tuple[Reconciliation, ...]]:
     """Compare the projection with every log's measured rate; widen and warn where they differ.
 
     Each log is compared at its own G and batch size (projected afresh when those differ from the
     table's), so logs at other splits or budgets are checked too.
     """
     p, c = fit.roles
-    df = splits.copy()
+    df = {r.label: r for r in rows}
     out = []
     if not fit.source.logged:  # no log: no measured rate to reconcile with
-        return df, ()
+        return rows, ()
     for ob in fit.observed:
         n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
         if n < 1 or m < 1 or not ob.bps > 0:
             continue
         label = split_label(n, m)
         log_gpus = n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1]  # as the log ran
-        in_table = _in_table(fit, ob, settings) and label in df.index
+        in_table = _in_table(fit, ob, settings) and label in df
         logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
         if in_table and logged is not None:
             x = placed_split(fit, settings, n, m, logged).x_bps  # as the log ran: its own placement
         elif in_table:
-            x = float(df.at[label, "bps"])
+            x = df[label].bps
         elif fit.link.producers_by_node and ob is fit.observed[0]:
             # the log across its own nodes, at its own placement, G and engine sizes
             own = replace(
@@ -517,12 +482,9 @@ def reconcile(
         why = _why_not(fit, ob)
         widened = ""
         if in_table:
-            df.at[label, "bps_low"] = min(df.at[label, "bps_low"], ob.bps)
-            df.at[label, "bps_high"] = max(df.at[label, "bps_high"], ob.bps)
-            df.at[label, "widened"] = True
-            lo, hi = df.at[label, "bps_low"], df.at[label, "bps_high"]
-            open_hi = bool(df.at[label, "bps_high_open"]) if "bps_high_open" in df.columns else False
-            span = f"at least {lo:.3g}" if open_hi else f"{lo:.3g}-{hi:.3g}"  # an open end is no number
+            r = df[label]
+            r = df[label] = replace(r, bps_low=min(r.bps_low, ob.bps), bps_high=max(r.bps_high, ob.bps), widened=True)
+            span = f"at least {r.bps_low:.3g}" if r.bps_high_open else f"{r.bps_low:.3g}-{r.bps_high:.3g}"
             widened = f"; its interval is widened to {span} b/s"
         warnings.warn(
             ReconcileWarning(
@@ -531,7 +493,7 @@ def reconcile(
             ),
             stacklevel=2,
         )
-    return df, tuple(out)
+    return tuple(df.values()), tuple(out)
 
 
 def _why_not(fit: PipelineFit, ob) -> str:

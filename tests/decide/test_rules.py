@@ -338,7 +338,7 @@ def test_an_uncertain_lead_names_the_pick_with_the_calibrated_odds():
     d, m = adv.decision, adv.decision.margin
     assert not m.separated and m.lead_low_pct < 0 < m.lead_high_pct
     assert d.verdict is Verdict.NEXT_RUN and d.recommended == "6-2" and d.p_best > 0.95
-    inp = draw_inputs(adv.splits)
+    inp = draw_inputs(list(adv.rows.values()))
     assert odds_of(draw_rates(inp), inp).of("6-2").p_best < d.p_best - 0.05
     assert d.probe is None or not d.probe.worth_it
     assert "lead itself is" in render(adv)
