@@ -1,21 +1,12 @@
 """The families of real sweeps the odds' calibration was fitted on, and whether a run lies in one.
 
-A family (MODELLING.md section 9) is the runs that share the model preset, the depths of the two
-queues (q_hs, q_pre), the drafters' sync cadence, the engine size (GPUs per target engine and per
-drafter engine), the token budget and the host kind. G is not a key: the advice at another G of
-one shape lies in the family. The calibrated constants of `advisor.decide.odds`
-(``STEPS_TEMPERATURE``, ``LEVEL_CORR``) are fitted and scored leave one family out on the
-families of ``CALIBRATED`` (``SOURCE``). `benchmarks/calibrate.py --families-record` derives the
-record from the sweeps' ``sweep.json`` and log headers, and tests/test_calibrate.py checks that
-the record and the sweeps agree.
-
-A run's `Shape` is read from its fit, the options it is projected under and the first log's
-header. The host is not a key of the shape: the odds' own domain check (`advisor.decide.odds.calibrated`)
-asks for a shared host with a core per worker. A shape lies in a family where every key is equal,
-with two exceptions. Models are compared only where the header names them. A sync cadence that
-no log shows matches any family's: the logs all hold one drafter engine, which never syncs, and
-the trainer then writes ``sync_every`` 0. Outside every family the odds take the uncalibrated
-draw, and `Domain.text` says why.
+A family (MODELLING.md section 9) shares the model preset, the depths of q_hs and q_pre, the sync
+cadence, the engine sizes, the token budget and the host kind; G is not a key. `advisor.decide.odds`'
+constants are fitted leave one family out on ``CALIBRATED`` (``SOURCE``; `benchmarks/calibrate.py
+--families-record` derives it, tests/test_calibrate.py checks it). A run's `Shape` (from its fit,
+options and header) lies in a family where every key is equal, but models compare only where the
+header names them and a cadence no log shows (one drafter engine: ``sync_every`` 0) matches any.
+Outside every family the draw is uncalibrated, and `Domain.text` says why.
 """
 
 from __future__ import annotations

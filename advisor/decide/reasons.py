@@ -1,12 +1,8 @@
 """The decision in words: every sentence of the reasons, what the verdict holds unless, the queue advice.
 
-Each sentence is written only from what it describes: the `~advisor.decide.rules.Decision` (which
-carries the `~advisor.settings.Settings` it was made with), the rows of the projected table it
-names, the fit's roles and basis, and, for the "measured at" reason, the observed split
-(`advisor.decide.observed`). So a sentence cannot disagree with the table beside it. Every b/s
-figure is printed with `bps_text` (4 significant digits), shares with `pct_text`, signed leads
-with `signed_pct` and durations with `dur_text`; `advisor.present.text` lays them out with the
-same formatting.
+Each sentence is written only from what it describes (the `~advisor.decide.rules.Decision`, the
+rows it names, the fit, the observed split), so it cannot disagree with the table beside it;
+numbers print through `bps_text`, `pct_text`, `signed_pct` and `dur_text`.
 """
 
 from __future__ import annotations

@@ -1,35 +1,18 @@
 """Exact cross-check of the analytic projection: simulate every split from the log's own services.
 
-For each split the pipeline of `advisor.model.simulate` (real queue caps, blocking after service,
-drafter barriers) is driven by ``n_batches`` synthetic batches drawn from the steady part of the
-log(s):
+Each split's pipeline (`advisor.model.simulate`: queue caps, blocking after service, drafter
+barriers) runs ``n_batches`` batches resampled from the logs' steady steps: tokens per batch; a
+service time ``(t0_r + c_r * tokens) * e``, ``e`` a resampled ratio ``busy / (t0_r + c_r *
+tokens)`` of role r, scaled by the split's contention factor (`advisor.model.params.ContentionFit`);
+sync rounds resampled at that drafter count (else the fitted ``T_ar(M)``) plus the rounds' barrier
+excess (`advisor.model.chain.straggler_excess_s`); the loader's gaps where input-bound. At least
+``IN_FLIGHT_FACTOR`` times the batches a split holds in flight, so any G has a steady window.
+Each split draws from a generator of its own (seed and split): its rate does not depend on the
+splits simulated beside it.
 
-- tokens per batch: resampled from the logged consumer batches;
-- service time of a batch at role r: ``(t0_r + c_r * tokens) * e``, where ``e`` is resampled from
-  that role's logged ratios ``busy / (t0_r + c_r * tokens)``: the fitted dependence on tokens
-  plus the log's own residual variability, with its real shape (heavy tails included);
-- sync rounds: resampled logged ``sync`` durations at that drafter count when seen, otherwise
-  the fitted ``T_ar(M)``, plus the barrier wait the logged rounds' spread adds beyond independent
-  steps (`advisor.model.chain.straggler_excess_s`);
-- loader: when the fit found the pipeline input-bound, exponential-free resampling of the
-  loader's inter-arrival gaps;
-- contention: service times are scaled by the fit's split-dependent step-time factors
-  (`advisor.model.params.ContentionFit`), as the analytic projection is;
-- length: at least ``IN_FLIGHT_FACTOR`` times the batches a split holds in flight
-  (N * pre_cap + hs_cap + N + M), so a split of any G (not only the logs') has a steady window.
-
-The result column ``bps_exact`` sits beside the analytic ``bps``; ``exact_gap_pct`` is their
-difference. ``REPLICATIONS`` independent runs give the simulation's own spread. Intended for
-logs with step events (a rates-only log has no residuals to resample).
-
-Every split's inputs are drawn from a generator of its own (seeded by the seed and the split), and
-each split is simulated in turn, in this process; a simulation is deterministic in its inputs, and
-a split's simulated rate does not depend on which other splits are simulated beside it.
-
-Across nodes (`simulate_placed_run`): the same batches with each worker on its node of a placement
-and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
-log that spans nodes gives its drafters' busy less their link seconds (`advisor.measure.crossing`),
-so the link is not counted twice.
+Across nodes (`simulate_placed_run`): the same batches at a placement with the shared link
+(``link_s = hs_bytes_per_token x tokens / B``); the drafters' busy less their link seconds
+(`advisor.measure.crossing`), so the link is not counted twice.
 """
 
 from __future__ import annotations

@@ -1,29 +1,14 @@
 """Across nodes, the splits near the best from exact simulation of the queue and the link.
 
-The analytic link stage (`advisor.model.link`) assumes that a batch's origin is independent of the
-drafter that takes it (uniform mixing: a drafter of node b crosses for ``(N - N_b) / N`` of its
-batches). Where drafters share nodes with targets, the one FIFO q_hs breaks that: blocked targets
-are released in a cyclic order and a drafter that stayed on its node comes back sooner, so in the
-trainer's emulation of 6 TP-2 targets and 4 drafters spread over two nodes more of the batches
-crossed than uniform mixing gives, and the rate fell well below the analytic one; the exact
-simulation of the same rules (`advisor.project.exact.simulate_placed_run`: the log's resampled
-services, the queue's and the link's first-come-first-served order) found the emulation's crossing
-share and came close to its rate (the figures: BENCHMARKS.md 16.1). Where drafters sit only on
-nodes without targets, or only with all of them, the crossing share is fixed by conservation and
-the analytic stage is exact to within its MVA error.
-
-So the splits within ``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``, the highest first)
-are simulated at their ``CANDIDATES`` best placements by the analytic stage and the packed one;
-a row's ``bps`` becomes the best simulated placement's rate (its interval and tok/s scaled
-alike and widened by ``SIM_SE``, the simulation's error against the emulation; ``method``
-"exact"), ``placement`` that placement, ``crossing_share`` the simulated share,
-``cap_link_bps`` one over the simulated link seconds per batch (hidden state of the batches
-that crossed, and the drafters' sync over the link), ``link_util`` the link's busy share and
-``bps_free_link`` the same placement simulated with a free link. A simulated window's rate above
-the smallest capacity is its noise: the row is taken at that capacity. Node-local rows stay
-analytic (no batch crosses, each node's pipeline is the chain's own case); where the simulated
-shared queue falls below the split's node-local pipelines, the row becomes theirs. A log without
-step events, or a table at another batch size, keeps the analytic rows.
+The analytic link stage (`advisor.model.link`) takes a batch's origin as independent of its
+drafter; with drafters beside targets the one FIFO q_hs breaks that, and the exact simulation of
+the same rules (`advisor.project.exact.simulate_placed_run`) comes close to the trainer's
+emulation where the analytic stage does not (BENCHMARKS.md 16.1). So the splits within
+``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``) are simulated at their ``CANDIDATES`` best
+placements and the packed one; a row takes the best one's rate (capped at the least capacity,
+interval scaled and widened by ``SIM_SE``, ``method`` "exact"), placement, crossing share, link
+capacity (one over its link seconds per batch) and free-link rate. Node-local rows stay analytic;
+where the simulated shared queue falls below the node-local pipelines, the row becomes theirs.
 """
 
 from __future__ import annotations

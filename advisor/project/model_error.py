@@ -1,30 +1,13 @@
 """The model checks itself: its miss at the splits the logs ran, carried into every projection.
 
-Every log's measured rate is compared with the model's projection of its split as it ran
-(`advisor.project.table.reconcile`: at a split of the table, the row's ``bps``, by the method its
-rivals share, `advisor.project.exact`); the miss is ``m = ln(measured / projected)``. The projection
-is the fit of that very run, so the run-to-run shift between runs does not enter ``m``: it is the
-model's own error there (issue 51; MODELLING.md section 9).
-
-The model's error along the splits is taken as a Gaussian process in ``u = ln(N / M)`` (the
-producer-to-consumer ratio, one coordinate at any G), of scale ``sigma`` and correlation
-``exp(-|u - v| / MODEL_ERROR_LENGTH)``:
-
-- ``sigma`` is the largest miss seen (``|m|`` over every log, those at another G or batch size
-  included, their projection from `advisor.project.table.reconcile`): a model that missed its own
-  observation by ``m`` is taken to err by as much elsewhere; 0 (no term) where it hit every one;
-- conditioned on ``e = m`` at each observed split of the table (exactly: the measured rate is that
-  split's rate in this run), the error at split k has mean ``mu_k`` (the re-anchoring: the
-  observed split moves onto its measured rate, its neighbours part of the way, as far as the
-  correlation carries the mechanism) and standard deviation ``s_k`` (0 at an observed split, up to
-  ``sigma`` far from every one);
-- a probed split (`advisor.project.probed`: its rate measured by the probe) carries none.
-
-The table keeps the model's projection in ``bps``; each row's interval is grown to hold the error
-(`carry_model_error`: both sides shifted by ``mu_k``, ``1.96 s_k`` added in quadrature, never
-narrowed), and ``err_model_sigma`` / ``err_model_miss`` record ``sigma`` and each observed split's
-miss, from which the odds' draw (`advisor.decide.odds`) draws the same process jointly over the
-splits (`ModelError.draw`): one error path per draw, so neighbours move together.
+A log's miss is ``m = ln(measured / projected)`` at its split as it ran (`reconcile`): the model's
+own error there (the same run: no run-to-run shift; MODELLING.md section 9). The error along the
+splits is a Gaussian process in ``u = ln(N / M)`` of scale ``sigma`` (the largest ``|m|``, 0 where
+every miss is below ``MISS_FLOOR_LOG``) and correlation ``exp(-|u - v| / MODEL_ERROR_LENGTH)``,
+conditioned on ``e = m`` at each observed split of the table: split k's error has mean ``mu_k``
+and deviation ``s_k`` (0 at an observed split, up to ``sigma`` far from them). A probed split
+carries none. `carry_model_error` shifts each interval by ``mu_k`` and adds ``1.96 s_k`` in
+quadrature (never narrowing); the odds draw the process jointly (`ModelError.draw`).
 """
 
 from __future__ import annotations

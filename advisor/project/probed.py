@@ -1,37 +1,21 @@
 """The splits a probe measured, compared directly: the measured rates and their paired noise.
 
-A probe (`advisor.measure.probes`) runs two or more splits of one job in short segments, in
-alternating order, round by round (A B, A B, ...). Once it has measured two splits, the lead of
-one over the other is a measurement, not a projection: the fit's parts of the interval (the
-run's level, the sampling of the pooled log, the per-split step-time slope; `advisor.project.table`)
-all come from these same segments, and counted as independent terms they about double the
-lead's interval. So, for the rows of the splits the probe measured (``P``, two or more, each
-with two or more segments):
+A probe (`advisor.measure.probes`) runs splits in alternating segments, round by round. The fit's
+parts of two probed splits' lead all come from those same segments, so for the rows of the splits
+it measured (``P``, two or more, each of ``MIN_SEGMENTS`` or more segments):
 
-1. the rate is the measured, pooled rate (``observed_bps``); a stage completes no more than its
-   capacity, so a projected capacity below it (the model's at that split, short of what the
-   probe saw) is raised to it, and the bound and the efficiency with it: no row passes its bound;
-2. the shared parts (every ``ERR_SHARED`` coefficient, the ends of the sync scaling, the corners
-   of the capacity ranges) are replaced by their mean over ``P``: equal across ``P``, they cancel
-   in every lead between two probed splits, and still move the probed splits with the others
-   as the fit's uncertainty moves them;
-3. the row's own variance is the probe's noise on its log rate (`probe_var`), so that a lead
-   between probed splits carries exactly the measured noise, in `advisor.project.rows.lead_interval` and in the
-   odds' joint draw alike.
+1. the rate is the measured one (``observed_bps``); a capacity below it is raised to it, and the
+   bound and the efficiency with it;
+2. every shared part is replaced by its mean over ``P``: it cancels in a lead within ``P``;
+3. the own variance is the probe's paired noise (`probe_var`), never below the least sampling
+   variance the fit gives a probed row (``sum ERR_SAMPLING^2``).
 
-The probe's noise: the crossover is paired by round. With ``y_kr = ln X_kr`` the rate of split
-k's segment in round r (rounds where every split in ``P`` ran, R of them), the round's mean
-``m_r = mean_k y_kr`` carries whatever moved the host in that round (drift, a neighbour) and is
-removed; the residuals ``e_kr = y_kr - m_r`` give
+The noise, paired by round: with ``y_kr = ln X_kr`` over the R rounds where every split of ``P``
+ran, ``e_kr = y_kr - mean_k y_kr`` and
 
-    v_k = K / (K - 1) * var_r(e_kr) / R        (the sample variance over rounds, R - 1 dof)
+    v_k = K / (K - 1) * var_r(e_kr) / R
 
-so that for two splits ``v_A + v_B = var_r(d_r) / R``, ``d_r = y_Ar - y_Br``: the variance of the
-mean paired difference. Few rounds estimate that variance poorly (one degree of freedom at two
-rounds), so it is never taken below the sampling variance of one pooled log: the least the fit
-gives any probed row (``sum of squares of ERR_SAMPLING``, at the row whose own log the fit reads
-most directly; at the others it is that log's sampling carried through the model, not what their
-own, equally long logs carry); with one round it is that floor alone.
+so that for two splits ``v_A + v_B = var_r(y_Ar - y_Br) / R``; one round gives the floor alone.
 """
 
 from __future__ import annotations

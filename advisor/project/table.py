@@ -1,94 +1,52 @@
-"""Project every split N + M = G of one fitted pipeline, under one :class:`~advisor.settings.Settings`.
+"""Project every split N + M = G of one fitted pipeline, under one `~advisor.settings.Settings`.
 
-Returns a DataFrame indexed by the split's label (``"7-1"``: N producers - M consumers), one row
-per split (N >= 1, M >= 1), highest N first. Column names equal the keys of a split in the
-``--json`` output where both have the quantity. Columns:
+`project` returns one `~advisor.project.rows.SplitRow` per split (N >= 1, M >= 1), highest N
+first; ``Advice.splits`` lays them out as a DataFrame indexed by the label (``"7-1"``: N
+producers - M consumers), its column names the ``--json`` keys where both have the quantity:
 
 ==================  ===========================================================================
-n_<producer>        producer workers (targets), N
-n_<consumer>        consumer workers (drafters), M
-bps                 projected throughput, batches/s (`advisor.model.chain`; exact simulation where
-                    ``method`` says so)
-bps_low, bps_high   95% interval from `advisor.model.chain.project_split` (sampling, drift, contention at
-                    this split, token model, run-to-run shift on shared hosts, the barrier-tail
-                    correction, a sync cost whose scaling with M is unidentified), widened at an
-                    observed split to cover the measured rate (reconciliation)
-bps_high_open       True where ``bps_high`` rests on the open end of a capacity known only from
-                    below: the rate is then bounded from below only ("at least bps_low")
-tok_s               bps x tokens per batch (NaN where no log measured tokens: ``PipelineFit.tokens_measured``)
-bound_bps           naive bound min(capacities) for contrast, the link's among them across nodes:
-                    ``bps`` never passes it
-cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
-                    (``cap_loader_bps``, NaN unless the loader limits input); the roles' own: across
-                    nodes the drafters' without their waits on the link, whose capacity is
-                    ``cap_link_bps``. `split_capacities` is the one function that computes them (via
-                    `advisor.model.chain.project_split`).
-efficiency          bps / the fastest role's own capacity (never the link's): how balanced the split
-                    is (a ratio of rates: the same whether an engine holds one GPU or k)
-gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs, an
-                    engine of k GPUs counting k
-gpus_<role>         GPUs the role's engines hold at this split: N k_p, M k_c (N k_p + M k_c = G)
-gpus_per_<role>     GPUs one engine of the role holds (k_p, k_c; ``--gpus-per-worker``)
-placement           where the engines sit, e.g. "node 0: 4 targets; node 1: 2 targets + 4 drafters"
-                    (`advisor.project.placement`; empty on one node); "node-local: ..." for
-                    node-local pipelines
-layout              "shared" (one q_hs: any drafter takes any node's batch) or "node-local" (each
-                    node its own pipeline, the drafters syncing over the link; `split_capacities`
-                    keeps the layout of the higher rate; JSON ``layout``)
-bps_other_layout    the split's rate in its other layout (NaN where no node-local placement holds
-                    both roles on every node; JSON ``other_layout_bps``)
-cap_link_bps        the link stage's capacity: the pipeline rate at which hidden state and sync
-                    together fill it (inf on one node or with a free link; JSON ``link.cap_bps``)
-bps_free_link       the rate at this placement and layout were the link free: what the link costs
-bps_logged_place    at the split the log ran, on the log's nodes: the rate at the log's own placement
-link_util           the busiest link's utilisation at ``bps`` (JSON ``link.util``)
-link_hs_share       share of the link's busy time that carries hidden states (0 where idle; JSON
-                    ``link.hs_share``)
-link_sync_share     share that carries the drafters' all-reduce (`advisor.model.link.sync_link_s`;
-                    ``link_hs_share + link_sync_share`` is 1 where the link is busy; JSON
-                    ``link.sync_share``)
-crossing_share      share of batches that cross a node (JSON ``link.crossing_share``)
-bottleneck          the stage with the smallest capacity ("loader" when input-bound)
-<producer>_blocked  share of a producer's time blocked on a full q_hs
-<consumer>_starved  share of a consumer's time waiting on an empty q_hs
+n_<producer>        producer engines (targets), N; ``n_<consumer>``: consumer engines, M
+bps                 projected rate, batches/s (`advisor.model.chain`, or simulated: ``method``)
+bps_low, bps_high   95% interval (`advisor.model.chain.project_split`), widened at an observed
+                    split to cover the measured rate (`reconcile`)
+bps_high_open       ``bps_high`` rests on a capacity known only from below ("at least bps_low")
+tok_s               bps x tokens per batch (NaN where no log measured tokens)
+bound_bps           min of the capacities (the link's among them): ``bps`` never passes it
+cap_<role>_bps      C_p = N mu_p, C_c = M mu_c s(M) (`split_capacities`); ``cap_loader_bps`` NaN
+                    unless the loader limits input
+efficiency          bps / the fastest role's own capacity (never the link's)
+gpu_util            compute-busy GPU-seconds / all GPU-seconds, an engine of k GPUs counting k
+gpus_<role>         GPUs the role's engines hold (N k_p + M k_c = G); ``gpus_per_<role>``: k
+placement           across nodes, where the engines sit (`advisor.project.placement`), with
+                    ``nodes_<role>`` the engines per node
+layout              "shared" (one q_hs) or "node-local" (a pipeline per node; the layout of the
+                    higher rate); ``bps_other_layout``: the rate in the other one (NaN: none)
+cap_link_bps        the pipeline rate at which hidden state and sync fill the link (inf: free)
+bps_free_link       the rate were the link free; ``bps_logged_place``: at the log's own placement
+link_util           the busiest link's utilisation; ``link_hs_share``, ``link_sync_share``: its
+                    busy time carrying hidden states and the drafters' all-reduce
+crossing_share      share of batches that cross a node
+bottleneck          the stage of the smallest capacity ("loader" when input-bound)
+<role>_blocked      a producer's share blocked on a full q_hs; ``<consumer>_starved``: starved
 hs_mean_depth       mean q_hs depth, batches
-eta_s               time to finish the rest of the job at this split (for a next run: the whole
-                    job; NaN if the job size is unknown)
-observed            True for the split(s) the logs ran (at this G)
-observed_bps        the measured rate at an observed split (NaN elsewhere)
-method              "analytic", or "exact" where simulation replaced the analytic rate (every split
-                    whose interval reaches the best's lower end, where the chain is weak:
-                    `advisor.project.exact.refine_weak_spots`), "analytic-capped" at such a split
-                    the caps on simulation left analytic (at large G)
-widened             True where reconciliation widened the interval to a measured rate
-err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``err_p_samp``,
-                    ``err_c_samp`` (sampling and drift), ``err_p_level``, ``err_c_level`` (token
-                    model, run-to-run), ``err_p_split``, ``err_c_split`` (split slope),
-                    ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
-                    standard error of the error sources all splits share; ``err_own_var``,
-                    ``err_sync_lo``, ``err_sync_hi``; read by `advisor.project.rows.lead_parts`
-err_model_sigma     the model's own error carried by the row, ln b/s: the largest miss of a log's
-                    measured rate by its projection (`advisor.project.model_error`; 0: none)
-err_model_miss      at a split a log ran, that miss, ``ln(observed_bps / bps)`` (NaN elsewhere); the
-                    intervals hold the error these anchor (added after reconciliation)
-err_corner_ll, ...  log(b/s at a corner / bps) at the corners of the roles' capacity ranges
-                    (a given range or a bound: ``RoleFit.mu_range_bps``), producer end then
-                    consumer end (``l`` low, ``h`` high); 0 where no capacity is ranged
+eta_s               time to finish the rest of the job (a next run: all of it; NaN: unknown)
+observed            the split(s) the logs ran; ``observed_bps``: the measured rate there
+method              "analytic", "exact" (simulated, `advisor.project.exact`) or "analytic-capped"
+widened             reconciliation widened the interval to a measured rate
+err_*               the interval's parts (`advisor.project.rows.IntervalParts`): ln b/s per
+                    standard error of each shared source, ``err_own_var``, the sync ends, the
+                    capacity corners; ``err_model_sigma``, ``err_model_miss``: the model's error
+                    (`advisor.project.model_error`)
+bps_exact           with ``--exact``, the simulated rate; ``exact_gap_pct``: bps against it
+probe_segments      in a probe's table, the segments that measured the split
 ==================  ===========================================================================
 
-Comparing two splits (`advisor.project.rows.lead_interval`): both projections come from one fit, so most of their
-uncertainty is shared. The run's own level (sampling, drift, the run-to-run shift) moves every
-split the same way, and the unknown split slope moves the splits on one side of the logged split
-together. Two intervals can overlap while the lead of one split over the other is still certain.
-The lead's 95% interval is ``ln(X_a / X_b) +- 1.96 sqrt(sum_k (s_ak - s_bk)^2 + own_a + own_b)``
-over the shared sources k (coefficients ``s``, log b/s per standard error). Where the sync scaling
-is unidentified, it is the union of that interval shifted by the two ends' differences. A widened
-row (a measured rate the model misses) has no paired form; its marginal interval decides.
+Two splits' projections share most of their uncertainty (one fit): the lead of a over b has the
+95% interval ``ln(X_a / X_b) +- 1.96 sqrt(sum_k (s_ak - s_bk)^2 + own_a + own_b)`` over the shared
+sources k (`advisor.project.rows.lead_interval`); a widened row has none.
 
-Reconciliation: at every split a log ran, the projection is compared with the measured rate
-(at that log's own G and batch size). A gap above ``RECONCILE_PCT`` is reported in a
-:class:`ReconcileWarning` naming the log, and, where the split is in the table, its interval is
-widened to cover the measured rate: the table never claims more certainty than the log supports.
+Reconciliation: a log's measured rate more than ``RECONCILE_PCT`` from its projection is a
+`ReconcileWarning`, and the split's interval is widened to cover it.
 """
 
 from __future__ import annotations
