@@ -1,12 +1,8 @@
 """The one public entry: logs (or bare numbers) in, an :class:`Advice` out.
 
-``advise(paths)`` runs load -> fit (steady window, measured run) -> settings -> project ->
-reconcile -> evidence -> decide, each wing once with the record the one before produced, and
-collects every typed warning raised on the way as a caveat. The CLI, the notebooks and the plots
-all call it. The options are resolved once into a `~advisor.settings.Settings` that every stage
-receives; the verdict is a `~advisor.decide.rules.Decision` (data) whose wording
-`advisor.decide.reasons` writes from the same table the report prints
-(`advisor.present.text` lays it out).
+``advise(paths)`` runs load -> fit -> settings -> project -> reconcile -> evidence -> decide, each
+wing once with the record the one before produced, and collects every typed warning raised on the
+way as a caveat. The CLI, the notebooks and the plots all call it.
 """
 
 from __future__ import annotations
@@ -85,10 +81,9 @@ class Recommendation:
 
 @dataclass(frozen=True)
 class Advice:
-    """Advice for one job: ``splits`` (DataFrame indexed by "N-M", columns in `advisor.project.table`),
+    """Advice for one job: ``rows`` (one `SplitRow` per split; ``splits`` the same as a DataFrame),
     ``decision`` (the verdict as data), ``recommendation`` (the same in words), ``observed``,
-    ``settings`` and the caveats in ``warnings``. `advisor.present.json.advice_json` lays it out
-    as the ``--json`` document."""
+    ``settings`` and the caveats in ``warnings``."""
 
     run: str
     gpus: int
@@ -192,14 +187,7 @@ def _caveat(text: str) -> None:
 
 
 def splits_frame(rows: Sequence[SplitRow]) -> pd.DataFrame:
-    """The rows as the user's DataFrame, indexed by "N-M" (columns in `advisor.project.table`).
-
-    Args:
-        rows: the table's rows (`Advice.rows`' values, or `advisor.project.table.project`'s).
-
-    Returns:
-        One row per split, in their order.
-    """
+    """The rows as the user's DataFrame, indexed by "N-M" (columns in `advisor.project.table`)."""
     probed = any(r.probe_segments for r in rows)
     return pd.DataFrame([r.columns(probed) for r in rows], index=pd.Index([r.label for r in rows], name="split"))
 
@@ -610,14 +598,11 @@ def advise_numbers(
 ) -> Advice:
     """Advice from bare numbers: worker counts and pool capacities (batches/s), the `what-if` path.
 
-    Of the `Options` (given as for `advise`), these apply: ``gpus``, ``hs_cap`` (default
-    `DEFAULT_HS_CAP`), ``tokens_per_batch``, ``scv``, ``sync_every``, ``sync_s``, ``restart_cost_h``,
-    ``next_run``, ``job_hours`` (the rest of the job at the given split; without it the job's size
-    is unknown and no restart is weighed), ``hardware_priors`` (default on: the projections carry
-    what real GPUs do that the numbers cannot show, `advisor.fit.pipeline.gpu_priors`),
-    ``gpus_per_worker`` (role -> GPUs per engine of those counts; ``roles`` counts engines) and,
-    across nodes, ``gpus_per_node``, ``link_gbytes_s`` and ``hs_bytes_per_token`` (what a batch
-    sends over the link).
+    Of the `Options`, these apply: ``gpus``, ``hs_cap``, ``tokens_per_batch``, ``scv``,
+    ``sync_every``, ``sync_s``, ``restart_cost_h``, ``next_run``, ``job_hours`` (the rest of the
+    job at the given split; without it no restart is weighed), ``hardware_priors`` (default on,
+    `advisor.fit.pipeline.gpu_priors`), ``gpus_per_worker`` and, across nodes, ``gpus_per_node``,
+    ``link_gbytes_s`` and ``hs_bytes_per_token``.
 
     Args:
         roles: role -> workers (engines), the producer first: the split the capacities are at.
