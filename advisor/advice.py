@@ -23,7 +23,7 @@ from advisor.decide.observed import ObservedSplit, observed_split
 from advisor.decide.odds_text import odds_sentence
 from advisor.decide.reasons import basis_text, holds_unless, placement_reasons, reasons
 from advisor.decide.rules import Decision, decide
-from advisor.errors import AdvisorWarning, AssumptionWarning, SteadyStateWarning
+from advisor.errors import AdvisorWarning
 from advisor.fit.pipeline import fit_from_numbers, fit_pipeline, gpu_priors_text
 from advisor.ingest.load import load_logs
 from advisor.ingest.runlog import RunLog
@@ -181,86 +181,84 @@ class Advice:
         return self.splits.loc[label]
 
 
-def _caveat(text: str) -> None:
-    """Raise ``text`` as an `advisor.errors.AssumptionWarning` (a caveat of the advice)."""
-    warnings.warn(AssumptionWarning(text), stacklevel=3)
-
-
 def splits_frame(rows: Sequence[SplitRow]) -> pd.DataFrame:
     """The rows as the user's DataFrame, indexed by "N-M" (columns in `advisor.project.table`)."""
     probed = any(r.probe_segments for r in rows)
     return pd.DataFrame([r.columns(probed) for r in rows], index=pd.Index([r.label for r in rows], name="split"))
 
 
-def _widen_for_drift(rows: tuple[SplitRow, ...], ev: Evidence) -> tuple[SplitRow, ...]:
+def _widen_for_drift(rows: tuple[SplitRow, ...], ev: Evidence) -> tuple[tuple[SplitRow, ...], list[str]]:
     """A pace that moved by d% inside the window may move as much again: widen every interval."""
-    if not (ev.drifting or not ev.settled):
-        return rows
-    d = min(abs(ev.drift_pct) / 100.0, 0.9)
+    d = min(abs(ev.drift_pct) / 100.0, 0.9) if ev.drifting or not ev.settled else 0.0
     if d <= 0:
-        return rows
+        return rows, []
     x = np.array([r.bps for r in rows], float)
     low = np.fmin(np.array([r.bps_low for r in rows], float), x) * (1 - d)
     high = np.fmax(np.array([r.bps_high for r in rows], float), x) * (1 + d)
-    _caveat(
+    note = (
         f"the pace moved {ev.drift_pct:+.1f}% between the halves of the steady window: every interval is widened "
         f"by {100 * d:.0f}%"
     )
-    return tuple(replace(r, bps_low=float(a), bps_high=float(b)) for r, a, b in zip(rows, low, high))
+    return tuple(replace(r, bps_low=float(a), bps_high=float(b)) for r, a, b in zip(rows, low, high)), [note]
 
 
-def _warn_assumptions(fit: PipelineFit, settings: Settings) -> None:
+def _warn_assumptions(fit: PipelineFit, settings: Settings) -> list[str]:
     """The caveats the options and the fit carry before anything is projected."""
+    out: list[str] = []
     c = fit.roles[1]
     if settings.extrapolated_tokens:
         lo, hi = settings.logged_tokens_range
-        _caveat(
+        out.append(
             f"--token-budget {settings.token_budget}: batches of ~{settings.tokens_per_batch:.0f} tokens lie "
             f"outside the logged {lo:.0f}-{hi:.0f}, so the step-time line is extrapolated; a short log at the new "
             f"budget, given with the others, pins it down"
         )
-    _warn_engines(fit, settings)
-    _warn_slope_at_another_g(fit, settings)
+    out += _warn_engines(fit, settings)
+    out += _warn_slope_at_another_g(fit, settings)
     judged_m = settings.roles[c] if settings.roles else fit.observed[0].roles.get(c, 1)
     if judged_m <= 1 and not fit.sync.measured and fit.sync.sync_every > 0:
-        _caveat(
+        out.append(
             f"only {role_count(judged_m, c)} observed: the sync cost of several {role_plural(c)} is unknown and "
             f"assumed 0; see 'holds unless' for how the verdict depends on per-{c} scaling"
         )
+    return out
 
 
-def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> None:
+def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> list[str]:
     """The fit's caveat gives how step times move with the split at the G the logs ran; a table at
     another G does not carry that slope (`advisor.model.params.ContentionFit.scale`: one producer
     more is one consumer fewer only at that G), so say so beside it."""
+    out: list[str] = []
     ct = fit.contention
     if ct.role_se or settings.gpus_per_worker != (1, 1) or settings.gpus == ct.gpus:
-        return
+        return out
     if not (ct.measured or any(ct.prior_k)):
-        return
+        return out
     p = fit.roles[0]
-    _caveat(
+    out.append(
         f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
         f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
         f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
         f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
         f"{settings.units()} measure it"
     )
+    return out
 
 
-def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
+def _warn_engines(fit: PipelineFit, settings: Settings) -> list[str]:
     """What the log cannot tell about engines of another size and about the link (caveats)."""
+    out: list[str] = []
     for i, role in enumerate(fit.roles):
         k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
         if k != k_log:
-            _caveat(
+            out.append(
                 f"{role} engines of {k} GPUs projected from a log of {k_log}-GPU engines: an engine's rate is "
                 f"taken as {k}/{k_log} x {settings.engine_scaling[i]:g} (--engine-scaling, given) of the logged "
                 f"one; the intervals span +-{100 * ENGINE_SCALING_SE:.0f}% of it; a short log at {k} GPUs per "
                 "engine measures it"
             )
     if settings.nodes <= 1:
-        return
+        return out
     if not settings.link_bytes_s or not fit.hs_bytes_per_token:
         logged = fit.source.logged
         what = (
@@ -275,30 +273,32 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> None:
             if logged
             else "give --link-gbytes-s and --hs-bytes-per-token"
         )
-        _caveat(
+        out.append(
             f"{settings.nodes} nodes of {settings.gpus_per_node} GPUs: {what}, so the link between nodes is taken "
             f"as free; {give}"
         )
-    _warn_crossing(fit)
-    _warn_local_sync(fit, settings)
+    out += _warn_crossing(fit)
+    out += _warn_local_sync(fit, settings)
     if settings.link_source == "measured":
-        return
+        return out
     if settings.link_source is not None:
         whence = "given (--link-gbytes-s)" if settings.link_source == "given" else "the header's link_bytes_s"
-        _caveat(
+        out.append(
             f"{settings.nodes} nodes: the link's {settings.link_bytes_s / 1e9:.3g} GB/s is {whence}, not measured "
             f"from batches that crossed nodes{' in this log' if fit.source.logged else ''}; the intervals span "
             f"+-{100 * LINK_SE:.0f}% of it"
         )
+    return out
 
 
-def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
+def _warn_local_sync(fit: PipelineFit, settings: Settings) -> list[str]:
     """Node-local pipelines sync their drafters over the link: a caveat where the log cannot size that
     sync (no sync, or sync events without bytes) and some split can run node-locally."""
+    out: list[str] = []
     if not settings.link_bytes_s or (fit.sync.sync_every > 0 and fit.sync.bytes_per_sync):
-        return
+        return out
     if not any(local_placement(settings, n, m) is not None for n, m in settings.engine_pairs()):
-        return
+        return out
     c = fit.roles[1]
     if not fit.source.logged:
         why = f"bare numbers give no bytes for the {c}s' sync"
@@ -306,28 +306,31 @@ def _warn_local_sync(fit: PipelineFit, settings: Settings) -> None:
         why = f"the log's {c}s do not sync (sync_every 0)"
     else:
         why = "its sync events carry no bytes"
-    _caveat(
+    out.append(
         f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over "
         f"the link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} "
         f"scaling the verdict needs, and a log with sync events (and their bytes) measures it"
     )
+    return out
 
 
-def _warn_crossing(fit: PipelineFit) -> None:
+def _warn_crossing(fit: PipelineFit) -> list[str]:
     """Where the log's batches crossed nodes: its crossing share against uniform mixing, the
     analytic link stage's assumption (`advisor.model.link`)."""
+    out: list[str] = []
     lk = fit.link
     if not lk.producers_by_node or not lk.steps_known:
-        return
+        return out
     pl = Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
     uniform, seen = pl.crossing_share(), lk.first_crossed / lk.steps_known
     if abs(seen - uniform) > CROSSING_GAP:
-        _caveat(
+        out.append(
             f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
             f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the "
             "shared queue's order ties origin to drafter, so at placements that mix targets and drafters on a "
             "node the link carries more (or less) than projected; compare placements by short logs of each"
         )
+    return out
 
 
 def _analytic(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> tuple[tuple[SplitRow, ...], bool]:
@@ -347,36 +350,39 @@ def _project(
     base: tuple[tuple[SplitRow, ...], bool],
     known: Refinement | None = None,
     force: tuple[int, ...] = (),
-) -> tuple[tuple[SplitRow, ...], Refinement | None]:
+) -> tuple[tuple[SplitRow, ...], Refinement | None, list[str]]:
     """The table of every split: the analytic projection (``base``, `_analytic`), its contenders
     simulated exactly where the chain is weak (`advisor.project.exact.refine_weak_spots`: one method
     for every contender; ``known`` kept, ``force`` added), and with ``--exact`` checked against the
     log's own service times."""
     splits, simulable = base
-    refinement = None
+    refinement, notes = None, []
     if simulable:
         refinement = refined_ratios(fit, tuple(logs), splits, hs_cap=settings.hs_cap, force=force, known=known)
         splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap, refinement=refinement)
-        _warn_capped(splits, refinement)
+        notes += _warn_capped(splits, refinement)
     if settings.exact and not (fit.source is Source.STEPS and settings.own_budget):
-        _caveat("--exact needs step events and the log's own token budget; skipped")
+        notes.append("--exact needs step events and the log's own token budget; skipped")
     elif settings.exact:
-        splits = _exact(fit, logs, settings, splits)
-    return splits, refinement
+        splits, gap = _exact(fit, logs, settings, splits)
+        notes += gap
+    return splits, refinement, notes
 
 
-def _warn_capped(rows: tuple[SplitRow, ...], refinement: Refinement) -> None:
+def _warn_capped(rows: tuple[SplitRow, ...], refinement: Refinement) -> list[str]:
     """A caveat where the caps on simulation left contenders analytic (their rows' ``method``)."""
+    out: list[str] = []
     capped = [rows[i].label for i in refinement.capped]
     if not capped:
-        return
+        return out
     shown = ", ".join(capped[:6]) + (f" and {len(capped) - 6} more" if len(capped) > 6 else "")
-    _caveat(
+    out.append(
         f"{len(capped)} of the splits whose interval reaches the best's lower end are projected by the analytic "
         f"chain, not simulated (method 'analytic-capped': {shown}): the simulation is capped at {MAX_REFINED} splits "
         f"and {REFINE_BUDGET:,} batches; where simulated, the chain and the simulation differed by up to "
         f"{100 * math.expm1(refinement.chain_gap_log):.1f}%"
     )
+    return out
 
 
 def _unmatched(rows: tuple[SplitRow, ...], decision: Decision, refinement: Refinement | None) -> tuple[int, ...]:
@@ -390,37 +396,33 @@ def _unmatched(rows: tuple[SplitRow, ...], decision: Decision, refinement: Refin
 
 def _exact(
     fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, rows: tuple[SplitRow, ...]
-) -> tuple[SplitRow, ...]:
+) -> tuple[tuple[SplitRow, ...], list[str]]:
     """The rows with the exact simulation's rates, and a caveat where it and the analytic model differ."""
     out = simulate_splits(fit, tuple(logs), rows, hs_cap=settings.hs_cap)
     gaps = [r for r in out if not math.isnan(r.exact_gap_pct)]
     worst = max(gaps, key=lambda r: abs(r.exact_gap_pct), default=None)
-    if worst is not None and abs(worst.exact_gap_pct) > EXACT_GAP_WARN_PCT:
-        _caveat(
-            f"the analytic model and the exact simulation differ by {worst.exact_gap_pct:+.1f}% at "
-            f"{worst.label}: trust the simulation there"
-        )
-    return out
+    if worst is None or abs(worst.exact_gap_pct) <= EXACT_GAP_WARN_PCT:
+        return out, []
+    return out, [
+        f"the analytic model and the exact simulation differ by {worst.exact_gap_pct:+.1f}% at {worst.label}: trust "
+        "the simulation there"
+    ]
 
 
-def _evidence(fit: PipelineFit, logs: Sequence[RunLog]) -> Evidence:
+def _evidence(fit: PipelineFit, logs: Sequence[RunLog]) -> tuple[Evidence, list[str]]:
     """What the first log can carry (`advisor.decide.evidence`), with a caveat when it is thin."""
     ev = gather(fit, tuple(logs))
-    if ev.thin and fit.source.logged:
-        warnings.warn(
-            SteadyStateWarning(
-                f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling "
-                f"noise only, so treat the projections as provisional"
-            ),
-            stacklevel=2,
-        )
-    return ev
+    if not (ev.thin and fit.source.logged):
+        return ev, []
+    return ev, [
+        f"{fit.observed[0].path}: thin evidence: {'; '.join(ev.why_thin())}; the intervals cover sampling noise "
+        "only, so treat the projections as provisional"
+    ]
 
 
-def _caveats(*batches: Sequence[warnings.WarningMessage]) -> tuple[str, ...]:
-    """Every typed warning's text, once, in the order raised."""
-    typed = (w for batch in batches for w in batch if issubclass(w.category, AdvisorWarning))
-    return tuple(dict.fromkeys(str(w.message) for w in typed))
+def _caveats(caught: Sequence[warnings.WarningMessage]) -> list[str]:
+    """Every typed warning's text, in the order raised."""
+    return [str(w.message) for w in caught if issubclass(w.category, AdvisorWarning)]
 
 
 def _sized(fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...]) -> tuple[SplitRow, ...]:
@@ -437,35 +439,31 @@ def _sized(fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...]) -> 
     return tuple(replace(r, eta_s=left / r.bps if r.bps > 0 else math.nan) for r in rows)
 
 
-def _finish(
-    fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str, caught: list[warnings.WarningMessage]
-) -> Advice:
+def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: str, caught: Sequence[str]) -> Advice:
     """From the fit on: project -> reconcile -> the model's self-check -> evidence -> decide, then the
     Advice; again with the decided pick's contenders simulated where the first pass left one of them
-    analytic beside simulated rivals (one method for every contender)."""
-    with warnings.catch_warnings(record=True) as more:
-        warnings.simplefilter("always")
-        _warn_assumptions(fit, settings)
+    analytic beside simulated rivals (one method for every contender). ``caught``: the caveats of
+    the reading and the fit, before this advice's own."""
+    with warnings.catch_warnings():  # a library's notes are no caveats: every caveat here is returned
+        warnings.simplefilter("ignore")
+        notes = [*caught, *_warn_assumptions(fit, settings)]
         base = _analytic(fit, logs, settings)
-        with warnings.catch_warnings(record=True) as thin:  # the same in every pass: read once
-            warnings.simplefilter("always")
-            ev = _evidence(fit, logs)
+        ev, thin = _evidence(fit, logs)
         refinement, force = None, ()
         for last in (False,) * (CONTENDER_PASSES - 1) + (True,):
-            with warnings.catch_warnings(record=True) as this_pass:  # only the kept pass's caveats count
-                warnings.simplefilter("always")
-                splits, refinement = _project(fit, logs, settings, base, refinement, force)
-                splits, recon = reconcile(fit, settings, splits)
-                splits = _sized(fit, settings, compare_probed(fit, splits))
-                splits = carry_model_error(splits, model_error({r.label: r for r in splits}, recon))
-                this_pass.extend(thin)  # the evidence's caveat, in its place among the pass's
-                if not any(r.probe_segments for r in splits):  # a probe's rounds carry the drift in its rows' noise
-                    splits = _widen_for_drift(splits, ev)
-                rows = {r.label: r for r in splits}
-                decision = decide(fit, rows, settings, ev)
+            splits, refinement, this_pass = _project(fit, logs, settings, base, refinement, force)
+            splits, recon = reconcile(fit, settings, splits)
+            splits = _sized(fit, settings, compare_probed(fit, splits))
+            splits = carry_model_error(splits, model_error({r.label: r for r in splits}, recon))
+            this_pass += [r.caveat for r in recon if r.caveat] + thin
+            if not any(r.probe_segments for r in splits):  # a probe's rounds carry the drift in its rows' noise
+                splits, drift = _widen_for_drift(splits, ev)
+                this_pass += drift
+            rows = {r.label: r for r in splits}
+            decision = decide(fit, rows, settings, ev)
             force = () if last else _unmatched(splits, decision, refinement)
-            if not force:
-                more.extend(this_pass)
+            if not force:  # only the kept pass's caveats count
+                notes += this_pass
                 break
         observed = observed_split(fit, settings, rows)
     return Advice(
@@ -475,7 +473,7 @@ def _finish(
         observed=observed,
         decision=decision,
         settings=settings,
-        warnings=_caveats(caught, more),
+        warnings=tuple(dict.fromkeys(notes)),
         reconciliation=recon,
         logs=tuple(logs),
     )
@@ -540,7 +538,9 @@ class Fitted:
         Raises:
             SettingsError: an unusable option, named.
         """
-        return _finish(self.fit, self.logs, self.settings(options, **given), self.logs[0].header.run, list(self.caught))
+        return _finish(
+            self.fit, self.logs, self.settings(options, **given), self.logs[0].header.run, _caveats(self.caught)
+        )
 
 
 def fit_logs(paths: str | Path | Sequence[str | Path]) -> Fitted:
@@ -621,22 +621,18 @@ def advise_numbers(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, o)
-        p, c = fit.roles
-        k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
-        log_k = (k.get(p, 1), k.get(c, 1))
-        # each capacity was given on its workers' GPUs (engines of log_k GPUs each)
-        on = {r: units_text(roles[r] * kk) for r, kk in zip((p, c), log_k)}
-        kinds = ", ".join(
-            f"{rf.role} {basis_text(rf, roles[rf.role], on[rf.role])}" for rf in (fit.producer, fit.consumer)
-        )
-        carried = (
-            gpu_priors_text(fit.contention, p, c)
-            if fit.contention.role_se
-            else "intervals carry no sampling or run-to-run error (no samples)"
-        )
-        _caveat(
-            f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); {carried}"
-        )
+    p, c = fit.roles
+    k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
+    log_k = (k.get(p, 1), k.get(c, 1))
+    # each capacity was given on its workers' GPUs (engines of log_k GPUs each)
+    on = {r: units_text(roles[r] * kk) for r, kk in zip((p, c), log_k)}
+    kinds = ", ".join(f"{rf.role} {basis_text(rf, roles[rf.role], on[rf.role])}" for rf in (fit.producer, fit.consumer))
+    carried = (
+        gpu_priors_text(fit.contention, p, c)
+        if fit.contention.role_se
+        else "intervals carry no sampling or run-to-run error (no samples)"
+    )
+    given = f"from bare numbers ({kinds}): step-time variability assumed (SCV {fit.producer.busy_scv:.2g}); {carried}"
     logged = Logged(
         roles=(p, c),
         gpus=roles[p] * log_k[0] + roles[c] * log_k[1],
@@ -653,4 +649,4 @@ def advise_numbers(
         gpus_per_node=o.gpus_per_node,
         link_gbytes_s=o.link_gbytes_s,
     )
-    return _finish(fit, (), build_settings(numbers, logged), "what-if", caught)
+    return _finish(fit, (), build_settings(numbers, logged), "what-if", [*_caveats(caught), given])

@@ -45,18 +45,16 @@ Two splits' projections share most of their uncertainty (one fit): the lead of a
 95% interval ``ln(X_a / X_b) +- 1.96 sqrt(sum_k (s_ak - s_bk)^2 + own_a + own_b)`` over the shared
 sources k (`advisor.project.rows.lead_interval`); a widened row has none.
 
-Reconciliation: a log's measured rate more than ``RECONCILE_PCT`` from its projection is a
-`ReconcileWarning`, and the split's interval is widened to cover it.
+Reconciliation: a log's measured rate more than ``RECONCILE_PCT`` from its projection is a caveat
+(`Reconciliation.caveat`), and the split's interval is widened to cover it.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from advisor.errors import ReconcileWarning
 from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
@@ -78,6 +76,7 @@ class Reconciliation:
     gpus: int
     observed_bps: float
     projected_bps: float
+    caveat: str = ""  # where the gap passes RECONCILE_PCT: what the advice says of it
 
     @property
     def gap_pct(self) -> float:
@@ -388,7 +387,7 @@ def _log_tokens(fit: PipelineFit, ob) -> float:
 def reconcile(
     fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...]
 ) -> tuple[tuple[SplitRow, ...], tuple[Reconciliation, ...]]:
-    """Compare the projection with every log's measured rate; widen and warn where they differ.
+    """Compare the projection with every log's measured rate; widen and say so where they differ.
 
     Each log is compared at its own G and batch size (projected afresh when those differ from the
     table's), so logs at other splits or budgets are checked too.
@@ -434,23 +433,20 @@ def reconcile(
                 gpus_per_worker=settings.log_gpus_per_worker,
             ).x_bps
         rec = Reconciliation(path=ob.path, label=label, gpus=log_gpus, observed_bps=ob.bps, projected_bps=x)
-        out.append(rec)
         if abs(rec.gap_pct) <= RECONCILE_PCT:
+            out.append(rec)
             continue
-        why = _why_not(fit, ob)
         widened = ""
         if in_table:
             r = df[label]
             r = df[label] = replace(r, bps_low=min(r.bps_low, ob.bps), bps_high=max(r.bps_high, ob.bps), widened=True)
             span = f"at least {r.bps_low:.3g}" if r.bps_high_open else f"{r.bps_low:.3g}-{r.bps_high:.3g}"
             widened = f"; its interval is widened to {span} b/s"
-        warnings.warn(
-            ReconcileWarning(
-                f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "
-                f"({rec.gap_pct:+.1f}%){widened}; {why}"
-            ),
-            stacklevel=2,
+        caveat = (
+            f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "
+            f"({rec.gap_pct:+.1f}%){widened}; {_why_not(fit, ob)}"
         )
+        out.append(replace(rec, caveat=caveat))
     return tuple(df.values()), tuple(out)
 
 
