@@ -93,17 +93,12 @@ class DrawInputs:
 
 
 def calibrated(fit: PipelineFit) -> bool:
-    """Whether ``fit`` lies in the host part of the draw's calibration domain (module docstring):
-    step logs of workers that share a host with a core each (`advisor.decide.rules` asks the
-    families for the rest).
-    """
+    """Whether ``fit`` is in the calibration's host domain: step logs, a shared host, a core each."""
     return fit.source == Source.STEPS and fit.contention.prior_se == CONTENTION_PRIOR_SE
 
 
 def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
-    """The capacity corners drawn by an open bound's slack (module docstring): the open ones
-    (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs.
-    """
+    """The corners drawn by an open bound's slack: the open ones of a fit from bare numbers."""
     return open_corners(fit) if fit.source == Source.NUMBERS else (False, False, False, False)
 
 
@@ -246,17 +241,13 @@ def drawn_lead(values: np.ndarray, inp: DrawInputs, a: str, b: str) -> tuple[flo
 
 
 def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
-    """``draws`` slacks ``u`` (log capacity above an open bound): an exponential of scale
-    ``OPEN_SLACK_LOG`` truncated to [0, ``OPEN_CAP_LOG``], by its inverse distribution function.
-    """
+    """``draws`` slacks ``u``: exponential of scale ``OPEN_SLACK_LOG`` truncated at ``OPEN_CAP_LOG``."""
     v = rng.uniform(0.0, 1.0, draws)
     return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
 
 
 def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
-    """Draws for a table of ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) where
-    ``draws x k`` would pass ``MAX_CELLS`` (at G = 1024 the table has 1,023 splits).
-    """
+    """Draws for ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) past ``MAX_CELLS`` cells."""
     return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
 
 

@@ -87,9 +87,7 @@ def _role_cap_text(rf: RoleFit, row: SplitRow, fit: PipelineFit, s: Settings) ->
 
 
 def link_cost_pct(r: SplitRow) -> float:
-    """What the link costs at a row: its rate below the same placement's with a free link, in %
-    (the one number the bottleneck and placement sentences state).
-    """
+    """What the link costs at a row: its rate below a free link's at the same placement, in %."""
     free = r.link.bps_free_link if r.link is not None else math.nan
     return 100 * (1 - r.bps / free) if free > 0 else 0.0
 
@@ -404,9 +402,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
 
 
 def probed_pair(rows: Mapping[str, SplitRow], a: str, b: str) -> bool:
-    """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`): their lead
-    is then the measured rates compared, not two projections of one fit.
-    """
+    """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`)."""
     return a in rows and b in rows and rows[a].probe_segments > 0 and rows[b].probe_segments > 0
 
 
@@ -420,9 +416,7 @@ def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
 
 
 def provisional(d: Decision, fit: PipelineFit) -> bool:
-    """Whether the verdict is provisional: a log whose evidence is thin (`advisor.decide.evidence`;
-    bare numbers carry no such evidence). Then no sentence calls the choice stable.
-    """
+    """Whether the verdict is provisional (a log of thin evidence): no sentence calls it stable."""
     return d.evidence.thin and fit.source.logged
 
 

@@ -249,9 +249,7 @@ def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
 
 
 def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
-    """Whether `refine_weak_spots` may simulate at all: step events, and drafters that sync or a
-    queue in lockstep (its docstring).
-    """
+    """Whether `refine_weak_spots` may simulate: step events, and syncing drafters or lockstep."""
     return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
 

@@ -43,9 +43,7 @@ def _multisets(mixes: list[tuple[int, int]], nodes: int, n: int, m: int, start: 
 
 
 def packed(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> Placement:
-    """Targets fill node 0, 1, ...; drafters the GPUs left: a log's default placement
-    (`advisor.ingest.schema.default_placement`), counted per node.
-    """
+    """Targets fill node 0, 1, ...; drafters the GPUs left (a log's default placement)."""
     where = default_placement({"p": n, "c": m}, {"p": k_p, "c": k_c}, gpus_per_node)
     return Placement.of_nodes(where["p"], where["c"], nodes)
 

@@ -206,9 +206,7 @@ def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
 
 
 def engine_rate_scale(settings: Settings, i: int) -> float:
-    """An engine's rate at the projected size over one at the logged size: (k / k_log) x the given
-    per-GPU ratio (`Settings.engine_scaling`); 1 where the size is the logged one.
-    """
+    """An engine's rate at the projected size over the logged one: (k / k_log) x `Settings.engine_scaling`."""
     k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
     return 1.0 if k == k_log else k / k_log * settings.engine_scaling[i]
 
