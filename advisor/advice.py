@@ -1,8 +1,9 @@
 """The one public entry: logs (or bare numbers) in, an :class:`Advice` out.
 
 ``advise(paths)`` runs load -> fit -> settings -> project -> reconcile -> evidence -> decide, each
-wing once with the record the one before produced, and collects every typed warning raised on the
-way as a caveat. The CLI, the notebooks and the plots all call it.
+wing once with the record the one before produced, and collects the caveats: the typed warnings
+the reading and the fit raise, then the sentences the later stages return. The CLI, the notebooks
+and the plots all call it.
 """
 
 from __future__ import annotations
