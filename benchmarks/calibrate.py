@@ -760,8 +760,7 @@ def families_record(fams: list[Family]) -> str:
     for f in fams:
         s = f.shape
         keys = (s.hs_cap, s.pre_cap, s.sync_every, s.token_budget, *s.gpus_per_worker)
-        sweeps = "(" + ", ".join(map(_q, f.sweeps)) + ("," if len(f.sweeps) == 1 else "") + ")"
-        lines.append(f"    _family({_q(f.name)}, {_q(f.preset)}, {_q(f.host)}, {keys!r}, {sweeps}),")
+        lines.append(f"    _family({_q(f.name)}, {_q(f.preset)}, {_q(f.host)}, {keys!r}, {_q(' '.join(f.sweeps))}),")
     lines.append(")")
     return "\n".join(lines)
 

@@ -150,7 +150,7 @@ def main() -> int:
         if layout == "node-local":
             # the emulation has one shared q_hs only: check the placement the shared layout recommends
             shared = project(fit, settings, pairs=[(n, m)], routing="shared")
-            rec = str(refine_placements(fit, adv.logs, settings, shared).at[label, "placement"])
+            rec = refine_placements(fit, adv.logs, settings, shared)[0].link.placement_text
         best = max(emulated, key=lambda e: e["emulated_bps"])
         rec_em = next(e["emulated_bps"] for e in emulated if e["placement"] == rec)
         rows.append(

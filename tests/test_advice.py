@@ -48,7 +48,7 @@ def test_another_g_gives_the_log_its_own_capacities(reference):
 def test_judge_rederives_the_decision_on_the_same_table(reference):
     adv = advise(reference)
     judged = adv.judge({"target": 6, "drafter": 2})
-    assert judged.splits is adv.splits and judged.decision.judged == "6-2"
+    assert judged.rows is adv.rows and judged.decision.judged == "6-2"
     assert judged.decision.settings is judged.settings
 
 

@@ -1,25 +1,16 @@
 """How much the log behind the advice can carry: length of the steady part, settling, drift.
 
-The decision rules need to know when the log is too thin to choose on. Three signals, all from
-the first (current) log's steady window:
+From the first log's steady window:
 
-- ``batches``: consumer completions inside the window; below ``MIN_BATCHES`` the rates rest on
-  too few steps to separate splits a few percent apart. Each count is counted in its own unit: a
-  rates-only log's window holds ``snapshots`` (each a window of many batches), and its batches
-  are the consumer's logged rate times the window's length; bare numbers (``basis`` "numbers")
-  have no log to be thin (what they cannot show is carried by priors, `advisor.model.priors`).
-- ``settled``: whether warm-up truncation (MSER-5, `advisor.measure.steady`) found a start well before
-  the middle of the log; a run that never settled is still warming up.
-- ``drift_pct``: the consumer's completion rate in the second half of the window against the
-  first half. Its noise is judged from the spread of per-batch-group completion counts
-  (``DRIFT_GROUPS`` groups per half, standard error of the difference); a drift beyond both
-  ``DRIFT_Z`` standard errors and ``DRIFT_PCT`` means the pace is still changing.
+- ``batches``: consumer completions in it (a rates-only log: its rate times the window), thin
+  below ``MIN_BATCHES``; bare numbers have no log to be thin;
+- ``settled``: whether warm-up truncation (MSER-5, `advisor.measure.steady`) found a start well
+  before the log's middle;
+- ``drift_pct``: the consumer's rate in the window's second half against its first, drifting
+  beyond both ``DRIFT_Z`` standard errors (from ``DRIFT_GROUPS`` groups per half) and ``DRIFT_PCT``.
 
-When the evidence is thin, the projected intervals are widened by the measured drift (a rate
-that moved by d% inside the window may move as much again) and the decision can say
-``cannot-tell``, naming how much more log would separate the best split from the runner-up:
-interval half-widths shrink as 1/sqrt(duration), so a log ``((w_best + w_runner) / gap)^2``
-times as long separates them.
+Thin evidence widens the intervals by the drift; half-widths shrink as 1/sqrt(duration), so a log
+``((w_best + w_runner) / gap)^2`` times as long separates the best from the runner-up.
 """
 
 from __future__ import annotations

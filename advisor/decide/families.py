@@ -1,21 +1,12 @@
 """The families of real sweeps the odds' calibration was fitted on, and whether a run lies in one.
 
-A family (MODELLING.md section 9) is the runs that share the model preset, the depths of the two
-queues (q_hs, q_pre), the drafters' sync cadence, the engine size (GPUs per target engine and per
-drafter engine), the token budget and the host kind. G is not a key: the advice at another G of
-one shape lies in the family. The calibrated constants of `advisor.decide.odds`
-(``STEPS_TEMPERATURE``, ``LEVEL_CORR``) are fitted and scored leave one family out on the
-families of ``CALIBRATED`` (``SOURCE``). `benchmarks/calibrate.py --families-record` derives the
-record from the sweeps' ``sweep.json`` and log headers, and tests/test_calibrate.py checks that
-the record and the sweeps agree.
-
-A run's `Shape` is read from its fit, the options it is projected under and the first log's
-header. The host is not a key of the shape: the odds' own domain check (`advisor.decide.odds.calibrated`)
-asks for a shared host with a core per worker. A shape lies in a family where every key is equal,
-with two exceptions. Models are compared only where the header names them. A sync cadence that
-no log shows matches any family's: the logs all hold one drafter engine, which never syncs, and
-the trainer then writes ``sync_every`` 0. Outside every family the odds take the uncalibrated
-draw, and `Domain.text` says why.
+A family (MODELLING.md section 9) shares the model preset, the depths of q_hs and q_pre, the sync
+cadence, the engine sizes, the token budget and the host kind; G is not a key. `advisor.decide.odds`'
+constants are fitted leave one family out on ``CALIBRATED`` (``SOURCE``; `benchmarks/calibrate.py
+--families-record` derives it, tests/test_calibrate.py checks it). A run's `Shape` (from its fit,
+options and header) lies in a family where every key is equal, but models compare only where the
+header names them and a cadence no log shows (one drafter engine: ``sync_every`` 0) matches any.
+Outside every family the draw is uncalibrated, and `Domain.text` says why.
 """
 
 from __future__ import annotations
@@ -111,13 +102,13 @@ class Domain:
 
 
 def _family(
-    name: str, preset: str, host: str, keys: tuple[int, int, int | None, int | None, int, int], sweeps: tuple[str, ...]
+    name: str, preset: str, host: str, keys: tuple[int, int, int | None, int | None, int, int], sweeps: str
 ) -> Family:
     """A line of the record: ``keys`` = (q_hs, q_pre, sync_every, token_budget, GPUs per target
-    engine, per drafter engine), the models the preset's (``MODELS``)."""
+    engine, per drafter engine), ``sweeps`` space-separated, the models the preset's (``MODELS``)."""
     hs, pre, sync, budget, tp, dp = keys
     shape = Shape(hs, pre, sync, budget, (tp, dp), *MODELS.get(preset, (None, None)))
-    return Family(name=name, preset=preset, host=host, shape=shape, sweeps=sweeps)
+    return Family(name=name, preset=preset, host=host, shape=shape, sweeps=tuple(sweeps.split()))
 
 
 # the record, printed by `python3 benchmarks/calibrate.py --families-record` from fixtures/sweep/
@@ -126,96 +117,68 @@ MODELS = {  # preset -> (target model, drafter model), as the trainer's headers 
     "tp-cpu": ("qwen3-h128-l6-kv2 (1M backbone, random init)", "dflash-b8-l2-h256-w64"),
 }
 CALIBRATED: tuple[Family, ...] = (
-    _family("tiny-hs1-pre50-sync10-tb1024-tp1-cpu16", "tiny", "16-core CPU", (1, 50, 10, 1024, 1, 1), ("qhs1g7",)),
+    _family("tiny-hs1-pre50-sync10-tb1024-tp1-cpu16", "tiny", "16-core CPU", (1, 50, 10, 1024, 1, 1), "qhs1g7"),
     _family(
         "tiny-hs20-pre50-sync10-tb1024-tp1-cpu16",
         "tiny",
         "16-core CPU",
         (20, 50, 10, 1024, 1, 1),
-        (
-            "g10tb1k",
-            "g10tb1k-b",
-            "g11tb1k",
-            "g12tb1k",
-            "g12tb1k-c",
-            "g12tb1k-f",
-            "g13tb1k",
-            "g13tb1k-b",
-            "g13tb1k-c",
-            "g14tb1k",
-            "g15tb1k",
-        ),
+        "g10tb1k g10tb1k-b g11tb1k g12tb1k g12tb1k-c g12tb1k-f g13tb1k g13tb1k-b g13tb1k-c g14tb1k g15tb1k",
     ),
     _family(
         "tiny-hs20-pre50-sync10-tb2048-tp1-cpu16",
         "tiny",
         "16-core CPU",
         (20, 50, 10, 2048, 1, 1),
-        ("cpu16", "ded16", "hold16", "hold16g10"),
+        "cpu16 ded16 hold16 hold16g10",
     ),
     _family(
         "tiny-hs20-pre50-sync10-tb2048-tp1-cpu32",
         "tiny",
         "32-core CPU",
         (20, 50, 10, 2048, 1, 1),
-        ("cpu32", "cpu32g12", "ded32"),
+        "cpu32 cpu32g12 ded32",
     ),
-    _family("tiny-hs20-pre50-sync10-tb4096-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 4096, 1, 1), ("g14tb4k",)),
+    _family("tiny-hs20-pre50-sync10-tb4096-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 4096, 1, 1), "g14tb4k"),
     _family(
-        "tiny-hs20-pre50-sync2-tb1024-tp1-cpu16",
-        "tiny",
-        "16-core CPU",
-        (20, 50, 2, 1024, 1, 1),
-        ("sync2g12", "sync2g14"),
+        "tiny-hs20-pre50-sync2-tb1024-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 1024, 1, 1), "sync2g12 sync2g14"
     ),
-    _family("tiny-hs20-pre50-sync2-tb2048-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 2048, 1, 1), ("sync2g13",)),
+    _family("tiny-hs20-pre50-sync2-tb2048-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 2048, 1, 1), "sync2g13"),
     _family(
         "tiny-hs20-pre50-sync3-tb2048-tp1-cpu16",
         "tiny",
         "16-core CPU",
         (20, 50, 3, 2048, 1, 1),
-        ("sync3g13", "sync3g14", "sync3g15"),
+        "sync3g13 sync3g14 sync3g15",
     ),
     _family(
         "tiny-hs20-pre50-sync4-tb512-tp1-cpu16",
         "tiny",
         "16-core CPU",
         (20, 50, 4, 512, 1, 1),
-        ("sync4g11", "sync4g12", "sync4g13"),
+        "sync4g11 sync4g12 sync4g13",
     ),
     _family(
-        "tiny-hs20-pre50-sync5-tb2048-tp1-cpu16",
-        "tiny",
-        "16-core CPU",
-        (20, 50, 5, 2048, 1, 1),
-        ("sync5g14", "sync5g14-b"),
+        "tiny-hs20-pre50-sync5-tb2048-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 5, 2048, 1, 1), "sync5g14 sync5g14-b"
     ),
-    _family(
-        "tp-cpu-hs2-pre50-sync5-tb1024-tp1-cpu16", "tp-cpu", "16-core CPU", (2, 50, 5, 1024, 1, 1), ("qhs2tp-s5g7",)
-    ),
+    _family("tp-cpu-hs2-pre50-sync5-tb1024-tp1-cpu16", "tp-cpu", "16-core CPU", (2, 50, 5, 1024, 1, 1), "qhs2tp-s5g7"),
     _family(
         "tp-cpu-hs20-pre50-sync1-tb2048-tp1-cpu16",
         "tp-cpu",
         "16-core CPU",
         (20, 50, 1, 2048, 1, 1),
-        ("sync1g10", "sync1g12", "sync1g13"),
+        "sync1g10 sync1g12 sync1g13",
     ),
-    _family(
-        "tp-cpu-hs20-pre50-sync10-tb1024-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 1024, 2, 1), ("tp2g13",)
-    ),
+    _family("tp-cpu-hs20-pre50-sync10-tb1024-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 1024, 2, 1), "tp2g13"),
     _family(
         "tp-cpu-hs20-pre50-sync10-tb2048-tp2-cpu16",
         "tp-cpu",
         "16-core CPU",
         (20, 50, 10, 2048, 2, 1),
-        ("tp2cpu16", "tp2g11", "tp2g14", "tp2g15"),
+        "tp2cpu16 tp2g11 tp2g14 tp2g15",
     ),
-    _family(
-        "tp-cpu-hs20-pre50-sync10-tb3072-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 3072, 2, 1), ("tp2g12",)
-    ),
-    _family(
-        "tp-cpu-hs20-pre50-sync10-tb4096-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 4096, 2, 1), ("tp2g10",)
-    ),
+    _family("tp-cpu-hs20-pre50-sync10-tb3072-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 3072, 2, 1), "tp2g12"),
+    _family("tp-cpu-hs20-pre50-sync10-tb4096-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 4096, 2, 1), "tp2g10"),
 )
 
 

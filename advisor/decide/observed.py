@@ -1,14 +1,9 @@
 """The split the (first) log ran, as the table sees it: the measured run and its capacities.
 
-`advisor.measure.observe` measures what one log's steady window shows (rate, tokens/s, window,
-q_hs depth): an `~advisor.measure.observe.ObservedRun`. :class:`ObservedSplit` holds that run and
-adds what the projected table makes of the split it ran: the pool capacities (from the same
-function as the table's rows, `advisor.project.table.split_capacities`), the efficiency, the
-bottleneck and, for step logs, the measured blocked/starved shares; and the self-check (issue 51):
-the table's projection of that split, by the method its rivals share, against the rate the log
-measured (``miss_pct``; `advisor.project.model_error` carries the miss into every projection and
-the odds). The headline, the "measured at" reason, the JSON's ``observed`` object and the plots all
-read it.
+`ObservedSplit` holds the `~advisor.measure.observe.ObservedRun` and what the table makes of its
+split: the capacities (`advisor.project.table.split_capacities`), efficiency, bottleneck, the
+measured blocked/starved shares, and the self-check: the row's projection against the measured
+rate (``miss_pct``, carried by `advisor.project.model_error`).
 """
 
 from __future__ import annotations

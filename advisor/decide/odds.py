@@ -1,105 +1,41 @@
 """The odds of every split: one joint draw of the fit's uncertainty, and what it says of each choice.
 
-Each split k's projected rate carries the parts of its 95% interval (`advisor.project.table`):
-coefficients ``s_kj`` (log b/s per standard error) of the error sources every split shares (the
-run's level, sampling, the split slope, the lone-worker regime), its own variance ``v_k``, the
-shifts ``e_k`` of its rate at the ends of an unidentified sync scaling and at the corners of
-the roles' capacity ranges. One draw r of all splits together:
+Split k carries its interval's parts (`advisor.project.rows.IntervalParts`): coefficients ``s_kj``
+of the sources every split shares, its own variance ``v_k`` and its shifts ``e_k`` at the ends of
+an unidentified sync scaling and at the corners of the capacity ranges. One draw r:
 
     ln X_k^(r) = ln x_k + sum_j s_kj Z_j^(r) + sqrt(v_k) eps_k^(r) + t^(r) e_k,c(r)
 
-with ``Z_j``, ``eps_k`` independent standard normals (a shared source drawn once per draw, so it
-cancels in every lead exactly as in `advisor.project.rows.lead_interval`), and one unknown end
-shared by every split: ``c`` one of the non-zero ends (sync scaling's two, the capacity ranges'
-four corners), each equally likely, and ``t`` uniform on [0, 1] (the truth anywhere between the
-point projection and that end; the lead's interval spans the same hull). A closed corner (every
-capacity at it finite: a stated range) beyond 1.25x or 1/1.25x of the point (``END_CAP_LOG``) is
-drawn to there at most. An open corner (`advisor.model.chain.open_corners`: a capacity known only
-from below, which the table puts at 1000x its bound) is drawn by its slack instead: the capacity
-lies above its bound by ``e^u``, ``u`` an exponential of scale ``OPEN_SLACK_LOG`` truncated to [0,
-``OPEN_CAP_LOG``], one ``u`` per draw for every split, and split k moves by ``sign(e_k) min(|e_k|,
-u)``: its rate follows the bounded capacity until the other role binds, where the corner's shift
-``e_k`` ends. The scale is the maximum-likelihood one of the role that did not bind at the real
-sweeps' splits (``u = -ln`` of its busy share; the cap is the largest ``u`` seen): a bound says
-only that the role kept up, and that is how far roles that kept up lay above (BENCHMARKS.md 19.13).
-Only a bound given as a number is drawn so (`slack_corners`); a bound read from a log (a producer
-blocked behind a full queue) comes with the role's busy time, which puts the capacity near it, and
-its corners are drawn as closed ones. A widened row (a measured rate the model misses: no paired
-form) is drawn alone from its marginal interval, a normal in ln X with median ``x_k`` and each
-side's spread from that side of the interval (``ln(x / low) / 1.96`` below, ``ln(high / x) / 1.96``
-above). A widened row whose interval is open above (its capacities known only from below: the
-table's upper end stands in at 1000x) has no upper end to spread to; its upper side is drawn to
-``END_CAP_LOG`` above the point, as a closed corner is, or to its measured rate where that is
-higher (the measured rate is what the widening covers). The drift widening of a thin log
-(`advisor.advice`) moves every split alike and cancels in every comparison; it is not drawn
-(except inside a widened row's marginal interval, which carries it).
+``Z_j``, ``eps_k`` standard normals (a shared source cancels in every lead, as in
+`advisor.project.rows.lead_interval`), ``c`` one of the non-zero ends, equally likely, ``t``
+uniform on [0, 1]. A closed corner is drawn to at most ``END_CAP_LOG`` from the point. An open
+corner (a capacity known only from below, `slack_corners`) is drawn by its slack: split k moves
+by ``sign(e_k) min(|e_k|, u)``, ``u`` exponential of scale ``OPEN_SLACK_LOG`` truncated at
+``OPEN_CAP_LOG``, one per draw (BENCHMARKS.md 19.13). A widened row is drawn alone, a normal in
+ln X with each side's spread ``ln(end / x) / 1.96`` from that side of its interval (an open upper
+end: ``END_CAP_LOG`` above the point, or its measured rate where higher). The model's own error
+(`advisor.project.model_error`) is drawn last, untempered: one path per draw of its Gaussian
+process in ``ln(N / M)``, conditioned on the misses at the observed splits, which are then drawn
+paired. `drawn_lead` reads a lead's 95% interval from the same draws.
 
-The model's own error (`advisor.project.model_error`, issue 51): where a log's measured rate and
-the model's projection of its split differ by ``m``, every split k the rows mark (``err_model_sigma``
-> 0: all but a probed split) adds ``e_k^(r)``, one path per draw of a Gaussian process in
-``ln(N / M)`` of scale ``sigma`` (the largest ``|m|``), conditioned on ``e = m`` at each observed
-split: that split is drawn paired (its shared terms kept, not alone from its widened interval) and
-centred on its measured rate, its neighbours carry part of the miss and the rest as spread. It is
-drawn last and not tempered (a measured error, not a calibrated spread), so a model that misses
-its own observation by ``m`` cannot state 90% on a margin smaller than ``m``.
+With a restart to weigh (judged split J, the job's size known), splits compare by the effective
+rate ``V_k = left / (left / X_k + restart_s [k != J])``. With ``M = max_j V_j`` per draw:
 
-The lead of one split over another that the reasons print (`drawn_lead`) is read from the same
-draws, so the odds and the lead's interval agree: a split within the resolution of the best in
-97.5% of the draws has a 95% lead over any other that starts at ``-RESOLUTION`` or above.
+    p_best(k) = P(V_k >= (1 - RESOLUTION) M)      p_top(k) = P(k is the best)
+    regret(k) = E[M - V_k] / E[M]                 gain(k)  = E[V_k] / E[V_other] - 1
 
-With a restart to weigh (a judged split J that runs now, the job's size known), splits compare
-by remaining-job time, not rate: ``T_k = left / X_k + restart_s [k != J]``, and every quantity
-below is read on the effective rate ``V_k = left / T_k`` (the rate itself where no restart is
-weighed). Per split, with ``M = max_j V_j`` of each draw and ``RESOLUTION`` = 2%:
+The Bayes action has the least regret; a close call: the two best regrets below the resolution.
+Gains and regrets are held within the intervals' ends (`allowed`): a gain within
+``[lo_k / hi_o - 1, hi_k / lo_o - 1]``, a regret within ``[0, 1 - lo_k / max_j hi_j]`` (an open
+upper end at ``e^OPEN_CAP_LOG`` times the point).
 
-    p_best(k)    = share of draws with V_k >= (1 - RESOLUTION) M        (within the resolution)
-    p_top(k)     = share of draws where k is the best (ties to the first), summing to 1
-    regret(k)    = E[M - V_k] / E[M]                                    (expected shortfall)
-    gain(k)      = E[V_k] / E[V_other] - 1, other the best other split by E[V]
-
-The Bayes action is the split of least expected regret (the largest ``E[V_k]``). A close call:
-the two best splits' expected regrets are both below the resolution (either will do).
-
-The stated numbers are held within what the table's bounds allow (`allowed`): with ``lo_k``
-and ``hi_k`` each split's interval ends taken through the same restart as ``V_k``, a gain lies
-within ``[lo_k / hi_other - 1, hi_k / lo_other - 1]`` and a regret within ``[0, 1 - lo_k / max_j
-hi_j]``; a draw's tail never states more than that. Where an interval is open above (a capacity
-known only from below) ``hi_k`` is its point times ``e^OPEN_CAP_LOG`` (8x: no role that kept up in
-the sweeps lay further above its bound, and no draw puts one further).
-
-Calibration (`calibrated`): the domain of the repository's real sweeps is a fit from step logs
-(``fit.source == "steps"``) of workers that share a host's compute with a core each (the
-contention prior is ``CONTENTION_PRIOR_SE``: neither dedicated devices, which carry none, nor an
-oversubscribed host), whose shape lies in one of the sweeps' families (`advisor.decide.families`:
-the preset, the queues' depths, the sync cadence, the token budget and the engine size of a family
-the constants were fitted on). There the draw takes two rules, checked against those sweeps
-(BENCHMARKS.md 19.6); neither touches the table's 95% intervals, which are calibrated for
-single-run coverage:
-
-- the run-to-run level shifts of the two roles (``err_p_level``, ``err_c_level``) are drawn with
-  correlation ``LEVEL_CORR``: another run on a host moves both roles' rates together (the
-  repeats of a split in the sweeps moved the targets' and the drafters' log rates together).
-  Each split's level coefficients ``(a, b)`` become ``f (a + rho b, sqrt(1 - rho^2) b)`` on two
-  independent normals, ``f = sqrt((a^2 + b^2) / (a^2 + b^2 + 2 rho a b))``, so each split's own
-  level variance is kept, and the lead of a producer-bound split (``(s, 0)``) over a
-  consumer-bound one (``(0, s)``) has level variance ``2 s^2 (1 - rho)``, not ``2 s^2``.
-- a temperature ``STEPS_TEMPERATURE`` multiplies the draw's normal part (the shared
-  coefficients, the own standard deviation, a widened row's spreads); the ends are kept. Thin
-  evidence (`advisor.decide.evidence.Evidence.thin`) is drawn the same way: keeping its sampling
-  terms at full size made its picks under-confident on the sweeps (BENCHMARKS.md 19.11). The
-  intervals cover one run's rate at one split; the
-  odds compare splits of one fit, and the sweeps' measured leads fell well inside the drawn
-  spread. The constant minimises the sum of the two Brier scores of `benchmarks/calibrate.py`
-  (the recommendation's ``p_best`` and every split's) over the sweeps; both constants are fitted
-  and scored leave one family out (`benchmarks/calibrate.py`, BENCHMARKS.md 19.20).
-
-Outside that domain the draw takes the table as it states it (temperature 1, the levels
-independent): bare numbers and rates-only logs (no step log to calibrate on), dedicated devices
-(no sweep of them), an oversubscribed host (its split terms carry the moves measured
-there) and a run of a shape no calibrated family has (the constants were never tested there; the
-odds sentence names the nearest family and how the run differs).
-
-The draws are seeded (``SEED``): the same table gives the same odds.
+Calibration (`calibrated`: step logs of workers sharing a host with a core each, of a family of
+`advisor.decide.families`): the two roles' level shifts are drawn with correlation
+``LEVEL_CORR`` (coefficients ``(a, b)`` become ``f (a + rho b, sqrt(1 - rho^2) b)``, ``f =
+sqrt((a^2 + b^2) / (a^2 + b^2 + 2 rho a b))``, each split's level variance kept), and the normal
+part is scaled by ``STEPS_TEMPERATURE``; both fitted leave one family out on the sweeps
+(`benchmarks/calibrate.py`, BENCHMARKS.md 19.6, 19.11, 19.20). Elsewhere the draw takes the table
+as stated. The draws are seeded (``SEED``).
 """
 
 from __future__ import annotations
@@ -110,14 +46,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from advisor.model.chain import open_corners
 from advisor.model.params import PipelineFit, Source
 from advisor.model.priors import CONTENTION_PRIOR_SE
 from advisor.project.model_error import ModelError, split_u
-from advisor.project.rows import IntervalParts, SplitRow, interval_parts
-from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.project.rows import ERR_CORNERS, ERR_SHARED, NO_PARTS, IntervalParts, SplitRow
 from advisor.stats import Z_95
 
 RESOLUTION = 0.02  # splits within 2% of the best count as the best (what the model resolves)
@@ -159,22 +93,17 @@ class DrawInputs:
 
 
 def calibrated(fit: PipelineFit) -> bool:
-    """Whether ``fit`` lies in the host part of the draw's calibration domain (module docstring):
-    step logs of workers that share a host with a core each (`advisor.decide.rules` asks the
-    families for the rest).
-    """
+    """Whether ``fit`` is in the calibration's host domain: step logs, a shared host, a core each."""
     return fit.source == Source.STEPS and fit.contention.prior_se == CONTENTION_PRIOR_SE
 
 
 def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
-    """The capacity corners drawn by an open bound's slack (module docstring): the open ones
-    (`advisor.model.chain.open_corners`) of a fit from bare numbers, none of a fit from logs.
-    """
+    """The corners drawn by an open bound's slack: the open ones of a fit from bare numbers."""
     return open_corners(fit) if fit.source == Source.NUMBERS else (False, False, False, False)
 
 
 def draw_inputs(
-    rows: Sequence[SplitRow] | pd.DataFrame,
+    recs: Sequence[SplitRow],
     calibrate: bool = False,
     open_corners: tuple[bool, ...] = (False,) * 4,
 ) -> DrawInputs:
@@ -182,9 +111,8 @@ def draw_inputs(
     interval parts (`advisor.project.rows.IntervalParts`; a split without them is drawn from its
     own interval).
     """
-    recs = table_rows(rows) if isinstance(rows, pd.DataFrame) else rows
     k = len(recs)
-    parts = [r.parts or _NO_PARTS for r in recs]
+    parts = [r.parts or NO_PARTS for r in recs]
     bps = np.array([r.bps for r in recs], float)
     shared = np.array([p.shared_log_per_se for p in parts], float).reshape(k, len(ERR_SHARED))
     sync = np.array([p.sync_ends_log for p in parts], float).reshape(k, 2)
@@ -232,7 +160,7 @@ def _model_error(recs, parts: list[IntervalParts]) -> tuple[ModelError | None, n
     largest row's, conditioned on each observed row's miss; (None, None, None) where no row carries
     one or a row has no split counts (a bare table)."""
     sigma = np.nan_to_num(np.array([p.model_sigma_log for p in parts], float))
-    if not len(sigma) or not (sigma > 0).any() or not all(hasattr(r, "counts") for r in recs):
+    if not len(sigma) or not (sigma > 0).any():
         return None, None, None
     u = split_u(*np.array([r.counts for r in recs], float).T)
     miss = np.array([p.model_miss_log for p in parts], float)
@@ -243,55 +171,6 @@ def _model_error(recs, parts: list[IntervalParts]) -> tuple[ModelError | None, n
         anchor_miss_log=tuple(float(x) for x in miss[at]),
     )
     return model, u, sigma > 0
-
-
-_NO_PARTS = IntervalParts(
-    shared_log_per_se=(0.0,) * len(ERR_SHARED),
-    own_var_log2=0.0,
-    sync_ends_log=(0.0, 0.0),
-    corners_log=(0.0,) * len(ERR_CORNERS),
-)
-
-
-@dataclass(frozen=True)
-class DrawRow:
-    """What the draw reads of one split (a `advisor.project.rows.SplitRow` carries the same fields)."""
-
-    label: str
-    bps: float
-    bps_low: float
-    bps_high: float
-    widened: bool
-    eta_s: float
-    parts: IntervalParts | None  # None: drawn from its own interval
-    bps_high_open: bool = False  # the interval is open above (a capacity known only from below)
-    observed_bps: float = math.nan  # the rate a log measured there (NaN: none)
-
-
-def table_rows(df: pd.DataFrame) -> list[DrawRow]:
-    """A bare table's rows as the draw reads them (columns as in `draw_inputs`): a missing rate,
-    interval end or ETA is NaN, a missing ``widened`` False.
-    """
-
-    def num(r: dict, key: str) -> float:
-        return float(pd.to_numeric(r[key], errors="coerce")) if key in r else math.nan
-
-    return [
-        DrawRow(
-            label=str(label),
-            bps=num(r, "bps"),
-            bps_low=num(r, "bps_low"),
-            bps_high=num(r, "bps_high"),
-            widened=bool(r.get("widened", False)),
-            eta_s=num(r, "eta_s"),
-            parts=interval_parts(r),
-            bps_high_open=bool(r.get("bps_high_open"))
-            if isinstance(r.get("bps_high_open"), (bool, np.bool_))
-            else False,
-            observed_bps=num(r, "observed_bps"),
-        )
-        for label, r in df.to_dict("index").items()
-    ]
 
 
 def correlated_levels(shared: np.ndarray, rho: float) -> np.ndarray:
@@ -362,17 +241,13 @@ def drawn_lead(values: np.ndarray, inp: DrawInputs, a: str, b: str) -> tuple[flo
 
 
 def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
-    """``draws`` slacks ``u`` (log capacity above an open bound): an exponential of scale
-    ``OPEN_SLACK_LOG`` truncated to [0, ``OPEN_CAP_LOG``], by its inverse distribution function.
-    """
+    """``draws`` slacks ``u``: exponential of scale ``OPEN_SLACK_LOG`` truncated at ``OPEN_CAP_LOG``."""
     v = rng.uniform(0.0, 1.0, draws)
     return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
 
 
 def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
-    """Draws for a table of ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) where
-    ``draws x k`` would pass ``MAX_CELLS`` (at G = 1024 the table has 1,023 splits).
-    """
+    """Draws for ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) past ``MAX_CELLS`` cells."""
     return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
 
 
@@ -535,7 +410,7 @@ def odds_of(
 
 
 def split_odds(
-    df: Sequence[SplitRow] | pd.DataFrame,
+    rows: Sequence[SplitRow],
     *,
     judged: str | None = None,
     restart_s: float = 0.0,
@@ -543,6 +418,6 @@ def split_odds(
     seed: int = SEED,
     calibrate: bool = False,
 ) -> Odds:
-    """The odds of every split of the projected table ``df`` (module docstring): read, drawn, scored."""
-    inp = draw_inputs(df, calibrate)
+    """The odds of every split of the projected ``rows`` (module docstring): read, drawn, scored."""
+    inp = draw_inputs(rows, calibrate)
     return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)

@@ -1,29 +1,20 @@
 """The odds in words: the headline's action with its odds, and the odds sentence.
 
-Every number is the decision's own (`advisor.decide.rules.Decision`: its `~advisor.decide.odds.Odds`
-and `~advisor.decide.probe.Probe`, one joint draw for all of them), printed with the formatting
-of `advisor.decide.reasons`. Shares print as whole percentages, ``>99%`` and ``<1%`` at the ends
-(a share of draws is not a certainty).
+Every number is the decision's own (its `~advisor.decide.odds.Odds` and `~advisor.decide.probe.Probe`),
+printed as `advisor.decide.reasons` prints; shares as whole percentages, ``>99%`` and ``<1%`` at
+the ends. Headline forms (Markdown: the split in bold):
 
-Headline forms (text; the Markdown title is the same with the split in bold):
-
-- ``SWITCH to 7-1: >99% likely the best, expected +7.2% over 6-2, restart included`` (the
-  remaining-job time compared; the gain over the split that runs now)
-- ``KEEP 7-1 (the split the log runs), not 6-2: >99% likely the best, expected +7.2% over 6-2,
-  its restart included`` (``--roles`` judging another split than the log runs, where the running
-  split is best: keeping it needs no restart, `Decision.best_is_running`)
+- ``SWITCH to 7-1: >99% likely the best, expected +7.2% over 6-2, restart included``
+- ``KEEP 7-1 (the split the log runs), not 6-2: ...`` (``--roles`` judging another split, the
+  running one best: `Decision.best_is_running`)
 - ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
-- ``SWITCH to 2-6: expected loss 12.6% against 22.6% at 1-7, though 1-7 is more often the best (~63%
-  against ~32%)`` (the pick by expected regret over a split more often the best: what is unknown
-  favours it, `more_likely`)
-- ``STAY with 2-1: >99% likely the best; the rest of the job takes 19 s at 2-1 against 1.0 h at
-  1-2, a 1.0 h restart included`` (a restart as long as the job's rest: the times themselves, the
-  table's ETAs plus the restart, not a percentage in the thousands)
+- ``SWITCH to 2-6: expected loss 12.6% against 22.6% at 1-7, though 1-7 is more often the best
+  (~63% against ~32%)`` (`more_likely`)
+- ``STAY with 2-1: ...; the rest of the job takes 19 s at 2-1 against 1.0 h at 1-2, a 1.0 h
+  restart included`` (a restart as long as the job's rest: the times themselves)
 - ``NEXT RUN: 13-3, close call: 13-3 or 14-2 will do (each expected within 2% of the best)``
 - ``CANNOT TELL without a probe: 2 min each at 13-3 and 14-2 (1.1 GPU-hours) is worth it; until
   then NEXT RUN: 13-3, ~53% likely the best``
-
-The probe's own sentence (rule ``probe``) is `advisor.decide.reasons`'s.
 """
 
 from __future__ import annotations

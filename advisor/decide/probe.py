@@ -1,38 +1,25 @@
 """What a short measurement is worth: the best candidate probe and its expected value of information.
 
-A probe runs short segments at two splits, alternating (A B A B: a host's drift adds to both and
-cancels in their lead), and measures the lead ``d = ln(X_a / X_b)`` with noise of variance
+A probe alternates short segments at two splits (A B A B: a host's drift cancels in their lead)
+and measures ``d = ln(X_a / X_b)`` with noise of variance
 
     v(L) = (sigma_a^2 + sigma_b^2) / L + level_var
 
-for ``L`` seconds at each: ``sigma_k^2`` the per-time noise of split k's measured rate (log b/s
-squared x seconds: the larger of what the log's own sampling error gives over its steady window,
-``(err_p_samp^2 + err_c_samp^2) x steady_s``, and a count of batches with the larger of the two roles' step
-SCV, ``scv / x_k``), and ``level_var`` the run-to-run level shift of one segment
-(``ContentionFit.run_se^2``; two segments of each split), which no length of segment removes.
+for ``L`` seconds at each: ``sigma_k^2`` the larger of the log's sampling error over its steady
+window, ``(err_p_samp^2 + err_c_samp^2) x steady_s``, and a batch count's, ``scv / x_k``;
+``level_var`` the run-to-run shift of a segment (``ContentionFit.run_se^2``, two segments each).
 
-Its worth (expected value of sample information) comes from the same joint draws as the odds
-(`advisor.decide.odds`): for ``OUTCOMES`` draws r' taken as the truth, a probe outcome
-``y = d(r') + N(0, v)`` is simulated; every draw r is weighted by the outcome's likelihood
-``exp(-(y - d(r))^2 / 2v)`` (the draws grouped by ``d`` into ``BINS`` groups of equal count, each
-at its mean ``d``); the action re-decided on the weighted draws (the largest expected
-effective rate among the probed two and the ``REDECIDE`` splits of largest expected rate) and
-scored on draw r'. The regret it removes is the mean over outcomes of the re-decided split's
-rate less the action's, on the same draws r'; the regret after is the action's expected regret
-less that. The probe is worth it when
+Its worth comes from the odds' draws: for ``OUTCOMES`` draws r' taken as the truth, an outcome
+``y = d(r') + N(0, v)`` weights every draw r by ``exp(-(y - d(r))^2 / 2v)`` (draws grouped by
+``d`` into ``BINS``), the action is re-decided on the weighted draws (among the probed two and the
+``REDECIDE`` best splits) and scored on r'. Worth it where
 
     (regret now - regret after) x remaining job time  >  2 L + 2 restarts
 
-(seconds of all G GPUs on both sides: L x G GPU-seconds per split, and a restart into the probe
-and one out of it). ``L`` starts from ``2 (z sigma / delta)^2`` (``sigma^2`` the pair's mean
-per-time noise, ``delta`` their expected lead but at least the resolution) and the best of
-``PROBE_FACTORS`` times that is taken. Every length tried is one the trainer runs as stated:
-``PROBE_ROUNDS`` rounds (the two segments of each split that ``level_var`` counts) of whole-second
-segments of at least ``MIN_PROBE_S`` each, so ``L = PROBE_ROUNDS x segment`` and the GPU-hours are
-those of that command (`probe_command`: ``dflash-train --probe A,B --probe-seconds S
---probe-rounds R``). Splits the evidence already ran for ``L`` seconds or more
-are not probed again on their own: a probe runs at least one split the logs have not run that
-long. Without the job's size the worth cannot be weighed: the probe is named, never worth it.
+(GPU-seconds of all G). ``L`` starts at ``2 (z sigma / delta)^2`` and the best of
+``PROBE_FACTORS`` times it is taken, as ``PROBE_ROUNDS`` rounds of whole-second segments of at
+least ``MIN_PROBE_S`` (`probe_command`). A split the logs ran ``L`` seconds or more is not probed
+on its own; without the job's size a probe is named, never worth it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The decision in words: every sentence of the reasons, what the verdict holds unless, the queue advice.
 
-Each sentence is written only from what it describes: the `~advisor.decide.rules.Decision` (which
-carries the `~advisor.settings.Settings` it was made with), the rows of the projected table it
-names, the fit's roles and basis, and, for the "measured at" reason, the observed split
-(`advisor.decide.observed`). So a sentence cannot disagree with the table beside it. Every b/s
-figure is printed with `bps_text` (4 significant digits), shares with `pct_text`, signed leads
-with `signed_pct` and durations with `dur_text`; `advisor.present.text` lays them out with the
-same formatting.
+Each sentence is written only from what it describes (the `~advisor.decide.rules.Decision`, the
+rows it names, the fit, the observed split), so it cannot disagree with the table beside it;
+numbers print through `bps_text`, `pct_text`, `signed_pct` and `dur_text`.
 """
 
 from __future__ import annotations
@@ -91,9 +87,7 @@ def _role_cap_text(rf: RoleFit, row: SplitRow, fit: PipelineFit, s: Settings) ->
 
 
 def link_cost_pct(r: SplitRow) -> float:
-    """What the link costs at a row: its rate below the same placement's with a free link, in %
-    (the one number the bottleneck and placement sentences state).
-    """
+    """What the link costs at a row: its rate below a free link's at the same placement, in %."""
     free = r.link.bps_free_link if r.link is not None else math.nan
     return 100 * (1 - r.bps / free) if free > 0 else 0.0
 
@@ -408,9 +402,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
 
 
 def probed_pair(rows: Mapping[str, SplitRow], a: str, b: str) -> bool:
-    """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`): their lead
-    is then the measured rates compared, not two projections of one fit.
-    """
+    """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`)."""
     return a in rows and b in rows and rows[a].probe_segments > 0 and rows[b].probe_segments > 0
 
 
@@ -424,9 +416,7 @@ def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
 
 
 def provisional(d: Decision, fit: PipelineFit) -> bool:
-    """Whether the verdict is provisional: a log whose evidence is thin (`advisor.decide.evidence`;
-    bare numbers carry no such evidence). Then no sentence calls the choice stable.
-    """
+    """Whether the verdict is provisional (a log of thin evidence): no sentence calls it stable."""
     return d.evidence.thin and fit.source.logged
 
 

@@ -1,38 +1,23 @@
 """The verdict, as data: an action with its odds, and cannot-tell only where a probe is worth buying.
 
-Inputs: the projected table's records (`advisor.project.rows.SplitRow`: every number below is read
-from them), the judged split J (``--roles``, else the split the current log ran, when it is in the
-table), the `~advisor.settings.Settings` it was computed with and the
-`~advisor.decide.evidence.Evidence` of the log.
-B is the best split (highest projected b/s), A the runner-up of the recommended split R (the best
-other split). The odds are `advisor.decide.odds`'s: one joint draw of the fit's uncertainty over
-every split, compared by remaining-job time where a switch means a restart (J runs now and the
-job's size is known), else by rate; the Bayes action is the split of least expected regret.
+Read from the rows (`advisor.project.rows.SplitRow`), the judged split J (``--roles``, else the
+split the log ran, when in the table), the `~advisor.settings.Settings` and the log's
+`~advisor.decide.evidence.Evidence`. B is the best projected split, R the recommended one, A its
+runner-up; the odds are `advisor.decide.odds`'s (by remaining-job time where a switch restarts).
+The first rule that fires decides (``rule``):
 
-The action, by rules in order; the first that fires decides (``rule`` names it):
+1. ``plan`` / ``next-run``: the run ended, ``--next-run``, or no split at this G observed nor
+   judged: R is the Bayes action, no restart cost.
+2. ``switch``: the Bayes action is not J and J's expected regret is at least ``RESOLVE_GAIN``.
+3. Stay at J: ``already-best`` (B is J), ``small-gain`` (B's lead below ``RESOLVE_GAIN``),
+   ``restart-cost`` (finishing at B saves no more than the restart, unless B is the split the
+   log runs), ``expected-best`` (the odds leave J within the resolution or ahead).
 
-1. ``plan`` / ``next-run``: the run has ended (an ``end`` event), ``--next-run`` was given, or no
-   split at this G was observed nor judged: advice for the next run, no restart cost; R is the
-   Bayes action (``next-run``).
-2. ``switch``: the Bayes action is not J and J's expected regret is at least ``RESOLVE_GAIN`` -> switch
-   to it.
-3. Otherwise stay at J, by why: ``already-best`` (B is J), ``small-gain`` (B's projected lead over J
-   is below ``RESOLVE_GAIN``, what the model resolves), ``restart-cost`` (finishing the job at B
-   saves no more than ``--restart-cost`` hours; not where B is the split the log runs and J another:
-   reaching B then needs no restart), ``expected-best`` (B projects more, but the odds,
-   restart included, leave J within the resolution or ahead).
-
-Then the probe (`advisor.decide.probe`): the best candidate probe against R, and its expected
-value of information over the job's remaining time against its GPU time and two restarts. Where
-it is worth it the verdict is ``cannot-tell`` (rule ``probe``) and ``action`` keeps the action to
-take without it (R is that action's split); ``needs`` says what else would settle the choice.
-
-Beside the verdict: the margin between R and A (both intervals, and the lead's own 95% interval
-from the odds' draws: `advisor.decide.odds.drawn_lead`), the loader cap (when the loader limits input, every
-split within ``LOADER_TIE`` of its capacity is named: no split beats it), the sensitivity of R
-against every other split (`advisor.project.sensitivity`), and queue advice at R
-(`advisor.project.queues`).
-Wording is `advisor.decide.reasons`'s.
+Then the probe (`advisor.decide.probe`): where one is worth its cost the verdict is
+``cannot-tell`` (rule ``probe``), ``action`` keeping the action without it. Beside the verdict:
+the margin between R and A (`advisor.decide.odds.drawn_lead`), the loader cap (splits within
+``LOADER_TIE`` of it), R's sensitivity (`advisor.project.sensitivity`) and the queue advice at R
+(`advisor.project.queues`); the wording is `advisor.decide.reasons`'s.
 """
 
 from __future__ import annotations
@@ -58,9 +43,9 @@ from advisor.decide.odds import (
 from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
-from advisor.project.rows import SplitRow, lead_interval, lead_parts
+from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_interval, lead_parts
 from advisor.project.sensitivity import Sensitivity, sensitivity
-from advisor.project.table import ERR_SAMPLING, ERR_SHARED, split_label
+from advisor.project.table import split_label
 from advisor.settings import Settings
 from advisor.stats import Z_95
 

@@ -16,7 +16,6 @@ from typing import Any
 from advisor.advice import Advice
 from advisor.decide.probe import probe_command
 from advisor.decide.reasons import provisional, queue_text
-from advisor.project.columns import role_columns
 from advisor.project.rows import SplitRow
 
 JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
@@ -37,7 +36,6 @@ def split_json(adv: Advice, label: str) -> dict[str, Any]:
     r = adv.rows[label]
     pr, cr = r.producer, r.consumer
     p, c = pr.role, cr.role
-    pcol, ccol = role_columns((p, c))
     caps = {p: num(pr.cap_bps), c: num(cr.cap_bps), "loader": num(r.cap_loader_bps)}
     out = {
         "roles": {p: pr.workers, c: cr.workers},
@@ -53,8 +51,8 @@ def split_json(adv: Advice, label: str) -> dict[str, Any]:
         "bound_bps": num(r.bound_bps),
         "capacities_bps": {k: v for k, v in caps.items() if v is not None},
         "observed": r.observed,
-        pcol.wait_share: num(pr.wait_share),
-        ccol.wait_share: num(cr.wait_share),
+        f"{p}_blocked": num(pr.wait_share),
+        f"{c}_starved": num(cr.wait_share),
         "hs_mean_depth": num(r.hs_mean_depth, 2),
         "method": r.method,
     }

@@ -1,44 +1,26 @@
 """Exact cross-check of the analytic projection: simulate every split from the log's own services.
 
-For each split the pipeline of `advisor.model.simulate` (real queue caps, blocking after service,
-drafter barriers) is driven by ``n_batches`` synthetic batches drawn from the steady part of the
-log(s):
+Each split's pipeline (`advisor.model.simulate`: queue caps, blocking after service, drafter
+barriers) runs ``n_batches`` batches resampled from the logs' steady steps: tokens per batch; a
+service time ``(t0_r + c_r * tokens) * e``, ``e`` a resampled ratio ``busy / (t0_r + c_r *
+tokens)`` of role r, scaled by the split's contention factor (`advisor.model.params.ContentionFit`);
+sync rounds resampled at that drafter count (else the fitted ``T_ar(M)``) plus the rounds' barrier
+excess (`advisor.model.chain.straggler_excess_s`); the loader's gaps where input-bound. At least
+``IN_FLIGHT_FACTOR`` times the batches a split holds in flight, so any G has a steady window.
+Each split draws from a generator of its own (seed and split): its rate does not depend on the
+splits simulated beside it.
 
-- tokens per batch: resampled from the logged consumer batches;
-- service time of a batch at role r: ``(t0_r + c_r * tokens) * e``, where ``e`` is resampled from
-  that role's logged ratios ``busy / (t0_r + c_r * tokens)``: the fitted dependence on tokens
-  plus the log's own residual variability, with its real shape (heavy tails included);
-- sync rounds: resampled logged ``sync`` durations at that drafter count when seen, otherwise
-  the fitted ``T_ar(M)``, plus the barrier wait the logged rounds' spread adds beyond independent
-  steps (`advisor.model.chain.straggler_excess_s`);
-- loader: when the fit found the pipeline input-bound, exponential-free resampling of the
-  loader's inter-arrival gaps;
-- contention: service times are scaled by the fit's split-dependent step-time factors
-  (`advisor.model.params.ContentionFit`), as the analytic projection is;
-- length: at least ``IN_FLIGHT_FACTOR`` times the batches a split holds in flight
-  (N * pre_cap + hs_cap + N + M), so a split of any G (not only the logs') has a steady window.
-
-The result column ``bps_exact`` sits beside the analytic ``bps``; ``exact_gap_pct`` is their
-difference. ``REPLICATIONS`` independent runs give the simulation's own spread. Intended for
-logs with step events (a rates-only log has no residuals to resample).
-
-Every split's inputs are drawn from a generator of its own (seeded by the seed and the split), and
-each split is simulated in turn, in this process; a simulation is deterministic in its inputs, and
-a split's simulated rate does not depend on which other splits are simulated beside it.
-
-Across nodes (`simulate_placed_run`): the same batches with each worker on its node of a placement
-and the shared link (`advisor.model.simulate`, ``link_s = hs_bytes_per_token x tokens / B``); a
-log that spans nodes gives its drafters' busy less their link seconds (`advisor.measure.crossing`),
-so the link is not counted twice.
+Across nodes (`simulate_placed_run`): the same batches at a placement with the shared link
+(``link_s = hs_bytes_per_token x tokens / B``); the drafters' busy less their link seconds
+(`advisor.measure.crossing`), so the link is not counted twice.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 
 from advisor.ingest.runlog import RunLog
 from advisor.measure.crossing import measure_link
@@ -46,7 +28,7 @@ from advisor.model.chain import straggler_excess_s
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit, Source
 from advisor.model.simulate import simulate, simulated_bps
-from advisor.project.columns import role_columns
+from advisor.project.rows import SplitRow
 
 EXACT, ANALYTIC, CAPPED = "exact", "analytic", "analytic-capped"  # a row's ``method``
 DEFAULT_BATCHES = 6000
@@ -200,30 +182,25 @@ def simulate_placed_run(
     )
 
 
-def simulate_splits(
+def simulated_bps_at(
     fit: PipelineFit,
     logs: tuple[RunLog, ...],
-    splits: pd.DataFrame,
+    pairs: list[tuple[int, int]],
     *,
     n_batches: int = DEFAULT_BATCHES,
     seed: int = 0,
     hs_cap: int | None = None,
-    rows: np.ndarray | None = None,
     pools: Pools | None = None,
-) -> pd.DataFrame:
-    """``splits`` with ``bps_exact`` and ``exact_gap_pct`` added (see module docstring)."""
+) -> list[float]:
+    """The simulated rate of each split ``(n, m)`` of ``pairs`` (module docstring)."""
     if fit.source is not Source.STEPS:
         raise ValueError(f"an exact simulation needs step events; this fit comes from {fit.source.value} only")
     if pools is None:
         pools = gather_pools(fit, logs)
-    out = np.full(len(splits), np.nan)
     b = fit.hs_cap if hs_cap is None else hs_cap
-    todo = [int(i) for i in (range(len(splits)) if rows is None else rows)]
     # sized for each split, whatever G the logs ran: the window opens after warm-up and closes
     # at the last loader departure, so the batches held in queues and workers must be few
-    n_col, m_col = (r.workers for r in role_columns(fit.roles))
-    sizes = [(int(splits[n_col].iat[i]), int(splits[m_col].iat[i])) for i in todo]
-    sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in sizes]
+    sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in pairs]
 
     def runs():  # every split's inputs from a generator of its own, drawn as it is simulated
         loader_s: float | np.ndarray = 0.0
@@ -252,11 +229,16 @@ def simulate_splits(
                 warmup_batches=int(nb * WARMUP_SHARE),
             )
 
-    out[todo] = [simulated_bps(kw) for kw in runs()]
-    df = splits.copy()
-    df["bps_exact"] = out
-    df["exact_gap_pct"] = 100.0 * (df["bps"] / df["bps_exact"] - 1.0)
-    return df
+    return [simulated_bps(kw) for kw in runs()]
+
+
+def simulate_splits(
+    fit: PipelineFit, logs: tuple[RunLog, ...], rows: tuple[SplitRow, ...], *, hs_cap: int | None = None, **kw
+) -> tuple[SplitRow, ...]:
+    """``rows`` with ``bps_exact`` and ``exact_gap_pct`` (`simulated_bps_at`'s keywords in ``kw``)."""
+    sim = np.array(simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap, **kw), float)
+    gap = 100.0 * (np.array([r.bps for r in rows], float) / sim - 1.0)
+    return tuple(replace(r, bps_exact=float(x), exact_gap_pct=float(g)) for r, x, g in zip(rows, sim, gap))
 
 
 def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
@@ -267,9 +249,7 @@ def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
 
 
 def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
-    """Whether `refine_weak_spots` may simulate at all: step events, and drafters that sync or a
-    queue in lockstep (its docstring).
-    """
+    """Whether `refine_weak_spots` may simulate: step events, and syncing drafters or lockstep."""
     return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
 
@@ -299,7 +279,7 @@ def reaching(bps: np.ndarray, low: np.ndarray, high: np.ndarray, margin_log: flo
 def refined_ratios(
     fit: PipelineFit,
     logs: tuple[RunLog, ...],
-    splits: pd.DataFrame,
+    rows: tuple[SplitRow, ...],
     *,
     hs_cap: int | None = None,
     force: tuple[int, ...] = (),
@@ -318,13 +298,11 @@ def refined_ratios(
     if not has_weak_spots(fit, hs_cap):
         return Refinement(ratios={})
     lockstep = _lockstep(fit, hs_cap)
-    bps = splits["bps"].to_numpy(dtype=float).copy()
-    low = splits["bps_low"].to_numpy(dtype=float).copy()
-    high = splits["bps_high"].to_numpy(dtype=float).copy()
-    n_p, n_c = (splits[r.workers].to_numpy() for r in role_columns(fit.roles))
-    must = np.zeros(len(bps), dtype=bool)
-    if "observed" in splits:
-        must |= splits["observed"].to_numpy(dtype=bool)
+    bps = np.array([r.bps for r in rows], float)
+    low = np.array([r.bps_low for r in rows], float)
+    high = np.array([r.bps_high for r in rows], float)
+    n_p, n_c = np.array([r.counts for r in rows], int).reshape(-1, 2).T
+    must = np.array([r.observed for r in rows], bool)
     must[list(force)] = True
     ratios = dict(known.ratios) if known is not None else {}
     done = np.zeros(len(bps), dtype=bool)
@@ -348,13 +326,11 @@ def refined_ratios(
         if not take:
             break
         pools = pools or gather_pools(fit, logs)
-        sim = simulate_splits(
-            fit, logs, splits, n_batches=REFINE_BATCHES, hs_cap=hs_cap, rows=np.array(take), pools=pools
-        )
-        sim = sim["bps_exact"].to_numpy()
-        for i in take:
-            x = splits["bps"].iat[i]
-            ratios[i] = sim[i] / x if x > 0 else 1.0
+        pairs = [rows[i].counts for i in take]
+        sim = simulated_bps_at(fit, logs, pairs, n_batches=REFINE_BATCHES, hs_cap=hs_cap, pools=pools)
+        for i, y in zip(take, sim):
+            x = rows[i].bps
+            ratios[i] = y / x if x > 0 else 1.0
             for arr in (bps, low, high):
                 arr[i] *= ratios[i]
             if ratios[i] > 0:
@@ -378,44 +354,29 @@ def _within_caps(cand: np.ndarray, simulated: int, spent: int, cost: dict[int, i
 def refine_weak_spots(
     fit: PipelineFit,
     logs: tuple[RunLog, ...],
-    splits: pd.DataFrame,
+    rows: tuple[SplitRow, ...],
     *,
     hs_cap: int | None = None,
     refinement: Refinement | None = None,
-) -> pd.DataFrame:
+) -> tuple[SplitRow, ...]:
     """Project every contender by one method: the exact simulation where the chain is weak.
 
-    Two weak spots, found by benchmarks/validate.py (their errors before and after refinement:
-    BENCHMARKS.md 4): (1) the chain model sees a sync round only as a lower drafter rate; the
-    barrier and all-reduce stop all drafters at once, so with a shallow q_hs the targets block
-    during every pause (the chain over-predicts), at splits with M > 1 syncing drafters; (2) nearly
-    deterministic steps through a one- or two-slot q_hs fall into lockstep, at every split. Where
-    the fit has either (`has_weak_spots`), the contenders are simulated exactly (`refined_ratios`:
-    every split whose interval reaches the projected best's lower end, screened by the chain with its
-    own measured error as the margin, and the observed splits; ``REFINE_BATCHES`` batches, this
-    module's resampling) and their ``bps`` (and interval, shifted alike) replaced, so that no two
-    contenders are ranked by methods of different bias (issue 51). Elsewhere every row is analytic.
-    At most ``MAX_REFINED`` splits and ``REFINE_BUDGET`` simulated batches in all (at large G the
-    contenders are many and each simulation grows with G): contenders past the caps keep the analytic
-    rate, ``method`` "analytic-capped". The splits left analytic carry barrier idling in their
-    projection (`advisor.model.chain.barrier_rate`).
+    The chain misses two things (BENCHMARKS.md 4): a sync round stops every drafter at once, so
+    through a shallow q_hs the targets block at every pause (splits with M > 1 syncing drafters);
+    nearly deterministic steps through a one- or two-slot q_hs fall into lockstep. Where the fit
+    has either (`has_weak_spots`), the contenders `refined_ratios` picks are simulated and their
+    rows scaled to the simulated rate (``method`` "exact"), so that no two contenders are ranked by
+    methods of different bias; those past the caps stay analytic ("analytic-capped").
     """
-    df = splits.copy()
-    df["method"] = ANALYTIC
     if refinement is None:
-        refinement = refined_ratios(fit, logs, splits, hs_cap=hs_cap)
+        refinement = refined_ratios(fit, logs, rows, hs_cap=hs_cap)
+    out = [replace(r, method=ANALYTIC) for r in rows]
     for i in refinement.capped:
-        df.iat[i, df.columns.get_loc("method")] = CAPPED
+        out[i] = replace(out[i], method=CAPPED)
     for i, ratio in refinement.ratios.items():
-        label = df.index[i]
-        old = float(df.at[label, "bps"])
-        if "bound_bps" in df.columns and old > 0:
+        r = out[i]
+        if r.bps > 0:
             # no long-run rate passes the least capacity: a simulated window above it is its noise
-            ratio = min(ratio, float(df.at[label, "bound_bps"]) / old)
-        for col in ("bps", "bps_low", "bps_high", "tok_s"):
-            df.at[label, col] *= ratio
-        df.at[label, "efficiency"] *= ratio
-        df.at[label, "gpu_util"] *= ratio
-        df.at[label, "eta_s"] /= ratio
-        df.at[label, "method"] = EXACT
-    return df
+            ratio = min(ratio, r.bound_bps / r.bps)
+        out[i] = replace(r.scaled(ratio), method=EXACT)
+    return tuple(out)

@@ -1,46 +1,31 @@
 """Across nodes, the splits near the best from exact simulation of the queue and the link.
 
-The analytic link stage (`advisor.model.link`) assumes that a batch's origin is independent of the
-drafter that takes it (uniform mixing: a drafter of node b crosses for ``(N - N_b) / N`` of its
-batches). Where drafters share nodes with targets, the one FIFO q_hs breaks that: blocked targets
-are released in a cyclic order and a drafter that stayed on its node comes back sooner, so in the
-trainer's emulation of 6 TP-2 targets and 4 drafters spread over two nodes more of the batches
-crossed than uniform mixing gives, and the rate fell well below the analytic one; the exact
-simulation of the same rules (`advisor.project.exact.simulate_placed_run`: the log's resampled
-services, the queue's and the link's first-come-first-served order) found the emulation's crossing
-share and came close to its rate (the figures: BENCHMARKS.md 16.1). Where drafters sit only on
-nodes without targets, or only with all of them, the crossing share is fixed by conservation and
-the analytic stage is exact to within its MVA error.
-
-So the splits within ``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``, the highest first)
-are simulated at their ``CANDIDATES`` best placements by the analytic stage and the packed one;
-a row's ``bps`` becomes the best simulated placement's rate (its interval and tok/s scaled
-alike and widened by ``SIM_SE``, the simulation's error against the emulation; ``method``
-"exact"), ``placement`` that placement, ``crossing_share`` the simulated share,
-``cap_link_bps`` one over the simulated link seconds per batch (hidden state of the batches
-that crossed, and the drafters' sync over the link), ``link_util`` the link's busy share and
-``bps_free_link`` the same placement simulated with a free link. A simulated window's rate above
-the smallest capacity is its noise: the row is taken at that capacity. Node-local rows stay
-analytic (no batch crosses, each node's pipeline is the chain's own case); where the simulated
-shared queue falls below the split's node-local pipelines, the row becomes theirs. A log without
-step events, or a table at another batch size, keeps the analytic rows.
+The analytic link stage (`advisor.model.link`) takes a batch's origin as independent of its
+drafter; with drafters beside targets the one FIFO q_hs breaks that, and the exact simulation of
+the same rules (`advisor.project.exact.simulate_placed_run`) comes close to the trainer's
+emulation where the analytic stage does not (BENCHMARKS.md 16.1). So the splits within
+``REFINE_WITHIN`` of the best (at most ``MAX_REFINED``) are simulated at their ``CANDIDATES`` best
+placements and the packed one; a row takes the best one's rate (capped at the least capacity,
+interval scaled and widened by ``SIM_SE``, ``method`` "exact"), placement, crossing share, link
+capacity (one over its link seconds per batch) and free-link rate. Node-local rows stay analytic;
+where the simulated shared queue falls below the node-local pipelines, the row becomes theirs.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 
 from advisor.ingest.runlog import RunLog
 from advisor.model.chain import LINK_SATURATED, LINK_SATURATED_CAP
 from advisor.model.link import Placement, link_pool
 from advisor.model.params import PipelineFit, Source
-from advisor.project.columns import RoleColumns, role_columns
 from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
 from advisor.project.placement import packed, placements, pool_rate
-from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link, widen_row
+from advisor.project.rows import SplitRow
+from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link
 from advisor.settings import Settings
 
 REFINE_WITHIN = 0.25
@@ -64,84 +49,79 @@ def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Pla
 
 
 def refine_placements(
-    fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings, splits: pd.DataFrame
-) -> pd.DataFrame:
-    """``splits`` with the rows near the best refined by simulation of the link (module docstring)."""
-    df = splits.copy()
-    if "method" not in df:
-        df["method"] = "analytic"
+    fit: PipelineFit, logs: tuple[RunLog, ...], settings: Settings, rows: tuple[SplitRow, ...]
+) -> tuple[SplitRow, ...]:
+    """``rows`` with those near the best refined by simulation of the link (module docstring)."""
     if (
         fit.source is not Source.STEPS
         or not settings.own_budget
         or settings.nodes <= 1
         or not settings.link_bytes_s
         or not fit.hs_bytes_per_token
-        or "placement" not in df
+        or not any(r.link is not None for r in rows)
     ):
-        return df
-    pc, cc = role_columns(fit.roles)
+        return rows
+    out = list(rows)
     pools = gather_pools(fit, logs)
     scale = (engine_rate_scale(settings, 0), engine_rate_scale(settings, 1))
-    best = float(df["bps"].max())
-    order = np.argsort(-df["bps"].to_numpy(), kind="stable")
-    todo = [i for i in order if df["bps"].iat[i] >= (1 - REFINE_WITHIN) * best][:MAX_REFINED]
-    for col in (pc.engines_by_node, cc.engines_by_node):
-        df[col] = df[col].astype(object)
+    bps = np.array([r.bps for r in rows], float)
+    best = float(bps.max())
+    order = np.argsort(-bps, kind="stable")
+    todo = [i for i in order if bps[i] >= (1 - REFINE_WITHIN) * best][:MAX_REFINED]
     for i in todo:
-        label = df.index[i]
-        if df.at[label, "layout"] == "node-local":
+        r = out[i]
+        if r.link.layout == "node-local":
             continue  # no batch crosses: each node's pipeline is the analytic chain's own case
-        n, m = int(df.at[label, pc.workers]), int(df.at[label, cc.workers])
+        n, m = r.counts
         runs = [
             (simulate_placed_run(fit, pools, pl, settings.link_bytes_s, hs_cap=settings.hs_cap, scale=scale), pl)
             for pl in candidates(fit, settings, n, m)
         ]
-        run, pl = max(runs, key=lambda r: r[0].bps)
+        run, pl = max(runs, key=lambda x: x[0].bps)
         free = simulate_placed_run(fit, pools, pl, None, hs_cap=settings.hs_cap, scale=scale).bps
-        _set_row(df, label, run, free, pl, fit.roles, (pc, cc))
-        if float(df.at[label, "bps_other_layout"]) > float(df.at[label, "bps"]):
+        r = out[i] = _at_run(r, run, free, pl)
+        if r.link.other_layout_bps > r.bps:
             # simulated, the shared queue falls below the node-local pipelines: the row becomes theirs
-            local = project(fit, settings, pairs=[(n, m)], routing="local")
-            local["bps_other_layout"] = float(df.at[label, "bps"])
-            for col in local.columns:
-                df.at[label, col] = local.at[label, col]
-    return df
+            (local,) = project(fit, settings, pairs=[(n, m)], routing="local")
+            out[i] = replace(local, link=replace(local.link, other_layout_bps=r.bps))
+    return tuple(out)
 
 
-def _set_row(
-    df: pd.DataFrame,
-    label,
-    run: PlacedRun,
-    free_bps: float,
-    pl: Placement,
-    roles: tuple[str, str],
-    cols: tuple[RoleColumns, RoleColumns],
-) -> None:
-    """One row at its simulated rate and placement: the rate's columns scaled alike (interval,
-    tok/s, GPU utilisation, efficiency, ETA), the link's capacity from the simulated link seconds
-    per batch, and the link as the bottleneck where it is the smallest capacity. No long-run rate
-    passes a stage's capacity, so a simulated window above the smallest one (its noise) is taken at
-    it; the free-link rate is simulated alike, and never below the linked one."""
-    p, c = roles
-    pc, cc = cols
+def _at_run(r: SplitRow, run: PlacedRun, free_bps: float, pl: Placement) -> SplitRow:
+    """Row ``r`` at its simulated rate and placement: the rate's columns scaled alike, the link's
+    capacity from the simulated link seconds per batch, the link the bottleneck where it is the
+    smallest capacity. A simulated window above the smallest capacity (its noise) is taken at it;
+    the free-link rate is simulated alike, and never below the linked one."""
+    p, c = r.producer, r.consumer
     cap = 1.0 / run.link_s_per_batch if run.link_s_per_batch > 0 else math.inf
-    caps = {p: float(df.at[label, pc.cap_bps]), c: float(df.at[label, cc.cap_bps]), "link": cap}
+    caps = {p.role: p.cap_bps, c.role: c.cap_bps, "link": cap}
     x = min(run.bps, min(caps.values()))
-    old = float(df.at[label, "bps"])
-    f = x / old if old > 0 else 1.0
-    for col in ("bps_low", "bps_high", "tok_s", "gpu_util", "efficiency"):
-        df.at[label, col] = float(df.at[label, col]) * f
-    df.at[label, "eta_s"] = float(df.at[label, "eta_s"]) / f if f > 0 else math.nan
-    widen_row(df, label, x, SIM_SE**2)  # the simulation's own error against the emulated pipeline
-    df.at[label, "bps"] = x
-    df.at[label, "method"] = "exact"
-    df.at[label, "placement"] = pl.describe(p, c)
-    df.at[label, pc.engines_by_node] = pl.producers
-    df.at[label, cc.engines_by_node] = pl.consumers
-    df.at[label, "crossing_share"] = run.crossing_share
-    df.at[label, "cap_link_bps"] = cap
-    df.at[label, "link_util"] = x / cap if math.isfinite(cap) else 0.0
-    df.at[label, "bps_free_link"] = max(min(free_bps, caps[p], caps[c]), x)
-    df.at[label, "bound_bps"] = min(caps.values())
+    f = x / r.bps if r.bps > 0 else 1.0
+    r = replace(
+        r,
+        bps_low=r.bps_low * f,
+        bps_high=r.bps_high * f,
+        tok_s=r.tok_s * f,
+        gpu_util=r.gpu_util * f,
+        efficiency=r.efficiency * f,
+        eta_s=r.eta_s / f if f > 0 else math.nan,
+    )
+    r = r.widened_by(x, SIM_SE**2)  # the simulation's own error against the emulated pipeline
     saturated = math.isfinite(cap) and (x >= LINK_SATURATED * cap or cap <= LINK_SATURATED_CAP * min(caps.values()))
-    df.at[label, "bottleneck"] = "link" if saturated else min(caps, key=caps.get)
+    return replace(
+        r,
+        bps=x,
+        method="exact",
+        producer=replace(p, engines_by_node=pl.producers),
+        consumer=replace(c, engines_by_node=pl.consumers),
+        bound_bps=min(caps.values()),
+        bottleneck="link" if saturated else min(caps, key=caps.get),
+        link=replace(
+            r.link,
+            placement_text=pl.describe(p.role, c.role),
+            crossing_share=run.crossing_share,
+            cap_link_bps=cap,
+            link_util=x / cap if math.isfinite(cap) else 0.0,
+            bps_free_link=max(min(free_bps, caps[p.role], caps[c.role]), x),
+        ),
+    )

@@ -1,42 +1,24 @@
 """The model checks itself: its miss at the splits the logs ran, carried into every projection.
 
-Every log's measured rate is compared with the model's projection of its split as it ran
-(`advisor.project.table.reconcile`: at a split of the table, the row's ``bps``, by the method its
-rivals share, `advisor.project.exact`); the miss is ``m = ln(measured / projected)``. The projection
-is the fit of that very run, so the run-to-run shift between runs does not enter ``m``: it is the
-model's own error there (issue 51; MODELLING.md section 9).
-
-The model's error along the splits is taken as a Gaussian process in ``u = ln(N / M)`` (the
-producer-to-consumer ratio, one coordinate at any G), of scale ``sigma`` and correlation
-``exp(-|u - v| / MODEL_ERROR_LENGTH)``:
-
-- ``sigma`` is the largest miss seen (``|m|`` over every log, those at another G or batch size
-  included, their projection from `advisor.project.table.reconcile`): a model that missed its own
-  observation by ``m`` is taken to err by as much elsewhere; 0 (no term) where it hit every one;
-- conditioned on ``e = m`` at each observed split of the table (exactly: the measured rate is that
-  split's rate in this run), the error at split k has mean ``mu_k`` (the re-anchoring: the
-  observed split moves onto its measured rate, its neighbours part of the way, as far as the
-  correlation carries the mechanism) and standard deviation ``s_k`` (0 at an observed split, up to
-  ``sigma`` far from every one);
-- a probed split (`advisor.project.probed`: its rate measured by the probe) carries none.
-
-The table keeps the model's projection in ``bps``; each row's interval is grown to hold the error
-(`carry_model_error`: both sides shifted by ``mu_k``, ``1.96 s_k`` added in quadrature, never
-narrowed), and ``err_model_sigma`` / ``err_model_miss`` record ``sigma`` and each observed split's
-miss, from which the odds' draw (`advisor.decide.odds`) draws the same process jointly over the
-splits (`ModelError.draw`): one error path per draw, so neighbours move together.
+A log's miss is ``m = ln(measured / projected)`` at its split as it ran (`reconcile`): the model's
+own error there (the same run: no run-to-run shift; MODELLING.md section 9). The error along the
+splits is a Gaussian process in ``u = ln(N / M)`` of scale ``sigma`` (the largest ``|m|``, 0 where
+every miss is below ``MISS_FLOOR_LOG``) and correlation ``exp(-|u - v| / MODEL_ERROR_LENGTH)``,
+conditioned on ``e = m`` at each observed split of the table: split k's error has mean ``mu_k``
+and deviation ``s_k`` (0 at an observed split, up to ``sigma`` far from them). A probed split
+carries none. `carry_model_error` shifts each interval by ``mu_k`` and adds ``1.96 s_k`` in
+quadrature (never narrowing); the odds draw the process jointly (`ModelError.draw`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 
-from advisor.project.columns import role_columns
+from advisor.project.rows import NO_PARTS, SplitRow
 from advisor.project.table import Reconciliation
 from advisor.stats import Z_95
 
@@ -108,24 +90,23 @@ def split_u(n: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(np.asarray(n, float), 1e-9) / np.maximum(np.asarray(m, float), 1e-9))
 
 
-def model_error(roles: tuple[str, str], splits: pd.DataFrame, recon: Sequence[Reconciliation]) -> ModelError:
+def model_error(rows: Mapping[str, SplitRow], recon: Sequence[Reconciliation]) -> ModelError:
     """The model's error process from every log's comparison with its projection (module docstring)."""
-    probed = splits["probe_segments"] if "probe_segments" in splits else pd.Series(0, index=splits.index)
     by_label: dict[str, list[float]] = {}
     other: list[float] = []
     for r in recon:
         if not (r.observed_bps > 0 and r.projected_bps > 0):
             continue
         miss = math.log(r.observed_bps / r.projected_bps)
-        row_ok = r.label in splits.index and bool(splits.at[r.label, "observed"]) and not probed.get(r.label, 0)
+        row = rows.get(r.label)
+        row_ok = row is not None and row.observed and not row.probe_segments
         (by_label.setdefault(r.label, []) if row_ok else other).append(miss)
     anchors = {label: sum(v) / len(v) for label, v in by_label.items()}
     sigma = max([abs(x) for v in by_label.values() for x in v] + [abs(x) for x in other], default=0.0)
     if sigma < MISS_FLOOR_LOG:
         return ModelError(sigma_log=0.0)
-    pc, cc = role_columns(roles)
     labels = list(anchors)
-    u = split_u(splits.loc[labels, pc.workers].to_numpy(), splits.loc[labels, cc.workers].to_numpy())
+    u = split_u(*np.array([rows[x].counts for x in labels], float).reshape(-1, 2).T)
     return ModelError(
         sigma_log=sigma,
         anchor_u=tuple(float(x) for x in u),
@@ -134,28 +115,32 @@ def model_error(roles: tuple[str, str], splits: pd.DataFrame, recon: Sequence[Re
     )
 
 
-def carry_model_error(roles: tuple[str, str], splits: pd.DataFrame, err: ModelError) -> pd.DataFrame:
-    """The table with the model's error in every row's interval and parts (module docstring)."""
-    df = splits.copy()
-    carries = np.full(len(df), err.active)
-    if "probe_segments" in df:
-        carries &= df["probe_segments"].fillna(0).to_numpy() == 0
-    df["err_model_sigma"] = np.where(carries, err.sigma_log, 0.0)
-    df["err_model_miss"] = np.nan
-    for label, miss in zip(err.anchor_labels, err.anchor_miss_log):
-        df.at[label, "err_model_miss"] = miss
+def carry_model_error(rows: tuple[SplitRow, ...], err: ModelError) -> tuple[SplitRow, ...]:
+    """The rows with the model's error in every interval and parts (module docstring)."""
+    carries = np.array([err.active and not r.probe_segments for r in rows], bool)
+    misses = dict(zip(err.anchor_labels, err.anchor_miss_log))
+    out = [
+        replace(
+            r,
+            parts=replace(
+                r.parts or NO_PARTS,
+                model_sigma_log=err.sigma_log if on else 0.0,
+                model_miss_log=misses.get(r.label, math.nan),
+            ),
+        )
+        for r, on in zip(rows, carries)
+    ]
     if not err.active:
-        return df
-    pc, cc = role_columns(roles)
-    mean, sd = err.posterior(split_u(df[pc.workers].to_numpy(), df[cc.workers].to_numpy()))
-    x = df["bps"].to_numpy(float)
-    low, high = df["bps_low"].to_numpy(float), df["bps_high"].to_numpy(float)
+        return tuple(out)
+    mean, sd = err.posterior(split_u(*np.array([r.counts for r in rows], float).reshape(-1, 2).T))
+    x = np.array([r.bps for r in rows], float)
+    low, high = np.array([r.bps_low for r in rows], float), np.array([r.bps_high for r in rows], float)
     ok = carries & (x > 0) & np.isfinite(x)
     with np.errstate(divide="ignore", invalid="ignore"):
         h_lo = np.where(low > 0, np.log(x / low), 0.0)
         h_hi = np.where(high > 0, np.log(high / x), 0.0)
         new_low = x * np.exp(mean - np.hypot(h_lo, Z_95 * sd))
         new_high = x * np.exp(mean + np.hypot(h_hi, Z_95 * sd))
-    df["bps_low"] = np.where(ok, np.minimum(low, new_low), low)
-    df["bps_high"] = np.where(ok, np.maximum(high, new_high), high)
-    return df
+    low = np.where(ok, np.minimum(low, new_low), low)
+    high = np.where(ok, np.maximum(high, new_high), high)
+    return tuple(replace(r, bps_low=float(a), bps_high=float(b)) for r, a, b in zip(out, low, high))

@@ -1,23 +1,12 @@
 """Where the engines of one split sit: every placement on the nodes, and the best one.
 
-The split's engines use all G = L x gpus_per_node GPUs and no engine spans nodes, so every node
-is full: node a holds N_a targets and M_a drafters with ``N_a k_p + M_a k_c = gpus_per_node``.
-Nodes are alike (one link per ordered pair, all of one bandwidth: `advisor.model.link`), so a
-placement is a multiset of such node compositions, enumerated once each (non-increasing order),
-up to ``MAX_PLACEMENTS``; past that, the packed placement (targets fill the first nodes) and the
-spread one (each node as close to the split's own mix as whole engines allow) are the candidates.
-
-The best placement of a split is the one whose drafter pool, links included, has the highest
-capacity (`advisor.model.link.link_pool`): the chain's rate rises with the consumers' rate, so
-it is also the one of the highest projected rate. Where the drafters sync over the link (their
-all-reduce of known bytes every k steps, `advisor.model.link.sync_link_s`), that capacity is a
-round's M k batches over the round's pool time plus the sync's link time,
-``M k / (M k / C + T_link)``, so placements that keep the drafters on fewer nodes gain by it.
-These placements route every batch through one shared q_hs; node-local pipelines (routing
-"local": each node's batches stay on it) are the other layout of a split
-(`advisor.project.table.local_placement`). Ties (within ``TIE_REL``: a free link, or a
-link far from binding) go to the placement that sends fewer batches across nodes, then to the
-packed one: crossing a node is chosen only when the numbers say it pays.
+Every node is full and no engine spans nodes: node a holds N_a targets and M_a drafters with
+``N_a k_p + M_a k_c = gpus_per_node``. Nodes are alike, so a placement is a multiset of node mixes,
+enumerated once each up to ``MAX_PLACEMENTS``; past that the packed and the spread placements are
+the candidates. The best has the highest drafter-pool capacity, links included
+(`advisor.model.link.link_pool`), with the drafters' sync over the link a round's ``M k / (M k /
+C + T_link)``. Ties (within ``TIE_REL``) go to fewer crossing batches, then to the packed one.
+Node-local pipelines are the other layout (`advisor.project.table.local_placement`).
 """
 
 from __future__ import annotations
@@ -54,9 +43,7 @@ def _multisets(mixes: list[tuple[int, int]], nodes: int, n: int, m: int, start: 
 
 
 def packed(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int) -> Placement:
-    """Targets fill node 0, 1, ...; drafters the GPUs left: a log's default placement
-    (`advisor.ingest.schema.default_placement`), counted per node.
-    """
+    """Targets fill node 0, 1, ...; drafters the GPUs left (a log's default placement)."""
     where = default_placement({"p": n, "c": m}, {"p": k_p, "c": k_c}, gpus_per_node)
     return Placement.of_nodes(where["p"], where["c"], nodes)
 

@@ -1,51 +1,35 @@
 """The splits a probe measured, compared directly: the measured rates and their paired noise.
 
-A probe (`advisor.measure.probes`) runs two or more splits of one job in short segments, in
-alternating order, round by round (A B, A B, ...). Once it has measured two splits, the lead of
-one over the other is a measurement, not a projection: the fit's parts of the interval (the
-run's level, the sampling of the pooled log, the per-split step-time slope; `advisor.project.table`)
-all come from these same segments, and counted as independent terms they about double the
-lead's interval. So, for the rows of the splits the probe measured (``P``, two or more, each
-with two or more segments):
+A probe (`advisor.measure.probes`) runs splits in alternating segments, round by round. The fit's
+parts of two probed splits' lead all come from those same segments, so for the rows of the splits
+it measured (``P``, two or more, each of ``MIN_SEGMENTS`` or more segments):
 
-1. the rate is the measured, pooled rate (``observed_bps``); a stage completes no more than its
-   capacity, so a projected capacity below it (the model's at that split, short of what the
-   probe saw) is raised to it, and the bound and the efficiency with it: no row passes its bound;
-2. the shared parts (every ``ERR_SHARED`` coefficient, the ends of the sync scaling, the corners
-   of the capacity ranges) are replaced by their mean over ``P``: equal across ``P``, they cancel
-   in every lead between two probed splits, and still move the probed splits with the others
-   as the fit's uncertainty moves them;
-3. the row's own variance is the probe's noise on its log rate (`probe_var`), so that a lead
-   between probed splits carries exactly the measured noise, in `advisor.project.rows.lead_interval` and in the
-   odds' joint draw alike.
+1. the rate is the measured one (``observed_bps``); a capacity below it is raised to it, and the
+   bound and the efficiency with it;
+2. every shared part is replaced by its mean over ``P``: it cancels in a lead within ``P``;
+3. the own variance is the probe's paired noise (`probe_var`), never below the least sampling
+   variance the fit gives a probed row (``sum ERR_SAMPLING^2``).
 
-The probe's noise: the crossover is paired by round. With ``y_kr = ln X_kr`` the rate of split
-k's segment in round r (rounds where every split in ``P`` ran, R of them), the round's mean
-``m_r = mean_k y_kr`` carries whatever moved the host in that round (drift, a neighbour) and is
-removed; the residuals ``e_kr = y_kr - m_r`` give
+The noise, paired by round: with ``y_kr = ln X_kr`` over the R rounds where every split of ``P``
+ran, ``e_kr = y_kr - mean_k y_kr`` and
 
-    v_k = K / (K - 1) * var_r(e_kr) / R        (the sample variance over rounds, R - 1 dof)
+    v_k = K / (K - 1) * var_r(e_kr) / R
 
-so that for two splits ``v_A + v_B = var_r(d_r) / R``, ``d_r = y_Ar - y_Br``: the variance of the
-mean paired difference. Few rounds estimate that variance poorly (one degree of freedom at two
-rounds), so it is never taken below the sampling variance of one pooled log: the least the fit
-gives any probed row (``sum of squares of ERR_SAMPLING``, at the row whose own log the fit reads
-most directly; at the others it is that log's sampling carried through the model, not what their
-own, equally long logs carry); with one round it is that floor alone.
+so that for two splits ``v_A + v_B = var_r(y_Ar - y_Br) / R``; one round gives the floor alone.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 
 from advisor.measure.observe import SegmentRate
 from advisor.model.params import PipelineFit
-from advisor.project.columns import role_columns
-from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED, split_label
+from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, NO_PARTS, SplitRow
+from advisor.project.table import split_label
 from advisor.stats import Z_95
 
 MIN_SEGMENTS = 2  # a split measured by fewer segments of a probe is projected as any log
@@ -66,68 +50,80 @@ def probe_var(rates: Mapping[str, Sequence[SegmentRate]]) -> dict[str, float]:
     return {lab: float(x) for lab, x in zip(labels, v)}
 
 
-def probed_rates(fit: PipelineFit, df: pd.DataFrame) -> dict[str, tuple[SegmentRate, ...]]:
-    """The table's rows a probe measured (``MIN_SEGMENTS`` or more segments, the row observed at
-    its measured rate).
-    """
+def probed_rates(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> dict[str, tuple[SegmentRate, ...]]:
+    """The rows a probe measured (``MIN_SEGMENTS`` or more segments, the row observed at its
+    measured rate)."""
     p, c = fit.roles
     out: dict[str, tuple[SegmentRate, ...]] = {}
     for ob in fit.observed:
         label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
-        if len(ob.segments) < MIN_SEGMENTS or label not in df.index or "observed_bps" not in df.columns:
+        if len(ob.segments) < MIN_SEGMENTS or label not in rows:
             continue
-        if bool(df.at[label, "observed"]) and float(df.at[label, "observed_bps"]) > 0:
+        if rows[label].observed and rows[label].observed_bps > 0:
             out[label] = ob.segments
     return out if len(out) >= 2 else {}
 
 
-def compare_probed(fit: PipelineFit, df: pd.DataFrame) -> pd.DataFrame:
-    """The table with the rows a probe measured compared directly (module docstring)."""
-    rates = probed_rates(fit, df)
-    if not rates or "err_own_var" not in df.columns:
-        return df
-    out = df.copy()
-    out["probe_segments"] = 0
+def compare_probed(fit: PipelineFit, rows: tuple[SplitRow, ...]) -> tuple[SplitRow, ...]:
+    """The rows a probe measured compared directly (module docstring)."""
+    by_label = {r.label: r for r in rows}
+    rates = probed_rates(fit, by_label)
+    if not rates:
+        return rows
     labels = list(rates)
     paired = probe_var(rates)
-    parts = [k for k in ERR_SHARED + ("err_sync_lo", "err_sync_hi") + ERR_CORNERS if k in out.columns]
-    mean = {k: float(pd.to_numeric(out.loc[labels, k], errors="coerce").fillna(0.0).mean()) for k in parts}
-    shared_var = sum(mean[k] ** 2 for k in ERR_SHARED if k in mean)
-    floors = [sum(float(out.at[lab, k]) ** 2 for k in ERR_SAMPLING if k in out.columns) for lab in labels]
+    parts = [by_label[lab].parts or NO_PARTS for lab in labels]
+
+    def mean(vals) -> tuple[float, ...]:  # over the probed rows, a missing part 0
+        a = np.array(vals, float)
+        return tuple(float(x) for x in np.where(np.isnan(a), 0.0, a).mean(axis=0))
+
+    shared = mean([q.shared_log_per_se for q in parts])
+    sync = mean([q.sync_ends_log for q in parts])
+    corners = mean([q.corners_log for q in parts])
+    shared_var = sum(x**2 for x in shared)
+    floors = [sum(q.shared_log_per_se[ERR_SHARED.index(k)] ** 2 for k in ERR_SAMPLING) for q in parts]
     floor = min((f for f in floors if math.isfinite(f)), default=0.0)
-    for lab in labels:
+    for lab, q in zip(labels, parts):
         own = max(paired[lab], floor)
-        x = float(out.at[lab, "observed_bps"])
+        r = by_label[lab]
+        x = r.observed_bps
         half = Z_95 * math.sqrt(own + shared_var)
-        for k in parts:
-            out.at[lab, k] = mean[k]
-        out.at[lab, "err_own_var"] = own
-        out.at[lab, "bps"] = x
-        out.at[lab, "bps_low"] = x * math.exp(-half)
-        out.at[lab, "bps_high"] = x * math.exp(half)
-        out.at[lab, "widened"] = False
-        out.at[lab, "probe_segments"] = len(rates[lab])
-        was = float(df.at[lab, "bps"])  # the projected rate, which the measured one replaces
-        if "eta_s" in out.columns and was > 0:
-            out.at[lab, "eta_s"] = float(df.at[lab, "eta_s"]) * was / x
-        for col in ("tok_s", "gpu_util"):  # in proportion to the rate
-            if col in out.columns and was > 0:
-                out.at[lab, col] = float(df.at[lab, col]) * x / was
-        _hold_measured(fit, out, lab, x)
-    return out
+        was = r.bps  # the projected rate, which the measured one replaces
+        by_label[lab] = _hold_measured(
+            replace(
+                r,
+                parts=replace(q, shared_log_per_se=shared, own_var_log2=own, sync_ends_log=sync, corners_log=corners),
+                bps=x,
+                bps_low=x * math.exp(-half),
+                bps_high=x * math.exp(half),
+                widened=False,
+                probe_segments=len(rates[lab]),
+                eta_s=r.eta_s * was / x if was > 0 else r.eta_s,
+                tok_s=r.tok_s * x / was if was > 0 else r.tok_s,
+                gpu_util=r.gpu_util * x / was if was > 0 else r.gpu_util,
+            ),
+            x,
+        )
+    return tuple(by_label.values())
 
 
-def _hold_measured(fit: PipelineFit, df: pd.DataFrame, label: str, x: float) -> None:
-    """Row ``label`` at its measured rate ``x``: every stage's capacity at least ``x`` (module
+def _hold_measured(r: SplitRow, x: float) -> SplitRow:
+    """Row ``r`` at its measured rate ``x``: every stage's capacity at least ``x`` (module
     docstring, 1), the bound and the efficiency from them."""
-    pc, cc = role_columns(fit.roles)
-    for col in (pc.cap_bps, cc.cap_bps, "cap_loader_bps", "cap_link_bps"):
-        if col in df.columns and float(df.at[label, col]) < x:
-            df.at[label, col] = x
-    if "bound_bps" in df.columns:
-        df.at[label, "bound_bps"] = max(float(df.at[label, "bound_bps"]), x)
-    if "efficiency" in df.columns:
-        df.at[label, "efficiency"] = x / max(float(df.at[label, pc.cap_bps]), float(df.at[label, cc.cap_bps]))
+    p, c = (replace(q, cap_bps=max(q.cap_bps, x)) for q in r.roles)
+    link = r.link
+    if link is not None and link.cap_link_bps < x:
+        link = replace(link, cap_link_bps=x)
+    return replace(
+        r,
+        producer=p,
+        consumer=c,
+        link=link,
+        cap_loader_bps=x if r.cap_loader_bps < x else r.cap_loader_bps,
+        bound_bps=max(r.bound_bps, x),
+        efficiency=x / max(p.cap_bps, c.cap_bps),
+    )
 
 
 __all__ = ["MIN_SEGMENTS", "compare_probed", "probe_var", "probed_rates"]

@@ -21,9 +21,7 @@ QUEUE_GAIN_WORTH = 0.01
 
 
 def has_hs_queue(fit: PipelineFit, settings: Settings) -> bool:
-    """Whether the projected pipeline has a q_hs: the logs declare one, or ``--hs-cap`` gives one
-    (a pipeline without it hands each batch straight from a producer to a free consumer).
-    """
+    """Whether the projected pipeline has a q_hs: the logs declare one, or ``--hs-cap`` gives one."""
     return fit.hs_declared or settings.hs_cap != fit.hs_cap
 
 

@@ -1,68 +1,46 @@
-"""One frozen record per split: the projected table's rows as `SplitRow`, for decide/ and present/.
+"""The projected table: one frozen `SplitRow` per split, what project/ returns and decide/ reads.
 
-The table (`advisor.project.table`) stays the user's DataFrame view, with columns named after the
-roles (``n_target``, ``cap_drafter_bps``, ``target_blocked``). `split_rows` reads it once, after
-every stage that writes it (projection, refinement, reconciliation, probes, widening), into a
-`SplitRow` per split with its producer and consumer as `RoleRow` fields; the readers downstream
-take ``row.producer.cap_bps`` where they took ``df.at[label, f"cap_{p}_bps"]``. It is the one reader
-of the role-named columns downstream; the names are spelled once, in `advisor.project.columns`. Values
-are the table's, as floats (NaN where the table has NaN). A row's `IntervalParts` carry the parts
-of its 95% interval that the odds' joint draw reads (`advisor.decide.odds`) and that the lead of
-one split over another is built from (`lead_parts`, `lead_interval`). decide/ and the text report
-read only these records, never the table.
+`SplitRow.columns` gives a row under the table's column names (documented in
+`advisor.project.table`), from which `advisor.advice` builds the user's DataFrame.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
 
-import pandas as pd
-
-from advisor.project.columns import RoleColumns, role_columns
-from advisor.project.table import ERR_CORNERS, ERR_SAMPLING, ERR_SHARED
 from advisor.stats import Z_95
+
+ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
+ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
+ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
 
 
 @dataclass(frozen=True)
 class IntervalParts:
-    """The parts of a split's 95% interval (`advisor.project.table`), all in ln(b/s).
-
-    The coefficients ``shared_log_per_se`` follow ``ERR_SHARED``'s order (the error sources every
-    split shares, ln b/s per standard error); ``corners_log`` follows ``ERR_CORNERS``' (the shifts at
-    the roles' capacity ranges' corners, 0 where the table has none). NaN where the table has NaN.
-    """
+    """The parts of a split's 95% interval, ln(b/s): ``shared_log_per_se`` in ``ERR_SHARED``'s
+    order (per standard error of each source every split shares), ``corners_log`` in
+    ``ERR_CORNERS``' (the shifts at the capacity ranges' corners)."""
 
     shared_log_per_se: tuple[float, ...]
     own_var_log2: float  # the split's own variance, (ln b/s)^2
     sync_ends_log: tuple[float, float]  # shifts at the ends of an unidentified sync scaling
     corners_log: tuple[float, ...]
-    model_sigma_log: float = 0.0  # the model's error scale carried by the row (`advisor.project.model_error`)
-    model_miss_log: float = math.nan  # at an observed split, the model's miss there, ln(measured / projected)
+    model_sigma_log: float = 0.0  # the model's error scale the row carries (`advisor.project.model_error`)
+    model_miss_log: float = math.nan  # at an observed split, ln(measured / projected)
+
+    def columns(self) -> dict[str, float]:
+        """The parts under the table's column names (the model's error apart)."""
+        return {
+            **dict(zip(ERR_SHARED, self.shared_log_per_se)),
+            "err_own_var": self.own_var_log2,
+            "err_sync_lo": self.sync_ends_log[0],
+            "err_sync_hi": self.sync_ends_log[1],
+            **dict(zip(ERR_CORNERS, self.corners_log)),
+        }
 
 
-def interval_parts(r: Mapping[str, Any]) -> IntervalParts | None:
-    """The interval's parts of one table row ``r``."""
-    if "err_own_var" not in r:
-        return None
-    return IntervalParts(
-        shared_log_per_se=tuple(_num(r, k) for k in ERR_SHARED),
-        own_var_log2=_num(r, "err_own_var"),
-        sync_ends_log=(_num(r, "err_sync_lo"), _num(r, "err_sync_hi")),
-        corners_log=tuple(_num(r, k) for k in ERR_CORNERS),
-        model_sigma_log=_num(r, "err_model_sigma"),
-        model_miss_log=_num(r, "err_model_miss") if "err_model_miss" in r else math.nan,
-    )
-
-
-def _num(r: Mapping[str, Any], key: str) -> float:
-    """Column ``key`` of row ``r`` as a float: 0 where the table has no such column, NaN where the
-    value is not a number."""
-    if key not in r:
-        return 0.0
-    return float(pd.to_numeric(r[key], errors="coerce"))
+NO_PARTS = IntervalParts((0.0,) * len(ERR_SHARED), 0.0, (0.0, 0.0), (0.0,) * len(ERR_CORNERS))
 
 
 @dataclass(frozen=True)
@@ -73,14 +51,14 @@ class RoleRow:
     workers: int  # engines of the role (N producers or M consumers)
     cap_bps: float  # the pool's capacity, batches/s
     wait_share: float  # a producer's share blocked on a full q_hs, a consumer's starved on an empty one
-    gpus: int | None = None  # GPUs the role's engines hold (None: the table has no engine columns)
+    gpus: int | None = None  # GPUs the role's engines hold
     gpus_per_worker: int | None = None  # GPUs one engine holds
     engines_by_node: tuple[int, ...] | None = None  # engines per node (None on one node)
 
 
 @dataclass(frozen=True)
 class LinkRow:
-    """Across nodes, a split's placement and the link it loads (the table's placement columns)."""
+    """Across nodes, a split's placement and the link it loads."""
 
     placement_text: str  # where the engines sit, in words
     layout: str  # "shared" or "node-local"
@@ -105,23 +83,24 @@ class SplitRow:
     bps: float
     bps_low: float
     bps_high: float
-    bps_high_open: bool
-    tok_s: float
-    bound_bps: float
-    cap_loader_bps: float  # NaN unless the loader limits input
-    efficiency: float
-    gpu_util: float
-    bottleneck: str
-    hs_mean_depth: float
-    eta_s: float
-    observed: bool
-    observed_bps: float
-    method: str
-    widened: bool
+    bps_high_open: bool = False
+    tok_s: float = math.nan
+    bound_bps: float = math.nan
+    cap_loader_bps: float = math.nan  # NaN unless the loader limits input
+    efficiency: float = math.nan
+    gpu_util: float = math.nan
+    bottleneck: str = ""
+    hs_mean_depth: float = math.nan
+    eta_s: float = math.nan
+    observed: bool = False
+    observed_bps: float = math.nan
+    method: str = "analytic"
+    widened: bool = False
     probe_segments: int = 0  # probe segments that measured the split (`advisor.project.probed`)
     bps_exact: float | None = None  # the exact simulation's rate (None: not simulated)
+    exact_gap_pct: float = math.nan  # bps / bps_exact - 1 when simulated, %
     link: LinkRow | None = None  # None on one node
-    parts: IntervalParts | None = None  # the interval's parts (None: the table carries none)
+    parts: IntervalParts | None = None  # the interval's parts (None: drawn from its own interval)
 
     @property
     def roles(self) -> tuple[RoleRow, RoleRow]:
@@ -139,86 +118,99 @@ class SplitRow:
                 return r
         raise KeyError(f"no role {role!r} at {self.label}: {self.producer.role}, {self.consumer.role}")
 
+    def scaled(self, f: float) -> SplitRow:
+        """The row at ``f`` times its rate: interval, tok/s, utilisation and efficiency alike, the ETA
+        inversely."""
+        return replace(
+            self,
+            bps=self.bps * f,
+            bps_low=self.bps_low * f,
+            bps_high=self.bps_high * f,
+            tok_s=self.tok_s * f,
+            efficiency=self.efficiency * f,
+            gpu_util=self.gpu_util * f,
+            eta_s=self.eta_s / f,
+        )
 
-def _role(r: Mapping[str, Any], role: str, cols: RoleColumns, placed: bool) -> RoleRow:
-    engines = cols.gpus in r
-    return RoleRow(
-        role=role,
-        workers=int(r[cols.workers]),
-        cap_bps=float(r[cols.cap_bps]),
-        wait_share=float(r[cols.wait_share]),
-        gpus=int(r[cols.gpus]) if engines else None,
-        gpus_per_worker=int(r[cols.gpus_per_worker]) if engines else None,
-        engines_by_node=tuple(int(x) for x in r[cols.engines_by_node]) if placed else None,
-    )
+    def widened_by(self, x: float, var: float) -> SplitRow:
+        """The row at rate ``x`` carrying ``var`` more (log) variance of its own: into its parts' own
+        variance (so leads carry it) and its interval grown to match, never narrowed."""
+        half = math.log(self.bps_high / x) if x > 0 and self.bps_high > 0 else 0.0
+        grown = math.sqrt(half**2 + Z_95**2 * var)
+        parts = self.parts or NO_PARTS
+        return replace(
+            self,
+            parts=replace(parts, own_var_log2=parts.own_var_log2 + var),
+            bps_low=min(self.bps_low, x * math.exp(-grown)),
+            bps_high=max(self.bps_high, x * math.exp(grown)),
+        )
 
-
-def _link(r: Mapping[str, Any]) -> LinkRow:
-    return LinkRow(
-        placement_text=r["placement"],
-        layout=r["layout"],
-        other_layout_bps=float(r["bps_other_layout"]),
-        cap_link_bps=float(r["cap_link_bps"]),
-        link_util=float(r["link_util"]),
-        crossing_share=float(r["crossing_share"]),
-        hs_share=float(r["link_hs_share"]),
-        sync_share=float(r["link_sync_share"]),
-        bps_free_link=float(r.get("bps_free_link", math.nan)),
-        bps_logged_place=float(r.get("bps_logged_place", math.nan)),
-        logged_placement=str(r.get("logged_placement", "")),
-    )
-
-
-def split_row(label: str, r: Mapping[str, Any], roles: tuple[str, str]) -> SplitRow:
-    """The record of one table row ``r`` of split ``label``."""
-    p, c = roles
-    pc, cc = role_columns(roles)
-    placed = "placement" in r and isinstance(r["placement"], str)
-    return SplitRow(
-        label=label,
-        producer=_role(r, p, pc, placed),
-        consumer=_role(r, c, cc, placed),
-        bps=float(r["bps"]),
-        bps_low=float(r["bps_low"]),
-        bps_high=float(r["bps_high"]),
-        bps_high_open=bool(r.get("bps_high_open", False)),
-        tok_s=float(r["tok_s"]),
-        bound_bps=float(r["bound_bps"]),
-        cap_loader_bps=float(r["cap_loader_bps"]),
-        efficiency=float(r["efficiency"]),
-        gpu_util=float(r["gpu_util"]),
-        bottleneck=str(r["bottleneck"]),
-        hs_mean_depth=float(r["hs_mean_depth"]),
-        eta_s=float(r["eta_s"]),
-        observed=bool(r["observed"]),
-        observed_bps=float(r["observed_bps"]),
-        method=str(r["method"]),
-        widened=bool(r["widened"]),
-        probe_segments=int(r.get("probe_segments", 0)),
-        bps_exact=float(r["bps_exact"]) if "bps_exact" in r else None,
-        link=_link(r) if placed else None,
-        parts=interval_parts(r),
-    )
-
-
-def split_rows(roles: tuple[str, str], splits: pd.DataFrame) -> dict[str, SplitRow]:
-    """Every row of the table as a `SplitRow`, by label, in the table's order."""
-    return {str(label): split_row(str(label), r, roles) for label, r in splits.to_dict("index").items()}
-
-
-class PairedRow(Protocol):
-    """What a lead reads of a split: a `SplitRow`, or a bare table's row (`advisor.decide.odds.DrawRow`)."""
-
-    bps: float
-    widened: bool
-    parts: IntervalParts | None
+    def columns(self, probed: bool = False) -> dict[str, object]:
+        """The row under the table's column names, in the table's order (``probe_segments`` where
+        ``probed``: a table a probe measured)."""
+        p, c = self.producer, self.consumer
+        out: dict[str, object] = {
+            f"n_{p.role}": p.workers,
+            f"n_{c.role}": c.workers,
+            "bps": self.bps,
+            "bps_low": self.bps_low,
+            "bps_high": self.bps_high,
+            "bps_high_open": self.bps_high_open,
+            "tok_s": self.tok_s,
+            "bound_bps": self.bound_bps,
+            f"cap_{p.role}_bps": p.cap_bps,
+            f"cap_{c.role}_bps": c.cap_bps,
+            "cap_loader_bps": self.cap_loader_bps,
+            "efficiency": self.efficiency,
+            "gpu_util": self.gpu_util,
+            "bottleneck": self.bottleneck,
+            f"{p.role}_blocked": p.wait_share,
+            f"{c.role}_starved": c.wait_share,
+            "hs_mean_depth": self.hs_mean_depth,
+            "eta_s": self.eta_s,
+            "observed": self.observed,
+            "observed_bps": self.observed_bps,
+            "method": self.method,
+            "widened": self.widened,
+            **(self.parts.columns() if self.parts is not None else {}),
+            f"gpus_{p.role}": p.gpus,
+            f"gpus_{c.role}": c.gpus,
+            f"gpus_per_{p.role}": p.gpus_per_worker,
+            f"gpus_per_{c.role}": c.gpus_per_worker,
+        }
+        lk = self.link
+        if lk is not None:
+            out.update(
+                {
+                    "placement": lk.placement_text,
+                    f"nodes_{p.role}": p.engines_by_node,
+                    f"nodes_{c.role}": c.engines_by_node,
+                    "cap_link_bps": lk.cap_link_bps,
+                    "link_util": lk.link_util,
+                    "crossing_share": lk.crossing_share,
+                    "bps_free_link": lk.bps_free_link,
+                    "bps_logged_place": lk.bps_logged_place,
+                    "layout": lk.layout,
+                    "bps_other_layout": lk.other_layout_bps,
+                    "link_hs_share": lk.hs_share,
+                    "link_sync_share": lk.sync_share,
+                    "logged_placement": lk.logged_placement,
+                }
+            )
+        if self.bps_exact is not None:
+            out.update({"bps_exact": self.bps_exact, "exact_gap_pct": self.exact_gap_pct})
+        if probed:
+            out["probe_segments"] = self.probe_segments
+        parts = self.parts or NO_PARTS
+        out.update({"err_model_sigma": parts.model_sigma_log, "err_model_miss": parts.model_miss_log})
+        return out
 
 
 @dataclass(frozen=True)
 class LeadParts:
     """The lead ``ln(X_a / X_b)`` and its variance, split into what a longer log of the same split
-    shrinks (``sampling_var``) and what it does not (``fixed_var``), and the shifts of the lead at
-    the ends of an unidentified sync scaling (0 included)."""
+    shrinks (``sampling_var``) and what it does not (``fixed_var``), and the lead's shifts at the
+    ends of an unidentified sync scaling (0 included)."""
 
     log_lead: float
     sampling_var: float
@@ -232,14 +224,13 @@ class LeadParts:
         return math.expm1(self.log_lead + self.shift_lo - half), math.expm1(self.log_lead + self.shift_hi + half)
 
 
-def lead_parts(a: PairedRow, b: PairedRow) -> LeadParts | None:
+def lead_parts(a: SplitRow, b: SplitRow) -> LeadParts | None:
     """The lead of split ``a`` over ``b`` from the shared and own parts of their intervals.
 
-    With ``d_j`` the difference of the two splits' coefficients of shared source j (a source both
-    carry alike cancels), the lead's variance is ``sum_j d_j^2 + v_a + v_b``; its sampling part is
-    the ``ERR_SAMPLING`` sources'. The ends of an unidentified sync scaling and the corners of the
-    capacity ranges are one unknown shared by every split, so the lead is compared at the same end:
-    its shifts are the differences of the two rows' shifts there, and 0.
+    With ``d_j`` the difference of the two rows' coefficients of shared source j, the lead's
+    variance is ``sum_j d_j^2 + v_a + v_b``, its sampling part the ``ERR_SAMPLING`` sources'. The
+    sync ends and the capacity corners are one unknown shared by every split: the lead's shifts
+    are the differences of the two rows' shifts there, and 0.
     """
     if a.parts is None or b.parts is None or a.widened or b.widened:
         return None
@@ -259,7 +250,7 @@ def lead_parts(a: PairedRow, b: PairedRow) -> LeadParts | None:
     )
 
 
-def lead_interval(a: PairedRow, b: PairedRow) -> tuple[float, float] | None:
-    """95% interval of ``X_a / X_b - 1`` (the lead of split ``a`` over ``b``, `lead_parts`)."""
+def lead_interval(a: SplitRow, b: SplitRow) -> tuple[float, float] | None:
+    """95% interval of ``X_a / X_b - 1`` (`lead_parts`)."""
     parts = lead_parts(a, b)
     return parts.interval() if parts is not None else None

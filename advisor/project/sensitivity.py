@@ -1,31 +1,17 @@
 """How far the fitted quantities could be off before the recommended split stops leading.
 
-For the recommended split R, under the same `~advisor.settings.Settings` the table was computed
-with (G, q_hs depth, batch size), every split of the table is projected again as one knob moves:
+Every split is projected again under the same settings as one knob moves: a factor f on the
+producer's or the consumer's per-engine rate (``ROBUST_RANGE``), or the per-drafter scaling s of
+every split of more than one drafter (``SCALING_RANGE``, from the fit's s at R's drafter count).
+On each side, the threshold is the value nearest the fitted one where R's lead over every other
+split ends: the first step of ``GRID_RATIO`` outwards across which the leader changes, bisected
+``BISECT_STEPS`` times. Rates rise with every knob, so a stretch where no split's rate at its ends
+reaches R's least there is skipped (``CUTS`` stretches, cut again where one can).
 
-- producer (target) capacity: a factor f on the per-target rate, on ``ROBUST_RANGE``; likewise
-  for the consumer (drafter) capacity;
-- per-drafter scaling: the per-rank scaling s of every split of more than one drafter alike (the
-  reference reading's "even if each of two drafters reached only 60%"; a lone drafter keeps its
-  rate), on ``SCALING_RANGE``, from the fit's s at R's drafter count.
-
-On each side of the fitted value, the threshold is the value nearest to it at which R's lead over
-every other split ends (another split projects more; where one does at the fitted value: where
-that ends), with the split that then matches R: the first step of ``GRID_RATIO`` from the fitted
-value outwards across which the leader changes, bisected (``BISECT_STEPS``). Every split's rate
-rises with each knob, so a split whose rate at both ends of a stretch stays below R's least rate
-there cannot lead in it: the scan cuts the side into ``CUTS`` stretches, and those again, only
-where some split can. No such step within the range: the choice holds for any such error.
-
-- sync levers (M > 1 data-parallel drafters with a barrier every k steps): the barrier waits for
-  the slowest rank, so per-rank scaling s(M) loses ``sqrt(k r) * sigma * e_M`` per round (``r``
-  the logged rounds' variance ratio, `advisor.measure.rounds`, kept at another k); the
-  step-time spread sigma partly comes from token-count spread (``c * sd(tokens)``), which
-  balancing tokens across ranks removes, and its weight falls as 1/sqrt(k). Reported when
-  s(M) < ``LEVER_MIN_SCALING`` and a lever would raise it.
-
-Results are data (:class:`Threshold`, :class:`ScalingTie`, :class:`Lever`); `advisor.decide.reasons`
-words them.
+Sync levers (M > 1 drafters, a barrier every k steps): the barrier loses ``sqrt(k r) * sigma *
+e_M`` per round (``r`` the rounds' variance ratio, `advisor.measure.rounds`), part of sigma being
+the tokens' spread ``c * sd(tokens)``, which balancing removes; reported where s(M) <
+``LEVER_MIN_SCALING``. Results are data (`Threshold`, `ScalingTie`, `Lever`).
 """
 
 from __future__ import annotations

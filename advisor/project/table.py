@@ -1,111 +1,65 @@
-"""Project every split N + M = G of one fitted pipeline, under one :class:`~advisor.settings.Settings`.
+"""Project every split N + M = G of one fitted pipeline, under one `~advisor.settings.Settings`.
 
-Returns a DataFrame indexed by the split's label (``"7-1"``: N producers - M consumers), one row
-per split (N >= 1, M >= 1), highest N first. Column names equal the keys of a split in the
-``--json`` output where both have the quantity. Columns:
+`project` returns one `~advisor.project.rows.SplitRow` per split (N >= 1, M >= 1), highest N
+first; ``Advice.splits`` lays them out as a DataFrame indexed by the label (``"7-1"``: N
+producers - M consumers), its column names the ``--json`` keys where both have the quantity:
 
 ==================  ===========================================================================
-n_<producer>        producer workers (targets), N
-n_<consumer>        consumer workers (drafters), M
-bps                 projected throughput, batches/s (`advisor.model.chain`; exact simulation where
-                    ``method`` says so)
-bps_low, bps_high   95% interval from `advisor.model.chain.project_split` (sampling, drift, contention at
-                    this split, token model, run-to-run shift on shared hosts, the barrier-tail
-                    correction, a sync cost whose scaling with M is unidentified), widened at an
-                    observed split to cover the measured rate (reconciliation)
-bps_high_open       True where ``bps_high`` rests on the open end of a capacity known only from
-                    below: the rate is then bounded from below only ("at least bps_low")
-tok_s               bps x tokens per batch (NaN where no log measured tokens: ``PipelineFit.tokens_measured``)
-bound_bps           naive bound min(capacities) for contrast, the link's among them across nodes:
-                    ``bps`` never passes it
-cap_<role>_bps      capacity of each stage: C_p = N mu_p, C_c = M mu_c s(M), and the loader's
-                    (``cap_loader_bps``, NaN unless the loader limits input); the roles' own: across
-                    nodes the drafters' without their waits on the link, whose capacity is
-                    ``cap_link_bps``. `split_capacities` is the one function that computes them (via
-                    `advisor.model.chain.project_split`).
-efficiency          bps / the fastest role's own capacity (never the link's): how balanced the split
-                    is (a ratio of rates: the same whether an engine holds one GPU or k)
-gpu_util            compute-busy GPU-seconds / all GPU-seconds: the busy share of the G GPUs, an
-                    engine of k GPUs counting k
-gpus_<role>         GPUs the role's engines hold at this split: N k_p, M k_c (N k_p + M k_c = G)
-gpus_per_<role>     GPUs one engine of the role holds (k_p, k_c; ``--gpus-per-worker``)
-placement           where the engines sit, e.g. "node 0: 4 targets; node 1: 2 targets + 4 drafters"
-                    (`advisor.project.placement`; empty on one node); "node-local: ..." for
-                    node-local pipelines
-layout              "shared" (one q_hs: any drafter takes any node's batch) or "node-local" (each
-                    node its own pipeline, the drafters syncing over the link; `split_capacities`
-                    keeps the layout of the higher rate; JSON ``layout``)
-bps_other_layout    the split's rate in its other layout (NaN where no node-local placement holds
-                    both roles on every node; JSON ``other_layout_bps``)
-cap_link_bps        the link stage's capacity: the pipeline rate at which hidden state and sync
-                    together fill it (inf on one node or with a free link; JSON ``link.cap_bps``)
-bps_free_link       the rate at this placement and layout were the link free: what the link costs
-bps_logged_place    at the split the log ran, on the log's nodes: the rate at the log's own placement
-link_util           the busiest link's utilisation at ``bps`` (JSON ``link.util``)
-link_hs_share       share of the link's busy time that carries hidden states (0 where idle; JSON
-                    ``link.hs_share``)
-link_sync_share     share that carries the drafters' all-reduce (`advisor.model.link.sync_link_s`;
-                    ``link_hs_share + link_sync_share`` is 1 where the link is busy; JSON
-                    ``link.sync_share``)
-crossing_share      share of batches that cross a node (JSON ``link.crossing_share``)
-bottleneck          the stage with the smallest capacity ("loader" when input-bound)
-<producer>_blocked  share of a producer's time blocked on a full q_hs
-<consumer>_starved  share of a consumer's time waiting on an empty q_hs
+n_<producer>        producer engines (targets), N; ``n_<consumer>``: consumer engines, M
+bps                 projected rate, batches/s (`advisor.model.chain`, or simulated: ``method``)
+bps_low, bps_high   95% interval (`advisor.model.chain.project_split`), widened at an observed
+                    split to cover the measured rate (`reconcile`)
+bps_high_open       ``bps_high`` rests on a capacity known only from below ("at least bps_low")
+tok_s               bps x tokens per batch (NaN where no log measured tokens)
+bound_bps           min of the capacities (the link's among them): ``bps`` never passes it
+cap_<role>_bps      C_p = N mu_p, C_c = M mu_c s(M) (`split_capacities`); ``cap_loader_bps`` NaN
+                    unless the loader limits input
+efficiency          bps / the fastest role's own capacity (never the link's)
+gpu_util            compute-busy GPU-seconds / all GPU-seconds, an engine of k GPUs counting k
+gpus_<role>         GPUs the role's engines hold (N k_p + M k_c = G); ``gpus_per_<role>``: k
+placement           across nodes, where the engines sit (`advisor.project.placement`), with
+                    ``nodes_<role>`` the engines per node
+layout              "shared" (one q_hs) or "node-local" (a pipeline per node; the layout of the
+                    higher rate); ``bps_other_layout``: the rate in the other one (NaN: none)
+cap_link_bps        the pipeline rate at which hidden state and sync fill the link (inf: free)
+bps_free_link       the rate were the link free; ``bps_logged_place``: at the log's own placement
+link_util           the busiest link's utilisation; ``link_hs_share``, ``link_sync_share``: its
+                    busy time carrying hidden states and the drafters' all-reduce
+crossing_share      share of batches that cross a node
+bottleneck          the stage of the smallest capacity ("loader" when input-bound)
+<role>_blocked      a producer's share blocked on a full q_hs; ``<consumer>_starved``: starved
 hs_mean_depth       mean q_hs depth, batches
-eta_s               time to finish the rest of the job at this split (for a next run: the whole
-                    job; NaN if the job size is unknown)
-observed            True for the split(s) the logs ran (at this G)
-observed_bps        the measured rate at an observed split (NaN elsewhere)
-method              "analytic", or "exact" where simulation replaced the analytic rate (every split
-                    whose interval reaches the best's lower end, where the chain is weak:
-                    `advisor.project.exact.refine_weak_spots`), "analytic-capped" at such a split
-                    the caps on simulation left analytic (at large G)
-widened             True where reconciliation widened the interval to a measured rate
-err_p_samp, ...     the interval's parts (`advisor.model.chain.SplitResult`): ``err_p_samp``,
-                    ``err_c_samp`` (sampling and drift), ``err_p_level``, ``err_c_level`` (token
-                    model, run-to-run), ``err_p_split``, ``err_c_split`` (split slope),
-                    ``err_p_single``, ``err_c_single`` (lone-worker regime): log b/s per
-                    standard error of the error sources all splits share; ``err_own_var``,
-                    ``err_sync_lo``, ``err_sync_hi``; read by `advisor.project.rows.lead_parts`
-err_model_sigma     the model's own error carried by the row, ln b/s: the largest miss of a log's
-                    measured rate by its projection (`advisor.project.model_error`; 0: none)
-err_model_miss      at a split a log ran, that miss, ``ln(observed_bps / bps)`` (NaN elsewhere); the
-                    intervals hold the error these anchor (added after reconciliation)
-err_corner_ll, ...  log(b/s at a corner / bps) at the corners of the roles' capacity ranges
-                    (a given range or a bound: ``RoleFit.mu_range_bps``), producer end then
-                    consumer end (``l`` low, ``h`` high); 0 where no capacity is ranged
+eta_s               time to finish the rest of the job (a next run: all of it; NaN: unknown)
+observed            the split(s) the logs ran; ``observed_bps``: the measured rate there
+method              "analytic", "exact" (simulated, `advisor.project.exact`) or "analytic-capped"
+widened             reconciliation widened the interval to a measured rate
+err_*               the interval's parts (`advisor.project.rows.IntervalParts`): ln b/s per
+                    standard error of each shared source, ``err_own_var``, the sync ends, the
+                    capacity corners; ``err_model_sigma``, ``err_model_miss``: the model's error
+                    (`advisor.project.model_error`)
+bps_exact           with ``--exact``, the simulated rate; ``exact_gap_pct``: bps against it
+probe_segments      in a probe's table, the segments that measured the split
 ==================  ===========================================================================
 
-Comparing two splits (`advisor.project.rows.lead_interval`): both projections come from one fit, so most of their
-uncertainty is shared. The run's own level (sampling, drift, the run-to-run shift) moves every
-split the same way, and the unknown split slope moves the splits on one side of the logged split
-together. Two intervals can overlap while the lead of one split over the other is still certain.
-The lead's 95% interval is ``ln(X_a / X_b) +- 1.96 sqrt(sum_k (s_ak - s_bk)^2 + own_a + own_b)``
-over the shared sources k (coefficients ``s``, log b/s per standard error). Where the sync scaling
-is unidentified, it is the union of that interval shifted by the two ends' differences. A widened
-row (a measured rate the model misses) has no paired form; its marginal interval decides.
+Two splits' projections share most of their uncertainty (one fit): the lead of a over b has the
+95% interval ``ln(X_a / X_b) +- 1.96 sqrt(sum_k (s_ak - s_bk)^2 + own_a + own_b)`` over the shared
+sources k (`advisor.project.rows.lead_interval`); a widened row has none.
 
-Reconciliation: at every split a log ran, the projection is compared with the measured rate
-(at that log's own G and batch size). A gap above ``RECONCILE_PCT`` is reported in a
-:class:`ReconcileWarning` naming the log, and, where the split is in the table, its interval is
-widened to cover the measured rate: the table never claims more certainty than the log supports.
+Reconciliation: a log's measured rate more than ``RECONCILE_PCT`` from its projection is a caveat
+(`Reconciliation.caveat`), and the split's interval is widened to cover it.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-import pandas as pd
-
-from advisor.errors import ReconcileWarning
 from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
-from advisor.project.columns import role_columns
 from advisor.project.placement import Nodes, PlacedPool, SyncOverLink, best_placement, node_mixes
+from advisor.project.rows import IntervalParts, LinkRow, RoleRow, SplitRow
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
 
@@ -122,6 +76,7 @@ class Reconciliation:
     gpus: int
     observed_bps: float
     projected_bps: float
+    caveat: str = ""  # where the gap passes RECONCILE_PCT: what the advice says of it
 
     @property
     def gap_pct(self) -> float:
@@ -251,9 +206,7 @@ def logged_placement(fit: PipelineFit, settings: Settings) -> Placement | None:
 
 
 def engine_rate_scale(settings: Settings, i: int) -> float:
-    """An engine's rate at the projected size over one at the logged size: (k / k_log) x the given
-    per-GPU ratio (`Settings.engine_scaling`); 1 where the size is the logged one.
-    """
+    """An engine's rate at the projected size over the logged one: (k / k_log) x `Settings.engine_scaling`."""
     k, k_log = settings.gpus_per_worker[i], settings.log_gpus_per_worker[i]
     return 1.0 if k == k_log else k / k_log * settings.engine_scaling[i]
 
@@ -296,10 +249,9 @@ def project(
     pairs: Sequence[tuple[int, int]] | None = None,
     interval: bool = True,
     routing: str | None = None,
-) -> pd.DataFrame:
+) -> tuple[SplitRow, ...]:
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
-    pc, cc = role_columns(fit.roles)
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
     left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
     tokens = settings.tokens_per_batch
@@ -311,68 +263,61 @@ def project(
         for o in fit.observed
         if _in_table(fit, o, settings)
     }
+    kp, kc = settings.gpus_per_worker
     rows = []
     for n, m in pairs:
         mid = split_capacities(fit, settings, n, m, interval=interval, routing=routing)
-        low, high = mid.x_low_bps, mid.x_high_bps  # interval: advisor.model.chain.project_split
+        link = _link_row(fit, settings, n, m, mid)
+        by_node = (mid.placement.producers, mid.placement.consumers) if link is not None else (None, None)
         rows.append(
-            {
-                pc.workers: n,
-                cc.workers: m,
-                "bps": mid.x_bps,
-                "bps_low": min(low, mid.x_bps),
-                "bps_high": max(high, mid.x_bps),
-                "bps_high_open": bool(mid.x_high_open),
-                "tok_s": mid.x_bps * tokens if fit.tokens_measured else math.nan,
-                "bound_bps": mid.bound_bps,
-                pc.cap_bps: mid.producer_cap_bps,
-                cc.cap_bps: mid.consumer_cap_bps,
-                "cap_loader_bps": mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
-                "efficiency": mid.efficiency,
-                "gpu_util": mid.gpu_util,
-                "bottleneck": str(mid.bottleneck),
-                pc.wait_share: mid.producer_blocked,
-                cc.wait_share: mid.consumer_starved,
-                "hs_mean_depth": mid.hs_mean_depth,
-                "eta_s": left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
-                "observed": (n, m) in observed,
-                "observed_bps": observed.get((n, m), math.nan),
-                "method": "analytic",
-                "widened": False,
-                **dict(zip(ERR_SHARED, mid.err_shared)),
-                "err_own_var": mid.err_own_var,
-                "err_sync_lo": mid.err_sync_ends[0],
-                "err_sync_hi": mid.err_sync_ends[1],
-                **dict(zip(ERR_CORNERS, mid.err_corners)),
-                **engine_columns(fit, settings, n, m, mid),
-            }
+            SplitRow(
+                label=split_label(n, m),
+                producer=RoleRow(p, n, mid.producer_cap_bps, mid.producer_blocked, n * kp, kp, by_node[0]),
+                consumer=RoleRow(c, m, mid.consumer_cap_bps, mid.consumer_starved, m * kc, kc, by_node[1]),
+                bps=mid.x_bps,
+                bps_low=min(mid.x_low_bps, mid.x_bps),
+                bps_high=max(mid.x_high_bps, mid.x_bps),
+                bps_high_open=bool(mid.x_high_open),
+                tok_s=mid.x_bps * tokens if fit.tokens_measured else math.nan,
+                bound_bps=mid.bound_bps,
+                cap_loader_bps=mid.loader_cap_bps if mid.loader_cap_bps is not None else math.nan,
+                efficiency=mid.efficiency,
+                gpu_util=mid.gpu_util,
+                bottleneck=str(mid.bottleneck),
+                hs_mean_depth=mid.hs_mean_depth,
+                eta_s=left / mid.x_bps if left is not None and mid.x_bps > 0 else math.nan,
+                observed=(n, m) in observed,
+                observed_bps=observed.get((n, m), math.nan),
+                link=link,
+                parts=IntervalParts(
+                    tuple(mid.err_shared), mid.err_own_var, tuple(mid.err_sync_ends), tuple(mid.err_corners)
+                ),
+            )
         )
-    df = pd.DataFrame(rows, index=pd.Index([split_label(n, m) for n, m in pairs], name="split"))
-    return widen_for_assumptions(fit, settings, df, pairs, routing) if interval else df
+    return widen_for_assumptions(fit, settings, tuple(rows), routing) if interval else tuple(rows)
 
 
 def widen_for_assumptions(
-    fit: PipelineFit, settings: Settings, df: pd.DataFrame, pairs, routing: str | None = None
-) -> pd.DataFrame:
+    fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...], routing: str | None = None
+) -> tuple[SplitRow, ...]:
     """Where a role's engine size changes (a given per-GPU ratio) or a link not measured from this
     log carries the projection, every row's interval also spans the rate at that number +-
-    ``ENGINE_SCALING_SE`` / ``LINK_SE``: the spread is added to the row's own variance (so leads
-    carry it too) and the interval grown to match.
-    """
+    ``ENGINE_SCALING_SE`` / ``LINK_SE``, added to the row's own variance (`SplitRow.widened_by`)."""
     knobs = [i for i in (0, 1) if settings.gpus_per_worker[i] != settings.log_gpus_per_worker[i]]
     link = settings.nodes > 1 and bool(settings.link_bytes_s) and settings.link_source != "measured"
     if not knobs and not link:
-        return df
+        return rows
     # each assumption's two ends: the settings and the engines' rate factors there
     engine = (1 - ENGINE_SCALING_SE, 1 + ENGINE_SCALING_SE)
     ends = [[(settings, (f, 1.0) if i == 0 else (1.0, f)) for f in engine] for i in knobs]
     if link:
         bw = settings.link_bytes_s
         ends.append([(replace(settings, link_bytes_s=bw * f), (1.0, 1.0)) for f in (1 - LINK_SE, 1 + LINK_SE)])
-    df = df.copy()
-    for (n, m), label in zip(pairs, df.index):
-        x = float(df.at[label, "bps"])
-        if not x > 0:
+    out = []
+    for r in rows:
+        n, m = r.counts
+        if not r.bps > 0:
+            out.append(r)
             continue
         var = 0.0
         for end in ends:
@@ -381,68 +326,43 @@ def widen_for_assumptions(
                 for s, k in end
             )
             var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
-        widen_row(df, label, x, var)
-    return df
-
-
-def widen_row(df: pd.DataFrame, label, x: float, var: float) -> None:
-    """Row ``label`` at rate ``x`` carries ``var`` more (log) variance of its own: into
-    ``err_own_var`` (so leads carry it) and its interval grown to match, never narrowed.
-    """
-    half = math.log(float(df.at[label, "bps_high"]) / x) if x > 0 and df.at[label, "bps_high"] > 0 else 0.0
-    grown = math.sqrt(half**2 + Z_95**2 * var)
-    df.at[label, "err_own_var"] = float(df.at[label, "err_own_var"]) + var
-    df.at[label, "bps_low"] = min(float(df.at[label, "bps_low"]), x * math.exp(-grown))
-    df.at[label, "bps_high"] = max(float(df.at[label, "bps_high"]), x * math.exp(grown))
+        out.append(r.widened_by(r.bps, var))
+    return tuple(out)
 
 
 LAYOUTS = {"shared": "shared", "local": "node-local"}
-ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
 
 
-def engine_columns(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> dict:
-    """The row's GPUs per role and, across nodes, its placement and link (documented above)."""
+def _link_row(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> LinkRow | None:
+    """Across nodes, the row's placement and link (documented above); None on one node."""
+    if settings.nodes <= 1 or mid.placement is None:
+        return None
     p, c = fit.roles
-    pc, cc = role_columns(fit.roles)
-    kp, kc = settings.gpus_per_worker
-    out: dict = {pc.gpus: n * kp, cc.gpus: m * kc, pc.gpus_per_worker: kp, cc.gpus_per_worker: kc}
-    if settings.nodes > 1 and mid.placement is not None:
-        pl = mid.placement
-        free = (
-            placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps
-            if settings.link_bytes_s
-            else mid.x_bps
-        )
-        busy = mid.link_util > 0
-        logged = logged_placement(fit, settings)
-        ob = fit.observed[0].roles
-        at_log = (
-            placed_split(fit, settings, n, m, logged).x_bps
-            if logged is not None and (ob.get(p), ob.get(c)) == (n, m)
-            else math.nan
-        )
-        out.update(
-            {
-                "placement": pl.describe(p, c),
-                pc.engines_by_node: pl.producers,
-                cc.engines_by_node: pl.consumers,
-                "cap_link_bps": mid.link_cap_bps,
-                "link_util": mid.link_util,
-                "crossing_share": mid.crossing_share,
-                "bps_free_link": free,
-                "bps_logged_place": at_log,
-                "layout": LAYOUTS[pl.routing],
-                "bps_other_layout": mid.other_layout_bps,
-                "link_hs_share": 1.0 - mid.link_sync_share if busy else 0.0,
-                "link_sync_share": mid.link_sync_share if busy else 0.0,
-                "logged_placement": logged.describe(p, c) if logged is not None else "",
-            }
-        )
-    return out
-
-
-ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
-ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
+    pl = mid.placement
+    free = (
+        placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps if settings.link_bytes_s else mid.x_bps
+    )
+    busy = mid.link_util > 0
+    logged = logged_placement(fit, settings)
+    ob = fit.observed[0].roles
+    at_log = (
+        placed_split(fit, settings, n, m, logged).x_bps
+        if logged is not None and (ob.get(p), ob.get(c)) == (n, m)
+        else math.nan
+    )
+    return LinkRow(
+        placement_text=pl.describe(p, c),
+        layout=LAYOUTS[pl.routing],
+        other_layout_bps=mid.other_layout_bps,
+        cap_link_bps=mid.link_cap_bps,
+        link_util=mid.link_util,
+        crossing_share=mid.crossing_share,
+        hs_share=1.0 - mid.link_sync_share if busy else 0.0,
+        sync_share=mid.link_sync_share if busy else 0.0,
+        bps_free_link=free,
+        bps_logged_place=at_log,
+        logged_placement=logged.describe(p, c) if logged is not None else "",
+    )
 
 
 def _in_table(fit: PipelineFit, ob, settings: Settings) -> bool:
@@ -463,30 +383,30 @@ def _log_tokens(fit: PipelineFit, ob) -> float:
 
 
 def reconcile(
-    fit: PipelineFit, settings: Settings, splits: pd.DataFrame
-) -> tuple[pd.DataFrame, tuple[Reconciliation, ...]]:
-    """Compare the projection with every log's measured rate; widen and warn where they differ.
+    fit: PipelineFit, settings: Settings, rows: tuple[SplitRow, ...]
+) -> tuple[tuple[SplitRow, ...], tuple[Reconciliation, ...]]:
+    """Compare the projection with every log's measured rate; widen and say so where they differ.
 
     Each log is compared at its own G and batch size (projected afresh when those differ from the
     table's), so logs at other splits or budgets are checked too.
     """
     p, c = fit.roles
-    df = splits.copy()
+    df = {r.label: r for r in rows}
     out = []
     if not fit.source.logged:  # no log: no measured rate to reconcile with
-        return df, ()
+        return rows, ()
     for ob in fit.observed:
         n, m = ob.roles.get(p, 0), ob.roles.get(c, 0)
         if n < 1 or m < 1 or not ob.bps > 0:
             continue
         label = split_label(n, m)
         log_gpus = n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1]  # as the log ran
-        in_table = _in_table(fit, ob, settings) and label in df.index
+        in_table = _in_table(fit, ob, settings) and label in df
         logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
         if in_table and logged is not None:
             x = placed_split(fit, settings, n, m, logged).x_bps  # as the log ran: its own placement
         elif in_table:
-            x = float(df.at[label, "bps"])
+            x = df[label].bps
         elif fit.link.producers_by_node and ob is fit.observed[0]:
             # the log across its own nodes, at its own placement, G and engine sizes
             own = replace(
@@ -510,27 +430,21 @@ def reconcile(
                 gpus_per_worker=settings.log_gpus_per_worker,
             ).x_bps
         rec = Reconciliation(path=ob.path, label=label, gpus=log_gpus, observed_bps=ob.bps, projected_bps=x)
-        out.append(rec)
         if abs(rec.gap_pct) <= RECONCILE_PCT:
+            out.append(rec)
             continue
-        why = _why_not(fit, ob)
         widened = ""
         if in_table:
-            df.at[label, "bps_low"] = min(df.at[label, "bps_low"], ob.bps)
-            df.at[label, "bps_high"] = max(df.at[label, "bps_high"], ob.bps)
-            df.at[label, "widened"] = True
-            lo, hi = df.at[label, "bps_low"], df.at[label, "bps_high"]
-            open_hi = bool(df.at[label, "bps_high_open"]) if "bps_high_open" in df.columns else False
-            span = f"at least {lo:.3g}" if open_hi else f"{lo:.3g}-{hi:.3g}"  # an open end is no number
+            r = df[label]
+            r = df[label] = replace(r, bps_low=min(r.bps_low, ob.bps), bps_high=max(r.bps_high, ob.bps), widened=True)
+            span = f"at least {r.bps_low:.3g}" if r.bps_high_open else f"{r.bps_low:.3g}-{r.bps_high:.3g}"
             widened = f"; its interval is widened to {span} b/s"
-        warnings.warn(
-            ReconcileWarning(
-                f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "
-                f"({rec.gap_pct:+.1f}%){widened}; {why}"
-            ),
-            stacklevel=2,
+        caveat = (
+            f"{ob.path}: the model gives {x:.3g} b/s at {label} where this log measured {ob.bps:.3g} b/s "
+            f"({rec.gap_pct:+.1f}%){widened}; {_why_not(fit, ob)}"
         )
-    return df, tuple(out)
+        out.append(replace(rec, caveat=caveat))
+    return tuple(df.values()), tuple(out)
 
 
 def _why_not(fit: PipelineFit, ob) -> str:

@@ -4,53 +4,51 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
-import pandas as pd
 import pytest
+from bare_rows import bare_row
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds, table_rows
+from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds
 from advisor.decide.probe import MIN_PROBE_S, ProbeCosts, ProbeNoise, best_probe
 from advisor.decide.reasons import bps_text, reasons, signed_pct
 from advisor.decide.rules import Verdict
 from advisor.present.json import advice_json
 from advisor.present.text import render
-from advisor.project.rows import lead_interval
-from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.project.rows import ERR_SHARED, lead_interval
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _lead(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
-    """The lead interval of row ``a`` over ``b`` of a bare table, read as records."""
-    rows = {r.label: r for r in table_rows(df)}
-    return lead_interval(rows[a], rows[b])
+def _lead(rows, a: str, b: str) -> tuple[float, float] | None:
+    """The lead interval of row ``a`` over ``b`` of bare rows."""
+    by = {r.label: r for r in rows}
+    return lead_interval(by[a], by[b])
 
 
-def table(bps, own=None, shared=None, widened=None, low=None, high=None, eta=None, sync=None) -> pd.DataFrame:
-    """A projected table of len(bps) splits with the given interval parts."""
+def table(bps, own=None, shared=None, widened=None, low=None, high=None, eta=None, sync=None, parts=True) -> tuple:
+    """Bare rows of len(bps) splits with the given interval parts."""
     k = len(bps)
-    rows = []
-    for i in range(k):
-        r = {
-            "bps": bps[i],
-            "widened": bool(widened[i]) if widened else False,
-            "bps_low": low[i] if low else bps[i] * 0.9,
-            "bps_high": high[i] if high else bps[i] * 1.1,
-            "err_own_var": own[i] if own else 0.0,
-            "eta_s": eta / bps[i] if eta is not None else math.nan,
-            "err_sync_lo": sync[i][0] if sync else 0.0,
-            "err_sync_hi": sync[i][1] if sync else 0.0,
-        }
-        for j, c in enumerate(ERR_SHARED):
-            r[c] = shared[i][j] if shared else 0.0
-        for c in ERR_CORNERS:
-            r[c] = 0.0
-        rows.append(r)
-    return pd.DataFrame(rows, index=pd.Index([f"{k - i}-{i + 1}" for i in range(k)], name="split"))
+    return tuple(
+        bare_row(
+            f"{k - i}-{i + 1}",
+            bps[i],
+            low[i] if low else bps[i] * 0.9,
+            high[i] if high else bps[i] * 1.1,
+            parts=parts,
+            widened=bool(widened[i]) if widened else False,
+            own=own[i] if own else 0.0,
+            eta_s=eta / bps[i] if eta is not None else math.nan,
+            err_sync_lo=sync[i][0] if sync else 0.0,
+            err_sync_hi=sync[i][1] if sync else 0.0,
+            **{c: shared[i][j] if shared else 0.0 for j, c in enumerate(ERR_SHARED)},
+        )
+        for i in range(k)
+    )
 
 
 rates = st.lists(st.floats(0.5, 20.0), min_size=1, max_size=6)
@@ -109,14 +107,23 @@ def test_a_split_beaten_in_every_draw_is_never_more_likely_best(k, seed, edge):
 def test_a_wider_input_range_never_raises_the_leaders_odds(df, widen, seed):
     """Every error part scaled by ``widen`` >= 1 (the same draws, spread wider): the projected
     leader's odds of being within the resolution of the best never rise."""
-    wide = df.copy()
-    cols = list(ERR_SHARED) + ["err_sync_lo", "err_sync_hi"]
-    wide[cols] = wide[cols] * widen
-    wide["err_own_var"] = wide["err_own_var"] * widen**2
-    x = wide["bps"]
-    wide["bps_low"] = x * (df["bps_low"] / x) ** widen
-    wide["bps_high"] = x * (df["bps_high"] / x) ** widen
-    lead = str(df["bps"].idxmax())
+
+    def wider(r):
+        q = r.parts
+        return replace(
+            r,
+            parts=replace(
+                q,
+                shared_log_per_se=tuple(x * widen for x in q.shared_log_per_se),
+                sync_ends_log=tuple(x * widen for x in q.sync_ends_log),
+                own_var_log2=q.own_var_log2 * widen**2,
+            ),
+            bps_low=r.bps * (r.bps_low / r.bps) ** widen,
+            bps_high=r.bps * (r.bps_high / r.bps) ** widen,
+        )
+
+    wide = tuple(wider(r) for r in df)
+    lead = max(df, key=lambda r: r.bps).label
     narrow_p = split_odds(df, draws=400, seed=seed).of(lead).p_best
     wide_p = split_odds(wide, draws=400, seed=seed).of(lead).p_best
     assert wide_p <= narrow_p
@@ -362,11 +369,5 @@ def test_a_next_run_pick_against_the_point_projection_says_why():
     ) in text
 
 
-def test_the_draw_reads_the_records_as_it_reads_the_bare_table(reference):
-    # the records (advisor.project.rows) and the table's own columns give the same draw, seed for seed
-    adv = advise(reference, gpus_per_node=4)
-    recs, bare = draw_inputs(list(adv.rows.values()), calibrate=True), draw_inputs(adv.splits, calibrate=True)
-    assert recs.labels == bare.labels == tuple(adv.rows)
-    assert recs.left_batches == bare.left_batches
-    assert np.array_equal(draw_rates(recs, 500, seed=3), draw_rates(bare, 500, seed=3))
-    assert draw_inputs(table([1.0, 2.0]).drop(columns="err_own_var")).widened.all()  # no parts: own interval
+def test_a_row_without_parts_is_drawn_from_its_own_interval():
+    assert draw_inputs(table([1.0, 2.0], parts=False)).widened.all()

@@ -4,10 +4,11 @@ correlated levels, the temperature, an open bound's slack, and the invariants of
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from bare_rows import bare_row
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ from advisor.decide.odds import (
     open_slack,
     split_odds,
 )
-from advisor.project.table import ERR_SAMPLING, ERR_SHARED
+from advisor.project.rows import ERR_SAMPLING, ERR_SHARED
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
@@ -37,12 +38,12 @@ def tables(draw):
     k = draw(st.integers(1, 6))
     bps = [draw(st.floats(0.5, 20.0)) for _ in range(k)]
     rows = []
-    for x in bps:
-        r = {"bps": x, "bps_low": x * 0.8, "bps_high": x * 1.25, "widened": draw(st.booleans()) and draw(st.booleans())}
-        r["err_own_var"] = draw(st.floats(0.0, 0.05))
-        r.update({c: draw(st.floats(-0.3, 0.3)) for c in ERR_SHARED})
-        rows.append(r)
-    return pd.DataFrame(rows, index=pd.Index([f"{k - i}-{i + 1}" for i in range(k)], name="split"))
+    for i, x in enumerate(bps):
+        widened = draw(st.booleans()) and draw(st.booleans())
+        own = draw(st.floats(0.0, 0.05))
+        err = {c: draw(st.floats(-0.3, 0.3)) for c in ERR_SHARED}
+        rows.append(bare_row(f"{k - i}-{i + 1}", x, x * 0.8, x * 1.25, widened=widened, own=own, **err))
+    return tuple(rows)
 
 
 @FAST
@@ -70,7 +71,7 @@ def test_a_lead_across_the_balance_narrows_by_the_level_correlation():
 
 def test_the_temperature_scales_the_normal_part_of_the_draw():
     log = FIX / "sweep" / "ded32" / "ded32-4x4-r0.jsonl.gz"
-    df = advise(log).splits
+    df = list(advise(log).rows.values())
     raw, cal = draw_inputs(df), draw_inputs(df, calibrate=True)
     assert (raw.temperature, raw.level_corr) == (1.0, 0.0)
     assert (cal.temperature, cal.level_corr) == (STEPS_TEMPERATURE, LEVEL_CORR)
@@ -99,11 +100,19 @@ def test_thin_evidence_is_drawn_like_any_calibrated_log():
     assert thin.decision.evidence.thin and calibrated(thin.fit)
     df = thin.splits
     samp = [ERR_SHARED.index(c) for c in ERR_SAMPLING]
-    only = df.copy()
-    for c in ERR_SHARED:
-        if c not in ERR_SAMPLING:
-            only[c] = 0.0
-    only["err_own_var"] = 0.0
+    only = [
+        replace(
+            r,
+            parts=replace(
+                r.parts,
+                shared_log_per_se=tuple(
+                    v if c in ERR_SAMPLING else 0.0 for c, v in zip(ERR_SHARED, r.parts.shared_log_per_se)
+                ),
+                own_var_log2=0.0,
+            ),
+        )
+        for r in thin.rows.values()
+    ]
     x = np.log(draw_rates(draw_inputs(only, calibrated(thin.fit)), 20000, seed=4) / df["bps"].to_numpy())
     want = STEPS_TEMPERATURE * np.sqrt((df[[ERR_SHARED[j] for j in samp]].to_numpy() ** 2).sum(axis=1))
     keep = ~df["widened"].to_numpy(bool) & (want > 0.005)
@@ -115,7 +124,7 @@ def test_the_oversubscribed_pick_keeps_its_upside():
     # wide upside of 1-2 still makes it the pick from the 2-1 log (a temperature would not)
     adv = advise(FIX / "oversub2" / "2x1-r0")
     assert adv.decision.recommended == "1-2"
-    assert split_odds(adv.splits, calibrate=True).best == "2-1"
+    assert split_odds(list(adv.rows.values()), calibrate=True).best == "2-1"
 
 
 @FAST
@@ -141,14 +150,7 @@ def test_an_open_bounds_slack_lies_mostly_near_it_and_never_beyond_the_cap():
 def test_a_split_moves_with_an_open_bound_until_the_other_role_binds():
     # two splits: 2-1 bound by the bounded role (its rate follows the capacity up to +0.5 in log),
     # 1-2 not moved by it; the open corner's draws move 2-1 by min(u, 0.5), never by more
-    df = pd.DataFrame(
-        {"bps": [1.0, 1.2], "bps_low": [0.9, 1.1], "bps_high": [2.0, 1.3], "widened": [False, False]},
-        index=pd.Index(["2-1", "1-2"], name="split"),
-    )
-    df["err_own_var"] = 0.0
-    for c in ERR_SHARED:
-        df[c] = 0.0
-    df["err_corner_ll"], df["err_corner_lh"], df["err_corner_hl"], df["err_corner_hh"] = 0.0, [0.5, 0.0], 0.0, 0.0
+    df = (bare_row("2-1", 1.0, 0.9, 2.0, err_corner_lh=0.5), bare_row("1-2", 1.2, 1.1, 1.3))
     closed = draw_rates(draw_inputs(df), 20000, seed=2)
     opened = draw_rates(draw_inputs(df, open_corners=(False, True, False, False)), 20000, seed=2)
     assert np.allclose(opened[:, 1], 1.2) and np.allclose(closed[:, 1], 1.2)

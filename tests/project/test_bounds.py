@@ -145,15 +145,15 @@ def test_probed_rows_hold_their_measured_rate_within_their_bound(scale):
     5-3 at 14.613 against its bound 14.557) raises that capacity: a role completes no more than it can."""
     from dataclasses import replace
 
+    from advisor.advice import splits_frame
     from advisor.project.probed import compare_probed
 
     adv = advise(PROBE)
     fit = adv.fit
     fit = replace(fit, observed=tuple(replace(o, bps=o.bps * scale) for o in fit.observed))
-    df = adv.splits.copy()
-    probed = df["observed"].astype(bool)
-    df.loc[probed, "observed_bps"] *= scale
-    out = compare_probed(fit, df)
+    rows = tuple(replace(r, observed_bps=r.observed_bps * scale) if r.observed else r for r in adv.rows.values())
+    probed = [r.observed for r in rows]
+    out = splits_frame(compare_probed(fit, rows))
     assert (out.loc[probed, "probe_segments"] > 0).all()
     assert (out["bps"] <= out["bound_bps"] * (1 + 1e-9)).all() and (out["bps_low"] <= out["bound_bps"]).all()
     caps = out[["cap_target_bps", "cap_drafter_bps"]]

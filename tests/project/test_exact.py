@@ -73,20 +73,17 @@ def test_lockstep_smooth_one_slot_queue_is_refined(tmp_path):
 def test_simulation_is_sized_for_the_requested_split_not_the_logs(reference):
     # 200 targets with 50 prefetch slots each hold 10000 batches in flight: more than the default
     # simulation length, which left no steady window (exit 2 on `--gpus 256`)
-    import pandas as pd
-
     from advisor.fit.pipeline import fit_logs
     from advisor.ingest.load import load_log
-    from advisor.project.exact import DEFAULT_BATCHES, simulate_splits
+    from advisor.project.exact import DEFAULT_BATCHES, simulated_bps_at
 
     log = load_log(reference)
     fit = fit_logs([log])
     assert 200 * fit.pre_cap > DEFAULT_BATCHES
-    splits = pd.DataFrame({"n_target": [200], "n_drafter": [56], "bps": [1.0]})
-    out = simulate_splits(fit, (log,), splits)
+    (out,) = simulated_bps_at(fit, (log,), [(200, 56)])
     # target-bound: 200 targets of ~0.13 b/s each, against 56 drafters' ~48 b/s
     bound = min(200 * fit.producer.mu_bps, 56 * fit.consumer.mu_bps)
-    assert out["bps_exact"].iloc[0] == pytest.approx(bound, rel=0.05)
+    assert out == pytest.approx(bound, rel=0.05)
 
 
 def _g64_sync_log(tmp_path, *, n_batches: int):
@@ -141,29 +138,25 @@ def test_pools_gathered_once_give_the_same_simulation(reference):
     """refine_weak_spots gathers the resampled pools once for all rounds: the same bps_exact."""
     import numpy as np
 
-    from advisor.project.exact import gather_pools, simulate_splits
+    from advisor.project.exact import gather_pools, simulated_bps_at
 
     adv = advise(reference)
-    logs = adv.logs
-    own = simulate_splits(adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]))
-    given_pools = simulate_splits(
-        adv.fit, logs, adv.splits, n_batches=2000, rows=np.array([0, 2]), pools=gather_pools(adv.fit, logs)
-    )
-    np.testing.assert_array_equal(own["bps_exact"].to_numpy(), given_pools["bps_exact"].to_numpy())
-    assert np.isfinite(own["bps_exact"].to_numpy()[[0, 2]]).all()
+    logs, pairs = adv.logs, [(7, 1), (5, 3)]
+    own = simulated_bps_at(adv.fit, logs, pairs, n_batches=2000)
+    given_pools = simulated_bps_at(adv.fit, logs, pairs, n_batches=2000, pools=gather_pools(adv.fit, logs))
+    assert own == given_pools and np.isfinite(own).all()
 
 
 def test_a_split_simulates_alike_alone_or_beside_others(reference):
     """Each split's simulation draws from a generator of its own: its rate does not depend on which
     other splits are simulated beside it (a later pass adds contenders without moving the others)."""
-    import numpy as np
 
-    from advisor.project.exact import simulate_splits
+    from advisor.project.exact import simulated_bps_at
 
     adv = advise(reference)
-    alone = simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=np.array([2]))
-    beside = simulate_splits(adv.fit, adv.logs, adv.splits, n_batches=2000, rows=np.array([0, 1, 2]))
-    assert alone["bps_exact"].iat[2] == beside["bps_exact"].iat[2]
+    alone = simulated_bps_at(adv.fit, adv.logs, [(5, 3)], n_batches=2000)
+    beside = simulated_bps_at(adv.fit, adv.logs, [(7, 1), (6, 2), (5, 3)], n_batches=2000)
+    assert alone[0] == beside[2]
 
 
 def test_every_contender_is_simulated_or_marked_at_large_g(tmp_path):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from advisor.advice import advise
+from advisor.advice import advise, splits_frame
 
 
 def _two_node_log(path, bw=2e8, hs=1000.0):
@@ -78,7 +78,7 @@ def test_a_simulated_row_stays_within_its_bound(reference):
     st = adv.settings
     # both divide over the nodes too (node-local since issue 50): the shared queue is what is simulated
     shared = project(adv.fit, st, pairs=[(7, 9), (9, 7)], routing="shared")
-    df = refine_placements(adv.fit, tuple(load_logs([reference])), st, shared)
+    df = splits_frame(refine_placements(adv.fit, tuple(load_logs([reference])), st, shared))
     assert (df["method"] == "exact").all()
     assert (df["bps"] <= df["bound_bps"]).all() and (df["bps"] <= df["cap_link_bps"]).all()
     assert (df["bps_free_link"] >= df["bps"]).all()
@@ -89,6 +89,7 @@ def test_a_simulated_row_stays_within_its_bound(reference):
         replace(st, link_bytes_s=None),
         project(adv.fit, replace(st, link_bytes_s=None), pairs=[(7, 9)], routing="shared"),
     )
+    free = splits_frame(free)
     assert (free["bps"] <= free["bound_bps"]).all()
 
 
@@ -112,6 +113,8 @@ def test_the_link_bottleneck_sentence_states_the_cost_it_rests_on(reference):
 def test_a_shared_queue_simulated_below_node_local_pipelines_gives_way(tmp_path, monkeypatch):
     """Where the simulated shared queue falls below the split's node-local pipelines, the row becomes
     the node-local one, the simulated rate kept as the other layout's."""
+    from dataclasses import replace
+
     from advisor.ingest.load import load_logs
     from advisor.project import linked
     from advisor.project.exact import PlacedRun
@@ -120,18 +123,18 @@ def test_a_shared_queue_simulated_below_node_local_pipelines_gives_way(tmp_path,
     path = _two_node_log(tmp_path / "two.jsonl")
     adv = advise(path)
     st = adv.settings
-    df = project(adv.fit, st, pairs=[(2, 2)], routing="shared")
-    local = project(adv.fit, st, pairs=[(2, 2)], routing="local")
-    assert df.at["2-2", "layout"] == "shared" and local.at["2-2", "layout"] == "node-local"
-    df["bps_other_layout"] = local.at["2-2", "bps"]
-    slow = 0.5 * float(local.at["2-2", "bps"])
+    (shared,) = project(adv.fit, st, pairs=[(2, 2)], routing="shared")
+    (local,) = project(adv.fit, st, pairs=[(2, 2)], routing="local")
+    assert shared.link.layout == "shared" and local.link.layout == "node-local"
+    shared = replace(shared, link=replace(shared.link, other_layout_bps=local.bps))
+    slow = 0.5 * local.bps
     monkeypatch.setattr(
         linked, "simulate_placed_run", lambda *a, **k: PlacedRun(bps=slow, crossing_share=0.5, link_s_per_batch=0.01)
     )
-    out = linked.refine_placements(adv.fit, tuple(load_logs([path])), st, df)
-    assert out.at["2-2", "layout"] == "node-local" and out.at["2-2", "method"] == "analytic"
-    assert out.at["2-2", "bps"] == local.at["2-2", "bps"]
-    assert out.at["2-2", "bps_other_layout"] == slow
+    (out,) = linked.refine_placements(adv.fit, tuple(load_logs([path])), st, (shared,))
+    assert out.link.layout == "node-local" and out.method == "analytic"
+    assert out.bps == local.bps
+    assert out.link.other_layout_bps == slow
 
 
 def test_the_observed_split_keeps_the_capacities_of_the_queue_it_ran(tmp_path):

@@ -6,22 +6,21 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+from bare_rows import bare_row
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.decide.odds import draw_inputs, draw_rates, table_rows
+from advisor.decide.odds import draw_inputs, draw_rates
 from advisor.measure.observe import SegmentRate
 from advisor.project.probed import compare_probed, probe_var
 from advisor.project.rows import lead_interval
-from advisor.project.table import ERR_SHARED
 from advisor.stats import Z_95
 
 
-def _lead(df: pd.DataFrame, a: str, b: str) -> tuple[float, float] | None:
-    """The lead interval of row ``a`` over ``b`` of a bare table, read as records."""
-    rows = {r.label: r for r in table_rows(df)}
-    return lead_interval(rows[a], rows[b])
+def _lead(rows, a: str, b: str) -> tuple[float, float] | None:
+    """The lead interval of row ``a`` over ``b`` of bare rows."""
+    by = {r.label: r for r in rows}
+    return lead_interval(by[a], by[b])
 
 
 def _segments(rates: list[float]) -> tuple[SegmentRate, ...]:
@@ -82,27 +81,26 @@ class _Fit:
     observed: tuple
 
 
-def _table() -> pd.DataFrame:
+def _table() -> tuple:
     """Three splits: 3-1 and 2-2 observed by a probe, 1-3 projected; the split slope's parts
     differ a lot between the two probed rows (the fit counts it in their lead)."""
-    rows = {}
-    for lab, x, obs, split in (("3-1", 10.0, 9.8, 0.03), ("2-2", 9.7, 9.6, -0.03), ("1-3", 6.0, math.nan, -0.05)):
-        r = {
-            "bps": x,
-            "observed": not math.isnan(obs),
-            "observed_bps": obs,
-            "widened": False,
-            "err_own_var": 1e-5,
-            "err_sync_lo": 0.0,
-            "err_sync_hi": 0.0,
-            "eta_s": 100.0 / x,
-            "tok_s": x * 1000,
-        }
-        r.update({k: 0.0 for k in ERR_SHARED})
-        r.update({"err_p_samp": 0.01, "err_p_level": 0.02, "err_p_split": split})
-        r["bps_low"], r["bps_high"] = x * 0.9, x * 1.1
-        rows[lab] = r
-    return pd.DataFrame.from_dict(rows, orient="index")
+    return tuple(
+        bare_row(
+            lab,
+            x,
+            x * 0.9,
+            x * 1.1,
+            observed=not math.isnan(obs),
+            observed_bps=obs,
+            own=1e-5,
+            eta_s=100.0 / x,
+            tok_s=x * 1000,
+            err_p_samp=0.01,
+            err_p_level=0.02,
+            err_p_split=split,
+        )  # fmt: skip
+        for lab, x, obs, split in (("3-1", 10.0, 9.8, 0.03), ("2-2", 9.7, 9.6, -0.03), ("1-3", 6.0, math.nan, -0.05))
+    )
 
 
 def _fit(a_rates: list[float], b_rates: list[float]) -> _Fit:
@@ -127,8 +125,8 @@ def test_a_probed_lead_carries_the_measured_noise_not_the_fit_parts():
     assert math.isclose(lo, math.expm1(math.log(9.8 / 9.6) - half), rel_tol=1e-9)
     assert math.isclose(hi, math.expm1(math.log(9.8 / 9.6) + half), rel_tol=1e-9)
     assert hi - lo < (before[1] - before[0]) / 2
-    assert list(out["probe_segments"]) == [3, 3, 0]
-    assert out.at["1-3", "bps"] == 6.0 and out.at["1-3", "err_p_split"] == -0.05  # a projected row unchanged
+    assert [r.probe_segments for r in out] == [3, 3, 0]
+    assert out[2] == df[2]  # a projected row unchanged
 
 
 def test_the_joint_draw_sees_the_same_noise_as_the_lead_interval():
@@ -137,7 +135,7 @@ def test_the_joint_draw_sees_the_same_noise_as_the_lead_interval():
     inp = draw_inputs(out)
     rates = draw_rates(inp, draws=20000, seed=7)
     lead = np.log(rates[:, 0] / rates[:, 1])
-    want = float(out.at["3-1", "err_own_var"] + out.at["2-2", "err_own_var"])
+    want = out[0].parts.own_var_log2 + out[1].parts.own_var_log2
     assert math.isclose(lead.var(), want, rel_tol=0.05)
     assert math.isclose(lead.mean(), math.log(9.8 / 9.6), abs_tol=0.002)
 

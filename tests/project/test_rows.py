@@ -6,16 +6,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from advisor.advice import advise
+from advisor.advice import advise, splits_frame
 from advisor.present.json import advice_json
-from advisor.project.columns import role_columns
-from advisor.project.rows import SplitRow, split_row, split_rows
-from advisor.project.table import ERR_CORNERS, ERR_SHARED
+from advisor.project.rows import ERR_CORNERS, ERR_SHARED, RoleRow, SplitRow
 
 
 def _same(a: float, b) -> bool:
@@ -89,31 +86,27 @@ def test_a_role_of_another_name_is_refused(reference):
     cap=st.floats(0.0, 1e6, allow_nan=False),
     share=st.floats(0.0, 1.0),
     exact=st.booleans(),
-    segments=st.one_of(st.none(), st.integers(0, 8)),
+    probed=st.booleans(),
 )
-def test_a_row_reads_back_what_the_table_holds(n, m, cap, share, exact, segments):
-    # the one reader of the role-named columns: whatever the roles are called, each lands in its field
-    cols = {"n_a": n, "n_b": m, "cap_a_bps": cap, "cap_b_bps": 2 * cap, "a_blocked": share, "b_starved": 1 - share}
-    cols.update(
-        bps=1.0, bps_low=0.5, bps_high=2.0, tok_s=1e3, bound_bps=3.0, cap_loader_bps=math.inf, efficiency=0.5,
-        gpu_util=0.4, bottleneck="a", hs_mean_depth=1.0, eta_s=60.0, observed=False, observed_bps=0.9,
-        method="analytic", widened=False,
-    )  # fmt: skip
-    if exact:
-        cols["bps_exact"] = 1.1
-    if segments is not None:  # a probe's table (advisor.project.probed) counts its segments per split
-        cols["probe_segments"] = segments
-    row = split_row(f"{n}-{m}", cols, ("a", "b"))
-    assert isinstance(row, SplitRow) and row.counts == (n, m)
-    assert (row.producer.cap_bps, row.consumer.cap_bps) == (cap, 2 * cap)
-    assert (row.producer.wait_share, row.consumer.wait_share) == (share, 1 - share)
-    assert row.bps_exact == (1.1 if exact else None) and row.link is None and row.producer.gpus is None
-    pc, cc = role_columns(("a", "b"))
-    assert (cols[pc.workers], cols[cc.workers], cols[pc.cap_bps], cols[cc.wait_share]) == (n, m, cap, 1 - share)
-    assert row.parts is None  # no interval parts in the table: none in the record
-    assert row.probe_segments == (segments or 0)  # no probe: no segments
-    table = pd.DataFrame([cols], index=[f"{n}-{m}"])
-    assert split_rows(("a", "b"), table) == {f"{n}-{m}": row}
+def test_a_row_writes_its_roles_under_their_names(n, m, cap, share, exact, probed):
+    # whatever the roles are called, each field lands in its role-named column
+    row = SplitRow(
+        label=f"{n}-{m}",
+        producer=RoleRow("a", n, cap, share, n, 1),
+        consumer=RoleRow("b", m, 2 * cap, 1 - share, 2 * m, 2),
+        bps=1.0,
+        bps_low=0.5,
+        bps_high=2.0,
+        bps_exact=1.1 if exact else None,
+        probe_segments=3 if probed else 0,
+    )
+    cols = row.columns(probed)
+    assert (cols["n_a"], cols["n_b"], cols["cap_a_bps"], cols["cap_b_bps"]) == (n, m, cap, 2 * cap)
+    assert (cols["a_blocked"], cols["b_starved"], cols["gpus_b"], cols["gpus_per_b"]) == (share, 1 - share, 2 * m, 2)
+    assert ("bps_exact" in cols) == exact and ("probe_segments" in cols) == probed and "placement" not in cols
+    assert "err_own_var" not in cols and math.isnan(cols["err_model_miss"])  # no parts: none in the columns
+    table = splits_frame([row])
+    assert list(table.index) == [f"{n}-{m}"] and list(table.columns) == list(cols)
 
 
 def test_each_record_carries_its_intervals_parts(reference):

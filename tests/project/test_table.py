@@ -10,14 +10,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from bare_rows import bare_row
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from advisor.advice import advise
-from advisor.decide.odds import table_rows
-from advisor.project.rows import lead_interval, lead_parts
-from advisor.project.table import ERR_SHARED, project
+from advisor.advice import advise, splits_frame
+from advisor.project.rows import ERR_SHARED, lead_interval, lead_parts
+from advisor.project.table import project as project_rows
 from advisor.stats import Z_95
+
+
+def project(*args, **kw) -> pd.DataFrame:
+    """The projected rows as the user's DataFrame."""
+    return splits_frame(project_rows(*args, **kw))
+
 
 SWEEP = Path(__file__).resolve().parents[2] / "fixtures" / "sweep"
 
@@ -88,19 +94,10 @@ def test_token_budget_changes_batches_not_work(reference):
 
 def _pair(a_shared, b_shared, own=(0.0, 0.0), sync=((0.0, 0.0), (0.0, 0.0)), bps=(12.0, 10.0), widened=False):
     rows = []
-    for sh, ov, sy, x in zip((a_shared, b_shared), own, sync, bps):
-        sh = tuple(sh) + (0.0,) * (len(ERR_SHARED) - len(sh))  # parts not given are 0
-        rows.append(
-            {
-                "bps": x,
-                "widened": widened,
-                **dict(zip(ERR_SHARED, sh)),
-                "err_own_var": ov,
-                "err_sync_lo": sy[0],
-                "err_sync_hi": sy[1],
-            }
-        )
-    return tuple(table_rows(pd.DataFrame(rows, index=["a", "b"])))
+    for label, sh, ov, sy, x in zip(("1-2", "2-1"), (a_shared, b_shared), own, sync, bps):
+        err = dict(zip(ERR_SHARED, sh))  # parts not given are 0
+        rows.append(bare_row(label, x, widened=widened, own=ov, err_sync_lo=sy[0], err_sync_hi=sy[1], **err))
+    return tuple(rows)
 
 
 def test_lead_interval_cancels_what_both_splits_share():
@@ -368,12 +365,9 @@ def test_node_local_drafters_sync_over_the_link():
 
 def test_a_rates_log_without_tokens_marks_and_reconciles_its_split(tmp_path, reference_rates):
     """No tokens logged: the split the log ran is still the observed row, reconciled in b/s (no
-    NaN gap in the warning), and every row's tok/s is unknown (NaN), never a guess."""
-    import warnings
-
+    NaN gap in the caveat), and every row's tok/s is unknown (NaN), never a guess."""
     from conftest import rates_without_tokens
 
-    from advisor.errors import ReconcileWarning
     from advisor.project.table import reconcile
 
     path = rates_without_tokens(reference_rates, tmp_path / "r.jsonl")
@@ -382,8 +376,6 @@ def test_a_rates_log_without_tokens_marks_and_reconciles_its_split(tmp_path, ref
     assert df["observed"].sum() == 1 and bool(df.at["7-1", "observed"])
     assert df.at["7-1", "observed_bps"] == pytest.approx(adv.fit.observed[0].bps)
     assert df["tok_s"].isna().all() and (df["bps"] > 0).all()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _, recs = reconcile(adv.fit, adv.settings, project(adv.fit, adv.settings))
+    _, recs = reconcile(adv.fit, adv.settings, project_rows(adv.fit, adv.settings))
     assert len(recs) == 1 and math.isfinite(recs[0].projected_bps) and math.isfinite(recs[0].gap_pct)
-    assert not [w for w in caught if issubclass(w.category, ReconcileWarning) and "nan" in str(w.message)]
+    assert "nan" not in recs[0].caveat
