@@ -37,51 +37,32 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from advisor.errors import LogError, LogWarning, display_path, short_repr
-from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MAX_TIME_S
-
-SCHEMA_VERSION = 1
-KNOWN_EVENTS = ("run", "step", "sync", "rates", "end")
-END_REASONS = ("done", "interrupted", "error")
-MAX_TOKENS = 1 << 31
-MAX_INT = 1 << 53
-_FLOAT_MAX = 1.7976931348623157e308
-HEADER_FIELDS = (
-    "ev",
-    "v",
-    "t",
-    "run",
-    "gpus",
-    "roles",
-    "queues",
-    "token_budget",
-    "samples",
-    "epochs",
-    "hardware",
-    "target_model",
-    "drafter_model",
-    "sync_every",
-    "hs_bytes_per_token",
-    "t0_unix",
-    "device",
-    "physical_gpus",
-    "cores",
-    "gpus_per_worker",
-    "gpus_per_node",
-    "placement",
-    "link_bytes_s",
-    "cap_bps_kind",
-    "probe",
-    "unit",
+from advisor.records import (
+    ENGINE_GPUS,
+    EVENTS,
+    MAX_INT,
+    SCHEMA_VERSION,
+    WORKERS,
+    End,
+    EndReason,
+    Queue,
+    Rates,
+    Run,
+    Spec,
+    Step,
+    Sync,
+    specs,
 )
+from advisor.settings import MAX_GPUS, MAX_QUEUE_CAP, MAX_TIME_S  # noqa: F401 (the limits, for readers of this module)
+
+KNOWN_EVENTS = tuple(EVENTS)
+END_REASONS = tuple(r.value for r in EndReason)
+_FLOAT_MAX = 1.7976931348623157e308
+HEADER_FIELDS = ("ev", *Run.FIELDS)
 CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower bound, an upper estimate
-# the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
-EVENT_FIELDS = {
-    "run": HEADER_FIELDS,
-    "step": ("ev", "t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss", "xfer"),
-    "sync": ("ev", "t", "dur", "role", "workers", "bytes"),
-    "rates": ("ev", "t", "window", "bps", "cap_bps", "tok_s", "q", "eta_s", "done"),
-    "end": ("ev", "t", "reason", "msg"),
-}
+# the top-level fields of each known event (the records' own and their known extras); anything
+# else is the writer's own
+EVENT_FIELDS = {ev: ("ev", *cls.FIELDS) for ev, cls in EVENTS.items()}
 FIELD_MATCH_CUTOFF = 0.75  # difflib ratio from which an unknown field name is taken for a misspelling
 
 
@@ -100,23 +81,13 @@ def nearest_field(ev: str, name: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class QueueSpec:
-    """A bounded queue of the pipeline. ``feeds`` names the role that pops from it."""
-
-    name: str
-    feeds: str
-    cap: int
-    per_worker: bool = False
-
-
-@dataclass(frozen=True)
 class RunHeader:
     """The ``run`` event: what ran, on how many GPUs, with which roles and queues."""
 
     run: str
     gpus: int
     roles: Mapping[str, int]
-    queues: tuple[QueueSpec, ...]
+    queues: tuple[Queue, ...]
     token_budget: int | None = None
     samples: int | None = None
     epochs: float | None = None
@@ -177,7 +148,7 @@ class RunHeader:
         """The last GPU role in pipeline order (the drafters)."""
         return self.role_names[-1]
 
-    def queue_feeding(self, role: str) -> QueueSpec | None:
+    def queue_feeding(self, role: str) -> Queue | None:
         """The queue that ``role`` pops from."""
         return next((q for q in self.queues if q.feeds == role), None)
 
@@ -222,7 +193,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                     path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker"
                 )
             try:
-                k[name] = check_number(raw, name, path, line, minimum=1, maximum=MAX_GPUS_PER_WORKER, integer=True)
+                k[name] = check_spec(raw, name, ENGINE_GPUS, path, line)
             except LogError as e:
                 raise LogError(path, line, f"GPUs per worker of role '{name}' {e.message}", "gpus_per_worker") from None
     need = sum(n * k.get(r, 1) for r, n in roles.items())
@@ -231,7 +202,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
     g = need if gpus is None else gpus
     if g < need:
         raise LogError(path, line, f"is {g} but the roles' engines hold {need} GPUs", "gpus")
-    gpn = check_number(obj, "gpus_per_node", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
+    gpn = check_spec(obj, "gpus_per_node", _RUN["gpus_per_node"], path, line)
     if gpn is not None and max([1, *k.values()]) > gpn:
         raise LogError(
             path,
@@ -270,7 +241,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                 held = sum(k.get(r, 1) for r, lst in full.items() for x in lst if x == node)
                 if held > gpn:
                     raise LogError(path, line, f"puts {held} GPUs on node {node}, which holds {gpn}", "placement")
-    link = check_number(obj, "link_bytes_s", path, line, required=False, minimum=0, maximum=MAX_INT)
+    link = check_spec(obj, "link_bytes_s", _RUN["link_bytes_s"], path, line)
     if link is not None and not link > 0:
         raise LogError(path, line, "must be bytes/s above 0", "link_bytes_s")
     return k, g, gpn, placement, link
@@ -317,6 +288,14 @@ def check_number(
     return int(v) if integer else float(v)
 
 
+def check_spec(obj: Mapping[str, Any], name: str, spec: Spec, path: str, line: int | None) -> Any:
+    """`check_number` of ``obj[name]`` by its record field's `Spec` (advisor.records)."""
+    integer = spec.kind is int
+    return check_number(
+        obj, name, path, line, required=spec.required, minimum=spec.minimum, maximum=spec.maximum, integer=integer
+    )
+
+
 def has_surrogate(s: str) -> bool:
     """Whether ``s`` holds a lone UTF-16 surrogate (JSON allows "\\ud800"; UTF-8 output does not)."""
     try:
@@ -361,8 +340,8 @@ def _name(obj: Mapping[str, Any], key: str, path: str, line: int, what: str) -> 
 def _check_device_fields(obj: Mapping[str, Any], path: str, line: int) -> None:
     """Where the workers computed (docs/log-schema.md): kept in ``extra``, read by advisor.fit.splits."""
     check_string(obj, "device", path, line, required=False)
-    check_number(obj, "physical_gpus", path, line, required=False, minimum=0, maximum=MAX_INT, integer=True)
-    check_number(obj, "cores", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+    check_spec(obj, "physical_gpus", Run.FIELDS["physical_gpus"], path, line)
+    check_spec(obj, "cores", Run.FIELDS["cores"], path, line)
     check_probe(obj, path, line)
 
 
@@ -427,7 +406,7 @@ def _check_envelope(obj: Any, path: str, line: int) -> None:
     v = obj.get("v", SCHEMA_VERSION)
     if v != SCHEMA_VERSION or isinstance(v, bool):
         raise LogError(path, line, f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})", "v")
-    check_number(obj, "t", path, line, maximum=MAX_TIME_S)
+    check_spec(obj, "t", _RUN["t"], path, line)
 
 
 def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]:
@@ -444,7 +423,7 @@ def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]
                 path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles"
             )
         try:
-            roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
+            roles[name] = check_spec(roles_raw, name, WORKERS, path, line)
         except LogError as e:
             raise LogError(path, line, f"worker count of role '{name}' {e.message}", "roles") from None
     if sum(roles.values()) > MAX_GPUS:
@@ -454,29 +433,31 @@ def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]
 
 def _parse_gpus(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> int | None:
     """``gpus`` (optional): a whole number, at least the GPUs the roles use."""
-    gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
+    gpus = check_spec(obj, "gpus", _RUN["gpus"], path, line)
     if gpus is not None and gpus < sum(roles.values()):
         raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
     return gpus
 
 
-def _parse_queue(q: Any, i: int, path: str, line: int) -> QueueSpec:
-    """Entry ``i`` of ``queues``: an object with ``name``, ``feeds``, ``cap`` and ``per_worker``."""
+def _parse_queue(q: Any, i: int, roles: Mapping[str, int], path: str, line: int) -> Queue:
+    """Entry ``i`` of ``queues``: an object with ``name``, ``feeds`` (a role), ``cap`` and ``per_worker``."""
     if not isinstance(q, dict):
         raise LogError(path, line, f"entry {i} must be an object", "queues")
     try:
         name = _name(q, "name", path, line, "a queue's name")
         feeds = check_string(q, "feeds", path, line)
-        cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
+        cap = check_spec(q, "cap", specs(Queue)["cap"], path, line)
         per_worker = q.get("per_worker", False)
         if not isinstance(per_worker, bool):
             raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
     except LogError as e:
         raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
-    return QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker)
+    if feeds not in roles:
+        raise LogError(path, line, f"queue '{name}' feeds '{feeds}', which is not a role in 'roles'", "queues")
+    return Queue(name=name, feeds=feeds, cap=cap, per_worker=per_worker)
 
 
-def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> tuple[QueueSpec, ...]:
+def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> tuple[Queue, ...]:
     """``queues`` (optional): a list of queues, each feeding a role in ``roles``, names unique."""
     queues_raw = obj.get("queues")
     if queues_raw is not None and not isinstance(queues_raw, list):
@@ -487,13 +468,9 @@ def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, l
             f"got {type(queues_raw).__name__} {short_repr(queues_raw)}",
             "queues",
         )
-    queues: list[QueueSpec] = []
+    queues: list[Queue] = []
     for i, q in enumerate(queues_raw or []):
-        spec = _parse_queue(q, i, path, line)
-        if spec.feeds not in roles:
-            raise LogError(
-                path, line, f"queue '{spec.name}' feeds '{spec.feeds}', which is not a role in 'roles'", "queues"
-            )
+        spec = _parse_queue(q, i, roles, path, line)
         if any(x.name == spec.name for x in queues):
             raise LogError(path, line, f"queue name '{spec.name}' appears twice", "queues")
         queues.append(spec)
@@ -531,18 +508,14 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         gpus=gpus,
         roles=roles,
         queues=queues,
-        token_budget=check_number(
-            obj, "token_budget", path, line, required=False, minimum=1, maximum=MAX_TOKENS, integer=True
-        ),
-        samples=check_number(obj, "samples", path, line, required=False, minimum=0, integer=True),
-        epochs=check_number(obj, "epochs", path, line, required=False, minimum=0, maximum=MAX_INT),
+        token_budget=check_spec(obj, "token_budget", _RUN["token_budget"], path, line),
+        samples=check_spec(obj, "samples", _RUN["samples"], path, line),
+        epochs=check_spec(obj, "epochs", _RUN["epochs"], path, line),
         hardware=texts["hardware"],
         target_model=texts["target_model"],
         drafter_model=texts["drafter_model"],
-        sync_every=check_number(obj, "sync_every", path, line, required=False, minimum=0, integer=True) or 0,
-        hs_bytes_per_token=check_number(
-            obj, "hs_bytes_per_token", path, line, required=False, minimum=0, maximum=MAX_INT
-        ),
+        sync_every=check_spec(obj, "sync_every", _RUN["sync_every"], path, line) or 0,
+        hs_bytes_per_token=check_spec(obj, "hs_bytes_per_token", _RUN["hs_bytes_per_token"], path, line),
         extra={key: v for key, v in obj.items() if key not in _TYPED_HEADER_FIELDS},
         gpus_per_worker=k,
         gpus_per_node=gpn,
@@ -551,20 +524,22 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     )
 
 
-# Numeric fields of each event: (name, required, integer, maximum); the minimum is 0 for all.
-# advisor.ingest.scan checks the same bounds column by column (its fast path) from these tables.
-STEP_NUMBERS = (
-    ("t", True, False, MAX_TIME_S),
-    ("worker", True, True, MAX_GPUS),
-    ("batch", False, True, MAX_INT),
-    ("tokens", True, True, MAX_TOKENS),
-    ("seqs", False, True, MAX_TOKENS),
-    ("busy", True, False, MAX_TIME_S),
-    ("wait", False, False, MAX_TIME_S),
-    ("blocked", False, False, MAX_TIME_S),
-)
+def _numbers(fields: Mapping[str, Spec]) -> tuple[tuple[str, bool, bool, float | None], ...]:
+    """(name, required, integer, maximum) of each number >= 0 of an event, in line order."""
+    return tuple(
+        (n, s.required, s.kind is int, s.maximum)
+        for n, s in fields.items()
+        if s.kind in (int, float) and s.minimum == 0
+    )
+
+
+# the numbers of each event; advisor.ingest.scan checks them column by column (its fast path)
+STEP_NUMBERS = _numbers(specs(Step))
 # a drafter step's link-inclusive import seconds, read (and checked) where the header spans nodes
-XFER_NUMBER = ("xfer", False, False, MAX_TIME_S)
+XFER_NUMBER = _numbers(Step.EXTRA_FIELDS)[0]
+SYNC_NUMBERS = _numbers(specs(Sync))
+RATES_NUMBERS = _numbers(specs(Rates))
+_RUN = specs(Run)
 
 
 def step_numbers(header: RunHeader) -> tuple:
@@ -572,25 +547,9 @@ def step_numbers(header: RunHeader) -> tuple:
     return STEP_NUMBERS + ((XFER_NUMBER,) if header.node_step_fields else ())
 
 
-SYNC_NUMBERS = (
-    ("t", True, False, MAX_TIME_S),
-    ("workers", False, True, MAX_GPUS),
-    ("dur", True, False, MAX_TIME_S),
-    ("bytes", False, False, None),
-)
-RATES_NUMBERS = (
-    ("t", True, False, MAX_TIME_S),
-    ("window", False, False, MAX_TIME_S),
-    ("tok_s", False, False, None),
-    ("eta_s", False, False, None),
-    ("done", False, False, None),
-)
-
-
 def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
     """A ``rates`` event's numbers, its ``bps`` and ``cap_bps`` maps and its queue depths ``q``."""
-    for name, req, _, top in RATES_NUMBERS:
-        check_number(obj, name, path, line, required=req, maximum=top)
+    _check_numbers(obj, RATES_NUMBERS, path, line)
     for key in ("bps", "cap_bps"):
         d = obj.get(key)
         if d is None and key == "cap_bps":
@@ -601,7 +560,7 @@ def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
             if r not in header.roles:
                 continue  # unknown fields are ignored (schema v1)
             try:
-                check_number(d, r, path, line, minimum=0)
+                check_spec(d, r, Spec(float, True), path, line)
             except LogError as e:
                 raise LogError(path, line, e.message, f"{key}.{r}") from None
     q = obj.get("q")
@@ -622,6 +581,11 @@ def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
                     )
 
 
+def _check_numbers(obj: Mapping[str, Any], numbers: tuple, path: str, line: int) -> None:
+    for name, required, integer, top in numbers:
+        check_number(obj, name, path, line, required=required, integer=integer, maximum=top)
+
+
 def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     """Check one decoded event against schema v1; return its type. Unknown events pass."""
     if not isinstance(obj, dict):
@@ -630,8 +594,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     if not isinstance(ev, str) or not ev:
         raise LogError(path, line, "is missing or not a non-empty string", "ev")
     if ev == "step":
-        for name, req, integer, top in step_numbers(header):
-            check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
+        _check_numbers(obj, step_numbers(header), path, line)
         role = check_string(obj, "role", path, line)
         if role not in header.roles:
             raise LogError(
@@ -645,14 +608,13 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                 f"(0..{header.roles[role] - 1})",
                 "worker",
             )
-        check_number(obj, "loss", path, line, required=False, minimum=None)
+        check_spec(obj, "loss", Step.FIELDS["loss"], path, line)
     elif ev == "sync":
-        for name, req, integer, top in SYNC_NUMBERS:
-            check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
+        _check_numbers(obj, SYNC_NUMBERS, path, line)
     elif ev == "rates":
         _check_rates(obj, header, path, line)
     elif ev == "end":
-        check_number(obj, "t", path, line, maximum=MAX_TIME_S)
+        _check_numbers(obj, _numbers(specs(End)), path, line)
         reason = check_string(obj, "reason", path, line, required=False)
         if reason is not None and reason not in END_REASONS:  # absent: "done" (docs/log-schema.md)
             raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
@@ -664,5 +626,5 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
             "ev",
         )
     else:
-        check_number(obj, "t", path, line, required=False, maximum=MAX_TIME_S)
+        check_number(obj, "t", path, line, required=False, maximum=_RUN["t"].maximum)
     return ev
