@@ -542,6 +542,21 @@ RATES_NUMBERS = _numbers(specs(Rates))
 _RUN = specs(Run)
 
 
+def body_columns(header: RunHeader, *, steps: bool = False) -> dict[str, type]:
+    """The fields of the body's events (``steps``: a step's alone) as columns, name -> `Spec` kind:
+    texts, then maps (``object``), then numbers, each in line order; the header's node fields too."""
+    kinds: dict[str, type] = {"ev": str}
+    for cls in (Step,) if steps else (Step, Sync, Rates, End):
+        kinds.update((n, s.kind) for n, s in specs(cls).items() if n not in kinds)
+    kinds.update((n, Step.FIELDS[n].kind) for n in header.node_step_fields)
+    return {
+        n: k
+        for order in (str, object, None)
+        for n, k in kinds.items()
+        if (k is order) or (order is None and k in (int, float))
+    }
+
+
 def step_numbers(header: RunHeader) -> tuple:
     """The step fields read from a log of this header: ``xfer`` too where it spans nodes."""
     return STEP_NUMBERS + ((XFER_NUMBER,) if header.node_step_fields else ())
