@@ -33,7 +33,7 @@ import difflib
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any
 
 from advisor.errors import LogError, LogWarning, display_path, short_repr
@@ -80,30 +80,13 @@ def nearest_field(ev: str, name: str) -> str | None:
     return close[0] if close else None
 
 
-@dataclass(frozen=True)
-class RunHeader:
-    """The ``run`` event: what ran, on how many GPUs, with which roles and queues."""
+@dataclass(frozen=True, kw_only=True)
+class RunHeader(Run):
+    """The ``run`` event as the reader holds it, checked by `parse_header`: ``gpus_per_worker`` a
+    dict (roles not named hold 1), ``placement`` tuples (None: packed, `default_placement`)."""
 
-    run: str
-    gpus: int
-    roles: Mapping[str, int]
-    queues: tuple[Queue, ...]
-    token_budget: int | None = None
-    samples: int | None = None
-    epochs: float | None = None
-    hardware: str | None = None
-    target_model: str | None = None
-    drafter_model: str | None = None
-    sync_every: int = 0
-    hs_bytes_per_token: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    # engines of several GPUs, nodes and the link (docs/log-schema.md): role -> GPUs per worker
-    # (roles not named hold 1), GPUs per node (None: one node), role -> node of each worker
-    # (None: packed, `default_placement`), the link's bytes/s (None: not given)
-    gpus_per_worker: Mapping[str, int] = field(default_factory=dict)
-    gpus_per_node: int | None = None
-    placement: Mapping[str, tuple[int, ...]] | None = None
-    link_bytes_s: float | None = None
+    def __post_init__(self):
+        pass  # parse_header has checked every field, with the reader's messages
 
     @property
     def node_step_fields(self) -> tuple[str, ...]:
@@ -133,20 +116,6 @@ class RunHeader:
         if self.placement is not None and role in self.placement:
             return tuple(self.placement[role])
         return default_placement(self.roles, self.gpus_per_worker, self.gpus_per_node)[role]
-
-    @property
-    def role_names(self) -> tuple[str, ...]:
-        return tuple(self.roles)
-
-    @property
-    def producer(self) -> str:
-        """The first GPU role in pipeline order (the targets)."""
-        return self.role_names[0]
-
-    @property
-    def consumer(self) -> str:
-        """The last GPU role in pipeline order (the drafters)."""
-        return self.role_names[-1]
 
     def queue_feeding(self, role: str) -> Queue | None:
         """The queue that ``role`` pops from."""
@@ -391,9 +360,9 @@ def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: 
             )
 
 
-# header fields that RunHeader holds as typed attributes (its fields, and the envelope's ev, v and
-# t); the rest of the header goes to ``extra``
-_TYPED_HEADER_FIELDS = frozenset({"ev", "v", "t"} | {f.name for f in fields(RunHeader)} - {"extra"})
+# header fields that RunHeader holds as typed attributes (``v`` and ``t`` left at their defaults);
+# the rest of the header goes to ``extra``
+_TYPED_HEADER_FIELDS = frozenset({"ev", *Run.KEYS})
 _DISPLAY_TEXTS = ("run", "hardware", "target_model", "drafter_model")
 
 
@@ -516,6 +485,7 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         drafter_model=texts["drafter_model"],
         sync_every=check_spec(obj, "sync_every", _RUN["sync_every"], path, line) or 0,
         hs_bytes_per_token=check_spec(obj, "hs_bytes_per_token", _RUN["hs_bytes_per_token"], path, line),
+        t0_unix=obj.get("t0_unix"),  # not checked: read by no one, compared across rank files
         extra={key: v for key, v in obj.items() if key not in _TYPED_HEADER_FIELDS},
         gpus_per_worker=k,
         gpus_per_node=gpn,
