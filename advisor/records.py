@@ -48,6 +48,8 @@ __all__ = [
     "End",
     "Record",
     "EVENTS",
+    "WORKERS",
+    "ENGINE_GPUS",
     "from_dict",
 ]
 
@@ -148,6 +150,7 @@ class Record:
     """Base of the five records: the JSON form of one log line."""
 
     EVENT: ClassVar[Event]
+    SPECS: ClassVar[dict[str, Spec]]  # the specs of the record's own fields, in line order
     KEYS: ClassVar[tuple[str, ...]]  # the record's JSON keys after "ev", in the order they are written
     EXTRA_FIELDS: ClassVar[dict[str, Spec]] = {}  # keys a writer passes in ``extra`` that readers read
     FIELDS: ClassVar[dict[str, Spec]]  # every key a line of the event may hold ("ev" apart): both above
@@ -211,15 +214,17 @@ class Queue:
     """A bounded queue of the pipeline: ``feeds`` names the role that takes from it; ``per_worker``:
     one queue of depth ``cap`` per worker of that role (its depth is then logged as a list)."""
 
+    SPECS: ClassVar[dict[str, Spec]]
+
     name: str = _f(str, minimum=1, maximum=200)
     feeds: str = _f(str, minimum=1)
     cap: int = _f(int, maximum=MAX_QUEUE_CAP)
     per_worker: bool = _f(bool, False)
 
     def __post_init__(self):
-        _check("run", "queues.name", specs(Queue)["name"], self.name)
-        _check("run", "queues.feeds", specs(Queue)["feeds"], self.feeds)
-        _set(self, "cap", _check("run", f"queues.{self.name}.cap", specs(Queue)["cap"], self.cap))
+        _check("run", "queues.name", Queue.SPECS["name"], self.name)
+        _check("run", "queues.feeds", Queue.SPECS["feeds"], self.feeds)
+        _set(self, "cap", _check("run", f"queues.{self.name}.cap", Queue.SPECS["cap"], self.cap))
         if not isinstance(self.per_worker, bool):
             raise RecordError(
                 "run", f"queues.{self.name}.per_worker", f"must be true or false, got {self.per_worker!r}"
@@ -471,22 +476,11 @@ class End(Record):
             )
 
 
-def specs(cls: type) -> dict[str, Spec]:
-    """The specs of a record's own fields, in line order.
-
-    Args:
-        cls: a record class, or `Queue`.
-
-    Returns:
-        Field name -> `Spec`.
-    """
-    return {f.name: f.metadata["spec"] for f in fields(cls) if "spec" in f.metadata}
-
-
 EVENTS: dict[str, type[Record]] = {c.EVENT.value: c for c in (Run, Step, Sync, Rates, End)}
-for _cls in EVENTS.values():
-    _cls.KEYS = tuple(specs(_cls))
-    _cls.FIELDS = {**specs(_cls), **_cls.EXTRA_FIELDS}
+for _cls in (Queue, *EVENTS.values()):  # the specs of each record's own fields, in line order
+    _cls.SPECS = {f.name: f.metadata["spec"] for f in fields(_cls) if "spec" in f.metadata}
+    _cls.KEYS = tuple(_cls.SPECS)
+    _cls.FIELDS = {**_cls.SPECS, **getattr(_cls, "EXTRA_FIELDS", {})}
 del _cls
 
 

@@ -1,30 +1,13 @@
-"""The rate-log contract, schema v1 (docs/log-schema.md): event types, the run header, and validation.
+"""The reader's checks of schema v1 (docs/log-schema.md): the header, then one event at a time.
 
-Every line of a log is one JSON object with ``ev`` (event type) and ``t`` (seconds since the run
-started). Five events are known: ``run`` (the header, first line), ``step`` (one batch on one
-worker), ``sync`` (a weight/gradient sync among drafters), ``rates`` (periodic snapshot) and
-``end``. Unknown events and unknown fields are counted, never fatal.
-
-Unknown fields: a field that is not in ``EVENT_FIELDS`` for its event is ignored (you may add
-your own: ``xfer``, ``mem``). Its name is counted (`unknown_fields`), and when it is close to a
-known field of the event (difflib ratio >= ``FIELD_MATCH_CUTOFF``, e.g. ``blokced`` for
-``blocked``) it is a likely misspelling: `advisor.ingest.load` reports it once per name, with the
-known name, as a :class:`LogWarning` (the known field then reads as not logged).
-
-This module is the slow, exact path: it validates one decoded event and names the offending
-field. The fast path (`advisor.ingest.scan`) parses whole files into columns and only falls back here
-to find and name the first bad line.
-
-Errors are :class:`LogError` (the CLI maps them to exit code 2); :class:`LogRefused` is the kind
-that waiting cannot cure (a special file, a file past the size limits, a compressed bomb), so a
-follower stops on it instead of waiting for more data.
-
-Limits where nobody can mean more (a bigger value is corruption or an attack, and would cost
-memory or time quadratic in it): ``MAX_GPUS`` GPUs or workers of a role, ``MAX_QUEUE_CAP`` slots
-in a queue, ``MAX_TIME_S`` seconds for any time (``t``, ``busy``, ...: about three years),
-``MAX_TOKENS`` tokens in one batch, and whole numbers up to 2**53 (exact as floats). Results that rest on
-assumptions are reported with the warning categories below; `advisor.advice` collects them as
-caveats.
+The fields, their types and bounds are the records' (`advisor.records`); this module checks a
+decoded line against them and names the file, line and field of a bad one (:class:`LogError`,
+exit code 2). It is the exact path: the fast scan (`advisor.ingest.scan`) checks columns and
+falls back here to name the first bad line. Unknown events and fields are counted, never fatal;
+an unknown field close to a known one (difflib ratio >= ``FIELD_MATCH_CUTOFF``, ``blokced``) is
+reported as a likely misspelling (`advisor.ingest.load`). Limits where nobody can mean more (a
+bigger value is corruption or an attack): ``MAX_GPUS``, ``MAX_QUEUE_CAP``, ``MAX_TIME_S``,
+``MAX_TOKENS`` and whole numbers up to 2**53.
 """
 
 from __future__ import annotations
@@ -51,7 +34,6 @@ from advisor.records import (
     Spec,
     Step,
     Sync,
-    specs,
 )
 from advisor.settings import MAX_GPUS, MAX_QUEUE_CAP, MAX_TIME_S  # noqa: F401 (the limits, for readers of this module)
 
@@ -415,7 +397,7 @@ def _parse_queue(q: Any, i: int, roles: Mapping[str, int], path: str, line: int)
     try:
         name = _name(q, "name", path, line, "a queue's name")
         feeds = check_string(q, "feeds", path, line)
-        cap = check_spec(q, "cap", specs(Queue)["cap"], path, line)
+        cap = check_spec(q, "cap", Queue.SPECS["cap"], path, line)
         per_worker = q.get("per_worker", False)
         if not isinstance(per_worker, bool):
             raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
@@ -504,12 +486,12 @@ def _numbers(fields: Mapping[str, Spec]) -> tuple[tuple[str, bool, bool, float |
 
 
 # the numbers of each event; advisor.ingest.scan checks them column by column (its fast path)
-STEP_NUMBERS = _numbers(specs(Step))
+STEP_NUMBERS = _numbers(Step.SPECS)
 # a drafter step's link-inclusive import seconds, read (and checked) where the header spans nodes
 XFER_NUMBER = _numbers(Step.EXTRA_FIELDS)[0]
-SYNC_NUMBERS = _numbers(specs(Sync))
-RATES_NUMBERS = _numbers(specs(Rates))
-_RUN = specs(Run)
+SYNC_NUMBERS = _numbers(Sync.SPECS)
+RATES_NUMBERS = _numbers(Rates.SPECS)
+_RUN = Run.SPECS
 
 
 def body_columns(header: RunHeader, *, steps: bool = False) -> dict[str, type]:
@@ -517,7 +499,7 @@ def body_columns(header: RunHeader, *, steps: bool = False) -> dict[str, type]:
     texts, then maps (``object``), then numbers, each in line order; the header's node fields too."""
     kinds: dict[str, type] = {"ev": str}
     for cls in (Step,) if steps else (Step, Sync, Rates, End):
-        kinds.update((n, s.kind) for n, s in specs(cls).items() if n not in kinds)
+        kinds.update((n, s.kind) for n, s in cls.SPECS.items() if n not in kinds)
     kinds.update((n, Step.FIELDS[n].kind) for n in header.node_step_fields)
     return {
         n: k
@@ -599,7 +581,7 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     elif ev == "rates":
         _check_rates(obj, header, path, line)
     elif ev == "end":
-        _check_numbers(obj, _numbers(specs(End)), path, line)
+        _check_numbers(obj, _numbers(End.SPECS), path, line)
         reason = check_string(obj, "reason", path, line, required=False)
         if reason is not None and reason not in END_REASONS:  # absent: "done" (docs/log-schema.md)
             raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
