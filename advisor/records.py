@@ -93,6 +93,13 @@ class Spec:
     maximum: float | None = None
 
 
+# a header's ``probe`` (in ``extra``): this run is one segment of a probe (docs/log-schema.md)
+PROBE_FIELDS = {
+    "id": Spec(str, True, 1, 200),
+    "segment": Spec(int, True, 1, MAX_INT),
+    "segments": Spec(int, False, 1, MAX_INT),
+    "round": Spec(int, False, 1, MAX_INT),
+}
 WORKERS = Spec(int, True, 1, MAX_GPUS)  # a role's worker count, in ``roles``
 ENGINE_GPUS = Spec(int, True, 1, MAX_GPUS_PER_WORKER)  # GPUs of one engine, in ``gpus_per_worker``
 

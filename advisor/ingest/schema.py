@@ -16,14 +16,15 @@ import difflib
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from advisor.errors import LogError, LogWarning, display_path, short_repr
 from advisor.records import (
     ENGINE_GPUS,
     EVENTS,
-    MAX_INT,
+    MAX_INT,  # noqa: F401 (the limits, for readers of this module)
+    PROBE_FIELDS,
     SCHEMA_VERSION,
     WORKERS,
     End,
@@ -144,7 +145,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                     path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker"
                 )
             try:
-                k[name] = check_spec(raw, name, ENGINE_GPUS, path, line)
+                k[name] = check_number(raw, name, ENGINE_GPUS, path, line)
             except LogError as e:
                 raise LogError(path, line, f"GPUs per worker of role '{name}' {e.message}", "gpus_per_worker") from None
     need = sum(n * k.get(r, 1) for r, n in roles.items())
@@ -153,7 +154,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
     g = need if gpus is None else gpus
     if g < need:
         raise LogError(path, line, f"is {g} but the roles' engines hold {need} GPUs", "gpus")
-    gpn = check_spec(obj, "gpus_per_node", _RUN["gpus_per_node"], path, line)
+    gpn = _run_number(obj, "gpus_per_node", path, line)
     if gpn is not None and max([1, *k.values()]) > gpn:
         raise LogError(
             path,
@@ -192,33 +193,25 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                 held = sum(k.get(r, 1) for r, lst in full.items() for x in lst if x == node)
                 if held > gpn:
                     raise LogError(path, line, f"puts {held} GPUs on node {node}, which holds {gpn}", "placement")
-    link = check_spec(obj, "link_bytes_s", _RUN["link_bytes_s"], path, line)
+    link = _run_number(obj, "link_bytes_s", path, line)
     if link is not None and not link > 0:
         raise LogError(path, line, "must be bytes/s above 0", "link_bytes_s")
     return k, g, gpn, placement, link
+
+
+def _run_number(obj: Mapping[str, Any], name: str, path: str, line: int) -> Any:
+    return check_number(obj, name, Run.FIELDS[name], path, line)
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def check_number(
-    obj: Mapping[str, Any],
-    name: str,
-    path: str,
-    line: int | None,
-    *,
-    required: bool = True,
-    minimum: float | None = 0.0,
-    maximum: float | None = None,
-    integer: bool = False,
-) -> Any:
-    """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or None if optional.
-
-    Whole numbers without a ``maximum`` are bounded by 2**53 (beyond it a float cannot hold them exactly).
-    """
+def check_number(obj: Mapping[str, Any], name: str, spec: Spec, path: str, line: int | None) -> Any:
+    """``obj[name]`` checked as a number by its record field's `Spec` (advisor.records): present if
+    required, finite, whole for an ``int``, within the bounds; None where absent and optional."""
     if name not in obj or obj[name] is None:
-        if required:
+        if spec.required:
             raise LogError(path, line, "is missing", name)
         return None
     v = obj[name]
@@ -228,23 +221,13 @@ def check_number(
         raise LogError(path, line, f"is too large ({short_repr(v)})", name)
     if not math.isfinite(v):
         raise LogError(path, line, f"must be finite, got {v!r}", name)
-    if integer and float(v) != int(v):
+    if spec.kind is int and float(v) != int(v):
         raise LogError(path, line, f"must be a whole number, got {v!r}", name)
-    if minimum is not None and v < minimum:
-        raise LogError(path, line, f"must be a number >= {minimum:g}, got {short_repr(v)}", name)
-    if maximum is None and integer:
-        maximum = MAX_INT
-    if maximum is not None and v > maximum:
-        raise LogError(path, line, f"is {short_repr(v)}, more than the limit {maximum:g}", name)
-    return int(v) if integer else float(v)
-
-
-def check_spec(obj: Mapping[str, Any], name: str, spec: Spec, path: str, line: int | None) -> Any:
-    """`check_number` of ``obj[name]`` by its record field's `Spec` (advisor.records)."""
-    integer = spec.kind is int
-    return check_number(
-        obj, name, path, line, required=spec.required, minimum=spec.minimum, maximum=spec.maximum, integer=integer
-    )
+    if spec.minimum is not None and v < spec.minimum:
+        raise LogError(path, line, f"must be a number >= {spec.minimum:g}, got {short_repr(v)}", name)
+    if spec.maximum is not None and v > spec.maximum:
+        raise LogError(path, line, f"is {short_repr(v)}, more than the limit {spec.maximum:g}", name)
+    return int(v) if spec.kind is int else float(v)
 
 
 def has_surrogate(s: str) -> bool:
@@ -291,8 +274,8 @@ def _name(obj: Mapping[str, Any], key: str, path: str, line: int, what: str) -> 
 def _check_device_fields(obj: Mapping[str, Any], path: str, line: int) -> None:
     """Where the workers computed (docs/log-schema.md): kept in ``extra``, read by advisor.fit.splits."""
     check_string(obj, "device", path, line, required=False)
-    check_spec(obj, "physical_gpus", Run.FIELDS["physical_gpus"], path, line)
-    check_spec(obj, "cores", Run.FIELDS["cores"], path, line)
+    _run_number(obj, "physical_gpus", path, line)
+    _run_number(obj, "cores", path, line)
     check_probe(obj, path, line)
 
 
@@ -312,9 +295,7 @@ def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, An
         )
     try:
         _name(raw, "id", path, line, "a probe's id")
-        seg = check_number(raw, "segment", path, line, minimum=1, maximum=MAX_INT, integer=True)
-        segs = check_number(raw, "segments", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
-        check_number(raw, "round", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+        seg, segs, _ = (check_number(raw, n, s, path, line) for n, s in PROBE_FIELDS.items() if s.kind is int)
     except LogError as e:
         raise LogError(path, line, f"{e.field or ''} {e.message}".strip(), "probe") from None
     if segs is not None and seg > segs:
@@ -357,7 +338,7 @@ def _check_envelope(obj: Any, path: str, line: int) -> None:
     v = obj.get("v", SCHEMA_VERSION)
     if v != SCHEMA_VERSION or isinstance(v, bool):
         raise LogError(path, line, f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})", "v")
-    check_spec(obj, "t", _RUN["t"], path, line)
+    _run_number(obj, "t", path, line)
 
 
 def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]:
@@ -374,7 +355,7 @@ def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]
                 path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles"
             )
         try:
-            roles[name] = check_spec(roles_raw, name, WORKERS, path, line)
+            roles[name] = check_number(roles_raw, name, WORKERS, path, line)
         except LogError as e:
             raise LogError(path, line, f"worker count of role '{name}' {e.message}", "roles") from None
     if sum(roles.values()) > MAX_GPUS:
@@ -384,7 +365,7 @@ def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]
 
 def _parse_gpus(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> int | None:
     """``gpus`` (optional): a whole number, at least the GPUs the roles use."""
-    gpus = check_spec(obj, "gpus", _RUN["gpus"], path, line)
+    gpus = _run_number(obj, "gpus", path, line)
     if gpus is not None and gpus < sum(roles.values()):
         raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
     return gpus
@@ -397,7 +378,7 @@ def _parse_queue(q: Any, i: int, roles: Mapping[str, int], path: str, line: int)
     try:
         name = _name(q, "name", path, line, "a queue's name")
         feeds = check_string(q, "feeds", path, line)
-        cap = check_spec(q, "cap", Queue.SPECS["cap"], path, line)
+        cap = check_number(q, "cap", Queue.SPECS["cap"], path, line)
         per_worker = q.get("per_worker", False)
         if not isinstance(per_worker, bool):
             raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
@@ -459,14 +440,14 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         gpus=gpus,
         roles=roles,
         queues=queues,
-        token_budget=check_spec(obj, "token_budget", _RUN["token_budget"], path, line),
-        samples=check_spec(obj, "samples", _RUN["samples"], path, line),
-        epochs=check_spec(obj, "epochs", _RUN["epochs"], path, line),
+        token_budget=_run_number(obj, "token_budget", path, line),
+        samples=_run_number(obj, "samples", path, line),
+        epochs=_run_number(obj, "epochs", path, line),
         hardware=texts["hardware"],
         target_model=texts["target_model"],
         drafter_model=texts["drafter_model"],
-        sync_every=check_spec(obj, "sync_every", _RUN["sync_every"], path, line) or 0,
-        hs_bytes_per_token=check_spec(obj, "hs_bytes_per_token", _RUN["hs_bytes_per_token"], path, line),
+        sync_every=_run_number(obj, "sync_every", path, line) or 0,
+        hs_bytes_per_token=_run_number(obj, "hs_bytes_per_token", path, line),
         t0_unix=obj.get("t0_unix"),  # not checked: read by no one, compared across rank files
         extra={key: v for key, v in obj.items() if key not in _TYPED_HEADER_FIELDS},
         gpus_per_worker=k,
@@ -491,7 +472,6 @@ STEP_NUMBERS = _numbers(Step.SPECS)
 XFER_NUMBER = _numbers(Step.EXTRA_FIELDS)[0]
 SYNC_NUMBERS = _numbers(Sync.SPECS)
 RATES_NUMBERS = _numbers(Rates.SPECS)
-_RUN = Run.SPECS
 
 
 def body_columns(header: RunHeader, *, steps: bool = False) -> dict[str, type]:
@@ -516,7 +496,8 @@ def step_numbers(header: RunHeader) -> tuple:
 
 def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
     """A ``rates`` event's numbers, its ``bps`` and ``cap_bps`` maps and its queue depths ``q``."""
-    _check_numbers(obj, RATES_NUMBERS, path, line)
+    for name, *_ in RATES_NUMBERS:
+        check_number(obj, name, Rates.SPECS[name], path, line)
     for key in ("bps", "cap_bps"):
         d = obj.get(key)
         if d is None and key == "cap_bps":
@@ -527,7 +508,7 @@ def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
             if r not in header.roles:
                 continue  # unknown fields are ignored (schema v1)
             try:
-                check_spec(d, r, Spec(float, True), path, line)
+                check_number(d, r, Spec(float, True), path, line)
             except LogError as e:
                 raise LogError(path, line, e.message, f"{key}.{r}") from None
     q = obj.get("q")
@@ -548,11 +529,6 @@ def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
                     )
 
 
-def _check_numbers(obj: Mapping[str, Any], numbers: tuple, path: str, line: int) -> None:
-    for name, required, integer, top in numbers:
-        check_number(obj, name, path, line, required=required, integer=integer, maximum=top)
-
-
 def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     """Check one decoded event against schema v1; return its type. Unknown events pass."""
     if not isinstance(obj, dict):
@@ -561,7 +537,8 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     if not isinstance(ev, str) or not ev:
         raise LogError(path, line, "is missing or not a non-empty string", "ev")
     if ev == "step":
-        _check_numbers(obj, step_numbers(header), path, line)
+        for name, *_ in step_numbers(header):
+            check_number(obj, name, Step.FIELDS[name], path, line)
         role = check_string(obj, "role", path, line)
         if role not in header.roles:
             raise LogError(
@@ -575,13 +552,14 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                 f"(0..{header.roles[role] - 1})",
                 "worker",
             )
-        check_spec(obj, "loss", Step.FIELDS["loss"], path, line)
+        check_number(obj, "loss", Step.FIELDS["loss"], path, line)
     elif ev == "sync":
-        _check_numbers(obj, SYNC_NUMBERS, path, line)
+        for name, *_ in SYNC_NUMBERS:
+            check_number(obj, name, Sync.SPECS[name], path, line)
     elif ev == "rates":
         _check_rates(obj, header, path, line)
     elif ev == "end":
-        _check_numbers(obj, _numbers(End.SPECS), path, line)
+        check_number(obj, "t", End.SPECS["t"], path, line)
         reason = check_string(obj, "reason", path, line, required=False)
         if reason is not None and reason not in END_REASONS:  # absent: "done" (docs/log-schema.md)
             raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
@@ -593,5 +571,5 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
             "ev",
         )
     else:
-        check_number(obj, "t", path, line, required=False, maximum=_RUN["t"].maximum)
+        check_number(obj, "t", replace(End.SPECS["t"], required=False), path, line)
     return ev
