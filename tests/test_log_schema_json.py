@@ -345,3 +345,12 @@ def test_the_json_schema_says_what_the_records_field_specs_say(ev):
         assert want in types or prop.get("enum"), f"{ev}.{name}: {types}"
         if spec.kind is not str:
             assert prop.get("minimum", prop.get("exclusiveMinimum")) == spec.minimum, f"{ev}.{name}"
+
+
+def test_the_json_schema_says_what_the_probe_specs_say():
+    probe = SCHEMA["$defs"]["run"]["properties"]["probe"]
+    assert set(probe["required"]) == {n for n, s in records.PROBE_FIELDS.items() if s.required}
+    for name, spec in records.PROBE_FIELDS.items():
+        prop = probe["properties"][name]
+        key = "minimum" if spec.kind is int else "minLength"
+        assert prop[key] == spec.minimum, name
