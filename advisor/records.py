@@ -161,15 +161,14 @@ class Record:
     KEYS: ClassVar[tuple[str, ...]]  # the record's JSON keys after "ev", in the order they are written
     EXTRA_FIELDS: ClassVar[dict[str, Spec]] = {}  # keys a writer passes in ``extra`` that readers read
     FIELDS: ClassVar[dict[str, Spec]]  # every key a line of the event may hold ("ev" apart): both above
+    _CHECKED: ClassVar[tuple[tuple[str, Spec, bool], ...]]  # (name, spec, may be None) of each scalar
 
     def __post_init__(self):
         ev = self.EVENT.value
-        for f in fields(self):  # type: ignore[arg-type]
-            spec = f.metadata.get("spec")
-            v = getattr(self, f.name)
-            optional = not spec.required and f.default is not MISSING if spec else True
-            if spec is not None and spec.kind is not object and not (v is None and optional):
-                _set(self, f.name, _check(ev, f.name, spec, v))
+        for name, spec, optional in self._CHECKED:
+            v = getattr(self, name)
+            if not (v is None and optional):
+                _set(self, name, _check(ev, name, spec, v))
         self._check_rest(ev)
         extra = {} if self.extra is None else self.extra  # type: ignore[attr-defined]
         if not isinstance(extra, Mapping):
@@ -488,6 +487,11 @@ for _cls in (Queue, *EVENTS.values()):  # the specs of each record's own fields,
     _cls.SPECS = {f.name: f.metadata["spec"] for f in fields(_cls) if "spec" in f.metadata}
     _cls.KEYS = tuple(_cls.SPECS)
     _cls.FIELDS = {**_cls.SPECS, **getattr(_cls, "EXTRA_FIELDS", {})}
+    _cls._CHECKED = tuple(
+        (f.name, f.metadata["spec"], not f.metadata["spec"].required and f.default is not MISSING)
+        for f in fields(_cls)
+        if f.metadata.get("spec", Spec(object)).kind is not object
+    )
 del _cls
 
 
