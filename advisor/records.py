@@ -49,6 +49,7 @@ __all__ = [
     "Record",
     "EVENTS",
     "WORKERS",
+    "RATE",
     "ENGINE_GPUS",
     "from_dict",
 ]
@@ -101,6 +102,8 @@ PROBE_FIELDS = {
     "round": Spec(int, False, 1, MAX_INT),
 }
 WORKERS = Spec(int, True, 1, MAX_GPUS)  # a role's worker count, in ``roles``
+RATE = Spec(float, True)  # one role's batches/s, in ``bps`` and ``cap_bps``
+_NAME = Spec(str, True, 1)  # a role or queue name as a key
 ENGINE_GPUS = Spec(int, True, 1, MAX_GPUS_PER_WORKER)  # GPUs of one engine, in ``gpus_per_worker``
 
 
@@ -298,10 +301,7 @@ class Run(Record):
                 "must map at least a producer and a consumer role to worker counts, "
                 f'e.g. {{"target": 7, "drafter": 1}}; got {self.roles!r:.60}',
             )
-        roles = {
-            _check(ev, "roles", Spec(str, minimum=1), r): _check(ev, f"roles.{r}", WORKERS, n)
-            for r, n in self.roles.items()
-        }
+        roles = {_check(ev, "roles", _NAME, r): _check(ev, f"roles.{r}", WORKERS, n) for r, n in self.roles.items()}
         _set(self, "roles", roles)
         queues = []
         for q in self.queues:
@@ -427,7 +427,7 @@ class Sync(Record):
 def _role_rates(ev: str, name: str, v: Any) -> dict[str, Any]:
     if not isinstance(v, Mapping):
         raise RecordError(ev, name, f"must map role -> batches/s, got {type(v).__name__} {v!r:.40}")
-    return {_check(ev, name, Spec(str, minimum=1), r): _check(ev, f"{name}.{r}", Spec(float), x) for r, x in v.items()}
+    return {_check(ev, name, _NAME, r): _check(ev, f"{name}.{r}", RATE, x) for r, x in v.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -457,7 +457,7 @@ class Rates(Record):
                 raise RecordError(ev, "q", f"must map queue -> depth (or list of depths), got {self.q!r:.40}")
             q = {}
             for name, depth in self.q.items():
-                _check(ev, "q", Spec(str, minimum=1), name)
+                _check(ev, "q", _NAME, name)
                 if isinstance(depth, (list, tuple)):
                     q[name] = [_check(ev, f"q.{name}", Spec(float), x) for x in depth]
                 else:

@@ -25,6 +25,7 @@ from advisor.records import (
     EVENTS,
     MAX_INT,  # noqa: F401 (the limits, for readers of this module)
     PROBE_FIELDS,
+    RATE,
     SCHEMA_VERSION,
     WORKERS,
     End,
@@ -508,7 +509,7 @@ def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
             if r not in header.roles:
                 continue  # unknown fields are ignored (schema v1)
             try:
-                check_number(d, r, Spec(float, True), path, line)
+                check_number(d, r, RATE, path, line)
             except LogError as e:
                 raise LogError(path, line, e.message, f"{key}.{r}") from None
     q = obj.get("q")
