@@ -1,14 +1,11 @@
 """Instrument any training pipeline to write rate logs (schema v1) that ``dflash-advise`` reads.
 
-Standard library only: importing this loads no pandas, numpy or torch. docs/instrumenting.md
-shows where the calls go; docs/log-schema.md is the format.
-
-One :class:`RateLog` per process, each writing its own file in a shared run directory
-(``DIR/<role>-<worker>.jsonl``), so no process ever locks or waits on another::
+Standard library only (no pandas, numpy or torch). docs/instrumenting.md says where the calls go
+and why (clocks, per-rank files, signals); docs/log-schema.md is the format. One
+:class:`RateLog` per process, each writing its own file ``DIR/<role>-<worker>.jsonl``::
 
     header = records.Run(run="exp1", roles={"target": 3, "drafter": 1}, queues=[...]).stamped()
-    # hand `header` to every process (it pickles; or header.to_json_line() and records.from_dict)
-    with RateLog.open(run_dir, header, role="drafter", worker=0) as log:
+    with RateLog.open(run_dir, header, role="drafter", worker=0) as log:  # same header everywhere
         for batch in loader:
             with log.step(tokens=n_tokens(batch)) as s:
                 with s.waiting():
@@ -19,42 +16,11 @@ One :class:`RateLog` per process, each writing its own file in a shared run dire
                 s.loss = loss
     # leaving the `with` writes `end` (done; error with the message on an exception)
 
-``dflash-advise DIR`` then reads the directory as one run.
-
-Clock. Every ``t`` is seconds since the run start. The header's ``t0_unix`` is the run start as
-Unix wall-clock time, stamped once by whoever starts the run (:meth:`records.Run.stamped`) and
-carried unchanged in every file. Each process reads the wall clock once, when it opens its log,
-to place its own monotonic clock on that axis: ``t = (wall_at_open - t0_unix) + (monotonic() -
-monotonic_at_open)``. So within a process time never jumps (NTP steps do not matter after the
-open), and across processes and hosts the files agree as well as their wall clocks did at open
-(the same host: microseconds; NTP-synced hosts: typically a few milliseconds, against step times
-of tens of milliseconds or more). A header without ``t0_unix`` is stamped at open: fine for a
-single writer, wrong for several (each would count from its own start), so a multi-process run
-must stamp it before handing it out.
-
-Writing. Each line is built by :mod:`advisor.records` (validated) and handed to the kernel with one
-``write()`` on an unbuffered append-only descriptor: nothing waits in a Python buffer, so a
-killed process (even SIGKILL) leaves only whole lines, up to its last event, and a reader of a
-live run sees every event as soon as it is logged. Nothing is fsync'ed except at :meth:`end`
-(a machine crash can lose the page cache's last seconds; a process crash cannot).
-
-End. :meth:`end` writes the ``end`` line once (later calls do nothing). Used as a context
-manager, a :class:`RateLog` ends with ``done``, with ``interrupted`` on KeyboardInterrupt, or
-with ``error`` and the exception's text. :meth:`handle_signals` (``handle_sigterm=True`` at open)
-writes ``end`` ``interrupted`` on SIGTERM and then passes the signal on to the handler that was
-installed before (so the default still terminates the process, and a framework's own handler
-still runs).
-
-Rates. A ``rates`` snapshot is a pool-wide view: bps and cap_bps of each role's whole pool,
-queue depths. Write it from one process that sees the counts of every worker (a coordinator, or
-the only process), with a :class:`RateMeter`: fed by the steps this log writes, or by totals
-from shared counters (:meth:`RateMeter.set_totals`); ``snapshots=Snapshots(every_s=...)`` makes
-:meth:`tick` (called by every step, or by the coordinator's loop) write one every so often, with
-queue depths from its ``queue_depths`` callback (returning None leaves ``q`` out). Per-worker processes usually log
-steps only.
-
-Files are created exclusively: opening a file that exists fails (two processes given the same
-role and worker, or a directory left from an earlier run) unless ``overwrite=True``.
+Clock: ``t = (wall_at_open - t0_unix) + (monotonic() - monotonic_at_open)``, so time never jumps
+within a process and processes agree as well as their wall clocks did at open; a header without
+``t0_unix`` is stamped at open (right for one writer only). Each line is one ``write()`` on an
+unbuffered append-only descriptor (a killed process leaves whole lines), fsync'ed at :meth:`end`.
+Files are created exclusively unless ``overwrite=True``.
 """
 
 from __future__ import annotations

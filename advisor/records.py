@@ -1,23 +1,20 @@
-"""Builders of rate-log lines (schema v1), so that every writer writes the format the same way
-(tests/synth.py and advisor.instrument do; any pipeline may).
+"""Rate-log lines, schema v1: one record per event, its fields the one definition of the format.
 
 Standard library only, so a training script can import it (and :mod:`advisor.instrument`) without
-pandas, numpy or torch. docs/log-schema.md is the format in prose; docs/rate-log.schema.json is
-the same as a JSON Schema; the reader's checks are in :mod:`advisor.ingest.schema`.
+pandas, numpy or torch. docs/log-schema.md is the format in prose, docs/rate-log.schema.json a JSON
+Schema of it (tests/test_log_schema_json.py holds the two to these records).
 
 One frozen, keyword-only dataclass per event: :class:`Run` (the header, with its :class:`Queue`
-entries), :class:`Step`, :class:`Sync`, :class:`Rates`, :class:`End`. A field is named exactly
-as its JSON key, so a record reads like its line (units: seconds for ``t``, ``busy``, ``wait``,
-``blocked``, ``dur``, ``window``, ``eta_s``; batches per second for ``bps``/``cap_bps``; tokens
-per second for ``tok_s``). Construction validates every field and raises :class:`RecordError`
-naming the event and the field, so a bad value fails where it is made, not in the reader days
-later. ``None`` means "not logged": the key is left out of the line. Extra keys (readers ignore
-them) go in ``extra`` and are written after the known ones; they may not shadow a known key.
-
-``to_dict()`` gives the line as a dict in the documented key order; ``to_json_line()`` the
-compact JSON text with its newline. Non-finite numbers are refused (JSON cannot carry them),
-except a step's ``loss``, where a diverged NaN becomes "not logged". Integers and floats are kept
-as given (a numpy scalar becomes its Python equivalent), so a writer's output is byte-stable.
+entries), :class:`Step`, :class:`Sync`, :class:`Rates`, :class:`End`. A field is named as its
+JSON key (seconds for ``t``, ``busy``, ``wait``, ``blocked``, ``dur``, ``window``, ``eta_s``;
+batches per second for ``bps``/``cap_bps``; tokens per second for ``tok_s``), and carries its
+:class:`Spec`: type, whether a line must hold it, bounds. The writer checks a record against it
+(:class:`RecordError` names the event and the field), the reader (`advisor.ingest.schema`) checks
+each line against it, and the fast scan (`advisor.ingest.scan`) its columns. ``None`` means "not
+logged": the key is left out of the line. Extra keys go in ``extra``, written after the known
+ones; a few the reader knows are listed in ``EXTRA_FIELDS``. Non-finite numbers are refused
+(JSON cannot carry them), except a step's ``loss``, where a diverged NaN becomes "not logged".
+Numbers are kept as given (a numpy scalar becomes its Python equivalent), so output is byte-stable.
 """
 
 from __future__ import annotations
@@ -31,13 +28,18 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, ClassVar
 
+from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MAX_TIME_S
+
 SCHEMA_VERSION = 1
+MAX_TOKENS = 1 << 31  # tokens in one batch
+MAX_INT = 1 << 53  # whole numbers exact as floats
 
 __all__ = [
     "SCHEMA_VERSION",
     "Event",
     "EndReason",
     "RecordError",
+    "Spec",
     "Queue",
     "Run",
     "Step",
@@ -45,6 +47,10 @@ __all__ = [
     "Rates",
     "End",
     "Record",
+    "EVENTS",
+    "WORKERS",
+    "RATE",
+    "ENGINE_GPUS",
     "from_dict",
 ]
 
@@ -76,6 +82,39 @@ class RecordError(ValueError):
         super().__init__(f"{event}: field '{field_name}' {message}")
 
 
+@dataclass(frozen=True)
+class Spec:
+    """One field of a line: its JSON type (``float``, ``int``, ``str``, or ``object``: a map or list
+    that its record checks), whether every line of the event holds it, and its bounds (a number's
+    value, a text's length; a whole number's maximum is 2**53 unless lower)."""
+
+    kind: type
+    required: bool = False
+    minimum: float | None = 0.0
+    maximum: float | None = None
+
+
+# a header's ``probe`` (in ``extra``): this run is one segment of a probe (docs/log-schema.md)
+PROBE_FIELDS = {
+    "id": Spec(str, True, 1, 200),
+    "segment": Spec(int, True, 1, MAX_INT),
+    "segments": Spec(int, False, 1, MAX_INT),
+    "round": Spec(int, False, 1, MAX_INT),
+}
+WORKERS = Spec(int, True, 1, MAX_GPUS)  # a role's worker count, in ``roles``
+RATE = Spec(float, True)  # one role's batches/s, in ``bps`` and ``cap_bps``
+_NAME = Spec(str, True, 1)  # a role or queue name as a key
+ENGINE_GPUS = Spec(int, True, 1, MAX_GPUS_PER_WORKER)  # GPUs of one engine, in ``gpus_per_worker``
+
+
+def _f(kind: type, default: Any = MISSING, *, required: bool | None = None, minimum=0.0, maximum=None) -> Any:
+    """A record field carrying its `Spec`; a line must hold it where the constructor must."""
+    if kind is int and maximum is None:
+        maximum = MAX_INT
+    need = default is MISSING if required is None else required
+    return field(default=default, metadata={"spec": Spec(kind, need, minimum, maximum)})
+
+
 def _plain_number(v: Any) -> Any:
     """``v`` as a Python int or float (numpy scalars included), or raise TypeError."""
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
@@ -85,57 +124,32 @@ def _plain_number(v: Any) -> Any:
     return int(v) if isinstance(v, numbers.Integral) else float(v)
 
 
-def _number(
-    ev: str, name: str, v: Any, *, optional: bool = False, integer: bool = False, minimum: float | None = 0.0
-) -> Any:
+def _check(ev: str, name: str, spec: Spec, v: Any) -> Any:
+    """``v`` checked against ``spec`` (numbers made plain), or `RecordError`."""
     if v is None:
-        if optional:
-            return None
         raise RecordError(ev, name, "is required")
+    if spec.kind is str:
+        v = v.value if isinstance(v, Enum) else v
+        if not isinstance(v, str) or len(v) < (spec.minimum or 0):
+            raise RecordError(ev, name, f"must be a non-empty string, got {type(v).__name__} {v!r:.40}")
+        if spec.maximum is not None and len(v) > spec.maximum:
+            raise RecordError(ev, name, f"must be at most {spec.maximum:g} characters long")
+        return v
     try:
         v = _plain_number(v)
     except TypeError:
         raise RecordError(ev, name, f"must be a number, got {type(v).__name__} {v!r:.40}") from None
     if isinstance(v, float) and not math.isfinite(v):
         raise RecordError(ev, name, f"must be finite, got {v!r}")
-    if integer and not isinstance(v, int):
+    if spec.kind is int and not isinstance(v, int):
         if v != int(v):
             raise RecordError(ev, name, f"must be a whole number, got {v!r}")
         v = int(v)
-    if minimum is not None and v < minimum:
-        raise RecordError(ev, name, f"must be >= {minimum:g}, got {v!r}")
+    if spec.minimum is not None and v < spec.minimum:
+        raise RecordError(ev, name, f"must be >= {spec.minimum:g}, got {v!r}")
+    if spec.maximum is not None and v > spec.maximum:
+        raise RecordError(ev, name, f"must be <= {spec.maximum:g}, got {v!r}")
     return v
-
-
-def _string(ev: str, name: str, v: Any, *, optional: bool = False) -> str | None:
-    if v is None:
-        if optional:
-            return None
-        raise RecordError(ev, name, "is required")
-    if isinstance(v, Enum):
-        v = v.value
-    if not isinstance(v, str) or (not optional and not v):
-        raise RecordError(ev, name, f"must be a non-empty string, got {type(v).__name__} {v!r:.40}")
-    return v
-
-
-def _extra(ev: str, known: Sequence[str], extra: Any) -> dict[str, Any]:
-    if extra is None:
-        return {}
-    if not isinstance(extra, Mapping):
-        raise RecordError(ev, "extra", f"must be a mapping of extra keys, got {type(extra).__name__}")
-    out = {}
-    for k, v in extra.items():
-        if not isinstance(k, str):
-            raise RecordError(ev, "extra", f"keys must be strings, got {k!r}")
-        if k in known:
-            raise RecordError(ev, k, "is a schema field; pass it as an argument, not in extra")
-        try:
-            json.dumps(v, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise RecordError(ev, k, f"cannot be written as JSON ({e})") from None
-        out[k] = v
-    return out
 
 
 def _set(obj: Any, name: str, value: Any) -> None:
@@ -146,7 +160,40 @@ class Record:
     """Base of the five records: the JSON form of one log line."""
 
     EVENT: ClassVar[Event]
-    KEYS: ClassVar[tuple[str, ...]]  # JSON keys after "ev", in the order they are written
+    SPECS: ClassVar[dict[str, Spec]]  # the specs of the record's own fields, in line order
+    KEYS: ClassVar[tuple[str, ...]]  # the record's JSON keys after "ev", in the order they are written
+    EXTRA_FIELDS: ClassVar[dict[str, Spec]] = {}  # keys a writer passes in ``extra`` that readers read
+    FIELDS: ClassVar[dict[str, Spec]]  # every key a line of the event may hold ("ev" apart): both above
+    _CHECKED: ClassVar[tuple[tuple[str, Spec, bool], ...]]  # (name, spec, may be None) of each scalar
+
+    def __post_init__(self):
+        ev = self.EVENT.value
+        for name, spec, optional in self._CHECKED:
+            v = getattr(self, name)
+            if not (v is None and optional):
+                _set(self, name, _check(ev, name, spec, v))
+        self._check_rest(ev)
+        extra = {} if self.extra is None else self.extra  # type: ignore[attr-defined]
+        if not isinstance(extra, Mapping):
+            raise RecordError(ev, "extra", f"must be a mapping of extra keys, got {type(extra).__name__}")
+        out = {}
+        for k, v in extra.items():
+            if not isinstance(k, str):
+                raise RecordError(ev, "extra", f"keys must be strings, got {k!r}")
+            if k == "ev" or k in self.KEYS:
+                raise RecordError(ev, k, "is a schema field; pass it as an argument, not in extra")
+            spec = self.EXTRA_FIELDS.get(k)
+            if v is not None and spec is not None and spec.kind is not object:
+                v = _check(ev, k, spec, v)
+            try:
+                json.dumps(v, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise RecordError(ev, k, f"cannot be written as JSON ({e})") from None
+            out[k] = v
+        _set(self, "extra", out)
+
+    def _check_rest(self, ev: str) -> None:
+        """The record's own rules beyond its fields' specs."""
 
     def to_dict(self) -> dict[str, Any]:
         """The line as a dict.
@@ -176,15 +223,17 @@ class Queue:
     """A bounded queue of the pipeline: ``feeds`` names the role that takes from it; ``per_worker``:
     one queue of depth ``cap`` per worker of that role (its depth is then logged as a list)."""
 
-    name: str
-    feeds: str
-    cap: int
-    per_worker: bool = False
+    SPECS: ClassVar[dict[str, Spec]]
+
+    name: str = _f(str, minimum=1, maximum=200)
+    feeds: str = _f(str, minimum=1)
+    cap: int = _f(int, maximum=MAX_QUEUE_CAP)
+    per_worker: bool = _f(bool, False)
 
     def __post_init__(self):
-        _string("run", "queues.name", self.name)
-        _string("run", "queues.feeds", self.feeds)
-        _set(self, "cap", _number("run", f"queues.{self.name}.cap", self.cap, integer=True))
+        _check("run", "queues.name", Queue.SPECS["name"], self.name)
+        _check("run", "queues.feeds", Queue.SPECS["feeds"], self.feeds)
+        _set(self, "cap", _check("run", f"queues.{self.name}.cap", Queue.SPECS["cap"], self.cap))
         if not isinstance(self.per_worker, bool):
             raise RecordError(
                 "run", f"queues.{self.name}.per_worker", f"must be true or false, got {self.per_worker!r}"
@@ -213,51 +262,36 @@ class Run(Record):
     """
 
     EVENT: ClassVar[Event] = Event.RUN
-    KEYS: ClassVar[tuple[str, ...]] = (
-        "v",
-        "t",
-        "run",
-        "gpus",
-        "roles",
-        "queues",
-        "token_budget",
-        "samples",
-        "epochs",
-        "hardware",
-        "target_model",
-        "drafter_model",
-        "sync_every",
-        "hs_bytes_per_token",
-        "t0_unix",
-        "gpus_per_worker",
-        "gpus_per_node",
-        "placement",
-        "link_bytes_s",
-    )
-    run: str
-    roles: Mapping[str, int]
-    queues: Sequence[Queue] = ()
-    gpus: int | None = None
-    t: float = 0.0
-    v: int = SCHEMA_VERSION
-    token_budget: int | None = None
-    samples: int | None = None
-    epochs: float | None = None
-    hardware: str | None = None
-    target_model: str | None = None
-    drafter_model: str | None = None
-    sync_every: int | None = 0
-    hs_bytes_per_token: float | None = None
-    t0_unix: float | None = None
-    gpus_per_worker: Mapping[str, int] | None = None  # role -> GPUs per engine (docs/log-schema.md)
-    gpus_per_node: int | None = None
-    placement: Mapping[str, Sequence[int]] | None = None
-    link_bytes_s: float | None = None
+    EXTRA_FIELDS: ClassVar[dict[str, Spec]] = {  # docs/log-schema.md
+        "device": Spec(str),
+        "physical_gpus": Spec(int, maximum=MAX_INT),
+        "cores": Spec(int, minimum=1, maximum=MAX_INT),
+        "cap_bps_kind": Spec(object),
+        "probe": Spec(object),
+        "unit": Spec(str, minimum=1, maximum=200),
+    }
+    v: int = _f(object, SCHEMA_VERSION)
+    t: float = _f(float, 0.0, required=True, maximum=MAX_TIME_S)
+    run: str = _f(str, required=False, minimum=1)
+    gpus: int | None = _f(int, None, minimum=1, maximum=MAX_GPUS)
+    roles: Mapping[str, int] = _f(object)
+    queues: Sequence[Queue] = _f(object, ())
+    token_budget: int | None = _f(int, None, minimum=1, maximum=MAX_TOKENS)
+    samples: int | None = _f(int, None)
+    epochs: float | None = _f(float, None, maximum=MAX_INT)
+    hardware: str | None = _f(str, None)
+    target_model: str | None = _f(str, None)
+    drafter_model: str | None = _f(str, None)
+    sync_every: int | None = _f(int, 0)
+    hs_bytes_per_token: float | None = _f(float, None, maximum=MAX_INT)
+    t0_unix: float | None = _f(float, None)
+    gpus_per_worker: Mapping[str, int] | None = _f(object, None)  # role -> GPUs per engine
+    gpus_per_node: int | None = _f(int, None, minimum=1, maximum=MAX_GPUS)
+    placement: Mapping[str, Sequence[int]] | None = _f(object, None)
+    link_bytes_s: float | None = _f(float, None, maximum=MAX_INT)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
-        ev = "run"
-        _string(ev, "run", self.run)
+    def _check_rest(self, ev: str) -> None:
         if self.v != SCHEMA_VERSION:
             raise RecordError(ev, "v", f"must be {SCHEMA_VERSION} (this is schema v{SCHEMA_VERSION}), got {self.v!r}")
         if not isinstance(self.roles, Mapping) or len(self.roles) < 2:
@@ -267,10 +301,7 @@ class Run(Record):
                 "must map at least a producer and a consumer role to worker counts, "
                 f'e.g. {{"target": 7, "drafter": 1}}; got {self.roles!r:.60}',
             )
-        roles = {}
-        for r, n in self.roles.items():
-            _string(ev, "roles", r)
-            roles[r] = _number(ev, f"roles.{r}", n, integer=True, minimum=1)
+        roles = {_check(ev, "roles", _NAME, r): _check(ev, f"roles.{r}", WORKERS, n) for r, n in self.roles.items()}
         _set(self, "roles", roles)
         queues = []
         for q in self.queues:
@@ -291,21 +322,12 @@ class Run(Record):
         _set(self, "queues", tuple(queues))
         k = self._engines(ev, roles)
         need = sum(n * k.get(r, 1) for r, n in roles.items())
-        gpus = need if self.gpus is None else _number(ev, "gpus", self.gpus, integer=True, minimum=1)
-        if gpus < need:
-            raise RecordError(ev, "gpus", f"is {gpus} but the roles use {need}")
-        _set(self, "gpus", gpus)
-        _set(self, "t", _number(ev, "t", self.t))
-        for name, lo in (("token_budget", 1), ("samples", 0), ("sync_every", 0)):
-            _set(self, name, _number(ev, name, getattr(self, name), optional=True, integer=True, minimum=lo))
-        for name in ("epochs", "hs_bytes_per_token", "t0_unix"):
-            _set(self, name, _number(ev, name, getattr(self, name), optional=True))
-        for name in ("hardware", "target_model", "drafter_model"):
-            _string(ev, name, getattr(self, name), optional=True)
-        _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
+        if self.gpus is not None and self.gpus < need:
+            raise RecordError(ev, "gpus", f"is {self.gpus} but the roles use {need}")
+        _set(self, "gpus", need if self.gpus is None else self.gpus)
 
     def _engines(self, ev: str, roles: Mapping[str, int]) -> dict[str, int]:
-        """Check and normalise gpus_per_worker, gpus_per_node, placement, link_bytes_s; the GPUs per engine."""
+        """Check and normalise gpus_per_worker and placement; the GPUs per engine."""
         k: dict[str, int] = {}
         if self.gpus_per_worker is not None:
             if not isinstance(self.gpus_per_worker, Mapping):
@@ -313,10 +335,8 @@ class Run(Record):
             for r, n in self.gpus_per_worker.items():
                 if r not in roles:
                     raise RecordError(ev, "gpus_per_worker", f"names '{r}', which is not a role ({', '.join(roles)})")
-                k[r] = _number(ev, f"gpus_per_worker.{r}", n, integer=True, minimum=1)
+                k[r] = _check(ev, f"gpus_per_worker.{r}", ENGINE_GPUS, n)
             _set(self, "gpus_per_worker", dict(k))
-        node_gpus = _number(ev, "gpus_per_node", self.gpus_per_node, optional=True, integer=True, minimum=1)
-        _set(self, "gpus_per_node", node_gpus)
         if self.placement is not None:
             if not isinstance(self.placement, Mapping):
                 raise RecordError(ev, "placement", 'must map roles to node lists, e.g. {"target": [0, 1]}')
@@ -324,9 +344,8 @@ class Run(Record):
             for r, nodes in self.placement.items():
                 if r not in roles or len(list(nodes)) != roles[r]:
                     raise RecordError(ev, "placement", f"'{r}' must be a role with one node index per worker")
-                out[r] = [_number(ev, f"placement.{r}", x, integer=True) for x in nodes]
+                out[r] = [_check(ev, f"placement.{r}", Spec(int), x) for x in nodes]
             _set(self, "placement", out)
-        _set(self, "link_bytes_s", _number(ev, "link_bytes_s", self.link_bytes_s, optional=True))
         return k
 
     def to_dict(self) -> dict[str, Any]:
@@ -365,50 +384,31 @@ class Run(Record):
 class Step(Record):
     """One batch done by one worker. ``t``: when the worker was free again (after any blocked
     time); ``busy``: compute seconds; ``wait``: seconds starved for input before it; ``blocked``:
-    seconds waiting for room in the output queue after it; ``tokens``: tokens in the batch."""
+    seconds waiting for room in the output queue after it; ``tokens``: tokens in the batch;
+    ``xfer`` (in ``extra``): seconds of busy importing the batch's hidden states."""
 
     EVENT: ClassVar[Event] = Event.STEP
-    KEYS: ClassVar[tuple[str, ...]] = (
-        "t",
-        "role",
-        "worker",
-        "batch",
-        "tokens",
-        "seqs",
-        "busy",
-        "wait",
-        "blocked",
-        "loss",
-    )
-    t: float
-    role: str
-    worker: int
-    tokens: int
-    busy: float
-    batch: int | None = None
-    seqs: int | None = None
-    wait: float = 0.0
-    blocked: float = 0.0
-    loss: float | None = None
+    EXTRA_FIELDS: ClassVar[dict[str, Spec]] = {"xfer": Spec(float, maximum=MAX_TIME_S)}
+    t: float = _f(float, maximum=MAX_TIME_S)
+    role: str = _f(str, minimum=1)
+    worker: int = _f(int, maximum=MAX_GPUS)
+    batch: int | None = _f(int, None)
+    tokens: int = _f(int, maximum=MAX_TOKENS)
+    seqs: int | None = _f(int, None, maximum=MAX_TOKENS)
+    busy: float = _f(float, maximum=MAX_TIME_S)
+    wait: float = _f(float, 0.0, maximum=MAX_TIME_S)
+    blocked: float = _f(float, 0.0, maximum=MAX_TIME_S)
+    loss: float | None = _f(float, None, minimum=None)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        ev = "step"
-        _set(self, "role", _string(ev, "role", self.role))
-        _set(self, "t", _number(ev, "t", self.t))
-        for name in ("worker", "tokens"):
-            _set(self, name, _number(ev, name, getattr(self, name), integer=True))
-        for name in ("batch", "seqs"):
-            _set(self, name, _number(ev, name, getattr(self, name), optional=True, integer=True))
-        _set(self, "busy", _number(ev, "busy", self.busy))
         for name in ("wait", "blocked"):  # not logged means none: the reader's reading too
-            v = getattr(self, name)
-            _set(self, name, _number(ev, name, 0.0 if v is None else v))
+            if getattr(self, name) is None:
+                _set(self, name, 0.0)
         loss = self.loss
         if isinstance(loss, numbers.Real) and not isinstance(loss, bool) and not math.isfinite(loss):
-            loss = None  # a diverged loss is "not logged", not a broken line
-        _set(self, "loss", _number(ev, "loss", loss, optional=True, minimum=None))
-        _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
+            _set(self, "loss", None)  # a diverged loss is "not logged", not a broken line
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -416,30 +416,18 @@ class Sync(Record):
     """A weight/gradient sync among the workers of ``role``: ``dur`` seconds, ending at ``t``."""
 
     EVENT: ClassVar[Event] = Event.SYNC
-    KEYS: ClassVar[tuple[str, ...]] = ("t", "role", "workers", "dur", "bytes")
-    t: float
-    dur: float
-    role: str = "drafter"
-    workers: int | None = None
-    bytes: float | None = None
+    t: float = _f(float, maximum=MAX_TIME_S)
+    role: str = _f(str, "drafter", minimum=1)
+    workers: int | None = _f(int, None, maximum=MAX_GPUS)
+    dur: float = _f(float, maximum=MAX_TIME_S)
+    bytes: float | None = _f(float, None)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
-        ev = "sync"
-        _set(self, "role", _string(ev, "role", self.role))
-        _set(self, "t", _number(ev, "t", self.t))
-        _set(self, "dur", _number(ev, "dur", self.dur))
-        _set(self, "workers", _number(ev, "workers", self.workers, optional=True, integer=True, minimum=1))
-        _set(self, "bytes", _number(ev, "bytes", self.bytes, optional=True))
-        _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
 
-
-def _role_rates(ev: str, name: str, v: Any, optional: bool) -> dict[str, Any] | None:
-    if v is None and optional:
-        return None
+def _role_rates(ev: str, name: str, v: Any) -> dict[str, Any]:
     if not isinstance(v, Mapping):
         raise RecordError(ev, name, f"must map role -> batches/s, got {type(v).__name__} {v!r:.40}")
-    return {_string(ev, name, r): _number(ev, f"{name}.{r}", x) for r, x in v.items()}
+    return {_check(ev, name, _NAME, r): _check(ev, f"{name}.{r}", RATE, x) for r, x in v.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -450,36 +438,31 @@ class Rates(Record):
     queue); ``eta_s`` seconds left; ``done`` the share of the job done (0..1)."""
 
     EVENT: ClassVar[Event] = Event.RATES
-    KEYS: ClassVar[tuple[str, ...]] = ("t", "window", "bps", "cap_bps", "tok_s", "q", "eta_s", "done")
-    t: float
-    bps: Mapping[str, float]
-    window: float | None = None
-    cap_bps: Mapping[str, float] | None = None
-    tok_s: float | None = None
-    q: Mapping[str, Any] | None = None
-    eta_s: float | None = None
-    done: float | None = None
+    t: float = _f(float, maximum=MAX_TIME_S)
+    window: float | None = _f(float, None, maximum=MAX_TIME_S)
+    bps: Mapping[str, float] = _f(object)
+    cap_bps: Mapping[str, float] | None = _f(object, None)
+    tok_s: float | None = _f(float, None)
+    q: Mapping[str, Any] | None = _f(object, None)
+    eta_s: float | None = _f(float, None)
+    done: float | None = _f(float, None)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
-        ev = "rates"
-        _set(self, "t", _number(ev, "t", self.t))
-        _set(self, "bps", _role_rates(ev, "bps", self.bps, optional=False))
-        _set(self, "cap_bps", _role_rates(ev, "cap_bps", self.cap_bps, optional=True))
-        for name in ("window", "tok_s", "eta_s", "done"):
-            _set(self, name, _number(ev, name, getattr(self, name), optional=True))
+    def _check_rest(self, ev: str) -> None:
+        _set(self, "bps", _role_rates(ev, "bps", self.bps))
+        if self.cap_bps is not None:
+            _set(self, "cap_bps", _role_rates(ev, "cap_bps", self.cap_bps))
         if self.q is not None:
             if not isinstance(self.q, Mapping):
                 raise RecordError(ev, "q", f"must map queue -> depth (or list of depths), got {self.q!r:.40}")
             q = {}
             for name, depth in self.q.items():
-                _string(ev, "q", name)
+                _check(ev, "q", _NAME, name)
                 if isinstance(depth, (list, tuple)):
-                    q[name] = [_number(ev, f"q.{name}", x) for x in depth]
+                    q[name] = [_check(ev, f"q.{name}", Spec(float), x) for x in depth]
                 else:
-                    q[name] = _number(ev, f"q.{name}", depth)
+                    q[name] = _check(ev, f"q.{name}", Spec(float), depth)
             _set(self, "q", q)
-        _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -487,27 +470,29 @@ class End(Record):
     """The last line of a file: ``reason`` done | interrupted | error, ``msg`` a free text."""
 
     EVENT: ClassVar[Event] = Event.END
-    KEYS: ClassVar[tuple[str, ...]] = ("t", "reason", "msg")
-    t: float
-    reason: EndReason | str = EndReason.DONE
-    msg: str | None = None
+    t: float = _f(float, maximum=MAX_TIME_S)
+    reason: EndReason | str = _f(str, EndReason.DONE)
+    msg: str | None = _f(str, None)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self):
-        ev = "end"
-        _set(self, "t", _number(ev, "t", self.t))
-        try:
-            reason = EndReason(self.reason.value if isinstance(self.reason, Enum) else self.reason)
-        except ValueError:
+    def _check_rest(self, ev: str) -> None:
+        if self.reason not in {r.value for r in EndReason}:
             raise RecordError(
                 ev, "reason", f"must be one of {', '.join(r.value for r in EndReason)}, got {self.reason!r}"
-            ) from None
-        _set(self, "reason", reason.value)
-        _string(ev, "msg", self.msg, optional=True)
-        _set(self, "extra", _extra(ev, ("ev",) + self.KEYS, self.extra))
+            )
 
 
-_BY_EVENT: dict[str, type[Record]] = {c.EVENT.value: c for c in (Run, Step, Sync, Rates, End)}
+EVENTS: dict[str, type[Record]] = {c.EVENT.value: c for c in (Run, Step, Sync, Rates, End)}
+for _cls in (Queue, *EVENTS.values()):  # the specs of each record's own fields, in line order
+    _cls.SPECS = {f.name: f.metadata["spec"] for f in fields(_cls) if "spec" in f.metadata}
+    _cls.KEYS = tuple(_cls.SPECS)
+    _cls.FIELDS = {**_cls.SPECS, **getattr(_cls, "EXTRA_FIELDS", {})}
+    _cls._CHECKED = tuple(
+        (f.name, f.metadata["spec"], not f.metadata["spec"].required and f.default is not MISSING)
+        for f in fields(_cls)
+        if f.metadata.get("spec", Spec(object)).kind is not object
+    )
+del _cls
 
 
 def from_dict(obj: Mapping[str, Any]) -> Record:
@@ -527,18 +512,13 @@ def from_dict(obj: Mapping[str, Any]) -> Record:
     if not isinstance(obj, Mapping):
         raise RecordError("?", "ev", f"a line must be a JSON object, got {type(obj).__name__}")
     ev = obj.get("ev")
-    cls = _BY_EVENT.get(ev)  # type: ignore[arg-type]
+    cls = EVENTS.get(ev)  # type: ignore[arg-type]
     if cls is None:
-        raise RecordError(str(ev), "ev", f"must be one of {', '.join(_BY_EVENT)}, got {ev!r}")
-    names = {f.name for f in fields(cls)} - {"extra"}
-    kw = {k: v for k, v in obj.items() if k in names}
-    extra = {k: v for k, v in obj.items() if k not in names and k != "ev"}
+        raise RecordError(str(ev), "ev", f"must be one of {', '.join(EVENTS)}, got {ev!r}")
+    kw = {k: v for k, v in obj.items() if k in cls.KEYS}
+    extra = {k: v for k, v in obj.items() if k not in cls.KEYS and k != "ev"}
     try:
         return cls(**kw, extra=extra)
     except TypeError as e:  # a required field missing
-        missing = [
-            f.name
-            for f in fields(cls)
-            if f.name not in kw and f.name != "extra" and f.default is MISSING and f.default_factory is MISSING
-        ]
+        missing = [f.name for f in fields(cls) if f.name not in kw and f.default is MISSING and f.name != "extra"]
         raise RecordError(str(ev), missing[0] if missing else "?", f"is required ({e})") from None

@@ -320,3 +320,37 @@ def test_the_json_schema_and_the_readers_field_tables_agree():
 
     for ev, fields in EVENT_FIELDS.items():
         assert set(SCHEMA["$defs"][ev]["properties"]) | {"ev", "t"} == set(fields) | {"ev", "t"}, ev
+
+
+def _resolved(prop: dict) -> dict:
+    """A property of the JSON schema with its ``$ref`` (one level) merged in."""
+    ref = prop.get("$ref")
+    return {**SCHEMA["$defs"][ref.split("/")[-1]], **prop} if ref else prop
+
+
+@pytest.mark.parametrize("ev", KNOWN_EVENTS)
+def test_the_json_schema_says_what_the_records_field_specs_say(ev):
+    """Each field's required-ness, type and minimum in docs/rate-log.schema.json are its record
+    field's `Spec` (advisor.records), the one definition the writer and the reader check by."""
+    rule = SCHEMA["$defs"][ev]
+    fields = records.EVENTS[ev].FIELDS
+    assert set(rule["required"]) == {"ev"} | {n for n, s in fields.items() if s.required}, ev
+    for name, spec in fields.items():
+        prop = _resolved(rule["properties"][name])
+        types = prop.get("type", [])
+        types = [types] if isinstance(types, str) else types
+        want = {int: "integer", float: "number", str: "string"}.get(spec.kind)
+        if want is None:  # a map or list its record checks
+            continue
+        assert want in types or prop.get("enum"), f"{ev}.{name}: {types}"
+        if spec.kind is not str:
+            assert prop.get("minimum", prop.get("exclusiveMinimum")) == spec.minimum, f"{ev}.{name}"
+
+
+def test_the_json_schema_says_what_the_probe_specs_say():
+    probe = SCHEMA["$defs"]["run"]["properties"]["probe"]
+    assert set(probe["required"]) == {n for n, s in records.PROBE_FIELDS.items() if s.required}
+    for name, spec in records.PROBE_FIELDS.items():
+        prop = probe["properties"][name]
+        key = "minimum" if spec.kind is int else "minLength"
+        assert prop[key] == spec.minimum, name

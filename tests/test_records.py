@@ -88,7 +88,10 @@ def test_lines_have_the_documented_key_order():
             "cannot be written as JSON",
         ),
         (lambda: Sync(t=1, dur=-1), "dur", ">= 0"),
-        (lambda: Sync(t=1, dur=1, workers=0), "workers", ">= 1"),
+        (lambda: Sync(t=1, dur=1, workers=-1), "workers", ">= 0"),
+        (lambda: Step(t=2e8, role="a", worker=0, tokens=1, busy=0), "t", "<= 1e+08"),
+        (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, extra={"xfer": -1}), "xfer", ">= 0"),
+        (lambda: Run(run="r", roles={"a": 1, "b": 1}, extra={"cores": 0}), "cores", ">= 1"),
         (lambda: Rates(t=1, bps=0.8), "bps", "must map role"),
         (lambda: Rates(t=1, bps={"a": -1}), "bps.a", ">= 0"),
         (lambda: Rates(t=1, bps={"a": 1}, q={"pre": [1, "x"]}), "q.pre", "must be a number"),
@@ -218,3 +221,12 @@ def test_run_engines_fields():
 
     with pytest.raises(RecordError):
         Run(run="x", roles={"target": 3, "drafter": 2}, gpus_per_worker={"tgt": 2})
+
+
+def test_the_writer_and_the_reader_share_one_field_table():
+    """The reader's field tables are the records' (advisor.records), not a copy of them."""
+    from advisor.ingest import schema
+
+    assert schema.EVENT_FIELDS == {ev: ("ev", *cls.FIELDS) for ev, cls in records.EVENTS.items()}
+    assert [n for n, *_ in schema.STEP_NUMBERS] == [n for n in Step.KEYS if n not in ("role", "loss")]
+    assert Sync(t=1, dur=1, workers=0).workers == 0  # the reader's minimum

@@ -46,6 +46,7 @@ from advisor.ingest.schema import (
     RATES_NUMBERS,
     SYNC_NUMBERS,
     RunHeader,
+    body_columns,
     parse_header,
     step_numbers,
     unknown_fields,
@@ -106,22 +107,18 @@ class _GiveUp(Exception):
 
 
 def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -> dict[str, Any]:
-    """The polars schema of every field the advisor reads from a body line, and ``extra`` as text;
-    ``steps``: only the fields of a step (the narrow read of `_parsed`)."""
+    """The polars schema of every field the advisor reads from a body line (`schema.body_columns`:
+    text and ``bps``/``cap_bps`` as text, ``q`` by the header's queues, numbers as floats), and
+    ``extra`` as text; ``steps``: only the fields of a step (the narrow read of `_parsed`)."""
     import polars as pl
 
-    if steps:
-        names = ("ev", "role", *[s[0] for s in step_numbers(header)], "loss", *header.node_step_fields)
-        schema: dict[str, Any] = {n: pl.String if n in _TEXT else pl.Float64 for n in names}
-    else:
-        schema = {n: pl.String for n in _TEXT + _OBJECTS}
-        schema.update({n: pl.Float64 for n in _NUMERIC + header.node_step_fields})
-        if header.queues:
-            schema["q"] = pl.Struct(
-                {q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues}
-            )
-        else:
-            del schema["q"]
+    schema: dict[str, Any] = {}
+    for name, kind in body_columns(header, steps=steps).items():
+        schema[name] = pl.Float64 if kind in (int, float) else pl.String
+    if "q" in schema and header.queues:
+        schema["q"] = pl.Struct({q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues})
+    elif "q" in schema:
+        del schema["q"]
     schema.update({n: pl.String for n in extra if n not in schema})
     return schema
 

@@ -1,30 +1,13 @@
-"""The rate-log contract, schema v1 (docs/log-schema.md): event types, the run header, and validation.
+"""The reader's checks of schema v1 (docs/log-schema.md): the header, then one event at a time.
 
-Every line of a log is one JSON object with ``ev`` (event type) and ``t`` (seconds since the run
-started). Five events are known: ``run`` (the header, first line), ``step`` (one batch on one
-worker), ``sync`` (a weight/gradient sync among drafters), ``rates`` (periodic snapshot) and
-``end``. Unknown events and unknown fields are counted, never fatal.
-
-Unknown fields: a field that is not in ``EVENT_FIELDS`` for its event is ignored (you may add
-your own: ``xfer``, ``mem``). Its name is counted (`unknown_fields`), and when it is close to a
-known field of the event (difflib ratio >= ``FIELD_MATCH_CUTOFF``, e.g. ``blokced`` for
-``blocked``) it is a likely misspelling: `advisor.ingest.load` reports it once per name, with the
-known name, as a :class:`LogWarning` (the known field then reads as not logged).
-
-This module is the slow, exact path: it validates one decoded event and names the offending
-field. The fast path (`advisor.ingest.scan`) parses whole files into columns and only falls back here
-to find and name the first bad line.
-
-Errors are :class:`LogError` (the CLI maps them to exit code 2); :class:`LogRefused` is the kind
-that waiting cannot cure (a special file, a file past the size limits, a compressed bomb), so a
-follower stops on it instead of waiting for more data.
-
-Limits where nobody can mean more (a bigger value is corruption or an attack, and would cost
-memory or time quadratic in it): ``MAX_GPUS`` GPUs or workers of a role, ``MAX_QUEUE_CAP`` slots
-in a queue, ``MAX_TIME_S`` seconds for any time (``t``, ``busy``, ...: about three years),
-``MAX_TOKENS`` tokens in one batch, and whole numbers up to 2**53 (exact as floats). Results that rest on
-assumptions are reported with the warning categories below; `advisor.advice` collects them as
-caveats.
+The fields, their types and bounds are the records' (`advisor.records`); this module checks a
+decoded line against them and names the file, line and field of a bad one (:class:`LogError`,
+exit code 2). It is the exact path: the fast scan (`advisor.ingest.scan`) checks columns and
+falls back here to name the first bad line. Unknown events and fields are counted, never fatal;
+an unknown field close to a known one (difflib ratio >= ``FIELD_MATCH_CUTOFF``, ``blokced``) is
+reported as a likely misspelling (`advisor.ingest.load`). Limits where nobody can mean more (a
+bigger value is corruption or an attack): ``MAX_GPUS``, ``MAX_QUEUE_CAP``, ``MAX_TIME_S``,
+``MAX_TOKENS`` and whole numbers up to 2**53.
 """
 
 from __future__ import annotations
@@ -33,55 +16,37 @@ import difflib
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, replace
 from typing import Any
 
 from advisor.errors import LogError, LogWarning, display_path, short_repr
-from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MAX_TIME_S
-
-SCHEMA_VERSION = 1
-KNOWN_EVENTS = ("run", "step", "sync", "rates", "end")
-END_REASONS = ("done", "interrupted", "error")
-MAX_TOKENS = 1 << 31
-MAX_INT = 1 << 53
-_FLOAT_MAX = 1.7976931348623157e308
-HEADER_FIELDS = (
-    "ev",
-    "v",
-    "t",
-    "run",
-    "gpus",
-    "roles",
-    "queues",
-    "token_budget",
-    "samples",
-    "epochs",
-    "hardware",
-    "target_model",
-    "drafter_model",
-    "sync_every",
-    "hs_bytes_per_token",
-    "t0_unix",
-    "device",
-    "physical_gpus",
-    "cores",
-    "gpus_per_worker",
-    "gpus_per_node",
-    "placement",
-    "link_bytes_s",
-    "cap_bps_kind",
-    "probe",
-    "unit",
+from advisor.records import (
+    ENGINE_GPUS,
+    EVENTS,
+    MAX_INT,  # noqa: F401 (the limits, for readers of this module)
+    PROBE_FIELDS,
+    RATE,
+    SCHEMA_VERSION,
+    WORKERS,
+    End,
+    EndReason,
+    Queue,
+    Rates,
+    Run,
+    Spec,
+    Step,
+    Sync,
 )
+from advisor.settings import MAX_GPUS, MAX_QUEUE_CAP, MAX_TIME_S  # noqa: F401 (the limits, for readers of this module)
+
+KNOWN_EVENTS = tuple(EVENTS)
+END_REASONS = tuple(r.value for r in EndReason)
+_FLOAT_MAX = 1.7976931348623157e308
+HEADER_FIELDS = ("ev", *Run.FIELDS)
 CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower bound, an upper estimate
-# the top-level fields of each known event (docs/log-schema.md); anything else is the writer's own
-EVENT_FIELDS = {
-    "run": HEADER_FIELDS,
-    "step": ("ev", "t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss", "xfer"),
-    "sync": ("ev", "t", "dur", "role", "workers", "bytes"),
-    "rates": ("ev", "t", "window", "bps", "cap_bps", "tok_s", "q", "eta_s", "done"),
-    "end": ("ev", "t", "reason", "msg"),
-}
+# the top-level fields of each known event (the records' own and their known extras); anything
+# else is the writer's own
+EVENT_FIELDS = {ev: ("ev", *cls.FIELDS) for ev, cls in EVENTS.items()}
 FIELD_MATCH_CUTOFF = 0.75  # difflib ratio from which an unknown field name is taken for a misspelling
 
 
@@ -99,40 +64,13 @@ def nearest_field(ev: str, name: str) -> str | None:
     return close[0] if close else None
 
 
-@dataclass(frozen=True)
-class QueueSpec:
-    """A bounded queue of the pipeline. ``feeds`` names the role that pops from it."""
+@dataclass(frozen=True, kw_only=True)
+class RunHeader(Run):
+    """The ``run`` event as the reader holds it, checked by `parse_header`: ``gpus_per_worker`` a
+    dict (roles not named hold 1), ``placement`` tuples (None: packed, `default_placement`)."""
 
-    name: str
-    feeds: str
-    cap: int
-    per_worker: bool = False
-
-
-@dataclass(frozen=True)
-class RunHeader:
-    """The ``run`` event: what ran, on how many GPUs, with which roles and queues."""
-
-    run: str
-    gpus: int
-    roles: Mapping[str, int]
-    queues: tuple[QueueSpec, ...]
-    token_budget: int | None = None
-    samples: int | None = None
-    epochs: float | None = None
-    hardware: str | None = None
-    target_model: str | None = None
-    drafter_model: str | None = None
-    sync_every: int = 0
-    hs_bytes_per_token: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    # engines of several GPUs, nodes and the link (docs/log-schema.md): role -> GPUs per worker
-    # (roles not named hold 1), GPUs per node (None: one node), role -> node of each worker
-    # (None: packed, `default_placement`), the link's bytes/s (None: not given)
-    gpus_per_worker: Mapping[str, int] = field(default_factory=dict)
-    gpus_per_node: int | None = None
-    placement: Mapping[str, tuple[int, ...]] | None = None
-    link_bytes_s: float | None = None
+    def __post_init__(self):
+        pass  # parse_header has checked every field, with the reader's messages
 
     @property
     def node_step_fields(self) -> tuple[str, ...]:
@@ -163,21 +101,7 @@ class RunHeader:
             return tuple(self.placement[role])
         return default_placement(self.roles, self.gpus_per_worker, self.gpus_per_node)[role]
 
-    @property
-    def role_names(self) -> tuple[str, ...]:
-        return tuple(self.roles)
-
-    @property
-    def producer(self) -> str:
-        """The first GPU role in pipeline order (the targets)."""
-        return self.role_names[0]
-
-    @property
-    def consumer(self) -> str:
-        """The last GPU role in pipeline order (the drafters)."""
-        return self.role_names[-1]
-
-    def queue_feeding(self, role: str) -> QueueSpec | None:
+    def queue_feeding(self, role: str) -> Queue | None:
         """The queue that ``role`` pops from."""
         return next((q for q in self.queues if q.feeds == role), None)
 
@@ -222,7 +146,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                     path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker"
                 )
             try:
-                k[name] = check_number(raw, name, path, line, minimum=1, maximum=MAX_GPUS_PER_WORKER, integer=True)
+                k[name] = check_number(raw, name, ENGINE_GPUS, path, line)
             except LogError as e:
                 raise LogError(path, line, f"GPUs per worker of role '{name}' {e.message}", "gpus_per_worker") from None
     need = sum(n * k.get(r, 1) for r, n in roles.items())
@@ -231,7 +155,7 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
     g = need if gpus is None else gpus
     if g < need:
         raise LogError(path, line, f"is {g} but the roles' engines hold {need} GPUs", "gpus")
-    gpn = check_number(obj, "gpus_per_node", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
+    gpn = _run_number(obj, "gpus_per_node", path, line)
     if gpn is not None and max([1, *k.values()]) > gpn:
         raise LogError(
             path,
@@ -270,33 +194,25 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
                 held = sum(k.get(r, 1) for r, lst in full.items() for x in lst if x == node)
                 if held > gpn:
                     raise LogError(path, line, f"puts {held} GPUs on node {node}, which holds {gpn}", "placement")
-    link = check_number(obj, "link_bytes_s", path, line, required=False, minimum=0, maximum=MAX_INT)
+    link = _run_number(obj, "link_bytes_s", path, line)
     if link is not None and not link > 0:
         raise LogError(path, line, "must be bytes/s above 0", "link_bytes_s")
     return k, g, gpn, placement, link
+
+
+def _run_number(obj: Mapping[str, Any], name: str, path: str, line: int) -> Any:
+    return check_number(obj, name, Run.FIELDS[name], path, line)
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def check_number(
-    obj: Mapping[str, Any],
-    name: str,
-    path: str,
-    line: int | None,
-    *,
-    required: bool = True,
-    minimum: float | None = 0.0,
-    maximum: float | None = None,
-    integer: bool = False,
-) -> Any:
-    """Return ``obj[name]`` checked as a finite number in [minimum, maximum], or None if optional.
-
-    Whole numbers without a ``maximum`` are bounded by 2**53 (beyond it a float cannot hold them exactly).
-    """
+def check_number(obj: Mapping[str, Any], name: str, spec: Spec, path: str, line: int | None) -> Any:
+    """``obj[name]`` checked as a number by its record field's `Spec` (advisor.records): present if
+    required, finite, whole for an ``int``, within the bounds; None where absent and optional."""
     if name not in obj or obj[name] is None:
-        if required:
+        if spec.required:
             raise LogError(path, line, "is missing", name)
         return None
     v = obj[name]
@@ -306,15 +222,13 @@ def check_number(
         raise LogError(path, line, f"is too large ({short_repr(v)})", name)
     if not math.isfinite(v):
         raise LogError(path, line, f"must be finite, got {v!r}", name)
-    if integer and float(v) != int(v):
+    if spec.kind is int and float(v) != int(v):
         raise LogError(path, line, f"must be a whole number, got {v!r}", name)
-    if minimum is not None and v < minimum:
-        raise LogError(path, line, f"must be a number >= {minimum:g}, got {short_repr(v)}", name)
-    if maximum is None and integer:
-        maximum = MAX_INT
-    if maximum is not None and v > maximum:
-        raise LogError(path, line, f"is {short_repr(v)}, more than the limit {maximum:g}", name)
-    return int(v) if integer else float(v)
+    if spec.minimum is not None and v < spec.minimum:
+        raise LogError(path, line, f"must be a number >= {spec.minimum:g}, got {short_repr(v)}", name)
+    if spec.maximum is not None and v > spec.maximum:
+        raise LogError(path, line, f"is {short_repr(v)}, more than the limit {spec.maximum:g}", name)
+    return int(v) if spec.kind is int else float(v)
 
 
 def has_surrogate(s: str) -> bool:
@@ -361,8 +275,8 @@ def _name(obj: Mapping[str, Any], key: str, path: str, line: int, what: str) -> 
 def _check_device_fields(obj: Mapping[str, Any], path: str, line: int) -> None:
     """Where the workers computed (docs/log-schema.md): kept in ``extra``, read by advisor.fit.splits."""
     check_string(obj, "device", path, line, required=False)
-    check_number(obj, "physical_gpus", path, line, required=False, minimum=0, maximum=MAX_INT, integer=True)
-    check_number(obj, "cores", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+    _run_number(obj, "physical_gpus", path, line)
+    _run_number(obj, "cores", path, line)
     check_probe(obj, path, line)
 
 
@@ -382,9 +296,7 @@ def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, An
         )
     try:
         _name(raw, "id", path, line, "a probe's id")
-        seg = check_number(raw, "segment", path, line, minimum=1, maximum=MAX_INT, integer=True)
-        segs = check_number(raw, "segments", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
-        check_number(raw, "round", path, line, required=False, minimum=1, maximum=MAX_INT, integer=True)
+        seg, segs, _ = (check_number(raw, n, s, path, line) for n, s in PROBE_FIELDS.items() if s.kind is int)
     except LogError as e:
         raise LogError(path, line, f"{e.field or ''} {e.message}".strip(), "probe") from None
     if segs is not None and seg > segs:
@@ -412,9 +324,9 @@ def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: 
             )
 
 
-# header fields that RunHeader holds as typed attributes (its fields, and the envelope's ev, v and
-# t); the rest of the header goes to ``extra``
-_TYPED_HEADER_FIELDS = frozenset({"ev", "v", "t"} | {f.name for f in fields(RunHeader)} - {"extra"})
+# header fields that RunHeader holds as typed attributes (``v`` and ``t`` left at their defaults);
+# the rest of the header goes to ``extra``
+_TYPED_HEADER_FIELDS = frozenset({"ev", *Run.KEYS})
 _DISPLAY_TEXTS = ("run", "hardware", "target_model", "drafter_model")
 
 
@@ -427,7 +339,7 @@ def _check_envelope(obj: Any, path: str, line: int) -> None:
     v = obj.get("v", SCHEMA_VERSION)
     if v != SCHEMA_VERSION or isinstance(v, bool):
         raise LogError(path, line, f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})", "v")
-    check_number(obj, "t", path, line, maximum=MAX_TIME_S)
+    _run_number(obj, "t", path, line)
 
 
 def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]:
@@ -444,7 +356,7 @@ def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]
                 path, line, f"role names must be non-empty printable strings, got {short_repr(name)}", "roles"
             )
         try:
-            roles[name] = check_number(roles_raw, name, path, line, minimum=1, maximum=MAX_GPUS, integer=True)
+            roles[name] = check_number(roles_raw, name, WORKERS, path, line)
         except LogError as e:
             raise LogError(path, line, f"worker count of role '{name}' {e.message}", "roles") from None
     if sum(roles.values()) > MAX_GPUS:
@@ -454,29 +366,31 @@ def _parse_roles(obj: Mapping[str, Any], path: str, line: int) -> dict[str, int]
 
 def _parse_gpus(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> int | None:
     """``gpus`` (optional): a whole number, at least the GPUs the roles use."""
-    gpus = check_number(obj, "gpus", path, line, required=False, minimum=1, maximum=MAX_GPUS, integer=True)
+    gpus = _run_number(obj, "gpus", path, line)
     if gpus is not None and gpus < sum(roles.values()):
         raise LogError(path, line, f"is {gpus} but the roles use {sum(roles.values())} GPUs", "gpus")
     return gpus
 
 
-def _parse_queue(q: Any, i: int, path: str, line: int) -> QueueSpec:
-    """Entry ``i`` of ``queues``: an object with ``name``, ``feeds``, ``cap`` and ``per_worker``."""
+def _parse_queue(q: Any, i: int, roles: Mapping[str, int], path: str, line: int) -> Queue:
+    """Entry ``i`` of ``queues``: an object with ``name``, ``feeds`` (a role), ``cap`` and ``per_worker``."""
     if not isinstance(q, dict):
         raise LogError(path, line, f"entry {i} must be an object", "queues")
     try:
         name = _name(q, "name", path, line, "a queue's name")
         feeds = check_string(q, "feeds", path, line)
-        cap = check_number(q, "cap", path, line, minimum=0, maximum=MAX_QUEUE_CAP, integer=True)
+        cap = check_number(q, "cap", Queue.SPECS["cap"], path, line)
         per_worker = q.get("per_worker", False)
         if not isinstance(per_worker, bool):
             raise LogError(path, line, f"must be true or false, got {short_repr(per_worker)}", "per_worker")
     except LogError as e:
         raise LogError(path, line, f"entry {i}: {e.field or ''} {e.message}".replace("  ", " "), "queues") from None
-    return QueueSpec(name=name, feeds=feeds, cap=cap, per_worker=per_worker)
+    if feeds not in roles:
+        raise LogError(path, line, f"queue '{name}' feeds '{feeds}', which is not a role in 'roles'", "queues")
+    return Queue(name=name, feeds=feeds, cap=cap, per_worker=per_worker)
 
 
-def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> tuple[QueueSpec, ...]:
+def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> tuple[Queue, ...]:
     """``queues`` (optional): a list of queues, each feeding a role in ``roles``, names unique."""
     queues_raw = obj.get("queues")
     if queues_raw is not None and not isinstance(queues_raw, list):
@@ -487,13 +401,9 @@ def _parse_queues(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, l
             f"got {type(queues_raw).__name__} {short_repr(queues_raw)}",
             "queues",
         )
-    queues: list[QueueSpec] = []
+    queues: list[Queue] = []
     for i, q in enumerate(queues_raw or []):
-        spec = _parse_queue(q, i, path, line)
-        if spec.feeds not in roles:
-            raise LogError(
-                path, line, f"queue '{spec.name}' feeds '{spec.feeds}', which is not a role in 'roles'", "queues"
-            )
+        spec = _parse_queue(q, i, roles, path, line)
         if any(x.name == spec.name for x in queues):
             raise LogError(path, line, f"queue name '{spec.name}' appears twice", "queues")
         queues.append(spec)
@@ -531,18 +441,15 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
         gpus=gpus,
         roles=roles,
         queues=queues,
-        token_budget=check_number(
-            obj, "token_budget", path, line, required=False, minimum=1, maximum=MAX_TOKENS, integer=True
-        ),
-        samples=check_number(obj, "samples", path, line, required=False, minimum=0, integer=True),
-        epochs=check_number(obj, "epochs", path, line, required=False, minimum=0, maximum=MAX_INT),
+        token_budget=_run_number(obj, "token_budget", path, line),
+        samples=_run_number(obj, "samples", path, line),
+        epochs=_run_number(obj, "epochs", path, line),
         hardware=texts["hardware"],
         target_model=texts["target_model"],
         drafter_model=texts["drafter_model"],
-        sync_every=check_number(obj, "sync_every", path, line, required=False, minimum=0, integer=True) or 0,
-        hs_bytes_per_token=check_number(
-            obj, "hs_bytes_per_token", path, line, required=False, minimum=0, maximum=MAX_INT
-        ),
+        sync_every=_run_number(obj, "sync_every", path, line) or 0,
+        hs_bytes_per_token=_run_number(obj, "hs_bytes_per_token", path, line),
+        t0_unix=obj.get("t0_unix"),  # not checked: read by no one, compared across rank files
         extra={key: v for key, v in obj.items() if key not in _TYPED_HEADER_FIELDS},
         gpus_per_worker=k,
         gpus_per_node=gpn,
@@ -551,20 +458,36 @@ def parse_header(obj: Any, path: str, line: int) -> RunHeader:
     )
 
 
-# Numeric fields of each event: (name, required, integer, maximum); the minimum is 0 for all.
-# advisor.ingest.scan checks the same bounds column by column (its fast path) from these tables.
-STEP_NUMBERS = (
-    ("t", True, False, MAX_TIME_S),
-    ("worker", True, True, MAX_GPUS),
-    ("batch", False, True, MAX_INT),
-    ("tokens", True, True, MAX_TOKENS),
-    ("seqs", False, True, MAX_TOKENS),
-    ("busy", True, False, MAX_TIME_S),
-    ("wait", False, False, MAX_TIME_S),
-    ("blocked", False, False, MAX_TIME_S),
-)
+def _numbers(fields: Mapping[str, Spec]) -> tuple[tuple[str, bool, bool, float | None], ...]:
+    """(name, required, integer, maximum) of each number >= 0 of an event, in line order."""
+    return tuple(
+        (n, s.required, s.kind is int, s.maximum)
+        for n, s in fields.items()
+        if s.kind in (int, float) and s.minimum == 0
+    )
+
+
+# the numbers of each event; advisor.ingest.scan checks them column by column (its fast path)
+STEP_NUMBERS = _numbers(Step.SPECS)
 # a drafter step's link-inclusive import seconds, read (and checked) where the header spans nodes
-XFER_NUMBER = ("xfer", False, False, MAX_TIME_S)
+XFER_NUMBER = _numbers(Step.EXTRA_FIELDS)[0]
+SYNC_NUMBERS = _numbers(Sync.SPECS)
+RATES_NUMBERS = _numbers(Rates.SPECS)
+
+
+def body_columns(header: RunHeader, *, steps: bool = False) -> dict[str, type]:
+    """The fields of the body's events (``steps``: a step's alone) as columns, name -> `Spec` kind:
+    texts, then maps (``object``), then numbers, each in line order; the header's node fields too."""
+    kinds: dict[str, type] = {"ev": str}
+    for cls in (Step,) if steps else (Step, Sync, Rates, End):
+        kinds.update((n, s.kind) for n, s in cls.SPECS.items() if n not in kinds)
+    kinds.update((n, Step.FIELDS[n].kind) for n in header.node_step_fields)
+    return {
+        n: k
+        for order in (str, object, None)
+        for n, k in kinds.items()
+        if (k is order) or (order is None and k in (int, float))
+    }
 
 
 def step_numbers(header: RunHeader) -> tuple:
@@ -572,25 +495,10 @@ def step_numbers(header: RunHeader) -> tuple:
     return STEP_NUMBERS + ((XFER_NUMBER,) if header.node_step_fields else ())
 
 
-SYNC_NUMBERS = (
-    ("t", True, False, MAX_TIME_S),
-    ("workers", False, True, MAX_GPUS),
-    ("dur", True, False, MAX_TIME_S),
-    ("bytes", False, False, None),
-)
-RATES_NUMBERS = (
-    ("t", True, False, MAX_TIME_S),
-    ("window", False, False, MAX_TIME_S),
-    ("tok_s", False, False, None),
-    ("eta_s", False, False, None),
-    ("done", False, False, None),
-)
-
-
 def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
     """A ``rates`` event's numbers, its ``bps`` and ``cap_bps`` maps and its queue depths ``q``."""
-    for name, req, _, top in RATES_NUMBERS:
-        check_number(obj, name, path, line, required=req, maximum=top)
+    for name, *_ in RATES_NUMBERS:
+        check_number(obj, name, Rates.SPECS[name], path, line)
     for key in ("bps", "cap_bps"):
         d = obj.get(key)
         if d is None and key == "cap_bps":
@@ -601,7 +509,7 @@ def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
             if r not in header.roles:
                 continue  # unknown fields are ignored (schema v1)
             try:
-                check_number(d, r, path, line, minimum=0)
+                check_number(d, r, RATE, path, line)
             except LogError as e:
                 raise LogError(path, line, e.message, f"{key}.{r}") from None
     q = obj.get("q")
@@ -630,8 +538,8 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     if not isinstance(ev, str) or not ev:
         raise LogError(path, line, "is missing or not a non-empty string", "ev")
     if ev == "step":
-        for name, req, integer, top in step_numbers(header):
-            check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
+        for name, *_ in step_numbers(header):
+            check_number(obj, name, Step.FIELDS[name], path, line)
         role = check_string(obj, "role", path, line)
         if role not in header.roles:
             raise LogError(
@@ -645,14 +553,14 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
                 f"(0..{header.roles[role] - 1})",
                 "worker",
             )
-        check_number(obj, "loss", path, line, required=False, minimum=None)
+        check_number(obj, "loss", Step.FIELDS["loss"], path, line)
     elif ev == "sync":
-        for name, req, integer, top in SYNC_NUMBERS:
-            check_number(obj, name, path, line, required=req, integer=integer, maximum=top)
+        for name, *_ in SYNC_NUMBERS:
+            check_number(obj, name, Sync.SPECS[name], path, line)
     elif ev == "rates":
         _check_rates(obj, header, path, line)
     elif ev == "end":
-        check_number(obj, "t", path, line, maximum=MAX_TIME_S)
+        check_number(obj, "t", End.SPECS["t"], path, line)
         reason = check_string(obj, "reason", path, line, required=False)
         if reason is not None and reason not in END_REASONS:  # absent: "done" (docs/log-schema.md)
             raise LogError(path, line, f"must be one of {', '.join(END_REASONS)}, got {short_repr(reason)}", "reason")
@@ -664,5 +572,5 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
             "ev",
         )
     else:
-        check_number(obj, "t", path, line, required=False, maximum=MAX_TIME_S)
+        check_number(obj, "t", replace(End.SPECS["t"], required=False), path, line)
     return ev
