@@ -41,8 +41,6 @@ from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, read_chunks
 from advisor.ingest.schema import (
     END_REASONS,
     KNOWN_EVENTS,
-    MAX_INT,
-    MAX_TIME_S,
     RATES_NUMBERS,
     SYNC_NUMBERS,
     RunHeader,
@@ -52,28 +50,11 @@ from advisor.ingest.schema import (
     unknown_fields,
 )
 from advisor.ingest.summary import Summary
+from advisor.records import MAX_INT
+from advisor.settings import MAX_TIME_S
 
 RANGE_BYTES = 16 << 20  # whole lines parsed, checked and folded at once
 PROBE_LINES = 64  # lines of each range decoded to find unknown fields
-_NUMERIC = (
-    "t",
-    "worker",
-    "batch",
-    "tokens",
-    "seqs",
-    "busy",
-    "wait",
-    "blocked",
-    "loss",
-    "workers",
-    "dur",
-    "bytes",
-    "window",
-    "tok_s",
-    "eta_s",
-    "done",
-)
-_TEXT = ("ev", "role", "reason", "msg")
 _OBJECTS = ("bps", "cap_bps", "q")  # rates' objects; the first two read as JSON text (`_Scan._rates`)
 
 
