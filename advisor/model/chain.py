@@ -25,25 +25,22 @@ Barrier idling (data-parallel drafters, a barrier every k steps, M > 1). s(M) co
 drafter-bound side: a round of k steps per rank waits for the slowest rank. On the target-bound
 side the chain sees ample drafter capacity and returns about the target bound, but each round
 ends in a tail the chain does not model. A round hands M k batches to the ranks; an idle rank
-pulls, the lowest-numbered first (the trainer's and `advisor.model.simulate`'s rule), and a rank that
-has done its k steps waits at the barrier. With the targets supplying lambda = N mu_p and a
-rank serving c = mu_c (its step rate, before s(M)), about a = min(lambda / c, M) ranks are busy
-at a time. In a fluid picture they start one after another every k / lambda seconds; the last
-rank starts when about a ranks are left and needs k / c seconds, during which the targets
-supply lambda k / c = a k batches while the ranks still serving hold on average half their
-work, a k / 2: the tail leaves about D = a k / 2 batches unconsumed. Random service and arrival
-times spread the ranks' progress instead, by about k^0.6 steps (a random walk, slightly
-super-diffusive), the slowest of the a competing ranks setting the end (e_a, the expected
-maximum of a standard normals); for long rounds this is less than the fluid stagger, so
+pulls, the one idle longest first (processes blocked on one queue; `advisor.model.simulate`'s
+rule), and a rank that has done its k steps waits at the barrier. With the targets supplying
+lambda = N mu_p and a rank serving c = mu_c (its step rate, before s(M)), about a = min(lambda / c,
+M) ranks are busy at a time. The longest-idle rule deals the round out in turn, so the ranks
+finish their quotas close together: the last rank's last step leaves about a batches
+unconsumed, and random service spreads the ranks' progress by about k^0.3 steps, the slowest of
+the a competing ranks setting the end (e_a, the expected maximum of a standard normals); at most
+the fluid stagger a k / 2 of ranks filled one after another:
 
-    D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.6, 1.0 and 0.5
+    D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.3, 0.25 and 1.0
 
 (calibrated on exact simulation of 127 starved or near-balanced splits,
 benchmarks/barrier_tail.py: G = 16-128, k = 4-64, q_hs 2-40, service SCV 0.01-0.5, a = 1.2-20;
-how close min(chain, X_bar) comes to the simulation, its worst splits included: BENCHMARKS.md 4;
-where the pure fluid D = a k / 2 misses: BENCHMARKS.md 20.11. The worst splits are near-balanced
-ones at large G, where neither the chain nor the tail describes the round; the exact refinement
-covers such splits when they are near the best).
+mean error 0.8%, 90th percentile 1.9%, worst 7.9%: BENCHMARKS.md 19.23. The worst splits are
+near-balanced ones at large G, where neither the chain nor the tail describes the round; the
+exact refinement covers such splits when they are near the best).
 
 The all-reduce's T_ar seconds add lambda T_ar more. Those batches wait in q_hs and in the hands
 of blocked targets, at most B = b + N of them (the stock that opens the next round, drained at
@@ -104,7 +101,7 @@ CENTRAL_ELASTICITY_STEP = 0.09
 MODEL_SE = 0.005  # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
 BARRIER_SE_SHARE = 0.25  # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
-TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
+TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.3, 0.25, 1.0  # BENCHMARKS.md 19.23
 # the link is the bottleneck where it is this busy (the drafters' pool capacity, their waits on it
 # included, then equals the link's), or its capacity within LINK_SATURATED_CAP of the smallest
 LINK_SATURATED = 0.99
@@ -269,7 +266,7 @@ class LinkStage:
 def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float, buffer: int) -> float:
     """Barrier-limited rate X_bar of ``m`` data-parallel ranks fed at ``lam_bps`` (module docstring):
     ``lam M k / (M k + E)``, ``E = max(0, D + lam T_ar - (b + N))``, ``a = min(lam / c, M)``,
-    ``D = a min(k / 2, k^0.6 (1 + 0.5 e_a))``.
+    ``D = a min(k / 2, k^0.3 (0.25 + e_a))``.
     """
     if m <= 1 or every <= 0 or lam_bps <= 0 or c_bps <= 0:
         return math.inf

@@ -22,7 +22,10 @@ Rules, which are those of the real trainer:
   y = |q_hs| + busy drafters + blocked targets lives on 0..hs_cap + M + N, the birth-death
   state of the birth-death chain of `advisor.model.chain`, and with exponential service the simulation must
   reproduce that chain (one server each side, balanced: X = mu (b + 2) / (b + 3)).
-* Drafters pull FIFO from q_hs; when several are idle the lowest index takes the batch.
+* Drafters pull FIFO from q_hs; when several are idle the one idle longest takes the batch, as
+  processes blocked on one queue are served (after a sync round, in rank order). Lowest index
+  first would hand a round's batches to the same few ranks, leave the rest short of their quota at
+  the barrier and block the targets: on a q_hs of 2 it read a real 1-6 log 12% low (BENCHMARKS.md 19.23).
   With sync_every = k > 0 and M > 1 the ranks are data parallel: after each rank's k-th
   step since the last sync it waits at a barrier; when the last rank arrives, all ranks are
   busy for one all-reduce of sync_s[r] seconds (round r), then pull again. While a rank
@@ -39,10 +42,8 @@ Nodes and the link (``link_s``, ``target_node``, ``drafter_node``): a batch whos
 differs from its drafter's holds the one shared link for ``link_s[b]`` seconds when the drafter
 starts it, first come first served (``link_free``: when the link is next free), and the drafter
 computes after the transfer; its time on the link is part of its busy time (docs/log-schema.md,
-"Which batches cross, and the link"; the trainer's emulated link follows the same rule). With a
-link, an idle drafter pulls in the order the drafters became idle (the longest idle first, as
-processes blocked on one queue are served), not lowest index first: which drafter takes a batch
-decides whether it crosses.
+"Which batches cross, and the link"; the trainer's emulated link follows the same rule). Which
+idle drafter takes a batch (the longest idle) decides whether it crosses.
 
 Steady state. The first `warmup_batches` drafter completions are dropped: the window
 starts at the warmup-th drafter completion t_a. It ends at t_b, the loader's departure of
@@ -278,7 +279,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
     tgt_batch = [-1] * N
     hs: deque = deque()
     blocked: deque = deque()  # target indices holding output, in blocking order
-    d_idle = list(range(M))  # heap of idle drafter indices
+    d_idle = deque(range(M))  # idle drafters, the longest idle first
     dr_batch = [-1] * M
     d_steps = [0] * M
     # Mutable loader/barrier state lives in one list so the nested helpers can update it
@@ -383,10 +384,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
             D1[b] = t
             tgt_next(j, t)
         else:
-            if linked:
-                d_idle.append(d)  # across nodes: the drafter idle longest takes first
-            else:
-                push(d_idle, d)
+            d_idle.append(d)
             return
         S2[b] = t
         W2[b] = d
@@ -421,7 +419,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
             b = tgt_batch[w]
             C1[b] = t
             if d_idle:
-                d = d_idle.pop(0) if linked else pop(d_idle)
+                d = d_idle.popleft()
                 D1[b] = t
                 S2[b] = t
                 W2[b] = d
