@@ -18,15 +18,18 @@ buffer. Capacities: C_p = N mu_p, C_c = M mu_c s(M); the naive bound is the leas
 
 Barrier idling (a barrier every k drafter steps, M > 1): on the target-bound side each round
 ends in a tail the chain does not model. With the targets supplying lambda = N mu_p and a rank
-serving c = mu_c, about a = min(lambda / c, M) ranks are busy at a time; in a fluid picture the
-tail leaves D = a k / 2 batches unconsumed, and random service spreads the ranks' progress by about
-k^0.6 steps (the slowest of a ranks, e_a the expected maximum of a standard normals), so
+serving c = mu_c, about a = min(lambda / c, M) ranks are busy at a time. An idle rank pulls, the
+one idle longest first (`advisor.model.simulate`'s rule), so the round is dealt out in turn and the
+ranks finish their quotas close together: the last step leaves about a batches unconsumed, random
+service spreads the ranks' progress by about k^0.3 steps (the slowest of a ranks, e_a the expected
+maximum of a standard normals), and the fluid stagger a k / 2 is the most it can be:
 
-    D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.6, 1.0 and 0.5
+    D = a min(k / 2, k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a)),   0.3, 0.25 and 1.0
 
-(calibrated on exact simulation of 127 splits, benchmarks/barrier_tail.py; BENCHMARKS.md 4 and
-20.11). The all-reduce adds lambda T_ar batches; at most B = b + N wait (q_hs and blocked targets),
-past that the targets block, with the excess E = max(0, D + lambda T_ar - B) per round:
+(calibrated on exact simulation of 127 splits, benchmarks/barrier_tail.py: mean error 0.8%, worst
+7.9%, BENCHMARKS.md 19.23). The all-reduce adds lambda T_ar batches; at most B = b + N wait (q_hs
+and blocked targets), past that the targets block, with the excess E = max(0, D + lambda T_ar - B)
+per round:
 
     X_bar = lambda M k / (M k + E).
 
@@ -66,7 +69,7 @@ CENTRAL_ELASTICITY_STEP = 0.09
 MODEL_SE = 0.005  # the analytic chain against exact simulation: mean error ~0.5% (VALIDATION.md)
 BARRIER_SE_SHARE = 0.25  # one standard error of the barrier-tail correction, as a share of its size
 # the ranks' progress spread at a round's end: k^TAIL_EXP (TAIL_BASE + TAIL_MAX_WEIGHT e_a) steps (calibrated)
-TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.6, 1.0, 0.5
+TAIL_EXP, TAIL_BASE, TAIL_MAX_WEIGHT = 0.3, 0.25, 1.0  # BENCHMARKS.md 19.23
 # the link is the bottleneck where it is this busy (the drafters' pool capacity, their waits on it
 # included, then equals the link's), or its capacity within LINK_SATURATED_CAP of the smallest
 LINK_SATURATED = 0.99
@@ -231,7 +234,7 @@ class LinkStage:
 def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allreduce_s: float, buffer: int) -> float:
     """Barrier-limited rate X_bar of ``m`` data-parallel ranks fed at ``lam_bps`` (module docstring):
     ``lam M k / (M k + E)``, ``E = max(0, D + lam T_ar - (b + N))``, ``a = min(lam / c, M)``,
-    ``D = a min(k / 2, k^0.6 (1 + 0.5 e_a))``.
+    ``D = a min(k / 2, k^0.3 (0.25 + e_a))``.
     """
     if m <= 1 or every <= 0 or lam_bps <= 0 or c_bps <= 0:
         return math.inf

@@ -11,13 +11,14 @@ identity through the line. The rules are the real trainer's:
 * Target j serves its own queue FIFO; one that finishes while q_hs holds hs_cap keeps the output,
   BLOCKED until a drafter pulls (released in blocking order). q_hs counts waiting items only, so
   y = |q_hs| + busy drafters + blocked targets is `advisor.model.chain`'s birth-death state.
-* Drafters pull FIFO from q_hs, the lowest idle index first. With sync_every = k > 0 and M > 1,
+* Drafters pull FIFO from q_hs, the one idle longest first (as processes waiting on one queue are
+  served; lowest index first deals a synced round to a few ranks and blocks the targets: a real
+  q_hs-2 log read 12% low, BENCHMARKS.md 19.23). With sync_every = k > 0 and M > 1,
   after each rank's k-th step it waits at a barrier; when the last arrives all ranks are busy for
   one all-reduce of sync_s[r] seconds (round r), pulling nothing meanwhile.
 * Nodes (``link_s``, ``target_node``, ``drafter_node``): a batch whose target's node differs from
   its drafter's holds the one shared link for ``link_s[b]`` seconds when the drafter starts it,
-  FCFS, and the drafter computes after (docs/log-schema.md); an idle drafter then pulls in the
-  order the drafters became idle.
+  FCFS, and the drafter computes after (docs/log-schema.md).
 
 Implementation: one event heap of (time, kind, worker); everything that follows a completion at
 the same instant is done at once, so the heap holds at most N + M + 2 entries.
@@ -235,7 +236,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
     tgt_batch = [-1] * N
     hs: deque = deque()
     blocked: deque = deque()  # target indices holding output, in blocking order
-    d_idle = list(range(M))  # heap of idle drafter indices
+    d_idle = deque(range(M))  # idle drafters, the longest idle first
     dr_batch = [-1] * M
     d_steps = [0] * M
     # Mutable loader/barrier state lives in one list so the nested helpers can update it
@@ -340,10 +341,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
             D1[b] = t
             tgt_next(j, t)
         else:
-            if linked:
-                d_idle.append(d)  # across nodes: the drafter idle longest takes first
-            else:
-                push(d_idle, d)
+            d_idle.append(d)
             return
         S2[b] = t
         W2[b] = d
@@ -378,7 +376,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
             b = tgt_batch[w]
             C1[b] = t
             if d_idle:
-                d = d_idle.pop(0) if linked else pop(d_idle)
+                d = d_idle.popleft()
                 D1[b] = t
                 S2[b] = t
                 W2[b] = d
