@@ -118,6 +118,7 @@ MODELS = {  # preset -> (target model, drafter model), as the trainer's headers 
 }
 CALIBRATED: tuple[Family, ...] = (
     _family("tiny-hs1-pre50-sync10-tb1024-tp1-cpu16", "tiny", "16-core CPU", (1, 50, 10, 1024, 1, 1), "qhs1g7"),
+    _family("tiny-hs20-pre1-sync10-tb1024-tp1-cpu16", "tiny", "16-core CPU", (20, 1, 10, 1024, 1, 1), "qpre1g7"),
     _family(
         "tiny-hs20-pre50-sync10-tb1024-tp1-cpu16",
         "tiny",
@@ -140,6 +141,7 @@ CALIBRATED: tuple[Family, ...] = (
         "cpu32 cpu32g12 ded32",
     ),
     _family("tiny-hs20-pre50-sync10-tb4096-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 4096, 1, 1), "g14tb4k"),
+    _family("tiny-hs20-pre50-sync10-tb512-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 512, 1, 1), "tb512g7"),
     _family(
         "tiny-hs20-pre50-sync2-tb1024-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 1024, 1, 1), "sync2g12 sync2g14"
     ),
