@@ -68,10 +68,6 @@ class ContentionWarning(AssumptionWarning):
     """What one log shows about contention between workers, and what the projection assumes of it."""
 
 
-class ReconcileWarning(AdvisorWarning):
-    """The model does not reproduce a measured rate at a split a log ran."""
-
-
 class SettingsError(ValueError):
     """An option is unusable; the text names the option."""
 

@@ -85,10 +85,10 @@ def test_next_run_from_the_flag_or_an_ended_log():
 
 
 def test_one_limit_for_queue_caps_and_gpus_the_logs_and_the_options():
-    from advisor.ingest import schema
+    from advisor.records import WORKERS, Queue
     from advisor.settings import MAX_QUEUE_CAP
 
-    assert schema.MAX_QUEUE_CAP is MAX_QUEUE_CAP and schema.MAX_GPUS is MAX_GPUS
+    assert Queue.SPECS["cap"].maximum == MAX_QUEUE_CAP and WORKERS.maximum == MAX_GPUS
     assert make(hs_cap=MAX_QUEUE_CAP).hs_cap == MAX_QUEUE_CAP
     with pytest.raises(SettingsError, match="^--hs-cap:"):
         make(hs_cap=MAX_QUEUE_CAP + 1)

@@ -23,7 +23,6 @@ from advisor.errors import LogError, LogWarning, display_path, short_repr
 from advisor.records import (
     ENGINE_GPUS,
     EVENTS,
-    MAX_INT,  # noqa: F401 (the limits, for readers of this module)
     PROBE_FIELDS,
     RATE,
     SCHEMA_VERSION,
@@ -37,7 +36,7 @@ from advisor.records import (
     Step,
     Sync,
 )
-from advisor.settings import MAX_GPUS, MAX_QUEUE_CAP, MAX_TIME_S  # noqa: F401 (the limits, for readers of this module)
+from advisor.settings import MAX_GPUS
 
 KNOWN_EVENTS = tuple(EVENTS)
 END_REASONS = tuple(r.value for r in EndReason)

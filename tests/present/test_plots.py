@@ -310,7 +310,7 @@ def test_a_log_spanning_1e15_seconds_plots_under_a_memory_cap(tmp_path):
     The cap counts address space reserved, not used: polars' runtime reserves about 0.7 GB at
     import (its thread pools; the process's resident set stays near 170 MB), so the cap sits well
     below the 4.5 GB the unbinned plot took and above what the imports reserve."""
-    from advisor.ingest.schema import MAX_TIME_S
+    from advisor.settings import MAX_TIME_S
 
     lines = (FIXTURES / "cpu-2x1.jsonl").read_text().splitlines()
     assert '"ev":"end"' in lines[-1]
