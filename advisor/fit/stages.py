@@ -49,7 +49,7 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     the ranks' rounds (see SyncFit).
     """
     k = max((ml.log.header.sync_every for ml in measured), default=0)
-    spread = _round_var_ratio(measured, consumer, k)
+    spread, overhead_s = _rounds(measured, consumer, k)
     by_m: dict[int, list[float]] = {}
     sizes: list[float] = []
     for ml in measured:
@@ -66,7 +66,12 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
                     n_steps = len(ml.steps[consumer]) if consumer in ml.steps else 0
                     k = max(k, int(round(n_steps / m / len(d))))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
-    common = dict(sync_every=k, bytes_per_sync=float(np.mean(sizes)) if sizes else None, round_var_ratio=spread)
+    common = dict(
+        sync_every=k,
+        bytes_per_sync=float(np.mean(sizes)) if sizes else None,
+        round_var_ratio=spread,
+        overhead_s=overhead_s,
+    )
     if not means:
         return SyncFit(latency_s=0.0, bandwidth_s=0.0, measured=False, **common)
     ms = np.array(sorted(means), dtype=float)
@@ -105,20 +110,22 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     )
 
 
-def _round_var_ratio(measured: Sequence[MeasuredLog], consumer: str, k: int) -> float:
+def _rounds(measured: Sequence[MeasuredLog], consumer: str, k: int) -> tuple[float, float]:
     """``var(S) / (k sigma^2)`` of a sync round's busy sum between ranks, pooled over the logs'
     complete rounds (`advisor.measure.rounds`) with ``ROUND_PRIOR_DOF`` degrees of freedom of
-    independent steps (ratio 1): ``(sum q + d0) / (sum dof + d0)``. 1 without complete rounds."""
-    ss, dof = 0.0, 0
+    independent steps (ratio 1): ``(sum q + d0) / (sum dof + d0)``, 1 without complete rounds; and
+    the rounds' mean untimed overhead (seconds, at least 0; 0 without complete rounds)."""
+    ss, dof, rounds, overhead = 0.0, 0, 0, 0.0
     for ml in measured:
         m = ml.log.header.roles[consumer]
         steps = ml.steps.get(consumer)
         if steps is None or not len(ml.syncs):
             continue
-        got = round_spread(steps, ml.syncs["t"].to_numpy(float), k, m)
+        got = round_spread(steps, ml.syncs["t"].to_numpy(float), k, m, ml.syncs["dur"].to_numpy(float))
         if got is not None:
             ss, dof = ss + got.ss_scaled, dof + got.dof
-    return (ss + ROUND_PRIOR_DOF) / (dof + ROUND_PRIOR_DOF)
+            rounds, overhead = rounds + got.overhead_rounds, overhead + got.overhead_sum_s
+    return (ss + ROUND_PRIOR_DOF) / (dof + ROUND_PRIOR_DOF), max(overhead / rounds, 0.0) if rounds else 0.0
 
 
 def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:

@@ -507,7 +507,7 @@ def _split_rates(
     s = what_if.consumer_scaling
     if s is None:
         s = _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, t_ar)
-    bar = _Barrier(k, t_ar, s) if k > 0 and ranks > 1 and s > 0 else None
+    bar = _Barrier(k, t_ar + fit.sync.overhead_s, s) if k > 0 and ranks > 1 and s > 0 else None
     return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, pool, ranks, sync_link, busy_round, s, bar)
 
 
@@ -759,7 +759,8 @@ def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: floa
         return 1.0
     mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
     sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
-    round_s = k * mean + math.sqrt(k * sync.round_var_ratio) * sigma * expected_max_normal(m) + allreduce_s
+    barrier_s = math.sqrt(k * sync.round_var_ratio) * sigma * expected_max_normal(m)
+    round_s = k * mean + barrier_s + allreduce_s + sync.overhead_s
     return k * mean / round_s
 
 

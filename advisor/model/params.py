@@ -313,6 +313,9 @@ class SyncFit:
     # var(S) / (k sigma^2): a round's busy sum S between ranks against independent steps
     # (`advisor.measure.rounds`; 1 where no complete round was logged)
     round_var_ratio: float = 1.0
+    # seconds a round spends in neither steps, the barrier nor the logged all-reduce (the untimed
+    # collectives around it: `advisor.measure.rounds`), the mean of the logs' complete rounds
+    overhead_s: float = 0.0
 
     def allreduce_s(self, m: int) -> float:
         """T_ar(M), the fitted all-reduce time."""

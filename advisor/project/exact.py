@@ -165,7 +165,7 @@ def simulate_placed_run(
         hs_cap=b,
         pre_cap=max(fit.pre_cap, 1),
         sync_every=every,
-        sync_s=fit.sync.allreduce_s(m) + sync_link,
+        sync_s=fit.sync.allreduce_s(m) + fit.sync.overhead_s + sync_link,
         warmup_batches=int(nb * WARMUP_SHARE),
         link_s=link,
         keep_trace=True,
@@ -214,7 +214,8 @@ def simulated_bps_at(
             sync = pools.sync_by_m.get(m)
             sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
             # steps are drawn independently: the rounds' measured extra spread waits at the barrier
-            sync_s = np.maximum(sync_s + straggler_excess_s(fit.consumer, fit.sync, m, k_c), 0.0)
+            extra_s = straggler_excess_s(fit.consumer, fit.sync, m, k_c) + fit.sync.overhead_s
+            sync_s = np.maximum(sync_s + extra_s, 0.0)
             yield dict(
                 target_s=tgt,
                 drafter_s=dft,

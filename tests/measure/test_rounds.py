@@ -55,3 +55,15 @@ def test_incomplete_rounds_are_not_counted():
 def test_no_sync_no_spread(k, m, n_sync):
     steps, sync_t = _rounds(m=max(m, 1), k=max(k, 1), n_rounds=50, sigma=0.01, rank_sd=0.0)
     assert round_spread(steps, sync_t[:n_sync], k=k, m=m) is None
+
+
+def test_the_untimed_time_of_a_round_is_what_neither_steps_nor_dur_hold():
+    # each round's sync event lands 10 ms after the last rank's last step; the logged all-reduce
+    # took 4 ms of them, so 6 ms a round is the collectives' untimed overhead
+    steps, sync_t = _rounds(m=4, k=2, n_rounds=100, sigma=0.01, rank_sd=0.0)
+    dur = np.full(len(sync_t), 0.004)
+    dur[5] = np.nan  # a sync without its dur leaves its round out of the overhead
+    got = round_spread(steps, sync_t, k=2, m=4, sync_dur=dur)
+    assert got.overhead_rounds == 99
+    assert got.overhead_sum_s / got.overhead_rounds == pytest.approx(0.006, abs=1e-9)
+    assert round_spread(steps, sync_t, k=2, m=4).overhead_rounds == 0

@@ -401,3 +401,14 @@ def test_the_rounds_extra_spread_is_the_same_wait_in_both_forms(k, m, ratio, cv,
     indep = sync_scaling(drafter, plain, m)
     round_s = k * busy / indep + excess
     assert sync_scaling(drafter, wide, m) == pytest.approx(k * busy / round_s, rel=1e-9)
+
+
+@given(k=st.integers(1, 32), m=st.integers(2, 64), overhead_s=st.floats(0.0, 0.05))
+@settings(max_examples=40, deadline=None)
+def test_a_rounds_untimed_overhead_lengthens_it_like_the_collective(k, m, overhead_s):
+    """s(M) with ``overhead_s`` a round equals s(M) with that much more all-reduce: the exact
+    simulation adds it to each round's pause the same way."""
+    drafter = RoleFit.unmeasured("drafter", 1.0 / 0.05, scv=0.04, basis=Basis.STEPS)
+    timed = SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, fixed_s=0.003 + overhead_s)
+    untimed = SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, fixed_s=0.003, overhead_s=overhead_s)
+    assert sync_scaling(drafter, untimed, m) == pytest.approx(sync_scaling(drafter, timed, m), rel=1e-12)
