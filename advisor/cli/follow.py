@@ -65,30 +65,18 @@ def _signature(paths: Sequence[Path]) -> tuple[tuple[int, int], ...] | None:
     return tuple(sig)
 
 
-def _chunks(path: Path):
-    """The log's decompressed bytes in chunks, at most the loader's MAX_LOG_BYTES (a bomb stays bounded).
-
-    Opened as the loader opens it: a FIFO or device is refused (LogRefused), never opened.
-    """
-    fh, raw = open_log(path)
-    total = 0
-    with fh, raw:
-        while total < MAX_LOG_BYTES:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                break
-            total += len(chunk)
-            yield chunk
-
-
 def _lines_and_tail(path: Path) -> tuple[int, bytes]:
     """Whole lines written so far (a gzip stream still being written counts what decodes), and the
-    last `TAIL_BYTES` of them."""
-    n, tail = 0, b""
+    last `TAIL_BYTES` of them; read as the loader opens a log (a FIFO or device is refused, never
+    opened), at most its MAX_LOG_BYTES (a bomb stays bounded)."""
+    n, tail, total = 0, b"", 0
     try:
-        for chunk in _chunks(path):
-            n += chunk.count(b"\n")
-            tail = (tail + chunk)[-TAIL_BYTES:]
+        fh, raw = open_log(path)
+        with fh, raw:
+            while total < MAX_LOG_BYTES and (chunk := fh.read(1 << 20)):
+                total += len(chunk)
+                n += chunk.count(b"\n")
+                tail = (tail + chunk)[-TAIL_BYTES:]
     except (OSError, EOFError, zlib.error, LogError):
         pass
     return n, tail
@@ -160,12 +148,15 @@ class Settling:
         )
 
     @property
+    def pick_changed(self) -> bool:
+        """Whether the last reports differ in action, split or close call."""
+        return len({(p.action, p.split, p.close_call) for p in self.points}) > 1
+
+    @property
     def unchanged(self) -> bool:
         """Whether the last ``refreshes`` reports agree on the pick and their odds span at most ``tol``."""
         sp = self.spread()
-        if sp is None or len(self.points) < self.refreshes:
-            return False
-        if len({(p.action, p.split, p.close_call) for p in self.points}) > 1:
+        if sp is None or len(self.points) < self.refreshes or self.pick_changed:
             return False
         return sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12
 
@@ -197,14 +188,13 @@ class Settling:
                 f"odds provisional: {odds}; unchanged, {rule}, over the last {n} refreshes, but on thin "
                 f"evidence (the verdict below is provisional), so not settled"
             )
-        sp = self.spread()
         if n < self.refreshes:
             return f"odds so far: {odds}; {n} of the {self.refreshes} refreshes needed to tell whether they settle"
-        if len({(p.action, p.split, p.close_call) for p in self.points}) > 1:
-            why = f"the pick changed within the last {n} refreshes"
-        else:
-            why = f"p_best moved {sp[0]:.3f}, regret {sp[1]:.2f} points over the last {n} refreshes ({rule})"
-        return f"odds moving: {odds}; {why}"
+        if self.pick_changed:
+            return f"odds moving: {odds}; the pick changed within the last {n} refreshes"
+        p_best, regret = self.spread()
+        moved = f"p_best moved {p_best:.3f}, regret {regret:.2f} points"
+        return f"odds moving: {odds}; {moved} over the last {n} refreshes ({rule})"
 
     def to_json(self) -> dict[str, Any]:
         """The ``follow`` member of a JSON report (module docstring)."""
