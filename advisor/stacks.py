@@ -314,13 +314,15 @@ def import_stack(
     ended: bool = False,
 ) -> tuple[Path, int]:
     """A rate log from event files and/or CSV histories: the stack's built-in fields (if ``stack``),
-    then each ``--map KEY=TAG`` (which replaces a built-in field of the same key)."""
+    then each ``--map KEY=TAG`` (which replaces a built-in field of the same key). A live run (no
+    ``end`` line; event files do not say whether the job finished) unless ``ended``."""
     if stack is not None and stack not in STACKS:
         raise ValueError(f"--stack {stack!r}: one of {', '.join(STACKS)}")
     scalars, first_wall = read_any(paths)
     source = ", ".join(map(str, paths))
-    if first_wall is None or not scalars:
-        raise LogError(source, None, "holds no scalars")
+    plain_tb = stack is None and not any(str(p).lower().endswith(".csv") for p in paths)
+    if first_wall is None or not (scalars or plain_tb):
+        raise LogError(source, None, "holds no events" if plain_tb else "holds no scalars")
     names = list(header.roles)
     user = parse_map(mapping, names, [q.name for q in header.queues], require_bps=stack is None)
     built: dict[str, str] = {}
@@ -328,7 +330,7 @@ def import_stack(
         built, series = stack_mapping(STACKS[stack], names, scalars, header.roles[names[-1]], source=source)
         scalars = {**scalars, **series}
     m = {**built, **user}
-    extra = {"source": source, "tb_map": dict(m)}
+    extra = {"source": f"TensorBoard: {source}" if plain_tb else source, "tb_map": dict(m)}
     if stack is not None:
         extra |= {"stack": stack, "unit": STACKS[stack].unit}
         kinds = cap_kinds(STACKS[stack], names, {k for k in built if k not in user})

@@ -405,7 +405,6 @@ def _import_tb_cmd(
     import warnings
 
     from advisor.stacks import import_stack
-    from advisor.tbimport import import_tensorboard
 
     if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
@@ -415,10 +414,7 @@ def _import_tb_cmd(
         warnings.simplefilter("always")
         try:
             header = _tb_header(run_name or Path(events[0]).name, role_counts, queue, options, **counts)
-            if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
-            else:
-                path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
+            path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
         except ValueError as e:
             _warn_lines(seen)
             _die(str(e))
