@@ -582,13 +582,10 @@ def check_roles(
     roles: Mapping[str, int], producer: str, consumer: str, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)
 ) -> dict[str, int]:
     """The split to judge (engines), validated against the log's roles and G."""
-    names = set(roles)
-    want = {producer, consumer}
+    names, want = set(roles), {producer, consumer}
     if names != want:
-        missing, extra = sorted(want - names), sorted(names - want)
-        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unknown {', '.join(extra)}"] if extra else []
-        )
+        odd = (("missing", sorted(want - names)), ("unknown", sorted(names - want)))
+        parts = [f"{what} {', '.join(rs)}" for what, rs in odd if rs]
         raise SettingsError(
             "--roles",
             f"{'; '.join(parts)} (the log's roles are {producer} and {consumer}, e.g. {producer}=6,{consumer}=2)",
