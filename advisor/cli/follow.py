@@ -9,7 +9,7 @@ data" line; a `LogError` naming a line, or a `LogRefused`, is a corrupt log: exi
 
 Each report opens with its verdict's odds (`advisor.decide.odds`) and whether they have settled:
 the last ``SETTLE_REFRESHES`` (3) reports agree on the action, the split and the close call, over
-them ``p_best`` (0-1) and the expected regret (regret_pct / 100) each span at most ``settle_tol``,
+them ``p_best`` (0-1) and the expected regret (expected_regret_pct / 100) each span at most ``settle_tol``,
 and none is provisional (thin evidence, `advisor.decide.reasons.provisional`). Only reports
 count, so a stalled log neither settles nor unsettles the odds. Text and Markdown say it in one
 line (``odds so far:``, ``odds moving:``, ``odds provisional:``, ``odds settled:``); JSON adds
@@ -32,7 +32,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -103,7 +103,7 @@ class OddsPoint:
     action: str  # the action without a probe: stay, switch, next-run
     split: str  # the recommended split, "N-M"
     p_best: float  # 0-1: the split within the resolution of the best
-    regret_pct: float  # expected shortfall against the best, %
+    expected_regret_pct: float  # expected shortfall against the best, %
     close_call: bool
     provisional: bool = False  # the verdict rests on thin evidence (`advisor.decide.reasons.provisional`)
 
@@ -117,7 +117,7 @@ class OddsPoint:
             action=(d.action or d.verdict).value,
             split=d.recommended,
             p_best=float(d.p_best),
-            regret_pct=float(d.expected_regret_pct),
+            expected_regret_pct=float(d.expected_regret_pct),
             close_call=bool(d.close_call),
             provisional=provisional(d, adv.fit),
         )
@@ -144,7 +144,7 @@ class Settling:
             return None
         return (
             max(p.p_best for p in pts) - min(p.p_best for p in pts),
-            max(p.regret_pct for p in pts) - min(p.regret_pct for p in pts),
+            max(p.expected_regret_pct for p in pts) - min(p.expected_regret_pct for p in pts),
         )
 
     @property
@@ -176,8 +176,9 @@ class Settling:
         if pt is None:
             return "odds: none (the advice has no odds)"
         act = next((w for v, w in ACTIONS.items() if v.value == pt.action), pt.action)
-        odds = f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.regret_pct:.2f}%" + (
-            ", a close call" if pt.close_call else ""
+        odds = (
+            f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.expected_regret_pct:.2f}%"
+            + (", a close call" if pt.close_call else "")
         )
         n = len(self.points)
         rule = f"p_best and regret within {self.tol:g}"
@@ -205,18 +206,14 @@ class Settling:
             "settled": self.settled,
             "settle_tol": self.tol,
             "settle_refreshes": self.refreshes,
-            "odds": None
-            if pt is None
-            else {
-                "action": pt.action,
-                "split": pt.split,
-                "p_best": round(pt.p_best, 4),
-                "expected_regret_pct": round(pt.regret_pct, 2),
-                "close_call": pt.close_call,
-                "provisional": pt.provisional,
-            },
-            "spread": None if sp is None else {"p_best": round(sp[0], 4), "expected_regret_pct": round(sp[1], 2)},
+            "odds": None if pt is None else {**asdict(pt), **_rounded(pt.p_best, pt.expected_regret_pct)},
+            "spread": None if sp is None else _rounded(*sp),
         }
+
+
+def _rounded(p_best: float, regret_pct: float) -> dict[str, float]:
+    """p_best and the expected regret as the JSON writes them."""
+    return {"p_best": round(p_best, 4), "expected_regret_pct": round(regret_pct, 2)}
 
 
 def _render(adv: Any, fmt: str, settling: Settling) -> str:
