@@ -62,6 +62,8 @@ from advisor.settings import (
 EXACT_GAP_WARN_PCT = 3.0
 CONTENDER_PASSES = 3  # decide again at most twice where the pick's contenders were left analytic
 CROSSING_GAP = 0.05  # crossing share measured vs uniform mixing: a caveat past 5 points
+# the options the settings from bare numbers take (the rest went into the fit)
+NUMBERS_SETTINGS = ("gpus", "restart_cost_h", "next_run", "job_hours", "gpus_per_node", "link_gbytes_s")
 
 
 @dataclass(frozen=True)
@@ -229,21 +231,19 @@ def _warn_slope_at_another_g(fit: PipelineFit, settings: Settings) -> list[str]:
     """The fit's caveat gives how step times move with the split at the G the logs ran; a table at
     another G does not carry that slope (`advisor.model.params.ContentionFit.scale`: one producer
     more is one consumer fewer only at that G), so say so beside it."""
-    out: list[str] = []
     ct = fit.contention
     if ct.at_any_g or settings.gpus_per_worker != (1, 1) or settings.gpus == ct.gpus:
-        return out
+        return []
     if not (ct.measured or any(ct.prior_k)):
-        return out
+        return []
     p = fit.roles[0]
-    out.append(
+    return [
         f"the step-time slope with the split (each extra {p} changing a {p}'s step, above) is for "
         f"{settings.units(ct.gpus)}, where one more {p} is one {fit.roles[1]} fewer; at {settings.units()} no log "
         f"shows how step times move with the split, so every split keeps the logged step times (a role's capacity "
         f"scales with its count) and the intervals carry no slope or lone-worker term; logs at two splits of "
         f"{settings.units()} measure it"
-    )
-    return out
+    ]
 
 
 def _warn_engines(fit: PipelineFit, settings: Settings) -> list[str]:
@@ -295,11 +295,10 @@ def _warn_engines(fit: PipelineFit, settings: Settings) -> list[str]:
 def _warn_local_sync(fit: PipelineFit, settings: Settings) -> list[str]:
     """Node-local pipelines sync their drafters over the link: a caveat where the log cannot size that
     sync (no sync, or sync events without bytes) and some split can run node-locally."""
-    out: list[str] = []
     if not settings.link_bytes_s or (fit.sync.sync_every > 0 and fit.sync.bytes_per_sync):
-        return out
+        return []
     if not any(local_placement(settings, n, m) is not None for n, m in settings.engine_pairs()):
-        return out
+        return []
     c = fit.roles[1]
     if not fit.source.logged:
         why = f"bare numbers give no bytes for the {c}s' sync"
@@ -307,31 +306,29 @@ def _warn_local_sync(fit: PipelineFit, settings: Settings) -> list[str]:
         why = f"the log's {c}s do not sync (sync_every 0)"
     else:
         why = "its sync events carry no bytes"
-    out.append(
+    return [
         f"{settings.nodes} nodes: {c}s on several nodes (node-local pipelines among them) sync their weights over "
         f"the link, but {why}, so no sync time on the link is counted; 'holds unless' says how much per-{c} "
         f"scaling the verdict needs, and a log with sync events (and their bytes) measures it"
-    )
-    return out
+    ]
 
 
 def _warn_crossing(fit: PipelineFit) -> list[str]:
     """Where the log's batches crossed nodes: its crossing share against uniform mixing, the
     analytic link stage's assumption (`advisor.model.link`)."""
-    out: list[str] = []
     lk = fit.link
     if not lk.producers_by_node or not lk.steps_known:
-        return out
+        return []
     pl = Placement(producers=lk.producers_by_node, consumers=lk.consumers_by_node)
     uniform, seen = pl.crossing_share(), lk.first_crossed / lk.steps_known
-    if abs(seen - uniform) > CROSSING_GAP:
-        out.append(
-            f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
-            f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the "
-            "shared queue's order ties origin to drafter, so at placements that mix targets and drafters on a "
-            "node the link carries more (or less) than projected; compare placements by short logs of each"
-        )
-    return out
+    if abs(seen - uniform) <= CROSSING_GAP:
+        return []
+    return [
+        f"{fit.observed[0].path}: {seen:.0%} of the drafters' batches crossed nodes where uniform mixing (the "
+        f"link stage's assumption: a batch's origin independent of its drafter) gives {uniform:.0%}; the "
+        "shared queue's order ties origin to drafter, so at placements that mix targets and drafters on a "
+        "node the link carries more (or less) than projected; compare placements by short logs of each"
+    ]
 
 
 def _analytic(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings) -> tuple[tuple[SplitRow, ...], bool]:
@@ -372,18 +369,16 @@ def _project(
 
 def _warn_capped(rows: tuple[SplitRow, ...], refinement: Refinement) -> list[str]:
     """A caveat where the caps on simulation left contenders analytic (their rows' ``method``)."""
-    out: list[str] = []
     capped = [rows[i].label for i in refinement.capped]
     if not capped:
-        return out
+        return []
     shown = ", ".join(capped[:6]) + (f" and {len(capped) - 6} more" if len(capped) > 6 else "")
-    out.append(
+    return [
         f"{len(capped)} of the splits whose interval reaches the best's lower end are projected by the analytic "
         f"chain, not simulated (method 'analytic-capped': {shown}): the simulation is capped at {MAX_REFINED} splits "
         f"and {REFINE_BUDGET:,} batches; where simulated, the chain and the simulation differed by up to "
         f"{100 * math.expm1(refinement.chain_gap_log):.1f}%"
-    )
-    return out
+    ]
 
 
 def _unmatched(rows: tuple[SplitRow, ...], decision: Decision, refinement: Refinement | None) -> tuple[int, ...]:
@@ -642,12 +637,5 @@ def advise_numbers(
         tokens_range=fit.tokens_range,
         gpus_per_worker=log_k,
     )
-    numbers = Options(  # what applies here
-        gpus=o.gpus,
-        restart_cost_h=o.restart_cost_h,
-        next_run=o.next_run,
-        job_hours=o.job_hours,
-        gpus_per_node=o.gpus_per_node,
-        link_gbytes_s=o.link_gbytes_s,
-    )
+    numbers = Options(**{name: getattr(o, name) for name in NUMBERS_SETTINGS})
     return _finish(fit, (), build_settings(numbers, logged), "what-if", [*_caveats(caught), given])

@@ -11,16 +11,9 @@ from collections.abc import Sequence
 
 
 def display_path(path: str) -> str:
-    """``path`` as one printable line: control characters and undecodable bytes escaped, so no
-    name echoed from a log breaks a one-line refusal or reaches a terminal as a control sequence.
-
-    Args:
-        path: a file name, or any text taken from the input (a role, queue or tag name).
-
-    Returns:
-        ``path`` itself where all of it is printable, else each unprintable character as ``ascii``
-        escapes it.
-    """
+    """A file name (or any text from the input) as one printable line: each unprintable character
+    as ``ascii`` escapes it, so no name echoed from a log breaks a one-line refusal or reaches a
+    terminal as a control sequence."""
     if path.isprintable():
         return path
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)
@@ -80,44 +73,22 @@ SHORT_CHARS = 40  # a value quoted in an error message: a garbled line must not 
 
 
 def cut_text(text: str) -> str:
-    """``text``, cut to `SHORT_CHARS` characters with "..." where longer.
-
-    Args:
-        text: the text to quote in a message.
-
-    Returns:
-        ``text`` itself, or its first `SHORT_CHARS` - 3 characters and "...".
-    """
+    """``text`` to quote in a message, cut to `SHORT_CHARS` characters with "..." where longer."""
     return text if len(text) <= SHORT_CHARS else text[: SHORT_CHARS - 3] + "..."
 
 
 def short_repr(value: object) -> str:
-    """How every error message quotes a value it refuses.
-
-    Args:
-        value: the refused value, of any type.
-
-    Returns:
-        Its ``repr``, cut to `SHORT_CHARS` characters (`cut_text`); a whole number of 31 digits or
-        more by its length, "a 4000-digit number" (so it stays one short line).
-    """
+    """How every error message quotes a value it refuses: its ``repr``, cut (`cut_text`); a whole
+    number of 31 digits or more by its length, "a 4000-digit number" (so it stays one short line)."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
         return f"a {len(str(abs(value)))}-digit number"
     return cut_text(repr(value))
 
 
 def internal_error(e: BaseException, inputs: Sequence[object]) -> str:
-    """An unexpected exception as one line that names the inputs and calls it a bug (the CLI's
-    exit 2, never a traceback nor 1, which a CI gate reads as a fail).
-
-    Args:
-        e: the unexpected exception.
-        inputs: the inputs being read (log paths, a source), joined by ", "; empty reads "no input".
-
-    Returns:
-        The message: the exception's type and text with its whitespace run onto one line, cut to
-        300 characters.
-    """
+    """An unexpected exception as one line that names the inputs being read and calls it a bug (the
+    CLI's exit 2, never a traceback nor 1, which a CI gate reads as a fail); its text cut to 300
+    characters."""
     what = " ".join(f"{type(e).__name__}: {e}".split())
     return (
         f"internal error while reading {', '.join(map(str, inputs)) or 'no input'}: {what[:300]} "

@@ -115,15 +115,6 @@ def _f(kind: type, default: Any = MISSING, *, required: bool | None = None, mini
     return field(default=default, metadata={"spec": Spec(kind, need, minimum, maximum)})
 
 
-def _plain_number(v: Any) -> Any:
-    """``v`` as a Python int or float (numpy scalars included), or raise TypeError."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise TypeError
-    if type(v) in (int, float):
-        return v
-    return int(v) if isinstance(v, numbers.Integral) else float(v)
-
-
 def _check(ev: str, name: str, spec: Spec, v: Any) -> Any:
     """``v`` checked against ``spec`` (numbers made plain), or `RecordError`."""
     if v is None:
@@ -135,10 +126,10 @@ def _check(ev: str, name: str, spec: Spec, v: Any) -> Any:
         if spec.maximum is not None and len(v) > spec.maximum:
             raise RecordError(ev, name, f"must be at most {spec.maximum:g} characters long")
         return v
-    try:
-        v = _plain_number(v)
-    except TypeError:
-        raise RecordError(ev, name, f"must be a number, got {type(v).__name__} {v!r:.40}") from None
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise RecordError(ev, name, f"must be a number, got {type(v).__name__} {v!r:.40}")
+    if type(v) not in (int, float):  # a numpy scalar: its Python equivalent
+        v = int(v) if isinstance(v, numbers.Integral) else float(v)
     if isinstance(v, float) and not math.isfinite(v):
         raise RecordError(ev, name, f"must be finite, got {v!r}")
     if spec.kind is int and not isinstance(v, int):

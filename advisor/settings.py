@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -217,10 +217,7 @@ class Options:
             if value is None and f.default is not None:
                 raise SettingsError(f.metadata["flag"].name, f"must be given (default {f.default!r}), got None")
             object.__setattr__(self, name, _checked(name, value))
-        if self.roles and sum(self.roles.values()) > MAX_GPUS:
-            raise SettingsError(
-                "--roles", f"the split uses {sum(self.roles.values())} GPUs, more than the limit {MAX_GPUS}"
-            )
+        _check_total("--roles", (self.roles or {}).values())
         if self.metric is not None and self.metric not in METRICS:
             raise SettingsError("--metric", f"must be one of {', '.join(METRICS)}, got {self.metric!r}")
 
@@ -395,21 +392,20 @@ class Capacity:
 
 def as_capacity(option: str, value: Any) -> Capacity:
     """A capacity from what a user gives, checked."""
+    unread = SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
     if isinstance(value, Capacity):
         low, high = value.low, value.high
-    elif isinstance(value, bool):
-        raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
-    elif isinstance(value, (int, float)):
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
         low = high = float(value)
     elif isinstance(value, (tuple, list)) and len(value) == 2:
         try:
             low, high = float(value[0]), float(value[1])
         except (TypeError, ValueError):
-            raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}") from None
+            raise unread from None
     elif isinstance(value, str):
         low, high = _parse_capacity(option, value)
     else:
-        raise SettingsError(option, f"expected {CAPACITY_FORMS}, got {value!r}")
+        raise unread
     if not (math.isfinite(low) and low > 0):
         raise SettingsError(
             option, f"must be a finite number > 0 (batches per second), got {low:g}; expected {CAPACITY_FORMS}"
@@ -586,13 +582,10 @@ def check_roles(
     roles: Mapping[str, int], producer: str, consumer: str, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)
 ) -> dict[str, int]:
     """The split to judge (engines), validated against the log's roles and G."""
-    names = set(roles)
-    want = {producer, consumer}
+    names, want = set(roles), {producer, consumer}
     if names != want:
-        missing, extra = sorted(want - names), sorted(names - want)
-        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
-            [f"unknown {', '.join(extra)}"] if extra else []
-        )
+        odd = (("missing", sorted(want - names)), ("unknown", sorted(names - want)))
+        parts = [f"{what} {', '.join(rs)}" for what, rs in odd if rs]
         raise SettingsError(
             "--roles",
             f"{'; '.join(parts)} (the log's roles are {producer} and {consumer}, e.g. {producer}=6,{consumer}=2)",
@@ -705,9 +698,11 @@ def build_settings(options: Options, logged: Logged) -> Settings:
 def check_counts(counts: Mapping[str, int]) -> None:
     """Check worker counts given by option: each, and all together, at most `MAX_GPUS`."""
     for option, n in counts.items():
-        if n > MAX_GPUS:
-            raise SettingsError(option, f"{n} is more than the limit {MAX_GPUS}")
-    if sum(counts.values()) > MAX_GPUS:
-        raise SettingsError(
-            " + ".join(counts), f"the split uses {sum(counts.values())} GPUs, more than the limit {MAX_GPUS}"
-        )
+        _whole(option, n, None, MAX_GPUS)
+    _check_total(" + ".join(counts), counts.values())
+
+
+def _check_total(option: str, counts: Collection[int]) -> None:
+    """A split's GPUs together at most `MAX_GPUS`."""
+    if sum(counts) > MAX_GPUS:
+        raise SettingsError(option, f"the split uses {sum(counts)} GPUs, more than the limit {MAX_GPUS}")

@@ -272,10 +272,12 @@ def _rates_key(key: str, roles: Sequence[str]) -> str:
 
 def stack_mapping(
     stack: Stack, roles: Sequence[str], scalars: Mapping[str, list[Scalar]], consumer_workers: int, *, source: str
-) -> tuple[dict[str, str], dict[str, list[Scalar]]]:
-    """{rates key: derived tag} and the derived series, for the fields whose tags are all present."""
+) -> tuple[dict[str, str], dict[str, list[Scalar]], dict[str, str]]:
+    """{rates key: derived tag} and the derived series, for the fields whose tags are all present;
+    and the rates key -> "lower" or "upper" of each built ``cap_bps`` that is only a bound."""
     mapping: dict[str, str] = {}
     series: dict[str, list[Scalar]] = {}
+    bounds: dict[str, str] = {}
     for f in stack.fields:
         missing = [t for t in f.tags if t not in scalars]
         key = _rates_key(f.key, roles)
@@ -290,18 +292,9 @@ def stack_mapping(
         if values:
             tag = f"{stack.name}:{f.key}"
             mapping[key], series[tag] = tag, values
-    return mapping, series
-
-
-def cap_kinds(stack: Stack, roles: Sequence[str], built: set[str]) -> dict[str, str]:
-    """role -> "lower" or "upper" (the header's ``cap_bps_kind``, docs/log-schema.md) for each built
-    ``cap_bps`` that is only a bound."""
-    out = {}
-    for f in stack.fields:
-        key = _rates_key(f.key, roles)
-        if key.endswith(".cap_bps") and key in built and f.kind in _BOUNDS:
-            out[key.removesuffix(".cap_bps")] = _BOUNDS[f.kind]
-    return out
+            if key.endswith(".cap_bps") and f.kind in _BOUNDS:
+                bounds[key] = _BOUNDS[f.kind]
+    return mapping, series, bounds
 
 
 def import_stack(
@@ -314,24 +307,27 @@ def import_stack(
     ended: bool = False,
 ) -> tuple[Path, int]:
     """A rate log from event files and/or CSV histories: the stack's built-in fields (if ``stack``),
-    then each ``--map KEY=TAG`` (which replaces a built-in field of the same key)."""
+    then each ``--map KEY=TAG`` (which replaces a built-in field of the same key). A live run (no
+    ``end`` line; event files do not say whether the job finished) unless ``ended``."""
     if stack is not None and stack not in STACKS:
         raise ValueError(f"--stack {stack!r}: one of {', '.join(STACKS)}")
     scalars, first_wall = read_any(paths)
     source = ", ".join(map(str, paths))
-    if first_wall is None or not scalars:
-        raise LogError(source, None, "holds no scalars")
+    plain_tb = stack is None and not any(str(p).lower().endswith(".csv") for p in paths)
+    if first_wall is None or not (scalars or plain_tb):
+        raise LogError(source, None, "holds no events" if plain_tb else "holds no scalars")
     names = list(header.roles)
     user = parse_map(mapping, names, [q.name for q in header.queues], require_bps=stack is None)
     built: dict[str, str] = {}
     if stack is not None:
-        built, series = stack_mapping(STACKS[stack], names, scalars, header.roles[names[-1]], source=source)
+        built, series, bounds = stack_mapping(STACKS[stack], names, scalars, header.roles[names[-1]], source=source)
         scalars = {**scalars, **series}
     m = {**built, **user}
-    extra = {"source": source, "tb_map": dict(m)}
+    extra = {"source": f"TensorBoard: {source}" if plain_tb else source, "tb_map": dict(m)}
     if stack is not None:
         extra |= {"stack": stack, "unit": STACKS[stack].unit}
-        kinds = cap_kinds(STACKS[stack], names, {k for k in built if k not in user})
+        # the header's cap_bps_kind (docs/log-schema.md): role -> the bound a built cap_bps is
+        kinds = {k.removesuffix(".cap_bps"): v for k, v in bounds.items() if k not in user}
         if kinds:
             extra["cap_bps_kind"] = kinds
     header = replace(header, t0_unix=first_wall, extra=extra)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -268,20 +268,6 @@ def to_records(
     if not out:
         raise LogError(source, None, "the mapped bps tags hold no values")
     return out
-
-
-def import_tensorboard(
-    paths: Sequence[str | Path], out: str | Path, header: Run, *, mapping: Sequence[str], ended: bool = False
-) -> tuple[Path, int]:
-    """Write a rate log (header, rates snapshots) from TensorBoard event files: a live run (no
-    ``end`` line; event files do not say whether the job finished) unless ``ended``."""
-    scalars, first_wall = read_scalars(paths)
-    source = ", ".join(map(str, paths))
-    if first_wall is None:
-        raise LogError(source, None, "holds no events")
-    m = parse_map(mapping, list(header.roles), [q.name for q in header.queues])
-    header = replace(header, t0_unix=first_wall, extra={"source": f"TensorBoard: {source}", "tb_map": dict(m)})
-    return write_rate_log(header, to_records(scalars, first_wall, m, source=source), out, ended=ended)
 
 
 def write_rate_log(header: Run, snaps: Sequence[Rates], out: str | Path, *, ended: bool = False) -> tuple[Path, int]:

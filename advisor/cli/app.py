@@ -19,7 +19,7 @@ import typer
 
 from advisor import __version__
 from advisor.cli.flags import opt, options_of
-from advisor.errors import LogError, SettingsError, internal_error
+from advisor.errors import internal_error
 from advisor.settings import (
     DEFAULT_FOLLOW_INTERVAL_S,
     DEFAULT_HS_CAP,
@@ -112,7 +112,7 @@ def _or_die(inputs: list[Path]) -> Iterator[None]:
     named a bug, never a traceback nor exit 1, which a CI gate reads as "the split fails"."""
     try:
         yield
-    except (LogError, ValueError) as e:
+    except ValueError as e:
         _die(str(e))
     except (typer.Exit, KeyboardInterrupt):
         raise
@@ -219,7 +219,7 @@ def _check_cmd(
     import warnings
 
     from advisor.cli.check import ConfigKeyWarning, run_check
-    from advisor.present.text import render
+    from advisor.present.text import gate_line, render
 
     fmt = _format(as_json, as_markdown)
     options = options_of(locals())
@@ -230,18 +230,10 @@ def _check_cmd(
         if w.category is not ConfigKeyWarning:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     _warn_lines([w for w in seen if w.category is ConfigKeyWarning])
-    g = adv.gate
-    if fmt == "text":
-        from advisor.present.text import gate_line
-
-        typer.echo(gate_line(g))
-    else:
-        try:
-            text = render(adv, fmt)
-        except Exception as e:
-            _die(internal_error(e, source))
-        typer.echo(text, nl=False)
-    raise typer.Exit(0 if g["passed"] else 1)
+    with _or_die(source):
+        text = gate_line(adv.gate) + "\n" if fmt == "text" else render(adv, fmt)
+    typer.echo(text, nl=False)
+    raise typer.Exit(0 if adv.gate["passed"] else 1)
 
 
 @app.command("plot", short_help="One figure: the splits, efficiency, rates over time and q_hs.")
@@ -326,18 +318,13 @@ def _what_if_cmd(
     from advisor.present.text import render
 
     fmt = _format(as_json, as_markdown, fmt)
-    try:
+    with _or_die([]):
         check_counts({"--targets": targets, "--drafters": drafters})
-    except SettingsError as e:
-        _die(str(e))
-    options = options_of(locals())
-    if options.sync_s > 0 and not options.sync_every:
-        _die("--sync-s needs --sync-every (drafter steps per sync): without it there is no sync")
-    try:
+        options = options_of(locals())
+        if options.sync_s > 0 and not options.sync_every:
+            _die("--sync-s needs --sync-every (drafter steps per sync): without it there is no sync")
         caps = {"target": as_capacity("--target-bps", target_bps), "drafter": as_capacity("--drafter-bps", drafter_bps)}
         adv = advise_numbers({"target": targets, "drafter": drafters}, caps, options)
-    except ValueError as e:
-        _die(str(e))
     typer.echo(render(adv, fmt), nl=False)
 
 
@@ -418,7 +405,6 @@ def _import_tb_cmd(
     import warnings
 
     from advisor.stacks import import_stack
-    from advisor.tbimport import import_tensorboard
 
     if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
@@ -428,11 +414,8 @@ def _import_tb_cmd(
         warnings.simplefilter("always")
         try:
             header = _tb_header(run_name or Path(events[0]).name, role_counts, queue, options, **counts)
-            if stack is None and not any(str(p).lower().endswith(".csv") for p in events):
-                path, n = import_tensorboard(events, out, header, mapping=mapping or [], ended=ended)
-            else:
-                path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
-        except (LogError, ValueError) as e:
+            path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
+        except ValueError as e:
             _warn_lines(seen)
             _die(str(e))
     _warn_lines(seen)
@@ -462,17 +445,12 @@ def _summarize_cmd(
         _polars_threads(jobs)
     from advisor.ingest.load import summarize_paths
 
-    try:
-        summ = summarize_paths(logs)
-        summ.write(out)
-    except LogError as e:
-        _die(str(e))
-    except OSError as e:
-        _die(f"{out}: cannot be written ({e.strerror or e})")
-    except (typer.Exit, KeyboardInterrupt):
-        raise
-    except Exception as e:
-        _die(internal_error(e, logs))
+    with _or_die(logs):
+        try:
+            summ = summarize_paths(logs)
+            summ.write(out)
+        except OSError as e:
+            _die(f"{out}: cannot be written ({e.strerror or e})")
     n = sum(summ.n_steps(r) for r in summ.roles)
     typer.echo(
         f"{out}: {len(summ.paths)} file(s), {summ.n_lines} lines, {n} steps{' (sampled)' if summ.sampled else ''}",
@@ -556,22 +534,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         code = 2
     except Exception as e:
-        kinds = _click_kinds()
+        kinds, code = _click_kinds(), 2
         if isinstance(e, kinds["help"]):
             e.show()
-            code = 2
-        elif isinstance(e, kinds["usage"]):
-            typer.echo(f"dflash-advise: {_one_line_usage(e, args)}", err=True)
-            code = 2
-        elif isinstance(e, kinds["click"]):
-            typer.echo(f"dflash-advise: {' '.join(e.format_message().split())}", err=True)
-            code = 2
         elif isinstance(e, kinds["abort"]):
             typer.echo("dflash-advise: interrupted", err=True)
             code = 130
+        elif isinstance(e, kinds["usage"]):
+            typer.echo(f"dflash-advise: {_one_line_usage(e, args)}", err=True)
         else:
-            typer.echo(f"dflash-advise: {internal_error(e, inputs)}", err=True)
-            code = 2
+            msg = " ".join(e.format_message().split()) if isinstance(e, kinds["click"]) else internal_error(e, inputs)
+            typer.echo(f"dflash-advise: {msg}", err=True)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -143,12 +143,8 @@ def _read_config(path: Path) -> tuple[dict[str, Any], str]:
 
 
 def load_config(path: Path) -> GateConfig:
-    """Read and validate a gate config; paths come back resolved against the config's folder.
-
-    Strict: a key the gate does not know is an error (a typo must not pass the gate at a default
-    threshold), with the closest known name. Each value is checked as `Options` checks its
-    field, the error naming the key and its line.
-    """
+    """Read and validate a gate config (module docstring: strict, since a typo must not pass the gate
+    at a default threshold); paths come back resolved against the config's folder."""
     sp = str(path)
     cfg, text = _read_config(path)
     _unknown(text, sp, "", list(cfg), ("profile", *FIELDS, *RENAMED), "gate config key")
@@ -230,12 +226,8 @@ def _option(metric: str) -> str:
 
 
 def _threshold(cfg: GateConfig, metric: str, options: Options) -> float:
-    """The gate's threshold for ``metric``: the command line's, else the config's, else the default.
-
-    As in the config, a threshold applies to its own metric only: one given for the other metric
-    (``--min-efficiency`` on a gpu_util gate, or ``--metric gpu_util`` over a config's
-    ``min_efficiency``) is an error naming the option, never silently moved across.
-    """
+    """The gate's threshold for ``metric``: the command line's, else the config's, else the default;
+    one for the other metric is an error naming the option, never silently moved across."""
     given = {m: v for m in METRICS if (v := getattr(options, f"min_{m}")) is not None}
     if len(given) > 1:
         raise ValueError(f"{_option(METRICS[1])}: give one threshold, {' or '.join(map(_option, METRICS))}")
@@ -329,11 +321,7 @@ def _check_planned(adv: Advice, planned: Mapping[str, int], cfg: GateConfig, fro
 def _gate_outcome(
     adv: Advice, planned: Mapping[str, int], metric: str, threshold: float, min_confidence: float | None
 ) -> dict[str, Any]:
-    """The gate's outcome for the judged split, as ``Advice.gate`` holds it.
-
-    The split fails on its metric when the value is below ``threshold``, and on confidence when
-    its ``p_best`` is below ``min_confidence`` (None: no such condition).
-    """
+    """The gate's outcome for the judged split, as ``Advice.gate`` holds it (module docstring)."""
     p, c = adv.roles
     row = adv.split_row(planned)
     value = float(row[metric])

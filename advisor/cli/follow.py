@@ -9,7 +9,7 @@ data" line; a `LogError` naming a line, or a `LogRefused`, is a corrupt log: exi
 
 Each report opens with its verdict's odds (`advisor.decide.odds`) and whether they have settled:
 the last ``SETTLE_REFRESHES`` (3) reports agree on the action, the split and the close call, over
-them ``p_best`` (0-1) and the expected regret (regret_pct / 100) each span at most ``settle_tol``,
+them ``p_best`` (0-1) and the expected regret (expected_regret_pct / 100) each span at most ``settle_tol``,
 and none is provisional (thin evidence, `advisor.decide.reasons.provisional`). Only reports
 count, so a stalled log neither settles nor unsettles the odds. Text and Markdown say it in one
 line (``odds so far:``, ``odds moving:``, ``odds provisional:``, ``odds settled:``); JSON adds
@@ -32,7 +32,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -65,30 +65,18 @@ def _signature(paths: Sequence[Path]) -> tuple[tuple[int, int], ...] | None:
     return tuple(sig)
 
 
-def _chunks(path: Path):
-    """The log's decompressed bytes in chunks, at most the loader's MAX_LOG_BYTES (a bomb stays bounded).
-
-    Opened as the loader opens it: a FIFO or device is refused (LogRefused), never opened.
-    """
-    fh, raw = open_log(path)
-    total = 0
-    with fh, raw:
-        while total < MAX_LOG_BYTES:
-            chunk = fh.read(1 << 20)
-            if not chunk:
-                break
-            total += len(chunk)
-            yield chunk
-
-
 def _lines_and_tail(path: Path) -> tuple[int, bytes]:
     """Whole lines written so far (a gzip stream still being written counts what decodes), and the
-    last `TAIL_BYTES` of them."""
-    n, tail = 0, b""
+    last `TAIL_BYTES` of them; read as the loader opens a log (a FIFO or device is refused, never
+    opened), at most its MAX_LOG_BYTES (a bomb stays bounded)."""
+    n, tail, total = 0, b"", 0
     try:
-        for chunk in _chunks(path):
-            n += chunk.count(b"\n")
-            tail = (tail + chunk)[-TAIL_BYTES:]
+        fh, raw = open_log(path)
+        with fh, raw:
+            while total < MAX_LOG_BYTES and (chunk := fh.read(1 << 20)):
+                total += len(chunk)
+                n += chunk.count(b"\n")
+                tail = (tail + chunk)[-TAIL_BYTES:]
     except (OSError, EOFError, zlib.error, LogError):
         pass
     return n, tail
@@ -115,7 +103,7 @@ class OddsPoint:
     action: str  # the action without a probe: stay, switch, next-run
     split: str  # the recommended split, "N-M"
     p_best: float  # 0-1: the split within the resolution of the best
-    regret_pct: float  # expected shortfall against the best, %
+    expected_regret_pct: float  # expected shortfall against the best, %
     close_call: bool
     provisional: bool = False  # the verdict rests on thin evidence (`advisor.decide.reasons.provisional`)
 
@@ -129,7 +117,7 @@ class OddsPoint:
             action=(d.action or d.verdict).value,
             split=d.recommended,
             p_best=float(d.p_best),
-            regret_pct=float(d.expected_regret_pct),
+            expected_regret_pct=float(d.expected_regret_pct),
             close_call=bool(d.close_call),
             provisional=provisional(d, adv.fit),
         )
@@ -156,16 +144,19 @@ class Settling:
             return None
         return (
             max(p.p_best for p in pts) - min(p.p_best for p in pts),
-            max(p.regret_pct for p in pts) - min(p.regret_pct for p in pts),
+            max(p.expected_regret_pct for p in pts) - min(p.expected_regret_pct for p in pts),
         )
+
+    @property
+    def pick_changed(self) -> bool:
+        """Whether the last reports differ in action, split or close call."""
+        return len({(p.action, p.split, p.close_call) for p in self.points}) > 1
 
     @property
     def unchanged(self) -> bool:
         """Whether the last ``refreshes`` reports agree on the pick and their odds span at most ``tol``."""
         sp = self.spread()
-        if sp is None or len(self.points) < self.refreshes:
-            return False
-        if len({(p.action, p.split, p.close_call) for p in self.points}) > 1:
+        if sp is None or len(self.points) < self.refreshes or self.pick_changed:
             return False
         return sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12
 
@@ -185,8 +176,9 @@ class Settling:
         if pt is None:
             return "odds: none (the advice has no odds)"
         act = next((w for v, w in ACTIONS.items() if v.value == pt.action), pt.action)
-        odds = f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.regret_pct:.2f}%" + (
-            ", a close call" if pt.close_call else ""
+        odds = (
+            f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.expected_regret_pct:.2f}%"
+            + (", a close call" if pt.close_call else "")
         )
         n = len(self.points)
         rule = f"p_best and regret within {self.tol:g}"
@@ -197,14 +189,13 @@ class Settling:
                 f"odds provisional: {odds}; unchanged, {rule}, over the last {n} refreshes, but on thin "
                 f"evidence (the verdict below is provisional), so not settled"
             )
-        sp = self.spread()
         if n < self.refreshes:
             return f"odds so far: {odds}; {n} of the {self.refreshes} refreshes needed to tell whether they settle"
-        if len({(p.action, p.split, p.close_call) for p in self.points}) > 1:
-            why = f"the pick changed within the last {n} refreshes"
-        else:
-            why = f"p_best moved {sp[0]:.3f}, regret {sp[1]:.2f} points over the last {n} refreshes ({rule})"
-        return f"odds moving: {odds}; {why}"
+        if self.pick_changed:
+            return f"odds moving: {odds}; the pick changed within the last {n} refreshes"
+        p_best, regret = self.spread()
+        moved = f"p_best moved {p_best:.3f}, regret {regret:.2f} points"
+        return f"odds moving: {odds}; {moved} over the last {n} refreshes ({rule})"
 
     def to_json(self) -> dict[str, Any]:
         """The ``follow`` member of a JSON report (module docstring)."""
@@ -215,18 +206,14 @@ class Settling:
             "settled": self.settled,
             "settle_tol": self.tol,
             "settle_refreshes": self.refreshes,
-            "odds": None
-            if pt is None
-            else {
-                "action": pt.action,
-                "split": pt.split,
-                "p_best": round(pt.p_best, 4),
-                "expected_regret_pct": round(pt.regret_pct, 2),
-                "close_call": pt.close_call,
-                "provisional": pt.provisional,
-            },
-            "spread": None if sp is None else {"p_best": round(sp[0], 4), "expected_regret_pct": round(sp[1], 2)},
+            "odds": None if pt is None else {**asdict(pt), **_rounded(pt.p_best, pt.expected_regret_pct)},
+            "spread": None if sp is None else _rounded(*sp),
         }
+
+
+def _rounded(p_best: float, regret_pct: float) -> dict[str, float]:
+    """p_best and the expected regret as the JSON writes them."""
+    return {"p_best": round(p_best, 4), "expected_regret_pct": round(regret_pct, 2)}
 
 
 def _render(adv: Any, fmt: str, settling: Settling) -> str:

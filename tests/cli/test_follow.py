@@ -295,7 +295,7 @@ def _settled_by_rule(points, tol: float, k: int) -> list[bool]:
         last = points[max(0, i - k + 1) : i + 1]
         same = len({(p.action, p.split, p.close_call) for p in last}) == 1
         spread_p = max(p.p_best for p in last) - min(p.p_best for p in last)
-        spread_r = max(p.regret_pct for p in last) - min(p.regret_pct for p in last)
+        spread_r = max(p.expected_regret_pct for p in last) - min(p.expected_regret_pct for p in last)
         out.append(len(last) == k and same and spread_p <= tol and spread_r / 100 <= tol)
     return out
 
@@ -371,7 +371,7 @@ def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
             assert f["odds"]["split"] == pt.split and f["odds"]["action"] == pt.action
             assert f["odds"]["p_best"] == pytest.approx(pt.p_best, abs=1e-4)
             assert f["odds"]["p_best"] == pytest.approx(doc["recommendation"]["p_best"], abs=1e-4)
-            assert f["odds"]["expected_regret_pct"] == pytest.approx(pt.regret_pct, abs=0.01)
+            assert f["odds"]["expected_regret_pct"] == pytest.approx(pt.expected_regret_pct, abs=0.01)
             assert f["odds"]["close_call"] is pt.close_call
         return
     blocks = _HEAD.split(buf.text())[1:]
@@ -380,7 +380,7 @@ def test_follow_shows_the_odds_and_says_when_they_settle(tmp_path, fmt):
         odds_line = block.splitlines()[1]
         assert odds_line.startswith("odds settled:" if st else ("odds so far:", "odds moving:")), odds_line
         assert f"{pt.split}, {share_text(pt.p_best)} likely the best" in odds_line
-        assert f"expected regret {pt.regret_pct:.2f}%" in odds_line
+        assert f"expected regret {pt.expected_regret_pct:.2f}%" in odds_line
     assert sum("odds settled:" in b for b in blocks) == sum(settled)
 
 
