@@ -370,9 +370,8 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     _warn_shared_compute(logs, roles)
     sync = fit_sync(measured.logs, measured.consumer)
     loader = fit_loader(measured.logs[0], roles.producer)
-    if measured.sampled:
-        # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
-        sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
+    # where steps are a sample (advisor.ingest.summary): loader capacity and steps per sync from exact counts
+    sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
     total = None
     if head.samples and head.epochs and roles.seqs_mean:
         total = head.samples * head.epochs / roles.seqs_mean
