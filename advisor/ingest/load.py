@@ -103,11 +103,9 @@ def _runlog(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
         n_lines=summ.n_lines,
         unknown_events=dict(summ.unknown),
         unknown_fields=dict(summ.unknown_fields),
-        sampled=summ.sampled,
         totals=summ.totals() if summ.sampled else None,
         t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
         n_steps={r: summ.n_steps(r) for r in summ.roles},
-        source=str(path) if len(summ.paths) == 1 else None,
     )
 
 
