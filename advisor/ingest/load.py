@@ -85,7 +85,7 @@ def _warn_unit(summ: Summary, path: str) -> None:
 def _runlog(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
     header = summ.header
-    cols, codes, _ = summ.steps()
+    cols, codes = summ.steps()
     steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
     rc = summ.rates_columns()
     rates = rates_columns_frame(rc or rates_columns([], header), merged=len(summ.paths) > 1)
