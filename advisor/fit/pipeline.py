@@ -124,9 +124,16 @@ def _fit_steps(measured: Measurement) -> _Roles:
         consumer,
         REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12),
     )
-    fits = {}
+    fits = {r: role_from_steps(r, frames[r], walls[r], lines[r]) for r in roles}
+    exact = any(ms[i].log.sampled for i in with_steps)
+    if exact:
+        # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned
+        # sums, before the contention line scales them to the reference split
+        (fits[producer], fits[consumer]), exact_tokens, seqs_exact = role_fits_from_sums(
+            ms, same, (fits[producer], fits[consumer])
+        )
     for r in roles:
-        rf = replace(role_from_steps(r, frames[r], walls[r], lines[r]), drift=max(drift(per_log[i][r]) for i in same))
+        rf = replace(fits[r], drift=max(drift(per_log[i][r]) for i in same))
         if contention.measured:
             # the line through the logs' means at the observed split replaces the pooled mean
             ref = contention_ref_busy(ms, same, producer, r, contention)
@@ -148,9 +155,8 @@ def _fit_steps(measured: Measurement) -> _Roles:
     all_tok = line_frames[consumer]["tokens"].to_numpy(float)
     tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
     observed = tuple(m.observed.with_tokens(tokens_mean) for m in ms)
-    if any(ms[i].log.sampled for i in with_steps):
-        # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned sums
-        (pfit, cfit), tokens_mean, seqs_mean = role_fits_from_sums(ms, same, (pfit, cfit))
+    if exact:
+        tokens_mean, seqs_mean = exact_tokens, seqs_exact
     return _Roles(
         producer=pfit,
         consumer=cfit,
@@ -364,9 +370,8 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     _warn_shared_compute(logs, roles)
     sync = fit_sync(measured.logs, measured.consumer)
     loader = fit_loader(measured.logs[0], roles.producer)
-    if measured.sampled:
-        # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
-        sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
+    # where steps are a sample (advisor.ingest.summary): loader capacity and steps per sync from exact counts
+    sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
     total = None
     if head.samples and head.epochs and roles.seqs_mean:
         total = head.samples * head.epochs / roles.seqs_mean

@@ -85,7 +85,7 @@ def _warn_unit(summ: Summary, path: str) -> None:
 def _runlog(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
     header = summ.header
-    cols, codes, _ = summ.steps()
+    cols, codes = summ.steps()
     steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
     rc = summ.rates_columns()
     rates = rates_columns_frame(rc or rates_columns([], header), merged=len(summ.paths) > 1)
@@ -103,11 +103,9 @@ def _runlog(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
         n_lines=summ.n_lines,
         unknown_events=dict(summ.unknown),
         unknown_fields=dict(summ.unknown_fields),
-        sampled=summ.sampled,
         totals=summ.totals() if summ.sampled else None,
         t_max_s=summ.t_max_s if math.isfinite(summ.t_max_s) else None,
         n_steps={r: summ.n_steps(r) for r in summ.roles},
-        source=str(path) if len(summ.paths) == 1 else None,
     )
 
 

@@ -1,7 +1,7 @@
 """The exact pass over a piece of a log body: each line decoded by ``json`` and checked by `schema.validate_event`.
 
 This is the pass that names the first bad line (file, line, field), and reads what the fast pass
-(`advisor.ingest.scan`, polars) gives up on. A :class:`Piece` (whole lines of the body, from
+(`advisor.ingest.scan`, polars) gives up on. A piece (whole lines of the body, from
 `advisor.ingest.stream`) becomes a :class:`Parsed`: the piece's columns, split by event type.
 """
 
@@ -19,20 +19,6 @@ from advisor.errors import LogError, cut_text
 from advisor.ingest.frames import RATES_SCALARS
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, validate_event
 from advisor.ingest.summary import STEP_FIELDS, SYNC_FIELDS
-
-
-@dataclass(frozen=True)
-class Piece:
-    """Whole lines of a log body, ``buf[start:end]`` (ending with a newline), parsed as one."""
-
-    buf: bytes
-    start: int
-    end: int
-    first_line: int  # the line number of its first line
-
-    def text(self) -> bytes:
-        """The piece's bytes."""
-        return self.buf[self.start : self.end]
 
 
 def _table_error(text: str, path: str, line: int) -> LogError | None:
@@ -109,10 +95,9 @@ class Parsed:
     end_obj: Mapping[str, Any] | None
 
 
-def parse_piece(piece: Piece, header: RunHeader, path: str) -> Parsed:
-    """Decode and check each line of ``piece``."""
-    lines = piece.text().split(b"\n")
-    first_body_line = piece.first_line
+def parse_piece(text: bytes, first_body_line: int, header: RunHeader, path: str) -> Parsed:
+    """Decode and check each line of ``text`` (whole body lines, the first numbered ``first_body_line``)."""
+    lines = text.split(b"\n")
     names = list(KNOWN_EVENTS)
     evs: list[int] = []
     step_fields = STEP_FIELDS + header.node_step_fields

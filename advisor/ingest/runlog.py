@@ -49,11 +49,14 @@ class RunLog:
     unknown_fields: Mapping[str, int] = field(default_factory=dict)  # "ev.field" -> times seen (ingest.schema)
     # Large logs (more than ``sample_rows`` steps of a role): ``steps`` is a uniform sample of the
     # log's steps, and ``totals`` holds its exact time-binned counts and sums (advisor.ingest.summary).
-    sampled: bool = False
     totals: Totals | None = None
     t_max_s: float | None = None  # the largest t in the log (None: not known)
     n_steps: Mapping[str, int] | None = None  # every step of each role, sampled or not
-    source: str | None = None  # the file read (to re-read a sample's rows exactly)
+
+    @property
+    def sampled(self) -> bool:
+        """Whether any steps or syncs of the log are a sample (its counts and sums are in ``totals``)."""
+        return self.totals is not None
 
     def is_sampled(self, role: str) -> bool:
         """Whether ``role``'s steps are a sample of a large log (then its counts and sums are in ``totals``)."""

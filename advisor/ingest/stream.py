@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ import numpy as np
 from advisor.errors import LogError
 from advisor.ingest import reader
 from advisor.ingest import summary as _summary
-from advisor.ingest.parse import Parsed, Piece, decode_line, parse_piece
+from advisor.ingest.parse import Parsed, decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
 from advisor.ingest.scan import PROBE_LINES, scan_log, tail_warning
 from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
@@ -63,14 +62,15 @@ class _Body:
         return summ
 
     def take(self, buf: bytes, end: int, nl: np.ndarray) -> _Taken | None:
-        """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``); reads the header first."""
+        """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``), the number of the
+        first and the unknown fields on them; reads the header first."""
         pos, body_first = 0, self.lines_done + 1
         if self.header is None:
             pos, body_first = self._header(buf, end)  # (no header yet: every line read, pos is end)
         self.lines_done += len(nl)
         if pos >= end:
             return None
-        return _Taken(Piece(buf=buf, start=pos, end=end, first_line=body_first), _count_fields(buf, pos, end))
+        return buf[pos:end], body_first, _count_fields(buf, pos, end)
 
     def _header(self, buf: bytes, end: int) -> tuple[int, int]:
         """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
@@ -99,12 +99,7 @@ class _Body:
         warnings.warn(tail_warning(self.spath, self.lines_done + 1, n_bytes), stacklevel=7)
 
 
-@dataclass(frozen=True)
-class _Taken:
-    """A piece of whole body lines, and the unknown fields found on its first lines."""
-
-    piece: Piece
-    fields: dict[str, int]
+_Taken = tuple[bytes, int, dict[str, int]]  # whole body lines, the first's number, the unknown fields on them
 
 
 def _count_fields(buf: bytes, start: int, end: int) -> dict[str, int]:
@@ -218,9 +213,9 @@ def _add_parsed(summ: Summary, p: Parsed) -> None:
 
 def _fold(body: _Body, pieces: Iterator[_Taken]) -> None:
     """Decode and check the pieces, and fold them into the body's summary, in order."""
-    for taken in pieces:
-        summ = body.piece_summary(taken.fields)
-        _add_parsed(summ, parse_piece(taken.piece, body.header, body.spath))
+    for text, first_line, fields in pieces:
+        summ = body.piece_summary(fields)
+        _add_parsed(summ, parse_piece(text, first_line, body.header, body.spath))
         body.summ.extend(summ)
 
 

@@ -310,7 +310,7 @@ class Summary:
         """How many steps one role logged: all of them, not only those sampled."""
         return int(self.counts[role][0])
 
-    def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray, bool]:
+    def steps(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Kept step rows of all roles, in time order."""
         parts, by_time, times, codes = [], [], [], []
         start = 0
@@ -325,12 +325,12 @@ class Summary:
             codes.append(np.full(len(keys), i, dtype=np.int64))
             start += len(keys)
         if not parts:
-            return {f: np.empty(0) for f in self.step_fields}, np.empty(0, dtype=np.int64), True
+            return {f: np.empty(0) for f in self.step_fields}, np.empty(0, dtype=np.int64)
         # time order; equal times by role, then by key (content): the same order whichever files
         # the rows came from, so merged summaries give the very frames of the whole log
         rows = np.concatenate(by_time)[merged_order(times)]
         out = {f: np.concatenate([c[f] for c in parts])[rows] for f in self.step_fields}
-        return out, np.concatenate(codes)[rows], True
+        return out, np.concatenate(codes)[rows]
 
     def syncs(self) -> dict[str, np.ndarray]:
         """Kept sync rows (every one where the syncs were not sampled)."""

@@ -76,10 +76,6 @@ class Measurement:
     def with_steps(self) -> list[int]:
         return [i for i, m in enumerate(self.logs) if m.log.has_steps]
 
-    @property
-    def sampled(self) -> bool:
-        return any(m.log.sampled for m in self.logs)
-
 
 def _in_window(frame: pd.DataFrame, win: SteadyWindow) -> pd.DataFrame:
     return frame[win.mask(frame["t"])] if len(frame) and "t" in frame else frame

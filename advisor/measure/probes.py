@@ -116,7 +116,6 @@ def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, t
         n_lines=sum(lg.n_lines for lg in segments),
         t_max_s=offset,
         n_steps=n_steps,
-        source=None,
         totals=None,
     )
     win = SteadyWindow(

@@ -24,7 +24,9 @@ before it, and keeping it lowers the window's rate by ``TAIL_REPORT_EFFECT`` or 
 :class:`SteadyStateWarning` says by how much, and that it is kept.
 
 A sampled large log (`RunLog.is_sampled`: its consumer's steps are a sample) runs the same rules
-on all its completions, counted per time bin (`find_steady_binned`).
+on all its completions, counted per time bin (`find_steady_binned`). The two stay apart: the
+per-row rule cuts at a completion (MSER on gaps of 5), the binned one at a bin edge (MSER on
+counts of ~25 completions), so one rule for both would move every window of a log read whole.
 """
 
 from __future__ import annotations

@@ -422,12 +422,12 @@ def test_steps_are_the_same_from_a_sample_held_by_key(sync_log, monkeypatch):
     monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 500)
     summ = summarize_log(sync_log, sample_rows=500)
     assert summ.sampled
-    want_cols, want_codes, _ = summ.steps()
+    want_cols, want_codes = summ.steps()
     for r in summ.roles:
         c, keys = summ.samples[r].compact()
         by_key = np.argsort(keys, kind="stable")
         summ.samples[r].parts = [({f: v[by_key] for f, v in c.items()}, keys[by_key])]
-    cols, codes, _ = summ.steps()
+    cols, codes = summ.steps()
     np.testing.assert_array_equal(codes, want_codes)
     for f in want_cols:
         np.testing.assert_array_equal(cols[f], want_cols[f])

@@ -35,7 +35,7 @@ def test_a_step_log_is_measured_as_its_parts(ref):
     for role in ("target", "drafter"):
         assert len(ml.steps[role]) == int((st["role"] == role).sum()) > 0
         assert (ml.steps[role]["role"] == role).all()
-    assert m.with_steps == [0] and not m.sampled
+    assert m.with_steps == [0] and not m.logs[0].log.sampled
     assert m.within is not None  # the first step log's within-log contention
     sums = ml.sums["drafter"]  # the window's sums, off the steps where the log is not sampled
     assert sums["n"] == len(ml.steps["drafter"]) and ml.sync_count is None

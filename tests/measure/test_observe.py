@@ -69,3 +69,28 @@ def test_steady_steps_are_the_window_mask_rows(ref_log):
         np.testing.assert_array_equal(got.index.to_numpy(), want.index.to_numpy())
         for c in steps.columns:
             np.testing.assert_array_equal(got[c].to_numpy(), want[c].to_numpy())
+
+
+def test_sampled_logs_keep_the_contention_reference_step_time(monkeypatch):
+    """With a slope measured across splits, a role's mean step time is the line's value at the
+    reference split (the first log's), sampled or not: the exact sums of a sampled log do not put
+    back the pooled mean of both splits."""
+    import warnings
+    from pathlib import Path
+
+    sweep = Path(__file__).resolve().parents[2] / "fixtures" / "sweep" / "cpu32"
+    names = ("cpu32-7x1-r0.jsonl.gz", "cpu32-2x6-r0.jsonl.gz")
+
+    def fit():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fit_logs([load_log(sweep / n) for n in names])
+
+    full = fit()
+    monkeypatch.setattr(summary, "DEFAULT_SAMPLE_ROWS", 200)
+    sampled = fit()
+    assert full.contention.measured and sampled.contention.measured
+    for role in ("producer", "consumer"):
+        a, b = getattr(full, role), getattr(sampled, role)
+        assert b.busy_mean_s == pytest.approx(a.busy_mean_s, rel=0.01)
+        assert b.mu_bps == pytest.approx(1.0 / b.busy_mean_s)
