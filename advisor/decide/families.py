@@ -124,7 +124,7 @@ CALIBRATED: tuple[Family, ...] = (
         "tiny",
         "16-core CPU",
         (20, 50, 10, 1024, 1, 1),
-        "g10tb1k g10tb1k-b g11tb1k g12tb1k g12tb1k-c g12tb1k-f g13tb1k g13tb1k-b g13tb1k-c g14tb1k g15tb1k",
+        "g10tb1k g10tb1k-b g11tb1k g12tb1k g12tb1k-c g12tb1k-f g13tb1k g13tb1k-b g13tb1k-c g14tb1k g15tb1k g16tb1k",
     ),
     _family(
         "tiny-hs20-pre50-sync10-tb2048-tp1-cpu16",
@@ -142,6 +142,7 @@ CALIBRATED: tuple[Family, ...] = (
     ),
     _family("tiny-hs20-pre50-sync10-tb4096-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 4096, 1, 1), "g14tb4k"),
     _family("tiny-hs20-pre50-sync10-tb512-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 512, 1, 1), "tb512g7"),
+    _family("tiny-hs20-pre50-sync10-tb8192-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 8192, 1, 1), "tb8kg7"),
     _family(
         "tiny-hs20-pre50-sync2-tb1024-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 1024, 1, 1), "sync2g12 sync2g14"
     ),
