@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -48,12 +48,10 @@ from advisor.measure.observe import ObservedRun
 from advisor.measure.steady import SteadyWindow
 from advisor.model.params import (
     NO_CONTENTION,
-    NO_REGIMES,
     Basis,
     ContentionFit,
     LoaderFit,
     PipelineFit,
-    RegimeFit,
     RoleFit,
     Source,
     SyncFit,
@@ -75,26 +73,9 @@ def _pct_text(k: float) -> str:
     return f"{100 * (math.exp(k) - 1):+.1f}%"
 
 
-@dataclass(frozen=True)
-class _Roles:
-    """What the step (or rates) branch of `fit_pipeline` fits: both roles and the batch sizes."""
-
-    producer: RoleFit
-    consumer: RoleFit
-    tokens_mean: float
-    tokens_std: float
-    seqs_mean: float | None
-    tokens_range: tuple[float, float]
-    observed: tuple[ObservedRun, ...]
-    contention: ContentionFit
-    regimes: RegimeFit
-    source: Source
-    path: str  # the log the fit rests on (for the caveats)
-    tokens_measured: bool = True  # False: no log gave tokens; ``tokens_mean`` is a nominal batch
-
-
-def _fit_steps(measured: Measurement) -> _Roles:
-    """Both roles from step events: busy-time rates, the step-time line, contention, drift, regimes."""
+def _fit_steps(measured: Measurement) -> dict:
+    """`PipelineFit`'s fields of both roles from step events: busy-time rates, the step-time line,
+    contention, drift, regimes."""
     ms = measured.logs
     producer, consumer = measured.producer, measured.consumer
     with_steps = measured.with_steps
@@ -130,17 +111,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
         if contention.measured:
             # the line through the logs' means at the observed split replaces the pooled mean
             ref = contention_ref_busy(ms, same, producer, r, contention)
-            f = ref / rf.busy_mean_s
-            rf = replace(
-                rf,
-                busy_mean_s=ref,
-                busy_std_s=rf.busy_std_s * f,
-                t0_s=rf.t0_s * f,
-                c_s_per_tok=rf.c_s_per_tok * f,
-                mu_bps=rf.mu_bps / f,
-                mu_low_bps=rf.mu_low_bps / f,
-                mu_high_bps=rf.mu_high_bps / f,
-            )
+            rf = replace(rf.scaled(ref / rf.busy_mean_s), busy_mean_s=ref)
         fits[r] = token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
     pfit, cfit = fits[producer], fits[consumer]
     tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
@@ -151,7 +122,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
     if any(ms[i].log.sampled for i in with_steps):
         # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned sums
         (pfit, cfit), tokens_mean, seqs_mean = role_fits_from_sums(ms, same, (pfit, cfit))
-    return _Roles(
+    return dict(
         producer=pfit,
         consumer=cfit,
         tokens_mean=tokens_mean,
@@ -162,12 +133,12 @@ def _fit_steps(measured: Measurement) -> _Roles:
         contention=contention,
         regimes=regimes,
         source=Source.STEPS,
-        path=ms[first].path,
     )
 
 
-def _fit_rates(measured: Measurement) -> _Roles:
-    """Both roles from `rates` snapshots only (capacities from cap_bps, else bounds; variability assumed)."""
+def _fit_rates(measured: Measurement) -> dict:
+    """`PipelineFit`'s fields of both roles from `rates` snapshots only (capacities from cap_bps,
+    else bounds; variability assumed)."""
     producer, consumer = measured.producer, measured.consumer
     m0 = measured.logs[0]
     lg, r = m0.log, m0.rates
@@ -192,8 +163,12 @@ def _fit_rates(measured: Measurement) -> _Roles:
         stacklevel=3,
     )
     _warn_rates_capacities(lg, pfit, cfit, kinds)
-    contention = _rates_contention(lg, m0.roles[producer])
-    return _Roles(
+    n_ref, gpus = m0.roles[producer], lg.header.engine_gpus
+    if shares_compute(lg):  # as a step log of one split on a shared host
+        contention = ContentionFit.unmeasured(n_ref, gpus, **contention_priors(lg, None))
+    else:
+        contention = gpu_priors(n_ref, gpus, lg.header.gpus_per_engine)
+    return dict(
         producer=pfit,
         consumer=cfit,
         tokens_mean=tokens_mean,
@@ -202,9 +177,7 @@ def _fit_rates(measured: Measurement) -> _Roles:
         tokens_range=(tokens_mean, tokens_mean),
         observed=observed,
         contention=contention,
-        regimes=NO_REGIMES,
         source=Source.RATES,
-        path=lg.path,
         tokens_measured=tokens_measured,
     )
 
@@ -245,14 +218,6 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
             )
 
 
-def _rates_contention(lg: RunLog, n_ref: int) -> ContentionFit:
-    """Split-dependence for a rates-only log of ``n_ref`` producers: a shared host's prior, else the
-    GPU priors."""
-    if shares_compute(lg):  # as a step log of one split on a shared host
-        return ContentionFit.unmeasured(n_ref, lg.header.engine_gpus, **contention_priors(lg, None))
-    return gpu_priors(n_ref, lg.header.engine_gpus, lg.header.gpus_per_engine)
-
-
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
     """Some identified, unconfounded within-log slope departs from zero (dedicated GPUs included)."""
     if w is None or not w.estimated:
@@ -264,11 +229,10 @@ def _within_shows_contention(w: WithinLogContention | None) -> bool:
     )
 
 
-def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
+def _warn_shared_compute(logs: Sequence[RunLog], contention: ContentionFit, path: str) -> None:
     """Caveats on step times that depend on who else runs: shared GPUs, the split itself."""
     head = logs[0].header
     producer, consumer = head.producer, head.consumer
-    contention = roles.contention
     for lg in logs:
         phys = lg.header.extra.get("physical_gpus")
         if isinstance(phys, (int, float)) and 0 < phys < sum(lg.header.roles.values()):
@@ -292,9 +256,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
             stacklevel=3,
         )
     elif contention.at_any_g:
-        warnings.warn(
-            AssumptionWarning(f"{roles.path}: {gpu_priors_text(contention, producer, consumer)}"), stacklevel=3
-        )
+        warnings.warn(AssumptionWarning(f"{path}: {gpu_priors_text(contention, producer, consumer)}"), stacklevel=3)
     elif contention.prior_se > 0:
         prior_p, prior_c = contention.role_se
         widen = (
@@ -319,7 +281,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
             widen += f" (ln({over[0]}/{over[1]}), for the cores)"
         warnings.warn(
             AssumptionWarning(
-                f"{roles.path}: {why} one split was logged, so how step times "
+                f"{path}: {why} one split was logged, so how step times "
                 f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
                 f"(the mean of real shared-host sweeps), and the intervals widen by "
                 f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
@@ -331,7 +293,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
     text = within_log_text(contention.within, producer, consumer)
     shown_only = bool(contention.shown_slope) and not contention.within.identified  # (said above)
     if text and not shown_only and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
-        warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)
+        warnings.warn(ContentionWarning(f"{path}: {text}"), stacklevel=3)
 
 
 def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> str:
@@ -361,15 +323,15 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     logs = [m.log for m in measured.logs]
     head = logs[0].header
     roles = _fit_steps(measured) if measured.with_steps else _fit_rates(measured)
-    _warn_shared_compute(logs, roles)
+    _warn_shared_compute(logs, roles["contention"], measured.logs[(measured.with_steps or [0])[0]].path)
     sync = fit_sync(measured.logs, measured.consumer)
-    loader = fit_loader(measured.logs[0], roles.producer)
+    loader = fit_loader(measured.logs[0], roles["producer"])
     if measured.sampled:
         # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
         sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
     total = None
-    if head.samples and head.epochs and roles.seqs_mean:
-        total = head.samples * head.epochs / roles.seqs_mean
+    if head.samples and head.epochs and roles["seqs_mean"]:
+        total = head.samples * head.epochs / roles["seqs_mean"]
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     if hs is None:
         warnings.warn(
@@ -382,27 +344,17 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
             stacklevel=2,
         )
     fit = PipelineFit(
-        producer=roles.producer,
-        consumer=roles.consumer,
+        **roles,
         sync=sync,
         loader=loader,
         hs_cap=hs.cap if hs else 0,
         pre_cap=pre.cap if pre else 0,
-        tokens_mean=roles.tokens_mean,
-        tokens_std=roles.tokens_std,
-        seqs_mean=roles.seqs_mean,
-        source=roles.source,
-        tokens_range=roles.tokens_range,
-        observed=roles.observed,
         hs_bytes_per_token=head.hs_bytes_per_token,
         total_batches=total,
-        contention=roles.contention,
-        regimes=roles.regimes,
         link=fit_link(measured),
-        tokens_measured=roles.tokens_measured,
         hs_declared=hs is not None,
     )
-    if loader.near_binding and roles.source is Source.STEPS:
+    if loader.near_binding and fit.source is Source.STEPS:
         fit = calibrate_loader(fit)
     return fit
 
@@ -429,31 +381,14 @@ def gpu_priors(n_producer: int, gpus: int, gpus_per_worker: tuple[int, int] = (1
     )
 
 
-def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -> RoleFit:
-    """One role from a given capacity (a value, a range or a lower bound; `advisor.settings.as_capacity`)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
-        raise SettingsError("cap_bps", f"'{role}' must be > 0, got {value}")
-    cap = as_capacity(f"cap_bps: '{role}'", value)
-    mu = cap.point / n
-    kind = cap.kind
-    return RoleFit.unmeasured(
-        role,
-        mu,
-        scv=scv,
-        basis=Basis.BOUND if kind == "bound" else Basis.GIVEN,
-        c_s_per_tok=1.0 / mu / tokens_per_batch,
-        lower_bound=kind == "bound",
-        mu_range_bps=() if kind == "value" else (cap.low / n, cap.high / n),
-    )
-
-
 def _given_roles(
     roles: Mapping[str, int],
     cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
     tokens_per_batch: float,
     scv: float,
 ) -> list[RoleFit]:
-    """Producer then consumer from given counts and capacities; the first bad one is named."""
+    """Producer then consumer from given counts and capacities (a value, a range or a lower bound:
+    `advisor.settings.as_capacity`); the first bad one is named."""
     names = list(roles)
     if len(names) != 2:
         raise SettingsError("roles", f"must name a producer and a consumer, got {names}")
@@ -462,9 +397,21 @@ def _given_roles(
         n = roles[r]
         if n < 1:
             raise SettingsError("roles", f"'{r}' must have at least 1 worker, got {n}")
-        if r not in cap_bps:
-            raise SettingsError("cap_bps", f"'{r}' must be > 0, got None")
-        fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
+        value = cap_bps.get(r)
+        if r not in cap_bps or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0):
+            raise SettingsError("cap_bps", f"'{r}' must be > 0, got {value}")
+        cap = as_capacity(f"cap_bps: '{r}'", value)
+        mu = cap.point / n
+        rf = RoleFit.unmeasured(
+            r,
+            mu,
+            scv=scv,
+            basis=Basis.BOUND if cap.kind == "bound" else Basis.GIVEN,
+            c_s_per_tok=1.0 / mu / tokens_per_batch,
+            lower_bound=cap.kind == "bound",
+            mu_range_bps=() if cap.kind == "value" else (cap.low / n, cap.high / n),
+        )
+        fits.append(rf)
     return fits
 
 
@@ -482,22 +429,6 @@ def _given_sync(m: int, sync_s: float, sync_every: int) -> SyncFit:
         dur_by_workers={m: sync_s} if measured else {},
         measured=measured,
         scaling_identified=not (measured and sync_every > 0),
-    )
-
-
-def _numbers_observed(roles: Mapping[str, int], x_obs_bps: float, tokens_per_batch: float) -> ObservedRun:
-    """The run the numbers stand for: the split given, flowing at the smaller pool capacity."""
-    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
-    return ObservedRun(
-        path="<numbers>",
-        roles=dict(roles),
-        bps=x_obs_bps,
-        tok_s=x_obs_bps * tokens_per_batch,
-        steady=win,
-        done=None,
-        eta_s=None,
-        hs_mean_depth=None,
-        hs_full_share=None,
     )
 
 
@@ -524,7 +455,20 @@ def fit_from_numbers(
     fits = _given_roles(roles, cap_bps, tokens_per_batch, scv)
     names = list(roles)
     sync = _given_sync(roles[names[1]], sync_s, sync_every)
-    ob = _numbers_observed(roles, min(f.mu_bps * roles[f.role] for f in fits), tokens_per_batch)
+    # the run the numbers stand for: the split given, flowing at the smaller pool capacity
+    x_obs = min(f.mu_bps * roles[f.role] for f in fits)
+    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
+    ob = ObservedRun(
+        path="<numbers>",
+        roles=dict(roles),
+        bps=x_obs,
+        tok_s=x_obs * tokens_per_batch,
+        steady=win,
+        done=None,
+        eta_s=None,
+        hs_mean_depth=None,
+        hs_full_share=None,
+    )
     loader = LoaderFit(
         input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"), pre_mean_depth=None
     )
