@@ -34,23 +34,18 @@ def fit_link(ms: Measurement) -> LinkFit:
     head = ms.logs[0].log.header
     k = (head.k(head.producer), head.k(head.consumer))
     prod, cons = by_node(head)
-    spans = any(m.log.header.gpus_per_node and m.log.header.nodes > 1 for m in ms.logs)
     samples = [m.link for m in ms.logs if m.link is not None and m.link.crossed]
     crossed = sum(s.crossed for s in samples)
     first = ms.logs[0].link
     known = (first.steps, first.crossed) if first is not None else (0, 0)
-    local = float(np.mean([s.local_xfer_s for s in samples])) if samples else 0.0
     measured = _measured_bytes_s(samples) if crossed >= MIN_CROSSED else None
     given = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
     bytes_s, source = (measured, "measured") if measured is not None else (given, "header" if given else None)
     return LinkFit(
         bytes_s=bytes_s,
         source=source,
-        crossed_steps=crossed,
         steps_known=known[0],
         first_crossed=known[1],
-        local_xfer_s=local,
-        spans_nodes=spans,
         gpus_per_worker=k,
         gpus_per_node=head.gpus_per_node,
         producers_by_node=prod,

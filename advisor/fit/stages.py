@@ -153,7 +153,6 @@ def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
         scv=scv if scv is not None else 1.0,
         producer_starved_share=float(starved),
         pre_mean_depth=depth,
-        pre_empty_share=empty_share,
         near_binding=near,
     )
 

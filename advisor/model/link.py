@@ -128,7 +128,6 @@ class LinkResult:
     consumer_s: float
     link_cap_bps: float
     crossing_share: float
-    node_share: tuple[float, ...]
 
     def link_util(self, x_bps: float) -> float:
         """Busiest link's utilisation at pipeline rate ``x_bps``."""
@@ -205,5 +204,5 @@ def link_pool(placement: Placement, consumer_s: float, xfer_s: float, scv_x: flo
     crossing = sum(w * v for w, v in zip(share, visits))
     link_cap = 1.0 / (crossing * xfer_s) if crossing * xfer_s > 0 else math.inf
     return LinkResult(
-        consumer_cap_bps=cap, consumer_s=m / cap, link_cap_bps=link_cap, crossing_share=crossing, node_share=share
+        consumer_cap_bps=cap, consumer_s=m / cap, link_cap_bps=link_cap, crossing_share=crossing
     )

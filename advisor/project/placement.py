@@ -74,7 +74,6 @@ class PlacedPool:
 
     placement: Placement
     pool: LinkResult
-    candidates: int
 
 
 @dataclass(frozen=True)
@@ -130,4 +129,4 @@ def best_placement(
         ):
             best = (key, pl, pool)
     assert best is not None
-    return PlacedPool(placement=best[1], pool=best[2], candidates=len(cands))
+    return PlacedPool(placement=best[1], pool=best[2])
