@@ -89,19 +89,16 @@ def compare_probed(fit: PipelineFit, rows: tuple[SplitRow, ...]) -> tuple[SplitR
         r = by_label[lab]
         x = r.observed_bps
         half = Z_95 * math.sqrt(own + shared_var)
-        was = r.bps  # the projected rate, which the measured one replaces
+        at_x = r.scaled(x / r.bps) if r.bps > 0 else r  # the measured rate replaces the projected one
         by_label[lab] = _hold_measured(
             replace(
-                r,
+                at_x,
                 parts=replace(q, shared_log_per_se=shared, own_var_log2=own, sync_ends_log=sync, corners_log=corners),
                 bps=x,
                 bps_low=x * math.exp(-half),
                 bps_high=x * math.exp(half),
                 widened=False,
                 probe_segments=len(rates[lab]),
-                eta_s=r.eta_s * was / x if was > 0 else r.eta_s,
-                tok_s=r.tok_s * x / was if was > 0 else r.tok_s,
-                gpu_util=r.gpu_util * x / was if was > 0 else r.gpu_util,
             ),
             x,
         )
