@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from advisor.ingest.summary import BIN_FIELDS
@@ -52,12 +53,12 @@ def drift(steps: pd.DataFrame) -> float:
     return float(abs(a.mean() - b.mean()) / (a.mean() + b.mean()))
 
 
-def log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
-    """Standard error of log(mean busy) of one log: batch means (sampling) and drift together."""
-    busy = steps["busy"].to_numpy()
+def log_mean_var(busy: np.ndarray, drift_share: float, run_var: float) -> float:
+    """Variance of log(mean busy) of a log's steps: batch means (sampling), its drift and a run's
+    level shift (``run_var``) together."""
     m = float(busy.mean())
     lo, hi = batch_means_interval(busy)
-    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + drift(steps) ** 2 + run_se**2)
+    return ((hi - lo) / (2 * Z_95 * m)) ** 2 + drift_share**2 + run_var
 
 
 def role_from_rates(

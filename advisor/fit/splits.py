@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from advisor.fit.roles import log_mean_se
+from advisor.fit.roles import drift, log_mean_var
 from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.measured import MeasuredLog
@@ -135,12 +135,12 @@ def fit_contention(
         return ContentionFit.unmeasured(n_ref, g, **priors)
     out = {}
     for r in (producer, consumer):
-        y = np.array([math.log(measured[i].steps[r]["busy"].mean()) for i in idx])
+        steps = [measured[i].steps[r] for i in idx]
+        y = np.array([math.log(st["busy"].mean()) for st in steps])
         # one run's own level shift is RUN_SE / sqrt(2) (RUN_SE is the difference between two runs)
-        se = np.array(
-            [max(log_mean_se(measured[i].steps[r], RUN_SE / math.sqrt(2) if prior else 0.0), 1e-4) for i in idx]
-        )
-        w = 1.0 / se**2
+        run_var = (RUN_SE / math.sqrt(2) if prior else 0.0) ** 2
+        var = [log_mean_var(st["busy"].to_numpy(), drift(st), run_var) for st in steps]
+        w = 1.0 / np.maximum(np.sqrt(var), 1e-4) ** 2
         xm = float((w * ns).sum() / w.sum())
         sxx = float((w * (ns - xm) ** 2).sum())
         k = float((w * (ns - xm) * (y - (w * y).sum() / w.sum())).sum() / sxx)
