@@ -424,7 +424,6 @@ def _given_sync(m: int, sync_s: float, sync_every: int) -> SyncFit:
     measured = m > 1 and sync_s > 0
     return SyncFit(
         sync_every=sync_every,
-        latency_s=0.0,
         bandwidth_s=sync_s / ((m - 1) / m) if measured else 0.0,
         dur_by_workers={m: sync_s} if measured else {},
         measured=measured,

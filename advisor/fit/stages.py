@@ -66,15 +66,13 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
                     n_steps = len(ml.steps[consumer]) if consumer in ml.steps else 0
                     k = max(k, int(round(n_steps / m / len(d))))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
-    common = dict(sync_every=k, bytes_per_sync=float(np.mean(sizes)) if sizes else None, round_var_ratio=spread)
-    if not means:
-        return SyncFit(latency_s=0.0, bandwidth_s=0.0, measured=False, **common)
-    ms = np.array(sorted(means), dtype=float)
-    ys = np.array([means[int(m)] for m in ms])
-    if len(ms) == 1:
+    size = float(np.mean(sizes)) if sizes else None
+    fit = SyncFit(k, bytes_per_sync=size, round_var_ratio=spread, dur_by_workers=means, measured=bool(means))
+    if len(means) == 1:
+        ((m, t),) = means.items()
         warnings.warn(
             AssumptionWarning(
-                f"sync cost measured at {role_count(int(ms[0]), consumer)} only ({ys[0] * 1e3:.0f} ms per all-reduce): "
+                f"sync cost measured at {role_count(m, consumer)} only ({t * 1e3:.0f} ms per all-reduce): "
                 "how it "
                 f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
                 f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
@@ -82,27 +80,16 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
             ),
             stacklevel=2,
         )
-        return SyncFit(
-            latency_s=0.0,
-            bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
-            dur_by_workers=means,
-            measured=True,
-            scaling_identified=False,
-            **common,
-        )
+        return replace(fit, bandwidth_s=t / ((m - 1) / m), scaling_identified=False)
+    if not means:
+        return fit
     from scipy.optimize import nnls
 
     # constant (e.g. a switch-offloaded or latency-dominated collective), per-hop latency, ring bandwidth
+    ms = np.array(sorted(means), dtype=float)
     a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])
-    coef, _ = nnls(a_mat, ys)
-    return SyncFit(
-        latency_s=float(coef[1]),
-        bandwidth_s=float(coef[2]),
-        fixed_s=float(coef[0]),
-        dur_by_workers=means,
-        measured=True,
-        **common,
-    )
+    coef, _ = nnls(a_mat, np.array([means[int(m)] for m in ms]))
+    return replace(fit, latency_s=float(coef[1]), bandwidth_s=float(coef[2]), fixed_s=float(coef[0]))
 
 
 def _round_var_ratio(measured: Sequence[MeasuredLog], consumer: str, k: int) -> float:

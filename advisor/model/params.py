@@ -273,8 +273,8 @@ class SyncFit:
     """Data-parallel drafter sync: every ``sync_every`` steps, a collective of ``T_ar(M)`` s."""
 
     sync_every: int
-    latency_s: float  # a in T_ar = c + a*(M-1) + b*(M-1)/M
-    bandwidth_s: float  # b
+    latency_s: float = 0.0  # a in T_ar = c + a*(M-1) + b*(M-1)/M
+    bandwidth_s: float = 0.0  # b
     dur_by_workers: Mapping[int, float] = field(default_factory=dict)
     measured: bool = False
     fixed_s: float = 0.0  # c
