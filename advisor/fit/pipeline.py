@@ -172,8 +172,6 @@ def _fit_rates(measured: Measurement) -> dict:
         producer=pfit,
         consumer=cfit,
         tokens_mean=tokens_mean,
-        tokens_std=float("nan"),
-        seqs_mean=None,
         tokens_range=(tokens_mean, tokens_mean),
         observed=observed,
         contention=contention,
@@ -330,7 +328,7 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
         # sampled large logs (advisor.ingest.summary): loader capacity and steps per sync from exact counts
         sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
     total = None
-    if head.samples and head.epochs and roles["seqs_mean"]:
+    if head.samples and head.epochs and roles.get("seqs_mean"):
         total = head.samples * head.epochs / roles["seqs_mean"]
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     if hs is None:
@@ -468,9 +466,6 @@ def fit_from_numbers(
         hs_mean_depth=None,
         hs_full_share=None,
     )
-    loader = LoaderFit(
-        input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"), pre_mean_depth=None
-    )
     per = (o.gpus_per_worker or {}).get
     k = (int(per(names[0], 1)), int(per(names[1], 1)))  # GPUs per engine: ``roles`` counts engines
     gpus = roles[names[0]] * k[0] + roles[names[1]] * k[1]
@@ -479,16 +474,13 @@ def fit_from_numbers(
         producer=fits[0],
         consumer=fits[1],
         sync=sync,
-        loader=loader,
+        loader=LoaderFit(),
         hs_cap=hs_cap,
         pre_cap=pre_cap,
         tokens_mean=tokens_per_batch,
-        tokens_std=float("nan"),
-        seqs_mean=None,
         source=Source.NUMBERS,
         tokens_range=(tokens_per_batch, tokens_per_batch),
         observed=(ob,),
         hs_bytes_per_token=o.hs_bytes_per_token,
-        total_batches=None,
         contention=contention,
     )

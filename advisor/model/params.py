@@ -306,11 +306,11 @@ class SyncFit:
 
 @dataclass(frozen=True)
 class LoaderFit:
-    input_bound: bool
-    capacity_bps: float | None  # known when input-bound
-    scv: float
-    producer_starved_share: float
-    pre_mean_depth: float | None
+    input_bound: bool = False
+    capacity_bps: float | None = None  # known when input-bound
+    scv: float = 1.0
+    producer_starved_share: float = math.nan
+    pre_mean_depth: float | None = None
     near_binding: bool = False  # starved with queues running dry, below the fixed thresholds
     calibrated: bool = False  # capacity_bps solved from the observed split's rate
 
@@ -369,12 +369,12 @@ class PipelineFit:
     hs_cap: int
     pre_cap: int
     tokens_mean: float
-    tokens_std: float
-    seqs_mean: float | None
     source: Source  # what the fit rests on: steps, rates or bare numbers
     observed: tuple[ObservedRun, ...]
-    hs_bytes_per_token: float | None
-    total_batches: float | None  # the whole job, when samples x epochs are known
+    tokens_std: float = math.nan
+    seqs_mean: float | None = None
+    hs_bytes_per_token: float | None = None
+    total_batches: float | None = None  # the whole job, when samples x epochs are known
     tokens_range: tuple[float, float] = (0.0, 0.0)  # batch sizes the step-time line was fitted on
     contention: ContentionFit = NO_CONTENTION
     regimes: RegimeFit = NO_REGIMES
