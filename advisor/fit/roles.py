@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from advisor.ingest.summary import BIN_FIELDS
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import Basis, LoaderFit, RoleFit, SyncFit
 from advisor.model.priors import DEFAULT_SCV
@@ -133,11 +133,9 @@ def role_fits_from_sums(
     out = []
     sums_by_role = {}
     for rf in role_fits:
-        tot = dict.fromkeys((*BIN_FIELDS, "wall"), 0.0)
+        tot: Counter = Counter()
         for i in same:
-            s = measured[i].sums[rf.role]
-            for k in s:
-                tot[k] += s[k]
+            tot.update(measured[i].sums[rf.role])
             tot["wall"] += measured[i].window.duration_s * measured[i].roles[rf.role]
         sums_by_role[rf.role] = tot
         n = tot["n"]
