@@ -237,8 +237,8 @@ def _warn_shared_compute(logs: Sequence[RunLog], contention: ContentionFit, path
             warnings.warn(
                 AssumptionWarning(
                     f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step "
-                    "times "
-                    f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"
+                    f"times include contention, so per-GPU rates (and the projections) are pessimistic for dedicated "
+                    f"GPUs"
                 ),
                 stacklevel=3,
             )
@@ -264,19 +264,20 @@ def _warn_shared_compute(logs: Sequence[RunLog], contention: ContentionFit, path
         )
         _, shown = within_sharing(logs[0], contention.within)
         over = oversubscription(logs[0])
-        why = (
-            "workers share a host's compute and"
-            if not shown
-            else f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
-            f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
-            f"slope per worker moved;"
-        )
         if over:
             why = (
                 f"{over[0]} workers ran on {over[1]} CPU cores (header 'cores'), so a busy worker's step time is "
                 f"set by how many others are busy, which the split changes ({OVERSUBSCRIBED_SOURCE}), and"
             )
             widen += f" (ln({over[0]}/{over[1]}), for the cores)"
+        elif shown:
+            why = (
+                f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
+                f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
+                f"slope per worker moved;"
+            )
+        else:
+            why = "workers share a host's compute and"
         warnings.warn(
             AssumptionWarning(
                 f"{path}: {why} one split was logged, so how step times "
@@ -302,9 +303,8 @@ def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> 
         f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
         f"per-GPU rate moves with its own count and with the other role's on one host), the intervals widen by "
         f"{100 * sp:.0f}% ({role_plural(producer)}) and {100 * sc:.0f}% ({role_plural(consumer)}) per GPU moved, "
-        f"and carry "
-        f"{100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second split "
-        f"measures it"
+        f"and carry {100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second "
+        f"split measures it"
     )
 
 

@@ -72,8 +72,7 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
         ((m, t),) = means.items()
         warnings.warn(
             AssumptionWarning(
-                f"sync cost measured at {role_count(m, consumer)} only ({t * 1e3:.0f} ms per all-reduce): "
-                "how it "
+                f"sync cost measured at {role_count(m, consumer)} only ({t * 1e3:.0f} ms per all-reduce): how it "
                 f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
                 f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
                 f"second {consumer} count would measure it"
