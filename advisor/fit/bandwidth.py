@@ -21,19 +21,13 @@ TRANSFER_QUANTILE = 0.5
 MIN_CROSSED = 5
 
 
-def by_node(head) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Engines of each role per node of a header that spans nodes."""
-    if not head.gpus_per_node or head.nodes <= 1:
-        return (), ()
-    pl = Placement.of_nodes(head.node_of(head.producer), head.node_of(head.consumer), head.nodes)
-    return pl.producers, pl.consumers
-
-
 def fit_link(ms: Measurement) -> LinkFit:
     """The link's bandwidth and the engines' shape from the measured logs (module docstring)."""
     head = ms.logs[0].log.header
     k = (head.k(head.producer), head.k(head.consumer))
-    prod, cons = by_node(head)
+    pl = Placement(producers=(), consumers=())
+    if head.gpus_per_node and head.nodes > 1:  # engines of each role per node
+        pl = Placement.of_nodes(head.node_of(head.producer), head.node_of(head.consumer), head.nodes)
     samples = [m.link for m in ms.logs if m.link is not None and m.link.crossed]
     crossed = sum(s.crossed for s in samples)
     first = ms.logs[0].link
@@ -48,8 +42,8 @@ def fit_link(ms: Measurement) -> LinkFit:
         first_crossed=known[1],
         gpus_per_worker=k,
         gpus_per_node=head.gpus_per_node,
-        producers_by_node=prod,
-        consumers_by_node=cons,
+        producers_by_node=pl.producers,
+        consumers_by_node=pl.consumers,
     )
 
 
