@@ -127,7 +127,7 @@ def split_capacities(
     local = local_placement(settings, n, m)
     if local is not None and routing == "local":
         return _at_placement(fit, settings, n, m, local, interval=interval, **kw)
-    shared = _at_placement(fit, settings, n, m, placed.placement, interval=interval, **kw)
+    shared = _at_placement(fit, settings, n, m, placed, interval=interval, **kw)
     if local is None or routing == "shared":
         return shared
     node_local = _at_placement(fit, settings, n, m, local, interval=interval, **kw)
