@@ -246,7 +246,7 @@ def _warn_shared_compute(logs: Sequence[RunLog], contention: ContentionFit, path
         warnings.warn(
             AssumptionWarning(
                 f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
-                f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
+                f"step by {_pct_text(contention.k[0])} and a {consumer}'s by {_pct_text(contention.k[1])} "
                 f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
                 f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
                 f"interval widens"

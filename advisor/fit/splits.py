@@ -153,10 +153,8 @@ def fit_contention(
     return ContentionFit(
         ref_producers=n_ref,
         gpus=g,
-        producer_k=out[producer][0],
-        consumer_k=out[consumer][0],
-        producer_se=out[producer][1],
-        consumer_se=out[consumer][1],
+        k=(out[producer][0], out[consumer][0]),
+        k_se=(out[producer][1], out[consumer][1]),
         measured=True,
         lo_producers=int(ns.min()),
         hi_producers=int(ns.max()),
@@ -173,7 +171,7 @@ def contention_ref_busy(
         if measured[i].log.header.engine_gpus != cont.gpus:
             continue
         st = measured[i].steps[role]
-        k = cont.producer_k if role == producer else cont.consumer_k
+        k = cont.k[0] if role == producer else cont.k[1]
         d = measured[i].roles[producer] - cont.ref_producers
         vals.append(math.log(st["busy"].mean()) - k * d)
         wts.append(len(st))

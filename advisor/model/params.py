@@ -160,10 +160,8 @@ class ContentionFit:
 
     ref_producers: int
     gpus: int  # the fitted split's GPUs, every engine's counted (N k_p + M k_c)
-    producer_k: float = 0.0
-    consumer_k: float = 0.0
-    producer_se: float = 0.0
-    consumer_se: float = 0.0
+    k: tuple[float, float] = (0.0, 0.0)  # per role (producer, consumer): the fitted slope k_r
+    k_se: tuple[float, float] = (0.0, 0.0)  # its standard error
     measured: bool = False
     lo_producers: int = 0  # the logged producer counts span lo..hi
     hi_producers: int = 0
@@ -204,24 +202,18 @@ class ContentionFit:
     def sides(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """The sign of each role's split term (one unknown slope per role moves the splits on either
         side of the given one opposite ways)."""
-        inside, bp, bc = self._moves(n_producer, gpus)
-        return (1.0 if inside + bp >= 0 else -1.0), (1.0 if inside + bc >= 0 else -1.0)
+        inside, *beyond = self._moves(n_producer, gpus)
+        return tuple(1.0 if inside + b >= 0 else -1.0 for b in beyond)
 
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Busy-time multipliers: the fitted line between the logged splits, the prior's slope beyond."""
-        inside, bp, bc = self._moves(n_producer, gpus)
-        return (
-            math.exp(self.producer_k * inside + self.prior_k[0] * bp),
-            math.exp(self.consumer_k * inside + self.prior_k[1] * bc),
-        )
+        inside, *beyond = self._moves(n_producer, gpus)
+        return tuple(math.exp(k * inside + pk * b) for k, pk, b in zip(self.k, self.prior_k, beyond))
 
     def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy at ``n_producer`` producers."""
-        inside, bp, bc = self._moves(n_producer, gpus)
-        return (
-            self.producer_se * abs(inside) + self.role_se[0] * abs(bp),
-            self.consumer_se * abs(inside) + self.role_se[1] * abs(bc),
-        )
+        inside, *beyond = self._moves(n_producer, gpus)
+        return tuple(se * abs(inside) + rse * abs(b) for se, rse, b in zip(self.k_se, self.role_se, beyond))
 
     def single_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy for the lone-worker regime (``CONTENTION_SINGLE_SE``): one side
