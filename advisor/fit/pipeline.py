@@ -413,22 +413,6 @@ def _given_roles(
     return fits
 
 
-def _given_sync(m: int, sync_s: float, sync_every: int) -> SyncFit:
-    """The drafter sync from a collective time ``sync_s`` given at ``m`` drafters.
-
-    One drafter count given: how the collective scales with M is unknown, as from a log at one M
-    (the point assumes a ring; the intervals reach a flat cost).
-    """
-    measured = m > 1 and sync_s > 0
-    return SyncFit(
-        sync_every=sync_every,
-        bandwidth_s=sync_s / ((m - 1) / m) if measured else 0.0,
-        dur_by_workers={m: sync_s} if measured else {},
-        measured=measured,
-        scaling_identified=not (measured and sync_every > 0),
-    )
-
-
 def fit_from_numbers(
     roles: Mapping[str, int],
     cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
@@ -448,10 +432,20 @@ def fit_from_numbers(
     o = options if options is not None else Options()
     hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
     scv = DEFAULT_SCV if o.scv is None else o.scv
-    tokens_per_batch, sync_every, sync_s = o.tokens_per_batch, o.sync_every, o.sync_s
+    tokens_per_batch = o.tokens_per_batch
     fits = _given_roles(roles, cap_bps, tokens_per_batch, scv)
     names = list(roles)
-    sync = _given_sync(roles[names[1]], sync_s, sync_every)
+    # the collective time given at the given drafter count: how it scales with M is unknown, as from
+    # a log at one M (the point assumes a ring; the intervals reach a flat cost)
+    m = roles[names[1]]
+    timed = m > 1 and o.sync_s > 0
+    sync = SyncFit(
+        o.sync_every,
+        bandwidth_s=o.sync_s / ((m - 1) / m) if timed else 0.0,
+        dur_by_workers={m: o.sync_s} if timed else {},
+        measured=timed,
+        scaling_identified=not (timed and o.sync_every > 0),
+    )
     # the run the numbers stand for: the split given, flowing at the smaller pool capacity
     x_obs = min(f.mu_bps * roles[f.role] for f in fits)
     win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
