@@ -135,13 +135,9 @@ def _lead_edge(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, end:
     if found is None:
         return None
     near, far, live = found
-
-    def ahead(v: float) -> bool:
-        return _leads(rate, v, rec, live)
-
     for _ in range(BISECT_STEPS):
         mid = math.sqrt(near * far)
-        near, far = (mid, far) if ahead(mid) == first else (near, mid)
+        near, far = (mid, far) if _leads(rate, mid, rec, live) == first else (near, mid)
     behind = far if first else near  # the side where rec does not lead
     return _Edge(
         value=math.sqrt(near * far),
