@@ -98,13 +98,8 @@ def _fit_steps(measured: Measurement) -> dict:
     lines = step_lines(line_frames)
     contention = fit_contention(ms, same, measured.within, producer, first)
     in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
-    regimes = fit_regimes(
-        per_log[first],
-        ms[first].window,
-        producer,
-        consumer,
-        REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12),
-    )
+    slice_s = REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12)
+    regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer, slice_s)
     fits = {}
     for r in roles:
         rf = replace(role_from_steps(r, frames[r], walls[r], lines[r]), drift=max(drift(per_log[i][r]) for i in same))
@@ -155,13 +150,11 @@ def _fit_rates(measured: Measurement) -> dict:
     # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
     pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
     cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
-    warnings.warn(
-        AssumptionWarning(
-            f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
-            f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"
-        ),
-        stacklevel=3,
+    msg = (
+        f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
+        f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"
     )
+    warnings.warn(AssumptionWarning(msg), stacklevel=3)
     _warn_rates_capacities(lg, pfit, cfit, kinds)
     n_ref, gpus = m0.roles[producer], lg.header.engine_gpus
     if shares_compute(lg):  # as a step log of one split on a shared host
@@ -195,25 +188,21 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
                 if kind == "lower"
                 else f"between {lo:.3g} b/s (its throughput) and {hi:.3g} b/s"
             )
-            warnings.warn(
-                AssumptionWarning(
-                    f"{lg.path}: '{f.role}' cap_bps is logged as "
-                    f"{'a lower bound' if kind == 'lower' else 'an upper estimate'}"
-                    f" (header cap_bps_kind), so its capacity is known only as {known} for {workers}"
-                ),
-                stacklevel=4,
+            msg = (
+                f"{lg.path}: '{f.role}' cap_bps is logged as "
+                f"{'a lower bound' if kind == 'lower' else 'an upper estimate'}"
+                f" (header cap_bps_kind), so its capacity is known only as {known} for {workers}"
             )
+            warnings.warn(AssumptionWarning(msg), stacklevel=4)
         elif f.lower_bound:
             # the role's completions are the flow, which the other side paces: through q_hs where
             # the log declares it, else through the hand-off itself
             via = " through q_hs" if hs is not None else ""
-            warnings.warn(
-                AssumptionWarning(
-                    f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {workers}): "
-                    f"no 'cap_bps', and its completions are paced{via} by the '{other}' workers {side}"
-                ),
-                stacklevel=4,
+            msg = (
+                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {workers}): "
+                f"no 'cap_bps', and its completions are paced{via} by the '{other}' workers {side}"
             )
+            warnings.warn(AssumptionWarning(msg), stacklevel=4)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
@@ -234,25 +223,21 @@ def _warn_shared_compute(logs: Sequence[RunLog], contention: ContentionFit, path
     for lg in logs:
         phys = lg.header.extra.get("physical_gpus")
         if isinstance(phys, (int, float)) and 0 < phys < sum(lg.header.roles.values()):
-            warnings.warn(
-                AssumptionWarning(
-                    f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step "
-                    f"times include contention, so per-GPU rates (and the projections) are pessimistic for dedicated "
-                    f"GPUs"
-                ),
-                stacklevel=3,
+            msg = (
+                f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step "
+                f"times include contention, so per-GPU rates (and the projections) are pessimistic for dedicated "
+                f"GPUs"
             )
+            warnings.warn(AssumptionWarning(msg), stacklevel=3)
     if contention.measured:
-        warnings.warn(
-            AssumptionWarning(
-                f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
-                f"step by {_pct_text(contention.k[0])} and a {consumer}'s by {_pct_text(contention.k[1])} "
-                f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
-                f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
-                f"interval widens"
-            ),
-            stacklevel=3,
+        msg = (
+            f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
+            f"step by {_pct_text(contention.k[0])} and a {consumer}'s by {_pct_text(contention.k[1])} "
+            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
+            f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
+            f"interval widens"
         )
+        warnings.warn(AssumptionWarning(msg), stacklevel=3)
     elif contention.at_any_g:
         warnings.warn(AssumptionWarning(f"{path}: {gpu_priors_text(contention, producer, consumer)}"), stacklevel=3)
     elif contention.prior_se > 0:
@@ -278,17 +263,15 @@ def _warn_shared_compute(logs: Sequence[RunLog], contention: ContentionFit, path
             )
         else:
             why = "workers share a host's compute and"
-        warnings.warn(
-            AssumptionWarning(
-                f"{path}: {why} one split was logged, so how step times "
-                f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
-                f"(the mean of real shared-host sweeps), and the intervals widen by "
-                f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
-                f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
-                f"lone worker of it and the other several; a log at a second split measures it"
-            ),
-            stacklevel=3,
+        msg = (
+            f"{path}: {why} one split was logged, so how step times "
+            f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
+            f"(the mean of real shared-host sweeps), and the intervals widen by "
+            f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
+            f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
+            f"lone worker of it and the other several; a log at a second split measures it"
         )
+        warnings.warn(AssumptionWarning(msg), stacklevel=3)
     text = within_log_text(contention.within, producer, consumer)
     shown_only = bool(contention.shown_slope) and not contention.within.identified  # (said above)
     if text and not shown_only and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
@@ -332,15 +315,13 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
         total = head.samples * head.epochs / roles["seqs_mean"]
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     if hs is None:
-        warnings.warn(
-            AssumptionWarning(
-                f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
-                f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
-                f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
-                f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"
-            ),
-            stacklevel=2,
+        msg = (
+            f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
+            f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
+            f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
+            f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"
         )
+        warnings.warn(AssumptionWarning(msg), stacklevel=2)
     fit = PipelineFit(
         **roles,
         sync=sync,

@@ -70,15 +70,13 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
     fit = SyncFit(k, bytes_per_sync=size, round_var_ratio=spread, dur_by_workers=means, measured=bool(means))
     if len(means) == 1:
         ((m, t),) = means.items()
-        warnings.warn(
-            AssumptionWarning(
-                f"sync cost measured at {role_count(m, consumer)} only ({t * 1e3:.0f} ms per all-reduce): how it "
-                f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
-                f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
-                f"second {consumer} count would measure it"
-            ),
-            stacklevel=2,
+        msg = (
+            f"sync cost measured at {role_count(m, consumer)} only ({t * 1e3:.0f} ms per all-reduce): how it "
+            f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
+            f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
+            f"second {consumer} count would measure it"
         )
+        warnings.warn(AssumptionWarning(msg), stacklevel=2)
         return replace(fit, bandwidth_s=t / ((m - 1) / m), scaling_identified=False)
     if not means:
         return fit
