@@ -139,11 +139,8 @@ def _lead_edge(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, end:
         mid = math.sqrt(near * far)
         near, far = (mid, far) if _leads(rate, mid, rec, live) == first else (near, mid)
     behind = far if first else near  # the side where rec does not lead
-    return _Edge(
-        value=math.sqrt(near * far),
-        rival=max(live, key=lambda s: rate(behind, s)),
-        leads_below=first == (end > ref),
-    )
+    rival = max(live, key=lambda s: rate(behind, s))
+    return _Edge(value=math.sqrt(near * far), rival=rival, leads_below=first == (end > ref))
 
 
 def _rate(fit: PipelineFit, settings: Settings, what_if: Callable[[float, Split], WhatIf]) -> Rate:
@@ -275,8 +272,5 @@ def sensitivity(
     """
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
     splits = searched(rec, splits)
-    return Sensitivity(
-        thresholds=thresholds(fit, settings, rec, splits, capacity_of),
-        scaling=scaling_ties(fit, settings, rec, splits, bottleneck_of),
-        levers=lev,
-    )
+    ties = scaling_ties(fit, settings, rec, splits, bottleneck_of)
+    return Sensitivity(thresholds=thresholds(fit, settings, rec, splits, capacity_of), scaling=ties, levers=lev)

@@ -163,12 +163,8 @@ def _at_placement(
     fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement, *, interval: bool, **kw
 ) -> SplitResult:
     """Split (n, m) at ``placement``, in its routing (`advisor.model.chain.project_local` node-locally)."""
-    stage = LinkStage(
-        placement,
-        link_xfer_s(fit, settings),
-        link_scv(fit),
-        sync_xfer_s=sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s),
-    )
+    sync_s = sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s)
+    stage = LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit), sync_xfer_s=sync_s)
     if placement.local:
         return project_local(fit, n, m, stage, interval=interval, **kw)
     return project_split(fit, n, m, interval=interval, link=stage, **kw)
@@ -395,30 +391,22 @@ def reconcile(
         if in_table and (not placed or logged_placement(fit, settings) is None):
             x = df[label].bps
         elif placed:
-            # as the log ran: its own placement (off the table: its own nodes, G and engine sizes)
-            own = (
-                settings
-                if in_table
-                else replace(
+            own = settings  # as the log ran: its own placement
+            if not in_table:  # off the table: its own nodes, G and engine sizes too
+                own = replace(
                     settings,
                     gpus=log_gpus,
                     gpus_per_node=fit.link.gpus_per_node,
                     gpus_per_worker=settings.log_gpus_per_worker,
                     engine_scaling=(1.0, 1.0),
                 )
-            )
             pl = Placement(producers=fit.link.producers_by_node, consumers=fit.link.consumers_by_node)
             x = placed_split(fit, own, n, m, pl).x_bps
         else:
             tokens = _log_tokens(fit, ob)
             same = abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
-            x = project_split(
-                fit,
-                n,
-                m,
-                what_if=WhatIf(hs_cap=settings.hs_cap, tokens_per_batch=None if same else tokens),
-                gpus_per_worker=settings.log_gpus_per_worker,
-            ).x_bps
+            what_if = WhatIf(hs_cap=settings.hs_cap, tokens_per_batch=None if same else tokens)
+            x = project_split(fit, n, m, what_if=what_if, gpus_per_worker=settings.log_gpus_per_worker).x_bps
         rec = Reconciliation(path=ob.path, label=label, gpus=log_gpus, observed_bps=ob.bps, projected_bps=x)
         if abs(rec.gap_pct) <= RECONCILE_PCT:
             out.append(rec)
