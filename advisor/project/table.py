@@ -324,17 +324,13 @@ def _link_row(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitRe
         return None
     p, c = fit.roles
     pl = mid.placement
-    free = (
-        placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps if settings.link_bytes_s else mid.x_bps
-    )
+    free, at_log = mid.x_bps, math.nan
+    if settings.link_bytes_s:
+        free = placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps
+    logged, ob = logged_placement(fit, settings), fit.observed[0].roles
+    if logged is not None and (ob.get(p), ob.get(c)) == (n, m):
+        at_log = placed_split(fit, settings, n, m, logged).x_bps
     busy = mid.link_util > 0
-    logged = logged_placement(fit, settings)
-    ob = fit.observed[0].roles
-    at_log = (
-        placed_split(fit, settings, n, m, logged).x_bps
-        if logged is not None and (ob.get(p), ob.get(c)) == (n, m)
-        else math.nan
-    )
     return LinkRow(
         placement_text=pl.describe(p, c),
         layout=LAYOUTS[pl.routing],
