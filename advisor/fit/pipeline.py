@@ -29,7 +29,6 @@ from advisor.fit.roles import (
     role_from_rates,
     role_from_steps,
     stacked,
-    step_lines,
 )
 from advisor.fit.splits import (
     contention_priors,
@@ -67,6 +66,7 @@ from advisor.model.priors import (
     OVERSUBSCRIBED_SOURCE,
 )
 from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, SAME_SIZE_TOL, Capacity, Options, as_capacity, role_plural
+from advisor.stats import huber_line
 
 
 def _pct_text(k: float) -> str:
@@ -95,7 +95,8 @@ def _fit_steps(measured: Measurement) -> dict:
     cons = frames[consumer]
     tokens_mean = float(cons["tokens"].mean())
     hs = ms[0].log.header.queue_feeding(consumer)
-    lines = step_lines(line_frames)
+    # each role's step-time line over all logs' steps, so that logs at other token budgets pin the slope down
+    lines = {r: huber_line(f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
     contention = fit_contention(ms, same, measured.within, producer, first)
     in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
     slice_s = REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -13,7 +13,7 @@ import pandas as pd
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import Basis, LoaderFit, RoleFit, SyncFit
 from advisor.model.priors import DEFAULT_SCV
-from advisor.stats import Z_95, batch_means_interval, huber_line
+from advisor.stats import Z_95, batch_means_interval
 
 
 def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, line: tuple[float, float, float]) -> RoleFit:
@@ -114,13 +114,6 @@ def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool
 def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """The frames one under the other, numbered from 0."""
     return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-
-
-def step_lines(line_frames: Mapping[str, pd.DataFrame]) -> dict[str, tuple[float, float, float]]:
-    """Each role's step-time line: `huber_line` on its steps' tokens and busy times, over all logs'
-    steps, so that logs at other token budgets pin the slope down.
-    """
-    return {r: huber_line(f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
 
 
 def role_fits_from_sums(
