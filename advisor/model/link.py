@@ -120,10 +120,6 @@ class LinkResult:
     link_cap_bps: float
     crossing_share: float
 
-    def link_util(self, x_bps: float) -> float:
-        """Busiest link's utilisation at pipeline rate ``x_bps``."""
-        return x_bps / self.link_cap_bps if math.isfinite(self.link_cap_bps) and self.link_cap_bps > 0 else 0.0
-
 
 EXACT_MVA_STATES = 20_000  # population vectors of the exact recursion; past this, Bard-Schweitzer
 SCHWEITZER_ITERS, SCHWEITZER_TOL = 500, 1e-10
