@@ -94,11 +94,8 @@ def _role_se(prior: float, within: WithinLogContention | None, shown: float) -> 
     within-log slope (or the slope that showed shared compute, ``shown``)."""
     if not prior or within is None or not within.estimated:
         return prior, prior
-    own_p = within.producer.usable("producer")
-    own_c = within.consumer.usable("consumer")
-    if shown:
-        own_p, own_c = max(own_p, shown), max(own_c, shown)
-    return math.hypot(prior, own_p), math.hypot(prior, own_c)
+    own = (within.producer.usable("producer"), within.consumer.usable("consumer"))
+    return tuple(math.hypot(prior, max(o, shown) if shown else o) for o in own)
 
 
 def contention_priors(lg: RunLog, within: WithinLogContention | None) -> dict:
