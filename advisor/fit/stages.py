@@ -121,16 +121,11 @@ def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
         arrivals = np.sort((tgt["t"] - tgt["blocked"] - tgt["busy"]).to_numpy())
         gaps = np.diff(arrivals)
         scv = float(gaps.var() / gaps.mean() ** 2) if len(gaps) > 2 and gaps.mean() > 0 else 1.0
-    empty_share = None
-    if pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
+    runs_dry = empty  # or some prefetch queue seen empty in PRE_EMPTY_SHARE of the snapshots
+    if not empty and pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
         q = ml.rates[f"qmin_{pre.name}"].dropna()
-        empty_share = float((q < 0.5).mean()) if len(q) else None
-    near = bool(
-        not bound
-        and np.isfinite(starved)
-        and starved > LOADER_STARVED_MIN
-        and (empty or (empty_share is not None and empty_share >= PRE_EMPTY_SHARE))
-    )
+        runs_dry = len(q) > 0 and float((q < 0.5).mean()) >= PRE_EMPTY_SHARE
+    near = bool(not bound and np.isfinite(starved) and starved > LOADER_STARVED_MIN and runs_dry)
     return LoaderFit(
         input_bound=bound,
         capacity_bps=cap,
