@@ -74,7 +74,6 @@ def role_from_rates(
     """
     r = rates
     cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
-    lower = False
     logged = cap_col in r and r[cap_col].notna().sum() >= 1
     if logged and cap_kind == "upper":
         hi = float(r[cap_col].dropna().mean()) / n
@@ -83,14 +82,11 @@ def role_from_rates(
     if logged and cap_kind == "lower":
         mu = float(r[cap_col].dropna().mean()) / n
         return _bounded(role, mu, (mu, math.inf), lower=True)
-    if logged:
-        series = r[cap_col].dropna().to_numpy() / n
-    else:
-        series = r[bps_col].dropna().to_numpy() / n
-        # behind a full queue the producer's completions are throttled: only a floor on capacity;
-        # a consumer with a full input queue never starves, so its rate is its capacity
-        consumer_saturated = hs_full_share is not None and hs_full_share > 0.5
-        lower = producer_side or not consumer_saturated
+    series = r[cap_col if logged else bps_col].dropna().to_numpy() / n
+    # unlogged, behind a full queue the producer's completions are throttled: only a floor on
+    # capacity; a consumer with a full input queue never starves, so its rate is its capacity
+    consumer_saturated = hs_full_share is not None and hs_full_share > 0.5
+    lower = not logged and (producer_side or not consumer_saturated)
     mu = float(series.mean())
     lo, hi = batch_means_interval(series)
     # a throttled role's completions bound its capacity from below only: every split is projected
