@@ -57,9 +57,7 @@ def probed_rates(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> dict[str, tu
     out: dict[str, tuple[SegmentRate, ...]] = {}
     for ob in fit.observed:
         label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
-        if len(ob.segments) < MIN_SEGMENTS or label not in rows:
-            continue
-        if rows[label].observed and rows[label].observed_bps > 0:
+        if len(ob.segments) >= MIN_SEGMENTS and label in rows and rows[label].observed and rows[label].observed_bps > 0:
             out[label] = ob.segments
     return out if len(out) >= 2 else {}
 
