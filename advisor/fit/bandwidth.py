@@ -21,40 +21,29 @@ TRANSFER_QUANTILE = 0.5
 MIN_CROSSED = 5
 
 
-def by_node(head) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Engines of each role per node of a header that spans nodes."""
-    if not head.gpus_per_node or head.nodes <= 1:
-        return (), ()
-    pl = Placement.of_nodes(head.node_of(head.producer), head.node_of(head.consumer), head.nodes)
-    return pl.producers, pl.consumers
-
-
 def fit_link(ms: Measurement) -> LinkFit:
     """The link's bandwidth and the engines' shape from the measured logs (module docstring)."""
     head = ms.logs[0].log.header
     k = (head.k(head.producer), head.k(head.consumer))
-    prod, cons = by_node(head)
-    spans = any(m.log.header.gpus_per_node and m.log.header.nodes > 1 for m in ms.logs)
+    pl = Placement(producers=(), consumers=())
+    if head.gpus_per_node and head.nodes > 1:  # engines of each role per node
+        pl = Placement.of_nodes(head.node_of(head.producer), head.node_of(head.consumer), head.nodes)
     samples = [m.link for m in ms.logs if m.link is not None and m.link.crossed]
     crossed = sum(s.crossed for s in samples)
     first = ms.logs[0].link
     known = (first.steps, first.crossed) if first is not None else (0, 0)
-    local = float(np.mean([s.local_xfer_s for s in samples])) if samples else 0.0
     measured = _measured_bytes_s(samples) if crossed >= MIN_CROSSED else None
     given = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
     bytes_s, source = (measured, "measured") if measured is not None else (given, "header" if given else None)
     return LinkFit(
         bytes_s=bytes_s,
         source=source,
-        crossed_steps=crossed,
         steps_known=known[0],
         first_crossed=known[1],
-        local_xfer_s=local,
-        spans_nodes=spans,
         gpus_per_worker=k,
         gpus_per_node=head.gpus_per_node,
-        producers_by_node=prod,
-        consumers_by_node=cons,
+        producers_by_node=pl.producers,
+        consumers_by_node=pl.consumers,
     )
 
 

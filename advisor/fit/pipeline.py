@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,7 +29,6 @@ from advisor.fit.roles import (
     role_from_rates,
     role_from_steps,
     stacked,
-    step_lines,
 )
 from advisor.fit.splits import (
     contention_priors,
@@ -48,12 +47,10 @@ from advisor.measure.observe import ObservedRun
 from advisor.measure.steady import SteadyWindow
 from advisor.model.params import (
     NO_CONTENTION,
-    NO_REGIMES,
     Basis,
     ContentionFit,
     LoaderFit,
     PipelineFit,
-    RegimeFit,
     RoleFit,
     Source,
     SyncFit,
@@ -69,32 +66,16 @@ from advisor.model.priors import (
     OVERSUBSCRIBED_SOURCE,
 )
 from advisor.settings import DEFAULT_HS_CAP, DEFAULT_PRE_CAP, SAME_SIZE_TOL, Capacity, Options, as_capacity, role_plural
+from advisor.stats import huber_line
 
 
 def _pct_text(k: float) -> str:
     return f"{100 * (math.exp(k) - 1):+.1f}%"
 
 
-@dataclass(frozen=True)
-class _Roles:
-    """What the step (or rates) branch of `fit_pipeline` fits: both roles and the batch sizes."""
-
-    producer: RoleFit
-    consumer: RoleFit
-    tokens_mean: float
-    tokens_std: float
-    seqs_mean: float | None
-    tokens_range: tuple[float, float]
-    observed: tuple[ObservedRun, ...]
-    contention: ContentionFit
-    regimes: RegimeFit
-    source: Source
-    path: str  # the log the fit rests on (for the caveats)
-    tokens_measured: bool = True  # False: no log gave tokens; ``tokens_mean`` is a nominal batch
-
-
-def _fit_steps(measured: Measurement) -> _Roles:
-    """Both roles from step events: busy-time rates, the step-time line, contention, drift, regimes."""
+def _fit_steps(measured: Measurement) -> dict:
+    """`PipelineFit`'s fields of both roles from step events: busy-time rates, the step-time line,
+    contention, drift, regimes."""
     ms = measured.logs
     producer, consumer = measured.producer, measured.consumer
     with_steps = measured.with_steps
@@ -114,16 +95,12 @@ def _fit_steps(measured: Measurement) -> _Roles:
     cons = frames[consumer]
     tokens_mean = float(cons["tokens"].mean())
     hs = ms[0].log.header.queue_feeding(consumer)
-    lines = step_lines(line_frames)
+    # each role's step-time line over all logs' steps, so that logs at other token budgets pin the slope down
+    lines = {r: huber_line(f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
     contention = fit_contention(ms, same, measured.within, producer, first)
     in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
-    regimes = fit_regimes(
-        per_log[first],
-        ms[first].window,
-        producer,
-        consumer,
-        REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12),
-    )
+    slice_s = REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12)
+    regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer, slice_s)
     fits = {r: role_from_steps(r, frames[r], walls[r], lines[r]) for r in roles}
     exact = any(ms[i].log.sampled for i in with_steps)
     if exact:
@@ -137,17 +114,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
         if contention.measured:
             # the line through the logs' means at the observed split replaces the pooled mean
             ref = contention_ref_busy(ms, same, producer, r, contention)
-            f = ref / rf.busy_mean_s
-            rf = replace(
-                rf,
-                busy_mean_s=ref,
-                busy_std_s=rf.busy_std_s * f,
-                t0_s=rf.t0_s * f,
-                c_s_per_tok=rf.c_s_per_tok * f,
-                mu_bps=rf.mu_bps / f,
-                mu_low_bps=rf.mu_low_bps / f,
-                mu_high_bps=rf.mu_high_bps / f,
-            )
+            rf = replace(rf.scaled(ref / rf.busy_mean_s), busy_mean_s=ref)
         fits[r] = token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
     pfit, cfit = fits[producer], fits[consumer]
     tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
@@ -157,7 +124,7 @@ def _fit_steps(measured: Measurement) -> _Roles:
     observed = tuple(m.observed.with_tokens(tokens_mean) for m in ms)
     if exact:
         tokens_mean, seqs_mean = exact_tokens, seqs_exact
-    return _Roles(
+    return dict(
         producer=pfit,
         consumer=cfit,
         tokens_mean=tokens_mean,
@@ -168,12 +135,12 @@ def _fit_steps(measured: Measurement) -> _Roles:
         contention=contention,
         regimes=regimes,
         source=Source.STEPS,
-        path=ms[first].path,
     )
 
 
-def _fit_rates(measured: Measurement) -> _Roles:
-    """Both roles from `rates` snapshots only (capacities from cap_bps, else bounds; variability assumed)."""
+def _fit_rates(measured: Measurement) -> dict:
+    """`PipelineFit`'s fields of both roles from `rates` snapshots only (capacities from cap_bps,
+    else bounds; variability assumed)."""
     producer, consumer = measured.producer, measured.consumer
     m0 = measured.logs[0]
     lg, r = m0.log, m0.rates
@@ -190,27 +157,25 @@ def _fit_rates(measured: Measurement) -> _Roles:
     # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
     pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
     cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
-    warnings.warn(
-        AssumptionWarning(
-            f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
-            f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"
-        ),
-        stacklevel=3,
+    msg = (
+        f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
+        f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"
     )
+    warnings.warn(AssumptionWarning(msg), stacklevel=3)
     _warn_rates_capacities(lg, pfit, cfit, kinds)
-    contention = _rates_contention(lg, m0.roles[producer])
-    return _Roles(
+    n_ref, gpus = m0.roles[producer], lg.header.engine_gpus
+    if shares_compute(lg):  # as a step log of one split on a shared host
+        contention = ContentionFit.unmeasured(n_ref, gpus, **contention_priors(lg, None))
+    else:
+        contention = gpu_priors(n_ref, gpus, lg.header.gpus_per_engine)
+    return dict(
         producer=pfit,
         consumer=cfit,
         tokens_mean=tokens_mean,
-        tokens_std=float("nan"),
-        seqs_mean=None,
         tokens_range=(tokens_mean, tokens_mean),
         observed=observed,
         contention=contention,
-        regimes=NO_REGIMES,
         source=Source.RATES,
-        path=lg.path,
         tokens_measured=tokens_measured,
     )
 
@@ -230,33 +195,21 @@ def _warn_rates_capacities(lg: RunLog, pfit: RoleFit, cfit: RoleFit, kinds: Mapp
                 if kind == "lower"
                 else f"between {lo:.3g} b/s (its throughput) and {hi:.3g} b/s"
             )
-            warnings.warn(
-                AssumptionWarning(
-                    f"{lg.path}: '{f.role}' cap_bps is logged as "
-                    f"{'a lower bound' if kind == 'lower' else 'an upper estimate'}"
-                    f" (header cap_bps_kind), so its capacity is known only as {known} for {workers}"
-                ),
-                stacklevel=4,
+            msg = (
+                f"{lg.path}: '{f.role}' cap_bps is logged as "
+                f"{'a lower bound' if kind == 'lower' else 'an upper estimate'}"
+                f" (header cap_bps_kind), so its capacity is known only as {known} for {workers}"
             )
+            warnings.warn(AssumptionWarning(msg), stacklevel=4)
         elif f.lower_bound:
             # the role's completions are the flow, which the other side paces: through q_hs where
             # the log declares it, else through the hand-off itself
             via = " through q_hs" if hs is not None else ""
-            warnings.warn(
-                AssumptionWarning(
-                    f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {workers}): "
-                    f"no 'cap_bps', and its completions are paced{via} by the '{other}' workers {side}"
-                ),
-                stacklevel=4,
+            msg = (
+                f"{lg.path}: '{f.role}' capacity is only bounded below ({f.mu_bps * n:.3g} b/s for {workers}): "
+                f"no 'cap_bps', and its completions are paced{via} by the '{other}' workers {side}"
             )
-
-
-def _rates_contention(lg: RunLog, n_ref: int) -> ContentionFit:
-    """Split-dependence for a rates-only log of ``n_ref`` producers: a shared host's prior, else the
-    GPU priors."""
-    if shares_compute(lg):  # as a step log of one split on a shared host
-        return ContentionFit.unmeasured(n_ref, lg.header.engine_gpus, **contention_priors(lg, None))
-    return gpu_priors(n_ref, lg.header.engine_gpus, lg.header.gpus_per_engine)
+            warnings.warn(AssumptionWarning(msg), stacklevel=4)
 
 
 def _within_shows_contention(w: WithinLogContention | None) -> bool:
@@ -270,37 +223,30 @@ def _within_shows_contention(w: WithinLogContention | None) -> bool:
     )
 
 
-def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
+def _warn_shared_compute(logs: Sequence[RunLog], contention: ContentionFit, path: str) -> None:
     """Caveats on step times that depend on who else runs: shared GPUs, the split itself."""
     head = logs[0].header
     producer, consumer = head.producer, head.consumer
-    contention = roles.contention
     for lg in logs:
         phys = lg.header.extra.get("physical_gpus")
         if isinstance(phys, (int, float)) and 0 < phys < sum(lg.header.roles.values()):
-            warnings.warn(
-                AssumptionWarning(
-                    f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step "
-                    "times "
-                    f"include contention, so per-GPU rates (and the projections) are pessimistic for dedicated GPUs"
-                ),
-                stacklevel=3,
+            msg = (
+                f"{lg.path}: {sum(lg.header.roles.values())} workers shared {int(phys)} physical GPU(s): step "
+                f"times include contention, so per-GPU rates (and the projections) are pessimistic for dedicated "
+                f"GPUs"
             )
+            warnings.warn(AssumptionWarning(msg), stacklevel=3)
     if contention.measured:
-        warnings.warn(
-            AssumptionWarning(
-                f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
-                f"step by {_pct_text(contention.producer_k)} and a {consumer}'s by {_pct_text(contention.consumer_k)} "
-                f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
-                f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
-                f"interval widens"
-            ),
-            stacklevel=3,
+        msg = (
+            f"step times depend on the split: each extra {producer} (one {consumer} fewer) changes a {producer}'s "
+            f"step by {_pct_text(contention.k[0])} and a {consumer}'s by {_pct_text(contention.k[1])} "
+            f"(fitted on logs at {contention.lo_producers}-{contention.hi_producers} {role_plural(producer)} of "
+            f"{contention.gpus}); beyond that range {_prior_slope_text(contention, producer, consumer)}, and the "
+            f"interval widens"
         )
+        warnings.warn(AssumptionWarning(msg), stacklevel=3)
     elif contention.at_any_g:
-        warnings.warn(
-            AssumptionWarning(f"{roles.path}: {gpu_priors_text(contention, producer, consumer)}"), stacklevel=3
-        )
+        warnings.warn(AssumptionWarning(f"{path}: {gpu_priors_text(contention, producer, consumer)}"), stacklevel=3)
     elif contention.prior_se > 0:
         prior_p, prior_c = contention.role_se
         widen = (
@@ -310,34 +256,33 @@ def _warn_shared_compute(logs: Sequence[RunLog], roles: _Roles) -> None:
         )
         _, shown = within_sharing(logs[0], contention.within)
         over = oversubscription(logs[0])
-        why = (
-            "workers share a host's compute and"
-            if not shown
-            else f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
-            f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
-            f"slope per worker moved;"
-        )
         if over:
             why = (
                 f"{over[0]} workers ran on {over[1]} CPU cores (header 'cores'), so a busy worker's step time is "
                 f"set by how many others are busy, which the split changes ({OVERSUBSCRIBED_SOURCE}), and"
             )
             widen += f" (ln({over[0]}/{over[1]}), for the cores)"
-        warnings.warn(
-            AssumptionWarning(
-                f"{roles.path}: {why} one split was logged, so how step times "
-                f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
-                f"(the mean of real shared-host sweeps), and the intervals widen by "
-                f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
-                f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
-                f"lone worker of it and the other several; a log at a second split measures it"
-            ),
-            stacklevel=3,
+        elif shown:
+            why = (
+                f"the header does not say where the workers ran (no 'device' or 'physical_gpus'), and inside the "
+                f"log {shown}, so the workers are taken to share a host's compute and their intervals carry that "
+                f"slope per worker moved;"
+            )
+        else:
+            why = "workers share a host's compute and"
+        msg = (
+            f"{path}: {why} one split was logged, so how step times "
+            f"change with the split is not measured: {_prior_slope_text(contention, producer, consumer)} "
+            f"(the mean of real shared-host sweeps), and the intervals widen by "
+            f"{widen} per worker moved, and carry {100 * contention.run_se:.0f}% for the run-to-run shift of a "
+            f"shared host and {100 * CONTENTION_SINGLE_SE:.1f}% more for a role where one of the two splits has a "
+            f"lone worker of it and the other several; a log at a second split measures it"
         )
+        warnings.warn(AssumptionWarning(msg), stacklevel=3)
     text = within_log_text(contention.within, producer, consumer)
     shown_only = bool(contention.shown_slope) and not contention.within.identified  # (said above)
     if text and not shown_only and (contention.prior_se > 0 or _within_shows_contention(contention.within)):
-        warnings.warn(ContentionWarning(f"{roles.path}: {text}"), stacklevel=3)
+        warnings.warn(ContentionWarning(f"{path}: {text}"), stacklevel=3)
 
 
 def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> str:
@@ -348,9 +293,8 @@ def gpu_priors_text(contention: ContentionFit, producer: str, consumer: str) -> 
         f"measured: {_prior_slope_text(contention, producer, consumer)} (published split tables: a role's "
         f"per-GPU rate moves with its own count and with the other role's on one host), the intervals widen by "
         f"{100 * sp:.0f}% ({role_plural(producer)}) and {100 * sc:.0f}% ({role_plural(consumer)}) per GPU moved, "
-        f"and carry "
-        f"{100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second split "
-        f"measures it"
+        f"and carry {100 * contention.run_se:.1f}% for another run on the same GPUs; a short run at a second "
+        f"split measures it"
     )
 
 
@@ -367,47 +311,35 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     logs = [m.log for m in measured.logs]
     head = logs[0].header
     roles = _fit_steps(measured) if measured.with_steps else _fit_rates(measured)
-    _warn_shared_compute(logs, roles)
+    _warn_shared_compute(logs, roles["contention"], measured.logs[(measured.with_steps or [0])[0]].path)
     sync = fit_sync(measured.logs, measured.consumer)
-    loader = fit_loader(measured.logs[0], roles.producer)
+    loader = fit_loader(measured.logs[0], roles["producer"])
     # where steps are a sample (advisor.ingest.summary): loader capacity and steps per sync from exact counts
     sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
     total = None
-    if head.samples and head.epochs and roles.seqs_mean:
-        total = head.samples * head.epochs / roles.seqs_mean
+    if head.samples and head.epochs and roles.get("seqs_mean"):
+        total = head.samples * head.epochs / roles["seqs_mean"]
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     if hs is None:
-        warnings.warn(
-            AssumptionWarning(
-                f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
-                f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
-                f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
-                f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"
-            ),
-            stacklevel=2,
+        msg = (
+            f"{logs[0].path}: the header declares no queue feeding '{measured.consumer}', so each batch is "
+            f"modelled as handed straight from a '{measured.producer}' worker to a free '{measured.consumer}' "
+            f"worker (no buffer) and no queue is advised; declare the pipeline's buffer (a queue in the header, "
+            f"import-tb --queue hs:{measured.consumer}:CAP) to have it modelled"
         )
+        warnings.warn(AssumptionWarning(msg), stacklevel=2)
     fit = PipelineFit(
-        producer=roles.producer,
-        consumer=roles.consumer,
+        **roles,
         sync=sync,
         loader=loader,
         hs_cap=hs.cap if hs else 0,
         pre_cap=pre.cap if pre else 0,
-        tokens_mean=roles.tokens_mean,
-        tokens_std=roles.tokens_std,
-        seqs_mean=roles.seqs_mean,
-        source=roles.source,
-        tokens_range=roles.tokens_range,
-        observed=roles.observed,
         hs_bytes_per_token=head.hs_bytes_per_token,
         total_batches=total,
-        contention=roles.contention,
-        regimes=roles.regimes,
         link=fit_link(measured),
-        tokens_measured=roles.tokens_measured,
         hs_declared=hs is not None,
     )
-    if loader.near_binding and roles.source is Source.STEPS:
+    if loader.near_binding and fit.source is Source.STEPS:
         fit = calibrate_loader(fit)
     return fit
 
@@ -434,31 +366,14 @@ def gpu_priors(n_producer: int, gpus: int, gpus_per_worker: tuple[int, int] = (1
     )
 
 
-def _given_role(role: str, n: int, value, tokens_per_batch: float, scv: float) -> RoleFit:
-    """One role from a given capacity (a value, a range or a lower bound; `advisor.settings.as_capacity`)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0:
-        raise SettingsError("cap_bps", f"'{role}' must be > 0, got {value}")
-    cap = as_capacity(f"cap_bps: '{role}'", value)
-    mu = cap.point / n
-    kind = cap.kind
-    return RoleFit.unmeasured(
-        role,
-        mu,
-        scv=scv,
-        basis=Basis.BOUND if kind == "bound" else Basis.GIVEN,
-        c_s_per_tok=1.0 / mu / tokens_per_batch,
-        lower_bound=kind == "bound",
-        mu_range_bps=() if kind == "value" else (cap.low / n, cap.high / n),
-    )
-
-
 def _given_roles(
     roles: Mapping[str, int],
     cap_bps: Mapping[str, float | Capacity | tuple[float, float] | str],
     tokens_per_batch: float,
     scv: float,
 ) -> list[RoleFit]:
-    """Producer then consumer from given counts and capacities; the first bad one is named."""
+    """Producer then consumer from given counts and capacities (a value, a range or a lower bound:
+    `advisor.settings.as_capacity`); the first bad one is named."""
     names = list(roles)
     if len(names) != 2:
         raise SettingsError("roles", f"must name a producer and a consumer, got {names}")
@@ -467,43 +382,22 @@ def _given_roles(
         n = roles[r]
         if n < 1:
             raise SettingsError("roles", f"'{r}' must have at least 1 worker, got {n}")
-        if r not in cap_bps:
-            raise SettingsError("cap_bps", f"'{r}' must be > 0, got None")
-        fits.append(_given_role(r, n, cap_bps[r], tokens_per_batch, scv))
+        value = cap_bps.get(r)
+        if r not in cap_bps or (isinstance(value, (int, float)) and not isinstance(value, bool) and not value > 0):
+            raise SettingsError("cap_bps", f"'{r}' must be > 0, got {value}")
+        cap = as_capacity(f"cap_bps: '{r}'", value)
+        mu = cap.point / n
+        rf = RoleFit.unmeasured(
+            r,
+            mu,
+            scv=scv,
+            basis=Basis.BOUND if cap.kind == "bound" else Basis.GIVEN,
+            c_s_per_tok=1.0 / mu / tokens_per_batch,
+            lower_bound=cap.kind == "bound",
+            mu_range_bps=() if cap.kind == "value" else (cap.low / n, cap.high / n),
+        )
+        fits.append(rf)
     return fits
-
-
-def _given_sync(m: int, sync_s: float, sync_every: int) -> SyncFit:
-    """The drafter sync from a collective time ``sync_s`` given at ``m`` drafters.
-
-    One drafter count given: how the collective scales with M is unknown, as from a log at one M
-    (the point assumes a ring; the intervals reach a flat cost).
-    """
-    measured = m > 1 and sync_s > 0
-    return SyncFit(
-        sync_every=sync_every,
-        latency_s=0.0,
-        bandwidth_s=sync_s / ((m - 1) / m) if measured else 0.0,
-        dur_by_workers={m: sync_s} if measured else {},
-        measured=measured,
-        scaling_identified=not (measured and sync_every > 0),
-    )
-
-
-def _numbers_observed(roles: Mapping[str, int], x_obs_bps: float, tokens_per_batch: float) -> ObservedRun:
-    """The run the numbers stand for: the split given, flowing at the smaller pool capacity."""
-    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
-    return ObservedRun(
-        path="<numbers>",
-        roles=dict(roles),
-        bps=x_obs_bps,
-        tok_s=x_obs_bps * tokens_per_batch,
-        steady=win,
-        done=None,
-        eta_s=None,
-        hs_mean_depth=None,
-        hs_full_share=None,
-    )
 
 
 def fit_from_numbers(
@@ -525,13 +419,33 @@ def fit_from_numbers(
     o = options if options is not None else Options()
     hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
     scv = DEFAULT_SCV if o.scv is None else o.scv
-    tokens_per_batch, sync_every, sync_s = o.tokens_per_batch, o.sync_every, o.sync_s
+    tokens_per_batch = o.tokens_per_batch
     fits = _given_roles(roles, cap_bps, tokens_per_batch, scv)
     names = list(roles)
-    sync = _given_sync(roles[names[1]], sync_s, sync_every)
-    ob = _numbers_observed(roles, min(f.mu_bps * roles[f.role] for f in fits), tokens_per_batch)
-    loader = LoaderFit(
-        input_bound=False, capacity_bps=None, scv=1.0, producer_starved_share=float("nan"), pre_mean_depth=None
+    # the collective time given at the given drafter count: how it scales with M is unknown, as from
+    # a log at one M (the point assumes a ring; the intervals reach a flat cost)
+    m = roles[names[1]]
+    timed = m > 1 and o.sync_s > 0
+    sync = SyncFit(
+        o.sync_every,
+        bandwidth_s=o.sync_s / ((m - 1) / m) if timed else 0.0,
+        dur_by_workers={m: o.sync_s} if timed else {},
+        measured=timed,
+        scaling_identified=not (timed and o.sync_every > 0),
+    )
+    # the run the numbers stand for: the split given, flowing at the smaller pool capacity
+    x_obs = min(f.mu_bps * roles[f.role] for f in fits)
+    win = SteadyWindow(start_s=0.0, end_s=0.0, warmup_share=0.0, settled=True, basis="numbers", n_events=0)
+    ob = ObservedRun(
+        path="<numbers>",
+        roles=dict(roles),
+        bps=x_obs,
+        tok_s=x_obs * tokens_per_batch,
+        steady=win,
+        done=None,
+        eta_s=None,
+        hs_mean_depth=None,
+        hs_full_share=None,
     )
     per = (o.gpus_per_worker or {}).get
     k = (int(per(names[0], 1)), int(per(names[1], 1)))  # GPUs per engine: ``roles`` counts engines
@@ -541,16 +455,13 @@ def fit_from_numbers(
         producer=fits[0],
         consumer=fits[1],
         sync=sync,
-        loader=loader,
+        loader=LoaderFit(),
         hs_cap=hs_cap,
         pre_cap=pre_cap,
         tokens_mean=tokens_per_batch,
-        tokens_std=float("nan"),
-        seqs_mean=None,
         source=Source.NUMBERS,
         tokens_range=(tokens_per_batch, tokens_per_batch),
         observed=(ob,),
         hs_bytes_per_token=o.hs_bytes_per_token,
-        total_batches=None,
         contention=contention,
     )

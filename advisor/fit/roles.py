@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
-from advisor.ingest.summary import BIN_FIELDS
 from advisor.measure.measured import MeasuredLog
 from advisor.model.params import Basis, LoaderFit, RoleFit, SyncFit
 from advisor.model.priors import DEFAULT_SCV
-from advisor.stats import Z_95, batch_means_interval, huber_line
+from advisor.stats import Z_95, batch_means_interval
 
 
 def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, line: tuple[float, float, float]) -> RoleFit:
@@ -52,12 +53,12 @@ def drift(steps: pd.DataFrame) -> float:
     return float(abs(a.mean() - b.mean()) / (a.mean() + b.mean()))
 
 
-def log_mean_se(steps: pd.DataFrame, run_se: float) -> float:
-    """Standard error of log(mean busy) of one log: batch means (sampling) and drift together."""
-    busy = steps["busy"].to_numpy()
+def log_mean_var(busy: np.ndarray, drift_share: float, run_var: float) -> float:
+    """Variance of log(mean busy) of a log's steps: batch means (sampling), its drift and a run's
+    level shift (``run_var``) together."""
     m = float(busy.mean())
     lo, hi = batch_means_interval(busy)
-    return math.sqrt(((hi - lo) / (2 * Z_95 * m)) ** 2 + drift(steps) ** 2 + run_se**2)
+    return ((hi - lo) / (2 * Z_95 * m)) ** 2 + drift_share**2 + run_var
 
 
 def role_from_rates(
@@ -73,7 +74,6 @@ def role_from_rates(
     """
     r = rates
     cap_col, bps_col = f"cap_bps_{role}", f"bps_{role}"
-    lower = False
     logged = cap_col in r and r[cap_col].notna().sum() >= 1
     if logged and cap_kind == "upper":
         hi = float(r[cap_col].dropna().mean()) / n
@@ -82,14 +82,11 @@ def role_from_rates(
     if logged and cap_kind == "lower":
         mu = float(r[cap_col].dropna().mean()) / n
         return _bounded(role, mu, (mu, math.inf), lower=True)
-    if logged:
-        series = r[cap_col].dropna().to_numpy() / n
-    else:
-        series = r[bps_col].dropna().to_numpy() / n
-        # behind a full queue the producer's completions are throttled: only a floor on capacity;
-        # a consumer with a full input queue never starves, so its rate is its capacity
-        consumer_saturated = hs_full_share is not None and hs_full_share > 0.5
-        lower = producer_side or not consumer_saturated
+    series = r[cap_col if logged else bps_col].dropna().to_numpy() / n
+    # unlogged, behind a full queue the producer's completions are throttled: only a floor on
+    # capacity; a consumer with a full input queue never starves, so its rate is its capacity
+    consumer_saturated = hs_full_share is not None and hs_full_share > 0.5
+    lower = not logged and (producer_side or not consumer_saturated)
     mu = float(series.mean())
     lo, hi = batch_means_interval(series)
     # a throttled role's completions bound its capacity from below only: every split is projected
@@ -115,13 +112,6 @@ def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-def step_lines(line_frames: Mapping[str, pd.DataFrame]) -> dict[str, tuple[float, float, float]]:
-    """Each role's step-time line: `huber_line` on its steps' tokens and busy times, over all logs'
-    steps, so that logs at other token budgets pin the slope down.
-    """
-    return {r: huber_line(f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
-
-
 def role_fits_from_sums(
     measured: Sequence[MeasuredLog], same: Sequence[int], role_fits: Sequence[RoleFit]
 ) -> tuple[list[RoleFit], float, float | None]:
@@ -132,11 +122,9 @@ def role_fits_from_sums(
     out = []
     sums_by_role = {}
     for rf in role_fits:
-        tot = dict.fromkeys((*BIN_FIELDS, "wall"), 0.0)
+        tot: Counter = Counter()
         for i in same:
-            s = measured[i].sums[rf.role]
-            for k in s:
-                tot[k] += s[k]
+            tot.update(measured[i].sums[rf.role])
             tot["wall"] += measured[i].window.duration_s * measured[i].roles[rf.role]
         sums_by_role[rf.role] = tot
         n = tot["n"]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from advisor.fit.roles import log_mean_se
+from advisor.fit.roles import drift, log_mean_var
 from advisor.ingest.runlog import RunLog
 from advisor.measure.contention import WithinLogContention
 from advisor.measure.measured import MeasuredLog
@@ -94,11 +94,8 @@ def _role_se(prior: float, within: WithinLogContention | None, shown: float) -> 
     within-log slope (or the slope that showed shared compute, ``shown``)."""
     if not prior or within is None or not within.estimated:
         return prior, prior
-    own_p = within.producer.usable("producer")
-    own_c = within.consumer.usable("consumer")
-    if shown:
-        own_p, own_c = max(own_p, shown), max(own_c, shown)
-    return math.hypot(prior, own_p), math.hypot(prior, own_c)
+    own = (within.producer.usable("producer"), within.consumer.usable("consumer"))
+    return tuple(math.hypot(prior, max(o, shown) if shown else o) for o in own)
 
 
 def contention_priors(lg: RunLog, within: WithinLogContention | None) -> dict:
@@ -135,12 +132,12 @@ def fit_contention(
         return ContentionFit.unmeasured(n_ref, g, **priors)
     out = {}
     for r in (producer, consumer):
-        y = np.array([math.log(measured[i].steps[r]["busy"].mean()) for i in idx])
+        steps = [measured[i].steps[r] for i in idx]
+        y = np.array([math.log(st["busy"].mean()) for st in steps])
         # one run's own level shift is RUN_SE / sqrt(2) (RUN_SE is the difference between two runs)
-        se = np.array(
-            [max(log_mean_se(measured[i].steps[r], RUN_SE / math.sqrt(2) if prior else 0.0), 1e-4) for i in idx]
-        )
-        w = 1.0 / se**2
+        run_var = (RUN_SE / math.sqrt(2) if prior else 0.0) ** 2
+        var = [log_mean_var(st["busy"].to_numpy(), drift(st), run_var) for st in steps]
+        w = 1.0 / np.maximum(np.sqrt(var), 1e-4) ** 2
         xm = float((w * ns).sum() / w.sum())
         sxx = float((w * (ns - xm) ** 2).sum())
         k = float((w * (ns - xm) * (y - (w * y).sum() / w.sum())).sum() / sxx)
@@ -153,10 +150,8 @@ def fit_contention(
     return ContentionFit(
         ref_producers=n_ref,
         gpus=g,
-        producer_k=out[producer][0],
-        consumer_k=out[consumer][0],
-        producer_se=out[producer][1],
-        consumer_se=out[consumer][1],
+        k=(out[producer][0], out[consumer][0]),
+        k_se=(out[producer][1], out[consumer][1]),
         measured=True,
         lo_producers=int(ns.min()),
         hi_producers=int(ns.max()),
@@ -173,7 +168,7 @@ def contention_ref_busy(
         if measured[i].log.header.engine_gpus != cont.gpus:
             continue
         st = measured[i].steps[role]
-        k = cont.producer_k if role == producer else cont.consumer_k
+        k = cont.k[0] if role == producer else cont.k[1]
         d = measured[i].roles[producer] - cont.ref_producers
         vals.append(math.log(st["busy"].mean()) - k * d)
         wts.append(len(st))

@@ -66,48 +66,34 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
                     n_steps = len(ml.steps[consumer]) if consumer in ml.steps else 0
                     k = max(k, int(round(n_steps / m / len(d))))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
-    common = dict(
-        sync_every=k,
-        bytes_per_sync=float(np.mean(sizes)) if sizes else None,
+    size = float(np.mean(sizes)) if sizes else None
+    fit = SyncFit(
+        k,
+        bytes_per_sync=size,
         round_var_ratio=spread,
         overhead_s=overhead_s,
+        dur_by_workers=means,
+        measured=bool(means),
     )
+    if len(means) == 1:
+        ((m, t),) = means.items()
+        msg = (
+            f"sync cost measured at {role_count(m, consumer)} only ({t * 1e3:.0f} ms per all-reduce): how it "
+            f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
+            f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
+            f"second {consumer} count would measure it"
+        )
+        warnings.warn(AssumptionWarning(msg), stacklevel=2)
+        return replace(fit, bandwidth_s=t / ((m - 1) / m), scaling_identified=False)
     if not means:
-        return SyncFit(latency_s=0.0, bandwidth_s=0.0, measured=False, **common)
-    ms = np.array(sorted(means), dtype=float)
-    ys = np.array([means[int(m)] for m in ms])
-    if len(ms) == 1:
-        warnings.warn(
-            AssumptionWarning(
-                f"sync cost measured at {role_count(int(ms[0]), consumer)} only ({ys[0] * 1e3:.0f} ms per all-reduce): "
-                "how it "
-                f"scales with the {consumer} count is unknown: other {consumer} counts are projected for a ring "
-                f"all-reduce ((M-1)/M), their intervals reaching a flat one (the same cost at any M); logs at a "
-                f"second {consumer} count would measure it"
-            ),
-            stacklevel=2,
-        )
-        return SyncFit(
-            latency_s=0.0,
-            bandwidth_s=float(ys[0] / ((ms[0] - 1) / ms[0])),
-            dur_by_workers=means,
-            measured=True,
-            scaling_identified=False,
-            **common,
-        )
+        return fit
     from scipy.optimize import nnls
 
     # constant (e.g. a switch-offloaded or latency-dominated collective), per-hop latency, ring bandwidth
+    ms = np.array(sorted(means), dtype=float)
     a_mat = np.column_stack([np.ones_like(ms), ms - 1, (ms - 1) / ms])
-    coef, _ = nnls(a_mat, ys)
-    return SyncFit(
-        latency_s=float(coef[1]),
-        bandwidth_s=float(coef[2]),
-        fixed_s=float(coef[0]),
-        dur_by_workers=means,
-        measured=True,
-        **common,
-    )
+    coef, _ = nnls(a_mat, np.array([means[int(m)] for m in ms]))
+    return replace(fit, latency_s=float(coef[1]), bandwidth_s=float(coef[2]), fixed_s=float(coef[0]))
 
 
 def _rounds(measured: Sequence[MeasuredLog], consumer: str, k: int) -> tuple[float, float]:
@@ -144,23 +130,17 @@ def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
         arrivals = np.sort((tgt["t"] - tgt["blocked"] - tgt["busy"]).to_numpy())
         gaps = np.diff(arrivals)
         scv = float(gaps.var() / gaps.mean() ** 2) if len(gaps) > 2 and gaps.mean() > 0 else 1.0
-    empty_share = None
-    if pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
+    runs_dry = empty  # or some prefetch queue seen empty in PRE_EMPTY_SHARE of the snapshots
+    if not empty and pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
         q = ml.rates[f"qmin_{pre.name}"].dropna()
-        empty_share = float((q < 0.5).mean()) if len(q) else None
-    near = bool(
-        not bound
-        and np.isfinite(starved)
-        and starved > LOADER_STARVED_MIN
-        and (empty or (empty_share is not None and empty_share >= PRE_EMPTY_SHARE))
-    )
+        runs_dry = len(q) > 0 and float((q < 0.5).mean()) >= PRE_EMPTY_SHARE
+    near = bool(not bound and np.isfinite(starved) and starved > LOADER_STARVED_MIN and runs_dry)
     return LoaderFit(
         input_bound=bound,
         capacity_bps=cap,
         scv=scv if scv is not None else 1.0,
         producer_starved_share=float(starved),
         pre_mean_depth=depth,
-        pre_empty_share=empty_share,
         near_binding=near,
     )
 

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from advisor.fit.roles import drift
+from advisor.fit.roles import drift, log_mean_var
 from advisor.model.params import RoleFit
 from advisor.model.priors import TOKEN_EXPONENT_PRIOR, TOKEN_EXPONENT_PRIOR_HALF95, TOKEN_RUN_SE
 from advisor.settings import SAME_SIZE_TOL
-from advisor.stats import Z_95, batch_means_interval
+from advisor.stats import Z_95
 
 TOKEN_LINE_GRID = 101  # grid points of the line's elasticity posterior, 0..1
 LINE_MIN_SPREAD = 1.5  # q98/q02 of batch tokens needed to trust the in-log step-time line
@@ -28,15 +28,9 @@ def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups
     x, z, var = [], [], []
     for gr in groups:
         busy = np.concatenate([per_log[i][rf.role]["busy"].to_numpy() for i in gr])
-        m = float(busy.mean())
-        lo, hi = batch_means_interval(busy)
-        var.append(
-            ((hi - lo) / (2 * Z_95 * m)) ** 2
-            + max(drift(per_log[i][rf.role]) for i in gr) ** 2
-            + TOKEN_RUN_SE**2 / len(gr)
-        )
+        var.append(log_mean_var(busy, max(drift(per_log[i][rf.role]) for i in gr), TOKEN_RUN_SE**2 / len(gr)))
         x.append(float(np.mean([per_log_tokens[i] for i in gr])))
-        z.append(math.log(m))
+        z.append(math.log(float(busy.mean())))
     xa, za, w = np.array(x), np.array(z), 1.0 / np.array(var)
     mid = float(math.exp(np.sum(w * np.log(xa)) / np.sum(w)))
     e = np.linspace(0.0, 1.0, TOKEN_LINE_GRID)

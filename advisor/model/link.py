@@ -69,17 +69,8 @@ class Placement:
         return cls(producers=count(producer_nodes), consumers=count(consumer_nodes))
 
     @property
-    def nodes(self) -> int:
-        return len(self.producers)
-
-    @property
     def local(self) -> bool:
         return self.routing == "local"
-
-    @property
-    def consumer_nodes(self) -> int:
-        """Nodes holding at least one drafter (the all-reduce's nodes, ``L_c``)."""
-        return sum(1 for mb in self.consumers if mb)
 
     def can_route_locally(self) -> bool:
         """Every node holds both roles or neither (and some node holds them)."""
@@ -112,7 +103,7 @@ def sync_link_s(placement: Placement, sync_bytes: float | None, link_bytes_s: fl
     """Seconds one all-reduce of ``sync_bytes`` holds the shared link: ``2 (L_c - 1) S / B`` (module
     docstring).
     """
-    lc = placement.consumer_nodes
+    lc = sum(1 for mb in placement.consumers if mb)  # nodes holding a drafter: the all-reduce's nodes
     if lc <= 1 or not sync_bytes or not link_bytes_s:
         return 0.0
     return 2.0 * (lc - 1) * sync_bytes / link_bytes_s
@@ -128,11 +119,6 @@ class LinkResult:
     consumer_s: float
     link_cap_bps: float
     crossing_share: float
-    node_share: tuple[float, ...]
-
-    def link_util(self, x_bps: float) -> float:
-        """Busiest link's utilisation at pipeline rate ``x_bps``."""
-        return x_bps / self.link_cap_bps if math.isfinite(self.link_cap_bps) and self.link_cap_bps > 0 else 0.0
 
 
 EXACT_MVA_STATES = 20_000  # population vectors of the exact recursion; past this, Bard-Schweitzer
@@ -204,6 +190,4 @@ def link_pool(placement: Placement, consumer_s: float, xfer_s: float, scv_x: flo
     share = tuple(r / cap for r in rates)
     crossing = sum(w * v for w, v in zip(share, visits))
     link_cap = 1.0 / (crossing * xfer_s) if crossing * xfer_s > 0 else math.inf
-    return LinkResult(
-        consumer_cap_bps=cap, consumer_s=m / cap, link_cap_bps=link_cap, crossing_share=crossing, node_share=share
-    )
+    return LinkResult(consumer_cap_bps=cap, consumer_s=m / cap, link_cap_bps=link_cap, crossing_share=crossing)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -23,10 +23,6 @@ class Basis(str, Enum):
     RATES = "rates"
     GIVEN = "given"
     BOUND = "bound"
-
-    @property
-    def measured(self) -> bool:
-        return self in (Basis.STEPS, Basis.RATES)
 
     def word(self) -> str:
         """How a sentence names the basis."""
@@ -49,19 +45,18 @@ class RoleFit:
     then the point projected; empty: a point with the interval ``mu_low_bps``-``mu_high_bps``."""
 
     role: str
-    n_steps: int
     busy_mean_s: float
     busy_std_s: float
-    t0_s: float
-    c_s_per_tok: float
-    r2: float
     mu_bps: float
     mu_low_bps: float
     mu_high_bps: float
-    busy_share: float
-    starved_share: float
-    blocked_share: float
-    measured: bool = True  # False: rates-only estimate
+    c_s_per_tok: float = 0.0
+    t0_s: float = 0.0
+    r2: float = 0.0
+    n_steps: int = 0
+    busy_share: float = math.nan  # shares of wall time (NaN: not measured from steps)
+    starved_share: float = math.nan
+    blocked_share: float = math.nan
     lower_bound: bool = False  # True: mu is only known to be at least this
     drift: float = 0.0  # |m1 - m2| / (m1 + m2) of the mean busy time in the two halves of the window
     tokens_ref: float = 0.0  # mean tokens per batch that busy_mean_s refers to
@@ -83,39 +78,25 @@ class RoleFit:
 
     @classmethod
     def unmeasured(
-        cls,
-        role: str,
-        mu_bps: float,
-        *,
-        scv: float,
-        basis: Basis,
-        c_s_per_tok: float = 0.0,
-        mu_interval_bps: tuple[float, float] | None = None,
-        lower_bound: bool = False,
-        mu_range_bps: tuple[float, ...] = (),
+        cls, role: str, mu_bps: float, *, scv: float, mu_interval_bps: tuple[float, float] | None = None, **kw: Any
     ) -> RoleFit:
         """A role not measured from step events: busy = 1 / mu with the assumed ``scv``, no shares."""
         busy = 1.0 / mu_bps
         lo, hi = mu_interval_bps or (mu_bps, mu_bps)
-        nan = float("nan")
-        return cls(
-            role=role,
-            n_steps=0,
-            busy_mean_s=busy,
-            busy_std_s=busy * math.sqrt(scv),
-            t0_s=0.0,
-            c_s_per_tok=c_s_per_tok,
-            r2=0.0,
-            mu_bps=mu_bps,
-            mu_low_bps=lo,
-            mu_high_bps=hi,
-            busy_share=nan,
-            starved_share=nan,
-            blocked_share=nan,
-            measured=False,
-            lower_bound=lower_bound,
-            basis=basis,
-            mu_range_bps=mu_range_bps,
+        std = busy * math.sqrt(scv)
+        return cls(role=role, busy_mean_s=busy, busy_std_s=std, mu_bps=mu_bps, mu_low_bps=lo, mu_high_bps=hi, **kw)
+
+    def scaled(self, f: float) -> RoleFit:
+        """The role with every busy time ``f`` times as long (its rates ``1 / f`` times)."""
+        return replace(
+            self,
+            busy_mean_s=self.busy_mean_s * f,
+            busy_std_s=self.busy_std_s * f,
+            t0_s=self.t0_s * f,
+            c_s_per_tok=self.c_s_per_tok * f,
+            mu_bps=self.mu_bps / f,
+            mu_low_bps=self.mu_low_bps / f,
+            mu_high_bps=self.mu_high_bps / f,
         )
 
     @property
@@ -179,11 +160,9 @@ class ContentionFit:
 
     ref_producers: int
     gpus: int  # the fitted split's GPUs, every engine's counted (N k_p + M k_c)
-    producer_k: float
-    consumer_k: float
-    producer_se: float
-    consumer_se: float
-    measured: bool
+    k: tuple[float, float] = (0.0, 0.0)  # per role (producer, consumer): the fitted slope k_r
+    k_se: tuple[float, float] = (0.0, 0.0)  # its standard error
+    measured: bool = False
     lo_producers: int = 0  # the logged producer counts span lo..hi
     hi_producers: int = 0
     prior_se: float = 0.0  # the host's prior per worker moved (0: none carried)
@@ -199,16 +178,7 @@ class ContentionFit:
     def unmeasured(cls, ref_producers: int, gpus: int, **priors: Any) -> ContentionFit:
         """No slope measured: every log at one split."""
         return cls(
-            ref_producers=ref_producers,
-            gpus=gpus,
-            producer_k=0.0,
-            consumer_k=0.0,
-            producer_se=0.0,
-            consumer_se=0.0,
-            measured=False,
-            lo_producers=ref_producers,
-            hi_producers=ref_producers,
-            **priors,
+            ref_producers=ref_producers, gpus=gpus, lo_producers=ref_producers, hi_producers=ref_producers, **priors
         )
 
     def consumers(self, n_producer: float, gpus: int) -> float:
@@ -232,24 +202,18 @@ class ContentionFit:
     def sides(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """The sign of each role's split term (one unknown slope per role moves the splits on either
         side of the given one opposite ways)."""
-        inside, bp, bc = self._moves(n_producer, gpus)
-        return (1.0 if inside + bp >= 0 else -1.0), (1.0 if inside + bc >= 0 else -1.0)
+        inside, *beyond = self._moves(n_producer, gpus)
+        return tuple(1.0 if inside + b >= 0 else -1.0 for b in beyond)
 
     def scale(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Busy-time multipliers: the fitted line between the logged splits, the prior's slope beyond."""
-        inside, bp, bc = self._moves(n_producer, gpus)
-        return (
-            math.exp(self.producer_k * inside + self.prior_k[0] * bp),
-            math.exp(self.consumer_k * inside + self.prior_k[1] * bc),
-        )
+        inside, *beyond = self._moves(n_producer, gpus)
+        return tuple(math.exp(k * inside + pk * b) for k, pk, b in zip(self.k, self.prior_k, beyond))
 
     def rel_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy at ``n_producer`` producers."""
-        inside, bp, bc = self._moves(n_producer, gpus)
-        return (
-            self.producer_se * abs(inside) + self.role_se[0] * abs(bp),
-            self.consumer_se * abs(inside) + self.role_se[1] * abs(bc),
-        )
+        inside, *beyond = self._moves(n_producer, gpus)
+        return tuple(se * abs(inside) + rse * abs(b) for se, rse, b in zip(self.k_se, self.role_se, beyond))
 
     def single_se(self, n_producer: int, gpus: int) -> tuple[float, float]:
         """Standard errors of log busy for the lone-worker regime (``CONTENTION_SINGLE_SE``): one side
@@ -301,8 +265,8 @@ class SyncFit:
     """Data-parallel drafter sync: every ``sync_every`` steps, a collective of ``T_ar(M)`` s."""
 
     sync_every: int
-    latency_s: float  # a in T_ar = c + a*(M-1) + b*(M-1)/M
-    bandwidth_s: float  # b
+    latency_s: float = 0.0  # a in T_ar = c + a*(M-1) + b*(M-1)/M
+    bandwidth_s: float = 0.0  # b
     dur_by_workers: Mapping[int, float] = field(default_factory=dict)
     measured: bool = False
     fixed_s: float = 0.0  # c
@@ -337,12 +301,11 @@ class SyncFit:
 
 @dataclass(frozen=True)
 class LoaderFit:
-    input_bound: bool
-    capacity_bps: float | None  # known when input-bound
-    scv: float
-    producer_starved_share: float
-    pre_mean_depth: float | None
-    pre_empty_share: float | None = None  # share of snapshots with some prefetch queue empty
+    input_bound: bool = False
+    capacity_bps: float | None = None  # known when input-bound
+    scv: float = 1.0
+    producer_starved_share: float = math.nan
+    pre_mean_depth: float | None = None
     near_binding: bool = False  # starved with queues running dry, below the fixed thresholds
     calibrated: bool = False  # capacity_bps solved from the observed split's rate
 
@@ -350,15 +313,12 @@ class LoaderFit:
 @dataclass(frozen=True)
 class LinkFit:
     """The inter-node link as the logs show it (`advisor.fit.bandwidth`): bytes/s, its source
-    ("measured", "header", None: unknown), the crossing steps, the engines' GPUs and nodes."""
+    ("measured", "header", None: unknown), the engines' GPUs and nodes."""
 
     bytes_s: float | None = None
     source: str | None = None
-    crossed_steps: int = 0
     steps_known: int = 0  # the first log's steady drafter steps whose origin node is known
     first_crossed: int = 0  # ... and of them, those that crossed
-    local_xfer_s: float = 0.0
-    spans_nodes: bool = False  # some log ran on more than one node
     gpus_per_worker: tuple[int, int] = (1, 1)
     gpus_per_node: int | None = None
     # the first log's placement, engines per node (empty: one node)
@@ -404,12 +364,12 @@ class PipelineFit:
     hs_cap: int
     pre_cap: int
     tokens_mean: float
-    tokens_std: float
-    seqs_mean: float | None
     source: Source  # what the fit rests on: steps, rates or bare numbers
     observed: tuple[ObservedRun, ...]
-    hs_bytes_per_token: float | None
-    total_batches: float | None  # the whole job, when samples x epochs are known
+    tokens_std: float = math.nan
+    seqs_mean: float | None = None
+    hs_bytes_per_token: float | None = None
+    total_batches: float | None = None  # the whole job, when samples x epochs are known
     tokens_range: tuple[float, float] = (0.0, 0.0)  # batch sizes the step-time line was fitted on
     contention: ContentionFit = NO_CONTENTION
     regimes: RegimeFit = NO_REGIMES

@@ -97,16 +97,7 @@ def _at_run(r: SplitRow, run: PlacedRun, free_bps: float, pl: Placement) -> Spli
     caps = {p.role: p.cap_bps, c.role: c.cap_bps, "link": cap}
     x = min(run.bps, min(caps.values()))
     f = x / r.bps if r.bps > 0 else 1.0
-    r = replace(
-        r,
-        bps_low=r.bps_low * f,
-        bps_high=r.bps_high * f,
-        tok_s=r.tok_s * f,
-        gpu_util=r.gpu_util * f,
-        efficiency=r.efficiency * f,
-        eta_s=r.eta_s / f if f > 0 else math.nan,
-    )
-    r = r.widened_by(x, SIM_SE**2)  # the simulation's own error against the emulated pipeline
+    r = r.scaled(f).widened_by(x, SIM_SE**2)  # the simulation's own error against the emulated pipeline
     saturated = math.isfinite(cap) and (x >= LINK_SATURATED * cap or cap <= LINK_SATURATED_CAP * min(caps.values()))
     return replace(
         r,

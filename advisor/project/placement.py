@@ -69,15 +69,6 @@ def _families(n: int, m: int, nodes: int, gpus_per_node: int, k_p: int, k_c: int
 
 
 @dataclass(frozen=True)
-class PlacedPool:
-    """The best placement of one split and its drafter pool with the link."""
-
-    placement: Placement
-    pool: LinkResult
-    candidates: int
-
-
-@dataclass(frozen=True)
 class Nodes:
     """The nodes a split is placed on: how many, the GPUs of each, and the GPUs of one target and of
     one drafter engine."""
@@ -112,7 +103,7 @@ def best_placement(
     xfer_s: float,
     scv_x: float,
     sync: SyncOverLink = SyncOverLink(),
-) -> PlacedPool:
+) -> Placement:
     """The placement of the highest drafter-pool capacity, its sync over the link included (ties:
     fewer crossings, then packed).
     """
@@ -125,9 +116,8 @@ def best_placement(
         key = (pool_rate(pl, pool, sync), -pool.crossing_share, pl == pack)
         if (
             best is None
-            or key[0] > best[0][0] * (1 + TIE_REL)
-            or (key[0] >= best[0][0] * (1 - TIE_REL) and key[1:] > best[0][1:])
+            or key[0] > best[0] * (1 + TIE_REL)
+            or (key[0] >= best[0] * (1 - TIE_REL) and key[1:] > best[1:])
         ):
-            best = (key, pl, pool)
-    assert best is not None
-    return PlacedPool(placement=best[1], pool=best[2], candidates=len(cands))
+            best, out = key, pl
+    return out

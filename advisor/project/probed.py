@@ -57,9 +57,7 @@ def probed_rates(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> dict[str, tu
     out: dict[str, tuple[SegmentRate, ...]] = {}
     for ob in fit.observed:
         label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
-        if len(ob.segments) < MIN_SEGMENTS or label not in rows:
-            continue
-        if rows[label].observed and rows[label].observed_bps > 0:
+        if len(ob.segments) >= MIN_SEGMENTS and label in rows and rows[label].observed and rows[label].observed_bps > 0:
             out[label] = ob.segments
     return out if len(out) >= 2 else {}
 
@@ -89,41 +87,24 @@ def compare_probed(fit: PipelineFit, rows: tuple[SplitRow, ...]) -> tuple[SplitR
         r = by_label[lab]
         x = r.observed_bps
         half = Z_95 * math.sqrt(own + shared_var)
-        was = r.bps  # the projected rate, which the measured one replaces
-        by_label[lab] = _hold_measured(
-            replace(
-                r,
-                parts=replace(q, shared_log_per_se=shared, own_var_log2=own, sync_ends_log=sync, corners_log=corners),
-                bps=x,
-                bps_low=x * math.exp(-half),
-                bps_high=x * math.exp(half),
-                widened=False,
-                probe_segments=len(rates[lab]),
-                eta_s=r.eta_s * was / x if was > 0 else r.eta_s,
-                tok_s=r.tok_s * x / was if was > 0 else r.tok_s,
-                gpu_util=r.gpu_util * x / was if was > 0 else r.gpu_util,
-            ),
-            x,
+        at_x = r.scaled(x / r.bps) if r.bps > 0 else r  # the measured rate replaces the projected one
+        # every stage's capacity at least the measured rate (module docstring, 1), the bound and the
+        # efficiency from them
+        p, c = (replace(rr, cap_bps=max(rr.cap_bps, x)) for rr in r.roles)
+        link = r.link if r.link is None or r.link.cap_link_bps >= x else replace(r.link, cap_link_bps=x)
+        by_label[lab] = replace(
+            at_x,
+            parts=replace(q, shared_log_per_se=shared, own_var_log2=own, sync_ends_log=sync, corners_log=corners),
+            bps=x,
+            bps_low=x * math.exp(-half),
+            bps_high=x * math.exp(half),
+            widened=False,
+            probe_segments=len(rates[lab]),
+            producer=p,
+            consumer=c,
+            link=link,
+            cap_loader_bps=x if r.cap_loader_bps < x else r.cap_loader_bps,
+            bound_bps=max(r.bound_bps, x),
+            efficiency=x / max(p.cap_bps, c.cap_bps),
         )
     return tuple(by_label.values())
-
-
-def _hold_measured(r: SplitRow, x: float) -> SplitRow:
-    """Row ``r`` at its measured rate ``x``: every stage's capacity at least ``x`` (module
-    docstring, 1), the bound and the efficiency from them."""
-    p, c = (replace(q, cap_bps=max(q.cap_bps, x)) for q in r.roles)
-    link = r.link
-    if link is not None and link.cap_link_bps < x:
-        link = replace(link, cap_link_bps=x)
-    return replace(
-        r,
-        producer=p,
-        consumer=c,
-        link=link,
-        cap_loader_bps=x if r.cap_loader_bps < x else r.cap_loader_bps,
-        bound_bps=max(r.bound_bps, x),
-        efficiency=x / max(p.cap_bps, c.cap_bps),
-    )
-
-
-__all__ = ["MIN_SEGMENTS", "compare_probed", "probe_var", "probed_rates"]

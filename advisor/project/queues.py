@@ -68,10 +68,8 @@ def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -
     if not has_hs_queue(fit, settings):
         return None
     cap = settings.hs_cap
-    x = split_capacities(fit, settings, *split).x_bps
-    x2 = split_capacities(fit, settings, *split, what_if=WhatIf(hs_cap=max(2 * cap, 1))).x_bps
-    x4 = split_capacities(fit, settings, *split, what_if=WhatIf(hs_cap=max(4 * cap, 2))).x_bps
-    xh = split_capacities(fit, settings, *split, what_if=WhatIf(hs_cap=cap // 2)).x_bps
+    depths = (None, max(2 * cap, 1), max(4 * cap, 2), cap // 2)  # None: the table's
+    x, x2, x4, xh = (split_capacities(fit, settings, *split, what_if=WhatIf(hs_cap=d)).x_bps for d in depths)
     # a slot's bytes need the batch's tokens: none where no log measured them (the batch is nominal)
     per_slot = (
         fit.hs_bytes_per_token * settings.tokens_per_batch if fit.hs_bytes_per_token and fit.tokens_measured else None

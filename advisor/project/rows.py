@@ -120,7 +120,7 @@ class SplitRow:
 
     def scaled(self, f: float) -> SplitRow:
         """The row at ``f`` times its rate: interval, tok/s, utilisation and efficiency alike, the ETA
-        inversely."""
+        inversely (NaN at ``f`` 0)."""
         return replace(
             self,
             bps=self.bps * f,
@@ -129,7 +129,7 @@ class SplitRow:
             tok_s=self.tok_s * f,
             efficiency=self.efficiency * f,
             gpu_util=self.gpu_util * f,
-            eta_s=self.eta_s / f,
+            eta_s=self.eta_s / f if f > 0 else math.nan,
         )
 
     def widened_by(self, x: float, var: float) -> SplitRow:
@@ -145,6 +145,9 @@ class SplitRow:
             bps_high=max(self.bps_high, x * math.exp(grown)),
         )
 
+    def _fields(self, *names: str) -> dict[str, object]:
+        return {k: getattr(self, k) for k in names}
+
     def columns(self, probed: bool = False) -> dict[str, object]:
         """The row under the table's column names, in the table's order (``probe_segments`` where
         ``probed``: a table a probe measured)."""
@@ -152,26 +155,13 @@ class SplitRow:
         out: dict[str, object] = {
             f"n_{p.role}": p.workers,
             f"n_{c.role}": c.workers,
-            "bps": self.bps,
-            "bps_low": self.bps_low,
-            "bps_high": self.bps_high,
-            "bps_high_open": self.bps_high_open,
-            "tok_s": self.tok_s,
-            "bound_bps": self.bound_bps,
+            **self._fields("bps", "bps_low", "bps_high", "bps_high_open", "tok_s", "bound_bps"),
             f"cap_{p.role}_bps": p.cap_bps,
             f"cap_{c.role}_bps": c.cap_bps,
-            "cap_loader_bps": self.cap_loader_bps,
-            "efficiency": self.efficiency,
-            "gpu_util": self.gpu_util,
-            "bottleneck": self.bottleneck,
+            **self._fields("cap_loader_bps", "efficiency", "gpu_util", "bottleneck"),
             f"{p.role}_blocked": p.wait_share,
             f"{c.role}_starved": c.wait_share,
-            "hs_mean_depth": self.hs_mean_depth,
-            "eta_s": self.eta_s,
-            "observed": self.observed,
-            "observed_bps": self.observed_bps,
-            "method": self.method,
-            "widened": self.widened,
+            **self._fields("hs_mean_depth", "eta_s", "observed", "observed_bps", "method", "widened"),
             **(self.parts.columns() if self.parts is not None else {}),
             f"gpus_{p.role}": p.gpus,
             f"gpus_{c.role}": c.gpus,

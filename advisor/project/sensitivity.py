@@ -16,6 +16,7 @@ the tokens' spread ``c * sd(tokens)``, which balancing removes; reported where s
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -95,19 +96,6 @@ class _Edge:
     leads_below: bool  # the recommended split leads below ``value``
 
 
-def _memo(rate: Rate) -> Rate:
-    """``rate`` with each (value, split) projected once."""
-    seen: dict[tuple[float, Split], float] = {}
-
-    def at(v: float, split: Split) -> float:
-        key = (v, split)
-        if key not in seen:
-            seen[key] = rate(v, split)
-        return seen[key]
-
-    return at
-
-
 def _leads(rate: Rate, v: float, rec: Split, others: Sequence[Split]) -> bool:
     """Whether no other split projects more than ``rec`` at ``v`` (ties within ``TIE_REL`` are no lead lost)."""
     return rate(v, rec) >= max(rate(v, s) for s in others) * (1 - TIE_REL)
@@ -147,43 +135,28 @@ def _lead_edge(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, end:
     if found is None:
         return None
     near, far, live = found
-
-    def ahead(v: float) -> bool:
-        return _leads(rate, v, rec, live)
-
     for _ in range(BISECT_STEPS):
         mid = math.sqrt(near * far)
-        near, far = (mid, far) if ahead(mid) == first else (near, mid)
+        near, far = (mid, far) if _leads(rate, mid, rec, live) == first else (near, mid)
     behind = far if first else near  # the side where rec does not lead
-    return _Edge(
-        value=math.sqrt(near * far),
-        rival=max(live, key=lambda s: rate(behind, s)),
-        leads_below=first == (end > ref),
-    )
+    rival = max(live, key=lambda s: rate(behind, s))
+    return _Edge(value=math.sqrt(near * far), rival=rival, leads_below=first == (end > ref))
 
 
-def _x(fit: PipelineFit, settings: Settings, split: Split, what_if: WhatIf = WhatIf()) -> float:
-    # the rate alone: its interval (two more chain solves per call) is not needed here
-    return split_capacities(fit, settings, *split, what_if=what_if, interval=False).x_bps
+def _rate(fit: PipelineFit, settings: Settings, what_if: Callable[[float, Split], WhatIf]) -> Rate:
+    """(knob value, split) -> the split's projected rate under ``what_if(value, split)``, each
+    projected once (the rate alone: its interval, two more chain solves, is not needed here)."""
+
+    @functools.cache
+    def rate(v: float, split: Split) -> float:
+        return split_capacities(fit, settings, *split, what_if=what_if(v, split), interval=False).x_bps
+
+    return rate
 
 
 def _capacity_rate(fit: PipelineFit, settings: Settings, role_index: int) -> Rate:
     """(factor on one role's per-engine rate, split) -> the split's projected rate."""
-
-    def rate(f: float, split: Split) -> float:
-        return _x(fit, settings, split, WhatIf(mu_scale=(f, 1.0) if role_index == 0 else (1.0, f)))
-
-    return _memo(rate)
-
-
-def _scaling_rate(fit: PipelineFit, settings: Settings) -> Rate:
-    """(per-rank scaling of every split of more than one consumer, split) -> the split's projected
-    rate; a split of one consumer keeps its own."""
-
-    def rate(s: float, split: Split) -> float:
-        return _x(fit, settings, split, WhatIf(consumer_scaling=s) if split[1] > 1 else WhatIf())
-
-    return _memo(rate)
+    return _rate(fit, settings, lambda f, _: WhatIf(mu_scale=(f, 1.0) if role_index == 0 else (1.0, f)))
 
 
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
@@ -222,7 +195,8 @@ def scaling_ties(
     if not several or len(set(splits) - {rec}) == 0:
         return ()
     lo, hi = SCALING_RANGE
-    rate = _scaling_rate(fit, settings)
+    # a split of one consumer keeps its own scaling
+    rate = _rate(fit, settings, lambda s, split: WhatIf(consumer_scaling=s) if split[1] > 1 else WhatIf())
     ref = min(max(sync_scaling(fit.consumer, fit.sync, rec[1]), lo), hi)
     edges = [e for e in (_lead_edge(rate, splits, rec, ref, end) for end in (lo, hi)) if e is not None]
 
@@ -298,8 +272,5 @@ def sensitivity(
     """
     lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
     splits = searched(rec, splits)
-    return Sensitivity(
-        thresholds=thresholds(fit, settings, rec, splits, capacity_of),
-        scaling=scaling_ties(fit, settings, rec, splits, bottleneck_of),
-        levers=lev,
-    )
+    ties = scaling_ties(fit, settings, rec, splits, bottleneck_of)
+    return Sensitivity(thresholds=thresholds(fit, settings, rec, splits, capacity_of), scaling=ties, levers=lev)

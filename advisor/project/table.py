@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
-from advisor.project.placement import Nodes, PlacedPool, SyncOverLink, best_placement, node_mixes
+from advisor.project.placement import Nodes, SyncOverLink, best_placement, node_mixes
 from advisor.project.rows import IntervalParts, LinkRow, RoleRow, SplitRow
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
@@ -121,11 +121,13 @@ def split_capacities(
     if settings.nodes <= 1:
         return project_split(fit, n, m, interval=interval, **kw)
     free = project_split(fit, n, m, interval=False, **kw)
-    placed = place_split(fit, settings, n, m, free.consumer_compute_s)
+    nodes = Nodes(settings.nodes, int(settings.gpus_per_node or settings.gpus), settings.gpus_per_worker)
+    xfer_s, scv, sync = link_xfer_s(fit, settings), link_scv(fit), sync_over_link(fit, settings)
+    placed = best_placement(n, m, nodes, free.consumer_compute_s, xfer_s, scv, sync)
     local = local_placement(settings, n, m)
     if local is not None and routing == "local":
         return _at_placement(fit, settings, n, m, local, interval=interval, **kw)
-    shared = _at_placement(fit, settings, n, m, placed.placement, interval=interval, **kw)
+    shared = _at_placement(fit, settings, n, m, placed, interval=interval, **kw)
     if local is None or routing == "shared":
         return shared
     node_local = _at_placement(fit, settings, n, m, local, interval=interval, **kw)
@@ -161,12 +163,8 @@ def _at_placement(
     fit: PipelineFit, settings: Settings, n: int, m: int, placement: Placement, *, interval: bool, **kw
 ) -> SplitResult:
     """Split (n, m) at ``placement``, in its routing (`advisor.model.chain.project_local` node-locally)."""
-    stage = LinkStage(
-        placement,
-        link_xfer_s(fit, settings),
-        link_scv(fit),
-        sync_xfer_s=sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s),
-    )
+    sync_s = sync_link_s(placement, fit.sync.bytes_per_sync, settings.link_bytes_s)
+    stage = LinkStage(placement, link_xfer_s(fit, settings), link_scv(fit), sync_xfer_s=sync_s)
     if placement.local:
         return project_local(fit, n, m, stage, interval=interval, **kw)
     return project_split(fit, n, m, interval=interval, link=stage, **kw)
@@ -222,19 +220,6 @@ def link_scv(fit: PipelineFit) -> float:
     """The transfer's SCV: that of the batch's tokens."""
     scv = (fit.tokens_std / fit.tokens_mean) ** 2 if fit.tokens_mean > 0 else 0.0
     return scv if math.isfinite(scv) else 0.0
-
-
-def place_split(fit: PipelineFit, settings: Settings, n: int, m: int, consumer_s: float) -> PlacedPool:
-    """The best placement of split (n, m) on the settings' nodes (`advisor.project.placement`)."""
-    return best_placement(
-        n,
-        m,
-        Nodes(settings.nodes, int(settings.gpus_per_node or settings.gpus), settings.gpus_per_worker),
-        consumer_s,
-        link_xfer_s(fit, settings),
-        link_scv(fit),
-        sync_over_link(fit, settings),
-    )
 
 
 def sync_over_link(fit: PipelineFit, settings: Settings) -> SyncOverLink:
@@ -339,17 +324,13 @@ def _link_row(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitRe
         return None
     p, c = fit.roles
     pl = mid.placement
-    free = (
-        placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps if settings.link_bytes_s else mid.x_bps
-    )
+    free, at_log = mid.x_bps, math.nan
+    if settings.link_bytes_s:
+        free = placed_split(fit, replace(settings, link_bytes_s=None), n, m, pl).x_bps
+    logged, ob = logged_placement(fit, settings), fit.observed[0].roles
+    if logged is not None and (ob.get(p), ob.get(c)) == (n, m):
+        at_log = placed_split(fit, settings, n, m, logged).x_bps
     busy = mid.link_util > 0
-    logged = logged_placement(fit, settings)
-    ob = fit.observed[0].roles
-    at_log = (
-        placed_split(fit, settings, n, m, logged).x_bps
-        if logged is not None and (ob.get(p), ob.get(c)) == (n, m)
-        else math.nan
-    )
     return LinkRow(
         placement_text=pl.describe(p, c),
         layout=LAYOUTS[pl.routing],
@@ -402,33 +383,26 @@ def reconcile(
         label = split_label(n, m)
         log_gpus = n * settings.log_gpus_per_worker[0] + m * settings.log_gpus_per_worker[1]  # as the log ran
         in_table = _in_table(fit, ob, settings) and label in df
-        logged = logged_placement(fit, settings) if ob is fit.observed[0] else None
-        if in_table and logged is not None:
-            x = placed_split(fit, settings, n, m, logged).x_bps  # as the log ran: its own placement
-        elif in_table:
+        placed = ob is fit.observed[0] and bool(fit.link.producers_by_node)
+        if in_table and (not placed or logged_placement(fit, settings) is None):
             x = df[label].bps
-        elif fit.link.producers_by_node and ob is fit.observed[0]:
-            # the log across its own nodes, at its own placement, G and engine sizes
-            own = replace(
-                settings,
-                gpus=log_gpus,
-                gpus_per_node=fit.link.gpus_per_node,
-                gpus_per_worker=settings.log_gpus_per_worker,
-                engine_scaling=(1.0, 1.0),
-            )
-            x = placed_split(
-                fit, own, n, m, Placement(producers=fit.link.producers_by_node, consumers=fit.link.consumers_by_node)
-            ).x_bps
+        elif placed:
+            own = settings  # as the log ran: its own placement
+            if not in_table:  # off the table: its own nodes, G and engine sizes too
+                own = replace(
+                    settings,
+                    gpus=log_gpus,
+                    gpus_per_node=fit.link.gpus_per_node,
+                    gpus_per_worker=settings.log_gpus_per_worker,
+                    engine_scaling=(1.0, 1.0),
+                )
+            pl = Placement(producers=fit.link.producers_by_node, consumers=fit.link.consumers_by_node)
+            x = placed_split(fit, own, n, m, pl).x_bps
         else:
             tokens = _log_tokens(fit, ob)
             same = abs(tokens / fit.tokens_mean - 1) <= SAME_SIZE_TOL
-            x = project_split(
-                fit,
-                n,
-                m,
-                what_if=WhatIf(hs_cap=settings.hs_cap, tokens_per_batch=None if same else tokens),
-                gpus_per_worker=settings.log_gpus_per_worker,
-            ).x_bps
+            what_if = WhatIf(hs_cap=settings.hs_cap, tokens_per_batch=None if same else tokens)
+            x = project_split(fit, n, m, what_if=what_if, gpus_per_worker=settings.log_gpus_per_worker).x_bps
         rec = Reconciliation(path=ob.path, label=label, gpus=log_gpus, observed_bps=ob.bps, projected_bps=x)
         if abs(rec.gap_pct) <= RECONCILE_PCT:
             out.append(rec)

@@ -256,8 +256,8 @@ def test_two_splits_measure_that_targets_slow_each_other():
     fit = _sweep_fit("cpu32/cpu32-7x1-r0.jsonl.gz", "cpu32/cpu32-2x6-r0.jsonl.gz")
     c = fit.contention
     assert c.measured and (c.lo_producers, c.hi_producers) == (2, 7)
-    assert 0.02 < c.producer_k < 0.06
-    assert abs(c.consumer_k) < 0.03
+    assert 0.02 < c.k[0] < 0.06
+    assert abs(c.k[1]) < 0.03
     # the reference is the first log's split: its step time is that log's own
     assert fit.producer.busy_mean_s == pytest.approx(0.1595, rel=0.03)
     assert fit.producer.busy_mean_s * c.scale(2, 8)[0] == pytest.approx(0.1324, rel=0.03)

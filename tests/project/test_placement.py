@@ -16,12 +16,12 @@ def test_placements_are_full_and_unique():
 
 def test_spread_beats_packed_when_the_link_binds():
     best = best_placement(6, 4, Nodes(2, 8, (2, 1)), consumer_s=0.1, xfer_s=0.5, scv_x=0.0)
-    assert best.placement.producers == (3, 3)
+    assert best.producers == (3, 3)
 
 
 def test_free_link_ties_go_to_fewer_crossings():
     best = best_placement(6, 4, Nodes(2, 8, (2, 1)), consumer_s=0.1, xfer_s=0.0, scv_x=0.0)
-    assert best.placement.producers == (3, 3)  # half the batches cross, against two thirds packed
+    assert best.producers == (3, 3)  # half the batches cross, against two thirds packed
     assert packed(6, 4, 2, 8, 2, 1).producers == (4, 2)
 
 
@@ -43,7 +43,7 @@ def test_a_costly_sync_keeps_the_drafters_on_one_node():
     from advisor.project.placement import SyncOverLink
 
     spread = best_placement(12, 4, Nodes(2, 8, (1, 1)), consumer_s=1.0, xfer_s=0.0, scv_x=0.0)
-    assert spread.placement.consumers == (2, 2)  # a free link: fewer crossings
+    assert spread.consumers == (2, 2)  # a free link: fewer crossings
     sync = SyncOverLink(every=1, bytes_=1e9, link_bytes_s=1e8)
     one = best_placement(12, 4, Nodes(2, 8, (1, 1)), consumer_s=1.0, xfer_s=0.0, scv_x=0.0, sync=sync)
-    assert sorted(one.placement.consumers) == [0, 4]  # 20 s of sync a step outweighs the crossings
+    assert sorted(one.consumers) == [0, 4]  # 20 s of sync a step outweighs the crossings
