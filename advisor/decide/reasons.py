@@ -50,10 +50,6 @@ def dur_text(s: float | None) -> str:
     return f"{s:.0f} s"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
-
-
 # ---------------------------------------------------------------- reasons, from the decision
 
 
@@ -210,7 +206,7 @@ def _vs(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
 def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
     s = d.settings
     b, j = d.best, d.judged
-    of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
+    of = f"of the {d.n_splits} split{'s' if d.n_splits != 1 else ''} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "small-gain" and d.best_is_running:
@@ -378,18 +374,19 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     elif mg.stable:
         by = f"; {probe_text(rows, hi, lo)}" if probed_pair(rows, hi, lo) else ""
         out.append(f"the choice is stable: {above}{by}.")
-    elif mg.separated and probed_pair(rows, hi, lo):
-        out.append(
-            f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
-            f"{lo}'s ends at {bps_text(mg.runner_up_high)}) because {probe_text(rows, hi, lo)}: the host's level "
-            f"moves both alike, so the lead carries only the noise between rounds."
-        )
     elif mg.separated:
+        probed = probed_pair(rows, hi, lo)
+        end = f"{lo}'s ends at {bps_text(mg.runner_up_high)}" if probed else _upper_end(rows, lo, mg.runner_up_high)
+        because = (
+            f"{probe_text(rows, hi, lo)}: the host's level moves both alike, so the lead carries only the noise "
+            f"between rounds"
+            if probed
+            else "both come from one fit: the run's own level moves both splits alike, and how step time changes "
+            "with the split moves them the same way, so the lead carries only what differs between them"
+        )
         out.append(
             f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
-            f"{_upper_end(rows, lo, mg.runner_up_high)}) because both come from one fit: the run's own level "
-            f"moves both splits alike, and how step time changes with the split moves them the same way, so the "
-            f"lead carries only what differs between them."
+            f"{end}) because {because}."
         )
     elif probed_pair(rows, hi, lo):
         out.append(
