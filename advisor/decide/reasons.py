@@ -99,21 +99,20 @@ def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
         f"projected at {label}: {hs}{role_plural(p)} blocked {pct_text(pr.wait_share)}, {role_plural(c)} starved "
         f"{pct_text(cr.wait_share)}."
     )
+    head = f"at {label} the {r.bottleneck} is the bottleneck"
     if r.bottleneck == "link" and r.link is not None:
         # the link's own capacity, and its cost from the same row as the placement sentence's
         return (
-            f"at {label} the link is the bottleneck: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} "
+            f"{head}: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} "
             f"{bps_text(pr.cap_bps)} b/s and {c} {bps_text(cr.cap_bps)} b/s (their own, without the link)"
             f"{loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
             f"({bps_text(r.link.bps_free_link)} b/s); {waits}"
         )
     if fit.source is Source.STEPS:
-        return (
-            f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {bps_text(pr.cap_bps)} b/s "
-            f"vs {c} {bps_text(cr.cap_bps)} b/s{loader} (from busy time); {waits}"
-        )
-    caps = [_role_cap_text(rf, r, fit, d.settings) for rf in (fit.producer, fit.consumer)]
-    return f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {caps[0]} vs {c} {caps[1]}{loader}; {waits}"
+        caps, loader = [f"{bps_text(x.cap_bps)} b/s" for x in (pr, cr)], f"{loader} (from busy time)"
+    else:
+        caps = [_role_cap_text(rf, r, fit, d.settings) for rf in (fit.producer, fit.consumer)]
+    return f"{head}: {p} capacity {caps[0]} vs {c} {caps[1]}{loader}; {waits}"
 
 
 def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
@@ -135,10 +134,12 @@ def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit,
         )
     if math.isfinite(r.observed_bps):
         logged = r.link.bps_logged_place if r.link is not None else math.nan
-        if math.isfinite(logged):  # across nodes: as the log placed it
-            parts.append(f"{bps_text(r.observed_bps)} b/s against {bps_text(logged)} projected at its placement")
-        else:
-            parts.append(f"{bps_text(r.observed_bps)} b/s against {bps_text(r.bps)} projected")
+        against = (
+            f"{bps_text(logged)} projected at its placement"
+            if math.isfinite(logged)
+            else f"{bps_text(r.bps)} projected"
+        )
+        parts.append(f"{bps_text(r.observed_bps)} b/s against {against}")  # across nodes: as the log placed it
     return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
 
 
