@@ -168,14 +168,6 @@ def _needs(d: Decision) -> str:
     if n is None:
         return ""
     bits = []
-    if n.unknown:
-        bits.append(
-            " and ".join(
-                f"the {r} capacity measured (step events of the {role_plural(r)}, or a 'cap_bps' in their rates "
-                f"snapshots that is not only a bound)"
-                for r in n.unknown
-            )
-        )
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(

@@ -93,8 +93,6 @@ class Needs:
     model_gap: tuple[str, ...] = ()  # rows widened to a measured rate the model misses
     measured: tuple[tuple[str, float], ...] = ()  # (split, measured b/s) where logs ran them
     repeats: bool = False  # both splits ran and nothing else would help: repeated runs of each
-    unknown: tuple[str, ...] = ()  # roles whose capacity is only a range or a bound and decides the pick
-    rival: str | None = None  # the split that leads the best at some end of those ranges
 
 
 @dataclass(frozen=True)
