@@ -278,23 +278,11 @@ def _split_bars(adv: Advice) -> _SplitBars:
     open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
     high = np.where(open_hi, tok, high)
     top = np.nanmax(np.concatenate([high, bound, [ob_rate]]))
+    top = top if math.isfinite(top) and top > 0 else 1.0
     x = np.arange(len(df))
-    bars = len(df) <= MAX_BAR_SPLITS
-    return _SplitBars(
-        x,
-        x - BAR_W / 2 if bars else x,
-        tok,
-        low,
-        high,
-        bound,
-        open_hi,
-        top if math.isfinite(top) and top > 0 else 1.0,
-        ob_rate,
-        unit,
-        bars,
-        len(df) > MAX_ANNOTATED_SPLITS,
-        *_marks(adv),
-    )
+    bars, many = len(df) <= MAX_BAR_SPLITS, len(df) > MAX_ANNOTATED_SPLITS
+    at = x - BAR_W / 2 if bars else x
+    return _SplitBars(x, at, tok, low, high, bound, open_hi, top, ob_rate, unit, bars, many, *_marks(adv))
 
 
 def _draw_projection(ax: Any, sb: _SplitBars) -> tuple:
