@@ -100,9 +100,8 @@ def headline(d: Decision, markdown: bool = False) -> str:
         pr = d.probe
         splits = " and ".join(f"**{x}**" if markdown else x for x in pr.splits)
         return (
-            f"{case('CANNOT TELL')} without a probe: {dur_text(pr.seconds_each)} each at {splits} "
-            f"({pr.gpu_hours:.2g} GPU-hours) is worth it; "
-            f"until then {words} {rec}, {share_text(d.p_best)} likely the best"
+            f"{case('CANNOT TELL')} without a probe: {dur_text(pr.seconds_each)} each at {splits} ({pr.gpu_hours:.2g} "
+            f"GPU-hours) is worth it; until then {words} {rec}, {share_text(d.p_best)} likely the best"
         )
     sep = "," if action is Verdict.NEXT_RUN else ":"
     if action is Verdict.SWITCH and d.best_is_running:  # nothing to switch: the log runs it

@@ -103,10 +103,9 @@ def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
     if r.bottleneck == "link" and r.link is not None:
         # the link's own capacity, and its cost from the same row as the placement sentence's
         return (
-            f"{head}: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} "
-            f"{bps_text(pr.cap_bps)} b/s and {c} {bps_text(cr.cap_bps)} b/s (their own, without the link)"
-            f"{loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
-            f"({bps_text(r.link.bps_free_link)} b/s); {waits}"
+            f"{head}: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} {bps_text(pr.cap_bps)} b/s and {c} "
+            f"{bps_text(cr.cap_bps)} b/s (their own, without the link){loader}; the link costs {link_cost_pct(r):.1f}% "
+            f"against a free one ({bps_text(r.link.bps_free_link)} b/s); {waits}"
         )
     if fit.source is Source.STEPS:
         caps, loader = [f"{bps_text(x.cap_bps)} b/s" for x in (pr, cr)], f"{loader} (from busy time)"
@@ -286,9 +285,8 @@ def _odds_lead(d: Decision, rows: Mapping[str, SplitRow], other: str, ahead_of: 
     """How the odds' pick leads where its point projection does not (what is unknown favours it)."""
     r = d.recommended
     return (
-        f"projects {bps_text(rows[r].bps)} b/s against {other}'s {bps_text(rows[other].bps)} at the point "
-        f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
-        f"{ahead_of}"
+        f"projects {bps_text(rows[r].bps)} b/s against {other}'s {bps_text(rows[other].bps)} at the point estimate, "
+        f"but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of {ahead_of}"
     )
 
 
@@ -301,14 +299,13 @@ def _probe_reason(d: Decision) -> str:
         "next-run": f"run {d.recommended} next",
     }[d.action.value]
     return (
-        f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)} "
-        f"({pr.rounds} rounds of {dur_text(pr.segment_s)} segments, alternating A B A B, so the host's drift "
-        f"cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
-        f"expected to cut the expected regret from {pr.regret_now_pct:.1f}% to {pr.regret_after_pct:.1f}%: "
-        f"worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's remaining time, against "
-        f"{dur_text(pr.cost_s)} for the probe and two restarts. Run it with "
-        f"`{probe_command(pr, d.settings.gpus_per_worker[0])}` (with the run's other options), then advise on "
-        f"the probe's directory: `dflash-advise probe`. Without a probe, {words} "
+        f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)} ({pr.rounds} "
+        f"rounds of {dur_text(pr.segment_s)} segments, alternating A B A B, so the host's drift cancels in their "
+        f"lead), {pr.gpu_hours:.2g} GPU-hours, is expected to cut the expected regret from {pr.regret_now_pct:.1f}% to "
+        f"{pr.regret_after_pct:.1f}%: worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's "
+        f"remaining time, against {dur_text(pr.cost_s)} for the probe and two restarts. Run it with "
+        f"`{probe_command(pr, d.settings.gpus_per_worker[0])}` (with the run's other options), then advise on the "
+        f"probe's directory: `dflash-advise probe`. Without a probe, {words} "
         f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d)
     )
 
@@ -331,9 +328,8 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     ra = d.rows[a]
     m = ra.consumer.workers
     out = [
-        f"the runner-up {a} would give {role_plural(p)} {bps_text(ra.producer.cap_bps)} b/s while "
-        f"{role_count(m, c)} could take {bps_text(ra.consumer.cap_bps)} b/s: bound by the "
-        f"{ra.bottleneck} at {bps_text(ra.bps)} b/s, "
+        f"the runner-up {a} would give {role_plural(p)} {bps_text(ra.producer.cap_bps)} b/s while {role_count(m, c)} "
+        f"could take {bps_text(ra.consumer.cap_bps)} b/s: bound by the {ra.bottleneck} at {bps_text(ra.bps)} b/s, "
         f"{signed_pct(100 * (ra.bps / d.rows[r].bps - 1))} against {r}."
     ]
     mg = d.margin
@@ -437,8 +433,7 @@ def _levers(d: Decision) -> list[str]:
         ]
         out.append(
             f"with {role_count(lv.drafters, c)} each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier "
-            "every "
-            f"{lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}."
+            f"every {lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}."
         )
     return out
 
@@ -581,9 +576,8 @@ def _scaling_lines(d: Decision, fit: PipelineFit) -> list[str]:
             continue
         keeps = "at least" if tie.leads_below else "less than"
         out.append(
-            f"each of the {role_count(tie.subject[1], c)} of {subject} (and of every split with several) keeps "
-            f"{keeps} {pct_text(tie.scaling)} of a lone {c}'s rate ({fitted}): then {split_label(*tie.rival)} "
-            f"beats {pick}."
+            f"each of the {role_count(tie.subject[1], c)} of {subject} (and of every split with several) keeps {keeps} "
+            f"{pct_text(tie.scaling)} of a lone {c}'s rate ({fitted}): then {split_label(*tie.rival)} beats {pick}."
         )
     return out
 
