@@ -239,16 +239,11 @@ def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
         )
         return f"{d.recommended} {_odds_lead(d, rows, j, j)}{restart}: switch to it."
     if d.rule == "switch":
-        if d.eta_gain_s is not None:
-            return (
-                f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)}) and finishes the job "
-                f"{(d.eta_gain_s - 3600 * s.restart_cost_h) / 3600:.1f} h sooner, after a {s.restart_cost_h:g} h "
-                f"restart."
-            )
-        return (
-            f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)}); the job's size is "
-            "unknown, so the restart cost is not weighed."
-        )
+        gains = f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)})"
+        if d.eta_gain_s is None:
+            return f"{gains}; the job's size is unknown, so the restart cost is not weighed."
+        sooner_h = (d.eta_gain_s - 3600 * s.restart_cost_h) / 3600
+        return f"{gains} and finishes the job {sooner_h:.1f} h sooner, after a {s.restart_cost_h:g} h restart."
     why = (
         "the run has ended"
         if s.run_ended
@@ -257,12 +252,11 @@ def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
         else f"no split of {s.units()} was observed"
     )
     b = d.recommended
-    text = (
-        f"{why}, so no restart cost applies: for the next run, {b} is the best {of} ({bps_text(rows[b].bps)} b/s)."
-        if b == d.best
-        else f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it "
-        f"{_odds_lead(d, rows, d.best, d.odds.runner_up)}."
-    )
+    head = f"{why}, so no restart cost applies: for the next run, {b} is the best"
+    if b == d.best:
+        text = f"{head} {of} ({bps_text(rows[b].bps)} b/s)."
+    else:
+        text = f"{head} choice {of}: it {_odds_lead(d, rows, d.best, d.odds.runner_up)}."
     m = d.margin
     if m is not None and d.close_call:
         other = m.lower if m.higher == b else m.higher
