@@ -472,11 +472,8 @@ def placement_reasons(decision: Decision, fit: PipelineFit) -> list[str]:
     if not s.link_bytes_s or not fit.hs_bytes_per_token:
         out[0] += "; the link between nodes is taken as free (its bandwidth is unknown)."
         return out
-    whence = {
-        "measured": "measured from this log's crossing batches",
-        "given": "given",
-        "header": "the log header's",
-    }.get(s.link_source or "", "given")
+    sources = {"measured": "measured from this log's crossing batches", "header": "the log header's"}
+    whence = sources.get(s.link_source, "given")
     cost = link_cost_pct(r)
     other = lk.other_layout_bps
     vs = f"{bps_text(other)} b/s ({signed_pct(100 * (other / r.bps - 1))})" if other > 0 else ""
