@@ -48,21 +48,18 @@ class Evidence:
     def thin(self) -> bool:
         return self.basis.logged and (self.batches < MIN_BATCHES or not self.settled or self.drifting)
 
-    def count_text(self) -> str:
-        """The window's length in its own units ("812 steady batches", "70 rates snapshots (~3,600 batches)")."""
-        if self.basis is Source.RATES:
-            return f"{self.snapshots} rates snapshots (~{self.batches:,} batches)"
-        return f"{self.batches} steady batches"
-
     def why_thin(self) -> list[str]:
         """Why the evidence is thin, in words: too few batches, not settled, drifting."""
         out = []
         if self.batches < MIN_BATCHES:
-            unit = " batches" if self.basis is Source.RATES else ""
-            out.append(
-                f"only {self.count_text()} (at least {MIN_BATCHES}{unit} are needed to separate "
-                f"splits a few percent apart)"
+            rates = self.basis is Source.RATES
+            unit = " batches" if rates else ""
+            count = (
+                f"{self.snapshots} rates snapshots (~{self.batches:,} batches)"
+                if rates
+                else f"{self.batches} steady batches"
             )
+            out.append(f"only {count} (at least {MIN_BATCHES}{unit} are needed to separate splits a few percent apart)")
         if not self.settled:
             out.append("the run has not settled (still warming up)")
         if self.drifting:

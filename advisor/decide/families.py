@@ -45,32 +45,22 @@ class Family:
 
     def differs(self, shape: Shape) -> tuple[str, ...]:
         """The keys of ``shape`` (`Shape`'s field names) outside this family (module docstring)."""
-        out = []
-        for f in fields(Shape):
-            mine, theirs = getattr(self.shape, f.name), getattr(shape, f.name)
-            if f.name.endswith("_model") and theirs is None:
-                continue
-            if f.name == "sync_every" and theirs is None:
-                continue
-            if mine != theirs:
-                out.append(f.name)
-        return tuple(out)
+        keys = [(f.name, getattr(self.shape, f.name), getattr(shape, f.name)) for f in fields(Shape)]
+        unknown_matches = ("target_model", "drafter_model", "sync_every")  # None: not shown, matches any
+        return tuple(k for k, mine, theirs in keys if mine != theirs and not (theirs is None and k in unknown_matches))
+
+
+KEY_TEXT = {  # one key's value in words
+    "hs_cap": lambda v: f"q_hs {v} batches",
+    "pre_cap": lambda v: f"q_pre {v} batches",
+    "sync_every": lambda v: "no weight sync" if v == 0 else f"a weight sync every {v} drafter steps",
+    "token_budget": lambda v: "no token budget stated" if v is None else f"a token budget of {v:,}",
+    "gpus_per_worker": lambda v: f"{v[0]}-GPU target engines and {v[1]}-GPU drafter engines",
+}
 
 
 def _key_text(key: str, value: object) -> str:
-    """One key's value in words."""
-    if key == "hs_cap":
-        return f"q_hs {value} batches"
-    if key == "pre_cap":
-        return f"q_pre {value} batches"
-    if key == "sync_every":
-        return "no weight sync" if value == 0 else f"a weight sync every {value} drafter steps"
-    if key == "token_budget":
-        return "no token budget stated" if value is None else f"a token budget of {value:,}"
-    if key == "gpus_per_worker":
-        t, d = value  # type: ignore[misc]
-        return f"{t}-GPU target engines and {d}-GPU drafter engines"
-    return f"the {key.replace('_', ' ')} {value}"
+    return KEY_TEXT.get(key, lambda v: f"the {key.replace('_', ' ')} {v}")(value)
 
 
 @dataclass(frozen=True)
@@ -203,11 +193,9 @@ def shape_of(fit: PipelineFit, settings: Settings, models: tuple[str | None, str
 
 def domain(shape: Shape, families: Sequence[Family] = CALIBRATED) -> Domain:
     """Where ``shape`` lies among ``families`` (module docstring)."""
-    if not families:
-        return Domain(shape=shape, family=None, nearest=None, differs=())
     diffs = [(f, f.differs(shape)) for f in families]
     inside = next((f for f, d in diffs if not d), None)
-    if inside is not None:
+    if inside is not None or not diffs:
         return Domain(shape=shape, family=inside, nearest=None, differs=())
     nearest, differs = min(diffs, key=lambda fd: len(fd[1]))
     return Domain(shape=shape, family=None, nearest=nearest, differs=differs)

@@ -88,34 +88,32 @@ def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, Spli
     label = split_label(n, m)
     row = rows.get(label)
     as_logged = row is not None and row.observed and settings.hs_cap == fit.hs_cap
-    if as_logged and row.link is not None and row.link.layout == "node-local":
-        # the log ran one shared q_hs: its capacities at its own placement (else the best shared one)
-        logged = logged_placement(fit, settings)
-        res = (
-            placed_split(fit, settings, n, m, logged)
-            if logged is not None
-            else split_capacities(fit, settings, n, m, interval=False, routing="shared")
-        )
-        caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
-        loader, link, named = res.loader_cap_bps, res.link_cap_bps, res.bottleneck
-    elif as_logged:
+    if as_logged and (row.link is None or row.link.layout != "node-local"):
         caps = {p: row.producer.cap_bps, c: row.consumer.cap_bps}
         loader, named = row.cap_loader_bps, row.bottleneck
         link = row.link.cap_link_bps if row.link is not None else math.inf
-    else:  # the log ran another G or batch size than the table's: its own split, its own size
-        k = settings.log_gpus_per_worker
-        own = replace(
-            settings,
-            roles=None,
-            gpus=max(n * k[0] + m * k[1], 2),
-            options=replace(settings.options, token_budget=None),
-            tokens_per_batch=fit.tokens_mean,
-            hs_cap=fit.hs_cap,
-            gpus_per_worker=k,
-            engine_scaling=(1.0, 1.0),
-            gpus_per_node=None,
-        )
-        res = split_capacities(fit, own, max(n, 1), max(m, 1))
+    else:
+        if as_logged:  # node-local: the log ran one shared q_hs, at its own placement (else the best shared one)
+            logged = logged_placement(fit, settings)
+            res = (
+                placed_split(fit, settings, n, m, logged)
+                if logged is not None
+                else split_capacities(fit, settings, n, m, interval=False, routing="shared")
+            )
+        else:  # the log ran another G or batch size than the table's: its own split, its own size
+            k = settings.log_gpus_per_worker
+            own = replace(
+                settings,
+                roles=None,
+                gpus=max(n * k[0] + m * k[1], 2),
+                options=replace(settings.options, token_budget=None),
+                tokens_per_batch=fit.tokens_mean,
+                hs_cap=fit.hs_cap,
+                gpus_per_worker=k,
+                engine_scaling=(1.0, 1.0),
+                gpus_per_node=None,
+            )
+            res = split_capacities(fit, own, max(n, 1), max(m, 1))
         caps = {p: res.producer_cap_bps, c: res.consumer_cap_bps}
         loader, link, named = res.loader_cap_bps, res.link_cap_bps, res.bottleneck
     if loader is not None and math.isfinite(loader):

@@ -103,9 +103,7 @@ def slack_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
 
 
 def draw_inputs(
-    recs: Sequence[SplitRow],
-    calibrate: bool = False,
-    open_corners: tuple[bool, ...] = (False,) * 4,
+    recs: Sequence[SplitRow], calibrate: bool = False, open_corners: tuple[bool, ...] = (False,) * 4
 ) -> DrawInputs:
     """The draw's inputs from the projected table's records: each split's rate, interval and
     interval parts (`advisor.project.rows.IntervalParts`; a split without them is drawn from its

@@ -9,7 +9,7 @@ the ends. Headline forms (Markdown: the split in bold):
   running one best: `Decision.best_is_running`)
 - ``NEXT RUN: 5-3, ~96% likely the best, expected +23.8% over 4-4``
 - ``SWITCH to 2-6: expected loss 12.6% against 22.6% at 1-7, though 1-7 is more often the best
-  (~63% against ~32%)`` (`more_likely`)
+  (~63% against ~32%)``
 - ``STAY with 2-1: ...; the rest of the job takes 19 s at 2-1 against 1.0 h at 1-2, a 1.0 h
   restart included`` (a restart as long as the job's rest: the times themselves)
 - ``NEXT RUN: 13-3, close call: 13-3 or 14-2 will do (each expected within 2% of the best)``
@@ -26,7 +26,6 @@ from advisor.decide.reasons import dur_text, signed_pct
 from advisor.decide.rules import Decision, Verdict
 
 ACTIONS = {Verdict.STAY: "STAY with", Verdict.SWITCH: "SWITCH to", Verdict.NEXT_RUN: "NEXT RUN:"}
-MD_ACTIONS = {Verdict.STAY: "stay with", Verdict.SWITCH: "switch to", Verdict.NEXT_RUN: "next run:"}
 
 
 def share_text(p: float) -> str:
@@ -36,31 +35,6 @@ def share_text(p: float) -> str:
     if p <= 0.005:
         return "<1%"
     return f"~{100 * p:.0f}%"
-
-
-def alternative(d: Decision) -> str | None:
-    """The split the expected gain is counted over: the judged one where the verdict switches,
-    else the best other split by the odds.
-    """
-    o = d.odds
-    if o is None:
-        return None
-    if d.action is Verdict.SWITCH and d.judged is not None and d.judged != d.recommended:
-        return d.judged
-    return o.best if o.best != d.recommended else o.runner_up
-
-
-def more_likely(d: Decision) -> str | None:
-    """The split more often within the resolution of the best than the recommended one, where the
-    pick is by expected regret and the shares differ as printed.
-    """
-    o = d.odds
-    if o is None or d.p_best is None:
-        return None
-    top = max(o.splits, key=lambda s: s.p_best)
-    if top.label == d.recommended or share_text(top.p_best) == share_text(d.p_best) or top.p_best <= d.p_best:
-        return None
-    return top.label
 
 
 def _restart_times(d: Decision, alt: str) -> str | None:
@@ -87,15 +61,19 @@ def _odds_clause(d: Decision) -> str:
     if d.close_call and o.runner_up is not None:
         other = o.runner_up if o.best == rec else o.best
         return f"close call: {rec} or {other} will do (each expected within {o.resolution:.0%} of the best)"
-    likelier = more_likely(d)
-    if likelier is not None:
+    top = max(o.splits, key=lambda s: s.p_best)  # more often near the best, where the shares differ as printed
+    if top.label != rec and top.p_best > d.p_best and share_text(top.p_best) != share_text(d.p_best):
         return (
-            f"expected loss {d.expected_regret_pct:.1f}% against {o.of(likelier).regret_pct:.1f}% at {likelier}, "
-            f"though {likelier} is more often the best ({share_text(o.of(likelier).p_best)} against "
+            f"expected loss {d.expected_regret_pct:.1f}% against {top.regret_pct:.1f}% at {top.label}, "
+            f"though {top.label} is more often the best ({share_text(top.p_best)} against "
             f"{share_text(d.p_best)})" + (", restart included" if o.restart_s > 0 and o.judged is not None else "")
         )
     text = f"{share_text(d.p_best)} likely the best"
-    alt = alternative(d)
+    # the expected gain is counted over the judged split where the verdict switches, else the best other
+    if d.action is Verdict.SWITCH and d.judged is not None and d.judged != d.recommended:
+        alt = d.judged
+    else:
+        alt = o.best if o.best != rec else o.runner_up
     times = _restart_times(d, alt) if alt is not None else None
     if times is not None:
         return f"{text}; {times}"
@@ -112,23 +90,22 @@ def headline(d: Decision, markdown: bool = False) -> str:
     """The verdict line: the action and its odds; where a probe is worth buying, the probe and the
     action to take until then.
     """
+    case = str.lower if markdown else str
     rec = f"**{d.recommended}**" if markdown else d.recommended
     action = d.action or d.verdict
-    words = (MD_ACTIONS if markdown else ACTIONS)[action] if action in ACTIONS else str(action.value)
+    words = case(ACTIONS.get(action, action.value))
     if d.odds is None:
         return f"{words} {rec}"
     if d.verdict is Verdict.CANNOT_TELL and d.probe is not None:
         pr = d.probe
         splits = " and ".join(f"**{x}**" if markdown else x for x in pr.splits)
-        lead = "cannot tell without a probe" if markdown else "CANNOT TELL without a probe"
         return (
-            f"{lead}: {dur_text(pr.seconds_each)} each at {splits} ({pr.gpu_hours:.2g} GPU-hours) is worth it; "
-            f"until then {words} {rec}, {share_text(d.p_best)} likely the best"
+            f"{case('CANNOT TELL')} without a probe: {dur_text(pr.seconds_each)} each at {splits} ({pr.gpu_hours:.2g} "
+            f"GPU-hours) is worth it; until then {words} {rec}, {share_text(d.p_best)} likely the best"
         )
     sep = "," if action is Verdict.NEXT_RUN else ":"
     if action is Verdict.SWITCH and d.best_is_running:  # nothing to switch: the log runs it
-        keep = "keep" if markdown else "KEEP"
-        return f"{keep} {rec} (the split the log runs), not {d.judged}{sep} {_odds_clause(d)}"
+        return f"{case('KEEP')} {rec} (the split the log runs), not {d.judged}{sep} {_odds_clause(d)}"
     return f"{words} {rec}{sep} {_odds_clause(d)}"
 
 

@@ -95,16 +95,6 @@ def probe_command(probe: Probe, target_tp: int = 1, out: str = "probe") -> str:
     )
 
 
-def noise_var_s(bps: float, samp_coefs: tuple[float, float], steady_s: float, scv: float) -> float:
-    """One split's per-time noise sigma^2 (module docstring): the log's sampling error over its
-    steady window, or a count of batches with step SCV ``scv``, whichever is larger.
-    """
-    from_log = (samp_coefs[0] ** 2 + samp_coefs[1] ** 2) * steady_s if steady_s > 0 else 0.0
-    from_count = max(scv, MIN_SCV) / bps if bps > 0 else 0.0
-    out = max(from_log, from_count)
-    return out if math.isfinite(out) else 0.0
-
-
 def best_probe(
     rates: np.ndarray,
     values: np.ndarray,

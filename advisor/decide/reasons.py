@@ -50,10 +50,6 @@ def dur_text(s: float | None) -> str:
     return f"{s:.0f} s"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
-
-
 # ---------------------------------------------------------------- reasons, from the decision
 
 
@@ -103,21 +99,19 @@ def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
         f"projected at {label}: {hs}{role_plural(p)} blocked {pct_text(pr.wait_share)}, {role_plural(c)} starved "
         f"{pct_text(cr.wait_share)}."
     )
+    head = f"at {label} the {r.bottleneck} is the bottleneck"
     if r.bottleneck == "link" and r.link is not None:
         # the link's own capacity, and its cost from the same row as the placement sentence's
         return (
-            f"at {label} the link is the bottleneck: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} "
-            f"{bps_text(pr.cap_bps)} b/s and {c} {bps_text(cr.cap_bps)} b/s (their own, without the link)"
-            f"{loader}; the link costs {link_cost_pct(r):.1f}% against a free one "
-            f"({bps_text(r.link.bps_free_link)} b/s); {waits}"
+            f"{head}: its capacity {bps_text(r.link.cap_link_bps)} b/s vs {p} {bps_text(pr.cap_bps)} b/s and {c} "
+            f"{bps_text(cr.cap_bps)} b/s (their own, without the link){loader}; the link costs {link_cost_pct(r):.1f}% "
+            f"against a free one ({bps_text(r.link.bps_free_link)} b/s); {waits}"
         )
     if fit.source is Source.STEPS:
-        return (
-            f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {bps_text(pr.cap_bps)} b/s "
-            f"vs {c} {bps_text(cr.cap_bps)} b/s{loader} (from busy time); {waits}"
-        )
-    caps = [_role_cap_text(rf, r, fit, d.settings) for rf in (fit.producer, fit.consumer)]
-    return f"at {label} the {r.bottleneck} is the bottleneck: {p} capacity {caps[0]} vs {c} {caps[1]}{loader}; {waits}"
+        caps, loader = [f"{bps_text(x.cap_bps)} b/s" for x in (pr, cr)], f"{loader} (from busy time)"
+    else:
+        caps = [_role_cap_text(rf, r, fit, d.settings) for rf in (fit.producer, fit.consumer)]
+    return f"{head}: {p} capacity {caps[0]} vs {c} {caps[1]}{loader}; {waits}"
 
 
 def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
@@ -139,10 +133,12 @@ def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit,
         )
     if math.isfinite(r.observed_bps):
         logged = r.link.bps_logged_place if r.link is not None else math.nan
-        if math.isfinite(logged):  # across nodes: as the log placed it
-            parts.append(f"{bps_text(r.observed_bps)} b/s against {bps_text(logged)} projected at its placement")
-        else:
-            parts.append(f"{bps_text(r.observed_bps)} b/s against {bps_text(r.bps)} projected")
+        against = (
+            f"{bps_text(logged)} projected at its placement"
+            if math.isfinite(logged)
+            else f"{bps_text(r.bps)} projected"
+        )
+        parts.append(f"{bps_text(r.observed_bps)} b/s against {against}")  # across nodes: as the log placed it
     return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
 
 
@@ -171,14 +167,6 @@ def _needs(d: Decision) -> str:
     if n is None:
         return ""
     bits = []
-    if n.unknown:
-        bits.append(
-            " and ".join(
-                f"the {r} capacity measured (step events of the {role_plural(r)}, or a 'cap_bps' in their rates "
-                f"snapshots that is not only a bound)"
-                for r in n.unknown
-            )
-        )
     if n.model_gap:
         measured = ", ".join(f"{lbl} {bps_text(x)} b/s" for lbl, x in n.measured)
         bits.append(
@@ -210,7 +198,7 @@ def _vs(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
 def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
     s = d.settings
     b, j = d.best, d.judged
-    of = f"of the {_plural(d.n_splits, 'split')} of {s.units()}"
+    of = f"of the {d.n_splits} split{'s' if d.n_splits != 1 else ''} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "small-gain" and d.best_is_running:
@@ -251,16 +239,11 @@ def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
         )
         return f"{d.recommended} {_odds_lead(d, rows, j, j)}{restart}: switch to it."
     if d.rule == "switch":
-        if d.eta_gain_s is not None:
-            return (
-                f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)}) and finishes the job "
-                f"{(d.eta_gain_s - 3600 * s.restart_cost_h) / 3600:.1f} h sooner, after a {s.restart_cost_h:g} h "
-                f"restart."
-            )
-        return (
-            f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)}); the job's size is "
-            "unknown, so the restart cost is not weighed."
-        )
+        gains = f"switching to {b} gains {signed_pct(d.gain_pct)} throughput ({_vs(rows, b, j)})"
+        if d.eta_gain_s is None:
+            return f"{gains}; the job's size is unknown, so the restart cost is not weighed."
+        sooner_h = (d.eta_gain_s - 3600 * s.restart_cost_h) / 3600
+        return f"{gains} and finishes the job {sooner_h:.1f} h sooner, after a {s.restart_cost_h:g} h restart."
     why = (
         "the run has ended"
         if s.run_ended
@@ -269,12 +252,11 @@ def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
         else f"no split of {s.units()} was observed"
     )
     b = d.recommended
-    text = (
-        f"{why}, so no restart cost applies: for the next run, {b} is the best {of} ({bps_text(rows[b].bps)} b/s)."
-        if b == d.best
-        else f"{why}, so no restart cost applies: for the next run, {b} is the best choice {of}: it "
-        f"{_odds_lead(d, rows, d.best, d.odds.runner_up)}."
-    )
+    head = f"{why}, so no restart cost applies: for the next run, {b} is the best"
+    if b == d.best:
+        text = f"{head} {of} ({bps_text(rows[b].bps)} b/s)."
+    else:
+        text = f"{head} choice {of}: it {_odds_lead(d, rows, d.best, d.odds.runner_up)}."
     m = d.margin
     if m is not None and d.close_call:
         other = m.lower if m.higher == b else m.higher
@@ -297,9 +279,8 @@ def _odds_lead(d: Decision, rows: Mapping[str, SplitRow], other: str, ahead_of: 
     """How the odds' pick leads where its point projection does not (what is unknown favours it)."""
     r = d.recommended
     return (
-        f"projects {bps_text(rows[r].bps)} b/s against {other}'s {bps_text(rows[other].bps)} at the point "
-        f"estimate, but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of "
-        f"{ahead_of}"
+        f"projects {bps_text(rows[r].bps)} b/s against {other}'s {bps_text(rows[other].bps)} at the point estimate, "
+        f"but over what the fit leaves open it is expected {signed_pct(d.expected_gain_pct)} ahead of {ahead_of}"
     )
 
 
@@ -312,14 +293,13 @@ def _probe_reason(d: Decision) -> str:
         "next-run": f"run {d.recommended} next",
     }[d.action.value]
     return (
-        f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)} "
-        f"({pr.rounds} rounds of {dur_text(pr.segment_s)} segments, alternating A B A B, so the host's drift "
-        f"cancels in their lead), {pr.gpu_hours:.2g} GPU-hours, is "
-        f"expected to cut the expected regret from {pr.regret_now_pct:.1f}% to {pr.regret_after_pct:.1f}%: "
-        f"worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's remaining time, against "
-        f"{dur_text(pr.cost_s)} for the probe and two restarts. Run it with "
-        f"`{probe_command(pr, d.settings.gpus_per_worker[0])}` (with the run's other options), then advise on "
-        f"the probe's directory: `dflash-advise probe`. Without a probe, {words} "
+        f"a short probe is worth buying: {dur_text(pr.seconds_each)} each at {' and '.join(pr.splits)} ({pr.rounds} "
+        f"rounds of {dur_text(pr.segment_s)} segments, alternating A B A B, so the host's drift cancels in their "
+        f"lead), {pr.gpu_hours:.2g} GPU-hours, is expected to cut the expected regret from {pr.regret_now_pct:.1f}% to "
+        f"{pr.regret_after_pct:.1f}%: worth {dur_text(pr.value_s)} of the {d.settings.units()} over the job's "
+        f"remaining time, against {dur_text(pr.cost_s)} for the probe and two restarts. Run it with "
+        f"`{probe_command(pr, d.settings.gpus_per_worker[0])}` (with the run's other options), then advise on the "
+        f"probe's directory: `dflash-advise probe`. Without a probe, {words} "
         f"(within {RESOLVE_GAIN:.0%} of the best in {100 * d.p_best:.0f}% of the draws)." + _needs(d)
     )
 
@@ -342,9 +322,8 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     ra = d.rows[a]
     m = ra.consumer.workers
     out = [
-        f"the runner-up {a} would give {role_plural(p)} {bps_text(ra.producer.cap_bps)} b/s while "
-        f"{role_count(m, c)} could take {bps_text(ra.consumer.cap_bps)} b/s: bound by the "
-        f"{ra.bottleneck} at {bps_text(ra.bps)} b/s, "
+        f"the runner-up {a} would give {role_plural(p)} {bps_text(ra.producer.cap_bps)} b/s while {role_count(m, c)} "
+        f"could take {bps_text(ra.consumer.cap_bps)} b/s: bound by the {ra.bottleneck} at {bps_text(ra.bps)} b/s, "
         f"{signed_pct(100 * (ra.bps / d.rows[r].bps - 1))} against {r}."
     ]
     mg = d.margin
@@ -378,18 +357,19 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     elif mg.stable:
         by = f"; {probe_text(rows, hi, lo)}" if probed_pair(rows, hi, lo) else ""
         out.append(f"the choice is stable: {above}{by}.")
-    elif mg.separated and probed_pair(rows, hi, lo):
-        out.append(
-            f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
-            f"{lo}'s ends at {bps_text(mg.runner_up_high)}) because {probe_text(rows, hi, lo)}: the host's level "
-            f"moves both alike, so the lead carries only the noise between rounds."
-        )
     elif mg.separated:
+        probed = probed_pair(rows, hi, lo)
+        end = f"{lo}'s ends at {bps_text(mg.runner_up_high)}" if probed else _upper_end(rows, lo, mg.runner_up_high)
+        because = (
+            f"{probe_text(rows, hi, lo)}: the host's level moves both alike, so the lead carries only the noise "
+            f"between rounds"
+            if probed
+            else "both come from one fit: the run's own level moves both splits alike, and how step time changes "
+            "with the split moves them the same way, so the lead carries only what differs between them"
+        )
         out.append(
             f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
-            f"{_upper_end(rows, lo, mg.runner_up_high)}) because both come from one fit: the run's own level "
-            f"moves both splits alike, and how step time changes with the split moves them the same way, so the "
-            f"lead carries only what differs between them."
+            f"{end}) because {because}."
         )
     elif probed_pair(rows, hi, lo):
         out.append(
@@ -447,8 +427,7 @@ def _levers(d: Decision) -> list[str]:
         ]
         out.append(
             f"with {role_count(lv.drafters, c)} each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier "
-            "every "
-            f"{lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}."
+            f"every {lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}."
         )
     return out
 
@@ -493,11 +472,8 @@ def placement_reasons(decision: Decision, fit: PipelineFit) -> list[str]:
     if not s.link_bytes_s or not fit.hs_bytes_per_token:
         out[0] += "; the link between nodes is taken as free (its bandwidth is unknown)."
         return out
-    whence = {
-        "measured": "measured from this log's crossing batches",
-        "given": "given",
-        "header": "the log header's",
-    }.get(s.link_source or "", "given")
+    sources = {"measured": "measured from this log's crossing batches", "header": "the log header's"}
+    whence = sources.get(s.link_source, "given")
     cost = link_cost_pct(r)
     other = lk.other_layout_bps
     vs = f"{bps_text(other)} b/s ({signed_pct(100 * (other / r.bps - 1))})" if other > 0 else ""
@@ -591,9 +567,8 @@ def _scaling_lines(d: Decision, fit: PipelineFit) -> list[str]:
             continue
         keeps = "at least" if tie.leads_below else "less than"
         out.append(
-            f"each of the {role_count(tie.subject[1], c)} of {subject} (and of every split with several) keeps "
-            f"{keeps} {pct_text(tie.scaling)} of a lone {c}'s rate ({fitted}): then {split_label(*tie.rival)} "
-            f"beats {pick}."
+            f"each of the {role_count(tie.subject[1], c)} of {subject} (and of every split with several) keeps {keeps} "
+            f"{pct_text(tie.scaling)} of a lone {c}'s rate ({fitted}): then {split_label(*tie.rival)} beats {pick}."
         )
     return out
 

@@ -40,7 +40,7 @@ from advisor.decide.odds import (
     odds_of,
     slack_corners,
 )
-from advisor.decide.probe import Probe, ProbeCosts, ProbeNoise, best_probe, noise_var_s
+from advisor.decide.probe import MIN_SCV, Probe, ProbeCosts, ProbeNoise, best_probe
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
 from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_interval, lead_parts
@@ -93,8 +93,6 @@ class Needs:
     model_gap: tuple[str, ...] = ()  # rows widened to a measured rate the model misses
     measured: tuple[tuple[str, float], ...] = ()  # (split, measured b/s) where logs ran them
     repeats: bool = False  # both splits ran and nothing else would help: repeated runs of each
-    unknown: tuple[str, ...] = ()  # roles whose capacity is only a range or a bound and decides the pick
-    rival: str | None = None  # the split that leads the best at some end of those ranges
 
 
 @dataclass(frozen=True)
@@ -279,9 +277,11 @@ def probe_noise(fit: PipelineFit, rows: Mapping[str, SplitRow], ev: Evidence) ->
     steady = ev.steady_s if ev.basis.logged else 0.0
     ip, ic = _SAMPLING
     var_s = {}
-    for label, r in rows.items():  # the sampling coefficients of producer and consumer (0: no parts)
-        coefs = (0.0, 0.0) if r.parts is None else (r.parts.shared_log_per_se[ip], r.parts.shared_log_per_se[ic])
-        var_s[label] = noise_var_s(r.bps, coefs, steady, scv)
+    for label, r in rows.items():  # the larger of the log's sampling error and a count of batches
+        a, b = (0.0, 0.0) if r.parts is None else (r.parts.shared_log_per_se[ip], r.parts.shared_log_per_se[ic])
+        from_log = (a**2 + b**2) * steady if steady > 0 else 0.0
+        noise = max(from_log, max(scv, MIN_SCV) / r.bps if r.bps > 0 else 0.0)
+        var_s[label] = noise if math.isfinite(noise) else 0.0
     ran: dict[str, float] = {}
     if fit.source.logged:
         p, c = fit.roles

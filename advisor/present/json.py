@@ -16,7 +16,6 @@ from typing import Any
 from advisor.advice import Advice
 from advisor.decide.probe import probe_command
 from advisor.decide.reasons import provisional, queue_text
-from advisor.project.rows import SplitRow
 
 JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
 
@@ -63,20 +62,12 @@ def split_json(adv: Advice, label: str) -> dict[str, Any]:
     if adv.decision.odds is not None:
         o = adv.decision.odds.of(label)
         out.update({"p_best": num(o.p_best), "p_top": num(o.p_top), "expected_regret_pct": num(o.regret_pct, 2)})
-    out.update(engine_json(r))
-    return out
-
-
-def engine_json(r: SplitRow) -> dict[str, Any]:
-    """A split's GPUs per role and, across nodes, its placement and link (additive JSON fields)."""
-    out: dict[str, Any] = {}
-    pr, cr = r.producer, r.consumer
-    if pr.gpus is not None and cr.gpus is not None:
-        out["gpus_by_role"] = {pr.role: pr.gpus, cr.role: cr.gpus}
-        out["gpus_per_worker"] = {pr.role: pr.gpus_per_worker, cr.role: cr.gpus_per_worker}
+    if pr.gpus is not None and cr.gpus is not None:  # GPUs per role, and per engine
+        out["gpus_by_role"] = {p: pr.gpus, c: cr.gpus}
+        out["gpus_per_worker"] = {p: pr.gpus_per_worker, c: cr.gpus_per_worker}
     lk = r.link
-    if lk is not None and pr.engines_by_node is not None and cr.engines_by_node is not None:
-        out["placement"] = [{pr.role: a, cr.role: b} for a, b in zip(pr.engines_by_node, cr.engines_by_node)]
+    if lk is not None and pr.engines_by_node is not None and cr.engines_by_node is not None:  # across nodes
+        out["placement"] = [{p: a, c: b} for a, b in zip(pr.engines_by_node, cr.engines_by_node)]
         out["placement_text"] = lk.placement_text
         out["layout"] = lk.layout
         out["other_layout_bps"] = num(lk.other_layout_bps)

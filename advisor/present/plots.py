@@ -39,6 +39,7 @@ import numpy as np
 
 from advisor.measure.observe import queue_series
 from advisor.model.params import Source
+from advisor.project.table import split_label
 from advisor.settings import DEFAULT_MIN_EFFICIENCY, role_plural
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,20 +99,16 @@ def _plain_text(fn: Any) -> Any:
     return plain
 
 
-def _fmt(k: tuple[int, int]) -> str:
-    return f"{k[0]}-{k[1]}"
-
-
 def _unit(adv: Advice) -> str:
     """What the splits divide: GPUs, or CPU workers when the log ran on CPU."""
     return "CPU worker" if adv.settings.cpu else "GPU"
 
 
-def _marks(adv: Advice) -> tuple[list[tuple[int, int]], int, int | None]:
-    """(N, M) per row, the row of the recommended split and of the first observed one (or None)."""
-    hit = np.flatnonzero(adv.splits["observed"].to_numpy(bool))
-    keys = [row.counts for row in adv.rows.values()]
-    return keys, list(adv.rows).index(adv.decision.recommended), int(hit[0]) if len(hit) else None
+def _marks(adv: Advice) -> tuple[list[str], int, int | None]:
+    """The rows' labels, the row of the recommended split and of the first observed one (or None)."""
+    labels = list(adv.rows)
+    obs_i = next((i for i, r in enumerate(adv.rows.values()) if r.observed), None)
+    return labels, labels.index(adv.decision.recommended), obs_i
 
 
 def _label_widths_pt(labels: list[str]) -> tuple[np.ndarray, float]:
@@ -160,13 +157,13 @@ def _split_axis(ax: Any, adv: Advice, x: np.ndarray) -> None:
     split labels, chosen by a Locator at every draw from the axes' final width."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, Locator
 
-    keys, rec_i, obs_i = _marks(adv)
+    names, rec_i, obs_i = _marks(adv)
     labels = []  # flagging the observed and recommended splits
     for i, row in enumerate(adv.rows.values()):
         tags = (["obs"] if row.observed else []) + (["rec"] if i == rec_i else [])
-        labels.append(_fmt(keys[i]) + (f"\n{'+'.join(tags)}" if tags else ""))
+        labels.append(names[i] + (f"\n{'+'.join(tags)}" if tags else ""))
     widths_pt, size_pt = _label_widths_pt(labels)
-    targets = np.array([k[0] for k in keys])
+    targets = np.array([row.counts[0] for row in adv.rows.values()])
     first = [rec_i] if obs_i is None else [rec_i, obs_i]
 
     class SplitLocator(Locator):
@@ -194,11 +191,6 @@ def _above(ax: Any, points: float) -> Any:
     from matplotlib.transforms import offset_copy
 
     return offset_copy(ax.transData, fig=ax.figure, y=points, units="points")
-
-
-def _time_axis(duration_s: float) -> tuple[float, str]:
-    """Divisor and unit for a time axis of this length."""
-    return next(((scale, unit) for scale, unit, above in TIME_UNITS if duration_s > above), (1.0, "s"))
 
 
 def _bin_width_s(duration_s: float) -> float:
@@ -237,7 +229,7 @@ def _note(ax: Any, text: str, **kw: Any) -> None:
 
 def _time_panel(ax: Any, adv: Advice, end_s: float) -> tuple[float, str]:
     """A panel over the run's time: warm-up shaded, x limits, label and grid; (divisor, unit)."""
-    scale, unit = _time_axis(end_s)
+    scale, unit = next(((scale, unit) for scale, unit, above in TIME_UNITS if end_s > above), (1.0, "s"))
     start = adv.observed.steady_from_s
     if start and start > 0:
         label = f"warm-up, dropped (first {start / scale:.1f} {unit})"
@@ -264,7 +256,7 @@ class _SplitBars:
     unit: str
     bars: bool  # bars, or lines where bars would be too thin
     many: bool  # too many splits to write their values
-    keys: list[tuple[int, int]]
+    labels: list[str]
     rec_i: int
     obs_i: int | None
 
@@ -286,23 +278,11 @@ def _split_bars(adv: Advice) -> _SplitBars:
     open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
     high = np.where(open_hi, tok, high)
     top = np.nanmax(np.concatenate([high, bound, [ob_rate]]))
+    top = top if math.isfinite(top) and top > 0 else 1.0
     x = np.arange(len(df))
-    bars = len(df) <= MAX_BAR_SPLITS
-    return _SplitBars(
-        x,
-        x - BAR_W / 2 if bars else x,
-        tok,
-        low,
-        high,
-        bound,
-        open_hi,
-        top if math.isfinite(top) and top > 0 else 1.0,
-        ob_rate,
-        unit,
-        bars,
-        len(df) > MAX_ANNOTATED_SPLITS,
-        *_marks(adv),
-    )
+    bars, many = len(df) <= MAX_BAR_SPLITS, len(df) > MAX_ANNOTATED_SPLITS
+    at = x - BAR_W / 2 if bars else x
+    return _SplitBars(x, at, tok, low, high, bound, open_hi, top, ob_rate, unit, bars, many, *_marks(adv))
 
 
 def _draw_projection(ax: Any, sb: _SplitBars) -> tuple:
@@ -360,7 +340,7 @@ def _mark_recommended(ax: Any, sb: _SplitBars) -> tuple:
     else:
         lift = STAR_MS["splits"] / 2 + _value_lift_pt(sb, r) + VALUE_HEIGHT_PT + 1
     star = ax.plot([sb.at[r]], [y], ms=STAR_MS["splits"], zorder=5, transform=_above(ax, lift), **REC_STYLE)[0]
-    text = f"recommended split {_fmt(sb.keys[r])}, projected"
+    text = f"recommended split {sb.labels[r]}, projected"
     if not sb.bars:
         return star, text
     ax.bar(sb.at[r], sb.tok[r], BAR_W, color=RECOMMENDED, hatch=REC_HATCH, edgecolor="0.15", lw=0.6, zorder=3)
@@ -392,7 +372,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
         ob = adv.observed
         rate = f"{ob.tok_s / 1e3:.1f}K tok/s" if math.isfinite(ob.tok_s) else f"{ob.bps:.3g} b/s"
         dot = ax.plot([sb.at[sb.obs_i]], [sb.ob_rate], zorder=6, **OBS_STYLE)[0]
-        pairs.append((dot, f"observed split {_fmt(sb.keys[sb.obs_i])}, measured {rate}"))
+        pairs.append((dot, f"observed split {sb.labels[sb.obs_i]}, measured {rate}"))
     fmt = ".1f" if adv.fit.tokens_measured else ".3g"
     for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.high)):
         if math.isfinite(v) and not sb.many:  # each split's value over its bar, where they fit
@@ -414,7 +394,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
     df = adv.splits
-    keys, rec_i, obs_i = _marks(adv)
+    labels, rec_i, obs_i = _marks(adv)
     x = np.arange(len(df))
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
@@ -437,14 +417,14 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     # the throughput panel's marks at their values on the efficiency bar, not lifted (a lifted star
     # read as a share over 100%): the star at the projected efficiency, the diamond at the measured
     rec_eff = eff[rec_i] if math.isfinite(eff[rec_i]) else 0.0
-    rec_label = f"recommended {_fmt(keys[rec_i])}" + (f": projected {rec_eff:.0f}%" if rec_eff else "")
+    rec_label = f"recommended {labels[rec_i]}" + (f": projected {rec_eff:.0f}%" if rec_eff else "")
     ax.plot([eff_x[rec_i]], [rec_eff], ms=2 * star_r, zorder=5, label=rec_label, **REC_STYLE)
     if obs_i is not None:  # its measured rate over the fastest stage's capacity of the same row
-        r = adv.rows[str(df.index[obs_i])]
+        r = adv.rows[labels[obs_i]]
         fastest = max(r.producer.cap_bps, r.consumer.cap_bps)
         measured = 100.0 * r.observed_bps / fastest if fastest > 0 else math.nan
         if math.isfinite(measured):
-            label = f"observed {_fmt(keys[obs_i])}: measured {measured:.0f}%"
+            label = f"observed {labels[obs_i]}: measured {measured:.0f}%"
             ax.plot([eff_x[obs_i]], [measured], zorder=6, label=label, **OBS_STYLE)
     _split_axis(ax, adv, x)
     ax.set_ylabel(f"efficiency, {_unit(adv)} utilisation (%)")
@@ -665,14 +645,13 @@ def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: flo
     plot_queue(adv, axes[1, 1])
     p, c = adv.roles
     ob = adv.observed
-    keys, rec_i, _ = _marks(adv)
-    seen, rec = (ob.roles[p], ob.roles[c]), keys[rec_i]
+    seen, rec = split_label(ob.roles[p], ob.roles[c]), adv.decision.recommended
     same = " (the observed split)" if seen == rec else ""
     tok = f" ({ob.tok_s / 1e3:.1f}K tok/s)" if math.isfinite(ob.tok_s) else ""
     run = adv.run if len(adv.run) <= 80 else adv.run[:79] + "\u2026"  # a run name cut to fit the line
     fig.suptitle(
-        f"{run}: {adv.settings.units()}; observed {_fmt(seen)} at {ob.bps:.3g} b/s"
-        f"{tok}, bottleneck {ob.bottleneck}; recommended split {_fmt(rec)}{same}",
+        f"{run}: {adv.settings.units()}; observed {seen} at {ob.bps:.3g} b/s"
+        f"{tok}, bottleneck {ob.bottleneck}; recommended split {rec}{same}",
         fontsize=12,
     )
     if path is not None:

@@ -89,72 +89,49 @@ def _rate(bps: float, tok_s: float) -> str:
 
 def shows_bound(adv: Advice) -> bool:
     """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
-    row as printed (the JSON always carries ``bound_bps``).
-    """
+    row as printed (the JSON always carries ``bound_bps``)."""
     return any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in adv.rows.values())
 
 
-def _link_cells(row: SplitRow) -> list[str]:
-    """The link's utilisation and the placement, across nodes ("-" and "nan" where the split has none)."""
-    lk = row.link
-    return [_num(100 * lk.link_util, ".0f") + "%", lk.placement_text] if lk is not None else ["-%", "nan"]
+def _mark(adv: Advice, label: str, r: SplitRow) -> str:
+    """The row's marks: recommended (>), observed (*), judged (j), exact simulation (s)."""
+    d = adv.decision
+    mark = (
+        (">" if label == d.recommended else " ")
+        + ("*" if r.observed else " ")
+        + ("j" if adv.settings.roles and label == d.judged else " ")
+        + ("s" if r.method == "exact" else "")
+    )
+    return mark.rstrip()
 
 
 def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
-    """The table's header and rows, as text cells; the ``bound b/s`` column only where it differs."""
-    d = adv.decision
-    exact = any(r.bps_exact is not None for r in adv.rows.values())
-    util = "worker util" if adv.settings.cpu else "gpu util"
-    head = ["", "split", "b/s", "95% interval", "tok/s", "bound b/s", "efficiency", util, "bottleneck", "ETA"]
-    if exact:
-        head.append("exact b/s")
-    engines = adv.settings.gpus_per_worker != (1, 1)
-    nodes = any(r.link is not None for r in adv.rows.values())
-    if engines:
-        head.append("GPUs")
-    if nodes:
-        head += ["link", "placement"]
-    rows = []
-    for label, r in adv.rows.items():
-        mark = (
-            (">" if label == d.recommended else " ")
-            + ("*" if r.observed else " ")
-            + ("j" if adv.settings.roles and label == d.judged else " ")
-            + ("s" if r.method == "exact" else "")
-        )
-        rows.append(
-            [
-                mark.rstrip(),
-                label,
-                _num(r.bps, ".3f"),
-                _interval_text(r),
-                _tok(r.tok_s),
-                _num(r.bound_bps, ".3f"),
-                _num(100 * r.efficiency, ".0f") + "%",
-                _num(100 * r.gpu_util, ".0f") + "%",
-                r.bottleneck,
-                dur_text(r.eta_s),
-            ]
-            + ([_num(r.bps_exact, ".3f")] if exact else [])
-            + ([f"{r.producer.gpus}-{r.consumer.gpus}"] if engines else [])  # GPUs per role
-            + (_link_cells(r) if nodes else [])
-        )
-    if not shows_bound(adv):
-        i = head.index("bound b/s")
-        head, rows = head[:i] + head[i + 1 :], [r[:i] + r[i + 1 :] for r in rows]
-    return odds_column(adv, head, rows)
-
-
-def odds_column(adv: Advice, head: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
-    """The ``p best`` column after the interval: how likely each split is within the resolution
-    (2%) of the best, from the decision's joint draw (`advisor.decide.odds`), as the headline says it.
-    """
+    """The table's header and rows, as text cells, with the optional columns where the table has them:
+    ``p best`` (the odds, as the headline says them), ``bound b/s`` (where it differs), ``exact b/s``,
+    GPUs per role (engines of several GPUs), the link and placement (across nodes)."""
+    rs = adv.rows.values()
     o = adv.decision.odds
-    if o is None:
-        return head, rows
-    i = head.index("95% interval") + 1
-    cells = [share_text(o.of(r[1]).p_best).lstrip("~") for r in rows]
-    return head[:i] + ["p best"] + head[i:], [r[:i] + [x] + r[i:] for r, x in zip(rows, cells)]
+    nodes = any(r.link is not None for r in rs)
+    columns = [
+        ("", True, lambda lb, r: _mark(adv, lb, r)),
+        ("split", True, lambda lb, r: lb),
+        ("b/s", True, lambda lb, r: _num(r.bps, ".3f")),
+        ("95% interval", True, lambda lb, r: _interval_text(r)),
+        ("p best", o is not None, lambda lb, r: share_text(o.of(lb).p_best).lstrip("~")),
+        ("tok/s", True, lambda lb, r: _tok(r.tok_s)),
+        ("bound b/s", shows_bound(adv), lambda lb, r: _num(r.bound_bps, ".3f")),
+        ("efficiency", True, lambda lb, r: _num(100 * r.efficiency, ".0f") + "%"),
+        ("worker util" if adv.settings.cpu else "gpu util", True, lambda lb, r: _num(100 * r.gpu_util, ".0f") + "%"),
+        ("bottleneck", True, lambda lb, r: r.bottleneck),
+        ("ETA", True, lambda lb, r: dur_text(r.eta_s)),
+        ("exact b/s", any(r.bps_exact is not None for r in rs), lambda lb, r: _num(r.bps_exact, ".3f")),
+        ("GPUs", adv.settings.gpus_per_worker != (1, 1), lambda lb, r: f"{r.producer.gpus}-{r.consumer.gpus}"),
+        # across nodes: "-" and "nan" where the split has none
+        ("link", nodes, lambda lb, r: _num(100 * r.link.link_util, ".0f") + "%" if r.link else "-%"),
+        ("placement", nodes, lambda lb, r: r.link.placement_text if r.link else "nan"),
+    ]
+    shown = [(h, cell) for h, on, cell in columns if on]
+    return [h for h, _ in shown], [[cell(label, r) for _, cell in shown] for label, r in adv.rows.items()]
 
 
 def _headline(adv: Advice) -> list[str]:
