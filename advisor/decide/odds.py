@@ -59,8 +59,8 @@ DEFAULT_DRAWS = 4000
 MAX_CELLS = 2_000_000  # draws x splits at most: a table of more than 500 splits gets fewer draws
 MIN_DRAWS = 1000
 SEED = 34
-LEVEL_CORR = 0.8  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
-STEPS_TEMPERATURE = 0.7  # step-log fits: the draw's normal part scaled by this (module docstring; BENCHMARKS.md 19.12)
+LEVEL_CORR = 0.7  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
+STEPS_TEMPERATURE = 0.55  # step-log fits: the draw's normal part scaled by this (module docstring; BENCHMARKS.md 19.26)
 _LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
 END_CAP_LOG = math.log(1.25)  # a closed corner's shift drawn to at most x1.25 (or /1.25) of the point projection
 # an open bound's slack, the exponential's scale in log capacity and its cap: measured on the real
