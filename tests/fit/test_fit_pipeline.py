@@ -155,6 +155,21 @@ def test_huber_line_resists_outliers():
     assert not math.isnan(a)
 
 
+def test_huber_medians_are_those_of_a_full_partition():
+    # the Huber line's medians come from a bracket of a strided subsample (`stats._smallest`): the
+    # very values of a partition of all the rows, also where the subsample misleads (a pattern
+    # whose period is the stride: the bracket misses, and the full partition answers)
+    from advisor.stats import _smallest
+
+    rng = np.random.default_rng(3)
+    n = 300_001
+    periodic = np.where(np.arange(n) % (n // 4096) == 0, -1.0, rng.uniform(0, 1, n))
+    for v in (rng.normal(size=n), rng.integers(0, 3, n).astype(float), periodic, np.sort(rng.normal(size=n))):
+        for ranks in ((n // 2,), (n // 2 - 1, n // 2), (10,), (n - 1,)):
+            want = np.partition(v, list(ranks))
+            assert _smallest(v, ranks) == [want[k] for k in ranks]
+
+
 def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
     # a flat all-reduce (same cost at any M) cannot be told from a ring one with one M; two Ms can
     s = scenario(n_target=5, n_drafter=3, sync_every=1, sync_s=0.04, sync_scaling="flat")
