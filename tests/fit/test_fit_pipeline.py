@@ -155,6 +155,43 @@ def test_huber_line_resists_outliers():
     assert not math.isnan(a)
 
 
+def _plain_huber(x, y, iters=20):
+    """`huber_line` as plain expressions, with np.median over every row."""
+    from advisor.stats import HUBER_K, HUBER_TOL
+
+    w, a, b = np.ones_like(y), 0.0, 0.0
+    for _ in range(iters):
+        xm, ym = (w * x).sum() / w.sum(), (w * y).sum() / w.sum()
+        dx = x - xm
+        sxx = (w * (dx * dx)).sum()
+        b_new = (w * dx * (y - ym)).sum() / sxx if sxx > 0 else 0.0
+        a_new = ym - b_new * xm
+        r = y - a_new - b_new * x
+        u = np.abs(r) / (HUBER_K * (1.4826 * np.median(np.abs(r - np.median(r))) + 1e-12))
+        w = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-12))
+        done = abs(b_new - b) <= HUBER_TOL * max(abs(b), 1e-30) and abs(a_new - a) <= HUBER_TOL * max(abs(a), 1e-30)
+        a, b = a_new, b_new
+        if done:
+            break
+    return a, b
+
+
+def test_huber_line_on_many_rows_is_the_plain_fit_to_the_bit():
+    # past ~32k rows the medians come from a bracket of a strided subsample: the very values of
+    # np.median over every row, also where the subsample misleads (a pattern whose period is the
+    # stride: the bracket misses and every row is partitioned)
+    rng = np.random.default_rng(3)
+    n = 300_001
+    x = rng.integers(20_000, 32_768, n).astype(float)
+    noisy = 0.01 + 2e-5 * x + rng.normal(0, 1e-3, n)
+    periodic = noisy + np.where(np.arange(n) % (n // 4096) == 0, 5.0, 0.0)
+    ties = np.round(noisy, 3)
+    for y in (noisy, periodic, ties, noisy[:-1]):
+        a, b, _ = huber_line(x[: len(y)], y)
+        assert (a, b) == _plain_huber(x[: len(y)], y)
+        assert b > 0 and a > 0  # (so no clamp after the loop: the plain fit's line is the line)
+
+
 def test_two_logs_at_different_drafter_counts_fit_the_sync_scaling(tmp_path):
     # a flat all-reduce (same cost at any M) cannot be told from a ring one with one M; two Ms can
     s = scenario(n_target=5, n_drafter=3, sync_every=1, sync_s=0.04, sync_scaling="flat")
