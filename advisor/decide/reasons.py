@@ -425,9 +425,10 @@ def _levers(d: Decision) -> list[str]:
             )
             if s >= lv.scaling_now + LEVER_MIN_GAIN
         ]
+        untimed = f", {lv.untimed_s * 1e3:.1f} ms more untimed" if lv.untimed_s >= 5e-5 else ""
         out.append(
             f"with {role_count(lv.drafters, c)} each keeps {pct_text(lv.scaling_now)} of a lone {c}'s rate (barrier "
-            f"every {lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms): {', '.join(opts)}."
+            f"every {lv.sync_every} steps, collective {lv.collective_s * 1e3:.0f} ms{untimed}): {', '.join(opts)}."
         )
     return out
 

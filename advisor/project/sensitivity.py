@@ -77,6 +77,7 @@ class Lever:
     drafters: int
     sync_every: int
     collective_s: float
+    untimed_s: float  # a round's time beyond the timed collective (`SyncFit.overhead_s`)
     scaling_now: float
     scaling_balanced: float
     scaling_half_sync: float
@@ -240,6 +241,7 @@ def levers(fit: PipelineFit, m: int) -> Lever | None:
         drafters=m,
         sync_every=k,
         collective_s=fit.sync.allreduce_s(m),
+        untimed_s=fit.sync.overhead_s,
         scaling_now=s_now,
         scaling_balanced=s_bal,
         scaling_half_sync=s_k2,

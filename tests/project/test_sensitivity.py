@@ -172,3 +172,17 @@ def test_the_search_at_large_g_keeps_the_picks_neighbours_a_stride_and_the_ends(
     assert len(kept) <= 2 * NEAR + 1 + MAX_SEARCHED // 2 + 3
     assert {(2000 + d, 2096 - d) for d in range(-NEAR, NEAR + 1)} <= set(kept)
     assert {big[0], big[-1]} <= set(kept)
+
+
+def test_the_sync_lever_names_the_rounds_untimed_time_beside_the_collective():
+    """A round's share comes from the collective and the time no event timed (BENCHMARKS.md 19.25):
+    the lever's sentence names both, so its percentage can be recomputed from what it prints."""
+    from advisor.settings import Options
+    from tests.conftest import FIXTURES
+
+    log = FIXTURES / "sweep" / "sync2g14" / "sync2g14-10x4-tb1024-r0.jsonl.gz"
+    adv = advise([log], Options(gpus=14))
+    lv = levers(adv.fit, 4)
+    assert lv is not None and lv.untimed_s == adv.fit.sync.overhead_s > 1e-3
+    said = next(r for r in adv.recommendation.reasons if "4 drafters each keeps" in r)
+    assert f"collective {lv.collective_s * 1e3:.0f} ms, {lv.untimed_s * 1e3:.1f} ms more untimed)" in said
