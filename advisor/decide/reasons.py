@@ -132,13 +132,13 @@ def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit,
             f"{pct_text(ob.consumer_starved)}"
         )
     if math.isfinite(r.observed_bps):
-        logged = r.link.bps_logged_place if r.link is not None else math.nan
+        logged = r.link.bps_logged_place if r.link is not None else math.nan  # across nodes: as the log placed it
         against = (
             f"{bps_text(logged)} projected at its placement"
             if math.isfinite(logged)
             else f"{bps_text(r.bps)} projected"
         )
-        parts.append(f"{bps_text(r.observed_bps)} b/s against {against}")  # across nodes: as the log placed it
+        parts.append(f"{bps_text(r.observed_bps)} b/s against {against}")
     return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
 
 

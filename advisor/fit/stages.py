@@ -1,13 +1,14 @@
 """The stages around the two roles: the drafters' sync and the input loader.
 
 Drafter sync (M > 1, data-parallel): one round of ``k = sync_every`` steps per rank costs
-``T(M) = k m + sqrt(k r) sigma e_M + T_ar(M)`` (m, sigma: a drafter step's mean and standard
+``T(M) = k m + sqrt(k r) sigma e_M + T_ar(M) + o`` (m, sigma: a drafter step's mean and standard
 deviation; ``e_M``: the expected maximum of M standard normals, the barrier waits for the slowest
 rank; ``r``: the rounds' variance ratio, `advisor.measure.rounds`, pooled with ``ROUND_PRIOR_DOF``
-of independent steps). Per-rank scaling ``s(M) = k m / T(M)``. ``T_ar`` (``sync`` events' ``dur``)
-is fitted on ``c + a (M-1) + b (M-1)/M`` by non-negative least squares over the M seen; from one
-M_0 the scaling is unidentified and the intervals span flat (T_0) and ring (``T_0 r(M)/r(M_0)``,
-``r(M) = (M-1)/M``, the point); with only M = 1 seen, ``T_ar = 0`` is assumed and warned.
+of independent steps; ``o``: the rounds' mean untimed time, ``SyncFit.overhead_s``). Per-rank
+scaling ``s(M) = k m / T(M)``. ``T_ar`` (``sync`` events' ``dur``) is fitted on
+``c + a (M-1) + b (M-1)/M`` by non-negative least squares over the M seen; from one M_0 the scaling
+is unidentified and the intervals span flat (T_0) and ring (``T_0 r(M)/r(M_0)``, ``r(M) = (M-1)/M``,
+the point); with only M = 1 seen, ``T_ar = 0`` is assumed and warned.
 
 Loader: producers starved more than ``INPUT_STARVED_SHARE`` of their time with near-empty
 prefetch queues make it bind (its capacity: their completion rate); one close to binding

@@ -5,10 +5,10 @@ barriers) runs ``n_batches`` batches resampled from the logs' steady steps: toke
 service time ``(t0_r + c_r * tokens) * e``, ``e`` a resampled ratio ``busy / (t0_r + c_r *
 tokens)`` of role r, scaled by the split's contention factor (`advisor.model.params.ContentionFit`);
 sync rounds resampled at that drafter count (else the fitted ``T_ar(M)``) plus the rounds' barrier
-excess (`advisor.model.chain.straggler_excess_s`); the loader's gaps where input-bound. At least
-``IN_FLIGHT_FACTOR`` times the batches a split holds in flight, so any G has a steady window.
-Each split draws from a generator of its own (seed and split): its rate does not depend on the
-splits simulated beside it.
+excess (`advisor.model.chain.straggler_excess_s`) and untimed time (``SyncFit.overhead_s``); the
+loader's gaps where input-bound. At least ``IN_FLIGHT_FACTOR`` times the batches a split holds in
+flight, so any G has a steady window. Each split draws from a generator of its own (seed and
+split): its rate does not depend on the splits simulated beside it.
 
 Across nodes (`simulate_placed_run`): the same batches at a placement with the shared link
 (``link_s = hs_bytes_per_token x tokens / B``); the drafters' busy less their link seconds
