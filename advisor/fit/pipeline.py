@@ -24,8 +24,7 @@ from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
 from advisor.fit.roles import (
     drift,
-    loader_and_sync_from_counts,
-    role_fits_from_sums,
+    pooled_sums,
     role_from_rates,
     role_from_steps,
     stacked,
@@ -88,7 +87,6 @@ def _fit_steps(measured: Measurement) -> dict:
     roles = (producer, consumer)
     frames = {r: stacked([per_log[i][r] for i in same]) for r in roles}
     line_frames = {r: stacked([per_log[i][r] for i in with_steps]) for r in roles}
-    walls = {r: sum((ms[i].window.duration_s * ms[i].roles[r] for i in same), 0.0) for r in roles}
     for r, f in frames.items():
         if len(f) < 3:
             raise LogError(ms[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
@@ -101,14 +99,8 @@ def _fit_steps(measured: Measurement) -> dict:
     in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
     slice_s = REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12)
     regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer, slice_s)
-    fits = {r: role_from_steps(r, frames[r], walls[r], lines[r]) for r in roles}
-    exact = any(ms[i].log.sampled for i in with_steps)
-    if exact:
-        # sampled large logs (advisor.ingest.summary): counts, means and shares from exact binned
-        # sums, before the contention line scales them to the reference split
-        (fits[producer], fits[consumer]), exact_tokens, seqs_exact = role_fits_from_sums(
-            ms, same, (fits[producer], fits[consumer])
-        )
+    sums = {r: pooled_sums(ms, same, r) for r in roles}
+    fits = {r: role_from_steps(r, frames[r], sums[r], lines[r]) for r in roles}
     for r in roles:
         rf = replace(fits[r], drift=max(drift(per_log[i][r]) for i in same))
         if contention.measured:
@@ -118,18 +110,16 @@ def _fit_steps(measured: Measurement) -> dict:
         fits[r] = token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
     pfit, cfit = fits[producer], fits[consumer]
     tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
-    seqs_mean = float(cons["seqs"].mean()) if cons["seqs"].notna().any() else None
     all_tok = line_frames[consumer]["tokens"].to_numpy(float)
     tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
     observed = tuple(m.observed.with_tokens(tokens_mean) for m in ms)
-    if exact:
-        tokens_mean, seqs_mean = exact_tokens, seqs_exact
+    c = sums[consumer]
     return dict(
         producer=pfit,
         consumer=cfit,
-        tokens_mean=tokens_mean,
+        tokens_mean=c["tokens"] / c["n"],
         tokens_std=tokens_std,
-        seqs_mean=seqs_mean,
+        seqs_mean=c["seqs"] / c["n_seqs"] if c["n_seqs"] else None,
         tokens_range=tokens_range,
         observed=observed,
         contention=contention,
@@ -314,8 +304,6 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     _warn_shared_compute(logs, roles["contention"], measured.logs[(measured.with_steps or [0])[0]].path)
     sync = fit_sync(measured.logs, measured.consumer)
     loader = fit_loader(measured.logs[0], roles["producer"])
-    # where steps are a sample (advisor.ingest.summary): loader capacity and steps per sync from exact counts
-    sync, loader = loader_and_sync_from_counts(measured.logs, sync, loader)
     total = None
     if head.samples and head.epochs and roles.get("seqs_mean"):
         total = head.samples * head.epochs / roles["seqs_mean"]

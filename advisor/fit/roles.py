@@ -5,38 +5,51 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from advisor.measure.measured import MeasuredLog
-from advisor.model.params import Basis, LoaderFit, RoleFit, SyncFit
+from advisor.model.params import Basis, RoleFit
 from advisor.model.priors import DEFAULT_SCV
 from advisor.stats import Z_95, batch_means_interval
 
 
-def role_from_steps(role: str, steps: pd.DataFrame, wall_s: float, line: tuple[float, float, float]) -> RoleFit:
-    """Rates, variability and shares of one role from its steady steps."""
+def pooled_sums(measured: Sequence[MeasuredLog], same: Sequence[int], role: str) -> Counter:
+    """The window sums of ``role`` (`RunLog.window_sums`: every step, sampled or not) over the logs
+    ``same``, with ``wall``: their windows' worker-seconds."""
+    tot: Counter = Counter()
+    for i in same:
+        tot.update(measured[i].sums[role])
+        tot["wall"] += measured[i].window.duration_s * measured[i].roles[role]
+    return tot
+
+
+def role_from_steps(role: str, steps: pd.DataFrame, sums: Counter, line: tuple[float, float, float]) -> RoleFit:
+    """Rates, variability and shares of one role: count, mean, spread and shares from the windows'
+    exact sums (`pooled_sums`); the step-time line and the interval's relative width from the steady
+    steps at hand (where they are a sample, its interval is wider than the whole log's)."""
     busy = steps["busy"].to_numpy()
     t0, c, r2 = line
-    mean = float(busy.mean())
+    n = sums["n"]
+    mean = sums["busy"] / n
     lo_busy, hi_busy = batch_means_interval(busy)
-    denom = max(wall_s, 1e-12)
+    scale = float(busy.mean()) / mean
+    wall = max(sums["wall"], 1e-12)
     return RoleFit(
         role=role,
-        n_steps=len(busy),
+        n_steps=int(n),
         busy_mean_s=mean,
-        busy_std_s=float(busy.std(ddof=1)) if len(busy) > 1 else 0.0,
+        busy_std_s=math.sqrt(max(sums["busy2"] - n * mean * mean, 0.0) / (n - 1)),
         t0_s=t0,
         c_s_per_tok=c,
         r2=r2,
         mu_bps=1.0 / mean,
-        mu_low_bps=1.0 / max(hi_busy, 1e-12),
-        mu_high_bps=1.0 / max(lo_busy, 1e-12),
-        busy_share=float(busy.sum() / denom),
-        starved_share=float(steps["wait"].sum() / denom),
-        blocked_share=float(steps["blocked"].sum() / denom),
+        mu_low_bps=1.0 / max(hi_busy, 1e-12) * scale,
+        mu_high_bps=1.0 / max(lo_busy, 1e-12) * scale,
+        busy_share=sums["busy"] / wall,
+        starved_share=sums["wait"] / wall,
+        blocked_share=sums["blocked"] / wall,
     )
 
 
@@ -110,78 +123,3 @@ def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool
 def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     """The frames one under the other, numbered from 0."""
     return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-
-
-def role_fits_from_sums(
-    measured: Sequence[MeasuredLog], same: Sequence[int], role_fits: Sequence[RoleFit]
-) -> tuple[list[RoleFit], float, float | None]:
-    """The role fits with counts, means and shares from the steady windows' exact sums
-    (`RunLog.window_sums`), and the consumer's batch size: where steps are a sample, these are
-    of every step, while the step-time line, the variability and the interval's relative width
-    stay the sample's (the interval of a 300k-row sample is wider than the whole log's)."""
-    out = []
-    sums_by_role = {}
-    for rf in role_fits:
-        tot: Counter = Counter()
-        for i in same:
-            tot.update(measured[i].sums[rf.role])
-            tot["wall"] += measured[i].window.duration_s * measured[i].roles[rf.role]
-        sums_by_role[rf.role] = tot
-        n = tot["n"]
-        if n < 2:
-            out.append(rf)
-            continue
-        mean = tot["busy"] / n
-        var = max(tot["busy2"] - n * mean * mean, 0.0) / (n - 1)
-        scale = rf.busy_mean_s / mean if mean > 0 else 1.0
-        wall = max(tot["wall"], 1e-12)
-        out.append(
-            replace(
-                rf,
-                n_steps=int(n),
-                busy_mean_s=mean,
-                busy_std_s=math.sqrt(var),
-                mu_bps=1.0 / mean,
-                mu_low_bps=rf.mu_low_bps * scale,
-                mu_high_bps=rf.mu_high_bps * scale,
-                busy_share=tot["busy"] / wall,
-                starved_share=tot["wait"] / wall,
-                blocked_share=tot["blocked"] / wall,
-            )
-        )
-    c = sums_by_role[role_fits[-1].role]
-    tokens_mean = c["tokens"] / c["n"] if c["n"] else float("nan")
-    seqs_mean = c["seqs"] / c["n_seqs"] if c["n_seqs"] else None
-    return out, tokens_mean, seqs_mean
-
-
-def loader_and_sync_from_counts(
-    measured: Sequence[MeasuredLog], sync: SyncFit, loader: LoaderFit
-) -> tuple[SyncFit, LoaderFit]:
-    """The input-bound loader's capacity from the exact count of producer steps, its arrival SCV
-    un-thinned, and the steps per sync (when no header gives it) from exact counts of consumer
-    steps and syncs.
-
-    A uniform sample keeps each arrival with probability p (kept / all); thinning a renewal
-    process with inter-arrival SCV c2 gives SCV p c2 + (1 - p), so c2 = (scv_sample - (1 - p)) / p.
-    Real arrival streams are not quite renewal (consecutive gaps correlate), so this SCV is an
-    estimate (how close it came on the loader-bound test scenario: BENCHMARKS.md 20.11).
-    """
-    m0 = measured[0]
-    lg, w = m0.log, m0.window
-    producer, consumer = lg.header.producer, lg.header.consumer
-    if loader.capacity_bps is not None and lg.is_sampled(producer):
-        n = m0.sums[producer]["n"]
-        kept = int((lg.steps["role"] == producer).sum())
-        p = kept / max(lg.n_steps[producer], 1)
-        scv = max((loader.scv - (1.0 - p)) / p, 0.0) if p > 0 else loader.scv
-        loader = replace(loader, capacity_bps=n / max(w.duration_s, 1e-12), scv=scv)
-    if not any(m.log.header.sync_every for m in measured) and sync.measured:
-        ks = [
-            int(round(m.sums[consumer]["n"] / m.roles[consumer] / m.sync_count))
-            for m in measured
-            if m.sync_count and m.roles[consumer] >= 2
-        ]
-        if ks:
-            sync = replace(sync, sync_every=max(ks))
-    return sync, loader

@@ -11,8 +11,13 @@ is unidentified and the intervals span flat (T_0) and ring (``T_0 r(M)/r(M_0)``,
 the point); with only M = 1 seen, ``T_ar = 0`` is assumed and warned.
 
 Loader: producers starved more than ``INPUT_STARVED_SHARE`` of their time with near-empty
-prefetch queues make it bind (its capacity: their completion rate); one close to binding
-(``LOADER_STARVED_MIN``, ``PRE_EMPTY_SHARE``) is calibrated to the observed split's rate.
+prefetch queues make it bind (its capacity: their completion rate, from the window's exact count;
+its arrival SCV from their start gaps); one close to binding (``LOADER_STARVED_MIN``,
+``PRE_EMPTY_SHARE``) is calibrated to the observed split's rate. Where the steps are a sample
+that keeps each with probability p (`RunLog.sample_share`), thinning a renewal process of gap
+SCV c2 gives p c2 + (1 - p), so c2 = (scv_sample - (1 - p)) / p: an estimate, as real arrival
+streams are not quite renewal (how close it came on the loader-bound test scenario:
+BENCHMARKS.md 20.11).
 """
 
 from __future__ import annotations
@@ -63,9 +68,9 @@ def fit_sync(measured: Sequence[MeasuredLog], consumer: str) -> SyncFit:
             if len(d):
                 by_m.setdefault(m, []).extend(d.tolist())
                 if not lg.header.sync_every:
-                    # infer steps per sync from counts when the header does not say
-                    n_steps = len(ml.steps[consumer]) if consumer in ml.steps else 0
-                    k = max(k, int(round(n_steps / m / len(d))))
+                    # infer steps per sync from the window's counts (every step and sync, sampled or
+                    # not) when the header does not say
+                    k = max(k, int(round(ml.sums[consumer]["n"] / m / ml.sync_count)))
     means = {m: float(np.mean(v)) for m, v in by_m.items()}
     size = float(np.mean(sizes)) if sizes else None
     fit = SyncFit(
@@ -126,11 +131,15 @@ def fit_loader(ml: MeasuredLog, producer: RoleFit) -> LoaderFit:
     cap = scv = None
     if bound and lg.has_steps:
         tgt = ml.steps[lg.header.producer]
-        cap = len(tgt) / max(w.duration_s, 1e-12)
+        cap = ml.sums[lg.header.producer]["n"] / max(w.duration_s, 1e-12)
         # a batch reaches a starved target when the loader finishes it: start = t - blocked - busy
         arrivals = np.sort((tgt["t"] - tgt["blocked"] - tgt["busy"]).to_numpy())
         gaps = np.diff(arrivals)
         scv = float(gaps.var() / gaps.mean() ** 2) if len(gaps) > 2 and gaps.mean() > 0 else 1.0
+        # where the steps are a sample (kept with probability p), the gaps' SCV is un-thinned
+        # (module docstring)
+        p = lg.sample_share(lg.header.producer)
+        scv = max((scv - (1.0 - p)) / p, 0.0)
     runs_dry = empty  # or some prefetch queue seen empty in PRE_EMPTY_SHARE of the snapshots
     if not empty and pre is not None and f"qmin_{pre.name}" in lg.rates and len(lg.rates):
         q = ml.rates[f"qmin_{pre.name}"].dropna()

@@ -5,8 +5,9 @@ Up to ``sample_rows`` (300k) steps per role the frames hold every step, as read.
 ``RunLog.totals`` holds the exact time-binned counts and sums of every step (see
 `advisor.ingest.summary`); `RunLog.is_sampled` says, per role, whether its steps are such a
 sample. Counts and sums over a window (`RunLog.window_sums`, `RunLog.completions`,
-`RunLog.completion_counts`, `RunLog.sync_count`) are asked of the RunLog, which reads them off
-the steps or off the bins: exact either way, so `measure` and `fit` ask alike.
+`RunLog.completion_counts`, `RunLog.sync_count`) and the share of a role's steps at hand
+(`RunLog.sample_share`) are asked of the RunLog, which reads them off the steps or off the bins:
+exact either way, so `measure` and `fit` ask alike.
 
 Frames (documented columns):
 - ``steps``: t, role (category), worker, batch, tokens, seqs, busy, wait, blocked, loss; sorted by t.
@@ -121,6 +122,15 @@ class RunLog:
         t = self.steps.loc[self.steps["role"] == role, "t"].to_numpy(float)
         return np.histogram(t, bins=edges)[0].astype(float)
 
-    def sync_count(self, start_s: float, end_s: float) -> float | None:
-        """The syncs in [start_s, end_s] of a sampled log, off its bins (None where it is not sampled)."""
-        return None if self.totals is None else self.totals.sync_window(start_s, end_s)["n"]
+    def sync_count(self, start_s: float, end_s: float) -> float:
+        """The syncs in [start_s, end_s]: every one, off the bins where the log is sampled."""
+        if self.totals is not None:
+            return self.totals.sync_window(start_s, end_s)["n"]
+        t = self.syncs["t"] if len(self.syncs) else np.empty(0)
+        return float(((t >= start_s) & (t <= end_s + 1e-9)).sum())
+
+    def sample_share(self, role: str) -> float:
+        """The share of ``role``'s steps that ``steps`` holds: 1 unless they are a sample."""
+        if not self.is_sampled(role):
+            return 1.0
+        return int((self.steps["role"] == role).sum()) / max(self.n_steps[role], 1)

@@ -33,7 +33,7 @@ class MeasuredLog:
     ``syncs``: the snapshots and syncs inside the window; ``pre_mean_depth``: the time-weighted
     depth of the producers' input queue (None where not logged); ``sums``: per role, the window's
     count and sums of busy, busy^2, wait, blocked, tokens, seqs (`RunLog.window_sums`), and
-    ``sync_count`` the syncs in it where the log is sampled (`RunLog.sync_count`).
+    ``sync_count`` the syncs in it (`RunLog.sync_count`): every one, sampled or not.
     """
 
     log: RunLog
@@ -44,7 +44,7 @@ class MeasuredLog:
     syncs: pd.DataFrame
     pre_mean_depth: float | None
     sums: Mapping[str, Mapping[str, float]]
-    sync_count: float | None = None
+    sync_count: float = 0.0
     link: LinkSample | None = None  # drafter steps that crossed a node (`advisor.measure.crossing`)
 
     @property

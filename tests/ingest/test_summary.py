@@ -323,7 +323,7 @@ def test_sampled_loader_bound_run_keeps_its_loader_capacity(tmp_path, monkeypatc
     assert whole.input_bound and samp.input_bound
     assert samp.capacity_bps == pytest.approx(whole.capacity_bps, rel=0.03)
     # the SCV is un-thinned from the sample (exact only for renewal arrivals; see
-    # advisor.fit.roles.loader_and_sync_from_counts)
+    # advisor.fit.stages.fit_loader)
     assert math.isfinite(samp.scv) and samp.scv >= 0
 
 

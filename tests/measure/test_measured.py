@@ -38,7 +38,7 @@ def test_a_step_log_is_measured_as_its_parts(ref):
     assert m.with_steps == [0] and not m.logs[0].log.sampled
     assert m.within is not None  # the first step log's within-log contention
     sums = ml.sums["drafter"]  # the window's sums, off the steps where the log is not sampled
-    assert sums["n"] == len(ml.steps["drafter"]) and ml.sync_count is None
+    assert sums["n"] == len(ml.steps["drafter"]) and ml.sync_count == len(ml.syncs)
     assert ml.pre_mean_depth is None or ml.pre_mean_depth >= 0
 
 
