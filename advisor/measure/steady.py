@@ -24,7 +24,7 @@ before it, and keeping it lowers the window's rate by ``TAIL_REPORT_EFFECT`` or 
 :class:`SteadyStateWarning` says by how much, and that it is kept.
 
 A sampled large log (`RunLog.is_sampled`: its consumer's steps are a sample) runs the same rules
-on all its completions, counted per time bin (`find_steady_binned`). The two stay apart: the
+on all its completions, counted per time bin (`_binned`). The two stay apart: the
 per-row rule cuts at a completion (MSER on gaps of 5), the binned one at a bin edge (MSER on
 counts of ~25 completions), so one rule for both would move every window of a log read whole.
 """
@@ -131,30 +131,6 @@ class _Tail:
         )
 
 
-def _end_of_window(log: RunLog, tail: _Tail, stacklevel: int) -> tuple[float, float, bool]:
-    """Where the window ends (the tail cut only where input ran out), the tail's slowdown, and
-    whether it was cut; warns of a slower tail that is kept (the module's rule)."""
-    ran_out, how = input_ran_out(log)
-    slower = tail.slower()
-    if ran_out or tail.n <= 0:
-        return tail.start_s, slower, True
-    effect = tail.effect()
-    if slower >= TAIL_REPORT_SLOWER and effect >= TAIL_REPORT_EFFECT:
-        span = log.duration_s
-        share = (span - tail.start_s) / span if span > 0 else 0.0
-        warnings.warn(
-            SteadyStateWarning(
-                f"{log.path}: the last {100 * share:.0f}% of the run is {100 * slower:.1f}% slower than the steady "
-                "part "
-                f"before it; it is kept in the window, not cut as a drain, because the log does not show its input "
-                f"running out ({how}): a slower tail is then the run's own pace (drift, a regime); kept, it lowers the "
-                f"observed rate by {100 * effect:.1f}%"
-            ),
-            stacklevel=stacklevel,
-        )
-    return tail.last_s, slower, False
-
-
 def _check_events(log: RunLog, n: int) -> None:
     """Raise LogError where the consumer's ``n`` completions are too few to fit."""
     if n < MIN_STEADY_EVENTS + 1:
@@ -166,37 +142,46 @@ def _check_events(log: RunLog, n: int) -> None:
         )
 
 
-def _window(
-    log: RunLog,
-    start_s: float,
-    end_s: float,
-    settled: bool,
-    basis: str,
-    n: int,
-    tail_start_s: float,
-    tail_slower: float,
-    stacklevel: int,
-) -> SteadyWindow:
-    """The window from its edges, as shares of the log's duration; warns where the run never settled."""
+def _window(log: RunLog, settled: bool, basis: str, tail: _Tail) -> SteadyWindow:
+    """The window from its start (``tail.from_s``) and the end rule's tail, cut only where input ran
+    out, as shares of the log's duration; warns where the run never settled and of a slower tail
+    that is kept (the module's rules)."""
+    start_s, end_s, cut = tail.from_s, tail.start_s, True
+    ran_out, how = input_ran_out(log)
+    slower = tail.slower()
+    log_end_s = log.duration_s
+    if not ran_out and tail.n > 0:
+        end_s, cut = tail.last_s, False
+        effect = tail.effect()
+        if slower >= TAIL_REPORT_SLOWER and effect >= TAIL_REPORT_EFFECT:
+            share = (log_end_s - tail.start_s) / log_end_s if log_end_s > 0 else 0.0
+            warnings.warn(
+                SteadyStateWarning(
+                    f"{log.path}: the last {100 * share:.0f}% of the run is {100 * slower:.1f}% slower than the "
+                    "steady part before it; it is kept in the window, not cut as a drain, because the log does not "
+                    f"show its input running out ({how}): a slower tail is then the run's own pace (drift, a "
+                    f"regime); kept, it lowers the observed rate by {100 * effect:.1f}%"
+                ),
+                stacklevel=3,
+            )
     if not settled:
         warnings.warn(
             SteadyStateWarning(
                 f"{log.path}: the run has not settled (its pace still drifts at the middle of the log); "
                 f"projections rest on the last {100 * (end_s - start_s) / max(end_s, 1e-9):.0f}% of it"
             ),
-            stacklevel=stacklevel,
+            stacklevel=3,
         )
-    log_end_s = log.duration_s
     return SteadyWindow(
         start_s=max(start_s, 0.0),
         end_s=end_s,
         warmup_share=start_s / log_end_s if log_end_s > 0 else 0.0,
         settled=settled,
         basis=basis,
-        n_events=n,
+        n_events=tail.n_before + (0 if cut else tail.n),
         drain_share=(log_end_s - end_s) / log_end_s if log_end_s > 0 else 0.0,
-        tail_share=(log_end_s - tail_start_s) / log_end_s if log_end_s > 0 else 0.0,
-        tail_slower=tail_slower,
+        tail_share=(log_end_s - tail.start_s) / log_end_s if log_end_s > 0 else 0.0,
+        tail_slower=slower,
     )
 
 
@@ -204,64 +189,63 @@ def find_steady(log: RunLog) -> SteadyWindow:
     """The steady window of ``log``."""
     if log.is_sampled(log.header.consumer):
         # a sampled large log (advisor.ingest.summary): the same rule on all its completions, binned in time
-        return find_steady_binned(log)
-    end_s = log.duration_s
-    consumer = log.header.consumer
-    if log.has_steps:
-        done = log.steps.loc[log.steps["role"] == consumer, "t"].to_numpy()
-        _check_events(log, len(done))
-        gaps = np.diff(done)
-        k, settled = mser_truncation(gaps)
-        # the same rule from the end finds the tail; a drain only where input ran out (module docstring)
-        k_end, _ = mser_truncation(gaps[k:][::-1])
-        start_s = float(done[k])
-        tail = _Tail(
-            from_s=start_s,
-            start_s=float(done[len(done) - 1 - k_end]),
-            last_s=float(done[-1]),
-            n_before=int(len(done) - 1 - k - k_end),
-            n=int(k_end),
-        )
-        tail_start_s = tail.start_s
-        end_s, tail_slower, cut = _end_of_window(log, tail, stacklevel=3)
-        n = tail.n_before + (0 if cut else tail.n)
-        basis = "steps"
+        settled, tail = _binned(log)
+    elif log.has_steps:
+        settled, tail = _per_step(log)
     else:
-        r = log.rates.dropna(subset=["tok_s"]) if "tok_s" in log.rates else log.rates.iloc[0:0]
-        if len(r) == 0:
-            bcol = f"bps_{consumer}"
-            r = log.rates.dropna(subset=[bcol]) if bcol in log.rates else log.rates.iloc[0:0]
-            series = r[bcol].to_numpy() if len(r) else np.array([])
-        else:
-            series = r["tok_s"].to_numpy()
-        if len(series) < MIN_STEADY_SNAPSHOTS:
-            raise LogError(
-                log.path,
-                None,
-                f"has {len(series)} usable 'rates' snapshots and no 'step' events; "
-                f"at least {MIN_STEADY_SNAPSHOTS} are needed to fit",
-            )
-        # snapshots are already window means, so MSER runs unbatched on them
-        k, settled = mser_truncation(series, batch=1)
-        k = min(k, len(series) - MIN_STEADY_SNAPSHOTS)
-        window = r["window"].to_numpy()
-        t = r["t"].to_numpy()
-        start_s = float(t[k] - (window[k] if np.isfinite(window[k]) else 0.0))
-        n = int(len(series) - k)
-        basis = "rates"
-        tail_start_s, tail_slower = end_s, 0.0
-    return _window(log, start_s, end_s, settled, basis, n, tail_start_s, tail_slower, stacklevel=3)
+        settled, tail = _rates(log)
+    return _window(log, settled, "steps" if log.has_steps else "rates", tail)
 
 
-def find_steady_binned(log: RunLog) -> SteadyWindow:
-    """`find_steady` for a sampled log: MSER on the consumer's completions per time bin.
+def _per_step(log: RunLog) -> tuple[bool, _Tail]:
+    """MSER on the consumer's inter-completion gaps, from the start and from the end."""
+    done = log.steps.loc[log.steps["role"] == log.header.consumer, "t"].to_numpy()
+    _check_events(log, len(done))
+    gaps = np.diff(done)
+    k, settled = mser_truncation(gaps)
+    k_end, _ = mser_truncation(gaps[k:][::-1])
+    return settled, _Tail(
+        from_s=float(done[k]),
+        start_s=float(done[len(done) - 1 - k_end]),
+        last_s=float(done[-1]),
+        n_before=int(len(done) - 1 - k - k_end),
+        n=int(k_end),
+    )
+
+
+def _rates(log: RunLog) -> tuple[bool, _Tail]:
+    """MSER on the snapshots' ``tok_s`` (else the consumer's ``bps``), unbatched: they are window
+    means already; no end rule (the window runs to the log's end)."""
+    r = log.rates.dropna(subset=["tok_s"]) if "tok_s" in log.rates else log.rates.iloc[0:0]
+    if len(r) == 0:
+        bcol = f"bps_{log.header.consumer}"
+        r = log.rates.dropna(subset=[bcol]) if bcol in log.rates else log.rates.iloc[0:0]
+        series = r[bcol].to_numpy() if len(r) else np.array([])
+    else:
+        series = r["tok_s"].to_numpy()
+    if len(series) < MIN_STEADY_SNAPSHOTS:
+        raise LogError(
+            log.path,
+            None,
+            f"has {len(series)} usable 'rates' snapshots and no 'step' events; "
+            f"at least {MIN_STEADY_SNAPSHOTS} are needed to fit",
+        )
+    k, settled = mser_truncation(series, batch=1)
+    k = min(k, len(series) - MIN_STEADY_SNAPSHOTS)
+    window = r["window"].to_numpy()
+    start_s = float(r["t"].to_numpy()[k] - (window[k] if np.isfinite(window[k]) else 0.0))
+    end_s = log.duration_s
+    return settled, _Tail(from_s=start_s, start_s=end_s, last_s=end_s, n_before=int(len(series) - k), n=0)
+
+
+def _binned(log: RunLog) -> tuple[bool, _Tail]:
+    """The rule for a sampled log: MSER on the consumer's completions per time bin.
 
     The bins hold every completion of the whole log, so the warm-up and drain cuts rest on all
     of it; the window's edges fall on bin edges (the bin width is at most 1/4096 of the span).
     """
     tot = log.totals
-    consumer = log.header.consumer
-    counts = tot.series(consumer, "n")
+    counts = tot.series(log.header.consumer, "n")
     nz = np.flatnonzero(counts)
     n_all = int(counts.sum())
     _check_events(log, n_all)
@@ -280,17 +264,12 @@ def find_steady_binned(log: RunLog) -> SteadyWindow:
     k_end, _ = mser_truncation(series[k:][::-1], batch=1)
     w = tot.width_s * g
     log_end_s = log.duration_s
-    start_s = first * tot.width_s + k * w
-    tail_start_s = min(first * tot.width_s + (n_groups - k_end) * w, log_end_s)
     lo_bin = first + k * g
     hi_bin = min(first + (n_groups - k_end) * g, last + 1)
-    tail = _Tail(
-        from_s=start_s,
-        start_s=tail_start_s,
+    return settled, _Tail(
+        from_s=first * tot.width_s + k * w,
+        start_s=min(first * tot.width_s + (n_groups - k_end) * w, log_end_s),
         last_s=min(first * tot.width_s + n_groups * w, log_end_s),
         n_before=int(counts[lo_bin:hi_bin].sum()),
         n=int(counts[hi_bin : last + 1].sum()),
     )
-    end_s, tail_slower, cut = _end_of_window(log, tail, stacklevel=4)
-    n = tail.n_before + (0 if cut else tail.n)
-    return _window(log, start_s, end_s, settled, "steps", n, tail_start_s, tail_slower, stacklevel=4)
