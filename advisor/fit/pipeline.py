@@ -31,7 +31,6 @@ from advisor.fit.roles import (
 )
 from advisor.fit.splits import (
     contention_priors,
-    contention_ref_busy,
     fit_contention,
     oversubscription,
     shares_compute,
@@ -95,22 +94,21 @@ def _fit_steps(measured: Measurement) -> dict:
     hs = ms[0].log.header.queue_feeding(consumer)
     # each role's step-time line over all logs' steps, so that logs at other token budgets pin the slope down
     lines = {r: huber_line(f["tokens"].to_numpy(dtype=float), f["busy"].to_numpy()) for r, f in line_frames.items()}
-    contention = fit_contention(ms, same, measured.within, producer, first)
+    contention, ref_busy = fit_contention(ms, same, measured.within, first)
     in_pipe = (hs.cap if hs else 0) + sum(ms[first].roles.values())
     slice_s = REGIME_SLICE_FILLS * in_pipe / max(ms[first].observed.bps, 1e-12)
     regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer, slice_s)
     sums = {r: pooled_sums(ms, same, r) for r in roles}
+    all_tok = line_frames[consumer]["tokens"].to_numpy(float)
     fits = {r: role_from_steps(r, frames[r], sums[r], lines[r]) for r in roles}
     for r in roles:
         rf = replace(fits[r], drift=max(drift(per_log[i][r]) for i in same))
-        if contention.measured:
+        if ref_busy:
             # the line through the logs' means at the observed split replaces the pooled mean
-            ref = contention_ref_busy(ms, same, producer, r, contention)
-            rf = replace(rf.scaled(ref / rf.busy_mean_s), busy_mean_s=ref)
-        fits[r] = token_model(rf, tokens_mean, per_log, per_log_tokens, with_steps, consumer)
+            rf = replace(rf.scaled(ref_busy[r] / rf.busy_mean_s), busy_mean_s=ref_busy[r])
+        fits[r] = token_model(rf, tokens_mean, per_log, per_log_tokens, all_tok)
     pfit, cfit = fits[producer], fits[consumer]
-    tokens_std = float(cons["tokens"].std(ddof=1)) if len(cons) > 1 else 0.0
-    all_tok = line_frames[consumer]["tokens"].to_numpy(float)
+    tokens_std = float(cons["tokens"].std(ddof=1))
     tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
     observed = tuple(m.observed.with_tokens(tokens_mean) for m in ms)
     c = sums[consumer]

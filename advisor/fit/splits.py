@@ -115,13 +115,14 @@ def contention_priors(lg: RunLog, within: WithinLogContention | None) -> dict:
 
 
 def fit_contention(
-    measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None, producer: str, first: int
-) -> ContentionFit:
+    measured: Sequence[MeasuredLog], same: Sequence[int], within: WithinLogContention | None, first: int
+) -> tuple[ContentionFit, dict[str, float] | None]:
     """Per-role slope of log mean busy time on the producer count, over logs of one G, with the first
-    step log's within-log slopes on busy peers (see ContentionFit).
+    step log's within-log slopes on busy peers (see ContentionFit); and, where measured, each role's
+    mean busy time at the reference split from the fitted line (the logs' means, weighted by steps).
     """
     lg = measured[first].log
-    consumer = lg.header.consumer
+    producer, consumer = lg.header.producer, lg.header.consumer
     g = lg.header.engine_gpus
     n_ref = measured[first].roles[producer]
     priors = contention_priors(lg, within)
@@ -129,8 +130,8 @@ def fit_contention(
     idx = [i for i in same if measured[i].log.header.engine_gpus == g]
     ns = np.array([measured[i].roles[producer] for i in idx], float)
     if len(set(ns.tolist())) < 2:
-        return ContentionFit.unmeasured(n_ref, g, **priors)
-    out = {}
+        return ContentionFit.unmeasured(n_ref, g, **priors), None
+    out, ref_busy = {}, {}
     for r in (producer, consumer):
         steps = [measured[i].steps[r] for i in idx]
         y = np.array([math.log(st["busy"].mean()) for st in steps])
@@ -147,7 +148,9 @@ def fit_contention(
             chi2 = float((w * resid**2).sum()) / (len(idx) - 2)
             k_se *= math.sqrt(max(chi2, 1.0))  # scatter beyond the logs' own errors widens it
         out[r] = (k, k_se)
-    return ContentionFit(
+        at_ref = [math.log(st["busy"].mean()) - k * (n - n_ref) for st, n in zip(steps, ns.tolist())]
+        ref_busy[r] = float(math.exp(np.average(at_ref, weights=[len(st) for st in steps])))
+    fit = ContentionFit(
         ref_producers=n_ref,
         gpus=g,
         k=(out[producer][0], out[consumer][0]),
@@ -157,19 +160,4 @@ def fit_contention(
         hi_producers=int(ns.max()),
         **priors,
     )
-
-
-def contention_ref_busy(
-    measured: Sequence[MeasuredLog], same: Sequence[int], producer: str, role: str, cont: ContentionFit
-) -> float:
-    """Mean busy time of ``role`` at the reference split, from the fitted line (weighted by steps)."""
-    vals, wts = [], []
-    for i in same:
-        if measured[i].log.header.engine_gpus != cont.gpus:
-            continue
-        st = measured[i].steps[role]
-        k = cont.k[0] if role == producer else cont.k[1]
-        d = measured[i].roles[producer] - cont.ref_producers
-        vals.append(math.log(st["busy"].mean()) - k * d)
-        wts.append(len(st))
-    return float(math.exp(np.average(vals, weights=wts)))
+    return fit, ref_busy

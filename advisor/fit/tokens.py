@@ -59,18 +59,18 @@ def budget_line(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, groups
     )
 
 
-def token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, with_steps, consumer: str) -> RoleFit:
-    """Choose how step time follows the batch's tokens (see RoleFit.busy_at)."""
+def token_model(rf: RoleFit, tokens_mean: float, per_log, per_log_tokens, tok: np.ndarray) -> RoleFit:
+    """Choose how step time follows the batch's tokens (see RoleFit.busy_at); ``tok``: the consumer's
+    batch tokens of every log."""
     groups: list[list[int]] = []
-    for i in sorted(with_steps, key=lambda j: per_log_tokens[j]):
+    for i in sorted(per_log_tokens, key=lambda j: per_log_tokens[j]):
         if groups and per_log_tokens[i] / per_log_tokens[groups[-1][0]] - 1.0 <= SAME_SIZE_TOL:
             groups[-1].append(i)
         else:
             groups.append([i])
     if len(groups) >= 2:
         return budget_line(rf, tokens_mean, per_log, per_log_tokens, groups)
-    tok = np.concatenate([per_log[i][consumer]["tokens"].to_numpy(float) for i in with_steps])
-    spread = float(np.quantile(tok, 0.98) / max(np.quantile(tok, 0.02), 1e-9)) if len(tok) else 1.0
+    spread = float(np.quantile(tok, 0.98) / max(np.quantile(tok, 0.02), 1e-9))
     if spread >= LINE_MIN_SPREAD and rf.r2 >= LINE_MIN_R2 and rf.c_s_per_tok > 0:
         return replace(rf, token_model="line", tokens_ref=tokens_mean, token_range=(tokens_mean, tokens_mean))
     # the in-log line's elasticity at the mean batch, c*T/(t0 + c*T), moves the prior by as much as
