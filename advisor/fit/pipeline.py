@@ -100,7 +100,8 @@ def _fit_steps(measured: Measurement) -> dict:
     regimes = fit_regimes(per_log[first], ms[first].window, producer, consumer, slice_s)
     sums = {r: pooled_sums(ms, same, r) for r in roles}
     all_tok = line_frames[consumer]["tokens"].to_numpy(float)
-    fits = {r: role_from_steps(r, frames[r], sums[r], lines[r]) for r in roles}
+    sampled = any(ms[i].log.sampled for i in with_steps)
+    fits = {r: role_from_steps(r, frames[r], sums[r], lines[r], sampled=sampled) for r in roles}
     for r in roles:
         rf = replace(fits[r], drift=max(drift(per_log[i][r]) for i in same))
         if ref_busy:
@@ -205,9 +206,9 @@ def _within_shows_contention(w: WithinLogContention | None) -> bool:
     if w is None or not w.estimated:
         return False
     return any(
-        rc.usable(k) != 0.0 and abs(rc.usable(k)) > 1.96 * se
+        rc.usable(k) != 0.0 and abs(rc.usable(k)) > 1.96 * rc.slope(k)[1]
         for rc in (w.producer, w.consumer)
-        for k, se in (("producer", rc.per_producer_se), ("consumer", rc.per_consumer_se))
+        for k in ("producer", "consumer")
     )
 
 

@@ -25,31 +25,43 @@ def pooled_sums(measured: Sequence[MeasuredLog], same: Sequence[int], role: str)
     return tot
 
 
-def role_from_steps(role: str, steps: pd.DataFrame, sums: Counter, line: tuple[float, float, float]) -> RoleFit:
-    """Rates, variability and shares of one role: count, mean, spread and shares from the windows'
-    exact sums (`pooled_sums`); the step-time line and the interval's relative width from the steady
-    steps at hand (where they are a sample, its interval is wider than the whole log's)."""
+def role_from_steps(
+    role: str, steps: pd.DataFrame, sums: Counter, line: tuple[float, float, float], *, sampled: bool
+) -> RoleFit:
+    """Rates, variability and shares of one role from its steady steps. Where they are a sample
+    (``sampled``), the count, mean, spread and shares come from the windows' exact sums
+    (`pooled_sums`) and the interval keeps the sample's relative width (wider than the whole
+    log's); else all come off the steps (whose sums are the same numbers, but a spread from
+    sums of squares differs from theirs in the 13th digit, which the draws of the odds amplify).
+    """
     busy = steps["busy"].to_numpy()
     t0, c, r2 = line
-    n = sums["n"]
-    mean = sums["busy"] / n
     lo_busy, hi_busy = batch_means_interval(busy)
-    scale = float(busy.mean()) / mean
     wall = max(sums["wall"], 1e-12)
+    if sampled:
+        n = sums["n"]
+        mean = sums["busy"] / n
+        std = math.sqrt(max(sums["busy2"] - n * mean * mean, 0.0) / (n - 1))
+        busy_s, wait_s, blocked_s = sums["busy"], sums["wait"], sums["blocked"]
+        scale = float(busy.mean()) / mean
+    else:
+        n, mean, std = len(busy), float(busy.mean()), float(busy.std(ddof=1))
+        busy_s, wait_s, blocked_s = busy.sum(), steps["wait"].sum(), steps["blocked"].sum()
+        scale = 1.0
     return RoleFit(
         role=role,
         n_steps=int(n),
         busy_mean_s=mean,
-        busy_std_s=math.sqrt(max(sums["busy2"] - n * mean * mean, 0.0) / (n - 1)),
+        busy_std_s=std,
         t0_s=t0,
         c_s_per_tok=c,
         r2=r2,
         mu_bps=1.0 / mean,
         mu_low_bps=1.0 / max(hi_busy, 1e-12) * scale,
         mu_high_bps=1.0 / max(lo_busy, 1e-12) * scale,
-        busy_share=sums["busy"] / wall,
-        starved_share=sums["wait"] / wall,
-        blocked_share=sums["blocked"] / wall,
+        busy_share=float(busy_s / wall),
+        starved_share=float(wait_s / wall),
+        blocked_share=float(blocked_s / wall),
     )
 
 

@@ -44,10 +44,8 @@ def within_sharing(log: RunLog, within: WithinLogContention | None) -> tuple[flo
         return 0.0, ""
     best, text = 0.0, ""
     for rc in (within.producer, within.consumer):
-        for peer, b, se in (
-            (log.header.producer, rc.per_producer, rc.per_producer_se),
-            (log.header.consumer, rc.per_consumer, rc.per_consumer_se),
-        ):
+        for which, peer in (("producer", log.header.producer), ("consumer", log.header.consumer)):
+            b, se = rc.slope(which)
             half = t_975(19) * se
             if math.isfinite(se) and b - half >= WITHIN_SHARED_SLOPE and b > best:
                 best = b

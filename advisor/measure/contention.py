@@ -62,35 +62,24 @@ class RoleContention:
     starved_se: float = math.inf
     starved_share: float = 0.0  # share of steps taken after a starved wait
 
-    @staticmethod
-    def _ok(se: float) -> bool:
+    def slope(self, which: str) -> tuple[float, float]:
+        """The slope on busy ``which`` ("producer" or "consumer"; "starved": after a starved wait) and its se."""
+        name = "starved" if which == "starved" else f"per_{which}"
+        return getattr(self, name), getattr(self, f"{name}_se")
+
+    def identified(self, which: str) -> bool:
+        """Whether the slope's 95% half-width is at most ``MAX_HALF95``."""
+        se = self.slope(which)[1]
         return math.isfinite(se) and t_975(19) * se <= MAX_HALF95
 
-    @property
-    def producer_identified(self) -> bool:
-        return self._ok(self.per_producer_se)
-
-    @property
-    def consumer_identified(self) -> bool:
-        return self._ok(self.per_consumer_se)
-
-    @property
-    def starved_identified(self) -> bool:
-        return self._ok(self.starved_se)
-
-    @property
-    def producer_confounded(self) -> bool:
-        return math.isfinite(self.per_producer_se) and self.per_producer + t_975(19) * self.per_producer_se < 0
-
-    @property
-    def consumer_confounded(self) -> bool:
-        return math.isfinite(self.per_consumer_se) and self.per_consumer + t_975(19) * self.per_consumer_se < 0
+    def confounded(self, which: str) -> bool:
+        """Whether the slope is significantly below zero (feedback, never used)."""
+        b, se = self.slope(which)
+        return math.isfinite(se) and b + t_975(19) * se < 0
 
     def usable(self, which: str) -> float:
         """The slope on busy ``which`` if identified and not confounded, else 0."""
-        if which == "producer":
-            return self.per_producer if self.producer_identified and not self.producer_confounded else 0.0
-        return self.per_consumer if self.consumer_identified and not self.consumer_confounded else 0.0
+        return self.slope(which)[0] if self.identified(which) and not self.confounded(which) else 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,10 +312,9 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
         return f"contention inside the log was not estimated: {w.reason}" if w.reason else ""
     found, odd = [], []
     for rc in (w.producer, w.consumer):
-        for peer, b, se, ok, conf in (
-            (producer, rc.per_producer, rc.per_producer_se, rc.producer_identified, rc.producer_confounded),
-            (consumer, rc.per_consumer, rc.per_consumer_se, rc.consumer_identified, rc.consumer_confounded),
-        ):
+        for which, peer in (("producer", producer), ("consumer", consumer)):
+            b, se = rc.slope(which)
+            ok, conf = rc.identified(which), rc.confounded(which)
             if not math.isfinite(se) or not (ok or conf):
                 continue
             part = f"a {rc.role}'s step {_pct(b)} per extra busy {peer} (95% +-{100 * t_975(19) * se:.1f}%)"
@@ -334,7 +322,7 @@ def within_log_text(w: WithinLogContention | None, producer: str, consumer: str)
                 odd.append(part)
             elif ok:
                 found.append(part)
-        if rc.starved_identified:
+        if rc.identified("starved"):
             found.append(
                 f"a {rc.role}'s step after a starved wait {_pct(rc.starved)} against back-to-back "
                 f"(95% +-{100 * t_975(19) * rc.starved_se:.1f}%)"

@@ -252,7 +252,7 @@ def test_shared_host_carries_run_to_run_shift_and_the_within_log_slope():
     assert c.run_se == RUN_SE and c.within is not None and c.within.estimated
     # the drafters' own slope (per busy drafter) is identified there and widens their prior only
     d = c.within.consumer
-    assert d.consumer_identified and not d.consumer_confounded
+    assert d.identified("consumer") and not d.confounded("consumer")
     prior_p, prior_c = c.role_se
     assert prior_p == pytest.approx(CONTENTION_PRIOR_SE)
     assert prior_c == pytest.approx(math.hypot(CONTENTION_PRIOR_SE, d.per_consumer))

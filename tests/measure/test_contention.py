@@ -116,7 +116,7 @@ def test_recovers_a_known_per_busy_target_slowdown():
     w = _estimate(df, 6, 1)
     t = w.producer
     assert t.producer_peers_sd > 0.4
-    assert t.producer_identified and not t.producer_confounded
+    assert t.identified("producer") and not t.confounded("producer")
     # ln(1 + 0.06 k) is nearly linear in k: ~0.058 per busy target (over 8 seeds the estimate
     # averaged 0.042, sd 0.013: the start-count instrument is slightly attenuated here)
     assert t.per_producer == pytest.approx(math.log1p(0.06), abs=0.03)
@@ -138,7 +138,7 @@ def test_not_identifiable_when_concurrency_does_not_vary():
     w = _estimate(df, 3, 1)
     assert w.estimated
     assert w.producer.producer_peers_sd < 0.05
-    assert not w.producer.producer_identified and math.isinf(w.producer.per_producer_se)
+    assert not w.producer.identified("producer") and math.isinf(w.producer.per_producer_se)
     assert w.scales_at(2, 2, 1.0, 0.5) == (1.0, 1.0)
     assert "per extra busy target" not in within_log_text(w, "target", "drafter")
 
@@ -170,7 +170,7 @@ def test_sweep_target_bound_log_cannot_see_target_contention():
     w = fit.contention.within
     assert w is not None and w.estimated
     assert w.producer.producer_peers_sd < 0.1
-    assert not w.producer.producer_identified
+    assert not w.producer.identified("producer")
     assert fit.contention.role_se[0] == pytest.approx(fit.contention.prior_se)
 
 
@@ -186,7 +186,7 @@ def test_sweep_drafter_bound_log_shows_no_target_contention_within_and_flags_con
     assert t.producer_peers_sd > 0.5
     assert t.per_producer < 0.02
     assert d.consumer_peers_sd == pytest.approx(0.0, abs=1e-9)
-    assert d.producer_confounded and d.usable("producer") == 0.0
+    assert d.confounded("producer") and d.usable("producer") == 0.0
     assert "confounded" in within_log_text(w, "target", "drafter")
 
 
