@@ -429,10 +429,6 @@ def fit_from_numbers(
         bps=x_obs,
         tok_s=x_obs * tokens_per_batch,
         steady=win,
-        done=None,
-        eta_s=None,
-        hs_mean_depth=None,
-        hs_full_share=None,
     )
     per = (o.gpus_per_worker or {}).get
     k = (int(per(names[0], 1)), int(per(names[1], 1)))  # GPUs per engine: ``roles`` counts engines

@@ -142,8 +142,6 @@ def _busy_counts(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.n
 def _mean_count(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Time average of the count over [a, b] (the count is 0 before the first breakpoint)."""
     x, cnt, cum = fn
-    if len(x) == 0:
-        return np.zeros(len(a))
 
     def integral(u):
         i = np.searchsorted(x, u, side="right") - 1
@@ -171,7 +169,7 @@ def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str, rows: np
         # busy at the start instant (own step excluded: it opens at that instant)
         x, cnt, _ = fn
         i = np.searchsorted(x, a, side="right") - 1
-        out[col + "0"] = (np.where(i < 0, 0.0, cnt[np.clip(i, 0, len(x) - 1)]) if len(x) else 0.0) - own
+        out[col + "0"] = np.where(i < 0, 0.0, cnt[np.clip(i, 0, len(x) - 1)]) - own
     return out
 
 

@@ -46,10 +46,10 @@ class ObservedRun:
     bps: float
     tok_s: float
     steady: SteadyWindow
-    done: float | None  # fraction of the job done at the log's end
-    eta_s: float | None  # the pipeline's own ETA at the log's end
-    hs_mean_depth: float | None  # time-weighted q_hs depth (from rates), if logged
-    hs_full_share: float | None
+    done: float | None = None  # fraction of the job done at the log's end
+    eta_s: float | None = None  # the pipeline's own ETA at the log's end
+    hs_mean_depth: float | None = None  # time-weighted q_hs depth (from rates), if logged
+    hs_full_share: float | None = None
     segments: tuple[SegmentRate, ...] = ()
 
     def with_tokens(self, tokens_per_batch: float) -> ObservedRun:

@@ -68,12 +68,10 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def segment_rates(segments: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> tuple[SegmentRate, ...]:
     """Each segment's own rate over its own steady window, with its segment number and round
-    (from the header's ``probe`` mark; 0 where absent).
-    """
+    (from the header's ``probe`` mark; 0 where absent)."""
     out = []
     for lg, w in zip(segments, wins):
-        mark = lg.header.extra.get("probe")
-        mark = mark if isinstance(mark, dict) else {}
+        mark = lg.header.extra["probe"]  # a dict: only probe segments are pooled (`probe_key`)
         out.append(
             SegmentRate(
                 segment=int(mark.get("segment", 0) or 0),
@@ -138,6 +136,3 @@ def pooled_with_rates(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow
         key = probe_key(lg)
         groups.setdefault(i if key is None else key, []).append(lg)
     return [(g[0], None, ()) if len(g) == 1 else pool_with_rates(g) for g in groups.values()]
-
-
-__all__ = ["pool_with_rates", "pooled_with_rates", "probe_key", "segment_rates"]
