@@ -88,8 +88,6 @@ class WithinLogContention:
 
     producer: RoleContention | None = None
     consumer: RoleContention | None = None
-    n_producer: int = 0
-    n_consumer: int = 0
     reason: str = ""
 
     @property
@@ -263,8 +261,6 @@ def estimate_within_log(
     steps: pd.DataFrame,
     producer: str,
     consumer: str,
-    n_producer: int,
-    n_consumer: int,
     start_s: float,
     end_s: float,
     *,
@@ -273,18 +269,15 @@ def estimate_within_log(
     """Within-log contention slopes from all of a log's steps (concurrency) and the steady window
     (the fit: at most ``MAX_FIT_STEPS`` per role, evenly spread over the window).
     """
-    n = dict(n_producer=n_producer, n_consumer=n_consumer)
     if sampled:
-        return WithinLogContention(reason="the log's steps are sampled (summary), so who was busy when is unknown", **n)
-    if steps.empty:
-        return WithinLogContention(reason="no step events", **n)
+        return WithinLogContention(reason="the log's steps are sampled (summary), so who was busy when is unknown")
     t = steps["t"].to_numpy(float)
     inside = (t >= start_s) & (t <= end_s)
     picked = {}
     for r in (producer, consumer):
         idx = np.flatnonzero(inside & (steps["role"] == r).to_numpy())
         if len(idx) < MIN_STEPS:
-            return WithinLogContention(reason=f"fewer than {MIN_STEPS} steady '{r}' steps", **n)
+            return WithinLogContention(reason=f"fewer than {MIN_STEPS} steady '{r}' steps")
         if len(idx) > MAX_FIT_STEPS:
             idx = idx[np.linspace(0, len(idx) - 1, MAX_FIT_STEPS).astype(int)]
         picked[r] = idx
@@ -293,7 +286,6 @@ def estimate_within_log(
     return WithinLogContention(
         producer=_role_fit(st.iloc[:k], producer, start_s, end_s),
         consumer=_role_fit(st.iloc[k:], consumer, start_s, end_s),
-        **n,
     )
 
 

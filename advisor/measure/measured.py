@@ -133,14 +133,5 @@ def measure_logs(logs: Sequence[RunLog]) -> Measurement:
     within = None
     if first is not None:
         lg, w = first.log, first.window
-        within = estimate_within_log(
-            lg.steps,
-            head.producer,
-            head.consumer,
-            lg.header.roles[head.producer],
-            lg.header.roles[head.consumer],
-            w.start_s,
-            w.end_s,
-            sampled=bool(lg.sampled),
-        )
+        within = estimate_within_log(lg.steps, head.producer, head.consumer, w.start_s, w.end_s, sampled=lg.sampled)
     return Measurement(logs=measured, within=within)

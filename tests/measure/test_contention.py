@@ -84,8 +84,8 @@ def pipeline_log(
     return df.sort_values("t", kind="stable").reset_index(drop=True)
 
 
-def _estimate(df: pd.DataFrame, n: int, m: int) -> WithinLogContention:
-    return estimate_within_log(df, "target", "drafter", n, m, 10.0, float(df["t"].max()))
+def _estimate(df: pd.DataFrame) -> WithinLogContention:
+    return estimate_within_log(df, "target", "drafter", 10.0, float(df["t"].max()))
 
 
 def test_busy_intervals_end_before_the_blocked_time():
@@ -113,7 +113,7 @@ def test_recovers_a_known_per_busy_target_slowdown():
     # drafter-bound (6 targets of 0.1 s work against one drafter of 0.03 s): targets block, so the
     # number of busy targets varies; each other busy target slows a target's step by 6%
     df = pipeline_log(n=6, m=1, work_t=0.1, work_d=0.03, per_busy_target=0.06)
-    w = _estimate(df, 6, 1)
+    w = _estimate(df)
     t = w.producer
     assert t.producer_peers_sd > 0.4
     assert t.identified("producer") and not t.confounded("producer")
@@ -126,7 +126,7 @@ def test_recovers_a_known_per_busy_target_slowdown():
 
 def test_no_contention_gives_no_slope():
     df = pipeline_log(n=6, m=1, work_t=0.1, work_d=0.03, per_busy_target=0.0, seed=1)
-    t = _estimate(df, 6, 1).producer
+    t = _estimate(df).producer
     assert t.producer_peers_sd > 0.4
     # over 8 seeds: mean -0.012, sd 0.011
     assert abs(t.per_producer) < 0.035
@@ -135,7 +135,7 @@ def test_no_contention_gives_no_slope():
 def test_not_identifiable_when_concurrency_does_not_vary():
     # target-bound (fast drafter): the targets never block, so always all of them are busy
     df = pipeline_log(n=3, m=1, work_t=0.1, work_d=0.01, per_busy_target=0.06, duration_s=60.0)
-    w = _estimate(df, 3, 1)
+    w = _estimate(df)
     assert w.estimated
     assert w.producer.producer_peers_sd < 0.05
     assert not w.producer.identified("producer") and math.isinf(w.producer.per_producer_se)
@@ -145,14 +145,14 @@ def test_not_identifiable_when_concurrency_does_not_vary():
 
 def test_too_few_or_sampled_steps_say_why():
     df = pipeline_log(n=2, m=1, work_t=0.1, work_d=0.05, per_busy_target=0.0, duration_s=3.0)
-    assert not _estimate(df, 2, 1).estimated
-    w = estimate_within_log(df, "target", "drafter", 2, 1, 0.0, 3.0, sampled=True)
+    assert not _estimate(df).estimated
+    w = estimate_within_log(df, "target", "drafter", 0.0, 3.0, sampled=True)
     assert not w.estimated and "sampled" in w.reason
 
 
 def test_fixed_point_applies_identified_slopes_only():
     df = pipeline_log(n=6, m=1, work_t=0.1, work_d=0.03, per_busy_target=0.06)
-    w = _estimate(df, 6, 1)
+    w = _estimate(df)
     # more busy targets than the log had -> longer target steps; the fixed point is stable
     sp, sc = w.fixed_point(7, 1, lambda a, b: (1.0, 1.0))
     assert sp > 1.0
