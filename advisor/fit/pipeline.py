@@ -132,12 +132,11 @@ def _fit_rates(measured: Measurement) -> dict:
     else bounds; variability assumed)."""
     producer, consumer = measured.producer, measured.consumer
     m0 = measured.logs[0]
-    lg, r = m0.log, m0.rates
-    bps = r[f"bps_{consumer}"].mean()
-    # tokens/s only where the snapshots logged it; else a nominal batch (the budget, or 1) sizes the
-    # model's batches, and tokens/s stays unknown (NaN) in every output
-    tokens_measured = "tok_s" in r and bool(r["tok_s"].notna().any()) and bps > 0
-    tokens_mean = float(r["tok_s"].mean() / bps) if tokens_measured else float(lg.header.token_budget or 1)
+    lg, r, ob = m0.log, m0.rates, m0.observed
+    # tokens/s only where the snapshots logged it (`observe`); else a nominal batch (the budget, or
+    # 1) sizes the model's batches, and tokens/s stays unknown (NaN) in every output
+    tokens_measured = not math.isnan(ob.tok_s) and ob.bps > 0
+    tokens_mean = ob.tok_s / ob.bps if tokens_measured else float(lg.header.token_budget or 1)
     observed = tuple(m.observed.with_tokens(tokens_mean) if tokens_measured else m.observed for m in measured.logs)
     full = observed[0].hs_full_share
     kinds = lg.header.extra.get("cap_bps_kind") or {}

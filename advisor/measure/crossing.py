@@ -17,7 +17,7 @@ excludes the wait behind the logged transfers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -27,14 +27,12 @@ from advisor.ingest.runlog import RunLog
 
 @dataclass(frozen=True)
 class LinkSample:
-    """A log's drafter steps that crossed: their bytes and link seconds; the local import's mean."""
+    """A log's drafter steps that crossed: their bytes and transfer seconds."""
 
     crossed: int  # drafter steps (steady) that crossed a node
     steps: int  # drafter steps (steady) whose origin is known
     bytes_: np.ndarray  # hs bytes of each crossing batch
-    link_s: np.ndarray  # its link seconds
-    local_xfer_s: float
-    transfer_s: np.ndarray = field(default_factory=lambda: np.empty(0))  # its transfer alone (FCFS order)
+    transfer_s: np.ndarray  # its transfer alone (FCFS order)
 
 
 def crossing(log: RunLog, drafter_steps: pd.DataFrame) -> np.ndarray | None:
@@ -84,8 +82,6 @@ def measure_link(log: RunLog, drafter_steps: pd.DataFrame) -> tuple[LinkSample |
         crossed=int(crossed.sum()),
         steps=int(np.isfinite(cross).sum()),
         bytes_=hs * tokens[crossed],
-        link_s=link_s[crossed],
-        local_xfer_s=local,
         transfer_s=fcfs_transfers(req, link_s[crossed]),
     )
     out = drafter_steps.copy()
