@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import accumulate
 
 import pandas as pd
 
@@ -88,33 +89,28 @@ def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, t
     rate (`segment_rates`).
     """
     wins = [find_steady(lg) for lg in segments]
-    steps, syncs, rates = [], [], []
-    offset = 0.0
-    for k, (lg, w) in enumerate(zip(segments, wins)):
-        steps.append(_shifted(lg.steps, w, offset, keep_start=k == 0))
-        syncs.append(_shifted(lg.syncs, w, offset, keep_start=k == 0))
-        rates.append(_shifted(lg.rates, w, offset, keep_start=k == 0))
-        offset += w.duration_s
+    starts = list(accumulate((w.duration_s for w in wins), initial=0.0))  # each window's place, end to end
+    offset = starts[-1]
+    parts = list(enumerate(zip(segments, wins, starts)))
+    frames = {
+        name: _concat([_shifted(getattr(lg, name), w, at, keep_start=k == 0) for k, (lg, w, at) in parts])
+        for name in ("steps", "syncs", "rates")
+    }
     total_s = sum(lg.duration_s for lg in segments)
     warm = sum(w.warmup_share * lg.duration_s for lg, w in zip(segments, wins))
     drain = sum(w.drain_share * lg.duration_s for lg, w in zip(segments, wins))
     end = merged_end(segments)
     if end is not None:
         end = {**end, "t": offset}
-    first = segments[0]
-    pooled_steps = _concat(steps)
-    n_steps = {str(r): int(n) for r, n in pooled_steps["role"].value_counts().items()} if len(pooled_steps) else {}
+    steps = frames["steps"]
     log = replace(
-        first,
+        segments[0],  # not sampled (`probe_key`), as none of the segments is
         path=group_name([lg.path for lg in segments]),
-        steps=pooled_steps,
-        syncs=_concat(syncs),
-        rates=_concat(rates),
+        **frames,
         end=end,
         n_lines=sum(lg.n_lines for lg in segments),
         t_max_s=offset,
-        n_steps=n_steps,
-        totals=None,
+        n_steps={str(r): int(n) for r, n in steps["role"].value_counts().items()} if len(steps) else {},
     )
     win = SteadyWindow(
         start_s=0.0,
