@@ -92,9 +92,8 @@ def time_weighted_queue(log: RunLog, win: SteadyWindow, name: str) -> tuple[floa
     if series is None:
         return None, None
     _, depth, w = series
-    cap = next((q.cap for q in log.header.queues if q.name == name), None)
-    full = float(np.average(depth >= cap - 0.5, weights=w)) if cap is not None else None  # cap 0: always full
-    return float(np.average(depth, weights=w)), full
+    cap = next(q.cap for q in log.header.queues if q.name == name)  # a queue of the header: it has a cap
+    return float(np.average(depth, weights=w)), float(np.average(depth >= cap - 0.5, weights=w))  # cap 0: always full
 
 
 def observe(log: RunLog, win: SteadyWindow) -> ObservedRun:
