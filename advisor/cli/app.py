@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -34,9 +34,6 @@ from advisor.settings import (
     option_fields,
 )
 
-if TYPE_CHECKING:
-    from advisor.records import Run
-
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
 # (~0.25 s of CPU on a 1M-line log). Set before numpy loads; a user's own setting wins.
@@ -45,6 +42,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 FOLLOW_ONLY = ("interval_s", "max_wait_s", "settle_tol")  # the Options fields that only --follow reads
 COMMANDS = ("advise", "check", "plot", "what-if", "import-tb", "summarize")
 TOP_LEVEL = ("--help", "-h", "--version", "-V")
+# click's usage error and its base, from whichever click typer uses (typer >= 0.25 ships its own)
+USAGE_ERROR, CLICK_ERROR = typer.BadParameter.__mro__[1:3]
 
 app = typer.Typer(
     add_completion=False,
@@ -124,12 +123,7 @@ BIG_INPUT_BYTES = 20 << 20  # above this, say on a terminal what is being read
 
 
 def _advise_or_die(logs: list[Path], options: Options):
-    size = 0
-    for p in logs:
-        try:
-            size += p.stat().st_size if p.is_file() else 0
-        except OSError:
-            pass  # the loader names what is wrong with it
+    size = sum(os.path.getsize(p) for p in logs if os.path.isfile(p))  # an odd path: the loader names it
     status = sys.stderr.isatty() and size > BIG_INPUT_BYTES
     if status:
         typer.echo(
@@ -333,25 +327,6 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
-def _tb_header(run: str, roles: str, queues: list[str] | None, options: Options, **counts: Any) -> "Run":
-    """The imported log's `advisor.records.Run` header from import-tb's --roles, --queue, counts
-    and the shared engine options."""
-    from advisor.records import Run
-    from advisor.tbimport import parse_queue, parse_roles
-
-    role_map = parse_roles(roles)
-    k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1]) or None
-    return Run(
-        run=run,
-        roles=role_map,
-        gpus=options.gpus,
-        queues=[parse_queue(q, list(role_map)) for q in queues or []],
-        gpus_per_worker=k,
-        gpus_per_node=options.gpus_per_node,
-        **counts,
-    )
-
-
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
 def _import_tb_cmd(
     events: Annotated[
@@ -404,16 +379,29 @@ def _import_tb_cmd(
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
+    from advisor.records import Run
     from advisor.stacks import import_stack
+    from advisor.tbimport import parse_queue, parse_roles
 
     if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
     options = options_of(locals())
-    counts = {"token_budget": budget, "samples": samples, "epochs": epochs}
     with warnings.catch_warnings(record=True) as seen:  # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
-            header = _tb_header(run_name or Path(events[0]).name, role_counts, queue, options, **counts)
+            roles = parse_roles(role_counts)
+            k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(roles)[:: len(roles) - 1])
+            header = Run(
+                run=run_name or Path(events[0]).name,
+                roles=roles,
+                gpus=options.gpus,
+                queues=[parse_queue(q, list(roles)) for q in queue or []],
+                gpus_per_worker=k or None,
+                gpus_per_node=options.gpus_per_node,
+                token_budget=budget,
+                samples=samples,
+                epochs=epochs,
+            )
             path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
         except ValueError as e:
             _warn_lines(seen)
@@ -490,27 +478,6 @@ def _one_line_usage(e, args: list[str]) -> str:
     return f"{msg} (see '{where} --help')"
 
 
-def _click_kinds() -> dict[str, tuple[type, ...]]:
-    """click's exception classes: typer >= 0.25 ships its own copy of click, older ones use click's."""
-    import importlib
-
-    mods = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            mods.append(importlib.import_module(name))
-        except ImportError:
-            pass
-    return {
-        kind: tuple(getattr(m, cls) for m in mods if isinstance(getattr(m, cls, None), type))
-        for kind, cls in (
-            ("help", "NoArgsIsHelpError"),
-            ("usage", "UsageError"),
-            ("click", "ClickException"),
-            ("abort", "Abort"),
-        )
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     """The `dflash-advise` entry point.
 
@@ -533,17 +500,17 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         code = 2
+    except typer.Abort:
+        typer.echo("dflash-advise: interrupted", err=True)
+        code = 130
     except Exception as e:
-        kinds, code = _click_kinds(), 2
-        if isinstance(e, kinds["help"]):
+        code = 2
+        if type(e).__name__ == "NoArgsIsHelpError":  # click >= 8.2: the help, as click shows it
             e.show()
-        elif isinstance(e, kinds["abort"]):
-            typer.echo("dflash-advise: interrupted", err=True)
-            code = 130
-        elif isinstance(e, kinds["usage"]):
+        elif isinstance(e, USAGE_ERROR):
             typer.echo(f"dflash-advise: {_one_line_usage(e, args)}", err=True)
         else:
-            msg = " ".join(e.format_message().split()) if isinstance(e, kinds["click"]) else internal_error(e, inputs)
+            msg = " ".join(e.format_message().split()) if isinstance(e, CLICK_ERROR) else internal_error(e, inputs)
             typer.echo(f"dflash-advise: {msg}", err=True)
     sys.exit(code if isinstance(code, int) else 0)
 
