@@ -671,7 +671,7 @@ def build_settings(options: Options, logged: Logged) -> Settings:
     judged = check_roles(options.roles, producer, consumer, gpus, k) if options.roles is not None else None
     return Settings(
         options=options,
-        logged=replace(logged, tokens_range=tuple(lo_hi), gpus_per_worker=tuple(logged.gpus_per_worker)),
+        logged=logged,
         gpus=gpus,
         hs_cap=logged.hs_cap if options.hs_cap is None else options.hs_cap,
         tokens_per_batch=float(tokens),
