@@ -353,9 +353,6 @@ def _advise_pass(
         # a .gz log being written cannot be decoded to its end yet
         screen.status(f"waiting for data ({n_lines} lines so far): {e}")
         return None
-    except KeyError as e:
-        _err(f"--roles: {e.args[0]}")
-        return EXIT_UNUSABLE
     except ValueError as e:
         _err(str(e))
         return EXIT_UNUSABLE
