@@ -86,7 +86,7 @@ class Options:
     """Every option the advice, the gate and ``--follow`` take: given once, validated here, passed whole.
 
     A field's type is what it takes and its metadata (a `Flag`) its flag, help and limits: the
-    CLI's options (`advisor.cli.flags`) and the gate's config keys (the field names) are made from
+    CLI's options (`advisor.cli.app.opt`) and the gate's config keys (the field names) are made from
     them, so a default or limit is written only here. None stands for the default the help names
     (mostly the log's; from bare numbers, what the what-if help says). Role maps (``roles``,
     ``gpus_per_worker``, ``engine_scaling``) are ``role=value`` text or a mapping, their role names

@@ -10,16 +10,15 @@ typer calls them, and their parameters, one per option, are the command line its
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, get_origin
 
 import typer
 
 from advisor import __version__
-from advisor.cli.flags import opt, options_of
-from advisor.errors import internal_error
+from advisor.errors import SettingsError, internal_error
 from advisor.settings import (
     DEFAULT_FOLLOW_INTERVAL_S,
     DEFAULT_HS_CAP,
@@ -32,6 +31,7 @@ from advisor.settings import (
     check_counts,
     check_role_names,
     option_fields,
+    option_kind,
 )
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
@@ -89,6 +89,33 @@ AsMarkdown = Annotated[
     bool, typer.Option("--markdown", help="Short for --format markdown, e.g. for a pull-request comment.")
 ]
 FormatOpt = Annotated[Format | None, typer.Option("--format", "-f", help="Output format.", show_default="text")]
+
+
+def opt(name: str, **over: Any) -> Any:
+    """The type of the command-line option of `Options` field ``name``: an ``Annotated`` type whose
+    ``typer.Option`` carries the field's flag, help and the limits click checks; ``over`` replaces
+    what the field's `advisor.settings.Flag` says (a command's own ``help``)."""
+    f = option_fields()[name]
+    flag, kind = f.metadata["flag"], option_kind(name)
+    limits: dict[str, Any] = {}
+    if get_origin(kind) is Mapping:
+        kind = str  # role=value text
+    elif flag.lo is not None and not flag.lo_open:
+        limits["min"] = flag.lo
+    if flag.click_hi:
+        limits["max"] = flag.hi
+    if f.default is None:
+        kind = kind | None
+    return Annotated[kind, typer.Option(flag.name, **{"help": flag.help, **limits, **over})]
+
+
+def options_of(params: Mapping[str, Any]) -> Options:
+    """The `Options` of a command's parameters (those named after its fields); on an unusable
+    option, exit 2 with one line naming it."""
+    try:
+        return Options(**{name: v for name, v in params.items() if name in option_fields()})
+    except SettingsError as e:
+        _die(str(e))
 
 
 def _die(msg: str, code: int = 2) -> None:
