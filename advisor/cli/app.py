@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, get_origin
 
 import typer
 
@@ -33,6 +33,9 @@ from advisor.settings import (
     option_fields,
     option_kind,
 )
+
+if TYPE_CHECKING:
+    from advisor.records import Run
 
 # The advisor's linear algebra is tiny or one long reduction: an OpenBLAS thread pool gains nothing
 # there, and its idle workers busy-wait after each call on the cores the parse and the fit use
@@ -354,6 +357,25 @@ def _warn_lines(seen: list) -> None:
         typer.echo(f"dflash-advise: warning: {' '.join(str(w.message).split())}", err=True)
 
 
+def _tb_header(run: str, roles: str, queues: list[str] | None, options: Options, **counts: Any) -> "Run":
+    """The imported log's `advisor.records.Run` header from import-tb's --roles, --queue, counts
+    and the shared engine options."""
+    from advisor.records import Run
+    from advisor.tbimport import parse_queue, parse_roles
+
+    role_map = parse_roles(roles)
+    k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(role_map)[:: len(role_map) - 1]) or None
+    return Run(
+        run=run,
+        roles=role_map,
+        gpus=options.gpus,
+        queues=[parse_queue(q, list(role_map)) for q in queues or []],
+        gpus_per_worker=k,
+        gpus_per_node=options.gpus_per_node,
+        **counts,
+    )
+
+
 @app.command("import-tb", short_help="A rate log from TensorBoard scalars.")
 def _import_tb_cmd(
     events: Annotated[
@@ -406,29 +428,16 @@ def _import_tb_cmd(
     """Rate log from TensorBoard scalars or exported histories: per-role throughput/capacity mapped to rates events."""
     import warnings
 
-    from advisor.records import Run
     from advisor.stacks import import_stack
-    from advisor.tbimport import parse_queue, parse_roles
 
     if stack is None and not mapping:
         _die("import-tb: give --stack NAME (torchspec, specforge, speculators) or --map KEY=TAG")
     options = options_of(locals())
+    counts = {"token_budget": budget, "samples": samples, "epochs": epochs}
     with warnings.catch_warnings(record=True) as seen:  # each said in one line, not as Python prints them
         warnings.simplefilter("always")
         try:
-            roles = parse_roles(role_counts)
-            k = check_role_names("--gpus-per-worker", options.gpus_per_worker, tuple(roles)[:: len(roles) - 1])
-            header = Run(
-                run=run_name or Path(events[0]).name,
-                roles=roles,
-                gpus=options.gpus,
-                queues=[parse_queue(q, list(roles)) for q in queue or []],
-                gpus_per_worker=k or None,
-                gpus_per_node=options.gpus_per_node,
-                token_budget=budget,
-                samples=samples,
-                epochs=epochs,
-            )
+            header = _tb_header(run_name or Path(events[0]).name, role_counts, queue, options, **counts)
             path, n = import_stack(events, out, header, stack=stack, mapping=mapping or [], ended=ended)
         except ValueError as e:
             _warn_lines(seen)
