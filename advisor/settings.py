@@ -64,18 +64,18 @@ class Flag:
     (the field must be above it where ``lo_open``), ``hi`` the greatest (click checks it too where
     ``click_hi``); ``example``, a role map's, for its errors."""
 
-    name: str  # the flag, e.g. "--gpus"; every error names it
     help: str
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
     click_hi: bool = False
     example: str = ""
+    name: str = ""  # the flag, e.g. "--gpus" (unless given: the field's name, dashed); every error names it
 
 
-def _opt(default: Any, flag: str, help: str, **kw: Any) -> Any:
+def _opt(default: Any, help: str, **kw: Any) -> Any:
     """A field of `Options`: its default, and its `Flag` as the field's metadata."""
-    return field(default=default, metadata={"flag": Flag(flag, help, **kw)})
+    return field(default=default, metadata={"flag": Flag(help, **kw)})
 
 
 _SHARE = {"lo": 0.0, "hi": 1.0, "click_hi": True}  # a number from 0 to 1, checked by click too
@@ -86,7 +86,7 @@ class Options:
     """Every option the advice, the gate and ``--follow`` take: given once, validated here, passed whole.
 
     A field's type is what it takes and its metadata (a `Flag`) its flag, help and limits: the
-    CLI's options (`advisor.cli.flags`) and the gate's config keys (the field names) are made from
+    CLI's options (`advisor.cli.app.opt`) and the gate's config keys (the field names) are made from
     them, so a default or limit is written only here. None stands for the default the help names
     (mostly the log's; from bare numbers, what the what-if help says). Role maps (``roles``,
     ``gpus_per_worker``, ``engine_scaling``) are ``role=value`` text or a mapping, their role names
@@ -94,31 +94,27 @@ class Options:
     Raises `advisor.errors.SettingsError` naming the flag.
     """
 
-    gpus: int | None = _opt(None, "--gpus", "GPUs to split (default: the log header's).", lo=MIN_GPUS, hi=MAX_GPUS)
+    gpus: int | None = _opt(None, "GPUs to split (default: the log header's).", lo=MIN_GPUS, hi=MAX_GPUS)
     roles: Mapping[str, int] | None = _opt(
         None,
-        "--roles",
         "Split to judge, e.g. target=6,drafter=2; must sum to the GPUs split (default: the observed one).",
         lo=1,
         hi=MAX_GPUS,
         example="target=6,drafter=2",
     )
     hs_cap: int | None = _opt(
-        None, "--hs-cap", "Project with this q_hs depth (batches) instead of the log's.", lo=0, hi=MAX_QUEUE_CAP
+        None, "Project with this q_hs depth (batches) instead of the log's.", lo=0, hi=MAX_QUEUE_CAP
     )
-    token_budget: int | None = _opt(
-        None, "--token-budget", "Project with this batch token budget instead.", lo=1, hi=MAX_TOKEN_BUDGET
-    )
+    token_budget: int | None = _opt(None, "Project with this batch token budget instead.", lo=1, hi=MAX_TOKEN_BUDGET)
     restart_cost_h: float = _opt(
         DEFAULT_RESTART_COST_H,
-        "--restart-cost",
         "Hours a restart costs (reload, warm-up); weighed against the ETA gain of a switch.",
         lo=0.0,
         hi=MAX_RESTART_COST_H,
+        name="--restart-cost",
     )
     job_hours: float | None = _opt(
         None,
-        "--job-hours",
         "Hours the rest of the job takes at the split it runs now (for a next run: the whole job "
         "there); weighs a restart and a probe against it (default: the log's samples x epochs and "
         "progress, else its eta_s; from bare numbers: unknown).",
@@ -127,30 +123,29 @@ class Options:
         hi=MAX_TIME_S / 3600.0,
     )
     next_run: bool = _opt(
-        False,
-        "--next-run",
-        "Advise the split for the job's next run (no restart cost); implied when the log has ended.",
+        False, "Advise the split for the job's next run (no restart cost); implied when the log has ended."
     )
-    exact: bool = _opt(False, "--exact", "Also simulate every split exactly from the log's own step times (slower).")
+    exact: bool = _opt(False, "Also simulate every split exactly from the log's own step times (slower).")
     interval_s: float = _opt(
-        DEFAULT_FOLLOW_INTERVAL_S, "--interval", "Seconds between refreshes with --follow.", lo=MIN_FOLLOW_INTERVAL_S
+        DEFAULT_FOLLOW_INTERVAL_S,
+        "Seconds between refreshes with --follow.",
+        lo=MIN_FOLLOW_INTERVAL_S,
+        name="--interval",
     )
     max_wait_s: float | None = _opt(
         None,
-        "--max-wait",
         "With --follow: give up (exit 2) if a log is still missing after this many seconds (default: wait).",
         lo=0.0,
+        name="--max-wait",
     )
     settle_tol: float = _opt(
         DEFAULT_SETTLE_TOL,
-        "--settle-tol",
         f"With --follow: the odds have settled when, over the last {SETTLE_REFRESHES} refreshes, the action "
         f"and split are unchanged and p_best (0-1) and the expected regret (/100) each moved at most this.",
         **_SHARE,
     )
     gpus_per_worker: Mapping[str, int] | None = _opt(
         None,
-        "--gpus-per-worker",
         "GPUs one engine of a role holds, e.g. target=2 (TP-2 targets); roles not named: "
         "the log's (1 if it says none). Splits are enumerated in engines.",
         lo=1,
@@ -158,18 +153,16 @@ class Options:
     )
     engine_scaling: Mapping[str, float] | None = _opt(
         None,
-        "--engine-scaling",
         "With --gpus-per-worker unlike the log's: the per-GPU rate ratio of the new engine "
         "size to the logged one, e.g. target=0.9 (1: linear). An assumption you give.",
         lo=MIN_ENGINE_SCALING,
         hi=MAX_ENGINE_SCALING,
     )
     gpus_per_node: int | None = _opt(
-        None, "--gpus-per-node", "GPUs of one node (default: the log's; none: one node holds all).", lo=1, hi=MAX_GPUS
+        None, "GPUs of one node (default: the log's; none: one node holds all).", lo=1, hi=MAX_GPUS
     )
     link_gbytes_s: float | None = _opt(
         None,
-        "--link-gbytes-s",
         "Inter-node link bandwidth, GB/s (1e9 bytes/s), one per node pair direction (default: measured "
         "from the log's xfer, else its header's link_bytes_s).",
         lo=0.0,
@@ -177,31 +170,24 @@ class Options:
         hi=MAX_LINK_GBYTES_S,
     )
     min_efficiency: float | None = _opt(
-        None, "--min-efficiency", f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).", **_SHARE
+        None, f"Fail below this (default: the config's, else {DEFAULT_MIN_EFFICIENCY:g}).", **_SHARE
     )
     min_gpu_util: float | None = _opt(
-        None,
-        "--min-gpu-util",
-        "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).",
-        **_SHARE,
+        None, "Fail below this GPU utilisation (with --metric gpu_util or a gpu_util config).", **_SHARE
     )
     min_confidence: float | None = _opt(
         None,
-        "--min-confidence",
         "Also fail unless the planned split is at least this likely (0-1) to be within 2% "
         "of the best split: its p_best (default: the config's, else no such condition).",
         **_SHARE,
     )
-    metric: str | None = _opt(None, "--metric", "efficiency or gpu_util (default: the config's, else efficiency).")
-    tokens_per_batch: float = _opt(
-        DEFAULT_TOKENS_PER_BATCH, "--tokens-per-batch", "Mean tokens per batch (for tok/s).", lo=1.0
-    )
-    scv: float | None = _opt(None, "--scv", "Step-time variability (squared CV).", lo=0.0)
-    sync_every: int = _opt(0, "--sync-every", "Drafter steps per sync.", lo=0, hi=MAX_SYNC_EVERY)
-    sync_s: float = _opt(0.0, "--sync-s", "Seconds per sync at this drafter count.", lo=0.0)
+    metric: str | None = _opt(None, "efficiency or gpu_util (default: the config's, else efficiency).")
+    tokens_per_batch: float = _opt(DEFAULT_TOKENS_PER_BATCH, "Mean tokens per batch (for tok/s).", lo=1.0)
+    scv: float | None = _opt(None, "Step-time variability (squared CV).", lo=0.0)
+    sync_every: int = _opt(0, "Drafter steps per sync.", lo=0, hi=MAX_SYNC_EVERY)
+    sync_s: float = _opt(0.0, "Seconds per sync at this drafter count.", lo=0.0)
     hs_bytes_per_token: float | None = _opt(
         None,
-        "--hs-bytes-per-token",
         "Bytes of hidden state per token (a log header's hs_bytes_per_token): what a batch sends "
         "over --link-gbytes-s between nodes, and what q_hs slots cost in memory.",
         lo=0.0,
@@ -209,7 +195,7 @@ class Options:
         hi=MAX_HS_BYTES_PER_TOKEN,
     )
     # from bare numbers: carry what real GPUs do that the numbers cannot show (`advisor.fit.pipeline`)
-    hardware_priors: bool = _opt(True, "hardware_priors", "")
+    hardware_priors: bool = _opt(True, "", name="hardware_priors")
 
     def __post_init__(self) -> None:
         for name, f in option_fields().items():
@@ -258,6 +244,10 @@ class Options:
             ``base`` with the fields set here (off their defaults, and not None) put in.
         """
         return replace(base, **{name: v for name, v in self.given().items() if v is not None})
+
+
+for _f in fields(Options):  # a flag not named is the field's name, dashed: hs_cap's is --hs-cap
+    object.__setattr__(_f.metadata["flag"], "name", _f.metadata["flag"].name or "--" + _f.name.replace("_", "-"))
 
 
 @functools.cache
@@ -681,7 +671,7 @@ def build_settings(options: Options, logged: Logged) -> Settings:
     judged = check_roles(options.roles, producer, consumer, gpus, k) if options.roles is not None else None
     return Settings(
         options=options,
-        logged=replace(logged, tokens_range=tuple(lo_hi), gpus_per_worker=tuple(logged.gpus_per_worker)),
+        logged=logged,
         gpus=gpus,
         hs_cap=logged.hs_cap if options.hs_cap is None else options.hs_cap,
         tokens_per_batch=float(tokens),

@@ -170,21 +170,9 @@ def _number(text: str | None, path: Path, line: int, column: str) -> float | Non
     return v if math.isfinite(v) else None
 
 
-def _column_tags(columns: Sequence[str], skip: set[str]) -> dict[str, str]:
-    """column -> tag: a wandb chart export's 'RUN - TAG' read as TAG; __MIN/__MAX skipped."""
-    out: dict[str, str] = {}
-    for c in columns:
-        if c in skip or c.endswith(("__MIN", "__MAX")):
-            continue
-        tag = c.rsplit(" - ", 1)[1] if " - " in c else c
-        if tag in out.values():
-            raise ValueError(f"two columns hold the tag {tag!r}")
-        out[c] = tag
-    return out
-
-
 def _wide_columns(path: Path, columns: list[str]) -> tuple[str, str, dict[str, str]]:
-    """The step column, the time column and column -> tag of a wide table."""
+    """The step column, the time column and column -> tag of a wide table: a wandb chart export's
+    'RUN - TAG' read as TAG; __MIN/__MAX skipped."""
     step_col = next((c for c in STEP_COLUMNS if c in columns), None)
     time_col = next((c for c in TIME_COLUMNS if c in columns), None)
     if step_col is None or time_col is None:
@@ -194,10 +182,15 @@ def _wide_columns(path: Path, columns: list[str]) -> tuple[str, str, dict[str, s
             f"needs a step column ({', '.join(STEP_COLUMNS)}) and a time column "
             f"({', '.join(TIME_COLUMNS)}); it has: {', '.join(columns) or 'none'}",
         )
-    try:
-        return step_col, time_col, _column_tags(columns, {step_col, time_col})
-    except ValueError as e:
-        raise LogError(str(path), 1, str(e)) from None
+    tags: dict[str, str] = {}
+    for c in columns:
+        if c in (step_col, time_col) or c.endswith(("__MIN", "__MAX")):
+            continue
+        tag = c.rsplit(" - ", 1)[1] if " - " in c else c
+        if tag in tags.values():
+            raise LogError(str(path), 1, f"two columns hold the tag {tag!r}")
+        tags[c] = tag
+    return step_col, time_col, tags
 
 
 def read_csv_scalars(path: str | Path) -> tuple[dict[str, list[Scalar]], float]:

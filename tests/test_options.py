@@ -117,7 +117,7 @@ def test_every_field_has_a_flag_and_every_command_option_is_a_fields():
 
 def test_no_command_signature_is_rewritten():
     """typer reads each command's options from the command's own signature: Annotated types made
-    from the Options fields (advisor.cli.flags.opt), none written in through ``__signature__``."""
+    from the Options fields (advisor.cli.app.opt), none written in through ``__signature__``."""
     assert len(app.registered_commands) == 6
     for c in app.registered_commands:
         assert "__signature__" not in vars(c.callback) and not hasattr(c.callback, "__wrapped__"), c.name

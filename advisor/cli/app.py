@@ -10,16 +10,15 @@ typer calls them, and their parameters, one per option, are the command line its
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_origin
 
 import typer
 
 from advisor import __version__
-from advisor.cli.flags import opt, options_of
-from advisor.errors import internal_error
+from advisor.errors import SettingsError, internal_error
 from advisor.settings import (
     DEFAULT_FOLLOW_INTERVAL_S,
     DEFAULT_HS_CAP,
@@ -32,6 +31,7 @@ from advisor.settings import (
     check_counts,
     check_role_names,
     option_fields,
+    option_kind,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 FOLLOW_ONLY = ("interval_s", "max_wait_s", "settle_tol")  # the Options fields that only --follow reads
 COMMANDS = ("advise", "check", "plot", "what-if", "import-tb", "summarize")
 TOP_LEVEL = ("--help", "-h", "--version", "-V")
+# click's usage error and its base, from whichever click typer uses (typer >= 0.25 ships its own)
+USAGE_ERROR, CLICK_ERROR = typer.BadParameter.__mro__[1:3]
 
 app = typer.Typer(
     add_completion=False,
@@ -92,6 +94,33 @@ AsMarkdown = Annotated[
 FormatOpt = Annotated[Format | None, typer.Option("--format", "-f", help="Output format.", show_default="text")]
 
 
+def opt(name: str, **over: Any) -> Any:
+    """The type of the command-line option of `Options` field ``name``: an ``Annotated`` type whose
+    ``typer.Option`` carries the field's flag, help and the limits click checks; ``over`` replaces
+    what the field's `advisor.settings.Flag` says (a command's own ``help``)."""
+    f = option_fields()[name]
+    flag, kind = f.metadata["flag"], option_kind(name)
+    limits: dict[str, Any] = {}
+    if get_origin(kind) is Mapping:
+        kind = str  # role=value text
+    elif flag.lo is not None and not flag.lo_open:
+        limits["min"] = flag.lo
+    if flag.click_hi:
+        limits["max"] = flag.hi
+    if f.default is None:
+        kind = kind | None
+    return Annotated[kind, typer.Option(flag.name, **{"help": flag.help, **limits, **over})]
+
+
+def options_of(params: Mapping[str, Any]) -> Options:
+    """The `Options` of a command's parameters (those named after its fields); on an unusable
+    option, exit 2 with one line naming it."""
+    try:
+        return Options(**{name: v for name, v in params.items() if name in option_fields()})
+    except SettingsError as e:
+        _die(str(e))
+
+
 def _die(msg: str, code: int = 2) -> None:
     typer.echo(f"dflash-advise: {msg}", err=True)
     raise typer.Exit(code)
@@ -124,12 +153,7 @@ BIG_INPUT_BYTES = 20 << 20  # above this, say on a terminal what is being read
 
 
 def _advise_or_die(logs: list[Path], options: Options):
-    size = 0
-    for p in logs:
-        try:
-            size += p.stat().st_size if p.is_file() else 0
-        except OSError:
-            pass  # the loader names what is wrong with it
+    size = sum(os.path.getsize(p) for p in logs if os.path.isfile(p))  # an odd path: the loader names it
     status = sys.stderr.isatty() and size > BIG_INPUT_BYTES
     if status:
         typer.echo(
@@ -490,27 +514,6 @@ def _one_line_usage(e, args: list[str]) -> str:
     return f"{msg} (see '{where} --help')"
 
 
-def _click_kinds() -> dict[str, tuple[type, ...]]:
-    """click's exception classes: typer >= 0.25 ships its own copy of click, older ones use click's."""
-    import importlib
-
-    mods = []
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            mods.append(importlib.import_module(name))
-        except ImportError:
-            pass
-    return {
-        kind: tuple(getattr(m, cls) for m in mods if isinstance(getattr(m, cls, None), type))
-        for kind, cls in (
-            ("help", "NoArgsIsHelpError"),
-            ("usage", "UsageError"),
-            ("click", "ClickException"),
-            ("abort", "Abort"),
-        )
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     """The `dflash-advise` entry point.
 
@@ -533,17 +536,17 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         code = 2
+    except typer.Abort:
+        typer.echo("dflash-advise: interrupted", err=True)
+        code = 130
     except Exception as e:
-        kinds, code = _click_kinds(), 2
-        if isinstance(e, kinds["help"]):
+        code = 2
+        if type(e).__name__ == "NoArgsIsHelpError":  # click >= 8.2: the help, as click shows it
             e.show()
-        elif isinstance(e, kinds["abort"]):
-            typer.echo("dflash-advise: interrupted", err=True)
-            code = 130
-        elif isinstance(e, kinds["usage"]):
+        elif isinstance(e, USAGE_ERROR):
             typer.echo(f"dflash-advise: {_one_line_usage(e, args)}", err=True)
         else:
-            msg = " ".join(e.format_message().split()) if isinstance(e, kinds["click"]) else internal_error(e, inputs)
+            msg = " ".join(e.format_message().split()) if isinstance(e, CLICK_ERROR) else internal_error(e, inputs)
             typer.echo(f"dflash-advise: {msg}", err=True)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -259,32 +259,29 @@ def run_check(sources: Sequence[Path], options: Options | None = None, /, **give
     sources = [Path(s) for s in sources]
     single_toml = len(sources) == 1 and sources[0].suffix == ".toml"
     cfg = load_config(sources[0]) if single_toml else GateConfig(profile=sources)
-    metric = options.metric or cfg.options.metric or METRICS[0]
+    plan = options.over(cfg.options)  # the command line over the config
+    metric = plan.metric or METRICS[0]
     threshold = _threshold(cfg, metric, options)
     from_cli = options.roles is not None
-    planned = options.roles or cfg.options.roles
-    adv = _advise_for(cfg, options, planned, from_cli)
-    if planned is None:
-        planned = dict(adv.observed.roles)
+    adv = _advise_for(cfg, plan, from_cli)
+    planned = plan.roles or dict(adv.observed.roles)
     _check_planned(adv, planned, cfg, from_cli)
     adv = adv.judge(planned)
-    min_confidence = options.min_confidence if options.min_confidence is not None else cfg.options.min_confidence
-    return replace(adv, gate=_gate_outcome(adv, planned, metric, threshold, min_confidence))
+    return replace(adv, gate=_gate_outcome(adv, planned, metric, threshold, plan.min_confidence))
 
 
-def _advise_for(cfg: GateConfig, options: Options, planned: Mapping[str, int] | None, from_cli: bool) -> Advice:
+def _advise_for(cfg: GateConfig, plan: Options, from_cli: bool) -> Advice:
     """Fit the profile log(s) and advise for the cluster the planned split is judged on.
 
     A config plans a cluster (default: the GPUs of its roles' engines); on the command line
     ``--roles`` judges a split of the profile's own G, so roles that do not sum to it are an
     error (`_check_planned`), not another G.
     """
-    n_gpus = options.gpus or cfg.options.gpus
-    profile = replace(options.over(cfg.options), gpus=n_gpus, roles=None)
+    profile = replace(plan, roles=None)
     fitted = fit_logs(cfg.profile)
     p, c = fitted.fit.roles
-    if planned and not from_cli and n_gpus is None and set(planned) == {p, c}:
-        profile = replace(profile, gpus=fitted.settings(profile).split_gpus(planned[p], planned[c]))
+    if plan.roles and not from_cli and plan.gpus is None and set(plan.roles) == {p, c}:
+        profile = replace(profile, gpus=fitted.settings(profile).split_gpus(plan.roles[p], plan.roles[c]))
     return fitted.advise(profile)
 
 
@@ -325,7 +322,10 @@ def _gate_outcome(
     p, c = adv.roles
     row = adv.split_row(planned)
     value = float(row[metric])
-    p_best = _p_best(adv, str(row.name))
+    try:  # how likely the split is within the resolution of the best, from the decision's odds
+        p_best = None if adv.decision.odds is None else float(adv.decision.odds.of(str(row.name)).p_best)
+    except KeyError:
+        p_best = None
     failed = [metric] if not value >= threshold else []
     if min_confidence is not None:
         if p_best is None:
@@ -344,14 +344,3 @@ def _gate_outcome(
         "bps": float(row["bps"]),
         "bottleneck": str(row["bottleneck"]),
     }
-
-
-def _p_best(adv: Advice, label: str) -> float | None:
-    """How likely split ``label`` is within the resolution of the best, from the decision's odds."""
-    odds = adv.decision.odds
-    if odds is None:
-        return None
-    try:
-        return float(odds.of(label).p_best)
-    except KeyError:
-        return None

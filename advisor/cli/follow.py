@@ -126,11 +126,11 @@ class OddsPoint:
 class Settling:
     """Whether the odds have settled over the last ``refreshes`` reports (module docstring)."""
 
-    def __init__(self, tol: float, refreshes: int = SETTLE_REFRESHES):
+    def __init__(self, tol: float):
         self.tol = tol
-        self.refreshes = refreshes
+        self.refreshes = SETTLE_REFRESHES
         self.count = 0
-        self.points: deque[OddsPoint | None] = deque(maxlen=refreshes)
+        self.points: deque[OddsPoint | None] = deque(maxlen=SETTLE_REFRESHES)
 
     def add(self, point: OddsPoint | None) -> None:
         """Count one report and keep its point among the last ``refreshes``."""
@@ -292,23 +292,16 @@ def _unusable_args(args: Sequence[Path]) -> bool:
     return False
 
 
-def _kind(p: Path) -> str | None:
-    """What a followed argument is now: a file, a folder, another kind (FIFO, device...), or None (missing)."""
-    try:
-        st = os.stat(p)
-    except OSError:
-        return None
-    return "file" if stat.S_ISREG(st.st_mode) else "folder" if stat.S_ISDIR(st.st_mode) else "special file"
-
-
 def _kind_changed(args: Sequence[Path], kinds: dict[Path, str]) -> bool:
     """An argument that was a file and is now a folder (or any other change of type): said, and True.
 
     A missing path is no change (a log rotated or re-created); the first kind seen is remembered."""
     for a in args:
-        now = _kind(a)
-        if now is None:
+        try:
+            mode = os.stat(a).st_mode
+        except OSError:
             continue
+        now = "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "special file"
         was = kinds.setdefault(a, now)
         if now != was:
             _err(f"{a}: was a {was} and is now a {now}; --follow reads what it started on: start it again")
@@ -360,9 +353,6 @@ def _advise_pass(
         # a .gz log being written cannot be decoded to its end yet
         screen.status(f"waiting for data ({n_lines} lines so far): {e}")
         return None
-    except KeyError as e:
-        _err(f"--roles: {e.args[0]}")
-        return EXIT_UNUSABLE
     except ValueError as e:
         _err(str(e))
         return EXIT_UNUSABLE

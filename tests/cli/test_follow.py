@@ -218,11 +218,13 @@ def test_follow_fifo_is_refused(tmp_path, monkeypatch, capsys):
     assert str(fifo) in capsys.readouterr().err
 
 
-def test_follow_crash_is_exit_2_one_line(monkeypatch, capsys):
+@pytest.mark.parametrize("error", [RuntimeError, KeyError])
+def test_follow_crash_is_exit_2_one_line(monkeypatch, capsys, error):
+    """A bug is named one, as without --follow: a KeyError too (it was said as a --roles error)."""
     import advisor.advice
 
     def boom(*a, **k):
-        raise RuntimeError("simulated")
+        raise error("simulated")
 
     monkeypatch.setattr(advisor.advice, "advise", boom)
     assert follow_logs([FIXTURE], interval_s=0.1, out=io.StringIO()) == 2
