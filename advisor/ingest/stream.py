@@ -10,8 +10,8 @@ pass here, a small pipeline of named steps:
    the header (`_Body.take`), and the end of the file its last, maybe incomplete, line
    (`_last_pieces`);
 3. `_fold`: each piece decoded and checked line by line (`advisor.ingest.parse.parse_piece`),
-   which raises at the first bad line naming file, line and field, into a summary of its own,
-   folded in order into the file's (`Summary.extend`);
+   which raises at the first bad line naming file, line and field, folded in order into the
+   file's summary;
 4. `_check_usable`: the check that a rate can be fitted at all (`summarize_log`, which also
    records the file as the summary's source).
 
@@ -32,10 +32,10 @@ import numpy as np
 from advisor.errors import LogError
 from advisor.ingest import reader
 from advisor.ingest import summary as _summary
-from advisor.ingest.parse import Parsed, decode_line, parse_piece
+from advisor.ingest.parse import decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
 from advisor.ingest.scan import PROBE_LINES, scan_log, tail_warning
-from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
+from advisor.ingest.schema import RunHeader, parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
 PIECE_BYTES = 16 << 20  # whole lines decoded and folded at once
@@ -54,12 +54,6 @@ class _Body:
         self.header_obj: dict[str, Any] | None = None
         self.lines_done = 0  # newlines consumed before the current piece
         self.seen_text = False  # anything but whitespace so far (`_pieces` sees every chunk)
-
-    def piece_summary(self, fields: dict[str, int]) -> Summary:
-        """A new summary for one piece, with the unknown fields found in it."""
-        summ = Summary(self.header_obj, self.header, self.spath, sample_rows=self.sample_rows)
-        summ.add_unknown_fields(fields)
-        return summ
 
     def take(self, buf: bytes, end: int, nl: np.ndarray) -> _Taken | None:
         """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``), the number of the
@@ -195,28 +189,11 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
         body.cut_tail(len(tail))
 
 
-def _add_parsed(summ: Summary, p: Parsed) -> None:
-    """Fold one parsed piece into the summary (then the piece's columns can go)."""
-    if len(p.step["role"]):
-        summ.add_steps(p.step, p.step["role"])
-    if len(p.sync["t"]):
-        summ.add_syncs(p.sync)
-    if len(p.rates["t"]):
-        summ.add_rates(p.rates)
-    n_known = len(KNOWN_EVENTS)
-    if (p.ev >= n_known).any():
-        codes, counts = np.unique(p.ev[p.ev >= n_known], return_counts=True)
-        summ.add_unknown({p.names[int(c)]: int(k) for c, k in zip(codes, counts)})
-    if p.end_obj is not None:
-        summ.set_end(p.end_obj, by_time=False)
-
-
 def _fold(body: _Body, pieces: Iterator[_Taken]) -> None:
     """Decode and check the pieces, and fold them into the body's summary, in order."""
     for text, first_line, fields in pieces:
-        summ = body.piece_summary(fields)
-        _add_parsed(summ, parse_piece(text, first_line, body.header, body.spath))
-        body.summ.extend(summ)
+        body.summ.add_unknown_fields(fields)
+        parse_piece(text, first_line, body.summ, body.spath)
 
 
 def _check_usable(summ: Summary, spath: str) -> None:

@@ -426,55 +426,21 @@ class Summary:
         self.given.update(other.given)
         self.n_lines += other.n_lines
         self.set_end(other.end)
-        return self._absorb(other)
-
-    def extend(self, other: Summary) -> Summary:
-        """Fold in the summary of the next piece of the same file.
-
-        The exact pass of `advisor.ingest.stream` reads a file as a left fold of its pieces'
-        summaries. Nothing is checked (one file's steps may repeat), the end is the last in file
-        order, and the line count is the reader's.
-        """
-        if other.end is not None:
-            self.end = dict(other.end)
-        return self._absorb(other, adopt=self._holds_nothing() and not other.sampled)
-
-    def _holds_nothing(self) -> bool:
-        """No step, sync or rates snapshot yet (a file's summary before its first piece)."""
-        return (
-            not math.isfinite(self.t_max_s)
-            and not self.rates
-            and not self.sync_sample.held
-            and not any(s.held for s in self.samples.values())
-        )
-
-    def _absorb(self, other: Summary, adopt: bool = False) -> Summary:
-        """What `merge` and `extend` both fold in: counts, samples, bins, rates, unknowns, t max.
-
-        ``adopt`` (this summary holds nothing): ``other``'s samples and bins taken as they are
-        (adding them to zeros and empty samples gives the same values; a file of one piece, e.g.
-        each of many rank files, then costs no second pass over its bins)."""
         self.add_unknown(other.unknown)
         self.add_unknown_fields(other.unknown_fields)
         self.t_max_s = max(self.t_max_s, other.t_max_s)
         self.sample_rows = min(self.sample_rows, other.sample_rows)
         for r in self.roles:
             self.counts[r] += other.counts[r]
-        if adopt:
-            self.samples, self.sync_sample, self.bins = other.samples, other.sync_sample, other.bins
-            for sample in (*self.samples.values(), self.sync_sample):
-                sample.k = self.sample_rows
-        else:
-            for r in self.roles:
-                oc, ok = other.samples[r].compact()
-                self.samples[r].k = self.sample_rows
-                # (parts pile up to 2k rows before a compaction, as when one file is read: the same
-                # sample, without concatenating everything held at every merge)
-                self.samples[r].add(oc, ok, other.samples[r].pruned)
-            oc, ok = other.sync_sample.compact()
-            self.sync_sample.k = self.sample_rows
-            self.sync_sample.add(oc, ok, other.sync_sample.pruned)
-            self.bins.add_bins(other.bins)
+            oc, ok = other.samples[r].compact()
+            self.samples[r].k = self.sample_rows
+            # (parts pile up to 2k rows before a compaction, as when one file is read: the same
+            # sample, without concatenating everything held at every merge)
+            self.samples[r].add(oc, ok, other.samples[r].pruned)
+        oc, ok = other.sync_sample.compact()
+        self.sync_sample.k = self.sample_rows
+        self.sync_sample.add(oc, ok, other.sync_sample.pruned)
+        self.bins.add_bins(other.bins)
         self.rates += other.rates
         return self
 
