@@ -141,15 +141,6 @@ class _Bins:
             lv += 1
         return lv
 
-    def add(self, t: np.ndarray, rows: Sequence[int], values: Sequence[np.ndarray]) -> None:
-        if not len(t):
-            return
-        self.fold_to(self.level_for(float(t.max())))
-        idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
-        for r, v in zip(rows, values):
-            self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
-        self._also_used(np.asarray(rows, dtype=np.int64), int(idx.max()) + 1)
-
     def add_by_row(
         self, t: np.ndarray, groups: np.ndarray, bases: Sequence[int], values: Sequence[np.ndarray | None]
     ) -> None:
@@ -274,7 +265,7 @@ class Summary:
         self.t_max_s = max(self.t_max_s, float(t.max()))
         base = len(self.roles) * len(BIN_FIELDS)
         dur = np.asarray(cols["dur"], dtype=np.float64)
-        self.bins.add(t, (base, base + 1), (np.ones(len(t)), np.nan_to_num(dur)))
+        self.bins.add_by_row(t, np.zeros(len(t), np.int64), [base], (None, np.nan_to_num(dur)))
         self.sync_sample.add(cols, row_keys(cols, len(self.roles), ("t", "workers", "dur")))
 
     def add_rates(self, cols: Mapping[str, np.ndarray]) -> None:

@@ -461,9 +461,9 @@ def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
     b = summary._Bins(3)
     b.fold_to(4)
     assert b.level == 4 and not len(b.used()[0]) and not b.arr.any()
-    b.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
+    b.add_by_row(np.array([1.0, 5000.0]), np.zeros(2, np.int64), [0], [np.array([2.0, 3.0])])
     ref = summary._Bins(3, 4)
-    ref.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
+    ref.add_by_row(np.array([1.0, 5000.0]), np.zeros(2, np.int64), [0], [np.array([2.0, 3.0])])
     np.testing.assert_array_equal(b.arr, ref.arr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
