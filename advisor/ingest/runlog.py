@@ -123,4 +123,4 @@ class RunLog:
 
     def sync_count(self, start_s: float, end_s: float) -> float | None:
         """The syncs in [start_s, end_s] of a sampled log, off its bins (None where it is not sampled)."""
-        return None if self.totals is None else self.totals.sync_window(start_s, end_s)["n"]
+        return None if self.totals is None else self.totals.window(None, start_s, end_s)["n"]

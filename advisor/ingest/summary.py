@@ -173,19 +173,16 @@ class Totals:
         """One binned sum of one role over the whole log."""
         return self.bins[self.roles.index(role) * len(BIN_FIELDS) + BIN_FIELDS.index(name)]
 
-    def sync_window(self, start_s: float, end_s: float) -> dict[str, float]:
-        """The syncs' sums over the bins inside [start_s, end_s], as `window` takes them."""
-        base = len(self.roles) * len(BIN_FIELDS)
-        lo, hi = self._bins_of(start_s, end_s)
-        return {f: float(self.bins[base + i][lo:hi].sum()) for i, f in enumerate(SYNC_BIN_FIELDS)}
-
-    def _bins_of(self, start_s: float, end_s: float) -> tuple[int, int]:
-        return (int(math.floor(start_s / self.width_s + 1e-9)), int(math.ceil(end_s / self.width_s - 1e-9)))
-
-    def window(self, role: str, start_s: float, end_s: float) -> dict[str, float]:
-        """Sums over the bins inside [start_s, end_s] (window edges from the binned rule fall on bin edges)."""
-        lo, hi = self._bins_of(start_s, end_s)
-        return {f: float(self.series(role, f)[lo:hi].sum()) for f in BIN_FIELDS}
+    def window(self, role: str | None, start_s: float, end_s: float) -> dict[str, float]:
+        """Sums over the bins inside [start_s, end_s] of ``role``'s steps, or (None) of the syncs
+        (window edges from the binned rule fall on bin edges)."""
+        lo = int(math.floor(start_s / self.width_s + 1e-9))
+        hi = int(math.ceil(end_s / self.width_s - 1e-9))
+        if role is None:
+            names, base = SYNC_BIN_FIELDS, len(self.roles) * len(BIN_FIELDS)
+        else:
+            names, base = BIN_FIELDS, self.roles.index(role) * len(BIN_FIELDS)
+        return {f: float(self.bins[base + i][lo:hi].sum()) for i, f in enumerate(names)}
 
 
 class Summary:
@@ -439,15 +436,6 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         """The summary as one JSON-ready object (`write` writes it, `read_summary` reads it)."""
-        samples = {}
-        for r in self.roles:
-            c, keys = self.samples[r].compact()
-            samples[r] = {
-                "pruned": self.samples[r].pruned,
-                "keys": _enc(keys),
-                **{f: _enc(c[f]) for f in self.step_fields},
-            }
-        c, keys = self.sync_sample.compact()
         return {
             "dflash_summary": FORMAT_VERSION,
             "header": self.header_obj,
@@ -460,8 +448,8 @@ class Summary:
             "end": self.end,
             "t_max_s": self.t_max_s if math.isfinite(self.t_max_s) else None,
             "counts": {r: self.counts[r].tolist() for r in self.roles},
-            "samples": samples,
-            "syncs": {"pruned": self.sync_sample.pruned, "keys": _enc(keys), **{f: _enc(c[f]) for f in SYNC_FIELDS}},
+            "samples": {r: _sample_json(self.samples[r]) for r in self.roles},
+            "syncs": _sample_json(self.sync_sample),
             "bins": {"level": self.bins.level, "data": _enc(self.bins.arr)},
             "rates": {k: _enc(v) for k, v in self.rates_columns().items()},
         }
@@ -481,6 +469,17 @@ def _enc(a: np.ndarray) -> dict[str, Any]:
     a = np.ascontiguousarray(a)
     dt = "<u8" if a.dtype == np.uint64 else "<i8" if a.dtype.kind == "i" else "<f8"
     return {"dtype": dt, "shape": list(a.shape), "b64": base64.b64encode(a.astype(dt).tobytes()).decode("ascii")}
+
+
+def _sample_json(sample: Sample) -> dict[str, Any]:
+    cols, keys = sample.compact()
+    return {"pruned": sample.pruned, "keys": _enc(keys), **{f: _enc(cols[f]) for f in sample.fields}}
+
+
+def _read_sample(sample: Sample, obj: Mapping[str, Any], path: str, name: str) -> None:
+    cols = {f: _dec(obj[f], path, f"{name}.{f}") for f in sample.fields}
+    sample.add(cols, _dec(obj["keys"], path, f"{name}.keys"), bool(obj["pruned"]))
+    sample.compact()
 
 
 def _dec(obj: Any, path: str, name: str) -> np.ndarray:
@@ -540,16 +539,8 @@ def read_summary(path: str | Path) -> Summary:
         s.t_max_s = -math.inf if obj["t_max_s"] is None else float(obj["t_max_s"])
         for r in s.roles:
             s.counts[r] = np.asarray(obj["counts"][r], dtype=np.int64).reshape(3)
-            so = obj["samples"][r]
-            cols = {f: _dec(so[f], spath, f"samples.{r}.{f}") for f in s.step_fields}
-            s.samples[r].add(cols, _dec(so["keys"], spath, f"samples.{r}.keys"), bool(so["pruned"]))
-            s.samples[r].compact()
-        so = obj["syncs"]
-        s.sync_sample.add(
-            {f: _dec(so[f], spath, f"syncs.{f}") for f in SYNC_FIELDS},
-            _dec(so["keys"], spath, "syncs.keys"),
-            bool(so["pruned"]),
-        )
+            _read_sample(s.samples[r], obj["samples"][r], spath, f"samples.{r}")
+        _read_sample(s.sync_sample, obj["syncs"], spath, "syncs")
         arr = _dec(obj["bins"]["data"], spath, "bins")
         if arr.shape != s.bins.arr.shape:
             raise LogError(spath, None, f"is not a valid summary: bins of shape {arr.shape}", "bins")
