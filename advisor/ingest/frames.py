@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.ingest.schema import RunHeader
+from advisor.records import Rates, Step
 
 if TYPE_CHECKING:
     import pandas as pd
 
-STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
-RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")  # the rates frame's scalar columns
+STEP_COLUMNS = Step.KEYS
+RATES_SCALARS = tuple(n for n, s in Rates.SPECS.items() if s.kind is not object)  # the rates frame's scalars
 
 
 def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:

@@ -22,7 +22,7 @@ import numpy as np
 
 from advisor.errors import LogError, LogWarning, cut_text, display_path
 from advisor.ingest import summary
-from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, steps_frame, syncs_frame
+from advisor.ingest.frames import rates_columns_frame, steps_frame, syncs_frame
 from advisor.ingest.parse import rates_columns
 from advisor.ingest.probes import probe_segments
 from advisor.ingest.ranks import check_same_header, expand, group_name, merged_end, rank_groups
@@ -84,7 +84,7 @@ def _runlog(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
     header = summ.header
     cols, codes = summ.steps()
-    steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
+    steps = steps_frame(cols, codes, header)
     rc = summ.rates_columns()
     rates = rates_columns_frame(rc or rates_columns([], header), merged=len(summ.paths) > 1)
     if warn:

@@ -49,6 +49,7 @@ import numpy as np
 from advisor.errors import LogError, display_path, short_repr
 from advisor.ingest.sample import Sample, merged_order, row_keys, stable_order
 from advisor.ingest.schema import RunHeader, parse_header, validate_event
+from advisor.records import Step, Sync
 
 FORMAT_VERSION = 1
 MAGIC = b'{"dflash_summary"'
@@ -57,8 +58,9 @@ NBINS = 8192
 BASE_BIN_S = 1.0 / 16.0
 MAX_SUMMARY_BYTES = 4 << 30
 
-STEP_FIELDS = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
-SYNC_FIELDS = ("t", "workers", "dur", "bytes")
+# the numbers of a step and of a sync (the records' fields but the role), as sampled
+STEP_FIELDS = tuple(n for n, s in Step.SPECS.items() if s.kind is not str)
+SYNC_FIELDS = tuple(n for n, s in Sync.SPECS.items() if s.kind is not str)
 BIN_FIELDS = ("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs")
 SYNC_BIN_FIELDS = ("n", "dur")
 
@@ -312,8 +314,6 @@ class Summary:
             times.append(c["t"][order])
             codes.append(np.full(len(keys), i, dtype=np.int64))
             start += len(keys)
-        if not parts:
-            return {f: np.empty(0) for f in self.step_fields}, np.empty(0, dtype=np.int64)
         # time order; equal times by role, then by key (content): the same order whichever files
         # the rows came from, so merged summaries give the very frames of the whole log
         rows = np.concatenate(by_time)[merged_order(times)]
