@@ -70,20 +70,11 @@ class _Bins:
 
     def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
         self.level = level
-        self.n_rows = n_rows
-        self._arr = arr
+        self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
         # `used`, where known: nothing yet for new bins (a fold is then only a change of level),
-        # what arrived for unpickled ones, the rows and bins sums were added to since; kept
-        # through folds, forgotten where unknown (then found by a scan)
+        # what arrived for bins read from a file, the rows and bins sums were added to since;
+        # kept through folds, forgotten where unknown (then found by a scan)
         self._used: tuple[np.ndarray, int] | None = (np.empty(0, np.int64), 0) if arr is None else None
-
-    @property
-    def arr(self) -> np.ndarray:
-        if self._arr is None:
-            # made at the first use: a file's summary before its first piece takes the piece's
-            # bins (`Summary.extend`) and never needs its own 1.2 MB of zeros
-            self._arr = np.zeros((self.n_rows, NBINS))
-        return self._arr
 
     def _also_used(self, rows: np.ndarray, cols: int) -> None:
         """Sums were added to ``rows`` up to bin ``cols``: `used` stays known, where it was."""
@@ -105,7 +96,7 @@ class _Bins:
         """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
         level = max(self.level, other.level)
         self.fold_to(level)
-        ob = _Bins(other.n_rows, other.level, other.arr)  # (a fold makes new arrays)
+        ob = _Bins(len(other.arr), other.level, other.arr)  # (a fold makes new arrays)
         ob._used = other._used
         ob.fold_to(level)
         rows, cols = ob.used()
@@ -125,12 +116,12 @@ class _Bins:
             pass
         elif f >= NBINS:
             total = self.arr[rows].sum(axis=1)
-            self._arr = np.zeros_like(self.arr)
+            self.arr = np.zeros_like(self.arr)
             self.arr[rows, 0] = total
         else:
             # only the rows that hold anything, where known (`used`): the others stay zero
             folded = self.arr[rows].reshape(len(rows), NBINS // f, f).sum(axis=2)
-            self._arr = np.zeros_like(self.arr)
+            self.arr = np.zeros_like(self.arr)
             self.arr[rows, : NBINS // f] = folded
         if self._used is not None:
             cols = self._used[1]
