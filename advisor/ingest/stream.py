@@ -220,5 +220,6 @@ def summarize_log(
             path, sample_rows=sample_rows, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines
         )
     _check_usable(summ, str(path))
-    summ.set_source(path)
+    summ.sources, summ.given = [], {}
+    summ.add_source(path)  # the one log file it was read from: its identity for merges
     return summ

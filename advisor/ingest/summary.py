@@ -338,11 +338,6 @@ class Summary:
 
     # --- merging
 
-    def set_source(self, path: str | Path) -> None:
-        """Record ``path`` as the one log file this summary was read from (its identity for merges)."""
-        self.sources, self.given = [], {}
-        self.add_source(path)
-
     def add_source(self, path: str | Path) -> None:
         """Record ``path`` as one more log file this summary was read from (a run read at once)."""
         p = Path(path)
