@@ -311,14 +311,6 @@ class Summary:
         out = {f: np.concatenate([c[f] for c in parts])[rows] for f in self.step_fields}
         return out, np.concatenate(codes)[rows]
 
-    def syncs(self) -> dict[str, np.ndarray]:
-        """Kept sync rows (every one where the syncs were not sampled)."""
-        c, _ = self.sync_sample.compact()
-        if self.sync_sample.pruned:
-            order = stable_order(c["t"])
-            c = {f: v[order] for f, v in c.items()}
-        return c
-
     def rates_columns(self) -> dict[str, np.ndarray]:
         """Every rates snapshot held, as one table."""
         if not self.rates:
