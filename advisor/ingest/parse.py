@@ -18,6 +18,7 @@ from advisor.errors import LogError, cut_text
 from advisor.ingest.frames import RATES_SCALARS
 from advisor.ingest.schema import RunHeader, validate_event
 from advisor.ingest.summary import SYNC_FIELDS, Summary
+from advisor.records import End
 
 
 def _table_error(text: str, path: str, line: int) -> LogError | None:
@@ -109,7 +110,7 @@ def parse_piece(text: bytes, first_body_line: int, summ: Summary, path: str) -> 
         elif kind == "rates":
             rates_objs.append(obj)
         elif kind == "end":
-            end_obj = {k: obj.get(k) for k in ("t", "reason", "msg")}  # the fields the fast pass keeps
+            end_obj = {k: obj.get(k) for k in End.KEYS}  # the fields the fast pass keeps
         else:
             unknown[kind] = unknown.get(kind, 0) + 1
     if codes:
