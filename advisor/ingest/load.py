@@ -185,8 +185,8 @@ def _merged(
         got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
         if got is not None:
             reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, got[1])]
-            for read in reads[1:] if check else ():
-                check_same_header([reads[0], read])
+            if check:
+                check_same_header(reads)
             return got[0], reads
 
     def read(quiet: bool) -> Iterable[Summary]:
