@@ -1,8 +1,8 @@
 """Frames from columns: the documented ``steps`` and ``rates`` DataFrames of a `RunLog`.
 
-Column arrays (numpy; role as codes into the header's roles) become the frames documented in
-`advisor.ingest.runlog`, vectorized (no Python object per row); the ``syncs`` and ``rates``
-frames are their columns as they are. pandas is imported where a frame is made.
+Column arrays (numpy float64, as a summary samples them; role as codes into the header's roles)
+become the frames documented in `advisor.ingest.runlog`, vectorized (no Python object per row);
+the ``syncs`` and ``rates`` frames are their columns as they are. pandas is imported where a frame is made.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.ingest.schema import RunHeader
+from advisor.records import Rates, Step
 
 if TYPE_CHECKING:
     import pandas as pd
 
-STEP_COLUMNS = ("t", "role", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
-RATES_SCALARS = ("t", "window", "tok_s", "eta_s", "done")  # the rates frame's scalar columns
+STEP_COLUMNS = Step.KEYS
+RATES_SCALARS = tuple(n for n, s in Rates.SPECS.items() if s.kind is not object)  # the rates frame's scalars
 
 
 def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:
@@ -33,17 +34,13 @@ def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -
             data[c] = pd.Categorical.from_codes(codes, categories=list(header.roles))
             continue
         v = np.asarray(cols[c])
-        if c in ("wait", "blocked") and v.dtype.kind == "f":
+        if c in ("wait", "blocked"):
             nan = np.isnan(v)
             if nan.any():
                 v = np.where(nan, 0.0, v)  # fillna(0.0)
-        elif c in ("worker", "tokens") and v.dtype != np.int64:
+        elif c in ("worker", "tokens"):
             # pandas' cast where it is plain (its error on a non-finite value otherwise)
-            v = (
-                v.astype(np.int64)
-                if v.dtype.kind == "f" and np.isfinite(v).all()
-                else pd.Series(v).astype(np.int64).to_numpy()
-            )
+            v = v.astype(np.int64) if np.isfinite(v).all() else pd.Series(v).astype(np.int64).to_numpy()
         data[c] = v
     return _by_t(pd.DataFrame(data, copy=False))
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from advisor.errors import LogError, LogWarning, cut_text, display_path
 from advisor.ingest import summary
-from advisor.ingest.frames import STEP_COLUMNS, rates_columns_frame, steps_frame, syncs_frame
+from advisor.ingest.frames import rates_columns_frame, steps_frame, syncs_frame
 from advisor.ingest.parse import rates_columns
 from advisor.ingest.probes import probe_segments
 from advisor.ingest.ranks import check_same_header, expand, group_name, merged_end, rank_groups
@@ -40,7 +40,10 @@ def _shown(name: str) -> str:
     return cut_text(display_path(name))
 
 
-def _warn_unknown(summ: Summary, path: str) -> None:
+def _warn(summ: Summary, path: str) -> None:
+    """The log's caveats: likely misspelt fields, events of unknown type, a batch of another unit
+    (the header's ``unit``: a sample, for the stacks import-tb reads by name; every b/s the
+    advisor prints is then that unit per second)."""
     for key, n in summ.unknown_fields.items():
         ev, name = key.split(".", 1)
         near = nearest_field(ev, name)
@@ -53,7 +56,7 @@ def _warn_unknown(summ: Summary, path: str) -> None:
                 ),
                 stacklevel=3,
             )
-    unknown = dict(summ.unknown)
+    unknown = summ.unknown
     if unknown:
         warnings.warn(
             LogWarning(
@@ -63,11 +66,6 @@ def _warn_unknown(summ: Summary, path: str) -> None:
             ),
             stacklevel=3,
         )
-
-
-def _warn_unit(summ: Summary, path: str) -> None:
-    """A caveat where a batch of the log is another unit (the header's ``unit``: a sample, for the
-    stacks import-tb reads by name): every b/s the advisor prints is then that unit per second."""
     unit = summ.header.extra.get("unit")
     if not isinstance(unit, str) or unit in ("batch", "batches"):
         return
@@ -86,18 +84,17 @@ def _runlog(summ: Summary, path: str, *, warn: bool = True) -> RunLog:
     """The RunLog of a summary: its kept steps (all of them below the sample size), syncs and rates."""
     header = summ.header
     cols, codes = summ.steps()
-    steps = steps_frame({f: cols[f] for f in (*STEP_COLUMNS, "xfer") if f != "role" and f in cols}, codes, header)
+    steps = steps_frame(cols, codes, header)
     rc = summ.rates_columns()
     rates = rates_columns_frame(rc or rates_columns([], header), merged=len(summ.paths) > 1)
     if warn:
-        _warn_unknown(summ, path)
-        _warn_unit(summ, path)
+        _warn(summ, path)
     end = {k: v for k, v in summ.end.items() if v is not None} if summ.end is not None else None
     return RunLog(
         path=display_path(path),  # only ever shown (reports, caveats): one printable line
         header=header,
         steps=steps,
-        syncs=syncs_frame(summ.syncs()),
+        syncs=syncs_frame(summ.sync_sample.compact()[0]),  # (sorted by t there)
         rates=rates,
         end=end,
         n_lines=summ.n_lines,
@@ -188,8 +185,8 @@ def _merged(
         got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
         if got is not None:
             reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, got[1])]
-            for read in reads[1:] if check else ():
-                check_same_header([reads[0], read])
+            if check:
+                check_same_header(reads)
             return got[0], reads
 
     def read(quiet: bool) -> Iterable[Summary]:
@@ -258,12 +255,10 @@ def load_logs(paths: Iterable[str | Path]) -> list[RunLog]:
             logs.append(_run(files, str(p)))
         else:
             summ = summarize_log(files[0])
-            _warn_unknown(summ, str(files[0]))  # in file order, where a RunLog of it would have warned
-            _warn_unit(summ, str(files[0]))
+            _warn(summ, str(files[0]))  # in file order, where a RunLog of it would have warned
             held[len(logs)] = (files[0], summ)
             logs.append(None)
-    headers = [held[i][1].header if lg is None else lg.header for i, lg in enumerate(logs)]
-    groups = rank_groups(headers, lambda i: _summary_workers(held[i][1]), [i in held for i in range(len(logs))])
+    groups = rank_groups({i: summ.header for i, (_, summ) in held.items()}, lambda i: _summary_workers(held[i][1]))
     dropped: set[int] = set()
     for g in groups:
         members = [held.pop(i) for i in g]

@@ -2,7 +2,7 @@
 
 This is the pass that names the first bad line (file, line, field), and reads what the fast pass
 (`advisor.ingest.scan`, polars) gives up on. A piece (whole lines of the body, from
-`advisor.ingest.stream`) becomes a :class:`Parsed`: the piece's columns, split by event type.
+`advisor.ingest.stream`) is folded into the file's summary as a block of columns.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from advisor.errors import LogError, cut_text
 from advisor.ingest.frames import RATES_SCALARS
-from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, validate_event
-from advisor.ingest.summary import STEP_FIELDS, SYNC_FIELDS
+from advisor.ingest.schema import RunHeader, validate_event
+from advisor.ingest.summary import SYNC_FIELDS, Summary
+from advisor.records import End
 
 
 def _table_error(text: str, path: str, line: int) -> LogError | None:
@@ -83,57 +83,42 @@ def rates_columns(objs: list[Mapping[str, Any]], header: RunHeader) -> dict[str,
     return {k: v[order] for k, v in cols.items()}
 
 
-@dataclass
-class Parsed:
-    """Columns of one piece of a log body, split by event type."""
-
-    ev: np.ndarray  # event code per body row: index into ``names``
-    names: list[str]
-    step: dict[str, np.ndarray]  # the step numbers, and role as codes into the header's roles
-    sync: dict[str, np.ndarray]
-    rates: dict[str, np.ndarray]  # the rates frame's columns (`rates_columns`)
-    end_obj: Mapping[str, Any] | None
-
-
-def parse_piece(text: bytes, first_body_line: int, header: RunHeader, path: str) -> Parsed:
-    """Decode and check each line of ``text`` (whole body lines, the first numbered ``first_body_line``)."""
-    lines = text.split(b"\n")
-    names = list(KNOWN_EVENTS)
-    evs: list[int] = []
-    step_fields = STEP_FIELDS + header.node_step_fields
-    step: dict[str, list[Any]] = {n: [] for n in (*step_fields, "role")}
-    sync: dict[str, list[Any]] = {n: [] for n in SYNC_FIELDS}
-    rates_objs: list[Mapping[str, Any]] = []
-    end_obj = None
+def parse_piece(text: bytes, first_body_line: int, summ: Summary, path: str) -> None:
+    """Decode and check each line of ``text`` (whole body lines, the first numbered
+    ``first_body_line``) and fold them into ``summ``, in order."""
+    header = summ.header
     roles = list(header.roles)
-
-    for i, raw in enumerate(lines):
+    step: dict[str, list[float]] = {n: [] for n in summ.step_fields}
+    codes: list[int] = []
+    sync: dict[str, list[float]] = {n: [] for n in SYNC_FIELDS}
+    rates_objs: list[Mapping[str, Any]] = []
+    unknown: dict[str, int] = {}
+    end_obj = None
+    for i, raw in enumerate(text.split(b"\n")):
         if not raw.strip():
             continue
         lineno = first_body_line + i
         obj = decode_line(raw, path, lineno)
         kind = validate_event(obj, header, path, lineno)
-        if kind not in names:
-            names.append(kind)
-        evs.append(names.index(kind))
         if kind == "step":
-            for n in step_fields:
-                step[n].append(_num(obj.get(n)))
-            step["role"].append(roles.index(obj["role"]))
+            for n, col in step.items():
+                col.append(_num(obj.get(n)))
+            codes.append(roles.index(obj["role"]))
         elif kind == "sync":
-            for n in SYNC_FIELDS:
-                sync[n].append(_num(obj.get(n)))
+            for n, col in sync.items():
+                col.append(_num(obj.get(n)))
         elif kind == "rates":
             rates_objs.append(obj)
         elif kind == "end":
-            end_obj = {k: obj.get(k) for k in ("t", "reason", "msg")}  # the fields the fast pass keeps
-    step_np = {n: np.asarray(v, dtype=np.float64) for n, v in step.items() if n != "role"}
-    step_np["role"] = np.asarray(step["role"], dtype=np.int64)
-    return Parsed(
-        ev=np.asarray(evs, dtype=np.int64),
-        names=names,
-        step=step_np,
-        sync={n: np.asarray(v, dtype=np.float64) for n, v in sync.items()},
-        rates=rates_columns(rates_objs, header),
-        end_obj=end_obj,
-    )
+            end_obj = {k: obj.get(k) for k in End.KEYS}  # the fields the fast pass keeps
+        else:
+            unknown[kind] = unknown.get(kind, 0) + 1
+    if codes:
+        summ.add_steps({n: np.asarray(v, dtype=np.float64) for n, v in step.items()}, np.asarray(codes, np.int64))
+    if sync["t"]:
+        summ.add_syncs({n: np.asarray(v, dtype=np.float64) for n, v in sync.items()})
+    if rates_objs:
+        summ.add_rates(rates_columns(rates_objs, header))
+    summ.add_unknown(unknown)
+    if end_obj is not None:
+        summ.set_end(end_obj, by_time=False)

@@ -28,7 +28,7 @@ has ended (a run is over when all its processes are), at the latest ``t``, with 
 from __future__ import annotations
 
 import glob
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -120,16 +120,12 @@ def group_name(paths: Sequence[str]) -> str:
     return "+".join(paths) if len(paths) <= 3 else f"{paths[0]}+{len(paths) - 1} more"
 
 
-def rank_groups(
-    headers: Sequence[RunHeader], workers: Callable[[int], set[tuple[str, int]]], eligible: Sequence[bool]
-) -> list[list[int]]:
-    """Groups of the ``eligible`` logs that are per-rank parts of one run (see the module
-    docstring): equal headers, and (role, worker) pairs with steps as the rule asks.
+def rank_groups(headers: Mapping[int, RunHeader], workers: Callable[[int], set[tuple[str, int]]]) -> list[list[int]]:
+    """Groups of the logs of ``headers`` (by position) that are per-rank parts of one run (see the
+    module docstring): equal headers, and (role, worker) pairs with steps as the rule asks.
     """
     groups: list[list[int]] = []
-    for i, h in enumerate(headers):
-        if not eligible[i]:
-            continue
+    for i, h in headers.items():
         g = next((g for g in groups if header_difference(headers[g[0]], h) is None), None)
         if g is None:
             groups.append([i])

@@ -109,12 +109,10 @@ class _ChunkGuard:
     """The checks of `read_chunks`, chunk after chunk, and what they count: bytes out, lines
     before the current chunk, the bytes of the current (unfinished) line, the UTF-8 state."""
 
-    def __init__(
-        self, spath: str, raw, gz: bool, max_line_bytes: int, max_bytes: int, max_lines: int, max_ratio: float
-    ):
+    def __init__(self, spath: str, raw, gz: bool, max_line_bytes: int, max_bytes: int, max_lines: int):
         self.spath, self.raw, self.gz = spath, raw, gz
         self.max_line_bytes, self.max_bytes = max_line_bytes, max_bytes
-        self.max_lines, self.max_ratio = max_lines, max_ratio
+        self.max_lines = max_lines
         self.started = False
         self.total = 0
         self.since_nl = 0  # bytes of the current (unfinished) line
@@ -130,7 +128,7 @@ class _ChunkGuard:
         return nl
 
     def _size(self, chunk: bytes) -> None:
-        spath, max_bytes, max_ratio = self.spath, self.max_bytes, self.max_ratio
+        spath, max_bytes, max_ratio = self.spath, self.max_bytes, MAX_GZIP_RATIO
         self.total += len(chunk)
         total, raw = self.total, self.raw
         if total > max_bytes:
@@ -252,7 +250,6 @@ def read_chunks(
     *,
     max_bytes: int = MAX_LOG_BYTES,
     max_lines: int = MAX_LOG_LINES,
-    max_ratio: float = MAX_GZIP_RATIO,
 ) -> Iterator[tuple[bytes, np.ndarray]]:
     """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out, with
     the offsets of its newlines (found once here for the line-length check; the reader reuses
@@ -260,13 +257,13 @@ def read_chunks(
 
     Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
     bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
-    ``max_ratio`` times once ``RATIO_CHECK_BYTES`` are out (a bomb: real logs compress far less,
+    ``MAX_GZIP_RATIO`` times once ``RATIO_CHECK_BYTES`` are out (a bomb: real logs compress far less,
     BENCHMARKS.md 20.11); bytes that are not UTF-8 (named by line). So a bomb, a device or one
     giant line fails after a bounded read, with bounded memory.
     """
     spath = str(path)
     fh, raw = open_log(path)
-    guard = _ChunkGuard(spath, raw, fh is not raw, max_line_bytes, max_bytes, max_lines, max_ratio)
+    guard = _ChunkGuard(spath, raw, fh is not raw, max_line_bytes, max_bytes, max_lines)
     try:
         with fh, raw:
             while True:

@@ -125,7 +125,7 @@ class RunLog:
     def sync_count(self, start_s: float, end_s: float) -> float:
         """The syncs in [start_s, end_s]: every one, off the bins where the log is sampled."""
         if self.totals is not None:
-            return self.totals.sync_window(start_s, end_s)["n"]
+            return self.totals.window(None, start_s, end_s)["n"]
         t = self.syncs["t"] if len(self.syncs) else np.empty(0)
         return float(((t >= start_s) & (t <= end_s + 1e-9)).sum())
 

@@ -83,26 +83,6 @@ def stable_order(v: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
     return order
 
 
-def merged_order(runs: Sequence[np.ndarray]) -> np.ndarray:
-    """``stable_order(np.concatenate(runs))`` for runs each in order already, without a sort.
-
-    One binary search of each run into the merge of those before it.
-    """
-    order = np.arange(len(runs[0]) if runs else 0)
-    merged = np.asarray(runs[0]) if runs else np.empty(0)
-    start = len(order)
-    for run in runs[1:]:
-        at = np.searchsorted(merged, run, side="right") + np.arange(len(run))  # equal values: after those before
-        taken = np.ones(len(merged) + len(run), dtype=bool)
-        taken[at] = False
-        new_order = np.empty(len(taken), dtype=np.int64)
-        new_order[at], new_order[taken] = start + np.arange(len(run)), order
-        new_merged = np.empty(len(taken), dtype=merged.dtype)
-        new_merged[at], new_merged[taken] = run, merged
-        order, merged, start = new_order, new_merged, start + len(run)
-    return order
-
-
 class Sample:
     """Bottom-k sample of rows (columns of float64, the first the time) by key; compacts when it
     holds 2k rows. Once compacted (pruned), its rows are in time order, equal times by key: the

@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -132,22 +132,13 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
     _check_cap_bps_kind(obj, roles, path, line)
     if obj.get("unit") is not None:  # what one batch counts (docs/log-schema.md); kept in ``extra``
         _name(obj, "unit", path, line, "the unit of a batch")
-    raw = obj.get("gpus_per_worker")
     k: dict[str, int] = {}
-    if raw is not None:
-        if not isinstance(raw, dict):
-            raise LogError(
-                path, line, 'must be an object of role -> GPUs per worker, e.g. {"target": 2}', "gpus_per_worker"
-            )
-        for name in raw:
-            if name not in roles:
-                raise LogError(
-                    path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "gpus_per_worker"
-                )
-            try:
-                k[name] = check_number(raw, name, ENGINE_GPUS, path, line)
-            except LogError as e:
-                raise LogError(path, line, f"GPUs per worker of role '{name}' {e.message}", "gpus_per_worker") from None
+    shape = 'must be an object of role -> GPUs per worker, e.g. {"target": 2}'
+    for name, n in _by_role(obj, "gpus_per_worker", roles, path, line, shape):
+        try:
+            k[name] = check_number({name: n}, name, ENGINE_GPUS, path, line)
+        except LogError as e:
+            raise LogError(path, line, f"GPUs per worker of role '{name}' {e.message}", "gpus_per_worker") from None
     need = sum(n * k.get(r, 1) for r, n in roles.items())
     if need > MAX_GPUS:
         raise LogError(path, line, f"the engines hold {need} GPUs, more than the limit {MAX_GPUS}", "gpus_per_worker")
@@ -162,41 +153,47 @@ def _engines_header(obj: Mapping[str, Any], roles: Mapping[str, int], gpus: int 
             f"is {gpn}, but an engine holds {max(k.values())} GPUs (an engine never spans nodes)",
             "gpus_per_node",
         )
-    placement = None
-    praw = obj.get("placement")
-    if praw is not None:
-        if not isinstance(praw, dict):
+    placement = None if obj.get("placement") is None else {}
+    nodes = -(-g // gpn) if gpn else 1
+    shape = 'must be an object of role -> node of each worker, e.g. {"target": [0, 1]}'
+    for name, lst in _by_role(obj, "placement", roles, path, line, shape):
+        if (
+            not isinstance(lst, list)
+            or len(lst) != roles[name]
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < nodes for x in lst)
+        ):
             raise LogError(
-                path, line, 'must be an object of role -> node of each worker, e.g. {"target": [0, 1]}', "placement"
+                path,
+                line,
+                f"'{name}' must list one node index (0..{nodes - 1}) per worker, {roles[name]} in all",
+                "placement",
             )
-        nodes = -(-g // gpn) if gpn else 1
-        placement = {}
-        for name, lst in praw.items():
-            if name not in roles:
-                raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "placement")
-            if (
-                not isinstance(lst, list)
-                or len(lst) != roles[name]
-                or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < nodes for x in lst)
-            ):
-                raise LogError(
-                    path,
-                    line,
-                    f"'{name}' must list one node index (0..{nodes - 1}) per worker, {roles[name]} in all",
-                    "placement",
-                )
-            placement[name] = tuple(lst)
-        if gpn:
-            full = default_placement(roles, k, gpn)
-            full.update(placement)
-            for node in range(nodes):
-                held = sum(k.get(r, 1) for r, lst in full.items() for x in lst if x == node)
-                if held > gpn:
-                    raise LogError(path, line, f"puts {held} GPUs on node {node}, which holds {gpn}", "placement")
+        placement[name] = tuple(lst)
+    if placement is not None and gpn:
+        full = default_placement(roles, k, gpn)
+        full.update(placement)
+        for node in range(nodes):
+            held = sum(k.get(r, 1) for r, lst in full.items() for x in lst if x == node)
+            if held > gpn:
+                raise LogError(path, line, f"puts {held} GPUs on node {node}, which holds {gpn}", "placement")
     link = _run_number(obj, "link_bytes_s", path, line)
     if link is not None and not link > 0:
         raise LogError(path, line, "must be bytes/s above 0", "link_bytes_s")
     return k, g, gpn, placement, link
+
+
+def _by_role(
+    obj: Mapping[str, Any], key: str, roles: Mapping[str, int], path: str, line: int, shape: str
+) -> Iterator[tuple[str, Any]]:
+    """The entries of the map ``obj[key]`` (none where absent), each key checked as it comes to be
+    a role in 'roles' (``shape``: the message where it is no map)."""
+    raw = obj.get(key)
+    if raw is not None and not isinstance(raw, dict):
+        raise LogError(path, line, shape, key)
+    for name, v in (raw or {}).items():
+        if name not in roles:
+            raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", key)
+        yield name, v
 
 
 def _run_number(obj: Mapping[str, Any], name: str, path: str, line: int) -> Any:
@@ -306,14 +303,8 @@ def check_probe(obj: Mapping[str, Any], path: str, line: int) -> Mapping[str, An
 def _check_cap_bps_kind(obj: Mapping[str, Any], roles: Mapping[str, int], path: str, line: int) -> None:
     """``cap_bps_kind`` (docs/log-schema.md): role -> "lower" or "upper", what that role's logged
     ``cap_bps`` is; kept in ``extra``, read by `advisor.fit.roles.role_from_rates`."""
-    raw = obj.get("cap_bps_kind")
-    if raw is None:
-        return
-    if not isinstance(raw, dict):
-        raise LogError(path, line, f"must be an object of role -> kind, got {short_repr(raw)}", "cap_bps_kind")
-    for name, kind in raw.items():
-        if name not in roles:
-            raise LogError(path, line, f"names '{short_repr(name)}', which is not a role in 'roles'", "cap_bps_kind")
+    shape = f"must be an object of role -> kind, got {short_repr(obj.get('cap_bps_kind'))}"
+    for name, kind in _by_role(obj, "cap_bps_kind", roles, path, line, shape):
         if kind not in CAP_BPS_KINDS:
             raise LogError(
                 path,

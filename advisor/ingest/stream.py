@@ -5,13 +5,12 @@ first by the fast pass (`advisor.ingest.scan`: polars), and, where that gives up
 pass here, a small pipeline of named steps:
 
 1. `advisor.ingest.reader.read_chunks`: the file's bytes in checked chunks, with their newlines;
-2. `_pieces`: the chunks cut into pieces of whole lines about ``PIECE_BYTES`` long (the first
-   waits until a gzip bomb would have shown, ``reader.RATIO_CHECK_BYTES``); the first lines give
-   the header (`_Body.take`), and the end of the file its last, maybe incomplete, line
-   (`_last_pieces`);
-3. `_fold`: each piece decoded and checked line by line (`advisor.ingest.parse.parse_piece`),
-   which raises at the first bad line naming file, line and field, into a summary of its own,
-   folded in order into the file's (`Summary.extend`);
+2. `_read`: the chunks cut into pieces of whole lines about ``PIECE_BYTES`` long (the first
+   waits until a gzip bomb would have shown, ``reader.RATIO_CHECK_BYTES``), the end of the file
+   its last, maybe incomplete, line (`_read_last`);
+3. `_Body.fold`: the header from the first lines, then each piece decoded and checked line by
+   line (`advisor.ingest.parse.parse_piece`), which raises at the first bad line naming file,
+   line and field, folded in order into the file's summary;
 4. `_check_usable`: the check that a rate can be fitted at all (`summarize_log`, which also
    records the file as the summary's source).
 
@@ -27,50 +26,39 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from advisor.errors import LogError
 from advisor.ingest import reader
 from advisor.ingest import summary as _summary
-from advisor.ingest.parse import Parsed, decode_line, parse_piece
+from advisor.ingest.parse import decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
 from advisor.ingest.scan import PROBE_LINES, scan_log, tail_warning
-from advisor.ingest.schema import KNOWN_EVENTS, RunHeader, parse_header, unknown_fields
+from advisor.ingest.schema import parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
 PIECE_BYTES = 16 << 20  # whole lines decoded and folded at once
 
 
 class _Body:
-    """What reading one log has found so far: its header, the file's summary (the header's, then
-    each piece's folded in), the newlines consumed before the current piece, and whether anything
-    but whitespace came."""
+    """What reading one log has found so far: the file's summary (from its header on), the
+    newlines consumed, and whether anything but whitespace came."""
 
     def __init__(self, spath: str, sample_rows: int):
         self.spath = spath
         self.sample_rows = sample_rows
         self.summ: Summary | None = None
-        self.header: RunHeader | None = None
-        self.header_obj: dict[str, Any] | None = None
         self.lines_done = 0  # newlines consumed before the current piece
-        self.seen_text = False  # anything but whitespace so far (`_pieces` sees every chunk)
+        self.seen_text = False  # anything but whitespace so far (`_read` sees every chunk)
 
-    def piece_summary(self, fields: dict[str, int]) -> Summary:
-        """A new summary for one piece, with the unknown fields found in it."""
-        summ = Summary(self.header_obj, self.header, self.spath, sample_rows=self.sample_rows)
-        summ.add_unknown_fields(fields)
-        return summ
-
-    def take(self, buf: bytes, end: int, nl: np.ndarray) -> _Taken | None:
-        """The body lines of ``buf[:end]`` (whole lines, newlines at ``nl``), the number of the
-        first and the unknown fields on them; reads the header first."""
+    def fold(self, buf: bytes, end: int) -> None:
+        """Fold the whole lines of ``buf[:end]`` into the summary: the header first, where none
+        came yet; then each body line decoded and checked (`parse_piece`)."""
         pos, body_first = 0, self.lines_done + 1
-        if self.header is None:
+        if self.summ is None:
             pos, body_first = self._header(buf, end)  # (no header yet: every line read, pos is end)
-        self.lines_done += len(nl)
-        if pos >= end:
-            return None
-        return buf[pos:end], body_first, _count_fields(buf, pos, end)
+        self.lines_done += buf.count(b"\n", 0, end)
+        if pos < end:
+            self.summ.add_unknown_fields(_count_fields(buf, pos, end))
+            parse_piece(buf[pos:end], body_first, self.summ, self.spath)
 
     def _header(self, buf: bytes, end: int) -> tuple[int, int]:
         """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
@@ -86,20 +74,12 @@ class _Body:
             pos = cut + 1
             if raw.strip():
                 obj = decode_line(raw, self.spath, lineno, header=True)
-                self.header = parse_header(obj, self.spath, lineno)
-                self.header_obj = obj
-                self.summ = Summary(obj, self.header, self.spath, sample_rows=self.sample_rows)
+                header = parse_header(obj, self.spath, lineno)
+                self.summ = Summary(obj, header, self.spath, sample_rows=self.sample_rows)
                 self.summ.add_unknown_fields({f"run.{name}": 1 for name in unknown_fields(obj)})
                 break
             lineno += 1
         return pos, lineno + 1
-
-    def cut_tail(self, n_bytes: int) -> None:
-        """The last line, ``n_bytes`` long, is incomplete: skipped (and warned of, where known)."""
-        warnings.warn(tail_warning(self.spath, self.lines_done + 1, n_bytes), stacklevel=7)
-
-
-_Taken = tuple[bytes, int, dict[str, int]]  # whole body lines, the first's number, the unknown fields on them
 
 
 def _count_fields(buf: bytes, start: int, end: int) -> dict[str, int]:
@@ -121,53 +101,36 @@ def _decoded(raw: bytes) -> Any:
         return None
 
 
-def _joined(carry: bytes, pending: list[tuple[bytes, np.ndarray]]) -> tuple[bytes, np.ndarray]:
-    """The bytes of ``carry`` and the ``pending`` chunks as one buffer, and its newlines."""
-    buf = b"".join([carry, *(c for c, _ in pending)])
-    offsets = np.cumsum([len(carry)] + [len(c) for c, _ in pending[:-1]])
-    return buf, np.concatenate([n + o for (_, n), o in zip(pending, offsets)] or [np.empty(0, np.int64)])
-
-
-def _pieces(body: _Body, chunks: Iterator[tuple[bytes, np.ndarray]]) -> Iterator[_Taken]:
-    """The body in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive."""
-    carry = b""  # the unfinished line after the last newline
-    pending: list[tuple[bytes, np.ndarray]] = []
-    held = 0  # bytes in ``pending``
+def _read(body: _Body, chunks: Iterator[tuple[bytes, Any]]) -> None:
+    """Fold the file in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive."""
+    pending: list[bytes] = []  # the unfinished line after the last newline, then the chunks since
+    held = 0  # bytes of the chunks in ``pending``
     limit = max(PIECE_BYTES, reader.RATIO_CHECK_BYTES)
-    for chunk, nl in chunks:
+    for chunk, _ in chunks:
         if not body.seen_text and chunk.strip():
             body.seen_text = True
-        pending.append((chunk, nl))
+        pending.append(chunk)
         held += len(chunk)
         if held < limit:
             continue
         limit, held = PIECE_BYTES, 0
-        buf, nls = _joined(carry, pending)
-        pending = []
-        if not len(nls):
-            carry = buf
-            continue
-        cut = int(nls[-1])
-        carry = buf[cut + 1 :]
-        taken = body.take(buf, cut + 1, nls)
-        if taken is not None:
-            yield taken
-    buf, nls = _joined(carry, pending)
-    pending = []  # (the chunks are in ``buf`` now)
-    yield from _last_pieces(body, buf, nls)
+        buf = b"".join(pending)
+        cut = buf.rfind(b"\n")
+        pending = [buf[cut + 1 :]]
+        if cut >= 0:
+            body.fold(buf, cut + 1)
+    _read_last(body, b"".join(pending))
 
 
-def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
-    """The pieces of what is left at the end of the file: its whole lines, and the last line if
-    it is complete. A live log may end mid-line: only whole lines are kept, unless the tail is
-    itself complete JSON (then it is a whole line, and gets every check)."""
+def _read_last(body: _Body, buf: bytes) -> None:
+    """Fold what is left at the end of the file: its whole lines, and the last line if it is
+    complete. A live log may end mid-line: only whole lines are kept, unless the tail is itself
+    complete JSON (then it is a whole line, and gets every check)."""
     spath = body.spath
-    cut = int(nls[-1]) if len(nls) else -1
+    cut = buf.rfind(b"\n")
     tail = buf[cut + 1 :]
     if cut >= 0:
-        taken = body.take(buf, cut + 1, nls)
-        if taken is not None:
-            yield taken
+        body.fold(buf, cut + 1)
     if not body.seen_text:
         raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
     if not tail:
@@ -178,9 +141,7 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
     except (ValueError, UnicodeDecodeError, RecursionError):
         complete = False
     if complete:
-        taken = body.take(tail + b"\n", len(tail) + 1, np.array([len(tail)]))
-        if taken is not None:
-            yield taken
+        body.fold(tail + b"\n", len(tail) + 1)
     elif tail.isspace():
         pass
     elif cut < 0 and body.lines_done == 0:
@@ -191,32 +152,8 @@ def _last_pieces(body: _Body, buf: bytes, nls: np.ndarray) -> Iterator[_Taken]:
             f"holds no complete line yet ({len(tail)} bytes and no newline; "
             f"a log still being written, or CR-only line ends?)",
         )
-    else:
-        body.cut_tail(len(tail))
-
-
-def _add_parsed(summ: Summary, p: Parsed) -> None:
-    """Fold one parsed piece into the summary (then the piece's columns can go)."""
-    if len(p.step["role"]):
-        summ.add_steps(p.step, p.step["role"])
-    if len(p.sync["t"]):
-        summ.add_syncs(p.sync)
-    if len(p.rates["t"]):
-        summ.add_rates(p.rates)
-    n_known = len(KNOWN_EVENTS)
-    if (p.ev >= n_known).any():
-        codes, counts = np.unique(p.ev[p.ev >= n_known], return_counts=True)
-        summ.add_unknown({p.names[int(c)]: int(k) for c, k in zip(codes, counts)})
-    if p.end_obj is not None:
-        summ.set_end(p.end_obj, by_time=False)
-
-
-def _fold(body: _Body, pieces: Iterator[_Taken]) -> None:
-    """Decode and check the pieces, and fold them into the body's summary, in order."""
-    for text, first_line, fields in pieces:
-        summ = body.piece_summary(fields)
-        _add_parsed(summ, parse_piece(text, first_line, body.header, body.spath))
-        body.summ.extend(summ)
+    else:  # the last line, incomplete: skipped
+        warnings.warn(tail_warning(spath, body.lines_done + 1, len(tail)), stacklevel=5)
 
 
 def _check_usable(summ: Summary, spath: str) -> None:
@@ -247,7 +184,7 @@ def exact_summary(
     path = Path(path)
     body = _Body(str(path), sample_rows)
     chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
-    _fold(body, _pieces(body, chunks))
+    _read(body, chunks)
     if body.summ is None:
         raise LogError(str(path), None, "is empty: a log starts with a 'run' header line")
     body.summ.n_lines = body.lines_done
@@ -283,5 +220,6 @@ def summarize_log(
             path, sample_rows=sample_rows, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines
         )
     _check_usable(summ, str(path))
-    summ.set_source(path)
+    summ.sources, summ.given = [], {}
+    summ.add_source(path)  # the one log file it was read from: its identity for merges
     return summ

@@ -47,8 +47,9 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import LogError, display_path, short_repr
-from advisor.ingest.sample import Sample, merged_order, row_keys, stable_order
+from advisor.ingest.sample import Sample, row_keys, stable_order
 from advisor.ingest.schema import RunHeader, parse_header, validate_event
+from advisor.records import Step, Sync
 
 FORMAT_VERSION = 1
 MAGIC = b'{"dflash_summary"'
@@ -57,8 +58,9 @@ NBINS = 8192
 BASE_BIN_S = 1.0 / 16.0
 MAX_SUMMARY_BYTES = 4 << 30
 
-STEP_FIELDS = ("t", "worker", "batch", "tokens", "seqs", "busy", "wait", "blocked", "loss")
-SYNC_FIELDS = ("t", "workers", "dur", "bytes")
+# the numbers of a step and of a sync (the records' fields but the role), as sampled
+STEP_FIELDS = tuple(n for n, s in Step.SPECS.items() if s.kind is not str)
+SYNC_FIELDS = tuple(n for n, s in Sync.SPECS.items() if s.kind is not str)
 BIN_FIELDS = ("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs")
 SYNC_BIN_FIELDS = ("n", "dur")
 
@@ -68,20 +70,11 @@ class _Bins:
 
     def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
         self.level = level
-        self.n_rows = n_rows
-        self._arr = arr
+        self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
         # `used`, where known: nothing yet for new bins (a fold is then only a change of level),
-        # what arrived for unpickled ones, the rows and bins sums were added to since; kept
-        # through folds, forgotten where unknown (then found by a scan)
+        # what arrived for bins read from a file, the rows and bins sums were added to since;
+        # kept through folds, forgotten where unknown (then found by a scan)
         self._used: tuple[np.ndarray, int] | None = (np.empty(0, np.int64), 0) if arr is None else None
-
-    @property
-    def arr(self) -> np.ndarray:
-        if self._arr is None:
-            # made at the first use: a file's summary before its first piece takes the piece's
-            # bins (`Summary.extend`) and never needs its own 1.2 MB of zeros
-            self._arr = np.zeros((self.n_rows, NBINS))
-        return self._arr
 
     def _also_used(self, rows: np.ndarray, cols: int) -> None:
         """Sums were added to ``rows`` up to bin ``cols``: `used` stays known, where it was."""
@@ -103,7 +96,7 @@ class _Bins:
         """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
         level = max(self.level, other.level)
         self.fold_to(level)
-        ob = _Bins(other.n_rows, other.level, other.arr)  # (a fold makes new arrays)
+        ob = _Bins(len(other.arr), other.level, other.arr)  # (a fold makes new arrays)
         ob._used = other._used
         ob.fold_to(level)
         rows, cols = ob.used()
@@ -123,12 +116,12 @@ class _Bins:
             pass
         elif f >= NBINS:
             total = self.arr[rows].sum(axis=1)
-            self._arr = np.zeros_like(self.arr)
+            self.arr = np.zeros_like(self.arr)
             self.arr[rows, 0] = total
         else:
             # only the rows that hold anything, where known (`used`): the others stay zero
             folded = self.arr[rows].reshape(len(rows), NBINS // f, f).sum(axis=2)
-            self._arr = np.zeros_like(self.arr)
+            self.arr = np.zeros_like(self.arr)
             self.arr[rows, : NBINS // f] = folded
         if self._used is not None:
             cols = self._used[1]
@@ -140,15 +133,6 @@ class _Bins:
         while t_max >= NBINS * BASE_BIN_S * 2.0**lv:
             lv += 1
         return lv
-
-    def add(self, t: np.ndarray, rows: Sequence[int], values: Sequence[np.ndarray]) -> None:
-        if not len(t):
-            return
-        self.fold_to(self.level_for(float(t.max())))
-        idx = np.minimum((t / self.width_s).astype(np.int64), NBINS - 1)
-        for r, v in zip(rows, values):
-            self.arr[r] += np.bincount(idx, weights=v, minlength=NBINS)
-        self._also_used(np.asarray(rows, dtype=np.int64), int(idx.max()) + 1)
 
     def add_by_row(
         self, t: np.ndarray, groups: np.ndarray, bases: Sequence[int], values: Sequence[np.ndarray | None]
@@ -182,19 +166,16 @@ class Totals:
         """One binned sum of one role over the whole log."""
         return self.bins[self.roles.index(role) * len(BIN_FIELDS) + BIN_FIELDS.index(name)]
 
-    def sync_window(self, start_s: float, end_s: float) -> dict[str, float]:
-        """The syncs' sums over the bins inside [start_s, end_s], as `window` takes them."""
-        base = len(self.roles) * len(BIN_FIELDS)
-        lo, hi = self._bins_of(start_s, end_s)
-        return {f: float(self.bins[base + i][lo:hi].sum()) for i, f in enumerate(SYNC_BIN_FIELDS)}
-
-    def _bins_of(self, start_s: float, end_s: float) -> tuple[int, int]:
-        return (int(math.floor(start_s / self.width_s + 1e-9)), int(math.ceil(end_s / self.width_s - 1e-9)))
-
-    def window(self, role: str, start_s: float, end_s: float) -> dict[str, float]:
-        """Sums over the bins inside [start_s, end_s] (window edges from the binned rule fall on bin edges)."""
-        lo, hi = self._bins_of(start_s, end_s)
-        return {f: float(self.series(role, f)[lo:hi].sum()) for f in BIN_FIELDS}
+    def window(self, role: str | None, start_s: float, end_s: float) -> dict[str, float]:
+        """Sums over the bins inside [start_s, end_s] of ``role``'s steps, or (None) of the syncs
+        (window edges from the binned rule fall on bin edges)."""
+        lo = int(math.floor(start_s / self.width_s + 1e-9))
+        hi = int(math.ceil(end_s / self.width_s - 1e-9))
+        if role is None:
+            names, base = SYNC_BIN_FIELDS, len(self.roles) * len(BIN_FIELDS)
+        else:
+            names, base = BIN_FIELDS, self.roles.index(role) * len(BIN_FIELDS)
+        return {f: float(self.bins[base + i][lo:hi].sum()) for i, f in enumerate(names)}
 
 
 class Summary:
@@ -274,7 +255,7 @@ class Summary:
         self.t_max_s = max(self.t_max_s, float(t.max()))
         base = len(self.roles) * len(BIN_FIELDS)
         dur = np.asarray(cols["dur"], dtype=np.float64)
-        self.bins.add(t, (base, base + 1), (np.ones(len(t)), np.nan_to_num(dur)))
+        self.bins.add_by_row(t, np.zeros(len(t), np.int64), [base], (None, np.nan_to_num(dur)))
         self.sync_sample.add(cols, row_keys(cols, len(self.roles), ("t", "workers", "dur")))
 
     def add_rates(self, cols: Mapping[str, np.ndarray]) -> None:
@@ -324,21 +305,12 @@ class Summary:
             times.append(c["t"][order])
             codes.append(np.full(len(keys), i, dtype=np.int64))
             start += len(keys)
-        if not parts:
-            return {f: np.empty(0) for f in self.step_fields}, np.empty(0, dtype=np.int64)
         # time order; equal times by role, then by key (content): the same order whichever files
-        # the rows came from, so merged summaries give the very frames of the whole log
-        rows = np.concatenate(by_time)[merged_order(times)]
+        # the rows came from, so merged summaries give the very frames of the whole log (numpy's
+        # stable sort merges the roles' runs, in order already, in linear time)
+        rows = np.concatenate(by_time)[np.argsort(np.concatenate(times), kind="stable")]
         out = {f: np.concatenate([c[f] for c in parts])[rows] for f in self.step_fields}
         return out, np.concatenate(codes)[rows]
-
-    def syncs(self) -> dict[str, np.ndarray]:
-        """Kept sync rows (every one where the syncs were not sampled)."""
-        c, _ = self.sync_sample.compact()
-        if self.sync_sample.pruned:
-            order = stable_order(c["t"])
-            c = {f: v[order] for f, v in c.items()}
-        return c
 
     def rates_columns(self) -> dict[str, np.ndarray]:
         """Every rates snapshot held, as one table."""
@@ -358,11 +330,6 @@ class Summary:
         )
 
     # --- merging
-
-    def set_source(self, path: str | Path) -> None:
-        """Record ``path`` as the one log file this summary was read from (its identity for merges)."""
-        self.sources, self.given = [], {}
-        self.add_source(path)
 
     def add_source(self, path: str | Path) -> None:
         """Record ``path`` as one more log file this summary was read from (a run read at once)."""
@@ -426,55 +393,21 @@ class Summary:
         self.given.update(other.given)
         self.n_lines += other.n_lines
         self.set_end(other.end)
-        return self._absorb(other)
-
-    def extend(self, other: Summary) -> Summary:
-        """Fold in the summary of the next piece of the same file.
-
-        The exact pass of `advisor.ingest.stream` reads a file as a left fold of its pieces'
-        summaries. Nothing is checked (one file's steps may repeat), the end is the last in file
-        order, and the line count is the reader's.
-        """
-        if other.end is not None:
-            self.end = dict(other.end)
-        return self._absorb(other, adopt=self._holds_nothing() and not other.sampled)
-
-    def _holds_nothing(self) -> bool:
-        """No step, sync or rates snapshot yet (a file's summary before its first piece)."""
-        return (
-            not math.isfinite(self.t_max_s)
-            and not self.rates
-            and not self.sync_sample.held
-            and not any(s.held for s in self.samples.values())
-        )
-
-    def _absorb(self, other: Summary, adopt: bool = False) -> Summary:
-        """What `merge` and `extend` both fold in: counts, samples, bins, rates, unknowns, t max.
-
-        ``adopt`` (this summary holds nothing): ``other``'s samples and bins taken as they are
-        (adding them to zeros and empty samples gives the same values; a file of one piece, e.g.
-        each of many rank files, then costs no second pass over its bins)."""
         self.add_unknown(other.unknown)
         self.add_unknown_fields(other.unknown_fields)
         self.t_max_s = max(self.t_max_s, other.t_max_s)
         self.sample_rows = min(self.sample_rows, other.sample_rows)
         for r in self.roles:
             self.counts[r] += other.counts[r]
-        if adopt:
-            self.samples, self.sync_sample, self.bins = other.samples, other.sync_sample, other.bins
-            for sample in (*self.samples.values(), self.sync_sample):
-                sample.k = self.sample_rows
-        else:
-            for r in self.roles:
-                oc, ok = other.samples[r].compact()
-                self.samples[r].k = self.sample_rows
-                # (parts pile up to 2k rows before a compaction, as when one file is read: the same
-                # sample, without concatenating everything held at every merge)
-                self.samples[r].add(oc, ok, other.samples[r].pruned)
-            oc, ok = other.sync_sample.compact()
-            self.sync_sample.k = self.sample_rows
-            self.sync_sample.add(oc, ok, other.sync_sample.pruned)
-            self.bins.add_bins(other.bins)
+            oc, ok = other.samples[r].compact()
+            self.samples[r].k = self.sample_rows
+            # (parts pile up to 2k rows before a compaction, as when one file is read: the same
+            # sample, without concatenating everything held at every merge)
+            self.samples[r].add(oc, ok, other.samples[r].pruned)
+        oc, ok = other.sync_sample.compact()
+        self.sync_sample.k = self.sample_rows
+        self.sync_sample.add(oc, ok, other.sync_sample.pruned)
+        self.bins.add_bins(other.bins)
         self.rates += other.rates
         return self
 
@@ -482,15 +415,6 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         """The summary as one JSON-ready object (`write` writes it, `read_summary` reads it)."""
-        samples = {}
-        for r in self.roles:
-            c, keys = self.samples[r].compact()
-            samples[r] = {
-                "pruned": self.samples[r].pruned,
-                "keys": _enc(keys),
-                **{f: _enc(c[f]) for f in self.step_fields},
-            }
-        c, keys = self.sync_sample.compact()
         return {
             "dflash_summary": FORMAT_VERSION,
             "header": self.header_obj,
@@ -503,8 +427,8 @@ class Summary:
             "end": self.end,
             "t_max_s": self.t_max_s if math.isfinite(self.t_max_s) else None,
             "counts": {r: self.counts[r].tolist() for r in self.roles},
-            "samples": samples,
-            "syncs": {"pruned": self.sync_sample.pruned, "keys": _enc(keys), **{f: _enc(c[f]) for f in SYNC_FIELDS}},
+            "samples": {r: _sample_json(self.samples[r]) for r in self.roles},
+            "syncs": _sample_json(self.sync_sample),
             "bins": {"level": self.bins.level, "data": _enc(self.bins.arr)},
             "rates": {k: _enc(v) for k, v in self.rates_columns().items()},
         }
@@ -524,6 +448,17 @@ def _enc(a: np.ndarray) -> dict[str, Any]:
     a = np.ascontiguousarray(a)
     dt = "<u8" if a.dtype == np.uint64 else "<i8" if a.dtype.kind == "i" else "<f8"
     return {"dtype": dt, "shape": list(a.shape), "b64": base64.b64encode(a.astype(dt).tobytes()).decode("ascii")}
+
+
+def _sample_json(sample: Sample) -> dict[str, Any]:
+    cols, keys = sample.compact()
+    return {"pruned": sample.pruned, "keys": _enc(keys), **{f: _enc(cols[f]) for f in sample.fields}}
+
+
+def _read_sample(sample: Sample, obj: Mapping[str, Any], path: str, name: str) -> None:
+    cols = {f: _dec(obj[f], path, f"{name}.{f}") for f in sample.fields}
+    sample.add(cols, _dec(obj["keys"], path, f"{name}.keys"), bool(obj["pruned"]))
+    sample.compact()
 
 
 def _dec(obj: Any, path: str, name: str) -> np.ndarray:
@@ -583,16 +518,8 @@ def read_summary(path: str | Path) -> Summary:
         s.t_max_s = -math.inf if obj["t_max_s"] is None else float(obj["t_max_s"])
         for r in s.roles:
             s.counts[r] = np.asarray(obj["counts"][r], dtype=np.int64).reshape(3)
-            so = obj["samples"][r]
-            cols = {f: _dec(so[f], spath, f"samples.{r}.{f}") for f in s.step_fields}
-            s.samples[r].add(cols, _dec(so["keys"], spath, f"samples.{r}.keys"), bool(so["pruned"]))
-            s.samples[r].compact()
-        so = obj["syncs"]
-        s.sync_sample.add(
-            {f: _dec(so[f], spath, f"syncs.{f}") for f in SYNC_FIELDS},
-            _dec(so["keys"], spath, "syncs.keys"),
-            bool(so["pruned"]),
-        )
+            _read_sample(s.samples[r], obj["samples"][r], spath, f"samples.{r}")
+        _read_sample(s.sync_sample, obj["syncs"], spath, "syncs")
         arr = _dec(obj["bins"]["data"], spath, "bins")
         if arr.shape != s.bins.arr.shape:
             raise LogError(spath, None, f"is not a valid summary: bins of shape {arr.shape}", "bins")

@@ -379,14 +379,6 @@ def test_stable_order_breaks_ties_by_the_second_array_then_index(values, seed):
     np.testing.assert_array_equal(sample.stable_order(v, ties), np.lexsort((np.arange(len(v)), ties, v)))
 
 
-@settings(max_examples=40, deadline=None)
-@given(runs=st.lists(st.lists(st.one_of(st.integers(0, 6).map(float), st.just(math.nan)), max_size=30), max_size=5))
-def test_merged_order_is_the_stable_sort_of_the_runs_end_to_end(runs):
-    runs = [np.sort(np.array(r, dtype=float)) for r in runs]  # (each in order, NaN last)
-    whole = np.concatenate(runs) if runs else np.empty(0)
-    np.testing.assert_array_equal(sample.merged_order(runs), np.argsort(whole, kind="stable"))
-
-
 @settings(max_examples=25, deadline=None)
 @given(batches=st.lists(st.integers(0, 300), min_size=1, max_size=8), k=st.integers(1, 250), seed=st.integers(0, 9))
 def test_a_pruned_sample_is_the_bottom_k_by_time_then_key_whatever_the_arrival(batches, k, seed):
@@ -461,9 +453,9 @@ def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
     b = summary._Bins(3)
     b.fold_to(4)
     assert b.level == 4 and not len(b.used()[0]) and not b.arr.any()
-    b.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
+    b.add_by_row(np.array([1.0, 5000.0]), np.zeros(2, np.int64), [0], [np.array([2.0, 3.0])])
     ref = summary._Bins(3, 4)
-    ref.add(np.array([1.0, 5000.0]), [0], [np.array([2.0, 3.0])])
+    ref.add_by_row(np.array([1.0, 5000.0]), np.zeros(2, np.int64), [0], [np.array([2.0, 3.0])])
     np.testing.assert_array_equal(b.arr, ref.arr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
