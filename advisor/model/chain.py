@@ -55,7 +55,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from advisor.model.link import LinkResult, Placement, link_pool
-from advisor.model.params import PipelineFit, RoleFit, Source, SyncFit
+from advisor.model.params import PipelineFit, RegimeFit, RoleFit, Source, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
 MAX_EFFECTIVE_BUFFER = 4000  # beyond this the chain is at the bound to < 1e-4
@@ -294,8 +294,9 @@ def _pipeline_x(
     mean over the log's time slices of each slice's throughput at its own rates and the
     within-slice variability."""
     rg = fit.regimes
-    if not rg.detected:
-        return _stationary_x(fit, n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv, barrier)
+    if not rg.detected:  # one slice at the roles' own rates and variability
+        scv = {"producer_scv": fit.producer.busy_scv, "consumer_scv": fit.consumer.busy_scv}
+        rg = RegimeFit(weight=(1.0,), producer_scale=(1.0,), consumer_scale=(1.0,), **scv)
     parts = [
         _stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv, barrier)
         for sp, sc in zip(rg.producer_scale, rg.consumer_scale)
@@ -380,15 +381,15 @@ def _interval(
     var = sum(v * v for v in shared) + own_var
     half = Z_95 * math.sqrt(var)
     lo, hi = x * math.exp(-half), x * math.exp(half)
-    ends = [0.0, 0.0]
+    ends = (0.0, 0.0)
     if what_if.consumer_scaling is None and not fit.sync.scaling_identified:
         # sync cost logged at one drafter count: the interval also spans the projection at the
         # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-        for i, s_end in enumerate(sync_scaling_range(c, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)):
-            if s_end > 0 and r.scaling > 0:
-                ends[i] = e_c * math.log(s_end / r.scaling)
-                x_end = x * math.exp(ends[i])
-                lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
+        s_ends = sync_scaling_range(c, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)
+        ends = tuple(e_c * math.log(s / r.scaling) if s > 0 and r.scaling > 0 else 0.0 for s in s_ends)
+    for end in ends:  # (0: the point's own interval again)
+        x_end = x * math.exp(end)
+        lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
     corners = _corners(fit, n_producer, n_consumer, x, state)
     open_hi = 0.0
     for shift, is_open in zip(corners, open_corners(fit)):
@@ -402,7 +403,7 @@ def _interval(
     err = {
         "err_shared": shared,
         "err_own_var": own_var,
-        "err_sync_ends": (ends[0], ends[1]),
+        "err_sync_ends": ends,
         "err_corners": corners,
         "x_high_open": high_open,
     }
@@ -418,9 +419,8 @@ def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
 
 def _open_ends(rf: RoleFit) -> tuple[bool, bool]:
     """Which ends of a role's capacity range, in the order `range_ends` walks it, are open (inf)."""
-    if not rf.ranged or rf.mu_bps <= 0:
-        return False, False
-    return not math.isfinite(rf.mu_range_bps[0]), not math.isfinite(rf.mu_range_bps[1])
+    ranged = rf.ranged and rf.mu_bps > 0
+    return tuple(not math.isfinite(end) for end in rf.mu_range_bps) if ranged else (False, False)
 
 
 def range_ends(rf: RoleFit) -> tuple[float, float]:
@@ -461,6 +461,7 @@ class _SplitRates:
     mu_p: float  # a producer's rate
     mu_c_compute: float  # a consumer's rate on compute alone
     mu_c: float  # a consumer's rate with the link's wait and the sync scaling s(M)
+    mu_c_own: float  # ... with its compute and collective alone: no wait on the link, no link time in T_ar
     pool: LinkResult | None  # the drafter pool behind the link; None without a link
     ranks: int  # ranks of the sync all-reduce
     sync_link_s: float  # seconds one sync round's all-reduce holds the link
@@ -469,106 +470,62 @@ class _SplitRates:
     barrier: _Barrier | None
 
 
-def _busy_per_batch(fit: PipelineFit, tokens_per_batch: float | None) -> tuple[float, float, float]:
-    """Tokens per batch and each role's busy seconds per batch: the logged means, or the token
-    model's at ``tokens_per_batch``."""
-    p, c = fit.producer, fit.consumer
-    if tokens_per_batch is None:
-        return fit.tokens_mean, p.busy_mean_s, c.busy_mean_s
-    return tokens_per_batch, p.busy_at(tokens_per_batch), c.busy_at(tokens_per_batch)
-
-
-def _link_rate(link: LinkStage | None, mu_c_compute: float) -> tuple[float, LinkResult | None]:
-    """A consumer's rate with the link's wait and transfer in it, and the pool behind the link
-    (the compute rate and None where no link carries anything)."""
-    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
-        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
-        return 1.0 / pool.consumer_s, pool
-    return mu_c_compute, None
-
-
 def _split_rates(
     fit: PipelineFit, n_consumer: int, busy_s: tuple[float, float], what_if: WhatIf, link: LinkStage | None
 ) -> _SplitRates:
     """Per-worker rates of one split from each role's busy seconds per batch (contention in them):
-    ``mu = what_if.mu_scale / busy``; the consumer's through the link, then times the sync scaling
-    s(M) of its ``ranks`` (``what_if.consumer_scaling`` where given), with the sync barrier where
-    k > 0 and M > 1."""
+    ``mu = what_if.mu_scale / busy``; the consumer's through the link (`advisor.model.link.link_pool`,
+    where it carries anything), then times the sync scaling s(M) of its ``ranks``
+    (``what_if.consumer_scaling`` where given), with the sync barrier where k > 0 and M > 1."""
     busy_p, busy_c = busy_s
     mu_p = what_if.mu_scale[0] / busy_p
     mu_c_compute = what_if.mu_scale[1] / busy_c
-    mu_c_raw, pool = _link_rate(link, mu_c_compute)
+    mu_c_raw, pool = mu_c_compute, None
+    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
+        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
+        mu_c_raw = 1.0 / pool.consumer_s
     ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
     k = fit.sync.sync_every
     sync_link = link.sync_xfer_s if link is not None and ranks > 1 and k > 0 else 0.0
+
+    def scaling(mu_c: float, t_ar: float) -> tuple[float, float]:
+        # a sync round is k of a drafter's batches at rate mu_c, then T_ar
+        busy_round = busy_c * mu_c_compute / mu_c
+        s = what_if.consumer_scaling
+        return busy_round, _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, t_ar) if s is None else s
+
     t_ar = fit.sync.allreduce_s(ranks) + sync_link
-    # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
-    busy_round = busy_c * mu_c_compute / mu_c_raw
-    s = what_if.consumer_scaling
-    if s is None:
-        s = _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, t_ar)
+    busy_round, s = scaling(mu_c_raw, t_ar)
     bar = _Barrier(k, t_ar + fit.sync.overhead_s, s) if k > 0 and ranks > 1 and s > 0 else None
-    return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, pool, ranks, sync_link, busy_round, s, bar)
+    mu_c_own = mu_c_compute * scaling(mu_c_compute, fit.sync.allreduce_s(ranks))[1]
+    return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, mu_c_own, pool, ranks, sync_link, busy_round, s, bar)
 
 
-def _split_capacities(
-    fit: PipelineFit, n_producer: int, n_consumer: int, r: _SplitRates, x: float
-) -> tuple[dict[str, float], float, float, float | None]:
-    """Each stage's capacity (batches/s) as the chain sees it: the two pools ``N mu_p`` and ``M mu_c``
-    (the drafters' with their waits on the link), the link where it binds below both or runs
-    saturated at ``x``, the loader where the input bounds the run. Returns the capacities by stage,
-    the link's capacity, its share spent on sync, the loader's capacity."""
-    caps = {fit.producer.role: n_producer * r.mu_p, fit.consumer.role: n_consumer * r.mu_c}
+def _capacities(fit: PipelineFit, n: int, m: int, r: _SplitRates, x: float) -> tuple[dict, float, float, str]:
+    """The stages' capacities (batches/s) and the bottleneck at rate ``x``: the roles' own capacities
+    (``N mu_p`` and the drafters' ``M mu_c s(M)`` with their compute and collective alone, the link a
+    stage of its own) with the loader's where the input bounds the run; the link's capacity; its
+    share spent on sync; the bottleneck, the least of the chain's capacities (the drafters' with
+    their waits on the link) but the link where it runs saturated at ``x``, or lies below both pools
+    and within ``LINK_SATURATED_CAP`` of the least (the placed rows' rule in
+    `advisor.project.linked`), or where the chain names the drafters while their own capacity is not
+    the least of the own ones and the link's (their waits on the link bind them)."""
+    p, c = fit.roles
+    own = {p: n * r.mu_p, c: m * r.mu_c_own}
+    caps = {p: n * r.mu_p, c: m * r.mu_c}
+    if fit.loader.input_bound and fit.loader.capacity_bps:
+        own["loader"] = caps["loader"] = fit.loader.capacity_bps
     sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
     link_cap, sync_share = _link_capacity(r.pool, sync_s)
-    if math.isfinite(link_cap) and link_cap <= min(caps.values()):
-        caps["link"] = link_cap
-    loader_cap = None
-    if fit.loader.input_bound and fit.loader.capacity_bps:
-        loader_cap = fit.loader.capacity_bps
-        caps["loader"] = loader_cap
-    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
-        caps["link"] = link_cap  # the drafters wait on a saturated link: it sets the pace
-    return caps, link_cap, sync_share, loader_cap
-
-
-def _own_capacities(
-    fit: PipelineFit,
-    engines: tuple[int, int],
-    busy_s: tuple[float, float],
-    what_if: WhatIf,
-    link: LinkStage | None,
-    loader_cap: float | None,
-) -> dict[str, float]:
-    """The roles' own capacities (and the loader's where it bounds the input): ``N mu_p`` and the
-    drafters' ``M mu_c s(M)`` with their compute and collective alone, no wait on the link and no link
-    time in the all-reduce (the link is a stage of its own)."""
-    free = replace(link, xfer_s=0.0, sync_xfer_s=0.0) if link is not None else None
-    r = _split_rates(fit, engines[1], busy_s, what_if, free)
-    own = {fit.producer.role: engines[0] * r.mu_p, fit.consumer.role: engines[1] * r.mu_c}
-    if loader_cap is not None:
-        own["loader"] = loader_cap
-    return own
-
-
-def _bottleneck(caps: dict[str, float], x: float) -> str:
-    """The stage with the least capacity; the link where it ties with the least or runs saturated
-    at ``x`` (the same rule as the placed rows' in `advisor.project.linked`)."""
-    if "link" in caps and (
-        caps["link"] <= LINK_SATURATED_CAP * min(caps.values()) or x >= LINK_SATURATED * caps["link"]
+    least = min(caps, key=caps.get)
+    if math.isfinite(link_cap) and (
+        x >= LINK_SATURATED * link_cap
+        or (link_cap <= min(caps[p], caps[c]) and link_cap <= LINK_SATURATED_CAP * caps[least])
     ):
-        return "link"
-    return min(caps, key=caps.get)
-
-
-def _named_bottleneck(caps: dict[str, float], own: dict[str, float], link_cap: float, x: float, consumer: str) -> str:
-    """`_bottleneck` of the chain's capacities ``caps``; where that names the drafters but their own
-    capacity (``own``: the roles' own and the loader's) is not the least of ``own`` and the link's,
-    their waits on the link are what binds them: the link."""
-    b = _bottleneck(caps, x)
-    if b == consumer and own[consumer] > min(min(own.values()), link_cap) * LINK_SATURATED_CAP:
-        return "link"
-    return b
+        least = "link"
+    elif least == c and own[c] > min(min(own.values()), link_cap) * LINK_SATURATED_CAP:
+        least = "link"
+    return own, link_cap, sync_share, least
 
 
 def project_split(
@@ -590,7 +547,11 @@ def project_split(
     ends of `sync_scaling_range` where the sync's scaling is unidentified, and the capacity
     ranges' corners.
     """
-    tokens, busy_p, busy_c = _busy_per_batch(fit, what_if.tokens_per_batch)
+    tokens, p, c = what_if.tokens_per_batch, fit.producer, fit.consumer
+    if tokens is None:  # the logged means, else the token model's
+        tokens, busy_p, busy_c = fit.tokens_mean, p.busy_mean_s, c.busy_mean_s
+    else:
+        busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
     k_p, k_c = fit.contention.scale(n_producer, g)
     r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if, link)
@@ -600,20 +561,19 @@ def project_split(
     err: dict = {}
     if interval and x > 0:
         lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, r, b, res, what_if)
-    caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
-    own = _own_capacities(fit, (n_producer, n_consumer), (busy_p * k_p, busy_c * k_c), what_if, link, loader_cap)
+    own, link_cap, sync_share, bottleneck = _capacities(fit, n_producer, n_consumer, r, x)
     return SplitResult(
         n_producer=n_producer,
         n_consumer=n_consumer,
         x_bps=x,
         tok_s=x * tokens,
-        producer_cap_bps=own[fit.producer.role],
-        consumer_cap_bps=own[fit.consumer.role],
-        loader_cap_bps=loader_cap,
+        producer_cap_bps=own[p.role],
+        consumer_cap_bps=own[c.role],
+        loader_cap_bps=own.get("loader"),
         bound_bps=min(min(own.values()), link_cap),
-        efficiency=x / max(own[fit.producer.role], own[fit.consumer.role]),
+        efficiency=x / max(own[p.role], own[c.role]),
         gpu_util=(x / r.mu_p * gpus_per_worker[0] + x / r.mu_c_compute * gpus_per_worker[1]) / g,
-        bottleneck=_named_bottleneck(caps, own, link_cap, x, fit.consumer.role),
+        bottleneck=bottleneck,
         producer_blocked=res.producer_blocked,
         consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean,
