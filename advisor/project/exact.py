@@ -102,17 +102,31 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
     )
 
 
-def _services(
-    fit: PipelineFit, pools: Pools, rng: np.random.Generator, n: int, m: int, nb: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """``nb`` batches' tokens and their target and drafter service times at split N-M (the fitted
-    line times a resampled ratio, scaled by the split's contention), drawn in that order; and the
+def _split_run(
+    fit: PipelineFit, pools: Pools, n: int, m: int, hs_cap: int, n_batches: int, seed: int
+) -> tuple[dict, np.random.Generator, float]:
+    """`simulate`'s keywords for split N-M from a generator of its own: `batches_for` batches'
+    tokens and their target and drafter service times (the fitted line times a resampled ratio,
+    scaled by the split's contention), drawn in that order; the generator, to draw on; and the
     drafters' contention factor."""
+    nb = batches_for(fit, n, m, n_batches, hs_cap)
+    rng = np.random.default_rng([seed, n, m])
     k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
     tok = rng.choice(pools.tokens, nb)
     tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb)
     dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(pools.ratio_c, nb)
-    return tok, tgt, dft, k_c
+    run = dict(
+        target_s=tgt,
+        drafter_s=dft,
+        tokens=tok,
+        n_target=n,
+        n_drafter=m,
+        hs_cap=hs_cap,
+        pre_cap=max(fit.pre_cap, 1),
+        sync_every=fit.sync.sync_every,
+        warmup_batches=int(nb * WARMUP_SHARE),
+    )
+    return run, rng, k_c
 
 
 PLACED_BATCHES = 12000
@@ -146,27 +160,15 @@ def simulate_placed_run(
     `advisor.model.link.sync_link_s` more each round where they sit on several nodes.
     """
     n, m = sum(placement.producers), sum(placement.consumers)
-    rng = np.random.default_rng([seed, n, m])
-    b = fit.hs_cap if hs_cap is None else hs_cap
-    nb = batches_for(fit, n, m, n_batches, b)
-    tok, tgt, dft, _ = _services(fit, pools, rng, n, m, nb)
-    tgt, dft = tgt / scale[0], dft / scale[1]
+    run, _, _ = _split_run(fit, pools, n, m, fit.hs_cap if hs_cap is None else hs_cap, n_batches, seed)
     tnode = [a for a, k in enumerate(placement.producers) for _ in range(k)]
     dnode = [a for a, k in enumerate(placement.consumers) for _ in range(k)]
-    link = tok * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
+    link = run["tokens"] * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
     every = fit.sync.sync_every
     sync_link = sync_link_s(placement, fit.sync.bytes_per_sync, link_bytes_s) if every > 0 and m > 1 else 0.0
     res = simulate(
-        target_s=tgt,
-        drafter_s=dft,
-        tokens=tok,
-        n_target=n,
-        n_drafter=m,
-        hs_cap=b,
-        pre_cap=max(fit.pre_cap, 1),
-        sync_every=every,
+        **dict(run, target_s=run["target_s"] / scale[0], drafter_s=run["drafter_s"] / scale[1]),
         sync_s=fit.sync.allreduce_s(m) + fit.sync.overhead_s + sync_link,
-        warmup_batches=int(nb * WARMUP_SHARE),
         link_s=link,
         keep_trace=True,
         target_node=tnode if link is not None else None,
@@ -198,15 +200,12 @@ def simulated_bps_at(
     if pools is None:
         pools = gather_pools(fit, logs)
     b = fit.hs_cap if hs_cap is None else hs_cap
-    # sized for each split, whatever G the logs ran: the window opens after warm-up and closes
-    # at the last loader departure, so the batches held in queues and workers must be few
-    sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in pairs]
 
     def runs():  # every split's inputs from a generator of its own, drawn as it is simulated
         loader_s: float | np.ndarray = 0.0
-        for n, m, nb in sizes:
-            rng = np.random.default_rng([seed, n, m])
-            tok, tgt, dft, k_c = _services(fit, pools, rng, n, m, nb)
+        for n, m in pairs:
+            run, rng, k_c = _split_run(fit, pools, n, m, b, n_batches, seed)
+            nb = len(run["tokens"])
             if fit.loader.input_bound and fit.loader.capacity_bps:
                 mean_gap = 1.0 / fit.loader.capacity_bps
                 shape = 1.0 / max(fit.loader.scv, 1e-3)
@@ -215,20 +214,7 @@ def simulated_bps_at(
             sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
             # steps are drawn independently: the rounds' measured extra spread waits at the barrier
             extra_s = straggler_excess_s(fit.consumer, fit.sync, m, k_c) + fit.sync.overhead_s
-            sync_s = np.maximum(sync_s + extra_s, 0.0)
-            yield dict(
-                target_s=tgt,
-                drafter_s=dft,
-                tokens=tok,
-                loader_s=loader_s,
-                n_target=n,
-                n_drafter=m,
-                hs_cap=b,
-                pre_cap=max(fit.pre_cap, 1),
-                sync_every=fit.sync.sync_every,
-                sync_s=sync_s,
-                warmup_batches=int(nb * WARMUP_SHARE),
-            )
+            yield dict(run, loader_s=loader_s, sync_s=np.maximum(sync_s + extra_s, 0.0))
 
     return [simulated_bps(kw) for kw in runs()]
 
