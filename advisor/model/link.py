@@ -53,7 +53,9 @@ class Placement:
     def __post_init__(self):
         if self.routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {ROUTINGS}, got {self.routing!r}")
-        if self.routing == "local" and not self.can_route_locally():
+        # node-locally every node holds both roles or neither (and some node holds them)
+        both = all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
+        if self.routing == "local" and not (any(self.producers) and both):
             raise ValueError("node-local routing needs targets and drafters on every node that holds either")
 
     @classmethod
@@ -71,10 +73,6 @@ class Placement:
     @property
     def local(self) -> bool:
         return self.routing == "local"
-
-    def can_route_locally(self) -> bool:
-        """Every node holds both roles or neither (and some node holds them)."""
-        return any(self.producers) and all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
 
     def uniform(self) -> bool:
         """Every node that holds engines holds the same mix (node-local pipelines all alike)."""

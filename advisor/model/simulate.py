@@ -35,7 +35,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -54,10 +54,6 @@ class RoleShares:
     blocked: np.ndarray
     starved: np.ndarray
     sync: np.ndarray
-
-    @property
-    def n_workers(self) -> int:
-        return int(self.busy.shape[0])
 
 
 @dataclass(frozen=True)
@@ -141,10 +137,9 @@ class SimInput:
     drafter_node: Any = None  # each drafter's node (with link_s)
 
 
-def simulate(run: SimInput | None = None, /, *, keep_trace: bool = False, **given: Any) -> SimResult:
-    """Simulate one split exactly; see the module docstring for the rules."""
-    run = SimInput(**given) if run is None else replace(run, **given)
-    return _summarise(_events(run), keep_trace)
+def simulate(*, keep_trace: bool = False, **run: Any) -> SimResult:
+    """Simulate one split exactly (`SimInput`'s fields as keywords); see the module docstring for the rules."""
+    return _summarise(_events(SimInput(**run)), keep_trace)
 
 
 @dataclass(frozen=True)
