@@ -181,8 +181,6 @@ class SplitResult:
     hs_mean_depth: float
     x_low_bps: float = math.nan
     x_high_bps: float = math.nan
-    producer_busy_scale: float = 1.0  # step-time multiplier from contention at this split
-    consumer_busy_scale: float = 1.0
     # the interval's parts, for comparing two splits of one fit (`advisor.project.rows.lead_interval`):
     # log-throughput per standard error of each error source every split shares (producer and
     # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
@@ -320,18 +318,18 @@ def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, flo
     return math.hypot(samp, rf.drift), math.hypot(tok, run_se)
 
 
-def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float]:
+def _elasticities(fit: PipelineFit, x: float, x_at) -> tuple[float, float]:
     """d ln X / d ln mu of each role by finite steps either way: from step logs the central
     difference over ``CENTRAL_ELASTICITY_STEP`` (a run-to-run move, so a split near the balance
     shares both roles' level: BENCHMARKS.md 19.10, 19.12); without step events the larger of the
-    forward and backward ``ELASTICITY_STEP`` elasticities."""
-    mu_p, mu_c, b, bar = state
+    forward and backward ``ELASTICITY_STEP`` elasticities (``x_at(f_p, f_c)``: the rate at those factors
+    on the roles' rates)."""
     central = fit.source is Source.STEPS
     step = CENTRAL_ELASTICITY_STEP if central else ELASTICITY_STEP
     h = math.log1p(step)
 
     def at(fp: float, fc: float) -> float:
-        return math.log(_pipeline_x(fit, n, m, mu_p * fp, mu_c * fc, b, bar)[0] / x) / h
+        return math.log(x_at(fp, fc) / x) / h
 
     back = 1.0 / (1 + step)
     fwd = at(1 + step, 1.0), at(1.0, 1 + step)
@@ -355,8 +353,11 @@ def _interval(
     """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`) from
     its rates ``r``, buffer ``b`` and chain result ``res``."""
     p, c = fit.producer, fit.consumer
-    state = (r.mu_p, r.mu_c, b, r.barrier)  # the chain's at this split
-    e_p, e_c = _elasticities(fit, n_producer, n_consumer, x, state)
+
+    def x_at(fp: float, fc: float) -> float:  # the rate with the roles' rates times (fp, fc)
+        return _pipeline_x(fit, n_producer, n_consumer, r.mu_p * fp, r.mu_c * fc, b, r.barrier)[0]
+
+    e_p, e_c = _elasticities(fit, x, x_at)
     # the barrier-tail correction is approximate: part of its size is model error
     bar_se = BARRIER_SE_SHARE * res.barrier_cut
     cse_p, cse_c = fit.contention.rel_se(n_producer, g)
@@ -390,7 +391,7 @@ def _interval(
     for end in ends:  # (0: the point's own interval again)
         x_end = x * math.exp(end)
         lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
-    corners = _corners(fit, n_producer, n_consumer, x, state)
+    corners = _corners(fit, x, x_at)
     open_hi = 0.0
     for shift, is_open in zip(corners, open_corners(fit)):
         lo = min(lo, x * math.exp(shift - half))
@@ -431,27 +432,17 @@ def range_ends(rf: RoleFit) -> tuple[float, float]:
     return lo / rf.mu_bps, (hi / rf.mu_bps if math.isfinite(hi) else BOUND_OPEN_FACTOR)
 
 
-def _corners(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float, float, float]:
-    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one)."""
-    if not (fit.producer.ranged or fit.consumer.ranged) or x <= 0:
+def _corners(fit: PipelineFit, x: float, x_at) -> tuple[float, float, float, float]:
+    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one;
+    ``x_at`` as in `_elasticities`)."""
+    if not (fit.producer.ranged or fit.consumer.ranged):
         return 0.0, 0.0, 0.0, 0.0
-    mu_p, mu_c, b, bar = state
     out = []
     for a in range_ends(fit.producer):
         for c in range_ends(fit.consumer):
-            xc = _pipeline_x(fit, n, m, mu_p * a, mu_c * c, b, bar)[0]
+            xc = x_at(a, c)
             out.append(math.log(xc / x) if xc > 0 else 0.0)
     return tuple(out)
-
-
-def _link_capacity(pool, sync_s_per_batch: float) -> tuple[float, float]:
-    """The link's capacity (b/s) and the sync's share of its busy time: per batch it holds ``c x`` of
-    hidden state (``1 / pool.link_cap_bps``) and ``T_link / (M k)`` of sync (`advisor.model.link`)."""
-    if pool is None:
-        return math.inf, 0.0
-    hs_s = 1.0 / pool.link_cap_bps if math.isfinite(pool.link_cap_bps) and pool.link_cap_bps > 0 else 0.0
-    per_batch = hs_s + sync_s_per_batch
-    return (1.0 / per_batch, sync_s_per_batch / per_batch) if per_batch > 0 else (math.inf, 0.0)
 
 
 @dataclass(frozen=True)
@@ -515,8 +506,12 @@ def _capacities(fit: PipelineFit, n: int, m: int, r: _SplitRates, x: float) -> t
     caps = {p: n * r.mu_p, c: m * r.mu_c}
     if fit.loader.input_bound and fit.loader.capacity_bps:
         own["loader"] = caps["loader"] = fit.loader.capacity_bps
+    # per batch the link holds ``c x`` of hidden state (``1 / pool.link_cap_bps``) and ``T_link / (M k)``
+    # of sync (`advisor.model.link`); no pool, no link time
     sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
-    link_cap, sync_share = _link_capacity(r.pool, sync_s)
+    hs = r.pool.link_cap_bps if r.pool is not None else math.inf
+    per_batch = (1.0 / hs if math.isfinite(hs) and hs > 0 else 0.0) + sync_s
+    link_cap, sync_share = (1.0 / per_batch, sync_s / per_batch) if per_batch > 0 else (math.inf, 0.0)
     least = min(caps, key=caps.get)
     if math.isfinite(link_cap) and (
         x >= LINK_SATURATED * link_cap
@@ -579,8 +574,6 @@ def project_split(
         hs_mean_depth=res.queue_mean,
         x_low_bps=lo,
         x_high_bps=hi,
-        producer_busy_scale=k_p,
-        consumer_busy_scale=k_c,
         consumer_compute_s=1.0 / r.mu_c_compute,
         link_cap_bps=link_cap,
         link_util=x / link_cap if math.isfinite(link_cap) else 0.0,
