@@ -49,7 +49,7 @@ while their own capacity is not the least. Node-local pipelines: `project_local`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cache, lru_cache
 
 import numpy as np
@@ -254,36 +254,6 @@ class _Barrier:
     scaling: float
 
 
-def _stationary_x(
-    fit: PipelineFit,
-    n: int,
-    m: int,
-    mu_p: float,
-    mu_c: float,
-    b: int,
-    scv_p: float,
-    scv_c: float,
-    barrier: _Barrier | None = None,
-) -> tuple[float, ChainResult]:
-    res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
-    x = res.x_bps
-    if barrier is not None:
-        lam = n * mu_p
-        if fit.loader.input_bound and fit.loader.capacity_bps:
-            lam = min(lam, fit.loader.capacity_bps)  # the targets supply no faster than they are fed
-        x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
-        if x_bar < x:
-            # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
-            cut = math.log(x / x_bar) if x_bar > 0 else 0.0
-            x = x_bar
-            res = ChainResult(x, max(res.producer_blocked, 1.0 - x / lam), res.consumer_starved, res.queue_mean, cut)
-    if fit.loader.input_bound and fit.loader.capacity_bps:
-        # the block behind the loader serves like one station of rate x with the targets' SCV
-        front = chain(1, 1, fit.loader.capacity_bps, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv, scv_p)
-        x = front.x_bps
-    return x, res
-
-
 def _pipeline_x(
     fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, barrier: _Barrier | None = None
 ) -> tuple[float, ChainResult]:
@@ -291,23 +261,37 @@ def _pipeline_x(
     drafters sync), behind the loader when it binds; with regimes (`advisor.model.params.RegimeFit`), the
     mean over the log's time slices of each slice's throughput at its own rates and the
     within-slice variability."""
+    loader = fit.loader.capacity_bps if fit.loader.input_bound and fit.loader.capacity_bps else None
+
+    def stationary(mu_p: float, mu_c: float, scv_p: float, scv_c: float) -> tuple[float, ChainResult]:
+        res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
+        x = res.x_bps
+        if barrier is not None:
+            lam = n * mu_p if loader is None else min(n * mu_p, loader)  # the targets supply no faster than fed
+            x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
+            if x_bar < x:
+                # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
+                cut = math.log(x / x_bar) if x_bar > 0 else 0.0
+                x = x_bar
+                res = ChainResult(
+                    x, max(res.producer_blocked, 1.0 - x / lam), res.consumer_starved, res.queue_mean, cut
+                )
+        if loader is not None:
+            # the block behind the loader serves like one station of rate x with the targets' SCV
+            x = chain(1, 1, loader, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv, scv_p).x_bps
+        return x, res
+
     rg = fit.regimes
     if not rg.detected:  # one slice at the roles' own rates and variability
         scv = {"producer_scv": fit.producer.busy_scv, "consumer_scv": fit.consumer.busy_scv}
         rg = RegimeFit(weight=(1.0,), producer_scale=(1.0,), consumer_scale=(1.0,), **scv)
     parts = [
-        _stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv, barrier)
+        stationary(mu_p / sp, mu_c / sc, rg.producer_scv, rg.consumer_scv)
         for sp, sc in zip(rg.producer_scale, rg.consumer_scale)
     ]
     x = sum(w * p[0] for w, p in zip(rg.weight, parts))
-    res = ChainResult(
-        x,
-        *(
-            sum(w * getattr(p[1], f) for w, p in zip(rg.weight, parts))
-            for f in ("producer_blocked", "consumer_starved", "queue_mean", "barrier_cut")
-        ),
-    )
-    return x, res
+    mean = (sum(w * getattr(p[1], f.name) for w, p in zip(rg.weight, parts)) for f in fields(ChainResult)[1:])
+    return x, ChainResult(x, *mean)
 
 
 def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, float]:
