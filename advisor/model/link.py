@@ -89,12 +89,12 @@ class Placement:
         """``node 0: 8 targets; node 1: 4 targets + 4 drafters`` (empty nodes left out); node-locally
         ``node-local: node 0: 7 targets + 1 drafter; node 1: ...``.
         """
-        parts = ["node-local:"] if self.local else []
+        parts = []
         for a, (n, m) in enumerate(zip(self.producers, self.consumers)):
             held = [f"{k} {role}{'s' if k != 1 else ''}" for k, role in ((n, producer), (m, consumer)) if k]
             if held:
                 parts.append(f"node {a}: {' + '.join(held)}")
-        return (parts[0] + " " + "; ".join(parts[1:])) if self.local else "; ".join(parts)
+        return f"node-local: {'; '.join(parts)}" if self.local else "; ".join(parts)
 
 
 def sync_link_s(placement: Placement, sync_bytes: float | None, link_bytes_s: float | None) -> float:

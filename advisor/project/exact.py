@@ -285,17 +285,15 @@ def refined_ratios(
     if not has_weak_spots(fit, hs_cap):
         return Refinement(ratios={})
     lockstep = _lockstep(fit, hs_cap)
-    bps = np.array([r.bps for r in rows], float)
-    low = np.array([r.bps_low for r in rows], float)
-    high = np.array([r.bps_high for r in rows], float)
+    est = np.array([(r.bps, r.bps_low, r.bps_high) for r in rows], float).reshape(-1, 3)
+    bps, low, high = est.T  # (views: scaling a row of est scales them)
     n_p, n_c = np.array([r.counts for r in rows], int).reshape(-1, 2).T
     must = np.array([r.observed for r in rows], bool)
     must[list(force)] = True
     ratios = dict(known.ratios) if known is not None else {}
     done = np.zeros(len(bps), dtype=bool)
     done[list(ratios)] = True
-    for arr in (bps, low, high):
-        arr[list(ratios)] *= np.array(list(ratios.values()), dtype=float)
+    est[list(ratios)] *= np.array(list(ratios.values()), dtype=float)[:, None]
     cost = {i: batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, hs_cap) for i in range(len(bps))}
     spent = sum(cost[i] for i in ratios)
     gap = max((abs(math.log(r)) for r in ratios.values() if r > 0), default=0.0)
@@ -318,8 +316,7 @@ def refined_ratios(
         for i, y in zip(take, sim):
             x = rows[i].bps
             ratios[i] = y / x if x > 0 else 1.0
-            for arr in (bps, low, high):
-                arr[i] *= ratios[i]
+            est[i] *= ratios[i]
             if ratios[i] > 0:
                 gap = max(gap, abs(math.log(ratios[i])))
         done[take] = True
