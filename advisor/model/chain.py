@@ -467,7 +467,7 @@ def _split_rates(
         # a sync round is k of a drafter's batches at rate mu_c, then T_ar
         busy_round = busy_c * mu_c_compute / mu_c
         s = what_if.consumer_scaling
-        return busy_round, _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, t_ar) if s is None else s
+        return busy_round, sync_scaling(fit.consumer, fit.sync, ranks, busy_round, t_ar) if s is None else s
 
     t_ar = fit.sync.allreduce_s(ranks) + sync_link
     busy_round, s = scaling(mu_c_raw, t_ar)
@@ -674,9 +674,20 @@ def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
     )
 
 
-def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
-    """Per-rank scaling s(M) of data-parallel drafters."""
-    return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
+def sync_scaling(
+    consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None, allreduce_s: float | None = None
+) -> float:
+    """Per-rank scaling s(M) of data-parallel drafters, a round's all-reduce ``allreduce_s`` (None:
+    the fitted T_ar(M))."""
+    k = sync.sync_every
+    if m <= 1 or k <= 0:
+        return 1.0
+    t_ar = sync.allreduce_s(m) if allreduce_s is None else allreduce_s
+    mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
+    sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
+    barrier_s = math.sqrt(k * sync.round_var_ratio) * sigma * expected_max_normal(m)
+    round_s = k * mean + barrier_s + t_ar + sync.overhead_s
+    return k * mean / round_s
 
 
 def sync_scaling_range(
@@ -684,21 +695,9 @@ def sync_scaling_range(
 ) -> tuple[float, float]:
     """s(M) at the two ends of ``SyncFit.allreduce_range_s``."""
     lo, hi = sync.allreduce_range_s(m)
-    return (
-        _sync_scaling_at(consumer, sync, m, busy_mean_s, hi + extra_s),
-        _sync_scaling_at(consumer, sync, m, busy_mean_s, lo + extra_s),
+    return sync_scaling(consumer, sync, m, busy_mean_s, hi + extra_s), sync_scaling(
+        consumer, sync, m, busy_mean_s, lo + extra_s
     )
-
-
-def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None, allreduce_s: float) -> float:
-    k = sync.sync_every
-    if m <= 1 or k <= 0:
-        return 1.0
-    mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
-    sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
-    barrier_s = math.sqrt(k * sync.round_var_ratio) * sigma * expected_max_normal(m)
-    round_s = k * mean + barrier_s + allreduce_s + sync.overhead_s
-    return k * mean / round_s
 
 
 def straggler_excess_s(consumer: RoleFit, sync: SyncFit, m: int, scale: float = 1.0) -> float:
