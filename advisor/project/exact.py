@@ -70,7 +70,12 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
     p, c = fit.roles
     busy: dict[str, list[np.ndarray]] = {p: [], c: []}
     tokens: dict[str, list[np.ndarray]] = {p: [], c: []}
+    sync_by_m: dict[int, np.ndarray] = {}  # the steady sync rounds' durations by drafter count
     for lg, ob in zip(logs, fit.observed):
+        m = lg.header.roles[c]
+        d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float) if m > 1 and len(lg.syncs) else ()
+        if len(d):
+            sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
         if not lg.has_steps:
             continue
         # only the columns used, as arrays (on a sampled log every row copied is one of 600k)
@@ -87,13 +92,6 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
             busy[r].append(b / k if k != 1.0 else b)
             tokens[r].append(lg.steps["tokens"].to_numpy()[rows])
     cat = {r: (np.concatenate(tokens[r]).astype(float), np.concatenate(busy[r])) for r in (p, c)}
-    sync_by_m: dict[int, np.ndarray] = {}
-    for lg, ob in zip(logs, fit.observed):
-        m = lg.header.roles[c]
-        if m > 1 and len(lg.syncs):
-            d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float)
-            if len(d):
-                sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
     return Pools(
         ratio_p=_ratios(fit.producer, *cat[p]),
         ratio_c=_ratios(fit.consumer, *cat[c]),
