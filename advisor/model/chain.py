@@ -324,26 +324,15 @@ def _elasticities(fit: PipelineFit, x: float, x_at) -> tuple[float, float]:
 
 
 def _interval(
-    fit: PipelineFit,
-    n_producer: int,
-    n_consumer: int,
-    g: int,
-    x: float,
-    r: _SplitRates,
-    b: int,
-    res: ChainResult,
-    what_if: WhatIf,
+    fit: PipelineFit, n_producer: int, g: int, x: float, r: _SplitRates, cut: float, what_if: WhatIf, x_at
 ) -> tuple[float, float, dict]:
-    """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`) from
-    its rates ``r``, buffer ``b`` and chain result ``res``."""
+    """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`) from its
+    rates ``r``, the barrier tail's cut ``ln(X_chain / X_bar)`` and ``x_at(f_p, f_c)``, the split's
+    rate with the roles' rates times those factors."""
     p, c = fit.producer, fit.consumer
-
-    def x_at(fp: float, fc: float) -> float:  # the rate with the roles' rates times (fp, fc)
-        return _pipeline_x(fit, n_producer, n_consumer, r.mu_p * fp, r.mu_c * fc, b, r.barrier)[0]
-
     e_p, e_c = _elasticities(fit, x, x_at)
     # the barrier-tail correction is approximate: part of its size is model error
-    bar_se = BARRIER_SE_SHARE * res.barrier_cut
+    bar_se = BARRIER_SE_SHARE * cut
     cse_p, cse_c = fit.contention.rel_se(n_producer, g)
     tok = what_if.tokens_per_batch
     rse = fit.contention.run_se
@@ -539,7 +528,11 @@ def project_split(
     lo = hi = math.nan
     err: dict = {}
     if interval and x > 0:
-        lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, r, b, res, what_if)
+
+        def x_at(fp: float, fc: float) -> float:  # the rate with the roles' rates times (fp, fc)
+            return _pipeline_x(fit, n_producer, n_consumer, r.mu_p * fp, r.mu_c * fc, b, r.barrier)[0]
+
+        lo, hi, err = _interval(fit, n_producer, g, x, r, res.barrier_cut, what_if, x_at)
     own, link_cap, sync_share, bottleneck = _capacities(fit, n_producer, n_consumer, r, x)
     return SplitResult(
         n_producer=n_producer,
