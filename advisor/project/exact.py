@@ -7,7 +7,7 @@ tokens)`` of role r, scaled by the split's contention factor (`advisor.model.par
 sync rounds resampled at that drafter count (else the fitted ``T_ar(M)``) plus the rounds' barrier
 excess (`advisor.model.chain.straggler_excess_s`) and untimed time (``SyncFit.overhead_s``); the
 loader's gaps where input-bound. At least ``IN_FLIGHT_FACTOR`` times the batches a split holds in
-flight, so any G has a steady window. Each split draws from a generator of its own (seed and
+flight, so any G has a steady window. Each split draws from a generator of its own (seeded by the
 split): its rate does not depend on the splits simulated beside it.
 
 Across nodes (`simulate_placed_run`): the same batches at a placement with the shared link
@@ -101,14 +101,14 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
 
 
 def _split_run(
-    fit: PipelineFit, pools: Pools, n: int, m: int, hs_cap: int, n_batches: int, seed: int
+    fit: PipelineFit, pools: Pools, n: int, m: int, hs_cap: int, n_batches: int
 ) -> tuple[dict, np.random.Generator, float]:
-    """`simulate`'s keywords for split N-M from a generator of its own: `batches_for` batches'
+    """`simulate`'s keywords for split N-M from a generator of its own (seeded ``[0, N, M]``): `batches_for` batches'
     tokens and their target and drafter service times (the fitted line times a resampled ratio,
     scaled by the split's contention), drawn in that order; the generator, to draw on; and the
     drafters' contention factor."""
     nb = batches_for(fit, n, m, n_batches, hs_cap)
-    rng = np.random.default_rng([seed, n, m])
+    rng = np.random.default_rng([0, n, m])
     k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
     tok = rng.choice(pools.tokens, nb)
     tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb)
@@ -149,7 +149,6 @@ def simulate_placed_run(
     *,
     hs_cap: int | None = None,
     n_batches: int = PLACED_BATCHES,
-    seed: int = 0,
     scale: tuple[float, float] = (1.0, 1.0),
 ) -> PlacedRun:
     """The split of ``placement``'s engines (n targets, m drafters) at that placement with the shared
@@ -158,7 +157,7 @@ def simulate_placed_run(
     `advisor.model.link.sync_link_s` more each round where they sit on several nodes.
     """
     n, m = sum(placement.producers), sum(placement.consumers)
-    run, _, _ = _split_run(fit, pools, n, m, fit.hs_cap if hs_cap is None else hs_cap, n_batches, seed)
+    run, _, _ = _split_run(fit, pools, n, m, fit.hs_cap if hs_cap is None else hs_cap, n_batches)
     tnode = [a for a, k in enumerate(placement.producers) for _ in range(k)]
     dnode = [a for a, k in enumerate(placement.consumers) for _ in range(k)]
     link = run["tokens"] * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
@@ -188,7 +187,6 @@ def simulated_bps_at(
     pairs: list[tuple[int, int]],
     *,
     n_batches: int = DEFAULT_BATCHES,
-    seed: int = 0,
     hs_cap: int | None = None,
     pools: Pools | None = None,
 ) -> list[float]:
@@ -202,7 +200,7 @@ def simulated_bps_at(
     def runs():  # every split's inputs from a generator of its own, drawn as it is simulated
         loader_s: float | np.ndarray = 0.0
         for n, m in pairs:
-            run, rng, k_c = _split_run(fit, pools, n, m, b, n_batches, seed)
+            run, rng, k_c = _split_run(fit, pools, n, m, b, n_batches)
             nb = len(run["tokens"])
             if fit.loader.input_bound and fit.loader.capacity_bps:
                 mean_gap = 1.0 / fit.loader.capacity_bps
@@ -218,10 +216,10 @@ def simulated_bps_at(
 
 
 def simulate_splits(
-    fit: PipelineFit, logs: tuple[RunLog, ...], rows: tuple[SplitRow, ...], *, hs_cap: int | None = None, **kw
+    fit: PipelineFit, logs: tuple[RunLog, ...], rows: tuple[SplitRow, ...], *, hs_cap: int | None = None
 ) -> tuple[SplitRow, ...]:
-    """``rows`` with ``bps_exact`` and ``exact_gap_pct`` (`simulated_bps_at`'s keywords in ``kw``)."""
-    sim = np.array(simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap, **kw), float)
+    """``rows`` with ``bps_exact`` and ``exact_gap_pct`` (`simulated_bps_at`)."""
+    sim = np.array(simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap), float)
     gap = 100.0 * (np.array([r.bps for r in rows], float) / sim - 1.0)
     return tuple(replace(r, bps_exact=float(x), exact_gap_pct=float(g)) for r, x, g in zip(rows, sim, gap))
 
