@@ -457,14 +457,12 @@ def _summarise(run: SimInput, raw: SimTrace, keep_trace: bool) -> SimResult:
     target = feeding("target", S1, C1, D1, W1, N)
 
     d_busy = _overlap_by_worker(S2, C2, W2, M, t_a, t_b) / span
-    d_sync = np.zeros(M)
-    if ss.size:
-        at_barrier = np.flatnonzero(R2 >= 0)
-        rounds = R2[at_barrier]
-        closed = rounds < ss.size
-        idx = at_barrier[closed]
-        # barrier wait and all-reduce: from the rank's k-th completion to the round's end
-        d_sync = _overlap_by_worker(C2[idx], se[rounds[closed]], W2[idx], M, t_a, t_b) / span
+    at_barrier = np.flatnonzero(R2 >= 0)  # (none without sync rounds)
+    rounds = R2[at_barrier]
+    closed = rounds < ss.size
+    idx = at_barrier[closed]
+    # barrier wait and all-reduce: from the rank's k-th completion to the round's end
+    d_sync = _overlap_by_worker(C2[idx], se[rounds[closed]], W2[idx], M, t_a, t_b) / span
     drafter = RoleShares("drafter", d_busy, np.zeros(M), np.clip(1 - d_busy - d_sync, 0, 1), d_sync)
 
     hs_mean, hs_share = _depth_profile(D1, S2, t_a, t_b, hs_cap)
