@@ -576,23 +576,12 @@ def project_local(
     nodes = len(held)
     if (sum(nb for nb, _ in held), sum(mb for _, mb in held)) != (n_producer, n_consumer) or gpus % nodes:
         raise ValueError(f"{n_producer}-{n_consumer} on {gpus} GPUs is not the placement's {pl}")
-    each = {
-        (n, m): project_split(
-            fit,
-            n,
-            m,
-            gpus=gpus // nodes,
-            link=LinkStage(
-                Placement(producers=(n,), consumers=(m,), routing="local"),
-                0.0,
-                link.scv_x,
-                sync_xfer_s=link.sync_xfer_s,
-                sync_ranks=n_consumer,
-            ),
-            **kw,
-        )
-        for n, m in dict.fromkeys(held)
-    }
+
+    def alone(n: int, m: int) -> SplitResult:  # one node's pipeline; its sync an all-reduce of all M drafters
+        stage = replace(link, placement=Placement(producers=(n,), consumers=(m,), routing="local"), xfer_s=0.0)
+        return project_split(fit, n, m, gpus=gpus // nodes, link=replace(stage, sync_ranks=n_consumer), **kw)
+
+    each = {mix: alone(*mix) for mix in dict.fromkeys(held)}
     if len(each) == 1:
         one = next(iter(each.values()))
         scaled = {
