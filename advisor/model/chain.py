@@ -325,10 +325,10 @@ def _elasticities(fit: PipelineFit, x: float, x_at) -> tuple[float, float]:
 
 def _interval(
     fit: PipelineFit, n_producer: int, g: int, x: float, r: _SplitRates, cut: float, what_if: WhatIf, x_at
-) -> tuple[float, float, dict]:
-    """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`) from its
-    rates ``r``, the barrier tail's cut ``ln(X_chain / X_bar)`` and ``x_at(f_p, f_c)``, the split's
-    rate with the roles' rates times those factors."""
+) -> dict:
+    """The 95% interval of one split's throughput ``x`` and its parts, as `SplitResult`'s fields (see
+    `project_split`), from its rates ``r``, the barrier tail's cut ``ln(X_chain / X_bar)`` and
+    ``x_at(f_p, f_c)``, the split's rate with the roles' rates times those factors."""
     p, c = fit.producer, fit.consumer
     e_p, e_c = _elasticities(fit, x, x_at)
     # the barrier-tail correction is approximate: part of its size is model error
@@ -374,14 +374,15 @@ def _interval(
             hi = max(hi, x * math.exp(shift + half))
     high_open = open_hi > hi * (1 + 1e-9)
     hi = max(hi, open_hi)
-    err = {
+    return {
+        "x_low_bps": lo,
+        "x_high_bps": hi,
         "err_shared": shared,
         "err_own_var": own_var,
         "err_sync_ends": ends,
         "err_corners": corners,
         "x_high_open": high_open,
     }
-    return lo, hi, err
 
 
 def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
@@ -525,14 +526,13 @@ def project_split(
     r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if, link)
     b = fit.hs_cap if what_if.hs_cap is None else what_if.hs_cap
     x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
-    lo = hi = math.nan
-    err: dict = {}
+    err: dict = {}  # the interval and its parts (none: NaN ends)
     if interval and x > 0:
 
         def x_at(fp: float, fc: float) -> float:  # the rate with the roles' rates times (fp, fc)
             return _pipeline_x(fit, n_producer, n_consumer, r.mu_p * fp, r.mu_c * fc, b, r.barrier)[0]
 
-        lo, hi, err = _interval(fit, n_producer, g, x, r, res.barrier_cut, what_if, x_at)
+        err = _interval(fit, n_producer, g, x, r, res.barrier_cut, what_if, x_at)
     own, link_cap, sync_share, bottleneck = _capacities(fit, n_producer, n_consumer, r, x)
     return SplitResult(
         n_producer=n_producer,
@@ -549,8 +549,6 @@ def project_split(
         producer_blocked=res.producer_blocked,
         consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean,
-        x_low_bps=lo,
-        x_high_bps=hi,
         consumer_compute_s=1.0 / r.mu_c_compute,
         link_cap_bps=link_cap,
         link_util=x / link_cap if math.isfinite(link_cap) else 0.0,
