@@ -49,13 +49,13 @@ while their own capacity is not the least. Node-local pipelines: `project_local`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cache, lru_cache
 
 import numpy as np
 
 from advisor.model.link import LinkResult, Placement, link_pool
-from advisor.model.params import PipelineFit, RoleFit, Source, SyncFit
+from advisor.model.params import PipelineFit, RegimeFit, RoleFit, Source, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
 MAX_EFFECTIVE_BUFFER = 4000  # beyond this the chain is at the bound to < 1e-4
@@ -181,8 +181,6 @@ class SplitResult:
     hs_mean_depth: float
     x_low_bps: float = math.nan
     x_high_bps: float = math.nan
-    producer_busy_scale: float = 1.0  # step-time multiplier from contention at this split
-    consumer_busy_scale: float = 1.0
     # the interval's parts, for comparing two splits of one fit (`advisor.project.rows.lead_interval`):
     # log-throughput per standard error of each error source every split shares (producer and
     # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
@@ -256,36 +254,6 @@ class _Barrier:
     scaling: float
 
 
-def _stationary_x(
-    fit: PipelineFit,
-    n: int,
-    m: int,
-    mu_p: float,
-    mu_c: float,
-    b: int,
-    scv_p: float,
-    scv_c: float,
-    barrier: _Barrier | None = None,
-) -> tuple[float, ChainResult]:
-    res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
-    x = res.x_bps
-    if barrier is not None:
-        lam = n * mu_p
-        if fit.loader.input_bound and fit.loader.capacity_bps:
-            lam = min(lam, fit.loader.capacity_bps)  # the targets supply no faster than they are fed
-        x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
-        if x_bar < x:
-            # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
-            cut = math.log(x / x_bar) if x_bar > 0 else 0.0
-            x = x_bar
-            res = ChainResult(x, max(res.producer_blocked, 1.0 - x / lam), res.consumer_starved, res.queue_mean, cut)
-    if fit.loader.input_bound and fit.loader.capacity_bps:
-        # the block behind the loader serves like one station of rate x with the targets' SCV
-        front = chain(1, 1, fit.loader.capacity_bps, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv, scv_p)
-        x = front.x_bps
-    return x, res
-
-
 def _pipeline_x(
     fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, barrier: _Barrier | None = None
 ) -> tuple[float, ChainResult]:
@@ -293,22 +261,37 @@ def _pipeline_x(
     drafters sync), behind the loader when it binds; with regimes (`advisor.model.params.RegimeFit`), the
     mean over the log's time slices of each slice's throughput at its own rates and the
     within-slice variability."""
+    loader = fit.loader.capacity_bps if fit.loader.input_bound and fit.loader.capacity_bps else None
+
+    def stationary(mu_p: float, mu_c: float, scv_p: float, scv_c: float) -> tuple[float, ChainResult]:
+        res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
+        x = res.x_bps
+        if barrier is not None:
+            lam = n * mu_p if loader is None else min(n * mu_p, loader)  # the targets supply no faster than fed
+            x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
+            if x_bar < x:
+                # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
+                cut = math.log(x / x_bar) if x_bar > 0 else 0.0
+                x = x_bar
+                res = ChainResult(
+                    x, max(res.producer_blocked, 1.0 - x / lam), res.consumer_starved, res.queue_mean, cut
+                )
+        if loader is not None:
+            # the block behind the loader serves like one station of rate x with the targets' SCV
+            x = chain(1, 1, loader, max(x, 1e-12), max(fit.pre_cap * n, 0), fit.loader.scv, scv_p).x_bps
+        return x, res
+
     rg = fit.regimes
-    if not rg.detected:
-        return _stationary_x(fit, n, m, mu_p, mu_c, b, fit.producer.busy_scv, fit.consumer.busy_scv, barrier)
+    if not rg.detected:  # one slice at the roles' own rates and variability
+        scv = {"producer_scv": fit.producer.busy_scv, "consumer_scv": fit.consumer.busy_scv}
+        rg = RegimeFit(weight=(1.0,), producer_scale=(1.0,), consumer_scale=(1.0,), **scv)
     parts = [
-        _stationary_x(fit, n, m, mu_p / sp, mu_c / sc, b, rg.producer_scv, rg.consumer_scv, barrier)
+        stationary(mu_p / sp, mu_c / sc, rg.producer_scv, rg.consumer_scv)
         for sp, sc in zip(rg.producer_scale, rg.consumer_scale)
     ]
     x = sum(w * p[0] for w, p in zip(rg.weight, parts))
-    res = ChainResult(
-        x,
-        *(
-            sum(w * getattr(p[1], f) for w, p in zip(rg.weight, parts))
-            for f in ("producer_blocked", "consumer_starved", "queue_mean", "barrier_cut")
-        ),
-    )
-    return x, res
+    mean = (sum(w * getattr(p[1], f.name) for w, p in zip(rg.weight, parts)) for f in fields(ChainResult)[1:])
+    return x, ChainResult(x, *mean)
 
 
 def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, float]:
@@ -319,18 +302,18 @@ def _role_log_parts(rf, tokens: float | None, run_se: float) -> tuple[float, flo
     return math.hypot(samp, rf.drift), math.hypot(tok, run_se)
 
 
-def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float]:
+def _elasticities(fit: PipelineFit, x: float, x_at) -> tuple[float, float]:
     """d ln X / d ln mu of each role by finite steps either way: from step logs the central
     difference over ``CENTRAL_ELASTICITY_STEP`` (a run-to-run move, so a split near the balance
     shares both roles' level: BENCHMARKS.md 19.10, 19.12); without step events the larger of the
-    forward and backward ``ELASTICITY_STEP`` elasticities."""
-    mu_p, mu_c, b, bar = state
+    forward and backward ``ELASTICITY_STEP`` elasticities (``x_at(f_p, f_c)``: the rate at those factors
+    on the roles' rates)."""
     central = fit.source is Source.STEPS
     step = CENTRAL_ELASTICITY_STEP if central else ELASTICITY_STEP
     h = math.log1p(step)
 
     def at(fp: float, fc: float) -> float:
-        return math.log(_pipeline_x(fit, n, m, mu_p * fp, mu_c * fc, b, bar)[0] / x) / h
+        return math.log(x_at(fp, fc) / x) / h
 
     back = 1.0 / (1 + step)
     fwd = at(1 + step, 1.0), at(1.0, 1 + step)
@@ -341,23 +324,15 @@ def _elasticities(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> t
 
 
 def _interval(
-    fit: PipelineFit,
-    n_producer: int,
-    n_consumer: int,
-    g: int,
-    x: float,
-    r: _SplitRates,
-    b: int,
-    res: ChainResult,
-    what_if: WhatIf,
-) -> tuple[float, float, dict]:
-    """The 95% interval of one split's throughput ``x`` and its parts (see `project_split`) from
-    its rates ``r``, buffer ``b`` and chain result ``res``."""
+    fit: PipelineFit, n_producer: int, g: int, x: float, r: _SplitRates, cut: float, what_if: WhatIf, x_at
+) -> dict:
+    """The 95% interval of one split's throughput ``x`` and its parts, as `SplitResult`'s fields (see
+    `project_split`), from its rates ``r``, the barrier tail's cut ``ln(X_chain / X_bar)`` and
+    ``x_at(f_p, f_c)``, the split's rate with the roles' rates times those factors."""
     p, c = fit.producer, fit.consumer
-    state = (r.mu_p, r.mu_c, b, r.barrier)  # the chain's at this split
-    e_p, e_c = _elasticities(fit, n_producer, n_consumer, x, state)
+    e_p, e_c = _elasticities(fit, x, x_at)
     # the barrier-tail correction is approximate: part of its size is model error
-    bar_se = BARRIER_SE_SHARE * res.barrier_cut
+    bar_se = BARRIER_SE_SHARE * cut
     cse_p, cse_c = fit.contention.rel_se(n_producer, g)
     tok = what_if.tokens_per_batch
     rse = fit.contention.run_se
@@ -380,16 +355,16 @@ def _interval(
     var = sum(v * v for v in shared) + own_var
     half = Z_95 * math.sqrt(var)
     lo, hi = x * math.exp(-half), x * math.exp(half)
-    ends = [0.0, 0.0]
+    ends = (0.0, 0.0)
     if what_if.consumer_scaling is None and not fit.sync.scaling_identified:
         # sync cost logged at one drafter count: the interval also spans the projection at the
         # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-        for i, s_end in enumerate(sync_scaling_range(c, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)):
-            if s_end > 0 and r.scaling > 0:
-                ends[i] = e_c * math.log(s_end / r.scaling)
-                x_end = x * math.exp(ends[i])
-                lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
-    corners = _corners(fit, n_producer, n_consumer, x, state)
+        s_ends = sync_scaling_range(c, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)
+        ends = tuple(e_c * math.log(s / r.scaling) if s > 0 and r.scaling > 0 else 0.0 for s in s_ends)
+    for end in ends:  # (0: the point's own interval again)
+        x_end = x * math.exp(end)
+        lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
+    corners = _corners(fit, x, x_at)
     open_hi = 0.0
     for shift, is_open in zip(corners, open_corners(fit)):
         lo = min(lo, x * math.exp(shift - half))
@@ -399,14 +374,15 @@ def _interval(
             hi = max(hi, x * math.exp(shift + half))
     high_open = open_hi > hi * (1 + 1e-9)
     hi = max(hi, open_hi)
-    err = {
+    return {
+        "x_low_bps": lo,
+        "x_high_bps": hi,
         "err_shared": shared,
         "err_own_var": own_var,
-        "err_sync_ends": (ends[0], ends[1]),
+        "err_sync_ends": ends,
         "err_corners": corners,
         "x_high_open": high_open,
     }
-    return lo, hi, err
 
 
 def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
@@ -418,9 +394,8 @@ def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
 
 def _open_ends(rf: RoleFit) -> tuple[bool, bool]:
     """Which ends of a role's capacity range, in the order `range_ends` walks it, are open (inf)."""
-    if not rf.ranged or rf.mu_bps <= 0:
-        return False, False
-    return not math.isfinite(rf.mu_range_bps[0]), not math.isfinite(rf.mu_range_bps[1])
+    ranged = rf.ranged and rf.mu_bps > 0
+    return tuple(not math.isfinite(end) for end in rf.mu_range_bps) if ranged else (False, False)
 
 
 def range_ends(rf: RoleFit) -> tuple[float, float]:
@@ -431,27 +406,17 @@ def range_ends(rf: RoleFit) -> tuple[float, float]:
     return lo / rf.mu_bps, (hi / rf.mu_bps if math.isfinite(hi) else BOUND_OPEN_FACTOR)
 
 
-def _corners(fit: PipelineFit, n: int, m: int, x: float, state: tuple) -> tuple[float, float, float, float]:
-    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one)."""
-    if not (fit.producer.ranged or fit.consumer.ranged) or x <= 0:
+def _corners(fit: PipelineFit, x: float, x_at) -> tuple[float, float, float, float]:
+    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one;
+    ``x_at`` as in `_elasticities`)."""
+    if not (fit.producer.ranged or fit.consumer.ranged):
         return 0.0, 0.0, 0.0, 0.0
-    mu_p, mu_c, b, bar = state
     out = []
     for a in range_ends(fit.producer):
         for c in range_ends(fit.consumer):
-            xc = _pipeline_x(fit, n, m, mu_p * a, mu_c * c, b, bar)[0]
+            xc = x_at(a, c)
             out.append(math.log(xc / x) if xc > 0 else 0.0)
     return tuple(out)
-
-
-def _link_capacity(pool, sync_s_per_batch: float) -> tuple[float, float]:
-    """The link's capacity (b/s) and the sync's share of its busy time: per batch it holds ``c x`` of
-    hidden state (``1 / pool.link_cap_bps``) and ``T_link / (M k)`` of sync (`advisor.model.link`)."""
-    if pool is None:
-        return math.inf, 0.0
-    hs_s = 1.0 / pool.link_cap_bps if math.isfinite(pool.link_cap_bps) and pool.link_cap_bps > 0 else 0.0
-    per_batch = hs_s + sync_s_per_batch
-    return (1.0 / per_batch, sync_s_per_batch / per_batch) if per_batch > 0 else (math.inf, 0.0)
 
 
 @dataclass(frozen=True)
@@ -461,6 +426,7 @@ class _SplitRates:
     mu_p: float  # a producer's rate
     mu_c_compute: float  # a consumer's rate on compute alone
     mu_c: float  # a consumer's rate with the link's wait and the sync scaling s(M)
+    mu_c_own: float  # ... with its compute and collective alone: no wait on the link, no link time in T_ar
     pool: LinkResult | None  # the drafter pool behind the link; None without a link
     ranks: int  # ranks of the sync all-reduce
     sync_link_s: float  # seconds one sync round's all-reduce holds the link
@@ -469,106 +435,66 @@ class _SplitRates:
     barrier: _Barrier | None
 
 
-def _busy_per_batch(fit: PipelineFit, tokens_per_batch: float | None) -> tuple[float, float, float]:
-    """Tokens per batch and each role's busy seconds per batch: the logged means, or the token
-    model's at ``tokens_per_batch``."""
-    p, c = fit.producer, fit.consumer
-    if tokens_per_batch is None:
-        return fit.tokens_mean, p.busy_mean_s, c.busy_mean_s
-    return tokens_per_batch, p.busy_at(tokens_per_batch), c.busy_at(tokens_per_batch)
-
-
-def _link_rate(link: LinkStage | None, mu_c_compute: float) -> tuple[float, LinkResult | None]:
-    """A consumer's rate with the link's wait and transfer in it, and the pool behind the link
-    (the compute rate and None where no link carries anything)."""
-    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
-        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
-        return 1.0 / pool.consumer_s, pool
-    return mu_c_compute, None
-
-
 def _split_rates(
     fit: PipelineFit, n_consumer: int, busy_s: tuple[float, float], what_if: WhatIf, link: LinkStage | None
 ) -> _SplitRates:
     """Per-worker rates of one split from each role's busy seconds per batch (contention in them):
-    ``mu = what_if.mu_scale / busy``; the consumer's through the link, then times the sync scaling
-    s(M) of its ``ranks`` (``what_if.consumer_scaling`` where given), with the sync barrier where
-    k > 0 and M > 1."""
+    ``mu = what_if.mu_scale / busy``; the consumer's through the link (`advisor.model.link.link_pool`,
+    where it carries anything), then times the sync scaling s(M) of its ``ranks``
+    (``what_if.consumer_scaling`` where given), with the sync barrier where k > 0 and M > 1."""
     busy_p, busy_c = busy_s
     mu_p = what_if.mu_scale[0] / busy_p
     mu_c_compute = what_if.mu_scale[1] / busy_c
-    mu_c_raw, pool = _link_rate(link, mu_c_compute)
+    mu_c_raw, pool = mu_c_compute, None
+    if link is not None and (link.xfer_s > 0 or link.sync_xfer_s > 0):
+        pool = link_pool(link.placement, 1.0 / mu_c_compute, link.xfer_s, link.scv_x)
+        mu_c_raw = 1.0 / pool.consumer_s
     ranks = link.sync_ranks if link is not None and link.sync_ranks else n_consumer
     k = fit.sync.sync_every
     sync_link = link.sync_xfer_s if link is not None and ranks > 1 and k > 0 else 0.0
+
+    def scaling(mu_c: float, t_ar: float) -> tuple[float, float]:
+        # a sync round is k of a drafter's batches at rate mu_c, then T_ar
+        busy_round = busy_c * mu_c_compute / mu_c
+        s = what_if.consumer_scaling
+        return busy_round, sync_scaling(fit.consumer, fit.sync, ranks, busy_round, t_ar) if s is None else s
+
     t_ar = fit.sync.allreduce_s(ranks) + sync_link
-    # a sync round is k of a drafter's batches with the link's wait and transfer in them, then T_ar
-    busy_round = busy_c * mu_c_compute / mu_c_raw
-    s = what_if.consumer_scaling
-    if s is None:
-        s = _sync_scaling_at(fit.consumer, fit.sync, ranks, busy_round, t_ar)
+    busy_round, s = scaling(mu_c_raw, t_ar)
     bar = _Barrier(k, t_ar + fit.sync.overhead_s, s) if k > 0 and ranks > 1 and s > 0 else None
-    return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, pool, ranks, sync_link, busy_round, s, bar)
+    mu_c_own = mu_c_compute * scaling(mu_c_compute, fit.sync.allreduce_s(ranks))[1]
+    return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, mu_c_own, pool, ranks, sync_link, busy_round, s, bar)
 
 
-def _split_capacities(
-    fit: PipelineFit, n_producer: int, n_consumer: int, r: _SplitRates, x: float
-) -> tuple[dict[str, float], float, float, float | None]:
-    """Each stage's capacity (batches/s) as the chain sees it: the two pools ``N mu_p`` and ``M mu_c``
-    (the drafters' with their waits on the link), the link where it binds below both or runs
-    saturated at ``x``, the loader where the input bounds the run. Returns the capacities by stage,
-    the link's capacity, its share spent on sync, the loader's capacity."""
-    caps = {fit.producer.role: n_producer * r.mu_p, fit.consumer.role: n_consumer * r.mu_c}
-    sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
-    link_cap, sync_share = _link_capacity(r.pool, sync_s)
-    if math.isfinite(link_cap) and link_cap <= min(caps.values()):
-        caps["link"] = link_cap
-    loader_cap = None
+def _capacities(fit: PipelineFit, n: int, m: int, r: _SplitRates, x: float) -> tuple[dict, float, float, str]:
+    """The stages' capacities (batches/s) and the bottleneck at rate ``x``: the roles' own capacities
+    (``N mu_p`` and the drafters' ``M mu_c s(M)`` with their compute and collective alone, the link a
+    stage of its own) with the loader's where the input bounds the run; the link's capacity; its
+    share spent on sync; the bottleneck, the least of the chain's capacities (the drafters' with
+    their waits on the link) but the link where it runs saturated at ``x``, or lies below both pools
+    and within ``LINK_SATURATED_CAP`` of the least (the placed rows' rule in
+    `advisor.project.linked`), or where the chain names the drafters while their own capacity is not
+    the least of the own ones and the link's (their waits on the link bind them)."""
+    p, c = fit.roles
+    own = {p: n * r.mu_p, c: m * r.mu_c_own}
+    caps = {p: n * r.mu_p, c: m * r.mu_c}
     if fit.loader.input_bound and fit.loader.capacity_bps:
-        loader_cap = fit.loader.capacity_bps
-        caps["loader"] = loader_cap
-    if math.isfinite(link_cap) and x >= LINK_SATURATED * link_cap:
-        caps["link"] = link_cap  # the drafters wait on a saturated link: it sets the pace
-    return caps, link_cap, sync_share, loader_cap
-
-
-def _own_capacities(
-    fit: PipelineFit,
-    engines: tuple[int, int],
-    busy_s: tuple[float, float],
-    what_if: WhatIf,
-    link: LinkStage | None,
-    loader_cap: float | None,
-) -> dict[str, float]:
-    """The roles' own capacities (and the loader's where it bounds the input): ``N mu_p`` and the
-    drafters' ``M mu_c s(M)`` with their compute and collective alone, no wait on the link and no link
-    time in the all-reduce (the link is a stage of its own)."""
-    free = replace(link, xfer_s=0.0, sync_xfer_s=0.0) if link is not None else None
-    r = _split_rates(fit, engines[1], busy_s, what_if, free)
-    own = {fit.producer.role: engines[0] * r.mu_p, fit.consumer.role: engines[1] * r.mu_c}
-    if loader_cap is not None:
-        own["loader"] = loader_cap
-    return own
-
-
-def _bottleneck(caps: dict[str, float], x: float) -> str:
-    """The stage with the least capacity; the link where it ties with the least or runs saturated
-    at ``x`` (the same rule as the placed rows' in `advisor.project.linked`)."""
-    if "link" in caps and (
-        caps["link"] <= LINK_SATURATED_CAP * min(caps.values()) or x >= LINK_SATURATED * caps["link"]
+        own["loader"] = caps["loader"] = fit.loader.capacity_bps
+    # per batch the link holds ``c x`` of hidden state (``1 / pool.link_cap_bps``) and ``T_link / (M k)``
+    # of sync (`advisor.model.link`); no pool, no link time
+    sync_s = r.sync_link_s / (r.ranks * fit.sync.sync_every) if r.sync_link_s > 0 else 0.0
+    hs = r.pool.link_cap_bps if r.pool is not None else math.inf
+    per_batch = (1.0 / hs if math.isfinite(hs) and hs > 0 else 0.0) + sync_s
+    link_cap, sync_share = (1.0 / per_batch, sync_s / per_batch) if per_batch > 0 else (math.inf, 0.0)
+    least = min(caps, key=caps.get)
+    if math.isfinite(link_cap) and (
+        x >= LINK_SATURATED * link_cap
+        or (link_cap <= min(caps[p], caps[c]) and link_cap <= LINK_SATURATED_CAP * caps[least])
     ):
-        return "link"
-    return min(caps, key=caps.get)
-
-
-def _named_bottleneck(caps: dict[str, float], own: dict[str, float], link_cap: float, x: float, consumer: str) -> str:
-    """`_bottleneck` of the chain's capacities ``caps``; where that names the drafters but their own
-    capacity (``own``: the roles' own and the loader's) is not the least of ``own`` and the link's,
-    their waits on the link are what binds them: the link."""
-    b = _bottleneck(caps, x)
-    if b == consumer and own[consumer] > min(min(own.values()), link_cap) * LINK_SATURATED_CAP:
-        return "link"
-    return b
+        least = "link"
+    elif least == c and own[c] > min(min(own.values()), link_cap) * LINK_SATURATED_CAP:
+        least = "link"
+    return own, link_cap, sync_share, least
 
 
 def project_split(
@@ -590,37 +516,39 @@ def project_split(
     ends of `sync_scaling_range` where the sync's scaling is unidentified, and the capacity
     ranges' corners.
     """
-    tokens, busy_p, busy_c = _busy_per_batch(fit, what_if.tokens_per_batch)
+    tokens, p, c = what_if.tokens_per_batch, fit.producer, fit.consumer
+    if tokens is None:  # the logged means, else the token model's
+        tokens, busy_p, busy_c = fit.tokens_mean, p.busy_mean_s, c.busy_mean_s
+    else:
+        busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
     k_p, k_c = fit.contention.scale(n_producer, g)
     r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if, link)
     b = fit.hs_cap if what_if.hs_cap is None else what_if.hs_cap
     x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
-    lo = hi = math.nan
-    err: dict = {}
+    err: dict = {}  # the interval and its parts (none: NaN ends)
     if interval and x > 0:
-        lo, hi, err = _interval(fit, n_producer, n_consumer, g, x, r, b, res, what_if)
-    caps, link_cap, sync_share, loader_cap = _split_capacities(fit, n_producer, n_consumer, r, x)
-    own = _own_capacities(fit, (n_producer, n_consumer), (busy_p * k_p, busy_c * k_c), what_if, link, loader_cap)
+
+        def x_at(fp: float, fc: float) -> float:  # the rate with the roles' rates times (fp, fc)
+            return _pipeline_x(fit, n_producer, n_consumer, r.mu_p * fp, r.mu_c * fc, b, r.barrier)[0]
+
+        err = _interval(fit, n_producer, g, x, r, res.barrier_cut, what_if, x_at)
+    own, link_cap, sync_share, bottleneck = _capacities(fit, n_producer, n_consumer, r, x)
     return SplitResult(
         n_producer=n_producer,
         n_consumer=n_consumer,
         x_bps=x,
         tok_s=x * tokens,
-        producer_cap_bps=own[fit.producer.role],
-        consumer_cap_bps=own[fit.consumer.role],
-        loader_cap_bps=loader_cap,
+        producer_cap_bps=own[p.role],
+        consumer_cap_bps=own[c.role],
+        loader_cap_bps=own.get("loader"),
         bound_bps=min(min(own.values()), link_cap),
-        efficiency=x / max(own[fit.producer.role], own[fit.consumer.role]),
+        efficiency=x / max(own[p.role], own[c.role]),
         gpu_util=(x / r.mu_p * gpus_per_worker[0] + x / r.mu_c_compute * gpus_per_worker[1]) / g,
-        bottleneck=_named_bottleneck(caps, own, link_cap, x, fit.consumer.role),
+        bottleneck=bottleneck,
         producer_blocked=res.producer_blocked,
         consumer_starved=res.consumer_starved,
         hs_mean_depth=res.queue_mean,
-        x_low_bps=lo,
-        x_high_bps=hi,
-        producer_busy_scale=k_p,
-        consumer_busy_scale=k_c,
         consumer_compute_s=1.0 / r.mu_c_compute,
         link_cap_bps=link_cap,
         link_util=x / link_cap if math.isfinite(link_cap) else 0.0,
@@ -646,23 +574,12 @@ def project_local(
     nodes = len(held)
     if (sum(nb for nb, _ in held), sum(mb for _, mb in held)) != (n_producer, n_consumer) or gpus % nodes:
         raise ValueError(f"{n_producer}-{n_consumer} on {gpus} GPUs is not the placement's {pl}")
-    each = {
-        (n, m): project_split(
-            fit,
-            n,
-            m,
-            gpus=gpus // nodes,
-            link=LinkStage(
-                Placement(producers=(n,), consumers=(m,), routing="local"),
-                0.0,
-                link.scv_x,
-                sync_xfer_s=link.sync_xfer_s,
-                sync_ranks=n_consumer,
-            ),
-            **kw,
-        )
-        for n, m in dict.fromkeys(held)
-    }
+
+    def alone(n: int, m: int) -> SplitResult:  # one node's pipeline; its sync an all-reduce of all M drafters
+        stage = replace(link, placement=Placement(producers=(n,), consumers=(m,), routing="local"), xfer_s=0.0)
+        return project_split(fit, n, m, gpus=gpus // nodes, link=replace(stage, sync_ranks=n_consumer), **kw)
+
+    each = {mix: alone(*mix) for mix in dict.fromkeys(held)}
     if len(each) == 1:
         one = next(iter(each.values()))
         scaled = {
@@ -737,9 +654,20 @@ def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
     )
 
 
-def sync_scaling(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None) -> float:
-    """Per-rank scaling s(M) of data-parallel drafters."""
-    return _sync_scaling_at(consumer, sync, m, busy_mean_s, sync.allreduce_s(m))
+def sync_scaling(
+    consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None = None, allreduce_s: float | None = None
+) -> float:
+    """Per-rank scaling s(M) of data-parallel drafters, a round's all-reduce ``allreduce_s`` (None:
+    the fitted T_ar(M))."""
+    k = sync.sync_every
+    if m <= 1 or k <= 0:
+        return 1.0
+    t_ar = sync.allreduce_s(m) if allreduce_s is None else allreduce_s
+    mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
+    sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
+    barrier_s = math.sqrt(k * sync.round_var_ratio) * sigma * expected_max_normal(m)
+    round_s = k * mean + barrier_s + t_ar + sync.overhead_s
+    return k * mean / round_s
 
 
 def sync_scaling_range(
@@ -747,21 +675,9 @@ def sync_scaling_range(
 ) -> tuple[float, float]:
     """s(M) at the two ends of ``SyncFit.allreduce_range_s``."""
     lo, hi = sync.allreduce_range_s(m)
-    return (
-        _sync_scaling_at(consumer, sync, m, busy_mean_s, hi + extra_s),
-        _sync_scaling_at(consumer, sync, m, busy_mean_s, lo + extra_s),
+    return sync_scaling(consumer, sync, m, busy_mean_s, hi + extra_s), sync_scaling(
+        consumer, sync, m, busy_mean_s, lo + extra_s
     )
-
-
-def _sync_scaling_at(consumer: RoleFit, sync: SyncFit, m: int, busy_mean_s: float | None, allreduce_s: float) -> float:
-    k = sync.sync_every
-    if m <= 1 or k <= 0:
-        return 1.0
-    mean = consumer.busy_mean_s if busy_mean_s is None else busy_mean_s
-    sigma = consumer.busy_std_s * (mean / consumer.busy_mean_s if consumer.busy_mean_s > 0 else 1.0)
-    barrier_s = math.sqrt(k * sync.round_var_ratio) * sigma * expected_max_normal(m)
-    round_s = k * mean + barrier_s + allreduce_s + sync.overhead_s
-    return k * mean / round_s
 
 
 def straggler_excess_s(consumer: RoleFit, sync: SyncFit, m: int, scale: float = 1.0) -> float:

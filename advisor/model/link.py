@@ -53,7 +53,9 @@ class Placement:
     def __post_init__(self):
         if self.routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {ROUTINGS}, got {self.routing!r}")
-        if self.routing == "local" and not self.can_route_locally():
+        # node-locally every node holds both roles or neither (and some node holds them)
+        both = all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
+        if self.routing == "local" and not (any(self.producers) and both):
             raise ValueError("node-local routing needs targets and drafters on every node that holds either")
 
     @classmethod
@@ -72,10 +74,6 @@ class Placement:
     def local(self) -> bool:
         return self.routing == "local"
 
-    def can_route_locally(self) -> bool:
-        """Every node holds both roles or neither (and some node holds them)."""
-        return any(self.producers) and all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
-
     def uniform(self) -> bool:
         """Every node that holds engines holds the same mix (node-local pipelines all alike)."""
         return len({(nb, mb) for nb, mb in zip(self.producers, self.consumers) if nb or mb}) == 1
@@ -91,12 +89,12 @@ class Placement:
         """``node 0: 8 targets; node 1: 4 targets + 4 drafters`` (empty nodes left out); node-locally
         ``node-local: node 0: 7 targets + 1 drafter; node 1: ...``.
         """
-        parts = ["node-local:"] if self.local else []
+        parts = []
         for a, (n, m) in enumerate(zip(self.producers, self.consumers)):
             held = [f"{k} {role}{'s' if k != 1 else ''}" for k, role in ((n, producer), (m, consumer)) if k]
             if held:
                 parts.append(f"node {a}: {' + '.join(held)}")
-        return (parts[0] + " " + "; ".join(parts[1:])) if self.local else "; ".join(parts)
+        return f"node-local: {'; '.join(parts)}" if self.local else "; ".join(parts)
 
 
 def sync_link_s(placement: Placement, sync_bytes: float | None, link_bytes_s: float | None) -> float:
@@ -125,30 +123,23 @@ EXACT_MVA_STATES = 20_000  # population vectors of the exact recursion; past thi
 SCHWEITZER_ITERS, SCHWEITZER_TOL = 500, 1e-10
 
 
-def _classes_x(
-    n: tuple[int, ...],
-    think_s: float,
-    visits: tuple[float, ...],
-    xfer_s: float,
-    resid_s: float,
-    seen: list[tuple[float, float]],
-) -> tuple[list[float], float, float]:
-    """Per-class throughputs at population ``n`` from the link's queue and utilisation ``seen`` by an
-    arriving drafter of each class; the link's own queue and utilisation at ``n``."""
-    r = [v * (xfer_s + xfer_s * max(q - u, 0.0) + u * resid_s) for v, (q, u) in zip(visits, seen)]
-    x = [nb / (think_s + rb) if nb else 0.0 for nb, rb in zip(n, r)]
-    util = sum(xb * v * xfer_s for xb, v in zip(x, visits))
-    if util > 1.0:
-        x = [xb / util for xb in x]
-        util = 1.0
-    return x, sum(xb * rb for xb, rb in zip(x, r)), util
-
-
 def pool_mva(
     pop: tuple[int, ...], think_s: float, visits: tuple[float, ...], xfer_s: float, scv_x: float
 ) -> list[float]:
     """Per-node drafter throughputs of the closed network (module docstring)."""
     resid = xfer_s * (1.0 + scv_x) / 2.0
+
+    def classes_x(n: tuple[int, ...], seen: list[tuple[float, float]]) -> tuple[list[float], float, float]:
+        # per-class throughputs at population n from the link's queue and utilisation seen by an
+        # arriving drafter of each class; the link's own queue and utilisation at n
+        r = [v * (xfer_s + xfer_s * max(q - u, 0.0) + u * resid) for v, (q, u) in zip(visits, seen)]
+        x = [nb / (think_s + rb) if nb else 0.0 for nb, rb in zip(n, r)]
+        util = sum(xb * v * xfer_s for xb, v in zip(x, visits))
+        if util > 1.0:
+            x = [xb / util for xb in x]
+            util = 1.0
+        return x, sum(xb * rb for xb, rb in zip(x, r)), util
+
     if math.prod(m + 1 for m in pop) <= EXACT_MVA_STATES:
         # exact recursion over population vectors in order of their total
         memo: dict[tuple[int, ...], tuple[float, float]] = {(0,) * len(pop): (0.0, 0.0)}
@@ -158,7 +149,7 @@ def pool_mva(
                 continue
             # an arriving drafter of class b sees the network without itself: the link at n - e_b
             seen = [memo[tuple(c - (i == b) for i, c in enumerate(n))] if n[b] else (0.0, 0.0) for b in range(len(n))]
-            x, q, u = _classes_x(n, think_s, visits, xfer_s, resid, seen)
+            x, q, u = classes_x(n, seen)
             memo[n] = (q, u)
         return x
     q = u = 0.0
@@ -166,9 +157,7 @@ def pool_mva(
     total = sum(pop)
     for _ in range(SCHWEITZER_ITERS):
         # Bard-Schweitzer: the network without one drafter holds (M - 1) / M of the queue
-        x, q_new, u_new = _classes_x(
-            pop, think_s, visits, xfer_s, resid, [(q * (total - 1) / total, u * (total - 1) / total)] * len(pop)
-        )
+        x, q_new, u_new = classes_x(pop, [(q * (total - 1) / total, u * (total - 1) / total)] * len(pop))
         if abs(q_new - q) < SCHWEITZER_TOL and abs(u_new - u) < SCHWEITZER_TOL:
             break
         q, u = q_new, u_new

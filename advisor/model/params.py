@@ -221,20 +221,14 @@ class ContentionFit:
         logs did not span both."""
         if (gpus != self.gpus and not self.at_any_g) or not any(self.role_se):
             return 0.0, 0.0
-        at = self.consumers  # the consumers beside a producer count (at the logged split's G: its own)
-        out = []
-        for here, ref, lo, hi in (
-            (n_producer, self.ref_producers, self.lo_producers, self.hi_producers),
-            (
-                at(n_producer, gpus),
-                at(self.ref_producers, self.gpus),
-                at(self.hi_producers, self.gpus),
-                at(self.lo_producers, self.gpus),
-            ),
-        ):
-            spanned = lo == 1 < hi
-            out.append(CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not spanned else 0.0)
-        return out[0], out[1]
+        # (here, ref, lo, hi) of each role: the consumers beside a producer count (at the logged split's G:
+        # its own), the fewest beside the most producers
+        logged = (self.ref_producers, self.hi_producers, self.lo_producers)
+        consumers = (self.consumers(n_producer, gpus), *(self.consumers(a, self.gpus) for a in logged))
+        return tuple(
+            CONTENTION_SINGLE_SE if (here == 1) != (ref == 1) and not (lo == 1 < hi) else 0.0
+            for here, ref, lo, hi in ((n_producer, self.ref_producers, self.lo_producers, self.hi_producers), consumers)
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -55,10 +55,6 @@ class RoleShares:
     starved: np.ndarray
     sync: np.ndarray
 
-    @property
-    def n_workers(self) -> int:
-        return int(self.busy.shape[0])
-
 
 @dataclass(frozen=True)
 class SimTrace:
@@ -141,30 +137,18 @@ class SimInput:
     drafter_node: Any = None  # each drafter's node (with link_s)
 
 
-def simulate(run: SimInput | None = None, /, *, keep_trace: bool = False, **given: Any) -> SimResult:
-    """Simulate one split exactly; see the module docstring for the rules."""
-    run = SimInput(**given) if run is None else replace(run, **given)
-    return _summarise(_events(run), keep_trace)
-
-
-@dataclass(frozen=True)
-class _Events:
-    """One run's raw record: the shape, and the trace of the loop below as Python lists."""
-
-    N: int
-    M: int
-    hs_cap: int
-    n: int
-    warmup: int
-    trace: SimTrace
+def simulate(*, keep_trace: bool = False, **run: Any) -> SimResult:
+    """Simulate one split exactly (`SimInput`'s fields as keywords); see the module docstring for the rules."""
+    return _summarise(*_events(SimInput(**run)), keep_trace)
 
 
 _INT_TRACE = ("loader_queue", "target_worker", "drafter_worker", "drafter_sync_round")
 
 
-def _events(run: SimInput, *, window_only: bool = False) -> _Events:
-    """The inputs checked (`SimInput`'s fields) and the event loop run: the raw record that
-    `_summarise` turns into a result and `simulated_bps` into a rate alone. ``window_only``: stop
+def _events(run: SimInput, *, window_only: bool = False) -> tuple[SimInput, SimTrace]:
+    """The inputs checked (`SimInput`'s fields: returned with the counts as integers and the
+    warm-up resolved) and the event loop run: its trace as Python lists, which `_summarise` turns
+    into a result and `simulated_bps` into a rate alone. ``window_only``: stop
     at the first event past the steady window's end (the last loader departure): the queues'
     drain after it (N pre_cap batches and more at a large G, a quarter of the run) changes no
     completion inside the window; a batch not completed by then has completion time inf."""
@@ -402,7 +386,7 @@ def _events(run: SimInput, *, window_only: bool = False) -> _Events:
     # the record, named as `SimTrace`: S start, C completion, D departure; 0 loader, 1 target,
     # 2 drafter; Q0 the prefetch queue, W the worker, R2 the sync round
     raw = SimTrace(tok_a, S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, sync_start, sync_end)
-    return _Events(N, M, hs_cap, n, warmup_batches, raw)
+    return replace(run, n_target=N, n_drafter=M, hs_cap=hs_cap, warmup_batches=warmup_batches), raw
 
 
 def _overlap_by_worker(start, end, worker, n_workers: int, t_a: float, t_b: float) -> np.ndarray:
@@ -431,10 +415,10 @@ def _depth_profile(t_in, t_out, t_a: float, t_b: float, cap: int | None):
     return mean, hist[: cap + 1] / span
 
 
-def _window(C2: np.ndarray, ev: _Events) -> tuple[float, float, np.ndarray]:
+def _window(C2: np.ndarray, warmup: int, last_departure_s: float) -> tuple[float, float, np.ndarray]:
     """The steady window (module docstring): (t_a, t_b, which drafter completions fall in it)."""
-    t_a = float(np.partition(C2, ev.warmup)[ev.warmup])  # the warmup-th completion, as a sort gives it
-    t_b = float(ev.trace.loader_departure_s[ev.n - 1])
+    t_a = float(np.partition(C2, warmup)[warmup])  # the warmup-th completion, as a sort gives it
+    t_b = float(last_departure_s)
     inside = (C2 > t_a) & (C2 <= t_b)
     in_window = int(np.count_nonzero(inside))
     if t_b <= t_a or in_window < 2:
@@ -446,17 +430,18 @@ def _window(C2: np.ndarray, ev: _Events) -> tuple[float, float, np.ndarray]:
     return t_a, t_b, inside
 
 
-def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
-    N, M, hs_cap, n, warmup = ev.N, ev.M, ev.hs_cap, ev.n, ev.warmup
+def _summarise(run: SimInput, raw: SimTrace, keep_trace: bool) -> SimResult:
+    N, M, hs_cap, warmup = run.n_target, run.n_drafter, run.hs_cap, run.warmup_batches
     tr = SimTrace(
         **{
-            f.name: np.array(getattr(ev.trace, f.name), dtype=np.int64 if f.name in _INT_TRACE else float)
+            f.name: np.array(getattr(raw, f.name), dtype=np.int64 if f.name in _INT_TRACE else float)
             for f in fields(SimTrace)
         }
     )
     tok_a, S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, ss, se = (getattr(tr, f.name) for f in fields(SimTrace))
 
-    t_a, t_b, inside = _window(C2, ev)
+    n = tok_a.shape[0]
+    t_a, t_b, inside = _window(C2, warmup, D0[-1])
     in_window = int(np.count_nonzero(inside))
     span = t_b - t_a
     bps = in_window / span
@@ -472,14 +457,12 @@ def _summarise(ev: _Events, keep_trace: bool) -> SimResult:
     target = feeding("target", S1, C1, D1, W1, N)
 
     d_busy = _overlap_by_worker(S2, C2, W2, M, t_a, t_b) / span
-    d_sync = np.zeros(M)
-    if ss.size:
-        at_barrier = np.flatnonzero(R2 >= 0)
-        rounds = R2[at_barrier]
-        closed = rounds < ss.size
-        idx = at_barrier[closed]
-        # barrier wait and all-reduce: from the rank's k-th completion to the round's end
-        d_sync = _overlap_by_worker(C2[idx], se[rounds[closed]], W2[idx], M, t_a, t_b) / span
+    at_barrier = np.flatnonzero(R2 >= 0)  # (none without sync rounds)
+    rounds = R2[at_barrier]
+    closed = rounds < ss.size
+    idx = at_barrier[closed]
+    # barrier wait and all-reduce: from the rank's k-th completion to the round's end
+    d_sync = _overlap_by_worker(C2[idx], se[rounds[closed]], W2[idx], M, t_a, t_b) / span
     drafter = RoleShares("drafter", d_busy, np.zeros(M), np.clip(1 - d_busy - d_sync, 0, 1), d_sync)
 
     hs_mean, hs_share = _depth_profile(D1, S2, t_a, t_b, hs_cap)
@@ -512,6 +495,6 @@ def simulated_bps(kw: dict) -> float:
     """``simulate(**kw).bps``, the same number, without the shares and depth profiles that
     `simulate` also derives (BENCHMARKS.md, section 15.ix).
     """
-    ev = _events(SimInput(**{k: v for k, v in kw.items() if k != "keep_trace"}), window_only=True)
-    t_a, t_b, inside = _window(np.array(ev.trace.drafter_finish_s), ev)
+    run, raw = _events(SimInput(**{k: v for k, v in kw.items() if k != "keep_trace"}), window_only=True)
+    t_a, t_b, inside = _window(np.array(raw.drafter_finish_s), run.warmup_batches, raw.loader_departure_s[-1])
     return float(int(np.count_nonzero(inside)) / (t_b - t_a))

@@ -7,7 +7,7 @@ tokens)`` of role r, scaled by the split's contention factor (`advisor.model.par
 sync rounds resampled at that drafter count (else the fitted ``T_ar(M)``) plus the rounds' barrier
 excess (`advisor.model.chain.straggler_excess_s`) and untimed time (``SyncFit.overhead_s``); the
 loader's gaps where input-bound. At least ``IN_FLIGHT_FACTOR`` times the batches a split holds in
-flight, so any G has a steady window. Each split draws from a generator of its own (seed and
+flight, so any G has a steady window. Each split draws from a generator of its own (seeded by the
 split): its rate does not depend on the splits simulated beside it.
 
 Across nodes (`simulate_placed_run`): the same batches at a placement with the shared link
@@ -70,7 +70,12 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
     p, c = fit.roles
     busy: dict[str, list[np.ndarray]] = {p: [], c: []}
     tokens: dict[str, list[np.ndarray]] = {p: [], c: []}
+    sync_by_m: dict[int, np.ndarray] = {}  # the steady sync rounds' durations by drafter count
     for lg, ob in zip(logs, fit.observed):
+        m = lg.header.roles[c]
+        d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float) if m > 1 and len(lg.syncs) else ()
+        if len(d):
+            sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
         if not lg.has_steps:
             continue
         # only the columns used, as arrays (on a sampled log every row copied is one of 600k)
@@ -87,13 +92,6 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
             busy[r].append(b / k if k != 1.0 else b)
             tokens[r].append(lg.steps["tokens"].to_numpy()[rows])
     cat = {r: (np.concatenate(tokens[r]).astype(float), np.concatenate(busy[r])) for r in (p, c)}
-    sync_by_m: dict[int, np.ndarray] = {}
-    for lg, ob in zip(logs, fit.observed):
-        m = lg.header.roles[c]
-        if m > 1 and len(lg.syncs):
-            d = lg.syncs.loc[ob.steady.mask(lg.syncs["t"]), "dur"].to_numpy(float)
-            if len(d):
-                sync_by_m[m] = np.concatenate([sync_by_m.get(m, np.empty(0)), d])
     return Pools(
         ratio_p=_ratios(fit.producer, *cat[p]),
         ratio_c=_ratios(fit.consumer, *cat[c]),
@@ -102,17 +100,31 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
     )
 
 
-def _services(
-    fit: PipelineFit, pools: Pools, rng: np.random.Generator, n: int, m: int, nb: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """``nb`` batches' tokens and their target and drafter service times at split N-M (the fitted
-    line times a resampled ratio, scaled by the split's contention), drawn in that order; and the
+def _split_run(
+    fit: PipelineFit, pools: Pools, n: int, m: int, hs_cap: int, n_batches: int
+) -> tuple[dict, np.random.Generator, float]:
+    """`simulate`'s keywords for split N-M from a generator of its own (seeded ``[0, N, M]``): `batches_for` batches'
+    tokens and their target and drafter service times (the fitted line times a resampled ratio,
+    scaled by the split's contention), drawn in that order; the generator, to draw on; and the
     drafters' contention factor."""
+    nb = batches_for(fit, n, m, n_batches, hs_cap)
+    rng = np.random.default_rng([0, n, m])
     k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
     tok = rng.choice(pools.tokens, nb)
     tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb)
     dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(pools.ratio_c, nb)
-    return tok, tgt, dft, k_c
+    run = dict(
+        target_s=tgt,
+        drafter_s=dft,
+        tokens=tok,
+        n_target=n,
+        n_drafter=m,
+        hs_cap=hs_cap,
+        pre_cap=max(fit.pre_cap, 1),
+        sync_every=fit.sync.sync_every,
+        warmup_batches=int(nb * WARMUP_SHARE),
+    )
+    return run, rng, k_c
 
 
 PLACED_BATCHES = 12000
@@ -137,7 +149,6 @@ def simulate_placed_run(
     *,
     hs_cap: int | None = None,
     n_batches: int = PLACED_BATCHES,
-    seed: int = 0,
     scale: tuple[float, float] = (1.0, 1.0),
 ) -> PlacedRun:
     """The split of ``placement``'s engines (n targets, m drafters) at that placement with the shared
@@ -146,27 +157,15 @@ def simulate_placed_run(
     `advisor.model.link.sync_link_s` more each round where they sit on several nodes.
     """
     n, m = sum(placement.producers), sum(placement.consumers)
-    rng = np.random.default_rng([seed, n, m])
-    b = fit.hs_cap if hs_cap is None else hs_cap
-    nb = batches_for(fit, n, m, n_batches, b)
-    tok, tgt, dft, _ = _services(fit, pools, rng, n, m, nb)
-    tgt, dft = tgt / scale[0], dft / scale[1]
+    run, _, _ = _split_run(fit, pools, n, m, fit.hs_cap if hs_cap is None else hs_cap, n_batches)
     tnode = [a for a, k in enumerate(placement.producers) for _ in range(k)]
     dnode = [a for a, k in enumerate(placement.consumers) for _ in range(k)]
-    link = tok * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
+    link = run["tokens"] * (fit.hs_bytes_per_token or 0.0) / link_bytes_s if link_bytes_s else None
     every = fit.sync.sync_every
     sync_link = sync_link_s(placement, fit.sync.bytes_per_sync, link_bytes_s) if every > 0 and m > 1 else 0.0
     res = simulate(
-        target_s=tgt,
-        drafter_s=dft,
-        tokens=tok,
-        n_target=n,
-        n_drafter=m,
-        hs_cap=b,
-        pre_cap=max(fit.pre_cap, 1),
-        sync_every=every,
+        **dict(run, target_s=run["target_s"] / scale[0], drafter_s=run["drafter_s"] / scale[1]),
         sync_s=fit.sync.allreduce_s(m) + fit.sync.overhead_s + sync_link,
-        warmup_batches=int(nb * WARMUP_SHARE),
         link_s=link,
         keep_trace=True,
         target_node=tnode if link is not None else None,
@@ -188,7 +187,6 @@ def simulated_bps_at(
     pairs: list[tuple[int, int]],
     *,
     n_batches: int = DEFAULT_BATCHES,
-    seed: int = 0,
     hs_cap: int | None = None,
     pools: Pools | None = None,
 ) -> list[float]:
@@ -198,15 +196,12 @@ def simulated_bps_at(
     if pools is None:
         pools = gather_pools(fit, logs)
     b = fit.hs_cap if hs_cap is None else hs_cap
-    # sized for each split, whatever G the logs ran: the window opens after warm-up and closes
-    # at the last loader departure, so the batches held in queues and workers must be few
-    sizes = [(n, m, batches_for(fit, n, m, n_batches, b)) for n, m in pairs]
 
     def runs():  # every split's inputs from a generator of its own, drawn as it is simulated
         loader_s: float | np.ndarray = 0.0
-        for n, m, nb in sizes:
-            rng = np.random.default_rng([seed, n, m])
-            tok, tgt, dft, k_c = _services(fit, pools, rng, n, m, nb)
+        for n, m in pairs:
+            run, rng, k_c = _split_run(fit, pools, n, m, b, n_batches)
+            nb = len(run["tokens"])
             if fit.loader.input_bound and fit.loader.capacity_bps:
                 mean_gap = 1.0 / fit.loader.capacity_bps
                 shape = 1.0 / max(fit.loader.scv, 1e-3)
@@ -215,29 +210,16 @@ def simulated_bps_at(
             sync_s = rng.choice(sync, 256) if sync is not None else fit.sync.allreduce_s(m)
             # steps are drawn independently: the rounds' measured extra spread waits at the barrier
             extra_s = straggler_excess_s(fit.consumer, fit.sync, m, k_c) + fit.sync.overhead_s
-            sync_s = np.maximum(sync_s + extra_s, 0.0)
-            yield dict(
-                target_s=tgt,
-                drafter_s=dft,
-                tokens=tok,
-                loader_s=loader_s,
-                n_target=n,
-                n_drafter=m,
-                hs_cap=b,
-                pre_cap=max(fit.pre_cap, 1),
-                sync_every=fit.sync.sync_every,
-                sync_s=sync_s,
-                warmup_batches=int(nb * WARMUP_SHARE),
-            )
+            yield dict(run, loader_s=loader_s, sync_s=np.maximum(sync_s + extra_s, 0.0))
 
     return [simulated_bps(kw) for kw in runs()]
 
 
 def simulate_splits(
-    fit: PipelineFit, logs: tuple[RunLog, ...], rows: tuple[SplitRow, ...], *, hs_cap: int | None = None, **kw
+    fit: PipelineFit, logs: tuple[RunLog, ...], rows: tuple[SplitRow, ...], *, hs_cap: int | None = None
 ) -> tuple[SplitRow, ...]:
-    """``rows`` with ``bps_exact`` and ``exact_gap_pct`` (`simulated_bps_at`'s keywords in ``kw``)."""
-    sim = np.array(simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap, **kw), float)
+    """``rows`` with ``bps_exact`` and ``exact_gap_pct`` (`simulated_bps_at`)."""
+    sim = np.array(simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap), float)
     gap = 100.0 * (np.array([r.bps for r in rows], float) / sim - 1.0)
     return tuple(replace(r, bps_exact=float(x), exact_gap_pct=float(g)) for r, x, g in zip(rows, sim, gap))
 
@@ -299,17 +281,15 @@ def refined_ratios(
     if not has_weak_spots(fit, hs_cap):
         return Refinement(ratios={})
     lockstep = _lockstep(fit, hs_cap)
-    bps = np.array([r.bps for r in rows], float)
-    low = np.array([r.bps_low for r in rows], float)
-    high = np.array([r.bps_high for r in rows], float)
+    est = np.array([(r.bps, r.bps_low, r.bps_high) for r in rows], float).reshape(-1, 3)
+    bps, low, high = est.T  # (views: scaling a row of est scales them)
     n_p, n_c = np.array([r.counts for r in rows], int).reshape(-1, 2).T
     must = np.array([r.observed for r in rows], bool)
     must[list(force)] = True
     ratios = dict(known.ratios) if known is not None else {}
     done = np.zeros(len(bps), dtype=bool)
     done[list(ratios)] = True
-    for arr in (bps, low, high):
-        arr[list(ratios)] *= np.array(list(ratios.values()), dtype=float)
+    est[list(ratios)] *= np.array(list(ratios.values()), dtype=float)[:, None]
     cost = {i: batches_for(fit, int(n_p[i]), int(n_c[i]), REFINE_BATCHES, hs_cap) for i in range(len(bps))}
     spent = sum(cost[i] for i in ratios)
     gap = max((abs(math.log(r)) for r in ratios.values() if r > 0), default=0.0)
@@ -332,8 +312,7 @@ def refined_ratios(
         for i, y in zip(take, sim):
             x = rows[i].bps
             ratios[i] = y / x if x > 0 else 1.0
-            for arr in (bps, low, high):
-                arr[i] *= ratios[i]
+            est[i] *= ratios[i]
             if ratios[i] > 0:
                 gap = max(gap, abs(math.log(ratios[i])))
         done[take] = True

@@ -50,23 +50,17 @@ def probe_var(rates: Mapping[str, Sequence[SegmentRate]]) -> dict[str, float]:
     return {lab: float(x) for lab, x in zip(labels, v)}
 
 
-def probed_rates(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> dict[str, tuple[SegmentRate, ...]]:
-    """The rows a probe measured (``MIN_SEGMENTS`` or more segments, the row observed at its
-    measured rate)."""
-    p, c = fit.roles
-    out: dict[str, tuple[SegmentRate, ...]] = {}
-    for ob in fit.observed:
-        label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
-        if len(ob.segments) >= MIN_SEGMENTS and label in rows and rows[label].observed and rows[label].observed_bps > 0:
-            out[label] = ob.segments
-    return out if len(out) >= 2 else {}
-
-
 def compare_probed(fit: PipelineFit, rows: tuple[SplitRow, ...]) -> tuple[SplitRow, ...]:
     """The rows a probe measured compared directly (module docstring)."""
     by_label = {r.label: r for r in rows}
-    rates = probed_rates(fit, by_label)
-    if not rates:
+    p, c = fit.roles
+    rates: dict[str, tuple[SegmentRate, ...]] = {}  # the rows a probe measured, each observed at its rate
+    for ob in fit.observed:
+        label = split_label(ob.roles.get(p, 0), ob.roles.get(c, 0))
+        r = by_label.get(label)
+        if len(ob.segments) >= MIN_SEGMENTS and r is not None and r.observed and r.observed_bps > 0:
+            rates[label] = ob.segments
+    if len(rates) < 2:
         return rows
     labels = list(rates)
     paired = probe_var(rates)

@@ -222,9 +222,7 @@ def lead_parts(a: SplitRow, b: SplitRow) -> LeadParts | None:
     sync ends and the capacity corners are one unknown shared by every split: the lead's shifts
     are the differences of the two rows' shifts there, and 0.
     """
-    if a.parts is None or b.parts is None or a.widened or b.widened:
-        return None
-    if not (a.bps > 0 and b.bps > 0):
+    if a.parts is None or b.parts is None or a.widened or b.widened or not (a.bps > 0 and b.bps > 0):
         return None
     pa, pb = a.parts, b.parts
     diff = dict(zip(ERR_SHARED, (x - y for x, y in zip(pa.shared_log_per_se, pb.shared_log_per_se))))

@@ -117,20 +117,19 @@ def split_capacities(
     the split divides over them, else as even as whole engines allow; a tie within ``LAYOUT_TIE_REL``
     goes to these: they leave the link to the sync alone).
     """
-    kw = _projection(settings, what_if)
+    kw = dict(_projection(settings, what_if), interval=interval)
     if settings.nodes <= 1:
-        return project_split(fit, n, m, interval=interval, **kw)
-    free = project_split(fit, n, m, interval=False, **kw)
+        return project_split(fit, n, m, **kw)
+    local = local_placement(settings, n, m) if routing != "shared" else None
+    if local is not None and routing == "local":
+        return _at_placement(fit, settings, n, m, local, **kw)
+    compute_s = project_split(fit, n, m, **dict(kw, interval=False)).consumer_compute_s
     nodes = Nodes(settings.nodes, int(settings.gpus_per_node or settings.gpus), settings.gpus_per_worker)
     xfer_s, scv, sync = link_xfer_s(fit, settings), link_scv(fit), sync_over_link(fit, settings)
-    placed = best_placement(n, m, nodes, free.consumer_compute_s, xfer_s, scv, sync)
-    local = local_placement(settings, n, m)
-    if local is not None and routing == "local":
-        return _at_placement(fit, settings, n, m, local, interval=interval, **kw)
-    shared = _at_placement(fit, settings, n, m, placed, interval=interval, **kw)
-    if local is None or routing == "shared":
+    shared = _at_placement(fit, settings, n, m, best_placement(n, m, nodes, compute_s, xfer_s, scv, sync), **kw)
+    if local is None:
         return shared
-    node_local = _at_placement(fit, settings, n, m, local, interval=interval, **kw)
+    node_local = _at_placement(fit, settings, n, m, local, **kw)
     # the layout of the higher rate; a tie goes to the node-local pipelines, which send no hidden state across
     best, other = (
         (node_local, shared) if node_local.x_bps >= shared.x_bps * (1 - LAYOUT_TIE_REL) else (shared, node_local)
@@ -298,24 +297,15 @@ def widen_for_assumptions(
     if link:
         bw = settings.link_bytes_s
         ends.append([(replace(settings, link_bytes_s=bw * f), (1.0, 1.0)) for f in (1 - LINK_SE, 1 + LINK_SE)])
-    out = []
-    for r in rows:
-        n, m = r.counts
-        if not r.bps > 0:
-            out.append(r)
-            continue
-        var = 0.0
-        for end in ends:
-            lo, hi = (
-                split_capacities(fit, s, n, m, what_if=WhatIf(mu_scale=k), interval=False, routing=routing).x_bps
-                for s, k in end
-            )
-            var += (math.log(max(hi, 1e-300) / max(lo, 1e-300)) / (2 * Z_95)) ** 2
-        out.append(r.widened_by(r.bps, var))
-    return tuple(out)
 
+    def rate(n: int, m: int, s: Settings, k: tuple[float, float]) -> float:
+        return split_capacities(fit, s, n, m, what_if=WhatIf(mu_scale=k), interval=False, routing=routing).x_bps
 
-LAYOUTS = {"shared": "shared", "local": "node-local"}
+    def var(n: int, m: int) -> float:  # the log-variance the assumptions' ends add at split (n, m)
+        widths = (math.log(max(rate(n, m, *hi), 1e-300) / max(rate(n, m, *lo), 1e-300)) for lo, hi in ends)
+        return sum((w / (2 * Z_95)) ** 2 for w in widths)
+
+    return tuple(r.widened_by(r.bps, var(*r.counts)) if r.bps > 0 else r for r in rows)
 
 
 def _link_row(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitResult) -> LinkRow | None:
@@ -333,7 +323,7 @@ def _link_row(fit: PipelineFit, settings: Settings, n: int, m: int, mid: SplitRe
     busy = mid.link_util > 0
     return LinkRow(
         placement_text=pl.describe(p, c),
-        layout=LAYOUTS[pl.routing],
+        layout="node-local" if pl.local else "shared",
         other_layout_bps=mid.other_layout_bps,
         cap_link_bps=mid.link_cap_bps,
         link_util=mid.link_util,
