@@ -363,10 +363,9 @@ def _lines(buf: bytes, max_line_bytes: int) -> np.ndarray:
     if not buf.endswith(b"\n"):
         ends = np.append(ends, len(buf))
     lengths = np.diff(ends, prepend=-1) - 1
-    if len(ends) and lengths.max() > max_line_bytes:
-        lengths -= (lengths > 0) & (data[ends - 1] == ord("\r"))
-        if lengths.max() > max_line_bytes:
-            raise _GiveUp
+    lengths -= (lengths > 0) & (data[ends - 1] == ord("\r"))
+    if lengths.max(initial=0) > max_line_bytes:
+        raise _GiveUp
     if not buf.isascii():
         try:
             buf.decode()
