@@ -353,18 +353,18 @@ class _Scan:
         return self.summ
 
 
-def _lines(buf: bytes, max_line_bytes: int) -> np.ndarray:
+def _lines(buf: bytes, max_line_bytes: int, *, blanks: bool = True) -> np.ndarray:
     """The end of each line of one range (the offset of its newline; the range's end for a last
     line without one), as the exact pass counts the lines, checked: none longer than
-    ``max_line_bytes`` without its newline and a ``\r`` before it, all UTF-8 (`_GiveUp`
-    otherwise: the exact pass names the line)."""
+    ``max_line_bytes`` without its newline and a ``\r`` before it (nor empty so, unless
+    ``blanks``), all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
     data = np.frombuffer(buf, dtype=np.uint8)
     ends = np.flatnonzero(data == ord("\n"))
     if not buf.endswith(b"\n"):
         ends = np.append(ends, len(buf))
     lengths = np.diff(ends, prepend=-1) - 1
     lengths -= (lengths > 0) & (data[ends - 1] == ord("\r"))
-    if lengths.max(initial=0) > max_line_bytes:
+    if lengths.max(initial=0) > max_line_bytes or not (blanks or lengths.all()):
         raise _GiveUp
     if not buf.isascii():
         try:
@@ -588,28 +588,17 @@ class _Batches:
     def send(self) -> None:
         """The files held, checked (line lengths, no blank line), probed for unknown fields on each
         file's first ``PROBE_LINES`` lines, and sent to polars as one range."""
-        import polars as pl
-
         if not self.held:
             return
         buf = b"".join(self.held)
-        lengths = pl.scan_lines(buf).select(pl.col("line").str.len_bytes()).collect().to_series().to_numpy()
-        if not len(lengths) or lengths.min() == 0 or lengths.max() > MAX_LINE_BYTES:
-            raise _GiveUp
-        file_ends = np.cumsum([len(b) for b in self.held])
-        for eol in (1, 2):  # each line ends in a newline, or each in a carriage return and a newline
-            ends = np.cumsum(lengths + eol, dtype=np.int64)  # the byte after each line's end
-            if ends[-1] == file_ends[-1]:
-                break
-        else:
-            raise _GiveUp  # (line ends of both kinds)
-        counts = np.diff(np.searchsorted(ends, file_ends, side="right"), prepend=0)
+        ends = _lines(buf, MAX_LINE_BYTES, blanks=False)  # (each file ends with a newline)
+        counts = np.diff(np.searchsorted(ends, np.cumsum([len(b) for b in self.held])), prepend=0)
         starts = np.cumsum(counts) - counts
         probed = np.minimum(counts, PROBE_LINES) - 1  # the lines after each file's header
         self.fields |= _unknown_pairs_of(
-            b"".join(buf[ends[s] : ends[s + k]] for s, k in zip(starts.tolist(), probed.tolist()) if k > 0)
+            b"".join(buf[ends[s] + 1 : ends[s + k] + 1] for s, k in zip(starts.tolist(), probed.tolist()) if k > 0)
         )
-        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, ends - 1), counts, self.done)
+        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, ends), counts, self.done)
         self.done += len(self.held)
         self.held, self.size = [], 0
         if prev is not None:
