@@ -2,16 +2,16 @@
 
 A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each range with its own
 threads, with an explicit schema built from the header (every field the advisor reads; unknown
-fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps``
-as their JSON text, so that an absent role and an explicit null stay apart), and counts and
-measures its lines (``scan_lines``: the line limit, and UTF-8). Each range is read with the
-step fields only, then its few other lines whole (`_Narrow`). Each range's rows are checked
-column by column with the rules of `advisor.ingest.schema.validate_event` and folded into the
-summary (counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range
-and the summary, whatever the log's length. The files of one run (`scan_run`) are read together,
-many small rank files making one range, each file's header row and end event kept apart; the
-first lines of all the range's files are probed for unknown fields in one polars read
-(`_unknown_pairs_of`), not decoded file by file.
+fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps`` as
+their JSON text, so that an absent role and an explicit null stay apart); its lines are counted and
+measured from its newlines (the line limit), and checked for UTF-8. Each range is read with the
+step fields only, then its few other lines whole (`_Narrow`). Each range's rows are checked column
+by column with the rules of `advisor.ingest.schema.validate_event` and folded into the summary
+(counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range and the
+summary, whatever the log's length. The files of one run (`scan_run`) are read together, many small
+rank files making one range, each file's header row and end event kept apart; the first lines of
+all the range's files are probed for unknown fields in one polars read (`_unknown_pairs_of`), not
+decoded file by file.
 
 The fast pass never reports a bad line: it gives up (None) wherever it cannot be sure, and the
 exact pass (`advisor.ingest.stream`) reads the file line by line and names the file, line and
@@ -353,15 +353,25 @@ class _Scan:
         return self.summ
 
 
-def _lines(buf: bytes, max_line_bytes: int) -> int:
-    """The lines of one range of a plain log (as the exact pass counts them), checked: none longer
-    than ``max_line_bytes``, all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
-    import polars as pl
-
-    longest, n = pl.scan_lines(buf).select(pl.col("line").str.len_bytes().max(), pl.len()).collect().row(0)
-    if longest is not None and longest > max_line_bytes:
+def _lines(buf: bytes, max_line_bytes: int, *, blanks: bool = True) -> np.ndarray:
+    """The end of each line of one range (the offset of its newline; the range's end for a last
+    line without one), as the exact pass counts the lines, checked: none longer than
+    ``max_line_bytes`` without its newline and a ``\r`` before it (nor empty so, unless
+    ``blanks``), all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
+    data = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.flatnonzero(data == ord("\n"))
+    if not buf.endswith(b"\n"):
+        ends = np.append(ends, len(buf))
+    lengths = np.diff(ends, prepend=-1) - 1
+    lengths -= (lengths > 0) & (data[ends - 1] == ord("\r"))
+    if lengths.max(initial=0) > max_line_bytes or not (blanks or lengths.all()):
         raise _GiveUp
-    return int(n)
+    if not buf.isascii():
+        try:
+            buf.decode()
+        except UnicodeDecodeError:
+            raise _GiveUp from None
+    return ends
 
 
 def _plain_ranges(path: Path) -> Iterator[bytes]:
@@ -428,13 +438,10 @@ def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background
     return pl.scan_ndjson(buf, schema=_schema(scan.header, names, steps=steps)).collect(background=background)
 
 
-def _some_lines(buf: bytes, rows: np.ndarray) -> bytes:
-    """Lines ``rows`` of a range (0-based, ascending; each without its newline and a ``\r``
-    before it, as `polars.scan_lines` gives them), joined by newlines: found from the newlines'
-    offsets, without a second pass of polars over the whole range."""
-    ends = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == ord("\n"))
-    if not buf.endswith(b"\n"):
-        ends = np.append(ends, len(buf))
+def _some_lines(buf: bytes, ends: np.ndarray, rows: np.ndarray) -> bytes:
+    """Lines ``rows`` of a range (0-based, ascending; ``ends``: each line's end, `_lines`), each
+    without its newline and a ``\r`` before it, as `polars.scan_lines` gives them, joined by
+    newlines."""
     starts = np.concatenate(([0], ends[:-1] + 1))
     pairs = zip(starts[rows].tolist(), ends[rows].tolist())
     return b"\n".join(buf[a:b].removesuffix(b"\r") for a, b in pairs)
@@ -451,8 +458,9 @@ class _Narrow:
     again, whole. The two frames are checked and folded as the one frame of the range would be,
     steps first (the order `_Scan.block` folds them in)."""
 
-    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], n_lines: int):
-        self.buf, self.scan, self.fields, self.n_lines = buf, scan, set(fields), n_lines
+    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], ends: np.ndarray):
+        self.buf, self.scan, self.fields, self.ends = buf, scan, set(fields), ends
+        self.n_lines = len(ends)
         self.query = _parsed(buf, scan, self.fields, background=True, steps=True)
 
     def cancel(self) -> None:
@@ -476,7 +484,7 @@ class _Narrow:
         self.scan.block(steps, heads[:0], files[step])
         steps = None
         if len(rest):
-            others = _parsed(_some_lines(self.buf, rest), self.scan, self.fields)
+            others = _parsed(_some_lines(self.buf, self.ends, rest), self.scan, self.fields)
             if len(others) != len(rest):
                 raise _GiveUp
             self.scan.block(others, at, files[rest])
@@ -505,8 +513,8 @@ def scan_log(
             for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
                 if not gz:
                     buf, cut_bytes = _without_cut_tail(buf, max_line_bytes)
-                lines = (buf.count(b"\n") + (not buf.endswith(b"\n"))) if gz else _lines(buf, max_line_bytes)
-                n_lines += lines
+                ends = _lines(buf, max_line_bytes)
+                n_lines += len(ends)
                 if n_lines > max_lines:
                     return None
                 first = scan is None
@@ -514,7 +522,7 @@ def scan_log(
                 if first:
                     scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
                 fields |= found
-                prev, pending = pending, (_Narrow(buf, scan, fields, lines), first)
+                prev, pending = pending, (_Narrow(buf, scan, fields, ends), first)
                 if prev is not None:
                     _fold_range(scan, *prev)
             if pending is not None:
@@ -580,28 +588,17 @@ class _Batches:
     def send(self) -> None:
         """The files held, checked (line lengths, no blank line), probed for unknown fields on each
         file's first ``PROBE_LINES`` lines, and sent to polars as one range."""
-        import polars as pl
-
         if not self.held:
             return
         buf = b"".join(self.held)
-        lengths = pl.scan_lines(buf).select(pl.col("line").str.len_bytes()).collect().to_series().to_numpy()
-        if not len(lengths) or lengths.min() == 0 or lengths.max() > MAX_LINE_BYTES:
-            raise _GiveUp
-        file_ends = np.cumsum([len(b) for b in self.held])
-        for eol in (1, 2):  # each line ends in a newline, or each in a carriage return and a newline
-            ends = np.cumsum(lengths + eol)  # the byte after each line's end
-            if ends[-1] == file_ends[-1]:
-                break
-        else:
-            raise _GiveUp  # (line ends of both kinds)
-        counts = np.diff(np.searchsorted(ends, file_ends, side="right"), prepend=0)
+        ends = _lines(buf, MAX_LINE_BYTES, blanks=False)  # (each file ends with a newline)
+        counts = np.diff(np.searchsorted(ends, np.cumsum([len(b) for b in self.held])), prepend=0)
         starts = np.cumsum(counts) - counts
         probed = np.minimum(counts, PROBE_LINES) - 1  # the lines after each file's header
         self.fields |= _unknown_pairs_of(
-            b"".join(buf[ends[s] : ends[s + k]] for s, k in zip(starts.tolist(), probed.tolist()) if k > 0)
+            b"".join(buf[ends[s] + 1 : ends[s + k] + 1] for s, k in zip(starts.tolist(), probed.tolist()) if k > 0)
         )
-        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, int(counts.sum())), counts, self.done)
+        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, ends), counts, self.done)
         self.done += len(self.held)
         self.held, self.size = [], 0
         if prev is not None:

@@ -280,3 +280,33 @@ def test_a_live_log_is_read_by_the_fast_pass_with_the_exact_pass_warning(write_l
         assert scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
     fast, exact = _both_paths(monkeypatch, p)
     assert fast == exact and fast[0] == "ok"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"a", b"\xc3\xa9", b"\r", b"\n", b"\r\n", b" ", b"\xff", b"\xed\xa0\x80"]), max_size=40),
+    st.integers(0, 6),
+)
+def test_the_lines_of_a_range_are_those_polars_reads(parts, limit):
+    """`scan._lines` counts, measures and checks a range's lines from its newlines as polars'
+    ``scan_lines`` reads them: the same lines, each as long (less its newline and a ``\\r`` before
+    it; refused past the limit) and refused where they are not UTF-8."""
+    import polars as pl
+
+    from advisor.ingest import scan
+
+    buf = b"".join(parts)
+    if not buf:
+        return
+    try:
+        lines = pl.scan_lines(buf).select(pl.col("line").str.len_bytes()).collect().to_series().to_list()
+    except pl.exceptions.ComputeError:
+        lines = None  # (not UTF-8)
+    try:
+        ends = scan._lines(buf, limit)
+    except scan._GiveUp:
+        assert lines is None or max(lines) > limit
+        return
+    assert lines is not None and len(ends) == len(lines) and max(lines) <= limit
+    got = scan._some_lines(buf, ends, np.arange(len(ends))).split(b"\n")
+    assert [len(x) for x in got] == lines

@@ -716,6 +716,26 @@ def test_rank_files_with_crlf_line_ends_are_read_together(sync_log, tmp_path):
         assert got[0].counts[r].tolist() == want[0].counts[r].tolist()
 
 
+def test_rank_files_with_line_ends_of_both_kinds_are_read_together(sync_log, tmp_path):
+    """Files whose lines end some in a carriage return and a newline, the rest in a newline, take
+    the read of them together too, into the summary of the same files with plain newlines."""
+    from advisor.ingest import scan
+
+    parts = split_by_worker(sync_log, 3)
+    mixed = []
+    for p in parts:
+        lines = p.read_bytes().splitlines(keepends=True)
+        out = tmp_path / p.name
+        out.write_bytes(b"".join(x.replace(b"\n", b"\r\n") if i % 2 else x for i, x in enumerate(lines)))
+        mixed.append(out)
+    got, want = scan.scan_run(mixed, sample_rows=400), scan.scan_run(parts, sample_rows=400)
+    assert got is not None and want is not None
+    assert got[0].n_lines == want[0].n_lines and got[0].unknown_fields == want[0].unknown_fields
+    for r in got[0].roles:
+        np.testing.assert_array_equal(got[0].samples[r].compact()[1], want[0].samples[r].compact()[1])
+        assert got[0].counts[r].tolist() == want[0].counts[r].tolist()
+
+
 def test_rank_files_with_a_copy_are_refused_as_one_by_one(sync_log, tmp_path):
     """A copied rank file makes the fast pass give up; the merge one by one names the copy."""
     parts = split_by_worker(sync_log, 3)
