@@ -322,12 +322,11 @@ class Odds:
     restart_s: float  # the restart weighed (0: rates compared as they are)
     draws: int
     seed: int
-    resolution: float = RESOLUTION
-    temperature: float = 1.0  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
-    level_corr: float = 0.0
+    temperature: float  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
+    level_corr: float
     # per split, in the table's order: the lowest and highest compared rate its interval allows (`allowed`)
-    lowest_bps: tuple[float, ...] = ()
-    highest_bps: tuple[float, ...] = ()
+    lowest_bps: tuple[float, ...]
+    highest_bps: tuple[float, ...]
 
     def gain_over(self, label: str, other: str) -> float:
         """The expected gain (%) of split ``label`` over ``other``, held within what their intervals
@@ -335,8 +334,6 @@ class Odds:
         """
         a, b = self.of(label), self.of(other)
         gain = 100.0 * (a.value_bps / b.value_bps - 1.0) if b.value_bps > 0 else 0.0
-        if not self.lowest_bps:
-            return gain
         labels = [x.label for x in self.splits]
         i, j = labels.index(label), labels.index(other)
         return _bounded(i, j, gain, 0.0, (np.array(self.lowest_bps), np.array(self.highest_bps)))[0]
@@ -357,7 +354,6 @@ def odds_of(
     judged: str | None = None,
     restart_s: float = 0.0,
     seed: int = SEED,
-    resolution: float = RESOLUTION,
 ) -> Odds:
     """The odds (module docstring) from drawn ``rates`` (draws x K, `draw_rates`)."""
     v = effective(rates, inp, judged, restart_s)
@@ -365,7 +361,7 @@ def odds_of(
     top = v.max(axis=1, keepdims=True)
     e_max = float(top.mean())
     mean_v = v.mean(axis=0)
-    p_best = (v >= (1.0 - resolution) * top).mean(axis=0)
+    p_best = (v >= (1.0 - RESOLUTION) * top).mean(axis=0)
     p_top = np.bincount(v.argmax(axis=1), minlength=len(inp.labels)) / len(v)
     mean_x = rates.mean(axis=0)
     regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
@@ -389,7 +385,7 @@ def odds_of(
         )
     best = inp.labels[order[0]]
     runner = inp.labels[order[1]] if len(order) > 1 else None
-    close = runner is not None and all(rows[j].regret_pct < 100 * resolution for j in order[:2])
+    close = runner is not None and all(rows[j].regret_pct < 100 * RESOLUTION for j in order[:2])
     return Odds(
         splits=tuple(rows),
         best=best,
@@ -399,7 +395,6 @@ def odds_of(
         restart_s=float(restart_s) if weighed else 0.0,
         draws=len(rates),
         seed=seed,
-        resolution=resolution,
         temperature=inp.temperature,
         level_corr=inp.level_corr,
         lowest_bps=tuple(float(x) for x in ends[0]),

@@ -198,7 +198,7 @@ def _vs(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
 def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
     s = d.settings
     b, j = d.best, d.judged
-    of = f"of the {d.n_splits} split{'s' if d.n_splits != 1 else ''} of {s.units()}"
+    of = f"of the {len(rows)} split{'s' if len(rows) != 1 else ''} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "small-gain" and d.best_is_running:
@@ -340,7 +340,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
         if mg.separated and not mg.stable
         else ""
     )
-    if provisional(d, fit):
+    if d.evidence.thin:
         if mg.stable or mg.separated:
             out.append(
                 f"the choice is provisional, not yet stable: {above if mg.stable else lead}, but on thin evidence "
@@ -395,11 +395,6 @@ def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
     )
 
 
-def provisional(d: Decision, fit: PipelineFit) -> bool:
-    """Whether the verdict is provisional (a log of thin evidence): no sentence calls it stable."""
-    return d.evidence.thin and fit.source.logged
-
-
 def _loader(d: Decision) -> list[str]:
     ld = d.loader
     if ld is None:
@@ -446,7 +441,7 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
     out += _self_check(d, observed)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
-    if provisional(d, fit):
+    if d.evidence.thin:
         out.append(
             f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or overturns it."
         )

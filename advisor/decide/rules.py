@@ -120,10 +120,9 @@ class Decision:
     queue: QueueAdvice | None
     evidence: Evidence
     settings: Settings
-    n_splits: int
-    odds: Odds | None = None  # every split's odds from one joint draw (`advisor.decide.odds`)
-    probe: Probe | None = None  # the best candidate probe and its worth (`advisor.decide.probe`)
-    action: Verdict | None = None  # the action without a probe (the verdict, unless cannot-tell)
+    odds: Odds  # every split's odds from one joint draw (`advisor.decide.odds`)
+    probe: Probe | None  # the best candidate probe and its worth (`advisor.decide.probe`)
+    action: Verdict  # the action without a probe (the verdict, unless cannot-tell)
     # where the fit lies in the odds' host domain (`advisor.decide.odds.calibrated`): its shape among the
     # calibrated families (`advisor.decide.families`), which decides the calibrated draw; None elsewhere
     domain: Domain | None = None
@@ -131,32 +130,31 @@ class Decision:
     rows: Mapping[str, SplitRow] = field(default_factory=dict, repr=False, compare=False)
 
     @property
-    def p_best(self) -> float | None:
+    def p_best(self) -> float:
         """How likely the recommended split is within the resolution (2%) of the best (0-1)."""
-        return self.odds.of(self.recommended).p_best if self.odds is not None else None
+        return self.odds.of(self.recommended).p_best
 
     @property
-    def expected_regret_pct(self) -> float | None:
+    def expected_regret_pct(self) -> float:
         """The recommended split's expected shortfall against the best, in % of the best."""
-        return self.odds.of(self.recommended).regret_pct if self.odds is not None else None
+        return self.odds.of(self.recommended).regret_pct
 
     @property
     def expected_gain_pct(self) -> float | None:
         """The recommended split's expected lead: over the judged split where the verdict
         switches, else over the best other split (negative where it trails)."""
-        if self.odds is None or self.odds.runner_up is None:
+        if self.odds.runner_up is None:
             return None  # one split: nothing to gain over
-        rec = self.odds.of(self.recommended)
         if self.verdict is Verdict.SWITCH and self.judged is not None and self.judged != self.recommended:
             if not self.odds.of(self.judged).value_bps > 0:
                 return None
             return self.odds.gain_over(self.recommended, self.judged)  # within what the intervals allow
-        return rec.gain_pct
+        return self.odds.of(self.recommended).gain_pct
 
     @property
     def close_call(self) -> bool:
         """The two best splits' expected regrets are both below the resolution: either will do."""
-        return self.odds is not None and self.odds.close_call
+        return self.odds.close_call
 
     @property
     def best_is_running(self) -> bool:
@@ -390,7 +388,6 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         queue=queue_advice(fit, settings, r),
         evidence=evidence,
         settings=settings,
-        n_splits=len(rows),
         odds=odds,
         probe=probe,
         action=action,

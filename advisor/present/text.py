@@ -15,7 +15,7 @@ import re
 
 from advisor.advice import Advice
 from advisor.decide.odds_text import headline, share_text
-from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
+from advisor.decide.reasons import bps_text, dur_text, pct_text, queue_text
 from advisor.decide.rules import Verdict
 from advisor.model.params import Source
 from advisor.present.json import advice_json
@@ -38,8 +38,7 @@ def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
     if words:
         marks = "rec = recommended, obs = observed, judged = the split --roles names"
     text = f"{marks}; {bound_text}efficiency = b/s over the fastest stage's capacity (balance); {util}; {eta}"
-    if adv.decision.odds is not None:
-        text += "; p best = how likely the split is within 2% of the best"
+    text += "; p best = how likely the split is within 2% of the best"
     if any(r.method == "exact" for r in adv.rows.values()):
         text += f"; {'sim' if words else 's'} = b/s from exact simulation of the log's step times"
     p, c = adv.roles
@@ -57,7 +56,7 @@ def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
 def _title(adv: Advice, markdown: bool = False) -> str:
     """The verdict line: the action with its odds; on thin evidence, said to be provisional."""
     d = adv.decision
-    if provisional(d, adv.fit) and d.verdict is not Verdict.CANNOT_TELL:
+    if d.evidence.thin and d.verdict is not Verdict.CANNOT_TELL:
         return headline(d, markdown) + (" (provisional: thin evidence)" if not markdown else " (provisional)")
     return headline(d, markdown)
 
@@ -117,7 +116,7 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
         ("split", True, lambda lb, r: lb),
         ("b/s", True, lambda lb, r: _num(r.bps, ".3f")),
         ("95% interval", True, lambda lb, r: _interval_text(r)),
-        ("p best", o is not None, lambda lb, r: share_text(o.of(lb).p_best).lstrip("~")),
+        ("p best", True, lambda lb, r: share_text(o.of(lb).p_best).lstrip("~")),
         ("tok/s", True, lambda lb, r: _tok(r.tok_s)),
         ("bound b/s", shows_bound(adv), lambda lb, r: _num(r.bound_bps, ".3f")),
         ("efficiency", True, lambda lb, r: _num(100 * r.efficiency, ".0f") + "%"),

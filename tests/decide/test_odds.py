@@ -347,7 +347,7 @@ def test_a_stay_the_odds_make_gives_the_judged_splits_expected_regret(reference)
 
 def test_one_split_is_surely_the_best_with_nothing_to_gain_over(reference):
     d = advise(reference, gpus=2).decision
-    assert d.n_splits == 1 and d.p_best == 1.0 and d.expected_regret_pct == 0.0
+    assert len(d.rows) == 1 and d.p_best == 1.0 and d.expected_regret_pct == 0.0
     assert d.expected_gain_pct is None and d.probe is None and not d.close_call
 
 
