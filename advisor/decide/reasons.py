@@ -114,13 +114,15 @@ def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
     return f"{head}: {p} capacity {caps[0]} vs {c} {caps[1]}{loader}; {waits}"
 
 
-def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
-    """The log's own signals at the observed split (measured, not projected); none from bare numbers
-    (no log: the "observed" rate is the given capacities' minimum, nothing measured it)."""
-    if not fit.source.logged:
-        return None
+def _measured(d: Decision, fit: PipelineFit, ob: ObservedSplit) -> list[str]:
+    """The log's own signals at the observed split where the first reason describes it (measured,
+    not projected); none from bare numbers (no log: the "observed" rate is the given capacities'
+    minimum, nothing measured it)."""
+    label = d.observed
+    if not fit.source.logged or label != d.described:
+        return []
     p, c = fit.roles
-    r = rows[label]
+    r = d.rows[label]
     parts = []
     if ob.hs_mean_depth is not None and ob.hs_full_share is not None:
         parts.append(
@@ -139,7 +141,7 @@ def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit,
             else f"{bps_text(r.bps)} projected"
         )
         parts.append(f"{bps_text(r.observed_bps)} b/s against {against}")
-    return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
+    return [f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "."] if parts else []
 
 
 SELF_CHECK_SAID_PCT = 1.0  # a self-check miss this large is said in the reasons (the odds carry any)
@@ -149,9 +151,8 @@ def _self_check(d: Decision, ob: ObservedSplit) -> list[str]:
     """The model against its own observation (`advisor.decide.observed.ObservedSplit.miss_pct`), where
     it misses by ``SELF_CHECK_SAID_PCT`` or more: every projection and the odds carry that error
     (`advisor.project.model_error`)."""
-    miss = ob.miss_pct
-    label = d.observed
-    if miss is None or abs(miss) < SELF_CHECK_SAID_PCT or label is None or label not in d.rows:
+    miss, label = ob.miss_pct, d.observed
+    if miss is None or abs(miss) < SELF_CHECK_SAID_PCT:  # a miss is measured only at a row of the table
         return []
     r = d.rows[label]
     how = "exact simulation of the log's step times" if ob.method == "exact" else "the analytic chain"
@@ -328,6 +329,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     ]
     mg = d.margin
     hi, lo = mg.higher, mg.lower
+    probed = rows[hi].probe_segments > 0 and rows[lo].probe_segments > 0  # a probe measured both
     starts = f"{hi}'s 95% interval starts at {bps_text(mg.best_low)} b/s"
     above = f"{starts}, above {lo}'s upper end {bps_text(mg.runner_up_high)}"
 
@@ -355,13 +357,12 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
             "log: how stable the choice is cannot be told; a log with step events measures it."
         )
     elif mg.stable:
-        by = f"; {probe_text(rows, hi, lo)}" if probed_pair(rows, hi, lo) else ""
+        by = f"; {_probe_text(rows, hi, lo)}" if probed else ""
         out.append(f"the choice is stable: {above}{by}.")
     elif mg.separated:
-        probed = probed_pair(rows, hi, lo)
         end = f"{lo}'s ends at {bps_text(mg.runner_up_high)}" if probed else _upper_end(rows, lo, mg.runner_up_high)
         because = (
-            f"{probe_text(rows, hi, lo)}: the host's level moves both alike, so the lead carries only the noise "
+            f"{_probe_text(rows, hi, lo)}: the host's level moves both alike, so the lead carries only the noise "
             f"between rounds"
             if probed
             else "both come from one fit: the run's own level moves both splits alike, and how step time changes "
@@ -371,9 +372,9 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
             f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
             f"{end}) because {because}."
         )
-    elif probed_pair(rows, hi, lo):
+    elif probed:
         out.append(
-            f"the margin is within the probe's noise: {probe_text(rows, hi, lo)}, and {starts}, not above {lo}'s "
+            f"the margin is within the probe's noise: {_probe_text(rows, hi, lo)}, and {starts}, not above {lo}'s "
             f"upper end {bps_text(mg.runner_up_high)}{_lead_text(mg)}."
         )
     else:
@@ -381,12 +382,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     return out
 
 
-def probed_pair(rows: Mapping[str, SplitRow], a: str, b: str) -> bool:
-    """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`)."""
-    return a in rows and b in rows and rows[a].probe_segments > 0 and rows[b].probe_segments > 0
-
-
-def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
+def _probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
     """The evidence of a probed pair in words: "both were measured by a probe of N segments ..."."""
     n = rows[a].probe_segments + rows[b].probe_segments
     return (
@@ -399,12 +395,11 @@ def _loader(d: Decision) -> list[str]:
     ld = d.loader
     if ld is None:
         return []
-    p = d.settings.producer
     return [
-        f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(p)} starved "
-        f"{pct_text(ld.starved_share)} of "
-        f"their time with empty prefetch queues): no split beats it ({', '.join(ld.at_cap) or 'none'} reach it "
-        f"within 1%); fix the input (more loader workers, pre-tokenized data) rather than the split."
+        f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(d.settings.producer)} starved "
+        f"{pct_text(ld.starved_share)} of their time with empty prefetch queues): no split beats it "
+        f"({', '.join(ld.at_cap) or 'none'} reach it within 1%); fix the input (more loader workers, "
+        f"pre-tokenized data) rather than the split."
     ]
 
 
@@ -434,10 +429,7 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
     rows = d.rows
     first = d.described
     out = [_bottleneck(d, fit, first)]
-    if d.observed == first:
-        m = _measured(d.rows, fit, observed, first)
-        if m:
-            out.append(m)
+    out += _measured(d, fit, observed)
     out += _self_check(d, observed)
     out += _loader(d)
     out.append(_verdict_reason(d, rows))
@@ -601,7 +593,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
         )
     for th in d.sensitivity.thresholds:
         if th.factor is None:
-            rest = rests.get(th.role, "fitted")
+            rest = rests[th.role]
             of = {"fitted": "the fit", "measured": "the measured value", "given": "the given value"}.get(rest, rest)
             out.append(f"{th.role} capacity: no value from {span} of {of} changes the choice.")
             continue
@@ -614,7 +606,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
             else f"{other} then matches {d.recommended}"
         )
         out.append(
-            f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
+            f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests[th.role]} "
             f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
             f"{bps_text(th.capacity_bps)}): {then}{_outside_range(fit, th.role, th.factor)}."
         )
@@ -624,7 +616,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
 
 def queue_text(q: QueueAdvice) -> str:
     """The queue advice at the recommended split (`advisor.project.queues`)."""
-    label = "-".join(map(str, q.split))
+    label = split_label(*q.split)
     mem = f" (+{q.extra_bytes / 2**30:.1f} GiB for {q.doubled_cap - q.cap} more slots)" if q.extra_bytes else ""
     if q.bps <= 0:
         return f"q_hs at {q.cap}: no throughput is projected at {label}, so no queue advice."

@@ -43,7 +43,7 @@ from advisor.decide.odds import (
 from advisor.decide.probe import MIN_SCV, Probe, ProbeCosts, ProbeNoise, best_probe
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
-from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_interval, lead_parts
+from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_parts
 from advisor.project.sensitivity import Sensitivity, sensitivity
 from advisor.project.table import split_label
 from advisor.settings import Settings
@@ -175,15 +175,15 @@ class Decision:
         return self.judged or self.recommended
 
 
-def _margin(rows: Mapping[str, SplitRow], a: str, b: str | None, drawn: DrawnLead | None = None) -> Margin | None:
-    """The margin between ``a`` and ``b``; the lead's interval from the odds' draws where given (the
-    odds and the lead then agree), else from the rows' interval parts."""
+def _margin(rows: Mapping[str, SplitRow], a: str, b: str | None, drawn: DrawnLead) -> Margin | None:
+    """The margin between ``a`` and ``b``; the lead's interval from the odds' draws (the odds and
+    the lead then agree)."""
     if b is None:
         return None
     hi, lo = (rows[a], rows[b]) if rows[a].bps >= rows[b].bps else (rows[b], rows[a])
     lead = 100.0 * (hi.bps / lo.bps - 1.0) if lo.bps > 0 else math.inf
     stable = bool(hi.bps_low > lo.bps_high)
-    paired = drawn(hi.label, lo.label) if drawn is not None else lead_interval(hi, lo)
+    paired = drawn(hi.label, lo.label)
     return Margin(
         higher=hi.label,
         lower=lo.label,
