@@ -275,7 +275,7 @@ def _split_bars(adv: Advice) -> _SplitBars:
     ob = adv.observed
     ob_rate = ob.tok_s / 1e3 if adv.fit.tokens_measured else ob.bps
     # an upper end resting on a capacity known only from below sets no scale and gets no whisker
-    open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
+    open_hi = df["bps_high_open"].to_numpy(bool)
     high = np.where(open_hi, tok, high)
     top = np.nanmax(np.concatenate([high, bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
@@ -393,16 +393,13 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
 def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
-    df = adv.splits
-    labels, rec_i, obs_i = _marks(adv)
-    x = np.arange(len(df))
+    df, sb = adv.splits, _split_bars(adv)
+    x, eff_x, labels, rec_i, obs_i = sb.x, sb.at, sb.labels, sb.rec_i, sb.obs_i  # eff_x: where a split's is drawn
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
-    bars = len(df) <= MAX_BAR_SPLITS
-    eff_x = x - BAR_W / 2 if bars else x  # where the efficiency of a split is drawn
     eff_label, util_label = "efficiency (X / max capacity)", f"{_unit(adv)} utilisation"
     # dark and light: the two series differ in lightness (and, as lines, in dash), not only in hue
-    if bars:
+    if sb.bars:
         ax.bar(eff_x, eff, BAR_W, color="tab:purple", label=eff_label, zorder=2)
         ax.bar(x + BAR_W / 2, util, BAR_W, color="tab:cyan", label=util_label, zorder=2)
     else:
@@ -410,7 +407,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
         ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=util_label, zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3, label=f"gate {min_efficiency:.0%}")
     star_r = STAR_MS["efficiency"] / 2
-    if len(df) <= MAX_ANNOTATED_SPLITS:
+    if not sb.many:
         for i, (xi, v) in enumerate(zip(eff_x, eff)):
             if math.isfinite(v):  # the recommended bar's value clear of the star on its top
                 _value_text(ax, f"{v:.0f}", (xi, v), 2 + (star_r if i == rec_i else 0))
