@@ -27,30 +27,31 @@ from advisor.settings import Capacity, role_is_noun, role_plural
 def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
     """The table's legend: the marks, the columns, the worker word of the log, what ETA counts,
     and engines of several GPUs and nodes where the table has them."""
-    bound_text = "bound = naive min-capacity bound; " if bound else ""
-    util = "gpu util = busy share of all GPU time"
-    if adv.settings.cpu:
-        util = "worker util = busy share of all CPU worker time"
-    eta = "ETA = the rest of the job at that split"
-    if adv.settings.for_next_run:
-        eta = "ETA = the whole job at that split (a next run starts over)"
-    marks = "> recommended, * observed, j judged (--roles)"
-    if words:
-        marks = "rec = recommended, obs = observed, judged = the split --roles names"
-    text = f"{marks}; {bound_text}efficiency = b/s over the fastest stage's capacity (balance); {util}; {eta}"
-    text += "; p best = how likely the split is within 2% of the best"
+    s = adv.settings
+    parts = [
+        "rec = recommended, obs = observed, judged = the split --roles names"
+        if words
+        else "> recommended, * observed, j judged (--roles)",
+        *(["bound = naive min-capacity bound"] if bound else []),
+        "efficiency = b/s over the fastest stage's capacity (balance)",
+        "worker util = busy share of all CPU worker time" if s.cpu else "gpu util = busy share of all GPU time",
+        "ETA = the whole job at that split (a next run starts over)"
+        if s.for_next_run
+        else "ETA = the rest of the job at that split",
+        "p best = how likely the split is within 2% of the best",
+    ]
     if any(r.method == "exact" for r in adv.rows.values()):
-        text += f"; {'sim' if words else 's'} = b/s from exact simulation of the log's step times"
+        parts.append(f"{'sim' if words else 's'} = b/s from exact simulation of the log's step times")
     p, c = adv.roles
-    kp, kc = adv.settings.gpus_per_worker
+    kp, kc = s.gpus_per_worker
     if (kp, kc) != (1, 1):
-        text += (
-            f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, "
+        parts.append(
+            f"a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, "
             f"{role_plural(c)} of {kc}), GPUs = GPUs per role"
         )
     if any(r.link is not None for r in adv.rows.values()):
-        text += "; link = the inter-node link's busy share at that placement"
-    return text
+        parts.append("link = the inter-node link's busy share at that placement")
+    return "; ".join(parts)
 
 
 def _title(adv: Advice, markdown: bool = False) -> str:
