@@ -400,17 +400,3 @@ def odds_of(
         lowest_bps=tuple(float(x) for x in ends[0]),
         highest_bps=tuple(float(x) for x in ends[1]),
     )
-
-
-def split_odds(
-    rows: Sequence[SplitRow],
-    *,
-    judged: str | None = None,
-    restart_s: float = 0.0,
-    draws: int = DEFAULT_DRAWS,
-    seed: int = SEED,
-    calibrate: bool = False,
-) -> Odds:
-    """The odds of every split of the projected ``rows`` (module docstring): read, drawn, scored."""
-    inp = draw_inputs(rows, calibrate)
-    return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)

@@ -9,11 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from bare_rows import bare_row
+from conftest import split_odds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds
+from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of
 from advisor.decide.probe import MIN_PROBE_S, ProbeCosts, ProbeNoise, best_probe
 from advisor.decide.reasons import bps_text, reasons, signed_pct
 from advisor.decide.rules import Verdict
