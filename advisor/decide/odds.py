@@ -306,7 +306,6 @@ class SplitOdds:
     p_top: float  # the best itself
     regret_pct: float  # expected shortfall against the best, % of the best's expected rate
     gain_pct: float  # expected lead over the best other split (negative: it trails)
-    mean_bps: float  # expected rate (b/s), before any restart
     value_bps: float  # expected effective rate: batches left / remaining time, restart included
 
 
@@ -363,7 +362,6 @@ def odds_of(
     mean_v = v.mean(axis=0)
     p_best = (v >= (1.0 - RESOLUTION) * top).mean(axis=0)
     p_top = np.bincount(v.argmax(axis=1), minlength=len(inp.labels)) / len(v)
-    mean_x = rates.mean(axis=0)
     regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
     order = np.argsort(-mean_v, kind="stable")
     ends = allowed(inp, judged if weighed else None, restart_s if weighed else 0.0)
@@ -379,7 +377,6 @@ def odds_of(
                 p_top=float(p_top[i]),
                 regret_pct=float(regret_i),
                 gain_pct=float(gain),
-                mean_bps=float(mean_x[i]),
                 value_bps=float(mean_v[i]),
             )
         )
