@@ -144,6 +144,7 @@ def _measured(d: Decision, fit: PipelineFit, ob: ObservedSplit) -> list[str]:
     return [f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "."] if parts else []
 
 
+LOADER_TIE = 0.01  # splits this close to the loader's cap count as reaching it
 SELF_CHECK_SAID_PCT = 1.0  # a self-check miss this large is said in the reasons (the odds carry any)
 
 
@@ -391,14 +392,16 @@ def _probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
     )
 
 
-def _loader(d: Decision) -> list[str]:
-    ld = d.loader
-    if ld is None:
+def _loader(d: Decision, fit: PipelineFit) -> list[str]:
+    """Where the fit finds the loader binding: its cap and the splits within ``LOADER_TIE`` of it."""
+    ld = fit.loader
+    if not (ld.input_bound and ld.capacity_bps):
         return []
+    at_cap = [label for label, r in d.rows.items() if r.bps >= (1 - LOADER_TIE) * ld.capacity_bps]
     return [
-        f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(d.settings.producer)} starved "
-        f"{pct_text(ld.starved_share)} of their time with empty prefetch queues): no split beats it "
-        f"({', '.join(ld.at_cap) or 'none'} reach it within 1%); fix the input (more loader workers, "
+        f"the loader caps the pipeline at {bps_text(ld.capacity_bps)} b/s ({role_plural(d.settings.producer)} "
+        f"starved {pct_text(ld.producer_starved_share)} of their time with empty prefetch queues): no split beats "
+        f"it ({', '.join(at_cap) or 'none'} reach it within 1%); fix the input (more loader workers, "
         f"pre-tokenized data) rather than the split."
     ]
 
@@ -431,7 +434,7 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
     out = [_bottleneck(d, fit, first)]
     out += _measured(d, fit, observed)
     out += _self_check(d, observed)
-    out += _loader(d)
+    out += _loader(d, fit)
     out.append(_verdict_reason(d, rows))
     if d.evidence.thin:
         out.append(

@@ -15,9 +15,9 @@ The first rule that fires decides (``rule``):
 
 Then the probe (`advisor.decide.probe`): where one is worth its cost the verdict is
 ``cannot-tell`` (rule ``probe``), ``action`` keeping the action without it. Beside the verdict:
-the margin between R and A (`advisor.decide.odds.drawn_lead`), the loader cap (splits within
-``LOADER_TIE`` of it), R's sensitivity (`advisor.project.sensitivity`) and the queue advice at R
-(`advisor.project.queues`); the wording is `advisor.decide.reasons`'s.
+the margin between R and A (`advisor.decide.odds.drawn_lead`), R's sensitivity
+(`advisor.project.sensitivity`) and the queue advice at R (`advisor.project.queues`); the wording
+(and the loader's cap, from the fit) is `advisor.decide.reasons`'s.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from advisor.stats import Z_95
 DrawnLead = Callable[[str, str], "tuple[float, float] | None"]  # split a's lead over b, 95%, from the odds' draws
 RESOLVE_GAIN = RESOLUTION  # leads below 2% are within what the model resolves
 _SAMPLING = tuple(ERR_SHARED.index(k) for k in ERR_SAMPLING)  # (producer, consumer) in the parts' order
-LOADER_TIE = 0.01  # splits this close to the loader's cap count as reaching it
 
 
 class Verdict(str, Enum):
@@ -95,13 +94,6 @@ class Needs:
     repeats: bool = False  # both splits ran and nothing else would help: repeated runs of each
 
 
-@dataclass(frozen=True)
-class LoaderCap:
-    cap_bps: float
-    starved_share: float
-    at_cap: tuple[str, ...]
-
-
 @dataclass(frozen=True, kw_only=True)
 class Decision:
     verdict: Verdict
@@ -115,7 +107,6 @@ class Decision:
     gain_pct: float  # best split's projected lead over the judged split
     eta_gain_s: float | None  # remaining time saved at the best split (before restart cost)
     needs: Needs | None
-    loader: LoaderCap | None
     sensitivity: Sensitivity
     queue: QueueAdvice | None
     evidence: Evidence
@@ -233,14 +224,6 @@ def _needs(rows: Mapping[str, SplitRow], ev: Evidence, hi: str, lo: str, run_at:
         measured=measured,
         repeats=repeats,
     )
-
-
-def _loader(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> LoaderCap | None:
-    if not (fit.loader.input_bound and fit.loader.capacity_bps):
-        return None
-    cap = fit.loader.capacity_bps
-    at = tuple(label for label, r in rows.items() if r.bps >= (1 - LOADER_TIE) * cap)
-    return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
 
 
 def _action(
@@ -383,7 +366,6 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         gain_pct=float(gain),
         eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
         needs=needs,
-        loader=_loader(fit, rows),
         sensitivity=sens,
         queue=queue_advice(fit, settings, r),
         evidence=evidence,
