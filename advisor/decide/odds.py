@@ -194,7 +194,7 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     """
     rng = np.random.default_rng(seed)
     k = len(inp.labels)
-    draws = draws_for(k, draws)
+    draws = max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))  # fewer past MAX_CELLS cells
     t = inp.temperature
     z = rng.standard_normal((draws, inp.shared.shape[1]))
     shared = t * correlated_levels(inp.shared, inp.level_corr)
@@ -242,11 +242,6 @@ def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
     """``draws`` slacks ``u``: exponential of scale ``OPEN_SLACK_LOG`` truncated at ``OPEN_CAP_LOG``."""
     v = rng.uniform(0.0, 1.0, draws)
     return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
-
-
-def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
-    """Draws for ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) past ``MAX_CELLS`` cells."""
-    return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
 
 
 def _spread(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
