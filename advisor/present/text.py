@@ -87,12 +87,6 @@ def _rate(bps: float, tok_s: float) -> str:
 # ---------------------------------------------------------------- layouts
 
 
-def shows_bound(adv: Advice) -> bool:
-    """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
-    row as printed (the JSON always carries ``bound_bps``)."""
-    return any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in adv.rows.values())
-
-
 def _mark(adv: Advice, label: str, r: SplitRow) -> str:
     """The row's marks: recommended (>), observed (*), judged (j), exact simulation (s)."""
     d = adv.decision
@@ -112,6 +106,8 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     rs = adv.rows.values()
     o = adv.decision.odds
     nodes = any(r.link is not None for r in rs)
+    # the bound only where it differs from b/s on some row as printed (the JSON always carries it)
+    bound = any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in rs)
     columns = [
         ("", True, lambda lb, r: _mark(adv, lb, r)),
         ("split", True, lambda lb, r: lb),
@@ -119,7 +115,7 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
         ("95% interval", True, lambda lb, r: _interval_text(r)),
         ("p best", True, lambda lb, r: share_text(o.of(lb).p_best).lstrip("~")),
         ("tok/s", True, lambda lb, r: _tok(r.tok_s)),
-        ("bound b/s", shows_bound(adv), lambda lb, r: _num(r.bound_bps, ".3f")),
+        ("bound b/s", bound, lambda lb, r: _num(r.bound_bps, ".3f")),
         ("efficiency", True, lambda lb, r: _num(100 * r.efficiency, ".0f") + "%"),
         ("worker util" if adv.settings.cpu else "gpu util", True, lambda lb, r: _num(100 * r.gpu_util, ".0f") + "%"),
         ("bottleneck", True, lambda lb, r: r.bottleneck),
