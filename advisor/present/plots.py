@@ -104,13 +104,6 @@ def _unit(adv: Advice) -> str:
     return "CPU worker" if adv.settings.cpu else "GPU"
 
 
-def _marks(adv: Advice) -> tuple[list[str], int, int | None]:
-    """The rows' labels, the row of the recommended split and of the first observed one (or None)."""
-    labels = list(adv.rows)
-    obs_i = next((i for i, r in enumerate(adv.rows.values()) if r.observed), None)
-    return labels, labels.index(adv.decision.recommended), obs_i
-
-
 def _label_widths_pt(labels: list[str]) -> tuple[np.ndarray, float]:
     """Width in points of each tick label (its widest line) in the tick-label font, and its size."""
     from matplotlib import rcParams
@@ -152,12 +145,12 @@ def _choose_split_ticks(
     return sorted(shown)
 
 
-def _split_axis(ax: Any, adv: Advice, x: np.ndarray) -> None:
+def _split_axis(ax: Any, adv: Advice, sb: _SplitBars) -> None:
     """The split axis: its label, limits, a minor tick per split (up to MAX_MINOR_TICKS) and the
     split labels, chosen by a Locator at every draw from the axes' final width."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, Locator
 
-    names, rec_i, obs_i = _marks(adv)
+    x, names, rec_i, obs_i = sb.x, sb.labels, sb.rec_i, sb.obs_i
     labels = []  # flagging the observed and recommended splits
     for i, row in enumerate(adv.rows.values()):
         tags = (["obs"] if row.observed else []) + (["rec"] if i == rec_i else [])
@@ -282,7 +275,10 @@ def _split_bars(adv: Advice) -> _SplitBars:
     x = np.arange(len(df))
     bars, many = len(df) <= MAX_BAR_SPLITS, len(df) > MAX_ANNOTATED_SPLITS
     at = x - BAR_W / 2 if bars else x
-    return _SplitBars(x, at, tok, low, high, bound, open_hi, top, ob_rate, unit, bars, many, *_marks(adv))
+    labels = list(adv.rows)  # the recommended split's row, and the first observed one's (or None)
+    obs_i = next((i for i, r in enumerate(adv.rows.values()) if r.observed), None)
+    rec_i = labels.index(adv.decision.recommended)
+    return _SplitBars(x, at, tok, low, high, bound, open_hi, top, ob_rate, unit, bars, many, labels, rec_i, obs_i)
 
 
 def _draw_projection(ax: Any, sb: _SplitBars) -> tuple:
@@ -377,7 +373,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.high)):
         if math.isfinite(v) and not sb.many:  # each split's value over its bar, where they fit
             _value_text(ax, format(v, fmt), (xi - BAR_W / 2, h), _value_lift_pt(sb, j))
-    _split_axis(ax, adv, sb.x)
+    _split_axis(ax, adv, sb)
     ax.set_ylabel(f"throughput ({sb.unit})")
     ax.set_ylim(0, sb.top * 1.4)  # headroom for the legend, on the side away from the tallest bar
     tallest = int(np.nanargmax(sb.high)) if np.isfinite(sb.high).any() else 0
@@ -423,7 +419,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
         if math.isfinite(measured):
             label = f"observed {labels[obs_i]}: measured {measured:.0f}%"
             ax.plot([eff_x[obs_i]], [measured], zorder=6, label=label, **OBS_STYLE)
-    _split_axis(ax, adv, x)
+    _split_axis(ax, adv, sb)
     ax.set_ylabel(f"efficiency, {_unit(adv)} utilisation (%)")
     ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
