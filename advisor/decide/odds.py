@@ -279,19 +279,6 @@ def allowed(inp: DrawInputs, judged: str | None = None, restart_s: float = 0.0) 
     return ends[0], ends[1]
 
 
-def _bounded(i: int, other: int | None, gain: float, regret: float, ends: tuple[np.ndarray, np.ndarray]):
-    """Split ``i``'s gain over ``other`` and its regret (%), held within what the intervals allow."""
-    lo, hi = ends
-    top = float(hi.max()) if len(hi) else 0.0
-    most = 100.0 * (1.0 - lo[i] / top) if top > 0 and math.isfinite(top) else 100.0
-    regret = min(max(regret, 0.0), max(most, 0.0))
-    if other is not None and lo[other] > 0:
-        gain = min(gain, 100.0 * (hi[i] / lo[other] - 1.0))
-    if other is not None and hi[other] > 0 and math.isfinite(hi[other]):
-        gain = max(gain, 100.0 * (lo[i] / hi[other] - 1.0))
-    return gain, regret
-
-
 @dataclass(frozen=True)
 class SplitOdds:
     """One split's odds (module docstring): all shares 0-1, percentages in %."""
@@ -300,7 +287,6 @@ class SplitOdds:
     p_best: float  # within RESOLUTION of the best
     p_top: float  # the best itself
     regret_pct: float  # expected shortfall against the best, % of the best's expected rate
-    gain_pct: float  # expected lead over the best other split (negative: it trails)
     value_bps: float  # expected effective rate: batches left / remaining time, restart included
 
 
@@ -330,7 +316,12 @@ class Odds:
         gain = 100.0 * (a.value_bps / b.value_bps - 1.0) if b.value_bps > 0 else 0.0
         labels = [x.label for x in self.splits]
         i, j = labels.index(label), labels.index(other)
-        return _bounded(i, j, gain, 0.0, (np.array(self.lowest_bps), np.array(self.highest_bps)))[0]
+        lo, hi = self.lowest_bps, self.highest_bps
+        if lo[j] > 0:
+            gain = min(gain, 100.0 * (hi[i] / lo[j] - 1.0))
+        if hi[j] > 0 and math.isfinite(hi[j]):
+            gain = max(gain, 100.0 * (lo[i] / hi[j] - 1.0))
+        return gain
 
     @cached_property
     def _by_label(self) -> dict[str, SplitOdds]:
@@ -359,19 +350,17 @@ def odds_of(
     p_top = np.bincount(v.argmax(axis=1), minlength=len(inp.labels)) / len(v)
     regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
     order = np.argsort(-mean_v, kind="stable")
-    ends = allowed(inp, judged if weighed else None, restart_s if weighed else 0.0)
+    lo, hi = allowed(inp, judged if weighed else None, restart_s if weighed else 0.0)
+    top_hi = float(hi.max()) if len(hi) else 0.0
     rows = []
-    for i, label in enumerate(inp.labels):
-        other = order[0] if order[0] != i else (order[1] if len(order) > 1 else None)
-        gain = 100.0 * (mean_v[i] / mean_v[other] - 1.0) if other is not None and mean_v[other] > 0 else 0.0
-        gain, regret_i = _bounded(i, other, float(gain), float(regret[i]), ends)
+    for i, label in enumerate(inp.labels):  # a regret within what the intervals allow (module docstring)
+        most = 100.0 * (1.0 - lo[i] / top_hi) if top_hi > 0 and math.isfinite(top_hi) else 100.0
         rows.append(
             SplitOdds(
                 label=label,
                 p_best=float(p_best[i]),
                 p_top=float(p_top[i]),
-                regret_pct=float(regret_i),
-                gain_pct=float(gain),
+                regret_pct=float(min(max(float(regret[i]), 0.0), max(most, 0.0))),
                 value_bps=float(mean_v[i]),
             )
         )
@@ -389,6 +378,6 @@ def odds_of(
         seed=seed,
         temperature=inp.temperature,
         level_corr=inp.level_corr,
-        lowest_bps=tuple(float(x) for x in ends[0]),
-        highest_bps=tuple(float(x) for x in ends[1]),
+        lowest_bps=tuple(float(x) for x in lo),
+        highest_bps=tuple(float(x) for x in hi),
     )

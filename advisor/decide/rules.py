@@ -140,7 +140,8 @@ class Decision:
             if not self.odds.of(self.judged).value_bps > 0:
                 return None
             return self.odds.gain_over(self.recommended, self.judged)  # within what the intervals allow
-        return self.odds.of(self.recommended).gain_pct
+        o, rec = self.odds, self.recommended
+        return o.gain_over(rec, o.best if o.best != rec else o.runner_up)  # over the best other split
 
     @property
     def close_call(self) -> bool:
