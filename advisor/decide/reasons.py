@@ -37,17 +37,15 @@ def signed_pct(pct: float) -> str:
     return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"  # no "-0.0%"
 
 
+_DUR_UNITS = ((86400.0, "d", ".1f"), (3600.0, "h", ".1f"), (60.0, "min", ".0f"))  # (seconds, unit, format)
+
+
 def dur_text(s: float | None) -> str:
     """A duration in the largest unit it fills: "1.5 d", "2.0 h", "12 min", "40 s"."""
     if s is None or not math.isfinite(s):
         return "-"
-    if s >= 86400:
-        return f"{s / 86400:.1f} d"
-    if s >= 3600:
-        return f"{s / 3600:.1f} h"
-    if s >= 60:
-        return f"{s / 60:.0f} min"
-    return f"{s:.0f} s"
+    scale, unit, fmt = next((u for u in _DUR_UNITS if s >= u[0]), (1.0, "s", ".0f"))
+    return f"{s / scale:{fmt}} {unit}"
 
 
 # ---------------------------------------------------------------- reasons, from the decision
