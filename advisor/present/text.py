@@ -193,14 +193,13 @@ def _step_time(adv: Advice) -> str:
     parts, unresolved = [], False
     for rf in (adv.fit.producer, adv.fit.consumer):
         notes = [f"SCV {rf.busy_scv:.3f}"]
-        if rf.token_model == "line":
-            text = f"{rf.t0_s * 1e3:.1f} ms + {rf.c_s_per_tok * 1e6:.2f} us/token"
-            if rf.t0_s == 0 and rf.c_s_per_tok > 0:
-                notes.append("fixed cost clamped at 0: not resolved")
-        elif rf.token_model == "budgets":
-            a, b = rf.budget_line
+        if rf.token_model in ("line", "budgets"):  # fixed cost + per token: in the log, or through the budgets
+            a, b = (rf.t0_s, rf.c_s_per_tok) if rf.token_model == "line" else rf.budget_line
             text = f"{a * 1e3:.1f} ms + {b * 1e6:.2f} us/token"
-            notes.append("the line through the budgets' means")
+            if rf.token_model == "budgets":
+                notes.append("the line through the budgets' means")
+            elif a == 0 and b > 0:
+                notes.append("fixed cost clamped at 0: not resolved")
         else:
             unresolved = True
             mean = f"{rf.busy_mean_s * 1e3:.1f} ms" if rf.busy_mean_s < 1 else f"{rf.busy_mean_s:.3f} s"
