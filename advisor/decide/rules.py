@@ -256,7 +256,7 @@ def probe_noise(fit: PipelineFit, rows: Mapping[str, SplitRow], ev: Evidence) ->
     segments' run-to-run level, and how long the logs already ran each split of the table.
     """
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
-    steady = ev.steady_s if ev.basis.logged else 0.0
+    steady = ev.steady_s  # 0 from bare numbers
     ip, ic = _SAMPLING
     var_s = {}
     for label, r in rows.items():  # the larger of the log's sampling error and a count of batches
