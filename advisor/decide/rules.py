@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 
 from advisor.decide.evidence import Evidence
 from advisor.decide.families import Domain, domain, shape_of
@@ -308,10 +309,7 @@ def _weigh(
         probe_noise(fit, rows, ev),
         ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus),
     )
-
-    def lead(a: str, b: str) -> tuple[float, float] | None:
-        return drawn_lead(values, inp, a, b)
-
+    lead = partial(drawn_lead, values, inp)
     if probe is not None and probe.worth_it:
         return Verdict.CANNOT_TELL, action, "probe", rec, odds, probe, lead
     return action, action, rule, rec, odds, probe, lead
