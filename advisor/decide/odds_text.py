@@ -42,7 +42,7 @@ def _restart_times(d: Decision, alt: str) -> str | None:
     """Where the restart weighed is as long as the job's rest at either split: the two times
     (the table's ETAs, plus the restart where it applies), not their ratio."""
     o, rows = d.odds, d.rows
-    if not (o.restart_s > 0 and o.judged is not None and d.recommended in rows and alt in rows):
+    if not o.restart_s > 0:  # a restart is weighed only against a judged split
         return None
     eta = {x: rows[x].eta_s for x in (d.recommended, alt)}
     if not all(math.isfinite(v) for v in eta.values()) or o.restart_s < min(eta.values()):
@@ -67,7 +67,7 @@ def _odds_clause(d: Decision) -> str:
         return (
             f"expected loss {d.expected_regret_pct:.1f}% against {top.regret_pct:.1f}% at {top.label}, "
             f"though {top.label} is more often the best ({share_text(top.p_best)} against "
-            f"{share_text(d.p_best)})" + (", restart included" if o.restart_s > 0 and o.judged is not None else "")
+            f"{share_text(d.p_best)})" + (", restart included" if o.restart_s > 0 else "")
         )
     text = f"{share_text(d.p_best)} likely the best"
     # the expected gain is counted over the judged split where the verdict switches, else the best other
@@ -125,7 +125,7 @@ def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
     regrets = ", ".join(f"{s.regret_pct:.1f}% at {s.label}" for s in shown)
     how = (
         f"remaining-job time compared, a {dur_text(o.restart_s)} restart at any split but {o.judged}"
-        if o.restart_s > 0 and o.judged is not None
+        if o.restart_s > 0
         else "rates compared"
     )
     if o.temperature != 1.0 or o.level_corr:

@@ -524,8 +524,8 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
 
 def _outside_range(fit: PipelineFit, role: str, factor: float) -> str:
     """Where a capacity threshold lies outside what is known of a ranged capacity, say so."""
-    rf = next((r for r in (fit.producer, fit.consumer) if r.role == role), None)
-    if rf is None or not rf.ranged:
+    rf = fit.producer if role == fit.producer.role else fit.consumer
+    if not rf.ranged:
         return ""
     lo, hi = rf.mu_range_bps
     mu = rf.mu_bps * factor
@@ -584,8 +584,8 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     }
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
-    pick, rival = d.rows.get(d.recommended), d.rows.get(d.runner_up) if d.runner_up else None
-    on_odds = pick is not None and rival is not None and rival.bps > pick.bps
+    pick, rival = d.rows[d.recommended], d.rows.get(d.runner_up)  # no runner-up: None
+    on_odds = rival is not None and rival.bps > pick.bps
     if on_odds:
         out.append(
             f"the odds change: {d.recommended} is picked for its expected rate over the draws (the odds "
