@@ -616,8 +616,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     fig.savefig(buf, format=out.suffix.lower().lstrip(".") or "png")
     existed = out.exists()
     try:
-        with open(out, "wb") as f:
-            f.write(buf.getvalue())
+        out.write_bytes(buf.getvalue())
     except OSError:
         if not existed and out.is_file():
             out.unlink()
