@@ -106,7 +106,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import validate_real  # a script beside this one
 
 sys.path.insert(0, str(validate_real.ROOT))
-from advisor.decide.families import Family, Shape, domain  # noqa: E402
+from advisor.decide.families import Family, Shape, domain, family_name  # noqa: E402
 
 ROOT = validate_real.ROOT
 SWEEP_DIR = ROOT / "fixtures" / "sweep"
@@ -702,17 +702,6 @@ def sweep_keys(folder: Path) -> tuple[str, str, Shape]:
     return preset, host, Shape(**one)
 
 
-def family_name(preset: str, host: str, s: Shape) -> str:
-    """``tiny-hs20-pre50-sync10-tb1024-tp1-cpu16``: the preset, each key, the host kind."""
-    t, d = s.gpus_per_worker
-    m = re.fullmatch(r"(\d+)-core CPU", host)
-    tag = f"cpu{m[1]}" if m else re.sub(r"[^a-z0-9]+", "", host.lower())[:16]
-    sync = "syncna" if s.sync_every is None else f"sync{s.sync_every}"
-    tb = f"tb{s.token_budget}" if s.token_budget else "tbna"
-    engines = f"tp{t}" if d == 1 else f"tp{t}x{d}"
-    return f"{preset}-hs{s.hs_cap}-pre{s.pre_cap}-{sync}-{tb}-{engines}-{tag}"
-
-
 def families(names: list[str], folder: Path = SWEEP_DIR) -> list[Family]:
     """The families of the sweeps ``names`` (folders of ``folder``), by name."""
     groups: dict[tuple, list[str]] = {}
@@ -760,7 +749,7 @@ def families_record(fams: list[Family]) -> str:
     for f in fams:
         s = f.shape
         keys = (s.hs_cap, s.pre_cap, s.sync_every, s.token_budget, *s.gpus_per_worker)
-        lines.append(f"    _family({_q(f.name)}, {_q(f.preset)}, {_q(f.host)}, {keys!r}, {_q(' '.join(f.sweeps))}),")
+        lines.append(f"    _family({_q(f.preset)}, {_q(f.host)}, {keys!r}, {_q(' '.join(f.sweeps))}),")
     lines.append(")")
     return "\n".join(lines)
 

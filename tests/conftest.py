@@ -173,3 +173,13 @@ def rates_without_tokens(src: Path, out: Path, *, budget: bool = True, queues: b
         rows.append(json.dumps(o))
     out.write_text("\n".join(rows) + "\n")
     return out
+
+
+def split_odds(rows, *, judged=None, restart_s=0.0, draws=None, seed=None, calibrate=False):
+    """The odds of every split of the projected ``rows``: read, drawn, scored (`advisor.decide.odds`)."""
+    from advisor.decide.odds import DEFAULT_DRAWS, SEED, draw_inputs, draw_rates, odds_of
+
+    seed = SEED if seed is None else seed
+    inp = draw_inputs(rows, calibrate)
+    rates = draw_rates(inp, draws or DEFAULT_DRAWS, seed)
+    return odds_of(rates, inp, judged=judged, restart_s=restart_s, seed=seed)

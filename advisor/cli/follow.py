@@ -10,7 +10,7 @@ data" line; a `LogError` naming a line, or a `LogRefused`, is a corrupt log: exi
 Each report opens with its verdict's odds (`advisor.decide.odds`) and whether they have settled:
 the last ``SETTLE_REFRESHES`` (3) reports agree on the action, the split and the close call, over
 them ``p_best`` (0-1) and the expected regret (expected_regret_pct / 100) each span at most ``settle_tol``,
-and none is provisional (thin evidence, `advisor.decide.reasons.provisional`). Only reports
+and none is provisional (thin evidence, `advisor.decide.evidence.Evidence.thin`). Only reports
 count, so a stalled log neither settles nor unsettles the odds. Text and Markdown say it in one
 line (``odds so far:``, ``odds moving:``, ``odds provisional:``, ``odds settled:``); JSON adds
 ``follow`` (`Settling.to_json`).
@@ -38,7 +38,6 @@ from typing import Any, TextIO
 
 from advisor import advice  # advice.advise looked up per pass (tests replace it)
 from advisor.decide.odds_text import ACTIONS, share_text
-from advisor.decide.reasons import provisional
 from advisor.errors import LogError, LogRefused, internal_error
 from advisor.ingest.ranks import expand
 from advisor.ingest.reader import MAX_LOG_BYTES, open_log
@@ -105,7 +104,7 @@ class OddsPoint:
     p_best: float  # 0-1: the split within the resolution of the best
     expected_regret_pct: float  # expected shortfall against the best, %
     close_call: bool
-    provisional: bool = False  # the verdict rests on thin evidence (`advisor.decide.reasons.provisional`)
+    provisional: bool = False  # the verdict rests on thin evidence (`advisor.decide.evidence.Evidence.thin`)
 
     @classmethod
     def of(cls, adv: Any) -> OddsPoint | None:
@@ -119,7 +118,7 @@ class OddsPoint:
             p_best=float(d.p_best),
             expected_regret_pct=float(d.expected_regret_pct),
             close_call=bool(d.close_call),
-            provisional=provisional(d, adv.fit),
+            provisional=d.evidence.thin,
         )
 
 

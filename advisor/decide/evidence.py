@@ -46,6 +46,7 @@ class Evidence:
 
     @property
     def thin(self) -> bool:
+        """Whether the verdict is provisional (a log of thin evidence): no sentence calls it stable."""
         return self.basis.logged and (self.batches < MIN_BATCHES or not self.settled or self.drifting)
 
     def why_thin(self) -> list[str]:

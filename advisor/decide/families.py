@@ -11,6 +11,7 @@ Outside every family the draw is uncalibrated, and `Domain.text` says why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
@@ -91,14 +92,24 @@ class Domain:
         return f"{out} ({here} here; the nearest family, {self.nearest.name}, has {there})"
 
 
-def _family(
-    name: str, preset: str, host: str, keys: tuple[int, int, int | None, int | None, int, int], sweeps: str
-) -> Family:
+def family_name(preset: str, host: str, s: Shape) -> str:
+    """``tiny-hs20-pre50-sync10-tb1024-tp1-cpu16``: the preset, each key, the host kind."""
+    t, d = s.gpus_per_worker
+    m = re.fullmatch(r"(\d+)-core CPU", host)
+    tag = f"cpu{m[1]}" if m else re.sub(r"[^a-z0-9]+", "", host.lower())[:16]
+    sync = "syncna" if s.sync_every is None else f"sync{s.sync_every}"
+    tb = f"tb{s.token_budget}" if s.token_budget else "tbna"
+    engines = f"tp{t}" if d == 1 else f"tp{t}x{d}"
+    return f"{preset}-hs{s.hs_cap}-pre{s.pre_cap}-{sync}-{tb}-{engines}-{tag}"
+
+
+def _family(preset: str, host: str, keys: tuple[int, int, int | None, int | None, int, int], sweeps: str) -> Family:
     """A line of the record: ``keys`` = (q_hs, q_pre, sync_every, token_budget, GPUs per target
-    engine, per drafter engine), ``sweeps`` space-separated, the models the preset's (``MODELS``)."""
+    engine, per drafter engine), ``sweeps`` space-separated, the models the preset's (``MODELS``),
+    the name `family_name`'s."""
     hs, pre, sync, budget, tp, dp = keys
     shape = Shape(hs, pre, sync, budget, (tp, dp), *MODELS.get(preset, (None, None)))
-    return Family(name=name, preset=preset, host=host, shape=shape, sweeps=tuple(sweeps.split()))
+    return Family(family_name(preset, host, shape), preset, host, shape, tuple(sweeps.split()))
 
 
 # the record, printed by `python3 benchmarks/calibrate.py --families-record` from fixtures/sweep/
@@ -107,71 +118,30 @@ MODELS = {  # preset -> (target model, drafter model), as the trainer's headers 
     "tp-cpu": ("qwen3-h128-l6-kv2 (1M backbone, random init)", "dflash-b8-l2-h256-w64"),
 }
 CALIBRATED: tuple[Family, ...] = (
-    _family("tiny-hs1-pre50-sync10-tb1024-tp1-cpu16", "tiny", "16-core CPU", (1, 50, 10, 1024, 1, 1), "qhs1g7"),
-    _family("tiny-hs20-pre1-sync10-tb1024-tp1-cpu16", "tiny", "16-core CPU", (20, 1, 10, 1024, 1, 1), "qpre1g7"),
+    _family("tiny", "16-core CPU", (1, 50, 10, 1024, 1, 1), "qhs1g7"),
+    _family("tiny", "16-core CPU", (20, 1, 10, 1024, 1, 1), "qpre1g7"),
     _family(
-        "tiny-hs20-pre50-sync10-tb1024-tp1-cpu16",
         "tiny",
         "16-core CPU",
         (20, 50, 10, 1024, 1, 1),
         "g10tb1k g10tb1k-b g11tb1k g12tb1k g12tb1k-c g12tb1k-f g13tb1k g13tb1k-b g13tb1k-c g14tb1k g15tb1k g16tb1k",
     ),
-    _family(
-        "tiny-hs20-pre50-sync10-tb2048-tp1-cpu16",
-        "tiny",
-        "16-core CPU",
-        (20, 50, 10, 2048, 1, 1),
-        "cpu16 ded16 hold16 hold16g10",
-    ),
-    _family(
-        "tiny-hs20-pre50-sync10-tb2048-tp1-cpu32",
-        "tiny",
-        "32-core CPU",
-        (20, 50, 10, 2048, 1, 1),
-        "cpu32 cpu32g12 ded32",
-    ),
-    _family("tiny-hs20-pre50-sync10-tb4096-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 4096, 1, 1), "g14tb4k"),
-    _family("tiny-hs20-pre50-sync10-tb512-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 512, 1, 1), "tb512g7"),
-    _family("tiny-hs20-pre50-sync10-tb8192-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 10, 8192, 1, 1), "tb8kg7"),
-    _family(
-        "tiny-hs20-pre50-sync2-tb1024-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 1024, 1, 1), "sync2g12 sync2g14"
-    ),
-    _family("tiny-hs20-pre50-sync2-tb2048-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 2, 2048, 1, 1), "sync2g13"),
-    _family(
-        "tiny-hs20-pre50-sync3-tb2048-tp1-cpu16",
-        "tiny",
-        "16-core CPU",
-        (20, 50, 3, 2048, 1, 1),
-        "sync3g13 sync3g14 sync3g15",
-    ),
-    _family(
-        "tiny-hs20-pre50-sync4-tb512-tp1-cpu16",
-        "tiny",
-        "16-core CPU",
-        (20, 50, 4, 512, 1, 1),
-        "sync4g11 sync4g12 sync4g13",
-    ),
-    _family(
-        "tiny-hs20-pre50-sync5-tb2048-tp1-cpu16", "tiny", "16-core CPU", (20, 50, 5, 2048, 1, 1), "sync5g14 sync5g14-b"
-    ),
-    _family("tp-cpu-hs2-pre50-sync5-tb1024-tp1-cpu16", "tp-cpu", "16-core CPU", (2, 50, 5, 1024, 1, 1), "qhs2tp-s5g7"),
-    _family(
-        "tp-cpu-hs20-pre50-sync1-tb2048-tp1-cpu16",
-        "tp-cpu",
-        "16-core CPU",
-        (20, 50, 1, 2048, 1, 1),
-        "sync1g10 sync1g12 sync1g13",
-    ),
-    _family("tp-cpu-hs20-pre50-sync10-tb1024-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 1024, 2, 1), "tp2g13"),
-    _family(
-        "tp-cpu-hs20-pre50-sync10-tb2048-tp2-cpu16",
-        "tp-cpu",
-        "16-core CPU",
-        (20, 50, 10, 2048, 2, 1),
-        "tp2cpu16 tp2g11 tp2g14 tp2g15",
-    ),
-    _family("tp-cpu-hs20-pre50-sync10-tb3072-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 3072, 2, 1), "tp2g12"),
-    _family("tp-cpu-hs20-pre50-sync10-tb4096-tp2-cpu16", "tp-cpu", "16-core CPU", (20, 50, 10, 4096, 2, 1), "tp2g10"),
+    _family("tiny", "16-core CPU", (20, 50, 10, 2048, 1, 1), "cpu16 ded16 hold16 hold16g10"),
+    _family("tiny", "32-core CPU", (20, 50, 10, 2048, 1, 1), "cpu32 cpu32g12 ded32"),
+    _family("tiny", "16-core CPU", (20, 50, 10, 4096, 1, 1), "g14tb4k"),
+    _family("tiny", "16-core CPU", (20, 50, 10, 512, 1, 1), "tb512g7"),
+    _family("tiny", "16-core CPU", (20, 50, 10, 8192, 1, 1), "tb8kg7"),
+    _family("tiny", "16-core CPU", (20, 50, 2, 1024, 1, 1), "sync2g12 sync2g14"),
+    _family("tiny", "16-core CPU", (20, 50, 2, 2048, 1, 1), "sync2g13"),
+    _family("tiny", "16-core CPU", (20, 50, 3, 2048, 1, 1), "sync3g13 sync3g14 sync3g15"),
+    _family("tiny", "16-core CPU", (20, 50, 4, 512, 1, 1), "sync4g11 sync4g12 sync4g13"),
+    _family("tiny", "16-core CPU", (20, 50, 5, 2048, 1, 1), "sync5g14 sync5g14-b"),
+    _family("tp-cpu", "16-core CPU", (2, 50, 5, 1024, 1, 1), "qhs2tp-s5g7"),
+    _family("tp-cpu", "16-core CPU", (20, 50, 1, 2048, 1, 1), "sync1g10 sync1g12 sync1g13"),
+    _family("tp-cpu", "16-core CPU", (20, 50, 10, 1024, 2, 1), "tp2g13"),
+    _family("tp-cpu", "16-core CPU", (20, 50, 10, 2048, 2, 1), "tp2cpu16 tp2g11 tp2g14 tp2g15"),
+    _family("tp-cpu", "16-core CPU", (20, 50, 10, 3072, 2, 1), "tp2g12"),
+    _family("tp-cpu", "16-core CPU", (20, 50, 10, 4096, 2, 1), "tp2g10"),
 )
 
 

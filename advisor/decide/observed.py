@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from advisor.measure.observe import ObservedRun
 from advisor.model.params import PipelineFit, Source
@@ -45,37 +46,15 @@ class ObservedSplit:
             return None
         return 100.0 * (self.run.bps / self.projected_bps - 1.0)
 
-    @property
-    def bps(self) -> float:
-        return self.run.bps
-
-    @property
-    def tok_s(self) -> float:
-        return self.run.tok_s
-
-    @property
-    def steady_from_s(self) -> float:
-        return self.run.steady.start_s
-
-    @property
-    def steady_to_s(self) -> float:
-        return self.run.steady.end_s
-
-    @property
-    def warmup_share(self) -> float:
-        return self.run.steady.warmup_share
-
-    @property
-    def drain_share(self) -> float:
-        return self.run.steady.drain_share
-
-    @property
-    def hs_mean_depth(self) -> float | None:
-        return self.run.hs_mean_depth
-
-    @property
-    def hs_full_share(self) -> float | None:
-        return self.run.hs_full_share
+    # the measured run's own numbers, read through
+    bps = property(attrgetter("run.bps"))
+    tok_s = property(attrgetter("run.tok_s"))
+    steady_from_s = property(attrgetter("run.steady.start_s"))
+    steady_to_s = property(attrgetter("run.steady.end_s"))
+    warmup_share = property(attrgetter("run.steady.warmup_share"))
+    drain_share = property(attrgetter("run.steady.drain_share"))
+    hs_mean_depth = property(attrgetter("run.hs_mean_depth"))
+    hs_full_share = property(attrgetter("run.hs_full_share"))
 
 
 def observed_split(fit: PipelineFit, settings: Settings, rows: Mapping[str, SplitRow]) -> ObservedSplit:

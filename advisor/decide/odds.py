@@ -194,7 +194,7 @@ def draw_rates(inp: DrawInputs, draws: int = DEFAULT_DRAWS, seed: int = SEED) ->
     """
     rng = np.random.default_rng(seed)
     k = len(inp.labels)
-    draws = draws_for(k, draws)
+    draws = max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))  # fewer past MAX_CELLS cells
     t = inp.temperature
     z = rng.standard_normal((draws, inp.shared.shape[1]))
     shared = t * correlated_levels(inp.shared, inp.level_corr)
@@ -244,11 +244,6 @@ def open_slack(rng: np.random.Generator, draws: int) -> np.ndarray:
     return -OPEN_SLACK_LOG * np.log1p(-v * -np.expm1(-OPEN_CAP_LOG / OPEN_SLACK_LOG))
 
 
-def draws_for(k: int, draws: int = DEFAULT_DRAWS) -> int:
-    """Draws for ``k`` splits: ``draws``, fewer (not below ``MIN_DRAWS``) past ``MAX_CELLS`` cells."""
-    return max(min(draws, MAX_CELLS // max(k, 1)), min(draws, MIN_DRAWS))
-
-
 def _spread(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """One side's standard deviation in ln X from that side of a 95% interval (0 where absent)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -284,19 +279,6 @@ def allowed(inp: DrawInputs, judged: str | None = None, restart_s: float = 0.0) 
     return ends[0], ends[1]
 
 
-def _bounded(i: int, other: int | None, gain: float, regret: float, ends: tuple[np.ndarray, np.ndarray]):
-    """Split ``i``'s gain over ``other`` and its regret (%), held within what the intervals allow."""
-    lo, hi = ends
-    top = float(hi.max()) if len(hi) else 0.0
-    most = 100.0 * (1.0 - lo[i] / top) if top > 0 and math.isfinite(top) else 100.0
-    regret = min(max(regret, 0.0), max(most, 0.0))
-    if other is not None and lo[other] > 0:
-        gain = min(gain, 100.0 * (hi[i] / lo[other] - 1.0))
-    if other is not None and hi[other] > 0 and math.isfinite(hi[other]):
-        gain = max(gain, 100.0 * (lo[i] / hi[other] - 1.0))
-    return gain, regret
-
-
 @dataclass(frozen=True)
 class SplitOdds:
     """One split's odds (module docstring): all shares 0-1, percentages in %."""
@@ -305,8 +287,6 @@ class SplitOdds:
     p_best: float  # within RESOLUTION of the best
     p_top: float  # the best itself
     regret_pct: float  # expected shortfall against the best, % of the best's expected rate
-    gain_pct: float  # expected lead over the best other split (negative: it trails)
-    mean_bps: float  # expected rate (b/s), before any restart
     value_bps: float  # expected effective rate: batches left / remaining time, restart included
 
 
@@ -322,12 +302,11 @@ class Odds:
     restart_s: float  # the restart weighed (0: rates compared as they are)
     draws: int
     seed: int
-    resolution: float = RESOLUTION
-    temperature: float = 1.0  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
-    level_corr: float = 0.0
+    temperature: float  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
+    level_corr: float
     # per split, in the table's order: the lowest and highest compared rate its interval allows (`allowed`)
-    lowest_bps: tuple[float, ...] = ()
-    highest_bps: tuple[float, ...] = ()
+    lowest_bps: tuple[float, ...]
+    highest_bps: tuple[float, ...]
 
     def gain_over(self, label: str, other: str) -> float:
         """The expected gain (%) of split ``label`` over ``other``, held within what their intervals
@@ -335,11 +314,14 @@ class Odds:
         """
         a, b = self.of(label), self.of(other)
         gain = 100.0 * (a.value_bps / b.value_bps - 1.0) if b.value_bps > 0 else 0.0
-        if not self.lowest_bps:
-            return gain
         labels = [x.label for x in self.splits]
         i, j = labels.index(label), labels.index(other)
-        return _bounded(i, j, gain, 0.0, (np.array(self.lowest_bps), np.array(self.highest_bps)))[0]
+        lo, hi = self.lowest_bps, self.highest_bps
+        if lo[j] > 0:
+            gain = min(gain, 100.0 * (hi[i] / lo[j] - 1.0))
+        if hi[j] > 0 and math.isfinite(hi[j]):
+            gain = max(gain, 100.0 * (lo[i] / hi[j] - 1.0))
+        return gain
 
     @cached_property
     def _by_label(self) -> dict[str, SplitOdds]:
@@ -357,7 +339,6 @@ def odds_of(
     judged: str | None = None,
     restart_s: float = 0.0,
     seed: int = SEED,
-    resolution: float = RESOLUTION,
 ) -> Odds:
     """The odds (module docstring) from drawn ``rates`` (draws x K, `draw_rates`)."""
     v = effective(rates, inp, judged, restart_s)
@@ -365,31 +346,27 @@ def odds_of(
     top = v.max(axis=1, keepdims=True)
     e_max = float(top.mean())
     mean_v = v.mean(axis=0)
-    p_best = (v >= (1.0 - resolution) * top).mean(axis=0)
+    p_best = (v >= (1.0 - RESOLUTION) * top).mean(axis=0)
     p_top = np.bincount(v.argmax(axis=1), minlength=len(inp.labels)) / len(v)
-    mean_x = rates.mean(axis=0)
     regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
     order = np.argsort(-mean_v, kind="stable")
-    ends = allowed(inp, judged if weighed else None, restart_s if weighed else 0.0)
+    lo, hi = allowed(inp, judged if weighed else None, restart_s if weighed else 0.0)
+    top_hi = float(hi.max()) if len(hi) else 0.0
     rows = []
-    for i, label in enumerate(inp.labels):
-        other = order[0] if order[0] != i else (order[1] if len(order) > 1 else None)
-        gain = 100.0 * (mean_v[i] / mean_v[other] - 1.0) if other is not None and mean_v[other] > 0 else 0.0
-        gain, regret_i = _bounded(i, other, float(gain), float(regret[i]), ends)
+    for i, label in enumerate(inp.labels):  # a regret within what the intervals allow (module docstring)
+        most = 100.0 * (1.0 - lo[i] / top_hi) if top_hi > 0 and math.isfinite(top_hi) else 100.0
         rows.append(
             SplitOdds(
                 label=label,
                 p_best=float(p_best[i]),
                 p_top=float(p_top[i]),
-                regret_pct=float(regret_i),
-                gain_pct=float(gain),
-                mean_bps=float(mean_x[i]),
+                regret_pct=float(min(max(float(regret[i]), 0.0), max(most, 0.0))),
                 value_bps=float(mean_v[i]),
             )
         )
     best = inp.labels[order[0]]
     runner = inp.labels[order[1]] if len(order) > 1 else None
-    close = runner is not None and all(rows[j].regret_pct < 100 * resolution for j in order[:2])
+    close = runner is not None and all(rows[j].regret_pct < 100 * RESOLUTION for j in order[:2])
     return Odds(
         splits=tuple(rows),
         best=best,
@@ -399,23 +376,8 @@ def odds_of(
         restart_s=float(restart_s) if weighed else 0.0,
         draws=len(rates),
         seed=seed,
-        resolution=resolution,
         temperature=inp.temperature,
         level_corr=inp.level_corr,
-        lowest_bps=tuple(float(x) for x in ends[0]),
-        highest_bps=tuple(float(x) for x in ends[1]),
+        lowest_bps=tuple(float(x) for x in lo),
+        highest_bps=tuple(float(x) for x in hi),
     )
-
-
-def split_odds(
-    rows: Sequence[SplitRow],
-    *,
-    judged: str | None = None,
-    restart_s: float = 0.0,
-    draws: int = DEFAULT_DRAWS,
-    seed: int = SEED,
-    calibrate: bool = False,
-) -> Odds:
-    """The odds of every split of the projected ``rows`` (module docstring): read, drawn, scored."""
-    inp = draw_inputs(rows, calibrate)
-    return odds_of(draw_rates(inp, draws, seed), inp, judged=judged, restart_s=restart_s, seed=seed)

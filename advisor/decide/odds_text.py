@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from advisor.decide.odds import RESOLUTION
 from advisor.decide.reasons import dur_text, signed_pct
 from advisor.decide.rules import Decision, Verdict
 
@@ -41,7 +42,7 @@ def _restart_times(d: Decision, alt: str) -> str | None:
     """Where the restart weighed is as long as the job's rest at either split: the two times
     (the table's ETAs, plus the restart where it applies), not their ratio."""
     o, rows = d.odds, d.rows
-    if not (o.restart_s > 0 and o.judged is not None and d.recommended in rows and alt in rows):
+    if not o.restart_s > 0:  # a restart is weighed only against a judged split
         return None
     eta = {x: rows[x].eta_s for x in (d.recommended, alt)}
     if not all(math.isfinite(v) for v in eta.values()) or o.restart_s < min(eta.values()):
@@ -60,13 +61,13 @@ def _odds_clause(d: Decision) -> str:
     rec = d.recommended
     if d.close_call and o.runner_up is not None:
         other = o.runner_up if o.best == rec else o.best
-        return f"close call: {rec} or {other} will do (each expected within {o.resolution:.0%} of the best)"
+        return f"close call: {rec} or {other} will do (each expected within {RESOLUTION:.0%} of the best)"
     top = max(o.splits, key=lambda s: s.p_best)  # more often near the best, where the shares differ as printed
     if top.label != rec and top.p_best > d.p_best and share_text(top.p_best) != share_text(d.p_best):
         return (
             f"expected loss {d.expected_regret_pct:.1f}% against {top.regret_pct:.1f}% at {top.label}, "
             f"though {top.label} is more often the best ({share_text(top.p_best)} against "
-            f"{share_text(d.p_best)})" + (", restart included" if o.restart_s > 0 and o.judged is not None else "")
+            f"{share_text(d.p_best)})" + (", restart included" if o.restart_s > 0 else "")
         )
     text = f"{share_text(d.p_best)} likely the best"
     # the expected gain is counted over the judged split where the verdict switches, else the best other
@@ -92,11 +93,9 @@ def headline(d: Decision, markdown: bool = False) -> str:
     """
     case = str.lower if markdown else str
     rec = f"**{d.recommended}**" if markdown else d.recommended
-    action = d.action or d.verdict
-    words = case(ACTIONS.get(action, action.value))
-    if d.odds is None:
-        return f"{words} {rec}"
-    if d.verdict is Verdict.CANNOT_TELL and d.probe is not None:
+    action = d.action
+    words = case(ACTIONS[action])
+    if d.verdict is Verdict.CANNOT_TELL:
         pr = d.probe
         splits = " and ".join(f"**{x}**" if markdown else x for x in pr.splits)
         return (
@@ -112,7 +111,7 @@ def headline(d: Decision, markdown: bool = False) -> str:
 def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
     """Where the odds come from and what they say of the leading splits."""
     o = d.odds
-    if o is None or len(o.splits) < 2:
+    if len(o.splits) < 2:
         return None
     lead = sorted(o.splits, key=lambda s: s.regret_pct)[:3]
     shown = [s for s in lead if s.p_best > 0.005 or s.label == d.recommended] or lead[:1]
@@ -120,13 +119,13 @@ def odds_sentence(d: Decision, probed: Sequence[str] = ()) -> str | None:
         shown.append(o.of(o.runner_up))
     first, rest = shown[0], shown[1:]
     within = (
-        f"{first.label} is within {o.resolution:.0%} of the best split in {share_text(first.p_best)} of them"
+        f"{first.label} is within {RESOLUTION:.0%} of the best split in {share_text(first.p_best)} of them"
         + "".join(f", {s.label} in {share_text(s.p_best)}" for s in rest)
     )
     regrets = ", ".join(f"{s.regret_pct:.1f}% at {s.label}" for s in shown)
     how = (
         f"remaining-job time compared, a {dur_text(o.restart_s)} restart at any split but {o.judged}"
-        if o.restart_s > 0 and o.judged is not None
+        if o.restart_s > 0
         else "rates compared"
     )
     if o.temperature != 1.0 or o.level_corr:

@@ -78,10 +78,11 @@ class Probe:
     rounds: int = PROBE_ROUNDS  # rounds (--probe-rounds): each runs every split once
 
 
-def probe_length(seconds: float, rounds: int = PROBE_ROUNDS) -> tuple[float, int]:
-    """The trainer's segment for about ``seconds`` at each split: whole seconds, at least ``MIN_PROBE_S``."""
-    each = math.ceil(seconds / rounds - 1e-9) if math.isfinite(seconds) else MIN_PROBE_S
-    return float(max(each, MIN_PROBE_S)), rounds
+def _segment_s(seconds: float) -> float:
+    """The trainer's segment for about ``seconds`` at each split over ``PROBE_ROUNDS`` rounds: whole
+    seconds, at least ``MIN_PROBE_S``."""
+    each = math.ceil(seconds / PROBE_ROUNDS - 1e-9) if math.isfinite(seconds) else MIN_PROBE_S
+    return float(max(each, MIN_PROBE_S))
 
 
 def probe_command(probe: Probe, target_tp: int = 1, out: str = "probe") -> str:
@@ -121,13 +122,13 @@ def best_probe(
     sig2 = (noise.var_s.get(action, 0.0), noise.var_s.get(rival, 0.0))
     delta = max(abs(math.log(mean[a] / mean[b])), RESOLUTION)
     start = 2.0 * (Z_95**2) * (sig2[0] + sig2[1]) / 2.0 / delta**2
-    tried = [probe_length(start * f) for f in PROBE_FACTORS] if costs.remaining_s else [probe_length(start)]
+    tried = [_segment_s(start * f) for f in PROBE_FACTORS] if costs.remaining_s else [_segment_s(start)]
     now = odds.of(action).regret_pct
     if now < NOTHING_TO_GAIN_PCT:
         return None
     best: Probe | None = None
-    for segment_s, rounds in dict.fromkeys(tried):
-        length = segment_s * rounds
+    for segment_s in dict.fromkeys(tried):
+        length = segment_s * PROBE_ROUNDS
         if all(noise.ran_s.get(x, 0.0) >= length for x in (action, rival)):
             continue  # the evidence already ran both this long
         var = (sig2[0] + sig2[1]) / length + noise.level_var
@@ -147,7 +148,6 @@ def best_probe(
             cost_s=cost,
             worth_it=bool(costs.remaining_s) and value > cost,
             segment_s=segment_s,
-            rounds=rounds,
         )
         if best is None or p.value_s - p.cost_s > best.value_s - best.cost_s:
             best = p

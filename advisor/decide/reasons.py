@@ -37,17 +37,15 @@ def signed_pct(pct: float) -> str:
     return f"{v + 0.0:+.1f}%" if v != 0 else "0.0%"  # no "-0.0%"
 
 
+_DUR_UNITS = ((86400.0, "d", ".1f"), (3600.0, "h", ".1f"), (60.0, "min", ".0f"))  # (seconds, unit, format)
+
+
 def dur_text(s: float | None) -> str:
     """A duration in the largest unit it fills: "1.5 d", "2.0 h", "12 min", "40 s"."""
     if s is None or not math.isfinite(s):
         return "-"
-    if s >= 86400:
-        return f"{s / 86400:.1f} d"
-    if s >= 3600:
-        return f"{s / 3600:.1f} h"
-    if s >= 60:
-        return f"{s / 60:.0f} min"
-    return f"{s:.0f} s"
+    scale, unit, fmt = next((u for u in _DUR_UNITS if s >= u[0]), (1.0, "s", ".0f"))
+    return f"{s / scale:{fmt}} {unit}"
 
 
 # ---------------------------------------------------------------- reasons, from the decision
@@ -114,13 +112,15 @@ def _bottleneck(d: Decision, fit: PipelineFit, label: str) -> str:
     return f"{head}: {p} capacity {caps[0]} vs {c} {caps[1]}{loader}; {waits}"
 
 
-def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit, label: str) -> str | None:
-    """The log's own signals at the observed split (measured, not projected); none from bare numbers
-    (no log: the "observed" rate is the given capacities' minimum, nothing measured it)."""
-    if not fit.source.logged:
-        return None
+def _measured(d: Decision, fit: PipelineFit, ob: ObservedSplit) -> list[str]:
+    """The log's own signals at the observed split where the first reason describes it (measured,
+    not projected); none from bare numbers (no log: the "observed" rate is the given capacities'
+    minimum, nothing measured it)."""
+    label = d.observed
+    if not fit.source.logged or label != d.described:
+        return []
     p, c = fit.roles
-    r = rows[label]
+    r = d.rows[label]
     parts = []
     if ob.hs_mean_depth is not None and ob.hs_full_share is not None:
         parts.append(
@@ -139,9 +139,10 @@ def _measured(rows: Mapping[str, SplitRow], fit: PipelineFit, ob: ObservedSplit,
             else f"{bps_text(r.bps)} projected"
         )
         parts.append(f"{bps_text(r.observed_bps)} b/s against {against}")
-    return f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "." if parts else None
+    return [f"measured at {label} {fit.source.measured_by()}: " + "; ".join(parts) + "."] if parts else []
 
 
+LOADER_TIE = 0.01  # splits this close to the loader's cap count as reaching it
 SELF_CHECK_SAID_PCT = 1.0  # a self-check miss this large is said in the reasons (the odds carry any)
 
 
@@ -149,9 +150,8 @@ def _self_check(d: Decision, ob: ObservedSplit) -> list[str]:
     """The model against its own observation (`advisor.decide.observed.ObservedSplit.miss_pct`), where
     it misses by ``SELF_CHECK_SAID_PCT`` or more: every projection and the odds carry that error
     (`advisor.project.model_error`)."""
-    miss = ob.miss_pct
-    label = d.observed
-    if miss is None or abs(miss) < SELF_CHECK_SAID_PCT or label is None or label not in d.rows:
+    miss, label = ob.miss_pct, d.observed
+    if miss is None or abs(miss) < SELF_CHECK_SAID_PCT:  # a miss is measured only at a row of the table
         return []
     r = d.rows[label]
     how = "exact simulation of the log's step times" if ob.method == "exact" else "the analytic chain"
@@ -198,7 +198,7 @@ def _vs(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
 def _verdict_reason(d: Decision, rows: Mapping[str, SplitRow]) -> str:
     s = d.settings
     b, j = d.best, d.judged
-    of = f"of the {d.n_splits} split{'s' if d.n_splits != 1 else ''} of {s.units()}"
+    of = f"of the {len(rows)} split{'s' if len(rows) != 1 else ''} of {s.units()}"
     if d.rule == "already-best":
         return f"{j} is already the best {of}."
     if d.rule == "small-gain" and d.best_is_running:
@@ -328,6 +328,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     ]
     mg = d.margin
     hi, lo = mg.higher, mg.lower
+    probed = rows[hi].probe_segments > 0 and rows[lo].probe_segments > 0  # a probe measured both
     starts = f"{hi}'s 95% interval starts at {bps_text(mg.best_low)} b/s"
     above = f"{starts}, above {lo}'s upper end {bps_text(mg.runner_up_high)}"
 
@@ -340,7 +341,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
         if mg.separated and not mg.stable
         else ""
     )
-    if provisional(d, fit):
+    if d.evidence.thin:
         if mg.stable or mg.separated:
             out.append(
                 f"the choice is provisional, not yet stable: {above if mg.stable else lead}, but on thin evidence "
@@ -355,13 +356,12 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
             "log: how stable the choice is cannot be told; a log with step events measures it."
         )
     elif mg.stable:
-        by = f"; {probe_text(rows, hi, lo)}" if probed_pair(rows, hi, lo) else ""
+        by = f"; {_probe_text(rows, hi, lo)}" if probed else ""
         out.append(f"the choice is stable: {above}{by}.")
     elif mg.separated:
-        probed = probed_pair(rows, hi, lo)
         end = f"{lo}'s ends at {bps_text(mg.runner_up_high)}" if probed else _upper_end(rows, lo, mg.runner_up_high)
         because = (
-            f"{probe_text(rows, hi, lo)}: the host's level moves both alike, so the lead carries only the noise "
+            f"{_probe_text(rows, hi, lo)}: the host's level moves both alike, so the lead carries only the noise "
             f"between rounds"
             if probed
             else "both come from one fit: the run's own level moves both splits alike, and how step time changes "
@@ -371,9 +371,9 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
             f"the choice is stable: {lead}. Their intervals overlap ({hi}'s starts at {bps_text(mg.best_low)} b/s, "
             f"{end}) because {because}."
         )
-    elif probed_pair(rows, hi, lo):
+    elif probed:
         out.append(
-            f"the margin is within the probe's noise: {probe_text(rows, hi, lo)}, and {starts}, not above {lo}'s "
+            f"the margin is within the probe's noise: {_probe_text(rows, hi, lo)}, and {starts}, not above {lo}'s "
             f"upper end {bps_text(mg.runner_up_high)}{_lead_text(mg)}."
         )
     else:
@@ -381,12 +381,7 @@ def _runner_up(d: Decision, rows: Mapping[str, SplitRow], fit: PipelineFit) -> l
     return out
 
 
-def probed_pair(rows: Mapping[str, SplitRow], a: str, b: str) -> bool:
-    """Whether a probe measured both splits ``a`` and ``b`` (`advisor.project.probed`)."""
-    return a in rows and b in rows and rows[a].probe_segments > 0 and rows[b].probe_segments > 0
-
-
-def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
+def _probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
     """The evidence of a probed pair in words: "both were measured by a probe of N segments ..."."""
     n = rows[a].probe_segments + rows[b].probe_segments
     return (
@@ -395,21 +390,17 @@ def probe_text(rows: Mapping[str, SplitRow], a: str, b: str) -> str:
     )
 
 
-def provisional(d: Decision, fit: PipelineFit) -> bool:
-    """Whether the verdict is provisional (a log of thin evidence): no sentence calls it stable."""
-    return d.evidence.thin and fit.source.logged
-
-
-def _loader(d: Decision) -> list[str]:
-    ld = d.loader
-    if ld is None:
+def _loader(d: Decision, fit: PipelineFit) -> list[str]:
+    """Where the fit finds the loader binding: its cap and the splits within ``LOADER_TIE`` of it."""
+    ld = fit.loader
+    if not (ld.input_bound and ld.capacity_bps):
         return []
-    p = d.settings.producer
+    at_cap = [label for label, r in d.rows.items() if r.bps >= (1 - LOADER_TIE) * ld.capacity_bps]
     return [
-        f"the loader caps the pipeline at {bps_text(ld.cap_bps)} b/s ({role_plural(p)} starved "
-        f"{pct_text(ld.starved_share)} of "
-        f"their time with empty prefetch queues): no split beats it ({', '.join(ld.at_cap) or 'none'} reach it "
-        f"within 1%); fix the input (more loader workers, pre-tokenized data) rather than the split."
+        f"the loader caps the pipeline at {bps_text(ld.capacity_bps)} b/s ({role_plural(d.settings.producer)} "
+        f"starved {pct_text(ld.producer_starved_share)} of their time with empty prefetch queues): no split beats "
+        f"it ({', '.join(at_cap) or 'none'} reach it within 1%); fix the input (more loader workers, "
+        f"pre-tokenized data) rather than the split."
     ]
 
 
@@ -439,14 +430,11 @@ def reasons(decision: Decision, fit: PipelineFit, observed: ObservedSplit) -> li
     rows = d.rows
     first = d.described
     out = [_bottleneck(d, fit, first)]
-    if d.observed == first:
-        m = _measured(d.rows, fit, observed, first)
-        if m:
-            out.append(m)
+    out += _measured(d, fit, observed)
     out += _self_check(d, observed)
-    out += _loader(d)
+    out += _loader(d, fit)
     out.append(_verdict_reason(d, rows))
-    if provisional(d, fit):
+    if d.evidence.thin:
         out.append(
             f"this verdict is provisional: {'; '.join(d.evidence.why_thin())}; a longer log confirms or overturns it."
         )
@@ -536,8 +524,8 @@ def _scaling_basis(fit: PipelineFit, m: int, share: float) -> str:
 
 def _outside_range(fit: PipelineFit, role: str, factor: float) -> str:
     """Where a capacity threshold lies outside what is known of a ranged capacity, say so."""
-    rf = next((r for r in (fit.producer, fit.consumer) if r.role == role), None)
-    if rf is None or not rf.ranged:
+    rf = fit.producer if role == fit.producer.role else fit.consumer
+    if not rf.ranged:
         return ""
     lo, hi = rf.mu_range_bps
     mu = rf.mu_bps * factor
@@ -596,8 +584,8 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
     }
     out = []
     span = f"x{ROBUST_RANGE[0]:g} to x{ROBUST_RANGE[1]:g}"
-    pick, rival = d.rows.get(d.recommended), d.rows.get(d.runner_up) if d.runner_up else None
-    on_odds = pick is not None and rival is not None and rival.bps > pick.bps
+    pick, rival = d.rows[d.recommended], d.rows.get(d.runner_up)  # no runner-up: None
+    on_odds = rival is not None and rival.bps > pick.bps
     if on_odds:
         out.append(
             f"the odds change: {d.recommended} is picked for its expected rate over the draws (the odds "
@@ -606,7 +594,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
         )
     for th in d.sensitivity.thresholds:
         if th.factor is None:
-            rest = rests.get(th.role, "fitted")
+            rest = rests[th.role]
             of = {"fitted": "the fit", "measured": "the measured value", "given": "the given value"}.get(rest, rest)
             out.append(f"{th.role} capacity: no value from {span} of {of} changes the choice.")
             continue
@@ -619,7 +607,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
             else f"{other} then matches {d.recommended}"
         )
         out.append(
-            f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests.get(th.role, 'fitted')} "
+            f"{th.role} capacity is {abs(th.factor - 1):.1%} {word} than {rests[th.role]} "
             f"({bps_text(th.factor * th.capacity_bps)} b/s on {d.settings.units(gpus)}, not "
             f"{bps_text(th.capacity_bps)}): {then}{_outside_range(fit, th.role, th.factor)}."
         )
@@ -629,7 +617,7 @@ def holds_unless(decision: Decision, fit: PipelineFit) -> list[str]:
 
 def queue_text(q: QueueAdvice) -> str:
     """The queue advice at the recommended split (`advisor.project.queues`)."""
-    label = "-".join(map(str, q.split))
+    label = split_label(*q.split)
     mem = f" (+{q.extra_bytes / 2**30:.1f} GiB for {q.doubled_cap - q.cap} more slots)" if q.extra_bytes else ""
     if q.bps <= 0:
         return f"q_hs at {q.cap}: no throughput is projected at {label}, so no queue advice."

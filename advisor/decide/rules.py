@@ -15,9 +15,9 @@ The first rule that fires decides (``rule``):
 
 Then the probe (`advisor.decide.probe`): where one is worth its cost the verdict is
 ``cannot-tell`` (rule ``probe``), ``action`` keeping the action without it. Beside the verdict:
-the margin between R and A (`advisor.decide.odds.drawn_lead`), the loader cap (splits within
-``LOADER_TIE`` of it), R's sensitivity (`advisor.project.sensitivity`) and the queue advice at R
-(`advisor.project.queues`); the wording is `advisor.decide.reasons`'s.
+the margin between R and A (`advisor.decide.odds.drawn_lead`), R's sensitivity
+(`advisor.project.sensitivity`) and the queue advice at R (`advisor.project.queues`); the wording
+(and the loader's cap, from the fit) is `advisor.decide.reasons`'s.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 
 from advisor.decide.evidence import Evidence
 from advisor.decide.families import Domain, domain, shape_of
@@ -43,7 +44,7 @@ from advisor.decide.odds import (
 from advisor.decide.probe import MIN_SCV, Probe, ProbeCosts, ProbeNoise, best_probe
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
-from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_interval, lead_parts
+from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_parts
 from advisor.project.sensitivity import Sensitivity, sensitivity
 from advisor.project.table import split_label
 from advisor.settings import Settings
@@ -52,7 +53,6 @@ from advisor.stats import Z_95
 DrawnLead = Callable[[str, str], "tuple[float, float] | None"]  # split a's lead over b, 95%, from the odds' draws
 RESOLVE_GAIN = RESOLUTION  # leads below 2% are within what the model resolves
 _SAMPLING = tuple(ERR_SHARED.index(k) for k in ERR_SAMPLING)  # (producer, consumer) in the parts' order
-LOADER_TIE = 0.01  # splits this close to the loader's cap count as reaching it
 
 
 class Verdict(str, Enum):
@@ -95,13 +95,6 @@ class Needs:
     repeats: bool = False  # both splits ran and nothing else would help: repeated runs of each
 
 
-@dataclass(frozen=True)
-class LoaderCap:
-    cap_bps: float
-    starved_share: float
-    at_cap: tuple[str, ...]
-
-
 @dataclass(frozen=True, kw_only=True)
 class Decision:
     verdict: Verdict
@@ -115,15 +108,13 @@ class Decision:
     gain_pct: float  # best split's projected lead over the judged split
     eta_gain_s: float | None  # remaining time saved at the best split (before restart cost)
     needs: Needs | None
-    loader: LoaderCap | None
     sensitivity: Sensitivity
     queue: QueueAdvice | None
     evidence: Evidence
     settings: Settings
-    n_splits: int
-    odds: Odds | None = None  # every split's odds from one joint draw (`advisor.decide.odds`)
-    probe: Probe | None = None  # the best candidate probe and its worth (`advisor.decide.probe`)
-    action: Verdict | None = None  # the action without a probe (the verdict, unless cannot-tell)
+    odds: Odds  # every split's odds from one joint draw (`advisor.decide.odds`)
+    probe: Probe | None  # the best candidate probe and its worth (`advisor.decide.probe`)
+    action: Verdict  # the action without a probe (the verdict, unless cannot-tell)
     # where the fit lies in the odds' host domain (`advisor.decide.odds.calibrated`): its shape among the
     # calibrated families (`advisor.decide.families`), which decides the calibrated draw; None elsewhere
     domain: Domain | None = None
@@ -131,32 +122,32 @@ class Decision:
     rows: Mapping[str, SplitRow] = field(default_factory=dict, repr=False, compare=False)
 
     @property
-    def p_best(self) -> float | None:
+    def p_best(self) -> float:
         """How likely the recommended split is within the resolution (2%) of the best (0-1)."""
-        return self.odds.of(self.recommended).p_best if self.odds is not None else None
+        return self.odds.of(self.recommended).p_best
 
     @property
-    def expected_regret_pct(self) -> float | None:
+    def expected_regret_pct(self) -> float:
         """The recommended split's expected shortfall against the best, in % of the best."""
-        return self.odds.of(self.recommended).regret_pct if self.odds is not None else None
+        return self.odds.of(self.recommended).regret_pct
 
     @property
     def expected_gain_pct(self) -> float | None:
         """The recommended split's expected lead: over the judged split where the verdict
         switches, else over the best other split (negative where it trails)."""
-        if self.odds is None or self.odds.runner_up is None:
+        if self.odds.runner_up is None:
             return None  # one split: nothing to gain over
-        rec = self.odds.of(self.recommended)
         if self.verdict is Verdict.SWITCH and self.judged is not None and self.judged != self.recommended:
             if not self.odds.of(self.judged).value_bps > 0:
                 return None
             return self.odds.gain_over(self.recommended, self.judged)  # within what the intervals allow
-        return rec.gain_pct
+        o, rec = self.odds, self.recommended
+        return o.gain_over(rec, o.best if o.best != rec else o.runner_up)  # over the best other split
 
     @property
     def close_call(self) -> bool:
         """The two best splits' expected regrets are both below the resolution: either will do."""
-        return self.odds is not None and self.odds.close_call
+        return self.odds.close_call
 
     @property
     def best_is_running(self) -> bool:
@@ -177,15 +168,15 @@ class Decision:
         return self.judged or self.recommended
 
 
-def _margin(rows: Mapping[str, SplitRow], a: str, b: str | None, drawn: DrawnLead | None = None) -> Margin | None:
-    """The margin between ``a`` and ``b``; the lead's interval from the odds' draws where given (the
-    odds and the lead then agree), else from the rows' interval parts."""
+def _margin(rows: Mapping[str, SplitRow], a: str, b: str | None, drawn: DrawnLead) -> Margin | None:
+    """The margin between ``a`` and ``b``; the lead's interval from the odds' draws (the odds and
+    the lead then agree)."""
     if b is None:
         return None
     hi, lo = (rows[a], rows[b]) if rows[a].bps >= rows[b].bps else (rows[b], rows[a])
     lead = 100.0 * (hi.bps / lo.bps - 1.0) if lo.bps > 0 else math.inf
     stable = bool(hi.bps_low > lo.bps_high)
-    paired = drawn(hi.label, lo.label) if drawn is not None else lead_interval(hi, lo)
+    paired = drawn(hi.label, lo.label)
     return Margin(
         higher=hi.label,
         lower=lo.label,
@@ -237,14 +228,6 @@ def _needs(rows: Mapping[str, SplitRow], ev: Evidence, hi: str, lo: str, run_at:
     )
 
 
-def _loader(fit: PipelineFit, rows: Mapping[str, SplitRow]) -> LoaderCap | None:
-    if not (fit.loader.input_bound and fit.loader.capacity_bps):
-        return None
-    cap = fit.loader.capacity_bps
-    at = tuple(label for label, r in rows.items() if r.bps >= (1 - LOADER_TIE) * cap)
-    return LoaderCap(cap_bps=cap, starved_share=fit.loader.producer_starved_share, at_cap=at)
-
-
 def _action(
     rows: Mapping[str, SplitRow],
     settings: Settings,
@@ -274,7 +257,7 @@ def probe_noise(fit: PipelineFit, rows: Mapping[str, SplitRow], ev: Evidence) ->
     segments' run-to-run level, and how long the logs already ran each split of the table.
     """
     scv = max(fit.producer.busy_scv, fit.consumer.busy_scv)
-    steady = ev.steady_s if ev.basis.logged else 0.0
+    steady = ev.steady_s  # 0 from bare numbers
     ip, ic = _SAMPLING
     var_s = {}
     for label, r in rows.items():  # the larger of the log's sampling error and a count of batches
@@ -326,10 +309,7 @@ def _weigh(
         probe_noise(fit, rows, ev),
         ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus),
     )
-
-    def lead(a: str, b: str) -> tuple[float, float] | None:
-        return drawn_lead(values, inp, a, b)
-
+    lead = partial(drawn_lead, values, inp)
     if probe is not None and probe.worth_it:
         return Verdict.CANNOT_TELL, action, "probe", rec, odds, probe, lead
     return action, action, rule, rec, odds, probe, lead
@@ -385,12 +365,10 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         gain_pct=float(gain),
         eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
         needs=needs,
-        loader=_loader(fit, rows),
         sensitivity=sens,
         queue=queue_advice(fit, settings, r),
         evidence=evidence,
         settings=settings,
-        n_splits=len(rows),
         odds=odds,
         probe=probe,
         action=action,

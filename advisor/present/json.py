@@ -15,7 +15,7 @@ from typing import Any
 
 from advisor.advice import Advice
 from advisor.decide.probe import probe_command
-from advisor.decide.reasons import provisional, queue_text
+from advisor.decide.reasons import queue_text
 
 JSON_SCHEMA_VERSION = 2  # the --json document's version (2: the odds, issue 34); the log's has its own
 
@@ -59,9 +59,8 @@ def split_json(adv: Advice, label: str) -> dict[str, Any]:
         out["observed_bps"] = num(r.observed_bps)
     if r.bps_exact is not None:
         out["bps_exact"] = num(r.bps_exact)
-    if adv.decision.odds is not None:
-        o = adv.decision.odds.of(label)
-        out.update({"p_best": num(o.p_best), "p_top": num(o.p_top), "expected_regret_pct": num(o.regret_pct, 2)})
+    o = adv.decision.odds.of(label)
+    out.update({"p_best": num(o.p_best), "p_top": num(o.p_top), "expected_regret_pct": num(o.regret_pct, 2)})
     if pr.gpus is not None and cr.gpus is not None:  # GPUs per role, and per engine
         out["gpus_by_role"] = {p: pr.gpus, c: cr.gpus}
         out["gpus_per_worker"] = {p: pr.gpus_per_worker, c: cr.gpus_per_worker}
@@ -126,8 +125,8 @@ def _recommendation(adv: Advice) -> dict[str, Any]:
         "holds_unless": list(rec.holds_unless),
         "gain_pct": num(d.gain_pct, 2),
         "rule": d.rule,
-        "provisional": provisional(d, adv.fit),
-        "action": (d.action or d.verdict).value,
+        "provisional": d.evidence.thin,
+        "action": d.action.value,
         "p_best": num(rec.p_best),
         "expected_gain_pct": num(rec.expected_gain_pct, 2),
         "expected_regret_pct": num(rec.expected_regret_pct, 2),

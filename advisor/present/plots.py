@@ -104,13 +104,6 @@ def _unit(adv: Advice) -> str:
     return "CPU worker" if adv.settings.cpu else "GPU"
 
 
-def _marks(adv: Advice) -> tuple[list[str], int, int | None]:
-    """The rows' labels, the row of the recommended split and of the first observed one (or None)."""
-    labels = list(adv.rows)
-    obs_i = next((i for i, r in enumerate(adv.rows.values()) if r.observed), None)
-    return labels, labels.index(adv.decision.recommended), obs_i
-
-
 def _label_widths_pt(labels: list[str]) -> tuple[np.ndarray, float]:
     """Width in points of each tick label (its widest line) in the tick-label font, and its size."""
     from matplotlib import rcParams
@@ -152,12 +145,12 @@ def _choose_split_ticks(
     return sorted(shown)
 
 
-def _split_axis(ax: Any, adv: Advice, x: np.ndarray) -> None:
+def _split_axis(ax: Any, adv: Advice, sb: _SplitBars) -> None:
     """The split axis: its label, limits, a minor tick per split (up to MAX_MINOR_TICKS) and the
     split labels, chosen by a Locator at every draw from the axes' final width."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, Locator
 
-    names, rec_i, obs_i = _marks(adv)
+    x, names, rec_i, obs_i = sb.x, sb.labels, sb.rec_i, sb.obs_i
     labels = []  # flagging the observed and recommended splits
     for i, row in enumerate(adv.rows.values()):
         tags = (["obs"] if row.observed else []) + (["rec"] if i == rec_i else [])
@@ -275,14 +268,17 @@ def _split_bars(adv: Advice) -> _SplitBars:
     ob = adv.observed
     ob_rate = ob.tok_s / 1e3 if adv.fit.tokens_measured else ob.bps
     # an upper end resting on a capacity known only from below sets no scale and gets no whisker
-    open_hi = df["bps_high_open"].to_numpy(bool) if "bps_high_open" in df else np.zeros(len(df), bool)
+    open_hi = df["bps_high_open"].to_numpy(bool)
     high = np.where(open_hi, tok, high)
     top = np.nanmax(np.concatenate([high, bound, [ob_rate]]))
     top = top if math.isfinite(top) and top > 0 else 1.0
     x = np.arange(len(df))
     bars, many = len(df) <= MAX_BAR_SPLITS, len(df) > MAX_ANNOTATED_SPLITS
     at = x - BAR_W / 2 if bars else x
-    return _SplitBars(x, at, tok, low, high, bound, open_hi, top, ob_rate, unit, bars, many, *_marks(adv))
+    labels = list(adv.rows)  # the recommended split's row, and the first observed one's (or None)
+    obs_i = next((i for i, r in enumerate(adv.rows.values()) if r.observed), None)
+    rec_i = labels.index(adv.decision.recommended)
+    return _SplitBars(x, at, tok, low, high, bound, open_hi, top, ob_rate, unit, bars, many, labels, rec_i, obs_i)
 
 
 def _draw_projection(ax: Any, sb: _SplitBars) -> tuple:
@@ -377,7 +373,7 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     for j, (xi, v, h) in enumerate(zip(sb.x, sb.tok, sb.high)):
         if math.isfinite(v) and not sb.many:  # each split's value over its bar, where they fit
             _value_text(ax, format(v, fmt), (xi - BAR_W / 2, h), _value_lift_pt(sb, j))
-    _split_axis(ax, adv, sb.x)
+    _split_axis(ax, adv, sb)
     ax.set_ylabel(f"throughput ({sb.unit})")
     ax.set_ylim(0, sb.top * 1.4)  # headroom for the legend, on the side away from the tallest bar
     tallest = int(np.nanargmax(sb.high)) if np.isfinite(sb.high).any() else 0
@@ -393,16 +389,13 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
 def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
     ax = _axes(ax)
-    df = adv.splits
-    labels, rec_i, obs_i = _marks(adv)
-    x = np.arange(len(df))
+    df, sb = adv.splits, _split_bars(adv)
+    x, eff_x, labels, rec_i, obs_i = sb.x, sb.at, sb.labels, sb.rec_i, sb.obs_i  # eff_x: where a split's is drawn
     eff = df["efficiency"].to_numpy(float) * 100
     util = df["gpu_util"].to_numpy(float) * 100
-    bars = len(df) <= MAX_BAR_SPLITS
-    eff_x = x - BAR_W / 2 if bars else x  # where the efficiency of a split is drawn
     eff_label, util_label = "efficiency (X / max capacity)", f"{_unit(adv)} utilisation"
     # dark and light: the two series differ in lightness (and, as lines, in dash), not only in hue
-    if bars:
+    if sb.bars:
         ax.bar(eff_x, eff, BAR_W, color="tab:purple", label=eff_label, zorder=2)
         ax.bar(x + BAR_W / 2, util, BAR_W, color="tab:cyan", label=util_label, zorder=2)
     else:
@@ -410,7 +403,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
         ax.plot(x, util, color="tab:cyan", lw=1.6, ls="--", label=util_label, zorder=2)
     ax.axhline(min_efficiency * 100, color="tab:red", ls="--", lw=1.3, zorder=3, label=f"gate {min_efficiency:.0%}")
     star_r = STAR_MS["efficiency"] / 2
-    if len(df) <= MAX_ANNOTATED_SPLITS:
+    if not sb.many:
         for i, (xi, v) in enumerate(zip(eff_x, eff)):
             if math.isfinite(v):  # the recommended bar's value clear of the star on its top
                 _value_text(ax, f"{v:.0f}", (xi, v), 2 + (star_r if i == rec_i else 0))
@@ -426,7 +419,7 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
         if math.isfinite(measured):
             label = f"observed {labels[obs_i]}: measured {measured:.0f}%"
             ax.plot([eff_x[obs_i]], [measured], zorder=6, label=label, **OBS_STYLE)
-    _split_axis(ax, adv, x)
+    _split_axis(ax, adv, sb)
     ax.set_ylabel(f"efficiency, {_unit(adv)} utilisation (%)")
     ax.set_ylim(0, 130)
     ax.set_yticks(range(0, 101, 20))
@@ -623,8 +616,7 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     fig.savefig(buf, format=out.suffix.lower().lstrip(".") or "png")
     existed = out.exists()
     try:
-        with open(out, "wb") as f:
-            f.write(buf.getvalue())
+        out.write_bytes(buf.getvalue())
     except OSError:
         if not existed and out.is_file():
             out.unlink()

@@ -15,7 +15,7 @@ import re
 
 from advisor.advice import Advice
 from advisor.decide.odds_text import headline, share_text
-from advisor.decide.reasons import bps_text, dur_text, pct_text, provisional, queue_text
+from advisor.decide.reasons import bps_text, dur_text, pct_text, queue_text
 from advisor.decide.rules import Verdict
 from advisor.model.params import Source
 from advisor.present.json import advice_json
@@ -27,37 +27,37 @@ from advisor.settings import Capacity, role_is_noun, role_plural
 def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
     """The table's legend: the marks, the columns, the worker word of the log, what ETA counts,
     and engines of several GPUs and nodes where the table has them."""
-    bound_text = "bound = naive min-capacity bound; " if bound else ""
-    util = "gpu util = busy share of all GPU time"
-    if adv.settings.cpu:
-        util = "worker util = busy share of all CPU worker time"
-    eta = "ETA = the rest of the job at that split"
-    if adv.settings.for_next_run:
-        eta = "ETA = the whole job at that split (a next run starts over)"
-    marks = "> recommended, * observed, j judged (--roles)"
-    if words:
-        marks = "rec = recommended, obs = observed, judged = the split --roles names"
-    text = f"{marks}; {bound_text}efficiency = b/s over the fastest stage's capacity (balance); {util}; {eta}"
-    if adv.decision.odds is not None:
-        text += "; p best = how likely the split is within 2% of the best"
+    s = adv.settings
+    parts = [
+        "rec = recommended, obs = observed, judged = the split --roles names"
+        if words
+        else "> recommended, * observed, j judged (--roles)",
+        *(["bound = naive min-capacity bound"] if bound else []),
+        "efficiency = b/s over the fastest stage's capacity (balance)",
+        "worker util = busy share of all CPU worker time" if s.cpu else "gpu util = busy share of all GPU time",
+        "ETA = the whole job at that split (a next run starts over)"
+        if s.for_next_run
+        else "ETA = the rest of the job at that split",
+        "p best = how likely the split is within 2% of the best",
+    ]
     if any(r.method == "exact" for r in adv.rows.values()):
-        text += f"; {'sim' if words else 's'} = b/s from exact simulation of the log's step times"
+        parts.append(f"{'sim' if words else 's'} = b/s from exact simulation of the log's step times")
     p, c = adv.roles
-    kp, kc = adv.settings.gpus_per_worker
+    kp, kc = s.gpus_per_worker
     if (kp, kc) != (1, 1):
-        text += (
-            f"; a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, "
+        parts.append(
+            f"a split counts engines ({role_plural(p)} of {kp} GPU{'s' if kp > 1 else ''}, "
             f"{role_plural(c)} of {kc}), GPUs = GPUs per role"
         )
     if any(r.link is not None for r in adv.rows.values()):
-        text += "; link = the inter-node link's busy share at that placement"
-    return text
+        parts.append("link = the inter-node link's busy share at that placement")
+    return "; ".join(parts)
 
 
 def _title(adv: Advice, markdown: bool = False) -> str:
     """The verdict line: the action with its odds; on thin evidence, said to be provisional."""
     d = adv.decision
-    if provisional(d, adv.fit) and d.verdict is not Verdict.CANNOT_TELL:
+    if d.evidence.thin and d.verdict is not Verdict.CANNOT_TELL:
         return headline(d, markdown) + (" (provisional: thin evidence)" if not markdown else " (provisional)")
     return headline(d, markdown)
 
@@ -87,12 +87,6 @@ def _rate(bps: float, tok_s: float) -> str:
 # ---------------------------------------------------------------- layouts
 
 
-def shows_bound(adv: Advice) -> bool:
-    """Whether the table shows the ``bound b/s`` column: only where it differs from ``b/s`` on some
-    row as printed (the JSON always carries ``bound_bps``)."""
-    return any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in adv.rows.values())
-
-
 def _mark(adv: Advice, label: str, r: SplitRow) -> str:
     """The row's marks: recommended (>), observed (*), judged (j), exact simulation (s)."""
     d = adv.decision
@@ -112,14 +106,16 @@ def _rows(adv: Advice) -> tuple[list[str], list[list[str]]]:
     rs = adv.rows.values()
     o = adv.decision.odds
     nodes = any(r.link is not None for r in rs)
+    # the bound only where it differs from b/s on some row as printed (the JSON always carries it)
+    bound = any(_num(r.bound_bps, ".3f") != _num(r.bps, ".3f") for r in rs)
     columns = [
         ("", True, lambda lb, r: _mark(adv, lb, r)),
         ("split", True, lambda lb, r: lb),
         ("b/s", True, lambda lb, r: _num(r.bps, ".3f")),
         ("95% interval", True, lambda lb, r: _interval_text(r)),
-        ("p best", o is not None, lambda lb, r: share_text(o.of(lb).p_best).lstrip("~")),
+        ("p best", True, lambda lb, r: share_text(o.of(lb).p_best).lstrip("~")),
         ("tok/s", True, lambda lb, r: _tok(r.tok_s)),
-        ("bound b/s", shows_bound(adv), lambda lb, r: _num(r.bound_bps, ".3f")),
+        ("bound b/s", bound, lambda lb, r: _num(r.bound_bps, ".3f")),
         ("efficiency", True, lambda lb, r: _num(100 * r.efficiency, ".0f") + "%"),
         ("worker util" if adv.settings.cpu else "gpu util", True, lambda lb, r: _num(100 * r.gpu_util, ".0f") + "%"),
         ("bottleneck", True, lambda lb, r: r.bottleneck),
@@ -197,14 +193,13 @@ def _step_time(adv: Advice) -> str:
     parts, unresolved = [], False
     for rf in (adv.fit.producer, adv.fit.consumer):
         notes = [f"SCV {rf.busy_scv:.3f}"]
-        if rf.token_model == "line":
-            text = f"{rf.t0_s * 1e3:.1f} ms + {rf.c_s_per_tok * 1e6:.2f} us/token"
-            if rf.t0_s == 0 and rf.c_s_per_tok > 0:
-                notes.append("fixed cost clamped at 0: not resolved")
-        elif rf.token_model == "budgets":
-            a, b = rf.budget_line
+        if rf.token_model in ("line", "budgets"):  # fixed cost + per token: in the log, or through the budgets
+            a, b = (rf.t0_s, rf.c_s_per_tok) if rf.token_model == "line" else rf.budget_line
             text = f"{a * 1e3:.1f} ms + {b * 1e6:.2f} us/token"
-            notes.append("the line through the budgets' means")
+            if rf.token_model == "budgets":
+                notes.append("the line through the budgets' means")
+            elif a == 0 and b > 0:
+                notes.append("fixed cost clamped at 0: not resolved")
         else:
             unresolved = True
             mean = f"{rf.busy_mean_s * 1e3:.1f} ms" if rf.busy_mean_s < 1 else f"{rf.busy_mean_s:.3f} s"

@@ -77,8 +77,8 @@ def allowed_bps(adv, sentence: str) -> set[str]:
         for col in ("bps", "bps_low", "bps_high", f"cap_{p}_bps", f"cap_{c}_bps", "cap_loader_bps", "observed_bps"):
             if math.isfinite(r[col]):
                 out.add(bps_text(r[col]))
-    if adv.decision.loader is not None:
-        out.add(bps_text(adv.decision.loader.cap_bps))
+    if adv.fit.loader.input_bound and adv.fit.loader.capacity_bps:  # the loader's cap, said from the fit
+        out.add(bps_text(adv.fit.loader.capacity_bps))
     return out
 
 

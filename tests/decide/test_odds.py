@@ -9,11 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from bare_rows import bare_row
+from conftest import split_odds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise
-from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of, split_odds
+from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of
 from advisor.decide.probe import MIN_PROBE_S, ProbeCosts, ProbeNoise, best_probe
 from advisor.decide.reasons import bps_text, reasons, signed_pct
 from advisor.decide.rules import Verdict
@@ -347,7 +348,7 @@ def test_a_stay_the_odds_make_gives_the_judged_splits_expected_regret(reference)
 
 def test_one_split_is_surely_the_best_with_nothing_to_gain_over(reference):
     d = advise(reference, gpus=2).decision
-    assert d.n_splits == 1 and d.p_best == 1.0 and d.expected_regret_pct == 0.0
+    assert len(d.rows) == 1 and d.p_best == 1.0 and d.expected_regret_pct == 0.0
     assert d.expected_gain_pct is None and d.probe is None and not d.close_call
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from bare_rows import bare_row
+from conftest import split_odds
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,6 @@ from advisor.decide.odds import (
     draw_inputs,
     draw_rates,
     open_slack,
-    split_odds,
 )
 from advisor.project.rows import ERR_SAMPLING, ERR_SHARED
 

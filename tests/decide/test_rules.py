@@ -234,8 +234,7 @@ def test_loader_bound_advice_names_the_input(tmp_path):
     adv = advise(tmp_path / "lb.jsonl")
     assert adv.observed.bottleneck == "loader" and adv.fit.loader.input_bound
     assert adv.fit.loader.capacity_bps == pytest.approx(1.2, rel=0.05)
-    assert adv.decision.loader is not None and adv.decision.loader.at_cap
-    assert any("loader caps the pipeline" in r for r in adv.recommendation.reasons)
+    assert any("loader caps the pipeline" in r and "(none reach" not in r for r in adv.recommendation.reasons)
     assert (adv.splits["bps"] <= 1.2 * 1.05).all()  # no split beats the loader
 
 
