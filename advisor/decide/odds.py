@@ -24,7 +24,8 @@ rate ``V_k = left / (left / X_k + restart_s [k != J])``. With ``M = max_j V_j`` 
     p_best(k) = P(V_k >= (1 - RESOLUTION) M)      p_top(k) = P(k is the best)
     regret(k) = E[M - V_k] / E[M]                 gain(k)  = E[V_k] / E[V_other] - 1
 
-The Bayes action has the least regret; a close call: the two best regrets below the resolution.
+The Bayes action has the least regret (as held below, the higher mean among equals); a close call:
+the two best regrets below the resolution.
 Gains and regrets are held within the intervals' ends (`allowed`): a gain within
 ``[lo_k / hi_o - 1, hi_k / lo_o - 1]``, a regret within ``[0, 1 - lo_k / max_j hi_j]`` (an open
 upper end at ``e^OPEN_CAP_LOG`` times the point).
@@ -349,7 +350,6 @@ def odds_of(
     p_best = (v >= (1.0 - RESOLUTION) * top).mean(axis=0)
     p_top = np.bincount(v.argmax(axis=1), minlength=len(inp.labels)) / len(v)
     regret = 100.0 * (e_max - mean_v) / e_max if e_max > 0 else np.zeros(len(inp.labels))
-    order = np.argsort(-mean_v, kind="stable")
     lo, hi = allowed(inp, judged if weighed else None, restart_s if weighed else 0.0)
     top_hi = float(hi.max()) if len(hi) else 0.0
     rows = []
@@ -364,6 +364,9 @@ def odds_of(
                 value_bps=float(mean_v[i]),
             )
         )
+    # least stated regret first, the higher mean among equals: where a bound holds one split's
+    # regret below the Bayes action's drawn one, the split the sentences call better is chosen
+    order = np.lexsort((-mean_v, [r.regret_pct for r in rows]))
     best = inp.labels[order[0]]
     runner = inp.labels[order[1]] if len(order) > 1 else None
     close = runner is not None and all(rows[j].regret_pct < 100 * RESOLUTION for j in order[:2])
