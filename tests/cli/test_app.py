@@ -580,3 +580,36 @@ def test_plot_takes_the_node_flags(reference, tmp_path, monkeypatch):
     (adv,) = seen
     assert adv.settings.nodes == 2 and adv.settings.link_bytes_s == pytest.approx(0.8e9)
     assert adv.rows["15-1"].link.link_util > 0.3  # the lone drafter's node gets the other node's batches
+
+
+def test_ctrl_c_during_the_advice_exits_130_without_a_traceback(reference, monkeypatch, capfd):
+    """Ctrl-C while the advice runs exits 130 (the shell's code for it), never the internal
+    error's exit 2 nor a traceback."""
+    import advisor.advice
+    from advisor.cli.app import main
+
+    def stop(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(advisor.advice, "advise", stop)
+    with pytest.raises(SystemExit) as e:
+        main([str(reference)])
+    assert e.value.code == 130
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_an_abort_from_typer_is_an_interrupt_not_a_bug(reference, monkeypatch, capfd):
+    """typer turns an end of input (EOFError) into its Abort: one line, exit 130 (it was
+    reported as an internal error, exit 2)."""
+    import typer.core
+
+    from advisor.cli import app as cli_app
+
+    def abort(**_k):
+        raise typer.core.Abort()
+
+    monkeypatch.setattr(cli_app, "app", abort)
+    with pytest.raises(SystemExit) as e:
+        cli_app.main([str(reference)])
+    assert e.value.code == 130
+    assert capfd.readouterr().err.strip() == "dflash-advise: interrupted"
