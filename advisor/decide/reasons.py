@@ -399,7 +399,7 @@ def _loader(d: Decision, fit: PipelineFit) -> list[str]:
     return [
         f"the loader caps the pipeline at {bps_text(ld.capacity_bps)} b/s ({role_plural(d.settings.producer)} "
         f"starved {pct_text(ld.producer_starved_share)} of their time with empty prefetch queues): no split beats "
-        f"it ({', '.join(at_cap) or 'none'} reach it within 1%); fix the input (more loader workers, "
+        f"it ({', '.join(at_cap) or 'none'} reach it within {LOADER_TIE:.0%}); fix the input (more loader workers, "
         f"pre-tokenized data) rather than the split."
     ]
 

@@ -675,9 +675,8 @@ def sync_scaling_range(
 ) -> tuple[float, float]:
     """s(M) at the two ends of ``SyncFit.allreduce_range_s``."""
     lo, hi = sync.allreduce_range_s(m)
-    return sync_scaling(consumer, sync, m, busy_mean_s, hi + extra_s), sync_scaling(
-        consumer, sync, m, busy_mean_s, lo + extra_s
-    )
+    at_hi, at_lo = (sync_scaling(consumer, sync, m, busy_mean_s, t + extra_s) for t in (hi, lo))
+    return at_hi, at_lo
 
 
 def straggler_excess_s(consumer: RoleFit, sync: SyncFit, m: int, scale: float = 1.0) -> float:

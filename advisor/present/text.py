@@ -14,6 +14,7 @@ import math
 import re
 
 from advisor.advice import Advice
+from advisor.decide.odds import RESOLUTION
 from advisor.decide.odds_text import headline, share_text
 from advisor.decide.reasons import bps_text, dur_text, pct_text, queue_text
 from advisor.decide.rules import Verdict
@@ -38,7 +39,7 @@ def legend(adv: Advice, bound: bool, *, words: bool = False) -> str:
         "ETA = the whole job at that split (a next run starts over)"
         if s.for_next_run
         else "ETA = the rest of the job at that split",
-        "p best = how likely the split is within 2% of the best",
+        f"p best = how likely the split is within {RESOLUTION:.0%} of the best",
     ]
     if any(r.method == "exact" for r in adv.rows.values()):
         parts.append(f"{'sim' if words else 's'} = b/s from exact simulation of the log's step times")
