@@ -119,13 +119,13 @@ class _ChunkGuard:
         self.lines_before = 0
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
 
-    def check(self, chunk: bytes) -> np.ndarray:
-        """Raise if ``chunk`` breaks a limit; else the offsets of its newlines."""
+    def check(self, chunk: bytes) -> bytes:
+        """``chunk``, where it breaks no limit (else raise)."""
         self._size(chunk)
         self._text(chunk)
-        nl = self._lines(chunk)
+        self._lines(chunk)
         self.started = True
-        return nl
+        return chunk
 
     def _size(self, chunk: bytes) -> None:
         spath, max_bytes, max_ratio = self.spath, self.max_bytes, MAX_GZIP_RATIO
@@ -170,7 +170,7 @@ class _ChunkGuard:
             f"line is longer than {self.max_line_bytes} bytes; not a log event (corrupt file?)",
         )
 
-    def _lines(self, chunk: bytes) -> np.ndarray:
+    def _lines(self, chunk: bytes) -> None:
         max_line_bytes = self.max_line_bytes
         arr = np.frombuffer(chunk, dtype=np.uint8)
         nl = np.flatnonzero(arr == 10)
@@ -178,7 +178,7 @@ class _ChunkGuard:
             self.since_nl += len(chunk)
             if self.since_nl > max_line_bytes:
                 raise self._too_long(0)
-            return nl
+            return
         first = self.since_nl + int(nl[0])
         gaps = np.diff(nl)
         inner = int(gaps.max()) - 1 if len(nl) > 1 else 0
@@ -195,7 +195,6 @@ class _ChunkGuard:
                 f"holds more than {self.max_lines} lines, the limit; no run needs "
                 f"that many for advice: give the header line and a part of the log",
             )
-        return nl
 
 
 def _decoded_after(path: Path, skip: int) -> Iterator[bytes]:
@@ -221,15 +220,14 @@ def _decoded_after(path: Path, skip: int) -> Iterator[bytes]:
                 break
 
 
-def _truncated_tail(path: Path, guard: _ChunkGuard) -> Iterator[tuple[bytes, np.ndarray]]:
+def _truncated_tail(path: Path, guard: _ChunkGuard) -> Iterator[bytes]:
     """After a gzip stream ended early (a cut file, or one still being written): the bytes that it
     does decode past what was given out, checked as every chunk, and a LogWarning saying how much
     was read and what is kept (the whole lines; a cut last line is skipped where the lines are split)."""
     try:
         for out in _decoded_after(path, guard.total):
             for i in range(0, len(out), CHUNK_BYTES):
-                chunk = out[i : i + CHUNK_BYTES]
-                yield chunk, guard.check(chunk)
+                yield guard.check(out[i : i + CHUNK_BYTES])
     except zlib.error as e:
         raise LogRefused(
             guard.spath, None, f"is a corrupt gzip stream ({e}) after {guard.total} bytes ({guard.lines_before} lines)"
@@ -250,10 +248,8 @@ def read_chunks(
     *,
     max_bytes: int = MAX_LOG_BYTES,
     max_lines: int = MAX_LOG_LINES,
-) -> Iterator[tuple[bytes, np.ndarray]]:
-    """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out, with
-    the offsets of its newlines (found once here for the line-length check; the reader reuses
-    them to count lines and rows, so no later pass scans the bytes for newlines again).
+) -> Iterator[bytes]:
+    """The file's bytes, in chunks of ``CHUNK_BYTES``, each checked before it is given out.
 
     Refused, naming the limit: a line longer than ``max_line_bytes``; more than ``max_bytes``
     bytes or ``max_lines`` lines (after decompression); a gzip stream that inflates more than
@@ -270,7 +266,7 @@ def read_chunks(
                 chunk = fh.read(CHUNK_BYTES)
                 if not chunk:
                     break
-                yield chunk, guard.check(chunk)
+                yield guard.check(chunk)
     except EOFError:  # may still be being written: what decodes is kept (a follower reads on)
         yield from _truncated_tail(path, guard)
     except (zlib.error, gzip.BadGzipFile) as e:

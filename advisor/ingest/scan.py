@@ -406,7 +406,7 @@ def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
-            for chunk, _ in read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines):
+            for chunk in read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines):
                 if notes:
                     raise _GiveUp
                 held.append(chunk)

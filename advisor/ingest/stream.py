@@ -4,7 +4,7 @@
 first by the fast pass (`advisor.ingest.scan`: polars), and, where that gives up, by the exact
 pass here, a small pipeline of named steps:
 
-1. `advisor.ingest.reader.read_chunks`: the file's bytes in checked chunks, with their newlines;
+1. `advisor.ingest.reader.read_chunks`: the file's bytes in checked chunks;
 2. `_read`: the chunks cut into pieces of whole lines about ``PIECE_BYTES`` long (the first
    waits until a gzip bomb would have shown, ``reader.RATIO_CHECK_BYTES``), the end of the file
    its last, maybe incomplete, line (`_read_last`);
@@ -101,12 +101,12 @@ def _decoded(raw: bytes) -> Any:
         return None
 
 
-def _read(body: _Body, chunks: Iterator[tuple[bytes, Any]]) -> None:
+def _read(body: _Body, chunks: Iterator[bytes]) -> None:
     """Fold the file in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive."""
     pending: list[bytes] = []  # the unfinished line after the last newline, then the chunks since
     held = 0  # bytes of the chunks in ``pending``
     limit = max(PIECE_BYTES, reader.RATIO_CHECK_BYTES)
-    for chunk, _ in chunks:
+    for chunk in chunks:
         if not body.seen_text and chunk.strip():
             body.seen_text = True
         pending.append(chunk)
