@@ -140,7 +140,7 @@ CALIBRATED: tuple[Family, ...] = (
     _family("tp-cpu", "16-core CPU", (20, 50, 1, 2048, 1, 1), "sync1g10 sync1g12 sync1g13"),
     _family("tp-cpu", "16-core CPU", (20, 50, 10, 1024, 2, 1), "tp2g13"),
     _family("tp-cpu", "16-core CPU", (20, 50, 10, 2048, 2, 1), "tp2cpu16 tp2g11 tp2g14 tp2g15"),
-    _family("tp-cpu", "16-core CPU", (20, 50, 10, 3072, 2, 1), "tp2g12"),
+    _family("tp-cpu", "16-core CPU", (20, 50, 10, 3072, 2, 1), "tp2g12 tp2g12-b"),
     _family("tp-cpu", "16-core CPU", (20, 50, 10, 4096, 2, 1), "tp2g10"),
 )
 
