@@ -229,8 +229,6 @@ def drawn_lead(values: np.ndarray, inp: DrawInputs, a: str, b: str) -> tuple[flo
     other split starts at ``-RESOLUTION`` or above (the lower end is the order statistic at or above
     2.5%, the upper at or below 97.5%).
     """
-    if a not in inp.labels or b not in inp.labels:
-        return None
     x, y = values[:, inp.labels.index(a)], values[:, inp.labels.index(b)]
     ok = y > 0
     if not ok.any():
