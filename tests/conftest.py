@@ -182,4 +182,4 @@ def split_odds(rows, *, judged=None, restart_s=0.0, draws=None, seed=None, calib
     seed = SEED if seed is None else seed
     inp = draw_inputs(rows, calibrate)
     rates = draw_rates(inp, draws or DEFAULT_DRAWS, seed)
-    return odds_of(rates, inp, judged=judged, restart_s=restart_s, seed=seed)
+    return odds_of(rates, inp, judged=judged, restart_s=restart_s)

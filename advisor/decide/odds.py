@@ -229,8 +229,6 @@ def drawn_lead(values: np.ndarray, inp: DrawInputs, a: str, b: str) -> tuple[flo
     other split starts at ``-RESOLUTION`` or above (the lower end is the order statistic at or above
     2.5%, the upper at or below 97.5%).
     """
-    if a not in inp.labels or b not in inp.labels:
-        return None
     x, y = values[:, inp.labels.index(a)], values[:, inp.labels.index(b)]
     ok = y > 0
     if not ok.any():
@@ -289,6 +287,9 @@ class SplitOdds:
     p_top: float  # the best itself
     regret_pct: float  # expected shortfall against the best, % of the best's expected rate
     value_bps: float  # expected effective rate: batches left / remaining time, restart included
+    # the lowest and highest compared rate its interval allows (`allowed`)
+    lowest_bps: float
+    highest_bps: float
 
 
 @dataclass(frozen=True)
@@ -302,12 +303,8 @@ class Odds:
     judged: str | None  # the split that runs now (restart weighed against it)
     restart_s: float  # the restart weighed (0: rates compared as they are)
     draws: int
-    seed: int
     temperature: float  # the draw's calibration (module docstring): 1 and 0 where the table is drawn as stated
     level_corr: float
-    # per split, in the table's order: the lowest and highest compared rate its interval allows (`allowed`)
-    lowest_bps: tuple[float, ...]
-    highest_bps: tuple[float, ...]
 
     def gain_over(self, label: str, other: str) -> float:
         """The expected gain (%) of split ``label`` over ``other``, held within what their intervals
@@ -315,13 +312,10 @@ class Odds:
         """
         a, b = self.of(label), self.of(other)
         gain = 100.0 * (a.value_bps / b.value_bps - 1.0) if b.value_bps > 0 else 0.0
-        labels = [x.label for x in self.splits]
-        i, j = labels.index(label), labels.index(other)
-        lo, hi = self.lowest_bps, self.highest_bps
-        if lo[j] > 0:
-            gain = min(gain, 100.0 * (hi[i] / lo[j] - 1.0))
-        if hi[j] > 0 and math.isfinite(hi[j]):
-            gain = max(gain, 100.0 * (lo[i] / hi[j] - 1.0))
+        if b.lowest_bps > 0:
+            gain = min(gain, 100.0 * (a.highest_bps / b.lowest_bps - 1.0))
+        if b.highest_bps > 0 and math.isfinite(b.highest_bps):
+            gain = max(gain, 100.0 * (a.lowest_bps / b.highest_bps - 1.0))
         return gain
 
     @cached_property
@@ -333,14 +327,7 @@ class Odds:
         return self._by_label[label]
 
 
-def odds_of(
-    rates: np.ndarray,
-    inp: DrawInputs,
-    *,
-    judged: str | None = None,
-    restart_s: float = 0.0,
-    seed: int = SEED,
-) -> Odds:
+def odds_of(rates: np.ndarray, inp: DrawInputs, *, judged: str | None = None, restart_s: float = 0.0) -> Odds:
     """The odds (module docstring) from drawn ``rates`` (draws x K, `draw_rates`)."""
     v = effective(rates, inp, judged, restart_s)
     weighed = v is not rates
@@ -362,6 +349,8 @@ def odds_of(
                 p_top=float(p_top[i]),
                 regret_pct=float(min(max(float(regret[i]), 0.0), max(most, 0.0))),
                 value_bps=float(mean_v[i]),
+                lowest_bps=float(lo[i]),
+                highest_bps=float(hi[i]),
             )
         )
     # least stated regret first, the higher mean among equals: where a bound holds one split's
@@ -378,9 +367,6 @@ def odds_of(
         judged=judged,
         restart_s=float(restart_s) if weighed else 0.0,
         draws=len(rates),
-        seed=seed,
         temperature=inp.temperature,
         level_corr=inp.level_corr,
-        lowest_bps=tuple(float(x) for x in lo),
-        highest_bps=tuple(float(x) for x in hi),
     )

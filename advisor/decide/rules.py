@@ -284,10 +284,10 @@ def _weigh(
     best: str,
     running: str | None = None,
     calibrate: bool = False,
-) -> tuple[Verdict, Verdict, str, str, Odds, Probe | None, DrawnLead]:
+) -> tuple[Verdict, str, str, Odds, Probe | None, DrawnLead]:
     """The odds (the calibrated draw where ``calibrate``), the action, and the probe against it:
-    (verdict, action, rule, recommended, odds, probe, the lead of one split over another from the
-    same draws); the verdict is ``cannot-tell`` only where the probe is worth its cost."""
+    (action, rule, recommended, odds, probe, the lead of one split over another from the same
+    draws)."""
     in_run = judged is not None and not settings.for_next_run
     restart_s = settings.restart_cost_h * 3600.0
     inp = draw_inputs(list(rows.values()), calibrate, slack_corners(fit))
@@ -309,10 +309,7 @@ def _weigh(
         probe_noise(fit, rows, ev),
         ProbeCosts(remaining_s=remaining, restart_s=restart_s, gpus=settings.gpus),
     )
-    lead = partial(drawn_lead, values, inp)
-    if probe is not None and probe.worth_it:
-        return Verdict.CANNOT_TELL, action, "probe", rec, odds, probe, lead
-    return action, action, rule, rec, odds, probe, lead
+    return action, rule, rec, odds, probe, partial(drawn_lead, values, inp)
 
 
 def _fastest(rows: Mapping[str, SplitRow], labels: Iterable[str]) -> str | None:
@@ -334,9 +331,10 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
     running = observed if evidence.basis.logged else None
     dom = domain(shape_of(fit, settings, evidence.models)) if calibrated(fit) else None
     inside = dom is not None and dom.inside
-    verdict, action, rule, rec, odds, probe, lead = _weigh(fit, rows, settings, evidence, judged, best, running, inside)
-    needs = None
-    if probe is not None and verdict is Verdict.CANNOT_TELL:
+    action, rule, rec, odds, probe, lead = _weigh(fit, rows, settings, evidence, judged, best, running, inside)
+    verdict, needs = action, None
+    if probe is not None and probe.worth_it:  # cannot-tell only where the probe is worth its cost
+        verdict, rule = Verdict.CANNOT_TELL, "probe"
         hi, lo = sorted(probe.splits, key=lambda x: -rows[x].bps)
         needs = _needs(rows, evidence, hi, lo, probe.split)
     others = [label for label in rows if label != rec]

@@ -74,27 +74,23 @@ BAR_W = 0.4  # a bar's width; a split's two bars sit side by side
 TIME_UNITS = ((86400.0, "d", 3 * 86400), (3600.0, "h", 3 * 3600), (60.0, "min", 600), (1.0, "s", -math.inf))
 
 
-def _axes(ax: Any) -> Any:
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        ax = plt.gca()
-    return ax
-
-
-def _plain_text(fn: Any) -> Any:
-    """Draw with mathtext off: names from the log with a '$' would otherwise be parsed as TeX."""
+def _panel(fn: Any) -> Any:
+    """A panel drawn on ``ax`` (None: pyplot's current axes), which it returns, with mathtext off:
+    names from the log with a '$' would otherwise be parsed as TeX."""
 
     @functools.wraps(fn)
-    def plain(*args: Any, **kw: Any) -> Any:
+    def plain(adv: Advice, ax: Any = None, **kw: Any) -> Any:
         from matplotlib import rc_context
 
         with rc_context({"text.parse_math": False}):
-            out = fn(*args, **kw)
-        if hasattr(out, "xaxis"):  # a panel: its title and axis labels predate the context
-            for text in (out.title, out.xaxis.label, out.yaxis.label):
-                text.set_parse_math(False)
-        return out
+            if ax is None:
+                import matplotlib.pyplot as plt
+
+                ax = plt.gca()
+            fn(adv, ax, **kw)
+        for text in (ax.title, ax.xaxis.label, ax.yaxis.label):  # these predate the context
+            text.set_parse_math(False)
+        return ax
 
     return plain
 
@@ -353,10 +349,9 @@ def _value_lift_pt(sb: _SplitBars, j: int) -> float:
     return OPEN_ARROW_PT + 3 if sb.open_hi[j] else 7 if j == sb.obs_i else 3
 
 
-@_plain_text
-def plot_splits(adv: Advice, ax: Any = None) -> Any:
+@_panel
+def plot_splits(adv: Advice, ax: Any = None) -> None:
     """Projected tokens/s per split (95% interval), the naive bound beside it, observed and recommended marked."""
-    ax = _axes(ax)
     sb = _split_bars(adv)
     proj_handle, bound_handle = _draw_projection(ax, sb)
     pairs = [(proj_handle, "projected, with 95% interval"), _mark_open(ax, sb), _mark_recommended(ax, sb)]
@@ -382,13 +377,11 @@ def plot_splits(adv: Advice, ax: Any = None) -> Any:
     loc = "upper right" if tallest < len(sb.x) / 2 else "upper left"
     ax.legend([h for h, _ in pairs], [t for _, t in pairs], fontsize=8, framealpha=0.9, loc=loc)
     ax.set_title("Projected throughput per split")
-    return ax
 
 
-@_plain_text
-def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
+@_panel
+def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> None:
     """Efficiency (X / max capacity) and GPU utilisation per split, with the gate's threshold."""
-    ax = _axes(ax)
     df, sb = adv.splits, _split_bars(adv)
     x, eff_x, labels, rec_i, obs_i = sb.x, sb.at, sb.labels, sb.rec_i, sb.obs_i  # eff_x: where a split's is drawn
     eff = df["efficiency"].to_numpy(float) * 100
@@ -426,14 +419,12 @@ def plot_efficiency(adv: Advice, ax: Any = None, min_efficiency: float = DEFAULT
     ax.grid(axis="y", alpha=0.3, zorder=0)
     ax.legend(loc="upper center", fontsize=8, framealpha=0.9, ncols=3)  # above the marks, never over them
     ax.set_title(f"Efficiency and {_unit(adv)} utilisation per split")
-    return ax
 
 
-def _no_log(ax: Any) -> Any:
+def _no_log(ax: Any) -> None:
     """A panel of advice from bare numbers: no log to draw."""
     _note(ax, "no log: advice from bare numbers")
     ax.set_axis_off()
-    return ax
 
 
 def _completion_rates(log: Any, role: str, edges: np.ndarray, end_s: float) -> np.ndarray:
@@ -443,10 +434,9 @@ def _completion_rates(log: Any, role: str, edges: np.ndarray, end_s: float) -> n
     return counts / covered
 
 
-@_plain_text
-def plot_rates(adv: Advice, ax: Any = None) -> Any:
+@_panel
+def plot_rates(adv: Advice, ax: Any = None) -> None:
     """Completions per role over time (batches/s), fitted pool capacities over the steady part, warm-up shaded."""
-    ax = _axes(ax)
     if not adv.logs:
         ax.set_title("Completion rates over time")
         return _no_log(ax)
@@ -482,7 +472,6 @@ def plot_rates(adv: Advice, ax: Any = None) -> Any:
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     more = f" (first of {len(adv.logs)} logs)" if len(adv.logs) > 1 else ""
     ax.set_title(f"Completion rates over time, {basis}{more}")
-    return ax
 
 
 def _queue_series(log: Any, name: str, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Source] | None:
@@ -557,10 +546,9 @@ def _steady_inset(ax: Any, series: tuple, cap: int, steady_from_s: float) -> boo
     return mostly_full
 
 
-@_plain_text
-def plot_queue(adv: Advice, ax: Any = None) -> Any:
+@_panel
+def plot_queue(adv: Advice, ax: Any = None) -> None:
     """q_hs depth over time with its steady-state distribution in an inset."""
-    ax = _axes(ax)
     ax.set_title("Hidden-state queue occupancy")
     if not adv.logs:
         return _no_log(ax)
@@ -573,7 +561,7 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
             f"the hand-off is modelled without a buffer",
             wrap=True,
         )
-        return ax
+        return
     name, cap = spec.name, spec.cap
     ax.set_title(f"q_{name} occupancy (capacity {cap})")
     series = _queue_series(log, name, cap)
@@ -582,7 +570,7 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
         _note(ax, f"no 'rates' snapshots (and no step events) in\n{where}:\nq_{name} occupancy was not logged")
         ax.set_xticks([])
         ax.set_yticks([])
-        return ax
+        return
     end_s = max(log.duration_s, 1e-9)
     scale, _ = _time_panel(ax, adv, end_s)
     _draw_depth(ax, series, name, cap, scale)
@@ -591,7 +579,6 @@ def plot_queue(adv: Advice, ax: Any = None) -> Any:
     ax.set_ylabel(f"q_{name} depth (batches)")
     mostly_full = _steady_inset(ax, series, cap, adv.observed.steady_from_s)
     ax.legend(loc="lower left" if mostly_full else "upper left", fontsize=8, framealpha=0.9)
-    return ax
 
 
 def figure_path(path: str | Path) -> Path:
@@ -624,28 +611,29 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     return out
 
 
-@_plain_text
 def plot_advice(adv: Advice, path: str | Path | None = None, min_efficiency: float = DEFAULT_MIN_EFFICIENCY) -> Any:
     """The four panels in one 2x2 figure."""
+    from matplotlib import rc_context
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(15, 9.5), layout="constrained", dpi=110)
-    axes = fig.subplots(2, 2)
-    plot_splits(adv, axes[0, 0])
-    plot_efficiency(adv, axes[0, 1], min_efficiency=min_efficiency)
-    plot_rates(adv, axes[1, 0])
-    plot_queue(adv, axes[1, 1])
     p, c = adv.roles
     ob = adv.observed
     seen, rec = split_label(ob.roles[p], ob.roles[c]), adv.decision.recommended
     same = " (the observed split)" if seen == rec else ""
     tok = f" ({ob.tok_s / 1e3:.1f}K tok/s)" if math.isfinite(ob.tok_s) else ""
     run = adv.run if len(adv.run) <= 80 else adv.run[:79] + "\u2026"  # a run name cut to fit the line
-    fig.suptitle(
-        f"{run}: {adv.settings.units()}; observed {seen} at {ob.bps:.3g} b/s"
-        f"{tok}, bottleneck {ob.bottleneck}; recommended split {rec}{same}",
-        fontsize=12,
-    )
-    if path is not None:
-        save_figure(fig, path)
+    with rc_context({"text.parse_math": False}):  # as in the panels: a '$' in the run name is no TeX
+        fig = Figure(figsize=(15, 9.5), layout="constrained", dpi=110)
+        axes = fig.subplots(2, 2)
+        plot_splits(adv, axes[0, 0])
+        plot_efficiency(adv, axes[0, 1], min_efficiency=min_efficiency)
+        plot_rates(adv, axes[1, 0])
+        plot_queue(adv, axes[1, 1])
+        fig.suptitle(
+            f"{run}: {adv.settings.units()}; observed {seen} at {ob.bps:.3g} b/s"
+            f"{tok}, bottleneck {ob.bottleneck}; recommended split {rec}{same}",
+            fontsize=12,
+        )
+        if path is not None:
+            save_figure(fig, path)
     return fig
