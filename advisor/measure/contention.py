@@ -96,27 +96,24 @@ class WithinLogContention:
         )
 
 
-def _busy_counts(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Breakpoints, the count of open intervals after each, and the count's integral up to each."""
+def _busy_counts(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The count of open intervals [starts, ends] (0 before the first breakpoint): its time average
+    over each [a, b], and its value at a."""
     x = np.concatenate([starts, ends])
     d = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
     o = np.argsort(x, kind="stable")
     x, d = x[o], d[o]
     cnt = np.cumsum(d)
     cum = np.concatenate([[0.0], np.cumsum(cnt[:-1] * np.diff(x))])
-    return x, cnt, cum
 
-
-def _mean_count(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Time average of the count over [a, b] (the count is 0 before the first breakpoint)."""
-    x, cnt, cum = fn
-
-    def integral(u):
+    def at(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The count's integral up to ``u``, and the count there."""
         i = np.searchsorted(x, u, side="right") - 1
         j = np.clip(i, 0, len(x) - 1)
-        return np.where(i < 0, 0.0, cum[j] + cnt[j] * (u - x[j]))
+        return np.where(i < 0, 0.0, cum[j] + cnt[j] * (u - x[j])), np.where(i < 0, 0.0, cnt[j])
 
-    return (integral(b) - integral(a)) / np.maximum(b - a, 1e-12)
+    (int_a, at_a), (int_b, _) = at(a), at(b)
+    return (int_b - int_a) / np.maximum(b - a, 1e-12), at_a
 
 
 def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str, rows: np.ndarray | None = None) -> pd.DataFrame:
@@ -132,12 +129,9 @@ def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str, rows: np
     for r, col in ((producer, "peers_p"), (consumer, "peers_c")):
         m = is_role[r]
         own = m[sel].astype(float)
-        fn = _busy_counts(start[m], end[m])
-        out[col] = _mean_count(fn, a, b) - own
-        # busy at the start instant (own step excluded: it opens at that instant)
-        x, cnt, _ = fn
-        i = np.searchsorted(x, a, side="right") - 1
-        out[col + "0"] = np.where(i < 0, 0.0, cnt[np.clip(i, 0, len(x) - 1)]) - own
+        mean, at_start = _busy_counts(start[m], end[m], a, b)
+        out[col] = mean - own
+        out[col + "0"] = at_start - own  # busy at the start instant (own step excluded: it opens there)
     return out
 
 
