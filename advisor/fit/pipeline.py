@@ -291,9 +291,8 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     _warn_shared_compute(logs, roles["contention"], measured.logs[(measured.with_steps or [0])[0]].path)
     sync = fit_sync(measured.logs, measured.consumer)
     loader = fit_loader(measured.logs[0], roles["producer"])
-    total = None
-    if head.samples and head.epochs and roles.get("seqs_mean"):
-        total = head.samples * head.epochs / roles["seqs_mean"]
+    seqs = roles.get("seqs_mean")
+    total = head.samples * head.epochs / seqs if head.samples and head.epochs and seqs else None
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     if hs is None:
         msg = (
