@@ -186,30 +186,26 @@ def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContenti
     counts = np.bincount(blocks, minlength=BLOCKS)
     # one intercept per time block: slopes come from concurrency changes within a block, not from
     # slow drifts (warm-up, a host's load) that move step times and concurrency together
-    cols, inst, names = [], [], []
+    # each regressor that enters, by the field its slope goes to (the tokens' slope is not kept), with
+    # its instrument: the busy peers at the step's start for the peers, itself for the others
+    regs = {}
     p0, c0 = st["peers_p0"].to_numpy(float)[ok], st["peers_c0"].to_numpy(float)[ok]
-    for name, x, x0 in (("p", pp[ok], p0), ("c", pc[ok], c0)):
+    for name, x, x0 in (("per_producer", pp[ok], p0), ("per_consumer", pc[ok], c0)):
         per_block = np.bincount(blocks, weights=x, minlength=BLOCKS) / np.maximum(counts, 1)
         if (x - per_block[blocks]).std() >= MIN_PEER_SD and x0.std() > 0:
-            cols.append(x)
-            inst.append(x0)
-            names.append(name)
+            regs[name] = (x, x0)
     tok = st["tokens"].to_numpy(float)[ok]
     if tok.min() > 0 and np.log(tok).std() > 1e-6:
-        cols.append(np.log(tok))
-        inst.append(cols[-1])
-        names.append("tok")
+        regs["tokens"] = (np.log(tok),) * 2
     if MIN_STARVED_SHARE <= starved.mean() <= 1 - MIN_STARVED_SHARE:
-        cols.append(starved[ok])
-        inst.append(cols[-1])
-        names.append("s")
-    if not names or ok.sum() < MIN_STEPS or len(used) < 3:
+        regs["starved"] = (starved[ok],) * 2
+    if not regs or ok.sum() < MIN_STEPS or len(used) < 3:
         return RoleContention(**base)
+    cols, inst = zip(*regs.values())
     beta, se = _huber_cluster(np.column_stack(cols), np.log(busy[ok]), blocks, np.column_stack(inst))
-    fields = {"p": "per_producer", "c": "per_consumer", "s": "starved"}  # (the tokens' slope is not kept)
-    for name, b, b_se in zip(names, beta.tolist(), se.tolist()):
-        if name in fields:
-            base[fields[name]], base[fields[name] + "_se"] = b, b_se
+    for name, b, b_se in zip(regs, beta.tolist(), se.tolist()):
+        if name != "tokens":
+            base[name], base[name + "_se"] = b, b_se
     return RoleContention(**base)
 
 
