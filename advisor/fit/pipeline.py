@@ -391,10 +391,8 @@ def fit_from_numbers(
     shift) around the given split, each role by its own count (so at any G).
     """
     o = options if options is not None else Options()
-    hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
-    scv = DEFAULT_SCV if o.scv is None else o.scv
     tokens_per_batch = o.tokens_per_batch
-    fits = _given_roles(roles, cap_bps, tokens_per_batch, scv)
+    fits = _given_roles(roles, cap_bps, tokens_per_batch, DEFAULT_SCV if o.scv is None else o.scv)
     names = list(roles)
     # the collective time given at the given drafter count: how it scales with M is unknown, as from
     # a log at one M (the point assumes a ring; the intervals reach a flat cost)
@@ -426,7 +424,7 @@ def fit_from_numbers(
         consumer=fits[1],
         sync=sync,
         loader=LoaderFit(),
-        hs_cap=hs_cap,
+        hs_cap=DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap,
         pre_cap=pre_cap,
         tokens_mean=tokens_per_batch,
         source=Source.NUMBERS,
