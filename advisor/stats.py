@@ -35,23 +35,17 @@ def t_975(df: int) -> float:
 
 
 @cache
-def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The abscissae of `expected_max_normal` on [-8, 8], x phi(x) and log Phi(x) there."""
+def _expected_max(m: int) -> float:
     from scipy.special import log_ndtr
 
     x = np.linspace(-8.0, 8.0, 4001)
-    return x, x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi), log_ndtr(x)
-
-
-@cache
-def _expected_max(m: int) -> float:
-    x, x_phi, log_cdf = _normal_grid()
-    return float(m * np.trapezoid(x_phi * np.exp((m - 1) * log_cdf), x))
+    x_phi = x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return float(m * np.trapezoid(x_phi * np.exp((m - 1) * log_ndtr(x)), x))
 
 
 def expected_max_normal(m: int) -> float:
     """E[max of m iid standard normals]: ``x m phi(x) Phi(x)^(m-1)`` integrated by the trapezoid rule
-    over [-8, 8] (within 1e-11 up to m = 4099)."""
+    over 4001 points of [-8, 8] (within 1e-11 up to m = 4099)."""
     return _expected_max(int(m)) if m > 1 else 0.0
 
 

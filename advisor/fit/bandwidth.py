@@ -29,30 +29,22 @@ def fit_link(ms: Measurement) -> LinkFit:
     if head.gpus_per_node and head.nodes > 1:  # engines of each role per node
         pl = Placement.of_nodes(head.node_of(head.producer), head.node_of(head.consumer), head.nodes)
     samples = [m.link for m in ms.logs if m.link is not None and m.link.crossed]
-    crossed = sum(s.crossed for s in samples)
     first = ms.logs[0].link
-    known = (first.steps, first.crossed) if first is not None else (0, 0)
-    measured = _measured_bytes_s(samples) if crossed >= MIN_CROSSED else None
-    given = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
-    bytes_s, source = (measured, "measured") if measured is not None else (given, "header" if given else None)
+    bytes_s = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
+    source = "header" if bytes_s else None
+    if sum(s.crossed for s in samples) >= MIN_CROSSED:
+        b = np.concatenate([s.bytes_ for s in samples])
+        t = np.concatenate([s.transfer_s for s in samples])
+        ok = (b > 0) & (t > 0)
+        if ok.sum() >= MIN_CROSSED:
+            bytes_s, source = 1.0 / float(np.quantile(t[ok] / b[ok], TRANSFER_QUANTILE)), "measured"
     return LinkFit(
         bytes_s=bytes_s,
         source=source,
-        steps_known=known[0],
-        first_crossed=known[1],
+        steps_known=first.steps if first is not None else 0,
+        first_crossed=first.crossed if first is not None else 0,
         gpus_per_worker=k,
         gpus_per_node=head.gpus_per_node,
         producers_by_node=pl.producers,
         consumers_by_node=pl.consumers,
     )
-
-
-def _measured_bytes_s(samples) -> float | None:
-    """Bytes over the ``TRANSFER_QUANTILE`` of the crossing transfers' seconds per byte (None: fewer
-    than ``MIN_CROSSED`` usable transfers)."""
-    b = np.concatenate([s.bytes_ for s in samples])
-    t = np.concatenate([s.transfer_s for s in samples])
-    ok = (b > 0) & (t > 0)
-    if ok.sum() < MIN_CROSSED:
-        return None
-    return 1.0 / float(np.quantile(t[ok] / b[ok], TRANSFER_QUANTILE))

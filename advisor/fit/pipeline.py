@@ -18,17 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 
 from advisor.errors import AssumptionWarning, ContentionWarning, LogError, SettingsError
 from advisor.fit.bandwidth import fit_link
 from advisor.fit.regimes import REGIME_SLICE_FILLS, fit_regimes
-from advisor.fit.roles import (
-    drift,
-    pooled_sums,
-    role_from_rates,
-    role_from_steps,
-    stacked,
-)
+from advisor.fit.roles import drift, pooled_sums, role_from_rates, role_from_steps
 from advisor.fit.splits import (
     contention_priors,
     fit_contention,
@@ -84,8 +79,8 @@ def _fit_steps(measured: Measurement) -> dict:
     # come from the logs whose batches match the observed run's
     same = [i for i in with_steps if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_SIZE_TOL]
     roles = (producer, consumer)
-    frames = {r: stacked([per_log[i][r] for i in same]) for r in roles}
-    line_frames = {r: stacked([per_log[i][r] for i in with_steps]) for r in roles}
+    frames = {r: pd.concat([per_log[i][r] for i in same], ignore_index=True) for r in roles}
+    line_frames = {r: pd.concat([per_log[i][r] for i in with_steps], ignore_index=True) for r in roles}
     for r, f in frames.items():
         if len(f) < 3:
             raise LogError(ms[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
@@ -108,19 +103,15 @@ def _fit_steps(measured: Measurement) -> dict:
             # the line through the logs' means at the observed split replaces the pooled mean
             rf = replace(rf.scaled(ref_busy[r] / rf.busy_mean_s), busy_mean_s=ref_busy[r])
         fits[r] = token_model(rf, tokens_mean, per_log, per_log_tokens, all_tok)
-    pfit, cfit = fits[producer], fits[consumer]
-    tokens_std = float(cons["tokens"].std(ddof=1))
-    tokens_range = (float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98)))
-    observed = tuple(m.observed.with_tokens(tokens_mean) for m in ms)
     c = sums[consumer]
     return dict(
-        producer=pfit,
-        consumer=cfit,
+        producer=fits[producer],
+        consumer=fits[consumer],
         tokens_mean=c["tokens"] / c["n"],
-        tokens_std=tokens_std,
+        tokens_std=float(cons["tokens"].std(ddof=1)),
         seqs_mean=c["seqs"] / c["n_seqs"] if c["n_seqs"] else None,
-        tokens_range=tokens_range,
-        observed=observed,
+        tokens_range=(float(np.quantile(all_tok, 0.02)), float(np.quantile(all_tok, 0.98))),
+        observed=tuple(m.observed.with_tokens(tokens_mean) for m in ms),
         contention=contention,
         regimes=regimes,
         source=Source.STEPS,
@@ -140,11 +131,9 @@ def _fit_rates(measured: Measurement) -> dict:
     observed = tuple(m.observed.with_tokens(tokens_mean) if tokens_measured else m.observed for m in measured.logs)
     full = observed[0].hs_full_share
     kinds = lg.header.extra.get("cap_bps_kind") or {}
-    pfit = role_from_rates(producer, r, lg.header.roles[producer], True, full, kinds.get(producer))
-    cfit = role_from_rates(consumer, r, lg.header.roles[consumer], False, full, kinds.get(consumer))
+    fits = [role_from_rates(x, r, lg.header.roles[x], x == producer, full, kinds.get(x)) for x in (producer, consumer)]
     # per-token cost assumed proportional (t0 = 0) so a token-budget what-if stays possible
-    pfit = replace(pfit, c_s_per_tok=pfit.busy_mean_s / tokens_mean)
-    cfit = replace(cfit, c_s_per_tok=cfit.busy_mean_s / tokens_mean)
+    pfit, cfit = (replace(f, c_s_per_tok=f.busy_mean_s / tokens_mean) for f in fits)
     msg = (
         f"{lg.path}: no 'step' events, only 'rates' snapshots: step-time variability is assumed "
         f"(SCV {DEFAULT_SCV}) and step time is taken as proportional to tokens"
@@ -302,9 +291,8 @@ def fit_pipeline(measured: Measurement) -> PipelineFit:
     _warn_shared_compute(logs, roles["contention"], measured.logs[(measured.with_steps or [0])[0]].path)
     sync = fit_sync(measured.logs, measured.consumer)
     loader = fit_loader(measured.logs[0], roles["producer"])
-    total = None
-    if head.samples and head.epochs and roles.get("seqs_mean"):
-        total = head.samples * head.epochs / roles["seqs_mean"]
+    seqs = roles.get("seqs_mean")
+    total = head.samples * head.epochs / seqs if head.samples and head.epochs and seqs else None
     hs, pre = head.queue_feeding(measured.consumer), head.queue_feeding(measured.producer)
     if hs is None:
         msg = (
@@ -403,10 +391,8 @@ def fit_from_numbers(
     shift) around the given split, each role by its own count (so at any G).
     """
     o = options if options is not None else Options()
-    hs_cap = DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap
-    scv = DEFAULT_SCV if o.scv is None else o.scv
     tokens_per_batch = o.tokens_per_batch
-    fits = _given_roles(roles, cap_bps, tokens_per_batch, scv)
+    fits = _given_roles(roles, cap_bps, tokens_per_batch, DEFAULT_SCV if o.scv is None else o.scv)
     names = list(roles)
     # the collective time given at the given drafter count: how it scales with M is unknown, as from
     # a log at one M (the point assumes a ring; the intervals reach a flat cost)
@@ -438,7 +424,7 @@ def fit_from_numbers(
         consumer=fits[1],
         sync=sync,
         loader=LoaderFit(),
-        hs_cap=hs_cap,
+        hs_cap=DEFAULT_HS_CAP if o.hs_cap is None else o.hs_cap,
         pre_cap=pre_cap,
         tokens_mean=tokens_per_batch,
         source=Source.NUMBERS,

@@ -130,8 +130,3 @@ def role_from_rates(
 def _bounded(role: str, mu: float, mu_range: tuple[float, float], *, lower: bool) -> RoleFit:
     """A role known only to lie in ``mu_range`` (per worker), projected at ``mu``."""
     return RoleFit.unmeasured(role, mu, scv=DEFAULT_SCV, basis=Basis.BOUND, lower_bound=lower, mu_range_bps=mu_range)
-
-
-def stacked(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """The frames one under the other, numbered from 0."""
-    return frames[0].reset_index(drop=True) if len(frames) == 1 else pd.concat(frames, ignore_index=True)

@@ -87,23 +87,19 @@ def shares_compute(log: RunLog) -> bool:
     )
 
 
-def _role_se(prior: float, within: WithinLogContention | None, shown: float) -> tuple[float, float]:
-    """Per-role standard error per worker moved: the prior, widened by a role's own identified
-    within-log slope (or the slope that showed shared compute, ``shown``)."""
-    if not prior or within is None or not within.estimated:
-        return prior, prior
-    own = (within.producer.usable("producer"), within.consumer.usable("consumer"))
-    return tuple(math.hypot(prior, max(o, shown) if shown else o) for o in own)
-
-
 def contention_priors(lg: RunLog, within: WithinLogContention | None) -> dict:
     """`ContentionFit`'s priors for a log of one G: a shared host's (the prior, its slope, the
     run-to-run shift), or none on dedicated devices."""
     shown, _ = within_sharing(lg, within)
     prior = shared_prior_se(lg) if shares_compute(lg) or shown else 0.0
+    role_se = (prior, prior)
+    if prior and within is not None and within.estimated:
+        # widened by a role's own identified within-log slope (or the slope that showed shared compute)
+        own = (within.producer.usable("producer"), within.consumer.usable("consumer"))
+        role_se = tuple(math.hypot(prior, max(o, shown) if shown else o) for o in own)
     return dict(
         prior_se=prior,
-        role_se=_role_se(prior, within, shown),
+        role_se=role_se,
         run_se=RUN_SE if prior else 0.0,
         within=within,
         prior_k=(CONTENTION_PRIOR_K_PRODUCER, CONTENTION_PRIOR_K_CONSUMER) if prior else (0.0, 0.0),

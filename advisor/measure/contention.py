@@ -18,15 +18,13 @@ what P_i averages over, which would pass for contention: BENCHMARKS.md 20.3). St
 cluster-robust over the ``BLOCKS`` time blocks (B/(B-1), Student t with B-1 dof). A regressor
 enters where it varies inside the blocks (``MIN_PEER_SD``, ``MIN_STARVED_SHARE``); a slope is
 identified where its 95% half-width is at most ``MAX_HALF95``, and one significantly below zero
-is feedback, flagged ``confounded`` and never used. `scales_at` and `fixed_point` give what the
-slopes would make of another split (P' = N u_P - [r = P], the utilisations iterated); the fit
-reports the slopes and does not move the projection with them (BENCHMARKS.md 20.3).
+is feedback, flagged ``confounded`` and never used. The fit reports the slopes and does not move
+the projection with them (BENCHMARKS.md 20.3).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,10 +47,7 @@ class RoleContention:
     """Within-log contention slopes of one role (per extra busy worker, log scale)."""
 
     role: str
-    n_steps: int
-    producer_peers_mean: float  # other busy producers during a step, mean and sd
-    producer_peers_sd: float
-    consumer_peers_mean: float
+    producer_peers_sd: float  # sd of the other busy producers during a step
     consumer_peers_sd: float
     per_producer: float = 0.0  # b_P: d ln busy / d (busy producers)
     per_producer_se: float = math.inf
@@ -60,7 +55,6 @@ class RoleContention:
     per_consumer_se: float = math.inf
     starved: float = 0.0  # d: ln busy after a starved wait minus back-to-back
     starved_se: float = math.inf
-    starved_share: float = 0.0  # share of steps taken after a starved wait
 
     def slope(self, which: str) -> tuple[float, float]:
         """The slope on busy ``which`` ("producer" or "consumer"; "starved": after a starved wait) and its se."""
@@ -101,52 +95,25 @@ class WithinLogContention:
             rc.usable(w) != 0.0 for rc in (self.producer, self.consumer) for w in ("producer", "consumer")
         )
 
-    def scales_at(self, n: int, m: int, util_p: float, util_c: float) -> tuple[float, float]:
-        """Step-time multipliers (producer, consumer) at N = n, M = m with these utilisations."""
-        if not self.estimated:
-            return 1.0, 1.0
-        out = []
-        for rc, own_p in ((self.producer, 1.0), (self.consumer, 0.0)):
-            dp = (n * util_p - own_p) - rc.producer_peers_mean
-            dc = (m * util_c - (1.0 - own_p)) - rc.consumer_peers_mean
-            out.append(math.exp(rc.usable("producer") * dp + rc.usable("consumer") * dc))
-        return out[0], out[1]
 
-    def fixed_point(
-        self, n: int, m: int, utilisation: Callable[[float, float], tuple[float, float]], iters: int = 8
-    ) -> tuple[float, float]:
-        """Scales at (n, m), iterated to a fixed point."""
-        sp = sc = 1.0
-        for _ in range(iters):
-            up, uc = utilisation(sp, sc)
-            np_, nc = self.scales_at(n, m, up, uc)
-            if abs(np_ - sp) < 1e-6 and abs(nc - sc) < 1e-6:
-                return np_, nc
-            sp, sc = np_, nc
-        return sp, sc
-
-
-def _busy_counts(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Breakpoints, the count of open intervals after each, and the count's integral up to each."""
+def _busy_counts(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The count of open intervals [starts, ends] (0 before the first breakpoint): its time average
+    over each [a, b], and its value at a."""
     x = np.concatenate([starts, ends])
     d = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
     o = np.argsort(x, kind="stable")
     x, d = x[o], d[o]
     cnt = np.cumsum(d)
     cum = np.concatenate([[0.0], np.cumsum(cnt[:-1] * np.diff(x))])
-    return x, cnt, cum
 
-
-def _mean_count(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Time average of the count over [a, b] (the count is 0 before the first breakpoint)."""
-    x, cnt, cum = fn
-
-    def integral(u):
+    def at(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The count's integral up to ``u``, and the count there."""
         i = np.searchsorted(x, u, side="right") - 1
         j = np.clip(i, 0, len(x) - 1)
-        return np.where(i < 0, 0.0, cum[j] + cnt[j] * (u - x[j]))
+        return np.where(i < 0, 0.0, cum[j] + cnt[j] * (u - x[j])), np.where(i < 0, 0.0, cnt[j])
 
-    return (integral(b) - integral(a)) / np.maximum(b - a, 1e-12)
+    (int_a, at_a), (int_b, _) = at(a), at(b)
+    return (int_b - int_a) / np.maximum(b - a, 1e-12), at_a
 
 
 def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str, rows: np.ndarray | None = None) -> pd.DataFrame:
@@ -162,12 +129,9 @@ def peer_concurrency(steps: pd.DataFrame, producer: str, consumer: str, rows: np
     for r, col in ((producer, "peers_p"), (consumer, "peers_c")):
         m = is_role[r]
         own = m[sel].astype(float)
-        fn = _busy_counts(start[m], end[m])
-        out[col] = _mean_count(fn, a, b) - own
-        # busy at the start instant (own step excluded: it opens at that instant)
-        x, cnt, _ = fn
-        i = np.searchsorted(x, a, side="right") - 1
-        out[col + "0"] = np.where(i < 0, 0.0, cnt[np.clip(i, 0, len(x) - 1)]) - own
+        mean, at_start = _busy_counts(start[m], end[m], a, b)
+        out[col] = mean - own
+        out[col + "0"] = at_start - own  # busy at the start instant (own step excluded: it opens there)
     return out
 
 
@@ -212,17 +176,9 @@ def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray, z: np.ndarr
 def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContention:
     busy = st["busy"].to_numpy(float)
     pp, pc = st["peers_p"].to_numpy(float), st["peers_c"].to_numpy(float)
-    base = dict(
-        role=role,
-        n_steps=len(st),
-        producer_peers_mean=float(pp.mean()),
-        producer_peers_sd=float(pp.std()),
-        consumer_peers_mean=float(pc.mean()),
-        consumer_peers_sd=float(pc.std()),
-    )
+    base = dict(role=role, producer_peers_sd=float(pp.std()), consumer_peers_sd=float(pc.std()))
     wait = st["wait"].fillna(0.0).to_numpy(float)
     starved = (wait > STARVED_MIN * float(np.median(busy))).astype(float)
-    base["starved_share"] = float(starved.mean())
     ok = busy > 0
     t = st["t"].to_numpy(float)[ok]
     blocks = np.clip(((t - t0) / max(t1 - t0, 1e-12) * BLOCKS).astype(int), 0, BLOCKS - 1)
@@ -230,30 +186,26 @@ def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContenti
     counts = np.bincount(blocks, minlength=BLOCKS)
     # one intercept per time block: slopes come from concurrency changes within a block, not from
     # slow drifts (warm-up, a host's load) that move step times and concurrency together
-    cols, inst, names = [], [], []
+    # each regressor that enters, by the field its slope goes to (the tokens' slope is not kept), with
+    # its instrument: the busy peers at the step's start for the peers, itself for the others
+    regs = {}
     p0, c0 = st["peers_p0"].to_numpy(float)[ok], st["peers_c0"].to_numpy(float)[ok]
-    for name, x, x0 in (("p", pp[ok], p0), ("c", pc[ok], c0)):
+    for name, x, x0 in (("per_producer", pp[ok], p0), ("per_consumer", pc[ok], c0)):
         per_block = np.bincount(blocks, weights=x, minlength=BLOCKS) / np.maximum(counts, 1)
         if (x - per_block[blocks]).std() >= MIN_PEER_SD and x0.std() > 0:
-            cols.append(x)
-            inst.append(x0)
-            names.append(name)
+            regs[name] = (x, x0)
     tok = st["tokens"].to_numpy(float)[ok]
     if tok.min() > 0 and np.log(tok).std() > 1e-6:
-        cols.append(np.log(tok))
-        inst.append(cols[-1])
-        names.append("tok")
+        regs["tokens"] = (np.log(tok),) * 2
     if MIN_STARVED_SHARE <= starved.mean() <= 1 - MIN_STARVED_SHARE:
-        cols.append(starved[ok])
-        inst.append(cols[-1])
-        names.append("s")
-    if not names or ok.sum() < MIN_STEPS or len(used) < 3:
+        regs["starved"] = (starved[ok],) * 2
+    if not regs or ok.sum() < MIN_STEPS or len(used) < 3:
         return RoleContention(**base)
+    cols, inst = zip(*regs.values())
     beta, se = _huber_cluster(np.column_stack(cols), np.log(busy[ok]), blocks, np.column_stack(inst))
-    fields = {"p": "per_producer", "c": "per_consumer", "s": "starved"}  # (the tokens' slope is not kept)
-    for name, b, b_se in zip(names, beta.tolist(), se.tolist()):
-        if name in fields:
-            base[fields[name]], base[fields[name] + "_se"] = b, b_se
+    for name, b, b_se in zip(regs, beta.tolist(), se.tolist()):
+        if name != "tokens":
+            base[name], base[name + "_se"] = b, b_se
     return RoleContention(**base)
 
 

@@ -60,42 +60,19 @@ def _shifted(frame: pd.DataFrame, win: SteadyWindow, offset_s: float, *, keep_st
     return out
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    kept = [f for f in frames if len(f)]
-    if not kept:
-        return frames[0]
-    return pd.concat(kept, ignore_index=True)
-
-
-def segment_rates(segments: Sequence[RunLog], wins: Sequence[SteadyWindow]) -> tuple[SegmentRate, ...]:
-    """Each segment's own rate over its own steady window, with its segment number and round
-    (from the header's ``probe`` mark; 0 where absent)."""
-    out = []
-    for lg, w in zip(segments, wins):
-        mark = lg.header.extra["probe"]  # a dict: only probe segments are pooled (`probe_key`)
-        out.append(
-            SegmentRate(
-                segment=int(mark.get("segment", 0) or 0),
-                round=int(mark.get("round", 0) or 0),
-                bps=float(observe(lg, w).bps),
-                window_s=float(w.duration_s),
-            )
-        )
-    return tuple(out)
-
-
 def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, tuple[SegmentRate, ...]]:
     """One log of a split's probe segments (module docstring), its window, and each segment's own
-    rate (`segment_rates`).
+    rate over its own window, with its segment number and round (the ``probe`` mark's; 0 where absent).
     """
     wins = [find_steady(lg) for lg in segments]
     starts = list(accumulate((w.duration_s for w in wins), initial=0.0))  # each window's place, end to end
     offset = starts[-1]
     parts = list(enumerate(zip(segments, wins, starts)))
-    frames = {
-        name: _concat([_shifted(getattr(lg, name), w, at, keep_start=k == 0) for k, (lg, w, at) in parts])
-        for name in ("steps", "syncs", "rates")
-    }
+    frames = {}
+    for name in ("steps", "syncs", "rates"):
+        shifted = [_shifted(getattr(lg, name), w, at, keep_start=k == 0) for k, (lg, w, at) in parts]
+        kept = [f for f in shifted if len(f)]
+        frames[name] = pd.concat(kept, ignore_index=True) if kept else shifted[0]
     total_s = sum(lg.duration_s for lg in segments)
     warm = sum(w.warmup_share * lg.duration_s for lg, w in zip(segments, wins))
     drain = sum(w.drain_share * lg.duration_s for lg, w in zip(segments, wins))
@@ -121,7 +98,17 @@ def pool_with_rates(segments: Sequence[RunLog]) -> tuple[RunLog, SteadyWindow, t
         n_events=sum(w.n_events for w in wins),
         drain_share=drain / total_s if total_s > 0 else 0.0,
     )
-    return log, win, segment_rates(segments, wins)
+    marks = [lg.header.extra["probe"] for lg in segments]  # dicts: only probe segments are pooled (`probe_key`)
+    rates = tuple(
+        SegmentRate(
+            segment=int(mark.get("segment", 0) or 0),
+            round=int(mark.get("round", 0) or 0),
+            bps=float(observe(lg, w).bps),
+            window_s=float(w.duration_s),
+        )
+        for lg, w, mark in zip(segments, wins, marks)
+    )
+    return log, win, rates
 
 
 def pooled_with_rates(logs: Sequence[RunLog]) -> list[tuple[RunLog, SteadyWindow | None, tuple[SegmentRate, ...]]]:

@@ -116,20 +116,6 @@ class _Tail:
     n_before: int
     n: int
 
-    def slower(self) -> float:
-        """How much slower the tail's pace is than the window's before it (negative: faster)."""
-        if self.n <= 0 or self.last_s <= self.start_s or self.start_s <= self.from_s or self.n_before <= 0:
-            return 0.0
-        return 1.0 - (self.n / (self.last_s - self.start_s)) / (self.n_before / (self.start_s - self.from_s))
-
-    def effect(self) -> float:
-        """How much lower the window's rate is with the tail kept than without it."""
-        if self.n_before <= 0 or self.start_s <= self.from_s or self.last_s <= self.from_s:
-            return 0.0
-        return 1.0 - ((self.n_before + self.n) / (self.last_s - self.from_s)) / (
-            self.n_before / (self.start_s - self.from_s)
-        )
-
 
 def _check_events(log: RunLog, n: int) -> None:
     """Raise LogError where the consumer's ``n`` completions are too few to fit."""
@@ -148,11 +134,16 @@ def _window(log: RunLog, settled: bool, basis: str, tail: _Tail) -> SteadyWindow
     that is kept (the module's rules)."""
     start_s, end_s, cut = tail.from_s, tail.start_s, True
     ran_out, how = input_ran_out(log)
-    slower = tail.slower()
+    # the pace before the tail, and how much slower the tail's is (negative: faster)
+    before_bps = tail.n_before / (end_s - start_s) if tail.n_before > 0 and end_s > start_s else 0.0
+    slower = 0.0
+    if before_bps and tail.n > 0 and tail.last_s > end_s:
+        slower = 1.0 - tail.n / (tail.last_s - end_s) / before_bps
     log_end_s = log.duration_s
     if not ran_out and tail.n > 0:
         end_s, cut = tail.last_s, False
-        effect = tail.effect()
+        # how much lower the window's rate is with the tail kept than without it
+        effect = 1.0 - (tail.n_before + tail.n) / (tail.last_s - start_s) / before_bps if slower else 0.0
         if slower >= TAIL_REPORT_SLOWER and effect >= TAIL_REPORT_EFFECT:
             share = (log_end_s - tail.start_s) / log_end_s if log_end_s > 0 else 0.0
             warnings.warn(
@@ -216,13 +207,11 @@ def _per_step(log: RunLog) -> tuple[bool, _Tail]:
 def _rates(log: RunLog) -> tuple[bool, _Tail]:
     """MSER on the snapshots' ``tok_s`` (else the consumer's ``bps``), unbatched: they are window
     means already; no end rule (the window runs to the log's end)."""
-    r = log.rates.dropna(subset=["tok_s"]) if "tok_s" in log.rates else log.rates.iloc[0:0]
-    if len(r) == 0:
-        bcol = f"bps_{log.header.consumer}"
-        r = log.rates.dropna(subset=[bcol]) if bcol in log.rates else log.rates.iloc[0:0]
-        series = r[bcol].to_numpy() if len(r) else np.array([])
-    else:
-        series = r["tok_s"].to_numpy()
+    for col in ("tok_s", f"bps_{log.header.consumer}"):
+        r = log.rates.dropna(subset=[col]) if col in log.rates else log.rates.iloc[0:0]
+        if len(r):
+            break
+    series = r[col].to_numpy() if len(r) else np.array([])
     if len(series) < MIN_STEADY_SNAPSHOTS:
         raise LogError(
             log.path,
