@@ -18,13 +18,15 @@ what P_i averages over, which would pass for contention: BENCHMARKS.md 20.3). St
 cluster-robust over the ``BLOCKS`` time blocks (B/(B-1), Student t with B-1 dof). A regressor
 enters where it varies inside the blocks (``MIN_PEER_SD``, ``MIN_STARVED_SHARE``); a slope is
 identified where its 95% half-width is at most ``MAX_HALF95``, and one significantly below zero
-is feedback, flagged ``confounded`` and never used. The fit reports the slopes and does not move
-the projection with them (BENCHMARKS.md 20.3).
+is feedback, flagged ``confounded`` and never used. `scales_at` and `fixed_point` give what the
+slopes would make of another split (P' = N u_P - [r = P], the utilisations iterated); the fit
+reports the slopes and does not move the projection with them (BENCHMARKS.md 20.3).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +49,10 @@ class RoleContention:
     """Within-log contention slopes of one role (per extra busy worker, log scale)."""
 
     role: str
-    producer_peers_sd: float  # sd of the other busy producers during a step
+    n_steps: int
+    producer_peers_mean: float  # other busy producers during a step, mean and sd
+    producer_peers_sd: float
+    consumer_peers_mean: float
     consumer_peers_sd: float
     per_producer: float = 0.0  # b_P: d ln busy / d (busy producers)
     per_producer_se: float = math.inf
@@ -55,6 +60,7 @@ class RoleContention:
     per_consumer_se: float = math.inf
     starved: float = 0.0  # d: ln busy after a starved wait minus back-to-back
     starved_se: float = math.inf
+    starved_share: float = 0.0  # share of steps taken after a starved wait
 
     def slope(self, which: str) -> tuple[float, float]:
         """The slope on busy ``which`` ("producer" or "consumer"; "starved": after a starved wait) and its se."""
@@ -94,6 +100,30 @@ class WithinLogContention:
         return self.estimated and any(
             rc.usable(w) != 0.0 for rc in (self.producer, self.consumer) for w in ("producer", "consumer")
         )
+
+    def scales_at(self, n: int, m: int, util_p: float, util_c: float) -> tuple[float, float]:
+        """Step-time multipliers (producer, consumer) at N = n, M = m with these utilisations."""
+        if not self.estimated:
+            return 1.0, 1.0
+        out = []
+        for rc, own_p in ((self.producer, 1.0), (self.consumer, 0.0)):
+            dp = (n * util_p - own_p) - rc.producer_peers_mean
+            dc = (m * util_c - (1.0 - own_p)) - rc.consumer_peers_mean
+            out.append(math.exp(rc.usable("producer") * dp + rc.usable("consumer") * dc))
+        return out[0], out[1]
+
+    def fixed_point(
+        self, n: int, m: int, utilisation: Callable[[float, float], tuple[float, float]], iters: int = 8
+    ) -> tuple[float, float]:
+        """Scales at (n, m), iterated to a fixed point."""
+        sp = sc = 1.0
+        for _ in range(iters):
+            up, uc = utilisation(sp, sc)
+            np_, nc = self.scales_at(n, m, up, uc)
+            if abs(np_ - sp) < 1e-6 and abs(nc - sc) < 1e-6:
+                return np_, nc
+            sp, sc = np_, nc
+        return sp, sc
 
 
 def _busy_counts(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,9 +206,17 @@ def _huber_cluster(x: np.ndarray, y: np.ndarray, blocks: np.ndarray, z: np.ndarr
 def _role_fit(st: pd.DataFrame, role: str, t0: float, t1: float) -> RoleContention:
     busy = st["busy"].to_numpy(float)
     pp, pc = st["peers_p"].to_numpy(float), st["peers_c"].to_numpy(float)
-    base = dict(role=role, producer_peers_sd=float(pp.std()), consumer_peers_sd=float(pc.std()))
+    base = dict(
+        role=role,
+        n_steps=len(st),
+        producer_peers_mean=float(pp.mean()),
+        producer_peers_sd=float(pp.std()),
+        consumer_peers_mean=float(pc.mean()),
+        consumer_peers_sd=float(pc.std()),
+    )
     wait = st["wait"].fillna(0.0).to_numpy(float)
     starved = (wait > STARVED_MIN * float(np.median(busy))).astype(float)
+    base["starved_share"] = float(starved.mean())
     ok = busy > 0
     t = st["t"].to_numpy(float)[ok]
     blocks = np.clip(((t - t0) / max(t1 - t0, 1e-12) * BLOCKS).astype(int), 0, BLOCKS - 1)

@@ -139,7 +139,7 @@ def test_not_identifiable_when_concurrency_does_not_vary():
     assert w.estimated
     assert w.producer.producer_peers_sd < 0.05
     assert not w.producer.identified("producer") and math.isinf(w.producer.per_producer_se)
-    assert w.producer.usable("producer") == 0.0
+    assert w.scales_at(2, 2, 1.0, 0.5) == (1.0, 1.0)
     assert "per extra busy target" not in within_log_text(w, "target", "drafter")
 
 
@@ -150,11 +150,13 @@ def test_too_few_or_sampled_steps_say_why():
     assert not w.estimated and "sampled" in w.reason
 
 
-def test_identified_slope_is_usable():
+def test_fixed_point_applies_identified_slopes_only():
     df = pipeline_log(n=6, m=1, work_t=0.1, work_d=0.03, per_busy_target=0.06)
     w = _estimate(df)
-    # more busy targets -> longer target steps: the slope is identified and used
-    assert w.producer.usable("producer") > 0.0
+    # more busy targets than the log had -> longer target steps; the fixed point is stable
+    sp, sc = w.fixed_point(7, 1, lambda a, b: (1.0, 1.0))
+    assert sp > 1.0
+    assert (sp, sc) == pytest.approx(w.scales_at(7, 1, 1.0, 1.0))
 
 
 # --- the real CPU sweeps (fixtures/sweep/) ------------------------------------------------------
@@ -197,7 +199,10 @@ def test_an_unidentified_or_huge_within_log_slope_never_breaks_the_caveat():
     def role(name: str, **slopes: float) -> RoleContention:
         return RoleContention(
             role=name,
+            n_steps=400,
+            producer_peers_mean=3.0,
             producer_peers_sd=1.0,
+            consumer_peers_mean=1.0,
             consumer_peers_sd=0.5,
             **slopes,
         )
