@@ -111,7 +111,7 @@ def test_explicit_calls_sync_and_rates(tmp_path):
 
 def test_bad_values_fail_where_they_are_made(tmp_path):
     log = _log(tmp_path, FakeClock())
-    with pytest.raises(RecordError, match="step: field 'busy' must be >= 0"):
+    with pytest.raises(RecordError, match="step: field 'busy' must be a number >= 0"):
         log.step_done(busy_s=-1.0, tokens=5)
     with pytest.raises(RecordError, match="field 'tokens' must be a whole number"):
         log.step_done(busy_s=1.0, tokens=2.5)
