@@ -23,7 +23,7 @@ import json
 import math
 import numbers
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, ClassVar
@@ -107,6 +107,7 @@ PROBE_FIELDS = {
 WORKERS = Spec(int, True, 1, MAX_GPUS)  # a role's worker count, in ``roles``
 RATE = Spec(float, True)  # one role's batches/s, in ``bps`` and ``cap_bps``
 _NAME = Spec(str, True, 1, 200)  # a role or queue name
+_DEPTH = Spec(float)  # a queue's depth, in ``q``
 ENGINE_GPUS = Spec(int, True, 1, MAX_GPUS_PER_WORKER)  # GPUs of one engine, in ``gpus_per_worker``
 CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower bound, an upper estimate
 _FLOAT_MAX = 1.7976931348623157e308
@@ -616,10 +617,54 @@ class Sync(Record):
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _role_rates(ev: str, name: str, v: Any) -> dict[str, Any]:
-    if not isinstance(v, Mapping):
-        raise RecordError(ev, name, f"must map role -> batches/s, got {type(v).__name__} {v!r:.40}")
-    return {_check(ev, name, _NAME, r): _check(ev, f"{name}.{r}", RATE, x) for r, x in v.items()}
+def check_rates(
+    h: Mapping[str, Any], roles: Collection[str] | None = None, queues: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The maps of a ``rates`` line checked: the writer's and the reader's one check of them.
+
+    Args:
+        h: the line's fields by JSON key.
+        roles: the header's roles; given, others are not read (schema v1 ignores what it does not know).
+        queues: the header's queue names, likewise.
+
+    Returns:
+        ``bps`` and ``cap_bps`` (role -> batches/s) and ``q`` (queue -> depth, a list for a
+        per-worker queue, None where not measured), numbers made plain; None where absent.
+
+    Raises:
+        RecordError: a map that is not one, or a bad key or value, named.
+    """
+    out: dict[str, Any] = {}
+    for key in ("bps", "cap_bps"):
+        d = h.get(key)
+        if d is None and key == "cap_bps":
+            out[key] = None
+            continue
+        if not isinstance(d, Mapping):
+            raise RecordError("rates", key, "must be an object of role -> batches/s")
+        out[key] = {
+            _check("rates", key, _NAME, r): _check("rates", f"{key}.{r}", RATE, x)
+            for r, x in d.items()
+            if roles is None or r in roles
+        }
+    q = h.get("q")
+    if q is not None and not isinstance(q, Mapping):
+        raise RecordError("rates", "q", "must be an object of queue -> depth (or list of depths)")
+    out["q"] = None if q is None else {}
+    for name, v in (q or {}).items():
+        if queues is not None and name not in queues:
+            continue
+        try:
+            if isinstance(v, (list, tuple)):
+                v = [check_value(_DEPTH, x) for x in v]
+            elif v is not None:  # None: not measured this time
+                v = check_value(_DEPTH, v)
+        except ValueError:
+            raise RecordError(
+                "rates", "q", f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}"
+            ) from None
+        out["q"][_check("rates", "q", _NAME, name)] = v
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -641,20 +686,8 @@ class Rates(Record):
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def _check_rest(self, ev: str) -> None:
-        _set(self, "bps", _role_rates(ev, "bps", self.bps))
-        if self.cap_bps is not None:
-            _set(self, "cap_bps", _role_rates(ev, "cap_bps", self.cap_bps))
-        if self.q is not None:
-            if not isinstance(self.q, Mapping):
-                raise RecordError(ev, "q", f"must map queue -> depth (or list of depths), got {self.q!r:.40}")
-            q = {}
-            for name, depth in self.q.items():
-                _check(ev, "q", _NAME, name)
-                if isinstance(depth, (list, tuple)):
-                    q[name] = [_check(ev, f"q.{name}", Spec(float), x) for x in depth]
-                else:
-                    q[name] = _check(ev, f"q.{name}", Spec(float), depth)
-            _set(self, "q", q)
+        for k, v in check_rates({"bps": self.bps, "cap_bps": self.cap_bps, "q": self.q}).items():
+            _set(self, k, v)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -92,9 +92,9 @@ def test_lines_have_the_documented_key_order():
         (lambda: Step(t=2e8, role="a", worker=0, tokens=1, busy=0), "t", "more than the limit 1e+08"),
         (lambda: Step(t=1, role="a", worker=0, tokens=1, busy=0, extra={"xfer": -1}), "xfer", ">= 0"),
         (lambda: Run(run="r", roles={"a": 1, "b": 1}, extra={"cores": 0}), "cores", ">= 1"),
-        (lambda: Rates(t=1, bps=0.8), "bps", "must map role"),
+        (lambda: Rates(t=1, bps=0.8), "bps", "must be an object of role -> batches/s"),
         (lambda: Rates(t=1, bps={"a": -1}), "bps.a", ">= 0"),
-        (lambda: Rates(t=1, bps={"a": 1}, q={"pre": [1, "x"]}), "q.pre", "must be a number"),
+        (lambda: Rates(t=1, bps={"a": 1}, q={"pre": [1, "x"]}), "q", "depth of queue 'pre' must be numbers >= 0"),
         (lambda: End(t=1, reason="crashed"), "reason", "done, interrupted, error"),
         (lambda: Run(run="r", roles={"target": 8}), "roles", "at least a producer and a consumer"),
         (

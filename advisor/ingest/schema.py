@@ -21,7 +21,6 @@ from typing import Any
 from advisor.errors import LogError, LogWarning, display_path, short_repr
 from advisor.records import (
     EVENTS,
-    RATE,
     End,
     EndReason,
     Queue,
@@ -32,6 +31,7 @@ from advisor.records import (
     Step,
     Sync,
     check_header,
+    check_rates,
     check_value,
     default_placement,
     has_surrogate,
@@ -43,7 +43,6 @@ HEADER_FIELDS = ("ev", *Run.FIELDS)
 # the top-level fields of each known event (the records' own and their known extras); anything
 # else is the writer's own
 EVENT_FIELDS = {ev: ("ev", *cls.FIELDS) for ev, cls in EVENTS.items()}
-_DEPTH = Spec(float)  # a queue's depth, in ``q``
 FIELD_MATCH_CUTOFF = 0.75  # difflib ratio from which an unknown field name is taken for a misspelling
 
 
@@ -204,40 +203,6 @@ def step_numbers(header: RunHeader) -> tuple:
     return STEP_NUMBERS + ((XFER_NUMBER,) if header.node_step_fields else ())
 
 
-def _check_rates(obj: dict, header: RunHeader, path: str, line: int) -> None:
-    """A ``rates`` event's numbers, its ``bps`` and ``cap_bps`` maps and its queue depths ``q``."""
-    for name, *_ in RATES_NUMBERS:
-        check_number(obj, name, Rates.SPECS[name], path, line)
-    for key in ("bps", "cap_bps"):
-        d = obj.get(key)
-        if d is None and key == "cap_bps":
-            continue
-        if not isinstance(d, dict):
-            raise LogError(path, line, "must be an object of role -> batches/s", key)
-        for r in d:
-            if r not in header.roles:
-                continue  # unknown fields are ignored (schema v1)
-            try:
-                check_number(d, r, RATE, path, line)
-            except LogError as e:
-                raise LogError(path, line, e.message, f"{key}.{r}") from None
-    q = obj.get("q")
-    if q is not None:
-        if not isinstance(q, dict):
-            raise LogError(path, line, "must be an object of queue -> depth (or list of depths)", "q")
-        known = {spec.name for spec in header.queues}
-        for name, v in q.items():
-            if name not in known or v is None:  # not measured this time
-                continue
-            try:
-                for x in v if isinstance(v, list) else [v]:
-                    check_value(_DEPTH, x)
-            except ValueError:
-                raise LogError(
-                    path, line, f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}", "q"
-                ) from None
-
-
 def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     """Check one decoded event against schema v1; return its type. Unknown events pass."""
     if not isinstance(obj, dict):
@@ -266,7 +231,12 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
         for name, *_ in SYNC_NUMBERS:
             check_number(obj, name, Sync.SPECS[name], path, line)
     elif ev == "rates":
-        _check_rates(obj, header, path, line)
+        for name, *_ in RATES_NUMBERS:
+            check_number(obj, name, Rates.SPECS[name], path, line)
+        try:
+            check_rates(obj, header.roles, {q.name for q in header.queues})
+        except RecordError as e:
+            raise LogError(path, line, e.message, e.field) from None
     elif ev == "end":
         check_number(obj, "t", End.SPECS["t"], path, line)
         reason = check_string(obj, "reason", path, line, required=False)
