@@ -238,3 +238,31 @@ def test_the_writer_and_the_reader_share_one_field_table():
     assert schema.EVENT_FIELDS == {ev: ("ev", *cls.FIELDS) for ev, cls in records.EVENTS.items()}
     assert [n for n, *_ in schema.STEP_NUMBERS] == [n for n in Step.KEYS if n not in ("role", "loss")]
     assert Sync(t=1, dur=1, workers=0).workers == 0  # the reader's minimum
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"roles": {"target": 4000, "drafter": 200}},
+        {"roles": {"target": 2, "drafter": 1}, "gpus_per_node": 2, "placement": {"target": [0, 5]}},
+        {"roles": {"target": 1, "drafter": 1}, "link_bytes_s": 0},
+        {"roles": {"target": 1, "drafter": 1}, "probe": {"id": "p", "segment": 3, "segments": 2}},
+        {"roles": {"target": 1, "drafter": 1}, "cap_bps_kind": {"drafter": "exact"}},
+        {"roles": {"target": 1, "drafter": 1}, "queues": [{"name": "", "feeds": "drafter", "cap": 2}]},
+        {"roles": {"target": 1, "drafter": 1}, "gpus": 1},
+        {"roles": {"target": 1, "drafter": 0}},
+        {"roles": {"target": 1, "drafter": 1}, "token_budget": 0},
+    ],
+)
+def test_the_writer_and_the_reader_refuse_a_header_alike(bad):
+    """One schema (issue 49 item 4): a header the reader refuses, the writer refuses, naming the
+    same field with the same message (the writer used to write some the reader then refused)."""
+    from advisor.errors import LogError
+    from advisor.ingest.schema import parse_header
+
+    extra = {k: v for k, v in bad.items() if k not in Run.KEYS}
+    with pytest.raises(RecordError) as wrote:
+        Run(run="r", **{k: v for k, v in bad.items() if k in Run.KEYS}, extra=extra)
+    with pytest.raises(LogError) as read:
+        parse_header({"ev": "run", "v": 1, "t": 0.0, **bad}, "x.jsonl", 1)
+    assert (read.value.field, read.value.message) == (wrote.value.field, wrote.value.message)
