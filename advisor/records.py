@@ -604,6 +604,24 @@ class Step(Record):
         super().__post_init__()
 
 
+def check_worker(roles: Mapping[str, int], role: Any, worker: Any) -> None:
+    """A step's role and worker against the header's roles: the writer's and the reader's one check.
+
+    Args:
+        roles: the header's role -> worker count.
+        role: the step's role.
+        worker: the step's worker index.
+
+    Raises:
+        RecordError: the role is not the header's, or the worker is not one of its workers.
+    """
+    if role not in roles:
+        raise RecordError("step", "role", f"{short_repr(role)} is not a role of the header ({', '.join(roles)})")
+    n = roles[role]
+    if _check("step", "worker", Step.SPECS["worker"], worker) >= n:
+        raise RecordError("step", "worker", f"is {worker} but the header has {n} '{role}' workers (0..{n - 1})")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Sync(Record):
     """A weight/gradient sync among the workers of ``role``: ``dur`` seconds, ending at ``t``."""

@@ -33,6 +33,7 @@ from advisor.records import (
     check_header,
     check_rates,
     check_value,
+    check_worker,
     default_placement,
     has_surrogate,
 )
@@ -213,19 +214,10 @@ def validate_event(obj: Any, header: RunHeader, path: str, line: int) -> str:
     if ev == "step":
         for name, *_ in step_numbers(header):
             check_number(obj, name, Step.FIELDS[name], path, line)
-        role = check_string(obj, "role", path, line)
-        if role not in header.roles:
-            raise LogError(
-                path, line, f"{short_repr(role)} is not a role of the header ({', '.join(header.roles)})", "role"
-            )
-        if obj["worker"] >= header.roles[role]:
-            raise LogError(
-                path,
-                line,
-                f"is {obj['worker']} but the header has {header.roles[role]} '{role}' workers "
-                f"(0..{header.roles[role] - 1})",
-                "worker",
-            )
+        try:
+            check_worker(header.roles, check_string(obj, "role", path, line), obj["worker"])
+        except RecordError as e:
+            raise LogError(path, line, e.message, e.field) from None
         check_number(obj, "loss", Step.FIELDS["loss"], path, line)
     elif ev == "sync":
         for name, *_ in SYNC_NUMBERS:
