@@ -95,6 +95,7 @@ class Spec:
     required: bool = False
     minimum: float | None = 0.0
     maximum: float | None = None
+    choices: tuple[str, ...] = ()  # a text's values, where it has a few
 
 
 # a header's ``probe`` (in ``extra``): this run is one segment of a probe (docs/log-schema.md)
@@ -113,14 +114,16 @@ CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower b
 _FLOAT_MAX = 1.7976931348623157e308
 
 
-def _f(kind: type, default: Any = MISSING, *, required: bool | None = None, minimum=0.0, maximum=None) -> Any:
+def _f(
+    kind: type, default: Any = MISSING, *, required: bool | None = None, minimum=0.0, maximum=None, choices=()
+) -> Any:
     """A record field carrying its `Spec`; a line must hold it where the constructor must."""
     if kind is int and maximum is None:
         maximum = MAX_INT
     if kind is str and minimum and maximum is None:
         maximum = 200  # a name
     need = default is MISSING if required is None else required
-    return field(default=default, metadata={"spec": Spec(kind, need, minimum, maximum)})
+    return field(default=default, metadata={"spec": Spec(kind, need, minimum, maximum, choices)})
 
 
 def has_surrogate(s: str) -> bool:
@@ -165,6 +168,8 @@ def check_value(spec: Spec, v: Any) -> Any:
             raise ValueError(
                 f"must be a non-empty string of at most {spec.maximum:g} printable characters, got {short_repr(v)}"
             )
+        if spec.choices and v not in spec.choices:
+            raise ValueError(f"must be one of {', '.join(spec.choices)}, got {short_repr(v)}")
         return v
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise ValueError(f"must be a number, got {type(v).__name__} {short_repr(v)}")
@@ -714,15 +719,9 @@ class End(Record):
 
     EVENT: ClassVar[Event] = Event.END
     t: float = _f(float, maximum=MAX_TIME_S)
-    reason: EndReason | str = _f(str, EndReason.DONE)
+    reason: EndReason | str = _f(str, EndReason.DONE, choices=tuple(r.value for r in EndReason))
     msg: str | None = _f(str, None)
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def _check_rest(self, ev: str) -> None:
-        if self.reason not in {r.value for r in EndReason}:
-            raise RecordError(
-                ev, "reason", f"must be one of {', '.join(r.value for r in EndReason)}, got {self.reason!r}"
-            )
 
 
 EVENTS: dict[str, type[Record]] = {c.EVENT.value: c for c in (Run, Step, Sync, Rates, End)}
