@@ -212,13 +212,12 @@ class Record:
     KEYS: ClassVar[tuple[str, ...]]  # the record's JSON keys after "ev", in the order they are written
     EXTRA_FIELDS: ClassVar[dict[str, Spec]] = {}  # keys a writer passes in ``extra`` that readers read
     FIELDS: ClassVar[dict[str, Spec]]  # every key a line of the event may hold ("ev" apart): both above
-    _CHECKED: ClassVar[tuple[tuple[str, Spec, bool], ...]]  # (name, spec, may be None) of each scalar
 
     def __post_init__(self):
         ev = self.EVENT.value
-        for name, spec, optional in self._CHECKED:
+        for name, spec in self.SPECS.items():
             v = getattr(self, name)
-            if not (v is None and optional):
+            if spec.kind is not object and (v is not None or spec.required):
                 _set(self, name, _check(ev, name, spec, v))
         self._check_rest(ev)
         self._check_extra(ev)
@@ -729,11 +728,6 @@ for _cls in (Queue, *EVENTS.values()):  # the specs of each record's own fields,
     _cls.SPECS = {f.name: f.metadata["spec"] for f in fields(_cls) if "spec" in f.metadata}
     _cls.KEYS = tuple(_cls.SPECS)
     _cls.FIELDS = {**_cls.SPECS, **getattr(_cls, "EXTRA_FIELDS", {})}
-    _cls._CHECKED = tuple(
-        (f.name, f.metadata["spec"], not f.metadata["spec"].required and f.default is not MISSING)
-        for f in fields(_cls)
-        if f.metadata.get("spec", Spec(object)).kind is not object
-    )
 del _cls
 
 
