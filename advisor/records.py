@@ -8,9 +8,12 @@ One frozen, keyword-only dataclass per event: :class:`Run` (the header, with its
 entries), :class:`Step`, :class:`Sync`, :class:`Rates`, :class:`End`. A field is named as its
 JSON key (seconds for ``t``, ``busy``, ``wait``, ``blocked``, ``dur``, ``window``, ``eta_s``;
 batches per second for ``bps``/``cap_bps``; tokens per second for ``tok_s``), and carries its
-:class:`Spec`: type, whether a line must hold it, bounds. The writer checks a record against it
-(:class:`RecordError` names the event and the field), the reader (`advisor.ingest.schema`) checks
-each line against it, and the fast scan (`advisor.ingest.scan`) its columns. ``None`` means "not
+:class:`Spec`: type, whether a line must hold it, bounds. One check of a value
+(:func:`check_value`), of a header (:func:`check_header`), of a rates line's maps
+(:func:`check_rates`) and of a step's worker (:func:`check_worker`) serves the writer
+(:class:`RecordError` names the event and the field) and the reader (`advisor.ingest.schema`,
+which names the file and line), with the same messages; the fast scan (`advisor.ingest.scan`)
+checks its columns by the same specs. ``None`` means "not
 logged": the key is left out of the line. Extra keys go in ``extra``, written after the known
 ones; a few the reader knows are listed in ``EXTRA_FIELDS``. Non-finite numbers are refused
 (JSON cannot carry them), except a step's ``loss``, where a diverged NaN becomes "not logged".
@@ -377,6 +380,12 @@ def _probe(raw: Any) -> None:
         raise RecordError("run", "probe", f"segment {seg} of {segs}: a segment's number is at most 'segments'")
 
 
+def _scalar(h: Mapping[str, Any], name: str) -> Any:
+    """Header field ``name``, a number or a text, checked by its spec; None where absent and optional."""
+    spec = Run.SPECS[name]
+    return _check("run", name, spec, h.get(name)) if spec.required or h.get(name) is not None else None
+
+
 def _engines(h: Mapping[str, Any], roles: Mapping[str, int], gpus: int | None) -> dict[str, Any]:
     """gpus_per_worker, gpus, gpus_per_node and placement of a header, checked against the roles."""
     k: dict[str, int] = {}
@@ -389,7 +398,7 @@ def _engines(h: Mapping[str, Any], roles: Mapping[str, int], gpus: int | None) -
     g = need if gpus is None else gpus
     if g < need:
         raise RecordError("run", "gpus", f"is {g} but the roles' engines hold {need} GPUs")
-    gpn = h.get("gpus_per_node")
+    gpn = _scalar(h, "gpus_per_node")
     if gpn is not None and max([1, *k.values()]) > gpn:
         raise RecordError(
             "run",
@@ -439,7 +448,7 @@ def _queues(raw: Any, roles: Mapping[str, int]) -> tuple[Queue, ...]:
                 missing = [n for n, s in Queue.SPECS.items() if s.required and q.get(n) is None]
                 if missing:
                     raise RecordError("run", missing[0], "is missing")
-                q = Queue(**{n: q[n] for n in Queue.SPECS if q.get(n) is not None})
+                q = Queue(**{n: q[n] for n in Queue.SPECS if n in q})
         except RecordError as e:
             raise RecordError("run", "queues", f"entry {i}: {e.field} {e.message}") from None
         if q.feeds not in roles:
@@ -469,14 +478,11 @@ def check_header(h: Mapping[str, Any]) -> dict[str, Any]:
     v = h.get("v", SCHEMA_VERSION)
     if v != SCHEMA_VERSION or isinstance(v, bool):
         raise RecordError("run", "v", f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})")
-    out = {
-        n: _check("run", n, s, h.get(n)) if s.required or h.get(n) is not None else None
-        for n, s in Run.SPECS.items()
-        if s.kind is not object
-    }
-    roles = out["roles"] = _roles(h.get("roles"))
-    if out["gpus"] is not None and out["gpus"] < sum(roles.values()):
-        raise RecordError("run", "gpus", f"is {out['gpus']} but the roles use {sum(roles.values())} GPUs")
+    _scalar(h, "t")
+    roles = _roles(h.get("roles"))
+    gpus = _scalar(h, "gpus")
+    if gpus is not None and gpus < sum(roles.values()):
+        raise RecordError("run", "gpus", f"is {gpus} but the roles use {sum(roles.values())} GPUs")
     for name, spec in Run.EXTRA_FIELDS.items():
         x = h.get(name)
         if x is not None and spec.kind is not object:
@@ -491,10 +497,12 @@ def check_header(h: Mapping[str, Any]) -> dict[str, Any]:
                 "cap_bps_kind",
                 f"kind of role '{name}' must be one of {', '.join(CAP_BPS_KINDS)}, got {short_repr(kind)}",
             )
-    out |= _engines({**h, **out}, roles, out["gpus"]) | {"queues": _queues(h.get("queues"), roles)}
-    if out["link_bytes_s"] is not None and not out["link_bytes_s"] > 0:
+    engines = _engines(h, roles, gpus)
+    link = _scalar(h, "link_bytes_s")
+    if link is not None and not link > 0:
         raise RecordError("run", "link_bytes_s", "must be bytes/s above 0")
-    return out
+    engines["queues"] = _queues(h.get("queues"), roles)
+    return {n: _scalar(h, n) for n, s in Run.SPECS.items() if s.kind is not object} | {"roles": roles, **engines}
 
 
 @dataclass(frozen=True, kw_only=True)
