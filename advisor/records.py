@@ -760,9 +760,8 @@ def from_dict(obj: Mapping[str, Any]) -> Record:
     if cls is None:
         raise RecordError(str(ev), "ev", f"must be one of {', '.join(EVENTS)}, got {ev!r}")
     kw = {k: v for k, v in obj.items() if k in cls.KEYS}
-    extra = {k: v for k, v in obj.items() if k not in cls.KEYS and k != "ev"}
-    try:
-        return cls(**kw, extra=extra)
-    except TypeError as e:  # a required field missing
-        missing = [f.name for f in fields(cls) if f.name not in kw and f.default is MISSING and f.name != "extra"]
-        raise RecordError(str(ev), missing[0] if missing else "?", f"is required ({e})") from None
+    # a field the constructor needs, absent: None, which the record's check names as missing
+    kw |= {
+        f.name: None for f in fields(cls) if f.name not in kw and f.default is MISSING and f.default_factory is MISSING
+    }
+    return cls(**kw, extra={k: v for k, v in obj.items() if k not in cls.KEYS and k != "ev"})

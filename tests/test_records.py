@@ -196,7 +196,7 @@ def test_the_generator_writes_the_committed_reference_fixtures_byte_for_byte(tmp
 def test_unknown_event_in_from_dict_names_it():
     with pytest.raises(RecordError, match="field 'ev' must be one of run, step, sync, rates, end, got 'gpu'"):
         from_dict({"ev": "gpu", "t": 1})
-    with pytest.raises(RecordError, match="field 'busy' is required"):
+    with pytest.raises(RecordError, match="field 'busy' is missing"):
         from_dict({"ev": "step", "t": 1, "role": "a", "worker": 0, "tokens": 1})
 
 
