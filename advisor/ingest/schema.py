@@ -2,8 +2,9 @@
 
 The fields, their types, bounds and checks are the records' (`advisor.records`: `check_value`,
 `check_header`, `check_rates`, `check_worker`, the writer's own); this module runs them on a
-decoded line and names the file, line and field of a bad one (:class:`LogError`, exit code 2). It is the exact path: the fast scan (`advisor.ingest.scan`) checks columns and
-falls back here to name the first bad line. Unknown events and fields are counted, never fatal;
+decoded line and names the file, line and field of a bad one (:class:`LogError`, exit code 2).
+It is the exact path: the fast scan (`advisor.ingest.scan`) checks columns and falls back here
+to name the first bad line. Unknown events and fields are counted, never fatal;
 an unknown field close to a known one (difflib ratio >= ``FIELD_MATCH_CUTOFF``, ``blokced``) is
 reported as a likely misspelling (`advisor.ingest.load`). Limits where nobody can mean more (a
 bigger value is corruption or an attack): ``MAX_GPUS``, ``MAX_QUEUE_CAP``, ``MAX_TIME_S``,
