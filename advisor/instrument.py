@@ -315,10 +315,8 @@ class RateLog:
     ):
         if not isinstance(header, Run):
             raise TypeError(f"header must be an advisor.records.Run, got {type(header).__name__}")
-        if role is not None and role not in header.roles:
-            raise ValueError(f"role {role!r} is not a role of the header ({', '.join(header.roles)})")
-        if role is not None and not 0 <= worker < header.roles[role]:
-            raise ValueError(f"worker {worker} is out of range for {header.roles[role]} '{role}' workers")
+        if role is not None:
+            records.check_worker(header.roles, role, worker)
         rates_every_s = snapshots.every_s
         if rates_every_s is not None and rates_every_s <= 0:
             raise ValueError(f"snapshots.every_s must be > 0, got {rates_every_s}")
@@ -492,6 +490,7 @@ class RateLog:
             loss=facts.loss,
             extra=facts.extra or {},
         )
+        records.check_worker(self.header.roles, role, rec.worker)  # a step the reader would refuse is not written
         self.write(rec)
         if self.meter is not None:
             self.meter.add(role, busy_s=busy_s, tokens=tokens)

@@ -8,9 +8,12 @@ One frozen, keyword-only dataclass per event: :class:`Run` (the header, with its
 entries), :class:`Step`, :class:`Sync`, :class:`Rates`, :class:`End`. A field is named as its
 JSON key (seconds for ``t``, ``busy``, ``wait``, ``blocked``, ``dur``, ``window``, ``eta_s``;
 batches per second for ``bps``/``cap_bps``; tokens per second for ``tok_s``), and carries its
-:class:`Spec`: type, whether a line must hold it, bounds. The writer checks a record against it
-(:class:`RecordError` names the event and the field), the reader (`advisor.ingest.schema`) checks
-each line against it, and the fast scan (`advisor.ingest.scan`) its columns. ``None`` means "not
+:class:`Spec`: type, whether a line must hold it, bounds. One check of a value
+(:func:`check_value`), of a header (:func:`check_header`), of a rates line's maps
+(:func:`check_rates`) and of a step's worker (:func:`check_worker`) serves the writer
+(:class:`RecordError` names the event and the field) and the reader (`advisor.ingest.schema`,
+which names the file and line), with the same messages; the fast scan (`advisor.ingest.scan`)
+checks its columns by the same specs. ``None`` means "not
 logged": the key is left out of the line. Extra keys go in ``extra``, written after the known
 ones; a few the reader knows are listed in ``EXTRA_FIELDS``. Non-finite numbers are refused
 (JSON cannot carry them), except a step's ``loss``, where a diverged NaN becomes "not logged".
@@ -23,11 +26,12 @@ import json
 import math
 import numbers
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, ClassVar
 
+from advisor.errors import short_repr
 from advisor.settings import MAX_GPUS, MAX_GPUS_PER_WORKER, MAX_QUEUE_CAP, MAX_TIME_S
 
 SCHEMA_VERSION = 1
@@ -79,6 +83,7 @@ class RecordError(ValueError):
     def __init__(self, event: str, field_name: str, message: str):
         self.event = event
         self.field = field_name
+        self.message = message
         super().__init__(f"{event}: field '{field_name}' {message}")
 
 
@@ -86,12 +91,14 @@ class RecordError(ValueError):
 class Spec:
     """One field of a line: its JSON type (``float``, ``int``, ``str``, or ``object``: a map or list
     that its record checks), whether every line of the event holds it, and its bounds (a number's
-    value, a text's length; a whole number's maximum is 2**53 unless lower)."""
+    value, a text's length; a whole number's maximum is 2**53 unless lower). A text with a minimum
+    length is a name: printable (no lone surrogate), at most 200 characters."""
 
     kind: type
     required: bool = False
     minimum: float | None = 0.0
     maximum: float | None = None
+    choices: tuple[str, ...] = ()  # a text's values, where it has a few
 
 
 # a header's ``probe`` (in ``extra``): this run is one segment of a probe (docs/log-schema.md)
@@ -103,44 +110,97 @@ PROBE_FIELDS = {
 }
 WORKERS = Spec(int, True, 1, MAX_GPUS)  # a role's worker count, in ``roles``
 RATE = Spec(float, True)  # one role's batches/s, in ``bps`` and ``cap_bps``
-_NAME = Spec(str, True, 1)  # a role or queue name as a key
+_NAME = Spec(str, True, 1, 200)  # a role or queue name
+_DEPTH = Spec(float)  # a queue's depth, in ``q``
 ENGINE_GPUS = Spec(int, True, 1, MAX_GPUS_PER_WORKER)  # GPUs of one engine, in ``gpus_per_worker``
+CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower bound, an upper estimate
+_FLOAT_MAX = 1.7976931348623157e308
 
 
-def _f(kind: type, default: Any = MISSING, *, required: bool | None = None, minimum=0.0, maximum=None) -> Any:
+def _f(
+    kind: type, default: Any = MISSING, *, required: bool | None = None, minimum=0.0, maximum=None, choices=()
+) -> Any:
     """A record field carrying its `Spec`; a line must hold it where the constructor must."""
     if kind is int and maximum is None:
         maximum = MAX_INT
+    if kind is str and minimum and maximum is None:
+        maximum = 200  # a name
     need = default is MISSING if required is None else required
-    return field(default=default, metadata={"spec": Spec(kind, need, minimum, maximum)})
+    return field(default=default, metadata={"spec": Spec(kind, need, minimum, maximum, choices)})
+
+
+def has_surrogate(s: str) -> bool:
+    """Whether ``s`` holds a lone UTF-16 surrogate (JSON allows "\\ud800"; UTF-8 output does not).
+
+    Args:
+        s: the text.
+
+    Returns:
+        True where ``s`` cannot be encoded as UTF-8.
+    """
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_value(spec: Spec, v: Any) -> Any:
+    """One value checked against its field's spec: the writer's and the reader's one check.
+
+    Args:
+        spec: the field's `Spec`.
+        v: the value, not None.
+
+    Returns:
+        ``v``, a number made plain (a numpy scalar its Python equivalent, a whole float an int
+        where the field is whole).
+
+    Raises:
+        ValueError: its text is the message both give, e.g. "must be a number >= 0, got -1".
+    """
+    if spec.kind is bool:
+        if not isinstance(v, bool):
+            raise ValueError(f"must be true or false, got {short_repr(v)}")
+        return v
+    if spec.kind is str:
+        v = v.value if isinstance(v, Enum) else v
+        if not isinstance(v, str):
+            raise ValueError(f"must be a string, got {type(v).__name__} {short_repr(v)}")
+        if spec.minimum and (len(v) < spec.minimum or len(v) > spec.maximum or has_surrogate(v)):
+            raise ValueError(
+                f"must be a non-empty string of at most {spec.maximum:g} printable characters, got {short_repr(v)}"
+            )
+        if spec.choices and v not in spec.choices:
+            raise ValueError(f"must be one of {', '.join(spec.choices)}, got {short_repr(v)}")
+        return v
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise ValueError(f"must be a number, got {type(v).__name__} {short_repr(v)}")
+    if type(v) not in (int, float):  # a numpy scalar: its Python equivalent
+        v = int(v) if isinstance(v, numbers.Integral) else float(v)
+    if isinstance(v, int) and not -_FLOAT_MAX <= v <= _FLOAT_MAX:  # math.isfinite would overflow
+        raise ValueError(f"is too large ({short_repr(v)})")
+    if not math.isfinite(v):
+        raise ValueError(f"must be finite, got {v!r}")
+    if spec.kind is int and not isinstance(v, int):
+        if v != int(v):
+            raise ValueError(f"must be a whole number, got {v!r}")
+        v = int(v)
+    if spec.minimum is not None and v < spec.minimum:
+        raise ValueError(f"must be a number >= {spec.minimum:g}, got {short_repr(v)}")
+    if spec.maximum is not None and v > spec.maximum:
+        raise ValueError(f"is {short_repr(v)}, more than the limit {spec.maximum:g}")
+    return v
 
 
 def _check(ev: str, name: str, spec: Spec, v: Any) -> Any:
-    """``v`` checked against ``spec`` (numbers made plain), or `RecordError`."""
+    """``v`` checked against ``spec`` (`check_value`), or `RecordError` naming ``name``."""
     if v is None:
-        raise RecordError(ev, name, "is required")
-    if spec.kind is str:
-        v = v.value if isinstance(v, Enum) else v
-        if not isinstance(v, str) or len(v) < (spec.minimum or 0):
-            raise RecordError(ev, name, f"must be a non-empty string, got {type(v).__name__} {v!r:.40}")
-        if spec.maximum is not None and len(v) > spec.maximum:
-            raise RecordError(ev, name, f"must be at most {spec.maximum:g} characters long")
-        return v
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise RecordError(ev, name, f"must be a number, got {type(v).__name__} {v!r:.40}")
-    if type(v) not in (int, float):  # a numpy scalar: its Python equivalent
-        v = int(v) if isinstance(v, numbers.Integral) else float(v)
-    if isinstance(v, float) and not math.isfinite(v):
-        raise RecordError(ev, name, f"must be finite, got {v!r}")
-    if spec.kind is int and not isinstance(v, int):
-        if v != int(v):
-            raise RecordError(ev, name, f"must be a whole number, got {v!r}")
-        v = int(v)
-    if spec.minimum is not None and v < spec.minimum:
-        raise RecordError(ev, name, f"must be >= {spec.minimum:g}, got {v!r}")
-    if spec.maximum is not None and v > spec.maximum:
-        raise RecordError(ev, name, f"must be <= {spec.maximum:g}, got {v!r}")
-    return v
+        raise RecordError(ev, name, "is missing")
+    try:
+        return check_value(spec, v)
+    except ValueError as e:
+        raise RecordError(ev, name, str(e)) from None
 
 
 def _set(obj: Any, name: str, value: Any) -> None:
@@ -155,15 +215,21 @@ class Record:
     KEYS: ClassVar[tuple[str, ...]]  # the record's JSON keys after "ev", in the order they are written
     EXTRA_FIELDS: ClassVar[dict[str, Spec]] = {}  # keys a writer passes in ``extra`` that readers read
     FIELDS: ClassVar[dict[str, Spec]]  # every key a line of the event may hold ("ev" apart): both above
-    _CHECKED: ClassVar[tuple[tuple[str, Spec, bool], ...]]  # (name, spec, may be None) of each scalar
 
     def __post_init__(self):
         ev = self.EVENT.value
-        for name, spec, optional in self._CHECKED:
+        for name, spec in self.SPECS.items():
             v = getattr(self, name)
-            if not (v is None and optional):
+            if spec.kind is not object and (v is not None or spec.required):
                 _set(self, name, _check(ev, name, spec, v))
         self._check_rest(ev)
+        self._check_extra(ev)
+
+    def _check_rest(self, ev: str) -> None:
+        """The record's own rules beyond its fields' specs."""
+
+    def _check_extra(self, ev: str) -> None:
+        """``extra`` made a dict of JSON values, none a schema field, the known ones checked."""
         extra = {} if self.extra is None else self.extra  # type: ignore[attr-defined]
         if not isinstance(extra, Mapping):
             raise RecordError(ev, "extra", f"must be a mapping of extra keys, got {type(extra).__name__}")
@@ -182,9 +248,6 @@ class Record:
                 raise RecordError(ev, k, f"cannot be written as JSON ({e})") from None
             out[k] = v
         _set(self, "extra", out)
-
-    def _check_rest(self, ev: str) -> None:
-        """The record's own rules beyond its fields' specs."""
 
     def to_dict(self) -> dict[str, Any]:
         """The line as a dict.
@@ -217,18 +280,13 @@ class Queue:
     SPECS: ClassVar[dict[str, Spec]]
 
     name: str = _f(str, minimum=1, maximum=200)
-    feeds: str = _f(str, minimum=1)
+    feeds: str = _f(str)
     cap: int = _f(int, maximum=MAX_QUEUE_CAP)
     per_worker: bool = _f(bool, False)
 
     def __post_init__(self):
-        _check("run", "queues.name", Queue.SPECS["name"], self.name)
-        _check("run", "queues.feeds", Queue.SPECS["feeds"], self.feeds)
-        _set(self, "cap", _check("run", f"queues.{self.name}.cap", Queue.SPECS["cap"], self.cap))
-        if not isinstance(self.per_worker, bool):
-            raise RecordError(
-                "run", f"queues.{self.name}.per_worker", f"must be true or false, got {self.per_worker!r}"
-            )
+        for name, spec in Queue.SPECS.items():
+            _set(self, name, _check("run", name, spec, getattr(self, name)))
 
     def to_dict(self) -> dict[str, Any]:
         """The queue's entry in the header's ``queues`` list.
@@ -240,6 +298,211 @@ class Queue:
         if self.per_worker:
             d["per_worker"] = True
         return d
+
+
+def default_placement(
+    roles: Mapping[str, int], gpus_per_worker: Mapping[str, int], gpus_per_node: int | None
+) -> dict[str, tuple[int, ...]]:
+    """Packed placement: the workers in pipeline order (a role's worker 0 first) fill node 0, then
+    node 1, ...; a worker that does not fit in what is left of a node starts the next one.
+
+    Args:
+        roles: role -> worker count, in pipeline order.
+        gpus_per_worker: role -> GPUs per engine (roles not named hold 1).
+        gpus_per_node: GPUs per node; None: one node.
+
+    Returns:
+        role -> the node of each worker.
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    node, used = 0, 0
+    for role, n in roles.items():
+        k = int(gpus_per_worker.get(role, 1))
+        nodes = []
+        for _ in range(n):
+            if gpus_per_node and used + k > gpus_per_node:
+                node, used = node + 1, 0
+            nodes.append(node)
+            used += k
+        out[role] = tuple(nodes)
+    return out
+
+
+def _part(name: str, what: str, spec: Spec, v: Any) -> Any:
+    """``v``, a part of header field ``name`` (``what``: which part), checked against ``spec``."""
+    if v is None:
+        raise RecordError("run", name, f"{what} is missing")
+    try:
+        return check_value(spec, v)
+    except ValueError as e:
+        raise RecordError("run", name, f"{what} {e}") from None
+
+
+def _by_role(h: Mapping[str, Any], key: str, roles: Mapping[str, int], shape: str) -> Iterator[tuple[str, Any]]:
+    """The entries of the map ``h[key]`` (none where absent), each key checked as it comes to be a
+    role in 'roles' (``shape``: the message where it is no map)."""
+    raw = h.get(key)
+    if raw is not None and not isinstance(raw, Mapping):
+        raise RecordError("run", key, shape)
+    for name, v in (raw or {}).items():
+        if name not in roles:
+            raise RecordError("run", key, f"names '{short_repr(name)}', which is not a role in 'roles'")
+        yield name, v
+
+
+def _roles(raw: Any) -> dict[str, int]:
+    """``roles``: two or more printable names, each with 1..MAX_GPUS workers, MAX_GPUS in all."""
+    if not isinstance(raw, Mapping) or not raw:
+        raise RecordError("run", "roles", 'must be an object of role -> worker count, e.g. {"target":7,"drafter":1}')
+    if len(raw) < 2:
+        raise RecordError("run", "roles", "must name at least a producer and a consumer role")
+    roles: dict[str, int] = {}
+    for name, n in raw.items():
+        if not isinstance(name, str) or not name or has_surrogate(name) or len(name) > 200:
+            raise RecordError("run", "roles", f"role names must be non-empty printable strings, got {short_repr(name)}")
+        roles[name] = _part("roles", f"worker count of role '{name}'", WORKERS, n)
+    if sum(roles.values()) > MAX_GPUS:
+        raise RecordError("run", "roles", f"use {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}")
+    return roles
+
+
+def _probe(raw: Any) -> None:
+    """The header's ``probe`` (docs/log-schema.md): ``{"id", "segment", "segments", "round"}``."""
+    if not isinstance(raw, Mapping):
+        raise RecordError(
+            "run",
+            "probe",
+            f'must be an object like {{"id": "p1", "segment": 1, "segments": 4, "round": 1}}, got {short_repr(raw)}',
+        )
+    got = {n: _part("probe", n, s, raw.get(n)) for n, s in PROBE_FIELDS.items() if s.required or raw.get(n) is not None}
+    seg, segs = got["segment"], got.get("segments")
+    if segs is not None and seg > segs:
+        raise RecordError("run", "probe", f"segment {seg} of {segs}: a segment's number is at most 'segments'")
+
+
+def _scalar(h: Mapping[str, Any], name: str) -> Any:
+    """Header field ``name``, a number or a text, checked by its spec; None where absent and optional."""
+    spec = Run.SPECS[name]
+    return _check("run", name, spec, h.get(name)) if spec.required or h.get(name) is not None else None
+
+
+def _engines(h: Mapping[str, Any], roles: Mapping[str, int], gpus: int | None) -> dict[str, Any]:
+    """gpus_per_worker, gpus, gpus_per_node and placement of a header, checked against the roles."""
+    k: dict[str, int] = {}
+    shape = 'must be an object of role -> GPUs per worker, e.g. {"target": 2}'
+    for name, n in _by_role(h, "gpus_per_worker", roles, shape):
+        k[name] = _part("gpus_per_worker", f"GPUs per worker of role '{name}'", ENGINE_GPUS, n)
+    need = sum(n * k.get(r, 1) for r, n in roles.items())
+    if need > MAX_GPUS:
+        raise RecordError("run", "gpus_per_worker", f"the engines hold {need} GPUs, more than the limit {MAX_GPUS}")
+    g = need if gpus is None else gpus
+    if g < need:
+        raise RecordError("run", "gpus", f"is {g} but the roles' engines hold {need} GPUs")
+    gpn = _scalar(h, "gpus_per_node")
+    if gpn is not None and max([1, *k.values()]) > gpn:
+        raise RecordError(
+            "run",
+            "gpus_per_node",
+            f"is {gpn}, but an engine holds {max(k.values())} GPUs (an engine never spans nodes)",
+        )
+    placement = None if h.get("placement") is None else {}
+    nodes = -(-g // gpn) if gpn else 1
+    shape = 'must be an object of role -> node of each worker, e.g. {"target": [0, 1]}'
+    for name, lst in _by_role(h, "placement", roles, shape):
+        if (
+            not isinstance(lst, (list, tuple))
+            or len(lst) != roles[name]
+            or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < nodes for x in lst)
+        ):
+            raise RecordError(
+                "run",
+                "placement",
+                f"'{name}' must list one node index (0..{nodes - 1}) per worker, {roles[name]} in all",
+            )
+        placement[name] = tuple(lst)
+    if placement is not None and gpn:
+        full = default_placement(roles, k, gpn)
+        full.update(placement)
+        for node in range(nodes):
+            held = sum(k.get(r, 1) for r, lst in full.items() for x in lst if x == node)
+            if held > gpn:
+                raise RecordError("run", "placement", f"puts {held} GPUs on node {node}, which holds {gpn}")
+    return {"gpus": g, "gpus_per_worker": k, "placement": placement}
+
+
+def _queues(raw: Any, roles: Mapping[str, int]) -> tuple[Queue, ...]:
+    """``queues``: a list of queues (records or objects), each feeding a role, names unique."""
+    if raw is not None and not isinstance(raw, (list, tuple)):
+        raise RecordError(
+            "run",
+            "queues",
+            f'must be a list of queue objects like {{"name":"hs","feeds":"drafter","cap":20}}, '
+            f"got {type(raw).__name__} {short_repr(raw)}",
+        )
+    queues: list[Queue] = []
+    for i, q in enumerate(raw or ()):
+        if not isinstance(q, (Queue, Mapping)):
+            raise RecordError("run", "queues", f"entry {i} must be an object")
+        try:
+            if isinstance(q, Mapping):
+                missing = [n for n, s in Queue.SPECS.items() if s.required and q.get(n) is None]
+                if missing:
+                    raise RecordError("run", missing[0], "is missing")
+                q = Queue(**{n: q[n] for n in Queue.SPECS if n in q})
+        except RecordError as e:
+            raise RecordError("run", "queues", f"entry {i}: {e.field} {e.message}") from None
+        if q.feeds not in roles:
+            raise RecordError("run", "queues", f"queue '{q.name}' feeds '{q.feeds}', which is not a role in 'roles'")
+        if any(x.name == q.name for x in queues):
+            raise RecordError("run", "queues", f"queue name '{q.name}' appears twice")
+        queues.append(q)
+    return tuple(queues)
+
+
+def check_header(h: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a ``run`` header (its line, or a `Run`'s fields and extras) checked, in a fixed
+    order so that the first bad field is the one named: the version, the numbers and texts, the
+    roles, where the workers computed, the engines, the queues. The writer's and the reader's one
+    check of a header.
+
+    Args:
+        h: the header's fields by JSON key; None or absent is "not logged".
+
+    Returns:
+        The header's own fields (`Run.KEYS` but ``v``), normalised: ``gpus`` filled in,
+        ``gpus_per_worker`` a dict, ``placement`` tuples, ``queues`` `Queue` records.
+
+    Raises:
+        RecordError: the first bad field, named.
+    """
+    v = h.get("v", SCHEMA_VERSION)
+    if v != SCHEMA_VERSION or isinstance(v, bool):
+        raise RecordError("run", "v", f"schema version {v!r} is not supported (this advisor reads v{SCHEMA_VERSION})")
+    _scalar(h, "t")
+    roles = _roles(h.get("roles"))
+    gpus = _scalar(h, "gpus")
+    if gpus is not None and gpus < sum(roles.values()):
+        raise RecordError("run", "gpus", f"is {gpus} but the roles use {sum(roles.values())} GPUs")
+    for name, spec in Run.EXTRA_FIELDS.items():
+        x = h.get(name)
+        if x is not None and spec.kind is not object:
+            _check("run", name, spec, x)
+    if h.get("probe") is not None:
+        _probe(h["probe"])
+    shape = f"must be an object of role -> kind, got {short_repr(h.get('cap_bps_kind'))}"
+    for name, kind in _by_role(h, "cap_bps_kind", roles, shape):
+        if kind not in CAP_BPS_KINDS:
+            raise RecordError(
+                "run",
+                "cap_bps_kind",
+                f"kind of role '{name}' must be one of {', '.join(CAP_BPS_KINDS)}, got {short_repr(kind)}",
+            )
+    engines = _engines(h, roles, gpus)
+    link = _scalar(h, "link_bytes_s")
+    if link is not None and not link > 0:
+        raise RecordError("run", "link_bytes_s", "must be bytes/s above 0")
+    engines["queues"] = _queues(h.get("queues"), roles)
+    return {n: _scalar(h, n) for n, s in Run.SPECS.items() if s.kind is not object} | {"roles": roles, **engines}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,13 +520,13 @@ class Run(Record):
         "device": Spec(str),
         "physical_gpus": Spec(int, maximum=MAX_INT),
         "cores": Spec(int, minimum=1, maximum=MAX_INT),
-        "cap_bps_kind": Spec(object),
         "probe": Spec(object),
+        "cap_bps_kind": Spec(object),
         "unit": Spec(str, minimum=1, maximum=200),
     }
     v: int = _f(object, SCHEMA_VERSION)
     t: float = _f(float, 0.0, required=True, maximum=MAX_TIME_S)
-    run: str = _f(str, required=False, minimum=1)
+    run: str = _f(str, required=False)
     gpus: int | None = _f(int, None, minimum=1, maximum=MAX_GPUS)
     roles: Mapping[str, int] = _f(object)
     queues: Sequence[Queue] = _f(object, ())
@@ -282,62 +545,13 @@ class Run(Record):
     link_bytes_s: float | None = _f(float, None, maximum=MAX_INT)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def _check_rest(self, ev: str) -> None:
-        if self.v != SCHEMA_VERSION:
-            raise RecordError(ev, "v", f"must be {SCHEMA_VERSION} (this is schema v{SCHEMA_VERSION}), got {self.v!r}")
-        if not isinstance(self.roles, Mapping) or len(self.roles) < 2:
-            raise RecordError(
-                ev,
-                "roles",
-                "must map at least a producer and a consumer role to worker counts, "
-                f'e.g. {{"target": 7, "drafter": 1}}; got {self.roles!r:.60}',
-            )
-        roles = {_check(ev, "roles", _NAME, r): _check(ev, f"roles.{r}", WORKERS, n) for r, n in self.roles.items()}
-        _set(self, "roles", roles)
-        queues = []
-        for q in self.queues:
-            if isinstance(q, Mapping):
-                try:
-                    q = Queue(**q)
-                except TypeError as e:
-                    raise RecordError(ev, "queues", f"entry {q!r:.60} is not a queue ({e})") from None
-            if not isinstance(q, Queue):
-                raise RecordError(ev, "queues", f"entries must be Queue records, got {type(q).__name__}")
-            if q.feeds not in roles:
-                raise RecordError(
-                    ev, "queues", f"queue '{q.name}' feeds '{q.feeds}', which is not a role ({', '.join(roles)})"
-                )
-            queues.append(q)
-        if len({q.name for q in queues}) != len(queues):
-            raise RecordError(ev, "queues", "names must be distinct")
-        _set(self, "queues", tuple(queues))
-        k = self._engines(ev, roles)
-        need = sum(n * k.get(r, 1) for r, n in roles.items())
-        if self.gpus is not None and self.gpus < need:
-            raise RecordError(ev, "gpus", f"is {self.gpus} but the roles use {need}")
-        _set(self, "gpus", need if self.gpus is None else self.gpus)
-
-    def _engines(self, ev: str, roles: Mapping[str, int]) -> dict[str, int]:
-        """Check and normalise gpus_per_worker and placement; the GPUs per engine."""
-        k: dict[str, int] = {}
-        if self.gpus_per_worker is not None:
-            if not isinstance(self.gpus_per_worker, Mapping):
-                raise RecordError(ev, "gpus_per_worker", 'must map roles to GPUs per worker, e.g. {"target": 2}')
-            for r, n in self.gpus_per_worker.items():
-                if r not in roles:
-                    raise RecordError(ev, "gpus_per_worker", f"names '{r}', which is not a role ({', '.join(roles)})")
-                k[r] = _check(ev, f"gpus_per_worker.{r}", ENGINE_GPUS, n)
-            _set(self, "gpus_per_worker", dict(k))
-        if self.placement is not None:
-            if not isinstance(self.placement, Mapping):
-                raise RecordError(ev, "placement", 'must map roles to node lists, e.g. {"target": [0, 1]}')
-            out = {}
-            for r, nodes in self.placement.items():
-                if r not in roles or len(list(nodes)) != roles[r]:
-                    raise RecordError(ev, "placement", f"'{r}' must be a role with one node index per worker")
-                out[r] = [_check(ev, f"placement.{r}", Spec(int), x) for x in nodes]
-            _set(self, "placement", out)
-        return k
+    def __post_init__(self):
+        self._check_extra("run")
+        given = self.gpus_per_worker
+        for k, v in check_header({**self.extra, **{k: getattr(self, k) for k in self.KEYS}}).items():
+            _set(self, k, v)
+        if given is None:  # not logged: left out of the line
+            _set(self, "gpus_per_worker", None)
 
     def to_dict(self) -> dict[str, Any]:
         """The header line as a dict.
@@ -402,6 +616,24 @@ class Step(Record):
         super().__post_init__()
 
 
+def check_worker(roles: Mapping[str, int], role: Any, worker: Any) -> None:
+    """A step's role and worker against the header's roles: the writer's and the reader's one check.
+
+    Args:
+        roles: the header's role -> worker count.
+        role: the step's role.
+        worker: the step's worker index.
+
+    Raises:
+        RecordError: the role is not the header's, or the worker is not one of its workers.
+    """
+    if role not in roles:
+        raise RecordError("step", "role", f"{short_repr(role)} is not a role of the header ({', '.join(roles)})")
+    n = roles[role]
+    if _check("step", "worker", Step.SPECS["worker"], worker) >= n:
+        raise RecordError("step", "worker", f"is {worker} but the header has {n} '{role}' workers (0..{n - 1})")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Sync(Record):
     """A weight/gradient sync among the workers of ``role``: ``dur`` seconds, ending at ``t``."""
@@ -415,10 +647,54 @@ class Sync(Record):
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _role_rates(ev: str, name: str, v: Any) -> dict[str, Any]:
-    if not isinstance(v, Mapping):
-        raise RecordError(ev, name, f"must map role -> batches/s, got {type(v).__name__} {v!r:.40}")
-    return {_check(ev, name, _NAME, r): _check(ev, f"{name}.{r}", RATE, x) for r, x in v.items()}
+def check_rates(
+    h: Mapping[str, Any], roles: Collection[str] | None = None, queues: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The maps of a ``rates`` line checked: the writer's and the reader's one check of them.
+
+    Args:
+        h: the line's fields by JSON key.
+        roles: the header's roles; given, others are not read (schema v1 ignores what it does not know).
+        queues: the header's queue names, likewise.
+
+    Returns:
+        ``bps`` and ``cap_bps`` (role -> batches/s) and ``q`` (queue -> depth, a list for a
+        per-worker queue, None where not measured), numbers made plain; None where absent.
+
+    Raises:
+        RecordError: a map that is not one, or a bad key or value, named.
+    """
+    out: dict[str, Any] = {}
+    for key in ("bps", "cap_bps"):
+        d = h.get(key)
+        if d is None and key == "cap_bps":
+            out[key] = None
+            continue
+        if not isinstance(d, Mapping):
+            raise RecordError("rates", key, "must be an object of role -> batches/s")
+        out[key] = {
+            _check("rates", key, _NAME, r): _check("rates", f"{key}.{r}", RATE, x)
+            for r, x in d.items()
+            if roles is None or r in roles
+        }
+    q = h.get("q")
+    if q is not None and not isinstance(q, Mapping):
+        raise RecordError("rates", "q", "must be an object of queue -> depth (or list of depths)")
+    out["q"] = None if q is None else {}
+    for name, v in (q or {}).items():
+        if queues is not None and name not in queues:
+            continue
+        try:
+            if isinstance(v, (list, tuple)):
+                v = [check_value(_DEPTH, x) for x in v]
+            elif v is not None:  # None: not measured this time
+                v = check_value(_DEPTH, v)
+        except ValueError:
+            raise RecordError(
+                "rates", "q", f"depth of queue '{name}' must be numbers >= 0, got {short_repr(v)}"
+            ) from None
+        out["q"][_check("rates", "q", _NAME, name)] = v
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -440,20 +716,8 @@ class Rates(Record):
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def _check_rest(self, ev: str) -> None:
-        _set(self, "bps", _role_rates(ev, "bps", self.bps))
-        if self.cap_bps is not None:
-            _set(self, "cap_bps", _role_rates(ev, "cap_bps", self.cap_bps))
-        if self.q is not None:
-            if not isinstance(self.q, Mapping):
-                raise RecordError(ev, "q", f"must map queue -> depth (or list of depths), got {self.q!r:.40}")
-            q = {}
-            for name, depth in self.q.items():
-                _check(ev, "q", _NAME, name)
-                if isinstance(depth, (list, tuple)):
-                    q[name] = [_check(ev, f"q.{name}", Spec(float), x) for x in depth]
-                else:
-                    q[name] = _check(ev, f"q.{name}", Spec(float), depth)
-            _set(self, "q", q)
+        for k, v in check_rates({"bps": self.bps, "cap_bps": self.cap_bps, "q": self.q}).items():
+            _set(self, k, v)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -462,15 +726,9 @@ class End(Record):
 
     EVENT: ClassVar[Event] = Event.END
     t: float = _f(float, maximum=MAX_TIME_S)
-    reason: EndReason | str = _f(str, EndReason.DONE)
+    reason: EndReason | str = _f(str, EndReason.DONE, choices=tuple(r.value for r in EndReason))
     msg: str | None = _f(str, None)
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    def _check_rest(self, ev: str) -> None:
-        if self.reason not in {r.value for r in EndReason}:
-            raise RecordError(
-                ev, "reason", f"must be one of {', '.join(r.value for r in EndReason)}, got {self.reason!r}"
-            )
 
 
 EVENTS: dict[str, type[Record]] = {c.EVENT.value: c for c in (Run, Step, Sync, Rates, End)}
@@ -478,11 +736,6 @@ for _cls in (Queue, *EVENTS.values()):  # the specs of each record's own fields,
     _cls.SPECS = {f.name: f.metadata["spec"] for f in fields(_cls) if "spec" in f.metadata}
     _cls.KEYS = tuple(_cls.SPECS)
     _cls.FIELDS = {**_cls.SPECS, **getattr(_cls, "EXTRA_FIELDS", {})}
-    _cls._CHECKED = tuple(
-        (f.name, f.metadata["spec"], not f.metadata["spec"].required and f.default is not MISSING)
-        for f in fields(_cls)
-        if f.metadata.get("spec", Spec(object)).kind is not object
-    )
 del _cls
 
 
@@ -507,9 +760,8 @@ def from_dict(obj: Mapping[str, Any]) -> Record:
     if cls is None:
         raise RecordError(str(ev), "ev", f"must be one of {', '.join(EVENTS)}, got {ev!r}")
     kw = {k: v for k, v in obj.items() if k in cls.KEYS}
-    extra = {k: v for k, v in obj.items() if k not in cls.KEYS and k != "ev"}
-    try:
-        return cls(**kw, extra=extra)
-    except TypeError as e:  # a required field missing
-        missing = [f.name for f in fields(cls) if f.name not in kw and f.default is MISSING and f.name != "extra"]
-        raise RecordError(str(ev), missing[0] if missing else "?", f"is required ({e})") from None
+    # a field the constructor needs, absent: None, which the record's check names as missing
+    kw |= {
+        f.name: None for f in fields(cls) if f.name not in kw and f.default is MISSING and f.default_factory is MISSING
+    }
+    return cls(**kw, extra={k: v for k, v in obj.items() if k not in cls.KEYS and k != "ev"})

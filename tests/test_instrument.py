@@ -111,14 +111,18 @@ def test_explicit_calls_sync_and_rates(tmp_path):
 
 def test_bad_values_fail_where_they_are_made(tmp_path):
     log = _log(tmp_path, FakeClock())
-    with pytest.raises(RecordError, match="step: field 'busy' must be >= 0"):
+    with pytest.raises(RecordError, match="step: field 'busy' must be a number >= 0"):
         log.step_done(busy_s=-1.0, tokens=5)
     with pytest.raises(RecordError, match="field 'tokens' must be a whole number"):
         log.step_done(busy_s=1.0, tokens=2.5)
     with pytest.raises(ValueError, match="not a role"):
         RateLog(tmp_path / "x.jsonl", HEADER, role="loader")
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match="field 'worker' is 1 but the header has 1 'drafter' workers"):
         RateLog(tmp_path / "x.jsonl", HEADER, role="drafter", worker=1)
+    with pytest.raises(RecordError, match="field 'role' 'loader' is not a role of the header"):
+        log.step_done(busy_s=1.0, tokens=5, role="loader")  # written, the reader would refuse the log
+    with pytest.raises(RecordError, match="field 'worker' is 3 but the header has 1 'drafter' workers"):
+        log.step_done(busy_s=1.0, tokens=5, role="drafter", worker=3)
 
 
 def test_meter_snapshots_pool_rates_every_interval(tmp_path):

@@ -384,6 +384,15 @@ def test_a_wall_time_past_the_readers_limit_is_refused_not_written(tmp_path):
     assert not out.exists()
 
 
+def test_a_header_the_reader_refuses_is_refused_not_written(tmp_path):
+    """One schema (issue 49 item 4): roles of 4,200 GPUs in all are over the reader's limit, and
+    import-tb, whose header the writer checks, used to write a log the advisor then refused."""
+    out = tmp_path / "o.jsonl"
+    r = _cli(["import-tb", str(TB), "-o", str(out), "--roles", "target=4000,drafter=200", "--map", MAP[1]])
+    one_line_error(r, "field 'roles'", "use 4200 GPUs, more than the limit 4096")
+    assert not out.exists()
+
+
 def test_the_instrumenting_guides_import_advises_without_nan(tmp_path):
     """Issue 35 item 1: docs/instrumenting.md's import-tb example maps no tok_s: its advice is in
     b/s, marks and measures the split it ran (6-2 as the guide says), and prints no nan."""
