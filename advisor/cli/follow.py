@@ -275,31 +275,19 @@ def _files(args: Sequence[Path]) -> list[Path]:
     return out
 
 
-def _unusable_args(args: Sequence[Path]) -> bool:
-    """No log named, or one that waiting will not make readable (said on stderr)."""
-    if not args:
-        _err("no log file given")
-        return True
-    for p in args:
-        try:
-            p.stat()
-        except FileNotFoundError:
-            pass  # may appear later
-        except OSError as e:  # a name too long, a loop of links, ...: waiting will not help
-            _err(f"{p}: cannot be read ({e.strerror or e})")
-            return True
-    return False
-
-
 def _kind_changed(args: Sequence[Path], kinds: dict[Path, str]) -> bool:
-    """An argument that was a file and is now a folder (or any other change of type): said, and True.
+    """An argument that waiting will not make readable (a name too long, a loop of links, ...), or
+    that was a file and is now a folder (or any other change of type): said, and True.
 
     A missing path is no change (a log rotated or re-created); the first kind seen is remembered."""
     for a in args:
         try:
             mode = os.stat(a).st_mode
-        except OSError:
-            continue
+        except FileNotFoundError:
+            continue  # may appear later
+        except OSError as e:
+            _err(f"{a}: cannot be read ({e.strerror or e})")
+            return True
         now = "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "special file"
         was = kinds.setdefault(a, now)
         if now != was:
@@ -390,7 +378,8 @@ def follow_logs(
     options = Options.of(options, **given)
     interval_s, max_wait_s = options.interval_s, options.max_wait_s
     args = [Path(p) for p in paths]
-    if _unusable_args(args):
+    if not args:
+        _err("no log file given")
         return EXIT_UNUSABLE
     screen = _Screen(out if out is not None else sys.stdout, fmt)
     last_sig = None
