@@ -52,7 +52,6 @@ from advisor.settings import (
     Options,
     Settings,
     build_settings,
-    check_role_names,
     check_roles,
     role_count,
     role_plural,
@@ -63,7 +62,15 @@ EXACT_GAP_WARN_PCT = 3.0
 CONTENDER_PASSES = 3  # decide again at most twice where the pick's contenders were left analytic
 CROSSING_GAP = 0.05  # crossing share measured vs uniform mixing: a caveat past 5 points
 # the options the settings from bare numbers take (the rest went into the fit)
-NUMBERS_SETTINGS = ("gpus", "restart_cost_h", "next_run", "job_hours", "gpus_per_node", "link_gbytes_s")
+NUMBERS_SETTINGS = (
+    "gpus",
+    "restart_cost_h",
+    "next_run",
+    "job_hours",
+    "gpus_per_worker",
+    "gpus_per_node",
+    "link_gbytes_s",
+)
 
 
 @dataclass(frozen=True)
@@ -618,7 +625,7 @@ def advise_numbers(
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, o)
     p, c = fit.roles
-    k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
+    k = o.gpus_per_worker or {}  # its role names are checked by build_settings
     log_k = (k.get(p, 1), k.get(c, 1))
     # each capacity was given on its workers' GPUs (engines of log_k GPUs each)
     on = {r: units_text(roles[r] * kk) for r, kk in zip((p, c), log_k)}
