@@ -61,16 +61,6 @@ from advisor.settings import (
 EXACT_GAP_WARN_PCT = 3.0
 CONTENDER_PASSES = 3  # decide again at most twice where the pick's contenders were left analytic
 CROSSING_GAP = 0.05  # crossing share measured vs uniform mixing: a caveat past 5 points
-# the options the settings from bare numbers take (the rest went into the fit)
-NUMBERS_SETTINGS = (
-    "gpus",
-    "restart_cost_h",
-    "next_run",
-    "job_hours",
-    "gpus_per_worker",
-    "gpus_per_node",
-    "link_gbytes_s",
-)
 
 
 @dataclass(frozen=True)
@@ -644,5 +634,5 @@ def advise_numbers(
         tokens_range=fit.tokens_range,
         gpus_per_worker=log_k,
     )
-    numbers = Options(**{name: getattr(o, name) for name in NUMBERS_SETTINGS})
+    numbers = replace(o, roles=None, token_budget=None, engine_scaling=None, exact=False)  # what needs a log
     return _finish(fit, (), build_settings(numbers, logged), "what-if", [*_caveats(caught), given])
