@@ -86,7 +86,6 @@ class Advice:
     ``settings`` and the caveats in ``warnings``."""
 
     run: str
-    gpus: int
     fit: PipelineFit
     observed: ObservedSplit
     decision: Decision
@@ -104,9 +103,8 @@ class Advice:
             f"{len(self.warnings)} caveat(s)>"
         )
 
-    @property
-    def roles(self) -> tuple[str, str]:
-        return self.fit.roles
+    gpus = property(lambda self: self.settings.gpus)
+    roles = property(lambda self: self.fit.roles)
 
     @property
     def rows(self) -> Mapping[str, SplitRow]:
@@ -461,7 +459,6 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
         observed = observed_split(fit, settings, rows)
     return Advice(
         run=run,
-        gpus=settings.gpus,
         fit=fit,
         observed=observed,
         decision=decision,

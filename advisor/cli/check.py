@@ -165,12 +165,10 @@ def load_config(path: Path) -> GateConfig:
             if name in keys:
                 raise _at(sp, text, dotted, f"sets {name} again (also set by '{keys[name]}'); give it once")
             keys[name], values[name] = dotted, v
-    options = Options()
-    for name, value in values.items():
-        try:
-            options = replace(options, **{name: value})
-        except SettingsError as e:
-            raise _option_error(sp, text, keys, e) from None
+    try:
+        options = Options(**values)
+    except SettingsError as e:
+        raise _option_error(sp, text, keys, e) from None
     metric = options.metric or METRICS[0]
     other = next(f"min_{m}" for m in METRICS if m != metric)
     if other in values:
