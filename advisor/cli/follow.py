@@ -282,14 +282,6 @@ def _kind_changed(args: Sequence[Path], kinds: dict[Path, str]) -> bool:
     return False
 
 
-def _unreadable(paths: Sequence[Path]) -> bool:
-    for p in paths:
-        if not p.is_file() or not os.access(p, os.R_OK):
-            _err(f"{p}: not a readable file")
-            return True
-    return False
-
-
 def _wait_missing(
     paths: Sequence[Path], screen: _Screen, missing_since: float | None, max_wait_s: float | None
 ) -> float | None:
@@ -362,15 +354,12 @@ def follow_logs(
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
     options = Options.of(options, **given)
-    interval_s, max_wait_s = options.interval_s, options.max_wait_s
     args = [Path(p) for p in paths]
     if not args:
         _err("no log file given")
         return EXIT_UNUSABLE
     screen = _Screen(out if out is not None else sys.stdout, fmt)
-    last_sig = None
-    missing_since: float | None = None
-    kinds: dict[Path, str] = {}
+    last_sig, missing_since, kinds = None, None, {}
     settling = Settling(options.settle_tol)
     try:
         while True:
@@ -380,20 +369,21 @@ def follow_logs(
             paths = _files(args)
             sig = _signature(paths) if paths else None
             if sig is None:
-                missing_since = _wait_missing(paths or args, screen, missing_since, max_wait_s)
+                missing_since = _wait_missing(paths or args, screen, missing_since, options.max_wait_s)
                 if missing_since is None:
                     return EXIT_UNUSABLE
                 last_sig = None
-                _sleep(interval_s)
-                continue
-            missing_since = None
-            if _unreadable(paths):
-                return EXIT_UNUSABLE
-            if sig != last_sig:
-                last_sig = sig
-                code = _advise_pass(args, paths, screen, options, settling)
-                if code is not None:
-                    return code
-            _sleep(interval_s)
+            else:
+                missing_since = None
+                bad = next((p for p in paths if not p.is_file() or not os.access(p, os.R_OK)), None)
+                if bad is not None:
+                    _err(f"{bad}: not a readable file")
+                    return EXIT_UNUSABLE
+                if sig != last_sig:
+                    last_sig = sig
+                    code = _advise_pass(args, paths, screen, options, settling)
+                    if code is not None:
+                        return code
+            _sleep(options.interval_s)
     except KeyboardInterrupt:
         return _interrupted(screen)
