@@ -52,7 +52,6 @@ from advisor.settings import (
     Options,
     Settings,
     build_settings,
-    check_roles,
     role_count,
     role_plural,
     units_text,
@@ -155,9 +154,7 @@ class Advice:
         Raises:
             SettingsError: the split names other roles or is not one of G.
         """
-        s = replace(
-            self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus, self.settings.gpus_per_worker)
-        )
+        s = build_settings(replace(self.settings.options, roles=roles), self.settings.logged)
         return replace(self, settings=s, decision=decide(self.fit, self.rows, s, self.decision.evidence))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
