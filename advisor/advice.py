@@ -52,8 +52,6 @@ from advisor.settings import (
     Options,
     Settings,
     build_settings,
-    check_role_names,
-    check_roles,
     role_count,
     role_plural,
     units_text,
@@ -62,8 +60,6 @@ from advisor.settings import (
 EXACT_GAP_WARN_PCT = 3.0
 CONTENDER_PASSES = 3  # decide again at most twice where the pick's contenders were left analytic
 CROSSING_GAP = 0.05  # crossing share measured vs uniform mixing: a caveat past 5 points
-# the options the settings from bare numbers take (the rest went into the fit)
-NUMBERS_SETTINGS = ("gpus", "restart_cost_h", "next_run", "job_hours", "gpus_per_node", "link_gbytes_s")
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,6 @@ class Advice:
     ``settings`` and the caveats in ``warnings``."""
 
     run: str
-    gpus: int
     fit: PipelineFit
     observed: ObservedSplit
     decision: Decision
@@ -107,9 +102,8 @@ class Advice:
             f"{len(self.warnings)} caveat(s)>"
         )
 
-    @property
-    def roles(self) -> tuple[str, str]:
-        return self.fit.roles
+    gpus = property(lambda self: self.settings.gpus)
+    roles = property(lambda self: self.fit.roles)
 
     @property
     def rows(self) -> Mapping[str, SplitRow]:
@@ -160,9 +154,7 @@ class Advice:
         Raises:
             SettingsError: the split names other roles or is not one of G.
         """
-        s = replace(
-            self.settings, roles=check_roles(roles, *self.roles, self.settings.gpus, self.settings.gpus_per_worker)
-        )
+        s = build_settings(replace(self.settings.options, roles=roles), self.settings.logged)
         return replace(self, settings=s, decision=decide(self.fit, self.rows, s, self.decision.evidence))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
@@ -464,7 +456,6 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
         observed = observed_split(fit, settings, rows)
     return Advice(
         run=run,
-        gpus=settings.gpus,
         fit=fit,
         observed=observed,
         decision=decision,
@@ -618,7 +609,7 @@ def advise_numbers(
         warnings.simplefilter("always")
         fit = fit_from_numbers(roles, cap_bps, o)
     p, c = fit.roles
-    k = check_role_names("--gpus-per-worker", o.gpus_per_worker, (p, c))
+    k = o.gpus_per_worker or {}  # its role names are checked by build_settings
     log_k = (k.get(p, 1), k.get(c, 1))
     # each capacity was given on its workers' GPUs (engines of log_k GPUs each)
     on = {r: units_text(roles[r] * kk) for r, kk in zip((p, c), log_k)}
@@ -637,5 +628,5 @@ def advise_numbers(
         tokens_range=fit.tokens_range,
         gpus_per_worker=log_k,
     )
-    numbers = Options(**{name: getattr(o, name) for name in NUMBERS_SETTINGS})
+    numbers = replace(o, roles=None, token_budget=None, engine_scaling=None, exact=False)  # what needs a log
     return _finish(fit, (), build_settings(numbers, logged), "what-if", [*_caveats(caught), given])

@@ -8,6 +8,7 @@ here, at the boundary, with errors that name the option (the CLI turns them into
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import typing
@@ -571,16 +572,20 @@ def _engines(options: Options, logged: Logged, gpus: int) -> tuple[tuple[int, in
 def check_roles(
     roles: Mapping[str, int], producer: str, consumer: str, gpus: int, gpus_per_worker: tuple[int, int] = (1, 1)
 ) -> dict[str, int]:
-    """The split to judge (engines), validated against the log's roles and G."""
-    names, want = set(roles), {producer, consumer}
-    if names != want:
-        odd = (("missing", sorted(want - names)), ("unknown", sorted(names - want)))
-        parts = [f"{what} {', '.join(rs)}" for what, rs in odd if rs]
-        raise SettingsError(
-            "--roles",
-            f"{'; '.join(parts)} (the log's roles are {producer} and {consumer}, e.g. {producer}=6,{consumer}=2)",
-        )
-    out = {r: _whole(f"--roles {r}", roles[r], 1, MAX_GPUS) for r in (producer, consumer)}
+    """The split to judge (engines), validated against the log's roles and G: the one check of
+    ``--roles`` and of a gate config's ``[roles]`` (an error per role names it: ``--roles drafter``)."""
+    both = (producer, consumer)
+    for r in roles:
+        if r not in both:
+            close = difflib.get_close_matches(r, both, n=1, cutoff=0.6)
+            hint = f"did you mean '{close[0]}'?" if close else f"the log's roles are {producer} and {consumer}"
+            raise SettingsError(f"--roles {r}", f"is not a role of the log; {hint}")
+    for r in both:
+        if r not in roles:
+            raise SettingsError(
+                f"--roles {r}", f"is missing: name both roles of the log, e.g. {producer}=6,{consumer}=2"
+            )
+    out = {r: _whole(f"--roles {r}", roles[r], 1, MAX_GPUS) for r in both}
     kp, kc = gpus_per_worker
     total = out[producer] * kp + out[consumer] * kc
     if total != gpus:

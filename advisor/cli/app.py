@@ -242,18 +242,15 @@ def _check_cmd(
     --min-confidence, it is at least that likely within 2% of the best split), 1 if not, 2 if unusable."""
     import warnings
 
-    from advisor.cli.check import ConfigKeyWarning, run_check
+    from advisor.cli.check import run_check
     from advisor.present.text import gate_line, render
 
     fmt = _format(as_json, as_markdown)
     options = options_of(locals())
-    with _or_die(source), warnings.catch_warnings(record=True) as seen:  # its old names: said if it passes
-        warnings.simplefilter("always", ConfigKeyWarning)
+    with _or_die(source), warnings.catch_warnings(record=True) as seen:  # the config's old names: said if it passes
+        warnings.simplefilter("always")
         adv = run_check(source, options)
-    for w in seen:
-        if w.category is not ConfigKeyWarning:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    _warn_lines([w for w in seen if w.category is ConfigKeyWarning])
+    _warn_lines(seen)
     with _or_die(source):
         text = gate_line(adv.gate) + "\n" if fmt == "text" else render(adv, fmt)
     typer.echo(text, nl=False)
@@ -526,7 +523,7 @@ def main(argv: list[str] | None = None) -> None:
     inputs = [a for a in args[1:] if not a.startswith("-") and os.path.lexists(a)]
     try:
         code = app(args=args, prog_name="dflash-advise", standalone_mode=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):  # typer's Abort: an end of input at a prompt
         typer.echo("dflash-advise: interrupted", err=True)
         code = 130
     except MemoryError:
@@ -536,9 +533,6 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         code = 2
-    except typer.Abort:
-        typer.echo("dflash-advise: interrupted", err=True)
-        code = 130
     except Exception as e:
         code = 2
         if type(e).__name__ == "NoArgsIsHelpError":  # click >= 8.2: the help, as click shows it

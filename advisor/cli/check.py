@@ -91,8 +91,16 @@ def _line_of(text: str, dotted: str) -> int | None:
 
 
 def _at(path: str, text: str, dotted: str, msg: str) -> LogError:
-    """The config's error at key ``dotted``, on the line that defines it."""
-    return LogError(path, _line_of(text, dotted), msg, dotted)
+    """The config's error at key ``dotted``, on the line that defines it (else its table's)."""
+    return LogError(path, _line_of(text, dotted) or _line_of(text, dotted.split(".")[0]), msg, dotted)
+
+
+def _option_error(path: str, text: str, keys: Mapping[str, str], e: SettingsError) -> LogError:
+    """An option's error as the config's, at the key that set it: ``--roles target`` at ``roles.target``."""
+    flag, _, rest = e.option.partition(" ")
+    name = next(n for n, f in option_fields().items() if f.metadata["flag"].name == flag)
+    where = ".".join([keys.get(name, name), *rest.split()])
+    return _at(path, text, where, str(e)[len(e.option) + 2 :])
 
 
 def _unknown(text: str, path: str, where: str, keys: Sequence[str], allowed: Sequence[str], what: str) -> None:
@@ -157,14 +165,10 @@ def load_config(path: Path) -> GateConfig:
             if name in keys:
                 raise _at(sp, text, dotted, f"sets {name} again (also set by '{keys[name]}'); give it once")
             keys[name], values[name] = dotted, v
-    options = Options()
-    for name, value in values.items():
-        try:
-            options = replace(options, **{name: value})
-        except SettingsError as e:
-            flag = option_fields()[name].metadata["flag"].name
-            where = keys[name] + e.option[len(flag) :].replace(" ", ".")  # "--roles target": roles.target
-            raise _at(sp, text, where, str(e)[len(e.option) + 2 :]) from None
+    try:
+        options = Options(**values)
+    except SettingsError as e:
+        raise _option_error(sp, text, keys, e) from None
     metric = options.metric or METRICS[0]
     other = next(f"min_{m}" for m in METRICS if m != metric)
     if other in values:
@@ -265,8 +269,12 @@ def run_check(sources: Sequence[Path], options: Options | None = None, /, **give
     from_cli = options.roles is not None
     adv = _advise_for(cfg, plan, from_cli)
     planned = plan.roles or dict(adv.observed.roles)
-    _check_planned(adv, planned, cfg, from_cli)
-    adv = adv.judge(planned)
+    try:
+        adv = adv.judge(planned)
+    except SettingsError as e:
+        if from_cli or cfg.path is None:
+            raise
+        raise _option_error(cfg.path, cfg.text, cfg.keys, e) from None
     return replace(adv, gate=_gate_outcome(adv, planned, metric, threshold, plan.min_confidence))
 
 
@@ -275,7 +283,7 @@ def _advise_for(cfg: GateConfig, plan: Options, from_cli: bool) -> Advice:
 
     A config plans a cluster (default: the GPUs of its roles' engines); on the command line
     ``--roles`` judges a split of the profile's own G, so roles that do not sum to it are an
-    error (`_check_planned`), not another G.
+    error (`advisor.settings.check_roles`), not another G.
     """
     profile = replace(plan, roles=None)
     fitted = fit_logs(cfg.profile)
@@ -283,36 +291,6 @@ def _advise_for(cfg: GateConfig, plan: Options, from_cli: bool) -> Advice:
     if plan.roles and not from_cli and plan.gpus is None and set(plan.roles) == {p, c}:
         profile = replace(profile, gpus=fitted.settings(profile).split_gpus(plan.roles[p], plan.roles[c]))
     return fitted.advise(profile)
-
-
-def _roles_error(cfg: GateConfig, from_cli: bool, msg: str, key: str = "roles") -> LogError | ValueError:
-    """A wrong planned split: an error of ``--roles``, or of the config's line that set it."""
-    if from_cli or cfg.path is None:
-        return ValueError(f"--roles: {msg}")
-    return LogError(cfg.path, _line_of(cfg.text, key) or _line_of(cfg.text, "roles"), msg, key)
-
-
-def _check_planned(adv: Advice, planned: Mapping[str, int], cfg: GateConfig, from_cli: bool) -> None:
-    """The planned split names exactly the log's two roles and uses the GPUs the advice splits."""
-    p, c = adv.roles
-    for r in planned:
-        if r not in (p, c):
-            close = difflib.get_close_matches(r, (p, c), n=1, cutoff=0.6)
-            hint = f"did you mean '{close[0]}'?" if close else f"the log's roles are {p}, {c}"
-            raise _roles_error(cfg, from_cli, f"'{r}' is not a role of the profile log; {hint}", f"roles.{r}")
-    for r in (p, c):
-        if r not in planned:
-            raise _roles_error(
-                cfg,
-                from_cli,
-                f"is missing: the planned split names both roles of the log ({p}, {c})"
-                if not from_cli
-                else f"'{r}' is missing: name both roles of the log ({p}, {c})",
-                f"roles.{r}",
-            )
-    used = adv.settings.split_gpus(planned[p], planned[c])
-    if used != adv.gpus:
-        raise _roles_error(cfg, from_cli, f"the planned split uses {used} GPUs but {adv.gpus} are split")
 
 
 def _gate_outcome(

@@ -123,16 +123,15 @@ class OddsPoint:
 
 
 class Settling:
-    """Whether the odds have settled over the last ``refreshes`` reports (module docstring)."""
+    """Whether the odds have settled over the last `SETTLE_REFRESHES` reports (module docstring)."""
 
     def __init__(self, tol: float):
         self.tol = tol
-        self.refreshes = SETTLE_REFRESHES
         self.count = 0
         self.points: deque[OddsPoint | None] = deque(maxlen=SETTLE_REFRESHES)
 
     def add(self, point: OddsPoint | None) -> None:
-        """Count one report and keep its point among the last ``refreshes``."""
+        """Count one report and keep its point among the last ones."""
         self.count += 1
         self.points.append(point)
 
@@ -146,28 +145,15 @@ class Settling:
             max(p.expected_regret_pct for p in pts) - min(p.expected_regret_pct for p in pts),
         )
 
-    @property
-    def pick_changed(self) -> bool:
-        """Whether the last reports differ in action, split or close call."""
-        return len({(p.action, p.split, p.close_call) for p in self.points}) > 1
-
-    @property
-    def unchanged(self) -> bool:
-        """Whether the last ``refreshes`` reports agree on the pick and their odds span at most ``tol``."""
-        sp = self.spread()
-        if sp is None or len(self.points) < self.refreshes or self.pick_changed:
-            return False
-        return sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12
-
-    @property
-    def thin(self) -> bool:
-        """Whether any of the last reports is provisional (thin evidence)."""
-        return any(p is not None and p.provisional for p in self.points)
-
-    @property
-    def settled(self) -> bool:
-        """Unchanged over the last ``refreshes`` reports, none of them on thin evidence."""
-        return self.unchanged and not self.thin
+    def state(self) -> str:
+        """Settled: the last reports agree on the action, split and close call and their odds span
+        at most ``tol``, none provisional; "provisional": so, but on thin evidence; "so far": too
+        few reports yet; "changed": the pick changed; "moving": the odds moved more."""
+        sp, full = self.spread(), len(self.points) == SETTLE_REFRESHES
+        changed = len({(p.action, p.split, p.close_call) for p in self.points if p is not None}) > 1
+        if sp is not None and full and not changed and sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12:
+            return "provisional" if any(p.provisional for p in self.points) else "settled"
+        return "so far" if not full else "changed" if changed else "moving"
 
     def line(self) -> str:
         """``odds settled: STAY with 7-1, >99% likely the best, expected regret 0.00%; ...``."""
@@ -179,18 +165,18 @@ class Settling:
             f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.expected_regret_pct:.2f}%"
             + (", a close call" if pt.close_call else "")
         )
-        n = len(self.points)
+        n, state = len(self.points), self.state()
         rule = f"p_best and regret within {self.tol:g}"
-        if self.settled:
+        if state == "settled":
             return f"odds settled: {odds}; unchanged, {rule}, over the last {n} refreshes"
-        if self.unchanged:
+        if state == "provisional":
             return (
                 f"odds provisional: {odds}; unchanged, {rule}, over the last {n} refreshes, but on thin "
                 f"evidence (the verdict below is provisional), so not settled"
             )
-        if n < self.refreshes:
-            return f"odds so far: {odds}; {n} of the {self.refreshes} refreshes needed to tell whether they settle"
-        if self.pick_changed:
+        if state == "so far":
+            return f"odds so far: {odds}; {n} of the {SETTLE_REFRESHES} refreshes needed to tell whether they settle"
+        if state == "changed":
             return f"odds moving: {odds}; the pick changed within the last {n} refreshes"
         p_best, regret = self.spread()
         moved = f"p_best moved {p_best:.3f}, regret {regret:.2f} points"
@@ -202,9 +188,9 @@ class Settling:
         sp = self.spread()
         return {
             "refresh": self.count,
-            "settled": self.settled,
+            "settled": self.state() == "settled",
             "settle_tol": self.tol,
-            "settle_refreshes": self.refreshes,
+            "settle_refreshes": SETTLE_REFRESHES,
             "odds": None if pt is None else {**asdict(pt), **_rounded(pt.p_best, pt.expected_regret_pct)},
             "spread": None if sp is None else _rounded(*sp),
         }
@@ -275,43 +261,23 @@ def _files(args: Sequence[Path]) -> list[Path]:
     return out
 
 
-def _unusable_args(args: Sequence[Path]) -> bool:
-    """No log named, or one that waiting will not make readable (said on stderr)."""
-    if not args:
-        _err("no log file given")
-        return True
-    for p in args:
-        try:
-            p.stat()
-        except FileNotFoundError:
-            pass  # may appear later
-        except OSError as e:  # a name too long, a loop of links, ...: waiting will not help
-            _err(f"{p}: cannot be read ({e.strerror or e})")
-            return True
-    return False
-
-
 def _kind_changed(args: Sequence[Path], kinds: dict[Path, str]) -> bool:
-    """An argument that was a file and is now a folder (or any other change of type): said, and True.
+    """An argument that waiting will not make readable (a name too long, a loop of links, ...), or
+    that was a file and is now a folder (or any other change of type): said, and True.
 
     A missing path is no change (a log rotated or re-created); the first kind seen is remembered."""
     for a in args:
         try:
             mode = os.stat(a).st_mode
-        except OSError:
-            continue
+        except FileNotFoundError:
+            continue  # may appear later
+        except OSError as e:
+            _err(f"{a}: cannot be read ({e.strerror or e})")
+            return True
         now = "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "special file"
         was = kinds.setdefault(a, now)
         if now != was:
             _err(f"{a}: was a {was} and is now a {now}; --follow reads what it started on: start it again")
-            return True
-    return False
-
-
-def _unreadable(paths: Sequence[Path]) -> bool:
-    for p in paths:
-        if not p.is_file() or not os.access(p, os.R_OK):
-            _err(f"{p}: not a readable file")
             return True
     return False
 
@@ -388,14 +354,12 @@ def follow_logs(
     if fmt not in ("text", "markdown", "json"):
         raise ValueError(f"fmt must be text, markdown or json, got {fmt!r}")
     options = Options.of(options, **given)
-    interval_s, max_wait_s = options.interval_s, options.max_wait_s
     args = [Path(p) for p in paths]
-    if _unusable_args(args):
+    if not args:
+        _err("no log file given")
         return EXIT_UNUSABLE
     screen = _Screen(out if out is not None else sys.stdout, fmt)
-    last_sig = None
-    missing_since: float | None = None
-    kinds: dict[Path, str] = {}
+    last_sig, missing_since, kinds = None, None, {}
     settling = Settling(options.settle_tol)
     try:
         while True:
@@ -405,20 +369,21 @@ def follow_logs(
             paths = _files(args)
             sig = _signature(paths) if paths else None
             if sig is None:
-                missing_since = _wait_missing(paths or args, screen, missing_since, max_wait_s)
+                missing_since = _wait_missing(paths or args, screen, missing_since, options.max_wait_s)
                 if missing_since is None:
                     return EXIT_UNUSABLE
                 last_sig = None
-                _sleep(interval_s)
-                continue
-            missing_since = None
-            if _unreadable(paths):
-                return EXIT_UNUSABLE
-            if sig != last_sig:
-                last_sig = sig
-                code = _advise_pass(args, paths, screen, options, settling)
-                if code is not None:
-                    return code
-            _sleep(interval_s)
+            else:
+                missing_since = None
+                bad = next((p for p in paths if not p.is_file() or not os.access(p, os.R_OK)), None)
+                if bad is not None:
+                    _err(f"{bad}: not a readable file")
+                    return EXIT_UNUSABLE
+                if sig != last_sig:
+                    last_sig = sig
+                    code = _advise_pass(args, paths, screen, options, settling)
+                    if code is not None:
+                        return code
+            _sleep(options.interval_s)
     except KeyboardInterrupt:
         return _interrupted(screen)

@@ -66,7 +66,7 @@ def test_roles_not_summing_to_gpus_exit_2(reference):
     r = invoke(reference, "--roles", "target=6,drafter=3")
     assert r.exit_code == 2 and "is 9 GPUs, but 8 are split" in r.stderr and r.stderr.count("\n") == 1
     r = invoke(reference, "--roles", "target=6")
-    assert r.exit_code == 2 and "missing drafter" in r.stderr
+    assert r.exit_code == 2 and "--roles drafter: is missing" in r.stderr
     r = invoke(reference, "--roles", "target=6,target=2")
     assert r.exit_code == 2 and "twice" in r.stderr
 

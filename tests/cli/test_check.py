@@ -160,7 +160,7 @@ def test_cli_roles_not_summing_to_the_logs_gpus_exit_2(reference):
     from advisor.cli.app import app, route
 
     r = CliRunner().invoke(app, route(["check", str(reference), "--roles", "target=6,drafter=3"]))
-    assert r.exit_code == 2 and "9 GPUs but 8 are split" in r.stderr and r.stderr.count("\n") == 1
+    assert r.exit_code == 2 and "is 9 GPUs, but 8 are split" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_gate_judges_the_planned_split(reference):

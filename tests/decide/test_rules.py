@@ -139,7 +139,7 @@ def test_hs_cap_changes_robustness_and_keeps_queue_advice(reference):
 def test_roles_must_sum_to_the_gpus(reference):
     with pytest.raises(SettingsError, match="is 9 GPUs, but 8 are split"):
         advise(reference, roles={"target": 6, "drafter": 3})
-    with pytest.raises(SettingsError, match="unknown verifier"):
+    with pytest.raises(SettingsError, match="^--roles verifier: is not a role of the log"):
         advise(reference, roles={"target": 6, "verifier": 2})
 
 
