@@ -168,7 +168,6 @@ class SplitResult:
     n_producer: int
     n_consumer: int
     x_bps: float
-    tok_s: float
     producer_cap_bps: float
     consumer_cap_bps: float
     loader_cap_bps: float | None
@@ -245,30 +244,22 @@ def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allre
     return lam_bps * m * every / (m * every + excess)
 
 
-@dataclass(frozen=True)
-class _Barrier:
-    """What `barrier_rate` needs beyond the rates: steps per sync, T_ar, and s(M) (to undo it)."""
-
-    every: int
-    allreduce_s: float
-    scaling: float
-
-
 def _pipeline_x(
-    fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, barrier: _Barrier | None = None
+    fit: PipelineFit, n: int, m: int, r: _SplitRates, b: int, fp: float = 1.0, fc: float = 1.0
 ) -> tuple[float, ChainResult]:
-    """Throughput of the targets -> q_hs -> drafters chain (capped by the barrier tail when the
-    drafters sync), behind the loader when it binds; with regimes (`advisor.model.params.RegimeFit`), the
-    mean over the log's time slices of each slice's throughput at its own rates and the
-    within-slice variability."""
+    """Throughput of the targets -> q_hs -> drafters chain at the split's rates ``r`` times (fp, fc)
+    (capped by the barrier tail when the drafters sync), behind the loader when it binds; with
+    regimes (`advisor.model.params.RegimeFit`), the mean over the log's time slices of each slice's
+    throughput at its own rates and the within-slice variability."""
+    mu_p, mu_c = r.mu_p * fp, r.mu_c * fc
     loader = fit.loader.capacity_bps if fit.loader.input_bound and fit.loader.capacity_bps else None
 
     def stationary(mu_p: float, mu_c: float, scv_p: float, scv_c: float) -> tuple[float, ChainResult]:
         res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
         x = res.x_bps
-        if barrier is not None:
+        if r.barrier_s is not None:
             lam = n * mu_p if loader is None else min(n * mu_p, loader)  # the targets supply no faster than fed
-            x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
+            x_bar = barrier_rate(n, m, lam, mu_c / r.scaling, fit.sync.sync_every, r.barrier_s, b)
             if x_bar < x:
                 # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
                 cut = math.log(x / x_bar) if x_bar > 0 else 0.0
@@ -364,7 +355,9 @@ def _interval(
     for end in ends:  # (0: the point's own interval again)
         x_end = x * math.exp(end)
         lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
-    corners = _corners(fit, x, x_at)
+    corners = (0.0,) * 4  # log(x_corner / x): 0 without a ranged role
+    if fit.producer.ranged or fit.consumer.ranged:
+        corners = tuple(math.log(xc / x) if (xc := x_at(a, c)) > 0 else 0.0 for a, c, _ in _corners(fit))
     open_hi = 0.0
     for shift, is_open in zip(corners, open_corners(fit)):
         lo = min(lo, x * math.exp(shift - half))
@@ -385,38 +378,23 @@ def _interval(
     }
 
 
-def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
-    """Which corners of the roles' capacity ranges rest on the open end of a capacity known only from
-    below (a bound).
-    """
-    return tuple(a or c for a in _open_ends(fit.producer) for c in _open_ends(fit.consumer))
-
-
-def _open_ends(rf: RoleFit) -> tuple[bool, bool]:
-    """Which ends of a role's capacity range, in the order `range_ends` walks it, are open (inf)."""
-    ranged = rf.ranged and rf.mu_bps > 0
-    return tuple(not math.isfinite(end) for end in rf.mu_range_bps) if ranged else (False, False)
-
-
-def range_ends(rf: RoleFit) -> tuple[float, float]:
-    """Multipliers of a role's projected rate at the two ends of its capacity range."""
+def range_ends(rf: RoleFit) -> tuple[tuple[float, bool], ...]:
+    """(multiplier of a role's projected rate, whether the end is open: a bound's inf) at the two
+    ends of its capacity range."""
     if not rf.ranged or rf.mu_bps <= 0:
-        return 1.0, 1.0
-    lo, hi = rf.mu_range_bps
-    return lo / rf.mu_bps, (hi / rf.mu_bps if math.isfinite(hi) else BOUND_OPEN_FACTOR)
+        return (1.0, False), (1.0, False)
+    return tuple((e / rf.mu_bps, False) if math.isfinite(e) else (BOUND_OPEN_FACTOR, True) for e in rf.mu_range_bps)
 
 
-def _corners(fit: PipelineFit, x: float, x_at) -> tuple[float, float, float, float]:
-    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one;
-    ``x_at`` as in `_elasticities`)."""
-    if not (fit.producer.ranged or fit.consumer.ranged):
-        return 0.0, 0.0, 0.0, 0.0
-    out = []
-    for a in range_ends(fit.producer):
-        for c in range_ends(fit.consumer):
-            xc = x_at(a, c)
-            out.append(math.log(xc / x) if xc > 0 else 0.0)
-    return tuple(out)
+def _corners(fit: PipelineFit) -> list[tuple[float, float, bool]]:
+    """(f_p, f_c, open) at the four corners of the two roles' capacity ranges, the producer's end
+    first; open where either rests on a capacity known only from below (a bound)."""
+    return [(a, c, oa or oc) for a, oa in range_ends(fit.producer) for c, oc in range_ends(fit.consumer)]
+
+
+def open_corners(fit: PipelineFit) -> tuple[bool, ...]:
+    """Which corners of the roles' capacity ranges (`_corners`) are open."""
+    return tuple(is_open for _, _, is_open in _corners(fit))
 
 
 @dataclass(frozen=True)
@@ -432,7 +410,7 @@ class _SplitRates:
     sync_link_s: float  # seconds one sync round's all-reduce holds the link
     busy_round_s: float  # a consumer's seconds per batch in a sync round, link included
     scaling: float  # the per-rank sync factor s(M)
-    barrier: _Barrier | None
+    barrier_s: float | None  # a round's T_ar and untimed time where the drafters meet at a barrier
 
 
 def _split_rates(
@@ -461,7 +439,7 @@ def _split_rates(
 
     t_ar = fit.sync.allreduce_s(ranks) + sync_link
     busy_round, s = scaling(mu_c_raw, t_ar)
-    bar = _Barrier(k, t_ar + fit.sync.overhead_s, s) if k > 0 and ranks > 1 and s > 0 else None
+    bar = t_ar + fit.sync.overhead_s if k > 0 and ranks > 1 and s > 0 else None
     mu_c_own = mu_c_compute * scaling(mu_c_compute, fit.sync.allreduce_s(ranks))[1]
     return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, mu_c_own, pool, ranks, sync_link, busy_round, s, bar)
 
@@ -517,20 +495,18 @@ def project_split(
     ranges' corners.
     """
     tokens, p, c = what_if.tokens_per_batch, fit.producer, fit.consumer
-    if tokens is None:  # the logged means, else the token model's
-        tokens, busy_p, busy_c = fit.tokens_mean, p.busy_mean_s, c.busy_mean_s
-    else:
-        busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
+    # the logged means, else the token model's
+    busy_p, busy_c = (p.busy_mean_s, c.busy_mean_s) if tokens is None else (p.busy_at(tokens), c.busy_at(tokens))
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
     k_p, k_c = fit.contention.scale(n_producer, g)
     r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if, link)
     b = fit.hs_cap if what_if.hs_cap is None else what_if.hs_cap
-    x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
+    x, res = _pipeline_x(fit, n_producer, n_consumer, r, b)
     err: dict = {}  # the interval and its parts (none: NaN ends)
     if interval and x > 0:
 
         def x_at(fp: float, fc: float) -> float:  # the rate with the roles' rates times (fp, fc)
-            return _pipeline_x(fit, n_producer, n_consumer, r.mu_p * fp, r.mu_c * fc, b, r.barrier)[0]
+            return _pipeline_x(fit, n_producer, n_consumer, r, b, fp, fc)[0]
 
         err = _interval(fit, n_producer, g, x, r, res.barrier_cut, what_if, x_at)
     own, link_cap, sync_share, bottleneck = _capacities(fit, n_producer, n_consumer, r, x)
@@ -538,7 +514,6 @@ def project_split(
         n_producer=n_producer,
         n_consumer=n_consumer,
         x_bps=x,
-        tok_s=x * tokens,
         producer_cap_bps=own[p.role],
         consumer_cap_bps=own[c.role],
         loader_cap_bps=own.get("loader"),
@@ -563,9 +538,8 @@ def project_local(
     fit: PipelineFit, n_producer: int, n_consumer: int, link: LinkStage, *, gpus: int, **kw
 ) -> SplitResult:
     """Split (N, M) as node-local pipelines: each node's N_a targets feed its M_a drafters through
-    its own q_hs, projected alone on G / L GPUs (its sync an all-reduce of all M drafters). Alike
-    nodes: rates and capacities times L, shares one node's; unlike ones: `_unlike_nodes`. The link
-    carries sync only: capacity ``M k / T_link``.
+    its own q_hs, projected alone on G / L GPUs (its sync an all-reduce of all M drafters), the
+    nodes joined by `_nodes_together`. The link carries sync only: capacity ``M k / T_link``.
     """
     pl = link.placement
     if not pl.local:
@@ -580,19 +554,7 @@ def project_local(
         return project_split(fit, n, m, gpus=gpus // nodes, link=replace(stage, sync_ranks=n_consumer), **kw)
 
     each = {mix: alone(*mix) for mix in dict.fromkeys(held)}
-    if len(each) == 1:
-        one = next(iter(each.values()))
-        scaled = {
-            f: nodes * getattr(one, f)
-            for f in ("x_bps", "tok_s", "producer_cap_bps", "consumer_cap_bps", "x_low_bps", "x_high_bps", "bound_bps")
-        }
-        whole = replace(
-            one,
-            **scaled,
-            loader_cap_bps=nodes * one.loader_cap_bps if one.loader_cap_bps is not None else None,
-        )
-    else:
-        whole = _unlike_nodes(fit, [each[mix] for mix in held])
+    whole = _nodes_together(fit, [each[mix] for mix in held])
     k = fit.sync.sync_every
     sync_s = link.sync_xfer_s if k > 0 and n_consumer > 1 else 0.0
     link_cap = n_consumer * k / sync_s if sync_s > 0 else math.inf
@@ -609,10 +571,11 @@ def project_local(
     )
 
 
-def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
-    """Unlike node-local pipelines as one split: rates add, but drafters that sync run at the
-    slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the
-    nodes' weighted by their share of the rate."""
+def _nodes_together(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
+    """Node-local pipelines as one split: rates add, but drafters that sync run at the slowest
+    node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the nodes'
+    weighted by their share of the rate (alike nodes: rates and capacities times L, shares one
+    node's)."""
     synced = fit.sync.sync_every > 0 and sum(r.n_consumer for r in nodes) > 1
     pace = min(r.x_bps / r.n_consumer for r in nodes) if synced else math.inf
     rates = [min(r.x_bps, pace * r.n_consumer) for r in nodes]
@@ -633,7 +596,6 @@ def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
     return replace(
         nodes[0],
         x_bps=x,
-        tok_s=sum(f * r.tok_s for f, r in zip(keep, nodes)),
         producer_cap_bps=cap_p,
         consumer_cap_bps=cap_c,
         loader_cap_bps=total("loader_cap_bps") if nodes[0].loader_cap_bps is not None else None,
