@@ -159,6 +159,38 @@ def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 
     return replace(res, queue_mean=min(res.queue_mean * scale, buffer))
 
 
+ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
+ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
+ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
+
+
+@dataclass(frozen=True)
+class IntervalParts:
+    """The parts of a split's 95% interval, ln(b/s): ``shared_log_per_se`` in ``ERR_SHARED``'s
+    order (per standard error of each source every split shares), ``corners_log`` in
+    ``ERR_CORNERS``' (the shifts at the capacity ranges' corners)."""
+
+    shared_log_per_se: tuple[float, ...]
+    own_var_log2: float  # the split's own variance, (ln b/s)^2
+    sync_ends_log: tuple[float, float]  # shifts at the ends of an unidentified sync scaling
+    corners_log: tuple[float, ...]
+    model_sigma_log: float = 0.0  # the model's error scale the row carries (`advisor.project.model_error`)
+    model_miss_log: float = math.nan  # at an observed split, ln(measured / projected)
+
+    def columns(self) -> dict[str, float]:
+        """The parts under the table's column names (the model's error apart)."""
+        return {
+            **dict(zip(ERR_SHARED, self.shared_log_per_se)),
+            "err_own_var": self.own_var_log2,
+            "err_sync_lo": self.sync_ends_log[0],
+            "err_sync_hi": self.sync_ends_log[1],
+            **dict(zip(ERR_CORNERS, self.corners_log)),
+        }
+
+
+NO_PARTS = IntervalParts((0.0,) * len(ERR_SHARED), 0.0, (0.0, 0.0), (0.0,) * len(ERR_CORNERS))
+
+
 @dataclass(frozen=True)
 class SplitResult:
     """One split's projection. Capacities in batches/s; shares of wall time per worker.
@@ -184,14 +216,11 @@ class SplitResult:
     # log-throughput per standard error of each error source every split shares (producer and
     # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
     # slope, signed by the side of the logged split, producer and consumer lone-worker regime), the
-    # variance of this split's own terms, and log(x_end / x) at both ends of an unidentified sync
-    # scaling (0, 0 where identified)
-    err_shared: tuple[float, ...] = (0.0,) * 8
-    err_own_var: float = 0.0
-    err_sync_ends: tuple[float, float] = (0.0, 0.0)
-    # log(x_corner / x) at the corners of the roles' capacity ranges (`RoleFit.mu_range_bps`):
-    # (producer low, consumer low), (low, high), (high, low), (high, high); 0 where no role is ranged
-    err_corners: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    # variance of this split's own terms, log(x_end / x) at both ends of an unidentified sync
+    # scaling (0, 0 where identified) and log(x_corner / x) at the corners of the roles' capacity
+    # ranges (`RoleFit.mu_range_bps`): (producer low, consumer low), (low, high), (high, low), (high,
+    # high); 0 where no role is ranged
+    parts: IntervalParts = NO_PARTS
     consumer_compute_s: float = math.nan  # a drafter's compute seconds per batch (without the link)
     link_cap_bps: float = math.inf  # the link stage's capacity (inf: no batch crosses a node)
     link_util: float = 0.0  # the busiest link's utilisation
@@ -370,10 +399,7 @@ def _interval(
     return {
         "x_low_bps": lo,
         "x_high_bps": hi,
-        "err_shared": shared,
-        "err_own_var": own_var,
-        "err_sync_ends": ends,
-        "err_corners": corners,
+        "parts": IntervalParts(shared, own_var, ends, corners),
         "x_high_open": high_open,
     }
 
@@ -608,10 +634,12 @@ def _nodes_together(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
         hs_mean_depth=total("hs_mean_depth") / len(nodes),
         x_low_bps=x * sum(wi * r.x_low_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
         x_high_bps=x * sum(wi * r.x_high_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
-        err_shared=tuple(sum(wi * r.err_shared[i] for wi, r in zip(w, nodes)) for i in range(len(nodes[0].err_shared))),
-        err_own_var=sum(wi * math.sqrt(r.err_own_var) for wi, r in zip(w, nodes)) ** 2,
-        err_sync_ends=(mixed(r.err_sync_ends[0] for r in nodes), mixed(r.err_sync_ends[1] for r in nodes)),
-        err_corners=tuple(mixed(r.err_corners[i] for r in nodes) for i in range(4)),
+        parts=IntervalParts(
+            tuple(sum(wi * r.parts.shared_log_per_se[i] for wi, r in zip(w, nodes)) for i in range(len(ERR_SHARED))),
+            sum(wi * math.sqrt(r.parts.own_var_log2) for wi, r in zip(w, nodes)) ** 2,
+            (mixed(r.parts.sync_ends_log[0] for r in nodes), mixed(r.parts.sync_ends_log[1] for r in nodes)),
+            tuple(mixed(r.parts.corners_log[i] for r in nodes) for i in range(len(ERR_CORNERS))),
+        ),
         x_high_open=any(r.x_high_open for r in nodes),
     )
 

@@ -33,7 +33,7 @@ eta_s               time to finish the rest of the job (a next run: all of it; N
 observed            the split(s) the logs ran; ``observed_bps``: the measured rate there
 method              "analytic", "exact" (simulated, `advisor.project.exact`) or "analytic-capped"
 widened             reconciliation widened the interval to a measured rate
-err_*               the interval's parts (`advisor.project.rows.IntervalParts`): ln b/s per
+err_*               the interval's parts (`advisor.model.chain.IntervalParts`): ln b/s per
                     standard error of each shared source, ``err_own_var``, the sync ends, the
                     capacity corners; ``err_model_sigma``, ``err_model_miss``: the model's error
                     (`advisor.project.model_error`)
@@ -59,7 +59,7 @@ from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, p
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
 from advisor.project.placement import Nodes, SyncOverLink, best_placement, node_mixes
-from advisor.project.rows import IntervalParts, LinkRow, RoleRow, SplitRow
+from advisor.project.rows import LinkRow, RoleRow, SplitRow
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
 
@@ -273,9 +273,7 @@ def project(
                 observed=(n, m) in observed,
                 observed_bps=observed.get((n, m), math.nan),
                 link=link,
-                parts=IntervalParts(
-                    tuple(mid.err_shared), mid.err_own_var, tuple(mid.err_sync_ends), tuple(mid.err_corners)
-                ),
+                parts=mid.parts,
             )
         )
     return widen_for_assumptions(fit, settings, tuple(rows), routing) if interval else tuple(rows)
