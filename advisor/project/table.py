@@ -88,17 +88,6 @@ def split_label(n: int, m: int) -> str:
     return f"{n}-{m}"
 
 
-def remaining_batches(fit: PipelineFit) -> float | None:
-    """Batches left in the job: from samples x epochs and progress, else the pipeline's own ETA."""
-    ob = fit.observed[0]
-    if fit.total_batches:
-        done = ob.done if ob.done is not None else 0.0
-        return fit.total_batches * max(1.0 - done, 0.0)
-    if ob.eta_s is not None and ob.bps > 0:
-        return ob.eta_s * ob.bps
-    return None
-
-
 def split_capacities(
     fit: PipelineFit,
     settings: Settings,
@@ -237,7 +226,14 @@ def project(
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
-    left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
+    # batches left in the job: from samples x epochs and progress (a next run: all of them), else
+    # the pipeline's own ETA
+    ob, left = fit.observed[0], None
+    if fit.total_batches:
+        done = 0.0 if settings.for_next_run or ob.done is None else ob.done
+        left = fit.total_batches * max(1.0 - done, 0.0)
+    elif ob.eta_s is not None and ob.bps > 0:
+        left = ob.eta_s * ob.bps
     tokens = settings.tokens_per_batch
     if left is not None and not settings.own_budget:
         left = left * fit.tokens_mean / tokens  # the same tokens to process, in other batches
