@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from advisor.model.chain import WhatIf, sync_scaling
 from advisor.model.params import PipelineFit
+from advisor.project.rows import SplitRow
 from advisor.project.table import split_capacities
 from advisor.settings import Settings
 
@@ -168,11 +169,7 @@ def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, rol
 
 
 def thresholds(
-    fit: PipelineFit,
-    settings: Settings,
-    rec: Split,
-    splits: Sequence[Split],
-    capacity_of: Callable[[Split, int], float],
+    fit: PipelineFit, settings: Settings, rec: Split, splits: Sequence[Split], rec_row: SplitRow
 ) -> tuple[Threshold, ...]:
     """Each role's capacity factors, below and above 1, at which ``rec``'s lead over every other split ends."""
     if len(set(splits) - {rec}) == 0:
@@ -181,13 +178,13 @@ def thresholds(
     for i, role in enumerate(fit.roles):
         rate = _capacity_rate(fit, settings, i)
         edges = [e for e in (_lead_edge(rate, splits, rec, 1.0, end) for end in ROBUST_RANGE) if e is not None]
-        base = Threshold(role=role, factor=None, capacity_bps=capacity_of(rec, i), workers=rec[i])
+        base = Threshold(role=role, factor=None, capacity_bps=rec_row.roles[i].cap_bps, workers=rec[i])
         out.extend([replace(base, factor=e.value, rival=e.rival) for e in edges] or [base])
     return tuple(out)
 
 
 def scaling_ties(
-    fit: PipelineFit, settings: Settings, rec: Split, splits: Sequence[Split], bottleneck_of: Callable[[Split], str]
+    fit: PipelineFit, settings: Settings, rec: Split, splits: Sequence[Split], rows: Mapping[Split, SplitRow]
 ) -> tuple[ScalingTie, ...]:
     """Per-rank scaling of every split of more than one consumer, below and above the fit's at
     ``rec``'s count, at which ``rec``'s lead over every other split ends.
@@ -208,7 +205,7 @@ def scaling_ties(
             scaling=e.value if e else None,
             fitted=sync_scaling(fit.consumer, fit.sync, subject[1]),
             leads_below=e.leads_below if e else True,
-            subject_bottleneck=bottleneck_of(subject),
+            subject_bottleneck=rows[subject].bottleneck,
         )
 
     if not edges:
@@ -261,18 +258,15 @@ def searched(rec: Split, splits: Sequence[Split]) -> list[Split]:
 
 
 def sensitivity(
-    fit: PipelineFit,
-    settings: Settings,
-    rec: Split,
-    splits: Sequence[Split],
-    judged: Split,
-    bottleneck_of: Callable[[Split], str],
-    capacity_of: Callable[[Split, int], float],
+    fit: PipelineFit, settings: Settings, rows: Mapping[str, SplitRow], rec: str, judged: str
 ) -> Sensitivity:
-    """Where the recommended split's lead over every other split ends as each role's capacity and
-    the per-drafter scaling move, and sync levers at the recommended and judged drafter counts.
+    """Where the lead of the recommended row ``rec`` over every other row ends as each role's
+    capacity and the per-drafter scaling move, and sync levers at the recommended and judged
+    drafter counts.
     """
-    lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
-    splits = searched(rec, splits)
-    ties = scaling_ties(fit, settings, rec, splits, bottleneck_of)
-    return Sensitivity(thresholds=thresholds(fit, settings, rec, splits, capacity_of), scaling=ties, levers=lev)
+    by_split = {row.counts: row for row in rows.values()}
+    r = rows[rec].counts
+    lev = tuple(x for x in (levers(fit, m) for m in sorted({r[1], rows[judged].counts[1]})) if x is not None)
+    splits = searched(r, list(by_split))
+    ties = scaling_ties(fit, settings, r, splits, by_split)
+    return Sensitivity(thresholds=thresholds(fit, settings, r, splits, rows[rec]), scaling=ties, levers=lev)
