@@ -219,9 +219,8 @@ def simulate_splits(
     fit: PipelineFit, logs: tuple[RunLog, ...], rows: tuple[SplitRow, ...], *, hs_cap: int | None = None
 ) -> tuple[SplitRow, ...]:
     """``rows`` with ``bps_exact`` and ``exact_gap_pct`` (`simulated_bps_at`)."""
-    sim = np.array(simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap), float)
-    gap = 100.0 * (np.array([r.bps for r in rows], float) / sim - 1.0)
-    return tuple(replace(r, bps_exact=float(x), exact_gap_pct=float(g)) for r, x, g in zip(rows, sim, gap))
+    sim = simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap)  # (each > 0: a window's rate)
+    return tuple(replace(r, bps_exact=x, exact_gap_pct=100.0 * (r.bps / x - 1.0)) for r, x in zip(rows, sim))
 
 
 def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
