@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
-from advisor.project.placement import Nodes, SyncOverLink, best_placement, node_mixes
+from advisor.project.placement import Nodes, best_placement, node_mixes
 from advisor.project.rows import LinkRow, RoleRow, SplitRow
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
@@ -114,8 +114,9 @@ def split_capacities(
         return _at_placement(fit, settings, n, m, local, **kw)
     compute_s = project_split(fit, n, m, **dict(kw, interval=False)).consumer_compute_s
     nodes = Nodes(settings.nodes, int(settings.gpus_per_node or settings.gpus), settings.gpus_per_worker)
-    xfer_s, scv, sync = link_xfer_s(fit, settings), link_scv(fit), sync_over_link(fit, settings)
-    shared = _at_placement(fit, settings, n, m, best_placement(n, m, nodes, compute_s, xfer_s, scv, sync), **kw)
+    xfer_s, scv = link_xfer_s(fit, settings), link_scv(fit)
+    pl = best_placement(n, m, nodes, compute_s, xfer_s, scv, fit.sync, settings.link_bytes_s)
+    shared = _at_placement(fit, settings, n, m, pl, **kw)
     if local is None:
         return shared
     node_local = _at_placement(fit, settings, n, m, local, **kw)
@@ -208,11 +209,6 @@ def link_scv(fit: PipelineFit) -> float:
     """The transfer's SCV: that of the batch's tokens."""
     scv = (fit.tokens_std / fit.tokens_mean) ** 2 if fit.tokens_mean > 0 else 0.0
     return scv if math.isfinite(scv) else 0.0
-
-
-def sync_over_link(fit: PipelineFit, settings: Settings) -> SyncOverLink:
-    """The drafters' sync as the link sees it (`advisor.project.placement.pool_rate`)."""
-    return SyncOverLink(every=fit.sync.sync_every, bytes_=fit.sync.bytes_per_sync, link_bytes_s=settings.link_bytes_s)
 
 
 def project(
