@@ -193,17 +193,10 @@ def _events(run: SimInput, *, window_only: bool = False) -> tuple[SimInput, SimT
     sync_list = sync_a.tolist()
     n_sync_draws = len(sync_list)
 
-    S0 = [0.0] * n
-    C0 = [0.0] * n
-    D0 = [0.0] * n
-    Q0 = [0] * n
-    S1 = [0.0] * n
-    C1 = [0.0] * n
-    D1 = [0.0] * n
-    W1 = [0] * n
-    S2 = [0.0] * n
+    # per batch, named as `SimTrace` (the record below): times, then workers and queues
+    S0, C0, D0, S1, C1, D1, S2 = ([0.0] * n for _ in range(7))
     C2 = [math.inf] * n  # (every batch completes, unless the run stops at the window's end)
-    W2 = [0] * n
+    Q0, W1, W2 = ([0] * n for _ in range(3))
     R2 = [-1] * n
     sync_start: list[float] = []
     sync_end: list[float] = []
