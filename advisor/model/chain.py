@@ -349,29 +349,16 @@ def _interval(
     """The 95% interval of one split's throughput ``x`` and its parts, as `SplitResult`'s fields (see
     `project_split`), from its rates ``r``, the barrier tail's cut ``ln(X_chain / X_bar)`` and
     ``x_at(f_p, f_c)``, the split's rate with the roles' rates times those factors."""
-    p, c = fit.producer, fit.consumer
-    e_p, e_c = _elasticities(fit, x, x_at)
-    # the barrier-tail correction is approximate: part of its size is model error
-    bar_se = BARRIER_SE_SHARE * cut
-    cse_p, cse_c = fit.contention.rel_se(n_producer, g)
-    tok = what_if.tokens_per_batch
-    rse = fit.contention.run_se
+    e, cont = _elasticities(fit, x, x_at), fit.contention
+    roles = [_role_log_parts(rf, what_if.tokens_per_batch, cont.run_se) for rf in (fit.producer, fit.consumer)]
     # the split slope is one unknown per role: splits on either side of the logged one move
     # opposite ways
-    side_p, side_c = fit.contention.sides(n_producer, g)
-    (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
-    one_p, one_c = fit.contention.single_se(n_producer, g)
-    shared = (
-        e_p * samp_p,
-        e_c * samp_c,
-        e_p * rest_p,
-        e_c * rest_c,
-        side_p * e_p * cse_p,
-        side_c * e_c * cse_c,
-        e_p * one_p,
-        e_c * one_c,
-    )
-    own_var = MODEL_SE**2 + bar_se**2
+    split_se = [side * se for side, se in zip(cont.sides(n_producer, g), cont.rel_se(n_producer, g))]
+    # each source's (producer, consumer) standard errors, in ERR_SHARED's order, times the elasticities
+    sources = (*zip(*roles), split_se, cont.single_se(n_producer, g))
+    shared = tuple(ei * se for per_role in sources for ei, se in zip(e, per_role))
+    # the barrier-tail correction is approximate: part of its size is model error
+    own_var = MODEL_SE**2 + (BARRIER_SE_SHARE * cut) ** 2
     var = sum(v * v for v in shared) + own_var
     half = Z_95 * math.sqrt(var)
     lo, hi = x * math.exp(-half), x * math.exp(half)
@@ -379,8 +366,8 @@ def _interval(
     if what_if.consumer_scaling is None and not fit.sync.scaling_identified:
         # sync cost logged at one drafter count: the interval also spans the projection at the
         # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-        s_ends = sync_scaling_range(c, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)
-        ends = tuple(e_c * math.log(s / r.scaling) if s > 0 and r.scaling > 0 else 0.0 for s in s_ends)
+        s_ends = sync_scaling_range(fit.consumer, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)
+        ends = tuple(e[1] * math.log(s / r.scaling) if s > 0 and r.scaling > 0 else 0.0 for s in s_ends)
     for end in ends:  # (0: the point's own interval again)
         x_end = x * math.exp(end)
         lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
