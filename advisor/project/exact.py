@@ -230,11 +230,6 @@ def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
     return b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
 
 
-def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
-    """Whether `refine_weak_spots` may simulate: step events, and syncing drafters or lockstep."""
-    return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
-
-
 @dataclass(frozen=True)
 class Refinement:
     """What `refined_ratios` simulated: row position -> simulated / analytic rate, the contenders the
@@ -277,9 +272,9 @@ def refined_ratios(
     batches: the observed and forced rows first, then the contenders, then the rest, the highest
     projected first; contenders past the caps are ``capped``.
     """
-    if not has_weak_spots(fit, hs_cap):
-        return Refinement(ratios={})
     lockstep = _lockstep(fit, hs_cap)
+    if fit.source is not Source.STEPS or not (fit.sync.sync_every > 0 or lockstep):  # no weak spot to simulate
+        return Refinement(ratios={})
     est = np.array([(r.bps, r.bps_low, r.bps_high) for r in rows], float).reshape(-1, 3)
     bps, low, high = est.T  # (views: scaling a row of est scales them)
     n_p, n_c = np.array([r.counts for r in rows], int).reshape(-1, 2).T
@@ -342,9 +337,9 @@ def refine_weak_spots(
 
     The chain misses two things (BENCHMARKS.md 4): a sync round stops every drafter at once, so
     through a shallow q_hs the targets block at every pause (splits with M > 1 syncing drafters);
-    nearly deterministic steps through a one- or two-slot q_hs fall into lockstep. Where the fit
-    has either (`has_weak_spots`), the contenders `refined_ratios` picks are simulated and their
-    rows scaled to the simulated rate (``method`` "exact"), so that no two contenders are ranked by
+    nearly deterministic steps through a one- or two-slot q_hs fall into lockstep. Where a fit of
+    step events has either, the contenders `refined_ratios` picks are simulated and their rows
+    scaled to the simulated rate (``method`` "exact"), so that no two contenders are ranked by
     methods of different bias; those past the caps stay analytic ("analytic-capped").
     """
     if refinement is None:
