@@ -325,25 +325,16 @@ def _within_caps(cand: np.ndarray, simulated: int, spent: int, cost: dict[int, i
     return take, spent
 
 
-def refine_weak_spots(
-    fit: PipelineFit,
-    logs: tuple[RunLog, ...],
-    rows: tuple[SplitRow, ...],
-    *,
-    hs_cap: int | None = None,
-    refinement: Refinement | None = None,
-) -> tuple[SplitRow, ...]:
+def refine_weak_spots(rows: tuple[SplitRow, ...], refinement: Refinement) -> tuple[SplitRow, ...]:
     """Project every contender by one method: the exact simulation where the chain is weak.
 
     The chain misses two things (BENCHMARKS.md 4): a sync round stops every drafter at once, so
     through a shallow q_hs the targets block at every pause (splits with M > 1 syncing drafters);
     nearly deterministic steps through a one- or two-slot q_hs fall into lockstep. Where a fit of
-    step events has either, the contenders `refined_ratios` picks are simulated and their rows
-    scaled to the simulated rate (``method`` "exact"), so that no two contenders are ranked by
-    methods of different bias; those past the caps stay analytic ("analytic-capped").
+    step events has either, the contenders `refined_ratios` picks (``refinement``) are simulated
+    and their rows scaled to the simulated rate (``method`` "exact"), so that no two contenders are
+    ranked by methods of different bias; those past the caps stay analytic ("analytic-capped").
     """
-    if refinement is None:
-        refinement = refined_ratios(fit, logs, rows, hs_cap=hs_cap)
     out = [replace(r, method=ANALYTIC) for r in rows]
     for i in refinement.capped:
         out[i] = replace(out[i], method=CAPPED)
