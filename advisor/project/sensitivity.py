@@ -126,23 +126,25 @@ def _first_change(
     return None
 
 
-def _lead_edge(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, end: float) -> _Edge | None:
-    """The knob's value nearest ``ref`` on the way to ``end`` at which ``rec``'s lead over every
-    other split ends (where it does not lead at ``ref``: begins); None where none does."""
+def _lead_edges(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, ends: Sequence[float]) -> list[_Edge]:
+    """On the way from ``ref`` to each of ``ends``, the knob's value nearest ``ref`` at which
+    ``rec``'s lead over every other split ends (where it does not lead at ``ref``: begins), where
+    one does."""
     others = [s for s in splits if s != rec]
-    if not others or ref == end:
-        return None
-    first = _leads(rate, ref, rec, others)
-    found = _first_change(rate, rec, others, ref, end, first)
-    if found is None:
-        return None
-    near, far, live = found
-    for _ in range(BISECT_STEPS):
-        mid = math.sqrt(near * far)
-        near, far = (mid, far) if _leads(rate, mid, rec, live) == first else (near, mid)
-    behind = far if first else near  # the side where rec does not lead
-    rival = max(live, key=lambda s: rate(behind, s))
-    return _Edge(value=math.sqrt(near * far), rival=rival, leads_below=first == (end > ref))
+    out = []
+    for end in ends if others else ():
+        first = _leads(rate, ref, rec, others)
+        found = _first_change(rate, rec, others, ref, end, first) if end != ref else None
+        if found is None:
+            continue
+        near, far, live = found
+        for _ in range(BISECT_STEPS):
+            mid = math.sqrt(near * far)
+            near, far = (mid, far) if _leads(rate, mid, rec, live) == first else (near, mid)
+        behind = far if first else near  # the side where rec does not lead
+        rival = max(live, key=lambda s: rate(behind, s))
+        out.append(_Edge(value=math.sqrt(near * far), rival=rival, leads_below=first == (end > ref)))
+    return out
 
 
 def _rate(fit: PipelineFit, settings: Settings, what_if: Callable[[float, Split], WhatIf]) -> Rate:
@@ -164,8 +166,8 @@ def _capacity_rate(fit: PipelineFit, settings: Settings, role_index: int) -> Rat
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
     """Factor on one role's per-engine rate at which ``alt`` matches ``rec``."""
     rate = _capacity_rate(fit, settings, role_index)
-    edges = (_lead_edge(rate, (rec, alt), rec, 1.0, end) for end in ROBUST_RANGE)
-    return next((e.value for e in edges if e is not None), None)
+    edges = _lead_edges(rate, (rec, alt), rec, 1.0, ROBUST_RANGE)
+    return edges[0].value if edges else None
 
 
 def thresholds(
@@ -177,7 +179,7 @@ def thresholds(
     out: list[Threshold] = []
     for i, role in enumerate(fit.roles):
         rate = _capacity_rate(fit, settings, i)
-        edges = [e for e in (_lead_edge(rate, splits, rec, 1.0, end) for end in ROBUST_RANGE) if e is not None]
+        edges = _lead_edges(rate, splits, rec, 1.0, ROBUST_RANGE)
         base = Threshold(role=role, factor=None, capacity_bps=rec_row.roles[i].cap_bps, workers=rec[i])
         out.extend([replace(base, factor=e.value, rival=e.rival) for e in edges] or [base])
     return tuple(out)
@@ -196,7 +198,7 @@ def scaling_ties(
     # a split of one consumer keeps its own scaling
     rate = _rate(fit, settings, lambda s, split: WhatIf(consumer_scaling=s) if split[1] > 1 else WhatIf())
     ref = min(max(sync_scaling(fit.consumer, fit.sync, rec[1]), lo), hi)
-    edges = [e for e in (_lead_edge(rate, splits, rec, ref, end) for end in (lo, hi)) if e is not None]
+    edges = _lead_edges(rate, splits, rec, ref, (lo, hi))
 
     def tie(subject: Split, e: _Edge | None) -> ScalingTie:
         return ScalingTie(
