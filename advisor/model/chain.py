@@ -197,8 +197,6 @@ class SplitResult:
 
     ``x_low_bps``/``x_high_bps``: the 95% interval of ``x_bps`` (see `project_split`)."""
 
-    n_producer: int
-    n_consumer: int
     x_bps: float
     producer_cap_bps: float
     consumer_cap_bps: float
@@ -524,8 +522,6 @@ def project_split(
         err = _interval(fit, n_producer, g, x, r, res.barrier_cut, what_if, x_at)
     own, link_cap, sync_share, bottleneck = _capacities(fit, n_producer, n_consumer, r, x)
     return SplitResult(
-        n_producer=n_producer,
-        n_consumer=n_consumer,
         x_bps=x,
         producer_cap_bps=own[p.role],
         consumer_cap_bps=own[c.role],
@@ -567,14 +563,12 @@ def project_local(
         return project_split(fit, n, m, gpus=gpus // nodes, link=replace(stage, sync_ranks=n_consumer), **kw)
 
     each = {mix: alone(*mix) for mix in dict.fromkeys(held)}
-    whole = _nodes_together(fit, [each[mix] for mix in held])
+    whole = _nodes_together(fit, held, [each[mix] for mix in held])
     k = fit.sync.sync_every
     sync_s = link.sync_xfer_s if k > 0 and n_consumer > 1 else 0.0
     link_cap = n_consumer * k / sync_s if sync_s > 0 else math.inf
     return replace(
         whole,
-        n_producer=n_producer,
-        n_consumer=n_consumer,
         bound_bps=min(whole.bound_bps, link_cap),
         link_cap_bps=link_cap,
         link_util=whole.x_bps / link_cap if sync_s > 0 else 0.0,
@@ -584,14 +578,15 @@ def project_local(
     )
 
 
-def _nodes_together(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
-    """Node-local pipelines as one split: rates add, but drafters that sync run at the slowest
-    node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the nodes'
+def _nodes_together(fit: PipelineFit, mixes: list[tuple[int, int]], nodes: list[SplitResult]) -> SplitResult:
+    """Node-local pipelines (``mixes``: each node's N_a and M_a) as one split: rates add, but
+    drafters that sync run at the slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the nodes'
     weighted by their share of the rate (alike nodes: rates and capacities times L, shares one
     node's)."""
-    synced = fit.sync.sync_every > 0 and sum(r.n_consumer for r in nodes) > 1
-    pace = min(r.x_bps / r.n_consumer for r in nodes) if synced else math.inf
-    rates = [min(r.x_bps, pace * r.n_consumer) for r in nodes]
+    n, m = sum(nb for nb, _ in mixes), sum(mb for _, mb in mixes)
+    synced = fit.sync.sync_every > 0 and m > 1
+    pace = min(r.x_bps / mb for (_, mb), r in zip(mixes, nodes)) if synced else math.inf
+    rates = [min(r.x_bps, pace * mb) for (_, mb), r in zip(mixes, nodes)]
     x = sum(rates)
     keep = [v / r.x_bps if r.x_bps > 0 else 1.0 for v, r in zip(rates, nodes)]  # each node's share kept
     w = [v / x if x > 0 else 1.0 / len(nodes) for v in rates]
@@ -603,7 +598,6 @@ def _nodes_together(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
         return math.log(sum(wi * math.exp(v) for wi, v in zip(w, parts)))
 
     cap_p, cap_c = total("producer_cap_bps"), total("consumer_cap_bps")
-    n, m = total("n_producer"), total("n_consumer")
     own = {fit.producer.role: cap_p, fit.consumer.role: cap_c}
     labels = {r.bottleneck for r in nodes}
     return replace(
@@ -616,8 +610,8 @@ def _nodes_together(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
         efficiency=x / max(cap_p, cap_c),
         gpu_util=sum(f * r.gpu_util for f, r in zip(keep, nodes)) / len(nodes),
         bottleneck=labels.pop() if len(labels) == 1 else min(own, key=own.get),
-        producer_blocked=sum(r.n_producer * (1 - (1 - r.producer_blocked) * f) for f, r in zip(keep, nodes)) / n,
-        consumer_starved=sum(r.n_consumer * r.consumer_starved for r in nodes) / m,
+        producer_blocked=sum(nb * (1 - (1 - r.producer_blocked) * f) for f, (nb, _), r in zip(keep, mixes, nodes)) / n,
+        consumer_starved=sum(mb * r.consumer_starved for (_, mb), r in zip(mixes, nodes)) / m,
         hs_mean_depth=total("hs_mean_depth") / len(nodes),
         x_low_bps=x * sum(wi * r.x_low_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
         x_high_bps=x * sum(wi * r.x_high_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
