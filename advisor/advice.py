@@ -349,7 +349,7 @@ def _project(
     refinement, notes = None, []
     if simulable:
         refinement = refined_ratios(fit, tuple(logs), splits, hs_cap=settings.hs_cap, force=force, known=known)
-        splits = refine_weak_spots(fit, tuple(logs), splits, hs_cap=settings.hs_cap, refinement=refinement)
+        splits = refine_weak_spots(splits, refinement)
         notes += _warn_capped(splits, refinement)
     if settings.options.exact and not (fit.source is Source.STEPS and settings.own_budget):
         notes.append("--exact needs step events and the log's own token budget; skipped")

@@ -339,16 +339,7 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         needs = _needs(rows, evidence, hi, lo, probe.split)
     others = [label for label in rows if label != rec]
     runner = _fastest(rows, others)
-    r = rows[rec].counts
-    sens = sensitivity(
-        fit,
-        settings,
-        r,
-        tuple(row.counts for row in rows.values()),
-        rows[judged].counts if judged else r,
-        bottleneck_of=lambda s: rows[split_label(*s)].bottleneck,
-        capacity_of=lambda s, i: rows[split_label(*s)].roles[i].cap_bps,
-    )
+    sens = sensitivity(fit, settings, rows, rec, judged or rec)
     gain = 100.0 * (rows[best].bps / rows[judged].bps - 1.0) if judged and rows[judged].bps > 0 else 0.0
     eta_gain = rows[judged].eta_s - rows[best].eta_s if judged else None
     return Decision(
@@ -364,7 +355,7 @@ def decide(fit: PipelineFit, rows: Mapping[str, SplitRow], settings: Settings, e
         eta_gain_s=eta_gain if eta_gain is not None and math.isfinite(eta_gain) else None,
         needs=needs,
         sensitivity=sens,
-        queue=queue_advice(fit, settings, r),
+        queue=queue_advice(fit, settings, rows[rec].counts),
         evidence=evidence,
         settings=settings,
         odds=odds,

@@ -159,16 +159,45 @@ def chain(n: int, m: int, mu_p: float, mu_c: float, buffer: int, scv_p: float = 
     return replace(res, queue_mean=min(res.queue_mean * scale, buffer))
 
 
+ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
+ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
+ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
+
+
+@dataclass(frozen=True)
+class IntervalParts:
+    """The parts of a split's 95% interval, ln(b/s): ``shared_log_per_se`` in ``ERR_SHARED``'s
+    order (per standard error of each source every split shares), ``corners_log`` in
+    ``ERR_CORNERS``' (the shifts at the capacity ranges' corners)."""
+
+    shared_log_per_se: tuple[float, ...]
+    own_var_log2: float  # the split's own variance, (ln b/s)^2
+    sync_ends_log: tuple[float, float]  # shifts at the ends of an unidentified sync scaling
+    corners_log: tuple[float, ...]
+    model_sigma_log: float = 0.0  # the model's error scale the row carries (`advisor.project.model_error`)
+    model_miss_log: float = math.nan  # at an observed split, ln(measured / projected)
+
+    def columns(self) -> dict[str, float]:
+        """The parts under the table's column names (the model's error apart)."""
+        return {
+            **dict(zip(ERR_SHARED, self.shared_log_per_se)),
+            "err_own_var": self.own_var_log2,
+            "err_sync_lo": self.sync_ends_log[0],
+            "err_sync_hi": self.sync_ends_log[1],
+            **dict(zip(ERR_CORNERS, self.corners_log)),
+        }
+
+
+NO_PARTS = IntervalParts((0.0,) * len(ERR_SHARED), 0.0, (0.0, 0.0), (0.0,) * len(ERR_CORNERS))
+
+
 @dataclass(frozen=True)
 class SplitResult:
     """One split's projection. Capacities in batches/s; shares of wall time per worker.
 
     ``x_low_bps``/``x_high_bps``: the 95% interval of ``x_bps`` (see `project_split`)."""
 
-    n_producer: int
-    n_consumer: int
     x_bps: float
-    tok_s: float
     producer_cap_bps: float
     consumer_cap_bps: float
     loader_cap_bps: float | None
@@ -185,14 +214,11 @@ class SplitResult:
     # log-throughput per standard error of each error source every split shares (producer and
     # consumer sampling and drift, producer and consumer level beyond them, producer and consumer split
     # slope, signed by the side of the logged split, producer and consumer lone-worker regime), the
-    # variance of this split's own terms, and log(x_end / x) at both ends of an unidentified sync
-    # scaling (0, 0 where identified)
-    err_shared: tuple[float, ...] = (0.0,) * 8
-    err_own_var: float = 0.0
-    err_sync_ends: tuple[float, float] = (0.0, 0.0)
-    # log(x_corner / x) at the corners of the roles' capacity ranges (`RoleFit.mu_range_bps`):
-    # (producer low, consumer low), (low, high), (high, low), (high, high); 0 where no role is ranged
-    err_corners: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    # variance of this split's own terms, log(x_end / x) at both ends of an unidentified sync
+    # scaling (0, 0 where identified) and log(x_corner / x) at the corners of the roles' capacity
+    # ranges (`RoleFit.mu_range_bps`): (producer low, consumer low), (low, high), (high, low), (high,
+    # high); 0 where no role is ranged
+    parts: IntervalParts = NO_PARTS
     consumer_compute_s: float = math.nan  # a drafter's compute seconds per batch (without the link)
     link_cap_bps: float = math.inf  # the link stage's capacity (inf: no batch crosses a node)
     link_util: float = 0.0  # the busiest link's utilisation
@@ -245,30 +271,22 @@ def barrier_rate(n: int, m: int, lam_bps: float, c_bps: float, every: int, allre
     return lam_bps * m * every / (m * every + excess)
 
 
-@dataclass(frozen=True)
-class _Barrier:
-    """What `barrier_rate` needs beyond the rates: steps per sync, T_ar, and s(M) (to undo it)."""
-
-    every: int
-    allreduce_s: float
-    scaling: float
-
-
 def _pipeline_x(
-    fit: PipelineFit, n: int, m: int, mu_p: float, mu_c: float, b: int, barrier: _Barrier | None = None
+    fit: PipelineFit, n: int, m: int, r: _SplitRates, b: int, fp: float = 1.0, fc: float = 1.0
 ) -> tuple[float, ChainResult]:
-    """Throughput of the targets -> q_hs -> drafters chain (capped by the barrier tail when the
-    drafters sync), behind the loader when it binds; with regimes (`advisor.model.params.RegimeFit`), the
-    mean over the log's time slices of each slice's throughput at its own rates and the
-    within-slice variability."""
+    """Throughput of the targets -> q_hs -> drafters chain at the split's rates ``r`` times (fp, fc)
+    (capped by the barrier tail when the drafters sync), behind the loader when it binds; with
+    regimes (`advisor.model.params.RegimeFit`), the mean over the log's time slices of each slice's
+    throughput at its own rates and the within-slice variability."""
+    mu_p, mu_c = r.mu_p * fp, r.mu_c * fc
     loader = fit.loader.capacity_bps if fit.loader.input_bound and fit.loader.capacity_bps else None
 
     def stationary(mu_p: float, mu_c: float, scv_p: float, scv_c: float) -> tuple[float, ChainResult]:
         res = chain(n, m, mu_p, mu_c, b, scv_p, scv_c)
         x = res.x_bps
-        if barrier is not None:
+        if r.barrier_s is not None:
             lam = n * mu_p if loader is None else min(n * mu_p, loader)  # the targets supply no faster than fed
-            x_bar = barrier_rate(n, m, lam, mu_c / barrier.scaling, barrier.every, barrier.allreduce_s, b)
+            x_bar = barrier_rate(n, m, lam, mu_c / r.scaling, fit.sync.sync_every, r.barrier_s, b)
             if x_bar < x:
                 # the round's tail blocks the targets: they are blocked at least 1 - X / lambda of the time
                 cut = math.log(x / x_bar) if x_bar > 0 else 0.0
@@ -329,29 +347,16 @@ def _interval(
     """The 95% interval of one split's throughput ``x`` and its parts, as `SplitResult`'s fields (see
     `project_split`), from its rates ``r``, the barrier tail's cut ``ln(X_chain / X_bar)`` and
     ``x_at(f_p, f_c)``, the split's rate with the roles' rates times those factors."""
-    p, c = fit.producer, fit.consumer
-    e_p, e_c = _elasticities(fit, x, x_at)
-    # the barrier-tail correction is approximate: part of its size is model error
-    bar_se = BARRIER_SE_SHARE * cut
-    cse_p, cse_c = fit.contention.rel_se(n_producer, g)
-    tok = what_if.tokens_per_batch
-    rse = fit.contention.run_se
+    e, cont = _elasticities(fit, x, x_at), fit.contention
+    roles = [_role_log_parts(rf, what_if.tokens_per_batch, cont.run_se) for rf in (fit.producer, fit.consumer)]
     # the split slope is one unknown per role: splits on either side of the logged one move
     # opposite ways
-    side_p, side_c = fit.contention.sides(n_producer, g)
-    (samp_p, rest_p), (samp_c, rest_c) = _role_log_parts(p, tok, rse), _role_log_parts(c, tok, rse)
-    one_p, one_c = fit.contention.single_se(n_producer, g)
-    shared = (
-        e_p * samp_p,
-        e_c * samp_c,
-        e_p * rest_p,
-        e_c * rest_c,
-        side_p * e_p * cse_p,
-        side_c * e_c * cse_c,
-        e_p * one_p,
-        e_c * one_c,
-    )
-    own_var = MODEL_SE**2 + bar_se**2
+    split_se = [side * se for side, se in zip(cont.sides(n_producer, g), cont.rel_se(n_producer, g))]
+    # each source's (producer, consumer) standard errors, in ERR_SHARED's order, times the elasticities
+    sources = (*zip(*roles), split_se, cont.single_se(n_producer, g))
+    shared = tuple(ei * se for per_role in sources for ei, se in zip(e, per_role))
+    # the barrier-tail correction is approximate: part of its size is model error
+    own_var = MODEL_SE**2 + (BARRIER_SE_SHARE * cut) ** 2
     var = sum(v * v for v in shared) + own_var
     half = Z_95 * math.sqrt(var)
     lo, hi = x * math.exp(-half), x * math.exp(half)
@@ -359,12 +364,14 @@ def _interval(
     if what_if.consumer_scaling is None and not fit.sync.scaling_identified:
         # sync cost logged at one drafter count: the interval also spans the projection at the
         # other extreme of s(M) (flat where the point assumes a ring), through the elasticity
-        s_ends = sync_scaling_range(c, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)
-        ends = tuple(e_c * math.log(s / r.scaling) if s > 0 and r.scaling > 0 else 0.0 for s in s_ends)
+        s_ends = sync_scaling_range(fit.consumer, fit.sync, r.ranks, r.busy_round_s, r.sync_link_s)
+        ends = tuple(e[1] * math.log(s / r.scaling) if s > 0 and r.scaling > 0 else 0.0 for s in s_ends)
     for end in ends:  # (0: the point's own interval again)
         x_end = x * math.exp(end)
         lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
-    corners = _corners(fit, x, x_at)
+    corners = (0.0,) * 4  # log(x_corner / x): 0 without a ranged role
+    if fit.producer.ranged or fit.consumer.ranged:
+        corners = tuple(math.log(xc / x) if (xc := x_at(a, c)) > 0 else 0.0 for a, c, _ in _corners(fit))
     open_hi = 0.0
     for shift, is_open in zip(corners, open_corners(fit)):
         lo = min(lo, x * math.exp(shift - half))
@@ -377,46 +384,28 @@ def _interval(
     return {
         "x_low_bps": lo,
         "x_high_bps": hi,
-        "err_shared": shared,
-        "err_own_var": own_var,
-        "err_sync_ends": ends,
-        "err_corners": corners,
+        "parts": IntervalParts(shared, own_var, ends, corners),
         "x_high_open": high_open,
     }
 
 
-def open_corners(fit: PipelineFit) -> tuple[bool, bool, bool, bool]:
-    """Which corners of the roles' capacity ranges rest on the open end of a capacity known only from
-    below (a bound).
-    """
-    return tuple(a or c for a in _open_ends(fit.producer) for c in _open_ends(fit.consumer))
-
-
-def _open_ends(rf: RoleFit) -> tuple[bool, bool]:
-    """Which ends of a role's capacity range, in the order `range_ends` walks it, are open (inf)."""
-    ranged = rf.ranged and rf.mu_bps > 0
-    return tuple(not math.isfinite(end) for end in rf.mu_range_bps) if ranged else (False, False)
-
-
-def range_ends(rf: RoleFit) -> tuple[float, float]:
-    """Multipliers of a role's projected rate at the two ends of its capacity range."""
+def range_ends(rf: RoleFit) -> tuple[tuple[float, bool], ...]:
+    """(multiplier of a role's projected rate, whether the end is open: a bound's inf) at the two
+    ends of its capacity range."""
     if not rf.ranged or rf.mu_bps <= 0:
-        return 1.0, 1.0
-    lo, hi = rf.mu_range_bps
-    return lo / rf.mu_bps, (hi / rf.mu_bps if math.isfinite(hi) else BOUND_OPEN_FACTOR)
+        return (1.0, False), (1.0, False)
+    return tuple((e / rf.mu_bps, False) if math.isfinite(e) else (BOUND_OPEN_FACTOR, True) for e in rf.mu_range_bps)
 
 
-def _corners(fit: PipelineFit, x: float, x_at) -> tuple[float, float, float, float]:
-    """log(x_corner / x) at the four corners of the two roles' capacity ranges (all 0 without one;
-    ``x_at`` as in `_elasticities`)."""
-    if not (fit.producer.ranged or fit.consumer.ranged):
-        return 0.0, 0.0, 0.0, 0.0
-    out = []
-    for a in range_ends(fit.producer):
-        for c in range_ends(fit.consumer):
-            xc = x_at(a, c)
-            out.append(math.log(xc / x) if xc > 0 else 0.0)
-    return tuple(out)
+def _corners(fit: PipelineFit) -> list[tuple[float, float, bool]]:
+    """(f_p, f_c, open) at the four corners of the two roles' capacity ranges, the producer's end
+    first; open where either rests on a capacity known only from below (a bound)."""
+    return [(a, c, oa or oc) for a, oa in range_ends(fit.producer) for c, oc in range_ends(fit.consumer)]
+
+
+def open_corners(fit: PipelineFit) -> tuple[bool, ...]:
+    """Which corners of the roles' capacity ranges (`_corners`) are open."""
+    return tuple(is_open for _, _, is_open in _corners(fit))
 
 
 @dataclass(frozen=True)
@@ -432,7 +421,7 @@ class _SplitRates:
     sync_link_s: float  # seconds one sync round's all-reduce holds the link
     busy_round_s: float  # a consumer's seconds per batch in a sync round, link included
     scaling: float  # the per-rank sync factor s(M)
-    barrier: _Barrier | None
+    barrier_s: float | None  # a round's T_ar and untimed time where the drafters meet at a barrier
 
 
 def _split_rates(
@@ -461,7 +450,7 @@ def _split_rates(
 
     t_ar = fit.sync.allreduce_s(ranks) + sync_link
     busy_round, s = scaling(mu_c_raw, t_ar)
-    bar = _Barrier(k, t_ar + fit.sync.overhead_s, s) if k > 0 and ranks > 1 and s > 0 else None
+    bar = t_ar + fit.sync.overhead_s if k > 0 and ranks > 1 and s > 0 else None
     mu_c_own = mu_c_compute * scaling(mu_c_compute, fit.sync.allreduce_s(ranks))[1]
     return _SplitRates(mu_p, mu_c_compute, mu_c_raw * s, mu_c_own, pool, ranks, sync_link, busy_round, s, bar)
 
@@ -517,28 +506,23 @@ def project_split(
     ranges' corners.
     """
     tokens, p, c = what_if.tokens_per_batch, fit.producer, fit.consumer
-    if tokens is None:  # the logged means, else the token model's
-        tokens, busy_p, busy_c = fit.tokens_mean, p.busy_mean_s, c.busy_mean_s
-    else:
-        busy_p, busy_c = p.busy_at(tokens), c.busy_at(tokens)
+    # the logged means, else the token model's
+    busy_p, busy_c = (p.busy_mean_s, c.busy_mean_s) if tokens is None else (p.busy_at(tokens), c.busy_at(tokens))
     g = gpus if gpus is not None else n_producer * gpus_per_worker[0] + n_consumer * gpus_per_worker[1]
     k_p, k_c = fit.contention.scale(n_producer, g)
     r = _split_rates(fit, n_consumer, (busy_p * k_p, busy_c * k_c), what_if, link)
     b = fit.hs_cap if what_if.hs_cap is None else what_if.hs_cap
-    x, res = _pipeline_x(fit, n_producer, n_consumer, r.mu_p, r.mu_c, b, r.barrier)
+    x, res = _pipeline_x(fit, n_producer, n_consumer, r, b)
     err: dict = {}  # the interval and its parts (none: NaN ends)
     if interval and x > 0:
 
         def x_at(fp: float, fc: float) -> float:  # the rate with the roles' rates times (fp, fc)
-            return _pipeline_x(fit, n_producer, n_consumer, r.mu_p * fp, r.mu_c * fc, b, r.barrier)[0]
+            return _pipeline_x(fit, n_producer, n_consumer, r, b, fp, fc)[0]
 
         err = _interval(fit, n_producer, g, x, r, res.barrier_cut, what_if, x_at)
     own, link_cap, sync_share, bottleneck = _capacities(fit, n_producer, n_consumer, r, x)
     return SplitResult(
-        n_producer=n_producer,
-        n_consumer=n_consumer,
         x_bps=x,
-        tok_s=x * tokens,
         producer_cap_bps=own[p.role],
         consumer_cap_bps=own[c.role],
         loader_cap_bps=own.get("loader"),
@@ -563,9 +547,8 @@ def project_local(
     fit: PipelineFit, n_producer: int, n_consumer: int, link: LinkStage, *, gpus: int, **kw
 ) -> SplitResult:
     """Split (N, M) as node-local pipelines: each node's N_a targets feed its M_a drafters through
-    its own q_hs, projected alone on G / L GPUs (its sync an all-reduce of all M drafters). Alike
-    nodes: rates and capacities times L, shares one node's; unlike ones: `_unlike_nodes`. The link
-    carries sync only: capacity ``M k / T_link``.
+    its own q_hs, projected alone on G / L GPUs (its sync an all-reduce of all M drafters), the
+    nodes joined by `_nodes_together`. The link carries sync only: capacity ``M k / T_link``.
     """
     pl = link.placement
     if not pl.local:
@@ -580,26 +563,12 @@ def project_local(
         return project_split(fit, n, m, gpus=gpus // nodes, link=replace(stage, sync_ranks=n_consumer), **kw)
 
     each = {mix: alone(*mix) for mix in dict.fromkeys(held)}
-    if len(each) == 1:
-        one = next(iter(each.values()))
-        scaled = {
-            f: nodes * getattr(one, f)
-            for f in ("x_bps", "tok_s", "producer_cap_bps", "consumer_cap_bps", "x_low_bps", "x_high_bps", "bound_bps")
-        }
-        whole = replace(
-            one,
-            **scaled,
-            loader_cap_bps=nodes * one.loader_cap_bps if one.loader_cap_bps is not None else None,
-        )
-    else:
-        whole = _unlike_nodes(fit, [each[mix] for mix in held])
+    whole = _nodes_together(fit, held, [each[mix] for mix in held])
     k = fit.sync.sync_every
     sync_s = link.sync_xfer_s if k > 0 and n_consumer > 1 else 0.0
     link_cap = n_consumer * k / sync_s if sync_s > 0 else math.inf
     return replace(
         whole,
-        n_producer=n_producer,
-        n_consumer=n_consumer,
         bound_bps=min(whole.bound_bps, link_cap),
         link_cap_bps=link_cap,
         link_util=whole.x_bps / link_cap if sync_s > 0 else 0.0,
@@ -609,13 +578,15 @@ def project_local(
     )
 
 
-def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
-    """Unlike node-local pipelines as one split: rates add, but drafters that sync run at the
-    slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the
-    nodes' weighted by their share of the rate."""
-    synced = fit.sync.sync_every > 0 and sum(r.n_consumer for r in nodes) > 1
-    pace = min(r.x_bps / r.n_consumer for r in nodes) if synced else math.inf
-    rates = [min(r.x_bps, pace * r.n_consumer) for r in nodes]
+def _nodes_together(fit: PipelineFit, mixes: list[tuple[int, int]], nodes: list[SplitResult]) -> SplitResult:
+    """Node-local pipelines (``mixes``: each node's N_a and M_a) as one split: rates add, but
+    drafters that sync run at the slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the nodes'
+    weighted by their share of the rate (alike nodes: rates and capacities times L, shares one
+    node's)."""
+    n, m = sum(nb for nb, _ in mixes), sum(mb for _, mb in mixes)
+    synced = fit.sync.sync_every > 0 and m > 1
+    pace = min(r.x_bps / mb for (_, mb), r in zip(mixes, nodes)) if synced else math.inf
+    rates = [min(r.x_bps, pace * mb) for (_, mb), r in zip(mixes, nodes)]
     x = sum(rates)
     keep = [v / r.x_bps if r.x_bps > 0 else 1.0 for v, r in zip(rates, nodes)]  # each node's share kept
     w = [v / x if x > 0 else 1.0 / len(nodes) for v in rates]
@@ -627,13 +598,11 @@ def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
         return math.log(sum(wi * math.exp(v) for wi, v in zip(w, parts)))
 
     cap_p, cap_c = total("producer_cap_bps"), total("consumer_cap_bps")
-    n, m = total("n_producer"), total("n_consumer")
     own = {fit.producer.role: cap_p, fit.consumer.role: cap_c}
     labels = {r.bottleneck for r in nodes}
     return replace(
         nodes[0],
         x_bps=x,
-        tok_s=sum(f * r.tok_s for f, r in zip(keep, nodes)),
         producer_cap_bps=cap_p,
         consumer_cap_bps=cap_c,
         loader_cap_bps=total("loader_cap_bps") if nodes[0].loader_cap_bps is not None else None,
@@ -641,15 +610,17 @@ def _unlike_nodes(fit: PipelineFit, nodes: list[SplitResult]) -> SplitResult:
         efficiency=x / max(cap_p, cap_c),
         gpu_util=sum(f * r.gpu_util for f, r in zip(keep, nodes)) / len(nodes),
         bottleneck=labels.pop() if len(labels) == 1 else min(own, key=own.get),
-        producer_blocked=sum(r.n_producer * (1 - (1 - r.producer_blocked) * f) for f, r in zip(keep, nodes)) / n,
-        consumer_starved=sum(r.n_consumer * r.consumer_starved for r in nodes) / m,
+        producer_blocked=sum(nb * (1 - (1 - r.producer_blocked) * f) for f, (nb, _), r in zip(keep, mixes, nodes)) / n,
+        consumer_starved=sum(mb * r.consumer_starved for (_, mb), r in zip(mixes, nodes)) / m,
         hs_mean_depth=total("hs_mean_depth") / len(nodes),
         x_low_bps=x * sum(wi * r.x_low_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
         x_high_bps=x * sum(wi * r.x_high_bps / r.x_bps for wi, r in zip(w, nodes) if r.x_bps > 0),
-        err_shared=tuple(sum(wi * r.err_shared[i] for wi, r in zip(w, nodes)) for i in range(len(nodes[0].err_shared))),
-        err_own_var=sum(wi * math.sqrt(r.err_own_var) for wi, r in zip(w, nodes)) ** 2,
-        err_sync_ends=(mixed(r.err_sync_ends[0] for r in nodes), mixed(r.err_sync_ends[1] for r in nodes)),
-        err_corners=tuple(mixed(r.err_corners[i] for r in nodes) for i in range(4)),
+        parts=IntervalParts(
+            tuple(sum(wi * r.parts.shared_log_per_se[i] for wi, r in zip(w, nodes)) for i in range(len(ERR_SHARED))),
+            sum(wi * math.sqrt(r.parts.own_var_log2) for wi, r in zip(w, nodes)) ** 2,
+            (mixed(r.parts.sync_ends_log[0] for r in nodes), mixed(r.parts.sync_ends_log[1] for r in nodes)),
+            tuple(mixed(r.parts.corners_log[i] for r in nodes) for i in range(len(ERR_CORNERS))),
+        ),
         x_high_open=any(r.x_high_open for r in nodes),
     )
 

@@ -83,10 +83,8 @@ class SimResult:
     n_target: int
     n_drafter: int
     n_batches: int
-    warmup_batches: int
     t_from_s: float
     t_to_s: float
-    batches_in_window: int
     bps: float
     tok_s: float
     roles: dict  # "loader" | "target" | "drafter" -> RoleShares
@@ -195,17 +193,10 @@ def _events(run: SimInput, *, window_only: bool = False) -> tuple[SimInput, SimT
     sync_list = sync_a.tolist()
     n_sync_draws = len(sync_list)
 
-    S0 = [0.0] * n
-    C0 = [0.0] * n
-    D0 = [0.0] * n
-    Q0 = [0] * n
-    S1 = [0.0] * n
-    C1 = [0.0] * n
-    D1 = [0.0] * n
-    W1 = [0] * n
-    S2 = [0.0] * n
+    # per batch, named as `SimTrace` (the record below): times, then workers and queues
+    S0, C0, D0, S1, C1, D1, S2 = ([0.0] * n for _ in range(7))
     C2 = [math.inf] * n  # (every batch completes, unless the run stops at the window's end)
-    W2 = [0] * n
+    Q0, W1, W2 = ([0] * n for _ in range(3))
     R2 = [-1] * n
     sync_start: list[float] = []
     sync_end: list[float] = []
@@ -359,17 +350,11 @@ def _events(run: SimInput, *, window_only: bool = False) -> tuple[SimInput, SimT
         elif kind == 1:
             b = tgt_batch[w]
             C1[b] = t
-            if d_idle:
-                d = d_idle.popleft()
-                D1[b] = t
-                S2[b] = t
-                W2[b] = d
-                dr_batch[d] = b
-                push(heap, ((begin(b, d, t) if linked else t) + ds[b], 2, d))
-                tgt_next(w, t)
-            elif len(hs) < hs_cap:
+            if d_idle or len(hs) < hs_cap:
                 D1[b] = t
                 hs.append(b)
+                if d_idle:  # (then q_hs was empty: the idle drafter takes b at once)
+                    drafter_free(d_idle.popleft(), t)
                 tgt_next(w, t)
             else:
                 blocked.append(w)
@@ -415,8 +400,9 @@ def _depth_profile(t_in, t_out, t_a: float, t_b: float, cap: int | None):
     return mean, hist[: cap + 1] / span
 
 
-def _window(C2: np.ndarray, warmup: int, last_departure_s: float) -> tuple[float, float, np.ndarray]:
-    """The steady window (module docstring): (t_a, t_b, which drafter completions fall in it)."""
+def _window(C2: np.ndarray, warmup: int, last_departure_s: float) -> tuple[float, float, np.ndarray, float]:
+    """The steady window (module docstring): (t_a, t_b, which drafter completions fall in it, the
+    rate over it)."""
     t_a = float(np.partition(C2, warmup)[warmup])  # the warmup-th completion, as a sort gives it
     t_b = float(last_departure_s)
     inside = (C2 > t_a) & (C2 <= t_b)
@@ -427,7 +413,7 @@ def _window(C2: np.ndarray, warmup: int, last_departure_s: float) -> tuple[float
             f"warm-up end {t_a:.3f} s and the last loader departure {t_b:.3f} s); simulate more "
             "batches than are in flight (about N * pre_cap + hs_cap + N + M) plus the warm-up"
         )
-    return t_a, t_b, inside
+    return t_a, t_b, inside, in_window / (t_b - t_a)
 
 
 def _summarise(run: SimInput, raw: SimTrace, keep_trace: bool) -> SimResult:
@@ -441,10 +427,8 @@ def _summarise(run: SimInput, raw: SimTrace, keep_trace: bool) -> SimResult:
     tok_a, S0, C0, D0, Q0, S1, C1, D1, W1, S2, C2, W2, R2, ss, se = (getattr(tr, f.name) for f in fields(SimTrace))
 
     n = tok_a.shape[0]
-    t_a, t_b, inside = _window(C2, warmup, D0[-1])
-    in_window = int(np.count_nonzero(inside))
+    t_a, t_b, inside, bps = _window(C2, warmup, D0[-1])
     span = t_b - t_a
-    bps = in_window / span
     tok_s = float(tok_a[inside].sum() / span)
 
     def feeding(role: str, start, finish, departure, worker, k: int) -> RoleShares:
@@ -476,10 +460,8 @@ def _summarise(run: SimInput, raw: SimTrace, keep_trace: bool) -> SimResult:
         n_target=N,
         n_drafter=M,
         n_batches=n,
-        warmup_batches=warmup,
         t_from_s=t_a,
         t_to_s=t_b,
-        batches_in_window=in_window,
         bps=float(bps),
         tok_s=tok_s,
         roles={"loader": loader, "target": target, "drafter": drafter},
@@ -496,5 +478,4 @@ def simulated_bps(kw: dict) -> float:
     `simulate` also derives (BENCHMARKS.md, section 15.ix).
     """
     run, raw = _events(SimInput(**{k: v for k, v in kw.items() if k != "keep_trace"}), window_only=True)
-    t_a, t_b, inside = _window(np.array(raw.drafter_finish_s), run.warmup_batches, raw.loader_departure_s[-1])
-    return float(int(np.count_nonzero(inside)) / (t_b - t_a))
+    return float(_window(np.array(raw.drafter_finish_s), run.warmup_batches, raw.loader_departure_s[-1])[3])

@@ -219,9 +219,8 @@ def simulate_splits(
     fit: PipelineFit, logs: tuple[RunLog, ...], rows: tuple[SplitRow, ...], *, hs_cap: int | None = None
 ) -> tuple[SplitRow, ...]:
     """``rows`` with ``bps_exact`` and ``exact_gap_pct`` (`simulated_bps_at`)."""
-    sim = np.array(simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap), float)
-    gap = 100.0 * (np.array([r.bps for r in rows], float) / sim - 1.0)
-    return tuple(replace(r, bps_exact=float(x), exact_gap_pct=float(g)) for r, x, g in zip(rows, sim, gap))
+    sim = simulated_bps_at(fit, logs, [r.counts for r in rows], hs_cap=hs_cap)  # (each > 0: a window's rate)
+    return tuple(replace(r, bps_exact=x, exact_gap_pct=100.0 * (r.bps / x - 1.0)) for r, x in zip(rows, sim))
 
 
 def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
@@ -229,11 +228,6 @@ def _lockstep(fit: PipelineFit, hs_cap: int | None) -> bool:
     the effective-buffer correction (built for random service) misses."""
     b = fit.hs_cap if hs_cap is None else hs_cap
     return b <= SHALLOW_QUEUE and fit.producer.busy_scv + fit.consumer.busy_scv < SMOOTH_SCV
-
-
-def has_weak_spots(fit: PipelineFit, hs_cap: int | None = None) -> bool:
-    """Whether `refine_weak_spots` may simulate: step events, and syncing drafters or lockstep."""
-    return fit.source is Source.STEPS and (fit.sync.sync_every > 0 or _lockstep(fit, hs_cap))
 
 
 @dataclass(frozen=True)
@@ -278,9 +272,9 @@ def refined_ratios(
     batches: the observed and forced rows first, then the contenders, then the rest, the highest
     projected first; contenders past the caps are ``capped``.
     """
-    if not has_weak_spots(fit, hs_cap):
-        return Refinement(ratios={})
     lockstep = _lockstep(fit, hs_cap)
+    if fit.source is not Source.STEPS or not (fit.sync.sync_every > 0 or lockstep):  # no weak spot to simulate
+        return Refinement(ratios={})
     est = np.array([(r.bps, r.bps_low, r.bps_high) for r in rows], float).reshape(-1, 3)
     bps, low, high = est.T  # (views: scaling a row of est scales them)
     n_p, n_c = np.array([r.counts for r in rows], int).reshape(-1, 2).T
@@ -331,25 +325,16 @@ def _within_caps(cand: np.ndarray, simulated: int, spent: int, cost: dict[int, i
     return take, spent
 
 
-def refine_weak_spots(
-    fit: PipelineFit,
-    logs: tuple[RunLog, ...],
-    rows: tuple[SplitRow, ...],
-    *,
-    hs_cap: int | None = None,
-    refinement: Refinement | None = None,
-) -> tuple[SplitRow, ...]:
+def refine_weak_spots(rows: tuple[SplitRow, ...], refinement: Refinement) -> tuple[SplitRow, ...]:
     """Project every contender by one method: the exact simulation where the chain is weak.
 
     The chain misses two things (BENCHMARKS.md 4): a sync round stops every drafter at once, so
     through a shallow q_hs the targets block at every pause (splits with M > 1 syncing drafters);
-    nearly deterministic steps through a one- or two-slot q_hs fall into lockstep. Where the fit
-    has either (`has_weak_spots`), the contenders `refined_ratios` picks are simulated and their
-    rows scaled to the simulated rate (``method`` "exact"), so that no two contenders are ranked by
-    methods of different bias; those past the caps stay analytic ("analytic-capped").
+    nearly deterministic steps through a one- or two-slot q_hs fall into lockstep. Where a fit of
+    step events has either, the contenders `refined_ratios` picks (``refinement``) are simulated
+    and their rows scaled to the simulated rate (``method`` "exact"), so that no two contenders are
+    ranked by methods of different bias; those past the caps stay analytic ("analytic-capped").
     """
-    if refinement is None:
-        refinement = refined_ratios(fit, logs, rows, hs_cap=hs_cap)
     out = [replace(r, method=ANALYTIC) for r in rows]
     for i in refinement.capped:
         out[i] = replace(out[i], method=CAPPED)

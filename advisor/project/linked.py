@@ -25,7 +25,7 @@ from advisor.model.params import PipelineFit, Source
 from advisor.project.exact import PlacedRun, gather_pools, simulate_placed_run
 from advisor.project.placement import packed, placements, pool_rate
 from advisor.project.rows import SplitRow
-from advisor.project.table import engine_rate_scale, link_xfer_s, project, sync_over_link
+from advisor.project.table import engine_rate_scale, link_xfer_s, project
 from advisor.settings import Settings
 
 REFINE_WITHIN = 0.25
@@ -42,8 +42,8 @@ def candidates(fit: PipelineFit, settings: Settings, n: int, m: int) -> list[Pla
     every = placements(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
     s_c = fit.consumer.busy_mean_s / engine_rate_scale(settings, 1)
     x_s = link_xfer_s(fit, settings)
-    sync = sync_over_link(fit, settings)
-    ranked = sorted(every, key=lambda pl: -pool_rate(pl, link_pool(pl, s_c, x_s), sync))[:CANDIDATES]
+    ranked = sorted(every, key=lambda pl: -pool_rate(pl, link_pool(pl, s_c, x_s), fit.sync, settings.link_bytes_s))
+    ranked = ranked[:CANDIDATES]
     pack = packed(n, m, settings.nodes, gpn, *settings.gpus_per_worker)
     return ranked + ([pack] if pack not in ranked and pack in every else [])
 

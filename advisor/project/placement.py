@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 from advisor.ingest.schema import default_placement
 from advisor.model.link import LinkResult, Placement, link_pool, sync_link_s
+from advisor.model.params import SyncFit
 from advisor.settings import MAX_PLACEMENTS
 
 TIE_REL = 1e-9
+NO_SYNC = SyncFit(0)
 
 
 def node_mixes(gpus_per_node: int, k_p: int, k_c: int) -> list[tuple[int, int]]:
@@ -78,21 +80,12 @@ class Nodes:
     gpus_per_worker: tuple[int, int] = (1, 1)
 
 
-@dataclass(frozen=True)
-class SyncOverLink:
-    """The drafters' sync as the link sees it: steps per sync, bytes per all-reduce, the link's bytes/s."""
-
-    every: int = 0
-    bytes_: float | None = None
-    link_bytes_s: float | None = None
-
-
-def pool_rate(pl: Placement, pool: LinkResult, sync: SyncOverLink) -> float:
+def pool_rate(pl: Placement, pool: LinkResult, sync: SyncFit, link_bytes_s: float | None) -> float:
     """The drafter pool's capacity at ``pl`` with its sync's link time per round (module docstring)."""
-    m = sum(pl.consumers)
-    t_link = sync_link_s(pl, sync.bytes_, sync.link_bytes_s) if sync.every > 0 and m > 1 else 0.0
+    m, k = sum(pl.consumers), sync.sync_every
+    t_link = sync_link_s(pl, sync.bytes_per_sync, link_bytes_s) if k > 0 and m > 1 else 0.0
     cap = pool.consumer_cap_bps
-    return m * sync.every / (m * sync.every / cap + t_link) if t_link > 0 and cap > 0 else cap
+    return m * k / (m * k / cap + t_link) if t_link > 0 and cap > 0 else cap
 
 
 def best_placement(
@@ -102,7 +95,8 @@ def best_placement(
     consumer_s: float,
     xfer_s: float,
     scv_x: float,
-    sync: SyncOverLink = SyncOverLink(),
+    sync: SyncFit = NO_SYNC,
+    link_bytes_s: float | None = None,
 ) -> Placement:
     """The placement of the highest drafter-pool capacity, its sync over the link included (ties:
     fewer crossings, then packed).
@@ -113,7 +107,7 @@ def best_placement(
     best: tuple | None = None
     for pl in cands:
         pool = link_pool(pl, consumer_s, xfer_s, scv_x)
-        key = (pool_rate(pl, pool, sync), -pool.crossing_share, pl == pack)
+        key = (pool_rate(pl, pool, sync, link_bytes_s), -pool.crossing_share, pl == pack)
         if (
             best is None
             or key[0] > best[0] * (1 + TIE_REL)

@@ -27,7 +27,6 @@ def has_hs_queue(fit: PipelineFit, settings: Settings) -> bool:
 
 @dataclass(frozen=True)
 class QueueAdvice:
-    name: str
     cap: int
     split: tuple[int, int]
     bps: float
@@ -74,6 +73,4 @@ def queue_advice(fit: PipelineFit, settings: Settings, split: tuple[int, int]) -
     per_slot = (
         fit.hs_bytes_per_token * settings.tokens_per_batch if fit.hs_bytes_per_token and fit.tokens_measured else None
     )
-    return QueueAdvice(
-        name="hs", cap=cap, split=split, bps=x, bps_double=x2, bps_quad=x4, bps_half=xh, bytes_per_slot=per_slot
-    )
+    return QueueAdvice(cap=cap, split=split, bps=x, bps_double=x2, bps_quad=x4, bps_half=xh, bytes_per_slot=per_slot)

@@ -9,38 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from advisor.model.chain import ERR_CORNERS as ERR_CORNERS  # (the table's names, re-exported)
+from advisor.model.chain import ERR_SAMPLING, ERR_SHARED, NO_PARTS, IntervalParts
 from advisor.stats import Z_95
-
-ERR_SAMPLING = ("err_p_samp", "err_c_samp")  # the parts a longer log of the split shrinks
-ERR_SHARED = ERR_SAMPLING + ("err_p_level", "err_c_level", "err_p_split", "err_c_split", "err_p_single", "err_c_single")
-ERR_CORNERS = ("err_corner_ll", "err_corner_lh", "err_corner_hl", "err_corner_hh")
-
-
-@dataclass(frozen=True)
-class IntervalParts:
-    """The parts of a split's 95% interval, ln(b/s): ``shared_log_per_se`` in ``ERR_SHARED``'s
-    order (per standard error of each source every split shares), ``corners_log`` in
-    ``ERR_CORNERS``' (the shifts at the capacity ranges' corners)."""
-
-    shared_log_per_se: tuple[float, ...]
-    own_var_log2: float  # the split's own variance, (ln b/s)^2
-    sync_ends_log: tuple[float, float]  # shifts at the ends of an unidentified sync scaling
-    corners_log: tuple[float, ...]
-    model_sigma_log: float = 0.0  # the model's error scale the row carries (`advisor.project.model_error`)
-    model_miss_log: float = math.nan  # at an observed split, ln(measured / projected)
-
-    def columns(self) -> dict[str, float]:
-        """The parts under the table's column names (the model's error apart)."""
-        return {
-            **dict(zip(ERR_SHARED, self.shared_log_per_se)),
-            "err_own_var": self.own_var_log2,
-            "err_sync_lo": self.sync_ends_log[0],
-            "err_sync_hi": self.sync_ends_log[1],
-            **dict(zip(ERR_CORNERS, self.corners_log)),
-        }
-
-
-NO_PARTS = IntervalParts((0.0,) * len(ERR_SHARED), 0.0, (0.0, 0.0), (0.0,) * len(ERR_CORNERS))
 
 
 @dataclass(frozen=True)

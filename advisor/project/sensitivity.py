@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from advisor.model.chain import WhatIf, sync_scaling
 from advisor.model.params import PipelineFit
+from advisor.project.rows import SplitRow
 from advisor.project.table import split_capacities
 from advisor.settings import Settings
 
@@ -125,23 +126,25 @@ def _first_change(
     return None
 
 
-def _lead_edge(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, end: float) -> _Edge | None:
-    """The knob's value nearest ``ref`` on the way to ``end`` at which ``rec``'s lead over every
-    other split ends (where it does not lead at ``ref``: begins); None where none does."""
+def _lead_edges(rate: Rate, splits: Sequence[Split], rec: Split, ref: float, ends: Sequence[float]) -> list[_Edge]:
+    """On the way from ``ref`` to each of ``ends``, the knob's value nearest ``ref`` at which
+    ``rec``'s lead over every other split ends (where it does not lead at ``ref``: begins), where
+    one does."""
     others = [s for s in splits if s != rec]
-    if not others or ref == end:
-        return None
-    first = _leads(rate, ref, rec, others)
-    found = _first_change(rate, rec, others, ref, end, first)
-    if found is None:
-        return None
-    near, far, live = found
-    for _ in range(BISECT_STEPS):
-        mid = math.sqrt(near * far)
-        near, far = (mid, far) if _leads(rate, mid, rec, live) == first else (near, mid)
-    behind = far if first else near  # the side where rec does not lead
-    rival = max(live, key=lambda s: rate(behind, s))
-    return _Edge(value=math.sqrt(near * far), rival=rival, leads_below=first == (end > ref))
+    out = []
+    for end in ends if others else ():
+        first = _leads(rate, ref, rec, others)
+        found = _first_change(rate, rec, others, ref, end, first) if end != ref else None
+        if found is None:
+            continue
+        near, far, live = found
+        for _ in range(BISECT_STEPS):
+            mid = math.sqrt(near * far)
+            near, far = (mid, far) if _leads(rate, mid, rec, live) == first else (near, mid)
+        behind = far if first else near  # the side where rec does not lead
+        rival = max(live, key=lambda s: rate(behind, s))
+        out.append(_Edge(value=math.sqrt(near * far), rival=rival, leads_below=first == (end > ref)))
+    return out
 
 
 def _rate(fit: PipelineFit, settings: Settings, what_if: Callable[[float, Split], WhatIf]) -> Rate:
@@ -163,16 +166,12 @@ def _capacity_rate(fit: PipelineFit, settings: Settings, role_index: int) -> Rat
 def tie_factor(fit: PipelineFit, settings: Settings, rec: Split, alt: Split, role_index: int) -> float | None:
     """Factor on one role's per-engine rate at which ``alt`` matches ``rec``."""
     rate = _capacity_rate(fit, settings, role_index)
-    edges = (_lead_edge(rate, (rec, alt), rec, 1.0, end) for end in ROBUST_RANGE)
-    return next((e.value for e in edges if e is not None), None)
+    edges = _lead_edges(rate, (rec, alt), rec, 1.0, ROBUST_RANGE)
+    return edges[0].value if edges else None
 
 
 def thresholds(
-    fit: PipelineFit,
-    settings: Settings,
-    rec: Split,
-    splits: Sequence[Split],
-    capacity_of: Callable[[Split, int], float],
+    fit: PipelineFit, settings: Settings, rec: Split, splits: Sequence[Split], rec_row: SplitRow
 ) -> tuple[Threshold, ...]:
     """Each role's capacity factors, below and above 1, at which ``rec``'s lead over every other split ends."""
     if len(set(splits) - {rec}) == 0:
@@ -180,14 +179,14 @@ def thresholds(
     out: list[Threshold] = []
     for i, role in enumerate(fit.roles):
         rate = _capacity_rate(fit, settings, i)
-        edges = [e for e in (_lead_edge(rate, splits, rec, 1.0, end) for end in ROBUST_RANGE) if e is not None]
-        base = Threshold(role=role, factor=None, capacity_bps=capacity_of(rec, i), workers=rec[i])
+        edges = _lead_edges(rate, splits, rec, 1.0, ROBUST_RANGE)
+        base = Threshold(role=role, factor=None, capacity_bps=rec_row.roles[i].cap_bps, workers=rec[i])
         out.extend([replace(base, factor=e.value, rival=e.rival) for e in edges] or [base])
     return tuple(out)
 
 
 def scaling_ties(
-    fit: PipelineFit, settings: Settings, rec: Split, splits: Sequence[Split], bottleneck_of: Callable[[Split], str]
+    fit: PipelineFit, settings: Settings, rec: Split, splits: Sequence[Split], rows: Mapping[Split, SplitRow]
 ) -> tuple[ScalingTie, ...]:
     """Per-rank scaling of every split of more than one consumer, below and above the fit's at
     ``rec``'s count, at which ``rec``'s lead over every other split ends.
@@ -199,7 +198,7 @@ def scaling_ties(
     # a split of one consumer keeps its own scaling
     rate = _rate(fit, settings, lambda s, split: WhatIf(consumer_scaling=s) if split[1] > 1 else WhatIf())
     ref = min(max(sync_scaling(fit.consumer, fit.sync, rec[1]), lo), hi)
-    edges = [e for e in (_lead_edge(rate, splits, rec, ref, end) for end in (lo, hi)) if e is not None]
+    edges = _lead_edges(rate, splits, rec, ref, (lo, hi))
 
     def tie(subject: Split, e: _Edge | None) -> ScalingTie:
         return ScalingTie(
@@ -208,7 +207,7 @@ def scaling_ties(
             scaling=e.value if e else None,
             fitted=sync_scaling(fit.consumer, fit.sync, subject[1]),
             leads_below=e.leads_below if e else True,
-            subject_bottleneck=bottleneck_of(subject),
+            subject_bottleneck=rows[subject].bottleneck,
         )
 
     if not edges:
@@ -261,18 +260,15 @@ def searched(rec: Split, splits: Sequence[Split]) -> list[Split]:
 
 
 def sensitivity(
-    fit: PipelineFit,
-    settings: Settings,
-    rec: Split,
-    splits: Sequence[Split],
-    judged: Split,
-    bottleneck_of: Callable[[Split], str],
-    capacity_of: Callable[[Split, int], float],
+    fit: PipelineFit, settings: Settings, rows: Mapping[str, SplitRow], rec: str, judged: str
 ) -> Sensitivity:
-    """Where the recommended split's lead over every other split ends as each role's capacity and
-    the per-drafter scaling move, and sync levers at the recommended and judged drafter counts.
+    """Where the lead of the recommended row ``rec`` over every other row ends as each role's
+    capacity and the per-drafter scaling move, and sync levers at the recommended and judged
+    drafter counts.
     """
-    lev = tuple(x for x in (levers(fit, m) for m in sorted({rec[1], judged[1]})) if x is not None)
-    splits = searched(rec, splits)
-    ties = scaling_ties(fit, settings, rec, splits, bottleneck_of)
-    return Sensitivity(thresholds=thresholds(fit, settings, rec, splits, capacity_of), scaling=ties, levers=lev)
+    by_split = {row.counts: row for row in rows.values()}
+    r = rows[rec].counts
+    lev = tuple(x for x in (levers(fit, m) for m in sorted({r[1], rows[judged].counts[1]})) if x is not None)
+    splits = searched(r, list(by_split))
+    ties = scaling_ties(fit, settings, r, splits, by_split)
+    return Sensitivity(thresholds=thresholds(fit, settings, r, splits, rows[rec]), scaling=ties, levers=lev)

@@ -33,7 +33,7 @@ eta_s               time to finish the rest of the job (a next run: all of it; N
 observed            the split(s) the logs ran; ``observed_bps``: the measured rate there
 method              "analytic", "exact" (simulated, `advisor.project.exact`) or "analytic-capped"
 widened             reconciliation widened the interval to a measured rate
-err_*               the interval's parts (`advisor.project.rows.IntervalParts`): ln b/s per
+err_*               the interval's parts (`advisor.model.chain.IntervalParts`): ln b/s per
                     standard error of each shared source, ``err_own_var``, the sync ends, the
                     capacity corners; ``err_model_sigma``, ``err_model_miss``: the model's error
                     (`advisor.project.model_error`)
@@ -58,8 +58,8 @@ from dataclasses import dataclass, replace
 from advisor.model.chain import LinkStage, SplitResult, WhatIf, project_local, project_split
 from advisor.model.link import Placement, sync_link_s
 from advisor.model.params import PipelineFit
-from advisor.project.placement import Nodes, SyncOverLink, best_placement, node_mixes
-from advisor.project.rows import IntervalParts, LinkRow, RoleRow, SplitRow
+from advisor.project.placement import Nodes, best_placement, node_mixes
+from advisor.project.rows import LinkRow, RoleRow, SplitRow
 from advisor.settings import ENGINE_SCALING_SE, LINK_SE, SAME_SIZE_TOL, Settings
 from advisor.stats import Z_95
 
@@ -88,17 +88,6 @@ def split_label(n: int, m: int) -> str:
     return f"{n}-{m}"
 
 
-def remaining_batches(fit: PipelineFit) -> float | None:
-    """Batches left in the job: from samples x epochs and progress, else the pipeline's own ETA."""
-    ob = fit.observed[0]
-    if fit.total_batches:
-        done = ob.done if ob.done is not None else 0.0
-        return fit.total_batches * max(1.0 - done, 0.0)
-    if ob.eta_s is not None and ob.bps > 0:
-        return ob.eta_s * ob.bps
-    return None
-
-
 def split_capacities(
     fit: PipelineFit,
     settings: Settings,
@@ -125,8 +114,9 @@ def split_capacities(
         return _at_placement(fit, settings, n, m, local, **kw)
     compute_s = project_split(fit, n, m, **dict(kw, interval=False)).consumer_compute_s
     nodes = Nodes(settings.nodes, int(settings.gpus_per_node or settings.gpus), settings.gpus_per_worker)
-    xfer_s, scv, sync = link_xfer_s(fit, settings), link_scv(fit), sync_over_link(fit, settings)
-    shared = _at_placement(fit, settings, n, m, best_placement(n, m, nodes, compute_s, xfer_s, scv, sync), **kw)
+    xfer_s, scv = link_xfer_s(fit, settings), link_scv(fit)
+    pl = best_placement(n, m, nodes, compute_s, xfer_s, scv, fit.sync, settings.link_bytes_s)
+    shared = _at_placement(fit, settings, n, m, pl, **kw)
     if local is None:
         return shared
     node_local = _at_placement(fit, settings, n, m, local, **kw)
@@ -221,11 +211,6 @@ def link_scv(fit: PipelineFit) -> float:
     return scv if math.isfinite(scv) else 0.0
 
 
-def sync_over_link(fit: PipelineFit, settings: Settings) -> SyncOverLink:
-    """The drafters' sync as the link sees it (`advisor.project.placement.pool_rate`)."""
-    return SyncOverLink(every=fit.sync.sync_every, bytes_=fit.sync.bytes_per_sync, link_bytes_s=settings.link_bytes_s)
-
-
 def project(
     fit: PipelineFit,
     settings: Settings,
@@ -237,7 +222,14 @@ def project(
     """All splits of ``settings.gpus`` GPUs (or the given ``(N, M)`` pairs), as documented above."""
     p, c = fit.roles
     pairs = list(pairs) if pairs is not None else settings.engine_pairs()
-    left = fit.total_batches if settings.for_next_run and fit.total_batches else remaining_batches(fit)
+    # batches left in the job: from samples x epochs and progress (a next run: all of them), else
+    # the pipeline's own ETA
+    ob, left = fit.observed[0], None
+    if fit.total_batches:
+        done = 0.0 if settings.for_next_run or ob.done is None else ob.done
+        left = fit.total_batches * max(1.0 - done, 0.0)
+    elif ob.eta_s is not None and ob.bps > 0:
+        left = ob.eta_s * ob.bps
     tokens = settings.tokens_per_batch
     if left is not None and not settings.own_budget:
         left = left * fit.tokens_mean / tokens  # the same tokens to process, in other batches
@@ -273,9 +265,7 @@ def project(
                 observed=(n, m) in observed,
                 observed_bps=observed.get((n, m), math.nan),
                 link=link,
-                parts=IntervalParts(
-                    tuple(mid.err_shared), mid.err_own_var, tuple(mid.err_sync_ends), tuple(mid.err_corners)
-                ),
+                parts=mid.parts,
             )
         )
     return widen_for_assumptions(fit, settings, tuple(rows), routing) if interval else tuple(rows)

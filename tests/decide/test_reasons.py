@@ -72,7 +72,6 @@ def test_holds_unless_names_the_decisions_consumer(reference):
 
 def _queue(bps: float, double: float, half: float, bytes_per_slot: float | None = None) -> QueueAdvice:
     return QueueAdvice(
-        name="hs",
         cap=20,
         split=(7, 1),
         bps=bps,

@@ -40,10 +40,10 @@ def test_every_placement_fills_every_node(kp, kc, gpn, nodes, n):
 
 
 def test_a_costly_sync_keeps_the_drafters_on_one_node():
-    from advisor.project.placement import SyncOverLink
+    from advisor.model.params import SyncFit
 
     spread = best_placement(12, 4, Nodes(2, 8, (1, 1)), consumer_s=1.0, xfer_s=0.0, scv_x=0.0)
     assert spread.consumers == (2, 2)  # a free link: fewer crossings
-    sync = SyncOverLink(every=1, bytes_=1e9, link_bytes_s=1e8)
-    one = best_placement(12, 4, Nodes(2, 8, (1, 1)), consumer_s=1.0, xfer_s=0.0, scv_x=0.0, sync=sync)
+    sync = SyncFit(sync_every=1, bytes_per_sync=1e9)
+    one = best_placement(12, 4, Nodes(2, 8, (1, 1)), consumer_s=1.0, xfer_s=0.0, scv_x=0.0, sync=sync, link_bytes_s=1e8)
     assert sorted(one.consumers) == [0, 4]  # 20 s of sync a step outweighs the crossings
