@@ -71,37 +71,14 @@ class _Bins:
     def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
         self.level = level
         self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
-        # `used`, where known: nothing yet for new bins (a fold is then only a change of level),
-        # what arrived for bins read from a file, the rows and bins sums were added to since;
-        # kept through folds, forgotten where unknown (then found by a scan)
-        self._used: tuple[np.ndarray, int] | None = (np.empty(0, np.int64), 0) if arr is None else None
-
-    def _also_used(self, rows: np.ndarray, cols: int) -> None:
-        """Sums were added to ``rows`` up to bin ``cols``: `used` stays known, where it was."""
-        if self._used is not None:
-            held, held_cols = self._used
-            self._used = (np.union1d(held, rows).astype(np.int64), max(held_cols, cols))
-
-    def used(self) -> tuple[np.ndarray, int]:
-        """The rows that hold anything, and the bins up to the last one used in any row."""
-        if self._used is not None:
-            return self._used
-        rows = np.flatnonzero(self.arr.any(axis=1))
-        if not len(rows):
-            return rows, 0
-        cols = np.flatnonzero(self.arr[rows].any(axis=0))
-        return rows, int(cols[-1]) + 1
 
     def add_bins(self, other: _Bins) -> None:
-        """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
+        """Add ``other``'s sums (folded to the coarser level of the two; ``other`` left as it is)."""
         level = max(self.level, other.level)
         self.fold_to(level)
         ob = _Bins(len(other.arr), other.level, other.arr)  # (a fold makes new arrays)
-        ob._used = other._used
         ob.fold_to(level)
-        rows, cols = ob.used()
-        self.arr[rows, :cols] += ob.arr[rows, :cols]
-        self._also_used(rows, cols)
+        self.arr += ob.arr
 
     @property
     def width_s(self) -> float:
@@ -110,22 +87,10 @@ class _Bins:
     def fold_to(self, level: int) -> None:
         if level <= self.level:
             return
-        f = 2 ** (level - self.level)
-        rows = np.arange(self.arr.shape[0]) if self._used is None else self._used[0]
-        if not len(rows):
-            pass
-        elif f >= NBINS:
-            total = self.arr[rows].sum(axis=1)
-            self.arr = np.zeros_like(self.arr)
-            self.arr[rows, 0] = total
-        else:
-            # only the rows that hold anything, where known (`used`): the others stay zero
-            folded = self.arr[rows].reshape(len(rows), NBINS // f, f).sum(axis=2)
-            self.arr = np.zeros_like(self.arr)
-            self.arr[rows, : NBINS // f] = folded
-        if self._used is not None:
-            cols = self._used[1]
-            self._used = (rows, min(-(-cols // f), NBINS) if cols else 0)
+        f = min(2 ** (level - self.level), NBINS)
+        folded = self.arr.reshape(len(self.arr), NBINS // f, f).sum(axis=2)
+        self.arr = np.zeros_like(self.arr)
+        self.arr[:, : NBINS // f] = folded
         self.level = level
 
     def level_for(self, t_max: float) -> int:
@@ -149,7 +114,6 @@ class _Bins:
         for j, v in enumerate(values):
             sums = np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS)
             self.arr[base + j] += sums[present]
-        self._also_used((base[:, None] + np.arange(len(values))).ravel(), int(at.max()) + 1)
 
 
 @dataclass(frozen=True)
