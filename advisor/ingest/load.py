@@ -29,7 +29,7 @@ from advisor.ingest.ranks import check_same_header, expand, group_name, merged_e
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.sample import copied_keys
-from advisor.ingest.scan import scan_run
+from advisor.ingest.scan import scan_files
 from advisor.ingest.schema import RunHeader, nearest_field
 from advisor.ingest.stream import summarize_log
 from advisor.ingest.summary import Summary, is_summary
@@ -178,11 +178,11 @@ def _merged(
     files: Sequence[Path], *, check: bool = True, sample_rows: int | None = None, held: Sequence[Summary] | None = None
 ) -> tuple[Summary, list[FileRead]]:
     """The files of one run read (or ``held``, read already) and merged, in order: all at once by
-    the fast pass where it can (`advisor.ingest.scan.scan_run`), else one by one."""
+    the fast pass where it can (`advisor.ingest.scan.scan_files`), else one by one."""
     if not files:
         raise LogError("<none>", None, "no log file given")
     if held is None and len(files) > 1 and not any(is_summary(f) for f in files):
-        got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
+        got = scan_files(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
         if got is not None:
             reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, got[1])]
             if check:

@@ -37,7 +37,7 @@ import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest.frames import RATES_SCALARS
-from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, read_chunks
+from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, read_chunks
 from advisor.ingest.schema import (
     END_REASONS,
     KNOWN_EVENTS,
@@ -102,24 +102,6 @@ def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -
         del schema["q"]
     schema.update({n: pl.String for n in extra if n not in schema})
     return schema
-
-
-def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
-    """The header (``first``: the range starts the file, and its first line is the header) and the
-    unknown (event, field) pairs on the first ``PROBE_LINES`` lines of one range."""
-    end = -1
-    for _ in range(PROBE_LINES):  # (the lines' end found first: a split would copy the rest of the range)
-        end = buf.find(b"\n", end + 1)
-        if end < 0:
-            break
-    lines = (buf if end < 0 else buf[:end]).split(b"\n")
-    if first and not lines[0].strip():
-        raise _GiveUp
-    objs = _objects(lines)
-    header_obj = objs[0] if first else None
-    if first and header_obj.get("ev") != "run":
-        raise _GiveUp
-    return header_obj, _unknown_pairs(objs[1 if first else 0 :])
 
 
 def _objects(lines: list[bytes]) -> list[dict[str, Any]]:
@@ -345,7 +327,6 @@ class _Scan:
             raise _GiveUp
         for k, row in zip(files[rows], ends.iter_rows(named=True)):
             self.ends[int(k)] = row
-        self.summ.set_end(self.ends[int(files[rows[-1]])], by_time=False)
 
     def finish(self) -> Summary:
         """The summary, with the unknown fields counted."""
@@ -353,18 +334,18 @@ class _Scan:
         return self.summ
 
 
-def _lines(buf: bytes, max_line_bytes: int, *, blanks: bool = True) -> np.ndarray:
+def _lines(buf: bytes, max_line_bytes: int) -> np.ndarray:
     """The end of each line of one range (the offset of its newline; the range's end for a last
     line without one), as the exact pass counts the lines, checked: none longer than
-    ``max_line_bytes`` without its newline and a ``\r`` before it (nor empty so, unless
-    ``blanks``), all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
+    ``max_line_bytes`` without its newline and a ``\r`` before it, all UTF-8 (`_GiveUp`
+    otherwise: the exact pass names the line)."""
     data = np.frombuffer(buf, dtype=np.uint8)
     ends = np.flatnonzero(data == ord("\n"))
     if not buf.endswith(b"\n"):
         ends = np.append(ends, len(buf))
     lengths = np.diff(ends, prepend=-1) - 1
     lengths -= (lengths > 0) & (data[ends - 1] == ord("\r"))
-    if lengths.max(initial=0) > max_line_bytes or not (blanks or lengths.all()):
+    if lengths.max(initial=0) > max_line_bytes:
         raise _GiveUp
     if not buf.isascii():
         try:
@@ -374,28 +355,26 @@ def _lines(buf: bytes, max_line_bytes: int, *, blanks: bool = True) -> np.ndarra
     return ends
 
 
-def _plain_ranges(path: Path) -> Iterator[bytes]:
-    """A plain log's bytes in ranges of whole lines of about ``RANGE_BYTES`` (the last may end
-    without a newline): each range's end found first in a small window, so that the range is read
-    once, without a copy."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        pos = 0
-        while pos < size:
-            end = min(pos + RANGE_BYTES, size)
-            if end < size:
-                window = min(MAX_LINE_BYTES + 1, end - pos)
-                f.seek(end - window)
-                cut = f.read(window).rfind(b"\n")
-                if cut < 0:
-                    raise _GiveUp  # (a line past the limit: the exact pass names it)
-                end = end - window + cut + 1
-            f.seek(pos)
-            buf = f.read(end - pos)
-            if not buf:
-                return
-            yield buf
-            pos += len(buf)
+def _plain_ranges(f, size: int) -> Iterator[bytes]:
+    """A plain log's bytes (``f``, open, ``size`` bytes long) in ranges of whole lines of about
+    ``RANGE_BYTES`` (the last may end without a newline): each range's end found first in a small
+    window, so that the range is read once, without a copy."""
+    pos = 0
+    while pos < size:
+        end = min(pos + RANGE_BYTES, size)
+        if end < size:
+            window = min(MAX_LINE_BYTES + 1, end - pos)
+            f.seek(end - window)
+            cut = f.read(window).rfind(b"\n")
+            if cut < 0:
+                raise _GiveUp  # (a line past the limit: the exact pass names it)
+            end = end - window + cut + 1
+        f.seek(pos)
+        buf = f.read(end - pos)
+        if not buf:
+            return
+        yield buf
+        pos += len(buf)
 
 
 def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
@@ -429,7 +408,7 @@ def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
 
 def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False, steps: bool = False):
     """One range of whole lines read by polars (the unknown fields found so far as text): its
-    frame, or (``background``) polars' query still running on its threads (`_result` waits);
+    frame, or (``background``) polars' query still running on its threads (`_Narrow.fold` waits);
     ``steps``: only the step fields (`_Narrow`)."""
     import polars as pl
 
@@ -445,11 +424,6 @@ def _some_lines(buf: bytes, ends: np.ndarray, rows: np.ndarray) -> bytes:
     starts = np.concatenate(([0], ends[:-1] + 1))
     pairs = zip(starts[rows].tolist(), ends[rows].tolist())
     return b"\n".join(buf[a:b].removesuffix(b"\r") for a, b in pairs)
-
-
-def _result(query):
-    """The frame of a range read in the background (`_parsed`)."""
-    return query.fetch_blocking()
 
 
 class _Narrow:
@@ -471,7 +445,7 @@ class _Narrow:
         and ``files`` as `_Scan.block` takes them, over the range's lines). False, with nothing
         folded, where polars' rows are not the range's lines one for one (a blank line, which
         polars skips)."""
-        df = _result(self.query)
+        df = self.query.fetch_blocking()
         if len(df) != self.n_lines:
             return False
         is_step = (df["ev"] == "step").fill_null(False)
@@ -491,115 +465,86 @@ class _Narrow:
         return True
 
 
-def scan_log(
-    path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int, max_line_bytes: int = MAX_LINE_BYTES
-) -> Summary | None:
-    """The summary of one log file by the fast pass, or None where the exact pass must read it
-    (see the module docstring). The file is a regular file (`advisor.ingest.reader.open_log`
-    checked it) and not a summary.
-    """
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == GZIP_MAGIC
-        if not gz and path.stat().st_size > max_bytes:
-            return None
-        scan: _Scan | None = None
-        n_lines = 0
-        fields: set[tuple[str, str]] = set()
-        pending = None  # the range polars reads while the one before is checked and folded
-        cut_bytes = 0  # a last line cut mid-write, skipped
-        try:
-            for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
-                if not gz:
-                    buf, cut_bytes = _without_cut_tail(buf, max_line_bytes)
-                ends = _lines(buf, max_line_bytes)
-                n_lines += len(ends)
-                if n_lines > max_lines:
-                    return None
-                first = scan is None
-                header_obj, found = _probe(buf, first)
-                if first:
-                    scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
-                fields |= found
-                prev, pending = pending, (_Narrow(buf, scan, fields, ends), first)
-                if prev is not None:
-                    _fold_range(scan, *prev)
-            if pending is not None:
-                last, pending = pending, None
-                _fold_range(scan, *last)
-        finally:
-            if pending is not None:
-                pending[0].cancel()
-        if scan is None or not scan.rows:
-            return None
-        scan.summ.n_lines = n_lines
-        if cut_bytes:
-            warnings.warn(tail_warning(str(path), n_lines + 1, cut_bytes), stacklevel=4)
-        return scan.finish()
-    except Exception:  # noqa: BLE001  _GiveUp, a LogError, or anything polars or numpy refuses:
-        return None  # the exact pass reads it, and names it
-
-
-def _fold_range(scan: _Scan, narrow: _Narrow, first: bool) -> None:
-    """One range of a log, checked and folded (the file's first: its header row); read whole
-    where its rows are not its lines one for one."""
-    heads = np.zeros(1 if first else 0, dtype=np.int64)
-    if not narrow.fold(heads, np.zeros(narrow.n_lines, dtype=np.int64)):
-        df = _parsed(narrow.buf, scan, narrow.fields)  # (with the fields of its steps' read)
-        scan.block(df, heads, np.zeros(len(df), dtype=np.int64))
+def _ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[tuple[bytes, bool]]:
+    """A log's (inflated) bytes in ranges of whole lines (`_plain_ranges`, `_gzip_ranges`; the
+    last may end without a newline), each with whether it is the whole file (a small plain file)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if f.read(2) == GZIP_MAGIC:
+            yield from ((buf, False) for buf in _gzip_ranges(path, max_bytes, max_lines))
+            return
+        if size > max_bytes:
+            raise _GiveUp
+        yield from ((buf, size <= RANGE_BYTES) for buf in _plain_ranges(f, size))
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k != "t"}
 
 
-def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
-    """The merged summary of the files of one run by the fast pass, read together (many small rank
-    files make a few large ranges, which polars parses with all its threads), and each file's
-    header and last end event; None where the files must be read one by one (the exact pass,
-    the checks of merges and their errors): a file that is gzip, over ``RANGE_BYTES``, with a
-    blank line or no newline at its end; headers that differ; a file given twice; steps that
-    repeat; and anything the fast pass of one file gives up on.
-    """
+def _header(data: bytes) -> dict[str, Any]:
+    """A file's first line decoded: its 'run' header (`_GiveUp` where it is not one)."""
+    line = data[: data.find(b"\n")]
     try:
-        return _scan_run(files, sample_rows)
-    except Exception:  # noqa: BLE001  _GiveUp, LogError, OSError, or anything polars or numpy refuses:
-        return None  # the files are read one by one
+        obj = json.loads(line.decode()) if line.strip() else None
+    except (ValueError, RecursionError):
+        raise _GiveUp from None
+    if not isinstance(obj, dict) or obj.get("ev") != "run":
+        raise _GiveUp
+    return obj
+
+
+def _probed(buf: bytes, ends: np.ndarray, first: bool) -> bytes:
+    """The first ``PROBE_LINES`` lines of a range, with their newlines; after the header where
+    the range starts a file."""
+    k = min(len(ends), PROBE_LINES)
+    return buf[ends[0] + 1 if first else 0 : ends[k - 1] + 1] if k > first else b""
 
 
 class _Batches:
-    """The files of a run joined into ranges of about ``RANGE_BYTES`` (each file starts with its
-    header row), each read by polars in the background while the range before is folded."""
+    """The ranges of a log, or of the files of one run, sent to polars: a range of a larger file
+    alone, small whole files joined into ranges of about ``RANGE_BYTES`` (each file's header row
+    first), each probed for unknown fields on its files' or its own first ``PROBE_LINES`` lines
+    (`_unknown_pairs_of`) and read in the background while the range before is folded."""
 
-    def __init__(self, scan: _Scan, fields: set[tuple[str, str]]):
-        self.scan, self.fields = scan, fields
-        self.held: list[bytes] = []
+    def __init__(self, files: list[Path], sample_rows: int):
+        self.files, self.sample_rows = files, sample_rows
+        self.scan: _Scan | None = None
+        self.first_obj: dict[str, Any] = {}
+        self.fields: set[tuple[str, str]] = set()
+        self.held: list[tuple[bytes, np.ndarray, int, bool]] = []  # (range, its lines' ends, file, starts it)
         self.size = 0
-        self.done = 0  # files sent to polars
-        self.pending = None  # (query, counts, first file) of the range polars reads
+        self.pending = None  # (`_Narrow`, files, starts, line counts) of the range polars reads
 
-    def add(self, data: bytes) -> None:
-        self.held.append(data)
-        self.size += len(data)
-        if self.size >= RANGE_BYTES:
+    def add(self, buf: bytes, ends: np.ndarray, file: int, first: bool, whole: bool) -> None:
+        """Hold one range (ending with a newline) of file ``file``; send what is held where it is
+        large enough, or where the range is not a whole file (then alone)."""
+        if first:
+            obj = _header(buf)
+            if self.scan is None:
+                self.first_obj = obj
+                path = str(self.files[0])
+                self.scan = _Scan(obj, parse_header(obj, path, 1), path, self.sample_rows)
+                self.scan.many = len(self.files) > 1
+            elif _comparable(obj) != _comparable(self.first_obj):
+                raise _GiveUp
+        if not whole:
+            self.send()
+        self.held.append((buf, ends, file, first))
+        self.size += len(buf)
+        if not whole or self.size >= RANGE_BYTES:
             self.send()
 
     def send(self) -> None:
-        """The files held, checked (line lengths, no blank line), probed for unknown fields on each
-        file's first ``PROBE_LINES`` lines, and sent to polars as one range."""
+        """The ranges held, probed and sent to polars as one range; the range before folded."""
         if not self.held:
             return
-        buf = b"".join(self.held)
-        ends = _lines(buf, MAX_LINE_BYTES, blanks=False)  # (each file ends with a newline)
-        counts = np.diff(np.searchsorted(ends, np.cumsum([len(b) for b in self.held])), prepend=0)
-        starts = np.cumsum(counts) - counts
-        probed = np.minimum(counts, PROBE_LINES) - 1  # the lines after each file's header
-        self.fields |= _unknown_pairs_of(
-            b"".join(buf[ends[s] + 1 : ends[s + k] + 1] for s, k in zip(starts.tolist(), probed.tolist()) if k > 0)
-        )
-        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, ends), counts, self.done)
-        self.done += len(self.held)
+        buf = b"".join(h[0] for h in self.held)
+        at = np.cumsum([0] + [len(h[0]) for h in self.held[:-1]])
+        ends = np.concatenate([h[1] + a for h, a in zip(self.held, at.tolist())])
+        self.fields |= _unknown_pairs_of(b"".join(_probed(*h[:2], h[3]) for h in self.held))
+        files, starts, counts = (np.array(v) for v in zip(*[(h[2], h[3], len(h[1])) for h in self.held]))
+        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, ends), files, starts, counts)
         self.held, self.size = [], 0
         if prev is not None:
             self._fold(*prev)
@@ -615,63 +560,72 @@ class _Batches:
         if self.pending is not None:
             self.pending[0].cancel()
 
-    def _fold(self, narrow: _Narrow, counts: np.ndarray, first: int) -> None:
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        if not narrow.fold(starts, np.repeat(np.arange(first, first + len(counts)), counts)):
-            raise _GiveUp  # (a line of blanks: polars skips it)
-        self.scan.summ.n_lines += int(counts.sum())
+    def _fold(self, narrow: _Narrow, files: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> None:
+        """One range checked and folded; read whole where its rows are not its lines one for one
+        (a blank line, which polars skips), unless it joins several files."""
+        heads = (np.cumsum(counts) - counts)[starts]
+        if narrow.fold(heads, np.repeat(files, counts)):
+            return
+        if len(files) > 1:
+            raise _GiveUp
+        df = _parsed(narrow.buf, self.scan, narrow.fields)  # (with the fields of its steps' read)
+        self.scan.block(df, heads, np.full(len(df), files[0]))
 
 
-def _header(data: bytes) -> dict[str, Any]:
-    """A file's first line decoded: its 'run' header (`_GiveUp` where it is not one)."""
-    line = data[: data.find(b"\n")]
+def scan_files(
+    files: list[Path], *, sample_rows: int, max_bytes: int = MAX_LOG_BYTES, max_lines: int = MAX_LOG_LINES
+) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+    """The summary of one log, or the merged summary of the files of one run (many small rank
+    files make a few large ranges, which polars parses with all its threads), by the fast pass,
+    and each file's header and last end event; None where the exact pass must read the files
+    (see the module docstring; and, of several files: headers that differ, a file given twice,
+    steps that repeat, a blank line among small files). The limits hold per file.
+    """
     try:
-        obj = json.loads(line) if line.strip() else None
-    except (ValueError, RecursionError):
-        raise _GiveUp from None
-    if not isinstance(obj, dict) or obj.get("ev") != "run":
-        raise _GiveUp
-    return obj
+        return _scan_files([Path(f) for f in files], sample_rows, max_bytes, max_lines)
+    except Exception:  # noqa: BLE001  _GiveUp, LogError, OSError, or anything polars or numpy refuses:
+        return None  # the exact pass reads the files, and names what it refuses
 
 
-def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+def _scan_files(files: list[Path], sample_rows: int, max_bytes: int, max_lines: int):
     if len({f.resolve() for f in files}) < len(files):
         raise _GiveUp
-    scan: _Scan | None = None
-    batches: _Batches | None = None
-    fields: set[tuple[str, str]] = set()
-    first_obj: dict[str, Any] | None = None
+    batches = _Batches(files, sample_rows)
+    n_lines = 0
+    cuts: list[tuple[Path, int, int]] = []  # last lines cut mid-write (a live log): file, line, bytes
     try:
-        for f in files:
-            with open(f, "rb") as fh:
-                data = fh.read(RANGE_BYTES + 1)
-            if len(data) > RANGE_BYTES or data[:2] == GZIP_MAGIC or not data.endswith(b"\n"):
+        for i, f in enumerate(files):
+            lines = 0
+            for buf, whole in _ranges(f, max_bytes, max_lines):
+                buf, cut = _without_cut_tail(buf, MAX_LINE_BYTES)
+                ends = _lines(buf, MAX_LINE_BYTES)
+                if lines + len(ends) > max_lines:
+                    raise _GiveUp
+                if cut:
+                    cuts.append((f, lines + len(ends) + 1, cut))
+                batches.add(buf if buf.endswith(b"\n") else buf + b"\n", ends, i, not lines, whole)
+                lines += len(ends)
+            if not lines:
                 raise _GiveUp
-            header_obj = _header(data)
-            if first_obj is None:
-                first_obj = header_obj
-                scan = _Scan(header_obj, parse_header(header_obj, str(f), 1), str(files[0]), sample_rows)
-                scan.many = True
-                batches = _Batches(scan, fields)
-            elif _comparable(header_obj) != _comparable(first_obj):
-                raise _GiveUp
-            batches.add(data)
+            n_lines += lines
         batches.finish()
     finally:
-        if batches is not None:
-            batches.cancel()
+        batches.cancel()
+    scan = batches.scan
     summ = scan.finish()
-    for r in summ.roles:
+    for r in summ.roles if len(files) > 1 else ():
         keys = np.sort(summ.samples[r].compact()[1])
         if (keys[1:] == keys[:-1]).any():  # a step twice: a copied file, or one repeated
             raise _GiveUp
-    summ.sources, summ.given = [], {}
+    summ.n_lines = n_lines
     for f in files:
         summ.add_source(f)
-    summ.end = None
     ends = [scan.ends.get(i) for i in range(len(files))]
     for end in ends:
         summ.set_end(end)
     summ.paths = [str(f) for f in files]
-    summ.add_unknown_fields({f"run.{n}": len(files) - 1 for n in unknown_fields(first_obj)} if len(files) > 1 else {})
+    if len(files) > 1:
+        summ.add_unknown_fields({f"run.{n}": len(files) - 1 for n in unknown_fields(batches.first_obj)})
+    for f, line, n_bytes in cuts:
+        warnings.warn(tail_warning(str(f), line, n_bytes), stacklevel=5)
     return summ, [(scan.header, end) for end in ends]

@@ -31,7 +31,7 @@ from advisor.ingest import reader
 from advisor.ingest import summary as _summary
 from advisor.ingest.parse import decode_line, parse_piece
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
-from advisor.ingest.scan import PROBE_LINES, scan_log, tail_warning
+from advisor.ingest.scan import PROBE_LINES, scan_files, tail_warning
 from advisor.ingest.schema import parse_header, unknown_fields
 from advisor.ingest.summary import Summary, is_summary, read_summary
 
@@ -212,9 +212,10 @@ def summarize_log(
     fh, raw = open_log(path)  # what is not a readable regular file is refused here, by name
     fh.close()
     raw.close()
-    summ = None
+    got = None
     if max_line_bytes == MAX_LINE_BYTES:
-        summ = scan_log(path, sample_rows=sample_rows, max_bytes=max_bytes, max_lines=max_lines)
+        got = scan_files([path], sample_rows=sample_rows, max_bytes=max_bytes, max_lines=max_lines)
+    summ = got[0] if got is not None else None
     if summ is None:
         summ = exact_summary(
             path, sample_rows=sample_rows, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines
