@@ -1,17 +1,16 @@
 """The fast pass over a log: polars' NDJSON reader into a :class:`~advisor.ingest.summary.Summary`.
 
-A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each range with its own
-threads, with an explicit schema built from the header (every field the advisor reads; unknown
-fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps`` as
-their JSON text, so that an absent role and an explicit null stay apart); its lines are counted and
-measured from its newlines (the line limit), and checked for UTF-8. Each range is read with the
-step fields only, then its few other lines whole (`_Narrow`). Each range's rows are checked column
-by column with the rules of `advisor.ingest.schema.validate_event` and folded into the summary
-(counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range and the
-summary, whatever the log's length. The files of one run (`scan_run`) are read together, many small
-rank files making one range, each file's header row and end event kept apart; the first lines of
-all the range's files are probed for unknown fields in one polars read (`_unknown_pairs_of`), not
-decoded file by file.
+`scan_files` reads one log, or the files of one run together, in ranges of whole lines
+(``RANGE_BYTES``; many small rank files make one range, each file's header row and end event kept
+apart); polars parses each range with its own threads, with an explicit schema built from the
+header (every field the advisor reads; unknown fields found on a range's first lines are read as
+text, to be counted; ``bps`` and ``cap_bps`` as their JSON text, so that an absent role and an
+explicit null stay apart); its lines are counted and measured from its newlines (the line limit),
+and checked for UTF-8. Each range is read with the step fields only, then its few other lines
+whole (`_Scan`). Each range's rows are checked column by column with the rules of
+`advisor.ingest.schema.validate_event` and folded into the summary (counts, time bins, the
+bottom-k sample: `advisor.ingest.summary`); memory is a range and the summary, whatever the
+log's length.
 
 The fast pass never reports a bad line: it gives up (None) wherever it cannot be sure, and the
 exact pass (`advisor.ingest.stream`) reads the file line by line and names the file, line and
@@ -90,7 +89,7 @@ class _GiveUp(Exception):
 def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -> dict[str, Any]:
     """The polars schema of every field the advisor reads from a body line (`schema.body_columns`:
     text and ``bps``/``cap_bps`` as text, ``q`` by the header's queues, numbers as floats), and
-    ``extra`` as text; ``steps``: only the fields of a step (the narrow read of `_parsed`)."""
+    ``extra`` as text; ``steps``: only the fields of a step (the narrow read of `_Scan.send`)."""
     import polars as pl
 
     schema: dict[str, Any] = {}
@@ -203,29 +202,119 @@ def _numbers_ok(cols: dict[str, np.ndarray], spec) -> bool:
 
 
 class _Scan:
-    """A fast pass over the rows of one log, or of several files of one run: the summary so far,
-    the unknown fields counted, and each file's last ``end`` event."""
+    """The fast pass over the ranges of a log, or of the files of one run (`_ranges`): a range of
+    a larger file goes to polars alone, small whole files are joined into ranges of about
+    ``RANGE_BYTES`` (each file's header row first). Each range is probed for unknown fields on
+    its own or its files' first ``PROBE_LINES`` lines (`_unknown_pairs_of`) and read by polars in
+    the background while the range before is checked and folded (`_fold`). Held: the summary so
+    far, the unknown fields counted, each file's last ``end`` event."""
 
-    def __init__(self, header_obj: dict[str, Any], header: RunHeader, spath: str, sample_rows: int):
-        self.header = header
-        self.summ = Summary(header_obj, header, spath, sample_rows=sample_rows)
-        self.summ.add_unknown_fields({f"run.{n}": 1 for n in unknown_fields(header_obj)})
+    def __init__(self, files: list[Path], sample_rows: int):
+        self.files, self.sample_rows = files, sample_rows
+        self.summ: Summary | None = None  # (from the first file's header on)
+        self.header: RunHeader | None = None
+        self.first_obj: dict[str, Any] = {}
+        self.fields: set[tuple[str, str]] = set()  # the unknown (event, field) pairs found so far
         self.field_counts: dict[tuple[str, str], int] = {}
         self.ends: dict[int, dict[str, Any]] = {}  # file -> its last end event
-        self.rows = 0
-        self.many = False  # the rows of several files (`scan_run`)
+        self.many = len(files) > 1
+        self.held: list[tuple[bytes, np.ndarray, int, bool]] = []  # (range, its lines' ends, file, starts it)
+        self.size = 0
+        self.pending = None  # (polars' query, and `_fold`'s other arguments) of the range polars reads
 
-    def expect(self, fields: set[tuple[str, str]]) -> None:
-        """Count these unknown (event, field) pairs from the next block on."""
+    def add(self, buf: bytes, ends: np.ndarray, file: int, first: bool, whole: bool) -> None:
+        """Hold one range (ending with a newline) of file ``file``; send what is held where it is
+        large enough, or where the range is not a whole file (then alone)."""
+        if first:
+            obj = _header(buf)
+            if self.summ is None:
+                path = str(self.files[0])
+                self.first_obj, self.header = obj, parse_header(obj, path, 1)
+                self.summ = Summary(obj, self.header, path, sample_rows=self.sample_rows)
+                self.summ.add_unknown_fields({f"run.{n}": len(self.files) for n in unknown_fields(obj)})
+            elif _comparable(obj) != _comparable(self.first_obj):
+                raise _GiveUp
+        if not whole:
+            self.send()
+        self.held.append((buf, ends, file, first))
+        self.size += len(buf)
+        if not whole or self.size >= RANGE_BYTES:
+            self.send()
+
+    def send(self) -> None:
+        """The ranges held, probed and sent to polars as one range, read with the step fields only
+        (steps are nearly every line, and each column polars fills costs, null or not); the range
+        before folded."""
+        if not self.held:
+            return
+        buf = b"".join(h[0] for h in self.held)
+        at = np.cumsum([0] + [len(h[0]) for h in self.held[:-1]])
+        ends = np.concatenate([h[1] + a for h, a in zip(self.held, at.tolist())])
+        self.fields |= _unknown_pairs_of(b"".join(_probed(*h[:2], h[3]) for h in self.held))
+        files, starts, counts = (np.array(v) for v in zip(*[(h[2], h[3], len(h[1])) for h in self.held]))
+        query = self._read(buf, self.fields, background=True, steps=True)
+        prev, self.pending = self.pending, (query, buf, ends, set(self.fields), files, starts, counts)
+        self.held, self.size = [], 0
+        if prev is not None:
+            self._fold(*prev)
+
+    def finish(self) -> Summary:
+        """Send what is held, fold the last range; the summary, with the unknown fields counted."""
+        self.send()
+        prev, self.pending = self.pending, None
+        if prev is not None:
+            self._fold(*prev)
+        self.summ.add_unknown_fields({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()})
+        return self.summ
+
+    def cancel(self) -> None:
+        if self.pending is not None:
+            self.pending[0].cancel()
+
+    def _read(self, buf: bytes, fields: set[tuple[str, str]], *, background: bool = False, steps: bool = False):
+        """One range of whole lines read by polars, the unknown ``fields`` as text (counted from
+        this range on): its frame, or (``background``) polars' query still running on its
+        threads; ``steps``: only the step fields."""
+        import polars as pl
+
         for f in fields:
             self.field_counts.setdefault(f, 0)
+        names = tuple(n for _, n in sorted(fields))
+        return pl.scan_ndjson(buf, schema=_schema(self.header, names, steps=steps)).collect(background=background)
+
+    def _fold(self, query, buf: bytes, ends: np.ndarray, fields, files, starts, counts) -> None:
+        """One range checked and folded (`block`): its steps' read, then the lines that are not
+        steps read again, whole, steps first. Read whole where its rows are not its lines one for
+        one (a blank line, which polars skips), unless it joins several files."""
+        heads = (np.cumsum(counts) - counts)[starts]  # (the rows of the files' headers)
+        df = _result(query)
+        if len(df) != len(ends):
+            if len(files) > 1:
+                raise _GiveUp
+            df = self._read(buf, fields)  # (with the fields of its steps' read)
+            self.block(df, heads, np.full(len(df), files[0]))
+            return
+        row_files = np.repeat(files, counts)
+        is_step = (df["ev"] == "step").fill_null(False)
+        step = is_step.to_numpy()
+        rest = np.flatnonzero(~step)
+        at = np.searchsorted(rest, heads)
+        if not np.array_equal(rest[np.minimum(at, len(rest) - 1)] if len(rest) else rest, heads):
+            raise _GiveUp  # (a file's first line read as a step: `block` refuses it so)
+        steps, df = (df.filter(is_step) if len(rest) else df), None  # (the whole frame let go before the fold)
+        self.block(steps, heads[:0], row_files[step])
+        steps = None
+        if len(rest):
+            others = self._read(_some_lines(buf, ends, rest), fields)
+            if len(others) != len(rest):
+                raise _GiveUp
+            self.block(others, at, row_files[rest])
 
     def block(self, df, heads: np.ndarray, files: np.ndarray) -> None:
         """Check one block of rows and fold it into the summary; `_GiveUp` where unsure. ``heads``:
         the rows that are the files' 'run' headers; ``files``: the file of each row."""
         import polars as pl
 
-        self.rows += len(df)
         ev = df["ev"]
         masks = {name: (ev == name).fill_null(False).to_numpy() for name in KNOWN_EVENTS}
         known = np.logical_or.reduce(list(masks.values()))
@@ -328,11 +417,6 @@ class _Scan:
         for k, row in zip(files[rows], ends.iter_rows(named=True)):
             self.ends[int(k)] = row
 
-    def finish(self) -> Summary:
-        """The summary, with the unknown fields counted."""
-        self.summ.add_unknown_fields({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()})
-        return self.summ
-
 
 def _lines(buf: bytes, max_line_bytes: int) -> np.ndarray:
     """The end of each line of one range (the offset of its newline; the range's end for a last
@@ -406,15 +490,9 @@ def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
         yield buf
 
 
-def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False, steps: bool = False):
-    """One range of whole lines read by polars (the unknown fields found so far as text): its
-    frame, or (``background``) polars' query still running on its threads (`_Narrow.fold` waits);
-    ``steps``: only the step fields (`_Narrow`)."""
-    import polars as pl
-
-    scan.expect(fields)
-    names = tuple(n for _, n in sorted(fields))
-    return pl.scan_ndjson(buf, schema=_schema(scan.header, names, steps=steps)).collect(background=background)
+def _result(query):
+    """The frame of a range read in the background (`_Scan.send`; benchmarks/phases.py times it)."""
+    return query.fetch_blocking()
 
 
 def _some_lines(buf: bytes, ends: np.ndarray, rows: np.ndarray) -> bytes:
@@ -424,45 +502,6 @@ def _some_lines(buf: bytes, ends: np.ndarray, rows: np.ndarray) -> bytes:
     starts = np.concatenate(([0], ends[:-1] + 1))
     pairs = zip(starts[rows].tolist(), ends[rows].tolist())
     return b"\n".join(buf[a:b].removesuffix(b"\r") for a, b in pairs)
-
-
-class _Narrow:
-    """One range read in two parts: every line with the step fields only (steps are nearly every
-    line, and each column polars fills costs, null or not), then the few lines that are not steps
-    again, whole. The two frames are checked and folded as the one frame of the range would be,
-    steps first (the order `_Scan.block` folds them in)."""
-
-    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], ends: np.ndarray):
-        self.buf, self.scan, self.fields, self.ends = buf, scan, set(fields), ends
-        self.n_lines = len(ends)
-        self.query = _parsed(buf, scan, self.fields, background=True, steps=True)
-
-    def cancel(self) -> None:
-        self.query.cancel()
-
-    def fold(self, heads: np.ndarray, files: np.ndarray) -> bool:
-        """Wait for the steps' read, read the other lines whole, check and fold both (``heads``
-        and ``files`` as `_Scan.block` takes them, over the range's lines). False, with nothing
-        folded, where polars' rows are not the range's lines one for one (a blank line, which
-        polars skips)."""
-        df = self.query.fetch_blocking()
-        if len(df) != self.n_lines:
-            return False
-        is_step = (df["ev"] == "step").fill_null(False)
-        step = is_step.to_numpy()
-        rest = np.flatnonzero(~step)
-        at = np.searchsorted(rest, heads)
-        if not np.array_equal(rest[np.minimum(at, len(rest) - 1)] if len(rest) else rest, heads):
-            raise _GiveUp  # (a file's first line read as a step: `_Scan.block` refuses it so)
-        steps, df = (df.filter(is_step) if len(rest) else df), None  # (the whole frame let go before the fold)
-        self.scan.block(steps, heads[:0], files[step])
-        steps = None
-        if len(rest):
-            others = _parsed(_some_lines(self.buf, self.ends, rest), self.scan, self.fields)
-            if len(others) != len(rest):
-                raise _GiveUp
-            self.scan.block(others, at, files[rest])
-        return True
 
 
 def _ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[tuple[bytes, bool]]:
@@ -501,77 +540,6 @@ def _probed(buf: bytes, ends: np.ndarray, first: bool) -> bytes:
     return buf[ends[0] + 1 if first else 0 : ends[k - 1] + 1] if k > first else b""
 
 
-class _Batches:
-    """The ranges of a log, or of the files of one run, sent to polars: a range of a larger file
-    alone, small whole files joined into ranges of about ``RANGE_BYTES`` (each file's header row
-    first), each probed for unknown fields on its files' or its own first ``PROBE_LINES`` lines
-    (`_unknown_pairs_of`) and read in the background while the range before is folded."""
-
-    def __init__(self, files: list[Path], sample_rows: int):
-        self.files, self.sample_rows = files, sample_rows
-        self.scan: _Scan | None = None
-        self.first_obj: dict[str, Any] = {}
-        self.fields: set[tuple[str, str]] = set()
-        self.held: list[tuple[bytes, np.ndarray, int, bool]] = []  # (range, its lines' ends, file, starts it)
-        self.size = 0
-        self.pending = None  # (`_Narrow`, files, starts, line counts) of the range polars reads
-
-    def add(self, buf: bytes, ends: np.ndarray, file: int, first: bool, whole: bool) -> None:
-        """Hold one range (ending with a newline) of file ``file``; send what is held where it is
-        large enough, or where the range is not a whole file (then alone)."""
-        if first:
-            obj = _header(buf)
-            if self.scan is None:
-                self.first_obj = obj
-                path = str(self.files[0])
-                self.scan = _Scan(obj, parse_header(obj, path, 1), path, self.sample_rows)
-                self.scan.many = len(self.files) > 1
-            elif _comparable(obj) != _comparable(self.first_obj):
-                raise _GiveUp
-        if not whole:
-            self.send()
-        self.held.append((buf, ends, file, first))
-        self.size += len(buf)
-        if not whole or self.size >= RANGE_BYTES:
-            self.send()
-
-    def send(self) -> None:
-        """The ranges held, probed and sent to polars as one range; the range before folded."""
-        if not self.held:
-            return
-        buf = b"".join(h[0] for h in self.held)
-        at = np.cumsum([0] + [len(h[0]) for h in self.held[:-1]])
-        ends = np.concatenate([h[1] + a for h, a in zip(self.held, at.tolist())])
-        self.fields |= _unknown_pairs_of(b"".join(_probed(*h[:2], h[3]) for h in self.held))
-        files, starts, counts = (np.array(v) for v in zip(*[(h[2], h[3], len(h[1])) for h in self.held]))
-        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, ends), files, starts, counts)
-        self.held, self.size = [], 0
-        if prev is not None:
-            self._fold(*prev)
-
-    def finish(self) -> None:
-        """Send what is held, and fold the last range."""
-        self.send()
-        prev, self.pending = self.pending, None
-        if prev is not None:
-            self._fold(*prev)
-
-    def cancel(self) -> None:
-        if self.pending is not None:
-            self.pending[0].cancel()
-
-    def _fold(self, narrow: _Narrow, files: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> None:
-        """One range checked and folded; read whole where its rows are not its lines one for one
-        (a blank line, which polars skips), unless it joins several files."""
-        heads = (np.cumsum(counts) - counts)[starts]
-        if narrow.fold(heads, np.repeat(files, counts)):
-            return
-        if len(files) > 1:
-            raise _GiveUp
-        df = _parsed(narrow.buf, self.scan, narrow.fields)  # (with the fields of its steps' read)
-        self.scan.block(df, heads, np.full(len(df), files[0]))
-
-
 def scan_files(
     files: list[Path], *, sample_rows: int, max_bytes: int = MAX_LOG_BYTES, max_lines: int = MAX_LOG_LINES
 ) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
@@ -590,7 +558,7 @@ def scan_files(
 def _scan_files(files: list[Path], sample_rows: int, max_bytes: int, max_lines: int):
     if len({f.resolve() for f in files}) < len(files):
         raise _GiveUp
-    batches = _Batches(files, sample_rows)
+    scan = _Scan(files, sample_rows)
     n_lines = 0
     cuts: list[tuple[Path, int, int]] = []  # last lines cut mid-write (a live log): file, line, bytes
     try:
@@ -603,16 +571,14 @@ def _scan_files(files: list[Path], sample_rows: int, max_bytes: int, max_lines: 
                     raise _GiveUp
                 if cut:
                     cuts.append((f, lines + len(ends) + 1, cut))
-                batches.add(buf if buf.endswith(b"\n") else buf + b"\n", ends, i, not lines, whole)
+                scan.add(buf if buf.endswith(b"\n") else buf + b"\n", ends, i, not lines, whole)
                 lines += len(ends)
             if not lines:
                 raise _GiveUp
             n_lines += lines
-        batches.finish()
+        summ = scan.finish()
     finally:
-        batches.cancel()
-    scan = batches.scan
-    summ = scan.finish()
+        scan.cancel()
     for r in summ.roles if len(files) > 1 else ():
         keys = np.sort(summ.samples[r].compact()[1])
         if (keys[1:] == keys[:-1]).any():  # a step twice: a copied file, or one repeated
@@ -624,8 +590,6 @@ def _scan_files(files: list[Path], sample_rows: int, max_bytes: int, max_lines: 
     for end in ends:
         summ.set_end(end)
     summ.paths = [str(f) for f in files]
-    if len(files) > 1:
-        summ.add_unknown_fields({f"run.{n}": len(files) - 1 for n in unknown_fields(batches.first_obj)})
     for f, line, n_bytes in cuts:
         warnings.warn(tail_warning(str(f), line, n_bytes), stacklevel=5)
     return summ, [(scan.header, end) for end in ends]
