@@ -36,7 +36,7 @@ import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
 from advisor.ingest.frames import RATES_SCALARS
-from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, read_chunks
+from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, line_ranges, read_chunks
 from advisor.ingest.schema import (
     END_REASONS,
     KNOWN_EVENTS,
@@ -463,31 +463,20 @@ def _plain_ranges(f, size: int) -> Iterator[bytes]:
 
 def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
     """A gzip log's inflated bytes, through `advisor.ingest.reader`'s guards (anything it refuses or
-    warns of: `_GiveUp`), in ranges of whole lines of about ``RANGE_BYTES``."""
-    held: list[bytes] = []
-    size = 0
+    warns of: `_GiveUp`), in ranges of whole lines of about ``RANGE_BYTES`` (`reader.line_ranges`)."""
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
-            for chunk in read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines):
+            chunks = read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines)
+            for buf in line_ranges(chunks, RANGE_BYTES):
                 if notes:
                     raise _GiveUp
-                held.append(chunk)
-                size += len(chunk)
-                if size < RANGE_BYTES:
-                    continue
-                buf = b"".join(held)
-                cut = buf.rfind(b"\n") + 1
-                held, size = [buf[cut:]], len(buf) - cut
-                if cut:
-                    yield buf[:cut]
+                if buf:
+                    yield buf
         if notes:
             raise _GiveUp
     except LogError:
         raise _GiveUp from None
-    buf = b"".join(held)
-    if buf:
-        yield buf
 
 
 def _result(query):

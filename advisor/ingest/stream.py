@@ -5,9 +5,8 @@ first by the fast pass (`advisor.ingest.scan`: polars), and, where that gives up
 pass here, a small pipeline of named steps:
 
 1. `advisor.ingest.reader.read_chunks`: the file's bytes in checked chunks;
-2. `_read`: the chunks cut into pieces of whole lines about ``PIECE_BYTES`` long (the first
-   waits until a gzip bomb would have shown, ``reader.RATIO_CHECK_BYTES``), the end of the file
-   its last, maybe incomplete, line (`_read_last`);
+2. `_read`: the chunks cut into pieces of whole lines about ``PIECE_BYTES`` long
+   (`advisor.ingest.reader.line_ranges`), the end of the file its last, maybe incomplete, line;
 3. `_Body.fold`: the header from the first lines, then each piece decoded and checked line by
    line (`advisor.ingest.parse.parse_piece`), which raises at the first bad line naming file,
    line and field, folded in order into the file's summary;
@@ -47,29 +46,30 @@ class _Body:
         self.sample_rows = sample_rows
         self.summ: Summary | None = None
         self.lines_done = 0  # newlines consumed before the current piece
-        self.seen_text = False  # anything but whitespace so far (`_read` sees every chunk)
+        self.seen_text = False  # anything but whitespace so far
 
-    def fold(self, buf: bytes, end: int) -> None:
-        """Fold the whole lines of ``buf[:end]`` into the summary: the header first, where none
-        came yet; then each body line decoded and checked (`parse_piece`)."""
+    def fold(self, buf: bytes) -> None:
+        """Fold the whole lines of ``buf`` into the summary: the header first, where none came
+        yet; then each body line decoded and checked (`parse_piece`)."""
+        self.seen_text = self.seen_text or not (buf.isspace() or not buf)
         pos, body_first = 0, self.lines_done + 1
         if self.summ is None:
-            pos, body_first = self._header(buf, end)  # (no header yet: every line read, pos is end)
-        self.lines_done += buf.count(b"\n", 0, end)
-        if pos < end:
-            self.summ.add_unknown_fields(_count_fields(buf, pos, end))
-            parse_piece(buf[pos:end], body_first, self.summ, self.spath)
+            pos, body_first = self._header(buf)  # (no header yet: every line read, pos is its end)
+        self.lines_done += buf.count(b"\n")
+        if pos < len(buf):
+            self.summ.add_unknown_fields(_count_fields(buf, pos))
+            parse_piece(buf[pos:], body_first, self.summ, self.spath)
 
-    def _header(self, buf: bytes, end: int) -> tuple[int, int]:
-        """Read the header from the first non-blank line of ``buf[:end]``, if there is one (then
-        the summary starts); the offset past the lines read, and the number of the line after
-        the header."""
+    def _header(self, buf: bytes) -> tuple[int, int]:
+        """Read the header from the first non-blank line of ``buf``, if there is one (then the
+        summary starts); the offset past the lines read, and the number of the line after the
+        header."""
         pos = 0
         if not self.lines_done and buf.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
             pos = 3
         lineno = self.lines_done + 1
-        while pos < end:
-            cut = buf.find(b"\n", pos, end)
+        while pos < len(buf):
+            cut = buf.find(b"\n", pos)
             raw = buf[pos:cut]
             pos = cut + 1
             if raw.strip():
@@ -82,14 +82,14 @@ class _Body:
         return pos, lineno + 1
 
 
-def _count_fields(buf: bytes, start: int, end: int) -> dict[str, int]:
+def _count_fields(buf: bytes, start: int) -> dict[str, int]:
     """Unknown fields (`schema.unknown_fields`) of one piece: found on its first ``PROBE_LINES``
     lines, then counted as ``"name":`` over its bytes (no decode per line)."""
-    lines = buf[start:end].split(b"\n", PROBE_LINES)[:PROBE_LINES]
+    lines = buf[start:].split(b"\n", PROBE_LINES)[:PROBE_LINES]
     objs = [_decoded(raw) for raw in lines if raw.strip()]
     fields = {(o["ev"], name) for o in objs if isinstance(o, dict) for name in unknown_fields(o)}
     return {
-        f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start, end))
+        f"{ev}.{name}": max(1, buf.count(json.dumps(name, ensure_ascii=False).encode() + b":", start))
         for ev, name in sorted(fields)
     }
 
@@ -102,58 +102,33 @@ def _decoded(raw: bytes) -> Any:
 
 
 def _read(body: _Body, chunks: Iterator[bytes]) -> None:
-    """Fold the file in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive."""
-    pending: list[bytes] = []  # the unfinished line after the last newline, then the chunks since
-    held = 0  # bytes of the chunks in ``pending``
-    limit = max(PIECE_BYTES, reader.RATIO_CHECK_BYTES)
-    for chunk in chunks:
-        if not body.seen_text and chunk.strip():
-            body.seen_text = True
-        pending.append(chunk)
-        held += len(chunk)
-        if held < limit:
-            continue
-        limit, held = PIECE_BYTES, 0
-        buf = b"".join(pending)
-        cut = buf.rfind(b"\n")
-        pending = [buf[cut + 1 :]]
-        if cut >= 0:
-            body.fold(buf, cut + 1)
-    _read_last(body, b"".join(pending))
-
-
-def _read_last(body: _Body, buf: bytes) -> None:
-    """Fold what is left at the end of the file: its whole lines, and the last line if it is
-    complete. A live log may end mid-line: only whole lines are kept, unless the tail is itself
-    complete JSON (then it is a whole line, and gets every check)."""
-    spath = body.spath
-    cut = buf.rfind(b"\n")
-    tail = buf[cut + 1 :]
-    if cut >= 0:
-        body.fold(buf, cut + 1)
+    """Fold the file in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive; then
+    its last line, if it is complete. A live log may end mid-line: only whole lines are kept,
+    unless the tail is itself complete JSON (then it is a whole line, and gets every check)."""
+    tail = b""
+    for buf in reader.line_ranges(chunks, PIECE_BYTES):
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            body.fold(buf[:cut])
+        tail = buf[cut:]
+    body.seen_text = body.seen_text or not (tail.isspace() or not tail)
     if not body.seen_text:
-        raise LogError(spath, None, "is empty: a log starts with a 'run' header line")
-    if not tail:
+        raise LogError(body.spath, None, "is empty: a log starts with a 'run' header line")
+    if not tail or tail.isspace():
         return
     try:
         json.loads(tail)
-        complete = True
     except (ValueError, UnicodeDecodeError, RecursionError):
-        complete = False
-    if complete:
-        body.fold(tail + b"\n", len(tail) + 1)
-    elif tail.isspace():
-        pass
-    elif cut < 0 and body.lines_done == 0:
-        # not one whole line (yet): not "empty", nor corrupt if still written
-        raise LogError(
-            spath,
-            None,
-            f"holds no complete line yet ({len(tail)} bytes and no newline; "
-            f"a log still being written, or CR-only line ends?)",
-        )
-    else:  # the last line, incomplete: skipped
-        warnings.warn(tail_warning(spath, body.lines_done + 1, len(tail)), stacklevel=5)
+        if not body.lines_done:  # not one whole line (yet): not "empty", nor corrupt if still written
+            raise LogError(
+                body.spath,
+                None,
+                f"holds no complete line yet ({len(tail)} bytes and no newline; "
+                f"a log still being written, or CR-only line ends?)",
+            ) from None
+        warnings.warn(tail_warning(body.spath, body.lines_done + 1, len(tail)), stacklevel=4)
+        return
+    body.fold(tail + b"\n")
 
 
 def _check_usable(summ: Summary, spath: str) -> None:
