@@ -121,4 +121,4 @@ def parse_piece(text: bytes, first_body_line: int, summ: Summary, path: str) -> 
         summ.add_rates(rates_columns(rates_objs, header))
     summ.add_unknown(unknown)
     if end_obj is not None:
-        summ.set_end(end_obj, by_time=False)
+        summ.end = end_obj

@@ -231,7 +231,7 @@ class _Scan:
                 path = str(self.files[0])
                 self.first_obj, self.header = obj, parse_header(obj, path, 1)
                 self.summ = Summary(obj, self.header, path, sample_rows=self.sample_rows)
-                self.summ.add_unknown_fields({f"run.{n}": len(self.files) for n in unknown_fields(obj)})
+                self.summ.add_unknown({f"run.{n}": len(self.files) for n in unknown_fields(obj)}, fields=True)
             elif _comparable(obj) != _comparable(self.first_obj):
                 raise _GiveUp
         if not whole:
@@ -264,7 +264,7 @@ class _Scan:
         prev, self.pending = self.pending, None
         if prev is not None:
             self._fold(*prev)
-        self.summ.add_unknown_fields({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()})
+        self.summ.add_unknown({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()}, fields=True)
         return self.summ
 
     def cancel(self) -> None:

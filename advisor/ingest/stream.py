@@ -57,7 +57,7 @@ class _Body:
             pos, body_first = self._header(buf)  # (no header yet: every line read, pos is its end)
         self.lines_done += buf.count(b"\n")
         if pos < len(buf):
-            self.summ.add_unknown_fields(_count_fields(buf, pos))
+            self.summ.add_unknown(_count_fields(buf, pos), fields=True)
             parse_piece(buf[pos:], body_first, self.summ, self.spath)
 
     def _header(self, buf: bytes) -> tuple[int, int]:
@@ -76,7 +76,7 @@ class _Body:
                 obj = decode_line(raw, self.spath, lineno, header=True)
                 header = parse_header(obj, self.spath, lineno)
                 self.summ = Summary(obj, header, self.spath, sample_rows=self.sample_rows)
-                self.summ.add_unknown_fields({f"run.{name}": 1 for name in unknown_fields(obj)})
+                self.summ.add_unknown({f"run.{name}": 1 for name in unknown_fields(obj)}, fields=True)
                 break
             lineno += 1
         return pos, lineno + 1

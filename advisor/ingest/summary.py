@@ -124,7 +124,6 @@ class Totals:
     pruned: tuple[str, ...]  # the roles whose steps were sampled
     width_s: float
     bins: np.ndarray  # (len(roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS), NBINS)
-    t_max_s: float
 
     def series(self, role: str, name: str) -> np.ndarray:
         """One binned sum of one role over the whole log."""
@@ -228,21 +227,15 @@ class Summary:
             self.t_max_s = max(self.t_max_s, float(np.nanmax(cols["t"])))
             self.rates.append({k: np.asarray(v, dtype=np.float64) for k, v in cols.items()})
 
-    def add_unknown(self, counts: Mapping[str, int]) -> None:
-        """Count events of unknown types."""
+    def add_unknown(self, counts: Mapping[str, int], *, fields: bool = False) -> None:
+        """Count events of unknown types (``fields``: unknown fields, "ev.field")."""
+        into = self.unknown_fields if fields else self.unknown
         for k, v in counts.items():
-            self.unknown[k] = self.unknown.get(k, 0) + int(v)
+            into[k] = into.get(k, 0) + int(v)
 
-    def add_unknown_fields(self, counts: Mapping[str, int]) -> None:
-        """Count unknown fields."""
-        for k, v in counts.items():
-            self.unknown_fields[k] = self.unknown_fields.get(k, 0) + int(v)
-
-    def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
-        """The run's end: within a file the last ``end`` event; across merged files the latest."""
-        if end is not None and (
-            not by_time or self.end is None or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)
-        ):
+    def set_end(self, end: Mapping[str, Any] | None) -> None:
+        """The run's end across merged files: the latest (within a file it is the last ``end`` event)."""
+        if end is not None and (self.end is None or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)):
             self.end = dict(end)
 
     # --- reading
@@ -290,7 +283,6 @@ class Summary:
             pruned=tuple(r for r in self.roles if self.samples[r].pruned),
             width_s=self.bins.width_s,
             bins=self.bins.arr.copy(),
-            t_max_s=self.t_max_s,
         )
 
     # --- merging
@@ -358,7 +350,7 @@ class Summary:
         self.n_lines += other.n_lines
         self.set_end(other.end)
         self.add_unknown(other.unknown)
-        self.add_unknown_fields(other.unknown_fields)
+        self.add_unknown(other.unknown_fields, fields=True)
         self.t_max_s = max(self.t_max_s, other.t_max_s)
         self.sample_rows = min(self.sample_rows, other.sample_rows)
         for r in self.roles:
