@@ -103,30 +103,9 @@ def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -
     return schema
 
 
-def _objects(lines: list[bytes]) -> list[dict[str, Any]]:
-    """The non-blank ``lines`` decoded (one decode of them all, as a JSON array); `_GiveUp` unless
-    each is an object with a text ``ev``."""
-    lines = [raw for raw in lines if raw.strip()]
-    try:
-        objs = json.loads(b"[" + b",".join(lines) + b"]")
-    except (ValueError, RecursionError):
-        raise _GiveUp from None
-    if len(objs) != len(lines) or not all(isinstance(o, dict) and isinstance(o.get("ev"), str) for o in objs):
-        raise _GiveUp
-    return objs
-
-
-def _unknown_pairs(objs: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    """The unknown (event, field) pairs of decoded known events."""
-    fields: set[tuple[str, str]] = set()
-    for ev, keys in {(o["ev"], tuple(o)) for o in objs if o["ev"] in KNOWN_EVENTS}:
-        fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
-    return fields
-
-
 def _unknown_pairs_of(lines: bytes) -> set[tuple[str, str]]:
-    """The unknown (event, field) pairs on ``lines`` (whole lines, none blank), as `_probe` finds
-    them; `_GiveUp` unless each is an object with a text ``ev``.
+    """The unknown (event, field) pairs of the known events on ``lines`` (whole lines); `_GiveUp`
+    unless each is an object with a text ``ev``.
 
     Polars reads them with every field inferred, and a field is on an event where any of its lines
     holds it not null. Where that could differ from a decode of each line (an explicit ``null``, or
@@ -142,15 +121,24 @@ def _unknown_pairs_of(lines: bytes) -> set[tuple[str, str]]:
             df = pl.read_ndjson(lines, infer_schema_length=None)
         except Exception:  # noqa: BLE001  (a shape polars refuses: the decode below decides)
             df = None
+    shapes: set[tuple[str, tuple[str, ...]]] = set()  # (event, the fields its lines hold)
     if df is None or df.schema.get("ev") != pl.String or df["ev"].null_count():
-        return _unknown_pairs(_objects(lines.split(b"\n")))
-    present = df.group_by("ev").agg(pl.all().is_not_null().any())
+        raws = [raw for raw in lines.split(b"\n") if raw.strip()]
+        try:
+            objs = json.loads(b"[" + b",".join(raws) + b"]")  # (one decode of them all)
+        except (ValueError, RecursionError):
+            raise _GiveUp from None
+        if len(objs) != len(raws) or not all(isinstance(o, dict) and isinstance(o.get("ev"), str) for o in objs):
+            raise _GiveUp
+        shapes = {(o["ev"], tuple(o)) for o in objs}
+    else:
+        for row in df.group_by("ev").agg(pl.all().is_not_null().any()).iter_rows(named=True):
+            ev = row.pop("ev")
+            shapes.add((ev, tuple(n for n, there in row.items() if there)))
     fields: set[tuple[str, str]] = set()
-    for row in present.iter_rows(named=True):
-        ev = row.pop("ev")
+    for ev, keys in shapes:
         if ev in KNOWN_EVENTS:
-            held = [n for n, there in row.items() if there]
-            fields.update((ev, n) for n in unknown_fields(dict.fromkeys(held) | {"ev": ev}))
+            fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
     return fields
 
 
