@@ -145,11 +145,6 @@ class FileRead:
     header: RunHeader
     end: dict[str, Any] | None  # the file's own last 'end' event
 
-    @classmethod
-    def of(cls, path: Path, header: RunHeader, end: dict[str, Any] | None) -> FileRead:
-        """What one file gave."""
-        return cls(display_path(str(path)), header, dict(end) if end is not None else None)
-
 
 class _Copies(Exception):
     """Some steps of the files folded are copies: fold again, testing each merge (its error names them)."""
@@ -164,7 +159,7 @@ def _fold(files: Sequence[Path], summaries: Iterable[Summary], *, check: bool, c
     reads: list[FileRead] = []
     keys: list[list[np.ndarray]] = []
     for f, summ in zip(files, summaries):
-        reads.append(FileRead.of(f, summ.header, summ.end))
+        reads.append(FileRead(display_path(str(f)), summ.header, summ.end))
         if check and len(reads) > 1:
             check_same_header([reads[0], reads[-1]])
         keys.append([summ.samples[r].compact()[1] for r in summ.roles])
@@ -183,11 +178,8 @@ def _merged(
         raise LogError("<none>", None, "no log file given")
     if held is None and len(files) > 1 and not any(is_summary(f) for f in files):
         got = scan_files(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
-        if got is not None:
-            reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, got[1])]
-            if check:
-                check_same_header(reads)
-            return got[0], reads
+        if got is not None:  # (its files' headers are equal: it gives up otherwise)
+            return got[0], [FileRead(display_path(str(f)), h, e) for f, (h, e) in zip(files, got[1])]
 
     def read(quiet: bool) -> Iterable[Summary]:
         for i, f in enumerate(files):
@@ -216,7 +208,6 @@ def _run(files: Sequence[Path], name: str, held: Sequence[Summary] | None = None
     summ, reads = _merged(files, held=held)
     end = merged_end(reads)
     summ.end = dict(end) if end is not None else None
-    summ.paths = [str(f) for f in files]
     return _runlog(summ, name, warn=held is None)
 
 
