@@ -38,20 +38,18 @@ PIECE_BYTES = 16 << 20  # whole lines decoded and folded at once
 
 
 class _Body:
-    """What reading one log has found so far: the file's summary (from its header on), the
-    newlines consumed, and whether anything but whitespace came."""
+    """What reading one log has found so far: the file's summary (from its header on), and the
+    newlines consumed."""
 
     def __init__(self, spath: str, sample_rows: int):
         self.spath = spath
         self.sample_rows = sample_rows
         self.summ: Summary | None = None
         self.lines_done = 0  # newlines consumed before the current piece
-        self.seen_text = False  # anything but whitespace so far
 
     def fold(self, buf: bytes) -> None:
         """Fold the whole lines of ``buf`` into the summary: the header first, where none came
         yet; then each body line decoded and checked (`parse_piece`)."""
-        self.seen_text = self.seen_text or not (buf.isspace() or not buf)
         pos, body_first = 0, self.lines_done + 1
         if self.summ is None:
             pos, body_first = self._header(buf)  # (no header yet: every line read, pos is its end)
@@ -101,34 +99,34 @@ def _decoded(raw: bytes) -> Any:
         return None
 
 
-def _read(body: _Body, chunks: Iterator[bytes]) -> None:
+def _read(body: _Body, chunks: Iterator[bytes]) -> Summary:
     """Fold the file in pieces of whole lines, about ``PIECE_BYTES`` each, as the bytes arrive; then
-    its last line, if it is complete. A live log may end mid-line: only whole lines are kept,
-    unless the tail is itself complete JSON (then it is a whole line, and gets every check)."""
+    its last line, if it is complete: its summary. A live log may end mid-line: only whole lines
+    are kept, unless the tail is itself complete JSON (then it is a whole line, and gets every check)."""
     tail = b""
     for buf in reader.line_ranges(chunks, PIECE_BYTES):
         cut = buf.rfind(b"\n") + 1
         if cut:
             body.fold(buf[:cut])
         tail = buf[cut:]
-    body.seen_text = body.seen_text or not (tail.isspace() or not tail)
-    if not body.seen_text:
+    if tail and not tail.isspace():
+        try:
+            json.loads(tail)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            if not body.lines_done:  # not one whole line (yet): not "empty", nor corrupt if still written
+                raise LogError(
+                    body.spath,
+                    None,
+                    f"holds no complete line yet ({len(tail)} bytes and no newline; "
+                    f"a log still being written, or CR-only line ends?)",
+                ) from None
+            warnings.warn(tail_warning(body.spath, body.lines_done + 1, len(tail)), stacklevel=3)
+        else:
+            body.fold(tail + b"\n")
+    if body.summ is None:
         raise LogError(body.spath, None, "is empty: a log starts with a 'run' header line")
-    if not tail or tail.isspace():
-        return
-    try:
-        json.loads(tail)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        if not body.lines_done:  # not one whole line (yet): not "empty", nor corrupt if still written
-            raise LogError(
-                body.spath,
-                None,
-                f"holds no complete line yet ({len(tail)} bytes and no newline; "
-                f"a log still being written, or CR-only line ends?)",
-            ) from None
-        warnings.warn(tail_warning(body.spath, body.lines_done + 1, len(tail)), stacklevel=4)
-        return
-    body.fold(tail + b"\n")
+    body.summ.n_lines = body.lines_done
+    return body.summ
 
 
 def _check_usable(summ: Summary, spath: str) -> None:
@@ -145,25 +143,6 @@ def _check_usable(summ: Summary, spath: str) -> None:
         ):
             if not pos:
                 raise LogError(spath, None, f"is 0 in every '{role}' step: {why}", field)
-
-
-def exact_summary(
-    path: str | Path,
-    *,
-    sample_rows: int,
-    max_line_bytes: int = MAX_LINE_BYTES,
-    max_bytes: int = MAX_LOG_BYTES,
-    max_lines: int = MAX_LOG_LINES,
-) -> Summary:
-    """The exact pass over a log: every line decoded and checked (see the module docstring)."""
-    path = Path(path)
-    body = _Body(str(path), sample_rows)
-    chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
-    _read(body, chunks)
-    if body.summ is None:
-        raise LogError(str(path), None, "is empty: a log starts with a 'run' header line")
-    body.summ.n_lines = body.lines_done
-    return body.summ
 
 
 def summarize_log(
@@ -190,12 +169,11 @@ def summarize_log(
     got = None
     if max_line_bytes == MAX_LINE_BYTES:
         got = scan_files([path], sample_rows=sample_rows, max_bytes=max_bytes, max_lines=max_lines)
-    summ = got[0] if got is not None else None
-    if summ is None:
-        summ = exact_summary(
-            path, sample_rows=sample_rows, max_line_bytes=max_line_bytes, max_bytes=max_bytes, max_lines=max_lines
-        )
+    if got is not None:
+        summ = got[0]
+    else:  # the exact pass
+        chunks = read_chunks(path, max_line_bytes, max_bytes=max_bytes, max_lines=max_lines)
+        summ = _read(_Body(str(path), sample_rows), chunks)
+        summ.add_source(path)  # the one log file it was read from: its identity for merges
     _check_usable(summ, str(path))
-    summ.sources, summ.given = [], {}
-    summ.add_source(path)  # the one log file it was read from: its identity for merges
     return summ
