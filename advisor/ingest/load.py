@@ -3,7 +3,8 @@
 Errors name file, line and field. Each file goes through `advisor.ingest.stream.summarize_log`
 (polars' scan, or the line-by-line pass that names a bad line) into a mergeable
 :class:`~advisor.ingest.summary.Summary`; the files of one run merge as summaries, in order
-(`_merged`); the frames come from the summary (`_runlog`). `load_logs` takes the command line's
+(`_merged`); the frames come from the summary (`_runlog`: `steps_frame`, `syncs_frame`,
+`rates_columns_frame`, from column arrays, vectorized, pandas imported where a frame is made). `load_logs` takes the command line's
 paths (plain files, directories and globs of per-rank files, `advisor.ingest.ranks`; probe
 segments, `advisor.ingest.probes`); `load_log` one file, with its limits; `summarize_paths` the
 merged summary itself, for `dflash-advise summarize`.
@@ -13,17 +14,15 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, cut_text, display_path
 from advisor.ingest import summary
-from advisor.ingest.frames import rates_columns_frame, steps_frame, syncs_frame
-from advisor.ingest.parse import rates_columns
 from advisor.ingest.probes import probe_segments
 from advisor.ingest.ranks import check_same_header, expand, group_name, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
@@ -31,8 +30,57 @@ from advisor.ingest.runlog import RunLog
 from advisor.ingest.sample import copied_keys
 from advisor.ingest.scan import scan_files
 from advisor.ingest.schema import RunHeader, nearest_field
-from advisor.ingest.stream import summarize_log
+from advisor.ingest.stream import rates_columns, summarize_log
 from advisor.ingest.summary import Summary, is_summary
+from advisor.records import Step
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a frame is made
+
+
+def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:
+    """The documented ``steps`` frame from columns and role codes, sorted by t."""
+    import pandas as pd
+
+    # the columns as they are, one block each (copy=False): consolidating them into one 2-D block
+    # copied every row of a sampled log once more
+    data: dict[str, Any] = {}
+    for c in Step.KEYS + (("xfer",) if "xfer" in cols else ()):
+        if c == "role":
+            data[c] = pd.Categorical.from_codes(codes, categories=list(header.roles))
+            continue
+        v = np.asarray(cols[c])
+        if c in ("wait", "blocked"):
+            nan = np.isnan(v)
+            if nan.any():
+                v = np.where(nan, 0.0, v)  # fillna(0.0)
+        elif c in ("worker", "tokens"):
+            # pandas' cast where it is plain (its error on a non-finite value otherwise)
+            v = v.astype(np.int64) if np.isfinite(v).all() else pd.Series(v).astype(np.int64).to_numpy()
+        data[c] = v
+    return _by_t(pd.DataFrame(data, copy=False))
+
+
+def _by_t(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` sorted by t (stable), where it is not in order already."""
+    if len(frame) > 1 and (np.diff(frame["t"].to_numpy()) < 0).any():
+        frame = frame.sort_values("t", kind="stable").reset_index(drop=True)
+    return frame
+
+
+def syncs_frame(cols: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """The ``syncs`` frame from its columns, sorted by t."""
+    import pandas as pd
+
+    return _by_t(pd.DataFrame(cols))
+
+
+def rates_columns_frame(cols: Mapping[str, np.ndarray], *, merged: bool) -> pd.DataFrame:
+    """The ``rates`` frame from its columns."""
+    import pandas as pd
+
+    rates = pd.DataFrame(cols)
+    return _by_t(rates) if merged else rates
 
 
 def _shown(name: str) -> str:

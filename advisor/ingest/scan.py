@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
-from advisor.ingest.frames import RATES_SCALARS
 from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, line_ranges, read_chunks
 from advisor.ingest.schema import (
     END_REASONS,
@@ -49,11 +48,12 @@ from advisor.ingest.schema import (
     unknown_fields,
 )
 from advisor.ingest.summary import Summary
-from advisor.records import MAX_INT
+from advisor.records import MAX_INT, Rates
 from advisor.settings import MAX_TIME_S
 
 RANGE_BYTES = 16 << 20  # whole lines parsed, checked and folded at once
 PROBE_LINES = 64  # lines of each range decoded to find unknown fields
+RATES_SCALARS = tuple(n for n, s in Rates.SPECS.items() if s.kind is not object)  # the rates frame's scalars
 _OBJECTS = ("bps", "cap_bps", "q")  # rates' objects; the first two read as JSON text (`_Scan._rates`)
 
 

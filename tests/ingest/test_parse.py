@@ -1,4 +1,4 @@
-"""The fast pass (advisor.ingest.scan, polars) and the exact pass (advisor.ingest.parse) agree.
+"""The fast pass (advisor.ingest.scan, polars) and the exact pass (advisor.ingest.stream) agree.
 
 Both give the same verdict and frames.
 """
@@ -209,7 +209,7 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
     from pathlib import Path
 
     from advisor.ingest import scan, stream
-    from advisor.ingest.frames import rates_columns_frame
+    from advisor.ingest.load import rates_columns_frame
     from advisor.ingest.schema import parse_header, validate_event
 
     head = parse_header(HEADER, "x", 1)
