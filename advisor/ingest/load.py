@@ -4,10 +4,10 @@ Errors name file, line and field. Each file goes through `advisor.ingest.stream.
 (polars' scan, or the line-by-line pass that names a bad line) into a mergeable
 :class:`~advisor.ingest.summary.Summary`; the files of one run merge as summaries, in order
 (`_merged`); the frames come from the summary (`_runlog`: `steps_frame`, `syncs_frame`,
-`rates_columns_frame`, from column arrays, vectorized, pandas imported where a frame is made). `load_logs` takes the command line's
-paths (plain files, directories and globs of per-rank files, `advisor.ingest.ranks`; probe
-segments, `advisor.ingest.probes`); `load_log` one file, with its limits; `summarize_paths` the
-merged summary itself, for `dflash-advise summarize`.
+`rates_columns_frame`, from column arrays, vectorized; pandas is imported where a frame is
+made). `load_logs` takes the command line's paths (plain files, directories and globs of
+per-rank files, `advisor.ingest.ranks`; probe segments, `advisor.ingest.probes`); `load_log` one
+file, with its limits; `summarize_paths` the merged summary itself, for `dflash-advise summarize`.
 """
 
 from __future__ import annotations
@@ -254,8 +254,7 @@ def _run(files: Sequence[Path], name: str, held: Sequence[Summary] | None = None
     if len(files) == 1 and held is None:
         return load_log(files[0])
     summ, reads = _merged(files, held=held)
-    end = merged_end(reads)
-    summ.end = dict(end) if end is not None else None
+    summ.end = merged_end(reads)  # (a new dict)
     return _runlog(summ, name, warn=held is None)
 
 
