@@ -107,12 +107,9 @@ def parse_piece(text: bytes, first_body_line: int, summ: Summary, path: str) -> 
             end_obj = {k: obj.get(k) for k in End.KEYS}  # the fields the fast pass keeps
         else:
             unknown[kind] = unknown.get(kind, 0) + 1
-    if codes:
-        summ.add_steps({n: np.asarray(v, dtype=np.float64) for n, v in step.items()}, np.asarray(codes, np.int64))
-    if sync["t"]:
-        summ.add_syncs({n: np.asarray(v, dtype=np.float64) for n, v in sync.items()})
-    if rates_objs:
-        summ.add_rates(rates_objs)
+    summ.add_steps({n: np.asarray(v, dtype=np.float64) for n, v in step.items()}, np.asarray(codes, np.int64))
+    summ.add_syncs({n: np.asarray(v, dtype=np.float64) for n, v in sync.items()})  # (each: nothing where none)
+    summ.add_rates(rates_objs)
     summ.add_unknown(unknown)
     if end_obj is not None:
         summ.end = end_obj
