@@ -30,8 +30,8 @@ from advisor.ingest.runlog import RunLog
 from advisor.ingest.sample import copied_keys
 from advisor.ingest.scan import scan_files
 from advisor.ingest.schema import RunHeader, nearest_field
-from advisor.ingest.stream import summarize_log
-from advisor.ingest.summary import Summary, is_summary, rates_columns
+from advisor.ingest.stream import rates_columns, summarize_log
+from advisor.ingest.summary import Summary, is_summary
 from advisor.records import Step
 
 if TYPE_CHECKING:

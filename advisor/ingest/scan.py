@@ -25,6 +25,7 @@ anything that reader warns of or refuses is left to the exact pass too.
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -38,20 +39,22 @@ from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, MAX_LOG_BYTES, MAX
 from advisor.ingest.schema import (
     END_REASONS,
     KNOWN_EVENTS,
+    RATES_NUMBERS,
     SYNC_NUMBERS,
     RunHeader,
     body_columns,
     parse_header,
     step_numbers,
     unknown_fields,
-    validate_event,
 )
 from advisor.ingest.summary import Summary
-from advisor.records import MAX_INT
+from advisor.records import MAX_INT, Rates
 from advisor.settings import MAX_TIME_S
 
 RANGE_BYTES = 16 << 20  # whole lines parsed, checked and folded at once
 PROBE_LINES = 64  # lines of each range decoded to find unknown fields
+RATES_SCALARS = tuple(n for n, s in Rates.SPECS.items() if s.kind is not object)  # the rates frame's scalars
+_OBJECTS = ("bps", "cap_bps", "q")  # rates' objects; the first two read as JSON text (`_Scan._rates`)
 
 
 def tail_warning(spath: str, line: int, n_bytes: int) -> LogWarning:
@@ -91,8 +94,11 @@ def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -
 
     schema: dict[str, Any] = {}
     for name, kind in body_columns(header, steps=steps).items():
-        if kind is not object:  # (the rates' objects are decoded from their lines: `_Scan._rates`)
-            schema[name] = pl.Float64 if kind in (int, float) else pl.String
+        schema[name] = pl.Float64 if kind in (int, float) else pl.String
+    if "q" in schema and header.queues:
+        schema["q"] = pl.Struct({q.name: pl.List(pl.Float64) if q.per_worker else pl.Float64 for q in header.queues})
+    elif "q" in schema:
+        del schema["q"]
     schema.update({n: pl.String for n in extra if n not in schema})
     return schema
 
@@ -134,6 +140,24 @@ def _unknown_pairs_of(lines: bytes) -> set[tuple[str, str]]:
         if ev in KNOWN_EVENTS:
             fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
     return fields
+
+
+def _role_rate(d: Any, role: str) -> float:
+    """A role's rate in a decoded ``bps`` or ``cap_bps`` (NaN: absent); `_GiveUp` where
+    `schema.validate_event` refuses it (not an object, a value not a number >= 0)."""
+    if d is None:
+        return math.nan
+    if not isinstance(d, dict):
+        raise _GiveUp
+    if role not in d:
+        return math.nan
+    v = d[role]
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _GiveUp
+    v = float(v)
+    if not (math.isfinite(v) and v >= 0):
+        raise _GiveUp
+    return v
 
 
 def _looks_coerced(values: Any) -> bool:
@@ -269,16 +293,14 @@ class _Scan:
         self.block(steps, heads[:0], row_files[step])
         steps = None
         if len(rest):
-            text = _some_lines(buf, ends, rest)
-            others = self._read(text, fields)
+            others = self._read(_some_lines(buf, ends, rest), fields)
             if len(others) != len(rest):
                 raise _GiveUp
-            self.block(others, at, row_files[rest], text.split(b"\n"))
+            self.block(others, at, row_files[rest])
 
-    def block(self, df, heads: np.ndarray, files: np.ndarray, lines: list[bytes] | None = None) -> None:
+    def block(self, df, heads: np.ndarray, files: np.ndarray) -> None:
         """Check one block of rows and fold it into the summary; `_GiveUp` where unsure. ``heads``:
-        the rows that are the files' 'run' headers; ``files``: the file of each row; ``lines``:
-        each row's line (None: not known, then rates are left to the exact pass)."""
+        the rows that are the files' 'run' headers; ``files``: the file of each row."""
         import polars as pl
 
         ev = df["ev"]
@@ -303,9 +325,8 @@ class _Scan:
         self._steps(df, masks["step"], files)
         self._syncs(df, masks["sync"])
         if masks["rates"].any():
-            if lines is None:
-                raise _GiveUp
-            self._rates([lines[i] for i in np.flatnonzero(masks["rates"])])
+            rates = df.select(*RATES_SCALARS, *[c for c in _OBJECTS if c in df.columns])
+            self._rates(rates.filter(pl.Series(masks["rates"])))
         self._ends(df, np.flatnonzero(masks["end"]), files)
 
     def _steps(self, df, mask: np.ndarray, files: np.ndarray) -> None:
@@ -334,13 +355,36 @@ class _Scan:
                     raise _GiveUp
         self.summ.add_steps(cols, codes)
 
-    def _rates(self, lines: list[bytes]) -> None:
-        """The rates snapshots (one a minute or so), decoded from their lines and checked by
-        `schema.validate_event` (a refusal: the exact pass names it), as the exact pass reads them."""
-        objs = [json.loads(raw) for raw in lines]
-        for obj in objs:
-            validate_event(obj, self.header, "", 0)
-        self.summ.add_rates(objs)
+    def _rates(self, rates) -> None:
+        """The rates snapshots (one a minute or so), checked as `schema.validate_event` checks them.
+
+        ``bps`` and ``cap_bps`` come as their JSON text and are decoded here, so that an absent
+        role (allowed) and an explicit null (refused) stay apart; the numbers and the queue depths
+        are checked column by column."""
+        import polars as pl
+
+        cols = {k: rates[k].fill_null(math.nan).to_numpy() for k in RATES_SCALARS}
+        if not _numbers_ok(cols, RATES_NUMBERS[1:]) or rates["bps"].null_count():
+            raise _GiveUp
+        for key in ("bps", "cap_bps"):
+            objs = json.loads("[" + ",".join(rates[key].fill_null("null").to_list()) + "]")
+            for r in self.header.roles:
+                cols[f"{key}_{r}"] = np.array([_role_rate(d, r) for d in objs], dtype=np.float64)
+        for q in self.header.queues:
+            v = pl.col("q").struct.field(q.name)
+            if q.per_worker:
+                e = pl.element()
+                ok = v.is_null() | v.list.eval(e.is_not_null() & (e >= 0) & e.is_finite()).list.all()
+                mean, low = v.list.mean(), v.list.min()
+            else:
+                ok, mean, low = v.is_null() | ((v >= 0) & v.is_finite()), v, v
+            got = rates.select(ok.all().alias("ok"), mean.alias("mean"), low.alias("low"))
+            if not got["ok"][0]:
+                raise _GiveUp
+            cols[f"q_{q.name}"] = got["mean"].cast(pl.Float64).fill_null(math.nan).to_numpy()
+            cols[f"qmin_{q.name}"] = got["low"].cast(pl.Float64).fill_null(math.nan).to_numpy()
+        order = np.argsort(cols["t"], kind="stable")
+        self.summ.add_rates({k: v[order] for k, v in cols.items()})
 
     def _syncs(self, df, mask: np.ndarray) -> None:
         if not mask.any():

@@ -20,6 +20,7 @@ skipped with a :class:`~advisor.errors.LogWarning`.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -31,9 +32,9 @@ from advisor.errors import LogError, cut_text
 from advisor.ingest import reader
 from advisor.ingest import summary as _summary
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, open_log, read_chunks
-from advisor.ingest.scan import PROBE_LINES, scan_files, tail_warning
-from advisor.ingest.schema import parse_header, unknown_fields, validate_event
-from advisor.ingest.summary import SYNC_FIELDS, Summary, is_summary, json_number, read_summary
+from advisor.ingest.scan import PROBE_LINES, RATES_SCALARS, scan_files, tail_warning
+from advisor.ingest.schema import RunHeader, parse_header, unknown_fields, validate_event
+from advisor.ingest.summary import SYNC_FIELDS, Summary, is_summary, read_summary
 from advisor.records import End
 
 PIECE_BYTES = 16 << 20  # whole lines decoded and folded at once
@@ -77,6 +78,30 @@ def decode_line(raw: bytes, path: str, line: int, *, header: bool = False) -> An
         raise LogError(path, line, f"is not a log event ({str(e).split(';')[0]})") from None
 
 
+def _num(v: Any) -> float:
+    """A JSON number as a float (NaN for anything else: absent, null)."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+
+def rates_columns(objs: list[Mapping[str, Any]], header: RunHeader) -> dict[str, np.ndarray]:
+    """The rates frame's columns (`advisor.ingest.runlog`) from decoded rates events."""
+    out: dict[str, list[float]] = {k: [_num(o.get(k)) for o in objs] for k in RATES_SCALARS}
+    for key in ("bps", "cap_bps"):
+        for r in header.roles:
+            out[f"{key}_{r}"] = [_num(d.get(r)) if isinstance(d := o.get(key), dict) else math.nan for o in objs]
+    for spec in header.queues:
+        means, lows = [], []
+        for o in objs:
+            v = (o.get("q") or {}).get(spec.name)
+            vals = [_num(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
+            means.append(float(np.mean(vals)) if vals else math.nan)
+            lows.append(float(np.min(vals)) if vals else math.nan)
+        out[f"q_{spec.name}"], out[f"qmin_{spec.name}"] = means, lows
+    cols = {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+    order = np.argsort(cols["t"], kind="stable")
+    return {k: v[order] for k, v in cols.items()}
+
+
 def parse_piece(text: bytes, first_body_line: int, summ: Summary, path: str) -> None:
     """Decode and check each line of ``text`` (whole body lines, the first numbered
     ``first_body_line``) and fold them into ``summ``, in order."""
@@ -96,11 +121,11 @@ def parse_piece(text: bytes, first_body_line: int, summ: Summary, path: str) -> 
         kind = validate_event(obj, header, path, lineno)
         if kind == "step":
             for n, col in step.items():
-                col.append(json_number(obj.get(n)))
+                col.append(_num(obj.get(n)))
             codes.append(roles.index(obj["role"]))
         elif kind == "sync":
             for n, col in sync.items():
-                col.append(json_number(obj.get(n)))
+                col.append(_num(obj.get(n)))
         elif kind == "rates":
             rates_objs.append(obj)
         elif kind == "end":
@@ -109,7 +134,7 @@ def parse_piece(text: bytes, first_body_line: int, summ: Summary, path: str) -> 
             unknown[kind] = unknown.get(kind, 0) + 1
     summ.add_steps({n: np.asarray(v, dtype=np.float64) for n, v in step.items()}, np.asarray(codes, np.int64))
     summ.add_syncs({n: np.asarray(v, dtype=np.float64) for n, v in sync.items()})  # (each: nothing where none)
-    summ.add_rates(rates_objs)
+    summ.add_rates(rates_columns(rates_objs, header))
     summ.add_unknown(unknown)
     if end_obj is not None:
         summ.end = end_obj

@@ -49,7 +49,7 @@ import numpy as np
 from advisor.errors import LogError, display_path, short_repr
 from advisor.ingest.sample import Sample, row_keys, stable_order
 from advisor.ingest.schema import RunHeader, parse_header, validate_event
-from advisor.records import Rates, Step, Sync
+from advisor.records import Step, Sync
 
 FORMAT_VERSION = 1
 MAGIC = b'{"dflash_summary"'
@@ -61,33 +61,8 @@ MAX_SUMMARY_BYTES = 4 << 30
 # the numbers of a step and of a sync (the records' fields but the role), as sampled
 STEP_FIELDS = tuple(n for n, s in Step.SPECS.items() if s.kind is not str)
 SYNC_FIELDS = tuple(n for n, s in Sync.SPECS.items() if s.kind is not str)
-RATES_SCALARS = tuple(n for n, s in Rates.SPECS.items() if s.kind is not object)  # the rates frame's scalars
 BIN_FIELDS = ("n", "busy", "busy2", "wait", "blocked", "tokens", "seqs", "n_seqs")
 SYNC_BIN_FIELDS = ("n", "dur")
-
-
-def json_number(v: Any) -> float:
-    """A JSON number as a float (NaN for anything else: absent, null)."""
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
-
-
-def rates_columns(objs: list[Mapping[str, Any]], header: RunHeader) -> dict[str, np.ndarray]:
-    """The rates frame's columns (`advisor.ingest.runlog`) from decoded rates events."""
-    out: dict[str, list[float]] = {k: [json_number(o.get(k)) for o in objs] for k in RATES_SCALARS}
-    for key in ("bps", "cap_bps"):
-        for r in header.roles:
-            out[f"{key}_{r}"] = [json_number(d.get(r)) if isinstance(d := o.get(key), dict) else math.nan for o in objs]
-    for spec in header.queues:
-        means, lows = [], []
-        for o in objs:
-            v = (o.get("q") or {}).get(spec.name)
-            vals = [json_number(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
-            means.append(float(np.mean(vals)) if vals else math.nan)
-            lows.append(float(np.min(vals)) if vals else math.nan)
-        out[f"q_{spec.name}"], out[f"qmin_{spec.name}"] = means, lows
-    cols = {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
-    order = np.argsort(cols["t"], kind="stable")
-    return {k: v[order] for k, v in cols.items()}
 
 
 class _Bins:
@@ -246,12 +221,11 @@ class Summary:
         self.bins.add_by_row(t, np.zeros(len(t), np.int64), [base], (None, np.nan_to_num(dur)))
         self.sync_sample.add(cols, row_keys(cols, len(self.roles), ("t", "workers", "dur")))
 
-    def add_rates(self, objs: list[Mapping[str, Any]]) -> None:
-        """Keep rates snapshots (decoded, checked rates events), every one, as columns (`rates_columns`)."""
-        cols = rates_columns(objs, self.header)
-        if len(cols["t"]):
+    def add_rates(self, cols: Mapping[str, np.ndarray]) -> None:
+        """Keep rates snapshots, every one."""
+        if len(cols.get("t", ())):
             self.t_max_s = max(self.t_max_s, float(np.nanmax(cols["t"])))
-            self.rates.append(cols)
+            self.rates.append({k: np.asarray(v, dtype=np.float64) for k, v in cols.items()})
 
     def add_unknown(self, counts: Mapping[str, int], *, fields: bool = False) -> None:
         """Count events of unknown types (``fields``: unknown fields, "ev.field")."""
