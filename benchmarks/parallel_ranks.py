@@ -1,4 +1,4 @@
-"""Reading a run directory of per-rank files with every core (polars' threads, `advisor.ingest.scan.scan_run`).
+"""Reading a run directory of per-rank files with every core (polars' threads, `advisor.ingest.scan.scan_files`).
 
     python3 benchmarks/parallel_ranks.py --out result.json                 # the device run (16 cores)
     python3 benchmarks/parallel_ranks.py --lines 60000 --files 16 64 --runs 1 --scan 4000 20000 \

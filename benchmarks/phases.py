@@ -13,7 +13,7 @@ with importing count). The phases:
 - ``parse``: the wait for polars' NDJSON reader over each range (`scan._result`; it reads a
   range on its threads while the range before is checked and folded);
 - ``fold``: each range's column checks and the summary's ``add_*`` (`scan._Scan.block`);
-- ``exact``: the exact line-by-line pass (`advisor.ingest.parse.parse_piece`), where it runs;
+- ``exact``: the exact line-by-line pass (`advisor.ingest.stream.parse_piece`), where it runs;
 - ``frames``: the RunLog of the summary (`advisor.ingest.load._runlog`);
 - ``measure+fit``: `measure_logs` and `fit_pipeline`;
 - ``project``: the table of every split and its exact refinement (`project`, `refine_weak_spots`);

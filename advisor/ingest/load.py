@@ -3,36 +3,84 @@
 Errors name file, line and field. Each file goes through `advisor.ingest.stream.summarize_log`
 (polars' scan, or the line-by-line pass that names a bad line) into a mergeable
 :class:`~advisor.ingest.summary.Summary`; the files of one run merge as summaries, in order
-(`_merged`); the frames come from the summary (`_runlog`). `load_logs` takes the command line's
-paths (plain files, directories and globs of per-rank files, `advisor.ingest.ranks`; probe
-segments, `advisor.ingest.probes`); `load_log` one file, with its limits; `summarize_paths` the
-merged summary itself, for `dflash-advise summarize`.
+(`_merged`); the frames come from the summary (`_runlog`: `steps_frame`, `syncs_frame`,
+`rates_columns_frame`, from column arrays, vectorized; pandas is imported where a frame is
+made). `load_logs` takes the command line's paths (plain files, directories and globs of
+per-rank files, `advisor.ingest.ranks`; probe segments, `advisor.ingest.probes`); `load_log` one
+file, with its limits; `summarize_paths` the merged summary itself, for `dflash-advise summarize`.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, cut_text, display_path
 from advisor.ingest import summary
-from advisor.ingest.frames import rates_columns_frame, steps_frame, syncs_frame
-from advisor.ingest.parse import rates_columns
 from advisor.ingest.probes import probe_segments
 from advisor.ingest.ranks import check_same_header, expand, group_name, merged_end, rank_groups
 from advisor.ingest.reader import MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES
 from advisor.ingest.runlog import RunLog
 from advisor.ingest.sample import copied_keys
-from advisor.ingest.scan import scan_run
+from advisor.ingest.scan import scan_files
 from advisor.ingest.schema import RunHeader, nearest_field
-from advisor.ingest.stream import summarize_log
+from advisor.ingest.stream import rates_columns, summarize_log
 from advisor.ingest.summary import Summary, is_summary
+from advisor.records import Step
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a frame is made
+
+
+def steps_frame(cols: Mapping[str, Any], codes: np.ndarray, header: RunHeader) -> pd.DataFrame:
+    """The documented ``steps`` frame from columns and role codes, sorted by t."""
+    import pandas as pd
+
+    # the columns as they are, one block each (copy=False): consolidating them into one 2-D block
+    # copied every row of a sampled log once more
+    data: dict[str, Any] = {}
+    for c in Step.KEYS + (("xfer",) if "xfer" in cols else ()):
+        if c == "role":
+            data[c] = pd.Categorical.from_codes(codes, categories=list(header.roles))
+            continue
+        v = np.asarray(cols[c])
+        if c in ("wait", "blocked"):
+            nan = np.isnan(v)
+            if nan.any():
+                v = np.where(nan, 0.0, v)  # fillna(0.0)
+        elif c in ("worker", "tokens"):
+            # pandas' cast where it is plain (its error on a non-finite value otherwise)
+            v = v.astype(np.int64) if np.isfinite(v).all() else pd.Series(v).astype(np.int64).to_numpy()
+        data[c] = v
+    return _by_t(pd.DataFrame(data, copy=False))
+
+
+def _by_t(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` sorted by t (stable), where it is not in order already."""
+    if len(frame) > 1 and (np.diff(frame["t"].to_numpy()) < 0).any():
+        frame = frame.sort_values("t", kind="stable").reset_index(drop=True)
+    return frame
+
+
+def syncs_frame(cols: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """The ``syncs`` frame from its columns, sorted by t."""
+    import pandas as pd
+
+    return _by_t(pd.DataFrame(cols))
+
+
+def rates_columns_frame(cols: Mapping[str, np.ndarray], *, merged: bool) -> pd.DataFrame:
+    """The ``rates`` frame from its columns."""
+    import pandas as pd
+
+    rates = pd.DataFrame(cols)
+    return _by_t(rates) if merged else rates
 
 
 def _shown(name: str) -> str:
@@ -145,11 +193,6 @@ class FileRead:
     header: RunHeader
     end: dict[str, Any] | None  # the file's own last 'end' event
 
-    @classmethod
-    def of(cls, path: Path, header: RunHeader, end: dict[str, Any] | None) -> FileRead:
-        """What one file gave."""
-        return cls(display_path(str(path)), header, dict(end) if end is not None else None)
-
 
 class _Copies(Exception):
     """Some steps of the files folded are copies: fold again, testing each merge (its error names them)."""
@@ -164,7 +207,7 @@ def _fold(files: Sequence[Path], summaries: Iterable[Summary], *, check: bool, c
     reads: list[FileRead] = []
     keys: list[list[np.ndarray]] = []
     for f, summ in zip(files, summaries):
-        reads.append(FileRead.of(f, summ.header, summ.end))
+        reads.append(FileRead(display_path(str(f)), summ.header, summ.end))
         if check and len(reads) > 1:
             check_same_header([reads[0], reads[-1]])
         keys.append([summ.samples[r].compact()[1] for r in summ.roles])
@@ -178,16 +221,13 @@ def _merged(
     files: Sequence[Path], *, check: bool = True, sample_rows: int | None = None, held: Sequence[Summary] | None = None
 ) -> tuple[Summary, list[FileRead]]:
     """The files of one run read (or ``held``, read already) and merged, in order: all at once by
-    the fast pass where it can (`advisor.ingest.scan.scan_run`), else one by one."""
+    the fast pass where it can (`advisor.ingest.scan.scan_files`), else one by one."""
     if not files:
         raise LogError("<none>", None, "no log file given")
     if held is None and len(files) > 1 and not any(is_summary(f) for f in files):
-        got = scan_run(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
-        if got is not None:
-            reads = [FileRead.of(f, h, e) for f, (h, e) in zip(files, got[1])]
-            if check:
-                check_same_header(reads)
-            return got[0], reads
+        got = scan_files(list(files), sample_rows=sample_rows or summary.DEFAULT_SAMPLE_ROWS)
+        if got is not None:  # (its files' headers are equal: it gives up otherwise)
+            return got[0], [FileRead(display_path(str(f)), h, e) for f, (h, e) in zip(files, got[1])]
 
     def read(quiet: bool) -> Iterable[Summary]:
         for i, f in enumerate(files):
@@ -214,9 +254,7 @@ def _run(files: Sequence[Path], name: str, held: Sequence[Summary] | None = None
     if len(files) == 1 and held is None:
         return load_log(files[0])
     summ, reads = _merged(files, held=held)
-    end = merged_end(reads)
-    summ.end = dict(end) if end is not None else None
-    summ.paths = [str(f) for f in files]
+    summ.end = merged_end(reads)  # (a new dict)
     return _runlog(summ, name, warn=held is None)
 
 

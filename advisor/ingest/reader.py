@@ -17,7 +17,7 @@ import os
 import stat
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -275,3 +275,24 @@ def read_chunks(
         ) from None
     except OSError as e:
         raise _os_error(e, spath) from None
+
+
+def line_ranges(chunks: Iterable[bytes], size: int) -> Iterator[bytes]:
+    """``chunks`` regrouped into ranges of whole lines once about ``size`` bytes arrived (the first
+    once ``RATIO_CHECK_BYTES`` did too: a gzip bomb shows before any line is read), then the rest:
+    the whole lines after the last range and what follows their last newline."""
+    held: list[bytes] = []  # what follows the last range's newline, then the chunks since
+    n = 0  # bytes of the chunks in ``held``
+    limit = max(size, RATIO_CHECK_BYTES)
+    for chunk in chunks:
+        held.append(chunk)
+        n += len(chunk)
+        if n < limit:
+            continue
+        limit, n = size, 0
+        buf = b"".join(held)
+        cut = buf.rfind(b"\n") + 1
+        held = [buf[cut:]]
+        if cut:
+            yield buf[:cut]
+    yield b"".join(held)

@@ -1,17 +1,16 @@
 """The fast pass over a log: polars' NDJSON reader into a :class:`~advisor.ingest.summary.Summary`.
 
-A file is read in ranges of whole lines (``RANGE_BYTES``); polars parses each range with its own
-threads, with an explicit schema built from the header (every field the advisor reads; unknown
-fields found on a range's first lines are read as text, to be counted; ``bps`` and ``cap_bps`` as
-their JSON text, so that an absent role and an explicit null stay apart); its lines are counted and
-measured from its newlines (the line limit), and checked for UTF-8. Each range is read with the
-step fields only, then its few other lines whole (`_Narrow`). Each range's rows are checked column
-by column with the rules of `advisor.ingest.schema.validate_event` and folded into the summary
-(counts, time bins, the bottom-k sample: `advisor.ingest.summary`); memory is a range and the
-summary, whatever the log's length. The files of one run (`scan_run`) are read together, many small
-rank files making one range, each file's header row and end event kept apart; the first lines of
-all the range's files are probed for unknown fields in one polars read (`_unknown_pairs_of`), not
-decoded file by file.
+`scan_files` reads one log, or the files of one run together, in ranges of whole lines
+(``RANGE_BYTES``; many small rank files make one range, each file's header row and end event kept
+apart); polars parses each range with its own threads, with an explicit schema built from the
+header (every field the advisor reads; unknown fields found on a range's first lines are read as
+text, to be counted; ``bps`` and ``cap_bps`` as their JSON text, so that an absent role and an
+explicit null stay apart); its lines are counted and measured from its newlines (the line limit),
+and checked for UTF-8. Each range is read with the step fields only, then its few other lines
+whole (`_Scan`). Each range's rows are checked column by column with the rules of
+`advisor.ingest.schema.validate_event` and folded into the summary (counts, time bins, the
+bottom-k sample: `advisor.ingest.summary`); memory is a range and the summary, whatever the
+log's length.
 
 The fast pass never reports a bad line: it gives up (None) wherever it cannot be sure, and the
 exact pass (`advisor.ingest.stream`) reads the file line by line and names the file, line and
@@ -36,8 +35,7 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import LogError, LogWarning, display_path
-from advisor.ingest.frames import RATES_SCALARS
-from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, read_chunks
+from advisor.ingest.reader import GZIP_MAGIC, MAX_LINE_BYTES, MAX_LOG_BYTES, MAX_LOG_LINES, line_ranges, read_chunks
 from advisor.ingest.schema import (
     END_REASONS,
     KNOWN_EVENTS,
@@ -50,11 +48,12 @@ from advisor.ingest.schema import (
     unknown_fields,
 )
 from advisor.ingest.summary import Summary
-from advisor.records import MAX_INT
+from advisor.records import MAX_INT, Rates
 from advisor.settings import MAX_TIME_S
 
 RANGE_BYTES = 16 << 20  # whole lines parsed, checked and folded at once
 PROBE_LINES = 64  # lines of each range decoded to find unknown fields
+RATES_SCALARS = tuple(n for n, s in Rates.SPECS.items() if s.kind is not object)  # the rates frame's scalars
 _OBJECTS = ("bps", "cap_bps", "q")  # rates' objects; the first two read as JSON text (`_Scan._rates`)
 
 
@@ -90,7 +89,7 @@ class _GiveUp(Exception):
 def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -> dict[str, Any]:
     """The polars schema of every field the advisor reads from a body line (`schema.body_columns`:
     text and ``bps``/``cap_bps`` as text, ``q`` by the header's queues, numbers as floats), and
-    ``extra`` as text; ``steps``: only the fields of a step (the narrow read of `_parsed`)."""
+    ``extra`` as text; ``steps``: only the fields of a step (the narrow read of `_Scan.send`)."""
     import polars as pl
 
     schema: dict[str, Any] = {}
@@ -104,48 +103,9 @@ def _schema(header: RunHeader, extra: tuple[str, ...], *, steps: bool = False) -
     return schema
 
 
-def _probe(buf: bytes, first: bool) -> tuple[dict[str, Any] | None, set[tuple[str, str]]]:
-    """The header (``first``: the range starts the file, and its first line is the header) and the
-    unknown (event, field) pairs on the first ``PROBE_LINES`` lines of one range."""
-    end = -1
-    for _ in range(PROBE_LINES):  # (the lines' end found first: a split would copy the rest of the range)
-        end = buf.find(b"\n", end + 1)
-        if end < 0:
-            break
-    lines = (buf if end < 0 else buf[:end]).split(b"\n")
-    if first and not lines[0].strip():
-        raise _GiveUp
-    objs = _objects(lines)
-    header_obj = objs[0] if first else None
-    if first and header_obj.get("ev") != "run":
-        raise _GiveUp
-    return header_obj, _unknown_pairs(objs[1 if first else 0 :])
-
-
-def _objects(lines: list[bytes]) -> list[dict[str, Any]]:
-    """The non-blank ``lines`` decoded (one decode of them all, as a JSON array); `_GiveUp` unless
-    each is an object with a text ``ev``."""
-    lines = [raw for raw in lines if raw.strip()]
-    try:
-        objs = json.loads(b"[" + b",".join(lines) + b"]")
-    except (ValueError, RecursionError):
-        raise _GiveUp from None
-    if len(objs) != len(lines) or not all(isinstance(o, dict) and isinstance(o.get("ev"), str) for o in objs):
-        raise _GiveUp
-    return objs
-
-
-def _unknown_pairs(objs: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    """The unknown (event, field) pairs of decoded known events."""
-    fields: set[tuple[str, str]] = set()
-    for ev, keys in {(o["ev"], tuple(o)) for o in objs if o["ev"] in KNOWN_EVENTS}:
-        fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
-    return fields
-
-
 def _unknown_pairs_of(lines: bytes) -> set[tuple[str, str]]:
-    """The unknown (event, field) pairs on ``lines`` (whole lines, none blank), as `_probe` finds
-    them; `_GiveUp` unless each is an object with a text ``ev``.
+    """The unknown (event, field) pairs of the known events on ``lines`` (whole lines); `_GiveUp`
+    unless each is an object with a text ``ev``.
 
     Polars reads them with every field inferred, and a field is on an event where any of its lines
     holds it not null. Where that could differ from a decode of each line (an explicit ``null``, or
@@ -161,15 +121,24 @@ def _unknown_pairs_of(lines: bytes) -> set[tuple[str, str]]:
             df = pl.read_ndjson(lines, infer_schema_length=None)
         except Exception:  # noqa: BLE001  (a shape polars refuses: the decode below decides)
             df = None
+    shapes: set[tuple[str, tuple[str, ...]]] = set()  # (event, the fields its lines hold)
     if df is None or df.schema.get("ev") != pl.String or df["ev"].null_count():
-        return _unknown_pairs(_objects(lines.split(b"\n")))
-    present = df.group_by("ev").agg(pl.all().is_not_null().any())
+        raws = [raw for raw in lines.split(b"\n") if raw.strip()]
+        try:
+            objs = json.loads(b"[" + b",".join(raws) + b"]")  # (one decode of them all)
+        except (ValueError, RecursionError):
+            raise _GiveUp from None
+        if len(objs) != len(raws) or not all(isinstance(o, dict) and isinstance(o.get("ev"), str) for o in objs):
+            raise _GiveUp
+        shapes = {(o["ev"], tuple(o)) for o in objs}
+    else:
+        for row in df.group_by("ev").agg(pl.all().is_not_null().any()).iter_rows(named=True):
+            ev = row.pop("ev")
+            shapes.add((ev, tuple(n for n, there in row.items() if there)))
     fields: set[tuple[str, str]] = set()
-    for row in present.iter_rows(named=True):
-        ev = row.pop("ev")
+    for ev, keys in shapes:
         if ev in KNOWN_EVENTS:
-            held = [n for n, there in row.items() if there]
-            fields.update((ev, n) for n in unknown_fields(dict.fromkeys(held) | {"ev": ev}))
+            fields.update((ev, n) for n in unknown_fields(dict.fromkeys(keys) | {"ev": ev}))
     return fields
 
 
@@ -221,29 +190,119 @@ def _numbers_ok(cols: dict[str, np.ndarray], spec) -> bool:
 
 
 class _Scan:
-    """A fast pass over the rows of one log, or of several files of one run: the summary so far,
-    the unknown fields counted, and each file's last ``end`` event."""
+    """The fast pass over the ranges of a log, or of the files of one run (`_ranges`): a range of
+    a larger file goes to polars alone, small whole files are joined into ranges of about
+    ``RANGE_BYTES`` (each file's header row first). Each range is probed for unknown fields on
+    its own or its files' first ``PROBE_LINES`` lines (`_unknown_pairs_of`) and read by polars in
+    the background while the range before is checked and folded (`_fold`). Held: the summary so
+    far, the unknown fields counted, each file's last ``end`` event."""
 
-    def __init__(self, header_obj: dict[str, Any], header: RunHeader, spath: str, sample_rows: int):
-        self.header = header
-        self.summ = Summary(header_obj, header, spath, sample_rows=sample_rows)
-        self.summ.add_unknown_fields({f"run.{n}": 1 for n in unknown_fields(header_obj)})
+    def __init__(self, files: list[Path], sample_rows: int):
+        self.files, self.sample_rows = files, sample_rows
+        self.summ: Summary | None = None  # (from the first file's header on)
+        self.header: RunHeader | None = None
+        self.first_obj: dict[str, Any] = {}
+        self.fields: set[tuple[str, str]] = set()  # the unknown (event, field) pairs found so far
         self.field_counts: dict[tuple[str, str], int] = {}
         self.ends: dict[int, dict[str, Any]] = {}  # file -> its last end event
-        self.rows = 0
-        self.many = False  # the rows of several files (`scan_run`)
+        self.many = len(files) > 1
+        self.held: list[tuple[bytes, np.ndarray, int, bool]] = []  # (range, its lines' ends, file, starts it)
+        self.size = 0
+        self.pending = None  # (polars' query, and `_fold`'s other arguments) of the range polars reads
 
-    def expect(self, fields: set[tuple[str, str]]) -> None:
-        """Count these unknown (event, field) pairs from the next block on."""
+    def add(self, buf: bytes, ends: np.ndarray, file: int, first: bool, whole: bool) -> None:
+        """Hold one range (ending with a newline) of file ``file``; send what is held where it is
+        large enough, or where the range is not a whole file (then alone)."""
+        if first:
+            obj = _header(buf)
+            if self.summ is None:
+                path = str(self.files[0])
+                self.first_obj, self.header = obj, parse_header(obj, path, 1)
+                self.summ = Summary(obj, self.header, path, sample_rows=self.sample_rows)
+                self.summ.add_unknown({f"run.{n}": len(self.files) for n in unknown_fields(obj)}, fields=True)
+            elif _comparable(obj) != _comparable(self.first_obj):
+                raise _GiveUp
+        if not whole:
+            self.send()
+        self.held.append((buf, ends, file, first))
+        self.size += len(buf)
+        if not whole or self.size >= RANGE_BYTES:
+            self.send()
+
+    def send(self) -> None:
+        """The ranges held, probed and sent to polars as one range, read with the step fields only
+        (steps are nearly every line, and each column polars fills costs, null or not); the range
+        before folded."""
+        if not self.held:
+            return
+        buf = b"".join(h[0] for h in self.held)
+        at = np.cumsum([0] + [len(h[0]) for h in self.held[:-1]])
+        ends = np.concatenate([h[1] + a for h, a in zip(self.held, at.tolist())])
+        self.fields |= _unknown_pairs_of(b"".join(_probed(*h[:2], h[3]) for h in self.held))
+        files, starts, counts = (np.array(v) for v in zip(*[(h[2], h[3], len(h[1])) for h in self.held]))
+        query = self._read(buf, self.fields, background=True, steps=True)
+        prev, self.pending = self.pending, (query, buf, ends, set(self.fields), files, starts, counts)
+        self.held, self.size = [], 0
+        if prev is not None:
+            self._fold(*prev)
+
+    def finish(self) -> Summary:
+        """Send what is held, fold the last range; the summary, with the unknown fields counted."""
+        self.send()
+        prev, self.pending = self.pending, None
+        if prev is not None:
+            self._fold(*prev)
+        self.summ.add_unknown({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()}, fields=True)
+        return self.summ
+
+    def cancel(self) -> None:
+        if self.pending is not None:
+            self.pending[0].cancel()
+
+    def _read(self, buf: bytes, fields: set[tuple[str, str]], *, background: bool = False, steps: bool = False):
+        """One range of whole lines read by polars, the unknown ``fields`` as text (counted from
+        this range on): its frame, or (``background``) polars' query still running on its
+        threads; ``steps``: only the step fields."""
+        import polars as pl
+
         for f in fields:
             self.field_counts.setdefault(f, 0)
+        names = tuple(n for _, n in sorted(fields))
+        return pl.scan_ndjson(buf, schema=_schema(self.header, names, steps=steps)).collect(background=background)
+
+    def _fold(self, query, buf: bytes, ends: np.ndarray, fields, files, starts, counts) -> None:
+        """One range checked and folded (`block`): its steps' read, then the lines that are not
+        steps read again, whole, steps first. Read whole where its rows are not its lines one for
+        one (a blank line, which polars skips), unless it joins several files."""
+        heads = (np.cumsum(counts) - counts)[starts]  # (the rows of the files' headers)
+        df = _result(query)
+        if len(df) != len(ends):
+            if len(files) > 1:
+                raise _GiveUp
+            df = self._read(buf, fields)  # (with the fields of its steps' read)
+            self.block(df, heads, np.full(len(df), files[0]))
+            return
+        row_files = np.repeat(files, counts)
+        is_step = (df["ev"] == "step").fill_null(False)
+        step = is_step.to_numpy()
+        rest = np.flatnonzero(~step)
+        at = np.searchsorted(rest, heads)
+        if not np.array_equal(rest[np.minimum(at, len(rest) - 1)] if len(rest) else rest, heads):
+            raise _GiveUp  # (a file's first line read as a step: `block` refuses it so)
+        steps, df = (df.filter(is_step) if len(rest) else df), None  # (the whole frame let go before the fold)
+        self.block(steps, heads[:0], row_files[step])
+        steps = None
+        if len(rest):
+            others = self._read(_some_lines(buf, ends, rest), fields)
+            if len(others) != len(rest):
+                raise _GiveUp
+            self.block(others, at, row_files[rest])
 
     def block(self, df, heads: np.ndarray, files: np.ndarray) -> None:
         """Check one block of rows and fold it into the summary; `_GiveUp` where unsure. ``heads``:
         the rows that are the files' 'run' headers; ``files``: the file of each row."""
         import polars as pl
 
-        self.rows += len(df)
         ev = df["ev"]
         masks = {name: (ev == name).fill_null(False).to_numpy() for name in KNOWN_EVENTS}
         known = np.logical_or.reduce(list(masks.values()))
@@ -345,26 +404,20 @@ class _Scan:
             raise _GiveUp
         for k, row in zip(files[rows], ends.iter_rows(named=True)):
             self.ends[int(k)] = row
-        self.summ.set_end(self.ends[int(files[rows[-1]])], by_time=False)
-
-    def finish(self) -> Summary:
-        """The summary, with the unknown fields counted."""
-        self.summ.add_unknown_fields({f"{ev}.{n}": max(1, k) for (ev, n), k in self.field_counts.items()})
-        return self.summ
 
 
-def _lines(buf: bytes, max_line_bytes: int, *, blanks: bool = True) -> np.ndarray:
+def _lines(buf: bytes, max_line_bytes: int) -> np.ndarray:
     """The end of each line of one range (the offset of its newline; the range's end for a last
     line without one), as the exact pass counts the lines, checked: none longer than
-    ``max_line_bytes`` without its newline and a ``\r`` before it (nor empty so, unless
-    ``blanks``), all UTF-8 (`_GiveUp` otherwise: the exact pass names the line)."""
+    ``max_line_bytes`` without its newline and a ``\r`` before it, all UTF-8 (`_GiveUp`
+    otherwise: the exact pass names the line)."""
     data = np.frombuffer(buf, dtype=np.uint8)
     ends = np.flatnonzero(data == ord("\n"))
     if not buf.endswith(b"\n"):
         ends = np.append(ends, len(buf))
     lengths = np.diff(ends, prepend=-1) - 1
     lengths -= (lengths > 0) & (data[ends - 1] == ord("\r"))
-    if lengths.max(initial=0) > max_line_bytes or not (blanks or lengths.all()):
+    if lengths.max(initial=0) > max_line_bytes:
         raise _GiveUp
     if not buf.isascii():
         try:
@@ -374,68 +427,49 @@ def _lines(buf: bytes, max_line_bytes: int, *, blanks: bool = True) -> np.ndarra
     return ends
 
 
-def _plain_ranges(path: Path) -> Iterator[bytes]:
-    """A plain log's bytes in ranges of whole lines of about ``RANGE_BYTES`` (the last may end
-    without a newline): each range's end found first in a small window, so that the range is read
-    once, without a copy."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        pos = 0
-        while pos < size:
-            end = min(pos + RANGE_BYTES, size)
-            if end < size:
-                window = min(MAX_LINE_BYTES + 1, end - pos)
-                f.seek(end - window)
-                cut = f.read(window).rfind(b"\n")
-                if cut < 0:
-                    raise _GiveUp  # (a line past the limit: the exact pass names it)
-                end = end - window + cut + 1
-            f.seek(pos)
-            buf = f.read(end - pos)
-            if not buf:
-                return
-            yield buf
-            pos += len(buf)
+def _plain_ranges(f, size: int) -> Iterator[bytes]:
+    """A plain log's bytes (``f``, open, ``size`` bytes long) in ranges of whole lines of about
+    ``RANGE_BYTES`` (the last may end without a newline): each range's end found first in a small
+    window, so that the range is read once, without a copy."""
+    pos = 0
+    while pos < size:
+        end = min(pos + RANGE_BYTES, size)
+        if end < size:
+            window = min(MAX_LINE_BYTES + 1, end - pos)
+            f.seek(end - window)
+            cut = f.read(window).rfind(b"\n")
+            if cut < 0:
+                raise _GiveUp  # (a line past the limit: the exact pass names it)
+            end = end - window + cut + 1
+        f.seek(pos)
+        buf = f.read(end - pos)
+        if not buf:
+            return
+        yield buf
+        pos += len(buf)
 
 
 def _gzip_ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[bytes]:
     """A gzip log's inflated bytes, through `advisor.ingest.reader`'s guards (anything it refuses or
-    warns of: `_GiveUp`), in ranges of whole lines of about ``RANGE_BYTES``."""
-    held: list[bytes] = []
-    size = 0
+    warns of: `_GiveUp`), in ranges of whole lines of about ``RANGE_BYTES`` (`reader.line_ranges`)."""
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
-            for chunk in read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines):
+            chunks = read_chunks(path, MAX_LINE_BYTES, max_bytes=max_bytes, max_lines=max_lines)
+            for buf in line_ranges(chunks, RANGE_BYTES):
                 if notes:
                     raise _GiveUp
-                held.append(chunk)
-                size += len(chunk)
-                if size < RANGE_BYTES:
-                    continue
-                buf = b"".join(held)
-                cut = buf.rfind(b"\n") + 1
-                held, size = [buf[cut:]], len(buf) - cut
-                if cut:
-                    yield buf[:cut]
+                if buf:
+                    yield buf
         if notes:
             raise _GiveUp
     except LogError:
         raise _GiveUp from None
-    buf = b"".join(held)
-    if buf:
-        yield buf
 
 
-def _parsed(buf: bytes, scan: _Scan, fields: set[tuple[str, str]], *, background: bool = False, steps: bool = False):
-    """One range of whole lines read by polars (the unknown fields found so far as text): its
-    frame, or (``background``) polars' query still running on its threads (`_result` waits);
-    ``steps``: only the step fields (`_Narrow`)."""
-    import polars as pl
-
-    scan.expect(fields)
-    names = tuple(n for _, n in sorted(fields))
-    return pl.scan_ndjson(buf, schema=_schema(scan.header, names, steps=steps)).collect(background=background)
+def _result(query):
+    """The frame of a range read in the background (`_Scan.send`; benchmarks/phases.py times it)."""
+    return query.fetch_blocking()
 
 
 def _some_lines(buf: bytes, ends: np.ndarray, rows: np.ndarray) -> bytes:
@@ -447,186 +481,28 @@ def _some_lines(buf: bytes, ends: np.ndarray, rows: np.ndarray) -> bytes:
     return b"\n".join(buf[a:b].removesuffix(b"\r") for a, b in pairs)
 
 
-def _result(query):
-    """The frame of a range read in the background (`_parsed`)."""
-    return query.fetch_blocking()
-
-
-class _Narrow:
-    """One range read in two parts: every line with the step fields only (steps are nearly every
-    line, and each column polars fills costs, null or not), then the few lines that are not steps
-    again, whole. The two frames are checked and folded as the one frame of the range would be,
-    steps first (the order `_Scan.block` folds them in)."""
-
-    def __init__(self, buf: bytes, scan: _Scan, fields: set[tuple[str, str]], ends: np.ndarray):
-        self.buf, self.scan, self.fields, self.ends = buf, scan, set(fields), ends
-        self.n_lines = len(ends)
-        self.query = _parsed(buf, scan, self.fields, background=True, steps=True)
-
-    def cancel(self) -> None:
-        self.query.cancel()
-
-    def fold(self, heads: np.ndarray, files: np.ndarray) -> bool:
-        """Wait for the steps' read, read the other lines whole, check and fold both (``heads``
-        and ``files`` as `_Scan.block` takes them, over the range's lines). False, with nothing
-        folded, where polars' rows are not the range's lines one for one (a blank line, which
-        polars skips)."""
-        df = _result(self.query)
-        if len(df) != self.n_lines:
-            return False
-        is_step = (df["ev"] == "step").fill_null(False)
-        step = is_step.to_numpy()
-        rest = np.flatnonzero(~step)
-        at = np.searchsorted(rest, heads)
-        if not np.array_equal(rest[np.minimum(at, len(rest) - 1)] if len(rest) else rest, heads):
-            raise _GiveUp  # (a file's first line read as a step: `_Scan.block` refuses it so)
-        steps, df = (df.filter(is_step) if len(rest) else df), None  # (the whole frame let go before the fold)
-        self.scan.block(steps, heads[:0], files[step])
-        steps = None
-        if len(rest):
-            others = _parsed(_some_lines(self.buf, self.ends, rest), self.scan, self.fields)
-            if len(others) != len(rest):
-                raise _GiveUp
-            self.scan.block(others, at, files[rest])
-        return True
-
-
-def scan_log(
-    path: str | Path, *, sample_rows: int, max_bytes: int, max_lines: int, max_line_bytes: int = MAX_LINE_BYTES
-) -> Summary | None:
-    """The summary of one log file by the fast pass, or None where the exact pass must read it
-    (see the module docstring). The file is a regular file (`advisor.ingest.reader.open_log`
-    checked it) and not a summary.
-    """
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == GZIP_MAGIC
-        if not gz and path.stat().st_size > max_bytes:
-            return None
-        scan: _Scan | None = None
-        n_lines = 0
-        fields: set[tuple[str, str]] = set()
-        pending = None  # the range polars reads while the one before is checked and folded
-        cut_bytes = 0  # a last line cut mid-write, skipped
-        try:
-            for buf in _gzip_ranges(path, max_bytes, max_lines) if gz else _plain_ranges(path):
-                if not gz:
-                    buf, cut_bytes = _without_cut_tail(buf, max_line_bytes)
-                ends = _lines(buf, max_line_bytes)
-                n_lines += len(ends)
-                if n_lines > max_lines:
-                    return None
-                first = scan is None
-                header_obj, found = _probe(buf, first)
-                if first:
-                    scan = _Scan(header_obj, parse_header(header_obj, str(path), 1), str(path), sample_rows)
-                fields |= found
-                prev, pending = pending, (_Narrow(buf, scan, fields, ends), first)
-                if prev is not None:
-                    _fold_range(scan, *prev)
-            if pending is not None:
-                last, pending = pending, None
-                _fold_range(scan, *last)
-        finally:
-            if pending is not None:
-                pending[0].cancel()
-        if scan is None or not scan.rows:
-            return None
-        scan.summ.n_lines = n_lines
-        if cut_bytes:
-            warnings.warn(tail_warning(str(path), n_lines + 1, cut_bytes), stacklevel=4)
-        return scan.finish()
-    except Exception:  # noqa: BLE001  _GiveUp, a LogError, or anything polars or numpy refuses:
-        return None  # the exact pass reads it, and names it
-
-
-def _fold_range(scan: _Scan, narrow: _Narrow, first: bool) -> None:
-    """One range of a log, checked and folded (the file's first: its header row); read whole
-    where its rows are not its lines one for one."""
-    heads = np.zeros(1 if first else 0, dtype=np.int64)
-    if not narrow.fold(heads, np.zeros(narrow.n_lines, dtype=np.int64)):
-        df = _parsed(narrow.buf, scan, narrow.fields)  # (with the fields of its steps' read)
-        scan.block(df, heads, np.zeros(len(df), dtype=np.int64))
+def _ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[tuple[bytes, bool]]:
+    """A log's (inflated) bytes in ranges of whole lines (`_plain_ranges`, `_gzip_ranges`; the
+    last may end without a newline), each with whether it is the whole file (a small plain file)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if f.read(2) == GZIP_MAGIC:
+            yield from ((buf, False) for buf in _gzip_ranges(path, max_bytes, max_lines))
+            return
+        if size > max_bytes:
+            raise _GiveUp
+        yield from ((buf, size <= RANGE_BYTES) for buf in _plain_ranges(f, size))
 
 
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k != "t"}
 
 
-def scan_run(files: list[Path], *, sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
-    """The merged summary of the files of one run by the fast pass, read together (many small rank
-    files make a few large ranges, which polars parses with all its threads), and each file's
-    header and last end event; None where the files must be read one by one (the exact pass,
-    the checks of merges and their errors): a file that is gzip, over ``RANGE_BYTES``, with a
-    blank line or no newline at its end; headers that differ; a file given twice; steps that
-    repeat; and anything the fast pass of one file gives up on.
-    """
-    try:
-        return _scan_run(files, sample_rows)
-    except Exception:  # noqa: BLE001  _GiveUp, LogError, OSError, or anything polars or numpy refuses:
-        return None  # the files are read one by one
-
-
-class _Batches:
-    """The files of a run joined into ranges of about ``RANGE_BYTES`` (each file starts with its
-    header row), each read by polars in the background while the range before is folded."""
-
-    def __init__(self, scan: _Scan, fields: set[tuple[str, str]]):
-        self.scan, self.fields = scan, fields
-        self.held: list[bytes] = []
-        self.size = 0
-        self.done = 0  # files sent to polars
-        self.pending = None  # (query, counts, first file) of the range polars reads
-
-    def add(self, data: bytes) -> None:
-        self.held.append(data)
-        self.size += len(data)
-        if self.size >= RANGE_BYTES:
-            self.send()
-
-    def send(self) -> None:
-        """The files held, checked (line lengths, no blank line), probed for unknown fields on each
-        file's first ``PROBE_LINES`` lines, and sent to polars as one range."""
-        if not self.held:
-            return
-        buf = b"".join(self.held)
-        ends = _lines(buf, MAX_LINE_BYTES, blanks=False)  # (each file ends with a newline)
-        counts = np.diff(np.searchsorted(ends, np.cumsum([len(b) for b in self.held])), prepend=0)
-        starts = np.cumsum(counts) - counts
-        probed = np.minimum(counts, PROBE_LINES) - 1  # the lines after each file's header
-        self.fields |= _unknown_pairs_of(
-            b"".join(buf[ends[s] + 1 : ends[s + k] + 1] for s, k in zip(starts.tolist(), probed.tolist()) if k > 0)
-        )
-        prev, self.pending = self.pending, (_Narrow(buf, self.scan, self.fields, ends), counts, self.done)
-        self.done += len(self.held)
-        self.held, self.size = [], 0
-        if prev is not None:
-            self._fold(*prev)
-
-    def finish(self) -> None:
-        """Send what is held, and fold the last range."""
-        self.send()
-        prev, self.pending = self.pending, None
-        if prev is not None:
-            self._fold(*prev)
-
-    def cancel(self) -> None:
-        if self.pending is not None:
-            self.pending[0].cancel()
-
-    def _fold(self, narrow: _Narrow, counts: np.ndarray, first: int) -> None:
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        if not narrow.fold(starts, np.repeat(np.arange(first, first + len(counts)), counts)):
-            raise _GiveUp  # (a line of blanks: polars skips it)
-        self.scan.summ.n_lines += int(counts.sum())
-
-
 def _header(data: bytes) -> dict[str, Any]:
     """A file's first line decoded: its 'run' header (`_GiveUp` where it is not one)."""
     line = data[: data.find(b"\n")]
     try:
-        obj = json.loads(line) if line.strip() else None
+        obj = json.loads(line.decode()) if line.strip() else None
     except (ValueError, RecursionError):
         raise _GiveUp from None
     if not isinstance(obj, dict) or obj.get("ev") != "run":
@@ -634,44 +510,63 @@ def _header(data: bytes) -> dict[str, Any]:
     return obj
 
 
-def _scan_run(files: list[Path], sample_rows: int) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+def _probed(buf: bytes, ends: np.ndarray, first: bool) -> bytes:
+    """The first ``PROBE_LINES`` lines of a range, with their newlines; after the header where
+    the range starts a file."""
+    k = min(len(ends), PROBE_LINES)
+    return buf[ends[0] + 1 if first else 0 : ends[k - 1] + 1] if k > first else b""
+
+
+def scan_files(
+    files: list[Path], *, sample_rows: int, max_bytes: int = MAX_LOG_BYTES, max_lines: int = MAX_LOG_LINES
+) -> tuple[Summary, list[tuple[RunHeader, Any]]] | None:
+    """The summary of one log, or the merged summary of the files of one run (many small rank
+    files make a few large ranges, which polars parses with all its threads), by the fast pass,
+    and each file's header and last end event; None where the exact pass must read the files
+    (see the module docstring; and, of several files: headers that differ, a file given twice,
+    steps that repeat, a blank line among small files). The limits hold per file.
+    """
+    try:
+        return _scan_files([Path(f) for f in files], sample_rows, max_bytes, max_lines)
+    except Exception:  # noqa: BLE001  _GiveUp, LogError, OSError, or anything polars or numpy refuses:
+        return None  # the exact pass reads the files, and names what it refuses
+
+
+def _scan_files(files: list[Path], sample_rows: int, max_bytes: int, max_lines: int):
     if len({f.resolve() for f in files}) < len(files):
         raise _GiveUp
-    scan: _Scan | None = None
-    batches: _Batches | None = None
-    fields: set[tuple[str, str]] = set()
-    first_obj: dict[str, Any] | None = None
+    scan = _Scan(files, sample_rows)
+    n_lines = 0
+    cuts: list[tuple[Path, int, int]] = []  # last lines cut mid-write (a live log): file, line, bytes
     try:
-        for f in files:
-            with open(f, "rb") as fh:
-                data = fh.read(RANGE_BYTES + 1)
-            if len(data) > RANGE_BYTES or data[:2] == GZIP_MAGIC or not data.endswith(b"\n"):
+        for i, f in enumerate(files):
+            lines = 0
+            for buf, whole in _ranges(f, max_bytes, max_lines):
+                buf, cut = _without_cut_tail(buf, MAX_LINE_BYTES)
+                ends = _lines(buf, MAX_LINE_BYTES)
+                if lines + len(ends) > max_lines:
+                    raise _GiveUp
+                if cut:
+                    cuts.append((f, lines + len(ends) + 1, cut))
+                scan.add(buf if buf.endswith(b"\n") else buf + b"\n", ends, i, not lines, whole)
+                lines += len(ends)
+            if not lines:
                 raise _GiveUp
-            header_obj = _header(data)
-            if first_obj is None:
-                first_obj = header_obj
-                scan = _Scan(header_obj, parse_header(header_obj, str(f), 1), str(files[0]), sample_rows)
-                scan.many = True
-                batches = _Batches(scan, fields)
-            elif _comparable(header_obj) != _comparable(first_obj):
-                raise _GiveUp
-            batches.add(data)
-        batches.finish()
+            n_lines += lines
+        summ = scan.finish()
     finally:
-        if batches is not None:
-            batches.cancel()
-    summ = scan.finish()
-    for r in summ.roles:
+        scan.cancel()
+    for r in summ.roles if len(files) > 1 else ():
         keys = np.sort(summ.samples[r].compact()[1])
         if (keys[1:] == keys[:-1]).any():  # a step twice: a copied file, or one repeated
             raise _GiveUp
-    summ.sources, summ.given = [], {}
+    summ.n_lines = n_lines
     for f in files:
         summ.add_source(f)
-    summ.end = None
     ends = [scan.ends.get(i) for i in range(len(files))]
     for end in ends:
         summ.set_end(end)
     summ.paths = [str(f) for f in files]
-    summ.add_unknown_fields({f"run.{n}": len(files) - 1 for n in unknown_fields(first_obj)} if len(files) > 1 else {})
+    for f, line, n_bytes in cuts:
+        warnings.warn(tail_warning(str(f), line, n_bytes), stacklevel=5)
     return summ, [(scan.header, end) for end in ends]

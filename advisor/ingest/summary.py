@@ -71,37 +71,14 @@ class _Bins:
     def __init__(self, n_rows: int, level: int = 0, arr: np.ndarray | None = None):
         self.level = level
         self.arr = np.zeros((n_rows, NBINS)) if arr is None else arr
-        # `used`, where known: nothing yet for new bins (a fold is then only a change of level),
-        # what arrived for bins read from a file, the rows and bins sums were added to since;
-        # kept through folds, forgotten where unknown (then found by a scan)
-        self._used: tuple[np.ndarray, int] | None = (np.empty(0, np.int64), 0) if arr is None else None
-
-    def _also_used(self, rows: np.ndarray, cols: int) -> None:
-        """Sums were added to ``rows`` up to bin ``cols``: `used` stays known, where it was."""
-        if self._used is not None:
-            held, held_cols = self._used
-            self._used = (np.union1d(held, rows).astype(np.int64), max(held_cols, cols))
-
-    def used(self) -> tuple[np.ndarray, int]:
-        """The rows that hold anything, and the bins up to the last one used in any row."""
-        if self._used is not None:
-            return self._used
-        rows = np.flatnonzero(self.arr.any(axis=1))
-        if not len(rows):
-            return rows, 0
-        cols = np.flatnonzero(self.arr[rows].any(axis=0))
-        return rows, int(cols[-1]) + 1
 
     def add_bins(self, other: _Bins) -> None:
-        """Add ``other``'s sums (folded to the coarser level of the two), row by used row."""
+        """Add ``other``'s sums (folded to the coarser level of the two; ``other`` left as it is)."""
         level = max(self.level, other.level)
         self.fold_to(level)
         ob = _Bins(len(other.arr), other.level, other.arr)  # (a fold makes new arrays)
-        ob._used = other._used
         ob.fold_to(level)
-        rows, cols = ob.used()
-        self.arr[rows, :cols] += ob.arr[rows, :cols]
-        self._also_used(rows, cols)
+        self.arr += ob.arr
 
     @property
     def width_s(self) -> float:
@@ -110,22 +87,10 @@ class _Bins:
     def fold_to(self, level: int) -> None:
         if level <= self.level:
             return
-        f = 2 ** (level - self.level)
-        rows = np.arange(self.arr.shape[0]) if self._used is None else self._used[0]
-        if not len(rows):
-            pass
-        elif f >= NBINS:
-            total = self.arr[rows].sum(axis=1)
-            self.arr = np.zeros_like(self.arr)
-            self.arr[rows, 0] = total
-        else:
-            # only the rows that hold anything, where known (`used`): the others stay zero
-            folded = self.arr[rows].reshape(len(rows), NBINS // f, f).sum(axis=2)
-            self.arr = np.zeros_like(self.arr)
-            self.arr[rows, : NBINS // f] = folded
-        if self._used is not None:
-            cols = self._used[1]
-            self._used = (rows, min(-(-cols // f), NBINS) if cols else 0)
+        f = min(2 ** (level - self.level), NBINS)
+        folded = self.arr.reshape(len(self.arr), NBINS // f, f).sum(axis=2)
+        self.arr = np.zeros_like(self.arr)
+        self.arr[:, : NBINS // f] = folded
         self.level = level
 
     def level_for(self, t_max: float) -> int:
@@ -149,7 +114,6 @@ class _Bins:
         for j, v in enumerate(values):
             sums = np.bincount(idx, weights=v, minlength=n_groups * NBINS).reshape(n_groups, NBINS)
             self.arr[base + j] += sums[present]
-        self._also_used((base[:, None] + np.arange(len(values))).ravel(), int(at.max()) + 1)
 
 
 @dataclass(frozen=True)
@@ -160,7 +124,6 @@ class Totals:
     pruned: tuple[str, ...]  # the roles whose steps were sampled
     width_s: float
     bins: np.ndarray  # (len(roles) * len(BIN_FIELDS) + len(SYNC_BIN_FIELDS), NBINS)
-    t_max_s: float
 
     def series(self, role: str, name: str) -> np.ndarray:
         """One binned sum of one role over the whole log."""
@@ -264,21 +227,15 @@ class Summary:
             self.t_max_s = max(self.t_max_s, float(np.nanmax(cols["t"])))
             self.rates.append({k: np.asarray(v, dtype=np.float64) for k, v in cols.items()})
 
-    def add_unknown(self, counts: Mapping[str, int]) -> None:
-        """Count events of unknown types."""
+    def add_unknown(self, counts: Mapping[str, int], *, fields: bool = False) -> None:
+        """Count events of unknown types (``fields``: unknown fields, "ev.field")."""
+        into = self.unknown_fields if fields else self.unknown
         for k, v in counts.items():
-            self.unknown[k] = self.unknown.get(k, 0) + int(v)
+            into[k] = into.get(k, 0) + int(v)
 
-    def add_unknown_fields(self, counts: Mapping[str, int]) -> None:
-        """Count unknown fields."""
-        for k, v in counts.items():
-            self.unknown_fields[k] = self.unknown_fields.get(k, 0) + int(v)
-
-    def set_end(self, end: Mapping[str, Any] | None, *, by_time: bool = True) -> None:
-        """The run's end: within a file the last ``end`` event; across merged files the latest."""
-        if end is not None and (
-            not by_time or self.end is None or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)
-        ):
+    def set_end(self, end: Mapping[str, Any] | None) -> None:
+        """The run's end across merged files: the latest (within a file it is the last ``end`` event)."""
+        if end is not None and (self.end is None or float(end.get("t") or 0.0) >= float(self.end.get("t") or 0.0)):
             self.end = dict(end)
 
     # --- reading
@@ -326,7 +283,6 @@ class Summary:
             pruned=tuple(r for r in self.roles if self.samples[r].pruned),
             width_s=self.bins.width_s,
             bins=self.bins.arr.copy(),
-            t_max_s=self.t_max_s,
         )
 
     # --- merging
@@ -394,7 +350,7 @@ class Summary:
         self.n_lines += other.n_lines
         self.set_end(other.end)
         self.add_unknown(other.unknown)
-        self.add_unknown_fields(other.unknown_fields)
+        self.add_unknown(other.unknown_fields, fields=True)
         self.t_max_s = max(self.t_max_s, other.t_max_s)
         self.sample_rows = min(self.sample_rows, other.sample_rows)
         for r in self.roles:

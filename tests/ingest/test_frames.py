@@ -1,4 +1,4 @@
-"""Frames from columns (advisor.ingest.frames)."""
+"""Frames from columns (advisor.ingest.load)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 def test_steps_frame_columns_and_types():
     """The steps frame keeps its columns as given (no consolidating copy): wait/blocked NaN -> 0,
     worker and tokens int64 (pandas' error on a non-finite one), role categorical, time order."""
-    from advisor.ingest.frames import STEP_COLUMNS, steps_frame
+    from advisor.ingest.load import steps_frame
     from advisor.ingest.schema import parse_header
+    from advisor.records import Step
 
     head = parse_header({"ev": "run", "v": 1, "t": 0, "run": "x", "roles": {"target": 1, "drafter": 1}}, "x", 1)
     cols = {
@@ -25,7 +26,7 @@ def test_steps_frame_columns_and_types():
         "loss": np.full(3, np.nan),
     }
     df = steps_frame(cols, np.array([0, 1, 0]), head)
-    assert list(df.columns) == list(STEP_COLUMNS)
+    assert list(df.columns) == list(Step.KEYS)
     assert df["worker"].dtype == np.int64 and df["tokens"].dtype == np.int64
     assert list(df["role"].astype(str)) == ["drafter", "target", "target"]
     np.testing.assert_array_equal(df["t"].to_numpy(), [1.0, 2.0, 3.0])

@@ -1,4 +1,4 @@
-"""The fast pass (advisor.ingest.scan, polars) and the exact pass (advisor.ingest.parse) agree.
+"""The fast pass (advisor.ingest.scan, polars) and the exact pass (advisor.ingest.stream) agree.
 
 Both give the same verdict and frames.
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -122,10 +123,10 @@ def _both_paths(monkeypatch, path):
         return ("ok", log.steps.to_json(), log.rates.to_json(), log.syncs.to_json(), log.end)
 
     fast = outcome()
-    real = stream.scan_log
-    monkeypatch.setattr(stream, "scan_log", lambda *a, **k: None)
+    real = stream.scan_files
+    monkeypatch.setattr(stream, "scan_files", lambda *a, **k: None)
     exact = outcome()
-    monkeypatch.setattr(stream, "scan_log", real)
+    monkeypatch.setattr(stream, "scan_files", real)
     return fast, exact
 
 
@@ -190,7 +191,7 @@ def test_ranges_of_steps_and_other_lines_read_as_the_exact_pass_reads_them(tmp_p
     p = tmp_path / "r.jsonl"
     p.write_text("\n".join(text) + "\n")
     monkeypatch.setattr(scan, "RANGE_BYTES", 700)
-    assert scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
+    assert scan.scan_files([p], sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
     fast, exact = _both_paths(monkeypatch, p)
     assert fast == exact and fast[0] == "ok"
     assert len(json.loads(fast[2])["t"]) == 2 and len(json.loads(fast[3])["t"]) == 2
@@ -208,7 +209,7 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
     from pathlib import Path
 
     from advisor.ingest import scan, stream
-    from advisor.ingest.frames import rates_columns_frame
+    from advisor.ingest.load import rates_columns_frame
     from advisor.ingest.schema import parse_header, validate_event
 
     head = parse_header(HEADER, "x", 1)
@@ -244,11 +245,12 @@ def test_fast_pass_never_takes_what_validate_event_refuses(tmp_path_factory, dat
     body = [json.dumps(x) for x in good_lines(4)]
     p = Path(tmp_path_factory.mktemp("rates")) / "r.jsonl"
     p.write_text("\n".join(body[:3] + lines + body[3:]) + "\n")
-    fast = scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40)
+    fast = (scan.scan_files([p], sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) or [None])[0]
     if refused:
         assert fast is None, lines
     elif fast is not None:
-        exact = stream.exact_summary(p, sample_rows=1000)
+        with mock.patch.object(stream, "scan_files", lambda *a, **k: None):
+            exact = stream.summarize_log(p, sample_rows=1000)
         a, b = (rates_columns_frame(s.rates_columns(), merged=False) for s in (fast, exact))
         assert a.equals(b), lines
 
@@ -262,7 +264,7 @@ def test_fast_pass_reads_real_logs_as_the_exact_pass(name, monkeypatch):
     from advisor.ingest import scan
 
     path = FIXTURES / name
-    assert scan.scan_log(path, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
+    assert scan.scan_files([path], sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
     fast, exact = _both_paths(monkeypatch, path)
     assert fast == exact and fast[0] == "ok"
 
@@ -277,7 +279,7 @@ def test_a_live_log_is_read_by_the_fast_pass_with_the_exact_pass_warning(write_l
     raw = "".join(json.dumps(x) + "\n" for x in lines).encode() + b'{"ev": "step", "t": 9'
     p = write_log([], raw=raw)
     with pytest.warns(LogWarning, match=f":{len(lines) + 1}: last line is incomplete.*skipped 21 bytes"):
-        assert scan.scan_log(p, sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
+        assert scan.scan_files([p], sample_rows=1000, max_bytes=1 << 40, max_lines=1 << 40) is not None
     fast, exact = _both_paths(monkeypatch, p)
     assert fast == exact and fast[0] == "ok"
 

@@ -18,7 +18,7 @@ from advisor.ingest.load import load_log
 
 def _small_pieces(monkeypatch):
     """The exact pass, in pieces of about 1000 bytes (the fast pass is left out)."""
-    monkeypatch.setattr(stream, "scan_log", lambda *a, **k: None)
+    monkeypatch.setattr(stream, "scan_files", lambda *a, **k: None)
     monkeypatch.setattr(reader, "CHUNK_BYTES", 300)
     monkeypatch.setattr(stream, "PIECE_BYTES", 1000)
 

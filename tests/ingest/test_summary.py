@@ -448,11 +448,11 @@ def test_sorted_keys_follow_the_sample_and_count_what_is_held(batches, k, ask_at
 
 
 def test_bins_folded_before_any_data_and_merged_without_copying(sync_log):
-    """An empty set of bins changes level without summing zeros; a merge reads the other
-    summary's bins and leaves them as they were."""
+    """An empty set of bins changes level and stays empty; a merge reads the other summary's
+    bins and leaves them as they were."""
     b = summary._Bins(3)
     b.fold_to(4)
-    assert b.level == 4 and not len(b.used()[0]) and not b.arr.any()
+    assert b.level == 4 and not b.arr.any()
     b.add_by_row(np.array([1.0, 5000.0]), np.zeros(2, np.int64), [0], [np.array([2.0, 3.0])])
     ref = summary._Bins(3, 4)
     ref.add_by_row(np.array([1.0, 5000.0]), np.zeros(2, np.int64), [0], [np.array([2.0, 3.0])])
@@ -637,16 +637,16 @@ def test_a_summarys_end_is_checked_like_a_logs(tmp_path, end, words):
 
 
 def test_rank_files_read_together_give_the_summary_of_each_read_alone(sync_log, monkeypatch):
-    """The fast pass reads a run's rank files at once (`scan.scan_run`): the same counts, bins,
+    """The fast pass reads a run's rank files at once (`scan.scan_files`): the same counts, bins,
     sample, ends, lines and sources as the files read one by one and merged."""
     from advisor.ingest import load as load
     from advisor.ingest import scan
 
     parts = split_by_worker(sync_log, 3)
-    together = scan.scan_run(parts, sample_rows=400)
+    together = scan.scan_files(parts, sample_rows=400)
     assert together is not None
     a, per_file = together
-    monkeypatch.setattr(load, "scan_run", lambda *args, **kw: None)
+    monkeypatch.setattr(load, "scan_files", lambda *args, **kw: None)
     b = summarize_paths(parts, sample_rows=400)
     np.testing.assert_allclose(a.bins.arr, b.bins.arr, rtol=1e-12, atol=1e-9)
     for r in a.roles:
@@ -675,7 +675,7 @@ def test_rank_files_read_together_give_the_summary_of_each_read_alone(sync_log, 
     )
 )
 def test_rank_files_read_together_find_the_unknown_fields_each_file_shows(sync_log, tmp_path_factory, extra):
-    """`scan.scan_run` finds a run's unknown fields on each file's first lines in one read of them
+    """`scan.scan_files` finds a run's unknown fields on each file's first lines in one read of them
     all; it must find what each file's own read finds (explicit nulls and empty objects included)."""
     from advisor.ingest import scan
 
@@ -691,9 +691,9 @@ def test_rank_files_read_together_find_the_unknown_fields_each_file_shows(sync_l
         out = folder / p.name
         out.write_bytes(b"".join(lines))
         parts.append(out)
-    together = scan.scan_run(parts, sample_rows=400)
+    together = scan.scan_files(parts, sample_rows=400)
     assert together is not None
-    alone = merge_all([scan.scan_log(p, sample_rows=400, max_bytes=1 << 30, max_lines=1 << 30) for p in parts])
+    alone = merge_all([scan.scan_files([p], sample_rows=400)[0] for p in parts])
     assert together[0].unknown_fields.keys() == alone.unknown_fields.keys()
 
 
@@ -711,7 +711,7 @@ def test_rank_files_with_crlf_line_ends_are_read_together(sync_log, tmp_path, cr
         out = tmp_path / p.name
         out.write_bytes(b"".join(x.replace(b"\n", b"\r\n") if i % crlf_every == 0 else x for i, x in enumerate(lines)))
         ended.append(out)
-    got, want = scan.scan_run(ended, sample_rows=400), scan.scan_run(parts, sample_rows=400)
+    got, want = scan.scan_files(ended, sample_rows=400), scan.scan_files(parts, sample_rows=400)
     assert got is not None and want is not None
     assert got[0].n_lines == want[0].n_lines and got[0].unknown_fields == want[0].unknown_fields
     for r in got[0].roles:
