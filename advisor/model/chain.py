@@ -580,9 +580,9 @@ def project_local(
 
 def _nodes_together(fit: PipelineFit, mixes: list[tuple[int, int]], nodes: list[SplitResult]) -> SplitResult:
     """Node-local pipelines (``mixes``: each node's N_a and M_a) as one split: rates add, but
-    drafters that sync run at the slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``; the interval's parts are the nodes'
-    weighted by their share of the rate (alike nodes: rates and capacities times L, shares one
-    node's)."""
+    drafters that sync run at the slowest node's pace per drafter, ``X = M min_a(X_a / M_a)``; the
+    interval's parts are the nodes' weighted by their share of the rate (alike nodes: rates and
+    capacities times L, shares one node's)."""
     n, m = sum(nb for nb, _ in mixes), sum(mb for _, mb in mixes)
     synced = fit.sync.sync_every > 0 and m > 1
     pace = min(r.x_bps / mb for (_, mb), r in zip(mixes, nodes)) if synced else math.inf
