@@ -267,7 +267,8 @@ _count = st.integers(min_value=0, max_value=10**7)
             tok_s=st.none() | _finite,
             eta_s=st.none() | _finite,
             done=st.none() | st.floats(0, 1),
-            q=st.none() | st.fixed_dictionaries({"pre": st.lists(_count, min_size=2, max_size=2), "hs": _count}),
+            q=st.none()
+            | st.fixed_dictionaries({"pre": st.lists(_count, min_size=2, max_size=2), "hs": st.none() | _count}),
         ),
         st.builds(records.End, t=_finite, reason=st.sampled_from(list(records.EndReason)), msg=st.none() | st.text()),
     )
