@@ -35,12 +35,18 @@ def t_975(df: int) -> float:
 
 
 @cache
-def _expected_max(m: int) -> float:
+def _normal_grid() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`expected_max_normal`'s abscissae, x phi(x) and log Phi(x): built once, shared by every m."""
     from scipy.special import log_ndtr
 
     x = np.linspace(-8.0, 8.0, 4001)
-    x_phi = x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    return float(m * np.trapezoid(x_phi * np.exp((m - 1) * log_ndtr(x)), x))
+    return x, x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi), log_ndtr(x)
+
+
+@cache
+def _expected_max(m: int) -> float:
+    x, x_phi, log_cdf = _normal_grid()
+    return float(m * np.trapezoid(x_phi * np.exp((m - 1) * log_cdf), x))
 
 
 def expected_max_normal(m: int) -> float:

@@ -413,3 +413,17 @@ def test_a_rounds_untimed_overhead_lengthens_it_like_the_collective(k, m, overhe
     timed = SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, fixed_s=0.003 + overhead_s)
     untimed = SyncFit(sync_every=k, latency_s=0.0, bandwidth_s=0.0, fixed_s=0.003, overhead_s=overhead_s)
     assert sync_scaling(drafter, untimed, m) == pytest.approx(sync_scaling(drafter, timed, m), rel=1e-12)
+
+
+def test_expected_max_builds_its_grid_once_for_every_m():
+    """--gpus 1024 asks E[max] at up to 1,023 drafter counts: one normal grid serves them all
+    (BENCHMARKS.md 15; a per-m grid cost 0.2 s there)."""
+    import math
+
+    from advisor import stats
+
+    stats._normal_grid.cache_clear()
+    stats._expected_max.cache_clear()
+    got = [stats.expected_max_normal(m) for m in (2, 3, 17, 1024)]
+    assert stats._normal_grid.cache_info().misses == 1
+    assert got[0] == pytest.approx(1 / math.sqrt(math.pi), rel=1e-9)  # E[max of 2] = 1/sqrt(pi)
