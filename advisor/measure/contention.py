@@ -128,7 +128,9 @@ class WithinLogContention:
 
 def _busy_counts(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The count of open intervals [starts, ends] (0 before the first breakpoint): its time average
-    over each [a, b], and its value at a."""
+    over each [a, b], and its value at a; zero where there are no intervals."""
+    if not len(starts):
+        return np.zeros(len(a)), np.zeros(len(a))
     x = np.concatenate([starts, ends])
     d = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
     o = np.argsort(x, kind="stable")

@@ -109,6 +109,15 @@ def test_busy_intervals_end_before_the_blocked_time():
     assert out.loc[2, "peers_p"] == pytest.approx(0.0)
 
 
+def test_a_role_with_no_steps_has_no_busy_peers():
+    df = pd.DataFrame(
+        {"role": ["target", "target"], "worker": [0, 1], "t": [1.0, 1.5], "busy": [1.0, 1.0], "blocked": [0.0, 0.0]}
+    )
+    out = peer_concurrency(df, "target", "drafter")
+    assert out["peers_c"].tolist() == out["peers_c0"].tolist() == [0.0, 0.0]
+    assert out["peers_p"].tolist() == pytest.approx([0.5, 0.5])  # [0, 1] and [0.5, 1.5] overlap by 0.5
+
+
 def test_recovers_a_known_per_busy_target_slowdown():
     # drafter-bound (6 targets of 0.1 s work against one drafter of 0.03 s): targets block, so the
     # number of busy targets varies; each other busy target slows a target's step by 6%
