@@ -301,7 +301,7 @@ def _gate_outcome(
     row = adv.split_row(planned)
     value = float(row[metric])
     try:  # how likely the split is within the resolution of the best, from the decision's odds
-        p_best = None if adv.decision.odds is None else float(adv.decision.odds.of(str(row.name)).p_best)
+        p_best = float(adv.decision.odds.of(str(row.name)).p_best)
     except KeyError:
         p_best = None
     failed = [metric] if not value >= threshold else []

@@ -107,11 +107,9 @@ class OddsPoint:
     provisional: bool = False  # the verdict rests on thin evidence (`advisor.decide.evidence.Evidence.thin`)
 
     @classmethod
-    def of(cls, adv: Any) -> OddsPoint | None:
+    def of(cls, adv: Any) -> OddsPoint:
         """The point of an advice's decision."""
         d = adv.decision
-        if d.odds is None:
-            return None
         return cls(
             action=(d.action or d.verdict).value,
             split=d.recommended,
@@ -128,18 +126,16 @@ class Settling:
     def __init__(self, tol: float):
         self.tol = tol
         self.count = 0
-        self.points: deque[OddsPoint | None] = deque(maxlen=SETTLE_REFRESHES)
+        self.points: deque[OddsPoint] = deque(maxlen=SETTLE_REFRESHES)
 
-    def add(self, point: OddsPoint | None) -> None:
+    def add(self, point: OddsPoint) -> None:
         """Count one report and keep its point among the last ones."""
         self.count += 1
         self.points.append(point)
 
-    def spread(self) -> tuple[float, float] | None:
-        """p_best's span and the expected regret's over the last reports."""
-        pts = list(self.points)
-        if not pts or any(p is None for p in pts):
-            return None
+    def spread(self) -> tuple[float, float]:
+        """p_best's span and the expected regret's over the last reports (one at least)."""
+        pts = self.points
         return (
             max(p.p_best for p in pts) - min(p.p_best for p in pts),
             max(p.expected_regret_pct for p in pts) - min(p.expected_regret_pct for p in pts),
@@ -150,16 +146,14 @@ class Settling:
         at most ``tol``, none provisional; "provisional": so, but on thin evidence; "so far": too
         few reports yet; "changed": the pick changed; "moving": the odds moved more."""
         sp, full = self.spread(), len(self.points) == SETTLE_REFRESHES
-        changed = len({(p.action, p.split, p.close_call) for p in self.points if p is not None}) > 1
-        if sp is not None and full and not changed and sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12:
+        changed = len({(p.action, p.split, p.close_call) for p in self.points}) > 1
+        if full and not changed and sp[0] <= self.tol + 1e-12 and sp[1] / 100.0 <= self.tol + 1e-12:
             return "provisional" if any(p.provisional for p in self.points) else "settled"
         return "so far" if not full else "changed" if changed else "moving"
 
     def line(self) -> str:
         """``odds settled: STAY with 7-1, >99% likely the best, expected regret 0.00%; ...``."""
-        pt = self.points[-1] if self.points else None
-        if pt is None:
-            return "odds: none (the advice has no odds)"
+        pt = self.points[-1]
         act = next((w for v, w in ACTIONS.items() if v.value == pt.action), pt.action)
         odds = (
             f"{act} {pt.split}, {share_text(pt.p_best)} likely the best, expected regret {pt.expected_regret_pct:.2f}%"
@@ -184,15 +178,14 @@ class Settling:
 
     def to_json(self) -> dict[str, Any]:
         """The ``follow`` member of a JSON report (module docstring)."""
-        pt = self.points[-1] if self.points else None
-        sp = self.spread()
+        pt, sp = self.points[-1], self.spread()
         return {
             "refresh": self.count,
             "settled": self.state() == "settled",
             "settle_tol": self.tol,
             "settle_refreshes": SETTLE_REFRESHES,
-            "odds": None if pt is None else {**asdict(pt), **_rounded(pt.p_best, pt.expected_regret_pct)},
-            "spread": None if sp is None else _rounded(*sp),
+            "odds": {**asdict(pt), **_rounded(pt.p_best, pt.expected_regret_pct)},
+            "spread": _rounded(*sp),
         }
 
 
