@@ -47,7 +47,7 @@ from advisor.ingest.schema import (
     step_numbers,
     unknown_fields,
 )
-from advisor.ingest.summary import Summary
+from advisor.ingest.summary import Summary, comparable_header
 from advisor.records import MAX_INT, Rates
 from advisor.settings import MAX_TIME_S
 
@@ -220,7 +220,7 @@ class _Scan:
                 self.first_obj, self.header = obj, parse_header(obj, path, 1)
                 self.summ = Summary(obj, self.header, path, sample_rows=self.sample_rows)
                 self.summ.add_unknown({f"run.{n}": len(self.files) for n in unknown_fields(obj)}, fields=True)
-            elif _comparable(obj) != _comparable(self.first_obj):
+            elif comparable_header(obj) != comparable_header(self.first_obj):
                 raise _GiveUp
         if not whole:
             self.send()
@@ -474,8 +474,7 @@ def _result(query):
 
 def _some_lines(buf: bytes, ends: np.ndarray, rows: np.ndarray) -> bytes:
     """Lines ``rows`` of a range (0-based, ascending; ``ends``: each line's end, `_lines`), each
-    without its newline and a ``\r`` before it, as `polars.scan_lines` gives them, joined by
-    newlines."""
+    without its newline and a ``\r`` before it, joined by newlines."""
     starts = np.concatenate(([0], ends[:-1] + 1))
     pairs = zip(starts[rows].tolist(), ends[rows].tolist())
     return b"\n".join(buf[a:b].removesuffix(b"\r") for a, b in pairs)
@@ -492,10 +491,6 @@ def _ranges(path: Path, max_bytes: int, max_lines: int) -> Iterator[tuple[bytes,
         if size > max_bytes:
             raise _GiveUp
         yield from ((buf, size <= RANGE_BYTES) for buf in _plain_ranges(f, size))
-
-
-def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k != "t"}
 
 
 def _header(data: bytes) -> dict[str, Any]:

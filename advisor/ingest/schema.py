@@ -40,7 +40,6 @@ from advisor.records import (
 
 KNOWN_EVENTS = tuple(EVENTS)
 END_REASONS = End.SPECS["reason"].choices
-HEADER_FIELDS = ("ev", *Run.FIELDS)
 # the top-level fields of each known event (the records' own and their known extras); anything
 # else is the writer's own
 EVENT_FIELDS = {ev: ("ev", *cls.FIELDS) for ev, cls in EVENTS.items()}

@@ -336,7 +336,7 @@ class Summary:
         Refused when ``other`` holds a log already in this one: the same file (``sources``), or
         steps identical to this one's (a copy), which would count twice.
         """
-        if _comparable(other.header_obj) != _comparable(self.header_obj):
+        if comparable_header(other.header_obj) != comparable_header(self.header_obj):
             raise LogError(
                 other.paths[0],
                 None,
@@ -395,8 +395,9 @@ class Summary:
         Path(path).write_text(text + "\n")
 
 
-def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
-    # the header's own t may differ by a few ms between ranks; everything else must match
+def comparable_header(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A header's fields that the files of one run must share: all but its own ``t``, which may
+    differ by a few ms between ranks."""
     return {k: v for k, v in obj.items() if k != "t"}
 
 
