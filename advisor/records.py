@@ -461,9 +461,9 @@ def _queues(raw: Any, roles: Mapping[str, int]) -> tuple[Queue, ...]:
 
 def check_header(h: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a ``run`` header (its line, or a `Run`'s fields and extras) checked, in a fixed
-    order so that the first bad field is the one named: the version, the numbers and texts, the
-    roles, where the workers computed, the engines, the queues. The writer's and the reader's one
-    check of a header.
+    order so that the first bad field is the one named: the version, ``t``, the roles, ``gpus``,
+    the known extras, ``probe``, ``cap_bps_kind``, the engines, ``link_bytes_s``, the queues, then
+    the other numbers and texts. The writer's and the reader's one check of a header.
 
     Args:
         h: the header's fields by JSON key; None or absent is "not logged".

@@ -247,7 +247,7 @@ def _check_cmd(
 
     fmt = _format(as_json, as_markdown)
     options = options_of(locals())
-    with _or_die(source), warnings.catch_warnings(record=True) as seen:  # the config's old names: said if it passes
+    with _or_die(source), warnings.catch_warnings(record=True) as seen:  # every warning, one line each, if it passes
         warnings.simplefilter("always")
         adv = run_check(source, options)
     _warn_lines(seen)
