@@ -142,7 +142,7 @@ def fit_contention(
             chi2 = float((w * resid**2).sum()) / (len(idx) - 2)
             k_se *= math.sqrt(max(chi2, 1.0))  # scatter beyond the logs' own errors widens it
         out[r] = (k, k_se)
-        at_ref = [math.log(st["busy"].mean()) - k * (n - n_ref) for st, n in zip(steps, ns.tolist())]
+        at_ref = y - k * (ns - n_ref)  # each log's level moved to the reference split
         ref_busy[r] = float(math.exp(np.average(at_ref, weights=[len(st) for st in steps])))
     fit = ContentionFit(
         ref_producers=n_ref,

@@ -108,7 +108,8 @@ def input_ran_out(log: RunLog) -> tuple[bool, str]:
 
 @dataclass(frozen=True)
 class _Tail:
-    """The end rule's tail: [start_s, last_s] holding ``n`` completions, after ``n_before`` from ``from_s``."""
+    """The end rule's tail: [start_s, last_s] holding ``n`` events (completions; snapshots of a rates
+    log), after ``n_before`` from ``from_s``."""
 
     from_s: float
     start_s: float
