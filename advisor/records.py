@@ -92,7 +92,7 @@ class Spec:
     """One field of a line: its JSON type (``float``, ``int``, ``str``, or ``object``: a map or list
     that its record checks), whether every line of the event holds it, and its bounds (a number's
     value, a text's length; a whole number's maximum is 2**53 unless lower). A text with a minimum
-    length is a name: printable (no lone surrogate), at most 200 characters."""
+    length is a name: printable (no lone surrogate), at most ``MAX_NAME`` characters."""
 
     kind: type
     required: bool = False
@@ -101,16 +101,17 @@ class Spec:
     choices: tuple[str, ...] = ()  # a text's values, where it has a few
 
 
+MAX_NAME = 200  # characters of a name (a role, queue, unit or probe id)
 # a header's ``probe`` (in ``extra``): this run is one segment of a probe (docs/log-schema.md)
 PROBE_FIELDS = {
-    "id": Spec(str, True, 1, 200),
+    "id": Spec(str, True, 1, MAX_NAME),
     "segment": Spec(int, True, 1, MAX_INT),
     "segments": Spec(int, False, 1, MAX_INT),
     "round": Spec(int, False, 1, MAX_INT),
 }
 WORKERS = Spec(int, True, 1, MAX_GPUS)  # a role's worker count, in ``roles``
 RATE = Spec(float, True)  # one role's batches/s, in ``bps`` and ``cap_bps``
-_NAME = Spec(str, True, 1, 200)  # a role or queue name
+_NAME = Spec(str, True, 1, MAX_NAME)  # a role or queue name
 _DEPTH = Spec(float)  # a queue's depth, in ``q``
 ENGINE_GPUS = Spec(int, True, 1, MAX_GPUS_PER_WORKER)  # GPUs of one engine, in ``gpus_per_worker``
 CAP_BPS_KINDS = ("lower", "upper")  # what a role's logged cap_bps is: a lower bound, an upper estimate
@@ -124,7 +125,7 @@ def _f(
     if kind is int and maximum is None:
         maximum = MAX_INT
     if kind is str and minimum and maximum is None:
-        maximum = 200  # a name
+        maximum = MAX_NAME
     need = default is MISSING if required is None else required
     return field(default=default, metadata={"spec": Spec(kind, need, minimum, maximum, choices)})
 
@@ -279,7 +280,7 @@ class Queue:
 
     SPECS: ClassVar[dict[str, Spec]]
 
-    name: str = _f(str, minimum=1, maximum=200)
+    name: str = _f(str, minimum=1)
     feeds: str = _f(str)
     cap: int = _f(int, maximum=MAX_QUEUE_CAP)
     per_worker: bool = _f(bool, False)
@@ -358,7 +359,7 @@ def _roles(raw: Any) -> dict[str, int]:
         raise RecordError("run", "roles", "must name at least a producer and a consumer role")
     roles: dict[str, int] = {}
     for name, n in raw.items():
-        if not isinstance(name, str) or not name or has_surrogate(name) or len(name) > 200:
+        if not isinstance(name, str) or not name or has_surrogate(name) or len(name) > MAX_NAME:
             raise RecordError("run", "roles", f"role names must be non-empty printable strings, got {short_repr(name)}")
         roles[name] = _part("roles", f"worker count of role '{name}'", WORKERS, n)
     if sum(roles.values()) > MAX_GPUS:
@@ -522,7 +523,7 @@ class Run(Record):
         "cores": Spec(int, minimum=1, maximum=MAX_INT),
         "probe": Spec(object),
         "cap_bps_kind": Spec(object),
-        "unit": Spec(str, minimum=1, maximum=200),
+        "unit": Spec(str, minimum=1, maximum=MAX_NAME),
     }
     v: int = _f(object, SCHEMA_VERSION)
     t: float = _f(float, 0.0, required=True, maximum=MAX_TIME_S)
