@@ -1,6 +1,6 @@
 """The odds of every split: one joint draw of the fit's uncertainty, and what it says of each choice.
 
-Split k carries its interval's parts (`advisor.project.rows.IntervalParts`): coefficients ``s_kj``
+Split k carries its interval's parts (`advisor.model.chain.IntervalParts`): coefficients ``s_kj``
 of the sources every split shares, its own variance ``v_k`` and its shifts ``e_k`` at the ends of
 an unidentified sync scaling and at the corners of the capacity ranges. One draw r:
 
@@ -107,7 +107,7 @@ def draw_inputs(
     recs: Sequence[SplitRow], calibrate: bool = False, open_corners: tuple[bool, ...] = (False,) * 4
 ) -> DrawInputs:
     """The draw's inputs from the projected table's records: each split's rate, interval and
-    interval parts (`advisor.project.rows.IntervalParts`; a split without them is drawn from its
+    interval parts (`advisor.model.chain.IntervalParts`; a split without them is drawn from its
     own interval).
     """
     k = len(recs)
