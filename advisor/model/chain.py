@@ -55,7 +55,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from advisor.model.link import LinkResult, Placement, link_pool
-from advisor.model.params import PipelineFit, RegimeFit, RoleFit, Source, SyncFit
+from advisor.model.params import PipelineFit, RoleFit, Source, SyncFit
 from advisor.stats import Z_95, expected_max_normal
 
 MAX_EFFECTIVE_BUFFER = 4000  # beyond this the chain is at the bound to < 1e-4
@@ -300,9 +300,8 @@ def _pipeline_x(
         return x, res
 
     rg = fit.regimes
-    if not rg.detected:  # one slice at the roles' own rates and variability
-        scv = {"producer_scv": fit.producer.busy_scv, "consumer_scv": fit.consumer.busy_scv}
-        rg = RegimeFit(weight=(1.0,), producer_scale=(1.0,), consumer_scale=(1.0,), **scv)
+    if not rg.detected:  # one slice at the roles' own rates and variability (the hot path)
+        return stationary(mu_p, mu_c, fit.producer.busy_scv, fit.consumer.busy_scv)
     parts = [
         stationary(mu_p / sp, mu_c / sc, rg.producer_scv, rg.consumer_scv)
         for sp, sc in zip(rg.producer_scale, rg.consumer_scale)

@@ -54,8 +54,9 @@ class Placement:
         if self.routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {ROUTINGS}, got {self.routing!r}")
         # node-locally every node holds both roles or neither (and some node holds them)
-        both = all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
-        if self.routing == "local" and not (any(self.producers) and both):
+        if self.routing == "local" and not (
+            any(self.producers) and all((nb > 0) == (mb > 0) for nb, mb in zip(self.producers, self.consumers))
+        ):
             raise ValueError("node-local routing needs targets and drafters on every node that holds either")
 
     @classmethod

@@ -130,6 +130,8 @@ def carry_model_error(rows: tuple[SplitRow, ...], err: ModelError) -> tuple[Spli
         )
         for r, on in zip(rows, carries)
     ]
+    if not err.active:  # no interval moves: the usual case of one log
+        return tuple(out)
     mean, sd = err.posterior(split_u(*np.array([r.counts for r in rows], float).reshape(-1, 2).T))
     x = np.array([r.bps for r in rows], float)
     low, high = np.array([r.bps_low for r in rows], float), np.array([r.bps_high for r in rows], float)
