@@ -2,13 +2,14 @@
 
 Each split's pipeline (`advisor.model.simulate`: queue caps, blocking after service, drafter
 barriers) runs ``n_batches`` batches resampled from the logs' steady steps: tokens per batch; a
-service time ``(t0_r + c_r * tokens) * e``, ``e`` a resampled ratio ``busy / (t0_r + c_r *
-tokens)`` of role r, scaled by the split's contention factor (`advisor.model.params.ContentionFit`);
-sync rounds resampled at that drafter count (else the fitted ``T_ar(M)``) plus the rounds' barrier
-excess (`advisor.model.chain.straggler_excess_s`) and untimed time (``SyncFit.overhead_s``); the
-loader's gaps where input-bound. At least ``IN_FLIGHT_FACTOR`` times the batches a split holds in
-flight, so any G has a steady window. Each split draws from a generator of its own (seeded by the
-split): its rate does not depend on the splits simulated beside it.
+service time ``(t0_r + c_r * tokens) * e``, ``e`` the ratio ``busy / (t0_r + c_r * tokens)`` of a
+step of role r drawn among those nearest the batch in tokens (`near_ratios`), scaled by the split's
+contention factor (`advisor.model.params.ContentionFit`); sync rounds resampled at that drafter
+count (else the fitted ``T_ar(M)``) plus the rounds' barrier excess
+(`advisor.model.chain.straggler_excess_s`) and untimed time (``SyncFit.overhead_s``); the loader's
+gaps where input-bound. At least ``IN_FLIGHT_FACTOR`` times the batches a split holds in flight, so
+any G has a steady window. Each split draws from a generator of its own (seeded by the split): its
+rate does not depend on the splits simulated beside it.
 
 Across nodes (`simulate_placed_run`): the same batches at a placement with the shared link
 (``link_s = hs_bytes_per_token x tokens / B``); the drafters' busy less their link seconds
@@ -43,10 +44,27 @@ WARMUP_SHARE = 0.1
 IN_FLIGHT_FACTOR = 4  # simulate at least this many times the batches a split holds in flight
 
 
-def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> np.ndarray:
-    base = fit_role.t0_s + fit_role.c_s_per_tok * tokens
-    r = busy / np.maximum(base, 1e-12)
-    return r[np.isfinite(r) & (r > 0)]
+def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A role's steps as (tokens, busy over the fitted line), sorted by tokens."""
+    r = busy / np.maximum(fit_role.t0_s + fit_role.c_s_per_tok * tokens, 1e-12)
+    ok = np.isfinite(r) & (r > 0)
+    order = np.argsort(tokens[ok], kind="stable")
+    return tokens[ok][order], r[ok][order]
+
+
+def near_ratios(rng: np.random.Generator, steps: tuple[np.ndarray, np.ndarray], tokens: np.ndarray) -> np.ndarray:
+    """One ratio per batch of ``tokens``, drawn from the role's ``k = ceil(sqrt(n))`` steps nearest in
+    tokens (the k-nearest-neighbour bootstrap, Lall and Sharma 1996, Water Resour. Res. 32(3)), or
+    from all the steps of the batch's token count where there are more: a remnant batch's ratio
+    stays with small batches."""
+    tok, ratio = steps
+    n = len(tok)
+    k = min(n, math.ceil(math.sqrt(n)))
+    lo, hi = np.searchsorted(tok, tokens, "left"), np.searchsorted(tok, tokens, "right")
+    ties = hi - lo >= k
+    start = np.where(ties, lo, np.clip((lo + hi) // 2 - k // 2, 0, n - k))
+    width = np.where(ties, hi - lo, k)
+    return ratio[start + (rng.random(len(tokens)) * width).astype(np.int64)]
 
 
 def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | None = None) -> int:
@@ -59,8 +77,8 @@ def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | 
 class Pools:
     """What the simulations resample, from the logs' steady steps (the same for every split)."""
 
-    ratio_p: np.ndarray  # producer busy / fitted line, per step
-    ratio_c: np.ndarray
+    steps_p: tuple[np.ndarray, np.ndarray]  # producer steps: tokens (sorted), busy / fitted line
+    steps_c: tuple[np.ndarray, np.ndarray]
     tokens: np.ndarray  # consumer batches' tokens
     sync_by_m: dict[int, np.ndarray]
 
@@ -93,8 +111,8 @@ def gather_pools(fit: PipelineFit, logs: tuple[RunLog, ...]) -> Pools:
             tokens[r].append(lg.steps["tokens"].to_numpy()[rows])
     cat = {r: (np.concatenate(tokens[r]).astype(float), np.concatenate(busy[r])) for r in (p, c)}
     return Pools(
-        ratio_p=_ratios(fit.producer, *cat[p]),
-        ratio_c=_ratios(fit.consumer, *cat[c]),
+        steps_p=_ratios(fit.producer, *cat[p]),
+        steps_c=_ratios(fit.consumer, *cat[c]),
         tokens=cat[c][0],
         sync_by_m=sync_by_m,
     )
@@ -111,8 +129,8 @@ def _split_run(
     rng = np.random.default_rng([0, n, m])
     k_p, k_c = fit.contention.scale(n, fit.contention.gpus_of(n, m))
     tok = rng.choice(pools.tokens, nb)
-    tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * rng.choice(pools.ratio_p, nb)
-    dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * rng.choice(pools.ratio_c, nb)
+    tgt = (fit.producer.t0_s + fit.producer.c_s_per_tok * tok) * k_p * near_ratios(rng, pools.steps_p, tok)
+    dft = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * k_c * near_ratios(rng, pools.steps_c, tok)
     run = dict(
         target_s=tgt,
         drafter_s=dft,
