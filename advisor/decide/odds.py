@@ -35,7 +35,7 @@ Calibration (`calibrated`: step logs of workers sharing a host with a core each,
 ``LEVEL_CORR`` (coefficients ``(a, b)`` become ``f (a + rho b, sqrt(1 - rho^2) b)``, ``f =
 sqrt((a^2 + b^2) / (a^2 + b^2 + 2 rho a b))``, each split's level variance kept), and the normal
 part is scaled by ``STEPS_TEMPERATURE``; both fitted leave one family out on the sweeps
-(`benchmarks/calibrate.py`, BENCHMARKS.md 19.6, 19.11, 19.20, 19.26). Elsewhere the draw takes the table
+(`benchmarks/calibrate.py`, BENCHMARKS.md 19.6, 19.11, 19.20, 19.26, 19.28). Elsewhere the draw takes the table
 as stated. The draws are seeded (``SEED``).
 """
 
@@ -61,7 +61,7 @@ MAX_CELLS = 2_000_000  # draws x splits at most: a table of more than 500 splits
 MIN_DRAWS = 1000
 SEED = 34
 LEVEL_CORR = 0.7  # step-log fits: the two roles' run-to-run level shifts drawn together (module docstring)
-STEPS_TEMPERATURE = 0.55  # step-log fits: the draw's normal part scaled by this (module docstring; BENCHMARKS.md 19.26)
+STEPS_TEMPERATURE = 0.55  # step-log fits: the draw's normal part scaled by this (module docstring; BENCHMARKS.md 19.28)
 _LEVELS = (ERR_SHARED.index("err_p_level"), ERR_SHARED.index("err_c_level"))
 END_CAP_LOG = math.log(1.25)  # a closed corner's shift drawn to at most x1.25 (or /1.25) of the point projection
 # an open bound's slack, the exponential's scale in log capacity and its cap: measured on the real
