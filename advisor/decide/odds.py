@@ -35,8 +35,8 @@ Calibration (`calibrated`: step logs of workers sharing a host with a core each,
 ``LEVEL_CORR`` (coefficients ``(a, b)`` become ``f (a + rho b, sqrt(1 - rho^2) b)``, ``f =
 sqrt((a^2 + b^2) / (a^2 + b^2 + 2 rho a b))``, each split's level variance kept), and the normal
 part is scaled by ``STEPS_TEMPERATURE``; both fitted leave one family out on the sweeps
-(`benchmarks/calibrate.py`, BENCHMARKS.md 19.6, 19.11, 19.20, 19.26, 19.28). Elsewhere the draw takes the table
-as stated. The draws are seeded (``SEED``).
+(`benchmarks/calibrate.py`, BENCHMARKS.md 19.6, 19.11, 19.20, 19.26, 19.28). Elsewhere the draw
+takes the table as stated. The draws are seeded (``SEED``).
 """
 
 from __future__ import annotations
