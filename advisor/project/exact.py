@@ -3,7 +3,7 @@
 Each split's pipeline (`advisor.model.simulate`: queue caps, blocking after service, drafter
 barriers) runs ``n_batches`` batches resampled from the logs' steady steps: tokens per batch; a
 service time ``(t0_r + c_r * tokens) * e``, ``e`` the ratio ``busy / (t0_r + c_r * tokens)`` of a
-step of role r drawn among those nearest the batch in tokens (`near_ratios`), scaled by the split's
+step of role r drawn among those next to the batch in tokens (`near_ratios`), scaled by the split's
 contention factor (`advisor.model.params.ContentionFit`); sync rounds resampled at that drafter
 count (else the fitted ``T_ar(M)``) plus the rounds' barrier excess
 (`advisor.model.chain.straggler_excess_s`) and untimed time (``SyncFit.overhead_s``); the loader's
@@ -53,18 +53,18 @@ def _ratios(fit_role, tokens: np.ndarray, busy: np.ndarray) -> tuple[np.ndarray,
 
 
 def near_ratios(rng: np.random.Generator, steps: tuple[np.ndarray, np.ndarray], tokens: np.ndarray) -> np.ndarray:
-    """One ratio per batch of ``tokens``, drawn from the role's ``k = ceil(sqrt(n))`` steps nearest in
-    tokens (the k-nearest-neighbour bootstrap, Lall and Sharma 1996, Water Resour. Res. 32(3)), or
-    from all the steps of the batch's token count where there are more: a remnant batch's ratio
-    stays with small batches."""
+    """One ratio per batch of ``tokens``, drawn from the role's ``k = ceil(sqrt(n))`` steps around the
+    batch's place in the steps' token order (the k-nearest-neighbour bootstrap, Lall and Sharma 1996,
+    Water Resour. Res. 32(3), its rule for k; neighbours by rank), or from all the steps of the
+    batch's token count where there are more: a remnant batch's ratio is drawn only by the batches
+    whose window reaches it, at most one draw in k."""
     tok, ratio = steps
     n = len(tok)
     k = min(n, math.ceil(math.sqrt(n)))
     lo, hi = np.searchsorted(tok, tokens, "left"), np.searchsorted(tok, tokens, "right")
-    ties = hi - lo >= k
-    start = np.where(ties, lo, np.clip((lo + hi) // 2 - k // 2, 0, n - k))
-    width = np.where(ties, hi - lo, k)
-    return ratio[start + (rng.random(len(tokens)) * width).astype(np.int64)]
+    mid = np.clip((lo + hi) // 2 - k // 2, 0, n - k)  # k steps centred on the batch's token count
+    start = np.minimum(lo, mid)  # ... or all of that count's steps where they are more
+    return ratio[start + (rng.random(len(tokens)) * (np.maximum(hi, mid + k) - start)).astype(np.int64)]
 
 
 def batches_for(fit: PipelineFit, n: int, m: int, n_batches: int, hs_cap: int | None = None) -> int:
