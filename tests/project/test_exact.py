@@ -189,7 +189,8 @@ def test_every_contender_is_simulated_or_marked_at_large_g(tmp_path):
 def test_a_remnant_batch_keeps_its_ratio_to_small_batches():
     """Issue 51: a log's last, small batch (32 tokens against ~3,000) sits far off the fitted line;
     resampled beside full batches, its ratio made a 1.4 s step of a 0.44 s drafter and read a real
-    4-4 log 5.4% low. Ratios are drawn from the steps nearest in tokens."""
+    4-4 log 5.2% low. Ratios are drawn from the steps next to the batch in tokens: mid-range never
+    the remnant's, and at the lowest full batch at most one draw in k (k = 15 of 201 steps)."""
     import numpy as np
 
     from advisor.project.exact import near_ratios
@@ -201,8 +202,10 @@ def test_a_remnant_batch_keeps_its_ratio_to_small_batches():
     steps = (tok[order], ratio[order])
     full = near_ratios(rng, steps, np.full(5000, 2900.0))
     assert full.max() <= 1.2
+    lowest = near_ratios(rng, steps, np.full(20_000, steps[0][1]))
+    assert np.mean(lowest == 10.0) <= 1 / 15 + 0.01
     small = near_ratios(rng, steps, np.full(200, 32.0))
-    assert (small == 10.0).any() and (small <= 10.0).all()
+    assert (small == 10.0).any()
 
 
 def test_steps_of_one_token_count_are_drawn_alike():
@@ -221,11 +224,23 @@ def test_steps_of_one_token_count_are_drawn_alike():
 
 def test_a_short_tp2_log_projects_its_own_split_within_five_percent():
     """Issue 51's self-check on the real log whose remnant batch it missed (tp2g12 4-4, repeat 3:
-    measured 8.87 b/s; projected 8.41, -5.4%, before the nearest-token draw)."""
+    measured 8.87 b/s; projected 8.41, -5.2%, before the draw by tokens). The simulated drafter
+    services spread as the log's steps do (0.086 s against 0.070; the draw ignoring tokens 0.10-0.11)."""
     from pathlib import Path
+
+    import numpy as np
+
+    from advisor.project.exact import gather_pools, near_ratios
 
     log = Path(__file__).parents[2] / "fixtures/sweep/tp2g12/tp2g12-4x4-tp2-tb3072-r3.jsonl.gz"
     adv = advise(log)
     row = adv.split_row({"target": 4, "drafter": 4})
     assert row["method"] == "exact"
     assert abs(row["bps"] / adv.observed.bps - 1) < 0.05
+    fit = adv.fit
+    steps = adv.logs[0].steps
+    inside = fit.observed[0].steady.mask(steps["t"].to_numpy()) & (steps["role"] == "drafter").to_numpy()
+    pools, rng = gather_pools(fit, adv.logs), np.random.default_rng(0)
+    tok = rng.choice(pools.tokens, 12000)
+    drafter_s = (fit.consumer.t0_s + fit.consumer.c_s_per_tok * tok) * near_ratios(rng, pools.steps_c, tok)
+    assert drafter_s.std() <= 1.3 * steps.loc[inside, "busy"].std(ddof=0)
