@@ -88,7 +88,6 @@ class Advice:
     fit: PipelineFit
     observed: ObservedSplit
     decision: Decision
-    settings: Settings
     warnings: tuple[str, ...]
     reconciliation: tuple[Reconciliation, ...] = ()
     logs: tuple[RunLog, ...] = field(default=(), repr=False)
@@ -102,6 +101,7 @@ class Advice:
             f"{len(self.warnings)} caveat(s)>"
         )
 
+    settings = property(lambda self: self.decision.settings)
     gpus = property(lambda self: self.settings.gpus)
     roles = property(lambda self: self.fit.roles)
 
@@ -155,7 +155,7 @@ class Advice:
             SettingsError: the split names other roles or is not one of G.
         """
         s = build_settings(replace(self.settings.options, roles=roles), self.settings.logged)
-        return replace(self, settings=s, decision=decide(self.fit, self.rows, s, self.decision.evidence))
+        return replace(self, decision=decide(self.fit, self.rows, s, self.decision.evidence))
 
     def split_row(self, roles: Mapping[str, int]) -> pd.Series:
         """One split's row of the table (``splits``).
@@ -459,7 +459,6 @@ def _finish(fit: PipelineFit, logs: Sequence[RunLog], settings: Settings, run: s
         fit=fit,
         observed=observed,
         decision=decision,
-        settings=settings,
         warnings=tuple(dict.fromkeys(notes)),
         reconciliation=recon,
         logs=tuple(logs),
