@@ -32,7 +32,7 @@ def fit_link(ms: Measurement) -> LinkFit:
     first = ms.logs[0].link
     bytes_s = next((m.log.header.link_bytes_s for m in ms.logs if m.log.header.link_bytes_s), None)
     source = "header" if bytes_s else None
-    if sum(s.crossed for s in samples) >= MIN_CROSSED:
+    if samples:  # one entry per crossing step: ok.sum() below checks MIN_CROSSED
         b = np.concatenate([s.bytes_ for s in samples])
         t = np.concatenate([s.transfer_s for s in samples])
         ok = (b > 0) & (t > 0)
