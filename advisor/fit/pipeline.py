@@ -80,7 +80,9 @@ def _fit_steps(measured: Measurement) -> dict:
     same = [i for i in with_steps if abs(per_log_tokens[i] / per_log_tokens[first] - 1.0) <= SAME_SIZE_TOL]
     roles = (producer, consumer)
     frames = {r: pd.concat([per_log[i][r] for i in same], ignore_index=True) for r in roles}
-    line_frames = {r: pd.concat([per_log[i][r] for i in with_steps], ignore_index=True) for r in roles}
+    line_frames = frames
+    if same != with_steps:
+        line_frames = {r: pd.concat([per_log[i][r] for i in with_steps], ignore_index=True) for r in roles}
     for r, f in frames.items():
         if len(f) < 3:
             raise LogError(ms[first].path, None, f"has {len(f)} steady '{r}' steps; too few to fit")
