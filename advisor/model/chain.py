@@ -368,11 +368,12 @@ def _interval(
     for end in ends:  # (0: the point's own interval again)
         x_end = x * math.exp(end)
         lo, hi = min(lo, x_end * math.exp(-half)), max(hi, x_end * math.exp(half))
+    ranges = _corners(fit)
     corners = (0.0,) * 4  # log(x_corner / x): 0 without a ranged role
     if fit.producer.ranged or fit.consumer.ranged:
-        corners = tuple(math.log(xc / x) if (xc := x_at(a, c)) > 0 else 0.0 for a, c, _ in _corners(fit))
+        corners = tuple(math.log(xc / x) if (xc := x_at(a, c)) > 0 else 0.0 for a, c, _ in ranges)
     open_hi = 0.0
-    for shift, is_open in zip(corners, open_corners(fit)):
+    for shift, (_, _, is_open) in zip(corners, ranges):
         lo = min(lo, x * math.exp(shift - half))
         if is_open:
             open_hi = max(open_hi, x * math.exp(shift + half))
