@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from advisor.project.rows import ERR_CORNERS, ERR_SHARED, IntervalParts, RoleRow, SplitRow
+from advisor.model.chain import ERR_CORNERS, ERR_SHARED, IntervalParts
+from advisor.project.rows import RoleRow, SplitRow
 
 
 def bare_row(label: str, bps: float, low: float = math.nan, high: float = math.nan, *, parts=True, **kw) -> SplitRow:

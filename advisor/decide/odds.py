@@ -48,11 +48,11 @@ from functools import cached_property
 
 import numpy as np
 
-from advisor.model.chain import open_corners
+from advisor.model.chain import ERR_CORNERS, ERR_SHARED, NO_PARTS, IntervalParts, open_corners
 from advisor.model.params import PipelineFit, Source
 from advisor.model.priors import CONTENTION_PRIOR_SE
 from advisor.project.model_error import ModelError, split_u
-from advisor.project.rows import ERR_CORNERS, ERR_SHARED, NO_PARTS, IntervalParts, SplitRow
+from advisor.project.rows import SplitRow
 from advisor.stats import Z_95
 
 RESOLUTION = 0.02  # splits within 2% of the best count as the best (what the model resolves)

@@ -42,9 +42,10 @@ from advisor.decide.odds import (
     slack_corners,
 )
 from advisor.decide.probe import MIN_SCV, Probe, ProbeCosts, ProbeNoise, best_probe
+from advisor.model.chain import ERR_SAMPLING, ERR_SHARED
 from advisor.model.params import PipelineFit
 from advisor.project.queues import QueueAdvice, queue_advice
-from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, SplitRow, lead_parts
+from advisor.project.rows import SplitRow, lead_parts
 from advisor.project.sensitivity import Sensitivity, sensitivity
 from advisor.project.table import split_label
 from advisor.settings import Settings

@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from advisor.project.rows import NO_PARTS, SplitRow
+from advisor.model.chain import NO_PARTS
+from advisor.project.rows import SplitRow
 from advisor.project.table import Reconciliation
 from advisor.stats import Z_95
 

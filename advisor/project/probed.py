@@ -27,8 +27,9 @@ from dataclasses import replace
 import numpy as np
 
 from advisor.measure.observe import SegmentRate
+from advisor.model.chain import ERR_SAMPLING, ERR_SHARED, NO_PARTS
 from advisor.model.params import PipelineFit
-from advisor.project.rows import ERR_SAMPLING, ERR_SHARED, NO_PARTS, SplitRow
+from advisor.project.rows import SplitRow
 from advisor.project.table import split_label
 from advisor.stats import Z_95
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from advisor.model.chain import ERR_CORNERS as ERR_CORNERS  # (the table's names, re-exported)
 from advisor.model.chain import ERR_SAMPLING, ERR_SHARED, NO_PARTS, IntervalParts
 from advisor.stats import Z_95
 

@@ -18,9 +18,10 @@ from advisor.decide.odds import DrawInputs, draw_inputs, draw_rates, odds_of
 from advisor.decide.probe import MIN_PROBE_S, ProbeCosts, ProbeNoise, best_probe
 from advisor.decide.reasons import bps_text, reasons, signed_pct
 from advisor.decide.rules import Verdict
+from advisor.model.chain import ERR_SHARED
 from advisor.present.json import advice_json
 from advisor.present.text import render
-from advisor.project.rows import ERR_SHARED, lead_interval
+from advisor.project.rows import lead_interval
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -25,7 +25,7 @@ from advisor.decide.odds import (
     draw_rates,
     open_slack,
 )
-from advisor.project.rows import ERR_SAMPLING, ERR_SHARED
+from advisor.model.chain import ERR_SAMPLING, ERR_SHARED
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FIX = Path(__file__).resolve().parents[2] / "fixtures"

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise, splits_frame
+from advisor.model.chain import ERR_CORNERS, ERR_SHARED
 from advisor.present.json import advice_json
-from advisor.project.rows import ERR_CORNERS, ERR_SHARED, RoleRow, SplitRow
+from advisor.project.rows import RoleRow, SplitRow
 
 
 def _same(a: float, b) -> bool:

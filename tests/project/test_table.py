@@ -15,7 +15,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from advisor.advice import advise, splits_frame
-from advisor.project.rows import ERR_SHARED, lead_interval, lead_parts
+from advisor.model.chain import ERR_SHARED
+from advisor.project.rows import lead_interval, lead_parts
 from advisor.project.table import project as project_rows
 from advisor.stats import Z_95
 
