@@ -28,6 +28,7 @@ pyplot's global state, so repeated calls leak no figures.
 from __future__ import annotations
 
 import functools
+import inspect
 import io
 import itertools
 import math
@@ -76,10 +77,11 @@ TIME_UNITS = ((86400.0, "d", 3 * 86400), (3600.0, "h", 3 * 3600), (60.0, "min", 
 
 def _panel(fn: Any) -> Any:
     """A panel drawn on ``ax`` (None: pyplot's current axes), which it returns, with mathtext off:
-    names from the log with a '$' would otherwise be parsed as TeX."""
+    names from the log with a '$' would otherwise be parsed as TeX. Its signature is ``fn``'s but
+    for the return: the axes, not ``fn``'s None."""
 
     @functools.wraps(fn)
-    def plain(adv: Advice, ax: Any = None, **kw: Any) -> Any:
+    def plain(adv: Advice, ax: Any = None, *args: Any, **kw: Any) -> Any:
         from matplotlib import rc_context
 
         with rc_context({"text.parse_math": False}):
@@ -87,11 +89,13 @@ def _panel(fn: Any) -> Any:
                 import matplotlib.pyplot as plt
 
                 ax = plt.gca()
-            fn(adv, ax, **kw)
+            fn(adv, ax, *args, **kw)
         for text in (ax.title, ax.xaxis.label, ax.yaxis.label):  # these predate the context
             text.set_parse_math(False)
         return ax
 
+    plain.__annotations__ = {**fn.__annotations__, "return": "Any"}
+    plain.__signature__ = inspect.signature(fn).replace(return_annotation="Any")
     return plain
 
 

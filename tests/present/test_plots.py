@@ -89,6 +89,20 @@ def test_each_panel_draws_on_the_axes_given_and_returns_it(adv):
         assert ax.has_data(), fn.__name__
 
 
+def test_panels_take_their_arguments_by_position_and_say_they_return_axes(adv):
+    """A panel's arguments pass through positionally, min_efficiency included, as they did before
+    the panels shared one wrapper; its signature's return is the axes, not the drawing code's None."""
+    import inspect
+
+    from matplotlib.figure import Figure
+
+    ax = Figure().add_subplot()
+    assert plots.plot_efficiency(adv, ax, 0.95) is ax
+    assert any(list(line.get_ydata()) == [95.0, 95.0] for line in ax.get_lines())
+    for fn in (plots.plot_splits, plots.plot_efficiency, plots.plot_rates, plots.plot_queue):
+        assert inspect.signature(fn).return_annotation not in (None, "None"), fn.__name__
+
+
 def test_panel_without_axes_uses_current_pyplot_axes(adv):
     import matplotlib.pyplot as plt
 
