@@ -300,16 +300,11 @@ def _gate_outcome(
     p, c = adv.roles
     row = adv.split_row(planned)
     value = float(row[metric])
-    try:  # how likely the split is within the resolution of the best, from the decision's odds
-        p_best = float(adv.decision.odds.of(str(row.name)).p_best)
-    except KeyError:
-        p_best = None
+    # how likely the split is within the resolution of the best, from the decision's odds (every row has them)
+    p_best = float(adv.decision.odds.of(str(row.name)).p_best)
     failed = [metric] if not value >= threshold else []
-    if min_confidence is not None:
-        if p_best is None:
-            raise ValueError(f"--min-confidence: the advice has no odds for split {row.name} to check it against")
-        if not p_best >= min_confidence:
-            failed.append("confidence")
+    if min_confidence is not None and not p_best >= min_confidence:
+        failed.append("confidence")
     return {
         "metric": metric,
         "threshold": float(threshold),

@@ -311,11 +311,7 @@ def gate_line(g: dict, markdown: bool = False) -> str:
     conds = [f"{g['metric']} {g['value']:.3f} {'>=' if met else '<'} {g['threshold']:.3f}"]
     if g.get("min_confidence") is not None:
         ok = "confidence" not in failed
-        p = g.get("p_best")
-        conds.append(
-            f"p_best {'n/a' if p is None else f'{p:.3f}'} {'>=' if ok else '<'} min confidence "
-            f"{g['min_confidence']:.3f}"
-        )
+        conds.append(f"p_best {g['p_best']:.3f} {'>=' if ok else '<'} min confidence {g['min_confidence']:.3f}")
     why = f"; failed on {' and '.join(failed)}" if failed else ""
     if markdown:
         return f"**{verdict}**: gate on {split}: {', '.join(conds)}{why}"
