@@ -433,13 +433,3 @@ def test_leaving_a_family_out_needs_two(tmp_path):
         check=False,
     )
     assert p.returncode == 2 and "two or more families" in p.stderr
-
-
-def test_validate_reals_within_table_reads_the_contention_fit():
-    """benchmarks/validate_real.py's within-log table (BENCHMARKS 20.3) reads fields and the fixed
-    point of `WithinLogContention`: a refactor that drops them breaks the table, not the advisor."""
-    vr = load_script("benchmarks/validate_real.py", "validate_real_within")
-    rows = vr.within_table("qpre1g7", {(5, 2): 10.0, (4, 3): 10.0})
-    assert len(rows) == len(json.loads((ROOT / "fixtures/sweep/qpre1g7/sweep.json").read_text())["runs"])
-    assert all(isinstance(r["d_confounded"], bool) and 0 <= r["d_starved_share"] <= 1 for r in rows)
-    assert "within-log contention" in vr.render_within("qpre1g7", rows)

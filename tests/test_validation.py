@@ -8,6 +8,8 @@ reported in benchmarks/VALIDATION.md, not asserted here.
 
 from __future__ import annotations
 
+import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,25 @@ def test_harness_can_tell_a_bad_model(results, validate):
     # the harness is able to fail a model
     assert results["bursty-hs1"].max_abs_bound_err_pct > 3 * validate.ERROR_BAR_PCT
     assert results["sync-k1"].max_abs_bound_err_pct > 3 * validate.ERROR_BAR_PCT
+
+
+def test_validate_reals_within_table_reads_each_logs_contention_fit():
+    """benchmarks/validate_real.py's within-log table (BENCHMARKS 20.3) holds, per log, the flags of
+    that log's own `WithinLogContention`, and where the fit identifies no slope the fixed point moves
+    nothing: a refactor that drops or swaps them breaks the table, not the advisor."""
+    from advisor.fit.pipeline import fit_logs
+    from advisor.ingest.load import load_log
+
+    vr = load_script("benchmarks/validate_real.py", "validate_real_within")
+    rows = vr.within_table("qpre1g7", {(5, 2): 10.0, (4, 3): 10.0})
+    folder = ROOT / "fixtures" / "sweep" / "qpre1g7"
+    logs = {r["name"]: folder / (r["log"] + ".gz") for r in json.loads((folder / "sweep.json").read_text())["runs"]}
+    assert rows and all(isinstance(r["d_confounded"], bool) and 0 <= r["d_starved_share"] <= 1 for r in rows)
+    for row in rows:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            w = fit_logs([load_log(logs[row["log"]])]).contention.within
+        assert row["d_confounded_d"] == w.consumer.confounded("consumer"), row["log"]
+        assert row["d_confounded"] == w.consumer.confounded("producer"), row["log"]
+        if not w.identified:  # no usable slope: scales of 1, the analytic projection unchanged
+            assert row["worst_within"] == row["worst_analytic"], row["log"]
