@@ -200,12 +200,9 @@ class _Scan:
     def __init__(self, files: list[Path], sample_rows: int):
         self.files, self.sample_rows = files, sample_rows
         self.summ: Summary | None = None  # (from the first file's header on)
-        self.header: RunHeader | None = None
-        self.first_obj: dict[str, Any] = {}
         self.fields: set[tuple[str, str]] = set()  # the unknown (event, field) pairs found so far
         self.field_counts: dict[tuple[str, str], int] = {}
         self.ends: dict[int, dict[str, Any]] = {}  # file -> its last end event
-        self.many = len(files) > 1
         self.held: list[tuple[bytes, np.ndarray, int, bool]] = []  # (range, its lines' ends, file, starts it)
         self.size = 0
         self.pending = None  # (polars' query, and `_fold`'s other arguments) of the range polars reads
@@ -217,10 +214,9 @@ class _Scan:
             obj = _header(buf)
             if self.summ is None:
                 path = str(self.files[0])
-                self.first_obj, self.header = obj, parse_header(obj, path, 1)
-                self.summ = Summary(obj, self.header, path, sample_rows=self.sample_rows)
+                self.summ = Summary(obj, parse_header(obj, path, 1), path, sample_rows=self.sample_rows)
                 self.summ.add_unknown({f"run.{n}": len(self.files) for n in unknown_fields(obj)}, fields=True)
-            elif comparable_header(obj) != comparable_header(self.first_obj):
+            elif comparable_header(obj) != comparable_header(self.summ.header_obj):
                 raise _GiveUp
         if not whole:
             self.send()
@@ -268,7 +264,7 @@ class _Scan:
         for f in fields:
             self.field_counts.setdefault(f, 0)
         names = tuple(n for _, n in sorted(fields))
-        return pl.scan_ndjson(buf, schema=_schema(self.header, names, steps=steps)).collect(background=background)
+        return pl.scan_ndjson(buf, schema=_schema(self.summ.header, names, steps=steps)).collect(background=background)
 
     def _fold(self, query, buf: bytes, ends: np.ndarray, fields, files, starts, counts) -> None:
         """One range checked and folded (`block`): its steps' read, then the lines that are not
@@ -335,20 +331,20 @@ class _Scan:
         mask = slice(None) if mask.all() else mask  # (a frame of steps alone: no copies)
         role = df["role"]
         codes = np.full(len(df), -1, dtype=np.int64)
-        for i, r in enumerate(self.header.roles):
+        for i, r in enumerate(self.summ.header.roles):
             codes[(role == r).fill_null(False).to_numpy()] = i
         codes = codes[mask]
         if (codes < 0).any():
             raise _GiveUp
-        spec = step_numbers(self.header)
+        spec = step_numbers(self.summ.header)
         cols = {n: df[n].to_numpy()[mask] for n in (*[s[0] for s in spec], "loss")}
-        limit = np.array(list(self.header.roles.values()), dtype=float)[codes]
+        limit = np.array(list(self.summ.header.roles.values()), dtype=float)[codes]
         if not _numbers_ok(cols, spec) or np.isinf(cols["loss"]).any() or (cols["worker"] >= limit).any():
             raise _GiveUp
         # a file with steps of a role that are all busy 0 (or all tokens 0) is refused by the exact
         # pass, which names it: checked per file and role where the rows are of several files
-        if self.many:
-            key = files[mask] * len(self.header.roles) + codes
+        if len(self.files) > 1:
+            key = files[mask] * len(self.summ.header.roles) + codes
             n = np.bincount(key)
             for c in (cols["busy"], cols["tokens"]):
                 if ((n > 0) & (np.bincount(key[c > 0], minlength=len(n)) == 0)).any():
@@ -368,9 +364,9 @@ class _Scan:
             raise _GiveUp
         for key in ("bps", "cap_bps"):
             objs = json.loads("[" + ",".join(rates[key].fill_null("null").to_list()) + "]")
-            for r in self.header.roles:
+            for r in self.summ.header.roles:
                 cols[f"{key}_{r}"] = np.array([_role_rate(d, r) for d in objs], dtype=np.float64)
-        for q in self.header.queues:
+        for q in self.summ.header.queues:
             v = pl.col("q").struct.field(q.name)
             if q.per_worker:
                 e = pl.element()
@@ -564,4 +560,4 @@ def _scan_files(files: list[Path], sample_rows: int, max_bytes: int, max_lines: 
     summ.paths = [str(f) for f in files]
     for f, line, n_bytes in cuts:
         warnings.warn(tail_warning(str(f), line, n_bytes), stacklevel=5)
-    return summ, [(scan.header, end) for end in ends]
+    return summ, [(summ.header, end) for end in ends]
