@@ -194,14 +194,15 @@ def check_value(spec: Spec, v: Any) -> Any:
     return v
 
 
-def _check(ev: str, name: str, spec: Spec, v: Any) -> Any:
-    """``v`` checked against ``spec`` (`check_value`), or `RecordError` naming ``name``."""
+def _check(ev: str, name: str, spec: Spec, v: Any, what: str = "") -> Any:
+    """``v`` checked by `check_value`, or `RecordError` naming ``name`` (``what``: the part of it ``v`` is)."""
+    lead = f"{what} " if what else ""
     if v is None:
-        raise RecordError(ev, name, "is missing")
+        raise RecordError(ev, name, f"{lead}is missing")
     try:
         return check_value(spec, v)
     except ValueError as e:
-        raise RecordError(ev, name, str(e)) from None
+        raise RecordError(ev, name, f"{lead}{e}") from None
 
 
 def _set(obj: Any, name: str, value: Any) -> None:
@@ -329,16 +330,6 @@ def default_placement(
     return out
 
 
-def _part(name: str, what: str, spec: Spec, v: Any) -> Any:
-    """``v``, a part of header field ``name`` (``what``: which part), checked against ``spec``."""
-    if v is None:
-        raise RecordError("run", name, f"{what} is missing")
-    try:
-        return check_value(spec, v)
-    except ValueError as e:
-        raise RecordError("run", name, f"{what} {e}") from None
-
-
 def _by_role(h: Mapping[str, Any], key: str, roles: Mapping[str, int], shape: str) -> Iterator[tuple[str, Any]]:
     """The entries of the map ``h[key]`` (none where absent), each key checked as it comes to be a
     role in 'roles' (``shape``: the message where it is no map)."""
@@ -361,7 +352,7 @@ def _roles(raw: Any) -> dict[str, int]:
     for name, n in raw.items():
         if not isinstance(name, str) or not name or has_surrogate(name) or len(name) > MAX_NAME:
             raise RecordError("run", "roles", f"role names must be non-empty printable strings, got {short_repr(name)}")
-        roles[name] = _part("roles", f"worker count of role '{name}'", WORKERS, n)
+        roles[name] = _check("run", "roles", WORKERS, n, f"worker count of role '{name}'")
     if sum(roles.values()) > MAX_GPUS:
         raise RecordError("run", "roles", f"use {sum(roles.values())} GPUs, more than the limit {MAX_GPUS}")
     return roles
@@ -375,7 +366,11 @@ def _probe(raw: Any) -> None:
             "probe",
             f'must be an object like {{"id": "p1", "segment": 1, "segments": 4, "round": 1}}, got {short_repr(raw)}',
         )
-    got = {n: _part("probe", n, s, raw.get(n)) for n, s in PROBE_FIELDS.items() if s.required or raw.get(n) is not None}
+    got = {
+        n: _check("run", "probe", s, raw.get(n), n)
+        for n, s in PROBE_FIELDS.items()
+        if s.required or raw.get(n) is not None
+    }
     seg, segs = got["segment"], got.get("segments")
     if segs is not None and seg > segs:
         raise RecordError("run", "probe", f"segment {seg} of {segs}: a segment's number is at most 'segments'")
@@ -392,7 +387,7 @@ def _engines(h: Mapping[str, Any], roles: Mapping[str, int], gpus: int | None) -
     k: dict[str, int] = {}
     shape = 'must be an object of role -> GPUs per worker, e.g. {"target": 2}'
     for name, n in _by_role(h, "gpus_per_worker", roles, shape):
-        k[name] = _part("gpus_per_worker", f"GPUs per worker of role '{name}'", ENGINE_GPUS, n)
+        k[name] = _check("run", "gpus_per_worker", ENGINE_GPUS, n, f"GPUs per worker of role '{name}'")
     need = sum(n * k.get(r, 1) for r, n in roles.items())
     if need > MAX_GPUS:
         raise RecordError("run", "gpus_per_worker", f"the engines hold {need} GPUs, more than the limit {MAX_GPUS}")
