@@ -9,6 +9,7 @@ reported in benchmarks/VALIDATION.md, not asserted here.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -79,3 +80,8 @@ def test_validate_reals_within_table_reads_each_logs_contention_fit():
         assert row["d_confounded"] == w.consumer.confounded("producer"), row["log"]
         if not w.identified:  # no usable slope: scales of 1, the analytic projection unchanged
             assert row["worst_within"] == row["worst_analytic"], row["log"]
+    lines = {ln.split(" | ")[0][2:]: ln for ln in vr.render_within("qpre1g7", rows).splitlines() if ln.startswith("| ")}
+    for row in rows:  # the printed table marks a log's confounded slopes as its row says
+        confounded = int(row["d_confounded_d"] and math.isfinite(row["d_se_d"]))
+        confounded += int(row["d_confounded"] and math.isfinite(row["d_se_t"]))
+        assert lines[row["log"]].count("(confounded)") == confounded, row["log"]
